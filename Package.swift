@@ -1,0 +1,39 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// lucid's engine. `LucidEngine` is the Swift library that Swift apps import; `lucid` is the
+// dynamic library (liblucid.so / liblucid.dylib) exporting the C ABI in include/lucid.h,
+// which the Python package loads with ctypes. Both are the same engine, so a Swift caller
+// and a C/Python caller on one thread share one autocast state.
+let package = Package(
+    name: "lucid",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "LucidEngine", targets: ["LucidEngine"]),
+        .library(name: "lucid", type: .dynamic, targets: ["LucidCABI"]),
+    ],
+    targets: [
+        // OpenBLAS, the CPU backend's BLAS on Linux (Accelerate is used on Apple platforms).
+        .systemLibrary(
+            name: "CBLAS",
+            path: "Sources/CBLAS",
+            pkgConfig: "openblas",
+            providers: [.apt(["libopenblas-dev"])]
+        ),
+        .target(
+            name: "LucidEngine",
+            dependencies: [.target(name: "CBLAS", condition: .when(platforms: [.linux]))],
+            path: "Sources/LucidEngine"
+        ),
+        .target(
+            name: "LucidCABI",
+            dependencies: ["LucidEngine"],
+            path: "Sources/LucidCABI"
+        ),
+        .testTarget(
+            name: "LucidEngineTests",
+            dependencies: ["LucidEngine", "LucidCABI"],
+            path: "tests/swift"
+        ),
+    ]
+)

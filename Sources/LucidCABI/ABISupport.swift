@@ -1,0 +1,69 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+import LucidEngine
+
+/// Status codes: 0 is success, the rest are `LucidError.Kind` raw values.
+let statusOK: Int32 = 0
+
+/// The calling thread's last error message, kept as a C string until the next failure on the
+/// same thread replaces it (or the thread ends).
+enum LastError {
+    static let key: pthread_key_t = {
+        var k = pthread_key_t()
+        pthread_key_create(&k) { free($0) }
+        return k
+    }()
+
+    static func set(_ message: String) {
+        let old = pthread_getspecific(key)
+        pthread_setspecific(key, strdup(message))
+        free(old)
+    }
+
+    static func get() -> UnsafePointer<CChar>? {
+        pthread_getspecific(key).map { UnsafePointer($0.assumingMemoryBound(to: CChar.self)) }
+    }
+}
+
+/// Runs one ABI call: a thrown `LucidError` becomes its status code and the thread's message.
+@inline(__always)
+func abiCall(_ body: () throws -> Void) -> Int32 {
+    do {
+        try body()
+        return statusOK
+    } catch let e as LucidError {
+        LastError.set(e.message)
+        return e.kind.rawValue
+    } catch {
+        LastError.set("\(error)")
+        return LucidError.Kind.runtime.rawValue
+    }
+}
+
+/// Writes `value` through an out-pointer, rejecting null.
+@inline(__always)
+func store<T>(_ value: T, _ out: UnsafeMutablePointer<T>?, _ what: String = "out") throws {
+    guard let out else { throw LucidError(.value, "\(what) pointer is null") }
+    out.pointee = value
+}
+
+/// Reads `count` Int64 values from a C array into [Int], rejecting null and negative counts.
+func intArray(_ p: UnsafePointer<Int64>?, _ count: Int32, _ what: String) throws -> [Int] {
+    guard count >= 0 else { throw LucidError(.value, "\(what): negative length \(count)") }
+    guard count <= 64 else { throw LucidError(.value, "\(what): \(count) dimensions is more than the 64 supported") }
+    if count == 0 { return [] }
+    guard let p else { throw LucidError(.value, "\(what) pointer is null") }
+    return (0..<Int(count)).map { i -> Int in
+        let v = p[i]
+        return Int(clamping: v)
+    }
+}
+
+/// Optional dtype code: negative means "not given".
+func optionalDType(_ code: Int32) throws -> DType? { code < 0 ? nil : try DType(code: code) }
+/// Optional device code: negative means "not given".
+func optionalDevice(_ code: Int32) throws -> Device? { code < 0 ? nil : try Device(code: code) }

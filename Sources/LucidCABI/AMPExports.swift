@@ -1,0 +1,62 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import LucidEngine
+
+// Autocast through the C ABI. `guard_create` enters a scope on the calling thread and hands
+// out its handle; `guard_destroy` leaves it, and only on that thread. The handle is the
+// engine's scope id, so a Swift caller on the same thread sees the same state.
+
+@_cdecl("guard_create")
+public func guard_create(_ device: Int32, _ enabled: Int32, _ dtype: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        guard let out else { throw LucidError(.value, "out pointer is null") }
+        let dev = try Device(code: device)
+        let d = try Autocast.validatedDType(try optionalDType(dtype))
+        out.pointee = Autocast.enterScope(dev, setting: AutocastSetting(enabled: enabled != 0, dtype: d))
+    }
+}
+
+@_cdecl("guard_destroy")
+public func guard_destroy(_ handle: UInt64) -> Int32 {
+    abiCall { try Autocast.exitScope(handle) }
+}
+
+@_cdecl("lucid_autocast_is_enabled")
+public func lucid_autocast_is_enabled(_ device: Int32, _ out: UnsafeMutablePointer<Int32>?) -> Int32 {
+    abiCall { try store(Autocast.isEnabled(try optionalDevice(device)) ? 1 : 0, out) }
+}
+
+@_cdecl("lucid_autocast_get_dtype")
+public func lucid_autocast_get_dtype(_ device: Int32, _ out: UnsafeMutablePointer<Int32>?) -> Int32 {
+    abiCall { try store(Autocast.dtype(try optionalDevice(device))?.rawValue ?? -1, out) }
+}
+
+@_cdecl("lucid_autocast_live_guards")
+public func lucid_autocast_live_guards(_ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall { try store(Int64(Autocast.liveScopes), out) }
+}
+
+/// Op names as C strings that live as long as the process.
+nonisolated(unsafe) private let opNames: [UnsafeMutablePointer<CChar>] = OpTable.all.map { strdup($0.name) }
+
+@_cdecl("lucid_op_count")
+public func lucid_op_count(_ out: UnsafeMutablePointer<Int32>?) -> Int32 {
+    abiCall { try store(Int32(OpTable.all.count), out) }
+}
+
+@_cdecl("lucid_op_info")
+public func lucid_op_info(_ index: Int32, _ name: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
+                          _ policy: UnsafeMutablePointer<Int32>?, _ cpuBFloat16: UnsafeMutablePointer<Int32>?) -> Int32 {
+    abiCall {
+        guard index >= 0, Int(index) < OpTable.all.count else {
+            throw LucidError(.index, "op index \(index) is out of range 0..<\(OpTable.all.count)")
+        }
+        let info = OpTable.all[Int(index)]
+        try store(UnsafePointer(opNames[Int(index)]), name, "name")
+        try store(info.policy.rawValue, policy, "policy")
+        try store(info.cpuBFloat16 ? 1 : 0, cpuBFloat16, "cpu_bf16")
+    }
+}

@@ -1,0 +1,151 @@
+import LucidEngine
+
+// Tensor creation, inspection, transfer and release. Ownership: every `lucid_tensor` written
+// to an out-pointer is a new reference the caller releases once with `lucid_tensor_release`.
+
+let tensors = HandleTable<TensorImpl>(kind: "tensor")
+
+@inline(__always)
+func emit(_ t: TensorImpl, _ out: UnsafeMutablePointer<UInt64>?) throws {
+    guard let out else { throw LucidError(.value, "out pointer is null") }
+    out.pointee = tensors.insert(t)
+}
+
+@_cdecl("lucid_last_error")
+public func lucid_last_error() -> UnsafePointer<CChar>? { LastError.get() }
+
+@_cdecl("lucid_tensor_from_host")
+public func lucid_tensor_from_host(_ data: UnsafeRawPointer?, _ nbytes: Int64, _ shape: UnsafePointer<Int64>?, _ ndim: Int32,
+                                   _ dtype: Int32, _ device: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        guard nbytes >= 0 else { throw LucidError(.value, "nbytes is negative (\(nbytes))") }
+        let dims = try intArray(shape, ndim, "shape")
+        let bytes = UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : Int(nbytes))
+        if data == nil && nbytes > 0 { throw LucidError(.value, "data pointer is null") }
+        try emit(try Conversion.fromHost(bytes, shape: dims, dtype: try DType(code: dtype), device: try Device(code: device)), out)
+    }
+}
+
+@_cdecl("lucid_tensor_full")
+public func lucid_tensor_full(_ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ value: Double, _ intValue: Int64, _ valueKind: Int32,
+                              _ dtype: Int32, _ device: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        let dims = try intArray(shape, ndim, "shape")
+        try emit(try Creation.full(dims, value: try scalarOperand(value, intValue, valueKind), dtype: try DType(code: dtype),
+                                   device: try Device(code: device)), out)
+    }
+}
+
+@_cdecl("lucid_tensor_arange")
+public func lucid_tensor_arange(_ start: Double, _ end: Double, _ step: Double, _ integral: Int32, _ dtype: Int32,
+                                _ device: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        try emit(try Creation.arange(start: start, end: end, step: step, integral: integral != 0,
+                                     dtype: try optionalDType(dtype), device: try Device(code: device)), out)
+    }
+}
+
+@_cdecl("lucid_tensor_random")
+public func lucid_tensor_random(_ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ normal: Int32, _ dtype: Int32,
+                                _ device: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        let dims = try intArray(shape, ndim, "shape")
+        let d = try DType(code: dtype), dev = try Device(code: device)
+        try emit(normal != 0 ? try Creation.randn(dims, dtype: d, device: dev) : try Creation.rand(dims, dtype: d, device: dev), out)
+    }
+}
+
+@_cdecl("lucid_manual_seed")
+public func lucid_manual_seed(_ seed: UInt64) -> Int32 {
+    abiCall { Tensor.manualSeed(seed) }
+}
+
+@_cdecl("lucid_tensor_release")
+public func lucid_tensor_release(_ t: UInt64) -> Int32 {
+    abiCall { try tensors.remove(t) }
+}
+
+@_cdecl("lucid_tensor_meta")
+public func lucid_tensor_meta(_ t: UInt64, _ dtype: UnsafeMutablePointer<Int32>?, _ device: UnsafeMutablePointer<Int32>?,
+                              _ ndim: UnsafeMutablePointer<Int32>?, _ requiresGrad: UnsafeMutablePointer<Int32>?) -> Int32 {
+    abiCall {
+        let x = try tensors.get(t)
+        try store(x.dtype.rawValue, dtype, "dtype")
+        try store(x.device.rawValue, device, "device")
+        try store(Int32(x.ndim), ndim, "ndim")
+        try store(x.requiresGrad ? 1 : 0, requiresGrad, "requires_grad")
+    }
+}
+
+@_cdecl("lucid_tensor_shape")
+public func lucid_tensor_shape(_ t: UInt64, _ shape: UnsafeMutablePointer<Int64>?, _ strides: UnsafeMutablePointer<Int64>?,
+                               _ capacity: Int32) -> Int32 {
+    abiCall {
+        let x = try tensors.get(t)
+        guard Int(capacity) >= x.ndim else {
+            throw LucidError(.value, "capacity \(capacity) is smaller than the tensor's \(x.ndim) dimensions")
+        }
+        if x.ndim == 0 { return }
+        guard let shape else { throw LucidError(.value, "shape pointer is null") }
+        for i in 0..<x.ndim {
+            shape[i] = Int64(x.shape[i])
+            strides?[i] = Int64(x.strides[i])
+        }
+    }
+}
+
+@_cdecl("lucid_tensor_to_host")
+public func lucid_tensor_to_host(_ t: UInt64, _ data: UnsafeMutableRawPointer?, _ nbytes: Int64) -> Int32 {
+    abiCall {
+        guard nbytes >= 0 else { throw LucidError(.value, "nbytes is negative (\(nbytes))") }
+        if data == nil && nbytes > 0 { throw LucidError(.value, "data pointer is null") }
+        try Conversion.toHost(try tensors.get(t), UnsafeMutableRawBufferPointer(start: data, count: data == nil ? 0 : Int(nbytes)))
+    }
+}
+
+@_cdecl("lucid_tensor_to")
+public func lucid_tensor_to(_ t: UInt64, _ dtype: Int32, _ device: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall { try emit(try Conversion.to(try tensors.get(t), dtype: try optionalDType(dtype), device: try optionalDevice(device)), out) }
+}
+
+@_cdecl("lucid_tensor_set_requires_grad")
+public func lucid_tensor_set_requires_grad(_ t: UInt64, _ flag: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        let x = try tensors.get(t)
+        if flag != 0 && !x.dtype.isFloatingPoint {
+            throw LucidError(.type, "only floating-point tensors can require gradients, got \(x.dtype)")
+        }
+        try emit(x.withRequiresGrad(flag != 0), out)
+    }
+}
+
+@_cdecl("lucid_live_tensors")
+public func lucid_live_tensors(_ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall { try store(Int64(tensors.count), out) }
+}
+
+@_cdecl("lucid_metal_is_available")
+public func lucid_metal_is_available(_ out: UnsafeMutablePointer<Int32>?) -> Int32 {
+    abiCall { try store(Metal.isAvailable ? 1 : 0, out) }
+}
+
+@_cdecl("lucid_set_warning_handler")
+public func lucid_set_warning_handler(_ handler: (@convention(c) (UnsafePointer<CChar>?) -> Void)?) -> Int32 {
+    abiCall {
+        if let handler {
+            Warnings.setHandler { message in message.withCString { handler($0) } }
+        } else {
+            Warnings.resetHandler()
+        }
+    }
+}
+
+/// A scalar from its C form: `value` for floats, `intValue` for ints and bools.
+func scalarOperand(_ value: Double, _ intValue: Int64, _ kind: Int32) throws -> ScalarOperand {
+    switch kind {
+    case ScalarOperand.Kind.float.rawValue: return ScalarOperand(float: value)
+    case ScalarOperand.Kind.int.rawValue: return ScalarOperand(int: intValue)
+    case ScalarOperand.Kind.bool.rawValue: return ScalarOperand(bool: intValue != 0)
+    default: throw LucidError(.value, "unknown scalar kind \(kind) (0 float, 1 int, 2 bool)")
+    }
+}

@@ -1,0 +1,119 @@
+/// An autocast scope held by a Swift value: creating it sets `(enabled, dtype)` for one device
+/// on the calling thread and records the setting it replaced; releasing it (or calling
+/// `close()`) restores the thread's state.
+///
+/// Scopes closed out of order still leave the thread coherent: each device follows the
+/// innermost scope still alive, and once every scope is gone autocast is off again. A guard
+/// belongs to the thread that made it; closing it elsewhere throws and changes nothing.
+///
+/// ```swift
+/// let scope = try AutocastGuard(.metal, dtype: .float16)
+/// let y = try model(x)          // matmul and linear run in float16
+/// try scope.close()
+/// ```
+public final class AutocastGuard: @unchecked Sendable {
+    /// The device this scope governs.
+    public let device: Device
+    /// What the scope set.
+    public let setting: AutocastSetting
+    /// What the scope replaced when it was entered.
+    public let replaced: AutocastSetting
+    /// The engine's id for the scope; the C ABI hands it out as the guard handle.
+    public let id: UInt64
+    private var open = true
+
+    /// Enters a scope on the calling thread.
+    ///
+    /// - Parameters:
+    ///   - device: the device whose autocast state changes.
+    ///   - dtype: the lower-precision dtype; nil means float16. float32 is accepted too.
+    ///   - enabled: false switches autocast off on `device` for the scope.
+    /// - Throws: `LucidError` (`.value`) for a dtype autocast cannot target.
+    public init(_ device: Device, dtype: DType? = nil, enabled: Bool = true) throws {
+        let d = try Autocast.validatedDType(dtype)
+        self.device = device
+        self.setting = AutocastSetting(enabled: enabled, dtype: d)
+        self.replaced = AMPRegistry.setting(device)
+        self.id = AMPRegistry.enter(device: device, setting: setting)
+    }
+
+    /// Leaves the scope now. Throws when called from another thread (nothing changes) or when
+    /// the scope's thread has ended.
+    public func close() throws {
+        guard open else { return }
+        try AMPRegistry.exit(id)
+        open = false
+    }
+
+    deinit {
+        // A guard released on a foreign thread cannot touch its owner's state; its scope
+        // stays until its own thread ends, as `close()` from that thread would have reported.
+        if open { try? AMPRegistry.exit(id) }
+    }
+}
+
+/// Runs `body` inside an autocast scope and leaves the scope when it returns or throws.
+///
+/// ```swift
+/// let y = try withAutocast(.metal, dtype: .float16) { try x.matmul(w) }   // y.dtype == .float16
+/// ```
+public func withAutocast<R>(_ device: Device, dtype: DType? = nil, enabled: Bool = true,
+                            _ body: () throws -> R) throws -> R {
+    let scope = try AutocastGuard(device, dtype: dtype, enabled: enabled)
+    defer { try? scope.close() }
+    return try body()
+}
+
+/// Queries of the calling thread's autocast state.
+public enum Autocast {
+    /// The dtypes a scope can target.
+    public static let targetDTypes: [DType] = [.float16, .bfloat16, .float32]
+
+    /// Enters a scope on the calling thread and returns its id — the handle-level form of
+    /// `AutocastGuard`, which the C ABI's `guard_create` uses.
+    public static func enterScope(_ device: Device, setting: AutocastSetting) -> UInt64 {
+        AMPRegistry.enter(device: device, setting: setting)
+    }
+
+    /// Leaves the scope `id` entered by `enterScope` on this thread. Throws, changing nothing,
+    /// for an id that is not live or that belongs to another thread.
+    public static func exitScope(_ id: UInt64) throws { try AMPRegistry.exit(id) }
+
+    /// How many scopes are live in the process (every thread).
+    public static var liveScopes: Int { AMPRegistry.liveCount }
+
+    /// Throws unless `dtype` (nil: float16) is one autocast can target.
+    public static func validatedDType(_ dtype: DType?) throws -> DType {
+        let d = dtype ?? .float16
+        guard targetDTypes.contains(d) else {
+            throw LucidError.value("autocast dtype must be lucid.float16, lucid.bfloat16 or lucid.float32, got \(d)")
+        }
+        return d
+    }
+
+    /// Whether autocast is on for `device`, or for either device when nil.
+    public static func isEnabled(_ device: Device? = nil) -> Bool {
+        if let device { return AMPRegistry.setting(device).enabled }
+        return AMPRegistry.setting(.cpu).enabled || AMPRegistry.setting(.metal).enabled
+    }
+
+    /// The dtype autocast targets on `device` (nil when off there). With no device: the dtype
+    /// of the innermost scope that still switches autocast on, or nil when both are off.
+    public static func dtype(_ device: Device? = nil) -> DType? {
+        if let device {
+            let s = AMPRegistry.setting(device)
+            return s.enabled ? s.dtype : nil
+        }
+        return AMPRegistry.innermostEnabledDType()
+    }
+
+    /// The dtype lower-precision ops on `device` cast to, or nil when autocast leaves them
+    /// alone. The CPU stream has no float16 kernels, so a CPU float16 scope casts nothing.
+    @inline(__always)
+    static func castTarget(_ device: Device) -> DType? {
+        let s = AMPRegistry.setting(device)
+        guard s.enabled else { return nil }
+        if device == .cpu && s.dtype == .float16 { return nil }
+        return s.dtype
+    }
+}

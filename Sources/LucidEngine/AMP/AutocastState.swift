@@ -1,0 +1,167 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What autocast does on one device: whether it is on and the dtype it targets.
+public struct AutocastSetting: Equatable, Sendable {
+    public var enabled: Bool
+    public var dtype: DType
+
+    public init(enabled: Bool, dtype: DType) {
+        self.enabled = enabled
+        self.dtype = dtype
+    }
+
+    /// A thread's setting before any scope: off, float16 by default.
+    public static let off = AutocastSetting(enabled: false, dtype: .float16)
+}
+
+/// One live autocast scope: what it set on which device, what it replaced, and the thread
+/// that owns it.
+final class ScopeRecord {
+    let id: UInt64
+    let device: Device
+    let setting: AutocastSetting
+    let replaced: AutocastSetting
+    unowned let owner: ThreadAMPState
+
+    init(id: UInt64, device: Device, setting: AutocastSetting, replaced: AutocastSetting, owner: ThreadAMPState) {
+        self.id = id
+        self.device = device
+        self.setting = setting
+        self.replaced = replaced
+        self.owner = owner
+    }
+}
+
+/// A thread's autocast state: the scopes it has entered and not yet left, innermost last,
+/// and the setting they produce on each device. Only its own thread reads or writes it.
+final class ThreadAMPState {
+    let serial: UInt64
+    var scopes: [ScopeRecord] = []
+    private(set) var cpu = AutocastSetting.off
+    private(set) var metal = AutocastSetting.off
+
+    init(serial: UInt64) { self.serial = serial }
+
+    @inline(__always)
+    func setting(_ device: Device) -> AutocastSetting { device == .cpu ? cpu : metal }
+
+    /// Each device follows the innermost live scope that names it, or is off when none does.
+    /// After a LIFO exit this is exactly the state that scope replaced; after an out-of-order
+    /// exit it is still the innermost live scope's.
+    func recompute() {
+        var c = AutocastSetting.off, m = AutocastSetting.off
+        for s in scopes {
+            if s.device == .cpu { c = s.setting } else { m = s.setting }
+        }
+        cpu = c
+        metal = m
+    }
+}
+
+/// The process's autocast bookkeeping: each thread's `ThreadAMPState` (in thread-local
+/// storage, made on the first scope a thread enters) and the table of live scopes by id that
+/// lets the C ABI reject bad, stale, foreign-thread and already-released handles.
+package enum AMPRegistry {
+    private static let lock = Lock()
+    nonisolated(unsafe) private static var live: [UInt64: ScopeRecord] = [:]
+    nonisolated(unsafe) private static var nextID: UInt64 = 1
+    nonisolated(unsafe) private static var nextSerial: UInt64 = 1
+
+    /// The thread-local slot. Its destructor runs when a thread ends and retires the scopes
+    /// that thread left open, so a guard that outlives its thread is merely a stale handle.
+    private static let key: pthread_key_t = {
+        var k = pthread_key_t()
+        pthread_key_create(&k) { raw in
+            guard let raw else { return }
+            AMPRegistry.threadDidEnd(Unmanaged<ThreadAMPState>.fromOpaque(raw).takeRetainedValue())
+        }
+        return k
+    }()
+
+    /// The calling thread's state, or nil when it has never entered a scope.
+    @inline(__always)
+    static func currentIfPresent() -> ThreadAMPState? {
+        guard let raw = pthread_getspecific(key) else { return nil }
+        return Unmanaged<ThreadAMPState>.fromOpaque(raw).takeUnretainedValue()
+    }
+
+    static func current() -> ThreadAMPState {
+        if let s = currentIfPresent() { return s }
+        let serial = lock.withLock { () -> UInt64 in
+            defer { nextSerial += 1 }
+            return nextSerial
+        }
+        let s = ThreadAMPState(serial: serial)
+        pthread_setspecific(key, Unmanaged.passRetained(s).toOpaque())
+        return s
+    }
+
+    /// The setting autocast has on `device` for the calling thread. Costs one TLS read.
+    @inline(__always)
+    static func setting(_ device: Device) -> AutocastSetting {
+        currentIfPresent()?.setting(device) ?? .off
+    }
+
+    /// Enters a scope on the calling thread and returns its id.
+    package static func enter(device: Device, setting: AutocastSetting) -> UInt64 {
+        let state = current()
+        let id = lock.withLock { () -> UInt64 in
+            defer { nextID += 1 }
+            return nextID
+        }
+        let record = ScopeRecord(id: id, device: device, setting: setting, replaced: state.setting(device), owner: state)
+        lock.withLock { live[id] = record }
+        state.scopes.append(record)
+        state.recompute()
+        return id
+    }
+
+    /// Leaves the scope `id`. Throws, changing nothing, when `id` is not a live scope or
+    /// belongs to another thread.
+    package static func exit(_ id: UInt64) throws {
+        let state = currentIfPresent()
+        try lock.withLock {
+            guard let record = live[id] else {
+                throw LucidError(.handle, "guard 0x\(String(id, radix: 16)) is not a live autocast guard (never created, already destroyed, or its thread has ended)")
+            }
+            guard let state, record.owner === state else {
+                let here = state.map { "thread #\($0.serial)" } ?? "a thread with no autocast scope"
+                throw LucidError(.thread, "guard 0x\(String(id, radix: 16)) belongs to thread #\(record.owner.serial) and can only be destroyed there (called from \(here)); nothing was changed")
+            }
+            live[id] = nil
+        }
+        guard let state else { return }
+        if let i = state.scopes.lastIndex(where: { $0.id == id }) {
+            state.scopes.remove(at: i)
+        }
+        state.recompute()
+    }
+
+    /// Whether `id` is a live scope (on any thread).
+    static func isLive(_ id: UInt64) -> Bool { lock.withLock { live[id] != nil } }
+
+    /// Number of live scopes in the process.
+    package static var liveCount: Int { lock.withLock { live.count } }
+
+    private static func threadDidEnd(_ state: ThreadAMPState) {
+        lock.withLock {
+            for s in state.scopes { live[s.id] = nil }
+        }
+        state.scopes.removeAll()
+    }
+
+    /// The dtype of the innermost live scope that still switches autocast on, or nil.
+    static func innermostEnabledDType() -> DType? {
+        guard let state = currentIfPresent() else { return nil }
+        var seen: Set<Int32> = []
+        for s in state.scopes.reversed() where !seen.contains(s.device.rawValue) {
+            seen.insert(s.device.rawValue)
+            if s.setting.enabled { return s.setting.dtype }
+        }
+        return nil
+    }
+}

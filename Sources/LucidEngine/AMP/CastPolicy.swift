@@ -1,0 +1,65 @@
+/// How autocast treats an op's floating-point inputs (PyTorch's autocast op lists, adapted).
+public enum CastPolicy: Int32, Sendable, CustomStringConvertible {
+    /// Keeps its inputs' dtypes (ordinary type promotion applies).
+    case none = 0
+    /// Casts floating inputs to the autocast dtype: matmul, linear, conv, attention.
+    case lowerPrecision = 1
+    /// Casts float16/bfloat16 inputs to float32: softmax, norms, exp/log, reductions, losses.
+    case float32 = 2
+    /// Casts floating inputs to the widest floating input dtype: cat, stack, …
+    case promote = 3
+
+    public var description: String {
+        switch self {
+        case .none: return "none"
+        case .lowerPrecision: return "lower_precision"
+        case .float32: return "float32"
+        case .promote: return "promote"
+        }
+    }
+}
+
+/// An op's declaration: its name (as the Python API spells it), its autocast policy, and
+/// whether the CPU stream has a bfloat16 kernel for it (when not, a bfloat16 CPU scope runs
+/// it in float32).
+public struct OpInfo: Sendable {
+    public let name: String
+    public let policy: CastPolicy
+    public let cpuBFloat16: Bool
+
+    init(_ name: String, _ policy: CastPolicy, cpuBFloat16: Bool = true) {
+        self.name = name
+        self.policy = policy
+        self.cpuBFloat16 = cpuBFloat16
+    }
+
+    /// Applies this op's autocast policy to its inputs (all on one device).
+    func autocast(_ inputs: [TensorImpl]) throws -> [TensorImpl] {
+        guard policy != .none, let first = inputs.first,
+              var target = Autocast.castTarget(first.device) else { return inputs }
+        switch policy {
+        case .none:
+            return inputs
+        case .lowerPrecision:
+            if first.device == .cpu && target == .bfloat16 && !cpuBFloat16 { target = .float32 }
+            return try inputs.map { $0.dtype.isFloatingPoint ? try Ops.cast($0, to: target) : $0 }
+        case .float32:
+            return try inputs.map { $0.dtype.isLowPrecision ? try Ops.cast($0, to: .float32) : $0 }
+        case .promote:
+            let floats = inputs.filter { $0.dtype.isFloatingPoint }.map(\.dtype)
+            guard let widest = floats.dropFirst().reduce(floats.first, { acc, d in acc.map { DType.promote($0, d) } })
+            else { return inputs }
+            return try inputs.map { $0.dtype.isFloatingPoint ? try Ops.cast($0, to: widest) : $0 }
+        }
+    }
+}
+
+/// Every op's declaration, for introspection (`lucid.amp.policy`).
+public enum OpTable {
+    public static let all: [OpInfo] = Ops.declarations
+
+    private static let byName: [String: OpInfo] = Dictionary(all.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+
+    /// The declaration of the op called `name`, or nil.
+    public static func info(_ name: String) -> OpInfo? { byName[name] }
+}

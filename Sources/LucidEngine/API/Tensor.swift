@@ -1,0 +1,126 @@
+/// A tensor for Swift callers: a shape, a dtype, a device and the engine's storage. Values are
+/// immutable; every op returns a new tensor (views share storage). Ops throw `LucidError`
+/// instead of trapping, so operators are used with `try`.
+///
+/// ```swift
+/// import LucidEngine
+/// let x = try Tensor.randn([8, 4], device: .metal)
+/// let w = try Tensor.randn([2, 4], device: .metal)
+/// let y = try withAutocast(.metal) { try x.linear(w) }   // y.dtype == .float16
+/// print(try y.toArray())
+/// ```
+public struct Tensor: @unchecked Sendable, CustomStringConvertible {
+    let impl: TensorImpl
+
+    init(_ impl: TensorImpl) { self.impl = impl }
+
+    public var shape: [Int] { impl.shape }
+    public var strides: [Int] { impl.strides }
+    public var dtype: DType { impl.dtype }
+    public var device: Device { impl.device }
+    public var ndim: Int { impl.ndim }
+    public var numel: Int { impl.numel }
+    public var isContiguous: Bool { impl.isContiguous }
+
+    public var description: String { "Tensor(shape: \(shape), dtype: \(dtype), device: \(device))" }
+
+    // MARK: Creation
+
+    /// A tensor holding `values` (row-major) with `shape`, converted to `dtype` (rounding to
+    /// nearest even for the 16-bit floats).
+    public init(_ values: [Float], shape: [Int], dtype: DType = .float32, device: Device = .cpu) throws {
+        let t = try values.withUnsafeBytes { try Conversion.fromHost($0, shape: shape, dtype: .float32, device: device) }
+        impl = try Ops.cast(t, to: dtype)
+    }
+
+    /// An int64 tensor holding `values`, converted to `dtype`.
+    public init(_ values: [Int64], shape: [Int], dtype: DType = .int64, device: Device = .cpu) throws {
+        let t = try values.withUnsafeBytes { try Conversion.fromHost($0, shape: shape, dtype: .int64, device: device) }
+        impl = try Ops.cast(t, to: dtype)
+    }
+
+    public static func full(_ shape: [Int], _ value: Double, dtype: DType = .float32, device: Device = .cpu) throws -> Tensor {
+        Tensor(try Creation.full(shape, value: ScalarOperand(float: value), dtype: dtype, device: device))
+    }
+    public static func zeros(_ shape: [Int], dtype: DType = .float32, device: Device = .cpu) throws -> Tensor {
+        try full(shape, 0, dtype: dtype, device: device)
+    }
+    public static func ones(_ shape: [Int], dtype: DType = .float32, device: Device = .cpu) throws -> Tensor {
+        try full(shape, 1, dtype: dtype, device: device)
+    }
+    public static func arange(_ start: Double, _ end: Double, step: Double = 1, dtype: DType = .float32, device: Device = .cpu) throws -> Tensor {
+        Tensor(try Creation.arange(start: start, end: end, step: step, integral: false, dtype: dtype, device: device))
+    }
+    /// Uniform samples in [0, 1) from the seedable global generator (`manualSeed`).
+    public static func rand(_ shape: [Int], dtype: DType = .float32, device: Device = .cpu) throws -> Tensor {
+        Tensor(try Creation.rand(shape, dtype: dtype, device: device))
+    }
+    /// Standard normal samples from the seedable global generator (`manualSeed`).
+    public static func randn(_ shape: [Int], dtype: DType = .float32, device: Device = .cpu) throws -> Tensor {
+        Tensor(try Creation.randn(shape, dtype: dtype, device: device))
+    }
+
+    /// Reseeds the generator behind `rand` and `randn`.
+    public static func manualSeed(_ seed: UInt64) { Random.manualSeed(seed) }
+
+    // MARK: Reading values
+
+    /// The elements, row-major, converted to Float.
+    public func toArray() throws -> [Float] {
+        let f = try Ops.contiguous(try Ops.cast(impl, to: .float32))
+        var out = [Float](repeating: 0, count: f.numel)
+        try out.withUnsafeMutableBytes { try Conversion.toHost(f, $0) }
+        return out
+    }
+
+    /// The single element of a one-element tensor.
+    public func item() throws -> Float {
+        guard numel == 1 else { throw LucidError.value("item: expected a tensor with one element, got shape \(shape)") }
+        return try toArray()[0]
+    }
+
+    // MARK: Conversion
+
+    public func to(_ dtype: DType) throws -> Tensor { Tensor(try Conversion.to(impl, dtype: dtype, device: nil)) }
+    public func to(_ device: Device) throws -> Tensor { Tensor(try Conversion.to(impl, dtype: nil, device: device)) }
+
+    // MARK: Ops
+
+    public static func + (a: Tensor, b: Tensor) throws -> Tensor { Tensor(try Elementwise.binary(.add, a.impl, b.impl)) }
+    public static func - (a: Tensor, b: Tensor) throws -> Tensor { Tensor(try Elementwise.binary(.sub, a.impl, b.impl)) }
+    public static func * (a: Tensor, b: Tensor) throws -> Tensor { Tensor(try Elementwise.binary(.mul, a.impl, b.impl)) }
+    public static func / (a: Tensor, b: Tensor) throws -> Tensor { Tensor(try Elementwise.binary(.div, a.impl, b.impl)) }
+    public static func + (a: Tensor, s: Double) throws -> Tensor { try a.scalar(.add, s, first: false) }
+    public static func - (a: Tensor, s: Double) throws -> Tensor { try a.scalar(.sub, s, first: false) }
+    public static func * (a: Tensor, s: Double) throws -> Tensor { try a.scalar(.mul, s, first: false) }
+    public static func / (a: Tensor, s: Double) throws -> Tensor { try a.scalar(.div, s, first: false) }
+    public static func + (s: Double, a: Tensor) throws -> Tensor { try a.scalar(.add, s, first: true) }
+    public static func - (s: Double, a: Tensor) throws -> Tensor { try a.scalar(.sub, s, first: true) }
+    public static func * (s: Double, a: Tensor) throws -> Tensor { try a.scalar(.mul, s, first: true) }
+    public static func / (s: Double, a: Tensor) throws -> Tensor { try a.scalar(.div, s, first: true) }
+    public static prefix func - (a: Tensor) throws -> Tensor { Tensor(try Elementwise.unary(.neg, a.impl)) }
+
+    private func scalar(_ k: BinaryKernel, _ s: Double, first: Bool) throws -> Tensor {
+        Tensor(try Elementwise.binary(k, impl, scalar: ScalarOperand(float: s), scalarFirst: first))
+    }
+
+    /// torch.matmul semantics (vectors, matrices, broadcast batches). Lower precision under autocast.
+    public func matmul(_ other: Tensor) throws -> Tensor { Tensor(try LinearAlgebra.matmul(impl, other.impl)) }
+    /// `self @ weight.T + bias`. Lower precision under autocast.
+    public func linear(_ weight: Tensor, bias: Tensor? = nil) throws -> Tensor {
+        Tensor(try LinearAlgebra.linear(impl, weight.impl, bias?.impl))
+    }
+    public func relu() throws -> Tensor { Tensor(try Elementwise.unary(.relu, impl)) }
+    /// Sum over `dims` (all when nil). float32 for low-precision input under autocast.
+    public func sum(dims: [Int]? = nil, keepdim: Bool = false) throws -> Tensor {
+        Tensor(try Reductions.reduce(.sum, impl, dims: dims, keepdim: keepdim))
+    }
+    public func mean(dims: [Int]? = nil, keepdim: Bool = false) throws -> Tensor {
+        Tensor(try Reductions.reduce(.mean, impl, dims: dims, keepdim: keepdim))
+    }
+    public func reshape(_ shape: [Int]) throws -> Tensor { Tensor(try ShapeOps.reshape(impl, shape)) }
+    public func view(_ shape: [Int]) throws -> Tensor { Tensor(try ShapeOps.view(impl, shape)) }
+    public func transpose(_ d0: Int, _ d1: Int) throws -> Tensor { Tensor(try ShapeOps.transpose(impl, d0, d1)) }
+    public func permute(_ dims: [Int]) throws -> Tensor { Tensor(try ShapeOps.permute(impl, dims)) }
+    public func contiguous() throws -> Tensor { Tensor(try Ops.contiguous(impl)) }
+}

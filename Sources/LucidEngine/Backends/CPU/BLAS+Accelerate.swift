@@ -1,0 +1,15 @@
+#if canImport(Accelerate)
+import Accelerate
+
+/// Single-precision GEMM from Accelerate, row-major: C[m×n] = op(A)[m×k] · op(B)[k×n].
+enum BLAS {
+    static let name = "Accelerate"
+
+    static func sgemm(transA: Bool, transB: Bool, m: Int, n: Int, k: Int,
+                      a: UnsafePointer<Float>, lda: Int, b: UnsafePointer<Float>, ldb: Int,
+                      c: UnsafeMutablePointer<Float>, ldc: Int) {
+        cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+                    Int32(m), Int32(n), Int32(k), 1, a, Int32(lda), b, Int32(ldb), 0, c, Int32(ldc))
+    }
+}
+#endif

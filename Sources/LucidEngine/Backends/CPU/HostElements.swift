@@ -1,0 +1,95 @@
+/// How the host kernels read and write each dtype. Floating types compute in `Float`
+/// (float16 and bfloat16 widen exactly and round once on store); integer types and bool
+/// compute in `Int64` with wrapping arithmetic, bool storing `v != 0` as one byte.
+protocol HostElement {
+    associatedtype Stored
+    static var isFloat: Bool { get }
+    static func float(_ p: UnsafePointer<Stored>, _ i: Int) -> Float
+    static func setFloat(_ p: UnsafeMutablePointer<Stored>, _ i: Int, _ v: Float)
+    static func int(_ p: UnsafePointer<Stored>, _ i: Int) -> Int64
+    static func setInt(_ p: UnsafeMutablePointer<Stored>, _ i: Int, _ v: Int64)
+}
+
+/// float -> integer the way every caller expects of a cast: truncate toward zero, saturate
+/// at the type's range, NaN to zero (never a trap).
+@inline(__always)
+func truncatingToInt64(_ v: Float) -> Int64 {
+    if v.isNaN { return 0 }
+    if v >= 9.223372e18 { return .max }
+    if v <= -9.223372e18 { return .min }
+    return Int64(v)
+}
+
+enum F32Element: HostElement {
+    typealias Stored = Float
+    static var isFloat: Bool { true }
+    @inline(__always) static func float(_ p: UnsafePointer<Float>, _ i: Int) -> Float { p[i] }
+    @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<Float>, _ i: Int, _ v: Float) { p[i] = v }
+    @inline(__always) static func int(_ p: UnsafePointer<Float>, _ i: Int) -> Int64 { truncatingToInt64(p[i]) }
+    @inline(__always) static func setInt(_ p: UnsafeMutablePointer<Float>, _ i: Int, _ v: Int64) { p[i] = Float(v) }
+}
+
+enum F16Element: HostElement {
+    typealias Stored = UInt16
+    static var isFloat: Bool { true }
+    @inline(__always) static func float(_ p: UnsafePointer<UInt16>, _ i: Int) -> Float { halfToFloat(p[i]) }
+    @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<UInt16>, _ i: Int, _ v: Float) { p[i] = floatToHalf(v) }
+    @inline(__always) static func int(_ p: UnsafePointer<UInt16>, _ i: Int) -> Int64 { truncatingToInt64(halfToFloat(p[i])) }
+    @inline(__always) static func setInt(_ p: UnsafeMutablePointer<UInt16>, _ i: Int, _ v: Int64) { p[i] = floatToHalf(Float(v)) }
+}
+
+enum BF16Element: HostElement {
+    typealias Stored = UInt16
+    static var isFloat: Bool { true }
+    @inline(__always) static func float(_ p: UnsafePointer<UInt16>, _ i: Int) -> Float { bfloatToFloat(p[i]) }
+    @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<UInt16>, _ i: Int, _ v: Float) { p[i] = floatToBFloat(v) }
+    @inline(__always) static func int(_ p: UnsafePointer<UInt16>, _ i: Int) -> Int64 { truncatingToInt64(bfloatToFloat(p[i])) }
+    @inline(__always) static func setInt(_ p: UnsafeMutablePointer<UInt16>, _ i: Int, _ v: Int64) { p[i] = floatToBFloat(Float(v)) }
+}
+
+enum I32Element: HostElement {
+    typealias Stored = Int32
+    static var isFloat: Bool { false }
+    @inline(__always) static func float(_ p: UnsafePointer<Int32>, _ i: Int) -> Float { Float(p[i]) }
+    @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<Int32>, _ i: Int, _ v: Float) {
+        p[i] = Int32(truncatingIfNeeded: truncatingToInt64(v))
+    }
+    @inline(__always) static func int(_ p: UnsafePointer<Int32>, _ i: Int) -> Int64 { Int64(p[i]) }
+    @inline(__always) static func setInt(_ p: UnsafeMutablePointer<Int32>, _ i: Int, _ v: Int64) { p[i] = Int32(truncatingIfNeeded: v) }
+}
+
+enum I64Element: HostElement {
+    typealias Stored = Int64
+    static var isFloat: Bool { false }
+    @inline(__always) static func float(_ p: UnsafePointer<Int64>, _ i: Int) -> Float { Float(p[i]) }
+    @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<Int64>, _ i: Int, _ v: Float) { p[i] = truncatingToInt64(v) }
+    @inline(__always) static func int(_ p: UnsafePointer<Int64>, _ i: Int) -> Int64 { p[i] }
+    @inline(__always) static func setInt(_ p: UnsafeMutablePointer<Int64>, _ i: Int, _ v: Int64) { p[i] = v }
+}
+
+enum BoolElement: HostElement {
+    typealias Stored = UInt8
+    static var isFloat: Bool { false }
+    @inline(__always) static func float(_ p: UnsafePointer<UInt8>, _ i: Int) -> Float { p[i] != 0 ? 1 : 0 }
+    @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<UInt8>, _ i: Int, _ v: Float) { p[i] = v != 0 ? 1 : 0 }
+    @inline(__always) static func int(_ p: UnsafePointer<UInt8>, _ i: Int) -> Int64 { p[i] != 0 ? 1 : 0 }
+    @inline(__always) static func setInt(_ p: UnsafeMutablePointer<UInt8>, _ i: Int, _ v: Int64) { p[i] = v != 0 ? 1 : 0 }
+}
+
+/// A kernel body generic over one element type; `dispatch` picks the type from a dtype.
+protocol ElementVisitor {
+    associatedtype Result
+    func visit<E: HostElement>(_ e: E.Type) -> Result
+}
+
+@inline(__always)
+func dispatch<V: ElementVisitor>(_ dtype: DType, _ v: V) -> V.Result {
+    switch dtype {
+    case .float32: return v.visit(F32Element.self)
+    case .float16: return v.visit(F16Element.self)
+    case .bfloat16: return v.visit(BF16Element.self)
+    case .int32: return v.visit(I32Element.self)
+    case .int64: return v.visit(I64Element.self)
+    case .bool: return v.visit(BoolElement.self)
+    }
+}

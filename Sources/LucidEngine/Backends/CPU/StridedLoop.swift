@@ -1,0 +1,55 @@
+/// Walks up to three strided operands of one shape, innermost dimension in `body` calls of
+/// (offsets, count, innerStrides). Dimensions that are contiguous for every operand are
+/// merged first, so a contiguous tensor is one run however many dimensions it has.
+struct StridedLoop {
+    var shape: [Int]
+    var strides: [[Int]]
+
+    init(shape: [Int], strides: [[Int]]) {
+        // Drop size-1 dimensions, then merge neighbours that are contiguous in every operand.
+        var dims: [(Int, [Int])] = []
+        for d in 0..<shape.count where shape[d] != 1 {
+            dims.append((shape[d], strides.map { $0[d] }))
+        }
+        var merged: [(Int, [Int])] = []
+        for dim in dims {
+            if let last = merged.last,
+               zip(last.1, dim.1).allSatisfy({ $0 == $1 &* dim.0 }) {
+                merged[merged.count - 1] = (last.0 &* dim.0, dim.1)
+            } else {
+                merged.append(dim)
+            }
+        }
+        if merged.isEmpty { merged = [(1, strides.map { _ in 0 })] }
+        self.shape = merged.map { $0.0 }
+        self.strides = (0..<strides.count).map { k in merged.map { $0.1[k] } }
+    }
+
+    /// `body(base offsets per operand, run length, inner stride per operand)`.
+    func forEachRun(bases: [Int], _ body: (UnsafeBufferPointer<Int>, Int, UnsafeBufferPointer<Int>) -> Void) {
+        let nd = shape.count
+        let k = strides.count
+        if shape.contains(0) { return }
+        let inner = shape[nd - 1]
+        var innerStrides = [Int](repeating: 0, count: k)
+        for j in 0..<k { innerStrides[j] = strides[j][nd - 1] }
+        var offsets = bases
+        var index = [Int](repeating: 0, count: nd)
+        innerStrides.withUnsafeBufferPointer { inS in
+            while true {
+                offsets.withUnsafeBufferPointer { body($0, inner, inS) }
+                // Advance the outer index (dimensions 0..<nd-1), odometer style.
+                var d = nd - 2
+                while d >= 0 {
+                    index[d] += 1
+                    for j in 0..<k { offsets[j] &+= strides[j][d] }
+                    if index[d] < shape[d] { break }
+                    for j in 0..<k { offsets[j] &-= strides[j][d] &* shape[d] }
+                    index[d] = 0
+                    d -= 1
+                }
+                if d < 0 { return }
+            }
+        }
+    }
+}

@@ -1,0 +1,70 @@
+/// The element types a tensor can hold.
+///
+/// Raw values are the codes used by the C ABI (`LUCID_FLOAT32` …) and must not change.
+public enum DType: Int32, CaseIterable, Sendable, CustomStringConvertible {
+    case float32 = 0
+    case float16 = 1
+    case bfloat16 = 2
+    case int32 = 3
+    case int64 = 4
+    case bool = 5
+
+    /// Bytes per element.
+    public var itemSize: Int {
+        switch self {
+        case .float32, .int32: return 4
+        case .float16, .bfloat16: return 2
+        case .int64: return 8
+        case .bool: return 1
+        }
+    }
+
+    /// Whether the type is a floating-point type.
+    public var isFloatingPoint: Bool {
+        self == .float32 || self == .float16 || self == .bfloat16
+    }
+
+    /// Whether the type is a 16-bit floating-point type (computed in float32).
+    public var isLowPrecision: Bool { self == .float16 || self == .bfloat16 }
+
+    /// The name Python shows after `lucid.` (`float16`, `bool`, …).
+    public var name: String {
+        switch self {
+        case .float32: return "float32"
+        case .float16: return "float16"
+        case .bfloat16: return "bfloat16"
+        case .int32: return "int32"
+        case .int64: return "int64"
+        case .bool: return "bool"
+        }
+    }
+
+    public var description: String { "lucid.\(name)" }
+
+    package init(code: Int32) throws {
+        guard let d = DType(rawValue: code) else {
+            throw LucidError.value("unknown dtype code \(code) (valid codes are 0...\(DType.allCases.count - 1))")
+        }
+        self = d
+    }
+
+    /// 0 bool, 1 integer, 2 floating point: PyTorch's promotion categories.
+    var category: Int { self == .bool ? 0 : (isFloatingPoint ? 2 : 1) }
+
+    /// The smallest type both `a` and `b` convert to without losing their category, as in
+    /// `torch.promote_types`: float16 with bfloat16 gives float32, any float beats any
+    /// integer, int64 beats int32, anything beats bool.
+    static func promote(_ a: DType, _ b: DType) -> DType {
+        if a == b { return a }
+        if a.category != b.category { return a.category > b.category ? a : b }
+        switch a.category {
+        case 2:
+            if a == .float32 || b == .float32 { return .float32 }
+            return .float32  // float16 with bfloat16
+        case 1:
+            return (a == .int64 || b == .int64) ? .int64 : .int32
+        default:
+            return .bool
+        }
+    }
+}

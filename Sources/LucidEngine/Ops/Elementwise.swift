@@ -1,0 +1,111 @@
+/// add, sub, mul, div, neg and relu, with broadcasting and PyTorch's type promotion.
+package enum Elementwise {
+    static let add = OpInfo("add", .none)
+    static let sub = OpInfo("sub", .none)
+    static let mul = OpInfo("mul", .none)
+    static let div = OpInfo("div", .none)
+    static let neg = OpInfo("neg", .none)
+    static let relu = OpInfo("relu", .none)
+
+    static func info(_ k: BinaryKernel) -> OpInfo {
+        switch k {
+        case .add: return add
+        case .sub: return sub
+        case .mul: return mul
+        case .div: return div
+        }
+    }
+
+    /// PyTorch's `combine_categories`: the dtype of a higher-priority operand group wins unless
+    /// a lower-priority group is of a higher category (bool < integer < float).
+    static func combine(_ higher: DType?, _ lower: DType?) -> DType? {
+        guard let higher else { return lower }
+        guard let lower else { return higher }
+        if higher.isFloatingPoint { return higher }
+        if higher == .bool || lower.isFloatingPoint { return DType.promote(higher, lower) }
+        return higher
+    }
+
+    /// Result dtype of a tensor-tensor op: dimensioned tensors outrank 0-d ones.
+    static func resultType(_ a: TensorImpl, _ b: TensorImpl) -> DType {
+        var dim: DType? = nil, zero: DType? = nil
+        for t in [a, b] {
+            if t.ndim > 0 { dim = dim.map { DType.promote($0, t.dtype) } ?? t.dtype }
+            else { zero = zero.map { DType.promote($0, t.dtype) } ?? t.dtype }
+        }
+        return combine(dim, zero) ?? a.dtype
+    }
+
+    /// Result dtype of a tensor-scalar op: a Python int counts as int64, a float as float32,
+    /// a bool as bool, and the scalar only raises the tensor's category.
+    static func resultType(_ a: TensorImpl, _ s: ScalarOperand) -> DType {
+        combine(a.dtype, s.dtype) ?? a.dtype
+    }
+
+    private static func checkBool(_ k: BinaryKernel, _ dtype: DType) throws {
+        if k == .sub && dtype == .bool {
+            throw LucidError.type("sub: subtracting bool tensors is not supported; use logical_xor (or ^) instead")
+        }
+    }
+
+    private static func computeType(_ k: BinaryKernel, _ dtype: DType) -> DType {
+        // True division of integers gives the default float type.
+        (k == .div && !dtype.isFloatingPoint) ? .float32 : dtype
+    }
+
+    package static func binary(_ k: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl) throws -> TensorImpl {
+        let op = info(k)
+        try Ops.checkSameDevice(op.name, [a, b])
+        let inputs = try op.autocast([a, b])
+        var (x, y) = (inputs[0], inputs[1])
+        let dtype = computeType(k, resultType(x, y))
+        try checkBool(k, dtype)
+        let shape = try Shape.broadcast(x.shape, y.shape, op: op.name)
+        x = try Ops.cast(x, to: dtype).expanded(to: shape)
+        y = try Ops.cast(y, to: dtype).expanded(to: shape)
+        let out = try TensorImpl.empty(shape, dtype: dtype, on: x.backend)
+        out.backend.binary(k, x, y, into: out)
+        return out
+    }
+
+    package static func binary(_ k: BinaryKernel, _ a: TensorImpl, scalar: ScalarOperand, scalarFirst: Bool) throws -> TensorImpl {
+        let op = info(k)
+        let x = try op.autocast([a])[0]
+        let dtype = computeType(k, resultType(x, scalar))
+        try checkBool(k, dtype)
+        let xc = try Ops.cast(x, to: dtype)
+        let out = try TensorImpl.empty(xc.shape, dtype: dtype, on: xc.backend)
+        out.backend.binary(k, xc, scalar: scalar.value, scalarFirst: scalarFirst, into: out)
+        return out
+    }
+
+    package static func unary(_ k: UnaryKernel, _ a: TensorImpl) throws -> TensorImpl {
+        let op = k == .neg ? neg : relu
+        if a.dtype == .bool {
+            throw LucidError.type("\(op.name): not supported for bool tensors" + (k == .neg ? "; use logical_not (or ~) instead" : ""))
+        }
+        let x = try op.autocast([a])[0]
+        let out = try TensorImpl.empty(x.shape, dtype: x.dtype, on: x.backend)
+        out.backend.unary(k, x, into: out)
+        return out
+    }
+}
+
+/// A Python-style scalar operand: its value and the dtype its kind stands for.
+package struct ScalarOperand: Sendable {
+    package enum Kind: Int32, Sendable { case float = 0, int = 1, bool = 2 }
+    let kind: Kind
+    let value: Scalar
+
+    package init(float v: Double) { kind = .float; value = Scalar(v) }
+    package init(int v: Int64) { kind = .int; value = Scalar(int: v) }
+    package init(bool v: Bool) { kind = .bool; value = Scalar(int: v ? 1 : 0) }
+
+    var dtype: DType {
+        switch kind {
+        case .float: return .float32
+        case .int: return .int64
+        case .bool: return .bool
+        }
+    }
+}

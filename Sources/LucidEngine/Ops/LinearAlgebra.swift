@@ -1,0 +1,98 @@
+/// matmul and linear: the lower-precision ops. Under autocast their floating inputs are cast
+/// to the autocast dtype; low-precision products accumulate in float32 and round once.
+package enum LinearAlgebra {
+    static let matmul = OpInfo("matmul", .lowerPrecision)
+    static let linear = OpInfo("linear", .lowerPrecision)
+
+    private static func checkOperands(_ op: String, _ ts: [TensorImpl]) throws {
+        for t in ts where t.dtype == .bool {
+            throw LucidError.type("\(op): not supported for bool tensors")
+        }
+        if let f = ts.first, let other = ts.first(where: { $0.dtype != f.dtype }) {
+            throw LucidError.type("\(op): expected operands of one dtype, got \(f.dtype) and \(other.dtype) (convert one with .to(), or run under autocast)")
+        }
+    }
+
+    private static func checkBLASSize(_ op: String, _ dims: Int...) throws {
+        if let d = dims.first(where: { $0 > Int(Int32.max) }) {
+            throw LucidError.value("\(op): dimension \(d) is larger than the BLAS limit \(Int32.max)")
+        }
+    }
+
+    /// `t` ([..., r, c]) as a 3-D [batch, r, c] tensor, as a view where the batch dimensions
+    /// merge and as a copy otherwise.
+    private static func batched(_ t: TensorImpl) throws -> TensorImpl {
+        let nd = t.ndim
+        let r = t.shape[nd - 2], c = t.shape[nd - 1]
+        let batchShape = Array(t.shape[0..<(nd - 2)])
+        var batch = 1
+        for s in batchShape { batch &*= s }
+        if let strides = ShapeOps.viewStrides(oldShape: batchShape, oldStrides: Array(t.strides[0..<(nd - 2)]), newShape: [batch]) {
+            return t.view(shape: [batch, r, c], strides: [strides[0], t.strides[nd - 2], t.strides[nd - 1]])
+        }
+        let dense = try Ops.contiguous(t)
+        return dense.view(shape: [batch, r, c], strides: [r * c, c, 1])
+    }
+
+    /// torch.matmul: 1-D·1-D dot, 2-D products, 1-D operands promoted and squeezed, and
+    /// batched products with broadcast batch dimensions.
+    package static func matmul(_ a: TensorImpl, _ b: TensorImpl) throws -> TensorImpl {
+        let op = matmul.name
+        try Ops.checkSameDevice(op, [a, b])
+        guard a.ndim >= 1, b.ndim >= 1 else {
+            throw LucidError.value("matmul: both arguments need at least 1 dimension, got shapes \(a.shape) and \(b.shape)")
+        }
+        let inputs = try matmul.autocast([a, b])
+        try checkOperands(op, inputs)
+        var x = inputs[0], y = inputs[1]
+        let xVector = x.ndim == 1, yVector = y.ndim == 1
+        if xVector { x = x.view(shape: [1, x.shape[0]], strides: [max(x.shape[0], 1), x.strides[0]]) }
+        if yVector { y = y.view(shape: [y.shape[0], 1], strides: [y.strides[0], 1]) }
+        let m = x.shape[x.ndim - 2], k = x.shape[x.ndim - 1]
+        let k2 = y.shape[y.ndim - 2], n = y.shape[y.ndim - 1]
+        guard k == k2 else {
+            throw LucidError.value("matmul: shapes \(a.shape) and \(b.shape) are not aligned: \(k) (last dimension of the first) != \(k2) (\(yVector ? "only" : "second-to-last") dimension of the second)")
+        }
+        try checkBLASSize(op, m, n, k)
+        let batchShape = try Shape.broadcast(Array(x.shape.dropLast(2)), Array(y.shape.dropLast(2)), op: op)
+        let x3 = try batched(x.expanded(to: batchShape + [m, k]))
+        let y3 = try batched(y.expanded(to: batchShape + [k, n]))
+        let out = try TensorImpl.empty([x3.shape[0], m, n], dtype: x.dtype, on: x.backend)
+        out.backend.gemm(x3, y3, bias: nil, into: out)
+        var shape = batchShape
+        if !xVector { shape.append(m) }
+        if !yVector { shape.append(n) }
+        return out.view(shape: shape, strides: Shape.contiguousStrides(shape))
+    }
+
+    /// torch.nn.functional.linear: `x @ weight.T + bias`, the bias added in the float32
+    /// accumulator before the single rounding.
+    package static func linear(_ x: TensorImpl, _ weight: TensorImpl, _ bias: TensorImpl?) throws -> TensorImpl {
+        let op = linear.name
+        try Ops.checkSameDevice(op, [x, weight] + (bias.map { [$0] } ?? []))
+        guard weight.ndim == 2 else {
+            throw LucidError.value("linear: weight must be 2-D [out_features, in_features], got shape \(weight.shape)")
+        }
+        let outF = weight.shape[0], inF = weight.shape[1]
+        guard x.ndim >= 1, x.shape[x.ndim - 1] == inF else {
+            throw LucidError.value("linear: input shape \(x.shape) does not end in in_features = \(inF) (weight shape \(weight.shape))")
+        }
+        if let bias, bias.shape != [outF] {
+            throw LucidError.value("linear: bias must have shape [\(outF)], got \(bias.shape)")
+        }
+        let inputs = try linear.autocast([x, weight] + (bias.map { [$0] } ?? []))
+        try checkOperands(op, inputs)
+        let xi = inputs[0], w = inputs[1], b = inputs.count > 2 ? inputs[2] : nil
+        let lead = Array(xi.shape.dropLast())
+        var rows = 1
+        for s in lead { rows &*= s }
+        try checkBLASSize(op, rows, outF, inF)
+        let flat = try ShapeOps.reshape(xi, lead.isEmpty ? [1, inF] : [rows, inF])
+        let x3 = flat.view(shape: [1, rows, inF], strides: [0, flat.strides[0], flat.strides[1]])
+        let wT = w.view(shape: [1, inF, outF], strides: [0, w.strides[1], w.strides[0]])
+        let out = try TensorImpl.empty([1, rows, outF], dtype: xi.dtype, on: xi.backend)
+        out.backend.gemm(x3, wT, bias: b, into: out)
+        let shape = lead + [outF]
+        return out.view(shape: shape, strides: Shape.contiguousStrides(shape))
+    }
+}

@@ -1,0 +1,37 @@
+/// The op layer: one definition per op (shape rule, dtype rule, autocast policy), applied
+/// before a backend kernel runs. Both the Swift `Tensor` API and the C ABI call these.
+package enum Ops {
+    /// Every op's declaration; `OpTable` serves it to Python and Swift.
+    static let declarations: [OpInfo] = [
+        Elementwise.add, Elementwise.sub, Elementwise.mul, Elementwise.div,
+        Elementwise.neg, Elementwise.relu,
+        LinearAlgebra.matmul, LinearAlgebra.linear,
+        Reductions.sum, Reductions.mean,
+        ShapeOps.reshape, ShapeOps.view, ShapeOps.transpose, ShapeOps.permute, ShapeOps.contiguous,
+        Conversion.to,
+    ]
+
+    /// Throws unless every tensor is on one device.
+    static func checkSameDevice(_ op: String, _ tensors: [TensorImpl]) throws {
+        guard let first = tensors.first else { return }
+        for t in tensors.dropFirst() where t.device != first.device {
+            throw LucidError.runtime("\(op): expected all tensors on one device, got \(first.device) and \(t.device)")
+        }
+    }
+
+    /// `t` converted to `dtype` on its own device (itself when it already has that dtype).
+    static func cast(_ t: TensorImpl, to dtype: DType) throws -> TensorImpl {
+        if t.dtype == dtype { return t }
+        let out = try TensorImpl.empty(t.shape, dtype: dtype, on: t.backend)
+        t.backend.copy(t, into: out)
+        return out
+    }
+
+    /// `t` itself when contiguous, else a contiguous copy.
+    package static func contiguous(_ t: TensorImpl) throws -> TensorImpl {
+        if t.isContiguous { return t }
+        let out = try TensorImpl.empty(t.shape, dtype: t.dtype, on: t.backend)
+        t.backend.copy(t, into: out)
+        return out
+    }
+}

@@ -1,0 +1,137 @@
+/*
+ * lucid.h — the C ABI of the lucid engine (liblucid.so / liblucid.dylib).
+ *
+ * Conventions
+ *   - Every function returns an int32_t status: LUCID_OK (0) or one of the error codes
+ *     below. On error, lucid_last_error() gives a message for the calling thread; it stays
+ *     valid until the next failing call on that thread. Results are written through
+ *     out-pointers only on success.
+ *   - Objects are opaque 64-bit handles. 0 is never a valid handle. A null, forged, stale or
+ *     already-released handle is reported as LUCID_ERR_HANDLE; it is never dereferenced.
+ *   - Ownership: every lucid_tensor written to an out-pointer is a new reference owned by
+ *     the caller, who releases it exactly once with lucid_tensor_release(). Tensors passed
+ *     as inputs are borrowed. Views (reshape, transpose, ...) share storage with their
+ *     source but are released independently; storage lives while any handle to it does.
+ *   - A lucid_guard is owned by the thread that created it and is released exactly once,
+ *     on that thread, with guard_destroy(). When its thread ends, its guards end with it
+ *     and their handles become stale.
+ *   - Codes: dtype 0 float32, 1 float16, 2 bfloat16, 3 int32, 4 int64, 5 bool;
+ *     device 0 cpu, 1 metal. Where a code is optional, -1 means "not given".
+ */
+#ifndef LUCID_H
+#define LUCID_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint64_t lucid_tensor;
+typedef uint64_t lucid_guard;
+
+enum {
+    LUCID_OK = 0,
+    LUCID_ERR_VALUE = 1,   /* a value out of its allowed set or range (Python ValueError) */
+    LUCID_ERR_TYPE = 2,    /* a wrong dtype or argument type (TypeError) */
+    LUCID_ERR_INDEX = 3,   /* a dimension or index out of range (IndexError) */
+    LUCID_ERR_RUNTIME = 4, /* well formed but impossible now, e.g. device mismatch (RuntimeError) */
+    LUCID_ERR_HANDLE = 5,  /* null, unknown, stale or released handle */
+    LUCID_ERR_THREAD = 6   /* an object used from a thread that does not own it */
+};
+
+enum { LUCID_FLOAT32 = 0, LUCID_FLOAT16 = 1, LUCID_BFLOAT16 = 2, LUCID_INT32 = 3, LUCID_INT64 = 4, LUCID_BOOL = 5 };
+enum { LUCID_CPU = 0, LUCID_METAL = 1 };
+enum { LUCID_SCALAR_FLOAT = 0, LUCID_SCALAR_INT = 1, LUCID_SCALAR_BOOL = 2 };
+enum { LUCID_ADD = 0, LUCID_SUB = 1, LUCID_MUL = 2, LUCID_DIV = 3 };
+enum { LUCID_NEG = 0, LUCID_RELU = 1 };
+enum { LUCID_SUM = 0, LUCID_MEAN = 1 };
+enum { LUCID_POLICY_NONE = 0, LUCID_POLICY_LOWER_PRECISION = 1, LUCID_POLICY_FLOAT32 = 2, LUCID_POLICY_PROMOTE = 3 };
+
+/* The calling thread's last error message (NULL if none yet). Owned by the engine. */
+const char *lucid_last_error(void);
+
+/* ---- autocast -------------------------------------------------------------------------- */
+
+/* Enters an autocast scope on the calling thread: sets (enabled, dtype) for `device` and
+ * records the state it replaced. dtype -1 means float16; only float16, bfloat16 and float32
+ * are accepted. Scopes may be left in any order: each device follows the innermost live
+ * scope that names it, and is off once none does. */
+int32_t guard_create(int32_t device, int32_t enabled, int32_t dtype, lucid_guard *out);
+/* Leaves the scope. From another thread: LUCID_ERR_THREAD and nothing changes. A handle that
+ * is not live (destroyed, forged, or its thread ended): LUCID_ERR_HANDLE. */
+int32_t guard_destroy(lucid_guard guard);
+/* device -1: whether autocast is on for either device. */
+int32_t lucid_autocast_is_enabled(int32_t device, int32_t *out);
+/* The dtype code autocast targets on `device`, or -1 when off there. device -1: the dtype of
+ * the innermost scope that still switches autocast on, or -1. */
+int32_t lucid_autocast_get_dtype(int32_t device, int32_t *out);
+/* Live scopes in the process, across threads. */
+int32_t lucid_autocast_live_guards(int64_t *out);
+/* The op table: index 0..count-1 gives a name (static storage), a LUCID_POLICY_* code and
+ * whether the CPU stream has a bfloat16 kernel (when 0, bfloat16 CPU autocast runs it in
+ * float32). */
+int32_t lucid_op_count(int32_t *out);
+int32_t lucid_op_info(int32_t index, const char **name, int32_t *policy, int32_t *cpu_bf16);
+
+/* ---- tensors --------------------------------------------------------------------------- */
+
+/* Copies `nbytes` of row-major elements of `dtype` (exactly numel * itemsize). */
+int32_t lucid_tensor_from_host(const void *data, int64_t nbytes, const int64_t *shape, int32_t ndim,
+                               int32_t dtype, int32_t device, lucid_tensor *out);
+/* value_kind LUCID_SCALAR_FLOAT reads `value`; LUCID_SCALAR_INT and _BOOL read `int_value`. */
+int32_t lucid_tensor_full(const int64_t *shape, int32_t ndim, double value, int64_t int_value, int32_t value_kind,
+                          int32_t dtype, int32_t device, lucid_tensor *out);
+/* dtype -1: int64 when `integral` is nonzero, float32 otherwise. */
+int32_t lucid_tensor_arange(double start, double end, double step, int32_t integral, int32_t dtype,
+                            int32_t device, lucid_tensor *out);
+/* normal 0: uniform [0, 1); 1: standard normal. Floating dtypes only. */
+int32_t lucid_tensor_random(const int64_t *shape, int32_t ndim, int32_t normal, int32_t dtype,
+                            int32_t device, lucid_tensor *out);
+int32_t lucid_manual_seed(uint64_t seed);
+int32_t lucid_tensor_release(lucid_tensor t);
+int32_t lucid_tensor_meta(lucid_tensor t, int32_t *dtype, int32_t *device, int32_t *ndim, int32_t *requires_grad);
+/* Writes ndim sizes (and strides, in elements, if `strides` is not NULL); capacity >= ndim. */
+int32_t lucid_tensor_shape(lucid_tensor t, int64_t *shape, int64_t *strides, int32_t capacity);
+/* Copies the elements row-major; nbytes must be exactly numel * itemsize. */
+int32_t lucid_tensor_to_host(lucid_tensor t, void *data, int64_t nbytes);
+/* dtype / device -1: unchanged. Rounds to nearest even into float16 and bfloat16. */
+int32_t lucid_tensor_to(lucid_tensor t, int32_t dtype, int32_t device, lucid_tensor *out);
+int32_t lucid_tensor_set_requires_grad(lucid_tensor t, int32_t flag, lucid_tensor *out);
+/* A second handle to the same tensor. */
+int32_t lucid_alias(lucid_tensor t, lucid_tensor *out);
+/* Handles not yet released. */
+int32_t lucid_live_tensors(int64_t *out);
+
+/* ---- ops (inputs borrowed, result new) -------------------------------------------------- */
+
+int32_t lucid_binary(int32_t op, lucid_tensor a, lucid_tensor b, lucid_tensor *out);
+/* a op scalar, or scalar op a when scalar_first. kind LUCID_SCALAR_FLOAT reads `value`;
+ * LUCID_SCALAR_INT and _BOOL read `int_value`. */
+int32_t lucid_binary_scalar(int32_t op, lucid_tensor a, double value, int64_t int_value, int32_t kind,
+                            int32_t scalar_first, lucid_tensor *out);
+int32_t lucid_unary(int32_t op, lucid_tensor a, lucid_tensor *out);
+int32_t lucid_matmul(lucid_tensor a, lucid_tensor b, lucid_tensor *out);
+/* bias 0: none. */
+int32_t lucid_linear(lucid_tensor x, lucid_tensor weight, lucid_tensor bias, lucid_tensor *out);
+/* ndims -1: every dimension. */
+int32_t lucid_reduce(int32_t op, lucid_tensor a, const int64_t *dims, int32_t ndims, int32_t keepdim, lucid_tensor *out);
+/* One size may be -1. view_only: fail instead of copying when the layout needs a copy. */
+int32_t lucid_reshape(lucid_tensor a, const int64_t *shape, int32_t ndim, int32_t view_only, lucid_tensor *out);
+int32_t lucid_transpose(lucid_tensor a, int64_t dim0, int64_t dim1, lucid_tensor *out);
+int32_t lucid_permute(lucid_tensor a, const int64_t *dims, int32_t ndim, lucid_tensor *out);
+int32_t lucid_contiguous(lucid_tensor a, lucid_tensor *out);
+
+/* ---- platform -------------------------------------------------------------------------- */
+
+/* 1 when Metal kernels serve the "metal" device, 0 where the host fallback does. */
+int32_t lucid_metal_is_available(int32_t *out);
+/* Receives the engine's one-time notices (e.g. the host fallback warning); NULL restores
+ * the default, which writes them to standard error. Called on the thread that triggered it. */
+int32_t lucid_set_warning_handler(void (*handler)(const char *message));
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LUCID_H */

@@ -1,0 +1,33 @@
+"""lucid: mixed-precision deep learning on Apple Silicon, with a Swift engine.
+
+>>> import lucid
+>>> x = lucid.randn(8, 4, device="metal")
+>>> with lucid.amp.autocast():
+...     y = x @ x.T        # float16 inside the scope
+"""
+
+from ._types import bfloat16, bool_, device, dtype, float16, float32, int32, int64
+from ._tensor import Tensor
+from ._creation import (arange, from_numpy, full, manual_seed, ones, ones_like, rand, randn, tensor, zeros,
+                        zeros_like)
+from . import amp, metal, nn
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """torch.matmul semantics; lower precision under autocast."""
+    return a @ b
+
+
+half = float16
+long = int64
+
+__version__ = "0.1.0"
+
+__all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "int32", "int64", "bool_", "half", "long",
+           "tensor", "from_numpy", "zeros", "ones", "full", "zeros_like", "ones_like", "arange", "rand", "randn",
+           "manual_seed", "matmul", "amp", "nn", "metal"]
+
+# PyTorch-style names that shadow builtins are set last, so nothing above sees them.
+globals()["bool"] = bool_
+globals()["float"] = float32
+globals()["int"] = int32

@@ -1,0 +1,130 @@
+"""Tensor factories."""
+
+from __future__ import annotations
+
+import numpy as np
+import ml_dtypes
+
+from . import _engine as E
+from ._tensor import Tensor, _scalar, _shape_args
+from ._types import as_device, bfloat16, bool_, check_dtype, float32, from_numpy_dtype, int64
+
+
+def _to_numpy(data) -> np.ndarray:
+    if isinstance(data, Tensor):
+        return data.numpy()
+    try:
+        arr = np.asarray(data)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"tensor(): cannot make a tensor from {type(data).__name__}: {e}") from None
+    if arr.dtype == object or arr.dtype.kind in "USVcmMO":
+        raise TypeError(f"tensor(): unsupported data of numpy dtype {arr.dtype} "
+                        f"(expected numbers, bools, nested lists of them, or a numpy array)")
+    return arr
+
+
+def _cast_numpy(arr: np.ndarray, target) -> np.ndarray:
+    """Converts in one rounding step from the source (float64 included) to `target`."""
+    if target.is_floating_point or arr.dtype.kind in "iub":
+        if target is bfloat16:
+            return arr.astype(ml_dtypes.bfloat16)
+        return arr.astype(target.numpy)
+    # float -> integer/bool: truncate toward zero, saturate, NaN -> 0 (the engine's cast rule)
+    a = arr.astype(np.float64)
+    if target.numpy == np.bool_:
+        return a != 0
+    info = np.iinfo(target.numpy)
+    with np.errstate(invalid="ignore"):
+        a = np.nan_to_num(np.trunc(a), nan=0.0, posinf=info.max, neginf=info.min)
+        return np.clip(a, info.min, info.max).astype(target.numpy)
+
+
+def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+    """A tensor holding a copy of `data` (a number, nested lists, a numpy array or a tensor).
+
+    Python floats and float64 arrays become float32, Python ints int64, bools bool.
+    """
+    dev = as_device(device)
+    arr = _to_numpy(data)
+    target = from_numpy_dtype(arr.dtype) if dtype is None else check_dtype(dtype)
+    arr = np.ascontiguousarray(_cast_numpy(arr, target))
+    t = Tensor._wrap(E.from_host(arr.ctypes.data, arr.nbytes, arr.shape, target.code, dev.code))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def from_numpy(arr: np.ndarray) -> Tensor:
+    """A CPU tensor holding a copy of `arr`."""
+    return tensor(arr)
+
+
+def full(size, fill_value, dtype=None, device="cpu") -> Tensor:
+    """A tensor of shape `size` filled with `fill_value`; dtype from the value when not given."""
+    shape = _shape_args((size,) if isinstance(size, int) else tuple(size))
+    s = _scalar(fill_value)
+    if s is None:
+        raise TypeError(f"full(): fill_value must be a number or bool, got {fill_value!r}")
+    if dtype is None:
+        dtype = {E.SCALAR_FLOAT: float32, E.SCALAR_INT: int64, E.SCALAR_BOOL: bool_}[s[2]]
+    d = check_dtype(dtype)
+    return Tensor._wrap(E.full(shape, s[0], s[1], s[2], d.code, as_device(device).code))
+
+
+def _filled(size, value, dtype, device):
+    d = float32 if dtype is None else check_dtype(dtype)
+    return Tensor._wrap(E.full(_shape_args(size), float(value), int(value), E.SCALAR_INT, d.code, as_device(device).code))
+
+
+def zeros(*size, dtype=None, device="cpu") -> Tensor:
+    return _filled(size, 0, dtype, device)
+
+
+def ones(*size, dtype=None, device="cpu") -> Tensor:
+    return _filled(size, 1, dtype, device)
+
+
+def zeros_like(t: Tensor, dtype=None, device=None) -> Tensor:
+    return zeros(t.shape, dtype=dtype or t.dtype, device=device or t.device)
+
+
+def ones_like(t: Tensor, dtype=None, device=None) -> Tensor:
+    return ones(t.shape, dtype=dtype or t.dtype, device=device or t.device)
+
+
+def arange(start, end=None, step=1, dtype=None, device="cpu") -> Tensor:
+    """Values from `start` (default 0) up to, not including, `end`, by `step`."""
+    if end is None:
+        start, end = 0, start
+    vals = []
+    for v in (start, end, step):
+        s = _scalar(v)
+        if s is None or s[2] == E.SCALAR_BOOL:
+            raise TypeError(f"arange(): expected numbers, got {v!r}")
+        vals.append(s)
+    integral = all(s[2] == E.SCALAR_INT for s in vals)
+    nums = [float(s[1]) if s[2] == E.SCALAR_INT else s[0] for s in vals]
+    d = -1 if dtype is None else check_dtype(dtype).code
+    return Tensor._wrap(E.arange(nums[0], nums[1], nums[2], integral, d, as_device(device).code))
+
+
+def _random(size, normal, dtype, device):
+    d = float32 if dtype is None else check_dtype(dtype)
+    return Tensor._wrap(E.random(_shape_args(size), normal, d.code, as_device(device).code))
+
+
+def rand(*size, dtype=None, device="cpu") -> Tensor:
+    """Uniform samples in [0, 1) from the generator `manual_seed` reseeds."""
+    return _random(size, False, dtype, device)
+
+
+def randn(*size, dtype=None, device="cpu") -> Tensor:
+    """Standard normal samples from the generator `manual_seed` reseeds."""
+    return _random(size, True, dtype, device)
+
+
+def manual_seed(seed: int) -> None:
+    """Reseeds the engine's generator behind rand and randn."""
+    import operator
+    s = operator.index(seed)
+    E.manual_seed(s & ((1 << 64) - 1))

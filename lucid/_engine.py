@@ -1,0 +1,331 @@
+"""The one place that talks to the engine library.
+
+Every exported symbol is declared here once with its ``argtypes``/``restype``; every call
+checks the engine's status and raises the matching Python exception with the engine's
+message. Handles are plain ``int``s; nothing else in ``lucid`` imports ``ctypes``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import warnings
+from ctypes import POINTER, byref, c_char_p, c_double, c_int32, c_int64, c_uint64, c_void_p
+from pathlib import Path
+
+_LIB_NAME = "liblucid.dylib" if sys.platform == "darwin" else "liblucid.so"
+
+
+def _find_library() -> Path:
+    override = os.environ.get("LUCID_LIBRARY")
+    if override:
+        return Path(override)
+    here = Path(__file__).resolve().parent
+    candidates = [here / "_lib" / _LIB_NAME, here.parent / ".build" / "release" / _LIB_NAME]
+    for c in candidates:
+        if c.exists():
+            return c
+    raise ImportError(
+        f"lucid: the engine library {_LIB_NAME} was not found (looked in "
+        + ", ".join(str(c.parent) for c in candidates)
+        + "). Build it with `make build` or install lucid with `pip install .`."
+    )
+
+
+_lib = ctypes.CDLL(str(_find_library()))
+
+_i32, _i64, _u64, _f64 = c_int32, c_int64, c_uint64, c_double
+_p_i32, _p_i64, _p_u64 = POINTER(c_int32), POINTER(c_int64), POINTER(c_uint64)
+
+_SIGNATURES = {
+    "lucid_last_error": ([], c_char_p),
+    "guard_create": ([_i32, _i32, _i32, _p_u64], _i32),
+    "guard_destroy": ([_u64], _i32),
+    "lucid_autocast_is_enabled": ([_i32, _p_i32], _i32),
+    "lucid_autocast_get_dtype": ([_i32, _p_i32], _i32),
+    "lucid_autocast_live_guards": ([_p_i64], _i32),
+    "lucid_op_count": ([_p_i32], _i32),
+    "lucid_op_info": ([_i32, POINTER(c_char_p), _p_i32, _p_i32], _i32),
+    "lucid_tensor_from_host": ([c_void_p, _i64, _p_i64, _i32, _i32, _i32, _p_u64], _i32),
+    "lucid_tensor_full": ([_p_i64, _i32, _f64, _i64, _i32, _i32, _i32, _p_u64], _i32),
+    "lucid_tensor_arange": ([_f64, _f64, _f64, _i32, _i32, _i32, _p_u64], _i32),
+    "lucid_tensor_random": ([_p_i64, _i32, _i32, _i32, _i32, _p_u64], _i32),
+    "lucid_manual_seed": ([_u64], _i32),
+    "lucid_tensor_release": ([_u64], _i32),
+    "lucid_tensor_meta": ([_u64, _p_i32, _p_i32, _p_i32, _p_i32], _i32),
+    "lucid_tensor_shape": ([_u64, _p_i64, _p_i64, _i32], _i32),
+    "lucid_tensor_to_host": ([_u64, c_void_p, _i64], _i32),
+    "lucid_tensor_to": ([_u64, _i32, _i32, _p_u64], _i32),
+    "lucid_tensor_set_requires_grad": ([_u64, _i32, _p_u64], _i32),
+    "lucid_alias": ([_u64, _p_u64], _i32),
+    "lucid_live_tensors": ([_p_i64], _i32),
+    "lucid_binary": ([_i32, _u64, _u64, _p_u64], _i32),
+    "lucid_binary_scalar": ([_i32, _u64, _f64, _i64, _i32, _i32, _p_u64], _i32),
+    "lucid_unary": ([_i32, _u64, _p_u64], _i32),
+    "lucid_matmul": ([_u64, _u64, _p_u64], _i32),
+    "lucid_linear": ([_u64, _u64, _u64, _p_u64], _i32),
+    "lucid_reduce": ([_i32, _u64, _p_i64, _i32, _i32, _p_u64], _i32),
+    "lucid_reshape": ([_u64, _p_i64, _i32, _i32, _p_u64], _i32),
+    "lucid_transpose": ([_u64, _i64, _i64, _p_u64], _i32),
+    "lucid_permute": ([_u64, _p_i64, _i32, _p_u64], _i32),
+    "lucid_contiguous": ([_u64, _p_u64], _i32),
+    "lucid_metal_is_available": ([_p_i32], _i32),
+    "lucid_set_warning_handler": ([c_void_p], _i32),
+}
+
+for _name, (_args, _res) in _SIGNATURES.items():
+    _fn = getattr(_lib, _name)
+    _fn.argtypes = _args
+    _fn.restype = _res
+
+# Status codes (include/lucid.h) -> Python exception types.
+_ERRORS = {1: ValueError, 2: TypeError, 3: IndexError, 4: RuntimeError, 5: ValueError, 6: RuntimeError}
+
+# Codes shared with the engine.
+ADD, SUB, MUL, DIV = 0, 1, 2, 3
+NEG, RELU = 0, 1
+SUM, MEAN = 0, 1
+SCALAR_FLOAT, SCALAR_INT, SCALAR_BOOL = 0, 1, 2
+
+
+def _raise(status: int):
+    msg = _lib.lucid_last_error()
+    text = msg.decode("utf-8", "replace") if msg else f"engine error {status}"
+    raise _ERRORS.get(status, RuntimeError)(text)
+
+
+def _dims(values):
+    n = len(values)
+    return (c_int64 * n)(*values), n
+
+
+def _new(fn, *args) -> int:
+    out = c_uint64()
+    rc = fn(*args, byref(out))
+    if rc:
+        _raise(rc)
+    return out.value
+
+
+# ---- warnings ------------------------------------------------------------------------------
+
+class MetalFallbackWarning(RuntimeWarning):
+    """Device ``"metal"`` is served by the host fallback because Metal is unavailable."""
+
+
+_WARNING_FN = ctypes.CFUNCTYPE(None, c_char_p)
+
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+
+
+def _caller_stacklevel() -> int:
+    """The stacklevel of the first frame outside lucid, so a warning names the user's line."""
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def _on_engine_warning(message: bytes):
+    text = message.decode("utf-8", "replace") if message else ""
+    category = MetalFallbackWarning if "host fallback" in text else RuntimeWarning
+    warnings.warn(text, category, stacklevel=_caller_stacklevel())
+
+
+_warning_callback = _WARNING_FN(_on_engine_warning)  # kept alive for the process
+_lib.lucid_set_warning_handler(ctypes.cast(_warning_callback, c_void_p))
+
+
+# ---- autocast ------------------------------------------------------------------------------
+
+def guard_create(device: int, enabled: bool, dtype: int) -> int:
+    return _new(_lib.guard_create, device, 1 if enabled else 0, dtype)
+
+
+def guard_destroy(handle: int) -> None:
+    rc = _lib.guard_destroy(handle)
+    if rc:
+        _raise(rc)
+
+
+def _query_i32(fn, *args) -> int:
+    out = c_int32()
+    rc = fn(*args, byref(out))
+    if rc:
+        _raise(rc)
+    return out.value
+
+
+def _query_i64(fn) -> int:
+    out = c_int64()
+    rc = fn(byref(out))
+    if rc:
+        _raise(rc)
+    return out.value
+
+
+def autocast_is_enabled(device: int) -> bool:
+    return bool(_query_i32(_lib.lucid_autocast_is_enabled, device))
+
+
+def autocast_get_dtype(device: int) -> int:
+    return _query_i32(_lib.lucid_autocast_get_dtype, device)
+
+
+def autocast_live_guards() -> int:
+    return _query_i64(_lib.lucid_autocast_live_guards)
+
+
+def op_table():
+    """[(name, policy code, cpu bfloat16 kernel)] for every op."""
+    rows = []
+    for i in range(_query_i32(_lib.lucid_op_count)):
+        name, policy, bf16 = c_char_p(), c_int32(), c_int32()
+        rc = _lib.lucid_op_info(i, byref(name), byref(policy), byref(bf16))
+        if rc:
+            _raise(rc)
+        rows.append((name.value.decode(), policy.value, bool(bf16.value)))
+    return rows
+
+
+def metal_is_available() -> bool:
+    return bool(_query_i32(_lib.lucid_metal_is_available))
+
+
+# ---- tensors -------------------------------------------------------------------------------
+
+def from_host(address: int, nbytes: int, shape, dtype: int, device: int) -> int:
+    dims, n = _dims(shape)
+    return _new(_lib.lucid_tensor_from_host, address, nbytes, dims, n, dtype, device)
+
+
+def full(shape, value: float, int_value: int, kind: int, dtype: int, device: int) -> int:
+    dims, n = _dims(shape)
+    return _new(_lib.lucid_tensor_full, dims, n, value, int_value, kind, dtype, device)
+
+
+def arange(start: float, end: float, step: float, integral: bool, dtype: int, device: int) -> int:
+    return _new(_lib.lucid_tensor_arange, start, end, step, 1 if integral else 0, dtype, device)
+
+
+def random(shape, normal: bool, dtype: int, device: int) -> int:
+    dims, n = _dims(shape)
+    return _new(_lib.lucid_tensor_random, dims, n, 1 if normal else 0, dtype, device)
+
+
+def manual_seed(seed: int) -> None:
+    rc = _lib.lucid_manual_seed(seed)
+    if rc:
+        _raise(rc)
+
+
+_release = _lib.lucid_tensor_release
+
+
+def release(handle: int) -> None:
+    _release(handle)
+
+
+def meta(handle: int):
+    """(dtype code, device code, ndim, requires_grad)."""
+    d, dev, nd, rg = c_int32(), c_int32(), c_int32(), c_int32()
+    rc = _lib.lucid_tensor_meta(handle, byref(d), byref(dev), byref(nd), byref(rg))
+    if rc:
+        _raise(rc)
+    return d.value, dev.value, nd.value, bool(rg.value)
+
+
+def shape_and_strides(handle: int, ndim: int):
+    shape, strides = (c_int64 * max(ndim, 1))(), (c_int64 * max(ndim, 1))()
+    rc = _lib.lucid_tensor_shape(handle, shape, strides, ndim)
+    if rc:
+        _raise(rc)
+    return tuple(shape[:ndim]), tuple(strides[:ndim])
+
+
+def to_host(handle: int, address: int, nbytes: int) -> None:
+    rc = _lib.lucid_tensor_to_host(handle, address, nbytes)
+    if rc:
+        _raise(rc)
+
+
+def convert(handle: int, dtype: int, device: int) -> int:
+    return _new(_lib.lucid_tensor_to, handle, dtype, device)
+
+
+def set_requires_grad(handle: int, flag: bool) -> int:
+    return _new(_lib.lucid_tensor_set_requires_grad, handle, 1 if flag else 0)
+
+
+def alias(handle: int) -> int:
+    return _new(_lib.lucid_alias, handle)
+
+
+def live_tensors() -> int:
+    return _query_i64(_lib.lucid_live_tensors)
+
+
+# ---- ops -----------------------------------------------------------------------------------
+
+_binary, _binary_scalar = _lib.lucid_binary, _lib.lucid_binary_scalar
+
+
+def binary(op: int, a: int, b: int) -> int:
+    out = c_uint64()
+    rc = _binary(op, a, b, byref(out))
+    if rc:
+        _raise(rc)
+    return out.value
+
+
+def binary_scalar(op: int, a: int, value: float, int_value: int, kind: int, scalar_first: bool) -> int:
+    out = c_uint64()
+    rc = _binary_scalar(op, a, value, int_value, kind, scalar_first, byref(out))
+    if rc:
+        _raise(rc)
+    return out.value
+
+
+def unary(op: int, a: int) -> int:
+    return _new(_lib.lucid_unary, op, a)
+
+
+def matmul(a: int, b: int) -> int:
+    return _new(_lib.lucid_matmul, a, b)
+
+
+def linear(x: int, w: int, b: int) -> int:
+    return _new(_lib.lucid_linear, x, w, b)
+
+
+def reduce(op: int, a: int, dims, keepdim: bool) -> int:
+    if dims is None:
+        return _new(_lib.lucid_reduce, op, a, None, -1, 1 if keepdim else 0)
+    arr, n = _dims(dims)
+    return _new(_lib.lucid_reduce, op, a, arr, n, 1 if keepdim else 0)
+
+
+def reshape(a: int, shape, view_only: bool) -> int:
+    dims, n = _dims(shape)
+    return _new(_lib.lucid_reshape, a, dims, n, 1 if view_only else 0)
+
+
+def transpose(a: int, d0: int, d1: int) -> int:
+    return _new(_lib.lucid_transpose, a, d0, d1)
+
+
+def permute(a: int, dims) -> int:
+    arr, n = _dims(dims)
+    return _new(_lib.lucid_permute, a, arr, n)
+
+
+def contiguous(a: int) -> int:
+    return _new(_lib.lucid_contiguous, a)
+
+
+def raw_library():
+    """The loaded library, for tests that exercise the C ABI directly."""
+    return _lib

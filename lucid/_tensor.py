@@ -1,0 +1,368 @@
+"""lucid.Tensor: a handle to an engine tensor, with PyTorch's operators and methods."""
+
+from __future__ import annotations
+
+import numbers
+import operator
+
+import numpy as np
+
+from . import _engine as E
+from ._types import (as_device, bfloat16, bool_, check_dtype, device, dtype, dtype_from_code, device_from_code,
+                     float16, float32, int32, int64)
+
+
+def _scalar(value):
+    """(float value, int value, kind) for a Python/numpy scalar, or None for anything else."""
+    if isinstance(value, (bool, np.bool_)):
+        return 0.0, int(bool(value)), E.SCALAR_BOOL
+    if isinstance(value, numbers.Integral):
+        v = int(value)
+        if not -(1 << 63) <= v < (1 << 63):
+            raise OverflowError(f"integer scalar {v} does not fit in int64")
+        return 0.0, v, E.SCALAR_INT
+    if isinstance(value, numbers.Real):
+        return float(value), 0, E.SCALAR_FLOAT
+    return None
+
+
+def _int_tuple(values, what):
+    out = []
+    for v in values:
+        try:
+            out.append(operator.index(v))
+        except TypeError:
+            raise TypeError(f"{what} must be integers, got {v!r} ({type(v).__name__})") from None
+    return tuple(out)
+
+
+def _shape_args(shape, what="shape"):
+    """Accepts f(2, 3) and f((2, 3)) / f([2, 3])."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return _int_tuple(shape, what)
+
+
+class Tensor:
+    """A multi-dimensional array on the CPU or the Metal stream.
+
+    Make tensors with :func:`lucid.tensor`, :func:`lucid.zeros`, :func:`lucid.randn` and the
+    other factories. Every op runs in the engine; a tensor here holds one engine handle.
+    """
+
+    __slots__ = ("_h", "_meta", "_shape", "__weakref__")
+    __array_priority__ = 1000  # numpy defers to our reflected operators
+
+    def __new__(cls, *args, **kwargs):
+        raise TypeError("lucid.Tensor cannot be constructed directly; use lucid.tensor(data), lucid.zeros(...), ...")
+
+    @classmethod
+    def _wrap(cls, handle: int):
+        t = object.__new__(cls)
+        t._h = handle
+        t._meta = None
+        t._shape = None
+        return t
+
+    def __del__(self):
+        h = getattr(self, "_h", 0)
+        if h and E is not None and E.release is not None:
+            E.release(h)
+
+    def _replace(self, handle: int):
+        """Points this Python object at another engine tensor (used by in-place style APIs)."""
+        old = self._h
+        self._h, self._meta, self._shape = handle, None, None
+        E.release(old)
+
+    def _info(self):
+        m = self._meta
+        if m is None:
+            m = self._meta = E.meta(self._h)
+        return m
+
+    # ---- metadata ------------------------------------------------------------------------
+
+    @property
+    def dtype(self) -> dtype:
+        return dtype_from_code(self._info()[0])
+
+    @property
+    def device(self) -> device:
+        return device_from_code(self._info()[1])
+
+    @property
+    def ndim(self) -> int:
+        return self._info()[2]
+
+    def dim(self) -> int:
+        return self.ndim
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._info()[3]
+
+    def requires_grad_(self, requires_grad: bool = True):
+        self._replace(E.set_requires_grad(self._h, bool(requires_grad)))
+        return self
+
+    def _geometry(self):
+        g = self._shape
+        if g is None:
+            g = self._shape = E.shape_and_strides(self._h, self.ndim)
+        return g
+
+    @property
+    def shape(self) -> tuple:
+        return self._geometry()[0]
+
+    def size(self, dim=None):
+        if dim is None:
+            return self.shape
+        return self.shape[self._wrap_dim(dim)]
+
+    def stride(self, dim=None):
+        s = self._geometry()[1]
+        return s if dim is None else s[self._wrap_dim(dim)]
+
+    def _wrap_dim(self, dim):
+        n = self.ndim
+        d = operator.index(dim)
+        if not -max(n, 1) <= d < max(n, 1):
+            raise IndexError(f"dimension {d} is out of range for a tensor with {n} dimensions")
+        return d % n if n else 0
+
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def is_contiguous(self) -> bool:
+        expected = 1
+        shape, strides = self._geometry()
+        for size, st in zip(reversed(shape), reversed(strides)):
+            if size != 1:
+                if st != expected:
+                    return False
+                expected *= size
+        return True
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    # ---- values --------------------------------------------------------------------------
+
+    def numpy(self) -> np.ndarray:
+        """A copy of the values as a numpy array (bfloat16 as ``ml_dtypes.bfloat16``)."""
+        d = self.dtype
+        out = np.empty(self.shape, dtype=d.numpy)
+        E.to_host(self._h, out.ctypes.data, out.nbytes)
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def item(self):
+        if self.numel() != 1:
+            raise ValueError(f"item(): expected a tensor with one element, got shape {self.shape}")
+        v = self.numpy().reshape(())
+        return v.astype(np.float32).item() if self.dtype is bfloat16 else v.item()
+
+    def tolist(self):
+        a = self.numpy()
+        if self.dtype is bfloat16:
+            a = a.astype(np.float32)
+        return a.tolist()
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is ambiguous")
+        return bool(self.item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.is_floating_point or self.numel() != 1:
+            raise TypeError("only one-element integer tensors can be used as an index")
+        return int(self.item())
+
+    def __repr__(self):
+        a = self.numpy()
+        if self.dtype is bfloat16:
+            a = a.astype(np.float32)
+        body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000,
+                               precision=4, floatmode="maxprec_equal")
+        extras = []
+        if self.device.type != "cpu":
+            extras.append(f"device='{self.device.type}'")
+        if self.dtype not in (float32, int64, bool_) or (a.size == 0 and self.dtype is not float32):
+            extras.append(f"dtype={self.dtype!r}")
+        if self.requires_grad:
+            extras.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+
+    # ---- conversion ----------------------------------------------------------------------
+
+    def to(self, *args, dtype=None, device=None, copy=False):
+        """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(other_tensor)``."""
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype, device = a.dtype, a.device
+            elif isinstance(a, globals()["dtype"]):
+                dtype = a
+            elif isinstance(a, (str, globals()["device"])):
+                device = a
+            else:
+                raise TypeError(f"to(): expected a device, a dtype or a tensor, got {a!r}")
+        d = -1 if dtype is None else check_dtype(dtype).code
+        dev = -1 if device is None else as_device(device).code
+        if not copy and (d in (-1, self._info()[0])) and (dev in (-1, self._info()[1])):
+            return self
+        return Tensor._wrap(E.convert(self._h, d, dev))
+
+    def float(self):
+        return self.to(float32)
+
+    def half(self):
+        return self.to(float16)
+
+    def bfloat16(self):
+        return self.to(bfloat16)
+
+    def int(self):
+        return self.to(int32)
+
+    def long(self):
+        return self.to(int64)
+
+    def bool(self):
+        return self.to(bool_)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def metal(self):
+        return self.to("metal")
+
+    def detach(self):
+        return Tensor._wrap(E.alias(self._h))
+
+    # ---- operators -----------------------------------------------------------------------
+
+    def _binary(self, op, other, reflected=False):
+        if isinstance(other, Tensor):
+            a, b = (other, self) if reflected else (self, other)
+            return Tensor._wrap(E.binary(op, a._h, b._h))
+        s = _scalar(other)
+        if s is None:
+            return NotImplemented
+        return Tensor._wrap(E.binary_scalar(op, self._h, s[0], s[1], s[2], reflected))
+
+    def __add__(self, o):
+        return self._binary(E.ADD, o)
+
+    def __radd__(self, o):
+        return self._binary(E.ADD, o, True)
+
+    def __sub__(self, o):
+        return self._binary(E.SUB, o)
+
+    def __rsub__(self, o):
+        return self._binary(E.SUB, o, True)
+
+    def __mul__(self, o):
+        return self._binary(E.MUL, o)
+
+    def __rmul__(self, o):
+        return self._binary(E.MUL, o, True)
+
+    def __truediv__(self, o):
+        return self._binary(E.DIV, o)
+
+    def __rtruediv__(self, o):
+        return self._binary(E.DIV, o, True)
+
+    def __matmul__(self, o):
+        if not isinstance(o, Tensor):
+            return NotImplemented
+        return Tensor._wrap(E.matmul(self._h, o._h))
+
+    def __rmatmul__(self, o):
+        if not isinstance(o, Tensor):
+            return NotImplemented
+        return Tensor._wrap(E.matmul(o._h, self._h))
+
+    def __neg__(self):
+        return Tensor._wrap(E.unary(E.NEG, self._h))
+
+    def __pos__(self):
+        return self
+
+    add = __add__
+    sub = __sub__
+    mul = __mul__
+    div = __truediv__
+
+    def matmul(self, other):
+        return self @ other
+
+    def relu(self):
+        return Tensor._wrap(E.unary(E.RELU, self._h))
+
+    # ---- reductions ----------------------------------------------------------------------
+
+    @staticmethod
+    def _dims(dim):
+        if dim is None:
+            return None
+        if isinstance(dim, (tuple, list)):
+            return _int_tuple(dim, "dim")
+        return _int_tuple((dim,), "dim")
+
+    def sum(self, dim=None, keepdim=False):
+        return Tensor._wrap(E.reduce(E.SUM, self._h, self._dims(dim), keepdim))
+
+    def mean(self, dim=None, keepdim=False):
+        return Tensor._wrap(E.reduce(E.MEAN, self._h, self._dims(dim), keepdim))
+
+    # ---- shape ---------------------------------------------------------------------------
+
+    def reshape(self, *shape):
+        return Tensor._wrap(E.reshape(self._h, _shape_args(shape), False))
+
+    def view(self, *shape):
+        return Tensor._wrap(E.reshape(self._h, _shape_args(shape), True))
+
+    def flatten(self):
+        return self.reshape(-1)
+
+    def transpose(self, dim0, dim1):
+        return Tensor._wrap(E.transpose(self._h, operator.index(dim0), operator.index(dim1)))
+
+    def permute(self, *dims):
+        return Tensor._wrap(E.permute(self._h, _shape_args(dims, "dims")))
+
+    @property
+    def T(self):
+        return self.permute(*reversed(range(self.ndim)))
+
+    def t(self):
+        if self.ndim > 2:
+            raise ValueError(f"t() expects a tensor with at most 2 dimensions, got {self.ndim}")
+        return self.T
+
+    def contiguous(self):
+        if self.is_contiguous():
+            return self
+        return Tensor._wrap(E.contiguous(self._h))

@@ -1,0 +1,129 @@
+"""dtypes and devices."""
+
+from __future__ import annotations
+
+import numpy as np
+import ml_dtypes
+
+
+class dtype:
+    """An element type. Compare with ``is`` or ``==``; ``repr`` is ``lucid.<name>``."""
+
+    __slots__ = ("name", "code", "itemsize", "is_floating_point", "numpy")
+
+    def __init__(self, name, code, itemsize, is_floating_point, numpy_type):
+        self.name = name
+        self.code = code
+        self.itemsize = itemsize
+        self.is_floating_point = is_floating_point
+        self.numpy = np.dtype(numpy_type)
+
+    def __repr__(self):
+        return f"lucid.{self.name}"
+
+    __str__ = __repr__
+
+    def __reduce__(self):
+        return (_dtype_by_name, (self.name,))
+
+
+float32 = dtype("float32", 0, 4, True, np.float32)
+float16 = dtype("float16", 1, 2, True, np.float16)
+bfloat16 = dtype("bfloat16", 2, 2, True, ml_dtypes.bfloat16)
+int32 = dtype("int32", 3, 4, False, np.int32)
+int64 = dtype("int64", 4, 8, False, np.int64)
+bool_ = dtype("bool", 5, 1, False, np.bool_)
+
+_BY_CODE = (float32, float16, bfloat16, int32, int64, bool_)
+_BY_NAME = {d.name: d for d in _BY_CODE}
+
+
+def _dtype_by_name(name):
+    return _BY_NAME[name]
+
+
+def dtype_from_code(code: int) -> dtype:
+    return _BY_CODE[code]
+
+
+def check_dtype(d, what="dtype") -> dtype:
+    if isinstance(d, dtype):
+        return d
+    raise TypeError(f"{what} must be a lucid.dtype (e.g. lucid.float16), got {d!r}")
+
+
+_NUMPY_TO_LUCID = {
+    np.dtype(np.float32): float32,
+    np.dtype(np.float64): float32,  # lucid has no float64: Python floats become float32
+    np.dtype(np.longdouble): float32,
+    np.dtype(np.float16): float16,
+    np.dtype(ml_dtypes.bfloat16): bfloat16,
+    np.dtype(np.int32): int32,
+    np.dtype(np.int64): int64,
+    np.dtype(np.int8): int32,
+    np.dtype(np.int16): int32,
+    np.dtype(np.uint8): int32,
+    np.dtype(np.uint16): int32,
+    np.dtype(np.uint32): int64,
+    np.dtype(np.bool_): bool_,
+}
+
+
+def from_numpy_dtype(nd: np.dtype) -> dtype:
+    try:
+        return _NUMPY_TO_LUCID[np.dtype(nd)]
+    except KeyError:
+        raise TypeError(f"cannot make a lucid tensor from numpy dtype {np.dtype(nd)}; "
+                        "supported are float, int, unsigned up to 32 bits, bool and bfloat16") from None
+
+
+class device:
+    """Where a tensor lives: ``"cpu"`` or ``"metal"``. Equal to its type string."""
+
+    __slots__ = ("type", "code")
+
+    def __init__(self, type):
+        if isinstance(type, device):
+            self.type, self.code = type.type, type.code
+            return
+        if not isinstance(type, str):
+            raise TypeError(f"device must be a string ('cpu' or 'metal') or a lucid.device, got {type!r}")
+        if type not in _DEVICE_CODES:
+            raise ValueError(f"unknown device {type!r}; expected 'cpu' or 'metal'")
+        self.type = type
+        self.code = _DEVICE_CODES[type]
+
+    def __repr__(self):
+        return f"device(type='{self.type}')"
+
+    def __str__(self):
+        return self.type
+
+    def __eq__(self, other):
+        if isinstance(other, device):
+            return self.type == other.type
+        if isinstance(other, str):
+            return self.type == other
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(self.type)
+
+    def __reduce__(self):
+        return (device, (self.type,))
+
+
+_DEVICE_CODES = {"cpu": 0, "metal": 1}
+_DEVICES = (device("cpu"), device("metal"))
+
+
+def as_device(d) -> device:
+    if isinstance(d, device):
+        return d
+    if isinstance(d, str) and d in _DEVICE_CODES:
+        return _DEVICES[_DEVICE_CODES[d]]
+    return device(d)  # raises the right error
+
+
+def device_from_code(code: int) -> device:
+    return _DEVICES[code]

@@ -1,0 +1,181 @@
+"""lucid.amp.autocast: mixed-precision scopes backed by the engine's thread-local AMP state."""
+
+from __future__ import annotations
+
+import enum
+import functools
+import threading
+
+import numpy as np
+
+from .. import _engine as E
+from .._types import bfloat16, dtype as _dtype, dtype_from_code, float16, float32
+
+_DEVICE_CODES = {"metal": 1, "cpu": 0}
+_TARGETS = (float16, bfloat16, float32)
+
+
+def _device_code(device_type, allow_none=True) -> int:
+    if device_type is None and allow_none:
+        return -1
+    if not isinstance(device_type, str) or device_type not in _DEVICE_CODES:
+        raise ValueError(f"device_type must be 'metal' or 'cpu', got {device_type!r}")
+    return _DEVICE_CODES[device_type]
+
+
+def is_autocast_enabled(device_type: str | None = None) -> bool:
+    """``True`` if autocast is on for `device_type` on this thread (for either device if None)."""
+    return E.autocast_is_enabled(_device_code(device_type))
+
+
+def get_autocast_dtype(device_type: str | None = None):
+    """The autocast dtype for `device_type` on this thread, or ``None`` when off there.
+
+    Without a device: the dtype of the innermost scope that still switches autocast on, or
+    ``None`` when autocast is off on both devices.
+    """
+    code = E.autocast_get_dtype(_device_code(device_type))
+    return None if code < 0 else dtype_from_code(code)
+
+
+class autocast:
+    """Enable automatic mixed-precision computation inside a context.
+
+    Operations that opt into AMP (matmul, linear, ...) cast their inputs to the target
+    lower-precision dtype on entry; accumulators and reductions stay in float32. Leaving the
+    scope restores exactly the state it was entered from — autocast off, or the enclosing
+    scope's dtype — whether it is left normally or by an exception. One object can be
+    entered again after it exits, entered while already active (each entry is undone by its
+    own exit, on its own thread), and used as a decorator.
+
+    Parameters
+    ----------
+    device_type : str, default 'metal'
+        ``"metal"`` (GPU stream) or ``"cpu"`` (Accelerate stream); anything else raises
+        ``ValueError``.
+    dtype : lucid.dtype, optional
+        ``None`` means ``lucid.float16``. On the CPU, float16 runs in float32, so a CPU scope
+        with the default dtype changes nothing; pass ``dtype=lucid.bfloat16`` there.
+        ``lucid.float32`` is accepted; other dtypes raise ``ValueError`` and non-dtypes
+        ``TypeError``.
+    enabled : bool, default True
+        ``False`` disables autocast on `device_type` for the scope, leaving the other
+        device's state untouched.
+
+    Examples
+    --------
+    >>> with lucid.amp.autocast():
+    ...     output = model(x)            # ops cast to float16 inside
+    """
+
+    is_autocast_enabled = staticmethod(is_autocast_enabled)
+    get_autocast_dtype = staticmethod(get_autocast_dtype)
+
+    def __init__(self, device_type: str = "metal", dtype=None, enabled: bool = True) -> None:
+        code = _device_code(device_type, allow_none=False)
+        if dtype is None:
+            dtype = float16
+        elif not isinstance(dtype, _dtype):
+            raise TypeError(f"autocast dtype must be a lucid.dtype, got {dtype!r}")
+        elif dtype not in _TARGETS:
+            raise ValueError(f"autocast dtype must be lucid.float16, lucid.bfloat16 or lucid.float32, got {dtype!r}")
+        if not isinstance(enabled, (bool, int, np.bool_)):
+            raise TypeError(f"enabled must be a bool, got {enabled!r}")
+        enabled = bool(enabled)
+        self._device_type = device_type
+        self._device_code = code
+        self._dtype = dtype
+        self._enabled = enabled
+        # Each thread's open entries of this object, innermost last: the engine handles that
+        # thread's exits must release. The AMP state itself lives in the engine.
+        self._local = threading.local()
+
+    @property
+    def device_type(self) -> str:
+        return self._device_type
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
+
+    def __repr__(self):
+        return f"autocast(device_type={self._device_type!r}, dtype={self._dtype!r}, enabled={self._enabled})"
+
+    def _handles(self) -> list:
+        try:
+            return self._local.handles
+        except AttributeError:
+            handles = self._local.handles = []
+            return handles
+
+    def __enter__(self):
+        handles = self._handles()
+        handles.append(E.guard_create(self._device_code, self._enabled, self._dtype.code))
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback) -> bool:
+        handles = self._handles()
+        if not handles:
+            raise RuntimeError(
+                f"{self!r}.__exit__ called on a thread that has not entered it (or has already left every entry)")
+        E.guard_destroy(handles.pop())
+        return False  # exceptions propagate
+
+    def __call__(self, fn):
+        """Use as a decorator: every call of `fn` runs inside this scope."""
+        if not callable(fn):
+            raise TypeError(f"autocast can decorate a callable, got {fn!r}")
+
+        @functools.wraps(fn)
+        def decorate_autocast(*args, **kwargs):
+            with self:
+                return fn(*args, **kwargs)
+
+        return decorate_autocast
+
+
+class CastPolicy(str, enum.Enum):
+    """How autocast treats an op's floating-point inputs."""
+
+    NONE = "none"                        #: keeps input dtypes
+    LOWER_PRECISION = "lower_precision"  #: casts to the autocast dtype
+    FLOAT32 = "float32"                  #: casts float16/bfloat16 inputs to float32
+    PROMOTE = "promote"                  #: casts to the widest floating input
+
+    def __repr__(self):
+        return f"CastPolicy.{self.name}"
+
+
+_POLICY_CODES = (CastPolicy.NONE, CastPolicy.LOWER_PRECISION, CastPolicy.FLOAT32, CastPolicy.PROMOTE)
+_table_cache = None
+
+
+def _table():
+    global _table_cache
+    if _table_cache is None:
+        _table_cache = {name: (_POLICY_CODES[code], bf16) for name, code, bf16 in E.op_table()}
+    return _table_cache
+
+
+def policy(op_name: str) -> CastPolicy:
+    """The autocast policy of the op called `op_name` (e.g. ``"matmul"``)."""
+    if not isinstance(op_name, str):
+        raise TypeError(f"op_name must be a str, got {op_name!r}")
+    try:
+        return _table()[op_name][0]
+    except KeyError:
+        raise ValueError(f"unknown op {op_name!r}; known ops: {', '.join(sorted(_table()))}") from None
+
+
+def policies() -> dict:
+    """Every op's autocast policy: ``{name: CastPolicy}``."""
+    return {name: p for name, (p, _) in _table().items()}
+
+
+def cpu_bfloat16_ops() -> frozenset:
+    """Ops with a bfloat16 CPU kernel; the others run in float32 under CPU bfloat16 autocast."""
+    return frozenset(name for name, (_, bf16) in _table().items() if bf16)

@@ -1,0 +1,172 @@
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from .. import _engine as E
+from .._tensor import Tensor
+from .._types import as_device, dtype as _dtype, float16, float32
+from .parameter import Parameter
+
+
+class Module:
+    """Base class of every layer: holds parameters and sub-modules registered as attributes."""
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    def __setattr__(self, name, value):
+        params = self.__dict__.get("_parameters")
+        if params is None:
+            raise AttributeError("call Module.__init__() before assigning attributes")
+        modules = self.__dict__["_modules"]
+        params.pop(name, None)
+        modules.pop(name, None)
+        if isinstance(value, Parameter):
+            params[name] = value
+        elif isinstance(value, Module):
+            modules[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        if name in d.get("_parameters", ()):
+            return d["_parameters"][name]
+        if name in d.get("_modules", ()):
+            return d["_modules"][name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __delattr__(self, name):
+        if name in self._parameters:
+            del self._parameters[name]
+        elif name in self._modules:
+            del self._modules[name]
+        else:
+            object.__delattr__(self, name)
+
+    def register_parameter(self, name: str, param):
+        if param is None:
+            self._parameters[name] = None
+        elif not isinstance(param, Parameter):
+            raise TypeError(f"cannot register {type(param).__name__} as parameter {name!r} (expected Parameter or None)")
+        else:
+            self._parameters[name] = param
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ---- traversal -----------------------------------------------------------------------
+
+    def named_children(self):
+        yield from self._modules.items()
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def named_modules(self, prefix=""):
+        yield prefix, self
+        for name, m in self._modules.items():
+            yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_parameters(self, prefix="", recurse=True):
+        seen = set()
+        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mp, m in mods:
+            for name, p in m._parameters.items():
+                if p is None or id(p) in seen:
+                    continue
+                seen.add(id(p))
+                yield (f"{mp}.{name}" if mp else name), p
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    # ---- modes ---------------------------------------------------------------------------
+
+    def train(self, mode: bool = True):
+        if not isinstance(mode, bool):
+            raise TypeError(f"train(mode) expects a bool, got {mode!r}")
+        for m in self.modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    # ---- conversion ----------------------------------------------------------------------
+
+    def to(self, *args, dtype=None, device=None):
+        """Moves parameters to a device and/or casts floating-point ones to a dtype, in place."""
+        for a in args:
+            if isinstance(a, _dtype):
+                dtype = a
+            else:
+                device = a
+        if dtype is not None and not dtype.is_floating_point:
+            raise TypeError(f"Module.to() only accepts floating-point dtypes, got {dtype!r}")
+        dev = as_device(device) if device is not None else None
+        for p in self.parameters():
+            new = p.to(dtype=dtype if p.dtype.is_floating_point else None, device=dev)
+            if new is not p:
+                p._replace(E.set_requires_grad(new._h, p.requires_grad))
+        return self
+
+    def float(self):
+        return self.to(dtype=float32)
+
+    def half(self):
+        return self.to(dtype=float16)
+
+    # ---- state ---------------------------------------------------------------------------
+
+    def state_dict(self):
+        """An ordered mapping from parameter names to tensors sharing their storage."""
+        return OrderedDict((name, p.detach()) for name, p in self.named_parameters())
+
+    def load_state_dict(self, state_dict, strict: bool = True):
+        """Copies values into the parameters (converted to each parameter's dtype and device).
+
+        Returns ``(missing_keys, unexpected_keys)``; with ``strict`` either one raises.
+        """
+        own = dict(self.named_parameters())
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        if strict and (missing or unexpected):
+            raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
+        for name, p in own.items():
+            if name not in state_dict:
+                continue
+            v = state_dict[name]
+            if not isinstance(v, Tensor):
+                raise TypeError(f"load_state_dict: {name!r} must be a lucid.Tensor, got {type(v).__name__}")
+            if v.shape != p.shape:
+                raise ValueError(f"load_state_dict: {name!r} has shape {v.shape}, the parameter has {p.shape}")
+        for name, p in own.items():
+            if name in state_dict:
+                v = state_dict[name].to(dtype=p.dtype, device=p.device, copy=True)
+                p._replace(E.set_requires_grad(v._h, p.requires_grad))
+        return missing, unexpected
+
+    # ---- display -------------------------------------------------------------------------
+
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self):
+        lines = [f"({name}): " + repr(m).replace("\n", "\n  ") for name, m in self._modules.items()]
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        if not lines:
+            return head + ")"
+        return head + "\n  " + "\n  ".join(lines) + "\n)"
+
