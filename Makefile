@@ -1,0 +1,43 @@
+# lucid — build, demo and tests. `make demo` and `make test` work from a fresh clone.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+LIB    := $(if $(filter Darwin,$(shell uname -s)),liblucid.dylib,liblucid.so)
+
+.PHONY: build engine demo test swift-test py-test bench clean
+
+## build: the engine (release), a .venv with numpy/ml_dtypes/pytest, and lucid installed into it
+build: engine $(VENV)/.installed
+
+engine:
+	swift build -c release --product lucid
+	@mkdir -p lucid/_lib
+	@cmp -s .build/release/$(LIB) lucid/_lib/$(LIB) || cp .build/release/$(LIB) lucid/_lib/$(LIB)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: $(PY) pyproject.toml setup.py
+	LUCID_SKIP_ENGINE_BUILD=1 $(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+## demo: autocast at work on the default device "metal"
+demo: build
+	$(PY) examples/demo.py
+
+## test: Swift tests, then the Python tests
+test: build swift-test py-test
+
+swift-test:
+	swift test
+
+py-test:
+	$(PY) -m pytest -q
+
+## bench: dispatch overhead against numpy (and PyTorch when importable)
+bench: build
+	$(PY) bench/dispatch.py
+
+clean:
+	rm -rf .build $(VENV) lucid/_lib build *.egg-info
