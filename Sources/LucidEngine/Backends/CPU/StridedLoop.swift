@@ -2,10 +2,21 @@
 /// (offsets, count, innerStrides). Dimensions that are contiguous for every operand are
 /// merged first, so a contiguous tensor is one run however many dimensions it has.
 struct StridedLoop {
-    var shape: [Int]
-    var strides: [[Int]]
+    var shape: [Int] = []
+    var strides: [[Int]] = []
+    /// Set when every operand is contiguous: the whole walk is one run of this many elements,
+    /// and nothing is allocated for it.
+    private var contiguousRun: Int? = nil
+    private var operands = 0
 
     init(shape: [Int], strides: [[Int]]) {
+        operands = strides.count
+        if Self.allContiguous(shape, strides) {
+            var n = 1
+            for s in shape { n &*= s }
+            contiguousRun = n
+            return
+        }
         // Drop size-1 dimensions, then merge neighbours that are contiguous in every operand.
         var dims: [(Int, [Int])] = []
         for d in 0..<shape.count where shape[d] != 1 {
@@ -25,8 +36,34 @@ struct StridedLoop {
         self.strides = (0..<strides.count).map { k in merged.map { $0.1[k] } }
     }
 
+    /// Whether every operand is row-major contiguous for `shape`.
+    @inline(__always)
+    static func allContiguous(_ shape: [Int], _ strides: [[Int]]) -> Bool {
+        for st in strides {
+            var expected = 1
+            for d in stride(from: shape.count - 1, through: 0, by: -1) where shape[d] != 1 {
+                if st[d] != expected { return false }
+                expected &*= shape[d]
+            }
+        }
+        return true
+    }
+
     /// `body(base offsets per operand, run length, inner stride per operand)`.
     func forEachRun(bases: [Int], _ body: (UnsafeBufferPointer<Int>, Int, UnsafeBufferPointer<Int>) -> Void) {
+        if let n = contiguousRun {
+            if n == 0 { return }
+            let k = operands
+            withUnsafeTemporaryAllocation(of: Int.self, capacity: 2 * k) { buf in
+                for j in 0..<k {
+                    buf[j] = bases[j]
+                    buf[k + j] = 1
+                }
+                let p = UnsafeBufferPointer(buf)
+                body(UnsafeBufferPointer(rebasing: p[0..<k]), n, UnsafeBufferPointer(rebasing: p[k..<2 * k]))
+            }
+            return
+        }
         let nd = shape.count
         let k = strides.count
         if shape.contains(0) { return }
