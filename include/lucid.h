@@ -82,9 +82,11 @@ int32_t lucid_tensor_from_host(const void *data, int64_t nbytes, const int64_t *
 /* value_kind LUCID_SCALAR_FLOAT reads `value`; LUCID_SCALAR_INT and _BOOL read `int_value`. */
 int32_t lucid_tensor_full(const int64_t *shape, int32_t ndim, double value, int64_t int_value, int32_t value_kind,
                           int32_t dtype, int32_t device, lucid_tensor *out);
-/* dtype -1: int64 when `integral` is nonzero, float32 otherwise. */
-int32_t lucid_tensor_arange(double start, double end, double step, int32_t integral, int32_t dtype,
-                            int32_t device, lucid_tensor *out);
+/* start, start + step, ... up to (not including) end, computed in float64; dtype -1 is float32. */
+int32_t lucid_tensor_arange(double start, double end, double step, int32_t dtype, int32_t device, lucid_tensor *out);
+/* The same in int64 arithmetic (exact for every int64 bound); dtype -1 is int64. */
+int32_t lucid_tensor_arange_int(int64_t start, int64_t end, int64_t step, int32_t dtype, int32_t device,
+                                lucid_tensor *out);
 /* normal 0: uniform [0, 1); 1: standard normal. Floating dtypes only. */
 int32_t lucid_tensor_random(const int64_t *shape, int32_t ndim, int32_t normal, int32_t dtype,
                             int32_t device, lucid_tensor *out);
@@ -98,8 +100,8 @@ int32_t lucid_tensor_to_host(lucid_tensor t, void *data, int64_t nbytes);
 /* dtype / device -1: unchanged. Rounds to nearest even into float16 and bfloat16. */
 int32_t lucid_tensor_to(lucid_tensor t, int32_t dtype, int32_t device, lucid_tensor *out);
 int32_t lucid_tensor_set_requires_grad(lucid_tensor t, int32_t flag, lucid_tensor *out);
-/* A second handle to the same tensor. */
-int32_t lucid_alias(lucid_tensor t, lucid_tensor *out);
+/* A second handle to the same values that does not require gradients. */
+int32_t lucid_detach(lucid_tensor t, lucid_tensor *out);
 /* Handles not yet released. */
 int32_t lucid_live_tensors(int64_t *out);
 

@@ -17,7 +17,7 @@ def _to_numpy(data) -> np.ndarray:
         arr = np.asarray(data)
     except (ValueError, TypeError) as e:
         raise ValueError(f"tensor(): cannot make a tensor from {type(data).__name__}: {e}") from None
-    if arr.dtype == object or arr.dtype.kind in "USVcmMO":
+    if arr.dtype != ml_dtypes.bfloat16 and (arr.dtype == object or arr.dtype.kind in "USVcmMO"):
         raise TypeError(f"tensor(): unsupported data of numpy dtype {arr.dtype} "
                         f"(expected numbers, bools, nested lists of them, or a numpy array)")
     return arr
@@ -28,15 +28,21 @@ def _cast_numpy(arr: np.ndarray, target) -> np.ndarray:
     if target.is_floating_point or arr.dtype.kind in "iub":
         if target is bfloat16:
             return arr.astype(ml_dtypes.bfloat16)
-        return arr.astype(target.numpy)
-    # float -> integer/bool: truncate toward zero, saturate, NaN -> 0 (the engine's cast rule)
+        return arr.astype(target.numpy, copy=False)
+    # float -> integer/bool with the engine's cast rule: truncate toward zero, saturate,
+    # NaN -> 0. Done here because the source may be float64, which the engine does not hold.
     a = arr.astype(np.float64)
     if target.numpy == np.bool_:
         return a != 0
     info = np.iinfo(target.numpy)
+    limit = 2.0 ** (info.bits - 1)  # exactly representable, unlike info.max
     with np.errstate(invalid="ignore"):
-        a = np.nan_to_num(np.trunc(a), nan=0.0, posinf=info.max, neginf=info.min)
-        return np.clip(a, info.min, info.max).astype(target.numpy)
+        a = np.nan_to_num(np.trunc(a), nan=0.0)
+        high, low = a >= limit, a < -limit
+        out = np.where(high | low, 0.0, a).astype(target.numpy)
+    out[high] = info.max
+    out[low] = info.min
+    return out
 
 
 def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
@@ -47,7 +53,9 @@ def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
     dev = as_device(device)
     arr = _to_numpy(data)
     target = from_numpy_dtype(arr.dtype) if dtype is None else check_dtype(dtype)
-    arr = np.ascontiguousarray(_cast_numpy(arr, target))
+    arr = _cast_numpy(arr, target)
+    if not arr.flags.c_contiguous:  # (np.ascontiguousarray would turn a 0-d array into 1-d)
+        arr = arr.copy(order="C")
     t = Tensor._wrap(E.from_host(arr.ctypes.data, arr.nbytes, arr.shape, target.code, dev.code))
     if requires_grad:
         t.requires_grad_(True)
@@ -102,10 +110,12 @@ def arange(start, end=None, step=1, dtype=None, device="cpu") -> Tensor:
         if s is None or s[2] == E.SCALAR_BOOL:
             raise TypeError(f"arange(): expected numbers, got {v!r}")
         vals.append(s)
-    integral = all(s[2] == E.SCALAR_INT for s in vals)
-    nums = [float(s[1]) if s[2] == E.SCALAR_INT else s[0] for s in vals]
     d = -1 if dtype is None else check_dtype(dtype).code
-    return Tensor._wrap(E.arange(nums[0], nums[1], nums[2], integral, d, as_device(device).code))
+    dev = as_device(device).code
+    if all(s[2] == E.SCALAR_INT for s in vals):
+        return Tensor._wrap(E.arange_int(vals[0][1], vals[1][1], vals[2][1], d, dev))
+    nums = [float(s[1]) if s[2] == E.SCALAR_INT else s[0] for s in vals]
+    return Tensor._wrap(E.arange(nums[0], nums[1], nums[2], d, dev))
 
 
 def _random(size, normal, dtype, device):

@@ -49,7 +49,8 @@ _SIGNATURES = {
     "lucid_op_info": ([_i32, POINTER(c_char_p), _p_i32, _p_i32], _i32),
     "lucid_tensor_from_host": ([c_void_p, _i64, _p_i64, _i32, _i32, _i32, _p_u64], _i32),
     "lucid_tensor_full": ([_p_i64, _i32, _f64, _i64, _i32, _i32, _i32, _p_u64], _i32),
-    "lucid_tensor_arange": ([_f64, _f64, _f64, _i32, _i32, _i32, _p_u64], _i32),
+    "lucid_tensor_arange": ([_f64, _f64, _f64, _i32, _i32, _p_u64], _i32),
+    "lucid_tensor_arange_int": ([_i64, _i64, _i64, _i32, _i32, _p_u64], _i32),
     "lucid_tensor_random": ([_p_i64, _i32, _i32, _i32, _i32, _p_u64], _i32),
     "lucid_manual_seed": ([_u64], _i32),
     "lucid_tensor_release": ([_u64], _i32),
@@ -58,7 +59,7 @@ _SIGNATURES = {
     "lucid_tensor_to_host": ([_u64, c_void_p, _i64], _i32),
     "lucid_tensor_to": ([_u64, _i32, _i32, _p_u64], _i32),
     "lucid_tensor_set_requires_grad": ([_u64, _i32, _p_u64], _i32),
-    "lucid_alias": ([_u64, _p_u64], _i32),
+    "lucid_detach": ([_u64, _p_u64], _i32),
     "lucid_live_tensors": ([_p_i64], _i32),
     "lucid_binary": ([_i32, _u64, _u64, _p_u64], _i32),
     "lucid_binary_scalar": ([_i32, _u64, _f64, _i64, _i32, _i32, _p_u64], _i32),
@@ -95,9 +96,19 @@ def _raise(status: int):
     raise _ERRORS.get(status, RuntimeError)(text)
 
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _int64(v: int) -> int:
+    # ctypes wraps out-of-range integers silently; refuse them instead.
+    if not _INT64_MIN <= v <= _INT64_MAX:
+        raise ValueError(f"{v} does not fit in a 64-bit integer")
+    return v
+
+
 def _dims(values):
     n = len(values)
-    return (c_int64 * n)(*values), n
+    return (c_int64 * n)(*[_int64(v) for v in values]), n
 
 
 def _new(fn, *args) -> int:
@@ -207,8 +218,12 @@ def full(shape, value: float, int_value: int, kind: int, dtype: int, device: int
     return _new(_lib.lucid_tensor_full, dims, n, value, int_value, kind, dtype, device)
 
 
-def arange(start: float, end: float, step: float, integral: bool, dtype: int, device: int) -> int:
-    return _new(_lib.lucid_tensor_arange, start, end, step, 1 if integral else 0, dtype, device)
+def arange(start: float, end: float, step: float, dtype: int, device: int) -> int:
+    return _new(_lib.lucid_tensor_arange, start, end, step, dtype, device)
+
+
+def arange_int(start: int, end: int, step: int, dtype: int, device: int) -> int:
+    return _new(_lib.lucid_tensor_arange_int, _int64(start), _int64(end), _int64(step), dtype, device)
 
 
 def random(shape, normal: bool, dtype: int, device: int) -> int:
@@ -260,8 +275,8 @@ def set_requires_grad(handle: int, flag: bool) -> int:
     return _new(_lib.lucid_tensor_set_requires_grad, handle, 1 if flag else 0)
 
 
-def alias(handle: int) -> int:
-    return _new(_lib.lucid_alias, handle)
+def detach(handle: int) -> int:
+    return _new(_lib.lucid_detach, handle)
 
 
 def live_tensors() -> int:
@@ -314,7 +329,7 @@ def reshape(a: int, shape, view_only: bool) -> int:
 
 
 def transpose(a: int, d0: int, d1: int) -> int:
-    return _new(_lib.lucid_transpose, a, d0, d1)
+    return _new(_lib.lucid_transpose, a, _int64(d0), _int64(d1))
 
 
 def permute(a: int, dims) -> int:

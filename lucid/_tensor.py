@@ -51,7 +51,9 @@ class Tensor:
     """
 
     __slots__ = ("_h", "_meta", "_shape", "__weakref__")
-    __array_priority__ = 1000  # numpy defers to our reflected operators
+    # numpy operators and ufuncs defer to ours, so mixing an ndarray into an op raises
+    # TypeError instead of silently returning an ndarray; np.asarray(t) still works.
+    __array_ufunc__ = None
 
     def __new__(cls, *args, **kwargs):
         raise TypeError("lucid.Tensor cannot be constructed directly; use lucid.tensor(data), lucid.zeros(...), ...")
@@ -256,7 +258,7 @@ class Tensor:
         return self.to("metal")
 
     def detach(self):
-        return Tensor._wrap(E.alias(self._h))
+        return Tensor._wrap(E.detach(self._h))
 
     # ---- operators -----------------------------------------------------------------------
 

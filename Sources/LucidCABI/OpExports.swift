@@ -90,7 +90,7 @@ public func lucid_contiguous(_ a: UInt64, _ out: UnsafeMutablePointer<UInt64>?) 
     abiCall { try emit(try Ops.contiguous(try tensors.get(a)), out) }
 }
 
-@_cdecl("lucid_alias")
-public func lucid_alias(_ a: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
-    abiCall { try emit(try tensors.get(a), out) }
+@_cdecl("lucid_detach")
+public func lucid_detach(_ a: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall { try emit(try tensors.get(a).withRequiresGrad(false), out) }
 }

@@ -37,11 +37,20 @@ public func lucid_tensor_full(_ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ v
 }
 
 @_cdecl("lucid_tensor_arange")
-public func lucid_tensor_arange(_ start: Double, _ end: Double, _ step: Double, _ integral: Int32, _ dtype: Int32,
+public func lucid_tensor_arange(_ start: Double, _ end: Double, _ step: Double, _ dtype: Int32,
                                 _ device: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
     abiCall {
-        try emit(try Creation.arange(start: start, end: end, step: step, integral: integral != 0,
-                                     dtype: try optionalDType(dtype), device: try Device(code: device)), out)
+        try emit(try Creation.arange(start: start, end: end, step: step, dtype: try optionalDType(dtype),
+                                     device: try Device(code: device)), out)
+    }
+}
+
+@_cdecl("lucid_tensor_arange_int")
+public func lucid_tensor_arange_int(_ start: Int64, _ end: Int64, _ step: Int64, _ dtype: Int32,
+                                    _ device: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        try emit(try Creation.arange(start: start, end: end, step: step, dtype: try optionalDType(dtype),
+                                     device: try Device(code: device)), out)
     }
 }
 

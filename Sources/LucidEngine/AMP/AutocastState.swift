@@ -123,6 +123,7 @@ package enum AMPRegistry {
     /// Leaves the scope `id`. Throws, changing nothing, when `id` is not a live scope or
     /// belongs to another thread.
     package static func exit(_ id: UInt64) throws {
+        if id == 0 { throw LucidError(.handle, "guard handle is null") }
         let state = currentIfPresent()
         try lock.withLock {
             guard let record = live[id] else {

@@ -49,7 +49,7 @@ public struct Tensor: @unchecked Sendable, CustomStringConvertible {
         try full(shape, 1, dtype: dtype, device: device)
     }
     public static func arange(_ start: Double, _ end: Double, step: Double = 1, dtype: DType = .float32, device: Device = .cpu) throws -> Tensor {
-        Tensor(try Creation.arange(start: start, end: end, step: step, integral: false, dtype: dtype, device: device))
+        Tensor(try Creation.arange(start: start, end: end, step: step, dtype: dtype, device: device))
     }
     /// Uniform samples in [0, 1) from the seedable global generator (`manualSeed`).
     public static func rand(_ shape: [Int], dtype: DType = .float32, device: Device = .cpu) throws -> Tensor {

@@ -63,6 +63,29 @@ func bfloat16Bits(fromFloat32Bits f: UInt32) -> UInt16 {
 @inline(__always)
 func float32Bits(fromBFloat16Bits b: UInt16) -> UInt32 { UInt32(b) << 16 }
 
+/// `v` as a float32 rounded to odd: exact when it fits, otherwise truncated with the last bit
+/// set. Rounding that to a 16-bit float (to nearest even) is the correctly rounded result of
+/// `v` itself, with no double-rounding error.
+@inline(__always)
+func roundedToOddFloat(_ v: Int64) -> Float {
+    let m = v.magnitude
+    if m < (1 << 24) { return Float(v) }
+    let shift = (64 - m.leadingZeroBitCount) - 24
+    var top = m >> UInt64(shift)
+    if m & ((1 << UInt64(shift)) - 1) != 0 { top |= 1 }
+    let f = Float(top) * Float(sign: .plus, exponent: shift, significand: 1)
+    return v < 0 ? -f : f
+}
+
+/// `d` as a float32 rounded to odd (see the integer form).
+@inline(__always)
+func roundedToOddFloat(_ d: Double) -> Float {
+    var f = Float(d)
+    guard d.isFinite, f.isFinite, Double(f) != d else { return f }
+    if abs(Double(f)) > abs(d) { f = f > 0 ? f.nextDown : f.nextUp }  // toward zero
+    return Float(bitPattern: f.bitPattern | 1)
+}
+
 @inline(__always) func halfToFloat(_ h: UInt16) -> Float { Float(bitPattern: float32Bits(fromFloat16Bits: h)) }
 @inline(__always) func floatToHalf(_ x: Float) -> UInt16 { float16Bits(fromFloat32Bits: x.bitPattern) }
 @inline(__always) func bfloatToFloat(_ b: UInt16) -> Float { Float(bitPattern: UInt32(b) << 16) }

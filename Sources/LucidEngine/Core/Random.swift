@@ -34,8 +34,11 @@ struct RandomSource {
         return result
     }
 
-    /// Uniform in [0, 1) with 24 random bits, so it never rounds up to 1 in float32.
-    mutating func nextUniform() -> Double { Double(next() >> 40) * 0x1p-24 }
+    /// Uniform in [0, 1) on a grid of 2^-bits, so that a dtype with `bits` significand bits
+    /// holds every draw exactly and never rounds one up to 1.
+    mutating func nextUniform(bits: Int = 24) -> Double {
+        Double(next() >> UInt64(64 - bits)) * Double(sign: .plus, exponent: -bits, significand: 1)
+    }
 
     /// Standard normal (Box–Muller).
     mutating func nextNormal() -> Double {

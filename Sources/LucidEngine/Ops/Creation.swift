@@ -6,9 +6,9 @@ package enum Creation {
         return out
     }
 
-    /// Values `start, start + step, …` below `end` (above it for a negative step). With no
-    /// dtype: int64 when every argument is an integer, float32 otherwise.
-    package static func arange(start: Double, end: Double, step: Double, integral: Bool, dtype: DType?, device: Device) throws -> TensorImpl {
+    /// Values `start, start + step, …` below `end` (above it for a negative step), computed in
+    /// float64. float32 unless `dtype` says otherwise.
+    package static func arange(start: Double, end: Double, step: Double, dtype: DType?, device: Device) throws -> TensorImpl {
         guard step != 0 else { throw LucidError.value("arange: step must be nonzero") }
         guard start.isFinite, end.isFinite, step.isFinite else {
             throw LucidError.value("arange: start, end and step must be finite, got \(start), \(end), \(step)")
@@ -19,13 +19,35 @@ package enum Creation {
         let count = ((end - start) / step).rounded(.up)
         guard count <= Double(Shape.maxElements) else { throw LucidError.value("arange: \(count) elements are too many") }
         let n = Int(count)
-        let type = dtype ?? (integral ? .int64 : .float32)
+        let type = dtype ?? .float32
         let values = (0..<n).map { start + Double($0) * step }
         return try fromDoubles(values, shape: [n], dtype: type, device: device)
     }
 
+    /// Integer `start, start + step, …` below `end` (above it for a negative step), computed in
+    /// int64 so that large bounds stay exact. int64 unless `dtype` says otherwise.
+    package static func arange(start: Int64, end: Int64, step: Int64, dtype: DType?, device: Device) throws -> TensorImpl {
+        guard step != 0 else { throw LucidError.value("arange: step must be nonzero") }
+        guard (step > 0 && end >= start) || (step < 0 && end <= start) else {
+            throw LucidError.value("arange: the range [\(start), \(end)) is inconsistent with step \(step)")
+        }
+        let (span, overflow) = end.subtractingReportingOverflow(start)
+        let magnitude = overflow ? UInt64.max : span.magnitude
+        let stepMagnitude = step.magnitude
+        let count = magnitude / stepMagnitude + (magnitude % stepMagnitude == 0 ? 0 : 1)
+        guard !overflow, count <= UInt64(Shape.maxElements) else {
+            throw LucidError.value("arange: the range [\(start), \(end)) with step \(step) has too many elements")
+        }
+        let n = Int(count)
+        let values = (0..<n).map { start &+ Int64($0) &* step }
+        let staged = try TensorImpl.empty([n], dtype: .int64, on: try Backends.backend(for: device))
+        values.withUnsafeBytes { staged.backend.write($0, into: staged) }
+        return try Ops.cast(staged, to: dtype ?? .int64)
+    }
+
     package static func rand(_ shape: [Int], dtype: DType, device: Device) throws -> TensorImpl {
-        try random(shape, dtype: dtype, device: device, op: "rand") { $0.nextUniform() }
+        let bits = dtype == .float16 ? 11 : (dtype == .bfloat16 ? 8 : 24)
+        return try random(shape, dtype: dtype, device: device, op: "rand") { $0.nextUniform(bits: bits) }
     }
 
     package static func randn(_ shape: [Int], dtype: DType, device: Device) throws -> TensorImpl {
@@ -42,7 +64,8 @@ package enum Creation {
         return try fromDoubles(values, shape: shape, dtype: dtype, device: device)
     }
 
-    /// Builds a tensor from float64 values: float32 first (one rounding), then `dtype`.
+    /// Builds a tensor from float64 values, rounding once to `dtype` (through float32 rounded
+    /// to odd for the 16-bit floats).
     static func fromDoubles(_ values: [Double], shape: [Int], dtype: DType, device: Device) throws -> TensorImpl {
         let backend = try Backends.backend(for: device)
         if !dtype.isFloatingPoint {
@@ -51,7 +74,7 @@ package enum Creation {
             ints.withUnsafeBytes { backend.write($0, into: staged) }
             return try Ops.cast(staged, to: dtype)
         }
-        let floats = values.map { Float($0) }
+        let floats = dtype.isLowPrecision ? values.map { roundedToOddFloat($0) } : values.map { Float($0) }
         let staged = try TensorImpl.empty(shape, dtype: .float32, on: backend)
         floats.withUnsafeBytes { backend.write($0, into: staged) }
         return try Ops.cast(staged, to: dtype)

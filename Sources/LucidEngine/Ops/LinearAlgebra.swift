@@ -54,7 +54,12 @@ package enum LinearAlgebra {
             throw LucidError.value("matmul: shapes \(a.shape) and \(b.shape) are not aligned: \(k) (last dimension of the first) != \(k2) (\(yVector ? "only" : "second-to-last") dimension of the second)")
         }
         try checkBLASSize(op, m, n, k)
-        let batchShape = try Shape.broadcast(Array(x.shape.dropLast(2)), Array(y.shape.dropLast(2)), op: op)
+        let batchShape: [Int]
+        do {
+            batchShape = try Shape.broadcast(Array(x.shape.dropLast(2)), Array(y.shape.dropLast(2)), op: op)
+        } catch {
+            throw LucidError.value("matmul: the batch dimensions of shapes \(a.shape) and \(b.shape) cannot be broadcast together")
+        }
         let x3 = try batched(x.expanded(to: batchShape + [m, k]))
         let y3 = try batched(y.expanded(to: batchShape + [k, n]))
         let out = try TensorImpl.empty([x3.shape[0], m, n], dtype: x.dtype, on: x.backend)

@@ -35,7 +35,7 @@ enum F16Element: HostElement {
     @inline(__always) static func float(_ p: UnsafePointer<UInt16>, _ i: Int) -> Float { halfToFloat(p[i]) }
     @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<UInt16>, _ i: Int, _ v: Float) { p[i] = floatToHalf(v) }
     @inline(__always) static func int(_ p: UnsafePointer<UInt16>, _ i: Int) -> Int64 { truncatingToInt64(halfToFloat(p[i])) }
-    @inline(__always) static func setInt(_ p: UnsafeMutablePointer<UInt16>, _ i: Int, _ v: Int64) { p[i] = floatToHalf(Float(v)) }
+    @inline(__always) static func setInt(_ p: UnsafeMutablePointer<UInt16>, _ i: Int, _ v: Int64) { p[i] = floatToHalf(roundedToOddFloat(v)) }
 }
 
 enum BF16Element: HostElement {
@@ -44,7 +44,7 @@ enum BF16Element: HostElement {
     @inline(__always) static func float(_ p: UnsafePointer<UInt16>, _ i: Int) -> Float { bfloatToFloat(p[i]) }
     @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<UInt16>, _ i: Int, _ v: Float) { p[i] = floatToBFloat(v) }
     @inline(__always) static func int(_ p: UnsafePointer<UInt16>, _ i: Int) -> Int64 { truncatingToInt64(bfloatToFloat(p[i])) }
-    @inline(__always) static func setInt(_ p: UnsafeMutablePointer<UInt16>, _ i: Int, _ v: Int64) { p[i] = floatToBFloat(Float(v)) }
+    @inline(__always) static func setInt(_ p: UnsafeMutablePointer<UInt16>, _ i: Int, _ v: Int64) { p[i] = floatToBFloat(roundedToOddFloat(v)) }
 }
 
 enum I32Element: HostElement {
@@ -52,7 +52,7 @@ enum I32Element: HostElement {
     static var isFloat: Bool { false }
     @inline(__always) static func float(_ p: UnsafePointer<Int32>, _ i: Int) -> Float { Float(p[i]) }
     @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<Int32>, _ i: Int, _ v: Float) {
-        p[i] = Int32(truncatingIfNeeded: truncatingToInt64(v))
+        p[i] = Int32(clamping: truncatingToInt64(v))
     }
     @inline(__always) static func int(_ p: UnsafePointer<Int32>, _ i: Int) -> Int64 { Int64(p[i]) }
     @inline(__always) static func setInt(_ p: UnsafeMutablePointer<Int32>, _ i: Int, _ v: Int64) { p[i] = Int32(truncatingIfNeeded: v) }
