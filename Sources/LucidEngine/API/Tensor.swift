@@ -34,7 +34,7 @@ public struct Tensor: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// An int64 tensor holding `values`, converted to `dtype`.
-    public init(_ values: [Int64], shape: [Int], dtype: DType = .int64, device: Device = .cpu) throws {
+    public init(integers values: [Int64], shape: [Int], dtype: DType = .int64, device: Device = .cpu) throws {
         let t = try values.withUnsafeBytes { try Conversion.fromHost($0, shape: shape, dtype: .int64, device: device) }
         impl = try Ops.cast(t, to: dtype)
     }
