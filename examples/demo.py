@@ -81,8 +81,9 @@ def main():
     print(f"   autocast: {t16 * 1e3:8.1f} ms   output {y16.dtype}   "
           f"max relative error vs float32 {rel_err(y16.numpy(), y32.numpy()):.2e}")
     if not lucid.metal.is_available():
-        print("   (on the host fallback float16 is widened around float32 BLAS, so it saves memory, not time;\n"
-              "    the speed-up comes from the M-series GPU's half-precision pipelines under Metal)")
+        print("   (on the host fallback every float16 operand is widened to float32 for BLAS and each\n"
+              "    cast fills a fresh buffer, so autocast stores activations at half the size but costs\n"
+              "    time; the speed-up comes from the M-series GPU's half-precision pipelines under Metal)")
 
 
 if __name__ == "__main__":
