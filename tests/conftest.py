@@ -1,19 +1,21 @@
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import lucid
+from lucid import _engine
 
-import lucid  # noqa: E402
-from lucid import _engine  # noqa: E402
+
+def _assert_autocast_off(when):
+    for device in ("metal", "cpu"):
+        assert not lucid.amp.is_autocast_enabled(device), f"autocast on for {device!r} {when}"
+        assert lucid.amp.get_autocast_dtype(device) is None, f"autocast dtype set for {device!r} {when}"
+    assert not lucid.amp.is_autocast_enabled()
+    assert lucid.amp.get_autocast_dtype() is None
+    assert _engine.autocast_live_guards() == 0, f"live autocast guards {when}"
 
 
 @pytest.fixture(autouse=True)
 def no_leaked_autocast_state():
-    """Every test starts and ends with autocast off and no live guard on any thread."""
-    assert not lucid.amp.is_autocast_enabled()
-    before = _engine.autocast_live_guards()
+    """Every test starts and ends with autocast off on both devices and no live guard on any thread."""
+    _assert_autocast_off("before the test")
     yield
-    assert not lucid.amp.is_autocast_enabled(), "a test left autocast on"
-    assert _engine.autocast_live_guards() == before, "a test leaked an autocast guard"
+    _assert_autocast_off("after the test (leaked)")

@@ -63,7 +63,7 @@ func intArray(_ p: UnsafePointer<Int64>?, _ count: Int32, _ what: String) throws
     }
 }
 
-/// Optional dtype code: negative means "not given".
-func optionalDType(_ code: Int32) throws -> DType? { code < 0 ? nil : try DType(code: code) }
-/// Optional device code: negative means "not given".
-func optionalDevice(_ code: Int32) throws -> Device? { code < 0 ? nil : try Device(code: code) }
+/// Optional dtype code: -1 means "not given"; any other code must be valid.
+func optionalDType(_ code: Int32) throws -> DType? { code == -1 ? nil : try DType(code: code) }
+/// Optional device code: -1 means "not given"; any other code must be valid.
+func optionalDevice(_ code: Int32) throws -> Device? { code == -1 ? nil : try Device(code: code) }

@@ -1,0 +1,506 @@
+"""The engine's C ABI (include/lucid.h) called directly through ctypes."""
+
+import ctypes
+import threading
+import time
+from ctypes import POINTER, byref, c_char_p, c_int32, c_int64, c_uint64, c_void_p
+
+import numpy as np
+import pytest
+
+import lucid
+from lucid import _engine
+
+# A separate CDLL object, so the declarations below are this file's own.
+lib = ctypes.CDLL(_engine._lib._name)
+_DECLS = [
+    ("lucid_last_error", [], c_char_p),
+    ("guard_create", [c_int32, c_int32, c_int32, POINTER(c_uint64)], c_int32),
+    ("guard_destroy", [c_uint64], c_int32),
+    ("lucid_autocast_is_enabled", [c_int32, POINTER(c_int32)], c_int32),
+    ("lucid_autocast_get_dtype", [c_int32, POINTER(c_int32)], c_int32),
+    ("lucid_autocast_live_guards", [POINTER(c_int64)], c_int32),
+    ("lucid_op_count", [POINTER(c_int32)], c_int32),
+    ("lucid_tensor_from_host", [c_void_p, c_int64, POINTER(c_int64), c_int32, c_int32, c_int32, POINTER(c_uint64)],
+     c_int32),
+    ("lucid_tensor_release", [c_uint64], c_int32),
+    ("lucid_tensor_to_host", [c_uint64, c_void_p, c_int64], c_int32),
+    ("lucid_tensor_meta", [c_uint64, POINTER(c_int32), POINTER(c_int32), POINTER(c_int32), POINTER(c_int32)],
+     c_int32),
+    ("lucid_binary", [c_int32, c_uint64, c_uint64, POINTER(c_uint64)], c_int32),
+    ("lucid_matmul", [c_uint64, c_uint64, POINTER(c_uint64)], c_int32),
+    ("lucid_live_tensors", [POINTER(c_int64)], c_int32),
+    ("lucid_tensor_shape", [c_uint64, POINTER(c_int64), POINTER(c_int64), c_int32], c_int32),
+    ("lucid_reduce", [c_int32, c_uint64, POINTER(c_int64), c_int32, c_int32, POINTER(c_uint64)], c_int32),
+]
+for _name, _args, _res in _DECLS:
+    _fn = getattr(lib, _name)
+    _fn.argtypes, _fn.restype = _args, _res
+
+OK, E_VALUE, E_TYPE, E_INDEX, E_RUNTIME, E_HANDLE, E_THREAD = range(7)
+CPU, METAL = 0, 1
+FLOAT32, FLOAT16, BFLOAT16, INT32, INT64, BOOL = range(6)
+ADD = 0
+
+
+def last_error():
+    msg = lib.lucid_last_error()
+    return None if msg is None else msg.decode()
+
+
+def create(device=METAL, enabled=1, dtype=FLOAT16):
+    h = c_uint64(0)
+    rc = lib.guard_create(device, enabled, dtype, byref(h))
+    assert rc == OK, last_error()
+    assert h.value != 0
+    return h.value
+
+
+def dtype_code(device):
+    out = c_int32(-99)
+    assert lib.lucid_autocast_get_dtype(device, byref(out)) == OK
+    return out.value
+
+
+def enabled(device):
+    out = c_int32(-99)
+    assert lib.lucid_autocast_is_enabled(device, byref(out)) == OK
+    return out.value
+
+
+def abi_state():
+    return (enabled(METAL), dtype_code(METAL), enabled(CPU), dtype_code(CPU), enabled(-1), dtype_code(-1))
+
+
+ABI_OFF = (0, -1, 0, -1, 0, -1)
+
+
+def live_guards():
+    n = c_int64(-1)
+    assert lib.lucid_autocast_live_guards(byref(n)) == OK
+    return n.value
+
+
+def live_tensors():
+    n = c_int64(-1)
+    assert lib.lucid_live_tensors(byref(n)) == OK
+    return n.value
+
+
+def in_thread(fn):
+    box = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as e:
+            box["error"] = e
+
+    t = threading.Thread(target=target)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def wait_until(cond, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.002)
+    return True
+
+
+def mentions(message, handle):
+    return f"{handle:#x}" in message or f"{handle:x}" in message or str(handle) in message
+
+
+# ---- symbols ----------------------------------------------------------------------------------
+
+def test_guard_symbols_are_exported_unprefixed():
+    assert callable(getattr(lib, "guard_create"))
+    assert callable(getattr(lib, "guard_destroy"))
+    for prefixed in ("lucid_guard_create", "lucid_guard_destroy"):
+        with pytest.raises(AttributeError):
+            getattr(lib, prefixed)
+
+
+def test_rest_of_abi_is_lucid_prefixed():
+    for name, _, _ in _DECLS:
+        if name not in ("guard_create", "guard_destroy"):
+            assert name.startswith("lucid_")
+            assert callable(getattr(lib, name))
+    for unprefixed in ("tensor_release", "last_error", "autocast_live_guards", "binary"):
+        with pytest.raises(AttributeError):
+            getattr(lib, unprefixed)
+
+
+# ---- guards -----------------------------------------------------------------------------------
+
+def test_guard_round_trip():
+    base = live_guards()
+    h = create(CPU, 1, BFLOAT16)
+    assert abi_state() == (0, -1, 1, BFLOAT16, 1, BFLOAT16)
+    assert live_guards() == base + 1
+    assert lib.guard_destroy(h) == OK
+    assert abi_state() == ABI_OFF
+    assert live_guards() == base
+
+
+def test_default_dtype_code_is_float16():
+    h = create(METAL, 1, -1)
+    assert dtype_code(METAL) == FLOAT16
+    assert lib.guard_destroy(h) == OK
+
+
+def test_double_destroy():
+    outer = create(METAL, 1, BFLOAT16)
+    h = create(METAL, 1, FLOAT16)
+    assert lib.guard_destroy(h) == OK
+    assert dtype_code(METAL) == BFLOAT16
+    base = live_guards()
+    rc = lib.guard_destroy(h)
+    assert rc == E_HANDLE
+    msg = last_error()
+    assert msg and mentions(msg, h), msg
+    assert dtype_code(METAL) == BFLOAT16
+    assert live_guards() == base
+    assert lib.guard_destroy(outer) == OK
+    assert abi_state() == ABI_OFF
+
+
+@pytest.mark.parametrize("bogus", [0, 12345, 2**63 + 7])
+def test_bogus_guard_handle(bogus):
+    h = create(CPU, 1, BFLOAT16)
+    assert h != bogus
+    base = live_guards()
+    rc = lib.guard_destroy(bogus)
+    assert rc != OK
+    assert rc == E_HANDLE
+    assert last_error()
+    assert dtype_code(CPU) == BFLOAT16
+    assert live_guards() == base
+    assert lib.guard_destroy(h) == OK
+
+
+def test_tensor_handle_is_not_a_guard():
+    t = lucid.ones(2)
+    h = create()
+    if t._h != h:
+        assert lib.guard_destroy(t._h) == E_HANDLE
+    assert dtype_code(METAL) == FLOAT16
+    assert lib.guard_destroy(h) == OK
+
+
+def test_destroy_from_another_thread():
+    h = create(METAL, 1, BFLOAT16)
+    base = live_guards()
+
+    def other():
+        return lib.guard_destroy(h), last_error(), abi_state()
+
+    rc, msg, there = in_thread(other)
+    assert rc == E_THREAD
+    assert msg
+    assert there == ABI_OFF                        # the other thread saw and changed nothing
+    assert abi_state() == (1, BFLOAT16, 0, -1, 1, BFLOAT16)  # the owner is untouched
+    assert live_guards() == base
+    assert lib.guard_destroy(h) == OK
+    assert abi_state() == ABI_OFF
+
+
+def test_guard_outliving_its_thread():
+    base = live_guards()
+
+    def make():
+        h = create(CPU, 1, BFLOAT16)
+        return h, live_guards(), abi_state()
+
+    h, during, there = in_thread(make)
+    assert during == base + 1
+    assert there == (0, -1, 1, BFLOAT16, 1, BFLOAT16)
+    assert abi_state() == ABI_OFF                   # never visible on this thread
+    assert wait_until(lambda: live_guards() == base), live_guards()
+    rc = lib.guard_destroy(h)
+    assert rc != OK
+    assert last_error() and mentions(last_error(), h)
+    assert abi_state() == ABI_OFF
+    assert live_guards() == base
+
+
+@pytest.mark.parametrize("device,dtype", [(7, FLOAT16), (-2, FLOAT16), (METAL, INT32), (CPU, INT32),
+                                          (METAL, 99), (CPU, BOOL), (METAL, INT64),
+                                          (METAL, -2)])
+def test_invalid_codes(device, dtype):
+    outer = create(CPU, 1, FLOAT32)
+    before, base = abi_state(), live_guards()
+    h = c_uint64(0)
+    rc = lib.guard_create(device, 1, dtype, byref(h))
+    if rc == OK:  # undo a wrongly accepted guard before failing, so nothing leaks
+        lib.guard_destroy(h.value)
+        lib.guard_destroy(outer)
+    assert rc == E_VALUE
+    assert last_error()
+    assert h.value == 0  # not written on error
+    assert abi_state() == before
+    assert live_guards() == base
+    assert lib.guard_destroy(outer) == OK
+
+
+def test_null_out_pointers():
+    base = live_guards()
+    assert lib.guard_create(METAL, 1, FLOAT16, None) != OK
+    assert last_error()
+    assert abi_state() == ABI_OFF
+    assert live_guards() == base
+    assert lib.lucid_autocast_get_dtype(METAL, None) != OK
+    assert lib.lucid_autocast_is_enabled(-1, None) != OK
+    assert lib.lucid_autocast_live_guards(None) != OK
+    assert lib.lucid_live_tensors(None) != OK
+    assert lib.lucid_op_count(None) != OK
+
+
+@pytest.mark.parametrize("device", [2, 7, -2])
+def test_queries_reject_invalid_device(device):
+    out = c_int32(-99)
+    assert lib.lucid_autocast_get_dtype(device, byref(out)) == E_VALUE
+    assert out.value == -99
+    assert lib.lucid_autocast_is_enabled(device, byref(out)) == E_VALUE
+    assert out.value == -99
+
+
+def test_guard_state_is_visible_to_python():
+    h = create(METAL, 1, BFLOAT16)
+    assert lucid.amp.is_autocast_enabled("metal") is True
+    assert lucid.amp.get_autocast_dtype("metal") is lucid.bfloat16
+    assert lucid.amp.is_autocast_enabled("cpu") is False
+    assert lucid.amp.get_autocast_dtype() is lucid.bfloat16
+    a = lucid.ones(2, 2, device="metal")
+    assert (a @ a).dtype is lucid.bfloat16
+    with lucid.amp.autocast("metal", dtype=lucid.float16):
+        assert dtype_code(METAL) == FLOAT16
+        g = create(METAL, 0, -1)
+        assert lucid.amp.is_autocast_enabled("metal") is False
+        assert lib.guard_destroy(g) == OK
+        assert lucid.amp.get_autocast_dtype("metal") is lucid.float16
+    assert lucid.amp.get_autocast_dtype("metal") is lucid.bfloat16
+    assert lib.guard_destroy(h) == OK
+    assert lucid.amp.is_autocast_enabled() is False
+
+
+def test_python_scope_is_visible_to_abi():
+    with lucid.amp.autocast():
+        assert dtype_code(METAL) == FLOAT16
+        assert enabled(METAL) == 1 and enabled(-1) == 1 and enabled(CPU) == 0
+        with lucid.amp.autocast("cpu", dtype=lucid.bfloat16):
+            assert dtype_code(CPU) == BFLOAT16
+            assert dtype_code(-1) == BFLOAT16
+        assert dtype_code(-1) == FLOAT16
+    assert abi_state() == ABI_OFF
+
+
+def test_python_scope_and_raw_guard_out_of_order():
+    ac = lucid.amp.autocast("cpu", dtype=lucid.float32)
+    ac.__enter__()
+    h = create(CPU, 1, BFLOAT16)
+    ac.__exit__(None, None, None)
+    assert lucid.amp.get_autocast_dtype("cpu") is lucid.bfloat16
+    assert lib.guard_destroy(h) == OK
+    assert abi_state() == ABI_OFF
+
+
+# ---- tensor handles --------------------------------------------------------------------------
+
+def new_tensor(values, dtype=FLOAT32, np_dtype=np.float32, device=CPU):
+    a = np.ascontiguousarray(values, dtype=np_dtype)
+    shape = (c_int64 * max(a.ndim, 1))(*a.shape)
+    h = c_uint64(0)
+    rc = lib.lucid_tensor_from_host(a.ctypes.data, a.nbytes, shape, a.ndim, dtype, device, byref(h))
+    assert rc == OK, last_error()
+    return h.value
+
+
+def to_numpy(h, shape, np_dtype=np.float32):
+    out = np.empty(shape, dtype=np_dtype)
+    assert lib.lucid_tensor_to_host(h, out.ctypes.data, out.nbytes) == OK, last_error()
+    return out
+
+
+def test_tensor_round_trip_and_binary_against_numpy():
+    base = live_tensors()
+    a = np.arange(6, dtype=np.float32).reshape(2, 3) * 0.5
+    b = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    ha, hb = new_tensor(a), new_tensor(b)
+    out = c_uint64(0)
+    assert lib.lucid_binary(ADD, ha, hb, byref(out)) == OK
+    np.testing.assert_array_equal(to_numpy(out.value, (2, 3)), a + b)
+    assert live_tensors() == base + 3
+    for h in (ha, hb, out.value):
+        assert lib.lucid_tensor_release(h) == OK
+    assert live_tensors() == base
+
+
+def test_release_twice():
+    base = live_tensors()
+    h = new_tensor([1.0, 2.0])
+    assert lib.lucid_tensor_release(h) == OK
+    assert live_tensors() == base
+    rc = lib.lucid_tensor_release(h)
+    assert rc == E_HANDLE
+    assert last_error()
+    assert live_tensors() == base
+
+
+def test_released_handle_in_binary():
+    base = live_tensors()
+    live = new_tensor([1.0, 2.0])
+    dead = new_tensor([3.0, 4.0])
+    assert lib.lucid_tensor_release(dead) == OK
+    out = c_uint64(0)
+    assert lib.lucid_binary(ADD, live, dead, byref(out)) == E_HANDLE
+    assert out.value == 0
+    assert last_error()
+    assert lib.lucid_binary(ADD, dead, live, byref(out)) == E_HANDLE
+    assert lib.lucid_matmul(dead, dead, byref(out)) == E_HANDLE
+    assert out.value == 0
+    assert lib.lucid_tensor_release(live) == OK
+    assert live_tensors() == base
+
+
+def test_guard_handle_is_not_a_tensor():
+    g = create()
+    out = c_uint64(0)
+    t = new_tensor([1.0])
+    if g != t:
+        assert lib.lucid_tensor_release(g) == E_HANDLE
+    assert lib.lucid_tensor_release(t) == OK
+    assert lib.guard_destroy(g) == OK
+
+
+def _from_host(data, nbytes, shape, ndim, dtype=FLOAT32, device=CPU):
+    out = c_uint64(0)
+    dims = None if shape is None else (c_int64 * max(len(shape), 1))(*shape)
+    rc = lib.lucid_tensor_from_host(data, nbytes, dims, ndim, dtype, device, byref(out))
+    return rc, out.value
+
+
+def test_from_host_argument_errors():
+    base = live_tensors()
+    a = np.zeros((2, 3), dtype=np.float32)
+    ptr = a.ctypes.data
+    cases = [
+        (ptr, a.nbytes - 4, (2, 3), 2, FLOAT32),   # too few bytes
+        (ptr, a.nbytes + 4, (2, 3), 2, FLOAT32),   # too many bytes
+        (ptr, a.nbytes, (2, 3), 2, FLOAT16),       # nbytes for float32, dtype float16
+        (None, a.nbytes, (2, 3), 2, FLOAT32),      # null data with nonzero bytes
+        (ptr, a.nbytes, (-2, -3), 2, FLOAT32),     # negative dims
+        (ptr, a.nbytes, (2, -3), 2, FLOAT32),
+        (ptr, a.nbytes, (2, 3), 2, 42),            # unknown dtype code
+        (ptr, a.nbytes, (2, 3), 2, -1),
+    ]
+    for data, nbytes, shape, ndim, dt in cases:
+        rc, h = _from_host(data, nbytes, shape, ndim, dt)
+        assert rc == E_VALUE, (nbytes, shape, dt, rc)
+        assert h == 0
+        assert last_error()
+    assert live_tensors() == base
+
+
+def test_from_host_reports_byte_count():
+    a = np.zeros(4, dtype=np.float32)
+    rc, _ = _from_host(a.ctypes.data, 12, (4,), 1)
+    assert rc == E_VALUE
+    assert "16" in last_error()
+
+
+def test_live_tensors_back_to_baseline():
+    base = live_tensors()
+    handles = [new_tensor(np.full(3, i, dtype=np.float32)) for i in range(10)]
+    assert live_tensors() == base + 10
+    for h in handles:
+        assert lib.lucid_tensor_release(h) == OK
+    assert live_tensors() == base
+
+
+# ---- errors are per thread ----------------------------------------------------------------------
+
+def test_last_error_is_thread_local():
+    assert lib.guard_destroy(2**63 + 7) == E_HANDLE
+    mine = last_error()
+    assert mine and mentions(mine, 2**63 + 7)
+    started, go = threading.Event(), threading.Event()
+    box = {}
+
+    def other():
+        box["initial"] = last_error()
+        a = np.zeros(4, dtype=np.float32)
+        rc, _ = _from_host(a.ctypes.data, 3, (4,), 1)
+        box["rc"] = rc
+        box["msg"] = last_error()
+        started.set()
+        go.wait(5)
+        box["later"] = last_error()
+
+    t = threading.Thread(target=other)
+    t.start()
+    assert started.wait(5)
+    assert last_error() == mine               # the other thread's failure did not touch ours
+    assert lib.guard_destroy(0) == E_HANDLE   # a new failure here ...
+    ours_now = last_error()
+    go.set()
+    t.join(5)
+    assert box["rc"] == E_VALUE
+    assert box["msg"] and box["msg"] != mine
+    assert box["initial"] != mine
+    assert box["later"] == box["msg"]         # ... does not touch theirs
+    assert last_error() == ours_now
+
+
+
+def test_slot_reuse_does_not_revive_a_stale_handle():
+    t = new_tensor([1.0, 2.0])
+    assert lib.lucid_tensor_release(t) == OK
+    u = new_tensor([3.0])        # may reuse the slot, never the handle
+    assert u != t
+    assert lib.lucid_tensor_release(t) == E_HANDLE
+    assert lib.lucid_tensor_release(u) == OK
+
+
+def test_to_host_shape_and_reduce_validate_their_arguments():
+    t = new_tensor([1.0, 2.0, 3.0])
+    buf = np.zeros(3, dtype=np.float32)
+    assert lib.lucid_tensor_to_host(t, buf.ctypes.data, 8) == E_VALUE
+    assert lib.lucid_tensor_to_host(t, None, 12) == E_VALUE
+    assert lib.lucid_tensor_to_host(t, buf.ctypes.data, 12) == OK
+    np.testing.assert_array_equal(buf, [1, 2, 3])
+    shape = (c_int64 * 1)()
+    assert lib.lucid_tensor_shape(t, shape, None, 0) == E_VALUE
+    assert lib.lucid_tensor_shape(t, shape, None, 1) == OK and shape[0] == 3
+    dims = (c_int64 * 1)(5)
+    out = c_uint64()
+    assert lib.lucid_reduce(0, t, dims, 1, 0, byref(out)) == E_INDEX
+    assert "out of range" in last_error()
+    assert lib.lucid_reduce(9, t, dims, 1, 0, byref(out)) == E_VALUE
+    assert lib.lucid_tensor_release(t) == OK
+
+
+def test_python_tensors_release_their_handles():
+    before = live_tensors()
+    for _ in range(200):
+        x = lucid.ones(3, 3)
+        (x @ x.T).sum(0).reshape(-1)
+        v = x.T
+        del x
+        v.numpy()
+    del v
+    assert live_tensors() == before
+
+
+def test_a_view_outlives_its_source():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = lucid.tensor(a)
+    v = t.T
+    del t
+    np.testing.assert_array_equal(v.numpy(), a.T)

@@ -1,0 +1,953 @@
+"""lucid.amp.autocast against the reference page (Part 1) and its decisions (Part 2)."""
+
+import contextlib
+import functools
+import io
+import threading
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import lucid
+import lucid.nn as nn
+import lucid.nn.functional as F
+from lucid import _engine
+from lucid.amp import CastPolicy, autocast
+
+F32, F16, BF16 = lucid.float32, lucid.float16, lucid.bfloat16
+NP_BF16 = ml_dtypes.bfloat16
+
+
+def state():
+    """(metal on, metal dtype, cpu on, cpu dtype) on the calling thread."""
+    return (lucid.amp.is_autocast_enabled("metal"), lucid.amp.get_autocast_dtype("metal"),
+            lucid.amp.is_autocast_enabled("cpu"), lucid.amp.get_autocast_dtype("cpu"))
+
+
+OFF = (False, None, False, None)
+
+
+def metal_on(dt):
+    return (True, dt, False, None)
+
+
+def cpu_on(dt):
+    return (False, None, True, dt)
+
+
+def ulps(a, b):
+    """Distance in units in the last place between two 16-bit float arrays (float16 or bfloat16)."""
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.dtype.itemsize == 2
+    ia = a.view(np.int16).astype(np.int32)
+    ib = b.view(np.int16).astype(np.int32)
+    ia = np.where(ia < 0, -32768 - ia, ia)
+    ib = np.where(ib < 0, -32768 - ib, ib)
+    return np.abs(ia - ib)
+
+
+def rng(seed=0):
+    return np.random.RandomState(seed)
+
+
+def run_in_thread(fn):
+    box = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # re-raised on the calling thread
+            box["error"] = e
+
+    t = threading.Thread(target=target)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+# ---- the page's examples ------------------------------------------------------------------
+
+def test_example_context_manager():
+    model = nn.Linear(4, 2).to("metal")
+    x = lucid.randn(8, 4, device="metal")
+    with lucid.amp.autocast():
+        output = model(x)  # ops cast to float16 inside
+    assert output.dtype == lucid.float16
+    assert repr(output.dtype) == "lucid.float16"
+    assert output.shape == (8, 2)
+    assert output.device == "metal"
+    # outside the scope the same model computes in float32
+    assert model(x).dtype == lucid.float32
+
+
+def test_example_decorator():
+    model = nn.Linear(4, 2).to("metal")
+    x = lucid.randn(8, 4, device="metal")
+
+    @lucid.amp.autocast()
+    def predict(x):
+        return model(x)
+
+    assert predict(x).dtype == lucid.float16
+    assert state() == OFF
+    assert predict(x).dtype == lucid.float16
+    assert model(x).dtype == lucid.float32
+
+
+def test_example_nested_prints():
+    a = lucid.randn(2, 2, device="metal")
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        with lucid.amp.autocast(dtype=lucid.float16):
+            print((a @ a).dtype)  # fp16 here
+            with lucid.amp.autocast(dtype=lucid.bfloat16):
+                print((a @ a).dtype)  # bf16 here
+            print((a @ a).dtype)  # back to fp16
+    assert buf.getvalue() == "lucid.float16\nlucid.bfloat16\nlucid.float16\n"
+
+
+def test_examples_on_cpu_default_dtype_changes_nothing():
+    model = nn.Linear(4, 2)
+    x = lucid.randn(8, 4)
+    outside = model(x)
+    with lucid.amp.autocast("cpu"):
+        assert lucid.amp.is_autocast_enabled("cpu")
+        assert lucid.amp.get_autocast_dtype("cpu") is lucid.float16
+        output = model(x)
+        prod = x @ x.T
+    assert output.dtype == lucid.float32
+    assert prod.dtype == lucid.float32
+    np.testing.assert_array_equal(output.numpy(), outside.numpy())
+    np.testing.assert_array_equal(prod.numpy(), (x @ x.T).numpy())
+
+    @lucid.amp.autocast("cpu")
+    def predict(x):
+        return model(x)
+
+    assert predict(x).dtype == lucid.float32
+
+
+def test_examples_on_cpu_with_bfloat16():
+    model = nn.Linear(4, 2)
+    x = lucid.randn(8, 4)
+    with lucid.amp.autocast("cpu", dtype=lucid.bfloat16):
+        output = model(x)
+    assert output.dtype == lucid.bfloat16
+
+    @lucid.amp.autocast("cpu", dtype=lucid.bfloat16)
+    def predict(x):
+        return model(x)
+
+    assert predict(x).dtype == lucid.bfloat16
+
+    a = lucid.randn(2, 2)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        with lucid.amp.autocast("cpu", dtype=lucid.float16):
+            print((a @ a).dtype)  # float16 runs in float32 on the CPU
+            with lucid.amp.autocast("cpu", dtype=lucid.bfloat16):
+                print((a @ a).dtype)
+            print((a @ a).dtype)
+    assert buf.getvalue() == "lucid.float32\nlucid.bfloat16\nlucid.float32\n"
+
+
+# ---- values ----------------------------------------------------------------------------------
+
+def _matmul_inputs(seed=0, m=16, k=256, n=8):
+    r = rng(seed)
+    return r.randn(m, k).astype(np.float32), r.randn(k, n).astype(np.float32)
+
+
+def test_metal_fp16_matmul_values():
+    a, b = _matmul_inputs()
+    ta, tb = lucid.tensor(a, device="metal"), lucid.tensor(b, device="metal")
+    with autocast("metal"):
+        out = ta @ tb
+    assert out.dtype is F16
+    got = out.numpy()
+    assert got.dtype == np.float16
+    exact = a @ b
+    np.testing.assert_allclose(got.astype(np.float32), exact, rtol=1e-2, atol=5e-2)
+    # fp16-rounded inputs, float32 accumulation, one rounding at the end
+    ref = (a.astype(np.float16).astype(np.float32) @ b.astype(np.float16).astype(np.float32)).astype(np.float16)
+    assert ulps(got, ref).max() <= 1
+
+
+def test_cpu_bf16_matmul_values():
+    a, b = _matmul_inputs(1)
+    with autocast("cpu", dtype=BF16):
+        out = lucid.tensor(a) @ lucid.tensor(b)
+    assert out.dtype is BF16
+    got = out.numpy()
+    assert got.dtype == NP_BF16
+    exact = a @ b
+    np.testing.assert_allclose(got.astype(np.float32), exact, rtol=3e-2, atol=3e-1)
+    ref = (a.astype(NP_BF16).astype(np.float32) @ b.astype(NP_BF16).astype(np.float32)).astype(NP_BF16)
+    assert ulps(got, ref).max() <= 1
+
+
+def test_cpu_default_scope_matmul_values_are_float32():
+    a, b = _matmul_inputs(2)
+    with autocast("cpu"):
+        out = lucid.tensor(a) @ lucid.tensor(b)
+    assert out.dtype is F32
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("device,dt", [("metal", F16), ("metal", BF16), ("cpu", BF16)])
+def test_linear_values(device, dt):
+    r = rng(3)
+    x = r.randn(10, 64).astype(np.float32)
+    w = r.randn(12, 64).astype(np.float32)
+    bias = r.randn(12).astype(np.float32)
+    tx, tw, tb = (lucid.tensor(v, device=device) for v in (x, w, bias))
+    with autocast(device, dtype=dt):
+        out = F.linear(tx, tw, tb)
+    assert out.dtype is dt
+    got = out.numpy()
+    exact = x @ w.T + bias
+    tol = dict(rtol=1e-2, atol=5e-2) if dt is F16 else dict(rtol=3e-2, atol=3e-1)
+    np.testing.assert_allclose(got.astype(np.float32), exact, **tol)
+    lo = dt.numpy
+    ref = (x.astype(lo).astype(np.float32) @ w.astype(lo).astype(np.float32).T
+           + bias.astype(lo).astype(np.float32)).astype(lo)
+    assert ulps(got, ref).max() <= 1
+
+
+def test_float32_policy_reduction_of_fp16_under_autocast():
+    h = rng(4).randn(64, 8).astype(np.float16)
+    t = lucid.tensor(h, device="metal")
+    outside = t.sum()
+    assert outside.dtype is F16
+    with autocast("metal"):
+        s = t.sum()
+        m = t.mean(0)
+    assert s.dtype is F32
+    assert m.dtype is F32
+    np.testing.assert_allclose(s.item(), h.astype(np.float32).sum(), rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(m.numpy(), h.astype(np.float32).mean(0), rtol=1e-5, atol=1e-5)
+    assert t.sum().dtype is F16
+
+
+# ---- scope lifecycle ---------------------------------------------------------------------------
+
+class Boom(Exception):
+    pass
+
+
+@pytest.mark.parametrize("device", ["metal", "cpu"])
+def test_exception_restores_state_and_propagates(device):
+    err = Boom("inside")
+    with pytest.raises(Boom) as info:
+        with autocast(device, dtype=BF16):
+            assert lucid.amp.get_autocast_dtype(device) is BF16
+            raise err
+    assert info.value is err
+    assert state() == OFF
+
+
+def test_exception_in_nested_scope_restores_outer():
+    with autocast(dtype=F16):
+        with pytest.raises(Boom):
+            with autocast(dtype=BF16):
+                raise Boom()
+        assert state() == metal_on(F16)
+        a = lucid.ones(2, 2, device="metal")
+        assert (a @ a).dtype is F16
+    assert state() == OFF
+
+
+def test_exit_does_not_swallow_exceptions():
+    ac = autocast()
+    ac.__enter__()
+    assert ac.__exit__(Boom, Boom(), None) in (False, None)
+    assert state() == OFF
+
+
+def test_enter_returns_self():
+    ac = autocast("cpu", dtype=BF16)
+    with ac as got:
+        assert got is ac
+
+
+def test_reuse_after_exit():
+    ac = autocast(dtype=BF16)
+    a = lucid.ones(2, 2, device="metal")
+    for _ in range(3):
+        with ac:
+            assert state() == metal_on(BF16)
+            assert (a @ a).dtype is BF16
+        assert state() == OFF
+        assert (a @ a).dtype is F32
+
+
+def test_reentry_while_active():
+    ac16 = autocast(dtype=F16)
+    acbf = autocast(dtype=BF16)
+    base = _engine.autocast_live_guards()
+    with ac16:
+        with acbf:
+            with ac16:
+                assert state() == metal_on(F16)
+                with ac16:
+                    assert state() == metal_on(F16)
+                    assert _engine.autocast_live_guards() == base + 4
+                assert state() == metal_on(F16)
+            assert state() == metal_on(BF16)
+        assert state() == metal_on(F16)
+    assert state() == OFF
+
+
+def test_reentry_same_object_twice_each_exit_undoes_its_entry():
+    ac = autocast("cpu", dtype=BF16)
+    with ac:
+        with ac:
+            assert state() == cpu_on(BF16)
+        assert state() == cpu_on(BF16)
+    assert state() == OFF
+
+
+def test_scope_ends_at_exit_not_at_collection():
+    ac = autocast(dtype=BF16)
+    with ac:
+        pass
+    assert state() == OFF  # ac is still referenced here
+    assert ac.dtype is BF16 and ac.device_type == "metal" and ac.enabled is True
+
+
+# ---- decorator ---------------------------------------------------------------------------------
+
+def test_decorator_fresh_scope_per_call():
+    base = _engine.autocast_live_guards()
+    seen = []
+
+    @autocast("cpu", dtype=BF16)
+    def f():
+        seen.append((state(), _engine.autocast_live_guards()))
+
+    f()
+    assert state() == OFF
+    f()
+    with autocast(dtype=F16):
+        f()
+        assert state() == metal_on(F16)
+    assert state() == OFF
+    assert seen == [(cpu_on(BF16), base + 1), (cpu_on(BF16), base + 1),
+                    ((True, F16, True, BF16), base + 2)]
+
+
+def test_decorator_recursion():
+    seen = []
+
+    @autocast(dtype=BF16)
+    def f(n):
+        seen.append((n, lucid.amp.get_autocast_dtype("metal"), _engine.autocast_live_guards()))
+        if n:
+            f(n - 1)
+            assert lucid.amp.get_autocast_dtype("metal") is BF16
+        return n
+
+    assert f(4) == 4
+    assert state() == OFF
+    assert seen == [(n, BF16, 5 - n) for n in range(4, -1, -1)]
+
+
+def test_decorator_mutual_recursion_restores_each_level():
+    trace = []
+
+    @autocast(dtype=F16)
+    def low(n):
+        trace.append(("low", n, lucid.amp.get_autocast_dtype("metal")))
+        if n:
+            high(n - 1)
+        trace.append(("low-after", n, lucid.amp.get_autocast_dtype("metal")))
+
+    @autocast(dtype=F32)
+    def high(n):
+        trace.append(("high", n, lucid.amp.get_autocast_dtype("metal")))
+        if n:
+            low(n - 1)
+        trace.append(("high-after", n, lucid.amp.get_autocast_dtype("metal")))
+
+    low(3)
+    assert state() == OFF
+    for kind, _, dt in trace:
+        assert dt is (F16 if kind.startswith("low") else F32)
+    assert len(trace) == 8
+
+
+def test_decorator_exception_propagates_and_restores():
+    err = Boom("from fn")
+
+    @autocast("cpu", dtype=BF16)
+    def f():
+        assert lucid.amp.get_autocast_dtype("cpu") is BF16
+        raise err
+
+    with pytest.raises(Boom) as info:
+        f()
+    assert info.value is err
+    assert state() == OFF
+    with autocast(dtype=F16):
+        with pytest.raises(Boom):
+            f()
+        assert state() == metal_on(F16)
+
+
+def test_decorator_keeps_metadata_and_arguments():
+    def fn(a, b=2, *, c=3):
+        """adds things"""
+        return a + b + c
+
+    wrapped = autocast()(fn)
+    assert wrapped.__name__ == "fn"
+    assert wrapped.__doc__ == "adds things"
+    assert wrapped.__wrapped__ is fn
+    assert wrapped(1, 5, c=7) == 13
+    assert wrapped(1) == 6
+
+
+def test_decorator_enabled_false():
+    @autocast(enabled=False)
+    def f():
+        return state()
+
+    with autocast(dtype=BF16):
+        assert f() == OFF
+        assert state() == metal_on(BF16)
+
+
+# ---- nesting, devices, enabled=False ----------------------------------------------------------
+
+def test_nesting_restores_outer_dtype_on_both_devices():
+    with autocast("cpu", dtype=BF16):
+        with autocast("cpu", dtype=F32):
+            assert state() == cpu_on(F32)
+            with autocast("cpu", dtype=F16):
+                assert state() == cpu_on(F16)
+            assert state() == cpu_on(F32)
+        assert state() == cpu_on(BF16)
+    with autocast(dtype=F32):
+        with autocast(dtype=BF16):
+            assert state() == metal_on(BF16)
+        assert state() == metal_on(F32)
+    assert state() == OFF
+
+
+def test_devices_are_independent():
+    with autocast("metal"):
+        assert state() == metal_on(F16)
+        c = lucid.ones(3, 3)
+        assert (c @ c).dtype is F32  # a CPU tensor follows CPU state
+        with autocast("cpu", dtype=BF16):
+            assert state() == (True, F16, True, BF16)
+            m = lucid.ones(3, 3, device="metal")
+            assert (c @ c).dtype is BF16
+            assert (m @ m).dtype is F16
+        assert state() == metal_on(F16)
+
+
+def test_disabled_metal_leaves_cpu_untouched():
+    c = lucid.ones(3, 3)
+    m = lucid.ones(3, 3, device="metal")
+    with autocast("cpu", dtype=BF16):
+        with autocast("metal", enabled=False):
+            assert state() == cpu_on(BF16)
+            assert (c @ c).dtype is BF16
+            assert (m @ m).dtype is F32
+        assert state() == cpu_on(BF16)
+        with autocast("metal", dtype=F16):
+            with autocast("metal", enabled=False):
+                assert state() == cpu_on(BF16)
+            assert state() == (True, F16, True, BF16)
+
+
+def test_disabled_cpu_leaves_metal_untouched():
+    m = lucid.ones(3, 3, device="metal")
+    with autocast("metal", dtype=BF16):
+        with autocast("cpu", enabled=False):
+            assert state() == metal_on(BF16)
+            assert (m @ m).dtype is BF16
+        with autocast("cpu", dtype=BF16):
+            with autocast("cpu", enabled=False):
+                assert state() == metal_on(BF16)
+            assert state() == (True, BF16, True, BF16)
+        assert state() == metal_on(BF16)
+
+
+def test_disabled_inside_enabled_then_reenabled():
+    a = lucid.ones(4, 4, device="metal")
+    with autocast():
+        assert (a @ a).dtype is F16
+        with autocast(enabled=False):
+            assert not lucid.amp.is_autocast_enabled("metal")
+            assert lucid.amp.get_autocast_dtype("metal") is None
+            assert (a @ a).dtype is F32
+            with autocast(dtype=BF16):
+                assert (a @ a).dtype is BF16
+            assert (a @ a).dtype is F32
+        assert state() == metal_on(F16)
+        assert (a @ a).dtype is F16
+    assert (a @ a).dtype is F32
+
+
+def test_disabled_scope_outside_any_scope():
+    with autocast("cpu", enabled=False):
+        assert state() == OFF
+    assert state() == OFF
+
+
+# ---- threads -----------------------------------------------------------------------------------
+
+def test_new_threads_start_off():
+    with autocast("metal", dtype=BF16), autocast("cpu", dtype=BF16):
+        assert run_in_thread(state) == OFF
+        assert run_in_thread(lucid.amp.is_autocast_enabled) is False
+        assert run_in_thread(lucid.amp.get_autocast_dtype) is None
+        assert state() == (True, BF16, True, BF16)
+
+
+def test_scope_in_one_thread_is_invisible_in_another():
+    entered, checked, done = threading.Event(), threading.Event(), threading.Event()
+    box = {}
+
+    def worker():
+        try:
+            with autocast("cpu", dtype=BF16):
+                box["inside"] = state()
+                entered.set()
+                checked.wait(5)
+            box["after"] = state()
+        finally:
+            entered.set()
+            done.set()
+
+    t = threading.Thread(target=worker)
+    with autocast(dtype=F32):
+        t.start()
+        assert entered.wait(5)
+        main_during = state()
+        checked.set()
+        assert done.wait(5)
+        t.join(5)
+        main_after = state()
+    assert box["inside"] == cpu_on(BF16)
+    assert box["after"] == OFF
+    assert main_during == metal_on(F32)
+    assert main_after == metal_on(F32)
+
+
+def test_one_object_shared_by_threads():
+    n = 4
+    ac = autocast("cpu", dtype=BF16)
+    peak = []
+    barrier = threading.Barrier(n + 1, action=lambda: peak.append(_engine.autocast_live_guards()), timeout=10)
+    errors, results = [], {}
+
+    def worker(i):
+        try:
+            barrier.wait()                       # 1: everybody off
+            got = [state()]
+            ac.__enter__()
+            barrier.wait()                       # 2: all threads entered once
+            with ac:
+                got.append(state())
+                barrier.wait()                   # 3: all entered twice (peak count)
+            got.append(state())
+            barrier.wait()                       # 4: all left the inner entry
+            ac.__exit__(None, None, None)
+            got.append(state())
+            barrier.wait()                       # 5: all out
+            results[i] = got
+        except BaseException as e:
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    main_states = []
+    try:
+        for _ in range(5):
+            barrier.wait()
+            main_states.append(state())
+    except threading.BrokenBarrierError:
+        pass
+    finally:
+        for t in threads:
+            t.join(10)
+    assert not errors, errors
+    assert main_states == [OFF] * 5
+    for i in range(n):
+        assert results[i] == [OFF, cpu_on(BF16), cpu_on(BF16), OFF]
+    assert peak == [0, n, 2 * n, n, 0]
+    with pytest.raises(RuntimeError):
+        ac.__exit__(None, None, None)  # the main thread never entered it
+
+
+def test_exit_on_a_thread_that_did_not_enter():
+    ac = autocast(dtype=BF16)
+    with ac:
+        with pytest.raises(RuntimeError):
+            run_in_thread(lambda: ac.__exit__(None, None, None))
+        assert state() == metal_on(BF16)
+        assert run_in_thread(state) == OFF
+    assert state() == OFF
+
+
+# ---- out-of-order exits --------------------------------------------------------------------------
+
+def test_out_of_order_exit_keeps_later_scope():
+    a, b = autocast(dtype=F16), autocast(dtype=BF16)
+    t = lucid.ones(2, 2, device="metal")
+    a.__enter__()
+    b.__enter__()
+    a.__exit__(None, None, None)
+    assert state() == metal_on(BF16)
+    assert (t @ t).dtype is BF16
+    b.__exit__(None, None, None)
+    assert state() == OFF
+
+
+def test_out_of_order_three_scopes():
+    a, b, c = autocast(dtype=F16), autocast(dtype=BF16), autocast(dtype=F32)
+    for x in (a, b, c):
+        x.__enter__()
+    b.__exit__(None, None, None)
+    assert state() == metal_on(F32)
+    c.__exit__(None, None, None)
+    assert state() == metal_on(F16)
+    a.__exit__(None, None, None)
+    assert state() == OFF
+
+
+def test_out_of_order_interleaved_with_new_entry():
+    a, b, c = autocast(dtype=F16), autocast(dtype=BF16), autocast(dtype=F32)
+    a.__enter__()
+    b.__enter__()
+    a.__exit__(None, None, None)
+    assert state() == metal_on(BF16)
+    c.__enter__()
+    b.__exit__(None, None, None)
+    assert state() == metal_on(F32)
+    c.__exit__(None, None, None)
+    assert state() == OFF
+
+
+def test_out_of_order_with_disabled_scopes():
+    on, off = autocast(dtype=BF16), autocast(enabled=False)
+    on.__enter__()
+    off.__enter__()
+    on.__exit__(None, None, None)
+    assert state() == OFF          # the disabled scope is the innermost alive
+    off.__exit__(None, None, None)
+    assert state() == OFF
+    off.__enter__()
+    on.__enter__()
+    off.__exit__(None, None, None)
+    assert state() == metal_on(BF16)
+    on.__exit__(None, None, None)
+    assert state() == OFF
+
+
+def test_out_of_order_across_devices():
+    m, c = autocast("metal", dtype=F16), autocast("cpu", dtype=BF16)
+    m.__enter__()
+    c.__enter__()
+    m.__exit__(None, None, None)
+    assert state() == cpu_on(BF16)
+    assert lucid.amp.get_autocast_dtype() is BF16
+    c.__exit__(None, None, None)
+    assert state() == OFF
+
+
+def test_out_of_order_inside_with_block_restores_original():
+    with autocast("cpu", dtype=F32):
+        a, b = autocast("cpu", dtype=F16), autocast("cpu", dtype=BF16)
+        a.__enter__()
+        b.__enter__()
+        a.__exit__(None, None, None)
+        assert state() == cpu_on(BF16)
+        b.__exit__(None, None, None)
+        assert state() == cpu_on(F32)
+    assert state() == OFF
+
+
+# ---- misuse ----------------------------------------------------------------------------------
+
+def test_exit_without_enter():
+    base = _engine.autocast_live_guards()
+    with pytest.raises(RuntimeError):
+        autocast().__exit__(None, None, None)
+    assert state() == OFF
+    with autocast("cpu", dtype=BF16):
+        with pytest.raises(RuntimeError):
+            autocast("cpu").__exit__(None, None, None)
+        assert state() == cpu_on(BF16)
+        assert _engine.autocast_live_guards() == base + 1
+
+
+def test_exit_more_often_than_entered():
+    ac = autocast(dtype=BF16)
+    with autocast(dtype=F32):
+        ac.__enter__()
+        ac.__exit__(None, None, None)
+        with pytest.raises(RuntimeError):
+            ac.__exit__(None, None, None)
+        assert state() == metal_on(F32)
+
+
+@pytest.mark.parametrize("device_type", ["cuda", "mps", None, 3, "", "Metal", "CPU"])
+def test_invalid_device_type(device_type):
+    with autocast("cpu", dtype=BF16):
+        before = (state(), _engine.autocast_live_guards())
+        with pytest.raises(ValueError):
+            autocast(device_type)
+        with pytest.raises(ValueError):
+            autocast(device_type=device_type, dtype=BF16)
+        assert (state(), _engine.autocast_live_guards()) == before
+
+
+@pytest.mark.parametrize("bad,exc", [(lucid.int32, ValueError), (lucid.int64, ValueError),
+                                     (lucid.bool_, ValueError), ("float16", TypeError),
+                                     (np.float16, TypeError), (np.dtype(np.float16), TypeError),
+                                     (5, TypeError)])
+@pytest.mark.parametrize("device", ["metal", "cpu"])
+def test_invalid_dtype_raises_from_constructor(bad, exc, device):
+    with autocast("metal", dtype=F32):
+        before = (state(), _engine.autocast_live_guards())
+        with pytest.raises(exc):
+            autocast(device, dtype=bad)
+        assert (state(), _engine.autocast_live_guards()) == before
+    assert state() == OFF
+
+
+@pytest.mark.parametrize("dt", [F16, BF16, F32])
+def test_accepted_dtypes(dt):
+    for device in ("metal", "cpu"):
+        with autocast(device, dtype=dt):
+            assert lucid.amp.get_autocast_dtype(device) is dt
+            assert lucid.amp.is_autocast_enabled(device)
+
+
+def test_default_dtype_is_float16():
+    assert autocast().dtype is F16
+    assert autocast("cpu").dtype is F16
+    with autocast("cpu"):
+        assert lucid.amp.get_autocast_dtype("cpu") is F16
+
+
+def test_decorating_a_non_callable_is_a_type_error():
+    with pytest.raises(TypeError):
+        autocast()(42)
+
+
+# ---- queries -----------------------------------------------------------------------------------
+
+def test_queries_with_and_without_device():
+    assert lucid.amp.is_autocast_enabled() is False
+    assert lucid.amp.get_autocast_dtype() is None
+    with autocast("metal", dtype=BF16):
+        assert lucid.amp.is_autocast_enabled() is True
+        assert lucid.amp.is_autocast_enabled("metal") is True
+        assert lucid.amp.is_autocast_enabled("cpu") is False
+        assert lucid.amp.get_autocast_dtype() is BF16
+        assert lucid.amp.get_autocast_dtype("metal") is BF16
+        assert lucid.amp.get_autocast_dtype("cpu") is None
+    with autocast("cpu"):
+        assert lucid.amp.is_autocast_enabled() is True
+        assert lucid.amp.get_autocast_dtype() is F16
+        assert lucid.amp.get_autocast_dtype("metal") is None
+
+
+def test_dtype_without_device_is_most_recent_scope_that_switches_on():
+    with autocast("cpu", dtype=BF16):
+        with autocast("metal", dtype=F16):
+            assert lucid.amp.get_autocast_dtype() is F16
+            with autocast("metal", enabled=False):
+                assert lucid.amp.get_autocast_dtype() is BF16
+                assert lucid.amp.is_autocast_enabled() is True
+                with autocast("cpu", enabled=False):
+                    assert lucid.amp.get_autocast_dtype() is None
+                    assert lucid.amp.is_autocast_enabled() is False
+                assert lucid.amp.get_autocast_dtype() is BF16
+            assert lucid.amp.get_autocast_dtype() is F16
+        assert lucid.amp.get_autocast_dtype() is BF16
+    with autocast("metal", dtype=F32):
+        with autocast("cpu", dtype=BF16):
+            assert lucid.amp.get_autocast_dtype() is BF16
+            with autocast("cpu", enabled=False):
+                assert lucid.amp.get_autocast_dtype() is F32
+        assert lucid.amp.get_autocast_dtype() is F32
+    assert lucid.amp.get_autocast_dtype() is None
+
+
+@pytest.mark.parametrize("bad", ["cuda", "mps", 3, "", "gpu"])
+def test_queries_reject_invalid_device(bad):
+    with pytest.raises(ValueError):
+        lucid.amp.is_autocast_enabled(bad)
+    with pytest.raises(ValueError):
+        lucid.amp.get_autocast_dtype(bad)
+    with pytest.raises(ValueError):
+        autocast.is_autocast_enabled(bad)
+    with pytest.raises(ValueError):
+        autocast.get_autocast_dtype(bad)
+
+
+def test_static_methods_and_module_functions_agree():
+    ac = autocast("cpu", dtype=BF16)
+    for fn_static, fn_module, fn_inst in [(autocast.is_autocast_enabled, lucid.amp.is_autocast_enabled,
+                                           ac.is_autocast_enabled),
+                                          (autocast.get_autocast_dtype, lucid.amp.get_autocast_dtype,
+                                           ac.get_autocast_dtype)]:
+        assert callable(fn_static)
+        outside = [fn_static(), fn_static("cpu"), fn_static("metal")]
+        with ac:
+            inside = [fn_static(), fn_static("cpu"), fn_static("metal")]
+            assert inside == [fn_module(), fn_module("cpu"), fn_module("metal")]
+            assert inside == [fn_inst(), fn_inst("cpu"), fn_inst("metal")]
+        assert outside == [fn_module(), fn_module("cpu"), fn_module("metal")]
+        assert outside != inside
+    with ac:
+        assert lucid.amp.autocast.is_autocast_enabled("cpu") is True
+        assert lucid.amp.autocast.get_autocast_dtype("cpu") is BF16
+        assert lucid.amp.autocast.is_autocast_enabled(device_type="metal") is False
+
+
+# ---- op policy ----------------------------------------------------------------------------------
+
+def test_policy_lookup():
+    assert lucid.amp.policy("matmul") is CastPolicy.LOWER_PRECISION
+    assert lucid.amp.policy("linear") is CastPolicy.LOWER_PRECISION
+    assert lucid.amp.policy("sum") is CastPolicy.FLOAT32
+    assert lucid.amp.policy("mean") is CastPolicy.FLOAT32
+    assert lucid.amp.policy("add") is CastPolicy.NONE
+    with pytest.raises(ValueError):
+        lucid.amp.policy("no_such_op")
+    with pytest.raises(ValueError):
+        lucid.amp.policy("")
+    table = lucid.amp.policies()
+    assert isinstance(table, dict)
+    for name, p in table.items():
+        assert lucid.amp.policy(name) is p
+        assert isinstance(p, CastPolicy)
+
+
+def _runners():
+    """op name -> fn(device, dtype) running that op once on floating inputs of `dtype`."""
+    def mk(shape, device, dt, seed):
+        return lucid.tensor(rng(seed).randn(*shape).astype(np.float32), device=device).to(dt)
+
+    def binary(op):
+        return lambda dev, dt: op(mk((3, 4), dev, dt, 0), mk((3, 4), dev, dt, 1) + 3.0)
+
+    other = {"cpu": "metal", "metal": "cpu"}
+    return {
+        "matmul": lambda dev, dt: mk((3, 4), dev, dt, 0) @ mk((4, 5), dev, dt, 1),
+        "linear": lambda dev, dt: F.linear(mk((3, 4), dev, dt, 0), mk((5, 4), dev, dt, 1), mk((5,), dev, dt, 2)),
+        "sum": lambda dev, dt: mk((3, 4), dev, dt, 0).sum(),
+        "mean": lambda dev, dt: mk((3, 4), dev, dt, 0).mean(1),
+        "add": binary(lambda a, b: a + b),
+        "sub": binary(lambda a, b: a - b),
+        "mul": binary(lambda a, b: a * b),
+        "div": binary(lambda a, b: a / b),
+        "neg": lambda dev, dt: -mk((3, 4), dev, dt, 0),
+        "relu": lambda dev, dt: mk((3, 4), dev, dt, 0).relu(),
+        "reshape": lambda dev, dt: mk((3, 4), dev, dt, 0).reshape(2, 6),
+        "view": lambda dev, dt: mk((3, 4), dev, dt, 0).view(12),
+        "transpose": lambda dev, dt: mk((3, 4), dev, dt, 0).transpose(0, 1),
+        "permute": lambda dev, dt: mk((2, 3, 4), dev, dt, 0).permute(2, 0, 1),
+        "contiguous": lambda dev, dt: mk((3, 4), dev, dt, 0).transpose(0, 1).contiguous(),
+        "to": lambda dev, dt: mk((3, 4), dev, dt, 0).to(other[dev]),
+    }
+
+
+REQUIRED_OPS = {"matmul", "linear", "sum", "mean", "add", "sub", "mul", "div", "neg", "relu", "reshape",
+                "transpose", "permute", "contiguous"}
+
+
+def _expected(op, p, in_dt, ac_device, ac_dt):
+    if p is CastPolicy.LOWER_PRECISION:
+        if ac_device == "cpu" and ac_dt is F16:
+            return in_dt  # float16 runs in float32 on the CPU: nothing changes
+        if ac_device == "cpu" and ac_dt is BF16 and op not in lucid.amp.cpu_bfloat16_ops():
+            return F32
+        return ac_dt
+    if p is CastPolicy.FLOAT32:
+        if ac_device == "cpu" and ac_dt is F16:
+            return in_dt
+        return F32
+    return in_dt  # NONE; PROMOTE with a single input dtype
+
+
+@pytest.mark.parametrize("device,ac_dt,in_dt", [
+    ("metal", F16, F32), ("metal", F16, F16), ("metal", F16, BF16),
+    ("metal", BF16, F32), ("metal", BF16, F16),
+    ("cpu", BF16, F32), ("cpu", BF16, BF16),
+    ("cpu", F16, F32), ("cpu", F16, BF16),
+])
+def test_every_runnable_op_follows_its_policy(device, ac_dt, in_dt):
+    table = lucid.amp.policies()
+    assert REQUIRED_OPS <= set(table)
+    runners = _runners()
+    checked = []
+    for op, p in table.items():
+        if op not in runners:
+            continue
+        outside = runners[op](device, in_dt)
+        assert outside.dtype is in_dt, op  # no autocast: every op keeps its input dtype
+        with autocast(device, dtype=ac_dt):
+            got = runners[op](device, in_dt)
+        want = _expected(op, p, in_dt, device, ac_dt)
+        assert got.dtype is want, f"{op} ({p}) on {device} autocast {ac_dt} with {in_dt} input: got {got.dtype}"
+        assert got.shape == outside.shape, op
+        # values agree with the op computed outside autocast, to the precision of the coarser dtype
+        coarse = max((got.dtype, outside.dtype), key=lambda d: {F32: 0, F16: 1, BF16: 2}[d])
+        tol = {F32: 1e-5, F16: 2e-2, BF16: 1e-1}[coarse]
+        np.testing.assert_allclose(got.numpy().astype(np.float32), outside.numpy().astype(np.float32),
+                                   rtol=tol, atol=tol, err_msg=op)
+        checked.append(op)
+    assert REQUIRED_OPS <= set(checked)
+
+
+def test_autocast_on_other_device_does_not_affect_ops():
+    runners = _runners()
+    for op in REQUIRED_OPS:
+        with autocast("metal", dtype=BF16):
+            assert runners[op]("cpu", F32).dtype is F32, op
+        with autocast("cpu", dtype=BF16):
+            assert runners[op]("metal", F32).dtype is F32, op
+
+
+# ---- integers ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("device,dt", [("metal", F16), ("metal", BF16), ("cpu", BF16), ("cpu", F16)])
+def test_integer_inputs_are_never_cast(device, dt):
+    r = rng(5)
+    a = r.randint(-50, 50, size=(4, 6)).astype(np.int64)
+    b = r.randint(-50, 50, size=(6, 3)).astype(np.int64)
+    ta, tb = lucid.tensor(a, device=device), lucid.tensor(b, device=device)
+    assert ta.dtype is lucid.int64
+    with autocast(device, dtype=dt):
+        prod = ta @ tb
+        s = ta.sum()
+        added = ta + ta
+    assert prod.dtype is lucid.int64
+    np.testing.assert_array_equal(prod.numpy(), a @ b)
+    assert s.dtype is lucid.int64
+    assert s.item() == int(a.sum())
+    assert added.dtype is lucid.int64
+    np.testing.assert_array_equal(added.numpy(), a + a)
+
+
+def test_large_integer_matmul_is_exact_under_autocast():
+    # values far beyond float16/bfloat16 range and precision
+    a = np.array([[70001, -3], [2, 123457]], dtype=np.int64)
+    ta = lucid.tensor(a, device="metal")
+    with autocast("metal"):
+        out = ta @ ta
+    assert out.dtype is lucid.int64
+    np.testing.assert_array_equal(out.numpy(), a @ a)
