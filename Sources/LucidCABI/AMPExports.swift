@@ -13,9 +13,8 @@ import LucidEngine
 public func guard_create(_ device: Int32, _ enabled: Int32, _ dtype: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
     abiCall {
         guard let out else { throw LucidError(.value, "out pointer is null") }
-        let dev = try Device(code: device)
-        let d = try Autocast.validatedDType(try optionalDType(dtype))
-        out.pointee = Autocast.enterScope(dev, setting: AutocastSetting(enabled: enabled != 0, dtype: d))
+        out.pointee = try Autocast.enterScope(try Device(code: device), dtype: try optionalDType(dtype),
+                                              enabled: enabled != 0)
     }
 }
 

@@ -30,11 +30,10 @@ public final class AutocastGuard: @unchecked Sendable {
     ///   - enabled: false switches autocast off on `device` for the scope.
     /// - Throws: `LucidError` (`.value`) for a dtype autocast cannot target.
     public init(_ device: Device, dtype: DType? = nil, enabled: Bool = true) throws {
-        let d = try Autocast.validatedDType(dtype)
         self.device = device
-        self.setting = AutocastSetting(enabled: enabled, dtype: d)
+        self.setting = AutocastSetting(enabled: enabled, dtype: try Autocast.validatedDType(dtype))
         self.replaced = AMPRegistry.setting(device)
-        self.id = AMPRegistry.enter(device: device, setting: setting)
+        self.id = try Autocast.enterScope(device, dtype: dtype, enabled: enabled)
     }
 
     /// Leaves the scope now. Throws when called from another thread (nothing changes) or when
@@ -71,8 +70,9 @@ public enum Autocast {
 
     /// Enters a scope on the calling thread and returns its id — the handle-level form of
     /// `AutocastGuard`, which the C ABI's `guard_create` uses.
-    public static func enterScope(_ device: Device, setting: AutocastSetting) -> UInt64 {
-        AMPRegistry.enter(device: device, setting: setting)
+    /// - Throws: `LucidError` (`.value`) for a dtype autocast cannot target (nil is float16).
+    public static func enterScope(_ device: Device, dtype: DType? = nil, enabled: Bool = true) throws -> UInt64 {
+        AMPRegistry.enter(device: device, setting: AutocastSetting(enabled: enabled, dtype: try validatedDType(dtype)))
     }
 
     /// Leaves the scope `id` entered by `enterScope` on this thread. Throws, changing nothing,

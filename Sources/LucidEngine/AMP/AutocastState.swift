@@ -18,20 +18,17 @@ public struct AutocastSetting: Equatable, Sendable {
     public static let off = AutocastSetting(enabled: false, dtype: .float16)
 }
 
-/// One live autocast scope: what it set on which device, what it replaced, and the thread
-/// that owns it.
+/// One live autocast scope: what it set on which device, and the thread that owns it.
 final class ScopeRecord {
     let id: UInt64
     let device: Device
     let setting: AutocastSetting
-    let replaced: AutocastSetting
     unowned let owner: ThreadAMPState
 
-    init(id: UInt64, device: Device, setting: AutocastSetting, replaced: AutocastSetting, owner: ThreadAMPState) {
+    init(id: UInt64, device: Device, setting: AutocastSetting, owner: ThreadAMPState) {
         self.id = id
         self.device = device
         self.setting = setting
-        self.replaced = replaced
         self.owner = owner
     }
 }
@@ -113,7 +110,7 @@ package enum AMPRegistry {
             defer { nextID += 1 }
             return nextID
         }
-        let record = ScopeRecord(id: id, device: device, setting: setting, replaced: state.setting(device), owner: state)
+        let record = ScopeRecord(id: id, device: device, setting: setting, owner: state)
         lock.withLock { live[id] = record }
         state.scopes.append(record)
         state.recompute()
