@@ -124,6 +124,22 @@ int32_t lucid_transpose(lucid_tensor a, int64_t dim0, int64_t dim1, lucid_tensor
 int32_t lucid_permute(lucid_tensor a, const int64_t *dims, int32_t ndim, lucid_tensor *out);
 int32_t lucid_contiguous(lucid_tensor a, lucid_tensor *out);
 
+/* ---- autograd (the graph lives in the engine) ------------------------------------------- */
+
+/* Backpropagates from t into every leaf that requires grad; grad 0 means 1 for a one-element
+ * t. Unless retain_graph, the graph's saved tensors are freed and a second backward through
+ * it fails. Runs with grad mode and autocast off. */
+int32_t lucid_backward(lucid_tensor t, lucid_tensor grad, int32_t retain_graph);
+/* The leaf's accumulated gradient as a new reference, or 0 when there is none. */
+int32_t lucid_tensor_grad(lucid_tensor t, lucid_tensor *out);
+/* Replaces the leaf's gradient (same shape, dtype and device), or clears it with 0. */
+int32_t lucid_tensor_set_grad(lucid_tensor t, lucid_tensor grad);
+/* The name of the op that made t ("MatmulBackward", static storage), or NULL for a leaf. */
+int32_t lucid_tensor_grad_fn(lucid_tensor t, const char **name);
+/* Grad mode of the calling thread (on for a new thread). `previous` may be NULL. */
+int32_t lucid_set_grad_enabled(int32_t enabled, int32_t *previous);
+int32_t lucid_is_grad_enabled(int32_t *out);
+
 /* ---- platform -------------------------------------------------------------------------- */
 
 /* 1 when Metal kernels serve the "metal" device, 0 where the host fallback does. */

@@ -10,6 +10,7 @@ from ._types import bfloat16, bool_, device, dtype, float16, float32, int32, int
 from ._tensor import Tensor
 from ._creation import (arange, from_numpy, full, manual_seed, ones, ones_like, rand, randn, tensor, zeros,
                         zeros_like)
+from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from . import amp, metal, nn
 
 
@@ -25,7 +26,8 @@ __version__ = "0.1.0"
 
 __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "int32", "int64", "bool_", "half", "long",
            "tensor", "from_numpy", "zeros", "ones", "full", "zeros_like", "ones_like", "arange", "rand", "randn",
-           "manual_seed", "matmul", "amp", "nn", "metal"]
+           "manual_seed", "matmul", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "amp", "nn",
+           "metal"]
 
 # PyTorch-style names that shadow builtins are set last, so nothing above sees them.
 globals()["bool"] = bool_

@@ -72,6 +72,12 @@ _SIGNATURES = {
     "lucid_permute": ([_u64, _p_i64, _i32, _p_u64], _i32),
     "lucid_contiguous": ([_u64, _p_u64], _i32),
     "lucid_metal_is_available": ([_p_i32], _i32),
+    "lucid_backward": ([_u64, _u64, _i32], _i32),
+    "lucid_tensor_grad": ([_u64, _p_u64], _i32),
+    "lucid_tensor_set_grad": ([_u64, _u64], _i32),
+    "lucid_tensor_grad_fn": ([_u64, POINTER(c_char_p)], _i32),
+    "lucid_set_grad_enabled": ([_i32, _p_i32], _i32),
+    "lucid_is_grad_enabled": ([_p_i32], _i32),
     "lucid_set_warning_handler": ([c_void_p], _i32),
 }
 
@@ -339,6 +345,42 @@ def permute(a: int, dims) -> int:
 
 def contiguous(a: int) -> int:
     return _new(_lib.lucid_contiguous, a)
+
+
+# ---- autograd ------------------------------------------------------------------------------
+
+def backward(handle: int, grad: int, retain_graph: bool) -> None:
+    rc = _lib.lucid_backward(handle, grad, 1 if retain_graph else 0)
+    if rc:
+        _raise(rc)
+
+
+def grad(handle: int) -> int:
+    """The leaf's gradient handle (a new reference), or 0."""
+    return _new(_lib.lucid_tensor_grad, handle)
+
+
+def set_grad(handle: int, grad_handle: int) -> None:
+    rc = _lib.lucid_tensor_set_grad(handle, grad_handle)
+    if rc:
+        _raise(rc)
+
+
+def grad_fn(handle: int):
+    name = c_char_p()
+    rc = _lib.lucid_tensor_grad_fn(handle, byref(name))
+    if rc:
+        _raise(rc)
+    return name.value.decode() if name.value else None
+
+
+def set_grad_enabled(enabled: bool) -> bool:
+    """Sets grad mode for the calling thread; returns the previous mode."""
+    return bool(_query_i32(_lib.lucid_set_grad_enabled, 1 if enabled else 0))
+
+
+def is_grad_enabled() -> bool:
+    return bool(_query_i32(_lib.lucid_is_grad_enabled))
 
 
 def raw_library():

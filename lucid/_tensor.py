@@ -104,9 +104,48 @@ class Tensor:
     def requires_grad(self) -> bool:
         return self._info()[3]
 
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        self.requires_grad_(flag)
+
     def requires_grad_(self, requires_grad: bool = True):
-        self._replace(E.set_requires_grad(self._h, bool(requires_grad)))
+        """Marks a leaf as requiring gradients (in place)."""
+        if not isinstance(requires_grad, bool):
+            raise TypeError(f"requires_grad must be a bool, got {requires_grad!r}")
+        if not self.is_leaf:
+            raise RuntimeError("requires_grad can only be changed on leaf tensors; use detach() first")
+        self._replace(E.set_requires_grad(self._h, requires_grad))
         return self
+
+    # ---- autograd ------------------------------------------------------------------------
+
+    @property
+    def grad_fn(self):
+        """The name of the op that produced this tensor in the backward graph, or None."""
+        return E.grad_fn(self._h)
+
+    @property
+    def is_leaf(self) -> bool:
+        return E.grad_fn(self._h) is None
+
+    @property
+    def grad(self):
+        """The gradient accumulated into this leaf by ``backward``, or None."""
+        h = E.grad(self._h)
+        return Tensor._wrap(h) if h else None
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None and not isinstance(value, Tensor):
+            raise TypeError(f"grad must be a lucid.Tensor or None, got {type(value).__name__}")
+        E.set_grad(self._h, 0 if value is None else value._h)
+
+    def backward(self, gradient=None, retain_graph: bool = False):
+        """Accumulates d(self)/d(leaf) into every leaf's ``.grad``; `gradient` defaults to 1
+        for a one-element tensor. The graph is freed afterwards unless `retain_graph`."""
+        if gradient is not None and not isinstance(gradient, Tensor):
+            raise TypeError(f"gradient must be a lucid.Tensor, got {type(gradient).__name__}")
+        E.backward(self._h, 0 if gradient is None else gradient._h, bool(retain_graph))
 
     def _geometry(self):
         g = self._shape

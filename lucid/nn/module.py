@@ -92,6 +92,11 @@ class Module:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
+    def zero_grad(self):
+        """Clears every parameter's gradient (sets it to None)."""
+        for p in self.parameters():
+            p.grad = None
+
     # ---- modes ---------------------------------------------------------------------------
 
     def train(self, mode: bool = True):

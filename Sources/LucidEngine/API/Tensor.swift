@@ -123,4 +123,29 @@ public struct Tensor: @unchecked Sendable, CustomStringConvertible {
     public func transpose(_ d0: Int, _ d1: Int) throws -> Tensor { Tensor(try ShapeOps.transpose(impl, d0, d1)) }
     public func permute(_ dims: [Int]) throws -> Tensor { Tensor(try ShapeOps.permute(impl, dims)) }
     public func contiguous() throws -> Tensor { Tensor(try Ops.contiguous(impl)) }
+
+    // MARK: Autograd
+
+    /// Whether gradients flow to this tensor.
+    public var requiresGrad: Bool { impl.requiresGrad }
+    /// The op that produced this tensor in the backward graph (nil for a leaf).
+    public var gradFn: String? { impl.gradFn?.name }
+    /// A leaf with the same values that requires gradients (floating-point only).
+    public func requiringGrad(_ flag: Bool = true) throws -> Tensor {
+        if flag && !dtype.isFloatingPoint {
+            throw LucidError.type("only floating-point tensors can require gradients, got \(dtype)")
+        }
+        return Tensor(impl.withRequiresGrad(flag))
+    }
+    /// The same values cut from the graph.
+    public func detach() -> Tensor { Tensor(impl.withRequiresGrad(false)) }
+    /// The gradient accumulated into this leaf by `backward`, or nil.
+    public var grad: Tensor? { Autograd.grad(of: impl).map(Tensor.init) }
+    /// Clears this leaf's gradient.
+    public func zeroGrad() throws { try Autograd.setGrad(of: impl, to: nil) }
+    /// Accumulates d(self)/d(leaf) into every leaf's `grad` (`gradient` defaults to 1 for a
+    /// one-element tensor).
+    public func backward(_ gradient: Tensor? = nil, retainGraph: Bool = false) throws {
+        try Autograd.backward(impl, grad: gradient?.impl, retainGraph: retainGraph)
+    }
 }

@@ -2,8 +2,9 @@
 /// output share it, and `a`/`b` are broadcast views of the output's shape.
 package enum BinaryKernel: Sendable { case add, sub, mul, div }
 
-/// Elementwise unary kernels; input and output share a dtype.
-package enum UnaryKernel: Sendable { case neg, relu }
+/// Elementwise unary kernels; input and output share a dtype. `positive` is 1 where the
+/// input is above zero and 0 elsewhere (relu's derivative).
+package enum UnaryKernel: Sendable { case neg, relu, positive }
 
 /// Reductions over a set of axes.
 package enum ReduceKernel: Sendable { case sum, mean }

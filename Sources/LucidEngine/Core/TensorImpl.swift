@@ -1,5 +1,6 @@
-/// The engine's tensor: a strided view of a storage. Immutable once made, so it can be
-/// shared between threads and between the Swift API and C handles without locks.
+/// The engine's tensor: a strided view of a storage. Its geometry and values never change
+/// once made, so it can be shared between threads and between the Swift API and C handles;
+/// only a leaf's accumulated gradient (`grad`) changes, under the autograd lock.
 package final class TensorImpl: @unchecked Sendable {
     let storage: Storage
     package let shape: [Int]
@@ -9,10 +10,17 @@ package final class TensorImpl: @unchecked Sendable {
     let offset: Int
     package let dtype: DType
     package let numel: Int
-    /// Recorded for the autograd engine; set at creation.
+    /// Whether gradients flow to this tensor: a leaf the user marked, or an op result with
+    /// such an input (recorded while grad mode was on).
     package let requiresGrad: Bool
+    /// The op that produced this tensor in the backward graph (nil for leaves).
+    package let gradFn: GradNode?
+    /// A leaf's accumulated gradient; guarded by `Autograd.lock`.
+    var gradStorage: TensorImpl?
 
-    init(storage: Storage, shape: [Int], strides: [Int], offset: Int, dtype: DType, requiresGrad: Bool = false) {
+    init(storage: Storage, shape: [Int], strides: [Int], offset: Int, dtype: DType, requiresGrad: Bool = false,
+         gradFn: GradNode? = nil) {
+        self.gradFn = gradFn
         self.storage = storage
         self.shape = shape
         self.strides = strides
@@ -60,6 +68,15 @@ package final class TensorImpl: @unchecked Sendable {
         let buffer = try backend.allocate(byteCount: n * dtype.itemSize)
         return TensorImpl(storage: Storage(buffer: buffer, backend: backend), shape: shape,
                           strides: Shape.contiguousStrides(shape), offset: 0, dtype: dtype)
+    }
+
+    /// Whether this tensor is a leaf of the graph (gradients accumulate in `grad`).
+    package var isLeaf: Bool { gradFn == nil }
+
+    /// The same values as an op result recorded in the graph.
+    func tracked(by node: GradNode) -> TensorImpl {
+        TensorImpl(storage: storage, shape: shape, strides: strides, offset: offset, dtype: dtype, requiresGrad: true,
+                   gradFn: node)
     }
 
     package func withRequiresGrad(_ flag: Bool) -> TensorImpl {

@@ -14,7 +14,8 @@ package enum Conversion {
             defer { bytes.deallocate() }
             src.backend.read(src, into: bytes)
             target.write(UnsafeRawBufferPointer(bytes), into: out)
-            t = out
+            let source = t.device
+            t = Autograd.record(out, Autograd.name(to), [src]) { g in [try Conversion.to(g, dtype: nil, device: source)] }
         }
         return t
     }

@@ -57,26 +57,45 @@ package enum Elementwise {
         let op = info(k)
         try Ops.checkSameDevice(op.name, [a, b])
         let inputs = try op.autocast([a, b])
-        var (x, y) = (inputs[0], inputs[1])
-        let dtype = computeType(k, resultType(x, y))
+        let dtype = computeType(k, resultType(inputs[0], inputs[1]))
         try checkBool(k, dtype)
-        let shape = try Shape.broadcast(x.shape, y.shape, op: op.name)
-        x = try Ops.cast(x, to: dtype).expanded(to: shape)
-        y = try Ops.cast(y, to: dtype).expanded(to: shape)
+        let shape = try Shape.broadcast(inputs[0].shape, inputs[1].shape, op: op.name)
+        let x = try Ops.cast(inputs[0], to: dtype), y = try Ops.cast(inputs[1], to: dtype)
         let out = try TensorImpl.empty(shape, dtype: dtype, on: x.backend)
-        out.backend.binary(k, x, y, into: out)
-        return out
+        out.backend.binary(k, x.expanded(to: shape), y.expanded(to: shape), into: out)
+        // Each gradient is summed back over the dimensions its input was broadcast along.
+        return Autograd.record(out, Autograd.name(op), [x, y]) { g in
+            let (gx, gy): (TensorImpl, TensorImpl)
+            switch k {
+            case .add: (gx, gy) = (g, g)
+            case .sub: (gx, gy) = (g, try unary(.neg, g))
+            case .mul: (gx, gy) = (try binary(.mul, g, y), try binary(.mul, g, x))
+            case .div:  // d(x/y)/dy = -(x/y)/y
+                (gx, gy) = (try binary(.div, g, y), try unary(.neg, try binary(.div, try binary(.mul, g, out), y)))
+            }
+            return [try Autograd.reduce(gx, to: x.shape), try Autograd.reduce(gy, to: y.shape)]
+        }
     }
 
     package static func binary(_ k: BinaryKernel, _ a: TensorImpl, scalar: ScalarOperand, scalarFirst: Bool) throws -> TensorImpl {
         let op = info(k)
-        let x = try op.autocast([a])[0]
-        let dtype = computeType(k, resultType(x, scalar))
+        let x0 = try op.autocast([a])[0]
+        let dtype = computeType(k, resultType(x0, scalar))
         try checkBool(k, dtype)
-        let xc = try Ops.cast(x, to: dtype)
-        let out = try TensorImpl.empty(xc.shape, dtype: dtype, on: xc.backend)
-        out.backend.binary(k, xc, scalar: scalar.value, scalarFirst: scalarFirst, into: out)
-        return out
+        let x = try Ops.cast(x0, to: dtype)
+        let out = try TensorImpl.empty(x.shape, dtype: dtype, on: x.backend)
+        out.backend.binary(k, x, scalar: scalar.value, scalarFirst: scalarFirst, into: out)
+        return Autograd.record(out, Autograd.name(op), [x]) { g in
+            switch k {
+            case .add: return [g]
+            case .sub: return [scalarFirst ? try unary(.neg, g) : g]
+            case .mul: return [try binary(.mul, g, scalar: scalar, scalarFirst: false)]
+            case .div:
+                if !scalarFirst { return [try binary(.div, g, scalar: scalar, scalarFirst: false)] }
+                // d(s/x)/dx = -(s/x)/x
+                return [try unary(.neg, try binary(.div, try binary(.mul, g, out), x))]
+            }
+        }
     }
 
     package static func unary(_ k: UnaryKernel, _ a: TensorImpl) throws -> TensorImpl {
@@ -87,7 +106,15 @@ package enum Elementwise {
         let x = try op.autocast([a])[0]
         let out = try TensorImpl.empty(x.shape, dtype: x.dtype, on: x.backend)
         out.backend.unary(k, x, into: out)
-        return out
+        return Autograd.record(out, Autograd.name(op), [x]) { g in
+            switch k {
+            case .neg: return [try unary(.neg, g)]
+            case .relu, .positive:
+                let mask = try TensorImpl.empty(x.shape, dtype: x.dtype, on: x.backend)
+                x.backend.unary(.positive, x, into: mask)
+                return [try binary(.mul, g, mask)]
+            }
+        }
     }
 }
 

@@ -67,7 +67,18 @@ package enum LinearAlgebra {
         var shape = batchShape
         if !xVector { shape.append(m) }
         if !yVector { shape.append(n) }
-        return out.view(shape: shape, strides: Shape.contiguousStrides(shape))
+        let result = out.view(shape: shape, strides: Shape.contiguousStrides(shape))
+        let a0 = inputs[0], b0 = inputs[1]
+        return Autograd.record(result, Autograd.name(matmul), [a0, b0]) { g in
+            // In matrix form: dA = G·Bᵀ and dB = Aᵀ·G, summed over broadcast batch dimensions.
+            let a2 = a0.ndim == 1 ? try ShapeOps.reshape(a0, [1, k]) : a0
+            let b2 = b0.ndim == 1 ? try ShapeOps.reshape(b0, [k, 1]) : b0
+            let g2 = try ShapeOps.reshape(g, batchShape + [m, n])
+            let ga = try matmul(g2, try ShapeOps.transpose(b2, -1, -2))
+            let gb = try matmul(try ShapeOps.transpose(a2, -1, -2), g2)
+            return [try ShapeOps.reshape(try Autograd.reduce(ga, to: a2.shape), a0.shape),
+                    try ShapeOps.reshape(try Autograd.reduce(gb, to: b2.shape), b0.shape)]
+        }
     }
 
     /// torch.nn.functional.linear: `x @ weight.T + bias`, the bias added in the float32
@@ -98,6 +109,12 @@ package enum LinearAlgebra {
         let out = try TensorImpl.empty([1, rows, outF], dtype: xi.dtype, on: xi.backend)
         out.backend.gemm(x3, wT, bias: b, into: out)
         let shape = lead + [outF]
-        return out.view(shape: shape, strides: Shape.contiguousStrides(shape))
+        let result = out.view(shape: shape, strides: Shape.contiguousStrides(shape))
+        return Autograd.record(result, Autograd.name(linear), inputs) { g in
+            let g2 = try ShapeOps.reshape(g, [rows, outF])
+            let gx = try ShapeOps.reshape(try matmul(g2, w), xi.shape)
+            let gw = try matmul(try ShapeOps.transpose(g2, 0, 1), try ShapeOps.reshape(xi, [rows, inF]))
+            return [gx, gw] + (b == nil ? [] : [try Reductions.reduce(.sum, g2, dims: [0], keepdim: false)])
+        }
     }
 }

@@ -20,11 +20,13 @@ package enum Ops {
     }
 
     /// `t` converted to `dtype` on its own device (itself when it already has that dtype).
+    /// The gradient flows back converted to `t`'s dtype.
     static func cast(_ t: TensorImpl, to dtype: DType) throws -> TensorImpl {
         if t.dtype == dtype { return t }
         let out = try TensorImpl.empty(t.shape, dtype: dtype, on: t.backend)
         t.backend.copy(t, into: out)
-        return out
+        let from = t.dtype
+        return Autograd.record(out, "ToCopyBackward", [t]) { g in [try cast(g, to: from)] }
     }
 
     /// `t` itself when contiguous, else a contiguous copy.
@@ -32,6 +34,6 @@ package enum Ops {
         if t.isContiguous { return t }
         let out = try TensorImpl.empty(t.shape, dtype: t.dtype, on: t.backend)
         t.backend.copy(t, into: out)
-        return out
+        return Autograd.record(out, "CloneBackward", [t]) { g in [g] }
     }
 }

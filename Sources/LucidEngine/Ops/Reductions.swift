@@ -35,8 +35,15 @@ package enum Reductions {
         for ax in axes { kept[ax] = 1 }
         let out = try TensorImpl.empty(kept, dtype: outType, on: x.backend)
         out.backend.reduce(k, x, axes: axes, into: out)
-        if keepdim { return out }
         let squeezed = x.shape.enumerated().filter { !axes.contains($0.offset) }.map(\.element)
-        return out.view(shape: squeezed, strides: Shape.contiguousStrides(squeezed))
+        let result = keepdim ? out : out.view(shape: squeezed, strides: Shape.contiguousStrides(squeezed))
+        var count = 1
+        for ax in axes { count &*= x.shape[ax] }
+        return Autograd.record(result, Autograd.name(op), [x]) { g in
+            // Every input element receives the gradient of the output it was reduced into.
+            let spread = try Ops.contiguous(try ShapeOps.reshape(g, kept).expanded(to: x.shape))
+            if k == .sum { return [spread] }
+            return [try Elementwise.binary(.div, spread, scalar: ScalarOperand(int: Int64(count)), scalarFirst: false)]
+        }
     }
 }

@@ -66,11 +66,14 @@ package enum ShapeOps {
     /// A view when the strides allow it, a contiguous copy otherwise.
     package static func reshape(_ a: TensorImpl, _ shape: [Int]) throws -> TensorImpl {
         let target = try inferShape(shape, numel: a.numel, op: reshape.name)
+        let out: TensorImpl
         if let s = viewStrides(oldShape: a.shape, oldStrides: a.strides, newShape: target) {
-            return a.view(shape: target, strides: s)
+            out = a.view(shape: target, strides: s)
+        } else {
+            let dense = try GradMode.with(false) { try Ops.contiguous(a) }
+            out = dense.view(shape: target, strides: Shape.contiguousStrides(target))
         }
-        let dense = try Ops.contiguous(a)
-        return dense.view(shape: target, strides: Shape.contiguousStrides(target))
+        return Autograd.record(out, Autograd.name(reshape), [a]) { g in [try reshape(g, a.shape)] }
     }
 
     /// Always a view; throws when the layout does not allow one.
@@ -79,17 +82,20 @@ package enum ShapeOps {
         guard let s = viewStrides(oldShape: a.shape, oldStrides: a.strides, newShape: target) else {
             throw LucidError.runtime("view: shape \(target) is not compatible with the input's shape \(a.shape) and strides \(a.strides); use reshape, or call contiguous() first")
         }
-        return a.view(shape: target, strides: s)
+        return Autograd.record(a.view(shape: target, strides: s), Autograd.name(view), [a]) { g in [try reshape(g, a.shape)] }
     }
 
     package static func transpose(_ a: TensorImpl, _ d0: Int, _ d1: Int) throws -> TensorImpl {
         let i = try Shape.wrapDim(d0, ndim: a.ndim, op: transpose.name)
         let j = try Shape.wrapDim(d1, ndim: a.ndim, op: transpose.name)
-        if a.ndim == 0 { return a.view(shape: [], strides: []) }
         var shape = a.shape, strides = a.strides
-        shape.swapAt(i, j)
-        strides.swapAt(i, j)
-        return a.view(shape: shape, strides: strides)
+        if a.ndim > 0 {
+            shape.swapAt(i, j)
+            strides.swapAt(i, j)
+        }
+        return Autograd.record(a.view(shape: shape, strides: strides), Autograd.name(transpose), [a]) { g in
+            [try transpose(g, d0, d1)]
+        }
     }
 
     package static func permute(_ a: TensorImpl, _ dims: [Int]) throws -> TensorImpl {
@@ -105,7 +111,10 @@ package enum ShapeOps {
             }
             wrapped.append(w)
         }
-        return a.view(shape: wrapped.map { a.shape[$0] }, strides: wrapped.map { a.strides[$0] })
+        let out = a.view(shape: wrapped.map { a.shape[$0] }, strides: wrapped.map { a.strides[$0] })
+        var inverse = [Int](repeating: 0, count: wrapped.count)
+        for (i, d) in wrapped.enumerated() { inverse[d] = i }
+        return Autograd.record(out, Autograd.name(permute), [a]) { g in [try permute(g, inverse)] }
     }
 
     static func makeContiguous(_ a: TensorImpl) throws -> TensorImpl { try Ops.contiguous(a) }

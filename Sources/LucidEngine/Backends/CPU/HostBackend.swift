@@ -212,10 +212,18 @@ private struct UnaryElementKernel: ElementVisitor {
                 if E.isFloat {
                     let x = E.float(pa, i)
                     // relu keeps NaN (NaN < 0 is false), as PyTorch does.
-                    E.setFloat(po, k, op == .neg ? -x : (x < 0 ? 0 : x))
+                    switch op {
+                    case .neg: E.setFloat(po, k, -x)
+                    case .relu: E.setFloat(po, k, x < 0 ? 0 : x)
+                    case .positive: E.setFloat(po, k, x > 0 ? 1 : 0)
+                    }
                 } else {
                     let x = E.int(pa, i)
-                    E.setInt(po, k, op == .neg ? 0 &- x : max(x, 0))
+                    switch op {
+                    case .neg: E.setInt(po, k, 0 &- x)
+                    case .relu: E.setInt(po, k, max(x, 0))
+                    case .positive: E.setInt(po, k, x > 0 ? 1 : 0)
+                    }
                 }
                 i &+= s[0]; k &+= s[1]
             }

@@ -1,0 +1,24 @@
+/// A node of the backward graph: the op that made a tensor, the inputs gradients flow to,
+/// and the rule turning the output's gradient into theirs (nil entries for inputs that do
+/// not require gradients). The rule is dropped once a backward pass has used it, unless the
+/// graph is retained.
+package final class GradNode: @unchecked Sendable {
+    package let name: String
+    let inputs: [TensorImpl?]
+    private var rule: ((TensorImpl) throws -> [TensorImpl?])?
+
+    init(name: String, inputs: [TensorImpl?], rule: @escaping (TensorImpl) throws -> [TensorImpl?]) {
+        self.name = name
+        self.inputs = inputs
+        self.rule = rule
+    }
+
+    func gradients(for grad: TensorImpl) throws -> [TensorImpl?] {
+        guard let rule else {
+            throw LucidError.runtime("backward through \(name) a second time: its saved tensors were freed after the first backward; pass retain_graph=True to the first call")
+        }
+        return try rule(grad)
+    }
+
+    func release() { rule = nil }
+}

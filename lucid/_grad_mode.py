@@ -1,0 +1,72 @@
+"""Grad mode: whether ops record the backward graph on the calling thread (kept in the engine)."""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+from . import _engine as E
+
+
+def is_grad_enabled() -> bool:
+    """``True`` when ops on this thread record the backward graph."""
+    return E.is_grad_enabled()
+
+
+class _GradModeScope:
+    """Sets grad mode for a ``with`` block or each call of a decorated function, and puts
+    back the mode it replaced. Reusable, re-entrant and shareable across threads."""
+
+    _mode: bool
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def __enter__(self):
+        self._local.__dict__.setdefault("stack", []).append(E.set_grad_enabled(self._mode))
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback) -> bool:
+        stack = self._local.__dict__.get("stack")
+        if not stack:
+            raise RuntimeError(f"{type(self).__name__}.__exit__ called on a thread that has not entered it")
+        E.set_grad_enabled(stack.pop())
+        return False
+
+    def __call__(self, fn):
+        if not callable(fn):
+            raise TypeError(f"{type(self).__name__} can decorate a callable, got {fn!r}")
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self:
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(_GradModeScope):
+    """Ops inside do not record the backward graph (inference, parameter updates)."""
+
+    _mode = False
+
+
+class enable_grad(_GradModeScope):
+    """Ops inside record the backward graph, even within ``no_grad``."""
+
+    _mode = True
+
+
+class set_grad_enabled(_GradModeScope):
+    """Sets grad mode to `mode` at once; used with ``with``, the previous mode comes back on exit."""
+
+    def __init__(self, mode: bool):
+        if not isinstance(mode, bool):
+            raise TypeError(f"set_grad_enabled expects a bool, got {mode!r}")
+        super().__init__()
+        self._mode = mode
+        self._previous = E.set_grad_enabled(mode)
+
+    def __enter__(self):
+        self._local.__dict__.setdefault("stack", []).append(self._previous)
+        return self
