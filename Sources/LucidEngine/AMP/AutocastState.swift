@@ -139,9 +139,6 @@ package enum AMPRegistry {
         state.recompute()
     }
 
-    /// Whether `id` is a live scope (on any thread).
-    static func isLive(_ id: UInt64) -> Bool { lock.withLock { live[id] != nil } }
-
     /// Number of live scopes in the process.
     package static var liveCount: Int { lock.withLock { live.count } }
 

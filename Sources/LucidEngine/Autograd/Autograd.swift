@@ -60,11 +60,15 @@ package enum Autograd {
     }
 
     private static func run(_ root: TensorImpl, _ seed: TensorImpl, retainGraph: Bool) throws {
+        guard let rootFn = root.gradFn else {  // backward on a leaf itself
+            try accumulate(root, seed)
+            return
+        }
         // Nodes in reverse topological order, so each runs after every consumer has added
         // its contribution.
         var order: [GradNode] = []
         var visited = Set<ObjectIdentifier>()
-        var stack: [(GradNode, Bool)] = root.gradFn.map { [($0, false)] } ?? []
+        var stack: [(GradNode, Bool)] = [(rootFn, false)]
         while let (node, expanded) = stack.popLast() {
             if expanded { order.append(node); continue }
             guard visited.insert(ObjectIdentifier(node)).inserted else { continue }
@@ -73,11 +77,7 @@ package enum Autograd {
                 if let fn = input.gradFn, !visited.contains(ObjectIdentifier(fn)) { stack.append((fn, false)) }
             }
         }
-        if root.gradFn == nil {  // backward on a leaf itself
-            try accumulate(root, seed)
-            return
-        }
-        var pending: [ObjectIdentifier: TensorImpl] = [ObjectIdentifier(root.gradFn!): seed]
+        var pending: [ObjectIdentifier: TensorImpl] = [ObjectIdentifier(rootFn): seed]
         for node in order.reversed() {
             guard let g = pending.removeValue(forKey: ObjectIdentifier(node)) else { continue }
             let grads = try node.gradients(for: g)

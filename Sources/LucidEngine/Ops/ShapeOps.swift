@@ -116,6 +116,4 @@ package enum ShapeOps {
         for (i, d) in wrapped.enumerated() { inverse[d] = i }
         return Autograd.record(out, Autograd.name(permute), [a]) { g in [try permute(g, inverse)] }
     }
-
-    static func makeContiguous(_ a: TensorImpl) throws -> TensorImpl { try Ops.contiguous(a) }
 }
