@@ -140,6 +140,17 @@ int32_t lucid_tensor_grad_fn(lucid_tensor t, const char **name);
 int32_t lucid_set_grad_enabled(int32_t enabled, int32_t *previous);
 int32_t lucid_is_grad_enabled(int32_t *out);
 
+/* ---- optimizers (one call per parameter; results are new handles) ---------------------- */
+
+/* torch.optim.SGD: buffer 0 on the first step; *new_buffer is 0 when momentum is 0. */
+int32_t lucid_sgd_step(lucid_tensor param, lucid_tensor grad, lucid_tensor buffer, double lr, double momentum,
+                       double dampening, double weight_decay, int32_t nesterov, int32_t maximize,
+                       lucid_tensor *new_param, lucid_tensor *new_buffer);
+/* torch.optim.Adam, or AdamW when `decoupled`; m and v 0 before the first step (step >= 1). */
+int32_t lucid_adam_step(lucid_tensor param, lucid_tensor grad, lucid_tensor m, lucid_tensor v, int64_t step, double lr,
+                        double beta1, double beta2, double eps, double weight_decay, int32_t decoupled,
+                        int32_t maximize, lucid_tensor *new_param, lucid_tensor *new_m, lucid_tensor *new_v);
+
 /* ---- platform -------------------------------------------------------------------------- */
 
 /* 1 when Metal kernels serve the "metal" device, 0 where the host fallback does. */

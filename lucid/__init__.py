@@ -11,7 +11,7 @@ from ._tensor import Tensor
 from ._creation import (arange, from_numpy, full, manual_seed, ones, ones_like, rand, randn, tensor, zeros,
                         zeros_like)
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from . import amp, metal, nn
+from . import amp, metal, nn, optim
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
@@ -27,7 +27,7 @@ __version__ = "0.1.0"
 __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "int32", "int64", "bool_", "half", "long",
            "tensor", "from_numpy", "zeros", "ones", "full", "zeros_like", "ones_like", "arange", "rand", "randn",
            "manual_seed", "matmul", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "amp", "nn",
-           "metal"]
+           "optim", "metal"]
 
 # PyTorch-style names that shadow builtins are set last, so nothing above sees them.
 globals()["bool"] = bool_

@@ -78,6 +78,9 @@ _SIGNATURES = {
     "lucid_tensor_grad_fn": ([_u64, POINTER(c_char_p)], _i32),
     "lucid_set_grad_enabled": ([_i32, _p_i32], _i32),
     "lucid_is_grad_enabled": ([_p_i32], _i32),
+    "lucid_sgd_step": ([_u64, _u64, _u64, _f64, _f64, _f64, _f64, _i32, _i32, _p_u64, _p_u64], _i32),
+    "lucid_adam_step": ([_u64, _u64, _u64, _u64, _i64, _f64, _f64, _f64, _f64, _f64, _i32, _i32, _p_u64, _p_u64,
+                         _p_u64], _i32),
     "lucid_set_warning_handler": ([c_void_p], _i32),
 }
 
@@ -381,6 +384,28 @@ def set_grad_enabled(enabled: bool) -> bool:
 
 def is_grad_enabled() -> bool:
     return bool(_query_i32(_lib.lucid_is_grad_enabled))
+
+
+# ---- optimizers ----------------------------------------------------------------------------
+
+def sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, nesterov, maximize):
+    """(new param handle, new momentum buffer handle or 0)."""
+    p, b = c_uint64(), c_uint64()
+    rc = _lib.lucid_sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, 1 if nesterov else 0,
+                             1 if maximize else 0, byref(p), byref(b))
+    if rc:
+        _raise(rc)
+    return p.value, b.value
+
+
+def adam_step(param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize):
+    """(new param, new exp_avg, new exp_avg_sq) handles."""
+    p, m1, v1 = c_uint64(), c_uint64(), c_uint64()
+    rc = _lib.lucid_adam_step(param, grad, m, v, _int64(step), lr, beta1, beta2, eps, weight_decay,
+                              1 if decoupled else 0, 1 if maximize else 0, byref(p), byref(m1), byref(v1))
+    if rc:
+        _raise(rc)
+    return p.value, m1.value, v1.value
 
 
 def raw_library():

@@ -18,6 +18,18 @@ struct Scalar: Sendable {
     init(int i: Int64) { double = Double(i); int = i }
 }
 
+/// Hyper-parameters of one SGD update (PyTorch's `torch.optim.SGD`).
+struct SGDHyper: Sendable {
+    var lr: Float, momentum: Float, dampening: Float, weightDecay: Float
+    var nesterov: Bool, maximize: Bool, firstStep: Bool
+}
+
+/// Hyper-parameters of one Adam/AdamW update at 1-based step `step`.
+struct AdamHyper: Sendable {
+    var lr: Float, beta1: Float, beta2: Float, eps: Float, weightDecay: Float
+    var decoupled: Bool, maximize: Bool, step: Int
+}
+
 /// What a device's compute stream provides: memory, transfers, a synchronise point and
 /// kernels. A backend implements kernels only; dtypes, broadcasting, AMP casts and errors are
 /// decided by the op layer before a kernel is called.
@@ -52,6 +64,13 @@ protocol Backend: AnyObject, Sendable {
     /// strides), `bias` is [N] or nil and `out` is a contiguous [B, M, N]. All share a dtype;
     /// low-precision floats multiply in float32 and round once.
     func gemm(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl)
+    /// One SGD update of a parameter: contiguous tensors of one shape and floating dtype,
+    /// computed in float32. `momentum`/`newMomentum` are present when momentum is non-zero.
+    func sgdStep(param: TensorImpl, grad: TensorImpl, momentum: TensorImpl?, hyper: SGDHyper,
+                 newParam: TensorImpl, newMomentum: TensorImpl?)
+    /// One Adam (or AdamW, `decoupled`) update, likewise.
+    func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, hyper: AdamHyper,
+                  newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl)
 }
 
 /// The backend that serves each device, made once per process on first use.

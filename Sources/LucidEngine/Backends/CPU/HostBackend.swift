@@ -89,6 +89,69 @@ final class HostBackend: Backend {
     }
 }
 
+extension HostBackend {
+    func sgdStep(param: TensorImpl, grad: TensorImpl, momentum: TensorImpl?, hyper: SGDHyper,
+                 newParam: TensorImpl, newMomentum: TensorImpl?) {
+        dispatch(param.dtype, SGDKernel(p: param, g: grad, buf: momentum, h: hyper, outP: newParam, outBuf: newMomentum))
+    }
+
+    func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, hyper: AdamHyper,
+                  newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl) {
+        dispatch(param.dtype, AdamKernel(p: param, g: grad, m: m, v: v, h: hyper, outP: newParam, outM: newM, outV: newV))
+    }
+}
+
+@inline(__always)
+private func floats<E: HostElement>(_ t: TensorImpl, _: E.Type) -> UnsafeMutablePointer<E.Stored> {
+    HostBackend.address(t).assumingMemoryBound(to: E.Stored.self)
+}
+
+private struct SGDKernel: ElementVisitor {
+    let p: TensorImpl, g: TensorImpl, buf: TensorImpl?, h: SGDHyper, outP: TensorImpl, outBuf: TensorImpl?
+    func visit<E: HostElement>(_: E.Type) {
+        let pp = floats(p, E.self), gp = floats(g, E.self), op = floats(outP, E.self)
+        let bp = buf.map { floats($0, E.self) }, obp = outBuf.map { floats($0, E.self) }
+        for i in 0..<p.numel {
+            let w = E.float(pp, i)
+            var d = E.float(gp, i)
+            if h.maximize { d = -d }
+            if h.weightDecay != 0 { d += h.weightDecay * w }
+            if let obp {
+                var b = d
+                if let bp, !h.firstStep { b = h.momentum * E.float(bp, i) + (1 - h.dampening) * d }
+                E.setFloat(obp, i, b)
+                d = h.nesterov ? d + h.momentum * b : b
+            }
+            E.setFloat(op, i, w - h.lr * d)
+        }
+    }
+}
+
+private struct AdamKernel: ElementVisitor {
+    let p: TensorImpl, g: TensorImpl, m: TensorImpl, v: TensorImpl, h: AdamHyper
+    let outP: TensorImpl, outM: TensorImpl, outV: TensorImpl
+    func visit<E: HostElement>(_: E.Type) {
+        let pp = floats(p, E.self), gp = floats(g, E.self), mp = floats(m, E.self), vp = floats(v, E.self)
+        let op = floats(outP, E.self), om = floats(outM, E.self), ov = floats(outV, E.self)
+        // PyTorch's form: p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
+        let bc1 = Float(1 - pow(Double(h.beta1), Double(h.step))), bc2 = Float(1 - pow(Double(h.beta2), Double(h.step)))
+        let stepSize = h.lr / bc1, bc2Root = bc2.squareRoot()
+        for i in 0..<p.numel {
+            var w = E.float(pp, i)
+            var d = E.float(gp, i)
+            if h.maximize { d = -d }
+            if h.weightDecay != 0 {
+                if h.decoupled { w *= 1 - h.lr * h.weightDecay } else { d += h.weightDecay * w }
+            }
+            let mi = h.beta1 * E.float(mp, i) + (1 - h.beta1) * d
+            let vi = h.beta2 * E.float(vp, i) + (1 - h.beta2) * d * d
+            E.setFloat(om, i, mi)
+            E.setFloat(ov, i, vi)
+            E.setFloat(op, i, w - stepSize * mi / (vi.squareRoot() / bc2Root + h.eps))
+        }
+    }
+}
+
 // MARK: - Elementwise kernels
 
 private struct FillKernel: ElementVisitor {

@@ -1,0 +1,35 @@
+import LucidEngine
+
+// One optimizer update per call; inputs borrowed, results new handles.
+
+@_cdecl("lucid_sgd_step")
+public func lucid_sgd_step(_ param: UInt64, _ grad: UInt64, _ buffer: UInt64, _ lr: Double, _ momentum: Double,
+                           _ dampening: Double, _ weightDecay: Double, _ nesterov: Int32, _ maximize: Int32,
+                           _ newParam: UnsafeMutablePointer<UInt64>?, _ newBuffer: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        guard newParam != nil, newBuffer != nil else { throw LucidError(.value, "out pointer is null") }
+        let (p, b) = try Optimizers.sgd(param: try tensors.get(param), grad: try tensors.get(grad),
+                                        momentumBuffer: buffer == 0 ? nil : try tensors.get(buffer), lr: lr,
+                                        momentum: momentum, dampening: dampening, weightDecay: weightDecay,
+                                        nesterov: nesterov != 0, maximize: maximize != 0)
+        try emit(p, newParam)
+        newBuffer?.pointee = b.map { tensors.insert($0) } ?? 0
+    }
+}
+
+@_cdecl("lucid_adam_step")
+public func lucid_adam_step(_ param: UInt64, _ grad: UInt64, _ m: UInt64, _ v: UInt64, _ step: Int64, _ lr: Double,
+                            _ beta1: Double, _ beta2: Double, _ eps: Double, _ weightDecay: Double, _ decoupled: Int32,
+                            _ maximize: Int32, _ newParam: UnsafeMutablePointer<UInt64>?,
+                            _ newM: UnsafeMutablePointer<UInt64>?, _ newV: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        guard newParam != nil, newM != nil, newV != nil else { throw LucidError(.value, "out pointer is null") }
+        let (p, m1, v1) = try Optimizers.adam(param: try tensors.get(param), grad: try tensors.get(grad),
+                                              m: m == 0 ? nil : try tensors.get(m), v: v == 0 ? nil : try tensors.get(v),
+                                              step: Int(clamping: step), lr: lr, beta1: beta1, beta2: beta2, eps: eps,
+                                              weightDecay: weightDecay, decoupled: decoupled != 0, maximize: maximize != 0)
+        try emit(p, newParam)
+        try emit(m1, newM)
+        try emit(v1, newV)
+    }
+}

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from .. import _engine as E
+from .._tensor import Tensor
+from .optimizer import Optimizer
+
+
+class Adam(Optimizer):
+    """Adam (PyTorch's update rule, without amsgrad). Each parameter's update is one engine call."""
+
+    _decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *, maximize=False):
+        if not (isinstance(betas, (tuple, list)) and len(betas) == 2 and all(0 <= b < 1 for b in betas)):
+            raise ValueError(f"invalid betas: {betas!r} (expected two numbers in [0, 1))")
+        if eps < 0:
+            raise ValueError(f"invalid eps: {eps}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      maximize=maximize))
+
+    def _update(self, p, grad, group, state):
+        step = state.get("step", 0) + 1
+        m, v = state.get("exp_avg"), state.get("exp_avg_sq")
+        b1, b2 = group["betas"]
+        new_p, new_m, new_v = E.adam_step(p._h, grad._h, m._h if m is not None else 0, v._h if v is not None else 0,
+                                          step, float(group["lr"]), float(b1), float(b2), float(group["eps"]),
+                                          float(group["weight_decay"]), self._decoupled, bool(group["maximize"]))
+        state["step"] = step
+        state["exp_avg"], state["exp_avg_sq"] = Tensor._wrap(new_m), Tensor._wrap(new_v)
+        return new_p
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (default 0.01, as PyTorch's)."""
+
+    _decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, *, maximize=False):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, maximize=maximize)

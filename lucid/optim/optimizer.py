@@ -1,0 +1,115 @@
+"""The optimizer base: parameter groups, per-parameter state, zero_grad and state dicts."""
+
+from __future__ import annotations
+
+import copy
+import numbers
+
+from .. import _grad_mode
+from .._tensor import Tensor
+
+
+class Optimizer:
+    """Updates parameters from their ``.grad``. Subclasses implement ``_update`` for one
+    parameter as one engine call."""
+
+    def __init__(self, params, defaults: dict):
+        if isinstance(params, Tensor):
+            raise TypeError("params must be an iterable of tensors or of dicts, got a single tensor")
+        self.defaults = dict(defaults)
+        self.param_groups: list[dict] = []
+        self.state: dict = {}
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def add_param_group(self, group: dict):
+        if not isinstance(group, dict):
+            raise TypeError(f"a parameter group must be a dict, got {type(group).__name__}")
+        group = dict(group)
+        params = group.get("params")
+        params = [params] if isinstance(params, Tensor) else list(params or [])
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer parameters must be lucid tensors, got {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf tensor")
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params) or len({id(p) for p in params}) != len(params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        group["params"] = params
+        for k, v in self.defaults.items():
+            group.setdefault(k, v)
+        self._check_group(group)
+        self.param_groups.append(group)
+
+    def _check_group(self, group):
+        for k in ("lr", "weight_decay"):
+            v = group.get(k, 0.0)
+            if not isinstance(v, numbers.Real) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"invalid {k}: {v!r} (expected a non-negative number)")
+
+    def zero_grad(self, set_to_none: bool = True):
+        """Clears gradients: to None (default), or to zeros."""
+        from .._creation import zeros_like
+        for g in self.param_groups:
+            for p in g["params"]:
+                if set_to_none:
+                    p.grad = None
+                elif p.grad is not None:
+                    p.grad = zeros_like(p)
+
+    def step(self, closure=None):
+        """Updates every parameter that has a gradient; returns ``closure()`` if given."""
+        loss = None
+        if closure is not None:
+            with _grad_mode.enable_grad():
+                loss = closure()
+        with _grad_mode.no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    grad = p.grad
+                    if grad is None:
+                        continue
+                    new = self._update(p, grad, group, self.state.setdefault(p, {}))
+                    p._replace(new)
+                    p.grad = grad  # the update makes a new leaf; its gradient stays until zero_grad
+        return loss
+
+    def _update(self, p, grad, group, state) -> int:
+        raise NotImplementedError
+
+    # ---- state ---------------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        """``{"state": {index: {...}}, "param_groups": [{..., "params": [index, ...]}]}``."""
+        index, groups = {}, []
+        for g in self.param_groups:
+            entry = {k: copy.deepcopy(v) for k, v in g.items() if k != "params"}
+            entry["params"] = [index.setdefault(id(p), len(index)) for p in g["params"]]
+            groups.append(entry)
+        state = {index[id(p)]: {k: (v.detach() if isinstance(v, Tensor) else v) for k, v in s.items()}
+                 for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict):
+        groups = state_dict.get("param_groups")
+        if not isinstance(groups, list) or len(groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        params = []
+        for mine, theirs in zip(self.param_groups, groups):
+            if len(mine["params"]) != len(theirs.get("params", [])):
+                raise ValueError("loaded state dict contains a parameter group that doesn't match the size of the optimizer's group")
+            params.extend(zip(theirs["params"], mine["params"]))
+        self.state = {}
+        for idx, p in params:
+            saved = state_dict.get("state", {}).get(idx)
+            if saved is not None:
+                self.state[p] = {k: (v.to(dtype=p.dtype, device=p.device) if isinstance(v, Tensor) else v)
+                                 for k, v in saved.items()}
+        for mine, theirs in zip(self.param_groups, groups):
+            mine.update({k: v for k, v in theirs.items() if k != "params"})

@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+from .. import _engine as E
+from .._tensor import Tensor
+from .optimizer import Optimizer
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent with momentum, Nesterov momentum and weight decay
+    (PyTorch's update rule). Each parameter's update is one engine call."""
+
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
+                 maximize=False):
+        if momentum < 0:
+            raise ValueError(f"invalid momentum: {momentum}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                                      nesterov=nesterov, maximize=maximize))
+
+    def _update(self, p, grad, group, state):
+        buf = state.get("momentum_buffer")
+        new_p, new_buf = E.sgd_step(p._h, grad._h, buf._h if buf is not None else 0, float(group["lr"]),
+                                    float(group["momentum"]), float(group["dampening"]), float(group["weight_decay"]),
+                                    bool(group["nesterov"]), bool(group["maximize"]))
+        if new_buf:
+            state["momentum_buffer"] = Tensor._wrap(new_buf)
+        return new_p
