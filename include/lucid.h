@@ -151,6 +151,11 @@ int32_t lucid_adam_step(lucid_tensor param, lucid_tensor grad, lucid_tensor m, l
                         double beta1, double beta2, double eps, double weight_decay, int32_t decoupled,
                         int32_t maximize, lucid_tensor *new_param, lucid_tensor *new_m, lucid_tensor *new_v);
 
+/* GradScaler's unscale: out[i] = grads[i] * inv_scale in float32 (new handles), and
+ * *found_inf = 1 when any value is infinite or NaN. */
+int32_t lucid_unscale_grads(const lucid_tensor *grads, int32_t count, double inv_scale, lucid_tensor *out,
+                            int32_t *found_inf);
+
 /* ---- platform -------------------------------------------------------------------------- */
 
 /* 1 when Metal kernels serve the "metal" device, 0 where the host fallback does. */

@@ -79,6 +79,7 @@ _SIGNATURES = {
     "lucid_set_grad_enabled": ([_i32, _p_i32], _i32),
     "lucid_is_grad_enabled": ([_p_i32], _i32),
     "lucid_sgd_step": ([_u64, _u64, _u64, _f64, _f64, _f64, _f64, _i32, _i32, _p_u64, _p_u64], _i32),
+    "lucid_unscale_grads": ([_p_u64, _i32, _f64, _p_u64, _p_i32], _i32),
     "lucid_adam_step": ([_u64, _u64, _u64, _u64, _i64, _f64, _f64, _f64, _f64, _f64, _i32, _i32, _p_u64, _p_u64,
                          _p_u64], _i32),
     "lucid_set_warning_handler": ([c_void_p], _i32),
@@ -406,6 +407,16 @@ def adam_step(param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay, deco
     if rc:
         _raise(rc)
     return p.value, m1.value, v1.value
+
+
+def unscale_grads(handles, inv_scale: float):
+    """(new gradient handles, found_inf) for GradScaler.unscale_."""
+    n = len(handles)
+    grads, out, found = (c_uint64 * max(n, 1))(*handles), (c_uint64 * max(n, 1))(), c_int32()
+    rc = _lib.lucid_unscale_grads(grads, n, inv_scale, out, byref(found))
+    if rc:
+        _raise(rc)
+    return list(out[:n]), bool(found.value)
 
 
 def raw_library():

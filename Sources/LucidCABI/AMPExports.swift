@@ -53,9 +53,12 @@ public func lucid_op_info(_ index: Int32, _ name: UnsafeMutablePointer<UnsafePoi
         guard index >= 0, Int(index) < OpTable.all.count else {
             throw LucidError(.index, "op index \(index) is out of range 0..<\(OpTable.all.count)")
         }
+        guard let name, let policy, let cpuBFloat16 else {
+            throw LucidError(.value, "name, policy or cpu_bf16 pointer is null")
+        }
         let info = OpTable.all[Int(index)]
-        try store(UnsafePointer(opNames[Int(index)]), name, "name")
-        try store(info.policy.rawValue, policy, "policy")
-        try store(info.cpuBFloat16 ? 1 : 0, cpuBFloat16, "cpu_bf16")
+        name.pointee = UnsafePointer(opNames[Int(index)])
+        policy.pointee = info.policy.rawValue
+        cpuBFloat16.pointee = info.cpuBFloat16 ? 1 : 0
     }
 }

@@ -33,3 +33,21 @@ public func lucid_adam_step(_ param: UInt64, _ grad: UInt64, _ m: UInt64, _ v: U
         try emit(v1, newV)
     }
 }
+
+@_cdecl("lucid_unscale_grads")
+public func lucid_unscale_grads(_ grads: UnsafePointer<UInt64>?, _ count: Int32, _ invScale: Double,
+                                _ out: UnsafeMutablePointer<UInt64>?, _ foundInf: UnsafeMutablePointer<Int32>?) -> Int32 {
+    abiCall {
+        guard count >= 0 else { throw LucidError(.value, "count is negative (\(count))") }
+        guard let foundInf else { throw LucidError(.value, "found_inf pointer is null") }
+        if count == 0 {
+            foundInf.pointee = 0
+            return
+        }
+        guard let grads, let out else { throw LucidError(.value, "grads or out pointer is null") }
+        let inputs = try (0..<Int(count)).map { try tensors.get(grads[$0]) }
+        let (unscaled, found) = try Optimizers.unscale(inputs, invScale: invScale)
+        for (i, t) in unscaled.enumerated() { out[i] = tensors.insert(t) }
+        foundInf.pointee = found ? 1 : 0
+    }
+}

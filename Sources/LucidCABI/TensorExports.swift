@@ -79,10 +79,13 @@ public func lucid_tensor_meta(_ t: UInt64, _ dtype: UnsafeMutablePointer<Int32>?
                               _ ndim: UnsafeMutablePointer<Int32>?, _ requiresGrad: UnsafeMutablePointer<Int32>?) -> Int32 {
     abiCall {
         let x = try tensors.get(t)
-        try store(x.dtype.rawValue, dtype, "dtype")
-        try store(x.device.rawValue, device, "device")
-        try store(Int32(x.ndim), ndim, "ndim")
-        try store(x.requiresGrad ? 1 : 0, requiresGrad, "requires_grad")
+        guard let dtype, let device, let ndim, let requiresGrad else {
+            throw LucidError(.value, "dtype, device, ndim or requires_grad pointer is null")
+        }
+        dtype.pointee = x.dtype.rawValue
+        device.pointee = x.device.rawValue
+        ndim.pointee = Int32(x.ndim)
+        requiresGrad.pointee = x.requiresGrad ? 1 : 0
     }
 }
 

@@ -1,7 +1,8 @@
-"""Automatic mixed precision: ``autocast`` scopes and the op policy table."""
+"""Automatic mixed precision: ``autocast`` scopes, ``GradScaler`` and the op policy table."""
 
 from .autocast_mode import (CastPolicy, autocast, cpu_bfloat16_ops, get_autocast_dtype, is_autocast_enabled, policies,
                             policy)
+from .grad_scaler import GradScaler
 
-__all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "policy", "policies", "cpu_bfloat16_ops",
+__all__ = ["autocast", "GradScaler", "is_autocast_enabled", "get_autocast_dtype", "policy", "policies", "cpu_bfloat16_ops",
            "CastPolicy"]

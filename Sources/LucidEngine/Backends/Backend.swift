@@ -68,6 +68,9 @@ protocol Backend: AnyObject, Sendable {
     /// computed in float32. `momentum`/`newMomentum` are present when momentum is non-zero.
     func sgdStep(param: TensorImpl, grad: TensorImpl, momentum: TensorImpl?, hyper: SGDHyper,
                  newParam: TensorImpl, newMomentum: TensorImpl?)
+    /// `out = grad * invScale` computed in float32; returns whether any result (or input) is
+    /// infinite or NaN. `grad` and `out` are contiguous and share a floating dtype.
+    func unscale(_ grad: TensorImpl, invScale: Float, into out: TensorImpl) -> Bool
     /// One Adam (or AdamW, `decoupled`) update, likewise.
     func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, hyper: AdamHyper,
                   newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl)

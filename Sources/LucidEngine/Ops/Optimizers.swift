@@ -45,6 +45,23 @@ package enum Optimizers {
         return (newP.withRequiresGrad(param.requiresGrad), newBuf)
     }
 
+    /// Gradient unscaling for loss scaling (GradScaler.unscale_): every gradient times
+    /// `invScale`, in float32, and whether any of them holds an infinity or NaN.
+    package static func unscale(_ grads: [TensorImpl], invScale: Double) throws -> ([TensorImpl], Bool) {
+        guard invScale.isFinite, invScale > 0 else {
+            throw LucidError.value("unscale: the inverse scale must be finite and positive, got \(invScale)")
+        }
+        var found = false
+        let out = try grads.map { g -> TensorImpl in
+            guard g.dtype.isFloatingPoint else { throw LucidError.type("unscale: gradients must be floating point, got \(g.dtype)") }
+            let dense = try Ops.contiguous(g)
+            let o = try TensorImpl.empty(dense.shape, dtype: dense.dtype, on: dense.backend)
+            if dense.backend.unscale(dense, invScale: Float(invScale), into: o) { found = true }
+            return o
+        }
+        return (out, found)
+    }
+
     /// torch.optim.Adam's update (AdamW's when `decoupled`) at 1-based `step`, with first and
     /// second moments `m` and `v` (nil before the first step: zeros).
     package static func adam(param: TensorImpl, grad: TensorImpl, m: TensorImpl?, v: TensorImpl?, step: Int, lr: Double,

@@ -95,6 +95,10 @@ extension HostBackend {
         dispatch(param.dtype, SGDKernel(p: param, g: grad, buf: momentum, h: hyper, outP: newParam, outBuf: newMomentum))
     }
 
+    func unscale(_ grad: TensorImpl, invScale: Float, into out: TensorImpl) -> Bool {
+        dispatch(grad.dtype, UnscaleKernel(g: grad, inv: invScale, out: out))
+    }
+
     func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, hyper: AdamHyper,
                   newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl) {
         dispatch(param.dtype, AdamKernel(p: param, g: grad, m: m, v: v, h: hyper, outP: newParam, outM: newM, outV: newV))
@@ -124,6 +128,20 @@ private struct SGDKernel: ElementVisitor {
             }
             E.setFloat(op, i, w - h.lr * d)
         }
+    }
+}
+
+private struct UnscaleKernel: ElementVisitor {
+    let g: TensorImpl, inv: Float, out: TensorImpl
+    func visit<E: HostElement>(_: E.Type) -> Bool {
+        let gp = floats(g, E.self), op = floats(out, E.self)
+        var nonFinite = false
+        for i in 0..<g.numel {
+            let x = E.float(gp, i) * inv
+            E.setFloat(op, i, x)
+            if !x.isFinite || !E.float(op, i).isFinite { nonFinite = true }
+        }
+        return nonFinite
     }
 }
 
@@ -159,7 +177,8 @@ private struct FillKernel: ElementVisitor {
     func visit<E: HostElement>(_: E.Type) {
         let p = HostBackend.address(out).assumingMemoryBound(to: E.Stored.self)
         let loop = StridedLoop(shape: out.shape, strides: [out.strides])
-        let f = Float(value.double), i = value.int
+        // One rounding from the float64 value into a 16-bit float, through float32 rounded to odd.
+        let f = out.dtype.isLowPrecision ? roundedToOddFloat(value.double) : Float(value.double), i = value.int
         loop.forEachRun(bases: [0]) { o, n, s in
             for j in 0..<n {
                 if E.isFloat { E.setFloat(p, o[0] &+ j &* s[0], f) } else { E.setInt(p, o[0] &+ j &* s[0], i) }
