@@ -19,12 +19,35 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     return a @ b
 
 
+def _elementwise(name, doc):
+    def fn(input: Tensor) -> Tensor:
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{name}() expects a lucid.Tensor, got {type(input).__name__}")
+        return getattr(input, name)()
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+exp = _elementwise("exp", "e**x, elementwise; float32 under autocast.")
+log = _elementwise("log", "Natural logarithm, elementwise; float32 under autocast.")
+log1p = _elementwise("log1p", "log(1 + x), elementwise; float32 under autocast.")
+sqrt = _elementwise("sqrt", "Square root, elementwise.")
+rsqrt = _elementwise("rsqrt", "1 / sqrt(x), elementwise; float32 under autocast.")
+abs = _elementwise("abs", "Absolute value, elementwise.")
+tanh = _elementwise("tanh", "Hyperbolic tangent, elementwise.")
+sigmoid = _elementwise("sigmoid", "1 / (1 + e**-x), elementwise.")
+relu = _elementwise("relu", "max(x, 0), elementwise.")
+
+
 half = float16
 long = int64
 
 __version__ = "0.1.0"
 
 __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "int32", "int64", "bool_", "half", "long",
+           "exp", "log", "log1p", "sqrt", "rsqrt", "abs", "tanh", "sigmoid", "relu",
            "tensor", "from_numpy", "zeros", "ones", "full", "zeros_like", "ones_like", "arange", "rand", "randn",
            "manual_seed", "matmul", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "amp", "nn",
            "optim", "metal"]

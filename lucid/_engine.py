@@ -95,7 +95,10 @@ _ERRORS = {1: ValueError, 2: TypeError, 3: IndexError, 4: RuntimeError, 5: Value
 
 # Codes shared with the engine.
 ADD, SUB, MUL, DIV = 0, 1, 2, 3
-NEG, RELU = 0, 1
+UNARY = {name: code for code, name in enumerate(
+    ["neg", "relu", "exp", "log", "log1p", "sqrt", "rsqrt", "abs", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh",
+     "softplus"])}
+NEG, RELU = UNARY["neg"], UNARY["relu"]
 SUM, MEAN = 0, 1
 SCALAR_FLOAT, SCALAR_INT, SCALAR_BOOL = 0, 1, 2
 

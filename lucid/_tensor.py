@@ -361,6 +361,35 @@ class Tensor:
     def relu(self):
         return Tensor._wrap(E.unary(E.RELU, self._h))
 
+    def _unary(self, name):
+        return Tensor._wrap(E.unary(E.UNARY[name], self._h))
+
+    def exp(self):
+        return self._unary("exp")
+
+    def log(self):
+        return self._unary("log")
+
+    def log1p(self):
+        return self._unary("log1p")
+
+    def sqrt(self):
+        return self._unary("sqrt")
+
+    def rsqrt(self):
+        return self._unary("rsqrt")
+
+    def abs(self):
+        return self._unary("abs")
+
+    __abs__ = abs
+
+    def tanh(self):
+        return self._unary("tanh")
+
+    def sigmoid(self):
+        return self._unary("sigmoid")
+
     # ---- reductions ----------------------------------------------------------------------
 
     @staticmethod

@@ -841,6 +841,11 @@ def _runners():
     def mk(shape, device, dt, seed):
         return lucid.tensor(rng(seed).randn(*shape).astype(np.float32), device=device).to(dt)
 
+    def unary(name):
+        fn = getattr(F, name, None) or (lambda t: getattr(t, name)())
+        # positive inputs keep log, sqrt and rsqrt defined
+        return lambda dev, dt: fn(mk((3, 4), dev, dt, 0).abs() + 0.5)
+
     def binary(op):
         return lambda dev, dt: op(mk((3, 4), dev, dt, 0), mk((3, 4), dev, dt, 1) + 3.0)
 
@@ -862,11 +867,14 @@ def _runners():
         "permute": lambda dev, dt: mk((2, 3, 4), dev, dt, 0).permute(2, 0, 1),
         "contiguous": lambda dev, dt: mk((3, 4), dev, dt, 0).transpose(0, 1).contiguous(),
         "to": lambda dev, dt: mk((3, 4), dev, dt, 0).to(other[dev]),
+        **{name: unary(name) for name in ("exp", "log", "log1p", "sqrt", "rsqrt", "abs", "tanh", "sigmoid", "silu",
+                                          "gelu", "softplus")},
     }
 
 
 REQUIRED_OPS = {"matmul", "linear", "sum", "mean", "add", "sub", "mul", "div", "neg", "relu", "reshape",
-                "transpose", "permute", "contiguous"}
+                "transpose", "permute", "contiguous", "exp", "log", "log1p", "sqrt", "rsqrt", "abs", "tanh", "sigmoid",
+                "silu", "gelu", "softplus"}
 
 
 def _expected(op, p, in_dt, ac_device, ac_dt):

@@ -29,12 +29,7 @@ public func lucid_binary_scalar(_ op: Int32, _ a: UInt64, _ value: Double, _ int
 @_cdecl("lucid_unary")
 public func lucid_unary(_ op: Int32, _ a: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
     abiCall {
-        let k: UnaryKernel
-        switch op {
-        case 0: k = .neg
-        case 1: k = .relu
-        default: throw LucidError(.value, "unknown unary op code \(op)")
-        }
+        guard let k = UnaryKernel(rawValue: op) else { throw LucidError(.value, "unknown unary op code \(op)") }
         try emit(try Elementwise.unary(k, try tensors.get(a)), out)
     }
 }

@@ -23,3 +23,33 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 def relu(input: Tensor) -> Tensor:
     _check(input, "input")
     return input.relu()
+
+
+def _unary(name, input):
+    _check(input, "input")
+    return Tensor._wrap(E.unary(E.UNARY[name], input._h))
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """x·Φ(x) exactly (``approximate="none"``) or with the tanh approximation (``"tanh"``)."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _unary("gelu" if approximate == "none" else "gelu_tanh", input)
+
+
+def silu(input: Tensor) -> Tensor:
+    """x·sigmoid(x)."""
+    return _unary("silu", input)
+
+
+def softplus(input: Tensor) -> Tensor:
+    """log(1 + exp(x)), linear above 20 as in PyTorch."""
+    return _unary("softplus", input)
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    return _unary("sigmoid", input)
+
+
+def tanh(input: Tensor) -> Tensor:
+    return _unary("tanh", input)

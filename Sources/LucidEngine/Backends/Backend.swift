@@ -2,9 +2,7 @@
 /// output share it, and `a`/`b` are broadcast views of the output's shape.
 package enum BinaryKernel: Sendable { case add, sub, mul, div }
 
-/// Elementwise unary kernels; input and output share a dtype. `positive` is 1 where the
-/// input is above zero and 0 elsewhere (relu's derivative).
-package enum UnaryKernel: Sendable { case neg, relu, positive }
+
 
 /// Reductions over a set of axes.
 package enum ReduceKernel: Sendable { case sum, mean }
@@ -57,6 +55,9 @@ protocol Backend: AnyObject, Sendable {
     /// `a op s` (or `s op a` when `scalarFirst`).
     func binary(_ op: BinaryKernel, _ a: TensorImpl, scalar: Scalar, scalarFirst: Bool, into out: TensorImpl)
     func unary(_ op: UnaryKernel, _ a: TensorImpl, into out: TensorImpl)
+    /// `gradIn = grad * d op(x)/dx`, given the forward input `x` and output `y` (all of one
+    /// shape and floating dtype).
+    func unaryBackward(_ op: UnaryKernel, x: TensorImpl, y: TensorImpl, grad: TensorImpl, into gradIn: TensorImpl)
     /// Reduces `a` over `axes` into `out`, which has `a`'s rank with those axes set to 1.
     /// Floating-point input accumulates in at least float32.
     func reduce(_ op: ReduceKernel, _ a: TensorImpl, axes: [Int], into out: TensorImpl)

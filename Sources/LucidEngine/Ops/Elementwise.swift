@@ -98,22 +98,35 @@ package enum Elementwise {
         }
     }
 
+    /// Unary ops by kernel. exp, log, log1p, rsqrt and softplus are on PyTorch's float32
+    /// autocast list; the rest keep their input dtype.
+    static let unaryInfos: [OpInfo] = UnaryKernel.allCases.filter { $0 != .geluTanh }.map { k in
+        switch k {
+        case .neg: return neg
+        case .relu: return relu
+        case .exp, .log, .log1p, .rsqrt, .softplus: return OpInfo("\(k)", .float32)
+        default: return OpInfo("\(k)", .none)
+        }
+    }
+
+    static func info(_ k: UnaryKernel) -> OpInfo {
+        let name = k == .geluTanh ? "gelu" : "\(k)"
+        return unaryInfos.first { $0.name == name } ?? neg
+    }
+
     package static func unary(_ k: UnaryKernel, _ a: TensorImpl) throws -> TensorImpl {
-        let op = k == .neg ? neg : relu
-        if a.dtype == .bool {
+        let op = info(k)
+        if a.dtype == .bool && k.keepsIntegers {
             throw LucidError.type("\(op.name): not supported for bool tensors" + (k == .neg ? "; use logical_not (or ~) instead" : ""))
         }
-        let x = try op.autocast([a])[0]
+        var x = try op.autocast([a])[0]
+        if !k.keepsIntegers && !x.dtype.isFloatingPoint { x = try Ops.cast(x, to: .float32) }
         let out = try TensorImpl.empty(x.shape, dtype: x.dtype, on: x.backend)
         out.backend.unary(k, x, into: out)
         return Autograd.record(out, Autograd.name(op), [x]) { g in
-            switch k {
-            case .neg: return [try unary(.neg, g)]
-            case .relu, .positive:
-                let mask = try TensorImpl.empty(x.shape, dtype: x.dtype, on: x.backend)
-                x.backend.unary(.positive, x, into: mask)
-                return [try binary(.mul, g, mask)]
-            }
+            let gx = try TensorImpl.empty(x.shape, dtype: x.dtype, on: x.backend)
+            x.backend.unaryBackward(k, x: x, y: out, grad: g, into: gx)
+            return [gx]
         }
     }
 }

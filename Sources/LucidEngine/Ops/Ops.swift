@@ -4,7 +4,7 @@ package enum Ops {
     /// Every op's declaration; `OpTable` serves it to Python and Swift.
     static let declarations: [OpInfo] = [
         Elementwise.add, Elementwise.sub, Elementwise.mul, Elementwise.div,
-        Elementwise.neg, Elementwise.relu,
+    ] + Elementwise.unaryInfos + [
         LinearAlgebra.matmul, LinearAlgebra.linear,
         Reductions.sum, Reductions.mean,
         ShapeOps.reshape, ShapeOps.view, ShapeOps.transpose, ShapeOps.permute, ShapeOps.contiguous,

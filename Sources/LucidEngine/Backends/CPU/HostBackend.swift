@@ -291,25 +291,35 @@ private struct UnaryElementKernel: ElementVisitor {
         loop.forEachRun(bases: [0, 0]) { o, n, s in
             var i = o[0], k = o[1]
             for _ in 0..<n {
-                if E.isFloat {
-                    let x = E.float(pa, i)
-                    // relu keeps NaN (NaN < 0 is false), as PyTorch does.
-                    switch op {
-                    case .neg: E.setFloat(po, k, -x)
-                    case .relu: E.setFloat(po, k, x < 0 ? 0 : x)
-                    case .positive: E.setFloat(po, k, x > 0 ? 1 : 0)
-                    }
-                } else {
-                    let x = E.int(pa, i)
-                    switch op {
-                    case .neg: E.setInt(po, k, 0 &- x)
-                    case .relu: E.setInt(po, k, max(x, 0))
-                    case .positive: E.setInt(po, k, x > 0 ? 1 : 0)
-                    }
-                }
+                if E.isFloat { E.setFloat(po, k, op.apply(E.float(pa, i))) } else { E.setInt(po, k, op.apply(E.int(pa, i))) }
                 i &+= s[0]; k &+= s[1]
             }
         }
+    }
+}
+
+private struct UnaryBackwardKernel: ElementVisitor {
+    let op: UnaryKernel, x: TensorImpl, y: TensorImpl, g: TensorImpl, out: TensorImpl
+    func visit<E: HostElement>(_: E.Type) {
+        let px = UnsafePointer(HostBackend.address(x).assumingMemoryBound(to: E.Stored.self))
+        let py = UnsafePointer(HostBackend.address(y).assumingMemoryBound(to: E.Stored.self))
+        let pg = UnsafePointer(HostBackend.address(g).assumingMemoryBound(to: E.Stored.self))
+        let po = HostBackend.address(out).assumingMemoryBound(to: E.Stored.self)
+        let loop = StridedLoop(shape: out.shape, strides: [x.strides, y.strides, g.strides, out.strides])
+        let op = op
+        loop.forEachRun(bases: [0, 0, 0, 0]) { o, n, s in
+            var i = o[0], j = o[1], l = o[2], k = o[3]
+            for _ in 0..<n {
+                E.setFloat(po, k, E.float(pg, l) * op.derivative(E.float(px, i), E.float(py, j)))
+                i &+= s[0]; j &+= s[1]; l &+= s[2]; k &+= s[3]
+            }
+        }
+    }
+}
+
+extension HostBackend {
+    func unaryBackward(_ op: UnaryKernel, x: TensorImpl, y: TensorImpl, grad: TensorImpl, into gradIn: TensorImpl) {
+        dispatch(gradIn.dtype, UnaryBackwardKernel(op: op, x: x, y: y, g: grad, out: gradIn))
     }
 }
 

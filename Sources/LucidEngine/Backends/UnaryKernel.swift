@@ -1,0 +1,86 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Elementwise unary kernels and their math, shared by every host backend. Raw values are the
+/// C ABI's op codes. Input and output share a dtype; floating types compute in float32.
+package enum UnaryKernel: Int32, Sendable, CaseIterable {
+    case neg = 0, relu = 1, exp = 2, log = 3, log1p = 4, sqrt = 5, rsqrt = 6, abs = 7
+    case tanh = 8, sigmoid = 9, silu = 10, gelu = 11, geluTanh = 12, softplus = 13
+
+    /// Whether the op also has an integer form (the others promote integers to float32).
+    var keepsIntegers: Bool { self == .neg || self == .relu || self == .abs }
+
+    private static let sqrt2OverPi: Float = 0.797_884_6
+    private static let invSqrt2: Float = 0.707_106_77
+    private static let invSqrt2Pi: Float = 0.398_942_3
+
+    @inline(__always)
+    private static func sigmoid(_ x: Float) -> Float { 1 / (1 + Foundationless.exp(-x)) }
+
+    /// The op on one value.
+    @inline(__always)
+    func apply(_ x: Float) -> Float {
+        switch self {
+        case .neg: return -x
+        case .relu: return x < 0 ? 0 : x  // keeps NaN, as PyTorch does
+        case .exp: return Foundationless.exp(x)
+        case .log: return Foundationless.log(x)
+        case .log1p: return log1pf(x)
+        case .sqrt: return x.squareRoot()
+        case .rsqrt: return 1 / x.squareRoot()
+        case .abs: return Swift.abs(x)
+        case .tanh: return tanhf(x)
+        case .sigmoid: return Self.sigmoid(x)
+        case .silu: return x * Self.sigmoid(x)
+        case .gelu: return 0.5 * x * (1 + erff(x * Self.invSqrt2))
+        case .geluTanh: return 0.5 * x * (1 + tanhf(Self.sqrt2OverPi * (x + 0.044715 * x * x * x)))
+        case .softplus: return x > 20 ? x : log1pf(Foundationless.exp(x))  // PyTorch's threshold
+        }
+    }
+
+    /// d op(x)/dx, given the input `x` and the output `y`.
+    @inline(__always)
+    func derivative(_ x: Float, _ y: Float) -> Float {
+        switch self {
+        case .neg: return -1
+        case .relu: return x > 0 ? 1 : 0
+        case .exp: return y
+        case .log: return 1 / x
+        case .log1p: return 1 / (1 + x)
+        case .sqrt: return 0.5 / y
+        case .rsqrt: return -0.5 * y * y * y
+        case .abs: return x > 0 ? 1 : (x < 0 ? -1 : 0)
+        case .tanh: return 1 - y * y
+        case .sigmoid: return y * (1 - y)
+        case .silu:
+            let s = Self.sigmoid(x)
+            return s * (1 + x * (1 - s))
+        case .gelu:
+            return 0.5 * (1 + erff(x * Self.invSqrt2)) + x * Self.invSqrt2Pi * Foundationless.exp(-0.5 * x * x)
+        case .geluTanh:
+            let u = Self.sqrt2OverPi * (x + 0.044715 * x * x * x)
+            let t = tanhf(u)
+            return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * Self.sqrt2OverPi * (1 + 3 * 0.044715 * x * x)
+        case .softplus: return x > 20 ? 1 : Self.sigmoid(x)
+        }
+    }
+
+    /// The op on one integer (only for `keepsIntegers` ops).
+    @inline(__always)
+    func apply(_ x: Int64) -> Int64 {
+        switch self {
+        case .neg: return 0 &- x
+        case .relu: return max(x, 0)
+        default: return x == .min ? x : Swift.abs(x)
+        }
+    }
+}
+
+/// libm's float functions under names that do not clash with the enum's cases.
+enum Foundationless {
+    @inline(__always) static func exp(_ x: Float) -> Float { expf(x) }
+    @inline(__always) static func log(_ x: Float) -> Float { logf(x) }
+}

@@ -1,0 +1,122 @@
+"""Unary math ops: values against numpy, dtype rules, autocast policy and gradients."""
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import lucid
+import lucid.nn as nn
+import lucid.nn.functional as F
+
+_erf = np.vectorize(math.erf)
+
+REFERENCE = {
+    "exp": (np.exp, lambda t: t.exp()),
+    "log": (np.log, lambda t: t.log()),
+    "log1p": (np.log1p, lambda t: t.log1p()),
+    "sqrt": (np.sqrt, lambda t: t.sqrt()),
+    "rsqrt": (lambda x: 1 / np.sqrt(x), lambda t: t.rsqrt()),
+    "abs": (np.abs, abs),
+    "tanh": (np.tanh, lambda t: t.tanh()),
+    "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), lambda t: t.sigmoid()),
+    "silu": (lambda x: x / (1 + np.exp(-x)), F.silu),
+    "gelu": (lambda x: 0.5 * x * (1 + _erf(x / np.sqrt(2))), F.gelu),
+    "gelu_tanh": (lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
+                  lambda t: F.gelu(t, approximate="tanh")),
+    "softplus": (lambda x: np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20)))), F.softplus),
+}
+POSITIVE = {"log", "log1p", "sqrt", "rsqrt"}
+
+
+def inputs(name, n=257):
+    x = np.random.default_rng(3).standard_normal(n) * 3
+    if name in POSITIVE:
+        x = np.abs(x) + 0.05
+    if name == "softplus":
+        x = np.concatenate([x, [25.0, -30.0]])
+    return x.astype(np.float32)
+
+
+@pytest.mark.parametrize("device", ["cpu", "metal"])
+@pytest.mark.parametrize("name", REFERENCE)
+def test_values_match_numpy(device, name):
+    ref, op = REFERENCE[name]
+    x = inputs(name)
+    got = op(lucid.tensor(x, device=device))
+    assert got.dtype == lucid.float32 and got.device == device
+    np.testing.assert_allclose(got.numpy(), ref(x.astype(np.float64)), rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("dtype,np_dtype", [(lucid.float16, np.float16), (lucid.bfloat16, ml_dtypes.bfloat16)])
+@pytest.mark.parametrize("name", REFERENCE)
+def test_low_precision_computes_in_float32_and_rounds_once(dtype, np_dtype, name):
+    ref, op = REFERENCE[name]
+    x = inputs(name).astype(np_dtype)
+    got = op(lucid.tensor(x))
+    assert got.dtype == dtype
+    want = ref(x.astype(np.float64)).astype(np.float32).astype(np_dtype)
+    diff = np.abs(got.numpy().astype(np.float64) - want.astype(np.float64))
+    spacing = np.abs(want.astype(np.float64)) * (2.0 ** -10 if np_dtype is np.float16 else 2.0 ** -7) + 1e-6
+    assert (diff <= spacing).all(), name  # within one unit of the correctly rounded value
+
+
+def test_integers_promote_except_for_abs():
+    i = lucid.tensor([-2, 0, 3])
+    assert i.exp().dtype == lucid.float32 and i.sigmoid().dtype == lucid.float32
+    np.testing.assert_allclose(i.exp().numpy(), np.exp([-2.0, 0.0, 3.0]), rtol=1e-6)
+    assert abs(i).dtype == lucid.int64
+    np.testing.assert_array_equal(abs(i).numpy(), [2, 0, 3])
+    np.testing.assert_array_equal(lucid.tensor([True, False]).exp().numpy(), np.exp([1.0, 0.0]).astype(np.float32))
+    with pytest.raises(TypeError, match="bool"):
+        abs(lucid.tensor([True]))
+
+
+def test_special_values():
+    x = lucid.tensor([0.0, -1.0, np.inf, np.nan])
+    r = x.log().numpy()
+    assert r[0] == -np.inf and np.isnan(r[1]) and r[2] == np.inf and np.isnan(r[3])
+    assert np.isnan(x.sqrt().numpy()[1]) and x.rsqrt().numpy()[0] == np.inf
+    assert x.exp().numpy()[2] == np.inf and np.isnan(x.tanh().numpy()[3])
+
+
+def test_float32_policy_under_autocast():
+    h = lucid.randn(8, device="metal").half()
+    for name in ("exp", "log1p", "softplus"):
+        assert lucid.amp.policy(name) is lucid.amp.CastPolicy.FLOAT32
+    assert lucid.amp.policy("tanh") is lucid.amp.CastPolicy.NONE
+    with lucid.amp.autocast():
+        assert h.exp().dtype == lucid.float32
+        assert F.softplus(h).dtype == lucid.float32
+        assert h.tanh().dtype == lucid.float16
+        assert F.gelu(h).dtype == lucid.float16
+
+
+def test_module_functions_and_layers():
+    x = lucid.tensor(inputs("tanh", 16))
+    for name in ("exp", "tanh", "sigmoid", "abs", "relu"):
+        np.testing.assert_array_equal(getattr(lucid, name)(x).numpy(), getattr(x, name)().numpy())
+    np.testing.assert_array_equal(nn.GELU()(x).numpy(), F.gelu(x).numpy())
+    np.testing.assert_array_equal(nn.GELU("tanh")(x).numpy(), F.gelu(x, approximate="tanh").numpy())
+    np.testing.assert_array_equal(nn.SiLU()(x).numpy(), F.silu(x).numpy())
+    np.testing.assert_array_equal(nn.Tanh()(x).numpy(), x.tanh().numpy())
+    np.testing.assert_array_equal(nn.Sigmoid()(x).numpy(), x.sigmoid().numpy())
+    with pytest.raises(ValueError):
+        F.gelu(x, approximate="fast")
+    with pytest.raises(TypeError):
+        lucid.exp(np.ones(2))
+
+
+@pytest.mark.parametrize("name", REFERENCE)
+def test_gradients_match_finite_differences(name):
+    _, op = REFERENCE[name]
+    x = inputs(name, 24).astype(np.float64)
+    x = x[np.abs(x) > 0.05]  # away from abs's kink
+    t = lucid.tensor(x.astype(np.float32), requires_grad=True)
+    w = np.random.default_rng(9).standard_normal(t.shape).astype(np.float32)
+    (op(t) * lucid.tensor(w)).sum().backward()
+    eps = 1e-3
+    num = np.array([((op(lucid.tensor(np.float32(v + eps))).item() - op(lucid.tensor(np.float32(v - eps))).item())
+                     / (2 * eps)) for v in x]) * w
+    np.testing.assert_allclose(t.grad.numpy(), num, rtol=2e-2, atol=2e-2)
