@@ -18,7 +18,7 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
     private static let invSqrt2Pi: Float = 0.398_942_3
 
     @inline(__always)
-    private static func sigmoid(_ x: Float) -> Float { 1 / (1 + Foundationless.exp(-x)) }
+    private static func sigmoid(_ x: Float) -> Float { 1 / (1 + LibM.exp(-x)) }
 
     /// The op on one value.
     @inline(__always)
@@ -26,8 +26,8 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
         switch self {
         case .neg: return -x
         case .relu: return x < 0 ? 0 : x  // keeps NaN, as PyTorch does
-        case .exp: return Foundationless.exp(x)
-        case .log: return Foundationless.log(x)
+        case .exp: return LibM.exp(x)
+        case .log: return LibM.log(x)
         case .log1p: return log1pf(x)
         case .sqrt: return x.squareRoot()
         case .rsqrt: return 1 / x.squareRoot()
@@ -37,7 +37,7 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
         case .silu: return x * Self.sigmoid(x)
         case .gelu: return 0.5 * x * (1 + erff(x * Self.invSqrt2))
         case .geluTanh: return 0.5 * x * (1 + tanhf(Self.sqrt2OverPi * (x + 0.044715 * x * x * x)))
-        case .softplus: return x > 20 ? x : log1pf(Foundationless.exp(x))  // PyTorch's threshold
+        case .softplus: return x > 20 ? x : log1pf(LibM.exp(x))  // PyTorch's threshold
         }
     }
 
@@ -59,7 +59,7 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
             let s = Self.sigmoid(x)
             return s * (1 + x * (1 - s))
         case .gelu:
-            return 0.5 * (1 + erff(x * Self.invSqrt2)) + x * Self.invSqrt2Pi * Foundationless.exp(-0.5 * x * x)
+            return 0.5 * (1 + erff(x * Self.invSqrt2)) + x * Self.invSqrt2Pi * LibM.exp(-0.5 * x * x)
         case .geluTanh:
             let u = Self.sqrt2OverPi * (x + 0.044715 * x * x * x)
             let t = tanhf(u)
@@ -80,7 +80,7 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
 }
 
 /// libm's float functions under names that do not clash with the enum's cases.
-enum Foundationless {
+enum LibM {
     @inline(__always) static func exp(_ x: Float) -> Float { expf(x) }
     @inline(__always) static func log(_ x: Float) -> Float { logf(x) }
 }
