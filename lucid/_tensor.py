@@ -8,6 +8,7 @@ import operator
 import numpy as np
 
 from . import _engine as E
+from ._types import device as _Device, dtype as _DType
 from ._types import (as_device, bfloat16, bool_, check_dtype, device, dtype, dtype_from_code, device_from_code,
                      float16, float32, int32, int64)
 
@@ -256,13 +257,17 @@ class Tensor:
     # ---- conversion ----------------------------------------------------------------------
 
     def to(self, *args, dtype=None, device=None, copy=False):
-        """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(other_tensor)``."""
+        """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(other_tensor)``.
+
+        Returns `self` when nothing changes (unless `copy`). Engine tensors never change
+        their values, so a "copy" may share storage without anyone being able to tell.
+        """
         for a in args:
             if isinstance(a, Tensor):
                 dtype, device = a.dtype, a.device
-            elif isinstance(a, globals()["dtype"]):
+            elif isinstance(a, _DType):
                 dtype = a
-            elif isinstance(a, (str, globals()["device"])):
+            elif isinstance(a, (str, _Device)):
                 device = a
             else:
                 raise TypeError(f"to(): expected a device, a dtype or a tensor, got {a!r}")
