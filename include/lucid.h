@@ -106,6 +106,10 @@ int32_t lucid_tensor_set_requires_grad(lucid_tensor t, int32_t flag, lucid_tenso
 int32_t lucid_detach(lucid_tensor t, lucid_tensor *out);
 /* Handles not yet released. */
 int32_t lucid_live_tensors(int64_t *out);
+/* Bytes held by tensor buffers on `device` (-1: all devices) now, and at most since the last
+ * reset. */
+int32_t lucid_memory_stats(int32_t device, int64_t *allocated, int64_t *peak);
+int32_t lucid_reset_peak_memory_stats(int32_t device);
 
 /* ---- ops (inputs borrowed, result new) -------------------------------------------------- */
 

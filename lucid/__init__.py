@@ -11,6 +11,7 @@ from ._tensor import Tensor
 from ._creation import (arange, from_numpy, full, manual_seed, ones, ones_like, rand, randn, tensor, zeros,
                         zeros_like)
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from ._memory import max_memory_allocated, memory_allocated, reset_peak_memory_stats
 from . import amp, metal, nn, optim
 
 
@@ -49,7 +50,7 @@ __version__ = "0.1.0"
 __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "int32", "int64", "bool_", "half", "long",
            "exp", "log", "log1p", "sqrt", "rsqrt", "abs", "tanh", "sigmoid", "relu",
            "tensor", "from_numpy", "zeros", "ones", "full", "zeros_like", "ones_like", "arange", "rand", "randn",
-           "manual_seed", "matmul", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "amp", "nn",
+           "manual_seed", "matmul", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "amp", "nn",
            "optim", "metal"]
 
 # PyTorch-style names that shadow builtins are set last, so nothing above sees them.

@@ -61,6 +61,8 @@ _SIGNATURES = {
     "lucid_tensor_set_requires_grad": ([_u64, _i32, _p_u64], _i32),
     "lucid_detach": ([_u64, _p_u64], _i32),
     "lucid_live_tensors": ([_p_i64], _i32),
+    "lucid_memory_stats": ([_i32, _p_i64, _p_i64], _i32),
+    "lucid_reset_peak_memory_stats": ([_i32], _i32),
     "lucid_binary": ([_i32, _u64, _u64, _p_u64], _i32),
     "lucid_binary_scalar": ([_i32, _u64, _f64, _i64, _i32, _i32, _p_u64], _i32),
     "lucid_unary": ([_i32, _u64, _p_u64], _i32),
@@ -294,6 +296,21 @@ def detach(handle: int) -> int:
 
 def live_tensors() -> int:
     return _query_i64(_lib.lucid_live_tensors)
+
+
+def memory_stats(device: int):
+    """(bytes allocated now, peak bytes since the last reset) on a device (-1: all)."""
+    now, peak = c_int64(), c_int64()
+    rc = _lib.lucid_memory_stats(device, byref(now), byref(peak))
+    if rc:
+        _raise(rc)
+    return now.value, peak.value
+
+
+def reset_peak_memory_stats(device: int) -> None:
+    rc = _lib.lucid_reset_peak_memory_stats(device)
+    if rc:
+        _raise(rc)
 
 
 # ---- ops -----------------------------------------------------------------------------------

@@ -161,3 +161,18 @@ func scalarOperand(_ value: Double, _ intValue: Int64, _ kind: Int32) throws -> 
     default: throw LucidError(.value, "unknown scalar kind \(kind) (0 float, 1 int, 2 bool)")
     }
 }
+
+@_cdecl("lucid_memory_stats")
+public func lucid_memory_stats(_ device: Int32, _ allocated: UnsafeMutablePointer<Int64>?,
+                               _ peak: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall {
+        let d = try optionalDevice(device)
+        try store(Int64(MemoryStats.allocatedBytes(d)), allocated, "allocated")
+        try store(Int64(MemoryStats.peakBytes(d)), peak, "peak")
+    }
+}
+
+@_cdecl("lucid_reset_peak_memory_stats")
+public func lucid_reset_peak_memory_stats(_ device: Int32) -> Int32 {
+    abiCall { MemoryStats.resetPeak(try optionalDevice(device)) }
+}

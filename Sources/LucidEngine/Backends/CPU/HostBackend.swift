@@ -4,21 +4,27 @@ import Glibc
 import Darwin
 #endif
 
-/// Aligned host memory.
+/// Aligned host memory, counted in `MemoryStats` under the device it serves.
 final class HostBuffer: DeviceBuffer, @unchecked Sendable {
     let pointer: UnsafeMutableRawPointer
     let byteCount: Int
+    let device: Device
 
-    init(byteCount: Int) throws {
+    init(byteCount: Int, device: Device) throws {
         var raw: UnsafeMutableRawPointer?
         guard posix_memalign(&raw, 64, max(byteCount, 1)) == 0, let p = raw else {
             throw LucidError.runtime("out of memory: could not allocate \(byteCount) bytes")
         }
         pointer = p
         self.byteCount = byteCount
+        self.device = device
+        MemoryStats.allocated(byteCount, on: device)
     }
 
-    deinit { free(pointer) }
+    deinit {
+        free(pointer)
+        MemoryStats.released(byteCount, on: device)
+    }
 }
 
 /// The host backend: the CPU stream, and — as a second instance — the host fallback that
@@ -33,7 +39,7 @@ final class HostBackend: Backend {
         self.name = name
     }
 
-    func allocate(byteCount: Int) throws -> any DeviceBuffer { try HostBuffer(byteCount: byteCount) }
+    func allocate(byteCount: Int) throws -> any DeviceBuffer { try HostBuffer(byteCount: byteCount, device: device) }
     func synchronize() {}
 
     func write(_ bytes: UnsafeRawBufferPointer, into dst: TensorImpl) {

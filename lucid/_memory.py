@@ -1,0 +1,25 @@
+"""Memory held by tensor buffers, as the engine counts it."""
+
+from __future__ import annotations
+
+from . import _engine as E
+from ._types import as_device
+
+
+def _code(device) -> int:
+    return -1 if device is None else as_device(device).code
+
+
+def memory_allocated(device=None) -> int:
+    """Bytes held by tensor buffers now, on ``device`` (``"cpu"``/``"metal"``) or on both."""
+    return E.memory_stats(_code(device))[0]
+
+
+def max_memory_allocated(device=None) -> int:
+    """The most bytes held at once since the last :func:`reset_peak_memory_stats`."""
+    return E.memory_stats(_code(device))[1]
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    """Restarts peak tracking from what is allocated now."""
+    E.reset_peak_memory_stats(_code(device))

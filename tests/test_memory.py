@@ -1,0 +1,36 @@
+import pytest
+
+import lucid
+
+
+def test_allocation_is_counted_and_released():
+    base = lucid.memory_allocated("cpu")
+    x = lucid.zeros(250, 1000)
+    assert lucid.memory_allocated("cpu") - base == 250 * 1000 * 4
+    assert lucid.memory_allocated() >= lucid.memory_allocated("cpu")
+    del x
+    assert lucid.memory_allocated("cpu") == base
+
+
+def test_peak_tracks_the_largest_moment_and_resets():
+    lucid.reset_peak_memory_stats()
+    base = lucid.memory_allocated("cpu")
+    x = lucid.zeros(1000, 100, dtype=lucid.float16)
+    del x
+    assert lucid.max_memory_allocated("cpu") - base == 1000 * 100 * 2
+    lucid.reset_peak_memory_stats("cpu")
+    assert lucid.max_memory_allocated("cpu") == lucid.memory_allocated("cpu")
+
+
+def test_devices_are_counted_apart():
+    lucid.reset_peak_memory_stats()
+    cpu = lucid.memory_allocated("cpu")
+    y = lucid.ones(64, device="metal")
+    assert lucid.memory_allocated("cpu") == cpu
+    assert lucid.memory_allocated("metal") >= 64 * 4
+    del y
+
+
+def test_bad_device_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown device"):
+        lucid.memory_allocated("cuda")
