@@ -43,11 +43,15 @@ enum {
 enum { LUCID_FLOAT32 = 0, LUCID_FLOAT16 = 1, LUCID_BFLOAT16 = 2, LUCID_INT32 = 3, LUCID_INT64 = 4, LUCID_BOOL = 5 };
 enum { LUCID_CPU = 0, LUCID_METAL = 1 };
 enum { LUCID_SCALAR_FLOAT = 0, LUCID_SCALAR_INT = 1, LUCID_SCALAR_BOOL = 2 };
-enum { LUCID_ADD = 0, LUCID_SUB = 1, LUCID_MUL = 2, LUCID_DIV = 3 };
+enum { LUCID_ADD = 0, LUCID_SUB = 1, LUCID_MUL = 2, LUCID_DIV = 3, LUCID_POW = 4, LUCID_MAXIMUM = 5, LUCID_MINIMUM = 6 };
+/* Comparison codes (bool results, no gradient). */
+enum { LUCID_EQ = 0, LUCID_NE = 1, LUCID_LT = 2, LUCID_LE = 3, LUCID_GT = 4, LUCID_GE = 5 };
 enum { LUCID_NEG = 0, LUCID_RELU = 1, LUCID_EXP = 2, LUCID_LOG = 3, LUCID_LOG1P = 4, LUCID_SQRT = 5, LUCID_RSQRT = 6,
        LUCID_ABS = 7, LUCID_TANH = 8, LUCID_SIGMOID = 9, LUCID_SILU = 10, LUCID_GELU = 11, LUCID_GELU_TANH = 12,
        LUCID_SOFTPLUS = 13 };
-enum { LUCID_SUM = 0, LUCID_MEAN = 1 };
+enum { LUCID_SUM = 0, LUCID_MEAN = 1, LUCID_AMAX = 2, LUCID_AMIN = 3, LUCID_LOGSUMEXP = 4 };
+/* Loss reductions. */
+enum { LUCID_REDUCTION_NONE = 0, LUCID_REDUCTION_MEAN = 1, LUCID_REDUCTION_SUM = 2 };
 enum { LUCID_POLICY_NONE = 0, LUCID_POLICY_LOWER_PRECISION = 1, LUCID_POLICY_FLOAT32 = 2, LUCID_POLICY_PROMOTE = 3 };
 
 /* The calling thread's last error message (NULL if none yet). Owned by the engine. */
@@ -129,6 +133,89 @@ int32_t lucid_reshape(lucid_tensor a, const int64_t *shape, int32_t ndim, int32_
 int32_t lucid_transpose(lucid_tensor a, int64_t dim0, int64_t dim1, lucid_tensor *out);
 int32_t lucid_permute(lucid_tensor a, const int64_t *dims, int32_t ndim, lucid_tensor *out);
 int32_t lucid_contiguous(lucid_tensor a, lucid_tensor *out);
+
+/* ---- comparisons, selection, reductions ------------------------------------------------- */
+/* A tensor argument of 0 means "absent" wherever a parameter is optional. */
+
+int32_t lucid_compare(int32_t op, lucid_tensor a, lucid_tensor b, lucid_tensor *out);
+int32_t lucid_compare_scalar(int32_t op, lucid_tensor a, double value, int64_t int_value, int32_t kind,
+                             int32_t scalar_first, lucid_tensor *out);
+/* cond ? a : b. A branch given as handle 0 is the scalar (value, int_value, kind) instead. */
+int32_t lucid_where(lucid_tensor cond, lucid_tensor a, lucid_tensor b, double a_value, int64_t a_int, int32_t a_kind,
+                    double b_value, int64_t b_int, int32_t b_kind, lucid_tensor *out);
+int32_t lucid_clamp(lucid_tensor a, int32_t has_min, double min_value, int64_t min_int, int32_t min_kind,
+                    int32_t has_max, double max_value, int64_t max_int, int32_t max_kind, lucid_tensor *out);
+/* Variance (root != 0: standard deviation) with `correction`; ndims -1 reduces everything. */
+int32_t lucid_var(lucid_tensor a, const int64_t *dims, int32_t ndims, double correction, int32_t keepdim, int32_t root,
+                  lucid_tensor *out);
+/* Max (largest != 0) or min along dim: values and int64 indices. */
+int32_t lucid_max_dim(lucid_tensor a, int64_t dim, int32_t keepdim, int32_t largest, lucid_tensor *values,
+                      lucid_tensor *indices);
+/* argmax / argmin along dim, or of the flattened tensor when has_dim is 0. */
+int32_t lucid_argmax(lucid_tensor a, int64_t dim, int32_t has_dim, int32_t keepdim, int32_t largest, lucid_tensor *out);
+
+/* ---- shape and indexing ------------------------------------------------------------------ */
+
+/* ndims -1 squeezes every size-1 dimension. */
+int32_t lucid_squeeze(lucid_tensor a, const int64_t *dims, int32_t ndims, lucid_tensor *out);
+int32_t lucid_unsqueeze(lucid_tensor a, int64_t dim, lucid_tensor *out);
+int32_t lucid_expand(lucid_tensor a, const int64_t *shape, int32_t ndim, lucid_tensor *out);
+int32_t lucid_flatten(lucid_tensor a, int64_t start_dim, int64_t end_dim, lucid_tensor *out);
+int32_t lucid_narrow(lucid_tensor a, int64_t dim, int64_t start, int64_t length, lucid_tensor *out);
+/* cat (stack = 0) or stack (stack = 1) of `count` tensors. */
+int32_t lucid_cat(const lucid_tensor *tensors, int32_t count, int64_t dim, int32_t stack, lucid_tensor *out);
+/* mode 0: pieces of the listed sizes; 1: pieces of sizes[0]; 2: sizes[0] chunks. Writes up to
+ * `capacity` new handles to `outs` and their number to `count`. */
+int32_t lucid_split(lucid_tensor a, int32_t mode, const int64_t *sizes, int32_t nsizes, int64_t dim, lucid_tensor *outs,
+                    int32_t capacity, int32_t *count);
+/* a[items]: kinds 0 int, 1 slice, 2 None, 3 Ellipsis, 4 tensor (integer or bool); `values` holds
+ * three int64 per item (the int, or start/stop/step), `flags` a slice's present parts (bits 0-2). */
+int32_t lucid_index(lucid_tensor a, const int32_t *kinds, const int64_t *values, const int32_t *flags,
+                    const lucid_tensor *tensors, int32_t count, lucid_tensor *out);
+int32_t lucid_gather(lucid_tensor a, int64_t dim, lucid_tensor index, lucid_tensor *out);
+int32_t lucid_index_select(lucid_tensor a, int64_t dim, lucid_tensor index, lucid_tensor *out);
+int32_t lucid_embedding(lucid_tensor weight, lucid_tensor indices, int32_t has_padding_idx, int64_t padding_idx,
+                        lucid_tensor *out);
+
+/* ---- layers ------------------------------------------------------------------------------ */
+
+int32_t lucid_softmax(lucid_tensor a, int64_t dim, int32_t log, lucid_tensor *out);
+int32_t lucid_dropout(lucid_tensor a, double p, int32_t training, lucid_tensor *out);
+int32_t lucid_layer_norm(lucid_tensor a, const int64_t *normalized_shape, int32_t ndim, lucid_tensor weight,
+                         lucid_tensor bias, double eps, lucid_tensor *out);
+int32_t lucid_group_norm(lucid_tensor a, int64_t groups, lucid_tensor weight, lucid_tensor bias, double eps,
+                         lucid_tensor *out);
+/* In training with running statistics, also writes their updated (float32) values; else 0. */
+int32_t lucid_batch_norm(lucid_tensor a, lucid_tensor running_mean, lucid_tensor running_var, lucid_tensor weight,
+                         lucid_tensor bias, int32_t training, double momentum, double eps, lucid_tensor *out,
+                         lucid_tensor *new_mean, lucid_tensor *new_var);
+/* params: stride h, w; padding h, w; dilation h, w; groups. */
+int32_t lucid_conv2d(lucid_tensor x, lucid_tensor w, lucid_tensor b, const int64_t params[7], lucid_tensor *out);
+/* params: stride, padding, dilation, groups. */
+int32_t lucid_conv1d(lucid_tensor x, lucid_tensor w, lucid_tensor b, const int64_t params[4], lucid_tensor *out);
+/* params: stride h, w; padding h, w; output padding h, w; dilation h, w; groups. */
+int32_t lucid_conv_transpose2d(lucid_tensor x, lucid_tensor w, lucid_tensor b, const int64_t params[9], lucid_tensor *out);
+/* params: kernel h, w; stride h, w; padding h, w; dilation h, w. */
+int32_t lucid_max_pool2d(lucid_tensor x, const int64_t params[8], int32_t ceil_mode, lucid_tensor *out);
+/* params: kernel h, w; stride h, w; padding h, w. divisor_override 0 means none. */
+int32_t lucid_avg_pool2d(lucid_tensor x, const int64_t params[6], int32_t ceil_mode, int32_t count_include_pad,
+                         int64_t divisor_override, lucid_tensor *out);
+int32_t lucid_adaptive_avg_pool2d(lucid_tensor x, int64_t out_h, int64_t out_w, lucid_tensor *out);
+/* Scaled dot-product attention; a bool mask is true where attention is allowed, a float mask is
+ * added. Writes the attention weights too when `weights` is non-null. */
+int32_t lucid_attention(lucid_tensor q, lucid_tensor k, lucid_tensor v, lucid_tensor mask, int32_t is_causal,
+                        int32_t has_scale, double scale, double dropout_p, lucid_tensor *out, lucid_tensor *weights);
+
+/* ---- losses (float32 under autocast) ---------------------------------------------------- */
+
+/* kind 0: mse_loss, 1: l1_loss. */
+int32_t lucid_pointwise_loss(int32_t kind, lucid_tensor input, lucid_tensor target, int32_t reduction, lucid_tensor *out);
+int32_t lucid_nll_loss(lucid_tensor input, lucid_tensor target, lucid_tensor weight, int64_t ignore_index,
+                       int32_t reduction, lucid_tensor *out);
+int32_t lucid_cross_entropy(lucid_tensor input, lucid_tensor target, lucid_tensor weight, int64_t ignore_index,
+                            int32_t reduction, double label_smoothing, lucid_tensor *out);
+int32_t lucid_bce_with_logits(lucid_tensor input, lucid_tensor target, lucid_tensor weight, lucid_tensor pos_weight,
+                              int32_t reduction, lucid_tensor *out);
 
 /* ---- autograd (the graph lives in the engine) ------------------------------------------- */
 

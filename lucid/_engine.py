@@ -85,6 +85,40 @@ _SIGNATURES = {
     "lucid_adam_step": ([_u64, _u64, _u64, _u64, _i64, _f64, _f64, _f64, _f64, _f64, _i32, _i32, _p_u64, _p_u64,
                          _p_u64], _i32),
     "lucid_set_warning_handler": ([c_void_p], _i32),
+    "lucid_compare": ([_i32, _u64, _u64, _p_u64], _i32),
+    "lucid_compare_scalar": ([_i32, _u64, _f64, _i64, _i32, _i32, _p_u64], _i32),
+    "lucid_where": ([_u64, _u64, _u64, _f64, _i64, _i32, _f64, _i64, _i32, _p_u64], _i32),
+    "lucid_clamp": ([_u64, _i32, _f64, _i64, _i32, _i32, _f64, _i64, _i32, _p_u64], _i32),
+    "lucid_var": ([_u64, _p_i64, _i32, _f64, _i32, _i32, _p_u64], _i32),
+    "lucid_max_dim": ([_u64, _i64, _i32, _i32, _p_u64, _p_u64], _i32),
+    "lucid_argmax": ([_u64, _i64, _i32, _i32, _i32, _p_u64], _i32),
+    "lucid_squeeze": ([_u64, _p_i64, _i32, _p_u64], _i32),
+    "lucid_unsqueeze": ([_u64, _i64, _p_u64], _i32),
+    "lucid_expand": ([_u64, _p_i64, _i32, _p_u64], _i32),
+    "lucid_flatten": ([_u64, _i64, _i64, _p_u64], _i32),
+    "lucid_narrow": ([_u64, _i64, _i64, _i64, _p_u64], _i32),
+    "lucid_cat": ([_p_u64, _i32, _i64, _i32, _p_u64], _i32),
+    "lucid_split": ([_u64, _i32, _p_i64, _i32, _i64, _p_u64, _i32, _p_i32], _i32),
+    "lucid_index": ([_u64, _p_i32, _p_i64, _p_i32, _p_u64, _i32, _p_u64], _i32),
+    "lucid_gather": ([_u64, _i64, _u64, _p_u64], _i32),
+    "lucid_index_select": ([_u64, _i64, _u64, _p_u64], _i32),
+    "lucid_embedding": ([_u64, _u64, _i32, _i64, _p_u64], _i32),
+    "lucid_softmax": ([_u64, _i64, _i32, _p_u64], _i32),
+    "lucid_dropout": ([_u64, _f64, _i32, _p_u64], _i32),
+    "lucid_layer_norm": ([_u64, _p_i64, _i32, _u64, _u64, _f64, _p_u64], _i32),
+    "lucid_group_norm": ([_u64, _i64, _u64, _u64, _f64, _p_u64], _i32),
+    "lucid_batch_norm": ([_u64, _u64, _u64, _u64, _u64, _i32, _f64, _f64, _p_u64, _p_u64, _p_u64], _i32),
+    "lucid_conv2d": ([_u64, _u64, _u64, _p_i64, _p_u64], _i32),
+    "lucid_conv1d": ([_u64, _u64, _u64, _p_i64, _p_u64], _i32),
+    "lucid_conv_transpose2d": ([_u64, _u64, _u64, _p_i64, _p_u64], _i32),
+    "lucid_max_pool2d": ([_u64, _p_i64, _i32, _p_u64], _i32),
+    "lucid_avg_pool2d": ([_u64, _p_i64, _i32, _i32, _i64, _p_u64], _i32),
+    "lucid_adaptive_avg_pool2d": ([_u64, _i64, _i64, _p_u64], _i32),
+    "lucid_attention": ([_u64, _u64, _u64, _u64, _i32, _i32, _f64, _f64, _p_u64, _p_u64], _i32),
+    "lucid_pointwise_loss": ([_i32, _u64, _u64, _i32, _p_u64], _i32),
+    "lucid_nll_loss": ([_u64, _u64, _u64, _i64, _i32, _p_u64], _i32),
+    "lucid_cross_entropy": ([_u64, _u64, _u64, _i64, _i32, _f64, _p_u64], _i32),
+    "lucid_bce_with_logits": ([_u64, _u64, _u64, _u64, _i32, _p_u64], _i32),
 }
 
 for _name, (_args, _res) in _SIGNATURES.items():
@@ -96,12 +130,14 @@ for _name, (_args, _res) in _SIGNATURES.items():
 _ERRORS = {1: ValueError, 2: TypeError, 3: IndexError, 4: RuntimeError, 5: ValueError, 6: RuntimeError}
 
 # Codes shared with the engine.
-ADD, SUB, MUL, DIV = 0, 1, 2, 3
+ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM = 0, 1, 2, 3, 4, 5, 6
+EQ, NE, LT, LE, GT, GE = 0, 1, 2, 3, 4, 5
 UNARY = {name: code for code, name in enumerate(
     ["neg", "relu", "exp", "log", "log1p", "sqrt", "rsqrt", "abs", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh",
      "softplus"])}
 NEG, RELU = UNARY["neg"], UNARY["relu"]
-SUM, MEAN = 0, 1
+SUM, MEAN, AMAX, AMIN, LOGSUMEXP = 0, 1, 2, 3, 4
+REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 SCALAR_FLOAT, SCALAR_INT, SCALAR_BOOL = 0, 1, 2
 
 
@@ -437,6 +473,212 @@ def unscale_grads(handles, inv_scale: float):
     if rc:
         _raise(rc)
     return list(out[:n]), bool(found.value)
+
+
+# ---- comparisons, selection, reductions ------------------------------------------------------
+
+def compare(op: int, a: int, b: int) -> int:
+    return _new(_lib.lucid_compare, op, a, b)
+
+
+def compare_scalar(op: int, a: int, value: float, int_value: int, kind: int, scalar_first: bool) -> int:
+    return _new(_lib.lucid_compare_scalar, op, a, value, int_value, kind, 1 if scalar_first else 0)
+
+
+def where(cond: int, a, b) -> int:
+    """``a``/``b`` are handles (int) or ``(value, int_value, kind)`` scalar triples."""
+    ah, (av, ai, ak) = (a, (0.0, 0, 0)) if isinstance(a, int) else (0, a)
+    bh, (bv, bi, bk) = (b, (0.0, 0, 0)) if isinstance(b, int) else (0, b)
+    return _new(_lib.lucid_where, cond, ah, bh, av, ai, ak, bv, bi, bk)
+
+
+def clamp(a: int, lo, hi) -> int:
+    """``lo``/``hi`` are ``(value, int_value, kind)`` triples or None."""
+    lv, li, lk = lo or (0.0, 0, 0)
+    hv, hi_, hk = hi or (0.0, 0, 0)
+    return _new(_lib.lucid_clamp, a, 0 if lo is None else 1, lv, li, lk, 0 if hi is None else 1, hv, hi_, hk)
+
+
+def _optional_dims(dims):
+    if dims is None:
+        return None, -1
+    return _dims(dims)
+
+
+def var(a: int, dims, correction: float, keepdim: bool, root: bool) -> int:
+    arr, n = _optional_dims(dims)
+    return _new(_lib.lucid_var, a, arr, n, correction, 1 if keepdim else 0, 1 if root else 0)
+
+
+def max_dim(a: int, dim: int, keepdim: bool, largest: bool):
+    v, i = c_uint64(), c_uint64()
+    rc = _lib.lucid_max_dim(a, _int64(dim), 1 if keepdim else 0, 1 if largest else 0, byref(v), byref(i))
+    if rc:
+        _raise(rc)
+    return v.value, i.value
+
+
+def argmax(a: int, dim, keepdim: bool, largest: bool) -> int:
+    return _new(_lib.lucid_argmax, a, 0 if dim is None else _int64(dim), 0 if dim is None else 1, 1 if keepdim else 0,
+                1 if largest else 0)
+
+
+# ---- shape and indexing --------------------------------------------------------------------
+
+def squeeze(a: int, dims) -> int:
+    arr, n = _optional_dims(dims)
+    return _new(_lib.lucid_squeeze, a, arr, n)
+
+
+def unsqueeze(a: int, dim: int) -> int:
+    return _new(_lib.lucid_unsqueeze, a, _int64(dim))
+
+
+def expand(a: int, shape) -> int:
+    arr, n = _dims(shape)
+    return _new(_lib.lucid_expand, a, arr, n)
+
+
+def flatten(a: int, start: int, end: int) -> int:
+    return _new(_lib.lucid_flatten, a, _int64(start), _int64(end))
+
+
+def narrow(a: int, dim: int, start: int, length: int) -> int:
+    return _new(_lib.lucid_narrow, a, _int64(dim), _int64(start), _int64(length))
+
+
+def cat(handles, dim: int, stack: bool) -> int:
+    n = len(handles)
+    arr = (c_uint64 * max(n, 1))(*handles)
+    return _new(_lib.lucid_cat, arr, n, _int64(dim), 1 if stack else 0)
+
+
+SPLIT_SIZES, SPLIT_SIZE, SPLIT_CHUNKS = 0, 1, 2
+
+
+def split(a: int, mode: int, sizes, dim: int, capacity: int):
+    arr, n = _dims(sizes)
+    capacity = max(capacity, 1)
+    outs, count = (c_uint64 * capacity)(), c_int32()
+    rc = _lib.lucid_split(a, mode, arr, n, _int64(dim), outs, capacity, byref(count))
+    if rc:
+        _raise(rc)
+    return list(outs[:count.value])
+
+
+INDEX_INT, INDEX_SLICE, INDEX_NONE, INDEX_ELLIPSIS, INDEX_TENSOR = 0, 1, 2, 3, 4
+
+
+def index(a: int, items) -> int:
+    """``items``: (kind, (v0, v1, v2), flags, handle) tuples."""
+    n = len(items)
+    kinds, values = (c_int32 * max(n, 1))(), (c_int64 * max(3 * n, 1))()
+    flags, handles = (c_int32 * max(n, 1))(), (c_uint64 * max(n, 1))()
+    for i, (kind, vals, flag, handle) in enumerate(items):
+        kinds[i], flags[i], handles[i] = kind, flag, handle
+        for j, v in enumerate(vals):
+            values[3 * i + j] = _int64(v)
+    return _new(_lib.lucid_index, a, kinds, values, flags, handles, n)
+
+
+def gather(a: int, dim: int, idx: int) -> int:
+    return _new(_lib.lucid_gather, a, _int64(dim), idx)
+
+
+def index_select(a: int, dim: int, idx: int) -> int:
+    return _new(_lib.lucid_index_select, a, _int64(dim), idx)
+
+
+def embedding(weight: int, indices: int, padding_idx) -> int:
+    return _new(_lib.lucid_embedding, weight, indices, 0 if padding_idx is None else 1,
+                0 if padding_idx is None else _int64(padding_idx))
+
+
+# ---- layers and losses ---------------------------------------------------------------------
+
+def softmax(a: int, dim: int, log: bool) -> int:
+    return _new(_lib.lucid_softmax, a, _int64(dim), 1 if log else 0)
+
+
+def dropout(a: int, p: float, training: bool) -> int:
+    return _new(_lib.lucid_dropout, a, p, 1 if training else 0)
+
+
+def layer_norm(a: int, shape, w: int, b: int, eps: float) -> int:
+    arr, n = _dims(shape)
+    return _new(_lib.lucid_layer_norm, a, arr, n, w, b, eps)
+
+
+def group_norm(a: int, groups: int, w: int, b: int, eps: float) -> int:
+    return _new(_lib.lucid_group_norm, a, _int64(groups), w, b, eps)
+
+
+def batch_norm(a, running_mean, running_var, w, b, training, momentum, eps):
+    """(output, new running mean or 0, new running var or 0)."""
+    y, m, v = c_uint64(), c_uint64(), c_uint64()
+    rc = _lib.lucid_batch_norm(a, running_mean, running_var, w, b, 1 if training else 0, momentum, eps, byref(y),
+                               byref(m), byref(v))
+    if rc:
+        _raise(rc)
+    return y.value, m.value, v.value
+
+
+def _params(values):
+    return (c_int64 * len(values))(*[_int64(v) for v in values])
+
+
+def conv2d(x: int, w: int, b: int, params) -> int:
+    return _new(_lib.lucid_conv2d, x, w, b, _params(params))
+
+
+def conv1d(x: int, w: int, b: int, params) -> int:
+    return _new(_lib.lucid_conv1d, x, w, b, _params(params))
+
+
+def conv_transpose2d(x: int, w: int, b: int, params) -> int:
+    return _new(_lib.lucid_conv_transpose2d, x, w, b, _params(params))
+
+
+def max_pool2d(x: int, params, ceil_mode: bool) -> int:
+    return _new(_lib.lucid_max_pool2d, x, _params(params), 1 if ceil_mode else 0)
+
+
+def avg_pool2d(x: int, params, ceil_mode: bool, count_include_pad: bool, divisor: int) -> int:
+    return _new(_lib.lucid_avg_pool2d, x, _params(params), 1 if ceil_mode else 0, 1 if count_include_pad else 0,
+                _int64(divisor))
+
+
+def adaptive_avg_pool2d(x: int, oh: int, ow: int) -> int:
+    return _new(_lib.lucid_adaptive_avg_pool2d, x, _int64(oh), _int64(ow))
+
+
+def attention(q, k, v, mask, causal, scale, dropout_p, need_weights):
+    """(output handle, weights handle or 0)."""
+    o, w = c_uint64(), c_uint64()
+    rc = _lib.lucid_attention(q, k, v, mask, 1 if causal else 0, 0 if scale is None else 1,
+                              0.0 if scale is None else scale, dropout_p, byref(o), byref(w) if need_weights else None)
+    if rc:
+        _raise(rc)
+    return o.value, w.value
+
+
+MSE, L1 = 0, 1
+
+
+def pointwise_loss(kind: int, x: int, y: int, reduction: int) -> int:
+    return _new(_lib.lucid_pointwise_loss, kind, x, y, reduction)
+
+
+def nll_loss(x: int, y: int, w: int, ignore_index: int, reduction: int) -> int:
+    return _new(_lib.lucid_nll_loss, x, y, w, _int64(ignore_index), reduction)
+
+
+def cross_entropy(x: int, y: int, w: int, ignore_index: int, reduction: int, label_smoothing: float) -> int:
+    return _new(_lib.lucid_cross_entropy, x, y, w, _int64(ignore_index), reduction, label_smoothing)
+
+
+def bce_with_logits(x: int, y: int, w: int, pos_weight: int, reduction: int) -> int:
+    return _new(_lib.lucid_bce_with_logits, x, y, w, pos_weight, reduction)
 
 
 def raw_library():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 import operator
+from collections import namedtuple
 
 import numpy as np
 
@@ -42,6 +43,18 @@ def _shape_args(shape, what="shape"):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
     return _int_tuple(shape, what)
+
+
+def _scalar_or_raise(value, what):
+    s = _scalar(value)
+    if s is None:
+        raise TypeError(f"{what} must be a number, got {type(value).__name__}")
+    return s
+
+
+# (values, indices), as torch.max(x, dim) returns.
+MaxResult = namedtuple("max", ["values", "indices"])
+MinResult = namedtuple("min", ["values", "indices"])
 
 
 class Tensor:
@@ -395,6 +408,117 @@ class Tensor:
     def sigmoid(self):
         return self._unary("sigmoid")
 
+    def __pow__(self, o):
+        return self._binary(E.POW, o)
+
+    def __rpow__(self, o):
+        return self._binary(E.POW, o, True)
+
+    def pow(self, exponent):
+        """``self ** exponent`` (a tensor or a number); float32 under autocast."""
+        out = self._binary(E.POW, exponent)
+        if out is NotImplemented:
+            raise TypeError(f"pow(): exponent must be a tensor or a number, got {type(exponent).__name__}")
+        return out
+
+    def _binary_checked(self, op, other, name):
+        out = self._binary(op, other)
+        if out is NotImplemented:
+            raise TypeError(f"{name}(): other must be a tensor or a number, got {type(other).__name__}")
+        return out
+
+    def maximum(self, other):
+        """Elementwise maximum (NaN propagates); ties split the gradient evenly."""
+        return self._binary_checked(E.MAXIMUM, other, "maximum")
+
+    def minimum(self, other):
+        """Elementwise minimum (NaN propagates); ties split the gradient evenly."""
+        return self._binary_checked(E.MINIMUM, other, "minimum")
+
+    def clamp(self, min=None, max=None):
+        """Limits values to ``[min, max]``; the gradient passes where ``min <= x <= max``."""
+        lo = None if min is None else _scalar_or_raise(min, "clamp(): min")
+        hi = None if max is None else _scalar_or_raise(max, "clamp(): max")
+        return Tensor._wrap(E.clamp(self._h, lo, hi))
+
+    clip = clamp
+
+    # ---- comparisons and selection -------------------------------------------------------
+
+    def _compare(self, op, other, reflected=False):
+        if isinstance(other, Tensor):
+            a, b = (other, self) if reflected else (self, other)
+            return Tensor._wrap(E.compare(op, a._h, b._h))
+        s = _scalar(other)
+        if s is None:
+            return NotImplemented
+        return Tensor._wrap(E.compare_scalar(op, self._h, s[0], s[1], s[2], reflected))
+
+    def __eq__(self, o):
+        return self._compare(E.EQ, o)
+
+    def __ne__(self, o):
+        return self._compare(E.NE, o)
+
+    def __lt__(self, o):
+        return self._compare(E.LT, o)
+
+    def __le__(self, o):
+        return self._compare(E.LE, o)
+
+    def __gt__(self, o):
+        return self._compare(E.GT, o)
+
+    def __ge__(self, o):
+        return self._compare(E.GE, o)
+
+    # Tensors hash by identity, as in PyTorch, although == compares elementwise.
+    __hash__ = object.__hash__
+
+    eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
+
+    def _logical(self, other, name):
+        if not isinstance(other, Tensor):
+            s = _scalar(other)
+            if s is None or s[2] != E.SCALAR_BOOL:
+                return NotImplemented
+            from ._creation import tensor
+            other = tensor(bool(other), device=self.device)
+        if self.dtype != bool_ or other.dtype != bool_:
+            raise TypeError(f"{name} is supported for bool tensors only, got {self.dtype} and {other.dtype}")
+        return other
+
+    def __and__(self, o):
+        o = self._logical(o, "&")
+        return o if o is NotImplemented else Tensor._wrap(E.binary(E.MUL, self._h, o._h))
+
+    def __or__(self, o):
+        o = self._logical(o, "|")
+        return o if o is NotImplemented else Tensor._wrap(E.binary(E.MAXIMUM, self._h, o._h))
+
+    def __xor__(self, o):
+        o = self._logical(o, "^")
+        return o if o is NotImplemented else Tensor._wrap(E.compare(E.NE, self._h, o._h))
+
+    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
+
+    def __invert__(self):
+        if self.dtype != bool_:
+            raise TypeError(f"~ is supported for bool tensors only, got {self.dtype}")
+        return Tensor._wrap(E.compare_scalar(E.EQ, self._h, 0.0, 0, E.SCALAR_BOOL, False))
+
+    logical_and, logical_or, logical_xor, logical_not = __and__, __or__, __xor__, __invert__
+
+    def where(self, condition, other):
+        """``self`` where ``condition`` holds, ``other`` elsewhere."""
+        from ._functions import where
+        return where(condition, self, other)
+
+    def masked_fill(self, mask, value):
+        """``value`` where the bool ``mask`` is true, ``self`` elsewhere."""
+        from ._functions import where
+        return where(mask, value, self)
+
     # ---- reductions ----------------------------------------------------------------------
 
     @staticmethod
@@ -411,6 +535,60 @@ class Tensor:
     def mean(self, dim=None, keepdim=False):
         return Tensor._wrap(E.reduce(E.MEAN, self._h, self._dims(dim), keepdim))
 
+    def amax(self, dim=None, keepdim=False):
+        """The max over ``dim`` (all by default); ties share the gradient evenly."""
+        return Tensor._wrap(E.reduce(E.AMAX, self._h, self._dims(dim), keepdim))
+
+    def amin(self, dim=None, keepdim=False):
+        return Tensor._wrap(E.reduce(E.AMIN, self._h, self._dims(dim), keepdim))
+
+    def _extreme(self, dim, keepdim, largest, result):
+        if dim is None:
+            if keepdim:
+                raise TypeError("max()/min() without dim does not take keepdim")
+            return self.amax() if largest else self.amin()
+        v, i = E.max_dim(self._h, operator.index(dim), keepdim, largest)
+        return result(Tensor._wrap(v), Tensor._wrap(i))
+
+    def max(self, dim=None, keepdim=False):
+        """The max of all elements, or ``(values, indices)`` along ``dim``."""
+        return self._extreme(dim, keepdim, True, MaxResult)
+
+    def min(self, dim=None, keepdim=False):
+        """The min of all elements, or ``(values, indices)`` along ``dim``."""
+        return self._extreme(dim, keepdim, False, MinResult)
+
+    def argmax(self, dim=None, keepdim=False):
+        """Index of the max along ``dim``, or into the flattened tensor."""
+        return Tensor._wrap(E.argmax(self._h, None if dim is None else operator.index(dim), keepdim, True))
+
+    def argmin(self, dim=None, keepdim=False):
+        return Tensor._wrap(E.argmax(self._h, None if dim is None else operator.index(dim), keepdim, False))
+
+    def _var(self, dim, unbiased, correction, keepdim, root):
+        if correction is None:
+            correction = 1 if unbiased is None or unbiased else 0
+        elif unbiased is not None:
+            raise TypeError("var()/std(): pass either unbiased or correction, not both")
+        return Tensor._wrap(E.var(self._h, self._dims(dim), float(correction), keepdim, root))
+
+    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        """Variance over ``dim`` with Bessel's correction (``correction=1``) by default."""
+        return self._var(dim, unbiased, correction, keepdim, False)
+
+    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        return self._var(dim, unbiased, correction, keepdim, True)
+
+    def logsumexp(self, dim, keepdim=False):
+        """``log(sum(exp(x)))`` over ``dim``, computed stably; float32 under autocast."""
+        return Tensor._wrap(E.reduce(E.LOGSUMEXP, self._h, self._dims(dim), keepdim))
+
+    def softmax(self, dim):
+        return Tensor._wrap(E.softmax(self._h, operator.index(dim), False))
+
+    def log_softmax(self, dim):
+        return Tensor._wrap(E.softmax(self._h, operator.index(dim), True))
+
     # ---- shape ---------------------------------------------------------------------------
 
     def reshape(self, *shape):
@@ -419,8 +597,42 @@ class Tensor:
     def view(self, *shape):
         return Tensor._wrap(E.reshape(self._h, _shape_args(shape), True))
 
-    def flatten(self):
-        return self.reshape(-1)
+    def flatten(self, start_dim=0, end_dim=-1):
+        return Tensor._wrap(E.flatten(self._h, operator.index(start_dim), operator.index(end_dim)))
+
+    def squeeze(self, dim=None):
+        return Tensor._wrap(E.squeeze(self._h, self._dims(dim)))
+
+    def unsqueeze(self, dim):
+        return Tensor._wrap(E.unsqueeze(self._h, operator.index(dim)))
+
+    def expand(self, *sizes):
+        """A broadcast view at ``sizes`` (-1 keeps a dimension)."""
+        return Tensor._wrap(E.expand(self._h, _shape_args(sizes, "sizes")))
+
+    def expand_as(self, other):
+        return self.expand(other.shape)
+
+    def narrow(self, dim, start, length):
+        return Tensor._wrap(E.narrow(self._h, operator.index(dim), operator.index(start), operator.index(length)))
+
+    def split(self, split_size_or_sections, dim=0):
+        """Views of consecutive pieces: of ``split_size`` entries each, or of the listed sizes."""
+        dim = operator.index(dim)
+        if isinstance(split_size_or_sections, (list, tuple)):
+            sizes = _int_tuple(split_size_or_sections, "split sizes")
+            handles = E.split(self._h, E.SPLIT_SIZES, sizes, dim, len(sizes))
+        else:
+            size = operator.index(split_size_or_sections)
+            n = self.shape[self._wrap_dim(dim)] if self.ndim else 1
+            handles = E.split(self._h, E.SPLIT_SIZE, (size,), dim, n)
+        return tuple(Tensor._wrap(h) for h in handles)
+
+    def chunk(self, chunks, dim=0):
+        chunks, dim = operator.index(chunks), operator.index(dim)
+        n = self.shape[self._wrap_dim(dim)] if self.ndim else 1
+        capacity = min(max(chunks, 1), max(n, 1))  # never more pieces than entries
+        return tuple(Tensor._wrap(h) for h in E.split(self._h, E.SPLIT_CHUNKS, (chunks,), dim, capacity))
 
     def transpose(self, dim0, dim1):
         return Tensor._wrap(E.transpose(self._h, operator.index(dim0), operator.index(dim1)))
@@ -437,7 +649,71 @@ class Tensor:
             raise ValueError(f"t() expects a tensor with at most 2 dimensions, got {self.ndim}")
         return self.T
 
+    # ---- indexing ------------------------------------------------------------------------
+
+    def __getitem__(self, key):
+        items = key if isinstance(key, tuple) else (key,)
+        encoded, keep = [], []
+        for item in items:
+            encoded.append(_index_item(item, self.device, keep))
+        return Tensor._wrap(E.index(self._h, encoded))
+
+    def __setitem__(self, key, value):
+        raise TypeError("lucid tensors are immutable: item assignment is not supported; build the new values with "
+                        "lucid.where(mask, value, x) or x.masked_fill(mask, value)")
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def index_select(self, dim, index):
+        return Tensor._wrap(E.index_select(self._h, operator.index(dim), _tensor_arg(index, "index")._h))
+
+    def gather(self, dim, index):
+        return Tensor._wrap(E.gather(self._h, operator.index(dim), _tensor_arg(index, "index")._h))
+
     def contiguous(self):
         if self.is_contiguous():
             return self
         return Tensor._wrap(E.contiguous(self._h))
+
+
+def _tensor_arg(t, what):
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{what} must be a lucid.Tensor, got {type(t).__name__}")
+    return t
+
+
+def _index_item(item, device, keep):
+    """One subscript item in the engine's encoding; tensors made here are kept alive in ``keep``."""
+    if item is None:
+        return E.INDEX_NONE, (0, 0, 0), 0, 0
+    if item is Ellipsis:
+        return E.INDEX_ELLIPSIS, (0, 0, 0), 0, 0
+    if isinstance(item, slice):
+        parts, flags = [], 0
+        for bit, v in enumerate((item.start, item.stop, item.step)):
+            if v is None:
+                parts.append(0)
+                continue
+            try:
+                parts.append(operator.index(v))
+            except TypeError:
+                raise TypeError(f"slice indices must be integers or None, got {v!r}") from None
+            flags |= 1 << bit
+        return E.INDEX_SLICE, tuple(parts), flags, 0
+    if isinstance(item, Tensor):
+        return E.INDEX_TENSOR, (0, 0, 0), 0, item._h
+    if isinstance(item, (bool, np.bool_, list, np.ndarray)):
+        from ._creation import tensor
+        t = tensor(item, device=device)
+        if t.dtype.is_floating_point:
+            raise IndexError("tensors used as indices must be integer or bool tensors, got float values")
+        keep.append(t)
+        return E.INDEX_TENSOR, (0, 0, 0), 0, t._h
+    try:
+        return E.INDEX_INT, (operator.index(item), 0, 0), 0, 0
+    except TypeError:
+        raise IndexError(f"only integers, slices, None, ..., integer or bool tensors and lists are valid indices, "
+                         f"got {type(item).__name__}") from None

@@ -8,6 +8,9 @@ func binaryKernel(_ code: Int32) throws -> BinaryKernel {
     case 1: return .sub
     case 2: return .mul
     case 3: return .div
+    case 4: return .pow
+    case 5: return .maximum
+    case 6: return .minimum
     default: throw LucidError(.value, "unknown binary op code \(code)")
     }
 }
@@ -50,14 +53,16 @@ public func lucid_linear(_ x: UInt64, _ w: UInt64, _ b: UInt64, _ out: UnsafeMut
 public func lucid_reduce(_ op: Int32, _ a: UInt64, _ dims: UnsafePointer<Int64>?, _ ndims: Int32, _ keepdim: Int32,
                          _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
     abiCall {
-        let k: ReduceKernel
+        let d: [Int]? = ndims < 0 ? nil : try intArray(dims, ndims, "dims")
+        let x = try tensors.get(a), keep = keepdim != 0
         switch op {
-        case 0: k = .sum
-        case 1: k = .mean
+        case 0: try emit(try Reductions.reduce(.sum, x, dims: d, keepdim: keep), out)
+        case 1: try emit(try Reductions.reduce(.mean, x, dims: d, keepdim: keep), out)
+        case 2: try emit(try Reductions.extreme(x, dims: d, keepdim: keep, largest: true), out)
+        case 3: try emit(try Reductions.extreme(x, dims: d, keepdim: keep, largest: false), out)
+        case 4: try emit(try Reductions.logsumexp(x, dims: d, keepdim: keep), out)
         default: throw LucidError(.value, "unknown reduction code \(op)")
         }
-        let d: [Int]? = ndims < 0 ? nil : try intArray(dims, ndims, "dims")
-        try emit(try Reductions.reduce(k, try tensors.get(a), dims: d, keepdim: keepdim != 0), out)
     }
 }
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 from .. import _engine as E
 from .._tensor import Tensor
 
@@ -53,3 +55,229 @@ def sigmoid(input: Tensor) -> Tensor:
 
 def tanh(input: Tensor) -> Tensor:
     return _unary("tanh", input)
+
+
+def _h(t, what):
+    """The handle of an optional tensor argument (0 for None)."""
+    if t is None:
+        return 0
+    _check(t, what)
+    return t._h
+
+
+def _pair(v, what):
+    if isinstance(v, (tuple, list)):
+        if len(v) != 2:
+            raise ValueError(f"{what} must be an int or a pair of ints, got {v!r}")
+        return tuple(operator.index(x) for x in v)
+    try:
+        v = operator.index(v)
+    except TypeError:
+        raise TypeError(f"{what} must be an int or a pair of ints, got {v!r}") from None
+    return v, v
+
+
+def _single(v, what):
+    if isinstance(v, (tuple, list)):
+        if len(v) != 1:
+            raise ValueError(f"{what} must be an int or a 1-tuple, got {v!r}")
+        v = v[0]
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise TypeError(f"{what} must be an int, got {v!r}") from None
+
+
+def _reduction(reduction):
+    if reduction not in E.REDUCTIONS:
+        raise ValueError(f"reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    return E.REDUCTIONS[reduction]
+
+
+# ---- activations ---------------------------------------------------------------------------
+
+def softmax(input: Tensor, dim: int) -> Tensor:
+    """exp(x) / sum(exp(x)) along ``dim``; float32 under autocast."""
+    _check(input, "input")
+    return input.softmax(dim)
+
+
+def log_softmax(input: Tensor, dim: int) -> Tensor:
+    """x - logsumexp(x) along ``dim``; float32 under autocast."""
+    _check(input, "input")
+    return input.log_softmax(dim)
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zeroes elements with probability ``p`` and scales the rest by 1/(1-p) when training."""
+    _check(input, "input")
+    return Tensor._wrap(E.dropout(input._h, float(p), bool(training)))
+
+
+# ---- normalisation -------------------------------------------------------------------------
+
+def layer_norm(input: Tensor, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    """Normalises over the trailing ``normalized_shape`` dimensions; float32 under autocast."""
+    _check(input, "input")
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    return Tensor._wrap(E.layer_norm(input._h, shape, _h(weight, "weight"), _h(bias, "bias"), float(eps)))
+
+
+def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    """Normalises each group of channels of [N, C, *] input; float32 under autocast."""
+    _check(input, "input")
+    return Tensor._wrap(E.group_norm(input._h, operator.index(num_groups), _h(weight, "weight"), _h(bias, "bias"),
+                                     float(eps)))
+
+
+def _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps):
+    """(output, new running mean, new running var); the statistics are None unless updated."""
+    _check(input, "input")
+    y, m, v = E.batch_norm(input._h, _h(running_mean, "running_mean"), _h(running_var, "running_var"),
+                           _h(weight, "weight"), _h(bias, "bias"), bool(training), float(momentum), float(eps))
+    wrap = lambda h: Tensor._wrap(h) if h else None  # noqa: E731
+    return Tensor._wrap(y), wrap(m), wrap(v)
+
+
+def batch_norm(input: Tensor, running_mean=None, running_var=None, weight=None, bias=None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Batch normalisation of [N, C, *] input, computed in float32, returned in the input's
+    dtype. lucid tensors are immutable, so the running statistics cannot be updated in
+    place here; ``nn.BatchNorm1d``/``BatchNorm2d`` keep them."""
+    return _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)[0]
+
+
+# ---- convolution and pooling ---------------------------------------------------------------
+
+def conv2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
+    """2-D cross-correlation; lower precision under autocast."""
+    _check(input, "input")
+    _check(weight, "weight")
+    if padding == "valid":
+        padding = 0
+    params = (*_pair(stride, "stride"), *_pair(padding, "padding"), *_pair(dilation, "dilation"), operator.index(groups))
+    return Tensor._wrap(E.conv2d(input._h, weight._h, _h(bias, "bias"), params))
+
+
+def conv1d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
+    """1-D cross-correlation of [N, C, L] input; lower precision under autocast."""
+    _check(input, "input")
+    _check(weight, "weight")
+    if padding == "valid":
+        padding = 0
+    params = (_single(stride, "stride"), _single(padding, "padding"), _single(dilation, "dilation"),
+              operator.index(groups))
+    return Tensor._wrap(E.conv1d(input._h, weight._h, _h(bias, "bias"), params))
+
+
+def conv_transpose2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1,
+                     dilation=1) -> Tensor:
+    """The transpose of conv2d (weights [in, out/groups, kh, kw]); lower precision under autocast."""
+    _check(input, "input")
+    _check(weight, "weight")
+    params = (*_pair(stride, "stride"), *_pair(padding, "padding"), *_pair(output_padding, "output_padding"),
+              *_pair(dilation, "dilation"), operator.index(groups))
+    return Tensor._wrap(E.conv_transpose2d(input._h, weight._h, _h(bias, "bias"), params))
+
+
+def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False) -> Tensor:
+    """The max over each window (padding counts as -inf)."""
+    _check(input, "input")
+    if return_indices:
+        raise NotImplementedError("max_pool2d(return_indices=True) is not supported")
+    k = _pair(kernel_size, "kernel_size")
+    s = k if stride is None or stride == [] else _pair(stride, "stride")
+    params = (*k, *s, *_pair(padding, "padding"), *_pair(dilation, "dilation"))
+    return Tensor._wrap(E.max_pool2d(input._h, params, bool(ceil_mode)))
+
+
+def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override=None) -> Tensor:
+    """The mean over each window, with PyTorch's divisor rules."""
+    _check(input, "input")
+    k = _pair(kernel_size, "kernel_size")
+    s = k if stride is None or stride == [] else _pair(stride, "stride")
+    divisor = 0 if divisor_override is None else operator.index(divisor_override)
+    if divisor_override is not None and divisor <= 0:
+        raise ValueError(f"divisor_override must be positive, got {divisor_override!r}")
+    params = (*k, *s, *_pair(padding, "padding"))
+    return Tensor._wrap(E.avg_pool2d(input._h, params, bool(ceil_mode), bool(count_include_pad), divisor))
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
+    """Averages over the windows that split each plane into ``output_size`` cells (None keeps
+    a dimension)."""
+    _check(input, "input")
+    if isinstance(output_size, (tuple, list)) and len(output_size) == 2:
+        oh = input.shape[-2] if output_size[0] is None else output_size[0]
+        ow = input.shape[-1] if output_size[1] is None else output_size[1]
+    else:
+        oh, ow = _pair(output_size, "output_size")
+    return Tensor._wrap(E.adaptive_avg_pool2d(input._h, operator.index(oh), operator.index(ow)))
+
+
+# ---- attention and embedding ---------------------------------------------------------------
+
+def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights):
+    for t, what in ((query, "query"), (key, "key"), (value, "value")):
+        _check(t, what)
+    o, w = E.attention(query._h, key._h, value._h, _h(attn_mask, "attn_mask"), bool(is_causal),
+                       None if scale is None else float(scale), float(dropout_p), need_weights)
+    return Tensor._wrap(o), (Tensor._wrap(w) if need_weights else None)
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale=None) -> Tensor:
+    """softmax(q·kᵀ·scale + mask)·v over the last two dimensions. A bool ``attn_mask`` is True
+    where attention is allowed; a float one is added to the scores. The products run in lower
+    precision under autocast, the softmax in float32."""
+    return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, False)[0]
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx=None) -> Tensor:
+    """Rows of ``weight`` at the integer ``input``; the ``padding_idx`` row gets no gradient."""
+    _check(input, "input")
+    _check(weight, "weight")
+    return Tensor._wrap(E.embedding(weight._h, input._h, None if padding_idx is None else operator.index(padding_idx)))
+
+
+# ---- losses (float32 under autocast) -------------------------------------------------------
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    _check(input, "input")
+    _check(target, "target")
+    return Tensor._wrap(E.pointwise_loss(E.MSE, input._h, target._h, _reduction(reduction)))
+
+
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    _check(input, "input")
+    _check(target, "target")
+    return Tensor._wrap(E.pointwise_loss(E.L1, input._h, target._h, _reduction(reduction)))
+
+
+def nll_loss(input: Tensor, target: Tensor, weight=None, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of class indices under log-probabilities [N, C, *]."""
+    _check(input, "input")
+    _check(target, "target")
+    return Tensor._wrap(E.nll_loss(input._h, target._h, _h(weight, "weight"), operator.index(ignore_index),
+                                   _reduction(reduction)))
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight=None, ignore_index: int = -100, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """log_softmax + nll_loss on logits [N, C, *], with class-index targets (``ignore_index``,
+    ``label_smoothing``) or class-probability targets of the input's shape."""
+    _check(input, "input")
+    _check(target, "target")
+    return Tensor._wrap(E.cross_entropy(input._h, target._h, _h(weight, "weight"), operator.index(ignore_index),
+                                        _reduction(reduction), float(label_smoothing)))
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None, reduction: str = "mean",
+                                     pos_weight=None) -> Tensor:
+    """Sigmoid and binary cross-entropy in one numerically stable expression."""
+    _check(input, "input")
+    _check(target, "target")
+    return Tensor._wrap(E.bce_with_logits(input._h, target._h, _h(weight, "weight"), _h(pos_weight, "pos_weight"),
+                                          _reduction(reduction)))

@@ -13,6 +13,12 @@ from .module import Module
 from .parameter import Parameter
 
 
+def uniform_parameter(shape, bound: float, dtype=None, device="cpu") -> Parameter:
+    """A parameter drawn uniformly from ±bound (PyTorch's default layer initialisation)."""
+    d = float32 if dtype is None else check_dtype(dtype)
+    return Parameter(((_creation.rand(*shape) * 2.0 - 1.0) * bound).to(d).to(device))
+
+
 class Linear(Module):
     """``y = x @ weight.T + bias``, weights drawn uniformly from ±1/sqrt(in_features)
     (PyTorch's default initialisation)."""
@@ -23,15 +29,10 @@ class Linear(Module):
         self.out_features = operator.index(out_features)
         if self.in_features < 0 or self.out_features < 0:
             raise ValueError(f"Linear features must be non-negative, got {in_features} and {out_features}")
-        d = float32 if dtype is None else check_dtype(dtype)
         bound = 1.0 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
-
-        def uniform(*shape):
-            return Parameter(((_creation.rand(*shape) * 2.0 - 1.0) * bound).to(d).to(device))
-
-        self.weight = uniform(self.out_features, self.in_features)
+        self.weight = uniform_parameter((self.out_features, self.in_features), bound, dtype, device)
         if bias:
-            self.bias = uniform(self.out_features)
+            self.bias = uniform_parameter((self.out_features,), bound, dtype, device)
         else:
             self.register_parameter("bias", None)
 
@@ -71,6 +72,43 @@ class Tanh(Module):
 class Sigmoid(Module):
     def forward(self, x):
         return F.sigmoid(x)
+
+
+class Softmax(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        if self.dim is None:
+            raise ValueError("Softmax needs a dim (Softmax(dim=-1) for the last dimension)")
+        return F.softmax(x, self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Softmax):
+    def forward(self, x):
+        if self.dim is None:
+            raise ValueError("LogSoftmax needs a dim (LogSoftmax(dim=-1) for the last dimension)")
+        return F.log_softmax(x, self.dim)
+
+
+class Dropout(Module):
+    """Zeroes elements with probability ``p`` in training mode; the identity in eval mode."""
+
+    def __init__(self, p: float = 0.5):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability has to be between 0 and 1, got {p}")
+        self.p = float(p)
+
+    def forward(self, x):
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}"
 
 
 class Sequential(Module):

@@ -14,6 +14,8 @@ class Module:
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "training", True)
 
     def __setattr__(self, name, value):
@@ -21,6 +23,12 @@ class Module:
         if params is None:
             raise AttributeError("call Module.__init__() before assigning attributes")
         modules = self.__dict__["_modules"]
+        buffers = self.__dict__["_buffers"]
+        if name in buffers and not isinstance(value, (Parameter, Module)):
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign {type(value).__name__} as buffer {name!r} (expected a Tensor or None)")
+            buffers[name] = value
+            return
         params.pop(name, None)
         modules.pop(name, None)
         if isinstance(value, Parameter):
@@ -36,6 +44,8 @@ class Module:
             return d["_parameters"][name]
         if name in d.get("_modules", ()):
             return d["_modules"][name]
+        if name in d.get("_buffers", ()):
+            return d["_buffers"][name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __delattr__(self, name):
@@ -43,6 +53,9 @@ class Module:
             del self._parameters[name]
         elif name in self._modules:
             del self._modules[name]
+        elif name in self._buffers:
+            del self._buffers[name]
+            self._non_persistent.discard(name)
         else:
             object.__delattr__(self, name)
 
@@ -53,6 +66,32 @@ class Module:
             raise TypeError(f"cannot register {type(param).__name__} as parameter {name!r} (expected Parameter or None)")
         else:
             self._parameters[name] = param
+
+    def register_buffer(self, name: str, tensor, persistent: bool = True):
+        """Registers a tensor that is state but not a parameter (e.g. running statistics):
+        moved by ``to()`` and, when ``persistent``, saved in ``state_dict()``."""
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(f"buffer name must be a non-empty string without '.', got {name!r}")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot register {type(tensor).__name__} as buffer {name!r} (expected a Tensor or None)")
+        if name in self._parameters or name in self._modules:
+            raise KeyError(f"attribute {name!r} already exists")
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
+            self._non_persistent.add(name)
+
+    def named_buffers(self, prefix="", recurse=True):
+        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mp, m in mods:
+            for name, b in m._buffers.items():
+                if b is not None:
+                    yield (f"{mp}.{name}" if mp else name), b
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
@@ -125,6 +164,10 @@ class Module:
             new = p.to(dtype=dtype if p.dtype.is_floating_point else None, device=dev)
             if new is not p:
                 p._replace(E.set_requires_grad(new._h, p.requires_grad))
+        for m in self.modules():
+            for name, b in m._buffers.items():
+                if b is not None:
+                    m._buffers[name] = b.to(dtype=dtype if b.dtype.is_floating_point else None, device=dev)
         return self
 
     def float(self):
@@ -135,32 +178,47 @@ class Module:
 
     # ---- state ---------------------------------------------------------------------------
 
+    def _named_state(self):
+        """(name, owning module, attribute, tensor) for every parameter and persistent buffer."""
+        for mp, m in self.named_modules():
+            for name, p in m._parameters.items():
+                if p is not None:
+                    yield (f"{mp}.{name}" if mp else name), m, name, p
+            for name, b in m._buffers.items():
+                if b is not None and name not in m._non_persistent:
+                    yield (f"{mp}.{name}" if mp else name), m, name, b
+
     def state_dict(self):
-        """An ordered mapping from parameter names to tensors sharing their storage."""
-        return OrderedDict((name, p.detach()) for name, p in self.named_parameters())
+        """An ordered mapping from parameter and persistent buffer names to their tensors
+        (detached, sharing storage)."""
+        return OrderedDict((name, t.detach()) for name, _, _, t in self._named_state())
 
     def load_state_dict(self, state_dict, strict: bool = True):
         """Copies values into the parameters (converted to each parameter's dtype and device).
 
         Returns ``(missing_keys, unexpected_keys)``; with ``strict`` either one raises.
         """
-        own = dict(self.named_parameters())
+        own = {name: (m, attr, t) for name, m, attr, t in self._named_state()}
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
             raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
-        for name, p in own.items():
+        for name, (_, _, t) in own.items():
             if name not in state_dict:
                 continue
             v = state_dict[name]
             if not isinstance(v, Tensor):
                 raise TypeError(f"load_state_dict: {name!r} must be a lucid.Tensor, got {type(v).__name__}")
-            if v.shape != p.shape:
-                raise ValueError(f"load_state_dict: {name!r} has shape {v.shape}, the parameter has {p.shape}")
-        for name, p in own.items():
-            if name in state_dict:
-                v = state_dict[name].to(dtype=p.dtype, device=p.device, copy=True)
-                p._replace(E.set_requires_grad(v._h, p.requires_grad))
+            if v.shape != t.shape:
+                raise ValueError(f"load_state_dict: {name!r} has shape {v.shape}, the module's has {t.shape}")
+        for name, (m, attr, t) in own.items():
+            if name not in state_dict:
+                continue
+            v = state_dict[name].to(dtype=t.dtype, device=t.device, copy=True)
+            if isinstance(t, Parameter):
+                t._replace(E.set_requires_grad(v._h, t.requires_grad))
+            else:
+                m._buffers[attr] = v.detach()
         return missing, unexpected
 
     # ---- display -------------------------------------------------------------------------

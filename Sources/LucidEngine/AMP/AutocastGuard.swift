@@ -107,6 +107,15 @@ public enum Autocast {
         return AMPRegistry.innermostEnabledDType()
     }
 
+    /// Runs `body` with autocast off on both devices of the calling thread, restoring the
+    /// state after (backward passes, and the ops a composite op is built from).
+    static func disabled<R>(_ body: () throws -> R) throws -> R {
+        guard isEnabled() else { return try body() }
+        let scopes = [try enterScope(.cpu, enabled: false), try enterScope(.metal, enabled: false)]
+        defer { for s in scopes.reversed() { try? exitScope(s) } }
+        return try body()
+    }
+
     /// The dtype lower-precision ops on `device` cast to, or nil when autocast leaves them
     /// alone. The CPU stream has no float16 kernels, so a CPU float16 scope casts nothing.
     @inline(__always)

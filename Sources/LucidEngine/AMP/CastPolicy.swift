@@ -33,6 +33,13 @@ public struct OpInfo: Sendable {
         self.cpuBFloat16 = cpuBFloat16
     }
 
+    /// Applies this op's policy to `inputs`, then runs `body` on the cast inputs with autocast
+    /// off: the ops a composite op is built from keep the dtypes its own policy chose.
+    func run<R>(_ inputs: [TensorImpl], _ body: ([TensorImpl]) throws -> R) throws -> R {
+        let cast = try autocast(inputs)
+        return try Autocast.disabled { try body(cast) }
+    }
+
     /// Applies this op's autocast policy to its inputs (all on one device).
     func autocast(_ inputs: [TensorImpl]) throws -> [TensorImpl] {
         guard policy != .none, let first = inputs.first,

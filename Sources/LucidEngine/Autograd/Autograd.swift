@@ -54,9 +54,7 @@ package enum Autograd {
             }
             seed = try Creation.full(root.shape, value: ScalarOperand(float: 1), dtype: root.dtype, device: root.device)
         }
-        let scopes = [try Autocast.enterScope(.cpu, enabled: false), try Autocast.enterScope(.metal, enabled: false)]
-        defer { for s in scopes.reversed() { try? Autocast.exitScope(s) } }
-        try GradMode.with(false) { try run(root, seed, retainGraph: retainGraph) }
+        try Autocast.disabled { try GradMode.with(false) { try run(root, seed, retainGraph: retainGraph) } }
     }
 
     private static func run(_ root: TensorImpl, _ seed: TensorImpl, retainGraph: Bool) throws {

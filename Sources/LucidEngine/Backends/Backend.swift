@@ -1,8 +1,21 @@
 /// Elementwise binary kernels. The op layer has already chosen the dtype: `a`, `b` and the
 /// output share it, and `a`/`b` are broadcast views of the output's shape.
-package enum BinaryKernel: Sendable { case add, sub, mul, div }
+package enum BinaryKernel: Sendable { case add, sub, mul, div, pow, maximum, minimum }
 
+/// Elementwise comparisons: operands share a dtype, the output is bool.
+package enum CompareKernel: Int32, Sendable, CaseIterable { case eq = 0, ne, lt, le, gt, ge }
 
+/// Geometry of a sliding 2-D window over [N, C, H, W] input: `im2col` gathers each window
+/// into a column of [N, C·kh·kw, oh·ow], `col2im` sums columns back.
+struct WindowGeometry: Sendable, Equatable {
+    var kernel: (Int, Int), stride: (Int, Int), padding: (Int, Int), dilation: (Int, Int)
+    var input: (Int, Int), output: (Int, Int)
+
+    static func == (a: Self, b: Self) -> Bool {
+        a.kernel == b.kernel && a.stride == b.stride && a.padding == b.padding && a.dilation == b.dilation
+            && a.input == b.input && a.output == b.output
+    }
+}
 
 /// Reductions over a set of axes.
 package enum ReduceKernel: Sendable { case sum, mean }
@@ -72,6 +85,28 @@ protocol Backend: AnyObject, Sendable {
     /// `out = grad * invScale` computed in float32; returns whether any result (or input) is
     /// infinite or NaN. `grad` and `out` are contiguous and share a floating dtype.
     func unscale(_ grad: TensorImpl, invScale: Float, into out: TensorImpl) -> Bool
+    /// `out = a op b` as bool; `a`, `b` share a dtype and are broadcast views of out's shape.
+    func compare(_ op: CompareKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
+    /// `out = cond ? a : b`; `cond` is bool, `a`/`b` share out's dtype, all broadcast views.
+    func select(_ cond: TensorImpl, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
+    /// The max (or min) of `a` along `axis` and its first index (NaN counts as the largest and
+    /// smallest). `values` (optional, a's dtype) and `indices` (int64) have a's shape without
+    /// `axis`; `a.shape[axis]` is non-zero.
+    func argReduce(max: Bool, _ a: TensorImpl, axis: Int, values: TensorImpl?, indices: TensorImpl)
+    /// `out[i] = a[i with dimension dim replaced by index[i]]` (torch.gather); `index` is int64
+    /// with out's shape, no larger than `a` in the other dimensions. Returns the first index
+    /// outside `0..<a.shape[dim]` (writing nothing meaningful), or nil.
+    func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl) -> Int64?
+    /// `out[i with dim replaced by index[i]] += src[i]`, accumulated in float32 (int64 for
+    /// integers); `out` is contiguous and zeroed here first. Indices have been checked.
+    func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl)
+    /// Windows of `x` ([N, C, H, W], any strides, floating) into contiguous `cols`
+    /// ([N, C·kh·kw, oh·ow]); positions outside the input read `padValue`.
+    func im2col(_ x: TensorImpl, _ g: WindowGeometry, padValue: Float, into cols: TensorImpl)
+    /// The adjoint of `im2col`: sums `cols` into contiguous `x` (in float32, rounding once).
+    func col2im(_ cols: TensorImpl, _ g: WindowGeometry, into x: TensorImpl)
+    /// Row-major flat positions of the true elements of a bool tensor.
+    func nonzero(_ mask: TensorImpl) -> [Int]
     /// One Adam (or AdamW, `decoupled`) update, likewise.
     func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, hyper: AdamHyper,
                   newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl)

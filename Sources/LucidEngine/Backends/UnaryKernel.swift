@@ -83,4 +83,10 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
 enum LibM {
     @inline(__always) static func exp(_ x: Float) -> Float { expf(x) }
     @inline(__always) static func log(_ x: Float) -> Float { logf(x) }
+    @inline(__always) static func pow(_ x: Float, _ y: Float) -> Float { powf(x, y) }
+#if canImport(Glibc)
+    @inline(__always) static func log(_ x: Double) -> Double { Glibc.log(x) }
+#elseif canImport(Darwin)
+    @inline(__always) static func log(_ x: Double) -> Double { Darwin.log(x) }
+#endif
 }

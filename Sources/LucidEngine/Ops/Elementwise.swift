@@ -1,11 +1,18 @@
-/// add, sub, mul, div, neg and relu, with broadcasting and PyTorch's type promotion.
+/// Binary arithmetic (add, sub, mul, div, pow, maximum, minimum) and the unary math ops, with
+/// broadcasting and PyTorch's type promotion.
 package enum Elementwise {
     static let add = OpInfo("add", .none)
     static let sub = OpInfo("sub", .none)
     static let mul = OpInfo("mul", .none)
     static let div = OpInfo("div", .none)
+    /// On PyTorch's float32 autocast list.
+    static let pow = OpInfo("pow", .float32)
+    static let maximum = OpInfo("maximum", .none)
+    static let minimum = OpInfo("minimum", .none)
     static let neg = OpInfo("neg", .none)
     static let relu = OpInfo("relu", .none)
+
+    static let binaryInfos = [add, sub, mul, div, pow, maximum, minimum]
 
     static func info(_ k: BinaryKernel) -> OpInfo {
         switch k {
@@ -13,6 +20,9 @@ package enum Elementwise {
         case .sub: return sub
         case .mul: return mul
         case .div: return div
+        case .pow: return pow
+        case .maximum: return maximum
+        case .minimum: return minimum
         }
     }
 
@@ -46,6 +56,24 @@ package enum Elementwise {
         if k == .sub && dtype == .bool {
             throw LucidError.type("sub: subtracting bool tensors is not supported; use logical_xor (or ^) instead")
         }
+        if k == .pow && dtype == .bool {
+            throw LucidError.type("pow: not supported for bool tensors")
+        }
+    }
+
+    /// 1 where `x > y`, ½ where they are equal, 0 elsewhere: the share of a maximum's gradient
+    /// that goes to `x` (ties split evenly, as in PyTorch).
+    private static func maxShare(_ x: TensorImpl, _ y: TensorImpl, larger: Bool) throws -> TensorImpl {
+        let wins = try Ops.cast(try Comparison.compare(larger ? .gt : .lt, x, y), to: x.dtype)
+        let ties = try Ops.cast(try Comparison.compare(.eq, x, y), to: x.dtype)
+        return try binary(.add, wins, try binary(.mul, ties, scalar: ScalarOperand(float: 0.5), scalarFirst: false))
+    }
+
+    /// d(x**y)/dy = x**y · log x, taken as 0 where x is 0 (the limit for y > 0).
+    private static func powExponentGrad(_ g: TensorImpl, _ x: TensorImpl, _ out: TensorImpl) throws -> TensorImpl {
+        let full = try binary(.mul, try binary(.mul, g, out), try unary(.log, x))
+        let zero = try Comparison.compare(.eq, x, scalar: ScalarOperand(float: 0))
+        return try Comparison.where(zero, scalar: ScalarOperand(float: 0), full)
     }
 
     private static func computeType(_ k: BinaryKernel, _ dtype: DType) -> DType {
@@ -72,6 +100,13 @@ package enum Elementwise {
             case .mul: (gx, gy) = (try binary(.mul, g, y), try binary(.mul, g, x))
             case .div:  // d(x/y)/dy = -(x/y)/y
                 (gx, gy) = (try binary(.div, g, y), try unary(.neg, try binary(.div, try binary(.mul, g, out), y)))
+            case .pow:  // d(x**y)/dx = y·x**(y-1)
+                let ym1 = try binary(.sub, y, scalar: ScalarOperand(int: 1), scalarFirst: false)
+                (gx, gy) = (try binary(.mul, try binary(.mul, g, y), try binary(.pow, x, ym1)), try powExponentGrad(g, x, out))
+            case .maximum, .minimum:
+                let share = try maxShare(x, y, larger: k == .maximum)
+                let gxs = try binary(.mul, g, share)
+                (gx, gy) = (gxs, try binary(.sub, g, gxs))
             }
             return [try Autograd.reduce(gx, to: x.shape), try Autograd.reduce(gy, to: y.shape)]
         }
@@ -82,6 +117,9 @@ package enum Elementwise {
         let x0 = try op.autocast([a])[0]
         let dtype = computeType(k, resultType(x0, scalar))
         try checkBool(k, dtype)
+        if k == .pow, !scalarFirst, !dtype.isFloatingPoint, scalar.value.int < 0 {
+            throw LucidError.runtime("pow: integers to negative integer powers are not allowed")
+        }
         let x = try Ops.cast(x0, to: dtype)
         let out = try TensorImpl.empty(x.shape, dtype: dtype, on: x.backend)
         out.backend.binary(k, x, scalar: scalar.value, scalarFirst: scalarFirst, into: out)
@@ -94,6 +132,16 @@ package enum Elementwise {
                 if !scalarFirst { return [try binary(.div, g, scalar: scalar, scalarFirst: false)] }
                 // d(s/x)/dx = -(s/x)/x
                 return [try unary(.neg, try binary(.div, try binary(.mul, g, out), x))]
+            case .pow:
+                if scalarFirst {  // d(s**x)/dx = s**x · log s
+                    return [try binary(.mul, try binary(.mul, g, out), scalar: ScalarOperand(float: LibM.log(scalar.value.double)), scalarFirst: false)]
+                }
+                // d(x**s)/dx = s·x**(s-1)
+                let lowered = ScalarOperand(float: scalar.value.double - 1)
+                return [try binary(.mul, try binary(.mul, g, try binary(.pow, x, scalar: lowered, scalarFirst: false)), scalar: scalar, scalarFirst: false)]
+            case .maximum, .minimum:
+                let s = try Ops.scalarTensor(scalar, dtype: x.dtype, device: x.device)
+                return [try binary(.mul, g, try maxShare(x, s, larger: k == .maximum))]
             }
         }
     }

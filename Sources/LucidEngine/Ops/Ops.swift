@@ -3,13 +3,21 @@
 package enum Ops {
     /// Every op's declaration; `OpTable` serves it to Python and Swift.
     static let declarations: [OpInfo] = [
-        Elementwise.add, Elementwise.sub, Elementwise.mul, Elementwise.div,
-    ] + Elementwise.unaryInfos + [
+    ] + Elementwise.binaryInfos + Elementwise.unaryInfos + Comparison.infos + [
         LinearAlgebra.matmul, LinearAlgebra.linear,
         Reductions.sum, Reductions.mean,
+    ] + Reductions.extraInfos + [
         ShapeOps.reshape, ShapeOps.view, ShapeOps.transpose, ShapeOps.permute, ShapeOps.contiguous,
+    ] + ShapeOps.extraInfos + Indexing.infos + Activations.infos + Normalization.infos + Convolution.infos
+      + Attention.infos + Losses.infos + [
         Conversion.to,
     ]
+
+    /// A 0-d tensor holding a Python-style scalar in `dtype`, for ops whose kernels take
+    /// tensors only (the scalar has already taken part in choosing `dtype`).
+    static func scalarTensor(_ s: ScalarOperand, dtype: DType, device: Device) throws -> TensorImpl {
+        try Creation.full([], value: s, dtype: dtype, device: device)
+    }
 
     /// Throws unless every tensor is on one device.
     static func checkSameDevice(_ op: String, _ tensors: [TensorImpl]) throws {

@@ -47,3 +47,133 @@ package enum Reductions {
         }
     }
 }
+
+/// max/min (with indices), argmax/argmin, amax/amin, var/std and logsumexp.
+extension Reductions {
+    static let max = OpInfo("max", .none)
+    static let min = OpInfo("min", .none)
+    static let argmax = OpInfo("argmax", .none)
+    static let argmin = OpInfo("argmin", .none)
+    static let amax = OpInfo("amax", .none)
+    static let amin = OpInfo("amin", .none)
+    static let variance = OpInfo("var", .float32)
+    static let std = OpInfo("std", .float32)
+    static let logsumexp = OpInfo("logsumexp", .float32)
+    static let extraInfos = [max, min, argmax, argmin, amax, amin, variance, std, logsumexp]
+
+    private static func checkNonEmpty(_ a: TensorImpl, axis: Int?, op: String) throws {
+        let empty = axis.map { a.ndim > 0 && a.shape[$0] == 0 } ?? (a.numel == 0)
+        if empty {
+            throw LucidError.index("\(op): cannot reduce over a zero-size dimension of a tensor of shape \(a.shape) (no identity)")
+        }
+        if a.dtype == .bool { throw LucidError.type("\(op): not supported for bool tensors") }
+    }
+
+    /// `a` with `axes` moved last and merged into one: [kept..., reduced].
+    private static func mergedLast(_ a: TensorImpl, axes: [Int]) throws -> TensorImpl {
+        let kept = (0..<a.ndim).filter { !axes.contains($0) }
+        let moved = try ShapeOps.permute(a, kept + axes)
+        var n = 1
+        for ax in axes { n *= a.shape[ax] }
+        return try ShapeOps.reshape(moved, kept.map { a.shape[$0] } + [n])
+    }
+
+    /// (values, int64 indices) of the max (or min) along `dim`, like `torch.max(x, dim)`.
+    /// The gradient goes to the chosen element.
+    package static func extremeWithIndices(_ a: TensorImpl, dim: Int, keepdim: Bool, largest: Bool) throws -> (TensorImpl, TensorImpl) {
+        let op = largest ? max : min
+        let axis = try Shape.wrapDim(dim, ndim: a.ndim, op: op.name)
+        try checkNonEmpty(a, axis: a.ndim == 0 ? nil : axis, op: op.name)
+        let x = a.ndim == 0 ? a.view(shape: [1], strides: [1]) : a
+        var outShape = x.shape
+        outShape.remove(at: axis)
+        let values = try TensorImpl.empty(outShape, dtype: x.dtype, on: x.backend)
+        let indices = try TensorImpl.empty(outShape, dtype: .int64, on: x.backend)
+        x.backend.argReduce(max: largest, x, axis: axis, values: values, indices: indices)
+        var kept = x.shape
+        kept[axis] = 1
+        let shape = a.ndim == 0 ? [] : (keepdim ? kept : outShape)
+        let v = values.view(shape: shape, strides: Shape.contiguousStrides(shape))
+        let i = indices.view(shape: shape, strides: Shape.contiguousStrides(shape))
+        let tracked = Autograd.record(v, Autograd.name(op), [a]) { g in
+            let gk = try ShapeOps.reshape(g, kept), ik = indices.view(shape: kept, strides: Shape.contiguousStrides(kept))
+            return [try ShapeOps.reshape(try Indexing.scatterAdd(gk, dim: axis, index: ik, shape: x.shape), a.shape)]
+        }
+        return (tracked, i)
+    }
+
+    /// Index of the max (or min) along `dim`, or into the flattened tensor when `dim` is nil.
+    package static func argExtreme(_ a: TensorImpl, dim: Int?, keepdim: Bool, largest: Bool) throws -> TensorImpl {
+        let op = largest ? argmax : argmin
+        let detached = a.withRequiresGrad(false)
+        guard let dim else {
+            try checkNonEmpty(a, axis: nil, op: op.name)
+            let flat = try ShapeOps.reshape(detached, [-1])
+            let (_, i) = try extremeWithIndices(flat, dim: 0, keepdim: false, largest: largest)
+            return keepdim ? try ShapeOps.reshape(i, [Int](repeating: 1, count: a.ndim)) : i
+        }
+        return try extremeWithIndices(detached, dim: dim, keepdim: keepdim, largest: largest).1
+    }
+
+    /// The max (or min) over `dims` (all when nil or empty), like `torch.amax`; `torch.max(x)`
+    /// is this over every dimension. The gradient is shared evenly between tied elements.
+    package static func extreme(_ a: TensorImpl, dims: [Int]?, keepdim: Bool, largest: Bool) throws -> TensorImpl {
+        let op = largest ? amax : amin
+        let axes = try Self.axes(dims, ndim: a.ndim, op: op.name)
+        for ax in axes { try checkNonEmpty(a, axis: ax, op: op.name) }
+        if a.numel == 0 && axes.isEmpty { try checkNonEmpty(a, axis: nil, op: op.name) }
+        let merged = try GradMode.with(false) { try mergedLast(a.withRequiresGrad(false), axes: axes) }
+        let values = try GradMode.with(false) {
+            try extremeWithIndices(merged, dim: -1, keepdim: false, largest: largest).0
+        }
+        var kept = a.shape
+        for ax in axes { kept[ax] = 1 }
+        let squeezed = a.shape.enumerated().filter { !axes.contains($0.offset) }.map(\.element)
+        let shape = keepdim ? kept : squeezed
+        let out = values.view(shape: shape, strides: Shape.contiguousStrides(shape))
+        return Autograd.record(out, Autograd.name(op), [a]) { g in
+            let hit = try Ops.cast(try Comparison.compare(.eq, a, try ShapeOps.reshape(out, kept)), to: g.dtype)
+            let count = try reduce(.sum, hit, dims: axes, keepdim: true)
+            return [try Elementwise.binary(.mul, hit, try Elementwise.binary(.div, try ShapeOps.reshape(g, kept), count))]
+        }
+    }
+
+    /// Variance over `dims` with Bessel's `correction` (PyTorch's default 1), in float32 under
+    /// autocast; `std` is its square root.
+    package static func variance(_ a: TensorImpl, dims: [Int]?, correction: Double, keepdim: Bool, root: Bool) throws -> TensorImpl {
+        let op = root ? std : variance
+        let axes = try Self.axes(dims, ndim: a.ndim, op: op.name)
+        let x = try op.autocast([a])[0]
+        guard x.dtype.isFloatingPoint else {
+            throw LucidError.type("\(op.name): input dtype must be floating point, got \(x.dtype)")
+        }
+        var n = 1
+        for ax in axes { n *= x.shape[ax] }
+        let centered = try Elementwise.binary(.sub, x, try reduce(.mean, x, dims: axes, keepdim: true))
+        let squares = try reduce(.sum, try Elementwise.binary(.mul, centered, centered), dims: axes, keepdim: keepdim)
+        let v = try Elementwise.binary(.div, squares, scalar: ScalarOperand(float: Swift.max(Double(n) - correction, 0)), scalarFirst: false)
+        return root ? try Elementwise.unary(.sqrt, v) : v
+    }
+
+    /// log(sum(exp(a))) over `dims`, computed stably (the max is subtracted first) in float32
+    /// under autocast.
+    package static func logsumexp(_ a: TensorImpl, dims: [Int]?, keepdim: Bool) throws -> TensorImpl {
+        let axes = try Self.axes(dims, ndim: a.ndim, op: logsumexp.name)
+        var x = try logsumexp.autocast([a])[0]
+        if !x.dtype.isFloatingPoint { x = try Ops.cast(x, to: .float32) }
+        if x.numel == 0 {  // log(0) = -inf over empty sets
+            return try Elementwise.unary(.log, try reduce(.sum, try Elementwise.unary(.exp, x), dims: axes, keepdim: keepdim))
+        }
+        // The shift is a constant for autograd; infinite maxima shift by 0 so that all -inf
+        // rows give -inf and +inf rows give +inf instead of NaN.
+        let shift = try GradMode.with(false) { () -> TensorImpl in
+            let m = try extreme(x.withRequiresGrad(false), dims: axes, keepdim: true, largest: true)
+            let finite = try Comparison.compare(.lt, try Elementwise.unary(.abs, m), scalar: ScalarOperand(float: .infinity))
+            return try Comparison.where(finite, m, try Ops.scalarTensor(ScalarOperand(int: 0), dtype: m.dtype, device: m.device))
+        }
+        let sum = try reduce(.sum, try Elementwise.unary(.exp, try Elementwise.binary(.sub, x, shift)), dims: axes, keepdim: true)
+        let out = try Elementwise.binary(.add, try Elementwise.unary(.log, sum), shift)
+        if keepdim { return out }
+        return try ShapeOps.reshape(out, x.shape.enumerated().filter { !axes.contains($0.offset) }.map(\.element))
+    }
+}

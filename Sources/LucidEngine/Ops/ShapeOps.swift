@@ -117,3 +117,155 @@ package enum ShapeOps {
         return Autograd.record(out, Autograd.name(permute), [a]) { g in [try permute(g, inverse)] }
     }
 }
+
+/// squeeze, unsqueeze, expand, flatten, narrow, cat, stack, split and chunk.
+extension ShapeOps {
+    static let squeeze = OpInfo("squeeze", .none)
+    static let unsqueeze = OpInfo("unsqueeze", .none)
+    static let expand = OpInfo("expand", .none)
+    static let flatten = OpInfo("flatten", .none)
+    static let narrow = OpInfo("narrow", .none)
+    /// Multi-input ops that mix dtypes run in the widest one under autocast.
+    static let cat = OpInfo("cat", .promote)
+    static let stack = OpInfo("stack", .promote)
+    static let split = OpInfo("split", .none)
+    static let extraInfos = [squeeze, unsqueeze, expand, flatten, narrow, cat, stack, split]
+
+    /// Drops size-1 dimensions: those in `dims`, or all when nil. Other listed dimensions are
+    /// left alone, as in PyTorch.
+    package static func squeeze(_ a: TensorImpl, dims: [Int]?) throws -> TensorImpl {
+        let axes = try dims.map { try Reductions.axes($0, ndim: a.ndim, op: squeeze.name) } ?? Array(0..<a.ndim)
+        let keep = (0..<a.ndim).filter { !(axes.contains($0) && a.shape[$0] == 1) }
+        return try reshape(a, keep.map { a.shape[$0] })
+    }
+
+    package static func unsqueeze(_ a: TensorImpl, _ dim: Int) throws -> TensorImpl {
+        let d = try Shape.wrapDim(dim, ndim: a.ndim + 1, op: unsqueeze.name)
+        var shape = a.shape
+        shape.insert(1, at: d)
+        return try reshape(a, shape)
+    }
+
+    /// A broadcast view of `a` at `shape` (-1 keeps a dimension); the gradient is summed back.
+    package static func expand(_ a: TensorImpl, _ shape: [Int]) throws -> TensorImpl {
+        guard shape.count >= a.ndim else {
+            throw LucidError.value("expand: the target shape \(shape) has fewer dimensions than the tensor's \(a.shape)")
+        }
+        let lead = shape.count - a.ndim
+        var target = shape
+        for (i, s) in shape.enumerated() {
+            let own = i >= lead ? a.shape[i - lead] : nil
+            if s == -1 {
+                guard let own else { throw LucidError.value("expand: -1 is not allowed in a new leading dimension (shape \(shape))") }
+                target[i] = own
+            } else if s < 0 {
+                throw LucidError.value("expand: invalid size \(s) in shape \(shape)")
+            } else if let own, own != 1, own != s {
+                throw LucidError.value("expand: the size \(own) of dimension \(i - lead) of shape \(a.shape) cannot be expanded to \(s) (only size-1 dimensions can)")
+            }
+        }
+        _ = try Shape.numel(target)
+        let shapeIn = a.shape
+        return Autograd.record(a.expanded(to: target), Autograd.name(expand), [a]) { g in [try Autograd.reduce(g, to: shapeIn)] }
+    }
+
+    /// Merges dimensions `start...end` into one.
+    package static func flatten(_ a: TensorImpl, start: Int, end: Int) throws -> TensorImpl {
+        if a.ndim == 0 { return try reshape(a, [1]) }
+        let s = try Shape.wrapDim(start, ndim: a.ndim, op: flatten.name), e = try Shape.wrapDim(end, ndim: a.ndim, op: flatten.name)
+        guard s <= e else { throw LucidError.value("flatten: start_dim \(start) comes after end_dim \(end)") }
+        var n = 1
+        for d in s...e { n *= a.shape[d] }
+        return try reshape(a, Array(a.shape[..<s]) + [n] + Array(a.shape[(e + 1)...]))
+    }
+
+    /// The view of `length` entries of `dim` from `start`.
+    package static func narrow(_ a: TensorImpl, dim: Int, start: Int, length: Int) throws -> TensorImpl {
+        guard a.ndim > 0 else { throw LucidError.index("narrow: cannot narrow a 0-d tensor") }
+        let d = try Shape.wrapDim(dim, ndim: a.ndim, op: narrow.name)
+        let size = a.shape[d]
+        let s = start < 0 ? start + size : start
+        guard s >= 0, s <= size, length >= 0, s + length <= size else {
+            throw LucidError.index("narrow: start \(start) and length \(length) are out of range for dimension \(dim) of size \(size)")
+        }
+        var items = [Indexing.Item](repeating: .slice(start: nil, stop: nil, step: nil), count: a.ndim)
+        items[d] = .slice(start: s, stop: s + length, step: 1)
+        return try Indexing.subscripted(a, items)
+    }
+
+    /// Joins tensors of one shape (except along `dim`) along `dim`, in their promoted dtype.
+    package static func cat(_ tensors: [TensorImpl], dim: Int) throws -> TensorImpl {
+        let op = cat.name
+        guard let first = tensors.first else { throw LucidError.value("cat: expected a non-empty list of tensors") }
+        try Ops.checkSameDevice(op, tensors)
+        guard first.ndim > 0 else { throw LucidError.value("cat: zero-dimensional tensors cannot be concatenated (use stack)") }
+        let d = try Shape.wrapDim(dim, ndim: first.ndim, op: op)
+        var total = 0
+        for (i, t) in tensors.enumerated() {
+            guard t.ndim == first.ndim, (0..<t.ndim).allSatisfy({ $0 == d || t.shape[$0] == first.shape[$0] }) else {
+                throw LucidError.value("cat: tensor \(i) has shape \(t.shape), which does not match \(first.shape) except in dimension \(d)")
+            }
+            total += t.shape[d]
+        }
+        let cast = try cat.autocast(tensors)
+        let dtype = cast.dropFirst().reduce(cast[0].dtype) { acc, t in Elementwise.combine(acc, t.dtype) ?? acc }
+        let inputs = try cast.map { try Ops.cast($0, to: dtype) }
+        var shape = first.shape
+        shape[d] = total
+        let out = try TensorImpl.empty(shape, dtype: dtype, on: first.backend)
+        var offset = 0
+        for t in inputs {
+            out.backend.copy(t, into: out.view(shape: t.shape, strides: out.strides, offset: offset * out.strides[d]))
+            offset += t.shape[d]
+        }
+        let sizes = inputs.map { $0.shape[d] }
+        return Autograd.record(out, Autograd.name(cat), inputs) { g in
+            var start = 0
+            return try sizes.map { n in
+                defer { start += n }
+                return try narrow(g, dim: d, start: start, length: n)
+            }
+        }
+    }
+
+    /// Joins tensors of one shape along a new dimension `dim`.
+    package static func stack(_ tensors: [TensorImpl], dim: Int) throws -> TensorImpl {
+        guard let first = tensors.first else { throw LucidError.value("stack: expected a non-empty list of tensors") }
+        for (i, t) in tensors.enumerated() where t.shape != first.shape {
+            throw LucidError.value("stack: expects each tensor to be of equal shape, but got \(first.shape) at entry 0 and \(t.shape) at entry \(i)")
+        }
+        let d = try Shape.wrapDim(dim, ndim: first.ndim + 1, op: stack.name)
+        return try cat(try tensors.map { try unsqueeze($0, d) }, dim: d)
+    }
+
+    /// Views of consecutive pieces of `dim` with the given sizes (which must add up).
+    package static func split(_ a: TensorImpl, sizes: [Int], dim: Int) throws -> [TensorImpl] {
+        guard a.ndim > 0 else { throw LucidError.value("split: cannot split a 0-d tensor") }
+        let d = try Shape.wrapDim(dim, ndim: a.ndim, op: split.name)
+        guard sizes.allSatisfy({ $0 >= 0 }), sizes.reduce(0, +) == a.shape[d] else {
+            throw LucidError.value("split: sizes \(sizes) do not add up to \(a.shape[d]), the size of dimension \(dim)")
+        }
+        var start = 0
+        return try sizes.map { n in
+            defer { start += n }
+            return try narrow(a, dim: d, start: start, length: n)
+        }
+    }
+
+    /// torch.split with one size: pieces of `size` entries, the last possibly smaller.
+    package static func split(_ a: TensorImpl, size: Int, dim: Int) throws -> [TensorImpl] {
+        guard size > 0 else { throw LucidError.value("split: split_size must be positive, got \(size)") }
+        guard a.ndim > 0 else { throw LucidError.value("split: cannot split a 0-d tensor") }
+        let n = a.shape[try Shape.wrapDim(dim, ndim: a.ndim, op: split.name)]
+        let sizes = n == 0 ? [0] : stride(from: 0, to: n, by: size).map { Swift.min(size, n - $0) }
+        return try split(a, sizes: sizes, dim: dim)
+    }
+
+    /// torch.chunk: at most `chunks` pieces of ceil(n / chunks) entries.
+    package static func chunk(_ a: TensorImpl, chunks: Int, dim: Int) throws -> [TensorImpl] {
+        guard chunks > 0 else { throw LucidError.value("chunk: chunks must be positive, got \(chunks)") }
+        guard a.ndim > 0 else { throw LucidError.value("chunk: cannot chunk a 0-d tensor") }
+        let n = a.shape[try Shape.wrapDim(dim, ndim: a.ndim, op: split.name)]
+        return try split(a, size: Swift.max((n + chunks - 1) / chunks, 1), dim: dim)
+    }
+}

@@ -221,7 +221,28 @@ private func applyFloat(_ op: BinaryKernel, _ x: Float, _ y: Float) -> Float {
     case .sub: return x - y
     case .mul: return x * y
     case .div: return x / y
+    case .pow: return LibM.pow(x, y)
+    case .maximum: return x.isNaN || y.isNaN ? .nan : Swift.max(x, y)
+    case .minimum: return x.isNaN || y.isNaN ? .nan : Swift.min(x, y)
     }
+}
+
+/// Integer power by squaring, wrapping on overflow; negative exponents give 0 except for
+/// bases 1 and -1 (the integer part of the true value).
+@inline(__always)
+func integerPower(_ base: Int64, _ exponent: Int64) -> Int64 {
+    if exponent < 0 {
+        if base == 1 { return 1 }
+        if base == -1 { return exponent & 1 == 0 ? 1 : -1 }
+        return 0
+    }
+    var result: Int64 = 1, b = base, e = exponent
+    while e > 0 {
+        if e & 1 == 1 { result &*= b }
+        b &*= b
+        e >>= 1
+    }
+    return result
 }
 
 @inline(__always)
@@ -231,6 +252,9 @@ private func applyInt(_ op: BinaryKernel, _ x: Int64, _ y: Int64) -> Int64 {
     case .sub: return x &- y
     case .mul: return x &* y
     case .div: return y == 0 ? 0 : (x == .min && y == -1 ? .min : x / y)  // not reached: div promotes to float
+    case .pow: return integerPower(x, y)
+    case .maximum: return Swift.max(x, y)
+    case .minimum: return Swift.min(x, y)
     }
 }
 
@@ -246,6 +270,9 @@ private struct BinaryTensorKernel: ElementVisitor {
         case .sub: run(loop, pa, pb, po, E.self) { $0 - $1 } int: { $0 &- $1 }
         case .mul: run(loop, pa, pb, po, E.self) { $0 * $1 } int: { $0 &* $1 }
         case .div: run(loop, pa, pb, po, E.self) { $0 / $1 } int: { applyInt(.div, $0, $1) }
+        case .pow: run(loop, pa, pb, po, E.self) { LibM.pow($0, $1) } int: { integerPower($0, $1) }
+        case .maximum: run(loop, pa, pb, po, E.self) { applyFloat(.maximum, $0, $1) } int: { Swift.max($0, $1) }
+        case .minimum: run(loop, pa, pb, po, E.self) { applyFloat(.minimum, $0, $1) } int: { Swift.min($0, $1) }
         }
     }
 

@@ -1,0 +1,386 @@
+import LucidEngine
+
+// Comparisons, selection, reductions with indices, shape ops, indexing, layers and losses.
+// Inputs are borrowed; results are new handles. A tensor handle of 0 means "absent" where a
+// parameter is optional.
+
+/// Several results at once: every out-pointer is checked before any handle is made, so a
+/// null pointer leaks nothing.
+func emit(_ results: [(TensorImpl?, UnsafeMutablePointer<UInt64>?)]) throws {
+    for (t, p) in results where t != nil && p == nil { throw LucidError(.value, "out pointer is null") }
+    for (t, p) in results { p?.pointee = t.map { tensors.insert($0) } ?? 0 }
+}
+
+func optionalTensor(_ h: UInt64) throws -> TensorImpl? { h == 0 ? nil : try tensors.get(h) }
+
+func compareKernel(_ code: Int32) throws -> CompareKernel {
+    guard let k = CompareKernel(rawValue: code) else { throw LucidError(.value, "unknown comparison code \(code)") }
+    return k
+}
+
+func reduction(_ code: Int32) throws -> Losses.Reduction {
+    guard let r = Losses.Reduction(rawValue: code) else {
+        throw LucidError(.value, "unknown reduction code \(code) (0 none, 1 mean, 2 sum)")
+    }
+    return r
+}
+
+/// `count` Int64 parameters from a C array (null only when count is 0).
+func params(_ p: UnsafePointer<Int64>?, _ count: Int, _ what: String) throws -> [Int] {
+    try intArray(p, Int32(count), what)
+}
+
+@_cdecl("lucid_compare")
+public func lucid_compare(_ op: Int32, _ a: UInt64, _ b: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall { try emit(try Comparison.compare(try compareKernel(op), try tensors.get(a), try tensors.get(b)), out) }
+}
+
+@_cdecl("lucid_compare_scalar")
+public func lucid_compare_scalar(_ op: Int32, _ a: UInt64, _ value: Double, _ intValue: Int64, _ kind: Int32,
+                                 _ scalarFirst: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        try emit(try Comparison.compare(try compareKernel(op), try tensors.get(a), scalar: try scalarOperand(value, intValue, kind),
+                                        scalarFirst: scalarFirst != 0), out)
+    }
+}
+
+@_cdecl("lucid_where")
+public func lucid_where(_ cond: UInt64, _ a: UInt64, _ b: UInt64, _ aValue: Double, _ aInt: Int64, _ aKind: Int32,
+                        _ bValue: Double, _ bInt: Int64, _ bKind: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        let c = try tensors.get(cond)
+        let result: TensorImpl
+        switch (try optionalTensor(a), try optionalTensor(b)) {
+        case let (x?, y?): result = try Comparison.where(c, x, y)
+        case let (x?, nil): result = try Comparison.where(c, scalar: try scalarOperand(bValue, bInt, bKind), x, scalarSecond: true)
+        case let (nil, y?): result = try Comparison.where(c, scalar: try scalarOperand(aValue, aInt, aKind), y)
+        case (nil, nil):
+            result = try Comparison.where(c, scalar: try scalarOperand(aValue, aInt, aKind), scalar: try scalarOperand(bValue, bInt, bKind))
+        }
+        try emit(result, out)
+    }
+}
+
+@_cdecl("lucid_clamp")
+public func lucid_clamp(_ a: UInt64, _ hasMin: Int32, _ minValue: Double, _ minInt: Int64, _ minKind: Int32,
+                        _ hasMax: Int32, _ maxValue: Double, _ maxInt: Int64, _ maxKind: Int32,
+                        _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        let lo = hasMin != 0 ? try scalarOperand(minValue, minInt, minKind) : nil
+        let hi = hasMax != 0 ? try scalarOperand(maxValue, maxInt, maxKind) : nil
+        try emit(try Comparison.clamp(try tensors.get(a), min: lo, max: hi), out)
+    }
+}
+
+@_cdecl("lucid_var")
+public func lucid_var(_ a: UInt64, _ dims: UnsafePointer<Int64>?, _ ndims: Int32, _ correction: Double, _ keepdim: Int32,
+                      _ root: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        let d: [Int]? = ndims < 0 ? nil : try intArray(dims, ndims, "dims")
+        try emit(try Reductions.variance(try tensors.get(a), dims: d, correction: correction, keepdim: keepdim != 0, root: root != 0), out)
+    }
+}
+
+@_cdecl("lucid_max_dim")
+public func lucid_max_dim(_ a: UInt64, _ dim: Int64, _ keepdim: Int32, _ largest: Int32,
+                          _ values: UnsafeMutablePointer<UInt64>?, _ indices: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        let (v, i) = try Reductions.extremeWithIndices(try tensors.get(a), dim: Int(clamping: dim), keepdim: keepdim != 0, largest: largest != 0)
+        try emit([(v, values), (i, indices)])
+    }
+}
+
+@_cdecl("lucid_argmax")
+public func lucid_argmax(_ a: UInt64, _ dim: Int64, _ hasDim: Int32, _ keepdim: Int32, _ largest: Int32,
+                         _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        try emit(try Reductions.argExtreme(try tensors.get(a), dim: hasDim != 0 ? Int(clamping: dim) : nil, keepdim: keepdim != 0,
+                                           largest: largest != 0), out)
+    }
+}
+
+// ---- shape -------------------------------------------------------------------------------
+
+@_cdecl("lucid_squeeze")
+public func lucid_squeeze(_ a: UInt64, _ dims: UnsafePointer<Int64>?, _ ndims: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall { try emit(try ShapeOps.squeeze(try tensors.get(a), dims: ndims < 0 ? nil : try intArray(dims, ndims, "dims")), out) }
+}
+
+@_cdecl("lucid_unsqueeze")
+public func lucid_unsqueeze(_ a: UInt64, _ dim: Int64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall { try emit(try ShapeOps.unsqueeze(try tensors.get(a), Int(clamping: dim)), out) }
+}
+
+@_cdecl("lucid_expand")
+public func lucid_expand(_ a: UInt64, _ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall { try emit(try ShapeOps.expand(try tensors.get(a), try intArray(shape, ndim, "shape")), out) }
+}
+
+@_cdecl("lucid_flatten")
+public func lucid_flatten(_ a: UInt64, _ start: Int64, _ end: Int64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall { try emit(try ShapeOps.flatten(try tensors.get(a), start: Int(clamping: start), end: Int(clamping: end)), out) }
+}
+
+@_cdecl("lucid_narrow")
+public func lucid_narrow(_ a: UInt64, _ dim: Int64, _ start: Int64, _ length: Int64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        try emit(try ShapeOps.narrow(try tensors.get(a), dim: Int(clamping: dim), start: Int(clamping: start), length: Int(clamping: length)), out)
+    }
+}
+
+func tensorList(_ handles: UnsafePointer<UInt64>?, _ count: Int32) throws -> [TensorImpl] {
+    guard count >= 0 else { throw LucidError(.value, "tensors: negative count \(count)") }
+    if count == 0 { return [] }
+    guard let handles else { throw LucidError(.value, "tensors pointer is null") }
+    return try (0..<Int(count)).map { try tensors.get(handles[$0]) }
+}
+
+/// cat (`stack` 0) or stack (`stack` 1) of `count` tensors along `dim`.
+@_cdecl("lucid_cat")
+public func lucid_cat(_ handles: UnsafePointer<UInt64>?, _ count: Int32, _ dim: Int64, _ stack: Int32,
+                      _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        let ts = try tensorList(handles, count)
+        try emit(stack != 0 ? try ShapeOps.stack(ts, dim: Int(clamping: dim)) : try ShapeOps.cat(ts, dim: Int(clamping: dim)), out)
+    }
+}
+
+/// Splits along `dim`: mode 0 into `sizes`, 1 into pieces of `sizes[0]`, 2 into `sizes[0]`
+/// chunks. Writes up to `capacity` handles to `outs` and their number to `count`.
+@_cdecl("lucid_split")
+public func lucid_split(_ a: UInt64, _ mode: Int32, _ sizes: UnsafePointer<Int64>?, _ nsizes: Int32, _ dim: Int64,
+                        _ outs: UnsafeMutablePointer<UInt64>?, _ capacity: Int32, _ count: UnsafeMutablePointer<Int32>?) -> Int32 {
+    abiCall {
+        let x = try tensors.get(a), d = Int(clamping: dim)
+        let s = try intArray(sizes, nsizes, "sizes")
+        let pieces: [TensorImpl]
+        switch mode {
+        case 0: pieces = try ShapeOps.split(x, sizes: s, dim: d)
+        case 1, 2:
+            guard let n = s.first else { throw LucidError(.value, "split: missing split size") }
+            pieces = mode == 1 ? try ShapeOps.split(x, size: n, dim: d) : try ShapeOps.chunk(x, chunks: n, dim: d)
+        default: throw LucidError(.value, "split: unknown mode \(mode)")
+        }
+        guard let outs, let count else { throw LucidError(.value, "split: output pointers are null") }
+        guard pieces.count <= Int(capacity) else {
+            throw LucidError(.value, "split: \(pieces.count) pieces do not fit in the \(capacity) output slots")
+        }
+        for (i, p) in pieces.enumerated() { outs[i] = tensors.insert(p) }
+        count.pointee = Int32(pieces.count)
+    }
+}
+
+// ---- indexing ------------------------------------------------------------------------------
+
+/// `a[items]`: per item a kind (0 int, 1 slice, 2 None, 3 Ellipsis, 4 tensor), three int64
+/// values (the int; or start, stop, step), presence flags for a slice's start/stop/step
+/// (bits 0, 1, 2), and a tensor handle.
+@_cdecl("lucid_index")
+public func lucid_index(_ a: UInt64, _ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?,
+                        _ flags: UnsafePointer<Int32>?, _ handles: UnsafePointer<UInt64>?, _ count: Int32,
+                        _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        guard count >= 0, count <= 64 else { throw LucidError(.index, "index: \(count) items are more than the 64 supported") }
+        var items: [Indexing.Item] = []
+        if count > 0 {
+            guard let kinds, let values, let flags, let handles else { throw LucidError(.value, "index: null item arrays") }
+            for i in 0..<Int(count) {
+                let v = (0..<3).map { Int(clamping: values[3 * i + $0]) }
+                switch kinds[i] {
+                case 0: items.append(.int(v[0]))
+                case 1:
+                    let f = flags[i]
+                    items.append(.slice(start: f & 1 != 0 ? v[0] : nil, stop: f & 2 != 0 ? v[1] : nil, step: f & 4 != 0 ? v[2] : nil))
+                case 2: items.append(.newAxis)
+                case 3: items.append(.ellipsis)
+                case 4: items.append(.tensor(try tensors.get(handles[i])))
+                default: throw LucidError(.value, "index: unknown item kind \(kinds[i])")
+                }
+            }
+        }
+        try emit(try Indexing.subscripted(try tensors.get(a), items), out)
+    }
+}
+
+@_cdecl("lucid_gather")
+public func lucid_gather(_ a: UInt64, _ dim: Int64, _ index: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall { try emit(try Indexing.gather(try tensors.get(a), dim: Int(clamping: dim), index: try tensors.get(index)), out) }
+}
+
+@_cdecl("lucid_index_select")
+public func lucid_index_select(_ a: UInt64, _ dim: Int64, _ index: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall { try emit(try Indexing.indexSelect(try tensors.get(a), dim: Int(clamping: dim), index: try tensors.get(index)), out) }
+}
+
+@_cdecl("lucid_embedding")
+public func lucid_embedding(_ weight: UInt64, _ indices: UInt64, _ hasPadding: Int32, _ paddingIndex: Int64,
+                            _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        try emit(try Indexing.embedding(try tensors.get(weight), try tensors.get(indices),
+                                        paddingIndex: hasPadding != 0 ? Int(clamping: paddingIndex) : nil), out)
+    }
+}
+
+// ---- layers --------------------------------------------------------------------------------
+
+@_cdecl("lucid_softmax")
+public func lucid_softmax(_ a: UInt64, _ dim: Int64, _ log: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        let x = try tensors.get(a), d = Int(clamping: dim)
+        try emit(log != 0 ? try Activations.logSoftmax(x, dim: d) : try Activations.softmax(x, dim: d), out)
+    }
+}
+
+@_cdecl("lucid_dropout")
+public func lucid_dropout(_ a: UInt64, _ p: Double, _ training: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall { try emit(try Activations.dropout(try tensors.get(a), p: p, training: training != 0), out) }
+}
+
+@_cdecl("lucid_layer_norm")
+public func lucid_layer_norm(_ a: UInt64, _ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ weight: UInt64, _ bias: UInt64,
+                             _ eps: Double, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        try emit(try Normalization.layerNorm(try tensors.get(a), normalizedShape: try intArray(shape, ndim, "normalized_shape"),
+                                             weight: try optionalTensor(weight), bias: try optionalTensor(bias), eps: eps), out)
+    }
+}
+
+@_cdecl("lucid_group_norm")
+public func lucid_group_norm(_ a: UInt64, _ groups: Int64, _ weight: UInt64, _ bias: UInt64, _ eps: Double,
+                             _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        try emit(try Normalization.groupNorm(try tensors.get(a), groups: Int(clamping: groups), weight: try optionalTensor(weight),
+                                             bias: try optionalTensor(bias), eps: eps), out)
+    }
+}
+
+/// Writes the normalised output and, in training with running statistics, their updated
+/// values (0 otherwise).
+@_cdecl("lucid_batch_norm")
+public func lucid_batch_norm(_ a: UInt64, _ runningMean: UInt64, _ runningVar: UInt64, _ weight: UInt64, _ bias: UInt64,
+                             _ training: Int32, _ momentum: Double, _ eps: Double, _ out: UnsafeMutablePointer<UInt64>?,
+                             _ newMean: UnsafeMutablePointer<UInt64>?, _ newVar: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        let (y, m, v) = try Normalization.batchNorm(try tensors.get(a), runningMean: try optionalTensor(runningMean),
+                                                    runningVar: try optionalTensor(runningVar), weight: try optionalTensor(weight),
+                                                    bias: try optionalTensor(bias), training: training != 0, momentum: momentum, eps: eps)
+        try emit([(y, out), (m, newMean), (v, newVar)])
+    }
+}
+
+/// params: stride h, w; padding h, w; dilation h, w; groups.
+@_cdecl("lucid_conv2d")
+public func lucid_conv2d(_ x: UInt64, _ w: UInt64, _ b: UInt64, _ p: UnsafePointer<Int64>?, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        let q = try params(p, 7, "conv2d params")
+        try emit(try Convolution.conv2d(try tensors.get(x), try tensors.get(w), try optionalTensor(b), stride: (q[0], q[1]),
+                                        padding: (q[2], q[3]), dilation: (q[4], q[5]), groups: q[6]), out)
+    }
+}
+
+/// params: stride, padding, dilation, groups.
+@_cdecl("lucid_conv1d")
+public func lucid_conv1d(_ x: UInt64, _ w: UInt64, _ b: UInt64, _ p: UnsafePointer<Int64>?, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        let q = try params(p, 4, "conv1d params")
+        try emit(try Convolution.conv1d(try tensors.get(x), try tensors.get(w), try optionalTensor(b), stride: q[0], padding: q[1],
+                                        dilation: q[2], groups: q[3]), out)
+    }
+}
+
+/// params: stride h, w; padding h, w; output padding h, w; dilation h, w; groups.
+@_cdecl("lucid_conv_transpose2d")
+public func lucid_conv_transpose2d(_ x: UInt64, _ w: UInt64, _ b: UInt64, _ p: UnsafePointer<Int64>?,
+                                   _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        let q = try params(p, 9, "conv_transpose2d params")
+        try emit(try Convolution.convTranspose2d(try tensors.get(x), try tensors.get(w), try optionalTensor(b), stride: (q[0], q[1]),
+                                                 padding: (q[2], q[3]), outputPadding: (q[4], q[5]), dilation: (q[6], q[7]),
+                                                 groups: q[8]), out)
+    }
+}
+
+/// params: kernel h, w; stride h, w; padding h, w; dilation h, w.
+@_cdecl("lucid_max_pool2d")
+public func lucid_max_pool2d(_ x: UInt64, _ p: UnsafePointer<Int64>?, _ ceilMode: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        let q = try params(p, 8, "max_pool2d params")
+        try emit(try Convolution.maxPool2d(try tensors.get(x), kernel: (q[0], q[1]), stride: (q[2], q[3]), padding: (q[4], q[5]),
+                                           dilation: (q[6], q[7]), ceilMode: ceilMode != 0), out)
+    }
+}
+
+/// params: kernel h, w; stride h, w; padding h, w. A divisor of 0 means none.
+@_cdecl("lucid_avg_pool2d")
+public func lucid_avg_pool2d(_ x: UInt64, _ p: UnsafePointer<Int64>?, _ ceilMode: Int32, _ countIncludePad: Int32,
+                             _ divisor: Int64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        let q = try params(p, 6, "avg_pool2d params")
+        try emit(try Convolution.avgPool2d(try tensors.get(x), kernel: (q[0], q[1]), stride: (q[2], q[3]), padding: (q[4], q[5]),
+                                           ceilMode: ceilMode != 0, countIncludePad: countIncludePad != 0,
+                                           divisorOverride: divisor == 0 ? nil : Int(clamping: divisor)), out)
+    }
+}
+
+@_cdecl("lucid_adaptive_avg_pool2d")
+public func lucid_adaptive_avg_pool2d(_ x: UInt64, _ oh: Int64, _ ow: Int64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        try emit(try Convolution.adaptiveAvgPool2d(try tensors.get(x), outputSize: (Int(clamping: oh), Int(clamping: ow))), out)
+    }
+}
+
+/// Writes the attention output and, when `weights` is non-null, the attention weights.
+@_cdecl("lucid_attention")
+public func lucid_attention(_ q: UInt64, _ k: UInt64, _ v: UInt64, _ mask: UInt64, _ causal: Int32, _ hasScale: Int32,
+                            _ scale: Double, _ dropout: Double, _ out: UnsafeMutablePointer<UInt64>?,
+                            _ weights: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        let (o, w) = try Attention.attention(try tensors.get(q), try tensors.get(k), try tensors.get(v), mask: try optionalTensor(mask),
+                                             causal: causal != 0, scale: hasScale != 0 ? scale : nil, dropout: dropout)
+        try emit([(o, out), (weights == nil ? nil : w, weights)])
+    }
+}
+
+// ---- losses --------------------------------------------------------------------------------
+
+/// kind 0: mse_loss, 1: l1_loss.
+@_cdecl("lucid_pointwise_loss")
+public func lucid_pointwise_loss(_ kind: Int32, _ input: UInt64, _ target: UInt64, _ reduction: Int32,
+                                 _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        let x = try tensors.get(input), y = try tensors.get(target), r = try LucidCABI.reduction(reduction)
+        switch kind {
+        case 0: try emit(try Losses.mse(x, y, reduction: r), out)
+        case 1: try emit(try Losses.l1(x, y, reduction: r), out)
+        default: throw LucidError(.value, "unknown loss kind \(kind)")
+        }
+    }
+}
+
+@_cdecl("lucid_nll_loss")
+public func lucid_nll_loss(_ input: UInt64, _ target: UInt64, _ weight: UInt64, _ ignoreIndex: Int64, _ reduction: Int32,
+                           _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        try emit(try Losses.nll(try tensors.get(input), try tensors.get(target), weight: try optionalTensor(weight),
+                                ignoreIndex: Int(clamping: ignoreIndex), reduction: try LucidCABI.reduction(reduction)), out)
+    }
+}
+
+@_cdecl("lucid_cross_entropy")
+public func lucid_cross_entropy(_ input: UInt64, _ target: UInt64, _ weight: UInt64, _ ignoreIndex: Int64, _ reduction: Int32,
+                                _ labelSmoothing: Double, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        try emit(try Losses.crossEntropy(try tensors.get(input), try tensors.get(target), weight: try optionalTensor(weight),
+                                         ignoreIndex: Int(clamping: ignoreIndex), reduction: try LucidCABI.reduction(reduction),
+                                         labelSmoothing: labelSmoothing), out)
+    }
+}
+
+@_cdecl("lucid_bce_with_logits")
+public func lucid_bce_with_logits(_ input: UInt64, _ target: UInt64, _ weight: UInt64, _ posWeight: UInt64, _ reduction: Int32,
+                                  _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        try emit(try Losses.bceWithLogits(try tensors.get(input), try tensors.get(target), weight: try optionalTensor(weight),
+                                          posWeight: try optionalTensor(posWeight), reduction: try LucidCABI.reduction(reduction)), out)
+    }
+}

@@ -1,0 +1,55 @@
+/// softmax, log_softmax and dropout.
+package enum Activations {
+    static let softmax = OpInfo("softmax", .float32)
+    static let logSoftmax = OpInfo("log_softmax", .float32)
+    static let dropout = OpInfo("dropout", .none)
+    static let infos = [softmax, logSoftmax, dropout]
+
+    /// `x - max(x)` along `dim`, the max held constant (it cancels in the result).
+    private static func shifted(_ x: TensorImpl, _ d: Int) throws -> TensorImpl {
+        let m = try GradMode.with(false) {
+            try Reductions.extreme(x.withRequiresGrad(false), dims: [d], keepdim: true, largest: true)
+        }
+        // Rows that are all -inf (or hold +inf) shift by 0 so that they stay -inf / NaN as
+        // the math says instead of turning every entry into NaN.
+        let finite = try Comparison.compare(.lt, try Elementwise.unary(.abs, m), scalar: ScalarOperand(float: .infinity))
+        return try Composite.sub(x, try Comparison.where(finite, m, try Composite.zeroLike(m)))
+    }
+
+    private static func prepared(_ op: OpInfo, _ a: TensorImpl, _ dim: Int) throws -> (TensorImpl, Int) {
+        let d = try Shape.wrapDim(dim, ndim: a.ndim, op: op.name)
+        try Composite.checkFloat(op.name, [a])
+        return (a.ndim == 0 ? try ShapeOps.reshape(a, [1]) : a, d)
+    }
+
+    /// exp(x) / sum(exp(x)) along `dim`, computed after subtracting the max; float32 under
+    /// autocast.
+    package static func softmax(_ a: TensorImpl, dim: Int) throws -> TensorImpl {
+        try softmax.run([a]) { inputs in
+            let (x, d) = try prepared(softmax, inputs[0], dim)
+            let e = try Elementwise.unary(.exp, try shifted(x, d))
+            return try ShapeOps.reshape(try Composite.div(e, try Composite.sum(e, [d], keepdim: true)), inputs[0].shape)
+        }
+    }
+
+    /// x - log(sum(exp(x))) along `dim`, stably; float32 under autocast.
+    package static func logSoftmax(_ a: TensorImpl, dim: Int) throws -> TensorImpl {
+        try logSoftmax.run([a]) { inputs in
+            let (x, d) = try prepared(logSoftmax, inputs[0], dim)
+            let z = try shifted(x, d)
+            let lse = try Elementwise.unary(.log, try Composite.sum(try Elementwise.unary(.exp, z), [d], keepdim: true))
+            return try ShapeOps.reshape(try Composite.sub(z, lse), inputs[0].shape)
+        }
+    }
+
+    /// Zeroes each element with probability `p` and scales the rest by 1/(1-p) when
+    /// `training`; the identity otherwise.
+    package static func dropout(_ a: TensorImpl, p: Double, training: Bool) throws -> TensorImpl {
+        guard p >= 0 && p <= 1 else { throw LucidError.value("dropout: probability has to be between 0 and 1, got \(p)") }
+        try Composite.checkFloat(dropout.name, [a])
+        guard training, p > 0 else { return a }
+        if p == 1 { return try Composite.mul(a, 0) }
+        let keep = try Comparison.compare(.ge, try Creation.rand(a.shape, dtype: .float32, device: a.device), scalar: ScalarOperand(float: p))
+        return try Composite.mul(try Composite.mul(a, try Ops.cast(keep, to: a.dtype)), 1 / (1 - p))
+    }
+}

@@ -1,0 +1,248 @@
+/// Convolution and pooling, built on im2col (`unfold`) and its adjoint col2im (`fold`):
+/// a convolution is a matmul of the weights with the unfolded input, so it inherits the
+/// lower-precision GEMM path under autocast.
+package enum Convolution {
+    static let unfold = OpInfo("unfold", .none)
+    static let fold = OpInfo("fold", .none)
+    static let conv1d = OpInfo("conv1d", .lowerPrecision)
+    static let conv2d = OpInfo("conv2d", .lowerPrecision)
+    static let convTranspose2d = OpInfo("conv_transpose2d", .lowerPrecision)
+    static let maxPool2d = OpInfo("max_pool2d", .none)
+    static let avgPool2d = OpInfo("avg_pool2d", .none)
+    static let adaptiveAvgPool2d = OpInfo("adaptive_avg_pool2d", .none)
+    static let infos = [unfold, fold, conv1d, conv2d, convTranspose2d, maxPool2d, avgPool2d, adaptiveAvgPool2d]
+
+    /// A pair of per-dimension parameters (height, width).
+    package typealias Pair = (Int, Int)
+
+    /// Output size of a sliding window, or nil when the window does not fit.
+    static func windows(_ size: Int, kernel: Int, stride: Int, padding: Int, dilation: Int, ceil: Bool = false) -> Int? {
+        let span = size + 2 * padding - dilation * (kernel - 1) - 1
+        guard span >= 0 else { return nil }
+        var n = (ceil ? (span + stride - 1) / stride : span / stride) + 1
+        // With ceil mode the last window must start inside the input or its left padding.
+        if ceil && (n - 1) * stride >= size + padding { n -= 1 }
+        return n
+    }
+
+    private static func checkPositive(_ op: String, _ name: String, _ p: Pair, allowZero: Bool = false) throws {
+        if p.0 < (allowZero ? 0 : 1) || p.1 < (allowZero ? 0 : 1) {
+            throw LucidError.value("\(op): \(name) must be \(allowZero ? "non-negative" : "positive"), got (\(p.0), \(p.1))")
+        }
+    }
+
+    static func geometry(_ op: String, input: Pair, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
+                         ceil: Bool = false) throws -> WindowGeometry {
+        try checkPositive(op, "kernel_size", kernel)
+        try checkPositive(op, "stride", stride)
+        try checkPositive(op, "dilation", dilation)
+        try checkPositive(op, "padding", padding, allowZero: true)
+        guard let oh = windows(input.0, kernel: kernel.0, stride: stride.0, padding: padding.0, dilation: dilation.0, ceil: ceil),
+              let ow = windows(input.1, kernel: kernel.1, stride: stride.1, padding: padding.1, dilation: dilation.1, ceil: ceil),
+              oh > 0, ow > 0 else {
+            throw LucidError.value("\(op): the input of size (\(input.0), \(input.1)) with padding (\(padding.0), \(padding.1)) is smaller than the dilated kernel (\(dilation.0 * (kernel.0 - 1) + 1), \(dilation.1 * (kernel.1 - 1) + 1))")
+        }
+        return WindowGeometry(kernel: kernel, stride: stride, padding: padding, dilation: dilation, input: input, output: (oh, ow))
+    }
+
+    /// [N, C, H, W] → [N, C·kh·kw, oh·ow]; the adjoint of `fold`.
+    static func unfold(_ x: TensorImpl, _ g: WindowGeometry, padValue: Float = 0) throws -> TensorImpl {
+        let n = x.shape[0], c = x.shape[1]
+        let out = try TensorImpl.empty([n, c * g.kernel.0 * g.kernel.1, g.output.0 * g.output.1], dtype: x.dtype, on: x.backend)
+        out.backend.im2col(x, g, padValue: padValue, into: out)
+        return Autograd.record(out, Autograd.name(unfold), [x]) { grad in [try fold(grad, g, channels: c)] }
+    }
+
+    /// [N, C·kh·kw, oh·ow] → [N, C, H, W], summing overlaps; the adjoint of `unfold`.
+    static func fold(_ cols: TensorImpl, _ g: WindowGeometry, channels c: Int) throws -> TensorImpl {
+        let out = try TensorImpl.empty([cols.shape[0], c, g.input.0, g.input.1], dtype: cols.dtype, on: cols.backend)
+        out.backend.col2im(cols, g, into: out)
+        return Autograd.record(out, Autograd.name(fold), [cols]) { grad in [try unfold(grad, g)] }
+    }
+
+    /// Adds a missing batch dimension to `x` when it has `ndim - 1` dimensions.
+    private static func batched(_ op: String, _ x: TensorImpl, ndim: Int, layout: String) throws -> (TensorImpl, Bool) {
+        if x.ndim == ndim { return (x, false) }
+        if x.ndim == ndim - 1 { return (try ShapeOps.unsqueeze(x, 0), true) }
+        throw LucidError.value("\(op): expected a \(ndim - 1)-D or \(ndim)-D input (\(layout)), got shape \(x.shape)")
+    }
+
+    private static func checkConvParams(_ op: String, _ x: TensorImpl, _ w: TensorImpl, _ b: TensorImpl?, groups: Int,
+                                        inChannels: Int, outChannels: Int) throws {
+        guard groups > 0 else { throw LucidError.value("\(op): groups must be positive, got \(groups)") }
+        guard x.shape[1] == inChannels else {
+            throw LucidError.value("\(op): input has \(x.shape[1]) channels (shape \(x.shape)) but the weight of shape \(w.shape) with groups=\(groups) expects \(inChannels)")
+        }
+        guard inChannels % groups == 0, outChannels % groups == 0 else {
+            throw LucidError.value("\(op): in_channels \(inChannels) and out_channels \(outChannels) must be divisible by groups=\(groups)")
+        }
+        if let b, b.shape != [outChannels] {
+            throw LucidError.value("\(op): bias must have shape [\(outChannels)], got \(b.shape)")
+        }
+    }
+
+    /// 2-D cross-correlation of [N, C, H, W] (or [C, H, W]) input with [O, C/groups, kh, kw]
+    /// weights; lower precision under autocast.
+    package static func conv2d(_ input: TensorImpl, _ weight: TensorImpl, _ bias: TensorImpl?, stride: Pair, padding: Pair,
+                               dilation: Pair, groups: Int, op: OpInfo = conv2d) throws -> TensorImpl {
+        let name = op.name
+        try Ops.checkSameDevice(name, [input, weight] + (bias.map { [$0] } ?? []))
+        guard weight.ndim == 4 else { throw LucidError.value("\(name): weight must be 4-D [out, in/groups, kh, kw], got \(weight.shape)") }
+        let (x0, unbatched) = try batched(name, input, ndim: 4, layout: "[N, C, H, W]")
+        let o = weight.shape[0], cg = weight.shape[1]
+        try checkConvParams(name, x0, weight, bias, groups: groups, inChannels: cg * groups, outChannels: o)
+        let g = try geometry(name, input: (x0.shape[2], x0.shape[3]), kernel: (weight.shape[2], weight.shape[3]),
+                             stride: stride, padding: padding, dilation: dilation)
+        let out = try op.run([x0, weight] + (bias.map { [$0] } ?? [])) { t in
+            try Composite.checkSameDType(name, t)
+            let x = t[0], w = t[1]
+            let n = x.shape[0], k = cg * g.kernel.0 * g.kernel.1, l = g.output.0 * g.output.1
+            let cols = try ShapeOps.reshape(try unfold(x, g), [n, groups, k, l])
+            let wg = try ShapeOps.reshape(w, [groups, o / groups, k])
+            var y = try ShapeOps.reshape(try LinearAlgebra.matmul(wg, cols), [n, o, g.output.0, g.output.1])
+            if t.count > 2 { y = try Composite.add(y, try ShapeOps.reshape(t[2], [1, o, 1, 1])) }
+            return y
+        }
+        return unbatched ? try ShapeOps.squeeze(out, dims: [0]) : out
+    }
+
+    /// 1-D cross-correlation of [N, C, L] (or [C, L]) input with [O, C/groups, k] weights.
+    package static func conv1d(_ input: TensorImpl, _ weight: TensorImpl, _ bias: TensorImpl?, stride: Int, padding: Int,
+                               dilation: Int, groups: Int) throws -> TensorImpl {
+        guard weight.ndim == 3 else { throw LucidError.value("conv1d: weight must be 3-D [out, in/groups, k], got \(weight.shape)") }
+        let (x, unbatched) = try batched(conv1d.name, input, ndim: 3, layout: "[N, C, L]")
+        let y = try conv2d(try ShapeOps.unsqueeze(x, 2), try ShapeOps.unsqueeze(weight, 2), bias, stride: (1, stride),
+                           padding: (0, padding), dilation: (1, dilation), groups: groups, op: conv1d)
+        let out = try ShapeOps.squeeze(y, dims: [2])
+        return unbatched ? try ShapeOps.squeeze(out, dims: [0]) : out
+    }
+
+    /// The adjoint of conv2d with respect to its input ("deconvolution"): [N, Cin, H, W] input,
+    /// [Cin, Cout/groups, kh, kw] weights.
+    package static func convTranspose2d(_ input: TensorImpl, _ weight: TensorImpl, _ bias: TensorImpl?, stride: Pair,
+                                        padding: Pair, outputPadding: Pair, dilation: Pair, groups: Int) throws -> TensorImpl {
+        let name = convTranspose2d.name
+        try Ops.checkSameDevice(name, [input, weight] + (bias.map { [$0] } ?? []))
+        guard weight.ndim == 4 else { throw LucidError.value("\(name): weight must be 4-D [in, out/groups, kh, kw], got \(weight.shape)") }
+        let (x0, unbatched) = try batched(name, input, ndim: 4, layout: "[N, C, H, W]")
+        let cin = weight.shape[0], cog = weight.shape[1], kh = weight.shape[2], kw = weight.shape[3]
+        try checkConvParams(name, x0, weight, bias, groups: groups, inChannels: cin, outChannels: cog * groups)
+        try checkPositive(name, "stride", stride)
+        try checkPositive(name, "dilation", dilation)
+        try checkPositive(name, "padding", padding, allowZero: true)
+        try checkPositive(name, "output_padding", outputPadding, allowZero: true)
+        guard outputPadding.0 < Swift.max(stride.0, dilation.0), outputPadding.1 < Swift.max(stride.1, dilation.1) else {
+            throw LucidError.value("\(name): output_padding (\(outputPadding.0), \(outputPadding.1)) must be smaller than stride or dilation")
+        }
+        let h = x0.shape[2], w = x0.shape[3]
+        let oh = (h - 1) * stride.0 - 2 * padding.0 + dilation.0 * (kh - 1) + outputPadding.0 + 1
+        let ow = (w - 1) * stride.1 - 2 * padding.1 + dilation.1 * (kw - 1) + outputPadding.1 + 1
+        guard oh > 0, ow > 0 else { throw LucidError.value("\(name): the output size (\(oh), \(ow)) is not positive") }
+        let g = WindowGeometry(kernel: (kh, kw), stride: stride, padding: padding, dilation: dilation, input: (oh, ow), output: (h, w))
+        let cout = cog * groups
+        let out = try convTranspose2d.run([x0, weight] + (bias.map { [$0] } ?? [])) { t in
+            try Composite.checkSameDType(name, t)
+            let x = t[0], wt = t[1], n = x.shape[0]
+            let xg = try ShapeOps.reshape(x, [n, groups, cin / groups, h * w])
+            let wg = try ShapeOps.transpose(try ShapeOps.reshape(wt, [groups, cin / groups, cog * kh * kw]), 1, 2)
+            let cols = try ShapeOps.reshape(try LinearAlgebra.matmul(wg, xg), [n, cout * kh * kw, h * w])
+            var y = try fold(cols, g, channels: cout)
+            if t.count > 2 { y = try Composite.add(y, try ShapeOps.reshape(t[2], [1, cout, 1, 1])) }
+            return y
+        }
+        return unbatched ? try ShapeOps.squeeze(out, dims: [0]) : out
+    }
+
+    /// [N, C, H, W] (or [C, H, W]) as [N·C, 1, H, W], for pooling each channel alike.
+    private static func planes(_ op: String, _ input: TensorImpl) throws -> (TensorImpl, [Int]) {
+        guard input.ndim == 3 || input.ndim == 4 else {
+            throw LucidError.value("\(op): expected a 3-D or 4-D input ([C, H, W] or [N, C, H, W]), got shape \(input.shape)")
+        }
+        try Composite.checkFloat(op, [input])
+        let lead = Array(input.shape.dropLast(2))
+        let h = input.shape[input.ndim - 2], w = input.shape[input.ndim - 1]
+        return (try ShapeOps.reshape(input, [lead.reduce(1, *), 1, h, w]), lead)
+    }
+
+    private static func checkHalfKernel(_ op: String, _ padding: Pair, _ kernel: Pair, _ dilation: Pair = (1, 1)) throws {
+        guard padding.0 * 2 <= dilation.0 * (kernel.0 - 1) + 1, padding.1 * 2 <= dilation.1 * (kernel.1 - 1) + 1 else {
+            throw LucidError.value("\(op): padding (\(padding.0), \(padding.1)) should be at most half of the kernel size (\(kernel.0), \(kernel.1))")
+        }
+    }
+
+    /// The max over each window; padding counts as -inf.
+    package static func maxPool2d(_ input: TensorImpl, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
+                                  ceilMode: Bool) throws -> TensorImpl {
+        let op = maxPool2d.name
+        let (x, lead) = try planes(op, input)
+        try checkHalfKernel(op, padding, kernel, dilation)
+        let g = try geometry(op, input: (x.shape[2], x.shape[3]), kernel: kernel, stride: stride, padding: padding,
+                             dilation: dilation, ceil: ceilMode)
+        let cols = try unfold(x, g, padValue: -.infinity)
+        let (m, _) = try Reductions.extremeWithIndices(cols, dim: 1, keepdim: false, largest: true)
+        return try ShapeOps.reshape(m, lead + [g.output.0, g.output.1])
+    }
+
+    /// Positions of a window row (or column) that count towards its divisor.
+    private static func counts(_ n: Int, size: Int, kernel: Int, stride: Int, padding: Int, includePad: Bool) -> [Double] {
+        (0..<n).map { i in
+            let start = i * stride - padding
+            let end = Swift.min(start + kernel, size + padding)
+            return Double(includePad ? end - start : Swift.min(end, size) - Swift.max(start, 0))
+        }
+    }
+
+    /// The mean over each window (PyTorch's divisor rules for padding and ceil mode).
+    package static func avgPool2d(_ input: TensorImpl, kernel: Pair, stride: Pair, padding: Pair, ceilMode: Bool,
+                                  countIncludePad: Bool, divisorOverride: Int?) throws -> TensorImpl {
+        let op = avgPool2d.name
+        let (x, lead) = try planes(op, input)
+        try checkHalfKernel(op, padding, kernel)
+        if let d = divisorOverride, d <= 0 { throw LucidError.value("\(op): divisor_override must be positive, got \(d)") }
+        let g = try geometry(op, input: (x.shape[2], x.shape[3]), kernel: kernel, stride: stride, padding: padding,
+                             dilation: (1, 1), ceil: ceilMode)
+        return try avgPool2d.run([x]) { t in
+            let sums = try Composite.sum(try unfold(t[0], g), [1])  // [N·C, oh·ow]
+            let divisor: TensorImpl
+            if let d = divisorOverride {
+                divisor = try Ops.scalarTensor(ScalarOperand(int: Int64(d)), dtype: .float32, device: x.device)
+            } else {
+                let rows = counts(g.output.0, size: g.input.0, kernel: kernel.0, stride: stride.0, padding: padding.0, includePad: countIncludePad)
+                let cols = counts(g.output.1, size: g.input.1, kernel: kernel.1, stride: stride.1, padding: padding.1, includePad: countIncludePad)
+                divisor = try Creation.fromDoubles(rows.flatMap { r in cols.map { r * $0 } }, shape: [g.output.0 * g.output.1],
+                                                   dtype: .float32, device: x.device)
+            }
+            let mean = try Ops.cast(try Composite.div(try Ops.cast(sums, to: .float32), divisor), to: x.dtype)
+            return try ShapeOps.reshape(mean, lead + [g.output.0, g.output.1])
+        }
+    }
+
+    /// The averaging matrix [out, size] of adaptive pooling: row i averages the inputs
+    /// floor(i·size/out) ..< ceil((i+1)·size/out).
+    private static func adaptiveMatrix(_ out: Int, _ size: Int, dtype: DType, device: Device) throws -> TensorImpl {
+        var values = [Double](repeating: 0, count: out * size)
+        for i in 0..<out {
+            let start = (i * size) / out, end = ((i + 1) * size + out - 1) / out
+            for j in start..<end { values[i * size + j] = 1 / Double(end - start) }
+        }
+        return try Creation.fromDoubles(values, shape: [out, size], dtype: dtype, device: device)
+    }
+
+    /// Averages over the windows that split each plane into `outputSize` cells.
+    package static func adaptiveAvgPool2d(_ input: TensorImpl, outputSize: Pair) throws -> TensorImpl {
+        let op = adaptiveAvgPool2d.name
+        let (x, lead) = try planes(op, input)
+        try checkPositive(op, "output_size", outputSize)
+        let h = x.shape[2], w = x.shape[3]
+        guard h > 0, w > 0 else { throw LucidError.value("\(op): the input planes of shape \(input.shape) are empty") }
+        return try adaptiveAvgPool2d.run([x]) { t in
+            // A linear map per axis: out = A_h · X · A_wᵀ, in float32 (A's entries are not
+            // exact in 16 bits).
+            let ah = try adaptiveMatrix(outputSize.0, h, dtype: .float32, device: x.device)
+            let aw = try adaptiveMatrix(outputSize.1, w, dtype: .float32, device: x.device)
+            let planes = try Ops.cast(try ShapeOps.reshape(t[0], [lead.reduce(1, *), h, w]), to: .float32)
+            let y = try LinearAlgebra.matmul(try LinearAlgebra.matmul(ah, planes), try ShapeOps.transpose(aw, 0, 1))
+            return try ShapeOps.reshape(try Ops.cast(y, to: x.dtype), lead + [outputSize.0, outputSize.1])
+        }
+    }
+}

@@ -1,0 +1,303 @@
+/// gather / index_select / embedding and Python-style subscripts (ints, slices with steps,
+/// None, ..., integer tensors, boolean masks), all with backward.
+package enum Indexing {
+    static let gather = OpInfo("gather", .none)
+    static let scatterAdd = OpInfo("scatter_add", .none)
+    static let indexSelect = OpInfo("index_select", .none)
+    static let embedding = OpInfo("embedding", .none)
+    static let index = OpInfo("index", .none)
+    static let infos = [gather, scatterAdd, indexSelect, embedding, index]
+
+    /// An integer index tensor as int64 (bool and floating indices are refused).
+    private static func integerIndex(_ t: TensorImpl, op: String) throws -> TensorImpl {
+        guard !t.dtype.isFloatingPoint && t.dtype != .bool else {
+            throw LucidError.type("\(op): index must be an integer tensor (int32 or int64), got \(t.dtype)")
+        }
+        return try GradMode.with(false) { try Ops.cast(t.withRequiresGrad(false), to: .int64) }
+    }
+
+    /// torch.gather: `out[i][j] = a[index[i][j]][j]` for dim 0, and so on.
+    package static func gather(_ a: TensorImpl, dim: Int, index: TensorImpl) throws -> TensorImpl {
+        let op = gather.name
+        try Ops.checkSameDevice(op, [a, index])
+        let axis = try Shape.wrapDim(dim, ndim: a.ndim, op: op)
+        let idx = try integerIndex(index, op: op)
+        let x = a.ndim == 0 ? a.view(shape: [1], strides: [1]) : a
+        let ix = idx.ndim == 0 ? idx.view(shape: [1], strides: [1]) : idx
+        guard ix.ndim == x.ndim else {
+            throw LucidError.value("gather: index must have as many dimensions as the input (\(a.ndim)), got shape \(index.shape)")
+        }
+        for d in 0..<x.ndim where d != axis && ix.shape[d] > x.shape[d] {
+            throw LucidError.value("gather: index shape \(index.shape) is larger than the input shape \(a.shape) in dimension \(d)")
+        }
+        let out = try TensorImpl.empty(ix.shape, dtype: x.dtype, on: x.backend)
+        if let bad = out.backend.gather(x, dim: axis, index: ix, into: out) {
+            throw LucidError.index("gather: index \(bad) is out of bounds for dimension \(axis) with size \(x.shape[axis])")
+        }
+        let result = idx.ndim == 0 ? out.view(shape: [], strides: []) : out
+        return Autograd.record(result, Autograd.name(gather), [a]) { g in
+            [try ShapeOps.reshape(try scatterAdd(try ShapeOps.reshape(g, ix.shape), dim: axis, index: ix, shape: x.shape), a.shape)]
+        }
+    }
+
+    /// A zero tensor of `shape` with `src` added at the positions `index` names along `dim`
+    /// (torch.scatter_add on zeros); the adjoint of gather. Indices must be in range.
+    static func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, shape: [Int]) throws -> TensorImpl {
+        let out = try TensorImpl.empty(shape, dtype: src.dtype, on: src.backend)
+        out.backend.scatterAdd(src, dim: dim, index: index, into: out)
+        return Autograd.record(out, Autograd.name(scatterAdd), [src]) { g in [try gather(g, dim: dim, index: index)] }
+    }
+
+    /// torch.index_select: the slices of `a` along `dim` at the positions in the 1-D `index`.
+    package static func indexSelect(_ a: TensorImpl, dim: Int, index: TensorImpl) throws -> TensorImpl {
+        let op = indexSelect.name
+        try Ops.checkSameDevice(op, [a, index])
+        guard index.ndim <= 1 else {
+            throw LucidError.value("index_select: index must be 0-d or 1-D, got shape \(index.shape)")
+        }
+        let axis = try Shape.wrapDim(dim, ndim: a.ndim, op: op)
+        let idx = try integerIndex(index, op: op)
+        let x = a.ndim == 0 ? a.view(shape: [1], strides: [1]) : a
+        let n = idx.numel
+        var shape = x.shape
+        shape[axis] = n
+        var strides = [Int](repeating: 0, count: x.ndim)
+        strides[axis] = idx.ndim == 0 ? 0 : idx.strides[0]
+        let spread = idx.view(shape: shape, strides: strides)
+        let out = try TensorImpl.empty(shape, dtype: x.dtype, on: x.backend)
+        if let bad = out.backend.gather(x, dim: axis, index: spread, into: out) {
+            throw LucidError.index("index_select: index \(bad) is out of bounds for dimension \(axis) with size \(x.shape[axis])")
+        }
+        let result = a.ndim == 0 ? out.view(shape: [], strides: []) : out
+        return Autograd.record(result, Autograd.name(indexSelect), [a]) { g in
+            [try ShapeOps.reshape(try scatterAdd(try ShapeOps.reshape(g, shape), dim: axis, index: spread, shape: x.shape), a.shape)]
+        }
+    }
+
+    /// Rows of `weight` ([num_embeddings, dim]) at `indices` (any shape): [*indices.shape, dim].
+    /// Rows at `paddingIndex` receive no gradient.
+    package static func embedding(_ weight: TensorImpl, _ indices: TensorImpl, paddingIndex: Int?) throws -> TensorImpl {
+        guard weight.ndim == 2 else {
+            throw LucidError.value("embedding: weight must be 2-D [num_embeddings, embedding_dim], got shape \(weight.shape)")
+        }
+        let idx = try integerIndex(indices, op: embedding.name)
+        var pad: Int? = nil
+        if let p = paddingIndex {
+            guard p >= -weight.shape[0] && p < weight.shape[0] else {
+                throw LucidError.value("embedding: padding_idx \(p) is out of range for \(weight.shape[0]) embeddings")
+            }
+            pad = p < 0 ? p + weight.shape[0] : p
+        }
+        let flat = try ShapeOps.reshape(idx, [-1])
+        let rows = try GradMode.with(false) { try indexSelect(weight.withRequiresGrad(false), dim: 0, index: flat) }
+        let out = try ShapeOps.reshape(rows, indices.shape + [weight.shape[1]])
+        return Autograd.record(out, Autograd.name(embedding), [weight]) { g in
+            var g2 = try ShapeOps.reshape(g, [flat.numel, weight.shape[1]])
+            if let pad {
+                let hit = try ShapeOps.reshape(try Comparison.compare(.eq, flat, scalar: ScalarOperand(int: Int64(pad))), [flat.numel, 1])
+                g2 = try Comparison.where(hit, scalar: ScalarOperand(int: 0), g2)
+            }
+            let spread = flat.view(shape: g2.shape, strides: [flat.strides[0], 0])
+            return [try scatterAdd(g2, dim: 0, index: spread, shape: weight.shape)]
+        }
+    }
+
+    // MARK: - Subscripts
+
+    /// One item of a Python subscript.
+    package enum Item {
+        case int(Int)
+        case slice(start: Int?, stop: Int?, step: Int?)
+        case newAxis
+        case ellipsis
+        case tensor(TensorImpl)
+    }
+
+    /// The view `a[items]` for basic items, followed by advanced (tensor) indexing with
+    /// NumPy's placement rule: the broadcast index dimensions replace the indexed ones when
+    /// those are adjacent, and lead the result otherwise.
+    package static func subscripted(_ a: TensorImpl, _ items: [Item]) throws -> TensorImpl {
+        var consumed = 0, ellipses = 0
+        for item in items {
+            switch item {
+            case .int, .slice: consumed += 1
+            case .tensor(let t): consumed += t.dtype == .bool ? t.ndim : 1
+            case .ellipsis: ellipses += 1
+            case .newAxis: break
+            }
+        }
+        guard ellipses <= 1 else { throw LucidError.index("an index can only have a single ellipsis ('...')") }
+        guard consumed <= a.ndim else {
+            throw LucidError.index("too many indices for tensor of dimension \(a.ndim) (got \(consumed))")
+        }
+        var expanded: [Item] = []
+        for item in items {
+            if case .ellipsis = item {
+                expanded += [Item](repeating: .slice(start: nil, stop: nil, step: nil), count: a.ndim - consumed)
+            } else {
+                expanded.append(item)
+            }
+        }
+        if ellipses == 0 { expanded += [Item](repeating: .slice(start: nil, stop: nil, step: nil), count: a.ndim - consumed) }
+
+        // Basic indexing: one view. Tensor items keep their dimensions, remembered as
+        // (first view dimension, index arrays) for the advanced step.
+        var shape: [Int] = [], strides: [Int] = [], offset = a.offset
+        var cshape: [Int] = [], cstrides: [Int] = [], coffset = 0  // the same view of a contiguous a
+        let contiguous = Shape.contiguousStrides(a.shape)
+        var advanced: [(position: Int, size: Int, indices: HostIndex)] = []
+        var d = 0
+        for item in expanded {
+            switch item {
+            case .int(let i):
+                let size = a.shape[d]
+                guard i >= -size && i < size else {
+                    throw LucidError.index("index \(i) is out of bounds for dimension \(d) with size \(size)")
+                }
+                let w = i < 0 ? i + size : i
+                offset += w * a.strides[d]; coffset += w * contiguous[d]
+                d += 1
+            case .slice(let start, let stop, let step):
+                let (s, n, st) = try sliceRange(start, stop, step, size: a.shape[d])
+                offset += s * a.strides[d]; coffset += s * contiguous[d]
+                shape.append(n); strides.append(a.strides[d] * st)
+                cshape.append(n); cstrides.append(contiguous[d] * st)
+                d += 1
+            case .newAxis:
+                shape.append(1); strides.append(0); cshape.append(1); cstrides.append(0)
+            case .tensor(let t) where t.dtype == .bool && t.ndim == 0:
+                // A 0-d mask adds a dimension holding the whole tensor once (true) or not at all.
+                let hits = t.backend.nonzero(t).count
+                advanced.append((shape.count, 1, HostIndex(shape: [hits], values: [Int64](repeating: 0, count: hits))))
+                shape.append(1); strides.append(0); cshape.append(1); cstrides.append(0)
+            case .tensor(let t):
+                try Ops.checkSameDevice(index.name, [a, t])
+                let dims = t.dtype == .bool ? t.ndim : 1
+                let sizes = Array(a.shape[d..<(d + dims)])
+                let arrays = try t.dtype == .bool ? HostIndex.fromMask(t, sizes: sizes, firstDim: d)
+                                                  : [try HostIndex.fromIntegers(t, op: index.name)]
+                for (k, arr) in arrays.enumerated() {
+                    advanced.append((shape.count, a.shape[d + k], arr))
+                    shape.append(a.shape[d + k]); strides.append(a.strides[d + k])
+                    cshape.append(a.shape[d + k]); cstrides.append(contiguous[d + k])
+                }
+                d += dims
+            case .ellipsis:
+                break
+            }
+        }
+        let view = a.view(shape: shape, strides: strides, offset: offset)
+        let fullShape = a.shape
+        let basic = Autograd.record(view, "SliceBackward", [a]) { g in
+            // Each view element is a distinct element of `a`: copy the gradient into place.
+            let z = try Creation.full(fullShape, value: ScalarOperand(int: 0), dtype: g.dtype, device: g.device)
+            z.backend.copy(g, into: z.view(shape: cshape, strides: cstrides, offset: coffset))
+            return [z]
+        }
+        if advanced.isEmpty { return basic }
+        return try advancedIndex(basic, advanced)
+    }
+
+    /// Python slice semantics: (start, count, step), clamped to the dimension.
+    static func sliceRange(_ start: Int?, _ stop: Int?, _ step: Int?, size: Int) throws -> (Int, Int, Int) {
+        let st = step ?? 1
+        guard st > 0 else { throw LucidError.value("slice step must be positive, got \(st)") }
+        func clampIndex(_ v: Int?, _ dflt: Int) -> Int {
+            guard let v else { return dflt }
+            let w = v < 0 ? v + size : v
+            return Swift.min(Swift.max(w, 0), size)
+        }
+        let s = clampIndex(start, 0), e = clampIndex(stop, size)
+        let n = e > s ? (e - s + st - 1) / st : 0
+        return (s, n, st)
+    }
+
+    private static func advancedIndex(_ v: TensorImpl, _ adv: [(position: Int, size: Int, indices: HostIndex)]) throws -> TensorImpl {
+        let bshape = try adv.dropFirst().reduce(adv[0].indices.shape) { try Shape.broadcast($0, $1.indices.shape, op: index.name) }
+        let count = try Shape.numel(bshape)
+        // Linear index into the advanced dimensions merged (row-major), with negative
+        // indices wrapped and every index checked against its dimension.
+        var linear = [Int64](repeating: 0, count: count)
+        var scale = 1
+        for entry in adv.reversed() {
+            let values = entry.indices.broadcast(to: bshape)
+            for j in 0..<count {
+                var i = values[j]
+                guard i >= -Int64(entry.size) && i < Int64(entry.size) else {
+                    throw LucidError.index("index \(i) is out of bounds for dimension \(entry.position) with size \(entry.size)")
+                }
+                if i < 0 { i += Int64(entry.size) }
+                linear[j] += i * Int64(scale)
+            }
+            scale *= entry.size
+        }
+        let positions = adv.map(\.position)
+        let rest = (0..<v.ndim).filter { !positions.contains($0) }
+        let merged = try ShapeOps.reshape(try ShapeOps.permute(v, positions + rest), [scale] + rest.map { v.shape[$0] })
+        let idx = try TensorImpl.empty([count], dtype: .int64, on: v.backend)
+        linear.withUnsafeBytes { idx.backend.write($0, into: idx) }
+        let picked = try indexSelect(merged, dim: 0, index: idx)
+        let result = try ShapeOps.reshape(picked, bshape + rest.map { v.shape[$0] })
+        // Adjacent advanced dimensions stay where they were; otherwise they lead.
+        let adjacent = zip(positions, positions.dropFirst()).allSatisfy { $1 == $0 + 1 }
+        guard adjacent, let first = positions.first, first > 0 else { return result }
+        let nb = bshape.count
+        let before = Array(nb..<(nb + first)), batch = Array(0..<nb), after = Array((nb + first)..<result.ndim)
+        return try ShapeOps.permute(result, before + batch + after)
+    }
+}
+
+/// Integer indices held on the host with their shape, for the advanced-index arithmetic.
+struct HostIndex {
+    var shape: [Int]
+    var values: [Int64]
+
+    static func fromIntegers(_ t: TensorImpl, op: String) throws -> HostIndex {
+        guard !t.dtype.isFloatingPoint else {
+            throw LucidError.index("tensors used as indices must be integer or bool tensors, got \(t.dtype)")
+        }
+        let dense = try GradMode.with(false) { try Ops.contiguous(try Ops.cast(t.withRequiresGrad(false), to: .int64)) }
+        var values = [Int64](repeating: 0, count: dense.numel)
+        values.withUnsafeMutableBytes { dense.backend.read(dense, into: $0) }
+        return HostIndex(shape: t.shape, values: values)
+    }
+
+    /// One index array per mask dimension, from the true positions of a bool mask that covers
+    /// dimensions `firstDim...` of sizes `sizes`.
+    static func fromMask(_ mask: TensorImpl, sizes: [Int], firstDim: Int) throws -> [HostIndex] {
+        guard mask.shape == sizes else {
+            throw LucidError.index("the shape of the mask \(mask.shape) does not match the shape \(sizes) of the indexed tensor starting at dimension \(firstDim)")
+        }
+        let flat = mask.backend.nonzero(mask)
+        let strides = Shape.contiguousStrides(sizes)
+        return (0..<sizes.count).map { k in
+            HostIndex(shape: [flat.count], values: flat.map { Int64(($0 / strides[k]) % Swift.max(sizes[k], 1)) })
+        }
+    }
+
+    /// The values laid out over `target` (a broadcast of `shape`), row-major.
+    func broadcast(to target: [Int]) -> [Int64] {
+        if target == shape { return values }
+        let lead = target.count - shape.count
+        let own = Shape.contiguousStrides(shape)
+        var strides = [Int](repeating: 0, count: target.count)
+        for i in 0..<shape.count where shape[i] != 1 { strides[lead + i] = own[i] }
+        var n = 1
+        for s in target { n *= s }
+        var out = [Int64](repeating: 0, count: n)
+        var index = [Int](repeating: 0, count: target.count)
+        for j in 0..<n {
+            var src = 0
+            for d in 0..<target.count { src += index[d] * strides[d] }
+            out[j] = values[src]
+            var d = target.count - 1
+            while d >= 0 {
+                index[d] += 1
+                if index[d] < target[d] { break }
+                index[d] = 0
+                d -= 1
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,192 @@
+/// mse, l1, nll, cross-entropy and binary cross-entropy with logits. Every loss is on the
+/// float32 autocast list.
+package enum Losses {
+    static let mse = OpInfo("mse_loss", .float32)
+    static let l1 = OpInfo("l1_loss", .float32)
+    static let nll = OpInfo("nll_loss", .float32)
+    static let crossEntropy = OpInfo("cross_entropy", .float32)
+    static let bceWithLogits = OpInfo("binary_cross_entropy_with_logits", .float32)
+    static let infos = [mse, l1, nll, crossEntropy, bceWithLogits]
+
+    /// How per-element losses are combined. Raw values are the C ABI's codes.
+    package enum Reduction: Int32, Sendable { case none = 0, mean = 1, sum = 2 }
+
+    private static func reduced(_ loss: TensorImpl, _ r: Reduction) throws -> TensorImpl {
+        switch r {
+        case .none: return loss
+        case .mean: return try Composite.mean(loss, nil)
+        case .sum: return try Composite.sum(loss, nil)
+        }
+    }
+
+    private static func pairwise(_ op: OpInfo, _ input: TensorImpl, _ target: TensorImpl, _ r: Reduction,
+                                 _ body: (TensorImpl) throws -> TensorImpl) throws -> TensorImpl {
+        try Ops.checkSameDevice(op.name, [input, target])
+        guard input.shape == target.shape else {
+            throw LucidError.value("\(op.name): input shape \(input.shape) and target shape \(target.shape) must match")
+        }
+        return try op.run([input, target]) { t in
+            try Composite.checkFloat(op.name, t)
+            return try reduced(try body(try Composite.sub(t[0], t[1])), r)
+        }
+    }
+
+    package static func mse(_ input: TensorImpl, _ target: TensorImpl, reduction: Reduction) throws -> TensorImpl {
+        try pairwise(mse, input, target, reduction) { try Composite.mul($0, $0) }
+    }
+
+    package static func l1(_ input: TensorImpl, _ target: TensorImpl, reduction: Reduction) throws -> TensorImpl {
+        try pairwise(l1, input, target, reduction) { try Elementwise.unary(.abs, $0) }
+    }
+
+    /// Input [N, C, d...] (or [C]) and integer targets [N, d...] (or []), as [N, C, M] and
+    /// [N, M] plus the shape per-element losses take.
+    private static func classLayout(_ op: String, _ input: TensorImpl, _ target: TensorImpl) throws -> (TensorImpl, TensorImpl, [Int]) {
+        guard input.ndim >= 1 else { throw LucidError.value("\(op): input must have a class dimension, got a 0-d tensor") }
+        let x = input.ndim == 1 ? try ShapeOps.unsqueeze(input, 0) : input
+        let y = input.ndim == 1 ? try ShapeOps.reshape(target, [1]) : target
+        let expected = [x.shape[0]] + Array(x.shape.dropFirst(2))
+        guard y.shape == expected else {
+            throw LucidError.value("\(op): expected target of shape \(input.ndim == 1 ? [] : expected) for input of shape \(input.shape), got \(target.shape)")
+        }
+        guard !y.dtype.isFloatingPoint, y.dtype != .bool else {
+            throw LucidError.type("\(op): class-index targets must be an integer tensor, got \(target.dtype) (class probabilities need the input's shape)")
+        }
+        let n = x.shape[0], c = x.shape[1]
+        return (try ShapeOps.reshape(x, [n, c, -1]), try ShapeOps.reshape(try Ops.cast(y, to: .int64), [n, -1]),
+                input.ndim == 1 ? [] : expected)
+    }
+
+    private static func checkWeight(_ op: String, _ weight: TensorImpl?, classes: Int) throws {
+        if let weight, weight.shape != [classes] {
+            throw LucidError.value("\(op): weight must have shape [\(classes)] (one per class), got \(weight.shape)")
+        }
+    }
+
+    /// The negative log-likelihood of the targets under log-probabilities [N, C, M]: per-element
+    /// losses [N, M] and their weights (0 where ignored).
+    private static func picked(_ logp: TensorImpl, _ y: TensorImpl, weight: TensorImpl?, ignoreIndex: Int)
+        throws -> (TensorImpl, TensorImpl) {
+        let ignored = try Comparison.compare(.eq, y, scalar: ScalarOperand(int: Int64(ignoreIndex)))
+        let safe = try Comparison.where(ignored, scalar: ScalarOperand(int: 0), y)
+        let c = logp.shape[1]
+        let chosen: TensorImpl
+        do {
+            chosen = try ShapeOps.squeeze(try Indexing.gather(logp, dim: 1, index: try ShapeOps.unsqueeze(safe, 1)), dims: [1])
+        } catch let e as LucidError where e.kind == .index {
+            throw LucidError.index("target out of bounds: class indices must be in [0, \(c)) or equal ignore_index=\(ignoreIndex) (\(e.message))")
+        }
+        let keep = try Ops.cast(try Comparison.compare(.ne, y, scalar: ScalarOperand(int: Int64(ignoreIndex))), to: logp.dtype)
+        let w = try weight.map { wc in
+            try Composite.mul(try ShapeOps.reshape(try Indexing.indexSelect(wc, dim: 0, index: try ShapeOps.reshape(safe, [-1])), safe.shape), keep)
+        } ?? keep
+        return (try Elementwise.unary(.neg, try Composite.mul(chosen, w)), w)
+    }
+
+    private static func reducedNLL(_ loss: TensorImpl, _ w: TensorImpl, _ r: Reduction, shape: [Int]) throws -> TensorImpl {
+        switch r {
+        case .none: return try ShapeOps.reshape(loss, shape)
+        case .sum: return try Composite.sum(loss, nil)
+        case .mean: return try Composite.div(try Composite.sum(loss, nil), try Composite.sum(w, nil))
+        }
+    }
+
+    /// torch.nn.functional.nll_loss on log-probabilities [N, C, d...] and class indices.
+    package static func nll(_ input: TensorImpl, _ target: TensorImpl, weight: TensorImpl?, ignoreIndex: Int,
+                            reduction: Reduction) throws -> TensorImpl {
+        let op = nll.name
+        try Ops.checkSameDevice(op, [input, target] + (weight.map { [$0] } ?? []))
+        let (x, y, shape) = try classLayout(op, input, target)
+        try checkWeight(op, weight, classes: x.shape[1])
+        return try nll.run([x] + (weight.map { [$0] } ?? [])) { t in
+            try Composite.checkFloat(op, t)
+            let (loss, w) = try picked(t[0], y, weight: t.count > 1 ? try Ops.cast(t[1], to: t[0].dtype) : nil, ignoreIndex: ignoreIndex)
+            return try reducedNLL(loss, w, reduction, shape: shape)
+        }
+    }
+
+    /// torch.nn.functional.cross_entropy on logits [N, C, d...] with class-index targets (with
+    /// `ignoreIndex` and `labelSmoothing`) or class-probability targets of the input's shape.
+    package static func crossEntropy(_ input: TensorImpl, _ target: TensorImpl, weight: TensorImpl?, ignoreIndex: Int,
+                                     reduction: Reduction, labelSmoothing: Double) throws -> TensorImpl {
+        let op = crossEntropy.name
+        try Ops.checkSameDevice(op, [input, target] + (weight.map { [$0] } ?? []))
+        guard labelSmoothing >= 0 && labelSmoothing <= 1 else {
+            throw LucidError.value("\(op): label_smoothing must be between 0.0 and 1.0, got \(labelSmoothing)")
+        }
+        guard input.ndim >= 1 else { throw LucidError.value("\(op): input must have a class dimension, got a 0-d tensor") }
+        let classes = input.shape[input.ndim == 1 ? 0 : 1]
+        try checkWeight(op, weight, classes: classes)
+        if target.dtype.isFloatingPoint {
+            return try probabilityTargets(input, target, weight: weight, reduction: reduction, smoothing: labelSmoothing)
+        }
+        let (x, y, shape) = try classLayout(op, input, target)
+        return try crossEntropy.run([x] + (weight.map { [$0] } ?? [])) { t in
+            try Composite.checkFloat(op, t)
+            let logp = try Activations.logSoftmax(t[0], dim: 1)
+            let w = t.count > 1 ? try Ops.cast(t[1], to: logp.dtype) : nil
+            let (loss, wsel) = try picked(logp, y, weight: w, ignoreIndex: ignoreIndex)
+            let nllLoss = try reducedNLL(loss, wsel, reduction, shape: shape)
+            guard labelSmoothing > 0 else { return nllLoss }
+            // PyTorch's smoothing term: -Σ_c w_c·log p_c, zero where ignored, normalised like
+            // the nll term.
+            let weighted = try w.map { try Composite.mul(logp, try ShapeOps.reshape($0, [1, classes, 1])) } ?? logp
+            let keep = try Ops.cast(try Comparison.compare(.ne, y, scalar: ScalarOperand(int: Int64(ignoreIndex))), to: logp.dtype)
+            let smooth = try Composite.mul(try Elementwise.unary(.neg, try Composite.sum(weighted, [1])), keep)
+            let smoothLoss = try reducedNLL(smooth, wsel, reduction, shape: shape)
+            return try Composite.add(try Composite.mul(nllLoss, 1 - labelSmoothing), try Composite.mul(smoothLoss, labelSmoothing / Double(classes)))
+        }
+    }
+
+    private static func probabilityTargets(_ input: TensorImpl, _ target: TensorImpl, weight: TensorImpl?,
+                                           reduction: Reduction, smoothing: Double) throws -> TensorImpl {
+        let op = crossEntropy.name
+        guard target.shape == input.shape else {
+            throw LucidError.value("\(op): class-probability targets must have the input's shape \(input.shape), got \(target.shape)")
+        }
+        let x = input.ndim == 1 ? try ShapeOps.unsqueeze(input, 0) : input
+        let p = input.ndim == 1 ? try ShapeOps.unsqueeze(target, 0) : target
+        let classes = x.shape[1]
+        return try crossEntropy.run([x, p] + (weight.map { [$0] } ?? [])) { t in
+            try Composite.checkFloat(op, t)
+            let logp = try Activations.logSoftmax(t[0], dim: 1)
+            var q = try Ops.cast(t[1], to: logp.dtype)
+            if smoothing > 0 { q = try Composite.add(try Composite.mul(q, 1 - smoothing), smoothing / Double(classes)) }
+            var terms = try Composite.mul(logp, q)
+            if t.count > 2 {
+                terms = try Composite.mul(terms, try ShapeOps.reshape(try Ops.cast(t[2], to: logp.dtype), [1, classes] + [Int](repeating: 1, count: x.ndim - 2)))
+            }
+            let loss = try Elementwise.unary(.neg, try Composite.sum(terms, [1]))
+            switch reduction {
+            case .none: return input.ndim == 1 ? try ShapeOps.reshape(loss, []) : loss
+            case .sum: return try Composite.sum(loss, nil)
+            case .mean: return try Composite.div(try Composite.sum(loss, nil), try Ops.scalarTensor(ScalarOperand(int: Int64(x.shape[0])), dtype: loss.dtype, device: loss.device))
+            }
+        }
+    }
+
+    /// Sigmoid + binary cross-entropy in one stable expression:
+    /// (1 - y)·x + (1 + (pw - 1)·y)·(log(1 + e^-|x|) + max(-x, 0)).
+    package static func bceWithLogits(_ input: TensorImpl, _ target: TensorImpl, weight: TensorImpl?, posWeight: TensorImpl?,
+                                      reduction: Reduction) throws -> TensorImpl {
+        let op = bceWithLogits.name
+        let extras = [weight, posWeight].compactMap { $0 }
+        try Ops.checkSameDevice(op, [input, target] + extras)
+        guard input.shape == target.shape else {
+            throw LucidError.value("\(op): target shape \(target.shape) must be the same as input shape \(input.shape)")
+        }
+        return try bceWithLogits.run([input, target] + extras) { t in
+            try Composite.checkFloat(op, t)
+            let x = t[0], y = try Ops.cast(t[1], to: x.dtype)
+            var rest = t.dropFirst(2).makeIterator()
+            let w = weight == nil ? nil : rest.next(), pw = posWeight == nil ? nil : rest.next()
+            let softplusNeg = try Composite.add(try Elementwise.unary(.log1p, try Elementwise.unary(.exp, try Elementwise.unary(.neg, try Elementwise.unary(.abs, x)))),
+                                                try Elementwise.unary(.relu, try Elementwise.unary(.neg, x)))
+            let linear = try Composite.mul(try Elementwise.binary(.sub, y, scalar: ScalarOperand(int: 1), scalarFirst: true), x)
+            let coefficient = try pw.map { try Composite.add(try Composite.mul(try Composite.add($0, -1), y), 1) }
+            var loss = try Composite.add(linear, try coefficient.map { try Composite.mul($0, softplusNeg) } ?? softplusNeg)
+            if let w { loss = try Composite.mul(loss, w) }
+            return try reduced(loss, reduction)
+        }
+    }
+}

@@ -1,0 +1,138 @@
+/// layer_norm, group_norm and batch_norm. Statistics are computed in float32 at least.
+package enum Normalization {
+    static let layerNorm = OpInfo("layer_norm", .float32)
+    static let groupNorm = OpInfo("group_norm", .float32)
+    /// Keeps its input dtype, computing in float32 with float32 running statistics.
+    static let batchNorm = OpInfo("batch_norm", .none)
+    static let infos = [layerNorm, groupNorm, batchNorm]
+
+    /// (x - mean) / sqrt(var + eps) over `dims` (biased variance).
+    private static func normalized(_ x: TensorImpl, dims: [Int], eps: Double) throws -> TensorImpl {
+        let centered = try Composite.sub(x, try Composite.mean(x, dims, keepdim: true))
+        let variance = try Composite.mean(try Composite.mul(centered, centered), dims, keepdim: true)
+        return try Composite.mul(centered, try Elementwise.unary(.rsqrt, try Composite.add(variance, eps)))
+    }
+
+    /// `y * weight + bias`, each optional, viewed with `shape`.
+    private static func affine(_ y: TensorImpl, _ w: TensorImpl?, _ b: TensorImpl?, shape: [Int]) throws -> TensorImpl {
+        var out = y
+        if let w { out = try Composite.mul(out, try ShapeOps.reshape(w, shape)) }
+        if let b { out = try Composite.add(out, try ShapeOps.reshape(b, shape)) }
+        return out
+    }
+
+    private static func checkParam(_ op: String, _ name: String, _ t: TensorImpl?, _ shape: [Int]) throws {
+        if let t, t.shape != shape {
+            throw LucidError.value("\(op): \(name) must have shape \(shape), got \(t.shape)")
+        }
+    }
+
+    private static func checkEps(_ op: String, _ eps: Double) throws {
+        guard eps >= 0, eps.isFinite else { throw LucidError.value("\(op): eps must be a non-negative number, got \(eps)") }
+    }
+
+    /// Normalises over the trailing `normalizedShape` dimensions; float32 under autocast.
+    package static func layerNorm(_ a: TensorImpl, normalizedShape: [Int], weight: TensorImpl?, bias: TensorImpl?,
+                                  eps: Double) throws -> TensorImpl {
+        let op = layerNorm.name
+        let k = normalizedShape.count
+        guard k > 0, k <= a.ndim, Array(a.shape.suffix(k)) == normalizedShape else {
+            throw LucidError.value("layer_norm: normalized_shape \(normalizedShape) must be non-empty and match the trailing dimensions of the input shape \(a.shape)")
+        }
+        try checkParam(op, "weight", weight, normalizedShape)
+        try checkParam(op, "bias", bias, normalizedShape)
+        try checkEps(op, eps)
+        try Ops.checkSameDevice(op, [a] + [weight, bias].compactMap { $0 })
+        let given = [a] + [weight, bias].compactMap { $0 }
+        return try layerNorm.run(given) { inputs in
+            try Composite.checkSameDType(op, inputs)
+            let x = inputs[0]
+            var rest = inputs.dropFirst().makeIterator()
+            let w = weight == nil ? nil : rest.next(), b = bias == nil ? nil : rest.next()
+            let y = try normalized(x, dims: Array((x.ndim - k)..<x.ndim), eps: eps)
+            return try affine(y, w, b, shape: normalizedShape)
+        }
+    }
+
+    /// Normalises each of `groups` channel groups of [N, C, *] input; float32 under autocast.
+    package static func groupNorm(_ a: TensorImpl, groups: Int, weight: TensorImpl?, bias: TensorImpl?,
+                                  eps: Double) throws -> TensorImpl {
+        let op = groupNorm.name
+        guard a.ndim >= 2 else { throw LucidError.value("group_norm: expected input of shape [N, C, *], got \(a.shape)") }
+        let c = a.shape[1]
+        guard groups > 0, c % groups == 0 else {
+            throw LucidError.value("group_norm: num_groups \(groups) must be positive and divide the \(c) channels")
+        }
+        try checkParam(op, "weight", weight, [c])
+        try checkParam(op, "bias", bias, [c])
+        try checkEps(op, eps)
+        try Ops.checkSameDevice(op, [a] + [weight, bias].compactMap { $0 })
+        return try groupNorm.run([a] + [weight, bias].compactMap { $0 }) { inputs in
+            try Composite.checkSameDType(op, inputs)
+            let x = inputs[0]
+            var rest = inputs.dropFirst().makeIterator()
+            let w = weight == nil ? nil : rest.next(), b = bias == nil ? nil : rest.next()
+            let grouped = try ShapeOps.reshape(x, [x.shape[0], groups, -1])
+            let y = try ShapeOps.reshape(try normalized(grouped, dims: [2], eps: eps), x.shape)
+            return try affine(y, w, b, shape: [1, c] + [Int](repeating: 1, count: x.ndim - 2))
+        }
+    }
+
+    /// Batch normalisation of [N, C, *] input. In training, normalises with the batch
+    /// statistics and returns running statistics updated with `momentum` (unbiased variance,
+    /// as PyTorch); in evaluation, uses the running statistics. Computes in float32 and returns
+    /// the input's dtype; running statistics stay float32.
+    package static func batchNorm(_ a: TensorImpl, runningMean: TensorImpl?, runningVar: TensorImpl?,
+                                  weight: TensorImpl?, bias: TensorImpl?, training: Bool, momentum: Double,
+                                  eps: Double) throws -> (TensorImpl, TensorImpl?, TensorImpl?) {
+        let op = batchNorm.name
+        guard a.ndim >= 2 else { throw LucidError.value("batch_norm: expected input of shape [N, C, *], got \(a.shape)") }
+        let c = a.shape[1]
+        for (name, t) in [("running_mean", runningMean), ("running_var", runningVar), ("weight", weight), ("bias", bias)] {
+            try checkParam(op, name, t, [c])
+        }
+        guard (runningMean == nil) == (runningVar == nil) else {
+            throw LucidError.value("batch_norm: running_mean and running_var must be given together")
+        }
+        try checkEps(op, eps)
+        try Ops.checkSameDevice(op, [a] + [runningMean, runningVar, weight, bias].compactMap { $0 })
+        try Composite.checkFloat(op, [a] + [runningMean, runningVar, weight, bias].compactMap { $0 })
+        let dims = [0] + Array(2..<a.ndim)
+        let view = [1, c] + [Int](repeating: 1, count: a.ndim - 2)
+        var count = 1
+        for d in dims { count *= a.shape[d] }
+        return try batchNorm.run([a]) { _ in
+            let x = try Ops.cast(a, to: .float32)
+            let f32 = { (t: TensorImpl?) throws -> TensorImpl? in try t.map { try Ops.cast($0, to: .float32) } }
+            let y: TensorImpl
+            var newMean: TensorImpl? = nil, newVar: TensorImpl? = nil
+            if !training, let rm0 = runningMean, let rv0 = runningVar {
+                let rm = try ShapeOps.reshape(try Ops.cast(rm0, to: .float32), view)
+                let rv = try ShapeOps.reshape(try Ops.cast(rv0, to: .float32), view)
+                y = try Composite.mul(try Composite.sub(x, rm), try Elementwise.unary(.rsqrt, try Composite.add(rv, eps)))
+            } else {
+                guard count > 1 || !training else {
+                    throw LucidError.value("batch_norm: expected more than 1 value per channel when training, got input shape \(a.shape)")
+                }
+                let mean = try Composite.mean(x, dims, keepdim: true)
+                let centered = try Composite.sub(x, mean)
+                let biased = try Composite.mean(try Composite.mul(centered, centered), dims, keepdim: true)
+                y = try Composite.mul(centered, try Elementwise.unary(.rsqrt, try Composite.add(biased, eps)))
+                if training, let rm = runningMean, let rv = runningVar {
+                    try GradMode.with(false) {
+                        let m = try ShapeOps.reshape(mean.withRequiresGrad(false), [c])
+                        let unbiased = try Composite.mul(try ShapeOps.reshape(biased.withRequiresGrad(false), [c]),
+                                                         Double(count) / Double(Swift.max(count - 1, 1)))
+                        let blend = { (old: TensorImpl, new: TensorImpl) throws -> TensorImpl in
+                            try Composite.add(try Composite.mul(try Ops.cast(old, to: .float32), 1 - momentum), try Composite.mul(new, momentum))
+                        }
+                        newMean = try blend(rm, m)
+                        newVar = try blend(rv, unbiased)
+                    }
+                }
+            }
+            let out = try affine(y, try f32(weight), try f32(bias), shape: view)
+            return (try Ops.cast(out, to: a.dtype), newMean, newVar)
+        }
+    }
+}

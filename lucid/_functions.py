@@ -1,0 +1,120 @@
+"""Top-level functions (``lucid.where``, ``lucid.cat``, ``lucid.maximum`` …) over the engine ops."""
+
+from __future__ import annotations
+
+import operator
+
+from . import _engine as E
+from ._tensor import Tensor, _scalar
+
+
+def _check(t, fn, what="input"):
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{fn}(): {what} must be a lucid.Tensor, got {type(t).__name__}")
+    return t
+
+
+def _operand(v, fn, what):
+    if isinstance(v, Tensor):
+        return v._h
+    s = _scalar(v)
+    if s is None:
+        raise TypeError(f"{fn}(): {what} must be a lucid.Tensor or a number, got {type(v).__name__}")
+    return s
+
+
+def where(condition, input, other) -> Tensor:
+    """``input`` where the bool ``condition`` holds, ``other`` elsewhere (either may be a
+    number), with broadcasting; gradients flow to the branch chosen."""
+    _check(condition, "where", "condition")
+    return Tensor._wrap(E.where(condition._h, _operand(input, "where", "input"), _operand(other, "where", "other")))
+
+
+def _tensors(tensors, fn):
+    if isinstance(tensors, Tensor):
+        raise TypeError(f"{fn}(): expected a sequence of tensors, got a single tensor")
+    ts = list(tensors)
+    for i, t in enumerate(ts):
+        _check(t, fn, f"tensors[{i}]")
+    return ts
+
+
+def cat(tensors, dim=0) -> Tensor:
+    """Joins tensors along ``dim``; under autocast mixed floating dtypes join in the widest."""
+    return Tensor._wrap(E.cat([t._h for t in _tensors(tensors, "cat")], operator.index(dim), False))
+
+
+def stack(tensors, dim=0) -> Tensor:
+    """Joins tensors of one shape along a new dimension ``dim``."""
+    return Tensor._wrap(E.cat([t._h for t in _tensors(tensors, "stack")], operator.index(dim), True))
+
+
+concat = cat
+
+
+def _method(name, doc):
+    def fn(input, *args, **kwargs):
+        _check(input, name)
+        return getattr(Tensor, name)(input, *args, **kwargs)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+_METHODS = {
+    "exp": "e**x, elementwise; float32 under autocast.",
+    "log": "Natural logarithm, elementwise; float32 under autocast.",
+    "log1p": "log(1 + x), elementwise; float32 under autocast.",
+    "sqrt": "Square root, elementwise.",
+    "rsqrt": "1 / sqrt(x), elementwise; float32 under autocast.",
+    "abs": "Absolute value, elementwise.",
+    "tanh": "Hyperbolic tangent, elementwise.",
+    "sigmoid": "1 / (1 + e**-x), elementwise.",
+    "relu": "max(x, 0), elementwise.",
+    "pow": "input ** exponent, elementwise; float32 under autocast.",
+    "maximum": "Elementwise maximum of two tensors (or a tensor and a number).",
+    "minimum": "Elementwise minimum of two tensors (or a tensor and a number).",
+    "clamp": "Limits values to [min, max].",
+    "clip": "Alias of clamp.",
+    "eq": "input == other, elementwise (bool).",
+    "ne": "input != other, elementwise (bool).",
+    "lt": "input < other, elementwise (bool).",
+    "le": "input <= other, elementwise (bool).",
+    "gt": "input > other, elementwise (bool).",
+    "ge": "input >= other, elementwise (bool).",
+    "logical_and": "Elementwise and of bool tensors.",
+    "logical_or": "Elementwise or of bool tensors.",
+    "logical_xor": "Elementwise xor of bool tensors.",
+    "logical_not": "Elementwise not of a bool tensor.",
+    "sum": "Sum over dim (all by default); float32 under autocast.",
+    "mean": "Mean over dim (all by default); float32 under autocast.",
+    "amax": "Max over dim (all by default).",
+    "amin": "Min over dim (all by default).",
+    "max": "Max of all elements, or (values, indices) along dim.",
+    "min": "Min of all elements, or (values, indices) along dim.",
+    "argmax": "Index of the max along dim, or into the flattened tensor.",
+    "argmin": "Index of the min along dim, or into the flattened tensor.",
+    "var": "Variance over dim with Bessel's correction by default; float32 under autocast.",
+    "std": "Standard deviation over dim; float32 under autocast.",
+    "logsumexp": "log(sum(exp(x))) over dim, computed stably; float32 under autocast.",
+    "softmax": "Softmax along dim; float32 under autocast.",
+    "log_softmax": "Log-softmax along dim; float32 under autocast.",
+    "reshape": "A view when the strides allow, else a copy, of the given shape.",
+    "flatten": "Merges dimensions start_dim..end_dim.",
+    "squeeze": "Drops size-1 dimensions.",
+    "unsqueeze": "Inserts a size-1 dimension at dim.",
+    "transpose": "Swaps two dimensions (a view).",
+    "permute": "Reorders dimensions (a view).",
+    "narrow": "The view of length entries of dim from start.",
+    "split": "Views of consecutive pieces along dim.",
+    "chunk": "At most `chunks` views of equal size along dim.",
+    "index_select": "Slices along dim at the positions in a 1-D integer tensor.",
+    "gather": "Values along dim at the positions in an index tensor of the output's shape.",
+    "matmul": "torch.matmul semantics; lower precision under autocast.",
+}
+
+for _name, _doc in _METHODS.items():
+    globals()[_name] = _method(_name, _doc)
+
+__all__ = ["where", "cat", "concat", "stack", *_METHODS]

@@ -1,0 +1,122 @@
+"""LayerNorm, GroupNorm, BatchNorm1d and BatchNorm2d."""
+
+from __future__ import annotations
+
+import operator
+
+from .. import _creation
+from .._types import check_dtype, float32, int64
+from . import functional as F
+from .module import Module
+from .parameter import Parameter
+
+
+def _filled(shape, value, dtype, device):
+    d = float32 if dtype is None else check_dtype(dtype)
+    return _creation.full(tuple(shape), value, dtype=d, device=device)
+
+
+class LayerNorm(Module):
+    """Normalises over the trailing ``normalized_shape``; float32 under autocast."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device="cpu", dtype=None):
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.normalized_shape = tuple(operator.index(s) for s in shape)
+        self.eps = float(eps)
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(_filled(self.normalized_shape, 1.0, dtype, device))
+            if bias:
+                self.bias = Parameter(_filled(self.normalized_shape, 0.0, dtype, device))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x):
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class GroupNorm(Module):
+    """Normalises each of ``num_groups`` channel groups; float32 under autocast."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device="cpu", dtype=None):
+        super().__init__()
+        self.num_groups, self.num_channels = operator.index(num_groups), operator.index(num_channels)
+        if self.num_groups <= 0 or self.num_channels % self.num_groups:
+            raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
+        self.eps, self.affine = float(eps), affine
+        if affine:
+            self.weight = Parameter(_filled((self.num_channels,), 1.0, dtype, device))
+            self.bias = Parameter(_filled((self.num_channels,), 0.0, dtype, device))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x):
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
+class _BatchNorm(Module):
+    _dims: tuple = ()
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device="cpu",
+                 dtype=None):
+        super().__init__()
+        self.num_features = operator.index(num_features)
+        self.eps, self.momentum = float(eps), momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        n = (self.num_features,)
+        if affine:
+            self.weight = Parameter(_filled(n, 1.0, dtype, device))
+            self.bias = Parameter(_filled(n, 0.0, dtype, device))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            # Running statistics stay float32 whatever the parameters' dtype.
+            self.register_buffer("running_mean", _filled(n, 0.0, float32, device))
+            self.register_buffer("running_var", _filled(n, 1.0, float32, device))
+            self.register_buffer("num_batches_tracked", _creation.zeros((), dtype=int64, device=device))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    def forward(self, x):
+        if x.ndim not in self._dims:
+            raise ValueError(f"{type(self).__name__}: expected {' or '.join(f'{d}-D' for d in self._dims)} input, "
+                             f"got shape {x.shape}")
+        use_batch_stats = self.training or self.running_mean is None
+        momentum = self.momentum
+        if self.training and self.track_running_stats:
+            self.num_batches_tracked = self.num_batches_tracked + 1
+            if momentum is None:  # a cumulative moving average
+                momentum = 1.0 / self.num_batches_tracked.item()
+        y, mean, var = F._batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                                     use_batch_stats, momentum or 0.0, self.eps)
+        if mean is not None:
+            self.running_mean, self.running_var = mean, var
+        return y
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalisation of [N, C] or [N, C, L] input."""
+    _dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalisation of [N, C, H, W] input."""
+    _dims = (4,)
