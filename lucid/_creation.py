@@ -79,25 +79,30 @@ def full(size, fill_value, dtype=None, device="cpu") -> Tensor:
     return Tensor._wrap(E.full(shape, s[0], s[1], s[2], d.code, as_device(device).code))
 
 
-def _filled(size, value, dtype, device):
+def _leaf(t: Tensor, requires_grad: bool) -> Tensor:
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def _filled(size, value, dtype, device, requires_grad):
     d = float32 if dtype is None else check_dtype(dtype)
-    return Tensor._wrap(E.full(_shape_args(size), float(value), int(value), E.SCALAR_INT, d.code, as_device(device).code))
+    t = Tensor._wrap(E.full(_shape_args(size), float(value), int(value), E.SCALAR_INT, d.code, as_device(device).code))
+    return _leaf(t, requires_grad)
 
 
-def zeros(*size, dtype=None, device="cpu") -> Tensor:
-    return _filled(size, 0, dtype, device)
+def zeros(*size, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+    return _filled(size, 0, dtype, device, requires_grad)
 
 
-def ones(*size, dtype=None, device="cpu") -> Tensor:
-    return _filled(size, 1, dtype, device)
+def ones(*size, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+    return _filled(size, 1, dtype, device, requires_grad)
 
 
-def zeros_like(t: Tensor, dtype=None, device=None) -> Tensor:
-    return zeros(t.shape, dtype=dtype or t.dtype, device=device or t.device)
+def zeros_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return zeros(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
-def ones_like(t: Tensor, dtype=None, device=None) -> Tensor:
-    return ones(t.shape, dtype=dtype or t.dtype, device=device or t.device)
+def ones_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return ones(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None, device="cpu") -> Tensor:
@@ -118,19 +123,19 @@ def arange(start, end=None, step=1, dtype=None, device="cpu") -> Tensor:
     return Tensor._wrap(E.arange(nums[0], nums[1], nums[2], d, dev))
 
 
-def _random(size, normal, dtype, device):
+def _random(size, normal, dtype, device, requires_grad):
     d = float32 if dtype is None else check_dtype(dtype)
-    return Tensor._wrap(E.random(_shape_args(size), normal, d.code, as_device(device).code))
+    return _leaf(Tensor._wrap(E.random(_shape_args(size), normal, d.code, as_device(device).code)), requires_grad)
 
 
-def rand(*size, dtype=None, device="cpu") -> Tensor:
+def rand(*size, dtype=None, device="cpu", requires_grad=False) -> Tensor:
     """Uniform samples in [0, 1) from the generator `manual_seed` reseeds."""
-    return _random(size, False, dtype, device)
+    return _random(size, False, dtype, device, requires_grad)
 
 
-def randn(*size, dtype=None, device="cpu") -> Tensor:
+def randn(*size, dtype=None, device="cpu", requires_grad=False) -> Tensor:
     """Standard normal samples from the generator `manual_seed` reseeds."""
-    return _random(size, True, dtype, device)
+    return _random(size, True, dtype, device, requires_grad)
 
 
 def manual_seed(seed: int) -> None:

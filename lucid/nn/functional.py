@@ -111,6 +111,8 @@ def log_softmax(input: Tensor, dim: int) -> Tensor:
 def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     """Zeroes elements with probability ``p`` and scales the rest by 1/(1-p) when training."""
     _check(input, "input")
+    if (not training or p == 0) and 0 <= p <= 1:
+        return input
     return Tensor._wrap(E.dropout(input._h, float(p), bool(training)))
 
 

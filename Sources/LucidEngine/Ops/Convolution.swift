@@ -10,7 +10,8 @@ package enum Convolution {
     static let maxPool2d = OpInfo("max_pool2d", .none)
     static let avgPool2d = OpInfo("avg_pool2d", .none)
     static let adaptiveAvgPool2d = OpInfo("adaptive_avg_pool2d", .none)
-    static let infos = [unfold, fold, conv1d, conv2d, convTranspose2d, maxPool2d, avgPool2d, adaptiveAvgPool2d]
+    /// The public ops (unfold and fold are their building blocks).
+    static let infos = [conv1d, conv2d, convTranspose2d, maxPool2d, avgPool2d, adaptiveAvgPool2d]
 
     /// A pair of per-dimension parameters (height, width).
     package typealias Pair = (Int, Int)

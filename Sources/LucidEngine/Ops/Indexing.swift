@@ -6,7 +6,8 @@ package enum Indexing {
     static let indexSelect = OpInfo("index_select", .none)
     static let embedding = OpInfo("embedding", .none)
     static let index = OpInfo("index", .none)
-    static let infos = [gather, scatterAdd, indexSelect, embedding, index]
+    /// The public ops (scatter_add only serves gather's backward).
+    static let infos = [gather, indexSelect, embedding, index]
 
     /// An integer index tensor as int64 (bool and floating indices are refused).
     private static func integerIndex(_ t: TensorImpl, op: String) throws -> TensorImpl {

@@ -1,0 +1,118 @@
+"""Walks the whole autocast op table: every op runs under float16 autocast on "metal" and
+bfloat16 autocast on "cpu", and its result dtype must be what its declared policy says."""
+
+import numpy as np
+import pytest
+
+import lucid
+import lucid.nn.functional as F
+from lucid.amp import CastPolicy
+
+rng = np.random.default_rng(0)
+SCOPES = [("metal", lucid.float16), ("cpu", lucid.bfloat16)]
+
+
+def make(device, dtype):
+    """A factory of random tensors on `device` in `dtype` (float32 by default)."""
+    def t(*shape, d=None, positive=False):
+        a = rng.standard_normal(shape).astype(np.float32)
+        return lucid.tensor(np.abs(a) + 0.1 if positive else a, device=device).to(d or dtype)
+    return t
+
+
+def idx(device, *values):
+    return lucid.tensor(np.array(values), device=device)
+
+
+# Each runner takes (t, device) and returns the op's floating result. `t` makes inputs in the
+# dtype under test.
+RUNNERS = {
+    "add": lambda t, d: t(3) + t(3), "sub": lambda t, d: t(3) - t(3), "mul": lambda t, d: t(3) * t(3),
+    "div": lambda t, d: t(3) / t(3, positive=True), "pow": lambda t, d: t(3, positive=True) ** t(3),
+    "maximum": lambda t, d: lucid.maximum(t(3), t(3)), "minimum": lambda t, d: lucid.minimum(t(3), t(3)),
+    "neg": lambda t, d: -t(3), "relu": lambda t, d: t(3).relu(), "exp": lambda t, d: t(3).exp(),
+    "log": lambda t, d: t(3, positive=True).log(), "log1p": lambda t, d: t(3, positive=True).log1p(),
+    "sqrt": lambda t, d: t(3, positive=True).sqrt(), "rsqrt": lambda t, d: t(3, positive=True).rsqrt(),
+    "abs": lambda t, d: t(3).abs(), "tanh": lambda t, d: t(3).tanh(), "sigmoid": lambda t, d: t(3).sigmoid(),
+    "silu": lambda t, d: F.silu(t(3)), "gelu": lambda t, d: F.gelu(t(3)), "softplus": lambda t, d: F.softplus(t(3)),
+    "where": lambda t, d: lucid.where(t(3) > 0, t(3), t(3)), "clamp": lambda t, d: t(3).clamp(-1, 1),
+    "matmul": lambda t, d: t(2, 3) @ t(3, 2), "linear": lambda t, d: F.linear(t(2, 3), t(4, 3), t(4)),
+    "sum": lambda t, d: t(3).sum(), "mean": lambda t, d: t(3).mean(),
+    "max": lambda t, d: t(2, 3).max(1).values, "min": lambda t, d: t(2, 3).min(),
+    "amax": lambda t, d: t(2, 3).amax(0), "amin": lambda t, d: t(2, 3).amin(0),
+    "var": lambda t, d: t(4).var(), "std": lambda t, d: t(4).std(), "logsumexp": lambda t, d: t(2, 3).logsumexp(1),
+    "reshape": lambda t, d: t(2, 3).reshape(3, 2), "view": lambda t, d: t(2, 3).view(6),
+    "transpose": lambda t, d: t(2, 3).transpose(0, 1), "permute": lambda t, d: t(2, 3).permute(1, 0),
+    "contiguous": lambda t, d: t(2, 3).T.contiguous(), "squeeze": lambda t, d: t(1, 3).squeeze(),
+    "unsqueeze": lambda t, d: t(3).unsqueeze(0), "expand": lambda t, d: t(1, 3).expand(2, 3),
+    "flatten": lambda t, d: t(2, 3).flatten(), "narrow": lambda t, d: t(4).narrow(0, 1, 2),
+    "split": lambda t, d: t(4).split(2)[0], "gather": lambda t, d: t(2, 3).gather(1, idx(d, [0], [2])),
+    "index_select": lambda t, d: t(2, 3).index_select(1, idx(d, 2, 0)),
+    "embedding": lambda t, d: F.embedding(idx(d, 1, 0), t(3, 2)), "index": lambda t, d: t(2, 3)[idx(d, 1), 1:],
+    "softmax": lambda t, d: F.softmax(t(2, 3), 1), "log_softmax": lambda t, d: F.log_softmax(t(2, 3), 1),
+    "dropout": lambda t, d: F.dropout(t(8), 0.5), "layer_norm": lambda t, d: F.layer_norm(t(2, 3), (3,), t(3), t(3)),
+    "group_norm": lambda t, d: F.group_norm(t(2, 4, 3), 2, t(4), t(4)),
+    "batch_norm": lambda t, d: F.batch_norm(t(4, 3), training=True),
+    "conv1d": lambda t, d: F.conv1d(t(1, 2, 5), t(3, 2, 2), t(3)),
+    "conv2d": lambda t, d: F.conv2d(t(1, 2, 4, 4), t(3, 2, 2, 2), t(3)),
+    "conv_transpose2d": lambda t, d: F.conv_transpose2d(t(1, 2, 3, 3), t(2, 3, 2, 2), t(3)),
+    "max_pool2d": lambda t, d: F.max_pool2d(t(1, 1, 4, 4), 2), "avg_pool2d": lambda t, d: F.avg_pool2d(t(1, 1, 4, 4), 2),
+    "adaptive_avg_pool2d": lambda t, d: F.adaptive_avg_pool2d(t(1, 1, 4, 4), 2),
+    "scaled_dot_product_attention": lambda t, d: F.scaled_dot_product_attention(t(2, 4), t(3, 4), t(3, 4)),
+    "mse_loss": lambda t, d: F.mse_loss(t(3), t(3)), "l1_loss": lambda t, d: F.l1_loss(t(3), t(3)),
+    "nll_loss": lambda t, d: F.nll_loss(t(2, 3), idx(d, 0, 2)),
+    "cross_entropy": lambda t, d: F.cross_entropy(t(2, 3), idx(d, 0, 2)),
+    "binary_cross_entropy_with_logits": lambda t, d: F.binary_cross_entropy_with_logits(t(3), t(3).sigmoid()),
+    "to": lambda t, d: t(3).to(d),
+}
+# Ops whose result is not floating: (runner, result dtype).
+NON_FLOAT = {
+    "eq": (lambda t, d: t(3) == t(3), lucid.bool), "ne": (lambda t, d: t(3) != t(3), lucid.bool),
+    "lt": (lambda t, d: t(3) < t(3), lucid.bool), "le": (lambda t, d: t(3) <= t(3), lucid.bool),
+    "gt": (lambda t, d: t(3) > t(3), lucid.bool), "ge": (lambda t, d: t(3) >= t(3), lucid.bool),
+    "argmax": (lambda t, d: t(2, 3).argmax(1), lucid.int64), "argmin": (lambda t, d: t(2, 3).argmin(), lucid.int64),
+}
+PROMOTE = {"cat": lambda t, low, d: lucid.cat([t(2), low(2)]), "stack": lambda t, low, d: lucid.stack([t(2), low(2)])}
+
+
+def test_every_op_in_the_table_is_walked():
+    table = set(lucid.amp.policies())
+    assert table == set(RUNNERS) | set(NON_FLOAT) | set(PROMOTE)
+
+
+@pytest.mark.parametrize("device,low", SCOPES, ids=["metal-float16", "cpu-bfloat16"])
+@pytest.mark.parametrize("name", sorted(RUNNERS))
+def test_result_dtype_follows_the_policy(name, device, low):
+    policy = lucid.amp.policy(name)
+    # Lower-precision ops get float32 inputs (they must come out low); the others get
+    # low-precision inputs (float32 ops must widen them, the rest keep them).
+    given = lucid.float32 if policy is CastPolicy.LOWER_PRECISION else low
+    with lucid.amp.autocast(device, dtype=low):
+        out = RUNNERS[name](make(device, given), device)
+    if policy is CastPolicy.LOWER_PRECISION:
+        cpu_kernel = name in lucid.amp.cpu_bfloat16_ops() or device == "metal"
+        want = low if cpu_kernel else lucid.float32
+    elif policy is CastPolicy.FLOAT32:
+        want = lucid.float32
+    else:
+        want = low
+    assert out.dtype == want, f"{name} ({policy.value}) gave {out.dtype} under {device} {low} autocast"
+    assert out.device == device
+
+
+@pytest.mark.parametrize("device,low", SCOPES, ids=["metal-float16", "cpu-bfloat16"])
+@pytest.mark.parametrize("name", sorted(NON_FLOAT))
+def test_non_floating_results(name, device, low):
+    assert lucid.amp.policy(name) is CastPolicy.NONE
+    runner, want = NON_FLOAT[name]
+    with lucid.amp.autocast(device, dtype=low):
+        assert runner(make(device, low), device).dtype == want
+
+
+@pytest.mark.parametrize("device,low", SCOPES, ids=["metal-float16", "cpu-bfloat16"])
+@pytest.mark.parametrize("name", sorted(PROMOTE))
+def test_promote_ops_use_the_widest_input(name, device, low):
+    assert lucid.amp.policy(name) is CastPolicy.PROMOTE
+    with lucid.amp.autocast(device, dtype=low):
+        assert PROMOTE[name](make(device, lucid.float32), make(device, low), device).dtype == lucid.float32
+        assert PROMOTE[name](make(device, low), make(device, low), device).dtype == low
