@@ -40,3 +40,58 @@ import Testing
         #expect(throws: LucidError.self) { _ = try Tensor(integers: [1], shape: [1]).requiringGrad() }
     }
 }
+
+@Suite struct SwiftTrainingTests {
+    /// A two-layer MLP learns XOR-like quadrant labels with Adam under autocast.
+    @Test func aTwoLayerMLPTrainsUnderAutocastWithAdam() throws {
+        Tensor.manualSeed(0)
+        var points: [Float] = [], labels: [Int64] = []
+        for i in 0..<64 {
+            let x = Float(i % 8) / 3.5 - 1, y = Float(i / 8) / 3.5 - 1
+            points += [x, y]
+            labels.append((x > 0) != (y > 0) ? 1 : 0)
+        }
+        let x = try Tensor(points, shape: [64, 2], device: .metal)
+        let target = try Tensor(integers: labels, shape: [64], device: .metal)
+        let opt = try Adam([
+            try (Tensor.randn([16, 2], device: .metal) * 0.5).requiringGrad(), try Tensor.zeros([16], device: .metal).requiringGrad(),
+            try (Tensor.randn([2, 16], device: .metal) * 0.25).requiringGrad(), try Tensor.zeros([2], device: .metal).requiringGrad(),
+        ], lr: 0.05)
+        func logits() throws -> Tensor {
+            let p = opt.parameters
+            return try withAutocast(.metal) { try x.linear(p[0], bias: p[1]).gelu().linear(p[2], bias: p[3]) }
+        }
+        var losses: [Float] = []
+        for _ in 0..<150 {
+            let out = try logits()
+            #expect(out.dtype == .float16)
+            let loss = try withAutocast(.metal) { try crossEntropy(out, target) }
+            #expect(loss.dtype == .float32)
+            losses.append(try loss.item())
+            try opt.zeroGrad()
+            try loss.backward()
+            #expect(opt.parameters[0].grad?.dtype == .float32)
+            try opt.step()
+        }
+        #expect(losses.last! < 0.2 * losses.first!)
+        let correct = try GradMode.with(false) { try logits().argmax(dim: 1).equals(target).to(.float32).mean().item() }
+        #expect(correct > 0.95)
+        #expect(throws: LucidError.self) { _ = try Adam([try Tensor.zeros([2])]) }
+    }
+
+    @Test func sgdWithMomentumMatchesTheHandComputedUpdate() throws {
+        let p = try Tensor([1, -2], shape: [2]).requiringGrad()
+        let opt = try SGD([p], lr: 0.1, momentum: 0.9)
+        for _ in 0..<2 {
+            try opt.zeroGrad()
+            try (opt.parameters[0] * opt.parameters[0]).sum().backward()
+            try opt.step()
+        }
+        // g1 = 2p0, b1 = g1, p1 = p0 - 0.1 b1; g2 = 2p1, b2 = 0.9 b1 + g2, p2 = p1 - 0.1 b2.
+        let p0: [Float] = [1, -2]
+        let p1 = p0.map { $0 - 0.1 * 2 * $0 }
+        let p2 = zip(p0, p1).map { a, b in b - 0.1 * (0.9 * 2 * a + 2 * b) }
+        let got = try opt.parameters[0].toArray()
+        #expect(zip(got, p2).allSatisfy { abs($0 - $1) < 1e-6 })
+    }
+}

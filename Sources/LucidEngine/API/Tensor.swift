@@ -149,3 +149,46 @@ public struct Tensor: @unchecked Sendable, CustomStringConvertible {
         try Autograd.backward(impl, grad: gradient?.impl, retainGraph: retainGraph)
     }
 }
+
+// MARK: - Layers and losses for Swift callers
+
+extension Tensor {
+    public func gelu() throws -> Tensor { Tensor(try Elementwise.unary(.gelu, impl)) }
+    public func tanh() throws -> Tensor { Tensor(try Elementwise.unary(.tanh, impl)) }
+    public func exp() throws -> Tensor { Tensor(try Elementwise.unary(.exp, impl)) }
+    public func log() throws -> Tensor { Tensor(try Elementwise.unary(.log, impl)) }
+    /// Softmax along `dim`; float32 under autocast.
+    public func softmax(dim: Int) throws -> Tensor { Tensor(try Activations.softmax(impl, dim: dim)) }
+    public func logSoftmax(dim: Int) throws -> Tensor { Tensor(try Activations.logSoftmax(impl, dim: dim)) }
+    /// Index of the max along `dim` (int64).
+    public func argmax(dim: Int, keepdim: Bool = false) throws -> Tensor {
+        Tensor(try Reductions.argExtreme(impl, dim: dim, keepdim: keepdim, largest: true))
+    }
+    /// Elementwise equality as a bool tensor.
+    public func equals(_ other: Tensor) throws -> Tensor { Tensor(try Comparison.compare(.eq, impl, other.impl)) }
+    public func layerNorm(_ normalizedShape: [Int], weight: Tensor? = nil, bias: Tensor? = nil, eps: Double = 1e-5) throws -> Tensor {
+        Tensor(try Normalization.layerNorm(impl, normalizedShape: normalizedShape, weight: weight?.impl, bias: bias?.impl, eps: eps))
+    }
+    /// 2-D convolution of [N, C, H, W] input with [O, C/groups, kh, kw] weights.
+    public func conv2d(_ weight: Tensor, bias: Tensor? = nil, stride: Int = 1, padding: Int = 0, dilation: Int = 1,
+                       groups: Int = 1) throws -> Tensor {
+        Tensor(try Convolution.conv2d(impl, weight.impl, bias?.impl, stride: (stride, stride), padding: (padding, padding),
+                                      dilation: (dilation, dilation), groups: groups))
+    }
+    public func maxPool2d(_ kernel: Int, stride: Int? = nil) throws -> Tensor {
+        Tensor(try Convolution.maxPool2d(impl, kernel: (kernel, kernel), stride: (stride ?? kernel, stride ?? kernel),
+                                         padding: (0, 0), dilation: (1, 1), ceilMode: false))
+    }
+}
+
+/// Cross-entropy of logits [N, C] against int64 class indices [N] (mean over the batch);
+/// float32 under autocast.
+public func crossEntropy(_ logits: Tensor, _ target: Tensor, labelSmoothing: Double = 0) throws -> Tensor {
+    Tensor(try Losses.crossEntropy(logits.impl, target.impl, weight: nil, ignoreIndex: -100, reduction: .mean,
+                                   labelSmoothing: labelSmoothing))
+}
+
+/// Mean squared error; float32 under autocast.
+public func mseLoss(_ input: Tensor, _ target: Tensor) throws -> Tensor {
+    Tensor(try Losses.mse(input.impl, target.impl, reduction: .mean))
+}
