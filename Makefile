@@ -7,7 +7,7 @@ LIB    := $(if $(filter Darwin,$(shell uname -s)),liblucid.dylib,liblucid.so)
 
 .PHONY: build engine demo test swift-test py-test bench clean
 
-## build: the engine (release), a .venv with numpy/ml_dtypes/pytest, and lucid installed into it
+## build: the engine (release), a .venv with numpy/ml_dtypes/pytest/scikit-learn, and lucid installed into it
 build: engine $(VENV)/.installed
 
 engine:
@@ -19,10 +19,10 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: $(PY) pyproject.toml setup.py
-	LUCID_SKIP_ENGINE_BUILD=1 $(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	LUCID_SKIP_ENGINE_BUILD=1 $(PY) -m pip install -q --disable-pip-version-check -e '.[test,demo]'
 	@touch $@
 
-## demo: autocast at work on the default device "metal"
+## demo: trains a digits classifier on "metal" in float32 and under autocast + GradScaler
 demo: build
 	$(PY) examples/demo.py
 
