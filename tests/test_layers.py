@@ -370,3 +370,22 @@ def test_gradient_matches_finite_differences(name):
     for t, want in zip(leaves, numeric_grads(fn, arrays, weights.astype(np.float64))):
         assert t.grad is not None and t.grad.shape == t.shape
         np.testing.assert_allclose(t.grad.numpy(), want, rtol=3e-2, atol=3e-2)
+
+
+def test_huge_window_parameters_are_errors_not_overflows():
+    x, w = T(arr(1, 2, 4, 4)), T(arr(1, 2, 3, 3))
+    for kw in (dict(stride=2 ** 62), dict(dilation=2 ** 62), dict(padding=2 ** 40)):
+        with pytest.raises(ValueError, match="larger than the supported"):
+            F.conv2d(x, w, **kw)
+    with pytest.raises(ValueError, match="larger than the supported"):
+        F.conv_transpose2d(x, T(arr(2, 1, 2, 2)), stride=2 ** 40)
+    with pytest.raises(ValueError, match="larger than the supported"):
+        F.adaptive_avg_pool2d(x, 2 ** 31)
+
+
+def test_empty_inputs():
+    assert F.softmax(T(arr(0, 3)), 0).shape == (0, 3)
+    assert F.log_softmax(T(arr(3, 0)), 1).shape == (3, 0)
+    assert np.isnan(F.cross_entropy(T(arr(0, 3)), T(np.zeros(0, np.int64))).item())
+    assert F.conv2d(T(arr(0, 2, 4, 4)), T(arr(3, 2, 3, 3))).shape == (0, 3, 2, 2)
+    assert F.scaled_dot_product_attention(T(arr(0, 3)), T(arr(2, 3)), T(arr(2, 3))).shape == (0, 3)

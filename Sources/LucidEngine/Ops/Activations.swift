@@ -7,6 +7,7 @@ package enum Activations {
 
     /// `x - max(x)` along `dim`, the max held constant (it cancels in the result).
     private static func shifted(_ x: TensorImpl, _ d: Int) throws -> TensorImpl {
+        if x.numel == 0 { return x }
         let m = try GradMode.with(false) {
             try Reductions.extreme(x.withRequiresGrad(false), dims: [d], keepdim: true, largest: true)
         }

@@ -26,9 +26,15 @@ package enum Convolution {
         return n
     }
 
+    /// Window parameters above this are refused, so that the size arithmetic cannot overflow.
+    static let maxParameter = Int(Int32.max)
+
     private static func checkPositive(_ op: String, _ name: String, _ p: Pair, allowZero: Bool = false) throws {
         if p.0 < (allowZero ? 0 : 1) || p.1 < (allowZero ? 0 : 1) {
             throw LucidError.value("\(op): \(name) must be \(allowZero ? "non-negative" : "positive"), got (\(p.0), \(p.1))")
+        }
+        if p.0 > maxParameter || p.1 > maxParameter {
+            throw LucidError.value("\(op): \(name) (\(p.0), \(p.1)) is larger than the supported \(maxParameter)")
         }
     }
 
@@ -136,8 +142,16 @@ package enum Convolution {
             throw LucidError.value("\(name): output_padding (\(outputPadding.0), \(outputPadding.1)) must be smaller than stride or dilation")
         }
         let h = x0.shape[2], w = x0.shape[3]
-        let oh = (h - 1) * stride.0 - 2 * padding.0 + dilation.0 * (kh - 1) + outputPadding.0 + 1
-        let ow = (w - 1) * stride.1 - 2 * padding.1 + dilation.1 * (kw - 1) + outputPadding.1 + 1
+        func outputSize(_ n: Int, _ s: Int, _ p: Int, _ d: Int, _ k: Int, _ op: Int) throws -> Int {
+            let (grown, overflow) = Swift.max(n - 1, 0).multipliedReportingOverflow(by: s)
+            let size = grown &- 2 * p &+ d * (k - 1) &+ op &+ 1
+            guard !overflow, size <= Shape.maxElements else {
+                throw LucidError.value("\(name): the output for input size \(n) and stride \(s) would be too large")
+            }
+            return size
+        }
+        let oh = try outputSize(h, stride.0, padding.0, dilation.0, kh, outputPadding.0)
+        let ow = try outputSize(w, stride.1, padding.1, dilation.1, kw, outputPadding.1)
         guard oh > 0, ow > 0 else { throw LucidError.value("\(name): the output size (\(oh), \(ow)) is not positive") }
         let g = WindowGeometry(kernel: (kh, kw), stride: stride, padding: padding, dilation: dilation, input: (oh, ow), output: (h, w))
         let cout = cog * groups

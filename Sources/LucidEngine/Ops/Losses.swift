@@ -52,8 +52,8 @@ package enum Losses {
         guard !y.dtype.isFloatingPoint, y.dtype != .bool else {
             throw LucidError.type("\(op): class-index targets must be an integer tensor, got \(target.dtype) (class probabilities need the input's shape)")
         }
-        let n = x.shape[0], c = x.shape[1]
-        return (try ShapeOps.reshape(x, [n, c, -1]), try ShapeOps.reshape(try Ops.cast(y, to: .int64), [n, -1]),
+        let n = x.shape[0], c = x.shape[1], m = x.shape.dropFirst(2).reduce(1, *)
+        return (try ShapeOps.reshape(x, [n, c, m]), try ShapeOps.reshape(try Ops.cast(y, to: .int64), [n, m]),
                 input.ndim == 1 ? [] : expected)
     }
 
