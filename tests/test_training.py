@@ -71,7 +71,7 @@ def train(kind, device, low, amp, steps=40):
     x_np, y_np = data("mlp" if kind == "mlp" else ("cnn" if kind == "cnn" else "attn"))
     x, y = lucid.tensor(x_np, device=device), lucid.tensor(y_np, device=device)
     opt = lucid.optim.AdamW(model.parameters(), lr=1e-2)
-    sched = lucid.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps) if hasattr(lucid.optim, "lr_scheduler") else None
+    sched = lucid.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
     scaler = lucid.amp.GradScaler(device, enabled=amp and low == lucid.float16)
     losses = []
     for step in range(steps):
@@ -81,11 +81,10 @@ def train(kind, device, low, amp, steps=40):
         opt.zero_grad()
         scaler.scale(loss).backward()
         scaler.unscale_(opt)
-        nn.utils.clip_grad_norm_(model.parameters(), 5.0) if hasattr(nn, "utils") else None
+        nn.utils.clip_grad_norm_(model.parameters(), 5.0)
         scaler.step(opt)
         scaler.update()
-        if sched is not None:
-            sched.step()
+        sched.step()
         losses.append(loss.item())
     model.eval()
     with lucid.no_grad(), lucid.amp.autocast(device, dtype=low, enabled=amp):

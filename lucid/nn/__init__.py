@@ -1,9 +1,12 @@
-"""Neural-network layers."""
+"""Neural-network layers, their functional forms (``lucid.nn.functional``), initialisers
+(``lucid.nn.init``) and training utilities (``lucid.nn.utils``)."""
 
-from . import functional
+from . import functional, init, utils
 from .attention import MultiheadAttention
+from .containers import ModuleDict, ModuleList
 from .conv import Conv1d, Conv2d, ConvTranspose2d
-from .layers import GELU, Dropout, Linear, LogSoftmax, ReLU, Sequential, Sigmoid, SiLU, Softmax, Tanh
+from .layers import (GELU, Dropout, Flatten, Identity, Linear, LogSoftmax, ReLU, Sequential, Sigmoid, SiLU, Softmax,
+                     Tanh)
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from .module import Module
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
@@ -12,6 +15,7 @@ from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from .sparse import Embedding
 
 __all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax",
-           "Dropout", "Sequential", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d",
-           "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "Embedding",
-           "MultiheadAttention", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss", "BCEWithLogitsLoss", "functional"]
+           "Dropout", "Identity", "Flatten", "Sequential", "ModuleList", "ModuleDict", "Conv1d", "Conv2d",
+           "ConvTranspose2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
+           "GroupNorm", "Embedding", "MultiheadAttention", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss",
+           "BCEWithLogitsLoss", "functional", "init", "utils"]

@@ -74,6 +74,30 @@ class Sigmoid(Module):
         return F.sigmoid(x)
 
 
+class Identity(Module):
+    """Returns its input; takes and ignores any constructor arguments."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, x):
+        return x
+
+
+class Flatten(Module):
+    """Merges dimensions ``start_dim`` to ``end_dim`` (by default all but the batch one)."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1):
+        super().__init__()
+        self.start_dim, self.end_dim = operator.index(start_dim), operator.index(end_dim)
+
+    def forward(self, x):
+        return x.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
 class Softmax(Module):
     def __init__(self, dim=None):
         super().__init__()

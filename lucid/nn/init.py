@@ -1,0 +1,116 @@
+"""Parameter initialisation, as ``torch.nn.init``: each function fills a tensor "in place"
+(the tensor object is pointed at new values with its dtype, device and requires_grad kept)
+from lucid's seedable generator, and returns it."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from .. import _creation
+from .. import _engine as E
+from .._grad_mode import no_grad
+from .._tensor import Tensor
+
+_LINEAR = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+           "sigmoid", "identity")
+
+
+def calculate_gain(nonlinearity: str, param=None) -> float:
+    """The recommended gain for a nonlinearity (PyTorch's table)."""
+    if nonlinearity in _LINEAR:
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else param
+        if isinstance(slope, bool) or not isinstance(slope, numbers.Real):
+            raise ValueError(f"negative_slope {param!r} is not a valid number")
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"unsupported nonlinearity {nonlinearity!r}")
+
+
+def _check(t):
+    if not isinstance(t, Tensor):
+        raise TypeError(f"expected a lucid.Tensor, got {type(t).__name__}")
+    if not t.dtype.is_floating_point:
+        raise TypeError(f"initialisation needs a floating-point tensor, got {t.dtype}")
+    return t
+
+
+def _assign(t: Tensor, values: Tensor) -> Tensor:
+    """Points `t` at `values` (converted to t's dtype and device), keeping requires_grad."""
+    new = values.to(dtype=t.dtype, device=t.device)
+    t._replace(E.set_requires_grad(new._h, t.requires_grad))
+    return t
+
+
+def _calculate_fan_in_and_fan_out(t: Tensor):
+    if t.ndim < 2:
+        raise ValueError(f"fan in and fan out need a tensor with at least 2 dimensions, got shape {t.shape}")
+    receptive = math.prod(t.shape[2:])
+    return t.shape[1] * receptive, t.shape[0] * receptive
+
+
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
+    """Fills with samples from U(a, b)."""
+    _check(tensor)
+    with no_grad():
+        return _assign(tensor, _creation.rand(tensor.shape) * (float(b) - float(a)) + float(a))
+
+
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+    """Fills with samples from N(mean, std²)."""
+    _check(tensor)
+    with no_grad():
+        return _assign(tensor, _creation.randn(tensor.shape) * float(std) + float(mean))
+
+
+def constant_(tensor: Tensor, val: float) -> Tensor:
+    _check(tensor)
+    with no_grad():
+        return _assign(tensor, _creation.full(tensor.shape, float(val)))
+
+
+def zeros_(tensor: Tensor) -> Tensor:
+    return constant_(tensor, 0.0)
+
+
+def ones_(tensor: Tensor) -> Tensor:
+    return constant_(tensor, 1.0)
+
+
+def xavier_uniform_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+    """U(-a, a) with a = gain·sqrt(6 / (fan_in + fan_out))."""
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(_check(tensor))
+    a = gain * math.sqrt(6.0 / max(fan_in + fan_out, 1))
+    return uniform_(tensor, -a, a)
+
+
+def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+    """N(0, std²) with std = gain·sqrt(2 / (fan_in + fan_out))."""
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(_check(tensor))
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / max(fan_in + fan_out, 1)))
+
+
+def _kaiming_std(tensor, a, mode, nonlinearity):
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(_check(tensor))
+    fan = fan_in if mode == "fan_in" else fan_out
+    return calculate_gain(nonlinearity, a) / math.sqrt(max(fan, 1))
+
+
+def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
+    """U(-bound, bound) with bound = gain·sqrt(3 / fan) (He et al.)."""
+    bound = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity)
+    return uniform_(tensor, -bound, bound)
+
+
+def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
+    """N(0, std²) with std = gain / sqrt(fan) (He et al.)."""
+    return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity))
