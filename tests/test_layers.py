@@ -347,6 +347,13 @@ GRADS = {
             [(4, 3), (4, 3)]),
     "gather": (lambda a: a.gather(1, T(np.array([[0, 0], [1, 3], [2, 1]]))), [(3, 4)]),
     "embedding": (lambda w: F.embedding(T(np.array([[1, 0], [1, 2]])), w), [(3, 2)]),
+    "index_select": (lambda a: a.index_select(1, T(np.array([3, 0, 3]))), [(2, 4)]),
+    "stack_chunk": (lambda a, b: lucid.stack([a, b], 1).chunk(2, 2)[1], [(3, 4), (3, 4)]),
+    "shape_views": (lambda a: a.unsqueeze(1).flatten(0, 1).narrow(1, 1, 2).squeeze() + a.T.reshape(4, 3)[:3, 1:],
+                    [(3, 4)]),
+    "group_norm_affine_bias": (lambda a, w, b: F.group_norm(a, 1, w, b), [(2, 3, 2), (3,), (3,)]),
+    "attention_float_mask": (lambda q, m: F.scaled_dot_product_attention(q, q, q, attn_mask=m),
+                                           [(2, 3, 2), (3, 3)]),
 }
 
 
