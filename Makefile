@@ -35,9 +35,18 @@ swift-test:
 py-test:
 	$(PY) -m pytest -q
 
-## bench: dispatch overhead against numpy (and PyTorch when importable)
-bench: build
-	$(PY) bench/dispatch.py
+## bench: the benchmark suite against numpy (and PyTorch with TORCH=1, installed into
+## .venv-bench only, never as a dependency of lucid); BENCH_ARGS="--write bench/RESULTS.md"
+BENCH_VENV := .venv-bench
+BENCH_PY   := $(if $(filter 1,$(TORCH)),$(BENCH_VENV)/bin/python,$(PY))
+
+bench: build $(if $(filter 1,$(TORCH)),$(BENCH_VENV)/.installed)
+	$(BENCH_PY) bench/suite.py $(BENCH_ARGS)
+
+$(BENCH_VENV)/.installed: pyproject.toml setup.py
+	$(PYTHON) -m venv $(BENCH_VENV)
+	LUCID_SKIP_ENGINE_BUILD=1 $(BENCH_VENV)/bin/python -m pip install -q --disable-pip-version-check -e . torch
+	@touch $@
 
 clean:
-	rm -rf .build $(VENV) lucid/_lib build *.egg-info
+	rm -rf .build $(VENV) $(BENCH_VENV) lucid/_lib build *.egg-info

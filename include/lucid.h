@@ -114,6 +114,9 @@ int32_t lucid_live_tensors(int64_t *out);
  * reset. */
 int32_t lucid_memory_stats(int32_t device, int64_t *allocated, int64_t *peak);
 int32_t lucid_reset_peak_memory_stats(int32_t device);
+/* Freed tensor buffers are cached for reuse; this returns the cache to the system and writes
+ * the bytes freed. */
+int32_t lucid_empty_cache(int64_t *freed);
 
 /* ---- ops (inputs borrowed, result new) -------------------------------------------------- */
 

@@ -63,6 +63,7 @@ _SIGNATURES = {
     "lucid_live_tensors": ([_p_i64], _i32),
     "lucid_memory_stats": ([_i32, _p_i64, _p_i64], _i32),
     "lucid_reset_peak_memory_stats": ([_i32], _i32),
+    "lucid_empty_cache": ([_p_i64], _i32),
     "lucid_binary": ([_i32, _u64, _u64, _p_u64], _i32),
     "lucid_binary_scalar": ([_i32, _u64, _f64, _i64, _i32, _i32, _p_u64], _i32),
     "lucid_unary": ([_i32, _u64, _p_u64], _i32),
@@ -341,6 +342,10 @@ def memory_stats(device: int):
     if rc:
         _raise(rc)
     return now.value, peak.value
+
+
+def empty_cache() -> int:
+    return _query_i64(_lib.lucid_empty_cache)
 
 
 def reset_peak_memory_stats(device: int) -> None:

@@ -20,6 +20,16 @@ def max_memory_allocated(device=None) -> int:
     return E.memory_stats(_code(device))[1]
 
 
+def empty_cache() -> int:
+    """Returns the tensor buffers the engine keeps for reuse to the system; the bytes freed.
+
+    Freed buffers are cached (up to ``LUCID_CACHE_LIMIT_MB``, 2 GiB by default; 0 turns the
+    cache off) so that same-shaped tensors reuse memory that is already mapped. Cached bytes
+    do not count in :func:`memory_allocated`.
+    """
+    return E.empty_cache()
+
+
 def reset_peak_memory_stats(device=None) -> None:
     """Restarts peak tracking from what is allocated now."""
     E.reset_peak_memory_stats(_code(device))

@@ -34,3 +34,24 @@ def test_devices_are_counted_apart():
 def test_bad_device_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown device"):
         lucid.memory_allocated("cuda")
+
+
+def test_freed_buffers_are_reused_and_the_cache_can_be_emptied():
+    base = lucid.memory_allocated("cpu")
+    a = lucid.full((1000, 1000), 3.0)
+    del a
+    assert lucid.memory_allocated("cpu") == base  # cached bytes are not allocated bytes
+    b = lucid.full((1000, 1000), 5.0)  # served from the cache: every value is rewritten
+    assert float(b.numpy().min()) == 5.0 and float(b.numpy().max()) == 5.0
+    del b
+    assert lucid.empty_cache() >= 1000 * 1000 * 4
+    assert lucid.empty_cache() == 0
+
+
+def test_cache_off_by_environment():
+    import subprocess
+    import sys
+    code = ("import lucid; x = lucid.ones(1000, 1000); del x; assert lucid.empty_cache() == 0; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], env={**__import__("os").environ, "LUCID_CACHE_LIMIT_MB": "0"},
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -176,3 +176,9 @@ public func lucid_memory_stats(_ device: Int32, _ allocated: UnsafeMutablePointe
 public func lucid_reset_peak_memory_stats(_ device: Int32) -> Int32 {
     abiCall { MemoryStats.resetPeak(try optionalDevice(device)) }
 }
+
+/// Returns the host allocator's cached blocks to the system; writes the bytes freed.
+@_cdecl("lucid_empty_cache")
+public func lucid_empty_cache(_ freed: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall { try store(Int64(MemoryStats.emptyCache()), freed, "freed") }
+}

@@ -28,6 +28,13 @@ package enum MemoryStats {
         lock.withLock { device.map { peak[Int($0.rawValue)] } ?? peak.reduce(0, +) }
     }
 
+    /// Returns the caching allocator's free blocks to the system; the bytes freed.
+    package static func emptyCache() -> Int {
+        let cached = HostAllocator.shared.cachedBytes
+        HostAllocator.shared.emptyCache()
+        return cached
+    }
+
     /// Restarts peak tracking from what is allocated now.
     package static func resetPeak(_ device: Device?) {
         lock.withLock {

@@ -4,25 +4,23 @@ import Glibc
 import Darwin
 #endif
 
-/// Aligned host memory, counted in `MemoryStats` under the device it serves.
+/// Aligned host memory from the caching allocator, counted in `MemoryStats` under the device
+/// it serves.
 final class HostBuffer: DeviceBuffer, @unchecked Sendable {
     let pointer: UnsafeMutableRawPointer
     let byteCount: Int
+    let blockSize: Int
     let device: Device
 
     init(byteCount: Int, device: Device) throws {
-        var raw: UnsafeMutableRawPointer?
-        guard posix_memalign(&raw, 64, max(byteCount, 1)) == 0, let p = raw else {
-            throw LucidError.runtime("out of memory: could not allocate \(byteCount) bytes")
-        }
-        pointer = p
+        (pointer, blockSize) = try HostAllocator.shared.allocate(byteCount)
         self.byteCount = byteCount
         self.device = device
         MemoryStats.allocated(byteCount, on: device)
     }
 
     deinit {
-        free(pointer)
+        HostAllocator.shared.release(pointer, size: blockSize)
         MemoryStats.released(byteCount, on: device)
     }
 }
@@ -71,14 +69,19 @@ final class HostBackend: Backend {
     }
 
     func binary(_ op: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl) {
+        if FloatFastPath.applies(out, a, b) { return FloatFastPath.binary(op, a, b, out) }
         dispatch(out.dtype, BinaryTensorKernel(op: op, a: a, b: b, out: out))
     }
 
     func binary(_ op: BinaryKernel, _ a: TensorImpl, scalar: Scalar, scalarFirst: Bool, into out: TensorImpl) {
+        if FloatFastPath.applies(out, a) {
+            return FloatFastPath.binary(op, a, scalar: Float(scalar.double), scalarFirst: scalarFirst, out)
+        }
         dispatch(out.dtype, BinaryScalarKernel(op: op, a: a, s: scalar, scalarFirst: scalarFirst, out: out))
     }
 
     func unary(_ op: UnaryKernel, _ a: TensorImpl, into out: TensorImpl) {
+        if FloatFastPath.applies(out, a) { return FloatFastPath.unary(op, a, out) }
         dispatch(out.dtype, UnaryElementKernel(op: op, a: a, out: out))
     }
 
@@ -215,7 +218,7 @@ private struct CopyDestination<S: HostElement>: ElementVisitor {
 }
 
 @inline(__always)
-private func applyFloat(_ op: BinaryKernel, _ x: Float, _ y: Float) -> Float {
+func applyBinary(_ op: BinaryKernel, _ x: Float, _ y: Float) -> Float {
     switch op {
     case .add: return x + y
     case .sub: return x - y
@@ -271,8 +274,8 @@ private struct BinaryTensorKernel: ElementVisitor {
         case .mul: run(loop, pa, pb, po, E.self) { $0 * $1 } int: { $0 &* $1 }
         case .div: run(loop, pa, pb, po, E.self) { $0 / $1 } int: { applyInt(.div, $0, $1) }
         case .pow: run(loop, pa, pb, po, E.self) { LibM.pow($0, $1) } int: { integerPower($0, $1) }
-        case .maximum: run(loop, pa, pb, po, E.self) { applyFloat(.maximum, $0, $1) } int: { Swift.max($0, $1) }
-        case .minimum: run(loop, pa, pb, po, E.self) { applyFloat(.minimum, $0, $1) } int: { Swift.min($0, $1) }
+        case .maximum: run(loop, pa, pb, po, E.self) { applyBinary(.maximum, $0, $1) } int: { Swift.max($0, $1) }
+        case .minimum: run(loop, pa, pb, po, E.self) { applyBinary(.minimum, $0, $1) } int: { Swift.min($0, $1) }
         }
     }
 
@@ -303,7 +306,7 @@ private struct BinaryScalarKernel: ElementVisitor {
             for _ in 0..<n {
                 if E.isFloat {
                     let x = E.float(pa, i)
-                    E.setFloat(po, k, first ? applyFloat(op, fs, x) : applyFloat(op, x, fs))
+                    E.setFloat(po, k, first ? applyBinary(op, fs, x) : applyBinary(op, x, fs))
                 } else {
                     let x = E.int(pa, i)
                     E.setInt(po, k, first ? applyInt(op, isc, x) : applyInt(op, x, isc))

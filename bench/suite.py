@@ -1,0 +1,318 @@
+"""lucid's benchmark suite: every case runs lucid, numpy and (when importable) PyTorch side
+by side in one process and prints their times and the ratios lucid/peer, plus the engine's
+peak memory. Timings are best-of-repeats wall-clock times on the "cpu" device.
+
+    python bench/suite.py [--quick] [--write bench/RESULTS.md] [--only SUBSTRING]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+import warnings
+
+import numpy as np
+
+import lucid
+import lucid.nn as nn
+import lucid.nn.functional as F
+
+try:
+    import torch
+    import torch.nn.functional as TF
+except ImportError:  # PyTorch is optional: only the numpy columns are printed then
+    torch = None
+
+RNG = np.random.default_rng(0)
+
+
+def timed(fn, min_time=0.2, repeats=5):
+    """The best per-call time of `fn` over `repeats` rounds of at least `min_time` seconds."""
+    fn()  # warm-up: first-touch allocations, lazy initialisation
+    n, elapsed = 1, 0.0
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_time / 4 or n >= 1 << 20:
+            break
+        n *= 4
+    best = elapsed / n
+    for _ in range(repeats - 1):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / n)
+    return best
+
+
+class Case:
+    def __init__(self, name, lucid_fn, numpy_fn=None, torch_fn=None, target=""):
+        self.name, self.lucid_fn, self.numpy_fn, self.torch_fn, self.target = name, lucid_fn, numpy_fn, torch_fn, target
+
+
+def arr(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+# ---- cases ----------------------------------------------------------------------------------
+
+def dispatch_cases():
+    a = arr(4, 4)
+    la = lucid.tensor(a)
+    ta = torch.from_numpy(a) if torch else None
+    scope = lucid.amp.autocast("cpu", dtype=lucid.bfloat16)
+
+    def lucid_scope():
+        with scope:
+            pass
+
+    def torch_scope():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            pass
+
+    return [
+        Case("autocast enter+exit", lucid_scope, None, torch_scope if torch else None, "<= 0.5x torch"),
+        Case("4x4 add", lambda: la + la, lambda: a + a, (lambda: ta + ta) if torch else None, "<= 1x torch, <= 4x numpy"),
+        Case("4x4 matmul", lambda: la @ la, lambda: a @ a, (lambda: ta @ ta) if torch else None, "<= 1x torch, <= 4x numpy"),
+    ]
+
+
+def elementwise_cases(n):
+    a, b = arr(n), arr(n)
+    la, lb = lucid.tensor(a), lucid.tensor(b)
+    ta, tb = (torch.from_numpy(a), torch.from_numpy(b)) if torch else (None, None)
+    c = math.sqrt(2 / math.pi)
+    cases = [
+        ("add", lambda: la + lb, lambda: a + b, lambda: ta + tb),
+        ("mul", lambda: la * lb, lambda: a * b, lambda: ta * tb),
+        ("exp", lambda: la.exp(), lambda: np.exp(a), lambda: ta.exp()),
+        ("gelu (tanh)", lambda: F.gelu(la, "tanh"), lambda: 0.5 * a * (1 + np.tanh(c * (a + 0.044715 * a ** 3))),
+         lambda: TF.gelu(ta, approximate="tanh")),
+    ]
+    label = f"{n // 1_000_000}M" if n >= 1_000_000 else f"{n}"
+    return [Case(f"{label} {name}", lf, nf, tf if torch else None, "<= 1.1x numpy") for name, lf, nf, tf in cases]
+
+
+def matmul_cases(sizes):
+    out = []
+    for n in sizes:
+        a, b = arr(n, n), arr(n, n)
+        la, lb = lucid.tensor(a), lucid.tensor(b)
+        ta, tb = (torch.from_numpy(a), torch.from_numpy(b)) if torch else (None, None)
+        out.append(Case(f"matmul f32 {n}", lambda la=la, lb=lb: la @ lb, lambda a=a, b=b: a @ b,
+                        (lambda ta=ta, tb=tb: ta @ tb) if torch else None, ">= 0.95x numpy speed"))
+    for n in sizes:
+        a, b = arr(n, n), arr(n, n)
+        la, lb = lucid.tensor(a), lucid.tensor(b)
+
+        def lucid_bf16(la=la, lb=lb):
+            with lucid.amp.autocast("cpu", dtype=lucid.bfloat16):
+                return la @ lb
+
+        torch_fn = None
+        if torch:
+            ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+
+            def torch_fn(ta=ta, tb=tb):
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    return ta @ tb
+
+        out.append(Case(f"matmul bf16 autocast {n}", lucid_bf16, None, torch_fn, ">= 1x torch speed"))
+    return out
+
+
+def conv_cases(batch=8, channels=64, size=56):
+    x, w = arr(batch, channels, size, size), arr(channels, channels, 3, 3) * 0.05
+    cases = []
+    for amp in (False, True):
+        lx, lw = lucid.tensor(x), lucid.tensor(w, requires_grad=True)
+
+        def lucid_step(lx=lx, lw=lw, amp=amp):
+            with lucid.amp.autocast("cpu", dtype=lucid.bfloat16, enabled=amp):
+                y = F.conv2d(lx, lw, padding=1)
+            y.float().sum().backward()
+            lw.grad = None
+
+        torch_fn = None
+        if torch:
+            tx, tw = torch.from_numpy(x), torch.from_numpy(w).requires_grad_()
+
+            def torch_fn(tx=tx, tw=tw, amp=amp):
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+                    y = TF.conv2d(tx, tw, padding=1)
+                y.float().sum().backward()
+                tw.grad = None
+
+        name = f"conv2d fwd+bwd {'bf16 autocast' if amp else 'f32'}"
+        cases.append(Case(name, lucid_step, None, torch_fn, ">= 1x torch speed" if amp else ""))
+    return cases
+
+
+def attention_cases(batch=4, heads=8, tokens=512, dim=64):
+    q, k, v = arr(batch, heads, tokens, dim), arr(batch, heads, tokens, dim), arr(batch, heads, tokens, dim)
+    lq, lk, lv = lucid.tensor(q), lucid.tensor(k), lucid.tensor(v)
+
+    def lucid_fn():
+        with lucid.amp.autocast("cpu", dtype=lucid.bfloat16):
+            return F.scaled_dot_product_attention(lq, lk, lv)
+
+    torch_fn = None
+    if torch:
+        tq, tk, tv = torch.from_numpy(q), torch.from_numpy(k), torch.from_numpy(v)
+
+        def torch_fn():
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return TF.scaled_dot_product_attention(tq, tk, tv)
+
+    return [Case("attention bf16 autocast", lucid_fn, None, torch_fn, ">= 1x torch speed")]
+
+
+def _lucid_trainer(model, x, y, amp):
+    opt = lucid.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        with lucid.amp.autocast("cpu", dtype=lucid.bfloat16, enabled=amp):
+            loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return step
+
+
+def _torch_trainer(model, x, y, amp):
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            loss = TF.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return step
+
+
+def training_cases():
+    cases = []
+    x, y = arr(64, 784), RNG.integers(0, 10, 64)
+    xi, yi = arr(32, 1, 28, 28), RNG.integers(0, 10, 32)
+    for amp in (False, True):
+        tag = "bf16 autocast" if amp else "f32"
+        mlp = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
+        torch_mlp = None
+        if torch:
+            torch_mlp = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+        cases.append(Case(f"MLP train step {tag}", _lucid_trainer(mlp, lucid.tensor(x), lucid.tensor(y), amp), None,
+                          _torch_trainer(torch_mlp, torch.from_numpy(x), torch.from_numpy(y), amp) if torch else None,
+                          "<= 1x torch"))
+        cnn = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1),
+                            nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
+        torch_cnn = None
+        if torch:
+            torch_cnn = torch.nn.Sequential(
+                torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                torch.nn.Linear(32 * 7 * 7, 10))
+        cases.append(Case(f"CNN train step {tag}", _lucid_trainer(cnn, lucid.tensor(xi), lucid.tensor(yi), amp), None,
+                          _torch_trainer(torch_cnn, torch.from_numpy(xi), torch.from_numpy(yi), amp) if torch else None,
+                          "<= 1x torch"))
+    return cases
+
+
+def activation_memory():
+    """Peak engine bytes of a forward pass (a 4-layer MLP, batch 256) in float32 and under
+    bfloat16 autocast, parameters excluded."""
+    model = nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(1024, 1024), nn.GELU())])
+    x = lucid.randn(256, 1024)
+    peaks = []
+    for amp in (False, True):
+        with lucid.no_grad():
+            base = lucid.memory_allocated()
+            lucid.reset_peak_memory_stats()
+            with lucid.amp.autocast("cpu", dtype=lucid.bfloat16, enabled=amp):
+                y = model(x)
+            del y
+            peaks.append(lucid.max_memory_allocated() - base)
+    return peaks
+
+
+# ---- report ---------------------------------------------------------------------------------
+
+def fmt_time(t):
+    if t is None:
+        return "—"
+    for unit, scale in (("s", 1), ("ms", 1e-3), ("µs", 1e-6)):
+        if t >= scale:
+            return f"{t / scale:.3g} {unit}"
+    return f"{t / 1e-9:.3g} ns"
+
+
+def ratio(a, b):
+    return "—" if a is None or b is None else f"{a / b:.2f}x"
+
+
+def machine():
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    peers = f"numpy {np.__version__}" + (f", PyTorch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else "")
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}; Python {platform.python_version()}, {peers}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes and shorter timings (a smoke run)")
+    parser.add_argument("--write", metavar="FILE", help="also write the table as Markdown to FILE")
+    parser.add_argument("--only", metavar="TEXT", help="run only the cases whose name contains TEXT")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore", lucid.metal.MetalFallbackWarning)
+    min_time = 0.05 if args.quick else 0.3
+
+    cases = dispatch_cases() + elementwise_cases(100_000 if args.quick else 1_000_000)
+    cases += matmul_cases([64, 128] if args.quick else [256, 1024, 2048])
+    cases += conv_cases(2, 16, 28) if args.quick else conv_cases()
+    cases += attention_cases(1, 2, 128, 32) if args.quick else attention_cases()
+    cases += training_cases()
+    if args.only:
+        cases = [c for c in cases if args.only in c.name]
+
+    header = ["case", "lucid", "numpy", "torch", "lucid/numpy", "lucid/torch", "target"]
+    rows = []
+    print(f"lucid {lucid.__version__} on {machine()}\n")
+    print(f"{header[0]:<28}{header[1]:>11}{header[2]:>11}{header[3]:>11}{header[4]:>13}{header[5]:>13}  {header[6]}")
+    for c in cases:
+        t_l = timed(c.lucid_fn, min_time)
+        t_n = timed(c.numpy_fn, min_time) if c.numpy_fn else None
+        t_t = timed(c.torch_fn, min_time) if c.torch_fn else None
+        row = [c.name, fmt_time(t_l), fmt_time(t_n), fmt_time(t_t), ratio(t_l, t_n), ratio(t_l, t_t), c.target]
+        rows.append(row)
+        print(f"{row[0]:<28}{row[1]:>11}{row[2]:>11}{row[3]:>11}{row[4]:>13}{row[5]:>13}  {row[6]}", flush=True)
+
+    fp32, amp = activation_memory()
+    mem = f"forward activation memory: float32 {fp32 / 2**20:.1f} MiB, bf16 autocast {amp / 2**20:.1f} MiB " \
+          f"({amp / fp32:.2f}x; target <= 0.55x)"
+    print(f"\n{mem}\npeak engine memory over the run: {lucid.max_memory_allocated() / 2**20:.1f} MiB")
+
+    if args.write:
+        with open(args.write, "w") as f:
+            f.write("# Benchmark results\n\n")
+            f.write(f"`make bench` on {machine()}, {time.strftime('%Y-%m-%d')}. Ratios are lucid's time over the "
+                    "peer's (below 1 is faster); \"speed\" targets are met when the time ratio is at most 1/target.\n\n")
+            f.write("| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n")
+            for r in rows:
+                f.write("| " + " | ".join(r) + " |\n")
+            f.write(f"\n{mem}.\n")
+        print(f"wrote {args.write}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
