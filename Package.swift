@@ -20,9 +20,18 @@ let package = Package(
             pkgConfig: "openblas",
             providers: [.apt(["libopenblas-dev"])]
         ),
+        // oneDNN, for the low-precision (bfloat16) GEMMs that AVX-512 BF16 / AMX run natively.
+        .systemLibrary(
+            name: "CDNNL",
+            path: "Sources/CDNNL",
+            providers: [.apt(["libdnnl-dev"])]
+        ),
         .target(
             name: "LucidEngine",
-            dependencies: [.target(name: "CBLAS", condition: .when(platforms: [.linux]))],
+            dependencies: [
+                .target(name: "CBLAS", condition: .when(platforms: [.linux])),
+                .target(name: "CDNNL", condition: .when(platforms: [.linux])),
+            ],
             path: "Sources/LucidEngine"
         ),
         .target(

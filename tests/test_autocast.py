@@ -959,3 +959,19 @@ def test_large_integer_matmul_is_exact_under_autocast():
         out = ta @ ta
     assert out.dtype is lucid.int64
     np.testing.assert_array_equal(out.numpy(), a @ a)
+
+
+@pytest.mark.parametrize("n", [3, 64, 300])
+def test_cpu_bf16_matmul_at_several_sizes_matches_the_rounded_product(n):
+    # Large products take oneDNN's bfloat16 kernels; every size must round the exact product once.
+    a = rng(n).standard_normal((n, n + 1)).astype(np.float32)
+    b = rng(n + 1).standard_normal((n + 1, n - 1 if n > 3 else 2)).astype(np.float32)
+    with lucid.amp.autocast("cpu", dtype=lucid.bfloat16):
+        y = lucid.tensor(a) @ lucid.tensor(b)
+    assert y.dtype == lucid.bfloat16
+    exact = a.astype(ml_dtypes.bfloat16).astype(np.float64) @ b.astype(ml_dtypes.bfloat16).astype(np.float64)
+    want = exact.astype(np.float32).astype(ml_dtypes.bfloat16)
+    # float32 accumulation in another order may land a near-tie on the other side: at most one
+    # bfloat16 ulp, and rarely.
+    steps = np.abs(y.numpy().view(np.int16).astype(np.int32) - want.view(np.int16).astype(np.int32))
+    assert steps.max() <= 1 and (steps > 0).mean() < 0.01

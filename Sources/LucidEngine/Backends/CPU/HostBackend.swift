@@ -90,6 +90,14 @@ final class HostBackend: Backend {
     }
 
     func gemm(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl) {
+#if canImport(CDNNL)
+        // bfloat16 always (AVX-512 BF16 / AMX kernels); float32 once the product is large
+        // enough for oneDNN's kernels to repay its per-call set-up over BLAS.
+        let flops = out.shape[0] &* out.shape[1] &* out.shape[2] &* a.shape[2]
+        if (out.dtype == .bfloat16 || (out.dtype == .float32 && flops >= 1 << 18)) && DNNL.gemm(a, b, bias: bias, into: out) {
+            return
+        }
+#endif
         if out.dtype.isFloatingPoint {
             HostGEMM.float(a, b, bias: bias, into: out)
         } else {

@@ -1,0 +1,1 @@
+#include <oneapi/dnnl/dnnl.h>

@@ -1,0 +1,120 @@
+#if canImport(CDNNL)
+import CDNNL
+
+/// Batched GEMM through oneDNN's matmul primitive, for the dtypes where it beats widening to
+/// float32 for BLAS: bfloat16 (AVX-512 BF16 and AMX kernels). Primitives are built once per
+/// shape, layout and dtype and kept; anything oneDNN declines falls back to the BLAS path.
+enum DNNL {
+    private struct Key: Hashable {
+        var dtype: DType, outType: DType, bias: Bool
+        var dims: [Int]  // batch_a, batch_b, m, n, k
+        var strides: [Int]  // a (batch, row, col), b (batch, row, col)
+    }
+
+    private final class Runtime: @unchecked Sendable {
+        var engine: dnnl_engine_t?
+        var stream: dnnl_stream_t?
+        var primitives: [Key: dnnl_primitive_t] = [:]
+        let lock = Lock()
+
+        init?() {
+            guard dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success,
+                  dnnl_stream_create(&stream, engine, dnnl_stream_default_flags.rawValue) == dnnl_success else { return nil }
+        }
+    }
+
+    private static let runtime = Runtime()
+    private static let maxPrimitives = 512
+
+    static func dataType(_ d: DType) -> dnnl_data_type_t? {
+        switch d {
+        case .float32: return dnnl_f32
+        case .bfloat16: return dnnl_bf16
+        default: return nil
+        }
+    }
+
+    private static func desc(_ shape: [Int], _ strides: [Int], _ type: dnnl_data_type_t) -> dnnl_memory_desc_t? {
+        var md = dnnl_memory_desc_t()
+        let d = shape.map(Int64.init), s = strides.map(Int64.init)
+        let status = d.withUnsafeBufferPointer { dp in
+            s.withUnsafeBufferPointer { sp in
+                dnnl_memory_desc_init_by_strides(&md, Int32(shape.count), dp.baseAddress, type, sp.baseAddress)
+            }
+        }
+        return status == dnnl_success ? md : nil
+    }
+
+    /// `out[i] = a[i] @ b[i] (+ bias)` as `Backend.gemm` specifies, or false when oneDNN does
+    /// not take it (then nothing was written).
+    static func gemm(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl) -> Bool {
+        guard let rt = runtime, let inType = dataType(a.dtype), let outType = dataType(out.dtype),
+              b.dtype == a.dtype, bias.map({ $0.dtype == out.dtype && $0.isContiguous }) ?? true,
+              out.numel > 0, a.shape[2] > 0 else { return false }
+        let batch = out.shape[0], m = out.shape[1], n = out.shape[2], k = a.shape[2]
+        // A batch stride of 0 is a broadcast operand: oneDNN takes it as batch size 1.
+        let ba = a.strides[0] == 0 ? 1 : batch, bb = b.strides[0] == 0 ? 1 : batch
+        let key = Key(dtype: a.dtype, outType: out.dtype, bias: bias != nil, dims: [ba, bb, m, n, k],
+                      strides: [ba == 1 ? m * k : a.strides[0], a.strides[1], a.strides[2],
+                                bb == 1 ? k * n : b.strides[0], b.strides[1], b.strides[2]])
+        return rt.lock.withLock { () -> Bool in
+            guard let prim = primitive(rt, key, inType, outType) else { return false }
+            return execute(rt, prim, key, inType, outType, a, b, bias, out)
+        }
+    }
+
+    private static func primitive(_ rt: Runtime, _ key: Key, _ inType: dnnl_data_type_t,
+                                  _ outType: dnnl_data_type_t) -> dnnl_primitive_t? {
+        if let p = rt.primitives[key] { return p }
+        let (ba, bb, m, n, k) = (key.dims[0], key.dims[1], key.dims[2], key.dims[3], key.dims[4])
+        let batch = max(ba, bb)
+        guard var src = desc([ba, m, k], Array(key.strides[0..<3]), inType),
+              var wei = desc([bb, k, n], Array(key.strides[3..<6]), inType),
+              var dst = desc([batch, m, n], [m * n, n, 1], outType) else { return nil }
+        var biasDesc = key.bias ? desc([1, 1, n], [n, n, 1], outType) : nil
+        var op = dnnl_matmul_desc_t()
+        let ok = withUnsafeMutablePointer(to: &biasDesc) { bp -> Bool in
+            let biasPtr: UnsafePointer<dnnl_memory_desc_t>? = key.bias ? UnsafePointer(OpaquePointer(bp)) : nil
+            return dnnl_matmul_desc_init(&op, &src, &wei, biasPtr, &dst) == dnnl_success
+        }
+        guard ok else { return nil }
+        var pd: dnnl_primitive_desc_t?
+        guard dnnl_primitive_desc_create(&pd, &op, nil, rt.engine, nil) == dnnl_success else { return nil }
+        defer { dnnl_primitive_desc_destroy(pd) }
+        var prim: dnnl_primitive_t?
+        guard dnnl_primitive_create(&prim, pd) == dnnl_success, let p = prim else { return nil }
+        if rt.primitives.count >= maxPrimitives {
+            for old in rt.primitives.values { dnnl_primitive_destroy(old) }
+            rt.primitives.removeAll()
+        }
+        rt.primitives[key] = p
+        return p
+    }
+
+    private static func execute(_ rt: Runtime, _ prim: dnnl_primitive_t, _ key: Key, _ inType: dnnl_data_type_t,
+                                _ outType: dnnl_data_type_t, _ a: TensorImpl, _ b: TensorImpl, _ bias: TensorImpl?,
+                                _ out: TensorImpl) -> Bool {
+        let (ba, bb, m, n, k) = (key.dims[0], key.dims[1], key.dims[2], key.dims[3], key.dims[4])
+        var memories: [dnnl_memory_t?] = []
+        defer { for mem in memories { dnnl_memory_destroy(mem) } }
+        func memory(_ shape: [Int], _ strides: [Int], _ type: dnnl_data_type_t, _ t: TensorImpl) -> dnnl_memory_t? {
+            guard var md = desc(shape, strides, type) else { return nil }
+            var mem: dnnl_memory_t?
+            guard dnnl_memory_create(&mem, &md, rt.engine, HostBackend.address(t)) == dnnl_success else { return nil }
+            memories.append(mem)
+            return mem
+        }
+        guard let ma = memory([ba, m, k], Array(key.strides[0..<3]), inType, a),
+              let mb = memory([bb, k, n], Array(key.strides[3..<6]), inType, b),
+              let mo = memory([max(ba, bb), m, n], [m * n, n, 1], outType, out) else { return false }
+        var args = [dnnl_exec_arg_t(arg: 1, memory: ma), dnnl_exec_arg_t(arg: 33, memory: mb),
+                    dnnl_exec_arg_t(arg: 17, memory: mo)]  // DNNL_ARG_SRC, _WEIGHTS, _DST
+        if let bias {
+            guard let mbias = memory([1, 1, n], [n, n, 1], outType, bias) else { return false }
+            args.append(dnnl_exec_arg_t(arg: 41, memory: mbias))  // DNNL_ARG_BIAS
+        }
+        guard dnnl_primitive_execute(prim, rt.stream, Int32(args.count), &args) == dnnl_success else { return false }
+        return dnnl_stream_wait(rt.stream) == dnnl_success
+    }
+}
+#endif
