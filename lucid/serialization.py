@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import numbers
 import os
-import tempfile
+import secrets
 
 import ml_dtypes
 import numpy as np
@@ -39,8 +39,9 @@ def _encode(obj, path, tensors):
     if isinstance(obj, dict):
         items = []
         for k, v in obj.items():
-            if not isinstance(k, (str, int)) or isinstance(k, bool):
+            if isinstance(k, (bool, np.bool_)) or not isinstance(k, (str, numbers.Integral)):
                 raise TypeError(f"lucid.save: dict keys must be str or int, got {k!r}")
+            k = k if isinstance(k, str) else int(k)  # (numpy integers are not JSON)
             items.append([k, _encode(v, f"{path}.{k}" if path else str(k), tensors)])
         return {"__dict__": items}
     if isinstance(obj, (list, tuple)):
@@ -48,6 +49,8 @@ def _encode(obj, path, tensors):
         return {"__tuple__": encoded} if isinstance(obj, tuple) else encoded
     if obj is None or isinstance(obj, (bool, str)):
         return obj
+    if isinstance(obj, np.bool_):  # (not a numbers.Integral, unlike bool)
+        return bool(obj)
     if isinstance(obj, numbers.Integral):
         return int(obj)
     if isinstance(obj, numbers.Real):
@@ -57,12 +60,31 @@ def _encode(obj, path, tensors):
 
 
 def save(obj, f) -> None:
-    """Saves a tensor, or a (nested) dict of tensors and plain values such as a
-    ``state_dict()``, to the path ``f`` in the safetensors format.
+    """Saves a tensor, or a (nested) dict of tensors and plain values, in the safetensors format.
 
-    The file is written to a temporary file beside ``f`` and renamed over it, so an
-    interrupted save leaves any previous checkpoint at ``f`` intact. Tensors are saved as
-    values (detached, with their dtype and shape; bfloat16 bit-exact).
+    Parameters
+    ----------
+    obj : Tensor or dict
+        A tensor, or a dict (e.g. ``Module.state_dict()`` or ``Optimizer.state_dict()``)
+        whose values are tensors, ints, floats, bools, strings, None, or lists, tuples and
+        dicts of them. Dict keys must be str or int.
+    f : str, os.PathLike or binary file
+        Where to write. A path is written to a temporary file beside it and renamed over
+        it, so an interrupted save leaves any previous checkpoint at ``f`` intact.
+
+    Raises
+    ------
+    TypeError
+        For a value or dict key that a checkpoint cannot hold.
+    ValueError
+        When two tensors would be stored under the same flattened name.
+    FileNotFoundError
+        When the directory of ``f`` does not exist.
+
+    Notes
+    -----
+    Tensors are stored under their flattened names (``"0.weight"``,
+    ``"state.0.exp_avg"``) as values: detached, with dtype and shape, bfloat16 bit-exact.
     """
     from safetensors.numpy import save as serialize
 
@@ -74,7 +96,9 @@ def save(obj, f) -> None:
         return
     path = os.fspath(f)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".lucid-", suffix=".tmp")
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"lucid.save: the directory of {path!r} does not exist")
+    fd, tmp = _create_temporary(directory, os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
@@ -87,6 +111,38 @@ def save(obj, f) -> None:
         except FileNotFoundError:
             pass
         raise
+    _sync_directory(directory)
+
+
+def _create_temporary(directory, name):
+    """A new file beside the target. Created with mode 0o666 so the umask applies, as for any
+    file the user writes (``tempfile.mkstemp`` would make the checkpoint owner-only)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"lucid.save: could not create a temporary file in {directory!r}")
+
+
+def _sync_directory(directory):
+    # Makes the rename itself durable; not every platform can open a directory.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _malformed():
+    return ValueError("lucid.load: malformed structure in the checkpoint metadata")
 
 
 def _decode(node, tensors):
@@ -99,15 +155,20 @@ def _decode(node, tensors):
             except (KeyError, TypeError):
                 raise ValueError(f"lucid.load: the checkpoint refers to a missing tensor {node['__tensor__']!r}") from None
         if "__tuple__" in node:
+            if not isinstance(node["__tuple__"], list):
+                raise _malformed()
             return tuple(_decode(v, tensors) for v in node["__tuple__"])
         if "__dict__" in node:
+            if not isinstance(node["__dict__"], list):
+                raise _malformed()
             out = {}
             for entry in node["__dict__"]:
-                if not isinstance(entry, list) or len(entry) != 2:
-                    raise ValueError("lucid.load: malformed structure in the checkpoint metadata")
+                if (not isinstance(entry, list) or len(entry) != 2 or isinstance(entry[0], bool)
+                        or not isinstance(entry[0], (str, int))):
+                    raise _malformed()
                 out[entry[0]] = _decode(entry[1], tensors)
             return out
-        raise ValueError("lucid.load: malformed structure in the checkpoint metadata")
+        raise _malformed()
     return node
 
 
@@ -120,11 +181,28 @@ def _metadata(data: bytes) -> dict:
 
 
 def load(f, map_location=None):
-    """Loads what :func:`save` wrote (or any safetensors file: then a dict of its tensors)
-    onto ``map_location`` (``"cpu"`` by default, or ``"metal"``).
+    """Loads what :func:`save` wrote, or the tensors of any safetensors file.
 
-    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for one that is not a
-    valid safetensors file (truncated, corrupted, or holding dtypes lucid cannot hold).
+    Parameters
+    ----------
+    f : str, os.PathLike or binary file
+        The checkpoint.
+    map_location : str or lucid.device, optional
+        The device of the loaded tensors: ``"cpu"`` (the default) or ``"metal"``.
+
+    Returns
+    -------
+    Tensor or dict
+        The saved object, rebuilt (int dict keys stay ints, tuples stay tuples); for a
+        safetensors file written by another tool, a dict from tensor names to tensors.
+
+    Raises
+    ------
+    FileNotFoundError
+        When ``f`` does not exist.
+    ValueError
+        When ``f`` is not a valid safetensors file (truncated, corrupted, inconsistent
+        offsets), its lucid metadata is malformed, or it holds a dtype lucid cannot hold.
     """
     from safetensors import SafetensorError, deserialize
 
@@ -153,6 +231,9 @@ def load(f, map_location=None):
         return tensors
     try:
         structure = json.loads(meta[_STRUCTURE_KEY])
-    except ValueError:
+    except (TypeError, ValueError, RecursionError):
         raise ValueError("lucid.load: the checkpoint's structure metadata is not valid JSON") from None
-    return _decode(structure, tensors)
+    try:
+        return _decode(structure, tensors)
+    except RecursionError:
+        raise ValueError("lucid.load: the checkpoint's structure metadata is nested too deeply") from None

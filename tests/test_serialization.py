@@ -101,3 +101,92 @@ def test_unsupported_objects_are_refused(tmp_path):
     with pytest.raises(ValueError, match="two tensors"):
         lucid.save({"a.b": lucid.ones(1), "a": {"b": lucid.ones(1)}}, tmp_path / "x.safetensors")
     assert not (tmp_path / "x.safetensors").exists()
+
+
+def header(path):
+    import json
+    data = path.read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    return json.loads(data[8:8 + n])
+
+
+def test_file_records_safetensors_dtypes_and_shapes(tmp_path):
+    arrays = {"bf16": rng.standard_normal((2, 3)).astype(ml_dtypes.bfloat16),
+              "f16": rng.standard_normal(4).astype(np.float16), "f32": np.zeros((0, 2), np.float32),
+              "i32": np.array(7, np.int32), "i64": np.arange(3), "b": np.array([True, False])}
+    path = tmp_path / "d.safetensors"
+    lucid.save({k: lucid.tensor(v) for k, v in arrays.items()}, path)
+    h = header(path)
+    names = {"bf16": "BF16", "f16": "F16", "f32": "F32", "i32": "I32", "i64": "I64", "b": "BOOL"}
+    for k, v in arrays.items():
+        assert h[k]["dtype"] == names[k] and tuple(h[k]["shape"]) == v.shape
+    plain = load_file(path)
+    np.testing.assert_array_equal(plain["bf16"].view(np.uint16), arrays["bf16"].view(np.uint16))
+
+
+def test_tensors_that_require_grad_are_saved_as_values(tmp_path):
+    p = lucid.randn(4, requires_grad=True)
+    (p * 2).sum().backward()
+    path = tmp_path / "p.safetensors"
+    lucid.save({"p": p}, path)
+    back = lucid.load(path, map_location=lucid.device("cpu"))["p"]
+    assert not back.requires_grad and back.grad is None and back.is_leaf
+    np.testing.assert_array_equal(back.numpy(), p.numpy())
+
+
+def test_numpy_scalars_and_keys_are_stored_as_python_values(tmp_path):
+    path = tmp_path / "n.safetensors"
+    lucid.save({np.int64(3): np.bool_(True), "f": np.float32(0.25), "i": np.int32(-4)}, path)
+    back = lucid.load(path)
+    assert back == {3: True, "f": 0.25, "i": -4}
+    assert type(back[3]) is bool and type(back["i"]) is int
+
+
+def test_checkpoint_permissions_follow_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = tmp_path / "m.safetensors"
+        lucid.save(lucid.ones(1), path)
+        reference = tmp_path / "plain"
+        reference.write_bytes(b"")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == reference.stat().st_mode & 0o777
+
+
+def test_save_into_a_missing_directory_names_the_target(tmp_path):
+    target = tmp_path / "nope" / "x.safetensors"
+    with pytest.raises(FileNotFoundError, match="x.safetensors"):
+        lucid.save(lucid.ones(1), target)
+
+
+@pytest.mark.parametrize("structure", ['{"__dict__": 5}', '{"__tuple__": 3}', '{"__dict__": [[[1], 2]]}',
+                                       '{"__dict__": [["a"]]}', '{"other": 1}', '{"__tensor__": "missing"}',
+                                       "[" * 100000, "not json"])
+def test_malformed_structure_metadata_is_a_value_error(structure, tmp_path):
+    from safetensors.numpy import save_file
+
+    path = tmp_path / "s.safetensors"
+    save_file({"w": np.zeros(2, np.float32)}, path, metadata={"lucid.structure": structure})
+    with pytest.raises(ValueError, match="lucid.load"):
+        lucid.load(path)
+
+
+def test_corrupted_headers_are_value_errors(tmp_path):
+    path = tmp_path / "ckpt.safetensors"
+    lucid.save({"w": lucid.randn(8), "b": lucid.ones(2, dtype=lucid.int64)}, path)
+    data = path.read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    text = data[8:8 + n]
+    cases = {
+        "wrong length": (n - 3).to_bytes(8, "little") + data[8:],
+        "offsets past the end": data[:8] + text.replace(b'"data_offsets":[0,', b'"data_offsets":[9,'),
+        "extra bytes": data + b"\0" * 8,
+        "bad utf-8": data[:8] + b"\xff" + text[1:] + data[8 + n:],
+    }
+    assert cases["offsets past the end"] != data
+    for name, content in cases.items():
+        bad = tmp_path / f"bad.safetensors"
+        bad.write_bytes(content)
+        with pytest.raises(ValueError):
+            lucid.load(bad)

@@ -21,6 +21,9 @@ class LRScheduler:
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
         self.optimizer = optimizer
         last_epoch = operator.index(last_epoch)
+        if last_epoch < -1:
+            raise ValueError(f"last_epoch must be -1 (a new schedule) or the index of the last finished epoch, "
+                             f"got {last_epoch}")
         for i, group in enumerate(optimizer.param_groups):
             if last_epoch == -1:
                 group.setdefault("initial_lr", group["lr"])
@@ -47,11 +50,25 @@ class LRScheduler:
         return list(self._last_lr)
 
     def state_dict(self) -> dict:
-        """Everything but the optimizer."""
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+        """Everything but the optimizer (lists copied, so later steps do not change it)."""
+        return {k: (list(v) if isinstance(v, list) else v) for k, v in self.__dict__.items() if k != "optimizer"}
 
     def load_state_dict(self, state_dict: dict):
-        self.__dict__.update(state_dict)
+        """Restores what :meth:`state_dict` returned. As in PyTorch, the groups' ``lr`` change
+        at the next ``step()``; load the optimizer's own state dict to restore them now."""
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"load_state_dict expects a dict, got {type(state_dict).__name__}")
+        if "optimizer" in state_dict:
+            raise ValueError("a scheduler state dict does not hold the optimizer")
+        self.__dict__.update({k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in state_dict.items()})
+
+
+def _real(v, what, minimum=None):
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{what} must be a number, got {v!r}")
+    if minimum is not None and not v >= minimum:  # (NaN fails too)
+        raise ValueError(f"{what} must be at least {minimum}, got {v!r}")
+    return float(v)
 
 
 def _positive_int(v, what):
@@ -65,7 +82,7 @@ class StepLR(LRScheduler):
 
     def __init__(self, optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1):
         self.step_size = _positive_int(step_size, "step_size")
-        self.gamma = float(gamma)
+        self.gamma = _real(gamma, "gamma", 0.0)
         super().__init__(optimizer, last_epoch)
 
     def lr_at(self, base_lr, epoch):
@@ -78,7 +95,8 @@ class CosineAnnealingLR(LRScheduler):
 
     def __init__(self, optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1):
         self.T_max = _positive_int(T_max, "T_max")
-        self.eta_min = float(eta_min)
+        # Optimizers refuse negative learning rates, so the schedule may not reach one.
+        self.eta_min = _real(eta_min, "eta_min", 0.0)
         super().__init__(optimizer, last_epoch)
 
     def lr_at(self, base_lr, epoch):
