@@ -50,6 +50,7 @@ struct StridedLoop {
     }
 
     /// `body(base offsets per operand, run length, inner stride per operand)`.
+    @inline(__always)  // so that the kernel's body (and the closures it calls) inline into the loop
     func forEachRun(bases: [Int], _ body: (UnsafeBufferPointer<Int>, Int, UnsafeBufferPointer<Int>) -> Void) {
         if let n = contiguousRun {
             if n == 0 { return }
