@@ -8,7 +8,7 @@ package enum Autograd {
     static func record(_ out: TensorImpl, _ name: String, _ inputs: [TensorImpl],
                        _ rule: @escaping (TensorImpl) throws -> [TensorImpl?]) -> TensorImpl {
         guard GradMode.isEnabled, inputs.contains(where: { $0.requiresGrad }) else { return out }
-        let tracked = inputs.map { $0.requiresGrad ? $0 : nil }
+        let tracked = inputs.map { $0.requiresGrad ? GradNode.Edge($0) : nil }
         return out.tracked(by: GradNode(name: name, inputs: tracked, rule: rule))
     }
 
@@ -71,8 +71,8 @@ package enum Autograd {
             if expanded { order.append(node); continue }
             guard visited.insert(ObjectIdentifier(node)).inserted else { continue }
             stack.append((node, true))
-            for case let input? in node.inputs {
-                if let fn = input.gradFn, !visited.contains(ObjectIdentifier(fn)) { stack.append((fn, false)) }
+            for case let edge? in node.inputs {
+                if let fn = edge.node, !visited.contains(ObjectIdentifier(fn)) { stack.append((fn, false)) }
             }
         }
         var pending: [ObjectIdentifier: TensorImpl] = [ObjectIdentifier(rootFn): seed]
@@ -80,14 +80,14 @@ package enum Autograd {
             guard let g = pending.removeValue(forKey: ObjectIdentifier(node)) else { continue }
             let grads = try node.gradients(for: g)
             if !retainGraph { node.release() }
-            for (input, ig) in zip(node.inputs, grads) {
-                guard let input, let ig else { continue }
-                let ig2 = try Ops.cast(ig, to: input.dtype)
-                if let fn = input.gradFn {
+            for (edge, ig) in zip(node.inputs, grads) {
+                guard let edge, let ig else { continue }
+                let ig2 = try Ops.cast(ig, to: edge.dtype)
+                if let fn = edge.node {
                     let key = ObjectIdentifier(fn)
                     pending[key] = try pending[key].map { try Elementwise.binary(.add, $0, ig2) } ?? ig2
-                } else {
-                    try accumulate(input, ig2)
+                } else if let leaf = edge.leaf {
+                    try accumulate(leaf, ig2)
                 }
             }
         }

@@ -3,11 +3,26 @@
 /// not require gradients). The rule is dropped once a backward pass has used it, unless the
 /// graph is retained.
 package final class GradNode: @unchecked Sendable {
+    /// Where one input's gradient goes: the node that made it, or the leaf itself. A node
+    /// keeps no reference to an intermediate input tensor, so an activation's memory is held
+    /// only while a rule needs its values.
+    struct Edge {
+        let node: GradNode?
+        let leaf: TensorImpl?
+        let dtype: DType
+
+        init(_ t: TensorImpl) {
+            node = t.gradFn
+            leaf = t.gradFn == nil ? t : nil
+            dtype = t.dtype
+        }
+    }
+
     package let name: String
-    let inputs: [TensorImpl?]
+    let inputs: [Edge?]
     private var rule: ((TensorImpl) throws -> [TensorImpl?])?
 
-    init(name: String, inputs: [TensorImpl?], rule: @escaping (TensorImpl) throws -> [TensorImpl?]) {
+    init(name: String, inputs: [Edge?], rule: @escaping (TensorImpl) throws -> [TensorImpl?]) {
         self.name = name
         self.inputs = inputs
         self.rule = rule

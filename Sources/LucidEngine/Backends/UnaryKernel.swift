@@ -43,6 +43,15 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
 
     /// d op(x)/dx, given the input `x` and the output `y`.
     @inline(__always)
+    /// Whether `derivative` reads the forward output `y` rather than the input `x`; the op's
+    /// graph node then keeps only the output (and only the input otherwise).
+    var derivativeUsesOutput: Bool {
+        switch self {
+        case .exp, .sqrt, .rsqrt, .tanh, .sigmoid: return true
+        default: return false
+        }
+    }
+
     func derivative(_ x: Float, _ y: Float) -> Float {
         switch self {
         case .neg: return -1

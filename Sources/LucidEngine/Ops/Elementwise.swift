@@ -92,23 +92,29 @@ package enum Elementwise {
         let out = try TensorImpl.empty(shape, dtype: dtype, on: x.backend)
         out.backend.binary(k, x.expanded(to: shape), y.expanded(to: shape), into: out)
         // Each gradient is summed back over the dimensions its input was broadcast along.
-        return Autograd.record(out, Autograd.name(op), [x, y]) { g in
-            let (gx, gy): (TensorImpl, TensorImpl)
-            switch k {
-            case .add: (gx, gy) = (g, g)
-            case .sub: (gx, gy) = (g, try unary(.neg, g))
-            case .mul: (gx, gy) = (try binary(.mul, g, y), try binary(.mul, g, x))
-            case .div:  // d(x/y)/dy = -(x/y)/y
-                (gx, gy) = (try binary(.div, g, y), try unary(.neg, try binary(.div, try binary(.mul, g, out), y)))
-            case .pow:  // d(x**y)/dx = y·x**(y-1)
+        // Each rule captures only what it needs: add and sub keep no tensor alive.
+        let rule: (TensorImpl) throws -> (TensorImpl, TensorImpl)
+        switch k {
+        case .add: rule = { g in (g, g) }
+        case .sub: rule = { g in (g, try unary(.neg, g)) }
+        case .mul: rule = { g in (try binary(.mul, g, y), try binary(.mul, g, x)) }
+        case .div:  // d(x/y)/dy = -(x/y)/y
+            rule = { g in (try binary(.div, g, y), try unary(.neg, try binary(.div, try binary(.mul, g, out), y))) }
+        case .pow:  // d(x**y)/dx = y·x**(y-1)
+            rule = { g in
                 let ym1 = try binary(.sub, y, scalar: ScalarOperand(int: 1), scalarFirst: false)
-                (gx, gy) = (try binary(.mul, try binary(.mul, g, y), try binary(.pow, x, ym1)), try powExponentGrad(g, x, out))
-            case .maximum, .minimum:
-                let share = try maxShare(x, y, larger: k == .maximum)
-                let gxs = try binary(.mul, g, share)
-                (gx, gy) = (gxs, try binary(.sub, g, gxs))
+                return (try binary(.mul, try binary(.mul, g, y), try binary(.pow, x, ym1)), try powExponentGrad(g, x, out))
             }
-            return [try Autograd.reduce(gx, to: x.shape), try Autograd.reduce(gy, to: y.shape)]
+        case .maximum, .minimum:
+            rule = { g in
+                let gx = try binary(.mul, g, try maxShare(x, y, larger: k == .maximum))
+                return (gx, try binary(.sub, g, gx))
+            }
+        }
+        let xShape = x.shape, yShape = y.shape
+        return Autograd.record(out, Autograd.name(op), [x, y]) { g in
+            let (gx, gy) = try rule(g)
+            return [try Autograd.reduce(gx, to: xShape), try Autograd.reduce(gy, to: yShape)]
         }
     }
 
@@ -123,27 +129,29 @@ package enum Elementwise {
         let x = try Ops.cast(x0, to: dtype)
         let out = try TensorImpl.empty(x.shape, dtype: dtype, on: x.backend)
         out.backend.binary(k, x, scalar: scalar.value, scalarFirst: scalarFirst, into: out)
-        return Autograd.record(out, Autograd.name(op), [x]) { g in
-            switch k {
-            case .add: return [g]
-            case .sub: return [scalarFirst ? try unary(.neg, g) : g]
-            case .mul: return [try binary(.mul, g, scalar: scalar, scalarFirst: false)]
-            case .div:
-                if !scalarFirst { return [try binary(.div, g, scalar: scalar, scalarFirst: false)] }
-                // d(s/x)/dx = -(s/x)/x
-                return [try unary(.neg, try binary(.div, try binary(.mul, g, out), x))]
-            case .pow:
-                if scalarFirst {  // d(s**x)/dx = s**x · log s
-                    return [try binary(.mul, try binary(.mul, g, out), scalar: ScalarOperand(float: LibM.log(scalar.value.double)), scalarFirst: false)]
-                }
-                // d(x**s)/dx = s·x**(s-1)
-                let lowered = ScalarOperand(float: scalar.value.double - 1)
-                return [try binary(.mul, try binary(.mul, g, try binary(.pow, x, scalar: lowered, scalarFirst: false)), scalar: scalar, scalarFirst: false)]
-            case .maximum, .minimum:
+        let rule: (TensorImpl) throws -> TensorImpl
+        switch (k, scalarFirst) {
+        case (.add, _), (.sub, false): rule = { g in g }
+        case (.sub, true): rule = { g in try unary(.neg, g) }
+        case (.mul, _), (.div, false): rule = { g in try binary(k, g, scalar: scalar, scalarFirst: false) }
+        case (.div, true):  // d(s/x)/dx = -(s/x)/x
+            rule = { g in try unary(.neg, try binary(.div, try binary(.mul, g, out), x)) }
+        case (.pow, true):  // d(s**x)/dx = s**x · log s
+            let logS = ScalarOperand(float: LibM.log(scalar.value.double))
+            rule = { g in try binary(.mul, try binary(.mul, g, out), scalar: logS, scalarFirst: false) }
+        case (.pow, false):  // d(x**s)/dx = s·x**(s-1)
+            let lowered = ScalarOperand(float: scalar.value.double - 1)
+            rule = { g in
+                try binary(.mul, try binary(.mul, g, try binary(.pow, x, scalar: lowered, scalarFirst: false)), scalar: scalar,
+                           scalarFirst: false)
+            }
+        case (.maximum, _), (.minimum, _):
+            rule = { g in
                 let s = try Ops.scalarTensor(scalar, dtype: x.dtype, device: x.device)
-                return [try binary(.mul, g, try maxShare(x, s, larger: k == .maximum))]
+                return try binary(.mul, g, try maxShare(x, s, larger: k == .maximum))
             }
         }
+        return Autograd.record(out, Autograd.name(op), [x]) { g in [try rule(g)] }
     }
 
     /// Unary ops by kernel. exp, log, log1p, rsqrt and softplus are on PyTorch's float32
@@ -171,9 +179,12 @@ package enum Elementwise {
         if !k.keepsIntegers && !x.dtype.isFloatingPoint { x = try Ops.cast(x, to: .float32) }
         let out = try TensorImpl.empty(x.shape, dtype: x.dtype, on: x.backend)
         out.backend.unary(k, x, into: out)
+        // The node keeps one tensor: the output when the derivative reads it, else the input
+        // (the kernel then ignores the other argument).
+        let saved = k.derivativeUsesOutput ? out : x
         return Autograd.record(out, Autograd.name(op), [x]) { g in
-            let gx = try TensorImpl.empty(x.shape, dtype: x.dtype, on: x.backend)
-            x.backend.unaryBackward(k, x: x, y: out, grad: g, into: gx)
+            let gx = try TensorImpl.empty(saved.shape, dtype: saved.dtype, on: saved.backend)
+            saved.backend.unaryBackward(k, x: saved, y: saved, grad: g, into: gx)
             return [gx]
         }
     }

@@ -36,8 +36,9 @@ package enum Indexing {
             throw LucidError.index("gather: index \(bad) is out of bounds for dimension \(axis) with size \(x.shape[axis])")
         }
         let result = idx.ndim == 0 ? out.view(shape: [], strides: []) : out
+        let xShape = x.shape, aShape = a.shape
         return Autograd.record(result, Autograd.name(gather), [a]) { g in
-            [try ShapeOps.reshape(try scatterAdd(try ShapeOps.reshape(g, ix.shape), dim: axis, index: ix, shape: x.shape), a.shape)]
+            [try ShapeOps.reshape(try scatterAdd(try ShapeOps.reshape(g, ix.shape), dim: axis, index: ix, shape: xShape), aShape)]
         }
     }
 
@@ -70,8 +71,9 @@ package enum Indexing {
             throw LucidError.index("index_select: index \(bad) is out of bounds for dimension \(axis) with size \(x.shape[axis])")
         }
         let result = a.ndim == 0 ? out.view(shape: [], strides: []) : out
+        let xShape = x.shape, aShape = a.shape
         return Autograd.record(result, Autograd.name(indexSelect), [a]) { g in
-            [try ShapeOps.reshape(try scatterAdd(try ShapeOps.reshape(g, shape), dim: axis, index: spread, shape: x.shape), a.shape)]
+            [try ShapeOps.reshape(try scatterAdd(try ShapeOps.reshape(g, shape), dim: axis, index: spread, shape: xShape), aShape)]
         }
     }
 

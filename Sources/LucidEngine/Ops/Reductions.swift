@@ -39,9 +39,10 @@ package enum Reductions {
         let result = keepdim ? out : out.view(shape: squeezed, strides: Shape.contiguousStrides(squeezed))
         var count = 1
         for ax in axes { count &*= x.shape[ax] }
+        let shape = x.shape
         return Autograd.record(result, Autograd.name(op), [x]) { g in
             // Every input element receives the gradient of the output it was reduced into.
-            let spread = try Ops.contiguous(try ShapeOps.reshape(g, kept).expanded(to: x.shape))
+            let spread = try Ops.contiguous(try ShapeOps.reshape(g, kept).expanded(to: shape))
             if k == .sum { return [spread] }
             return [try Elementwise.binary(.div, spread, scalar: ScalarOperand(int: Int64(count)), scalarFirst: false)]
         }
@@ -95,9 +96,10 @@ extension Reductions {
         let shape = a.ndim == 0 ? [] : (keepdim ? kept : outShape)
         let v = values.view(shape: shape, strides: Shape.contiguousStrides(shape))
         let i = indices.view(shape: shape, strides: Shape.contiguousStrides(shape))
+        let xShape = x.shape, aShape = a.shape
         let tracked = Autograd.record(v, Autograd.name(op), [a]) { g in
             let gk = try ShapeOps.reshape(g, kept), ik = indices.view(shape: kept, strides: Shape.contiguousStrides(kept))
-            return [try ShapeOps.reshape(try Indexing.scatterAdd(gk, dim: axis, index: ik, shape: x.shape), a.shape)]
+            return [try ShapeOps.reshape(try Indexing.scatterAdd(gk, dim: axis, index: ik, shape: xShape), aShape)]
         }
         return (tracked, i)
     }

@@ -73,7 +73,8 @@ package enum ShapeOps {
             let dense = try GradMode.with(false) { try Ops.contiguous(a) }
             out = dense.view(shape: target, strides: Shape.contiguousStrides(target))
         }
-        return Autograd.record(out, Autograd.name(reshape), [a]) { g in [try reshape(g, a.shape)] }
+        let shape = a.shape
+        return Autograd.record(out, Autograd.name(reshape), [a]) { g in [try reshape(g, shape)] }
     }
 
     /// Always a view; throws when the layout does not allow one.
@@ -82,7 +83,8 @@ package enum ShapeOps {
         guard let s = viewStrides(oldShape: a.shape, oldStrides: a.strides, newShape: target) else {
             throw LucidError.runtime("view: shape \(target) is not compatible with the input's shape \(a.shape) and strides \(a.strides); use reshape, or call contiguous() first")
         }
-        return Autograd.record(a.view(shape: target, strides: s), Autograd.name(view), [a]) { g in [try reshape(g, a.shape)] }
+        let shape = a.shape
+        return Autograd.record(a.view(shape: target, strides: s), Autograd.name(view), [a]) { g in [try reshape(g, shape)] }
     }
 
     package static func transpose(_ a: TensorImpl, _ d0: Int, _ d1: Int) throws -> TensorImpl {
