@@ -10,7 +10,7 @@ import lucid
 import lucid.nn as nn
 import lucid.nn.functional as F
 
-_erf = np.vectorize(math.erf)
+_erfc = np.vectorize(math.erfc)
 
 REFERENCE = {
     "exp": (np.exp, lambda t: t.exp()),
@@ -22,8 +22,9 @@ REFERENCE = {
     "tanh": (np.tanh, lambda t: t.tanh()),
     "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), lambda t: t.sigmoid()),
     "silu": (lambda x: x / (1 + np.exp(-x)), F.silu),
-    "gelu": (lambda x: 0.5 * x * (1 + _erf(x / np.sqrt(2))), F.gelu),
-    "gelu_tanh": (lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
+    # Written without 1 + erf / 1 + tanh, which cancel to 0 in the negative tail.
+    "gelu": (lambda x: 0.5 * x * _erfc(-x / np.sqrt(2)), F.gelu),
+    "gelu_tanh": (lambda x: x / (1 + np.exp(-2 * np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
                   lambda t: F.gelu(t, approximate="tanh")),
     "softplus": (lambda x: np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20)))), F.softplus),
 }
@@ -120,3 +121,20 @@ def test_gradients_match_finite_differences(name):
     num = np.array([((op(lucid.tensor(np.float32(v + eps))).item() - op(lucid.tensor(np.float32(v - eps))).item())
                      / (2 * eps)) for v in x]) * w
     np.testing.assert_allclose(t.grad.numpy(), num, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("dtype,np_dtype", [(lucid.float32, np.float32), (lucid.bfloat16, ml_dtypes.bfloat16)])
+@pytest.mark.parametrize("name", sorted(REFERENCE))
+def test_large_tensors_take_the_vectorised_kernels_at_the_same_accuracy(dtype, np_dtype, name):
+    # 100k elements: big enough for the vectorised library kernels where they apply.
+    ref, op = REFERENCE[name]
+    x = np.tile(inputs(name), 400).astype(np_dtype)
+    got = op(lucid.tensor(x))
+    assert got.dtype == dtype
+    want = ref(x.astype(np.float64))
+    if dtype == lucid.float32:
+        np.testing.assert_allclose(got.numpy(), want, rtol=2e-6, atol=2e-6)
+    else:  # one rounding to bfloat16, at most one step off the correctly rounded value
+        rounded = want.astype(np.float32).astype(np_dtype).astype(np.float64)
+        step = np.abs(rounded) * 2.0 ** -7 + 1e-30
+        assert (np.abs(got.numpy().astype(np.float64) - rounded) <= step).all()

@@ -35,8 +35,10 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
         case .tanh: return tanhf(x)
         case .sigmoid: return Self.sigmoid(x)
         case .silu: return x * Self.sigmoid(x)
-        case .gelu: return 0.5 * x * (1 + erff(x * Self.invSqrt2))
-        case .geluTanh: return 0.5 * x * (1 + tanhf(Self.sqrt2OverPi * (x + 0.044715 * x * x * x)))
+        // Φ(x) = erfc(-x/√2)/2 and (1 + tanh u)/2 = sigmoid(2u) keep the negative tails
+        // accurate, where 1 + erf and 1 + tanh would cancel to 0.
+        case .gelu: return 0.5 * x * erfcf(-x * Self.invSqrt2)
+        case .geluTanh: return x * Self.sigmoid(2 * Self.sqrt2OverPi * (x + 0.044715 * x * x * x))
         case .softplus: return x > 20 ? x : log1pf(LibM.exp(x))  // PyTorch's threshold
         }
     }
@@ -68,11 +70,11 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
             let s = Self.sigmoid(x)
             return s * (1 + x * (1 - s))
         case .gelu:
-            return 0.5 * (1 + erff(x * Self.invSqrt2)) + x * Self.invSqrt2Pi * LibM.exp(-0.5 * x * x)
+            return 0.5 * erfcf(-x * Self.invSqrt2) + x * Self.invSqrt2Pi * LibM.exp(-0.5 * x * x)
         case .geluTanh:
             let u = Self.sqrt2OverPi * (x + 0.044715 * x * x * x)
-            let t = tanhf(u)
-            return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * Self.sqrt2OverPi * (1 + 3 * 0.044715 * x * x)
+            let s = Self.sigmoid(2 * u)  // (1 + tanh u) / 2; 1 - tanh² u = 4s(1 - s)
+            return s + 2 * x * s * (1 - s) * Self.sqrt2OverPi * (1 + 3 * 0.044715 * x * x)
         case .softplus: return x > 20 ? 1 : Self.sigmoid(x)
         }
     }

@@ -81,6 +81,9 @@ final class HostBackend: Backend {
     }
 
     func unary(_ op: UnaryKernel, _ a: TensorImpl, into out: TensorImpl) {
+#if canImport(CDNNL)
+        if DNNL.unary(op, a, into: out) { return }
+#endif
         if FloatFastPath.applies(out, a) { return FloatFastPath.unary(op, a, out) }
         dispatch(out.dtype, UnaryElementKernel(op: op, a: a, out: out))
     }
