@@ -396,3 +396,17 @@ def test_empty_inputs():
     assert np.isnan(F.cross_entropy(T(arr(0, 3)), T(np.zeros(0, np.int64))).item())
     assert F.conv2d(T(arr(0, 2, 4, 4)), T(arr(3, 2, 3, 3))).shape == (0, 3, 2, 2)
     assert F.scaled_dot_product_attention(T(arr(0, 3)), T(arr(2, 3)), T(arr(2, 3))).shape == (0, 3)
+
+
+def test_the_paths_without_onednn_agree(tmp_path):
+    """With LUCID_DNNL=0 the engine serves GEMM from BLAS and convolution from im2col; the
+    layer tests must pass on those paths too."""
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                          os.path.join(here, "test_layers.py"), "-k", "conv or pool or attention or gradient",
+                          "--deselect", os.path.join(here, "test_layers.py") + "::test_the_paths_without_onednn_agree"],
+                         env={**os.environ, "LUCID_DNNL": "0"}, capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]

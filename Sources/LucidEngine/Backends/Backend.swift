@@ -17,6 +17,26 @@ struct WindowGeometry: Sendable, Equatable {
     }
 }
 
+/// One 2-D convolution: NCHW input [batch, channels, inH, inW], weights [outChannels,
+/// channels/groups, kH, kW], output [batch, outChannels, outH, outW].
+struct ConvolutionProblem: Hashable, Sendable {
+    var batch: Int, channels: Int, outChannels: Int, groups: Int
+    var inH: Int, inW: Int, outH: Int, outW: Int
+    var kH: Int, kW: Int, strideH: Int, strideW: Int, padH: Int, padW: Int, dilH: Int, dilW: Int
+    var dtype: DType
+
+    init(batch: Int, channels: Int, outChannels: Int, groups: Int, _ g: WindowGeometry, dtype: DType) {
+        (self.batch, self.channels, self.outChannels, self.groups) = (batch, channels, outChannels, groups)
+        (inH, inW, outH, outW) = (g.input.0, g.input.1, g.output.0, g.output.1)
+        (kH, kW, strideH, strideW) = (g.kernel.0, g.kernel.1, g.stride.0, g.stride.1)
+        (padH, padW, dilH, dilW) = (g.padding.0, g.padding.1, g.dilation.0, g.dilation.1)
+        self.dtype = dtype
+    }
+}
+
+/// The passes of a convolution.
+enum ConvolutionPassKind: Int, Hashable, Sendable { case forward, backwardData, backwardWeights }
+
 /// Reductions over a set of axes.
 package enum ReduceKernel: Sendable { case sum, mean }
 
@@ -107,6 +127,12 @@ protocol Backend: AnyObject, Sendable {
     func col2im(_ cols: TensorImpl, _ g: WindowGeometry, into x: TensorImpl)
     /// Row-major flat positions of the true elements of a bool tensor.
     func nonzero(_ mask: TensorImpl) -> [Int]
+    /// A direct convolution pass, where the backend has a kernel for it (else false, and the
+    /// op layer uses im2col and GEMM): `.forward` writes `out` from x, w (and bias);
+    /// `.backwardData` writes the input gradient from the output gradient and w;
+    /// `.backwardWeights` writes the weight gradient from x and the output gradient.
+    func convolution(_ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?, weight: TensorImpl?,
+                     bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) -> Bool
     /// One Adam (or AdamW, `decoupled`) update, likewise.
     func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, hyper: AdamHyper,
                   newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl)

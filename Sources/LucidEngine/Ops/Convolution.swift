@@ -102,6 +102,7 @@ package enum Convolution {
                              stride: stride, padding: padding, dilation: dilation)
         let out = try op.run([x0, weight] + (bias.map { [$0] } ?? [])) { t in
             try Composite.checkSameDType(name, t)
+            if let direct = try direct(name, t, groups: groups, g) { return direct }
             let x = t[0], w = t[1]
             let n = x.shape[0], k = cg * g.kernel.0 * g.kernel.1, l = g.output.0 * g.output.1
             let cols = try ShapeOps.reshape(try unfold(x, g), [n, groups, k, l])
@@ -111,6 +112,28 @@ package enum Convolution {
             return y
         }
         return unbatched ? try ShapeOps.squeeze(out, dims: [0]) : out
+    }
+
+    /// conv2d through the backend's direct kernels (forward, and the backward passes in its
+    /// graph node), or nil when the backend has none for this problem.
+    private static func direct(_ name: String, _ t: [TensorImpl], groups: Int, _ g: WindowGeometry) throws -> TensorImpl? {
+        let x = try Ops.contiguous(t[0]), w = try Ops.contiguous(t[1])
+        let b = t.count > 2 ? try Ops.contiguous(t[2]) : nil
+        let o = w.shape[0]
+        let problem = ConvolutionProblem(batch: x.shape[0], channels: x.shape[1], outChannels: o, groups: groups, g, dtype: x.dtype)
+        let out = try TensorImpl.empty([x.shape[0], o, g.output.0, g.output.1], dtype: x.dtype, on: x.backend)
+        guard out.backend.convolution(.forward, problem, x: x, weight: w, bias: b, gradOut: nil, into: out) else { return nil }
+        return Autograd.record(out, Autograd.name(conv2d), [x, w] + (b.map { [$0] } ?? [])) { grad in
+            let gy = try Ops.contiguous(grad)
+            let gx = try TensorImpl.empty(x.shape, dtype: x.dtype, on: x.backend)
+            let gw = try TensorImpl.empty(w.shape, dtype: w.dtype, on: w.backend)
+            guard gx.backend.convolution(.backwardData, problem, x: nil, weight: w, bias: nil, gradOut: gy, into: gx),
+                  gw.backend.convolution(.backwardWeights, problem, x: x, weight: nil, bias: nil, gradOut: gy, into: gw) else {
+                throw LucidError.runtime("\(name): the backend's backward convolution kernels failed for input \(x.shape) and weight \(w.shape)")
+            }
+            let gb = b == nil ? nil : try Reductions.reduce(.sum, gy, dims: [0, 2, 3], keepdim: false)
+            return [gx, gw] + (b == nil ? [] : [gb])
+        }
     }
 
     /// 1-D cross-correlation of [N, C, L] (or [C, L]) input with [O, C/groups, k] weights.

@@ -5,13 +5,13 @@ import CDNNL
 /// float32 for BLAS: bfloat16 (AVX-512 BF16 and AMX kernels). Primitives are built once per
 /// shape, layout and dtype and kept; anything oneDNN declines falls back to the BLAS path.
 enum DNNL {
-    private struct Key: Hashable {
+    struct Key: Hashable {
         var dtype: DType, outType: DType, bias: Bool
         var dims: [Int]  // batch_a, batch_b, m, n, k
         var strides: [Int]  // a (batch, row, col), b (batch, row, col)
     }
 
-    private final class Runtime: @unchecked Sendable {
+    final class Runtime: @unchecked Sendable {
         var engine: dnnl_engine_t?
         var stream: dnnl_stream_t?
         var primitives: [Key: dnnl_primitive_t] = [:]
@@ -19,15 +19,17 @@ enum DNNL {
         let lock = Lock()
 
         init?() {
+            // LUCID_DNNL=0 turns oneDNN off (the BLAS and im2col paths then serve everything).
+            if let v = environmentValue("LUCID_DNNL"), ["0", "false", "off", "no"].contains(v.lowercased()) { return nil }
             guard dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success,
                   dnnl_stream_create(&stream, engine, dnnl_stream_default_flags.rawValue) == dnnl_success else { return nil }
         }
     }
 
-    private struct EltwiseKey: Hashable { var alg: UInt32, dtype: DType, count: Int }
+    struct EltwiseKey: Hashable { var alg: UInt32, dtype: DType, count: Int }
 
-    private static let runtime = Runtime()
-    private static let maxPrimitives = 512
+    static let runtime = Runtime()
+    static let maxPrimitives = 512
 
     static func dataType(_ d: DType) -> dnnl_data_type_t? {
         switch d {
@@ -37,7 +39,7 @@ enum DNNL {
         }
     }
 
-    private static func desc(_ shape: [Int], _ strides: [Int], _ type: dnnl_data_type_t) -> dnnl_memory_desc_t? {
+    static func desc(_ shape: [Int], _ strides: [Int], _ type: dnnl_data_type_t) -> dnnl_memory_desc_t? {
         var md = dnnl_memory_desc_t()
         let d = shape.map(Int64.init), s = strides.map(Int64.init)
         let status = d.withUnsafeBufferPointer { dp in

@@ -110,6 +110,30 @@ final class HostBackend: Backend {
 }
 
 extension HostBackend {
+    func convolution(_ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?, weight: TensorImpl?,
+                     bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) -> Bool {
+#if canImport(CDNNL)
+        // oneDNN's argument indices: SRC 1, WEIGHTS 33, BIAS 41, DST 17, DIFF_SRC 129,
+        // DIFF_WEIGHTS 161, DIFF_DST 145.
+        var args: [(Int32, TensorImpl)]
+        switch pass {
+        case .forward:
+            guard let x, let weight else { return false }
+            args = [(1, x), (33, weight), (17, out)]
+            if let bias { args.append((41, bias)) }
+        case .backwardData:
+            guard let gradOut, let weight else { return false }
+            args = [(145, gradOut), (33, weight), (129, out)]
+        case .backwardWeights:
+            guard let x, let gradOut else { return false }
+            args = [(1, x), (145, gradOut), (161, out)]
+        }
+        return DNNL.convolution(pass, problem, args)
+#else
+        return false
+#endif
+    }
+
     func sgdStep(param: TensorImpl, grad: TensorImpl, momentum: TensorImpl?, hyper: SGDHyper,
                  newParam: TensorImpl, newMomentum: TensorImpl?) {
         dispatch(param.dtype, SGDKernel(p: param, g: grad, buf: momentum, h: hyper, outP: newParam, outBuf: newMomentum))
