@@ -410,3 +410,24 @@ def test_the_paths_without_onednn_agree(tmp_path):
                           "--deselect", os.path.join(here, "test_layers.py") + "::test_the_paths_without_onednn_agree"],
                          env={**os.environ, "LUCID_DNNL": "0"}, capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("log", [False, True])
+def test_large_softmax_values_and_gradients(dim, log):
+    # Large enough for the backend's direct kernel; the gradient is checked against its
+    # closed form: softmax: y·(w - Σ w·y); log_softmax: w - exp(y)·Σ w.
+    a = arr(40, 48, 3) * 5
+    x = T(a, requires_grad=True)
+    y = (F.log_softmax if log else F.softmax)(x, dim)
+    ref = (log_softmax if log else softmax)(a.astype(np.float64), dim)
+    close(y, ref, 1e-5)
+    w = arr(*a.shape).astype(np.float64)
+    (y * T(w.astype(np.float32))).sum().backward()
+    if log:
+        want = w - np.exp(ref) * w.sum(dim, keepdims=True)
+    else:
+        want = ref * (w - (w * ref).sum(dim, keepdims=True))
+    close(x.grad, want, 1e-4)
+    with lucid.amp.autocast("cpu", dtype=lucid.bfloat16):
+        assert (F.log_softmax if log else F.softmax)(T(a).bfloat16(), dim).dtype == lucid.float32

@@ -133,6 +133,10 @@ protocol Backend: AnyObject, Sendable {
     /// `.backwardWeights` writes the weight gradient from x and the output gradient.
     func convolution(_ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?, weight: TensorImpl?,
                      bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) -> Bool
+    /// softmax (or log-softmax) of a contiguous floating tensor along `axis` into `out`
+    /// (same shape and dtype), computed in float32; false when the backend has no direct
+    /// kernel (the op layer then composes it from reductions and elementwise ops).
+    func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool
     /// One Adam (or AdamW, `decoupled`) update, likewise.
     func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, hyper: AdamHyper,
                   newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl)

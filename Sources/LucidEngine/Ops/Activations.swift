@@ -23,11 +23,29 @@ package enum Activations {
         return (a.ndim == 0 ? try ShapeOps.reshape(a, [1]) : a, d)
     }
 
+    /// The backend's direct kernel, with the backward written on its output:
+    /// softmax: g·y - y·Σ(g·y); log_softmax: g - exp(y)·Σg.
+    private static func direct(_ op: OpInfo, _ x: TensorImpl, _ d: Int, log: Bool) throws -> TensorImpl? {
+        guard x.numel >= 1024 else { return nil }  // small: the composite costs less than a call
+        let xc = try Ops.contiguous(x)
+        let out = try TensorImpl.empty(xc.shape, dtype: xc.dtype, on: xc.backend)
+        guard out.backend.softmax(xc.withRequiresGrad(false), axis: d, log: log, into: out) else { return nil }
+        return Autograd.record(out, Autograd.name(op), [xc]) { g in
+            if log {
+                let total = try Composite.sum(g, [d], keepdim: true)
+                return [try Composite.sub(g, try Composite.mul(try Elementwise.unary(.exp, out), total))]
+            }
+            let gy = try Composite.mul(g, out)
+            return [try Composite.sub(gy, try Composite.mul(out, try Composite.sum(gy, [d], keepdim: true)))]
+        }
+    }
+
     /// exp(x) / sum(exp(x)) along `dim`, computed after subtracting the max; float32 under
     /// autocast.
     package static func softmax(_ a: TensorImpl, dim: Int) throws -> TensorImpl {
         try softmax.run([a]) { inputs in
             let (x, d) = try prepared(softmax, inputs[0], dim)
+            if let y = try direct(softmax, x, d, log: false) { return try ShapeOps.reshape(y, inputs[0].shape) }
             let e = try Elementwise.unary(.exp, try shifted(x, d))
             return try ShapeOps.reshape(try Composite.div(e, try Composite.sum(e, [d], keepdim: true)), inputs[0].shape)
         }
@@ -37,6 +55,7 @@ package enum Activations {
     package static func logSoftmax(_ a: TensorImpl, dim: Int) throws -> TensorImpl {
         try logSoftmax.run([a]) { inputs in
             let (x, d) = try prepared(logSoftmax, inputs[0], dim)
+            if let y = try direct(logSoftmax, x, d, log: true) { return try ShapeOps.reshape(y, inputs[0].shape) }
             let z = try shifted(x, d)
             let lse = try Elementwise.unary(.log, try Composite.sum(try Elementwise.unary(.exp, z), [d], keepdim: true))
             return try ShapeOps.reshape(try Composite.sub(z, lse), inputs[0].shape)

@@ -16,6 +16,7 @@ enum DNNL {
         var stream: dnnl_stream_t?
         var primitives: [Key: dnnl_primitive_t] = [:]
         var eltwise: [EltwiseKey: dnnl_primitive_t] = [:]
+        var softmax: [SoftmaxKey: dnnl_primitive_t] = [:]
         let lock = Lock()
 
         init?() {
@@ -27,6 +28,7 @@ enum DNNL {
     }
 
     struct EltwiseKey: Hashable { var alg: UInt32, dtype: DType, count: Int }
+    struct SoftmaxKey: Hashable { var shape: [Int], axis: Int, log: Bool, dtype: DType }
 
     static let runtime = Runtime()
     static let maxPrimitives = 512
@@ -169,6 +171,41 @@ extension DNNL {
             var src: dnnl_memory_t?, dst: dnnl_memory_t?
             defer { dnnl_memory_destroy(src); dnnl_memory_destroy(dst) }
             guard dnnl_memory_create(&src, &md, rt.engine, HostBackend.address(a)) == dnnl_success,
+                  dnnl_memory_create(&dst, &md, rt.engine, HostBackend.address(out)) == dnnl_success else { return false }
+            var args = [dnnl_exec_arg_t(arg: 1, memory: src), dnnl_exec_arg_t(arg: 17, memory: dst)]  // SRC, DST
+            guard dnnl_primitive_execute(prim, rt.stream, 2, &args) == dnnl_success else { return false }
+            return dnnl_stream_wait(rt.stream) == dnnl_success
+        }
+    }
+}
+
+extension DNNL {
+    /// softmax (or log-softmax) of a contiguous float32/bfloat16 tensor along `axis`, in
+    /// float32 arithmetic, or false when oneDNN does not take it.
+    static func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool {
+        guard let rt = runtime, let type = dataType(x.dtype), x.dtype == out.dtype, x.isContiguous, out.isContiguous,
+              x.numel > 0, x.ndim <= 12 else { return false }
+        return rt.lock.withLock { () -> Bool in
+            let key = SoftmaxKey(shape: x.shape, axis: axis, log: log, dtype: x.dtype)
+            guard var md = desc(x.shape, Shape.contiguousStrides(x.shape), type) else { return false }
+            var prim = rt.softmax[key]
+            if prim == nil {
+                var op = dnnl_softmax_v2_desc_t()
+                guard dnnl_softmax_v2_forward_desc_init(&op, dnnl_forward_inference, log ? dnnl_softmax_log : dnnl_softmax_accurate,
+                                                        &md, &md, Int32(axis)) == dnnl_success else { return false }
+                var pd: dnnl_primitive_desc_t?
+                guard dnnl_primitive_desc_create(&pd, &op, nil, rt.engine, nil) == dnnl_success else { return false }
+                defer { dnnl_primitive_desc_destroy(pd) }
+                guard dnnl_primitive_create(&prim, pd) == dnnl_success, prim != nil else { return false }
+                if rt.softmax.count >= maxPrimitives {
+                    for old in rt.softmax.values { dnnl_primitive_destroy(old) }
+                    rt.softmax.removeAll()
+                }
+                rt.softmax[key] = prim
+            }
+            var src: dnnl_memory_t?, dst: dnnl_memory_t?
+            defer { dnnl_memory_destroy(src); dnnl_memory_destroy(dst) }
+            guard dnnl_memory_create(&src, &md, rt.engine, HostBackend.address(x)) == dnnl_success,
                   dnnl_memory_create(&dst, &md, rt.engine, HostBackend.address(out)) == dnnl_success else { return false }
             var args = [dnnl_exec_arg_t(arg: 1, memory: src), dnnl_exec_arg_t(arg: 17, memory: dst)]  // SRC, DST
             guard dnnl_primitive_execute(prim, rt.stream, 2, &args) == dnnl_success else { return false }

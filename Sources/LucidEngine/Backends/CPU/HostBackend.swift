@@ -65,6 +65,7 @@ final class HostBackend: Backend {
             memmove(Self.address(dst), Self.address(src), src.numel * src.dtype.itemSize)
             return
         }
+        if BFloat16FastPath.applies(src, dst) { return BFloat16FastPath.copy(src, into: dst) }
         dispatch(src.dtype, CopySource(src: src, dst: dst))
     }
 
@@ -110,6 +111,14 @@ final class HostBackend: Backend {
 }
 
 extension HostBackend {
+    func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool {
+#if canImport(CDNNL)
+        return DNNL.softmax(x, axis: axis, log: log, into: out)
+#else
+        return false
+#endif
+    }
+
     func convolution(_ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?, weight: TensorImpl?,
                      bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) -> Bool {
 #if canImport(CDNNL)

@@ -50,3 +50,32 @@ enum FloatFastPath {
         }
     }
 }
+
+/// Contiguous conversions between float32 and bfloat16, written branch-free so they
+/// vectorise (autocast casts every operand of a lower-precision op). Bit-exact with
+/// `bfloat16Bits(fromFloat32Bits:)`.
+enum BFloat16FastPath {
+    static func applies(_ src: TensorImpl, _ dst: TensorImpl) -> Bool {
+        src.isContiguous && dst.isContiguous
+            && ((src.dtype == .float32 && dst.dtype == .bfloat16) || (src.dtype == .bfloat16 && dst.dtype == .float32))
+    }
+
+    static func copy(_ src: TensorImpl, into dst: TensorImpl) {
+        let n = src.numel
+        if src.dtype == .float32 {
+            let x = UnsafePointer(HostBackend.address(src).assumingMemoryBound(to: UInt32.self))
+            let o = HostBackend.address(dst).assumingMemoryBound(to: UInt16.self)
+            for i in 0..<n {
+                let f = x[i]
+                let rounded = UInt16(truncatingIfNeeded: (f &+ 0x7fff &+ ((f >> 16) & 1)) >> 16)
+                // NaN: the canonical quiet NaN with its sign (ml_dtypes' rule).
+                let nan: UInt16 = (f & 0x8000_0000) != 0 ? 0xffc0 : 0x7fc0
+                o[i] = (f & 0x7fff_ffff) > 0x7f80_0000 ? nan : rounded
+            }
+        } else {
+            let x = UnsafePointer(HostBackend.address(src).assumingMemoryBound(to: UInt16.self))
+            let o = HostBackend.address(dst).assumingMemoryBound(to: UInt32.self)
+            for i in 0..<n { o[i] = UInt32(x[i]) << 16 }
+        }
+    }
+}
