@@ -2,11 +2,16 @@
 /// outside the loop and plain pointer loops inside, which the compiler vectorises. The
 /// generic strided kernels handle everything else.
 enum FloatFastPath {
-    /// Whether every tensor is a contiguous float32 tensor of `out`'s shape.
+    /// Whether `out` and the operands are contiguous float32 tensors of one shape. (Two
+    /// overloads rather than a variadic parameter, which would allocate an array per op.)
     @inline(__always)
-    static func applies(_ out: TensorImpl, _ operands: TensorImpl...) -> Bool {
-        guard out.dtype == .float32, out.isContiguous else { return false }
-        return operands.allSatisfy { $0.dtype == .float32 && $0.shape == out.shape && $0.isContiguous }
+    static func applies(_ out: TensorImpl, _ a: TensorImpl) -> Bool {
+        out.dtype == .float32 && a.dtype == .float32 && a.shape == out.shape && out.isContiguous && a.isContiguous
+    }
+
+    @inline(__always)
+    static func applies(_ out: TensorImpl, _ a: TensorImpl, _ b: TensorImpl) -> Bool {
+        applies(out, a) && b.dtype == .float32 && b.shape == out.shape && b.isContiguous
     }
 
     @inline(__always)
