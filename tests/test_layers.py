@@ -2,6 +2,7 @@
 central finite differences."""
 
 import numpy as np
+import ml_dtypes
 import pytest
 
 import lucid
@@ -202,6 +203,50 @@ def test_scaled_dot_product_attention(mask):
     close(F.scaled_dot_product_attention(T(q), T(k), T(v), scale=0.5, **kw), attention(q, k, v, scale=0.5, **ref)[0])
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_attention_matches_composite_over_many_chunks(causal):
+    # 12 heads of 300x280 scores span several of the fused kernel's chunks (the last one
+    # partial); transposed inputs reach it as strided views.
+    q, k, v = arr(3, 4, 300, 16), arr(3, 4, 16, 280), arr(3, 4, 280, 24)
+    kt = T(k).transpose(-1, -2)
+    allowed = np.tril(np.ones((300, 280), bool)) if causal else None
+    want, p = attention(q.astype(np.float64), np.swapaxes(k, -1, -2), v, allowed=allowed)
+    out = F.scaled_dot_product_attention(T(q), kt, T(v), is_causal=causal)
+    close(out, want, 1e-4)
+    o, w = F._attention(T(q), kt, T(v), None, 0.0, causal, None, True)
+    close(o, want, 1e-4)
+    close(w, p, 1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_gradients_match_the_composite_form(causal):
+    # An all-true bool mask sends the same problem through the composite (unfused) graph.
+    q, k, v, g = arr(2, 3, 5, 4), arr(2, 3, 6, 4), arr(2, 3, 6, 3), arr(2, 3, 5, 3)
+    mask = np.tril(np.ones((5, 6), bool)) if causal else np.ones((5, 6), bool)
+    grads = []
+    for kw in (dict(is_causal=causal), dict(attn_mask=T(mask))):
+        leaves = [T(a, requires_grad=True) for a in (q, k, v)]
+        (F.scaled_dot_product_attention(*leaves, scale=0.7, **kw) * T(g)).sum().backward()
+        grads.append([t.grad.numpy() for t in leaves])
+    for fused, composite in zip(*grads):
+        np.testing.assert_allclose(fused, composite, rtol=1e-5, atol=1e-6)
+
+
+def test_attention_under_bfloat16_autocast_rounds_products_and_weights():
+    q, k, v = arr(2, 64, 32), arr(2, 48, 32), arr(2, 48, 16)
+    bf = [a.astype(ml_dtypes.bfloat16).astype(np.float64) for a in (q, k, v)]
+    s = bf[0] @ np.swapaxes(bf[1], -1, -2) / np.sqrt(32)
+    p = softmax(s).astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+    want = p @ bf[2]
+    leaves = [T(a, requires_grad=True) for a in (q, k, v)]
+    with lucid.amp.autocast("cpu", dtype=lucid.bfloat16):
+        out = F.scaled_dot_product_attention(*leaves)
+    assert out.dtype == lucid.bfloat16
+    np.testing.assert_allclose(out.float().numpy(), want, rtol=1e-2, atol=1e-2)
+    out.float().sum().backward()
+    assert all(t.grad.dtype == lucid.float32 and np.isfinite(t.grad.numpy()).all() for t in leaves)
+
+
 def test_attention_under_autocast_and_errors():
     q = T(arr(2, 4, 8), device="metal")
     with lucid.amp.autocast("metal"):
@@ -352,6 +397,7 @@ GRADS = {
     "shape_views": (lambda a: a.unsqueeze(1).flatten(0, 1).narrow(1, 1, 2).squeeze() + a.T.reshape(4, 3)[:3, 1:],
                     [(3, 4)]),
     "group_norm_affine_bias": (lambda a, w, b: F.group_norm(a, 1, w, b), [(2, 3, 2), (3,), (3,)]),
+    "attention_fused": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.8), [(2, 3, 2), (2, 4, 2), (2, 4, 3)]),
     "attention_float_mask": (lambda q, m: F.scaled_dot_product_attention(q, q, q, attn_mask=m),
                                            [(2, 3, 2), (3, 3)]),
 }

@@ -336,7 +336,8 @@ public func lucid_attention(_ q: UInt64, _ k: UInt64, _ v: UInt64, _ mask: UInt6
                             _ weights: UnsafeMutablePointer<UInt64>?) -> Int32 {
     abiCall {
         let (o, w) = try Attention.attention(try tensors.get(q), try tensors.get(k), try tensors.get(v), mask: try optionalTensor(mask),
-                                             causal: causal != 0, scale: hasScale != 0 ? scale : nil, dropout: dropout)
+                                             causal: causal != 0, scale: hasScale != 0 ? scale : nil, dropout: dropout,
+                                             needWeights: weights != nil)
         try emit([(o, out), (weights == nil ? nil : w, weights)])
     }
 }

@@ -137,6 +137,13 @@ protocol Backend: AnyObject, Sendable {
     /// (same shape and dtype), computed in float32; false when the backend has no direct
     /// kernel (the op layer then composes it from reductions and elementwise ops).
     func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool
+    /// Fused scaled dot-product attention: `out = softmax(scale · q·kᵀ) · v` for q [B, L, E],
+    /// k [B, S, E], v [B, S, Ev] of one floating dtype (any strides), with positions after
+    /// each row's own masked out when `causal`; the scores and softmax run in float32. `out`
+    /// ([B, L, Ev]) and `weights` ([B, L, S], the softmax rounded to the dtype, when given)
+    /// are contiguous. False when the backend has no fused kernel (the op layer composes it).
+    func attention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, scale: Float, causal: Bool,
+                   weights: TensorImpl?, into out: TensorImpl) -> Bool
     /// One Adam (or AdamW, `decoupled`) update, likewise.
     func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, hyper: AdamHyper,
                   newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl)

@@ -7,8 +7,10 @@ package enum Attention {
     /// (output [..., L, Ev], attention weights [..., L, S]) for q [..., L, E], k [..., S, E],
     /// v [..., S, Ev]. A bool `mask` marks the positions that may be attended to; a floating
     /// one is added to the scores. `causal` masks out future positions (top-left aligned).
+    /// The weights come back when `needWeights` (they are then part of the graph).
     package static func attention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, mask: TensorImpl?, causal: Bool,
-                                  scale: Double?, dropout: Double, training: Bool = true) throws -> (TensorImpl, TensorImpl) {
+                                  scale: Double?, dropout: Double, training: Bool = true,
+                                  needWeights: Bool = true) throws -> (TensorImpl, TensorImpl?) {
         let op = sdpa.name
         try Ops.checkSameDevice(op, [q, k, v] + (mask.map { [$0] } ?? []))
         guard q.ndim >= 2, k.ndim >= 2, v.ndim >= 2 else {
@@ -28,6 +30,10 @@ package enum Attention {
         return try sdpa.run([q, k, v]) { t in
             try Composite.checkSameDType(op, t)
             let dtype = t[0].dtype
+            if mask == nil, dropout == 0 || !training,
+               let fused = try fused(t, causal: causal, scale: factor, needWeights: needWeights) {
+                return fused
+            }
             let products = try LinearAlgebra.matmul(t[0], try ShapeOps.transpose(t[1], -2, -1))
             var scores = try Composite.mul(try Ops.cast(products, to: .float32), factor)
             var allowed: TensorImpl? = nil
@@ -49,5 +55,39 @@ package enum Attention {
             let p = try Ops.cast(weights, to: dtype)
             return (try LinearAlgebra.matmul(p, t[2]), p)
         }
+    }
+
+    /// The backend's fused kernel for unmasked (or causal) attention without dropout, with
+    /// its backward composed from products and the softmax derivative; nil when the backend
+    /// has none or the batch dimensions differ. Weights the caller wants while gradients are
+    /// tracked come from the composite form, where they are part of the graph.
+    private static func fused(_ t: [TensorImpl], causal: Bool, scale: Double, needWeights: Bool) throws -> (TensorImpl, TensorImpl?)? {
+        let (q, k, v) = (t[0], t[1], t[2])
+        let tracked = GradMode.isEnabled && t.contains { $0.requiresGrad }
+        let lead = Array(q.shape.dropLast(2))
+        guard !(needWeights && tracked), q.dtype.isFloatingPoint, q.numel > 0, k.numel > 0, v.numel > 0,
+              Array(k.shape.dropLast(2)) == lead, Array(v.shape.dropLast(2)) == lead else { return nil }
+        let l = q.shape[q.ndim - 2], s = k.shape[k.ndim - 2], ev = v.shape[v.ndim - 1]
+        let q3 = try LinearAlgebra.batched(q), k3 = try LinearAlgebra.batched(k), v3 = try LinearAlgebra.batched(v)
+        let batch = q3.shape[0]
+        let out = try TensorImpl.empty([batch, l, ev], dtype: q.dtype, on: q.backend)
+        let p = needWeights || tracked ? try TensorImpl.empty([batch, l, s], dtype: q.dtype, on: q.backend) : nil
+        guard q.backend.attention(q3, k3, v3, scale: Float(scale), causal: causal, weights: p, into: out) else { return nil }
+        let result = out.view(shape: lead + [l, ev], strides: Shape.contiguousStrides(lead + [l, ev]))
+        let weights = needWeights ? p?.view(shape: lead + [l, s], strides: Shape.contiguousStrides(lead + [l, s])) : nil
+        guard tracked, let p else { return (result, weights) }
+        return (Autograd.record(result, Autograd.name(sdpa), t) { g in
+            // dV = Pᵀ·G; dS = P ⊙ (dP − Σ(dP ⊙ P)) · scale with dP = G·Vᵀ, in float32;
+            // dQ = dS·K, dK = dSᵀ·Q.
+            let g3 = try ShapeOps.reshape(g, [batch, l, ev])
+            let dv = try LinearAlgebra.matmul(try ShapeOps.transpose(p, 1, 2), g3)
+            let dp = try Ops.cast(try LinearAlgebra.matmul(g3, try ShapeOps.transpose(v3, 1, 2)), to: .float32)
+            let pf = try Ops.cast(p, to: .float32)
+            let inner = try Composite.sum(try Composite.mul(dp, pf), [2], keepdim: true)
+            let ds = try Ops.cast(try Composite.mul(try Composite.mul(pf, try Composite.sub(dp, inner)), scale), to: q.dtype)
+            let dq = try LinearAlgebra.matmul(ds, k3)
+            let dk = try LinearAlgebra.matmul(try ShapeOps.transpose(ds, 1, 2), q3)
+            return [try ShapeOps.reshape(dq, q.shape), try ShapeOps.reshape(dk, k.shape), try ShapeOps.reshape(dv, v.shape)]
+        }, weights)
     }
 }

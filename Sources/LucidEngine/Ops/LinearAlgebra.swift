@@ -21,7 +21,7 @@ package enum LinearAlgebra {
 
     /// `t` ([..., r, c]) as a 3-D [batch, r, c] tensor, as a view where the batch dimensions
     /// merge and as a copy otherwise.
-    private static func batched(_ t: TensorImpl) throws -> TensorImpl {
+    static func batched(_ t: TensorImpl) throws -> TensorImpl {
         let nd = t.ndim
         let r = t.shape[nd - 2], c = t.shape[nd - 1]
         let batchShape = Array(t.shape[0..<(nd - 2)])

@@ -6,7 +6,7 @@ import CDNNL
 /// shape, layout and dtype and kept; anything oneDNN declines falls back to the BLAS path.
 enum DNNL {
     struct Key: Hashable {
-        var dtype: DType, outType: DType, bias: Bool
+        var dtype: DType, outType: DType, bias: Bool, scale: Float
         var dims: [Int]  // batch_a, batch_b, m, n, k
         var strides: [Int]  // a (batch, row, col), b (batch, row, col)
     }
@@ -28,7 +28,7 @@ enum DNNL {
     }
 
     struct EltwiseKey: Hashable { var alg: UInt32, dtype: DType, count: Int }
-    struct SoftmaxKey: Hashable { var shape: [Int], axis: Int, log: Bool, dtype: DType }
+    struct SoftmaxKey: Hashable { var shape: [Int], axis: Int, log: Bool, dtype: DType, outType: DType }
 
     static let runtime = Runtime()
     static let maxPrimitives = 512
@@ -55,19 +55,26 @@ enum DNNL {
     /// `out[i] = a[i] @ b[i] (+ bias)` as `Backend.gemm` specifies, or false when oneDNN does
     /// not take it (then nothing was written).
     static func gemm(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl) -> Bool {
-        guard let rt = runtime, let inType = dataType(a.dtype), let outType = dataType(out.dtype),
+        guard let rt = runtime else { return false }
+        return rt.lock.withLock { matmul(rt, a, b, bias: bias, scale: 1, into: out) }
+    }
+
+    /// `out[i] = scale · a[i] @ b[i] (+ bias)` with the lock held: `a` [B|1, M, K] and `b`
+    /// [B|1, K, N] of one dtype (any strides, batch stride 0 for a broadcast operand), `out`
+    /// a contiguous [B, M, N] of float32 or a's dtype.
+    static func matmul(_ rt: Runtime, _ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, scale: Float,
+                       into out: TensorImpl) -> Bool {
+        guard let inType = dataType(a.dtype), let outType = dataType(out.dtype),
               b.dtype == a.dtype, bias.map({ $0.dtype == out.dtype && $0.isContiguous }) ?? true,
               out.numel > 0, a.shape[2] > 0 else { return false }
         let batch = out.shape[0], m = out.shape[1], n = out.shape[2], k = a.shape[2]
         // A batch stride of 0 is a broadcast operand: oneDNN takes it as batch size 1.
         let ba = a.strides[0] == 0 ? 1 : batch, bb = b.strides[0] == 0 ? 1 : batch
-        let key = Key(dtype: a.dtype, outType: out.dtype, bias: bias != nil, dims: [ba, bb, m, n, k],
+        let key = Key(dtype: a.dtype, outType: out.dtype, bias: bias != nil, scale: scale, dims: [ba, bb, m, n, k],
                       strides: [ba == 1 ? m * k : a.strides[0], a.strides[1], a.strides[2],
                                 bb == 1 ? k * n : b.strides[0], b.strides[1], b.strides[2]])
-        return rt.lock.withLock { () -> Bool in
-            guard let prim = primitive(rt, key, inType, outType) else { return false }
-            return execute(rt, prim, key, inType, outType, a, b, bias, out)
-        }
+        guard let prim = primitive(rt, key, inType, outType) else { return false }
+        return execute(rt, prim, key, inType, outType, a, b, bias, out)
     }
 
     private static func primitive(_ rt: Runtime, _ key: Key, _ inType: dnnl_data_type_t,
@@ -85,8 +92,18 @@ enum DNNL {
             return dnnl_matmul_desc_init(&op, &src, &wei, biasPtr, &dst) == dnnl_success
         }
         guard ok else { return nil }
+        var attr: dnnl_primitive_attr_t?
+        if key.scale != 1 {
+            var scale = key.scale
+            guard dnnl_primitive_attr_create(&attr) == dnnl_success,
+                  dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale) == dnnl_success else {
+                dnnl_primitive_attr_destroy(attr)
+                return nil
+            }
+        }
+        defer { if attr != nil { dnnl_primitive_attr_destroy(attr) } }
         var pd: dnnl_primitive_desc_t?
-        guard dnnl_primitive_desc_create(&pd, &op, nil, rt.engine, nil) == dnnl_success else { return nil }
+        guard dnnl_primitive_desc_create(&pd, &op, attr, rt.engine, nil) == dnnl_success else { return nil }
         defer { dnnl_primitive_desc_destroy(pd) }
         var prim: dnnl_primitive_t?
         guard dnnl_primitive_create(&prim, pd) == dnnl_success, let p = prim else { return nil }
@@ -183,33 +200,92 @@ extension DNNL {
     /// softmax (or log-softmax) of a contiguous float32/bfloat16 tensor along `axis`, in
     /// float32 arithmetic, or false when oneDNN does not take it.
     static func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool {
-        guard let rt = runtime, let type = dataType(x.dtype), x.dtype == out.dtype, x.isContiguous, out.isContiguous,
-              x.numel > 0, x.ndim <= 12 else { return false }
-        return rt.lock.withLock { () -> Bool in
-            let key = SoftmaxKey(shape: x.shape, axis: axis, log: log, dtype: x.dtype)
-            guard var md = desc(x.shape, Shape.contiguousStrides(x.shape), type) else { return false }
-            var prim = rt.softmax[key]
-            if prim == nil {
-                var op = dnnl_softmax_v2_desc_t()
-                guard dnnl_softmax_v2_forward_desc_init(&op, dnnl_forward_inference, log ? dnnl_softmax_log : dnnl_softmax_accurate,
-                                                        &md, &md, Int32(axis)) == dnnl_success else { return false }
-                var pd: dnnl_primitive_desc_t?
-                guard dnnl_primitive_desc_create(&pd, &op, nil, rt.engine, nil) == dnnl_success else { return false }
-                defer { dnnl_primitive_desc_destroy(pd) }
-                guard dnnl_primitive_create(&prim, pd) == dnnl_success, prim != nil else { return false }
-                if rt.softmax.count >= maxPrimitives {
-                    for old in rt.softmax.values { dnnl_primitive_destroy(old) }
-                    rt.softmax.removeAll()
-                }
-                rt.softmax[key] = prim
+        guard let rt = runtime, x.dtype == out.dtype else { return false }
+        return rt.lock.withLock { softmax(rt, x, axis: axis, log: log, into: out) }
+    }
+
+    /// The same with the lock held; `out` may be float32 or bfloat16 whatever `x` is.
+    static func softmax(_ rt: Runtime, _ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool {
+        guard let type = dataType(x.dtype), let outType = dataType(out.dtype), x.shape == out.shape,
+              x.isContiguous, out.isContiguous, x.numel > 0, x.ndim <= 12 else { return false }
+        let key = SoftmaxKey(shape: x.shape, axis: axis, log: log, dtype: x.dtype, outType: out.dtype)
+        let strides = Shape.contiguousStrides(x.shape)
+        guard var md = desc(x.shape, strides, type), var outMD = desc(x.shape, strides, outType) else { return false }
+        var prim = rt.softmax[key]
+        if prim == nil {
+            var op = dnnl_softmax_v2_desc_t()
+            guard dnnl_softmax_v2_forward_desc_init(&op, dnnl_forward_inference, log ? dnnl_softmax_log : dnnl_softmax_accurate,
+                                                    &md, &outMD, Int32(axis)) == dnnl_success else { return false }
+            var pd: dnnl_primitive_desc_t?
+            guard dnnl_primitive_desc_create(&pd, &op, nil, rt.engine, nil) == dnnl_success else { return false }
+            defer { dnnl_primitive_desc_destroy(pd) }
+            guard dnnl_primitive_create(&prim, pd) == dnnl_success, prim != nil else { return false }
+            if rt.softmax.count >= maxPrimitives {
+                for old in rt.softmax.values { dnnl_primitive_destroy(old) }
+                rt.softmax.removeAll()
             }
-            var src: dnnl_memory_t?, dst: dnnl_memory_t?
-            defer { dnnl_memory_destroy(src); dnnl_memory_destroy(dst) }
-            guard dnnl_memory_create(&src, &md, rt.engine, HostBackend.address(x)) == dnnl_success,
-                  dnnl_memory_create(&dst, &md, rt.engine, HostBackend.address(out)) == dnnl_success else { return false }
-            var args = [dnnl_exec_arg_t(arg: 1, memory: src), dnnl_exec_arg_t(arg: 17, memory: dst)]  // SRC, DST
-            guard dnnl_primitive_execute(prim, rt.stream, 2, &args) == dnnl_success else { return false }
-            return dnnl_stream_wait(rt.stream) == dnnl_success
+            rt.softmax[key] = prim
+        }
+        var src: dnnl_memory_t?, dst: dnnl_memory_t?
+        defer { dnnl_memory_destroy(src); dnnl_memory_destroy(dst) }
+        guard dnnl_memory_create(&src, &md, rt.engine, HostBackend.address(x)) == dnnl_success,
+              dnnl_memory_create(&dst, &outMD, rt.engine, HostBackend.address(out)) == dnnl_success else { return false }
+        var args = [dnnl_exec_arg_t(arg: 1, memory: src), dnnl_exec_arg_t(arg: 17, memory: dst)]  // SRC, DST
+        guard dnnl_primitive_execute(prim, rt.stream, 2, &args) == dnnl_success else { return false }
+        return dnnl_stream_wait(rt.stream) == dnnl_success
+    }
+}
+
+extension DNNL {
+    /// Scores held per chunk of batch entries: about one core's L2 cache, so that the
+    /// scores the softmax reads, and the weights the second product reads, are still cached.
+    static let attentionChunkBytes = 1 << 21
+
+    /// `out = softmax(scale · q·kᵀ (causal: top-left aligned)) · v` for q [B, L, E],
+    /// k [B, S, E], v [B, S, Ev] of one dtype (any strides), `out` a contiguous [B, L, Ev] and
+    /// `weights` (when given) a contiguous [B, L, S] of that dtype. The scores and the softmax
+    /// are float32; the scores of a few batch entries at a time stay in cache between the
+    /// three steps. False when oneDNN does not take it (then `out` may hold partial results).
+    static func attention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, scale: Float, causal: Bool,
+                          weights: TensorImpl?, into out: TensorImpl) -> Bool {
+        guard let rt = runtime, dataType(q.dtype) != nil, k.dtype == q.dtype, v.dtype == q.dtype, out.dtype == q.dtype,
+              out.isContiguous, weights.map({ $0.isContiguous && $0.dtype == q.dtype }) ?? true else { return false }
+        let batch = q.shape[0], l = q.shape[1], e = q.shape[2], s = k.shape[1], ev = v.shape[2]
+        guard batch > 0, l > 0, s > 0, e > 0, ev > 0 else { return false }
+        let chunk = max(1, min(batch, attentionChunkBytes / max(1, l * s * 4)))
+        guard let scores = try? TensorImpl.empty([chunk, l, s], dtype: .float32, on: out.backend),
+              let probs = try? weights ?? TensorImpl.empty([chunk, l, s], dtype: q.dtype, on: out.backend) else { return false }
+        func slice(_ t: TensorImpl, _ start: Int, _ count: Int, _ transposed: Bool = false) -> TensorImpl {
+            let st = t.strides, sh = t.shape
+            return t.view(shape: transposed ? [count, sh[2], sh[1]] : [count, sh[1], sh[2]],
+                          strides: transposed ? [st[0], st[2], st[1]] : st, offset: t.offset + start * st[0])
+        }
+        return rt.lock.withLock { () -> Bool in
+            var start = 0
+            while start < batch {
+                let count = min(chunk, batch - start)
+                let sc = slice(scores, 0, count)
+                let p = weights == nil ? slice(probs, 0, count) : slice(probs, start, count)
+                guard matmul(rt, slice(q, start, count), slice(k, start, count, true), bias: nil, scale: scale, into: sc)
+                else { return false }
+                if causal { maskFuture(sc) }
+                guard softmax(rt, sc, axis: 2, log: false, into: p),
+                      matmul(rt, p, slice(v, start, count), bias: nil, scale: 1, into: slice(out, start, count)) else { return false }
+                start += count
+            }
+            return true
+        }
+    }
+
+    /// Sets the scores of positions after each row's own (column > row) to -inf.
+    private static func maskFuture(_ scores: TensorImpl) {
+        let count = scores.shape[0], l = scores.shape[1], s = scores.shape[2]
+        let base = HostBackend.address(scores).assumingMemoryBound(to: Float.self)
+        for b in 0..<count {
+            for i in 0..<l where i + 1 < s {
+                let row = base + (b * l + i) * s
+                (row + i + 1).update(repeating: -.infinity, count: s - i - 1)
+            }
         }
     }
 }

@@ -119,6 +119,15 @@ extension HostBackend {
 #endif
     }
 
+    func attention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, scale: Float, causal: Bool,
+                   weights: TensorImpl?, into out: TensorImpl) -> Bool {
+#if canImport(CDNNL)
+        return DNNL.attention(q, k, v, scale: scale, causal: causal, weights: weights, into: out)
+#else
+        return false
+#endif
+    }
+
     func convolution(_ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?, weight: TensorImpl?,
                      bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) -> Bool {
 #if canImport(CDNNL)
