@@ -557,6 +557,22 @@ def test_sum_and_mean_float32(device, dim, keepdim):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("shape,dim", [((10007,), None), ((3, 9000), 1), ((130, 1, 37), 0), ((2, 150, 1, 70), (1, 2)),
+                                       ((5, 1, 4099), (1, 2)), ((4, 3, 5), (0, 2))])
+def test_sum_and_mean_of_long_runs_stay_accurate(shape, dim):
+    # Runs longer than the contiguous kernels' blocks (4096 values, 64 rows), offset so that
+    # float32 rounding of a naive running sum would show.
+    a = randf(shape, 7) + 100
+    t = lucid.tensor(a)
+    for name in ("sum", "mean"):
+        want = getattr(a.astype(np.float64), name)(axis=dim)
+        np.testing.assert_allclose(getattr(t, name)(dim=dim).numpy(), want, rtol=2e-6)
+    a[0, ...] = np.inf if a.ndim > 1 else a[0]
+    a[-1] = np.nan
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(lucid.tensor(a).sum(dim=dim).numpy(), a.astype(np.float64).sum(axis=dim), rtol=2e-6)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_reductions_of_non_contiguous_input(device):
     a = randf((3, 4, 5), 6)

@@ -90,6 +90,7 @@ final class HostBackend: Backend {
     }
 
     func reduce(_ op: ReduceKernel, _ a: TensorImpl, axes: [Int], into out: TensorImpl) {
+        if FloatFastPath.reduce(op, a, axes: axes, into: out) { return }
         dispatch(a.dtype, ReduceSource(op: op, a: a, axes: axes, out: out))
     }
 

@@ -84,3 +84,89 @@ enum BFloat16FastPath {
         }
     }
 }
+
+extension FloatFastPath {
+    /// Sum or mean of a contiguous float32 tensor over axes that, once size-1 dimensions are
+    /// set aside, form one run: the tensor is then [outer, reduced, inner] and each output
+    /// sums `reduced` contiguous values (inner == 1) or rows of `inner` values. Blocks
+    /// accumulate in float32 vector lanes and the blocks in float64, as accurate as the
+    /// generic kernel's float64 running sum to well within float32 rounding. False when the
+    /// axes do not fit that form.
+    static func reduce(_ op: ReduceKernel, _ a: TensorImpl, axes: [Int], into out: TensorImpl) -> Bool {
+        guard a.dtype == .float32, out.dtype == .float32, a.isContiguous, out.isContiguous, a.numel > 0 else { return false }
+        // (outer, reduced, inner) sizes, walking the dimensions that are not 1.
+        var sizes = [1, 1, 1], part = 0
+        for (d, n) in a.shape.enumerated() where n != 1 {
+            let reduced = axes.contains(d)
+            if part == 0 && reduced { part = 1 } else if part == 1 && !reduced { part = 2 } else if part == 2 && reduced { return false }
+            sizes[part] &*= n
+        }
+        let (outer, count, inner) = (sizes[0], sizes[1], sizes[2])
+        let x = UnsafePointer(pointer(a)), o = pointer(out)
+        let divisor = op == .mean ? Double(count) : 1
+        if inner == 1 {
+            for p in 0..<outer { o[p] = Float(sum(x + p * count, count) / divisor) }
+            return true
+        }
+        // Rows of `inner` values: a block of rows adds up in float32, the blocks in float64.
+        let rowsPerBlock = 64
+        var block = [Float](repeating: 0, count: inner), total = [Double](repeating: 0, count: inner)
+        block.withUnsafeMutableBufferPointer { bp in
+            total.withUnsafeMutableBufferPointer { tp in
+                let b = bp.baseAddress!, t = tp.baseAddress!
+                for p in 0..<outer {
+                    t.update(repeating: 0, count: inner)
+                    var r = 0
+                    while r < count {
+                        let rows = min(rowsPerBlock, count - r)
+                        b.update(repeating: 0, count: inner)
+                        for row in r..<(r + rows) { accumulate(x + (p * count + row) * inner, into: b, inner) }
+                        for j in 0..<inner { t[j] += Double(b[j]) }
+                        r += rows
+                    }
+                    let dst = o + p * inner
+                    for j in 0..<inner { dst[j] = Float(t[j] / divisor) }
+                }
+            }
+        }
+        return true
+    }
+
+    /// `acc[j] += x[j]` for `n` floats, 16 lanes at a time.
+    @inline(__always)
+    private static func accumulate(_ x: UnsafePointer<Float>, into acc: UnsafeMutablePointer<Float>, _ n: Int) {
+        let src = UnsafeRawPointer(x), dst = UnsafeMutableRawPointer(acc)
+        var j = 0
+        while j + 16 <= n {
+            let v = dst.loadUnaligned(fromByteOffset: j * 4, as: SIMD16<Float>.self)
+                + src.loadUnaligned(fromByteOffset: j * 4, as: SIMD16<Float>.self)
+            dst.storeBytes(of: v, toByteOffset: j * 4, as: SIMD16<Float>.self)
+            j += 16
+        }
+        while j < n { acc[j] += x[j]; j += 1 }
+    }
+
+    /// The sum of `n` contiguous floats: blocks of 4096 in four 16-lane float32
+    /// accumulators, the block sums in float64.
+    private static func sum(_ x: UnsafePointer<Float>, _ n: Int) -> Double {
+        var total = 0.0, i = 0
+        let raw = UnsafeRawPointer(x)
+        while i < n {
+            let end = min(n, i + 4096)
+            var a0 = SIMD16<Float>(), a1 = SIMD16<Float>(), a2 = SIMD16<Float>(), a3 = SIMD16<Float>()
+            var j = i
+            while j + 64 <= end {
+                a0 += raw.loadUnaligned(fromByteOffset: j * 4, as: SIMD16<Float>.self)
+                a1 += raw.loadUnaligned(fromByteOffset: (j + 16) * 4, as: SIMD16<Float>.self)
+                a2 += raw.loadUnaligned(fromByteOffset: (j + 32) * 4, as: SIMD16<Float>.self)
+                a3 += raw.loadUnaligned(fromByteOffset: (j + 48) * 4, as: SIMD16<Float>.self)
+                j += 64
+            }
+            var s = Double(((a0 + a1) + (a2 + a3)).sum())
+            while j < end { s += Double(x[j]); j += 1 }
+            total += s
+            i = end
+        }
+        return total
+    }
+}
