@@ -74,6 +74,9 @@ int32_t lucid_autocast_is_enabled(int32_t device, int32_t *out);
 int32_t lucid_autocast_get_dtype(int32_t device, int32_t *out);
 /* Live scopes in the process, across threads. */
 int32_t lucid_autocast_live_guards(int64_t *out);
+/* Parameter casts the calling thread's autocast weight cache holds (emptied when its
+ * outermost scope exits). */
+int32_t lucid_autocast_cached_casts(int64_t *out);
 /* The op table: index 0..count-1 gives a name (static storage), a LUCID_POLICY_* code and
  * whether the CPU stream has a bfloat16 kernel (when 0, bfloat16 CPU autocast runs it in
  * float32). */

@@ -45,6 +45,7 @@ _SIGNATURES = {
     "lucid_autocast_is_enabled": ([_i32, _p_i32], _i32),
     "lucid_autocast_get_dtype": ([_i32, _p_i32], _i32),
     "lucid_autocast_live_guards": ([_p_i64], _i32),
+    "lucid_autocast_cached_casts": ([_p_i64], _i32),
     "lucid_op_count": ([_p_i32], _i32),
     "lucid_op_info": ([_i32, POINTER(c_char_p), _p_i32, _p_i32], _i32),
     "lucid_tensor_from_host": ([c_void_p, _i64, _p_i64, _i32, _i32, _i32, _p_u64], _i32),
@@ -240,6 +241,11 @@ def autocast_get_dtype(device: int) -> int:
 
 def autocast_live_guards() -> int:
     return _query_i64(_lib.lucid_autocast_live_guards)
+
+
+def autocast_cached_casts() -> int:
+    """Parameter casts held by this thread's autocast weight cache."""
+    return _query_i64(_lib.lucid_autocast_cached_casts)
 
 
 def op_table():

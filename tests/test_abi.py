@@ -20,6 +20,7 @@ _DECLS = [
     ("lucid_autocast_is_enabled", [c_int32, POINTER(c_int32)], c_int32),
     ("lucid_autocast_get_dtype", [c_int32, POINTER(c_int32)], c_int32),
     ("lucid_autocast_live_guards", [POINTER(c_int64)], c_int32),
+    ("lucid_autocast_cached_casts", [POINTER(c_int64)], c_int32),
     ("lucid_op_count", [POINTER(c_int32)], c_int32),
     ("lucid_tensor_from_host", [c_void_p, c_int64, POINTER(c_int64), c_int32, c_int32, c_int32, POINTER(c_uint64)],
      c_int32),

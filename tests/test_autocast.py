@@ -975,3 +975,61 @@ def test_cpu_bf16_matmul_at_several_sizes_matches_the_rounded_product(n):
     # bfloat16 ulp, and rarely.
     steps = np.abs(y.numpy().view(np.int16).astype(np.int32) - want.view(np.int16).astype(np.int32))
     assert steps.max() <= 1 and (steps > 0).mean() < 0.01
+
+
+# ---- the weight cache ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("device,dt", [("cpu", BF16), ("metal", F16), ("metal", BF16)])
+def test_a_parameter_read_by_several_ops_is_cast_once_per_scope(device, dt):
+    rng = np.random.default_rng(11)
+    w_np, x_np = rng.standard_normal((5, 4)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32)
+    w = lucid.tensor(w_np, device=device, requires_grad=True)
+    x = lucid.tensor(x_np, device=device)  # not a parameter: cast by each op, never cached
+    with lucid.amp.autocast(device, dtype=dt):
+        y1 = F.linear(x, w)
+        with lucid.amp.autocast(device, dtype=dt):
+            y2 = x @ w.T
+        assert _engine.autocast_cached_casts() == 1
+        assert y1.dtype == y2.dtype == dt
+    assert _engine.autocast_cached_casts() == 0  # the outermost exit empties it
+    (y1.float().sum() + 2 * y2.float().sum()).backward()
+    # Both reads reach the float32 leaf: d/dw of sum(x w^T) is the column sums of x, per row.
+    xr = x_np.astype(NP_BF16 if dt is BF16 else np.float16).astype(np.float64)
+    np.testing.assert_allclose(w.grad.numpy(), 3 * np.tile(xr.sum(0), (5, 1)), rtol=2e-2, atol=2e-2)
+    assert w.grad.dtype is F32
+
+
+def test_cast_cache_skips_non_leaves_no_grad_and_float32_scopes():
+    w = lucid.ones(4, 4, requires_grad=True)
+    h = w * 2  # not a leaf
+    with lucid.amp.autocast("cpu", dtype=BF16):
+        h @ h
+        with lucid.no_grad():
+            w @ w
+        assert _engine.autocast_cached_casts() == 0
+        with lucid.amp.autocast("cpu", dtype=F32):
+            w @ w
+        assert _engine.autocast_cached_casts() == 0
+        w @ w
+        assert _engine.autocast_cached_casts() == 1
+
+
+def test_training_inside_one_scope_reuses_casts_until_the_optimizer_replaces_them():
+    # Forward, backward and step all inside one long scope: the cached cast is reused across
+    # graphs (its node survives each backward) and dropped once its parameter is updated.
+    rng = np.random.default_rng(12)
+    model = lucid.nn.Linear(4, 3)
+    opt = lucid.optim.SGD(model.parameters(), lr=0.1)
+    x = lucid.tensor(rng.standard_normal((8, 4)).astype(np.float32))
+    w0 = model.weight.numpy().copy()
+    with lucid.amp.autocast("cpu", dtype=BF16):
+        for step in range(3):
+            loss = model(x).float().pow(2).mean()
+            loss.backward()
+            assert _engine.autocast_cached_casts() == 2  # weight and bias
+            if step < 2:
+                opt.zero_grad()
+                (model(x).float().pow(2).mean()).backward()  # the same casts, a second graph
+                opt.step()
+                assert _engine.autocast_cached_casts() == 0
+    assert not np.allclose(model.weight.numpy(), w0)

@@ -38,6 +38,11 @@ public func lucid_autocast_live_guards(_ out: UnsafeMutablePointer<Int64>?) -> I
     abiCall { try store(Int64(Autocast.liveScopes), out) }
 }
 
+@_cdecl("lucid_autocast_cached_casts")
+public func lucid_autocast_cached_casts(_ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall { try store(Int64(Autocast.cachedCasts), out) }
+}
+
 /// Op names as C strings that live as long as the process.
 nonisolated(unsafe) private let opNames: [UnsafeMutablePointer<CChar>] = OpTable.all.map { strdup($0.name) }
 

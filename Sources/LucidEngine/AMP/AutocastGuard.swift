@@ -109,12 +109,38 @@ public enum Autocast {
 
     /// Runs `body` with autocast off on both devices of the calling thread, restoring the
     /// state after (backward passes, and the ops a composite op is built from).
-    static func disabled<R>(_ body: () throws -> R) throws -> R {
-        guard isEnabled() else { return try body() }
-        let scopes = [try enterScope(.cpu, enabled: false), try enterScope(.metal, enabled: false)]
-        defer { for s in scopes.reversed() { try? exitScope(s) } }
+    static func disabled<R>(_ body: () throws -> R) rethrows -> R {
+        guard let state = AMPRegistry.currentIfPresent(), !state.scopes.isEmpty else { return try body() }
+        state.suppressed += 1
+        defer { state.suppressed -= 1 }
         return try body()
     }
+
+    /// `t` cast to `dtype` for an op under autocast. A float32 leaf that requires gradients
+    /// (a parameter) is cast to a lower precision once per outermost scope and the cast
+    /// reused, as PyTorch's autocast weight cache does; gradients still reach the leaf
+    /// through every op that read it. Casts made with grad mode off are not kept, so a cached
+    /// cast always carries its backward edge.
+    static func cast(_ t: TensorImpl, to dtype: DType) throws -> TensorImpl {
+        guard t.dtype == .float32, dtype.isLowPrecision, t.requiresGrad, t.gradFn == nil,
+              let state = AMPRegistry.currentIfPresent(), !state.scopes.isEmpty else { return try Ops.cast(t, to: dtype) }
+        let key = ThreadAMPState.CastKey(source: ObjectIdentifier(t), dtype: dtype)
+        if let hit = state.castCache[key] { return hit.cast }
+        let cast = try Ops.cast(t, to: dtype)
+        if GradMode.isEnabled { state.castCache[key] = (t, cast) }
+        return cast
+    }
+
+    /// Drops the calling thread's cached casts of `t` (a parameter an optimizer has replaced).
+    static func evictCasts(of t: TensorImpl) {
+        guard let state = AMPRegistry.currentIfPresent(), !state.castCache.isEmpty else { return }
+        for d in [DType.float16, .bfloat16] {
+            state.castCache[ThreadAMPState.CastKey(source: ObjectIdentifier(t), dtype: d)] = nil
+        }
+    }
+
+    /// Number of casts the calling thread's weight cache holds.
+    package static var cachedCasts: Int { AMPRegistry.currentIfPresent()?.castCache.count ?? 0 }
 
     /// The dtype lower-precision ops on `device` cast to, or nil when autocast leaves them
     /// alone. The CPU stream has no float16 kernels, so a CPU float16 scope casts nothing.

@@ -40,11 +40,25 @@ final class ThreadAMPState {
     var scopes: [ScopeRecord] = []
     private(set) var cpu = AutocastSetting.off
     private(set) var metal = AutocastSetting.off
+    /// Depth of engine regions that run with autocast off whatever the scopes say: the
+    /// bodies of composite ops and backward passes.
+    var suppressed = 0
+    /// float32 leaves that require gradients (parameters), cast to a lower precision while
+    /// any scope is open: each is cast once and reused by every op that reads it, until the
+    /// outermost scope exits. The source is held so that its identity cannot be reused.
+    var castCache: [CastKey: (source: TensorImpl, cast: TensorImpl)] = [:]
+
+    struct CastKey: Hashable {
+        let source: ObjectIdentifier
+        let dtype: DType
+    }
 
     init(serial: UInt64) { self.serial = serial }
 
     @inline(__always)
-    func setting(_ device: Device) -> AutocastSetting { device == .cpu ? cpu : metal }
+    func setting(_ device: Device) -> AutocastSetting {
+        suppressed > 0 ? .off : device == .cpu ? cpu : metal
+    }
 
     /// Each device follows the innermost live scope that names it, or is off when none does.
     /// After a LIFO exit this is exactly the state that scope replaced; after an out-of-order
@@ -137,6 +151,7 @@ package enum AMPRegistry {
             state.scopes.remove(at: i)
         }
         state.recompute()
+        if state.scopes.isEmpty { state.castCache.removeAll() }
     }
 
     /// Number of live scopes in the process.
@@ -147,11 +162,12 @@ package enum AMPRegistry {
             for s in state.scopes { live[s.id] = nil }
         }
         state.scopes.removeAll()
+        state.castCache.removeAll()
     }
 
     /// The dtype of the innermost live scope that still switches autocast on, or nil.
     static func innermostEnabledDType() -> DType? {
-        guard let state = currentIfPresent() else { return nil }
+        guard let state = currentIfPresent(), state.suppressed == 0 else { return nil }
         var seen: Set<Int32> = []
         for s in state.scopes.reversed() where !seen.contains(s.device.rawValue) {
             seen.insert(s.device.rawValue)

@@ -49,7 +49,7 @@ public struct OpInfo: Sendable {
             return inputs
         case .lowerPrecision:
             if first.device == .cpu && target == .bfloat16 && !cpuBFloat16 { target = .float32 }
-            return try inputs.map { $0.dtype.isFloatingPoint ? try Ops.cast($0, to: target) : $0 }
+            return try inputs.map { $0.dtype.isFloatingPoint ? try Autocast.cast($0, to: target) : $0 }
         case .float32:
             return try inputs.map { $0.dtype.isLowPrecision ? try Ops.cast($0, to: .float32) : $0 }
         case .promote:

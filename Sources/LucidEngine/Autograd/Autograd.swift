@@ -5,11 +5,11 @@ package enum Autograd {
     /// `out` recorded as the result of `name` applied to `inputs`, when grad mode is on and
     /// some input requires gradients; otherwise `out` itself. `rule` maps the gradient of the
     /// output to one gradient per input (nil where not needed).
-    static func record(_ out: TensorImpl, _ name: String, _ inputs: [TensorImpl],
+    static func record(_ out: TensorImpl, _ name: String, _ inputs: [TensorImpl], savesNothing: Bool = false,
                        _ rule: @escaping (TensorImpl) throws -> [TensorImpl?]) -> TensorImpl {
         guard GradMode.isEnabled, inputs.contains(where: { $0.requiresGrad }) else { return out }
         let tracked = inputs.map { $0.requiresGrad ? GradNode.Edge($0) : nil }
-        return out.tracked(by: GradNode(name: name, inputs: tracked, rule: rule))
+        return out.tracked(by: GradNode(name: name, inputs: tracked, savesNothing: savesNothing, rule: rule))
     }
 
     /// The graph node name for an op: `matmul` -> `MatmulBackward`.

@@ -21,10 +21,14 @@ package final class GradNode: @unchecked Sendable {
     package let name: String
     let inputs: [Edge?]
     private var rule: ((TensorImpl) throws -> [TensorImpl?])?
+    /// A rule that saves no tensors (a dtype cast) is kept after backward: autocast's weight
+    /// cache reuses a cast, and its node, across the graphs of one scope.
+    let savesNothing: Bool
 
-    init(name: String, inputs: [Edge?], rule: @escaping (TensorImpl) throws -> [TensorImpl?]) {
+    init(name: String, inputs: [Edge?], savesNothing: Bool = false, rule: @escaping (TensorImpl) throws -> [TensorImpl?]) {
         self.name = name
         self.inputs = inputs
+        self.savesNothing = savesNothing
         self.rule = rule
     }
 
@@ -35,5 +39,5 @@ package final class GradNode: @unchecked Sendable {
         return try rule(grad)
     }
 
-    func release() { rule = nil }
+    func release() { if !savesNothing { rule = nil } }
 }

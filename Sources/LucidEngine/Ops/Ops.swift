@@ -34,7 +34,7 @@ package enum Ops {
         let out = try TensorImpl.empty(t.shape, dtype: dtype, on: t.backend)
         t.backend.copy(t, into: out)
         let from = t.dtype
-        return Autograd.record(out, "ToCopyBackward", [t]) { g in [try cast(g, to: from)] }
+        return Autograd.record(out, "ToCopyBackward", [t], savesNothing: true) { g in [try cast(g, to: from)] }
     }
 
     /// `t` itself when contiguous, else a contiguous copy.

@@ -1,5 +1,6 @@
 /// Optimizer updates: one call per parameter, returning the updated parameter (a new leaf
-/// with the same `requiresGrad`) and its updated state. Nothing is recorded in the graph.
+/// with the same `requiresGrad`) and its updated state. Nothing is recorded in the graph; an
+/// updated parameter's casts leave autocast's weight cache.
 package enum Optimizers {
     private static func check(_ op: String, _ param: TensorImpl, _ others: [(String, TensorImpl?)]) throws {
         guard param.dtype.isFloatingPoint else {
@@ -42,6 +43,7 @@ package enum Optimizers {
         let hyper = SGDHyper(lr: Float(lr), momentum: Float(momentum), dampening: Float(dampening),
                              weightDecay: Float(weightDecay), nesterov: nesterov, maximize: maximize, firstStep: buf == nil)
         p.backend.sgdStep(param: p, grad: g, momentum: buf, hyper: hyper, newParam: newP, newMomentum: newBuf)
+        Autocast.evictCasts(of: param)
         return (newP.withRequiresGrad(param.requiresGrad), newBuf)
     }
 
@@ -82,6 +84,7 @@ package enum Optimizers {
         let hyper = AdamHyper(lr: Float(lr), beta1: Float(beta1), beta2: Float(beta2), eps: Float(eps),
                               weightDecay: Float(weightDecay), decoupled: decoupled, maximize: maximize, step: step)
         p.backend.adamStep(param: p, grad: g, m: m0, v: v0, hyper: hyper, newParam: newP, newM: newM, newV: newV)
+        Autocast.evictCasts(of: param)
         return (newP.withRequiresGrad(param.requiresGrad), newM, newV)
     }
 }
