@@ -120,6 +120,10 @@ int32_t lucid_reset_peak_memory_stats(int32_t device);
 /* Freed tensor buffers are cached for reuse; this returns the cache to the system and writes
  * the bytes freed. */
 int32_t lucid_empty_cache(int64_t *freed);
+/* Threads the CPU kernels use (the engine's loops, oneDNN's and OpenBLAS's pools), one
+ * process-wide setting in 1..1024; it starts at the number of online cores. */
+int32_t lucid_set_num_threads(int64_t n);
+int32_t lucid_get_num_threads(int64_t *out);
 
 /* ---- ops (inputs borrowed, result new) -------------------------------------------------- */
 

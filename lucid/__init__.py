@@ -12,6 +12,7 @@ from ._creation import (arange, from_numpy, full, manual_seed, ones, ones_like, 
                         zeros_like)
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._memory import empty_cache, max_memory_allocated, memory_allocated, reset_peak_memory_stats
+from ._threads import get_num_threads, set_num_threads
 from .serialization import load, save
 from ._functions import *  # noqa: F401,F403  (where, cat, stack, maximum, …)
 from ._functions import __all__ as _function_names
@@ -27,6 +28,7 @@ __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "int32
            *_function_names,
            "tensor", "from_numpy", "zeros", "ones", "full", "zeros_like", "ones_like", "arange", "rand", "randn",
            "manual_seed", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache", "save", "load",
+           "set_num_threads", "get_num_threads",
            "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "amp", "nn", "optim", "metal"]
 
 # PyTorch-style names that shadow builtins are set last, so nothing above sees them.

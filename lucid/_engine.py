@@ -65,6 +65,8 @@ _SIGNATURES = {
     "lucid_memory_stats": ([_i32, _p_i64, _p_i64], _i32),
     "lucid_reset_peak_memory_stats": ([_i32], _i32),
     "lucid_empty_cache": ([_p_i64], _i32),
+    "lucid_set_num_threads": ([_i64], _i32),
+    "lucid_get_num_threads": ([_p_i64], _i32),
     "lucid_binary": ([_i32, _u64, _u64, _p_u64], _i32),
     "lucid_binary_scalar": ([_i32, _u64, _f64, _i64, _i32, _i32, _p_u64], _i32),
     "lucid_unary": ([_i32, _u64, _p_u64], _i32),
@@ -352,6 +354,16 @@ def memory_stats(device: int):
 
 def empty_cache() -> int:
     return _query_i64(_lib.lucid_empty_cache)
+
+
+def set_num_threads(n: int) -> None:
+    rc = _lib.lucid_set_num_threads(n)
+    if rc:
+        _raise(rc)
+
+
+def get_num_threads() -> int:
+    return _query_i64(_lib.lucid_get_num_threads)
 
 
 def reset_peak_memory_stats(device: int) -> None:

@@ -177,6 +177,17 @@ public func lucid_reset_peak_memory_stats(_ device: Int32) -> Int32 {
     abiCall { MemoryStats.resetPeak(try optionalDevice(device)) }
 }
 
+/// Threads the host kernels (and oneDNN's and OpenBLAS's pools) use.
+@_cdecl("lucid_set_num_threads")
+public func lucid_set_num_threads(_ n: Int64) -> Int32 {
+    abiCall { try HostThreads.set(Int(clamping: n)) }
+}
+
+@_cdecl("lucid_get_num_threads")
+public func lucid_get_num_threads(_ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall { try store(Int64(HostThreads.current), out) }
+}
+
 /// Returns the host allocator's cached blocks to the system; writes the bytes freed.
 @_cdecl("lucid_empty_cache")
 public func lucid_empty_cache(_ freed: UnsafeMutablePointer<Int64>?) -> Int32 {

@@ -5,6 +5,9 @@ import Accelerate
 enum BLAS {
     static let name = "Accelerate"
 
+    /// Accelerate sizes its own pool (VECLIB_MAXIMUM_THREADS at launch); nothing to set.
+    static func setThreads(_ n: Int) {}
+
     static func sgemm(transA: Bool, transB: Bool, m: Int, n: Int, k: Int,
                       a: UnsafePointer<Float>, lda: Int, b: UnsafePointer<Float>, ldb: Int,
                       c: UnsafeMutablePointer<Float>, ldc: Int) {

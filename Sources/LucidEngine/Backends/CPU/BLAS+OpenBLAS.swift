@@ -5,6 +5,8 @@ import CBLAS
 enum BLAS {
     static let name = "OpenBLAS"
 
+    static func setThreads(_ n: Int) { openblas_set_num_threads(Int32(n)) }
+
     static func sgemm(transA: Bool, transB: Bool, m: Int, n: Int, k: Int,
                       a: UnsafePointer<Float>, lda: Int, b: UnsafePointer<Float>, ldb: Int,
                       c: UnsafeMutablePointer<Float>, ldc: Int) {

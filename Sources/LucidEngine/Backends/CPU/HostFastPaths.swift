@@ -20,38 +20,44 @@ enum FloatFastPath {
     }
 
     static func binary(_ op: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl, _ out: TensorImpl) {
-        let x = UnsafePointer(pointer(a)), y = UnsafePointer(pointer(b)), o = pointer(out), n = out.numel
-        switch op {
-        case .add: for i in 0..<n { o[i] = x[i] + y[i] }
-        case .sub: for i in 0..<n { o[i] = x[i] - y[i] }
-        case .mul: for i in 0..<n { o[i] = x[i] * y[i] }
-        case .div: for i in 0..<n { o[i] = x[i] / y[i] }
-        case .pow, .maximum, .minimum: for i in 0..<n { o[i] = applyBinary(op, x[i], y[i]) }
+        let x = UnsafePointer(pointer(a)), y = UnsafePointer(pointer(b)), o = pointer(out)
+        HostThreads.forEachRange(out.numel) { r in
+            switch op {
+            case .add: for i in r { o[i] = x[i] + y[i] }
+            case .sub: for i in r { o[i] = x[i] - y[i] }
+            case .mul: for i in r { o[i] = x[i] * y[i] }
+            case .div: for i in r { o[i] = x[i] / y[i] }
+            case .pow, .maximum, .minimum: for i in r { o[i] = applyBinary(op, x[i], y[i]) }
+            }
         }
     }
 
     static func binary(_ op: BinaryKernel, _ a: TensorImpl, scalar: Float, scalarFirst: Bool, _ out: TensorImpl) {
-        let x = UnsafePointer(pointer(a)), o = pointer(out), n = out.numel, s = scalar
-        switch (op, scalarFirst) {
-        case (.add, _): for i in 0..<n { o[i] = x[i] + s }
-        case (.mul, _): for i in 0..<n { o[i] = x[i] * s }
-        case (.sub, false): for i in 0..<n { o[i] = x[i] - s }
-        case (.sub, true): for i in 0..<n { o[i] = s - x[i] }
-        case (.div, false): for i in 0..<n { o[i] = x[i] / s }
-        case (.div, true): for i in 0..<n { o[i] = s / x[i] }
-        case (_, false): for i in 0..<n { o[i] = applyBinary(op, x[i], s) }
-        case (_, true): for i in 0..<n { o[i] = applyBinary(op, s, x[i]) }
+        let x = UnsafePointer(pointer(a)), o = pointer(out), s = scalar
+        HostThreads.forEachRange(out.numel) { r in
+            switch (op, scalarFirst) {
+            case (.add, _): for i in r { o[i] = x[i] + s }
+            case (.mul, _): for i in r { o[i] = x[i] * s }
+            case (.sub, false): for i in r { o[i] = x[i] - s }
+            case (.sub, true): for i in r { o[i] = s - x[i] }
+            case (.div, false): for i in r { o[i] = x[i] / s }
+            case (.div, true): for i in r { o[i] = s / x[i] }
+            case (_, false): for i in r { o[i] = applyBinary(op, x[i], s) }
+            case (_, true): for i in r { o[i] = applyBinary(op, s, x[i]) }
+            }
         }
     }
 
     static func unary(_ op: UnaryKernel, _ a: TensorImpl, _ out: TensorImpl) {
-        let x = UnsafePointer(pointer(a)), o = pointer(out), n = out.numel
-        switch op {
-        case .neg: for i in 0..<n { o[i] = -x[i] }
-        case .relu: for i in 0..<n { o[i] = x[i] < 0 ? 0 : x[i] }
-        case .abs: for i in 0..<n { o[i] = Swift.abs(x[i]) }
-        case .exp: for i in 0..<n { o[i] = LibM.exp(x[i]) }
-        default: for i in 0..<n { o[i] = op.apply(x[i]) }
+        let x = UnsafePointer(pointer(a)), o = pointer(out)
+        HostThreads.forEachRange(out.numel) { r in
+            switch op {
+            case .neg: for i in r { o[i] = -x[i] }
+            case .relu: for i in r { o[i] = x[i] < 0 ? 0 : x[i] }
+            case .abs: for i in r { o[i] = Swift.abs(x[i]) }
+            case .exp: for i in r { o[i] = LibM.exp(x[i]) }
+            default: for i in r { o[i] = op.apply(x[i]) }
+            }
         }
     }
 }
@@ -66,21 +72,22 @@ enum BFloat16FastPath {
     }
 
     static func copy(_ src: TensorImpl, into dst: TensorImpl) {
-        let n = src.numel
         if src.dtype == .float32 {
             let x = UnsafePointer(HostBackend.address(src).assumingMemoryBound(to: UInt32.self))
             let o = HostBackend.address(dst).assumingMemoryBound(to: UInt16.self)
-            for i in 0..<n {
-                let f = x[i]
-                let rounded = UInt16(truncatingIfNeeded: (f &+ 0x7fff &+ ((f >> 16) & 1)) >> 16)
-                // NaN: the canonical quiet NaN with its sign (ml_dtypes' rule).
-                let nan: UInt16 = (f & 0x8000_0000) != 0 ? 0xffc0 : 0x7fc0
-                o[i] = (f & 0x7fff_ffff) > 0x7f80_0000 ? nan : rounded
+            HostThreads.forEachRange(src.numel) { r in
+                for i in r {
+                    let f = x[i]
+                    let rounded = UInt16(truncatingIfNeeded: (f &+ 0x7fff &+ ((f >> 16) & 1)) >> 16)
+                    // NaN: the canonical quiet NaN with its sign (ml_dtypes' rule).
+                    let nan: UInt16 = (f & 0x8000_0000) != 0 ? 0xffc0 : 0x7fc0
+                    o[i] = (f & 0x7fff_ffff) > 0x7f80_0000 ? nan : rounded
+                }
             }
         } else {
             let x = UnsafePointer(HostBackend.address(src).assumingMemoryBound(to: UInt16.self))
             let o = HostBackend.address(dst).assumingMemoryBound(to: UInt32.self)
-            for i in 0..<n { o[i] = UInt32(x[i]) << 16 }
+            HostThreads.forEachRange(src.numel) { r in for i in r { o[i] = UInt32(x[i]) << 16 } }
         }
     }
 }

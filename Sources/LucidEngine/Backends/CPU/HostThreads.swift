@@ -1,0 +1,57 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Dispatch
+#if canImport(CDNNL)
+import CDNNL
+#endif
+
+/// How many threads the host kernels use: the engine's own parallel loops and the libraries
+/// behind it (oneDNN's OpenMP pool, OpenBLAS). One process-wide setting, like
+/// `torch.set_num_threads`; it starts at the number of online cores.
+package enum HostThreads {
+    private static let lock = Lock()
+    nonisolated(unsafe) private static var count = onlineCores
+    /// The most threads `set` accepts.
+    package static let limit = 1024
+
+    static var onlineCores: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+
+    package static var current: Int { lock.withLock { count } }
+
+    package static func set(_ n: Int) throws {
+        guard (1...limit).contains(n) else {
+            throw LucidError.value("set_num_threads: expected a number of threads in 1...\(limit), got \(n)")
+        }
+        lock.withLock {
+            count = n
+            BLAS.setThreads(n)
+#if canImport(CDNNL)
+            lucid_dnnl_set_num_threads(Int32(n))
+#endif
+        }
+    }
+
+    /// Below this many elements per thread a parallel loop costs more than it saves.
+    static let grain = 1 << 16
+
+    /// Runs `body` over `0..<n` split into contiguous ranges (multiples of 64 elements), on up
+    /// to `current` threads when `n` is large enough to repay them; inline otherwise.
+    @inline(__always)
+    static func forEachRange(_ n: Int, _ body: (Range<Int>) -> Void) {
+        guard n >= 2 * grain else { return body(0..<n) }
+        let threads = min(current, n / grain)
+        guard threads > 1 else { return body(0..<n) }
+        let chunk = ((n + threads - 1) / threads + 63) & ~63
+        withoutActuallyEscaping(body) { escapable in
+            // The ranges are disjoint and concurrentPerform returns once all have run.
+            nonisolated(unsafe) let work = escapable
+            DispatchQueue.concurrentPerform(iterations: threads) { i in
+                let lo = i * chunk, hi = min(n, lo + chunk)
+                if lo < hi { work(lo..<hi) }
+            }
+        }
+    }
+}

@@ -1,0 +1,76 @@
+"""lucid.set_num_threads / get_num_threads: the setting, its validation, the libraries that
+follow it, and results that do not depend on it."""
+
+import ctypes
+import ctypes.util
+import os
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import lucid
+
+
+@pytest.fixture
+def restore_threads():
+    before = lucid.get_num_threads()
+    yield
+    lucid.set_num_threads(before)
+
+
+def test_default_is_the_number_of_online_cores():
+    assert lucid.get_num_threads() == os.sysconf("SC_NPROCESSORS_ONLN")
+
+
+def test_set_and_get(restore_threads):
+    for n in (1, 3, 2):
+        lucid.set_num_threads(n)
+        assert lucid.get_num_threads() == n
+    lucid.set_num_threads(np.int64(1))
+    assert lucid.get_num_threads() == 1
+
+
+@pytest.mark.parametrize("bad,exc", [(0, ValueError), (-1, ValueError), (1025, ValueError), (10 ** 30, ValueError),
+                                     (1.0, TypeError), (True, TypeError), ("2", TypeError), (None, TypeError)])
+def test_invalid_counts_are_clear_errors_that_change_nothing(bad, exc, restore_threads):
+    before = lucid.get_num_threads()
+    with pytest.raises(exc, match="set_num_threads"):
+        lucid.set_num_threads(bad)
+    assert lucid.get_num_threads() == before
+
+
+@pytest.mark.parametrize("library,getter", [("gomp", "omp_get_max_threads"), ("openblas", "openblas_get_num_threads")])
+def test_the_linked_libraries_follow_the_setting(library, getter, restore_threads):
+    if sys.platform == "darwin":
+        pytest.skip("Apple builds use Accelerate, which sizes its own pool")
+    path = ctypes.util.find_library(library)
+    assert path is not None, f"lib{library} not found"
+    get = getattr(ctypes.CDLL(path), getter)
+    for n in (1, 2):
+        lucid.set_num_threads(n)
+        assert get() == n
+
+
+def test_results_do_not_depend_on_the_thread_count(restore_threads):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal(1 << 19).astype(np.float32)  # large enough for the parallel loops
+    b = rng.standard_normal(1 << 19).astype(np.float32)
+    m = rng.standard_normal((300, 200)).astype(np.float32)
+    results = []
+    for n in (1, 2, 3):
+        lucid.set_num_threads(n)
+        x, y = lucid.tensor(a), lucid.tensor(b)
+        results.append([(x + y).numpy(), (x * 3.0).numpy(), x.exp().numpy(), x.relu().numpy(),
+                        x.to(lucid.bfloat16).numpy().view(np.uint16), x.sum().numpy(),
+                        (lucid.tensor(m) @ lucid.tensor(m).T).numpy()])
+    for got in results[1:]:
+        for g, want in zip(got, results[0]):
+            np.testing.assert_array_equal(g, want)
+    first = results[0]
+    np.testing.assert_array_equal(first[0], a + b)
+    np.testing.assert_array_equal(first[1], a * np.float32(3))
+    np.testing.assert_allclose(first[2], np.exp(a), rtol=1e-6)
+    np.testing.assert_array_equal(first[4], a.astype(ml_dtypes.bfloat16).view(np.uint16))
+    np.testing.assert_allclose(first[6], m.astype(np.float64) @ m.T, rtol=1e-4, atol=1e-4)
