@@ -86,6 +86,7 @@ class autocast:
         self._device_code = code
         self._dtype = dtype
         self._enabled = enabled
+        self._codes = (code, 1 if enabled else 0, dtype.code)
         # Each thread's open entries of this object, innermost last: the engine handles that
         # thread's exits must release. The AMP state itself lives in the engine.
         self._local = threading.local()
@@ -105,20 +106,16 @@ class autocast:
     def __repr__(self):
         return f"autocast(device_type={self._device_type!r}, dtype={self._dtype!r}, enabled={self._enabled})"
 
-    def _handles(self) -> list:
-        try:
-            return self._local.handles
-        except AttributeError:
-            handles = self._local.handles = []
-            return handles
-
     def __enter__(self):
-        handles = self._handles()
-        handles.append(E.guard_create(self._device_code, self._enabled, self._dtype.code))
+        handle = E.guard_create(*self._codes)
+        try:
+            self._local.handles.append(handle)
+        except AttributeError:
+            self._local.handles = [handle]
         return self
 
     def __exit__(self, exc_type, exc_value, traceback) -> bool:
-        handles = self._handles()
+        handles = getattr(self._local, "handles", None)
         if not handles:
             raise RuntimeError(
                 f"{self!r}.__exit__ called on a thread that has not entered it (or has already left every entry)")

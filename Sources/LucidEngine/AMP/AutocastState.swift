@@ -120,15 +120,15 @@ package enum AMPRegistry {
     /// Enters a scope on the calling thread and returns its id.
     package static func enter(device: Device, setting: AutocastSetting) -> UInt64 {
         let state = current()
-        let id = lock.withLock { () -> UInt64 in
+        let record = lock.withLock { () -> ScopeRecord in
             defer { nextID += 1 }
-            return nextID
+            let record = ScopeRecord(id: nextID, device: device, setting: setting, owner: state)
+            live[nextID] = record
+            return record
         }
-        let record = ScopeRecord(id: id, device: device, setting: setting, owner: state)
-        lock.withLock { live[id] = record }
         state.scopes.append(record)
         state.recompute()
-        return id
+        return record.id
     }
 
     /// Leaves the scope `id`. Throws, changing nothing, when `id` is not a live scope or

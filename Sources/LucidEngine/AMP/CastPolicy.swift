@@ -26,11 +26,14 @@ public struct OpInfo: Sendable {
     public let name: String
     public let policy: CastPolicy
     public let cpuBFloat16: Bool
+    /// The name of its backward graph nodes: `matmul` -> `MatmulBackward`.
+    let backwardName: String
 
     init(_ name: String, _ policy: CastPolicy, cpuBFloat16: Bool = true) {
         self.name = name
         self.policy = policy
         self.cpuBFloat16 = cpuBFloat16
+        backwardName = name.prefix(1).uppercased() + name.dropFirst() + "Backward"
     }
 
     /// Applies this op's policy to `inputs`, then runs `body` on the cast inputs with autocast

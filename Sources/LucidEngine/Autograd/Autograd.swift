@@ -12,10 +12,16 @@ package enum Autograd {
         return out.tracked(by: GradNode(name: name, inputs: tracked, savesNothing: savesNothing, rule: rule))
     }
 
-    /// The graph node name for an op: `matmul` -> `MatmulBackward`.
-    static func name(_ op: OpInfo) -> String {
-        op.name.prefix(1).uppercased() + op.name.dropFirst() + "Backward"
+    /// Whether an op on these inputs is recorded: checked before building a backward rule,
+    /// so that untracked ops allocate none.
+    @inline(__always)
+    static func tracks(_ a: TensorImpl, _ b: TensorImpl? = nil) -> Bool {
+        (a.requiresGrad || b?.requiresGrad == true) && GradMode.isEnabled
     }
+
+    /// The graph node name for an op: `matmul` -> `MatmulBackward`.
+    @inline(__always)
+    static func name(_ op: OpInfo) -> String { op.backwardName }
 
     /// The accumulated gradient of a leaf (nil when none has arrived).
     package static func grad(of t: TensorImpl) -> TensorImpl? { lock.withLock { t.gradStorage } }

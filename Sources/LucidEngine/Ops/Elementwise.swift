@@ -91,6 +91,7 @@ package enum Elementwise {
         let x = try Ops.cast(inputs[0], to: dtype), y = try Ops.cast(inputs[1], to: dtype)
         let out = try TensorImpl.empty(shape, dtype: dtype, on: x.backend)
         out.backend.binary(k, x.expanded(to: shape), y.expanded(to: shape), into: out)
+        guard Autograd.tracks(x, y) else { return out }
         // Each gradient is summed back over the dimensions its input was broadcast along.
         // Each rule captures only what it needs: add and sub keep no tensor alive.
         let rule: (TensorImpl) throws -> (TensorImpl, TensorImpl)
@@ -129,6 +130,7 @@ package enum Elementwise {
         let x = try Ops.cast(x0, to: dtype)
         let out = try TensorImpl.empty(x.shape, dtype: dtype, on: x.backend)
         out.backend.binary(k, x, scalar: scalar.value, scalarFirst: scalarFirst, into: out)
+        guard Autograd.tracks(x) else { return out }
         let rule: (TensorImpl) throws -> TensorImpl
         switch (k, scalarFirst) {
         case (.add, _), (.sub, false): rule = { g in g }
@@ -179,6 +181,7 @@ package enum Elementwise {
         if !k.keepsIntegers && !x.dtype.isFloatingPoint { x = try Ops.cast(x, to: .float32) }
         let out = try TensorImpl.empty(x.shape, dtype: x.dtype, on: x.backend)
         out.backend.unary(k, x, into: out)
+        guard Autograd.tracks(x) else { return out }
         // The node keeps one tensor: the output when the derivative reads it, else the input
         // (the kernel then ignores the other argument).
         let saved = k.derivativeUsesOutput ? out : x

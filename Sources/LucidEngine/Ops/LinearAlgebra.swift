@@ -69,6 +69,7 @@ package enum LinearAlgebra {
         if !yVector { shape.append(n) }
         let result = out.view(shape: shape, strides: Shape.contiguousStrides(shape))
         let a0 = inputs[0], b0 = inputs[1]
+        guard Autograd.tracks(a0, b0) else { return result }
         return Autograd.record(result, Autograd.name(matmul), [a0, b0]) { g in
             // In matrix form: dA = G·Bᵀ and dB = Aᵀ·G, summed over broadcast batch dimensions.
             let a2 = a0.ndim == 1 ? try ShapeOps.reshape(a0, [1, k]) : a0
