@@ -77,6 +77,29 @@ def test_max_pool2d(kw):
     close(F.max_pool2d(T(x), k, s, p, d, ceil_mode=c), max_pool2d(x, k, s, p, d, c))
 
 
+def test_max_pool2d_nan_ties_bfloat16_and_many_planes():
+    x = arr(2, 3, 6, 6)
+    x[0, 0, 0, 1] = np.nan
+    x[0, 1, :2, :2] = 5.0  # a tie: the gradient goes to the window's first position
+    x[1, 2] = -np.inf
+    got = F.max_pool2d(T(x), 2)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(got.numpy(), max_pool2d(x, (2, 2), (2, 2)).astype(np.float32))
+    assert np.isnan(got.numpy()[0, 0, 0, 0])
+    leaf = T(x, requires_grad=True)
+    F.max_pool2d(leaf, 2).sum().backward()
+    g = leaf.grad.numpy()
+    assert g[0, 1, 0, 0] == 1 and g[0, 1, :2, :2].sum() == 1 and g[0, 0, 0, 1] == 1
+    assert g[1, 2].sum() == 9  # all -inf: each window's first position
+    xb = arr(4, 64, 20, 20)  # enough planes to split across threads
+    want = max_pool2d(xb.astype(ml_dtypes.bfloat16).astype(np.float32), (3, 3), (2, 2), (1, 1))
+    got = F.max_pool2d(T(xb).to(lucid.bfloat16), 3, 2, 1)
+    assert got.dtype == lucid.bfloat16
+    np.testing.assert_array_equal(got.float().numpy(), want)
+    with pytest.raises(TypeError, match="floating"):
+        F.max_pool2d(T(np.ones((1, 1, 4, 4), np.int64)), 2)
+
+
 @pytest.mark.parametrize("kw", [dict(k=(2, 2), s=(2, 2)), dict(k=(3, 3), s=(2, 2), p=(1, 1)),
                                 dict(k=(3, 3), s=(2, 2), p=(1, 1), inc=False), dict(k=(3, 2), s=(2, 2), ceil=True),
                                 dict(k=(3, 3), s=(2, 2), p=(1, 1), ceil=True, inc=False)])

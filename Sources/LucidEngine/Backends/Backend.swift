@@ -125,6 +125,13 @@ protocol Backend: AnyObject, Sendable {
     func im2col(_ x: TensorImpl, _ g: WindowGeometry, padValue: Float, into cols: TensorImpl)
     /// The adjoint of `im2col`: sums `cols` into contiguous `x` (in float32, rounding once).
     func col2im(_ cols: TensorImpl, _ g: WindowGeometry, into x: TensorImpl)
+    /// Max pooling of the contiguous planes `x` ([P, 1, H, W], floating) into `values` (x's
+    /// dtype) and `indices` (int64 flat positions within the plane), both [P, 1, oh, ow]; NaN
+    /// wins a window and ties go to its first position.
+    func maxPool2d(_ x: TensorImpl, _ g: WindowGeometry, values: TensorImpl, indices: TensorImpl)
+    /// Its adjoint: contiguous `gradIn` ([P, 1, H, W]) holds the sum of `grad` ([P, 1, oh, ow],
+    /// contiguous, gradIn's dtype) at `indices`, accumulated in float32.
+    func maxPool2dBackward(_ grad: TensorImpl, indices: TensorImpl, _ g: WindowGeometry, into gradIn: TensorImpl)
     /// Row-major flat positions of the true elements of a bool tensor.
     func nonzero(_ mask: TensorImpl) -> [Int]
     /// A direct convolution pass, where the backend has a kernel for it (else false, and the

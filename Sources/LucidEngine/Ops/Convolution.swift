@@ -216,9 +216,21 @@ package enum Convolution {
         try checkHalfKernel(op, padding, kernel, dilation)
         let g = try geometry(op, input: (x.shape[2], x.shape[3]), kernel: kernel, stride: stride, padding: padding,
                              dilation: dilation, ceil: ceilMode)
-        let cols = try unfold(x, g, padValue: -.infinity)
-        let (m, _) = try Reductions.extremeWithIndices(cols, dim: 1, keepdim: false, largest: true)
-        return try ShapeOps.reshape(m, lead + [g.output.0, g.output.1])
+        guard x.dtype.isFloatingPoint else {
+            throw LucidError.type("\(op): expected a floating-point input, got \(x.dtype)")
+        }
+        let xc = try Ops.contiguous(x)
+        let outShape = [xc.shape[0], 1, g.output.0, g.output.1]
+        let values = try TensorImpl.empty(outShape, dtype: xc.dtype, on: xc.backend)
+        let indices = try TensorImpl.empty(outShape, dtype: .int64, on: xc.backend)
+        if values.numel > 0 { xc.backend.maxPool2d(xc, g, values: values, indices: indices) }
+        let pooled = Autograd.record(values, Autograd.name(maxPool2d), [xc]) { grad in
+            let gc = try Ops.contiguous(grad)
+            let gradIn = try TensorImpl.empty(xc.shape, dtype: gc.dtype, on: gc.backend)
+            gradIn.backend.maxPool2dBackward(gc, indices: indices, g, into: gradIn)
+            return [gradIn]
+        }
+        return try ShapeOps.reshape(pooled, lead + [g.output.0, g.output.1])
     }
 
     /// Positions of a window row (or column) that count towards its divisor.

@@ -71,12 +71,16 @@ final class HostBackend: Backend {
 
     func binary(_ op: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl) {
         if FloatFastPath.applies(out, a, b) { return FloatFastPath.binary(op, a, b, out) }
+        if BFloat16Elementwise.applies(out, a, b) { return BFloat16Elementwise.binary(op, a, b, out) }
         dispatch(out.dtype, BinaryTensorKernel(op: op, a: a, b: b, out: out))
     }
 
     func binary(_ op: BinaryKernel, _ a: TensorImpl, scalar: Scalar, scalarFirst: Bool, into out: TensorImpl) {
         if FloatFastPath.applies(out, a) {
             return FloatFastPath.binary(op, a, scalar: Float(scalar.double), scalarFirst: scalarFirst, out)
+        }
+        if BFloat16Elementwise.applies(out, a) {
+            return BFloat16Elementwise.binary(op, a, scalar: Float(scalar.double), scalarFirst: scalarFirst, out)
         }
         dispatch(out.dtype, BinaryScalarKernel(op: op, a: a, s: scalar, scalarFirst: scalarFirst, out: out))
     }
@@ -86,6 +90,7 @@ final class HostBackend: Backend {
         if DNNL.unary(op, a, into: out) { return }
 #endif
         if FloatFastPath.applies(out, a) { return FloatFastPath.unary(op, a, out) }
+        if BFloat16Elementwise.applies(out, a) { return BFloat16Elementwise.unary(op, a, out) }
         dispatch(out.dtype, UnaryElementKernel(op: op, a: a, out: out))
     }
 
@@ -409,6 +414,12 @@ private struct UnaryBackwardKernel: ElementVisitor {
 
 extension HostBackend {
     func unaryBackward(_ op: UnaryKernel, x: TensorImpl, y: TensorImpl, grad: TensorImpl, into gradIn: TensorImpl) {
+        if FloatFastPath.applies(gradIn, x, y) && FloatFastPath.applies(gradIn, grad) {
+            return FloatFastPath.unaryBackward(op, x: x, y: y, grad: grad, gradIn)
+        }
+        if BFloat16Elementwise.applies(gradIn, x, y) && BFloat16Elementwise.applies(gradIn, grad) {
+            return BFloat16Elementwise.unaryBackward(op, x: x, y: y, grad: grad, gradIn)
+        }
         dispatch(gradIn.dtype, UnaryBackwardKernel(op: op, x: x, y: y, g: grad, out: gradIn))
     }
 }

@@ -21,43 +21,168 @@ enum FloatFastPath {
 
     static func binary(_ op: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl, _ out: TensorImpl) {
         let x = UnsafePointer(pointer(a)), y = UnsafePointer(pointer(b)), o = pointer(out)
-        HostThreads.forEachRange(out.numel) { r in
-            switch op {
-            case .add: for i in r { o[i] = x[i] + y[i] }
-            case .sub: for i in r { o[i] = x[i] - y[i] }
-            case .mul: for i in r { o[i] = x[i] * y[i] }
-            case .div: for i in r { o[i] = x[i] / y[i] }
-            case .pow, .maximum, .minimum: for i in r { o[i] = applyBinary(op, x[i], y[i]) }
-            }
-        }
+        HostThreads.forEachRange(out.numel) { r in binary(op, x + r.lowerBound, y + r.lowerBound, o + r.lowerBound, r.count) }
     }
 
     static func binary(_ op: BinaryKernel, _ a: TensorImpl, scalar: Float, scalarFirst: Bool, _ out: TensorImpl) {
-        let x = UnsafePointer(pointer(a)), o = pointer(out), s = scalar
+        let x = UnsafePointer(pointer(a)), o = pointer(out)
         HostThreads.forEachRange(out.numel) { r in
-            switch (op, scalarFirst) {
-            case (.add, _): for i in r { o[i] = x[i] + s }
-            case (.mul, _): for i in r { o[i] = x[i] * s }
-            case (.sub, false): for i in r { o[i] = x[i] - s }
-            case (.sub, true): for i in r { o[i] = s - x[i] }
-            case (.div, false): for i in r { o[i] = x[i] / s }
-            case (.div, true): for i in r { o[i] = s / x[i] }
-            case (_, false): for i in r { o[i] = applyBinary(op, x[i], s) }
-            case (_, true): for i in r { o[i] = applyBinary(op, s, x[i]) }
-            }
+            binary(op, x + r.lowerBound, scalar: scalar, scalarFirst: scalarFirst, o + r.lowerBound, r.count)
         }
     }
 
     static func unary(_ op: UnaryKernel, _ a: TensorImpl, _ out: TensorImpl) {
         let x = UnsafePointer(pointer(a)), o = pointer(out)
+        HostThreads.forEachRange(out.numel) { r in unary(op, x + r.lowerBound, o + r.lowerBound, r.count) }
+    }
+
+    /// `gradIn = grad · op'(x, y)`; `x`, `y`, `grad` and `gradIn` contiguous of one shape.
+    static func unaryBackward(_ op: UnaryKernel, x: TensorImpl, y: TensorImpl, grad: TensorImpl, _ out: TensorImpl) {
+        let px = UnsafePointer(pointer(x)), py = UnsafePointer(pointer(y)), pg = UnsafePointer(pointer(grad))
+        let o = pointer(out)
         HostThreads.forEachRange(out.numel) { r in
-            switch op {
-            case .neg: for i in r { o[i] = -x[i] }
-            case .relu: for i in r { o[i] = x[i] < 0 ? 0 : x[i] }
-            case .abs: for i in r { o[i] = Swift.abs(x[i]) }
-            case .exp: for i in r { o[i] = LibM.exp(x[i]) }
-            default: for i in r { o[i] = op.apply(x[i]) }
+            let i = r.lowerBound
+            unaryBackward(op, px + i, py + i, pg + i, o + i, r.count)
+        }
+    }
+
+    // The loops, on `n` contiguous floats: shared by the float32 kernels and the bfloat16
+    // ones, which run them on widened blocks.
+
+    @inline(__always)
+    static func binary(_ op: BinaryKernel, _ x: UnsafePointer<Float>, _ y: UnsafePointer<Float>,
+                       _ o: UnsafeMutablePointer<Float>, _ n: Int) {
+        switch op {
+        case .add: for i in 0..<n { o[i] = x[i] + y[i] }
+        case .sub: for i in 0..<n { o[i] = x[i] - y[i] }
+        case .mul: for i in 0..<n { o[i] = x[i] * y[i] }
+        case .div: for i in 0..<n { o[i] = x[i] / y[i] }
+        case .pow, .maximum, .minimum: for i in 0..<n { o[i] = applyBinary(op, x[i], y[i]) }
+        }
+    }
+
+    @inline(__always)
+    static func binary(_ op: BinaryKernel, _ x: UnsafePointer<Float>, scalar s: Float, scalarFirst: Bool,
+                       _ o: UnsafeMutablePointer<Float>, _ n: Int) {
+        switch (op, scalarFirst) {
+        case (.add, _): for i in 0..<n { o[i] = x[i] + s }
+        case (.mul, _): for i in 0..<n { o[i] = x[i] * s }
+        case (.sub, false): for i in 0..<n { o[i] = x[i] - s }
+        case (.sub, true): for i in 0..<n { o[i] = s - x[i] }
+        case (.div, false): for i in 0..<n { o[i] = x[i] / s }
+        case (.div, true): for i in 0..<n { o[i] = s / x[i] }
+        case (_, false): for i in 0..<n { o[i] = applyBinary(op, x[i], s) }
+        case (_, true): for i in 0..<n { o[i] = applyBinary(op, s, x[i]) }
+        }
+    }
+
+    @inline(__always)
+    static func unary(_ op: UnaryKernel, _ x: UnsafePointer<Float>, _ o: UnsafeMutablePointer<Float>, _ n: Int) {
+        switch op {
+        case .neg: for i in 0..<n { o[i] = -x[i] }
+        case .relu: for i in 0..<n { o[i] = x[i] < 0 ? 0 : x[i] }
+        case .abs: for i in 0..<n { o[i] = Swift.abs(x[i]) }
+        case .exp: for i in 0..<n { o[i] = LibM.exp(x[i]) }
+        default: for i in 0..<n { o[i] = op.apply(x[i]) }
+        }
+    }
+
+    @inline(__always)
+    static func unaryBackward(_ op: UnaryKernel, _ x: UnsafePointer<Float>, _ y: UnsafePointer<Float>,
+                              _ g: UnsafePointer<Float>, _ o: UnsafeMutablePointer<Float>, _ n: Int) {
+        switch op {
+        case .relu: for i in 0..<n { o[i] = x[i] > 0 ? g[i] : 0 * g[i] }
+        case .neg: for i in 0..<n { o[i] = -g[i] }
+        case .exp: for i in 0..<n { o[i] = g[i] * y[i] }
+        case .tanh: for i in 0..<n { o[i] = g[i] * (1 - y[i] * y[i]) }
+        case .sigmoid: for i in 0..<n { o[i] = g[i] * (y[i] * (1 - y[i])) }
+        default: for i in 0..<n { o[i] = g[i] * op.derivative(x[i], y[i]) }
+        }
+    }
+}
+
+/// The float32 loops on contiguous bfloat16 tensors of one shape: blocks of values widen
+/// (exactly) to float32 on the stack, run the float32 loop and round once on the way back,
+/// which is what the generic kernel computes, element by element.
+enum BFloat16Elementwise {
+    @inline(__always)
+    static func applies(_ out: TensorImpl, _ a: TensorImpl) -> Bool {
+        out.dtype == .bfloat16 && a.dtype == .bfloat16 && a.shape == out.shape && out.isContiguous && a.isContiguous
+    }
+
+    @inline(__always)
+    static func applies(_ out: TensorImpl, _ a: TensorImpl, _ b: TensorImpl) -> Bool {
+        applies(out, a) && b.dtype == .bfloat16 && b.shape == out.shape && b.isContiguous
+    }
+
+    static let block = 1024
+
+    @inline(__always)
+    private static func bits(_ t: TensorImpl) -> UnsafePointer<UInt16> {
+        UnsafePointer(HostBackend.address(t).assumingMemoryBound(to: UInt16.self))
+    }
+
+    @inline(__always)
+    private static func outBits(_ t: TensorImpl) -> UnsafeMutablePointer<UInt16> {
+        HostBackend.address(t).assumingMemoryBound(to: UInt16.self)
+    }
+
+    @inline(__always)
+    private static func widen(_ src: UnsafePointer<UInt16>, _ dst: UnsafeMutablePointer<Float>, _ n: Int) {
+        let d = UnsafeMutableRawPointer(dst).assumingMemoryBound(to: UInt32.self)
+        for i in 0..<n { d[i] = UInt32(src[i]) << 16 }
+    }
+
+    @inline(__always)
+    private static func narrow(_ src: UnsafePointer<Float>, _ dst: UnsafeMutablePointer<UInt16>, _ n: Int) {
+        let s = UnsafeRawPointer(src).assumingMemoryBound(to: UInt32.self)
+        for i in 0..<n {
+            let f = s[i]
+            let rounded = UInt16(truncatingIfNeeded: (f &+ 0x7fff &+ ((f >> 16) & 1)) >> 16)
+            let nan: UInt16 = (f & 0x8000_0000) != 0 ? 0xffc0 : 0x7fc0
+            dst[i] = (f & 0x7fff_ffff) > 0x7f80_0000 ? nan : rounded
+        }
+    }
+
+    /// Runs `body` on float32 blocks of up to three widened inputs and one output.
+    @inline(__always)
+    private static func blocks(_ n: Int, _ inputs: (UnsafePointer<UInt16>, UnsafePointer<UInt16>?, UnsafePointer<UInt16>?),
+                               _ out: UnsafeMutablePointer<UInt16>,
+                               _ body: (UnsafePointer<Float>, UnsafePointer<Float>, UnsafePointer<Float>, UnsafeMutablePointer<Float>, Int) -> Void) {
+        HostThreads.forEachRange(n) { r in
+            withUnsafeTemporaryAllocation(of: Float.self, capacity: 4 * block) { buf in
+                let a = buf.baseAddress!, b = a + block, c = b + block, o = c + block
+                var i = r.lowerBound
+                while i < r.upperBound {
+                    let m = min(block, r.upperBound - i)
+                    widen(inputs.0 + i, a, m)
+                    if let p = inputs.1 { widen(p + i, b, m) }
+                    if let p = inputs.2 { widen(p + i, c, m) }
+                    body(a, b, c, o, m)
+                    narrow(o, out + i, m)
+                    i += m
+                }
             }
+        }
+    }
+
+    static func binary(_ op: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl, _ out: TensorImpl) {
+        blocks(out.numel, (bits(a), bits(b), nil), outBits(out)) { x, y, _, o, m in FloatFastPath.binary(op, x, y, o, m) }
+    }
+
+    static func binary(_ op: BinaryKernel, _ a: TensorImpl, scalar: Float, scalarFirst: Bool, _ out: TensorImpl) {
+        blocks(out.numel, (bits(a), nil, nil), outBits(out)) { x, _, _, o, m in
+            FloatFastPath.binary(op, x, scalar: scalar, scalarFirst: scalarFirst, o, m)
+        }
+    }
+
+    static func unary(_ op: UnaryKernel, _ a: TensorImpl, _ out: TensorImpl) {
+        blocks(out.numel, (bits(a), nil, nil), outBits(out)) { x, _, _, o, m in FloatFastPath.unary(op, x, o, m) }
+    }
+
+    static func unaryBackward(_ op: UnaryKernel, x: TensorImpl, y: TensorImpl, grad: TensorImpl, _ out: TensorImpl) {
+        blocks(out.numel, (bits(x), bits(y), bits(grad)), outBits(out)) { px, py, pg, o, m in
+            FloatFastPath.unaryBackward(op, px, py, pg, o, m)
         }
     }
 }

@@ -37,14 +37,15 @@ package enum HostThreads {
     /// Below this many elements per thread a parallel loop costs more than it saves.
     static let grain = 1 << 16
 
-    /// Runs `body` over `0..<n` split into contiguous ranges (multiples of 64 elements), on up
-    /// to `current` threads when `n` is large enough to repay them; inline otherwise.
+    /// Runs `body` over `0..<n` split into contiguous ranges (multiples of `align` items), on
+    /// up to `current` threads when there are at least `grain` items per thread; inline
+    /// otherwise.
     @inline(__always)
-    static func forEachRange(_ n: Int, _ body: (Range<Int>) -> Void) {
+    static func forEachRange(_ n: Int, grain: Int = grain, align: Int = 64, _ body: (Range<Int>) -> Void) {
         guard n >= 2 * grain else { return body(0..<n) }
         let threads = min(current, n / grain)
         guard threads > 1 else { return body(0..<n) }
-        let chunk = ((n + threads - 1) / threads + 63) & ~63
+        let chunk = ((n + threads - 1) / threads + align - 1) / align * align
         withoutActuallyEscaping(body) { escapable in
             // The ranges are disjoint and concurrentPerform returns once all have run.
             nonisolated(unsafe) let work = escapable

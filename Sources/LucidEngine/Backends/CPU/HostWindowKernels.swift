@@ -7,6 +7,101 @@ extension HostBackend {
     func col2im(_ cols: TensorImpl, _ g: WindowGeometry, into x: TensorImpl) {
         dispatch(x.dtype, Col2Im(cols: cols, g: g, x: x))
     }
+
+    func maxPool2d(_ x: TensorImpl, _ g: WindowGeometry, values: TensorImpl, indices: TensorImpl) {
+        dispatch(x.dtype, MaxPool(x: x, g: g, values: values, indices: indices))
+    }
+
+    func maxPool2dBackward(_ grad: TensorImpl, indices: TensorImpl, _ g: WindowGeometry, into gradIn: TensorImpl) {
+        dispatch(gradIn.dtype, MaxPoolBackward(grad: grad, indices: indices, g: g, gradIn: gradIn))
+    }
+}
+
+/// The kernel taps `i0..<i1` of a window starting at `start` (dilation `d`) that fall
+/// inside `0..<size`.
+@inline(__always)
+private func taps(_ start: Int, _ k: Int, _ d: Int, _ size: Int) -> (Int, Int) {
+    if d == 1 {  // no divisions in the common case
+        let first = max(0, -start)
+        return (first, max(first, min(k, size &- start)))
+    }
+    let first = start >= 0 ? 0 : (-start + d - 1) / d
+    let last = start >= size ? 0 : min(k, (size - start + d - 1) / d)
+    return (first, max(first, last))
+}
+
+/// Planes at a time per thread: enough window work to repay a thread.
+private func planeGrain(_ g: WindowGeometry) -> Int {
+    max(1, HostThreads.grain / max(1, g.output.0 * g.output.1 * g.kernel.0 * g.kernel.1))
+}
+
+private struct MaxPool: ElementVisitor {
+    let x: TensorImpl, g: WindowGeometry, values: TensorImpl, indices: TensorImpl
+    func visit<E: HostElement>(_: E.Type) {
+        let px = UnsafePointer(HostBackend.address(x).assumingMemoryBound(to: E.Stored.self))
+        let pv = HostBackend.address(values).assumingMemoryBound(to: E.Stored.self)
+        let pi = HostBackend.address(indices).assumingMemoryBound(to: Int64.self)
+        let g = g
+        HostThreads.forEachRange(x.shape[0], grain: planeGrain(g), align: 1) { planes in
+            for p in planes { Self.pool(E.self, g, px, pv, pi, plane: p) }
+        }
+    }
+
+    /// One plane. A function of its own, so that the geometry stays in registers rather than
+    /// being reloaded from a closure context after every store.
+    private static func pool<E: HostElement>(_: E.Type, _ g: WindowGeometry, _ px: UnsafePointer<E.Stored>,
+                                             _ pv: UnsafeMutablePointer<E.Stored>, _ pi: UnsafeMutablePointer<Int64>,
+                                             plane p: Int) {
+        let (h, w) = g.input, (oh, ow) = g.output
+        let (kh, kw) = g.kernel, (sh, sw) = g.stride, (ph, pw) = g.padding, (dh, dw) = g.dilation
+        let plane = px + p &* h &* w
+        var k = p &* oh &* ow
+        for oy in 0..<oh {
+            let y0 = oy &* sh &- ph
+            let (i0, i1) = taps(y0, kh, dh, h)
+            for ox in 0..<ow {
+                let x0 = ox &* sw &- pw
+                let (j0, j1) = taps(x0, kw, dw, w)
+                // Start from the first tap inside the plane; the rest replace it branch-free
+                // (selects, not jumps: which tap wins is data, and mispredicts).
+                var at = i0 < i1 && j0 < j1 ? (y0 &+ i0 &* dh) &* w &+ x0 &+ j0 &* dw : -1
+                var best = at >= 0 ? E.float(plane, at) : -Float.infinity
+                for i in i0..<i1 {
+                    let row = (y0 &+ i &* dh) &* w &+ x0
+                    for j in j0..<j1 {
+                        let q = row &+ j &* dw
+                        let v = E.float(plane, q)
+                        let take = v > best || (v.isNaN && !best.isNaN)
+                        best = take ? v : best
+                        at = take ? q : at
+                    }
+                }
+                E.setFloat(pv, k, best)
+                pi[k] = Int64(at)
+                k &+= 1
+            }
+        }
+    }
+}
+
+private struct MaxPoolBackward: ElementVisitor {
+    let grad: TensorImpl, indices: TensorImpl, g: WindowGeometry, gradIn: TensorImpl
+    func visit<E: HostElement>(_: E.Type) {
+        let pg = UnsafePointer(HostBackend.address(grad).assumingMemoryBound(to: E.Stored.self))
+        let pi = UnsafePointer(HostBackend.address(indices).assumingMemoryBound(to: Int64.self))
+        let po = HostBackend.address(gradIn).assumingMemoryBound(to: E.Stored.self)
+        let size = g.input.0 * g.input.1, outSize = g.output.0 * g.output.1
+        HostThreads.forEachRange(gradIn.shape[0], grain: planeGrain(g), align: 1) { planes in
+            var acc = [Float](repeating: 0, count: size)
+            for p in planes {
+                for q in 0..<size { acc[q] = 0 }
+                for k in (p * outSize)..<((p + 1) * outSize) where pi[k] >= 0 {
+                    acc[Int(pi[k])] += E.float(pg, k)
+                }
+                for q in 0..<size { E.setFloat(po, p * size + q, acc[q]) }
+            }
+        }
+    }
 }
 
 private struct Im2Col: ElementVisitor {
