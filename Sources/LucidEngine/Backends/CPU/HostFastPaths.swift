@@ -127,23 +127,6 @@ enum BFloat16Elementwise {
         HostBackend.address(t).assumingMemoryBound(to: UInt16.self)
     }
 
-    @inline(__always)
-    private static func widen(_ src: UnsafePointer<UInt16>, _ dst: UnsafeMutablePointer<Float>, _ n: Int) {
-        let d = UnsafeMutableRawPointer(dst).assumingMemoryBound(to: UInt32.self)
-        for i in 0..<n { d[i] = UInt32(src[i]) << 16 }
-    }
-
-    @inline(__always)
-    private static func narrow(_ src: UnsafePointer<Float>, _ dst: UnsafeMutablePointer<UInt16>, _ n: Int) {
-        let s = UnsafeRawPointer(src).assumingMemoryBound(to: UInt32.self)
-        for i in 0..<n {
-            let f = s[i]
-            let rounded = UInt16(truncatingIfNeeded: (f &+ 0x7fff &+ ((f >> 16) & 1)) >> 16)
-            let nan: UInt16 = (f & 0x8000_0000) != 0 ? 0xffc0 : 0x7fc0
-            dst[i] = (f & 0x7fff_ffff) > 0x7f80_0000 ? nan : rounded
-        }
-    }
-
     /// Runs `body` on float32 blocks of up to three widened inputs and one output.
     @inline(__always)
     private static func blocks(_ n: Int, _ inputs: (UnsafePointer<UInt16>, UnsafePointer<UInt16>?, UnsafePointer<UInt16>?),
@@ -155,11 +138,11 @@ enum BFloat16Elementwise {
                 var i = r.lowerBound
                 while i < r.upperBound {
                     let m = min(block, r.upperBound - i)
-                    widen(inputs.0 + i, a, m)
-                    if let p = inputs.1 { widen(p + i, b, m) }
-                    if let p = inputs.2 { widen(p + i, c, m) }
+                    BFloat16FastPath.widen(inputs.0 + i, a, m)
+                    if let p = inputs.1 { BFloat16FastPath.widen(p + i, b, m) }
+                    if let p = inputs.2 { BFloat16FastPath.widen(p + i, c, m) }
                     body(a, b, c, o, m)
-                    narrow(o, out + i, m)
+                    BFloat16FastPath.narrow(o, out + i, m)
                     i += m
                 }
             }
@@ -198,22 +181,37 @@ enum BFloat16FastPath {
 
     static func copy(_ src: TensorImpl, into dst: TensorImpl) {
         if src.dtype == .float32 {
-            let x = UnsafePointer(HostBackend.address(src).assumingMemoryBound(to: UInt32.self))
+            let x = UnsafePointer(HostBackend.address(src).assumingMemoryBound(to: Float.self))
             let o = HostBackend.address(dst).assumingMemoryBound(to: UInt16.self)
-            HostThreads.forEachRange(src.numel) { r in
-                for i in r {
-                    let f = x[i]
-                    let rounded = UInt16(truncatingIfNeeded: (f &+ 0x7fff &+ ((f >> 16) & 1)) >> 16)
-                    // NaN: the canonical quiet NaN with its sign (ml_dtypes' rule).
-                    let nan: UInt16 = (f & 0x8000_0000) != 0 ? 0xffc0 : 0x7fc0
-                    o[i] = (f & 0x7fff_ffff) > 0x7f80_0000 ? nan : rounded
-                }
-            }
+            HostThreads.forEachRange(src.numel) { r in narrow(x + r.lowerBound, o + r.lowerBound, r.count) }
         } else {
             let x = UnsafePointer(HostBackend.address(src).assumingMemoryBound(to: UInt16.self))
-            let o = HostBackend.address(dst).assumingMemoryBound(to: UInt32.self)
-            HostThreads.forEachRange(src.numel) { r in for i in r { o[i] = UInt32(x[i]) << 16 } }
+            let o = HostBackend.address(dst).assumingMemoryBound(to: Float.self)
+            HostThreads.forEachRange(src.numel) { r in widen(x + r.lowerBound, o + r.lowerBound, r.count) }
         }
+    }
+
+    /// `n` floats rounded to bfloat16 bits (pointer arguments, so that the loop vectorises).
+    @inline(__always)
+    static func narrow(_ src: UnsafePointer<Float>, _ dst: UnsafeMutablePointer<UInt16>, _ n: Int) {
+        let s = UnsafeRawPointer(src).assumingMemoryBound(to: UInt32.self)
+        for i in 0..<n {
+            // Integer ops only, no selects, so that the loop vectorises: `nan` is all ones
+            // exactly when |f| > 0x7f80_0000, and NaN becomes the canonical quiet NaN with its
+            // sign (ml_dtypes' rule).
+            let f = s[i]
+            let rounded = (f &+ 0x7fff &+ ((f >> 16) & 1)) >> 16
+            let nan = 0 &- (((f & 0x7fff_ffff) &+ 0x007f_ffff) >> 31)
+            let quiet = ((f >> 16) & 0x8000) | 0x7fc0
+            dst[i] = UInt16(truncatingIfNeeded: (rounded & ~nan) | (quiet & nan))
+        }
+    }
+
+    /// `n` bfloat16 values widened (exactly) to floats.
+    @inline(__always)
+    static func widen(_ src: UnsafePointer<UInt16>, _ dst: UnsafeMutablePointer<Float>, _ n: Int) {
+        let d = UnsafeMutableRawPointer(dst).assumingMemoryBound(to: UInt32.self)
+        for i in 0..<n { d[i] = UInt32(src[i]) << 16 }
     }
 }
 
