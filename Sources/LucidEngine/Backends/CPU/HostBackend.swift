@@ -217,23 +217,35 @@ private struct AdamKernel: ElementVisitor {
     let p: TensorImpl, g: TensorImpl, m: TensorImpl, v: TensorImpl, h: AdamHyper
     let outP: TensorImpl, outM: TensorImpl, outV: TensorImpl
     func visit<E: HostElement>(_: E.Type) {
-        let pp = floats(p, E.self), gp = floats(g, E.self), mp = floats(m, E.self), vp = floats(v, E.self)
+        let pp = UnsafePointer(floats(p, E.self)), gp = UnsafePointer(floats(g, E.self))
+        let mp = UnsafePointer(floats(m, E.self)), vp = UnsafePointer(floats(v, E.self))
         let op = floats(outP, E.self), om = floats(outM, E.self), ov = floats(outV, E.self)
+        let h = h
+        HostThreads.forEachRange(p.numel) { r in Self.update(E.self, h, pp, gp, mp, vp, op, om, ov, r) }
+    }
+
+    /// One range of the update, the step's constants hoisted (a function of its own so that
+    /// they stay in registers and the loop vectorises).
+    private static func update<E: HostElement>(_: E.Type, _ h: AdamHyper, _ pp: UnsafePointer<E.Stored>,
+                                               _ gp: UnsafePointer<E.Stored>, _ mp: UnsafePointer<E.Stored>,
+                                               _ vp: UnsafePointer<E.Stored>, _ op: UnsafeMutablePointer<E.Stored>,
+                                               _ om: UnsafeMutablePointer<E.Stored>, _ ov: UnsafeMutablePointer<E.Stored>,
+                                               _ r: Range<Int>) {
         // PyTorch's form: p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
         let bc1 = Float(1 - pow(Double(h.beta1), Double(h.step))), bc2 = Float(1 - pow(Double(h.beta2), Double(h.step)))
         let stepSize = h.lr / bc1, bc2Root = bc2.squareRoot()
-        for i in 0..<p.numel {
-            var w = E.float(pp, i)
-            var d = E.float(gp, i)
-            if h.maximize { d = -d }
-            if h.weightDecay != 0 {
-                if h.decoupled { w *= 1 - h.lr * h.weightDecay } else { d += h.weightDecay * w }
-            }
-            let mi = h.beta1 * E.float(mp, i) + (1 - h.beta1) * d
-            let vi = h.beta2 * E.float(vp, i) + (1 - h.beta2) * d * d
+        let sign: Float = h.maximize ? -1 : 1
+        let coupled = h.decoupled ? 0 : h.weightDecay, shrink = h.decoupled ? 1 - h.lr * h.weightDecay : 1
+        let b1 = h.beta1, b2 = h.beta2, eps = h.eps
+        for i in r {
+            let w0 = E.float(pp, i)
+            let d = coupled == 0 ? sign * E.float(gp, i) : sign * E.float(gp, i) + coupled * w0
+            let w = shrink * w0
+            let mi = b1 * E.float(mp, i) + (1 - b1) * d
+            let vi = b2 * E.float(vp, i) + (1 - b2) * d * d
             E.setFloat(om, i, mi)
             E.setFloat(ov, i, vi)
-            E.setFloat(op, i, w - stepSize * mi / (vi.squareRoot() / bc2Root + h.eps))
+            E.setFloat(op, i, w - stepSize * mi / (vi.squareRoot() / bc2Root + eps))
         }
     }
 }
