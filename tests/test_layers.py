@@ -69,6 +69,36 @@ def test_conv_errors():
         F.conv2d(T(arr(5, 5)), w)
 
 
+@pytest.mark.parametrize("dtype", [lucid.float32, lucid.bfloat16])
+def test_conv2d_passes_share_reordered_inputs_without_going_stale(dtype):
+    # Large enough for oneDNN's blocked layouts. The backward passes reuse the forward's
+    # reordered input and each other's reordered gradient; a new tensor in a recycled
+    # buffer must not pick up the old one's reordered values.
+    w = arr(16, 16, 3, 3) * 0.1
+    wr = np.asarray(T(w).to(dtype).float().numpy(), np.float64)
+    for trial in range(3):
+        wt = T(w).to(dtype).requires_grad_()
+        x = arr(2, 16, 12, 12)
+        leaf = T(x).to(dtype).requires_grad_()
+        xr = np.asarray(leaf.float().numpy(), np.float64)
+        y = F.conv2d(leaf, wt, padding=1)
+        tol = 1e-4 if dtype is lucid.float32 else 5e-2
+        close(y.float(), conv2d(xr, wr, padding=(1, 1)), tol)
+        g = arr(2, 16, 12, 12)
+        (y.float() * T(g)).sum().backward()
+        gr = np.asarray(T(g).to(dtype).float().numpy(), np.float64)
+        # d/dx of sum(g * conv(x, w)) is the transposed convolution of g.
+        want = conv2d(gr, np.flip(wr, (2, 3)).transpose(1, 0, 2, 3), padding=(1, 1))
+        close(leaf.grad.float(), want, tol * 4)
+        # d/dw: the correlation of the (padded) input with g, which backward weights
+        # computes from the forward's reordered input.
+        xp = np.pad(xr, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        dw = np.stack([np.stack([np.einsum("noyx,ncyx->oc", gr, xp[:, :, i:i + 12, j:j + 12]) for j in range(3)], -1)
+                       for i in range(3)], -2)
+        close(wt.grad.float(), dw, tol * 20)
+        del x, leaf, y
+
+
 @pytest.mark.parametrize("kw", [dict(k=(2, 2), s=(2, 2)), dict(k=(3, 3), s=(2, 2), p=(1, 1)), dict(k=(3, 2), s=(1, 2)),
                                 dict(k=(3, 3), s=(2, 2), ceil=True), dict(k=(2, 2), s=(1, 1), d=(2, 2))])
 def test_max_pool2d(kw):

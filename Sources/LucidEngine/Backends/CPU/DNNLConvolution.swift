@@ -25,6 +25,52 @@ extension DNNL {
     }
 
     private static let convCache = ConvCache()
+
+    /// Inputs already reordered into a kernel's layout, for the next pass that reads the same
+    /// tensor in the same layout: the forward's input again in backward weights, the output
+    /// gradient in both backward passes. Tensors never change once made, so a live storage
+    /// at the same offset holds the same values; an entry goes once its storage is freed.
+    private final class StagedInputs: @unchecked Sendable {
+        struct Entry {
+            weak var storage: Storage?
+            let offset: Int
+            var md: dnnl_memory_desc_t
+            let block: (UnsafeMutableRawPointer, Int)
+        }
+        var entries: [Entry] = []
+        static let capacity = 4
+
+        func purge() {
+            entries.removeAll { e in
+                if e.storage == nil { HostAllocator.shared.release(e.block.0, size: e.block.1); return true }
+                return false
+            }
+        }
+
+        /// The staged copy of `t` in layout `md`, now the most recently used entry (so that
+        /// inserting the other inputs of the same pass never evicts it).
+        func find(_ t: TensorImpl, _ md: dnnl_memory_desc_t) -> UnsafeMutableRawPointer? {
+            var md = md
+            for i in entries.indices where entries[i].storage === t.storage && entries[i].offset == t.offset {
+                if dnnl_memory_desc_equal(&entries[i].md, &md) != 0 {
+                    let e = entries.remove(at: i)
+                    entries.append(e)
+                    return e.block.0
+                }
+            }
+            return nil
+        }
+
+        func insert(_ t: TensorImpl, _ md: dnnl_memory_desc_t, _ block: (UnsafeMutableRawPointer, Int)) {
+            if entries.count >= Self.capacity {
+                let old = entries.removeFirst()
+                HostAllocator.shared.release(old.block.0, size: old.block.1)
+            }
+            entries.append(Entry(storage: t.storage, offset: t.offset, md: md, block: block))
+        }
+    }
+
+    private static let staged = StagedInputs()
     /// oneDNN's argument indices: outputs of the passes, and inputs.
     private static let outputs: Set<Int32> = [17, 129, 161]  // DST, DIFF_SRC, DIFF_WEIGHTS
 
@@ -144,6 +190,7 @@ extension DNNL {
               tensors.allSatisfy({ $0.1.isContiguous && $0.1.dtype == p.dtype && $0.1.numel > 0 }) else { return false }
         let hasBias = tensors.contains { $0.0 == 41 }
         return rt.lock.withLock { () -> Bool in
+            Self.staged.purge()
             guard let built = primitive(rt, ConvKey(pass: pass, problem: p, bias: hasBias), type),
                   let plain = plainDescs(p, type) else { return false }
             var memories: [dnnl_memory_t?] = []
@@ -176,15 +223,28 @@ extension DNNL {
                     args.append(dnnl_exec_arg_t(arg: arg, memory: tensorMem))
                     continue
                 }
+                if !outputs.contains(arg), let ready = Self.staged.find(t, layout.md) {
+                    guard let stagedMem = memory(layout.md, ready) else { return false }
+                    args.append(dnnl_exec_arg_t(arg: arg, memory: stagedMem))
+                    continue
+                }
                 var chosen = layout.md
                 guard let block = try? HostAllocator.shared.allocate(dnnl_memory_desc_get_size(&chosen)) else { return false }
-                scratch.append(block)
-                guard let staged = memory(layout.md, block.0) else { return false }
-                args.append(dnnl_exec_arg_t(arg: arg, memory: staged))
-                if outputs.contains(arg) {
-                    afterwards.append((layout.reorder, staged, tensorMem))
-                } else if !run(layout.reorder, [dnnl_exec_arg_t(arg: 1, memory: tensorMem), dnnl_exec_arg_t(arg: 17, memory: staged)]) {
+                guard let stagedMem = memory(layout.md, block.0) else {
+                    HostAllocator.shared.release(block.0, size: block.1)
                     return false
+                }
+                args.append(dnnl_exec_arg_t(arg: arg, memory: stagedMem))
+                if outputs.contains(arg) {
+                    scratch.append(block)
+                    afterwards.append((layout.reorder, stagedMem, tensorMem))
+                } else {
+                    guard run(layout.reorder, [dnnl_exec_arg_t(arg: 1, memory: tensorMem), dnnl_exec_arg_t(arg: 17, memory: stagedMem)])
+                    else {
+                        HostAllocator.shared.release(block.0, size: block.1)
+                        return false
+                    }
+                    Self.staged.insert(t, layout.md, block)
                 }
             }
             guard run(built.primitive, args) else { return false }
