@@ -55,3 +55,30 @@ def test_cache_off_by_environment():
     out = subprocess.run([sys.executable, "-c", code], env={**__import__("os").environ, "LUCID_CACHE_LIMIT_MB": "0"},
                          capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_autocast_graph_keeps_no_weight_copies():
+    # Under autocast a linear layer's graph keeps its bf16 input (for dW) but not the bf16
+    # copy of the weight (re-cast from the parameter in backward).
+    import numpy as np
+    rng = np.random.default_rng(4)
+    layer = lucid.nn.Linear(256, 128, bias=False)
+    x_np = rng.standard_normal((64, 256)).astype(np.float32)
+    x = lucid.tensor(x_np)
+    base = lucid.memory_allocated("cpu")
+    with lucid.amp.autocast("cpu", dtype=lucid.bfloat16):
+        y = layer(x)
+    assert lucid.memory_allocated("cpu") - base == 64 * 256 * 2 + 64 * 128 * 2  # the input's cast and y
+    g = rng.standard_normal((64, 128)).astype(np.float32)
+    (y.float() * lucid.tensor(g)).sum().backward()
+    import ml_dtypes
+    xb = x_np.astype(ml_dtypes.bfloat16).astype(np.float64)
+    gb = g.astype(ml_dtypes.bfloat16).astype(np.float64)
+    np.testing.assert_allclose(layer.weight.grad.numpy(), gb.T @ xb, rtol=2e-2, atol=5e-2)
+    # With the input also requiring grad, dX reads the weight cast again in backward.
+    xl = lucid.tensor(x_np, requires_grad=True)
+    with lucid.amp.autocast("cpu", dtype=lucid.bfloat16):
+        y2 = layer(xl)
+    (y2.float() * lucid.tensor(g)).sum().backward()
+    wb = layer.weight.numpy().astype(ml_dtypes.bfloat16).astype(np.float64)
+    np.testing.assert_allclose(xl.grad.numpy(), gb @ wb, rtol=2e-2, atol=5e-2)

@@ -111,10 +111,23 @@ package enum LinearAlgebra {
         out.backend.gemm(x3, wT, bias: b, into: out)
         let shape = lead + [outF]
         let result = out.view(shape: shape, strides: Shape.contiguousStrides(shape))
+        guard inputs.contains(where: \.requiresGrad) && GradMode.isEnabled else { return result }
+        // The node keeps only what the wanted gradients read: the input for dW, the weight for
+        // dX. A weight autocast made from a parameter is cast again in backward rather than
+        // kept, since the parameter is alive anyway: the graph then holds no weight copies.
+        let needX = xi.requiresGrad, needW = w.requiresGrad, inputShape = xi.shape
+        let savedX = needW ? xi : nil
+        let recast = needX && w.dtype != weight.dtype && weight.gradFn == nil
+        let savedW = needX && !recast ? w : nil, source = recast ? weight : nil, castType = w.dtype
         return Autograd.record(result, Autograd.name(linear), inputs) { g in
             let g2 = try ShapeOps.reshape(g, [rows, outF])
-            let gx = try ShapeOps.reshape(try matmul(g2, w), xi.shape)
-            let gw = try matmul(try ShapeOps.transpose(g2, 0, 1), try ShapeOps.reshape(xi, [rows, inF]))
+            var gx: TensorImpl? = nil, gw: TensorImpl? = nil
+            if let weight = try savedW ?? source.map({ try Ops.cast($0, to: castType) }) {
+                gx = try ShapeOps.reshape(try matmul(g2, weight), inputShape)
+            }
+            if let savedX {
+                gw = try matmul(try ShapeOps.transpose(g2, 0, 1), try ShapeOps.reshape(savedX, [rows, inF]))
+            }
             return [gx, gw] + (b == nil ? [] : [try Reductions.reduce(.sum, g2, dims: [0], keepdim: false)])
         }
     }
