@@ -35,24 +35,33 @@ except ImportError:  # PyTorch is optional: only the numpy columns are printed t
 RNG = np.random.default_rng(0)
 
 
-def timed(fn, min_time=0.2, repeats=5):
-    """The best per-call time of `fn` over `repeats` rounds of at least `min_time` seconds."""
+def _calls_for(fn, min_time):
+    """How many calls of `fn` make one timing round of about `min_time / 4` or more."""
     fn()  # warm-up: first-touch allocations, lazy initialisation
-    n, elapsed = 1, 0.0
+    n = 1
     while True:
         t0 = time.perf_counter()
         for _ in range(n):
             fn()
-        elapsed = time.perf_counter() - t0
-        if elapsed >= min_time / 4 or n >= 1 << 20:
-            break
+        if time.perf_counter() - t0 >= min_time / 4 or n >= 1 << 20:
+            return n
         n *= 4
-    best = elapsed / n
-    for _ in range(repeats - 1):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / n)
+
+
+def timed_together(fns, min_time=0.2, repeats=7):
+    """The best per-call time of each of `fns` (None entries stay None), over `repeats`
+    rounds that take turns between them: on a shared machine a slow spell then hits every
+    library of a case alike instead of one of them."""
+    counts = [_calls_for(f, min_time) if f else 0 for f in fns]
+    best = [None if f is None else float("inf") for f in fns]
+    for _ in range(repeats):
+        for i, (f, n) in enumerate(zip(fns, counts)):
+            if f is None:
+                continue
+            t0 = time.perf_counter()
+            for _ in range(n):
+                f()
+            best[i] = min(best[i], (time.perf_counter() - t0) / n)
     return best
 
 
@@ -246,9 +255,11 @@ def activation_memory():
 
 # ---- report ---------------------------------------------------------------------------------
 
-NOTES = """Notes: one run on a shared 2-core VM, where repeated runs differ by up to about 30%
-(both libraries' OpenMP pools compete for the two cores; the suite sets
-OMP_WAIT_POLICY=PASSIVE for both). The target column is the performance issue's."""
+NOTES = """Notes: one run on a shared 2-core VM whose speed drifts by up to 2-3x over minutes;
+each case takes turns between the libraries for seven rounds and keeps each one's best,
+so ratios hold up better than absolute times. Both libraries' OpenMP pools share the two
+cores (the suite sets OMP_WAIT_POLICY=PASSIVE for both). The target column is the
+performance issue's."""
 
 
 def fmt_time(t):
@@ -297,9 +308,7 @@ def main():
     print(f"lucid {lucid.__version__} on {machine()}\n")
     print(f"{header[0]:<28}{header[1]:>11}{header[2]:>11}{header[3]:>11}{header[4]:>13}{header[5]:>13}  {header[6]}")
     for c in cases:
-        t_l = timed(c.lucid_fn, min_time)
-        t_n = timed(c.numpy_fn, min_time) if c.numpy_fn else None
-        t_t = timed(c.torch_fn, min_time) if c.torch_fn else None
+        t_l, t_n, t_t = timed_together([c.lucid_fn, c.numpy_fn, c.torch_fn], min_time)
         row = [c.name, fmt_time(t_l), fmt_time(t_n), fmt_time(t_t), ratio(t_l, t_n), ratio(t_l, t_t), c.target]
         rows.append(row)
         print(f"{row[0]:<28}{row[1]:>11}{row[2]:>11}{row[3]:>11}{row[4]:>13}{row[5]:>13}  {row[6]}", flush=True)
