@@ -2,16 +2,16 @@
 /// outside the loop and plain pointer loops inside, which the compiler vectorises. The
 /// generic strided kernels handle everything else.
 enum FloatFastPath {
-    /// Whether `out` and the operands are contiguous float32 tensors of one shape. (Two
+    /// Whether `out` and the operands are contiguous tensors of `dtype` and one shape. (Two
     /// overloads rather than a variadic parameter, which would allocate an array per op.)
     @inline(__always)
-    static func applies(_ out: TensorImpl, _ a: TensorImpl) -> Bool {
-        out.dtype == .float32 && a.dtype == .float32 && a.shape == out.shape && out.isContiguous && a.isContiguous
+    static func applies(_ out: TensorImpl, _ a: TensorImpl, dtype: DType = .float32) -> Bool {
+        out.dtype == dtype && a.dtype == dtype && a.shape == out.shape && out.isContiguous && a.isContiguous
     }
 
     @inline(__always)
-    static func applies(_ out: TensorImpl, _ a: TensorImpl, _ b: TensorImpl) -> Bool {
-        applies(out, a) && b.dtype == .float32 && b.shape == out.shape && b.isContiguous
+    static func applies(_ out: TensorImpl, _ a: TensorImpl, _ b: TensorImpl, dtype: DType = .float32) -> Bool {
+        applies(out, a, dtype: dtype) && b.dtype == dtype && b.shape == out.shape && b.isContiguous
     }
 
     @inline(__always)
@@ -106,13 +106,11 @@ enum FloatFastPath {
 /// which is what the generic kernel computes, element by element.
 enum BFloat16Elementwise {
     @inline(__always)
-    static func applies(_ out: TensorImpl, _ a: TensorImpl) -> Bool {
-        out.dtype == .bfloat16 && a.dtype == .bfloat16 && a.shape == out.shape && out.isContiguous && a.isContiguous
-    }
+    static func applies(_ out: TensorImpl, _ a: TensorImpl) -> Bool { FloatFastPath.applies(out, a, dtype: .bfloat16) }
 
     @inline(__always)
     static func applies(_ out: TensorImpl, _ a: TensorImpl, _ b: TensorImpl) -> Bool {
-        applies(out, a) && b.dtype == .bfloat16 && b.shape == out.shape && b.isContiguous
+        FloatFastPath.applies(out, a, b, dtype: .bfloat16)
     }
 
     static let block = 1024
