@@ -215,8 +215,18 @@ _guard_create.restype = c_int32
 _guard_destroy = _lib.guard_destroy
 
 
-def guard_create(device: int, enabled: int, dtype: int) -> int:
-    out = c_uint64()
+class GuardSlot(c_uint64):
+    """Where guard_create writes a handle: the caller holds it, so the handle is known as
+    soon as the engine has made it, even if an exception (a KeyboardInterrupt) arrives
+    before guard_create returns. 0 until then."""
+
+    @property
+    def handle(self) -> int:
+        return self.value
+
+
+def guard_create(device: int, enabled: int, dtype: int, slot: GuardSlot | None = None) -> int:
+    out = GuardSlot() if slot is None else slot
     rc = _guard_create(device, enabled, dtype, byref(out))
     if rc:
         _raise(rc)

@@ -1033,3 +1033,62 @@ def test_training_inside_one_scope_reuses_casts_until_the_optimizer_replaces_the
                 opt.step()
                 assert _engine.autocast_cached_casts() == 0
     assert not np.allclose(model.weight.numpy(), w0)
+
+
+# ---- interrupts -----------------------------------------------------------------------------
+
+def test_interrupt_right_after_the_engine_entered_the_scope_leaves_it(monkeypatch):
+    # __exit__ never runs when __enter__ raises, so __enter__ itself must leave a scope the
+    # engine had already entered when a KeyboardInterrupt arrived.
+    real = _engine.guard_create
+
+    def interrupted(*args):
+        real(*args)
+        raise KeyboardInterrupt
+
+    base = _engine.autocast_live_guards()
+    ac = autocast("cpu", dtype=BF16)
+    monkeypatch.setattr(_engine, "guard_create", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        with ac:
+            pass
+    monkeypatch.undo()
+    assert state() == OFF and _engine.autocast_live_guards() == base
+    with ac:  # the object still works
+        assert state() == cpu_on(BF16)
+    assert state() == OFF
+
+
+def test_interrupt_while_recording_the_handle_leaves_the_scope():
+    class Interrupting(list):
+        def append(self, item):
+            super().append(item)
+            raise KeyboardInterrupt
+
+    base = _engine.autocast_live_guards()
+    ac = autocast("cpu", dtype=BF16)
+    ac._local.handles = Interrupting()
+    with pytest.raises(KeyboardInterrupt):
+        ac.__enter__()
+    assert state() == OFF and _engine.autocast_live_guards() == base and len(ac._local.handles) == 0
+
+
+def test_interrupt_during_exit_still_leaves_the_scope(monkeypatch):
+    real = _engine.guard_destroy
+
+    def interrupted(handle):
+        real(handle)
+        raise KeyboardInterrupt
+
+    base = _engine.autocast_live_guards()
+    ac = autocast("cpu", dtype=BF16)
+    ac.__enter__()
+    monkeypatch.setattr(_engine, "guard_destroy", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ac.__exit__(None, None, None)
+    monkeypatch.undo()
+    assert state() == OFF and _engine.autocast_live_guards() == base
+    # The stale handle left behind is a clear error, not a crash or a silent second exit.
+    with pytest.raises(ValueError, match="not a live autocast guard"):
+        ac.__exit__(None, None, None)
+    ac._local.handles.clear()

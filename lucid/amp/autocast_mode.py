@@ -107,11 +107,23 @@ class autocast:
         return f"autocast(device_type={self._device_type!r}, dtype={self._dtype!r}, enabled={self._enabled})"
 
     def __enter__(self):
-        handle = E.guard_create(*self._codes)
+        made = E.GuardSlot()
         try:
-            self._local.handles.append(handle)
-        except AttributeError:
-            self._local.handles = [handle]
+            handle = E.guard_create(*self._codes, made)
+            try:
+                self._local.handles.append(handle)
+            except AttributeError:
+                self._local.handles = [handle]
+        except BaseException:
+            # An exception (a KeyboardInterrupt) landed after the engine entered the scope but
+            # before __enter__ returned, so __exit__ will never run: leave the scope here
+            # rather than keep autocast on for the rest of the thread.
+            if made.handle:
+                handles = getattr(self._local, "handles", None)
+                if handles and handles[-1] == made.handle:
+                    handles.pop()
+                E.guard_destroy(made.handle)
+            raise
         return self
 
     def __exit__(self, exc_type, exc_value, traceback) -> bool:
@@ -119,7 +131,10 @@ class autocast:
         if not handles:
             raise RuntimeError(
                 f"{self!r}.__exit__ called on a thread that has not entered it (or has already left every entry)")
-        E.guard_destroy(handles.pop())
+        # Leave the scope before forgetting its handle: an interrupt in between leaves a stale
+        # handle (a clear error later) rather than a live scope nobody can close.
+        E.guard_destroy(handles[-1])
+        handles.pop()
         return False  # exceptions propagate
 
     def __call__(self, fn):
