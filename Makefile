@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 LIB    := $(if $(filter Darwin,$(shell uname -s)),liblucid.dylib,liblucid.so)
 
-.PHONY: build engine demo test swift-test py-test bench clean
+.PHONY: build engine demo test swift-test py-test check-sanitize bench clean
 
 ## build: the engine (release), a .venv with numpy/ml_dtypes/pytest/scikit-learn, and lucid installed into it
 build: engine $(VENV)/.installed
@@ -34,6 +34,12 @@ swift-test:
 
 py-test:
 	$(PY) -m pytest -q
+
+## check-sanitize: the Swift tests (threads, scopes, caches, C ABI) under ThreadSanitizer and
+## AddressSanitizer; CI runs it after `make test`
+check-sanitize:
+	swift test --sanitize=thread
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/swift/lsan.supp swift test --sanitize=address
 
 ## bench: the benchmark suite against numpy (and PyTorch with TORCH=1, installed into
 ## .venv-bench only, never as a dependency of lucid); BENCH_ARGS="--write bench/RESULTS.md"
