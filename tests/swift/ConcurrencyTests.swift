@@ -46,6 +46,25 @@ import Testing
     }
 }
 
+extension ConcurrencyTests {
+    @Test func backwardPassesOnSeveralThreadsAllReachASharedLeaf() throws {
+        let w = try Tensor([Float](repeating: 1, count: 200_000), shape: [200_000]).requiringGrad()
+        let failures = Failures()
+        DispatchQueue.concurrentPerform(iterations: 4) { worker in
+            do {
+                for _ in 0..<25 {
+                    try (w * Double(worker + 1)).sum().backward()
+                }
+            } catch {
+                failures.record("worker \(worker): \(error)")
+            }
+        }
+        #expect(failures.messages.isEmpty, "\(failures.messages)")
+        // 25 passes from each worker, of gradient 1, 2, 3 and 4.
+        #expect(try w.grad?.toArray() == [Float](repeating: 250, count: 200_000))
+    }
+}
+
 /// Collects failures from worker threads.
 private final class Failures: @unchecked Sendable {
     private let lock = Lock()

@@ -99,11 +99,14 @@ package enum Autograd {
         }
     }
 
+    /// Adds `g` to a leaf's gradient. The read, the add and the write happen under the lock,
+    /// so backward passes on several threads that reach one leaf lose no contribution (the
+    /// add runs with grad mode off and takes no lock of its own).
     private static func accumulate(_ leaf: TensorImpl, _ g: TensorImpl) throws {
         let dense = try Ops.contiguous(g)
-        let current = grad(of: leaf)
-        let sum = try current.map { try Elementwise.binary(.add, $0, dense) } ?? dense
-        lock.withLock { leaf.gradStorage = sum }
+        try lock.withLock {
+            leaf.gradStorage = try leaf.gradStorage.map { try Elementwise.binary(.add, $0, dense) } ?? dense
+        }
     }
 
     /// `g` summed down to `shape` (undoing broadcasting).
