@@ -39,7 +39,7 @@ py-test:
 ## AddressSanitizer; CI runs it after `make test`
 check-sanitize:
 	swift test --sanitize=thread
-	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/swift/lsan.supp swift test --sanitize=address
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp swift test --sanitize=address
 
 ## bench: the benchmark suite against numpy (and PyTorch with TORCH=1, installed into
 ## .venv-bench only, never as a dependency of lucid); BENCH_ARGS="--write bench/RESULTS.md"

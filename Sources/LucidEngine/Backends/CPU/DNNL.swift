@@ -33,6 +33,28 @@ enum DNNL {
     static let runtime = Runtime()
     static let maxPrimitives = 512
 
+    /// Runs a primitive that reads SRC (`src`, laid out as `srcMD`) and writes DST, and waits.
+    static func run(_ rt: Runtime, _ prim: dnnl_primitive_t, _ srcMD: dnnl_memory_desc_t, _ src: TensorImpl,
+                    _ dstMD: dnnl_memory_desc_t, _ dst: TensorImpl) -> Bool {
+        var srcMD = srcMD, dstMD = dstMD
+        var srcMem: dnnl_memory_t?, dstMem: dnnl_memory_t?
+        defer { dnnl_memory_destroy(srcMem); dnnl_memory_destroy(dstMem) }
+        guard dnnl_memory_create(&srcMem, &srcMD, rt.engine, HostBackend.address(src)) == dnnl_success,
+              dnnl_memory_create(&dstMem, &dstMD, rt.engine, HostBackend.address(dst)) == dnnl_success else { return false }
+        var args = [dnnl_exec_arg_t(arg: 1, memory: srcMem), dnnl_exec_arg_t(arg: 17, memory: dstMem)]  // SRC, DST
+        guard dnnl_primitive_execute(prim, rt.stream, 2, &args) == dnnl_success else { return false }
+        return dnnl_stream_wait(rt.stream) == dnnl_success
+    }
+
+    /// Stores a built primitive in one of the caches, emptying a full cache first.
+    static func keep<K: Hashable>(_ prim: dnnl_primitive_t, as key: K, in cache: inout [K: dnnl_primitive_t]) {
+        if cache.count >= maxPrimitives {
+            for old in cache.values { dnnl_primitive_destroy(old) }
+            cache.removeAll()
+        }
+        cache[key] = prim
+    }
+
     static func dataType(_ d: DType) -> dnnl_data_type_t? {
         switch d {
         case .float32: return dnnl_f32
@@ -107,11 +129,7 @@ enum DNNL {
         defer { dnnl_primitive_desc_destroy(pd) }
         var prim: dnnl_primitive_t?
         guard dnnl_primitive_create(&prim, pd) == dnnl_success, let p = prim else { return nil }
-        if rt.primitives.count >= maxPrimitives {
-            for old in rt.primitives.values { dnnl_primitive_destroy(old) }
-            rt.primitives.removeAll()
-        }
-        rt.primitives[key] = p
+        keep(p, as: key, in: &rt.primitives)
         return p
     }
 
@@ -178,20 +196,10 @@ extension DNNL {
                 guard dnnl_primitive_desc_create(&pd, &op, nil, rt.engine, nil) == dnnl_success else { return false }
                 defer { dnnl_primitive_desc_destroy(pd) }
                 guard dnnl_primitive_create(&prim, pd) == dnnl_success, prim != nil else { return false }
-                if rt.eltwise.count >= maxPrimitives {
-                    for old in rt.eltwise.values { dnnl_primitive_destroy(old) }
-                    rt.eltwise.removeAll()
-                }
-                rt.eltwise[key] = prim
+                keep(prim!, as: key, in: &rt.eltwise)
             }
-            guard var md = desc([n], [1], type) else { return false }
-            var src: dnnl_memory_t?, dst: dnnl_memory_t?
-            defer { dnnl_memory_destroy(src); dnnl_memory_destroy(dst) }
-            guard dnnl_memory_create(&src, &md, rt.engine, HostBackend.address(a)) == dnnl_success,
-                  dnnl_memory_create(&dst, &md, rt.engine, HostBackend.address(out)) == dnnl_success else { return false }
-            var args = [dnnl_exec_arg_t(arg: 1, memory: src), dnnl_exec_arg_t(arg: 17, memory: dst)]  // SRC, DST
-            guard dnnl_primitive_execute(prim, rt.stream, 2, &args) == dnnl_success else { return false }
-            return dnnl_stream_wait(rt.stream) == dnnl_success
+            guard let md = desc([n], [1], type), let prim else { return false }
+            return run(rt, prim, md, a, md, out)
         }
     }
 }
@@ -220,19 +228,10 @@ extension DNNL {
             guard dnnl_primitive_desc_create(&pd, &op, nil, rt.engine, nil) == dnnl_success else { return false }
             defer { dnnl_primitive_desc_destroy(pd) }
             guard dnnl_primitive_create(&prim, pd) == dnnl_success, prim != nil else { return false }
-            if rt.softmax.count >= maxPrimitives {
-                for old in rt.softmax.values { dnnl_primitive_destroy(old) }
-                rt.softmax.removeAll()
-            }
-            rt.softmax[key] = prim
+            keep(prim!, as: key, in: &rt.softmax)
         }
-        var src: dnnl_memory_t?, dst: dnnl_memory_t?
-        defer { dnnl_memory_destroy(src); dnnl_memory_destroy(dst) }
-        guard dnnl_memory_create(&src, &md, rt.engine, HostBackend.address(x)) == dnnl_success,
-              dnnl_memory_create(&dst, &outMD, rt.engine, HostBackend.address(out)) == dnnl_success else { return false }
-        var args = [dnnl_exec_arg_t(arg: 1, memory: src), dnnl_exec_arg_t(arg: 17, memory: dst)]  // SRC, DST
-        guard dnnl_primitive_execute(prim, rt.stream, 2, &args) == dnnl_success else { return false }
-        return dnnl_stream_wait(rt.stream) == dnnl_success
+        guard let prim else { return false }
+        return run(rt, prim, md, x, outMD, out)
     }
 }
 
