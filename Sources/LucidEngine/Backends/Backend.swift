@@ -121,8 +121,8 @@ protocol Backend: AnyObject, Sendable {
     /// integers); `out` is contiguous and zeroed here first. Indices have been checked.
     func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl)
     /// Windows of `x` ([N, C, H, W], any strides, floating) into contiguous `cols`
-    /// ([N, C·kh·kw, oh·ow]); positions outside the input read `padValue`.
-    func im2col(_ x: TensorImpl, _ g: WindowGeometry, padValue: Float, into cols: TensorImpl)
+    /// ([N, C·kh·kw, oh·ow]); positions outside the input read 0.
+    func im2col(_ x: TensorImpl, _ g: WindowGeometry, into cols: TensorImpl)
     /// The adjoint of `im2col`: sums `cols` into contiguous `x` (in float32, rounding once).
     func col2im(_ cols: TensorImpl, _ g: WindowGeometry, into x: TensorImpl)
     /// Max pooling of the contiguous planes `x` ([P, 1, H, W], floating) into `values` (x's

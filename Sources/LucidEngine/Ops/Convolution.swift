@@ -53,10 +53,10 @@ package enum Convolution {
     }
 
     /// [N, C, H, W] → [N, C·kh·kw, oh·ow]; the adjoint of `fold`.
-    static func unfold(_ x: TensorImpl, _ g: WindowGeometry, padValue: Float = 0) throws -> TensorImpl {
+    static func unfold(_ x: TensorImpl, _ g: WindowGeometry) throws -> TensorImpl {
         let n = x.shape[0], c = x.shape[1]
         let out = try TensorImpl.empty([n, c * g.kernel.0 * g.kernel.1, g.output.0 * g.output.1], dtype: x.dtype, on: x.backend)
-        out.backend.im2col(x, g, padValue: padValue, into: out)
+        out.backend.im2col(x, g, into: out)
         return Autograd.record(out, Autograd.name(unfold), [x]) { grad in [try fold(grad, g, channels: c)] }
     }
 

@@ -1,7 +1,7 @@
 /// Host im2col / col2im: the sliding-window gathers under convolution and pooling.
 extension HostBackend {
-    func im2col(_ x: TensorImpl, _ g: WindowGeometry, padValue: Float, into cols: TensorImpl) {
-        dispatch(x.dtype, Im2Col(x: x, g: g, pad: padValue, cols: cols))
+    func im2col(_ x: TensorImpl, _ g: WindowGeometry, into cols: TensorImpl) {
+        dispatch(x.dtype, Im2Col(x: x, g: g, cols: cols))
     }
 
     func col2im(_ cols: TensorImpl, _ g: WindowGeometry, into x: TensorImpl) {
@@ -105,7 +105,7 @@ private struct MaxPoolBackward: ElementVisitor {
 }
 
 private struct Im2Col: ElementVisitor {
-    let x: TensorImpl, g: WindowGeometry, pad: Float, cols: TensorImpl
+    let x: TensorImpl, g: WindowGeometry, cols: TensorImpl
     func visit<E: HostElement>(_: E.Type) {
         let px = UnsafePointer(HostBackend.address(x).assumingMemoryBound(to: E.Stored.self))
         let pc = HostBackend.address(cols).assumingMemoryBound(to: E.Stored.self)
@@ -113,9 +113,9 @@ private struct Im2Col: ElementVisitor {
         let (kh, kw) = g.kernel, (sh, sw) = g.stride, (ph, pw) = g.padding, (dh, dw) = g.dilation
         let st = x.strides
         if cols.numel == 0 { return }
-        let padStored = withUnsafeTemporaryAllocation(of: E.Stored.self, capacity: 1) { buf -> E.Stored in
+        let zero = withUnsafeTemporaryAllocation(of: E.Stored.self, capacity: 1) { buf -> E.Stored in
             let p = buf.baseAddress!  // capacity 1, never nil
-            E.setFloat(p, 0, pad)
+            E.setFloat(p, 0, 0)
             return p.pointee
         }
         var k = 0
@@ -129,7 +129,7 @@ private struct Im2Col: ElementVisitor {
                             let rowOK = y >= 0 && y < h
                             for ox in 0..<ow {
                                 let xx = ox * sw - pw + j * dw
-                                pc[k] = rowOK && xx >= 0 && xx < w ? px[plane + y * st[2] + xx * st[3]] : padStored
+                                pc[k] = rowOK && xx >= 0 && xx < w ? px[plane + y * st[2] + xx * st[3]] : zero
                                 k += 1
                             }
                         }
