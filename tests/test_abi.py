@@ -31,6 +31,7 @@ _DECLS = [
     ("lucid_binary", [c_int32, c_uint64, c_uint64, POINTER(c_uint64)], c_int32),
     ("lucid_matmul", [c_uint64, c_uint64, POINTER(c_uint64)], c_int32),
     ("lucid_live_tensors", [POINTER(c_int64)], c_int32),
+    ("lucid_memory_stats", [c_int32, POINTER(c_int64), POINTER(c_int64)], c_int32),
     ("lucid_tensor_shape", [c_uint64, POINTER(c_int64), POINTER(c_int64), c_int32], c_int32),
     ("lucid_reduce", [c_int32, c_uint64, POINTER(c_int64), c_int32, c_int32, POINTER(c_uint64)], c_int32),
 ]
@@ -261,6 +262,16 @@ def test_null_out_pointers():
     assert lib.lucid_autocast_live_guards(None) != OK
     assert lib.lucid_live_tensors(None) != OK
     assert lib.lucid_op_count(None) != OK
+
+
+def test_memory_stats_with_a_null_out_pointer_writes_neither():
+    for device in (CPU, METAL):
+        now, peak = c_int64(-7), c_int64(-7)
+        assert lib.lucid_memory_stats(device, None, byref(peak)) != OK and last_error()
+        assert lib.lucid_memory_stats(device, byref(now), None) != OK and last_error()
+        assert now.value == -7 and peak.value == -7
+        assert lib.lucid_memory_stats(device, byref(now), byref(peak)) == OK
+        assert 0 <= now.value <= peak.value
 
 
 @pytest.mark.parametrize("device", [2, 7, -2])

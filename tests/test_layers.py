@@ -487,6 +487,14 @@ def test_huge_window_parameters_are_errors_not_overflows():
         F.conv_transpose2d(x, T(arr(2, 1, 2, 2)), stride=2 ** 40)
     with pytest.raises(ValueError, match="larger than the supported"):
         F.adaptive_avg_pool2d(x, 2 ** 31)
+    for pool in (F.max_pool2d, F.avg_pool2d):
+        for kw in (dict(padding=2 ** 40), dict(stride=2 ** 62), dict(kernel_size=2 ** 40)):
+            with pytest.raises(ValueError, match="larger than the supported"):
+                pool(x, **{"kernel_size": 2, **kw})
+        with pytest.raises(ValueError, match="larger than the supported"):
+            pool(x.half(), 2, padding=2 ** 40)  # (the half-precision path checks the window too)
+    with pytest.raises(ValueError, match="too many elements"):
+        F.adaptive_avg_pool2d(x, (2 ** 30, 2 ** 30))
 
 
 def test_empty_inputs():

@@ -167,8 +167,11 @@ public func lucid_memory_stats(_ device: Int32, _ allocated: UnsafeMutablePointe
                                _ peak: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let d = try optionalDevice(device)
-        try store(Int64(MemoryStats.allocatedBytes(d)), allocated, "allocated")
-        try store(Int64(MemoryStats.peakBytes(d)), peak, "peak")
+        // Both pointers are checked before either is written: a failing call writes nothing.
+        guard let allocated else { throw LucidError(.value, "allocated pointer is null") }
+        guard let peak else { throw LucidError(.value, "peak pointer is null") }
+        allocated.pointee = Int64(MemoryStats.allocatedBytes(d))
+        peak.pointee = Int64(MemoryStats.peakBytes(d))
     }
 }
 

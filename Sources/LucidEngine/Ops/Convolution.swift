@@ -213,9 +213,10 @@ package enum Convolution {
                                   ceilMode: Bool) throws -> TensorImpl {
         let op = maxPool2d.name
         let (x, lead) = try planes(op, input)
-        try checkHalfKernel(op, padding, kernel, dilation)
+        // geometry first: it bounds every parameter, so the half-kernel check cannot overflow
         let g = try geometry(op, input: (x.shape[2], x.shape[3]), kernel: kernel, stride: stride, padding: padding,
                              dilation: dilation, ceil: ceilMode)
+        try checkHalfKernel(op, padding, kernel, dilation)
         guard x.dtype.isFloatingPoint else {
             throw LucidError.type("\(op): expected a floating-point input, got \(x.dtype)")
         }
@@ -247,10 +248,10 @@ package enum Convolution {
                                   countIncludePad: Bool, divisorOverride: Int?) throws -> TensorImpl {
         let op = avgPool2d.name
         let (x, lead) = try planes(op, input)
-        try checkHalfKernel(op, padding, kernel)
         if let d = divisorOverride, d <= 0 { throw LucidError.value("\(op): divisor_override must be positive, got \(d)") }
         let g = try geometry(op, input: (x.shape[2], x.shape[3]), kernel: kernel, stride: stride, padding: padding,
                              dilation: (1, 1), ceil: ceilMode)
+        try checkHalfKernel(op, padding, kernel)
         return try avgPool2d.run([x]) { t in
             let sums = try Composite.sum(try unfold(t[0], g), [1])  // [N·C, oh·ow]
             let divisor: TensorImpl
@@ -270,6 +271,7 @@ package enum Convolution {
     /// The averaging matrix [out, size] of adaptive pooling: row i averages the inputs
     /// floor(i·size/out) ..< ceil((i+1)·size/out).
     private static func adaptiveMatrix(_ out: Int, _ size: Int, dtype: DType, device: Device) throws -> TensorImpl {
+        try Creation.reserveStaging(out * size, bytesEach: 12)
         var values = [Double](repeating: 0, count: out * size)
         for i in 0..<out {
             let start = (i * size) / out, end = ((i + 1) * size + out - 1) / out
@@ -285,6 +287,10 @@ package enum Convolution {
         try checkPositive(op, "output_size", outputSize)
         let h = x.shape[2], w = x.shape[3]
         guard h > 0, w > 0 else { throw LucidError.value("\(op): the input planes of shape \(input.shape) are empty") }
+        // The averaging matrices hold output x input entries, the result planes x output.
+        _ = try Shape.numel([outputSize.0, h])
+        _ = try Shape.numel([outputSize.1, w])
+        _ = try Shape.numel(lead + [outputSize.0, outputSize.1])
         return try adaptiveAvgPool2d.run([x]) { t in
             // A linear map per axis: out = A_h · X · A_wᵀ, in float32 (A's entries are not
             // exact in 16 bits).

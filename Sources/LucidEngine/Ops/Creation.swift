@@ -1,9 +1,50 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Factories: full (zeros, ones), arange, rand, randn.
 package enum Creation {
+    /// Values computed on the host (ranges, random draws, pooling matrices) are staged in Swift
+    /// arrays, whose allocation traps when the memory is not there. Staging more than the
+    /// machine's physical memory is refused up front, so such a size is an error, not a crash.
+    static func reserveStaging(_ count: Int, bytesEach: Int) throws {
+        let (bytes, overflow) = count.multipliedReportingOverflow(by: bytesEach)
+        guard !overflow, bytes <= physicalMemory else {
+            throw LucidError.runtime("out of memory: \(count) values would need \(bytes) bytes of staging, "
+                                     + "more than the machine's \(physicalMemory)")
+        }
+    }
+
+    static let physicalMemory: Int = {
+        let pages = sysconf(Int32(_SC_PHYS_PAGES)), size = sysconf(Int32(_SC_PAGESIZE))
+        return pages > 0 && size > 0 ? pages.multipliedReportingOverflow(by: size).partialValue : Int.max
+    }()
+
     package static func full(_ shape: [Int], value: ScalarOperand, dtype: DType, device: Device) throws -> TensorImpl {
+        try checkRepresentable(value, in: dtype)
         let out = try TensorImpl.empty(shape, dtype: dtype, on: try Backends.backend(for: device))
-        out.backend.fill(out, with: value.value)
+        // A bool holds whether the value is nonzero (NaN and 0.5 are true), not its truncation.
+        let fill = dtype == .bool && value.kind == .float ? Scalar(int: value.value.double != 0 ? 1 : 0) : value.value
+        out.backend.fill(out, with: fill)
         return out
+    }
+
+    /// An integer tensor cannot hold NaN, an infinity or a value beyond its range: filling one
+    /// with such a value is refused (as PyTorch does) instead of storing an arbitrary integer.
+    /// Finite floats are truncated toward zero.
+    static func checkRepresentable(_ value: ScalarOperand, in dtype: DType) throws {
+        let range: ClosedRange<Double>
+        switch dtype {
+        case .int32: range = -2_147_483_648...2_147_483_647
+        case .int64: range = -9_223_372_036_854_775_808...9_223_372_036_854_774_784  // the largest double below 2^63
+        default: return
+        }
+        let v = value.kind == .float ? value.value.double.rounded(.towardZero) : Double(value.value.int)
+        let fits = value.kind == .float ? range.contains(v)
+            : dtype == .int64 || (Int64(Int32.min)...Int64(Int32.max)).contains(value.value.int)
+        guard fits else { throw LucidError.value("fill value \(value.kind == .float ? "\(value.value.double)" : "\(value.value.int)") cannot be converted to \(dtype) without overflow") }
     }
 
     /// Values `start, start + step, …` below `end` (above it for a negative step), computed in
@@ -20,6 +61,7 @@ package enum Creation {
         guard count <= Double(Shape.maxElements) else { throw LucidError.value("arange: \(count) elements are too many") }
         let n = Int(count)
         let type = dtype ?? .float32
+        try reserveStaging(n, bytesEach: 12)  // float64 values, then their float32 roundings
         let values = (0..<n).map { start + Double($0) * step }
         return try fromDoubles(values, shape: [n], dtype: type, device: device)
     }
@@ -39,6 +81,7 @@ package enum Creation {
             throw LucidError.value("arange: the range [\(start), \(end)) with step \(step) has too many elements")
         }
         let n = Int(count)
+        try reserveStaging(n, bytesEach: 8)
         let values = (0..<n).map { start &+ Int64($0) &* step }
         let staged = try TensorImpl.empty([n], dtype: .int64, on: try Backends.backend(for: device))
         values.withUnsafeBytes { staged.backend.write($0, into: staged) }
@@ -60,6 +103,7 @@ package enum Creation {
             throw LucidError.type("\(op): dtype must be floating point, got \(dtype)")
         }
         let n = try Shape.numel(shape)
+        try reserveStaging(n, bytesEach: 12)
         let values = Random.global.draw(n, draw)
         return try fromDoubles(values, shape: shape, dtype: dtype, device: device)
     }

@@ -187,7 +187,7 @@ extension ShapeOps {
         let d = try Shape.wrapDim(dim, ndim: a.ndim, op: narrow.name)
         let size = a.shape[d]
         let s = start < 0 ? start + size : start
-        guard s >= 0, s <= size, length >= 0, s + length <= size else {
+        guard s >= 0, s <= size, length >= 0, length <= size - s else {
             throw LucidError.index("narrow: start \(start) and length \(length) are out of range for dimension \(dim) of size \(size)")
         }
         var items = [Indexing.Item](repeating: .slice(start: nil, stop: nil, step: nil), count: a.ndim)
