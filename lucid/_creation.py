@@ -33,7 +33,7 @@ def _cast_numpy(arr: np.ndarray, target) -> np.ndarray:
     # NaN -> 0. Done here because the source may be float64, which the engine does not hold.
     a = arr.astype(np.float64)
     if target.numpy == np.bool_:
-        return a != 0
+        return np.asarray(a != 0)  # (a 0-d comparison gives a numpy scalar, not an array)
     info = np.iinfo(target.numpy)
     limit = 2.0 ** (info.bits - 1)  # exactly representable, unlike info.max
     with np.errstate(invalid="ignore"):

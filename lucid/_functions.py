@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import operator
 
 from . import _engine as E
 from ._tensor import Tensor, _scalar
+from ._types import as_index
 
 
 def _check(t, fn, what="input"):
@@ -41,12 +41,12 @@ def _tensors(tensors, fn):
 
 def cat(tensors, dim=0) -> Tensor:
     """Joins tensors along ``dim``; under autocast mixed floating dtypes join in the widest."""
-    return Tensor._wrap(E.cat([t._h for t in _tensors(tensors, "cat")], operator.index(dim), False))
+    return Tensor._wrap(E.cat([t._h for t in _tensors(tensors, "cat")], as_index(dim), False))
 
 
 def stack(tensors, dim=0) -> Tensor:
     """Joins tensors of one shape along a new dimension ``dim``."""
-    return Tensor._wrap(E.cat([t._h for t in _tensors(tensors, "stack")], operator.index(dim), True))
+    return Tensor._wrap(E.cat([t._h for t in _tensors(tensors, "stack")], as_index(dim), True))
 
 
 concat = cat

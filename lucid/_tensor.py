@@ -10,8 +10,8 @@ import numpy as np
 
 from . import _engine as E
 from ._types import device as _Device, dtype as _DType
-from ._types import (as_device, bfloat16, bool_, check_dtype, device, dtype, dtype_from_code, device_from_code,
-                     float16, float32, int32, int64)
+from ._types import (as_device, as_index, bfloat16, bool_, check_dtype, device, dtype, dtype_from_code,
+                     device_from_code, float16, float32, int32, int64)
 
 
 def _scalar(value):
@@ -21,7 +21,7 @@ def _scalar(value):
     if isinstance(value, numbers.Integral):
         v = int(value)
         if not -(1 << 63) <= v < (1 << 63):
-            raise OverflowError(f"integer scalar {v} does not fit in int64")
+            raise ValueError(f"integer scalar {v} does not fit in int64")
         return 0.0, v, E.SCALAR_INT
     if isinstance(value, numbers.Real):
         return float(value), 0, E.SCALAR_FLOAT
@@ -32,7 +32,7 @@ def _int_tuple(values, what):
     out = []
     for v in values:
         try:
-            out.append(operator.index(v))
+            out.append(as_index(v))
         except TypeError:
             raise TypeError(f"{what} must be integers, got {v!r} ({type(v).__name__})") from None
     return tuple(out)
@@ -182,7 +182,7 @@ class Tensor:
 
     def _wrap_dim(self, dim):
         n = self.ndim
-        d = operator.index(dim)
+        d = as_index(dim)
         if not -max(n, 1) <= d < max(n, 1):
             raise IndexError(f"dimension {d} is out of range for a tensor with {n} dimensions")
         return d % n if n else 0
@@ -547,7 +547,7 @@ class Tensor:
             if keepdim:
                 raise TypeError("max()/min() without dim does not take keepdim")
             return self.amax() if largest else self.amin()
-        v, i = E.max_dim(self._h, operator.index(dim), keepdim, largest)
+        v, i = E.max_dim(self._h, as_index(dim), keepdim, largest)
         return result(Tensor._wrap(v), Tensor._wrap(i))
 
     def max(self, dim=None, keepdim=False):
@@ -560,10 +560,10 @@ class Tensor:
 
     def argmax(self, dim=None, keepdim=False):
         """Index of the max along ``dim``, or into the flattened tensor."""
-        return Tensor._wrap(E.argmax(self._h, None if dim is None else operator.index(dim), keepdim, True))
+        return Tensor._wrap(E.argmax(self._h, None if dim is None else as_index(dim), keepdim, True))
 
     def argmin(self, dim=None, keepdim=False):
-        return Tensor._wrap(E.argmax(self._h, None if dim is None else operator.index(dim), keepdim, False))
+        return Tensor._wrap(E.argmax(self._h, None if dim is None else as_index(dim), keepdim, False))
 
     def _var(self, dim, unbiased, correction, keepdim, root):
         if correction is None:
@@ -584,10 +584,10 @@ class Tensor:
         return Tensor._wrap(E.reduce(E.LOGSUMEXP, self._h, self._dims(dim), keepdim))
 
     def softmax(self, dim):
-        return Tensor._wrap(E.softmax(self._h, operator.index(dim), False))
+        return Tensor._wrap(E.softmax(self._h, as_index(dim), False))
 
     def log_softmax(self, dim):
-        return Tensor._wrap(E.softmax(self._h, operator.index(dim), True))
+        return Tensor._wrap(E.softmax(self._h, as_index(dim), True))
 
     # ---- shape ---------------------------------------------------------------------------
 
@@ -598,13 +598,13 @@ class Tensor:
         return Tensor._wrap(E.reshape(self._h, _shape_args(shape), True))
 
     def flatten(self, start_dim=0, end_dim=-1):
-        return Tensor._wrap(E.flatten(self._h, operator.index(start_dim), operator.index(end_dim)))
+        return Tensor._wrap(E.flatten(self._h, as_index(start_dim), as_index(end_dim)))
 
     def squeeze(self, dim=None):
         return Tensor._wrap(E.squeeze(self._h, self._dims(dim)))
 
     def unsqueeze(self, dim):
-        return Tensor._wrap(E.unsqueeze(self._h, operator.index(dim)))
+        return Tensor._wrap(E.unsqueeze(self._h, as_index(dim)))
 
     def expand(self, *sizes):
         """A broadcast view at ``sizes`` (-1 keeps a dimension)."""
@@ -614,28 +614,28 @@ class Tensor:
         return self.expand(other.shape)
 
     def narrow(self, dim, start, length):
-        return Tensor._wrap(E.narrow(self._h, operator.index(dim), operator.index(start), operator.index(length)))
+        return Tensor._wrap(E.narrow(self._h, as_index(dim), as_index(start), as_index(length)))
 
     def split(self, split_size_or_sections, dim=0):
         """Views of consecutive pieces: of ``split_size`` entries each, or of the listed sizes."""
-        dim = operator.index(dim)
+        dim = as_index(dim)
         if isinstance(split_size_or_sections, (list, tuple)):
             sizes = _int_tuple(split_size_or_sections, "split sizes")
             handles = E.split(self._h, E.SPLIT_SIZES, sizes, dim, len(sizes))
         else:
-            size = operator.index(split_size_or_sections)
+            size = as_index(split_size_or_sections)
             n = self.shape[self._wrap_dim(dim)] if self.ndim else 1
             handles = E.split(self._h, E.SPLIT_SIZE, (size,), dim, n)
         return tuple(Tensor._wrap(h) for h in handles)
 
     def chunk(self, chunks, dim=0):
-        chunks, dim = operator.index(chunks), operator.index(dim)
+        chunks, dim = as_index(chunks), as_index(dim)
         n = self.shape[self._wrap_dim(dim)] if self.ndim else 1
         capacity = min(max(chunks, 1), max(n, 1))  # never more pieces than entries
         return tuple(Tensor._wrap(h) for h in E.split(self._h, E.SPLIT_CHUNKS, (chunks,), dim, capacity))
 
     def transpose(self, dim0, dim1):
-        return Tensor._wrap(E.transpose(self._h, operator.index(dim0), operator.index(dim1)))
+        return Tensor._wrap(E.transpose(self._h, as_index(dim0), as_index(dim1)))
 
     def permute(self, *dims):
         return Tensor._wrap(E.permute(self._h, _shape_args(dims, "dims")))
@@ -668,10 +668,10 @@ class Tensor:
         return (self[i] for i in range(self.shape[0]))
 
     def index_select(self, dim, index):
-        return Tensor._wrap(E.index_select(self._h, operator.index(dim), _tensor_arg(index, "index")._h))
+        return Tensor._wrap(E.index_select(self._h, as_index(dim), _tensor_arg(index, "index")._h))
 
     def gather(self, dim, index):
-        return Tensor._wrap(E.gather(self._h, operator.index(dim), _tensor_arg(index, "index")._h))
+        return Tensor._wrap(E.gather(self._h, as_index(dim), _tensor_arg(index, "index")._h))
 
     def contiguous(self):
         if self.is_contiguous():

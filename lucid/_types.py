@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 import ml_dtypes
 
@@ -127,3 +129,11 @@ def as_device(d) -> device:
 
 def device_from_code(code: int) -> device:
     return _DEVICES[code]
+
+
+def as_index(v) -> int:
+    """`operator.index`, refusing bools: a size or dimension given as True is a mistake, not 1
+    (PyTorch refuses them too)."""
+    if isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"expected an integer, got {v!r} (a bool)")
+    return operator.index(v)

@@ -782,6 +782,12 @@ def test_shape_op_errors():
         t.transpose(0.5, 1)
     with pytest.raises(TypeError):
         t.reshape(2.0, 3)
+    for start, length in ((1, 2 ** 63 - 1), (2 ** 63 - 1, 1), (-1, 2), (0, -1)):
+        with pytest.raises(IndexError, match="out of range"):
+            t.narrow(1, start, length)
+    assert t.narrow(1, -1, 1).shape == (2, 1)
+    with pytest.raises(ValueError, match="does not fit in int64"):
+        t * 2 ** 70
 
 
 def test_views_keep_dtype_and_device():

@@ -252,6 +252,49 @@ def test_full(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_full_integer_fill_that_does_not_fit_is_refused(device):
+    for dtype, value in ((lucid.int64, float("nan")), (lucid.int64, float("inf")), (lucid.int32, -float("inf")),
+                         (lucid.int32, 3e9), (lucid.int32, 2 ** 31), (lucid.int64, 1e19)):
+        with pytest.raises(ValueError, match="without overflow"):
+            lucid.full((2,), value, dtype=dtype, device=device)
+    assert_same(lucid.full((1,), 2 ** 31 - 1, dtype=lucid.int32, device=device).numpy(),
+                np.full(1, 2 ** 31 - 1, np.int32))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bool_fill_is_whether_the_value_is_nonzero(device):
+    # As numpy's astype(bool): 0.5 and NaN are true, only zero is false.
+    for value in (0.5, -0.25, float("nan"), float("inf"), 3, 0.0, -0.0, 0):
+        t = lucid.full((3,), value, dtype=lucid.bool_, device=device)
+        assert_same(t.numpy(), np.full(3, value).astype(bool))
+    for value in (np.float32(0.0), np.float32(0.5), np.float16(-0.0)):
+        assert_same(lucid.tensor(value, dtype=lucid.bool_, device=device).numpy(), np.asarray(value).astype(bool))
+
+
+def test_bool_is_not_a_size_or_a_dim():
+    with pytest.raises(TypeError, match="bool"):
+        lucid.zeros(True)
+    with pytest.raises(TypeError, match="bool"):
+        lucid.ones(2, np.bool_(True))
+    t = lucid.ones(2, 3)
+    for call in (lambda: t.sum(dim=True), lambda: t.reshape(True, 6), lambda: t.transpose(0, False),
+                 lambda: t.narrow(0, 0, True), lambda: t.unsqueeze(True)):
+        with pytest.raises(TypeError, match="bool"):
+            call()
+
+
+def test_staging_larger_than_the_machine_is_a_runtime_error():
+    # Sizes within the shape limit whose host staging would exceed physical memory: refused
+    # up front rather than trapping in the allocation.
+    import os
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for call in (lambda: lucid.arange(0, physical // 8 + 1), lambda: lucid.arange(0.0, float(physical // 12 + 1)),
+                 lambda: lucid.randn(physical // 12 + 1), lambda: lucid.rand(physical // 12 + 1)):
+        with pytest.raises(RuntimeError, match="out of memory"):
+            call()
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("args", [(5,), (0,), (1, 10, 3), (-5, 5), (10, 0, -3), (3, 4), (-2, -10, -1)])
 def test_arange_integers(device, args):
     t = lucid.arange(*args, device=device)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import operator
 
 from .. import _creation
 from .._tensor import Tensor
@@ -12,6 +11,7 @@ from . import functional as F
 from .layers import Linear
 from .module import Module
 from .parameter import Parameter
+from .._types import as_index
 
 
 class MultiheadAttention(Module):
@@ -25,7 +25,7 @@ class MultiheadAttention(Module):
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, batch_first=False, device="cpu", dtype=None):
         super().__init__()
-        self.embed_dim, self.num_heads = operator.index(embed_dim), operator.index(num_heads)
+        self.embed_dim, self.num_heads = as_index(embed_dim), as_index(num_heads)
         if self.num_heads <= 0 or self.embed_dim % self.num_heads:
             raise ValueError(f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})")
         if not 0.0 <= dropout < 1.0:

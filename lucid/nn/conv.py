@@ -3,26 +3,26 @@
 from __future__ import annotations
 
 import math
-import operator
 
 from . import functional as F
 from .layers import uniform_parameter
 from .module import Module
+from .._types import as_index
 
 
 def _tuple(v, n, what):
     t = tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
     if len(t) != n:
         raise ValueError(f"{what} must be an int or a {n}-tuple, got {v!r}")
-    return tuple(operator.index(x) for x in t)
+    return tuple(as_index(x) for x in t)
 
 
 class _ConvNd(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, n, transposed,
                  output_padding=0, device="cpu", dtype=None):
         super().__init__()
-        self.in_channels, self.out_channels = operator.index(in_channels), operator.index(out_channels)
-        self.groups = operator.index(groups)
+        self.in_channels, self.out_channels = as_index(in_channels), as_index(out_channels)
+        self.groups = as_index(groups)
         if self.groups <= 0:
             raise ValueError(f"groups must be a positive integer, got {groups}")
         if self.in_channels % self.groups or self.out_channels % self.groups:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import operator
 
 from .. import _engine as E
 from .._tensor import Tensor
+from .._types import as_index
 
 
 def _check(t, what):
@@ -69,9 +69,9 @@ def _pair(v, what):
     if isinstance(v, (tuple, list)):
         if len(v) != 2:
             raise ValueError(f"{what} must be an int or a pair of ints, got {v!r}")
-        return tuple(operator.index(x) for x in v)
+        return tuple(as_index(x) for x in v)
     try:
-        v = operator.index(v)
+        v = as_index(v)
     except TypeError:
         raise TypeError(f"{what} must be an int or a pair of ints, got {v!r}") from None
     return v, v
@@ -83,7 +83,7 @@ def _single(v, what):
             raise ValueError(f"{what} must be an int or a 1-tuple, got {v!r}")
         v = v[0]
     try:
-        return operator.index(v)
+        return as_index(v)
     except TypeError:
         raise TypeError(f"{what} must be an int, got {v!r}") from None
 
@@ -128,7 +128,7 @@ def layer_norm(input: Tensor, normalized_shape, weight=None, bias=None, eps: flo
 def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     """Normalises each group of channels of [N, C, *] input; float32 under autocast."""
     _check(input, "input")
-    return Tensor._wrap(E.group_norm(input._h, operator.index(num_groups), _h(weight, "weight"), _h(bias, "bias"),
+    return Tensor._wrap(E.group_norm(input._h, as_index(num_groups), _h(weight, "weight"), _h(bias, "bias"),
                                      float(eps)))
 
 
@@ -157,7 +157,7 @@ def conv2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilati
     _check(weight, "weight")
     if padding == "valid":
         padding = 0
-    params = (*_pair(stride, "stride"), *_pair(padding, "padding"), *_pair(dilation, "dilation"), operator.index(groups))
+    params = (*_pair(stride, "stride"), *_pair(padding, "padding"), *_pair(dilation, "dilation"), as_index(groups))
     return Tensor._wrap(E.conv2d(input._h, weight._h, _h(bias, "bias"), params))
 
 
@@ -168,7 +168,7 @@ def conv1d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilati
     if padding == "valid":
         padding = 0
     params = (_single(stride, "stride"), _single(padding, "padding"), _single(dilation, "dilation"),
-              operator.index(groups))
+              as_index(groups))
     return Tensor._wrap(E.conv1d(input._h, weight._h, _h(bias, "bias"), params))
 
 
@@ -178,7 +178,7 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding
     _check(input, "input")
     _check(weight, "weight")
     params = (*_pair(stride, "stride"), *_pair(padding, "padding"), *_pair(output_padding, "output_padding"),
-              *_pair(dilation, "dilation"), operator.index(groups))
+              *_pair(dilation, "dilation"), as_index(groups))
     return Tensor._wrap(E.conv_transpose2d(input._h, weight._h, _h(bias, "bias"), params))
 
 
@@ -200,7 +200,7 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     _check(input, "input")
     k = _pair(kernel_size, "kernel_size")
     s = k if stride is None or stride == [] else _pair(stride, "stride")
-    divisor = 0 if divisor_override is None else operator.index(divisor_override)
+    divisor = 0 if divisor_override is None else as_index(divisor_override)
     if divisor_override is not None and divisor <= 0:
         raise ValueError(f"divisor_override must be positive, got {divisor_override!r}")
     params = (*k, *s, *_pair(padding, "padding"))
@@ -216,7 +216,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
         ow = input.shape[-1] if output_size[1] is None else output_size[1]
     else:
         oh, ow = _pair(output_size, "output_size")
-    return Tensor._wrap(E.adaptive_avg_pool2d(input._h, operator.index(oh), operator.index(ow)))
+    return Tensor._wrap(E.adaptive_avg_pool2d(input._h, as_index(oh), as_index(ow)))
 
 
 # ---- attention and embedding ---------------------------------------------------------------
@@ -241,7 +241,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None) -> Tensor:
     """Rows of ``weight`` at the integer ``input``; the ``padding_idx`` row gets no gradient."""
     _check(input, "input")
     _check(weight, "weight")
-    return Tensor._wrap(E.embedding(weight._h, input._h, None if padding_idx is None else operator.index(padding_idx)))
+    return Tensor._wrap(E.embedding(weight._h, input._h, None if padding_idx is None else as_index(padding_idx)))
 
 
 # ---- losses (float32 under autocast) -------------------------------------------------------
@@ -262,7 +262,7 @@ def nll_loss(input: Tensor, target: Tensor, weight=None, ignore_index: int = -10
     """Negative log-likelihood of class indices under log-probabilities [N, C, *]."""
     _check(input, "input")
     _check(target, "target")
-    return Tensor._wrap(E.nll_loss(input._h, target._h, _h(weight, "weight"), operator.index(ignore_index),
+    return Tensor._wrap(E.nll_loss(input._h, target._h, _h(weight, "weight"), as_index(ignore_index),
                                    _reduction(reduction)))
 
 
@@ -272,7 +272,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight=None, ignore_index: int 
     ``label_smoothing``) or class-probability targets of the input's shape."""
     _check(input, "input")
     _check(target, "target")
-    return Tensor._wrap(E.cross_entropy(input._h, target._h, _h(weight, "weight"), operator.index(ignore_index),
+    return Tensor._wrap(E.cross_entropy(input._h, target._h, _h(weight, "weight"), as_index(ignore_index),
                                         _reduction(reduction), float(label_smoothing)))
 
 

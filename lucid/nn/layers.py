@@ -11,6 +11,7 @@ from .._types import check_dtype, float32
 from . import functional as F
 from .module import Module
 from .parameter import Parameter
+from .._types import as_index
 
 
 def uniform_parameter(shape, bound: float, dtype=None, device="cpu") -> Parameter:
@@ -25,8 +26,8 @@ class Linear(Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device="cpu", dtype=None):
         super().__init__()
-        self.in_features = operator.index(in_features)
-        self.out_features = operator.index(out_features)
+        self.in_features = as_index(in_features)
+        self.out_features = as_index(out_features)
         if self.in_features < 0 or self.out_features < 0:
             raise ValueError(f"Linear features must be non-negative, got {in_features} and {out_features}")
         bound = 1.0 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
@@ -89,7 +90,7 @@ class Flatten(Module):
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
         super().__init__()
-        self.start_dim, self.end_dim = operator.index(start_dim), operator.index(end_dim)
+        self.start_dim, self.end_dim = as_index(start_dim), as_index(end_dim)
 
     def forward(self, x):
         return x.flatten(self.start_dim, self.end_dim)

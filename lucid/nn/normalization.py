@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import operator
 
 from .. import _creation
 from .._types import check_dtype, float32, int64
 from . import functional as F
 from .module import Module
 from .parameter import Parameter
+from .._types import as_index
 
 
 def _filled(shape, value, dtype, device):
@@ -22,7 +22,7 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device="cpu", dtype=None):
         super().__init__()
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-        self.normalized_shape = tuple(operator.index(s) for s in shape)
+        self.normalized_shape = tuple(as_index(s) for s in shape)
         self.eps = float(eps)
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
@@ -47,7 +47,7 @@ class GroupNorm(Module):
 
     def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device="cpu", dtype=None):
         super().__init__()
-        self.num_groups, self.num_channels = operator.index(num_groups), operator.index(num_channels)
+        self.num_groups, self.num_channels = as_index(num_groups), as_index(num_channels)
         if self.num_groups <= 0 or self.num_channels % self.num_groups:
             raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
         self.eps, self.affine = float(eps), affine
@@ -71,7 +71,7 @@ class _BatchNorm(Module):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device="cpu",
                  dtype=None):
         super().__init__()
-        self.num_features = operator.index(num_features)
+        self.num_features = as_index(num_features)
         self.eps, self.momentum = float(eps), momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         n = (self.num_features,)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import operator
 
 from .. import _creation, _grad_mode
 from .._types import check_dtype, float32
 from . import functional as F
 from .module import Module
 from .parameter import Parameter
+from .._types import as_index
 
 
 class Embedding(Module):
@@ -17,9 +17,9 @@ class Embedding(Module):
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, device="cpu", dtype=None):
         super().__init__()
-        self.num_embeddings, self.embedding_dim = operator.index(num_embeddings), operator.index(embedding_dim)
+        self.num_embeddings, self.embedding_dim = as_index(num_embeddings), as_index(embedding_dim)
         if padding_idx is not None:
-            padding_idx = operator.index(padding_idx)
+            padding_idx = as_index(padding_idx)
             if not -self.num_embeddings <= padding_idx < self.num_embeddings:
                 raise ValueError(f"padding_idx {padding_idx} must be within num_embeddings ({num_embeddings})")
             padding_idx %= self.num_embeddings
