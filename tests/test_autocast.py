@@ -310,6 +310,30 @@ def test_reentry_same_object_twice_each_exit_undoes_its_entry():
     assert state() == OFF
 
 
+def test_exit_interrupted_after_leaving_its_scope_does_not_strand_the_outer_one(monkeypatch):
+    # An interrupt landing between the engine leaving the inner scope and __exit__ forgetting
+    # its handle leaves a stale handle on top; the outer exit must still leave its own scope.
+    import lucid.amp.autocast_mode as mode
+    real, fired = mode.E.guard_destroy, []
+
+    def interrupted_once(handle):
+        real(handle)
+        if not fired:
+            fired.append(handle)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(mode.E, "guard_destroy", interrupted_once)
+    ac = autocast("cpu", dtype=BF16)
+    guards = _engine.autocast_live_guards()
+    with pytest.raises(KeyboardInterrupt):
+        with ac:
+            with ac:
+                pass
+    assert fired and state() == OFF and _engine.autocast_live_guards() == guards
+    with pytest.raises(RuntimeError, match="has not entered"):
+        ac.__exit__(None, None, None)
+
+
 def test_scope_ends_at_exit_not_at_collection():
     ac = autocast(dtype=BF16)
     with ac:

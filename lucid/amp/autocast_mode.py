@@ -132,10 +132,19 @@ class autocast:
             raise RuntimeError(
                 f"{self!r}.__exit__ called on a thread that has not entered it (or has already left every entry)")
         # Leave the scope before forgetting its handle: an interrupt in between leaves a stale
-        # handle (a clear error later) rather than a live scope nobody can close.
-        E.guard_destroy(handles[-1])
-        handles.pop()
-        return False  # exceptions propagate
+        # handle rather than a live scope nobody can close. A stale handle on top belongs to
+        # an exit that already left its scope, so this exit is for the entry below it; with
+        # no entry below, the stale handle is a clear error.
+        while True:
+            try:
+                E.guard_destroy(handles[-1])
+            except ValueError:  # (not a live guard: the engine changed nothing)
+                handles.pop()
+                if not handles:
+                    raise
+                continue
+            handles.pop()
+            return False  # exceptions propagate
 
     def __call__(self, fn):
         """Use as a decorator: every call of `fn` runs inside this scope."""

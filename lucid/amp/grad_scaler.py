@@ -8,6 +8,7 @@ from .. import _engine as E
 from .._tensor import Tensor
 
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
+_FLOAT32_MAX = 3.4028234663852886e38
 
 
 class GradScaler:
@@ -20,7 +21,8 @@ class GradScaler:
         ``"metal"`` or ``"cpu"``.
     init_scale : float, default 2.**16
     growth_factor : float, default 2.0
-        Multiplies the scale after `growth_interval` consecutive steps without inf/NaN.
+        Multiplies the scale after `growth_interval` consecutive steps without inf/NaN,
+        unless that would take it past the float32 range.
     backoff_factor : float, default 0.5
         Multiplies the scale after a step with inf/NaN gradients (which is skipped).
     growth_interval : int, default 2000
@@ -143,7 +145,11 @@ class GradScaler:
             else:
                 self._growth_tracker += 1
                 if self._growth_tracker == self._growth_interval:
-                    self._scale *= self._growth_factor
+                    # As torch.amp does with its float32 scale: no growth past the float32
+                    # range, where scaling would turn every loss into inf.
+                    grown = self._scale * self._growth_factor
+                    if grown <= _FLOAT32_MAX:
+                        self._scale = grown
                     self._growth_tracker = 0
         self._per_optimizer = {}
 
