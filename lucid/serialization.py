@@ -10,10 +10,17 @@ object that was saved.
 
 from __future__ import annotations
 
+import io
 import json
 import numbers
 import os
 import secrets
+import stat
+
+try:
+    import fcntl
+except ImportError:  # (not on Windows: there a killed save's temporary file stays)
+    fcntl = None
 
 import ml_dtypes
 import numpy as np
@@ -70,7 +77,9 @@ def save(obj, f) -> None:
         dicts of them. Dict keys must be str or int.
     f : str, os.PathLike or binary file
         Where to write. A path is written to a temporary file beside it and renamed over
-        it, so an interrupted save leaves any previous checkpoint at ``f`` intact.
+        it, so an interrupted save leaves any previous checkpoint at ``f`` intact. An
+        exception removes the temporary file; one left by a process killed mid-save is
+        removed by the next save to ``f`` (on platforms with ``fcntl.flock``).
 
     Raises
     ------
@@ -98,13 +107,15 @@ def save(obj, f) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"lucid.save: the directory of {path!r} does not exist")
-    fd, tmp = _create_temporary(directory, os.path.basename(path))
+    name = os.path.basename(path)
+    fd, tmp = _create_temporary(directory, name)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
-        os.replace(tmp, path)
+            # Renamed while still open, so its lock is held until it is the checkpoint.
+            os.replace(tmp, path)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -112,19 +123,70 @@ def save(obj, f) -> None:
             pass
         raise
     _sync_directory(directory)
+    _remove_orphans(directory, name)
+
+
+def _temporary_name(name, token):
+    return f".{name}.{token}.tmp"
 
 
 def _create_temporary(directory, name):
-    """A new file beside the target. Created with mode 0o666 so the umask applies, as for any
-    file the user writes (``tempfile.mkstemp`` would make the checkpoint owner-only)."""
+    """A new file beside the target, locked for as long as it is open. Created with mode
+    0o666 so the umask applies, as for any file the user writes (``tempfile.mkstemp`` would
+    make the checkpoint owner-only)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     for _ in range(100):
-        tmp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+        tmp = os.path.join(directory, _temporary_name(name, secrets.token_hex(6)))
         try:
-            return os.open(tmp, flags, 0o666), tmp
+            fd = os.open(tmp, flags, 0o666)
         except FileExistsError:
             continue
+        if fcntl is None:
+            return fd, tmp
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            # Another save's sweep may have taken the file for an orphan before it was
+            # locked; then it is gone and a new one is made.
+            if os.path.samestat(os.fstat(fd), os.stat(tmp, follow_symlinks=False)):
+                return fd, tmp
+        except FileNotFoundError:
+            pass
+        except OSError:  # (a file system without locks: orphans are then never swept)
+            return fd, tmp
+        os.close(fd)
     raise FileExistsError(f"lucid.save: could not create a temporary file in {directory!r}")
+
+
+def _remove_orphans(directory, name):
+    """Deletes the temporary files of saves of `name` whose process died mid-save (a
+    SIGKILL, a power cut): their lock went with the process. A save still writing holds its
+    lock, and one whose file is taken before it locks it makes another."""
+    if fcntl is None:
+        return
+    prefix, width = f".{name}.", len(_temporary_name(name, "0" * 12))
+    try:
+        entries = [e for e in os.scandir(directory) if e.name.startswith(prefix) and len(e.name) == width
+                   and e.name.endswith(".tmp") and _is_hex(e.name[len(prefix):-4])]
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            fd = os.open(entry.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # Still under that name (not renamed into place meanwhile): unlinked while locked.
+            if os.path.samestat(os.fstat(fd), os.stat(entry.path, follow_symlinks=False)):
+                os.unlink(entry.path)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+def _is_hex(text):
+    return all(c in "0123456789abcdef" for c in text)
 
 
 def _sync_directory(directory):
@@ -164,7 +226,7 @@ def _decode(node, tensors):
             out = {}
             for entry in node["__dict__"]:
                 if (not isinstance(entry, list) or len(entry) != 2 or isinstance(entry[0], bool)
-                        or not isinstance(entry[0], (str, int))):
+                        or not isinstance(entry[0], (str, int)) or entry[0] in out):
                     raise _malformed()
                 out[entry[0]] = _decode(entry[1], tensors)
             return out
@@ -172,12 +234,86 @@ def _decode(node, tensors):
     return node
 
 
-def _metadata(data: bytes) -> dict:
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_object(pairs):
+    # json.loads keeps the last of repeated keys; a file that names one thing twice is refused.
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _DuplicateKey(f"the key {k!r} appears twice")
+            seen.add(k)
+    return out
+
+
+def _metadata(data) -> dict:
     # The header was validated by deserialize: 8 bytes of length, then that much JSON.
     n = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8:8 + n].decode("utf-8"))
+    header = json.loads(bytes(data[8:8 + n]).decode("utf-8"), object_pairs_hook=_unique_object)
     meta = header.get("__metadata__") or {}
     return meta if isinstance(meta, dict) else {}
+
+
+_MAX_HEADER = 100_000_000  # the safetensors package's own limit
+_CHUNK = 1 << 20
+
+
+def _read(f):
+    """The bytes of a checkpoint. A regular file is read whole (its size bounds the memory);
+    anything else (a pipe, a device, a file object) no further than its header declares."""
+    if hasattr(f, "read"):
+        if isinstance(f, io.TextIOBase):
+            raise TypeError("lucid.load: the file must be opened in binary mode ('rb')")
+        return _read_declared(f)
+    with open(os.fspath(f), "rb") as fh:
+        if stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return fh.read()
+        return _read_declared(fh)
+
+
+def _read_up_to(f, n):
+    parts, left = [], n
+    while left > 0:
+        part = f.read(min(left, _CHUNK))  # (in chunks: read(n) would allocate n at once)
+        if not isinstance(part, (bytes, bytearray, memoryview)):
+            raise TypeError(f"lucid.load: reading the file gave {type(part).__name__}, not bytes; open it in "
+                            "binary mode ('rb')")
+        if not part:
+            break
+        parts.append(bytes(part))
+        left -= len(part)
+    return b"".join(parts)
+
+
+def _read_declared(f):
+    # The 8-byte header length, the header, then the data it declares and one byte more
+    # (so that deserialize sees, and names, what does not belong).
+    head = _read_up_to(f, 8)
+    n = int.from_bytes(head, "little")
+    if len(head) < 8 or n > _MAX_HEADER:
+        return head
+    text = _read_up_to(f, n)
+    if len(text) < n:
+        return head + text
+    return head + text + _read_up_to(f, _declared_size(text) + 1)
+
+
+def _declared_size(text):
+    """The end of the furthest tensor a header declares (0 when it is not a header)."""
+    try:
+        header = json.loads(text)
+    except (ValueError, RecursionError):
+        return 0
+    if not isinstance(header, dict):
+        return 0
+    ends = [e["data_offsets"][1] for k, e in header.items() if k != "__metadata__" and isinstance(e, dict)
+            and isinstance(e.get("data_offsets"), list) and len(e["data_offsets"]) == 2
+            and isinstance(e["data_offsets"][1], int)]
+    return max(0, max(ends, default=0))
 
 
 def load(f, map_location=None):
@@ -198,11 +334,22 @@ def load(f, map_location=None):
 
     Raises
     ------
-    FileNotFoundError
-        When ``f`` does not exist.
+    OSError
+        When ``f`` cannot be read: ``FileNotFoundError`` when it does not exist,
+        ``IsADirectoryError`` for a directory, ``PermissionError``.
     ValueError
         When ``f`` is not a valid safetensors file (truncated, corrupted, inconsistent
-        offsets), its lucid metadata is malformed, or it holds a dtype lucid cannot hold.
+        offsets or sizes, a key named twice, boolean bytes other than 0 and 1), its lucid
+        metadata is malformed, or it holds a dtype lucid cannot hold. Also for an unknown
+        ``map_location``.
+    TypeError
+        When ``f`` is a file opened in text mode, or ``map_location`` is not a device.
+
+    Notes
+    -----
+    The file is read, then checked, before any tensor is made: a bad file raises without
+    allocating tensors. A regular file is read whole, so memory use is bounded by its size;
+    a stream (a pipe, a device, a file object) is read no further than its header declares.
     """
     from safetensors import SafetensorError, deserialize
 
@@ -210,30 +357,38 @@ def load(f, map_location=None):
     from ._types import as_device
 
     device = as_device("cpu" if map_location is None else map_location)
-    if hasattr(f, "read"):
-        data = f.read()
-    else:
-        with open(os.fspath(f), "rb") as fh:
-            data = fh.read()
+    data = _read(f)
     try:
         entries = deserialize(data)
         meta = _metadata(data)
     except (SafetensorError, ValueError, UnicodeDecodeError) as e:
         raise ValueError(f"lucid.load: not a valid safetensors file: {e}") from None
-    tensors = {}
+    arrays = {}
     for name, view in entries:
         dtype = _DTYPES.get(view["dtype"])
         if dtype is None:
             raise ValueError(f"lucid.load: tensor {name!r} has dtype {view['dtype']}, which lucid cannot hold")
         arr = np.frombuffer(view["data"], dtype=dtype).reshape(view["shape"])
-        tensors[name] = tensor(arr, device=device)
-    if _STRUCTURE_KEY not in meta:
+        if dtype is np.bool_ and arr.view(np.uint8).max(initial=0) > 1:
+            raise ValueError(f"lucid.load: not a valid safetensors file: the BOOL tensor {name!r} holds bytes other "
+                             "than 0 and 1")
+        arrays[name] = arr
+    structure = None
+    if _STRUCTURE_KEY in meta:
+        try:
+            structure = json.loads(meta[_STRUCTURE_KEY], object_pairs_hook=_unique_object)
+        except RecursionError:
+            raise ValueError("lucid.load: the checkpoint's structure metadata is nested too deeply") from None
+        except (TypeError, ValueError):
+            raise ValueError("lucid.load: the checkpoint's structure metadata is not valid JSON") from None
+        try:
+            _decode(structure, arrays)  # checked before any tensor is made
+        except RecursionError:
+            raise ValueError("lucid.load: the checkpoint's structure metadata is nested too deeply") from None
+    tensors = {name: tensor(arr, device=device) for name, arr in arrays.items()}
+    if structure is None:
         return tensors
     try:
-        structure = json.loads(meta[_STRUCTURE_KEY])
-    except (TypeError, ValueError, RecursionError):
-        raise ValueError("lucid.load: the checkpoint's structure metadata is not valid JSON") from None
-    try:
         return _decode(structure, tensors)
-    except RecursionError:
+    except RecursionError:  # (the check above ran at the same depth; kept for a smaller stack)
         raise ValueError("lucid.load: the checkpoint's structure metadata is nested too deeply") from None
