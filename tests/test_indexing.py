@@ -13,6 +13,9 @@ KEYS = [
     1, -1, (1, 2), (slice(None), 2), (slice(1, None, 2),), (slice(None, None, 3), slice(4, 0, 1)),
     (Ellipsis, 1), (None, 0), (0, None, slice(2, 5)), (Ellipsis, None), (slice(-3, -1), Ellipsis, slice(None, None, 2)),
     (slice(10, 20),), (1, 2, 3), (None, Ellipsis, None),
+    # steps far beyond the size: one element, and no overflow in the view's stride
+    (slice(None, None, 2 ** 62),), (slice(None), slice(1, None, 2 ** 63 - 1)),
+    (slice(-2 ** 63, 2 ** 63 - 1, 2 ** 63 - 1), Ellipsis, slice(None, None, 2 ** 40)),
 ]
 
 

@@ -211,8 +211,10 @@ package enum Indexing {
             return Swift.min(Swift.max(w, 0), size)
         }
         let s = clampIndex(start, 0), e = clampIndex(stop, size)
-        let n = e > s ? (e - s + st - 1) / st : 0
-        return (s, n, st)
+        let n = e > s ? (e - s - 1) / st + 1 : 0
+        // With fewer than two elements the step never moves: 1 keeps stride · step (a view's
+        // new stride) from overflowing for a huge step. With two or more, step < size.
+        return (s, n, n < 2 ? 1 : st)
     }
 
     private static func advancedIndex(_ v: TensorImpl, _ adv: [(position: Int, size: Int, indices: HostIndex)]) throws -> TensorImpl {
