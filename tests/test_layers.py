@@ -67,6 +67,13 @@ def test_conv_errors():
         F.conv2d(x.half(), w)
     with pytest.raises(ValueError, match="4-D"):
         F.conv2d(T(arr(5, 5)), w)
+    # groups so large that channels-per-group x groups overflows: an error, not a trap
+    with pytest.raises(ValueError, match="groups"):
+        F.conv2d(x, w, groups=2 ** 62)
+    with pytest.raises(ValueError, match="groups"):
+        F.conv1d(T(arr(1, 3, 5)), T(arr(4, 3, 3)), groups=2 ** 62)
+    with pytest.raises(ValueError, match="groups"):
+        F.conv_transpose2d(x, T(arr(3, 4, 3, 3)), groups=2 ** 62)
 
 
 @pytest.mark.parametrize("dtype", [lucid.float32, lucid.bfloat16])

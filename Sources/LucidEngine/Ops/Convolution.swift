@@ -74,9 +74,17 @@ package enum Convolution {
         throw LucidError.value("\(op): expected a \(ndim - 1)-D or \(ndim)-D input (\(layout)), got shape \(x.shape)")
     }
 
+    /// `perGroup · groups`, the channel count a weight implies; a product beyond Int (a huge
+    /// groups) is an error, as no tensor has that many channels.
+    private static func channels(_ op: String, _ perGroup: Int, groups: Int) throws -> Int {
+        guard groups > 0 else { throw LucidError.value("\(op): groups must be positive, got \(groups)") }
+        let (n, overflow) = perGroup.multipliedReportingOverflow(by: groups)
+        guard !overflow else { throw LucidError.value("\(op): groups=\(groups) is larger than any channel count") }
+        return n
+    }
+
     private static func checkConvParams(_ op: String, _ x: TensorImpl, _ w: TensorImpl, _ b: TensorImpl?, groups: Int,
                                         inChannels: Int, outChannels: Int) throws {
-        guard groups > 0 else { throw LucidError.value("\(op): groups must be positive, got \(groups)") }
         guard x.shape[1] == inChannels else {
             throw LucidError.value("\(op): input has \(x.shape[1]) channels (shape \(x.shape)) but the weight of shape \(w.shape) with groups=\(groups) expects \(inChannels)")
         }
@@ -97,7 +105,8 @@ package enum Convolution {
         guard weight.ndim == 4 else { throw LucidError.value("\(name): weight must be 4-D [out, in/groups, kh, kw], got \(weight.shape)") }
         let (x0, unbatched) = try batched(name, input, ndim: 4, layout: "[N, C, H, W]")
         let o = weight.shape[0], cg = weight.shape[1]
-        try checkConvParams(name, x0, weight, bias, groups: groups, inChannels: cg * groups, outChannels: o)
+        try checkConvParams(name, x0, weight, bias, groups: groups, inChannels: try channels(name, cg, groups: groups),
+                            outChannels: o)
         let g = try geometry(name, input: (x0.shape[2], x0.shape[3]), kernel: (weight.shape[2], weight.shape[3]),
                              stride: stride, padding: padding, dilation: dilation)
         let out = try op.run([x0, weight] + (bias.map { [$0] } ?? [])) { t in
@@ -156,7 +165,8 @@ package enum Convolution {
         guard weight.ndim == 4 else { throw LucidError.value("\(name): weight must be 4-D [in, out/groups, kh, kw], got \(weight.shape)") }
         let (x0, unbatched) = try batched(name, input, ndim: 4, layout: "[N, C, H, W]")
         let cin = weight.shape[0], cog = weight.shape[1], kh = weight.shape[2], kw = weight.shape[3]
-        try checkConvParams(name, x0, weight, bias, groups: groups, inChannels: cin, outChannels: cog * groups)
+        try checkConvParams(name, x0, weight, bias, groups: groups, inChannels: cin,
+                            outChannels: try channels(name, cog, groups: groups))
         try checkPositive(name, "stride", stride)
         try checkPositive(name, "dilation", dilation)
         try checkPositive(name, "padding", padding, allowZero: true)
