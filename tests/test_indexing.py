@@ -140,6 +140,16 @@ def test_cat_stack_split_chunk():
         lucid.cat(lucid.tensor(a))
 
 
+def test_split_and_chunk_with_huge_counts_are_errors_or_exact():
+    x = lucid.arange(5)
+    for sizes in ([3, 4, 2], [2 ** 62] * 3 + [5], [2 ** 63 - 1, 2], [-1, 6]):
+        with pytest.raises(ValueError, match="do not add up"):
+            x.split(sizes)
+    assert [p.tolist() for p in x.chunk(2 ** 63 - 1)] == [[0], [1], [2], [3], [4]]
+    assert [p.tolist() for p in x.split(2 ** 63 - 1)] == [[0, 1, 2, 3, 4]]
+    assert [p.shape for p in lucid.zeros(0).chunk(2 ** 63 - 1)] == [(0,)]
+
+
 def test_cat_promotes_and_routes_gradients():
     x = lucid.tensor(np.ones((2, 2), np.float32), requires_grad=True)
     y = lucid.tensor(np.ones((1, 2), np.float16))

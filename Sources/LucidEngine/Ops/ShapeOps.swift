@@ -244,7 +244,10 @@ extension ShapeOps {
     package static func split(_ a: TensorImpl, sizes: [Int], dim: Int) throws -> [TensorImpl] {
         guard a.ndim > 0 else { throw LucidError.value("split: cannot split a 0-d tensor") }
         let d = try Shape.wrapDim(dim, ndim: a.ndim, op: split.name)
-        guard sizes.allSatisfy({ $0 >= 0 }), sizes.reduce(0, +) == a.shape[d] else {
+        // Taken from what is left rather than summed, so that huge sizes cannot overflow.
+        var left: Int? = a.shape[d]
+        for n in sizes { left = left.flatMap { n >= 0 && n <= $0 ? $0 - n : nil } }
+        guard left == 0 else {
             throw LucidError.value("split: sizes \(sizes) do not add up to \(a.shape[d]), the size of dimension \(dim)")
         }
         var start = 0
@@ -268,6 +271,6 @@ extension ShapeOps {
         guard chunks > 0 else { throw LucidError.value("chunk: chunks must be positive, got \(chunks)") }
         guard a.ndim > 0 else { throw LucidError.value("chunk: cannot chunk a 0-d tensor") }
         let n = a.shape[try Shape.wrapDim(dim, ndim: a.ndim, op: split.name)]
-        return try split(a, size: Swift.max((n + chunks - 1) / chunks, 1), dim: dim)
+        return try split(a, size: n == 0 ? 1 : (n - 1) / chunks + 1, dim: dim)
     }
 }
