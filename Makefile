@@ -13,7 +13,9 @@ build: engine $(VENV)/.installed
 engine:
 	swift build -c release --product lucid
 	@mkdir -p lucid/_lib
-	@cmp -s .build/release/$(LIB) lucid/_lib/$(LIB) || cp .build/release/$(LIB) lucid/_lib/$(LIB)
+	@# (copied beside it and renamed over it: a process that has the old library loaded keeps it intact)
+	@cmp -s .build/release/$(LIB) lucid/_lib/$(LIB) || \
+	  { cp .build/release/$(LIB) lucid/_lib/$(LIB).new && mv -f lucid/_lib/$(LIB).new lucid/_lib/$(LIB); }
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
