@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 LIB    := $(if $(filter Darwin,$(shell uname -s)),liblucid.dylib,liblucid.so)
 
-.PHONY: build engine demo test swift-test py-test check-sanitize bench clean
+.PHONY: build engine demo test swift-test py-test check-sanitize reliability bench clean
 
 ## build: the engine (release), a .venv with numpy/ml_dtypes/pytest/scikit-learn, and lucid installed into it
 build: engine $(VENV)/.installed
@@ -42,6 +42,15 @@ py-test:
 check-sanitize:
 	swift test --sanitize=thread
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp swift test --sanitize=address
+
+## reliability: the reliability tests in their full form (a few minutes), then RELIABILITY.md
+## from what they logged; `make test` runs their short form
+RELIABILITY_LOG := .build/reliability.jsonl
+
+reliability: build
+	@mkdir -p .build && rm -f $(RELIABILITY_LOG)
+	LUCID_RELIABILITY=full LUCID_RELIABILITY_LOG=$(CURDIR)/$(RELIABILITY_LOG) $(PY) -m pytest -q tests/reliability
+	$(PY) tests/reliability/report.py $(RELIABILITY_LOG) RELIABILITY.md
 
 ## bench: the benchmark suite against numpy (and PyTorch with TORCH=1, installed into
 ## .venv-bench only, never as a dependency of lucid); BENCH_ARGS="--write bench/RESULTS.md"
