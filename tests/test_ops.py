@@ -786,6 +786,13 @@ def test_shape_op_errors():
         with pytest.raises(IndexError, match="out of range"):
             t.narrow(1, start, length)
     assert t.narrow(1, -1, 1).shape == (2, 1)
+    # An empty tensor's other dimensions are bounded too: their strides must fit in int64.
+    for shape in ((0, 2 ** 62), (2 ** 40, 0, 2 ** 40)):
+        with pytest.raises(ValueError, match="too many elements"):
+            lucid.zeros(0).reshape(*shape)
+        with pytest.raises(ValueError, match="too many elements"):
+            lucid.zeros(*shape)
+    assert lucid.zeros(0).reshape(0, 2 ** 30, 0, 2 ** 5).shape == (0, 2 ** 30, 0, 2 ** 5)
     with pytest.raises(ValueError, match="does not fit in int64"):
         t * 2 ** 70
 

@@ -4,18 +4,21 @@ enum Shape {
     /// The largest element count a tensor may have: its byte size must fit in `Int`.
     static let maxElements = Int(Int32.max) * 64
 
-    /// Number of elements, rejecting negative sizes and overflow.
+    /// Number of elements, rejecting negative sizes and overflow. The nonzero dimensions are
+    /// bounded together even when another is 0, so that the strides of every tensor (empty
+    /// ones included) and every offset into it fit in `Int`.
     static func numel(_ shape: [Int]) throws -> Int {
-        var n = 1
+        var nonzero = 1, empty = false
         for s in shape {
             guard s >= 0 else { throw LucidError.value("negative dimension \(s) in shape \(shape)") }
-            let (m, overflow) = n.multipliedReportingOverflow(by: s)
+            if s == 0 { empty = true; continue }
+            let (m, overflow) = nonzero.multipliedReportingOverflow(by: s)
             guard !overflow, m <= maxElements else {
                 throw LucidError.value("shape \(shape) has too many elements")
             }
-            n = m
+            nonzero = m
         }
-        return n
+        return empty ? 0 : nonzero
     }
 
     /// Row-major strides, in elements.

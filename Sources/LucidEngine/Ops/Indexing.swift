@@ -143,8 +143,10 @@ package enum Indexing {
         }
         if ellipses == 0 { expanded += [Item](repeating: .slice(start: nil, stop: nil, step: nil), count: a.ndim - consumed) }
 
-        // Basic indexing: one view. Tensor items keep their dimensions, remembered as
-        // (first view dimension, index arrays) for the advanced step.
+        // Basic indexing: one view. Tensor items keep their dimensions, remembered as (first
+        // view dimension, index arrays) for the advanced step. Offsets and strides wrap rather
+        // than trap: for a tensor with elements they address its storage and cannot overflow;
+        // an empty tensor's dimensions may be too large for strides, but its view is never read.
         var shape: [Int] = [], strides: [Int] = [], offset = a.offset
         var cshape: [Int] = [], cstrides: [Int] = [], coffset = 0  // the same view of a contiguous a
         let contiguous = Shape.contiguousStrides(a.shape)
@@ -158,13 +160,13 @@ package enum Indexing {
                     throw LucidError.index("index \(i) is out of bounds for dimension \(d) with size \(size)")
                 }
                 let w = i < 0 ? i + size : i
-                offset += w * a.strides[d]; coffset += w * contiguous[d]
+                offset &+= w &* a.strides[d]; coffset &+= w &* contiguous[d]
                 d += 1
             case .slice(let start, let stop, let step):
                 let (s, n, st) = try sliceRange(start, stop, step, size: a.shape[d])
-                offset += s * a.strides[d]; coffset += s * contiguous[d]
-                shape.append(n); strides.append(a.strides[d] * st)
-                cshape.append(n); cstrides.append(contiguous[d] * st)
+                offset &+= s &* a.strides[d]; coffset &+= s &* contiguous[d]
+                shape.append(n); strides.append(a.strides[d] &* st)
+                cshape.append(n); cstrides.append(contiguous[d] &* st)
                 d += 1
             case .newAxis:
                 shape.append(1); strides.append(0); cshape.append(1); cstrides.append(0)

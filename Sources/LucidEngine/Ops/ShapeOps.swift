@@ -31,6 +31,7 @@ package enum ShapeOps {
         } else if known != numel {
             throw LucidError.value("\(op): shape \(shape) is invalid for input of size \(numel)")
         }
+        _ = try Shape.numel(out)  // (an empty tensor's other dimensions are bounded too)
         return out
     }
 
@@ -207,7 +208,9 @@ extension ShapeOps {
             guard t.ndim == first.ndim, (0..<t.ndim).allSatisfy({ $0 == d || t.shape[$0] == first.shape[$0] }) else {
                 throw LucidError.value("cat: tensor \(i) has shape \(t.shape), which does not match \(first.shape) except in dimension \(d)")
             }
-            total += t.shape[d]
+            let (sum, overflow) = total.addingReportingOverflow(t.shape[d])
+            guard !overflow else { throw LucidError.value("cat: dimension \(d) of the result is too large") }
+            total = sum
         }
         let cast = try cat.autocast(tensors)
         let dtype = cast.dropFirst().reduce(cast[0].dtype) { acc, t in Elementwise.combine(acc, t.dtype) ?? acc }
