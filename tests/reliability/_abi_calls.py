@@ -93,7 +93,7 @@ class Fuzzer:
     # -- arguments
 
     def arguments(self, argtypes):
-        args, buffers, lengths_follow = [], [], False
+        args, buffers = [], []
         for n, t in enumerate(argtypes):
             prev = argtypes[n - 1] if n else None
             after_pointer = prev is not None and prev not in (c_int32, c_int64, c_uint64, c_double)
