@@ -4,14 +4,34 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 LIB    := $(if $(filter Darwin,$(shell uname -s)),liblucid.dylib,liblucid.so)
+PIP    := -m pip install -q --disable-pip-version-check
 
-.PHONY: build engine demo test swift-test py-test check-sanitize reliability bench clean
+# What a goal needs from the machine is checked before anything runs; a missing piece stops
+# make with one line that names it and says how to get it (tools/prereqs.sh).
+GOALS   := $(or $(MAKECMDGOALS),build)
+PREREQS := $(if $(filter build engine demo test swift-test check-sanitize check-wheel reliability bench,$(GOALS)),swift python) \
+           $(if $(filter test py-test reliability,$(GOALS)),cc)
+ifneq ($(strip $(PREREQS)),)
+PREREQ_PROBLEM := $(shell PYTHON='$(PYTHON)' VENV='$(VENV)' sh tools/prereqs.sh $(PREREQS))
+ifneq ($(PREREQ_PROBLEM),)
+$(error $(PREREQ_PROBLEM))
+endif
+endif
 
-## build: the engine (release), a .venv with numpy/ml_dtypes/pytest/scikit-learn, and lucid installed into it
-build: engine $(VENV)/.installed
+# On Linux the engine links OpenBLAS and oneDNN from PyPI packages installed into .venv; the
+# flags name their headers and libraries and put their folders in the run paths of what is
+# linked, so nothing needs environment variables at run time. Expanded when a recipe runs,
+# after .venv is made. (Empty on macOS: Accelerate.)
+SWIFT_FLAGS = $(shell $(PY) lucid/_native.py swift-flags)
 
-engine:
-	swift build -c release --product lucid
+.PHONY: build engine demo test swift-test py-test check-sanitize check-wheel reliability bench clean
+
+## build: .venv with lucid's dependencies (OpenBLAS and oneDNN among them on Linux), the
+## engine in release mode, and lucid installed into .venv (editable)
+build: engine
+
+engine: $(VENV)/.installed
+	swift build -c release --product lucid $(SWIFT_FLAGS)
 	@mkdir -p lucid/_lib
 	@# (copied beside it and renamed over it: a process that has the old library loaded keeps it intact)
 	@cmp -s .build/release/$(LIB) lucid/_lib/$(LIB) || \
@@ -20,8 +40,11 @@ engine:
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
+# The editable install brings the dependencies; the engine library in lucid/_lib is the
+# `engine` goal's to make, so the install does not build it.
 $(VENV)/.installed: $(PY) pyproject.toml setup.py
-	LUCID_SKIP_ENGINE_BUILD=1 $(PY) -m pip install -q --disable-pip-version-check -e '.[test,demo]'
+	$(PY) $(PIP) 'setuptools>=64' wheel
+	LUCID_SKIP_ENGINE_BUILD=1 $(PY) $(PIP) --no-build-isolation -e '.[test,demo,build]'
 	@touch $@
 
 ## demo: trains a digits classifier on "metal" in float32 and under autocast + GradScaler
@@ -31,17 +54,22 @@ demo: build
 ## test: Swift tests, then the Python tests
 test: build swift-test py-test
 
-swift-test:
-	swift test
+swift-test: $(VENV)/.installed
+	swift test $(SWIFT_FLAGS)
 
 py-test:
 	$(PY) -m pytest -q
 
 ## check-sanitize: the Swift tests (threads, scopes, caches, C ABI) under ThreadSanitizer and
 ## AddressSanitizer; CI runs it after `make test`
-check-sanitize:
-	swift test --sanitize=thread
-	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp swift test --sanitize=address
+check-sanitize: $(VENV)/.installed
+	swift test --sanitize=thread $(SWIFT_FLAGS)
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp swift test --sanitize=address $(SWIFT_FLAGS)
+
+## check-wheel: `pip install .` into a fresh venv outside the checkout, then lucid run with the
+## Swift toolchain and any system OpenBLAS/oneDNN hidden (tools/check-wheel.sh); CI runs it
+check-wheel:
+	PYTHON='$(PYTHON)' bash tools/check-wheel.sh
 
 ## reliability: the reliability tests in their full form (a few minutes), then RELIABILITY.md
 ## from what they logged; `make test` runs their short form
@@ -62,7 +90,8 @@ bench: build $(if $(filter 1,$(TORCH)),$(BENCH_VENV)/.installed)
 
 $(BENCH_VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(BENCH_VENV)
-	LUCID_SKIP_ENGINE_BUILD=1 $(BENCH_VENV)/bin/python -m pip install -q --disable-pip-version-check -e . torch
+	$(BENCH_VENV)/bin/python $(PIP) 'setuptools>=64' wheel
+	LUCID_SKIP_ENGINE_BUILD=1 $(BENCH_VENV)/bin/python $(PIP) --no-build-isolation -e . torch
 	@touch $@
 
 clean:

@@ -13,19 +13,12 @@ let package = Package(
         .library(name: "lucid", type: .dynamic, targets: ["LucidCABI"]),
     ],
     targets: [
-        // OpenBLAS, the CPU backend's BLAS on Linux (Accelerate is used on Apple platforms).
-        .systemLibrary(
-            name: "CBLAS",
-            path: "Sources/CBLAS",
-            pkgConfig: "openblas",
-            providers: [.apt(["libopenblas-dev"])]
-        ),
-        // oneDNN, for the low-precision (bfloat16) GEMMs that AVX-512 BF16 / AMX run natively.
-        .systemLibrary(
-            name: "CDNNL",
-            path: "Sources/CDNNL",
-            providers: [.apt(["libdnnl-dev"])]
-        ),
+        // On Linux the CPU backend links OpenBLAS (scipy-openblas32) and oneDNN 3
+        // (onednn-cpu-gomp) from PyPI; `make build` installs them into .venv and passes their
+        // paths as flags (`python lucid/_native.py swift-flags`). Apple platforms use Accelerate.
+        .systemLibrary(name: "CBLAS", path: "Sources/CBLAS"),
+        // oneDNN: bfloat16 GEMM (AVX-512 BF16 / AMX), convolution, softmax, attention pieces.
+        .systemLibrary(name: "CDNNL", path: "Sources/CDNNL"),
         .target(
             name: "LucidEngine",
             dependencies: [

@@ -14,6 +14,8 @@ import warnings
 from ctypes import POINTER, byref, c_char_p, c_double, c_int32, c_int64, c_uint64, c_void_p
 from pathlib import Path
 
+from . import _native
+
 _LIB_NAME = "liblucid.dylib" if sys.platform == "darwin" else "liblucid.so"
 
 
@@ -33,6 +35,11 @@ def _find_library() -> Path:
     )
 
 
+# On Linux the engine links OpenBLAS and oneDNN from their PyPI packages. Loading them first,
+# by path, makes the engine's references resolve to those files (a library already loaded
+# answers to its soname), whether the engine's run path knows their folders (`make build`)
+# or not (an installed wheel, whose run path stays inside lucid/_lib).
+_dependencies = [ctypes.CDLL(str(path)) for path in _native.libraries()]
 _lib = ctypes.CDLL(str(_find_library()))
 
 _i32, _i64, _u64, _f64 = c_int32, c_int64, c_uint64, c_double

@@ -1,9 +1,11 @@
 #if canImport(CDNNL)
 import CDNNL
 
-/// Batched GEMM through oneDNN's matmul primitive, for the dtypes where it beats widening to
-/// float32 for BLAS: bfloat16 (AVX-512 BF16 and AMX kernels). Primitives are built once per
-/// shape, layout and dtype and kept; anything oneDNN declines falls back to the BLAS path.
+/// oneDNN 3 on the CPU: batched GEMM through its matmul primitive for the dtypes where it
+/// beats widening to float32 for BLAS (bfloat16 on AVX-512 BF16 and AMX, large float32),
+/// vectorised unary ops, softmax and the pieces of fused attention; convolution is in
+/// DNNLConvolution.swift. Primitives are built once per shape, layout and dtype and kept;
+/// anything oneDNN declines falls back to the engine's own kernels.
 enum DNNL {
     struct Key: Hashable {
         var dtype: DType, outType: DType, bias: Bool, scale: Float
@@ -14,45 +16,111 @@ enum DNNL {
     final class Runtime: @unchecked Sendable {
         var engine: dnnl_engine_t?
         var stream: dnnl_stream_t?
-        var primitives: [Key: dnnl_primitive_t] = [:]
-        var eltwise: [EltwiseKey: dnnl_primitive_t] = [:]
-        var softmax: [SoftmaxKey: dnnl_primitive_t] = [:]
+        var matmuls: [Key: Matmul] = [:]
+        var eltwise: [EltwiseKey: Primitive] = [:]
+        var softmax: [SoftmaxKey: Primitive] = [:]
         let lock = Lock()
 
         init?() {
             // LUCID_DNNL=0 turns oneDNN off (the BLAS and im2col paths then serve everything).
             if let v = environmentValue("LUCID_DNNL"), ["0", "false", "off", "no"].contains(v.lowercased()) { return nil }
             guard dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success,
-                  dnnl_stream_create(&stream, engine, dnnl_stream_default_flags.rawValue) == dnnl_success else { return nil }
+                  dnnl_stream_create(&stream, engine, UInt32(dnnl_stream_default_flags.rawValue)) == dnnl_success else {
+                return nil
+            }
         }
     }
 
     struct EltwiseKey: Hashable { var alg: UInt32, dtype: DType, count: Int }
     struct SoftmaxKey: Hashable { var shape: [Int], axis: Int, log: Bool, dtype: DType, outType: DType }
 
+    /// oneDNN's execution argument indices (`DNNL_ARG_*`).
+    enum Arg {
+        static let src: Int32 = 1, dst: Int32 = 17, weights: Int32 = 33, bias: Int32 = 41
+        static let diffSrc: Int32 = 129, diffDst: Int32 = 145, diffWeights: Int32 = 161
+    }
+
+    /// An owned memory descriptor: in oneDNN 3 descriptors are opaque objects that must be
+    /// destroyed, and those a primitive descriptor reports belong to it, so they are cloned.
+    final class MemoryDesc: @unchecked Sendable {
+        let md: dnnl_memory_desc_t
+
+        private init(_ md: dnnl_memory_desc_t) { self.md = md }
+        deinit { dnnl_memory_desc_destroy(md) }
+
+        /// A plain layout with the given element strides.
+        convenience init?(_ shape: [Int], strides: [Int], _ type: dnnl_data_type_t) {
+            var md: dnnl_memory_desc_t?
+            let d = shape.map(Int64.init), s = strides.map(Int64.init)
+            let status = d.withUnsafeBufferPointer { dp in
+                s.withUnsafeBufferPointer { sp in
+                    dnnl_memory_desc_create_with_strides(&md, Int32(shape.count), dp.baseAddress, type, sp.baseAddress)
+                }
+            }
+            guard status == dnnl_success, let md else { return nil }
+            self.init(md)
+        }
+
+        /// A layout left to the primitive (`format_tag::any`): oneDNN picks its fastest.
+        convenience init?(any shape: [Int], _ type: dnnl_data_type_t) {
+            var md: dnnl_memory_desc_t?
+            let d = shape.map(Int64.init)
+            let status = d.withUnsafeBufferPointer {
+                dnnl_memory_desc_create_with_tag(&md, Int32(shape.count), $0.baseAddress, type, dnnl_format_tag_any)
+            }
+            guard status == dnnl_success, let md else { return nil }
+            self.init(md)
+        }
+
+        /// A copy of a descriptor owned by something else (a primitive descriptor).
+        convenience init?(cloning other: const_dnnl_memory_desc_t) {
+            var md: dnnl_memory_desc_t?
+            guard dnnl_memory_desc_clone(&md, other) == dnnl_success, let md else { return nil }
+            self.init(md)
+        }
+
+        var byteSize: Int { dnnl_memory_desc_get_size(md) }
+
+        func sameLayout(as other: MemoryDesc) -> Bool { dnnl_memory_desc_equal(md, other.md) != 0 }
+    }
+
+    /// A built primitive, destroyed with its last reference (a cache eviction).
+    final class Primitive: @unchecked Sendable {
+        let handle: dnnl_primitive_t
+        init(_ handle: dnnl_primitive_t) { self.handle = handle }
+        deinit { dnnl_primitive_destroy(handle) }
+
+        /// The primitive a primitive descriptor describes; the descriptor is destroyed.
+        static func make(from pd: dnnl_primitive_desc_t?) -> Primitive? {
+            guard let pd else { return nil }
+            defer { dnnl_primitive_desc_destroy(pd) }
+            var prim: dnnl_primitive_t?
+            guard dnnl_primitive_create(&prim, pd) == dnnl_success, let prim else { return nil }
+            return Primitive(prim)
+        }
+    }
+
     static let runtime = Runtime()
     static let maxPrimitives = 512
 
-    /// Runs a primitive that reads SRC (`src`, laid out as `srcMD`) and writes DST, and waits.
-    static func run(_ rt: Runtime, _ prim: dnnl_primitive_t, _ srcMD: dnnl_memory_desc_t, _ src: TensorImpl,
-                    _ dstMD: dnnl_memory_desc_t, _ dst: TensorImpl) -> Bool {
-        var srcMD = srcMD, dstMD = dstMD
-        var srcMem: dnnl_memory_t?, dstMem: dnnl_memory_t?
-        defer { dnnl_memory_destroy(srcMem); dnnl_memory_destroy(dstMem) }
-        guard dnnl_memory_create(&srcMem, &srcMD, rt.engine, HostBackend.address(src)) == dnnl_success,
-              dnnl_memory_create(&dstMem, &dstMD, rt.engine, HostBackend.address(dst)) == dnnl_success else { return false }
-        var args = [dnnl_exec_arg_t(arg: 1, memory: srcMem), dnnl_exec_arg_t(arg: 17, memory: dstMem)]  // SRC, DST
-        guard dnnl_primitive_execute(prim, rt.stream, 2, &args) == dnnl_success else { return false }
+    /// Executes `prim` on `arguments` (index, layout, address) and waits for it.
+    static func execute(_ rt: Runtime, _ prim: Primitive,
+                        _ arguments: [(Int32, MemoryDesc, UnsafeMutableRawPointer)]) -> Bool {
+        var args: [dnnl_exec_arg_t] = []
+        defer { for a in args { dnnl_memory_destroy(a.memory) } }
+        for (index, desc, address) in arguments {
+            var mem: dnnl_memory_t?
+            guard dnnl_memory_create(&mem, desc.md, rt.engine, address) == dnnl_success else { return false }
+            args.append(dnnl_exec_arg_t(arg: index, memory: mem))
+        }
+        guard dnnl_primitive_execute(prim.handle, rt.stream, Int32(args.count), &args) == dnnl_success else { return false }
         return dnnl_stream_wait(rt.stream) == dnnl_success
     }
 
     /// Stores a built primitive in one of the caches, emptying a full cache first.
-    static func keep<K: Hashable>(_ prim: dnnl_primitive_t, as key: K, in cache: inout [K: dnnl_primitive_t]) {
-        if cache.count >= maxPrimitives {
-            for old in cache.values { dnnl_primitive_destroy(old) }
-            cache.removeAll()
-        }
-        cache[key] = prim
+    static func keep<K: Hashable, V>(_ value: V, as key: K, in cache: inout [K: V]) {
+        if cache.count >= maxPrimitives { cache.removeAll() }
+        cache[key] = value
     }
 
     static func dataType(_ d: DType) -> dnnl_data_type_t? {
@@ -63,22 +131,20 @@ enum DNNL {
         }
     }
 
-    static func desc(_ shape: [Int], _ strides: [Int], _ type: dnnl_data_type_t) -> dnnl_memory_desc_t? {
-        var md = dnnl_memory_desc_t()
-        let d = shape.map(Int64.init), s = strides.map(Int64.init)
-        let status = d.withUnsafeBufferPointer { dp in
-            s.withUnsafeBufferPointer { sp in
-                dnnl_memory_desc_init_by_strides(&md, Int32(shape.count), dp.baseAddress, type, sp.baseAddress)
-            }
-        }
-        return status == dnnl_success ? md : nil
-    }
-
     /// `out[i] = a[i] @ b[i] (+ bias)` as `Backend.gemm` specifies, or false when oneDNN does
     /// not take it (then nothing was written).
     static func gemm(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl) -> Bool {
         guard let rt = runtime else { return false }
         return rt.lock.withLock { matmul(rt, a, b, bias: bias, scale: 1, into: out) }
+    }
+
+    /// A matmul primitive with the layouts of its arguments.
+    final class Matmul: @unchecked Sendable {
+        let primitive: Primitive
+        let src: MemoryDesc, weights: MemoryDesc, dst: MemoryDesc, bias: MemoryDesc?
+        init(_ primitive: Primitive, _ src: MemoryDesc, _ weights: MemoryDesc, _ dst: MemoryDesc, _ bias: MemoryDesc?) {
+            (self.primitive, self.src, self.weights, self.dst, self.bias) = (primitive, src, weights, dst, bias)
+        }
     }
 
     /// `out[i] = scale · a[i] @ b[i] (+ bias)` with the lock held: `a` [B|1, M, K] and `b`
@@ -95,68 +161,42 @@ enum DNNL {
         let key = Key(dtype: a.dtype, outType: out.dtype, bias: bias != nil, scale: scale, dims: [ba, bb, m, n, k],
                       strides: [ba == 1 ? m * k : a.strides[0], a.strides[1], a.strides[2],
                                 bb == 1 ? k * n : b.strides[0], b.strides[1], b.strides[2]])
-        guard let prim = primitive(rt, key, inType, outType) else { return false }
-        return execute(rt, prim, key, inType, outType, a, b, bias, out)
+        guard let mm = matmulPrimitive(rt, key, inType, outType) else { return false }
+        var args = [(Arg.src, mm.src, HostBackend.address(a)), (Arg.weights, mm.weights, HostBackend.address(b)),
+                    (Arg.dst, mm.dst, HostBackend.address(out))]
+        if let bias, let md = mm.bias { args.append((Arg.bias, md, HostBackend.address(bias))) }
+        return execute(rt, mm.primitive, args)
     }
 
-    private static func primitive(_ rt: Runtime, _ key: Key, _ inType: dnnl_data_type_t,
-                                  _ outType: dnnl_data_type_t) -> dnnl_primitive_t? {
-        if let p = rt.primitives[key] { return p }
+    private static func matmulPrimitive(_ rt: Runtime, _ key: Key, _ inType: dnnl_data_type_t,
+                                        _ outType: dnnl_data_type_t) -> Matmul? {
+        if let p = rt.matmuls[key] { return p }
         let (ba, bb, m, n, k) = (key.dims[0], key.dims[1], key.dims[2], key.dims[3], key.dims[4])
-        let batch = max(ba, bb)
-        guard var src = desc([ba, m, k], Array(key.strides[0..<3]), inType),
-              var wei = desc([bb, k, n], Array(key.strides[3..<6]), inType),
-              var dst = desc([batch, m, n], [m * n, n, 1], outType) else { return nil }
-        var biasDesc = key.bias ? desc([1, 1, n], [n, n, 1], outType) : nil
-        var op = dnnl_matmul_desc_t()
-        let ok = withUnsafeMutablePointer(to: &biasDesc) { bp -> Bool in
-            let biasPtr: UnsafePointer<dnnl_memory_desc_t>? = key.bias ? UnsafePointer(OpaquePointer(bp)) : nil
-            return dnnl_matmul_desc_init(&op, &src, &wei, biasPtr, &dst) == dnnl_success
-        }
-        guard ok else { return nil }
+        guard let src = MemoryDesc([ba, m, k], strides: Array(key.strides[0..<3]), inType),
+              let wei = MemoryDesc([bb, k, n], strides: Array(key.strides[3..<6]), inType),
+              let dst = MemoryDesc([max(ba, bb), m, n], strides: [m * n, n, 1], outType) else { return nil }
+        let bias = key.bias ? MemoryDesc([1, 1, n], strides: [n, n, 1], outType) : nil
+        if key.bias && bias == nil { return nil }
+        // The scale multiplies the float32 accumulator before it is rounded to the output
+        // type (oneDNN 3 keeps output scales for quantised types; a linear post-op is its
+        // form for floating point).
         var attr: dnnl_primitive_attr_t?
+        var postOps: dnnl_post_ops_t?
+        defer {
+            if attr != nil { dnnl_primitive_attr_destroy(attr) }
+            if postOps != nil { dnnl_post_ops_destroy(postOps) }
+        }
         if key.scale != 1 {
-            var scale = key.scale
-            guard dnnl_primitive_attr_create(&attr) == dnnl_success,
-                  dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale) == dnnl_success else {
-                dnnl_primitive_attr_destroy(attr)
-                return nil
-            }
+            guard dnnl_primitive_attr_create(&attr) == dnnl_success, dnnl_post_ops_create(&postOps) == dnnl_success,
+                  dnnl_post_ops_append_eltwise(postOps, dnnl_eltwise_linear, key.scale, 0) == dnnl_success,
+                  dnnl_primitive_attr_set_post_ops(attr, postOps) == dnnl_success else { return nil }
         }
-        defer { if attr != nil { dnnl_primitive_attr_destroy(attr) } }
         var pd: dnnl_primitive_desc_t?
-        guard dnnl_primitive_desc_create(&pd, &op, attr, rt.engine, nil) == dnnl_success else { return nil }
-        defer { dnnl_primitive_desc_destroy(pd) }
-        var prim: dnnl_primitive_t?
-        guard dnnl_primitive_create(&prim, pd) == dnnl_success, let p = prim else { return nil }
-        keep(p, as: key, in: &rt.primitives)
-        return p
-    }
-
-    private static func execute(_ rt: Runtime, _ prim: dnnl_primitive_t, _ key: Key, _ inType: dnnl_data_type_t,
-                                _ outType: dnnl_data_type_t, _ a: TensorImpl, _ b: TensorImpl, _ bias: TensorImpl?,
-                                _ out: TensorImpl) -> Bool {
-        let (ba, bb, m, n, k) = (key.dims[0], key.dims[1], key.dims[2], key.dims[3], key.dims[4])
-        var memories: [dnnl_memory_t?] = []
-        defer { for mem in memories { dnnl_memory_destroy(mem) } }
-        func memory(_ shape: [Int], _ strides: [Int], _ type: dnnl_data_type_t, _ t: TensorImpl) -> dnnl_memory_t? {
-            guard var md = desc(shape, strides, type) else { return nil }
-            var mem: dnnl_memory_t?
-            guard dnnl_memory_create(&mem, &md, rt.engine, HostBackend.address(t)) == dnnl_success else { return nil }
-            memories.append(mem)
-            return mem
-        }
-        guard let ma = memory([ba, m, k], Array(key.strides[0..<3]), inType, a),
-              let mb = memory([bb, k, n], Array(key.strides[3..<6]), inType, b),
-              let mo = memory([max(ba, bb), m, n], [m * n, n, 1], outType, out) else { return false }
-        var args = [dnnl_exec_arg_t(arg: 1, memory: ma), dnnl_exec_arg_t(arg: 33, memory: mb),
-                    dnnl_exec_arg_t(arg: 17, memory: mo)]  // DNNL_ARG_SRC, _WEIGHTS, _DST
-        if let bias {
-            guard let mbias = memory([1, 1, n], [n, n, 1], outType, bias) else { return false }
-            args.append(dnnl_exec_arg_t(arg: 41, memory: mbias))  // DNNL_ARG_BIAS
-        }
-        guard dnnl_primitive_execute(prim, rt.stream, Int32(args.count), &args) == dnnl_success else { return false }
-        return dnnl_stream_wait(rt.stream) == dnnl_success
+        guard dnnl_matmul_primitive_desc_create(&pd, rt.engine, src.md, wei.md, bias?.md, dst.md, attr) == dnnl_success,
+              let prim = Primitive.make(from: pd) else { return nil }
+        let built = Matmul(prim, src, wei, dst, bias)
+        keep(built, as: key, in: &rt.matmuls)
+        return built
     }
 }
 
@@ -184,22 +224,19 @@ extension DNNL {
               a.isContiguous, out.isContiguous, a.numel >= minEltwiseCount else { return false }
         let n = a.numel
         return rt.lock.withLock { () -> Bool in
+            guard let md = MemoryDesc([n], strides: [1], type) else { return false }
             let key = EltwiseKey(alg: alg.rawValue, dtype: a.dtype, count: n)
             var prim = rt.eltwise[key]
             if prim == nil {
-                guard var md = desc([n], [1], type) else { return false }
-                var op = dnnl_eltwise_desc_t()
-                guard dnnl_eltwise_forward_desc_init(&op, dnnl_forward_inference, alg, &md, alpha, 0) == dnnl_success else {
-                    return false
-                }
                 var pd: dnnl_primitive_desc_t?
-                guard dnnl_primitive_desc_create(&pd, &op, nil, rt.engine, nil) == dnnl_success else { return false }
-                defer { dnnl_primitive_desc_destroy(pd) }
-                guard dnnl_primitive_create(&prim, pd) == dnnl_success, prim != nil else { return false }
-                keep(prim!, as: key, in: &rt.eltwise)
+                guard dnnl_eltwise_forward_primitive_desc_create(&pd, rt.engine, dnnl_forward_inference, alg, md.md, md.md,
+                                                                 alpha, 0, nil) == dnnl_success,
+                      let made = Primitive.make(from: pd) else { return false }
+                keep(made, as: key, in: &rt.eltwise)
+                prim = made
             }
-            guard let md = desc([n], [1], type), let prim else { return false }
-            return run(rt, prim, md, a, md, out)
+            guard let prim else { return false }
+            return execute(rt, prim, [(Arg.src, md, HostBackend.address(a)), (Arg.dst, md, HostBackend.address(out))])
         }
     }
 }
@@ -218,20 +255,20 @@ extension DNNL {
               x.isContiguous, out.isContiguous, x.numel > 0, x.ndim <= 12 else { return false }
         let key = SoftmaxKey(shape: x.shape, axis: axis, log: log, dtype: x.dtype, outType: out.dtype)
         let strides = Shape.contiguousStrides(x.shape)
-        guard var md = desc(x.shape, strides, type), var outMD = desc(x.shape, strides, outType) else { return false }
+        guard let md = MemoryDesc(x.shape, strides: strides, type),
+              let outMD = MemoryDesc(x.shape, strides: strides, outType) else { return false }
         var prim = rt.softmax[key]
         if prim == nil {
-            var op = dnnl_softmax_v2_desc_t()
-            guard dnnl_softmax_v2_forward_desc_init(&op, dnnl_forward_inference, log ? dnnl_softmax_log : dnnl_softmax_accurate,
-                                                    &md, &outMD, Int32(axis)) == dnnl_success else { return false }
             var pd: dnnl_primitive_desc_t?
-            guard dnnl_primitive_desc_create(&pd, &op, nil, rt.engine, nil) == dnnl_success else { return false }
-            defer { dnnl_primitive_desc_destroy(pd) }
-            guard dnnl_primitive_create(&prim, pd) == dnnl_success, prim != nil else { return false }
-            keep(prim!, as: key, in: &rt.softmax)
+            guard dnnl_softmax_forward_primitive_desc_create(&pd, rt.engine, dnnl_forward_inference,
+                                                             log ? dnnl_softmax_log : dnnl_softmax_accurate,
+                                                             md.md, outMD.md, Int32(axis), nil) == dnnl_success,
+                  let made = Primitive.make(from: pd) else { return false }
+            keep(made, as: key, in: &rt.softmax)
+            prim = made
         }
         guard let prim else { return false }
-        return run(rt, prim, md, x, outMD, out)
+        return execute(rt, prim, [(Arg.src, md, HostBackend.address(x)), (Arg.dst, outMD, HostBackend.address(out))])
     }
 }
 

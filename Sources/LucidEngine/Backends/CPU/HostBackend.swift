@@ -143,14 +143,14 @@ extension HostBackend {
         switch pass {
         case .forward:
             guard let x, let weight else { return false }
-            args = [(1, x), (33, weight), (17, out)]
-            if let bias { args.append((41, bias)) }
+            args = [(DNNL.Arg.src, x), (DNNL.Arg.weights, weight), (DNNL.Arg.dst, out)]
+            if let bias { args.append((DNNL.Arg.bias, bias)) }
         case .backwardData:
             guard let gradOut, let weight else { return false }
-            args = [(145, gradOut), (33, weight), (129, out)]
+            args = [(DNNL.Arg.diffDst, gradOut), (DNNL.Arg.weights, weight), (DNNL.Arg.diffSrc, out)]
         case .backwardWeights:
             guard let x, let gradOut else { return false }
-            args = [(1, x), (145, gradOut), (161, out)]
+            args = [(DNNL.Arg.src, x), (DNNL.Arg.diffDst, gradOut), (DNNL.Arg.diffWeights, out)]
         }
         return DNNL.convolution(pass, problem, args)
 #else
