@@ -263,6 +263,12 @@ int32_t lucid_unscale_grads(const lucid_tensor *grads, int32_t count, double inv
 
 /* 1 when Metal kernels serve the "metal" device, 0 where the host fallback does. */
 int32_t lucid_metal_is_available(int32_t *out);
+/* Ops whose kernels the "metal" device's backend declined, so that the host kernels ran them
+ * over the device's memory: *out = how many distinct ops so far. Entries only ever grow. */
+int32_t lucid_metal_fallback_entries(int64_t *out);
+/* Entry `index` (0 <= index < entries): the op's name (engine-owned, valid for the process)
+ * and how many times it ran on the host. */
+int32_t lucid_metal_fallback_entry(int64_t index, const char **name, int64_t *count);
 /* Receives the engine's one-time notices (e.g. the host fallback warning); NULL restores
  * the default, which writes them to standard error. Called on the thread that triggered it. */
 int32_t lucid_set_warning_handler(void (*handler)(const char *message));

@@ -85,6 +85,8 @@ _SIGNATURES = {
     "lucid_permute": ([_u64, _p_i64, _i32, _p_u64], _i32),
     "lucid_contiguous": ([_u64, _p_u64], _i32),
     "lucid_metal_is_available": ([_p_i32], _i32),
+    "lucid_metal_fallback_entries": ([_p_i64], _i32),
+    "lucid_metal_fallback_entry": ([_i64, POINTER(c_char_p), _p_i64], _i32),
     "lucid_backward": ([_u64, _u64, _i32], _i32),
     "lucid_tensor_grad": ([_u64, _p_u64], _i32),
     "lucid_tensor_set_grad": ([_u64, _u64], _i32),
@@ -293,6 +295,17 @@ def op_table():
 
 def metal_is_available() -> bool:
     return bool(_query_i32(_lib.lucid_metal_is_available))
+
+
+def metal_host_fallback_counts() -> dict:
+    counts = {}
+    name, count = c_char_p(), c_int64()
+    for i in range(_query_i64(_lib.lucid_metal_fallback_entries)):
+        rc = _lib.lucid_metal_fallback_entry(i, byref(name), byref(count))
+        if rc:
+            _raise(rc)
+        counts[name.value.decode()] = count.value
+    return counts
 
 
 # ---- tensors -------------------------------------------------------------------------------

@@ -15,4 +15,22 @@ def is_available() -> bool:
     return E.metal_is_available()
 
 
-__all__ = ["is_available", "MetalFallbackWarning"]
+def host_fallback_counts() -> dict:
+    """How many times each op ran on the host kernels instead of the ``"metal"`` backend's.
+
+    The Metal backend grows one kernel family at a time; an op whose family it does not
+    have yet runs on the host kernels over the same (unified) memory after the GPU's queued
+    work finishes. Those runs are counted here by op name, since the process started, so
+    that nobody takes a host op for a GPU op. Where the host fallback serves ``"metal"``
+    (Linux, CI), every op runs on the host by design and nothing is counted.
+
+    Returns
+    -------
+    dict
+        Op name (``"add"``, ``"matmul"``, ``"max_pool2d_backward"``, ...) to count; only
+        ops that fell back at least once appear.
+    """
+    return E.metal_host_fallback_counts()
+
+
+__all__ = ["is_available", "host_fallback_counts", "MetalFallbackWarning"]

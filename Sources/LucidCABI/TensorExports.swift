@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import LucidEngine
 
 // Tensor creation, inspection, transfer and release. Ownership: every `lucid_tensor` written
@@ -139,6 +144,45 @@ public func lucid_live_tensors(_ out: UnsafeMutablePointer<Int64>?) -> Int32 {
 @_cdecl("lucid_metal_is_available")
 public func lucid_metal_is_available(_ out: UnsafeMutablePointer<Int32>?) -> Int32 {
     abiCall { try store(Metal.isAvailable ? 1 : 0, out) }
+}
+
+/// The names handed out by `lucid_metal_fallback_entry`, copied once and kept for the
+/// process (the op names are a small fixed set).
+private let fallbackNames = FallbackNames()
+
+private final class FallbackNames: @unchecked Sendable {
+    private let lock = Lock()
+    private var names: [String: UnsafeMutablePointer<CChar>] = [:]
+
+    func cString(_ name: String) -> UnsafePointer<CChar>? {
+        lock.withLock {
+            if let p = names[name] { return UnsafePointer(p) }
+            guard let p = strdup(name) else { return nil }
+            names[name] = p
+            return UnsafePointer(p)
+        }
+    }
+}
+
+@_cdecl("lucid_metal_fallback_entries")
+public func lucid_metal_fallback_entries(_ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall { try store(Int64(HostKernelFallbacks.entryCount), out) }
+}
+
+@_cdecl("lucid_metal_fallback_entry")
+public func lucid_metal_fallback_entry(_ index: Int64, _ name: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
+                                       _ count: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall {
+        guard let name, let count else { throw LucidError(.value, "name or count pointer is null") }
+        guard index >= 0, index <= Int64(Int.max), let entry = HostKernelFallbacks.entry(Int(index)) else {
+            throw LucidError(.index, "fallback entry \(index) is out of range 0..<\(HostKernelFallbacks.entryCount)")
+        }
+        guard let cName = fallbackNames.cString(entry.op) else {
+            throw LucidError(.runtime, "out of memory copying the op name '\(entry.op)'")
+        }
+        name.pointee = cName
+        count.pointee = Int64(entry.count)
+    }
 }
 
 @_cdecl("lucid_set_warning_handler")

@@ -61,13 +61,28 @@ struct AdamHyper: Sendable {
     var decoupled: Bool, maximize: Bool, step: Int
 }
 
-/// What a device's compute stream provides: memory, transfers, a synchronise point and
-/// kernels. A backend implements kernels only; dtypes, broadcasting, AMP casts and errors are
-/// decided by the op layer before a kernel is called.
+/// The families a backend's kernels come in, named as the files that hold them in each
+/// backend's folder (`Host+Elementwise.swift`, `Metal+Elementwise.swift`, ...). A backend
+/// provides the families it has and declines the others; see `Backend`.
+package enum KernelFamily: String, CaseIterable, Sendable {
+    case elementwise, reduction, matmul, convolution, pooling, softmax, attention, indexing, optimizers
+}
+
+/// What every device's compute stream provides: memory, transfers, a synchronise point, fills
+/// and copies. A backend implements kernels only; dtypes, broadcasting, AMP casts and errors
+/// are decided by the op layer before a kernel is called.
 ///
 /// Work may be queued lazily: kernels only need to have run by the time `synchronize()` or
 /// `read(_:into:)` returns. A Metal backend encodes kernels into command buffers and commits
 /// them at the synchronise point; the host backends run each kernel at once.
+///
+/// Everything else comes in kernel families, each a protocol of its own that a backend may
+/// provide (its `…Kernels` property) or decline (nil, the default). Memory is host-visible
+/// on every backend (on Apple Silicon a Metal buffer in shared storage is host memory), so
+/// the op layer runs a declined family's kernel on the host kernels over the same buffers,
+/// after a synchronize, and counts it (`HostKernelFallbacks`). Softmax, attention and the
+/// direct convolution passes are optimisations: declined, the op layer composes them from
+/// other kernels instead.
 protocol Backend: AnyObject, Sendable {
     var device: Device { get }
     /// A short name for messages ("cpu", "host fallback", "metal").
@@ -84,6 +99,32 @@ protocol Backend: AnyObject, Sendable {
     func fill(_ out: TensorImpl, with value: Scalar)
     /// Strided copy with dtype conversion (`src` and `dst` have one shape).
     func copy(_ src: TensorImpl, into dst: TensorImpl)
+
+    var elementwiseKernels: (any ElementwiseKernels)? { get }
+    var reductionKernels: (any ReductionKernels)? { get }
+    var matmulKernels: (any MatmulKernels)? { get }
+    var convolutionKernels: (any ConvolutionKernels)? { get }
+    var poolingKernels: (any PoolingKernels)? { get }
+    var softmaxKernels: (any SoftmaxKernels)? { get }
+    var attentionKernels: (any AttentionKernels)? { get }
+    var indexingKernels: (any IndexingKernels)? { get }
+    var optimizerKernels: (any OptimizerKernels)? { get }
+}
+
+extension Backend {
+    var elementwiseKernels: (any ElementwiseKernels)? { nil }
+    var reductionKernels: (any ReductionKernels)? { nil }
+    var matmulKernels: (any MatmulKernels)? { nil }
+    var convolutionKernels: (any ConvolutionKernels)? { nil }
+    var poolingKernels: (any PoolingKernels)? { nil }
+    var softmaxKernels: (any SoftmaxKernels)? { nil }
+    var attentionKernels: (any AttentionKernels)? { nil }
+    var indexingKernels: (any IndexingKernels)? { nil }
+    var optimizerKernels: (any OptimizerKernels)? { nil }
+}
+
+/// Elementwise arithmetic, unary functions and their derivatives, comparisons and selection.
+protocol ElementwiseKernels: AnyObject, Sendable {
     func binary(_ op: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
     /// `a op s` (or `s op a` when `scalarFirst`).
     func binary(_ op: BinaryKernel, _ a: TensorImpl, scalar: Scalar, scalarFirst: Bool, into out: TensorImpl)
@@ -91,40 +132,48 @@ protocol Backend: AnyObject, Sendable {
     /// `gradIn = grad * d op(x)/dx`, given the forward input `x` and output `y` (all of one
     /// shape and floating dtype).
     func unaryBackward(_ op: UnaryKernel, x: TensorImpl, y: TensorImpl, grad: TensorImpl, into gradIn: TensorImpl)
-    /// Reduces `a` over `axes` into `out`, which has `a`'s rank with those axes set to 1.
-    /// Floating-point input accumulates in at least float32.
-    func reduce(_ op: ReduceKernel, _ a: TensorImpl, axes: [Int], into out: TensorImpl)
-    /// Batched `out[i] = a[i] @ b[i] (+ bias)`: `a` is [B, M, K], `b` is [B, K, N] (any
-    /// strides), `bias` is [N] or nil and `out` is a contiguous [B, M, N]. All share a dtype;
-    /// low-precision floats multiply in float32 and round once.
-    func gemm(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl)
-    /// One SGD update of a parameter: contiguous tensors of one shape and floating dtype,
-    /// computed in float32. `momentum`/`newMomentum` are present when momentum is non-zero.
-    func sgdStep(param: TensorImpl, grad: TensorImpl, momentum: TensorImpl?, hyper: SGDHyper,
-                 newParam: TensorImpl, newMomentum: TensorImpl?)
-    /// `out = grad * invScale` computed in float32; returns whether any result (or input) is
-    /// infinite or NaN. `grad` and `out` are contiguous and share a floating dtype.
-    func unscale(_ grad: TensorImpl, invScale: Float, into out: TensorImpl) -> Bool
     /// `out = a op b` as bool; `a`, `b` share a dtype and are broadcast views of out's shape.
     func compare(_ op: CompareKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
     /// `out = cond ? a : b`; `cond` is bool, `a`/`b` share out's dtype, all broadcast views.
     func select(_ cond: TensorImpl, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
+}
+
+/// Reductions over axes, and the arg-reductions.
+protocol ReductionKernels: AnyObject, Sendable {
+    /// Reduces `a` over `axes` into `out`, which has `a`'s rank with those axes set to 1.
+    /// Floating-point input accumulates in at least float32.
+    func reduce(_ op: ReduceKernel, _ a: TensorImpl, axes: [Int], into out: TensorImpl)
     /// The max (or min) of `a` along `axis` and its first index (NaN counts as the largest and
     /// smallest). `values` (optional, a's dtype) and `indices` (int64) have a's shape without
     /// `axis`; `a.shape[axis]` is non-zero.
     func argReduce(max: Bool, _ a: TensorImpl, axis: Int, values: TensorImpl?, indices: TensorImpl)
-    /// `out[i] = a[i with dimension dim replaced by index[i]]` (torch.gather); `index` is int64
-    /// with out's shape, no larger than `a` in the other dimensions. Returns the first index
-    /// outside `0..<a.shape[dim]` (writing nothing meaningful), or nil.
-    func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl) -> Int64?
-    /// `out[i with dim replaced by index[i]] += src[i]`, accumulated in float32 (int64 for
-    /// integers); `out` is contiguous and zeroed here first. Indices have been checked.
-    func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl)
+}
+
+/// Matrix products.
+protocol MatmulKernels: AnyObject, Sendable {
+    /// Batched `out[i] = a[i] @ b[i] (+ bias)`: `a` is [B, M, K], `b` is [B, K, N] (any
+    /// strides), `bias` is [N] or nil and `out` is a contiguous [B, M, N]. All share a dtype;
+    /// low-precision floats multiply in float32 and round once.
+    func gemm(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl)
+}
+
+/// The window gathers under convolution, and direct convolution passes where there are any.
+protocol ConvolutionKernels: AnyObject, Sendable {
     /// Windows of `x` ([N, C, H, W], any strides, floating) into contiguous `cols`
     /// ([N, C·kh·kw, oh·ow]); positions outside the input read 0.
     func im2col(_ x: TensorImpl, _ g: WindowGeometry, into cols: TensorImpl)
     /// The adjoint of `im2col`: sums `cols` into contiguous `x` (in float32, rounding once).
     func col2im(_ cols: TensorImpl, _ g: WindowGeometry, into x: TensorImpl)
+    /// A direct convolution pass, where the backend has a kernel for it (else false, and the
+    /// op layer uses im2col and GEMM): `.forward` writes `out` from x, w (and bias);
+    /// `.backwardData` writes the input gradient from the output gradient and w;
+    /// `.backwardWeights` writes the weight gradient from x and the output gradient.
+    func convolution(_ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?, weight: TensorImpl?,
+                     bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) -> Bool
+}
+
+/// Max pooling and its adjoint.
+protocol PoolingKernels: AnyObject, Sendable {
     /// Max pooling of the contiguous planes `x` ([P, 1, H, W], floating) into `values` (x's
     /// dtype) and `indices` (int64 flat positions within the plane), both [P, 1, oh, ow]; NaN
     /// wins a window and ties go to its first position.
@@ -132,18 +181,18 @@ protocol Backend: AnyObject, Sendable {
     /// Its adjoint: contiguous `gradIn` ([P, 1, H, W]) holds the sum of `grad` ([P, 1, oh, ow],
     /// contiguous, gradIn's dtype) at `indices`, accumulated in float32.
     func maxPool2dBackward(_ grad: TensorImpl, indices: TensorImpl, _ g: WindowGeometry, into gradIn: TensorImpl)
-    /// Row-major flat positions of the true elements of a bool tensor.
-    func nonzero(_ mask: TensorImpl) -> [Int]
-    /// A direct convolution pass, where the backend has a kernel for it (else false, and the
-    /// op layer uses im2col and GEMM): `.forward` writes `out` from x, w (and bias);
-    /// `.backwardData` writes the input gradient from the output gradient and w;
-    /// `.backwardWeights` writes the weight gradient from x and the output gradient.
-    func convolution(_ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?, weight: TensorImpl?,
-                     bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) -> Bool
+}
+
+/// A direct softmax.
+protocol SoftmaxKernels: AnyObject, Sendable {
     /// softmax (or log-softmax) of a contiguous floating tensor along `axis` into `out`
     /// (same shape and dtype), computed in float32; false when the backend has no direct
-    /// kernel (the op layer then composes it from reductions and elementwise ops).
+    /// kernel for it (the op layer then composes it from reductions and elementwise ops).
     func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool
+}
+
+/// Fused attention.
+protocol AttentionKernels: AnyObject, Sendable {
     /// Fused scaled dot-product attention: `out = softmax(scale · q·kᵀ) · v` for q [B, L, E],
     /// k [B, S, E], v [B, S, Ev] of one floating dtype (any strides), with positions after
     /// each row's own masked out when `causal`; the scores and softmax run in float32. `out`
@@ -151,14 +200,41 @@ protocol Backend: AnyObject, Sendable {
     /// are contiguous. False when the backend has no fused kernel (the op layer composes it).
     func attention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, scale: Float, causal: Bool,
                    weights: TensorImpl?, into out: TensorImpl) -> Bool
+}
+
+/// Gathers, scatters and the positions of true elements.
+protocol IndexingKernels: AnyObject, Sendable {
+    /// `out[i] = a[i with dimension dim replaced by index[i]]` (torch.gather); `index` is int64
+    /// with out's shape, no larger than `a` in the other dimensions. Returns the first index
+    /// outside `0..<a.shape[dim]` (writing nothing meaningful), or nil.
+    func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl) -> Int64?
+    /// `out[i with dim replaced by index[i]] += src[i]`, accumulated in float32 (int64 for
+    /// integers); `out` is contiguous and zeroed here first. Indices have been checked.
+    func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl)
+    /// Row-major flat positions of the true elements of a bool tensor.
+    func nonzero(_ mask: TensorImpl) -> [Int]
+}
+
+/// The optimizers' update steps and GradScaler's unscale.
+protocol OptimizerKernels: AnyObject, Sendable {
+    /// One SGD update of a parameter: contiguous tensors of one shape and floating dtype,
+    /// computed in float32. `momentum`/`newMomentum` are present when momentum is non-zero.
+    func sgdStep(param: TensorImpl, grad: TensorImpl, momentum: TensorImpl?, hyper: SGDHyper,
+                 newParam: TensorImpl, newMomentum: TensorImpl?)
     /// One Adam (or AdamW, `decoupled`) update, likewise.
     func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, hyper: AdamHyper,
                   newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl)
+    /// `out = grad * invScale` computed in float32; returns whether any result (or input) is
+    /// infinite or NaN. `grad` and `out` are contiguous and share a floating dtype.
+    func unscale(_ grad: TensorImpl, invScale: Float, into out: TensorImpl) -> Bool
 }
 
 /// The backend that serves each device, made once per process on first use.
 enum Backends {
-    static let cpu: any Backend = HostBackend(device: .cpu, name: "cpu")
+    /// The host kernels: the CPU stream, and the kernels that run a family another backend
+    /// declines, over that backend's (host-visible) memory.
+    static let host = HostBackend(device: .cpu, name: "cpu")
+    static let cpu: any Backend = host
 
     /// Whether Metal kernels serve "metal". They are not built yet, so the host fallback
     /// serves it on every platform and this is false.

@@ -14,7 +14,7 @@ package enum Comparison {
         let x = try GradMode.with(false) { try Ops.cast(a, to: dtype) }
         let y = try GradMode.with(false) { try Ops.cast(b, to: dtype) }
         let out = try TensorImpl.empty(shape, dtype: .bool, on: x.backend)
-        out.backend.compare(k, x.expanded(to: shape), y.expanded(to: shape), into: out)
+        out.elementwise("\(k)").compare(k, x.expanded(to: shape), y.expanded(to: shape), into: out)
         return out
     }
 
@@ -39,7 +39,7 @@ package enum Comparison {
         let shape = try Shape.broadcast(try Shape.broadcast(cond.shape, a.shape, op: whereOp.name), b.shape, op: whereOp.name)
         let x = try Ops.cast(a, to: dtype), y = try Ops.cast(b, to: dtype)
         let out = try TensorImpl.empty(shape, dtype: dtype, on: x.backend)
-        out.backend.select(cond.expanded(to: shape), x.expanded(to: shape), y.expanded(to: shape), into: out)
+        out.elementwise("where").select(cond.expanded(to: shape), x.expanded(to: shape), y.expanded(to: shape), into: out)
         return Autograd.record(out, Autograd.name(whereOp), [x, y]) { g in
             let zero = try Ops.scalarTensor(ScalarOperand(int: 0), dtype: g.dtype, device: g.device)
             return [try Autograd.reduce(try `where`(cond, g, zero), to: x.shape),

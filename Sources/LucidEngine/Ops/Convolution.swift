@@ -56,14 +56,14 @@ package enum Convolution {
     static func unfold(_ x: TensorImpl, _ g: WindowGeometry) throws -> TensorImpl {
         let n = x.shape[0], c = x.shape[1]
         let out = try TensorImpl.empty([n, c * g.kernel.0 * g.kernel.1, g.output.0 * g.output.1], dtype: x.dtype, on: x.backend)
-        out.backend.im2col(x, g, into: out)
+        out.convolution("im2col").im2col(x, g, into: out)
         return Autograd.record(out, Autograd.name(unfold), [x]) { grad in [try fold(grad, g, channels: c)] }
     }
 
     /// [N, C·kh·kw, oh·ow] → [N, C, H, W], summing overlaps; the adjoint of `unfold`.
     static func fold(_ cols: TensorImpl, _ g: WindowGeometry, channels c: Int) throws -> TensorImpl {
         let out = try TensorImpl.empty([cols.shape[0], c, g.input.0, g.input.1], dtype: cols.dtype, on: cols.backend)
-        out.backend.col2im(cols, g, into: out)
+        out.convolution("col2im").col2im(cols, g, into: out)
         return Autograd.record(out, Autograd.name(fold), [cols]) { grad in [try unfold(grad, g)] }
     }
 
@@ -131,13 +131,13 @@ package enum Convolution {
         let o = w.shape[0]
         let problem = ConvolutionProblem(batch: x.shape[0], channels: x.shape[1], outChannels: o, groups: groups, g, dtype: x.dtype)
         let out = try TensorImpl.empty([x.shape[0], o, g.output.0, g.output.1], dtype: x.dtype, on: x.backend)
-        guard out.backend.convolution(.forward, problem, x: x, weight: w, bias: b, gradOut: nil, into: out) else { return nil }
+        guard out.backend.convolutionKernels?.convolution(.forward, problem, x: x, weight: w, bias: b, gradOut: nil, into: out) == true else { return nil }
         return Autograd.record(out, Autograd.name(conv2d), [x, w] + (b.map { [$0] } ?? [])) { grad in
             let gy = try Ops.contiguous(grad)
             let gx = try TensorImpl.empty(x.shape, dtype: x.dtype, on: x.backend)
             let gw = try TensorImpl.empty(w.shape, dtype: w.dtype, on: w.backend)
-            guard gx.backend.convolution(.backwardData, problem, x: nil, weight: w, bias: nil, gradOut: gy, into: gx),
-                  gw.backend.convolution(.backwardWeights, problem, x: x, weight: nil, bias: nil, gradOut: gy, into: gw) else {
+            guard gx.backend.convolutionKernels?.convolution(.backwardData, problem, x: nil, weight: w, bias: nil, gradOut: gy, into: gx) == true,
+                  gw.backend.convolutionKernels?.convolution(.backwardWeights, problem, x: x, weight: nil, bias: nil, gradOut: gy, into: gw) == true else {
                 throw LucidError.runtime("\(name): the backend's backward convolution kernels failed for input \(x.shape) and weight \(w.shape)")
             }
             let gb = b == nil ? nil : try Reductions.reduce(.sum, gy, dims: [0, 2, 3], keepdim: false)
@@ -234,11 +234,11 @@ package enum Convolution {
         let outShape = [xc.shape[0], 1, g.output.0, g.output.1]
         let values = try TensorImpl.empty(outShape, dtype: xc.dtype, on: xc.backend)
         let indices = try TensorImpl.empty(outShape, dtype: .int64, on: xc.backend)
-        if values.numel > 0 { xc.backend.maxPool2d(xc, g, values: values, indices: indices) }
+        if values.numel > 0 { xc.pooling("max_pool2d").maxPool2d(xc, g, values: values, indices: indices) }
         let pooled = Autograd.record(values, Autograd.name(maxPool2d), [xc]) { grad in
             let gc = try Ops.contiguous(grad)
             let gradIn = try TensorImpl.empty(xc.shape, dtype: gc.dtype, on: gc.backend)
-            gradIn.backend.maxPool2dBackward(gc, indices: indices, g, into: gradIn)
+            gradIn.pooling("max_pool2d_backward").maxPool2dBackward(gc, indices: indices, g, into: gradIn)
             return [gradIn]
         }
         return try ShapeOps.reshape(pooled, lead + [g.output.0, g.output.1])

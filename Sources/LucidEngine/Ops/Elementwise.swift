@@ -90,7 +90,7 @@ package enum Elementwise {
         let shape = try Shape.broadcast(inputs[0].shape, inputs[1].shape, op: op.name)
         let x = try Ops.cast(inputs[0], to: dtype), y = try Ops.cast(inputs[1], to: dtype)
         let out = try TensorImpl.empty(shape, dtype: dtype, on: x.backend)
-        out.backend.binary(k, x.expanded(to: shape), y.expanded(to: shape), into: out)
+        out.elementwise("\(k)").binary(k, x.expanded(to: shape), y.expanded(to: shape), into: out)
         guard Autograd.tracks(x, y) else { return out }
         // Each gradient is summed back over the dimensions its input was broadcast along.
         // Each rule captures only what it needs: add and sub keep no tensor alive.
@@ -129,7 +129,7 @@ package enum Elementwise {
         }
         let x = try Ops.cast(x0, to: dtype)
         let out = try TensorImpl.empty(x.shape, dtype: dtype, on: x.backend)
-        out.backend.binary(k, x, scalar: scalar.value, scalarFirst: scalarFirst, into: out)
+        out.elementwise("\(k)").binary(k, x, scalar: scalar.value, scalarFirst: scalarFirst, into: out)
         guard Autograd.tracks(x) else { return out }
         let rule: (TensorImpl) throws -> TensorImpl
         switch (k, scalarFirst) {
@@ -180,14 +180,14 @@ package enum Elementwise {
         var x = try op.autocast([a])[0]
         if !k.keepsIntegers && !x.dtype.isFloatingPoint { x = try Ops.cast(x, to: .float32) }
         let out = try TensorImpl.empty(x.shape, dtype: x.dtype, on: x.backend)
-        out.backend.unary(k, x, into: out)
+        out.elementwise("\(k)").unary(k, x, into: out)
         guard Autograd.tracks(x) else { return out }
         // The node keeps one tensor: the output when the derivative reads it, else the input
         // (the kernel then ignores the other argument).
         let saved = k.derivativeUsesOutput ? out : x
         return Autograd.record(out, Autograd.name(op), [x]) { g in
             let gx = try TensorImpl.empty(saved.shape, dtype: saved.dtype, on: saved.backend)
-            saved.backend.unaryBackward(k, x: saved, y: saved, grad: g, into: gx)
+            saved.elementwise("\(k)_backward").unaryBackward(k, x: saved, y: saved, grad: g, into: gx)
             return [gx]
         }
     }

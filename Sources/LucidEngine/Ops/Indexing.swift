@@ -32,7 +32,7 @@ package enum Indexing {
             throw LucidError.value("gather: index shape \(index.shape) is larger than the input shape \(a.shape) in dimension \(d)")
         }
         let out = try TensorImpl.empty(ix.shape, dtype: x.dtype, on: x.backend)
-        if let bad = out.backend.gather(x, dim: axis, index: ix, into: out) {
+        if let bad = out.indexing("gather").gather(x, dim: axis, index: ix, into: out) {
             throw LucidError.index("gather: index \(bad) is out of bounds for dimension \(axis) with size \(x.shape[axis])")
         }
         let result = idx.ndim == 0 ? out.view(shape: [], strides: []) : out
@@ -46,7 +46,7 @@ package enum Indexing {
     /// (torch.scatter_add on zeros); the adjoint of gather. Indices must be in range.
     static func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, shape: [Int]) throws -> TensorImpl {
         let out = try TensorImpl.empty(shape, dtype: src.dtype, on: src.backend)
-        out.backend.scatterAdd(src, dim: dim, index: index, into: out)
+        out.indexing("scatter_add").scatterAdd(src, dim: dim, index: index, into: out)
         return Autograd.record(out, Autograd.name(scatterAdd), [src]) { g in [try gather(g, dim: dim, index: index)] }
     }
 
@@ -67,7 +67,7 @@ package enum Indexing {
         strides[axis] = idx.ndim == 0 ? 0 : idx.strides[0]
         let spread = idx.view(shape: shape, strides: strides)
         let out = try TensorImpl.empty(shape, dtype: x.dtype, on: x.backend)
-        if let bad = out.backend.gather(x, dim: axis, index: spread, into: out) {
+        if let bad = out.indexing("gather").gather(x, dim: axis, index: spread, into: out) {
             throw LucidError.index("index_select: index \(bad) is out of bounds for dimension \(axis) with size \(x.shape[axis])")
         }
         let result = a.ndim == 0 ? out.view(shape: [], strides: []) : out
@@ -172,7 +172,7 @@ package enum Indexing {
                 shape.append(1); strides.append(0); cshape.append(1); cstrides.append(0)
             case .tensor(let t) where t.dtype == .bool && t.ndim == 0:
                 // A 0-d mask adds a dimension holding the whole tensor once (true) or not at all.
-                let hits = t.backend.nonzero(t).count
+                let hits = t.indexing("nonzero").nonzero(t).count
                 advanced.append((shape.count, 1, HostIndex(shape: [hits], values: [Int64](repeating: 0, count: hits))))
                 shape.append(1); strides.append(0); cshape.append(1); cstrides.append(0)
             case .tensor(let t):
@@ -275,7 +275,7 @@ struct HostIndex {
         guard mask.shape == sizes else {
             throw LucidError.index("the shape of the mask \(mask.shape) does not match the shape \(sizes) of the indexed tensor starting at dimension \(firstDim)")
         }
-        let flat = mask.backend.nonzero(mask)
+        let flat = mask.indexing("nonzero").nonzero(mask)
         let strides = Shape.contiguousStrides(sizes)
         return (0..<sizes.count).map { k in
             HostIndex(shape: [flat.count], values: flat.map { Int64(($0 / strides[k]) % Swift.max(sizes[k], 1)) })

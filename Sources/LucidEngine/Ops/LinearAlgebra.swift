@@ -63,7 +63,7 @@ package enum LinearAlgebra {
         let x3 = try batched(x.expanded(to: batchShape + [m, k]))
         let y3 = try batched(y.expanded(to: batchShape + [k, n]))
         let out = try TensorImpl.empty([x3.shape[0], m, n], dtype: x.dtype, on: x.backend)
-        out.backend.gemm(x3, y3, bias: nil, into: out)
+        out.matmul("matmul").gemm(x3, y3, bias: nil, into: out)
         var shape = batchShape
         if !xVector { shape.append(m) }
         if !yVector { shape.append(n) }
@@ -108,7 +108,7 @@ package enum LinearAlgebra {
         let x3 = flat.view(shape: [1, rows, inF], strides: [0, flat.strides[0], flat.strides[1]])
         let wT = w.view(shape: [1, inF, outF], strides: [0, w.strides[1], w.strides[0]])
         let out = try TensorImpl.empty([1, rows, outF], dtype: xi.dtype, on: xi.backend)
-        out.backend.gemm(x3, wT, bias: b, into: out)
+        out.matmul("linear").gemm(x3, wT, bias: b, into: out)
         let shape = lead + [outF]
         let result = out.view(shape: shape, strides: Shape.contiguousStrides(shape))
         guard inputs.contains(where: \.requiresGrad) && GradMode.isEnabled else { return result }

@@ -42,7 +42,7 @@ package enum Optimizers {
         let newBuf = momentum != 0 ? try TensorImpl.empty(p.shape, dtype: p.dtype, on: p.backend) : nil
         let hyper = SGDHyper(lr: Float(lr), momentum: Float(momentum), dampening: Float(dampening),
                              weightDecay: Float(weightDecay), nesterov: nesterov, maximize: maximize, firstStep: buf == nil)
-        p.backend.sgdStep(param: p, grad: g, momentum: buf, hyper: hyper, newParam: newP, newMomentum: newBuf)
+        p.optimizers("sgd_step").sgdStep(param: p, grad: g, momentum: buf, hyper: hyper, newParam: newP, newMomentum: newBuf)
         Autocast.evictCasts(of: param)
         return (newP.withRequiresGrad(param.requiresGrad), newBuf)
     }
@@ -58,7 +58,7 @@ package enum Optimizers {
             guard g.dtype.isFloatingPoint else { throw LucidError.type("unscale: gradients must be floating point, got \(g.dtype)") }
             let dense = try Ops.contiguous(g)
             let o = try TensorImpl.empty(dense.shape, dtype: dense.dtype, on: dense.backend)
-            if dense.backend.unscale(dense, invScale: Float(invScale), into: o) { found = true }
+            if dense.optimizers("unscale").unscale(dense, invScale: Float(invScale), into: o) { found = true }
             return o
         }
         return (out, found)
@@ -83,7 +83,7 @@ package enum Optimizers {
         let newV = try TensorImpl.empty(p.shape, dtype: p.dtype, on: p.backend)
         let hyper = AdamHyper(lr: Float(lr), beta1: Float(beta1), beta2: Float(beta2), eps: Float(eps),
                               weightDecay: Float(weightDecay), decoupled: decoupled, maximize: maximize, step: step)
-        p.backend.adamStep(param: p, grad: g, m: m0, v: v0, hyper: hyper, newParam: newP, newM: newM, newV: newV)
+        p.optimizers("adam_step").adamStep(param: p, grad: g, m: m0, v: v0, hyper: hyper, newParam: newP, newM: newM, newV: newV)
         Autocast.evictCasts(of: param)
         return (newP.withRequiresGrad(param.requiresGrad), newM, newV)
     }

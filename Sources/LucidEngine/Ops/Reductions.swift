@@ -34,7 +34,7 @@ package enum Reductions {
         var kept = x.shape
         for ax in axes { kept[ax] = 1 }
         let out = try TensorImpl.empty(kept, dtype: outType, on: x.backend)
-        out.backend.reduce(k, x, axes: axes, into: out)
+        out.reduction("\(k)").reduce(k, x, axes: axes, into: out)
         let squeezed = x.shape.enumerated().filter { !axes.contains($0.offset) }.map(\.element)
         let result = keepdim ? out : out.view(shape: squeezed, strides: Shape.contiguousStrides(squeezed))
         var count = 1
@@ -90,7 +90,7 @@ extension Reductions {
         outShape.remove(at: axis)
         let values = try TensorImpl.empty(outShape, dtype: x.dtype, on: x.backend)
         let indices = try TensorImpl.empty(outShape, dtype: .int64, on: x.backend)
-        x.backend.argReduce(max: largest, x, axis: axis, values: values, indices: indices)
+        x.reduction(largest ? "argmax" : "argmin").argReduce(max: largest, x, axis: axis, values: values, indices: indices)
         var kept = x.shape
         kept[axis] = 1
         let shape = a.ndim == 0 ? [] : (keepdim ? kept : outShape)

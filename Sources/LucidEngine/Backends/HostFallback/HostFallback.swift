@@ -17,6 +17,34 @@ enum HostFallback {
         }
         Warnings.emit(
             "Metal is not available on this machine; device 'metal' runs on the host fallback (float16 storage, float32 accumulation). Set \(environmentVariable)=0 to make 'metal' an error instead.")
-        return .success(HostBackend(device: .metal, name: "host fallback"))
+        switch declinedFamilies() {
+        case .success(let declined):
+            return .success(HostBackend(device: .metal, name: "host fallback", declining: declined))
+        case .failure(let error):
+            return .failure(error)
+        }
+    }
+
+    static let declineVariable = "LUCID_METAL_DECLINE"
+
+    /// The kernel families `LUCID_METAL_DECLINE` (comma-separated names, or `all`) tells the
+    /// fallback to decline. A backend without a family is what a GPU backend is while it grows
+    /// one family at a time; declining them here runs the op layer's paths for it (host
+    /// kernels over the device's memory, counted, and composed softmax, attention and
+    /// convolution) without a GPU.
+    static func declinedFamilies() -> Result<Set<KernelFamily>, LucidError> {
+        guard let raw = environmentValue(declineVariable), !raw.isEmpty else { return .success([]) }
+        var families: Set<KernelFamily> = []
+        for name in raw.split(separator: ",").map({ $0.filter { $0 != " " }.lowercased() }) where !name.isEmpty {
+            if name == "all" {
+                families.formUnion(KernelFamily.allCases)
+            } else if let f = KernelFamily(rawValue: name) {
+                families.insert(f)
+            } else {
+                let known = KernelFamily.allCases.map(\.rawValue).joined(separator: ", ")
+                return .failure(.value("\(declineVariable): unknown kernel family '\(name)' (known: \(known), all)"))
+            }
+        }
+        return .success(families)
     }
 }

@@ -1,0 +1,91 @@
+/// Host gathers, scatter-adds and the positions of true elements.
+extension HostBackend: IndexingKernels {
+    func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl) -> Int64? {
+        dispatch(a.dtype, GatherKernel(a: a, dim: dim, index: index, out: out))
+    }
+
+    func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl) {
+        dispatch(src.dtype, ScatterAddKernel(src: src, dim: dim, index: index, out: out))
+    }
+
+    func nonzero(_ mask: TensorImpl) -> [Int] {
+        let p = UnsafePointer(HostBackend.address(mask).assumingMemoryBound(to: UInt8.self))
+        let loop = StridedLoop(shape: mask.shape, strides: [mask.strides])
+        var positions: [Int] = []
+        var flat = 0
+        loop.forEachRun(bases: [0]) { o, n, s in
+            var i = o[0]
+            for _ in 0..<n {
+                if p[i] != 0 { positions.append(flat) }
+                flat += 1
+                i &+= s[0]
+            }
+        }
+        return positions
+    }
+}
+
+/// Strides of `a` laid over `index`'s shape with `dim` zeroed: the offset of the element of
+/// `a` at index's position before the gathered coordinate is added.
+private func gatherStrides(_ a: TensorImpl, _ dim: Int) -> [Int] {
+    var s = a.strides
+    s[dim] = 0
+    return s
+}
+
+private struct GatherKernel: ElementVisitor {
+    let a: TensorImpl, dim: Int, index: TensorImpl, out: TensorImpl
+    func visit<E: HostElement>(_: E.Type) -> Int64? {
+        let pa = UnsafePointer(hostPointer(a, E.self)), po = hostPointer(out, E.self)
+        let px = UnsafePointer(hostPointer(index, I64Element.self))
+        let size = Int64(a.shape[dim]), step = a.strides[dim]
+        let loop = StridedLoop(shape: index.shape, strides: [index.strides, gatherStrides(a, dim), out.strides])
+        var bad: Int64? = nil
+        loop.forEachRun(bases: [0, 0, 0]) { o, n, s in
+            guard bad == nil else { return }
+            var x = o[0], i = o[1], k = o[2]
+            for _ in 0..<n {
+                let idx = px[x]
+                guard idx >= 0 && idx < size else { bad = idx; return }
+                po[k] = pa[i &+ Int(idx) &* step]
+                x &+= s[0]; i &+= s[1]; k &+= s[2]
+            }
+        }
+        return bad
+    }
+}
+
+private struct ScatterAddKernel: ElementVisitor {
+    let src: TensorImpl, dim: Int, index: TensorImpl, out: TensorImpl
+    func visit<E: HostElement>(_: E.Type) {
+        let ps = UnsafePointer(hostPointer(src, E.self)), po = hostPointer(out, E.self)
+        let px = UnsafePointer(hostPointer(index, I64Element.self))
+        let step = out.strides[dim]
+        let loop = StridedLoop(shape: index.shape, strides: [index.strides, src.strides, gatherStrides(out, dim)])
+        if E.isFloat {
+            var acc = [Float](repeating: 0, count: out.numel)
+            acc.withUnsafeMutableBufferPointer { accp in
+                loop.forEachRun(bases: [0, 0, 0]) { o, n, s in
+                    var x = o[0], i = o[1], k = o[2]
+                    for _ in 0..<n {
+                        accp[k &+ Int(px[x]) &* step] += E.float(ps, i)
+                        x &+= s[0]; i &+= s[1]; k &+= s[2]
+                    }
+                }
+            }
+            for j in 0..<out.numel { E.setFloat(po, j, acc[j]) }
+        } else {
+            var acc = [Int64](repeating: 0, count: out.numel)
+            acc.withUnsafeMutableBufferPointer { accp in
+                loop.forEachRun(bases: [0, 0, 0]) { o, n, s in
+                    var x = o[0], i = o[1], k = o[2]
+                    for _ in 0..<n {
+                        accp[k &+ Int(px[x]) &* step] &+= E.int(ps, i)
+                        x &+= s[0]; i &+= s[1]; k &+= s[2]
+                    }
+                }
+            }
+            for j in 0..<out.numel { E.setInt(po, j, acc[j]) }
+        }
+    }
+}

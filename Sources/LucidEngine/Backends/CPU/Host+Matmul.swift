@@ -1,0 +1,133 @@
+/// Host matrix products: BLAS for floats (oneDNN for bfloat16 and large float32 products where
+/// it is linked), a plain loop for integers.
+extension HostBackend: MatmulKernels {
+    func gemm(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl) {
+#if canImport(CDNNL)
+        // bfloat16 always (AVX-512 BF16 / AMX kernels); float32 once the product is large
+        // enough for oneDNN's kernels to repay its per-call set-up over BLAS.
+        let flops = out.shape[0] &* out.shape[1] &* out.shape[2] &* a.shape[2]
+        if (out.dtype == .bfloat16 || (out.dtype == .float32 && flops >= 1 << 18)) && DNNL.gemm(a, b, bias: bias, into: out) {
+            return
+        }
+#endif
+        if out.dtype.isFloatingPoint {
+            HostGEMM.float(a, b, bias: bias, into: out)
+        } else {
+            dispatch(out.dtype, IntegerGEMM(a: a, b: b, bias: bias, out: out))
+        }
+    }
+}
+
+/// Reads any host tensor into a contiguous float32 buffer.
+private struct PackFloat: ElementVisitor {
+    let t: TensorImpl, into: UnsafeMutablePointer<Float>
+    func visit<E: HostElement>(_: E.Type) {
+        let p = UnsafePointer(HostBackend.address(t).assumingMemoryBound(to: E.Stored.self))
+        let loop = StridedLoop(shape: t.shape, strides: [t.strides, Shape.contiguousStrides(t.shape)])
+        let dst = into
+        loop.forEachRun(bases: [0, 0]) { o, n, s in
+            var i = o[0], k = o[1]
+            for _ in 0..<n { dst[k] = E.float(p, i); i &+= s[0]; k &+= s[1] }
+        }
+    }
+}
+
+/// Writes a contiguous float32 buffer into a contiguous tensor, rounding once.
+private struct UnpackFloat: ElementVisitor {
+    let from: UnsafePointer<Float>, t: TensorImpl
+    func visit<E: HostElement>(_: E.Type) {
+        let p = HostBackend.address(t).assumingMemoryBound(to: E.Stored.self)
+        for j in 0..<t.numel { E.setFloat(p, j, from[j]) }
+    }
+}
+
+enum HostGEMM {
+    /// One operand as BLAS sees it: a float32 pointer, its leading dimension, whether it is
+    /// transposed, and the batch stride. Operands BLAS cannot read in place are packed into
+    /// `owned`, which the caller frees.
+    private struct Operand {
+        var base: UnsafePointer<Float>
+        var ld: Int
+        var transposed: Bool
+        var batchStride: Int
+        var owned: UnsafeMutablePointer<Float>?
+    }
+
+    private static func packed(_ t: TensorImpl) -> UnsafeMutablePointer<Float> {
+        let p = UnsafeMutablePointer<Float>.allocate(capacity: max(t.numel, 1))
+        dispatch(t.dtype, PackFloat(t: t, into: p))
+        return p
+    }
+
+    private static func operand(_ t: TensorImpl) -> Operand {
+        let rows = t.shape[1], cols = t.shape[2]
+        if t.dtype == .float32 {
+            let base = UnsafePointer(HostBackend.address(t).assumingMemoryBound(to: Float.self))
+            if t.strides[2] == 1 && t.strides[1] >= max(cols, 1) {
+                return Operand(base: base, ld: t.strides[1], transposed: false, batchStride: t.strides[0])
+            }
+            if t.strides[1] == 1 && t.strides[2] >= max(rows, 1) {
+                return Operand(base: base, ld: t.strides[2], transposed: true, batchStride: t.strides[0])
+            }
+        }
+        let p = packed(t)
+        return Operand(base: UnsafePointer(p), ld: max(cols, 1), transposed: false, batchStride: rows * cols, owned: p)
+    }
+
+    static func float(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl) {
+        let batch = out.shape[0], m = out.shape[1], n = out.shape[2], k = a.shape[2]
+        if out.numel == 0 { return }
+        let opA = operand(a), opB = operand(b)
+        let biasValues = bias.map(packed)
+        // Low-precision outputs accumulate in a float32 buffer and round once at the end.
+        let lowPrecision = out.dtype != .float32
+        let c = lowPrecision ? UnsafeMutablePointer<Float>.allocate(capacity: out.numel)
+                             : HostBackend.address(out).assumingMemoryBound(to: Float.self)
+        defer {
+            opA.owned?.deallocate()
+            opB.owned?.deallocate()
+            biasValues?.deallocate()
+            if lowPrecision { c.deallocate() }
+        }
+        for i in 0..<batch {
+            let ci = c + i * m * n
+            if k == 0 {
+                ci.update(repeating: 0, count: m * n)
+            } else {
+                BLAS.sgemm(transA: opA.transposed, transB: opB.transposed, m: m, n: n, k: k,
+                           a: opA.base + i * opA.batchStride, lda: opA.ld,
+                           b: opB.base + i * opB.batchStride, ldb: opB.ld, c: ci, ldc: n)
+            }
+            if let bv = biasValues {
+                for r in 0..<m { for j in 0..<n { ci[r * n + j] += bv[j] } }
+            }
+        }
+        if lowPrecision { dispatch(out.dtype, UnpackFloat(from: UnsafePointer(c), t: out)) }
+    }
+}
+
+/// Integer matmul: there is no integer BLAS, and integer matmul is rare enough that a plain
+/// wrapping loop serves.
+private struct IntegerGEMM: ElementVisitor {
+    let a: TensorImpl, b: TensorImpl, bias: TensorImpl?, out: TensorImpl
+    func visit<E: HostElement>(_: E.Type) {
+        let pa = UnsafePointer(HostBackend.address(a).assumingMemoryBound(to: E.Stored.self))
+        let pb = UnsafePointer(HostBackend.address(b).assumingMemoryBound(to: E.Stored.self))
+        let po = HostBackend.address(out).assumingMemoryBound(to: E.Stored.self)
+        let pbias = bias.map { UnsafePointer(HostBackend.address($0).assumingMemoryBound(to: E.Stored.self)) }
+        let biasStride = bias?.strides[0] ?? 0
+        let batch = out.shape[0], m = out.shape[1], n = out.shape[2], k = a.shape[2]
+        for bi in 0..<batch {
+            for i in 0..<m {
+                for j in 0..<n {
+                    var acc: Int64 = pbias.map { E.int($0, j * biasStride) } ?? 0
+                    for l in 0..<k {
+                        acc &+= E.int(pa, bi * a.strides[0] + i * a.strides[1] + l * a.strides[2])
+                            &* E.int(pb, bi * b.strides[0] + l * b.strides[1] + j * b.strides[2])
+                    }
+                    E.setInt(po, (bi * m + i) * n + j, acc)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,160 @@
+"""Kernel families: a backend provides the families it has and declines the rest. A declined
+family's kernels run on the host kernels over the device's own memory and are counted per op
+(`lucid.metal.host_fallback_counts()`); a declined softmax, attention or direct convolution
+is composed from other kernels instead.
+
+A GPU backend grows one family at a time; `LUCID_METAL_DECLINE` makes the host fallback that
+serves "metal" here decline families the same way, so these paths run without a GPU. Each
+case runs in a fresh interpreter, since the backend is made once per process.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ctypes import byref, c_char_p, c_int64
+
+import lucid
+from lucid import _engine
+
+ROOT = Path(__file__).resolve().parents[1]
+FAMILIES = ["elementwise", "reduction", "matmul", "convolution", "pooling", "softmax", "attention", "indexing",
+            "optimizers"]
+
+# The ops each family's fallbacks are counted under (elementwise: every other name).
+FAMILY_OPS = {
+    "reduction": {"sum", "mean", "argmax", "argmin"},
+    "matmul": {"matmul", "linear"},
+    "convolution": {"im2col", "col2im"},
+    "pooling": {"max_pool2d", "max_pool2d_backward"},
+    "indexing": {"gather", "scatter_add", "nonzero"},
+    "optimizers": {"sgd_step", "adam_step", "unscale"},
+}
+
+# A little of everything on "metal": conv, pooling, linear, attention, softmax, a loss with
+# class indices, GradScaler, Adam and SGD, boolean-mask indexing, comparisons and arg-reductions.
+WORKLOAD = """
+import json, warnings
+warnings.simplefilter("ignore")
+import numpy as np
+import lucid, lucid.nn as nn, lucid.nn.functional as F
+
+lucid.manual_seed(0)
+rng = np.random.default_rng(0)
+conv = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.GELU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 4 * 4, 3))
+conv.to("metal")
+head = nn.Linear(8, 3).to("metal")
+opt = lucid.optim.Adam(conv.parameters(), lr=1e-2)
+sgd = lucid.optim.SGD(head.parameters(), lr=0.1, momentum=0.9)
+scaler = lucid.amp.GradScaler("metal")
+x = lucid.tensor(rng.standard_normal((6, 2, 8, 8)).astype(np.float32)).to("metal")
+labels = lucid.tensor(rng.integers(0, 3, 6)).to("metal")
+seq = lucid.tensor(rng.standard_normal((2, 5, 8)).astype(np.float32)).to("metal").requires_grad_()
+losses = []
+for step in range(2):
+    opt.zero_grad(); sgd.zero_grad()
+    with lucid.amp.autocast():
+        logits = conv(x)
+        attn = F.scaled_dot_product_attention(seq, seq, seq, is_causal=True)
+        logits2 = head(attn.mean(1))
+        loss = F.cross_entropy(logits.float(), labels) + logits2.float().softmax(-1).max() + F.mse_loss(logits2.float(), logits.float()[:2])
+    scaler.scale(loss).backward()
+    scaler.step(opt); scaler.step(sgd); scaler.update()
+    losses.append(loss.item())
+picked = x[x > 1.0]
+out = {
+    "losses": losses,
+    "params": [p.float().numpy().ravel().tolist() for p in list(conv.parameters()) + list(head.parameters())],
+    "seq_grad": seq.grad.float().numpy().ravel().tolist(),
+    "picked": picked.numpy().tolist(),
+    "argmax": logits.float().argmax(-1).numpy().tolist(),
+    "counts": lucid.metal.host_fallback_counts(),
+}
+print(json.dumps(out))
+"""
+
+
+def run_workload(decline=None):
+    env = {k: v for k, v in os.environ.items() if k not in ("LUCID_METAL_DECLINE", "LUCID_METAL_FALLBACK")}
+    if decline is not None:
+        env["LUCID_METAL_DECLINE"] = decline
+    env["PYTHONPATH"] = str(ROOT)
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(WORKLOAD)], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return run_workload()
+
+
+def assert_same_results(got, want):
+    np.testing.assert_allclose(got["losses"], want["losses"], rtol=2e-3, atol=1e-4)
+    for g, w in zip(got["params"], want["params"]):
+        np.testing.assert_allclose(g, w, rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(got["seq_grad"], want["seq_grad"], rtol=2e-2, atol=2e-3)
+    assert got["picked"] == want["picked"]
+    assert got["argmax"] == want["argmax"]
+
+
+def test_a_backend_with_every_family_falls_back_for_nothing(reference):
+    assert reference["counts"] == {}
+    assert len(reference["losses"]) == 2 and all(np.isfinite(reference["losses"]))
+
+
+def test_declining_every_family_runs_everything_on_the_host_kernels(reference):
+    got = run_workload("all")
+    assert_same_results(got, reference)
+    counts = got["counts"]
+    for family, ops in FAMILY_OPS.items():
+        assert set(counts) & ops, f"no {family} op was counted: {counts}"
+    for op in ("add", "mul", "gelu", "gelu_backward", "where", "exp"):
+        assert counts.get(op, 0) > 0, f"{op} not counted: {counts}"
+    # Composed, not fallen back: softmax and attention have no host-fallback entry.
+    assert "softmax" not in counts and "attention" not in counts
+    assert all(isinstance(v, int) and v > 0 for v in counts.values())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_declining_one_family_counts_only_its_ops(family, reference):
+    got = run_workload(family)
+    assert_same_results(got, reference)
+    counts = got["counts"]
+    if family in ("softmax", "attention"):
+        assert counts == {}, f"a declined {family} is composed from other kernels, not run on the host: {counts}"
+        return
+    assert counts, f"declining {family} made nothing fall back"
+    others = set().union(*(ops for f, ops in FAMILY_OPS.items() if f != family))
+    if family == "elementwise":
+        assert not set(counts) & others, counts
+    else:
+        assert set(counts) <= FAMILY_OPS[family], counts
+
+
+def test_an_unknown_family_is_a_clear_error():
+    env = {**os.environ, "LUCID_METAL_DECLINE": "matmul,gemmm", "PYTHONPATH": str(ROOT)}
+    code = "import lucid\ntry:\n    lucid.ones(2, device='metal')\nexcept ValueError as e:\n    print(e)\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "LUCID_METAL_DECLINE: unknown kernel family 'gemmm'" in r.stdout and "optimizers" in r.stdout, r.stdout
+
+
+def test_counts_through_the_c_abi_reject_bad_arguments():
+    lib = _engine._lib
+    n = c_int64()
+    assert lib.lucid_metal_fallback_entries(byref(n)) == 0
+    name, count = c_char_p(), c_int64(7)
+    for index in (n.value, -1, 2 ** 62):
+        assert lib.lucid_metal_fallback_entry(index, byref(name), byref(count)) == 3  # LUCID_ERR_INDEX
+        assert b"out of range" in lib.lucid_last_error()
+    assert count.value == 7
+    assert lib.lucid_metal_fallback_entries(None) == 1  # LUCID_ERR_VALUE
+    assert lib.lucid_metal_fallback_entry(0, None, byref(count)) == 1
+    assert lucid.metal.host_fallback_counts() == {}
