@@ -9,7 +9,7 @@ PIP    := -m pip install -q --disable-pip-version-check
 # What a goal needs from the machine is checked before anything runs; a missing piece stops
 # make with one line that names it and says how to get it (tools/prereqs.sh).
 GOALS   := $(or $(MAKECMDGOALS),build)
-PREREQS := $(if $(filter build engine demo test swift-test check-sanitize check-wheel reliability bench,$(GOALS)),swift python) \
+PREREQS := $(if $(filter build engine demo test swift-test check-sanitize check-wheel metal-emulated check-metal reliability bench,$(GOALS)),swift python) \
            $(if $(filter test py-test reliability,$(GOALS)),cc)
 ifneq ($(strip $(PREREQS)),)
 PREREQ_PROBLEM := $(shell PYTHON='$(PYTHON)' VENV='$(VENV)' sh tools/prereqs.sh $(PREREQS))
@@ -24,13 +24,14 @@ endif
 # after .venv is made. (Empty on macOS: Accelerate.)
 SWIFT_FLAGS = $(shell $(PY) lucid/_native.py swift-flags)
 
-.PHONY: build engine demo test swift-test py-test check-sanitize check-wheel reliability bench clean
+.PHONY: build engine demo test swift-test py-test check-sanitize check-wheel metal-emulated check-metal reliability bench clean
 
 ## build: .venv with lucid's dependencies (OpenBLAS and oneDNN among them on Linux), the
 ## engine in release mode, and lucid installed into .venv (editable)
 build: engine
 
 engine: $(VENV)/.installed
+	@$(PY) tools/embed_metal.py
 	swift build -c release --product lucid $(SWIFT_FLAGS)
 	@mkdir -p lucid/_lib
 	@# (copied beside it and renamed over it: a process that has the old library loaded keeps it intact)
@@ -70,6 +71,26 @@ check-sanitize: $(VENV)/.installed
 ## Swift toolchain and any system OpenBLAS/oneDNN hidden (tools/check-wheel.sh); CI runs it
 check-wheel:
 	PYTHON='$(PYTHON)' bash tools/check-wheel.sh
+
+## metal-emulated: the check build, whose "metal" device runs on the Metal backend compiled
+## against an emulation of the Metal API (tests/metal), the .metal kernels compiled as C++;
+## prints the library's path last (load it with LUCID_ENGINE_LIBRARY=<path>)
+METAL_SCRATCH := .build/metal-emulated
+METAL_LIB      = $(CURDIR)/$(METAL_SCRATCH)/release/$(LIB)
+METAL_SWIFT    = LUCID_METAL_EMULATION=1 swift
+METAL_FLAGS    = --scratch-path $(METAL_SCRATCH) --manifest-cache none $(SWIFT_FLAGS)
+
+metal-emulated: $(VENV)/.installed
+	@$(PY) tools/embed_metal.py
+	$(PY) tests/metal/gen_kernels.py --clang "$$(dirname "$$(command -v swift)")/clang" \
+	  --out tests/metal/MSLKernels/kernels.cpp Sources/LucidEngine/Backends/Metal/Kernels/*.metal
+	$(METAL_SWIFT) build -c release --product lucid $(METAL_FLAGS)
+	@echo $(METAL_LIB)
+
+## check-metal: the Swift tests and the Python tests with "metal" on the emulated Metal backend
+check-metal: metal-emulated
+	$(METAL_SWIFT) test $(METAL_FLAGS)
+	LUCID_ENGINE_LIBRARY=$(METAL_LIB) $(PY) -m pytest -q
 
 ## reliability: the reliability tests in their full form (a few minutes), then RELIABILITY.md
 ## from what they logged; `make test` runs their short form

@@ -5,6 +5,21 @@ import PackageDescription
 // dynamic library (liblucid.so / liblucid.dylib) exporting the C ABI in include/lucid.h,
 // which the Python package loads with ctypes. Both are the same engine, so a Swift caller
 // and a C/Python caller on one thread share one autocast state.
+// `LUCID_METAL_EMULATION=1` makes the check build (`make metal-emulated`): on Linux the engine
+// then compiles its Metal backend against an emulation of the Metal API (tests/metal/Metal),
+// whose kernels are the backend's .metal files compiled as C++ (tests/metal/MSLKernels).
+// The product never includes it.
+let emulateMetal = Context.environment["LUCID_METAL_EMULATION"] == "1"
+
+let metalEmulation: [Target] = emulateMetal ? [
+    .target(
+        name: "MSLKernels",
+        path: "tests/metal/MSLKernels",
+        cxxSettings: [.headerSearchPath("../include"), .unsafeFlags(["-Wno-unknown-attributes"])]
+    ),
+    .target(name: "Metal", dependencies: ["MSLKernels"], path: "tests/metal/Metal"),
+] : []
+
 let package = Package(
     name: "lucid",
     platforms: [.macOS(.v14)],
@@ -24,8 +39,10 @@ let package = Package(
             dependencies: [
                 .target(name: "CBLAS", condition: .when(platforms: [.linux])),
                 .target(name: "CDNNL", condition: .when(platforms: [.linux])),
-            ],
-            path: "Sources/LucidEngine"
+            ] + (emulateMetal ? ["Metal"] : []),
+            path: "Sources/LucidEngine",
+            // The kernels reach the engine as strings (MetalKernelSource.swift), not as resources.
+            exclude: ["Backends/Metal/Kernels"]
         ),
         .target(
             name: "LucidCABI",
@@ -37,5 +54,6 @@ let package = Package(
             dependencies: ["LucidEngine", "LucidCABI"],
             path: "tests/swift"
         ),
-    ]
+    ] + metalEmulation,
+    cxxLanguageStandard: .cxx17
 )

@@ -20,8 +20,12 @@ _LIB_NAME = "liblucid.dylib" if sys.platform == "darwin" else "liblucid.so"
 
 
 def _find_library() -> Path:
-    override = os.environ.get("LUCID_LIBRARY")
+    # LUCID_ENGINE_LIBRARY loads another build of the engine, e.g. the check build whose
+    # "metal" device runs on the emulated Metal backend (`make metal-emulated` prints its path).
+    override = os.environ.get("LUCID_ENGINE_LIBRARY")
     if override:
+        if not Path(override).is_file():
+            raise ImportError(f"lucid: LUCID_ENGINE_LIBRARY names {override}, which is not a file")
         return Path(override)
     here = Path(__file__).resolve().parent
     candidates = [here / "_lib" / _LIB_NAME, here.parent / ".build" / "release" / _LIB_NAME]

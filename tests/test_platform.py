@@ -12,6 +12,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+import lucid  # noqa: E402
+
+# These tests are about the host fallback; where the Metal backend serves "metal" (a Mac, or
+# the emulated check build) there is no fallback to warn about or turn off.
+pytestmark = pytest.mark.skipif(lucid.metal.is_available(),
+                                reason="the Metal backend serves 'metal' here, so there is no host fallback")
+
 
 def run(code, **env):
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **env}

@@ -236,13 +236,23 @@ enum Backends {
     static let host = HostBackend(device: .cpu, name: "cpu")
     static let cpu: any Backend = host
 
-    /// Whether Metal kernels serve "metal". They are not built yet, so the host fallback
-    /// serves it on every platform and this is false.
-    static let metalIsAvailable = false
+    /// The GPU stream: the Metal backend where Metal is available (Apple Silicon, or the
+    /// emulated Metal of the check build), else the host fallback, which warns once and can be
+    /// turned off.
+    private static let metal: Result<any Backend, LucidError> = {
+#if canImport(Metal)
+        if let m = MetalBackend.make() { return .success(m) }
+#endif
+        return HostFallback.make()
+    }()
 
-    /// The GPU stream. The Metal kernels are not built yet, so every platform serves "metal"
-    /// with the host fallback, which warns once and can be turned off.
-    private static let metal: Result<any Backend, LucidError> = HostFallback.make()
+    /// Whether Metal kernels serve "metal".
+    static var metalIsAvailable: Bool {
+#if canImport(Metal)
+        if case .success(let b) = metal, b is MetalBackend { return true }
+#endif
+        return false
+    }
 
     static func backend(for device: Device) throws -> any Backend {
         switch device {

@@ -1,0 +1,407 @@
+// Elementwise kernels of the Metal backend: binary arithmetic (tensor-tensor and
+// tensor-scalar), unary functions and their derivatives, comparisons and selection.
+//
+// Operands are strided views of up to 8 dimensions (broadcasts have stride 0); every thread
+// computes one element of the output. Floating types are stored as float, half or bfloat and
+// computed in float32, rounding once on store, as the host kernels do. The backend compiles
+// this library with fast math off, so NaN and infinities follow IEEE 754.
+//
+// Kept to the part of the Metal Shading Language that also compiles as C++ against
+// tests/metal/include/metal_stdlib (the emulation): no threadgroup arrays declared inside a
+// kernel, no function constants.
+
+#include <metal_stdlib>
+using namespace metal;
+
+// The layout of up to three operands over one shape (row-major over `shape`), bound with
+// setBytes. Field order and sizes match `MetalLayout` in MetalBackend.swift.
+struct Layout {
+    uint ndim;
+    uint pad;
+    ulong count;
+    long shape[8];
+    long strides[3][8];
+};
+
+inline long element_offset(ulong flat, constant Layout& L, uint operand) {
+    long off = 0;
+    for (int d = int(L.ndim) - 1; d >= 0; --d) {
+        ulong extent = ulong(L.shape[d]);
+        long i = long(flat % extent);
+        flat /= extent;
+        off += i * L.strides[operand][d];
+    }
+    return off;
+}
+
+// ---- storing float32 results --------------------------------------------------------------
+// Bit-exact narrowing with the host kernels' rules (HalfConversions.swift), not the GPU's
+// conversion instructions, so that every device rounds alike and NaNs keep the reference
+// libraries' bits: round to nearest even, subnormals kept, overflow to infinity; float16 NaNs
+// keep the top ten payload bits (forced non-zero), bfloat16 NaNs become the quiet NaN.
+
+inline ushort float16_bits(float x) {
+    uint f = as_type<uint>(x);
+    ushort sign = ushort((f >> 16) & 0x8000u);
+    int exponent = int((f >> 23) & 0xffu);
+    uint mantissa = f & 0x7fffffu;
+    if (exponent == 0xff) {
+        if (mantissa == 0) return sign | 0x7c00;
+        ushort payload = ushort(mantissa >> 13);
+        return sign | 0x7c00 | (payload == 0 ? ushort(1) : payload);
+    }
+    int e = exponent - 112;
+    if (e >= 31) return sign | 0x7c00;
+    if (e <= 0) {
+        if (e < -10) return sign;
+        uint full = mantissa | 0x800000u;
+        uint shift = uint(14 - e);
+        uint q = full >> shift;
+        uint rest = full & ((1u << shift) - 1u);
+        uint halfway = 1u << (shift - 1u);
+        if (rest > halfway || (rest == halfway && (q & 1u) == 1u)) q += 1u;
+        return sign | ushort(q);
+    }
+    uint q = (uint(e) << 10) | (mantissa >> 13);
+    uint rest = mantissa & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (q & 1u) == 1u)) q += 1u;
+    return sign | ushort(q);
+}
+
+inline ushort bfloat16_bits(float x) {
+    uint f = as_type<uint>(x);
+    if ((f & 0x7fffffffu) > 0x7f800000u) return (f & 0x80000000u) != 0 ? ushort(0xffc0) : ushort(0x7fc0);
+    return ushort((f + 0x7fffu + ((f >> 16) & 1u)) >> 16);
+}
+
+template <typename T> inline T narrow(float x) { return T(x); }
+
+// Reading a stored value as float32, exactly (NaN payloads included).
+inline float widen(float x) { return x; }
+inline float widen(half h) {
+    uint b = uint(as_type<ushort>(h));
+    uint sign = (b & 0x8000u) << 16, exponent = (b >> 10) & 0x1fu, mantissa = b & 0x3ffu;
+    if (exponent == 0x1fu) return as_type<float>(sign | 0x7f800000u | (mantissa << 13));
+    if (exponent == 0u) return as_type<float>(sign | as_type<uint>(float(mantissa) * 5.9604644775390625e-8f));
+    return as_type<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+}
+inline float widen(bfloat b) { return as_type<float>(uint(as_type<ushort>(b)) << 16); }
+template <> inline half narrow<half>(float x) { return as_type<half>(float16_bits(x)); }
+template <> inline bfloat narrow<bfloat>(float x) { return as_type<bfloat>(bfloat16_bits(x)); }
+
+// ---- binary ------------------------------------------------------------------------------
+// Op codes: BinaryKernel's order (add, sub, mul, div, pow, maximum, minimum).
+
+inline float binary_float(uint op, float x, float y) {
+    switch (op) {
+    case 0: return x + y;
+    case 1: return x - y;
+    case 2: return x * y;
+    case 3: return x / y;
+    case 4: return precise::pow(x, y);
+    case 5: return (isnan(x) || isnan(y)) ? NAN : max(x, y);
+    default: return (isnan(x) || isnan(y)) ? NAN : min(x, y);
+    }
+}
+
+inline long integer_power(long base, long exponent) {
+    if (exponent < 0) {
+        if (base == 1) return 1;
+        if (base == -1) return (exponent & 1) == 0 ? 1 : -1;
+        return 0;
+    }
+    ulong result = 1, b = ulong(base);
+    ulong e = ulong(exponent);
+    while (e > 0) {
+        if (e & 1) result *= b;
+        b *= b;
+        e >>= 1;
+    }
+    return long(result);
+}
+
+constant long LONG_LOWEST = -9223372036854775807L - 1L;
+
+// Wrapping integer arithmetic, computed in unsigned form (signed overflow is undefined).
+inline long binary_int(uint op, long x, long y) {
+    switch (op) {
+    case 0: return long(ulong(x) + ulong(y));
+    case 1: return long(ulong(x) - ulong(y));
+    case 2: return long(ulong(x) * ulong(y));
+    case 3: return y == 0 ? 0 : ((x == LONG_LOWEST && y == -1) ? LONG_LOWEST : x / y);
+    case 4: return integer_power(x, y);
+    case 5: return max(x, y);
+    default: return min(x, y);
+    }
+}
+
+#define LUCID_BINARY_FLOAT(NAME, T)                                                                  \
+kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
+                 device T* out [[buffer(2)]], constant Layout& layout [[buffer(3)]],                 \
+                 constant uint& op [[buffer(4)]], uint gid [[thread_position_in_grid]]) {            \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    float x = widen(a[element_offset(gid, layout, 0)]), y = widen(b[element_offset(gid, layout, 1)]); \
+    out[element_offset(gid, layout, 2)] = narrow<T>(binary_float(op, x, y));                                 \
+}
+
+#define LUCID_BINARY_INT(NAME, T)                                                                    \
+kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
+                 device T* out [[buffer(2)]], constant Layout& layout [[buffer(3)]],                 \
+                 constant uint& op [[buffer(4)]], uint gid [[thread_position_in_grid]]) {            \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    long x = long(a[element_offset(gid, layout, 0)]), y = long(b[element_offset(gid, layout, 1)]);   \
+    out[element_offset(gid, layout, 2)] = T(binary_int(op, x, y));                                   \
+}
+
+LUCID_BINARY_FLOAT(binary_float32, float)
+LUCID_BINARY_FLOAT(binary_float16, half)
+LUCID_BINARY_FLOAT(binary_bfloat16, bfloat)
+LUCID_BINARY_INT(binary_int32, int)
+LUCID_BINARY_INT(binary_int64, long)
+
+// `a op s` (or `s op a` when `scalar_first`); the scalar is float32 for floating types and
+// int64 for integers, as the host kernels take it.
+#define LUCID_BINARY_SCALAR_FLOAT(NAME, T)                                                           \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
+                 constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
+                 constant float& scalar [[buffer(4)]], constant uint& scalar_first [[buffer(5)]],    \
+                 uint gid [[thread_position_in_grid]]) {                                             \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    float x = widen(a[element_offset(gid, layout, 0)]);                                              \
+    float r = scalar_first != 0 ? binary_float(op, scalar, x) : binary_float(op, x, scalar);         \
+    out[element_offset(gid, layout, 1)] = narrow<T>(r);                                               \
+}
+
+#define LUCID_BINARY_SCALAR_INT(NAME, T)                                                             \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
+                 constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
+                 constant long& scalar [[buffer(4)]], constant uint& scalar_first [[buffer(5)]],     \
+                 uint gid [[thread_position_in_grid]]) {                                             \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    long x = long(a[element_offset(gid, layout, 0)]);                                                \
+    long r = scalar_first != 0 ? binary_int(op, scalar, x) : binary_int(op, x, scalar);              \
+    out[element_offset(gid, layout, 1)] = T(r);                                                      \
+}
+
+LUCID_BINARY_SCALAR_FLOAT(binary_scalar_float32, float)
+LUCID_BINARY_SCALAR_FLOAT(binary_scalar_float16, half)
+LUCID_BINARY_SCALAR_FLOAT(binary_scalar_bfloat16, bfloat)
+LUCID_BINARY_SCALAR_INT(binary_scalar_int32, int)
+LUCID_BINARY_SCALAR_INT(binary_scalar_int64, long)
+
+// ---- unary -------------------------------------------------------------------------------
+// Op codes: UnaryKernel's raw values.
+
+constant float SQRT_2_OVER_PI = 0.7978846f;
+constant float INV_SQRT_2 = 0.70710677f;
+constant float INV_SQRT_2PI = 0.3989423f;
+
+inline float sigmoid_of(float x) { return 1.0f / (1.0f + precise::exp(-x)); }
+
+// erfc(x) for float32 (metal_stdlib has no erf): W. J. Cody's rational approximations as
+// in Numerical Recipes' erfcc, relative error below 1.2e-7 everywhere, so the negative tail of
+// gelu keeps its relative accuracy.
+inline float erfc_of(float x) {
+    float z = fabs(x);
+    float t = 1.0f / (1.0f + 0.5f * z);
+    float r = t * precise::exp(-z * z - 1.26551223f + t * (1.00002368f + t * (0.37409196f + t * (0.09678418f +
+              t * (-0.18628806f + t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f +
+              t * (-0.82215223f + t * 0.17087277f)))))))));
+    return x >= 0.0f ? r : 2.0f - r;
+}
+
+// log(1 + x) accurate for small x (Goldberg: log(u) · x / (u − 1) with u = 1 + x rounded).
+inline float log1p_of(float x) {
+    float u = 1.0f + x;
+    if (u == 1.0f) return x;
+    if (isinf(u)) return u;
+    return precise::log(u) * (x / (u - 1.0f));
+}
+
+inline float unary_float(uint op, float x) {
+    switch (op) {
+    case 0: return -x;
+    case 1: return x < 0.0f ? 0.0f : x;
+    case 2: return precise::exp(x);
+    case 3: return precise::log(x);
+    case 4: return log1p_of(x);
+    case 5: return precise::sqrt(x);
+    case 6: return 1.0f / precise::sqrt(x);
+    case 7: return fabs(x);
+    case 8: return precise::tanh(x);
+    case 9: return sigmoid_of(x);
+    case 10: return x * sigmoid_of(x);
+    case 11: return 0.5f * x * erfc_of(-x * INV_SQRT_2);
+    case 12: return x * sigmoid_of(2.0f * SQRT_2_OVER_PI * (x + 0.044715f * x * x * x));
+    default: return x > 20.0f ? x : log1p_of(precise::exp(x));
+    }
+}
+
+inline float unary_derivative(uint op, float x, float y) {
+    switch (op) {
+    case 0: return -1.0f;
+    case 1: return x > 0.0f ? 1.0f : 0.0f;
+    case 2: return y;
+    case 3: return 1.0f / x;
+    case 4: return 1.0f / (1.0f + x);
+    case 5: return 0.5f / y;
+    case 6: return -0.5f * y * y * y;
+    case 7: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
+    case 8: return 1.0f - y * y;
+    case 9: return y * (1.0f - y);
+    case 10: { float s = sigmoid_of(x); return s * (1.0f + x * (1.0f - s)); }
+    case 11: return 0.5f * erfc_of(-x * INV_SQRT_2) + x * INV_SQRT_2PI * precise::exp(-0.5f * x * x);
+    case 12: {
+        float u = SQRT_2_OVER_PI * (x + 0.044715f * x * x * x);
+        float s = sigmoid_of(2.0f * u);
+        return s + 2.0f * x * s * (1.0f - s) * SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * x * x);
+    }
+    default: return x > 20.0f ? 1.0f : sigmoid_of(x);
+    }
+}
+
+#define LUCID_UNARY(NAME, T)                                                                         \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
+                 constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
+                 uint gid [[thread_position_in_grid]]) {                                             \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    out[element_offset(gid, layout, 1)] = narrow<T>(unary_float(op, widen(a[element_offset(gid, layout, 0)]))); \
+}
+
+// gradIn = grad * d op(x)/dx over four operands that share one layout's shape: x, y and grad
+// use the strides of operands 0..2 of `inputs`, gradIn those of operand 0 of `output`.
+#define LUCID_UNARY_BACKWARD(NAME, T)                                                                \
+kernel void NAME(device const T* x [[buffer(0)]], device const T* y [[buffer(1)]],                  \
+                 device const T* grad [[buffer(2)]], device T* grad_in [[buffer(3)]],                \
+                 constant Layout& inputs [[buffer(4)]], constant Layout& output [[buffer(5)]],       \
+                 constant uint& op [[buffer(6)]], uint gid [[thread_position_in_grid]]) {            \
+    if (ulong(gid) >= inputs.count) return;                                                          \
+    float xv = widen(x[element_offset(gid, inputs, 0)]), yv = widen(y[element_offset(gid, inputs, 1)]); \
+    float g = widen(grad[element_offset(gid, inputs, 2)]);                                           \
+    grad_in[element_offset(gid, output, 0)] = narrow<T>(g * unary_derivative(op, xv, yv));           \
+}
+
+LUCID_UNARY(unary_float32, float)
+LUCID_UNARY(unary_float16, half)
+LUCID_UNARY(unary_bfloat16, bfloat)
+LUCID_UNARY_BACKWARD(unary_backward_float32, float)
+LUCID_UNARY_BACKWARD(unary_backward_float16, half)
+LUCID_UNARY_BACKWARD(unary_backward_bfloat16, bfloat)
+
+// ---- comparisons and selection ----------------------------------------------------------
+// Op codes: CompareKernel's raw values (eq, ne, lt, le, gt, ge). Bool is one byte, 0 or 1.
+
+template <typename V>
+inline bool compare_values(uint op, V x, V y) {
+    switch (op) {
+    case 0: return x == y;
+    case 1: return x != y;
+    case 2: return x < y;
+    case 3: return x <= y;
+    case 4: return x > y;
+    default: return x >= y;
+    }
+}
+
+#define LUCID_COMPARE(NAME, T, V)                                                                    \
+kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
+                 device uchar* out [[buffer(2)]], constant Layout& layout [[buffer(3)]],             \
+                 constant uint& op [[buffer(4)]], uint gid [[thread_position_in_grid]]) {            \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    V x = V(a[element_offset(gid, layout, 0)]), y = V(b[element_offset(gid, layout, 1)]);            \
+    out[element_offset(gid, layout, 2)] = compare_values(op, x, y) ? 1 : 0;                          \
+}
+
+LUCID_COMPARE(compare_float32, float, float)
+LUCID_COMPARE(compare_float16, half, float)
+LUCID_COMPARE(compare_bfloat16, bfloat, float)
+LUCID_COMPARE(compare_int32, int, long)
+LUCID_COMPARE(compare_int64, long, long)
+LUCID_COMPARE(compare_bool, uchar, long)
+
+// out = cond ? a : b. Operand 0 of `layout` is cond, 1 is a, 2 is b; out uses `output`.
+#define LUCID_SELECT(NAME, T)                                                                        \
+kernel void NAME(device const uchar* cond [[buffer(0)]], device const T* a [[buffer(1)]],           \
+                 device const T* b [[buffer(2)]], device T* out [[buffer(3)]],                       \
+                 constant Layout& layout [[buffer(4)]], constant Layout& output [[buffer(5)]],       \
+                 uint gid [[thread_position_in_grid]]) {                                             \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    bool c = cond[element_offset(gid, layout, 0)] != 0;                                              \
+    out[element_offset(gid, output, 0)] = c ? a[element_offset(gid, layout, 1)] : b[element_offset(gid, layout, 2)]; \
+}
+
+LUCID_SELECT(select_float32, float)
+LUCID_SELECT(select_float16, half)
+LUCID_SELECT(select_bfloat16, bfloat)
+LUCID_SELECT(select_int32, int)
+LUCID_SELECT(select_int64, long)
+LUCID_SELECT(select_bool, uchar)
+
+// ---- copy and fill -----------------------------------------------------------------------
+
+// Strided copy with conversion; operand 0 of `layout` is the source, 1 the destination.
+#define LUCID_COPY(NAME, S, D)                                                                       \
+kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
+                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    dst[element_offset(gid, layout, 1)] = D(src[element_offset(gid, layout, 0)]);                   \
+}
+
+LUCID_COPY(copy_float32, float, float)
+LUCID_COPY(copy_float16, half, half)
+LUCID_COPY(copy_bfloat16, bfloat, bfloat)
+LUCID_COPY(copy_int32, int, int)
+LUCID_COPY(copy_int64, long, long)
+LUCID_COPY(copy_bool, uchar, uchar)
+LUCID_COPY(copy_int32_float32, int, float)
+LUCID_COPY(copy_int64_float32, long, float)
+LUCID_COPY(copy_bool_float32, uchar, float)
+LUCID_COPY(copy_int32_int64, int, long)
+LUCID_COPY(copy_int64_int32, long, int)
+#define LUCID_COPY_WIDEN(NAME, S)                                                                    \
+kernel void NAME(device const S* src [[buffer(0)]], device float* dst [[buffer(1)]],                \
+                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    dst[element_offset(gid, layout, 1)] = widen(src[element_offset(gid, layout, 0)]);               \
+}
+
+LUCID_COPY_WIDEN(copy_float16_float32, half)
+LUCID_COPY_WIDEN(copy_bfloat16_float32, bfloat)
+
+#define LUCID_COPY_NARROW(NAME, D)                                                                   \
+kernel void NAME(device const float* src [[buffer(0)]], device D* dst [[buffer(1)]],                \
+                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    dst[element_offset(gid, layout, 1)] = narrow<D>(src[element_offset(gid, layout, 0)]);           \
+}
+
+LUCID_COPY_NARROW(copy_float32_float16, half)
+LUCID_COPY_NARROW(copy_float32_bfloat16, bfloat)
+
+// out = value; the backend rounds the value as the host kernels do (float16/bfloat16 from a
+// float32 rounded to odd, so that the one rounding here is the only one that counts).
+#define LUCID_FILL_FLOAT(NAME, T)                                                                    \
+kernel void NAME(device T* out [[buffer(0)]], constant Layout& layout [[buffer(1)]],                \
+                 constant float& value [[buffer(2)]], uint gid [[thread_position_in_grid]]) {        \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    out[element_offset(gid, layout, 0)] = narrow<T>(value);                                          \
+}
+
+#define LUCID_FILL_INT(NAME, T)                                                                      \
+kernel void NAME(device T* out [[buffer(0)]], constant Layout& layout [[buffer(1)]],                \
+                 constant long& value [[buffer(2)]], uint gid [[thread_position_in_grid]]) {         \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    out[element_offset(gid, layout, 0)] = T(value);                                                  \
+}
+
+LUCID_FILL_FLOAT(fill_float32, float)
+LUCID_FILL_FLOAT(fill_float16, half)
+LUCID_FILL_FLOAT(fill_bfloat16, bfloat)
+LUCID_FILL_INT(fill_int32, int)
+LUCID_FILL_INT(fill_int64, long)
+
+kernel void fill_bool(device uchar* out [[buffer(0)]], constant Layout& layout [[buffer(1)]],
+                      constant long& value [[buffer(2)]], uint gid [[thread_position_in_grid]]) {
+    if (ulong(gid) >= layout.count) return;
+    out[element_offset(gid, layout, 0)] = value != 0 ? 1 : 0;
+}

@@ -1,0 +1,253 @@
+#if canImport(Metal)
+import Metal
+
+/// A tensor's memory on the GPU: an `MTLBuffer` in shared storage, which on Apple Silicon's
+/// unified memory is host memory too. Counted in `MemoryStats` under "metal".
+final class MetalBuffer: DeviceBuffer, @unchecked Sendable {
+    let buffer: any MTLBuffer
+    let byteCount: Int
+
+    /// The host's view of the memory; valid once the backend has synchronized.
+    var contents: UnsafeMutableRawPointer { buffer.contents() }
+
+    init(_ buffer: any MTLBuffer, byteCount: Int) {
+        self.buffer = buffer
+        self.byteCount = byteCount
+        MemoryStats.allocated(byteCount, on: .metal)
+    }
+
+    deinit { MemoryStats.released(byteCount, on: .metal) }
+}
+
+/// The layout of up to three operands over one shape, as the kernels' `Layout` struct holds it
+/// (Kernels/Elementwise.metal): uint ndim, uint pad, ulong count, long shape[8],
+/// long strides[3][8] — 34 little-endian 64-bit words.
+struct MetalLayout {
+    static let maxRank = 8
+    private(set) var words = [Int64](repeating: 0, count: 34)
+
+    var count: Int { Int(words[1]) }
+
+    /// `operands` (each a strides array of `shape`'s rank) over `shape`, with dimensions of
+    /// size 1 dropped and neighbours merged where every operand allows; nil when more than
+    /// `maxRank` dimensions remain or there are more than three operands.
+    init?(shape: [Int], operands: [[Int]]) {
+        guard operands.count <= 3, let all = Self.layouts(shape: shape, operands: operands) else { return nil }
+        self = all[0]
+    }
+
+    private init(count: Int, dims: [(size: Int, strides: [Int])], operands: Range<Int>) {
+        words[0] = Int64(dims.count)
+        words[1] = Int64(count)
+        for (d, dim) in dims.enumerated() {
+            words[2 + d] = Int64(dim.size)
+            for (slot, o) in operands.enumerated() { words[10 + slot * 8 + d] = Int64(dim.strides[o]) }
+        }
+    }
+
+    /// Layouts for any number of operands over one shape, three per layout, merged alike
+    /// (the merge looks at every operand), so that one thread index means one element in all.
+    static func layouts(shape: [Int], operands: [[Int]]) -> [MetalLayout]? {
+        var dims: [(size: Int, strides: [Int])] = []
+        for d in shape.indices where shape[d] != 1 {
+            let strides = operands.map { $0[d] }
+            if let last = dims.last, operands.indices.allSatisfy({ last.strides[$0] == strides[$0] * shape[d] }) {
+                dims[dims.count - 1] = (last.size * shape[d], strides)
+            } else {
+                dims.append((shape[d], strides))
+            }
+        }
+        guard dims.count <= maxRank else { return nil }
+        let count = shape.reduce(1, *)
+        return stride(from: 0, to: max(operands.count, 1), by: 3).map {
+            MetalLayout(count: count, dims: dims, operands: $0..<min($0 + 3, operands.count))
+        }
+    }
+}
+
+/// The "metal" device on Apple's GPU. Kernels are encoded into one open command buffer, which
+/// is committed only when the host needs a value (`synchronize()`: a read, a host kernel,
+/// `lucid.metal.synchronize()`), so small ops do not wait on the GPU one by one.
+///
+/// Kernel families arrive one at a time: those not here yet are declined, and the op layer
+/// runs them on the host kernels over the same shared buffers (counted in
+/// `lucid.metal.host_fallback_counts()`). Within a family, a dtype without a GPU kernel runs
+/// on the host the same way.
+final class MetalBackend: Backend, @unchecked Sendable {
+    let device = Device.metal
+    let name = "metal"
+    let gpu: any MTLDevice
+    private let queue: any MTLCommandQueue
+    /// Guards the open command buffer, its encoder and the caches: ops on several threads
+    /// share one queue.
+    private let lock = Lock()
+    private var commandBuffer: (any MTLCommandBuffer)?
+    private var encoder: (any MTLComputeCommandEncoder)?
+    private var libraries: [String: any MTLLibrary] = [:]
+    private var pipelines: [String: any MTLComputePipelineState] = [:]
+
+    private init(gpu: any MTLDevice, queue: any MTLCommandQueue) {
+        self.gpu = gpu
+        self.queue = queue
+    }
+
+    /// The backend of the system's default GPU, or nil where there is none.
+    static func make() -> MetalBackend? {
+        guard let gpu = MTLCreateSystemDefaultDevice(), gpu.hasUnifiedMemory, let queue = gpu.makeCommandQueue() else {
+            return nil
+        }
+        return MetalBackend(gpu: gpu, queue: queue)
+    }
+
+    // MARK: - Memory
+
+    func allocate(byteCount: Int) throws -> any DeviceBuffer {
+        // Metal makes no zero-length buffers; an empty tensor still gets a small one.
+        guard let buffer = gpu.makeBuffer(length: max(byteCount, 16), options: .storageModeShared) else {
+            throw LucidError.runtime("metal: could not allocate a buffer of \(byteCount) bytes")
+        }
+        return MetalBuffer(buffer, byteCount: byteCount)
+    }
+
+    func synchronize() {
+        let finished: (any MTLCommandBuffer)? = lock.withLock {
+            encoder?.endEncoding()
+            encoder = nil
+            defer { commandBuffer = nil }
+            commandBuffer?.commit()
+            return commandBuffer
+        }
+        guard let finished else { return }
+        finished.waitUntilCompleted()
+        if finished.status == .error {
+            Warnings.emit("metal: a command buffer failed (\(finished.error.map { "\($0)" } ?? "no error given")); results computed by it are wrong")
+        }
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer, into dst: TensorImpl) {
+        synchronize()
+        guard let src = bytes.baseAddress else { return }
+        HostBackend.address(dst).copyMemory(from: src, byteCount: min(bytes.count, dst.numel * dst.dtype.itemSize))
+    }
+
+    func read(_ src: TensorImpl, into bytes: UnsafeMutableRawBufferPointer) {
+        synchronize()
+        guard let dst = bytes.baseAddress else { return }
+        dst.copyMemory(from: HostBackend.address(src), byteCount: min(bytes.count, src.numel * src.dtype.itemSize))
+    }
+
+    func fill(_ out: TensorImpl, with value: Scalar) {
+        guard out.numel > 0 else { return }
+        guard let layout = MetalLayout(shape: out.shape, operands: [out.strides]) else {
+            return onHost("fill").fill(out, with: value)
+        }
+        encode("fill_\(out.dtype.name)", count: layout.count) { e in
+            bind(out, 0, e)
+            setBytes(layout.words, 1, e)
+            if out.dtype.isFloatingPoint {
+                // One rounding into a 16-bit float, through float32 rounded to odd (as the host does).
+                setBytes(out.dtype.isLowPrecision ? roundedToOddFloat(value.double) : Float(value.double), 2, e)
+            } else {
+                setBytes(value.int, 2, e)
+            }
+        }
+    }
+
+    /// Source and destination dtypes the copy kernels convert between.
+    private static let copies: Set<String> = ["float32", "float16", "bfloat16", "int32", "int64", "bool",
+                                              "float32_float16", "float16_float32", "float32_bfloat16", "bfloat16_float32",
+                                              "int32_float32", "int64_float32", "bool_float32", "int32_int64", "int64_int32"]
+
+    func copy(_ src: TensorImpl, into dst: TensorImpl) {
+        guard dst.numel > 0 else { return }
+        let kind = src.dtype == dst.dtype ? src.dtype.name : "\(src.dtype.name)_\(dst.dtype.name)"
+        guard Self.copies.contains(kind), let layout = MetalLayout(shape: dst.shape, operands: [src.strides, dst.strides]) else {
+            return onHost("copy").copy(src, into: dst)
+        }
+        encode("copy_\(kind)", count: layout.count) { e in
+            bind(src, 0, e)
+            bind(dst, 1, e)
+            setBytes(layout.words, 2, e)
+        }
+    }
+
+    // MARK: - Encoding
+
+    /// The host kernels for one call this backend has no GPU kernel for (a dtype, a rank):
+    /// queued GPU work finishes first, and the op is counted as a host fallback.
+    func onHost(_ op: @autoclosure () -> String) -> HostBackend {
+        synchronize()
+        HostKernelFallbacks.record(op())
+        return Backends.host
+    }
+
+    /// Encodes one dispatch of `kernel` over `count` threads into the open command buffer;
+    /// `bind` sets its arguments.
+    func encode(_ kernel: String, count: Int, _ bind: (any MTLComputeCommandEncoder) -> Void) {
+        lock.withLock {
+            guard let pipeline = pipeline(kernel) else {
+                // Unreachable with a consistent build: every kernel name used here is compiled.
+                Warnings.emit("metal: kernel \(kernel) is missing from the compiled library")
+                return
+            }
+            guard let e = openEncoder() else {
+                Warnings.emit("metal: could not open a command buffer")
+                return
+            }
+            e.setComputePipelineState(pipeline)
+            bind(e)
+            let width = min(count, pipeline.maxTotalThreadsPerThreadgroup)
+            e.dispatchThreads(MTLSize(width: count, height: 1, depth: 1),
+                              threadsPerThreadgroup: MTLSize(width: width, height: 1, depth: 1))
+        }
+    }
+
+    private func openEncoder() -> (any MTLComputeCommandEncoder)? {
+        if let encoder { return encoder }
+        if commandBuffer == nil { commandBuffer = queue.makeCommandBuffer() }
+        encoder = commandBuffer?.makeComputeCommandEncoder()
+        return encoder
+    }
+
+    /// The pipeline of a kernel, compiling its library at first use.
+    private func pipeline(_ kernel: String) -> (any MTLComputePipelineState)? {
+        if let p = pipelines[kernel] { return p }
+        for (unit, source) in MetalKernelSource.libraries {
+            let library: any MTLLibrary
+            if let l = libraries[unit] {
+                library = l
+            } else {
+                let options = MTLCompileOptions()
+                options.fastMathEnabled = false  // IEEE NaN and infinities, as the host kernels
+                guard let l = try? gpu.makeLibrary(source: source, options: options) else { continue }
+                libraries[unit] = l
+                library = l
+            }
+            guard let f = library.makeFunction(name: kernel), let p = try? gpu.makeComputePipelineState(function: f) else {
+                continue
+            }
+            pipelines[kernel] = p
+            return p
+        }
+        return nil
+    }
+}
+
+/// Binds a tensor's buffer (at its offset) to argument `index`, labelled with its dtype so
+/// that tools (and the emulation's checks) can tell what it holds.
+func bind(_ t: TensorImpl, _ index: Int, _ e: any MTLComputeCommandEncoder) {
+    let buffer = unsafeDowncast(t.storage.buffer, to: MetalBuffer.self).buffer
+    let label = "lucid:\(t.dtype.name)"
+    if buffer.label != label { buffer.label = label }
+    e.setBuffer(buffer, offset: t.offset * t.dtype.itemSize, index: index)
+}
+
+/// Binds a plain value (a scalar, or an array's elements) as constant bytes.
+func setBytes<T>(_ value: T, _ index: Int, _ e: any MTLComputeCommandEncoder) {
+    withUnsafeBytes(of: value) { e.setBytes($0.baseAddress!, length: $0.count, index: index) }
+}
+
+func setBytes<T>(_ values: [T], _ index: Int, _ e: any MTLComputeCommandEncoder) {
+    values.withUnsafeBytes { e.setBytes($0.baseAddress!, length: $0.count, index: index) }
+}
+#endif

@@ -1,0 +1,501 @@
+// An emulation of the part of Apple's Metal framework that lucid's Metal backend uses, for the
+// check build on Linux (`make metal-emulated`). Each declaration has the Swift signature of
+// Apple's documentation page named beside it; the protocols refine AnyObject where Apple's
+// refine NSObjectProtocol. Kernels run on the CPU: the MSL sources the backend compiles are
+// matched with their C++ builds (MSLKernels), and a committed command buffer runs its
+// commands one after another.
+//
+// The emulation is as strict as the real API where it can be, and stricter where a bug would
+// only show on a Mac as wrong numbers: every argument a kernel declares must be bound, with
+// bytes of exactly the size its parameter declares and buffers whose dtype label (when the
+// backend sets one) matches its element type; offsets must be aligned; a command buffer
+// commits once; and the host may not touch a buffer's contents while an unfinished command
+// buffer uses it. A violation stops the process with a message naming it: it is a bug in
+// the backend, never in a user's input.
+
+import MSLKernels
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Stops the check build on a misuse of the Metal API.
+func metalMisuse(_ message: String, file: StaticString = #fileID, line: UInt = #line) -> Never {
+    fatalError("Metal emulation: \(message)", file: file, line: line)
+}
+
+// documentation/metal/mtlsize
+public struct MTLSize: Sendable {
+    public var width: Int
+    public var height: Int
+    public var depth: Int
+    public init() { (width, height, depth) = (0, 0, 0) }
+    public init(width: Int, height: Int, depth: Int) { (self.width, self.height, self.depth) = (width, height, depth) }
+}
+
+// documentation/metal/mtlresourceoptions
+public struct MTLResourceOptions: OptionSet, Sendable {
+    public let rawValue: UInt
+    public init(rawValue: UInt) { self.rawValue = rawValue }
+    public static let storageModeShared = MTLResourceOptions([])
+    public static let storageModeManaged = MTLResourceOptions(rawValue: 1 << 4)
+    public static let storageModePrivate = MTLResourceOptions(rawValue: 2 << 4)
+}
+
+// documentation/metal/mtlstoragemode
+public enum MTLStorageMode: UInt, Sendable { case shared = 0, managed = 1, `private` = 2, memoryless = 3 }
+
+// documentation/metal/mtlcommandbufferstatus
+public enum MTLCommandBufferStatus: UInt, Sendable {
+    case notEnqueued = 0, enqueued = 1, committed = 2, scheduled = 3, completed = 4, error = 5
+}
+
+// documentation/metal/mtllanguageversion
+public enum MTLLanguageVersion: UInt, Sendable {
+    case version3_0 = 196608, version3_1 = 196609
+}
+
+// documentation/metal/mtlcompileoptions
+public final class MTLCompileOptions {
+    public init() {}
+    // documentation/metal/mtlcompileoptions/fastmathenabled
+    public var fastMathEnabled: Bool = true
+    // documentation/metal/mtlcompileoptions/languageversion
+    public var languageVersion: MTLLanguageVersion = .version3_1
+}
+
+/// What makeLibrary and makeComputePipelineState throw (Apple's throw NSError).
+public struct MTLEmulationError: Error, CustomStringConvertible {
+    public let description: String
+}
+
+// documentation/metal/mtlresource
+public protocol MTLResource: AnyObject {
+    var label: String? { get set }
+    var storageMode: MTLStorageMode { get }
+}
+
+// documentation/metal/mtlbuffer
+public protocol MTLBuffer: MTLResource {
+    // documentation/metal/mtlbuffer/length
+    var length: Int { get }
+    // documentation/metal/mtlbuffer/contents()
+    func contents() -> UnsafeMutableRawPointer
+}
+
+// documentation/metal/mtlfunction
+public protocol MTLFunction: AnyObject {
+    var name: String { get }
+}
+
+// documentation/metal/mtllibrary
+public protocol MTLLibrary: AnyObject {
+    // documentation/metal/mtllibrary/functionnames
+    var functionNames: [String] { get }
+    // documentation/metal/mtllibrary/makefunction(name:)
+    func makeFunction(name functionName: String) -> (any MTLFunction)?
+}
+
+// documentation/metal/mtlcomputepipelinestate
+public protocol MTLComputePipelineState: AnyObject {
+    var maxTotalThreadsPerThreadgroup: Int { get }
+    var threadExecutionWidth: Int { get }
+}
+
+// documentation/metal/mtlcommandencoder
+public protocol MTLCommandEncoder: AnyObject {
+    // documentation/metal/mtlcommandencoder/endencoding()
+    func endEncoding()
+}
+
+// documentation/metal/mtlcomputecommandencoder
+public protocol MTLComputeCommandEncoder: MTLCommandEncoder {
+    // documentation/metal/mtlcomputecommandencoder/setcomputepipelinestate(_:)
+    func setComputePipelineState(_ state: any MTLComputePipelineState)
+    // documentation/metal/mtlcomputecommandencoder/setbuffer(_:offset:index:)
+    func setBuffer(_ buffer: (any MTLBuffer)?, offset: Int, index: Int)
+    // documentation/metal/mtlcomputecommandencoder/setbytes(_:length:index:)
+    func setBytes(_ bytes: UnsafeRawPointer, length: Int, index: Int)
+    // documentation/metal/mtlcomputecommandencoder/dispatchthreads(_:threadsperthreadgroup:)
+    func dispatchThreads(_ threadsPerGrid: MTLSize, threadsPerThreadgroup: MTLSize)
+    // documentation/metal/mtlcomputecommandencoder/dispatchthreadgroups(_:threadsperthreadgroup:)
+    func dispatchThreadgroups(_ threadgroupsPerGrid: MTLSize, threadsPerThreadgroup: MTLSize)
+}
+
+// documentation/metal/mtlcommandbuffer
+public protocol MTLCommandBuffer: AnyObject {
+    var status: MTLCommandBufferStatus { get }
+    var error: (any Error)? { get }
+    // documentation/metal/mtlcommandbuffer/makecomputecommandencoder()
+    func makeComputeCommandEncoder() -> (any MTLComputeCommandEncoder)?
+    // documentation/metal/mtlcommandbuffer/commit()
+    func commit()
+    // documentation/metal/mtlcommandbuffer/waituntilcompleted()
+    func waitUntilCompleted()
+}
+
+// documentation/metal/mtlcommandqueue
+public protocol MTLCommandQueue: AnyObject {
+    // documentation/metal/mtlcommandqueue/makecommandbuffer()
+    func makeCommandBuffer() -> (any MTLCommandBuffer)?
+}
+
+// documentation/metal/mtldevice
+public protocol MTLDevice: AnyObject {
+    var name: String { get }
+    var hasUnifiedMemory: Bool { get }
+    var maxThreadsPerThreadgroup: MTLSize { get }
+    // documentation/metal/mtldevice/makecommandqueue()
+    func makeCommandQueue() -> (any MTLCommandQueue)?
+    // documentation/metal/mtldevice/makebuffer(length:options:)
+    func makeBuffer(length: Int, options: MTLResourceOptions) -> (any MTLBuffer)?
+    // documentation/metal/mtldevice/makelibrary(source:options:)
+    func makeLibrary(source: String, options: MTLCompileOptions?) throws -> any MTLLibrary
+    // documentation/metal/mtldevice/makecomputepipelinestate(function:)
+    func makeComputePipelineState(function: any MTLFunction) throws -> any MTLComputePipelineState
+}
+
+// documentation/metal/1433401-mtlcreatesystemdefaultdevice
+public func MTLCreateSystemDefaultDevice() -> (any MTLDevice)? { EmulatedDevice.shared }
+
+// MARK: - The emulation
+
+final class EmulatedDevice: MTLDevice, @unchecked Sendable {
+    static let shared = EmulatedDevice()
+    let name = "lucid Metal emulation"
+    let hasUnifiedMemory = true
+    let maxThreadsPerThreadgroup = MTLSize(width: 1024, height: 1024, depth: 64)
+    /// Every compiled kernel, by name.
+    let kernels: [String: UnsafePointer<lucid_msl_kernel>]
+
+    private init() {
+        var count: Int32 = 0
+        let table = lucid_msl_kernels(&count)!
+        var byName: [String: UnsafePointer<lucid_msl_kernel>] = [:]
+        for i in 0..<Int(count) { byName[String(cString: table[i].name)] = table + i }
+        kernels = byName
+    }
+
+    func makeCommandQueue() -> (any MTLCommandQueue)? { EmulatedQueue() }
+
+    func makeBuffer(length: Int, options: MTLResourceOptions) -> (any MTLBuffer)? {
+        guard length > 0 else { return nil }  // Metal returns nil for a zero length
+        if options.contains(.storageModePrivate) {
+            metalMisuse("lucid's buffers must be shared (unified memory): private storage was asked for")
+        }
+        return EmulatedBuffer(length: length)
+    }
+
+    func makeLibrary(source: String, options: MTLCompileOptions?) throws -> any MTLLibrary {
+        guard let options, !options.fastMathEnabled else {
+            throw MTLEmulationError(description: "lucid's kernels must be compiled with fastMathEnabled = false (IEEE NaN and infinity handling)")
+        }
+        let hash = source.utf8.withContiguousStorageIfAvailable { lucid_msl_hash($0.baseAddress, $0.count) }
+            ?? Array(source.utf8).withUnsafeBytes { lucid_msl_hash($0.baseAddress, $0.count) }
+        let names = kernels.filter { $0.value.pointee.unit_hash == hash }.map(\.key).sorted()
+        if names.isEmpty {
+            throw MTLEmulationError(description: "no compiled kernels match this source: the check build's C++ kernels are out of date (run make metal-emulated) or the source is not one of the .metal files")
+        }
+        return EmulatedLibrary(functionNames: names)
+    }
+
+    func makeComputePipelineState(function: any MTLFunction) throws -> any MTLComputePipelineState {
+        guard let f = function as? EmulatedFunction else { metalMisuse("a function from another device") }
+        return EmulatedPipeline(kernel: f.kernel)
+    }
+}
+
+final class EmulatedBuffer: MTLBuffer, @unchecked Sendable {
+    let length: Int
+    let storageMode = MTLStorageMode.shared
+    var label: String?
+    private let memory: UnsafeMutableRawPointer
+    /// Unfinished command buffers that use this buffer.
+    var pendingUses = 0
+
+    init(length: Int) {
+        self.length = length
+        // Page-aligned like Metal's allocations; zeroed so that a stray read is deterministic.
+        var p: UnsafeMutableRawPointer?
+        guard posix_memalign(&p, 16384, length) == 0, let p else { metalMisuse("out of memory for \(length) bytes") }
+        memset(p, 0, length)
+        memory = p
+    }
+
+    deinit {
+        if pendingUses > 0 { metalMisuse("a buffer was freed while a command buffer still uses it") }
+        free(memory)
+    }
+
+    func contents() -> UnsafeMutableRawPointer {
+        if pendingUses > 0 {
+            metalMisuse("contents() of a buffer (\(label ?? "unlabelled"), \(length) bytes) that an unfinished command buffer uses: the host would race the GPU; wait for it to complete first")
+        }
+        return memory
+    }
+
+    /// The memory, for the emulated GPU itself.
+    var gpuAddress: UnsafeMutableRawPointer { memory }
+}
+
+final class EmulatedFunction: MTLFunction {
+    let name: String
+    let kernel: UnsafePointer<lucid_msl_kernel>
+    init(name: String, kernel: UnsafePointer<lucid_msl_kernel>) { (self.name, self.kernel) = (name, kernel) }
+}
+
+final class EmulatedLibrary: MTLLibrary {
+    let functionNames: [String]
+    init(functionNames: [String]) { self.functionNames = functionNames }
+
+    func makeFunction(name functionName: String) -> (any MTLFunction)? {
+        guard functionNames.contains(functionName), let k = EmulatedDevice.shared.kernels[functionName] else { return nil }
+        return EmulatedFunction(name: functionName, kernel: k)
+    }
+}
+
+final class EmulatedPipeline: MTLComputePipelineState {
+    let kernel: UnsafePointer<lucid_msl_kernel>
+    let maxTotalThreadsPerThreadgroup = 1024
+    let threadExecutionWidth = 32
+    init(kernel: UnsafePointer<lucid_msl_kernel>) { self.kernel = kernel }
+}
+
+final class EmulatedQueue: MTLCommandQueue {
+    func makeCommandBuffer() -> (any MTLCommandBuffer)? { EmulatedCommandBuffer() }
+}
+
+/// One recorded command: runs when its command buffer is committed.
+public protocol EmulatedCommand {
+    func run() throws
+}
+
+public final class EmulatedCommandBuffer: MTLCommandBuffer {
+    public private(set) var status = MTLCommandBufferStatus.notEnqueued
+    public private(set) var error: (any Error)?
+    private var commands: [any EmulatedCommand] = []
+    private var used: [EmulatedBuffer] = []
+    private var openEncoder: EmulatedComputeEncoder?
+
+    public func makeComputeCommandEncoder() -> (any MTLComputeCommandEncoder)? {
+        if status != .notEnqueued { metalMisuse("makeComputeCommandEncoder() on a command buffer that was already committed") }
+        if openEncoder != nil { metalMisuse("a second encoder on a command buffer whose encoder has not ended (endEncoding())") }
+        let e = EmulatedComputeEncoder(owner: self)
+        openEncoder = e
+        return e
+    }
+
+    /// For MPS kernels, which encode straight into the command buffer.
+    public func record(_ command: any EmulatedCommand, using buffers: [any MTLBuffer]) {
+        if status != .notEnqueued { metalMisuse("encoding into a command buffer that was already committed") }
+        if openEncoder != nil { metalMisuse("encoding a kernel while a compute encoder is open (call endEncoding() first)") }
+        for b in buffers { use(b) }
+        commands.append(command)
+    }
+
+    func use(_ buffer: any MTLBuffer) {
+        guard let b = buffer as? EmulatedBuffer else { metalMisuse("a buffer from another device") }
+        b.pendingUses += 1
+        used.append(b)
+    }
+
+    func append(_ command: any EmulatedCommand) { commands.append(command) }
+
+    func encoderEnded(_ e: EmulatedComputeEncoder) {
+        if openEncoder !== e { metalMisuse("endEncoding() of an encoder that is not this command buffer's open one") }
+        openEncoder = nil
+    }
+
+    public func commit() {
+        if status != .notEnqueued { metalMisuse("commit() of a command buffer that was already committed") }
+        if openEncoder != nil { metalMisuse("commit() while an encoder has not ended (endEncoding())") }
+        status = .committed
+        do {
+            for c in commands { try c.run() }
+            status = .completed
+        } catch let e {
+            error = e
+            status = .error
+        }
+        for b in used { b.pendingUses -= 1 }
+        used.removeAll()
+        commands.removeAll()
+    }
+
+    public func waitUntilCompleted() {
+        if status == .notEnqueued { metalMisuse("waitUntilCompleted() on a command buffer that was never committed (it would wait forever)") }
+    }
+}
+
+/// The dtype a buffer holds, from the label lucid's backend gives it ("lucid:float16"), and
+/// the MSL element type that matches.
+private func labelledType(_ label: String?) -> String? {
+    guard let label, label.hasPrefix("lucid:") else { return nil }
+    switch label.dropFirst(6) {
+    case "float32": return "float"
+    case "float16": return "half"
+    case "bfloat16": return "bfloat"
+    case "int32": return "int"
+    case "int64": return "long"
+    case "bool": return "uchar"
+    default: return nil
+    }
+}
+
+final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
+    private unowned let owner: EmulatedCommandBuffer
+    private var pipeline: EmulatedPipeline?
+    private var buffers: [Int: (EmulatedBuffer, Int)] = [:]
+    private var bytes: [Int: [UInt8]] = [:]
+    private var ended = false
+
+    init(owner: EmulatedCommandBuffer) { self.owner = owner }
+
+    private func checkOpen(_ what: String) {
+        if ended { metalMisuse("\(what) after endEncoding()") }
+    }
+
+    func setComputePipelineState(_ state: any MTLComputePipelineState) {
+        checkOpen("setComputePipelineState")
+        guard let p = state as? EmulatedPipeline else { metalMisuse("a pipeline from another device") }
+        pipeline = p
+    }
+
+    func setBuffer(_ buffer: (any MTLBuffer)?, offset: Int, index: Int) {
+        checkOpen("setBuffer")
+        guard (0..<31).contains(index) else { metalMisuse("buffer index \(index) outside 0..<31") }
+        guard let buffer else { buffers[index] = nil; return }
+        guard let b = buffer as? EmulatedBuffer else { metalMisuse("a buffer from another device") }
+        guard offset >= 0, offset < b.length else {
+            metalMisuse("setBuffer offset \(offset) outside the buffer's \(b.length) bytes (index \(index))")
+        }
+        buffers[index] = (b, offset)
+        bytes[index] = nil
+    }
+
+    func setBytes(_ pointer: UnsafeRawPointer, length: Int, index: Int) {
+        checkOpen("setBytes")
+        guard (0..<31).contains(index) else { metalMisuse("bytes index \(index) outside 0..<31") }
+        guard length > 0, length <= 4096 else { metalMisuse("setBytes of \(length) bytes: Metal takes 1...4096 (use a buffer beyond 4 KB)") }
+        bytes[index] = Array(UnsafeRawBufferPointer(start: pointer, count: length))
+        buffers[index] = nil
+    }
+
+    func dispatchThreads(_ threadsPerGrid: MTLSize, threadsPerThreadgroup: MTLSize) {
+        let groups = MTLSize(width: (threadsPerGrid.width + threadsPerThreadgroup.width - 1) / max(1, threadsPerThreadgroup.width),
+                             height: (threadsPerGrid.height + threadsPerThreadgroup.height - 1) / max(1, threadsPerThreadgroup.height),
+                             depth: (threadsPerGrid.depth + threadsPerThreadgroup.depth - 1) / max(1, threadsPerThreadgroup.depth))
+        dispatch(grid: threadsPerGrid, groups: groups, perGroup: threadsPerThreadgroup)
+    }
+
+    func dispatchThreadgroups(_ threadgroupsPerGrid: MTLSize, threadsPerThreadgroup: MTLSize) {
+        let grid = MTLSize(width: threadgroupsPerGrid.width * threadsPerThreadgroup.width,
+                           height: threadgroupsPerGrid.height * threadsPerThreadgroup.height,
+                           depth: threadgroupsPerGrid.depth * threadsPerThreadgroup.depth)
+        dispatch(grid: grid, groups: threadgroupsPerGrid, perGroup: threadsPerThreadgroup)
+    }
+
+    private func dispatch(grid: MTLSize, groups: MTLSize, perGroup: MTLSize) {
+        checkOpen("dispatch")
+        guard let pipeline else { metalMisuse("dispatch without a compute pipeline state") }
+        let k = pipeline.kernel.pointee
+        let name = String(cString: k.name)
+        let total = perGroup.width * perGroup.height * perGroup.depth
+        guard perGroup.width > 0, perGroup.height > 0, perGroup.depth > 0, total <= pipeline.maxTotalThreadsPerThreadgroup else {
+            metalMisuse("\(name): \(perGroup.width)×\(perGroup.height)×\(perGroup.depth) threads per threadgroup (at most \(pipeline.maxTotalThreadsPerThreadgroup) in all)")
+        }
+        guard [grid.width, grid.height, grid.depth].allSatisfy({ $0 > 0 && $0 <= Int(UInt32.max) }) else {
+            metalMisuse("\(name): grid \(grid.width)×\(grid.height)×\(grid.depth) is empty or too large")
+        }
+        var args: [Arg] = []
+        for i in 0..<Int(k.param_count) {
+            let p = k.params[i]
+            let pname = String(cString: p.name), ptype = String(cString: p.type), index = Int(p.index)
+            switch Int32(p.kind) {
+            case Int32(LUCID_MSL_DEVICE_POINTER):
+                guard let (b, offset) = buffers[index] else {
+                    metalMisuse("\(name): parameter '\(pname)' (device \(ptype)*, buffer \(index)) is not bound to a buffer")
+                }
+                if offset % Int(p.size) != 0 {
+                    metalMisuse("\(name): '\(pname)' offset \(offset) is not a multiple of sizeof(\(ptype)) = \(p.size)")
+                }
+                if let t = labelledType(b.label), t != ptype {
+                    metalMisuse("\(name): '\(pname)' is declared device \(ptype)* but the bound buffer holds \(b.label ?? "?")")
+                }
+                if b.length - offset < Int(p.size) {
+                    metalMisuse("\(name): '\(pname)' has fewer than one \(ptype) left after offset \(offset)")
+                }
+                owner.use(b)
+                args.append(.buffer(b, offset))
+            case Int32(LUCID_MSL_CONSTANT_REF):
+                if let data = bytes[index] {
+                    if data.count != Int(p.size) {
+                        metalMisuse("\(name): '\(pname)' is declared constant \(ptype)& (\(p.size) bytes) but \(data.count) bytes were bound with setBytes")
+                    }
+                    args.append(.bytes(data))
+                } else if let (b, offset) = buffers[index] {
+                    if offset % 256 != 0 { metalMisuse("\(name): '\(pname)' constant buffer offset \(offset) is not a multiple of 256") }
+                    if b.length - offset < Int(p.size) { metalMisuse("\(name): '\(pname)' needs \(p.size) bytes after offset \(offset)") }
+                    owner.use(b)
+                    args.append(.buffer(b, offset))
+                } else {
+                    metalMisuse("\(name): parameter '\(pname)' (constant \(ptype)&, buffer \(index)) is not bound")
+                }
+            case Int32(LUCID_MSL_THREADGROUP):
+                metalMisuse("\(name): threadgroup memory is not emulated yet")
+            default:
+                args.append(.none)
+            }
+        }
+        owner.append(DispatchCommand(kernel: pipeline.kernel, args: args,
+                                     grid: lucid_msl_size(x: UInt32(grid.width), y: UInt32(grid.height), z: UInt32(grid.depth)),
+                                     groups: lucid_msl_size(x: UInt32(groups.width), y: UInt32(groups.height), z: UInt32(groups.depth)),
+                                     perGroup: lucid_msl_size(x: UInt32(perGroup.width), y: UInt32(perGroup.height), z: UInt32(perGroup.depth))))
+    }
+
+    func endEncoding() {
+        checkOpen("endEncoding")
+        ended = true
+        owner.encoderEnded(self)
+    }
+
+    enum Arg {
+        case buffer(EmulatedBuffer, Int)
+        case bytes([UInt8])
+        case none
+    }
+
+    struct DispatchCommand: EmulatedCommand {
+        let kernel: UnsafePointer<lucid_msl_kernel>
+        let args: [Arg]
+        let grid: lucid_msl_size, groups: lucid_msl_size, perGroup: lucid_msl_size
+
+        func run() throws {
+            // Bytes are copied into 16-byte-aligned storage, as the GPU's constant memory is.
+            var owned: [UnsafeMutableRawPointer] = []
+            defer { owned.forEach { free($0) } }
+            var pointers: [UnsafeMutableRawPointer?] = []
+            for a in args {
+                switch a {
+                case .buffer(let b, let offset): pointers.append(b.gpuAddress + offset)
+                case .bytes(let data):
+                    var p: UnsafeMutableRawPointer?
+                    guard posix_memalign(&p, 16, data.count) == 0, let p else { metalMisuse("out of memory") }
+                    data.withUnsafeBytes { p.copyMemory(from: $0.baseAddress!, byteCount: data.count) }
+                    owned.append(p)
+                    pointers.append(p)
+                case .none: pointers.append(nil)
+                }
+            }
+            var message = [CChar](repeating: 0, count: 512)
+            let status = pointers.withUnsafeBufferPointer { ptrs in
+                ptrs.baseAddress!.withMemoryRebound(to: UnsafeMutableRawPointer?.self, capacity: ptrs.count) { base in
+                    lucid_msl_dispatch(kernel, UnsafePointer(base), grid, groups, perGroup, &message, message.count)
+                }
+            }
+            if status != 0 {
+                throw MTLEmulationError(description: message.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+            }
+        }
+    }
+}

@@ -1,0 +1,146 @@
+"""The Metal backend's kernels, where it serves "metal": on a Mac, and in the check build
+(`make check-metal`), where the same Swift and MSL sources run against the emulated Metal
+API. Elsewhere the host fallback serves "metal" and these tests do not apply.
+
+Every kernel family the backend has must run on the GPU (no host fallback counted) and agree
+with numpy and with the CPU device; a case its kernels do not cover must run on the host and
+be counted under its op's name.
+"""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import lucid
+
+pytestmark = pytest.mark.skipif(not lucid.metal.is_available(),
+                                reason="the host fallback serves 'metal' here; the Metal backend is not built in")
+
+RNG = np.random.default_rng(3)
+FLOATS = [lucid.float32, lucid.float16, lucid.bfloat16]
+NP = {lucid.float32: np.float32, lucid.float16: np.float16, lucid.bfloat16: ml_dtypes.bfloat16,
+      lucid.int32: np.int32, lucid.int64: np.int64}
+
+
+def counts_during(fn):
+    before = lucid.metal.host_fallback_counts()
+    result = fn()
+    after = lucid.metal.host_fallback_counts()
+    return result, {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+
+
+def metal(a, dtype=None):
+    t = lucid.tensor(a, device="metal")
+    return t if dtype is None else t.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "truediv", "pow", "maximum", "minimum"])
+def test_binary_float_ops_run_on_the_gpu_and_match_numpy(dtype, op):
+    a = RNG.standard_normal((5, 1, 7)).astype(np.float32)
+    b = np.abs(RNG.standard_normal((1, 6, 7)).astype(np.float32)) + 0.5
+    a[0, 0, :3] = [np.nan, np.inf, -0.0]
+    fn = {"maximum": lucid.maximum, "minimum": lucid.minimum}.get(op) or (lambda x, y: getattr(x, f"__{op}__")(y))
+    ma, mb = metal(a, dtype), metal(b, dtype)
+    got, counts = counts_during(lambda: fn(ma, mb).numpy())
+    assert counts == {}, counts
+    na, nb = a.astype(NP[dtype]).astype(np.float32), b.astype(NP[dtype]).astype(np.float32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ref = {"truediv": np.divide, "add": np.add, "sub": np.subtract, "mul": np.multiply, "pow": np.power,
+               "maximum": np.maximum, "minimum": np.minimum}[op](na, nb).astype(NP[dtype])
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32),
+                                   rtol=1e-6 if dtype == lucid.float32 else 0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [lucid.int32, lucid.int64])
+def test_integer_arithmetic_wraps_on_the_gpu(dtype):
+    info = np.iinfo(NP[dtype])
+    a = np.array([info.max, info.min, 7, -7, 3], NP[dtype])
+    b = np.array([1, -1, 2, 2, 4], NP[dtype])
+    (s, p, mx), counts = counts_during(lambda: ((metal(a) + metal(b)).numpy(), (metal(a) * metal(b)).numpy(),
+                                                lucid.maximum(metal(a), metal(b)).numpy()))
+    assert counts == {}, counts
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(s, a + b)
+        np.testing.assert_array_equal(p, a * b)
+    np.testing.assert_array_equal(mx, np.maximum(a, b))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", ["exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs", "neg"])
+def test_unary_ops_run_on_the_gpu_and_match_the_cpu(dtype, op):
+    x = RNG.standard_normal((3, 40)).astype(np.float32) * 3
+    if op in ("log", "sqrt"):
+        x = np.abs(x) + 1e-3
+    fn = (lambda t: -t) if op == "neg" else (lambda t: getattr(t, op)())
+    mx = metal(x, dtype)
+    got, counts = counts_during(lambda: fn(mx).float().numpy())
+    assert counts == {}, counts
+    want = fn(lucid.tensor(x).to(dtype)).float().numpy()
+    tol = 2e-6 if dtype == lucid.float32 else 1e-2
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_gelu_and_its_gradient_on_the_gpu_match_the_cpu():
+    x = np.linspace(-9, 9, 301).astype(np.float32)
+    for approximate in ("none", "tanh"):
+        xm = metal(x).requires_grad_()
+        xc = lucid.tensor(x).requires_grad_()
+        ym, yc = lucid.nn.functional.gelu(xm, approximate=approximate), lucid.nn.functional.gelu(xc, approximate=approximate)
+        (ym * ym).sum().backward()
+        (yc * yc).sum().backward()
+        np.testing.assert_allclose(ym.numpy(), yc.numpy(), rtol=2e-6, atol=1e-7)
+        np.testing.assert_allclose(xm.grad.numpy(), xc.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [lucid.int32, lucid.int64])
+def test_comparisons_and_where_run_on_the_gpu(dtype):
+    a = RNG.integers(-3, 3, (4, 5)).astype(NP[dtype])
+    b = RNG.integers(-3, 3, (1, 5)).astype(NP[dtype])
+    ma, mb = metal(a), metal(b)
+    (lt, eq, w), counts = counts_during(lambda: ((ma < mb).numpy(), (ma == mb).numpy(),
+                                                 lucid.where(ma > 0, ma, mb).float().numpy()))
+    assert counts == {}, counts
+    np.testing.assert_array_equal(lt, a < b)
+    np.testing.assert_array_equal(eq, a == b)
+    np.testing.assert_array_equal(w, np.where(a > 0, a, b).astype(np.float32))
+
+
+def test_strided_views_and_many_dimensions():
+    x = RNG.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    t = metal(x)
+    got, counts = counts_during(lambda: (t.permute(3, 1, 0, 2) * 2.0 + t.permute(3, 1, 0, 2)).numpy())
+    assert counts == {}, counts
+    np.testing.assert_allclose(got, 3 * x.transpose(3, 1, 0, 2), rtol=1e-6)
+    # Nine dimensions that no merge can reduce to eight (a permuted operand beside a
+    # contiguous one): the host runs it, counted.
+    y = RNG.standard_normal((2,) * 9).astype(np.float32)
+    z = RNG.standard_normal((2,) * 9).astype(np.float32)
+    perm = (8, 0, 7, 1, 6, 2, 5, 4, 3)
+    my, mz = metal(y), metal(z)
+    got, counts = counts_during(lambda: (my.permute(*perm) + mz).numpy())
+    np.testing.assert_allclose(got, y.transpose(perm) + z, rtol=1e-6)
+    assert counts == {"add": 1}, counts
+
+
+def test_a_family_the_backend_lacks_runs_on_the_host_and_is_counted():
+    a = RNG.standard_normal((4, 6)).astype(np.float32)
+    b = RNG.standard_normal((6, 3)).astype(np.float32)
+    ma, mb = metal(a), metal(b)
+    got, counts = counts_during(lambda: (ma @ mb).numpy())
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+    assert counts == {"matmul": 1}, counts
+
+
+def test_fills_and_conversions_on_the_gpu_keep_the_host_rounding():
+    bits = np.array([0x7F800001, 0xFF800001, 0x7FC00000, 0x477FF000, 0x477FEFFF, 0x33000000, 0x33000001, 0x00000001],
+                    np.uint32)
+    x = bits.view(np.float32)
+    (h, b), counts = counts_during(lambda: (metal(x).to(lucid.float16).numpy(), metal(x).to(lucid.bfloat16).numpy()))
+    assert counts == {}, counts
+    np.testing.assert_array_equal(h.view(np.uint16), lucid.tensor(x).to(lucid.float16).numpy().view(np.uint16))
+    np.testing.assert_array_equal(b.view(np.uint16), lucid.tensor(x).to(lucid.bfloat16).numpy().view(np.uint16))
+    full, counts = counts_during(lambda: lucid.full((3,), 0.1, dtype=lucid.float16, device="metal").numpy())
+    assert counts == {}, counts
+    np.testing.assert_array_equal(full, np.full(3, 0.1, np.float16))
