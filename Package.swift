@@ -6,8 +6,9 @@ import PackageDescription
 // which the Python package loads with ctypes. Both are the same engine, so a Swift caller
 // and a C/Python caller on one thread share one autocast state.
 // `LUCID_METAL_EMULATION=1` makes the check build (`make metal-emulated`): on Linux the engine
-// then compiles its Metal backend against an emulation of the Metal API (tests/metal/Metal),
-// whose kernels are the backend's .metal files compiled as C++ (tests/metal/MSLKernels).
+// then compiles its Metal backend against an emulation of the Metal and Metal Performance
+// Shaders APIs (tests/metal/Metal, tests/metal/MetalPerformanceShaders), whose kernels are the
+// backend's .metal files compiled as C++ (tests/metal/MSLKernels).
 // The product never includes it.
 let emulateMetal = Context.environment["LUCID_METAL_EMULATION"] == "1"
 
@@ -18,6 +19,7 @@ let metalEmulation: [Target] = emulateMetal ? [
         cxxSettings: [.headerSearchPath("../include"), .unsafeFlags(["-Wno-unknown-attributes"])]
     ),
     .target(name: "Metal", dependencies: ["MSLKernels"], path: "tests/metal/Metal"),
+    .target(name: "MetalPerformanceShaders", dependencies: ["Metal"], path: "tests/metal/MetalPerformanceShaders"),
 ] : []
 
 let package = Package(
@@ -39,7 +41,7 @@ let package = Package(
             dependencies: [
                 .target(name: "CBLAS", condition: .when(platforms: [.linux])),
                 .target(name: "CDNNL", condition: .when(platforms: [.linux])),
-            ] + (emulateMetal ? ["Metal"] : []),
+            ] + (emulateMetal ? ["Metal", "MetalPerformanceShaders"] : []),
             path: "Sources/LucidEngine",
             // The kernels reach the engine as strings (MetalKernelSource.swift), not as resources.
             exclude: ["Backends/Metal/Kernels"]

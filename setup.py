@@ -50,6 +50,8 @@ def build_engine() -> Path:
             flags = native.swift_flags()
         except native.MissingDependency as e:
             raise SystemExit(str(e))
+        # The Metal kernels reach the engine as strings; refresh them from Kernels/*.metal.
+        subprocess.check_call([sys.executable, str(ROOT / "tools" / "embed_metal.py")], cwd=ROOT)
         cmd = base + ["--product", "lucid", *flags]
         print("lucid: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
         subprocess.check_call(cmd, cwd=ROOT)

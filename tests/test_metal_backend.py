@@ -126,10 +126,38 @@ def test_strided_views_and_many_dimensions():
 
 def test_a_family_the_backend_lacks_runs_on_the_host_and_is_counted():
     a = RNG.standard_normal((4, 6)).astype(np.float32)
-    b = RNG.standard_normal((6, 3)).astype(np.float32)
-    ma, mb = metal(a), metal(b)
-    got, counts = counts_during(lambda: (ma @ mb).numpy())
-    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+    ma = metal(a)
+    got, counts = counts_during(lambda: ma.sum(1).numpy())
+    np.testing.assert_allclose(got, a.sum(1), rtol=1e-5, atol=1e-5)
+    assert counts == {"sum": 1}, counts
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_matmul_and_linear_run_on_the_gpu_like_the_cpu(dtype):
+    a = RNG.standard_normal((3, 5, 7)).astype(np.float32)
+    b = RNG.standard_normal((7, 4)).astype(np.float32)   # broadcast over the batch
+    w = RNG.standard_normal((6, 7)).astype(np.float32)
+    bias = RNG.standard_normal(6).astype(np.float32)
+    ma, mb, mw, mbias = metal(a, dtype), metal(b, dtype), metal(w, dtype), metal(bias, dtype)
+    (p, lin, pt), counts = counts_during(lambda: (
+        (ma @ mb).float().numpy(),
+        lucid.nn.functional.linear(ma, mw, mbias).float().numpy(),
+        (ma.transpose(1, 2) @ ma).float().numpy()))
+    assert counts == {}, counts
+    ca, cb, cw, cbias = (lucid.tensor(x).to(dtype) for x in (a, b, w, bias))
+    # The same float32 arithmetic and one rounding: equal to the host's up to the order of
+    # the float32 sums (exact for float16/bfloat16 outputs but for rare ties).
+    tol = 1e-5 if dtype == lucid.float32 else 1e-2
+    np.testing.assert_allclose(p, (ca @ cb).float().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(lin, lucid.nn.functional.linear(ca, cw, cbias).float().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(pt, (ca.transpose(1, 2) @ ca).float().numpy(), rtol=tol, atol=tol)
+
+
+def test_integer_matmul_runs_on_the_host_and_is_counted():
+    a = RNG.integers(-5, 5, (3, 4)).astype(np.int64)
+    ma = metal(a)
+    got, counts = counts_during(lambda: (ma @ ma.T).numpy())
+    np.testing.assert_array_equal(got, a @ a.T)
     assert counts == {"matmul": 1}, counts
 
 

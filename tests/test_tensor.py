@@ -672,5 +672,12 @@ def test_metal_and_cpu_give_identical_results():
         for o in outs:
             assert o.device == device
         results[device] = [o.numpy() for o in outs]
-    for a, b in zip(results["cpu"], results["metal"]):
-        assert_same(b, a)
+    # Products and sums: the host fallback runs the CPU's own kernels, so they agree bit for
+    # bit; a GPU adds in another order, so there they agree to float32 rounding.
+    summed = {5, 6, 7, 10, 13}
+    for i, (a, b) in enumerate(zip(results["cpu"], results["metal"])):
+        if i in summed and lucid.metal.is_available():
+            assert b.dtype == a.dtype and b.shape == a.shape
+            np.testing.assert_allclose(b.astype(np.float32), a.astype(np.float32), rtol=1e-6 if a.dtype == np.float32 else 1e-3)
+        else:
+            assert_same(b, a)

@@ -238,6 +238,13 @@ final class EmulatedBuffer: MTLBuffer, @unchecked Sendable {
     var gpuAddress: UnsafeMutableRawPointer { memory }
 }
 
+/// The memory of a buffer as the emulated GPU sees it, for the other emulated frameworks
+/// (Metal Performance Shaders); not part of Metal's API.
+public func emulatedContents(_ buffer: any MTLBuffer) -> UnsafeMutableRawPointer {
+    guard let b = buffer as? EmulatedBuffer else { metalMisuse("a buffer from another device") }
+    return b.gpuAddress
+}
+
 final class EmulatedFunction: MTLFunction {
     let name: String
     let kernel: UnsafePointer<lucid_msl_kernel>

@@ -83,7 +83,7 @@ final class MetalBackend: Backend, @unchecked Sendable {
     private let lock = Lock()
     private var commandBuffer: (any MTLCommandBuffer)?
     private var encoder: (any MTLComputeCommandEncoder)?
-    private var libraries: [String: any MTLLibrary] = [:]
+    private var library: (any MTLLibrary)?
     private var pipelines: [String: any MTLComputePipelineState] = [:]
 
     private init(gpu: any MTLDevice, queue: any MTLCommandQueue) {
@@ -202,6 +202,21 @@ final class MetalBackend: Backend, @unchecked Sendable {
         }
     }
 
+    /// Runs `body` with the open command buffer and no compute encoder open, for kernels that
+    /// encode themselves (Metal Performance Shaders).
+    func encodeIntoCommandBuffer(_ body: (any MTLCommandBuffer) -> Void) {
+        lock.withLock {
+            encoder?.endEncoding()
+            encoder = nil
+            if commandBuffer == nil { commandBuffer = queue.makeCommandBuffer() }
+            guard let commandBuffer else {
+                Warnings.emit("metal: could not open a command buffer")
+                return
+            }
+            body(commandBuffer)
+        }
+    }
+
     private func openEncoder() -> (any MTLComputeCommandEncoder)? {
         if let encoder { return encoder }
         if commandBuffer == nil { commandBuffer = queue.makeCommandBuffer() }
@@ -209,27 +224,19 @@ final class MetalBackend: Backend, @unchecked Sendable {
         return encoder
     }
 
-    /// The pipeline of a kernel, compiling its library at first use.
+    /// The pipeline of a kernel, compiling the kernel library at first use.
     private func pipeline(_ kernel: String) -> (any MTLComputePipelineState)? {
         if let p = pipelines[kernel] { return p }
-        for (unit, source) in MetalKernelSource.libraries {
-            let library: any MTLLibrary
-            if let l = libraries[unit] {
-                library = l
-            } else {
-                let options = MTLCompileOptions()
-                options.fastMathEnabled = false  // IEEE NaN and infinities, as the host kernels
-                guard let l = try? gpu.makeLibrary(source: source, options: options) else { continue }
-                libraries[unit] = l
-                library = l
-            }
-            guard let f = library.makeFunction(name: kernel), let p = try? gpu.makeComputePipelineState(function: f) else {
-                continue
-            }
-            pipelines[kernel] = p
-            return p
+        if library == nil {
+            let options = MTLCompileOptions()
+            options.fastMathEnabled = false  // IEEE NaN and infinities, as the host kernels
+            library = try? gpu.makeLibrary(source: MetalKernelSource.library, options: options)
         }
-        return nil
+        guard let f = library?.makeFunction(name: kernel), let p = try? gpu.makeComputePipelineState(function: f) else {
+            return nil
+        }
+        pipelines[kernel] = p
+        return p
     }
 }
 

@@ -49,7 +49,7 @@ typedef struct {
 typedef struct {
     const char *name;
     const char *unit;        /* the .metal file it comes from */
-    uint64_t unit_hash;      /* FNV-1a 64 of that file's bytes */
+    uint64_t unit_hash;      /* FNV-1a 64 of the whole library's source (the joined files) */
     int32_t param_count;
     const lucid_msl_param *params;
     int32_t uses_barrier;    /* calls threadgroup_barrier */

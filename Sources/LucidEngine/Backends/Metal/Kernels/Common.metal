@@ -1,0 +1,65 @@
+// Shared by every kernel file: the backend compiles Kernels/*.metal as one library, this file
+// first (a library made from source has no include path), so the others use these helpers
+// without including anything.
+//
+// Kept to the part of the Metal Shading Language that also compiles as C++ against
+// tests/metal/include/metal_stdlib (the emulation): no threadgroup arrays declared inside a
+// kernel, no function constants.
+
+#include <metal_stdlib>
+using namespace metal;
+
+// ---- storing float32 results --------------------------------------------------------------
+// Bit-exact narrowing with the host kernels' rules (HalfConversions.swift), not the GPU's
+// conversion instructions, so that every device rounds alike and NaNs keep the reference
+// libraries' bits: round to nearest even, subnormals kept, overflow to infinity; float16 NaNs
+// keep the top ten payload bits (forced non-zero), bfloat16 NaNs become the quiet NaN.
+
+inline ushort float16_bits(float x) {
+    uint f = as_type<uint>(x);
+    ushort sign = ushort((f >> 16) & 0x8000u);
+    int exponent = int((f >> 23) & 0xffu);
+    uint mantissa = f & 0x7fffffu;
+    if (exponent == 0xff) {
+        if (mantissa == 0) return sign | 0x7c00;
+        ushort payload = ushort(mantissa >> 13);
+        return sign | 0x7c00 | (payload == 0 ? ushort(1) : payload);
+    }
+    int e = exponent - 112;
+    if (e >= 31) return sign | 0x7c00;
+    if (e <= 0) {
+        if (e < -10) return sign;
+        uint full = mantissa | 0x800000u;
+        uint shift = uint(14 - e);
+        uint q = full >> shift;
+        uint rest = full & ((1u << shift) - 1u);
+        uint halfway = 1u << (shift - 1u);
+        if (rest > halfway || (rest == halfway && (q & 1u) == 1u)) q += 1u;
+        return sign | ushort(q);
+    }
+    uint q = (uint(e) << 10) | (mantissa >> 13);
+    uint rest = mantissa & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (q & 1u) == 1u)) q += 1u;
+    return sign | ushort(q);
+}
+
+inline ushort bfloat16_bits(float x) {
+    uint f = as_type<uint>(x);
+    if ((f & 0x7fffffffu) > 0x7f800000u) return (f & 0x80000000u) != 0 ? ushort(0xffc0) : ushort(0x7fc0);
+    return ushort((f + 0x7fffu + ((f >> 16) & 1u)) >> 16);
+}
+
+// Reading a stored value as float32, exactly (NaN payloads included).
+inline float widen(float x) { return x; }
+inline float widen(half h) {
+    uint b = uint(as_type<ushort>(h));
+    uint sign = (b & 0x8000u) << 16, exponent = (b >> 10) & 0x1fu, mantissa = b & 0x3ffu;
+    if (exponent == 0x1fu) return as_type<float>(sign | 0x7f800000u | (mantissa << 13));
+    if (exponent == 0u) return as_type<float>(sign | as_type<uint>(float(mantissa) * 5.9604644775390625e-8f));
+    return as_type<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+}
+inline float widen(bfloat b) { return as_type<float>(uint(as_type<ushort>(b)) << 16); }
+
+template <typename T> inline T narrow(float x) { return T(x); }
+template <> inline half narrow<half>(float x) { return as_type<half>(float16_bits(x)); }
+template <> inline bfloat narrow<bfloat>(float x) { return as_type<bfloat>(bfloat16_bits(x)); }
