@@ -269,6 +269,15 @@ int32_t lucid_metal_fallback_entries(int64_t *out);
 /* Entry `index` (0 <= index < entries): the op's name (engine-owned, valid for the process)
  * and how many times it ran on the host. */
 int32_t lucid_metal_fallback_entry(int64_t index, const char **name, int64_t *count);
+/* Runs the Metal backend's self-test now: every kernel it has, on small fixed inputs, against
+ * the host kernels (the same test runs before the backend first serves "metal"; a failure
+ * keeps "metal" on the host fallback). *checks = how many checks ran, *failures = how many
+ * disagreed. LUCID_ERR_RUNTIME where there is no Metal backend. */
+int32_t lucid_metal_self_test(int64_t *checks, int64_t *failures);
+/* Check `index` of the last self-test run: the op (engine-owned name), the dtype code, the
+ * largest relative error against the host and the tolerance it is held to. */
+int32_t lucid_metal_self_test_entry(int64_t index, const char **op, int32_t *dtype, double *max_error,
+                                    double *tolerance);
 /* Receives the engine's one-time notices (e.g. the host fallback warning); NULL restores
  * the default, which writes them to standard error. Called on the thread that triggered it. */
 int32_t lucid_set_warning_handler(void (*handler)(const char *message));

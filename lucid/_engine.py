@@ -91,6 +91,8 @@ _SIGNATURES = {
     "lucid_metal_is_available": ([_p_i32], _i32),
     "lucid_metal_fallback_entries": ([_p_i64], _i32),
     "lucid_metal_fallback_entry": ([_i64, POINTER(c_char_p), _p_i64], _i32),
+    "lucid_metal_self_test": ([_p_i64, _p_i64], _i32),
+    "lucid_metal_self_test_entry": ([_i64, POINTER(c_char_p), _p_i32, POINTER(c_double), POINTER(c_double)], _i32),
     "lucid_backward": ([_u64, _u64, _i32], _i32),
     "lucid_tensor_grad": ([_u64, _p_u64], _i32),
     "lucid_tensor_set_grad": ([_u64, _u64], _i32),
@@ -299,6 +301,21 @@ def op_table():
 
 def metal_is_available() -> bool:
     return bool(_query_i32(_lib.lucid_metal_is_available))
+
+
+def metal_self_test() -> list:
+    checks, failures = c_int64(), c_int64()
+    rc = _lib.lucid_metal_self_test(byref(checks), byref(failures))
+    if rc:
+        _raise(rc)
+    report = []
+    op, dtype, err, tol = c_char_p(), c_int32(), c_double(), c_double()
+    for i in range(checks.value):
+        rc = _lib.lucid_metal_self_test_entry(i, byref(op), byref(dtype), byref(err), byref(tol))
+        if rc:
+            _raise(rc)
+        report.append((op.value.decode(), dtype.value, err.value, tol.value))
+    return report
 
 
 def metal_host_fallback_counts() -> dict:

@@ -2,6 +2,7 @@
 
 from . import _engine as E
 from ._engine import MetalFallbackWarning
+from ._types import dtype_from_code
 
 
 def is_available() -> bool:
@@ -13,6 +14,30 @@ def is_available() -> bool:
     raise ``RuntimeError`` instead.
     """
     return E.metal_is_available()
+
+
+def self_test() -> list:
+    """Runs the Metal backend's self-test now and returns every check.
+
+    Each kernel the backend has runs on small fixed inputs and is compared with the CPU's
+    kernels on the same inputs. The same test runs once before the backend first serves
+    ``"metal"``; if any check fails there, ``"metal"`` stays on the host fallback (with a
+    warning naming the kernels) and :func:`is_available` is ``False``, so wrong GPU results
+    never reach a program.
+
+    Returns
+    -------
+    list of dict
+        One per check: ``op`` (``"add"``, ``"exp_backward"``, ``"matmul"``, ...), ``dtype``,
+        ``max_error`` (largest ``|metal - cpu| / (1 + |cpu|)``), ``tolerance`` and ``passed``.
+
+    Raises
+    ------
+    RuntimeError
+        Where there is no Metal backend (Linux, or a Mac without a Metal device).
+    """
+    return [{"op": op, "dtype": dtype_from_code(code), "max_error": err, "tolerance": tol, "passed": err <= tol}
+            for op, code, err, tol in E.metal_self_test()]
 
 
 def host_fallback_counts() -> dict:
@@ -33,4 +58,4 @@ def host_fallback_counts() -> dict:
     return E.metal_host_fallback_counts()
 
 
-__all__ = ["is_available", "host_fallback_counts", "MetalFallbackWarning"]
+__all__ = ["is_available", "self_test", "host_fallback_counts", "MetalFallbackWarning"]

@@ -172,3 +172,52 @@ def test_fills_and_conversions_on_the_gpu_keep_the_host_rounding():
     full, counts = counts_during(lambda: lucid.full((3,), 0.1, dtype=lucid.float16, device="metal").numpy())
     assert counts == {}, counts
     np.testing.assert_array_equal(full, np.full(3, 0.1, np.float16))
+
+
+# ---- the self-test ---------------------------------------------------------------------------
+
+def test_the_self_test_passes_and_checks_every_gpu_kernel():
+    report = lucid.metal.self_test()
+    failed = [c for c in report if not c["passed"]]
+    assert not failed, failed
+    ops = {c["op"] for c in report}
+    for op in ("fill", "copy", "add", "pow", "add_scalar", "exp", "gelu", "gelu_tanh", "gelu_tanh_backward", "where",
+               "lt", "matmul", "linear"):
+        assert op in ops, f"{op} is not checked: {sorted(ops)}"
+    assert {c["dtype"] for c in report} >= {lucid.float32, lucid.float16, lucid.bfloat16, lucid.int32, lucid.int64}
+    assert all(0 <= c["max_error"] <= c["tolerance"] for c in report)
+
+
+SELF_TEST_FAULT = """
+import warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import lucid
+    x = lucid.tensor([1.5, -2.0, 4.0], device="metal")
+    y = (x + x).numpy().tolist()
+messages = [str(w.message) for w in caught]
+print(len(messages))
+print(messages[0] if messages else "")
+print(y, lucid.metal.is_available(), lucid.metal.host_fallback_counts())
+print(sorted({c["op"] for c in lucid.metal.self_test() if not c["passed"]}))
+"""
+
+
+def test_a_gpu_that_computes_wrong_results_is_not_used():
+    # The emulated GPU skips the float32 binary kernel: its outputs stay unwritten, as a
+    # broken kernel's would. The self-test must catch it before "metal" is served.
+    import os
+    import subprocess
+    import sys
+    from lucid import _engine
+    if "metal-emulated" not in str(_engine._find_library()):
+        pytest.skip("the fault is injected through the emulated GPU of the check build")
+    env = {**os.environ, "LUCID_METAL_EMULATION_FAULT": "binary_float32"}
+    r = subprocess.run([sys.executable, "-c", SELF_TEST_FAULT], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    count, message, values, failed = r.stdout.strip().splitlines()
+    assert count == "1", r.stdout
+    assert "self-test found kernels that disagree" in message and "add (float32)" in message, message
+    assert "host fallback" in message
+    assert values == "[3.0, -4.0, 8.0] False {}", values  # right values, from the host fallback
+    assert failed == "['add', 'div', 'maximum', 'minimum', 'mul', 'pow', 'sub']", failed

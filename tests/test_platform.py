@@ -108,3 +108,8 @@ def test_fallback_keeps_float16_storage():
     first, second = r.stdout.split("\n")[:2]
     assert first.startswith("lucid.float16 float16 ")
     assert first.split(" ", 2)[2] == second
+
+
+def test_self_test_without_a_metal_backend_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="self_test: .*no Metal backend"):
+        lucid.metal.self_test()

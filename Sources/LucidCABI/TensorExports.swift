@@ -146,11 +146,11 @@ public func lucid_metal_is_available(_ out: UnsafeMutablePointer<Int32>?) -> Int
     abiCall { try store(Metal.isAvailable ? 1 : 0, out) }
 }
 
-/// The names handed out by `lucid_metal_fallback_entry`, copied once and kept for the
-/// process (the op names are a small fixed set).
-private let fallbackNames = FallbackNames()
+/// The op names handed out by `lucid_metal_fallback_entry` and `lucid_metal_self_test_entry`,
+/// copied once and kept for the process (the op names are a small fixed set).
+private let opNameStrings = InternedNames()
 
-private final class FallbackNames: @unchecked Sendable {
+private final class InternedNames: @unchecked Sendable {
     private let lock = Lock()
     private var names: [String: UnsafeMutablePointer<CChar>] = [:]
 
@@ -177,11 +177,51 @@ public func lucid_metal_fallback_entry(_ index: Int64, _ name: UnsafeMutablePoin
         guard index >= 0, index <= Int64(Int.max), let entry = HostKernelFallbacks.entry(Int(index)) else {
             throw LucidError(.index, "fallback entry \(index) is out of range 0..<\(HostKernelFallbacks.entryCount)")
         }
-        guard let cName = fallbackNames.cString(entry.op) else {
+        guard let cName = opNameStrings.cString(entry.op) else {
             throw LucidError(.runtime, "out of memory copying the op name '\(entry.op)'")
         }
         name.pointee = cName
         count.pointee = Int64(entry.count)
+    }
+}
+
+/// The checks of the last self-test run, for `lucid_metal_self_test_entry`.
+private let lastSelfTest = SelfTestRecord()
+
+private final class SelfTestRecord: @unchecked Sendable {
+    let lock = Lock()
+    var checks: [Metal.SelfTestCheck] = []
+}
+
+@_cdecl("lucid_metal_self_test")
+public func lucid_metal_self_test(_ checks: UnsafeMutablePointer<Int64>?, _ failures: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall {
+        guard let checks, let failures else { throw LucidError(.value, "checks or failures pointer is null") }
+        let results = try Metal.selfTest()
+        lastSelfTest.lock.withLock { lastSelfTest.checks = results }
+        checks.pointee = Int64(results.count)
+        failures.pointee = Int64(results.filter { !$0.passed }.count)
+    }
+}
+
+@_cdecl("lucid_metal_self_test_entry")
+public func lucid_metal_self_test_entry(_ index: Int64, _ op: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
+                                        _ dtype: UnsafeMutablePointer<Int32>?, _ maxError: UnsafeMutablePointer<Double>?,
+                                        _ tolerance: UnsafeMutablePointer<Double>?) -> Int32 {
+    abiCall {
+        guard let op, let dtype, let maxError, let tolerance else {
+            throw LucidError(.value, "op, dtype, max_error or tolerance pointer is null")
+        }
+        let checks = lastSelfTest.lock.withLock { lastSelfTest.checks }
+        guard index >= 0, index < Int64(checks.count) else {
+            throw LucidError(.index, "self-test entry \(index) is out of range 0..<\(checks.count) (run lucid_metal_self_test first)")
+        }
+        let c = checks[Int(index)]
+        guard let name = opNameStrings.cString(c.op) else { throw LucidError(.runtime, "out of memory copying '\(c.op)'") }
+        op.pointee = name
+        dtype.pointee = c.dtype.rawValue
+        maxError.pointee = c.maxError
+        tolerance.pointee = c.tolerance
     }
 }
 

@@ -123,6 +123,8 @@ class Fuzzer:
             return np.array([self.rng.choice((-1, 0, 1, 2, 3, 4, 5, 7)) for _ in range(BUFFER)], dtype=np.int32)
         if t is POINTER(c_char_p):
             return np.zeros(BUFFER, dtype=np.uint64)
+        if t is POINTER(c_double):
+            return np.full(BUFFER, 7.25, dtype=np.float64)
         if t is c_void_p:
             return np.frombuffer(self.rng.randbytes(4 * BUFFER * 8), dtype=np.uint8).copy()
         raise AssertionError(f"no rule for argument type {t}")

@@ -10,6 +10,9 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
     case neg = 0, relu = 1, exp = 2, log = 3, log1p = 4, sqrt = 5, rsqrt = 6, abs = 7
     case tanh = 8, sigmoid = 9, silu = 10, gelu = 11, geluTanh = 12, softplus = 13
 
+    /// The kernel's name in messages and counts, as Python spells it (`gelu_tanh`).
+    var name: String { self == .geluTanh ? "gelu_tanh" : "\(self)" }
+
     /// Whether the op also has an integer form (the others promote integers to float32).
     var keepsIntegers: Bool { self == .neg || self == .relu || self == .abs }
 

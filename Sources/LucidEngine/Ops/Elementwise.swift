@@ -180,14 +180,14 @@ package enum Elementwise {
         var x = try op.autocast([a])[0]
         if !k.keepsIntegers && !x.dtype.isFloatingPoint { x = try Ops.cast(x, to: .float32) }
         let out = try TensorImpl.empty(x.shape, dtype: x.dtype, on: x.backend)
-        out.elementwise("\(k)").unary(k, x, into: out)
+        out.elementwise(k.name).unary(k, x, into: out)
         guard Autograd.tracks(x) else { return out }
         // The node keeps one tensor: the output when the derivative reads it, else the input
         // (the kernel then ignores the other argument).
         let saved = k.derivativeUsesOutput ? out : x
         return Autograd.record(out, Autograd.name(op), [x]) { g in
             let gx = try TensorImpl.empty(saved.shape, dtype: saved.dtype, on: saved.backend)
-            saved.elementwise("\(k)_backward").unaryBackward(k, x: saved, y: saved, grad: g, into: gx)
+            saved.elementwise("\(k.name)_backward").unaryBackward(k, x: saved, y: saved, grad: g, into: gx)
             return [gx]
         }
     }

@@ -19,6 +19,16 @@ import MSLKernels
 import Glibc
 #endif
 
+/// Faults a test can ask the emulated GPU for, to see that lucid notices a GPU that computes
+/// wrong results: LUCID_METAL_EMULATION_FAULT names kernels (comma-separated) whose dispatches
+/// do nothing, leaving their outputs unwritten.
+enum EmulationFaults {
+    static let skipped: Set<String> = {
+        guard let raw = getenv("LUCID_METAL_EMULATION_FAULT") else { return [] }
+        return Set(String(cString: raw).split(separator: ",").map(String.init))
+    }()
+}
+
 /// Stops the check build on a misuse of the Metal API.
 func metalMisuse(_ message: String, file: StaticString = #fileID, line: UInt = #line) -> Never {
     fatalError("Metal emulation: \(message)", file: file, line: line)
@@ -478,6 +488,7 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
         let grid: lucid_msl_size, groups: lucid_msl_size, perGroup: lucid_msl_size
 
         func run() throws {
+            if EmulationFaults.skipped.contains(String(cString: kernel.pointee.name)) { return }
             // Bytes are copied into 16-byte-aligned storage, as the GPU's constant memory is.
             var owned: [UnsafeMutableRawPointer] = []
             defer { owned.forEach { free($0) } }

@@ -10,13 +10,14 @@ enum HostFallback {
         return ["0", "false", "off", "no"].contains(raw.lowercased())
     }
 
-    static func make() -> Result<any Backend, LucidError> {
+    /// The fallback, announced with `reason` (why Metal does not serve "metal").
+    static func make(because reason: String) -> Result<any Backend, LucidError> {
         if isDisabled {
             return .failure(.runtime(
-                "device 'metal' is unavailable: Metal is not available on this machine and the host fallback is disabled (\(environmentVariable)=0)"))
+                "device 'metal' is unavailable: \(reason), and the host fallback is disabled (\(environmentVariable)=0)"))
         }
         Warnings.emit(
-            "Metal is not available on this machine; device 'metal' runs on the host fallback (float16 storage, float32 accumulation). Set \(environmentVariable)=0 to make 'metal' an error instead.")
+            "\(reason); device 'metal' runs on the host fallback (float16 storage, float32 accumulation). Set \(environmentVariable)=0 to make 'metal' an error instead.")
         switch declinedFamilies() {
         case .success(let declined):
             return .success(HostBackend(device: .metal, name: "host fallback", declining: declined))

@@ -57,7 +57,7 @@ extension MetalBackend: ElementwiseKernels {
     func unary(_ op: UnaryKernel, _ a: TensorImpl, into out: TensorImpl) {
         guard out.numel > 0 else { return }
         guard Self.floating.contains(out.dtype), let layout = MetalLayout(shape: out.shape, operands: [a.strides, out.strides])
-        else { return onHost("\(op)").unary(op, a, into: out) }
+        else { return onHost(op.name).unary(op, a, into: out) }
         encode("unary_\(out.dtype.name)", count: layout.count) { e in
             bind(a, 0, e)
             bind(out, 1, e)
@@ -70,7 +70,7 @@ extension MetalBackend: ElementwiseKernels {
         guard gradIn.numel > 0 else { return }
         guard Self.floating.contains(gradIn.dtype),
               let layouts = MetalLayout.layouts(shape: gradIn.shape, operands: [x.strides, y.strides, grad.strides, gradIn.strides])
-        else { return onHost("\(op)_backward").unaryBackward(op, x: x, y: y, grad: grad, into: gradIn) }
+        else { return onHost("\(op.name)_backward").unaryBackward(op, x: x, y: y, grad: grad, into: gradIn) }
         let (inputs, output) = (layouts[0], layouts[1])
         encode("unary_backward_\(gradIn.dtype.name)", count: inputs.count) { e in
             bind(x, 0, e)

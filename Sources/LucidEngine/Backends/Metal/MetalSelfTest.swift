@@ -1,0 +1,199 @@
+#if canImport(Metal)
+
+/// The Metal backend checks itself before it serves "metal": every kernel it has runs on
+/// small fixed random inputs and is compared with the host kernels on the same inputs. A
+/// kernel that disagrees, or fails, keeps "metal" on the host fallback (with a warning naming
+/// it), so a Mac never gives silently wrong numbers. `lucid.metal.self_test()` runs it on
+/// demand and returns every check.
+enum MetalSelfTest {
+    struct Check: Sendable {
+        let op: String
+        let dtype: DType
+        /// Largest |metal − host| / (1 + |host|); 0 when both are NaN; infinite when only one is.
+        let maxError: Double
+        let tolerance: Double
+        var passed: Bool { maxError <= tolerance }
+    }
+
+    static func run(_ gpu: MetalBackend) -> [Check] {
+        var checks: [Check] = []
+        var rng = SelfTestNumbers(seed: 0x6c75_6369_64)
+        let floats: [DType] = [.float32, .float16, .bfloat16]
+        func tolerance(_ d: DType) -> Double { d == .float32 ? 1e-5 : (d == .float16 ? 2e-3 : 1.6e-2) }
+
+        func compare(_ op: String, _ dtype: DType, _ tol: Double, _ outputs: (any Backend) throws -> TensorImpl) {
+            let error: Double
+            do {
+                let m = try outputs(gpu), h = try outputs(Backends.host)
+                error = maxError(try values(m, gpu), try values(h, Backends.host))
+            } catch {
+                checks.append(Check(op: op, dtype: dtype, maxError: .infinity, tolerance: tol))
+                return
+            }
+            checks.append(Check(op: op, dtype: dtype, maxError: error, tolerance: tol))
+        }
+
+        // Inputs are made once per case and written to both backends.
+        let shape = [3, 17]
+        for dtype in floats {
+            let a = rng.values(51, scale: 2), b = rng.values(51, scale: 2).map { abs($0) + 0.25 }
+            let tol = tolerance(dtype)
+            compare("fill", dtype, tol) { be in
+                let t = try TensorImpl.empty(shape, dtype: dtype, on: be)
+                be.fill(t, with: Scalar(0.3))
+                return t
+            }
+            compare("copy", dtype, tol) { be in
+                let src = try make(a, [17, 3], .float32, be)
+                let t = try TensorImpl.empty(shape, dtype: dtype, on: be)
+                be.copy(src.view(shape: shape, strides: [1, 3], offset: 0), into: t)
+                return t
+            }
+            for op in [BinaryKernel.add, .sub, .mul, .div, .pow, .maximum, .minimum] {
+                compare("\(op)", dtype, tol) { be in
+                    let x = try make(a, shape, dtype, be), y = try make(b, [1, 17], dtype, be)
+                    let out = try TensorImpl.empty(shape, dtype: dtype, on: be)
+                    try kernels(be).binary(op, x, y.expanded(to: shape), into: out)
+                    return out
+                }
+            }
+            compare("add_scalar", dtype, tol) { be in
+                let x = try make(a, shape, dtype, be), out = try TensorImpl.empty(shape, dtype: dtype, on: be)
+                try kernels(be).binary(.sub, x, scalar: Scalar(0.75), scalarFirst: true, into: out)
+                return out
+            }
+            for op in UnaryKernel.allCases {
+                let input = [.log, .sqrt, .rsqrt, .log1p].contains(op) ? b : a
+                compare(op.name, dtype, tol) { be in
+                    let x = try make(input, shape, dtype, be), out = try TensorImpl.empty(shape, dtype: dtype, on: be)
+                    try kernels(be).unary(op, x, into: out)
+                    return out
+                }
+                compare("\(op.name)_backward", dtype, tol * 4) { be in
+                    let x = try make(input, shape, dtype, be), g = try make(a, shape, dtype, be)
+                    let y = try TensorImpl.empty(shape, dtype: dtype, on: be), out = try TensorImpl.empty(shape, dtype: dtype, on: be)
+                    let k = try kernels(be)
+                    k.unary(op, x, into: y)
+                    k.unaryBackward(op, x: x, y: y, grad: g, into: out)
+                    return out
+                }
+            }
+            compare("where", dtype, 0) { be in
+                let x = try make(a, shape, dtype, be), y = try make(b, shape, dtype, be)
+                let cond = try TensorImpl.empty(shape, dtype: .bool, on: be), out = try TensorImpl.empty(shape, dtype: dtype, on: be)
+                let k = try kernels(be)
+                k.compare(.gt, x, y, into: cond)
+                k.select(cond, x, y, into: out)
+                return out
+            }
+            compare("matmul", dtype, tol * 8) { be in
+                let x = try make(a, [3, 17], dtype, be), y = try make(b, [17, 3], dtype, be)
+                let out = try TensorImpl.empty([1, 3, 3], dtype: dtype, on: be)
+                try matmul(be).gemm(x.view(shape: [1, 3, 17], strides: [0, 17, 1], offset: 0),
+                                    y.view(shape: [1, 17, 3], strides: [0, 3, 1], offset: 0), bias: nil, into: out)
+                return out
+            }
+            compare("linear", dtype, tol * 8) { be in
+                let x = try make(a, [3, 17], dtype, be), w = try make(b, [3, 17], dtype, be), bias = try make(a, [3], dtype, be)
+                let out = try TensorImpl.empty([1, 3, 3], dtype: dtype, on: be)
+                try matmul(be).gemm(x.view(shape: [1, 3, 17], strides: [0, 17, 1], offset: 0),
+                                    w.view(shape: [1, 17, 3], strides: [0, 1, 17], offset: 0), bias: bias, into: out)
+                return out
+            }
+        }
+        for dtype in [DType.int32, .int64] {
+            let a = rng.values(51, scale: 50).map { $0.rounded() }, b = rng.values(51, scale: 50).map { $0.rounded() }
+            for op in [BinaryKernel.add, .sub, .mul, .maximum, .minimum] {
+                compare("\(op)", dtype, 0) { be in
+                    let x = try make(a, shape, dtype, be), y = try make(b, shape, dtype, be)
+                    let out = try TensorImpl.empty(shape, dtype: dtype, on: be)
+                    try kernels(be).binary(op, x, y, into: out)
+                    return out
+                }
+            }
+            for op in CompareKernel.allCases {
+                compare("\(op)", dtype, 0) { be in
+                    let x = try make(a, shape, dtype, be), y = try make(b, shape, dtype, be)
+                    let out = try TensorImpl.empty(shape, dtype: .bool, on: be)
+                    try kernels(be).compare(op, x, y, into: out)
+                    return out
+                }
+            }
+        }
+        return checks
+    }
+
+    private static func kernels(_ be: any Backend) throws -> any ElementwiseKernels {
+        guard let k = be.elementwiseKernels else { throw LucidError.runtime("no elementwise kernels") }
+        return k
+    }
+
+    private static func matmul(_ be: any Backend) throws -> any MatmulKernels {
+        guard let k = be.matmulKernels else { throw LucidError.runtime("no matmul kernels") }
+        return k
+    }
+
+    /// A tensor of `dtype` on `be` holding `values` (rounded as the host rounds them).
+    private static func make(_ values: [Float], _ shape: [Int], _ dtype: DType, _ be: any Backend) throws -> TensorImpl {
+        let t = try TensorImpl.empty(shape, dtype: dtype, on: be)
+        let n = t.numel
+        var bytes: [UInt8] = []
+        for i in 0..<n {
+            let v = values[i % values.count]
+            switch dtype {
+            case .float32: withUnsafeBytes(of: v) { bytes += $0 }
+            case .float16: withUnsafeBytes(of: floatToHalf(v)) { bytes += $0 }
+            case .bfloat16: withUnsafeBytes(of: floatToBFloat(v)) { bytes += $0 }
+            case .int32: withUnsafeBytes(of: Int32(v)) { bytes += $0 }
+            case .int64: withUnsafeBytes(of: Int64(v)) { bytes += $0 }
+            case .bool: bytes.append(v != 0 ? 1 : 0)
+            }
+        }
+        bytes.withUnsafeBytes { be.write($0, into: t) }
+        return t
+    }
+
+    /// The values of a contiguous tensor, as doubles.
+    private static func values(_ t: TensorImpl, _ be: any Backend) throws -> [Double] {
+        var bytes = [UInt8](repeating: 0, count: t.numel * t.dtype.itemSize)
+        bytes.withUnsafeMutableBytes { be.read(t, into: $0) }
+        return bytes.withUnsafeBytes { raw in
+            (0..<t.numel).map { i -> Double in
+                switch t.dtype {
+                case .float32: return Double(raw.load(fromByteOffset: i * 4, as: Float.self))
+                case .float16: return Double(halfToFloat(raw.load(fromByteOffset: i * 2, as: UInt16.self)))
+                case .bfloat16: return Double(bfloatToFloat(raw.load(fromByteOffset: i * 2, as: UInt16.self)))
+                case .int32: return Double(raw.load(fromByteOffset: i * 4, as: Int32.self))
+                case .int64: return Double(raw.load(fromByteOffset: i * 8, as: Int64.self))
+                case .bool: return Double(raw[i])
+                }
+            }
+        }
+    }
+
+    private static func maxError(_ got: [Double], _ want: [Double]) -> Double {
+        guard got.count == want.count else { return .infinity }
+        var worst = 0.0
+        for (g, w) in zip(got, want) {
+            if g.isNaN && w.isNaN { continue }
+            if g == w { continue }  // equal infinities too
+            let e = abs(g - w) / (1 + abs(w))
+            worst = max(worst, e.isNaN ? .infinity : e)
+        }
+        return worst
+    }
+}
+
+/// A small deterministic generator for the self-test's inputs (the same numbers on every run).
+struct SelfTestNumbers {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> Float {
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return Float(state >> 40) / Float(1 << 24) * 2 - 1
+    }
+
+    mutating func values(_ n: Int, scale: Float) -> [Float] { (0..<n).map { _ in next() * scale } }
+}
+#endif
