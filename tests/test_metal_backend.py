@@ -125,11 +125,42 @@ def test_strided_views_and_many_dimensions():
 
 
 def test_a_family_the_backend_lacks_runs_on_the_host_and_is_counted():
-    a = RNG.standard_normal((4, 6)).astype(np.float32)
+    a = RNG.standard_normal((2, 3, 4, 4)).astype(np.float32)
     ma = metal(a)
-    got, counts = counts_during(lambda: ma.sum(1).numpy())
-    np.testing.assert_allclose(got, a.sum(1), rtol=1e-5, atol=1e-5)
-    assert counts == {"sum": 1}, counts
+    got, counts = counts_during(lambda: lucid.nn.functional.max_pool2d(ma, 2).numpy())
+    np.testing.assert_array_equal(got, a.reshape(2, 3, 2, 2, 2, 2).max(axis=(3, 5)))
+    assert counts == {"max_pool2d": 1}, counts
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_sums_and_means_run_on_the_gpu(dtype):
+    a = RNG.standard_normal((6, 5, 300)).astype(np.float32)
+    ma = metal(a, dtype)
+    (s_all, s_01, m_2, m_t), counts = counts_during(lambda: (
+        ma.sum().float().numpy(), ma.sum((0, 1)).float().numpy(), ma.mean(2, keepdim=True).float().numpy(),
+        ma.transpose(0, 2).mean(1).float().numpy()))
+    assert counts == {}, counts
+    x = a.astype(NP[dtype]).astype(np.float64)
+    tol = 1e-6 if dtype == lucid.float32 else 1e-2
+    np.testing.assert_allclose(s_all, x.sum(), rtol=tol)
+    np.testing.assert_allclose(s_01, x.sum((0, 1)), rtol=tol, atol=tol)
+    np.testing.assert_allclose(m_2, x.mean(2, keepdims=True), rtol=tol, atol=tol)
+    np.testing.assert_allclose(m_t, x.transpose(2, 1, 0).mean(1), rtol=tol, atol=tol)
+
+
+def test_integer_sums_and_arg_reductions_run_on_the_gpu():
+    a = RNG.integers(-1000, 1000, (7, 9)).astype(np.int32)
+    f = RNG.standard_normal((5, 8)).astype(np.float32)
+    f[1, 3] = np.nan
+    f[2, :] = 1.0  # ties: the first index
+    ma, mf = metal(a), metal(f)
+    (s, amax, amin, vmax), counts = counts_during(lambda: (
+        ma.sum(1).numpy(), mf.argmax(1).numpy(), mf.argmin(0).numpy(), mf.max(1)[0].numpy()))
+    assert counts == {}, counts
+    np.testing.assert_array_equal(s, a.astype(np.int64).sum(1))
+    np.testing.assert_array_equal(amax, np.argmax(f, 1))
+    np.testing.assert_array_equal(amin, np.argmin(f, 0))
+    np.testing.assert_array_equal(vmax, np.max(f, 1))
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

@@ -220,8 +220,9 @@ final class EmulatedBuffer: MTLBuffer, @unchecked Sendable {
     let storageMode = MTLStorageMode.shared
     var label: String?
     private let memory: UnsafeMutableRawPointer
-    /// Unfinished command buffers that use this buffer.
-    var pendingUses = 0
+    /// Bindings in unfinished command buffers that may write this buffer (non-const
+    /// parameters, MPS results). Reads from several places at once are no hazard.
+    var pendingWrites = 0
 
     init(length: Int) {
         self.length = length
@@ -233,13 +234,13 @@ final class EmulatedBuffer: MTLBuffer, @unchecked Sendable {
     }
 
     deinit {
-        if pendingUses > 0 { metalMisuse("a buffer was freed while a command buffer still uses it") }
+        if pendingWrites > 0 { metalMisuse("a buffer was freed while a command buffer still writes it") }
         free(memory)
     }
 
     func contents() -> UnsafeMutableRawPointer {
-        if pendingUses > 0 {
-            metalMisuse("contents() of a buffer (\(label ?? "unlabelled"), \(length) bytes) that an unfinished command buffer uses: the host would race the GPU; wait for it to complete first")
+        if pendingWrites > 0 {
+            metalMisuse("contents() of a buffer (\(label ?? "unlabelled"), \(length) bytes) that an unfinished command buffer writes: the host would race the GPU; wait for it to complete first")
         }
         return memory
     }
@@ -291,7 +292,8 @@ public final class EmulatedCommandBuffer: MTLCommandBuffer {
     public private(set) var status = MTLCommandBufferStatus.notEnqueued
     public private(set) var error: (any Error)?
     private var commands: [any EmulatedCommand] = []
-    private var used: [EmulatedBuffer] = []
+    private var written: [EmulatedBuffer] = []
+    private var retained: [EmulatedBuffer] = []
     private var openEncoder: EmulatedComputeEncoder?
 
     public func makeComputeCommandEncoder() -> (any MTLComputeCommandEncoder)? {
@@ -302,18 +304,25 @@ public final class EmulatedCommandBuffer: MTLCommandBuffer {
         return e
     }
 
-    /// For MPS kernels, which encode straight into the command buffer.
-    public func record(_ command: any EmulatedCommand, using buffers: [any MTLBuffer]) {
+    /// For MPS kernels, which encode straight into the command buffer: `writes` are the
+    /// buffers the command writes (the others it only reads).
+    public func record(_ command: any EmulatedCommand, writes: [any MTLBuffer]) {
         if status != .notEnqueued { metalMisuse("encoding into a command buffer that was already committed") }
         if openEncoder != nil { metalMisuse("encoding a kernel while a compute encoder is open (call endEncoding() first)") }
-        for b in buffers { use(b) }
+        for b in writes { use(b, writing: true) }
         commands.append(command)
     }
 
-    func use(_ buffer: any MTLBuffer) {
+    /// Keeps `buffer` alive until the command buffer completes (as Metal's retained references
+    /// do) and, when the GPU may write it, marks it off limits to the host until then.
+    func use(_ buffer: any MTLBuffer, writing: Bool) {
         guard let b = buffer as? EmulatedBuffer else { metalMisuse("a buffer from another device") }
-        b.pendingUses += 1
-        used.append(b)
+        if writing {
+            b.pendingWrites += 1
+            written.append(b)
+        } else {
+            retained.append(b)
+        }
     }
 
     func append(_ command: any EmulatedCommand) { commands.append(command) }
@@ -334,8 +343,9 @@ public final class EmulatedCommandBuffer: MTLCommandBuffer {
             error = e
             status = .error
         }
-        for b in used { b.pendingUses -= 1 }
-        used.removeAll()
+        for b in written { b.pendingWrites -= 1 }
+        written.removeAll()
+        retained.removeAll()
         commands.removeAll()
     }
 
@@ -442,7 +452,7 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
                 if b.length - offset < Int(p.size) {
                     metalMisuse("\(name): '\(pname)' has fewer than one \(ptype) left after offset \(offset)")
                 }
-                owner.use(b)
+                owner.use(b, writing: p.is_const == 0)
                 args.append(.buffer(b, offset))
             case Int32(LUCID_MSL_CONSTANT_REF):
                 if let data = bytes[index] {
@@ -453,7 +463,7 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
                 } else if let (b, offset) = buffers[index] {
                     if offset % 256 != 0 { metalMisuse("\(name): '\(pname)' constant buffer offset \(offset) is not a multiple of 256") }
                     if b.length - offset < Int(p.size) { metalMisuse("\(name): '\(pname)' needs \(p.size) bytes after offset \(offset)") }
-                    owner.use(b)
+                    owner.use(b, writing: false)
                     args.append(.buffer(b, offset))
                 } else {
                     metalMisuse("\(name): parameter '\(pname)' (constant \(ptype)&, buffer \(index)) is not bound")

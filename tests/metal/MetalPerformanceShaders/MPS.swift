@@ -134,7 +134,7 @@ public final class MPSMatrixMultiplication {
         let count = min(batchSize, available - batchStart)
         if batchStart < 0 || count <= 0 { mpsMisuse("batch \(batchStart)..<\(batchStart + batchSize) outside the \(available) matrices") }
         cb.record(Product(op: self, left: leftMatrix, right: rightMatrix, result: resultMatrix, first: batchStart, count: count),
-                  using: [leftMatrix.data, rightMatrix.data, resultMatrix.data])
+                  writes: [resultMatrix.data])
     }
 
     struct Product: EmulatedCommand {

@@ -457,6 +457,81 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
 LUCID_GEMM(gemm_float32, float)
 LUCID_GEMM(gemm_float16, half)
 LUCID_GEMM(gemm_bfloat16, bfloat)
+// Reductions of the Metal backend: sums and means over any set of axes, and the
+// arg-reductions (max/min with the first index). Compiled after Common.metal and
+// Elementwise.metal (for Layout), in one library. One thread per output element walks the
+// reduced elements; floating sums are compensated (Kahan) float32 sums, so their error does
+// not grow with the count, as the host's double sums do not.
+//
+// `outer` lays out the output over the kept dimensions (operand 0: the input's strides, 1: the
+// output's); `inner` lays out the reduced dimensions (operand 0: the input's strides).
+
+#define LUCID_REDUCE_FLOAT(NAME, T)                                                                  \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
+                 constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
+                 constant uint& mean [[buffer(4)]], uint gid [[thread_position_in_grid]]) {          \
+    if (ulong(gid) >= outer.count) return;                                                           \
+    long base = element_offset(gid, outer, 0);                                                       \
+    float sum = 0.0f, carry = 0.0f;                                                                  \
+    for (ulong r = 0; r < inner.count; ++r) {                                                        \
+        float y = widen(a[base + element_offset(r, inner, 0)]) - carry;                             \
+        float t = sum + y;                                                                           \
+        carry = (t - sum) - y;                                                                       \
+        sum = t;                                                                                     \
+    }                                                                                                \
+    if (mean != 0) sum = sum / float(inner.count);                                                   \
+    out[element_offset(gid, outer, 1)] = narrow<T>(sum);                                             \
+}
+
+// Integer (and bool) sums accumulate in int64, wrapping, into an int64 output.
+#define LUCID_REDUCE_INT(NAME, T)                                                                    \
+kernel void NAME(device const T* a [[buffer(0)]], device long* out [[buffer(1)]],                   \
+                 constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
+                 uint gid [[thread_position_in_grid]]) {                                             \
+    if (ulong(gid) >= outer.count) return;                                                           \
+    long base = element_offset(gid, outer, 0);                                                       \
+    ulong sum = 0;                                                                                   \
+    for (ulong r = 0; r < inner.count; ++r) sum += ulong(long(a[base + element_offset(r, inner, 0)])); \
+    out[element_offset(gid, outer, 1)] = long(sum);                                                  \
+}
+
+LUCID_REDUCE_FLOAT(reduce_float32, float)
+LUCID_REDUCE_FLOAT(reduce_float16, half)
+LUCID_REDUCE_FLOAT(reduce_bfloat16, bfloat)
+LUCID_REDUCE_INT(reduce_int32, int)
+LUCID_REDUCE_INT(reduce_int64, long)
+LUCID_REDUCE_INT(reduce_bool, uchar)
+
+// The max (or min) along one axis and its first index; a NaN wins at once. `outer` is over the
+// input's shape without the axis: operand 0 the input's strides, 1 the indices', 2 the
+// values' (the indices' when there are no values, which are then not written).
+#define LUCID_ARG_REDUCE(NAME, T, V, ISFLOAT)                                                        \
+kernel void NAME(device const T* a [[buffer(0)]], device long* indices [[buffer(1)]],               \
+                 device T* values [[buffer(2)]], constant Layout& outer [[buffer(3)]],               \
+                 constant long& length [[buffer(4)]], constant long& step [[buffer(5)]],             \
+                 constant uint& flags [[buffer(6)]], uint gid [[thread_position_in_grid]]) {         \
+    if (ulong(gid) >= outer.count) return;                                                           \
+    bool is_max = (flags & 1u) != 0, has_values = (flags & 2u) != 0;                                 \
+    long base = element_offset(gid, outer, 0);                                                       \
+    V best_value = V(a[base]);                                                                       \
+    long best = 0;                                                                                   \
+    for (long r = 1; r < length; ++r) {                                                              \
+        if (ISFLOAT && isnan(float(best_value))) break;                                              \
+        V x = V(a[base + r * step]);                                                                 \
+        if ((ISFLOAT && isnan(float(x))) || (is_max ? x > best_value : x < best_value)) {           \
+            best_value = x;                                                                          \
+            best = r;                                                                                \
+        }                                                                                            \
+    }                                                                                                \
+    indices[element_offset(gid, outer, 1)] = best;                                                   \
+    if (has_values) values[element_offset(gid, outer, 2)] = a[base + best * step];                   \
+}
+
+LUCID_ARG_REDUCE(arg_reduce_float32, float, float, true)
+LUCID_ARG_REDUCE(arg_reduce_float16, half, float, true)
+LUCID_ARG_REDUCE(arg_reduce_bfloat16, bfloat, float, true)
+LUCID_ARG_REDUCE(arg_reduce_int32, int, long, false)
+LUCID_ARG_REDUCE(arg_reduce_int64, long, long, false)
 
 """#
 }

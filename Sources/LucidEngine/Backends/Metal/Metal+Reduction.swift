@@ -1,0 +1,50 @@
+#if canImport(Metal)
+import Metal
+
+/// Reductions on the GPU (Kernels/Reduction.metal): one thread per output element. Floating
+/// sums and means are compensated float32 sums rounded once into the input's dtype; integer and
+/// bool sums accumulate in int64. Other dtype pairs and unmergeable ranks run on the host
+/// (counted).
+extension MetalBackend: ReductionKernels {
+    var reductionKernels: (any ReductionKernels)? { self }
+
+    func reduce(_ op: ReduceKernel, _ a: TensorImpl, axes: [Int], into out: TensorImpl) {
+        guard out.numel > 0 else { return }
+        let floating = a.dtype.isFloatingPoint && out.dtype == a.dtype
+        let integral = !a.dtype.isFloatingPoint && op == .sum && out.dtype == .int64
+        var kept = a.shape, reduced = a.shape
+        for d in a.shape.indices { if axes.contains(d) { kept[d] = 1 } else { reduced[d] = 1 } }
+        guard floating || integral, a.numel > 0,
+              let outer = MetalLayout(shape: kept, operands: [a.strides, out.strides]),
+              let inner = MetalLayout(shape: reduced, operands: [a.strides]) else {
+            return onHost("\(op)").reduce(op, a, axes: axes, into: out)
+        }
+        encode("reduce_\(a.dtype.name)", count: outer.count) { e in
+            bind(a, 0, e)
+            bind(out, 1, e)
+            setBytes(outer.words, 2, e)
+            setBytes(inner.words, 3, e)
+            if floating { setBytes(UInt32(op == .mean ? 1 : 0), 4, e) }
+        }
+    }
+
+    func argReduce(max: Bool, _ a: TensorImpl, axis: Int, values: TensorImpl?, indices: TensorImpl) {
+        guard indices.numel > 0 else { return }
+        var shape = a.shape, strides = a.strides
+        let length = shape.remove(at: axis), step = strides.remove(at: axis)
+        guard a.dtype != .bool, values.map({ $0.dtype == a.dtype }) ?? true,
+              let outer = MetalLayout(shape: shape, operands: [strides, indices.strides, (values ?? indices).strides]) else {
+            return onHost(max ? "argmax" : "argmin").argReduce(max: max, a, axis: axis, values: values, indices: indices)
+        }
+        encode("arg_reduce_\(a.dtype.name)", count: outer.count) { e in
+            bind(a, 0, e)
+            bind(indices, 1, e)
+            bind(values ?? a, 2, e)  // written only when the flags say there are values
+            setBytes(outer.words, 3, e)
+            setBytes(Int64(length), 4, e)
+            setBytes(Int64(step), 5, e)
+            setBytes(UInt32((max ? 1 : 0) | (values != nil ? 2 : 0)), 6, e)
+        }
+    }
+}
+#endif
