@@ -213,7 +213,7 @@ def test_the_self_test_passes_and_checks_every_gpu_kernel():
     assert not failed, failed
     ops = {c["op"] for c in report}
     for op in ("fill", "copy", "add", "pow", "add_scalar", "exp", "gelu", "gelu_tanh", "gelu_tanh_backward", "where",
-               "lt", "matmul", "linear"):
+               "lt", "matmul", "linear", "sum", "mean", "argmax"):
         assert op in ops, f"{op} is not checked: {sorted(ops)}"
     assert {c["dtype"] for c in report} >= {lucid.float32, lucid.float16, lucid.bfloat16, lucid.int32, lucid.int64}
     assert all(0 <= c["max_error"] <= c["tolerance"] for c in report)

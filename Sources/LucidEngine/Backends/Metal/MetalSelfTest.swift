@@ -86,6 +86,20 @@ enum MetalSelfTest {
                 k.select(cond, x, y, into: out)
                 return out
             }
+            for (op, axes) in [(ReduceKernel.sum, [1]), (.mean, [0])] {
+                compare("\(op)", dtype, tol * 4) { be in
+                    let x = try make(a, shape, dtype, be)
+                    let out = try TensorImpl.empty(axes == [1] ? [3, 1] : [1, 17], dtype: dtype, on: be)
+                    try reduction(be).reduce(op, x, axes: axes, into: out)
+                    return out
+                }
+            }
+            compare("argmax", dtype, 0) { be in
+                let x = try make(a, shape, dtype, be)
+                let values = try TensorImpl.empty([3], dtype: dtype, on: be), indices = try TensorImpl.empty([3], dtype: .int64, on: be)
+                try reduction(be).argReduce(max: true, x, axis: 1, values: values, indices: indices)
+                return indices
+            }
             compare("matmul", dtype, tol * 8) { be in
                 let x = try make(a, [3, 17], dtype, be), y = try make(b, [17, 3], dtype, be)
                 let out = try TensorImpl.empty([1, 3, 3], dtype: dtype, on: be)
@@ -111,6 +125,11 @@ enum MetalSelfTest {
                     return out
                 }
             }
+            compare("sum", dtype, 0) { be in
+                let x = try make(a, shape, dtype, be), out = try TensorImpl.empty([1, 17], dtype: .int64, on: be)
+                try reduction(be).reduce(.sum, x, axes: [0], into: out)
+                return out
+            }
             for op in CompareKernel.allCases {
                 compare("\(op)", dtype, 0) { be in
                     let x = try make(a, shape, dtype, be), y = try make(b, shape, dtype, be)
@@ -125,6 +144,11 @@ enum MetalSelfTest {
 
     private static func kernels(_ be: any Backend) throws -> any ElementwiseKernels {
         guard let k = be.elementwiseKernels else { throw LucidError.runtime("no elementwise kernels") }
+        return k
+    }
+
+    private static func reduction(_ be: any Backend) throws -> any ReductionKernels {
+        guard let k = be.reductionKernels else { throw LucidError.runtime("no reduction kernels") }
         return k
     }
 
