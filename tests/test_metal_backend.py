@@ -213,7 +213,7 @@ def test_the_self_test_passes_and_checks_every_gpu_kernel():
     assert not failed, failed
     ops = {c["op"] for c in report}
     for op in ("fill", "copy", "add", "pow", "add_scalar", "exp", "gelu", "gelu_tanh", "gelu_tanh_backward", "where",
-               "lt", "matmul", "linear", "sum", "mean", "argmax"):
+               "lt", "matmul", "linear", "sum", "mean", "argmax", "sgd_step", "adam_step", "unscale"):
         assert op in ops, f"{op} is not checked: {sorted(ops)}"
     assert {c["dtype"] for c in report} >= {lucid.float32, lucid.float16, lucid.bfloat16, lucid.int32, lucid.int64}
     assert all(0 <= c["max_error"] <= c["tolerance"] for c in report)
@@ -252,3 +252,55 @@ def test_a_gpu_that_computes_wrong_results_is_not_used():
     assert "host fallback" in message
     assert values == "[3.0, -4.0, 8.0] False {}", values  # right values, from the host fallback
     assert failed == "['add', 'div', 'maximum', 'minimum', 'mul', 'pow', 'sub']", failed
+
+
+# ---- optimizers --------------------------------------------------------------------------
+
+def _train(device, opt_factory, steps=3):
+    lucid.manual_seed(5)
+    model = lucid.nn.Linear(6, 4)
+    model.to(device)
+    opt = opt_factory(model.parameters())
+    x = lucid.tensor(np.random.default_rng(11).standard_normal((5, 6)).astype(np.float32), device=device)
+    for _ in range(steps):
+        opt.zero_grad()
+        (model(x) ** 2).mean().backward()
+        opt.step()
+    return [p.float().numpy() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("name,factory", [
+    ("sgd", lambda ps: lucid.optim.SGD(ps, lr=0.1)),
+    ("sgd momentum nesterov wd", lambda ps: lucid.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    ("adam", lambda ps: lucid.optim.Adam(ps, lr=0.01)),
+    ("adamw maximize", lambda ps: lucid.optim.AdamW(ps, lr=0.01, weight_decay=0.1, maximize=True)),
+])
+def test_optimizer_steps_run_on_the_gpu_like_the_cpu(name, factory):
+    want = _train("cpu", factory)
+    got, counts = counts_during(lambda: _train("metal", factory))
+    assert not {k for k in counts if k in ("sgd_step", "adam_step")}, counts
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_unscale_runs_on_the_gpu_and_finds_infinities(dtype):
+    g = RNG.standard_normal((4, 33)).astype(np.float32) * 100
+    clean = metal(g, dtype)
+    bad = g.copy()
+    bad[2, 7] = np.inf
+    dirty = metal(bad, dtype)
+    p1 = lucid.nn.Parameter(metal(np.zeros((4, 33), np.float32), dtype))
+    p2 = lucid.nn.Parameter(metal(np.zeros((4, 33), np.float32), dtype))
+    p1.grad, p2.grad = clean, dirty
+    opt = lucid.optim.SGD([p1, p2], lr=0.1)
+    scaler = lucid.amp.GradScaler("metal", init_scale=4.0)
+    _, counts = counts_during(lambda: scaler.unscale_(opt))
+    assert "unscale" not in counts, counts
+    np.testing.assert_allclose(p1.grad.float().numpy(), (g.astype(NP[dtype]).astype(np.float32) / 4), rtol=1e-2)
+    # The infinity was found: the step is skipped (the parameters stay zero) and the scale
+    # backs off.
+    scaler.step(opt)
+    scaler.update()
+    np.testing.assert_array_equal(p1.float().numpy(), 0)
+    assert scaler.get_scale() == 2.0

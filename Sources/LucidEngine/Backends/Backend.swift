@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Elementwise binary kernels. The op layer has already chosen the dtype: `a`, `b` and the
 /// output share it, and `a`/`b` are broadcast views of the output's shape.
 package enum BinaryKernel: Sendable { case add, sub, mul, div, pow, maximum, minimum }
@@ -59,6 +65,15 @@ struct SGDHyper: Sendable {
 struct AdamHyper: Sendable {
     var lr: Float, beta1: Float, beta2: Float, eps: Float, weightDecay: Float
     var decoupled: Bool, maximize: Bool, step: Int
+
+    /// The step's constants, as every backend uses them (PyTorch's form:
+    /// p -= lr / bc1 · m / (sqrt(v) / sqrt(bc2) + eps), with d = sign · g + coupled · p and
+    /// p scaled by `shrink` first for decoupled weight decay).
+    var constants: (stepSize: Float, bc2Root: Float, sign: Float, coupled: Float, shrink: Float) {
+        let bc1 = Float(1 - pow(Double(beta1), Double(step))), bc2 = Float(1 - pow(Double(beta2), Double(step)))
+        return (lr / bc1, bc2.squareRoot(), maximize ? -1 : 1, decoupled ? 0 : weightDecay,
+                decoupled ? 1 - lr * weightDecay : 1)
+    }
 }
 
 /// The families a backend's kernels come in, named as the files that hold them in each

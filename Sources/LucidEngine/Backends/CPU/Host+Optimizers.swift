@@ -74,11 +74,7 @@ private struct AdamKernel: ElementVisitor {
                                                _ vp: UnsafePointer<E.Stored>, _ op: UnsafeMutablePointer<E.Stored>,
                                                _ om: UnsafeMutablePointer<E.Stored>, _ ov: UnsafeMutablePointer<E.Stored>,
                                                _ r: Range<Int>) {
-        // PyTorch's form: p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
-        let bc1 = Float(1 - pow(Double(h.beta1), Double(h.step))), bc2 = Float(1 - pow(Double(h.beta2), Double(h.step)))
-        let stepSize = h.lr / bc1, bc2Root = bc2.squareRoot()
-        let sign: Float = h.maximize ? -1 : 1
-        let coupled = h.decoupled ? 0 : h.weightDecay, shrink = h.decoupled ? 1 - h.lr * h.weightDecay : 1
+        let (stepSize, bc2Root, sign, coupled, shrink) = h.constants
         let b1 = h.beta1, b2 = h.beta2, eps = h.eps
         for i in r {
             let w0 = E.float(pp, i)

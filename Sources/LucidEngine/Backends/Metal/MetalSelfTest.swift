@@ -100,6 +100,28 @@ enum MetalSelfTest {
                 try reduction(be).argReduce(max: true, x, axis: 1, values: values, indices: indices)
                 return indices
             }
+            compare("sgd_step", dtype, tol * 4) { be in
+                let p = try make(a, shape, dtype, be), g = try make(b, shape, dtype, be), buf = try make(a, shape, dtype, be)
+                let np = try TensorImpl.empty(shape, dtype: dtype, on: be), nb = try TensorImpl.empty(shape, dtype: dtype, on: be)
+                let h = SGDHyper(lr: 0.1, momentum: 0.9, dampening: 0.1, weightDecay: 0.01, nesterov: true, maximize: false,
+                                 firstStep: false)
+                try optimizers(be).sgdStep(param: p, grad: g, momentum: buf, hyper: h, newParam: np, newMomentum: nb)
+                return np
+            }
+            compare("adam_step", dtype, tol * 4) { be in
+                let p = try make(a, shape, dtype, be), g = try make(b, shape, dtype, be)
+                let m = try make(a, shape, dtype, be), v = try make(b, shape, dtype, be)
+                let outs = try (0..<3).map { _ in try TensorImpl.empty(shape, dtype: dtype, on: be) }
+                let h = AdamHyper(lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.1, decoupled: true,
+                                  maximize: false, step: 3)
+                try optimizers(be).adamStep(param: p, grad: g, m: m, v: v, hyper: h, newParam: outs[0], newM: outs[1], newV: outs[2])
+                return outs[0]
+            }
+            compare("unscale", dtype, tol) { be in
+                let g = try make(a, shape, dtype, be), out = try TensorImpl.empty(shape, dtype: dtype, on: be)
+                let found = try optimizers(be).unscale(g, invScale: 0.125, into: out)
+                return found ? try make([.nan], [1], .float32, be) : out
+            }
             compare("matmul", dtype, tol * 8) { be in
                 let x = try make(a, [3, 17], dtype, be), y = try make(b, [17, 3], dtype, be)
                 let out = try TensorImpl.empty([1, 3, 3], dtype: dtype, on: be)
@@ -149,6 +171,11 @@ enum MetalSelfTest {
 
     private static func reduction(_ be: any Backend) throws -> any ReductionKernels {
         guard let k = be.reductionKernels else { throw LucidError.runtime("no reduction kernels") }
+        return k
+    }
+
+    private static func optimizers(_ be: any Backend) throws -> any OptimizerKernels {
+        guard let k = be.optimizerKernels else { throw LucidError.runtime("no optimizer kernels") }
         return k
     }
 
