@@ -32,7 +32,15 @@ build: engine
 
 engine: $(VENV)/.installed
 	@$(PY) tools/embed_metal.py
+ifeq ($(shell uname -s),Darwin)
+	@# A Metal backend that fails to compile must not leave a Mac without lucid: build without
+	@# it (the host fallback serves "metal"), and say so loudly.
+	swift build -c release --product lucid $(SWIFT_FLAGS) || { \
+	  echo "lucid: WARNING: the engine failed to build with its Metal backend (errors above); building it without Metal, so 'metal' will run on the host fallback. Please report those errors." >&2; \
+	  swift build -c release --product lucid $(SWIFT_FLAGS) -Xswiftc -DLUCID_NO_METAL; }
+else
 	swift build -c release --product lucid $(SWIFT_FLAGS)
+endif
 	@mkdir -p lucid/_lib
 	@# (copied beside it and renamed over it: a process that has the old library loaded keeps it intact)
 	@cmp -s .build/release/$(LIB) lucid/_lib/$(LIB) || \

@@ -54,7 +54,16 @@ def build_engine() -> Path:
         subprocess.check_call([sys.executable, str(ROOT / "tools" / "embed_metal.py")], cwd=ROOT)
         cmd = base + ["--product", "lucid", *flags]
         print("lucid: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
-        subprocess.check_call(cmd, cwd=ROOT)
+        try:
+            subprocess.check_call(cmd, cwd=ROOT)
+        except subprocess.CalledProcessError:
+            if sys.platform != "darwin":
+                raise
+            # A Metal backend that fails to compile must not leave a Mac without lucid.
+            print("lucid: WARNING: the engine failed to build with its Metal backend (errors above); building it "
+                  "without Metal, so 'metal' will run on the host fallback. Please report those errors.",
+                  file=sys.stderr, flush=True)
+            subprocess.check_call(cmd + ["-Xswiftc", "-DLUCID_NO_METAL"], cwd=ROOT)
     bin_dir = subprocess.check_output(base + ["--show-bin-path"], cwd=ROOT, text=True).strip()
     lib = Path(bin_dir) / LIB
     if not lib.exists():

@@ -19,7 +19,7 @@ public enum Metal {
     /// once before the backend first serves "metal"; a failure keeps "metal" on the host
     /// fallback. Throws where there is no Metal backend.
     public static func selfTest() throws -> [SelfTestCheck] {
-#if canImport(Metal)
+#if canImport(Metal) && !LUCID_NO_METAL
         guard let m = Backends.metalBackend else {
             throw LucidError.runtime("self_test: Metal is not available on this machine (no Metal device)")
         }

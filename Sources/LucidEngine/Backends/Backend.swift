@@ -251,7 +251,7 @@ enum Backends {
     static let host = HostBackend(device: .cpu, name: "cpu")
     static let cpu: any Backend = host
 
-#if canImport(Metal)
+#if canImport(Metal) && !LUCID_NO_METAL
     /// The Metal backend of this machine's GPU, whether or not it passed its self-test.
     static let metalBackend: MetalBackend? = MetalBackend.make()
 #endif
@@ -260,7 +260,7 @@ enum Backends {
     /// emulated Metal of the check build) and its self-test passes, else the host fallback,
     /// which warns once and can be turned off.
     private static let metal: Result<any Backend, LucidError> = {
-#if canImport(Metal)
+#if canImport(Metal) && !LUCID_NO_METAL
         if let m = metalBackend {
             let failed = MetalSelfTest.run(m).filter { !$0.passed }
             if failed.isEmpty { return .success(m) }
@@ -274,7 +274,7 @@ enum Backends {
 
     /// Whether Metal kernels serve "metal".
     static var metalIsAvailable: Bool {
-#if canImport(Metal)
+#if canImport(Metal) && !LUCID_NO_METAL
         if metalBackend != nil, case .success(let b) = metal, b is MetalBackend { return true }
 #endif
         return false

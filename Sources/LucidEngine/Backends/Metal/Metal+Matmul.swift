@@ -1,4 +1,4 @@
-#if canImport(Metal)
+#if canImport(Metal) && !LUCID_NO_METAL
 import Metal
 import MetalPerformanceShaders
 

@@ -1,4 +1,4 @@
-#if canImport(Metal)
+#if canImport(Metal) && !LUCID_NO_METAL
 import Metal
 
 /// Optimizer steps and GradScaler's unscale on the GPU (Kernels/Optimizers.metal), with the

@@ -1,4 +1,4 @@
-#if canImport(Metal)
+#if canImport(Metal) && !LUCID_NO_METAL
 import Metal
 
 /// Reductions on the GPU (Kernels/Reduction.metal): one thread per output element. Floating

@@ -1,4 +1,7 @@
-#if canImport(Metal)
+// Compiled wherever `import Metal` works (Apple platforms, and the emulated check build on
+// Linux), unless LUCID_NO_METAL is defined: the build falls back to that when the backend fails
+// to compile on a Mac, so lucid still works there on the CPU and the host fallback.
+#if canImport(Metal) && !LUCID_NO_METAL
 import Metal
 
 /// A tensor's memory on the GPU: an `MTLBuffer` in shared storage, which on Apple Silicon's

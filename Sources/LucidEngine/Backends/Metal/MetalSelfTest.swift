@@ -1,4 +1,4 @@
-#if canImport(Metal)
+#if canImport(Metal) && !LUCID_NO_METAL
 
 /// The Metal backend checks itself before it serves "metal": every kernel it has runs on
 /// small fixed random inputs and is compared with the host kernels on the same inputs. A
