@@ -263,6 +263,9 @@ int32_t lucid_unscale_grads(const lucid_tensor *grads, int32_t count, double inv
 
 /* 1 when Metal kernels serve the "metal" device, 0 where the host fallback does. */
 int32_t lucid_metal_is_available(int32_t *out);
+/* Waits until every kernel queued on "metal" has finished. LUCID_ERR_RUNTIME when "metal" is
+ * unavailable (no Metal and LUCID_METAL_FALLBACK=0). */
+int32_t lucid_metal_synchronize(void);
 /* Ops whose kernels the "metal" device's backend declined, so that the host kernels ran them
  * over the device's memory: *out = how many distinct ops so far. Entries only ever grow. */
 int32_t lucid_metal_fallback_entries(int64_t *out);

@@ -89,6 +89,7 @@ _SIGNATURES = {
     "lucid_permute": ([_u64, _p_i64, _i32, _p_u64], _i32),
     "lucid_contiguous": ([_u64, _p_u64], _i32),
     "lucid_metal_is_available": ([_p_i32], _i32),
+    "lucid_metal_synchronize": ([], _i32),
     "lucid_metal_fallback_entries": ([_p_i64], _i32),
     "lucid_metal_fallback_entry": ([_i64, POINTER(c_char_p), _p_i64], _i32),
     "lucid_metal_self_test": ([_p_i64, _p_i64], _i32),
@@ -301,6 +302,12 @@ def op_table():
 
 def metal_is_available() -> bool:
     return bool(_query_i32(_lib.lucid_metal_is_available))
+
+
+def metal_synchronize() -> None:
+    rc = _lib.lucid_metal_synchronize()
+    if rc:
+        _raise(rc)
 
 
 def metal_self_test() -> list:

@@ -16,6 +16,22 @@ def is_available() -> bool:
     return E.metal_is_available()
 
 
+def synchronize() -> None:
+    """Waits until every kernel queued on ``"metal"`` has finished.
+
+    The Metal backend queues kernels and commits them when the host needs a value
+    (``.numpy()``, ``.item()``, a host kernel), so results never need this; it is for timing
+    GPU work and for handing buffers to other code. Where the host fallback serves
+    ``"metal"`` it returns at once.
+
+    Raises
+    ------
+    RuntimeError
+        When ``"metal"`` is unavailable (``LUCID_METAL_FALLBACK=0`` without Metal).
+    """
+    E.metal_synchronize()
+
+
 def self_test() -> list:
     """Runs the Metal backend's self-test now and returns every check.
 
@@ -58,4 +74,4 @@ def host_fallback_counts() -> dict:
     return E.metal_host_fallback_counts()
 
 
-__all__ = ["is_available", "self_test", "host_fallback_counts", "MetalFallbackWarning"]
+__all__ = ["is_available", "synchronize", "self_test", "host_fallback_counts", "MetalFallbackWarning"]

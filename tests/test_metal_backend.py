@@ -304,3 +304,11 @@ def test_unscale_runs_on_the_gpu_and_finds_infinities(dtype):
     scaler.update()
     np.testing.assert_array_equal(p1.float().numpy(), 0)
     assert scaler.get_scale() == 2.0
+
+
+def test_synchronize_between_queued_ops_keeps_results_right():
+    x = metal(RNG.standard_normal((64, 64)).astype(np.float32))
+    y = (x * 2.0 + 1.0).exp()
+    lucid.metal.synchronize()   # the queued kernels finish here...
+    lucid.metal.synchronize()   # ...and a second call finds nothing to wait for
+    np.testing.assert_allclose(y.numpy(), np.exp(x.numpy() * 2 + 1), rtol=1e-6)

@@ -110,6 +110,19 @@ def test_fallback_keeps_float16_storage():
     assert first.split(" ", 2)[2] == second
 
 
+def test_synchronize_on_the_fallback_returns_and_without_it_is_a_clear_error():
+    lucid.metal.synchronize()
+    r = run("""
+        import lucid
+        try:
+            lucid.metal.synchronize()
+        except RuntimeError as e:
+            print("RuntimeError", e)
+    """, LUCID_METAL_FALLBACK="0")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("RuntimeError device 'metal' is unavailable"), r.stdout
+
+
 def test_self_test_without_a_metal_backend_is_a_clear_error():
     with pytest.raises(RuntimeError, match="self_test: .*no Metal backend"):
         lucid.metal.self_test()

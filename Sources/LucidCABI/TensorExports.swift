@@ -164,6 +164,11 @@ private final class InternedNames: @unchecked Sendable {
     }
 }
 
+@_cdecl("lucid_metal_synchronize")
+public func lucid_metal_synchronize() -> Int32 {
+    abiCall { try Metal.synchronize() }
+}
+
 @_cdecl("lucid_metal_fallback_entries")
 public func lucid_metal_fallback_entries(_ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try store(Int64(HostKernelFallbacks.entryCount), out) }

@@ -4,6 +4,13 @@ public enum Metal {
     /// it (Linux, CI, and any machine without Metal).
     public static var isAvailable: Bool { Backends.metalIsAvailable }
 
+    /// Waits until every kernel queued on "metal" has finished (the Metal backend commits its
+    /// open command buffer). Values are synchronised on their own whenever the host reads them;
+    /// this is for timing and for handing buffers to other code. Nothing to do elsewhere.
+    public static func synchronize() throws {
+        try Backends.backend(for: .metal).synchronize()
+    }
+
     /// One check of the Metal backend's self-test: a kernel on small inputs against the host.
     public struct SelfTestCheck: Sendable {
         public let op: String
