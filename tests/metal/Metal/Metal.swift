@@ -370,7 +370,8 @@ private func labelledType(_ label: String?) -> String? {
 }
 
 final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
-    private unowned let owner: EmulatedCommandBuffer
+    // Strong, as Metal's encoders keep their command buffer: the cycle ends at endEncoding().
+    private let owner: EmulatedCommandBuffer
     private var pipeline: EmulatedPipeline?
     private var buffers: [Int: (EmulatedBuffer, Int)] = [:]
     private var bytes: [Int: [UInt8]] = [:]
