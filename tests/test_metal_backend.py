@@ -125,11 +125,30 @@ def test_strided_views_and_many_dimensions():
 
 
 def test_a_family_the_backend_lacks_runs_on_the_host_and_is_counted():
-    a = RNG.standard_normal((2, 3, 4, 4)).astype(np.float32)
-    ma = metal(a)
-    got, counts = counts_during(lambda: lucid.nn.functional.max_pool2d(ma, 2).numpy())
-    np.testing.assert_array_equal(got, a.reshape(2, 3, 2, 2, 2, 2).max(axis=(3, 5)))
-    assert counts == {"max_pool2d": 1}, counts
+    a = RNG.standard_normal((4, 6)).astype(np.float32)
+    idx = np.array([[0, 5], [2, 2], [1, 0], [3, 4]], np.int64)
+    ma, mi = metal(a), metal(idx)
+    got, counts = counts_during(lambda: lucid.gather(ma, 1, mi).numpy())
+    np.testing.assert_array_equal(got, np.take_along_axis(a, idx, 1))
+    assert counts == {"gather": 1}, counts
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("kernel,stride,padding,dilation", [(2, 2, 0, 1), (3, 1, 1, 1), (3, 2, 1, 2)])
+def test_max_pooling_and_its_gradient_run_on_the_gpu_like_the_cpu(dtype, kernel, stride, padding, dilation):
+    a = RNG.standard_normal((2, 3, 9, 8)).astype(np.float32)
+    a[0, 0, 1, 1] = np.nan
+    a[1, 2, :3, :3] = 0.5  # ties
+    out = {}
+    for device in ("cpu", "metal"):
+        x = lucid.tensor(a, device=device).to(dtype).requires_grad_()
+        run = lambda: lucid.nn.functional.max_pool2d(x, kernel, stride=stride, padding=padding, dilation=dilation)
+        y, counts = counts_during(run)
+        (y.float() * lucid.tensor(np.arange(y.numel(), dtype=np.float32).reshape(y.shape), device=device)).sum().backward()
+        out[device] = (y.float().numpy(), x.grad.float().numpy(), counts)
+    assert "max_pool2d" not in out["metal"][2] and "max_pool2d_backward" not in out["metal"][2], out["metal"][2]
+    np.testing.assert_array_equal(out["metal"][0], out["cpu"][0])
+    np.testing.assert_array_equal(out["metal"][1], out["cpu"][1])
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -213,7 +232,7 @@ def test_the_self_test_passes_and_checks_every_gpu_kernel():
     assert not failed, failed
     ops = {c["op"] for c in report}
     for op in ("fill", "copy", "add", "pow", "add_scalar", "exp", "gelu", "gelu_tanh", "gelu_tanh_backward", "where",
-               "lt", "matmul", "linear", "sum", "mean", "argmax", "sgd_step", "adam_step", "unscale"):
+               "lt", "matmul", "linear", "sum", "mean", "argmax", "sgd_step", "adam_step", "unscale", "max_pool2d", "max_pool2d_backward"):
         assert op in ops, f"{op} is not checked: {sorted(ops)}"
     assert {c["dtype"] for c in report} >= {lucid.float32, lucid.float16, lucid.bfloat16, lucid.int32, lucid.int64}
     assert all(0 <= c["max_error"] <= c["tolerance"] for c in report)

@@ -100,6 +100,21 @@ enum MetalSelfTest {
                 try reduction(be).argReduce(max: true, x, axis: 1, values: values, indices: indices)
                 return indices
             }
+            let window = WindowGeometry(kernel: (2, 2), stride: (1, 2), padding: (0, 1), dilation: (1, 1),
+                                        input: (3, 17), output: (2, 9))
+            for backward in [false, true] {
+                compare(backward ? "max_pool2d_backward" : "max_pool2d", dtype, tol) { be in
+                    let x = try make(a, [3, 1, 3, 17], dtype, be)
+                    let values = try TensorImpl.empty([3, 1, 2, 9], dtype: dtype, on: be)
+                    let indices = try TensorImpl.empty([3, 1, 2, 9], dtype: .int64, on: be)
+                    let k = try pooling(be)
+                    k.maxPool2d(x, window, values: values, indices: indices)
+                    guard backward else { return values }
+                    let gradIn = try TensorImpl.empty([3, 1, 3, 17], dtype: dtype, on: be)
+                    k.maxPool2dBackward(try make(b, [3, 1, 2, 9], dtype, be), indices: indices, window, into: gradIn)
+                    return gradIn
+                }
+            }
             compare("sgd_step", dtype, tol * 4) { be in
                 let p = try make(a, shape, dtype, be), g = try make(b, shape, dtype, be), buf = try make(a, shape, dtype, be)
                 let np = try TensorImpl.empty(shape, dtype: dtype, on: be), nb = try TensorImpl.empty(shape, dtype: dtype, on: be)
@@ -171,6 +186,11 @@ enum MetalSelfTest {
 
     private static func reduction(_ be: any Backend) throws -> any ReductionKernels {
         guard let k = be.reductionKernels else { throw LucidError.runtime("no reduction kernels") }
+        return k
+    }
+
+    private static func pooling(_ be: any Backend) throws -> any PoolingKernels {
+        guard let k = be.poolingKernels else { throw LucidError.runtime("no pooling kernels") }
         return k
     }
 
