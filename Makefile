@@ -91,7 +91,8 @@ METAL_FLAGS    = --scratch-path $(METAL_SCRATCH) --manifest-cache none $(SWIFT_F
 metal-emulated: $(VENV)/.installed
 	@$(PY) tools/embed_metal.py
 	$(PY) tests/metal/gen_kernels.py --clang "$$(dirname "$$(command -v swift)")/clang" \
-	  --out tests/metal/MSLKernels/kernels.cpp $$($(PY) tools/embed_metal.py --list)
+	  --out tests/metal/MSLKernels/kernels.cpp $$($(PY) tools/embed_metal.py --list) \
+	  --test-library tests/metal/EmulationTestKernels.metal
 	$(METAL_SWIFT) build -c release --product lucid $(METAL_FLAGS)
 	@echo $(METAL_LIB)
 

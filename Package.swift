@@ -8,7 +8,8 @@ import PackageDescription
 // `LUCID_METAL_EMULATION=1` makes the check build (`make metal-emulated`): on Linux the engine
 // then compiles its Metal backend against an emulation of the Metal and Metal Performance
 // Shaders APIs (tests/metal/Metal, tests/metal/MetalPerformanceShaders), whose kernels are the
-// backend's .metal files compiled as C++ (tests/metal/MSLKernels).
+// backend's .metal files compiled as C++ (tests/metal/MSLKernels), and its Accelerate BLAS
+// against an emulation of Accelerate backed by OpenBLAS (tests/metal/Accelerate).
 // The product never includes it.
 let emulateMetal = Context.environment["LUCID_METAL_EMULATION"] == "1"
 
@@ -20,6 +21,7 @@ let metalEmulation: [Target] = emulateMetal ? [
     ),
     .target(name: "Metal", dependencies: ["MSLKernels"], path: "tests/metal/Metal"),
     .target(name: "MetalPerformanceShaders", dependencies: ["Metal"], path: "tests/metal/MetalPerformanceShaders"),
+    .target(name: "Accelerate", dependencies: ["CBLAS"], path: "tests/metal/Accelerate"),
 ] : []
 
 let package = Package(
@@ -41,7 +43,7 @@ let package = Package(
             dependencies: [
                 .target(name: "CBLAS", condition: .when(platforms: [.linux])),
                 .target(name: "CDNNL", condition: .when(platforms: [.linux])),
-            ] + (emulateMetal ? ["Metal", "MetalPerformanceShaders"] : []),
+            ] + (emulateMetal ? ["Metal", "MetalPerformanceShaders", "Accelerate"] : []),
             path: "Sources/LucidEngine",
             // The kernels reach the engine as strings (MetalKernelSource.swift), not as resources.
             exclude: ["Backends/Metal/Kernels"]

@@ -2,6 +2,7 @@
 // tests/metal exists): each misuse of the Metal API that a Mac would turn into wrong numbers
 // or a crash stops the process with a message naming it. Each case runs in a child process.
 #if canImport(MSLKernels)
+import Foundation
 import Metal
 import Testing
 @testable import LucidEngine
@@ -19,6 +20,28 @@ private func encoder(for kernel: String) throws -> (any MTLDevice, any MTLComman
     guard let function = library.makeFunction(name: kernel) else { throw LucidError.runtime("no kernel \(kernel)") }
     encoder.setComputePipelineState(try device.makeComputePipelineState(function: function))
     return (device, commandBuffer, encoder)
+}
+
+/// A compute encoder with the pipeline of one of the emulation's own test kernels
+/// (tests/metal/EmulationTestKernels.metal), and an int32 output buffer of `count` elements
+/// bound at index 0.
+private func testKernel(_ kernel: String, count: Int) throws
+    -> (any MTLCommandBuffer, any MTLComputeCommandEncoder, any MTLBuffer) {
+    guard let device = MTLCreateSystemDefaultDevice(), let queue = device.makeCommandQueue(),
+          let commandBuffer = queue.makeCommandBuffer(), let encoder = commandBuffer.makeComputeCommandEncoder(),
+          let out = device.makeBuffer(length: count * 4, options: .storageModeShared) else {
+        throw LucidError.runtime("the emulated device is missing")
+    }
+    let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../metal/EmulationTestKernels.metal")
+    let options = MTLCompileOptions()
+    options.fastMathEnabled = false
+    let library = try device.makeLibrary(source: try String(contentsOf: file, encoding: .utf8), options: options)
+    guard let function = library.makeFunction(name: kernel) else { throw LucidError.runtime("no kernel \(kernel)") }
+    encoder.setComputePipelineState(try device.makeComputePipelineState(function: function))
+    out.label = "lucid:int32"
+    encoder.setBuffer(out, offset: 0, index: 0)
+    return (commandBuffer, encoder, out)
 }
 
 /// Binds fill_float16's arguments correctly, except what `skip` names; returns its output buffer.
@@ -100,6 +123,67 @@ private func stderrText(_ result: ExitTest.Result?) -> String {
             commandBuffer.commit()
         }
         #expect(stderrText(result).contains("commit() of a command buffer that was already committed"))
+    }
+
+    @Test func barriersHoldEveryThreadOfAGroup() throws {
+        let (commandBuffer, e, out) = try testKernel("barrier_exchange", count: 96)
+        e.setThreadgroupMemoryLength(32 * 4, index: 0)
+        e.dispatchThreads(MTLSize(width: 96, height: 1, depth: 1), threadsPerThreadgroup: MTLSize(width: 32, height: 1, depth: 1))
+        e.endEncoding()
+        commandBuffer.commit()
+        commandBuffer.waitUntilCompleted()
+        #expect(commandBuffer.status == .completed)
+        let values = out.contents().assumingMemoryBound(to: Int32.self)
+        #expect((0..<96).allSatisfy { values[$0] == Int32(($0 % 32 + 1) % 32) })
+    }
+
+    @Test func threadgroupMemoryStartsPoisoned() throws {
+        let (commandBuffer, e, out) = try testKernel("read_unwritten", count: 16)
+        e.setThreadgroupMemoryLength(64, index: 0)
+        e.dispatchThreads(MTLSize(width: 16, height: 1, depth: 1), threadsPerThreadgroup: MTLSize(width: 16, height: 1, depth: 1))
+        e.endEncoding()
+        commandBuffer.commit()
+        commandBuffer.waitUntilCompleted()
+        let values = out.contents().assumingMemoryBound(to: Int32.self)
+        #expect((0..<16).allSatisfy { values[$0] == -1 })
+    }
+
+    @Test func barrierDivergenceFailsTheCommandBuffer() throws {
+        let (commandBuffer, e, _) = try testKernel("diverging_barrier", count: 8)
+        e.setThreadgroupMemoryLength(32, index: 0)
+        e.dispatchThreads(MTLSize(width: 8, height: 1, depth: 1), threadsPerThreadgroup: MTLSize(width: 8, height: 1, depth: 1))
+        e.endEncoding()
+        commandBuffer.commit()
+        commandBuffer.waitUntilCompleted()
+        #expect(commandBuffer.status == .error)
+        #expect("\(commandBuffer.error.map { "\($0)" } ?? "")".contains("barrier divergence: 4 of 8 threads"))
+    }
+
+    @Test func writingPastThreadgroupMemoryFailsTheCommandBuffer() throws {
+        let (commandBuffer, e, _) = try testKernel("write_past_threadgroup_memory", count: 16)
+        e.setThreadgroupMemoryLength(16 * 4, index: 0)
+        e.dispatchThreads(MTLSize(width: 16, height: 1, depth: 1), threadsPerThreadgroup: MTLSize(width: 16, height: 1, depth: 1))
+        e.endEncoding()
+        commandBuffer.commit()
+        commandBuffer.waitUntilCompleted()
+        #expect(commandBuffer.status == .error)
+        #expect("\(commandBuffer.error.map { "\($0)" } ?? "")".contains("wrote past the 64 bytes of threadgroup memory of 'shared'"))
+    }
+
+    @Test func threadgroupMemoryMustBeSized() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let (_, e, _) = try testKernel("barrier_exchange", count: 32)
+            e.dispatchThreads(MTLSize(width: 32, height: 1, depth: 1), threadsPerThreadgroup: MTLSize(width: 32, height: 1, depth: 1))
+        }
+        #expect(stderrText(result).contains("has no memory: call setThreadgroupMemoryLength first"))
+    }
+
+    @Test func threadgroupMemoryLengthsAreMultiplesOf16() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let (_, e, _) = try testKernel("barrier_exchange", count: 32)
+            e.setThreadgroupMemoryLength(20, index: 0)
+        }
+        #expect(stderrText(result).contains("the length must be a positive multiple of 16 bytes"))
     }
 
     @Test func readingABufferTheGPUMayStillWriteIsCaught() async {

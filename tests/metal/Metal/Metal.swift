@@ -126,6 +126,8 @@ public protocol MTLComputeCommandEncoder: MTLCommandEncoder {
     func setBuffer(_ buffer: (any MTLBuffer)?, offset: Int, index: Int)
     // documentation/metal/mtlcomputecommandencoder/setbytes(_:length:index:)
     func setBytes(_ bytes: UnsafeRawPointer, length: Int, index: Int)
+    // documentation/metal/mtlcomputecommandencoder/setthreadgroupmemorylength(_:index:)
+    func setThreadgroupMemoryLength(_ length: Int, index: Int)
     // documentation/metal/mtlcomputecommandencoder/dispatchthreads(_:threadsperthreadgroup:)
     func dispatchThreads(_ threadsPerGrid: MTLSize, threadsPerThreadgroup: MTLSize)
     // documentation/metal/mtlcomputecommandencoder/dispatchthreadgroups(_:threadsperthreadgroup:)
@@ -155,6 +157,8 @@ public protocol MTLDevice: AnyObject {
     var name: String { get }
     var hasUnifiedMemory: Bool { get }
     var maxThreadsPerThreadgroup: MTLSize { get }
+    // documentation/metal/mtldevice/maxthreadgroupmemorylength
+    var maxThreadgroupMemoryLength: Int { get }
     // documentation/metal/mtldevice/makecommandqueue()
     func makeCommandQueue() -> (any MTLCommandQueue)?
     // documentation/metal/mtldevice/makebuffer(length:options:)
@@ -175,6 +179,7 @@ final class EmulatedDevice: MTLDevice, @unchecked Sendable {
     let name = "lucid Metal emulation"
     let hasUnifiedMemory = true
     let maxThreadsPerThreadgroup = MTLSize(width: 1024, height: 1024, depth: 64)
+    let maxThreadgroupMemoryLength = 32768  // Apple GPUs' 32 KB
     /// Every compiled kernel, by name.
     let kernels: [String: UnsafePointer<lucid_msl_kernel>]
 
@@ -375,6 +380,7 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
     private var pipeline: EmulatedPipeline?
     private var buffers: [Int: (EmulatedBuffer, Int)] = [:]
     private var bytes: [Int: [UInt8]] = [:]
+    private var threadgroupLengths: [Int: Int] = [:]
     private var ended = false
 
     init(owner: EmulatedCommandBuffer) { self.owner = owner }
@@ -409,6 +415,15 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
         buffers[index] = nil
     }
 
+    func setThreadgroupMemoryLength(_ length: Int, index: Int) {
+        checkOpen("setThreadgroupMemoryLength")
+        guard (0..<31).contains(index) else { metalMisuse("threadgroup memory index \(index) outside 0..<31") }
+        guard length > 0, length % 16 == 0 else {
+            metalMisuse("setThreadgroupMemoryLength(\(length), index: \(index)): the length must be a positive multiple of 16 bytes")
+        }
+        threadgroupLengths[index] = length
+    }
+
     func dispatchThreads(_ threadsPerGrid: MTLSize, threadsPerThreadgroup: MTLSize) {
         let groups = MTLSize(width: (threadsPerGrid.width + threadsPerThreadgroup.width - 1) / max(1, threadsPerThreadgroup.width),
                              height: (threadsPerGrid.height + threadsPerThreadgroup.height - 1) / max(1, threadsPerThreadgroup.height),
@@ -436,6 +451,7 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
             metalMisuse("\(name): grid \(grid.width)×\(grid.height)×\(grid.depth) is empty or too large")
         }
         var args: [Arg] = []
+        var threadgroupMemory = 0
         for i in 0..<Int(k.param_count) {
             let p = k.params[i]
             let pname = String(cString: p.name), ptype = String(cString: p.type), index = Int(p.index)
@@ -470,10 +486,20 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
                     metalMisuse("\(name): parameter '\(pname)' (constant \(ptype)&, buffer \(index)) is not bound")
                 }
             case Int32(LUCID_MSL_THREADGROUP):
-                metalMisuse("\(name): threadgroup memory is not emulated yet")
+                guard let length = threadgroupLengths[index] else {
+                    metalMisuse("\(name): parameter '\(pname)' (threadgroup \(ptype)*, threadgroup \(index)) has no memory: call setThreadgroupMemoryLength first")
+                }
+                if length < Int(p.size) {
+                    metalMisuse("\(name): '\(pname)' has \(length) bytes of threadgroup memory, less than one \(ptype)")
+                }
+                threadgroupMemory += length
+                args.append(.threadgroup(length))
             default:
                 args.append(.none)
             }
+        }
+        if threadgroupMemory > EmulatedDevice.shared.maxThreadgroupMemoryLength {
+            metalMisuse("\(name): \(threadgroupMemory) bytes of threadgroup memory, more than the device's \(EmulatedDevice.shared.maxThreadgroupMemoryLength)")
         }
         owner.append(DispatchCommand(kernel: pipeline.kernel, args: args,
                                      grid: lucid_msl_size(x: UInt32(grid.width), y: UInt32(grid.height), z: UInt32(grid.depth)),
@@ -490,6 +516,7 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
     enum Arg {
         case buffer(EmulatedBuffer, Int)
         case bytes([UInt8])
+        case threadgroup(Int)
         case none
     }
 
@@ -504,7 +531,9 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
             var owned: [UnsafeMutableRawPointer] = []
             defer { owned.forEach { free($0) } }
             var pointers: [UnsafeMutableRawPointer?] = []
+            var lengths: [UInt32] = []
             for a in args {
+                lengths.append(0)
                 switch a {
                 case .buffer(let b, let offset): pointers.append(b.gpuAddress + offset)
                 case .bytes(let data):
@@ -513,13 +542,16 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
                     data.withUnsafeBytes { p.copyMemory(from: $0.baseAddress!, byteCount: data.count) }
                     owned.append(p)
                     pointers.append(p)
+                case .threadgroup(let length):
+                    pointers.append(nil)
+                    lengths[lengths.count - 1] = UInt32(length)
                 case .none: pointers.append(nil)
                 }
             }
             var message = [CChar](repeating: 0, count: 512)
             let status = pointers.withUnsafeBufferPointer { ptrs in
                 ptrs.baseAddress!.withMemoryRebound(to: UnsafeMutableRawPointer?.self, capacity: ptrs.count) { base in
-                    lucid_msl_dispatch(kernel, UnsafePointer(base), grid, groups, perGroup, &message, message.count)
+                    lucid_msl_dispatch(kernel, UnsafePointer(base), lengths, grid, groups, perGroup, &message, message.count)
                 }
             }
             if status != 0 {

@@ -1,7 +1,8 @@
 /* lucid's Metal kernels compiled as C++ for the Metal emulation: a table of every kernel
  * with its parameters as the MSL source declares them, and a dispatcher that runs every
- * thread of every threadgroup. The emulated Metal module (tests/metal/Metal) binds buffers
- * and bytes by these descriptions and checks them; gen_kernels.py writes the table. */
+ * thread of every threadgroup, with threadgroup memory and barriers honoured. The emulated
+ * Metal module (tests/metal/Metal) binds buffers and bytes by these descriptions and checks
+ * them; gen_kernels.py writes the table. */
 #ifndef LUCID_MSL_KERNELS_H
 #define LUCID_MSL_KERNELS_H
 #include <stddef.h>
@@ -62,8 +63,11 @@ const lucid_msl_kernel *lucid_msl_kernels(int32_t *count);
 /* Runs `kernel` over `threadgroups` groups of `per_group` threads, launching only threads
  * whose position is inside `grid` (dispatchThreads; for dispatchThreadgroups grid is
  * threadgroups × per_group). args[i] is the value of parameter i (a pointer to the data,
- * NULL for builtins). Returns 0, or -1 with a message in `error`. */
-int32_t lucid_msl_dispatch(const lucid_msl_kernel *kernel, void *const *args, lucid_msl_size grid,
+ * NULL for builtins and threadgroup memory); threadgroup_lengths[i] is the byte length of
+ * a threadgroup parameter's memory (0 for the others). Returns 0, or -1 with a message in
+ * `error`. */
+int32_t lucid_msl_dispatch(const lucid_msl_kernel *kernel, void *const *args, const uint32_t *threadgroup_lengths,
+                           lucid_msl_size grid,
                            lucid_msl_size threadgroups, lucid_msl_size per_group, char *error, size_t error_size);
 
 /* FNV-1a 64 of `n` bytes (what unit_hash holds). */
