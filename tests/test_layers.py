@@ -526,6 +526,23 @@ def test_the_paths_without_onednn_agree(tmp_path):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
 
 
+@pytest.mark.parametrize("device", ["cpu", "metal"])
+@pytest.mark.parametrize("dtype", [lucid.float32, lucid.bfloat16])
+@pytest.mark.parametrize("n", [10, 300])  # the composed softmax, and the backend's direct kernel
+def test_a_nan_makes_its_softmax_row_nan_and_infinities_follow_the_math(device, dtype, n):
+    a = arr(4, n)
+    a[0, 3] = np.nan       # as PyTorch: the whole row is NaN
+    a[1] = -np.inf         # no finite entry: NaN
+    a[2, 1] = np.inf       # NaN where the inf is, 0 (log: -inf) elsewhere
+    x = T(a, device=device).to(dtype)
+    y, ly = F.softmax(x, 1).float().numpy(), F.log_softmax(x, 1).float().numpy()
+    assert np.isnan(y[:2]).all() and np.isnan(ly[:2]).all()
+    assert np.isnan(y[2, 1]) and (np.delete(y[2], 1) == 0).all()
+    assert np.isnan(ly[2, 1]) and (np.delete(ly[2], 1) == -np.inf).all()
+    rounded = x.float().numpy()[3].astype(np.float64)
+    np.testing.assert_allclose(y[3], softmax(rounded), rtol=1e-2 if dtype != lucid.float32 else 1e-5)
+
+
 @pytest.mark.parametrize("dim", [0, 1, -1])
 @pytest.mark.parametrize("log", [False, True])
 def test_large_softmax_values_and_gradients(dim, log):

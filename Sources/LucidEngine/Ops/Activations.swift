@@ -40,14 +40,24 @@ package enum Activations {
         }
     }
 
+    /// The composed form runs in float32 for a float16/bfloat16 input and rounds once at the
+    /// end, as the direct kernels do.
+    private static func inFloat32(_ x: TensorImpl, _ body: (TensorImpl) throws -> TensorImpl) throws -> TensorImpl {
+        guard x.dtype.isLowPrecision else { return try body(x) }
+        return try Ops.cast(try body(try Ops.cast(x, to: .float32)), to: x.dtype)
+    }
+
     /// exp(x) / sum(exp(x)) along `dim`, computed after subtracting the max; float32 under
     /// autocast.
     package static func softmax(_ a: TensorImpl, dim: Int) throws -> TensorImpl {
         try softmax.run([a]) { inputs in
             let (x, d) = try prepared(softmax, inputs[0], dim)
             if let y = try direct(softmax, x, d, log: false) { return try ShapeOps.reshape(y, inputs[0].shape) }
-            let e = try Elementwise.unary(.exp, try shifted(x, d))
-            return try ShapeOps.reshape(try Composite.div(e, try Composite.sum(e, [d], keepdim: true)), inputs[0].shape)
+            let y = try inFloat32(x) { x in
+                let e = try Elementwise.unary(.exp, try shifted(x, d))
+                return try Composite.div(e, try Composite.sum(e, [d], keepdim: true))
+            }
+            return try ShapeOps.reshape(y, inputs[0].shape)
         }
     }
 
@@ -56,9 +66,12 @@ package enum Activations {
         try logSoftmax.run([a]) { inputs in
             let (x, d) = try prepared(logSoftmax, inputs[0], dim)
             if let y = try direct(logSoftmax, x, d, log: true) { return try ShapeOps.reshape(y, inputs[0].shape) }
-            let z = try shifted(x, d)
-            let lse = try Elementwise.unary(.log, try Composite.sum(try Elementwise.unary(.exp, z), [d], keepdim: true))
-            return try ShapeOps.reshape(try Composite.sub(z, lse), inputs[0].shape)
+            let y = try inFloat32(x) { x in
+                let z = try shifted(x, d)
+                let lse = try Elementwise.unary(.log, try Composite.sum(try Elementwise.unary(.exp, z), [d], keepdim: true))
+                return try Composite.sub(z, lse)
+            }
+            return try ShapeOps.reshape(y, inputs[0].shape)
         }
     }
 

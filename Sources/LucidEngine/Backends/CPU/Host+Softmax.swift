@@ -2,9 +2,30 @@
 extension HostBackend: SoftmaxKernels {
     func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool {
 #if canImport(CDNNL)
+        // oneDNN's max skips a NaN, so a row holding one would come out as 0s around it; the
+        // composed softmax makes the whole row NaN, as PyTorch and the GPU kernel do.
+        guard x.isContiguous, !Self.containsNaN(x) else { return false }
         return DNNL.softmax(x, axis: axis, log: log, into: out)
 #else
         return false
 #endif
+    }
+
+    /// Whether a contiguous floating tensor holds a NaN (read by bits, so every dtype alike).
+    static func containsNaN(_ x: TensorImpl) -> Bool {
+        let base = address(x), n = x.numel
+        switch x.dtype {
+        case .float32:
+            let bits = base.assumingMemoryBound(to: UInt32.self)
+            return (0..<n).contains { bits[$0] & 0x7fff_ffff > 0x7f80_0000 }
+        case .float16:
+            let bits = base.assumingMemoryBound(to: UInt16.self)
+            return (0..<n).contains { bits[$0] & 0x7fff > 0x7c00 }
+        case .bfloat16:
+            let bits = base.assumingMemoryBound(to: UInt16.self)
+            return (0..<n).contains { bits[$0] & 0x7fff > 0x7f80 }
+        default:
+            return false
+        }
     }
 }
