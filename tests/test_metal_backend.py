@@ -124,13 +124,38 @@ def test_strided_views_and_many_dimensions():
     assert counts == {"add": 1}, counts
 
 
-def test_a_family_the_backend_lacks_runs_on_the_host_and_is_counted():
+def test_nonzero_runs_on_the_host_and_is_counted():
     a = RNG.standard_normal((4, 6)).astype(np.float32)
-    idx = np.array([[0, 5], [2, 2], [1, 0], [3, 4]], np.int64)
-    ma, mi = metal(a), metal(idx)
-    got, counts = counts_during(lambda: lucid.gather(ma, 1, mi).numpy())
-    np.testing.assert_array_equal(got, np.take_along_axis(a, idx, 1))
-    assert counts == {"gather": 1}, counts
+    ma = metal(a)
+    got, counts = counts_during(lambda: ma[ma > 0].numpy())
+    np.testing.assert_array_equal(got, a[a > 0])
+    assert counts == {"nonzero": 1}, counts
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [lucid.int32, lucid.int64])
+def test_gather_and_its_gradient_scatter_add_run_on_the_gpu(dtype):
+    a = (RNG.standard_normal((5, 6, 7)) * 10).astype(np.float32)
+    idx = RNG.integers(0, 6, (5, 9, 4))
+    ref = a.astype(NP[dtype])
+    x = metal(a, dtype)
+    if dtype.is_floating_point:
+        x.requires_grad_()
+    y, counts = counts_during(lambda: lucid.gather(x[:, :, ::2], 1, metal(idx)))
+    np.testing.assert_array_equal(y.numpy(), np.take_along_axis(ref[:, :, ::2], idx, 1))
+    if dtype.is_floating_point:
+        w = (RNG.standard_normal(idx.shape) * 10).astype(np.float32)
+        _, more = counts_during(lambda: (y * metal(w, dtype)).sum().backward())
+        counts.update(more)
+        # Each gradient entry sums, in float32 and rounding once, the products routed to it.
+        gw = (w.astype(NP[dtype]).astype(np.float32) * 1).astype(NP[dtype]).astype(np.float64)
+        want = np.zeros((5, 6, 7), np.float64)
+        for i, j, k in np.ndindex(idx.shape):
+            want[i, idx[i, j, k], 2 * k] += gw[i, j, k]
+        tol = 1e-6 if dtype == lucid.float32 else 1e-2
+        np.testing.assert_allclose(x.grad.float().numpy(), want, rtol=tol, atol=tol)
+    assert not {"gather", "scatter_add"} & set(counts), counts
+    with pytest.raises(IndexError, match="index 6 is out of bounds"):
+        lucid.gather(x, 1, metal(np.array([[[0], [6]]] * 5)))
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -149,6 +174,72 @@ def test_max_pooling_and_its_gradient_run_on_the_gpu_like_the_cpu(dtype, kernel,
     assert "max_pool2d" not in out["metal"][2] and "max_pool2d_backward" not in out["metal"][2], out["metal"][2]
     np.testing.assert_array_equal(out["metal"][0], out["cpu"][0])
     np.testing.assert_array_equal(out["metal"][1], out["cpu"][1])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("stride,padding,dilation,groups", [(1, 0, 1, 1), (2, 1, 1, 2), (1, 2, 2, 1)])
+def test_convolution_runs_as_gpu_window_gathers_and_products(dtype, stride, padding, dilation, groups):
+    x = RNG.standard_normal((2, 4, 9, 8)).astype(np.float32)
+    w = RNG.standard_normal((6, 4 // groups, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal(6).astype(np.float32)
+    out = {}
+    for device in ("cpu", "metal"):
+        tx, tw, tb = (lucid.tensor(v, device=device).to(dtype).requires_grad_() for v in (x, w, b))
+
+        def run():
+            y = lucid.nn.functional.conv2d(tx, tw, tb, stride=stride, padding=padding, dilation=dilation, groups=groups)
+            (y.float() * lucid.tensor(np.cos(np.arange(y.numel())).reshape(y.shape).astype(np.float32), device=device)).sum().backward()
+            return y.float().numpy()
+        y, counts = counts_during(run)
+        out[device] = (y, tx.grad.float().numpy(), tw.grad.float().numpy(), tb.grad.float().numpy(), counts)
+    assert not {"im2col", "col2im", "conv2d", "matmul"} & set(out["metal"][4]), out["metal"][4]
+    tol = {lucid.float32: 1e-5}.get(dtype, 2e-2)
+    for got, want in zip(out["metal"][:4], out["cpu"][:4]):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+def _softmax64(a, axis, log):
+    z = a.astype(np.float64) - a.max(axis=axis, keepdims=True)
+    lse = np.log(np.exp(z).sum(axis=axis, keepdims=True))
+    return z - lse if log else np.exp(z - lse)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("shape,axis", [((40, 300), 1), ((6, 700, 3), 1), ((5000,), 0)])
+def test_softmax_runs_in_one_gpu_kernel_rounding_once(dtype, log, shape, axis):
+    # The direct kernel works in float32 and rounds once into the dtype: nearly every 16-bit
+    # element is the correctly rounded value (a composed softmax rounds at every step).
+    a = RNG.standard_normal(shape).astype(np.float32) * 4
+    a = a.astype(NP[dtype]).astype(np.float32)
+    fn = lucid.nn.functional.log_softmax if log else lucid.nn.functional.softmax
+    got, counts = counts_during(lambda: fn(metal(a, dtype), dim=axis).float().numpy())
+    assert counts == {}, counts
+    want = _softmax64(a, axis, log)
+    if dtype != lucid.float32:
+        exact = got == want.astype(NP[dtype]).astype(np.float32)
+        assert exact.mean() > 0.99, exact.mean()
+    np.testing.assert_allclose(got, want, rtol={lucid.float32: 1e-5}.get(dtype, 1e-2), atol=1e-6)
+
+
+def test_softmax_rows_with_infinities_and_nan_follow_the_cpu():
+    a = RNG.standard_normal((8, 200)).astype(np.float32)
+    a[0] = -np.inf
+    a[1, 3] = np.inf
+    a[2, 5] = np.nan
+    a[3, :100] = -np.inf
+    for log in (False, True):
+        fn = lucid.nn.functional.log_softmax if log else lucid.nn.functional.softmax
+        np.testing.assert_allclose(fn(metal(a), dim=1).numpy(), fn(lucid.tensor(a), dim=1).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("n", [5, 3000])  # a thread per output, and a threadgroup per output
+def test_sums_with_infinities_stay_infinite(n):
+    a = np.ones((2, n), np.float32)
+    a[0, 1] = np.inf
+    a[1, 1], a[1, 2] = np.inf, -np.inf
+    got = metal(a).sum(1).numpy()
+    assert got[0] == np.inf and np.isnan(got[1]), got
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -203,6 +294,20 @@ def test_matmul_and_linear_run_on_the_gpu_like_the_cpu(dtype):
     np.testing.assert_allclose(pt, (ca.transpose(1, 2) @ ca).float().numpy(), rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("m,k,n", [(16, 16, 16), (40, 33, 35), (17, 70, 64)])
+def test_products_of_whole_and_partial_tiles_match_numpy(dtype, m, k, n):
+    a = RNG.standard_normal((2, m, k)).astype(np.float32)
+    w = RNG.standard_normal((n, k)).astype(np.float32)
+    bias = RNG.standard_normal(n).astype(np.float32)
+    a, w, bias = (x.astype(NP[dtype]).astype(np.float32) for x in (a, w, bias))
+    got, counts = counts_during(lambda: lucid.nn.functional.linear(metal(a, dtype), metal(w, dtype), metal(bias, dtype)).float().numpy())
+    assert counts == {}, counts
+    want = a.astype(np.float64) @ w.T.astype(np.float64) + bias
+    tol = 1e-5 if dtype == lucid.float32 else 1e-2
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+
+
 def test_integer_matmul_runs_on_the_host_and_is_counted():
     a = RNG.integers(-5, 5, (3, 4)).astype(np.int64)
     ma = metal(a)
@@ -232,7 +337,9 @@ def test_the_self_test_passes_and_checks_every_gpu_kernel():
     assert not failed, failed
     ops = {c["op"] for c in report}
     for op in ("fill", "copy", "add", "pow", "add_scalar", "exp", "gelu", "gelu_tanh", "gelu_tanh_backward", "where",
-               "lt", "matmul", "linear", "sum", "mean", "argmax", "sgd_step", "adam_step", "unscale", "max_pool2d", "max_pool2d_backward"):
+               "lt", "matmul", "linear", "sum", "mean", "argmax", "sgd_step", "adam_step", "unscale", "max_pool2d", "max_pool2d_backward",
+               "softmax", "log_softmax", "sum_long_rows", "gather", "scatter_add", "cast_to_int32", "cast_to_bool", "matmul_tiles",
+               "cast_from_int64"):
         assert op in ops, f"{op} is not checked: {sorted(ops)}"
     assert {c["dtype"] for c in report} >= {lucid.float32, lucid.float16, lucid.bfloat16, lucid.int32, lucid.int64}
     assert all(0 <= c["max_error"] <= c["tolerance"] for c in report)

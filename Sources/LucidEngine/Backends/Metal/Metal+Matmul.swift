@@ -35,7 +35,8 @@ private struct MPSOperand {
 
 /// Matrix products on the GPU. float32 products without a bias go to Metal Performance
 /// Shaders (`MPSMatrixMultiplication`, float32 accumulation); float16, bfloat16 and products
-/// with a bias run the gemm kernels (Kernels/Matmul.metal), in float32 arithmetic with the
+/// with a bias run the gemm kernels (Kernels/Matmul.metal: 16×16 tiles staged in threadgroup
+/// memory, or a thread per output for thinner products), in float32 arithmetic with the
 /// bias added before the one rounding, as the host computes them. Integer products run on the
 /// host (counted).
 extension MetalBackend: MatmulKernels {
@@ -57,12 +58,19 @@ extension MetalBackend: MatmulKernels {
             }
             return
         }
-        encode("gemm_\(out.dtype.name)", count: out.numel) { e in
+        let bindAll = { (e: any MTLComputeCommandEncoder) in
             bind(a, 0, e)
             bind(b, 1, e)
             bind(bias ?? out, 2, e)  // read only when has_bias is set
             bind(out, 3, e)
             setBytes(gemmShape(a, b, out, bias: bias != nil), 4, e)
+        }
+        let (m, n, tile) = (out.shape[1], out.shape[2], 16)
+        if m >= tile && n >= tile {
+            let tiles = out.shape[0] * ((m + tile - 1) / tile) * ((n + tile - 1) / tile)
+            encode("gemm_tiled_\(out.dtype.name)", groups: tiles, width: tile * tile, floatsPerThread: 2, bindAll)
+        } else {
+            encode("gemm_\(out.dtype.name)", count: out.numel, bindAll)
         }
     }
 }

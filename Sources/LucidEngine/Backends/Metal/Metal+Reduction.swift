@@ -1,12 +1,18 @@
 #if canImport(Metal) && !LUCID_NO_METAL
 import Metal
 
-/// Reductions on the GPU (Kernels/Reduction.metal): one thread per output element. Floating
+/// Reductions on the GPU (Kernels/Reduction.metal): one thread per output element, or one
+/// threadgroup per output when there are few outputs of many elements. Floating
 /// sums and means are compensated float32 sums rounded once into the input's dtype; integer and
 /// bool sums accumulate in int64. Other dtype pairs and unmergeable ranks run on the host
 /// (counted).
 extension MetalBackend: ReductionKernels {
     var reductionKernels: (any ReductionKernels)? { self }
+
+    /// Floating reductions to at most this many outputs of at least `cooperativeLength`
+    /// elements each run a threadgroup per output.
+    static let cooperativeOutputs = 2048
+    static let cooperativeLength = 512
 
     func reduce(_ op: ReduceKernel, _ a: TensorImpl, axes: [Int], into out: TensorImpl) {
         guard out.numel > 0 else { return }
@@ -19,12 +25,19 @@ extension MetalBackend: ReductionKernels {
               let inner = MetalLayout(shape: reduced, operands: [a.strides]) else {
             return onHost("\(op)").reduce(op, a, axes: axes, into: out)
         }
-        encode("reduce_\(a.dtype.name)", count: outer.count) { e in
+        let bindAll = { (e: any MTLComputeCommandEncoder) in
             bind(a, 0, e)
             bind(out, 1, e)
             setBytes(outer.words, 2, e)
             setBytes(inner.words, 3, e)
             if floating { setBytes(UInt32(op == .mean ? 1 : 0), 4, e) }
+        }
+        // Few outputs of many elements each: a threadgroup per output, else too few threads.
+        if floating && outer.count <= Self.cooperativeOutputs && inner.count >= Self.cooperativeLength {
+            encode("reduce_group_\(a.dtype.name)", groups: outer.count, width: Self.rowWidth(inner.count),
+                   floatsPerThread: 2, bindAll)
+        } else {
+            encode("reduce_\(a.dtype.name)", count: outer.count, bindAll)
         }
     }
 

@@ -156,10 +156,10 @@ final class MetalBackend: Backend, @unchecked Sendable {
         }
     }
 
-    /// Source and destination dtypes the copy kernels convert between.
-    private static let copies: Set<String> = ["float32", "float16", "bfloat16", "int32", "int64", "bool",
-                                              "float32_float16", "float16_float32", "float32_bfloat16", "bfloat16_float32",
-                                              "int32_float32", "int64_float32", "bool_float32", "int32_int64", "int64_int32"]
+    /// Source and destination dtypes the copy kernels convert between: every pair.
+    private static let copies: Set<String> = Set(DType.allCases.flatMap { s in
+        DType.allCases.map { d in s == d ? s.name : "\(s.name)_\(d.name)" }
+    })
 
     func copy(_ src: TensorImpl, into dst: TensorImpl) {
         guard dst.numel > 0 else { return }
@@ -187,6 +187,39 @@ final class MetalBackend: Backend, @unchecked Sendable {
     /// Encodes one dispatch of `kernel` over `count` threads into the open command buffer;
     /// `bind` sets its arguments.
     func encode(_ kernel: String, count: Int, _ bind: (any MTLComputeCommandEncoder) -> Void) {
+        dispatch(kernel, bind) { e, pipeline in
+            let width = min(count, pipeline.maxTotalThreadsPerThreadgroup)
+            e.dispatchThreads(MTLSize(width: count, height: 1, depth: 1),
+                              threadsPerThreadgroup: MTLSize(width: width, height: 1, depth: 1))
+        }
+    }
+
+    /// Encodes `groups` threadgroups of `width` threads each (a kernel that cooperates through
+    /// threadgroup memory), with `floatsPerThread` float32s of threadgroup memory per thread
+    /// at threadgroup index 0. `width` is capped at what the pipeline allows, keeping it a
+    /// power of two when it is one.
+    func encode(_ kernel: String, groups: Int, width: Int, floatsPerThread: Int = 1,
+                _ bind: (any MTLComputeCommandEncoder) -> Void) {
+        dispatch(kernel, bind) { e, pipeline in
+            var w = max(1, width)
+            while w > pipeline.maxTotalThreadsPerThreadgroup { w /= 2 }
+            let bytes = (w * floatsPerThread * MemoryLayout<Float>.size + 15) / 16 * 16
+            e.setThreadgroupMemoryLength(bytes, index: 0)
+            e.dispatchThreadgroups(MTLSize(width: groups, height: 1, depth: 1),
+                                   threadsPerThreadgroup: MTLSize(width: w, height: 1, depth: 1))
+        }
+    }
+
+    /// Threads per threadgroup for a row of `length` elements: a power of two from one SIMD
+    /// group (32) up to 256, no more than the row needs.
+    static func rowWidth(_ length: Int) -> Int {
+        var w = 32
+        while w < 256 && w < length { w *= 2 }
+        return w
+    }
+
+    private func dispatch(_ kernel: String, _ bind: (any MTLComputeCommandEncoder) -> Void,
+                          _ launch: (any MTLComputeCommandEncoder, any MTLComputePipelineState) -> Void) {
         lock.withLock {
             guard let pipeline = pipeline(kernel) else {
                 // Unreachable with a consistent build: every kernel name used here is compiled.
@@ -199,9 +232,7 @@ final class MetalBackend: Backend, @unchecked Sendable {
             }
             e.setComputePipelineState(pipeline)
             bind(e)
-            let width = min(count, pipeline.maxTotalThreadsPerThreadgroup)
-            e.dispatchThreads(MTLSize(width: count, height: 1, depth: 1),
-                              threadsPerThreadgroup: MTLSize(width: width, height: 1, depth: 1))
+            launch(e, pipeline)
         }
     }
 

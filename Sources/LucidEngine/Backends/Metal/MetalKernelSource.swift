@@ -70,6 +70,65 @@ inline float widen(bfloat b) { return as_type<float>(uint(as_type<ushort>(b)) <<
 template <typename T> inline T narrow(float x) { return T(x); }
 template <> inline half narrow<half>(float x) { return as_type<half>(float16_bits(x)); }
 template <> inline bfloat narrow<bfloat>(float x) { return as_type<bfloat>(bfloat16_bits(x)); }
+// The window gathers under convolution on the GPU, as the host computes them
+// (Host+Convolution.swift): im2col copies each window of a strided [N, C, H, W] input into a
+// contiguous [N, C·kh·kw, oh·ow], reading 0 outside the input; col2im, its adjoint, has one
+// thread per input position sum, in float32 and in the host's order (kernel row, then
+// column), the column entries whose windows cover it, rounding once. Compiled after
+// Common.metal, in one library.
+
+// Field order and sizes match `windowShape` in Metal+Convolution.swift; s0…s3 are the strides
+// of the strided operand (the input of im2col, the columns of col2im).
+struct WindowShape {
+    long n, c, h, w, oh, ow;
+    long kh, kw, sh, sw, ph, pw, dh, dw;
+    long s0, s1, s2, s3;
+};
+
+#define LUCID_IM2COL(NAME, T)                                                                        \
+kernel void NAME(device const T* x [[buffer(0)]], device T* cols [[buffer(1)]],                     \
+                 constant WindowShape& g [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+    long total = g.n * g.c * g.kh * g.kw * g.oh * g.ow;                                              \
+    if (long(gid) >= total) return;                                                                  \
+    long k = long(gid);                                                                              \
+    long ox = k % g.ow; k /= g.ow;                                                                   \
+    long oy = k % g.oh; k /= g.oh;                                                                   \
+    long j = k % g.kw; k /= g.kw;                                                                    \
+    long i = k % g.kh; k /= g.kh;                                                                    \
+    long ch = k % g.c, b = k / g.c;                                                                  \
+    long y = oy * g.sh - g.ph + i * g.dh, xx = ox * g.sw - g.pw + j * g.dw;                          \
+    bool inside = y >= 0 && y < g.h && xx >= 0 && xx < g.w;                                          \
+    cols[gid] = inside ? x[b * g.s0 + ch * g.s1 + y * g.s2 + xx * g.s3] : narrow<T>(0.0f);           \
+}
+
+#define LUCID_COL2IM(NAME, T)                                                                        \
+kernel void NAME(device const T* cols [[buffer(0)]], device T* x [[buffer(1)]],                     \
+                 constant WindowShape& g [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+    if (long(gid) >= g.n * g.c * g.h * g.w) return;                                                  \
+    long k = long(gid);                                                                              \
+    long xx = k % g.w; k /= g.w;                                                                     \
+    long y = k % g.h; k /= g.h;                                                                      \
+    long ch = k % g.c, b = k / g.c;                                                                  \
+    float acc = 0.0f;                                                                                \
+    for (long i = 0; i < g.kh; ++i) {                                                                \
+        long ty = y + g.ph - i * g.dh;                                                               \
+        if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.oh) continue;                                 \
+        for (long j = 0; j < g.kw; ++j) {                                                            \
+            long tx = xx + g.pw - j * g.dw;                                                          \
+            if (tx < 0 || tx % g.sw != 0 || tx / g.sw >= g.ow) continue;                             \
+            long row = (ch * g.kh + i) * g.kw + j, column = (ty / g.sh) * g.ow + tx / g.sw;          \
+            acc += widen(cols[b * g.s0 + row * g.s1 + column * g.s2]);                               \
+        }                                                                                            \
+    }                                                                                                \
+    x[gid] = narrow<T>(acc);                                                                         \
+}
+
+LUCID_IM2COL(im2col_float32, float)
+LUCID_IM2COL(im2col_float16, half)
+LUCID_IM2COL(im2col_bfloat16, bfloat)
+LUCID_COL2IM(col2im_float32, float)
+LUCID_COL2IM(col2im_float16, half)
+LUCID_COL2IM(col2im_bfloat16, bfloat)
 // Elementwise kernels of the Metal backend: binary arithmetic (tensor-tensor and
 // tensor-scalar), unary functions and their derivatives, comparisons and selection.
 //
@@ -389,6 +448,91 @@ kernel void NAME(device const float* src [[buffer(0)]], device D* dst [[buffer(1
 LUCID_COPY_NARROW(copy_float32_float16, half)
 LUCID_COPY_NARROW(copy_float32_bfloat16, bfloat)
 
+// Between the 16-bit floats: through float32, exactly, then one rounding.
+#define LUCID_COPY_FLOAT(NAME, S, D)                                                                 \
+kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
+                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    dst[element_offset(gid, layout, 1)] = narrow<D>(widen(src[element_offset(gid, layout, 0)]));    \
+}
+
+LUCID_COPY_FLOAT(copy_float16_bfloat16, half, bfloat)
+LUCID_COPY_FLOAT(copy_bfloat16_float16, bfloat, half)
+
+// An integer as float32 rounded to odd (HalfConversions.swift roundedToOddFloat): rounding
+// that to 16 bits is then the one correct rounding of the integer.
+inline float odd_float(long v) {
+    ulong m = v < 0 ? ulong(0) - ulong(v) : ulong(v);
+    if (m < (1ul << 24)) return float(v);
+    int shift = (64 - int(clz(m))) - 24;
+    ulong top = m >> ulong(shift);
+    if ((m & ((1ul << ulong(shift)) - 1ul)) != 0ul) top |= 1ul;
+    float f = float(top) * as_type<float>(uint(127 + shift) << 23);
+    return v < 0 ? -f : f;
+}
+
+#define LUCID_COPY_INT_TO_HALF(NAME, S, D)                                                           \
+kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
+                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    dst[element_offset(gid, layout, 1)] = narrow<D>(odd_float(long(src[element_offset(gid, layout, 0)]))); \
+}
+
+LUCID_COPY_INT_TO_HALF(copy_int32_float16, int, half)
+LUCID_COPY_INT_TO_HALF(copy_int64_float16, long, half)
+LUCID_COPY_INT_TO_HALF(copy_bool_float16, uchar, half)
+LUCID_COPY_INT_TO_HALF(copy_int32_bfloat16, int, bfloat)
+LUCID_COPY_INT_TO_HALF(copy_int64_bfloat16, long, bfloat)
+LUCID_COPY_INT_TO_HALF(copy_bool_bfloat16, uchar, bfloat)
+
+// float -> integer as the host casts (HostElements.swift truncatingToInt64): toward zero,
+// saturating at int64's range (then int32's), NaN to 0.
+inline long truncated_long(float v) {
+    if (isnan(v)) return 0;
+    if (v >= 9223372036854775808.0f) return long(0x7fffffffffffffffl);
+    if (v <= -9223372036854775808.0f) return -long(0x7fffffffffffffffl) - 1;
+    return long(v);
+}
+
+#define LUCID_COPY_FLOAT_TO_INT(NAME, S, D, LO, HI)                                                  \
+kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
+                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    long v = truncated_long(widen(src[element_offset(gid, layout, 0)]));                            \
+    dst[element_offset(gid, layout, 1)] = D(clamp(v, long(LO), long(HI)));                          \
+}
+
+#define LUCID_INT64_MIN (-long(0x7fffffffffffffffl) - 1)
+#define LUCID_INT64_MAX long(0x7fffffffffffffffl)
+LUCID_COPY_FLOAT_TO_INT(copy_float32_int32, float, int, -2147483648l, 2147483647l)
+LUCID_COPY_FLOAT_TO_INT(copy_float16_int32, half, int, -2147483648l, 2147483647l)
+LUCID_COPY_FLOAT_TO_INT(copy_bfloat16_int32, bfloat, int, -2147483648l, 2147483647l)
+LUCID_COPY_FLOAT_TO_INT(copy_float32_int64, float, long, LUCID_INT64_MIN, LUCID_INT64_MAX)
+LUCID_COPY_FLOAT_TO_INT(copy_float16_int64, half, long, LUCID_INT64_MIN, LUCID_INT64_MAX)
+LUCID_COPY_FLOAT_TO_INT(copy_bfloat16_int64, bfloat, long, LUCID_INT64_MIN, LUCID_INT64_MAX)
+
+// To bool: non-zero (NaN included) is true.
+#define LUCID_COPY_TO_BOOL(NAME, S)                                                                  \
+kernel void NAME(device const S* src [[buffer(0)]], device uchar* dst [[buffer(1)]],                \
+                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    dst[element_offset(gid, layout, 1)] = widen_any(src[element_offset(gid, layout, 0)]) != 0 ? 1 : 0; \
+}
+
+inline float widen_any(float x) { return x; }
+inline float widen_any(half x) { return widen(x); }
+inline float widen_any(bfloat x) { return widen(x); }
+inline long widen_any(int x) { return long(x); }
+inline long widen_any(long x) { return x; }
+
+LUCID_COPY_TO_BOOL(copy_float32_bool, float)
+LUCID_COPY_TO_BOOL(copy_float16_bool, half)
+LUCID_COPY_TO_BOOL(copy_bfloat16_bool, bfloat)
+LUCID_COPY_TO_BOOL(copy_int32_bool, int)
+LUCID_COPY_TO_BOOL(copy_int64_bool, long)
+LUCID_COPY(copy_bool_int32, uchar, int)
+LUCID_COPY(copy_bool_int64, uchar, long)
+
 // out = value; the backend rounds the value as the host kernels do (float16/bfloat16 from a
 // float32 rounded to odd, so that the one rounding here is the only one that counts).
 #define LUCID_FILL_FLOAT(NAME, T)                                                                    \
@@ -416,13 +560,77 @@ kernel void fill_bool(device uchar* out [[buffer(0)]], constant Layout& layout [
     if (ulong(gid) >= layout.count) return;
     out[element_offset(gid, layout, 0)] = value != 0 ? 1 : 0;
 }
+// Gathers and scatter-adds on the GPU, with the host kernels' rules (Host+Indexing.swift).
+// gather: one thread per output element; an index outside the gathered dimension writes
+// nothing and raises a flag the backend reads. scatter_add: one thread per line (the
+// elements along the scattered dimension at one position of the others), adding in the
+// line's order, so that each output element is owned by one thread and sums exactly as the
+// host does, into float32 (int64 for integers) storage. Compiled after Common.metal and
+// Elementwise.metal (for Layout), in one library.
+
+// Field order and sizes match `indexSteps` in Metal+Indexing.swift.
+struct IndexSteps {
+    long length;      // scatter: elements per line (index.shape[dim])
+    long index_step;  // scatter: stride of index along dim
+    long src_step;    // gather: stride of a along dim; scatter: stride of src along dim
+    long out_step;    // scatter: stride of the accumulator along dim
+    long size;        // gather: a.shape[dim]
+};
+
+// operand 0: the index's strides, 1: a's with dim zeroed, 2: the output's.
+#define LUCID_GATHER(NAME, T)                                                                        \
+kernel void NAME(device const T* a [[buffer(0)]], device const long* index [[buffer(1)]],           \
+                 device T* out [[buffer(2)]], device int* bad [[buffer(3)]],                         \
+                 constant Layout& layout [[buffer(4)]], constant IndexSteps& s [[buffer(5)]],        \
+                 uint gid [[thread_position_in_grid]]) {                                             \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    long idx = index[element_offset(gid, layout, 0)];                                                \
+    if (idx < 0 || idx >= s.size) {                                                                  \
+        bad[0] = 1;                                                                                  \
+        return;                                                                                      \
+    }                                                                                                \
+    out[element_offset(gid, layout, 2)] = a[element_offset(gid, layout, 1) + idx * s.src_step];     \
+}
+
+LUCID_GATHER(gather_float32, float)
+LUCID_GATHER(gather_float16, half)
+LUCID_GATHER(gather_bfloat16, bfloat)
+LUCID_GATHER(gather_int32, int)
+LUCID_GATHER(gather_int64, long)
+LUCID_GATHER(gather_bool, uchar)
+
+inline void accumulate(device float& total, float x) { total += x; }
+inline void accumulate(device long& total, long x) { total = long(ulong(total) + ulong(x)); }  // wrapping
+
+// `layout` runs over the lines (index's shape with dim set to 1): operand 0 the index's
+// strides, 1 src's, 2 the accumulator's with dim zeroed. A is float (for floating src) or
+// long (for integer src); the accumulator is contiguous and zeroed.
+#define LUCID_SCATTER_ADD(NAME, T, A, READ)                                                          \
+kernel void NAME(device const T* src [[buffer(0)]], device const long* index [[buffer(1)]],         \
+                 device A* acc [[buffer(2)]], constant Layout& layout [[buffer(3)]],                 \
+                 constant IndexSteps& s [[buffer(4)]], uint gid [[thread_position_in_grid]]) {       \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    long x = element_offset(gid, layout, 0), i = element_offset(gid, layout, 1);                     \
+    long k = element_offset(gid, layout, 2);                                                         \
+    for (long r = 0; r < s.length; ++r) {                                                            \
+        accumulate(acc[k + index[x + r * s.index_step] * s.out_step], READ(src[i + r * s.src_step])); \
+    }                                                                                                \
+}
+
+#define LUCID_READ_LONG(v) long(v)
+LUCID_SCATTER_ADD(scatter_add_float32, float, float, widen)
+LUCID_SCATTER_ADD(scatter_add_float16, half, float, widen)
+LUCID_SCATTER_ADD(scatter_add_bfloat16, bfloat, float, widen)
+LUCID_SCATTER_ADD(scatter_add_int32, int, long, LUCID_READ_LONG)
+LUCID_SCATTER_ADD(scatter_add_int64, long, long, LUCID_READ_LONG)
+LUCID_SCATTER_ADD(scatter_add_bool, uchar, long, LUCID_READ_LONG)
 // Matrix products on the GPU that Metal Performance Shaders does not serve: float16 and
 // bfloat16 (and products with a bias), computed as the host computes them — float32
 // products accumulated in float32, the bias added in float32, one rounding on store.
 //
 // out[i] = a[i] @ b[i] (+ bias) for a [B, M, K] and b [B, K, N] of any strides (a batch
 // stride of 0 broadcasts), bias [N] contiguous, out a contiguous [B, M, N]; one thread per
-// output element.
+// output element (tiled below for products of at least one 16×16 tile).
 
 // Compiled after Common.metal, in one library.
 
@@ -457,6 +665,48 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
 LUCID_GEMM(gemm_float32, float)
 LUCID_GEMM(gemm_float16, half)
 LUCID_GEMM(gemm_bfloat16, bfloat)
+
+// The same product in 16×16 output tiles, for products of at least one tile: the threads of
+// a threadgroup stage a 16-wide slice of a's rows and b's columns in threadgroup memory (as
+// float32), so that each element is read from device memory once per tile instead of once
+// per output. The threadgroup memory holds two 16×16 float tiles; groups run over
+// (batch, tile row, tile column), 256 threads each. Each output still sums its k products
+// in order, in float32.
+#define LUCID_GEMM_TILE 16
+#define LUCID_GEMM_TILED(NAME, T)                                                                    \
+kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
+                 device const T* bias [[buffer(2)]], device T* out [[buffer(3)]],                    \
+                 constant GemmShape& s [[buffer(4)]], threadgroup float* tiles [[threadgroup(0)]],   \
+                 uint group [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]]) { \
+    long tiles_n = (s.n + LUCID_GEMM_TILE - 1) / LUCID_GEMM_TILE;                                    \
+    long tiles_m = (s.m + LUCID_GEMM_TILE - 1) / LUCID_GEMM_TILE;                                    \
+    long tn = long(group) % tiles_n, tm = (long(group) / tiles_n) % tiles_m;                         \
+    long batch = long(group) / (tiles_n * tiles_m);                                                  \
+    long ty = long(lane) / LUCID_GEMM_TILE, tx = long(lane) % LUCID_GEMM_TILE;                       \
+    long i = tm * LUCID_GEMM_TILE + ty, j = tn * LUCID_GEMM_TILE + tx;                               \
+    threadgroup float* ta = tiles;                                                                   \
+    threadgroup float* tb = tiles + LUCID_GEMM_TILE * LUCID_GEMM_TILE;                               \
+    float acc = 0.0f;                                                                                \
+    for (long l0 = 0; l0 < s.k; l0 += LUCID_GEMM_TILE) {                                             \
+        long la = l0 + tx, lb = l0 + ty;                                                             \
+        ta[lane] = (i < s.m && la < s.k)                                                             \
+            ? widen(a[batch * s.a_strides[0] + i * s.a_strides[1] + la * s.a_strides[2]]) : 0.0f;   \
+        tb[lane] = (lb < s.k && j < s.n)                                                             \
+            ? widen(b[batch * s.b_strides[0] + lb * s.b_strides[1] + j * s.b_strides[2]]) : 0.0f;   \
+        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+        long steps = min(long(LUCID_GEMM_TILE), s.k - l0);                                           \
+        for (long q = 0; q < steps; ++q) acc += ta[ty * LUCID_GEMM_TILE + q] * tb[q * LUCID_GEMM_TILE + tx]; \
+        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+    }                                                                                                \
+    if (i < s.m && j < s.n) {                                                                        \
+        if (s.has_bias != 0) acc += widen(bias[j]);                                                  \
+        out[(batch * s.m + i) * s.n + j] = narrow<T>(acc);                                           \
+    }                                                                                                \
+}
+
+LUCID_GEMM_TILED(gemm_tiled_float32, float)
+LUCID_GEMM_TILED(gemm_tiled_float16, half)
+LUCID_GEMM_TILED(gemm_tiled_bfloat16, bfloat)
 // Optimizer steps and GradScaler's unscale on the GPU, one thread per element of contiguous
 // tensors of one floating dtype, in float32 arithmetic with the host kernels' formulas
 // (Host+Optimizers.swift), each stored value rounded once. Compiled after Common.metal, in one
@@ -604,11 +854,21 @@ LUCID_MAX_POOL_BACKWARD(max_pool2d_backward_bfloat16, bfloat)
 // Reductions of the Metal backend: sums and means over any set of axes, and the
 // arg-reductions (max/min with the first index). Compiled after Common.metal and
 // Elementwise.metal (for Layout), in one library. One thread per output element walks the
-// reduced elements; floating sums are compensated (Kahan) float32 sums, so their error does
-// not grow with the count, as the host's double sums do not.
+// reduced elements (or, for few outputs of many elements, one threadgroup per output);
+// floating sums are compensated (Kahan) float32 sums, so their error does not grow with the
+// count, as the host's double sums do not.
 //
 // `outer` lays out the output over the kept dimensions (operand 0: the input's strides, 1: the
 // output's); `inner` lays out the reduced dimensions (operand 0: the input's strides).
+
+// sum += x, keeping the rounding error in `carry` (Kahan). Once the sum is infinite or NaN
+// there is no error to keep: inf - inf would turn it into NaN.
+inline void compensated_add(thread float& sum, thread float& carry, float x) {
+    float y = x - carry;
+    float t = sum + y;
+    carry = isfinite(t) ? (t - sum) - y : 0.0f;
+    sum = t;
+}
 
 #define LUCID_REDUCE_FLOAT(NAME, T)                                                                  \
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
@@ -618,10 +878,7 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
     long base = element_offset(gid, outer, 0);                                                       \
     float sum = 0.0f, carry = 0.0f;                                                                  \
     for (ulong r = 0; r < inner.count; ++r) {                                                        \
-        float y = widen(a[base + element_offset(r, inner, 0)]) - carry;                             \
-        float t = sum + y;                                                                           \
-        carry = (t - sum) - y;                                                                       \
-        sum = t;                                                                                     \
+        compensated_add(sum, carry, widen(a[base + element_offset(r, inner, 0)]));                   \
     }                                                                                                \
     if (mean != 0) sum = sum / float(inner.count);                                                   \
     out[element_offset(gid, outer, 1)] = narrow<T>(sum);                                             \
@@ -639,9 +896,51 @@ kernel void NAME(device const T* a [[buffer(0)]], device long* out [[buffer(1)]]
     out[element_offset(gid, outer, 1)] = long(sum);                                                  \
 }
 
+// The same with one threadgroup per output element, for few outputs over many elements: each
+// thread keeps a compensated sum of every width-th element, and the threads' (sum, error)
+// pairs are added pairwise in threadgroup memory without losing the error terms (TwoSum).
+// `width` is a power of two; the threadgroup memory holds two floats per thread.
+#define LUCID_REDUCE_FLOAT_GROUP(NAME, T)                                                            \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
+                 constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
+                 constant uint& mean [[buffer(4)]], threadgroup float* partial [[threadgroup(0)]],   \
+                 uint group [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]], \
+                 uint width [[threads_per_threadgroup]]) {                                           \
+    long base = element_offset(group, outer, 0);                                                     \
+    float sum = 0.0f, carry = 0.0f;                                                                  \
+    for (ulong r = lane; r < inner.count; r += width) {                                              \
+        compensated_add(sum, carry, widen(a[base + element_offset(r, inner, 0)]));                   \
+    }                                                                                                \
+    partial[lane] = sum;                                                                             \
+    partial[width + lane] = -carry;                                                                  \
+    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
+    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {                             \
+        if (lane < half_width) {                                                                     \
+            float x = partial[lane], y = partial[lane + half_width];                                 \
+            float s = x + y;                                                                         \
+            float error = 0.0f;                                                                      \
+            if (isfinite(s)) {                                                                       \
+                float yy = s - x;                                                                    \
+                error = (x - (s - yy)) + (y - yy);                                                   \
+            }                                                                                        \
+            partial[lane] = s;                                                                       \
+            partial[width + lane] = partial[width + lane] + partial[width + lane + half_width] + error; \
+        }                                                                                            \
+        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+    }                                                                                                \
+    if (lane == 0) {                                                                                 \
+        float total = isfinite(partial[0]) ? partial[0] + partial[width] : partial[0];              \
+        if (mean != 0) total = total / float(inner.count);                                           \
+        out[element_offset(group, outer, 1)] = narrow<T>(total);                                     \
+    }                                                                                                \
+}
+
 LUCID_REDUCE_FLOAT(reduce_float32, float)
 LUCID_REDUCE_FLOAT(reduce_float16, half)
 LUCID_REDUCE_FLOAT(reduce_bfloat16, bfloat)
+LUCID_REDUCE_FLOAT_GROUP(reduce_group_float32, float)
+LUCID_REDUCE_FLOAT_GROUP(reduce_group_float16, half)
+LUCID_REDUCE_FLOAT_GROUP(reduce_group_bfloat16, bfloat)
 LUCID_REDUCE_INT(reduce_int32, int)
 LUCID_REDUCE_INT(reduce_int64, long)
 LUCID_REDUCE_INT(reduce_bool, uchar)
@@ -676,6 +975,58 @@ LUCID_ARG_REDUCE(arg_reduce_float16, half, float, true)
 LUCID_ARG_REDUCE(arg_reduce_bfloat16, bfloat, float, true)
 LUCID_ARG_REDUCE(arg_reduce_int32, int, long, false)
 LUCID_ARG_REDUCE(arg_reduce_int64, long, long, false)
+// Softmax and log-softmax along one axis of a contiguous tensor, computed in float32 and
+// rounded once. One threadgroup per row (the elements along the axis for one position of the
+// others); its threads stride over the row and combine their maxima, then their sums, in
+// threadgroup memory. The width is a power of two. As the op layer's composed softmax, a row
+// shifts by its max only when that is finite: a row of -inf gives NaN, +inf gives NaN where
+// it is and 0 (or -inf in log-softmax) elsewhere, and a NaN makes the row NaN. Compiled
+// after Common.metal, in one library.
+
+// Field order and sizes match `softmaxShape` in Metal+Softmax.swift.
+struct SoftmaxShape {
+    long length;  // elements along the axis
+    long inner;   // the product of the dimensions after the axis (the axis's stride)
+    long log;     // 1 for log-softmax
+};
+
+inline float max_or_nan(float a, float b) { return (isnan(a) || a > b) ? a : b; }
+
+#define LUCID_SOFTMAX(NAME, T)                                                                       \
+kernel void NAME(device const T* x [[buffer(0)]], device T* out [[buffer(1)]],                      \
+                 constant SoftmaxShape& s [[buffer(2)]], threadgroup float* partial [[threadgroup(0)]], \
+                 uint row [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]], \
+                 uint width [[threads_per_threadgroup]]) {                                           \
+    long base = (long(row) / s.inner) * s.length * s.inner + long(row) % s.inner;                    \
+    float m = -INFINITY;                                                                             \
+    for (long k = lane; k < s.length; k += width) m = max_or_nan(m, widen(x[base + k * s.inner]));   \
+    partial[lane] = m;                                                                               \
+    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
+    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {                             \
+        if (lane < half_width) partial[lane] = max_or_nan(partial[lane], partial[lane + half_width]); \
+        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+    }                                                                                                \
+    m = fabs(partial[0]) < INFINITY ? partial[0] : 0.0f;                                             \
+    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
+    float sum = 0.0f;                                                                                \
+    for (long k = lane; k < s.length; k += width) sum += precise::exp(widen(x[base + k * s.inner]) - m); \
+    partial[lane] = sum;                                                                             \
+    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
+    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {                             \
+        if (lane < half_width) partial[lane] += partial[lane + half_width];                          \
+        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+    }                                                                                                \
+    sum = partial[0];                                                                                \
+    float log_sum = precise::log(sum);                                                               \
+    for (long k = lane; k < s.length; k += width) {                                                  \
+        float shifted = widen(x[base + k * s.inner]) - m;                                            \
+        out[base + k * s.inner] = narrow<T>(s.log != 0 ? shifted - log_sum : precise::exp(shifted) / sum); \
+    }                                                                                                \
+}
+
+LUCID_SOFTMAX(softmax_float32, float)
+LUCID_SOFTMAX(softmax_float16, half)
+LUCID_SOFTMAX(softmax_bfloat16, bfloat)
 
 """#
 }

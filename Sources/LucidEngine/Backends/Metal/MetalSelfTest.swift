@@ -1,4 +1,9 @@
 #if canImport(Metal) && !LUCID_NO_METAL
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The Metal backend checks itself before it serves "metal": every kernel it has runs on
 /// small fixed random inputs and is compared with the host kernels on the same inputs. A
@@ -33,6 +38,11 @@ enum MetalSelfTest {
             checks.append(Check(op: op, dtype: dtype, maxError: error, tolerance: tol))
         }
 
+        func check(_ op: String, _ dtype: DType, _ tol: Double, want: [Double], _ output: () throws -> TensorImpl) {
+            let error = (try? values(try output(), gpu)).map { maxError($0, want) } ?? .infinity
+            checks.append(Check(op: op, dtype: dtype, maxError: error, tolerance: tol))
+        }
+
         // Inputs are made once per case and written to both backends.
         let shape = [3, 17]
         for dtype in floats {
@@ -48,6 +58,20 @@ enum MetalSelfTest {
                 let t = try TensorImpl.empty(shape, dtype: dtype, on: be)
                 be.copy(src.view(shape: shape, strides: [1, 3], offset: 0), into: t)
                 return t
+            }
+            // Casts to integers truncate and saturate (NaN to 0); from integers, one rounding.
+            let wide = [Float.nan, .infinity, -.infinity, 3e9, -3e9, 0.5, -0.5] + a.dropFirst(7).map { $0 * 1000 }
+            for target in [DType.int32, .int64, .bool] {
+                compare("cast_to_\(target.name)", dtype, 0) { be in
+                    let out = try TensorImpl.empty(shape, dtype: target, on: be)
+                    be.copy(try make(wide, shape, dtype, be), into: out)
+                    return out
+                }
+            }
+            compare("cast_from_int64", dtype, 0) { be in
+                let out = try TensorImpl.empty(shape, dtype: dtype, on: be)
+                be.copy(try make(a.map { ($0 * 3e6).rounded() }, shape, .int64, be), into: out)
+                return out
             }
             for op in [BinaryKernel.add, .sub, .mul, .div, .pow, .maximum, .minimum] {
                 compare("\(op)", dtype, tol) { be in
@@ -94,6 +118,12 @@ enum MetalSelfTest {
                     return out
                 }
             }
+            compare("sum_long_rows", dtype, tol * 4) { be in  // a threadgroup per output
+                let x = try make(a, [2, MetalBackend.cooperativeLength + 88], dtype, be)
+                let out = try TensorImpl.empty([2, 1], dtype: dtype, on: be)
+                try reduction(be).reduce(.sum, x, axes: [1], into: out)
+                return out
+            }
             compare("argmax", dtype, 0) { be in
                 let x = try make(a, shape, dtype, be)
                 let values = try TensorImpl.empty([3], dtype: dtype, on: be), indices = try TensorImpl.empty([3], dtype: .int64, on: be)
@@ -114,6 +144,31 @@ enum MetalSelfTest {
                     k.maxPool2dBackward(try make(b, [3, 1, 2, 9], dtype, be), indices: indices, window, into: gradIn)
                     return gradIn
                 }
+            }
+            // The host has no direct softmax without oneDNN (on a Mac), so the reference is
+            // computed here, in double, from the rounded inputs.
+            for (axis, log) in [(1, false), (0, true)] {
+                let name = log ? "log_softmax" : "softmax"
+                guard let x = try? make(a, shape, dtype, Backends.host), let rounded = try? values(x, Backends.host) else { continue }
+                check(name, dtype, tol * 4, want: softmaxReference(rounded, shape, axis: axis, log: log)) {
+                    let x = try make(a, shape, dtype, gpu), out = try TensorImpl.empty(shape, dtype: dtype, on: gpu)
+                    guard gpu.softmax(x, axis: axis, log: log, into: out) else { throw LucidError.runtime("declined") }
+                    return out
+                }
+            }
+            compare("gather", dtype, 0) { be in
+                let x = try make(a, shape, dtype, be), out = try TensorImpl.empty([3, 7], dtype: dtype, on: be)
+                let index = try make((0..<21).map { Float(($0 * 7) % 17) }, [3, 7], .int64, be)
+                guard try indexing(be).gather(x, dim: 1, index: index, into: out) == nil else {
+                    throw LucidError.runtime("an index in range was reported out of range")
+                }
+                return out
+            }
+            compare("scatter_add", dtype, tol * 4) { be in
+                let src = try make(a, shape, dtype, be), out = try TensorImpl.empty([3, 4], dtype: dtype, on: be)
+                let index = try make((0..<51).map { Float(($0 * 5) % 4) }, shape, .int64, be)
+                try indexing(be).scatterAdd(src, dim: 1, index: index, into: out)
+                return out
             }
             compare("sgd_step", dtype, tol * 4) { be in
                 let p = try make(a, shape, dtype, be), g = try make(b, shape, dtype, be), buf = try make(a, shape, dtype, be)
@@ -142,6 +197,13 @@ enum MetalSelfTest {
                 let out = try TensorImpl.empty([1, 3, 3], dtype: dtype, on: be)
                 try matmul(be).gemm(x.view(shape: [1, 3, 17], strides: [0, 17, 1], offset: 0),
                                     y.view(shape: [1, 17, 3], strides: [0, 3, 1], offset: 0), bias: nil, into: out)
+                return out
+            }
+            compare("matmul_tiles", dtype, tol * 8) { be in  // partial 16×16 tiles, a bias, a transposed b
+                let x = try make(a, [20, 19], dtype, be), w = try make(b, [18, 19], dtype, be), bias = try make(a, [18], dtype, be)
+                let out = try TensorImpl.empty([1, 20, 18], dtype: dtype, on: be)
+                try matmul(be).gemm(x.view(shape: [1, 20, 19], strides: [0, 19, 1], offset: 0),
+                                    w.view(shape: [1, 19, 18], strides: [0, 1, 19], offset: 0), bias: bias, into: out)
                 return out
             }
             compare("linear", dtype, tol * 8) { be in
@@ -179,6 +241,21 @@ enum MetalSelfTest {
         return checks
     }
 
+    /// Softmax (or log-softmax) along `axis` of a row-major array, in double.
+    private static func softmaxReference(_ x: [Double], _ shape: [Int], axis: Int, log takeLog: Bool) -> [Double] {
+        let length = shape[axis], inner = shape[(axis + 1)...].reduce(1, *)
+        var out = x
+        for row in 0..<(x.count / length) {
+            let base = (row / inner) * length * inner + row % inner
+            let items = (0..<length).map { x[base + $0 * inner] }
+            let m = items.max()!, total = items.reduce(0) { $0 + exp($1 - m) }
+            for k in 0..<length {
+                out[base + k * inner] = takeLog ? items[k] - m - log(total) : exp(items[k] - m) / total
+            }
+        }
+        return out
+    }
+
     private static func kernels(_ be: any Backend) throws -> any ElementwiseKernels {
         guard let k = be.elementwiseKernels else { throw LucidError.runtime("no elementwise kernels") }
         return k
@@ -191,6 +268,11 @@ enum MetalSelfTest {
 
     private static func pooling(_ be: any Backend) throws -> any PoolingKernels {
         guard let k = be.poolingKernels else { throw LucidError.runtime("no pooling kernels") }
+        return k
+    }
+
+    private static func indexing(_ be: any Backend) throws -> any IndexingKernels {
+        guard let k = be.indexingKernels else { throw LucidError.runtime("no indexing kernels") }
         return k
     }
 

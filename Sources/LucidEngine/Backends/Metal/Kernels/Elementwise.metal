@@ -317,6 +317,91 @@ kernel void NAME(device const float* src [[buffer(0)]], device D* dst [[buffer(1
 LUCID_COPY_NARROW(copy_float32_float16, half)
 LUCID_COPY_NARROW(copy_float32_bfloat16, bfloat)
 
+// Between the 16-bit floats: through float32, exactly, then one rounding.
+#define LUCID_COPY_FLOAT(NAME, S, D)                                                                 \
+kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
+                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    dst[element_offset(gid, layout, 1)] = narrow<D>(widen(src[element_offset(gid, layout, 0)]));    \
+}
+
+LUCID_COPY_FLOAT(copy_float16_bfloat16, half, bfloat)
+LUCID_COPY_FLOAT(copy_bfloat16_float16, bfloat, half)
+
+// An integer as float32 rounded to odd (HalfConversions.swift roundedToOddFloat): rounding
+// that to 16 bits is then the one correct rounding of the integer.
+inline float odd_float(long v) {
+    ulong m = v < 0 ? ulong(0) - ulong(v) : ulong(v);
+    if (m < (1ul << 24)) return float(v);
+    int shift = (64 - int(clz(m))) - 24;
+    ulong top = m >> ulong(shift);
+    if ((m & ((1ul << ulong(shift)) - 1ul)) != 0ul) top |= 1ul;
+    float f = float(top) * as_type<float>(uint(127 + shift) << 23);
+    return v < 0 ? -f : f;
+}
+
+#define LUCID_COPY_INT_TO_HALF(NAME, S, D)                                                           \
+kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
+                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    dst[element_offset(gid, layout, 1)] = narrow<D>(odd_float(long(src[element_offset(gid, layout, 0)]))); \
+}
+
+LUCID_COPY_INT_TO_HALF(copy_int32_float16, int, half)
+LUCID_COPY_INT_TO_HALF(copy_int64_float16, long, half)
+LUCID_COPY_INT_TO_HALF(copy_bool_float16, uchar, half)
+LUCID_COPY_INT_TO_HALF(copy_int32_bfloat16, int, bfloat)
+LUCID_COPY_INT_TO_HALF(copy_int64_bfloat16, long, bfloat)
+LUCID_COPY_INT_TO_HALF(copy_bool_bfloat16, uchar, bfloat)
+
+// float -> integer as the host casts (HostElements.swift truncatingToInt64): toward zero,
+// saturating at int64's range (then int32's), NaN to 0.
+inline long truncated_long(float v) {
+    if (isnan(v)) return 0;
+    if (v >= 9223372036854775808.0f) return long(0x7fffffffffffffffl);
+    if (v <= -9223372036854775808.0f) return -long(0x7fffffffffffffffl) - 1;
+    return long(v);
+}
+
+#define LUCID_COPY_FLOAT_TO_INT(NAME, S, D, LO, HI)                                                  \
+kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
+                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    long v = truncated_long(widen(src[element_offset(gid, layout, 0)]));                            \
+    dst[element_offset(gid, layout, 1)] = D(clamp(v, long(LO), long(HI)));                          \
+}
+
+#define LUCID_INT64_MIN (-long(0x7fffffffffffffffl) - 1)
+#define LUCID_INT64_MAX long(0x7fffffffffffffffl)
+LUCID_COPY_FLOAT_TO_INT(copy_float32_int32, float, int, -2147483648l, 2147483647l)
+LUCID_COPY_FLOAT_TO_INT(copy_float16_int32, half, int, -2147483648l, 2147483647l)
+LUCID_COPY_FLOAT_TO_INT(copy_bfloat16_int32, bfloat, int, -2147483648l, 2147483647l)
+LUCID_COPY_FLOAT_TO_INT(copy_float32_int64, float, long, LUCID_INT64_MIN, LUCID_INT64_MAX)
+LUCID_COPY_FLOAT_TO_INT(copy_float16_int64, half, long, LUCID_INT64_MIN, LUCID_INT64_MAX)
+LUCID_COPY_FLOAT_TO_INT(copy_bfloat16_int64, bfloat, long, LUCID_INT64_MIN, LUCID_INT64_MAX)
+
+// To bool: non-zero (NaN included) is true.
+#define LUCID_COPY_TO_BOOL(NAME, S)                                                                  \
+kernel void NAME(device const S* src [[buffer(0)]], device uchar* dst [[buffer(1)]],                \
+                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    dst[element_offset(gid, layout, 1)] = widen_any(src[element_offset(gid, layout, 0)]) != 0 ? 1 : 0; \
+}
+
+inline float widen_any(float x) { return x; }
+inline float widen_any(half x) { return widen(x); }
+inline float widen_any(bfloat x) { return widen(x); }
+inline long widen_any(int x) { return long(x); }
+inline long widen_any(long x) { return x; }
+
+LUCID_COPY_TO_BOOL(copy_float32_bool, float)
+LUCID_COPY_TO_BOOL(copy_float16_bool, half)
+LUCID_COPY_TO_BOOL(copy_bfloat16_bool, bfloat)
+LUCID_COPY_TO_BOOL(copy_int32_bool, int)
+LUCID_COPY_TO_BOOL(copy_int64_bool, long)
+LUCID_COPY(copy_bool_int32, uchar, int)
+LUCID_COPY(copy_bool_int64, uchar, long)
+
 // out = value; the backend rounds the value as the host kernels do (float16/bfloat16 from a
 // float32 rounded to odd, so that the one rounding here is the only one that counts).
 #define LUCID_FILL_FLOAT(NAME, T)                                                                    \

@@ -1,11 +1,21 @@
 // Reductions of the Metal backend: sums and means over any set of axes, and the
 // arg-reductions (max/min with the first index). Compiled after Common.metal and
 // Elementwise.metal (for Layout), in one library. One thread per output element walks the
-// reduced elements; floating sums are compensated (Kahan) float32 sums, so their error does
-// not grow with the count, as the host's double sums do not.
+// reduced elements (or, for few outputs of many elements, one threadgroup per output);
+// floating sums are compensated (Kahan) float32 sums, so their error does not grow with the
+// count, as the host's double sums do not.
 //
 // `outer` lays out the output over the kept dimensions (operand 0: the input's strides, 1: the
 // output's); `inner` lays out the reduced dimensions (operand 0: the input's strides).
+
+// sum += x, keeping the rounding error in `carry` (Kahan). Once the sum is infinite or NaN
+// there is no error to keep: inf - inf would turn it into NaN.
+inline void compensated_add(thread float& sum, thread float& carry, float x) {
+    float y = x - carry;
+    float t = sum + y;
+    carry = isfinite(t) ? (t - sum) - y : 0.0f;
+    sum = t;
+}
 
 #define LUCID_REDUCE_FLOAT(NAME, T)                                                                  \
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
@@ -15,10 +25,7 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
     long base = element_offset(gid, outer, 0);                                                       \
     float sum = 0.0f, carry = 0.0f;                                                                  \
     for (ulong r = 0; r < inner.count; ++r) {                                                        \
-        float y = widen(a[base + element_offset(r, inner, 0)]) - carry;                             \
-        float t = sum + y;                                                                           \
-        carry = (t - sum) - y;                                                                       \
-        sum = t;                                                                                     \
+        compensated_add(sum, carry, widen(a[base + element_offset(r, inner, 0)]));                   \
     }                                                                                                \
     if (mean != 0) sum = sum / float(inner.count);                                                   \
     out[element_offset(gid, outer, 1)] = narrow<T>(sum);                                             \
@@ -36,9 +43,51 @@ kernel void NAME(device const T* a [[buffer(0)]], device long* out [[buffer(1)]]
     out[element_offset(gid, outer, 1)] = long(sum);                                                  \
 }
 
+// The same with one threadgroup per output element, for few outputs over many elements: each
+// thread keeps a compensated sum of every width-th element, and the threads' (sum, error)
+// pairs are added pairwise in threadgroup memory without losing the error terms (TwoSum).
+// `width` is a power of two; the threadgroup memory holds two floats per thread.
+#define LUCID_REDUCE_FLOAT_GROUP(NAME, T)                                                            \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
+                 constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
+                 constant uint& mean [[buffer(4)]], threadgroup float* partial [[threadgroup(0)]],   \
+                 uint group [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]], \
+                 uint width [[threads_per_threadgroup]]) {                                           \
+    long base = element_offset(group, outer, 0);                                                     \
+    float sum = 0.0f, carry = 0.0f;                                                                  \
+    for (ulong r = lane; r < inner.count; r += width) {                                              \
+        compensated_add(sum, carry, widen(a[base + element_offset(r, inner, 0)]));                   \
+    }                                                                                                \
+    partial[lane] = sum;                                                                             \
+    partial[width + lane] = -carry;                                                                  \
+    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
+    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {                             \
+        if (lane < half_width) {                                                                     \
+            float x = partial[lane], y = partial[lane + half_width];                                 \
+            float s = x + y;                                                                         \
+            float error = 0.0f;                                                                      \
+            if (isfinite(s)) {                                                                       \
+                float yy = s - x;                                                                    \
+                error = (x - (s - yy)) + (y - yy);                                                   \
+            }                                                                                        \
+            partial[lane] = s;                                                                       \
+            partial[width + lane] = partial[width + lane] + partial[width + lane + half_width] + error; \
+        }                                                                                            \
+        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+    }                                                                                                \
+    if (lane == 0) {                                                                                 \
+        float total = isfinite(partial[0]) ? partial[0] + partial[width] : partial[0];              \
+        if (mean != 0) total = total / float(inner.count);                                           \
+        out[element_offset(group, outer, 1)] = narrow<T>(total);                                     \
+    }                                                                                                \
+}
+
 LUCID_REDUCE_FLOAT(reduce_float32, float)
 LUCID_REDUCE_FLOAT(reduce_float16, half)
 LUCID_REDUCE_FLOAT(reduce_bfloat16, bfloat)
+LUCID_REDUCE_FLOAT_GROUP(reduce_group_float32, float)
+LUCID_REDUCE_FLOAT_GROUP(reduce_group_float16, half)
+LUCID_REDUCE_FLOAT_GROUP(reduce_group_bfloat16, bfloat)
 LUCID_REDUCE_INT(reduce_int32, int)
 LUCID_REDUCE_INT(reduce_int64, long)
 LUCID_REDUCE_INT(reduce_bool, uchar)

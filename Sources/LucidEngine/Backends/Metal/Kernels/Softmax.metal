@@ -1,0 +1,52 @@
+// Softmax and log-softmax along one axis of a contiguous tensor, computed in float32 and
+// rounded once. One threadgroup per row (the elements along the axis for one position of the
+// others); its threads stride over the row and combine their maxima, then their sums, in
+// threadgroup memory. The width is a power of two. As the op layer's composed softmax, a row
+// shifts by its max only when that is finite: a row of -inf gives NaN, +inf gives NaN where
+// it is and 0 (or -inf in log-softmax) elsewhere, and a NaN makes the row NaN. Compiled
+// after Common.metal, in one library.
+
+// Field order and sizes match `softmaxShape` in Metal+Softmax.swift.
+struct SoftmaxShape {
+    long length;  // elements along the axis
+    long inner;   // the product of the dimensions after the axis (the axis's stride)
+    long log;     // 1 for log-softmax
+};
+
+inline float max_or_nan(float a, float b) { return (isnan(a) || a > b) ? a : b; }
+
+#define LUCID_SOFTMAX(NAME, T)                                                                       \
+kernel void NAME(device const T* x [[buffer(0)]], device T* out [[buffer(1)]],                      \
+                 constant SoftmaxShape& s [[buffer(2)]], threadgroup float* partial [[threadgroup(0)]], \
+                 uint row [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]], \
+                 uint width [[threads_per_threadgroup]]) {                                           \
+    long base = (long(row) / s.inner) * s.length * s.inner + long(row) % s.inner;                    \
+    float m = -INFINITY;                                                                             \
+    for (long k = lane; k < s.length; k += width) m = max_or_nan(m, widen(x[base + k * s.inner]));   \
+    partial[lane] = m;                                                                               \
+    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
+    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {                             \
+        if (lane < half_width) partial[lane] = max_or_nan(partial[lane], partial[lane + half_width]); \
+        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+    }                                                                                                \
+    m = fabs(partial[0]) < INFINITY ? partial[0] : 0.0f;                                             \
+    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
+    float sum = 0.0f;                                                                                \
+    for (long k = lane; k < s.length; k += width) sum += precise::exp(widen(x[base + k * s.inner]) - m); \
+    partial[lane] = sum;                                                                             \
+    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
+    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {                             \
+        if (lane < half_width) partial[lane] += partial[lane + half_width];                          \
+        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+    }                                                                                                \
+    sum = partial[0];                                                                                \
+    float log_sum = precise::log(sum);                                                               \
+    for (long k = lane; k < s.length; k += width) {                                                  \
+        float shifted = widen(x[base + k * s.inner]) - m;                                            \
+        out[base + k * s.inner] = narrow<T>(s.log != 0 ? shifted - log_sum : precise::exp(shifted) / sum); \
+    }                                                                                                \
+}
+
+LUCID_SOFTMAX(softmax_float32, float)
+LUCID_SOFTMAX(softmax_float16, half)
+LUCID_SOFTMAX(softmax_bfloat16, bfloat)

@@ -1,0 +1,72 @@
+#if canImport(Metal) && !LUCID_NO_METAL
+import Metal
+
+/// IndexSteps (Kernels/Indexing.metal): length, index_step, src_step, out_step, size.
+private func indexSteps(length: Int = 0, index: Int = 0, src: Int = 0, out: Int = 0, size: Int = 0) -> [Int64] {
+    [length, index, src, out, size].map(Int64.init)
+}
+
+/// Gathers and scatter-adds on the GPU (Kernels/Indexing.metal). `nonzero` runs on the host
+/// (counted): the size of its result is needed on the host before anything else can run.
+extension MetalBackend: IndexingKernels {
+    var indexingKernels: (any IndexingKernels)? { self }
+
+    func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl) -> Int64? {
+        guard out.numel > 0 else { return nil }
+        var zeroed = a.strides
+        zeroed[dim] = 0
+        guard out.dtype == a.dtype, index.dtype == .int64,
+              let layout = MetalLayout(shape: index.shape, operands: [index.strides, zeroed, out.strides]),
+              let bad = try? TensorImpl.empty([1], dtype: .int32, on: self) else {
+            return onHost("gather").gather(a, dim: dim, index: index, into: out)
+        }
+        fill(bad, with: Scalar(int: 0))
+        encode("gather_\(a.dtype.name)", count: layout.count) { e in
+            bind(a, 0, e)
+            bind(index, 1, e)
+            bind(out, 2, e)
+            bind(bad, 3, e)
+            setBytes(layout.words, 4, e)
+            setBytes(indexSteps(src: a.strides[dim], size: a.shape[dim]), 5, e)
+        }
+        // The op raises on a bad index, so it needs the answer now: a synchronisation point.
+        var flag: Int32 = 0
+        withUnsafeMutableBytes(of: &flag) { read(bad, into: $0) }
+        guard flag != 0 else { return nil }
+        // Which index was first is found on the host, on this error path only.
+        return Backends.host.gather(a, dim: dim, index: index, into: out)
+    }
+
+    func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl) {
+        guard out.numel > 0 else { return }
+        let accType: DType = src.dtype.isFloatingPoint ? .float32 : .int64
+        var lines = index.shape
+        lines[dim] = 1
+        guard index.dtype == .int64, out.dtype == src.dtype, out.isContiguous,
+              let acc = accType == out.dtype ? out : try? TensorImpl.empty(out.shape, dtype: accType, on: self) else {
+            return onHost("scatter_add").scatterAdd(src, dim: dim, index: index, into: out)
+        }
+        var zeroed = acc.strides
+        zeroed[dim] = 0
+        guard let layout = MetalLayout(shape: lines, operands: [index.strides, src.strides, zeroed]) else {
+            return onHost("scatter_add").scatterAdd(src, dim: dim, index: index, into: out)
+        }
+        fill(acc, with: Scalar(int: 0))
+        if index.numel > 0 {
+            encode("scatter_add_\(src.dtype.name)", count: layout.count) { e in
+                bind(src, 0, e)
+                bind(index, 1, e)
+                bind(acc, 2, e)
+                setBytes(layout.words, 3, e)
+                setBytes(indexSteps(length: index.shape[dim], index: index.strides[dim], src: src.strides[dim],
+                                    out: acc.strides[dim]), 4, e)
+            }
+        }
+        if acc !== out { copy(acc, into: out) }  // one rounding (or the int64 → int32/bool store)
+    }
+
+    func nonzero(_ mask: TensorImpl) -> [Int] {
+        onHost("nonzero").nonzero(mask)
+    }
+}
+#endif
