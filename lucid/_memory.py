@@ -23,9 +23,11 @@ def max_memory_allocated(device=None) -> int:
 def empty_cache() -> int:
     """Returns the tensor buffers the engine keeps for reuse to the system; the bytes freed.
 
-    Freed buffers are cached (up to ``LUCID_CACHE_LIMIT_MB``, 2 GiB by default; 0 turns the
-    cache off) so that same-shaped tensors reuse memory that is already mapped. Cached bytes
-    do not count in :func:`memory_allocated`.
+    Freed buffers are cached (up to ``LUCID_CACHE_LIMIT_MB``, 2 GiB by default, for host
+    memory and again for Metal buffers; 0 turns the caches off) so that same-shaped tensors
+    reuse memory that is already mapped. A Metal buffer is reused only after the GPU has
+    finished every kernel that used it. Cached bytes do not count in
+    :func:`memory_allocated`.
     """
     return E.empty_cache()
 

@@ -432,6 +432,30 @@ def test_unscale_runs_on_the_gpu_and_finds_infinities(dtype):
     assert scaler.get_scale() == 2.0
 
 
+def test_freed_buffers_are_reused_only_after_the_gpu_is_done_with_them():
+    # Each product is queued, not run, when it is freed; the new tensor written from the host
+    # right after must not get its buffer (the emulation stops the process if the host
+    # touches memory an unfinished command buffer uses).
+    x = metal(np.arange(4096, dtype=np.float32))
+    kept = []
+    for i in range(20):
+        y = x * 2.0
+        kept.append(y + 1.0)  # queued work reading y
+        del y
+        z = metal(np.full(4096, float(i), np.float32))
+        kept.append(z * 1.0)
+    for i in range(20):
+        np.testing.assert_array_equal(kept[2 * i].numpy(), np.arange(4096) * 2.0 + 1.0)
+        np.testing.assert_array_equal(kept[2 * i + 1].numpy(), np.full(4096, float(i)))
+    del kept, x
+    lucid.metal.synchronize()
+    before = lucid.memory_allocated("metal")
+    a = metal(np.ones(4096, np.float32))  # a cached buffer serves it
+    assert lucid.memory_allocated("metal") - before == 4096 * 4
+    del a
+    assert lucid.empty_cache() >= 4096 * 4
+
+
 def test_synchronize_between_queued_ops_keeps_results_right():
     x = metal(RNG.standard_normal((64, 64)).astype(np.float32))
     y = (x * 2.0 + 1.0).exp()

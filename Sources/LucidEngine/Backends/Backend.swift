@@ -239,9 +239,10 @@ protocol OptimizerKernels: AnyObject, Sendable {
     /// One Adam (or AdamW, `decoupled`) update, likewise.
     func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, hyper: AdamHyper,
                   newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl)
-    /// `out = grad * invScale` computed in float32; returns whether any result (or input) is
-    /// infinite or NaN. `grad` and `out` are contiguous and share a floating dtype.
-    func unscale(_ grad: TensorImpl, invScale: Float, into out: TensorImpl) -> Bool
+    /// `outs[i] = grads[i] * invScale` computed in float32; returns whether any result (or
+    /// input) is infinite or NaN. Each grad and its out are contiguous and share a floating
+    /// dtype. All of an optimizer's gradients come at once, so that a GPU answers once.
+    func unscale(_ grads: [TensorImpl], invScale: Float, into outs: [TensorImpl]) -> Bool
 }
 
 /// The backend that serves each device, made once per process on first use.

@@ -28,10 +28,14 @@ package enum MemoryStats {
         lock.withLock { device.map { peak[Int($0.rawValue)] } ?? peak.reduce(0, +) }
     }
 
-    /// Returns the caching allocator's free blocks to the system; the bytes freed.
+    /// Returns the caching allocators' free blocks (host memory and Metal buffers) to the
+    /// system; the bytes freed.
     package static func emptyCache() -> Int {
-        let cached = HostAllocator.shared.cachedBytes
+        var cached = HostAllocator.shared.cachedBytes
         HostAllocator.shared.emptyCache()
+#if canImport(Metal) && !LUCID_NO_METAL
+        cached += Backends.metalBackend?.emptyCache() ?? 0
+#endif
         return cached
     }
 

@@ -53,13 +53,22 @@ package enum Optimizers {
         guard invScale.isFinite, invScale > 0 else {
             throw LucidError.value("unscale: the inverse scale must be finite and positive, got \(invScale)")
         }
-        var found = false
-        let out = try grads.map { g -> TensorImpl in
+        let dense = try grads.map { g -> TensorImpl in
             guard g.dtype.isFloatingPoint else { throw LucidError.type("unscale: gradients must be floating point, got \(g.dtype)") }
-            let dense = try Ops.contiguous(g)
-            let o = try TensorImpl.empty(dense.shape, dtype: dense.dtype, on: dense.backend)
-            if dense.optimizers("unscale").unscale(dense, invScale: Float(invScale), into: o) { found = true }
-            return o
+            return try Ops.contiguous(g)
+        }
+        let out = try dense.map { try TensorImpl.empty($0.shape, dtype: $0.dtype, on: $0.backend) }
+        // One call per device, so that a GPU reports its infinities once.
+        var found = false
+        var devices: [Device] = []
+        for g in dense where !devices.contains(g.device) { devices.append(g.device) }
+        for device in devices {
+            let mine = dense.indices.filter { dense[$0].device == device }
+            guard let first = mine.first else { continue }
+            if dense[first].optimizers("unscale").unscale(mine.map { dense[$0] }, invScale: Float(invScale),
+                                                          into: mine.map { out[$0] }) {
+                found = true
+            }
         }
         return (out, found)
     }

@@ -226,8 +226,9 @@ final class EmulatedBuffer: MTLBuffer, @unchecked Sendable {
     var label: String?
     private let memory: UnsafeMutableRawPointer
     /// Bindings in unfinished command buffers that may write this buffer (non-const
-    /// parameters, MPS results). Reads from several places at once are no hazard.
+    /// parameters, MPS results), and that only read it.
     var pendingWrites = 0
+    var pendingReads = 0
 
     init(length: Int) {
         self.length = length
@@ -246,6 +247,12 @@ final class EmulatedBuffer: MTLBuffer, @unchecked Sendable {
     func contents() -> UnsafeMutableRawPointer {
         if pendingWrites > 0 {
             metalMisuse("contents() of a buffer (\(label ?? "unlabelled"), \(length) bytes) that an unfinished command buffer writes: the host would race the GPU; wait for it to complete first")
+        }
+        // Stricter than Metal: a host read of a buffer the GPU only reads is safe, but lucid
+        // touches buffers from the host only to write new tensors or after a synchronize, so
+        // this catches a new tensor's memory that queued kernels still read.
+        if pendingReads > 0 {
+            metalMisuse("contents() of a buffer (\(label ?? "unlabelled"), \(length) bytes) that an unfinished command buffer reads: a host write would change what the GPU reads; wait for it to complete first")
         }
         return memory
     }
@@ -326,6 +333,7 @@ public final class EmulatedCommandBuffer: MTLCommandBuffer {
             b.pendingWrites += 1
             written.append(b)
         } else {
+            b.pendingReads += 1
             retained.append(b)
         }
     }
@@ -349,6 +357,7 @@ public final class EmulatedCommandBuffer: MTLCommandBuffer {
             status = .error
         }
         for b in written { b.pendingWrites -= 1 }
+        for b in retained { b.pendingReads -= 1 }
         written.removeAll()
         retained.removeAll()
         commands.removeAll()

@@ -16,8 +16,10 @@ extension HostBackend: OptimizerKernels {
         dispatch(param.dtype, AdamKernel(p: param, g: grad, m: m, v: v, h: hyper, outP: newParam, outM: newM, outV: newV))
     }
 
-    func unscale(_ grad: TensorImpl, invScale: Float, into out: TensorImpl) -> Bool {
-        dispatch(grad.dtype, UnscaleKernel(g: grad, inv: invScale, out: out))
+    func unscale(_ grads: [TensorImpl], invScale: Float, into outs: [TensorImpl]) -> Bool {
+        var found = false
+        for (g, o) in zip(grads, outs) where dispatch(g.dtype, UnscaleKernel(g: g, inv: invScale, out: o)) { found = true }
+        return found
     }
 }
 

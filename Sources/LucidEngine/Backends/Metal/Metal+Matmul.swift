@@ -26,7 +26,7 @@ private struct MPSOperand {
     }
 
     func matrix(_ t: TensorImpl, batch: Int) -> MPSMatrix {
-        let buffer = unsafeDowncast(t.storage.buffer, to: MetalBuffer.self).buffer
+        let buffer = t.metalBufferForEncoding().buffer
         let offset = (t.offset + batch * t.strides[0]) * t.dtype.itemSize
         return MPSMatrix(buffer: buffer, offset: offset,
                          descriptor: MPSMatrixDescriptor(rows: rows, columns: columns, rowBytes: rowBytes, dataType: .float32))

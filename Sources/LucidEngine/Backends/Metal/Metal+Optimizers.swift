@@ -53,20 +53,23 @@ extension MetalBackend: OptimizerKernels {
         }
     }
 
-    func unscale(_ grad: TensorImpl, invScale: Float, into out: TensorImpl) -> Bool {
-        guard grad.numel > 0 else { return false }
-        guard Self.fits([grad, out]), let found = try? TensorImpl.empty([1], dtype: .int32, on: self) else {
-            return onHost("unscale").unscale(grad, invScale: invScale, into: out)
+    func unscale(_ grads: [TensorImpl], invScale: Float, into outs: [TensorImpl]) -> Bool {
+        let pairs = zip(grads, outs).filter { $0.0.numel > 0 }
+        guard !pairs.isEmpty else { return false }
+        guard pairs.allSatisfy({ Self.fits([$0.0, $0.1]) }), let found = try? TensorImpl.empty([1], dtype: .int32, on: self) else {
+            return onHost("unscale").unscale(grads, invScale: invScale, into: outs)
         }
         fill(found, with: Scalar(int: 0))
-        encode("unscale_\(grad.dtype.name)", count: grad.numel) { e in
-            bind(grad, 0, e)
-            bind(out, 1, e)
-            bind(found, 2, e)
-            setBytes(invScale, 3, e)
-            setBytes(UInt64(grad.numel), 4, e)
+        for (grad, out) in pairs {
+            encode("unscale_\(grad.dtype.name)", count: grad.numel) { e in
+                bind(grad, 0, e)
+                bind(out, 1, e)
+                bind(found, 2, e)
+                setBytes(invScale, 3, e)
+                setBytes(UInt64(grad.numel), 4, e)
+            }
         }
-        // GradScaler needs the answer now: this is a synchronisation point.
+        // GradScaler needs the answer now: one synchronisation point for all the gradients.
         var flag: Int32 = 0
         withUnsafeMutableBytes(of: &flag) { read(found, into: $0) }
         return flag != 0

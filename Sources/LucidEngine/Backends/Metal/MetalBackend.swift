@@ -5,21 +5,33 @@
 import Metal
 
 /// A tensor's memory on the GPU: an `MTLBuffer` in shared storage, which on Apple Silicon's
-/// unified memory is host memory too. Counted in `MemoryStats` under "metal".
+/// unified memory is host memory too. Counted in `MemoryStats` under "metal"; when the tensor
+/// goes, the buffer returns to its backend's cache.
 final class MetalBuffer: DeviceBuffer, @unchecked Sendable {
     let buffer: any MTLBuffer
     let byteCount: Int
+    private unowned let owner: MetalBackend
+    /// The last command buffer (by generation) that binds this buffer; 0 for none. Set under
+    /// the backend's lock when a kernel is encoded.
+    var lastUse: UInt64 = 0
 
     /// The host's view of the memory; valid once the backend has synchronized.
     var contents: UnsafeMutableRawPointer { buffer.contents() }
 
-    init(_ buffer: any MTLBuffer, byteCount: Int) {
+    /// The generation of the backend's open command buffer.
+    var ownerGeneration: UInt64 { owner.generation }
+
+    init(_ buffer: any MTLBuffer, byteCount: Int, owner: MetalBackend) {
         self.buffer = buffer
         self.byteCount = byteCount
+        self.owner = owner
         MemoryStats.allocated(byteCount, on: .metal)
     }
 
-    deinit { MemoryStats.released(byteCount, on: .metal) }
+    deinit {
+        MemoryStats.released(byteCount, on: .metal)
+        owner.recycle(buffer, lastUse: lastUse)
+    }
 }
 
 /// The layout of up to three operands over one shape, as the kernels' `Layout` struct holds it
@@ -88,6 +100,18 @@ final class MetalBackend: Backend, @unchecked Sendable {
     private var encoder: (any MTLComputeCommandEncoder)?
     private var library: (any MTLLibrary)?
     private var pipelines: [String: any MTLComputePipelineState] = [:]
+    /// The number of command buffers opened so far: the open one's generation.
+    private(set) var generation: UInt64 = 0
+
+    /// Freed buffers, by length, for new tensors: a buffer is reused only once every command
+    /// buffer that binds it has completed, so no queued kernel sees its new contents (and a
+    /// host write into a new tensor needs no synchronisation). Its own lock: a buffer may be
+    /// freed on any thread, the backend's lock held or not.
+    private let cacheLock = Lock()
+    private var freeBuffers: [Int: [any MTLBuffer]] = [:]
+    private var released: [(buffer: any MTLBuffer, lastUse: UInt64)] = []
+    private var cachedBytes = 0
+    private var completed: UInt64 = 0
 
     private init(gpu: any MTLDevice, queue: any MTLCommandQueue) {
         self.gpu = gpu
@@ -105,30 +129,95 @@ final class MetalBackend: Backend, @unchecked Sendable {
     // MARK: - Memory
 
     func allocate(byteCount: Int) throws -> any DeviceBuffer {
-        // Metal makes no zero-length buffers; an empty tensor still gets a small one.
-        guard let buffer = gpu.makeBuffer(length: max(byteCount, 16), options: .storageModeShared) else {
-            throw LucidError.runtime("metal: could not allocate a buffer of \(byteCount) bytes")
+        // The host allocator's size classes, so that freed buffers fit new tensors (and an
+        // empty tensor still gets a buffer: Metal makes none of zero length).
+        let length = HostAllocator.blockSize(byteCount)
+        if let cached = cacheLock.withLock({ reusable(length) }) {
+            return MetalBuffer(cached, byteCount: byteCount, owner: self)
         }
-        return MetalBuffer(buffer, byteCount: byteCount)
+        var made = gpu.makeBuffer(length: length, options: .storageModeShared)
+        if made == nil {
+            _ = emptyCache()  // give the cached buffers back and try once more
+            made = gpu.makeBuffer(length: length, options: .storageModeShared)
+        }
+        guard let buffer = made else { throw LucidError.runtime("metal: could not allocate a buffer of \(byteCount) bytes") }
+        return MetalBuffer(buffer, byteCount: byteCount, owner: self)
+    }
+
+    /// Drops every cached buffer (command buffers keep the ones they still use); the bytes.
+    func emptyCache() -> Int {
+        cacheLock.withLock {
+            defer {
+                freeBuffers.removeAll()
+                released.removeAll()
+                cachedBytes = 0
+            }
+            return cachedBytes
+        }
+    }
+
+    /// A cached buffer of `length` bytes, if any (cacheLock held).
+    private func reusable(_ length: Int) -> (any MTLBuffer)? {
+        guard let buffer = freeBuffers[length]?.popLast() else { return nil }
+        cachedBytes -= length
+        return buffer
+    }
+
+    /// Takes back the buffer of a freed tensor, up to the host allocator's limit
+    /// (`LUCID_CACHE_LIMIT_MB`) in all: reusable at once if no unfinished command buffer
+    /// binds it, else once the command buffers up to its last use have completed.
+    func recycle(_ buffer: any MTLBuffer, lastUse: UInt64) {
+        cacheLock.withLock {
+            guard cachedBytes + buffer.length <= HostAllocator.shared.limit else { return }
+            cachedBytes += buffer.length
+            if lastUse <= completed {
+                freeBuffers[buffer.length, default: []].append(buffer)
+            } else {
+                released.append((buffer, lastUse))
+            }
+        }
+    }
+
+    /// Records that the command buffers up to `generation` have completed, making the buffers
+    /// they held reusable.
+    private func completed(upTo number: UInt64) {
+        cacheLock.withLock {
+            completed = max(completed, number)
+            guard !released.isEmpty else { return }
+            var waiting: [(buffer: any MTLBuffer, lastUse: UInt64)] = []
+            for entry in released {
+                if entry.lastUse <= completed {
+                    freeBuffers[entry.buffer.length, default: []].append(entry.buffer)
+                } else {
+                    waiting.append(entry)
+                }
+            }
+            released = waiting
+        }
     }
 
     func synchronize() {
-        let finished: (any MTLCommandBuffer)? = lock.withLock {
+        let (finished, number): ((any MTLCommandBuffer)?, UInt64) = lock.withLock {
             encoder?.endEncoding()
             encoder = nil
             defer { commandBuffer = nil }
             commandBuffer?.commit()
-            return commandBuffer
+            return (commandBuffer, generation)
         }
         guard let finished else { return }
         finished.waitUntilCompleted()
+        // Command buffers of one queue complete in order: every earlier one is done too.
+        completed(upTo: number)
         if finished.status == .error {
             Warnings.emit("metal: a command buffer failed (\(finished.error.map { "\($0)" } ?? "no error given")); results computed by it are wrong")
         }
     }
 
     func write(_ bytes: UnsafeRawBufferPointer, into dst: TensorImpl) {
-        synchronize()
+        // A new tensor's buffer is used by no unfinished command buffer (see the cache): the
+        // GPU's queue goes on. Otherwise wait for the work that binds it.
+        let target = unsafeDowncast(dst.storage.buffer, to: MetalBuffer.self)
+        if lock.withLock({ target.lastUse }) > cacheLock.withLock({ completed }) { synchronize() }
         guard let src = bytes.baseAddress else { return }
         HostBackend.address(dst).copyMemory(from: src, byteCount: min(bytes.count, dst.numel * dst.dtype.itemSize))
     }
@@ -242,7 +331,7 @@ final class MetalBackend: Backend, @unchecked Sendable {
         lock.withLock {
             encoder?.endEncoding()
             encoder = nil
-            if commandBuffer == nil { commandBuffer = queue.makeCommandBuffer() }
+            openCommandBuffer()
             guard let commandBuffer else {
                 Warnings.emit("metal: could not open a command buffer")
                 return
@@ -253,9 +342,15 @@ final class MetalBackend: Backend, @unchecked Sendable {
 
     private func openEncoder() -> (any MTLComputeCommandEncoder)? {
         if let encoder { return encoder }
-        if commandBuffer == nil { commandBuffer = queue.makeCommandBuffer() }
+        openCommandBuffer()
         encoder = commandBuffer?.makeComputeCommandEncoder()
         return encoder
+    }
+
+    private func openCommandBuffer() {
+        guard commandBuffer == nil else { return }
+        commandBuffer = queue.makeCommandBuffer()
+        generation += 1
     }
 
     /// The pipeline of a kernel, compiling the kernel library at first use.
@@ -277,10 +372,20 @@ final class MetalBackend: Backend, @unchecked Sendable {
 /// Binds a tensor's buffer (at its offset) to argument `index`, labelled with its dtype so
 /// that tools (and the emulation's checks) can tell what it holds.
 func bind(_ t: TensorImpl, _ index: Int, _ e: any MTLComputeCommandEncoder) {
-    let buffer = unsafeDowncast(t.storage.buffer, to: MetalBuffer.self).buffer
+    let buffer = t.metalBufferForEncoding().buffer
     let label = "lucid:\(t.dtype.name)"
     if buffer.label != label { buffer.label = label }
     e.setBuffer(buffer, offset: t.offset * t.dtype.itemSize, index: index)
+}
+
+extension TensorImpl {
+    /// The tensor's Metal buffer, marked as used by the open command buffer; only while
+    /// encoding, with the backend's lock held.
+    func metalBufferForEncoding() -> MetalBuffer {
+        let b = unsafeDowncast(storage.buffer, to: MetalBuffer.self)
+        b.lastUse = b.ownerGeneration
+        return b
+    }
 }
 
 /// Binds a plain value (a scalar, or an array's elements) as constant bytes.
