@@ -29,8 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # checks those.
 on_host_fallback = pytest.mark.skipif(lucid.metal.is_available(),
                                       reason="the Metal backend serves 'metal'; LUCID_METAL_DECLINE acts on the host fallback")
-FAMILIES = ["elementwise", "reduction", "matmul", "convolution", "pooling", "softmax", "attention", "indexing",
-            "optimizers"]
+FAMILIES = ["elementwise", "reduction", "matmul", "convolution", "pooling", "softmax", "normalization", "attention",
+            "indexing", "optimizers"]
+# Declined, these are composed from other kernels rather than run on the host.
+COMPOSED = ("softmax", "normalization", "attention")
 
 # The ops each family's fallbacks are counted under (elementwise: every other name).
 FAMILY_OPS = {
@@ -42,8 +44,9 @@ FAMILY_OPS = {
     "optimizers": {"sgd_step", "adam_step", "unscale"},
 }
 
-# A little of everything on "metal": conv, pooling, linear, attention, softmax, a loss with
-# class indices, GradScaler, Adam and SGD, boolean-mask indexing, comparisons and arg-reductions.
+# A little of everything on "metal": conv, pooling, group and layer norm, linear, attention,
+# softmax, a loss with class indices, GradScaler, Adam and SGD, boolean-mask indexing,
+# comparisons and arg-reductions.
 WORKLOAD = """
 import json, warnings
 warnings.simplefilter("ignore")
@@ -52,7 +55,8 @@ import lucid, lucid.nn as nn, lucid.nn.functional as F
 
 lucid.manual_seed(0)
 rng = np.random.default_rng(0)
-conv = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.GELU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 4 * 4, 3))
+conv = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.GroupNorm(2, 4), nn.GELU(), nn.MaxPool2d(2), nn.Flatten(),
+                     nn.LayerNorm(4 * 4 * 4), nn.Linear(4 * 4 * 4, 3))
 conv.to("metal")
 head = nn.Linear(8, 3).to("metal")
 opt = lucid.optim.Adam(conv.parameters(), lr=1e-2)
@@ -125,8 +129,8 @@ def test_declining_every_family_runs_everything_on_the_host_kernels(reference):
         assert set(counts) & ops, f"no {family} op was counted: {counts}"
     for op in ("add", "mul", "gelu", "gelu_backward", "where", "exp"):
         assert counts.get(op, 0) > 0, f"{op} not counted: {counts}"
-    # Composed, not fallen back: softmax and attention have no host-fallback entry.
-    assert "softmax" not in counts and "attention" not in counts
+    # Composed, not fallen back: softmax, the norms and attention have no host-fallback entry.
+    assert not {"softmax", "attention", "layer_norm", "group_norm"} & set(counts), counts
     assert all(isinstance(v, int) and v > 0 for v in counts.values())
 
 
@@ -136,7 +140,7 @@ def test_declining_one_family_counts_only_its_ops(family, reference):
     got = run_workload(family)
     assert_same_results(got, reference)
     counts = got["counts"]
-    if family in ("softmax", "attention"):
+    if family in COMPOSED:
         assert counts == {}, f"a declined {family} is composed from other kernels, not run on the host: {counts}"
         return
     assert counts, f"declining {family} made nothing fall back"

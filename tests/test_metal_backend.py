@@ -198,6 +198,28 @@ def test_convolution_runs_as_gpu_window_gathers_and_products(dtype, stride, padd
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_layer_and_group_norm_run_on_the_gpu_like_the_cpu(dtype):
+    x = (RNG.standard_normal((4, 6, 10, 10)) * 2 + 1).astype(np.float32)
+    w, b = RNG.standard_normal(100).astype(np.float32), RNG.standard_normal(100).astype(np.float32)
+    out = {}
+    for device in ("cpu", "metal"):
+        tx = lucid.tensor(x, device=device).to(dtype).requires_grad_()
+        tw, tb = (lucid.tensor(v, device=device).requires_grad_() for v in (w, b))
+
+        def run():
+            y = lucid.nn.functional.layer_norm(tx, (10, 10), tw.reshape(10, 10), tb.reshape(10, 10))
+            z = lucid.nn.functional.group_norm(tx, 3)
+            ((y.float() + z.float()) * lucid.tensor(np.cos(np.arange(x.size)).reshape(x.shape).astype(np.float32), device=device)).sum().backward()
+            return y.float().numpy(), z.float().numpy()
+        (y, z), counts = counts_during(run)
+        out[device] = (y, z, tx.grad.float().numpy(), tw.grad.numpy(), tb.grad.numpy(), counts)
+    assert out["metal"][5] == {}, out["metal"][5]
+    tol = 1e-4 if dtype == lucid.float32 else 2e-2
+    for got, want in zip(out["metal"][:5], out["cpu"][:5]):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+
+
 def _softmax64(a, axis, log):
     z = a.astype(np.float64) - a.max(axis=axis, keepdims=True)
     lse = np.log(np.exp(z).sum(axis=axis, keepdims=True))
@@ -338,7 +360,8 @@ def test_the_self_test_passes_and_checks_every_gpu_kernel():
     ops = {c["op"] for c in report}
     for op in ("fill", "copy", "add", "pow", "add_scalar", "exp", "gelu", "gelu_tanh", "gelu_tanh_backward", "where",
                "lt", "matmul", "linear", "sum", "mean", "argmax", "sgd_step", "adam_step", "unscale", "max_pool2d", "max_pool2d_backward",
-               "softmax", "log_softmax", "sum_long_rows", "gather", "scatter_add", "cast_to_int32", "cast_to_bool", "matmul_tiles",
+               "softmax", "log_softmax", "sum_long_rows", "gather", "scatter_add", "cast_to_int32", "cast_to_bool", "matmul_tiles", "normalize_rows",
+               "normalize_rows_to_float32",
                "cast_from_int64"):
         assert op in ops, f"{op} is not checked: {sorted(ops)}"
     assert {c["dtype"] for c in report} >= {lucid.float32, lucid.float16, lucid.bfloat16, lucid.int32, lucid.int64}

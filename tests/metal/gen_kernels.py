@@ -66,6 +66,23 @@ def body_of(text, start):
     raise SystemExit(f"gen_kernels: unbalanced braces after offset {start}")
 
 
+def barrier_functions(text):
+    """Names of the (non-kernel) functions that call threadgroup_barrier, directly or
+    through another such function."""
+    bodies = {}
+    for m in re.finditer(r"\b(?:inline\s+)?[\w:<>]+\s+(\w+)\s*\([^;{]*\)\s*\{", text):
+        if m.group(1) in ("if", "for", "while", "switch"):
+            continue
+        bodies[m.group(1)] = body_of(text, m.end() - 1)
+    found = {name for name, body in bodies.items() if "threadgroup_barrier" in body}
+    while True:
+        more = {name for name, body in bodies.items() if name not in found
+                and any(re.search(rf"\b{f}\s*\(", body) for f in found)}
+        if not more:
+            return found
+        found |= more
+
+
 def parse_param(kernel, raw):
     m = re.search(r"\[\[\s*(\w+)\s*(?:\(\s*(\d+)\s*\))?\s*\]\]", raw)
     if not m:
@@ -133,14 +150,18 @@ def main():
     units = [(src, fnv1a(b"".join(s.read_bytes() for s in sources))) for src in sources]
     units += [(src, fnv1a(src.read_bytes())) for src in (Path(t).resolve() for t in opts.test_library)]
     lines += [f'#include "{os.path.relpath(src, out.parent)}"' for src, _ in units] + [""]
-    table = []
-    for src, library_hash in units:
+    texts = []
+    for src, _ in units:
         scan = subprocess.run([opts.clang, "-E", "-P", "-x", "c++", "-std=c++17", "-D__LUCID_MSL_SCAN__",
                                f"-I{HERE / 'include'}", str(src)], capture_output=True, text=True)
         if scan.returncode:
             sys.stderr.write(scan.stderr)
             raise SystemExit(f"gen_kernels: preprocessing {src} failed")
-        text = scan.stdout
+        texts.append(scan.stdout)
+    # A kernel may call a barrier through a helper from an earlier file of its library.
+    helpers = barrier_functions("\n".join(texts))
+    table = []
+    for (src, library_hash), text in zip(units, texts):
         for m in re.finditer(r"\bkernel\s+void\s+(\w+)\s*\(", text):
             name = m.group(1)
             close = m.end()
@@ -151,7 +172,7 @@ def main():
             params = [parse_param(name, p) for p in split_top(text[m.end():close - 1])]
             brace = text.index("{", close)
             body = body_of(text, brace)
-            barrier = "threadgroup_barrier" in body
+            barrier = "threadgroup_barrier" in body or any(re.search(rf"\b{f}\s*\(", body) for f in helpers)
             if re.search(r"\bthreadgroup\s+[\w:<>]+\s+\w+\s*\[", body):
                 # An array declared in the body would be one copy per thread in C++ (pointers
                 # into threadgroup memory are fine).

@@ -80,7 +80,7 @@ struct AdamHyper: Sendable {
 /// backend's folder (`Host+Elementwise.swift`, `Metal+Elementwise.swift`, ...). A backend
 /// provides the families it has and declines the others; see `Backend`.
 package enum KernelFamily: String, CaseIterable, Sendable {
-    case elementwise, reduction, matmul, convolution, pooling, softmax, attention, indexing, optimizers
+    case elementwise, reduction, matmul, convolution, pooling, softmax, normalization, attention, indexing, optimizers
 }
 
 /// What every device's compute stream provides: memory, transfers, a synchronise point, fills
@@ -96,8 +96,8 @@ package enum KernelFamily: String, CaseIterable, Sendable {
 /// on every backend (on Apple Silicon a Metal buffer in shared storage is host memory), so
 /// the op layer runs a declined family's kernel on the host kernels over the same buffers,
 /// after a synchronize, and counts it (`HostKernelFallbacks`). Softmax, attention and the
-/// direct convolution passes are optimisations: declined, the op layer composes them from
-/// other kernels instead.
+/// direct convolution passes and row normalisation are optimisations: declined, the op layer
+/// composes them from other kernels instead.
 protocol Backend: AnyObject, Sendable {
     var device: Device { get }
     /// A short name for messages ("cpu", "host fallback", "metal").
@@ -121,6 +121,7 @@ protocol Backend: AnyObject, Sendable {
     var convolutionKernels: (any ConvolutionKernels)? { get }
     var poolingKernels: (any PoolingKernels)? { get }
     var softmaxKernels: (any SoftmaxKernels)? { get }
+    var normalizationKernels: (any NormalizationKernels)? { get }
     var attentionKernels: (any AttentionKernels)? { get }
     var indexingKernels: (any IndexingKernels)? { get }
     var optimizerKernels: (any OptimizerKernels)? { get }
@@ -133,6 +134,7 @@ extension Backend {
     var convolutionKernels: (any ConvolutionKernels)? { nil }
     var poolingKernels: (any PoolingKernels)? { nil }
     var softmaxKernels: (any SoftmaxKernels)? { nil }
+    var normalizationKernels: (any NormalizationKernels)? { nil }
     var attentionKernels: (any AttentionKernels)? { nil }
     var indexingKernels: (any IndexingKernels)? { nil }
     var optimizerKernels: (any OptimizerKernels)? { nil }
@@ -204,6 +206,18 @@ protocol SoftmaxKernels: AnyObject, Sendable {
     /// (same shape and dtype), computed in float32; false when the backend has no direct
     /// kernel for it (the op layer then composes it from reductions and elementwise ops).
     func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool
+}
+
+/// Row normalisation, the core of layer_norm and group_norm.
+protocol NormalizationKernels: AnyObject, Sendable {
+    /// Normalises each row of the contiguous floating `x`, viewed as [rows, n]:
+    /// `out = (x - mean) · rstd · weight + bias` with the row's mean and
+    /// rstd = 1 / sqrt(biased variance + eps), computed in float32 (sums at least compensated)
+    /// and rounded once into `out` (contiguous, x's dtype or float32). `weight` and `bias` are
+    /// optional contiguous float32 [n]; `mean` and `rstd` receive the statistics (float32
+    /// [rows]).
+    func normalizeRows(_ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
+                       into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl)
 }
 
 /// Fused attention.

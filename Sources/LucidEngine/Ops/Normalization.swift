@@ -31,7 +31,59 @@ package enum Normalization {
         guard eps >= 0, eps.isFinite else { throw LucidError.value("\(op): eps must be a non-negative number, got \(eps)") }
     }
 
-    /// Normalises over the trailing `normalizedShape` dimensions; float32 under autocast.
+    /// Weight and bias may have the input's dtype, or float32 for a float16/bfloat16 input
+    /// (PyTorch's mixed-precision rule).
+    private static func checkParamDTypes(_ op: String, _ x: TensorImpl, _ params: [TensorImpl?]) throws {
+        try Composite.checkFloat(op, [x] + params.compactMap { $0 })
+        for p in params.compactMap({ $0 }) where p.dtype != x.dtype && !(x.dtype.isLowPrecision && p.dtype == .float32) {
+            throw LucidError.type("\(op): weight and bias must have the input's dtype (\(x.dtype)) or float32 for a float16/bfloat16 input, got \(p.dtype)")
+        }
+    }
+
+    private static func float32(_ t: TensorImpl?) throws -> TensorImpl? { try t.map { try Ops.cast($0, to: .float32) } }
+
+    /// Row normalisation through the backend's kernel, with its backward: `x` viewed as
+    /// [rows, n], an optional per-column affine (`weight`, `bias` of n elements), the result
+    /// in `dtype`, rounded once. nil when the backend has no normalisation kernels (the caller
+    /// composes it then).
+    private static func fusedRows(_ op: OpInfo, _ x: TensorImpl, rows: Int, eps: Double, weight: TensorImpl?,
+                                  bias: TensorImpl?, dtype: DType) throws -> TensorImpl? {
+        guard let kernels = x.backend.normalizationKernels, x.numel > 0, rows > 0 else { return nil }
+        let xc = try Ops.contiguous(x)
+        let n = xc.numel / rows
+        let plain = { (t: TensorImpl?) throws -> TensorImpl? in
+            try t.map { try Ops.contiguous(try Ops.cast($0.withRequiresGrad(false), to: .float32)) }
+        }
+        let w32 = try plain(weight), b32 = try plain(bias)
+        let out = try TensorImpl.empty(xc.shape, dtype: dtype, on: xc.backend)
+        let mean = try TensorImpl.empty([rows, 1], dtype: .float32, on: xc.backend)
+        let rstd = try TensorImpl.empty([rows, 1], dtype: .float32, on: xc.backend)
+        kernels.normalizeRows(xc.withRequiresGrad(false), rows: rows, eps: Float(eps), weight: w32, bias: b32,
+                              into: out, mean: mean, rstd: rstd)
+        return Autograd.record(out, Autograd.name(op), [xc] + [weight, bias].compactMap { $0 }) { g in
+            // With x̂ = (x - mean)·rstd and gy = g·weight: dx = rstd·(gy - mean(gy) - x̂·mean(gy·x̂)),
+            // dweight = Σrows g·x̂, dbias = Σrows g; in float32.
+            let g32 = try ShapeOps.reshape(try Ops.cast(g, to: .float32), [rows, n])
+            let x32 = try ShapeOps.reshape(try Ops.cast(xc.withRequiresGrad(false), to: .float32), [rows, n])
+            let xhat = try Composite.mul(try Composite.sub(x32, mean), rstd)
+            let gy = try w32.map { try Composite.mul(g32, try ShapeOps.reshape($0, [1, n])) } ?? g32
+            let along = try Composite.mean(gy, [1], keepdim: true)
+            let projected = try Composite.mean(try Composite.mul(gy, xhat), [1], keepdim: true)
+            let dx = try Composite.mul(try Composite.sub(try Composite.sub(gy, along), try Composite.mul(xhat, projected)), rstd)
+            var grads: [TensorImpl?] = [try ShapeOps.reshape(try Ops.cast(dx, to: xc.dtype), xc.shape)]
+            if let weight {
+                let dw = try Composite.sum(try Composite.mul(g32, xhat), [0], keepdim: false)
+                grads.append(try ShapeOps.reshape(try Ops.cast(dw, to: weight.dtype), weight.shape))
+            }
+            if let bias {
+                grads.append(try ShapeOps.reshape(try Ops.cast(try Composite.sum(g32, [0], keepdim: false), to: bias.dtype), bias.shape))
+            }
+            return grads
+        }
+    }
+
+    /// Normalises over the trailing `normalizedShape` dimensions in float32, rounding once into
+    /// the input's dtype; float32 under autocast.
     package static func layerNorm(_ a: TensorImpl, normalizedShape: [Int], weight: TensorImpl?, bias: TensorImpl?,
                                   eps: Double) throws -> TensorImpl {
         let op = layerNorm.name
@@ -45,16 +97,21 @@ package enum Normalization {
         try Ops.checkSameDevice(op, [a] + [weight, bias].compactMap { $0 })
         let given = [a] + [weight, bias].compactMap { $0 }
         return try layerNorm.run(given) { inputs in
-            try Composite.checkSameDType(op, inputs)
             let x = inputs[0]
             var rest = inputs.dropFirst().makeIterator()
             let w = weight == nil ? nil : rest.next(), b = bias == nil ? nil : rest.next()
-            let y = try normalized(x, dims: Array((x.ndim - k)..<x.ndim), eps: eps)
-            return try affine(y, w, b, shape: normalizedShape)
+            try checkParamDTypes(op, x, [w, b])
+            let n = normalizedShape.reduce(1, *)
+            if n > 0, let y = try fusedRows(layerNorm, x, rows: x.numel / n, eps: eps, weight: w, bias: b, dtype: x.dtype) {
+                return try ShapeOps.reshape(y, x.shape)
+            }
+            let y = try normalized(try Ops.cast(x, to: .float32), dims: Array((x.ndim - k)..<x.ndim), eps: eps)
+            return try Ops.cast(try affine(y, try float32(w), try float32(b), shape: normalizedShape), to: x.dtype)
         }
     }
 
-    /// Normalises each of `groups` channel groups of [N, C, *] input; float32 under autocast.
+    /// Normalises each of `groups` channel groups of [N, C, *] input in float32, rounding once
+    /// into the input's dtype; float32 under autocast.
     package static func groupNorm(_ a: TensorImpl, groups: Int, weight: TensorImpl?, bias: TensorImpl?,
                                   eps: Double) throws -> TensorImpl {
         let op = groupNorm.name
@@ -68,13 +125,20 @@ package enum Normalization {
         try checkEps(op, eps)
         try Ops.checkSameDevice(op, [a] + [weight, bias].compactMap { $0 })
         return try groupNorm.run([a] + [weight, bias].compactMap { $0 }) { inputs in
-            try Composite.checkSameDType(op, inputs)
             let x = inputs[0]
             var rest = inputs.dropFirst().makeIterator()
             let w = weight == nil ? nil : rest.next(), b = bias == nil ? nil : rest.next()
-            let grouped = try ShapeOps.reshape(x, [x.shape[0], groups, -1])
-            let y = try ShapeOps.reshape(try normalized(grouped, dims: [2], eps: eps), x.shape)
-            return try affine(y, w, b, shape: [1, c] + [Int](repeating: 1, count: x.ndim - 2))
+            try checkParamDTypes(op, x, [w, b])
+            let rows = x.shape[0] * groups
+            let y: TensorImpl
+            if let fused = try fusedRows(groupNorm, x, rows: rows, eps: eps, weight: nil, bias: nil, dtype: .float32) {
+                y = try ShapeOps.reshape(fused, x.shape)
+            } else {
+                let grouped = try ShapeOps.reshape(try Ops.cast(x, to: .float32), [x.shape[0], groups, -1])
+                y = try ShapeOps.reshape(try normalized(grouped, dims: [2], eps: eps), x.shape)
+            }
+            let view = [1, c] + [Int](repeating: 1, count: x.ndim - 2)
+            return try Ops.cast(try affine(y, try float32(w), try float32(b), shape: view), to: x.dtype)
         }
     }
 

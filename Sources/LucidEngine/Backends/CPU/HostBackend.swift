@@ -83,6 +83,7 @@ final class HostBackend: Backend {
     var convolutionKernels: (any ConvolutionKernels)? { declined.contains(.convolution) ? nil : self }
     var poolingKernels: (any PoolingKernels)? { declined.contains(.pooling) ? nil : self }
     var softmaxKernels: (any SoftmaxKernels)? { declined.contains(.softmax) ? nil : self }
+    var normalizationKernels: (any NormalizationKernels)? { declined.contains(.normalization) ? nil : self }
     var attentionKernels: (any AttentionKernels)? { declined.contains(.attention) ? nil : self }
     var indexingKernels: (any IndexingKernels)? { declined.contains(.indexing) ? nil : self }
     var optimizerKernels: (any OptimizerKernels)? { declined.contains(.optimizers) ? nil : self }

@@ -12,7 +12,7 @@ extension MetalBackend: SoftmaxKernels {
         }
         let length = x.shape[axis], inner = x.shape[(axis + 1)...].reduce(1, *)
         let rows = x.numel / length
-        encode("softmax_\(x.dtype.name)", groups: rows, width: Self.rowWidth(length)) { e in
+        encode("softmax_\(x.dtype.name)", groups: rows, width: Self.rowWidth(length), floatsPerThread: 2) { e in
             bind(x, 0, e)
             bind(out, 1, e)
             setBytes([Int64(length), Int64(inner), log ? 1 : 0], 2, e)  // SoftmaxShape

@@ -70,6 +70,60 @@ inline float widen(bfloat b) { return as_type<float>(uint(as_type<ushort>(b)) <<
 template <typename T> inline T narrow(float x) { return T(x); }
 template <> inline half narrow<half>(float x) { return as_type<half>(float16_bits(x)); }
 template <> inline bfloat narrow<bfloat>(float x) { return as_type<bfloat>(bfloat16_bits(x)); }
+
+// ---- cooperating threadgroups ------------------------------------------------------------
+// For kernels that run a threadgroup of `width` threads (a power of two) per row, combining
+// per-thread values through `partial` in threadgroup memory. Every thread of the group must
+// call them (they hold barriers), and every thread gets the result.
+
+// sum += x, keeping the rounding error in `carry` (Kahan). Once the sum is infinite or NaN
+// there is no error to keep: inf - inf would turn it into NaN.
+inline void compensated_add(thread float& sum, thread float& carry, float x) {
+    float y = x - carry;
+    float t = sum + y;
+    carry = isfinite(t) ? (t - sum) - y : 0.0f;
+    sum = t;
+}
+
+inline float max_or_nan(float a, float b) { return (isnan(a) || a > b) ? a : b; }
+
+// The largest of the threads' values (NaN if any is NaN); `partial` holds `width` floats.
+inline float threadgroup_max(float value, threadgroup float* partial, uint lane, uint width) {
+    partial[lane] = value;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {
+        if (lane < half_width) partial[lane] = max_or_nan(partial[lane], partial[lane + half_width]);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    float result = partial[0];
+    threadgroup_barrier(mem_flags::mem_threadgroup);  // partial may be reused at once
+    return result;
+}
+
+// The sum of the threads' compensated sums (sum - carry each), added pairwise without losing
+// the error terms (TwoSum); `partial` holds 2 · width floats.
+inline float threadgroup_sum(float sum, float carry, threadgroup float* partial, uint lane, uint width) {
+    partial[lane] = sum;
+    partial[width + lane] = -carry;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {
+        if (lane < half_width) {
+            float x = partial[lane], y = partial[lane + half_width];
+            float s = x + y;
+            float error = 0.0f;
+            if (isfinite(s)) {
+                float yy = s - x;
+                error = (x - (s - yy)) + (y - yy);
+            }
+            partial[lane] = s;
+            partial[width + lane] = partial[width + lane] + partial[width + lane + half_width] + error;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    float result = isfinite(partial[0]) ? partial[0] + partial[width] : partial[0];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    return result;
+}
 // The window gathers under convolution on the GPU, as the host computes them
 // (Host+Convolution.swift): im2col copies each window of a strided [N, C, H, W] input into a
 // contiguous [N, C·kh·kw, oh·ow], reading 0 outside the input; col2im, its adjoint, has one
@@ -707,6 +761,59 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
 LUCID_GEMM_TILED(gemm_tiled_float32, float)
 LUCID_GEMM_TILED(gemm_tiled_float16, half)
 LUCID_GEMM_TILED(gemm_tiled_bfloat16, bfloat)
+// Row normalisation on the GPU (layer_norm, group_norm), as the host computes it
+// (Host+Normalization.swift): each row of a contiguous [rows, n] input becomes
+// (x - mean) · rstd · weight + bias, with the mean, then the biased variance of the
+// deviations, as compensated float32 sums, rstd = 1 / sqrt(var + eps), and one rounding into
+// the output's dtype. weight and bias are float32 [n] (optional); mean and rstd are float32
+// [rows]. One threadgroup per row (Common.metal's cooperating helpers); the threadgroup
+// memory holds two floats per thread. Compiled after Common.metal, in one library.
+
+// Field order and sizes match `rowsShape` in Metal+Normalization.swift.
+struct RowsShape {
+    long n;
+    long has_weight;
+    long has_bias;
+    float eps;
+    float pad;
+};
+
+#define LUCID_NORMALIZE_ROWS(NAME, T, O)                                                             \
+kernel void NAME(device const T* x [[buffer(0)]], device const float* weight [[buffer(1)]],         \
+                 device const float* bias [[buffer(2)]], device O* out [[buffer(3)]],                \
+                 device float* mean_out [[buffer(4)]], device float* rstd_out [[buffer(5)]],         \
+                 constant RowsShape& s [[buffer(6)]], threadgroup float* partial [[threadgroup(0)]], \
+                 uint row [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]], \
+                 uint width [[threads_per_threadgroup]]) {                                           \
+    device const T* xs = x + long(row) * s.n;                                                        \
+    float sum = 0.0f, carry = 0.0f;                                                                  \
+    for (long k = lane; k < s.n; k += width) compensated_add(sum, carry, widen(xs[k]));              \
+    float mean = threadgroup_sum(sum, carry, partial, lane, width) / float(s.n);                     \
+    sum = 0.0f;                                                                                      \
+    carry = 0.0f;                                                                                    \
+    for (long k = lane; k < s.n; k += width) {                                                       \
+        float d = widen(xs[k]) - mean;                                                               \
+        compensated_add(sum, carry, d * d);                                                          \
+    }                                                                                                \
+    float variance = threadgroup_sum(sum, carry, partial, lane, width) / float(s.n);                 \
+    float rstd = 1.0f / precise::sqrt(variance + s.eps);                                             \
+    for (long k = lane; k < s.n; k += width) {                                                       \
+        float y = (widen(xs[k]) - mean) * rstd;                                                      \
+        if (s.has_weight != 0) y = y * weight[k];                                                    \
+        if (s.has_bias != 0) y = y + bias[k];                                                        \
+        out[long(row) * s.n + k] = narrow<O>(y);                                                     \
+    }                                                                                                \
+    if (lane == 0) {                                                                                 \
+        mean_out[row] = mean;                                                                        \
+        rstd_out[row] = rstd;                                                                        \
+    }                                                                                                \
+}
+
+LUCID_NORMALIZE_ROWS(normalize_rows_float32, float, float)
+LUCID_NORMALIZE_ROWS(normalize_rows_float16, half, half)
+LUCID_NORMALIZE_ROWS(normalize_rows_bfloat16, bfloat, bfloat)
+LUCID_NORMALIZE_ROWS(normalize_rows_float16_float32, half, float)
+LUCID_NORMALIZE_ROWS(normalize_rows_bfloat16_float32, bfloat, float)
 // Optimizer steps and GradScaler's unscale on the GPU, one thread per element of contiguous
 // tensors of one floating dtype, in float32 arithmetic with the host kernels' formulas
 // (Host+Optimizers.swift), each stored value rounded once. Compiled after Common.metal, in one
@@ -861,15 +968,6 @@ LUCID_MAX_POOL_BACKWARD(max_pool2d_backward_bfloat16, bfloat)
 // `outer` lays out the output over the kept dimensions (operand 0: the input's strides, 1: the
 // output's); `inner` lays out the reduced dimensions (operand 0: the input's strides).
 
-// sum += x, keeping the rounding error in `carry` (Kahan). Once the sum is infinite or NaN
-// there is no error to keep: inf - inf would turn it into NaN.
-inline void compensated_add(thread float& sum, thread float& carry, float x) {
-    float y = x - carry;
-    float t = sum + y;
-    carry = isfinite(t) ? (t - sum) - y : 0.0f;
-    sum = t;
-}
-
 #define LUCID_REDUCE_FLOAT(NAME, T)                                                                  \
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
@@ -897,9 +995,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device long* out [[buffer(1)]]
 }
 
 // The same with one threadgroup per output element, for few outputs over many elements: each
-// thread keeps a compensated sum of every width-th element, and the threads' (sum, error)
-// pairs are added pairwise in threadgroup memory without losing the error terms (TwoSum).
-// `width` is a power of two; the threadgroup memory holds two floats per thread.
+// thread keeps a compensated sum of every width-th element, and the group adds them up
+// (threadgroup_sum in Common.metal). The threadgroup memory holds two floats per thread.
 #define LUCID_REDUCE_FLOAT_GROUP(NAME, T)                                                            \
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
@@ -911,25 +1008,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
     for (ulong r = lane; r < inner.count; r += width) {                                              \
         compensated_add(sum, carry, widen(a[base + element_offset(r, inner, 0)]));                   \
     }                                                                                                \
-    partial[lane] = sum;                                                                             \
-    partial[width + lane] = -carry;                                                                  \
-    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
-    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {                             \
-        if (lane < half_width) {                                                                     \
-            float x = partial[lane], y = partial[lane + half_width];                                 \
-            float s = x + y;                                                                         \
-            float error = 0.0f;                                                                      \
-            if (isfinite(s)) {                                                                       \
-                float yy = s - x;                                                                    \
-                error = (x - (s - yy)) + (y - yy);                                                   \
-            }                                                                                        \
-            partial[lane] = s;                                                                       \
-            partial[width + lane] = partial[width + lane] + partial[width + lane + half_width] + error; \
-        }                                                                                            \
-        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
-    }                                                                                                \
+    float total = threadgroup_sum(sum, carry, partial, lane, width);                                 \
     if (lane == 0) {                                                                                 \
-        float total = isfinite(partial[0]) ? partial[0] + partial[width] : partial[0];              \
         if (mean != 0) total = total / float(inner.count);                                           \
         out[element_offset(group, outer, 1)] = narrow<T>(total);                                     \
     }                                                                                                \
@@ -990,8 +1070,6 @@ struct SoftmaxShape {
     long log;     // 1 for log-softmax
 };
 
-inline float max_or_nan(float a, float b) { return (isnan(a) || a > b) ? a : b; }
-
 #define LUCID_SOFTMAX(NAME, T)                                                                       \
 kernel void NAME(device const T* x [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant SoftmaxShape& s [[buffer(2)]], threadgroup float* partial [[threadgroup(0)]], \
@@ -1000,23 +1078,13 @@ kernel void NAME(device const T* x [[buffer(0)]], device T* out [[buffer(1)]],  
     long base = (long(row) / s.inner) * s.length * s.inner + long(row) % s.inner;                    \
     float m = -INFINITY;                                                                             \
     for (long k = lane; k < s.length; k += width) m = max_or_nan(m, widen(x[base + k * s.inner]));   \
-    partial[lane] = m;                                                                               \
-    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
-    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {                             \
-        if (lane < half_width) partial[lane] = max_or_nan(partial[lane], partial[lane + half_width]); \
-        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+    m = threadgroup_max(m, partial, lane, width);                                                    \
+    m = fabs(m) < INFINITY ? m : 0.0f;                                                               \
+    float sum = 0.0f, carry = 0.0f;                                                                  \
+    for (long k = lane; k < s.length; k += width) {                                                  \
+        compensated_add(sum, carry, precise::exp(widen(x[base + k * s.inner]) - m));                 \
     }                                                                                                \
-    m = fabs(partial[0]) < INFINITY ? partial[0] : 0.0f;                                             \
-    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
-    float sum = 0.0f;                                                                                \
-    for (long k = lane; k < s.length; k += width) sum += precise::exp(widen(x[base + k * s.inner]) - m); \
-    partial[lane] = sum;                                                                             \
-    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
-    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {                             \
-        if (lane < half_width) partial[lane] += partial[lane + half_width];                          \
-        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
-    }                                                                                                \
-    sum = partial[0];                                                                                \
+    sum = threadgroup_sum(sum, carry, partial, lane, width);                                         \
     float log_sum = precise::log(sum);                                                               \
     for (long k = lane; k < s.length; k += width) {                                                  \
         float shifted = widen(x[base + k * s.inner]) - m;                                            \

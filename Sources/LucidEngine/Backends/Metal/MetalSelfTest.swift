@@ -156,6 +156,16 @@ enum MetalSelfTest {
                     return out
                 }
             }
+            for wide in [false, true] where !(wide && dtype == .float32) {
+                compare(wide ? "normalize_rows_to_float32" : "normalize_rows", dtype, tol * 4) { be in
+                    let x = try make(a, shape, dtype, be), w = try make(b, [17], .float32, be), bias = try make(a, [17], .float32, be)
+                    let out = try TensorImpl.empty(shape, dtype: wide ? .float32 : dtype, on: be)
+                    let mean = try TensorImpl.empty([3], dtype: .float32, on: be), rstd = try TensorImpl.empty([3], dtype: .float32, on: be)
+                    try normalization(be).normalizeRows(x, rows: 3, eps: 1e-5, weight: wide ? nil : w, bias: wide ? nil : bias,
+                                                        into: out, mean: mean, rstd: rstd)
+                    return out
+                }
+            }
             compare("gather", dtype, 0) { be in
                 let x = try make(a, shape, dtype, be), out = try TensorImpl.empty([3, 7], dtype: dtype, on: be)
                 let index = try make((0..<21).map { Float(($0 * 7) % 17) }, [3, 7], .int64, be)
@@ -268,6 +278,11 @@ enum MetalSelfTest {
 
     private static func pooling(_ be: any Backend) throws -> any PoolingKernels {
         guard let k = be.poolingKernels else { throw LucidError.runtime("no pooling kernels") }
+        return k
+    }
+
+    private static func normalization(_ be: any Backend) throws -> any NormalizationKernels {
+        guard let k = be.normalizationKernels else { throw LucidError.runtime("no normalization kernels") }
         return k
     }
 

@@ -63,3 +63,57 @@ inline float widen(bfloat b) { return as_type<float>(uint(as_type<ushort>(b)) <<
 template <typename T> inline T narrow(float x) { return T(x); }
 template <> inline half narrow<half>(float x) { return as_type<half>(float16_bits(x)); }
 template <> inline bfloat narrow<bfloat>(float x) { return as_type<bfloat>(bfloat16_bits(x)); }
+
+// ---- cooperating threadgroups ------------------------------------------------------------
+// For kernels that run a threadgroup of `width` threads (a power of two) per row, combining
+// per-thread values through `partial` in threadgroup memory. Every thread of the group must
+// call them (they hold barriers), and every thread gets the result.
+
+// sum += x, keeping the rounding error in `carry` (Kahan). Once the sum is infinite or NaN
+// there is no error to keep: inf - inf would turn it into NaN.
+inline void compensated_add(thread float& sum, thread float& carry, float x) {
+    float y = x - carry;
+    float t = sum + y;
+    carry = isfinite(t) ? (t - sum) - y : 0.0f;
+    sum = t;
+}
+
+inline float max_or_nan(float a, float b) { return (isnan(a) || a > b) ? a : b; }
+
+// The largest of the threads' values (NaN if any is NaN); `partial` holds `width` floats.
+inline float threadgroup_max(float value, threadgroup float* partial, uint lane, uint width) {
+    partial[lane] = value;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {
+        if (lane < half_width) partial[lane] = max_or_nan(partial[lane], partial[lane + half_width]);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    float result = partial[0];
+    threadgroup_barrier(mem_flags::mem_threadgroup);  // partial may be reused at once
+    return result;
+}
+
+// The sum of the threads' compensated sums (sum - carry each), added pairwise without losing
+// the error terms (TwoSum); `partial` holds 2 · width floats.
+inline float threadgroup_sum(float sum, float carry, threadgroup float* partial, uint lane, uint width) {
+    partial[lane] = sum;
+    partial[width + lane] = -carry;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {
+        if (lane < half_width) {
+            float x = partial[lane], y = partial[lane + half_width];
+            float s = x + y;
+            float error = 0.0f;
+            if (isfinite(s)) {
+                float yy = s - x;
+                error = (x - (s - yy)) + (y - yy);
+            }
+            partial[lane] = s;
+            partial[width + lane] = partial[width + lane] + partial[width + lane + half_width] + error;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    float result = isfinite(partial[0]) ? partial[0] + partial[width] : partial[0];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    return result;
+}

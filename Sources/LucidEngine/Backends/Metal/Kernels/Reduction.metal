@@ -8,15 +8,6 @@
 // `outer` lays out the output over the kept dimensions (operand 0: the input's strides, 1: the
 // output's); `inner` lays out the reduced dimensions (operand 0: the input's strides).
 
-// sum += x, keeping the rounding error in `carry` (Kahan). Once the sum is infinite or NaN
-// there is no error to keep: inf - inf would turn it into NaN.
-inline void compensated_add(thread float& sum, thread float& carry, float x) {
-    float y = x - carry;
-    float t = sum + y;
-    carry = isfinite(t) ? (t - sum) - y : 0.0f;
-    sum = t;
-}
-
 #define LUCID_REDUCE_FLOAT(NAME, T)                                                                  \
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
@@ -44,9 +35,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device long* out [[buffer(1)]]
 }
 
 // The same with one threadgroup per output element, for few outputs over many elements: each
-// thread keeps a compensated sum of every width-th element, and the threads' (sum, error)
-// pairs are added pairwise in threadgroup memory without losing the error terms (TwoSum).
-// `width` is a power of two; the threadgroup memory holds two floats per thread.
+// thread keeps a compensated sum of every width-th element, and the group adds them up
+// (threadgroup_sum in Common.metal). The threadgroup memory holds two floats per thread.
 #define LUCID_REDUCE_FLOAT_GROUP(NAME, T)                                                            \
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
@@ -58,25 +48,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
     for (ulong r = lane; r < inner.count; r += width) {                                              \
         compensated_add(sum, carry, widen(a[base + element_offset(r, inner, 0)]));                   \
     }                                                                                                \
-    partial[lane] = sum;                                                                             \
-    partial[width + lane] = -carry;                                                                  \
-    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
-    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {                             \
-        if (lane < half_width) {                                                                     \
-            float x = partial[lane], y = partial[lane + half_width];                                 \
-            float s = x + y;                                                                         \
-            float error = 0.0f;                                                                      \
-            if (isfinite(s)) {                                                                       \
-                float yy = s - x;                                                                    \
-                error = (x - (s - yy)) + (y - yy);                                                   \
-            }                                                                                        \
-            partial[lane] = s;                                                                       \
-            partial[width + lane] = partial[width + lane] + partial[width + lane + half_width] + error; \
-        }                                                                                            \
-        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
-    }                                                                                                \
+    float total = threadgroup_sum(sum, carry, partial, lane, width);                                 \
     if (lane == 0) {                                                                                 \
-        float total = isfinite(partial[0]) ? partial[0] + partial[width] : partial[0];              \
         if (mean != 0) total = total / float(inner.count);                                           \
         out[element_offset(group, outer, 1)] = narrow<T>(total);                                     \
     }                                                                                                \

@@ -13,8 +13,6 @@ struct SoftmaxShape {
     long log;     // 1 for log-softmax
 };
 
-inline float max_or_nan(float a, float b) { return (isnan(a) || a > b) ? a : b; }
-
 #define LUCID_SOFTMAX(NAME, T)                                                                       \
 kernel void NAME(device const T* x [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant SoftmaxShape& s [[buffer(2)]], threadgroup float* partial [[threadgroup(0)]], \
@@ -23,23 +21,13 @@ kernel void NAME(device const T* x [[buffer(0)]], device T* out [[buffer(1)]],  
     long base = (long(row) / s.inner) * s.length * s.inner + long(row) % s.inner;                    \
     float m = -INFINITY;                                                                             \
     for (long k = lane; k < s.length; k += width) m = max_or_nan(m, widen(x[base + k * s.inner]));   \
-    partial[lane] = m;                                                                               \
-    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
-    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {                             \
-        if (lane < half_width) partial[lane] = max_or_nan(partial[lane], partial[lane + half_width]); \
-        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+    m = threadgroup_max(m, partial, lane, width);                                                    \
+    m = fabs(m) < INFINITY ? m : 0.0f;                                                               \
+    float sum = 0.0f, carry = 0.0f;                                                                  \
+    for (long k = lane; k < s.length; k += width) {                                                  \
+        compensated_add(sum, carry, precise::exp(widen(x[base + k * s.inner]) - m));                 \
     }                                                                                                \
-    m = fabs(partial[0]) < INFINITY ? partial[0] : 0.0f;                                             \
-    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
-    float sum = 0.0f;                                                                                \
-    for (long k = lane; k < s.length; k += width) sum += precise::exp(widen(x[base + k * s.inner]) - m); \
-    partial[lane] = sum;                                                                             \
-    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
-    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {                             \
-        if (lane < half_width) partial[lane] += partial[lane + half_width];                          \
-        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
-    }                                                                                                \
-    sum = partial[0];                                                                                \
+    sum = threadgroup_sum(sum, carry, partial, lane, width);                                         \
     float log_sum = precise::log(sum);                                                               \
     for (long k = lane; k < s.length; k += width) {                                                  \
         float shifted = widen(x[base + k * s.inner]) - m;                                            \
