@@ -330,12 +330,15 @@ def test_products_of_whole_and_partial_tiles_match_numpy(dtype, m, k, n):
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
 
 
-def test_integer_matmul_runs_on_the_host_and_is_counted():
-    a = RNG.integers(-5, 5, (3, 4)).astype(np.int64)
-    ma = metal(a)
-    got, counts = counts_during(lambda: (ma @ ma.T).numpy())
-    np.testing.assert_array_equal(got, a @ a.T)
-    assert counts == {"matmul": 1}, counts
+@pytest.mark.parametrize("dtype", [lucid.int32, lucid.int64])
+def test_integer_matmul_runs_on_the_gpu_and_wraps_like_the_cpu(dtype):
+    a = RNG.integers(-5, 5, (2, 3, 4))
+    big = np.full((4, 2), 2 ** 62 if dtype == lucid.int64 else 2 ** 30, np.int64)  # sums that wrap
+    ma, mbig = metal(a, dtype), metal(big, dtype)
+    (got, wrapped), counts = counts_during(lambda: ((ma @ ma.transpose(1, 2)).numpy(), (ma @ mbig).numpy()))
+    np.testing.assert_array_equal(got, a @ a.transpose(0, 2, 1))
+    np.testing.assert_array_equal(wrapped, (lucid.tensor(a).to(dtype) @ lucid.tensor(big).to(dtype)).numpy())
+    assert counts == {}, counts
 
 
 def test_fills_and_conversions_on_the_gpu_keep_the_host_rounding():

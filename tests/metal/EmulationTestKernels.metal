@@ -37,3 +37,8 @@ kernel void write_past_threadgroup_memory(device int* out [[buffer(0)]], threadg
     threadgroup_barrier(mem_flags::mem_threadgroup);
     out[lane] = shared[lane] + int(width);
 }
+
+// Each thread writes its right neighbour's element: the last one writes past the buffer.
+kernel void write_past_buffer_end(device int* out [[buffer(0)]], uint gid [[thread_position_in_grid]]) {
+    out[gid + 1] = 1;
+}

@@ -170,6 +170,16 @@ private func stderrText(_ result: ExitTest.Result?) -> String {
         #expect("\(commandBuffer.error.map { "\($0)" } ?? "")".contains("wrote past the 64 bytes of threadgroup memory of 'shared'"))
     }
 
+    @Test func writingPastABufferFailsTheCommandBuffer() throws {
+        let (commandBuffer, e, _) = try testKernel("write_past_buffer_end", count: 16)
+        e.dispatchThreads(MTLSize(width: 16, height: 1, depth: 1), threadsPerThreadgroup: MTLSize(width: 16, height: 1, depth: 1))
+        e.endEncoding()
+        commandBuffer.commit()
+        commandBuffer.waitUntilCompleted()
+        #expect(commandBuffer.status == .error)
+        #expect("\(commandBuffer.error.map { "\($0)" } ?? "")".contains("write_past_buffer_end wrote past the end of a 64-byte buffer"))
+    }
+
     @Test func threadgroupMemoryMustBeSized() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let (_, e, _) = try testKernel("barrier_exchange", count: 32)

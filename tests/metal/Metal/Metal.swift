@@ -9,9 +9,10 @@
 // only show on a Mac as wrong numbers: every argument a kernel declares must be bound, with
 // bytes of exactly the size its parameter declares and buffers whose dtype label (when the
 // backend sets one) matches its element type; offsets must be aligned; a command buffer
-// commits once; and the host may not touch a buffer's contents while an unfinished command
-// buffer uses it. A violation stops the process with a message naming it: it is a bug in
-// the backend, never in a user's input.
+// commits once; the host may not touch a buffer's contents while an unfinished command
+// buffer uses it; and a kernel that writes past the end of a buffer or of its threadgroup
+// memory, or diverges at a barrier, fails its command buffer. Any other violation stops the
+// process with a message naming it: it is a bug in the backend, never in a user's input.
 
 import MSLKernels
 
@@ -230,13 +231,27 @@ final class EmulatedBuffer: MTLBuffer, @unchecked Sendable {
     var pendingWrites = 0
     var pendingReads = 0
 
+    /// Bytes after the buffer's end that must keep their pattern: a kernel that writes past
+    /// the end of a buffer (which on a GPU silently corrupts another allocation) is caught.
+    static let guardBytes = 64
+    static let guardPattern: UInt8 = 0xA5
+
     init(length: Int) {
         self.length = length
         // Page-aligned like Metal's allocations; zeroed so that a stray read is deterministic.
         var p: UnsafeMutableRawPointer?
-        guard posix_memalign(&p, 16384, length) == 0, let p else { metalMisuse("out of memory for \(length) bytes") }
+        guard posix_memalign(&p, 16384, length + Self.guardBytes) == 0, let p else {
+            metalMisuse("out of memory for \(length) bytes")
+        }
         memset(p, 0, length)
+        memset(p + length, Int32(Self.guardPattern), Self.guardBytes)
         memory = p
+    }
+
+    /// Whether something wrote past the end of the buffer.
+    var overrun: Bool {
+        let tail = (memory + length).assumingMemoryBound(to: UInt8.self)
+        return (0..<Self.guardBytes).contains { tail[$0] != Self.guardPattern }
     }
 
     deinit {
@@ -479,7 +494,7 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
                     metalMisuse("\(name): '\(pname)' has fewer than one \(ptype) left after offset \(offset)")
                 }
                 owner.use(b, writing: p.is_const == 0)
-                args.append(.buffer(b, offset))
+                args.append(.buffer(b, offset, writing: p.is_const == 0))
             case Int32(LUCID_MSL_CONSTANT_REF):
                 if let data = bytes[index] {
                     if data.count != Int(p.size) {
@@ -490,7 +505,7 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
                     if offset % 256 != 0 { metalMisuse("\(name): '\(pname)' constant buffer offset \(offset) is not a multiple of 256") }
                     if b.length - offset < Int(p.size) { metalMisuse("\(name): '\(pname)' needs \(p.size) bytes after offset \(offset)") }
                     owner.use(b, writing: false)
-                    args.append(.buffer(b, offset))
+                    args.append(.buffer(b, offset, writing: false))
                 } else {
                     metalMisuse("\(name): parameter '\(pname)' (constant \(ptype)&, buffer \(index)) is not bound")
                 }
@@ -523,7 +538,7 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
     }
 
     enum Arg {
-        case buffer(EmulatedBuffer, Int)
+        case buffer(EmulatedBuffer, Int, writing: Bool)
         case bytes([UInt8])
         case threadgroup(Int)
         case none
@@ -544,7 +559,7 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
             for a in args {
                 lengths.append(0)
                 switch a {
-                case .buffer(let b, let offset): pointers.append(b.gpuAddress + offset)
+                case .buffer(let b, let offset, _): pointers.append(b.gpuAddress + offset)
                 case .bytes(let data):
                     var p: UnsafeMutableRawPointer?
                     guard posix_memalign(&p, 16, data.count) == 0, let p else { metalMisuse("out of memory") }
@@ -565,6 +580,9 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
             }
             if status != 0 {
                 throw MTLEmulationError(description: message.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+            }
+            for case .buffer(let b, _, writing: true) in args where b.overrun {
+                throw MTLEmulationError(description: "kernel \(String(cString: kernel.pointee.name)) wrote past the end of a \(b.length)-byte buffer (\(b.label ?? "unlabelled"))")
             }
         }
     }

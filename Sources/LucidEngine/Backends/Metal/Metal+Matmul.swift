@@ -37,14 +37,16 @@ private struct MPSOperand {
 /// Shaders (`MPSMatrixMultiplication`, float32 accumulation); float16, bfloat16 and products
 /// with a bias run the gemm kernels (Kernels/Matmul.metal: 16×16 tiles staged in threadgroup
 /// memory, or a thread per output for thinner products), in float32 arithmetic with the
-/// bias added before the one rounding, as the host computes them. Integer products run on the
-/// host (counted).
+/// bias added before the one rounding, as the host computes them. Integer products wrap in
+/// int64, as on the host.
 extension MetalBackend: MatmulKernels {
     var matmulKernels: (any MatmulKernels)? { self }
 
     func gemm(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl) {
         guard out.numel > 0 else { return }
-        guard out.dtype.isFloatingPoint else { return onHost("matmul").gemm(a, b, bias: bias, into: out) }
+        guard out.dtype.isFloatingPoint || out.dtype == .int32 || out.dtype == .int64 else {
+            return onHost("matmul").gemm(a, b, bias: bias, into: out)
+        }
         if out.dtype == .float32, bias == nil, a.shape[2] > 0,
            let left = MPSOperand(a), let right = MPSOperand(b), let result = MPSOperand(out) {
             let (m, n, k) = (out.shape[1], out.shape[2], a.shape[2])
@@ -66,7 +68,7 @@ extension MetalBackend: MatmulKernels {
             setBytes(gemmShape(a, b, out, bias: bias != nil), 4, e)
         }
         let (m, n, tile) = (out.shape[1], out.shape[2], 16)
-        if m >= tile && n >= tile {
+        if out.dtype.isFloatingPoint && m >= tile && n >= tile {
             let tiles = out.shape[0] * ((m + tile - 1) / tile) * ((n + tile - 1) / tile)
             encode("gemm_tiled_\(out.dtype.name)", groups: tiles, width: tile * tile, floatsPerThread: 2, bindAll)
         } else {

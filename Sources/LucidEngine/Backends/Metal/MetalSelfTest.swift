@@ -234,6 +234,13 @@ enum MetalSelfTest {
                     return out
                 }
             }
+            compare("matmul", dtype, 0) { be in
+                let x = try make(a, [3, 17], dtype, be), y = try make(b, [17, 3], dtype, be)
+                let out = try TensorImpl.empty([1, 3, 3], dtype: dtype, on: be)
+                try matmul(be).gemm(x.view(shape: [1, 3, 17], strides: [0, 17, 1], offset: 0),
+                                    y.view(shape: [1, 17, 3], strides: [0, 3, 1], offset: 0), bias: nil, into: out)
+                return out
+            }
             compare("sum", dtype, 0) { be in
                 let x = try make(a, shape, dtype, be), out = try TensorImpl.empty([1, 17], dtype: .int64, on: be)
                 try reduction(be).reduce(.sum, x, axes: [0], into: out)

@@ -81,3 +81,26 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
 LUCID_GEMM_TILED(gemm_tiled_float32, float)
 LUCID_GEMM_TILED(gemm_tiled_float16, half)
 LUCID_GEMM_TILED(gemm_tiled_bfloat16, bfloat)
+
+// Integer products, as the host's plain loop: int64 wrapping arithmetic, the bias first, the
+// result truncated into the dtype; one thread per output.
+#define LUCID_GEMM_INT(NAME, T)                                                                      \
+kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
+                 device const T* bias [[buffer(2)]], device T* out [[buffer(3)]],                    \
+                 constant GemmShape& s [[buffer(4)]], uint gid [[thread_position_in_grid]]) {        \
+    ulong total = ulong(s.batch) * ulong(s.m) * ulong(s.n);                                          \
+    if (ulong(gid) >= total) return;                                                                 \
+    long j = long(gid % ulong(s.n));                                                                 \
+    long i = long((gid / ulong(s.n)) % ulong(s.m));                                                  \
+    long batch = long(gid / (ulong(s.n) * ulong(s.m)));                                              \
+    long pa = batch * s.a_strides[0] + i * s.a_strides[1];                                           \
+    long pb = batch * s.b_strides[0] + j * s.b_strides[2];                                           \
+    ulong acc = s.has_bias != 0 ? ulong(long(bias[j])) : 0ul;                                        \
+    for (long l = 0; l < s.k; ++l) {                                                                 \
+        acc += ulong(long(a[pa + l * s.a_strides[2]])) * ulong(long(b[pb + l * s.b_strides[1]]));   \
+    }                                                                                                \
+    out[gid] = T(long(acc));                                                                         \
+}
+
+LUCID_GEMM_INT(gemm_int32, int)
+LUCID_GEMM_INT(gemm_int64, long)
