@@ -94,6 +94,30 @@ def test_gelu_and_its_gradient_on_the_gpu_match_the_cpu():
         np.testing.assert_allclose(xm.grad.numpy(), xc.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [lucid.int32, lucid.int64])
+def test_integer_unary_bool_arithmetic_and_empty_reductions_run_on_the_gpu(dtype):
+    info = np.iinfo(NP[dtype])
+    a = np.array([info.min, -7, 0, 5, info.max], NP[dtype])
+    ma = metal(a)
+    mask = RNG.standard_normal((3, 4)) > 0
+    other = RNG.standard_normal((3, 4)) > 0
+    empty = np.zeros((0, 3), np.float32)
+    (neg, relu, absolute, bool_sum, bool_product, sums), counts = counts_during(lambda: (
+        (-ma).numpy(), lucid.relu(ma).numpy(), ma.abs().numpy(),
+        (metal(mask) + metal(other)).numpy(), (metal(mask) * metal(other)).numpy(),
+        (metal(empty).sum(0).numpy(), metal(empty).mean(0).numpy(), metal(empty.astype(np.int64)).sum(0).numpy())))
+    assert counts == {}, counts
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(neg, -a)  # wraps: -min == min
+    np.testing.assert_array_equal(relu, np.maximum(a, 0))
+    np.testing.assert_array_equal(absolute, np.where(a == info.min, a, np.abs(a)))
+    np.testing.assert_array_equal(bool_sum, mask | other)
+    np.testing.assert_array_equal(bool_product, mask & other)
+    np.testing.assert_array_equal(sums[0], [0, 0, 0])
+    assert np.isnan(sums[1]).all()
+    np.testing.assert_array_equal(sums[2], [0, 0, 0])
+
+
 @pytest.mark.parametrize("dtype", FLOATS + [lucid.int32, lucid.int64])
 def test_comparisons_and_where_run_on_the_gpu(dtype):
     a = RNG.integers(-3, 3, (4, 5)).astype(NP[dtype])

@@ -8,7 +8,7 @@ extension MetalBackend: ElementwiseKernels {
     var elementwiseKernels: (any ElementwiseKernels)? { self }
 
     private static let floating: Set<DType> = [.float32, .float16, .bfloat16]
-    private static let arithmetic: Set<DType> = [.float32, .float16, .bfloat16, .int32, .int64]
+    private static let arithmetic: Set<DType> = [.float32, .float16, .bfloat16, .int32, .int64, .bool]
 
     private static func code(_ op: BinaryKernel) -> UInt32 {
         switch op {
@@ -56,7 +56,9 @@ extension MetalBackend: ElementwiseKernels {
 
     func unary(_ op: UnaryKernel, _ a: TensorImpl, into out: TensorImpl) {
         guard out.numel > 0 else { return }
-        guard Self.floating.contains(out.dtype), let layout = MetalLayout(shape: out.shape, operands: [a.strides, out.strides])
+        let integral = (out.dtype == .int32 || out.dtype == .int64) && op.keepsIntegers
+        guard Self.floating.contains(out.dtype) || integral,
+              let layout = MetalLayout(shape: out.shape, operands: [a.strides, out.strides])
         else { return onHost(op.name).unary(op, a, into: out) }
         encode("unary_\(out.dtype.name)", count: layout.count) { e in
             bind(a, 0, e)

@@ -20,7 +20,11 @@ extension MetalBackend: ReductionKernels {
         let integral = !a.dtype.isFloatingPoint && op == .sum && out.dtype == .int64
         var kept = a.shape, reduced = a.shape
         for d in a.shape.indices { if axes.contains(d) { kept[d] = 1 } else { reduced[d] = 1 } }
-        guard floating || integral, a.numel > 0,
+        if a.numel == 0, floating || integral {
+            // Nothing to add: a sum is 0, a mean NaN (0 / 0), as on the host.
+            return fill(out, with: op == .mean && floating ? Scalar(.nan) : Scalar(int: 0))
+        }
+        guard floating || integral,
               let outer = MetalLayout(shape: kept, operands: [a.strides, out.strides]),
               let inner = MetalLayout(shape: reduced, operands: [a.strides]) else {
             return onHost("\(op)").reduce(op, a, axes: axes, into: out)

@@ -246,6 +246,10 @@ inline long integer_power(long base, long exponent) {
 
 constant long LONG_LOWEST = -9223372036854775807L - 1L;
 
+// An int64 result stored as T: truncated, as the host stores it; a bool stores v != 0.
+template <typename T> inline T from_long(long v) { return T(v); }
+template <> inline uchar from_long<uchar>(long v) { return v != 0 ? 1 : 0; }
+
 // Wrapping integer arithmetic, computed in unsigned form (signed overflow is undefined).
 inline long binary_int(uint op, long x, long y) {
     switch (op) {
@@ -274,7 +278,7 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
                  constant uint& op [[buffer(4)]], uint gid [[thread_position_in_grid]]) {            \
     if (ulong(gid) >= layout.count) return;                                                          \
     long x = long(a[element_offset(gid, layout, 0)]), y = long(b[element_offset(gid, layout, 1)]);   \
-    out[element_offset(gid, layout, 2)] = T(binary_int(op, x, y));                                   \
+    out[element_offset(gid, layout, 2)] = from_long<T>(binary_int(op, x, y));                          \
 }
 
 LUCID_BINARY_FLOAT(binary_float32, float)
@@ -282,6 +286,7 @@ LUCID_BINARY_FLOAT(binary_float16, half)
 LUCID_BINARY_FLOAT(binary_bfloat16, bfloat)
 LUCID_BINARY_INT(binary_int32, int)
 LUCID_BINARY_INT(binary_int64, long)
+LUCID_BINARY_INT(binary_bool, uchar)
 
 // `a op s` (or `s op a` when `scalar_first`); the scalar is float32 for floating types and
 // int64 for integers, as the host kernels take it.
@@ -304,7 +309,7 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
     if (ulong(gid) >= layout.count) return;                                                          \
     long x = long(a[element_offset(gid, layout, 0)]);                                                \
     long r = scalar_first != 0 ? binary_int(op, scalar, x) : binary_int(op, x, scalar);              \
-    out[element_offset(gid, layout, 1)] = T(r);                                                      \
+    out[element_offset(gid, layout, 1)] = from_long<T>(r);                                           \
 }
 
 LUCID_BINARY_SCALAR_FLOAT(binary_scalar_float32, float)
@@ -312,6 +317,7 @@ LUCID_BINARY_SCALAR_FLOAT(binary_scalar_float16, half)
 LUCID_BINARY_SCALAR_FLOAT(binary_scalar_bfloat16, bfloat)
 LUCID_BINARY_SCALAR_INT(binary_scalar_int32, int)
 LUCID_BINARY_SCALAR_INT(binary_scalar_int64, long)
+LUCID_BINARY_SCALAR_INT(binary_scalar_bool, uchar)
 
 // ---- unary -------------------------------------------------------------------------------
 // Op codes: UnaryKernel's raw values.
@@ -405,6 +411,26 @@ kernel void NAME(device const T* x [[buffer(0)]], device const T* y [[buffer(1)]
     grad_in[element_offset(gid, output, 0)] = narrow<T>(g * unary_derivative(op, xv, yv));           \
 }
 
+// The unary ops that keep integers (UnaryKernel.keepsIntegers): neg (wrapping), relu, abs
+// (int64's lowest stays itself); computed in int64 and truncated into the dtype.
+inline long unary_int(uint op, long x) {
+    switch (op) {
+    case 0: return long(0ul - ulong(x));
+    case 1: return max(x, 0L);
+    default: return x == LONG_LOWEST ? x : (x < 0 ? -x : x);
+    }
+}
+
+#define LUCID_UNARY_INT(NAME, T)                                                                     \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
+                 constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
+                 uint gid [[thread_position_in_grid]]) {                                             \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    out[element_offset(gid, layout, 1)] = T(unary_int(op, long(a[element_offset(gid, layout, 0)]))); \
+}
+
+LUCID_UNARY_INT(unary_int32, int)
+LUCID_UNARY_INT(unary_int64, long)
 LUCID_UNARY(unary_float32, float)
 LUCID_UNARY(unary_float16, half)
 LUCID_UNARY(unary_bfloat16, bfloat)

@@ -234,6 +234,13 @@ enum MetalSelfTest {
                     return out
                 }
             }
+            for op in UnaryKernel.allCases where op.keepsIntegers {
+                compare(op.name, dtype, 0) { be in
+                    let x = try make(a, shape, dtype, be), out = try TensorImpl.empty(shape, dtype: dtype, on: be)
+                    try kernels(be).unary(op, x, into: out)
+                    return out
+                }
+            }
             compare("matmul", dtype, 0) { be in
                 let x = try make(a, [3, 17], dtype, be), y = try make(b, [17, 3], dtype, be)
                 let out = try TensorImpl.empty([1, 3, 3], dtype: dtype, on: be)
@@ -253,6 +260,15 @@ enum MetalSelfTest {
                     try kernels(be).compare(op, x, y, into: out)
                     return out
                 }
+            }
+        }
+        for op in [BinaryKernel.add, .mul] {  // bool arithmetic: computed as integers, stored as v != 0
+            let a = rng.values(51, scale: 1).map { $0 > 0 ? Float(1) : 0 }, b = rng.values(51, scale: 1).map { $0 > 0 ? Float(1) : 0 }
+            compare("\(op)", .bool, 0) { be in
+                let x = try make(a, shape, .bool, be), y = try make(b, shape, .bool, be)
+                let out = try TensorImpl.empty(shape, dtype: .bool, on: be)
+                try kernels(be).binary(op, x, y, into: out)
+                return out
             }
         }
         return checks
