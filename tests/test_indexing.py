@@ -164,6 +164,23 @@ def test_cat_promotes_and_routes_gradients():
     np.testing.assert_array_equal(x.grad.numpy(), np.full((2, 2), 3.0))
 
 
+@pytest.mark.parametrize("device", ["cpu", "metal"])
+def test_cat_and_stack_promote_to_the_widest_dtype_in_any_order(device):
+    # float32 data must never be narrowed because a bfloat16 tensor came first.
+    wide = lucid.tensor(np.array([[1 + 2 ** -12, 3.0]], np.float32), device=device)
+    for low in (lucid.bfloat16, lucid.float16):
+        narrow = lucid.ones(1, 2, device=device).to(low)
+        for parts in ([narrow, wide], [wide, narrow]):
+            joined = lucid.cat(parts)
+            assert joined.dtype == lucid.float32
+            assert 1 + 2 ** -12 in joined.numpy()
+            assert lucid.stack(parts).dtype == lucid.float32
+    assert lucid.cat([lucid.ones(1, device=device).half(), lucid.ones(1, device=device).bfloat16()]).dtype == lucid.float32
+    # A CPU float16 scope changes nothing (the spec): still the widest.
+    with lucid.amp.autocast("cpu", dtype=lucid.float16):
+        assert lucid.cat([lucid.ones(1).bfloat16(), lucid.ones(1)]).dtype == lucid.float32
+
+
 def test_cat_under_autocast_uses_the_widest_dtype():
     a = lucid.ones(2, 2, device="metal").half()
     b = lucid.ones(2, 2, device="metal")

@@ -459,6 +459,27 @@ def test_cross_entropy_spatial_and_probabilities():
           cross_entropy(logits[:1, :, 0, 0], target[:1, 0, 0]))
 
 
+@pytest.mark.parametrize("low", [lucid.bfloat16, lucid.float16])
+def test_losses_with_mixed_float_inputs_promote_to_the_widest(low):
+    # As PyTorch's arithmetic, and as mse_loss already did: mixed inputs compute in the wider
+    # dtype whatever their order, instead of narrowing the float32 one.
+    x, t = arr(4, 5), rng.random((4, 5)).astype(np.float32)
+    probs = (t / t.sum(1, keepdims=True)).astype(np.float32)
+    for a, b in ((T(x).to(low), T(t)), (T(x), T(t).to(low))):
+        for loss in (F.binary_cross_entropy_with_logits(a, b), F.mse_loss(a, b), F.l1_loss(a, b)):
+            assert loss.dtype == lucid.float32, loss.dtype
+    got = F.binary_cross_entropy_with_logits(T(x).to(low), T(t))
+    xr = T(x).to(low).float().numpy().astype(np.float64)
+    want = np.mean(np.maximum(xr, 0) - xr * t + np.log1p(np.exp(-np.abs(xr))))
+    np.testing.assert_allclose(got.item(), want, rtol=1e-5)
+    ce = F.cross_entropy(T(x).to(low), T(probs))
+    assert ce.dtype == lucid.float32
+    np.testing.assert_allclose(ce.item(), -(log_softmax(xr, 1) * probs).sum(1).mean(), rtol=1e-5)
+    assert F.cross_entropy(T(x), T(probs).to(low)).dtype == lucid.float32
+    w = T(rng.random(5).astype(np.float32))
+    assert F.binary_cross_entropy_with_logits(T(x).to(low), T(t).to(low), pos_weight=w).dtype == lucid.float32
+
+
 def test_cross_entropy_errors_and_autocast():
     with pytest.raises(IndexError, match="out of bounds"):
         F.cross_entropy(T(arr(2, 3)), T([0, 3]))

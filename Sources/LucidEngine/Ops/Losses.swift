@@ -1,5 +1,6 @@
 /// mse, l1, nll, cross-entropy and binary cross-entropy with logits. Every loss is on the
-/// float32 autocast list.
+/// float32 autocast list; outside autocast, floating inputs of mixed dtypes promote to the
+/// widest (as PyTorch's arithmetic does), whatever their order.
 package enum Losses {
     static let mse = OpInfo("mse_loss", .float32)
     static let l1 = OpInfo("l1_loss", .float32)
@@ -149,12 +150,13 @@ package enum Losses {
         let classes = x.shape[1]
         return try crossEntropy.run([x, p] + (weight.map { [$0] } ?? [])) { t in
             try Composite.checkFloat(op, t)
-            let logp = try Activations.logSoftmax(t[0], dim: 1)
-            var q = try Ops.cast(t[1], to: logp.dtype)
+            let dtype = t.dropFirst().reduce(t[0].dtype) { DType.promote($0, $1.dtype) }
+            let logp = try Activations.logSoftmax(try Ops.cast(t[0], to: dtype), dim: 1)
+            var q = try Ops.cast(t[1], to: dtype)
             if smoothing > 0 { q = try Composite.add(try Composite.mul(q, 1 - smoothing), smoothing / Double(classes)) }
             var terms = try Composite.mul(logp, q)
             if t.count > 2 {
-                terms = try Composite.mul(terms, try ShapeOps.reshape(try Ops.cast(t[2], to: logp.dtype), [1, classes] + [Int](repeating: 1, count: x.ndim - 2)))
+                terms = try Composite.mul(terms, try ShapeOps.reshape(try Ops.cast(t[2], to: dtype), [1, classes] + [Int](repeating: 1, count: x.ndim - 2)))
             }
             let loss = try Elementwise.unary(.neg, try Composite.sum(terms, [1]))
             switch reduction {
@@ -177,8 +179,9 @@ package enum Losses {
         }
         return try bceWithLogits.run([input, target] + extras) { t in
             try Composite.checkFloat(op, t)
-            let x = t[0], y = try Ops.cast(t[1], to: x.dtype)
-            var rest = t.dropFirst(2).makeIterator()
+            let dtype = t.dropFirst().reduce(t[0].dtype) { DType.promote($0, $1.dtype) }
+            let x = try Ops.cast(t[0], to: dtype), y = try Ops.cast(t[1], to: dtype)
+            var rest = try t.dropFirst(2).map { try Ops.cast($0, to: dtype) }.makeIterator()
             let w = weight == nil ? nil : rest.next(), pw = posWeight == nil ? nil : rest.next()
             let softplusNeg = try Composite.add(try Elementwise.unary(.log1p, try Elementwise.unary(.exp, try Elementwise.unary(.neg, try Elementwise.unary(.abs, x)))),
                                                 try Elementwise.unary(.relu, try Elementwise.unary(.neg, x)))

@@ -213,7 +213,8 @@ extension ShapeOps {
             total = sum
         }
         let cast = try cat.autocast(tensors)
-        let dtype = cast.dropFirst().reduce(cast[0].dtype) { acc, t in Elementwise.combine(acc, t.dtype) ?? acc }
+        // The widest input dtype, whatever the order (bfloat16 with float32 is float32).
+        let dtype = cast.dropFirst().reduce(cast[0].dtype) { DType.promote($0, $1.dtype) }
         let inputs = try cast.map { try Ops.cast($0, to: dtype) }
         var shape = first.shape
         shape[d] = total
