@@ -77,6 +77,11 @@ int32_t lucid_autocast_live_guards(int64_t *out);
 /* Parameter casts the calling thread's autocast weight cache holds (emptied when its
  * outermost scope exits). */
 int32_t lucid_autocast_cached_casts(int64_t *out);
+/* Whether the calling thread's weight cache is used (1, as for a new thread) or not (0):
+ * autocast's cache_enabled. set writes the previous setting to *previous (may be NULL);
+ * enabled must be 0 or 1. Casts already cached stay until the outermost scope exits. */
+int32_t lucid_autocast_is_cache_enabled(int32_t *out);
+int32_t lucid_autocast_set_cache_enabled(int32_t enabled, int32_t *previous);
 /* The op table: index 0..count-1 gives a name (static storage), a LUCID_POLICY_* code and
  * whether the CPU stream has a bfloat16 kernel (when 0, bfloat16 CPU autocast runs it in
  * float32). */

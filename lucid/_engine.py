@@ -57,6 +57,8 @@ _SIGNATURES = {
     "lucid_autocast_get_dtype": ([_i32, _p_i32], _i32),
     "lucid_autocast_live_guards": ([_p_i64], _i32),
     "lucid_autocast_cached_casts": ([_p_i64], _i32),
+    "lucid_autocast_is_cache_enabled": ([_p_i32], _i32),
+    "lucid_autocast_set_cache_enabled": ([_i32, _p_i32], _i32),
     "lucid_op_count": ([_p_i32], _i32),
     "lucid_op_info": ([_i32, POINTER(c_char_p), _p_i32, _p_i32], _i32),
     "lucid_tensor_from_host": ([c_void_p, _i64, _p_i64, _i32, _i32, _i32, _p_u64], _i32),
@@ -286,6 +288,19 @@ def autocast_live_guards() -> int:
 def autocast_cached_casts() -> int:
     """Parameter casts held by this thread's autocast weight cache."""
     return _query_i64(_lib.lucid_autocast_cached_casts)
+
+
+def autocast_is_cache_enabled() -> bool:
+    return bool(_query_i32(_lib.lucid_autocast_is_cache_enabled))
+
+
+def autocast_set_cache_enabled(enabled: bool) -> bool:
+    """Sets this thread's weight-cache switch; returns the previous setting."""
+    previous = c_int32()
+    rc = _lib.lucid_autocast_set_cache_enabled(1 if enabled else 0, byref(previous))
+    if rc:
+        _raise(rc)
+    return bool(previous.value)
 
 
 def op_table():

@@ -1023,6 +1023,55 @@ def test_a_parameter_read_by_several_ops_is_cast_once_per_scope(device, dt):
     assert w.grad.dtype is F32
 
 
+@pytest.mark.parametrize("device,dt", [("cpu", BF16), ("metal", F16)])
+def test_cache_enabled_false_casts_at_every_use_and_restores_the_thread_setting(device, dt):
+    w = lucid.ones(4, 4, device=device, requires_grad=True)
+    x = lucid.ones(2, 4, device=device)
+    assert lucid.amp.is_autocast_cache_enabled()
+    with lucid.amp.autocast(device, dtype=dt, cache_enabled=False) as scope:
+        assert scope.cache_enabled is False and not lucid.amp.is_autocast_cache_enabled()
+        a, b = F.linear(x, w), F.linear(x, w)
+        assert _engine.autocast_cached_casts() == 0
+        with lucid.amp.autocast(device, dtype=dt, cache_enabled=True):
+            F.linear(x, w)
+            assert _engine.autocast_cached_casts() == 1  # cached in the inner scope only
+        assert not lucid.amp.is_autocast_cache_enabled()
+        F.linear(x, w)
+        assert _engine.autocast_cached_casts() == 1  # kept until the outermost scope exits
+    assert lucid.amp.is_autocast_cache_enabled() and _engine.autocast_cached_casts() == 0
+    (a.float().sum() + b.float().sum()).backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.full((4, 4), 4.0))  # both uses reach the leaf
+    # The thread-wide switch, which a scope without cache_enabled leaves alone.
+    lucid.amp.set_autocast_cache_enabled(False)
+    try:
+        with lucid.amp.autocast(device, dtype=dt):
+            F.linear(x, w)
+            assert _engine.autocast_cached_casts() == 0
+    finally:
+        lucid.amp.set_autocast_cache_enabled(True)
+    # An exception leaves the thread's setting as it was.
+    with pytest.raises(KeyError):
+        with lucid.amp.autocast(device, cache_enabled=False):
+            raise KeyError("boom")
+    assert lucid.amp.is_autocast_cache_enabled()
+    with pytest.raises(TypeError, match="cache_enabled must be a bool or None"):
+        lucid.amp.autocast(device, cache_enabled="no")
+    # Another thread starts with its own (default) setting.
+    seen = []
+    with lucid.amp.autocast(device, cache_enabled=False):
+        t = threading.Thread(target=lambda: seen.append(lucid.amp.is_autocast_cache_enabled()))
+        t.start()
+        t.join()
+    assert seen == [True]
+
+
+def test_autocast_is_available_on_lucids_devices_only():
+    assert lucid.amp.is_autocast_available("metal") and lucid.amp.is_autocast_available("cpu")
+    assert not lucid.amp.is_autocast_available("cuda")
+    with pytest.raises(TypeError):
+        lucid.amp.is_autocast_available(None)
+
+
 def test_cast_cache_skips_non_leaves_no_grad_and_float32_scopes():
     w = lucid.ones(4, 4, requires_grad=True)
     h = w * 2  # not a leaf

@@ -43,6 +43,20 @@ public func lucid_autocast_cached_casts(_ out: UnsafeMutablePointer<Int64>?) -> 
     abiCall { try store(Int64(Autocast.cachedCasts), out) }
 }
 
+@_cdecl("lucid_autocast_is_cache_enabled")
+public func lucid_autocast_is_cache_enabled(_ out: UnsafeMutablePointer<Int32>?) -> Int32 {
+    abiCall { try store(Autocast.cacheEnabled ? 1 : 0, out) }
+}
+
+@_cdecl("lucid_autocast_set_cache_enabled")
+public func lucid_autocast_set_cache_enabled(_ enabled: Int32, _ previous: UnsafeMutablePointer<Int32>?) -> Int32 {
+    abiCall {
+        guard enabled == 0 || enabled == 1 else { throw LucidError(.value, "enabled must be 0 or 1, got \(enabled)") }
+        let was = Autocast.setCacheEnabled(enabled == 1)
+        if let previous { previous.pointee = was ? 1 : 0 }
+    }
+}
+
 /// Op names as C strings that live as long as the process.
 nonisolated(unsafe) private let opNames: [UnsafeMutablePointer<CChar>] = OpTable.all.map { strdup($0.name) }
 

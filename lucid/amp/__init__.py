@@ -1,8 +1,9 @@
 """Automatic mixed precision: ``autocast`` scopes, ``GradScaler`` and the op policy table."""
 
-from .autocast_mode import (CastPolicy, autocast, cpu_bfloat16_ops, get_autocast_dtype, is_autocast_enabled, policies,
-                            policy)
+from .autocast_mode import (CastPolicy, autocast, cpu_bfloat16_ops, get_autocast_dtype, is_autocast_available,
+                            is_autocast_cache_enabled, is_autocast_enabled, policies, policy,
+                            set_autocast_cache_enabled)
 from .grad_scaler import GradScaler
 
-__all__ = ["autocast", "GradScaler", "is_autocast_enabled", "get_autocast_dtype", "policy", "policies", "cpu_bfloat16_ops",
-           "CastPolicy"]
+__all__ = ["autocast", "GradScaler", "is_autocast_enabled", "is_autocast_available", "is_autocast_cache_enabled",
+           "set_autocast_cache_enabled", "get_autocast_dtype", "policy", "policies", "cpu_bfloat16_ops", "CastPolicy"]

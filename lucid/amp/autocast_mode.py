@@ -28,6 +28,28 @@ def is_autocast_enabled(device_type: str | None = None) -> bool:
     return E.autocast_is_enabled(_device_code(device_type))
 
 
+def is_autocast_available(device_type) -> bool:
+    """Whether autocast can be used on `device_type`: ``True`` for ``"metal"`` and ``"cpu"``,
+    ``False`` for any other device name."""
+    if not isinstance(device_type, str):
+        raise TypeError(f"device_type must be a str, got {device_type!r}")
+    return device_type in _DEVICE_CODES
+
+
+def is_autocast_cache_enabled() -> bool:
+    """Whether this thread's autocast scopes cache the lower-precision casts of parameters
+    (``True`` for a new thread)."""
+    return E.autocast_is_cache_enabled()
+
+
+def set_autocast_cache_enabled(enabled: bool) -> None:
+    """Turns this thread's autocast weight cache on or off. Casts already cached stay until the
+    outermost scope exits. ``autocast(cache_enabled=...)`` sets it for one scope."""
+    if not isinstance(enabled, (bool, np.bool_)):
+        raise TypeError(f"enabled must be a bool, got {enabled!r}")
+    E.autocast_set_cache_enabled(bool(enabled))
+
+
 def get_autocast_dtype(device_type: str | None = None):
     """The autocast dtype for `device_type` on this thread, or ``None`` when off there.
 
@@ -61,6 +83,11 @@ class autocast:
     enabled : bool, default True
         ``False`` disables autocast on `device_type` for the scope, leaving the other
         device's state untouched.
+    cache_enabled : bool, optional
+        Whether the scope caches the lower-precision cast of each parameter (a float32 leaf
+        that requires gradients) and reuses it, as PyTorch does; the cache empties when the
+        outermost scope exits. ``None`` keeps the thread's setting
+        (:func:`is_autocast_cache_enabled`, on by default); ``False`` casts at every use.
 
     Examples
     --------
@@ -71,7 +98,7 @@ class autocast:
     is_autocast_enabled = staticmethod(is_autocast_enabled)
     get_autocast_dtype = staticmethod(get_autocast_dtype)
 
-    def __init__(self, device_type: str = "metal", dtype=None, enabled: bool = True) -> None:
+    def __init__(self, device_type: str = "metal", dtype=None, enabled: bool = True, cache_enabled=None) -> None:
         code = _device_code(device_type, allow_none=False)
         if dtype is None:
             dtype = float16
@@ -82,6 +109,9 @@ class autocast:
         if not isinstance(enabled, (bool, int, np.bool_)):
             raise TypeError(f"enabled must be a bool, got {enabled!r}")
         enabled = bool(enabled)
+        if cache_enabled is not None and not isinstance(cache_enabled, (bool, np.bool_)):
+            raise TypeError(f"cache_enabled must be a bool or None, got {cache_enabled!r}")
+        self._cache_enabled = None if cache_enabled is None else bool(cache_enabled)
         self._device_type = device_type
         self._device_code = code
         self._dtype = dtype
@@ -103,8 +133,13 @@ class autocast:
     def enabled(self) -> bool:
         return self._enabled
 
+    @property
+    def cache_enabled(self):
+        return self._cache_enabled
+
     def __repr__(self):
-        return f"autocast(device_type={self._device_type!r}, dtype={self._dtype!r}, enabled={self._enabled})"
+        cache = "" if self._cache_enabled is None else f", cache_enabled={self._cache_enabled}"
+        return f"autocast(device_type={self._device_type!r}, dtype={self._dtype!r}, enabled={self._enabled}{cache})"
 
     def __enter__(self):
         made = E.GuardSlot()
@@ -124,6 +159,13 @@ class autocast:
                     handles.pop()
                 E.guard_destroy(made.handle)
             raise
+        if self._cache_enabled is not None:
+            # The thread's cache switch for this entry; its exit puts the previous one back.
+            previous = E.autocast_set_cache_enabled(self._cache_enabled)
+            try:
+                self._local.caches.append(previous)
+            except AttributeError:
+                self._local.caches = [previous]
         return self
 
     def __exit__(self, exc_type, exc_value, traceback) -> bool:
@@ -135,6 +177,9 @@ class autocast:
         # handle rather than a live scope nobody can close. A stale handle on top belongs to
         # an exit that already left its scope, so this exit is for the entry below it; with
         # no entry below, the stale handle is a clear error.
+        caches = getattr(self._local, "caches", None)
+        if self._cache_enabled is not None and caches:
+            E.autocast_set_cache_enabled(caches.pop())
         while True:
             try:
                 E.guard_destroy(handles[-1])

@@ -123,7 +123,9 @@ public enum Autocast {
     /// cast always carries its backward edge.
     static func cast(_ t: TensorImpl, to dtype: DType) throws -> TensorImpl {
         guard t.dtype == .float32, dtype.isLowPrecision, t.requiresGrad, t.gradFn == nil,
-              let state = AMPRegistry.currentIfPresent(), !state.scopes.isEmpty else { return try Ops.cast(t, to: dtype) }
+              let state = AMPRegistry.currentIfPresent(), !state.scopes.isEmpty, state.cacheEnabled else {
+            return try Ops.cast(t, to: dtype)
+        }
         let key = ThreadAMPState.CastKey(source: ObjectIdentifier(t), dtype: dtype)
         if let hit = state.castCache[key] { return hit.cast }
         let cast = try Ops.cast(t, to: dtype)
@@ -141,6 +143,18 @@ public enum Autocast {
 
     /// Number of casts the calling thread's weight cache holds.
     package static var cachedCasts: Int { AMPRegistry.currentIfPresent()?.castCache.count ?? 0 }
+
+    /// Whether the calling thread's weight cache is used (on for a new thread).
+    package static var cacheEnabled: Bool { AMPRegistry.currentIfPresent()?.cacheEnabled ?? true }
+
+    /// Turns the calling thread's weight cache on or off; returns the previous setting. Casts
+    /// already cached stay until the outermost scope exits.
+    @discardableResult
+    package static func setCacheEnabled(_ enabled: Bool) -> Bool {
+        let state = AMPRegistry.current()
+        defer { state.cacheEnabled = enabled }
+        return state.cacheEnabled
+    }
 
     /// The dtype lower-precision ops on `device` cast to, or nil when autocast leaves them
     /// alone. The CPU stream has no float16 kernels, so a CPU float16 scope casts nothing.

@@ -47,6 +47,9 @@ final class ThreadAMPState {
     /// any scope is open: each is cast once and reused by every op that reads it, until the
     /// outermost scope exits. The source is held so that its identity cannot be reused.
     var castCache: [CastKey: (source: TensorImpl, cast: TensorImpl)] = [:]
+    /// Whether lower-precision casts of parameters go through `castCache` (autocast's
+    /// `cache_enabled`; PyTorch's `set_autocast_cache_enabled`). On for a new thread.
+    var cacheEnabled = true
 
     struct CastKey: Hashable {
         let source: ObjectIdentifier
