@@ -1165,3 +1165,124 @@ def test_interrupt_during_exit_still_leaves_the_scope(monkeypatch):
     with pytest.raises(ValueError, match="not a live autocast guard"):
         ac.__exit__(None, None, None)
     ac._local.handles.clear()
+
+
+# ---- autocast state that follows work into other threads -------------------------------------
+
+def _matmul_dtype(device="metal"):
+    a = lucid.ones(2, 2, device=device)
+    return (a @ a).dtype
+
+
+def test_work_handed_to_a_thread_pool_keeps_the_callers_autocast_with_propagate():
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        with lucid.amp.autocast("metal", dtype=BF16):
+            plain = pool.submit(_matmul_dtype).result()
+            carried = pool.submit(lucid.amp.propagate(_matmul_dtype)).result()
+            state = lucid.amp.autocast_state()
+        # The pool's threads are left as they were.
+        after = pool.submit(lambda: (lucid.amp.is_autocast_enabled(), lucid.amp.is_autocast_cache_enabled())).result()
+    assert plain is F32  # PyTorch's behaviour: the state is per thread
+    assert carried is BF16
+    assert after == (False, True)
+    assert state.enabled("metal") and state.dtype("metal") is BF16 and not state.enabled("cpu")
+    assert "metal=lucid.bfloat16" in repr(state) and "cpu=off" in repr(state)
+
+
+def test_a_captured_state_nests_restores_the_threads_own_and_survives_exceptions():
+    with lucid.amp.autocast("cpu", dtype=BF16), lucid.amp.autocast("metal", cache_enabled=False):
+        state = lucid.amp.autocast_state()
+    results = []
+
+    def worker():
+        with lucid.amp.autocast("metal", dtype=BF16):  # the worker's own state
+            with state:
+                inside = (_matmul_dtype(), _matmul_dtype("cpu"), lucid.amp.is_autocast_cache_enabled())
+                with lucid.amp.autocast("metal", enabled=False):
+                    nested = _matmul_dtype()
+                back = _matmul_dtype()
+            try:
+                with state:
+                    raise ValueError("boom")
+            except ValueError:
+                pass
+            results.append((inside, nested, back, _matmul_dtype(), _matmul_dtype("cpu"),
+                            lucid.amp.is_autocast_cache_enabled()))
+        results.append(lucid.amp.is_autocast_enabled())
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    (inside, nested, back, own_metal, own_cpu, own_cache), final = results
+    assert inside == (F16, BF16, False)
+    assert nested is F32 and back is F16
+    assert (own_metal, own_cpu, own_cache) == (BF16, F32, True)
+    assert final is False
+    with pytest.raises(RuntimeError, match="has not entered it"):
+        state.__exit__(None, None, None)
+
+
+def test_captured_states_run_concurrently_in_many_threads():
+    states = {}
+    for dt in (F16, BF16, None):
+        if dt is None:
+            states[dt] = lucid.amp.propagate(_matmul_dtype)
+        else:
+            with lucid.amp.autocast("metal", dtype=dt):
+                states[dt] = lucid.amp.propagate(_matmul_dtype)
+    seen, errors = [], []
+    barrier = threading.Barrier(6)
+
+    def run(dt):
+        try:
+            barrier.wait()
+            for _ in range(50):
+                seen.append((dt, states[dt]()))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(dt,)) for dt in (F16, BF16, None) * 2]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(seen) == 300
+    assert all(got is (F32 if dt is None else dt) for dt, got in seen)
+    with pytest.raises(TypeError, match="propagate takes a callable"):
+        lucid.amp.propagate(3)
+
+
+@pytest.mark.parametrize("device,dt", [("metal", F16), ("metal", BF16), ("cpu", BF16)])
+def test_a_backward_on_another_thread_replays_the_forwards_casts(device, dt):
+    # pytorch#125186: a side-thread backward used another dtype. Here the backward of each op
+    # follows the dtypes its forward recorded, whatever the backward thread's autocast says.
+    rng = np.random.default_rng(5)
+    x_np, w_np = rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal((3, 6)).astype(np.float32)
+
+    def grads(backward_on_thread, thread_scope):
+        x = lucid.tensor(x_np, device=device, requires_grad=True)
+        w = lucid.tensor(w_np, device=device, requires_grad=True)
+        with lucid.amp.autocast(device, dtype=dt):
+            loss = F.gelu(F.linear(x, w)).float().sum()
+        if backward_on_thread:
+            def run():
+                with contextlib.ExitStack() as stack:
+                    if thread_scope is not None:
+                        stack.enter_context(lucid.amp.autocast(device, dtype=thread_scope))
+                    loss.backward()
+            t = threading.Thread(target=run)
+            t.start()
+            t.join()
+        else:
+            loss.backward()
+        return x.grad, w.grad
+
+    same = grads(False, None)
+    other_dt = F16 if dt is BF16 else BF16
+    for scope in (None, other_dt):
+        got = grads(True, scope)
+        for g, want in zip(got, same):
+            assert g.dtype is want.dtype is F32
+            np.testing.assert_array_equal(g.numpy(), want.numpy())

@@ -44,3 +44,13 @@ def test_the_autocast_table_is_the_engines(tmp_path):
     for policy, ops in (("float32", ("pow", "layer_norm", "cross_entropy")), ("lower precision", ("matmul", "conv2d"))):
         (row,) = [line for line in text.splitlines() if line.startswith(f"| {policy} |")]
         assert all(f"`{op}`" in row for op in ops), row
+
+
+def test_the_thread_pool_example_prints_what_the_readme_says():
+    import doctest
+    (block,) = [b for b in python_blocks() if "propagate(work)" in b]
+    test = doctest.DocTestParser().get_doctest(block, {"lucid": lucid, "a": lucid.randn(2, 2, device="metal")},
+                                               "README thread pool", str(README), 0)
+    runner = doctest.DocTestRunner()
+    runner.run(test)
+    assert runner.failures == 0 and runner.tries >= 4

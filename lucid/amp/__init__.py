@@ -4,6 +4,7 @@ from .autocast_mode import (CastPolicy, autocast, cpu_bfloat16_ops, get_autocast
                             is_autocast_cache_enabled, is_autocast_enabled, policies, policy,
                             set_autocast_cache_enabled)
 from .grad_scaler import GradScaler
+from .state import autocast_state, propagate
 
 __all__ = ["autocast", "GradScaler", "is_autocast_enabled", "is_autocast_available", "is_autocast_cache_enabled",
-           "set_autocast_cache_enabled", "get_autocast_dtype", "policy", "policies", "cpu_bfloat16_ops", "CastPolicy"]
+           "set_autocast_cache_enabled", "autocast_state", "propagate", "get_autocast_dtype", "policy", "policies", "cpu_bfloat16_ops", "CastPolicy"]
