@@ -12,10 +12,11 @@ from .module import Module
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
 from .parameter import Parameter
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .sparse import Embedding
 
 __all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax",
            "Dropout", "Identity", "Flatten", "Sequential", "ModuleList", "ModuleDict", "Conv1d", "Conv2d",
            "ConvTranspose2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
            "GroupNorm", "Embedding", "MultiheadAttention", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss",
-           "BCEWithLogitsLoss", "functional", "init", "utils"]
+           "BCEWithLogitsLoss", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "functional", "init", "utils"]

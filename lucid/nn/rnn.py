@@ -1,0 +1,290 @@
+"""Recurrent layers: RNN, LSTM and GRU, and their single-step cells, with PyTorch's
+parameter names, layouts, initialisation and gate order, so that a PyTorch state dict loads.
+
+Each step is a pair of ``linear`` products (the lower-precision autocast policy applies to
+them, as PyTorch's autocast lists put the recurrent cells) and elementwise gate arithmetic;
+gradients flow through the engine's autograd. Under autocast the hidden state follows the
+products' dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import _creation
+from .._functions import cat, stack
+from .._types import as_index
+from . import functional as F
+from .layers import uniform_parameter
+from .module import Module
+
+_GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+
+
+def _lstm_step(x, state, w_ih, w_hh, b_ih, b_hh):
+    h, c = state
+    gates = F.linear(x, w_ih, b_ih)
+    gates = gates + F.linear(h.to(gates.dtype), w_hh, b_hh)
+    i, f, g, o = gates.chunk(4, 1)
+    c = F.sigmoid(f) * c.to(gates.dtype) + F.sigmoid(i) * F.tanh(g)
+    h = F.sigmoid(o) * F.tanh(c)
+    return h, (h, c)
+
+
+def _gru_step(x, h, w_ih, w_hh, b_ih, b_hh):
+    gi = F.linear(x, w_ih, b_ih)
+    gh = F.linear(h.to(gi.dtype), w_hh, b_hh)
+    i_r, i_z, i_n = gi.chunk(3, 1)
+    h_r, h_z, h_n = gh.chunk(3, 1)
+    r = F.sigmoid(i_r + h_r)
+    z = F.sigmoid(i_z + h_z)
+    n = F.tanh(i_n + r * h_n)
+    h = (1.0 - z) * n + z * h.to(n.dtype)
+    return h, h
+
+
+def _rnn_step(nonlinearity):
+    act = F.tanh if nonlinearity == "tanh" else F.relu
+
+    def step(x, h, w_ih, w_hh, b_ih, b_hh):
+        pre = F.linear(x, w_ih, b_ih)
+        h = act(pre + F.linear(h.to(pre.dtype), w_hh, b_hh))
+        return h, h
+    return step
+
+
+def _check_size(name, value):
+    n = as_index(value)
+    if n <= 0:
+        raise ValueError(f"{name} must be positive, got {value}")
+    return n
+
+
+class _CellBase(Module):
+    def __init__(self, mode, input_size, hidden_size, bias, device, dtype):
+        super().__init__()
+        self.input_size = _check_size("input_size", input_size)
+        self.hidden_size = _check_size("hidden_size", hidden_size)
+        self.bias = bool(bias)
+        g = _GATES[mode] * self.hidden_size
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        self.weight_ih = uniform_parameter((g, self.input_size), bound, dtype, device)
+        self.weight_hh = uniform_parameter((g, self.hidden_size), bound, dtype, device)
+        if bias:
+            self.bias_ih = uniform_parameter((g,), bound, dtype, device)
+            self.bias_hh = uniform_parameter((g,), bound, dtype, device)
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+
+    def _batched(self, input, name):
+        if input.ndim not in (1, 2):
+            raise ValueError(f"{type(self).__name__}: expected {name} of shape [batch, {self.input_size}] or "
+                             f"[{self.input_size}], got {tuple(input.shape)}")
+        if input.shape[-1] != self.input_size:
+            raise ValueError(f"{type(self).__name__}: input has {input.shape[-1]} features, expected {self.input_size}")
+        return (input.unsqueeze(0), True) if input.ndim == 1 else (input, False)
+
+    def _state(self, hx, batch, like, unbatched):
+        if hx is None:
+            return _creation.zeros(batch, self.hidden_size, dtype=like.dtype, device=like.device)
+        want = (self.hidden_size,) if unbatched else (batch, self.hidden_size)
+        if tuple(hx.shape) != want:
+            raise ValueError(f"{type(self).__name__}: expected hidden state of shape {list(want)}, got {list(hx.shape)}")
+        return hx.unsqueeze(0) if unbatched else hx
+
+    def extra_repr(self):
+        return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
+
+
+class RNNCell(_CellBase):
+    """One step of an Elman RNN: ``h' = act(x W_ihᵀ + b_ih + h W_hhᵀ + b_hh)``."""
+
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device="cpu", dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+        super().__init__("RNN_TANH", input_size, hidden_size, bias, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input, hx=None):
+        x, unbatched = self._batched(input, "input")
+        h = self._state(hx, x.shape[0], x, unbatched)
+        out, _ = _rnn_step(self.nonlinearity)(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+        return out.squeeze(0) if unbatched else out
+
+
+class LSTMCell(_CellBase):
+    """One LSTM step (gates in PyTorch's order: input, forget, cell, output); returns (h', c')."""
+
+    def __init__(self, input_size, hidden_size, bias=True, device="cpu", dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, bias, device, dtype)
+
+    def forward(self, input, hx=None):
+        x, unbatched = self._batched(input, "input")
+        if hx is None:
+            h = c = self._state(None, x.shape[0], x, unbatched)
+        else:
+            if not isinstance(hx, (tuple, list)) or len(hx) != 2:
+                raise TypeError("LSTMCell: hx must be a tuple (h, c)")
+            h, c = (self._state(t, x.shape[0], x, unbatched) for t in hx)
+        _, (h, c) = _lstm_step(x, (h, c), self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+        return (h.squeeze(0), c.squeeze(0)) if unbatched else (h, c)
+
+
+class GRUCell(_CellBase):
+    """One GRU step (gates in PyTorch's order: reset, update, new)."""
+
+    def __init__(self, input_size, hidden_size, bias=True, device="cpu", dtype=None):
+        super().__init__("GRU", input_size, hidden_size, bias, device, dtype)
+
+    def forward(self, input, hx=None):
+        x, unbatched = self._batched(input, "input")
+        h = self._state(hx, x.shape[0], x, unbatched)
+        out, _ = _gru_step(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+        return out.squeeze(0) if unbatched else out
+
+
+class _RNNBase(Module):
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, device="cpu", dtype=None):
+        super().__init__()
+        self.mode = mode
+        self.input_size = _check_size("input_size", input_size)
+        self.hidden_size = _check_size("hidden_size", hidden_size)
+        self.num_layers = _check_size("num_layers", num_layers)
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1:
+            raise ValueError(f"dropout must be a number in [0, 1], got {dropout!r}")
+        self.bias, self.batch_first, self.dropout = bool(bias), bool(batch_first), float(dropout)
+        self.bidirectional = bool(bidirectional)
+        directions = 2 if self.bidirectional else 1
+        g = _GATES[mode] * self.hidden_size
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        self._names = []
+        for layer in range(self.num_layers):
+            size = self.input_size if layer == 0 else self.hidden_size * directions
+            for suffix in ("", "_reverse")[:directions]:
+                names = [f"weight_ih_l{layer}{suffix}", f"weight_hh_l{layer}{suffix}"]
+                setattr(self, names[0], uniform_parameter((g, size), bound, dtype, device))
+                setattr(self, names[1], uniform_parameter((g, self.hidden_size), bound, dtype, device))
+                if bias:
+                    names += [f"bias_ih_l{layer}{suffix}", f"bias_hh_l{layer}{suffix}"]
+                    setattr(self, names[2], uniform_parameter((g,), bound, dtype, device))
+                    setattr(self, names[3], uniform_parameter((g,), bound, dtype, device))
+                self._names.append(names)
+
+    def _weights(self, layer, direction):
+        names = self._names[layer * (2 if self.bidirectional else 1) + direction]
+        w = [getattr(self, n) for n in names]
+        return w if self.bias else w + [None, None]
+
+    def _step(self):
+        return {"LSTM": _lstm_step, "GRU": _gru_step, "RNN_TANH": _rnn_step("tanh"),
+                "RNN_RELU": _rnn_step("relu")}[self.mode]
+
+    def _initial(self, hx, batch, like, unbatched):
+        directions = 2 if self.bidirectional else 1
+        want = (self.num_layers * directions, batch, self.hidden_size)
+        if hx is None:
+            return _creation.zeros(*want, dtype=like.dtype, device=like.device)
+        shape = tuple(hx.shape)
+        expected = want[::2] if unbatched else want
+        if shape != expected:
+            raise ValueError(f"{type(self).__name__}: expected hidden state of shape {list(expected)}, got {list(shape)}")
+        return hx.unsqueeze(1) if unbatched else hx
+
+    def forward(self, input, hx=None):
+        name = type(self).__name__
+        if input.ndim not in (2, 3):
+            raise ValueError(f"{name}: expected a 2-D (unbatched) or 3-D input, got shape {tuple(input.shape)}")
+        if input.shape[-1] != self.input_size:
+            raise ValueError(f"{name}: input has {input.shape[-1]} features, expected {self.input_size}")
+        unbatched = input.ndim == 2
+        x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first else input)
+        steps, batch = x.shape[0], x.shape[1]
+        lstm = self.mode == "LSTM"
+        if lstm:
+            if hx is None:
+                h0 = c0 = self._initial(None, batch, x, unbatched)
+            else:
+                if not isinstance(hx, (tuple, list)) or len(hx) != 2:
+                    raise TypeError(f"{name}: hx must be a tuple (h_0, c_0)")
+                h0, c0 = (self._initial(t, batch, x, unbatched) for t in hx)
+        else:
+            h0 = self._initial(hx, batch, x, unbatched)
+        step = self._step()
+        directions = 2 if self.bidirectional else 1
+        finals_h, finals_c = [], []
+        layer_input = x
+        for layer in range(self.num_layers):
+            outputs = []
+            for direction in range(directions):
+                k = layer * directions + direction
+                state = (h0[k], c0[k]) if lstm else h0[k]
+                weights = self._weights(layer, direction)
+                order = range(steps) if direction == 0 else range(steps - 1, -1, -1)
+                seq = [None] * steps
+                for t in order:
+                    seq[t], state = step(layer_input[t], state, *weights)
+                outputs.append(stack(seq, 0))
+                if lstm:
+                    finals_h.append(state[0])
+                    finals_c.append(state[1])
+                else:
+                    finals_h.append(state)
+            layer_input = outputs[0] if directions == 1 else cat(outputs, -1)
+            if self.dropout > 0 and self.training and layer < self.num_layers - 1:
+                layer_input = F.dropout(layer_input, self.dropout, True)
+        out = layer_input
+        h_n = stack(finals_h, 0)
+        if unbatched:
+            out, h_n = out.squeeze(1), h_n.squeeze(1)
+        elif self.batch_first:
+            out = out.transpose(0, 1)
+        if lstm:
+            c_n = stack(finals_c, 0)
+            return out, (h_n, c_n.squeeze(1) if unbatched else c_n)
+        return out, h_n
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if not self.bias:
+            s += ", bias=False"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s
+
+
+class RNN(_RNNBase):
+    """A multi-layer Elman RNN (tanh or relu); PyTorch's signature and parameter names."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, device="cpu", dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, num_layers,
+                         bias, batch_first, dropout, bidirectional, device, dtype)
+        self.nonlinearity = nonlinearity
+
+
+class LSTM(_RNNBase):
+    """A multi-layer LSTM; returns ``output, (h_n, c_n)``, as PyTorch's."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, device="cpu", dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         device, dtype)
+
+
+class GRU(_RNNBase):
+    """A multi-layer GRU; returns ``output, h_n``, as PyTorch's."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, device="cpu", dtype=None):
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         device, dtype)

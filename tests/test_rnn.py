@@ -1,0 +1,224 @@
+"""Recurrent layers against a float64 numpy reference, PyTorch's parameter layout, their
+gradients against finite differences, and autocast."""
+
+import numpy as np
+import pytest
+
+import lucid
+import lucid.nn as nn
+
+rng = np.random.default_rng(7)
+
+
+def sig(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def cell_ref(mode, x, state, w_ih, w_hh, b_ih, b_hh):
+    """One step in float64, PyTorch's equations and gate order."""
+    if mode == "LSTM":
+        h, c = state
+        g = x @ w_ih.T + b_ih + h @ w_hh.T + b_hh
+        i, f, gg, o = np.split(g, 4, axis=-1)
+        c = sig(f) * c + sig(i) * np.tanh(gg)
+        h = sig(o) * np.tanh(c)
+        return h, (h, c)
+    if mode == "GRU":
+        gi, gh = x @ w_ih.T + b_ih, state @ w_hh.T + b_hh
+        (ir, iz, inn), (hr, hz, hn) = np.split(gi, 3, -1), np.split(gh, 3, -1)
+        r, z = sig(ir + hr), sig(iz + hz)
+        n = np.tanh(inn + r * hn)
+        h = (1 - z) * n + z * state
+        return h, h
+    pre = x @ w_ih.T + b_ih + state @ w_hh.T + b_hh
+    h = np.tanh(pre) if mode == "RNN_TANH" else np.maximum(pre, 0)
+    return h, h
+
+
+def rnn_ref(module, x, hx=None):
+    """The whole layer in float64 from the module's own parameters: x is [T, B, I]."""
+    p = {k: v.float().numpy().astype(np.float64) for k, v in module.state_dict().items()}
+    mode, L, H = module.mode, module.num_layers, module.hidden_size
+    D = 2 if module.bidirectional else 1
+    T, B = x.shape[:2]
+    zeros = np.zeros((L * D, B, H))
+    if mode == "LSTM":
+        h0, c0 = (zeros, zeros) if hx is None else hx
+    else:
+        h0 = zeros if hx is None else hx
+    inp, hs, cs = x.astype(np.float64), [], []
+    for layer in range(L):
+        outs = []
+        for d in range(D):
+            sfx = "_reverse" if d else ""
+            w = [p[f"{n}_l{layer}{sfx}"] if f"{n}_l{layer}{sfx}" in p else 0.0
+                 for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+            k = layer * D + d
+            state = (h0[k], c0[k]) if mode == "LSTM" else h0[k]
+            seq = [None] * T
+            for t in (range(T) if d == 0 else range(T - 1, -1, -1)):
+                seq[t], state = cell_ref(mode, inp[t], state, *w)
+            outs.append(np.stack(seq))
+            hs.append(state[0] if mode == "LSTM" else state)
+            if mode == "LSTM":
+                cs.append(state[1])
+        inp = np.concatenate(outs, -1)
+    return inp, np.stack(hs), (np.stack(cs) if mode == "LSTM" else None)
+
+
+CASES = [
+    (nn.LSTM, dict()), (nn.LSTM, dict(num_layers=2, bidirectional=True)), (nn.LSTM, dict(bias=False, num_layers=2)),
+    (nn.GRU, dict()), (nn.GRU, dict(num_layers=2, bidirectional=True)),
+    (nn.RNN, dict()), (nn.RNN, dict(nonlinearity="relu", bidirectional=True)),
+]
+
+
+@pytest.mark.parametrize("device", ["cpu", "metal"])
+@pytest.mark.parametrize("cls,kw", CASES)
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_layers_match_the_float64_reference(device, cls, kw, batch_first):
+    lucid.manual_seed(1)
+    m = cls(3, 5, batch_first=batch_first, **kw).to(device)
+    x = rng.standard_normal((4, 2, 3)).astype(np.float32)  # [T, B, I]
+    D, L = (2 if m.bidirectional else 1), m.num_layers
+    h0 = rng.standard_normal((L * D, 2, 5)).astype(np.float32)
+    c0 = rng.standard_normal((L * D, 2, 5)).astype(np.float32)
+    given = lucid.tensor(x.transpose(1, 0, 2) if batch_first else x, device=device)
+    hx = (lucid.tensor(h0, device=device), lucid.tensor(c0, device=device)) if cls is nn.LSTM else lucid.tensor(h0, device=device)
+    out, state = m(given, hx)
+    want, h_n, c_n = rnn_ref(m, x, (h0, c0) if cls is nn.LSTM else h0)
+    got = out.numpy().transpose(1, 0, 2) if batch_first else out.numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    if cls is nn.LSTM:
+        np.testing.assert_allclose(state[0].numpy(), h_n, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(state[1].numpy(), c_n, rtol=1e-5, atol=1e-5)
+    else:
+        np.testing.assert_allclose(state.numpy(), h_n, rtol=1e-5, atol=1e-5)
+
+
+def test_unbatched_input_and_default_state():
+    m = nn.GRU(3, 4, num_layers=2)
+    x = rng.standard_normal((6, 3)).astype(np.float32)
+    out, h = m(lucid.tensor(x))
+    want, h_n, _ = rnn_ref(m, x[:, None])
+    assert out.shape == (6, 4) and h.shape == (2, 4)
+    np.testing.assert_allclose(out.numpy(), want[:, 0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(h.numpy(), h_n[:, 0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_pytorch_state_dict_loads_by_name_and_layout():
+    # What torch.nn.LSTM(3, 4, num_layers=2, bidirectional=True).state_dict() holds: these
+    # names and shapes (gates stacked i, f, g, o along the first dimension).
+    names = [f"{w}_l{k}{s}" for k in range(2) for s in ("", "_reverse") for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    shapes = {"weight_ih_l0": (16, 3), "weight_hh": (16, 4), "weight_ih_l1": (16, 8), "bias": (16,)}
+    torch_like = {}
+    for n in names:
+        key = next(k for k in ("weight_ih_l0", "weight_ih_l1", "weight_hh", "bias") if n.startswith(k))
+        torch_like[n] = lucid.tensor(rng.standard_normal(shapes[key]).astype(np.float32))
+    m = nn.LSTM(3, 4, num_layers=2, bidirectional=True)
+    assert list(m.state_dict()) == names
+    m.load_state_dict(torch_like)
+    x = rng.standard_normal((5, 2, 3)).astype(np.float32)
+    out, _ = m(lucid.tensor(x))
+    np.testing.assert_allclose(out.numpy(), rnn_ref(m, x)[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(m.weight_hh_l1_reverse.numpy(), torch_like["weight_hh_l1_reverse"].numpy())
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU, nn.RNN])
+def test_gradients_match_finite_differences(cls):
+    lucid.manual_seed(3)
+    m = cls(2, 3, num_layers=2, bidirectional=True)
+    x = rng.standard_normal((3, 2, 2)).astype(np.float32)
+    wts = rng.standard_normal((3, 2, 6)).astype(np.float32)
+
+    def loss(xv):
+        out, _ = m(lucid.tensor(xv))
+        return (out * lucid.tensor(wts)).sum()
+
+    tx = lucid.tensor(x, requires_grad=True)
+    out, _ = m(tx)
+    (out * lucid.tensor(wts)).sum().backward()
+    num = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        for sign in (1, -1):
+            moved = x.copy()
+            moved[i] += sign * 1e-2
+            num[i] += sign * loss(moved).item() / 2e-2
+    np.testing.assert_allclose(tx.grad.numpy(), num, rtol=2e-2, atol=2e-3)
+    # A weight's gradient too: d loss / d weight_hh_l0[0, 0].
+    analytic = m.weight_hh_l0.grad.numpy()[0, 0]
+    base = m.weight_hh_l0.numpy().copy()
+    bumped = []
+    for sign in (1, -1):
+        moved = base.copy()
+        moved[0, 0] += sign * 1e-2
+        m.load_state_dict({**m.state_dict(), "weight_hh_l0": lucid.tensor(moved)})
+        bumped.append(loss(x).item())
+    assert abs(analytic - (bumped[0] - bumped[1]) / 2e-2) < 2e-2 * max(1.0, abs(analytic))
+
+
+@pytest.mark.parametrize("cell,mode", [(nn.LSTMCell, "LSTM"), (nn.GRUCell, "GRU"), (nn.RNNCell, "RNN_TANH")])
+def test_cells_match_one_step_of_the_reference(cell, mode):
+    c = cell(3, 4)
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    h = rng.standard_normal((2, 4)).astype(np.float32)
+    p = [getattr(c, n).numpy().astype(np.float64) for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    if mode == "LSTM":
+        cc = rng.standard_normal((2, 4)).astype(np.float32)
+        got_h, got_c = c(lucid.tensor(x), (lucid.tensor(h), lucid.tensor(cc)))
+        _, (wh, wc) = cell_ref(mode, x, (h, cc), *p)
+        np.testing.assert_allclose(got_c.numpy(), wc, rtol=1e-5, atol=1e-5)
+    else:
+        got_h = c(lucid.tensor(x), lucid.tensor(h))
+        wh, _ = cell_ref(mode, x, h, *p)
+    np.testing.assert_allclose(got_h.numpy(), wh, rtol=1e-5, atol=1e-5)
+    # Unbatched input.
+    one = c(lucid.tensor(x[0]))
+    assert (one[0] if mode == "LSTM" else one).shape == (4,)
+
+
+@pytest.mark.parametrize("device,dt", [("metal", lucid.float16), ("metal", lucid.bfloat16), ("cpu", lucid.bfloat16)])
+def test_under_autocast_the_gate_products_run_in_lower_precision(device, dt):
+    m = nn.LSTM(3, 4, num_layers=2).to(device)
+    x = lucid.tensor(rng.standard_normal((5, 2, 3)).astype(np.float32), device=device)
+    with lucid.amp.autocast(device, dtype=dt):
+        out, (h, c) = m(x)
+    assert out.dtype == h.dtype == c.dtype == dt
+    want = rnn_ref(m, x.numpy())[0]
+    np.testing.assert_allclose(out.float().numpy(), want, rtol=5e-2, atol=5e-2)
+    out.float().sum().backward()
+    assert m.weight_ih_l0.grad.dtype == lucid.float32
+
+
+def test_dropout_acts_between_layers_in_training_only():
+    m = nn.GRU(3, 4, num_layers=2, dropout=1.0)
+    x = lucid.tensor(rng.standard_normal((4, 2, 3)).astype(np.float32))
+    m.eval()
+    np.testing.assert_allclose(m(x)[0].numpy(), rnn_ref(m, x.numpy())[0], rtol=1e-5, atol=1e-5)
+    m.train()
+    trained = m(x)[0].numpy()
+    # With p = 1 the second layer sees only zeros: its output is that of its own weights run
+    # over a zero sequence; the eval output above is not.
+    p = {k: v.numpy().astype(np.float64) for k, v in m.state_dict().items()}
+    w = [p[f"{n}_l1"] for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    h, want = np.zeros((2, 4)), []
+    for _ in range(4):
+        out, h = cell_ref("GRU", np.zeros((2, 4)), h, *w)
+        want.append(out)
+    np.testing.assert_allclose(trained, np.stack(want), rtol=1e-5, atol=1e-5)
+
+
+def test_bad_inputs_are_clear_errors():
+    m = nn.LSTM(3, 4)
+    with pytest.raises(ValueError, match="input has 2 features, expected 3"):
+        m(lucid.zeros(5, 1, 2))
+    with pytest.raises(ValueError, match="expected hidden state of shape"):
+        m(lucid.zeros(5, 1, 3), (lucid.zeros(2, 1, 4), lucid.zeros(2, 1, 4)))
+    with pytest.raises(TypeError, match="hx must be a tuple"):
+        m(lucid.zeros(5, 1, 3), lucid.zeros(1, 1, 4))
+    with pytest.raises(ValueError, match="hidden_size must be positive"):
+        nn.GRU(3, 0)
+    with pytest.raises(ValueError, match="nonlinearity"):
+        nn.RNN(3, 4, nonlinearity="gelu")
+    with pytest.raises(ValueError, match="dropout"):
+        nn.LSTM(3, 4, dropout=2)
