@@ -238,6 +238,19 @@ int32_t lucid_bce_with_logits(lucid_tensor input, lucid_tensor target, lucid_ten
  * t. Unless retain_graph, the graph's saved tensors are freed and a second backward through
  * it fails. Runs with grad mode and autocast off. */
 int32_t lucid_backward(lucid_tensor t, lucid_tensor grad, int32_t retain_graph);
+/* Custom functions (lucid.autograd.Function). The caller's backward gets its context, the
+ * output's gradient (a new handle it owns) and an array to fill with one gradient handle per
+ * input (0 for none; the engine reads them when it returns, so they must stay alive until the
+ * context is released); it returns 0, or non-zero when it failed. release is called once per
+ * context when no graph node needs it any more. */
+typedef int32_t (*lucid_custom_backward)(uint64_t context, lucid_tensor grad, lucid_tensor *grads, int32_t count);
+typedef void (*lucid_custom_release)(uint64_t context);
+int32_t lucid_custom_function_callbacks(lucid_custom_backward backward, lucid_custom_release release);
+/* `output` (computed by the caller, untracked) recorded as the result of a function `name` of
+ * the `count` tensors `inputs`, with the registered backward and `context`: *out is the
+ * tracked output (the output itself when no input requires grad or grad mode is off). */
+int32_t lucid_custom_function_record(const char *name, const lucid_tensor *inputs, int32_t count, lucid_tensor output,
+                                     uint64_t context, lucid_tensor *out);
 /* The leaf's accumulated gradient as a new reference, or 0 when there is none. */
 int32_t lucid_tensor_grad(lucid_tensor t, lucid_tensor *out);
 /* Replaces the leaf's gradient (same shape, dtype and device), or clears it with 0. */

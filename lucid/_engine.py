@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import threading
 import warnings
 from ctypes import POINTER, byref, c_char_p, c_double, c_int32, c_int64, c_uint64, c_void_p
 from pathlib import Path
@@ -57,6 +58,8 @@ _SIGNATURES = {
     "lucid_autocast_get_dtype": ([_i32, _p_i32], _i32),
     "lucid_autocast_live_guards": ([_p_i64], _i32),
     "lucid_autocast_cached_casts": ([_p_i64], _i32),
+    "lucid_custom_function_callbacks": ([c_void_p, c_void_p], _i32),
+    "lucid_custom_function_record": ([c_char_p, _p_u64, _i32, _u64, _u64, _p_u64], _i32),
     "lucid_autocast_is_cache_enabled": ([_p_i32], _i32),
     "lucid_autocast_set_cache_enabled": ([_i32, _p_i32], _i32),
     "lucid_op_count": ([_p_i32], _i32),
@@ -517,10 +520,31 @@ def contiguous(a: int) -> int:
 
 # ---- autograd ------------------------------------------------------------------------------
 
+# An exception raised by a custom function's Python backward (lucid.autograd), kept for the
+# thread whose backward() called it, to be raised there as it is.
+pending_error = threading.local()
+
+
 def backward(handle: int, grad: int, retain_graph: bool) -> None:
+    pending_error.exception = None
     rc = _lib.lucid_backward(handle, grad, 1 if retain_graph else 0)
     if rc:
+        raised = pending_error.exception
+        pending_error.exception = None
+        if raised is not None:
+            raise raised
         _raise(rc)
+
+
+def custom_function_callbacks(backward_fn, release_fn) -> None:
+    rc = _lib.lucid_custom_function_callbacks(ctypes.cast(backward_fn, c_void_p), ctypes.cast(release_fn, c_void_p))
+    if rc:
+        _raise(rc)
+
+
+def custom_function_record(name: str, inputs, output: int, context: int) -> int:
+    arr = (c_uint64 * max(len(inputs), 1))(*inputs)
+    return _new(_lib.lucid_custom_function_record, name.encode(), arr, len(inputs), output, context)
 
 
 def grad(handle: int) -> int:

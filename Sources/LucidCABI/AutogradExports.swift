@@ -62,3 +62,59 @@ public func lucid_set_grad_enabled(_ enabled: Int32, _ previous: UnsafeMutablePo
 public func lucid_is_grad_enabled(_ out: UnsafeMutablePointer<Int32>?) -> Int32 {
     abiCall { try store(GradMode.isEnabled ? 1 : 0, out) }
 }
+
+// ---- custom functions (lucid.autograd.Function) ------------------------------------------------
+
+/// The caller's backward: (context, the output's gradient as a new handle the callee owns,
+/// out: one gradient handle per input, 0 for none, count) -> 0, or non-zero when it failed.
+public typealias LucidCustomBackward = @convention(c) (UInt64, UInt64, UnsafeMutablePointer<UInt64>?, Int32) -> Int32
+/// Called once when the engine no longer needs a context (its graph node is gone).
+public typealias LucidCustomRelease = @convention(c) (UInt64) -> Void
+
+private let customLock = Lock()
+nonisolated(unsafe) private var customBackward: LucidCustomBackward?
+nonisolated(unsafe) private var customRelease: LucidCustomRelease?
+
+/// Tells the caller when a context is no longer needed: held by the graph node's rule.
+private final class CustomContext: @unchecked Sendable {
+    let id: UInt64
+    init(_ id: UInt64) { self.id = id }
+    deinit { customLock.withLock { customRelease }?(id) }
+}
+
+@_cdecl("lucid_custom_function_callbacks")
+public func lucid_custom_function_callbacks(_ backward: LucidCustomBackward?, _ release: LucidCustomRelease?) -> Int32 {
+    abiCall {
+        guard let backward, let release else { throw LucidError(.value, "backward and release callbacks are required") }
+        customLock.withLock {
+            customBackward = backward
+            customRelease = release
+        }
+    }
+}
+
+@_cdecl("lucid_custom_function_record")
+public func lucid_custom_function_record(_ name: UnsafePointer<CChar>?, _ inputs: UnsafePointer<UInt64>?, _ count: Int32,
+                                         _ output: UInt64, _ context: UInt64,
+                                         _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        guard let name, let out else { throw LucidError(.value, "name or out pointer is null") }
+        guard count >= 0 else { throw LucidError(.value, "count is negative (\(count))") }
+        guard count == 0 || inputs != nil else { throw LucidError(.value, "inputs pointer is null") }
+        guard let backward = customLock.withLock({ customBackward }) else {
+            throw LucidError(.runtime, "no backward callback is registered (lucid_custom_function_callbacks)")
+        }
+        let ins = try (0..<Int(count)).map { try tensors.get(inputs![$0]) }
+        let token = CustomContext(context)
+        let n = Int(count)
+        let recorded = try CustomFunctions.record(output: try tensors.get(output), inputs: ins, name: String(cString: name)) { g in
+            var handles = [UInt64](repeating: 0, count: n)
+            let status = handles.withUnsafeMutableBufferPointer { backward(token.id, tensors.insert(g), $0.baseAddress, Int32(n)) }
+            guard status == 0 else {
+                throw LucidError(.runtime, "the backward of \(String(cString: name)) raised an exception")
+            }
+            return try handles.map { $0 == 0 ? nil : try tensors.get($0) }
+        }
+        out.pointee = tensors.insert(recorded)
+    }
+}

@@ -53,14 +53,19 @@ final class HandleTable<Object>: @unchecked Sendable {
     }
 
     func remove(_ handle: UInt64) throws {
-        try lock.withLock {
+        let dropped: Object? = try lock.withLock {
             guard let i = locate(handle) else { throw invalid(handle) }
+            let object = slots[i].object
             slots[i].object = nil
             slots[i].generation &+= 1
             if slots[i].generation == 0 { slots[i].generation = 1 }
             free.append(i)
             liveCount -= 1
+            return object
         }
+        // Released here, outside the lock: its deinit may reach code that uses the table (a
+        // custom function's context going back to its caller).
+        withExtendedLifetime(dropped) {}
     }
 
     var count: Int { lock.withLock { liveCount } }

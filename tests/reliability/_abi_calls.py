@@ -28,6 +28,7 @@ BUFFER = 1024          # elements in every array argument
 MAX_LENGTH = 300       # the largest count passed with one (lucid_index reads 3 values per item)
 SKIP = {
     "lucid_set_warning_handler",  # takes a function pointer: any non-null value is a call into it
+    "lucid_custom_function_callbacks",  # likewise
     "lucid_set_num_threads",      # process-wide, and 1024 threads would only make the run slow
     "lucid_last_error",
 }
@@ -105,6 +106,8 @@ class Fuzzer:
                 args.append(self.handle())
             elif t is c_double:
                 args.append(self.rng.choice(F64))
+            elif t is c_char_p:
+                args.append(self.rng.choice((b"Fuzzed", b"", None)))
             elif self.rng.random() < 0.1:
                 args.append(None)  # a null pointer
             else:

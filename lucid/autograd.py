@@ -1,0 +1,160 @@
+"""Custom autograd functions: ``lucid.autograd.Function``, as PyTorch's ``torch.autograd.Function``.
+
+Subclass it with static ``forward(ctx, *args)`` and ``backward(ctx, *grad_outputs)`` and call
+``MyFunction.apply(*args)``. ``forward`` runs with grad mode off; its tensor results are
+recorded in the engine's graph, whose backward pass calls ``backward`` with the gradient of
+the output and expects one value per ``forward`` argument: a gradient for a tensor argument
+(or ``None``), ``None`` for anything else. Gradients are checked against their inputs' shapes
+and devices and cast to their dtypes.
+
+With several tensor outputs, ``backward`` receives one gradient per output, with zeros for the
+outputs that received none, and runs once for each output that receives a gradient.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+from ctypes import POINTER, c_int32, c_uint64
+
+from . import _engine as E
+from ._grad_mode import is_grad_enabled, no_grad
+from ._tensor import Tensor
+
+
+class FunctionCtx:
+    """What ``forward`` hands to ``backward``: tensors saved with :meth:`save_for_backward`,
+    ``needs_input_grad``, and any attributes set on it."""
+
+    def save_for_backward(self, *tensors):
+        for t in tensors:
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f"save_for_backward takes tensors (or None), got {type(t).__name__}")
+        self._saved = tensors
+
+    @property
+    def saved_tensors(self) -> tuple:
+        return getattr(self, "_saved", ())
+
+
+# Contexts by id for the engine's callbacks; an id the engine has released is dropped at the
+# next apply (never inside the callback, which may run while the engine holds a lock).
+_contexts: dict = {}
+_released: list = []
+_ids = itertools.count(1)
+
+
+@ctypes.CFUNCTYPE(c_int32, c_uint64, c_uint64, POINTER(c_uint64), c_int32)
+def _backward(context, grad_handle, out, count):
+    try:
+        grad = Tensor._wrap(grad_handle)
+        ctx, index, outputs, tensor_args, n_args, name = _contexts[context]
+        grads = [grad if k == index else E_zeros_like(o) for k, o in enumerate(outputs)]
+        result = type(ctx)._function.backward(ctx, *grads)
+        result = result if isinstance(result, tuple) else (result,)
+        if len(result) != n_args:
+            raise ValueError(f"{name}.backward returned {len(result)} values, expected {n_args} "
+                             f"(one per forward argument, None where there is no gradient)")
+        keep = ctx.__dict__.setdefault("_returned", [])
+        for k, position in enumerate(tensor_args):
+            g = result[position]
+            if g is not None and not isinstance(g, Tensor):
+                raise TypeError(f"{name}.backward returned a {type(g).__name__} for argument {position}; "
+                                f"expected a lucid.Tensor or None")
+            out[k] = 0 if g is None else g._h
+            if g is not None:
+                keep.append(g)  # alive until the engine releases the context
+        return 0
+    except BaseException as e:  # handed to the thread that called backward()
+        E.pending_error.exception = e
+        return 1
+
+
+@ctypes.CFUNCTYPE(None, c_uint64)
+def _release(context):
+    _released.append(context)
+
+
+def E_zeros_like(t):
+    from ._creation import zeros
+    return zeros(*t.shape, dtype=t.dtype, device=t.device)
+
+
+_registered = False
+
+
+def _register():
+    global _registered
+    if not _registered:
+        E.custom_function_callbacks(_backward, _release)
+        _registered = True
+
+
+class _FunctionMeta(type):
+    def __init__(cls, name, bases, namespace):
+        super().__init__(name, bases, namespace)
+        # Each subclass gets a context class that knows it, for backward.
+        cls._ctx_class = type(f"{name}Ctx", (FunctionCtx,), {"_function": cls})
+
+
+class Function(metaclass=_FunctionMeta):
+    """Base class of functions with a hand-written backward (see the module docstring).
+
+    Examples
+    --------
+    >>> class Square(lucid.autograd.Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         ctx.save_for_backward(x)
+    ...         return x * x
+    ...     @staticmethod
+    ...     def backward(ctx, grad):
+    ...         (x,) = ctx.saved_tensors
+    ...         return 2 * x * grad
+    >>> y = Square.apply(lucid.tensor([3.0], requires_grad=True))
+    """
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError(f"{type(self).__name__} is used through {type(self).__name__}.apply(...), not instantiated")
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("a Function subclass must define a static forward(ctx, ...)")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("a Function subclass must define a static backward(ctx, *grad_outputs)")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        while _released:
+            _contexts.pop(_released.pop(), None)
+        name = cls.__name__
+        ctx = cls._ctx_class()
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        with no_grad():
+            result = cls.forward(ctx, *args, **kwargs)
+        tensor_args = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        if not is_grad_enabled() or not any(ctx.needs_input_grad):
+            return result
+        results = result if isinstance(result, tuple) else (result,)
+        outputs = [r for r in results if isinstance(r, Tensor)]
+        if not outputs:
+            return result
+        _register()
+        inputs = [args[i] for i in tensor_args]
+        tracked = []
+        for index, output in enumerate(outputs):
+            context = next(_ids)
+            _contexts[context] = (ctx, index, outputs, tensor_args, len(args), name)
+            try:
+                tracked.append(Tensor._wrap(E.custom_function_record(name, [t._h for t in inputs], output._h, context)))
+            except BaseException:
+                _contexts.pop(context, None)
+                raise
+        swap = iter(tracked)
+        results = tuple(next(swap) if isinstance(r, Tensor) else r for r in results)
+        return results if isinstance(result, tuple) else results[0]
+
+
+__all__ = ["Function", "FunctionCtx"]
