@@ -16,7 +16,7 @@ from ._threads import get_num_threads, set_num_threads
 from .serialization import load, save
 from ._functions import *  # noqa: F401,F403  (where, cat, stack, maximum, …)
 from ._functions import __all__ as _function_names
-from . import amp, autograd, metal, nn, optim
+from . import accelerator, amp, autograd, metal, nn, optim, utils
 
 
 half = float16
@@ -29,7 +29,7 @@ __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "int32
            "tensor", "from_numpy", "zeros", "ones", "full", "zeros_like", "ones_like", "arange", "rand", "randn",
            "manual_seed", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache", "save", "load",
            "set_num_threads", "get_num_threads",
-           "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "amp", "autograd", "nn", "optim", "metal"]
+           "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "accelerator", "amp", "autograd", "nn", "optim", "metal", "utils"]
 
 # PyTorch-style names that shadow builtins are set last, so nothing above sees them.
 globals()["bool"] = bool_
