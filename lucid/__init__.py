@@ -8,8 +8,8 @@
 
 from ._types import bfloat16, bool_, device, dtype, float16, float32, int32, int64
 from ._tensor import Tensor
-from ._creation import (arange, from_numpy, full, manual_seed, ones, ones_like, rand, randn, tensor, zeros,
-                        zeros_like)
+from ._creation import (arange, empty, empty_like, from_numpy, full, full_like, manual_seed, ones, ones_like, rand,
+                        rand_like, randn, randn_like, tensor, zeros, zeros_like)
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._memory import empty_cache, max_memory_allocated, memory_allocated, reset_peak_memory_stats
 from ._threads import get_num_threads, set_num_threads
@@ -26,7 +26,8 @@ __version__ = "0.1.0"
 
 __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "int32", "int64", "bool_", "half", "long",
            *_function_names,
-           "tensor", "from_numpy", "zeros", "ones", "full", "zeros_like", "ones_like", "arange", "rand", "randn",
+           "tensor", "from_numpy", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like",
+           "rand_like", "randn_like", "arange", "rand", "randn",
            "manual_seed", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache", "save", "load",
            "set_num_threads", "get_num_threads",
            "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "accelerator", "amp", "autograd", "nn", "optim", "metal", "utils"]

@@ -105,6 +105,27 @@ def ones_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor
     return ones(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
+def full_like(t: Tensor, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _leaf(full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device), requires_grad)
+
+
+def rand_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return rand(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def randn_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return randn(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def empty(*size, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+    """A tensor of `size` (lucid fills it with zeros: there is no uninitialised memory)."""
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def empty_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return zeros_like(t, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
 def arange(start, end=None, step=1, dtype=None, device="cpu") -> Tensor:
     """Values from `start` (default 0) up to, not including, `end`, by `step`."""
     if end is None:

@@ -252,6 +252,12 @@ class Tensor:
             raise TypeError("only one-element integer tensors can be used as an index")
         return int(self.item())
 
+    def __format__(self, spec):
+        """A 0-d tensor formats as its number (``f"{loss:.4f}"``); others as their repr."""
+        if self.ndim == 0 and spec:
+            return format(self.item(), spec)
+        return format(repr(self), spec)
+
     def __repr__(self):
         a = self.numpy()
         if self.dtype is bfloat16:
@@ -612,6 +618,50 @@ class Tensor:
 
     def expand_as(self, other):
         return self.expand(other.shape)
+
+    def view_as(self, other):
+        return self.view(other.shape)
+
+    def reshape_as(self, other):
+        return self.reshape(other.shape)
+
+    # ---- new tensors like this one (dtype and device), as PyTorch's new_* methods -------------
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        from ._creation import zeros
+        return zeros(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        from ._creation import ones
+        return ones(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+        from ._creation import full, _leaf
+        return _leaf(full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device), requires_grad)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        return self.new_zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        from ._creation import tensor
+        return tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+    _TYPE_NAMES = {"float32": "FloatTensor", "float16": "HalfTensor", "bfloat16": "BFloat16Tensor",
+                   "int32": "IntTensor", "int64": "LongTensor", "bool": "BoolTensor"}
+
+    def type(self, dtype=None):
+        """Without an argument, the type name (``"lucid.FloatTensor"``); with a dtype (or such a
+        name, ``torch.`` accepted), this tensor converted to it."""
+        if dtype is None:
+            return f"lucid.{Tensor._TYPE_NAMES[self.dtype.name]}"
+        if isinstance(dtype, str):
+            short = dtype.split(".")[-1]
+            names = {v: k for k, v in Tensor._TYPE_NAMES.items()}
+            if short not in names:
+                raise ValueError(f"type(): unknown tensor type {dtype!r}; known: {sorted(names)}")
+            from . import _types
+            dtype = getattr(_types, "bool_" if names[short] == "bool" else names[short])
+        return self.to(dtype)
 
     def narrow(self, dim, start, length):
         return Tensor._wrap(E.narrow(self._h, as_index(dim), as_index(start), as_index(length)))

@@ -5,9 +5,9 @@ from . import functional, init, utils
 from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList
 from .conv import Conv1d, Conv2d, ConvTranspose2d
-from .layers import (GELU, Dropout, Flatten, Identity, Linear, LogSoftmax, ReLU, Sequential, Sigmoid, SiLU, Softmax,
-                     Tanh)
-from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from .layers import (GELU, Dropout, Flatten, Identity, LeakyReLU, Linear, LogSoftmax, ReLU, Sequential, Sigmoid, SiLU,
+                     Softmax, Tanh)
+from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from .module import Module
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
 from .parameter import Parameter
@@ -19,4 +19,4 @@ __all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "SiLU", "Tanh", "Sig
            "Dropout", "Identity", "Flatten", "Sequential", "ModuleList", "ModuleDict", "Conv1d", "Conv2d",
            "ConvTranspose2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
            "GroupNorm", "Embedding", "MultiheadAttention", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss",
-           "BCEWithLogitsLoss", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "functional", "init", "utils"]
+           "BCEWithLogitsLoss", "BCELoss", "LeakyReLU", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "functional", "init", "utils"]

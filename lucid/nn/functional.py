@@ -32,6 +32,13 @@ def _unary(name, input):
     return Tensor._wrap(E.unary(E.UNARY[name], input._h))
 
 
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """x where x > 0, else ``negative_slope``·x. ``inplace`` is accepted; lucid tensors are
+    immutable, so the result is always a new tensor."""
+    _check(input, "input")
+    return input.where(input > 0, input * negative_slope)
+
+
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """x·Φ(x) exactly (``approximate="none"``) or with the tanh approximation (``"tanh"``)."""
     if approximate not in ("none", "tanh"):
@@ -274,6 +281,27 @@ def cross_entropy(input: Tensor, target: Tensor, weight=None, ignore_index: int 
     _check(target, "target")
     return Tensor._wrap(E.cross_entropy(input._h, target._h, _h(weight, "weight"), as_index(ignore_index),
                                         _reduction(reduction), float(label_smoothing)))
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, reduction: str = "mean") -> Tensor:
+    """Binary cross-entropy of probabilities, with each log clamped at -100 as PyTorch does.
+    Like PyTorch, it refuses to run under autocast (its float16 log is unsafe): use
+    ``binary_cross_entropy_with_logits``, which also is more stable."""
+    _check(input, "input")
+    _check(target, "target")
+    from ..amp import is_autocast_enabled
+    if is_autocast_enabled(input.device.type):
+        raise RuntimeError("binary_cross_entropy and BCELoss are unsafe to autocast: use "
+                           "binary_cross_entropy_with_logits or BCEWithLogitsLoss (they take logits), or run it "
+                           "outside the autocast scope")
+    if tuple(input.shape) != tuple(target.shape):
+        raise ValueError(f"binary_cross_entropy: target shape {tuple(target.shape)} must be the same as input shape "
+                         f"{tuple(input.shape)}")
+    code = _reduction(reduction)
+    loss = -(target * input.log().clamp(min=-100.0) + (1 - target) * (1 - input).log().clamp(min=-100.0))
+    if weight is not None:
+        loss = loss * weight
+    return loss if code == E.REDUCTIONS["none"] else (loss.sum() if code == E.REDUCTIONS["sum"] else loss.mean())
 
 
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None, reduction: str = "mean",

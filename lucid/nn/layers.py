@@ -49,6 +49,18 @@ class ReLU(Module):
         return F.relu(x)
 
 
+class LeakyReLU(Module):
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
+        super().__init__()
+        self.negative_slope, self.inplace = float(negative_slope), bool(inplace)
+
+    def forward(self, x):
+        return F.leaky_relu(x, self.negative_slope)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}"
+
+
 class GELU(Module):
     def __init__(self, approximate: str = "none"):
         super().__init__()

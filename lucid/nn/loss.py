@@ -45,6 +45,15 @@ class CrossEntropyLoss(_Loss):
         return F.cross_entropy(input, target, self.weight, self.ignore_index, self.reduction, self.label_smoothing)
 
 
+class BCELoss(_Loss):
+    def __init__(self, weight=None, reduction="mean"):
+        super().__init__(reduction)
+        self.weight = weight
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, self.weight, self.reduction)
+
+
 class BCEWithLogitsLoss(_Loss):
     def __init__(self, weight=None, reduction="mean", pos_weight=None):
         super().__init__(reduction)

@@ -99,6 +99,16 @@ class Module:
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
 
+    def apply(self, fn):
+        """Calls ``fn`` on every sub-module (children first) and then on this module; returns
+        this module (``model.apply(init_weights)``)."""
+        if not callable(fn):
+            raise TypeError(f"apply takes a callable, got {fn!r}")
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
     # ---- traversal -----------------------------------------------------------------------
 
     def named_children(self):

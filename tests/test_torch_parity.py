@@ -1,0 +1,95 @@
+"""Small pieces of PyTorch's API that real programs reach for, against numpy."""
+
+import numpy as np
+import pytest
+
+import lucid
+import lucid.nn as nn
+import lucid.nn.functional as F
+
+rng = np.random.default_rng(21)
+
+
+def test_like_factories_and_new_methods_keep_dtype_and_device():
+    t = lucid.ones(2, 3, device="metal").half()
+    for made in (lucid.zeros_like(t), lucid.full_like(t, 2.5), lucid.rand_like(t), lucid.randn_like(t),
+                 lucid.empty_like(t), t.new_zeros(4), t.new_ones(1, 2), t.new_full((2,), 7), t.new_empty(3),
+                 t.new_tensor([1, 2])):
+        assert made.dtype == lucid.float16 and made.device == t.device
+    np.testing.assert_array_equal(lucid.full_like(t, 2.5).float().numpy(), np.full((2, 3), 2.5))
+    assert t.new_zeros(4, dtype=lucid.int64).dtype == lucid.int64
+    assert lucid.empty(2, 2).shape == (2, 2)
+    r = lucid.randn_like(lucid.zeros(20000))
+    assert abs(float(r.mean().item())) < 0.05 and abs(float(r.std().item()) - 1) < 0.05
+    assert lucid.full_like(t, 1.0, requires_grad=True).requires_grad
+
+
+def test_view_as_reshape_as_and_type():
+    a = lucid.tensor(np.arange(6, dtype=np.float32))
+    b = lucid.zeros(2, 3)
+    assert a.view_as(b).shape == (2, 3) and a.reshape_as(b).shape == (2, 3)
+    assert a.type() == "lucid.FloatTensor" and a.long().type() == "lucid.LongTensor"
+    assert a.type(lucid.float16).dtype == lucid.float16
+    assert a.type("torch.LongTensor").dtype == lucid.int64
+    with pytest.raises(ValueError, match="unknown tensor type"):
+        a.type("torch.DoubleTensor")
+
+
+def test_zero_dim_tensors_format_as_numbers():
+    loss = lucid.tensor(0.123456)
+    assert f"{loss:.4f}" == "0.1235" and f"{lucid.tensor(3):d}" == "3"
+    assert f"{lucid.ones(2)}" == repr(lucid.ones(2))
+
+
+def test_module_apply_visits_children_first_then_the_module():
+    model = nn.Sequential(nn.Linear(2, 3), nn.Sequential(nn.ReLU(), nn.Linear(3, 1)))
+    seen = []
+    assert model.apply(lambda m: seen.append(type(m).__name__)) is model
+    assert seen == ["Linear", "ReLU", "Linear", "Sequential", "Sequential"]
+
+    def init(m):
+        if isinstance(m, nn.Linear):
+            nn.init.constant_(m.weight, 0.5)
+    model.apply(init)
+    assert (model[0].weight.numpy() == 0.5).all() and (model[1][1].weight.numpy() == 0.5).all()
+    with pytest.raises(TypeError, match="callable"):
+        model.apply(3)
+
+
+@pytest.mark.parametrize("device", ["cpu", "metal"])
+def test_leaky_relu_and_its_gradient(device):
+    x = np.array([-2.0, -0.5, 0.0, 0.5, 3.0], np.float32)
+    t = lucid.tensor(x, device=device, requires_grad=True)
+    y = nn.LeakyReLU(0.1)(t)
+    np.testing.assert_allclose(y.numpy(), np.where(x > 0, x, 0.1 * x), rtol=1e-6)
+    y.sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), np.where(x > 0, 1.0, 0.1), rtol=1e-6)  # 0 takes the slope, as PyTorch
+    np.testing.assert_allclose(F.leaky_relu(t, inplace=True).numpy(), np.where(x > 0, x, 0.01 * x), rtol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy_matches_numpy_and_clamps_its_logs(reduction):
+    p = rng.random((4, 3)).astype(np.float32) * 0.98 + 0.01
+    p[0, 0], p[0, 1] = 0.0, 1.0  # log(0) is clamped at -100
+    y = (rng.random((4, 3)) > 0.5).astype(np.float32)
+    y[0, 0], y[0, 1] = 1.0, 0.0
+    w = rng.random((4, 3)).astype(np.float32)
+    tp = lucid.tensor(p, requires_grad=True)
+    got = F.binary_cross_entropy(tp, lucid.tensor(y), lucid.tensor(w), reduction)
+    with np.errstate(divide="ignore"):
+        each = -(y * np.maximum(np.log(p), -100) + (1 - y) * np.maximum(np.log(1 - p), -100)) * w
+    want = {"mean": each.mean(), "sum": each.sum(), "none": each}[reduction]
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
+    np.testing.assert_allclose(nn.BCELoss(lucid.tensor(w), reduction)(tp, lucid.tensor(y)).numpy(), want, rtol=1e-5)
+    got.sum().backward()
+    inner = np.ones_like(p, dtype=bool)
+    inner[0, :2] = False
+    scale = 1 / p.size if reduction == "mean" else 1.0
+    with np.errstate(divide="ignore"):
+        grad = -(y / p - (1 - y) / (1 - p)) * w * scale
+    np.testing.assert_allclose(tp.grad.numpy()[inner], grad[inner], rtol=1e-4)
+    with lucid.amp.autocast("metal"):
+        with pytest.raises(RuntimeError, match="unsafe to autocast"):
+            F.binary_cross_entropy(lucid.tensor(p, device="metal"), lucid.tensor(y, device="metal"))
+    with pytest.raises(ValueError, match="must be the same as input shape"):
+        F.binary_cross_entropy(tp, lucid.tensor(y[:2]))
