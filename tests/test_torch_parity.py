@@ -93,3 +93,73 @@ def test_binary_cross_entropy_matches_numpy_and_clamps_its_logs(reduction):
             F.binary_cross_entropy(lucid.tensor(p, device="metal"), lucid.tensor(y, device="metal"))
     with pytest.raises(ValueError, match="must be the same as input shape"):
         F.binary_cross_entropy(tp, lucid.tensor(y[:2]))
+
+
+def _run_optimizer(make, steps=4, device="cpu"):
+    p0 = rng.standard_normal((3, 4)).astype(np.float32)
+    grads = [rng.standard_normal((3, 4)).astype(np.float32) for _ in range(steps)]
+    p = nn.Parameter(lucid.tensor(p0, device=device))
+    opt = make([p])
+    for g in grads:
+        p.grad = lucid.tensor(g, device=device)
+        opt.step()
+    return p0, grads, p.numpy()
+
+
+def _rmsprop_ref(p, grads, lr, alpha, eps, wd, momentum, centered):
+    p = p.astype(np.float64)
+    sq = np.zeros_like(p); ga = np.zeros_like(p); buf = np.zeros_like(p)
+    for g in grads:
+        g = g + wd * p
+        sq = alpha * sq + (1 - alpha) * g * g
+        if centered:
+            ga = alpha * ga + (1 - alpha) * g
+            avg = np.sqrt(sq - ga * ga) + eps
+        else:
+            avg = np.sqrt(sq) + eps
+        if momentum:
+            buf = momentum * buf + g / avg
+            p = p - lr * buf
+        else:
+            p = p - lr * g / avg
+    return p
+
+
+@pytest.mark.parametrize("device", ["cpu", "metal"])
+@pytest.mark.parametrize("kw", [dict(), dict(momentum=0.9, weight_decay=0.01), dict(centered=True, alpha=0.9)])
+def test_rmsprop_follows_pytorchs_rule(device, kw):
+    p0, grads, got = _run_optimizer(lambda ps: lucid.optim.RMSprop(ps, lr=0.01, **kw), device=device)
+    want = _rmsprop_ref(p0, grads, 0.01, kw.get("alpha", 0.99), 1e-8, kw.get("weight_decay", 0.0),
+                        kw.get("momentum", 0.0), kw.get("centered", False))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(lr_decay=0.1, initial_accumulator_value=0.5, weight_decay=0.1)])
+def test_adagrad_follows_pytorchs_rule(kw):
+    p0, grads, got = _run_optimizer(lambda ps: lucid.optim.Adagrad(ps, lr=0.1, **kw))
+    p = p0.astype(np.float64)
+    total = np.full_like(p, kw.get("initial_accumulator_value", 0.0))
+    for step, g in enumerate(grads, 1):
+        g = g + kw.get("weight_decay", 0.0) * p
+        total += g * g
+        p = p - 0.1 / (1 + (step - 1) * kw.get("lr_decay", 0.0)) * g / (np.sqrt(total) + 1e-10)
+    np.testing.assert_allclose(got, p, rtol=1e-4, atol=1e-5)
+
+
+def test_adadelta_follows_pytorchs_rule_and_keeps_a_low_precision_parameter_dtype():
+    p0, grads, got = _run_optimizer(lambda ps: lucid.optim.Adadelta(ps, lr=1.0, rho=0.9))
+    p = p0.astype(np.float64)
+    sq, acc = np.zeros_like(p), np.zeros_like(p)
+    for g in grads:
+        sq = 0.9 * sq + 0.1 * g * g
+        delta = np.sqrt(acc + 1e-6) / np.sqrt(sq + 1e-6) * g
+        acc = 0.9 * acc + 0.1 * delta * delta
+        p = p - delta
+    np.testing.assert_allclose(got, p, rtol=1e-4, atol=1e-5)
+    q = nn.Parameter(lucid.ones(3).bfloat16())
+    opt = lucid.optim.Adadelta([q])
+    q.grad = lucid.ones(3).bfloat16()
+    opt.step()
+    assert q.dtype == lucid.bfloat16 and opt.state[q]["square_avg"].dtype == lucid.float32
+    with pytest.raises(ValueError, match="invalid rho"):
+        lucid.optim.Adadelta([q], rho=1.5)
