@@ -619,6 +619,18 @@ class Tensor:
     def expand_as(self, other):
         return self.expand(other.shape)
 
+    def tril(self, diagonal=0):
+        from ._random_ops import tril
+        return tril(self, diagonal)
+
+    def triu(self, diagonal=0):
+        from ._random_ops import triu
+        return triu(self, diagonal)
+
+    def multinomial(self, num_samples, replacement=False):
+        from ._random_ops import multinomial
+        return multinomial(self, num_samples, replacement)
+
     def view_as(self, other):
         return self.view(other.shape)
 

@@ -163,3 +163,43 @@ def test_adadelta_follows_pytorchs_rule_and_keeps_a_low_precision_parameter_dtyp
     assert q.dtype == lucid.bfloat16 and opt.state[q]["square_avg"].dtype == lucid.float32
     with pytest.raises(ValueError, match="invalid rho"):
         lucid.optim.Adadelta([q], rho=1.5)
+
+
+def test_randint_is_uniform_in_range_and_reproducible():
+    lucid.manual_seed(3)
+    a = lucid.randint(-2, 5, (4000,))
+    lucid.manual_seed(3)
+    b = lucid.randint(-2, 5, (4000,))
+    assert a.dtype == lucid.int64 and (a.numpy() == b.numpy()).all()
+    counts = np.bincount(a.numpy() + 2, minlength=7)
+    assert a.numpy().min() == -2 and a.numpy().max() == 4 and counts.min() > 450
+    assert lucid.randint(3, (2, 2), device="metal").device.type == "metal"
+    with pytest.raises(ValueError, match="greater than low"):
+        lucid.randint(5, 5, (2,))
+
+
+def test_multinomial_follows_the_weights_and_replacement():
+    lucid.manual_seed(0)
+    w = lucid.tensor([[1.0, 0.0, 3.0], [0.0, 5.0, 0.0]])
+    draws = lucid.multinomial(w, 2000, replacement=True).numpy()
+    assert draws.shape == (2, 2000) and set(np.unique(draws[1])) == {1}
+    assert 0.7 < (draws[0] == 2).mean() < 0.8 and not (draws[0] == 1).any()
+    once = lucid.tensor([0.2, 0.3, 0.5]).multinomial(3).numpy()
+    assert sorted(once) == [0, 1, 2]
+    with pytest.raises(ValueError, match="without replacement"):
+        lucid.multinomial(lucid.tensor([1.0, 1.0]), 3)
+    with pytest.raises(ValueError, match="non-negative"):
+        lucid.multinomial(lucid.tensor([1.0, -1.0]), 1)
+
+
+@pytest.mark.parametrize("diagonal", [-1, 0, 2])
+def test_tril_triu_match_numpy_and_pass_gradients(diagonal):
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    t = lucid.tensor(x, requires_grad=True)
+    np.testing.assert_array_equal(lucid.tril(t, diagonal).numpy(), np.tril(x, diagonal))
+    np.testing.assert_array_equal(t.triu(diagonal).numpy(), np.triu(x, diagonal))
+    lucid.tril(t, diagonal).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), np.tril(np.ones_like(x), diagonal))
+    assert lucid.tril(lucid.ones(3, 3, dtype=lucid.int64)).dtype == lucid.int64
+    with pytest.raises(ValueError, match="at least 2 dimensions"):
+        lucid.tril(lucid.ones(3))
