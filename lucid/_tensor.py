@@ -69,8 +69,20 @@ class Tensor:
     # TypeError instead of silently returning an ndarray; np.asarray(t) still works.
     __array_ufunc__ = None
 
-    def __new__(cls, *args, **kwargs):
-        raise TypeError("lucid.Tensor cannot be constructed directly; use lucid.tensor(data), lucid.zeros(...), ...")
+    def __new__(cls, *args, device="cpu", requires_grad=False):
+        """``lucid.Tensor(data)`` is a float32 tensor of `data`, ``lucid.Tensor(2, 3)`` a float32
+        tensor of that size (zeros) and ``lucid.Tensor()`` an empty one, as ``torch.Tensor``."""
+        from . import _creation
+        from ._types import float32
+        if cls is not Tensor:
+            raise TypeError(f"{cls.__name__} cannot be constructed; make a lucid.Tensor")
+        if not args:
+            return _creation.zeros(0, device=device, requires_grad=requires_grad)
+        if all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+            return _creation.zeros(*args, device=device, requires_grad=requires_grad)
+        if len(args) == 1:
+            return _creation.tensor(args[0], dtype=float32, device=device, requires_grad=requires_grad)
+        raise TypeError(f"lucid.Tensor() takes data or a size of ints, got {args!r}")
 
     @classmethod
     def _wrap(cls, handle: int):

@@ -189,12 +189,15 @@ def test_tensor_from_tensor_copies():
     assert_same(lucid.from_numpy(np.arange(4, dtype=np.int32)).numpy(), np.arange(4, dtype=np.int32))
 
 
-def test_tensor_cannot_be_constructed_directly():
-    with pytest.raises(TypeError):
-        lucid.Tensor()
-    with pytest.raises(TypeError):
-        lucid.Tensor([1.0])
+def test_the_tensor_constructor_makes_float32_tensors_as_torch_tensor():
+    t = lucid.Tensor([[3]])
+    assert t.dtype == lucid.float32 and t.shape == (1, 1) and t.item() == 3.0
+    assert lucid.Tensor(2, 3).shape == (2, 3) and (lucid.Tensor(2, 3).numpy() == 0).all()
+    assert lucid.Tensor().shape == (0,)
+    assert lucid.Tensor(np.arange(3), device="metal").device.type == "metal"
     assert isinstance(lucid.zeros(1), lucid.Tensor)
+    with pytest.raises(TypeError, match="takes data or a size of ints"):
+        lucid.Tensor([1.0], [2.0])
 
 
 # ---- factories --------------------------------------------------------------------------------
