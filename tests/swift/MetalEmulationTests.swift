@@ -65,6 +65,19 @@ private func bindFill(_ device: any MTLDevice, _ e: any MTLComputeCommandEncoder
 
 private let four = MTLSize(width: 4, height: 1, depth: 1)
 
+/// Dispatches `threads` threads in one threadgroup, ends the encoder and runs the command buffer.
+private func runOneGroup(_ threads: Int, _ e: any MTLComputeCommandEncoder, _ commandBuffer: any MTLCommandBuffer) {
+    let size = MTLSize(width: threads, height: 1, depth: 1)
+    e.dispatchThreads(size, threadsPerThreadgroup: size)
+    e.endEncoding()
+    commandBuffer.commit()
+    commandBuffer.waitUntilCompleted()
+}
+
+private func errorText(_ commandBuffer: any MTLCommandBuffer) -> String {
+    commandBuffer.error.map { "\($0)" } ?? ""
+}
+
 private func stderrText(_ result: ExitTest.Result?) -> String {
     String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
 }
@@ -140,10 +153,7 @@ private func stderrText(_ result: ExitTest.Result?) -> String {
     @Test func threadgroupMemoryStartsPoisoned() throws {
         let (commandBuffer, e, out) = try testKernel("read_unwritten", count: 16)
         e.setThreadgroupMemoryLength(64, index: 0)
-        e.dispatchThreads(MTLSize(width: 16, height: 1, depth: 1), threadsPerThreadgroup: MTLSize(width: 16, height: 1, depth: 1))
-        e.endEncoding()
-        commandBuffer.commit()
-        commandBuffer.waitUntilCompleted()
+        runOneGroup(16, e, commandBuffer)
         let values = out.contents().assumingMemoryBound(to: Int32.self)
         #expect((0..<16).allSatisfy { values[$0] == -1 })
     }
@@ -151,33 +161,24 @@ private func stderrText(_ result: ExitTest.Result?) -> String {
     @Test func barrierDivergenceFailsTheCommandBuffer() throws {
         let (commandBuffer, e, _) = try testKernel("diverging_barrier", count: 8)
         e.setThreadgroupMemoryLength(32, index: 0)
-        e.dispatchThreads(MTLSize(width: 8, height: 1, depth: 1), threadsPerThreadgroup: MTLSize(width: 8, height: 1, depth: 1))
-        e.endEncoding()
-        commandBuffer.commit()
-        commandBuffer.waitUntilCompleted()
+        runOneGroup(8, e, commandBuffer)
         #expect(commandBuffer.status == .error)
-        #expect("\(commandBuffer.error.map { "\($0)" } ?? "")".contains("barrier divergence: 4 of 8 threads"))
+        #expect(errorText(commandBuffer).contains("barrier divergence: 4 of 8 threads"))
     }
 
     @Test func writingPastThreadgroupMemoryFailsTheCommandBuffer() throws {
         let (commandBuffer, e, _) = try testKernel("write_past_threadgroup_memory", count: 16)
         e.setThreadgroupMemoryLength(16 * 4, index: 0)
-        e.dispatchThreads(MTLSize(width: 16, height: 1, depth: 1), threadsPerThreadgroup: MTLSize(width: 16, height: 1, depth: 1))
-        e.endEncoding()
-        commandBuffer.commit()
-        commandBuffer.waitUntilCompleted()
+        runOneGroup(16, e, commandBuffer)
         #expect(commandBuffer.status == .error)
-        #expect("\(commandBuffer.error.map { "\($0)" } ?? "")".contains("wrote past the 64 bytes of threadgroup memory of 'shared'"))
+        #expect(errorText(commandBuffer).contains("wrote past the 64 bytes of threadgroup memory of 'shared'"))
     }
 
     @Test func writingPastABufferFailsTheCommandBuffer() throws {
         let (commandBuffer, e, _) = try testKernel("write_past_buffer_end", count: 16)
-        e.dispatchThreads(MTLSize(width: 16, height: 1, depth: 1), threadsPerThreadgroup: MTLSize(width: 16, height: 1, depth: 1))
-        e.endEncoding()
-        commandBuffer.commit()
-        commandBuffer.waitUntilCompleted()
+        runOneGroup(16, e, commandBuffer)
         #expect(commandBuffer.status == .error)
-        #expect("\(commandBuffer.error.map { "\($0)" } ?? "")".contains("write_past_buffer_end wrote past the end of a 64-byte buffer"))
+        #expect(errorText(commandBuffer).contains("write_past_buffer_end wrote past the end of a 64-byte buffer"))
     }
 
     @Test func threadgroupMemoryMustBeSized() async {

@@ -289,40 +289,21 @@ enum MetalSelfTest {
         return out
     }
 
-    private static func kernels(_ be: any Backend) throws -> any ElementwiseKernels {
-        guard let k = be.elementwiseKernels else { throw LucidError.runtime("no elementwise kernels") }
-        return k
+    /// A family of `be`'s kernels, or an error naming it (a check of a declined family fails).
+    private static func family<K>(_ kernels: K?, _ name: String) throws -> K {
+        guard let kernels else { throw LucidError.runtime("no \(name) kernels") }
+        return kernels
     }
 
-    private static func reduction(_ be: any Backend) throws -> any ReductionKernels {
-        guard let k = be.reductionKernels else { throw LucidError.runtime("no reduction kernels") }
-        return k
-    }
-
-    private static func pooling(_ be: any Backend) throws -> any PoolingKernels {
-        guard let k = be.poolingKernels else { throw LucidError.runtime("no pooling kernels") }
-        return k
-    }
-
+    private static func kernels(_ be: any Backend) throws -> any ElementwiseKernels { try family(be.elementwiseKernels, "elementwise") }
+    private static func reduction(_ be: any Backend) throws -> any ReductionKernels { try family(be.reductionKernels, "reduction") }
+    private static func pooling(_ be: any Backend) throws -> any PoolingKernels { try family(be.poolingKernels, "pooling") }
     private static func normalization(_ be: any Backend) throws -> any NormalizationKernels {
-        guard let k = be.normalizationKernels else { throw LucidError.runtime("no normalization kernels") }
-        return k
+        try family(be.normalizationKernels, "normalization")
     }
-
-    private static func indexing(_ be: any Backend) throws -> any IndexingKernels {
-        guard let k = be.indexingKernels else { throw LucidError.runtime("no indexing kernels") }
-        return k
-    }
-
-    private static func optimizers(_ be: any Backend) throws -> any OptimizerKernels {
-        guard let k = be.optimizerKernels else { throw LucidError.runtime("no optimizer kernels") }
-        return k
-    }
-
-    private static func matmul(_ be: any Backend) throws -> any MatmulKernels {
-        guard let k = be.matmulKernels else { throw LucidError.runtime("no matmul kernels") }
-        return k
-    }
+    private static func indexing(_ be: any Backend) throws -> any IndexingKernels { try family(be.indexingKernels, "indexing") }
+    private static func optimizers(_ be: any Backend) throws -> any OptimizerKernels { try family(be.optimizerKernels, "optimizer") }
+    private static func matmul(_ be: any Backend) throws -> any MatmulKernels { try family(be.matmulKernels, "matmul") }
 
     /// A tensor of `dtype` on `be` holding `values` (rounded as the host rounds them).
     private static func make(_ values: [Float], _ shape: [Int], _ dtype: DType, _ be: any Backend) throws -> TensorImpl {
