@@ -159,7 +159,7 @@ ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM = 0, 1, 2, 3, 4, 5, 6
 EQ, NE, LT, LE, GT, GE = 0, 1, 2, 3, 4, 5
 UNARY = {name: code for code, name in enumerate(
     ["neg", "relu", "exp", "log", "log1p", "sqrt", "rsqrt", "abs", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh",
-     "softplus"])}
+     "softplus", "sin", "cos"])}
 NEG, RELU = UNARY["neg"], UNARY["relu"]
 SUM, MEAN, AMAX, AMIN, LOGSUMEXP = 0, 1, 2, 3, 4
 REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}

@@ -70,6 +70,8 @@ _METHODS = {
     "rsqrt": "1 / sqrt(x), elementwise; float32 under autocast.",
     "abs": "Absolute value, elementwise.",
     "tanh": "Hyperbolic tangent, elementwise.",
+    "sin": "Sine, elementwise (integers promote to float32).",
+    "cos": "Cosine, elementwise (integers promote to float32).",
     "sigmoid": "1 / (1 + e**-x), elementwise.",
     "relu": "max(x, 0), elementwise.",
     "pow": "input ** exponent, elementwise; float32 under autocast.",

@@ -27,6 +27,8 @@ REFERENCE = {
     "gelu_tanh": (lambda x: x / (1 + np.exp(-2 * np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
                   lambda t: F.gelu(t, approximate="tanh")),
     "softplus": (lambda x: np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20)))), F.softplus),
+    "sin": (np.sin, lambda t: t.sin()),
+    "cos": (np.cos, lucid.cos),
 }
 POSITIVE = {"log", "log1p", "sqrt", "rsqrt"}
 

@@ -8,7 +8,7 @@ import Darwin
 /// C ABI's op codes. Input and output share a dtype; floating types compute in float32.
 package enum UnaryKernel: Int32, Sendable, CaseIterable {
     case neg = 0, relu = 1, exp = 2, log = 3, log1p = 4, sqrt = 5, rsqrt = 6, abs = 7
-    case tanh = 8, sigmoid = 9, silu = 10, gelu = 11, geluTanh = 12, softplus = 13
+    case tanh = 8, sigmoid = 9, silu = 10, gelu = 11, geluTanh = 12, softplus = 13, sin = 14, cos = 15
 
     /// The kernel's name in messages and counts, as Python spells it (`gelu_tanh`).
     var name: String { self == .geluTanh ? "gelu_tanh" : "\(self)" }
@@ -43,6 +43,8 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
         case .gelu: return 0.5 * x * erfcf(-x * Self.invSqrt2)
         case .geluTanh: return x * Self.sigmoid(2 * Self.sqrt2OverPi * (x + 0.044715 * x * x * x))
         case .softplus: return x > 20 ? x : log1pf(LibM.exp(x))  // PyTorch's threshold
+        case .sin: return sinf(x)
+        case .cos: return cosf(x)
         }
     }
 
@@ -79,6 +81,8 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
             let s = Self.sigmoid(2 * u)  // (1 + tanh u) / 2; 1 - tanh² u = 4s(1 - s)
             return s + 2 * x * s * (1 - s) * Self.sqrt2OverPi * (1 + 3 * 0.044715 * x * x)
         case .softplus: return x > 20 ? 1 : Self.sigmoid(x)
+        case .sin: return cosf(x)
+        case .cos: return -sinf(x)
         }
     }
 

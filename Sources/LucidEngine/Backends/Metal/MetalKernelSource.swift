@@ -363,7 +363,9 @@ inline float unary_float(uint op, float x) {
     case 10: return x * sigmoid_of(x);
     case 11: return 0.5f * x * erfc_of(-x * INV_SQRT_2);
     case 12: return x * sigmoid_of(2.0f * SQRT_2_OVER_PI * (x + 0.044715f * x * x * x));
-    default: return x > 20.0f ? x : log1p_of(precise::exp(x));
+    case 13: return x > 20.0f ? x : log1p_of(precise::exp(x));
+    case 14: return precise::sin(x);
+    default: return precise::cos(x);
     }
 }
 
@@ -386,7 +388,9 @@ inline float unary_derivative(uint op, float x, float y) {
         float s = sigmoid_of(2.0f * u);
         return s + 2.0f * x * s * (1.0f - s) * SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * x * x);
     }
-    default: return x > 20.0f ? 1.0f : sigmoid_of(x);
+    case 13: return x > 20.0f ? 1.0f : sigmoid_of(x);
+    case 14: return precise::cos(x);
+    default: return -precise::sin(x);
     }
 }
 
