@@ -16,7 +16,7 @@ from ._threads import get_num_threads, set_num_threads
 from .serialization import load, save
 from ._functions import *  # noqa: F401,F403  (where, cat, stack, maximum, …)
 from ._functions import __all__ as _function_names
-from ._random_ops import multinomial, randint, tril, triu
+from ._random_ops import argsort, multinomial, randint, sort, topk, tril, triu
 from . import accelerator, amp, autograd, metal, nn, optim, utils
 
 
@@ -28,7 +28,7 @@ __version__ = "0.1.0"
 __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "int32", "int64", "bool_", "half", "long",
            *_function_names,
            "tensor", "from_numpy", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like",
-           "rand_like", "randn_like", "arange", "rand", "randn", "randint", "multinomial", "tril", "triu",
+           "rand_like", "randn_like", "arange", "rand", "randn", "randint", "multinomial", "tril", "triu", "sort", "argsort", "topk",
            "manual_seed", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache", "save", "load",
            "set_num_threads", "get_num_threads",
            "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "accelerator", "amp", "autograd", "nn", "optim", "metal", "utils"]

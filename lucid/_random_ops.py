@@ -1,4 +1,5 @@
-"""Random integers and sampling (``randint``, ``multinomial``), and ``tril``/``triu``.
+"""Random integers and sampling (``randint``, ``multinomial``), ``tril``/``triu``, and the
+host-ordered ops (``sort``, ``argsort``, ``topk``).
 
 The random draws come from numpy generators seeded from the engine's stream, so
 ``lucid.manual_seed`` makes them reproducible like every other lucid random op.
@@ -81,4 +82,59 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:
     """The upper triangle of the last two dimensions (on and above `diagonal`), zeros below."""
     return _band(input, diagonal, False, "triu")
 
-__all__ = ["randint", "multinomial", "tril", "triu"]
+
+
+# ---- ordering: sort, argsort, topk ----------------------------------------------------------------
+# The order is found on the host (numpy's stable sort over the values, NaN counting as the
+# largest, as PyTorch); the values are then gathered by the engine, so gradients flow to the
+# entries picked.
+
+def _order(input: Tensor, dim: int, descending: bool, fn: str):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{fn}(): input must be a lucid.Tensor, got {type(input).__name__}")
+    if input.ndim == 0:
+        raise ValueError(f"{fn}(): expected a tensor with at least one dimension")
+    d = as_index(dim)
+    if not -input.ndim <= d < input.ndim:
+        raise IndexError(f"{fn}(): dim {dim} is out of range for a {input.ndim}-D tensor")
+    d %= input.ndim
+    values = input.numpy()
+    if input.dtype.is_floating_point:
+        values = values.astype(np.float64)
+        key = np.where(np.isnan(values), -np.inf, -values) if descending else np.where(np.isnan(values), np.inf, values)
+    else:
+        # Descending by the complement (~v = -v - 1), which, unlike -v, cannot overflow.
+        key = ~values.astype(np.int64) if descending else values
+    return np.argsort(key, axis=d, kind="stable"), d
+
+
+def _indices(order, input):
+    return _creation.tensor(order.astype(np.int64), device=input.device)
+
+
+def argsort(input: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
+    """The positions that sort `input` along `dim` (stable; NaN counts as the largest)."""
+    order, _ = _order(input, dim, descending, "argsort")
+    return _indices(order, input)
+
+
+def sort(input: Tensor, dim: int = -1, descending: bool = False):
+    """``(values, indices)`` of `input` sorted along `dim` (stable; NaN counts as the largest);
+    gradients flow back to the entries through `values`."""
+    order, d = _order(input, dim, descending, "sort")
+    indices = _indices(order, input)
+    return input.gather(d, indices), indices
+
+
+def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
+    """``(values, indices)`` of the `k` largest (or smallest) entries along `dim`, largest
+    first (NaN counts as the largest); gradients flow back through `values`."""
+    order, d = _order(input, dim, largest, "topk")
+    k = as_index(k)
+    if not 0 <= k <= input.shape[d]:
+        raise ValueError(f"topk(): k ({k}) must be between 0 and the size of dimension {d} ({input.shape[d]})")
+    indices = _indices(np.take(order, np.arange(k), axis=d), input)
+    return input.gather(d, indices), indices
+
+
+__all__ = ["randint", "multinomial", "tril", "triu", "argsort", "sort", "topk"]

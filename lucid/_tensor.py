@@ -645,6 +645,18 @@ class Tensor:
         from ._random_ops import triu
         return triu(self, diagonal)
 
+    def sort(self, dim=-1, descending=False):
+        from ._random_ops import sort
+        return sort(self, dim, descending)
+
+    def argsort(self, dim=-1, descending=False):
+        from ._random_ops import argsort
+        return argsort(self, dim, descending)
+
+    def topk(self, k, dim=-1, largest=True, sorted=True):
+        from ._random_ops import topk
+        return topk(self, k, dim, largest, sorted)
+
     def multinomial(self, num_samples, replacement=False):
         from ._random_ops import multinomial
         return multinomial(self, num_samples, replacement)

@@ -203,3 +203,34 @@ def test_tril_triu_match_numpy_and_pass_gradients(diagonal):
     assert lucid.tril(lucid.ones(3, 3, dtype=lucid.int64)).dtype == lucid.int64
     with pytest.raises(ValueError, match="at least 2 dimensions"):
         lucid.tril(lucid.ones(3))
+
+
+@pytest.mark.parametrize("device", ["cpu", "metal"])
+def test_sort_argsort_and_topk_match_numpy_and_pass_gradients(device):
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    t = lucid.tensor(x, device=device, requires_grad=True)
+    values, indices = t.sort(dim=1)
+    np.testing.assert_array_equal(values.numpy(), np.sort(x, 1))
+    np.testing.assert_array_equal(indices.numpy(), np.argsort(x, 1, kind="stable"))
+    np.testing.assert_array_equal(lucid.argsort(t, 0, descending=True).numpy(), np.argsort(-x, 0, kind="stable"))
+    top, where = lucid.topk(t, 2)
+    np.testing.assert_array_equal(top.numpy(), -np.sort(-x, 1)[:, :2])
+    (top * lucid.tensor([[1.0, 10.0]], device=device)).sum().backward()
+    want = np.zeros_like(x)
+    for r in range(3):
+        want[r, where.numpy()[r, 0]] += 1
+        want[r, where.numpy()[r, 1]] += 10
+    np.testing.assert_array_equal(t.grad.numpy(), want)
+    low, _ = t.topk(2, dim=0, largest=False)
+    np.testing.assert_array_equal(low.numpy(), np.sort(x, 0)[:2])
+
+
+def test_ordering_puts_nan_first_when_descending_and_handles_integer_extremes():
+    v, i = lucid.tensor([1.0, float("nan"), 3.0]).topk(2)
+    assert np.isnan(v.numpy()[0]) and i.numpy().tolist() == [1, 2]
+    big = np.array([-2 ** 63, 5, 0, 2 ** 63 - 1], dtype=np.int64)
+    np.testing.assert_array_equal(lucid.tensor(big).sort(descending=True)[0].numpy(), np.sort(big)[::-1])
+    with pytest.raises(ValueError, match="k \\(5\\) must be between 0"):
+        lucid.tensor([1.0, 2.0]).topk(5)
+    with pytest.raises(IndexError, match="out of range"):
+        lucid.tensor([1.0]).sort(dim=2)
