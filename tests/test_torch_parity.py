@@ -165,6 +165,18 @@ def test_adadelta_follows_pytorchs_rule_and_keeps_a_low_precision_parameter_dtyp
         lucid.optim.Adadelta([q], rho=1.5)
 
 
+@pytest.mark.parametrize("make", [lucid.optim.RMSprop, lucid.optim.Adagrad, lucid.optim.Adadelta])
+def test_adaptive_optimizers_keep_parameters_trainable(make):
+    model = nn.Linear(3, 2)
+    opt = make(model.parameters())
+    x = lucid.ones(4, 3)
+    for _ in range(2):  # the second backward needs parameters that still require grad
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    assert all(p.requires_grad and p.is_leaf for p in model.parameters())
+
+
 def test_randint_is_uniform_in_range_and_reproducible():
     lucid.manual_seed(3)
     a = lucid.randint(-2, 5, (4000,))

@@ -7,9 +7,10 @@ from .._creation import full_like, zeros_like
 from .optimizer import Optimizer
 
 
-def _handle(t):
-    """The engine handle of a fresh tensor, taken over by the optimizer (the Python object
-    gives it up)."""
+def _handle(t, p):
+    """The engine handle of the new value `t` of parameter `p`, taken over by the optimizer
+    (the Python object gives it up); a leaf that requires gradients when `p` does."""
+    t.requires_grad_(p.requires_grad)
     h, t._h = t._h, 0
     return h
 
@@ -55,7 +56,7 @@ class RMSprop(Optimizer):
         if group["momentum"] > 0:
             step = state.get("momentum_buffer", zeros_like(p32)) * float(group["momentum"]) + step
             state["momentum_buffer"] = step
-        return _handle((p32 - step * float(group["lr"])).to(p.dtype))
+        return _handle((p32 - step * float(group["lr"])).to(p.dtype), p)
 
 
 class Adagrad(Optimizer):
@@ -75,7 +76,7 @@ class Adagrad(Optimizer):
         total = state.get("sum", full_like(p32, float(group["initial_accumulator_value"]))) + g * g
         state["sum"] = total
         lr = float(group["lr"]) / (1 + (state["step"] - 1) * float(group["lr_decay"]))
-        return _handle((p32 - g / (total.sqrt() + float(group["eps"])) * lr).to(p.dtype))
+        return _handle((p32 - g / (total.sqrt() + float(group["eps"])) * lr).to(p.dtype), p)
 
 
 class Adadelta(Optimizer):
@@ -98,4 +99,4 @@ class Adadelta(Optimizer):
         delta = (acc + eps).sqrt() / (square + eps).sqrt() * g
         state["square_avg"] = square
         state["acc_delta"] = acc * rho + delta * delta * (1 - rho)
-        return _handle((p32 - delta * float(group["lr"])).to(p.dtype))
+        return _handle((p32 - delta * float(group["lr"])).to(p.dtype), p)
