@@ -16,7 +16,7 @@ from ._threads import get_num_threads, set_num_threads
 from .serialization import load, save
 from ._functions import *  # noqa: F401,F403  (where, cat, stack, maximum, …)
 from ._functions import __all__ as _function_names
-from ._random_ops import argsort, multinomial, randint, sort, topk, tril, triu
+from ._composed import argsort, multinomial, randint, sort, topk, tril, triu
 from . import accelerator, amp, autograd, metal, nn, optim, utils
 
 

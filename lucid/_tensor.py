@@ -638,27 +638,27 @@ class Tensor:
         return self.expand(other.shape)
 
     def tril(self, diagonal=0):
-        from ._random_ops import tril
+        from ._composed import tril
         return tril(self, diagonal)
 
     def triu(self, diagonal=0):
-        from ._random_ops import triu
+        from ._composed import triu
         return triu(self, diagonal)
 
     def sort(self, dim=-1, descending=False):
-        from ._random_ops import sort
+        from ._composed import sort
         return sort(self, dim, descending)
 
     def argsort(self, dim=-1, descending=False):
-        from ._random_ops import argsort
+        from ._composed import argsort
         return argsort(self, dim, descending)
 
     def topk(self, k, dim=-1, largest=True, sorted=True):
-        from ._random_ops import topk
+        from ._composed import topk
         return topk(self, k, dim, largest, sorted)
 
     def multinomial(self, num_samples, replacement=False):
-        from ._random_ops import multinomial
+        from ._composed import multinomial
         return multinomial(self, num_samples, replacement)
 
     def view_as(self, other):

@@ -18,6 +18,7 @@ import itertools
 from ctypes import POINTER, c_int32, c_uint64
 
 from . import _engine as E
+from ._creation import zeros
 from ._grad_mode import is_grad_enabled, no_grad
 from ._tensor import Tensor
 
@@ -49,7 +50,7 @@ def _backward(context, grad_handle, out, count):
     try:
         grad = Tensor._wrap(grad_handle)
         ctx, index, outputs, tensor_args, n_args, name = _contexts[context]
-        grads = [grad if k == index else E_zeros_like(o) for k, o in enumerate(outputs)]
+        grads = [grad if k == index else zeros(*o.shape, dtype=o.dtype, device=o.device) for k, o in enumerate(outputs)]
         result = type(ctx)._function.backward(ctx, *grads)
         result = result if isinstance(result, tuple) else (result,)
         if len(result) != n_args:
@@ -73,11 +74,6 @@ def _backward(context, grad_handle, out, count):
 @ctypes.CFUNCTYPE(None, c_uint64)
 def _release(context):
     _released.append(context)
-
-
-def E_zeros_like(t):
-    from ._creation import zeros
-    return zeros(*t.shape, dtype=t.dtype, device=t.device)
 
 
 _registered = False

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .. import _creation
+from .._composed import engine_seeded_rng
 from .._functions import stack
 from .._tensor import Tensor
 from ..amp import propagate
@@ -113,10 +114,7 @@ def _permutation(n, generator):
         if not isinstance(generator, Generator):
             raise TypeError(f"generator must be a lucid.utils.data.Generator, got {type(generator).__name__}")
         return generator._permutation(n)
-    # Seeded from the engine's random stream, so that lucid.manual_seed makes the order
-    # reproducible: two float32 draws give 48 random bits.
-    high, low = (_creation.rand(2) * float(1 << 24)).numpy().astype(np.int64)
-    return np.random.default_rng((int(high) << 24) | int(low)).permutation(n)
+    return engine_seeded_rng().permutation(n)
 
 
 class Sampler:

@@ -1,5 +1,6 @@
-"""Random integers and sampling (``randint``, ``multinomial``), ``tril``/``triu``, and the
-host-ordered ops (``sort``, ``argsort``, ``topk``).
+"""Ops composed in Python from engine ops, with the host's help where the engine has no kernel:
+random integers and sampling (``randint``, ``multinomial``), ``tril``/``triu``, and the
+host-ordered ``sort``, ``argsort`` and ``topk``.
 
 The random draws come from numpy generators seeded from the engine's stream, so
 ``lucid.manual_seed`` makes them reproducible like every other lucid random op.
@@ -15,7 +16,9 @@ from ._tensor import Tensor
 from ._types import as_index, check_dtype, int64
 
 
-def _numpy_rng():
+def engine_seeded_rng() -> np.random.Generator:
+    """A numpy generator seeded from the engine's random stream (48 bits from two float32
+    draws), so that lucid.manual_seed reproduces what it draws."""
     high, low = (_creation.rand(2) * float(1 << 24)).numpy().astype(np.int64)
     return np.random.default_rng((int(high) << 24) | int(low))
 
@@ -33,7 +36,7 @@ def randint(low=0, high=None, size=None, *, dtype=None, device="cpu", requires_g
     if high <= low:
         raise ValueError(f"randint(): high ({high}) must be greater than low ({low})")
     shape = tuple(as_index(s) for s in (size if isinstance(size, (tuple, list)) else (size,)))
-    values = _numpy_rng().integers(low, high, size=shape, dtype=np.int64)
+    values = engine_seeded_rng().integers(low, high, size=shape, dtype=np.int64)
     return _creation.tensor(values, dtype=int64 if dtype is None else check_dtype(dtype), device=device,
                             requires_grad=requires_grad)
 
@@ -56,7 +59,7 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False) -> T
     totals = rows.sum(1)
     if (totals <= 0).any():
         raise ValueError("multinomial(): every row needs a positive total")
-    rng = _numpy_rng()
+    rng = engine_seeded_rng()
     drawn = np.stack([rng.choice(rows.shape[1], size=n, replace=replacement, p=r / t) for r, t in zip(rows, totals)])
     return _creation.tensor(drawn.reshape(weights.shape[:-1] + (n,)), dtype=int64, device=input.device)
 
