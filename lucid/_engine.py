@@ -536,10 +536,34 @@ def backward(handle: int, grad: int, retain_graph: bool) -> None:
         _raise(rc)
 
 
-def custom_function_callbacks(backward_fn, release_fn) -> None:
-    rc = _lib.lucid_custom_function_callbacks(ctypes.cast(backward_fn, c_void_p), ctypes.cast(release_fn, c_void_p))
+_CUSTOM_BACKWARD = ctypes.CFUNCTYPE(c_int32, c_uint64, c_uint64, POINTER(c_uint64), c_int32)
+_CUSTOM_RELEASE = ctypes.CFUNCTYPE(None, c_uint64)
+_custom_callbacks = None  # the C callbacks, alive for the process once registered
+
+
+def custom_function_callbacks(backward, release) -> None:
+    """Registers custom functions' Python side with the engine: ``backward(context, grad
+    handle)`` returns one gradient handle per input (0 for none) and may raise (the exception
+    is raised again by ``backward()``); ``release(context)`` says the engine is done with it."""
+    global _custom_callbacks
+
+    def on_backward(context, grad, out, count):
+        try:
+            handles = backward(context, grad)
+            if len(handles) != count:
+                raise RuntimeError(f"custom function backward gave {len(handles)} gradients for {count} inputs")
+            for k, h in enumerate(handles):
+                out[k] = h
+            return 0
+        except BaseException as e:  # handed to the thread that called backward()
+            pending_error.exception = e
+            return 1
+
+    callbacks = (_CUSTOM_BACKWARD(on_backward), _CUSTOM_RELEASE(release))
+    rc = _lib.lucid_custom_function_callbacks(ctypes.cast(callbacks[0], c_void_p), ctypes.cast(callbacks[1], c_void_p))
     if rc:
         _raise(rc)
+    _custom_callbacks = callbacks
 
 
 def custom_function_record(name: str, inputs, output: int, context: int) -> int:

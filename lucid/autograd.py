@@ -13,9 +13,7 @@ outputs that received none, and runs once for each output that receives a gradie
 
 from __future__ import annotations
 
-import ctypes
 import itertools
-from ctypes import POINTER, c_int32, c_uint64
 
 from . import _engine as E
 from ._creation import zeros
@@ -45,33 +43,29 @@ _released: list = []
 _ids = itertools.count(1)
 
 
-@ctypes.CFUNCTYPE(c_int32, c_uint64, c_uint64, POINTER(c_uint64), c_int32)
-def _backward(context, grad_handle, out, count):
-    try:
-        grad = Tensor._wrap(grad_handle)
-        ctx, index, outputs, tensor_args, n_args, name = _contexts[context]
-        grads = [grad if k == index else zeros(*o.shape, dtype=o.dtype, device=o.device) for k, o in enumerate(outputs)]
-        result = type(ctx)._function.backward(ctx, *grads)
-        result = result if isinstance(result, tuple) else (result,)
-        if len(result) != n_args:
-            raise ValueError(f"{name}.backward returned {len(result)} values, expected {n_args} "
-                             f"(one per forward argument, None where there is no gradient)")
-        keep = ctx.__dict__.setdefault("_returned", [])
-        for k, position in enumerate(tensor_args):
-            g = result[position]
-            if g is not None and not isinstance(g, Tensor):
-                raise TypeError(f"{name}.backward returned a {type(g).__name__} for argument {position}; "
-                                f"expected a lucid.Tensor or None")
-            out[k] = 0 if g is None else g._h
-            if g is not None:
-                keep.append(g)  # alive until the engine releases the context
-        return 0
-    except BaseException as e:  # handed to the thread that called backward()
-        E.pending_error.exception = e
-        return 1
+def _backward(context, grad_handle):
+    """The engine's call for one context's backward: one gradient handle per tensor input."""
+    grad = Tensor._wrap(grad_handle)
+    ctx, index, outputs, tensor_args, n_args, name = _contexts[context]
+    grads = [grad if k == index else zeros(*o.shape, dtype=o.dtype, device=o.device) for k, o in enumerate(outputs)]
+    result = type(ctx)._function.backward(ctx, *grads)
+    result = result if isinstance(result, tuple) else (result,)
+    if len(result) != n_args:
+        raise ValueError(f"{name}.backward returned {len(result)} values, expected {n_args} "
+                         f"(one per forward argument, None where there is no gradient)")
+    keep = ctx.__dict__.setdefault("_returned", [])
+    handles = []
+    for position in tensor_args:
+        g = result[position]
+        if g is not None and not isinstance(g, Tensor):
+            raise TypeError(f"{name}.backward returned a {type(g).__name__} for argument {position}; "
+                            f"expected a lucid.Tensor or None")
+        handles.append(0 if g is None else g._h)
+        if g is not None:
+            keep.append(g)  # alive until the engine releases the context
+    return handles
 
 
-@ctypes.CFUNCTYPE(None, c_uint64)
 def _release(context):
     _released.append(context)
 

@@ -14,8 +14,7 @@ import threading
 
 from .. import _engine as E
 from .._types import dtype_from_code, float16
-
-_DEVICES = (("cpu", 0), ("metal", 1))
+from .autocast_mode import _DEVICE_CODES
 
 
 class autocast_state:
@@ -39,7 +38,7 @@ class autocast_state:
 
     def __init__(self) -> None:
         settings = []
-        for _, code in _DEVICES:
+        for code in sorted(_DEVICE_CODES.values()):
             dtype = E.autocast_get_dtype(code)
             settings.append((code, 1 if E.autocast_is_enabled(code) else 0, dtype if dtype >= 0 else float16.code))
         self._settings = tuple(settings)
@@ -48,15 +47,16 @@ class autocast_state:
 
     def enabled(self, device_type: str) -> bool:
         """Whether the captured state has autocast on for `device_type`."""
-        return bool(self._settings[dict(_DEVICES)[device_type]][1])
+        return bool(self._settings[_DEVICE_CODES[device_type]][1])
 
     def dtype(self, device_type: str):
         """The captured autocast dtype of `device_type`, or ``None`` where it is off."""
-        code, enabled, dtype = self._settings[dict(_DEVICES)[device_type]]
+        code, enabled, dtype = self._settings[_DEVICE_CODES[device_type]]
         return dtype_from_code(dtype) if enabled else None
 
     def __repr__(self):
-        parts = [f"{name}={self.dtype(name)!r}" if self.enabled(name) else f"{name}=off" for name, _ in _DEVICES]
+        names = sorted(_DEVICE_CODES, key=_DEVICE_CODES.get)
+        parts = [f"{name}={self.dtype(name)!r}" if self.enabled(name) else f"{name}=off" for name in names]
         return f"autocast_state({', '.join(parts)}, cache_enabled={self._cache_enabled})"
 
     def __enter__(self):

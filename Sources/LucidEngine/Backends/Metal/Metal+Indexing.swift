@@ -17,10 +17,9 @@ extension MetalBackend: IndexingKernels {
         zeroed[dim] = 0
         guard out.dtype == a.dtype, index.dtype == .int64,
               let layout = MetalLayout(shape: index.shape, operands: [index.strides, zeroed, out.strides]),
-              let bad = try? TensorImpl.empty([1], dtype: .int32, on: self) else {
+              let bad = makeFlag() else {
             return onHost("gather").gather(a, dim: dim, index: index, into: out)
         }
-        fill(bad, with: Scalar(int: 0))
         encode("gather_\(a.dtype.name)", count: layout.count) { e in
             bind(a, 0, e)
             bind(index, 1, e)
@@ -29,10 +28,7 @@ extension MetalBackend: IndexingKernels {
             setBytes(layout.words, 4, e)
             setBytes(indexSteps(src: a.strides[dim], size: a.shape[dim]), 5, e)
         }
-        // The op raises on a bad index, so it needs the answer now: a synchronisation point.
-        var flag: Int32 = 0
-        withUnsafeMutableBytes(of: &flag) { read(bad, into: $0) }
-        guard flag != 0 else { return nil }
+        guard isSet(bad) else { return nil }  // the op raises on a bad index, so it needs the answer now
         // Which index was first is found on the host, on this error path only.
         return Backends.host.gather(a, dim: dim, index: index, into: out)
     }

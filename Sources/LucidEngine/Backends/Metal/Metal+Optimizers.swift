@@ -56,10 +56,9 @@ extension MetalBackend: OptimizerKernels {
     func unscale(_ grads: [TensorImpl], invScale: Float, into outs: [TensorImpl]) -> Bool {
         let pairs = zip(grads, outs).filter { $0.0.numel > 0 }
         guard !pairs.isEmpty else { return false }
-        guard pairs.allSatisfy({ Self.fits([$0.0, $0.1]) }), let found = try? TensorImpl.empty([1], dtype: .int32, on: self) else {
+        guard pairs.allSatisfy({ Self.fits([$0.0, $0.1]) }), let found = makeFlag() else {
             return onHost("unscale").unscale(grads, invScale: invScale, into: outs)
         }
-        fill(found, with: Scalar(int: 0))
         for (grad, out) in pairs {
             encode("unscale_\(grad.dtype.name)", count: grad.numel) { e in
                 bind(grad, 0, e)
@@ -69,10 +68,7 @@ extension MetalBackend: OptimizerKernels {
                 setBytes(UInt64(grad.numel), 4, e)
             }
         }
-        // GradScaler needs the answer now: one synchronisation point for all the gradients.
-        var flag: Int32 = 0
-        withUnsafeMutableBytes(of: &flag) { read(found, into: $0) }
-        return flag != 0
+        return isSet(found)  // one synchronisation point for all the gradients
     }
 }
 #endif

@@ -245,15 +245,11 @@ final class MetalBackend: Backend, @unchecked Sendable {
         }
     }
 
-    /// Source and destination dtypes the copy kernels convert between: every pair.
-    private static let copies: Set<String> = Set(DType.allCases.flatMap { s in
-        DType.allCases.map { d in s == d ? s.name : "\(s.name)_\(d.name)" }
-    })
-
     func copy(_ src: TensorImpl, into dst: TensorImpl) {
         guard dst.numel > 0 else { return }
+        // A copy kernel for every pair of dtypes: copy_<dtype>, copy_<source>_<destination>.
         let kind = src.dtype == dst.dtype ? src.dtype.name : "\(src.dtype.name)_\(dst.dtype.name)"
-        guard Self.copies.contains(kind), let layout = MetalLayout(shape: dst.shape, operands: [src.strides, dst.strides]) else {
+        guard let layout = MetalLayout(shape: dst.shape, operands: [src.strides, dst.strides]) else {
             return onHost("copy").copy(src, into: dst)
         }
         encode("copy_\(kind)", count: layout.count) { e in
@@ -261,6 +257,23 @@ final class MetalBackend: Backend, @unchecked Sendable {
             bind(dst, 1, e)
             setBytes(layout.words, 2, e)
         }
+    }
+
+    // MARK: - Flags
+
+    /// A zeroed int32 a kernel sets to report something the host must act on (an infinity, an
+    /// index out of range); nil when it cannot be allocated.
+    func makeFlag() -> TensorImpl? {
+        guard let flag = try? TensorImpl.empty([1], dtype: .int32, on: self) else { return nil }
+        fill(flag, with: Scalar(int: 0))
+        return flag
+    }
+
+    /// Whether a kernel set `flag`: a synchronisation point, as the answer is needed now.
+    func isSet(_ flag: TensorImpl) -> Bool {
+        var value: Int32 = 0
+        withUnsafeMutableBytes(of: &value) { read(flag, into: $0) }
+        return value != 0
     }
 
     // MARK: - Encoding
