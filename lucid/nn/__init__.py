@@ -14,9 +14,13 @@ from .parameter import Parameter
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .sparse import Embedding
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
+                          TransformerEncoderLayer)
 
 __all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax",
            "Dropout", "Identity", "Flatten", "Sequential", "ModuleList", "ModuleDict", "Conv1d", "Conv2d",
            "ConvTranspose2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
            "GroupNorm", "Embedding", "MultiheadAttention", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss",
-           "BCEWithLogitsLoss", "BCELoss", "LeakyReLU", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "functional", "init", "utils"]
+           "BCEWithLogitsLoss", "BCELoss", "LeakyReLU", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
+           "Transformer", "TransformerEncoder", "TransformerEncoderLayer", "TransformerDecoder",
+           "TransformerDecoderLayer", "functional", "init", "utils"]
