@@ -1,6 +1,7 @@
 """The ported PyTorch examples run as written and learn (at a size that takes seconds)."""
 
 import importlib.util
+import math
 import sys
 from pathlib import Path
 
@@ -30,3 +31,22 @@ def test_the_mnist_example_trains_on_the_digits(capsys):
     out = capsys.readouterr().out
     assert "Train Epoch: 2" in out and "Test set: Average loss" in out
     assert accuracy > 0.5  # ten classes: chance is 0.1
+
+
+def _host_device_args():
+    # As above: the emulated GPU of the check build is too slow for a network.
+    return ["--device", "cpu"] if sys.platform != "darwin" and lucid.metal.is_available() else []
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_the_char_gpt_example_learns_and_samples(dtype, capsys):
+    args = ["--max-iters", "40", "--eval-interval", "20", "--eval-iters", "4", "--batch-size", "8",
+            "--block-size", "32", "--n-embd", "32", "--sample-tokens", "40", "--dtype", dtype]
+    history, text = load("char_gpt").main(args + _host_device_args())
+    out = capsys.readouterr().out
+    assert "step 40: train loss" in out and "number of parameters" in out
+    first, last = history[0], history[-1]
+    vocab = len(set((EXAMPLES / "data" / "sonnets.txt").read_text()))
+    assert abs(first[1] - math.log(vocab)) < 0.3  # an untrained model is close to uniform
+    assert last[1] < first[1] - 0.5 and last[2] < first[2] - 0.5  # train and val loss both fall
+    assert len(text) == 41 and set(text) <= set((EXAMPLES / "data" / "sonnets.txt").read_text())
