@@ -187,6 +187,12 @@ int32_t lucid_split(lucid_tensor a, int32_t mode, const int64_t *sizes, int32_t 
  * three int64 per item (the int, or start/stop/step), `flags` a slice's present parts (bits 0-2). */
 int32_t lucid_index(lucid_tensor a, const int32_t *kinds, const int64_t *values, const int32_t *flags,
                     const lucid_tensor *tensors, int32_t count, lucid_tensor *out);
+/* A new tensor: `a` with `src` (converted to a's dtype, broadcast to the shape of a[items]) written
+ * at a[items], or added there when `accumulate` (repeated positions add up). Without it, a
+ * position an integer index repeats takes its last write. Items as for lucid_index. */
+int32_t lucid_index_put(lucid_tensor a, const int32_t *kinds, const int64_t *values, const int32_t *flags,
+                        const lucid_tensor *tensors, int32_t count, lucid_tensor src, int32_t accumulate,
+                        lucid_tensor *out);
 int32_t lucid_gather(lucid_tensor a, int64_t dim, lucid_tensor index, lucid_tensor *out);
 int32_t lucid_index_select(lucid_tensor a, int64_t dim, lucid_tensor index, lucid_tensor *out);
 int32_t lucid_embedding(lucid_tensor weight, lucid_tensor indices, int32_t has_padding_idx, int64_t padding_idx,

@@ -62,6 +62,16 @@ def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
     return t
 
 
+def _rebuild(array, dtype_name, device, requires_grad, parameter):
+    """Unpickles a tensor (see Tensor.__reduce_ex__)."""
+    from . import _types
+    t = tensor(array, dtype=getattr(_types, "bool_" if dtype_name == "bool" else dtype_name), device=device)
+    if parameter:
+        from .nn.parameter import Parameter
+        return Parameter(t, requires_grad)
+    return _leaf(t, requires_grad)
+
+
 def from_numpy(arr: np.ndarray) -> Tensor:
     """A CPU tensor holding a copy of `arr`."""
     return tensor(arr)

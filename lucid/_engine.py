@@ -125,6 +125,7 @@ _SIGNATURES = {
     "lucid_cat": ([_p_u64, _i32, _i64, _i32, _p_u64], _i32),
     "lucid_split": ([_u64, _i32, _p_i64, _i32, _i64, _p_u64, _i32, _p_i32], _i32),
     "lucid_index": ([_u64, _p_i32, _p_i64, _p_i32, _p_u64, _i32, _p_u64], _i32),
+    "lucid_index_put": ([_u64, _p_i32, _p_i64, _p_i32, _p_u64, _i32, _u64, _i32, _p_u64], _i32),
     "lucid_gather": ([_u64, _i64, _u64, _p_u64], _i32),
     "lucid_index_select": ([_u64, _i64, _u64, _p_u64], _i32),
     "lucid_embedding": ([_u64, _u64, _i32, _i64, _p_u64], _i32),
@@ -725,8 +726,8 @@ def split(a: int, mode: int, sizes, dim: int, capacity: int):
 INDEX_INT, INDEX_SLICE, INDEX_NONE, INDEX_ELLIPSIS, INDEX_TENSOR = 0, 1, 2, 3, 4
 
 
-def index(a: int, items) -> int:
-    """``items``: (kind, (v0, v1, v2), flags, handle) tuples."""
+def _subscript(items):
+    """``items``: (kind, (v0, v1, v2), flags, handle) tuples, as the C arrays of a subscript."""
     n = len(items)
     kinds, values = (c_int32 * max(n, 1))(), (c_int64 * max(3 * n, 1))()
     flags, handles = (c_int32 * max(n, 1))(), (c_uint64 * max(n, 1))()
@@ -734,7 +735,15 @@ def index(a: int, items) -> int:
         kinds[i], flags[i], handles[i] = kind, flag, handle
         for j, v in enumerate(vals):
             values[3 * i + j] = _int64(v)
-    return _new(_lib.lucid_index, a, kinds, values, flags, handles, n)
+    return kinds, values, flags, handles, n
+
+
+def index(a: int, items) -> int:
+    return _new(_lib.lucid_index, a, *_subscript(items))
+
+
+def index_put(a: int, items, src: int, accumulate: bool) -> int:
+    return _new(_lib.lucid_index_put, a, *_subscript(items), src, int(accumulate))
 
 
 def gather(a: int, dim: int, idx: int) -> int:

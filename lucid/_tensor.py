@@ -9,6 +9,7 @@ from collections import namedtuple
 import numpy as np
 
 from . import _engine as E
+from . import _views
 from ._types import device as _Device, dtype as _DType
 from ._types import (as_device, as_index, bfloat16, bool_, check_dtype, device, dtype, dtype_from_code,
                      device_from_code, float16, float32, int32, int64)
@@ -64,7 +65,8 @@ class Tensor:
     other factories. Every op runs in the engine; a tensor here holds one engine handle.
     """
 
-    __slots__ = ("_h", "_meta", "_shape", "__weakref__")
+    # _view / _views (set only on views and on tensors that have views): see _views.py.
+    __slots__ = ("_h", "_meta", "_shape", "_view", "_views", "__weakref__")
     # numpy operators and ufuncs defer to ours, so mixing an ndarray into an op raises
     # TypeError instead of silently returning an ndarray; np.asarray(t) still works.
     __array_ufunc__ = None
@@ -333,7 +335,50 @@ class Tensor:
         return self.to("metal")
 
     def detach(self):
-        return Tensor._wrap(E.detach(self._h))
+        """This tensor cut from the autograd graph. As in PyTorch it shares this tensor's
+        values: an in-place write to either is seen by both."""
+        return _views.link(self, Tensor._wrap(E.detach(self._h)), E.detach, detach=True)
+
+    def __deepcopy__(self, memo):
+        """A new leaf with these values, dtype, device and requires_grad (a Parameter stays
+        one); as in PyTorch, only leaves can be deep-copied."""
+        if id(self) in memo:
+            return memo[id(self)]
+        if not self.is_leaf:
+            raise RuntimeError("only tensors created explicitly (leaves) support deepcopy; detach() or clone() first")
+        detached = E.detach(self._h)
+        try:
+            copied = type(self)._wrap(E.set_requires_grad(detached, self.requires_grad))
+        finally:
+            E.release(detached)
+        memo[id(self)] = copied
+        return copied
+
+    def __copy__(self):
+        return self.__deepcopy__({})
+
+    def __reduce_ex__(self, protocol):
+        """Pickles as its values (numpy), dtype, device and requires_grad."""
+        from ._creation import _rebuild
+        return _rebuild, (self.detach().numpy(), self.dtype.name, self.device.type, self.requires_grad,
+                          type(self).__name__ == "Parameter")
+
+    def detach_(self):
+        self._replace(E.detach(self._h))
+        return self
+
+    def clone(self):
+        """A tensor with this one's values that shares nothing with it (gradients flow back)."""
+        return Tensor._wrap(E.reshape(self._h, self.shape, False))
+
+    @property
+    def data(self):
+        """This tensor's values without autograd: ``p.data.add_(...)`` updates ``p``."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value):
+        _views.set_data(self, value)
 
     # ---- operators -----------------------------------------------------------------------
 
@@ -466,6 +511,135 @@ class Tensor:
         return Tensor._wrap(E.clamp(self._h, lo, hi))
 
     clip = clamp
+
+    # ---- in place -------------------------------------------------------------------------
+    # Each computes the new value and makes it this tensor's (see _views.py): the Python object
+    # is updated, with its base and views. A leaf that requires grad changes only under no_grad.
+
+    def _set(self, value, op):
+        if value is NotImplemented:
+            raise TypeError(f"{op}: expected a tensor or a number")
+        return _views.assign(self, value, op)
+
+    def _scaled(self, other, alpha, op):
+        if alpha == 1:
+            return other
+        if isinstance(other, Tensor):
+            return other * alpha
+        return self._operand(other, op) * alpha
+
+    def add_(self, other, *, alpha=1):
+        """``self += alpha * other``."""
+        return self._set(self._binary(E.ADD, self._scaled(other, alpha, "add_")), "add_")
+
+    def sub_(self, other, *, alpha=1):
+        return self._set(self._binary(E.SUB, self._scaled(other, alpha, "sub_")), "sub_")
+
+    def mul_(self, other):
+        return self._set(self._binary(E.MUL, other), "mul_")
+
+    def div_(self, other):
+        return self._set(self._binary(E.DIV, other), "div_")
+
+    def pow_(self, exponent):
+        return self._set(self._binary(E.POW, exponent), "pow_")
+
+    def addcmul_(self, tensor1, tensor2, *, value=1):
+        """``self += value * tensor1 * tensor2``."""
+        return self._set(self + tensor1 * tensor2 * value, "addcmul_")
+
+    def addcdiv_(self, tensor1, tensor2, *, value=1):
+        """``self += value * tensor1 / tensor2``."""
+        return self._set(self + tensor1 / tensor2 * value, "addcdiv_")
+
+    def lerp_(self, end, weight):
+        """``self += weight * (end - self)``."""
+        return self._set(self + (end - self) * weight, "lerp_")
+
+    def clamp_(self, min=None, max=None):
+        return self._set(self.clamp(min, max), "clamp_")
+
+    clip_ = clamp_
+
+    def masked_fill_(self, mask, value):
+        return self._set(self.masked_fill(mask, value), "masked_fill_")
+
+    def fill_(self, value):
+        """Sets every element to `value` (a number or a 0-d tensor)."""
+        if isinstance(value, Tensor):
+            if value.ndim != 0:
+                raise RuntimeError(f"fill_: expected a 0-d value tensor, got shape {tuple(value.shape)}")
+            return self._set(value.to(dtype=self.dtype, device=self.device).expand(self.shape).clone(), "fill_")
+        from ._creation import full
+        _scalar_or_raise(value, "fill_(): value")
+        return self._set(full(self.shape, value, dtype=self.dtype, device=self.device), "fill_")
+
+    def zero_(self):
+        return self.fill_(0)
+
+    def copy_(self, src):
+        """Copies `src` (broadcast to this shape, converted to this dtype and device) in."""
+        src = self._operand(src, "copy_")
+        value = Tensor._wrap(E.expand(src.to(dtype=self.dtype, device=self.device)._h, self.shape))
+        return self._set(value, "copy_")
+
+    def normal_(self, mean=0.0, std=1.0):
+        from ._creation import randn
+        return self._set(randn(self.shape, dtype=self.dtype, device=self.device) * std + mean, "normal_")
+
+    def uniform_(self, a=0.0, b=1.0):
+        from ._creation import rand
+        return self._set(rand(self.shape, dtype=self.dtype, device=self.device) * (b - a) + a, "uniform_")
+
+    def _unary_(self, name):
+        return self._set(self._unary(name), f"{name}_")
+
+    def neg_(self):
+        return self._set(-self, "neg_")
+
+    def relu_(self):
+        return self._set(self.relu(), "relu_")
+
+    def exp_(self):
+        return self._unary_("exp")
+
+    def log_(self):
+        return self._unary_("log")
+
+    def sqrt_(self):
+        return self._unary_("sqrt")
+
+    def abs_(self):
+        return self._unary_("abs")
+
+    def tanh_(self):
+        return self._unary_("tanh")
+
+    def sigmoid_(self):
+        return self._unary_("sigmoid")
+
+    def sin_(self):
+        return self._unary_("sin")
+
+    def cos_(self):
+        return self._unary_("cos")
+
+    # ``x += y`` updates x itself (its base and views too), as in PyTorch.
+    def _augmented(self, op, other, name):
+        value = self._binary(op, other)
+        return value if value is NotImplemented else _views.assign(self, value, name)
+
+    def __iadd__(self, o):
+        return self._augmented(E.ADD, o, "+=")
+
+    def __isub__(self, o):
+        return self._augmented(E.SUB, o, "-=")
+
+    def __imul__(self, o):
+        return self._augmented(E.MUL, o, "*=")
+
+    def __itruediv__(self, o):
+        return self._augmented(E.DIV, o, "/=")
 
     # ---- comparisons and selection -------------------------------------------------------
 
@@ -615,24 +789,50 @@ class Tensor:
 
     # ---- shape ---------------------------------------------------------------------------
 
+    def _viewed(self, step, overlapping=False):
+        """The view ``step(handle) -> handle`` makes, recorded as one (see _views.py)."""
+        return _views.link(self, Tensor._wrap(step(self._h)), step, overlapping=overlapping)
+
     def reshape(self, *shape):
-        return Tensor._wrap(E.reshape(self._h, _shape_args(shape), False))
+        """A view when the layout allows one, else a copy (as in PyTorch)."""
+        s = _shape_args(shape)
+        try:
+            return self._viewed(lambda h: E.reshape(h, s, True))
+        except RuntimeError:
+            return Tensor._wrap(E.reshape(self._h, s, False))
 
     def view(self, *shape):
-        return Tensor._wrap(E.reshape(self._h, _shape_args(shape), True))
+        s = _shape_args(shape)
+        return self._viewed(lambda h: E.reshape(h, s, True))
 
     def flatten(self, start_dim=0, end_dim=-1):
-        return Tensor._wrap(E.flatten(self._h, as_index(start_dim), as_index(end_dim)))
+        start, end = as_index(start_dim), as_index(end_dim)
+        if self.ndim == 0:
+            return Tensor._wrap(E.flatten(self._h, start, end))
+        shape = self.shape
+        s, e = self._wrap_dim(start), self._wrap_dim(end)
+        if s > e:
+            raise ValueError(f"flatten(): start_dim {start_dim} comes after end_dim {end_dim}")
+        n = 1
+        for d in shape[s:e + 1]:
+            n *= d
+        return self.reshape(shape[:s] + (n,) + shape[e + 1:])
 
     def squeeze(self, dim=None):
-        return Tensor._wrap(E.squeeze(self._h, self._dims(dim)))
+        dims = self._dims(dim)
+        return self._viewed(lambda h: E.squeeze(h, dims))
 
     def unsqueeze(self, dim):
-        return Tensor._wrap(E.unsqueeze(self._h, as_index(dim)))
+        d = as_index(dim)
+        return self._viewed(lambda h: E.unsqueeze(h, d))
 
     def expand(self, *sizes):
         """A broadcast view at ``sizes`` (-1 keeps a dimension)."""
-        return Tensor._wrap(E.expand(self._h, _shape_args(sizes, "sizes")))
+        s = _shape_args(sizes, "sizes")
+        shape = self.shape
+        lead = len(s) - len(shape)
+        overlapping = any(n > 1 and (i < lead or shape[i - lead] == 1) for i, n in enumerate(s))
+        return self._viewed(lambda h: E.expand(h, s), overlapping)
 
     def expand_as(self, other):
         return self.expand(other.shape)
@@ -706,7 +906,19 @@ class Tensor:
         return self.to(dtype)
 
     def narrow(self, dim, start, length):
-        return Tensor._wrap(E.narrow(self._h, as_index(dim), as_index(start), as_index(length)))
+        d, s, n = as_index(dim), as_index(start), as_index(length)
+        return self._viewed(lambda h: E.narrow(h, d, s, n))
+
+    def _pieces(self, handles, dim):
+        """Split pieces as views: each is the narrow of `dim` it covers."""
+        pieces, start = [], 0
+        d = self._wrap_dim(dim)
+        for h in handles:
+            piece = Tensor._wrap(h)
+            n = piece.shape[d] if piece.ndim else 1
+            pieces.append(_views.link(self, piece, lambda h, s=start, n=n: E.narrow(h, d, s, n)))
+            start += n
+        return tuple(pieces)
 
     def split(self, split_size_or_sections, dim=0):
         """Views of consecutive pieces: of ``split_size`` entries each, or of the listed sizes."""
@@ -718,19 +930,21 @@ class Tensor:
             size = as_index(split_size_or_sections)
             n = self.shape[self._wrap_dim(dim)] if self.ndim else 1
             handles = E.split(self._h, E.SPLIT_SIZE, (size,), dim, n)
-        return tuple(Tensor._wrap(h) for h in handles)
+        return self._pieces(handles, dim)
 
     def chunk(self, chunks, dim=0):
         chunks, dim = as_index(chunks), as_index(dim)
         n = self.shape[self._wrap_dim(dim)] if self.ndim else 1
         capacity = min(max(chunks, 1), max(n, 1))  # never more pieces than entries
-        return tuple(Tensor._wrap(h) for h in E.split(self._h, E.SPLIT_CHUNKS, (chunks,), dim, capacity))
+        return self._pieces(E.split(self._h, E.SPLIT_CHUNKS, (chunks,), dim, capacity), dim)
 
     def transpose(self, dim0, dim1):
-        return Tensor._wrap(E.transpose(self._h, as_index(dim0), as_index(dim1)))
+        d0, d1 = as_index(dim0), as_index(dim1)
+        return self._viewed(lambda h: E.transpose(h, d0, d1))
 
     def permute(self, *dims):
-        return Tensor._wrap(E.permute(self._h, _shape_args(dims, "dims")))
+        order = _shape_args(dims, "dims")
+        return self._viewed(lambda h: E.permute(h, order))
 
     @property
     def T(self):
@@ -744,15 +958,42 @@ class Tensor:
     # ---- indexing ------------------------------------------------------------------------
 
     def __getitem__(self, key):
+        """Ints, slices, None and ``...`` give a view; integer and bool tensors (or lists) a copy."""
         items = key if isinstance(key, tuple) else (key,)
         encoded, keep = [], []
         for item in items:
             encoded.append(_index_item(item, self.device, keep))
-        return Tensor._wrap(E.index(self._h, encoded))
+        if any(e[0] == E.INDEX_TENSOR for e in encoded):
+            return Tensor._wrap(E.index(self._h, encoded))
+        return self._viewed(lambda h: E.index(h, encoded))
 
     def __setitem__(self, key, value):
-        raise TypeError("lucid tensors are immutable: item assignment is not supported; build the new values with "
-                        "lucid.where(mask, value, x) or x.masked_fill(mask, value)")
+        """``x[key] = value``: any subscript ``x[key]`` takes, a value broadcast to its shape
+        and converted to x's dtype. Writes through views (see ``detach``, ``view``)."""
+        self.index_put_(key if isinstance(key, tuple) else (key,), value, op="__setitem__")
+
+    def index_put_(self, indices, values, accumulate=False, *, op="index_put_"):
+        """Writes `values` at ``self[indices]`` (adds them there with `accumulate`, repeated
+        positions adding up)."""
+        if not isinstance(indices, tuple):
+            raise TypeError(f"{op}: indices must be a tuple, got {type(indices).__name__}")
+        encoded, keep = [], []
+        for item in indices:
+            encoded.append(_index_item(item, self.device, keep))
+        src = self._operand(values, op)
+        return _views.assign(self, Tensor._wrap(E.index_put(self._h, encoded, src._h, bool(accumulate))), op)
+
+    def _operand(self, value, op):
+        """`value` as a tensor on this tensor's device (a number, list or 0-d tensor moves)."""
+        if isinstance(value, Tensor):
+            if value.device != self.device and value.ndim == 0:
+                return value.to(self.device)
+            return value
+        from ._creation import tensor
+        try:
+            return tensor(value, device=self.device)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{op}: expected a tensor or a number, got {type(value).__name__}") from e
 
     def __iter__(self):
         if self.ndim == 0:

@@ -62,8 +62,12 @@ def _encode(obj, path, tensors):
         return int(obj)
     if isinstance(obj, numbers.Real):
         return float(obj)
+    hint = ""
+    if hasattr(obj, "state_dict"):
+        hint = (f"; save its state dict instead (lucid.save(obj.state_dict(), f)) and load it into a new "
+                f"{type(obj).__name__} with load_state_dict: safetensors files hold no code")
     raise TypeError(f"lucid.save: cannot store a {type(obj).__name__}; checkpoints hold tensors, numbers, strings, "
-                    "None and dicts/lists/tuples of them")
+                    f"None and dicts/lists/tuples of them{hint}")
 
 
 def save(obj, f) -> None:

@@ -50,6 +50,7 @@ RUNNERS = {
     "split": lambda t, d: t(4).split(2)[0], "gather": lambda t, d: t(2, 3).gather(1, idx(d, [0], [2])),
     "index_select": lambda t, d: t(2, 3).index_select(1, idx(d, 2, 0)),
     "embedding": lambda t, d: F.embedding(idx(d, 1, 0), t(3, 2)), "index": lambda t, d: t(2, 3)[idx(d, 1), 1:],
+    "index_put": lambda t, d: t(2, 3).index_put_((idx(d, 1), slice(1, None)), t(2)),
     "softmax": lambda t, d: F.softmax(t(2, 3), 1), "log_softmax": lambda t, d: F.log_softmax(t(2, 3), 1),
     "dropout": lambda t, d: F.dropout(t(8), 0.5), "layer_norm": lambda t, d: F.layer_norm(t(2, 3), (3,), t(3), t(3)),
     "group_norm": lambda t, d: F.group_norm(t(2, 4, 3), 2, t(4), t(4)),

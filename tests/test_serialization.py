@@ -96,6 +96,8 @@ def test_bad_files_are_value_errors(tmp_path):
 def test_unsupported_objects_are_refused(tmp_path):
     with pytest.raises(TypeError, match="cannot store"):
         lucid.save({"f": object()}, tmp_path / "x.safetensors")
+    with pytest.raises(TypeError, match=r"cannot store a Linear.*state_dict\(\)"):
+        lucid.save(lucid.nn.Linear(2, 2), tmp_path / "x.safetensors")  # PyTorch pickles modules; safetensors holds no code
     with pytest.raises(TypeError, match="keys"):
         lucid.save({(1, 2): lucid.ones(1)}, tmp_path / "x.safetensors")
     with pytest.raises(ValueError, match="two tensors"):

@@ -172,6 +172,29 @@ public func lucid_split(_ a: UInt64, _ mode: Int32, _ sizes: UnsafePointer<Int64
 
 // ---- indexing ------------------------------------------------------------------------------
 
+/// Decodes the subscript items of `lucid_index` and `lucid_index_put`.
+private func subscriptItems(_ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?, _ flags: UnsafePointer<Int32>?,
+                            _ handles: UnsafePointer<UInt64>?, _ count: Int32, op: String) throws -> [Indexing.Item] {
+    guard count >= 0, count <= 64 else { throw LucidError(.index, "\(op): \(count) items are more than the 64 supported") }
+    var items: [Indexing.Item] = []
+    guard count > 0 else { return items }
+    guard let kinds, let values, let flags, let handles else { throw LucidError(.value, "\(op): null item arrays") }
+    for i in 0..<Int(count) {
+        let v = (0..<3).map { Int(clamping: values[3 * i + $0]) }
+        switch kinds[i] {
+        case 0: items.append(.int(v[0]))
+        case 1:
+            let f = flags[i]
+            items.append(.slice(start: f & 1 != 0 ? v[0] : nil, stop: f & 2 != 0 ? v[1] : nil, step: f & 4 != 0 ? v[2] : nil))
+        case 2: items.append(.newAxis)
+        case 3: items.append(.ellipsis)
+        case 4: items.append(.tensor(try tensors.get(handles[i])))
+        default: throw LucidError(.value, "\(op): unknown item kind \(kinds[i])")
+        }
+    }
+    return items
+}
+
 /// `a[items]`: per item a kind (0 int, 1 slice, 2 None, 3 Ellipsis, 4 tensor), three int64
 /// values (the int; or start, stop, step), presence flags for a slice's start/stop/step
 /// (bits 0, 1, 2), and a tensor handle.
@@ -180,25 +203,20 @@ public func lucid_index(_ a: UInt64, _ kinds: UnsafePointer<Int32>?, _ values: U
                         _ flags: UnsafePointer<Int32>?, _ handles: UnsafePointer<UInt64>?, _ count: Int32,
                         _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
     abiCall {
-        guard count >= 0, count <= 64 else { throw LucidError(.index, "index: \(count) items are more than the 64 supported") }
-        var items: [Indexing.Item] = []
-        if count > 0 {
-            guard let kinds, let values, let flags, let handles else { throw LucidError(.value, "index: null item arrays") }
-            for i in 0..<Int(count) {
-                let v = (0..<3).map { Int(clamping: values[3 * i + $0]) }
-                switch kinds[i] {
-                case 0: items.append(.int(v[0]))
-                case 1:
-                    let f = flags[i]
-                    items.append(.slice(start: f & 1 != 0 ? v[0] : nil, stop: f & 2 != 0 ? v[1] : nil, step: f & 4 != 0 ? v[2] : nil))
-                case 2: items.append(.newAxis)
-                case 3: items.append(.ellipsis)
-                case 4: items.append(.tensor(try tensors.get(handles[i])))
-                default: throw LucidError(.value, "index: unknown item kind \(kinds[i])")
-                }
-            }
-        }
+        let items = try subscriptItems(kinds, values, flags, handles, count, op: "index")
         try emit(try Indexing.subscripted(try tensors.get(a), items), out)
+    }
+}
+
+/// A new tensor: `a` with `src` written (or added, with `accumulate`) at `a[items]`; items as
+/// for `lucid_index`.
+@_cdecl("lucid_index_put")
+public func lucid_index_put(_ a: UInt64, _ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?,
+                            _ flags: UnsafePointer<Int32>?, _ handles: UnsafePointer<UInt64>?, _ count: Int32,
+                            _ src: UInt64, _ accumulate: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        let items = try subscriptItems(kinds, values, flags, handles, count, op: "index_put")
+        try emit(try Indexing.assign(try tensors.get(a), items, try tensors.get(src), accumulate: accumulate != 0), out)
     }
 }
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from .. import _engine as E
+from .. import _engine as E, _views
 from .._tensor import Tensor
 from .._types import as_index
 
@@ -22,9 +22,18 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return Tensor._wrap(E.linear(input._h, weight._h, 0 if bias is None else bias._h))
 
 
-def relu(input: Tensor) -> Tensor:
+def _out(input, value, inplace, op):
+    """`value`, or with `inplace` the input updated to it (PyTorch's ``inplace=True``)."""
+    return _views.assign(input, value, op) if inplace else value
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
     _check(input, "input")
-    return input.relu()
+    return _out(input, input.relu(), inplace, "relu")
+
+
+def relu_(input: Tensor) -> Tensor:
+    return relu(input, inplace=True)
 
 
 def _unary(name, input):
@@ -33,10 +42,9 @@ def _unary(name, input):
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
-    """x where x > 0, else ``negative_slope``·x. ``inplace`` is accepted; lucid tensors are
-    immutable, so the result is always a new tensor."""
+    """x where x > 0, else ``negative_slope``·x."""
     _check(input, "input")
-    return input.where(input > 0, input * negative_slope)
+    return _out(input, input.where(input > 0, input * negative_slope), inplace, "leaky_relu")
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -46,9 +54,9 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     return _unary("gelu" if approximate == "none" else "gelu_tanh", input)
 
 
-def silu(input: Tensor) -> Tensor:
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """x·sigmoid(x)."""
-    return _unary("silu", input)
+    return _out(input, _unary("silu", input), inplace, "silu")
 
 
 def softplus(input: Tensor) -> Tensor:
@@ -115,12 +123,12 @@ def log_softmax(input: Tensor, dim: int) -> Tensor:
     return input.log_softmax(dim)
 
 
-def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zeroes elements with probability ``p`` and scales the rest by 1/(1-p) when training."""
     _check(input, "input")
     if (not training or p == 0) and 0 <= p <= 1:
         return input
-    return Tensor._wrap(E.dropout(input._h, float(p), bool(training)))
+    return _out(input, Tensor._wrap(E.dropout(input._h, float(p), bool(training))), inplace, "dropout")
 
 
 # ---- normalisation -------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import math
 import numbers
 
 from .. import _creation
-from .. import _engine as E
+from .. import _engine as E, _views
 from .._grad_mode import no_grad
 from .._tensor import Tensor
 
@@ -45,7 +45,7 @@ def _check(t):
 def _assign(t: Tensor, values: Tensor) -> Tensor:
     """Points `t` at `values` (converted to t's dtype and device), keeping requires_grad."""
     new = values.to(dtype=t.dtype, device=t.device)
-    t._replace(E.set_requires_grad(new._h, t.requires_grad))
+    _views.update(t, E.set_requires_grad(new._h, t.requires_grad))
     return t
 
 

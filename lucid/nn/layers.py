@@ -44,9 +44,20 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-class ReLU(Module):
+class _Inplace(Module):
+    """An activation with PyTorch's ``inplace`` flag: the input tensor itself is updated."""
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = bool(inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class ReLU(_Inplace):
     def forward(self, x):
-        return F.relu(x)
+        return F.relu(x, self.inplace)
 
 
 class LeakyReLU(Module):
@@ -55,10 +66,10 @@ class LeakyReLU(Module):
         self.negative_slope, self.inplace = float(negative_slope), bool(inplace)
 
     def forward(self, x):
-        return F.leaky_relu(x, self.negative_slope)
+        return F.leaky_relu(x, self.negative_slope, self.inplace)
 
     def extra_repr(self):
-        return f"negative_slope={self.negative_slope}"
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
 class GELU(Module):
@@ -72,9 +83,9 @@ class GELU(Module):
         return F.gelu(x, self.approximate)
 
 
-class SiLU(Module):
+class SiLU(_Inplace):
     def forward(self, x):
-        return F.silu(x)
+        return F.silu(x, self.inplace)
 
 
 class Tanh(Module):
@@ -135,17 +146,17 @@ class LogSoftmax(Softmax):
 class Dropout(Module):
     """Zeroes elements with probability ``p`` in training mode; the identity in eval mode."""
 
-    def __init__(self, p: float = 0.5):
+    def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"dropout probability has to be between 0 and 1, got {p}")
-        self.p = float(p)
+        self.p, self.inplace = float(p), bool(inplace)
 
     def forward(self, x):
-        return F.dropout(x, self.p, self.training)
+        return F.dropout(x, self.p, self.training, self.inplace)
 
     def extra_repr(self):
-        return f"p={self.p}"
+        return f"p={self.p}" + (", inplace=True" if self.inplace else "")
 
 
 class Sequential(Module):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from .. import _engine as E
+from .. import _engine as E, _views
 from .._tensor import Tensor
 from .._types import as_device, dtype as _dtype, float16, float32
 from .parameter import Parameter
@@ -226,7 +226,7 @@ class Module:
                 continue
             v = state_dict[name].to(dtype=t.dtype, device=t.device, copy=True)
             if isinstance(t, Parameter):
-                t._replace(E.set_requires_grad(v._h, t.requires_grad))
+                _views.update(t, E.set_requires_grad(v._h, t.requires_grad))
             else:
                 m._buffers[attr] = v.detach()
         return missing, unexpected

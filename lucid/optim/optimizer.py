@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import numbers
 
-from .. import _grad_mode
+from .. import _grad_mode, _views
 from .._tensor import Tensor
 
 
@@ -76,7 +76,7 @@ class Optimizer:
                     if grad is None:
                         continue
                     new = self._update(p, grad, group, self.state.setdefault(p, {}))
-                    p._replace(new)
+                    _views.update(p, new)
                     p.grad = grad  # the update makes a new leaf; its gradient stays until zero_grad
         return loss
 

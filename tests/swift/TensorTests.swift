@@ -36,6 +36,23 @@ import Testing
         #expect(try ints.toArray() == [7, -3, 0])
     }
 
+    @Test(arguments: [Device.cpu, .metal])
+    func indexPutWritesOrAddsRowsWithGradients(device: Device) throws {
+        let base = try Tensor(Self.iota(6), shape: [3, 2], device: device).requiringGrad()
+        let rows = try Tensor(integers: [2, 0, 2], shape: [3], device: device)
+        let values = try Tensor([10, 11, 20, 21, 30, 31], shape: [3, 2], device: device).requiringGrad()
+        #expect(try base.indexPut(rows, values).toArray() == [20, 21, 2, 3, 30, 31])  // the last write wins
+        let added = try base.indexPut(rows, values, accumulate: true)
+        #expect(try added.toArray() == [20, 22, 2, 3, 44, 47])
+        try (try base.indexPut(rows, values)).sum().backward()
+        #expect(try base.grad?.toArray() == [0, 0, 1, 1, 0, 0])
+        #expect(try values.grad?.toArray() == [0, 0, 1, 1, 1, 1])
+        let wrongShape = try Tensor([1, 2, 3], shape: [3], device: device)
+        #expect(lucidErrorKind { _ = try base.indexPut(rows, wrongShape) } == .value)
+        let outOfRange = try Tensor(integers: [3], shape: [1], device: device)
+        #expect(lucidErrorKind { _ = try base.indexPut(outOfRange, values) } == .index)
+    }
+
     @Test func creationRejectsMismatchedShapes() {
         #expect(lucidErrorKind { _ = try Tensor([1, 2], shape: [3]) } == .value)
         #expect(lucidErrorKind { _ = try Tensor([1, 2, 3, 4], shape: [2, 3]) } == .value)

@@ -123,6 +123,12 @@ public struct Tensor: @unchecked Sendable, CustomStringConvertible {
     public func transpose(_ d0: Int, _ d1: Int) throws -> Tensor { Tensor(try ShapeOps.transpose(impl, d0, d1)) }
     public func permute(_ dims: [Int]) throws -> Tensor { Tensor(try ShapeOps.permute(impl, dims)) }
     public func contiguous() throws -> Tensor { Tensor(try Ops.contiguous(impl)) }
+    /// A new tensor: this one with `values` written at the rows `index` names along the first
+    /// dimension (added there with `accumulate`), torch's `index_put` with one index tensor.
+    /// A row named twice takes its last write unless `accumulate`. Gradients flow to both.
+    public func indexPut(_ index: Tensor, _ values: Tensor, accumulate: Bool = false) throws -> Tensor {
+        Tensor(try Indexing.assign(impl, [.tensor(index.impl)], values.impl, accumulate: accumulate))
+    }
 
     // MARK: Autograd
 

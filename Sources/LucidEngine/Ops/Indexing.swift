@@ -6,8 +6,9 @@ package enum Indexing {
     static let indexSelect = OpInfo("index_select", .none)
     static let embedding = OpInfo("embedding", .none)
     static let index = OpInfo("index", .none)
-    /// The public ops (scatter_add only serves gather's backward).
-    static let infos = [gather, indexSelect, embedding, index]
+    static let indexPut = OpInfo("index_put", .none)
+    /// The public ops (scatter_add only serves gather's and index_put's backward).
+    static let infos = [gather, indexSelect, embedding, index, indexPut]
 
     /// An integer index tensor as int64 (bool and floating indices are refused).
     private static func integerIndex(_ t: TensorImpl, op: String) throws -> TensorImpl {
@@ -201,6 +202,53 @@ package enum Indexing {
         }
         if advanced.isEmpty { return basic }
         return try advancedIndex(basic, advanced)
+    }
+
+    /// `a` with `values` written at `a[items]`, as a new tensor: Python's `a[items] = values`,
+    /// or with `accumulate` torch's `index_put_(..., accumulate=True)` (added, repeated
+    /// positions adding up). `values` is converted to `a`'s dtype and broadcast to the shape of
+    /// `a[items]`. Where integer index tensors name a position more than once without
+    /// `accumulate`, the last write wins, as on PyTorch's CPU. Gradients flow to `a` where
+    /// nothing was written (everywhere with `accumulate`) and to `values` from the positions
+    /// they were written to.
+    package static func assign(_ a: TensorImpl, _ items: [Item], _ values: TensorImpl, accumulate: Bool) throws -> TensorImpl {
+        let op = indexPut.name
+        try Ops.checkSameDevice(op, [a, values])
+        // Each element's flat position, indexed like `a`: the positions the write goes to.
+        let positions = try GradMode.with(false) {
+            let ids = try Creation.arange(start: 0, end: Int64(a.numel), step: 1, dtype: .int64, device: a.device)
+            return try subscripted(try ShapeOps.reshape(ids, a.shape), items)
+        }
+        guard let shape = try? Shape.broadcast(values.shape, positions.shape, op: op), shape == positions.shape else {
+            throw LucidError.value("\(op): values of shape \(values.shape) cannot be broadcast to the indexed shape \(positions.shape)")
+        }
+        var where_ = try ShapeOps.reshape(positions, [-1])
+        var what = try ShapeOps.reshape(try ShapeOps.expand(try Ops.cast(values, to: a.dtype), positions.shape), [-1])
+        let integerItems = items.contains { if case .tensor(let t) = $0 { return t.dtype != .bool } else { return false } }
+        if !accumulate && integerItems && where_.numel > 1 {
+            // Only integer index tensors can repeat a position: keep each position's last write.
+            let dense = try Ops.contiguous(where_)
+            var flat = [Int64](repeating: 0, count: dense.numel)
+            flat.withUnsafeMutableBytes { dense.backend.read(dense, into: $0) }
+            var seen = Set<Int64>(), kept: [Int64] = []
+            for j in stride(from: flat.count - 1, through: 0, by: -1) where seen.insert(flat[j]).inserted {
+                kept.append(Int64(j))
+            }
+            if kept.count < flat.count {
+                kept.reverse()
+                let keep = try TensorImpl.empty([kept.count], dtype: .int64, on: a.backend)
+                kept.withUnsafeBytes { keep.backend.write($0, into: keep) }
+                where_ = try indexSelect(where_, dim: 0, index: keep)
+                what = try indexSelect(what, dim: 0, index: keep)
+            }
+        }
+        let written = try ShapeOps.reshape(try scatterAdd(what, dim: 0, index: where_, shape: [a.numel]), a.shape)
+        if accumulate { return try Elementwise.binary(.add, a, written) }
+        let hit = try GradMode.with(false) {
+            let ones = try Creation.full([where_.numel], value: ScalarOperand(int: 1), dtype: .bool, device: a.device)
+            return try ShapeOps.reshape(try scatterAdd(ones, dim: 0, index: where_, shape: [a.numel]), a.shape)
+        }
+        return try Comparison.`where`(hit, written, a)
     }
 
     /// Python slice semantics: (start, count, step), clamped to the dimension.
