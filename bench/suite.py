@@ -187,6 +187,45 @@ def attention_cases(batch=4, heads=8, tokens=512, dim=64):
     return [Case("attention bf16 autocast", lucid_fn, None, torch_fn, ">= 1x torch speed")]
 
 
+def _layer_step(lib, layer, x, amp):
+    """Forward+backward of `layer` on `x` (which requires grad), under bf16 autocast if `amp`."""
+    autocast = lib.amp.autocast if lib is lucid else torch.autocast
+
+    def step():
+        with autocast("cpu", dtype=lib.bfloat16, enabled=amp):
+            y = layer(x)
+        y.float().sum().backward()
+        x.grad = None
+        for p in layer.parameters():
+            p.grad = None
+    return step
+
+
+def layer_cases(quick=False):
+    """The layers that made real programs slow, at those programs' sizes: nanoGPT's LayerNorm
+    and exact GELU, DCGAN's BatchNorm2d in training."""
+    specs = [
+        ("layer_norm", (8, 256, 384), lambda m: m.LayerNorm(384)),
+        ("gelu (exact)", (8, 256, 1536), lambda m: m.GELU()),
+        ("BatchNorm2d train", (8, 64, 32, 32), lambda m: m.BatchNorm2d(64)),
+    ]
+    cases = []
+    for name, shape, make in specs:
+        if quick:
+            shape = (2,) + shape[1:-1] + (shape[-1] // 4,) if len(shape) == 3 else (2, 16, 8, 8)
+            if name == "BatchNorm2d train":
+                make = lambda m: m.BatchNorm2d(16)  # noqa: E731
+        x = arr(*shape)
+        for amp in (False, True):
+            lucid_fn = _layer_step(lucid, make(nn).train(), lucid.tensor(x, requires_grad=True), amp)
+            torch_fn = None
+            if torch:
+                torch_fn = _layer_step(torch, make(torch.nn).train(), torch.from_numpy(x).requires_grad_(), amp)
+            tag = "bf16 autocast" if amp else "f32"
+            cases.append(Case(f"{name} fwd+bwd {tag}", lucid_fn, None, torch_fn, "<= 1.5x torch"))
+    return cases
+
+
 def _lucid_trainer(model, x, y, amp):
     opt = lucid.optim.Adam(model.parameters(), lr=1e-3)
 
@@ -299,6 +338,7 @@ def main():
     cases += matmul_cases([64, 128] if args.quick else [256, 1024, 2048])
     cases += conv_cases(2, 16, 28) if args.quick else conv_cases()
     cases += attention_cases(1, 2, 128, 32) if args.quick else attention_cases()
+    cases += layer_cases(args.quick)
     cases += training_cases()
     if args.only:
         cases = [c for c in cases if args.only in c.name]

@@ -17,8 +17,6 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
     var keepsIntegers: Bool { self == .neg || self == .relu || self == .abs }
 
     private static let sqrt2OverPi: Float = 0.797_884_6
-    private static let invSqrt2: Float = 0.707_106_77
-    private static let invSqrt2Pi: Float = 0.398_942_3
 
     @inline(__always)
     private static func sigmoid(_ x: Float) -> Float { 1 / (1 + LibM.exp(-x)) }
@@ -38,9 +36,9 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
         case .tanh: return tanhf(x)
         case .sigmoid: return Self.sigmoid(x)
         case .silu: return x * Self.sigmoid(x)
-        // Φ(x) = erfc(-x/√2)/2 and (1 + tanh u)/2 = sigmoid(2u) keep the negative tails
+        // Φ(x) through erfc and (1 + tanh u)/2 = sigmoid(2u) keep the negative tails
         // accurate, where 1 + erf and 1 + tanh would cancel to 0.
-        case .gelu: return 0.5 * x * erfcf(-x * Self.invSqrt2)
+        case .gelu: return FastMath.gelu(x)
         case .geluTanh: return x * Self.sigmoid(2 * Self.sqrt2OverPi * (x + 0.044715 * x * x * x))
         case .softplus: return x > 20 ? x : log1pf(LibM.exp(x))  // PyTorch's threshold
         case .sin: return sinf(x)
@@ -74,8 +72,7 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
         case .silu:
             let s = Self.sigmoid(x)
             return s * (1 + x * (1 - s))
-        case .gelu:
-            return 0.5 * erfcf(-x * Self.invSqrt2) + x * Self.invSqrt2Pi * LibM.exp(-0.5 * x * x)
+        case .gelu: return FastMath.geluDerivative(x)
         case .geluTanh:
             let u = Self.sqrt2OverPi * (x + 0.044715 * x * x * x)
             let s = Self.sigmoid(2 * u)  // (1 + tanh u) / 2; 1 - tanh² u = 4s(1 - s)

@@ -27,6 +27,9 @@ extension HostBackend: ElementwiseKernels {
     }
 
     func unaryBackward(_ op: UnaryKernel, x: TensorImpl, y: TensorImpl, grad: TensorImpl, into gradIn: TensorImpl) {
+#if canImport(CDNNL)
+        if DNNL.unaryBackward(op, x: x, grad: grad, into: gradIn) { return }
+#endif
         if FloatFastPath.applies(gradIn, x, y) && FloatFastPath.applies(gradIn, grad) {
             return FloatFastPath.unaryBackward(op, x: x, y: y, grad: grad, gradIn)
         }

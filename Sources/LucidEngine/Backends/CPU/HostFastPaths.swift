@@ -83,6 +83,7 @@ enum FloatFastPath {
         case .relu: for i in 0..<n { o[i] = x[i] < 0 ? 0 : x[i] }
         case .abs: for i in 0..<n { o[i] = Swift.abs(x[i]) }
         case .exp: for i in 0..<n { o[i] = LibM.exp(x[i]) }
+        case .gelu: for i in 0..<n { o[i] = FastMath.gelu(x[i]) }
         default: for i in 0..<n { o[i] = op.apply(x[i]) }
         }
     }
@@ -96,6 +97,7 @@ enum FloatFastPath {
         case .exp: for i in 0..<n { o[i] = g[i] * y[i] }
         case .tanh: for i in 0..<n { o[i] = g[i] * (1 - y[i] * y[i]) }
         case .sigmoid: for i in 0..<n { o[i] = g[i] * (y[i] * (1 - y[i])) }
+        case .gelu: for i in 0..<n { o[i] = g[i] * FastMath.geluDerivative(x[i]) }
         default: for i in 0..<n { o[i] = g[i] * op.derivative(x[i], y[i]) }
         }
     }
