@@ -218,6 +218,21 @@ protocol NormalizationKernels: AnyObject, Sendable {
     /// [rows]).
     func normalizeRows(_ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
                        into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl)
+
+    /// The backward of `normalizeRows`, fused, for contiguous float32 `grad` and `x` viewed as
+    /// [rows, n] with their saved `mean` and `rstd`: with x̂ = (x - mean)·rstd and
+    /// gy = grad·weight, `dx = rstd·(gy - mean(gy) - x̂·mean(gy·x̂))` (float32 [rows, n]) and,
+    /// when given, `dweight = Σrows grad·x̂` and `dbias = Σrows grad` (float32 [n]). Returns
+    /// false when the backend leaves it to be composed from other ops (nothing written).
+    func normalizeRowsBackward(_ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
+                               weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool
+}
+
+extension NormalizationKernels {
+    func normalizeRowsBackward(_ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
+                               weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool {
+        false
+    }
 }
 
 /// Fused attention.

@@ -61,6 +61,10 @@ package enum Normalization {
         kernels.normalizeRows(xc.withRequiresGrad(false), rows: rows, eps: Float(eps), weight: w32, bias: b32,
                               into: out, mean: mean, rstd: rstd)
         return Autograd.record(out, Autograd.name(op), [xc] + [weight, bias].compactMap { $0 }) { g in
+            if let grads = try fusedRowsBackward(kernels, g, xc, rows: rows, mean: mean, rstd: rstd, weight: weight,
+                                                 w32: w32, bias: bias) {
+                return grads
+            }
             // With x̂ = (x - mean)·rstd and gy = g·weight: dx = rstd·(gy - mean(gy) - x̂·mean(gy·x̂)),
             // dweight = Σrows g·x̂, dbias = Σrows g; in float32.
             let g32 = try ShapeOps.reshape(try Ops.cast(g, to: .float32), [rows, n])
@@ -80,6 +84,25 @@ package enum Normalization {
             }
             return grads
         }
+    }
+
+    /// The gradients of `fusedRows` through the backend's fused kernel (float32 throughout,
+    /// each rounded once into its tensor's dtype), or nil when the backend composes them.
+    private static func fusedRowsBackward(_ kernels: any NormalizationKernels, _ g: TensorImpl, _ x: TensorImpl, rows: Int,
+                                          mean: TensorImpl, rstd: TensorImpl, weight: TensorImpl?, w32: TensorImpl?,
+                                          bias: TensorImpl?) throws -> [TensorImpl?]? {
+        let g32 = try Ops.contiguous(try Ops.cast(g, to: .float32))
+        let x32 = try Ops.contiguous(try Ops.cast(x.withRequiresGrad(false), to: .float32))
+        let n = x.numel / rows
+        let dx = try TensorImpl.empty(x.shape, dtype: .float32, on: x.backend)
+        let dw = weight == nil ? nil : try TensorImpl.empty([n], dtype: .float32, on: x.backend)
+        let db = bias == nil ? nil : try TensorImpl.empty([n], dtype: .float32, on: x.backend)
+        guard kernels.normalizeRowsBackward(g32, x32, rows: rows, mean: mean, rstd: rstd, weight: w32, dx: dx,
+                                            dweight: dw, dbias: db) else { return nil }
+        var grads: [TensorImpl?] = [try Ops.cast(dx, to: x.dtype)]
+        if let weight, let dw { grads.append(try ShapeOps.reshape(try Ops.cast(dw, to: weight.dtype), weight.shape)) }
+        if let bias, let db { grads.append(try ShapeOps.reshape(try Ops.cast(db, to: bias.dtype), bias.shape)) }
+        return grads
     }
 
     /// Normalises over the trailing `normalizedShape` dimensions in float32, rounding once into
