@@ -226,9 +226,34 @@ protocol NormalizationKernels: AnyObject, Sendable {
     /// false when the backend leaves it to be composed from other ops (nothing written).
     func normalizeRowsBackward(_ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
                                weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool
+
+    func normalizeChannels(_ x: TensorImpl, batch: Int, channels: Int, eps: Float, weight: TensorImpl?,
+                           bias: TensorImpl?, into out: TensorImpl, mean: TensorImpl, variance: TensorImpl) -> Bool
+
+    func normalizeChannelsBackward(_ grad: TensorImpl, _ x: TensorImpl, batch: Int, channels: Int, eps: Float,
+                                   mean: TensorImpl, variance: TensorImpl, weight: TensorImpl?, dx: TensorImpl,
+                                   dweight: TensorImpl?, dbias: TensorImpl?) -> Bool
 }
 
 extension NormalizationKernels {
+    /// Batch normalisation of contiguous float32 `x` viewed as [batch, channels, S] with the
+    /// batch's statistics: each channel's mean and biased variance over its batch·S values
+    /// (float32 [channels]), and `out = (x - mean)·rstd·weight + bias` per channel
+    /// (rstd = 1 / sqrt(variance + eps); weight and bias optional float32 [channels]). Returns
+    /// false when the backend composes it instead (nothing written).
+    func normalizeChannels(_ x: TensorImpl, batch: Int, channels: Int, eps: Float, weight: TensorImpl?,
+                           bias: TensorImpl?, into out: TensorImpl, mean: TensorImpl, variance: TensorImpl) -> Bool {
+        false
+    }
+
+    /// The backward of `normalizeChannels`, fused: `dx` (float32, x's shape) and, when given,
+    /// `dweight = Σ grad·x̂` and `dbias = Σ grad` per channel.
+    func normalizeChannelsBackward(_ grad: TensorImpl, _ x: TensorImpl, batch: Int, channels: Int, eps: Float,
+                                   mean: TensorImpl, variance: TensorImpl, weight: TensorImpl?, dx: TensorImpl,
+                                   dweight: TensorImpl?, dbias: TensorImpl?) -> Bool {
+        false
+    }
+
     func normalizeRowsBackward(_ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
                                weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool {
         false

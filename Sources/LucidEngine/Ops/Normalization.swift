@@ -165,6 +165,40 @@ package enum Normalization {
         }
     }
 
+    /// Batch normalisation with the batch's statistics through the backend's fused kernels
+    /// (float32 `x`, [N, C, *]), with its backward; nil when the backend composes it.
+    private static func fusedBatchNorm(_ x: TensorImpl, weight: TensorImpl?, bias: TensorImpl?,
+                                       eps: Double) throws -> (out: TensorImpl, mean: TensorImpl, variance: TensorImpl)? {
+        guard let kernels = x.backend.normalizationKernels, x.numel > 0 else { return nil }
+        let xc = try Ops.contiguous(x)
+        let plain = { (t: TensorImpl?) throws -> TensorImpl? in
+            try t.map { try Ops.contiguous(try Ops.cast($0.withRequiresGrad(false), to: .float32)) }
+        }
+        let w32 = try plain(weight), b32 = try plain(bias)
+        let n = xc.shape[0], c = xc.shape[1], e = Float(eps)
+        let out = try TensorImpl.empty(xc.shape, dtype: .float32, on: xc.backend)
+        let mean = try TensorImpl.empty([c], dtype: .float32, on: xc.backend)
+        let variance = try TensorImpl.empty([c], dtype: .float32, on: xc.backend)
+        let data = xc.withRequiresGrad(false)
+        guard kernels.normalizeChannels(data, batch: n, channels: c, eps: e, weight: w32, bias: b32, into: out,
+                                        mean: mean, variance: variance) else { return nil }
+        let result = Autograd.record(out, Autograd.name(batchNorm), [xc] + [weight, bias].compactMap { $0 }) { g in
+            let g32 = try Ops.contiguous(try Ops.cast(g, to: .float32))
+            let dx = try TensorImpl.empty(xc.shape, dtype: .float32, on: xc.backend)
+            let dw = weight == nil ? nil : try TensorImpl.empty([c], dtype: .float32, on: xc.backend)
+            let db = bias == nil ? nil : try TensorImpl.empty([c], dtype: .float32, on: xc.backend)
+            guard kernels.normalizeChannelsBackward(g32, data, batch: n, channels: c, eps: e, mean: mean,
+                                                    variance: variance, weight: w32, dx: dx, dweight: dw, dbias: db) else {
+                throw LucidError.runtime("batch_norm: the backend's backward kernel refused what its forward took")
+            }
+            var grads: [TensorImpl?] = [dx]
+            if let weight, let dw { grads.append(try Ops.cast(dw, to: weight.dtype)) }
+            if let bias, let db { grads.append(try Ops.cast(db, to: bias.dtype)) }
+            return grads
+        }
+        return (result, mean, variance)
+    }
+
     /// Batch normalisation of [N, C, *] input. In training, normalises with the batch
     /// statistics and returns running statistics updated with `momentum` (unbiased variance,
     /// as PyTorch); in evaluation, uses the running statistics. Computes in float32 and returns
@@ -193,6 +227,25 @@ package enum Normalization {
             let f32 = { (t: TensorImpl?) throws -> TensorImpl? in try t.map { try Ops.cast($0, to: .float32) } }
             let y: TensorImpl
             var newMean: TensorImpl? = nil, newVar: TensorImpl? = nil
+            /// The running statistics blended with this batch's mean and biased variance ([c]).
+            func updateRunning(_ mean: TensorImpl, _ biased: TensorImpl) throws {
+                guard training, let rm = runningMean, let rv = runningVar else { return }
+                try GradMode.with(false) {
+                    let m = try ShapeOps.reshape(mean.withRequiresGrad(false), [c])
+                    let unbiased = try Composite.mul(try ShapeOps.reshape(biased.withRequiresGrad(false), [c]),
+                                                     Double(count) / Double(Swift.max(count - 1, 1)))
+                    let blend = { (old: TensorImpl, new: TensorImpl) throws -> TensorImpl in
+                        try Composite.add(try Composite.mul(try Ops.cast(old, to: .float32), 1 - momentum), try Composite.mul(new, momentum))
+                    }
+                    newMean = try blend(rm, m)
+                    newVar = try blend(rv, unbiased)
+                }
+            }
+            if training || runningMean == nil, count > 1 || !training,
+               let fused = try fusedBatchNorm(x, weight: weight, bias: bias, eps: eps) {
+                try updateRunning(fused.mean, fused.variance)
+                return (try Ops.cast(fused.out, to: a.dtype), newMean, newVar)
+            }
             if !training, let rm0 = runningMean, let rv0 = runningVar {
                 let rm = try ShapeOps.reshape(try Ops.cast(rm0, to: .float32), view)
                 let rv = try ShapeOps.reshape(try Ops.cast(rv0, to: .float32), view)
@@ -205,18 +258,7 @@ package enum Normalization {
                 let centered = try Composite.sub(x, mean)
                 let biased = try Composite.mean(try Composite.mul(centered, centered), dims, keepdim: true)
                 y = try Composite.mul(centered, try Elementwise.unary(.rsqrt, try Composite.add(biased, eps)))
-                if training, let rm = runningMean, let rv = runningVar {
-                    try GradMode.with(false) {
-                        let m = try ShapeOps.reshape(mean.withRequiresGrad(false), [c])
-                        let unbiased = try Composite.mul(try ShapeOps.reshape(biased.withRequiresGrad(false), [c]),
-                                                         Double(count) / Double(Swift.max(count - 1, 1)))
-                        let blend = { (old: TensorImpl, new: TensorImpl) throws -> TensorImpl in
-                            try Composite.add(try Composite.mul(try Ops.cast(old, to: .float32), 1 - momentum), try Composite.mul(new, momentum))
-                        }
-                        newMean = try blend(rm, m)
-                        newVar = try blend(rv, unbiased)
-                    }
-                }
+                try updateRunning(mean, biased)
             }
             let out = try affine(y, try f32(weight), try f32(bias), shape: view)
             return (try Ops.cast(out, to: a.dtype), newMean, newVar)

@@ -4,19 +4,19 @@ enum FloatRows {
     private static let block = 512
 
     @inline(__always)
-    private static func load(_ p: UnsafePointer<Float>, _ i: Int) -> SIMD8<Float> {
+    fileprivate static func load(_ p: UnsafePointer<Float>, _ i: Int) -> SIMD8<Float> {
         UnsafeRawPointer(p + i).loadUnaligned(as: SIMD8<Float>.self)
     }
 
     @inline(__always)
-    private static func store(_ v: SIMD8<Float>, _ p: UnsafeMutablePointer<Float>, _ i: Int) {
+    fileprivate static func store(_ v: SIMD8<Float>, _ p: UnsafeMutablePointer<Float>, _ i: Int) {
         UnsafeMutableRawPointer(p + i).storeBytes(of: v, as: SIMD8<Float>.self)
     }
 
     /// Σ f(i) over `0..<n`, f returning eight lanes at i (a multiple of 8) or one value at i
     /// for the tail; float lanes per block of 512, double across blocks.
     @inline(__always)
-    private static func total(_ n: Int, _ lanes: (Int) -> SIMD8<Float>, _ one: (Int) -> Float) -> Double {
+    fileprivate static func total(_ n: Int, _ lanes: (Int) -> SIMD8<Float>, _ one: (Int) -> Float) -> Double {
         var sum = 0.0
         var start = 0
         let whole = n & ~7
@@ -128,5 +128,44 @@ enum FloatRows {
             dw?[k] += g[k] * xhat
             db?[k] += g[k]
         }
+    }
+}
+
+extension FloatRows {
+    /// out[i] = (x[i] - m)·r·w + b for one channel's run (w and b scalars).
+    @inline(__always)
+    static func normalize(_ x: UnsafePointer<Float>, _ n: Int, _ m: Float, _ r: Float, scale w: Float, shift b: Float,
+                          _ out: UnsafeMutablePointer<Float>) {
+        let mv = SIMD8<Float>(repeating: m), rv = SIMD8<Float>(repeating: r)
+        let wv = SIMD8<Float>(repeating: w), bv = SIMD8<Float>(repeating: b)
+        let whole = n & ~7
+        var i = 0
+        while i < whole { store((load(x, i) - mv) * rv * wv + bv, out, i); i += 8 }
+        for k in whole..<n { out[k] = (x[k] - m) * r * w + b }
+    }
+
+    /// (Σg, Σg·x̂) over one run, x̂ = (x - m)·r.
+    @inline(__always)
+    static func gradientSums(_ g: UnsafePointer<Float>, _ x: UnsafePointer<Float>, _ n: Int, _ m: Float,
+                             _ r: Float) -> (Double, Double) {
+        let mv = SIMD8<Float>(repeating: m), rv = SIMD8<Float>(repeating: r)
+        let sg = total(n, { load(g, $0) }, { g[$0] })
+        let sgx = total(n, { i in load(g, i) * ((load(x, i) - mv) * rv) }, { i in g[i] * ((x[i] - m) * r) })
+        return (sg, sgx)
+    }
+
+    /// dx[i] = r·(g[i]·w - c1 - x̂[i]·c2) for one run.
+    @inline(__always)
+    static func channelInputGradient(_ g: UnsafePointer<Float>, _ x: UnsafePointer<Float>, _ n: Int, _ m: Float,
+                                     _ r: Float, _ w: Float, _ c1: Float, _ c2: Float, _ dx: UnsafeMutablePointer<Float>) {
+        let mv = SIMD8<Float>(repeating: m), rv = SIMD8<Float>(repeating: r), wv = SIMD8<Float>(repeating: w)
+        let c1v = SIMD8<Float>(repeating: c1), c2v = SIMD8<Float>(repeating: c2)
+        let whole = n & ~7
+        var i = 0
+        while i < whole {
+            store(rv * (load(g, i) * wv - c1v - (load(x, i) - mv) * rv * c2v), dx, i)
+            i += 8
+        }
+        for k in whole..<n { dx[k] = r * (g[k] * w - c1 - (x[k] - m) * r * c2) }
     }
 }

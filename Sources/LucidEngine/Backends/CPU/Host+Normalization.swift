@@ -33,6 +33,67 @@ extension HostBackend: NormalizationKernels {
         }
     }
 
+    func normalizeChannels(_ x: TensorImpl, batch: Int, channels: Int, eps: Float, weight: TensorImpl?,
+                           bias: TensorImpl?, into out: TensorImpl, mean: TensorImpl, variance: TensorImpl) -> Bool {
+        guard x.dtype == .float32, out.dtype == .float32, x.isContiguous, out.isContiguous, batch > 0, channels > 0
+        else { return false }
+        let s = x.numel / (batch * channels), count = Double(batch * s)
+        let px = UnsafePointer(Self.floats(x)), po = Self.floats(out)
+        let pw = weight.map { UnsafePointer(Self.floats($0)) }, pb = bias.map { UnsafePointer(Self.floats($0)) }
+        let pm = Self.floats(mean), pv = Self.floats(variance)
+        HostThreads.forEachRange(channels, grain: Self.rowGrain(batch * s), align: 1) { range in
+            for c in range {
+                var sum = 0.0
+                for n in 0..<batch { sum += FloatRows.sum(px + (n * channels + c) * s, s) }
+                let m = Float(sum / count)
+                var squares = 0.0
+                for n in 0..<batch { squares += FloatRows.squaredDeviations(px + (n * channels + c) * s, s, m) }
+                let v = Float(squares / count)
+                let r = 1 / (v + eps).squareRoot()
+                let w = pw?[c] ?? 1, b = pb?[c] ?? 0
+                for n in 0..<batch {
+                    let at = (n * channels + c) * s
+                    FloatRows.normalize(px + at, s, m, r, scale: w, shift: b, po + at)
+                }
+                pm[c] = m
+                pv[c] = v
+            }
+        }
+        return true
+    }
+
+    func normalizeChannelsBackward(_ grad: TensorImpl, _ x: TensorImpl, batch: Int, channels: Int, eps: Float,
+                                   mean: TensorImpl, variance: TensorImpl, weight: TensorImpl?, dx: TensorImpl,
+                                   dweight: TensorImpl?, dbias: TensorImpl?) -> Bool {
+        guard grad.dtype == .float32, x.dtype == .float32, dx.dtype == .float32, grad.isContiguous, x.isContiguous,
+              dx.isContiguous, batch > 0, channels > 0 else { return false }
+        let s = x.numel / (batch * channels), count = Double(batch * s)
+        let pg = UnsafePointer(Self.floats(grad)), px = UnsafePointer(Self.floats(x)), pdx = Self.floats(dx)
+        let pm = UnsafePointer(Self.floats(mean)), pv = UnsafePointer(Self.floats(variance))
+        let pw = weight.map { UnsafePointer(Self.floats($0)) }
+        let pdw = dweight.map { Self.floats($0) }, pdb = dbias.map { Self.floats($0) }
+        HostThreads.forEachRange(channels, grain: Self.rowGrain(batch * s), align: 1) { range in
+            for c in range {
+                let m = pm[c], r = 1 / (pv[c] + eps).squareRoot(), w = pw?[c] ?? 1
+                var sg = 0.0, sgx = 0.0
+                for n in 0..<batch {
+                    let at = (n * channels + c) * s
+                    let (a, b) = FloatRows.gradientSums(pg + at, px + at, s, m, r)
+                    sg += a
+                    sgx += b
+                }
+                let c1 = Float(Double(w) * sg / count), c2 = Float(Double(w) * sgx / count)
+                for n in 0..<batch {
+                    let at = (n * channels + c) * s
+                    FloatRows.channelInputGradient(pg + at, px + at, s, m, r, w, c1, c2, pdx + at)
+                }
+                pdw?[c] = Float(sgx)
+                pdb?[c] = Float(sg)
+            }
+        }
+        return true
+    }
+
     func normalizeRowsBackward(_ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
                                weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool {
         guard rows > 0, grad.dtype == .float32, x.dtype == .float32, dx.dtype == .float32,
