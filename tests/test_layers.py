@@ -667,3 +667,49 @@ def test_large_softmax_values_and_gradients(dim, log):
     close(x.grad, want, 1e-4)
     with lucid.amp.autocast("cpu", dtype=lucid.bfloat16):
         assert (F.log_softmax if log else F.softmax)(T(a).bfloat16(), dim).dtype == lucid.float32
+
+
+def _normalisation_grads(x, g, w, axes, eps=1e-5):
+    """Closed-form float64 (dx, x̂) of y = (x - mean)/sqrt(var + eps)·w + b over `axes`."""
+    x, g = x.astype(np.float64), g.astype(np.float64)
+    mu, var = x.mean(axes, keepdims=True), x.var(axes, keepdims=True)
+    rstd = 1 / np.sqrt(var + eps)
+    xhat = (x - mu) * rstd
+    gy = g * w
+    return rstd * (gy - gy.mean(axes, keepdims=True) - xhat * (gy * xhat).mean(axes, keepdims=True)), xhat
+
+
+@pytest.mark.parametrize("rows,n", [(2000, 100), (7, 13), (3, 384)])
+def test_fused_layer_norm_backward_matches_the_closed_form(rows, n):
+    # 2000×100 runs the rows on several threads, whose column sums are merged.
+    x, g, w, b = arr(rows, n) * 2 + 0.5, arr(rows, n), arr(n), arr(n)
+    tx, tw, tb = T(x, requires_grad=True), T(w, requires_grad=True), T(b, requires_grad=True)
+    F.layer_norm(tx, (n,), tw, tb).backward(T(g))
+    dx, xhat = _normalisation_grads(x, g, w[None, :], (1,))
+    close(tx.grad, dx, 1e-4)
+    close(tw.grad, (g * xhat).sum(0), 1e-3)
+    close(tb.grad, g.astype(np.float64).sum(0), 1e-3)
+
+
+@pytest.mark.parametrize("shape", [(8, 64, 16, 16), (5, 3), (4, 6, 7)])
+def test_fused_batch_norm_backward_matches_the_closed_form(shape):
+    c = shape[1]
+    x, g = arr(*shape) * 3 + 1, arr(*shape)
+    bn = lucid.nn.BatchNorm2d(c) if len(shape) == 4 else lucid.nn.BatchNorm1d(c)
+    w, b = arr(c), arr(c)
+    with lucid.no_grad():
+        bn.weight.copy_(T(w))
+        bn.bias.copy_(T(b))
+    tx = T(x, requires_grad=True)
+    view = (1, c) + (1,) * (len(shape) - 2)
+    axes = (0,) + tuple(range(2, len(shape)))
+    y = bn(tx)
+    x64 = x.astype(np.float64)
+    want = (x64 - x64.mean(axes, keepdims=True)) / np.sqrt(x64.var(axes, keepdims=True) + 1e-5) * w.reshape(view) \
+        + b.reshape(view)
+    close(y, want, 1e-4)
+    y.backward(T(g))
+    dx, xhat = _normalisation_grads(x, g, w.reshape(view), axes)
+    close(tx.grad, dx, 1e-4)
+    close(bn.weight.grad, (g * xhat).sum(axes), 1e-3)
+    close(bn.bias.grad, g.astype(np.float64).sum(axes), 1e-3)
