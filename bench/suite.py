@@ -346,12 +346,12 @@ def main():
     header = ["case", "lucid", "numpy", "torch", "lucid/numpy", "lucid/torch", "target"]
     rows = []
     print(f"lucid {lucid.__version__} on {machine()}\n")
-    print(f"{header[0]:<28}{header[1]:>11}{header[2]:>11}{header[3]:>11}{header[4]:>13}{header[5]:>13}  {header[6]}")
+    print(f"{header[0]:<42}{header[1]:>11}{header[2]:>11}{header[3]:>11}{header[4]:>13}{header[5]:>13}  {header[6]}")
     for c in cases:
         t_l, t_n, t_t = timed_together([c.lucid_fn, c.numpy_fn, c.torch_fn], min_time)
         row = [c.name, fmt_time(t_l), fmt_time(t_n), fmt_time(t_t), ratio(t_l, t_n), ratio(t_l, t_t), c.target]
         rows.append(row)
-        print(f"{row[0]:<28}{row[1]:>11}{row[2]:>11}{row[3]:>11}{row[4]:>13}{row[5]:>13}  {row[6]}", flush=True)
+        print(f"{row[0]:<42}{row[1]:>11}{row[2]:>11}{row[3]:>11}{row[4]:>13}{row[5]:>13}  {row[6]}", flush=True)
 
     fp32, amp = activation_memory()
     mem = f"activation memory held by a training forward pass: float32 {fp32 / 2**20:.1f} MiB, bf16 autocast " \
