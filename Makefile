@@ -24,7 +24,7 @@ endif
 # after .venv is made. (Empty on macOS: Accelerate.)
 SWIFT_FLAGS = $(shell $(PY) lucid/_native.py swift-flags)
 
-.PHONY: build engine demo test swift-test py-test check-sanitize check-wheel metal-emulated check-metal reliability bench clean
+.PHONY: build engine abi demo test swift-test py-test check-sanitize check-wheel metal-emulated check-metal reliability bench clean
 
 ## build: .venv with lucid's dependencies (OpenBLAS and oneDNN among them on Linux), the
 ## engine in release mode, and lucid installed into .venv (editable)
@@ -55,6 +55,11 @@ $(VENV)/.installed: $(PY) pyproject.toml setup.py
 	$(PY) $(PIP) 'setuptools>=64' wheel
 	LUCID_SKIP_ENGINE_BUILD=1 $(PY) $(PIP) --no-build-isolation -e '.[test,demo,build]'
 	@touch $@
+
+## abi: lucid/_abi.py (the ctypes declarations and enum codes) from include/lucid.h, the C
+## ABI's one source of truth; tests/test_abi_header.py checks the Swift exports against it
+abi:
+	$(PYTHON) tools/gen_abi.py
 
 ## demo: trains a digits classifier on "metal" in float32 and under autocast + GradScaler
 demo: build

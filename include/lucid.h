@@ -30,7 +30,7 @@ extern "C" {
 typedef uint64_t lucid_tensor;
 typedef uint64_t lucid_guard;
 
-enum {
+enum lucid_status {
     LUCID_OK = 0,
     LUCID_ERR_VALUE = 1,   /* a value out of its allowed set or range (Python ValueError) */
     LUCID_ERR_TYPE = 2,    /* a wrong dtype or argument type (TypeError) */
@@ -40,19 +40,26 @@ enum {
     LUCID_ERR_THREAD = 6   /* an object used from a thread that does not own it */
 };
 
-enum { LUCID_FLOAT32 = 0, LUCID_FLOAT16 = 1, LUCID_BFLOAT16 = 2, LUCID_INT32 = 3, LUCID_INT64 = 4, LUCID_BOOL = 5 };
-enum { LUCID_CPU = 0, LUCID_METAL = 1 };
-enum { LUCID_SCALAR_FLOAT = 0, LUCID_SCALAR_INT = 1, LUCID_SCALAR_BOOL = 2 };
-enum { LUCID_ADD = 0, LUCID_SUB = 1, LUCID_MUL = 2, LUCID_DIV = 3, LUCID_POW = 4, LUCID_MAXIMUM = 5, LUCID_MINIMUM = 6 };
+enum lucid_dtype { LUCID_FLOAT32 = 0, LUCID_FLOAT16 = 1, LUCID_BFLOAT16 = 2, LUCID_INT32 = 3, LUCID_INT64 = 4, LUCID_BOOL = 5 };
+enum lucid_device { LUCID_CPU = 0, LUCID_METAL = 1 };
+enum lucid_scalar_kind { LUCID_SCALAR_FLOAT = 0, LUCID_SCALAR_INT = 1, LUCID_SCALAR_BOOL = 2 };
+enum lucid_binary_op { LUCID_ADD = 0, LUCID_SUB = 1, LUCID_MUL = 2, LUCID_DIV = 3, LUCID_POW = 4, LUCID_MAXIMUM = 5, LUCID_MINIMUM = 6 };
 /* Comparison codes (bool results, no gradient). */
-enum { LUCID_EQ = 0, LUCID_NE = 1, LUCID_LT = 2, LUCID_LE = 3, LUCID_GT = 4, LUCID_GE = 5 };
-enum { LUCID_NEG = 0, LUCID_RELU = 1, LUCID_EXP = 2, LUCID_LOG = 3, LUCID_LOG1P = 4, LUCID_SQRT = 5, LUCID_RSQRT = 6,
+enum lucid_compare_op { LUCID_EQ = 0, LUCID_NE = 1, LUCID_LT = 2, LUCID_LE = 3, LUCID_GT = 4, LUCID_GE = 5 };
+enum lucid_unary_op { LUCID_NEG = 0, LUCID_RELU = 1, LUCID_EXP = 2, LUCID_LOG = 3, LUCID_LOG1P = 4, LUCID_SQRT = 5, LUCID_RSQRT = 6,
        LUCID_ABS = 7, LUCID_TANH = 8, LUCID_SIGMOID = 9, LUCID_SILU = 10, LUCID_GELU = 11, LUCID_GELU_TANH = 12,
        LUCID_SOFTPLUS = 13, LUCID_SIN = 14, LUCID_COS = 15 };
-enum { LUCID_SUM = 0, LUCID_MEAN = 1, LUCID_AMAX = 2, LUCID_AMIN = 3, LUCID_LOGSUMEXP = 4 };
+enum lucid_reduce_op { LUCID_SUM = 0, LUCID_MEAN = 1, LUCID_AMAX = 2, LUCID_AMIN = 3, LUCID_LOGSUMEXP = 4 };
 /* Loss reductions. */
-enum { LUCID_REDUCTION_NONE = 0, LUCID_REDUCTION_MEAN = 1, LUCID_REDUCTION_SUM = 2 };
-enum { LUCID_POLICY_NONE = 0, LUCID_POLICY_LOWER_PRECISION = 1, LUCID_POLICY_FLOAT32 = 2, LUCID_POLICY_PROMOTE = 3 };
+enum lucid_reduction { LUCID_REDUCTION_NONE = 0, LUCID_REDUCTION_MEAN = 1, LUCID_REDUCTION_SUM = 2 };
+enum lucid_cast_policy { LUCID_POLICY_NONE = 0, LUCID_POLICY_LOWER_PRECISION = 1, LUCID_POLICY_FLOAT32 = 2, LUCID_POLICY_PROMOTE = 3 };
+/* Subscript item kinds (lucid_index, lucid_index_put). */
+enum lucid_index_kind { LUCID_INDEX_INT = 0, LUCID_INDEX_SLICE = 1, LUCID_INDEX_NONE = 2, LUCID_INDEX_ELLIPSIS = 3,
+                        LUCID_INDEX_TENSOR = 4 };
+/* lucid_split modes. */
+enum lucid_split_mode { LUCID_SPLIT_SIZES = 0, LUCID_SPLIT_SIZE = 1, LUCID_SPLIT_CHUNKS = 2 };
+/* lucid_pointwise_loss kinds. */
+enum lucid_pointwise_loss_kind { LUCID_LOSS_MSE = 0, LUCID_LOSS_L1 = 1 };
 
 /* The calling thread's last error message (NULL if none yet). Owned by the engine. */
 const char *lucid_last_error(void);
@@ -179,11 +186,12 @@ int32_t lucid_flatten(lucid_tensor a, int64_t start_dim, int64_t end_dim, lucid_
 int32_t lucid_narrow(lucid_tensor a, int64_t dim, int64_t start, int64_t length, lucid_tensor *out);
 /* cat (stack = 0) or stack (stack = 1) of `count` tensors. */
 int32_t lucid_cat(const lucid_tensor *tensors, int32_t count, int64_t dim, int32_t stack, lucid_tensor *out);
-/* mode 0: pieces of the listed sizes; 1: pieces of sizes[0]; 2: sizes[0] chunks. Writes up to
+/* mode LUCID_SPLIT_SIZES: pieces of the listed sizes; _SIZE: pieces of sizes[0]; _CHUNKS: sizes[0]
+ * chunks. Writes up to
  * `capacity` new handles to `outs` and their number to `count`. */
 int32_t lucid_split(lucid_tensor a, int32_t mode, const int64_t *sizes, int32_t nsizes, int64_t dim, lucid_tensor *outs,
                     int32_t capacity, int32_t *count);
-/* a[items]: kinds 0 int, 1 slice, 2 None, 3 Ellipsis, 4 tensor (integer or bool); `values` holds
+/* a[items]: kinds lucid_index_kind (a tensor item is integer or bool); `values` holds
  * three int64 per item (the int, or start/stop/step), `flags` a slice's present parts (bits 0-2). */
 int32_t lucid_index(lucid_tensor a, const int32_t *kinds, const int64_t *values, const int32_t *flags,
                     const lucid_tensor *tensors, int32_t count, lucid_tensor *out);
@@ -229,7 +237,7 @@ int32_t lucid_attention(lucid_tensor q, lucid_tensor k, lucid_tensor v, lucid_te
 
 /* ---- losses (float32 under autocast) ---------------------------------------------------- */
 
-/* kind 0: mse_loss, 1: l1_loss. */
+/* kind: lucid_pointwise_loss_kind. */
 int32_t lucid_pointwise_loss(int32_t kind, lucid_tensor input, lucid_tensor target, int32_t reduction, lucid_tensor *out);
 int32_t lucid_nll_loss(lucid_tensor input, lucid_tensor target, lucid_tensor weight, int64_t ignore_index,
                        int32_t reduction, lucid_tensor *out);

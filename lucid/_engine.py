@@ -15,7 +15,7 @@ import warnings
 from ctypes import POINTER, byref, c_char_p, c_double, c_int32, c_int64, c_uint64, c_void_p
 from pathlib import Path
 
-from . import _native
+from . import _abi, _native
 
 _LIB_NAME = "liblucid.dylib" if sys.platform == "darwin" else "liblucid.so"
 
@@ -47,124 +47,38 @@ def _find_library() -> Path:
 _dependencies = [ctypes.CDLL(str(path)) for path in _native.libraries()]
 _lib = ctypes.CDLL(str(_find_library()))
 
-_i32, _i64, _u64, _f64 = c_int32, c_int64, c_uint64, c_double
-_p_i32, _p_i64, _p_u64 = POINTER(c_int32), POINTER(c_int64), POINTER(c_uint64)
 
-_SIGNATURES = {
-    "lucid_last_error": ([], c_char_p),
-    "guard_create": ([_i32, _i32, _i32, _p_u64], _i32),
-    "guard_destroy": ([_u64], _i32),
-    "lucid_autocast_is_enabled": ([_i32, _p_i32], _i32),
-    "lucid_autocast_get_dtype": ([_i32, _p_i32], _i32),
-    "lucid_autocast_live_guards": ([_p_i64], _i32),
-    "lucid_autocast_cached_casts": ([_p_i64], _i32),
-    "lucid_custom_function_callbacks": ([c_void_p, c_void_p], _i32),
-    "lucid_custom_function_record": ([c_char_p, _p_u64, _i32, _u64, _u64, _p_u64], _i32),
-    "lucid_autocast_is_cache_enabled": ([_p_i32], _i32),
-    "lucid_autocast_set_cache_enabled": ([_i32, _p_i32], _i32),
-    "lucid_op_count": ([_p_i32], _i32),
-    "lucid_op_info": ([_i32, POINTER(c_char_p), _p_i32, _p_i32], _i32),
-    "lucid_tensor_from_host": ([c_void_p, _i64, _p_i64, _i32, _i32, _i32, _p_u64], _i32),
-    "lucid_tensor_full": ([_p_i64, _i32, _f64, _i64, _i32, _i32, _i32, _p_u64], _i32),
-    "lucid_tensor_arange": ([_f64, _f64, _f64, _i32, _i32, _p_u64], _i32),
-    "lucid_tensor_arange_int": ([_i64, _i64, _i64, _i32, _i32, _p_u64], _i32),
-    "lucid_tensor_random": ([_p_i64, _i32, _i32, _i32, _i32, _p_u64], _i32),
-    "lucid_manual_seed": ([_u64], _i32),
-    "lucid_tensor_release": ([_u64], _i32),
-    "lucid_tensor_meta": ([_u64, _p_i32, _p_i32, _p_i32, _p_i32], _i32),
-    "lucid_tensor_shape": ([_u64, _p_i64, _p_i64, _i32], _i32),
-    "lucid_tensor_to_host": ([_u64, c_void_p, _i64], _i32),
-    "lucid_tensor_to": ([_u64, _i32, _i32, _p_u64], _i32),
-    "lucid_tensor_set_requires_grad": ([_u64, _i32, _p_u64], _i32),
-    "lucid_detach": ([_u64, _p_u64], _i32),
-    "lucid_live_tensors": ([_p_i64], _i32),
-    "lucid_memory_stats": ([_i32, _p_i64, _p_i64], _i32),
-    "lucid_reset_peak_memory_stats": ([_i32], _i32),
-    "lucid_empty_cache": ([_p_i64], _i32),
-    "lucid_set_num_threads": ([_i64], _i32),
-    "lucid_get_num_threads": ([_p_i64], _i32),
-    "lucid_binary": ([_i32, _u64, _u64, _p_u64], _i32),
-    "lucid_binary_scalar": ([_i32, _u64, _f64, _i64, _i32, _i32, _p_u64], _i32),
-    "lucid_unary": ([_i32, _u64, _p_u64], _i32),
-    "lucid_matmul": ([_u64, _u64, _p_u64], _i32),
-    "lucid_linear": ([_u64, _u64, _u64, _p_u64], _i32),
-    "lucid_reduce": ([_i32, _u64, _p_i64, _i32, _i32, _p_u64], _i32),
-    "lucid_reshape": ([_u64, _p_i64, _i32, _i32, _p_u64], _i32),
-    "lucid_transpose": ([_u64, _i64, _i64, _p_u64], _i32),
-    "lucid_permute": ([_u64, _p_i64, _i32, _p_u64], _i32),
-    "lucid_contiguous": ([_u64, _p_u64], _i32),
-    "lucid_metal_is_available": ([_p_i32], _i32),
-    "lucid_metal_synchronize": ([], _i32),
-    "lucid_metal_fallback_entries": ([_p_i64], _i32),
-    "lucid_metal_fallback_entry": ([_i64, POINTER(c_char_p), _p_i64], _i32),
-    "lucid_metal_self_test": ([_p_i64, _p_i64], _i32),
-    "lucid_metal_self_test_entry": ([_i64, POINTER(c_char_p), _p_i32, POINTER(c_double), POINTER(c_double)], _i32),
-    "lucid_backward": ([_u64, _u64, _i32], _i32),
-    "lucid_tensor_grad": ([_u64, _p_u64], _i32),
-    "lucid_tensor_set_grad": ([_u64, _u64], _i32),
-    "lucid_tensor_grad_fn": ([_u64, POINTER(c_char_p)], _i32),
-    "lucid_set_grad_enabled": ([_i32, _p_i32], _i32),
-    "lucid_is_grad_enabled": ([_p_i32], _i32),
-    "lucid_sgd_step": ([_u64, _u64, _u64, _f64, _f64, _f64, _f64, _i32, _i32, _p_u64, _p_u64], _i32),
-    "lucid_unscale_grads": ([_p_u64, _i32, _f64, _p_u64, _p_i32], _i32),
-    "lucid_adam_step": ([_u64, _u64, _u64, _u64, _i64, _f64, _f64, _f64, _f64, _f64, _i32, _i32, _p_u64, _p_u64,
-                         _p_u64], _i32),
-    "lucid_set_warning_handler": ([c_void_p], _i32),
-    "lucid_compare": ([_i32, _u64, _u64, _p_u64], _i32),
-    "lucid_compare_scalar": ([_i32, _u64, _f64, _i64, _i32, _i32, _p_u64], _i32),
-    "lucid_where": ([_u64, _u64, _u64, _f64, _i64, _i32, _f64, _i64, _i32, _p_u64], _i32),
-    "lucid_clamp": ([_u64, _i32, _f64, _i64, _i32, _i32, _f64, _i64, _i32, _p_u64], _i32),
-    "lucid_var": ([_u64, _p_i64, _i32, _f64, _i32, _i32, _p_u64], _i32),
-    "lucid_max_dim": ([_u64, _i64, _i32, _i32, _p_u64, _p_u64], _i32),
-    "lucid_argmax": ([_u64, _i64, _i32, _i32, _i32, _p_u64], _i32),
-    "lucid_squeeze": ([_u64, _p_i64, _i32, _p_u64], _i32),
-    "lucid_unsqueeze": ([_u64, _i64, _p_u64], _i32),
-    "lucid_expand": ([_u64, _p_i64, _i32, _p_u64], _i32),
-    "lucid_flatten": ([_u64, _i64, _i64, _p_u64], _i32),
-    "lucid_narrow": ([_u64, _i64, _i64, _i64, _p_u64], _i32),
-    "lucid_cat": ([_p_u64, _i32, _i64, _i32, _p_u64], _i32),
-    "lucid_split": ([_u64, _i32, _p_i64, _i32, _i64, _p_u64, _i32, _p_i32], _i32),
-    "lucid_index": ([_u64, _p_i32, _p_i64, _p_i32, _p_u64, _i32, _p_u64], _i32),
-    "lucid_index_put": ([_u64, _p_i32, _p_i64, _p_i32, _p_u64, _i32, _u64, _i32, _p_u64], _i32),
-    "lucid_gather": ([_u64, _i64, _u64, _p_u64], _i32),
-    "lucid_index_select": ([_u64, _i64, _u64, _p_u64], _i32),
-    "lucid_embedding": ([_u64, _u64, _i32, _i64, _p_u64], _i32),
-    "lucid_softmax": ([_u64, _i64, _i32, _p_u64], _i32),
-    "lucid_dropout": ([_u64, _f64, _i32, _p_u64], _i32),
-    "lucid_layer_norm": ([_u64, _p_i64, _i32, _u64, _u64, _f64, _p_u64], _i32),
-    "lucid_group_norm": ([_u64, _i64, _u64, _u64, _f64, _p_u64], _i32),
-    "lucid_batch_norm": ([_u64, _u64, _u64, _u64, _u64, _i32, _f64, _f64, _p_u64, _p_u64, _p_u64], _i32),
-    "lucid_conv2d": ([_u64, _u64, _u64, _p_i64, _p_u64], _i32),
-    "lucid_conv1d": ([_u64, _u64, _u64, _p_i64, _p_u64], _i32),
-    "lucid_conv_transpose2d": ([_u64, _u64, _u64, _p_i64, _p_u64], _i32),
-    "lucid_max_pool2d": ([_u64, _p_i64, _i32, _p_u64], _i32),
-    "lucid_avg_pool2d": ([_u64, _p_i64, _i32, _i32, _i64, _p_u64], _i32),
-    "lucid_adaptive_avg_pool2d": ([_u64, _i64, _i64, _p_u64], _i32),
-    "lucid_attention": ([_u64, _u64, _u64, _u64, _i32, _i32, _f64, _f64, _p_u64, _p_u64], _i32),
-    "lucid_pointwise_loss": ([_i32, _u64, _u64, _i32, _p_u64], _i32),
-    "lucid_nll_loss": ([_u64, _u64, _u64, _i64, _i32, _p_u64], _i32),
-    "lucid_cross_entropy": ([_u64, _u64, _u64, _i64, _i32, _f64, _p_u64], _i32),
-    "lucid_bce_with_logits": ([_u64, _u64, _u64, _u64, _i32, _p_u64], _i32),
-}
-
-for _name, (_args, _res) in _SIGNATURES.items():
+# Every entry point's ctypes signature, generated from include/lucid.h (tools/gen_abi.py).
+for _name, (_args, _res) in _abi.SIGNATURES.items():
     _fn = getattr(_lib, _name)
     _fn.argtypes = _args
     _fn.restype = _res
 
-# Status codes (include/lucid.h) -> Python exception types.
-_ERRORS = {1: ValueError, 2: TypeError, 3: IndexError, 4: RuntimeError, 5: ValueError, 6: RuntimeError}
+# Status codes -> Python exception types.
+_ERRORS = {_abi.LUCID_ERR_VALUE: ValueError, _abi.LUCID_ERR_TYPE: TypeError, _abi.LUCID_ERR_INDEX: IndexError,
+           _abi.LUCID_ERR_RUNTIME: RuntimeError, _abi.LUCID_ERR_HANDLE: ValueError, _abi.LUCID_ERR_THREAD: RuntimeError}
 
-# Codes shared with the engine.
-ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM = 0, 1, 2, 3, 4, 5, 6
-EQ, NE, LT, LE, GT, GE = 0, 1, 2, 3, 4, 5
-UNARY = {name: code for code, name in enumerate(
-    ["neg", "relu", "exp", "log", "log1p", "sqrt", "rsqrt", "abs", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh",
-     "softplus", "sin", "cos"])}
+
+def _codes(enum: str, prefix: str = "LUCID_") -> dict:
+    """An enum of the header as {lower-case name without the prefix: code}."""
+    return {name[len(prefix):].lower(): code for name, code in _abi.ENUMS[enum].items()}
+
+
+# Codes shared with the engine, all from the header.
+ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM = (_abi.LUCID_ADD, _abi.LUCID_SUB, _abi.LUCID_MUL, _abi.LUCID_DIV,
+                                             _abi.LUCID_POW, _abi.LUCID_MAXIMUM, _abi.LUCID_MINIMUM)
+EQ, NE, LT, LE, GT, GE = _abi.LUCID_EQ, _abi.LUCID_NE, _abi.LUCID_LT, _abi.LUCID_LE, _abi.LUCID_GT, _abi.LUCID_GE
+UNARY = _codes("lucid_unary_op")
 NEG, RELU = UNARY["neg"], UNARY["relu"]
-SUM, MEAN, AMAX, AMIN, LOGSUMEXP = 0, 1, 2, 3, 4
-REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
-SCALAR_FLOAT, SCALAR_INT, SCALAR_BOOL = 0, 1, 2
+SUM, MEAN, AMAX, AMIN, LOGSUMEXP = (_abi.LUCID_SUM, _abi.LUCID_MEAN, _abi.LUCID_AMAX, _abi.LUCID_AMIN,
+                                    _abi.LUCID_LOGSUMEXP)
+REDUCTIONS = _codes("lucid_reduction", "LUCID_REDUCTION_")
+SCALAR_FLOAT, SCALAR_INT, SCALAR_BOOL = _abi.LUCID_SCALAR_FLOAT, _abi.LUCID_SCALAR_INT, _abi.LUCID_SCALAR_BOOL
+SPLIT_SIZES, SPLIT_SIZE, SPLIT_CHUNKS = _abi.LUCID_SPLIT_SIZES, _abi.LUCID_SPLIT_SIZE, _abi.LUCID_SPLIT_CHUNKS
+INDEX_INT, INDEX_SLICE, INDEX_NONE, INDEX_ELLIPSIS, INDEX_TENSOR = (
+    _abi.LUCID_INDEX_INT, _abi.LUCID_INDEX_SLICE, _abi.LUCID_INDEX_NONE, _abi.LUCID_INDEX_ELLIPSIS,
+    _abi.LUCID_INDEX_TENSOR)
+MSE, L1 = _abi.LUCID_LOSS_MSE, _abi.LUCID_LOSS_L1
 
 
 def _raise(status: int):
@@ -710,7 +624,6 @@ def cat(handles, dim: int, stack: bool) -> int:
     return _new(_lib.lucid_cat, arr, n, _int64(dim), 1 if stack else 0)
 
 
-SPLIT_SIZES, SPLIT_SIZE, SPLIT_CHUNKS = 0, 1, 2
 
 
 def split(a: int, mode: int, sizes, dim: int, capacity: int):
@@ -723,7 +636,6 @@ def split(a: int, mode: int, sizes, dim: int, capacity: int):
     return list(outs[:count.value])
 
 
-INDEX_INT, INDEX_SLICE, INDEX_NONE, INDEX_ELLIPSIS, INDEX_TENSOR = 0, 1, 2, 3, 4
 
 
 def _subscript(items):
@@ -827,7 +739,6 @@ def attention(q, k, v, mask, causal, scale, dropout_p, need_weights):
     return o.value, w.value
 
 
-MSE, L1 = 0, 1
 
 
 def pointwise_loss(kind: int, x: int, y: int, reduction: int) -> int:

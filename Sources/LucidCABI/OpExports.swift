@@ -3,16 +3,8 @@ import LucidEngine
 // One entry point per op family. Inputs are borrowed; the result is a new handle.
 
 func binaryKernel(_ code: Int32) throws -> BinaryKernel {
-    switch code {
-    case 0: return .add
-    case 1: return .sub
-    case 2: return .mul
-    case 3: return .div
-    case 4: return .pow
-    case 5: return .maximum
-    case 6: return .minimum
-    default: throw LucidError(.value, "unknown binary op code \(code)")
-    }
+    guard let k = BinaryKernel(rawValue: code) else { throw LucidError(.value, "unknown binary op code \(code)") }
+    return k
 }
 
 @_cdecl("lucid_binary")

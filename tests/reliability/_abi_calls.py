@@ -22,7 +22,7 @@ from ctypes import POINTER, c_char_p, c_double, c_int32, c_int64, c_uint64, c_vo
 
 import numpy as np
 
-from lucid import _engine
+from lucid import _abi, _engine
 
 BUFFER = 1024          # elements in every array argument
 MAX_LENGTH = 300       # the largest count passed with one (lucid_index reads 3 values per item)
@@ -46,7 +46,7 @@ class Fuzzer:
         self.lib = _engine._lib
         self.log = log
         self.calls = self.failures = 0
-        self.functions = [(n, a) for n, (a, _) in sorted(_engine._SIGNATURES.items()) if n not in SKIP]
+        self.functions = [(n, a) for n, (a, _) in sorted(_abi.SIGNATURES.items()) if n not in SKIP]
         self.base_tensors = _engine.live_tensors()
         self.tensors = set()   # every tensor handle ever made here (released ones stay: stale)
         self.released = set()

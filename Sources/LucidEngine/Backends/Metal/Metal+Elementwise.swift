@@ -10,17 +10,7 @@ extension MetalBackend: ElementwiseKernels {
     private static let floating: Set<DType> = [.float32, .float16, .bfloat16]
     private static let arithmetic: Set<DType> = [.float32, .float16, .bfloat16, .int32, .int64, .bool]
 
-    private static func code(_ op: BinaryKernel) -> UInt32 {
-        switch op {
-        case .add: return 0
-        case .sub: return 1
-        case .mul: return 2
-        case .div: return 3
-        case .pow: return 4
-        case .maximum: return 5
-        case .minimum: return 6
-        }
-    }
+    private static func code(_ op: BinaryKernel) -> UInt32 { UInt32(op.rawValue) }
 
     func binary(_ op: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl) {
         guard out.numel > 0 else { return }

@@ -214,7 +214,7 @@ inline long element_offset(ulong flat, constant Layout& L, uint operand) {
 }
 
 // ---- binary ------------------------------------------------------------------------------
-// Op codes: BinaryKernel's order (add, sub, mul, div, pow, maximum, minimum).
+// Op codes: BinaryKernel's raw values (add 0, sub, mul, div, pow, maximum, minimum 6).
 
 inline float binary_float(uint op, float x, float y) {
     switch (op) {

@@ -1,0 +1,188 @@
+"""The engine's C ABI as ctypes declarations, generated from include/lucid.h by
+tools/gen_abi.py; do not edit (change the header and run the tool)."""
+
+from ctypes import POINTER, c_char_p, c_double, c_float, c_int32, c_int64, c_uint64, c_void_p  # noqa: F401
+
+# name: ([argument types], return type)
+SIGNATURES = {
+    "lucid_last_error": ([], c_char_p),
+    "guard_create": ([c_int32, c_int32, c_int32, POINTER(c_uint64)], c_int32),
+    "guard_destroy": ([c_uint64], c_int32),
+    "lucid_autocast_is_enabled": ([c_int32, POINTER(c_int32)], c_int32),
+    "lucid_autocast_get_dtype": ([c_int32, POINTER(c_int32)], c_int32),
+    "lucid_autocast_live_guards": ([POINTER(c_int64)], c_int32),
+    "lucid_autocast_cached_casts": ([POINTER(c_int64)], c_int32),
+    "lucid_autocast_is_cache_enabled": ([POINTER(c_int32)], c_int32),
+    "lucid_autocast_set_cache_enabled": ([c_int32, POINTER(c_int32)], c_int32),
+    "lucid_op_count": ([POINTER(c_int32)], c_int32),
+    "lucid_op_info": ([c_int32, POINTER(c_char_p), POINTER(c_int32), POINTER(c_int32)], c_int32),
+    "lucid_tensor_from_host": ([c_void_p, c_int64, POINTER(c_int64), c_int32, c_int32, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_tensor_full": ([POINTER(c_int64), c_int32, c_double, c_int64, c_int32, c_int32, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_tensor_arange": ([c_double, c_double, c_double, c_int32, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_tensor_arange_int": ([c_int64, c_int64, c_int64, c_int32, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_tensor_random": ([POINTER(c_int64), c_int32, c_int32, c_int32, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_manual_seed": ([c_uint64], c_int32),
+    "lucid_tensor_release": ([c_uint64], c_int32),
+    "lucid_tensor_meta": ([c_uint64, POINTER(c_int32), POINTER(c_int32), POINTER(c_int32), POINTER(c_int32)], c_int32),
+    "lucid_tensor_shape": ([c_uint64, POINTER(c_int64), POINTER(c_int64), c_int32], c_int32),
+    "lucid_tensor_to_host": ([c_uint64, c_void_p, c_int64], c_int32),
+    "lucid_tensor_to": ([c_uint64, c_int32, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_tensor_set_requires_grad": ([c_uint64, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_detach": ([c_uint64, POINTER(c_uint64)], c_int32),
+    "lucid_live_tensors": ([POINTER(c_int64)], c_int32),
+    "lucid_memory_stats": ([c_int32, POINTER(c_int64), POINTER(c_int64)], c_int32),
+    "lucid_reset_peak_memory_stats": ([c_int32], c_int32),
+    "lucid_empty_cache": ([POINTER(c_int64)], c_int32),
+    "lucid_set_num_threads": ([c_int64], c_int32),
+    "lucid_get_num_threads": ([POINTER(c_int64)], c_int32),
+    "lucid_binary": ([c_int32, c_uint64, c_uint64, POINTER(c_uint64)], c_int32),
+    "lucid_binary_scalar": ([c_int32, c_uint64, c_double, c_int64, c_int32, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_unary": ([c_int32, c_uint64, POINTER(c_uint64)], c_int32),
+    "lucid_matmul": ([c_uint64, c_uint64, POINTER(c_uint64)], c_int32),
+    "lucid_linear": ([c_uint64, c_uint64, c_uint64, POINTER(c_uint64)], c_int32),
+    "lucid_reduce": ([c_int32, c_uint64, POINTER(c_int64), c_int32, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_reshape": ([c_uint64, POINTER(c_int64), c_int32, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_transpose": ([c_uint64, c_int64, c_int64, POINTER(c_uint64)], c_int32),
+    "lucid_permute": ([c_uint64, POINTER(c_int64), c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_contiguous": ([c_uint64, POINTER(c_uint64)], c_int32),
+    "lucid_compare": ([c_int32, c_uint64, c_uint64, POINTER(c_uint64)], c_int32),
+    "lucid_compare_scalar": ([c_int32, c_uint64, c_double, c_int64, c_int32, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_where": ([c_uint64, c_uint64, c_uint64, c_double, c_int64, c_int32, c_double, c_int64, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_clamp": ([c_uint64, c_int32, c_double, c_int64, c_int32, c_int32, c_double, c_int64, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_var": ([c_uint64, POINTER(c_int64), c_int32, c_double, c_int32, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_max_dim": ([c_uint64, c_int64, c_int32, c_int32, POINTER(c_uint64), POINTER(c_uint64)], c_int32),
+    "lucid_argmax": ([c_uint64, c_int64, c_int32, c_int32, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_squeeze": ([c_uint64, POINTER(c_int64), c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_unsqueeze": ([c_uint64, c_int64, POINTER(c_uint64)], c_int32),
+    "lucid_expand": ([c_uint64, POINTER(c_int64), c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_flatten": ([c_uint64, c_int64, c_int64, POINTER(c_uint64)], c_int32),
+    "lucid_narrow": ([c_uint64, c_int64, c_int64, c_int64, POINTER(c_uint64)], c_int32),
+    "lucid_cat": ([POINTER(c_uint64), c_int32, c_int64, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_split": ([c_uint64, c_int32, POINTER(c_int64), c_int32, c_int64, POINTER(c_uint64), c_int32, POINTER(c_int32)], c_int32),
+    "lucid_index": ([c_uint64, POINTER(c_int32), POINTER(c_int64), POINTER(c_int32), POINTER(c_uint64), c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_index_put": ([c_uint64, POINTER(c_int32), POINTER(c_int64), POINTER(c_int32), POINTER(c_uint64), c_int32, c_uint64, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_gather": ([c_uint64, c_int64, c_uint64, POINTER(c_uint64)], c_int32),
+    "lucid_index_select": ([c_uint64, c_int64, c_uint64, POINTER(c_uint64)], c_int32),
+    "lucid_embedding": ([c_uint64, c_uint64, c_int32, c_int64, POINTER(c_uint64)], c_int32),
+    "lucid_softmax": ([c_uint64, c_int64, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_dropout": ([c_uint64, c_double, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_layer_norm": ([c_uint64, POINTER(c_int64), c_int32, c_uint64, c_uint64, c_double, POINTER(c_uint64)], c_int32),
+    "lucid_group_norm": ([c_uint64, c_int64, c_uint64, c_uint64, c_double, POINTER(c_uint64)], c_int32),
+    "lucid_batch_norm": ([c_uint64, c_uint64, c_uint64, c_uint64, c_uint64, c_int32, c_double, c_double, POINTER(c_uint64), POINTER(c_uint64), POINTER(c_uint64)], c_int32),
+    "lucid_conv2d": ([c_uint64, c_uint64, c_uint64, POINTER(c_int64), POINTER(c_uint64)], c_int32),
+    "lucid_conv1d": ([c_uint64, c_uint64, c_uint64, POINTER(c_int64), POINTER(c_uint64)], c_int32),
+    "lucid_conv_transpose2d": ([c_uint64, c_uint64, c_uint64, POINTER(c_int64), POINTER(c_uint64)], c_int32),
+    "lucid_max_pool2d": ([c_uint64, POINTER(c_int64), c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_avg_pool2d": ([c_uint64, POINTER(c_int64), c_int32, c_int32, c_int64, POINTER(c_uint64)], c_int32),
+    "lucid_adaptive_avg_pool2d": ([c_uint64, c_int64, c_int64, POINTER(c_uint64)], c_int32),
+    "lucid_attention": ([c_uint64, c_uint64, c_uint64, c_uint64, c_int32, c_int32, c_double, c_double, POINTER(c_uint64), POINTER(c_uint64)], c_int32),
+    "lucid_pointwise_loss": ([c_int32, c_uint64, c_uint64, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_nll_loss": ([c_uint64, c_uint64, c_uint64, c_int64, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_cross_entropy": ([c_uint64, c_uint64, c_uint64, c_int64, c_int32, c_double, POINTER(c_uint64)], c_int32),
+    "lucid_bce_with_logits": ([c_uint64, c_uint64, c_uint64, c_uint64, c_int32, POINTER(c_uint64)], c_int32),
+    "lucid_backward": ([c_uint64, c_uint64, c_int32], c_int32),
+    "lucid_custom_function_callbacks": ([c_void_p, c_void_p], c_int32),
+    "lucid_custom_function_record": ([c_char_p, POINTER(c_uint64), c_int32, c_uint64, c_uint64, POINTER(c_uint64)], c_int32),
+    "lucid_tensor_grad": ([c_uint64, POINTER(c_uint64)], c_int32),
+    "lucid_tensor_set_grad": ([c_uint64, c_uint64], c_int32),
+    "lucid_tensor_grad_fn": ([c_uint64, POINTER(c_char_p)], c_int32),
+    "lucid_set_grad_enabled": ([c_int32, POINTER(c_int32)], c_int32),
+    "lucid_is_grad_enabled": ([POINTER(c_int32)], c_int32),
+    "lucid_sgd_step": ([c_uint64, c_uint64, c_uint64, c_double, c_double, c_double, c_double, c_int32, c_int32, POINTER(c_uint64), POINTER(c_uint64)], c_int32),
+    "lucid_adam_step": ([c_uint64, c_uint64, c_uint64, c_uint64, c_int64, c_double, c_double, c_double, c_double, c_double, c_int32, c_int32, POINTER(c_uint64), POINTER(c_uint64), POINTER(c_uint64)], c_int32),
+    "lucid_unscale_grads": ([POINTER(c_uint64), c_int32, c_double, POINTER(c_uint64), POINTER(c_int32)], c_int32),
+    "lucid_metal_is_available": ([POINTER(c_int32)], c_int32),
+    "lucid_metal_synchronize": ([], c_int32),
+    "lucid_metal_fallback_entries": ([POINTER(c_int64)], c_int32),
+    "lucid_metal_fallback_entry": ([c_int64, POINTER(c_char_p), POINTER(c_int64)], c_int32),
+    "lucid_metal_self_test": ([POINTER(c_int64), POINTER(c_int64)], c_int32),
+    "lucid_metal_self_test_entry": ([c_int64, POINTER(c_char_p), POINTER(c_int32), POINTER(c_double), POINTER(c_double)], c_int32),
+    "lucid_set_warning_handler": ([c_void_p], c_int32),
+}
+
+# Every enum of the header, by name: {constant: value}.
+ENUMS = {
+    "lucid_status": {"LUCID_OK": 0, "LUCID_ERR_VALUE": 1, "LUCID_ERR_TYPE": 2, "LUCID_ERR_INDEX": 3, "LUCID_ERR_RUNTIME": 4, "LUCID_ERR_HANDLE": 5, "LUCID_ERR_THREAD": 6},
+    "lucid_dtype": {"LUCID_FLOAT32": 0, "LUCID_FLOAT16": 1, "LUCID_BFLOAT16": 2, "LUCID_INT32": 3, "LUCID_INT64": 4, "LUCID_BOOL": 5},
+    "lucid_device": {"LUCID_CPU": 0, "LUCID_METAL": 1},
+    "lucid_scalar_kind": {"LUCID_SCALAR_FLOAT": 0, "LUCID_SCALAR_INT": 1, "LUCID_SCALAR_BOOL": 2},
+    "lucid_binary_op": {"LUCID_ADD": 0, "LUCID_SUB": 1, "LUCID_MUL": 2, "LUCID_DIV": 3, "LUCID_POW": 4, "LUCID_MAXIMUM": 5, "LUCID_MINIMUM": 6},
+    "lucid_compare_op": {"LUCID_EQ": 0, "LUCID_NE": 1, "LUCID_LT": 2, "LUCID_LE": 3, "LUCID_GT": 4, "LUCID_GE": 5},
+    "lucid_unary_op": {"LUCID_NEG": 0, "LUCID_RELU": 1, "LUCID_EXP": 2, "LUCID_LOG": 3, "LUCID_LOG1P": 4, "LUCID_SQRT": 5, "LUCID_RSQRT": 6, "LUCID_ABS": 7, "LUCID_TANH": 8, "LUCID_SIGMOID": 9, "LUCID_SILU": 10, "LUCID_GELU": 11, "LUCID_GELU_TANH": 12, "LUCID_SOFTPLUS": 13, "LUCID_SIN": 14, "LUCID_COS": 15},
+    "lucid_reduce_op": {"LUCID_SUM": 0, "LUCID_MEAN": 1, "LUCID_AMAX": 2, "LUCID_AMIN": 3, "LUCID_LOGSUMEXP": 4},
+    "lucid_reduction": {"LUCID_REDUCTION_NONE": 0, "LUCID_REDUCTION_MEAN": 1, "LUCID_REDUCTION_SUM": 2},
+    "lucid_cast_policy": {"LUCID_POLICY_NONE": 0, "LUCID_POLICY_LOWER_PRECISION": 1, "LUCID_POLICY_FLOAT32": 2, "LUCID_POLICY_PROMOTE": 3},
+    "lucid_index_kind": {"LUCID_INDEX_INT": 0, "LUCID_INDEX_SLICE": 1, "LUCID_INDEX_NONE": 2, "LUCID_INDEX_ELLIPSIS": 3, "LUCID_INDEX_TENSOR": 4},
+    "lucid_split_mode": {"LUCID_SPLIT_SIZES": 0, "LUCID_SPLIT_SIZE": 1, "LUCID_SPLIT_CHUNKS": 2},
+    "lucid_pointwise_loss_kind": {"LUCID_LOSS_MSE": 0, "LUCID_LOSS_L1": 1},
+}
+
+LUCID_OK = 0
+LUCID_ERR_VALUE = 1
+LUCID_ERR_TYPE = 2
+LUCID_ERR_INDEX = 3
+LUCID_ERR_RUNTIME = 4
+LUCID_ERR_HANDLE = 5
+LUCID_ERR_THREAD = 6
+LUCID_FLOAT32 = 0
+LUCID_FLOAT16 = 1
+LUCID_BFLOAT16 = 2
+LUCID_INT32 = 3
+LUCID_INT64 = 4
+LUCID_BOOL = 5
+LUCID_CPU = 0
+LUCID_METAL = 1
+LUCID_SCALAR_FLOAT = 0
+LUCID_SCALAR_INT = 1
+LUCID_SCALAR_BOOL = 2
+LUCID_ADD = 0
+LUCID_SUB = 1
+LUCID_MUL = 2
+LUCID_DIV = 3
+LUCID_POW = 4
+LUCID_MAXIMUM = 5
+LUCID_MINIMUM = 6
+LUCID_EQ = 0
+LUCID_NE = 1
+LUCID_LT = 2
+LUCID_LE = 3
+LUCID_GT = 4
+LUCID_GE = 5
+LUCID_NEG = 0
+LUCID_RELU = 1
+LUCID_EXP = 2
+LUCID_LOG = 3
+LUCID_LOG1P = 4
+LUCID_SQRT = 5
+LUCID_RSQRT = 6
+LUCID_ABS = 7
+LUCID_TANH = 8
+LUCID_SIGMOID = 9
+LUCID_SILU = 10
+LUCID_GELU = 11
+LUCID_GELU_TANH = 12
+LUCID_SOFTPLUS = 13
+LUCID_SIN = 14
+LUCID_COS = 15
+LUCID_SUM = 0
+LUCID_MEAN = 1
+LUCID_AMAX = 2
+LUCID_AMIN = 3
+LUCID_LOGSUMEXP = 4
+LUCID_REDUCTION_NONE = 0
+LUCID_REDUCTION_MEAN = 1
+LUCID_REDUCTION_SUM = 2
+LUCID_POLICY_NONE = 0
+LUCID_POLICY_LOWER_PRECISION = 1
+LUCID_POLICY_FLOAT32 = 2
+LUCID_POLICY_PROMOTE = 3
+LUCID_INDEX_INT = 0
+LUCID_INDEX_SLICE = 1
+LUCID_INDEX_NONE = 2
+LUCID_INDEX_ELLIPSIS = 3
+LUCID_INDEX_TENSOR = 4
+LUCID_SPLIT_SIZES = 0
+LUCID_SPLIT_SIZE = 1
+LUCID_SPLIT_CHUNKS = 2
+LUCID_LOSS_MSE = 0
+LUCID_LOSS_L1 = 1

@@ -1,0 +1,197 @@
+"""include/lucid.h is the C ABI's one source of truth: the Swift exports, the generated Python
+declarations (lucid/_abi.py) and the engine's enums must all say what it says."""
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HEADER = ROOT / "include" / "lucid.h"
+EXPORTS = ROOT / "Sources" / "LucidCABI"
+ENGINE = ROOT / "Sources" / "LucidEngine"
+
+
+def _gen_abi():
+    spec = importlib.util.spec_from_file_location("gen_abi", ROOT / "tools" / "gen_abi.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GEN = _gen_abi()
+ENUMS, FUNCTIONS = GEN.parse_header(HEADER.read_text())
+
+
+def test_the_python_declarations_are_generated_from_the_header():
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_abi.py"), "--check"], capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_every_engine_call_in_python_is_declared_in_the_header():
+    used = set(re.findall(r'_lib(?:\.(\w+)|\["(\w+)"\])', (ROOT / "lucid" / "_engine.py").read_text()))
+    used = {a or b for a, b in used}
+    assert used <= set(FUNCTIONS), f"called but not in include/lucid.h: {sorted(used - set(FUNCTIONS))}"
+    unused = set(FUNCTIONS) - used
+    assert not unused, f"declared in include/lucid.h but never called from Python: {sorted(unused)}"
+
+
+# ---- the Swift side ---------------------------------------------------------------------------
+
+_SWIFT_SCALARS = {"UInt64": "uint64_t", "Int32": "int32_t", "Int64": "int64_t", "Double": "double", "Float": "float",
+                  "CChar": "char", "Void": "void"}
+
+
+def _split_top_level(text):
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+            continue
+        depth += ch in "(<"
+        depth -= ch in ")>"
+        current += ch
+    if current.strip():
+        parts.append(current.strip())
+    return parts
+
+
+def _swift_function_types():
+    text = "".join(p.read_text() for p in EXPORTS.glob("*.swift"))
+    return set(re.findall(r"typealias (\w+) = @convention\(c\)", text))
+
+
+SWIFT_FUNCTION_TYPES = _swift_function_types()
+
+
+def swift_type(t: str) -> str:
+    """A Swift parameter type as the header's canonical C type (see gen_abi.Param.canonical)."""
+    t = t.strip()
+    if "@convention(c)" in t or t.rstrip("?") in SWIFT_FUNCTION_TYPES:
+        return "function pointer"
+    if t.endswith("?"):
+        t = t[:-1]
+    if t in ("UnsafeRawPointer", "UnsafeMutableRawPointer"):
+        return ("const " if t == "UnsafeRawPointer" else "") + "void*"
+    m = re.fullmatch(r"Unsafe(Mutable)?Pointer<(.+)>", t)
+    if m:
+        inner = swift_type(m.group(2))
+        if m.group(1):
+            return inner + "*"
+        return ("const " + inner if not inner.startswith("const ") else inner) + "*"
+    if t not in _SWIFT_SCALARS:
+        raise ValueError(f"no C equivalent for the Swift type {t!r}")
+    return _SWIFT_SCALARS[t]
+
+
+def swift_exports():
+    """{symbol: (return type, [parameter types])} of every @_cdecl function, as C types."""
+    exports = {}
+    for path in sorted(EXPORTS.glob("*.swift")):
+        text = path.read_text()
+        for m in re.finditer(r'@_cdecl\("(\w+)"\)\s*public func \w+\(', text):
+            depth, i = 1, m.end()
+            while depth:
+                depth += {"(": 1, ")": -1}.get(text[i], 0)
+                i += 1
+            name, params = m.group(1), text[m.end():i - 1]
+            ret = re.match(r"\s*(?:->\s*([^{]+?))?\s*\{", text[i:]).group(1) or "Void"
+            types = [swift_type(p.split(":", 1)[1]) for p in _split_top_level(" ".join(params.split()))]
+            assert name not in exports, f"{name} is exported twice"
+            exports[name] = (swift_type(ret), types)
+    return exports
+
+
+def test_the_swift_exports_are_the_headers_functions_with_its_argument_types():
+    exports = swift_exports()
+    assert set(exports) == set(FUNCTIONS), (f"only in Swift: {sorted(set(exports) - set(FUNCTIONS))}; "
+                                            f"only in the header: {sorted(set(FUNCTIONS) - set(exports))}")
+    for name, (ret, args) in FUNCTIONS.items():
+        want = (ret.canonical(), [a.canonical() for a in args])
+        assert exports[name] == want, f"{name}: Swift exports {exports[name]}, include/lucid.h declares {want}"
+
+
+def _camel_to_upper_snake(name):
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).upper()
+
+
+def swift_enum(path: Path, name: str) -> dict:
+    """{case: raw value} of the Int32 enum `name` declared in `path` (implicit values count up)."""
+    text = path.read_text()
+    m = re.search(rf"enum {name}: Int32[^{{]*\{{", text)
+    assert m, f"enum {name}: Int32 not found in {path}"
+    # The body's lines, each with the brace depth at its start (1: the enum's own level).
+    depth, i, body, line, start = 1, m.end(), [], "", 1
+    while depth:
+        ch = text[i]
+        depth += ch == "{"
+        depth -= ch == "}"
+        if ch == "\n":
+            body.append((start, line))
+            line, start = "", depth
+        elif depth:
+            line += ch
+        i += 1
+    body.append((start, line))
+    values, nxt = {}, 0
+    for d, ln in body:
+        ln = ln.split("//")[0].strip()
+        if d != 1 or not ln.startswith("case "):
+            continue
+        for entry in ln[5:].split(","):
+            key, _, value = entry.partition("=")
+            nxt = int(value) if value.strip() else nxt
+            values[key.strip()] = nxt
+            nxt += 1
+    return values
+
+
+ENUM_PAIRS = [
+    ("lucid_dtype", "Core/DType.swift", "DType", "LUCID_"),
+    ("lucid_device", "Core/Device.swift", "Device", "LUCID_"),
+    ("lucid_status", "Core/LucidError.swift", "Kind", "LUCID_ERR_"),
+    ("lucid_cast_policy", "AMP/CastPolicy.swift", "CastPolicy", "LUCID_POLICY_"),
+    ("lucid_unary_op", "Backends/UnaryKernel.swift", "UnaryKernel", "LUCID_"),
+    ("lucid_binary_op", "Backends/Backend.swift", "BinaryKernel", "LUCID_"),
+    ("lucid_compare_op", "Backends/Backend.swift", "CompareKernel", "LUCID_"),
+    ("lucid_reduction", "Ops/Losses.swift", "Reduction", "LUCID_REDUCTION_"),
+    ("lucid_scalar_kind", "Ops/Elementwise.swift", "Kind", "LUCID_SCALAR_"),
+]
+
+
+@pytest.mark.parametrize("header_enum,path,swift_name,prefix", ENUM_PAIRS, ids=[p[0] for p in ENUM_PAIRS])
+def test_the_engines_enums_have_the_headers_values(header_enum, path, swift_name, prefix):
+    swift = {prefix + _camel_to_upper_snake(k): v for k, v in swift_enum(ENGINE / path, swift_name).items()}
+    header = dict(ENUMS[header_enum])
+    if header_enum == "lucid_status":
+        assert header.pop("LUCID_OK") == 0  # success is no error kind
+    assert swift == header
+
+
+def test_the_header_parser_reads_what_the_header_can_say():
+    # The parser must fail loudly on what it does not understand, not guess.
+    enums, functions = GEN.parse_header("""
+        typedef uint64_t lucid_tensor;
+        typedef void (*lucid_callback)(uint64_t context);
+        enum lucid_things { LUCID_A = 0, LUCID_B = 0x10 };
+        int32_t f(const lucid_tensor *xs, int64_t params[4], lucid_callback cb, void (*inline_cb)(const char *m),
+                  const char **name, double *out);
+        const char *g(void);
+    """)
+    assert enums == {"lucid_things": {"LUCID_A": 0, "LUCID_B": 16}}
+    ret, args = functions["f"]
+    assert ret.canonical() == "int32_t"
+    assert [a.canonical() for a in args] == ["const uint64_t*", "int64_t*", "function pointer", "function pointer",
+                                             "const char**", "double*"]
+    assert [a.ctypes() for a in args] == ["POINTER(c_uint64)", "POINTER(c_int64)", "c_void_p", "c_void_p",
+                                          "POINTER(c_char_p)", "POINTER(c_double)"]
+    assert functions["g"][0].ctypes() == "c_char_p" and functions["g"][1] == []
+    with pytest.raises(ValueError, match="needs a name"):
+        GEN.parse_header("enum { LUCID_X = 1 };")
+    with pytest.raises(ValueError, match="unknown C type"):
+        GEN.parse_header("int32_t h(size_t n);")
