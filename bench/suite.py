@@ -187,40 +187,93 @@ def attention_cases(batch=4, heads=8, tokens=512, dim=64):
     return [Case("attention bf16 autocast", lucid_fn, None, torch_fn, ">= 1x torch speed")]
 
 
-def _layer_step(lib, layer, x, amp):
-    """Forward+backward of `layer` on `x` (which requires grad), under bf16 autocast if `amp`."""
+def _layer_step(lib, layer, inputs, amp):
+    """Forward+backward of `layer` on `inputs` (the floating ones require grad), under bf16
+    autocast if `amp`; a tuple output (RNNs, attention) counts by its first element."""
     autocast = lib.amp.autocast if lib is lucid else torch.autocast
+    params = list(layer.parameters()) if hasattr(layer, "parameters") else []
 
     def step():
         with autocast("cpu", dtype=lib.bfloat16, enabled=amp):
-            y = layer(x)
+            y = layer(*inputs)
+        if isinstance(y, tuple):
+            y = y[0]
         y.float().sum().backward()
-        x.grad = None
-        for p in layer.parameters():
-            p.grad = None
+        for t in list(inputs) + params:
+            t.grad = None
     return step
 
 
-def layer_cases(quick=False):
-    """The layers that made real programs slow, at those programs' sizes: nanoGPT's LayerNorm
-    and exact GELU, DCGAN's BatchNorm2d in training."""
-    specs = [
-        ("layer_norm", (8, 256, 384), lambda m: m.LayerNorm(384)),
-        ("gelu (exact)", (8, 256, 1536), lambda m: m.GELU()),
-        ("BatchNorm2d train", (8, 64, 32, 32), lambda m: m.BatchNorm2d(64)),
+def _tensor(lib, a, grad):
+    if lib is lucid:
+        return lucid.tensor(a, requires_grad=grad)
+    t = torch.from_numpy(a)
+    return t.requires_grad_() if grad else t
+
+
+# The per-layer table: (name, constructor on a module namespace, input arrays); floating inputs
+# require grad, integer ones (indices, class targets) do not. The first three are the layers
+# that made real programs slow, at those programs' sizes (nanoGPT's LayerNorm and exact GELU,
+# DCGAN's BatchNorm2d in training); the rest are every other layer and loss at a typical size.
+def _layer_specs(quick):
+    b = 2 if quick else 8
+    ids = RNG.integers(0, 1000, (b, 64))
+    classes = RNG.integers(0, 10, (b * 16,))
+    probs = 1 / (1 + np.exp(-arr(b * 16, 10)))
+    targets = (RNG.random((b * 16, 10)) > 0.5).astype(np.float32)
+    seq = arr(b, 32, 64)
+    return [
+        ("layer_norm", lambda m: m.LayerNorm(384), [arr(b, 256 if not quick else 16, 384)]),
+        ("gelu (exact)", lambda m: m.GELU(), [arr(b, 256 if not quick else 16, 1536)]),
+        ("BatchNorm2d train", lambda m: m.BatchNorm2d(64), [arr(b, 64, 32 if not quick else 8, 32 if not quick else 8)]),
+        ("Linear 512->512", lambda m: m.Linear(512, 512), [arr(b * 16, 512)]),
+        ("ReLU", lambda m: m.ReLU(), [arr(b, 64, 32, 32)]),
+        ("LeakyReLU", lambda m: m.LeakyReLU(0.2), [arr(b, 64, 32, 32)]),
+        ("GELU (tanh)", lambda m: m.GELU("tanh"), [arr(b, 64, 32, 32)]),
+        ("SiLU", lambda m: m.SiLU(), [arr(b, 64, 32, 32)]),
+        ("Tanh", lambda m: m.Tanh(), [arr(b, 64, 32, 32)]),
+        ("Sigmoid", lambda m: m.Sigmoid(), [arr(b, 64, 32, 32)]),
+        ("Softmax", lambda m: m.Softmax(dim=-1), [arr(b * 64, 1024)]),
+        ("LogSoftmax", lambda m: m.LogSoftmax(dim=-1), [arr(b * 64, 1024)]),
+        ("Dropout(0.1) train", lambda m: m.Dropout(0.1), [arr(b, 64, 32, 32)]),
+        ("Conv1d 64->64 k3", lambda m: m.Conv1d(64, 64, 3, padding=1), [arr(b, 64, 256)]),
+        ("Conv2d 64->64 k3", lambda m: m.Conv2d(64, 64, 3, padding=1), [arr(b, 64, 32, 32)]),
+        ("Conv2d 1->16 k3", lambda m: m.Conv2d(1, 16, 3), [arr(b * 8, 1, 28, 28)]),
+        ("ConvTranspose2d 64->32 k4 s2", lambda m: m.ConvTranspose2d(64, 32, 4, 2, 1), [arr(b, 64, 16, 16)]),
+        ("MaxPool2d 2", lambda m: m.MaxPool2d(2), [arr(b, 64, 32, 32)]),
+        ("AvgPool2d 2", lambda m: m.AvgPool2d(2), [arr(b, 64, 32, 32)]),
+        ("AdaptiveAvgPool2d 1", lambda m: m.AdaptiveAvgPool2d(1), [arr(b * 8, 32, 14, 14)]),
+        ("BatchNorm1d train", lambda m: m.BatchNorm1d(256), [arr(b * 16, 256)]),
+        ("GroupNorm 8", lambda m: m.GroupNorm(8, 64), [arr(b, 64, 32, 32)]),
+        ("Embedding 1000x128", lambda m: m.Embedding(1000, 128), [ids]),
+        ("MultiheadAttention 64x4", lambda m: m.MultiheadAttention(64, 4, batch_first=True), [seq, seq, seq]),
+        ("RNN 64->64", lambda m: m.RNN(64, 64, batch_first=True), [seq]),
+        ("LSTM 64->64", lambda m: m.LSTM(64, 64, batch_first=True), [seq]),
+        ("GRU 64->64", lambda m: m.GRU(64, 64, batch_first=True), [seq]),
+        ("TransformerEncoderLayer 64x4", lambda m: m.TransformerEncoderLayer(64, 4, 256, dropout=0.0, batch_first=True),
+         [seq]),
+        ("MSELoss", lambda m: m.MSELoss(), [arr(b * 16, 256), arr(b * 16, 256)]),
+        ("L1Loss", lambda m: m.L1Loss(), [arr(b * 16, 256), arr(b * 16, 256)]),
+        ("CrossEntropyLoss", lambda m: m.CrossEntropyLoss(), [arr(b * 16, 10), classes]),
+        ("NLLLoss", lambda m: m.NLLLoss(), [arr(b * 16, 10), classes]),
+        ("BCEWithLogitsLoss", lambda m: m.BCEWithLogitsLoss(), [arr(b * 16, 10), targets]),
+        ("BCELoss", lambda m: m.BCELoss(), [probs.astype(np.float32), targets]),
     ]
+
+
+def layer_cases(quick=False):
+    """Forward+backward of every layer and loss, float32 and under bf16 autocast, beside PyTorch."""
     cases = []
-    for name, shape, make in specs:
-        if quick:
-            shape = (2,) + shape[1:-1] + (shape[-1] // 4,) if len(shape) == 3 else (2, 16, 8, 8)
-            if name == "BatchNorm2d train":
-                make = lambda m: m.BatchNorm2d(16)  # noqa: E731
-        x = arr(*shape)
+    for name, make, arrays in _layer_specs(quick):
         for amp in (False, True):
-            lucid_fn = _layer_step(lucid, make(nn).train(), lucid.tensor(x, requires_grad=True), amp)
+            if amp and name == "BCELoss":
+                continue  # refused under autocast, in PyTorch and in lucid (use BCEWithLogitsLoss)
+            grads = [a.dtype.kind == "f" and not (name.endswith("Loss") and i == 1) for i, a in enumerate(arrays)]
+            lucid_fn = _layer_step(lucid, make(nn).train(), [_tensor(lucid, a, g) for a, g in zip(arrays, grads)], amp)
             torch_fn = None
             if torch:
-                torch_fn = _layer_step(torch, make(torch.nn).train(), torch.from_numpy(x).requires_grad_(), amp)
+                torch_fn = _layer_step(torch, make(torch.nn).train(),
+                                       [_tensor(torch, a, g) for a, g in zip(arrays, grads)], amp)
             tag = "bf16 autocast" if amp else "f32"
             cases.append(Case(f"{name} fwd+bwd {tag}", lucid_fn, None, torch_fn, "<= 1.5x torch"))
     return cases

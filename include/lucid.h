@@ -43,7 +43,9 @@ enum lucid_status {
 enum lucid_dtype { LUCID_FLOAT32 = 0, LUCID_FLOAT16 = 1, LUCID_BFLOAT16 = 2, LUCID_INT32 = 3, LUCID_INT64 = 4, LUCID_BOOL = 5 };
 enum lucid_device { LUCID_CPU = 0, LUCID_METAL = 1 };
 enum lucid_scalar_kind { LUCID_SCALAR_FLOAT = 0, LUCID_SCALAR_INT = 1, LUCID_SCALAR_BOOL = 2 };
-enum lucid_binary_op { LUCID_ADD = 0, LUCID_SUB = 1, LUCID_MUL = 2, LUCID_DIV = 3, LUCID_POW = 4, LUCID_MAXIMUM = 5, LUCID_MINIMUM = 6 };
+/* Binary op codes; the bitwise ones take integer and bool tensors only. */
+enum lucid_binary_op { LUCID_ADD = 0, LUCID_SUB = 1, LUCID_MUL = 2, LUCID_DIV = 3, LUCID_POW = 4, LUCID_MAXIMUM = 5, LUCID_MINIMUM = 6,
+                       LUCID_BITWISE_AND = 7, LUCID_BITWISE_OR = 8, LUCID_BITWISE_XOR = 9 };
 /* Comparison codes (bool results, no gradient). */
 enum lucid_compare_op { LUCID_EQ = 0, LUCID_NE = 1, LUCID_LT = 2, LUCID_LE = 3, LUCID_GT = 4, LUCID_GE = 5 };
 enum lucid_unary_op { LUCID_NEG = 0, LUCID_RELU = 1, LUCID_EXP = 2, LUCID_LOG = 3, LUCID_LOG1P = 4, LUCID_SQRT = 5, LUCID_RSQRT = 6,
@@ -89,6 +91,14 @@ int32_t lucid_autocast_cached_casts(int64_t *out);
  * enabled must be 0 or 1. Casts already cached stay until the outermost scope exits. */
 int32_t lucid_autocast_is_cache_enabled(int32_t *out);
 int32_t lucid_autocast_set_cache_enabled(int32_t enabled, int32_t *previous);
+/* The dtype a scope on `device` targets when guard_create is given -1. */
+int32_t lucid_autocast_default_dtype(int32_t device, int32_t *out);
+/* LUCID_OK when autocast on `device` can target `dtype`, else LUCID_ERR_VALUE naming the ones it can. */
+int32_t lucid_autocast_check_dtype(int32_t device, int32_t dtype);
+/* The engine's dtype and device tables: a code's name (owned by the engine), element size and
+ * whether it is floating; LUCID_ERR_VALUE for an unknown code. */
+int32_t lucid_dtype_info(int32_t dtype, const char **name, int32_t *itemsize, int32_t *is_floating);
+int32_t lucid_device_info(int32_t device, const char **name);
 /* The op table: index 0..count-1 gives a name (static storage), a LUCID_POLICY_* code and
  * whether the CPU stream has a bfloat16 kernel (when 0, bfloat16 CPU autocast runs it in
  * float32). */
@@ -145,6 +155,8 @@ int32_t lucid_binary(int32_t op, lucid_tensor a, lucid_tensor b, lucid_tensor *o
 int32_t lucid_binary_scalar(int32_t op, lucid_tensor a, double value, int64_t int_value, int32_t kind,
                             int32_t scalar_first, lucid_tensor *out);
 int32_t lucid_unary(int32_t op, lucid_tensor a, lucid_tensor *out);
+/* ~a: logical not for bool, bitwise not for integers (floating tensors are a type error). */
+int32_t lucid_bitwise_not(lucid_tensor a, lucid_tensor *out);
 int32_t lucid_matmul(lucid_tensor a, lucid_tensor b, lucid_tensor *out);
 /* bias 0: none. */
 int32_t lucid_linear(lucid_tensor x, lucid_tensor weight, lucid_tensor bias, lucid_tensor *out);

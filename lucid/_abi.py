@@ -14,6 +14,10 @@ SIGNATURES = {
     "lucid_autocast_cached_casts": ([POINTER(c_int64)], c_int32),
     "lucid_autocast_is_cache_enabled": ([POINTER(c_int32)], c_int32),
     "lucid_autocast_set_cache_enabled": ([c_int32, POINTER(c_int32)], c_int32),
+    "lucid_autocast_default_dtype": ([c_int32, POINTER(c_int32)], c_int32),
+    "lucid_autocast_check_dtype": ([c_int32, c_int32], c_int32),
+    "lucid_dtype_info": ([c_int32, POINTER(c_char_p), POINTER(c_int32), POINTER(c_int32)], c_int32),
+    "lucid_device_info": ([c_int32, POINTER(c_char_p)], c_int32),
     "lucid_op_count": ([POINTER(c_int32)], c_int32),
     "lucid_op_info": ([c_int32, POINTER(c_char_p), POINTER(c_int32), POINTER(c_int32)], c_int32),
     "lucid_tensor_from_host": ([c_void_p, c_int64, POINTER(c_int64), c_int32, c_int32, c_int32, POINTER(c_uint64)], c_int32),
@@ -38,6 +42,7 @@ SIGNATURES = {
     "lucid_binary": ([c_int32, c_uint64, c_uint64, POINTER(c_uint64)], c_int32),
     "lucid_binary_scalar": ([c_int32, c_uint64, c_double, c_int64, c_int32, c_int32, POINTER(c_uint64)], c_int32),
     "lucid_unary": ([c_int32, c_uint64, POINTER(c_uint64)], c_int32),
+    "lucid_bitwise_not": ([c_uint64, POINTER(c_uint64)], c_int32),
     "lucid_matmul": ([c_uint64, c_uint64, POINTER(c_uint64)], c_int32),
     "lucid_linear": ([c_uint64, c_uint64, c_uint64, POINTER(c_uint64)], c_int32),
     "lucid_reduce": ([c_int32, c_uint64, POINTER(c_int64), c_int32, c_int32, POINTER(c_uint64)], c_int32),
@@ -106,7 +111,7 @@ ENUMS = {
     "lucid_dtype": {"LUCID_FLOAT32": 0, "LUCID_FLOAT16": 1, "LUCID_BFLOAT16": 2, "LUCID_INT32": 3, "LUCID_INT64": 4, "LUCID_BOOL": 5},
     "lucid_device": {"LUCID_CPU": 0, "LUCID_METAL": 1},
     "lucid_scalar_kind": {"LUCID_SCALAR_FLOAT": 0, "LUCID_SCALAR_INT": 1, "LUCID_SCALAR_BOOL": 2},
-    "lucid_binary_op": {"LUCID_ADD": 0, "LUCID_SUB": 1, "LUCID_MUL": 2, "LUCID_DIV": 3, "LUCID_POW": 4, "LUCID_MAXIMUM": 5, "LUCID_MINIMUM": 6},
+    "lucid_binary_op": {"LUCID_ADD": 0, "LUCID_SUB": 1, "LUCID_MUL": 2, "LUCID_DIV": 3, "LUCID_POW": 4, "LUCID_MAXIMUM": 5, "LUCID_MINIMUM": 6, "LUCID_BITWISE_AND": 7, "LUCID_BITWISE_OR": 8, "LUCID_BITWISE_XOR": 9},
     "lucid_compare_op": {"LUCID_EQ": 0, "LUCID_NE": 1, "LUCID_LT": 2, "LUCID_LE": 3, "LUCID_GT": 4, "LUCID_GE": 5},
     "lucid_unary_op": {"LUCID_NEG": 0, "LUCID_RELU": 1, "LUCID_EXP": 2, "LUCID_LOG": 3, "LUCID_LOG1P": 4, "LUCID_SQRT": 5, "LUCID_RSQRT": 6, "LUCID_ABS": 7, "LUCID_TANH": 8, "LUCID_SIGMOID": 9, "LUCID_SILU": 10, "LUCID_GELU": 11, "LUCID_GELU_TANH": 12, "LUCID_SOFTPLUS": 13, "LUCID_SIN": 14, "LUCID_COS": 15},
     "lucid_reduce_op": {"LUCID_SUM": 0, "LUCID_MEAN": 1, "LUCID_AMAX": 2, "LUCID_AMIN": 3, "LUCID_LOGSUMEXP": 4},
@@ -142,6 +147,9 @@ LUCID_DIV = 3
 LUCID_POW = 4
 LUCID_MAXIMUM = 5
 LUCID_MINIMUM = 6
+LUCID_BITWISE_AND = 7
+LUCID_BITWISE_OR = 8
+LUCID_BITWISE_XOR = 9
 LUCID_EQ = 0
 LUCID_NE = 1
 LUCID_LT = 2

@@ -67,6 +67,7 @@ def _codes(enum: str, prefix: str = "LUCID_") -> dict:
 # Codes shared with the engine, all from the header.
 ADD, SUB, MUL, DIV, POW, MAXIMUM, MINIMUM = (_abi.LUCID_ADD, _abi.LUCID_SUB, _abi.LUCID_MUL, _abi.LUCID_DIV,
                                              _abi.LUCID_POW, _abi.LUCID_MAXIMUM, _abi.LUCID_MINIMUM)
+BITWISE_AND, BITWISE_OR, BITWISE_XOR = _abi.LUCID_BITWISE_AND, _abi.LUCID_BITWISE_OR, _abi.LUCID_BITWISE_XOR
 EQ, NE, LT, LE, GT, GE = _abi.LUCID_EQ, _abi.LUCID_NE, _abi.LUCID_LT, _abi.LUCID_LE, _abi.LUCID_GT, _abi.LUCID_GE
 UNARY = _codes("lucid_unary_op")
 NEG, RELU = UNARY["neg"], UNARY["relu"]
@@ -189,6 +190,42 @@ def _query_i64(fn) -> int:
     if rc:
         _raise(rc)
     return out.value
+
+
+def dtype_table():
+    """(code, name, itemsize, is_floating) of every dtype the engine has, by code."""
+    rows = []
+    for code in sorted(_abi.ENUMS["lucid_dtype"].values()):
+        name, size, floating = c_char_p(), c_int32(), c_int32()
+        rc = _lib.lucid_dtype_info(code, byref(name), byref(size), byref(floating))
+        if rc:
+            _raise(rc)
+        rows.append((code, name.value.decode(), size.value, bool(floating.value)))
+    return rows
+
+
+def device_table():
+    """(code, name) of every device the engine has, by code."""
+    rows = []
+    for code in sorted(_abi.ENUMS["lucid_device"].values()):
+        name = c_char_p()
+        rc = _lib.lucid_device_info(code, byref(name))
+        if rc:
+            _raise(rc)
+        rows.append((code, name.value.decode()))
+    return rows
+
+
+def autocast_default_dtype(device: int) -> int:
+    return _query_i32(_lib.lucid_autocast_default_dtype, device)
+
+
+def autocast_check_dtype(device: int, dtype: int) -> None:
+    """Raises (ValueError, with the engine's message) unless autocast on `device` can target
+    `dtype`."""
+    rc = _lib.lucid_autocast_check_dtype(device, dtype)
+    if rc:
+        _raise(rc)
 
 
 def autocast_is_enabled(device: int) -> bool:
@@ -398,6 +435,10 @@ def binary_scalar(op: int, a: int, value: float, int_value: int, kind: int, scal
 
 def unary(op: int, a: int) -> int:
     return _new(_lib.lucid_unary, op, a)
+
+
+def bitwise_not(a: int) -> int:
+    return _new(_lib.lucid_bitwise_not, a)
 
 
 def matmul(a: int, b: int) -> int:

@@ -675,37 +675,47 @@ class Tensor:
 
     eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
 
-    def _logical(self, other, name):
-        if not isinstance(other, Tensor):
-            s = _scalar(other)
-            if s is None or s[2] != E.SCALAR_BOOL:
-                return NotImplemented
-            from ._creation import tensor
-            other = tensor(bool(other), device=self.device)
-        if self.dtype != bool_ or other.dtype != bool_:
-            raise TypeError(f"{name} is supported for bool tensors only, got {self.dtype} and {other.dtype}")
-        return other
+    # & | ^ ~ are the engine's bitwise ops: logical on bool tensors, bitwise on integers.
+    def _bitwise(self, op, other, reflected=False):
+        if isinstance(other, float):
+            return NotImplemented
+        return self._binary(op, other, reflected)
 
     def __and__(self, o):
-        o = self._logical(o, "&")
-        return o if o is NotImplemented else Tensor._wrap(E.binary(E.MUL, self._h, o._h))
+        return self._bitwise(E.BITWISE_AND, o)
 
     def __or__(self, o):
-        o = self._logical(o, "|")
-        return o if o is NotImplemented else Tensor._wrap(E.binary(E.MAXIMUM, self._h, o._h))
+        return self._bitwise(E.BITWISE_OR, o)
 
     def __xor__(self, o):
-        o = self._logical(o, "^")
-        return o if o is NotImplemented else Tensor._wrap(E.compare(E.NE, self._h, o._h))
+        return self._bitwise(E.BITWISE_XOR, o)
 
-    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
+    def __rand__(self, o):
+        return self._bitwise(E.BITWISE_AND, o, True)
+
+    def __ror__(self, o):
+        return self._bitwise(E.BITWISE_OR, o, True)
+
+    def __rxor__(self, o):
+        return self._bitwise(E.BITWISE_XOR, o, True)
 
     def __invert__(self):
-        if self.dtype != bool_:
-            raise TypeError(f"~ is supported for bool tensors only, got {self.dtype}")
-        return Tensor._wrap(E.compare_scalar(E.EQ, self._h, 0.0, 0, E.SCALAR_BOOL, False))
+        return Tensor._wrap(E.bitwise_not(self._h))
 
-    logical_and, logical_or, logical_xor, logical_not = __and__, __or__, __xor__, __invert__
+    bitwise_and, bitwise_or, bitwise_xor, bitwise_not = __and__, __or__, __xor__, __invert__
+
+    def logical_and(self, other):
+        """Elementwise ``self != 0 and other != 0`` (a bool tensor)."""
+        return self.bool() & _as_bool(other, self.device)
+
+    def logical_or(self, other):
+        return self.bool() | _as_bool(other, self.device)
+
+    def logical_xor(self, other):
+        return self.bool() ^ _as_bool(other, self.device)
+
+    def logical_not(self):
+        return ~self.bool()
 
     def where(self, condition, other):
         """``self`` where ``condition`` holds, ``other`` elsewhere."""
@@ -1010,6 +1020,13 @@ class Tensor:
         if self.is_contiguous():
             return self
         return Tensor._wrap(E.contiguous(self._h))
+
+
+def _as_bool(v, device):
+    if isinstance(v, Tensor):
+        return v.bool()
+    from ._creation import tensor
+    return tensor(bool(v), device=device)
 
 
 def _tensor_arg(t, what):

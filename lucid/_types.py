@@ -7,6 +7,8 @@ import operator
 import numpy as np
 import ml_dtypes
 
+from . import _engine as E
+
 
 class dtype:
     """An element type. Compare with ``is`` or ``==``; ``repr`` is ``lucid.<name>``."""
@@ -29,15 +31,14 @@ class dtype:
         return (_dtype_by_name, (self.name,))
 
 
-float32 = dtype("float32", 0, 4, True, np.float32)
-float16 = dtype("float16", 1, 2, True, np.float16)
-bfloat16 = dtype("bfloat16", 2, 2, True, ml_dtypes.bfloat16)
-int32 = dtype("int32", 3, 4, False, np.int32)
-int64 = dtype("int64", 4, 8, False, np.int64)
-bool_ = dtype("bool", 5, 1, False, np.bool_)
-
-_BY_CODE = (float32, float16, bfloat16, int32, int64, bool_)
+# The dtype table (codes, names, sizes, which are floating) is the engine's; numpy's element
+# type for each is Python's business.
+_NUMPY_TYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "int32": np.int32,
+                "int64": np.int64, "bool": np.bool_}
+_BY_CODE = tuple(dtype(name, code, size, floating, _NUMPY_TYPES[name]) for code, name, size, floating in E.dtype_table())
 _BY_NAME = {d.name: d for d in _BY_CODE}
+float32, float16, bfloat16 = _BY_NAME["float32"], _BY_NAME["float16"], _BY_NAME["bfloat16"]
+int32, int64, bool_ = _BY_NAME["int32"], _BY_NAME["int64"], _BY_NAME["bool"]
 
 
 def _dtype_by_name(name):
@@ -89,9 +90,9 @@ class device:
             self.type, self.code = type.type, type.code
             return
         if not isinstance(type, str):
-            raise TypeError(f"device must be a string ('cpu' or 'metal') or a lucid.device, got {type!r}")
+            raise TypeError(f"device must be a string ({device_names()}) or a lucid.device, got {type!r}")
         if type not in _DEVICE_CODES:
-            raise ValueError(f"unknown device {type!r}; expected 'cpu' or 'metal'")
+            raise ValueError(f"unknown device {type!r}; expected {device_names()}")
         self.type = type
         self.code = _DEVICE_CODES[type]
 
@@ -115,8 +116,14 @@ class device:
         return (device, (self.type,))
 
 
-_DEVICE_CODES = {"cpu": 0, "metal": 1}
-_DEVICES = (device("cpu"), device("metal"))
+_DEVICE_CODES = {name: code for code, name in E.device_table()}  # the engine's device table
+_DEVICES = tuple(device(name) for name in sorted(_DEVICE_CODES, key=_DEVICE_CODES.get))
+
+
+def device_names() -> str:
+    """'cpu' or 'metal' (the engine's devices, for messages)."""
+    names = [repr(n) for n in sorted(_DEVICE_CODES, key=_DEVICE_CODES.get)]
+    return ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def as_device(d) -> device:

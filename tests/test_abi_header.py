@@ -195,3 +195,28 @@ def test_the_header_parser_reads_what_the_header_can_say():
         GEN.parse_header("enum { LUCID_X = 1 };")
     with pytest.raises(ValueError, match="unknown C type"):
         GEN.parse_header("int32_t h(size_t n);")
+
+
+def test_dtype_device_and_autocast_rules_come_from_the_engine():
+    import lucid
+    from lucid import _abi, _engine
+
+    table = _engine.dtype_table()
+    assert [row[0] for row in table] == sorted(ENUMS["lucid_dtype"].values())
+    for code, name, size, floating in table:
+        d = lucid._types.dtype_from_code(code)
+        assert (d.name, d.itemsize, d.is_floating_point) == (name, size, floating)
+        assert d.numpy.itemsize == size
+        assert ENUMS["lucid_dtype"]["LUCID_" + name.upper()] == code
+    assert [name for _, name in _engine.device_table()] == ["cpu", "metal"]
+    for bad in (-1, 6, 1 << 20):
+        assert _engine._lib.lucid_dtype_info(bad, None, None, None) == _abi.LUCID_ERR_VALUE
+        assert b"dtype" in _engine._lib.lucid_last_error()
+        assert _engine._lib.lucid_device_info(bad, None) == _abi.LUCID_ERR_VALUE
+    for device in ("cpu", "metal"):
+        code = lucid._types._DEVICE_CODES[device]
+        assert lucid.amp.autocast(device).dtype.code == _engine.autocast_default_dtype(code)
+        for d in (lucid.int32, lucid.int64, lucid.bool_):
+            with pytest.raises(ValueError, match="autocast dtype must be lucid.float16, lucid.bfloat16 or lucid.float32"):
+                lucid.amp.autocast(device, dtype=d)
+    assert _abi.LUCID_CPU == lucid._types._DEVICE_CODES["cpu"]

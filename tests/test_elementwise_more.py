@@ -44,15 +44,43 @@ def test_comparison_has_no_gradient_and_tensors_stay_hashable():
     assert len({x, x}) == 1
 
 
-def test_logical_ops_on_bool():
-    a, b = rng.random(6) > 0.5, rng.random(6) > 0.5
-    ta, tb = T(a), T(b)
-    np.testing.assert_array_equal((ta & tb).numpy(), a & b)
-    np.testing.assert_array_equal((ta | tb).numpy(), a | b)
-    np.testing.assert_array_equal((ta ^ tb).numpy(), a ^ b)
-    np.testing.assert_array_equal((~ta).numpy(), ~a)
-    with pytest.raises(TypeError, match="bool tensors only"):
+@pytest.mark.parametrize("device", ["cpu", "metal"])
+def test_bitwise_ops_match_numpy_on_bool_and_integers(device):
+    a, b = rng.random((3, 4)) > 0.5, rng.random(4) > 0.5  # broadcast
+    ta, tb = T(a, device=device), T(b, device=device)
+    for got, want in (((ta & tb), a & b), ((ta | tb), a | b), ((ta ^ tb), a ^ b), ((~ta), ~a), ((ta & True), a & True),
+                      ((False | ta), a), ((True ^ ta), ~a)):
+        assert got.dtype == lucid.bool_ and got.device == device
+        np.testing.assert_array_equal(got.numpy(), want)
+    info = np.iinfo(np.int64)
+    i = np.array([[5, -3, 12, info.max], [info.min, 0, -1, 7]], np.int64)
+    j = np.array([3, 6, -10, 1], np.int32)
+    ti, tj = T(i, device=device), T(j, device=device)
+    cases = [(ti & tj, i & j), (ti | tj, i | j), (ti ^ tj, i ^ j), (~ti, ~i), (~tj, ~j), (ti & 6, i & 6), (9 | ti, 9 | i),
+             (ti ^ -1, ~i), (tj & T(b, device=device), j & b)]
+    for got, want in cases:
+        assert got.dtype == (lucid.int32 if want.dtype == np.int32 else lucid.int64)
+        np.testing.assert_array_equal(got.numpy(), want)
+    assert (~tj).dtype == lucid.int32
+    for op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+        np.testing.assert_array_equal(getattr(lucid, op)(ti, tj).numpy(), getattr(np, op)(i, j))
+    np.testing.assert_array_equal(lucid.bitwise_not(ti).numpy(), ~i)
+
+
+def test_bitwise_ops_refuse_floats_and_logical_ops_take_truth_values():
+    with pytest.raises(TypeError, match="bitwise_and: only integer and bool"):
         T(arr(2)) & T(arr(2))
+    with pytest.raises(TypeError, match="bitwise_not: only integer and bool"):
+        ~T(arr(2))
+    with pytest.raises(TypeError):
+        T(np.array([1, 2])) | 1.5
+    x, y = np.array([0.0, 2.0, -1.0, 0.0]), np.array([1, 0, 3, 0])
+    tx, ty = T(x), T(y)
+    np.testing.assert_array_equal(lucid.logical_and(tx, ty).numpy(), np.logical_and(x, y))
+    np.testing.assert_array_equal(lucid.logical_or(tx, ty).numpy(), np.logical_or(x, y))
+    np.testing.assert_array_equal(lucid.logical_xor(tx, ty).numpy(), np.logical_xor(x, y))
+    np.testing.assert_array_equal(lucid.logical_not(tx).numpy(), np.logical_not(x))
+    assert tx.logical_and(True).dtype == lucid.bool_
 
 
 def test_pow_tensor_scalar_and_reflected():

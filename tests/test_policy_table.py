@@ -73,6 +73,10 @@ NON_FLOAT = {
     "lt": (lambda t, d: t(3) < t(3), lucid.bool), "le": (lambda t, d: t(3) <= t(3), lucid.bool),
     "gt": (lambda t, d: t(3) > t(3), lucid.bool), "ge": (lambda t, d: t(3) >= t(3), lucid.bool),
     "argmax": (lambda t, d: t(2, 3).argmax(1), lucid.int64), "argmin": (lambda t, d: t(2, 3).argmin(), lucid.int64),
+    "bitwise_and": (lambda t, d: (t(3) > 0) & (t(3) > 0), lucid.bool),
+    "bitwise_or": (lambda t, d: (t(3) > 0) | idx(d, 1, 2, 3), lucid.int64),
+    "bitwise_xor": (lambda t, d: idx(d, 1, 2, 3) ^ 5, lucid.int64),
+    "bitwise_not": (lambda t, d: ~(t(3) > 0), lucid.bool),
 }
 PROMOTE = {"cat": lambda t, low, d: lucid.cat([t(2), low(2)]), "stack": lambda t, low, d: lucid.stack([t(2), low(2)])}
 

@@ -57,6 +57,41 @@ public func lucid_autocast_set_cache_enabled(_ enabled: Int32, _ previous: Unsaf
     }
 }
 
+@_cdecl("lucid_autocast_default_dtype")
+public func lucid_autocast_default_dtype(_ device: Int32, _ out: UnsafeMutablePointer<Int32>?) -> Int32 {
+    abiCall { try store(Autocast.defaultDType(for: try Device(code: device)).rawValue, out) }
+}
+
+@_cdecl("lucid_autocast_check_dtype")
+public func lucid_autocast_check_dtype(_ device: Int32, _ dtype: Int32) -> Int32 {
+    abiCall { _ = try Autocast.validatedDType(try DType(code: dtype), device: try Device(code: device)) }
+}
+
+/// dtype and device names as C strings that live as long as the process.
+nonisolated(unsafe) private let dtypeNames: [UnsafeMutablePointer<CChar>] = DType.allCases.map { strdup($0.name) }
+nonisolated(unsafe) private let deviceNames: [UnsafeMutablePointer<CChar>] = Device.allCases.map { strdup($0.name) }
+
+@_cdecl("lucid_dtype_info")
+public func lucid_dtype_info(_ code: Int32, _ name: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
+                             _ itemSize: UnsafeMutablePointer<Int32>?, _ floating: UnsafeMutablePointer<Int32>?) -> Int32 {
+    abiCall {
+        let d = try DType(code: code)
+        guard let name, let itemSize, let floating else { throw LucidError(.value, "name, itemsize or floating pointer is null") }
+        name.pointee = UnsafePointer(dtypeNames[Int(d.rawValue)])
+        itemSize.pointee = Int32(d.itemSize)
+        floating.pointee = d.isFloatingPoint ? 1 : 0
+    }
+}
+
+@_cdecl("lucid_device_info")
+public func lucid_device_info(_ code: Int32, _ name: UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Int32 {
+    abiCall {
+        let d = try Device(code: code)
+        guard let name else { throw LucidError(.value, "name pointer is null") }
+        name.pointee = UnsafePointer(deviceNames[Int(d.rawValue)])
+    }
+}
+
 /// Op names as C strings that live as long as the process.
 nonisolated(unsafe) private let opNames: [UnsafeMutablePointer<CChar>] = OpTable.all.map { strdup($0.name) }
 

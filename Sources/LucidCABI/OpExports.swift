@@ -29,6 +29,11 @@ public func lucid_unary(_ op: Int32, _ a: UInt64, _ out: UnsafeMutablePointer<UI
     }
 }
 
+@_cdecl("lucid_bitwise_not")
+public func lucid_bitwise_not(_ a: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall { try emit(try Elementwise.bitwiseNot(try tensors.get(a)), out) }
+}
+
 @_cdecl("lucid_matmul")
 public func lucid_matmul(_ a: UInt64, _ b: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
     abiCall { try emit(try LinearAlgebra.matmul(try tensors.get(a), try tensors.get(b)), out) }

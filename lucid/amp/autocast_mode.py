@@ -9,17 +9,31 @@ import threading
 import numpy as np
 
 from .. import _engine as E
-from .._types import bfloat16, dtype as _dtype, dtype_from_code, float16, float32
+from .._types import _BY_CODE, _DEVICE_CODES, device_names, dtype as _dtype, dtype_from_code
 
-_DEVICE_CODES = {"metal": 1, "cpu": 0}
-_TARGETS = (float16, bfloat16, float32)
+# The engine's rules, read once: each device's default dtype and the dtypes it can target.
+_DEFAULTS = {code: dtype_from_code(E.autocast_default_dtype(code)) for code in _DEVICE_CODES.values()}
+
+
+def _targets(device_code):
+    allowed = []
+    for d in _BY_CODE:
+        try:
+            E.autocast_check_dtype(device_code, d.code)
+            allowed.append(d)
+        except ValueError:
+            pass
+    return frozenset(allowed)
+
+
+_TARGETS = {code: _targets(code) for code in _DEVICE_CODES.values()}
 
 
 def _device_code(device_type, allow_none=True) -> int:
     if device_type is None and allow_none:
         return -1
     if not isinstance(device_type, str) or device_type not in _DEVICE_CODES:
-        raise ValueError(f"device_type must be 'metal' or 'cpu', got {device_type!r}")
+        raise ValueError(f"device_type must be {device_names()}, got {device_type!r}")
     return _DEVICE_CODES[device_type]
 
 
@@ -101,11 +115,11 @@ class autocast:
     def __init__(self, device_type: str = "metal", dtype=None, enabled: bool = True, cache_enabled=None) -> None:
         code = _device_code(device_type, allow_none=False)
         if dtype is None:
-            dtype = float16
+            dtype = _DEFAULTS[code]
         elif not isinstance(dtype, _dtype):
             raise TypeError(f"autocast dtype must be a lucid.dtype, got {dtype!r}")
-        elif dtype not in _TARGETS:
-            raise ValueError(f"autocast dtype must be lucid.float16, lucid.bfloat16 or lucid.float32, got {dtype!r}")
+        elif dtype not in _TARGETS[code]:
+            E.autocast_check_dtype(code, dtype.code)  # raises the engine's message
         if not isinstance(enabled, (bool, int, np.bool_)):
             raise TypeError(f"enabled must be a bool, got {enabled!r}")
         enabled = bool(enabled)

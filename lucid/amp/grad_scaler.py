@@ -6,6 +6,7 @@ import numbers
 
 from .. import _engine as E
 from .._tensor import Tensor
+from .._types import _DEVICE_CODES, device_names
 
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
 _FLOAT32_MAX = 3.4028234663852886e38
@@ -41,8 +42,8 @@ class GradScaler:
 
     def __init__(self, device: str = "metal", init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
                  backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
-        if device not in ("metal", "cpu"):
-            raise ValueError(f"device must be 'metal' or 'cpu', got {device!r}")
+        if not isinstance(device, str) or device not in _DEVICE_CODES:
+            raise ValueError(f"device must be {device_names()}, got {device!r}")
         for name, v in (("init_scale", init_scale), ("growth_factor", growth_factor), ("backoff_factor", backoff_factor)):
             if not isinstance(v, numbers.Real) or isinstance(v, bool) or not v > 0:
                 raise ValueError(f"{name} must be a positive number, got {v!r}")

@@ -68,11 +68,16 @@ public enum Autocast {
     /// The dtypes a scope can target.
     public static let targetDTypes: [DType] = [.float16, .bfloat16, .float32]
 
+    /// The dtype a scope targets when none is given, on every device: float16, what the GPU
+    /// runs fastest (float16 runs in float32 arithmetic on the CPU).
+    public static func defaultDType(for device: Device) -> DType { .float16 }
+
     /// Enters a scope on the calling thread and returns its id — the handle-level form of
     /// `AutocastGuard`, which the C ABI's `guard_create` uses.
     /// - Throws: `LucidError` (`.value`) for a dtype autocast cannot target (nil is float16).
     public static func enterScope(_ device: Device, dtype: DType? = nil, enabled: Bool = true) throws -> UInt64 {
-        AMPRegistry.enter(device: device, setting: AutocastSetting(enabled: enabled, dtype: try validatedDType(dtype)))
+        AMPRegistry.enter(device: device,
+                          setting: AutocastSetting(enabled: enabled, dtype: try validatedDType(dtype, device: device)))
     }
 
     /// Leaves the scope `id` entered by `enterScope` on this thread. Throws, changing nothing,
@@ -82,11 +87,12 @@ public enum Autocast {
     /// How many scopes are live in the process (every thread).
     public static var liveScopes: Int { AMPRegistry.liveCount }
 
-    /// Throws unless `dtype` (nil: float16) is one autocast can target.
-    public static func validatedDType(_ dtype: DType?) throws -> DType {
-        let d = dtype ?? .float16
+    /// Throws unless `dtype` (nil: the default) is one autocast can target.
+    public static func validatedDType(_ dtype: DType?, device: Device = .metal) throws -> DType {
+        let d = dtype ?? defaultDType(for: device)
         guard targetDTypes.contains(d) else {
-            throw LucidError.value("autocast dtype must be lucid.float16, lucid.bfloat16 or lucid.float32, got \(d)")
+            let names = targetDTypes.map { "lucid.\($0.name)" }
+            throw LucidError.value("autocast dtype must be \(names.dropLast().joined(separator: ", ")) or \(names.last!), got lucid.\(d.name)")
         }
         return d
     }

@@ -6,8 +6,14 @@ import Darwin
 
 /// Elementwise binary kernels. The op layer has already chosen the dtype: `a`, `b` and the
 /// output share it, and `a`/`b` are broadcast views of the output's shape. Raw values are the
-/// C ABI's codes (`enum lucid_binary_op`), also the Metal kernels' op codes.
-package enum BinaryKernel: Int32, Sendable { case add = 0, sub = 1, mul = 2, div = 3, pow = 4, maximum = 5, minimum = 6 }
+/// C ABI's codes (`enum lucid_binary_op`), also the Metal kernels' op codes. The bitwise ops
+/// take integer and bool operands only.
+package enum BinaryKernel: Int32, Sendable {
+    case add = 0, sub = 1, mul = 2, div = 3, pow = 4, maximum = 5, minimum = 6
+    case bitwiseAnd = 7, bitwiseOr = 8, bitwiseXor = 9
+
+    var isBitwise: Bool { rawValue >= BinaryKernel.bitwiseAnd.rawValue }
+}
 
 /// Elementwise comparisons: operands share a dtype, the output is bool.
 package enum CompareKernel: Int32, Sendable, CaseIterable { case eq = 0, ne, lt, le, gt, ge }

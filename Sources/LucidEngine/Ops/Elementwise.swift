@@ -9,10 +9,15 @@ package enum Elementwise {
     static let pow = OpInfo("pow", .float32)
     static let maximum = OpInfo("maximum", .none)
     static let minimum = OpInfo("minimum", .none)
+    static let bitwiseAnd = OpInfo("bitwise_and", .none)
+    static let bitwiseOr = OpInfo("bitwise_or", .none)
+    static let bitwiseXor = OpInfo("bitwise_xor", .none)
+    static let bitwiseNot = OpInfo("bitwise_not", .none)
     static let neg = OpInfo("neg", .none)
     static let relu = OpInfo("relu", .none)
 
-    static let binaryInfos = [add, sub, mul, div, pow, maximum, minimum]
+    /// The binary ops' table entries, with bitwise_not (their one unary companion).
+    static let binaryInfos = [add, sub, mul, div, pow, maximum, minimum, bitwiseAnd, bitwiseOr, bitwiseXor, bitwiseNot]
 
     static func info(_ k: BinaryKernel) -> OpInfo {
         switch k {
@@ -23,6 +28,9 @@ package enum Elementwise {
         case .pow: return pow
         case .maximum: return maximum
         case .minimum: return minimum
+        case .bitwiseAnd: return bitwiseAnd
+        case .bitwiseOr: return bitwiseOr
+        case .bitwiseXor: return bitwiseXor
         }
     }
 
@@ -53,6 +61,9 @@ package enum Elementwise {
     }
 
     private static func checkBool(_ k: BinaryKernel, _ dtype: DType) throws {
+        if k.isBitwise && dtype.isFloatingPoint {
+            throw LucidError.type("\(info(k).name): only integer and bool tensors are supported, got \(dtype)")
+        }
         if k == .sub && dtype == .bool {
             throw LucidError.type("sub: subtracting bool tensors is not supported; use logical_xor (or ^) instead")
         }
@@ -91,7 +102,7 @@ package enum Elementwise {
         let x = try Ops.cast(inputs[0], to: dtype), y = try Ops.cast(inputs[1], to: dtype)
         let out = try TensorImpl.empty(shape, dtype: dtype, on: x.backend)
         out.elementwise("\(k)").binary(k, x.expanded(to: shape), y.expanded(to: shape), into: out)
-        guard Autograd.tracks(x, y) else { return out }
+        guard Autograd.tracks(x, y), !k.isBitwise else { return out }
         // Each gradient is summed back over the dimensions its input was broadcast along.
         // Each rule captures only what it needs: add and sub keep no tensor alive.
         let rule: (TensorImpl) throws -> (TensorImpl, TensorImpl)
@@ -111,6 +122,7 @@ package enum Elementwise {
                 let gx = try binary(.mul, g, try maxShare(x, y, larger: k == .maximum))
                 return (gx, try binary(.sub, g, gx))
             }
+        case .bitwiseAnd, .bitwiseOr, .bitwiseXor: return out  // integers and bools carry no gradient
         }
         let xShape = x.shape, yShape = y.shape
         return Autograd.record(out, Autograd.name(op), [x, y]) { g in
@@ -130,7 +142,7 @@ package enum Elementwise {
         let x = try Ops.cast(x0, to: dtype)
         let out = try TensorImpl.empty(x.shape, dtype: dtype, on: x.backend)
         out.elementwise("\(k)").binary(k, x, scalar: scalar.value, scalarFirst: scalarFirst, into: out)
-        guard Autograd.tracks(x) else { return out }
+        guard Autograd.tracks(x), !k.isBitwise else { return out }
         let rule: (TensorImpl) throws -> TensorImpl
         switch (k, scalarFirst) {
         case (.add, _), (.sub, false): rule = { g in g }
@@ -152,6 +164,7 @@ package enum Elementwise {
                 let s = try Ops.scalarTensor(scalar, dtype: x.dtype, device: x.device)
                 return try binary(.mul, g, try maxShare(x, s, larger: k == .maximum))
             }
+        case (.bitwiseAnd, _), (.bitwiseOr, _), (.bitwiseXor, _): return out
         }
         return Autograd.record(out, Autograd.name(op), [x]) { g in [try rule(g)] }
     }
@@ -170,6 +183,15 @@ package enum Elementwise {
     static func info(_ k: UnaryKernel) -> OpInfo {
         let name = k == .geluTanh ? "gelu" : "\(k)"
         return unaryInfos.first { $0.name == name } ?? neg
+    }
+
+    /// `~a`: logical not for bool, two's-complement not for integers (`-a - 1`, wrapping).
+    package static func bitwiseNot(_ a: TensorImpl) throws -> TensorImpl {
+        if a.dtype == .bool { return try Comparison.compare(.eq, a, scalar: ScalarOperand(bool: false)) }
+        guard !a.dtype.isFloatingPoint else {
+            throw LucidError.type("bitwise_not: only integer and bool tensors are supported, got \(a.dtype)")
+        }
+        return try binary(.sub, try unary(.neg, a), scalar: ScalarOperand(int: 1), scalarFirst: false)
     }
 
     package static func unary(_ k: UnaryKernel, _ a: TensorImpl) throws -> TensorImpl {

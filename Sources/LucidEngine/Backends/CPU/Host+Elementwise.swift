@@ -58,6 +58,7 @@ func applyBinary(_ op: BinaryKernel, _ x: Float, _ y: Float) -> Float {
     case .pow: return LibM.pow(x, y)
     case .maximum: return x.isNaN || y.isNaN ? .nan : Swift.max(x, y)
     case .minimum: return x.isNaN || y.isNaN ? .nan : Swift.min(x, y)
+    case .bitwiseAnd, .bitwiseOr, .bitwiseXor: return .nan  // refused for floating types by the op layer
     }
 }
 
@@ -89,6 +90,9 @@ private func applyInt(_ op: BinaryKernel, _ x: Int64, _ y: Int64) -> Int64 {
     case .pow: return integerPower(x, y)
     case .maximum: return Swift.max(x, y)
     case .minimum: return Swift.min(x, y)
+    case .bitwiseAnd: return x & y
+    case .bitwiseOr: return x | y
+    case .bitwiseXor: return x ^ y
     }
 }
 
@@ -107,6 +111,8 @@ private struct BinaryTensorKernel: ElementVisitor {
         case .pow: run(loop, pa, pb, po, E.self) { LibM.pow($0, $1) } int: { integerPower($0, $1) }
         case .maximum: run(loop, pa, pb, po, E.self) { applyBinary(.maximum, $0, $1) } int: { Swift.max($0, $1) }
         case .minimum: run(loop, pa, pb, po, E.self) { applyBinary(.minimum, $0, $1) } int: { Swift.min($0, $1) }
+        case .bitwiseAnd, .bitwiseOr, .bitwiseXor:
+            run(loop, pa, pb, po, E.self) { applyBinary(op, $0, $1) } int: { applyInt(op, $0, $1) }
         }
     }
 

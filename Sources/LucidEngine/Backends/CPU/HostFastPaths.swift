@@ -57,7 +57,8 @@ enum FloatFastPath {
         case .sub: for i in 0..<n { o[i] = x[i] - y[i] }
         case .mul: for i in 0..<n { o[i] = x[i] * y[i] }
         case .div: for i in 0..<n { o[i] = x[i] / y[i] }
-        case .pow, .maximum, .minimum: for i in 0..<n { o[i] = applyBinary(op, x[i], y[i]) }
+        case .pow, .maximum, .minimum, .bitwiseAnd, .bitwiseOr, .bitwiseXor:
+            for i in 0..<n { o[i] = applyBinary(op, x[i], y[i]) }
         }
     }
 

@@ -226,8 +226,8 @@ enum MetalSelfTest {
         }
         for dtype in [DType.int32, .int64] {
             let a = rng.values(51, scale: 50).map { $0.rounded() }, b = rng.values(51, scale: 50).map { $0.rounded() }
-            for op in [BinaryKernel.add, .sub, .mul, .maximum, .minimum] {
-                compare("\(op)", dtype, 0) { be in
+            for op in [BinaryKernel.add, .sub, .mul, .maximum, .minimum, .bitwiseAnd, .bitwiseOr, .bitwiseXor] {
+                compare(Elementwise.info(op).name, dtype, 0) { be in
                     let x = try make(a, shape, dtype, be), y = try make(b, shape, dtype, be)
                     let out = try TensorImpl.empty(shape, dtype: dtype, on: be)
                     try kernels(be).binary(op, x, y, into: out)
@@ -262,9 +262,10 @@ enum MetalSelfTest {
                 }
             }
         }
-        for op in [BinaryKernel.add, .mul] {  // bool arithmetic: computed as integers, stored as v != 0
+        // bool arithmetic and bitwise ops: computed as integers, stored as v != 0
+        for op in [BinaryKernel.add, .mul, .bitwiseAnd, .bitwiseOr, .bitwiseXor] {
             let a = rng.values(51, scale: 1).map { $0 > 0 ? Float(1) : 0 }, b = rng.values(51, scale: 1).map { $0 > 0 ? Float(1) : 0 }
-            compare("\(op)", .bool, 0) { be in
+            compare(Elementwise.info(op).name, .bool, 0) { be in
                 let x = try make(a, shape, .bool, be), y = try make(b, shape, .bool, be)
                 let out = try TensorImpl.empty(shape, dtype: .bool, on: be)
                 try kernels(be).binary(op, x, y, into: out)

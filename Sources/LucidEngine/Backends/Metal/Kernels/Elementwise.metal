@@ -29,7 +29,8 @@ inline long element_offset(ulong flat, constant Layout& L, uint operand) {
 }
 
 // ---- binary ------------------------------------------------------------------------------
-// Op codes: BinaryKernel's raw values (add 0, sub, mul, div, pow, maximum, minimum 6).
+// Op codes: BinaryKernel's raw values (add 0, sub, mul, div, pow, maximum, minimum 6; bitwise and,
+// or, xor 7-9, for integers and bool only).
 
 inline float binary_float(uint op, float x, float y) {
     switch (op) {
@@ -74,7 +75,10 @@ inline long binary_int(uint op, long x, long y) {
     case 3: return y == 0 ? 0 : ((x == LONG_LOWEST && y == -1) ? LONG_LOWEST : x / y);
     case 4: return integer_power(x, y);
     case 5: return max(x, y);
-    default: return min(x, y);
+    case 6: return min(x, y);
+    case 7: return x & y;
+    case 8: return x | y;
+    default: return x ^ y;
     }
 }
 
