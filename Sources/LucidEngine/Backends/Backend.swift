@@ -213,6 +213,17 @@ protocol SoftmaxKernels: AnyObject, Sendable {
     /// (same shape and dtype), computed in float32; false when the backend has no direct
     /// kernel for it (the op layer then composes it from reductions and elementwise ops).
     func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool
+
+    /// The backward of `softmax` from its output `y` and the gradient `grad` (contiguous
+    /// float32, one shape): softmax `y·(g - Σg·y)`, log-softmax `g - exp(y)·Σg`, the sums
+    /// along `axis`, into `gradIn` (float32). False when the backend composes it instead.
+    func softmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, log: Bool, into gradIn: TensorImpl) -> Bool
+}
+
+extension SoftmaxKernels {
+    func softmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, log: Bool, into gradIn: TensorImpl) -> Bool {
+        false
+    }
 }
 
 /// Row normalisation, the core of layer_norm and group_norm.

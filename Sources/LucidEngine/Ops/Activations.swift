@@ -31,6 +31,11 @@ package enum Activations {
         let out = try TensorImpl.empty(xc.shape, dtype: xc.dtype, on: xc.backend)
         guard out.backend.softmaxKernels?.softmax(xc.withRequiresGrad(false), axis: d, log: log, into: out) == true else { return nil }
         return Autograd.record(out, Autograd.name(op), [xc]) { g in
+            if out.dtype == .float32, let kernels = out.backend.softmaxKernels {
+                let gc = try Ops.contiguous(try Ops.cast(g, to: .float32))
+                let dx = try TensorImpl.empty(out.shape, dtype: .float32, on: out.backend)
+                if kernels.softmaxBackward(gc, out, axis: d, log: log, into: dx) { return [dx] }
+            }
             if log {
                 let total = try Composite.sum(g, [d], keepdim: true)
                 return [try Composite.sub(g, try Composite.mul(try Elementwise.unary(.exp, out), total))]

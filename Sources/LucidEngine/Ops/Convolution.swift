@@ -302,8 +302,17 @@ package enum Convolution {
         _ = try Shape.numel([outputSize.1, w])
         _ = try Shape.numel(lead + [outputSize.0, outputSize.1])
         return try adaptiveAvgPool2d.run([x]) { t in
-            // A linear map per axis: out = A_h · X · A_wᵀ, in float32 (A's entries are not
-            // exact in 16 bits).
+            if h % outputSize.0 == 0 && w % outputSize.1 == 0 {
+                // Equal windows that tile the plane: a mean over each window's two axes, in
+                // float32 (one reduction; global pooling is the (1, 1) case).
+                let (kh, kw) = (h / outputSize.0, w / outputSize.1)
+                let cells = try ShapeOps.reshape(try Ops.cast(t[0], to: .float32),
+                                                 [lead.reduce(1, *), outputSize.0, kh, outputSize.1, kw])
+                let y = try Reductions.reduce(.mean, cells, dims: [2, 4], keepdim: false)
+                return try ShapeOps.reshape(try Ops.cast(y, to: x.dtype), lead + [outputSize.0, outputSize.1])
+            }
+            // Otherwise a linear map per axis: out = A_h · X · A_wᵀ, in float32 (A's entries
+            // are not exact in 16 bits).
             let ah = try adaptiveMatrix(outputSize.0, h, dtype: .float32, device: x.device)
             let aw = try adaptiveMatrix(outputSize.1, w, dtype: .float32, device: x.device)
             let planes = try Ops.cast(try ShapeOps.reshape(t[0], [lead.reduce(1, *), h, w]), to: .float32)

@@ -207,6 +207,7 @@ extension DNNL {
     /// x = -3 it loses relative accuracy (about 1e-4 at -3, flushing to 0 past -5.5), where
     /// FastMath's keeps 1e-7. It serves float32 only (10× faster than FastMath here), as in
     /// PyTorch; bfloat16, whose tails it would flush although bfloat16 holds them, keeps FastMath.
+    /// The tanh form is served alike (float32 only), its tail against the host's sigmoid form.
     private static func algorithm(_ op: UnaryKernel) -> (dnnl_alg_kind_t, Float)? {
         switch op {
         case .exp: return (dnnl_eltwise_exp, 0)
@@ -214,6 +215,7 @@ extension DNNL {
         case .sigmoid: return (dnnl_eltwise_logistic, 0)
         case .silu: return (dnnl_eltwise_swish, 1)
         case .gelu: return (dnnl_eltwise_gelu_erf, 0)
+        case .geluTanh: return (dnnl_eltwise_gelu_tanh, 0)
         default: return nil
         }
     }
@@ -224,7 +226,7 @@ extension DNNL {
     /// `out = op(a)` for contiguous tensors of one shape and dtype (float32 or bfloat16), or
     /// false when oneDNN does not take it (then nothing was written).
     static func unary(_ op: UnaryKernel, _ a: TensorImpl, into out: TensorImpl) -> Bool {
-        guard op != .gelu || a.dtype == .float32,
+        guard (op != .gelu && op != .geluTanh) || a.dtype == .float32,
               let rt = runtime, let (alg, alpha) = algorithm(op), let type = dataType(a.dtype), a.dtype == out.dtype,
               a.isContiguous, out.isContiguous, a.numel >= minEltwiseCount else { return false }
         let n = a.numel
@@ -245,10 +247,11 @@ extension DNNL {
         }
     }
 
-    /// `gradIn = grad · op'(x)` through oneDNN's eltwise backward, for the ops whose derivative
-    /// reads the input (gelu), or false when oneDNN does not take it.
+    /// `gradIn = grad · op'(x)` through oneDNN's eltwise backward, for the float32 ops whose
+    /// derivative reads the input through a transcendental function (gelu, its tanh form,
+    /// silu), or false when oneDNN does not take it.
     static func unaryBackward(_ op: UnaryKernel, x: TensorImpl, grad: TensorImpl, into gradIn: TensorImpl) -> Bool {
-        guard op == .gelu, x.dtype == .float32, let rt = runtime, let (alg, alpha) = algorithm(op), let type = dataType(x.dtype),
+        guard op == .gelu || op == .geluTanh || op == .silu, x.dtype == .float32, let rt = runtime, let (alg, alpha) = algorithm(op), let type = dataType(x.dtype),
               x.dtype == grad.dtype, x.dtype == gradIn.dtype, x.isContiguous, grad.isContiguous, gradIn.isContiguous,
               x.numel >= minEltwiseCount else { return false }
         let n = x.numel

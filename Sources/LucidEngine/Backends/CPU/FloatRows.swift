@@ -169,3 +169,27 @@ extension FloatRows {
         for k in whole..<n { dx[k] = r * (g[k] * w - c1 - (x[k] - m) * r * c2) }
     }
 }
+
+extension FloatRows {
+    /// One row of the softmax backward: dx = y·(g - Σg·y), or for log-softmax dx = g - exp(y)·Σg.
+    @inline(__always)
+    static func softmaxBackwardRow(_ g: UnsafePointer<Float>, _ y: UnsafePointer<Float>, _ n: Int, log: Bool,
+                                   _ dx: UnsafeMutablePointer<Float>) {
+        let whole = n & ~7
+        if log {
+            // y is a log-probability (≤ 0), where FastMath's exp serves and vectorises.
+            let total = Float(sum(g, n))
+            for k in 0..<n { dx[k] = g[k] - FastMath.exp(y[k], 0) * total }
+            return
+        }
+        let dotv = SIMD8<Float>(repeating: Float(dot(g, y, n)))
+        var i = 0
+        while i < whole {
+            let yv = load(y, i)
+            store(yv * (load(g, i) - dotv), dx, i)
+            i += 8
+        }
+        let d = dotv[0]
+        for k in whole..<n { dx[k] = y[k] * (g[k] - d) }
+    }
+}

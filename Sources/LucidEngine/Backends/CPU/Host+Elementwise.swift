@@ -40,10 +40,12 @@ extension HostBackend: ElementwiseKernels {
     }
 
     func compare(_ op: CompareKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl) {
+        if DenseFastPath.compare(op, a, b, into: out) { return }
         dispatch(a.dtype, CompareElements(op: op, a: a, b: b, out: out))
     }
 
     func select(_ cond: TensorImpl, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl) {
+        if DenseFastPath.select(cond, a, b, into: out) { return }
         dispatch(out.dtype, SelectElements(cond: cond, a: a, b: b, out: out))
     }
 }

@@ -11,6 +11,18 @@ extension HostBackend: SoftmaxKernels {
 #endif
     }
 
+    func softmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, log: Bool, into gradIn: TensorImpl) -> Bool {
+        guard grad.dtype == .float32, y.dtype == .float32, gradIn.dtype == .float32, axis == y.ndim - 1,
+              grad.isContiguous, y.isContiguous, gradIn.isContiguous, y.numel > 0 else { return false }
+        let n = y.shape[axis], rows = y.numel / n
+        let pg = UnsafePointer(hostPointer(grad, F32Element.self)), py = UnsafePointer(hostPointer(y, F32Element.self))
+        let po = hostPointer(gradIn, F32Element.self)
+        HostThreads.forEachRange(rows, grain: max(1, HostThreads.grain / n), align: 1) { range in
+            for r in range { FloatRows.softmaxBackwardRow(pg + r * n, py + r * n, n, log: log, po + r * n) }
+        }
+        return true
+    }
+
     /// Whether a contiguous floating tensor holds a NaN (read by bits, so every dtype alike).
     static func containsNaN(_ x: TensorImpl) -> Bool {
         let base = address(x), n = x.numel

@@ -301,3 +301,72 @@ extension FloatFastPath {
         return total
     }
 }
+
+/// Comparisons and selections over a contiguous output whose operands are each contiguous
+/// of the output's shape or one broadcast value (all strides 0, as a scalar operand is):
+/// plain loops the compiler vectorises, on up to `HostThreads.current` threads.
+enum DenseFastPath {
+    /// How an operand is read: element i, or element 0 everywhere.
+    @inline(__always)
+    private static func layout(_ t: TensorImpl, _ out: TensorImpl) -> Bool? {
+        if t.shape == out.shape && t.isContiguous { return false }
+        if t.strides.allSatisfy({ $0 == 0 }) || t.numel == 1 { return true }
+        return nil
+    }
+
+    static func compare(_ op: CompareKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl) -> Bool {
+        guard a.dtype == .float32, b.dtype == .float32, out.isContiguous, out.numel > 0,
+              let sa = layout(a, out), let sb = layout(b, out), !(sa && sb) else { return false }
+        let pa = UnsafePointer(FloatFastPath.pointer(a)), pb = UnsafePointer(FloatFastPath.pointer(b))
+        let po = HostBackend.address(out).assumingMemoryBound(to: UInt8.self)
+        HostThreads.forEachRange(out.numel) { r in
+            switch (sa, sb) {
+            case (false, false): for i in r { po[i] = test(op, pa[i], pb[i]) }
+            case (false, true): let y = pb[0]; for i in r { po[i] = test(op, pa[i], y) }
+            default: let x = pa[0]; for i in r { po[i] = test(op, x, pb[i]) }
+            }
+        }
+        return true
+    }
+
+    @inline(__always)
+    private static func test(_ op: CompareKernel, _ x: Float, _ y: Float) -> UInt8 {
+        switch op {
+        case .eq: return x == y ? 1 : 0
+        case .ne: return x != y ? 1 : 0
+        case .lt: return x < y ? 1 : 0
+        case .le: return x <= y ? 1 : 0
+        case .gt: return x > y ? 1 : 0
+        case .ge: return x >= y ? 1 : 0
+        }
+    }
+
+    static func select(_ cond: TensorImpl, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl) -> Bool {
+        guard cond.shape == out.shape, cond.isContiguous, out.isContiguous, out.numel > 0, a.dtype == out.dtype,
+              b.dtype == out.dtype, let sa = layout(a, out), let sb = layout(b, out) else { return false }
+        switch out.dtype.itemSize {
+        case 4: select(UInt32.self, cond, a, b, sa, sb, out)
+        case 2: select(UInt16.self, cond, a, b, sa, sb, out)
+        case 8: select(UInt64.self, cond, a, b, sa, sb, out)
+        default: select(UInt8.self, cond, a, b, sa, sb, out)
+        }
+        return true
+    }
+
+    /// The selection as a copy of `T`-sized bit patterns (every dtype of that size alike).
+    private static func select<T: FixedWidthInteger>(_: T.Type, _ cond: TensorImpl, _ a: TensorImpl, _ b: TensorImpl,
+                                                     _ sa: Bool, _ sb: Bool, _ out: TensorImpl) {
+        let pc = UnsafePointer(HostBackend.address(cond).assumingMemoryBound(to: UInt8.self))
+        let pa = UnsafePointer(HostBackend.address(a).assumingMemoryBound(to: T.self))
+        let pb = UnsafePointer(HostBackend.address(b).assumingMemoryBound(to: T.self))
+        let po = HostBackend.address(out).assumingMemoryBound(to: T.self)
+        HostThreads.forEachRange(out.numel) { r in
+            switch (sa, sb) {
+            case (false, false): for i in r { po[i] = pc[i] != 0 ? pa[i] : pb[i] }
+            case (false, true): let y = pb[0]; for i in r { po[i] = pc[i] != 0 ? pa[i] : y }
+            case (true, false): let x = pa[0]; for i in r { po[i] = pc[i] != 0 ? x : pb[i] }
+            case (true, true): let x = pa[0], y = pb[0]; for i in r { po[i] = pc[i] != 0 ? x : y }
+            }
+        }
+    }
+}
