@@ -46,21 +46,6 @@ _SWIFT_SCALARS = {"UInt64": "uint64_t", "Int32": "int32_t", "Int64": "int64_t", 
                   "CChar": "char", "Void": "void"}
 
 
-def _split_top_level(text):
-    parts, depth, current = [], 0, ""
-    for ch in text:
-        if ch == "," and depth == 0:
-            parts.append(current.strip())
-            current = ""
-            continue
-        depth += ch in "(<"
-        depth -= ch in ")>"
-        current += ch
-    if current.strip():
-        parts.append(current.strip())
-    return parts
-
-
 def _swift_function_types():
     text = "".join(p.read_text() for p in EXPORTS.glob("*.swift"))
     return set(re.findall(r"typealias (\w+) = @convention\(c\)", text))
@@ -101,7 +86,8 @@ def swift_exports():
                 i += 1
             name, params = m.group(1), text[m.end():i - 1]
             ret = re.match(r"\s*(?:->\s*([^{]+?))?\s*\{", text[i:]).group(1) or "Void"
-            types = [swift_type(p.split(":", 1)[1]) for p in _split_top_level(" ".join(params.split()))]
+            flat = " ".join(params.split()).replace("->", "→")  # an arrow's > closes no bracket
+            types = [swift_type(p.split(":", 1)[1]) for p in GEN.split_top_level(flat, "(<", ")>")]
             assert name not in exports, f"{name} is exported twice"
             exports[name] = (swift_type(ret), types)
     return exports

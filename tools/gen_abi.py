@@ -38,15 +38,16 @@ def _statements(text: str):
             yield statement.lstrip("} ").strip()
 
 
-def _split_top_level(params: str):
+def split_top_level(params: str, opening: str = "(", closing: str = ")"):
+    """`params` split at the commas outside any bracket."""
     parts, depth, current = [], 0, ""
     for ch in params:
         if ch == "," and depth == 0:
             parts.append(current.strip())
             current = ""
             continue
-        depth += ch == "("
-        depth -= ch == ")"
+        depth += ch in opening
+        depth -= ch in closing
         current += ch
     if current.strip():
         parts.append(current.strip())
@@ -134,7 +135,7 @@ def parse_header(text: str):
                 i += 1
             params = rest[: i - 1].strip()
             args = [] if params in ("", "void") else [parse_type(p, typedefs, function_types, True)
-                                                      for p in _split_top_level(params)]
+                                                      for p in split_top_level(params)]
             functions[name] = (parse_type(ret, typedefs, function_types, False), args)
     return enums, functions
 

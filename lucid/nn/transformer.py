@@ -25,13 +25,6 @@ def _activation(activation):
     return _ACTIVATIONS[activation]
 
 
-def _feedforward(layer, d_model, dim_feedforward, dropout, activation, bias, device, dtype):
-    layer.linear1 = Linear(d_model, dim_feedforward, bias=bias, device=device, dtype=dtype)
-    layer.dropout = Dropout(dropout)
-    layer.linear2 = Linear(dim_feedforward, d_model, bias=bias, device=device, dtype=dtype)
-    layer.activation = _activation(activation)
-
-
 def _check_dims(d_model, nhead, dim_feedforward):
     d_model, nhead, dim_feedforward = as_index(d_model), as_index(nhead), as_index(dim_feedforward)
     if d_model <= 0 or dim_feedforward <= 0:
@@ -46,22 +39,47 @@ def generate_square_subsequent_mask(sz, device="cpu", dtype=None):
     return mask.triu(1)
 
 
-class TransformerEncoderLayer(Module):
+class _Layer(Module):
+    """What the encoder and decoder layers share: self-attention, the feed-forward block, and
+    `norms` LayerNorms and dropouts (``norm1``…, ``dropout1``…), with PyTorch's names."""
+
+    def __init__(self, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first,
+                 bias, device, dtype, norms):
+        super().__init__()
+        d_model, nhead, dim_feedforward = _check_dims(d_model, nhead, dim_feedforward)
+        device = device or "cpu"
+        for name in ("self_attn", "multihead_attn")[:norms - 1]:  # the decoder also attends to memory
+            setattr(self, name, MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
+                                                   device=device, dtype=dtype))
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, device=device, dtype=dtype)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, device=device, dtype=dtype)
+        self.activation = _activation(activation)
+        self.norm_first = bool(norm_first)
+        for i in range(1, norms + 1):
+            setattr(self, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype))
+        for i in range(1, norms + 1):
+            setattr(self, f"dropout{i}", Dropout(dropout))
+        self._ff_dropout = f"dropout{norms}"
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
+                           is_causal=bool(is_causal))[0]
+        return self.dropout1(x)
+
+    def _ff_block(self, x):
+        out = self.linear2(self.dropout(self.activation(self.linear1(x))))
+        return getattr(self, self._ff_dropout)(out)
+
+
+class TransformerEncoderLayer(_Layer):
     """Self-attention then a feed-forward block, each with a residual connection and a
     LayerNorm (after, or before with ``norm_first=True``)."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
-        super().__init__()
-        d_model, nhead, dim_feedforward = _check_dims(d_model, nhead, dim_feedforward)
-        device = device or "cpu"
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                            device=device, dtype=dtype)
-        _feedforward(self, d_model, dim_feedforward, dropout, activation, bias, device, dtype)
-        self.norm_first = bool(norm_first)
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
-        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
+        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first,
+                         bias, device, dtype, norms=2)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = src
@@ -71,34 +89,15 @@ class TransformerEncoderLayer(Module):
         x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
         return self.norm2(x + self._ff_block(x))
 
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
-                           is_causal=bool(is_causal))[0]
-        return self.dropout1(x)
 
-    def _ff_block(self, x):
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
-
-
-class TransformerDecoderLayer(Module):
+class TransformerDecoderLayer(_Layer):
     """Self-attention, attention over the encoder's output (``memory``), then a feed-forward
     block, each with a residual connection and a LayerNorm."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
-        super().__init__()
-        d_model, nhead, dim_feedforward = _check_dims(d_model, nhead, dim_feedforward)
-        device = device or "cpu"
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                            device=device, dtype=dtype)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                                 device=device, dtype=dtype)
-        _feedforward(self, d_model, dim_feedforward, dropout, activation, bias, device, dtype)
-        self.norm_first = bool(norm_first)
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
-        self.dropout1, self.dropout2, self.dropout3 = Dropout(dropout), Dropout(dropout), Dropout(dropout)
+        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first,
+                         bias, device, dtype, norms=3)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
@@ -111,18 +110,10 @@ class TransformerDecoderLayer(Module):
         x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal))
         return self.norm3(x + self._ff_block(x))
 
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
-                           is_causal=bool(is_causal))[0]
-        return self.dropout1(x)
-
     def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal):
         x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
                                 need_weights=False, is_causal=bool(is_causal))[0]
         return self.dropout2(x)
-
-    def _ff_block(self, x):
-        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
 
 def _clones(layer, num_layers, what):
