@@ -229,3 +229,27 @@ def test_bfloat16_max_and_compare():
     assert t.max().dtype == lucid.bfloat16
     assert t.max().item() == float(a.astype(np.float32).max())
     np.testing.assert_array_equal((t > 0).numpy(), a.astype(np.float32) > 0)
+
+
+@pytest.mark.parametrize("sa,sb", [((8, 16, 8, 8), (1, 16, 1, 1)), ((4, 3, 5), (5,)), ((64, 512), (1, 512)),
+                                   ((2, 3, 16, 16), (2, 3, 1, 1)), ((64, 1), (64, 128)), ((3, 1, 40), (3, 7, 40))])
+def test_binary_ops_broadcast_along_runs_match_numpy(sa, sb):
+    # Per-channel weights and bias rows take the host's run loops; both operand orders.
+    a, b = arr(*sa), arr(*sb, offset=3.0)
+    for x, y in ((a, b), (b, a)):
+        tx, ty = T(x), T(y)
+        np.testing.assert_allclose((tx + ty).numpy(), x + y, rtol=1e-6)
+        np.testing.assert_allclose((tx - ty).numpy(), x - y, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose((tx * ty).numpy(), x * y, rtol=1e-6)
+        np.testing.assert_allclose((tx / ty).numpy(), x / y, rtol=1e-6)
+        np.testing.assert_allclose(lucid.maximum(tx, ty).numpy(), np.maximum(x, y))
+
+
+@pytest.mark.parametrize("shape,dims", [((8, 64, 32, 32), (0, 2, 3)), ((3, 5, 7, 9), (0, 3)), ((3, 5, 7, 9), (0, 2, 3)),
+                                        ((2, 1, 4, 16), (0, 3)), ((4, 6, 1, 10), (0, 2, 3)),
+                                        ((5, 2, 3, 8, 9), (0, 1, 3, 4))])
+def test_sums_around_a_kept_block_match_numpy(shape, dims):
+    a = arr(*shape, offset=0.5)
+    np.testing.assert_allclose(T(a).sum(dims).numpy(), a.astype(np.float64).sum(dims), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(T(a).mean(dims, keepdim=True).numpy(), a.astype(np.float64).mean(dims, keepdims=True),
+                               rtol=1e-5, atol=1e-6)

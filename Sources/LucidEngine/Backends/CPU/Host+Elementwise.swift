@@ -4,6 +4,7 @@ extension HostBackend: ElementwiseKernels {
     func binary(_ op: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl) {
         if FloatFastPath.applies(out, a, b) { return FloatFastPath.binary(op, a, b, out) }
         if BFloat16Elementwise.applies(out, a, b) { return BFloat16Elementwise.binary(op, a, b, out) }
+        if BroadcastRuns.binary(op, a, b, into: out) { return }
         dispatch(out.dtype, BinaryTensorKernel(op: op, a: a, b: b, out: out))
     }
 

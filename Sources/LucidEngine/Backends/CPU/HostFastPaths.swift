@@ -229,7 +229,9 @@ extension FloatFastPath {
         var sizes = [1, 1, 1], part = 0
         for (d, n) in a.shape.enumerated() where n != 1 {
             let reduced = axes.contains(d)
-            if part == 0 && reduced { part = 1 } else if part == 1 && !reduced { part = 2 } else if part == 2 && reduced { return false }
+            if part == 0 && reduced { part = 1 } else if part == 1 && !reduced { part = 2 } else if part == 2 && reduced {
+                return reduceAroundChannels(op, a, axes: axes, into: out)
+            }
             sizes[part] &*= n
         }
         let (outer, count, inner) = (sizes[0], sizes[1], sizes[2])
@@ -258,6 +260,37 @@ extension FloatFastPath {
                     let dst = o + p * inner
                     for j in 0..<inner { dst[j] = Float(t[j] / divisor) }
                 }
+            }
+        }
+        return true
+    }
+
+    /// Reductions over the dimensions on both sides of a kept block, as a bias's or a
+    /// per-channel weight's gradient sums an [N, C, H, W] tensor over N, H and W: per kept
+    /// position, the contiguous runs of the trailing reduced dimensions (SIMD sums widened to
+    /// double) added over the leading ones; kept positions run in parallel.
+    private static func reduceAroundChannels(_ op: ReduceKernel, _ a: TensorImpl, axes: [Int],
+                                             into out: TensorImpl) -> Bool {
+        // (leading reduced, kept, trailing reduced): every dimension of size > 1 in that order.
+        var sizes = [1, 1, 1], part = 0
+        for (d, n) in a.shape.enumerated() where n != 1 {
+            let reduced = axes.contains(d)
+            let want = part == 1 ? !reduced : reduced
+            if !want {
+                part += 1
+                if part > 2 || (part == 1 && reduced) || (part == 2 && !reduced) { return false }
+            }
+            sizes[part] &*= n
+        }
+        let (lead, kept, run) = (sizes[0], sizes[1], sizes[2])
+        guard run >= 8 else { return false }
+        let x = UnsafePointer(pointer(a)), o = pointer(out)
+        let divisor = op == .mean ? Double(lead * run) : 1
+        HostThreads.forEachRange(kept, grain: Swift.max(1, HostThreads.grain / (lead * run)), align: 1) { range in
+            for c in range {
+                var total = 0.0
+                for n in 0..<lead { total += FloatRows.sum(x + (n * kept + c) * run, run) }
+                o[c] = Float(total / divisor)
             }
         }
         return true
@@ -368,5 +401,54 @@ enum DenseFastPath {
             case (true, true): let x = pa[0], y = pb[0]; for i in r { po[i] = pc[i] != 0 ? x : y }
             }
         }
+    }
+}
+
+/// float32 binary ops whose operands broadcast along whole inner runs: a per-channel weight
+/// times an [N, C, H, W] tensor, a bias row added to a matrix. The output is contiguous; over
+/// the longest suffix of dimensions each operand is either laid out as the output or constant,
+/// and the run loops of FloatFastPath take each stretch.
+enum BroadcastRuns {
+    static func binary(_ op: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl) -> Bool {
+        guard out.dtype == .float32, a.dtype == .float32, b.dtype == .float32, out.isContiguous, out.numel > 0 else {
+            return false
+        }
+        let shape = out.shape, dense = Shape.contiguousStrides(shape)
+        // The inner suffix: each operand dense (its strides equal the output's) or constant there.
+        var split = shape.count, aDense = true, aConst = true, bDense = true, bConst = true
+        while split > 0 {
+            let d = split - 1
+            let ad = aDense && (a.strides[d] == dense[d] || shape[d] == 1), ac = aConst && (a.strides[d] == 0 || shape[d] == 1)
+            let bd = bDense && (b.strides[d] == dense[d] || shape[d] == 1), bc = bConst && (b.strides[d] == 0 || shape[d] == 1)
+            guard (ad || ac) && (bd || bc) else { break }
+            (aDense, aConst, bDense, bConst) = (ad, ac, bd, bc)
+            split = d
+        }
+        let inner = shape[split...].reduce(1, *)
+        guard inner >= 16, split < shape.count, !(aConst && bConst) else { return false }
+        let outer = shape[..<split].reduce(1, *)
+        let x = UnsafePointer(FloatFastPath.pointer(a)), y = UnsafePointer(FloatFastPath.pointer(b)), o = FloatFastPath.pointer(out)
+        let outerShape = Array(shape[..<split]), aOuter = Array(a.strides[..<split]), bOuter = Array(b.strides[..<split])
+        HostThreads.forEachRange(outer, grain: Swift.max(1, HostThreads.grain / inner), align: 1) { range in
+            for p in range {
+                // Offsets of outer position p in each operand.
+                var rest = p, ia = 0, ib = 0
+                for d in stride(from: split - 1, through: 0, by: -1) {
+                    let i = rest % outerShape[d]
+                    rest /= outerShape[d]
+                    ia += i * aOuter[d]
+                    ib += i * bOuter[d]
+                }
+                let po = o + p * inner
+                if aConst {
+                    FloatFastPath.binary(op, y + ib, scalar: x[ia], scalarFirst: true, po, inner)
+                } else if bConst {
+                    FloatFastPath.binary(op, x + ia, scalar: y[ib], scalarFirst: false, po, inner)
+                } else {
+                    FloatFastPath.binary(op, x + ia, y + ib, po, inner)
+                }
+            }
+        }
+        return true
     }
 }
