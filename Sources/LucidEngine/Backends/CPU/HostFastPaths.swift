@@ -353,24 +353,26 @@ enum DenseFastPath {
         let pa = UnsafePointer(FloatFastPath.pointer(a)), pb = UnsafePointer(FloatFastPath.pointer(b))
         let po = HostBackend.address(out).assumingMemoryBound(to: UInt8.self)
         HostThreads.forEachRange(out.numel) { r in
-            switch (sa, sb) {
-            case (false, false): for i in r { po[i] = test(op, pa[i], pb[i]) }
-            case (false, true): let y = pb[0]; for i in r { po[i] = test(op, pa[i], y) }
-            default: let x = pa[0]; for i in r { po[i] = test(op, x, pb[i]) }
+            // One loop per op, outside the switch, so that each vectorises.
+            switch op {
+            case .eq: run(pa, pb, sa, sb, po, r) { $0 == $1 }
+            case .ne: run(pa, pb, sa, sb, po, r) { $0 != $1 }
+            case .lt: run(pa, pb, sa, sb, po, r) { $0 < $1 }
+            case .le: run(pa, pb, sa, sb, po, r) { $0 <= $1 }
+            case .gt: run(pa, pb, sa, sb, po, r) { $0 > $1 }
+            case .ge: run(pa, pb, sa, sb, po, r) { $0 >= $1 }
             }
         }
         return true
     }
 
     @inline(__always)
-    private static func test(_ op: CompareKernel, _ x: Float, _ y: Float) -> UInt8 {
-        switch op {
-        case .eq: return x == y ? 1 : 0
-        case .ne: return x != y ? 1 : 0
-        case .lt: return x < y ? 1 : 0
-        case .le: return x <= y ? 1 : 0
-        case .gt: return x > y ? 1 : 0
-        case .ge: return x >= y ? 1 : 0
+    private static func run(_ pa: UnsafePointer<Float>, _ pb: UnsafePointer<Float>, _ sa: Bool, _ sb: Bool,
+                            _ po: UnsafeMutablePointer<UInt8>, _ r: Range<Int>, _ test: (Float, Float) -> Bool) {
+        switch (sa, sb) {
+        case (false, false): for i in r { po[i] = test(pa[i], pb[i]) ? 1 : 0 }
+        case (false, true): let y = pb[0]; for i in r { po[i] = test(pa[i], y) ? 1 : 0 }
+        default: let x = pa[0]; for i in r { po[i] = test(x, pb[i]) ? 1 : 0 }
         }
     }
 
