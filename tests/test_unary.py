@@ -140,3 +140,26 @@ def test_large_tensors_take_the_vectorised_kernels_at_the_same_accuracy(dtype, n
         rounded = want.astype(np.float32).astype(np_dtype).astype(np.float64)
         step = np.abs(rounded) * 2.0 ** -7 + 1e-30
         assert (np.abs(got.numpy().astype(np.float64) - rounded) <= step).all()
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE))
+def test_nan_and_infinities_give_the_same_result_in_large_and_small_tensors(name):
+    # Large tensors may take a vectorised library kernel: special values must not notice.
+    _, op = REFERENCE[name]
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0], np.float32)
+    big = np.zeros(40000, np.float32)
+    big[:6] = specials
+    with np.errstate(all="ignore"):
+        small = op(lucid.tensor(specials)).numpy()
+        large = op(lucid.tensor(big)).numpy()[:6]
+    np.testing.assert_array_equal(large, small)
+    assert np.isnan(large[0])  # NaN propagates
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_a_nan_makes_its_whole_softmax_row_nan_at_every_size(log):
+    for shape in [(4, 30), (64, 1024)]:
+        x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+        x[1, 5] = np.nan
+        y = lucid.tensor(x).log_softmax(-1) if log else lucid.tensor(x).softmax(-1)
+        assert np.isnan(y.numpy()[1]).all() and not np.isnan(np.delete(y.numpy(), 1, 0)).any(), shape

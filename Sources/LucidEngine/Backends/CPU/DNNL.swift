@@ -228,7 +228,10 @@ extension DNNL {
     static func unary(_ op: UnaryKernel, _ a: TensorImpl, into out: TensorImpl) -> Bool {
         guard (op != .gelu && op != .geluTanh) || a.dtype == .float32,
               let rt = runtime, let (alg, alpha) = algorithm(op), let type = dataType(a.dtype), a.dtype == out.dtype,
-              a.isContiguous, out.isContiguous, a.numel >= minEltwiseCount else { return false }
+              a.isContiguous, out.isContiguous, a.numel >= minEltwiseCount,
+              // oneDNN's exp turns NaN into inf and its gelu +inf into NaN: tensors holding either
+              // take the host loops, so that a value's result does not depend on its tensor's size.
+              !HostBackend.containsNonFinite(a) else { return false }
         let n = a.numel
         return rt.lock.withLock { () -> Bool in
             guard let md = MemoryDesc([n], strides: [1], type) else { return false }
@@ -253,7 +256,7 @@ extension DNNL {
     static func unaryBackward(_ op: UnaryKernel, x: TensorImpl, grad: TensorImpl, into gradIn: TensorImpl) -> Bool {
         guard op == .gelu || op == .geluTanh || op == .silu, x.dtype == .float32, let rt = runtime, let (alg, alpha) = algorithm(op), let type = dataType(x.dtype),
               x.dtype == grad.dtype, x.dtype == gradIn.dtype, x.isContiguous, grad.isContiguous, gradIn.isContiguous,
-              x.numel >= minEltwiseCount else { return false }
+              x.numel >= minEltwiseCount, !HostBackend.containsNonFinite(x) else { return false }
         let n = x.numel
         return rt.lock.withLock { () -> Bool in
             guard let md = MemoryDesc([n], strides: [1], type) else { return false }

@@ -24,18 +24,27 @@ extension HostBackend: SoftmaxKernels {
     }
 
     /// Whether a contiguous floating tensor holds a NaN (read by bits, so every dtype alike).
-    static func containsNaN(_ x: TensorImpl) -> Bool {
+    static func containsNaN(_ x: TensorImpl) -> Bool { scan(x, infinities: false) }
+
+    /// Whether a contiguous floating tensor holds a NaN or an infinity.
+    static func containsNonFinite(_ x: TensorImpl) -> Bool { scan(x, infinities: true) }
+
+    /// A branch-free scan of the magnitude bits over the whole tensor (it vectorises; stopping
+    /// early does not): NaN is above the all-ones exponent, an infinity equal to it.
+    private static func scan(_ x: TensorImpl, infinities: Bool) -> Bool {
         let base = address(x), n = x.numel
         switch x.dtype {
         case .float32:
-            let bits = base.assumingMemoryBound(to: UInt32.self)
-            return (0..<n).contains { bits[$0] & 0x7fff_ffff > 0x7f80_0000 }
-        case .float16:
-            let bits = base.assumingMemoryBound(to: UInt16.self)
-            return (0..<n).contains { bits[$0] & 0x7fff > 0x7c00 }
-        case .bfloat16:
-            let bits = base.assumingMemoryBound(to: UInt16.self)
-            return (0..<n).contains { bits[$0] & 0x7fff > 0x7f80 }
+            let bits = base.assumingMemoryBound(to: Int32.self), limit: Int32 = infinities ? 0x7f7f_ffff : 0x7f80_0000
+            var found: Int32 = 0
+            for i in 0..<n { found |= (bits[i] & 0x7fff_ffff) > limit ? 1 : 0 }
+            return found != 0
+        case .float16, .bfloat16:
+            let inf: Int16 = x.dtype == .float16 ? 0x7c00 : 0x7f80
+            let bits = base.assumingMemoryBound(to: Int16.self), limit = infinities ? inf - 1 : inf
+            var found: Int16 = 0
+            for i in 0..<n { found |= (bits[i] & 0x7fff) > limit ? 1 : 0 }
+            return found != 0
         default:
             return false
         }
