@@ -126,6 +126,9 @@ int32_t lucid_tensor_release(lucid_tensor t);
 int32_t lucid_tensor_meta(lucid_tensor t, int32_t *dtype, int32_t *device, int32_t *ndim, int32_t *requires_grad);
 /* Writes ndim sizes (and strides, in elements, if `strides` is not NULL); capacity >= ndim. */
 int32_t lucid_tensor_shape(lucid_tensor t, int64_t *shape, int64_t *strides, int32_t capacity);
+/* Everything above in one call: info = [dtype, device, ndim, requires_grad, shape[ndim],
+ * strides[ndim]]; capacity >= 4 + 2·ndim. */
+int32_t lucid_tensor_info(lucid_tensor t, int64_t *info, int32_t capacity);
 /* Copies the elements row-major; nbytes must be exactly numel * itemsize. */
 int32_t lucid_tensor_to_host(lucid_tensor t, void *data, int64_t nbytes);
 /* dtype / device -1: unchanged. Rounds to nearest even into float16 and bfloat16. */

@@ -29,6 +29,7 @@ SIGNATURES = {
     "lucid_tensor_release": ([c_uint64], c_int32),
     "lucid_tensor_meta": ([c_uint64, POINTER(c_int32), POINTER(c_int32), POINTER(c_int32), POINTER(c_int32)], c_int32),
     "lucid_tensor_shape": ([c_uint64, POINTER(c_int64), POINTER(c_int64), c_int32], c_int32),
+    "lucid_tensor_info": ([c_uint64, POINTER(c_int64), c_int32], c_int32),
     "lucid_tensor_to_host": ([c_uint64, c_void_p, c_int64], c_int32),
     "lucid_tensor_to": ([c_uint64, c_int32, c_int32, POINTER(c_uint64)], c_int32),
     "lucid_tensor_set_requires_grad": ([c_uint64, c_int32, POINTER(c_uint64)], c_int32),

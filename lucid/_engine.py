@@ -353,6 +353,22 @@ def meta(handle: int):
     return d.value, dev.value, nd.value, bool(rg.value)
 
 
+_INFO_DIMS = 16
+_Info = c_int64 * (4 + 2 * _INFO_DIMS)
+
+
+def info(handle: int):
+    """((dtype code, device code, ndim, requires_grad), (shape, strides)) in one call."""
+    buf = _Info()
+    rc = _lib.lucid_tensor_info(handle, buf, 4 + 2 * _INFO_DIMS)
+    if rc:
+        m = meta(handle)  # raises for a bad handle; else more dimensions than the buffer holds
+        return m, shape_and_strides(handle, m[2])
+    values = buf[:]
+    nd = values[2]
+    return (values[0], values[1], nd, bool(values[3])), (tuple(values[4:4 + nd]), tuple(values[4 + nd:4 + 2 * nd]))
+
+
 def shape_and_strides(handle: int, ndim: int):
     shape, strides = (c_int64 * max(ndim, 1))(), (c_int64 * max(ndim, 1))()
     rc = _lib.lucid_tensor_shape(handle, shape, strides, ndim)

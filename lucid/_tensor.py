@@ -106,10 +106,10 @@ class Tensor:
         E.release(old)
 
     def _info(self):
-        m = self._meta
-        if m is None:
-            m = self._meta = E.meta(self._h)
-        return m
+        """(dtype code, device code, ndim, requires_grad), fetched with the geometry in one call."""
+        if self._meta is None:
+            self._meta, self._shape = E.info(self._h)
+        return self._meta
 
     # ---- metadata ------------------------------------------------------------------------
 
@@ -176,10 +176,10 @@ class Tensor:
         E.backward(self._h, 0 if gradient is None else gradient._h, bool(retain_graph))
 
     def _geometry(self):
-        g = self._shape
-        if g is None:
-            g = self._shape = E.shape_and_strides(self._h, self.ndim)
-        return g
+        """(shape, strides), fetched with the rest of the metadata in one call."""
+        if self._shape is None:
+            self._meta, self._shape = E.info(self._h)
+        return self._shape
 
     @property
     def shape(self) -> tuple:

@@ -111,6 +111,25 @@ public func lucid_tensor_shape(_ t: UInt64, _ shape: UnsafeMutablePointer<Int64>
     }
 }
 
+@_cdecl("lucid_tensor_info")
+public func lucid_tensor_info(_ t: UInt64, _ info: UnsafeMutablePointer<Int64>?, _ capacity: Int32) -> Int32 {
+    abiCall {
+        let x = try tensors.get(t)
+        guard let info else { throw LucidError(.value, "info pointer is null") }
+        guard Int(capacity) >= 4 + 2 * x.ndim else {
+            throw LucidError(.value, "capacity \(capacity) is smaller than the \(4 + 2 * x.ndim) values of a \(x.ndim)-d tensor's info")
+        }
+        info[0] = Int64(x.dtype.rawValue)
+        info[1] = Int64(x.device.rawValue)
+        info[2] = Int64(x.ndim)
+        info[3] = x.requiresGrad ? 1 : 0
+        for i in 0..<x.ndim {
+            info[4 + i] = Int64(x.shape[i])
+            info[4 + x.ndim + i] = Int64(x.strides[i])
+        }
+    }
+}
+
 @_cdecl("lucid_tensor_to_host")
 public func lucid_tensor_to_host(_ t: UInt64, _ data: UnsafeMutableRawPointer?, _ nbytes: Int64) -> Int32 {
     abiCall {
