@@ -92,10 +92,10 @@ def _rebind(t, handle):
         t._replace(handle)
 
 
-def _refresh(base, skip=None):
+def _refresh(base):
+    """Makes every live view of `base` again from its current value."""
     for view in _live_views(base):
-        if view is not skip:
-            view._replace(_replay(view._view.steps, base._h))
+        view._replace(_replay(view._view.steps, base._h))
 
 
 def check_writable(t, op):
