@@ -205,6 +205,22 @@ protocol PoolingKernels: AnyObject, Sendable {
     /// Its adjoint: contiguous `gradIn` ([P, 1, H, W]) holds the sum of `grad` ([P, 1, oh, ow],
     /// contiguous, gradIn's dtype) at `indices`, accumulated in float32.
     func maxPool2dBackward(_ grad: TensorImpl, indices: TensorImpl, _ g: WindowGeometry, into gradIn: TensorImpl)
+
+    /// Average pooling of contiguous float32 planes `x` ([P, H, W]): each window's in-bounds sum
+    /// (padding adds nothing) divided by `divisors[i·ow + j]` (float32 [oh·ow]), into `out`
+    /// ([P, oh, ow], float32). False when the backend composes it instead.
+    func avgPool2d(_ x: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into out: TensorImpl) -> Bool
+
+    /// Its adjoint: each input position receives Σ grad / divisor over the windows holding it.
+    func avgPool2dBackward(_ grad: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into gradIn: TensorImpl) -> Bool
+}
+
+extension PoolingKernels {
+    func avgPool2d(_ x: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into out: TensorImpl) -> Bool { false }
+
+    func avgPool2dBackward(_ grad: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into gradIn: TensorImpl) -> Bool {
+        false
+    }
 }
 
 /// A direct softmax.

@@ -244,6 +244,26 @@ package enum Convolution {
         return try ShapeOps.reshape(pooled, lead + [g.output.0, g.output.1])
     }
 
+    /// Average pooling through the backend's direct kernels (float32, with their backward), or
+    /// nil when the backend composes it: [P, oh, ow].
+    private static func directAvgPool(_ x: TensorImpl, _ g: WindowGeometry, _ divisor: TensorImpl) throws -> TensorImpl? {
+        let x32 = try Ops.contiguous(try Ops.cast(x, to: .float32))
+        let planes = x32.shape[0]
+        let out = try TensorImpl.empty([planes, g.output.0, g.output.1], dtype: .float32, on: x32.backend)
+        guard out.numel > 0, x32.pooling("avg_pool2d").avgPool2d(x32.withRequiresGrad(false), g, divisors: divisor, into: out) else {
+            return nil
+        }
+        let shape = x32.shape
+        return Autograd.record(out, Autograd.name(avgPool2d), [x32]) { grad in
+            let gc = try Ops.contiguous(try Ops.cast(grad, to: .float32))
+            let gradIn = try TensorImpl.empty(shape, dtype: .float32, on: gc.backend)
+            guard gradIn.pooling("avg_pool2d_backward").avgPool2dBackward(gc, g, divisors: divisor, into: gradIn) else {
+                throw LucidError.runtime("avg_pool2d: the backend's backward kernel refused what its forward took")
+            }
+            return [gradIn]
+        }
+    }
+
     /// Positions of a window row (or column) that count towards its divisor.
     private static func counts(_ n: Int, size: Int, kernel: Int, stride: Int, padding: Int, includePad: Bool) -> [Double] {
         (0..<n).map { i in
@@ -263,16 +283,20 @@ package enum Convolution {
                              dilation: (1, 1), ceil: ceilMode)
         try checkHalfKernel(op, padding, kernel)
         return try avgPool2d.run([x]) { t in
-            let sums = try Composite.sum(try unfold(t[0], g), [1])  // [N·C, oh·ow]
+            let cells = g.output.0 * g.output.1
             let divisor: TensorImpl
             if let d = divisorOverride {
-                divisor = try Ops.scalarTensor(ScalarOperand(int: Int64(d)), dtype: .float32, device: x.device)
+                divisor = try Creation.full([cells], value: ScalarOperand(int: Int64(d)), dtype: .float32, device: x.device)
             } else {
                 let rows = counts(g.output.0, size: g.input.0, kernel: kernel.0, stride: stride.0, padding: padding.0, includePad: countIncludePad)
                 let cols = counts(g.output.1, size: g.input.1, kernel: kernel.1, stride: stride.1, padding: padding.1, includePad: countIncludePad)
-                divisor = try Creation.fromDoubles(rows.flatMap { r in cols.map { r * $0 } }, shape: [g.output.0 * g.output.1],
+                divisor = try Creation.fromDoubles(rows.flatMap { r in cols.map { r * $0 } }, shape: [cells],
                                                    dtype: .float32, device: x.device)
             }
+            if let pooled = try directAvgPool(t[0], g, divisor) {
+                return try ShapeOps.reshape(try Ops.cast(pooled, to: x.dtype), lead + [g.output.0, g.output.1])
+            }
+            let sums = try Composite.sum(try unfold(t[0], g), [1])  // [N·C, oh·ow]
             let mean = try Ops.cast(try Composite.div(try Ops.cast(sums, to: .float32), divisor), to: x.dtype)
             return try ShapeOps.reshape(mean, lead + [g.output.0, g.output.1])
         }

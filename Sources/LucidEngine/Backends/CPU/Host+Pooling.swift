@@ -7,6 +7,72 @@ extension HostBackend: PoolingKernels {
     func maxPool2dBackward(_ grad: TensorImpl, indices: TensorImpl, _ g: WindowGeometry, into gradIn: TensorImpl) {
         dispatch(gradIn.dtype, MaxPoolBackward(grad: grad, indices: indices, g: g, gradIn: gradIn))
     }
+
+    func avgPool2d(_ x: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into out: TensorImpl) -> Bool {
+        guard x.dtype == .float32, out.dtype == .float32, divisors.dtype == .float32, x.isContiguous, out.isContiguous,
+              divisors.isContiguous, g.dilation == (1, 1) else { return false }
+        let px = UnsafePointer(hostPointer(x, F32Element.self)), po = hostPointer(out, F32Element.self)
+        let pd = UnsafePointer(hostPointer(divisors, F32Element.self))
+        let planes = x.numel / max(1, g.input.0 * g.input.1)
+        HostThreads.forEachRange(planes, grain: planeGrain(g), align: 1) { range in
+            for p in range { averagePlane(g, px + p * g.input.0 * g.input.1, pd, po + p * g.output.0 * g.output.1) }
+        }
+        return true
+    }
+
+    func avgPool2dBackward(_ grad: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into gradIn: TensorImpl) -> Bool {
+        guard grad.dtype == .float32, gradIn.dtype == .float32, divisors.dtype == .float32, grad.isContiguous,
+              gradIn.isContiguous, divisors.isContiguous, g.dilation == (1, 1) else { return false }
+        let pg = UnsafePointer(hostPointer(grad, F32Element.self)), po = hostPointer(gradIn, F32Element.self)
+        let pd = UnsafePointer(hostPointer(divisors, F32Element.self))
+        let planes = gradIn.numel / max(1, g.input.0 * g.input.1)
+        HostThreads.forEachRange(planes, grain: planeGrain(g), align: 1) { range in
+            for p in range {
+                spreadPlane(g, pg + p * g.output.0 * g.output.1, pd, po + p * g.input.0 * g.input.1)
+            }
+        }
+        return true
+    }
+}
+
+/// One plane's window averages; the column loop over a window row is contiguous.
+private func averagePlane(_ g: WindowGeometry, _ x: UnsafePointer<Float>, _ divisors: UnsafePointer<Float>,
+                          _ out: UnsafeMutablePointer<Float>) {
+    let (h, w) = g.input, (oh, ow) = g.output
+    for i in 0..<oh {
+        let top = i * g.stride.0 - g.padding.0
+        let (r0, r1) = taps(top, g.kernel.0, 1, h)
+        for j in 0..<ow {
+            let left = j * g.stride.1 - g.padding.1
+            let (c0, c1) = taps(left, g.kernel.1, 1, w)
+            var sum: Float = 0
+            for r in r0..<r1 {
+                let row = x + (top + r) * w + left
+                for c in c0..<c1 { sum += row[c] }
+            }
+            out[i * ow + j] = sum / divisors[i * ow + j]
+        }
+    }
+}
+
+/// One plane's adjoint: zero the input gradient, then add grad / divisor over each window.
+private func spreadPlane(_ g: WindowGeometry, _ grad: UnsafePointer<Float>, _ divisors: UnsafePointer<Float>,
+                         _ gradIn: UnsafeMutablePointer<Float>) {
+    let (h, w) = g.input, (oh, ow) = g.output
+    gradIn.update(repeating: 0, count: h * w)
+    for i in 0..<oh {
+        let top = i * g.stride.0 - g.padding.0
+        let (r0, r1) = taps(top, g.kernel.0, 1, h)
+        for j in 0..<ow {
+            let left = j * g.stride.1 - g.padding.1
+            let (c0, c1) = taps(left, g.kernel.1, 1, w)
+            let share = grad[i * ow + j] / divisors[i * ow + j]
+            for r in r0..<r1 {
+                let row = gradIn + (top + r) * w + left
+                for c in c0..<c1 { row[c] += share }
+            }
+        }
+    }
 }
 
 /// The kernel taps `i0..<i1` of a window starting at `start` (dilation `d`) that fall
