@@ -163,3 +163,19 @@ def test_a_nan_makes_its_whole_softmax_row_nan_at_every_size(log):
         x[1, 5] = np.nan
         y = lucid.tensor(x).log_softmax(-1) if log else lucid.tensor(x).softmax(-1)
         assert np.isnan(y.numpy()[1]).all() and not np.isnan(np.delete(y.numpy(), 1, 0)).any(), shape
+
+
+@pytest.mark.parametrize("name", ["gelu", "gelu_tanh", "silu", "tanh", "sigmoid", "exp"])
+def test_gradients_at_special_values_agree_in_large_and_small_tensors(name):
+    _, op = REFERENCE[name]
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, 30.0, -30.0], np.float32)
+    big = np.zeros(40000, np.float32)
+    big[:8] = specials
+    grads = []
+    for a in (specials, big):
+        t = lucid.tensor(a, requires_grad=True)
+        with np.errstate(all="ignore"):
+            op(t).sum().backward()
+        grads.append(t.grad.numpy()[:8])
+    np.testing.assert_array_equal(np.isnan(grads[1]), np.isnan(grads[0]))
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-6, atol=1e-30)

@@ -252,11 +252,12 @@ extension DNNL {
 
     /// `gradIn = grad · op'(x)` through oneDNN's eltwise backward, for the float32 ops whose
     /// derivative reads the input through a transcendental function (gelu, its tanh form,
-    /// silu), or false when oneDNN does not take it.
+    /// silu), or false when oneDNN does not take it. Its derivatives at NaN and ±inf are NaN,
+    /// as the host loops' are, so no tensor needs turning away here.
     static func unaryBackward(_ op: UnaryKernel, x: TensorImpl, grad: TensorImpl, into gradIn: TensorImpl) -> Bool {
         guard op == .gelu || op == .geluTanh || op == .silu, x.dtype == .float32, let rt = runtime, let (alg, alpha) = algorithm(op), let type = dataType(x.dtype),
               x.dtype == grad.dtype, x.dtype == gradIn.dtype, x.isContiguous, grad.isContiguous, gradIn.isContiguous,
-              x.numel >= minEltwiseCount, !HostBackend.containsNonFinite(x) else { return false }
+              x.numel >= minEltwiseCount else { return false }
         let n = x.numel
         return rt.lock.withLock { () -> Bool in
             guard let md = MemoryDesc([n], strides: [1], type) else { return false }
