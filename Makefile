@@ -10,7 +10,8 @@ PIP    := -m pip install -q --disable-pip-version-check
 # make with one line that names it and says how to get it (tools/prereqs.sh).
 GOALS   := $(or $(MAKECMDGOALS),build)
 PREREQS := $(if $(filter build engine demo test swift-test check-sanitize check-wheel metal-emulated check-metal reliability bench,$(GOALS)),swift python) \
-           $(if $(filter test py-test reliability,$(GOALS)),cc)
+           $(if $(filter test py-test reliability,$(GOALS)),cc) \
+           $(if $(filter test-distributed,$(GOALS)),python)
 ifneq ($(strip $(PREREQS)),)
 PREREQ_PROBLEM := $(shell PYTHON='$(PYTHON)' VENV='$(VENV)' sh tools/prereqs.sh $(PREREQS))
 ifneq ($(PREREQ_PROBLEM),)
@@ -24,7 +25,7 @@ endif
 # after .venv is made. (Empty on macOS: Accelerate.)
 SWIFT_FLAGS = $(shell $(PY) lucid/_native.py swift-flags)
 
-.PHONY: build engine abi demo test swift-test py-test check-sanitize check-wheel metal-emulated check-metal reliability bench clean
+.PHONY: build engine abi demo test test-distributed swift-test py-test check-sanitize check-wheel metal-emulated check-metal reliability bench clean
 
 ## build: .venv with lucid's dependencies (OpenBLAS and oneDNN among them on Linux), the
 ## engine in release mode, and lucid installed into .venv (editable)
@@ -73,6 +74,20 @@ swift-test: $(VENV)/.installed
 
 py-test:
 	$(PY) -m pytest -q
+
+## test-distributed: lucid.distributed and DistributedDataParallel on two MPI processes
+## (mpiexec -n 2, loopback only), after installing the `distributed` extra (mpi4py and MPICH
+## from PyPI) into .venv; CI runs it after `make test`
+test-distributed: $(VENV)/.distributed lucid/_lib/$(LIB)
+	LUCID_REQUIRE_MPI=1 $(PY) -m pytest -q tests/distributed
+
+$(VENV)/.distributed: $(VENV)/.installed
+	LUCID_SKIP_ENGINE_BUILD=1 $(PY) $(PIP) --no-build-isolation -e '.[test,demo,build,distributed]'
+	@touch $@
+
+# The engine, when there is none yet (`make build` rebuilds it when the sources change).
+lucid/_lib/$(LIB):
+	$(MAKE) engine
 
 ## check-sanitize: the Swift tests (threads, scopes, caches, C ABI) under ThreadSanitizer and
 ## AddressSanitizer; CI runs it after `make test`
