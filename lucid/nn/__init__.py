@@ -1,7 +1,7 @@
 """Neural-network layers, their functional forms (``lucid.nn.functional``), initialisers
 (``lucid.nn.init``) and training utilities (``lucid.nn.utils``)."""
 
-from . import functional, init, utils
+from . import functional, init, parallel, utils
 from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList
 from .conv import Conv1d, Conv2d, ConvTranspose2d
@@ -23,4 +23,4 @@ __all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "SiLU", "Tanh", "Sig
            "GroupNorm", "Embedding", "MultiheadAttention", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss",
            "BCEWithLogitsLoss", "BCELoss", "LeakyReLU", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
            "Transformer", "TransformerEncoder", "TransformerEncoderLayer", "TransformerDecoder",
-           "TransformerDecoderLayer", "functional", "init", "utils"]
+           "TransformerDecoderLayer", "functional", "init", "parallel", "utils"]

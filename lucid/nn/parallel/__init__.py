@@ -1,0 +1,5 @@
+"""Data-parallel training: :class:`DistributedDataParallel` over ``lucid.distributed``."""
+
+from .distributed import DistributedDataParallel
+
+__all__ = ["DistributedDataParallel"]

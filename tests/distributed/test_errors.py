@@ -1,0 +1,91 @@
+"""Wrong arguments raise clear exceptions on every rank, and a rank that fails ends the job
+(non-zero, with its message) instead of leaving the others waiting."""
+
+import json
+
+import pytest
+
+from conftest import check_ok
+
+RANKS = 2
+
+
+@pytest.fixture(scope="module")
+def raised(tmp_path_factory, mpiexec):
+    import conftest
+    out = tmp_path_factory.mktemp("errors")
+    run = conftest.run_processes([mpiexec, "-n", str(RANKS), conftest.sys.executable,
+                                  str(conftest.HERE / "worker_errors.py"), str(out)], timeout=120)
+    check_ok(run)
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(RANKS)]
+
+
+def expect(raised, case, per_rank):
+    for rank, (kind, words) in enumerate(per_rank):
+        got = raised[rank][case]
+        assert got is not None, f"{case}: rank {rank} raised nothing"
+        assert got[0] == kind, f"{case}: rank {rank} raised {got}"
+        for w in words:
+            assert w in got[1], f"{case}: rank {rank}: {w!r} not in {got[1]!r}"
+
+
+def test_an_argument_wrong_on_one_rank_raises_on_both(raised):
+    expect(raised, "not-a-tensor-on-rank-1", [("RuntimeError", ["rank 1 passed invalid arguments", "list"]),
+                                              ("TypeError", ["expected a lucid.Tensor, got list"])])
+
+
+@pytest.mark.parametrize("case, kind, words", [
+    ("bad-op", "ValueError", ["'product'", "'sum', 'mean' or 'max'"]),
+    ("mean-of-ints", "TypeError", ["floating-point", "int64"]),
+    ("src-out-of-range", "ValueError", ["src=2 is not a rank", "0 … 1"]),
+    ("src-not-an-int", "TypeError", ["src must be an int"]),
+    ("autograd-history", "RuntimeError", ["autograd history", "detach()"]),
+    ("gather-not-a-tensor", "TypeError", ["got NoneType"]),
+    ("ddp-not-a-module", "TypeError", ["wraps a lucid.nn.Module, got Tensor"]),
+    ("ddp-bad-grad-dtype", "ValueError", ["grad_dtype", "lucid.int32"]),
+])
+def test_an_argument_wrong_on_every_rank(raised, case, kind, words):
+    expect(raised, case, [(kind, words)] * RANKS)
+
+
+@pytest.mark.parametrize("case, words", [
+    ("shapes-differ", ["shape (3,)", "shape (4,)"]),
+    ("dtypes-differ", ["float32", "float16"]),
+    ("ops-differ", ["op='sum'", "op='max'"]),
+    ("src-differs", ["src=0", "src=1"]),
+    ("different-collectives", ["all_reduce(", "broadcast("]),
+    ("gather-shapes-differ", ["shape (2, 1)", "shape (2, 2)"]),
+    ("ddp-models-differ", ["differ in their parameters", "'weight' (float32, shape (2, 2))",
+                           "'weight' (float32, shape (3, 2))"]),
+])
+def test_ranks_that_disagree_raise_the_same_error(raised, case, words):
+    expect(raised, case, [("ValueError", words)] * RANKS)
+    # The same description on both (each names its own call first).
+    assert raised[0][case][1].split(": ", 1)[1] == raised[1][case][1].split(": ", 1)[1]
+
+
+def test_the_ranks_stay_in_step_after_the_errors(raised):
+    assert raised[0]["after"] == raised[1]["after"] == [3.0]
+
+
+@pytest.mark.parametrize("mode, status, words", [
+    ("raise", 1, ["rank 1 of 2 stopped on an uncaught exception", "ValueError: rank 1 failed on purpose",
+                  "aborting all 2 ranks"]),
+    ("raise-in-backward", 1, ["ValueError: rank 1 failed on purpose"]),
+    ("exit", 3, []),
+])
+def test_a_failing_rank_ends_the_job_quickly(run_mpi, mode, status, words):
+    run = run_mpi("worker_failures.py", mode, timeout=60)
+    assert run.returncode == status, run.out
+    assert run.seconds < 30, f"took {run.seconds:.1f} s:\n{run.out}"
+    assert "rank 0 ready" in run.out and "rank 0 was not stopped" not in run.out
+    for w in words:
+        assert w in run.out, run.out
+
+
+def test_a_rank_that_leaves_early_ends_the_job_at_the_timeout(run_mpi):
+    run = run_mpi("worker_failures.py", "leave", timeout=60, env={"LUCID_DISTRIBUTED_TIMEOUT": "3"})
+    assert run.returncode != 0, run.out
+    assert run.seconds < 30, f"took {run.seconds:.1f} s:\n{run.out}"
+    assert "rank 0 of 2 has waited" in run.out and "in all_reduce" in run.out, run.out
+    assert "rank 0 was not stopped" not in run.out

@@ -1,0 +1,168 @@
+"""lucid.distributed without mpiexec: ``import lucid`` never imports mpi4py, and a program
+written for several ranks runs alone as world size 1, with mpi4py (MPI as a singleton) and
+without it. The runs on two MPI processes are in tests/distributed (make test-distributed)."""
+
+import importlib.util
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import lucid
+import lucid.distributed as dist
+
+# Hides mpi4py from a child process, as if it were not installed.
+_WITHOUT_MPI4PY = """
+import sys
+class _NoMpi4py:
+    def find_spec(self, name, path=None, target=None):
+        if name == "mpi4py" or name.startswith("mpi4py."):
+            raise ImportError("No module named 'mpi4py' (hidden by the test)")
+        return None
+sys.meta_path.insert(0, _NoMpi4py())
+"""
+
+# A world-size-1 run of everything: collectives on each dtype and device, DDP training that
+# matches the bare model's, and GradScaler's step.
+_WORLD_OF_ONE = """
+import warnings
+import numpy as np
+import lucid, lucid.distributed as dist, lucid.nn as nn
+from lucid.nn.parallel import DistributedDataParallel
+warnings.simplefilter("ignore")
+dist.init()
+assert dist.is_initialized() and dist.get_rank() == 0 and dist.get_world_size() == 1
+print("backend", dist._group.current().name)
+for dtype in (lucid.float32, lucid.float16, lucid.bfloat16, lucid.int32, lucid.int64, lucid.bool_):
+    for device in ("cpu", "metal"):
+        values = np.arange(6).reshape(2, 3) % 2 if dtype is lucid.bool_ else np.arange(6).reshape(2, 3) - 2
+        t = lucid.tensor(values, dtype=dtype, device=device)
+        for op in ("sum", "max") + (("mean",) if dtype.is_floating_point else ()):
+            assert dist.all_reduce(t, op=op) is t
+            assert np.array_equal(t.numpy(), lucid.tensor(values, dtype=dtype).numpy()), (dtype, device, op)
+        assert dist.broadcast(t, 0) is t and np.array_equal(t.numpy(), lucid.tensor(values, dtype=dtype).numpy())
+        g = dist.all_gather(t)
+        assert g.shape == (1, 2, 3) and g.device == device and np.array_equal(g.numpy()[0], t.numpy())
+dist.barrier()
+
+def train(wrap):
+    lucid.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    net = DistributedDataParallel(model, grad_dtype=lucid.bfloat16) if wrap else model
+    opt = lucid.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    scaler = lucid.amp.GradScaler("cpu", init_scale=256.0)
+    x = lucid.tensor(np.linspace(-1, 1, 20, dtype=np.float32).reshape(5, 4))
+    y = lucid.tensor([0, 1, 2, 1, 0])
+    for _ in range(3):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(net(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    return [p.numpy() for p in model.parameters()], scaler.get_scale()
+
+bare, wrapped = train(False), train(True)
+assert bare[1] == wrapped[1] == 256.0
+for a, b in zip(bare[0], wrapped[0]):
+    assert np.array_equal(a, b)  # world size 1: nothing to average, nothing compressed
+# state_dict: the bare module's keys, which load into the bare model; load_state_dict takes
+# PyTorch's "module." prefix too.
+inner = nn.Linear(3, 2)
+ddp = DistributedDataParallel(inner)
+assert ddp.module is inner and list(ddp.state_dict()) == ["weight", "bias"]
+assert [n for n, _ in ddp.named_parameters()] == ["module.weight", "module.bias"]
+nn.Linear(3, 2).load_state_dict(ddp.state_dict())
+ddp.load_state_dict({"module." + k: v * 0 for k, v in ddp.state_dict().items()})
+assert all(not p.numpy().any() for p in inner.parameters()) and all(p.is_leaf for p in inner.parameters())
+ddp.load_state_dict({k: v + 1 for k, v in ddp.state_dict().items()})
+assert all((p.numpy() == 1).all() for p in inner.parameters())
+
+dist.destroy_process_group()
+assert not dist.is_initialized()
+print("world of one ok")
+"""
+
+
+def _python(code, env=None, timeout=120):
+    import os
+    full = {k: v for k, v in os.environ.items() if k not in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK",
+                                                            "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")}
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=full)
+
+
+def test_import_lucid_does_not_import_mpi4py():
+    run = _python("import sys, lucid, lucid.distributed, lucid.nn.parallel\n"
+                  "assert 'mpi4py' not in sys.modules, sorted(m for m in sys.modules if 'mpi' in m)\n"
+                  "print('ok')")
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+
+
+def test_a_world_of_one_without_mpi4py():
+    run = _python(_WITHOUT_MPI4PY + _WORLD_OF_ONE)
+    assert run.returncode == 0, run.stderr
+    assert "backend local" in run.stdout and "world of one ok" in run.stdout
+
+
+def test_a_world_of_one_over_mpi():
+    if importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("mpi4py is not installed here (make test-distributed installs it): the run without it is "
+                    "test_a_world_of_one_without_mpi4py")
+    run = _python(_WORLD_OF_ONE)
+    assert run.returncode == 0, run.stderr
+    assert "backend mpi" in run.stdout and "world of one ok" in run.stdout
+
+
+def test_started_by_mpiexec_without_mpi4py_says_what_to_install():
+    code = _WITHOUT_MPI4PY + textwrap.dedent("""
+        import lucid.distributed as dist
+        try:
+            dist.init()
+        except ImportError as e:
+            print("ImportError:", e)
+    """)
+    run = _python(code, env={"PMI_RANK": "0", "PMI_SIZE": "2"})
+    assert run.returncode == 0, run.stderr
+    assert "ImportError:" in run.stdout and "pip install 'lucid[distributed]'" in run.stdout
+
+
+def test_everything_before_init_raises_a_clear_error():
+    assert not dist.is_initialized()
+    x = lucid.ones(2)
+    for call in (dist.get_rank, dist.get_world_size, dist.barrier, lambda: dist.all_reduce(x),
+                 lambda: dist.broadcast(x, 0), lambda: dist.all_gather(x),
+                 lambda: lucid.nn.parallel.DistributedDataParallel(lucid.nn.Linear(2, 2))):
+        with pytest.raises(RuntimeError, match=r"not initialised; call lucid.distributed.init\(\) first"):
+            call()
+    assert np.array_equal(x.numpy(), [1, 1])
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    ({"backend": "nccl"}, ValueError, "'mpi' backend only"),
+    ({"timeout": 0}, ValueError, "positive number of seconds"),
+    ({"timeout": "soon"}, ValueError, "positive number of seconds"),
+])
+def test_init_refuses_wrong_arguments(kwargs, error, words):
+    with pytest.raises(error, match=words):
+        dist.init(**kwargs)
+    assert not dist.is_initialized()
+
+
+def test_reduce_op_names_are_the_strings():
+    assert (dist.ReduceOp.SUM, dist.ReduceOp.AVG, dist.ReduceOp.MAX) == ("sum", "mean", "max")
+    assert dist.is_available() == (importlib.util.find_spec("mpi4py") is not None)
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    ({"module": "model"}, TypeError, "wraps a lucid.nn.Module, got str"),
+    ({"bucket_mb": 0}, ValueError, "bucket_mb must be a positive number"),
+    ({"bucket_mb": True}, ValueError, "bucket_mb must be a positive number"),
+    ({"grad_dtype": lucid.float32}, ValueError, "grad_dtype must be None, lucid.bfloat16 or lucid.float16"),
+    ({"broadcast_buffers": 1}, TypeError, "broadcast_buffers must be a bool"),
+])
+def test_distributed_data_parallel_refuses_wrong_arguments(kwargs, error, words):
+    kwargs = {"module": lucid.nn.Linear(2, 2), **kwargs}
+    with pytest.raises(error, match=words):
+        lucid.nn.parallel.DistributedDataParallel(**kwargs)
