@@ -12,6 +12,14 @@ _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
 _FLOAT32_MAX = 3.4028234663852886e38
 
 
+def _on_any_rank(found_inf: bool) -> bool:
+    """`found_inf`, or'ed over the ranks of an initialised lucid.distributed group."""
+    from .. import distributed
+    if not distributed.is_initialized() or distributed.get_world_size() == 1:
+        return found_inf
+    return distributed._any(found_inf, "GradScaler.unscale_: agreeing whether a rank found inf or NaN")
+
+
 class GradScaler:
     """Scales the loss so that float16 gradients do not underflow, unscales them before the
     optimizer step, skips steps whose gradients hold an infinity or NaN, and adapts the scale.
@@ -95,7 +103,12 @@ class GradScaler:
 
     def unscale_(self, optimizer) -> None:
         """Divides the optimizer's gradients by the scale (in float32, in the engine) and records
-        whether any is infinite or NaN. At most once per optimizer between updates."""
+        whether any is infinite or NaN. At most once per optimizer between updates.
+
+        When ``lucid.distributed`` is initialised with more than one rank, whether any rank
+        found an infinity or NaN is agreed over the ranks, so that every rank skips the same
+        steps and keeps the same scale: this call is then collective, and every rank must make
+        it (``step`` makes it when ``unscale_`` was not called)."""
         if not self._enabled:
             return
         state = self._state(optimizer)
@@ -109,7 +122,7 @@ class GradScaler:
         handles, found = E.unscale_grads([g._h for _, g in grads], 1.0 / self._scale)
         for (p, _), h in zip(grads, handles):
             p.grad = Tensor._wrap(h)
-        state["found_inf"] = found
+        state["found_inf"] = _on_any_rank(found)
         state["stage"] = _UNSCALED
 
     def step(self, optimizer, *args, **kwargs):
