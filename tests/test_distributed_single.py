@@ -128,6 +128,15 @@ def test_started_by_mpiexec_without_mpi4py_says_what_to_install():
     assert "ImportError:" in run.stdout and "pip install 'lucid[distributed]'" in run.stdout
 
 
+def test_the_ddp_digits_example_runs_as_one_process():
+    pytest.importorskip("sklearn")
+    from pathlib import Path
+    example = Path(__file__).resolve().parent.parent / "examples" / "ddp_digits.py"
+    run = subprocess.run([sys.executable, str(example), "--epochs", "2"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "1 rank(s)" in run.stdout and "replicas identical: yes" in run.stdout and "epoch 2/2" in run.stdout
+
+
 def test_everything_before_init_raises_a_clear_error():
     assert not dist.is_initialized()
     x = lucid.ones(2)

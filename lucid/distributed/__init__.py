@@ -65,6 +65,8 @@ def init(backend=None, *, timeout=None) -> None:
     With more than one rank, ``init`` also installs a ``sys.excepthook`` that prints an
     uncaught exception's traceback under this rank's number and then calls ``MPI_Abort``, so
     that mpiexec ends the other ranks at once instead of leaving them waiting for this one.
+    Ranks that share a machine split its cores: each one's ``lucid.set_num_threads`` becomes
+    cores // ranks there, unless the program has set it before ``init``.
 
     Raises
     ------

@@ -101,6 +101,12 @@ def test_scalars_empty_tensors_and_parameters(results):
         np.testing.assert_allclose(got["reduceop-avg"], (a + b) / 2, rtol=1e-7)
 
 
+def test_ranks_on_one_machine_split_its_cores(results):
+    import os
+    for got in results:
+        assert int(got["threads"]) == max(1, (os.cpu_count() or 1) // RANKS)
+
+
 def test_the_expectations_can_fail():
     """The expected values here differ from what a broken collective would give."""
     a, b = inputs("bfloat16")

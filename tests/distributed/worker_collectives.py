@@ -60,5 +60,7 @@ got["param"], got["param-grad"] = p.detach().numpy(), p.grad.numpy()
 # ReduceOp names work as the strings.
 got["reduceop-avg"] = dist.all_reduce(make("float32", "cpu"), op=dist.ReduceOp.AVG).numpy()
 
+got["threads"] = lucid.get_num_threads()  # init split the cores between the two ranks here
+
 dist.barrier()
 np.savez(f"{out_dir}/rank{rank}.npz", world=world, **got)
