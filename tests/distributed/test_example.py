@@ -23,3 +23,10 @@ def test_ddp_digits_trains_on_two_ranks(mpiexec, extra):
     assert float(epochs[-1][0]) > 85.0  # ten classes: chance is 10 %
     losses = [float(v) for v in re.findall(r"train loss ([\d.]+)", run.out)]
     assert losses[-1] < losses[0] / 3
+
+
+def test_the_readmes_training_loop_runs_on_two_ranks(run_mpi):
+    run = run_mpi("worker_readme.py", timeout=120)
+    check_ok(run)
+    for rank in range(2):
+        assert f"rank {rank} of 2: replicas identical True, scale 65536" in run.out, run.out
