@@ -91,3 +91,10 @@ def test_compressed_gradients_are_the_average_within_the_dtypes_rounding(mpiexec
         compressed_somewhere |= not np.array_equal(got, exact.astype(np.float32))
         assert not np.array_equal(g0, g1)  # the ranks did see different data
     assert compressed_somewhere
+
+
+def test_unused_parameters_two_forwards_and_buffers(run_mpi):
+    run = run_mpi("worker_ddp_cases.py", timeout=120)
+    check_ok(run)
+    for case in ("unused parameters", "two forwards, one backward", "buffers follow rank 0"):
+        assert run.out.count(f"ok {case}") == 2, run.out
