@@ -24,6 +24,7 @@ endif
 # linked, so nothing needs environment variables at run time. Expanded when a recipe runs,
 # after .venv is made. (Empty on macOS: Accelerate.)
 SWIFT_FLAGS = $(shell $(PY) lucid/_native.py swift-flags)
+SWIFT_RELEASE_FLAGS = $(shell $(PY) lucid/_native.py swift-flags --release)
 
 .PHONY: build engine abi demo test test-distributed swift-test py-test check-sanitize check-wheel metal-emulated check-metal reliability bench clean
 
@@ -36,11 +37,11 @@ engine: $(VENV)/.installed
 ifeq ($(shell uname -s),Darwin)
 	@# A Metal backend that fails to compile must not leave a Mac without lucid: build without
 	@# it (the host fallback serves "metal"), and say so loudly.
-	swift build -c release --product lucid $(SWIFT_FLAGS) || { \
+	swift build -c release --product lucid $(SWIFT_RELEASE_FLAGS) || { \
 	  echo "lucid: WARNING: the engine failed to build with its Metal backend (errors above); building it without Metal, so 'metal' will run on the host fallback. Please report those errors." >&2; \
-	  swift build -c release --product lucid $(SWIFT_FLAGS) -Xswiftc -DLUCID_NO_METAL; }
+	  swift build -c release --product lucid $(SWIFT_RELEASE_FLAGS) -Xswiftc -DLUCID_NO_METAL; }
 else
-	swift build -c release --product lucid $(SWIFT_FLAGS)
+	swift build -c release --product lucid $(SWIFT_RELEASE_FLAGS)
 endif
 	@mkdir -p lucid/_lib
 	@# (copied beside it and renamed over it: a process that has the old library loaded keeps it intact)

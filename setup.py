@@ -47,7 +47,7 @@ def build_engine() -> Path:
     if os.environ.get("LUCID_SKIP_ENGINE_BUILD") != "1":
         native = _native()
         try:
-            flags = native.swift_flags()
+            flags = native.swift_flags(release=True)
         except native.MissingDependency as e:
             raise SystemExit(str(e))
         # The Metal kernels reach the engine as strings; refresh them from Kernels/*.metal.

@@ -6,12 +6,19 @@
  *     below. On error, lucid_last_error() gives a message for the calling thread; it stays
  *     valid until the next failing call on that thread. Results are written through
  *     out-pointers only on success.
- *   - Objects are opaque 64-bit handles. 0 is never a valid handle. A null, forged, stale or
- *     already-released handle is reported as LUCID_ERR_HANDLE; it is never dereferenced.
- *   - Ownership: every lucid_tensor written to an out-pointer is a new reference owned by
- *     the caller, who releases it exactly once with lucid_tensor_release(). Tensors passed
- *     as inputs are borrowed. Views (reshape, transpose, ...) share storage with their
- *     source but are released independently; storage lives while any handle to it does.
+ *   - A tensor is an opaque 32-bit handle (lucid_tensor), a guard an opaque 64-bit one. 0 is
+ *     never a valid handle. A null, forged, stale or already-released handle is reported as
+ *     LUCID_ERR_HANDLE and never dereferenced (a tensor handle's slot is recognised as stale
+ *     until it has been reused 1,023 times). At most 4,194,303 tensors are live at once.
+ *   - Results: an op that makes one tensor writes its record to `out`, LUCID_RECORD_LEN
+ *     int64 values indexed by enum lucid_record_field: the new handle with its dtype,
+ *     device, ndim, requires_grad, the bytes of storage it keeps alive, and (when ndim <=
+ *     LUCID_RECORD_DIMS) its sizes and strides, so that no second call is needed to learn
+ *     them. Ops with several results write bare handles.
+ *   - Ownership: every handle written by a call is a new reference owned by the caller, who
+ *     releases it exactly once with lucid_tensor_release() or lucid_tensor_release_many().
+ *     Tensors passed as inputs are borrowed. Views (reshape, transpose, ...) share storage with
+ *     their source but are released independently; storage lives while any handle to it does.
  *   - A lucid_guard is owned by the thread that created it and is released exactly once,
  *     on that thread, with guard_destroy(). When its thread ends, its guards end with it
  *     and their handles become stale.
@@ -27,7 +34,7 @@
 extern "C" {
 #endif
 
-typedef uint64_t lucid_tensor;
+typedef uint32_t lucid_tensor;
 typedef uint64_t lucid_guard;
 
 enum lucid_status {
@@ -40,6 +47,12 @@ enum lucid_status {
     LUCID_ERR_THREAD = 6   /* an object used from a thread that does not own it */
 };
 
+/* The record an op writes about its result (see Conventions): int64 values at these indices.
+ * Sizes and strides are written only when ndim <= LUCID_RECORD_DIMS; otherwise ask with
+ * lucid_tensor_meta / lucid_tensor_shape. */
+enum lucid_record_field { LUCID_RECORD_HANDLE = 0, LUCID_RECORD_DTYPE = 1, LUCID_RECORD_DEVICE = 2, LUCID_RECORD_NDIM = 3,
+                          LUCID_RECORD_REQUIRES_GRAD = 4, LUCID_RECORD_STORAGE_BYTES = 5, LUCID_RECORD_SHAPE = 6,
+                          LUCID_RECORD_DIMS = 8, LUCID_RECORD_STRIDES = 14, LUCID_RECORD_LEN = 22 };
 enum lucid_dtype { LUCID_FLOAT32 = 0, LUCID_FLOAT16 = 1, LUCID_BFLOAT16 = 2, LUCID_INT32 = 3, LUCID_INT64 = 4, LUCID_BOOL = 5 };
 enum lucid_device { LUCID_CPU = 0, LUCID_METAL = 1 };
 enum lucid_scalar_kind { LUCID_SCALAR_FLOAT = 0, LUCID_SCALAR_INT = 1, LUCID_SCALAR_BOOL = 2 };
@@ -109,33 +122,35 @@ int32_t lucid_op_info(int32_t index, const char **name, int32_t *policy, int32_t
 
 /* Copies `nbytes` of row-major elements of `dtype` (exactly numel * itemsize). */
 int32_t lucid_tensor_from_host(const void *data, int64_t nbytes, const int64_t *shape, int32_t ndim,
-                               int32_t dtype, int32_t device, lucid_tensor *out);
+                               int32_t dtype, int32_t device, int64_t out[LUCID_RECORD_LEN]);
 /* value_kind LUCID_SCALAR_FLOAT reads `value`; LUCID_SCALAR_INT and _BOOL read `int_value`. */
 int32_t lucid_tensor_full(const int64_t *shape, int32_t ndim, double value, int64_t int_value, int32_t value_kind,
-                          int32_t dtype, int32_t device, lucid_tensor *out);
+                          int32_t dtype, int32_t device, int64_t out[LUCID_RECORD_LEN]);
 /* start, start + step, ... up to (not including) end, computed in float64; dtype -1 is float32. */
-int32_t lucid_tensor_arange(double start, double end, double step, int32_t dtype, int32_t device, lucid_tensor *out);
+int32_t lucid_tensor_arange(double start, double end, double step, int32_t dtype, int32_t device, int64_t out[LUCID_RECORD_LEN]);
 /* The same in int64 arithmetic (exact for every int64 bound); dtype -1 is int64. */
 int32_t lucid_tensor_arange_int(int64_t start, int64_t end, int64_t step, int32_t dtype, int32_t device,
-                                lucid_tensor *out);
+                                int64_t out[LUCID_RECORD_LEN]);
 /* normal 0: uniform [0, 1); 1: standard normal. Floating dtypes only. */
 int32_t lucid_tensor_random(const int64_t *shape, int32_t ndim, int32_t normal, int32_t dtype,
-                            int32_t device, lucid_tensor *out);
+                            int32_t device, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_manual_seed(uint64_t seed);
 int32_t lucid_tensor_release(lucid_tensor t);
+/* Releases `count` handles under one lock. Every live one is released; if some were not live,
+ * the first of them is reported (LUCID_ERR_HANDLE) after the others are gone. */
+int32_t lucid_tensor_release_many(const lucid_tensor *handles, int32_t count);
 int32_t lucid_tensor_meta(lucid_tensor t, int32_t *dtype, int32_t *device, int32_t *ndim, int32_t *requires_grad);
 /* Writes ndim sizes (and strides, in elements, if `strides` is not NULL); capacity >= ndim. */
 int32_t lucid_tensor_shape(lucid_tensor t, int64_t *shape, int64_t *strides, int32_t capacity);
-/* Everything above in one call: info = [dtype, device, ndim, requires_grad, shape[ndim],
- * strides[ndim]]; capacity >= 4 + 2·ndim. */
-int32_t lucid_tensor_info(lucid_tensor t, int64_t *info, int32_t capacity);
+/* The tensor's record, as an op that made it writes it (enum lucid_record_field). */
+int32_t lucid_tensor_record(lucid_tensor t, int64_t record[LUCID_RECORD_LEN]);
 /* Copies the elements row-major; nbytes must be exactly numel * itemsize. */
 int32_t lucid_tensor_to_host(lucid_tensor t, void *data, int64_t nbytes);
 /* dtype / device -1: unchanged. Rounds to nearest even into float16 and bfloat16. */
-int32_t lucid_tensor_to(lucid_tensor t, int32_t dtype, int32_t device, lucid_tensor *out);
-int32_t lucid_tensor_set_requires_grad(lucid_tensor t, int32_t flag, lucid_tensor *out);
+int32_t lucid_tensor_to(lucid_tensor t, int32_t dtype, int32_t device, int64_t out[LUCID_RECORD_LEN]);
+int32_t lucid_tensor_set_requires_grad(lucid_tensor t, int32_t flag, int64_t out[LUCID_RECORD_LEN]);
 /* A second handle to the same values that does not require gradients. */
-int32_t lucid_detach(lucid_tensor t, lucid_tensor *out);
+int32_t lucid_detach(lucid_tensor t, int64_t out[LUCID_RECORD_LEN]);
 /* Handles not yet released. */
 int32_t lucid_live_tensors(int64_t *out);
 /* Bytes held by tensor buffers on `device` (-1: all devices) now, and at most since the last
@@ -152,55 +167,55 @@ int32_t lucid_get_num_threads(int64_t *out);
 
 /* ---- ops (inputs borrowed, result new) -------------------------------------------------- */
 
-int32_t lucid_binary(int32_t op, lucid_tensor a, lucid_tensor b, lucid_tensor *out);
+int32_t lucid_binary(int32_t op, lucid_tensor a, lucid_tensor b, int64_t out[LUCID_RECORD_LEN]);
 /* a op scalar, or scalar op a when scalar_first. kind LUCID_SCALAR_FLOAT reads `value`;
  * LUCID_SCALAR_INT and _BOOL read `int_value`. */
 int32_t lucid_binary_scalar(int32_t op, lucid_tensor a, double value, int64_t int_value, int32_t kind,
-                            int32_t scalar_first, lucid_tensor *out);
-int32_t lucid_unary(int32_t op, lucid_tensor a, lucid_tensor *out);
+                            int32_t scalar_first, int64_t out[LUCID_RECORD_LEN]);
+int32_t lucid_unary(int32_t op, lucid_tensor a, int64_t out[LUCID_RECORD_LEN]);
 /* ~a: logical not for bool, bitwise not for integers (floating tensors are a type error). */
-int32_t lucid_bitwise_not(lucid_tensor a, lucid_tensor *out);
-int32_t lucid_matmul(lucid_tensor a, lucid_tensor b, lucid_tensor *out);
+int32_t lucid_bitwise_not(lucid_tensor a, int64_t out[LUCID_RECORD_LEN]);
+int32_t lucid_matmul(lucid_tensor a, lucid_tensor b, int64_t out[LUCID_RECORD_LEN]);
 /* bias 0: none. */
-int32_t lucid_linear(lucid_tensor x, lucid_tensor weight, lucid_tensor bias, lucid_tensor *out);
+int32_t lucid_linear(lucid_tensor x, lucid_tensor weight, lucid_tensor bias, int64_t out[LUCID_RECORD_LEN]);
 /* ndims -1: every dimension. */
-int32_t lucid_reduce(int32_t op, lucid_tensor a, const int64_t *dims, int32_t ndims, int32_t keepdim, lucid_tensor *out);
+int32_t lucid_reduce(int32_t op, lucid_tensor a, const int64_t *dims, int32_t ndims, int32_t keepdim, int64_t out[LUCID_RECORD_LEN]);
 /* One size may be -1. view_only: fail instead of copying when the layout needs a copy. */
-int32_t lucid_reshape(lucid_tensor a, const int64_t *shape, int32_t ndim, int32_t view_only, lucid_tensor *out);
-int32_t lucid_transpose(lucid_tensor a, int64_t dim0, int64_t dim1, lucid_tensor *out);
-int32_t lucid_permute(lucid_tensor a, const int64_t *dims, int32_t ndim, lucid_tensor *out);
-int32_t lucid_contiguous(lucid_tensor a, lucid_tensor *out);
+int32_t lucid_reshape(lucid_tensor a, const int64_t *shape, int32_t ndim, int32_t view_only, int64_t out[LUCID_RECORD_LEN]);
+int32_t lucid_transpose(lucid_tensor a, int64_t dim0, int64_t dim1, int64_t out[LUCID_RECORD_LEN]);
+int32_t lucid_permute(lucid_tensor a, const int64_t *dims, int32_t ndim, int64_t out[LUCID_RECORD_LEN]);
+int32_t lucid_contiguous(lucid_tensor a, int64_t out[LUCID_RECORD_LEN]);
 
 /* ---- comparisons, selection, reductions ------------------------------------------------- */
 /* A tensor argument of 0 means "absent" wherever a parameter is optional. */
 
-int32_t lucid_compare(int32_t op, lucid_tensor a, lucid_tensor b, lucid_tensor *out);
+int32_t lucid_compare(int32_t op, lucid_tensor a, lucid_tensor b, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_compare_scalar(int32_t op, lucid_tensor a, double value, int64_t int_value, int32_t kind,
-                             int32_t scalar_first, lucid_tensor *out);
+                             int32_t scalar_first, int64_t out[LUCID_RECORD_LEN]);
 /* cond ? a : b. A branch given as handle 0 is the scalar (value, int_value, kind) instead. */
 int32_t lucid_where(lucid_tensor cond, lucid_tensor a, lucid_tensor b, double a_value, int64_t a_int, int32_t a_kind,
-                    double b_value, int64_t b_int, int32_t b_kind, lucid_tensor *out);
+                    double b_value, int64_t b_int, int32_t b_kind, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_clamp(lucid_tensor a, int32_t has_min, double min_value, int64_t min_int, int32_t min_kind,
-                    int32_t has_max, double max_value, int64_t max_int, int32_t max_kind, lucid_tensor *out);
+                    int32_t has_max, double max_value, int64_t max_int, int32_t max_kind, int64_t out[LUCID_RECORD_LEN]);
 /* Variance (root != 0: standard deviation) with `correction`; ndims -1 reduces everything. */
 int32_t lucid_var(lucid_tensor a, const int64_t *dims, int32_t ndims, double correction, int32_t keepdim, int32_t root,
-                  lucid_tensor *out);
+                  int64_t out[LUCID_RECORD_LEN]);
 /* Max (largest != 0) or min along dim: values and int64 indices. */
 int32_t lucid_max_dim(lucid_tensor a, int64_t dim, int32_t keepdim, int32_t largest, lucid_tensor *values,
                       lucid_tensor *indices);
 /* argmax / argmin along dim, or of the flattened tensor when has_dim is 0. */
-int32_t lucid_argmax(lucid_tensor a, int64_t dim, int32_t has_dim, int32_t keepdim, int32_t largest, lucid_tensor *out);
+int32_t lucid_argmax(lucid_tensor a, int64_t dim, int32_t has_dim, int32_t keepdim, int32_t largest, int64_t out[LUCID_RECORD_LEN]);
 
 /* ---- shape and indexing ------------------------------------------------------------------ */
 
 /* ndims -1 squeezes every size-1 dimension. */
-int32_t lucid_squeeze(lucid_tensor a, const int64_t *dims, int32_t ndims, lucid_tensor *out);
-int32_t lucid_unsqueeze(lucid_tensor a, int64_t dim, lucid_tensor *out);
-int32_t lucid_expand(lucid_tensor a, const int64_t *shape, int32_t ndim, lucid_tensor *out);
-int32_t lucid_flatten(lucid_tensor a, int64_t start_dim, int64_t end_dim, lucid_tensor *out);
-int32_t lucid_narrow(lucid_tensor a, int64_t dim, int64_t start, int64_t length, lucid_tensor *out);
+int32_t lucid_squeeze(lucid_tensor a, const int64_t *dims, int32_t ndims, int64_t out[LUCID_RECORD_LEN]);
+int32_t lucid_unsqueeze(lucid_tensor a, int64_t dim, int64_t out[LUCID_RECORD_LEN]);
+int32_t lucid_expand(lucid_tensor a, const int64_t *shape, int32_t ndim, int64_t out[LUCID_RECORD_LEN]);
+int32_t lucid_flatten(lucid_tensor a, int64_t start_dim, int64_t end_dim, int64_t out[LUCID_RECORD_LEN]);
+int32_t lucid_narrow(lucid_tensor a, int64_t dim, int64_t start, int64_t length, int64_t out[LUCID_RECORD_LEN]);
 /* cat (stack = 0) or stack (stack = 1) of `count` tensors. */
-int32_t lucid_cat(const lucid_tensor *tensors, int32_t count, int64_t dim, int32_t stack, lucid_tensor *out);
+int32_t lucid_cat(const lucid_tensor *tensors, int32_t count, int64_t dim, int32_t stack, int64_t out[LUCID_RECORD_LEN]);
 /* mode LUCID_SPLIT_SIZES: pieces of the listed sizes; _SIZE: pieces of sizes[0]; _CHUNKS: sizes[0]
  * chunks. Writes up to
  * `capacity` new handles to `outs` and their number to `count`. */
@@ -209,42 +224,42 @@ int32_t lucid_split(lucid_tensor a, int32_t mode, const int64_t *sizes, int32_t 
 /* a[items]: kinds lucid_index_kind (a tensor item is integer or bool); `values` holds
  * three int64 per item (the int, or start/stop/step), `flags` a slice's present parts (bits 0-2). */
 int32_t lucid_index(lucid_tensor a, const int32_t *kinds, const int64_t *values, const int32_t *flags,
-                    const lucid_tensor *tensors, int32_t count, lucid_tensor *out);
+                    const lucid_tensor *tensors, int32_t count, int64_t out[LUCID_RECORD_LEN]);
 /* A new tensor: `a` with `src` (converted to a's dtype, broadcast to the shape of a[items]) written
  * at a[items], or added there when `accumulate` (repeated positions add up). Without it, a
  * position an integer index repeats takes its last write. Items as for lucid_index. */
 int32_t lucid_index_put(lucid_tensor a, const int32_t *kinds, const int64_t *values, const int32_t *flags,
                         const lucid_tensor *tensors, int32_t count, lucid_tensor src, int32_t accumulate,
-                        lucid_tensor *out);
-int32_t lucid_gather(lucid_tensor a, int64_t dim, lucid_tensor index, lucid_tensor *out);
-int32_t lucid_index_select(lucid_tensor a, int64_t dim, lucid_tensor index, lucid_tensor *out);
+                        int64_t out[LUCID_RECORD_LEN]);
+int32_t lucid_gather(lucid_tensor a, int64_t dim, lucid_tensor index, int64_t out[LUCID_RECORD_LEN]);
+int32_t lucid_index_select(lucid_tensor a, int64_t dim, lucid_tensor index, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_embedding(lucid_tensor weight, lucid_tensor indices, int32_t has_padding_idx, int64_t padding_idx,
-                        lucid_tensor *out);
+                        int64_t out[LUCID_RECORD_LEN]);
 
 /* ---- layers ------------------------------------------------------------------------------ */
 
-int32_t lucid_softmax(lucid_tensor a, int64_t dim, int32_t log, lucid_tensor *out);
-int32_t lucid_dropout(lucid_tensor a, double p, int32_t training, lucid_tensor *out);
+int32_t lucid_softmax(lucid_tensor a, int64_t dim, int32_t log, int64_t out[LUCID_RECORD_LEN]);
+int32_t lucid_dropout(lucid_tensor a, double p, int32_t training, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_layer_norm(lucid_tensor a, const int64_t *normalized_shape, int32_t ndim, lucid_tensor weight,
-                         lucid_tensor bias, double eps, lucid_tensor *out);
+                         lucid_tensor bias, double eps, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_group_norm(lucid_tensor a, int64_t groups, lucid_tensor weight, lucid_tensor bias, double eps,
-                         lucid_tensor *out);
+                         int64_t out[LUCID_RECORD_LEN]);
 /* In training with running statistics, also writes their updated (float32) values; else 0. */
 int32_t lucid_batch_norm(lucid_tensor a, lucid_tensor running_mean, lucid_tensor running_var, lucid_tensor weight,
                          lucid_tensor bias, int32_t training, double momentum, double eps, lucid_tensor *out,
                          lucid_tensor *new_mean, lucid_tensor *new_var);
 /* params: stride h, w; padding h, w; dilation h, w; groups. */
-int32_t lucid_conv2d(lucid_tensor x, lucid_tensor w, lucid_tensor b, const int64_t params[7], lucid_tensor *out);
+int32_t lucid_conv2d(lucid_tensor x, lucid_tensor w, lucid_tensor b, const int64_t params[7], int64_t out[LUCID_RECORD_LEN]);
 /* params: stride, padding, dilation, groups. */
-int32_t lucid_conv1d(lucid_tensor x, lucid_tensor w, lucid_tensor b, const int64_t params[4], lucid_tensor *out);
+int32_t lucid_conv1d(lucid_tensor x, lucid_tensor w, lucid_tensor b, const int64_t params[4], int64_t out[LUCID_RECORD_LEN]);
 /* params: stride h, w; padding h, w; output padding h, w; dilation h, w; groups. */
-int32_t lucid_conv_transpose2d(lucid_tensor x, lucid_tensor w, lucid_tensor b, const int64_t params[9], lucid_tensor *out);
+int32_t lucid_conv_transpose2d(lucid_tensor x, lucid_tensor w, lucid_tensor b, const int64_t params[9], int64_t out[LUCID_RECORD_LEN]);
 /* params: kernel h, w; stride h, w; padding h, w; dilation h, w. */
-int32_t lucid_max_pool2d(lucid_tensor x, const int64_t params[8], int32_t ceil_mode, lucid_tensor *out);
+int32_t lucid_max_pool2d(lucid_tensor x, const int64_t params[8], int32_t ceil_mode, int64_t out[LUCID_RECORD_LEN]);
 /* params: kernel h, w; stride h, w; padding h, w. divisor_override 0 means none. */
 int32_t lucid_avg_pool2d(lucid_tensor x, const int64_t params[6], int32_t ceil_mode, int32_t count_include_pad,
-                         int64_t divisor_override, lucid_tensor *out);
-int32_t lucid_adaptive_avg_pool2d(lucid_tensor x, int64_t out_h, int64_t out_w, lucid_tensor *out);
+                         int64_t divisor_override, int64_t out[LUCID_RECORD_LEN]);
+int32_t lucid_adaptive_avg_pool2d(lucid_tensor x, int64_t out_h, int64_t out_w, int64_t out[LUCID_RECORD_LEN]);
 /* Scaled dot-product attention; a bool mask is true where attention is allowed, a float mask is
  * added. Writes the attention weights too when `weights` is non-null. */
 int32_t lucid_attention(lucid_tensor q, lucid_tensor k, lucid_tensor v, lucid_tensor mask, int32_t is_causal,
@@ -253,13 +268,13 @@ int32_t lucid_attention(lucid_tensor q, lucid_tensor k, lucid_tensor v, lucid_te
 /* ---- losses (float32 under autocast) ---------------------------------------------------- */
 
 /* kind: lucid_pointwise_loss_kind. */
-int32_t lucid_pointwise_loss(int32_t kind, lucid_tensor input, lucid_tensor target, int32_t reduction, lucid_tensor *out);
+int32_t lucid_pointwise_loss(int32_t kind, lucid_tensor input, lucid_tensor target, int32_t reduction, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_nll_loss(lucid_tensor input, lucid_tensor target, lucid_tensor weight, int64_t ignore_index,
-                       int32_t reduction, lucid_tensor *out);
+                       int32_t reduction, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_cross_entropy(lucid_tensor input, lucid_tensor target, lucid_tensor weight, int64_t ignore_index,
-                            int32_t reduction, double label_smoothing, lucid_tensor *out);
+                            int32_t reduction, double label_smoothing, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_bce_with_logits(lucid_tensor input, lucid_tensor target, lucid_tensor weight, lucid_tensor pos_weight,
-                              int32_t reduction, lucid_tensor *out);
+                              int32_t reduction, int64_t out[LUCID_RECORD_LEN]);
 
 /* ---- autograd (the graph lives in the engine) ------------------------------------------- */
 

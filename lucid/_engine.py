@@ -1,18 +1,20 @@
 """The one place that talks to the engine library.
 
-Every exported symbol is declared here once with its ``argtypes``/``restype``; every call
-checks the engine's status and raises the matching Python exception with the engine's
-message. Handles are plain ``int``s; nothing else in ``lucid`` imports ``ctypes``.
+Every exported symbol gets its ctypes signature from include/lucid.h (through lucid/_abi.py);
+every call checks the engine's status and raises the matching Python exception with the
+engine's message. Handles are plain ``int``s. An op returns its result's record (a ctypes
+array, see `Record`): the handle with the metadata the engine wrote in the same call.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import sys
 import threading
 import warnings
-from ctypes import POINTER, byref, c_char_p, c_double, c_int32, c_int64, c_uint64, c_void_p
+from ctypes import POINTER, byref, c_char_p, c_double, c_int32, c_int64, c_uint32, c_uint64, c_void_p
 from pathlib import Path
 
 from . import _abi, _native
@@ -48,10 +50,14 @@ _dependencies = [ctypes.CDLL(str(path)) for path in _native.libraries()]
 _lib = ctypes.CDLL(str(_find_library()))
 
 
-# Every entry point's ctypes signature, generated from include/lucid.h (tools/gen_abi.py).
+# Every entry point's ctypes signature, generated from include/lucid.h (tools/gen_abi.py). The
+# ones whose arguments are all 32-bit integers or data pointers get no argtypes: ctypes then
+# passes a Python int as a 32-bit int and an array, byref() or None as a pointer exactly, with
+# no conversion per call. Their callers here pass nothing else.
 for _name, (_args, _res) in _abi.SIGNATURES.items():
     _fn = getattr(_lib, _name)
-    _fn.argtypes = _args
+    if _name not in _abi.UNCONVERTED:
+        _fn.argtypes = _args
     _fn.restype = _res
 
 # Status codes -> Python exception types.
@@ -103,12 +109,35 @@ def _dims(values):
     return (c_int64 * n)(*[_int64(v) for v in values]), n
 
 
-def _new(fn, *args) -> int:
-    out = c_uint64()
+# An op's result as the engine describes it (include/lucid.h, enum lucid_record_field).
+Record = c_int64 * _abi.LUCID_RECORD_LEN
+R_HANDLE, R_DTYPE, R_DEVICE, R_NDIM = (_abi.LUCID_RECORD_HANDLE, _abi.LUCID_RECORD_DTYPE, _abi.LUCID_RECORD_DEVICE,
+                                       _abi.LUCID_RECORD_NDIM)
+R_REQUIRES_GRAD, R_STORAGE_BYTES = _abi.LUCID_RECORD_REQUIRES_GRAD, _abi.LUCID_RECORD_STORAGE_BYTES
+R_SHAPE, R_STRIDES, R_DIMS = _abi.LUCID_RECORD_SHAPE, _abi.LUCID_RECORD_STRIDES, _abi.LUCID_RECORD_DIMS
+
+
+def _new(fn, *args) -> Record:
+    """Calls an op that makes one tensor; its record."""
+    out = Record()
+    rc = fn(*args, out)
+    if rc:
+        _raise(rc)
+    return out
+
+
+def _new_handle(fn, *args) -> int:
+    """Calls an entry point that writes a bare handle (0 for none)."""
+    out = c_uint32()
     rc = fn(*args, byref(out))
     if rc:
         _raise(rc)
     return out.value
+
+
+def handle(x) -> int:
+    """The handle of a record, or `x` itself when it is one."""
+    return x if type(x) is int else x[R_HANDLE]
 
 
 # ---- warnings ------------------------------------------------------------------------------
@@ -308,25 +337,25 @@ def metal_host_fallback_counts() -> dict:
 
 # ---- tensors -------------------------------------------------------------------------------
 
-def from_host(address: int, nbytes: int, shape, dtype: int, device: int) -> int:
+def from_host(address: int, nbytes: int, shape, dtype: int, device: int) -> Record:
     dims, n = _dims(shape)
     return _new(_lib.lucid_tensor_from_host, address, nbytes, dims, n, dtype, device)
 
 
-def full(shape, value: float, int_value: int, kind: int, dtype: int, device: int) -> int:
+def full(shape, value: float, int_value: int, kind: int, dtype: int, device: int) -> Record:
     dims, n = _dims(shape)
     return _new(_lib.lucid_tensor_full, dims, n, value, int_value, kind, dtype, device)
 
 
-def arange(start: float, end: float, step: float, dtype: int, device: int) -> int:
+def arange(start: float, end: float, step: float, dtype: int, device: int) -> Record:
     return _new(_lib.lucid_tensor_arange, start, end, step, dtype, device)
 
 
-def arange_int(start: int, end: int, step: int, dtype: int, device: int) -> int:
+def arange_int(start: int, end: int, step: int, dtype: int, device: int) -> Record:
     return _new(_lib.lucid_tensor_arange_int, _int64(start), _int64(end), _int64(step), dtype, device)
 
 
-def random(shape, normal: bool, dtype: int, device: int) -> int:
+def random(shape, normal: bool, dtype: int, device: int) -> Record:
     dims, n = _dims(shape)
     return _new(_lib.lucid_tensor_random, dims, n, 1 if normal else 0, dtype, device)
 
@@ -337,11 +366,41 @@ def manual_seed(seed: int) -> None:
         _raise(rc)
 
 
-_release = _lib.lucid_tensor_release
+_release, _release_many = _lib.lucid_tensor_release, _lib.lucid_tensor_release_many
+
+# Releases of small tensors outside any graph wait here and go to the engine together, in one
+# call per _DEFERRED_MAX of them: a tensor's release then costs an append instead of a call
+# (Tensor.__del__ reads the record and decides). What waits keeps at most _DEFERRED_MAX *
+# _DEFERRED_BYTES bytes alive; a tensor that takes part in autograd (it may hold a graph) or
+# keeps more storage alive is released at once.
+_DEFERRED_MAX = 256
+_DEFERRED_BYTES = 1 << 16
+_deferred = []
+_flush_lock = threading.Lock()
 
 
-def release(handle: int) -> None:
-    _release(handle)
+def release(x) -> None:
+    """Releases a handle (or a record's handle) now."""
+    _release(handle(x))
+
+
+def flush_releases() -> None:
+    """Releases every deferred handle now. Safe from any thread and from a finalizer; a call
+    that finds another thread (or itself, re-entered) flushing leaves the work to that one."""
+    if not _flush_lock.acquire(blocking=False):
+        return
+    try:
+        n = len(_deferred)
+        if n:
+            # Appends from other threads land after the first n, which only a flush removes.
+            batch = (c_uint32 * n)(*_deferred[:n])
+            del _deferred[:n]
+            _release_many(batch, n)
+    finally:
+        _flush_lock.release()
+
+
+atexit.register(flush_releases)
 
 
 def meta(handle: int):
@@ -353,20 +412,13 @@ def meta(handle: int):
     return d.value, dev.value, nd.value, bool(rg.value)
 
 
-_INFO_DIMS = 16
-_Info = c_int64 * (4 + 2 * _INFO_DIMS)
-
-
-def info(handle: int):
-    """((dtype code, device code, ndim, requires_grad), (shape, strides)) in one call."""
-    buf = _Info()
-    rc = _lib.lucid_tensor_info(handle, buf, 4 + 2 * _INFO_DIMS)
+def record(handle: int) -> Record:
+    """The record of a tensor known by its handle alone, as an op that made it would write it."""
+    out = Record()
+    rc = _lib.lucid_tensor_record(handle, out)
     if rc:
-        m = meta(handle)  # raises for a bad handle; else more dimensions than the buffer holds
-        return m, shape_and_strides(handle, m[2])
-    values = buf[:]
-    nd = values[2]
-    return (values[0], values[1], nd, bool(values[3])), (tuple(values[4:4 + nd]), tuple(values[4 + nd:4 + 2 * nd]))
+        _raise(rc)
+    return out
 
 
 def shape_and_strides(handle: int, ndim: int):
@@ -383,24 +435,26 @@ def to_host(handle: int, address: int, nbytes: int) -> None:
         _raise(rc)
 
 
-def convert(handle: int, dtype: int, device: int) -> int:
+def convert(handle: int, dtype: int, device: int) -> Record:
     return _new(_lib.lucid_tensor_to, handle, dtype, device)
 
 
-def set_requires_grad(handle: int, flag: bool) -> int:
+def set_requires_grad(handle: int, flag: bool) -> Record:
     return _new(_lib.lucid_tensor_set_requires_grad, handle, 1 if flag else 0)
 
 
-def detach(handle: int) -> int:
+def detach(handle: int) -> Record:
     return _new(_lib.lucid_detach, handle)
 
 
 def live_tensors() -> int:
+    flush_releases()
     return _query_i64(_lib.lucid_live_tensors)
 
 
 def memory_stats(device: int):
     """(bytes allocated now, peak bytes since the last reset) on a device (-1: all)."""
+    flush_releases()
     now, peak = c_int64(), c_int64()
     rc = _lib.lucid_memory_stats(device, byref(now), byref(peak))
     if rc:
@@ -409,6 +463,7 @@ def memory_stats(device: int):
 
 
 def empty_cache() -> int:
+    flush_releases()
     return _query_i64(_lib.lucid_empty_cache)
 
 
@@ -433,60 +488,60 @@ def reset_peak_memory_stats(device: int) -> None:
 _binary, _binary_scalar = _lib.lucid_binary, _lib.lucid_binary_scalar
 
 
-def binary(op: int, a: int, b: int) -> int:
-    out = c_uint64()
-    rc = _binary(op, a, b, byref(out))
+def binary(op: int, a: int, b: int) -> Record:
+    out = Record()
+    rc = _binary(op, a, b, out)
     if rc:
         _raise(rc)
-    return out.value
+    return out
 
 
-def binary_scalar(op: int, a: int, value: float, int_value: int, kind: int, scalar_first: bool) -> int:
-    out = c_uint64()
-    rc = _binary_scalar(op, a, value, int_value, kind, scalar_first, byref(out))
+def binary_scalar(op: int, a: int, value: float, int_value: int, kind: int, scalar_first: bool) -> Record:
+    out = Record()
+    rc = _binary_scalar(op, a, value, int_value, kind, scalar_first, out)
     if rc:
         _raise(rc)
-    return out.value
+    return out
 
 
-def unary(op: int, a: int) -> int:
+def unary(op: int, a: int) -> Record:
     return _new(_lib.lucid_unary, op, a)
 
 
-def bitwise_not(a: int) -> int:
+def bitwise_not(a: int) -> Record:
     return _new(_lib.lucid_bitwise_not, a)
 
 
-def matmul(a: int, b: int) -> int:
+def matmul(a: int, b: int) -> Record:
     return _new(_lib.lucid_matmul, a, b)
 
 
-def linear(x: int, w: int, b: int) -> int:
+def linear(x: int, w: int, b: int) -> Record:
     return _new(_lib.lucid_linear, x, w, b)
 
 
-def reduce(op: int, a: int, dims, keepdim: bool) -> int:
+def reduce(op: int, a: int, dims, keepdim: bool) -> Record:
     if dims is None:
         return _new(_lib.lucid_reduce, op, a, None, -1, 1 if keepdim else 0)
     arr, n = _dims(dims)
     return _new(_lib.lucid_reduce, op, a, arr, n, 1 if keepdim else 0)
 
 
-def reshape(a: int, shape, view_only: bool) -> int:
+def reshape(a: int, shape, view_only: bool) -> Record:
     dims, n = _dims(shape)
     return _new(_lib.lucid_reshape, a, dims, n, 1 if view_only else 0)
 
 
-def transpose(a: int, d0: int, d1: int) -> int:
+def transpose(a: int, d0: int, d1: int) -> Record:
     return _new(_lib.lucid_transpose, a, _int64(d0), _int64(d1))
 
 
-def permute(a: int, dims) -> int:
+def permute(a: int, dims) -> Record:
     arr, n = _dims(dims)
     return _new(_lib.lucid_permute, a, arr, n)
 
 
-def contiguous(a: int) -> int:
+def contiguous(a: int) -> Record:
     return _new(_lib.lucid_contiguous, a)
 
 
@@ -508,7 +563,7 @@ def backward(handle: int, grad: int, retain_graph: bool) -> None:
         _raise(rc)
 
 
-_CUSTOM_BACKWARD = ctypes.CFUNCTYPE(c_int32, c_uint64, c_uint64, POINTER(c_uint64), c_int32)
+_CUSTOM_BACKWARD = ctypes.CFUNCTYPE(c_int32, c_uint64, c_uint32, POINTER(c_uint32), c_int32)
 _CUSTOM_RELEASE = ctypes.CFUNCTYPE(None, c_uint64)
 _custom_callbacks = None  # the C callbacks, alive for the process once registered
 
@@ -539,13 +594,13 @@ def custom_function_callbacks(backward, release) -> None:
 
 
 def custom_function_record(name: str, inputs, output: int, context: int) -> int:
-    arr = (c_uint64 * max(len(inputs), 1))(*inputs)
-    return _new(_lib.lucid_custom_function_record, name.encode(), arr, len(inputs), output, context)
+    arr = (c_uint32 * max(len(inputs), 1))(*inputs)
+    return _new_handle(_lib.lucid_custom_function_record, name.encode(), arr, len(inputs), output, context)
 
 
 def grad(handle: int) -> int:
     """The leaf's gradient handle (a new reference), or 0."""
-    return _new(_lib.lucid_tensor_grad, handle)
+    return _new_handle(_lib.lucid_tensor_grad, handle)
 
 
 def set_grad(handle: int, grad_handle: int) -> None:
@@ -575,7 +630,7 @@ def is_grad_enabled() -> bool:
 
 def sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, nesterov, maximize):
     """(new param handle, new momentum buffer handle or 0)."""
-    p, b = c_uint64(), c_uint64()
+    p, b = c_uint32(), c_uint32()
     rc = _lib.lucid_sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, 1 if nesterov else 0,
                              1 if maximize else 0, byref(p), byref(b))
     if rc:
@@ -585,7 +640,7 @@ def sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, nesterov, 
 
 def adam_step(param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize):
     """(new param, new exp_avg, new exp_avg_sq) handles."""
-    p, m1, v1 = c_uint64(), c_uint64(), c_uint64()
+    p, m1, v1 = c_uint32(), c_uint32(), c_uint32()
     rc = _lib.lucid_adam_step(param, grad, m, v, _int64(step), lr, beta1, beta2, eps, weight_decay,
                               1 if decoupled else 0, 1 if maximize else 0, byref(p), byref(m1), byref(v1))
     if rc:
@@ -596,7 +651,7 @@ def adam_step(param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay, deco
 def unscale_grads(handles, inv_scale: float):
     """(new gradient handles, found_inf) for GradScaler.unscale_."""
     n = len(handles)
-    grads, out, found = (c_uint64 * max(n, 1))(*handles), (c_uint64 * max(n, 1))(), c_int32()
+    grads, out, found = (c_uint32 * max(n, 1))(*handles), (c_uint32 * max(n, 1))(), c_int32()
     rc = _lib.lucid_unscale_grads(grads, n, inv_scale, out, byref(found))
     if rc:
         _raise(rc)
@@ -605,22 +660,22 @@ def unscale_grads(handles, inv_scale: float):
 
 # ---- comparisons, selection, reductions ------------------------------------------------------
 
-def compare(op: int, a: int, b: int) -> int:
+def compare(op: int, a: int, b: int) -> Record:
     return _new(_lib.lucid_compare, op, a, b)
 
 
-def compare_scalar(op: int, a: int, value: float, int_value: int, kind: int, scalar_first: bool) -> int:
+def compare_scalar(op: int, a: int, value: float, int_value: int, kind: int, scalar_first: bool) -> Record:
     return _new(_lib.lucid_compare_scalar, op, a, value, int_value, kind, 1 if scalar_first else 0)
 
 
-def where(cond: int, a, b) -> int:
+def where(cond: int, a, b) -> Record:
     """``a``/``b`` are handles (int) or ``(value, int_value, kind)`` scalar triples."""
     ah, (av, ai, ak) = (a, (0.0, 0, 0)) if isinstance(a, int) else (0, a)
     bh, (bv, bi, bk) = (b, (0.0, 0, 0)) if isinstance(b, int) else (0, b)
     return _new(_lib.lucid_where, cond, ah, bh, av, ai, ak, bv, bi, bk)
 
 
-def clamp(a: int, lo, hi) -> int:
+def clamp(a: int, lo, hi) -> Record:
     """``lo``/``hi`` are ``(value, int_value, kind)`` triples or None."""
     lv, li, lk = lo or (0.0, 0, 0)
     hv, hi_, hk = hi or (0.0, 0, 0)
@@ -633,51 +688,51 @@ def _optional_dims(dims):
     return _dims(dims)
 
 
-def var(a: int, dims, correction: float, keepdim: bool, root: bool) -> int:
+def var(a: int, dims, correction: float, keepdim: bool, root: bool) -> Record:
     arr, n = _optional_dims(dims)
     return _new(_lib.lucid_var, a, arr, n, correction, 1 if keepdim else 0, 1 if root else 0)
 
 
 def max_dim(a: int, dim: int, keepdim: bool, largest: bool):
-    v, i = c_uint64(), c_uint64()
+    v, i = c_uint32(), c_uint32()
     rc = _lib.lucid_max_dim(a, _int64(dim), 1 if keepdim else 0, 1 if largest else 0, byref(v), byref(i))
     if rc:
         _raise(rc)
     return v.value, i.value
 
 
-def argmax(a: int, dim, keepdim: bool, largest: bool) -> int:
+def argmax(a: int, dim, keepdim: bool, largest: bool) -> Record:
     return _new(_lib.lucid_argmax, a, 0 if dim is None else _int64(dim), 0 if dim is None else 1, 1 if keepdim else 0,
                 1 if largest else 0)
 
 
 # ---- shape and indexing --------------------------------------------------------------------
 
-def squeeze(a: int, dims) -> int:
+def squeeze(a: int, dims) -> Record:
     arr, n = _optional_dims(dims)
     return _new(_lib.lucid_squeeze, a, arr, n)
 
 
-def unsqueeze(a: int, dim: int) -> int:
+def unsqueeze(a: int, dim: int) -> Record:
     return _new(_lib.lucid_unsqueeze, a, _int64(dim))
 
 
-def expand(a: int, shape) -> int:
+def expand(a: int, shape) -> Record:
     arr, n = _dims(shape)
     return _new(_lib.lucid_expand, a, arr, n)
 
 
-def flatten(a: int, start: int, end: int) -> int:
+def flatten(a: int, start: int, end: int) -> Record:
     return _new(_lib.lucid_flatten, a, _int64(start), _int64(end))
 
 
-def narrow(a: int, dim: int, start: int, length: int) -> int:
+def narrow(a: int, dim: int, start: int, length: int) -> Record:
     return _new(_lib.lucid_narrow, a, _int64(dim), _int64(start), _int64(length))
 
 
-def cat(handles, dim: int, stack: bool) -> int:
+def cat(handles, dim: int, stack: bool) -> Record:
     n = len(handles)
-    arr = (c_uint64 * max(n, 1))(*handles)
+    arr = (c_uint32 * max(n, 1))(*handles)
     return _new(_lib.lucid_cat, arr, n, _int64(dim), 1 if stack else 0)
 
 
@@ -686,7 +741,7 @@ def cat(handles, dim: int, stack: bool) -> int:
 def split(a: int, mode: int, sizes, dim: int, capacity: int):
     arr, n = _dims(sizes)
     capacity = max(capacity, 1)
-    outs, count = (c_uint64 * capacity)(), c_int32()
+    outs, count = (c_uint32 * capacity)(), c_int32()
     rc = _lib.lucid_split(a, mode, arr, n, _int64(dim), outs, capacity, byref(count))
     if rc:
         _raise(rc)
@@ -699,7 +754,7 @@ def _subscript(items):
     """``items``: (kind, (v0, v1, v2), flags, handle) tuples, as the C arrays of a subscript."""
     n = len(items)
     kinds, values = (c_int32 * max(n, 1))(), (c_int64 * max(3 * n, 1))()
-    flags, handles = (c_int32 * max(n, 1))(), (c_uint64 * max(n, 1))()
+    flags, handles = (c_int32 * max(n, 1))(), (c_uint32 * max(n, 1))()
     for i, (kind, vals, flag, handle) in enumerate(items):
         kinds[i], flags[i], handles[i] = kind, flag, handle
         for j, v in enumerate(vals):
@@ -707,49 +762,49 @@ def _subscript(items):
     return kinds, values, flags, handles, n
 
 
-def index(a: int, items) -> int:
+def index(a: int, items) -> Record:
     return _new(_lib.lucid_index, a, *_subscript(items))
 
 
-def index_put(a: int, items, src: int, accumulate: bool) -> int:
+def index_put(a: int, items, src: int, accumulate: bool) -> Record:
     return _new(_lib.lucid_index_put, a, *_subscript(items), src, int(accumulate))
 
 
-def gather(a: int, dim: int, idx: int) -> int:
+def gather(a: int, dim: int, idx: int) -> Record:
     return _new(_lib.lucid_gather, a, _int64(dim), idx)
 
 
-def index_select(a: int, dim: int, idx: int) -> int:
+def index_select(a: int, dim: int, idx: int) -> Record:
     return _new(_lib.lucid_index_select, a, _int64(dim), idx)
 
 
-def embedding(weight: int, indices: int, padding_idx) -> int:
+def embedding(weight: int, indices: int, padding_idx) -> Record:
     return _new(_lib.lucid_embedding, weight, indices, 0 if padding_idx is None else 1,
                 0 if padding_idx is None else _int64(padding_idx))
 
 
 # ---- layers and losses ---------------------------------------------------------------------
 
-def softmax(a: int, dim: int, log: bool) -> int:
+def softmax(a: int, dim: int, log: bool) -> Record:
     return _new(_lib.lucid_softmax, a, _int64(dim), 1 if log else 0)
 
 
-def dropout(a: int, p: float, training: bool) -> int:
+def dropout(a: int, p: float, training: bool) -> Record:
     return _new(_lib.lucid_dropout, a, p, 1 if training else 0)
 
 
-def layer_norm(a: int, shape, w: int, b: int, eps: float) -> int:
+def layer_norm(a: int, shape, w: int, b: int, eps: float) -> Record:
     arr, n = _dims(shape)
     return _new(_lib.lucid_layer_norm, a, arr, n, w, b, eps)
 
 
-def group_norm(a: int, groups: int, w: int, b: int, eps: float) -> int:
+def group_norm(a: int, groups: int, w: int, b: int, eps: float) -> Record:
     return _new(_lib.lucid_group_norm, a, _int64(groups), w, b, eps)
 
 
 def batch_norm(a, running_mean, running_var, w, b, training, momentum, eps):
     """(output, new running mean or 0, new running var or 0)."""
-    y, m, v = c_uint64(), c_uint64(), c_uint64()
+    y, m, v = c_uint32(), c_uint32(), c_uint32()
     rc = _lib.lucid_batch_norm(a, running_mean, running_var, w, b, 1 if training else 0, momentum, eps, byref(y),
                                byref(m), byref(v))
     if rc:
@@ -761,34 +816,34 @@ def _params(values):
     return (c_int64 * len(values))(*[_int64(v) for v in values])
 
 
-def conv2d(x: int, w: int, b: int, params) -> int:
+def conv2d(x: int, w: int, b: int, params) -> Record:
     return _new(_lib.lucid_conv2d, x, w, b, _params(params))
 
 
-def conv1d(x: int, w: int, b: int, params) -> int:
+def conv1d(x: int, w: int, b: int, params) -> Record:
     return _new(_lib.lucid_conv1d, x, w, b, _params(params))
 
 
-def conv_transpose2d(x: int, w: int, b: int, params) -> int:
+def conv_transpose2d(x: int, w: int, b: int, params) -> Record:
     return _new(_lib.lucid_conv_transpose2d, x, w, b, _params(params))
 
 
-def max_pool2d(x: int, params, ceil_mode: bool) -> int:
+def max_pool2d(x: int, params, ceil_mode: bool) -> Record:
     return _new(_lib.lucid_max_pool2d, x, _params(params), 1 if ceil_mode else 0)
 
 
-def avg_pool2d(x: int, params, ceil_mode: bool, count_include_pad: bool, divisor: int) -> int:
+def avg_pool2d(x: int, params, ceil_mode: bool, count_include_pad: bool, divisor: int) -> Record:
     return _new(_lib.lucid_avg_pool2d, x, _params(params), 1 if ceil_mode else 0, 1 if count_include_pad else 0,
                 _int64(divisor))
 
 
-def adaptive_avg_pool2d(x: int, oh: int, ow: int) -> int:
+def adaptive_avg_pool2d(x: int, oh: int, ow: int) -> Record:
     return _new(_lib.lucid_adaptive_avg_pool2d, x, _int64(oh), _int64(ow))
 
 
 def attention(q, k, v, mask, causal, scale, dropout_p, need_weights):
     """(output handle, weights handle or 0)."""
-    o, w = c_uint64(), c_uint64()
+    o, w = c_uint32(), c_uint32()
     rc = _lib.lucid_attention(q, k, v, mask, 1 if causal else 0, 0 if scale is None else 1,
                               0.0 if scale is None else scale, dropout_p, byref(o), byref(w) if need_weights else None)
     if rc:
@@ -798,19 +853,19 @@ def attention(q, k, v, mask, causal, scale, dropout_p, need_weights):
 
 
 
-def pointwise_loss(kind: int, x: int, y: int, reduction: int) -> int:
+def pointwise_loss(kind: int, x: int, y: int, reduction: int) -> Record:
     return _new(_lib.lucid_pointwise_loss, kind, x, y, reduction)
 
 
-def nll_loss(x: int, y: int, w: int, ignore_index: int, reduction: int) -> int:
+def nll_loss(x: int, y: int, w: int, ignore_index: int, reduction: int) -> Record:
     return _new(_lib.lucid_nll_loss, x, y, w, _int64(ignore_index), reduction)
 
 
-def cross_entropy(x: int, y: int, w: int, ignore_index: int, reduction: int, label_smoothing: float) -> int:
+def cross_entropy(x: int, y: int, w: int, ignore_index: int, reduction: int, label_smoothing: float) -> Record:
     return _new(_lib.lucid_cross_entropy, x, y, w, _int64(ignore_index), reduction, label_smoothing)
 
 
-def bce_with_logits(x: int, y: int, w: int, pos_weight: int, reduction: int) -> int:
+def bce_with_logits(x: int, y: int, w: int, pos_weight: int, reduction: int) -> Record:
     return _new(_lib.lucid_bce_with_logits, x, y, w, pos_weight, reduction)
 
 

@@ -11,7 +11,7 @@ This module finds those libraries by path without importing them: ``_engine`` lo
 before the engine, so the engine's references to them resolve to these files whatever its
 run path says, and the build asks for its flags by running this file as a script::
 
-    python lucid/_native.py swift-flags    # -Xcc -I… -Xlinker -L… -Xlinker -rpath …
+    python lucid/_native.py swift-flags [--release]   # -Xcc -I… -Xlinker -L… -Xlinker -rpath …
 
 It imports nothing from ``lucid``, so the script form works before the engine is built.
 """
@@ -82,11 +82,18 @@ def libraries() -> list[Path]:
     return [blas, _installed_file(ONEDNN_PACKAGE, ONEDNN_LIBRARY, "oneDNN")]
 
 
-def swift_flags() -> list[str]:
+# The release build of the engine skips Swift's run-time exclusivity checks: they cost about a
+# tenth of a small op's time, the engine guards its shared state with locks, and the debug
+# builds (`swift test`, the sanitizer runs) keep them.
+RELEASE_FLAGS = ["-Xswiftc", "-enforce-exclusivity=unchecked"]
+
+
+def swift_flags(release: bool = False) -> list[str]:
     """SwiftPM flags that build the engine against these libraries and let whatever it
-    links (the engine library, the test runner) find them again at run time."""
+    links (the engine library, the test runner) find them again at run time; with `release`,
+    also the release build's own."""
     if not needed():
-        return []
+        return list(RELEASE_FLAGS) if release else []
     header = _installed_file(ONEDNN_HEADERS_PACKAGE, "oneapi/dnnl/dnnl.h", "oneDNN's headers")
     includes = [openblas_dir() / "include", header.parent.parent.parent]
     flags = []
@@ -94,13 +101,13 @@ def swift_flags() -> list[str]:
         flags += ["-Xcc", f"-I{inc}"]
     for lib in libraries():
         flags += ["-Xlinker", f"-L{lib.parent}", "-Xlinker", "-rpath", "-Xlinker", str(lib.parent)]
-    return flags
+    return flags + (RELEASE_FLAGS if release else [])
 
 
 def main(argv: list[str]) -> int:
-    if argv[1:] == ["swift-flags"]:
+    if argv[1:2] == ["swift-flags"] and argv[2:] in ([], ["--release"]):
         try:
-            print(" ".join(shlex.quote(f) for f in swift_flags()))
+            print(" ".join(shlex.quote(f) for f in swift_flags(release=argv[2:] == ["--release"])))
         except MissingDependency as e:
             print(e, file=sys.stderr)
             return 1
@@ -108,7 +115,7 @@ def main(argv: list[str]) -> int:
     if argv[1:] == ["libraries"]:
         print("\n".join(str(p) for p in libraries()))
         return 0
-    print(f"usage: {argv[0]} swift-flags | libraries", file=sys.stderr)
+    print(f"usage: {argv[0]} swift-flags [--release] | libraries", file=sys.stderr)
     return 2
 
 

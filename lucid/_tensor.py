@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 import operator
+import struct
 from collections import namedtuple
 
 import numpy as np
@@ -15,8 +16,23 @@ from ._types import (as_device, as_index, bfloat16, bool_, check_dtype, device, 
                      device_from_code, float16, float32, int32, int64)
 
 
+_R_HANDLE, _R_DTYPE, _R_DEVICE, _R_NDIM, _R_REQUIRES_GRAD, _R_DIMS = (E.R_HANDLE, E.R_DTYPE, E.R_DEVICE, E.R_NDIM,
+                                                                  E.R_REQUIRES_GRAD, E.R_DIMS)
+_SHAPE_OFFSET, _STRIDES_OFFSET = 8 * E.R_SHAPE, 8 * E.R_STRIDES
+_R_STORAGE_BYTES, _DEFERRED_BYTES, _DEFERRED_MAX, _deferred = (E.R_STORAGE_BYTES, E._DEFERRED_BYTES,
+                                                               E._DEFERRED_MAX, E._deferred)
+_new_object = object.__new__
+# Reads n int64 sizes (or strides) from a record straight into a tuple.
+_UNPACK = [struct.Struct(f"={n}q").unpack_from for n in range(E.R_DIMS + 1)]
+
+
 def _scalar(value):
     """(float value, int value, kind) for a Python/numpy scalar, or None for anything else."""
+    t = type(value)
+    if t is float:
+        return value, 0, E.SCALAR_FLOAT
+    if t is int and -(1 << 63) <= value < (1 << 63):
+        return 0.0, value, E.SCALAR_INT
     if isinstance(value, (bool, np.bool_)):
         return 0.0, int(bool(value)), E.SCALAR_BOOL
     if isinstance(value, numbers.Integral):
@@ -66,7 +82,10 @@ class Tensor:
     """
 
     # _view / _views (set only on views and on tensors that have views): see _views.py.
-    __slots__ = ("_h", "_meta", "_shape", "_view", "_views", "__weakref__")
+    # _h: the engine handle; _r: the record the engine wrote for it (None until needed when
+    # the tensor came from a bare handle); _meta, _shape: (dtype, device, ndim, requires_grad)
+    # and the shape as read from it, None until first asked for.
+    __slots__ = ("_h", "_r", "_meta", "_shape", "_view", "_views", "__weakref__")
     # numpy operators and ufuncs defer to ours, so mixing an ndarray into an op raises
     # TypeError instead of silently returning an ndarray; np.asarray(t) still works.
     __array_ufunc__ = None
@@ -87,29 +106,60 @@ class Tensor:
         raise TypeError(f"lucid.Tensor() takes data or a size of ints, got {args!r}")
 
     @classmethod
-    def _wrap(cls, handle: int):
-        t = object.__new__(cls)
-        t._h = handle
-        t._meta = None
-        t._shape = None
+    def _wrap(cls, result):
+        """A tensor for an engine result: an op's record (E.Record) or a bare handle (int)."""
+        t = _new_object(cls)
+        if type(result) is int:
+            t._h, t._r = result, None
+        else:
+            t._h, t._r = result[_R_HANDLE], result
+        t._meta = t._shape = None
         return t
 
     def __del__(self):
-        h = getattr(self, "_h", 0)
-        if h and E is not None and E.release is not None:
-            E.release(h)
+        try:
+            h, r = self._h, self._r
+        except AttributeError:  # construction failed before the handle was set
+            return
+        if not h:
+            return
+        try:
+            # Small tensors outside any graph are released in batches (_engine._deferred).
+            if r is not None and not r[_R_REQUIRES_GRAD] and r[_R_STORAGE_BYTES] <= _DEFERRED_BYTES:
+                _deferred.append(h)
+                if len(_deferred) >= _DEFERRED_MAX:
+                    E.flush_releases()
+            else:
+                E.release(h)
+        except (TypeError, AttributeError):  # the interpreter is shutting down: the engine goes too
+            pass
 
-    def _replace(self, handle: int):
-        """Points this Python object at another engine tensor (used by in-place style APIs)."""
+    def _replace(self, result):
+        """Points this Python object at another engine tensor, given as a record or a handle
+        (used by in-place style APIs)."""
         old = self._h
-        self._h, self._meta, self._shape = handle, None, None
+        if type(result) is int:
+            self._h, self._r = result, None
+        else:
+            self._h, self._r = result[_R_HANDLE], result
+        self._meta = self._shape = None
         E.release(old)
 
+    def _record(self):
+        r = self._r
+        if r is None:
+            r = self._r = E.record(self._h)
+        return r
+
     def _info(self):
-        """(dtype code, device code, ndim, requires_grad), fetched with the geometry in one call."""
-        if self._meta is None:
-            self._meta, self._shape = E.info(self._h)
-        return self._meta
+        """(dtype code, device code, ndim, requires_grad), from the engine's record."""
+        m = self._meta
+        if m is None:
+            r = self._r
+            if r is None:
+                r = self._record()
+            m = self._meta = (r[_R_DTYPE], r[_R_DEVICE], r[_R_NDIM], r[_R_REQUIRES_GRAD] != 0)
+        return m
 
     # ---- metadata ------------------------------------------------------------------------
 
@@ -176,14 +226,27 @@ class Tensor:
         E.backward(self._h, 0 if gradient is None else gradient._h, bool(retain_graph))
 
     def _geometry(self):
-        """(shape, strides), fetched with the rest of the metadata in one call."""
-        if self._shape is None:
-            self._meta, self._shape = E.info(self._h)
-        return self._shape
+        """(shape, strides), from the engine's record (asked for beyond its dimensions)."""
+        r = self._r
+        if r is None:
+            r = self._record()
+        nd = r[_R_NDIM]
+        if nd > _R_DIMS:
+            return E.shape_and_strides(self._h, nd)
+        unpack = _UNPACK[nd]
+        return unpack(r, _SHAPE_OFFSET), unpack(r, _STRIDES_OFFSET)
 
     @property
     def shape(self) -> tuple:
-        return self._geometry()[0]
+        s = self._shape
+        if s is None:
+            r = self._r
+            if r is not None and r[_R_NDIM] <= _R_DIMS:
+                s = _UNPACK[r[_R_NDIM]](r, _SHAPE_OFFSET)
+            else:
+                s = self._geometry()[0]
+            self._shape = s
+        return s
 
     def size(self, dim=None):
         if dim is None:
@@ -346,7 +409,7 @@ class Tensor:
             return memo[id(self)]
         if not self.is_leaf:
             raise RuntimeError("only tensors created explicitly (leaves) support deepcopy; detach() or clone() first")
-        detached = E.detach(self._h)
+        detached = E.handle(E.detach(self._h))
         try:
             copied = type(self)._wrap(E.set_requires_grad(detached, self.requires_grad))
         finally:
@@ -385,13 +448,15 @@ class Tensor:
     def _binary(self, op, other, reflected=False):
         if isinstance(other, Tensor):
             a, b = (other, self) if reflected else (self, other)
-            return Tensor._wrap(E.binary(op, a._h, b._h))
+            return _result(E.binary(op, a._h, b._h))
         s = _scalar(other)
         if s is None:
             return NotImplemented
-        return Tensor._wrap(E.binary_scalar(op, self._h, s[0], s[1], s[2], reflected))
+        return _result(E.binary_scalar(op, self._h, s[0], s[1], s[2], reflected))
 
     def __add__(self, o):
+        if isinstance(o, Tensor):  # the commonest case, without the general path's calls
+            return _result(E.binary(E.ADD, self._h, o._h))
         return self._binary(E.ADD, o)
 
     def __radd__(self, o):
@@ -404,6 +469,8 @@ class Tensor:
         return self._binary(E.SUB, o, True)
 
     def __mul__(self, o):
+        if isinstance(o, Tensor):
+            return _result(E.binary(E.MUL, self._h, o._h))
         return self._binary(E.MUL, o)
 
     def __rmul__(self, o):
@@ -418,7 +485,7 @@ class Tensor:
     def __matmul__(self, o):
         if not isinstance(o, Tensor):
             return NotImplemented
-        return Tensor._wrap(E.matmul(self._h, o._h))
+        return _result(E.matmul(self._h, o._h))
 
     def __rmatmul__(self, o):
         if not isinstance(o, Tensor):
@@ -1067,3 +1134,12 @@ def _index_item(item, device, keep):
     except TypeError:
         raise IndexError(f"only integers, slices, None, ..., integer or bool tensors and lists are valid indices, "
                          f"got {type(item).__name__}") from None
+
+
+def _result(record):
+    """A plain lucid.Tensor for an op's record: Tensor._wrap's hot path."""
+    t = _new_object(Tensor)
+    t._h = record[_R_HANDLE]
+    t._r = record
+    t._meta = t._shape = None
+    return t

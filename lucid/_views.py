@@ -66,30 +66,31 @@ def _replay(steps, handle):
     """The handle the view steps make from `handle` (a new reference)."""
     h = handle
     for step in steps:
-        nh = step(h)
+        nh = E.handle(step(h))
         if h != handle:
             E.release(h)
         h = nh
-    return E.detach(h) if h == handle else h  # a new reference in every case
+    return E.handle(E.detach(h)) if h == handle else h  # a new reference in every case
 
 
 def _is_leaf_requiring_grad(t):
     return t.requires_grad and E.grad_fn(t._h) is None
 
 
-def _rebind(t, handle):
-    """Points `t` at `handle` (taken over). A leaf that requires grad stays one and keeps its
-    ``.grad`` (the update happens under no_grad)."""
+def _rebind(t, result):
+    """Points `t` at `result` (a handle or record, taken over). A leaf that requires grad stays
+    one and keeps its ``.grad`` (the update happens under no_grad)."""
     if _is_leaf_requiring_grad(t):
+        handle = E.handle(result)
         grad = E.grad(t._h)
-        leaf = E.set_requires_grad(handle, True)
+        leaf = E.handle(E.set_requires_grad(handle, True))
         E.release(handle)
         t._replace(leaf)
         if grad:
             E.set_grad(leaf, grad)
             E.release(grad)
     else:
-        t._replace(handle)
+        t._replace(result)
 
 
 def _refresh(base):
@@ -140,7 +141,7 @@ def assign(t, value, op):
             new_base = _reference(value)  # the whole base, seen through .data / detach()
         else:
             new_base = _written(base, v.steps, value)
-    _rebind(base, E.detach(new_base) if untracked else new_base)
+    _rebind(base, E.handle(E.detach(new_base)) if untracked else new_base)
     if untracked:
         E.release(new_base)
     _refresh(base)
@@ -149,7 +150,7 @@ def assign(t, value, op):
 
 def _reference(value):
     """A new reference to `value`'s values, with its autograd history."""
-    return E.reshape(value._h, value.shape, False)
+    return E.handle(E.reshape(value._h, value.shape, False))
 
 
 def _written(base, steps, value):
@@ -165,7 +166,7 @@ def _written(base, steps, value):
     flat_value = Tensor._wrap(E.reshape(value._h, (-1,), False))
     written = Tensor._wrap(E.index_put(flat_base._h, [(E.INDEX_TENSOR, (0, 0, 0), 0, flat_positions._h)],
                                        flat_value._h, False))
-    return E.reshape(written._h, base.shape, False)
+    return E.handle(E.reshape(written._h, base.shape, False))
 
 
 def _no_grad():
@@ -173,17 +174,18 @@ def _no_grad():
     return no_grad()
 
 
-def update(t, handle):
-    """Makes the engine tensor `handle` (taken over; `t`'s shape and dtype, and already the leaf
-    `t` should be) the new value of `t`: the optimizers' and ``nn.init``'s parameter update."""
+def update(t, result):
+    """Makes the engine tensor `result` (a handle or record, taken over; `t`'s shape and dtype,
+    and already the leaf `t` should be) the new value of `t`: the optimizers' and ``nn.init``'s
+    parameter update."""
     if getattr(t, "_view", None) is None:
-        t._replace(handle)
+        t._replace(result)
         if getattr(t, "_views", None):
             _refresh(t)
         return
     from ._tensor import Tensor
     with _no_grad():
-        assign(t, Tensor._wrap(handle), "update")
+        assign(t, Tensor._wrap(result), "update")
 
 
 _WIDER = {"bool": 0, "int32": 1, "int64": 1, "float16": 2, "bfloat16": 2, "float32": 2}
@@ -213,9 +215,9 @@ def set_data(t, value):
     if t.requires_grad and value.requires_grad is False and not value.dtype.is_floating_point:
         raise TypeError(f".data: a tensor that requires grad needs floating-point data, got {value.dtype}")
     flag = t.requires_grad and t.is_leaf
-    h = E.detach(value._h)
+    h = E.handle(E.detach(value._h))
     if flag:
-        leaf = E.set_requires_grad(h, True)
+        leaf = E.handle(E.set_requires_grad(h, True))
         E.release(h)
         h = leaf
     t._replace(h)

@@ -9,35 +9,15 @@ import numpy as np
 import pytest
 
 import lucid
-from lucid import _engine
+from lucid import _abi, _engine
 
-# A separate CDLL object, so the declarations below are this file's own.
+# A separate CDLL object, declared from the header (through lucid/_abi.py) with argtypes for
+# every call, even those lucid makes without them: a wrong argument here is an error.
 lib = ctypes.CDLL(_engine._lib._name)
-_DECLS = [
-    ("lucid_last_error", [], c_char_p),
-    ("guard_create", [c_int32, c_int32, c_int32, POINTER(c_uint64)], c_int32),
-    ("guard_destroy", [c_uint64], c_int32),
-    ("lucid_autocast_is_enabled", [c_int32, POINTER(c_int32)], c_int32),
-    ("lucid_autocast_get_dtype", [c_int32, POINTER(c_int32)], c_int32),
-    ("lucid_autocast_live_guards", [POINTER(c_int64)], c_int32),
-    ("lucid_autocast_cached_casts", [POINTER(c_int64)], c_int32),
-    ("lucid_op_count", [POINTER(c_int32)], c_int32),
-    ("lucid_tensor_from_host", [c_void_p, c_int64, POINTER(c_int64), c_int32, c_int32, c_int32, POINTER(c_uint64)],
-     c_int32),
-    ("lucid_tensor_release", [c_uint64], c_int32),
-    ("lucid_tensor_to_host", [c_uint64, c_void_p, c_int64], c_int32),
-    ("lucid_tensor_meta", [c_uint64, POINTER(c_int32), POINTER(c_int32), POINTER(c_int32), POINTER(c_int32)],
-     c_int32),
-    ("lucid_binary", [c_int32, c_uint64, c_uint64, POINTER(c_uint64)], c_int32),
-    ("lucid_matmul", [c_uint64, c_uint64, POINTER(c_uint64)], c_int32),
-    ("lucid_live_tensors", [POINTER(c_int64)], c_int32),
-    ("lucid_memory_stats", [c_int32, POINTER(c_int64), POINTER(c_int64)], c_int32),
-    ("lucid_tensor_shape", [c_uint64, POINTER(c_int64), POINTER(c_int64), c_int32], c_int32),
-    ("lucid_reduce", [c_int32, c_uint64, POINTER(c_int64), c_int32, c_int32, POINTER(c_uint64)], c_int32),
-]
-for _name, _args, _res in _DECLS:
+for _name, (_args, _res) in _abi.SIGNATURES.items():
     _fn = getattr(lib, _name)
     _fn.argtypes, _fn.restype = _args, _res
+Record, HANDLE = _engine.Record, _engine.R_HANDLE
 
 OK, E_VALUE, E_TYPE, E_INDEX, E_RUNTIME, E_HANDLE, E_THREAD = range(7)
 CPU, METAL = 0, 1
@@ -84,6 +64,7 @@ def live_guards():
 
 
 def live_tensors():
+    _engine.flush_releases()  # releases that Python has made but batches for the engine
     n = c_int64(-1)
     assert lib.lucid_live_tensors(byref(n)) == OK
     return n.value
@@ -130,7 +111,7 @@ def test_guard_symbols_are_exported_unprefixed():
 
 
 def test_rest_of_abi_is_lucid_prefixed():
-    for name, _, _ in _DECLS:
+    for name in _abi.SIGNATURES:
         if name not in ("guard_create", "guard_destroy"):
             assert name.startswith("lucid_")
             assert callable(getattr(lib, name))
@@ -328,10 +309,10 @@ def test_python_scope_and_raw_guard_out_of_order():
 def new_tensor(values, dtype=FLOAT32, np_dtype=np.float32, device=CPU):
     a = np.ascontiguousarray(values, dtype=np_dtype)
     shape = (c_int64 * max(a.ndim, 1))(*a.shape)
-    h = c_uint64(0)
-    rc = lib.lucid_tensor_from_host(a.ctypes.data, a.nbytes, shape, a.ndim, dtype, device, byref(h))
+    rec = Record()
+    rc = lib.lucid_tensor_from_host(a.ctypes.data, a.nbytes, shape, a.ndim, dtype, device, rec)
     assert rc == OK, last_error()
-    return h.value
+    return rec[HANDLE]
 
 
 def to_numpy(h, shape, np_dtype=np.float32):
@@ -345,11 +326,16 @@ def test_tensor_round_trip_and_binary_against_numpy():
     a = np.arange(6, dtype=np.float32).reshape(2, 3) * 0.5
     b = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
     ha, hb = new_tensor(a), new_tensor(b)
-    out = c_uint64(0)
-    assert lib.lucid_binary(ADD, ha, hb, byref(out)) == OK
-    np.testing.assert_array_equal(to_numpy(out.value, (2, 3)), a + b)
+    out = Record()
+    assert lib.lucid_binary(ADD, ha, hb, out) == OK
+    np.testing.assert_array_equal(to_numpy(out[HANDLE], (2, 3)), a + b)
+    # The record holds what the tensor's own queries say.
+    assert (out[_engine.R_DTYPE], out[_engine.R_DEVICE], out[_engine.R_NDIM], out[_engine.R_REQUIRES_GRAD]) == (
+        FLOAT32, CPU, 2, 0)
+    assert out[_engine.R_SHAPE:_engine.R_SHAPE + 2] == [2, 3]
+    assert out[_engine.R_STRIDES:_engine.R_STRIDES + 2] == [3, 1]
     assert live_tensors() == base + 3
-    for h in (ha, hb, out.value):
+    for h in (ha, hb, out[HANDLE]):
         assert lib.lucid_tensor_release(h) == OK
     assert live_tensors() == base
 
@@ -370,13 +356,13 @@ def test_released_handle_in_binary():
     live = new_tensor([1.0, 2.0])
     dead = new_tensor([3.0, 4.0])
     assert lib.lucid_tensor_release(dead) == OK
-    out = c_uint64(0)
-    assert lib.lucid_binary(ADD, live, dead, byref(out)) == E_HANDLE
-    assert out.value == 0
+    out = Record()
+    assert lib.lucid_binary(ADD, live, dead, out) == E_HANDLE
+    assert out[HANDLE] == 0
     assert last_error()
-    assert lib.lucid_binary(ADD, dead, live, byref(out)) == E_HANDLE
-    assert lib.lucid_matmul(dead, dead, byref(out)) == E_HANDLE
-    assert out.value == 0
+    assert lib.lucid_binary(ADD, dead, live, out) == E_HANDLE
+    assert lib.lucid_matmul(dead, dead, out) == E_HANDLE
+    assert out[HANDLE] == 0
     assert lib.lucid_tensor_release(live) == OK
     assert live_tensors() == base
 
@@ -392,10 +378,10 @@ def test_guard_handle_is_not_a_tensor():
 
 
 def _from_host(data, nbytes, shape, ndim, dtype=FLOAT32, device=CPU):
-    out = c_uint64(0)
+    out = Record()
     dims = None if shape is None else (c_int64 * max(len(shape), 1))(*shape)
-    rc = lib.lucid_tensor_from_host(data, nbytes, dims, ndim, dtype, device, byref(out))
-    return rc, out.value
+    rc = lib.lucid_tensor_from_host(data, nbytes, dims, ndim, dtype, device, out)
+    return rc, out[HANDLE]
 
 
 def test_from_host_argument_errors():
@@ -491,10 +477,10 @@ def test_to_host_shape_and_reduce_validate_their_arguments():
     assert lib.lucid_tensor_shape(t, shape, None, 0) == E_VALUE
     assert lib.lucid_tensor_shape(t, shape, None, 1) == OK and shape[0] == 3
     dims = (c_int64 * 1)(5)
-    out = c_uint64()
-    assert lib.lucid_reduce(0, t, dims, 1, 0, byref(out)) == E_INDEX
+    out = Record()
+    assert lib.lucid_reduce(0, t, dims, 1, 0, out) == E_INDEX
     assert "out of range" in last_error()
-    assert lib.lucid_reduce(9, t, dims, 1, 0, byref(out)) == E_VALUE
+    assert lib.lucid_reduce(9, t, dims, 1, 0, out) == E_VALUE
     assert lib.lucid_tensor_release(t) == OK
 
 

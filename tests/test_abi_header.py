@@ -42,7 +42,7 @@ def test_every_engine_call_in_python_is_declared_in_the_header():
 
 # ---- the Swift side ---------------------------------------------------------------------------
 
-_SWIFT_SCALARS = {"UInt64": "uint64_t", "Int32": "int32_t", "Int64": "int64_t", "Double": "double", "Float": "float",
+_SWIFT_SCALARS = {"UInt32": "uint32_t", "UInt64": "uint64_t", "Int32": "int32_t", "Int64": "int64_t", "Double": "double", "Float": "float",
                   "CChar": "char", "Void": "void"}
 
 

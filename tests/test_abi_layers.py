@@ -2,31 +2,21 @@
 capacity limits give errors (and leak no handles), never a crash."""
 
 import ctypes
-from ctypes import POINTER, byref, c_char_p, c_double, c_int32, c_int64, c_uint64
+from ctypes import byref, c_int32, c_int64, c_uint32
 
 import numpy as np
 import pytest
 
 import lucid
-from lucid import _engine
+from lucid import _abi, _engine
 
 lib = ctypes.CDLL(_engine._lib._name)
-P64, PU64, P32 = POINTER(c_int64), POINTER(c_uint64), POINTER(c_int32)
-for name, args in {
-    "lucid_last_error": [],
-    "lucid_live_tensors": [P64],
-    "lucid_split": [c_uint64, c_int32, P64, c_int32, c_int64, PU64, c_int32, P32],
-    "lucid_index": [c_uint64, P32, P64, P32, PU64, c_int32, PU64],
-    "lucid_attention": [c_uint64, c_uint64, c_uint64, c_uint64, c_int32, c_int32, c_double, c_double, PU64, PU64],
-    "lucid_max_dim": [c_uint64, c_int64, c_int32, c_int32, PU64, PU64],
-    "lucid_compare": [c_int32, c_uint64, c_uint64, PU64],
-    "lucid_conv2d": [c_uint64, c_uint64, c_uint64, P64, PU64],
-    "lucid_cat": [PU64, c_int32, c_int64, c_int32, PU64],
-    "lucid_pointwise_loss": [c_int32, c_uint64, c_uint64, c_int32, PU64],
-}.items():
+# Declared from the header (through lucid/_abi.py), with argtypes even where lucid itself calls
+# without them, so that a wrong argument here is an error and not a silent truncation.
+for name in ("lucid_last_error", "lucid_live_tensors", "lucid_split", "lucid_index", "lucid_attention", "lucid_max_dim",
+             "lucid_compare", "lucid_conv2d", "lucid_cat", "lucid_pointwise_loss"):
     fn = getattr(lib, name)
-    fn.argtypes = args
-    fn.restype = c_char_p if name == "lucid_last_error" else c_int32
+    fn.argtypes, fn.restype = _abi.SIGNATURES[name]
 
 E_VALUE, E_HANDLE = 1, 5
 
@@ -48,7 +38,7 @@ def x():
 
 def test_split_checks_capacity_and_null_outputs(x):
     before = live()
-    outs, count = (c_uint64 * 2)(), c_int32()
+    outs, count = (c_uint32 * 2)(), c_int32()
     size = (c_int64 * 1)(1)
     assert lib.lucid_split(x._h, 1, size, 1, 1, outs, 2, byref(count)) == E_VALUE  # 4 pieces, 2 slots
     assert "do not fit" in error()
@@ -58,23 +48,24 @@ def test_split_checks_capacity_and_null_outputs(x):
 
 
 def test_index_rejects_bad_kinds_and_null_arrays(x):
-    out = c_uint64()
+    out = _engine.Record()
     kinds, values = (c_int32 * 1)(7), (c_int64 * 3)()
-    flags, handles = (c_int32 * 1)(), (c_uint64 * 1)()
-    assert lib.lucid_index(x._h, kinds, values, flags, handles, 1, byref(out)) == E_VALUE
+    flags, handles = (c_int32 * 1)(), (c_uint32 * 1)()
+    assert lib.lucid_index(x._h, kinds, values, flags, handles, 1, out) == E_VALUE
     assert "unknown item kind" in error()
-    assert lib.lucid_index(x._h, None, None, None, None, 1, byref(out)) == E_VALUE
+    assert lib.lucid_index(x._h, None, None, None, None, 1, out) == E_VALUE
     kinds[0] = 4
     handles[0] = 123456789
-    assert lib.lucid_index(x._h, kinds, values, flags, handles, 1, byref(out)) == E_HANDLE
+    assert lib.lucid_index(x._h, kinds, values, flags, handles, 1, out) == E_HANDLE
+    assert out[_engine.R_HANDLE] == 0  # a failing call writes nothing
 
 
 def test_two_output_calls_check_every_pointer_first(x):
     before = live()
-    v = c_uint64()
+    v = c_uint32()
     assert lib.lucid_max_dim(x._h, 1, 0, 1, byref(v), None) == E_VALUE
     assert live() == before
-    o = c_uint64()
+    o = c_uint32()
     assert lib.lucid_attention(x._h, x._h, x._h, 0, 0, 0, 0.0, 0.0, byref(o), None) == 0  # weights optional
     assert live() == before + 1
     lucid._engine.release(o.value)
@@ -82,13 +73,13 @@ def test_two_output_calls_check_every_pointer_first(x):
 
 
 def test_bad_codes_and_handles(x):
-    out = c_uint64()
-    assert lib.lucid_compare(17, x._h, x._h, byref(out)) == E_VALUE
-    assert lib.lucid_pointwise_loss(0, x._h, x._h, 5, byref(out)) == E_VALUE
+    out = _engine.Record()
+    assert lib.lucid_compare(17, x._h, x._h, out) == E_VALUE
+    assert lib.lucid_pointwise_loss(0, x._h, x._h, 5, out) == E_VALUE
     assert "reduction" in error()
-    assert lib.lucid_conv2d(x._h, x._h, 0, None, byref(out)) == E_VALUE  # null params
-    assert lib.lucid_cat(None, 2, 0, 0, byref(out)) == E_VALUE
-    assert lib.lucid_cat((c_uint64 * 1)(0), 1, 0, 0, byref(out)) == E_HANDLE
+    assert lib.lucid_conv2d(x._h, x._h, 0, None, out) == E_VALUE  # null params
+    assert lib.lucid_cat(None, 2, 0, 0, out) == E_VALUE
+    assert lib.lucid_cat((c_uint32 * 1)(0), 1, 0, 0, out) == E_HANDLE
 
 
 def test_devices_must_match():

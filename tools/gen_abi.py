@@ -19,7 +19,7 @@ HEADER = ROOT / "include" / "lucid.h"
 OUTPUT = ROOT / "lucid" / "_abi.py"
 
 # C scalar types and their ctypes names.
-_SCALARS = {"int32_t": "c_int32", "int64_t": "c_int64", "uint64_t": "c_uint64", "double": "c_double", "float": "c_float",
+_SCALARS = {"int32_t": "c_int32", "uint32_t": "c_uint32", "int64_t": "c_int64", "uint64_t": "c_uint64", "double": "c_double", "float": "c_float",
             "char": "c_char", "void": "None"}
 
 
@@ -140,14 +140,26 @@ def parse_header(text: str):
     return enums, functions
 
 
+def unconverted(args) -> bool:
+    """Whether ctypes can pass a call's arguments without `argtypes`, and so without converting
+    them on every call: each is a 32-bit integer (which ctypes passes a Python int as) or a data
+    pointer (passed as a ctypes array, byref() or None). A double, a 64-bit integer or a
+    function pointer needs its declared type."""
+    return all((a.pointers and not a.function) or a.base in ("int32_t", "uint32_t") for a in args)
+
+
 def render(enums, functions) -> str:
     lines = ['"""The engine\'s C ABI as ctypes declarations, generated from include/lucid.h by',
              'tools/gen_abi.py; do not edit (change the header and run the tool)."""', "",
-             "from ctypes import POINTER, c_char_p, c_double, c_float, c_int32, c_int64, c_uint64, c_void_p  # noqa: F401",
+             "from ctypes import (POINTER, c_char_p, c_double, c_float, c_int32, c_int64, c_uint32, c_uint64,  # noqa: F401",
+             "                    c_void_p)",
              "", "# name: ([argument types], return type)", "SIGNATURES = {"]
     for name, (ret, args) in functions.items():
         lines.append(f'    "{name}": ([{", ".join(a.ctypes() for a in args)}], {ret.ctypes()}),')
-    lines += ["}", "", "# Every enum of the header, by name: {constant: value}.", "ENUMS = {"]
+    lines += ["}", "", "# Entry points whose arguments are all 32-bit integers or data pointers: called without",
+              "# argtypes, so nothing is converted per call (tools/gen_abi.py, unconverted).", "UNCONVERTED = frozenset({"]
+    lines += [f'    "{name}",' for name, (_, args) in functions.items() if unconverted(args)]
+    lines += ["})", "", "# Every enum of the header, by name: {constant: value}.", "ENUMS = {"]
     for name, values in enums.items():
         body = ", ".join(f'"{k}": {v}' for k, v in values.items())
         lines.append(f'    "{name}": {{{body}}},')

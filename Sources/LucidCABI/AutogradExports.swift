@@ -9,23 +9,23 @@ import LucidEngine
 // grad_fn, and a leaf holds its accumulated gradient.
 
 @_cdecl("lucid_backward")
-public func lucid_backward(_ t: UInt64, _ grad: UInt64, _ retainGraph: Int32) -> Int32 {
+public func lucid_backward(_ t: UInt32, _ grad: UInt32, _ retainGraph: Int32) -> Int32 {
     abiCall {
         try Autograd.backward(try tensors.get(t), grad: grad == 0 ? nil : try tensors.get(grad), retainGraph: retainGraph != 0)
     }
 }
 
 @_cdecl("lucid_tensor_grad")
-public func lucid_tensor_grad(_ t: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_tensor_grad(_ t: UInt32, _ out: UnsafeMutablePointer<UInt32>?) -> Int32 {
     abiCall {
         let g = Autograd.grad(of: try tensors.get(t))
         guard let out else { throw LucidError(.value, "out pointer is null") }
-        out.pointee = g.map { tensors.insert($0) } ?? 0
+        out.pointee = try g.map { try tensors.insert($0) } ?? 0
     }
 }
 
 @_cdecl("lucid_tensor_set_grad")
-public func lucid_tensor_set_grad(_ t: UInt64, _ grad: UInt64) -> Int32 {
+public func lucid_tensor_set_grad(_ t: UInt32, _ grad: UInt32) -> Int32 {
     abiCall { try Autograd.setGrad(of: try tensors.get(t), to: grad == 0 ? nil : try tensors.get(grad)) }
 }
 
@@ -34,7 +34,7 @@ private let nodeNameLock = Lock()
 nonisolated(unsafe) private var nodeNames: [String: UnsafeMutablePointer<CChar>] = [:]
 
 @_cdecl("lucid_tensor_grad_fn")
-public func lucid_tensor_grad_fn(_ t: UInt64, _ name: UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Int32 {
+public func lucid_tensor_grad_fn(_ t: UInt32, _ name: UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Int32 {
     abiCall {
         guard let name else { throw LucidError(.value, "name pointer is null") }
         guard let node = try tensors.get(t).gradFn else {
@@ -67,7 +67,7 @@ public func lucid_is_grad_enabled(_ out: UnsafeMutablePointer<Int32>?) -> Int32 
 
 /// The caller's backward: (context, the output's gradient as a new handle the callee owns,
 /// out: one gradient handle per input, 0 for none, count) -> 0, or non-zero when it failed.
-public typealias LucidCustomBackward = @convention(c) (UInt64, UInt64, UnsafeMutablePointer<UInt64>?, Int32) -> Int32
+public typealias LucidCustomBackward = @convention(c) (UInt64, UInt32, UnsafeMutablePointer<UInt32>?, Int32) -> Int32
 /// Called once when the engine no longer needs a context (its graph node is gone).
 public typealias LucidCustomRelease = @convention(c) (UInt64) -> Void
 
@@ -94,9 +94,9 @@ public func lucid_custom_function_callbacks(_ backward: LucidCustomBackward?, _ 
 }
 
 @_cdecl("lucid_custom_function_record")
-public func lucid_custom_function_record(_ name: UnsafePointer<CChar>?, _ inputs: UnsafePointer<UInt64>?, _ count: Int32,
-                                         _ output: UInt64, _ context: UInt64,
-                                         _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_custom_function_record(_ name: UnsafePointer<CChar>?, _ inputs: UnsafePointer<UInt32>?, _ count: Int32,
+                                         _ output: UInt32, _ context: UInt64,
+                                         _ out: UnsafeMutablePointer<UInt32>?) -> Int32 {
     abiCall {
         guard let name, let out else { throw LucidError(.value, "name or out pointer is null") }
         guard count >= 0 else { throw LucidError(.value, "count is negative (\(count))") }
@@ -108,13 +108,14 @@ public func lucid_custom_function_record(_ name: UnsafePointer<CChar>?, _ inputs
         let token = CustomContext(context)
         let n = Int(count)
         let recorded = try CustomFunctions.record(output: try tensors.get(output), inputs: ins, name: String(cString: name)) { g in
-            var handles = [UInt64](repeating: 0, count: n)
-            let status = handles.withUnsafeMutableBufferPointer { backward(token.id, tensors.insert(g), $0.baseAddress, Int32(n)) }
+            var handles = [UInt32](repeating: 0, count: n)
+            let gradHandle = try tensors.insert(g)
+            let status = handles.withUnsafeMutableBufferPointer { backward(token.id, gradHandle, $0.baseAddress, Int32(n)) }
             guard status == 0 else {
                 throw LucidError(.runtime, "the backward of \(String(cString: name)) raised an exception")
             }
             return try handles.map { $0 == 0 ? nil : try tensors.get($0) }
         }
-        out.pointee = tensors.insert(recorded)
+        out.pointee = try tensors.insert(recorded)
     }
 }

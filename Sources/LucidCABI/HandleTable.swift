@@ -1,9 +1,14 @@
 import LucidEngine
 
-/// Opaque handles for objects lent across the C ABI. A handle packs a slot index and the
-/// slot's generation, so a released, forged or stale handle is recognised and reported
-/// instead of being dereferenced. 0 is never a valid handle.
+/// Opaque 32-bit handles for objects lent across the C ABI. A handle packs a slot index (the
+/// low 22 bits, so up to 4,194,303 live objects) and the slot's generation (the high 10 bits),
+/// so a released, forged or stale handle is recognised and reported instead of being
+/// dereferenced, until its slot has been reused 1,023 times. 0 is never a valid handle.
 final class HandleTable<Object>: @unchecked Sendable {
+    static var indexBits: UInt32 { 22 }
+    static var capacity: Int { (1 << indexBits) - 1 }
+    static var generations: UInt32 { 1 << (32 - indexBits) }
+
     private struct Slot {
         var generation: UInt32 = 1
         var object: Object?
@@ -17,55 +22,82 @@ final class HandleTable<Object>: @unchecked Sendable {
 
     init(kind: String) { self.kind = kind }
 
-    func insert(_ object: Object) -> UInt64 {
-        lock.withLock {
+    func insert(_ object: Object) throws -> UInt32 {
+        try lock.withLock {
             let index: Int
             if let i = free.popLast() {
                 index = i
             } else {
+                guard slots.count < Self.capacity else {
+                    throw LucidError(.runtime, "more than \(Self.capacity) \(kind)s are live; release some first")
+                }
                 slots.append(Slot())
                 index = slots.count - 1
             }
             slots[index].object = object
             liveCount += 1
-            return (UInt64(slots[index].generation) << 32) | UInt64(index + 1)
+            return (slots[index].generation << Self.indexBits) | UInt32(index + 1)
         }
     }
 
-    private func locate(_ handle: UInt64) -> Int? {
-        let index = Int(handle & 0xffff_ffff) - 1
-        let generation = UInt32(truncatingIfNeeded: handle >> 32)
+    private func locate(_ handle: UInt32) -> Int? {
+        let index = Int(handle & ((1 << Self.indexBits) - 1)) - 1
+        let generation = handle >> Self.indexBits
         guard index >= 0, index < slots.count, slots[index].generation == generation,
               slots[index].object != nil else { return nil }
         return index
     }
 
-    private func invalid(_ handle: UInt64) -> LucidError {
+    private func invalid(_ handle: UInt32) -> LucidError {
         LucidError(.handle, handle == 0 ? "\(kind) handle is null"
             : "\(kind) handle 0x\(String(handle, radix: 16)) is not live (never issued, or already released)")
     }
 
-    func get(_ handle: UInt64) throws -> Object {
+    func get(_ handle: UInt32) throws -> Object {
         try lock.withLock {
             guard let i = locate(handle), let o = slots[i].object else { throw invalid(handle) }
             return o
         }
     }
 
-    func remove(_ handle: UInt64) throws {
+    /// Frees one slot (the lock is held) and hands back its object.
+    private func vacate(_ i: Int) -> Object? {
+        let object = slots[i].object
+        slots[i].object = nil
+        slots[i].generation = slots[i].generation + 1 == Self.generations ? 1 : slots[i].generation + 1
+        free.append(i)
+        liveCount -= 1
+        return object
+    }
+
+    func remove(_ handle: UInt32) throws {
         let dropped: Object? = try lock.withLock {
             guard let i = locate(handle) else { throw invalid(handle) }
-            let object = slots[i].object
-            slots[i].object = nil
-            slots[i].generation &+= 1
-            if slots[i].generation == 0 { slots[i].generation = 1 }
-            free.append(i)
-            liveCount -= 1
-            return object
+            return vacate(i)
         }
         // Released here, outside the lock: its deinit may reach code that uses the table (a
         // custom function's context going back to its caller).
         withExtendedLifetime(dropped) {}
+    }
+
+    /// Removes every live handle of `handles` under one acquisition of the lock. The others
+    /// are skipped, and the first of them is reported after the rest are gone.
+    func remove(_ handles: UnsafeBufferPointer<UInt32>) throws {
+        var dropped: [Object] = []
+        dropped.reserveCapacity(handles.count)
+        let firstInvalid: UInt32? = lock.withLock {
+            var bad: UInt32?
+            for h in handles {
+                if let i = locate(h), let o = vacate(i) {
+                    dropped.append(o)
+                } else if bad == nil {
+                    bad = h
+                }
+            }
+            return bad
+        }
+        dropped.removeAll()  // deinits outside the lock, as in remove(_:)
+        if let h = firstInvalid { throw invalid(h) }
     }
 
     var count: Int { lock.withLock { liveCount } }

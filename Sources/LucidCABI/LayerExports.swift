@@ -6,12 +6,12 @@ import LucidEngine
 
 /// Several results at once: every out-pointer is checked before any handle is made, so a
 /// null pointer leaks nothing.
-func emit(_ results: [(TensorImpl?, UnsafeMutablePointer<UInt64>?)]) throws {
+func emit(_ results: [(TensorImpl?, UnsafeMutablePointer<UInt32>?)]) throws {
     for (t, p) in results where t != nil && p == nil { throw LucidError(.value, "out pointer is null") }
-    for (t, p) in results { p?.pointee = t.map { tensors.insert($0) } ?? 0 }
+    for (t, p) in results { p?.pointee = try t.map { try tensors.insert($0) } ?? 0 }
 }
 
-func optionalTensor(_ h: UInt64) throws -> TensorImpl? { h == 0 ? nil : try tensors.get(h) }
+func optionalTensor(_ h: UInt32) throws -> TensorImpl? { h == 0 ? nil : try tensors.get(h) }
 
 func compareKernel(_ code: Int32) throws -> CompareKernel {
     guard let k = CompareKernel(rawValue: code) else { throw LucidError(.value, "unknown comparison code \(code)") }
@@ -31,13 +31,13 @@ func params(_ p: UnsafePointer<Int64>?, _ count: Int, _ what: String) throws -> 
 }
 
 @_cdecl("lucid_compare")
-public func lucid_compare(_ op: Int32, _ a: UInt64, _ b: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_compare(_ op: Int32, _ a: UInt32, _ b: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try Comparison.compare(try compareKernel(op), try tensors.get(a), try tensors.get(b)), out) }
 }
 
 @_cdecl("lucid_compare_scalar")
-public func lucid_compare_scalar(_ op: Int32, _ a: UInt64, _ value: Double, _ intValue: Int64, _ kind: Int32,
-                                 _ scalarFirst: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_compare_scalar(_ op: Int32, _ a: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32,
+                                 _ scalarFirst: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try Comparison.compare(try compareKernel(op), try tensors.get(a), scalar: try scalarOperand(value, intValue, kind),
                                         scalarFirst: scalarFirst != 0), out)
@@ -45,8 +45,8 @@ public func lucid_compare_scalar(_ op: Int32, _ a: UInt64, _ value: Double, _ in
 }
 
 @_cdecl("lucid_where")
-public func lucid_where(_ cond: UInt64, _ a: UInt64, _ b: UInt64, _ aValue: Double, _ aInt: Int64, _ aKind: Int32,
-                        _ bValue: Double, _ bInt: Int64, _ bKind: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_where(_ cond: UInt32, _ a: UInt32, _ b: UInt32, _ aValue: Double, _ aInt: Int64, _ aKind: Int32,
+                        _ bValue: Double, _ bInt: Int64, _ bKind: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let c = try tensors.get(cond)
         let result: TensorImpl
@@ -62,9 +62,9 @@ public func lucid_where(_ cond: UInt64, _ a: UInt64, _ b: UInt64, _ aValue: Doub
 }
 
 @_cdecl("lucid_clamp")
-public func lucid_clamp(_ a: UInt64, _ hasMin: Int32, _ minValue: Double, _ minInt: Int64, _ minKind: Int32,
+public func lucid_clamp(_ a: UInt32, _ hasMin: Int32, _ minValue: Double, _ minInt: Int64, _ minKind: Int32,
                         _ hasMax: Int32, _ maxValue: Double, _ maxInt: Int64, _ maxKind: Int32,
-                        _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+                        _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let lo = hasMin != 0 ? try scalarOperand(minValue, minInt, minKind) : nil
         let hi = hasMax != 0 ? try scalarOperand(maxValue, maxInt, maxKind) : nil
@@ -73,8 +73,8 @@ public func lucid_clamp(_ a: UInt64, _ hasMin: Int32, _ minValue: Double, _ minI
 }
 
 @_cdecl("lucid_var")
-public func lucid_var(_ a: UInt64, _ dims: UnsafePointer<Int64>?, _ ndims: Int32, _ correction: Double, _ keepdim: Int32,
-                      _ root: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_var(_ a: UInt32, _ dims: UnsafePointer<Int64>?, _ ndims: Int32, _ correction: Double, _ keepdim: Int32,
+                      _ root: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let d: [Int]? = ndims < 0 ? nil : try intArray(dims, ndims, "dims")
         try emit(try Reductions.variance(try tensors.get(a), dims: d, correction: correction, keepdim: keepdim != 0, root: root != 0), out)
@@ -82,8 +82,8 @@ public func lucid_var(_ a: UInt64, _ dims: UnsafePointer<Int64>?, _ ndims: Int32
 }
 
 @_cdecl("lucid_max_dim")
-public func lucid_max_dim(_ a: UInt64, _ dim: Int64, _ keepdim: Int32, _ largest: Int32,
-                          _ values: UnsafeMutablePointer<UInt64>?, _ indices: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_max_dim(_ a: UInt32, _ dim: Int64, _ keepdim: Int32, _ largest: Int32,
+                          _ values: UnsafeMutablePointer<UInt32>?, _ indices: UnsafeMutablePointer<UInt32>?) -> Int32 {
     abiCall {
         let (v, i) = try Reductions.extremeWithIndices(try tensors.get(a), dim: Int(clamping: dim), keepdim: keepdim != 0, largest: largest != 0)
         try emit([(v, values), (i, indices)])
@@ -91,8 +91,8 @@ public func lucid_max_dim(_ a: UInt64, _ dim: Int64, _ keepdim: Int32, _ largest
 }
 
 @_cdecl("lucid_argmax")
-public func lucid_argmax(_ a: UInt64, _ dim: Int64, _ hasDim: Int32, _ keepdim: Int32, _ largest: Int32,
-                         _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_argmax(_ a: UInt32, _ dim: Int64, _ hasDim: Int32, _ keepdim: Int32, _ largest: Int32,
+                         _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try Reductions.argExtreme(try tensors.get(a), dim: hasDim != 0 ? Int(clamping: dim) : nil, keepdim: keepdim != 0,
                                            largest: largest != 0), out)
@@ -102,33 +102,33 @@ public func lucid_argmax(_ a: UInt64, _ dim: Int64, _ hasDim: Int32, _ keepdim: 
 // ---- shape -------------------------------------------------------------------------------
 
 @_cdecl("lucid_squeeze")
-public func lucid_squeeze(_ a: UInt64, _ dims: UnsafePointer<Int64>?, _ ndims: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_squeeze(_ a: UInt32, _ dims: UnsafePointer<Int64>?, _ ndims: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try ShapeOps.squeeze(try tensors.get(a), dims: ndims < 0 ? nil : try intArray(dims, ndims, "dims")), out) }
 }
 
 @_cdecl("lucid_unsqueeze")
-public func lucid_unsqueeze(_ a: UInt64, _ dim: Int64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_unsqueeze(_ a: UInt32, _ dim: Int64, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try ShapeOps.unsqueeze(try tensors.get(a), Int(clamping: dim)), out) }
 }
 
 @_cdecl("lucid_expand")
-public func lucid_expand(_ a: UInt64, _ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_expand(_ a: UInt32, _ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try ShapeOps.expand(try tensors.get(a), try intArray(shape, ndim, "shape")), out) }
 }
 
 @_cdecl("lucid_flatten")
-public func lucid_flatten(_ a: UInt64, _ start: Int64, _ end: Int64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_flatten(_ a: UInt32, _ start: Int64, _ end: Int64, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try ShapeOps.flatten(try tensors.get(a), start: Int(clamping: start), end: Int(clamping: end)), out) }
 }
 
 @_cdecl("lucid_narrow")
-public func lucid_narrow(_ a: UInt64, _ dim: Int64, _ start: Int64, _ length: Int64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_narrow(_ a: UInt32, _ dim: Int64, _ start: Int64, _ length: Int64, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try ShapeOps.narrow(try tensors.get(a), dim: Int(clamping: dim), start: Int(clamping: start), length: Int(clamping: length)), out)
     }
 }
 
-func tensorList(_ handles: UnsafePointer<UInt64>?, _ count: Int32) throws -> [TensorImpl] {
+func tensorList(_ handles: UnsafePointer<UInt32>?, _ count: Int32) throws -> [TensorImpl] {
     guard count >= 0 else { throw LucidError(.value, "tensors: negative count \(count)") }
     if count == 0 { return [] }
     guard let handles else { throw LucidError(.value, "tensors pointer is null") }
@@ -137,8 +137,8 @@ func tensorList(_ handles: UnsafePointer<UInt64>?, _ count: Int32) throws -> [Te
 
 /// cat (`stack` 0) or stack (`stack` 1) of `count` tensors along `dim`.
 @_cdecl("lucid_cat")
-public func lucid_cat(_ handles: UnsafePointer<UInt64>?, _ count: Int32, _ dim: Int64, _ stack: Int32,
-                      _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_cat(_ handles: UnsafePointer<UInt32>?, _ count: Int32, _ dim: Int64, _ stack: Int32,
+                      _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let ts = try tensorList(handles, count)
         try emit(stack != 0 ? try ShapeOps.stack(ts, dim: Int(clamping: dim)) : try ShapeOps.cat(ts, dim: Int(clamping: dim)), out)
@@ -148,8 +148,8 @@ public func lucid_cat(_ handles: UnsafePointer<UInt64>?, _ count: Int32, _ dim: 
 /// Splits along `dim`: mode 0 into `sizes`, 1 into pieces of `sizes[0]`, 2 into `sizes[0]`
 /// chunks. Writes up to `capacity` handles to `outs` and their number to `count`.
 @_cdecl("lucid_split")
-public func lucid_split(_ a: UInt64, _ mode: Int32, _ sizes: UnsafePointer<Int64>?, _ nsizes: Int32, _ dim: Int64,
-                        _ outs: UnsafeMutablePointer<UInt64>?, _ capacity: Int32, _ count: UnsafeMutablePointer<Int32>?) -> Int32 {
+public func lucid_split(_ a: UInt32, _ mode: Int32, _ sizes: UnsafePointer<Int64>?, _ nsizes: Int32, _ dim: Int64,
+                        _ outs: UnsafeMutablePointer<UInt32>?, _ capacity: Int32, _ count: UnsafeMutablePointer<Int32>?) -> Int32 {
     abiCall {
         let x = try tensors.get(a), d = Int(clamping: dim)
         let s = try intArray(sizes, nsizes, "sizes")
@@ -165,7 +165,7 @@ public func lucid_split(_ a: UInt64, _ mode: Int32, _ sizes: UnsafePointer<Int64
         guard pieces.count <= Int(capacity) else {
             throw LucidError(.value, "split: \(pieces.count) pieces do not fit in the \(capacity) output slots")
         }
-        for (i, p) in pieces.enumerated() { outs[i] = tensors.insert(p) }
+        for (i, p) in pieces.enumerated() { outs[i] = try tensors.insert(p) }
         count.pointee = Int32(pieces.count)
     }
 }
@@ -174,7 +174,7 @@ public func lucid_split(_ a: UInt64, _ mode: Int32, _ sizes: UnsafePointer<Int64
 
 /// Decodes the subscript items of `lucid_index` and `lucid_index_put`.
 private func subscriptItems(_ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?, _ flags: UnsafePointer<Int32>?,
-                            _ handles: UnsafePointer<UInt64>?, _ count: Int32, op: String) throws -> [Indexing.Item] {
+                            _ handles: UnsafePointer<UInt32>?, _ count: Int32, op: String) throws -> [Indexing.Item] {
     guard count >= 0, count <= 64 else { throw LucidError(.index, "\(op): \(count) items are more than the 64 supported") }
     var items: [Indexing.Item] = []
     guard count > 0 else { return items }
@@ -199,9 +199,9 @@ private func subscriptItems(_ kinds: UnsafePointer<Int32>?, _ values: UnsafePoin
 /// values (the int; or start, stop, step), presence flags for a slice's start/stop/step
 /// (bits 0, 1, 2), and a tensor handle.
 @_cdecl("lucid_index")
-public func lucid_index(_ a: UInt64, _ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?,
-                        _ flags: UnsafePointer<Int32>?, _ handles: UnsafePointer<UInt64>?, _ count: Int32,
-                        _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_index(_ a: UInt32, _ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?,
+                        _ flags: UnsafePointer<Int32>?, _ handles: UnsafePointer<UInt32>?, _ count: Int32,
+                        _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let items = try subscriptItems(kinds, values, flags, handles, count, op: "index")
         try emit(try Indexing.subscripted(try tensors.get(a), items), out)
@@ -211,9 +211,9 @@ public func lucid_index(_ a: UInt64, _ kinds: UnsafePointer<Int32>?, _ values: U
 /// A new tensor: `a` with `src` written (or added, with `accumulate`) at `a[items]`; items as
 /// for `lucid_index`.
 @_cdecl("lucid_index_put")
-public func lucid_index_put(_ a: UInt64, _ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?,
-                            _ flags: UnsafePointer<Int32>?, _ handles: UnsafePointer<UInt64>?, _ count: Int32,
-                            _ src: UInt64, _ accumulate: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_index_put(_ a: UInt32, _ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?,
+                            _ flags: UnsafePointer<Int32>?, _ handles: UnsafePointer<UInt32>?, _ count: Int32,
+                            _ src: UInt32, _ accumulate: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let items = try subscriptItems(kinds, values, flags, handles, count, op: "index_put")
         try emit(try Indexing.assign(try tensors.get(a), items, try tensors.get(src), accumulate: accumulate != 0), out)
@@ -221,18 +221,18 @@ public func lucid_index_put(_ a: UInt64, _ kinds: UnsafePointer<Int32>?, _ value
 }
 
 @_cdecl("lucid_gather")
-public func lucid_gather(_ a: UInt64, _ dim: Int64, _ index: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_gather(_ a: UInt32, _ dim: Int64, _ index: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try Indexing.gather(try tensors.get(a), dim: Int(clamping: dim), index: try tensors.get(index)), out) }
 }
 
 @_cdecl("lucid_index_select")
-public func lucid_index_select(_ a: UInt64, _ dim: Int64, _ index: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_index_select(_ a: UInt32, _ dim: Int64, _ index: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try Indexing.indexSelect(try tensors.get(a), dim: Int(clamping: dim), index: try tensors.get(index)), out) }
 }
 
 @_cdecl("lucid_embedding")
-public func lucid_embedding(_ weight: UInt64, _ indices: UInt64, _ hasPadding: Int32, _ paddingIndex: Int64,
-                            _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_embedding(_ weight: UInt32, _ indices: UInt32, _ hasPadding: Int32, _ paddingIndex: Int64,
+                            _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try Indexing.embedding(try tensors.get(weight), try tensors.get(indices),
                                         paddingIndex: hasPadding != 0 ? Int(clamping: paddingIndex) : nil), out)
@@ -242,7 +242,7 @@ public func lucid_embedding(_ weight: UInt64, _ indices: UInt64, _ hasPadding: I
 // ---- layers --------------------------------------------------------------------------------
 
 @_cdecl("lucid_softmax")
-public func lucid_softmax(_ a: UInt64, _ dim: Int64, _ log: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_softmax(_ a: UInt32, _ dim: Int64, _ log: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let x = try tensors.get(a), d = Int(clamping: dim)
         try emit(log != 0 ? try Activations.logSoftmax(x, dim: d) : try Activations.softmax(x, dim: d), out)
@@ -250,13 +250,13 @@ public func lucid_softmax(_ a: UInt64, _ dim: Int64, _ log: Int32, _ out: Unsafe
 }
 
 @_cdecl("lucid_dropout")
-public func lucid_dropout(_ a: UInt64, _ p: Double, _ training: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_dropout(_ a: UInt32, _ p: Double, _ training: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try Activations.dropout(try tensors.get(a), p: p, training: training != 0), out) }
 }
 
 @_cdecl("lucid_layer_norm")
-public func lucid_layer_norm(_ a: UInt64, _ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ weight: UInt64, _ bias: UInt64,
-                             _ eps: Double, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_layer_norm(_ a: UInt32, _ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ weight: UInt32, _ bias: UInt32,
+                             _ eps: Double, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try Normalization.layerNorm(try tensors.get(a), normalizedShape: try intArray(shape, ndim, "normalized_shape"),
                                              weight: try optionalTensor(weight), bias: try optionalTensor(bias), eps: eps), out)
@@ -264,8 +264,8 @@ public func lucid_layer_norm(_ a: UInt64, _ shape: UnsafePointer<Int64>?, _ ndim
 }
 
 @_cdecl("lucid_group_norm")
-public func lucid_group_norm(_ a: UInt64, _ groups: Int64, _ weight: UInt64, _ bias: UInt64, _ eps: Double,
-                             _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_group_norm(_ a: UInt32, _ groups: Int64, _ weight: UInt32, _ bias: UInt32, _ eps: Double,
+                             _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try Normalization.groupNorm(try tensors.get(a), groups: Int(clamping: groups), weight: try optionalTensor(weight),
                                              bias: try optionalTensor(bias), eps: eps), out)
@@ -275,9 +275,9 @@ public func lucid_group_norm(_ a: UInt64, _ groups: Int64, _ weight: UInt64, _ b
 /// Writes the normalised output and, in training with running statistics, their updated
 /// values (0 otherwise).
 @_cdecl("lucid_batch_norm")
-public func lucid_batch_norm(_ a: UInt64, _ runningMean: UInt64, _ runningVar: UInt64, _ weight: UInt64, _ bias: UInt64,
-                             _ training: Int32, _ momentum: Double, _ eps: Double, _ out: UnsafeMutablePointer<UInt64>?,
-                             _ newMean: UnsafeMutablePointer<UInt64>?, _ newVar: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_batch_norm(_ a: UInt32, _ runningMean: UInt32, _ runningVar: UInt32, _ weight: UInt32, _ bias: UInt32,
+                             _ training: Int32, _ momentum: Double, _ eps: Double, _ out: UnsafeMutablePointer<UInt32>?,
+                             _ newMean: UnsafeMutablePointer<UInt32>?, _ newVar: UnsafeMutablePointer<UInt32>?) -> Int32 {
     abiCall {
         let (y, m, v) = try Normalization.batchNorm(try tensors.get(a), runningMean: try optionalTensor(runningMean),
                                                     runningVar: try optionalTensor(runningVar), weight: try optionalTensor(weight),
@@ -288,7 +288,7 @@ public func lucid_batch_norm(_ a: UInt64, _ runningMean: UInt64, _ runningVar: U
 
 /// params: stride h, w; padding h, w; dilation h, w; groups.
 @_cdecl("lucid_conv2d")
-public func lucid_conv2d(_ x: UInt64, _ w: UInt64, _ b: UInt64, _ p: UnsafePointer<Int64>?, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_conv2d(_ x: UInt32, _ w: UInt32, _ b: UInt32, _ p: UnsafePointer<Int64>?, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let q = try params(p, 7, "conv2d params")
         try emit(try Convolution.conv2d(try tensors.get(x), try tensors.get(w), try optionalTensor(b), stride: (q[0], q[1]),
@@ -298,7 +298,7 @@ public func lucid_conv2d(_ x: UInt64, _ w: UInt64, _ b: UInt64, _ p: UnsafePoint
 
 /// params: stride, padding, dilation, groups.
 @_cdecl("lucid_conv1d")
-public func lucid_conv1d(_ x: UInt64, _ w: UInt64, _ b: UInt64, _ p: UnsafePointer<Int64>?, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_conv1d(_ x: UInt32, _ w: UInt32, _ b: UInt32, _ p: UnsafePointer<Int64>?, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let q = try params(p, 4, "conv1d params")
         try emit(try Convolution.conv1d(try tensors.get(x), try tensors.get(w), try optionalTensor(b), stride: q[0], padding: q[1],
@@ -308,8 +308,8 @@ public func lucid_conv1d(_ x: UInt64, _ w: UInt64, _ b: UInt64, _ p: UnsafePoint
 
 /// params: stride h, w; padding h, w; output padding h, w; dilation h, w; groups.
 @_cdecl("lucid_conv_transpose2d")
-public func lucid_conv_transpose2d(_ x: UInt64, _ w: UInt64, _ b: UInt64, _ p: UnsafePointer<Int64>?,
-                                   _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_conv_transpose2d(_ x: UInt32, _ w: UInt32, _ b: UInt32, _ p: UnsafePointer<Int64>?,
+                                   _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let q = try params(p, 9, "conv_transpose2d params")
         try emit(try Convolution.convTranspose2d(try tensors.get(x), try tensors.get(w), try optionalTensor(b), stride: (q[0], q[1]),
@@ -320,7 +320,7 @@ public func lucid_conv_transpose2d(_ x: UInt64, _ w: UInt64, _ b: UInt64, _ p: U
 
 /// params: kernel h, w; stride h, w; padding h, w; dilation h, w.
 @_cdecl("lucid_max_pool2d")
-public func lucid_max_pool2d(_ x: UInt64, _ p: UnsafePointer<Int64>?, _ ceilMode: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_max_pool2d(_ x: UInt32, _ p: UnsafePointer<Int64>?, _ ceilMode: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let q = try params(p, 8, "max_pool2d params")
         try emit(try Convolution.maxPool2d(try tensors.get(x), kernel: (q[0], q[1]), stride: (q[2], q[3]), padding: (q[4], q[5]),
@@ -330,8 +330,8 @@ public func lucid_max_pool2d(_ x: UInt64, _ p: UnsafePointer<Int64>?, _ ceilMode
 
 /// params: kernel h, w; stride h, w; padding h, w. A divisor of 0 means none.
 @_cdecl("lucid_avg_pool2d")
-public func lucid_avg_pool2d(_ x: UInt64, _ p: UnsafePointer<Int64>?, _ ceilMode: Int32, _ countIncludePad: Int32,
-                             _ divisor: Int64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_avg_pool2d(_ x: UInt32, _ p: UnsafePointer<Int64>?, _ ceilMode: Int32, _ countIncludePad: Int32,
+                             _ divisor: Int64, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let q = try params(p, 6, "avg_pool2d params")
         try emit(try Convolution.avgPool2d(try tensors.get(x), kernel: (q[0], q[1]), stride: (q[2], q[3]), padding: (q[4], q[5]),
@@ -341,7 +341,7 @@ public func lucid_avg_pool2d(_ x: UInt64, _ p: UnsafePointer<Int64>?, _ ceilMode
 }
 
 @_cdecl("lucid_adaptive_avg_pool2d")
-public func lucid_adaptive_avg_pool2d(_ x: UInt64, _ oh: Int64, _ ow: Int64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_adaptive_avg_pool2d(_ x: UInt32, _ oh: Int64, _ ow: Int64, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try Convolution.adaptiveAvgPool2d(try tensors.get(x), outputSize: (Int(clamping: oh), Int(clamping: ow))), out)
     }
@@ -349,9 +349,9 @@ public func lucid_adaptive_avg_pool2d(_ x: UInt64, _ oh: Int64, _ ow: Int64, _ o
 
 /// Writes the attention output and, when `weights` is non-null, the attention weights.
 @_cdecl("lucid_attention")
-public func lucid_attention(_ q: UInt64, _ k: UInt64, _ v: UInt64, _ mask: UInt64, _ causal: Int32, _ hasScale: Int32,
-                            _ scale: Double, _ dropout: Double, _ out: UnsafeMutablePointer<UInt64>?,
-                            _ weights: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_attention(_ q: UInt32, _ k: UInt32, _ v: UInt32, _ mask: UInt32, _ causal: Int32, _ hasScale: Int32,
+                            _ scale: Double, _ dropout: Double, _ out: UnsafeMutablePointer<UInt32>?,
+                            _ weights: UnsafeMutablePointer<UInt32>?) -> Int32 {
     abiCall {
         let (o, w) = try Attention.attention(try tensors.get(q), try tensors.get(k), try tensors.get(v), mask: try optionalTensor(mask),
                                              causal: causal != 0, scale: hasScale != 0 ? scale : nil, dropout: dropout,
@@ -364,8 +364,8 @@ public func lucid_attention(_ q: UInt64, _ k: UInt64, _ v: UInt64, _ mask: UInt6
 
 /// kind 0: mse_loss, 1: l1_loss.
 @_cdecl("lucid_pointwise_loss")
-public func lucid_pointwise_loss(_ kind: Int32, _ input: UInt64, _ target: UInt64, _ reduction: Int32,
-                                 _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_pointwise_loss(_ kind: Int32, _ input: UInt32, _ target: UInt32, _ reduction: Int32,
+                                 _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let x = try tensors.get(input), y = try tensors.get(target), r = try LucidCABI.reduction(reduction)
         switch kind {
@@ -377,8 +377,8 @@ public func lucid_pointwise_loss(_ kind: Int32, _ input: UInt64, _ target: UInt6
 }
 
 @_cdecl("lucid_nll_loss")
-public func lucid_nll_loss(_ input: UInt64, _ target: UInt64, _ weight: UInt64, _ ignoreIndex: Int64, _ reduction: Int32,
-                           _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_nll_loss(_ input: UInt32, _ target: UInt32, _ weight: UInt32, _ ignoreIndex: Int64, _ reduction: Int32,
+                           _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try Losses.nll(try tensors.get(input), try tensors.get(target), weight: try optionalTensor(weight),
                                 ignoreIndex: Int(clamping: ignoreIndex), reduction: try LucidCABI.reduction(reduction)), out)
@@ -386,8 +386,8 @@ public func lucid_nll_loss(_ input: UInt64, _ target: UInt64, _ weight: UInt64, 
 }
 
 @_cdecl("lucid_cross_entropy")
-public func lucid_cross_entropy(_ input: UInt64, _ target: UInt64, _ weight: UInt64, _ ignoreIndex: Int64, _ reduction: Int32,
-                                _ labelSmoothing: Double, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_cross_entropy(_ input: UInt32, _ target: UInt32, _ weight: UInt32, _ ignoreIndex: Int64, _ reduction: Int32,
+                                _ labelSmoothing: Double, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try Losses.crossEntropy(try tensors.get(input), try tensors.get(target), weight: try optionalTensor(weight),
                                          ignoreIndex: Int(clamping: ignoreIndex), reduction: try LucidCABI.reduction(reduction),
@@ -396,8 +396,8 @@ public func lucid_cross_entropy(_ input: UInt64, _ target: UInt64, _ weight: UIn
 }
 
 @_cdecl("lucid_bce_with_logits")
-public func lucid_bce_with_logits(_ input: UInt64, _ target: UInt64, _ weight: UInt64, _ posWeight: UInt64, _ reduction: Int32,
-                                  _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_bce_with_logits(_ input: UInt32, _ target: UInt32, _ weight: UInt32, _ posWeight: UInt32, _ reduction: Int32,
+                                  _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try Losses.bceWithLogits(try tensors.get(input), try tensors.get(target), weight: try optionalTensor(weight),
                                           posWeight: try optionalTensor(posWeight), reduction: try LucidCABI.reduction(reduction)), out)

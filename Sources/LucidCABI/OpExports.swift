@@ -8,13 +8,13 @@ func binaryKernel(_ code: Int32) throws -> BinaryKernel {
 }
 
 @_cdecl("lucid_binary")
-public func lucid_binary(_ op: Int32, _ a: UInt64, _ b: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_binary(_ op: Int32, _ a: UInt32, _ b: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try Elementwise.binary(try binaryKernel(op), try tensors.get(a), try tensors.get(b)), out) }
 }
 
 @_cdecl("lucid_binary_scalar")
-public func lucid_binary_scalar(_ op: Int32, _ a: UInt64, _ value: Double, _ intValue: Int64, _ kind: Int32, _ scalarFirst: Int32,
-                                _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_binary_scalar(_ op: Int32, _ a: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32, _ scalarFirst: Int32,
+                                _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try Elementwise.binary(try binaryKernel(op), try tensors.get(a), scalar: try scalarOperand(value, intValue, kind),
                                         scalarFirst: scalarFirst != 0), out)
@@ -22,7 +22,7 @@ public func lucid_binary_scalar(_ op: Int32, _ a: UInt64, _ value: Double, _ int
 }
 
 @_cdecl("lucid_unary")
-public func lucid_unary(_ op: Int32, _ a: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_unary(_ op: Int32, _ a: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         guard let k = UnaryKernel(rawValue: op) else { throw LucidError(.value, "unknown unary op code \(op)") }
         try emit(try Elementwise.unary(k, try tensors.get(a)), out)
@@ -30,25 +30,25 @@ public func lucid_unary(_ op: Int32, _ a: UInt64, _ out: UnsafeMutablePointer<UI
 }
 
 @_cdecl("lucid_bitwise_not")
-public func lucid_bitwise_not(_ a: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_bitwise_not(_ a: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try Elementwise.bitwiseNot(try tensors.get(a)), out) }
 }
 
 @_cdecl("lucid_matmul")
-public func lucid_matmul(_ a: UInt64, _ b: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_matmul(_ a: UInt32, _ b: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try LinearAlgebra.matmul(try tensors.get(a), try tensors.get(b)), out) }
 }
 
 @_cdecl("lucid_linear")
-public func lucid_linear(_ x: UInt64, _ w: UInt64, _ b: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_linear(_ x: UInt32, _ w: UInt32, _ b: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try LinearAlgebra.linear(try tensors.get(x), try tensors.get(w), b == 0 ? nil : try tensors.get(b)), out)
     }
 }
 
 @_cdecl("lucid_reduce")
-public func lucid_reduce(_ op: Int32, _ a: UInt64, _ dims: UnsafePointer<Int64>?, _ ndims: Int32, _ keepdim: Int32,
-                         _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_reduce(_ op: Int32, _ a: UInt32, _ dims: UnsafePointer<Int64>?, _ ndims: Int32, _ keepdim: Int32,
+                         _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let d: [Int]? = ndims < 0 ? nil : try intArray(dims, ndims, "dims")
         let x = try tensors.get(a), keep = keepdim != 0
@@ -64,8 +64,8 @@ public func lucid_reduce(_ op: Int32, _ a: UInt64, _ dims: UnsafePointer<Int64>?
 }
 
 @_cdecl("lucid_reshape")
-public func lucid_reshape(_ a: UInt64, _ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ viewOnly: Int32,
-                          _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_reshape(_ a: UInt32, _ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ viewOnly: Int32,
+                          _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let s = try intArray(shape, ndim, "shape"), x = try tensors.get(a)
         try emit(viewOnly != 0 ? try ShapeOps.view(x, s) : try ShapeOps.reshape(x, s), out)
@@ -73,21 +73,21 @@ public func lucid_reshape(_ a: UInt64, _ shape: UnsafePointer<Int64>?, _ ndim: I
 }
 
 @_cdecl("lucid_transpose")
-public func lucid_transpose(_ a: UInt64, _ d0: Int64, _ d1: Int64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_transpose(_ a: UInt32, _ d0: Int64, _ d1: Int64, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try ShapeOps.transpose(try tensors.get(a), Int(clamping: d0), Int(clamping: d1)), out) }
 }
 
 @_cdecl("lucid_permute")
-public func lucid_permute(_ a: UInt64, _ dims: UnsafePointer<Int64>?, _ ndim: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_permute(_ a: UInt32, _ dims: UnsafePointer<Int64>?, _ ndim: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try ShapeOps.permute(try tensors.get(a), try intArray(dims, ndim, "dims")), out) }
 }
 
 @_cdecl("lucid_contiguous")
-public func lucid_contiguous(_ a: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_contiguous(_ a: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try Ops.contiguous(try tensors.get(a)), out) }
 }
 
 @_cdecl("lucid_detach")
-public func lucid_detach(_ a: UInt64, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_detach(_ a: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try tensors.get(a).withRequiresGrad(false), out) }
 }

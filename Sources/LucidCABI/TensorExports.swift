@@ -10,10 +10,38 @@ import LucidEngine
 
 let tensors = HandleTable<TensorImpl>(kind: "tensor")
 
+/// What an op writes about its result, so that its caller needs no second call to learn it
+/// (include/lucid.h, enum lucid_record_field): the handle, dtype, device, ndim,
+/// requires_grad, the bytes of storage it keeps alive, then up to `dims` sizes and strides.
+enum Record {
+    static let handle = 0, dtype = 1, device = 2, ndim = 3, requiresGrad = 4, storageBytes = 5, shape = 6
+    static let dims = 8
+    static let strides = shape + dims, length = strides + dims
+
+    /// Fills `out` for `t` under `handle`; sizes and strides only when ndim <= dims.
+    @inline(__always)
+    static func write(_ t: TensorImpl, handle h: UInt32, into out: UnsafeMutablePointer<Int64>) {
+        out[handle] = Int64(h)
+        out[dtype] = Int64(t.dtype.rawValue)
+        out[device] = Int64(t.device.rawValue)
+        let n = t.ndim
+        out[ndim] = Int64(n)
+        out[requiresGrad] = t.requiresGrad ? 1 : 0
+        out[storageBytes] = Int64(t.storageBytes)
+        if n <= dims {
+            for i in 0..<n {
+                out[shape + i] = Int64(t.shape[i])
+                out[strides + i] = Int64(t.strides[i])
+            }
+        }
+    }
+}
+
+/// Lends `t` across the ABI: a new handle, written with the rest of its record to `out`.
 @inline(__always)
-func emit(_ t: TensorImpl, _ out: UnsafeMutablePointer<UInt64>?) throws {
-    guard let out else { throw LucidError(.value, "out pointer is null") }
-    out.pointee = tensors.insert(t)
+func emit(_ t: TensorImpl, _ out: UnsafeMutablePointer<Int64>?) throws {
+    guard let out else { throw LucidError(.value, "record pointer is null") }
+    Record.write(t, handle: try tensors.insert(t), into: out)
 }
 
 @_cdecl("lucid_last_error")
@@ -21,7 +49,7 @@ public func lucid_last_error() -> UnsafePointer<CChar>? { LastError.get() }
 
 @_cdecl("lucid_tensor_from_host")
 public func lucid_tensor_from_host(_ data: UnsafeRawPointer?, _ nbytes: Int64, _ shape: UnsafePointer<Int64>?, _ ndim: Int32,
-                                   _ dtype: Int32, _ device: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+                                   _ dtype: Int32, _ device: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         guard nbytes >= 0 else { throw LucidError(.value, "nbytes is negative (\(nbytes))") }
         let dims = try intArray(shape, ndim, "shape")
@@ -33,7 +61,7 @@ public func lucid_tensor_from_host(_ data: UnsafeRawPointer?, _ nbytes: Int64, _
 
 @_cdecl("lucid_tensor_full")
 public func lucid_tensor_full(_ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ value: Double, _ intValue: Int64, _ valueKind: Int32,
-                              _ dtype: Int32, _ device: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+                              _ dtype: Int32, _ device: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let dims = try intArray(shape, ndim, "shape")
         try emit(try Creation.full(dims, value: try scalarOperand(value, intValue, valueKind), dtype: try DType(code: dtype),
@@ -43,7 +71,7 @@ public func lucid_tensor_full(_ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ v
 
 @_cdecl("lucid_tensor_arange")
 public func lucid_tensor_arange(_ start: Double, _ end: Double, _ step: Double, _ dtype: Int32,
-                                _ device: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+                                _ device: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try Creation.arange(start: start, end: end, step: step, dtype: try optionalDType(dtype),
                                      device: try Device(code: device)), out)
@@ -52,7 +80,7 @@ public func lucid_tensor_arange(_ start: Double, _ end: Double, _ step: Double, 
 
 @_cdecl("lucid_tensor_arange_int")
 public func lucid_tensor_arange_int(_ start: Int64, _ end: Int64, _ step: Int64, _ dtype: Int32,
-                                    _ device: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+                                    _ device: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try Creation.arange(start: start, end: end, step: step, dtype: try optionalDType(dtype),
                                      device: try Device(code: device)), out)
@@ -61,7 +89,7 @@ public func lucid_tensor_arange_int(_ start: Int64, _ end: Int64, _ step: Int64,
 
 @_cdecl("lucid_tensor_random")
 public func lucid_tensor_random(_ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ normal: Int32, _ dtype: Int32,
-                                _ device: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+                                _ device: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let dims = try intArray(shape, ndim, "shape")
         let d = try DType(code: dtype), dev = try Device(code: device)
@@ -75,12 +103,22 @@ public func lucid_manual_seed(_ seed: UInt64) -> Int32 {
 }
 
 @_cdecl("lucid_tensor_release")
-public func lucid_tensor_release(_ t: UInt64) -> Int32 {
+public func lucid_tensor_release(_ t: UInt32) -> Int32 {
     abiCall { try tensors.remove(t) }
 }
 
+@_cdecl("lucid_tensor_release_many")
+public func lucid_tensor_release_many(_ handles: UnsafePointer<UInt32>?, _ count: Int32) -> Int32 {
+    abiCall {
+        guard count >= 0 else { throw LucidError(.value, "count is negative (\(count))") }
+        if count == 0 { return }
+        guard let handles else { throw LucidError(.value, "handles pointer is null") }
+        try tensors.remove(UnsafeBufferPointer(start: handles, count: Int(count)))
+    }
+}
+
 @_cdecl("lucid_tensor_meta")
-public func lucid_tensor_meta(_ t: UInt64, _ dtype: UnsafeMutablePointer<Int32>?, _ device: UnsafeMutablePointer<Int32>?,
+public func lucid_tensor_meta(_ t: UInt32, _ dtype: UnsafeMutablePointer<Int32>?, _ device: UnsafeMutablePointer<Int32>?,
                               _ ndim: UnsafeMutablePointer<Int32>?, _ requiresGrad: UnsafeMutablePointer<Int32>?) -> Int32 {
     abiCall {
         let x = try tensors.get(t)
@@ -95,7 +133,7 @@ public func lucid_tensor_meta(_ t: UInt64, _ dtype: UnsafeMutablePointer<Int32>?
 }
 
 @_cdecl("lucid_tensor_shape")
-public func lucid_tensor_shape(_ t: UInt64, _ shape: UnsafeMutablePointer<Int64>?, _ strides: UnsafeMutablePointer<Int64>?,
+public func lucid_tensor_shape(_ t: UInt32, _ shape: UnsafeMutablePointer<Int64>?, _ strides: UnsafeMutablePointer<Int64>?,
                                _ capacity: Int32) -> Int32 {
     abiCall {
         let x = try tensors.get(t)
@@ -111,27 +149,17 @@ public func lucid_tensor_shape(_ t: UInt64, _ shape: UnsafeMutablePointer<Int64>
     }
 }
 
-@_cdecl("lucid_tensor_info")
-public func lucid_tensor_info(_ t: UInt64, _ info: UnsafeMutablePointer<Int64>?, _ capacity: Int32) -> Int32 {
+@_cdecl("lucid_tensor_record")
+public func lucid_tensor_record(_ t: UInt32, _ record: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let x = try tensors.get(t)
-        guard let info else { throw LucidError(.value, "info pointer is null") }
-        guard Int(capacity) >= 4 + 2 * x.ndim else {
-            throw LucidError(.value, "capacity \(capacity) is smaller than the \(4 + 2 * x.ndim) values of a \(x.ndim)-d tensor's info")
-        }
-        info[0] = Int64(x.dtype.rawValue)
-        info[1] = Int64(x.device.rawValue)
-        info[2] = Int64(x.ndim)
-        info[3] = x.requiresGrad ? 1 : 0
-        for i in 0..<x.ndim {
-            info[4 + i] = Int64(x.shape[i])
-            info[4 + x.ndim + i] = Int64(x.strides[i])
-        }
+        guard let record else { throw LucidError(.value, "record pointer is null") }
+        Record.write(x, handle: t, into: record)
     }
 }
 
 @_cdecl("lucid_tensor_to_host")
-public func lucid_tensor_to_host(_ t: UInt64, _ data: UnsafeMutableRawPointer?, _ nbytes: Int64) -> Int32 {
+public func lucid_tensor_to_host(_ t: UInt32, _ data: UnsafeMutableRawPointer?, _ nbytes: Int64) -> Int32 {
     abiCall {
         guard nbytes >= 0 else { throw LucidError(.value, "nbytes is negative (\(nbytes))") }
         if data == nil && nbytes > 0 { throw LucidError(.value, "data pointer is null") }
@@ -140,12 +168,12 @@ public func lucid_tensor_to_host(_ t: UInt64, _ data: UnsafeMutableRawPointer?, 
 }
 
 @_cdecl("lucid_tensor_to")
-public func lucid_tensor_to(_ t: UInt64, _ dtype: Int32, _ device: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_tensor_to(_ t: UInt32, _ dtype: Int32, _ device: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try Conversion.to(try tensors.get(t), dtype: try optionalDType(dtype), device: try optionalDevice(device)), out) }
 }
 
 @_cdecl("lucid_tensor_set_requires_grad")
-public func lucid_tensor_set_requires_grad(_ t: UInt64, _ flag: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_tensor_set_requires_grad(_ t: UInt32, _ flag: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let x = try tensors.get(t)
         if flag != 0 && !x.dtype.isFloatingPoint {

@@ -18,7 +18,7 @@ guard counts must be back where they started.
 import ctypes
 import random
 import threading
-from ctypes import POINTER, c_char_p, c_double, c_int32, c_int64, c_uint64, c_void_p
+from ctypes import POINTER, c_char_p, c_double, c_int32, c_int64, c_uint32, c_uint64, c_void_p
 
 import numpy as np
 
@@ -61,12 +61,12 @@ class Fuzzer:
         for dtype in range(6):
             for device in (0, 1):
                 for shape in ((), (0,), (3,), (2, 3), (1, 2, 2), (2, 1, 3, 3)):
-                    h = E.full(shape, 0.0, 1, E.SCALAR_INT, dtype, device)
+                    h = E.handle(E.full(shape, 0.0, 1, E.SCALAR_INT, dtype, device))
                     self.tensors.add(h)
-        leaf = E.full((2, 3), 0.0, 1, E.SCALAR_INT, 0, 0)
+        leaf = E.handle(E.full((2, 3), 0.0, 1, E.SCALAR_INT, 0, 0))
         self.tensors.add(leaf)
-        self.tensors.add(E.set_requires_grad(leaf, True))
-        gone = E.full((2,), 0.0, 1, E.SCALAR_INT, 0, 0)
+        self.tensors.add(E.handle(E.set_requires_grad(leaf, True)))
+        gone = E.handle(E.full((2,), 0.0, 1, E.SCALAR_INT, 0, 0))
         E.release(gone)
         self.tensors.add(gone)
         self.released.add(gone)
@@ -79,7 +79,7 @@ class Fuzzer:
         t.start()
         t.join()
 
-    def handle(self):
+    def handle(self, bits=32):
         r = self.rng.random()
         if r < 0.55:
             return self.rng.choice(sorted(self.tensors))
@@ -89,7 +89,7 @@ class Fuzzer:
             return self.rng.choice(self.guards + self.stale) if self.guards or self.stale else 0
         if r < 0.85 and self.released:
             return self.rng.choice(sorted(self.released))
-        return self.rng.getrandbits(64)
+        return self.rng.getrandbits(bits)
 
     # -- arguments
 
@@ -97,13 +97,15 @@ class Fuzzer:
         args, buffers = [], []
         for n, t in enumerate(argtypes):
             prev = argtypes[n - 1] if n else None
-            after_pointer = prev is not None and prev not in (c_int32, c_int64, c_uint64, c_double)
+            after_pointer = prev is not None and prev not in (c_int32, c_int64, c_uint32, c_uint64, c_double)
             if t is c_int32:
                 args.append(self.rng.choice(LENGTHS if after_pointer else I32))
             elif t is c_int64:
                 args.append(self.rng.choice(DATA_BYTES if prev is c_void_p else I64))
-            elif t is c_uint64:
+            elif t is c_uint32:
                 args.append(self.handle())
+            elif t is c_uint64:
+                args.append(self.handle(64))
             elif t is c_double:
                 args.append(self.rng.choice(F64))
             elif t is c_char_p:
@@ -117,8 +119,10 @@ class Fuzzer:
         return args, buffers
 
     def buffer(self, t):
+        if t is POINTER(c_uint32):
+            return np.array([self.handle() for _ in range(8)] + [0] * (BUFFER - 8), dtype=np.uint32)
         if t is POINTER(c_uint64):
-            return np.array([self.handle() for _ in range(8)] + [0] * (BUFFER - 8), dtype=np.uint64)
+            return np.array([self.handle(64) for _ in range(8)] + [0] * (BUFFER - 8), dtype=np.uint64)
         if t is POINTER(c_int64):
             head = [self.rng.choice(SIZES) for _ in range(8)]
             return np.array(head + [self.rng.choice((0, 1, 1, 1)) for _ in range(BUFFER - 8)], dtype=np.int64)
@@ -166,13 +170,20 @@ class Fuzzer:
                 if not np.array_equal(b, old):
                     raise AssertionError(f"{name} failed (status {rc}: {msg.decode()}) but wrote into a buffer")
             return
-        for b in buffers:  # new tensors the call handed out join the pool
-            if b.dtype == np.uint64 and len(b) == BUFFER:
-                for h in b.tolist():
-                    if h and h not in self.tensors and _is_tensor(h):
-                        self.tensors.add(h)
+        for b, old in zip(buffers, before):  # new tensors the call handed out join the pool
+            if b.dtype == np.uint32 and len(b) == BUFFER:  # bare handles
+                fresh = b.tolist()
+            elif b.dtype == np.int64 and b[0] != old[0]:  # an op's record: its handle first
+                fresh = [int(b[0])]
+            else:
+                continue
+            for h in fresh:
+                if 0 < h < 2 ** 32 and h not in self.tensors and _is_tensor(h):
+                    self.tensors.add(h)
         if name == "lucid_tensor_release" and args[0] in self.tensors:
             self.released.add(args[0])
+        if name == "lucid_tensor_release_many" and buffers:
+            self.released.update(h for h in buffers[0][:max(args[1], 0)].tolist() if h in self.tensors)
         if name == "guard_destroy" and args[0] in self.guards:
             self.guards.remove(args[0])
             self.stale.append(args[0])

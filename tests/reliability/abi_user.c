@@ -71,6 +71,18 @@ static void fail_expect(void) {
     } while (0)
 #define CHECK(call) CHECK_STATUS(LUCID_OK, call)
 
+/* An op that writes its result's record to REC; the result's handle goes to `var`. The record
+ * starts with var's value as its handle, so a failing call (which must write nothing) leaves
+ * `var` as it was. */
+#define CHECK_OP_STATUS(want, var, call)                                                        \
+    do {                                                                                        \
+        int64_t REC[LUCID_RECORD_LEN];                                                          \
+        REC[LUCID_RECORD_HANDLE] = (int64_t)(var);                                              \
+        CHECK_STATUS(want, call);                                                               \
+        (var) = (lucid_tensor)REC[LUCID_RECORD_HANDLE];                                         \
+    } while (0)
+#define CHECK_OP(var, call) CHECK_OP_STATUS(LUCID_OK, var, call)
+
 /* A condition on results; the format arguments describe what was seen. */
 #define EXPECT(cond, ...)                                                           \
     do {                                                                            \
@@ -83,7 +95,7 @@ static void fail_expect(void) {
     } while (0)
 
 /* Out-pointers are written only on success: failing calls must leave this value in place. */
-#define UNTOUCHED ((lucid_tensor)0x5eed5eed5eed5eedULL)
+#define UNTOUCHED ((lucid_tensor)0x5eed5eedu)
 
 static int first_mismatch(const float *got, const double *want, int n, double rtol, double atol) {
     for (int i = 0; i < n; i++) {
@@ -104,7 +116,7 @@ static lucid_tensor from_floats(const float *data, const int64_t *shape, int32_t
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
     lucid_tensor t = 0;
-    CHECK(lucid_tensor_from_host(data, n * (int64_t)sizeof(float), shape, ndim, LUCID_FLOAT32, device, &t));
+    CHECK_OP(t, lucid_tensor_from_host(data, n * (int64_t)sizeof(float), shape, ndim, LUCID_FLOAT32, device, REC));
     EXPECT(t != 0, "from_host wrote the null handle");
     return t;
 }
@@ -220,8 +232,8 @@ static void test_warning_handler(void) {
 
     /* One-time: more work on device 1 sends nothing further. */
     lucid_tensor sq = 0, back = 0;
-    CHECK(lucid_binary(LUCID_MUL, m, m, &sq));
-    CHECK(lucid_tensor_to(sq, -1, LUCID_CPU, &back));
+    CHECK_OP(sq, lucid_binary(LUCID_MUL, m, m, REC));
+    CHECK_OP(back, lucid_tensor_to(sq, -1, LUCID_CPU, REC));
     float got[6];
     double want[6];
     for (int i = 0; i < 6; i++) want[i] = (double)A_DATA[i] * A_DATA[i];
@@ -259,11 +271,11 @@ static void test_tensors_and_ops(void) {
 
     /* D = tanh((a + b) * (a - b)); M = D @ w. */
     lucid_tensor sum = 0, diff = 0, prod = 0, th = 0, m = 0;
-    CHECK(lucid_binary(LUCID_ADD, a, b, &sum));
-    CHECK(lucid_binary(LUCID_SUB, a, b, &diff));
-    CHECK(lucid_binary(LUCID_MUL, sum, diff, &prod));
-    CHECK(lucid_unary(LUCID_TANH, prod, &th));
-    CHECK(lucid_matmul(th, w, &m));
+    CHECK_OP(sum, lucid_binary(LUCID_ADD, a, b, REC));
+    CHECK_OP(diff, lucid_binary(LUCID_SUB, a, b, REC));
+    CHECK_OP(prod, lucid_binary(LUCID_MUL, sum, diff, REC));
+    CHECK_OP(th, lucid_unary(LUCID_TANH, prod, REC));
+    CHECK_OP(m, lucid_matmul(th, w, REC));
 
     double d_ref[6], w_ref[12], m_ref[8];
     for (int i = 0; i < 6; i++) {
@@ -283,7 +295,7 @@ static void test_tensors_and_ops(void) {
 
     /* A transpose is a strided view; a copying reshape of it reads it row-major. */
     lucid_tensor t = 0, t_flat = 0, m_flat = 0, t_view = UNTOUCHED;
-    CHECK(lucid_transpose(m, 0, 1, &t));
+    CHECK_OP(t, lucid_transpose(m, 0, 1, REC));
     CHECK(lucid_tensor_shape(t, shape, strides, 4));
     EXPECT(shape[0] == 4 && shape[1] == 2 && strides[0] == 1 && strides[1] == 4,
            "transpose: shape [%" PRId64 ", %" PRId64 "] strides [%" PRId64 ", %" PRId64 "]", shape[0], shape[1],
@@ -294,21 +306,21 @@ static void test_tensors_and_ops(void) {
     read_floats(t, got, 8);
     EXPECT_CLOSE(got, t_ref, 8, 1e-5, 1e-6);
     int64_t flat[1] = {-1};
-    CHECK_STATUS(LUCID_ERR_RUNTIME, lucid_reshape(t, flat, 1, 1, &t_view)); /* view_only: needs a copy */
+    CHECK_OP_STATUS(LUCID_ERR_RUNTIME, t_view, lucid_reshape(t, flat, 1, 1, REC)); /* view_only: needs a copy */
     EXPECT(t_view == UNTOUCHED, "a failed reshape wrote its out-pointer");
-    CHECK(lucid_reshape(t, flat, 1, 0, &t_flat));
+    CHECK_OP(t_flat, lucid_reshape(t, flat, 1, 0, REC));
     read_floats(t_flat, got, 8);
     EXPECT_CLOSE(got, t_ref, 8, 1e-5, 1e-6);
-    CHECK(lucid_reshape(m, flat, 1, 1, &m_flat));
+    CHECK_OP(m_flat, lucid_reshape(m, flat, 1, 1, REC));
     CHECK(lucid_tensor_shape(m_flat, shape, strides, 4));
     EXPECT(shape[0] == 8 && strides[0] == 1, "view: shape [%" PRId64 "] strides [%" PRId64 "]", shape[0], strides[0]);
 
     /* Reductions: sum over dim 1, mean of everything (0-d), amax over dim 0 of the transpose. */
     lucid_tensor rsum = 0, rmean = 0, rmax = 0;
     int64_t dim1[1] = {1}, dim0[1] = {0};
-    CHECK(lucid_reduce(LUCID_SUM, m, dim1, 1, 0, &rsum));
-    CHECK(lucid_reduce(LUCID_MEAN, m, NULL, -1, 0, &rmean));
-    CHECK(lucid_reduce(LUCID_AMAX, t, dim0, 1, 1, &rmax));
+    CHECK_OP(rsum, lucid_reduce(LUCID_SUM, m, dim1, 1, 0, REC));
+    CHECK_OP(rmean, lucid_reduce(LUCID_MEAN, m, NULL, -1, 0, REC));
+    CHECK_OP(rmax, lucid_reduce(LUCID_AMAX, t, dim0, 1, 1, REC));
     double sum_ref[2] = {0, 0}, mean_ref[1] = {0}, max_ref[2] = {-INFINITY, -INFINITY};
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 4; j++) {
@@ -337,10 +349,10 @@ static void test_tensors_and_ops(void) {
 
     /* contiguous() of the transpose is row-major again; detach gives a second, gradient-free handle. */
     lucid_tensor tc = 0, det = 0;
-    CHECK(lucid_contiguous(t, &tc));
+    CHECK_OP(tc, lucid_contiguous(t, REC));
     CHECK(lucid_tensor_shape(tc, shape, strides, 4));
     EXPECT(strides[0] == 2 && strides[1] == 1, "contiguous strides [%" PRId64 ", %" PRId64 "]", strides[0], strides[1]);
-    CHECK(lucid_detach(tc, &det));
+    CHECK_OP(det, lucid_detach(tc, REC));
     EXPECT(det != tc, "detach returned the same handle");
     read_floats(det, got, 8);
     EXPECT_CLOSE(got, t_ref, 8, 1e-5, 1e-6);
@@ -355,7 +367,7 @@ static void test_autograd(void) {
     static const float X[4] = {0.3f, -0.7f, 1.2f, 0.0f};
     int64_t s4[1] = {4};
     lucid_tensor x0 = from_floats(X, s4, 1, LUCID_CPU), x = 0;
-    CHECK(lucid_tensor_set_requires_grad(x0, 1, &x));
+    CHECK_OP(x, lucid_tensor_set_requires_grad(x0, 1, REC));
     int32_t dtype, device, ndim, rg = 0;
     CHECK(lucid_tensor_meta(x, &dtype, &device, &ndim, &rg));
     EXPECT(rg == 1, "set_requires_grad(1) gave requires_grad %d", (int)rg);
@@ -365,11 +377,11 @@ static void test_autograd(void) {
     EXPECT(g == 0, "a leaf has a gradient before any backward");
 
     lucid_tensor sq = 0, sq3 = 0, ex = 0, y = 0, loss = 0;
-    CHECK(lucid_binary(LUCID_MUL, x, x, &sq));
-    CHECK(lucid_binary_scalar(LUCID_MUL, sq, 3.0, 0, LUCID_SCALAR_FLOAT, 0, &sq3));
-    CHECK(lucid_unary(LUCID_EXP, x, &ex));
-    CHECK(lucid_binary(LUCID_ADD, sq3, ex, &y));
-    CHECK(lucid_reduce(LUCID_SUM, y, NULL, -1, 0, &loss));
+    CHECK_OP(sq, lucid_binary(LUCID_MUL, x, x, REC));
+    CHECK_OP(sq3, lucid_binary_scalar(LUCID_MUL, sq, 3.0, 0, LUCID_SCALAR_FLOAT, 0, REC));
+    CHECK_OP(ex, lucid_unary(LUCID_EXP, x, REC));
+    CHECK_OP(y, lucid_binary(LUCID_ADD, sq3, ex, REC));
+    CHECK_OP(loss, lucid_reduce(LUCID_SUM, y, NULL, -1, 0, REC));
 
     const char *fn = "unset";
     CHECK(lucid_tensor_grad_fn(loss, &fn));
@@ -397,9 +409,9 @@ static void test_autograd(void) {
     int64_t s23[2] = {2, 3}, s32[2] = {3, 2};
     lucid_tensor X0 = from_floats(A_DATA, s23, 2, LUCID_CPU), Xg = 0, Vt = from_floats(V, s32, 2, LUCID_CPU);
     lucid_tensor mm = 0, l2 = 0, g2 = 0;
-    CHECK(lucid_tensor_set_requires_grad(X0, 1, &Xg));
-    CHECK(lucid_matmul(Xg, Vt, &mm));
-    CHECK(lucid_reduce(LUCID_SUM, mm, NULL, -1, 0, &l2));
+    CHECK_OP(Xg, lucid_tensor_set_requires_grad(X0, 1, REC));
+    CHECK_OP(mm, lucid_matmul(Xg, Vt, REC));
+    CHECK_OP(l2, lucid_reduce(LUCID_SUM, mm, NULL, -1, 0, REC));
     CHECK(lucid_backward(l2, 0, 1));
     CHECK(lucid_backward(l2, 0, 0));
     CHECK_STATUS(LUCID_ERR_RUNTIME, lucid_backward(l2, 0, 0));
@@ -441,7 +453,7 @@ static void test_autocast(void) {
     expect_autocast(LUCID_CPU, 1, LUCID_BFLOAT16, "in a cpu bfloat16 scope");
     expect_autocast(LUCID_METAL, 0, -1, "in a cpu bfloat16 scope");
     expect_autocast(-1, 1, LUCID_BFLOAT16, "in a cpu bfloat16 scope");
-    CHECK(lucid_matmul(a, w, &m));
+    CHECK_OP(m, lucid_matmul(a, w, REC));
     EXPECT(dtype_of(m) == LUCID_BFLOAT16, "matmul under a bfloat16 scope has dtype %d", (int)dtype_of(m));
     read_floats(m, got, 8);
     EXPECT_CLOSE(got, m_ref, 8, 2e-2, 2e-2);
@@ -452,7 +464,7 @@ static void test_autocast(void) {
     CHECK(guard_create(LUCID_CPU, 0, -1, &g2));
     expect_autocast(LUCID_CPU, 0, -1, "in a disabling scope inside a bfloat16 one");
     expect_autocast(-1, 0, -1, "in a disabling scope inside a bfloat16 one");
-    CHECK(lucid_matmul(a, w, &m));
+    CHECK_OP(m, lucid_matmul(a, w, REC));
     EXPECT(dtype_of(m) == LUCID_FLOAT32, "matmul with autocast disabled has dtype %d", (int)dtype_of(m));
     release(m);
     CHECK(guard_create(LUCID_METAL, 1, -1, &g3));
@@ -478,7 +490,7 @@ static void test_autocast(void) {
     expect_autocast(LUCID_CPU, 1, LUCID_FLOAT32, "in a float32 scope inside a bfloat16 one");
     CHECK(guard_destroy(ga));
     expect_autocast(LUCID_CPU, 1, LUCID_FLOAT32, "after the outer bfloat16 scope left first");
-    CHECK(lucid_matmul(a, w, &m));
+    CHECK_OP(m, lucid_matmul(a, w, REC));
     EXPECT(dtype_of(m) == LUCID_FLOAT32, "matmul under the float32 scope has dtype %d", (int)dtype_of(m));
     release(m);
     CHECK(guard_destroy(gb));
@@ -487,10 +499,10 @@ static void test_autocast(void) {
     /* A parameter is cast once per outermost scope; the cache empties when it exits. */
     lucid_tensor p = 0, m2 = 0;
     int64_t cached = -1;
-    CHECK(lucid_tensor_set_requires_grad(w, 1, &p));
+    CHECK_OP(p, lucid_tensor_set_requires_grad(w, 1, REC));
     CHECK(guard_create(LUCID_CPU, 1, LUCID_BFLOAT16, &ga));
-    CHECK(lucid_matmul(a, p, &m));
-    CHECK(lucid_matmul(a, p, &m2));
+    CHECK_OP(m, lucid_matmul(a, p, REC));
+    CHECK_OP(m2, lucid_matmul(a, p, REC));
     CHECK(lucid_autocast_cached_casts(&cached));
     EXPECT(cached == 1, "cached casts %" PRId64 " after two matmuls with one parameter, want 1", cached);
     CHECK(guard_destroy(ga));
@@ -501,7 +513,7 @@ static void test_autocast(void) {
     release(p);
 
     /* Off after destroy: float32 again. */
-    CHECK(lucid_matmul(a, w, &m));
+    CHECK_OP(m, lucid_matmul(a, w, REC));
     EXPECT(dtype_of(m) == LUCID_FLOAT32, "matmul after every scope left has dtype %d", (int)dtype_of(m));
     release(m);
 
@@ -541,23 +553,23 @@ static void test_error_paths(void) {
     int64_t i64 = -9;
 
     /* LUCID_ERR_VALUE: sizes, codes and null pointers. */
-    CHECK_STATUS(LUCID_ERR_VALUE, lucid_tensor_from_host(A_DATA, 20, s23, 2, LUCID_FLOAT32, LUCID_CPU, &out));
-    CHECK_STATUS(LUCID_ERR_VALUE, lucid_tensor_from_host(A_DATA, -4, s23, 2, LUCID_FLOAT32, LUCID_CPU, &out));
-    CHECK_STATUS(LUCID_ERR_VALUE, lucid_tensor_from_host(NULL, 24, s23, 2, LUCID_FLOAT32, LUCID_CPU, &out));
-    CHECK_STATUS(LUCID_ERR_VALUE, lucid_tensor_from_host(A_DATA, 24, NULL, 2, LUCID_FLOAT32, LUCID_CPU, &out));
-    CHECK_STATUS(LUCID_ERR_VALUE, lucid_tensor_from_host(A_DATA, 24, s23, 2, 6, LUCID_CPU, &out));
-    CHECK_STATUS(LUCID_ERR_VALUE, lucid_tensor_from_host(A_DATA, 24, s23, 2, -1, LUCID_CPU, &out));
-    CHECK_STATUS(LUCID_ERR_VALUE, lucid_tensor_from_host(A_DATA, 24, s23, 2, LUCID_FLOAT32, 2, &out));
-    CHECK_STATUS(LUCID_ERR_VALUE, lucid_tensor_from_host(A_DATA, 24, s23, 2, LUCID_FLOAT32, -1, &out));
+    CHECK_OP_STATUS(LUCID_ERR_VALUE, out, lucid_tensor_from_host(A_DATA, 20, s23, 2, LUCID_FLOAT32, LUCID_CPU, REC));
+    CHECK_OP_STATUS(LUCID_ERR_VALUE, out, lucid_tensor_from_host(A_DATA, -4, s23, 2, LUCID_FLOAT32, LUCID_CPU, REC));
+    CHECK_OP_STATUS(LUCID_ERR_VALUE, out, lucid_tensor_from_host(NULL, 24, s23, 2, LUCID_FLOAT32, LUCID_CPU, REC));
+    CHECK_OP_STATUS(LUCID_ERR_VALUE, out, lucid_tensor_from_host(A_DATA, 24, NULL, 2, LUCID_FLOAT32, LUCID_CPU, REC));
+    CHECK_OP_STATUS(LUCID_ERR_VALUE, out, lucid_tensor_from_host(A_DATA, 24, s23, 2, 6, LUCID_CPU, REC));
+    CHECK_OP_STATUS(LUCID_ERR_VALUE, out, lucid_tensor_from_host(A_DATA, 24, s23, 2, -1, LUCID_CPU, REC));
+    CHECK_OP_STATUS(LUCID_ERR_VALUE, out, lucid_tensor_from_host(A_DATA, 24, s23, 2, LUCID_FLOAT32, 2, REC));
+    CHECK_OP_STATUS(LUCID_ERR_VALUE, out, lucid_tensor_from_host(A_DATA, 24, s23, 2, LUCID_FLOAT32, -1, REC));
     CHECK_STATUS(LUCID_ERR_VALUE, lucid_tensor_from_host(A_DATA, 24, s23, 2, LUCID_FLOAT32, LUCID_CPU, NULL));
-    CHECK_STATUS(LUCID_ERR_VALUE, lucid_tensor_to(a, 42, -1, &out));
-    CHECK_STATUS(LUCID_ERR_VALUE, lucid_tensor_to(a, -1, 9, &out));
-    CHECK_STATUS(LUCID_ERR_VALUE, lucid_binary(99, a, a, &out));
-    CHECK_STATUS(LUCID_ERR_VALUE, lucid_unary(-3, a, &out));
-    CHECK_STATUS(LUCID_ERR_VALUE, lucid_reduce(17, a, NULL, -1, 0, &out));
+    CHECK_OP_STATUS(LUCID_ERR_VALUE, out, lucid_tensor_to(a, 42, -1, REC));
+    CHECK_OP_STATUS(LUCID_ERR_VALUE, out, lucid_tensor_to(a, -1, 9, REC));
+    CHECK_OP_STATUS(LUCID_ERR_VALUE, out, lucid_binary(99, a, a, REC));
+    CHECK_OP_STATUS(LUCID_ERR_VALUE, out, lucid_unary(-3, a, REC));
+    CHECK_OP_STATUS(LUCID_ERR_VALUE, out, lucid_reduce(17, a, NULL, -1, 0, REC));
     CHECK_STATUS(LUCID_ERR_VALUE, lucid_binary(LUCID_ADD, a, a, NULL));
-    CHECK_STATUS(LUCID_ERR_VALUE, lucid_matmul(a, a, &out)); /* [2,3] @ [2,3] is not aligned */
-    CHECK_STATUS(LUCID_ERR_VALUE, lucid_reshape(a, s22, 2, 0, &out));
+    CHECK_OP_STATUS(LUCID_ERR_VALUE, out, lucid_matmul(a, a, REC)); /* [2,3] @ [2,3] is not aligned */
+    CHECK_OP_STATUS(LUCID_ERR_VALUE, out, lucid_reshape(a, s22, 2, 0, REC));
     EXPECT(out == UNTOUCHED, "a failing call wrote its out-pointer");
     EXPECT(live_tensors() == before + 1, "failing calls changed the live tensor count to %" PRId64 " (want %" PRId64 ")",
            live_tensors(), before + 1);
@@ -581,17 +593,17 @@ static void test_error_paths(void) {
     /* LUCID_ERR_TYPE: gradients on an integer tensor, mixed dtypes in matmul. */
     static const int32_t I_DATA[6] = {1, 2, 3, 4, 5, 6};
     lucid_tensor ints = 0;
-    CHECK(lucid_tensor_from_host(I_DATA, sizeof I_DATA, s32, 2, LUCID_INT32, LUCID_CPU, &ints));
-    CHECK_STATUS(LUCID_ERR_TYPE, lucid_tensor_set_requires_grad(ints, 1, &out));
-    CHECK_STATUS(LUCID_ERR_TYPE, lucid_matmul(a, ints, &out));
+    CHECK_OP(ints, lucid_tensor_from_host(I_DATA, sizeof I_DATA, s32, 2, LUCID_INT32, LUCID_CPU, REC));
+    CHECK_OP_STATUS(LUCID_ERR_TYPE, out, lucid_tensor_set_requires_grad(ints, 1, REC));
+    CHECK_OP_STATUS(LUCID_ERR_TYPE, out, lucid_matmul(a, ints, REC));
     EXPECT(out == UNTOUCHED, "a failing call wrote its out-pointer");
 
     /* LUCID_ERR_INDEX: dimensions and table indices out of range. */
     int64_t dim5[1] = {5};
     int32_t count = 0, policy = 0, bf16 = 0;
     const char *name = NULL;
-    CHECK_STATUS(LUCID_ERR_INDEX, lucid_transpose(a, 0, 5, &out));
-    CHECK_STATUS(LUCID_ERR_INDEX, lucid_reduce(LUCID_SUM, a, dim5, 1, 0, &out));
+    CHECK_OP_STATUS(LUCID_ERR_INDEX, out, lucid_transpose(a, 0, 5, REC));
+    CHECK_OP_STATUS(LUCID_ERR_INDEX, out, lucid_reduce(LUCID_SUM, a, dim5, 1, 0, REC));
     EXPECT(out == UNTOUCHED, "a failing call wrote its out-pointer");
     CHECK(lucid_op_count(&count));
     EXPECT(count > 0, "op table has %d entries", (int)count);
@@ -603,12 +615,12 @@ static void test_error_paths(void) {
 
     /* LUCID_ERR_RUNTIME: operands on device 0 and device 1. */
     lucid_tensor on_metal = from_floats(A_DATA, s23, 2, LUCID_METAL);
-    CHECK_STATUS(LUCID_ERR_RUNTIME, lucid_binary(LUCID_ADD, a, on_metal, &out));
-    CHECK_STATUS(LUCID_ERR_RUNTIME, lucid_binary(LUCID_MUL, on_metal, a, &out));
+    CHECK_OP_STATUS(LUCID_ERR_RUNTIME, out, lucid_binary(LUCID_ADD, a, on_metal, REC));
+    CHECK_OP_STATUS(LUCID_ERR_RUNTIME, out, lucid_binary(LUCID_MUL, on_metal, a, REC));
     EXPECT(out == UNTOUCHED, "a failing call wrote its out-pointer");
     lucid_tensor moved = 0, ok = 0;
-    CHECK(lucid_tensor_to(on_metal, -1, LUCID_CPU, &moved));
-    CHECK(lucid_binary(LUCID_ADD, a, moved, &ok));
+    CHECK_OP(moved, lucid_tensor_to(on_metal, -1, LUCID_CPU, REC));
+    CHECK_OP(ok, lucid_binary(LUCID_ADD, a, moved, REC));
     release(ok);
     release(moved);
     release(on_metal);
@@ -616,14 +628,14 @@ static void test_error_paths(void) {
     /* LUCID_ERR_HANDLE: null, forged, released, double release, and a stale handle whose slot is reused. */
     CHECK_STATUS(LUCID_ERR_HANDLE, lucid_tensor_release(0));
     CHECK_STATUS(LUCID_ERR_HANDLE, lucid_tensor_meta(0, &i32, &i32, &i32, &i32));
-    CHECK_STATUS(LUCID_ERR_HANDLE, lucid_tensor_release(a ^ (UINT64_C(0x5a5a) << 32)));
-    CHECK_STATUS(LUCID_ERR_HANDLE, lucid_tensor_release(UINT64_C(0x000000017fffffff)));
-    CHECK_STATUS(LUCID_ERR_HANDLE, lucid_binary(LUCID_ADD, a, UINT64_C(0xdeadbeefdeadbeef), &out));
+    CHECK_STATUS(LUCID_ERR_HANDLE, lucid_tensor_release(a ^ (0x15au << 22))); /* another generation */
+    CHECK_STATUS(LUCID_ERR_HANDLE, lucid_tensor_release((lucid_tensor)0x003fffffu)); /* a slot never issued */
+    CHECK_OP_STATUS(LUCID_ERR_HANDLE, out, lucid_binary(LUCID_ADD, a, (lucid_tensor)0xdeadbeefu, REC));
     lucid_tensor tmp = from_floats(A_DATA, s23, 2, LUCID_CPU);
     release(tmp);
     CHECK_STATUS(LUCID_ERR_HANDLE, lucid_tensor_release(tmp));
     CHECK_STATUS(LUCID_ERR_HANDLE, lucid_tensor_to_host(tmp, buf, sizeof buf));
-    CHECK_STATUS(LUCID_ERR_HANDLE, lucid_matmul(tmp, a, &out));
+    CHECK_OP_STATUS(LUCID_ERR_HANDLE, out, lucid_matmul(tmp, a, REC));
     CHECK_STATUS(LUCID_ERR_HANDLE, lucid_backward(tmp, 0, 0));
     EXPECT(out == UNTOUCHED, "a failing call wrote its out-pointer");
     lucid_tensor reuse = from_floats(B_DATA, s23, 2, LUCID_CPU);
@@ -634,7 +646,7 @@ static void test_error_paths(void) {
 
     /* The message stays until the next failing call on this thread; successes leave it alone. */
     char saved[512];
-    CHECK_STATUS(LUCID_ERR_VALUE, lucid_tensor_from_host(A_DATA, 24, s23, 2, 6, LUCID_CPU, &out));
+    CHECK_OP_STATUS(LUCID_ERR_VALUE, out, lucid_tensor_from_host(A_DATA, 24, s23, 2, 6, LUCID_CPU, REC));
     snprintf(saved, sizeof saved, "%s", lucid_last_error());
     CHECK(lucid_tensor_to_host(a, buf, sizeof buf));
     CHECK(lucid_live_tensors(&i64));
@@ -732,7 +744,7 @@ static void test_thread_rules(void) {
     char mine_text[512];
     lucid_tensor out = UNTOUCHED;
     int64_t s1[1] = {1};
-    CHECK_STATUS(LUCID_ERR_VALUE, lucid_tensor_from_host(A_DATA, 4, s1, 1, LUCID_FLOAT32, 7, &out));
+    CHECK_OP_STATUS(LUCID_ERR_VALUE, out, lucid_tensor_from_host(A_DATA, 4, s1, 1, LUCID_FLOAT32, 7, REC));
     snprintf(mine_text, sizeof mine_text, "%s", lucid_last_error());
     struct messages m = {0, "", 0};
     EXPECT(pthread_create(&th, NULL, own_error, &m) == 0, "pthread_create failed");
@@ -779,7 +791,7 @@ static void *work(void *arg) {
         expect_autocast(LUCID_CPU, 1, wk->dtype, "in a worker's scope");
         expect_autocast(LUCID_METAL, 0, -1, "in a worker while the main thread has a metal scope");
         lucid_tensor a = from_floats(av, s23, 2, LUCID_CPU), b = from_floats(bv, s32, 2, LUCID_CPU), m = 0;
-        CHECK(lucid_matmul(a, b, &m));
+        CHECK_OP(m, lucid_matmul(a, b, REC));
         EXPECT(dtype_of(m) == wk->dtype, "worker %d: matmul dtype %d, want %d", wk->id, (int)dtype_of(m),
                (int)wk->dtype);
         float got[6];
@@ -789,7 +801,7 @@ static void *work(void *arg) {
 
         lucid_guard off = 0;
         CHECK(guard_create(LUCID_CPU, 0, -1, &off));
-        CHECK(lucid_matmul(a, b, &m));
+        CHECK_OP(m, lucid_matmul(a, b, REC));
         EXPECT(dtype_of(m) == LUCID_FLOAT32, "worker %d: matmul dtype %d with autocast disabled", wk->id,
                (int)dtype_of(m));
         release(m);
@@ -797,9 +809,9 @@ static void *work(void *arg) {
 
         /* d/dx sum(x * x) = 2x; backward runs with autocast off, so the gradient is float32. */
         lucid_tensor x = 0, sq = 0, l = 0, grad = 0;
-        CHECK(lucid_tensor_set_requires_grad(a, 1, &x));
-        CHECK(lucid_binary(LUCID_MUL, x, x, &sq));
-        CHECK(lucid_reduce(LUCID_SUM, sq, NULL, -1, 0, &l));
+        CHECK_OP(x, lucid_tensor_set_requires_grad(a, 1, REC));
+        CHECK_OP(sq, lucid_binary(LUCID_MUL, x, x, REC));
+        CHECK_OP(l, lucid_reduce(LUCID_SUM, sq, NULL, -1, 0, REC));
         CHECK(lucid_backward(l, 0, 0));
         CHECK(lucid_tensor_grad(x, &grad));
         double want[6];
@@ -834,6 +846,71 @@ static void test_concurrent_workers(void) {
     EXPECT(live_guards() == base, "live guards %" PRId64 " after the workers, want %" PRId64, live_guards(), base);
 }
 
+/* An op's record says what lucid_tensor_meta and lucid_tensor_shape say, as does
+ * lucid_tensor_record; beyond LUCID_RECORD_DIMS dimensions only the sizes are left out. */
+static void expect_record_matches(const int64_t *rec, const char *what) {
+    lucid_tensor t = (lucid_tensor)rec[LUCID_RECORD_HANDLE];
+    int32_t dtype = -9, device = -9, ndim = -9, rg = -9;
+    CHECK(lucid_tensor_meta(t, &dtype, &device, &ndim, &rg));
+    EXPECT(rec[LUCID_RECORD_DTYPE] == dtype && rec[LUCID_RECORD_DEVICE] == device && rec[LUCID_RECORD_NDIM] == ndim &&
+               rec[LUCID_RECORD_REQUIRES_GRAD] == rg,
+           "%s: record says dtype %" PRId64 " device %" PRId64 " ndim %" PRId64 " requires_grad %" PRId64
+           ", meta says %d %d %d %d", what, rec[LUCID_RECORD_DTYPE], rec[LUCID_RECORD_DEVICE], rec[LUCID_RECORD_NDIM],
+           rec[LUCID_RECORD_REQUIRES_GRAD], (int)dtype, (int)device, (int)ndim, (int)rg);
+    int64_t shape[16], strides[16];
+    CHECK(lucid_tensor_shape(t, shape, strides, 16));
+    for (int i = 0; i < ndim && ndim <= LUCID_RECORD_DIMS; i++)
+        EXPECT(rec[LUCID_RECORD_SHAPE + i] == shape[i] && rec[LUCID_RECORD_STRIDES + i] == strides[i],
+               "%s: dimension %d: record %" PRId64 "/%" PRId64 ", shape %" PRId64 "/%" PRId64, what, i,
+               rec[LUCID_RECORD_SHAPE + i], rec[LUCID_RECORD_STRIDES + i], shape[i], strides[i]);
+    int64_t again[LUCID_RECORD_LEN];
+    for (int i = 0; i < LUCID_RECORD_LEN; i++) again[i] = -7;
+    CHECK(lucid_tensor_record(t, again));
+    int n = ndim <= LUCID_RECORD_DIMS ? LUCID_RECORD_SHAPE + ndim : LUCID_RECORD_SHAPE;
+    for (int i = 0; i < n; i++)
+        EXPECT(again[i] == rec[i], "%s: lucid_tensor_record field %d is %" PRId64 ", the op wrote %" PRId64, what, i,
+               again[i], rec[i]);
+    if (ndim > LUCID_RECORD_DIMS) EXPECT(again[LUCID_RECORD_SHAPE] == -7, "%s: sizes written beyond the record", what);
+}
+
+static void test_records(void) {
+    section = "records";
+    int64_t s23[2] = {2, 3}, perm[2] = {1, 0};
+    lucid_tensor a = from_floats(A_DATA, s23, 2, LUCID_CPU);
+    int64_t rec[LUCID_RECORD_LEN], view[LUCID_RECORD_LEN], grad_rec[LUCID_RECORD_LEN];
+    CHECK(lucid_binary(LUCID_ADD, a, a, rec));
+    expect_record_matches(rec, "a + a");
+    EXPECT(rec[LUCID_RECORD_STORAGE_BYTES] == 24, "a 2x3 float32 result keeps %" PRId64 " bytes", rec[LUCID_RECORD_STORAGE_BYTES]);
+    CHECK(lucid_permute((lucid_tensor)rec[LUCID_RECORD_HANDLE], perm, 2, view));
+    expect_record_matches(view, "a transposed view");
+    EXPECT(view[LUCID_RECORD_STRIDES] == 1 && view[LUCID_RECORD_STRIDES + 1] == 3, "view strides %" PRId64 ", %" PRId64,
+           view[LUCID_RECORD_STRIDES], view[LUCID_RECORD_STRIDES + 1]);
+    EXPECT(view[LUCID_RECORD_STORAGE_BYTES] == 24, "a view keeps its base's %" PRId64 " bytes", view[LUCID_RECORD_STORAGE_BYTES]);
+    CHECK(lucid_tensor_set_requires_grad(a, 1, grad_rec));
+    expect_record_matches(grad_rec, "a leaf that requires grad");
+    EXPECT(grad_rec[LUCID_RECORD_REQUIRES_GRAD] == 1, "requires_grad is %" PRId64, grad_rec[LUCID_RECORD_REQUIRES_GRAD]);
+
+    /* Ten dimensions: beyond the record's sizes. */
+    int64_t ones[10] = {1, 1, 1, 1, 1, 1, 1, 1, 2, 3}, deep[LUCID_RECORD_LEN];
+    CHECK(lucid_reshape(a, ones, 10, 1, deep));
+    expect_record_matches(deep, "a 10-d view");
+
+    /* Many handles released in one call; a dead one among them is reported, the rest go. */
+    int64_t before = live_tensors();
+    lucid_tensor batch[4] = {(lucid_tensor)rec[LUCID_RECORD_HANDLE], (lucid_tensor)view[LUCID_RECORD_HANDLE],
+                             (lucid_tensor)grad_rec[LUCID_RECORD_HANDLE], (lucid_tensor)deep[LUCID_RECORD_HANDLE]};
+    CHECK(lucid_tensor_release_many(batch, 2));
+    EXPECT(live_tensors() == before - 2, "release_many of 2 left %" PRId64 " of %" PRId64 " live", live_tensors(), before);
+    CHECK_STATUS(LUCID_ERR_HANDLE, lucid_tensor_release_many(batch, 4)); /* the first two are gone */
+    EXPECT(live_tensors() == before - 4, "the live handles after a dead one were not released");
+    CHECK(lucid_tensor_release_many(NULL, 0));
+    CHECK_STATUS(LUCID_ERR_VALUE, lucid_tensor_release_many(NULL, 1));
+    CHECK_STATUS(LUCID_ERR_VALUE, lucid_tensor_release_many(batch, -1));
+    CHECK_STATUS(LUCID_ERR_VALUE, lucid_tensor_record(a, NULL));
+    CHECK_STATUS(LUCID_ERR_HANDLE, lucid_tensor_record(batch[0], rec));
+    release(a);
+}
+
 int main(void) {
     /* No call has failed on this thread yet. */
     EXPECT(lucid_last_error() == NULL, "lucid_last_error() before any failure: %s", lucid_last_error());
@@ -841,6 +918,7 @@ int main(void) {
 
     test_warning_handler();
     test_tensors_and_ops();
+    test_records();
     test_autograd();
     test_autocast();
     test_error_paths();

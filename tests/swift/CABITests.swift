@@ -89,27 +89,30 @@ import Testing
     @Test func matmulThroughTheABIFollowsASwiftScope() throws {
         var values: [Float] = [1, 2, 3, 4]
         var shape: [Int64] = [2, 2]
-        var t: UInt64 = 0
-        #expect(lucid_tensor_from_host(&values, 16, &shape, 2, Self.float32, Self.metal, &t) == Self.statusOK)
+        var record = [Int64](repeating: -1, count: Record.length)
+        #expect(lucid_tensor_from_host(&values, 16, &shape, 2, Self.float32, Self.metal, &record) == Self.statusOK)
+        let t = UInt32(record[Record.handle])
         defer { _ = lucid_tensor_release(t) }
-        var out: UInt64 = 0
         try withAutocast(.metal, dtype: .float16) {
-            #expect(lucid_matmul(t, t, &out) == Self.statusOK)
+            #expect(lucid_matmul(t, t, &record) == Self.statusOK)
         }
+        let out = UInt32(record[Record.handle])
         defer { _ = lucid_tensor_release(out) }
+        // The op's record says what lucid_tensor_meta says.
         var dtype: Int32 = -1, device: Int32 = -1, ndim: Int32 = -1, grad: Int32 = -1
         #expect(lucid_tensor_meta(out, &dtype, &device, &ndim, &grad) == Self.statusOK)
         #expect(dtype == Self.float16 && device == Self.metal && ndim == 2)
+        #expect(record[Record.dtype] == Int64(dtype) && record[Record.device] == Int64(device))
+        #expect(Array(record[Record.shape..<Record.shape + 2]) == [2, 2])
+        #expect(Array(record[Record.strides..<Record.strides + 2]) == [2, 1])
+        #expect(record[Record.storageBytes] == 8)
         var halves = [UInt16](repeating: 0, count: 4)
         #expect(lucid_tensor_to_host(out, &halves, 8) == Self.statusOK)
         #expect(halves.map { Float(Float16(bitPattern: $0)) } == [7, 10, 15, 22])
         // Outside the scope the same call stays in float32.
-        var plain: UInt64 = 0
-        #expect(lucid_matmul(t, t, &plain) == Self.statusOK)
-        var d2: Int32 = -1, dev2: Int32 = -1, nd2: Int32 = -1, g2: Int32 = -1
-        #expect(lucid_tensor_meta(plain, &d2, &dev2, &nd2, &g2) == Self.statusOK)
-        #expect(d2 == Self.float32)
-        #expect(lucid_tensor_release(plain) == Self.statusOK)
+        #expect(lucid_matmul(t, t, &record) == Self.statusOK)
+        #expect(record[Record.dtype] == Int64(Self.float32))
+        #expect(lucid_tensor_release(UInt32(record[Record.handle])) == Self.statusOK)
     }
 
     // MARK: Bad handles
@@ -209,8 +212,11 @@ import Testing
     @Test func aFailedCallWritesNoOutPointer() throws {
         var values: [Float] = [1, 2]
         var shape: [Int64] = [2]
-        var t: UInt64 = 0
-        #expect(lucid_tensor_from_host(&values, 8, &shape, 1, Self.float32, Self.cpu, &t) == Self.statusOK)
+        var record = [Int64](repeating: -1, count: Record.length)
+        #expect(lucid_tensor_from_host(&values, 8, &shape, 1, Self.float32, Self.cpu, &record) == Self.statusOK)
+        let t = UInt32(record[Record.handle])
+        #expect(lucid_matmul(t, 0, &record) == Self.errHandle)
+        #expect(record[Record.handle] == Int64(t))
         defer { _ = lucid_tensor_release(t) }
         var dtype: Int32 = -7, ndim: Int32 = -7, grad: Int32 = -7
         // The device out-pointer is null, so the call fails; nothing may have been written.

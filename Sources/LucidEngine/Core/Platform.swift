@@ -12,7 +12,7 @@ func environmentValue(_ name: String) -> String? {
 
 /// A mutual-exclusion lock over pthreads, usable on every platform the engine builds for.
 package final class Lock: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline package let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     package init() {
         mutex = .allocate(capacity: 1)
@@ -25,7 +25,9 @@ package final class Lock: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    @inline(__always)
+    // Inlinable, so that callers in other modules (the C ABI's handle table) get it specialised
+    // instead of calling the generic version.
+    @inlinable @inline(__always)
     package func withLock<R>(_ body: () throws -> R) rethrows -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }

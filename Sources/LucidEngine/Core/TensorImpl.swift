@@ -33,6 +33,8 @@ package final class TensorImpl: @unchecked Sendable {
     }
 
     package var device: Device { storage.device }
+    /// Bytes of the storage this tensor keeps alive (a view's is its base's).
+    package var storageBytes: Int { storage.buffer.byteCount }
     var backend: any Backend { storage.backend }
     package var ndim: Int { shape.count }
 

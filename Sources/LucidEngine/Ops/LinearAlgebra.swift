@@ -55,19 +55,29 @@ package enum LinearAlgebra {
         }
         try checkBLASSize(op, m, n, k)
         let batchShape: [Int]
-        do {
-            batchShape = try Shape.broadcast(Array(x.shape.dropLast(2)), Array(y.shape.dropLast(2)), op: op)
-        } catch {
-            throw LucidError.value("matmul: the batch dimensions of shapes \(a.shape) and \(b.shape) cannot be broadcast together")
+        let result: TensorImpl
+        if !xVector && !yVector && x.ndim == 2 && y.ndim == 2 {
+            // Two matrices, the commonest case: one batch, without the broadcasting's arrays.
+            batchShape = []
+            result = try TensorImpl.empty([m, n], dtype: x.dtype, on: x.backend)
+            result.matmul("matmul").gemm(x.view(shape: [1, m, k], strides: [m &* k, x.strides[0], x.strides[1]]),
+                                         y.view(shape: [1, k, n], strides: [k &* n, y.strides[0], y.strides[1]]),
+                                         bias: nil, into: result.view(shape: [1, m, n], strides: [m &* n, n, 1]))
+        } else {
+            do {
+                batchShape = try Shape.broadcast(Array(x.shape.dropLast(2)), Array(y.shape.dropLast(2)), op: op)
+            } catch {
+                throw LucidError.value("matmul: the batch dimensions of shapes \(a.shape) and \(b.shape) cannot be broadcast together")
+            }
+            let x3 = try batched(x.expanded(to: batchShape + [m, k]))
+            let y3 = try batched(y.expanded(to: batchShape + [k, n]))
+            let out = try TensorImpl.empty([x3.shape[0], m, n], dtype: x.dtype, on: x.backend)
+            out.matmul("matmul").gemm(x3, y3, bias: nil, into: out)
+            var shape = batchShape
+            if !xVector { shape.append(m) }
+            if !yVector { shape.append(n) }
+            result = out.view(shape: shape, strides: Shape.contiguousStrides(shape))
         }
-        let x3 = try batched(x.expanded(to: batchShape + [m, k]))
-        let y3 = try batched(y.expanded(to: batchShape + [k, n]))
-        let out = try TensorImpl.empty([x3.shape[0], m, n], dtype: x.dtype, on: x.backend)
-        out.matmul("matmul").gemm(x3, y3, bias: nil, into: out)
-        var shape = batchShape
-        if !xVector { shape.append(m) }
-        if !yVector { shape.append(n) }
-        let result = out.view(shape: shape, strides: Shape.contiguousStrides(shape))
         let a0 = inputs[0], b0 = inputs[1]
         guard Autograd.tracks(a0, b0) else { return result }
         return Autograd.record(result, Autograd.name(matmul), [a0, b0]) { g in
