@@ -1140,10 +1140,10 @@ def test_interrupt_while_recording_the_handle_leaves_the_scope():
 
     base = _engine.autocast_live_guards()
     ac = autocast("cpu", dtype=BF16)
-    ac._local.handles = Interrupting()
+    ac._entries[threading.get_ident()] = entries = Interrupting()
     with pytest.raises(KeyboardInterrupt):
         ac.__enter__()
-    assert state() == OFF and _engine.autocast_live_guards() == base and len(ac._local.handles) == 0
+    assert state() == OFF and _engine.autocast_live_guards() == base and len(entries) == 0
 
 
 def test_interrupt_during_exit_still_leaves_the_scope(monkeypatch):
@@ -1164,7 +1164,7 @@ def test_interrupt_during_exit_still_leaves_the_scope(monkeypatch):
     # The stale handle left behind is a clear error, not a crash or a silent second exit.
     with pytest.raises(ValueError, match="not a live autocast guard"):
         ac.__exit__(None, None, None)
-    ac._local.handles.clear()
+    assert not ac._entries  # the stale entry is gone with the error
 
 
 # ---- autocast state that follows work into other threads -------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import functools
-import threading
+from threading import get_ident as _get_ident
 
 import numpy as np
 
@@ -113,27 +113,33 @@ class autocast:
     get_autocast_dtype = staticmethod(get_autocast_dtype)
 
     def __init__(self, device_type: str = "metal", dtype=None, enabled: bool = True, cache_enabled=None) -> None:
-        code = _device_code(device_type, allow_none=False)
+        code = _DEVICE_CODES.get(device_type) if type(device_type) is str else None
+        if code is None:
+            code = _device_code(device_type, allow_none=False)  # raises
         if dtype is None:
             dtype = _DEFAULTS[code]
-        elif not isinstance(dtype, _dtype):
-            raise TypeError(f"autocast dtype must be a lucid.dtype, got {dtype!r}")
         elif dtype not in _TARGETS[code]:
+            if not isinstance(dtype, _dtype):
+                raise TypeError(f"autocast dtype must be a lucid.dtype, got {dtype!r}")
             E.autocast_check_dtype(code, dtype.code)  # raises the engine's message
-        if not isinstance(enabled, (bool, int, np.bool_)):
-            raise TypeError(f"enabled must be a bool, got {enabled!r}")
-        enabled = bool(enabled)
-        if cache_enabled is not None and not isinstance(cache_enabled, (bool, np.bool_)):
-            raise TypeError(f"cache_enabled must be a bool or None, got {cache_enabled!r}")
-        self._cache_enabled = None if cache_enabled is None else bool(cache_enabled)
+        if type(enabled) is not bool:
+            if not isinstance(enabled, (int, np.bool_)):
+                raise TypeError(f"enabled must be a bool, got {enabled!r}")
+            enabled = bool(enabled)
+        if cache_enabled is not None:
+            if not isinstance(cache_enabled, (bool, np.bool_)):
+                raise TypeError(f"cache_enabled must be a bool or None, got {cache_enabled!r}")
+            cache_enabled = bool(cache_enabled)
+        self._cache_enabled = cache_enabled
         self._device_type = device_type
         self._device_code = code
         self._dtype = dtype
         self._enabled = enabled
         self._codes = (code, 1 if enabled else 0, dtype.code)
-        # Each thread's open entries of this object, innermost last: the engine handles that
-        # thread's exits must release. The AMP state itself lives in the engine.
-        self._local = threading.local()
+        # Each thread's open entries of this object, innermost last, by thread: the engine
+        # handles that thread's exits must release (and, with cache_enabled, the cache switch
+        # each entry replaced). The AMP state itself lives in the engine.
+        self._entries = {}
 
     @property
     def device_type(self) -> str:
@@ -157,52 +163,53 @@ class autocast:
 
     def __enter__(self):
         made = E.GuardSlot()
+        thread = _get_ident()
         try:
             handle = E.guard_create(*self._codes, made)
-            try:
-                self._local.handles.append(handle)
-            except AttributeError:
-                self._local.handles = [handle]
+            stack = self._entries.get(thread)
+            if stack is None:
+                stack = self._entries[thread] = []
+            stack.append([handle, None])
         except BaseException:
             # An exception (a KeyboardInterrupt) landed after the engine entered the scope but
             # before __enter__ returned, so __exit__ will never run: leave the scope here
             # rather than keep autocast on for the rest of the thread.
             if made.handle:
-                handles = getattr(self._local, "handles", None)
-                if handles and handles[-1] == made.handle:
-                    handles.pop()
+                stack = self._entries.get(thread)
+                if stack and stack[-1][0] == made.handle:
+                    stack.pop()
                 E.guard_destroy(made.handle)
             raise
         if self._cache_enabled is not None:
             # The thread's cache switch for this entry; its exit puts the previous one back.
-            previous = E.autocast_set_cache_enabled(self._cache_enabled)
-            try:
-                self._local.caches.append(previous)
-            except AttributeError:
-                self._local.caches = [previous]
+            stack[-1][1] = E.autocast_set_cache_enabled(self._cache_enabled)
         return self
 
     def __exit__(self, exc_type, exc_value, traceback) -> bool:
-        handles = getattr(self._local, "handles", None)
-        if not handles:
+        thread = _get_ident()
+        stack = self._entries.get(thread)
+        if not stack:
             raise RuntimeError(
                 f"{self!r}.__exit__ called on a thread that has not entered it (or has already left every entry)")
         # Leave the scope before forgetting its handle: an interrupt in between leaves a stale
         # handle rather than a live scope nobody can close. A stale handle on top belongs to
         # an exit that already left its scope, so this exit is for the entry below it; with
         # no entry below, the stale handle is a clear error.
-        caches = getattr(self._local, "caches", None)
-        if self._cache_enabled is not None and caches:
-            E.autocast_set_cache_enabled(caches.pop())
+        previous = stack[-1][1]
+        if previous is not None:
+            E.autocast_set_cache_enabled(previous)
         while True:
             try:
-                E.guard_destroy(handles[-1])
+                E.guard_destroy(stack[-1][0])
             except ValueError:  # (not a live guard: the engine changed nothing)
-                handles.pop()
-                if not handles:
+                stack.pop()
+                if not stack:
+                    del self._entries[thread]
                     raise
                 continue
-            handles.pop()
+            stack.pop()
+            if not stack:
+                del self._entries[thread]
             return False  # exceptions propagate
 
     def __call__(self, fn):

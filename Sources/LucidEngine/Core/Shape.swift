@@ -34,6 +34,7 @@ enum Shape {
 
     /// The broadcast of two shapes, NumPy/PyTorch style (align right, size 1 stretches).
     static func broadcast(_ a: [Int], _ b: [Int], op: String) throws -> [Int] {
+        if a == b { return a }  // the commonest case, and no new array
         let n = max(a.count, b.count)
         var out = [Int](repeating: 1, count: n)
         for i in 0..<n {

@@ -47,6 +47,17 @@ package final class TensorImpl: @unchecked Sendable {
         return true
     }
 
+    /// Whether the strides are exactly `Shape.contiguousStrides(shape)` (size-1 dimensions
+    /// included, which `isContiguous` ignores).
+    var hasRowMajorStrides: Bool {
+        var expected = 1
+        for i in stride(from: shape.count - 1, through: 0, by: -1) {
+            if strides[i] != expected { return false }
+            expected &*= max(shape[i], 1)
+        }
+        return true
+    }
+
     /// A view of the same storage with other geometry.
     func view(shape: [Int], strides: [Int], offset: Int? = nil) -> TensorImpl {
         TensorImpl(storage: storage, shape: shape, strides: strides, offset: offset ?? self.offset, dtype: dtype)
@@ -70,6 +81,16 @@ package final class TensorImpl: @unchecked Sendable {
         let buffer = try backend.allocate(byteCount: n * dtype.itemSize)
         return TensorImpl(storage: Storage(buffer: buffer, backend: backend), shape: shape,
                           strides: Shape.contiguousStrides(shape), offset: 0, dtype: dtype)
+    }
+
+    /// A new contiguous, uninitialised tensor of `shape` on `like`'s backend. When `like` is
+    /// contiguous and of that shape, the new tensor shares its shape and strides arrays
+    /// instead of making two (the commonest case of an elementwise result).
+    static func empty(_ shape: [Int], dtype: DType, like: TensorImpl) throws -> TensorImpl {
+        guard shape == like.shape, like.hasRowMajorStrides else { return try empty(shape, dtype: dtype, on: like.backend) }
+        let buffer = try like.backend.allocate(byteCount: like.numel * dtype.itemSize)
+        return TensorImpl(storage: Storage(buffer: buffer, backend: like.backend), shape: like.shape,
+                          strides: like.strides, offset: 0, dtype: dtype)
     }
 
     /// Whether this tensor is a leaf of the graph (gradients accumulate in `grad`).

@@ -38,7 +38,7 @@ package enum Comparison {
         let dtype = Elementwise.resultType(a, b)
         let shape = try Shape.broadcast(try Shape.broadcast(cond.shape, a.shape, op: whereOp.name), b.shape, op: whereOp.name)
         let x = try Ops.cast(a, to: dtype), y = try Ops.cast(b, to: dtype)
-        let out = try TensorImpl.empty(shape, dtype: dtype, on: x.backend)
+        let out = try TensorImpl.empty(shape, dtype: dtype, like: x)
         out.elementwise("where").select(cond.expanded(to: shape), x.expanded(to: shape), y.expanded(to: shape), into: out)
         return Autograd.record(out, Autograd.name(whereOp), [x, y]) { g in
             let zero = try Ops.scalarTensor(ScalarOperand(int: 0), dtype: g.dtype, device: g.device)

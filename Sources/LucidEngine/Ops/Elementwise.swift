@@ -100,7 +100,7 @@ package enum Elementwise {
         try checkBool(k, dtype)
         let shape = try Shape.broadcast(inputs[0].shape, inputs[1].shape, op: op.name)
         let x = try Ops.cast(inputs[0], to: dtype), y = try Ops.cast(inputs[1], to: dtype)
-        let out = try TensorImpl.empty(shape, dtype: dtype, on: x.backend)
+        let out = try TensorImpl.empty(shape, dtype: dtype, like: x)
         out.elementwise("\(k)").binary(k, x.expanded(to: shape), y.expanded(to: shape), into: out)
         guard Autograd.tracks(x, y), !k.isBitwise else { return out }
         // Each gradient is summed back over the dimensions its input was broadcast along.
@@ -140,7 +140,7 @@ package enum Elementwise {
             throw LucidError.runtime("pow: integers to negative integer powers are not allowed")
         }
         let x = try Ops.cast(x0, to: dtype)
-        let out = try TensorImpl.empty(x.shape, dtype: dtype, on: x.backend)
+        let out = try TensorImpl.empty(x.shape, dtype: dtype, like: x)
         out.elementwise("\(k)").binary(k, x, scalar: scalar.value, scalarFirst: scalarFirst, into: out)
         guard Autograd.tracks(x), !k.isBitwise else { return out }
         let rule: (TensorImpl) throws -> TensorImpl
@@ -201,7 +201,7 @@ package enum Elementwise {
         }
         var x = try op.autocast([a])[0]
         if !k.keepsIntegers && !x.dtype.isFloatingPoint { x = try Ops.cast(x, to: .float32) }
-        let out = try TensorImpl.empty(x.shape, dtype: x.dtype, on: x.backend)
+        let out = try TensorImpl.empty(x.shape, dtype: x.dtype, like: x)
         out.elementwise(k.name).unary(k, x, into: out)
         guard Autograd.tracks(x) else { return out }
         // The node keeps one tensor: the output when the derivative reads it, else the input

@@ -19,6 +19,10 @@ final class HostAllocator: @unchecked Sendable {
     }
 
     private let lock = Lock()
+    /// Free blocks of up to `smallLimit` bytes, by size / 64 (their sizes are multiples of 64),
+    /// so that a small tensor's block is found without hashing; larger ones by size.
+    private static let smallLimit = 4096
+    private var smallLists = [[UnsafeMutableRawPointer]](repeating: [], count: smallLimit / 64 + 1)
     private var freeLists: [Int: [UnsafeMutableRawPointer]] = [:]
     private var cached = 0
     /// Bytes held in free blocks.
@@ -40,7 +44,8 @@ final class HostAllocator: @unchecked Sendable {
     func allocate(_ bytes: Int) throws -> (UnsafeMutableRawPointer, Int) {
         let size = Self.blockSize(bytes)
         if let p = lock.withLock({ () -> UnsafeMutableRawPointer? in
-            guard let p = freeLists[size]?.popLast() else { return nil }
+            let found = size <= Self.smallLimit ? smallLists[size >> 6].popLast() : freeLists[size]?.popLast()
+            guard let p = found else { return nil }
             cached -= size
             return p
         }) {
@@ -61,7 +66,11 @@ final class HostAllocator: @unchecked Sendable {
     func release(_ p: UnsafeMutableRawPointer, size: Int) {
         let kept = lock.withLock { () -> Bool in
             guard cached + size <= limit else { return false }
-            freeLists[size, default: []].append(p)
+            if size <= Self.smallLimit {
+                smallLists[size >> 6].append(p)
+            } else {
+                freeLists[size, default: []].append(p)
+            }
             cached += size
             return true
         }
@@ -71,8 +80,9 @@ final class HostAllocator: @unchecked Sendable {
     /// Frees every cached block.
     func emptyCache() {
         let blocks = lock.withLock { () -> [UnsafeMutableRawPointer] in
-            let all = freeLists.values.flatMap { $0 }
+            let all = freeLists.values.flatMap { $0 } + smallLists.flatMap { $0 }
             freeLists.removeAll()
+            for i in smallLists.indices { smallLists[i].removeAll() }
             cached = 0
             return all
         }
