@@ -504,16 +504,30 @@ def binary_scalar(op: int, a: int, value: float, int_value: int, kind: int, scal
     return out
 
 
+_unary = _lib.lucid_unary
+
+
 def unary(op: int, a: int) -> Record:
-    return _new(_lib.lucid_unary, op, a)
+    out = Record()
+    rc = _unary(op, a, out)
+    if rc:
+        _raise(rc)
+    return out
 
 
 def bitwise_not(a: int) -> Record:
     return _new(_lib.lucid_bitwise_not, a)
 
 
+_matmul = _lib.lucid_matmul
+
+
 def matmul(a: int, b: int) -> Record:
-    return _new(_lib.lucid_matmul, a, b)
+    out = Record()
+    rc = _matmul(a, b, out)
+    if rc:
+        _raise(rc)
+    return out
 
 
 def linear(x: int, w: int, b: int) -> Record:

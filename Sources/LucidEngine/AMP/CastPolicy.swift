@@ -43,6 +43,14 @@ public struct OpInfo: Sendable {
         return try Autocast.disabled { try body(cast) }
     }
 
+    /// Two operands through this op's policy; outside autocast, or for an op it leaves alone,
+    /// they come back as they are without the arrays of the general form.
+    func autocast(_ a: TensorImpl, _ b: TensorImpl) throws -> (TensorImpl, TensorImpl) {
+        guard policy != .none, Autocast.castTarget(a.device) != nil else { return (a, b) }
+        let cast = try autocast([a, b])
+        return (cast[0], cast[1])
+    }
+
     /// Applies this op's autocast policy to its inputs (all on one device).
     func autocast(_ inputs: [TensorImpl]) throws -> [TensorImpl] {
         guard policy != .none, let first = inputs.first,

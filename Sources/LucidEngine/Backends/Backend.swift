@@ -16,7 +16,21 @@ package enum BinaryKernel: Int32, Sendable {
 }
 
 /// Elementwise comparisons: operands share a dtype, the output is bool.
-package enum CompareKernel: Int32, Sendable, CaseIterable { case eq = 0, ne, lt, le, gt, ge }
+package enum CompareKernel: Int32, Sendable, CaseIterable {
+    case eq = 0, ne, lt, le, gt, ge
+
+    /// The op's name, without the cost of reflecting the case ("\(k)").
+    var name: String {
+        switch self {
+        case .eq: "eq"
+        case .ne: "ne"
+        case .lt: "lt"
+        case .le: "le"
+        case .gt: "gt"
+        case .ge: "ge"
+        }
+    }
+}
 
 /// Geometry of a sliding 2-D window over [N, C, H, W] input: `im2col` gathers each window
 /// into a column of [N, C·kh·kw, oh·ow], `col2im` sums columns back.

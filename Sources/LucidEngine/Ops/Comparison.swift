@@ -7,14 +7,14 @@ package enum Comparison {
 
     /// `a op b` elementwise as bool, compared in the promoted dtype.
     package static func compare(_ k: CompareKernel, _ a: TensorImpl, _ b: TensorImpl) throws -> TensorImpl {
-        let name = "\(k)"
-        try Ops.checkSameDevice(name, [a, b])
+        let name = k.name
+        try Ops.checkSameDevice(name, a, b)
         let dtype = Elementwise.resultType(a, b)
         let shape = try Shape.broadcast(a.shape, b.shape, op: name)
         let x = try GradMode.with(false) { try Ops.cast(a, to: dtype) }
         let y = try GradMode.with(false) { try Ops.cast(b, to: dtype) }
-        let out = try TensorImpl.empty(shape, dtype: .bool, on: x.backend)
-        out.elementwise("\(k)").compare(k, x.expanded(to: shape), y.expanded(to: shape), into: out)
+        let out = try TensorImpl.empty(shape, dtype: .bool, like: x)
+        out.elementwise(name).compare(k, x.expanded(to: shape), y.expanded(to: shape), into: out)
         return out
     }
 

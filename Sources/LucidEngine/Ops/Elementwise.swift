@@ -94,12 +94,12 @@ package enum Elementwise {
 
     package static func binary(_ k: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl) throws -> TensorImpl {
         let op = info(k)
-        try Ops.checkSameDevice(op.name, [a, b])
-        let inputs = try op.autocast([a, b])
-        let dtype = computeType(k, resultType(inputs[0], inputs[1]))
+        try Ops.checkSameDevice(op.name, a, b)
+        let (a1, b1) = try op.autocast(a, b)
+        let dtype = computeType(k, resultType(a1, b1))
         try checkBool(k, dtype)
-        let shape = try Shape.broadcast(inputs[0].shape, inputs[1].shape, op: op.name)
-        let x = try Ops.cast(inputs[0], to: dtype), y = try Ops.cast(inputs[1], to: dtype)
+        let shape = try Shape.broadcast(a1.shape, b1.shape, op: op.name)
+        let x = try Ops.cast(a1, to: dtype), y = try Ops.cast(b1, to: dtype)
         let out = try TensorImpl.empty(shape, dtype: dtype, like: x)
         out.elementwise("\(k)").binary(k, x.expanded(to: shape), y.expanded(to: shape), into: out)
         guard Autograd.tracks(x, y), !k.isBitwise else { return out }

@@ -13,8 +13,16 @@ package enum LinearAlgebra {
         }
     }
 
-    private static func checkBLASSize(_ op: String, _ dims: Int...) throws {
-        if let d = dims.first(where: { $0 > Int(Int32.max) }) {
+    private static func checkOperands(_ op: String, _ a: TensorImpl, _ b: TensorImpl) throws {
+        if a.dtype == .bool || b.dtype == .bool { throw LucidError.type("\(op): not supported for bool tensors") }
+        if a.dtype != b.dtype {
+            throw LucidError.type("\(op): expected operands of one dtype, got \(a.dtype) and \(b.dtype) (convert one with .to(), or run under autocast)")
+        }
+    }
+
+    private static func checkBLASSize(_ op: String, _ m: Int, _ n: Int, _ k: Int) throws {
+        let d = max(m, max(n, k))
+        if d > Int(Int32.max) {
             throw LucidError.value("\(op): dimension \(d) is larger than the BLAS limit \(Int32.max)")
         }
     }
@@ -38,13 +46,13 @@ package enum LinearAlgebra {
     /// batched products with broadcast batch dimensions.
     package static func matmul(_ a: TensorImpl, _ b: TensorImpl) throws -> TensorImpl {
         let op = matmul.name
-        try Ops.checkSameDevice(op, [a, b])
+        try Ops.checkSameDevice(op, a, b)
         guard a.ndim >= 1, b.ndim >= 1 else {
             throw LucidError.value("matmul: both arguments need at least 1 dimension, got shapes \(a.shape) and \(b.shape)")
         }
-        let inputs = try matmul.autocast([a, b])
-        try checkOperands(op, inputs)
-        var x = inputs[0], y = inputs[1]
+        let (a0, b0) = try matmul.autocast(a, b)
+        try checkOperands(op, a0, b0)
+        var x = a0, y = b0
         let xVector = x.ndim == 1, yVector = y.ndim == 1
         if xVector { x = x.view(shape: [1, x.shape[0]], strides: [max(x.shape[0], 1), x.strides[0]]) }
         if yVector { y = y.view(shape: [y.shape[0], 1], strides: [y.strides[0], 1]) }
@@ -78,7 +86,6 @@ package enum LinearAlgebra {
             if !yVector { shape.append(n) }
             result = out.view(shape: shape, strides: Shape.contiguousStrides(shape))
         }
-        let a0 = inputs[0], b0 = inputs[1]
         guard Autograd.tracks(a0, b0) else { return result }
         return Autograd.record(result, Autograd.name(matmul), [a0, b0]) { g in
             // In matrix form: dA = G·Bᵀ and dB = Aᵀ·G, summed over broadcast batch dimensions.

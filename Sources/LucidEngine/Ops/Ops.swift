@@ -20,6 +20,13 @@ package enum Ops {
     }
 
     /// Throws unless every tensor is on one device.
+    /// Two operands on one device (without the array of the general form).
+    static func checkSameDevice(_ op: String, _ a: TensorImpl, _ b: TensorImpl) throws {
+        if a.device != b.device {
+            throw LucidError.runtime("\(op): expected all tensors on one device, got \(a.device) and \(b.device)")
+        }
+    }
+
     static func checkSameDevice(_ op: String, _ tensors: [TensorImpl]) throws {
         guard let first = tensors.first else { return }
         for t in tensors.dropFirst() where t.device != first.device {
