@@ -240,6 +240,9 @@ int32_t lucid_embedding(lucid_tensor weight, lucid_tensor indices, int32_t has_p
 
 int32_t lucid_softmax(lucid_tensor a, int64_t dim, int32_t log, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_dropout(lucid_tensor a, double p, int32_t training, int64_t out[LUCID_RECORD_LEN]);
+/* torch.nn.functional.leaky_relu: a > 0 ? a : negative_slope·a for a floating tensor (gradient
+ * negative_slope at 0). */
+int32_t lucid_leaky_relu(lucid_tensor a, double negative_slope, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_layer_norm(lucid_tensor a, const int64_t *normalized_shape, int32_t ndim, lucid_tensor weight,
                          lucid_tensor bias, double eps, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_group_norm(lucid_tensor a, int64_t groups, lucid_tensor weight, lucid_tensor bias, double eps,

@@ -74,6 +74,7 @@ SIGNATURES = {
     "lucid_embedding": ([c_uint32, c_uint32, c_int32, c_int64, POINTER(c_int64)], c_int32),
     "lucid_softmax": ([c_uint32, c_int64, c_int32, POINTER(c_int64)], c_int32),
     "lucid_dropout": ([c_uint32, c_double, c_int32, POINTER(c_int64)], c_int32),
+    "lucid_leaky_relu": ([c_uint32, c_double, POINTER(c_int64)], c_int32),
     "lucid_layer_norm": ([c_uint32, POINTER(c_int64), c_int32, c_uint32, c_uint32, c_double, POINTER(c_int64)], c_int32),
     "lucid_group_norm": ([c_uint32, c_int64, c_uint32, c_uint32, c_double, POINTER(c_int64)], c_int32),
     "lucid_batch_norm": ([c_uint32, c_uint32, c_uint32, c_uint32, c_uint32, c_int32, c_double, c_double, POINTER(c_uint32), POINTER(c_uint32), POINTER(c_uint32)], c_int32),

@@ -803,6 +803,10 @@ def softmax(a: int, dim: int, log: bool) -> Record:
     return _new(_lib.lucid_softmax, a, _int64(dim), 1 if log else 0)
 
 
+def leaky_relu(a: int, slope: float) -> Record:
+    return _new(_lib.lucid_leaky_relu, a, slope)
+
+
 def dropout(a: int, p: float, training: bool) -> Record:
     return _new(_lib.lucid_dropout, a, p, 1 if training else 0)
 

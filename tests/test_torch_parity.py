@@ -71,6 +71,44 @@ def test_leaky_relu_and_its_gradient(device):
     np.testing.assert_allclose(u.detach().numpy(), np.where(x > 0, x, 0.01 * x), rtol=1e-6)
 
 
+@pytest.mark.parametrize("device", ["cpu", "metal"])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_leaky_relu_fused_and_composed_paths_match_numpy(device, layout):
+    # Large enough for the kernel's threads; a transposed view takes the composed path.
+    x = np.random.default_rng(7).standard_normal((300, 257)).astype(np.float32)
+    x[0, :4] = [0.0, -0.0, np.nan, -np.inf]
+    src = x.T.copy() if layout == "transposed" else x
+    t = lucid.tensor(src, device=device, requires_grad=True)
+    view = t.T if layout == "transposed" else t
+    y = F.leaky_relu(view, 0.2)
+    want = np.where(x > 0, x, np.float32(0.2) * x)
+    np.testing.assert_array_equal(y.numpy(), want)  # one rounding either way: bit-equal
+    g = np.random.default_rng(8).standard_normal(x.shape).astype(np.float32)
+    y.backward(lucid.tensor(g, device=device))
+    want_grad = np.where(x > 0, g, np.float32(0.2) * g)
+    np.testing.assert_array_equal(t.grad.numpy(), want_grad.T if layout == "transposed" else want_grad)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_leaky_relu_in_low_precision_rounds_once(dtype):
+    import ml_dtypes
+    np_dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float16
+    x = np.random.default_rng(9).standard_normal(1000).astype(np_dtype)
+    y = F.leaky_relu(lucid.tensor(x, dtype=getattr(lucid, dtype)), 0.3)
+    assert y.dtype is getattr(lucid, dtype)
+    x32 = x.astype(np.float32)
+    np.testing.assert_array_equal(y.float().numpy(), np.where(x32 > 0, x32, 0.3 * x32).astype(np_dtype).astype(np.float32))
+
+
+def test_leaky_relu_refuses_what_pytorch_refuses():
+    with pytest.raises(TypeError, match="floating-point"):
+        F.leaky_relu(lucid.tensor([1, -2]))
+    with pytest.raises(TypeError, match="negative_slope must be a number"):
+        F.leaky_relu(lucid.ones(2), "0.1")
+    with pytest.raises(TypeError, match="lucid.Tensor"):
+        F.leaky_relu(np.ones(2))
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_binary_cross_entropy_matches_numpy_and_clamps_its_logs(reduction):
     p = rng.random((4, 3)).astype(np.float32) * 0.98 + 0.01

@@ -249,6 +249,11 @@ public func lucid_softmax(_ a: UInt32, _ dim: Int64, _ log: Int32, _ out: Unsafe
     }
 }
 
+@_cdecl("lucid_leaky_relu")
+public func lucid_leaky_relu(_ a: UInt32, _ slope: Double, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall { try emit(try Activations.leakyRelu(try tensors.get(a), slope: slope), out) }
+}
+
 @_cdecl("lucid_dropout")
 public func lucid_dropout(_ a: UInt32, _ p: Double, _ training: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try Activations.dropout(try tensors.get(a), p: p, training: training != 0), out) }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 
 from .. import _engine as E, _views
 from .._tensor import Tensor
@@ -42,17 +44,12 @@ def _unary(name, input):
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
-    """x where x > 0, else ``negative_slope``·x (computed in float32, rounded once), with
-    PyTorch's gradient (``negative_slope`` at 0)."""
+    """x where x > 0, else ``negative_slope``·x (rounded once into the input's dtype), with
+    PyTorch's gradient (``negative_slope`` at 0). One fused engine kernel for float32."""
     _check(input, "input")
-    if not input.is_floating_point():
-        raise TypeError(f"leaky_relu: expected a floating-point tensor, got {input.dtype}")
-    from .._functions import where
-    from .._grad_mode import no_grad
-    with no_grad():  # the slope of each element: 1 or negative_slope, a constant for autograd
-        factor = where(input > 0, 1.0, float(negative_slope))
-    out = input * factor
-    return _out(input, out if out.dtype is input.dtype else out.to(input.dtype), inplace, "leaky_relu")
+    if not isinstance(negative_slope, numbers.Real) or isinstance(negative_slope, bool):
+        raise TypeError(f"leaky_relu: negative_slope must be a number, got {negative_slope!r}")
+    return _out(input, Tensor._wrap(E.leaky_relu(input._h, float(negative_slope))), inplace, "leaky_relu")
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:

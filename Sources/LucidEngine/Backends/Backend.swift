@@ -174,6 +174,16 @@ protocol ElementwiseKernels: AnyObject, Sendable {
     func compare(_ op: CompareKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
     /// `out = cond ? a : b`; `cond` is bool, `a`/`b` share out's dtype, all broadcast views.
     func select(_ cond: TensorImpl, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
+    /// Leaky ReLU, `out = x > 0 ? x : slope·x`, for contiguous float32 `x` and `out` of one
+    /// shape. False when the backend leaves it to be composed (nothing written).
+    func leakyRelu(_ x: TensorImpl, slope: Float, into out: TensorImpl) -> Bool
+    /// Its backward, `gradIn = x > 0 ? grad : slope·grad`, all contiguous float32 of one shape.
+    func leakyReluBackward(_ x: TensorImpl, grad: TensorImpl, slope: Float, into gradIn: TensorImpl) -> Bool
+}
+
+extension ElementwiseKernels {
+    func leakyRelu(_ x: TensorImpl, slope: Float, into out: TensorImpl) -> Bool { false }
+    func leakyReluBackward(_ x: TensorImpl, grad: TensorImpl, slope: Float, into gradIn: TensorImpl) -> Bool { false }
 }
 
 /// Reductions over axes, and the arg-reductions.

@@ -1,9 +1,38 @@
-/// softmax, log_softmax and dropout.
+/// softmax, log_softmax, dropout and leaky_relu.
 package enum Activations {
     static let softmax = OpInfo("softmax", .float32)
     static let logSoftmax = OpInfo("log_softmax", .float32)
     static let dropout = OpInfo("dropout", .none)
-    static let infos = [softmax, logSoftmax, dropout]
+    static let leakyRelu = OpInfo("leaky_relu", .none)
+    static let infos = [softmax, logSoftmax, dropout, leakyRelu]
+
+    /// torch.nn.functional.leaky_relu: `x > 0 ? x : slope·x` for floating `x`, with the
+    /// gradient `slope` at 0 (as PyTorch). A backend's fused kernel runs float32 input; other
+    /// dtypes and backends compose it (the product rounds once into x's dtype).
+    package static func leakyRelu(_ x: TensorImpl, slope: Double) throws -> TensorImpl {
+        let op = leakyRelu.name
+        guard x.dtype.isFloatingPoint else { throw LucidError.type("\(op): expected a floating-point tensor, got \(x.dtype)") }
+        let s = Float(slope)
+        if x.dtype == .float32 {
+            let out = try TensorImpl.empty(x.shape, dtype: .float32, like: x)
+            if out.elementwise(op).leakyRelu(x, slope: s, into: out) {
+                guard Autograd.tracks(x) else { return out }
+                return Autograd.record(out, Autograd.name(leakyRelu), [x]) { g in
+                    let g32 = try Ops.contiguous(try Ops.cast(g, to: .float32))
+                    let dx = try TensorImpl.empty(x.shape, dtype: .float32, like: x)
+                    if dx.elementwise(op).leakyReluBackward(x, grad: g32, slope: s, into: dx) { return [dx] }
+                    return [try composed(g, x, slope)]
+                }
+            }
+        }
+        return try composed(x, x, slope)
+    }
+
+    /// `v > 0 ? v : slope·v` where the sign is taken from `x` (v is x, or a gradient for x).
+    private static func composed(_ v: TensorImpl, _ x: TensorImpl, _ slope: Double) throws -> TensorImpl {
+        let negative = try Elementwise.binary(.mul, v, scalar: ScalarOperand(float: slope), scalarFirst: false)
+        return try Comparison.where(try Comparison.compare(.gt, x, scalar: ScalarOperand(int: 0)), v, negative)
+    }
 
     /// `x - max(x)` along `dim`, the max held constant (it cancels in the result).
     private static func shifted(_ x: TensorImpl, _ d: Int) throws -> TensorImpl {

@@ -49,6 +49,18 @@ extension HostBackend: ElementwiseKernels {
         if DenseFastPath.select(cond, a, b, into: out) { return }
         dispatch(out.dtype, SelectElements(cond: cond, a: a, b: b, out: out))
     }
+
+    func leakyRelu(_ x: TensorImpl, slope: Float, into out: TensorImpl) -> Bool {
+        guard FloatFastPath.applies(out, x) else { return false }
+        FloatFastPath.leakyRelu(x, slope: slope, out)
+        return true
+    }
+
+    func leakyReluBackward(_ x: TensorImpl, grad: TensorImpl, slope: Float, into gradIn: TensorImpl) -> Bool {
+        guard FloatFastPath.applies(gradIn, x, grad) else { return false }
+        FloatFastPath.leakyReluBackward(x, grad: grad, slope: slope, gradIn)
+        return true
+    }
 }
 
 @inline(__always)

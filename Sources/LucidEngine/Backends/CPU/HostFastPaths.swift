@@ -46,6 +46,22 @@ enum FloatFastPath {
         }
     }
 
+    /// `out = x > 0 ? x : slope·x`.
+    static func leakyRelu(_ x: TensorImpl, slope: Float, _ out: TensorImpl) {
+        let px = UnsafePointer(pointer(x)), o = pointer(out)
+        HostThreads.forEachRange(out.numel) { r in
+            for i in r { o[i] = px[i] > 0 ? px[i] : px[i] * slope }
+        }
+    }
+
+    /// `gradIn = x > 0 ? grad : slope·grad`.
+    static func leakyReluBackward(_ x: TensorImpl, grad: TensorImpl, slope: Float, _ out: TensorImpl) {
+        let px = UnsafePointer(pointer(x)), pg = UnsafePointer(pointer(grad)), o = pointer(out)
+        HostThreads.forEachRange(out.numel) { r in
+            for i in r { o[i] = px[i] > 0 ? pg[i] : pg[i] * slope }
+        }
+    }
+
     // The loops, on `n` contiguous floats: shared by the float32 kernels and the bfloat16
     // ones, which run them on widened blocks.
 
