@@ -291,9 +291,30 @@ protocol NormalizationKernels: AnyObject, Sendable {
     func normalizeChannelsBackward(_ grad: TensorImpl, _ x: TensorImpl, batch: Int, channels: Int, eps: Float,
                                    mean: TensorImpl, variance: TensorImpl, weight: TensorImpl?, dx: TensorImpl,
                                    dweight: TensorImpl?, dbias: TensorImpl?) -> Bool
+
+    /// The per-channel affine of contiguous float32 `y` viewed as [batch, channels, S]:
+    /// `out = y·weight[c] + bias[c]` (weight and bias optional float32 [channels], out float32
+    /// of y's shape). False when the backend composes it (nothing written).
+    func scaleChannels(_ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?, bias: TensorImpl?,
+                       into out: TensorImpl) -> Bool
+
+    /// Its backward, fused, for contiguous float32 `grad` and `y`: each given of
+    /// `dy = grad·weight[c]`, `dweight[c] = Σ grad·y` and `dbias[c] = Σ grad`.
+    func scaleChannelsBackward(_ grad: TensorImpl, _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?,
+                               dy: TensorImpl?, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool
 }
 
 extension NormalizationKernels {
+    func scaleChannels(_ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?, bias: TensorImpl?,
+                       into out: TensorImpl) -> Bool {
+        false
+    }
+
+    func scaleChannelsBackward(_ grad: TensorImpl, _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?,
+                               dy: TensorImpl?, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool {
+        false
+    }
+
     /// Batch normalisation of contiguous float32 `x` viewed as [batch, channels, S] with the
     /// batch's statistics: each channel's mean and biased variance over its batch·S values
     /// (float32 [channels]), and `out = (x - mean)·rstd·weight + bias` per channel

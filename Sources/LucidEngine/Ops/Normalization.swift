@@ -21,6 +21,40 @@ package enum Normalization {
         return out
     }
 
+    /// `y·weight[c] + bias[c]` over float32 [N, C, *] `y` (weight and bias [C], either
+    /// optional), through the backend's fused kernels and their backward; composed otherwise.
+    private static func channelAffine(_ op: OpInfo, _ y: TensorImpl, _ weight: TensorImpl?,
+                                      _ bias: TensorImpl?) throws -> TensorImpl {
+        guard weight != nil || bias != nil else { return y }
+        let view = [1, y.shape[1]] + [Int](repeating: 1, count: y.ndim - 2)
+        let composed = { try affine(y, try float32(weight), try float32(bias), shape: view) }
+        guard let kernels = y.backend.normalizationKernels, y.dtype == .float32, y.numel > 0 else { return try composed() }
+        let plain = { (t: TensorImpl?) throws -> TensorImpl? in
+            try t.map { try Ops.contiguous(try Ops.cast($0.withRequiresGrad(false), to: .float32)) }
+        }
+        let yc = try Ops.contiguous(y), w32 = try plain(weight), b32 = try plain(bias)
+        let data = yc.withRequiresGrad(false)
+        let n = yc.shape[0], c = yc.shape[1]
+        let out = try TensorImpl.empty(yc.shape, dtype: .float32, like: yc)
+        guard kernels.scaleChannels(data, batch: n, channels: c, weight: w32, bias: b32, into: out) else {
+            return try composed()
+        }
+        return Autograd.record(out, Autograd.name(op), [yc] + [weight, bias].compactMap { $0 }) { g in
+            let g32 = try Ops.contiguous(try Ops.cast(g, to: .float32))
+            let dy = yc.requiresGrad ? try TensorImpl.empty(yc.shape, dtype: .float32, like: yc) : nil
+            let dw = weight?.requiresGrad == true ? try TensorImpl.empty([c], dtype: .float32, on: yc.backend) : nil
+            let db = bias?.requiresGrad == true ? try TensorImpl.empty([c], dtype: .float32, on: yc.backend) : nil
+            guard kernels.scaleChannelsBackward(g32, data, batch: n, channels: c, weight: w32, dy: dy, dweight: dw,
+                                                dbias: db) else {
+                throw LucidError.runtime("\(op.name): the backend's backward kernel refused what its forward took")
+            }
+            var grads: [TensorImpl?] = [dy]
+            if let weight { grads.append(try dw.map { try Ops.cast($0, to: weight.dtype) }) }
+            if let bias { grads.append(try db.map { try Ops.cast($0, to: bias.dtype) }) }
+            return grads
+        }
+    }
+
     private static func checkParam(_ op: String, _ name: String, _ t: TensorImpl?, _ shape: [Int]) throws {
         if let t, t.shape != shape {
             throw LucidError.value("\(op): \(name) must have shape \(shape), got \(t.shape)")
@@ -160,8 +194,7 @@ package enum Normalization {
                 let grouped = try ShapeOps.reshape(try Ops.cast(x, to: .float32), [x.shape[0], groups, -1])
                 y = try ShapeOps.reshape(try normalized(grouped, dims: [2], eps: eps), x.shape)
             }
-            let view = [1, c] + [Int](repeating: 1, count: x.ndim - 2)
-            return try Ops.cast(try affine(y, try float32(w), try float32(b), shape: view), to: x.dtype)
+            return try Ops.cast(try channelAffine(groupNorm, y, w, b), to: x.dtype)
         }
     }
 

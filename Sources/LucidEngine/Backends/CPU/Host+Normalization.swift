@@ -94,6 +94,48 @@ extension HostBackend: NormalizationKernels {
         return true
     }
 
+    func scaleChannels(_ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?, bias: TensorImpl?,
+                       into out: TensorImpl) -> Bool {
+        guard y.dtype == .float32, out.dtype == .float32, y.isContiguous, out.isContiguous, batch > 0, channels > 0
+        else { return false }
+        let s = y.numel / (batch * channels)
+        let py = UnsafePointer(Self.floats(y)), po = Self.floats(out)
+        let pw = weight.map { UnsafePointer(Self.floats($0)) }, pb = bias.map { UnsafePointer(Self.floats($0)) }
+        HostThreads.forEachRange(batch * channels, grain: Self.rowGrain(s), align: 1) { range in
+            for row in range {
+                let c = row % channels
+                FloatRows.normalize(py + row * s, s, 0, 1, scale: pw?[c] ?? 1, shift: pb?[c] ?? 0, po + row * s)
+            }
+        }
+        return true
+    }
+
+    func scaleChannelsBackward(_ grad: TensorImpl, _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?,
+                               dy: TensorImpl?, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool {
+        guard grad.dtype == .float32, y.dtype == .float32, grad.isContiguous, y.isContiguous, batch > 0, channels > 0,
+              dy.map({ $0.dtype == .float32 && $0.isContiguous }) ?? true else { return false }
+        let s = y.numel / (batch * channels)
+        let pg = UnsafePointer(Self.floats(grad)), py = UnsafePointer(Self.floats(y))
+        let pw = weight.map { UnsafePointer(Self.floats($0)) }
+        let pdy = dy.map { Self.floats($0) }, pdw = dweight.map { Self.floats($0) }, pdb = dbias.map { Self.floats($0) }
+        // By channel, so that each channel's sums have one writer.
+        HostThreads.forEachRange(channels, grain: Self.rowGrain(batch * s), align: 1) { range in
+            for c in range {
+                var sgy = 0.0, sg = 0.0
+                let w = pw?[c] ?? 1
+                for n in 0..<batch {
+                    let at = (n * channels + c) * s
+                    if pdw != nil { sgy += FloatRows.dot(pg + at, py + at, s) }
+                    if pdb != nil { sg += FloatRows.sum(pg + at, s) }
+                    if let pdy { FloatRows.normalize(pg + at, s, 0, 1, scale: w, shift: 0, pdy + at) }
+                }
+                pdw?[c] = Float(sgy)
+                pdb?[c] = Float(sg)
+            }
+        }
+        return true
+    }
+
     func normalizeRowsBackward(_ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
                                weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool {
         guard rows > 0, grad.dtype == .float32, x.dtype == .float32, dx.dtype == .float32,
