@@ -78,6 +78,30 @@ def test_conv_errors():
         F.conv_transpose2d(x, T(arr(3, 4, 3, 3)), groups=2 ** 62)
 
 
+@pytest.mark.parametrize("groups,channels", [(1, 1), (1, 3), (2, 4), (1, 8)])
+def test_bfloat16_conv2d_rounds_once_from_exact_float32_sums(groups, channels):
+    # Few input channels per group take a float32 pass on the bfloat16 operands; either way
+    # the result is the exact convolution of the bfloat16 values, rounded once (within one
+    # bfloat16 step of float64, and bit-equal across both paths' rounding of float32 sums).
+    gen = np.random.default_rng(channels * 10 + groups)
+    x = gen.standard_normal((3, channels, 9, 9)).astype(np.float32)
+    w = gen.standard_normal((4, channels // groups, 3, 3)).astype(np.float32)
+    xb, wb = T(x).to(lucid.bfloat16).requires_grad_(), T(w).to(lucid.bfloat16).requires_grad_()
+    y = F.conv2d(xb, wb, padding=1, groups=groups)
+    assert y.dtype is lucid.bfloat16
+    xr, wr = (np.asarray(t.float().numpy(), np.float64) for t in (xb, wb))
+    want = conv2d(xr, wr, padding=(1, 1), groups=groups)
+    got = y.float().numpy()
+    step = np.abs(want) * 2.0 ** -7 + 1e-6  # one bfloat16 rounding, plus float32 summation
+    assert np.all(np.abs(got - want) <= step), np.max(np.abs(got - want) / step)
+    g = gen.standard_normal(want.shape).astype(np.float32)
+    (y.float() * T(g)).sum().backward()
+    assert xb.grad.dtype is lucid.bfloat16 and wb.grad.dtype is lucid.bfloat16
+    if groups == 1:  # d/dx: the transposed convolution of the (bfloat16-rounded) gradient
+        gr = np.asarray(T(g).to(lucid.bfloat16).float().numpy(), np.float64)
+        close(xb.grad.float(), conv2d(gr, np.flip(wr, (2, 3)).transpose(1, 0, 2, 3), padding=(1, 1)), 5e-2)
+
+
 @pytest.mark.parametrize("dtype", [lucid.float32, lucid.bfloat16])
 def test_conv2d_passes_share_reordered_inputs_without_going_stale(dtype):
     # Large enough for oneDNN's blocked layouts. The backward passes reuse the forward's
