@@ -329,6 +329,14 @@ def training_cases():
     return cases
 
 
+def shape_read_ratio(min_time):
+    """The time of ``(a + b).shape`` over that of ``a + b`` (4x4), taking turns between the two:
+    what reading a fresh result's shape adds to the op."""
+    a = lucid.tensor(arr(4, 4))
+    op, with_shape = timed_together([lambda: a + a, lambda: (a + a).shape], min_time)
+    return with_shape / op
+
+
 def activation_memory():
     """Engine bytes a training forward pass holds for backward (a 4-layer MLP, 1024 wide,
     batch 4096): in float32 and under bfloat16 autocast, parameters and input excluded."""
@@ -405,6 +413,8 @@ def main():
         rows.append(row)
         print(f"{row[0]:<42}{row[1]:>11}{row[2]:>11}{row[3]:>11}{row[4]:>13}{row[5]:>13}  {row[6]}", flush=True)
 
+    shape = f"(a + b).shape on a 4x4 result: {shape_read_ratio(min_time):.2f}x the time of a + b (target <= 1.1x)"
+    print(f"\n{shape}")
     fp32, amp = activation_memory()
     mem = f"activation memory held by a training forward pass: float32 {fp32 / 2**20:.1f} MiB, bf16 autocast " \
           f"{amp / 2**20:.1f} MiB ({amp / fp32:.2f}x; target <= 0.55x)"
@@ -418,7 +428,7 @@ def main():
             f.write("| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n")
             for r in rows:
                 f.write("| " + " | ".join(r) + " |\n")
-            f.write(f"\n{mem}.\n\n{NOTES}\n")
+            f.write(f"\n{shape}.\n\n{mem}.\n\n{NOTES}\n")
         print(f"wrote {args.write}")
 
 

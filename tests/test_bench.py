@@ -14,4 +14,4 @@ def test_quick_benchmark_run_prints_ratios(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "4x4 add" in run.stdout and "lucid/numpy" in run.stdout
     table = out.read_text()
-    assert "| 4x4 matmul |" in table and "activation memory" in table
+    assert "| 4x4 matmul |" in table and "activation memory" in table and "(a + b).shape" in table
