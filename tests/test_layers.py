@@ -55,6 +55,25 @@ def test_conv_transpose2d(kw):
     close(F.conv_transpose2d(T(x), T(w), T(b), **kw), conv_transpose2d(x, w, b, **kw))
 
 
+@pytest.mark.parametrize("device", ["cpu", "metal"])
+def test_bfloat16_conv_transpose2d_and_its_gradients(device):
+    x, w = arr(2, 8, 6, 5), arr(8, 3, 4, 4) * 0.2
+    xb = T(x, device=device).to(lucid.bfloat16).requires_grad_()
+    wb = T(w, device=device).to(lucid.bfloat16).requires_grad_()
+    y = F.conv_transpose2d(xb, wb, stride=2, padding=1)
+    assert y.dtype is lucid.bfloat16
+    xr, wr = (np.asarray(t.float().numpy(), np.float64) for t in (xb, wb))
+    want = conv_transpose2d(xr, wr, None, stride=(2, 2), padding=(1, 1))
+    close(y.float(), want, 3e-2)
+    g = arr(*want.shape)
+    (y.float() * T(g, device=device)).sum().backward()
+    # The gradients of the float32 operation on the same values, within bfloat16 rounding.
+    x32, w32 = T(xr.astype(np.float32), requires_grad=True), T(wr.astype(np.float32), requires_grad=True)
+    (F.conv_transpose2d(x32, w32, stride=2, padding=1) * T(g)).sum().backward()
+    close(xb.grad.float(), x32.grad.numpy(), 6e-2)
+    close(wb.grad.float(), w32.grad.numpy(), 2e-1)
+
+
 def test_conv_errors():
     x, w = T(arr(1, 3, 5, 5)), T(arr(4, 3, 3, 3))
     with pytest.raises(ValueError, match="channels"):
@@ -611,6 +630,8 @@ GRADS = {
                     [(3, 4)]),
     "group_norm_affine_bias": (lambda a, w, b: F.group_norm(a, 1, w, b), [(2, 3, 2), (3,), (3,)]),
     "group_norm_bias_only": (lambda a, b: F.group_norm(a, 2, None, b), [(2, 4, 3), (4,)]),
+    "conv_transpose2d_groups": (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(2, 1), groups=2, dilation=(1, 2)),
+                                [(2, 4, 3, 3), (4, 1, 2, 3), (2,)]),
     "group_norm_4d_affine": (lambda a, w, b: F.group_norm(a, 2, w, b), [(2, 4, 3, 2), (4,), (4,)]),
     "attention_fused": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.8), [(2, 3, 2), (2, 4, 2), (2, 4, 3)]),
     "attention_float_mask": (lambda q, m: F.scaled_dot_product_attention(q, q, q, attn_mask=m),

@@ -152,6 +152,33 @@ package enum Convolution {
         }
     }
 
+    /// conv_transpose2d through the backend's direct convolution kernels, or nil when it has
+    /// none for this problem. A transposed convolution is the input gradient of the
+    /// convolution `g` describes (from the [N, C_out, oh, ow] output image to the [N, C_in, h, w]
+    /// input, with x's weight as that convolution's [C_in, C_out/groups, kh, kw] weight), so
+    /// its forward is that convolution's backward-data pass, and its backward passes are the
+    /// convolution's forward (for x) and backward-weights (for the weight, with x as the
+    /// output gradient). The bias is the caller's.
+    private static func directTranspose(_ name: String, _ t: [TensorImpl], groups: Int,
+                                        _ g: WindowGeometry) throws -> TensorImpl? {
+        let x = try Ops.contiguous(t[0]), w = try Ops.contiguous(t[1])
+        let n = x.shape[0], cin = w.shape[0], cout = w.shape[1] * groups
+        let problem = ConvolutionProblem(batch: n, channels: cout, outChannels: cin, groups: groups, g, dtype: x.dtype)
+        let out = try TensorImpl.empty([n, cout, g.input.0, g.input.1], dtype: x.dtype, on: x.backend)
+        guard let kernels = out.backend.convolutionKernels,
+              kernels.convolution(.backwardData, problem, x: nil, weight: w, bias: nil, gradOut: x, into: out) else { return nil }
+        return Autograd.record(out, Autograd.name(convTranspose2d), [x, w]) { grad in
+            let gy = try Ops.contiguous(grad)
+            let gx = try TensorImpl.empty(x.shape, dtype: x.dtype, on: x.backend)
+            let gw = try TensorImpl.empty(w.shape, dtype: w.dtype, on: w.backend)
+            guard kernels.convolution(.forward, problem, x: gy, weight: w, bias: nil, gradOut: nil, into: gx),
+                  kernels.convolution(.backwardWeights, problem, x: gy, weight: nil, bias: nil, gradOut: x, into: gw) else {
+                throw LucidError.runtime("\(name): the backend's convolution kernels failed for the backward of input \(x.shape) and weight \(w.shape)")
+            }
+            return [gx, gw]
+        }
+    }
+
     /// 1-D cross-correlation of [N, C, L] (or [C, L]) input with [O, C/groups, k] weights.
     package static func conv1d(_ input: TensorImpl, _ weight: TensorImpl, _ bias: TensorImpl?, stride: Int, padding: Int,
                                dilation: Int, groups: Int) throws -> TensorImpl {
@@ -197,6 +224,10 @@ package enum Convolution {
         let cout = cog * groups
         let out = try convTranspose2d.run([x0, weight] + (bias.map { [$0] } ?? [])) { t in
             try Composite.checkSameDType(name, t)
+            if var y = try directTranspose(name, t, groups: groups, g) {
+                if t.count > 2 { y = try Composite.add(y, try ShapeOps.reshape(t[2], [1, cout, 1, 1])) }
+                return y
+            }
             let x = t[0], wt = t[1], n = x.shape[0]
             let xg = try ShapeOps.reshape(x, [n, groups, cin / groups, h * w])
             let wg = try ShapeOps.transpose(try ShapeOps.reshape(wt, [groups, cin / groups, cog * kh * kw]), 1, 2)
