@@ -84,6 +84,34 @@ def test_special_values():
     assert x.exp().numpy()[2] == np.inf and np.isnan(x.tanh().numpy()[3])
 
 
+def test_sigmoid_and_silu_across_the_range_and_at_special_values():
+    x = np.array([-np.inf, -120, -103.5, -88, -20, -1, -1e-30, -0.0, 0.0, 1e-30, 1, 20, 88, 120, np.inf, np.nan],
+                 np.float32)
+    wide = np.concatenate([x, np.linspace(-30, 30, 4001, dtype=np.float32)])
+    x64 = wide.astype(np.float64)
+    with np.errstate(over="ignore"):
+        sig = 1 / (1 + np.exp(-x64))
+    t = lucid.tensor(wide, requires_grad=True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        silu = x64 / (1 + np.exp(-x64))  # PyTorch's form: silu(-inf) is NaN there too
+    for got, want in ((t.sigmoid(), sig), (F.silu(t), silu)):
+        got = got.detach().numpy()
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        ok = ~np.isnan(want)
+        # A few ulp; below float32's normal range (x < -87) only absolutely, as there a
+        # subnormal sigmoid has few significant bits left.
+        np.testing.assert_allclose(got[ok], want[ok], rtol=4e-7, atol=2e-43)
+    F.silu(t).sum().backward()
+    finite = np.isfinite(x64)
+    with np.errstate(invalid="ignore"):  # (inf · 0 at the infinities, which are left out)
+        dsilu = sig * (1 + x64 * (1 - sig))
+    np.testing.assert_allclose(t.grad.numpy()[finite], dsilu[finite], rtol=2e-6, atol=1e-7)  # O(1) values
+    # The strided kernel computes what the contiguous fast path does, bit for bit.
+    grid = lucid.tensor(np.linspace(-12, 12, 64 * 33, dtype=np.float32).reshape(64, 33))
+    for op in (lambda v: v.sigmoid(), F.silu):
+        np.testing.assert_array_equal(op(grid.T).numpy(), op(grid).numpy().T)
+
+
 def test_float32_policy_under_autocast():
     h = lucid.randn(8, device="metal").half()
     for name in ("exp", "log1p", "softplus"):

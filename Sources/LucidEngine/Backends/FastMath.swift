@@ -36,6 +36,16 @@ enum FastMath {
         return a + b >= -104 ? y : 0  // also 0 for -inf - inf
     }
 
+    /// The logistic function 1 / (1 + e^-x), from e^-|x| ≤ 1 (so the exponential never
+    /// overflows): 1 / (1 + e) for x ≥ 0, e / (1 + e) below. NaN stays NaN.
+    @inline(__always)
+    static func sigmoid(_ x: Float) -> Float {
+        let e = exp(-Swift.abs(x), 0)
+        let r = 1 / (1 + e)
+        let y = x >= 0 ? r : e * r
+        return x != x ? x : y
+    }
+
     /// x with its low 12 significand bits cleared: its square is exact in float32.
     @inline(__always)
     private static func high(_ x: Float) -> Float { Float(bitPattern: x.bitPattern & 0xFFFF_F000) }

@@ -19,7 +19,7 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
     private static let sqrt2OverPi: Float = 0.797_884_6
 
     @inline(__always)
-    private static func sigmoid(_ x: Float) -> Float { 1 / (1 + LibM.exp(-x)) }
+    private static func sigmoid(_ x: Float) -> Float { FastMath.sigmoid(x) }
 
     /// The op on one value.
     @inline(__always)

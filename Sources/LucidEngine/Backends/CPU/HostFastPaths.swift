@@ -101,6 +101,8 @@ enum FloatFastPath {
         case .abs: for i in 0..<n { o[i] = Swift.abs(x[i]) }
         case .exp: for i in 0..<n { o[i] = LibM.exp(x[i]) }
         case .gelu: for i in 0..<n { o[i] = FastMath.gelu(x[i]) }
+        case .sigmoid: for i in 0..<n { o[i] = FastMath.sigmoid(x[i]) }
+        case .silu: for i in 0..<n { o[i] = x[i] * FastMath.sigmoid(x[i]) }
         default: for i in 0..<n { o[i] = op.apply(x[i]) }
         }
     }
@@ -115,6 +117,11 @@ enum FloatFastPath {
         case .tanh: for i in 0..<n { o[i] = g[i] * (1 - y[i] * y[i]) }
         case .sigmoid: for i in 0..<n { o[i] = g[i] * (y[i] * (1 - y[i])) }
         case .gelu: for i in 0..<n { o[i] = g[i] * FastMath.geluDerivative(x[i]) }
+        case .silu:
+            for i in 0..<n {
+                let s = FastMath.sigmoid(x[i])
+                o[i] = g[i] * (s * (1 + x[i] * (1 - s)))
+            }
         default: for i in 0..<n { o[i] = g[i] * op.derivative(x[i], y[i]) }
         }
     }
