@@ -403,6 +403,16 @@ def flush_releases() -> None:
 atexit.register(flush_releases)
 
 
+def _reset_flush_lock_in_child():
+    # A fork while another thread flushed would leave the child's copy of the lock held.
+    global _flush_lock
+    _flush_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_flush_lock_in_child)
+
+
 def meta(handle: int):
     """(dtype code, device code, ndim, requires_grad)."""
     d, dev, nd, rg = c_int32(), c_int32(), c_int32(), c_int32()
