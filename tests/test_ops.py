@@ -399,6 +399,28 @@ def test_matmul_zero_inner_dimension_gives_zeros(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("m,k,n", [(16, 16, 16), (17, 16, 16), (1, 4096, 1), (64, 1, 64), (3, 1000, 2)])
+def test_small_and_blas_sized_matmuls_agree_with_numpy(device, m, k, n):
+    # m·n·k up to 4096 runs a plain loop on the host, larger products BLAS: both against
+    # float64, with transposed (strided) operands and gradients too.
+    a, b = randf((k, m), 5).T, randf((n, k), 6).T
+    ta = lucid.tensor(np.ascontiguousarray(a.T), device=device, requires_grad=True)
+    tb = lucid.tensor(np.ascontiguousarray(b.T), device=device, requires_grad=True)
+    got = ta.T @ tb.T
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+    g = randf((m, n), 7)
+    got.backward(lucid.tensor(g, device=device))
+    np.testing.assert_allclose(ta.grad.numpy(), (g.astype(np.float64) @ b.T.astype(np.float64)).T, rtol=1e-5,
+                               atol=1e-5 * np.sqrt(n))
+    np.testing.assert_allclose(tb.grad.numpy(), (a.T.astype(np.float64) @ g.astype(np.float64)).T, rtol=1e-5,
+                               atol=1e-5 * np.sqrt(m))
+    special = lucid.tensor([[np.inf, 1.0], [np.nan, 0.0]], device=device) @ lucid.tensor([[1.0], [2.0]], device=device)
+    r = special.numpy()
+    assert r[0, 0] == np.inf and np.isnan(r[1, 0])
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_matmul_non_contiguous_operands(device):
     a, b = randf((4, 3), 1), randf((5, 4), 2)
     ta, tb = lucid.tensor(a, device=device), lucid.tensor(b, device=device)

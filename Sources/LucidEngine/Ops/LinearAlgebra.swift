@@ -68,9 +68,13 @@ package enum LinearAlgebra {
             // Two matrices, the commonest case: one batch, without the broadcasting's arrays.
             batchShape = []
             result = try TensorImpl.empty([m, n], dtype: x.dtype, on: x.backend)
-            result.matmul("matmul").gemm(x.view(shape: [1, m, k], strides: [m &* k, x.strides[0], x.strides[1]]),
-                                         y.view(shape: [1, k, n], strides: [k &* n, y.strides[0], y.strides[1]]),
-                                         bias: nil, into: result.view(shape: [1, m, n], strides: [m &* n, n, 1]))
+            if x.dtype == .float32, x.backend is HostBackend, m &* n &* k <= HostGEMM.smallLimit {
+                HostGEMM.smallFloat(x, y, into: result)
+            } else {
+                result.matmul("matmul").gemm(x.view(shape: [1, m, k], strides: [m &* k, x.strides[0], x.strides[1]]),
+                                             y.view(shape: [1, k, n], strides: [k &* n, y.strides[0], y.strides[1]]),
+                                             bias: nil, into: result.view(shape: [1, m, n], strides: [m &* n, n, 1]))
+            }
         } else {
             do {
                 batchShape = try Shape.broadcast(Array(x.shape.dropLast(2)), Array(y.shape.dropLast(2)), op: op)

@@ -74,6 +74,26 @@ enum HostGEMM {
         return Operand(base: UnsafePointer(p), ld: max(cols, 1), transposed: false, batchStride: rows * cols, owned: p)
     }
 
+    /// Products small enough that BLAS's call and the batched views cost more than the
+    /// arithmetic: [m, k] @ [k, n] float32 host tensors of any strides into a contiguous
+    /// [m, n] `out`, summed over k in order in float32.
+    static let smallLimit = 4096  // m·n·k
+
+    static func smallFloat(_ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl) {
+        let m = out.shape[0], n = out.shape[1], k = a.shape[1]
+        let pa = UnsafePointer(HostBackend.address(a).assumingMemoryBound(to: Float.self))
+        let pb = UnsafePointer(HostBackend.address(b).assumingMemoryBound(to: Float.self))
+        let po = HostBackend.address(out).assumingMemoryBound(to: Float.self)
+        let (ar, ac, br, bc) = (a.strides[0], a.strides[1], b.strides[0], b.strides[1])
+        for i in 0..<m {
+            for j in 0..<n {
+                var sum: Float = 0
+                for p in 0..<k { sum += pa[i &* ar &+ p &* ac] * pb[p &* br &+ j &* bc] }
+                po[i &* n &+ j] = sum
+            }
+        }
+    }
+
     static func float(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl) {
         let batch = out.shape[0], m = out.shape[1], n = out.shape[2], k = a.shape[2]
         if out.numel == 0 { return }
