@@ -22,6 +22,8 @@ _SHAPE_OFFSET, _STRIDES_OFFSET = 8 * E.R_SHAPE, 8 * E.R_STRIDES
 _R_STORAGE_BYTES, _DEFERRED_BYTES, _DEFERRED_MAX, _deferred = (E.R_STORAGE_BYTES, E._DEFERRED_BYTES,
                                                                E._DEFERRED_MAX, E._deferred)
 _new_object = object.__new__
+# The engine calls of the hottest operators, bound once.
+_binary_op, _matmul_op, _ADD, _MUL = E.binary, E.matmul, E.ADD, E.MUL
 # Reads n int64 sizes (or strides) from a record straight into a tuple.
 _UNPACK = [struct.Struct(f"={n}q").unpack_from for n in range(E.R_DIMS + 1)]
 
@@ -456,7 +458,7 @@ class Tensor:
 
     def __add__(self, o):
         if isinstance(o, Tensor):  # the commonest case, without the general path's calls
-            return _result(E.binary(E.ADD, self._h, o._h))
+            return _result(_binary_op(_ADD, self._h, o._h))
         return self._binary(E.ADD, o)
 
     def __radd__(self, o):
@@ -470,7 +472,7 @@ class Tensor:
 
     def __mul__(self, o):
         if isinstance(o, Tensor):
-            return _result(E.binary(E.MUL, self._h, o._h))
+            return _result(_binary_op(_MUL, self._h, o._h))
         return self._binary(E.MUL, o)
 
     def __rmul__(self, o):
@@ -485,7 +487,7 @@ class Tensor:
     def __matmul__(self, o):
         if not isinstance(o, Tensor):
             return NotImplemented
-        return _result(E.matmul(self._h, o._h))
+        return _result(_matmul_op(self._h, o._h))
 
     def __rmatmul__(self, o):
         if not isinstance(o, Tensor):
