@@ -76,14 +76,19 @@ def run_processes(cmd, timeout, env=None):
     return Run(proc.returncode, out, time.monotonic() - start)
 
 
+def run_workers(mpiexec, script, *args, n=MPI_RANKS, timeout=120, env=None):
+    """The worker script under tests/distributed on n MPI processes (for module fixtures,
+    which cannot take the function-scoped ``run_mpi``)."""
+    return run_processes([mpiexec, "-n", str(n), sys.executable, str(HERE / script), *map(str, args)], timeout, env)
+
+
 @pytest.fixture
 def run_mpi(mpiexec):
-    """``run_mpi(script, *args, n=2, timeout=120, env=None)``: the worker script under
-    tests/distributed on n MPI processes."""
+    """``run_mpi(script, *args, n=2, timeout=120, env=None)``: run_workers with this session's
+    mpiexec."""
 
     def run(script, *args, n=MPI_RANKS, timeout=120, env=None):
-        cmd = [mpiexec, "-n", str(n), sys.executable, str(HERE / script), *map(str, args)]
-        return run_processes(cmd, timeout, env)
+        return run_workers(mpiexec, script, *args, n=n, timeout=timeout, env=env)
 
     return run
 

@@ -14,8 +14,7 @@ RANKS = 2
 def run(mpiexec, tmp_path, mode):
     out = tmp_path / mode
     out.mkdir()
-    check_ok(conftest.run_processes([mpiexec, "-n", str(RANKS), conftest.sys.executable,
-                                     str(conftest.HERE / "worker_amp.py"), str(out), mode], timeout=120))
+    check_ok(conftest.run_workers(mpiexec, "worker_amp.py", out, mode, n=RANKS))
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(RANKS)]
 
 

@@ -5,7 +5,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from conftest import check_ok
+from conftest import check_ok, run_workers
 from mpi_cases import DEVICES, DTYPES, FLOATS, NUMPY, rank_values
 
 RANKS = 2
@@ -13,11 +13,8 @@ RANKS = 2
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory, mpiexec):
-    import conftest
     out = tmp_path_factory.mktemp("collectives")
-    run = conftest.run_processes([mpiexec, "-n", str(RANKS), conftest.sys.executable,
-                                  str(conftest.HERE / "worker_collectives.py"), str(out)], timeout=120)
-    check_ok(run)
+    check_ok(run_workers(mpiexec, "worker_collectives.py", out, n=RANKS))
     return [dict(np.load(out / f"rank{r}.npz")) for r in range(RANKS)]
 
 

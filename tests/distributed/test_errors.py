@@ -5,18 +5,15 @@ import json
 
 import pytest
 
-from conftest import check_ok
+from conftest import check_ok, run_workers
 
 RANKS = 2
 
 
 @pytest.fixture(scope="module")
 def raised(tmp_path_factory, mpiexec):
-    import conftest
     out = tmp_path_factory.mktemp("errors")
-    run = conftest.run_processes([mpiexec, "-n", str(RANKS), conftest.sys.executable,
-                                  str(conftest.HERE / "worker_errors.py"), str(out)], timeout=120)
-    check_ok(run)
+    check_ok(run_workers(mpiexec, "worker_errors.py", out, n=RANKS))
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(RANKS)]
 
 

@@ -35,9 +35,12 @@ extension HostBackend: PoolingKernels {
     }
 }
 
-/// One plane's window averages; the column loop over a window row is contiguous.
-private func averagePlane(_ g: WindowGeometry, _ x: UnsafePointer<Float>, _ divisors: UnsafePointer<Float>,
-                          _ out: UnsafeMutablePointer<Float>) {
+/// Visits each window of one plane: its output position `o` (row-major), the offset of its
+/// top-left corner in the input plane (`top·w + left`, before padding is clipped) and its
+/// in-bounds rows and columns relative to that corner.
+@inline(__always)
+private func forEachWindow(_ g: WindowGeometry, _ body: (_ o: Int, _ corner: Int, _ rows: Range<Int>,
+                                                         _ columns: Range<Int>) -> Void) {
     let (h, w) = g.input, (oh, ow) = g.output
     for i in 0..<oh {
         let top = i * g.stride.0 - g.padding.0
@@ -45,32 +48,35 @@ private func averagePlane(_ g: WindowGeometry, _ x: UnsafePointer<Float>, _ divi
         for j in 0..<ow {
             let left = j * g.stride.1 - g.padding.1
             let (c0, c1) = taps(left, g.kernel.1, 1, w)
-            var sum: Float = 0
-            for r in r0..<r1 {
-                let row = x + (top + r) * w + left
-                for c in c0..<c1 { sum += row[c] }
-            }
-            out[i * ow + j] = sum / divisors[i * ow + j]
+            body(i * ow + j, top * w + left, r0..<r1, c0..<c1)
         }
+    }
+}
+
+/// One plane's window averages.
+private func averagePlane(_ g: WindowGeometry, _ x: UnsafePointer<Float>, _ divisors: UnsafePointer<Float>,
+                          _ out: UnsafeMutablePointer<Float>) {
+    let w = g.input.1
+    forEachWindow(g) { o, corner, rows, columns in
+        var sum: Float = 0
+        for r in rows {
+            let row = x + corner + r * w
+            for c in columns { sum += row[c] }
+        }
+        out[o] = sum / divisors[o]
     }
 }
 
 /// One plane's adjoint: zero the input gradient, then add grad / divisor over each window.
 private func spreadPlane(_ g: WindowGeometry, _ grad: UnsafePointer<Float>, _ divisors: UnsafePointer<Float>,
                          _ gradIn: UnsafeMutablePointer<Float>) {
-    let (h, w) = g.input, (oh, ow) = g.output
-    gradIn.update(repeating: 0, count: h * w)
-    for i in 0..<oh {
-        let top = i * g.stride.0 - g.padding.0
-        let (r0, r1) = taps(top, g.kernel.0, 1, h)
-        for j in 0..<ow {
-            let left = j * g.stride.1 - g.padding.1
-            let (c0, c1) = taps(left, g.kernel.1, 1, w)
-            let share = grad[i * ow + j] / divisors[i * ow + j]
-            for r in r0..<r1 {
-                let row = gradIn + (top + r) * w + left
-                for c in c0..<c1 { row[c] += share }
-            }
+    let w = g.input.1
+    gradIn.update(repeating: 0, count: g.input.0 * w)
+    forEachWindow(g) { o, corner, rows, columns in
+        let share = grad[o] / divisors[o]
+        for r in rows {
+            let row = gradIn + corner + r * w
+            for c in columns { row[c] += share }
         }
     }
 }
