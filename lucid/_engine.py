@@ -47,7 +47,8 @@ def _find_library() -> Path:
 # answers to its soname), whether the engine's run path knows their folders (`make build`)
 # or not (an installed wheel, whose run path stays inside lucid/_lib).
 _dependencies = [ctypes.CDLL(str(path)) for path in _native.libraries()]
-_lib = ctypes.CDLL(str(_find_library()))
+_lib_path = str(_find_library())
+_lib = ctypes.CDLL(_lib_path)
 
 
 # Every entry point's ctypes signature, generated from include/lucid.h (tools/gen_abi.py). The
@@ -176,9 +177,15 @@ _lib.lucid_set_warning_handler(ctypes.cast(_warning_callback, c_void_p))
 # Entering a scope is the hottest call there is. Its arguments are three 32-bit ints, which
 # callers range-check, and a byref out-pointer: ctypes passes those exactly without argtypes,
 # and skipping the per-argument conversion saves about a third of the call.
-_guard_create = _lib["guard_create"]
+# They also take the engine's registry lock for a moment and nothing else, so they are called
+# holding the GIL (through a PyDLL view of the same library): releasing and retaking it would
+# cost more than the call.
+_lib_holding_gil = ctypes.PyDLL(_lib_path)
+_guard_create = _lib_holding_gil["guard_create"]
 _guard_create.restype = c_int32
-_guard_destroy = _lib.guard_destroy
+_guard_destroy = _lib_holding_gil["guard_destroy"]
+_guard_destroy.argtypes = _lib.guard_destroy.argtypes
+_guard_destroy.restype = c_int32
 
 
 class GuardSlot(c_uint64):

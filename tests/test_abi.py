@@ -154,6 +154,18 @@ def test_double_destroy():
     assert abi_state() == ABI_OFF
 
 
+def test_stale_handle_is_rejected_after_its_slot_is_reused():
+    # The next scope takes the freed table slot; the old handle must not name it.
+    old = create(CPU, 1, BFLOAT16)
+    assert lib.guard_destroy(old) == OK
+    new = create(CPU, 1, FLOAT16)
+    assert new != old and (new & 0xFFFFFFFF) == (old & 0xFFFFFFFF)  # same slot, new generation
+    assert lib.guard_destroy(old) == E_HANDLE and mentions(last_error(), old)
+    assert dtype_code(CPU) == FLOAT16  # the live scope is untouched
+    assert lib.guard_destroy(new) == OK
+    assert abi_state() == ABI_OFF
+
+
 @pytest.mark.parametrize("bogus", [0, 12345, 2**63 + 7])
 def test_bogus_guard_handle(bogus):
     h = create(CPU, 1, BFLOAT16)

@@ -14,6 +14,7 @@ import lucid.nn as nn
 import lucid.nn.functional as F
 from lucid import _engine
 from lucid.amp import CastPolicy, autocast
+import lucid.amp.autocast_mode as autocast_mode
 
 F32, F16, BF16 = lucid.float32, lucid.float16, lucid.bfloat16
 NP_BF16 = ml_dtypes.bfloat16
@@ -313,16 +314,16 @@ def test_reentry_same_object_twice_each_exit_undoes_its_entry():
 def test_exit_interrupted_after_leaving_its_scope_does_not_strand_the_outer_one(monkeypatch):
     # An interrupt landing between the engine leaving the inner scope and __exit__ forgetting
     # its handle leaves a stale handle on top; the outer exit must still leave its own scope.
-    import lucid.amp.autocast_mode as mode
-    real, fired = mode.E.guard_destroy, []
+    real, fired = autocast_mode._guard_destroy, []
 
     def interrupted_once(handle):
-        real(handle)
+        rc = real(handle)
         if not fired:
             fired.append(handle)
             raise KeyboardInterrupt
+        return rc
 
-    monkeypatch.setattr(mode.E, "guard_destroy", interrupted_once)
+    monkeypatch.setattr(autocast_mode, "_guard_destroy", interrupted_once)
     ac = autocast("cpu", dtype=BF16)
     guards = _engine.autocast_live_guards()
     with pytest.raises(KeyboardInterrupt):
@@ -562,6 +563,51 @@ def test_scope_in_one_thread_is_invisible_in_another():
     assert box["after"] == OFF
     assert main_during == metal_on(F32)
     assert main_after == metal_on(F32)
+
+
+def test_calls_with_the_same_arguments_share_one_scope_object_that_behaves_as_two():
+    a, b = autocast("cpu", dtype=BF16), autocast("cpu", dtype=BF16)
+    assert a is b  # a scope object holds no state of its own
+    assert autocast("cpu", dtype=F32) is not a and autocast("cpu", dtype=BF16, enabled=False) is not a
+    assert autocast("cpu", dtype=BF16, cache_enabled=True) is not a
+    with a:
+        with b:
+            assert state() == cpu_on(BF16)
+        assert state() == cpu_on(BF16)
+    assert state() == OFF
+    # Out of order: either exit leaves one of the two identical scopes.
+    a.__enter__()
+    b.__enter__()
+    a.__exit__(None, None, None)
+    assert state() == cpu_on(BF16)
+    b.__exit__(None, None, None)
+    assert state() == OFF
+    with pytest.raises(RuntimeError, match="has not entered"):
+        b.__exit__(None, None, None)
+
+
+@pytest.mark.parametrize("args, kwargs, error", [
+    ((["cpu"],), {}, ValueError),                   # unhashable device_type
+    (("cpu",), {"dtype": [BF16]}, TypeError),       # unhashable dtype
+    (("cpu",), {"enabled": 1.0}, TypeError),        # equal to True, but not a bool
+    (("cpu",), {"dtype": lucid.int32}, ValueError),
+])
+def test_arguments_are_checked_at_every_call(args, kwargs, error):
+    for _ in range(2):  # the second call must not find an object made for equal arguments
+        with pytest.raises(error):
+            autocast(*args, **kwargs)
+    assert autocast("cpu", enabled=1).enabled is True  # an int is accepted as a bool
+
+
+def test_a_subclass_gets_a_new_object_each_time():
+    class Mine(autocast):
+        pass
+
+    x, y = Mine("cpu", dtype=BF16), Mine("cpu", dtype=BF16)
+    assert x is not y and type(x) is Mine
+    with x:
+        assert state() == cpu_on(BF16)
+    assert state() == OFF
 
 
 def test_one_object_shared_by_threads():
@@ -1110,29 +1156,34 @@ def test_training_inside_one_scope_reuses_casts_until_the_optimizer_replaces_the
 
 # ---- interrupts -----------------------------------------------------------------------------
 
+def _open_entries(ac):
+    """The calling thread's open entries of `ac`, as Python tracks them."""
+    return [e for e in autocast_mode._entries_here().entries if e[0] is ac]
+
+
 def test_interrupt_right_after_the_engine_entered_the_scope_leaves_it(monkeypatch):
     # __exit__ never runs when __enter__ raises, so __enter__ itself must leave a scope the
     # engine had already entered when a KeyboardInterrupt arrived.
-    real = _engine.guard_create
+    real = autocast_mode._guard_create
 
     def interrupted(*args):
-        real(*args)
+        assert real(*args) == 0
         raise KeyboardInterrupt
 
     base = _engine.autocast_live_guards()
     ac = autocast("cpu", dtype=BF16)
-    monkeypatch.setattr(_engine, "guard_create", interrupted)
+    monkeypatch.setattr(autocast_mode, "_guard_create", interrupted)
     with pytest.raises(KeyboardInterrupt):
         with ac:
             pass
     monkeypatch.undo()
-    assert state() == OFF and _engine.autocast_live_guards() == base
+    assert state() == OFF and _engine.autocast_live_guards() == base and not _open_entries(ac)
     with ac:  # the object still works
         assert state() == cpu_on(BF16)
     assert state() == OFF
 
 
-def test_interrupt_while_recording_the_handle_leaves_the_scope():
+def test_interrupt_while_recording_the_handle_leaves_the_scope(monkeypatch):
     class Interrupting(list):
         def append(self, item):
             super().append(item)
@@ -1140,23 +1191,24 @@ def test_interrupt_while_recording_the_handle_leaves_the_scope():
 
     base = _engine.autocast_live_guards()
     ac = autocast("cpu", dtype=BF16)
-    ac._entries[threading.get_ident()] = entries = Interrupting()
+    here = autocast_mode._entries_here()
+    monkeypatch.setattr(here, "entries", Interrupting())
     with pytest.raises(KeyboardInterrupt):
         ac.__enter__()
-    assert state() == OFF and _engine.autocast_live_guards() == base and len(entries) == 0
+    assert state() == OFF and _engine.autocast_live_guards() == base and len(here.entries) == 0
 
 
 def test_interrupt_during_exit_still_leaves_the_scope(monkeypatch):
-    real = _engine.guard_destroy
+    real = autocast_mode._guard_destroy
 
     def interrupted(handle):
-        real(handle)
+        assert real(handle) == 0
         raise KeyboardInterrupt
 
     base = _engine.autocast_live_guards()
     ac = autocast("cpu", dtype=BF16)
     ac.__enter__()
-    monkeypatch.setattr(_engine, "guard_destroy", interrupted)
+    monkeypatch.setattr(autocast_mode, "_guard_destroy", interrupted)
     with pytest.raises(KeyboardInterrupt):
         ac.__exit__(None, None, None)
     monkeypatch.undo()
@@ -1164,7 +1216,7 @@ def test_interrupt_during_exit_still_leaves_the_scope(monkeypatch):
     # The stale handle left behind is a clear error, not a crash or a silent second exit.
     with pytest.raises(ValueError, match="not a live autocast guard"):
         ac.__exit__(None, None, None)
-    assert not ac._entries  # the stale entry is gone with the error
+    assert not _open_entries(ac)  # the stale entry is gone with the error
 
 
 # ---- autocast state that follows work into other threads -------------------------------------

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import _thread
 import enum
 import functools
-from threading import get_ident as _get_ident
+from ctypes import byref
 
 import numpy as np
 
@@ -12,6 +13,9 @@ from .. import _engine as E
 from .._types import _BY_CODE, _DEVICE_CODES, device_names, dtype as _dtype, dtype_from_code
 
 # The engine's rules, read once: each device's default dtype and the dtypes it can target.
+_guard_create = E._guard_create
+_guard_destroy = E._guard_destroy
+
 _DEFAULTS = {code: dtype_from_code(E.autocast_default_dtype(code)) for code in _DEVICE_CODES.values()}
 
 
@@ -27,6 +31,32 @@ def _targets(device_code):
 
 
 _TARGETS = {code: _targets(code) for code in _DEVICE_CODES.values()}
+
+
+class _ThreadEntries:
+    """One thread's open autocast entries, innermost last: ``[scope, handle, previous]`` with
+    the engine handle that entry's exit releases and, for a scope with ``cache_enabled``, the
+    cache switch it replaced (else None). The AMP state itself lives in the engine; this is
+    only what Python must release. `slot` is where the engine writes a new handle, read back
+    even when an exception (a KeyboardInterrupt) lands before ``guard_create`` returns."""
+
+    __slots__ = ("entries", "slot", "ref")
+
+    def __init__(self):
+        self.entries = []
+        self.slot = E.GuardSlot()
+        self.ref = byref(self.slot)
+
+
+_threads = _thread._local()
+
+
+def _entries_here() -> _ThreadEntries:
+    try:
+        return _threads.state
+    except AttributeError:
+        here = _threads.state = _ThreadEntries()
+        return here
 
 
 def _device_code(device_type, allow_none=True) -> int:
@@ -74,7 +104,45 @@ def get_autocast_dtype(device_type: str | None = None):
     return None if code < 0 else dtype_from_code(code)
 
 
-class autocast:
+def _innermost(entries, scope, i, stale=False) -> int:
+    """The index of `scope`'s innermost entry at or below `i`; raises when there is none (the
+    exception being handled, for a `stale` handle)."""
+    while i >= 0 and entries[i][0] is not scope:
+        i -= 1
+    if i < 0:
+        if stale:
+            raise
+        raise RuntimeError(
+            f"{scope!r}.__exit__ called on a thread that has not entered it (or has already left every entry)")
+    return i
+
+
+class _AutocastType(type):
+    """autocast's type. A scope holds no state of its own (each thread's open entries live in
+    `_threads`, the AMP state in the engine) and cannot be changed, so calls with the same
+    plain arguments can share one validated object: ``with autocast(...)``, written inline,
+    then costs a dict lookup instead of building and checking a new object. Subclasses get
+    a new object at every call."""
+
+    _made = {}
+
+    def __call__(cls, device_type="metal", dtype=None, enabled=True, cache_enabled=None):
+        if cls is autocast and (enabled is True or enabled is False) and cache_enabled is None:
+            key = (device_type, dtype, enabled)
+            try:
+                return cls._made[key]
+            except KeyError:
+                pass
+            except TypeError:  # unhashable: the constructor says what is wrong
+                return super().__call__(device_type, dtype, enabled)
+            scope = super().__call__(device_type, dtype, enabled)
+            if type(device_type) is str and len(cls._made) < 64:
+                cls._made[key] = scope
+            return scope
+        return super().__call__(device_type, dtype, enabled, cache_enabled)
+
+
+class autocast(metaclass=_AutocastType):
     """Enable automatic mixed-precision computation inside a context.
 
     Operations that opt into AMP (matmul, linear, ...) cast their inputs to the target
@@ -82,7 +150,8 @@ class autocast:
     scope restores exactly the state it was entered from — autocast off, or the enclosing
     scope's dtype — whether it is left normally or by an exception. One object can be
     entered again after it exits, entered while already active (each entry is undone by its
-    own exit, on its own thread), and used as a decorator.
+    own exit, on its own thread), and used as a decorator. A scope object cannot be changed
+    and keeps no state of its own, so calls with the same arguments may return the same object.
 
     Parameters
     ----------
@@ -112,6 +181,8 @@ class autocast:
     is_autocast_enabled = staticmethod(is_autocast_enabled)
     get_autocast_dtype = staticmethod(get_autocast_dtype)
 
+    __slots__ = ("_device_type", "_dtype", "_enabled", "_cache_enabled", "_codes")
+
     def __init__(self, device_type: str = "metal", dtype=None, enabled: bool = True, cache_enabled=None) -> None:
         code = _DEVICE_CODES.get(device_type) if type(device_type) is str else None
         if code is None:
@@ -130,16 +201,11 @@ class autocast:
             if not isinstance(cache_enabled, (bool, np.bool_)):
                 raise TypeError(f"cache_enabled must be a bool or None, got {cache_enabled!r}")
             cache_enabled = bool(cache_enabled)
-        self._cache_enabled = cache_enabled
         self._device_type = device_type
-        self._device_code = code
         self._dtype = dtype
         self._enabled = enabled
+        self._cache_enabled = cache_enabled
         self._codes = (code, 1 if enabled else 0, dtype.code)
-        # Each thread's open entries of this object, innermost last, by thread: the engine
-        # handles that thread's exits must release (and, with cache_enabled, the cache switch
-        # each entry replaced). The AMP state itself lives in the engine.
-        self._entries = {}
 
     @property
     def device_type(self) -> str:
@@ -162,55 +228,60 @@ class autocast:
         return f"autocast(device_type={self._device_type!r}, dtype={self._dtype!r}, enabled={self._enabled}{cache})"
 
     def __enter__(self):
-        made = E.GuardSlot()
-        thread = _get_ident()
         try:
-            handle = E.guard_create(*self._codes, made)
-            stack = self._entries.get(thread)
-            if stack is None:
-                stack = self._entries[thread] = []
-            stack.append([handle, None])
+            here = _threads.state
+        except AttributeError:
+            here = _entries_here()
+        slot = here.slot
+        slot.value = 0
+        try:
+            rc = _guard_create(*self._codes, here.ref)
+            if rc:
+                E._raise(rc)
+            here.entries.append((self, slot.value, None))
         except BaseException:
             # An exception (a KeyboardInterrupt) landed after the engine entered the scope but
             # before __enter__ returned, so __exit__ will never run: leave the scope here
             # rather than keep autocast on for the rest of the thread.
-            if made.handle:
-                stack = self._entries.get(thread)
-                if stack and stack[-1][0] == made.handle:
-                    stack.pop()
-                E.guard_destroy(made.handle)
+            made = slot.value
+            if made:
+                entries = here.entries
+                if entries and entries[-1][1] == made:
+                    entries.pop()
+                E.guard_destroy(made)
             raise
         if self._cache_enabled is not None:
             # The thread's cache switch for this entry; its exit puts the previous one back.
-            stack[-1][1] = E.autocast_set_cache_enabled(self._cache_enabled)
+            handle = here.entries[-1][1]
+            here.entries[-1] = (self, handle, E.autocast_set_cache_enabled(self._cache_enabled))
         return self
 
     def __exit__(self, exc_type, exc_value, traceback) -> bool:
-        thread = _get_ident()
-        stack = self._entries.get(thread)
-        if not stack:
-            raise RuntimeError(
-                f"{self!r}.__exit__ called on a thread that has not entered it (or has already left every entry)")
+        try:
+            entries = _threads.state.entries
+            entry = entries[-1]
+        except (AttributeError, IndexError):
+            entries = entry = ()
+        i = len(entries) - 1
+        if not entry or entry[0] is not self:
+            i = _innermost(entries, self, i - 1)
+            entry = entries[i]
         # Leave the scope before forgetting its handle: an interrupt in between leaves a stale
-        # handle rather than a live scope nobody can close. A stale handle on top belongs to
-        # an exit that already left its scope, so this exit is for the entry below it; with
+        # handle rather than a live scope nobody can close. A stale handle belongs to an exit
+        # that already left its scope, so this exit is for this object's entry below it; with
         # no entry below, the stale handle is a clear error.
-        previous = stack[-1][1]
-        if previous is not None:
-            E.autocast_set_cache_enabled(previous)
+        if entry[2] is not None:
+            E.autocast_set_cache_enabled(entry[2])
         while True:
+            rc = _guard_destroy(entry[1])
+            del entries[i]
+            if not rc:
+                return False  # exceptions propagate
             try:
-                E.guard_destroy(stack[-1][0])
+                E._raise(rc)
             except ValueError:  # (not a live guard: the engine changed nothing)
-                stack.pop()
-                if not stack:
-                    del self._entries[thread]
-                    raise
-                continue
-            stack.pop()
-            if not stack:
-                del self._entries[thread]
-            return False  # exceptions propagate
+                i = _innermost(entries, self, i - 1, stale=True)
+                entry = entries[i]
 
     def __call__(self, fn):
         """Use as a decorator: every call of `fn` runs inside this scope."""

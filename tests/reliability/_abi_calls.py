@@ -86,7 +86,9 @@ class Fuzzer:
         if r < 0.65:
             return 0
         if r < 0.75:
-            return self.rng.choice(self.guards + self.stale) if self.guards or self.stale else 0
+            # A guard's handle (its 32-bit slot half where a tensor handle goes).
+            g = self.rng.choice(self.guards + self.stale) if self.guards or self.stale else 0
+            return g & ((1 << bits) - 1)
         if r < 0.85 and self.released:
             return self.rng.choice(sorted(self.released))
         return self.rng.getrandbits(bits)

@@ -18,19 +18,11 @@ public struct AutocastSetting: Equatable, Sendable {
     public static let off = AutocastSetting(enabled: false, dtype: .float16)
 }
 
-/// One live autocast scope: what it set on which device, and the thread that owns it.
-final class ScopeRecord {
+/// One live autocast scope on its thread: its id and what it set on which device.
+struct ScopeRecord {
     let id: UInt64
     let device: Device
     let setting: AutocastSetting
-    unowned let owner: ThreadAMPState
-
-    init(id: UInt64, device: Device, setting: AutocastSetting, owner: ThreadAMPState) {
-        self.id = id
-        self.device = device
-        self.setting = setting
-        self.owner = owner
-    }
 }
 
 /// A thread's autocast state: the scopes it has entered and not yet left, innermost last,
@@ -63,6 +55,24 @@ final class ThreadAMPState {
         suppressed > 0 ? .off : device == .cpu ? cpu : metal
     }
 
+    /// A new innermost scope: its device follows it.
+    func push(_ scope: ScopeRecord) {
+        scopes.append(scope)
+        if scope.device == .cpu { cpu = scope.setting } else { metal = scope.setting }
+    }
+
+    /// Removes the scope `id` (the innermost, unless scopes are left out of order) and puts
+    /// back the state the remaining scopes produce.
+    func remove(_ id: UInt64) {
+        if scopes.last?.id == id {
+            scopes.removeLast()
+        } else if let i = scopes.lastIndex(where: { $0.id == id }) {
+            scopes.remove(at: i)
+        }
+        recompute()
+        if scopes.isEmpty && !castCache.isEmpty { castCache.removeAll() }
+    }
+
     /// Each device follows the innermost live scope that names it, or is off when none does.
     /// After a LIFO exit this is exactly the state that scope replaced; after an out-of-order
     /// exit it is still the innermost live scope's.
@@ -77,12 +87,23 @@ final class ThreadAMPState {
 }
 
 /// The process's autocast bookkeeping: each thread's `ThreadAMPState` (in thread-local
-/// storage, made on the first scope a thread enters) and the table of live scopes by id that
-/// lets the C ABI reject bad, stale, foreign-thread and already-released handles.
+/// storage, made on the first scope a thread enters) and the table of live scopes that lets
+/// the C ABI reject bad, stale, foreign-thread and already-released handles.
+///
+/// A scope id is a slot of that table and the slot's generation: `generation << 32 | slot + 1`.
+/// Leaving a scope frees its slot and bumps the generation, so an old id never names a later
+/// scope in the same slot (until the 32-bit generation wraps).
 package enum AMPRegistry {
+    private struct Slot {
+        var generation: UInt32 = 1
+        /// The owning thread's serial; 0 when the slot is free.
+        var owner: UInt64 = 0
+    }
+
     private static let lock = Lock()
-    nonisolated(unsafe) private static var live: [UInt64: ScopeRecord] = [:]
-    nonisolated(unsafe) private static var nextID: UInt64 = 1
+    nonisolated(unsafe) private static var slots: [Slot] = []
+    nonisolated(unsafe) private static var freeSlots: [Int] = []
+    nonisolated(unsafe) private static var liveScopes = 0
     nonisolated(unsafe) private static var nextSerial: UInt64 = 1
 
     /// The thread-local slot. Its destructor runs when a thread ends and retires the scopes
@@ -123,15 +144,28 @@ package enum AMPRegistry {
     /// Enters a scope on the calling thread and returns its id.
     package static func enter(device: Device, setting: AutocastSetting) -> UInt64 {
         let state = current()
-        let record = lock.withLock { () -> ScopeRecord in
-            defer { nextID += 1 }
-            let record = ScopeRecord(id: nextID, device: device, setting: setting, owner: state)
-            live[nextID] = record
-            return record
+        let id = lock.withLock { () -> UInt64 in
+            let index: Int
+            if let free = freeSlots.popLast() {
+                index = free
+            } else {
+                index = slots.count
+                slots.append(Slot())
+            }
+            slots[index].owner = state.serial
+            liveScopes += 1
+            return UInt64(slots[index].generation) << 32 | UInt64(index + 1)
         }
-        state.scopes.append(record)
-        state.recompute()
-        return record.id
+        state.push(ScopeRecord(id: id, device: device, setting: setting))
+        return id
+    }
+
+    /// Frees the table slot of the live scope `id`. The caller holds `lock`.
+    private static func release(_ index: Int) {
+        slots[index].owner = 0
+        slots[index].generation = slots[index].generation == .max ? 1 : slots[index].generation + 1
+        freeSlots.append(index)
+        liveScopes -= 1
     }
 
     /// Leaves the scope `id`. Throws, changing nothing, when `id` is not a live scope or
@@ -139,30 +173,27 @@ package enum AMPRegistry {
     package static func exit(_ id: UInt64) throws {
         if id == 0 { throw LucidError(.handle, "guard handle is null") }
         let state = currentIfPresent()
+        let index = Int(id & 0xFFFF_FFFF) - 1
         try lock.withLock {
-            guard let record = live[id] else {
+            guard index >= 0, index < slots.count, UInt64(slots[index].generation) == id >> 32,
+                  slots[index].owner != 0 else {
                 throw LucidError(.handle, "guard 0x\(String(id, radix: 16)) is not a live autocast guard (never created, already destroyed, or its thread has ended)")
             }
-            guard let state, record.owner === state else {
+            guard let state, slots[index].owner == state.serial else {
                 let here = state.map { "thread #\($0.serial)" } ?? "a thread with no autocast scope"
-                throw LucidError(.thread, "guard 0x\(String(id, radix: 16)) belongs to thread #\(record.owner.serial) and can only be destroyed there (called from \(here)); nothing was changed")
+                throw LucidError(.thread, "guard 0x\(String(id, radix: 16)) belongs to thread #\(slots[index].owner) and can only be destroyed there (called from \(here)); nothing was changed")
             }
-            live[id] = nil
+            release(index)
         }
-        guard let state else { return }
-        if let i = state.scopes.lastIndex(where: { $0.id == id }) {
-            state.scopes.remove(at: i)
-        }
-        state.recompute()
-        if state.scopes.isEmpty { state.castCache.removeAll() }
+        state?.remove(id)
     }
 
     /// Number of live scopes in the process.
-    package static var liveCount: Int { lock.withLock { live.count } }
+    package static var liveCount: Int { lock.withLock { liveScopes } }
 
     private static func threadDidEnd(_ state: ThreadAMPState) {
         lock.withLock {
-            for s in state.scopes { live[s.id] = nil }
+            for s in state.scopes { release(Int(s.id & 0xFFFF_FFFF) - 1) }
         }
         state.scopes.removeAll()
         state.castCache.removeAll()
