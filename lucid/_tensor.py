@@ -243,11 +243,12 @@ class Tensor:
         s = self._shape
         if s is None:
             r = self._r
-            if r is not None and r[_R_NDIM] <= _R_DIMS:
-                s = _UNPACK[r[_R_NDIM]](r, _SHAPE_OFFSET)
-            else:
-                s = self._geometry()[0]
-            self._shape = s
+            if r is not None:
+                nd = r[_R_NDIM]
+                if nd <= _R_DIMS:
+                    s = self._shape = _UNPACK[nd](r, _SHAPE_OFFSET)
+                    return s
+            s = self._shape = self._geometry()[0]
         return s
 
     def size(self, dim=None):

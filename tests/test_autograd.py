@@ -247,3 +247,36 @@ def test_module_to_keeps_parameters_as_leaves():
     out = m(lucid.ones(1, 3, device="metal", dtype=lucid.float16)).sum()
     out.backward()
     assert m.weight.grad.dtype == lucid.float16
+
+
+# ---- only the wanted gradients -------------------------------------------------------------
+
+_PRODUCTS = {
+    "matmul": (lambda a, b: a @ b, (3, 4, 5), (5, 6)),
+    "conv2d": (lambda a, b: F.conv2d(a, b, padding=1), (2, 3, 6, 6), (4, 3, 3, 3)),
+    "conv_transpose2d": (lambda a, b: F.conv_transpose2d(a, b, stride=2), (2, 3, 5, 5), (3, 4, 3, 3)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_PRODUCTS))
+@pytest.mark.parametrize("amp", [False, True])
+def test_products_give_each_operand_that_needs_one_the_same_gradient(name, amp):
+    # A product whose data (or weight) needs no gradient skips that pass; what the other
+    # operand receives must not change, and the skipped one must get none.
+    fn, shape_a, shape_b = _PRODUCTS[name]
+    rng = np.random.default_rng(7)
+    a_np, b_np = rng.standard_normal(shape_a).astype(np.float32), rng.standard_normal(shape_b).astype(np.float32)
+    results = {}
+    for need in [(True, True), (True, False), (False, True)]:
+        a = lucid.tensor(a_np, requires_grad=need[0])
+        b = lucid.tensor(b_np, requires_grad=need[1])
+        with lucid.amp.autocast("cpu", dtype=lucid.bfloat16, enabled=amp):
+            y = fn(a, b)
+        (y.float() * y.float()).sum().backward()
+        results[need] = (a.grad, b.grad)
+    ga, gb = results[(True, True)]
+    assert ga is not None and gb is not None
+    only_a, only_b = results[(True, False)], results[(False, True)]
+    assert only_a[1] is None and only_b[0] is None
+    np.testing.assert_array_equal(only_a[0].numpy(), ga.numpy())
+    np.testing.assert_array_equal(only_b[1].numpy(), gb.numpy())

@@ -139,15 +139,29 @@ package enum Convolution {
         let problem = ConvolutionProblem(batch: x.shape[0], channels: x.shape[1], outChannels: o, groups: groups, g, dtype: x.dtype)
         let out = try TensorImpl.empty([x.shape[0], o, g.output.0, g.output.1], dtype: x.dtype, on: x.backend)
         guard out.backend.convolutionKernels?.convolution(.forward, problem, x: x, weight: w, bias: b, gradOut: nil, into: out) == true else { return nil }
+        guard Autograd.tracks(x, w) || b?.requiresGrad == true && GradMode.isEnabled else { return out }
+        // Only the wanted gradients are computed: an image batch needs none, its first layer's
+        // weights do (and the node then keeps no weight for it).
+        let needX = x.requiresGrad, needW = w.requiresGrad, needB = b?.requiresGrad == true
+        let savedX = needW ? x : nil, savedW = needX ? w : nil, xShape = x.shape, wShape = w.shape
         return Autograd.record(out, Autograd.name(conv2d), [x, w] + (b.map { [$0] } ?? [])) { grad in
             let gy = try Ops.contiguous(grad)
-            let gx = try TensorImpl.empty(x.shape, dtype: x.dtype, on: x.backend)
-            let gw = try TensorImpl.empty(w.shape, dtype: w.dtype, on: w.backend)
-            guard gx.backend.convolutionKernels?.convolution(.backwardData, problem, x: nil, weight: w, bias: nil, gradOut: gy, into: gx) == true,
-                  gw.backend.convolutionKernels?.convolution(.backwardWeights, problem, x: x, weight: nil, bias: nil, gradOut: gy, into: gw) == true else {
-                throw LucidError.runtime("\(name): the backend's backward convolution kernels failed for input \(x.shape) and weight \(w.shape)")
+            var gx: TensorImpl? = nil, gw: TensorImpl? = nil
+            if let savedW {
+                let d = try TensorImpl.empty(xShape, dtype: gy.dtype, on: gy.backend)
+                guard d.backend.convolutionKernels?.convolution(.backwardData, problem, x: nil, weight: savedW, bias: nil, gradOut: gy, into: d) == true else {
+                    throw LucidError.runtime("\(name): the backend's backward-data convolution kernel failed for weight \(savedW.shape)")
+                }
+                gx = d
             }
-            let gb = b == nil ? nil : try Reductions.reduce(.sum, gy, dims: [0, 2, 3], keepdim: false)
+            if let savedX {
+                let d = try TensorImpl.empty(wShape, dtype: gy.dtype, on: gy.backend)
+                guard d.backend.convolutionKernels?.convolution(.backwardWeights, problem, x: savedX, weight: nil, bias: nil, gradOut: gy, into: d) == true else {
+                    throw LucidError.runtime("\(name): the backend's backward-weights convolution kernel failed for input \(savedX.shape)")
+                }
+                gw = d
+            }
+            let gb = needB ? try Reductions.reduce(.sum, gy, dims: [0, 2, 3], keepdim: false) : nil
             return [gx, gw] + (b == nil ? [] : [gb])
         }
     }
@@ -167,13 +181,24 @@ package enum Convolution {
         let out = try TensorImpl.empty([n, cout, g.input.0, g.input.1], dtype: x.dtype, on: x.backend)
         guard let kernels = out.backend.convolutionKernels,
               kernels.convolution(.backwardData, problem, x: nil, weight: w, bias: nil, gradOut: x, into: out) else { return nil }
+        guard Autograd.tracks(x, w) else { return out }
+        let savedX = w.requiresGrad ? x : nil, savedW = x.requiresGrad ? w : nil, xShape = x.shape, wShape = w.shape
         return Autograd.record(out, Autograd.name(convTranspose2d), [x, w]) { grad in
             let gy = try Ops.contiguous(grad)
-            let gx = try TensorImpl.empty(x.shape, dtype: x.dtype, on: x.backend)
-            let gw = try TensorImpl.empty(w.shape, dtype: w.dtype, on: w.backend)
-            guard kernels.convolution(.forward, problem, x: gy, weight: w, bias: nil, gradOut: nil, into: gx),
-                  kernels.convolution(.backwardWeights, problem, x: gy, weight: nil, bias: nil, gradOut: x, into: gw) else {
-                throw LucidError.runtime("\(name): the backend's convolution kernels failed for the backward of input \(x.shape) and weight \(w.shape)")
+            var gx: TensorImpl? = nil, gw: TensorImpl? = nil
+            if let savedW {
+                let d = try TensorImpl.empty(xShape, dtype: gy.dtype, on: gy.backend)
+                guard kernels.convolution(.forward, problem, x: gy, weight: savedW, bias: nil, gradOut: nil, into: d) else {
+                    throw LucidError.runtime("\(name): the backend's forward convolution kernel failed for the input gradient (weight \(wShape))")
+                }
+                gx = d
+            }
+            if let savedX {
+                let d = try TensorImpl.empty(wShape, dtype: gy.dtype, on: gy.backend)
+                guard kernels.convolution(.backwardWeights, problem, x: gy, weight: nil, bias: nil, gradOut: savedX, into: d) else {
+                    throw LucidError.runtime("\(name): the backend's backward-weights convolution kernel failed for input \(xShape)")
+                }
+                gw = d
             }
             return [gx, gw]
         }

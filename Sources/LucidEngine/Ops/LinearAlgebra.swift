@@ -96,10 +96,11 @@ package enum LinearAlgebra {
             let a2 = a0.ndim == 1 ? try ShapeOps.reshape(a0, [1, k]) : a0
             let b2 = b0.ndim == 1 ? try ShapeOps.reshape(b0, [k, 1]) : b0
             let g2 = try ShapeOps.reshape(g, batchShape + [m, n])
-            let ga = try matmul(g2, try ShapeOps.transpose(b2, -1, -2))
-            let gb = try matmul(try ShapeOps.transpose(a2, -1, -2), g2)
-            return [try ShapeOps.reshape(try Autograd.reduce(ga, to: a2.shape), a0.shape),
-                    try ShapeOps.reshape(try Autograd.reduce(gb, to: b2.shape), b0.shape)]
+            // Only the wanted gradients: data multiplied by a weight needs none of its own.
+            let ga = a0.requiresGrad ? try matmul(g2, try ShapeOps.transpose(b2, -1, -2)) : nil
+            let gb = b0.requiresGrad ? try matmul(try ShapeOps.transpose(a2, -1, -2), g2) : nil
+            return [try ga.map { try ShapeOps.reshape(try Autograd.reduce($0, to: a2.shape), a0.shape) },
+                    try gb.map { try ShapeOps.reshape(try Autograd.reduce($0, to: b2.shape), b0.shape) }]
         }
     }
 
