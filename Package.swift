@@ -38,9 +38,13 @@ let package = Package(
         .systemLibrary(name: "CBLAS", path: "Sources/CBLAS"),
         // oneDNN: bfloat16 GEMM (AVX-512 BF16 / AMX), convolution, softmax, attention pieces.
         .systemLibrary(name: "CDNNL", path: "Sources/CDNNL"),
+        // Host loops compiled for several vector widths, one chosen at run time (AVX-512,
+        // AVX2 or the baseline on x86-64; the baseline elsewhere).
+        .target(name: "CHostKernels", path: "Sources/CHostKernels"),
         .target(
             name: "LucidEngine",
             dependencies: [
+                "CHostKernels",
                 .target(name: "CBLAS", condition: .when(platforms: [.linux])),
                 .target(name: "CDNNL", condition: .when(platforms: [.linux])),
             ] + (emulateMetal ? ["Metal", "MetalPerformanceShaders", "Accelerate"] : []),

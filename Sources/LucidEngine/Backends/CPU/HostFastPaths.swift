@@ -1,3 +1,4 @@
+import CHostKernels
 /// Tight loops for the common case of contiguous float32 operands of one shape: one switch
 /// outside the loop and plain pointer loops inside, which the compiler vectorises. The
 /// generic strided kernels handle everything else.
@@ -215,20 +216,10 @@ enum BFloat16FastPath {
         }
     }
 
-    /// `n` floats rounded to bfloat16 bits (pointer arguments, so that the loop vectorises).
+    /// `n` floats rounded to bfloat16 bits, on the widest vector unit this CPU has.
     @inline(__always)
     static func narrow(_ src: UnsafePointer<Float>, _ dst: UnsafeMutablePointer<UInt16>, _ n: Int) {
-        let s = UnsafeRawPointer(src).assumingMemoryBound(to: UInt32.self)
-        for i in 0..<n {
-            // Integer ops only, no selects, so that the loop vectorises: `nan` is all ones
-            // exactly when |f| > 0x7f80_0000, and NaN becomes the canonical quiet NaN with its
-            // sign (ml_dtypes' rule).
-            let f = s[i]
-            let rounded = (f &+ 0x7fff &+ ((f >> 16) & 1)) >> 16
-            let nan = 0 &- (((f & 0x7fff_ffff) &+ 0x007f_ffff) >> 31)
-            let quiet = ((f >> 16) & 0x8000) | 0x7fc0
-            dst[i] = UInt16(truncatingIfNeeded: (rounded & ~nan) | (quiet & nan))
-        }
+        lucid_host_narrow_bf16(src, dst, n)
     }
 
     /// `n` bfloat16 values widened (exactly) to floats.
