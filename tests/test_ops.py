@@ -781,6 +781,39 @@ def test_contiguous_and_is_contiguous(device):
     assert t.reshape(2, 6).is_contiguous()
 
 
+_LAYOUT_DTYPES = [("bool", np.bool_), ("int32", np.int32), ("int64", np.int64), ("float16", np.float16),
+                  ("bfloat16", ml_dtypes.bfloat16), ("float32", np.float32)]
+
+
+@pytest.mark.parametrize("name, np_type", _LAYOUT_DTYPES)
+@pytest.mark.parametrize("device", DEVICES)
+def test_contiguous_copies_every_layout_bit_for_bit(device, name, np_type):
+    # Same-dtype copies move element bits run by run: block runs, repeated elements (stride
+    # 0) and strided walks must all land where numpy puts them.
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((4, 5, 6)) * 100).astype(np_type)
+    t = lucid.tensor(a, device=device)
+    cases = {
+        "transpose": (t.permute(2, 0, 1), a.transpose(2, 0, 1)),
+        "step slice": (t[:, ::2, 1::3], a[:, ::2, 1::3]),
+        "scalar broadcast": (t[1, 2, 3].expand(3, 4, 5), np.broadcast_to(a[1, 2, 3], (3, 4, 5))),
+        "row broadcast": (t[0, 0].expand(7, 6), np.broadcast_to(a[0, 0], (7, 6))),
+        "middle broadcast": (t[:, :1, :].expand(4, 3, 6), np.broadcast_to(a[:, :1, :], (4, 3, 6))),
+    }
+    for label, (view, want) in cases.items():
+        got = view.contiguous()
+        assert got.is_contiguous() and got.dtype == getattr(lucid, name), label
+        np.testing.assert_array_equal(got.numpy().view(np.uint8), np.ascontiguousarray(want).view(np.uint8),
+                                      err_msg=label)
+
+
+def test_fill_matches_numpy_for_each_dtype():
+    for name, np_type in _LAYOUT_DTYPES:
+        for value in (0, 1, -3):
+            got = lucid.full((5, 7), value, dtype=getattr(lucid, name)).numpy()
+            np.testing.assert_array_equal(got.view(np.uint8), np.full((5, 7), value, dtype=np_type).view(np.uint8))
+
+
 def test_shape_op_errors():
     t = lucid.zeros(2, 3)
     with pytest.raises(IndexError) as e:

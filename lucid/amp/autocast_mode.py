@@ -117,6 +117,9 @@ def _innermost(entries, scope, i, stale=False) -> int:
     return i
 
 
+_made = {}  # (device_type, dtype, enabled) -> the scope object calls with them return
+
+
 class _AutocastType(type):
     """autocast's type. A scope holds no state of its own (each thread's open entries live in
     `_threads`, the AMP state in the engine) and cannot be changed, so calls with the same
@@ -124,20 +127,18 @@ class _AutocastType(type):
     then costs a dict lookup instead of building and checking a new object. Subclasses get
     a new object at every call."""
 
-    _made = {}
-
     def __call__(cls, device_type="metal", dtype=None, enabled=True, cache_enabled=None):
         if cls is autocast and (enabled is True or enabled is False) and cache_enabled is None:
             key = (device_type, dtype, enabled)
             try:
-                return cls._made[key]
+                return _made[key]
             except KeyError:
                 pass
             except TypeError:  # unhashable: the constructor says what is wrong
                 return super().__call__(device_type, dtype, enabled)
             scope = super().__call__(device_type, dtype, enabled)
-            if type(device_type) is str and len(cls._made) < 64:
-                cls._made[key] = scope
+            if type(device_type) is str and len(_made) < 64:
+                _made[key] = scope
             return scope
         return super().__call__(device_type, dtype, enabled, cache_enabled)
 

@@ -69,12 +69,39 @@ final class HostBackend: Backend {
     }
 
     func copy(_ src: TensorImpl, into dst: TensorImpl) {
-        if src.dtype == dst.dtype, src.isContiguous, dst.isContiguous {
-            memmove(Self.address(dst), Self.address(src), src.numel * src.dtype.itemSize)
-            return
+        if src.dtype == dst.dtype {
+            if src.isContiguous, dst.isContiguous {
+                memmove(Self.address(dst), Self.address(src), src.numel * src.dtype.itemSize)
+                return
+            }
+            // Another layout of the same dtype (a transpose, or a broadcast such as the
+            // gradient of a sum): element bits moved as they are, no conversion.
+            switch src.dtype.itemSize {
+            case 1: return Self.copyBits(UInt8.self, src, into: dst)
+            case 2: return Self.copyBits(UInt16.self, src, into: dst)
+            case 4: return Self.copyBits(UInt32.self, src, into: dst)
+            case 8: return Self.copyBits(UInt64.self, src, into: dst)
+            default: break
+            }
         }
         if BFloat16FastPath.applies(src, dst) { return BFloat16FastPath.copy(src, into: dst) }
         dispatch(src.dtype, CopySource(src: src, dst: dst))
+    }
+
+    /// Copies the elements of `src` into `dst` (same shape, elements of `T`'s size), run by
+    /// run: contiguous runs as block copies, a repeated element (stride 0) as a fill.
+    private static func copyBits<T>(_: T.Type, _ src: TensorImpl, into dst: TensorImpl) {
+        let ps = UnsafePointer(address(src).assumingMemoryBound(to: T.self))
+        let pd = address(dst).assumingMemoryBound(to: T.self)
+        StridedLoop(shape: dst.shape, strides: [src.strides, dst.strides]).forEachRun(bases: [0, 0]) { o, n, s in
+            if s[1] == 1 && s[0] == 1 { return (pd + o[1]).update(from: ps + o[0], count: n) }
+            if s[1] == 1 && s[0] == 0 { return (pd + o[1]).update(repeating: ps[o[0]], count: n) }
+            var i = o[0], k = o[1]
+            for _ in 0..<n {
+                pd[k] = ps[i]
+                i &+= s[0]; k &+= s[1]
+            }
+        }
     }
 
     var elementwiseKernels: (any ElementwiseKernels)? { declined.contains(.elementwise) ? nil : self }
@@ -102,6 +129,13 @@ private struct FillKernel: ElementVisitor {
         let loop = StridedLoop(shape: out.shape, strides: [out.strides])
         // One rounding from the float64 value into a 16-bit float, through float32 rounded to odd.
         let f = out.dtype.isLowPrecision ? roundedToOddFloat(value.double) : Float(value.double), i = value.int
+        if out.isContiguous, out.numel > 0 {
+            // One element converted, then its bits repeated.
+            if E.isFloat { E.setFloat(p, 0, f) } else { E.setInt(p, 0, i) }
+            let first = p[0]
+            p.update(repeating: first, count: out.numel)
+            return
+        }
         loop.forEachRun(bases: [0]) { o, n, s in
             for j in 0..<n {
                 if E.isFloat { E.setFloat(p, o[0] &+ j &* s[0], f) } else { E.setInt(p, o[0] &+ j &* s[0], i) }
