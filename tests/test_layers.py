@@ -182,6 +182,38 @@ def test_max_pool2d_nan_ties_bfloat16_and_many_planes():
         F.max_pool2d(T(np.ones((1, 1, 4, 4), np.int64)), 2)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("ceil", [False, True])
+def test_max_pool2d_halving_and_its_gradient_against_numpy(dtype, ceil):
+    # MaxPool2d(2) has its own forward and, with windows that cannot overlap, a backward that
+    # moves each output gradient to its input as it is; ceil_mode's overhanging last window
+    # takes the general path. NaNs anywhere in a window win over numbers (the first NaN).
+    x = arr(3, 40, 9, 7)
+    x[0, 0, 1, 1], x[0, 0, 0, 3], x[1, 5, 4, 4] = np.nan, np.nan, np.nan
+    xd = T(x).to(getattr(lucid, dtype))
+    xr = xd.float().numpy()
+    leaf = xd.detach().requires_grad_()
+    y = F.max_pool2d(leaf, 2, ceil_mode=ceil)
+    with np.errstate(invalid="ignore"):
+        want = max_pool2d(xr, (2, 2), (2, 2), (0, 0), (1, 1), ceil)
+    np.testing.assert_array_equal(y.float().numpy(), want.astype(np.float32))
+    g = arr(*y.shape)
+    gd = T(g).to(leaf.dtype)
+    (y * gd).sum().backward()
+    gr = gd.float().numpy()
+    expect = np.zeros_like(xr)
+    oh, ow = y.shape[2:]
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            for i in range(oh):
+                for j in range(ow):
+                    win = xr[n, c, 2 * i:2 * i + 2, 2 * j:2 * j + 2]
+                    nan = np.flatnonzero(np.isnan(win))
+                    r, q = divmod(int(nan[0]) if len(nan) else int(np.argmax(win)), win.shape[1])
+                    expect[n, c, 2 * i + r, 2 * j + q] += gr[n, c, i, j]
+    np.testing.assert_array_equal(leaf.grad.float().numpy(), expect.astype(leaf.grad.float().numpy().dtype))
+
+
 AVG_CASES = [dict(k=(2, 2), s=(2, 2)), dict(k=(3, 3), s=(2, 2), p=(1, 1)), dict(k=(3, 3), s=(2, 2), p=(1, 1), inc=False),
              dict(k=(3, 2), s=(2, 2), ceil=True), dict(k=(3, 3), s=(2, 2), p=(1, 1), ceil=True, inc=False)]
 

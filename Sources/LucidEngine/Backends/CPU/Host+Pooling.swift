@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Host max pooling and its adjoint, threaded over planes.
 extension HostBackend: PoolingKernels {
     func maxPool2d(_ x: TensorImpl, _ g: WindowGeometry, values: TensorImpl, indices: TensorImpl) {
@@ -106,8 +112,46 @@ private struct MaxPool: ElementVisitor {
         let pv = HostBackend.address(values).assumingMemoryBound(to: E.Stored.self)
         let pi = HostBackend.address(indices).assumingMemoryBound(to: Int64.self)
         let g = g
+        // 2x2 windows at stride 2 inside the plane (MaxPool2d(2)), the commonest case: unrolled.
+        let halving = g.kernel == (2, 2) && g.stride == (2, 2) && g.padding == (0, 0) && g.dilation == (1, 1)
+            && 2 * g.output.0 <= g.input.0 && 2 * g.output.1 <= g.input.1  // (ceil_mode's last window can overhang)
         HostThreads.forEachRange(x.shape[0], grain: planeGrain(g), align: 1) { planes in
-            for p in planes { Self.pool(E.self, g, px, pv, pi, plane: p) }
+            for p in planes {
+                if halving { Self.pool2x2(E.self, g, px, pv, pi, plane: p) } else { Self.pool(E.self, g, px, pv, pi, plane: p) }
+            }
+        }
+    }
+
+    /// `best`/`at` after the candidate `v` at `q`: a larger value or the first NaN takes over
+    /// (selects, not jumps), in the same order as `pool`'s loops.
+    @inline(__always)
+    private static func step(_ best: inout Float, _ at: inout Int, _ v: Float, _ q: Int) {
+        // v > best, or v is NaN and best is not: "not v <= best" while best is a number. Both
+        // comparisons are evaluated (no short circuit), so the compiler keeps this branch-free.
+        let take = (v <= best ? 0 : 1) & (best == best ? 1 : 0)
+        let mask = 0 &- take
+        best = Float(bitPattern: (v.bitPattern & UInt32(truncatingIfNeeded: mask)) | (best.bitPattern & ~UInt32(truncatingIfNeeded: mask)))
+        at = (q & mask) | (at & ~mask)
+    }
+
+    private static func pool2x2<E: HostElement>(_: E.Type, _ g: WindowGeometry, _ px: UnsafePointer<E.Stored>,
+                                                _ pv: UnsafeMutablePointer<E.Stored>, _ pi: UnsafeMutablePointer<Int64>,
+                                                plane p: Int) {
+        let (h, w) = g.input, (oh, ow) = g.output
+        let plane = px + p &* h &* w
+        var k = p &* oh &* ow
+        for oy in 0..<oh {
+            let row = 2 &* oy &* w
+            for ox in 0..<ow {
+                let q = row &+ 2 &* ox
+                var best = E.float(plane, q), at = q
+                step(&best, &at, E.float(plane, q &+ 1), q &+ 1)
+                step(&best, &at, E.float(plane, q &+ w), q &+ w)
+                step(&best, &at, E.float(plane, q &+ w &+ 1), q &+ w &+ 1)
+                E.setFloat(pv, k, best)
+                pi[k] = Int64(at)
+                k &+= 1
+            }
         }
     }
 
@@ -134,10 +178,7 @@ private struct MaxPool: ElementVisitor {
                     let row = (y0 &+ i &* dh) &* w &+ x0
                     for j in j0..<j1 {
                         let q = row &+ j &* dw
-                        let v = E.float(plane, q)
-                        let take = v > best || (v.isNaN && !best.isNaN)
-                        best = take ? v : best
-                        at = take ? q : at
+                        step(&best, &at, E.float(plane, q), q)
                     }
                 }
                 E.setFloat(pv, k, best)
@@ -155,6 +196,17 @@ private struct MaxPoolBackward: ElementVisitor {
         let pi = UnsafePointer(HostBackend.address(indices).assumingMemoryBound(to: Int64.self))
         let po = HostBackend.address(gradIn).assumingMemoryBound(to: E.Stored.self)
         let size = g.input.0 * g.input.1, outSize = g.output.0 * g.output.1
+        // Windows that cannot overlap (stride at least the dilated kernel): each input gets at
+        // most one output's gradient, so the gradient's stored values are moved as they are.
+        if g.stride.0 >= (g.kernel.0 - 1) * g.dilation.0 + 1 && g.stride.1 >= (g.kernel.1 - 1) * g.dilation.1 + 1 {
+            HostThreads.forEachRange(gradIn.shape[0], grain: planeGrain(g), align: 1) { planes in
+                memset(po + planes.lowerBound * size, 0, planes.count * size * MemoryLayout<E.Stored>.stride)  // zero in every dtype
+                for k in (planes.lowerBound * outSize)..<(planes.upperBound * outSize) where pi[k] >= 0 {
+                    po[k / outSize * size + Int(pi[k])] = pg[k]
+                }
+            }
+            return
+        }
         HostThreads.forEachRange(gradIn.shape[0], grain: planeGrain(g), align: 1) { planes in
             var acc = [Float](repeating: 0, count: size)
             for p in planes {
