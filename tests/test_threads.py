@@ -4,6 +4,7 @@ follow it, and results that do not depend on it."""
 import ctypes
 import os
 import sys
+import time
 
 import ml_dtypes
 import numpy as np
@@ -83,3 +84,29 @@ def test_results_do_not_depend_on_the_thread_count(restore_threads):
     np.testing.assert_allclose(first[2], np.exp(a), rtol=1e-6)
     np.testing.assert_array_equal(first[4], a.astype(ml_dtypes.bfloat16).view(np.uint16))
     np.testing.assert_allclose(first[6], m.astype(np.float64) @ m.T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_runs_parallel_host_loops():
+    # The host loops share oneDNN's OpenMP pool, whose threads stay in the parent on fork(); a
+    # child must still run them (on another pool) instead of waiting for those threads.
+    x = lucid.tensor(np.arange(1 << 21, dtype=np.float32) % 7)
+    x.to(lucid.bfloat16)  # a parallel loop in the parent first
+    pid = os.fork()
+    if pid == 0:  # the child: any failure is its exit status
+        try:
+            total = float(x.to(lucid.bfloat16).float().sum().item())
+            os._exit(0 if total == float((np.arange(1 << 21) % 7).sum()) else 3)
+        except BaseException:
+            os._exit(4)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung in a parallel host loop")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -2,6 +2,11 @@
 
 #include <string.h>
 
+#if defined(__linux__)
+#include <dlfcn.h>
+#include <pthread.h>
+#endif
+
 // Integer operations only and no branches, so that each variant vectorises: `nan` is all ones
 // exactly when |f| > 0x7f800000.
 #define NARROW_LOOP(src, dst, n)                                                   \
@@ -46,4 +51,81 @@ void lucid_host_narrow_bf16(const float *src, uint16_t *dst, ptrdiff_t n) {
 }
 #else
 void lucid_host_narrow_bf16(const float *src, uint16_t *dst, ptrdiff_t n) { narrow_baseline(src, dst, n); }
+#endif
+
+// ---- the OpenMP pool -------------------------------------------------------------------------
+
+#if defined(__linux__)
+// libgomp's own entry points, found in the copy already loaded (by oneDNN): GOMP_parallel is
+// what GCC compiles `#pragma omp parallel` into.
+typedef void (*gomp_parallel_fn)(void (*)(void *), void *, unsigned, unsigned);
+typedef int (*omp_int_fn)(void);
+
+static gomp_parallel_fn gomp_parallel;
+static omp_int_fn omp_thread_num, omp_num_threads;
+static int resolved;  // 0: not yet, 1: found, -1: absent
+
+static int resolve_gomp(void) {
+    int state = __atomic_load_n(&resolved, __ATOMIC_ACQUIRE);
+    if (state) return state;
+    void *lib = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD);  // never loads it
+    gomp_parallel_fn p = lib ? (gomp_parallel_fn)dlsym(lib, "GOMP_parallel") : 0;
+    omp_int_fn t = lib ? (omp_int_fn)dlsym(lib, "omp_get_thread_num") : 0;
+    omp_int_fn n = lib ? (omp_int_fn)dlsym(lib, "omp_get_num_threads") : 0;
+    if (p && t && n) {
+        gomp_parallel = p;
+        omp_thread_num = t;
+        omp_num_threads = n;
+        state = 1;
+    } else {
+        state = -1;
+    }
+    __atomic_store_n(&resolved, state, __ATOMIC_RELEASE);
+    return state;
+}
+
+// GNU OpenMP's pool does not survive fork(): a child that starts a parallel region with
+// more than one thread waits forever for threads that stayed in the parent. So a forked
+// child runs oneDNN on one OpenMP thread and the engine's loops on the dispatch pool.
+typedef void (*omp_set_fn)(int);
+static omp_set_fn omp_set_threads;
+static int forked;
+
+static void after_fork_in_child(void) {
+    forked = 1;
+    if (omp_set_threads) omp_set_threads(1);
+}
+
+__attribute__((constructor)) static void watch_forks(void) {
+    // The library's dependencies (oneDNN, and through it libgomp) are loaded by now.
+    void *lib = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD);
+    omp_set_threads = lib ? (omp_set_fn)dlsym(lib, "omp_set_num_threads") : 0;
+    pthread_atfork(0, 0, after_fork_in_child);
+}
+
+struct parallel_job {
+    lucid_host_part_fn fn;
+    void *context;
+    ptrdiff_t parts;
+};
+
+static void run_parts(void *data) {
+    const struct parallel_job *job = data;
+    // The team may be smaller than asked (a nested region runs on one thread): each thread
+    // takes every n-th part.
+    ptrdiff_t n = omp_num_threads();
+    for (ptrdiff_t part = omp_thread_num(); part < job->parts; part += n) job->fn(job->context, part);
+}
+
+int lucid_host_parallel(ptrdiff_t parts, unsigned threads, void *context, lucid_host_part_fn fn) {
+    if (forked || resolve_gomp() != 1) return 0;
+    struct parallel_job job = {fn, context, parts};
+    gomp_parallel(run_parts, &job, threads, 0);
+    return 1;
+}
+#else
+int lucid_host_parallel(ptrdiff_t parts, unsigned threads, void *context, lucid_host_part_fn fn) {
+    (void)parts, (void)threads, (void)context, (void)fn;
+    return 0;
+}
 #endif

@@ -15,6 +15,15 @@ extern "C" {
 /// becomes the quiet NaN 0x7fc0 with its sign (ml_dtypes' rule).
 void lucid_host_narrow_bf16(const float *src, uint16_t *dst, ptrdiff_t n);
 
+/// A part of a parallel loop: `part` of the parts `lucid_host_parallel` was given.
+typedef void (*lucid_host_part_fn)(void *context, ptrdiff_t part);
+
+/// Runs `fn(context, 0..<parts)` on up to `threads` threads of the GNU OpenMP pool that
+/// oneDNN already uses, when that runtime is loaded in the process, and returns 1; returns 0
+/// (running nothing) when it is not. One pool for oneDNN and the engine's own loops means no
+/// idle thread of one spins on a core the other needs.
+int lucid_host_parallel(ptrdiff_t parts, unsigned threads, void *context, lucid_host_part_fn fn);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import Dispatch
+import CHostKernels
 #if canImport(CDNNL)
 import CDNNL
 #endif
@@ -47,11 +48,27 @@ package enum HostThreads {
         guard threads > 1 else { return body(0..<n) }
         let chunk = ((n + threads - 1) / threads + align - 1) / align * align
         withoutActuallyEscaping(body) { escapable in
-            // The ranges are disjoint and concurrentPerform returns once all have run.
+            // The ranges are disjoint, and both runners return once all have run.
             nonisolated(unsafe) let work = escapable
-            DispatchQueue.concurrentPerform(iterations: threads) { i in
+            let part: @Sendable (Int) -> Void = { i in
                 let lo = i * chunk, hi = min(n, lo + chunk)
                 if lo < hi { work(lo..<hi) }
+            }
+            if !onOpenMPPool(threads, part) {
+                DispatchQueue.concurrentPerform(iterations: threads, execute: part)
+            }
+        }
+    }
+
+    /// Runs `part(0..<parts)` on the OpenMP pool oneDNN uses, when one is loaded (Linux);
+    /// false when there is none.
+    private static func onOpenMPPool(_ parts: Int, _ part: (Int) -> Void) -> Bool {
+        withoutActuallyEscaping(part) { escapable in
+            var job = escapable
+            return withUnsafeMutablePointer(to: &job) { pointer in
+                lucid_host_parallel(parts, UInt32(parts), pointer) { context, i in
+                    context!.assumingMemoryBound(to: ((Int) -> Void).self).pointee(i)
+                } != 0
             }
         }
     }
