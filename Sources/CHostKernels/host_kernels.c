@@ -84,24 +84,14 @@ static int resolve_gomp(void) {
     return state;
 }
 
-// GNU OpenMP's pool does not survive fork(): a child that starts a parallel region with
-// more than one thread waits forever for threads that stayed in the parent. So a forked
-// child runs oneDNN on one OpenMP thread and the engine's loops on the dispatch pool.
-typedef void (*omp_set_fn)(int);
-static omp_set_fn omp_set_threads;
+// GNU OpenMP's pool does not survive fork(): a child that starts a parallel region waits
+// forever for threads that stayed in the parent. A forked child runs the engine's loops on
+// the dispatch pool instead.
 static int forked;
 
-static void after_fork_in_child(void) {
-    forked = 1;
-    if (omp_set_threads) omp_set_threads(1);
-}
+static void after_fork_in_child(void) { forked = 1; }
 
-__attribute__((constructor)) static void watch_forks(void) {
-    // The library's dependencies (oneDNN, and through it libgomp) are loaded by now.
-    void *lib = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD);
-    omp_set_threads = lib ? (omp_set_fn)dlsym(lib, "omp_set_num_threads") : 0;
-    pthread_atfork(0, 0, after_fork_in_child);
-}
+__attribute__((constructor)) static void watch_forks(void) { pthread_atfork(0, 0, after_fork_in_child); }
 
 struct parallel_job {
     lucid_host_part_fn fn;
