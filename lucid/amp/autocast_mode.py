@@ -12,10 +12,11 @@ import numpy as np
 from .. import _engine as E
 from .._types import _BY_CODE, _DEVICE_CODES, device_names, dtype as _dtype, dtype_from_code
 
-# The engine's rules, read once: each device's default dtype and the dtypes it can target.
+# The guard entry points, called directly by __enter__ and __exit__ (their status checked there).
 _guard_create = E._guard_create
 _guard_destroy = E._guard_destroy
 
+# The engine's rules, read once: each device's default dtype and the dtypes it can target.
 _DEFAULTS = {code: dtype_from_code(E.autocast_default_dtype(code)) for code in _DEVICE_CODES.values()}
 
 
@@ -34,7 +35,7 @@ _TARGETS = {code: _targets(code) for code in _DEVICE_CODES.values()}
 
 
 class _ThreadEntries:
-    """One thread's open autocast entries, innermost last: ``[scope, handle, previous]`` with
+    """One thread's open autocast entries, innermost last: ``(scope, handle, previous)`` with
     the engine handle that entry's exit releases and, for a scope with ``cache_enabled``, the
     cache switch it replaced (else None). The AMP state itself lives in the engine; this is
     only what Python must release. `slot` is where the engine writes a new handle, read back
