@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numbers
 
-
 from .. import _engine as E, _views
 from .._tensor import Tensor
 from .._types import as_index

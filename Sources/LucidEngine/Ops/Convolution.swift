@@ -146,24 +146,25 @@ package enum Convolution {
         let savedX = needW ? x : nil, savedW = needX ? w : nil, xShape = x.shape, wShape = w.shape
         return Autograd.record(out, Autograd.name(conv2d), [x, w] + (b.map { [$0] } ?? [])) { grad in
             let gy = try Ops.contiguous(grad)
-            var gx: TensorImpl? = nil, gw: TensorImpl? = nil
-            if let savedW {
-                let d = try TensorImpl.empty(xShape, dtype: gy.dtype, on: gy.backend)
-                guard d.backend.convolutionKernels?.convolution(.backwardData, problem, x: nil, weight: savedW, bias: nil, gradOut: gy, into: d) == true else {
-                    throw LucidError.runtime("\(name): the backend's backward-data convolution kernel failed for weight \(savedW.shape)")
-                }
-                gx = d
-            }
-            if let savedX {
-                let d = try TensorImpl.empty(wShape, dtype: gy.dtype, on: gy.backend)
-                guard d.backend.convolutionKernels?.convolution(.backwardWeights, problem, x: savedX, weight: nil, bias: nil, gradOut: gy, into: d) == true else {
-                    throw LucidError.runtime("\(name): the backend's backward-weights convolution kernel failed for input \(savedX.shape)")
-                }
-                gw = d
-            }
+            let gx = try savedW.map { try pass(name, .backwardData, problem, x: nil, weight: $0, gradOut: gy, shape: xShape) }
+            let gw = try savedX.map { try pass(name, .backwardWeights, problem, x: $0, weight: nil, gradOut: gy, shape: wShape) }
             let gb = needB ? try Reductions.reduce(.sum, gy, dims: [0, 2, 3], keepdim: false) : nil
             return [gx, gw] + (b == nil ? [] : [gb])
         }
+    }
+
+    /// One pass of the backend's convolution kernels (a backward pass of conv2d or
+    /// conv_transpose2d) into a new tensor of `shape`, on the backend and in the dtype of the
+    /// tensor it reads; throws when the backend's kernel fails.
+    private static func pass(_ name: String, _ kind: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?,
+                             weight: TensorImpl?, gradOut: TensorImpl?, shape: [Int]) throws -> TensorImpl {
+        let source = (gradOut ?? x)!
+        let out = try TensorImpl.empty(shape, dtype: source.dtype, on: source.backend)
+        guard out.backend.convolutionKernels?.convolution(kind, problem, x: x, weight: weight, bias: nil, gradOut: gradOut,
+                                                          into: out) == true else {
+            throw LucidError.runtime("\(name): the backend's \(kind) convolution kernel failed for problem \(problem)")
+        }
+        return out
     }
 
     /// conv_transpose2d through the backend's direct convolution kernels, or nil when it has
@@ -185,21 +186,8 @@ package enum Convolution {
         let savedX = w.requiresGrad ? x : nil, savedW = x.requiresGrad ? w : nil, xShape = x.shape, wShape = w.shape
         return Autograd.record(out, Autograd.name(convTranspose2d), [x, w]) { grad in
             let gy = try Ops.contiguous(grad)
-            var gx: TensorImpl? = nil, gw: TensorImpl? = nil
-            if let savedW {
-                let d = try TensorImpl.empty(xShape, dtype: gy.dtype, on: gy.backend)
-                guard kernels.convolution(.forward, problem, x: gy, weight: savedW, bias: nil, gradOut: nil, into: d) else {
-                    throw LucidError.runtime("\(name): the backend's forward convolution kernel failed for the input gradient (weight \(wShape))")
-                }
-                gx = d
-            }
-            if let savedX {
-                let d = try TensorImpl.empty(wShape, dtype: gy.dtype, on: gy.backend)
-                guard kernels.convolution(.backwardWeights, problem, x: gy, weight: nil, bias: nil, gradOut: savedX, into: d) else {
-                    throw LucidError.runtime("\(name): the backend's backward-weights convolution kernel failed for input \(xShape)")
-                }
-                gw = d
-            }
+            let gx = try savedW.map { try pass(name, .forward, problem, x: gy, weight: $0, gradOut: nil, shape: xShape) }
+            let gw = try savedX.map { try pass(name, .backwardWeights, problem, x: gy, weight: nil, gradOut: $0, shape: wShape) }
             return [gx, gw]
         }
     }

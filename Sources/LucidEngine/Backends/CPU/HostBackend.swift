@@ -125,21 +125,16 @@ func hostPointer<E: HostElement>(_ t: TensorImpl, _: E.Type) -> UnsafeMutablePoi
 private struct FillKernel: ElementVisitor {
     let out: TensorImpl, value: Scalar
     func visit<E: HostElement>(_: E.Type) {
+        guard out.numel > 0 else { return }
         let p = HostBackend.address(out).assumingMemoryBound(to: E.Stored.self)
-        let loop = StridedLoop(shape: out.shape, strides: [out.strides])
-        // One rounding from the float64 value into a 16-bit float, through float32 rounded to odd.
-        let f = out.dtype.isLowPrecision ? roundedToOddFloat(value.double) : Float(value.double), i = value.int
-        if out.isContiguous, out.numel > 0 {
-            // One element converted, then its bits repeated.
-            if E.isFloat { E.setFloat(p, 0, f) } else { E.setInt(p, 0, i) }
-            let first = p[0]
-            p.update(repeating: first, count: out.numel)
-            return
-        }
-        loop.forEachRun(bases: [0]) { o, n, s in
-            for j in 0..<n {
-                if E.isFloat { E.setFloat(p, o[0] &+ j &* s[0], f) } else { E.setInt(p, o[0] &+ j &* s[0], i) }
-            }
+        // The value converted once, into element 0 (one rounding from float64 into a 16-bit
+        // float, through float32 rounded to odd), then its bits repeated run by run.
+        let f = out.dtype.isLowPrecision ? roundedToOddFloat(value.double) : Float(value.double)
+        if E.isFloat { E.setFloat(p, 0, f) } else { E.setInt(p, 0, value.int) }
+        let stored = p[0]
+        StridedLoop(shape: out.shape, strides: [out.strides]).forEachRun(bases: [0]) { o, n, s in
+            if s[0] == 1 { return (p + o[0]).update(repeating: stored, count: n) }
+            for j in 0..<n { p[o[0] &+ j &* s[0]] = stored }
         }
     }
 }
