@@ -26,6 +26,10 @@ _new_object = object.__new__
 _binary_op, _matmul_op, _ADD, _MUL = E.binary, E.matmul, E.ADD, E.MUL
 # Reads n int64 sizes (or strides) from a record straight into a tuple.
 _UNPACK = [struct.Struct(f"={n}q").unpack_from for n in range(E.R_DIMS + 1)]
+# The shapes seen so far, by the key a record gives its sizes (include/lucid.h): a fresh
+# result's shape is then one lookup instead of a read of its sizes.
+_R_SHAPE_KEY, _SHAPES_MAX = E.R_SHAPE_KEY, 4096
+_shapes = {}
 
 
 def _scalar(value):
@@ -242,13 +246,22 @@ class Tensor:
     def shape(self) -> tuple:
         s = self._shape
         if s is None:
-            r = self._r
-            if r is not None:
-                nd = r[_R_NDIM]
-                if nd <= _R_DIMS:
-                    s = self._shape = _UNPACK[nd](r, _SHAPE_OFFSET)
-                    return s
-            s = self._shape = self._geometry()[0]
+            try:
+                s = _shapes[self._r[_R_SHAPE_KEY]]
+            except (KeyError, TypeError):  # a shape not seen yet, one without a key, or no record
+                s = self._read_shape()
+            self._shape = s
+        return s
+
+    def _read_shape(self):
+        """The shape from the record's sizes, remembered under its key when it has one."""
+        r = self._r
+        if r is None:
+            r = self._record()
+        s = self._geometry()[0]
+        key = r[_R_SHAPE_KEY]
+        if key >= 0 and len(_shapes) < _SHAPES_MAX:
+            _shapes[key] = s
         return s
 
     def size(self, dim=None):

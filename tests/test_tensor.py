@@ -472,6 +472,32 @@ def test_metadata(device):
     assert lucid.zeros(0, 4).numel() == 0
 
 
+def test_shapes_of_fresh_results_at_the_shape_keys_limits():
+    # A result's shape comes from a table of shapes by the key its record gives (ndim <= 4,
+    # each size under 2**(60 // ndim)) or from its sizes; either way it is the same tuple.
+    # Views of one element make large sizes possible without memory.
+    from lucid import _tensor
+    cases = [(), (1,), (0,), (7,), (2, 1), (1, 2), (1, 2, 1), (2, 1, 1, 1), (3, 4, 5, 6), (1,) * 5,
+             (2, 3, 1, 1, 2, 1, 1, 1, 2), (2**36,), (2**30 - 1, 2), (2**30, 2), (1, 2**20 - 1, 3), (1, 2**20, 3),
+             (2**15 - 1, 2**15 - 1, 3, 1), (2**15 - 1, 2**15, 1, 1)]
+    one = lucid.ones(1)
+    for want in cases * 2:  # the second round reads the shapes the first one put in the table
+        base = one.reshape((1,) * len(want))
+        t = base.expand(*want)
+        fresh = [t, t.detach(), t.unsqueeze(0).squeeze(0)]
+        if np.prod(want) <= 1000:
+            fresh += [t + 0, lucid.zeros(want, dtype=lucid.int32)]
+        for f in fresh:
+            assert f.shape == want and type(f.shape) is tuple, (want, f.shape)
+            assert f.size() == want and f.ndim == len(want)
+        assert all(st == 0 for st, n in zip(t.stride(), want) if n != 1)
+        assert t.numel() == int(np.prod(want, dtype=object))
+    # The same sizes built other ways agree, and the table stays bounded.
+    assert (lucid.zeros(2, 1) + lucid.zeros(1, 2)).shape == (2, 2)
+    assert lucid.zeros(3, 1, 2).transpose(0, 2).shape == (2, 1, 3)
+    assert 0 < len(_tensor._shapes) <= _tensor._SHAPES_MAX
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_numpy_returns_an_independent_copy(device):
     a = np.arange(6, dtype=np.float32)

@@ -12,11 +12,29 @@ let tensors = HandleTable<TensorImpl>(kind: "tensor")
 
 /// What an op writes about its result, so that its caller needs no second call to learn it
 /// (include/lucid.h, enum lucid_record_field): the handle, dtype, device, ndim,
-/// requires_grad, the bytes of storage it keeps alive, then up to `dims` sizes and strides.
+/// requires_grad, the bytes of storage it keeps alive, then up to `dims` sizes and strides,
+/// then the sizes packed into one key.
 enum Record {
     static let handle = 0, dtype = 1, device = 2, ndim = 3, requiresGrad = 4, storageBytes = 5, shape = 6
     static let dims = 8
-    static let strides = shape + dims, length = strides + dims
+    static let strides = shape + dims, shapeKey = strides + dims, length = shapeKey + 1
+
+    /// The sizes in one number: ndim in bits 0-2, then each size in 60/ndim bits, the first
+    /// lowest; -1 when ndim > 4 or a size needs more bits.
+    @inline(__always)
+    static func key(_ shape: [Int]) -> Int64 {
+        let n = shape.count
+        if n == 0 { return 0 }
+        if n > 4 { return -1 }
+        let width = 60 / n
+        var key = Int64(n), at = 3
+        for s in shape {
+            if s >> width != 0 { return -1 }
+            key |= Int64(s) << at
+            at += width
+        }
+        return key
+    }
 
     /// Fills `out` for `t` under `handle`; sizes and strides only when ndim <= dims.
     @inline(__always)
@@ -34,6 +52,7 @@ enum Record {
                 out[strides + i] = Int64(t.strides[i])
             }
         }
+        out[shapeKey] = key(t.shape)
     }
 }
 

@@ -871,6 +871,21 @@ static void expect_record_matches(const int64_t *rec, const char *what) {
         EXPECT(again[i] == rec[i], "%s: lucid_tensor_record field %d is %" PRId64 ", the op wrote %" PRId64, what, i,
                again[i], rec[i]);
     if (ndim > LUCID_RECORD_DIMS) EXPECT(again[LUCID_RECORD_SHAPE] == -7, "%s: sizes written beyond the record", what);
+    EXPECT(again[LUCID_RECORD_SHAPE_KEY] == rec[LUCID_RECORD_SHAPE_KEY], "%s: lucid_tensor_record's shape key differs", what);
+    /* The shape key: ndim in bits 0-2 and each size in 60/ndim bits, or -1 when they do not fit. */
+    int64_t key = rec[LUCID_RECORD_SHAPE_KEY];
+    int fits = ndim <= 4;
+    for (int i = 0; i < ndim && fits; i++) fits = shape[i] < ((int64_t)1 << (60 / ndim));
+    if (!fits) {
+        EXPECT(key == -1, "%s: shape key %" PRId64 " for sizes that do not pack", what, key);
+    } else {
+        EXPECT(key >= 0 && (key & 7) == ndim, "%s: shape key %" PRId64 " for ndim %d", what, key, (int)ndim);
+        for (int i = 0; i < ndim && key >= 0; i++) {
+            int width = 60 / ndim;
+            int64_t size = (key >> (3 + i * width)) & (((int64_t)1 << width) - 1);
+            EXPECT(size == shape[i], "%s: shape key size %d is %" PRId64 ", want %" PRId64, what, i, size, shape[i]);
+        }
+    }
 }
 
 static void test_records(void) {
@@ -894,6 +909,18 @@ static void test_records(void) {
     int64_t ones[10] = {1, 1, 1, 1, 1, 1, 1, 1, 2, 3}, deep[LUCID_RECORD_LEN];
     CHECK(lucid_reshape(a, ones, 10, 1, deep));
     expect_record_matches(deep, "a 10-d view");
+
+    /* Sizes at the shape key's limits (30 bits each for two dimensions), as views of one element. */
+    int64_t one_shape[2] = {1, 1};
+    lucid_tensor one = from_floats(A_DATA, one_shape, 2, LUCID_CPU);
+    int64_t wide[3][2] = {{((int64_t)1 << 30) - 1, 2}, {(int64_t)1 << 30, 2}, {3, ((int64_t)1 << 30) - 1}};
+    for (int i = 0; i < 3; i++) {
+        int64_t big[LUCID_RECORD_LEN];
+        CHECK(lucid_expand(one, wide[i], 2, big));
+        expect_record_matches(big, "a wide view");
+        release((lucid_tensor)big[LUCID_RECORD_HANDLE]);
+    }
+    release(one);
 
     /* Many handles released in one call; a dead one among them is reported, the rest go. */
     int64_t before = live_tensors();
