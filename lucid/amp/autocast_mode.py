@@ -118,6 +118,22 @@ def _innermost(entries, scope, i, stale=False) -> int:
     return i
 
 
+def _left_stale(entries, scope, rc, i) -> bool:
+    """An exit's engine call failed with `rc`. A stale handle (ValueError: the engine changed
+    nothing) belongs to an exit that already left its scope, so this exit is for `scope`'s
+    entry at or below `i`; with no entry there, the stale handle is the error raised."""
+    while True:
+        try:
+            E._raise(rc)
+        except ValueError:
+            i = _innermost(entries, scope, i, stale=True)
+        rc = _guard_destroy(entries[i][1])
+        del entries[i]
+        if not rc:
+            return False  # exceptions propagate
+        i -= 1
+
+
 _made = {}  # (device_type, dtype, enabled) -> the scope object calls with them return
 
 
@@ -264,26 +280,26 @@ class autocast(metaclass=_AutocastType):
             entry = entries[-1]
         except (AttributeError, IndexError):
             entries = entry = ()
+        # The common case first: this object's entry is the innermost, without a cache switch.
+        if entry and entry[0] is self and entry[2] is None:
+            rc = _guard_destroy(entry[1])
+            del entries[-1]
+            if not rc:
+                return False  # exceptions propagate
+            return _left_stale(entries, self, rc, len(entries) - 1)
         i = len(entries) - 1
         if not entry or entry[0] is not self:
             i = _innermost(entries, self, i - 1)
             entry = entries[i]
         # Leave the scope before forgetting its handle: an interrupt in between leaves a stale
-        # handle rather than a live scope nobody can close. A stale handle belongs to an exit
-        # that already left its scope, so this exit is for this object's entry below it; with
-        # no entry below, the stale handle is a clear error.
+        # handle rather than a live scope nobody can close.
         if entry[2] is not None:
             E.autocast_set_cache_enabled(entry[2])
-        while True:
-            rc = _guard_destroy(entry[1])
-            del entries[i]
-            if not rc:
-                return False  # exceptions propagate
-            try:
-                E._raise(rc)
-            except ValueError:  # (not a live guard: the engine changed nothing)
-                i = _innermost(entries, self, i - 1, stale=True)
-                entry = entries[i]
+        rc = _guard_destroy(entry[1])
+        del entries[i]
+        if not rc:
+            return False
+        return _left_stale(entries, self, rc, i - 1)
 
     def __call__(self, fn):
         """Use as a decorator: every call of `fn` runs inside this scope."""
