@@ -1,6 +1,7 @@
 """Layer ops against numpy references (tests/reference.py) and their gradients against
 central finite differences."""
 
+import sys
 import zlib
 
 import numpy as np
@@ -149,6 +150,37 @@ def test_conv2d_passes_share_reordered_inputs_without_going_stale(dtype):
                        for i in range(3)], -2)
         close(wt.grad.float(), dw, tol * 20)
         del x, leaf, y
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="oneDNN serves the host convolutions on Linux only")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_conv2d_backward_weights_reads_the_forwards_reordered_input(dtype):
+    # oneDNN's trace lists every reorder with its dims. The input (8x16x20x20; the output
+    # has 32 channels) is reordered for the forward at most once per step: backward weights
+    # must find that copy staged rather than reorder the input again.
+    import os
+    import subprocess
+    code = f"""
+import numpy as np, lucid, lucid.nn.functional as F
+base = lucid.tensor(np.ones((8, 16, 20, 20), np.float32))
+w = lucid.tensor(np.ones((32, 16, 3, 3), np.float32)).to(lucid.{dtype}).requires_grad_()
+for step in range(2):
+    x = base.to(lucid.{dtype}) * 1  # a new input each step, as autocast's cast makes
+    print("STEP", step, flush=True)
+    F.conv2d(x, w, padding=1).float().sum().backward()
+    w.grad = None
+"""
+    env = {**os.environ, "ONEDNN_VERBOSE": "1", "DNNL_VERBOSE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    second = out.stdout.split("STEP 1", 1)[1].splitlines()
+    convolutions = [ln for ln in second if ",exec," in ln and ",convolution," in ln]
+    if os.environ.get("LUCID_DNNL") == "0":  # the im2col path: oneDNN must not run at all
+        assert convolutions == [], convolutions
+        return
+    assert len(convolutions) == 2, out.stdout[-3000:]  # the forward and backward weights (x needs no gradient)
+    input_reorders = [ln for ln in second if ",exec," in ln and ",reorder," in ln and ",8x16x20x20," in ln]
+    assert len(input_reorders) <= 1, input_reorders
 
 
 @pytest.mark.parametrize("kw", [dict(k=(2, 2), s=(2, 2)), dict(k=(3, 3), s=(2, 2), p=(1, 1)), dict(k=(3, 2), s=(1, 2)),
@@ -728,7 +760,6 @@ def test_the_paths_without_onednn_agree(tmp_path):
     layer tests must pass on those paths too."""
     import os
     import subprocess
-    import sys
     here = os.path.dirname(os.path.abspath(__file__))
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                           os.path.join(here, "test_layers.py"), "-k", "conv or pool or attention or gradient",
