@@ -79,6 +79,9 @@ def _timeout_seconds(timeout) -> float:
     return float(timeout)
 
 
+_ABORT_GRACE_SECONDS = 0.5
+
+
 class _Watchdog:
     """Aborts the job when a collective has waited longer than `timeout` seconds."""
 
@@ -234,6 +237,9 @@ class _MPI:
         self._call(what, self.comm.Barrier)
 
     def abort(self, code):
+        # What this rank wrote last sits in a pipe to mpiexec, which forwards it; MPI_Abort at
+        # once could end the job before it is read, and the message saying why would be lost.
+        time.sleep(_ABORT_GRACE_SECONDS)
         self.world.Abort(code)
 
     def close(self):
