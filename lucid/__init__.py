@@ -18,7 +18,7 @@ from ._functions import *  # noqa: F401,F403  (where, cat, stack, maximum, …)
 from ._functions import __all__ as _function_names
 from ._composed import argsort, multinomial, randint, sort, topk, tril, triu
 # lucid.distributed imports mpi4py only when init() runs, so importing it here costs nothing.
-from . import accelerator, amp, autograd, distributed, metal, nn, optim, utils
+from . import accelerator, amp, autograd, backends, distributed, metal, nn, optim, utils
 
 
 half = float16
@@ -32,7 +32,7 @@ __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "int32
            "rand_like", "randn_like", "arange", "rand", "randn", "randint", "multinomial", "tril", "triu", "sort", "argsort", "topk",
            "manual_seed", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache", "save", "load",
            "set_num_threads", "get_num_threads",
-           "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "accelerator", "amp", "autograd", "distributed", "nn", "optim", "metal", "utils"]
+           "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "accelerator", "amp", "autograd", "backends", "distributed", "nn", "optim", "metal", "utils"]
 
 # PyTorch-style names that shadow builtins are set last, so nothing above sees them.
 globals()["bool"] = bool_

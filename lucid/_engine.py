@@ -495,6 +495,14 @@ def get_num_threads() -> int:
     return _query_i64(_lib.lucid_get_num_threads)
 
 
+def cpu_capability() -> str:
+    name = c_char_p()
+    rc = _lib.lucid_cpu_capability(byref(name))
+    if rc:
+        _raise(rc)
+    return name.value.decode()
+
+
 def reset_peak_memory_stats(device: int) -> None:
     rc = _lib.lucid_reset_peak_memory_stats(device)
     if rc:

@@ -1,5 +1,6 @@
 #include "host_kernels.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__linux__)
@@ -7,51 +8,122 @@
 #include <pthread.h>
 #endif
 
+// exp(a) for the float32 steps of the engine's FastMath.exp(a, 0), in the same order and
+// without fused multiply-adds, so that every variant below and the Swift loops agree bit for
+// bit: round a·log2(e) to k, reduce by k·ln2 in two parts, a degree-7 Taylor polynomial,
+// scale by 2^k (as 2^(k+64)·2^-64, so that gradual underflow rounds once); 0 below -104 and
+// for NaN.
+#pragma clang fp contract(off)
+static inline __attribute__((always_inline)) float fast_exp(float a) {
+    const float log2e = 1.44269504f, ln2_hi = 0.693145751953125f, ln2_lo = 1.428606765330187e-6f;
+    const float rounding_shift = 12582912.0f, two_to_minus_64 = 5.421010862427522e-20f;
+    float s = -104.0f >= a ? -104.0f : a;
+    float shifted = s * log2e + rounding_shift;
+    float kf = shifted - rounding_shift;
+    int32_t bits, shift_bits;
+    memcpy(&bits, &shifted, sizeof bits);
+    memcpy(&shift_bits, &rounding_shift, sizeof shift_bits);
+    int32_t k = (int32_t)((uint32_t)bits - (uint32_t)shift_bits);
+    float clamped = -128.0f >= a ? -128.0f : a;
+    float r = (clamped - kf * ln2_hi) - kf * ln2_lo + 0.0f;
+    float p = 1.0f / 5040;
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1;
+    p = p * r + 1;
+    uint32_t scale_bits = ((uint32_t)(k + 191) & 0xffu) << 23;
+    float scale;
+    memcpy(&scale, &scale_bits, sizeof scale);
+    float y = p * scale * two_to_minus_64;
+    return a >= -104.0f ? y : 0.0f;
+}
+
 // Integer operations only and no branches, so that each variant vectorises: `nan` is all ones
 // exactly when |f| > 0x7f800000.
-#define NARROW_LOOP(src, dst, n)                                                   \
-    for (ptrdiff_t i = 0; i < (n); i++) {                                          \
-        uint32_t f;                                                                \
-        memcpy(&f, (src) + i, sizeof f);                                           \
-        uint32_t rounded = (f + 0x7fffu + ((f >> 16) & 1u)) >> 16;                 \
-        uint32_t nan = 0u - (((f & 0x7fffffffu) + 0x007fffffu) >> 31);             \
-        uint32_t quiet = ((f >> 16) & 0x8000u) | 0x7fc0u;                          \
-        (dst)[i] = (uint16_t)((rounded & ~nan) | (quiet & nan));                   \
+static inline __attribute__((always_inline)) void narrow(const float *src, uint16_t *dst, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i++) {
+        uint32_t f;
+        memcpy(&f, src + i, sizeof f);
+        uint32_t rounded = (f + 0x7fffu + ((f >> 16) & 1u)) >> 16;
+        uint32_t nan = 0u - (((f & 0x7fffffffu) + 0x007fffffu) >> 31);
+        uint32_t quiet = ((f >> 16) & 0x8000u) | 0x7fc0u;
+        dst[i] = (uint16_t)((rounded & ~nan) | (quiet & nan));
     }
+}
 
-static void narrow_baseline(const float *src, uint16_t *dst, ptrdiff_t n) { NARROW_LOOP(src, dst, n) }
+static inline __attribute__((always_inline)) void log_softmax_backward(const float *restrict g, const float *restrict y,
+                                                                      ptrdiff_t n, float total,
+                                                                      float *restrict dx) {
+    for (ptrdiff_t i = 0; i < n; i++) dx[i] = g[i] - fast_exp(y[i]) * total;
+}
 
+// Each kernel is stamped out for the baseline and, on x86-64, for AVX2 and AVX-512; the
+// always-inline bodies above take the instructions of the function they land in.
 #if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__))
-__attribute__((target("avx2"))) static void narrow_avx2(const float *src, uint16_t *dst, ptrdiff_t n) {
-    NARROW_LOOP(src, dst, n)
-}
-
-__attribute__((target("avx512f,avx512bw"))) static void narrow_avx512(const float *src, uint16_t *dst, ptrdiff_t n) {
-    NARROW_LOOP(src, dst, n)
-}
-
-typedef void (*narrow_fn)(const float *, uint16_t *, ptrdiff_t);
-
-static narrow_fn choose_narrow(void) {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return narrow_avx512;
-    if (__builtin_cpu_supports("avx2")) return narrow_avx2;
-    return narrow_baseline;
-}
-
-void lucid_host_narrow_bf16(const float *src, uint16_t *dst, ptrdiff_t n) {
-    // A race between first callers only stores the same pointer twice.
-    static narrow_fn chosen;
-    narrow_fn fn = __atomic_load_n(&chosen, __ATOMIC_RELAXED);
-    if (!fn) {
-        fn = choose_narrow();
-        __atomic_store_n(&chosen, fn, __ATOMIC_RELAXED);
+#define LUCID_VARIANTS(name, params, args)                                                  \
+    static void name##_baseline params { name args; }                                      \
+    __attribute__((target("avx2"))) static void name##_avx2 params { name args; }          \
+    __attribute__((target("avx512f,avx512bw"))) static void name##_avx512 params { name args; }
+#define LUCID_DISPATCH(name, args)                                                          \
+    switch (isa_level()) {                                                                 \
+    case ISA_AVX512: name##_avx512 args; break;                                            \
+    case ISA_AVX2: name##_avx2 args; break;                                                \
+    default: name##_baseline args; break;                                                  \
     }
-    fn(src, dst, n);
+
+enum { ISA_BASELINE = 1, ISA_AVX2 = 2, ISA_AVX512 = 3 };
+
+// The widest unit this CPU has, or a narrower one named by LUCID_HOST_ISA (baseline, avx2,
+// avx512), which the tests use to run every variant on one machine. A race between first
+// callers only stores the same value twice.
+static int isa_level(void) {
+    static int level;
+    int l = __atomic_load_n(&level, __ATOMIC_RELAXED);
+    if (l) return l;
+    __builtin_cpu_init();
+    l = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") ? ISA_AVX512
+        : __builtin_cpu_supports("avx2")                                         ? ISA_AVX2
+                                                                                 : ISA_BASELINE;
+    const char *asked = getenv("LUCID_HOST_ISA");
+    if (asked) {
+        int want = strcmp(asked, "baseline") == 0 ? ISA_BASELINE
+                   : strcmp(asked, "avx2") == 0   ? ISA_AVX2
+                   : strcmp(asked, "avx512") == 0 ? ISA_AVX512
+                                                  : l;
+        if (want < l) l = want;
+    }
+    __atomic_store_n(&level, l, __ATOMIC_RELAXED);
+    return l;
 }
 #else
-void lucid_host_narrow_bf16(const float *src, uint16_t *dst, ptrdiff_t n) { narrow_baseline(src, dst, n); }
+#define LUCID_VARIANTS(name, params, args) static void name##_baseline params { name args; }
+#define LUCID_DISPATCH(name, args) name##_baseline args;
 #endif
+
+LUCID_VARIANTS(narrow, (const float *src, uint16_t *dst, ptrdiff_t n), (src, dst, n))
+LUCID_VARIANTS(log_softmax_backward, (const float *g, const float *y, ptrdiff_t n, float total, float *dx),
+               (g, y, n, total, dx))
+
+const char *lucid_host_cpu_capability(void) {
+#if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__))
+    switch (isa_level()) {
+    case ISA_AVX512: return "AVX512";
+    case ISA_AVX2: return "AVX2";
+    default: return "DEFAULT";
+    }
+#else
+    return "DEFAULT";
+#endif
+}
+
+void lucid_host_narrow_bf16(const float *src, uint16_t *dst, ptrdiff_t n) { LUCID_DISPATCH(narrow, (src, dst, n)) }
+
+void lucid_host_log_softmax_backward(const float *g, const float *y, ptrdiff_t n, float total, float *dx) {
+    LUCID_DISPATCH(log_softmax_backward, (g, y, n, total, dx))
+}
 
 // ---- the OpenMP pool -------------------------------------------------------------------------
 

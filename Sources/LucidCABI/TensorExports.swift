@@ -346,6 +346,15 @@ public func lucid_get_num_threads(_ out: UnsafeMutablePointer<Int64>?) -> Int32 
     abiCall { try store(Int64(HostThreads.current), out) }
 }
 
+/// The vector unit the host loops run on ("AVX512", "AVX2" or "DEFAULT").
+@_cdecl("lucid_cpu_capability")
+public func lucid_cpu_capability(_ name: UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Int32 {
+    abiCall {
+        guard let name else { throw LucidError(.value, "name pointer is null") }
+        name.pointee = HostThreads.cpuCapability
+    }
+}
+
 /// Returns the host allocator's cached blocks to the system; writes the bytes freed.
 @_cdecl("lucid_empty_cache")
 public func lucid_empty_cache(_ freed: UnsafeMutablePointer<Int64>?) -> Int32 {

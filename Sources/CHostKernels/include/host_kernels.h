@@ -1,6 +1,7 @@
 // Host loops that need instructions beyond the baseline the engine is compiled for. Each
-// entry point picks, once per process, the widest vector unit this CPU has; the results are
-// the same on every path.
+// entry point picks, once per process, the widest vector unit this CPU has (or a narrower
+// one named by LUCID_HOST_ISA: baseline, avx2 or avx512); the results are the same on every
+// path.
 #ifndef LUCID_HOST_KERNELS_H
 #define LUCID_HOST_KERNELS_H
 
@@ -14,6 +15,14 @@ extern "C" {
 /// `n` floats rounded to bfloat16 bits: to nearest, ties to even, subnormals kept; a NaN
 /// becomes the quiet NaN 0x7fc0 with its sign (ml_dtypes' rule).
 void lucid_host_narrow_bf16(const float *src, uint16_t *dst, ptrdiff_t n);
+
+/// One row of the log-softmax backward: dx[i] = g[i] - exp(y[i])·total, where y holds the
+/// row's log-probabilities and total is Σg over the row. exp is the engine's FastMath.exp,
+/// bit for bit.
+void lucid_host_log_softmax_backward(const float *g, const float *y, ptrdiff_t n, float total, float *dx);
+
+/// The vector unit these kernels run on, by PyTorch's names: "AVX512", "AVX2" or "DEFAULT".
+const char *lucid_host_cpu_capability(void);
 
 /// A part of a parallel loop: `part` of the parts `lucid_host_parallel` was given.
 typedef void (*lucid_host_part_fn)(void *context, ptrdiff_t part);

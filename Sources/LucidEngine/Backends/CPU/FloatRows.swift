@@ -1,3 +1,5 @@
+import CHostKernels
+
 /// Vectorised float32 loops over contiguous runs for the normalisation kernels: sums in SIMD8
 /// lanes, widened to double every block so that long runs stay accurate.
 enum FloatRows {
@@ -177,9 +179,9 @@ extension FloatRows {
                                    _ dx: UnsafeMutablePointer<Float>) {
         let whole = n & ~7
         if log {
-            // y is a log-probability (≤ 0), where FastMath's exp serves and vectorises.
-            let total = Float(sum(g, n))
-            for k in 0..<n { dx[k] = g[k] - FastMath.exp(y[k], 0) * total }
+            // y is a log-probability (≤ 0), where FastMath's exp serves: the C loop computes
+            // it bit for bit, built for the widest vector unit the CPU has.
+            lucid_host_log_softmax_backward(g, y, n, Float(sum(g, n)), dx)
             return
         }
         let dotv = SIMD8<Float>(repeating: Float(dot(g, y, n)))

@@ -22,6 +22,10 @@ package enum HostThreads {
 
     package static var current: Int { lock.withLock { count } }
 
+    /// The vector unit the host loops built for several ones run on ("AVX512", "AVX2" or
+    /// "DEFAULT"), as a C string that lives as long as the process.
+    package static var cpuCapability: UnsafePointer<CChar> { lucid_host_cpu_capability() }
+
     package static func set(_ n: Int) throws {
         guard (1...limit).contains(n) else {
             throw LucidError.value("set_num_threads: expected a number of threads in 1...\(limit), got \(n)")

@@ -1,0 +1,86 @@
+"""The host loops built for several vector units (Sources/CHostKernels): each variant this CPU
+can run gives the same bits, and those bits are right (bfloat16 rounding against ml_dtypes,
+the log-softmax gradient against float64 numpy)."""
+
+import os
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import lucid
+
+LEVELS = ["DEFAULT", "AVX2", "AVX512"]  # narrowest first
+ASK = {"DEFAULT": "baseline", "AVX2": "avx2", "AVX512": "avx512"}
+ROW_LENGTHS = [1024, 1031, 3000]
+
+# Run in a child with LUCID_HOST_ISA set: prints the capability, saves the results to argv[1].
+WORK = """
+import sys
+import numpy as np
+import lucid
+import lucid.nn.functional as F
+
+rng = np.random.default_rng(3)
+bits = rng.integers(0, 1 << 32, 1 << 18, dtype=np.uint64).astype(np.uint32)
+bits[:10] = [0x7F800001, 0xFF800001, 0x7FC00000, 0x7F802000, 0x3F808000, 0x3F818000, 0x00000001, 0x807FFFFF,
+             0x7F7FFFFF, 0xFF800000]
+narrowed = lucid.tensor(bits.view(np.float32)).to(lucid.bfloat16).numpy().view(np.uint16)
+out = {"bits": bits, "narrowed": narrowed}
+for n in %(rows)r:
+    x = rng.standard_normal((6, n)).astype(np.float32) * 3
+    x[1] *= 40            # log-probabilities far below -104: exp underflows to 0
+    x[2, : n // 2] = -np.inf
+    x[3] = 0              # a flat row
+    g = rng.standard_normal((6, n)).astype(np.float32)
+    t = lucid.tensor(x).requires_grad_()
+    (F.log_softmax(t, -1) * lucid.tensor(g)).sum().backward()
+    out[f"x{n}"], out[f"g{n}"], out[f"dx{n}"] = x, g, t.grad.numpy()
+np.savez(sys.argv[1], **out)
+print(lucid.backends.cpu.get_cpu_capability())
+""" % {"rows": ROW_LENGTHS}
+
+
+def _run(tmp_path, ask):
+    path = tmp_path / f"{ask}.npz"
+    env = {**os.environ, "LUCID_HOST_ISA": ask}
+    done = subprocess.run([sys.executable, "-c", WORK, str(path)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.split()[-1], dict(np.load(path))
+
+
+def test_the_capability_is_a_level_the_environment_can_only_lower(tmp_path):
+    best = lucid.backends.cpu.get_cpu_capability()
+    assert best in LEVELS
+    for ask, want in [("baseline", "DEFAULT"), ("avx2", LEVELS[min(1, LEVELS.index(best))]), ("avx512", best),
+                      ("neon", best)]:
+        env = {**os.environ, "LUCID_HOST_ISA": ask}
+        code = "import lucid; print(lucid.backends.cpu.get_cpu_capability())"
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip() == want, (ask, done.stdout)
+
+
+def test_every_variant_gives_the_same_right_bits(tmp_path):
+    levels = LEVELS[: LEVELS.index(lucid.backends.cpu.get_cpu_capability()) + 1]
+    runs = {}
+    for level in levels:
+        got, runs[level] = _run(tmp_path, ASK[level])
+        assert got == level
+    first = runs[levels[0]]
+    with np.errstate(all="ignore"):
+        want = first["bits"].view(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+    np.testing.assert_array_equal(first["narrowed"], want)
+    for n in ROW_LENGTHS:
+        x, g = first[f"x{n}"].astype(np.float64), first[f"g{n}"].astype(np.float64)
+        with np.errstate(all="ignore"):
+            z = x - x.max(-1, keepdims=True)
+            p = np.exp(z) / np.exp(z).sum(-1, keepdims=True)
+        total = g.sum(-1, keepdims=True)
+        ref = g - p * total
+        np.testing.assert_allclose(first[f"dx{n}"], ref, rtol=1e-5, atol=1e-6 * np.abs(total).max())
+    for level in levels[1:]:
+        for key, value in first.items():
+            np.testing.assert_array_equal(runs[level][key].view(np.uint8), value.view(np.uint8), err_msg=f"{level} {key}")
