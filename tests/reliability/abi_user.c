@@ -589,6 +589,11 @@ static void test_error_paths(void) {
     CHECK_STATUS(LUCID_ERR_VALUE, lucid_set_num_threads(0));
     CHECK(lucid_get_num_threads(&i64));
     EXPECT(i64 >= 1 && i64 <= 1024, "get_num_threads %" PRId64 " is outside 1..1024", i64);
+    CHECK_STATUS(LUCID_ERR_VALUE, lucid_cpu_capability(NULL));
+    const char *capability = NULL;
+    CHECK(lucid_cpu_capability(&capability));
+    EXPECT(capability && (!strcmp(capability, "AVX512") || !strcmp(capability, "AVX2") || !strcmp(capability, "DEFAULT")),
+           "cpu_capability is %s", capability ? capability : "(null)");
 
     /* LUCID_ERR_TYPE: gradients on an integer tensor, mixed dtypes in matmul. */
     static const int32_t I_DATA[6] = {1, 2, 3, 4, 5, 6};
