@@ -1,6 +1,6 @@
 """The host loops built for several vector units (Sources/CHostKernels): each variant this CPU
 can run gives the same bits, and those bits are right (bfloat16 rounding against ml_dtypes,
-the log-softmax gradient against float64 numpy)."""
+the log-softmax gradient and SiLU both ways against float64 numpy)."""
 
 import os
 import subprocess
@@ -38,6 +38,13 @@ for n in %(rows)r:
     t = lucid.tensor(x).requires_grad_()
     (F.log_softmax(t, -1) * lucid.tensor(g)).sum().backward()
     out[f"x{n}"], out[f"g{n}"], out[f"dx{n}"] = x, g, t.grad.numpy()
+v = rng.standard_normal(1 << 16 | 3).astype(np.float32) * 8
+v[:12] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, -1e30, 1e-40, -1e-40, -88.5, -104.5, 104.5]
+g = rng.standard_normal(v.size).astype(np.float32)
+t = lucid.tensor(v).requires_grad_()
+y = F.silu(t)
+(y * lucid.tensor(g)).sum().backward()
+out["silu_x"], out["silu_g"], out["silu_y"], out["silu_dx"] = v, g, y.detach().numpy(), t.grad.numpy()
 np.savez(sys.argv[1], **out)
 print(lucid.backends.cpu.get_cpu_capability())
 """ % {"rows": ROW_LENGTHS}
@@ -81,6 +88,12 @@ def test_every_variant_gives_the_same_right_bits(tmp_path):
         total = g.sum(-1, keepdims=True)
         ref = g - p * total
         np.testing.assert_allclose(first[f"dx{n}"], ref, rtol=1e-5, atol=1e-6 * np.abs(total).max())
+    x, g = first["silu_x"].astype(np.float64), first["silu_g"].astype(np.float64)
+    with np.errstate(all="ignore"):
+        s = 1 / (1 + np.exp(-x))
+        y, dx = x * s, g * (s * (1 + x * (1 - s)))
+    np.testing.assert_allclose(first["silu_y"], y, rtol=1e-6, atol=1e-37)
+    np.testing.assert_allclose(first["silu_dx"], dx, rtol=2e-6, atol=1e-6)
     for level in levels[1:]:
         for key, value in first.items():
             np.testing.assert_array_equal(runs[level][key].view(np.uint8), value.view(np.uint8), err_msg=f"{level} {key}")

@@ -1,5 +1,6 @@
 #include "host_kernels.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,27 @@ static inline __attribute__((always_inline)) float fast_exp(float a) {
     memcpy(&scale, &scale_bits, sizeof scale);
     float y = p * scale * two_to_minus_64;
     return a >= -104.0f ? y : 0.0f;
+}
+
+// FastMath.sigmoid: 1 / (1 + e) for x >= 0 and e / (1 + e) below, from e = exp(-|x|) (which
+// never overflows); NaN stays NaN.
+static inline __attribute__((always_inline)) float fast_sigmoid(float x) {
+    float e = fast_exp(-fabsf(x));
+    float r = 1.0f / (1.0f + e);
+    float y = x >= 0.0f ? r : e * r;
+    return x != x ? x : y;
+}
+
+static inline __attribute__((always_inline)) void silu(const float *restrict x, float *restrict o, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i++) o[i] = x[i] * fast_sigmoid(x[i]);
+}
+
+static inline __attribute__((always_inline)) void silu_backward(const float *restrict x, const float *restrict g,
+                                                               float *restrict o, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i++) {
+        float s = fast_sigmoid(x[i]);
+        o[i] = g[i] * (s * (1.0f + x[i] * (1.0f - s)));
+    }
 }
 
 // Integer operations only and no branches, so that each variant vectorises: `nan` is all ones
@@ -106,6 +128,8 @@ static int isa_level(void) {
 LUCID_VARIANTS(narrow, (const float *src, uint16_t *dst, ptrdiff_t n), (src, dst, n))
 LUCID_VARIANTS(log_softmax_backward, (const float *g, const float *y, ptrdiff_t n, float total, float *dx),
                (g, y, n, total, dx))
+LUCID_VARIANTS(silu, (const float *x, float *o, ptrdiff_t n), (x, o, n))
+LUCID_VARIANTS(silu_backward, (const float *x, const float *g, float *o, ptrdiff_t n), (x, g, o, n))
 
 const char *lucid_host_cpu_capability(void) {
 #if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__))
@@ -123,6 +147,12 @@ void lucid_host_narrow_bf16(const float *src, uint16_t *dst, ptrdiff_t n) { LUCI
 
 void lucid_host_log_softmax_backward(const float *g, const float *y, ptrdiff_t n, float total, float *dx) {
     LUCID_DISPATCH(log_softmax_backward, (g, y, n, total, dx))
+}
+
+void lucid_host_silu(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(silu, (x, o, n)) }
+
+void lucid_host_silu_backward(const float *x, const float *g, float *o, ptrdiff_t n) {
+    LUCID_DISPATCH(silu_backward, (x, g, o, n))
 }
 
 // ---- the OpenMP pool -------------------------------------------------------------------------

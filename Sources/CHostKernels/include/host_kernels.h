@@ -21,6 +21,11 @@ void lucid_host_narrow_bf16(const float *src, uint16_t *dst, ptrdiff_t n);
 /// bit for bit.
 void lucid_host_log_softmax_backward(const float *g, const float *y, ptrdiff_t n, float total, float *dx);
 
+/// SiLU, x·sigmoid(x), and its gradient g·s·(1 + x·(1 - s)) with s = sigmoid(x), on `n`
+/// floats; sigmoid is the engine's FastMath.sigmoid, bit for bit.
+void lucid_host_silu(const float *x, float *o, ptrdiff_t n);
+void lucid_host_silu_backward(const float *x, const float *g, float *o, ptrdiff_t n);
+
 /// The vector unit these kernels run on, by PyTorch's names: "AVX512", "AVX2" or "DEFAULT".
 const char *lucid_host_cpu_capability(void);
 

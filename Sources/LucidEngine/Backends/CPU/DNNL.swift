@@ -208,12 +208,12 @@ extension DNNL {
     /// FastMath's keeps 1e-7. It serves float32 only (10× faster than FastMath here), as in
     /// PyTorch; bfloat16, whose tails it would flush although bfloat16 holds them, keeps FastMath.
     /// The tanh form is served alike (float32 only), its tail against the host's sigmoid form.
+    /// SiLU is not served: the host's loop (CHostKernels, on the widest vector unit) was faster.
     private static func algorithm(_ op: UnaryKernel) -> (dnnl_alg_kind_t, Float)? {
         switch op {
         case .exp: return (dnnl_eltwise_exp, 0)
         case .tanh: return (dnnl_eltwise_tanh, 0)
         case .sigmoid: return (dnnl_eltwise_logistic, 0)
-        case .silu: return (dnnl_eltwise_swish, 1)
         case .gelu: return (dnnl_eltwise_gelu_erf, 0)
         case .geluTanh: return (dnnl_eltwise_gelu_tanh, 0)
         default: return nil
@@ -251,11 +251,11 @@ extension DNNL {
     }
 
     /// `gradIn = grad · op'(x)` through oneDNN's eltwise backward, for the float32 ops whose
-    /// derivative reads the input through a transcendental function (gelu, its tanh form,
-    /// silu), or false when oneDNN does not take it. Its derivatives at NaN and ±inf are NaN,
+    /// derivative reads the input through a transcendental function (gelu and its tanh form),
+    /// or false when oneDNN does not take it. Its derivatives at NaN and ±inf are NaN,
     /// as the host loops' are, so no tensor needs turning away here.
     static func unaryBackward(_ op: UnaryKernel, x: TensorImpl, grad: TensorImpl, into gradIn: TensorImpl) -> Bool {
-        guard op == .gelu || op == .geluTanh || op == .silu, x.dtype == .float32, let rt = runtime, let (alg, alpha) = algorithm(op), let type = dataType(x.dtype),
+        guard op == .gelu || op == .geluTanh, x.dtype == .float32, let rt = runtime, let (alg, alpha) = algorithm(op), let type = dataType(x.dtype),
               x.dtype == grad.dtype, x.dtype == gradIn.dtype, x.isContiguous, grad.isContiguous, gradIn.isContiguous,
               x.numel >= minEltwiseCount else { return false }
         let n = x.numel

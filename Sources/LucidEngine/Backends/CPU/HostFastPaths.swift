@@ -103,7 +103,7 @@ enum FloatFastPath {
         case .exp: for i in 0..<n { o[i] = LibM.exp(x[i]) }
         case .gelu: for i in 0..<n { o[i] = FastMath.gelu(x[i]) }
         case .sigmoid: for i in 0..<n { o[i] = FastMath.sigmoid(x[i]) }
-        case .silu: for i in 0..<n { o[i] = x[i] * FastMath.sigmoid(x[i]) }
+        case .silu: lucid_host_silu(x, o, n)
         default: for i in 0..<n { o[i] = op.apply(x[i]) }
         }
     }
@@ -118,11 +118,7 @@ enum FloatFastPath {
         case .tanh: for i in 0..<n { o[i] = g[i] * (1 - y[i] * y[i]) }
         case .sigmoid: for i in 0..<n { o[i] = g[i] * (y[i] * (1 - y[i])) }
         case .gelu: for i in 0..<n { o[i] = g[i] * FastMath.geluDerivative(x[i]) }
-        case .silu:
-            for i in 0..<n {
-                let s = FastMath.sigmoid(x[i])
-                o[i] = g[i] * (s * (1 + x[i] * (1 - s)))
-            }
+        case .silu: lucid_host_silu_backward(x, g, o, n)
         default: for i in 0..<n { o[i] = g[i] * op.derivative(x[i], y[i]) }
         }
     }
