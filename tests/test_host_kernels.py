@@ -97,3 +97,14 @@ def test_every_variant_gives_the_same_right_bits(tmp_path):
     for level in levels[1:]:
         for key, value in first.items():
             np.testing.assert_array_equal(runs[level][key].view(np.uint8), value.view(np.uint8), err_msg=f"{level} {key}")
+
+
+def test_the_c_loops_and_the_swift_loops_agree_to_the_bit():
+    # Below oneDNN's size threshold sigmoid runs the engine's Swift FastMath.sigmoid, and SiLU
+    # always runs the C loop's copy of it: x·sigmoid(x) must be SiLU bit for bit.
+    x = np.random.default_rng(11).standard_normal(4093).astype(np.float32) * 10
+    x[:10] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -88.7, -103.9, -104.1, 87.0]
+    t = lucid.tensor(x)
+    via_sigmoid = (t * lucid.sigmoid(t)).numpy()
+    silu = lucid.nn.functional.silu(t).numpy()
+    np.testing.assert_array_equal(silu.view(np.uint32), via_sigmoid.view(np.uint32))
