@@ -2,7 +2,9 @@
 /// elementwise loops whose cost is their transcendental function: the exact gelu and its
 /// derivative. Accurate to a few ulp where libm is.
 /// (Constants are locals, not static lets: a static's lazy initialisation check in the loop
-/// would keep it from being vectorised.)
+/// would keep it from being vectorised.) `exp(a, 0)` and `sigmoid` have step-for-step copies
+/// in Sources/CHostKernels, for the loops built for several vector units; the two must give
+/// the same bits, which tests/test_host_kernels.py checks through sigmoid and SiLU.
 enum FastMath {
 
     /// exp(a + b) for a + b ≤ 0, where `a` is exact and `b` carries the low part of the
