@@ -229,6 +229,14 @@ def _query_i64(fn) -> int:
     return out.value
 
 
+def _query_str(fn, *args) -> str:
+    out = c_char_p()
+    rc = fn(*args, byref(out))
+    if rc:
+        _raise(rc)
+    return out.value.decode()
+
+
 def dtype_table():
     """(code, name, itemsize, is_floating) of every dtype the engine has, by code."""
     rows = []
@@ -243,14 +251,7 @@ def dtype_table():
 
 def device_table():
     """(code, name) of every device the engine has, by code."""
-    rows = []
-    for code in sorted(_abi.ENUMS["lucid_device"].values()):
-        name = c_char_p()
-        rc = _lib.lucid_device_info(code, byref(name))
-        if rc:
-            _raise(rc)
-        rows.append((code, name.value.decode()))
-    return rows
+    return [(code, _query_str(_lib.lucid_device_info, code)) for code in sorted(_abi.ENUMS["lucid_device"].values())]
 
 
 def autocast_default_dtype(device: int) -> int:
@@ -496,11 +497,7 @@ def get_num_threads() -> int:
 
 
 def cpu_capability() -> str:
-    name = c_char_p()
-    rc = _lib.lucid_cpu_capability(byref(name))
-    if rc:
-        _raise(rc)
-    return name.value.decode()
+    return _query_str(_lib.lucid_cpu_capability)
 
 
 def reset_peak_memory_stats(device: int) -> None:
