@@ -184,8 +184,10 @@ _lib.lucid_set_warning_handler(ctypes.cast(_warning_callback, c_void_p))
 _lib_holding_gil = ctypes.PyDLL(_lib_path)
 _guard_create = _lib_holding_gil["guard_create"]
 _guard_create.restype = c_int32
+# Leaving one takes the handle as the c_uint64 (a GuardSlot) the engine wrote it into, which
+# ctypes passes by value as it is: converting a Python int through argtypes would allocate a
+# c_uint64 at every call, a quarter of an enter+exit.
 _guard_destroy = _lib_holding_gil["guard_destroy"]
-_guard_destroy.argtypes = _lib.guard_destroy.argtypes
 _guard_destroy.restype = c_int32
 
 
@@ -208,7 +210,7 @@ def guard_create(device: int, enabled: int, dtype: int, slot: GuardSlot | None =
 
 
 def guard_destroy(handle: int) -> None:
-    rc = _guard_destroy(handle)
+    rc = _guard_destroy(c_uint64(handle))
     if rc:
         _raise(rc)
 

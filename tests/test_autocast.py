@@ -1183,6 +1183,32 @@ def test_interrupt_right_after_the_engine_entered_the_scope_leaves_it(monkeypatc
     assert state() == OFF
 
 
+def test_interrupt_before_the_engine_is_called_leaves_the_open_scopes_alone(monkeypatch):
+    # Entry slots are reused: one taken for a new entry still holds the handle of an entry
+    # already left. An interrupt before the engine writes a new handle releases that old one
+    # again, which must change nothing, even while scopes with later handles are open.
+    outer, inner = autocast("cpu", dtype=BF16), autocast("metal", dtype=F16)
+    with inner, inner:
+        pass  # leaves two slots holding released handles: `outer` takes one, `inner` the other
+    base = _engine.autocast_live_guards()
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    with outer:
+        live = _engine.autocast_live_guards()
+        monkeypatch.setattr(autocast_mode, "_guard_create", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            inner.__enter__()
+        monkeypatch.undo()
+        assert state() == cpu_on(BF16) and _engine.autocast_live_guards() == live
+        assert not _open_entries(inner) and len(_open_entries(outer)) == 1
+        with inner:  # the thread's entries still work, slots included
+            assert state() == (True, F16, True, BF16)
+        assert state() == cpu_on(BF16)
+    assert state() == OFF and _engine.autocast_live_guards() == base
+
+
 def test_interrupt_while_recording_the_handle_leaves_the_scope(monkeypatch):
     class Interrupting(list):
         def append(self, item):

@@ -35,18 +35,27 @@ _TARGETS = {code: _targets(code) for code in _DEVICE_CODES.values()}
 
 
 class _ThreadEntries:
-    """One thread's open autocast entries, innermost last: ``(scope, handle, previous)`` with
-    the engine handle that entry's exit releases and, for a scope with ``cache_enabled``, the
-    cache switch it replaced (else None). The AMP state itself lives in the engine; this is
-    only what Python must release. `slot` is where the engine writes a new handle, read back
-    even when an exception (a KeyboardInterrupt) lands before ``guard_create`` returns."""
+    """One thread's open autocast entries, innermost last: ``(scope, slot, previous, pair)``.
+    `slot` is the GuardSlot the engine wrote that entry's handle into, read even when an
+    exception (a KeyboardInterrupt) lands before ``guard_create`` returns, and handed to
+    ``guard_destroy`` as it is by the entry's exit; `previous` is, for a scope with
+    ``cache_enabled``, the cache switch it replaced (else None). The AMP state itself lives
+    in the engine; this is only what Python must release.
 
-    __slots__ = ("entries", "slot", "ref")
+    Slots are reused: `free` holds the ``(slot, byref(slot))`` pairs of entries left
+    normally. A reused slot still holds the handle of an entry already left, which the
+    engine never hands out again."""
+
+    __slots__ = ("entries", "free")
 
     def __init__(self):
         self.entries = []
-        self.slot = E.GuardSlot()
-        self.ref = byref(self.slot)
+        self.free = []
+
+
+def _new_slot():
+    slot = E.GuardSlot()
+    return slot, byref(slot)
 
 
 _threads = _thread._local()
@@ -250,33 +259,37 @@ class autocast(metaclass=_AutocastType):
             here = _threads.state
         except AttributeError:
             here = _entries_here()
-        slot = here.slot
-        slot.value = 0
         try:
-            rc = _guard_create(*self._codes, here.ref)
+            pair = here.free.pop()
+        except IndexError:
+            pair = _new_slot()
+        slot, ref = pair
+        device, enabled, dtype = self._codes
+        try:
+            rc = _guard_create(device, enabled, dtype, ref)
             if rc:
                 E._raise(rc)
-            here.entries.append((self, slot.value, None))
+            here.entries.append((self, slot, None, pair))
         except BaseException:
-            # An exception (a KeyboardInterrupt) landed after the engine entered the scope but
-            # before __enter__ returned, so __exit__ will never run: leave the scope here
-            # rather than keep autocast on for the rest of the thread.
-            made = slot.value
-            if made:
-                entries = here.entries
-                if entries and entries[-1][1] == made:
-                    entries.pop()
-                E.guard_destroy(made)
+            # An exception (a KeyboardInterrupt) may have landed after the engine entered the
+            # scope but before __enter__ returned, so __exit__ will never run: leave the scope
+            # here rather than keep autocast on for the rest of the thread. When the engine
+            # wrote no new handle, the slot holds an old one already left (or none), and
+            # releasing it again is a stale-handle error that changes nothing: ignored.
+            entries = here.entries
+            if entries and entries[-1][1] is slot:
+                entries.pop()
+            _guard_destroy(slot)
             raise
         if self._cache_enabled is not None:
             # The thread's cache switch for this entry; its exit puts the previous one back.
-            handle = here.entries[-1][1]
-            here.entries[-1] = (self, handle, E.autocast_set_cache_enabled(self._cache_enabled))
+            here.entries[-1] = (self, slot, E.autocast_set_cache_enabled(self._cache_enabled), pair)
         return self
 
     def __exit__(self, exc_type, exc_value, traceback) -> bool:
         try:
-            entries = _threads.state.entries
+            here = _threads.state
+            entries = here.entries
             entry = entries[-1]
         except (AttributeError, IndexError):
             entries = entry = ()
@@ -285,6 +298,7 @@ class autocast(metaclass=_AutocastType):
             rc = _guard_destroy(entry[1])
             del entries[-1]
             if not rc:
+                here.free.append(entry[3])
                 return False  # exceptions propagate
             return _left_stale(entries, self, rc, len(entries) - 1)
         i = len(entries) - 1
@@ -298,6 +312,7 @@ class autocast(metaclass=_AutocastType):
         rc = _guard_destroy(entry[1])
         del entries[i]
         if not rc:
+            here.free.append(entry[3])
             return False
         return _left_stale(entries, self, rc, i - 1)
 
