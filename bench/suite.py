@@ -357,7 +357,8 @@ def activation_memory():
 
 NOTES = """Notes: one run on a shared 2-core VM whose speed drifts by up to 2-3x over minutes;
 each case takes turns between the libraries for seven rounds and keeps each one's best,
-so ratios hold up better than absolute times. Both libraries' OpenMP pools share the two
+so ratios hold up better than absolute times (the shape read, a tenth of its op, takes
+25 rounds). Both libraries' OpenMP pools share the two
 cores (the suite sets OMP_WAIT_POLICY=PASSIVE for both). The target column is the
 performance issue's."""
 
