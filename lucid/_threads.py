@@ -10,7 +10,8 @@ from . import _engine as E
 def set_num_threads(n: int) -> None:
     """Sets how many threads the CPU kernels use: the engine's parallel loops and the
     oneDNN and OpenBLAS pools behind it. One process-wide setting (as ``torch.set_num_threads``),
-    from 1 to 1024; it starts at the number of online cores.
+    from 1 to 1024; it starts at the number of online cores. In a forked child, oneDNN runs on
+    one thread whatever this says: GNU OpenMP's pool stays in the parent.
     """
     if isinstance(n, bool):
         raise TypeError(f"set_num_threads expects an int, got {n!r}")

@@ -86,17 +86,13 @@ def test_results_do_not_depend_on_the_thread_count(restore_threads):
     np.testing.assert_allclose(first[6], m.astype(np.float64) @ m.T, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_a_forked_child_runs_parallel_host_loops():
-    # The host loops share oneDNN's OpenMP pool, whose threads stay in the parent on fork(); a
-    # child must still run them (on another pool) instead of waiting for those threads.
-    x = lucid.tensor(np.arange(1 << 21, dtype=np.float32) % 7)
-    x.to(lucid.bfloat16)  # a parallel loop in the parent first
+def _in_forked_child(child, what):
+    """Runs `child()` in a forked child, which exits 0 when it returns True; fails the test
+    when it returns anything else, raises, or has not finished within a minute (`what`)."""
     pid = os.fork()
     if pid == 0:  # the child: any failure is its exit status
         try:
-            total = float(x.to(lucid.bfloat16).float().sum().item())
-            os._exit(0 if total == float((np.arange(1 << 21) % 7).sum()) else 3)
+            os._exit(0 if child() is True else 3)
         except BaseException:
             os._exit(4)
     deadline = time.monotonic() + 60
@@ -107,6 +103,59 @@ def test_a_forked_child_runs_parallel_host_loops():
         if time.monotonic() > deadline:
             os.kill(pid, 9)
             os.waitpid(pid, 0)
-            pytest.fail("the forked child hung in a parallel host loop")
+            pytest.fail(f"the forked child hung {what}")
         time.sleep(0.05)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_runs_parallel_host_loops():
+    # The host loops share oneDNN's OpenMP pool, whose threads stay in the parent on fork(); a
+    # child must still run them (on another pool) instead of waiting for those threads.
+    x = lucid.tensor(np.arange(1 << 21, dtype=np.float32) % 7)
+    x.to(lucid.bfloat16)  # a parallel loop in the parent first
+
+    def child():
+        return float(x.to(lucid.bfloat16).float().sum().item()) == float((np.arange(1 << 21) % 7).sum())
+
+    _in_forked_child(child, "in a parallel host loop")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_runs_onednn_kernels_its_parent_ran(restore_threads):
+    # oneDNN's primitives are built for the threads of the OpenMP pool, which stays in the
+    # parent: a child runs them on one thread, with primitives of its own, on any of its
+    # threads and whatever set_num_threads says there.
+    import threading
+
+    import lucid.nn.functional as F
+    rng = np.random.default_rng(5)
+    x = lucid.tensor(rng.standard_normal((8, 3, 20, 20)).astype(np.float32), requires_grad=True)
+    w = lucid.tensor(rng.standard_normal((16, 3, 3, 3)).astype(np.float32), requires_grad=True)
+    m = lucid.tensor(rng.standard_normal((64, 256)).astype(np.float32))
+    g = lucid.tensor(rng.standard_normal((1 << 15,)).astype(np.float32))
+
+    def run(x, w):
+        y = F.conv2d(x, w, padding=1)
+        y.sum().backward()
+        with lucid.amp.autocast("cpu", dtype=lucid.bfloat16):
+            p = m @ m.T
+        out = [y, x.grad, w.grad, p, F.gelu(g), F.softmax(m, dim=1)]
+        x.grad = w.grad = None
+        return [np.asarray(t.detach().float()) for t in out]
+
+    parent = run(x, w)  # every primitive built and run here first
+
+    def child():
+        # (The weight gradient sums over the batch in an order that follows the thread count.)
+        same = all(np.allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(b).max()) for a, b in zip(run(x, w), parent))
+        # A new thread, which OpenMP has not been told about, with a shape not built yet.
+        seen = []
+        worker = threading.Thread(target=lambda: seen.append(F.conv2d(x[:5, :, :17], w).shape))
+        worker.start()
+        worker.join()
+        lucid.set_num_threads(2)
+        wide = F.conv2d(x[:3], w, padding=2)
+        return same and seen == [(5, 16, 15, 18)] and wide.shape == (3, 16, 22, 22)
+
+    _in_forked_child(child, "in a oneDNN kernel its parent had run")

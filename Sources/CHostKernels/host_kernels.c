@@ -4,9 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+
 #if defined(__linux__)
 #include <dlfcn.h>
-#include <pthread.h>
 #endif
 
 // exp(a) for the float32 steps of the engine's FastMath.exp(a, 0), in the same order and
@@ -157,6 +158,18 @@ void lucid_host_silu_backward(const float *x, const float *g, float *o, ptrdiff_
 
 // ---- the OpenMP pool -------------------------------------------------------------------------
 
+// GNU OpenMP's pool does not survive fork(): a child that starts a parallel region waits
+// forever for threads that stayed in the parent. A forked child runs the engine's loops on
+// the dispatch pool instead, and oneDNN on one thread (DNNL.swift).
+static unsigned long forks;
+
+static void after_fork_in_child(void) { forks += 1; }
+
+__attribute__((constructor)) static void watch_forks(void) { pthread_atfork(0, 0, after_fork_in_child); }
+
+unsigned long lucid_host_forks(void) { return forks; }
+
+
 #if defined(__linux__)
 // libgomp's own entry points, found in the copy already loaded (by oneDNN): GOMP_parallel is
 // what GCC compiles `#pragma omp parallel` into.
@@ -186,15 +199,6 @@ static int resolve_gomp(void) {
     return state;
 }
 
-// GNU OpenMP's pool does not survive fork(): a child that starts a parallel region waits
-// forever for threads that stayed in the parent. A forked child runs the engine's loops on
-// the dispatch pool instead.
-static int forked;
-
-static void after_fork_in_child(void) { forked = 1; }
-
-__attribute__((constructor)) static void watch_forks(void) { pthread_atfork(0, 0, after_fork_in_child); }
-
 struct parallel_job {
     lucid_host_part_fn fn;
     void *context;
@@ -222,7 +226,7 @@ int lucid_host_parallel(ptrdiff_t parts, unsigned threads, void *context, lucid_
     (void)parts, (void)threads, (void)context, (void)fn;
     return 0;
 #else
-    if (forked || resolve_gomp() != 1) return 0;
+    if (forks || resolve_gomp() != 1) return 0;
     struct parallel_job job = {fn, context, parts};
     gomp_parallel(run_parts, &job, threads, 0);
     return 1;

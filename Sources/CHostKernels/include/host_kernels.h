@@ -38,6 +38,11 @@ typedef void (*lucid_host_part_fn)(void *context, ptrdiff_t part);
 /// idle thread of one spins on a core the other needs.
 int lucid_host_parallel(ptrdiff_t parts, unsigned threads, void *context, lucid_host_part_fn fn);
 
+/// How many fork()s this process descends from since the engine was loaded: 0 in the process
+/// that loaded it, 1 in its forked children, and so on. GNU OpenMP's pool does not survive a
+/// fork, so a child must run oneDNN on one thread, with primitives built there.
+unsigned long lucid_host_forks(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,6 @@
 #if canImport(CDNNL)
 import CDNNL
+import CHostKernels
 
 /// oneDNN 3 on the CPU: batched GEMM through its matmul primitive for the dtypes where it
 /// beats widening to float32 for BLAS (bfloat16 on AVX-512 BF16 and AMX, large float32),
@@ -19,7 +20,9 @@ enum DNNL {
         var matmuls: [Key: Matmul] = [:]
         var eltwise: [EltwiseKey: Primitive] = [:]
         var softmax: [SoftmaxKey: Primitive] = [:]
-        let lock = Lock()
+        private let lock = Lock()
+        /// The fork()s this process descended from when the primitives above were built.
+        private var forks = lucid_host_forks()
 
         init?() {
             // LUCID_DNNL=0 turns oneDNN off (the BLAS and im2col paths then serve everything).
@@ -27,6 +30,28 @@ enum DNNL {
             guard dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success,
                   dnnl_stream_create(&stream, engine, UInt32(dnnl_stream_default_flags.rawValue)) == dnnl_success else {
                 return nil
+            }
+        }
+
+        /// Runs `body` holding the runtime's lock. A forked child runs oneDNN on one thread:
+        /// GNU OpenMP's pool stayed in the parent, and a parallel region of more than one
+        /// thread would wait for it forever. The thread count is OpenMP's setting for the
+        /// calling thread, so it is set on each; the parent's primitives, built for its
+        /// threads, are dropped once, and the child builds its own.
+        func locked<R>(_ body: () -> R) -> R {
+            lock.withLock {
+                let now = lucid_host_forks()
+                if now != 0 {
+                    lucid_dnnl_set_num_threads(1)
+                    if now != forks {
+                        forks = now
+                        matmuls.removeAll()
+                        eltwise.removeAll()
+                        softmax.removeAll()
+                        DNNL.dropConvolutions()
+                    }
+                }
+                return body()
             }
         }
     }
@@ -135,7 +160,7 @@ enum DNNL {
     /// not take it (then nothing was written).
     static func gemm(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl) -> Bool {
         guard let rt = runtime else { return false }
-        return rt.lock.withLock { matmul(rt, a, b, bias: bias, scale: 1, into: out) }
+        return rt.locked { matmul(rt, a, b, bias: bias, scale: 1, into: out) }
     }
 
     /// A matmul primitive with the layouts of its arguments.
@@ -233,7 +258,7 @@ extension DNNL {
               // take the host loops, so that a value's result does not depend on its tensor's size.
               !HostBackend.containsNonFinite(a) else { return false }
         let n = a.numel
-        return rt.lock.withLock { () -> Bool in
+        return rt.locked { () -> Bool in
             guard let md = MemoryDesc([n], strides: [1], type) else { return false }
             let key = EltwiseKey(alg: alg.rawValue, dtype: a.dtype, count: n)
             var prim = rt.eltwise[key]
@@ -259,7 +284,7 @@ extension DNNL {
               x.dtype == grad.dtype, x.dtype == gradIn.dtype, x.isContiguous, grad.isContiguous, gradIn.isContiguous,
               x.numel >= minEltwiseCount else { return false }
         let n = x.numel
-        return rt.lock.withLock { () -> Bool in
+        return rt.locked { () -> Bool in
             guard let md = MemoryDesc([n], strides: [1], type) else { return false }
             let key = EltwiseKey(alg: alg.rawValue, dtype: x.dtype, count: n, backward: true)
             var prim = rt.eltwise[key]
@@ -287,7 +312,7 @@ extension DNNL {
     /// float32 arithmetic, or false when oneDNN does not take it.
     static func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool {
         guard let rt = runtime, x.dtype == out.dtype else { return false }
-        return rt.lock.withLock { softmax(rt, x, axis: axis, log: log, into: out) }
+        return rt.locked { softmax(rt, x, axis: axis, log: log, into: out) }
     }
 
     /// The same with the lock held; `out` may be float32 or bfloat16 whatever `x` is.
@@ -337,7 +362,7 @@ extension DNNL {
             return t.view(shape: transposed ? [count, sh[2], sh[1]] : [count, sh[1], sh[2]],
                           strides: transposed ? [st[0], st[2], st[1]] : st, offset: t.offset + start * st[0])
         }
-        return rt.lock.withLock { () -> Bool in
+        return rt.locked { () -> Bool in
             var start = 0
             while start < batch {
                 let count = min(chunk, batch - start)

@@ -28,6 +28,9 @@ extension DNNL {
 
     private static let convCache = ConvCache()
 
+    /// Forgets every built convolution (a forked child's runtime, holding its lock).
+    static func dropConvolutions() { convCache.primitives.removeAll() }
+
     /// Inputs already reordered into a kernel's layout, for the next pass that reads the same
     /// tensor in the same layout: the forward's input again in backward weights, the output
     /// gradient in both backward passes. Tensors never change once made, so a live storage
@@ -180,7 +183,7 @@ extension DNNL {
         guard let rt = runtime, let type = dataType(p.dtype),
               tensors.allSatisfy({ $0.1.isContiguous && $0.1.dtype == p.dtype && $0.1.numel > 0 }) else { return false }
         let hasBias = tensors.contains { $0.0 == Arg.bias }
-        return rt.lock.withLock { () -> Bool in
+        return rt.locked { () -> Bool in
             Self.staged.purge()
             guard let built = primitive(rt, ConvKey(pass: pass, problem: p, bias: hasBias), type) else { return false }
             var memories: [dnnl_memory_t?] = []
