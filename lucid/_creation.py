@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-import ml_dtypes
 
 from . import _engine as E
 from ._tensor import Tensor, _scalar, _shape_args
-from ._types import as_device, bfloat16, bool_, check_dtype, float32, from_numpy_dtype, int64
+from ._types import as_device, bfloat16, bool_, check_dtype, float32, from_numpy_dtype, int64, is_numpy_bfloat16
 
 
 def _to_numpy(data) -> np.ndarray:
@@ -17,7 +16,7 @@ def _to_numpy(data) -> np.ndarray:
         arr = np.asarray(data)
     except (ValueError, TypeError) as e:
         raise ValueError(f"tensor(): cannot make a tensor from {type(data).__name__}: {e}") from None
-    if arr.dtype != ml_dtypes.bfloat16 and (arr.dtype == object or arr.dtype.kind in "USVcmMO"):
+    if (arr.dtype == object or arr.dtype.kind in "USVcmMO") and not is_numpy_bfloat16(arr.dtype):
         raise TypeError(f"tensor(): unsupported data of numpy dtype {arr.dtype} "
                         f"(expected numbers, bools, nested lists of them, or a numpy array)")
     return arr
@@ -26,9 +25,7 @@ def _to_numpy(data) -> np.ndarray:
 def _cast_numpy(arr: np.ndarray, target) -> np.ndarray:
     """Converts in one rounding step from the source (float64 included) to `target`."""
     if target.is_floating_point or arr.dtype.kind in "iub":
-        if target is bfloat16:
-            return arr.astype(ml_dtypes.bfloat16)
-        return arr.astype(target.numpy, copy=False)
+        return arr.astype(target.numpy, copy=target is bfloat16)
     # float -> integer/bool with the engine's cast rule: truncate toward zero, saturate,
     # NaN -> 0. Done here because the source may be float64, which the engine does not hold.
     a = arr.astype(np.float64)

@@ -3,24 +3,46 @@
 from __future__ import annotations
 
 import operator
+import sys
 
 import numpy as np
-import ml_dtypes
 
 from . import _engine as E
+
+
+def _ml_dtypes_bfloat16():
+    # ml_dtypes is imported when a bfloat16 value first meets numpy, not with lucid: it takes
+    # several times as long to import as all of lucid.
+    import ml_dtypes
+    return ml_dtypes.bfloat16
+
+
+def is_numpy_bfloat16(nd) -> bool:
+    """Whether numpy dtype `nd` is ml_dtypes' bfloat16 (an array of it means that ml_dtypes is
+    imported already, so this never imports it)."""
+    ml = sys.modules.get("ml_dtypes")
+    return ml is not None and nd == ml.bfloat16
 
 
 class dtype:
     """An element type. Compare with ``is`` or ``==``; ``repr`` is ``lucid.<name>``."""
 
-    __slots__ = ("name", "code", "itemsize", "is_floating_point", "numpy")
+    __slots__ = ("name", "code", "itemsize", "is_floating_point", "_numpy")
 
     def __init__(self, name, code, itemsize, is_floating_point, numpy_type):
         self.name = name
         self.code = code
         self.itemsize = itemsize
         self.is_floating_point = is_floating_point
-        self.numpy = np.dtype(numpy_type)
+        self._numpy = None if numpy_type is None else np.dtype(numpy_type)
+
+    @property
+    def numpy(self) -> np.dtype:
+        """numpy's element type for this dtype (``ml_dtypes.bfloat16`` for bfloat16)."""
+        nd = self._numpy
+        if nd is None:
+            nd = self._numpy = np.dtype(_ml_dtypes_bfloat16())
+        return nd
 
     def __repr__(self):
         return f"lucid.{self.name}"
@@ -32,8 +54,8 @@ class dtype:
 
 
 # The dtype table (codes, names, sizes, which are floating) is the engine's; numpy's element
-# type for each is Python's business.
-_NUMPY_TYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "int32": np.int32,
+# type for each is Python's business (bfloat16's is looked up when first needed).
+_NUMPY_TYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": None, "int32": np.int32,
                 "int64": np.int64, "bool": np.bool_}
 _BY_CODE = tuple(dtype(name, code, size, floating, _NUMPY_TYPES[name]) for code, name, size, floating in E.dtype_table())
 _BY_NAME = {d.name: d for d in _BY_CODE}
@@ -60,7 +82,6 @@ _NUMPY_TO_LUCID = {
     np.dtype(np.float64): float32,  # lucid has no float64: Python floats become float32
     np.dtype(np.longdouble): float32,
     np.dtype(np.float16): float16,
-    np.dtype(ml_dtypes.bfloat16): bfloat16,
     np.dtype(np.int32): int32,
     np.dtype(np.int64): int64,
     np.dtype(np.int8): int32,
@@ -76,6 +97,8 @@ def from_numpy_dtype(nd: np.dtype) -> dtype:
     try:
         return _NUMPY_TO_LUCID[np.dtype(nd)]
     except KeyError:
+        if is_numpy_bfloat16(nd):
+            return bfloat16
         raise TypeError(f"cannot make a lucid tensor from numpy dtype {np.dtype(nd)}; "
                         "supported are float, int, unsigned up to 32 bits, bool and bfloat16") from None
 

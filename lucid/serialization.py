@@ -22,12 +22,13 @@ try:
 except ImportError:  # (not on Windows: there a killed save's temporary file stays)
     fcntl = None
 
-import ml_dtypes
 import numpy as np
 
+from ._types import bfloat16
+
 _STRUCTURE_KEY = "lucid.structure"
-# safetensors dtype names -> numpy dtypes lucid can hold.
-_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16, "I64": np.int64, "I32": np.int32,
+# safetensors dtype names -> numpy dtypes lucid can hold (BF16's is looked up when met).
+_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "I64": np.int64, "I32": np.int32,
            "BOOL": np.bool_, "F64": np.float64, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "U16": np.uint16,
            "U32": np.uint32}
 
@@ -369,7 +370,7 @@ def load(f, map_location=None):
         raise ValueError(f"lucid.load: not a valid safetensors file: {e}") from None
     arrays = {}
     for name, view in entries:
-        dtype = _DTYPES.get(view["dtype"])
+        dtype = bfloat16.numpy if view["dtype"] == "BF16" else _DTYPES.get(view["dtype"])
         if dtype is None:
             raise ValueError(f"lucid.load: tensor {name!r} has dtype {view['dtype']}, which lucid cannot hold")
         arr = np.frombuffer(view["data"], dtype=dtype).reshape(view["shape"])

@@ -28,8 +28,9 @@ import threading
 import time
 import traceback
 
-import ml_dtypes
 import numpy as np
+
+from .._types import is_numpy_bfloat16
 
 INSTALL_HINT = "pip install 'lucid[distributed]'"
 DEFAULT_TIMEOUT = 1800.0  # seconds, as torch.distributed's default
@@ -205,7 +206,7 @@ class _MPI:
     def reduce_(self, buf, op, what):
         """`buf` (1-D, contiguous) replaced by the sum or the maximum over the ranks."""
         MPI = self.MPI
-        if buf.dtype in (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)):
+        if buf.dtype == np.float16 or is_numpy_bfloat16(buf.dtype):
             spec, mpi_op = [buf.view(np.uint16), MPI.UINT16_T], self._half_op(buf.dtype, op)
         elif buf.dtype == np.bool_:
             spec, mpi_op = [buf, MPI.C_BOOL], MPI.LOR  # a sum or maximum of bools is their "or"
