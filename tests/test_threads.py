@@ -2,6 +2,7 @@
 follow it, and results that do not depend on it."""
 
 import ctypes
+import math
 import os
 import sys
 import time
@@ -159,3 +160,46 @@ def test_a_forked_child_runs_onednn_kernels_its_parent_ran(restore_threads):
         return same and seen == [(5, 16, 15, 18)] and wide.shape == (3, 16, 22, 22)
 
     _in_forked_child(child, "in a oneDNN kernel its parent had run")
+
+
+def test_large_sums_scans_and_fills_do_not_depend_on_the_thread_count(restore_threads):
+    # Past a size, a sum adds its blocks in parallel (then in order), the scan for NaN and
+    # infinities that keeps oneDNN away from non-finite inputs runs in parallel ranges, and a
+    # sum's gradient is filled in parallel: the same bits on one thread or two.
+    import lucid.nn.functional as F
+    rng = np.random.default_rng(11)
+    n = (1 << 20) + 4099  # not a whole number of 4096-value blocks
+    a = rng.standard_normal(n).astype(np.float32)
+    b = a.copy()
+    b[-3], b[n // 2 + 5] = np.inf, np.nan  # in the second range only
+    rows = rng.standard_normal((5000, 37)).astype(np.float32)  # many short runs
+    c = rng.standard_normal((1024, 1024)).astype(np.float32)
+    c[700, 7] = np.nan
+
+    def run():
+        x = lucid.tensor(a, requires_grad=True)
+        total = x.sum()
+        total.backward()
+        xb = lucid.tensor(b)
+        return [np.float32(total.item()), x.grad.numpy(), lucid.tensor(rows).sum(dim=1).numpy(),
+                F.gelu(xb).numpy(), xb.exp().numpy(), F.softmax(lucid.tensor(c), dim=-1).numpy()]
+
+    lucid.set_num_threads(1)
+    one = run()
+    lucid.set_num_threads(2)
+    two = run()
+    for p, q in zip(one, two):
+        np.testing.assert_array_equal(p, q)
+    total, grad, row_sums, gelu, exp, soft = two
+    assert abs(float(total) - a.sum(dtype=np.float64)) <= 1e-6 * np.abs(a).sum(dtype=np.float64)
+    np.testing.assert_array_equal(grad, np.ones(n, np.float32))
+    np.testing.assert_allclose(row_sums, rows.sum(axis=1, dtype=np.float64), rtol=1e-5, atol=1e-5)
+    # The host loops' values at non-finite inputs (oneDNN's gelu turns +inf into NaN, its exp
+    # NaN into inf), and the finite ones as elsewhere.
+    assert gelu[-3] == np.inf and np.isnan(gelu[n // 2 + 5]) and exp[-3] == np.inf and np.isnan(exp[n // 2 + 5])
+    finite = np.isfinite(b)
+    want = 0.5 * b[finite].astype(np.float64) * (1 + np.vectorize(math.erf)(b[finite] / math.sqrt(2)))
+    np.testing.assert_allclose(gelu[finite], want, rtol=1e-5, atol=1e-6)
+    assert np.isnan(soft[700]).all() and not np.isnan(np.delete(soft, 700, axis=0)).any()
+    e = np.exp(c[:5] - c[:5].max(axis=1, keepdims=True))
+    np.testing.assert_allclose(soft[:5], e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)

@@ -30,23 +30,40 @@ extension HostBackend: SoftmaxKernels {
     static func containsNonFinite(_ x: TensorImpl) -> Bool { scan(x, infinities: true) }
 
     /// A branch-free scan of the magnitude bits over the whole tensor (it vectorises; stopping
-    /// early does not): NaN is above the all-ones exponent, an infinity equal to it.
+    /// early does not): NaN is above the all-ones exponent, an infinity equal to it. Large
+    /// tensors are scanned in parallel ranges.
     private static func scan(_ x: TensorImpl, infinities: Bool) -> Bool {
-        let base = address(x), n = x.numel
+        let base = UnsafeRawPointer(address(x)), n = x.numel
+        let limit: Int32
         switch x.dtype {
-        case .float32:
-            let bits = base.assumingMemoryBound(to: Int32.self), limit: Int32 = infinities ? 0x7f7f_ffff : 0x7f80_0000
-            var found: Int32 = 0
-            for i in 0..<n { found |= (bits[i] & 0x7fff_ffff) > limit ? 1 : 0 }
-            return found != 0
-        case .float16, .bfloat16:
-            let inf: Int16 = x.dtype == .float16 ? 0x7c00 : 0x7f80
-            let bits = base.assumingMemoryBound(to: Int16.self), limit = infinities ? inf - 1 : inf
-            var found: Int16 = 0
-            for i in 0..<n { found |= (bits[i] & 0x7fff) > limit ? 1 : 0 }
-            return found != 0
-        default:
-            return false
+        case .float32: limit = infinities ? 0x7f7f_ffff : 0x7f80_0000
+        case .float16: limit = infinities ? 0x7bff : 0x7c00
+        case .bfloat16: limit = infinities ? 0x7f7f : 0x7f80
+        default: return false
         }
+        let wide = x.dtype == .float32
+        let hit = { (range: Range<Int>) -> Bool in
+            wide ? scan32(base.assumingMemoryBound(to: Int32.self) + range.lowerBound, range.count, limit)
+                 : scan16(base.assumingMemoryBound(to: Int16.self) + range.lowerBound, range.count, Int16(limit))
+        }
+        guard n >= 2 * HostThreads.grain else { return hit(0..<n) }
+        let lock = Lock()
+        var found = false
+        HostThreads.forEachRange(n) { range in
+            if hit(range) { lock.withLock { found = true } }
+        }
+        return found
+    }
+
+    private static func scan32(_ bits: UnsafePointer<Int32>, _ n: Int, _ limit: Int32) -> Bool {
+        var found: Int32 = 0
+        for i in 0..<n { found |= (bits[i] & 0x7fff_ffff) > limit ? 1 : 0 }
+        return found != 0
+    }
+
+    private static func scan16(_ bits: UnsafePointer<Int16>, _ n: Int, _ limit: Int16) -> Bool {
+        var found: Int16 = 0
+        for i in 0..<n { found |= (bits[i] & 0x7fff) > limit ? 1 : 0 }
+        return found != 0
     }
 }

@@ -248,7 +248,14 @@ extension FloatFastPath {
         let x = UnsafePointer(pointer(a)), o = pointer(out)
         let divisor = op == .mean ? Double(count) : 1
         if inner == 1 {
-            for p in 0..<outer { o[p] = Float(sum(x + p * count, count) / divisor) }
+            // Long runs are summed in parallel blocks, many short ones in parallel runs.
+            guard count < 2 * HostThreads.grain else {
+                for p in 0..<outer { o[p] = Float(sum(x + p * count, count) / divisor) }
+                return true
+            }
+            HostThreads.forEachRange(outer, grain: Swift.max(1, HostThreads.grain / count), align: 1) { range in
+                for p in range { o[p] = Float(sum(x + p * count, count) / divisor) }
+            }
             return true
         }
         // Rows of `inner` values: a block of rows adds up in float32, the blocks in float64.
@@ -321,27 +328,41 @@ extension FloatFastPath {
     }
 
     /// The sum of `n` contiguous floats: blocks of 4096 in four 16-lane float32
-    /// accumulators, the block sums in float64.
+    /// accumulators, the block sums added in float64 in order. A long run's blocks are summed
+    /// in parallel, then added in that same order: the result does not depend on the threads.
     private static func sum(_ x: UnsafePointer<Float>, _ n: Int) -> Double {
-        var total = 0.0, i = 0
-        let raw = UnsafeRawPointer(x)
-        while i < n {
-            let end = min(n, i + 4096)
-            var a0 = SIMD16<Float>(), a1 = SIMD16<Float>(), a2 = SIMD16<Float>(), a3 = SIMD16<Float>()
-            var j = i
-            while j + 64 <= end {
-                a0 += raw.loadUnaligned(fromByteOffset: j * 4, as: SIMD16<Float>.self)
-                a1 += raw.loadUnaligned(fromByteOffset: (j + 16) * 4, as: SIMD16<Float>.self)
-                a2 += raw.loadUnaligned(fromByteOffset: (j + 32) * 4, as: SIMD16<Float>.self)
-                a3 += raw.loadUnaligned(fromByteOffset: (j + 48) * 4, as: SIMD16<Float>.self)
-                j += 64
-            }
-            var s = Double(((a0 + a1) + (a2 + a3)).sum())
-            while j < end { s += Double(x[j]); j += 1 }
-            total += s
-            i = end
+        let blocks = (n + 4095) / 4096
+        var total = 0.0
+        guard n >= 2 * HostThreads.grain, HostThreads.current > 1 else {
+            for b in 0..<blocks { total += blockSum(x, b * 4096, Swift.min(n, b * 4096 + 4096)) }
+            return total
         }
+        let partial = UnsafeMutablePointer<Double>.allocate(capacity: blocks)
+        defer { partial.deallocate() }
+        HostThreads.forEachRange(blocks, grain: HostThreads.grain / 4096, align: 1) { range in
+            for b in range { partial[b] = blockSum(x, b * 4096, Swift.min(n, b * 4096 + 4096)) }
+        }
+        for b in 0..<blocks { total += partial[b] }
         return total
+    }
+
+    /// The sum of x[i..<end] (one block): four 16-lane float32 accumulators, then the
+    /// elements past the last whole 64 in float64.
+    @inline(__always)
+    private static func blockSum(_ x: UnsafePointer<Float>, _ i: Int, _ end: Int) -> Double {
+        let raw = UnsafeRawPointer(x)
+        var a0 = SIMD16<Float>(), a1 = SIMD16<Float>(), a2 = SIMD16<Float>(), a3 = SIMD16<Float>()
+        var j = i
+        while j + 64 <= end {
+            a0 += raw.loadUnaligned(fromByteOffset: j * 4, as: SIMD16<Float>.self)
+            a1 += raw.loadUnaligned(fromByteOffset: (j + 16) * 4, as: SIMD16<Float>.self)
+            a2 += raw.loadUnaligned(fromByteOffset: (j + 32) * 4, as: SIMD16<Float>.self)
+            a3 += raw.loadUnaligned(fromByteOffset: (j + 48) * 4, as: SIMD16<Float>.self)
+            j += 64
+        }
+        var s = Double(((a0 + a1) + (a2 + a3)).sum())
+        while j < end { s += Double(x[j]); j += 1 }
+        return s
     }
 }
 
