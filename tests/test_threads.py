@@ -203,3 +203,27 @@ def test_large_sums_scans_and_fills_do_not_depend_on_the_thread_count(restore_th
     assert np.isnan(soft[700]).all() and not np.isnan(np.delete(soft, 700, axis=0)).any()
     e = np.exp(c[:5] - c[:5].max(axis=1, keepdims=True))
     np.testing.assert_allclose(soft[:5], e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.skipif(sys.platform == "darwin" or os.environ.get("LUCID_DNNL") == "0", reason="needs oneDNN")
+def test_onednn_follows_the_setting_on_every_thread_and_after_its_kernels_were_built(restore_threads):
+    # OpenMP's thread count is a setting of each thread, and oneDNN fixes a kernel's threads
+    # when it builds it: the engine sets the process-wide count on whichever thread calls it,
+    # and rebuilds what was built for another count.
+    import threading
+
+    import lucid.nn.functional as F
+    get = ctypes.CDLL("libgomp.so.1").omp_get_max_threads
+    rng = np.random.default_rng(2)
+    x = lucid.tensor(rng.standard_normal((4, 8, 16, 16)).astype(np.float32))
+    w = lucid.tensor(rng.standard_normal((8, 8, 3, 3)).astype(np.float32))
+    before = F.conv2d(x, w).numpy()  # built for the default count
+    for n in (1, 3):
+        lucid.set_num_threads(n)
+        seen = []
+        worker = threading.Thread(target=lambda: seen.append((F.conv2d(x, w).numpy(), get())))
+        worker.start()
+        worker.join()
+        (got, threads), = seen
+        assert threads == n
+        np.testing.assert_allclose(got, before, rtol=1e-5, atol=1e-5)

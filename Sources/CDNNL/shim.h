@@ -4,7 +4,13 @@
  * size follows omp_set_num_threads. Declared weak so that a oneDNN built on another runtime
  * still links, and then the call does nothing. */
 extern void omp_set_num_threads(int) __attribute__((weak));
+extern int omp_get_max_threads(void) __attribute__((weak));
 
+/* OpenMP's thread count is a setting of the calling thread (its ICV). */
 static inline void lucid_dnnl_set_num_threads(int n) {
     if (omp_set_num_threads) omp_set_num_threads(n);
+}
+
+static inline int lucid_dnnl_num_threads(void) {
+    return omp_get_max_threads ? omp_get_max_threads() : 1;
 }

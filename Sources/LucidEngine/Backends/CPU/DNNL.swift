@@ -21,8 +21,8 @@ enum DNNL {
         var eltwise: [EltwiseKey: Primitive] = [:]
         var softmax: [SoftmaxKey: Primitive] = [:]
         private let lock = Lock()
-        /// The fork()s this process descended from when the primitives above were built.
-        private var forks = lucid_host_forks()
+        /// The threads the primitives above were built for (0: none built yet).
+        private var threads: Int32 = 0
 
         init?() {
             // LUCID_DNNL=0 turns oneDNN off (the BLAS and im2col paths then serve everything).
@@ -33,23 +33,24 @@ enum DNNL {
             }
         }
 
-        /// Runs `body` holding the runtime's lock. A forked child runs oneDNN on one thread:
-        /// GNU OpenMP's pool stayed in the parent, and a parallel region of more than one
-        /// thread would wait for it forever. The thread count is OpenMP's setting for the
-        /// calling thread, so it is set on each; the parent's primitives, built for its
-        /// threads, are dropped once, and the child builds its own.
+        /// Runs `body` holding the runtime's lock, with oneDNN set to the engine's thread
+        /// count. oneDNN fixes a primitive's threads when it is built and takes them from
+        /// OpenMP's setting for the calling thread, so that setting is made on each calling
+        /// thread, and the primitives are dropped when the count changes: built before
+        /// `set_num_threads`, or on another thread, they would keep their old count.
+        ///
+        /// A forked child runs oneDNN on one thread: GNU OpenMP's pool stayed in the parent,
+        /// and a parallel region of more than one thread would wait for it forever.
         func locked<R>(_ body: () -> R) -> R {
             lock.withLock {
-                let now = lucid_host_forks()
-                if now != 0 {
-                    lucid_dnnl_set_num_threads(1)
-                    if now != forks {
-                        forks = now
-                        matmuls.removeAll()
-                        eltwise.removeAll()
-                        softmax.removeAll()
-                        DNNL.dropConvolutions()
-                    }
+                let want = lucid_host_forks() != 0 ? 1 : Int32(HostThreads.current)
+                if lucid_dnnl_num_threads() != want { lucid_dnnl_set_num_threads(want) }
+                if threads != want {
+                    threads = want
+                    matmuls.removeAll()
+                    eltwise.removeAll()
+                    softmax.removeAll()
+                    DNNL.dropConvolutions()
                 }
                 return body()
             }
@@ -127,6 +128,11 @@ enum DNNL {
 
     static let runtime = Runtime()
     static let maxPrimitives = 512
+    /// Multiply-adds below which a matmul runs on one thread. Measured on bfloat16 products
+    /// with two threads: one thread is 3× faster at 1M under a passive OpenMP wait policy
+    /// (each product wakes the pool's sleeping threads) and 12% slower with spinning threads;
+    /// at 4M, 1.4× faster and 1.4× slower.
+    static let smallMatmulWork = 1 << 20
 
     /// Executes `prim` on `arguments` (index, layout, address) and waits for it.
     static func execute(_ rt: Runtime, _ prim: Primitive,
@@ -216,6 +222,12 @@ enum DNNL {
                   dnnl_post_ops_append_eltwise(postOps, dnnl_eltwise_linear, key.scale, 0) == dnnl_success,
                   dnnl_primitive_attr_set_post_ops(attr, postOps) == dnnl_success else { return nil }
         }
+        // A small product is built for one thread: waking the pool's threads (a system call
+        // each under a passive wait policy) takes longer than the product itself.
+        let threads = lucid_dnnl_num_threads()
+        let single = threads > 1 && max(ba, bb) * m * n * k < smallMatmulWork
+        if single { lucid_dnnl_set_num_threads(1) }
+        defer { if single { lucid_dnnl_set_num_threads(threads) } }
         var pd: dnnl_primitive_desc_t?
         guard dnnl_matmul_primitive_desc_create(&pd, rt.engine, src.md, wei.md, bias?.md, dst.md, attr) == dnnl_success,
               let prim = Primitive.make(from: pd) else { return nil }
