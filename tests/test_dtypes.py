@@ -420,12 +420,18 @@ def test_device_transfer_preserves_bits(src, dst):
         np.testing.assert_array_equal(moved.numpy().view(np.uint8), before.view(np.uint8))
 
 
+def _in_a_fresh_process(code):
+    """Runs `code` in a new interpreter, which must print ok."""
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-c", code + "print('ok')\n"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+
+
 def test_ml_dtypes_is_imported_when_bfloat16_first_meets_numpy():
     # ml_dtypes takes longer to import than all of lucid, so `import lucid` leaves it; the
     # first bfloat16 value converted to or from numpy brings it in.
-    import subprocess
-    import sys
-    code = (
+    _in_a_fresh_process(
         "import sys, numpy as np, lucid, lucid.nn, lucid.optim, lucid.amp, lucid.distributed\n"
         "assert 'ml_dtypes' not in sys.modules\n"
         "t = lucid.tensor([1.5, -2.25, 3.0]).to(lucid.bfloat16) * 2\n"
@@ -434,22 +440,15 @@ def test_ml_dtypes_is_imported_when_bfloat16_first_meets_numpy():
         "import ml_dtypes\n"
         "assert a.dtype == ml_dtypes.bfloat16 and a.astype(np.float32).tolist() == [3.0, -4.5, 6.0]\n"
         "b = lucid.tensor(np.array([0.5, 7.0], dtype=ml_dtypes.bfloat16))\n"
-        "assert b.dtype is lucid.bfloat16 and b.float().tolist() == [0.5, 7.0]\n"
-        "print('ok')\n")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+        "assert b.dtype is lucid.bfloat16 and b.float().tolist() == [0.5, 7.0]\n")
 
 
 def test_bfloat16_numpy_arrays_made_in_a_fresh_process_are_read_as_bfloat16():
     # A fresh process whose first bfloat16 value is an ml_dtypes array the program made itself.
-    import subprocess
-    import sys
-    code = ("import numpy as np, lucid, ml_dtypes\n"
-            "x = np.array([[1.0, 2.5], [-0.125, 4.0]], dtype=ml_dtypes.bfloat16)\n"
-            "t = lucid.tensor(x)\n"
-            "assert t.dtype is lucid.bfloat16, t.dtype\n"
-            "assert (t.numpy() == x).all() and t.numpy().dtype == x.dtype\n"
-            "assert lucid.from_numpy(x).dtype is lucid.bfloat16\n"
-            "print('ok')\n")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+    _in_a_fresh_process(
+        "import numpy as np, lucid, ml_dtypes\n"
+        "x = np.array([[1.0, 2.5], [-0.125, 4.0]], dtype=ml_dtypes.bfloat16)\n"
+        "t = lucid.tensor(x)\n"
+        "assert t.dtype is lucid.bfloat16, t.dtype\n"
+        "assert (t.numpy() == x).all() and t.numpy().dtype == x.dtype\n"
+        "assert lucid.from_numpy(x).dtype is lucid.bfloat16\n")
