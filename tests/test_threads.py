@@ -227,3 +227,22 @@ def test_onednn_follows_the_setting_on_every_thread_and_after_its_kernels_were_b
         (got, threads), = seen
         assert threads == n
         np.testing.assert_allclose(got, before, rtol=1e-5, atol=1e-5)
+
+
+def test_large_strided_copies_do_not_depend_on_the_thread_count(restore_threads):
+    # A large copy between storages runs in parallel parts: of the outermost dimension, or of
+    # the one strided run it merges into.
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((6, 300, 257)).astype(np.float32)
+    b = rng.standard_normal(1 << 20).astype(np.float32)
+    cases = [(lambda t: t.transpose(0, 2), lambda x: x.transpose(2, 1, 0)),
+             (lambda t: t[:, ::3, 5:], lambda x: x[:, ::3, 5:]),
+             (lambda t: t.permute(1, 2, 0), lambda x: x.transpose(1, 2, 0))]
+    for n in (1, 2):
+        lucid.set_num_threads(n)
+        x, y = lucid.tensor(a), lucid.tensor(b)
+        for view, want in cases:
+            np.testing.assert_array_equal(view(x).contiguous().numpy(), want(a))
+        np.testing.assert_array_equal(y[::2].contiguous().numpy(), b[::2])  # one strided run
+        np.testing.assert_array_equal(x[:1, :1, :1].expand(6, 300, 257).contiguous().numpy(),
+                                      np.broadcast_to(a[:1, :1, :1], a.shape))

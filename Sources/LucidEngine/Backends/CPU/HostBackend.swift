@@ -89,17 +89,13 @@ final class HostBackend: Backend {
     }
 
     /// Copies the elements of `src` into `dst` (same shape, elements of `T`'s size), run by
-    /// run: contiguous runs as block copies, a repeated element (stride 0) as a fill. One
-    /// element broadcast over all of `dst` (the gradient of a sum) is filled in parallel.
+    /// run: contiguous runs as block copies, a repeated element (stride 0) as a fill. Large
+    /// copies between separate storages run in parallel parts.
     private static func copyBits<T>(_: T.Type, _ src: TensorImpl, into dst: TensorImpl) {
         let ps = UnsafePointer(address(src).assumingMemoryBound(to: T.self))
         let pd = address(dst).assumingMemoryBound(to: T.self)
-        if dst.numel > 0, dst.isContiguous, src.strides.allSatisfy({ $0 == 0 }) {
-            let value = ps[0]
-            HostThreads.forEachRange(dst.numel) { range in (pd + range.lowerBound).update(repeating: value, count: range.count) }
-            return
-        }
-        StridedLoop(shape: dst.shape, strides: [src.strides, dst.strides]).forEachRun(bases: [0, 0]) { o, n, s in
+        @inline(__always)
+        func run(_ o: UnsafeBufferPointer<Int>, _ n: Int, _ s: UnsafeBufferPointer<Int>) {
             if s[1] == 1 && s[0] == 1 { return (pd + o[1]).update(from: ps + o[0], count: n) }
             if s[1] == 1 && s[0] == 0 { return (pd + o[1]).update(repeating: ps[o[0]], count: n) }
             var i = o[0], k = o[1]
@@ -107,6 +103,12 @@ final class HostBackend: Backend {
                 pd[k] = ps[i]
                 i &+= s[0]; k &+= s[1]
             }
+        }
+        let loop = StridedLoop(shape: dst.shape, strides: [src.strides, dst.strides])
+        if src.storage === dst.storage {
+            loop.forEachRun(bases: [0, 0], run)
+        } else {
+            loop.forEachRunInParallel(bases: [0, 0], run)
         }
     }
 

@@ -49,6 +49,40 @@ struct StridedLoop {
         return true
     }
 
+    /// `forEachRun`, its runs split among up to `HostThreads.current` threads when the walk
+    /// covers `2 * HostThreads.grain` elements or more: parts of the outermost dimension, or
+    /// of the one run. `body` runs concurrently on disjoint parts, so it may write only what
+    /// its own runs address (a copy into a tensor that does not overlap its source).
+    func forEachRunInParallel(bases: [Int], _ body: (UnsafeBufferPointer<Int>, Int, UnsafeBufferPointer<Int>) -> Void) {
+        var total = contiguousRun ?? 1
+        if contiguousRun == nil { for n in shape { total &*= n } }
+        guard total >= 2 * HostThreads.grain else { return forEachRun(bases: bases, body) }
+        let k = operands
+        if contiguousRun != nil || shape.count == 1 {
+            // One run (of stride 1, or of each operand's stride): parts of it.
+            let steps = contiguousRun != nil ? [Int](repeating: 1, count: k) : strides.map { $0[0] }
+            steps.withUnsafeBufferPointer { inner in
+                HostThreads.forEachRange(total) { range in
+                    var offsets = bases
+                    for j in 0..<k { offsets[j] &+= range.lowerBound &* inner[j] }
+                    offsets.withUnsafeBufferPointer { body($0, range.count, inner) }
+                }
+            }
+            return
+        }
+        // Rows of the outermost dimension, each walked by the loop over the others.
+        let rows = shape[0], perRow = total / rows
+        let rest = StridedLoop(shape: Array(shape.dropFirst()), strides: strides.map { Array($0.dropFirst()) })
+        HostThreads.forEachRange(rows, grain: Swift.max(1, HostThreads.grain / perRow), align: 1) { range in
+            var offsets = bases
+            for j in 0..<k { offsets[j] &+= range.lowerBound &* strides[j][0] }
+            for _ in range {
+                rest.forEachRun(bases: offsets, body)
+                for j in 0..<k { offsets[j] &+= strides[j][0] }
+            }
+        }
+    }
+
     /// `body(base offsets per operand, run length, inner stride per operand)`.
     @inline(__always)  // so that the kernel's body (and the closures it calls) inline into the loop
     func forEachRun(bases: [Int], _ body: (UnsafeBufferPointer<Int>, Int, UnsafeBufferPointer<Int>) -> Void) {
