@@ -163,7 +163,7 @@ def test_a_forked_child_runs_onednn_kernels_its_parent_ran(restore_threads):
 
 
 def test_large_sums_scans_and_fills_do_not_depend_on_the_thread_count(restore_threads):
-    # Past a size, a sum adds its blocks in parallel (then in order), the scan for NaN and
+    # Past a million elements, a sum adds its blocks in parallel (then in order), the scan for NaN and
     # infinities that keeps oneDNN away from non-finite inputs runs in parallel ranges, and a
     # sum's gradient is filled in parallel: the same bits on one thread or two.
     import lucid.nn.functional as F
@@ -172,8 +172,8 @@ def test_large_sums_scans_and_fills_do_not_depend_on_the_thread_count(restore_th
     a = rng.standard_normal(n).astype(np.float32)
     b = a.copy()
     b[-3], b[n // 2 + 5] = np.inf, np.nan  # in the second range only
-    rows = rng.standard_normal((5000, 37)).astype(np.float32)  # many short runs
-    c = rng.standard_normal((1024, 1024)).astype(np.float32)
+    rows = rng.standard_normal((60000, 37)).astype(np.float32)  # many short runs
+    c = rng.standard_normal((1100, 1024)).astype(np.float32)
     c[700, 7] = np.nan
 
     def run():
@@ -233,8 +233,8 @@ def test_large_strided_copies_do_not_depend_on_the_thread_count(restore_threads)
     # A large copy between storages runs in parallel parts: of the outermost dimension, or of
     # the one strided run it merges into.
     rng = np.random.default_rng(12)
-    a = rng.standard_normal((6, 300, 257)).astype(np.float32)
-    b = rng.standard_normal(1 << 20).astype(np.float32)
+    a = rng.standard_normal((6, 700, 257)).astype(np.float32)
+    b = rng.standard_normal(1 << 22).astype(np.float32)
     cases = [(lambda t: t.transpose(0, 2), lambda x: x.transpose(2, 1, 0)),
              (lambda t: t[:, ::3, 5:], lambda x: x[:, ::3, 5:]),
              (lambda t: t.permute(1, 2, 0), lambda x: x.transpose(1, 2, 0))]
@@ -244,5 +244,5 @@ def test_large_strided_copies_do_not_depend_on_the_thread_count(restore_threads)
         for view, want in cases:
             np.testing.assert_array_equal(view(x).contiguous().numpy(), want(a))
         np.testing.assert_array_equal(y[::2].contiguous().numpy(), b[::2])  # one strided run
-        np.testing.assert_array_equal(x[:1, :1, :1].expand(6, 300, 257).contiguous().numpy(),
+        np.testing.assert_array_equal(x[:1, :1, :1].expand(6, 700, 257).contiguous().numpy(),
                                       np.broadcast_to(a[:1, :1, :1], a.shape))

@@ -46,10 +46,10 @@ extension HostBackend: SoftmaxKernels {
             wide ? scan32(base.assumingMemoryBound(to: Int32.self) + range.lowerBound, range.count, limit)
                  : scan16(base.assumingMemoryBound(to: Int16.self) + range.lowerBound, range.count, Int16(limit))
         }
-        guard n >= 2 * HostThreads.grain else { return hit(0..<n) }
+        guard n >= 2 * HostThreads.streamingGrain else { return hit(0..<n) }
         let lock = Lock()
         var found = false
-        HostThreads.forEachRange(n) { range in
+        HostThreads.forEachRange(n, grain: HostThreads.streamingGrain) { range in
             if hit(range) { lock.withLock { found = true } }
         }
         return found

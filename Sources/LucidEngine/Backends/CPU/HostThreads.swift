@@ -42,6 +42,11 @@ package enum HostThreads {
     /// Below this many elements per thread a parallel loop costs more than it saves.
     static let grain = 1 << 16
 
+    /// The same for a pass that only streams memory (a copy, a fill, a scan, a sum): it does
+    /// so little per element that waking a sleeping thread (tens of microseconds under a
+    /// passive OpenMP wait policy) pays off only past about a million elements.
+    static let streamingGrain = 1 << 19
+
     /// Runs `body` over `0..<n` split into contiguous ranges (multiples of `align` items), on
     /// up to `current` threads when there are at least `grain` items per thread; inline
     /// otherwise.

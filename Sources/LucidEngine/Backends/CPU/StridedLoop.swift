@@ -50,19 +50,19 @@ struct StridedLoop {
     }
 
     /// `forEachRun`, its runs split among up to `HostThreads.current` threads when the walk
-    /// covers `2 * HostThreads.grain` elements or more: parts of the outermost dimension, or
+    /// covers `2 * HostThreads.streamingGrain` elements or more: parts of the outermost dimension, or
     /// of the one run. `body` runs concurrently on disjoint parts, so it may write only what
     /// its own runs address (a copy into a tensor that does not overlap its source).
     func forEachRunInParallel(bases: [Int], _ body: (UnsafeBufferPointer<Int>, Int, UnsafeBufferPointer<Int>) -> Void) {
         var total = contiguousRun ?? 1
         if contiguousRun == nil { for n in shape { total &*= n } }
-        guard total >= 2 * HostThreads.grain else { return forEachRun(bases: bases, body) }
+        guard total >= 2 * HostThreads.streamingGrain else { return forEachRun(bases: bases, body) }
         let k = operands
         if contiguousRun != nil || shape.count == 1 {
             // One run (of stride 1, or of each operand's stride): parts of it.
             let steps = contiguousRun != nil ? [Int](repeating: 1, count: k) : strides.map { $0[0] }
             steps.withUnsafeBufferPointer { inner in
-                HostThreads.forEachRange(total) { range in
+                HostThreads.forEachRange(total, grain: HostThreads.streamingGrain) { range in
                     var offsets = bases
                     for j in 0..<k { offsets[j] &+= range.lowerBound &* inner[j] }
                     offsets.withUnsafeBufferPointer { body($0, range.count, inner) }
@@ -70,16 +70,13 @@ struct StridedLoop {
             }
             return
         }
-        // Rows of the outermost dimension, each walked by the loop over the others.
+        // Rows of the outermost dimension: each part one walk over its rows.
         let rows = shape[0], perRow = total / rows
-        let rest = StridedLoop(shape: Array(shape.dropFirst()), strides: strides.map { Array($0.dropFirst()) })
-        HostThreads.forEachRange(rows, grain: Swift.max(1, HostThreads.grain / perRow), align: 1) { range in
-            var offsets = bases
+        HostThreads.forEachRange(rows, grain: Swift.max(1, HostThreads.streamingGrain / perRow), align: 1) { range in
+            var offsets = bases, part = shape
             for j in 0..<k { offsets[j] &+= range.lowerBound &* strides[j][0] }
-            for _ in range {
-                rest.forEachRun(bases: offsets, body)
-                for j in 0..<k { offsets[j] &+= strides[j][0] }
-            }
+            part[0] = range.count
+            StridedLoop(shape: part, strides: strides).forEachRun(bases: offsets, body)
         }
     }
 
