@@ -45,6 +45,17 @@ t = lucid.tensor(v).requires_grad_()
 y = F.silu(t)
 (y * lucid.tensor(g)).sum().backward()
 out["silu_x"], out["silu_g"], out["silu_y"], out["silu_dx"] = v, g, y.detach().numpy(), t.grad.numpy()
+# The scan that keeps non-finite values away from oneDNN's exp (which makes NaN inf) and
+# softmax (which skips NaN): one value at the tail, past the last whole vector, or none.
+e = rng.standard_normal(1 << 16 | 5).astype(np.float32)
+for where, value in [(None, 0), (-1, np.nan), (-2, np.inf), (1 << 15, np.nan)]:
+    ev = e.copy()
+    if where is not None:
+        ev[where] = value
+    out[f"exp{where}"] = lucid.tensor(ev).exp().numpy()
+    rows = lucid.tensor(ev[-64 * 1024:].reshape(64, 1024)).to(lucid.bfloat16)
+    out[f"softmax{where}"] = F.softmax(rows, -1).float().numpy()
+out["scan_e"] = e
 np.savez(sys.argv[1], **out)
 print(lucid.backends.cpu.get_cpu_capability())
 """ % {"rows": ROW_LENGTHS}
@@ -94,6 +105,17 @@ def test_every_variant_gives_the_same_right_bits(tmp_path):
         y, dx = x * s, g * (s * (1 + x * (1 - s)))
     np.testing.assert_allclose(first["silu_y"], y, rtol=1e-6, atol=1e-37)
     np.testing.assert_allclose(first["silu_dx"], dx, rtol=2e-6, atol=1e-6)
+    e = first["scan_e"]
+    for where in (None, -1, -2, 1 << 15):
+        got, rows = first[f"exp{where}"], first[f"softmax{where}"]
+        want = e.copy()
+        if where is not None:
+            want[where] = np.nan if where != -2 else np.inf
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.testing.assert_allclose(got, np.exp(want.astype(np.float64)), rtol=1e-6, equal_nan=True)
+        nan_rows = np.isnan(rows).any(-1)  # (+inf makes its row's max inf, and inf - inf NaN)
+        assert nan_rows.sum() == (0 if where is None else 1)
+        assert where == -2 or np.isnan(rows[nan_rows]).all()
     for level in levels[1:]:
         for key, value in first.items():
             np.testing.assert_array_equal(runs[level][key].view(np.uint8), value.view(np.uint8), err_msg=f"{level} {key}")

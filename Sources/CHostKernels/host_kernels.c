@@ -126,11 +126,28 @@ static int isa_level(void) {
 #define LUCID_DISPATCH(name, args) name##_baseline args;
 #endif
 
+// Whether any of `n` values has magnitude bits (sign cleared) above `limit`: with the limit
+// just below the all-ones exponent, a NaN or an infinity; at it, a NaN. An `or` over every
+// element, with no early exit, so that it vectorises.
+static inline void above32(const uint32_t *bits, ptrdiff_t n, uint32_t limit, int *out) {
+    uint32_t found = 0;
+    for (ptrdiff_t i = 0; i < n; i++) found |= (bits[i] & 0x7fffffffu) > limit;
+    *out = found != 0;
+}
+
+static inline void above16(const uint16_t *bits, ptrdiff_t n, uint16_t limit, int *out) {
+    uint16_t found = 0;
+    for (ptrdiff_t i = 0; i < n; i++) found |= (uint16_t)(bits[i] & 0x7fffu) > limit;
+    *out = found != 0;
+}
+
 LUCID_VARIANTS(narrow, (const float *src, uint16_t *dst, ptrdiff_t n), (src, dst, n))
 LUCID_VARIANTS(log_softmax_backward, (const float *g, const float *y, ptrdiff_t n, float total, float *dx),
                (g, y, n, total, dx))
 LUCID_VARIANTS(silu, (const float *x, float *o, ptrdiff_t n), (x, o, n))
 LUCID_VARIANTS(silu_backward, (const float *x, const float *g, float *o, ptrdiff_t n), (x, g, o, n))
+LUCID_VARIANTS(above32, (const uint32_t *bits, ptrdiff_t n, uint32_t limit, int *out), (bits, n, limit, out))
+LUCID_VARIANTS(above16, (const uint16_t *bits, ptrdiff_t n, uint16_t limit, int *out), (bits, n, limit, out))
 
 const char *lucid_host_cpu_capability(void) {
 #if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__))
@@ -151,6 +168,18 @@ void lucid_host_log_softmax_backward(const float *g, const float *y, ptrdiff_t n
 }
 
 void lucid_host_silu(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(silu, (x, o, n)) }
+
+int lucid_host_any_above32(const uint32_t *bits, ptrdiff_t n, uint32_t limit) {
+    int found;
+    LUCID_DISPATCH(above32, (bits, n, limit, &found))
+    return found;
+}
+
+int lucid_host_any_above16(const uint16_t *bits, ptrdiff_t n, uint16_t limit) {
+    int found;
+    LUCID_DISPATCH(above16, (bits, n, limit, &found))
+    return found;
+}
 
 void lucid_host_silu_backward(const float *x, const float *g, float *o, ptrdiff_t n) {
     LUCID_DISPATCH(silu_backward, (x, g, o, n))

@@ -26,6 +26,12 @@ void lucid_host_log_softmax_backward(const float *g, const float *y, ptrdiff_t n
 void lucid_host_silu(const float *x, float *o, ptrdiff_t n);
 void lucid_host_silu_backward(const float *x, const float *g, float *o, ptrdiff_t n);
 
+/// Whether any of `n` 32-bit (16-bit) floats, given as bits, has a magnitude (the bits with
+/// the sign cleared) above `limit`: 0x7f7fffff finds NaNs and infinities in float32,
+/// 0x7f800000 NaNs alone (0x7bff / 0x7c00 for float16, 0x7f7f / 0x7f80 for bfloat16).
+int lucid_host_any_above32(const uint32_t *bits, ptrdiff_t n, uint32_t limit);
+int lucid_host_any_above16(const uint16_t *bits, ptrdiff_t n, uint16_t limit);
+
 /// The vector unit these kernels run on, by PyTorch's names: "AVX512", "AVX2" or "DEFAULT".
 const char *lucid_host_cpu_capability(void);
 

@@ -1,3 +1,5 @@
+import CHostKernels
+
 /// Host softmax: oneDNN where it is linked; elsewhere the op layer composes it.
 extension HostBackend: SoftmaxKernels {
     func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool {
@@ -42,9 +44,12 @@ extension HostBackend: SoftmaxKernels {
         default: return false
         }
         let wide = x.dtype == .float32
+        // The loops are CHostKernels', built for the widest vector unit the CPU has.
         let hit = { (range: Range<Int>) -> Bool in
-            wide ? scan32(base.assumingMemoryBound(to: Int32.self) + range.lowerBound, range.count, limit)
-                 : scan16(base.assumingMemoryBound(to: Int16.self) + range.lowerBound, range.count, Int16(limit))
+            wide ? lucid_host_any_above32(base.assumingMemoryBound(to: UInt32.self) + range.lowerBound, range.count,
+                                          UInt32(limit)) != 0
+                 : lucid_host_any_above16(base.assumingMemoryBound(to: UInt16.self) + range.lowerBound, range.count,
+                                          UInt16(limit)) != 0
         }
         guard n >= 2 * HostThreads.streamingGrain else { return hit(0..<n) }
         let lock = Lock()
@@ -53,17 +58,5 @@ extension HostBackend: SoftmaxKernels {
             if hit(range) { lock.withLock { found = true } }
         }
         return found
-    }
-
-    private static func scan32(_ bits: UnsafePointer<Int32>, _ n: Int, _ limit: Int32) -> Bool {
-        var found: Int32 = 0
-        for i in 0..<n { found |= (bits[i] & 0x7fff_ffff) > limit ? 1 : 0 }
-        return found != 0
-    }
-
-    private static func scan16(_ bits: UnsafePointer<Int16>, _ n: Int, _ limit: Int16) -> Bool {
-        var found: Int16 = 0
-        for i in 0..<n { found |= (bits[i] & 0x7fff) > limit ? 1 : 0 }
-        return found != 0
     }
 }
