@@ -50,9 +50,10 @@ struct StridedLoop {
     }
 
     /// `forEachRun`, its runs split among up to `HostThreads.current` threads when the walk
-    /// covers `2 * HostThreads.streamingGrain` elements or more: parts of the outermost dimension, or
-    /// of the one run. `body` runs concurrently on disjoint parts, so it may write only what
-    /// its own runs address (a copy into a tensor that does not overlap its source).
+    /// covers `2 * HostThreads.streamingGrain` elements or more: parts of the outermost
+    /// dimension, or of the one run. `body` runs concurrently on disjoint parts, so it may
+    /// write only what its own runs address (a copy into a tensor that does not overlap its
+    /// source).
     func forEachRunInParallel(bases: [Int], _ body: (UnsafeBufferPointer<Int>, Int, UnsafeBufferPointer<Int>) -> Void) {
         var total = contiguousRun ?? 1
         if contiguousRun == nil { for n in shape { total &*= n } }
