@@ -6,7 +6,7 @@ import numpy as np
 
 from . import _engine as E
 from ._tensor import Tensor, _scalar, _shape_args
-from ._types import as_device, bfloat16, bool_, check_dtype, float32, from_numpy_dtype, int64, is_numpy_bfloat16
+from ._types import as_device, bool_, check_dtype, float32, from_numpy_dtype, int64, is_numpy_bfloat16
 
 
 def _to_numpy(data) -> np.ndarray:
@@ -25,7 +25,7 @@ def _to_numpy(data) -> np.ndarray:
 def _cast_numpy(arr: np.ndarray, target) -> np.ndarray:
     """Converts in one rounding step from the source (float64 included) to `target`."""
     if target.is_floating_point or arr.dtype.kind in "iub":
-        return arr.astype(target.numpy, copy=target is bfloat16)
+        return arr.astype(target.numpy, copy=False)
     # float -> integer/bool with the engine's cast rule: truncate toward zero, saturate,
     # NaN -> 0. Done here because the source may be float64, which the engine does not hold.
     a = arr.astype(np.float64)

@@ -201,6 +201,12 @@ class GuardSlot(c_uint64):
         return self.value
 
 
+def guard_slot():
+    """A new GuardSlot and the pointer to it that ``_guard_create`` writes through."""
+    slot = GuardSlot()
+    return slot, byref(slot)
+
+
 def guard_create(device: int, enabled: int, dtype: int, slot: GuardSlot | None = None) -> int:
     out = GuardSlot() if slot is None else slot
     rc = _guard_create(device, enabled, dtype, byref(out))

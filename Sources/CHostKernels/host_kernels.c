@@ -198,7 +198,6 @@ __attribute__((constructor)) static void watch_forks(void) { pthread_atfork(0, 0
 
 unsigned long lucid_host_forks(void) { return forks; }
 
-
 #if defined(__linux__)
 // libgomp's own entry points, found in the copy already loaded (by oneDNN): GOMP_parallel is
 // what GCC compiles `#pragma omp parallel` into.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import _thread
 import enum
 import functools
-from ctypes import byref
 
 import numpy as np
 
@@ -42,20 +41,15 @@ class _ThreadEntries:
     ``cache_enabled``, the cache switch it replaced (else None). The AMP state itself lives
     in the engine; this is only what Python must release.
 
-    Slots are reused: `free` holds the ``(slot, byref(slot))`` pairs of entries left
-    normally. A reused slot still holds the handle of an entry already left, which the
-    engine never hands out again."""
+    Slots are reused: `free` holds the ``(slot, pointer)`` pairs (from ``E.guard_slot()``)
+    of entries left normally. A reused slot still holds the handle of an entry already left,
+    which the engine never hands out again."""
 
     __slots__ = ("entries", "free")
 
     def __init__(self):
         self.entries = []
         self.free = []
-
-
-def _new_slot():
-    slot = E.GuardSlot()
-    return slot, byref(slot)
 
 
 _threads = _thread._local()
@@ -262,7 +256,7 @@ class autocast(metaclass=_AutocastType):
         try:
             pair = here.free.pop()
         except IndexError:
-            pair = _new_slot()
+            pair = E.guard_slot()
         slot, ref = pair
         device, enabled, dtype = self._codes
         try:
