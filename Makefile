@@ -26,7 +26,7 @@ endif
 SWIFT_FLAGS = $(shell $(PY) lucid/_native.py swift-flags)
 SWIFT_RELEASE_FLAGS = $(shell $(PY) lucid/_native.py swift-flags --release)
 
-.PHONY: build engine abi demo test test-distributed swift-test py-test check-sanitize check-wheel metal-emulated check-metal reliability bench clean
+.PHONY: build engine abi demo test test-distributed swift-test py-test check-sanitize check-wheel metal-emulated check-metal check-apple reliability bench clean
 
 ## build: .venv with lucid's dependencies (OpenBLAS and oneDNN among them on Linux), the
 ## engine in release mode, and lucid installed into .venv (editable)
@@ -120,7 +120,13 @@ metal-emulated: $(VENV)/.installed
 ## check-metal: the Swift tests and the Python tests with "metal" on the emulated Metal backend
 check-metal: metal-emulated
 	$(METAL_SWIFT) test $(METAL_FLAGS)
-	LUCID_ENGINE_LIBRARY=$(METAL_LIB) $(PY) -m pytest -q
+	LUCID_REQUIRE_METAL=1 LUCID_ENGINE_LIBRARY=$(METAL_LIB) $(PY) -m pytest -q
+
+## check-apple: type-checks and compiles (-c -O -wmo, arm64) CHostKernels, LucidEngine,
+## LucidCABI and the Swift tests that need no emulation against Apple's real SDK, given as
+## APPLE_SDK=<path> (tools/check-apple.sh); without one it says how to get one and passes
+check-apple:
+	APPLE_SDK='$(APPLE_SDK)' bash tools/check-apple.sh
 
 ## reliability: the reliability tests in their full form (a few minutes), then RELIABILITY.md
 ## from what they logged; `make test` runs their short form

@@ -30,7 +30,9 @@ func runOnJoinedThread<T>(_ body: @escaping () -> T) -> T {
     #else
     var tid: pthread_t? = nil
     #endif
-    let rc = pthread_create(&tid, nil, { raw in
+    let rc = pthread_create(&tid, nil, { value in
+        // Darwin passes the argument as non-optional, Glibc as optional: bind it either way.
+        let raw: UnsafeMutableRawPointer? = value
         guard let raw else { return nil }
         Unmanaged<JoinedThreadBox>.fromOpaque(raw).takeRetainedValue().body()
         return nil

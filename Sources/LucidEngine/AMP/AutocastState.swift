@@ -110,7 +110,9 @@ package enum AMPRegistry {
     /// that thread left open, so a guard that outlives its thread is merely a stale handle.
     private static let key: pthread_key_t = {
         var k = pthread_key_t()
-        pthread_key_create(&k) { raw in
+        pthread_key_create(&k) { value in
+            // Darwin passes the value as non-optional, Glibc as optional: bind it either way.
+            let raw: UnsafeMutableRawPointer? = value
             guard let raw else { return }
             AMPRegistry.threadDidEnd(Unmanaged<ThreadAMPState>.fromOpaque(raw).takeRetainedValue())
         }
