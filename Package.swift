@@ -50,7 +50,11 @@ let package = Package(
             ] + (emulateMetal ? ["Metal", "MetalPerformanceShaders", "Accelerate"] : []),
             path: "Sources/LucidEngine",
             // The kernels reach the engine as strings (MetalKernelSource.swift), not as resources.
-            exclude: ["Backends/Metal/Kernels"]
+            exclude: ["Backends/Metal/Kernels"],
+            // On macOS, MTLCreateSystemDefaultDevice gives a process a device only when
+            // CoreGraphics is linked (Apple's page for it), which a command-line process such as
+            // Python does not do by itself: the library and every Swift app that uses it link it.
+            linkerSettings: [.linkedFramework("CoreGraphics", .when(platforms: [.macOS]))]
         ),
         .target(
             name: "LucidCABI",

@@ -352,9 +352,20 @@ int32_t lucid_metal_fallback_entry(int64_t index, const char **name, int64_t *co
  * disagreed. LUCID_ERR_RUNTIME where there is no Metal backend. */
 int32_t lucid_metal_self_test(int64_t *checks, int64_t *failures);
 /* Check `index` of the last self-test run: the op (engine-owned name), the dtype code, the
- * largest relative error against the host and the tolerance it is held to. */
+ * largest relative error against the host, the tolerance it is held to, and what went wrong
+ * beyond the numbers (the kernel compiler's message for the check "compile_library"; ""
+ * otherwise; engine-owned, valid until the next self-test). */
 int32_t lucid_metal_self_test_entry(int64_t index, const char **op, int32_t *dtype, double *max_error,
-                                    double *tolerance);
+                                    double *tolerance, const char **detail);
+/* The Metal backend's counters since the process started (zero where no Metal backend
+ * serves "metal", host fallbacks aside), written to out[0..n): command buffers committed, host
+ * waits for queued GPU work, new MTLBuffers, bytes cached, host fallbacks, kernel-library
+ * compiles, and the number of kernels dispatched so far (entries for
+ * lucid_metal_dispatch_entry, as of this call). At most 7 are written. */
+int32_t lucid_metal_stats(int64_t *out, int32_t n);
+/* Dispatch entry `index` of the last lucid_metal_stats call: the kernel's name (engine-owned,
+ * valid for the process) and how many times it was dispatched. */
+int32_t lucid_metal_dispatch_entry(int64_t index, const char **kernel, int64_t *count);
 /* Receives the engine's one-time notices (e.g. the host fallback warning); NULL restores
  * the default, which writes them to standard error. Called on the thread that triggered it. */
 int32_t lucid_set_warning_handler(void (*handler)(const char *message));

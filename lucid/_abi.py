@@ -106,7 +106,9 @@ SIGNATURES = {
     "lucid_metal_fallback_entries": ([POINTER(c_int64)], c_int32),
     "lucid_metal_fallback_entry": ([c_int64, POINTER(c_char_p), POINTER(c_int64)], c_int32),
     "lucid_metal_self_test": ([POINTER(c_int64), POINTER(c_int64)], c_int32),
-    "lucid_metal_self_test_entry": ([c_int64, POINTER(c_char_p), POINTER(c_int32), POINTER(c_double), POINTER(c_double)], c_int32),
+    "lucid_metal_self_test_entry": ([c_int64, POINTER(c_char_p), POINTER(c_int32), POINTER(c_double), POINTER(c_double), POINTER(c_char_p)], c_int32),
+    "lucid_metal_stats": ([POINTER(c_int64), c_int32], c_int32),
+    "lucid_metal_dispatch_entry": ([c_int64, POINTER(c_char_p), POINTER(c_int64)], c_int32),
     "lucid_set_warning_handler": ([c_void_p], c_int32),
 }
 
@@ -172,6 +174,7 @@ UNCONVERTED = frozenset({
     "lucid_metal_synchronize",
     "lucid_metal_fallback_entries",
     "lucid_metal_self_test",
+    "lucid_metal_stats",
 })
 
 # Every enum of the header, by name: {constant: value}.

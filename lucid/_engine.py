@@ -332,13 +332,34 @@ def metal_self_test() -> list:
     if rc:
         _raise(rc)
     report = []
-    op, dtype, err, tol = c_char_p(), c_int32(), c_double(), c_double()
+    op, dtype, err, tol, detail = c_char_p(), c_int32(), c_double(), c_double(), c_char_p()
     for i in range(checks.value):
-        rc = _lib.lucid_metal_self_test_entry(i, byref(op), byref(dtype), byref(err), byref(tol))
+        rc = _lib.lucid_metal_self_test_entry(i, byref(op), byref(dtype), byref(err), byref(tol), byref(detail))
         if rc:
             _raise(rc)
-        report.append((op.value.decode(), dtype.value, err.value, tol.value))
+        report.append((op.value.decode(), dtype.value, err.value, tol.value, detail.value.decode()))
     return report
+
+
+_METAL_STATS = ("command_buffers", "host_waits", "new_buffers", "cached_bytes", "host_fallbacks",
+                "library_compiles")
+
+
+def metal_stats() -> dict:
+    values = (c_int64 * (len(_METAL_STATS) + 1))()
+    rc = _lib.lucid_metal_stats(values, len(values))
+    if rc:
+        _raise(rc)
+    stats = dict(zip(_METAL_STATS, values))
+    dispatches = {}
+    kernel, count = c_char_p(), c_int64()
+    for i in range(values[len(_METAL_STATS)]):
+        rc = _lib.lucid_metal_dispatch_entry(i, byref(kernel), byref(count))
+        if rc:
+            _raise(rc)
+        dispatches[kernel.value.decode()] = count.value
+    stats["dispatches"] = dispatches
+    return stats
 
 
 def metal_host_fallback_counts() -> dict:

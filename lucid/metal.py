@@ -41,19 +41,49 @@ def self_test() -> list:
     warning naming the kernels) and :func:`is_available` is ``False``, so wrong GPU results
     never reach a program.
 
+    The kernels are compiled once, at first use. If they do not compile, the backend warns
+    once with the compiler's message, ``"metal"`` stays on the host fallback, and the report
+    is one failed check, ``"compile_library"``, whose ``detail`` is that message.
+
     Returns
     -------
     list of dict
         One per check: ``op`` (``"add"``, ``"exp_backward"``, ``"matmul"``, ...), ``dtype``,
-        ``max_error`` (largest ``|metal - cpu| / (1 + |cpu|)``), ``tolerance`` and ``passed``.
+        ``max_error`` (largest ``|metal - cpu| / (1 + |cpu|)``), ``tolerance``, ``passed``
+        and ``detail`` (what went wrong beyond the numbers; ``""`` otherwise).
 
     Raises
     ------
     RuntimeError
         Where there is no Metal backend (Linux, or a Mac without a Metal device).
     """
-    return [{"op": op, "dtype": dtype_from_code(code), "max_error": err, "tolerance": tol, "passed": err <= tol}
-            for op, code, err, tol in E.metal_self_test()]
+    return [{"op": op, "dtype": dtype_from_code(code), "max_error": err, "tolerance": tol, "passed": err <= tol,
+             "detail": detail}
+            for op, code, err, tol, detail in E.metal_self_test()]
+
+
+def stats() -> dict:
+    """What the ``"metal"`` backend has done since the process started.
+
+    Read it before and after a piece of a program and compare: a steady-state training step
+    on the Metal backend commits its work without waiting and reuses freed buffers, so its
+    ``host_waits`` come only from the program's own reads (``.item()``, ``.numpy()``) and
+    its ``new_buffers`` stay at zero.
+
+    Returns
+    -------
+    dict
+        ``command_buffers`` (committed), ``host_waits`` (times the host waited for queued GPU
+        work: a read, a host kernel, :func:`synchronize`), ``dispatches`` (a dict from kernel
+        name to count; a Metal Performance Shaders product is ``"mps_matmul"``),
+        ``new_buffers`` (``MTLBuffer`` objects made rather than taken from the cache),
+        ``cached_bytes`` (freed buffers held for reuse), ``host_fallbacks`` (ops that ran on
+        the host kernels, as in :func:`host_fallback_counts`) and ``library_compiles`` (1
+        once the kernels have been compiled, whether or not that succeeded; never more).
+        Where no Metal backend serves ``"metal"`` (Linux, CI) every count but
+        ``host_fallbacks`` is zero.
+    """
+    return E.metal_stats()
 
 
 def host_fallback_counts() -> dict:
@@ -74,4 +104,4 @@ def host_fallback_counts() -> dict:
     return E.metal_host_fallback_counts()
 
 
-__all__ = ["is_available", "synchronize", "self_test", "host_fallback_counts", "MetalFallbackWarning"]
+__all__ = ["is_available", "synchronize", "self_test", "stats", "host_fallback_counts", "MetalFallbackWarning"]

@@ -178,8 +178,43 @@ def test_gather_and_its_gradient_scatter_add_run_on_the_gpu(dtype):
         tol = 1e-6 if dtype == lucid.float32 else 1e-2
         np.testing.assert_allclose(x.grad.float().numpy(), want, rtol=tol, atol=tol)
     assert not {"gather", "scatter_add"} & set(counts), counts
-    with pytest.raises(IndexError, match="index 6 is out of bounds"):
-        lucid.gather(x, 1, metal(np.array([[[0], [6]]] * 5)))
+
+
+def test_an_index_out_of_range_on_the_gpu_is_raised_at_the_next_read():
+    # As with asynchronous CUDA errors: the op returns, and the program's next synchronisation
+    # (a read, lucid.metal.synchronize()) raises, naming the op and the first bad index.
+    x = metal(RNG.standard_normal((5, 6, 7)).astype(np.float32))
+    lucid.metal.synchronize()
+    waits = lucid.metal.stats()["host_waits"]
+    y = lucid.gather(x, 1, metal(np.array([[[0], [6], [-7]]] * 5)))
+    z = lucid.index_select(x, 2, metal(np.array([1, 9])))
+    assert lucid.metal.stats()["host_waits"] == waits  # the checks did not wait
+    other = metal(np.arange(4.0, dtype=np.float32)) * 2
+    with pytest.raises(IndexError, match=r"^gather: index 6 is out of bounds for dimension 1 with size 6"):
+        other.numpy()
+    np.testing.assert_array_equal(other.numpy(), np.arange(4.0) * 2)  # raised once; the rest goes on
+    del y, z
+    lucid.index_select(x, 2, metal(np.array([1, 9])))
+    with pytest.raises(IndexError, match=r"index_select: index 9 is out of bounds for dimension 2 with size 7"):
+        lucid.metal.synchronize()
+    lucid.metal.synchronize()
+
+
+AT_ONCE = """
+import numpy as np
+import lucid
+x = lucid.tensor(np.zeros((3, 4), np.float32), device="metal")
+try:
+    lucid.gather(x, 1, lucid.tensor(np.array([[0], [4], [1]]), device="metal"))
+    print("no error")
+except IndexError as e:
+    print("IndexError", e)
+"""
+
+
+def test_lucid_metal_sync_raises_an_index_out_of_range_at_the_op():
+    (line,) = _run_emulated(AT_ONCE, LUCID_METAL_SYNC="1")
+    assert line == "IndexError gather: index 4 is out of bounds for dimension 1 with size 4", line
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -395,6 +430,20 @@ def test_the_self_test_passes_and_checks_every_gpu_kernel():
     assert all(0 <= c["max_error"] <= c["tolerance"] for c in report)
 
 
+def _run_emulated(code, **env):
+    """Runs `code` in a fresh interpreter on the emulated GPU with `env` set; its stdout lines."""
+    import os
+    import subprocess
+    import sys
+    from lucid import _engine
+    if "metal-emulated" not in str(_engine._find_library()):
+        pytest.skip("the fault is injected through the emulated GPU of the check build")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, **env}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip().splitlines()
+
+
 SELF_TEST_FAULT = """
 import warnings
 with warnings.catch_warnings(record=True) as caught:
@@ -413,21 +462,155 @@ print(sorted({c["op"] for c in lucid.metal.self_test() if not c["passed"]}))
 def test_a_gpu_that_computes_wrong_results_is_not_used():
     # The emulated GPU skips the float32 binary kernel: its outputs stay unwritten, as a
     # broken kernel's would. The self-test must catch it before "metal" is served.
-    import os
-    import subprocess
-    import sys
-    from lucid import _engine
-    if "metal-emulated" not in str(_engine._find_library()):
-        pytest.skip("the fault is injected through the emulated GPU of the check build")
-    env = {**os.environ, "LUCID_METAL_EMULATION_FAULT": "binary_float32"}
-    r = subprocess.run([sys.executable, "-c", SELF_TEST_FAULT], capture_output=True, text=True, env=env, timeout=120)
-    assert r.returncode == 0, r.stderr
-    count, message, values, failed = r.stdout.strip().splitlines()
-    assert count == "1", r.stdout
+    count, message, values, failed = _run_emulated(SELF_TEST_FAULT, LUCID_METAL_EMULATION_FAULT="binary_float32")
+    assert count == "1", message
     assert "self-test found kernels that disagree" in message and "add (float32)" in message, message
     assert "host fallback" in message
     assert values == "[3.0, -4.0, 8.0] False {}", values  # right values, from the host fallback
     assert failed == "['add', 'div', 'maximum', 'minimum', 'mul', 'pow', 'sub']", failed
+
+
+COMPILE_FAULT = """
+import warnings
+import numpy as np
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import lucid
+    x = lucid.tensor([1.5, -2.0, 4.0], device="metal")
+    values = [((x + x) * x).numpy().tolist() for _ in range(20)]
+    m = lucid.tensor(np.eye(20, dtype=np.float32), device="metal")
+    (m @ m).numpy()
+messages = [str(w.message) for w in caught]
+report = lucid.metal.self_test()
+print(len(messages))
+print(messages[0].replace(chr(10), " ") if messages else "")
+print(values[0], values[-1], lucid.metal.is_available())
+print([(c["op"], c["passed"]) for c in report])
+print(report[0]["detail"].replace(chr(10), " "))
+print(lucid.metal.stats()["library_compiles"])
+"""
+
+
+def test_kernels_that_do_not_compile_warn_once_with_the_compilers_message():
+    # The emulated compiler refuses the kernel source: lucid must compile once, keep the
+    # compiler's message, warn with it once, and serve "metal" on the host fallback.
+    count, message, values, report, detail, compiles = _run_emulated(COMPILE_FAULT, LUCID_METAL_EMULATION_FAULT="compile")
+    assert count == "1", message
+    assert "did not compile" in message and "injected by LUCID_METAL_EMULATION_FAULT=compile" in message, message
+    assert values == "[4.5, 8.0, 32.0] [4.5, 8.0, 32.0] False", values
+    assert report == "[('compile_library', False)]", report
+    assert "program_source:1:1: error: injected" in detail, detail
+    assert compiles == "1"
+
+
+FEW_THREADS = """
+import numpy as np
+import lucid
+rng = np.random.default_rng(0)
+a = rng.standard_normal((3, 40, 24)).astype(np.float16)
+b = rng.standard_normal((3, 24, 33)).astype(np.float16)
+ma, mb = lucid.tensor(a, device="metal"), lucid.tensor(b, device="metal")  # after the self-test
+before = lucid.metal.stats()["dispatches"]
+got = (ma @ mb).float().numpy()
+after = lucid.metal.stats()["dispatches"]
+want = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16).astype(np.float32)
+print(float(np.abs(got - want).max()))
+print(sorted(k for k in after if after[k] != before.get(k, 0) and k.startswith("gemm")))
+print(lucid.metal.is_available())
+"""
+
+
+def test_products_on_a_pipeline_that_allows_fewer_than_256_threads_stay_right():
+    # The tiled product needs 16 × 16 threads per threadgroup; a pipeline that allows fewer
+    # must not run it with fewer (each output tile would be half computed).
+    err, kernels, available = _run_emulated(FEW_THREADS, LUCID_METAL_EMULATION_MAX_THREADS="128")
+    assert float(err) <= 0.02, err
+    assert kernels == "['gemm_float16']", kernels
+    assert available == "True"
+
+
+# ---- the command queue: commits without waiting, buffers back from completion handlers -----
+
+def _delta(before, after):
+    return {k: after[k] - before[k] for k in before if k != "dispatches"}
+
+
+def test_the_kernel_library_is_compiled_once():
+    x = metal(RNG.standard_normal(64).astype(np.float32))
+    for _ in range(3):
+        ((x * 2).exp() @ x).numpy()
+    assert lucid.metal.stats()["library_compiles"] == 1
+
+
+def test_queued_work_is_committed_without_waiting_and_a_read_waits_once():
+    x = metal(RNG.standard_normal(1000).astype(np.float32))
+    y = x
+    lucid.metal.synchronize()
+    before = lucid.metal.stats()
+    for _ in range(200):
+        y = y * 0.5 + x
+    during = lucid.metal.stats()
+    result = y.numpy()
+    after = lucid.metal.stats()
+    d = _delta(before, during)
+    assert d["host_waits"] == 0, d
+    assert d["command_buffers"] >= 400 // 32, d  # committed along the way, not at the read
+    assert sum(during["dispatches"].values()) - sum(before["dispatches"].values()) == 400
+    assert _delta(during, after)["host_waits"] == 1
+    want = x.numpy()
+    expect = want.copy()
+    for _ in range(200):
+        expect = (expect * np.float32(0.5)).astype(np.float32) + want
+    np.testing.assert_allclose(result, expect, rtol=1e-5, atol=1e-5)
+
+
+def test_a_loop_that_never_reads_keeps_memory_bounded():
+    w = metal(RNG.standard_normal((32, 32)).astype(np.float32) * 0.1)
+    x = metal(RNG.standard_normal((8, 32)).astype(np.float32))
+    for _ in range(300):  # fill the cache with what a window of queued work holds
+        y = (x @ w).tanh()
+    lucid.metal.synchronize()
+    before = lucid.metal.stats()
+    for _ in range(10_000):
+        y = (x @ w).tanh()
+    after = lucid.metal.stats()
+    d = _delta(before, after)
+    assert d["new_buffers"] == 0, d
+    assert d["host_waits"] == 0, d
+    assert after["cached_bytes"] <= before["cached_bytes"] + (1 << 20), (before, after)
+    np.testing.assert_allclose(y.numpy(), np.tanh(x.numpy() @ w.numpy()), rtol=1e-5, atol=1e-6)
+
+
+def test_a_steady_state_training_step_makes_no_buffers_and_never_waits():
+    # An embedding and a cross-entropy loss: both gather, and neither waits for its index check.
+    lucid.manual_seed(0)
+    model = lucid.nn.Sequential(lucid.nn.Embedding(50, 16), lucid.nn.Linear(16, 32), lucid.nn.ReLU(),
+                                lucid.nn.Linear(32, 10)).to("metal")
+    opt = lucid.optim.Adam(model.parameters(), lr=1e-3)
+    tokens = metal(RNG.integers(0, 50, 8))
+    target = metal(RNG.integers(0, 10, 8))
+
+    def step():
+        opt.zero_grad()
+        loss = lucid.nn.functional.cross_entropy(model(tokens), target)
+        loss.backward()
+        opt.step()
+        return loss
+
+    # A step is about 63 dispatches and a command buffer 32, so a step starts at each place
+    # of a command buffer within 32 steps: the cache then holds what every one needs.
+    for _ in range(40):
+        loss = step()
+    lucid.metal.synchronize()
+    before = lucid.metal.stats()
+    for _ in range(40):
+        loss = step()
+    after = lucid.metal.stats()
+    d = _delta(before, after)
+    assert d["new_buffers"] == 0, d
+    assert d["host_waits"] == 0, d
+    assert d["host_fallbacks"] == 0, d
+    assert np.isfinite(loss.item())
 
 
 # ---- optimizers --------------------------------------------------------------------------

@@ -126,3 +126,14 @@ def test_synchronize_on_the_fallback_returns_and_without_it_is_a_clear_error():
 def test_self_test_without_a_metal_backend_is_a_clear_error():
     with pytest.raises(RuntimeError, match="self_test: .*no Metal backend"):
         lucid.metal.self_test()
+
+
+def test_stats_on_the_fallback_count_only_host_fallbacks():
+    x = lucid.tensor([1.0, 2.0], device="metal")
+    (x * 3).numpy()
+    s = lucid.metal.stats()
+    assert set(s) == {"command_buffers", "host_waits", "dispatches", "new_buffers", "cached_bytes",
+                      "host_fallbacks", "library_compiles"}
+    assert s["dispatches"] == {}
+    assert [s[k] for k in ("command_buffers", "host_waits", "new_buffers", "cached_bytes", "library_compiles")] == [0] * 5
+    assert s["host_fallbacks"] == sum(lucid.metal.host_fallback_counts().values())

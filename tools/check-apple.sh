@@ -69,8 +69,15 @@ step() {  # step NAME COMMAND...: runs one compile, keeps its log, counts its er
     echo "check-apple: $name: 0 errors"
   else
     status=1
-    echo "check-apple: $name: $(grep -c ' error: ' "$log" || true) errors (first ones below; all in $log)"
-    grep -m 10 ' error: ' "$log" || tail -n 20 "$log"
+    local errors
+    errors=$(grep -c ' error: ' "$log" || true)
+    if [[ $errors == 0 ]]; then
+      echo "check-apple: $name: the compiler failed without an error line (a crash?); the end of $log:"
+      tail -n 20 "$log"
+    else
+      echo "check-apple: $name: $errors errors (first ones below; all in $log)"
+      grep -m 10 ' error: ' "$log"
+    fi
   fi
 }
 

@@ -278,21 +278,62 @@ public func lucid_metal_self_test(_ checks: UnsafeMutablePointer<Int64>?, _ fail
 @_cdecl("lucid_metal_self_test_entry")
 public func lucid_metal_self_test_entry(_ index: Int64, _ op: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
                                         _ dtype: UnsafeMutablePointer<Int32>?, _ maxError: UnsafeMutablePointer<Double>?,
-                                        _ tolerance: UnsafeMutablePointer<Double>?) -> Int32 {
+                                        _ tolerance: UnsafeMutablePointer<Double>?,
+                                        _ detail: UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Int32 {
     abiCall {
-        guard let op, let dtype, let maxError, let tolerance else {
-            throw LucidError(.value, "op, dtype, max_error or tolerance pointer is null")
+        guard let op, let dtype, let maxError, let tolerance, let detail else {
+            throw LucidError(.value, "op, dtype, max_error, tolerance or detail pointer is null")
         }
         let checks = lastSelfTest.lock.withLock { lastSelfTest.checks }
         guard index >= 0, index < Int64(checks.count) else {
             throw LucidError(.index, "self-test entry \(index) is out of range 0..<\(checks.count) (run lucid_metal_self_test first)")
         }
         let c = checks[Int(index)]
-        guard let name = opNameStrings.cString(c.op) else { throw LucidError(.runtime, "out of memory copying '\(c.op)'") }
+        guard let name = opNameStrings.cString(c.op), let text = opNameStrings.cString(c.detail) else {
+            throw LucidError(.runtime, "out of memory copying '\(c.op)'")
+        }
         op.pointee = name
         dtype.pointee = c.dtype.rawValue
         maxError.pointee = c.maxError
         tolerance.pointee = c.tolerance
+        detail.pointee = text
+    }
+}
+
+/// The dispatch counts of the last `lucid_metal_stats` call, by kernel name.
+private let lastDispatches = DispatchRecord()
+
+private final class DispatchRecord: @unchecked Sendable {
+    let lock = Lock()
+    var entries: [(kernel: String, count: Int)] = []
+}
+
+@_cdecl("lucid_metal_stats")
+public func lucid_metal_stats(_ out: UnsafeMutablePointer<Int64>?, _ n: Int32) -> Int32 {
+    abiCall {
+        guard let out else { throw LucidError(.value, "out pointer is null") }
+        guard n >= 0 else { throw LucidError(.value, "negative length \(n)") }
+        let s = Metal.stats
+        let entries = s.dispatches.sorted { $0.key < $1.key }.map { (kernel: $0.key, count: $0.value) }
+        lastDispatches.lock.withLock { lastDispatches.entries = entries }
+        let values = [s.commandBuffers, s.hostWaits, s.newBuffers, s.cachedBytes, s.hostFallbacks, s.libraryCompiles, entries.count]
+        for (i, v) in values.prefix(Int(n)).enumerated() { out[i] = Int64(v) }
+    }
+}
+
+@_cdecl("lucid_metal_dispatch_entry")
+public func lucid_metal_dispatch_entry(_ index: Int64, _ kernel: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
+                                       _ count: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall {
+        guard let kernel, let count else { throw LucidError(.value, "kernel or count pointer is null") }
+        let entries = lastDispatches.lock.withLock { lastDispatches.entries }
+        guard index >= 0, index < Int64(entries.count) else {
+            throw LucidError(.index, "dispatch entry \(index) is out of range 0..<\(entries.count) (call lucid_metal_stats first)")
+        }
+        let e = entries[Int(index)]
+        guard let name = opNameStrings.cString(e.kernel) else { throw LucidError(.runtime, "out of memory copying '\(e.kernel)'") }
+        kernel.pointee = name
+        count.pointee = Int64(e.count)
     }
 }
 

@@ -7,8 +7,39 @@ public enum Metal {
     /// Waits until every kernel queued on "metal" has finished (the Metal backend commits its
     /// open command buffer). Values are synchronised on their own whenever the host reads them;
     /// this is for timing and for handing buffers to other code. Nothing to do elsewhere.
+    /// An index out of range that a kernel found on the GPU is raised here, or at whichever
+    /// read comes first (set LUCID_METAL_SYNC=1 to have it raised by the op itself).
     public static func synchronize() throws {
-        try Backends.backend(for: .metal).synchronize()
+        let backend = try Backends.backend(for: .metal)
+        backend.synchronize()
+        if let error = backend.takeDeferredError() { throw error }
+    }
+
+    /// What the Metal backend has done since the process started: command buffers committed,
+    /// host waits for GPU work, dispatches per kernel, new `MTLBuffer`s, bytes cached, host
+    /// fallbacks and kernel-library compiles. All zero where no Metal backend serves "metal".
+    public struct Stats: Sendable, Equatable {
+        /// Command buffers committed.
+        public var commandBuffers = 0
+        /// Times the host waited for queued GPU work (a read, a host kernel, a synchronize).
+        public var hostWaits = 0
+        /// Dispatches by kernel name (a Metal Performance Shaders product as "mps_matmul").
+        public var dispatches: [String: Int] = [:]
+        /// `MTLBuffer`s made rather than served from the cache.
+        public var newBuffers = 0
+        /// Bytes of freed buffers held for reuse.
+        public var cachedBytes = 0
+        /// Ops that ran on the host kernels over the device's memory.
+        public var hostFallbacks = 0
+        /// Attempts to compile the kernel library: 1 once it has been used, compiled or not.
+        public var libraryCompiles = 0
+    }
+
+    public static var stats: Stats {
+#if canImport(Metal) && !LUCID_NO_METAL
+        if let m = Backends.metalBackend { return m.stats }
+#endif
+        return Stats(hostFallbacks: HostKernelFallbacks.total)
     }
 
     /// One check of the Metal backend's self-test: a kernel on small inputs against the host.
@@ -18,6 +49,8 @@ public enum Metal {
         /// Largest |metal − host| / (1 + |host|) over the outputs.
         public let maxError: Double
         public let tolerance: Double
+        /// What went wrong beyond the numbers (the kernel compiler's message); empty otherwise.
+        public let detail: String
         public var passed: Bool { maxError <= tolerance }
     }
 
@@ -31,7 +64,7 @@ public enum Metal {
             throw LucidError.runtime("self_test: Metal is not available on this machine (no Metal device)")
         }
         return MetalSelfTest.run(m).map {
-            SelfTestCheck(op: $0.op, dtype: $0.dtype, maxError: $0.maxError, tolerance: $0.tolerance)
+            SelfTestCheck(op: $0.op, dtype: $0.dtype, maxError: $0.maxError, tolerance: $0.tolerance, detail: $0.detail)
         }
 #else
         throw LucidError.runtime("self_test: this build of lucid has no Metal backend (Metal is not available on this platform)")

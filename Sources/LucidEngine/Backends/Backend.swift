@@ -131,6 +131,10 @@ protocol Backend: AnyObject, Sendable {
     func write(_ bytes: UnsafeRawBufferPointer, into dst: TensorImpl)
     /// Copies a contiguous tensor of this backend out to host memory (synchronising first).
     func read(_ src: TensorImpl, into bytes: UnsafeMutableRawBufferPointer)
+    /// An error a kernel found on the device in work that has completed (an index out of
+    /// range), taken once, for the program's next synchronisation to raise; nil for backends
+    /// that report at the op.
+    func takeDeferredError() -> LucidError?
 
     func fill(_ out: TensorImpl, with value: Scalar)
     /// Strided copy with dtype conversion (`src` and `dst` have one shape).
@@ -149,6 +153,14 @@ protocol Backend: AnyObject, Sendable {
 }
 
 extension Backend {
+    func takeDeferredError() -> LucidError? { nil }
+
+    /// `read`, then the deferred error it brought to light, if any.
+    func readChecked(_ src: TensorImpl, into bytes: UnsafeMutableRawBufferPointer) throws {
+        read(src, into: bytes)
+        if let error = takeDeferredError() { throw error }
+    }
+
     var elementwiseKernels: (any ElementwiseKernels)? { nil }
     var reductionKernels: (any ReductionKernels)? { nil }
     var matmulKernels: (any MatmulKernels)? { nil }
@@ -353,9 +365,12 @@ protocol AttentionKernels: AnyObject, Sendable {
 /// Gathers, scatters and the positions of true elements.
 protocol IndexingKernels: AnyObject, Sendable {
     /// `out[i] = a[i with dimension dim replaced by index[i]]` (torch.gather); `index` is int64
-    /// with out's shape, no larger than `a` in the other dimensions. Returns the first index
-    /// outside `0..<a.shape[dim]` (writing nothing meaningful), or nil.
-    func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl) -> Int64?
+    /// with out's shape, no larger than `a` in the other dimensions. An index outside
+    /// `0..<a.shape[dim]` (out then holds nothing meaningful) is reported as
+    /// `outOfRange(the first such index)`: thrown here, or, by a backend that checks on its
+    /// device, at its next synchronisation (`takeDeferredError`).
+    func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl,
+                outOfRange: @escaping @Sendable (Int64) -> LucidError) throws
     /// `out[i with dim replaced by index[i]] += src[i]`, accumulated in float32 (int64 for
     /// integers); `out` is contiguous and zeroed here first. Indices have been checked.
     func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl)
@@ -396,6 +411,7 @@ enum Backends {
     private static let metal: Result<any Backend, LucidError> = {
 #if canImport(Metal) && !LUCID_NO_METAL
         if let m = metalBackend {
+            if let message = m.libraryError { return HostFallback.make(because: message) }
             let failed = MetalSelfTest.run(m).filter { !$0.passed }
             if failed.isEmpty { return .success(m) }
             let names = failed.prefix(8).map { "\($0.op) (\($0.dtype.name))" }.joined(separator: ", ")

@@ -13,6 +13,9 @@ package enum HostKernelFallbacks {
         }
     }
 
+    /// How many times any op has fallen back so far.
+    package static var total: Int { lock.withLock { counts.values.reduce(0, +) } }
+
     /// How many ops have fallen back so far (each counted once, whatever its count).
     package static var entryCount: Int { lock.withLock { order.count } }
 

@@ -12,7 +12,7 @@ package enum Conversion {
             let out = try TensorImpl.empty(src.shape, dtype: src.dtype, on: target)
             let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: max(src.numel * src.dtype.itemSize, 1), alignment: 64)
             defer { bytes.deallocate() }
-            src.backend.read(src, into: bytes)
+            try src.backend.readChecked(src, into: bytes)
             target.write(UnsafeRawBufferPointer(bytes), into: out)
             let source = t.device
             t = Autograd.record(out, Autograd.name(to), [src]) { g in [try Conversion.to(g, dtype: nil, device: source)] }
@@ -41,6 +41,6 @@ package enum Conversion {
         }
         if need > 0 && bytes.baseAddress == nil { throw LucidError.value("output pointer is null") }
         let src = try Ops.contiguous(a)
-        src.backend.read(src, into: bytes)
+        try src.backend.readChecked(src, into: bytes)
     }
 }

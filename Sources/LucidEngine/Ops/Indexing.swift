@@ -33,8 +33,9 @@ package enum Indexing {
             throw LucidError.value("gather: index shape \(index.shape) is larger than the input shape \(a.shape) in dimension \(d)")
         }
         let out = try TensorImpl.empty(ix.shape, dtype: x.dtype, on: x.backend)
-        if let bad = out.indexing("gather").gather(x, dim: axis, index: ix, into: out) {
-            throw LucidError.index("gather: index \(bad) is out of bounds for dimension \(axis) with size \(x.shape[axis])")
+        let size = x.shape[axis]
+        try out.indexing("gather").gather(x, dim: axis, index: ix, into: out) {
+            LucidError.index("gather: index \($0) is out of bounds for dimension \(axis) with size \(size)")
         }
         let result = idx.ndim == 0 ? out.view(shape: [], strides: []) : out
         let xShape = x.shape, aShape = a.shape
@@ -68,8 +69,9 @@ package enum Indexing {
         strides[axis] = idx.ndim == 0 ? 0 : idx.strides[0]
         let spread = idx.view(shape: shape, strides: strides)
         let out = try TensorImpl.empty(shape, dtype: x.dtype, on: x.backend)
-        if let bad = out.indexing("gather").gather(x, dim: axis, index: spread, into: out) {
-            throw LucidError.index("index_select: index \(bad) is out of bounds for dimension \(axis) with size \(x.shape[axis])")
+        let size = x.shape[axis]
+        try out.indexing("gather").gather(x, dim: axis, index: spread, into: out) {
+            LucidError.index("index_select: index \($0) is out of bounds for dimension \(axis) with size \(size)")
         }
         let result = a.ndim == 0 ? out.view(shape: [], strides: []) : out
         let xShape = x.shape, aShape = a.shape

@@ -20,13 +20,20 @@ import MSLKernels
 import Glibc
 #endif
 
-/// Faults a test can ask the emulated GPU for, to see that lucid notices a GPU that computes
-/// wrong results: LUCID_METAL_EMULATION_FAULT names kernels (comma-separated) whose dispatches
-/// do nothing, leaving their outputs unwritten.
+/// Faults a test can ask the emulated GPU for, to see that lucid notices them:
+/// LUCID_METAL_EMULATION_FAULT names kernels (comma-separated) whose dispatches do nothing,
+/// leaving their outputs unwritten, and `compile` makes every kernel source fail to compile.
+/// LUCID_METAL_EMULATION_MAX_THREADS lowers every pipeline's maxTotalThreadsPerThreadgroup
+/// (Apple's GPUs give less than 1024 to a kernel that uses many registers).
 enum EmulationFaults {
     static let skipped: Set<String> = {
         guard let raw = getenv("LUCID_METAL_EMULATION_FAULT") else { return [] }
         return Set(String(cString: raw).split(separator: ",").map(String.init))
+    }()
+    static var compileFails: Bool { skipped.contains("compile") }
+    static let maxThreads: Int = {
+        guard let raw = getenv("LUCID_METAL_EMULATION_MAX_THREADS"), let n = Int(String(cString: raw)), n > 0 else { return 1024 }
+        return min(n, 1024)
     }()
 }
 
@@ -135,12 +142,17 @@ public protocol MTLComputeCommandEncoder: MTLCommandEncoder {
     func dispatchThreadgroups(_ threadgroupsPerGrid: MTLSize, threadsPerThreadgroup: MTLSize)
 }
 
+// documentation/metal/mtlcommandbufferhandler
+public typealias MTLCommandBufferHandler = @Sendable (any MTLCommandBuffer) -> Void
+
 // documentation/metal/mtlcommandbuffer
 public protocol MTLCommandBuffer: AnyObject {
     var status: MTLCommandBufferStatus { get }
     var error: (any Error)? { get }
     // documentation/metal/mtlcommandbuffer/makecomputecommandencoder()
     func makeComputeCommandEncoder() -> (any MTLComputeCommandEncoder)?
+    // documentation/metal/mtlcommandbuffer/addcompletedhandler(_:)
+    func addCompletedHandler(_ block: @escaping MTLCommandBufferHandler)
     // documentation/metal/mtlcommandbuffer/commit()
     func commit()
     // documentation/metal/mtlcommandbuffer/waituntilcompleted()
@@ -205,6 +217,12 @@ final class EmulatedDevice: MTLDevice, @unchecked Sendable {
     func makeLibrary(source: String, options: MTLCompileOptions?) throws -> any MTLLibrary {
         guard let options, !options.fastMathEnabled else {
             throw MTLEmulationError(description: "lucid's kernels must be compiled with fastMathEnabled = false (IEEE NaN and infinity handling)")
+        }
+        guard options.languageVersion == .version3_1 else {
+            throw MTLEmulationError(description: "lucid's kernels use bfloat, which needs languageVersion = .version3_1")
+        }
+        if EmulationFaults.compileFails {
+            throw MTLEmulationError(description: "Compilation failed: \n\nprogram_source:1:1: error: injected by LUCID_METAL_EMULATION_FAULT=compile")
         }
         let hash = source.utf8.withContiguousStorageIfAvailable { lucid_msl_hash($0.baseAddress, $0.count) }
             ?? Array(source.utf8).withUnsafeBytes { lucid_msl_hash($0.baseAddress, $0.count) }
@@ -301,7 +319,7 @@ final class EmulatedLibrary: MTLLibrary {
 
 final class EmulatedPipeline: MTLComputePipelineState {
     let kernel: UnsafePointer<lucid_msl_kernel>
-    let maxTotalThreadsPerThreadgroup = 1024
+    let maxTotalThreadsPerThreadgroup = EmulationFaults.maxThreads
     let threadExecutionWidth = 32
     init(kernel: UnsafePointer<lucid_msl_kernel>) { self.kernel = kernel }
 }
@@ -319,6 +337,7 @@ public final class EmulatedCommandBuffer: MTLCommandBuffer {
     public private(set) var status = MTLCommandBufferStatus.notEnqueued
     public private(set) var error: (any Error)?
     private var commands: [any EmulatedCommand] = []
+    private var completedHandlers: [MTLCommandBufferHandler] = []
     private var written: [EmulatedBuffer] = []
     private var retained: [EmulatedBuffer] = []
     private var openEncoder: EmulatedComputeEncoder?
@@ -360,6 +379,13 @@ public final class EmulatedCommandBuffer: MTLCommandBuffer {
         openEncoder = nil
     }
 
+    public func addCompletedHandler(_ block: @escaping MTLCommandBufferHandler) {
+        if status != .notEnqueued { metalMisuse("addCompletedHandler(_:) after commit()") }
+        completedHandlers.append(block)
+    }
+
+    /// Runs the commands at once (the emulated GPU is done when commit returns), then the
+    /// completion handlers, in the order they were added.
     public func commit() {
         if status != .notEnqueued { metalMisuse("commit() of a command buffer that was already committed") }
         if openEncoder != nil { metalMisuse("commit() while an encoder has not ended (endEncoding())") }
@@ -376,6 +402,9 @@ public final class EmulatedCommandBuffer: MTLCommandBuffer {
         written.removeAll()
         retained.removeAll()
         commands.removeAll()
+        let handlers = completedHandlers
+        completedHandlers.removeAll()
+        for h in handlers { h(self) }
     }
 
     public func waitUntilCompleted() {

@@ -1,7 +1,8 @@
 /// Host gathers, scatter-adds and the positions of true elements.
 extension HostBackend: IndexingKernels {
-    func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl) -> Int64? {
-        dispatch(a.dtype, GatherKernel(a: a, dim: dim, index: index, out: out))
+    func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl,
+                outOfRange: @escaping @Sendable (Int64) -> LucidError) throws {
+        if let bad = dispatch(a.dtype, GatherKernel(a: a, dim: dim, index: index, out: out)) { throw outOfRange(bad) }
     }
 
     func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl) {

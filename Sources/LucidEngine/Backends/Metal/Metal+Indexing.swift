@@ -11,14 +11,15 @@ private func indexSteps(length: Int = 0, index: Int = 0, src: Int = 0, out: Int 
 extension MetalBackend: IndexingKernels {
     var indexingKernels: (any IndexingKernels)? { self }
 
-    func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl) -> Int64? {
-        guard out.numel > 0 else { return nil }
+    func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl,
+                outOfRange: @escaping @Sendable (Int64) -> LucidError) throws {
+        guard out.numel > 0 else { return }
         var zeroed = a.strides
         zeroed[dim] = 0
         guard out.dtype == a.dtype, index.dtype == .int64,
               let layout = MetalLayout(shape: index.shape, operands: [index.strides, zeroed, out.strides]),
               let bad = makeFlag() else {
-            return onHost("gather").gather(a, dim: dim, index: index, into: out)
+            return try onHost("gather").gather(a, dim: dim, index: index, into: out, outOfRange: outOfRange)
         }
         encode("gather_\(a.dtype.name)", count: layout.count) { e in
             bind(a, 0, e)
@@ -28,9 +29,23 @@ extension MetalBackend: IndexingKernels {
             setBytes(layout.words, 4, e)
             setBytes(indexSteps(src: a.strides[dim], size: a.shape[dim]), 5, e)
         }
-        guard isSet(bad) else { return nil }  // the op raises on a bad index, so it needs the answer now
-        // Which index was first is found on the host, on this error path only.
-        return Backends.host.gather(a, dim: dim, index: index, into: out)
+        // The flag is read when the command buffer completes, and a set flag raised at the
+        // program's next synchronisation, so a gather never makes the host wait; which index
+        // was first is found on the host then, on the error path only.
+        let size = a.shape[dim]
+        let check = DeferredCheck(flag: bad) {
+            let values = HostBackend.address(index).assumingMemoryBound(to: Int64.self)
+            var first: Int64 = -1
+            StridedLoop(shape: index.shape, strides: [index.strides]).forEachRun(bases: [0]) { o, n, s in
+                var i = o[0]
+                for _ in 0..<n where first == -1 {
+                    if values[i] < 0 || values[i] >= Int64(size) { first = values[i] }
+                    i &+= s[0]
+                }
+            }
+            return outOfRange(first)
+        }
+        try deferCheck(check)
     }
 
     func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl) {

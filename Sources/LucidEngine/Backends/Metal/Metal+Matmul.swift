@@ -52,7 +52,7 @@ extension MetalBackend: MatmulKernels {
             let (m, n, k) = (out.shape[1], out.shape[2], a.shape[2])
             let product = MPSMatrixMultiplication(device: gpu, transposeLeft: left.transposed, transposeRight: right.transposed,
                                                   resultRows: m, resultColumns: n, interiorColumns: k, alpha: 1, beta: 0)
-            encodeIntoCommandBuffer { cb in
+            encodeIntoCommandBuffer("mps_matmul") { cb in
                 for batch in 0..<out.shape[0] {
                     product.encode(commandBuffer: cb, leftMatrix: left.matrix(a, batch: batch),
                                    rightMatrix: right.matrix(b, batch: batch), resultMatrix: result.matrix(out, batch: batch))
@@ -67,10 +67,13 @@ extension MetalBackend: MatmulKernels {
             bind(out, 3, e)
             setBytes(gemmShape(a, b, out, bias: bias != nil), 4, e)
         }
+        // The tiled kernel needs exactly tile × tile threads per threadgroup: where its pipeline
+        // allows fewer, the product runs a thread per output instead.
         let (m, n, tile) = (out.shape[1], out.shape[2], 16)
-        if out.dtype.isFloatingPoint && m >= tile && n >= tile {
+        let tiled = "gemm_tiled_\(out.dtype.name)"
+        if out.dtype.isFloatingPoint && m >= tile && n >= tile, (maxThreadsPerThreadgroup(tiled) ?? 0) >= tile * tile {
             let tiles = out.shape[0] * ((m + tile - 1) / tile) * ((n + tile - 1) / tile)
-            encode("gemm_tiled_\(out.dtype.name)", groups: tiles, width: tile * tile, floatsPerThread: 2, bindAll)
+            encode(tiled, groups: tiles, width: tile * tile, floatsPerThread: 2, bindAll)
         } else {
             encode("gemm_\(out.dtype.name)", count: out.numel, bindAll)
         }

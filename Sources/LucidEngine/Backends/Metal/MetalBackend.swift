@@ -3,6 +3,14 @@
 // to compile on a Mac, so lucid still works there on the CPU and the host fallback.
 #if canImport(Metal) && !LUCID_NO_METAL
 import Metal
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+#if canImport(ObjectiveC)
+import Foundation
+#endif
 
 /// A tensor's memory on the GPU: an `MTLBuffer` in shared storage, which on Apple Silicon's
 /// unified memory is host memory too. Counted in `MemoryStats` under "metal"; when the tensor
@@ -80,9 +88,11 @@ struct MetalLayout {
     }
 }
 
-/// The "metal" device on Apple's GPU. Kernels are encoded into one open command buffer, which
-/// is committed only when the host needs a value (`synchronize()`: a read, a host kernel,
-/// `lucid.metal.synchronize()`), so small ops do not wait on the GPU one by one.
+/// The "metal" device on Apple's GPU. Kernels are encoded into an open command buffer, which
+/// is committed without waiting every `commitEvery` dispatches, so the GPU works while the host
+/// encodes more, and when the host needs a value (`synchronize()`: a read, a host kernel,
+/// `lucid.metal.synchronize()`), which then waits only for the work it needs. A command
+/// buffer's completion handler hands the buffers it used back to the cache.
 ///
 /// Kernel families arrive one at a time: those not here yet are declined, and the op layer
 /// runs them on the host kernels over the same shared buffers (counted in
@@ -98,10 +108,23 @@ final class MetalBackend: Backend, @unchecked Sendable {
     private let lock = Lock()
     private var commandBuffer: (any MTLCommandBuffer)?
     private var encoder: (any MTLComputeCommandEncoder)?
-    private var library: (any MTLLibrary)?
+    /// Dispatches encoded into the open command buffer.
+    private var openDispatches = 0
+    /// The kernel library: compiled once, at first use; a failure is kept with the compiler's
+    /// message, never retried.
+    private var library: Result<any MTLLibrary, LucidError>?
     private var pipelines: [String: any MTLComputePipelineState] = [:]
     /// The number of command buffers opened so far: the open one's generation.
     private(set) var generation: UInt64 = 0
+    /// Counters for `lucid.metal.stats()` (the lock held; `newBuffers` and the cache's under
+    /// the cache's lock).
+    private var counters = Metal.Stats()
+
+    /// The open command buffer is committed, without waiting, after this many dispatches. A
+    /// command queue holds at most 64 uncommitted-or-running command buffers (making one more
+    /// waits), so a loop that never reads a value keeps at most that much work and memory in
+    /// flight.
+    static let commitEvery = 32
 
     /// Freed buffers, by length, for new tensors: a buffer is reused only once every command
     /// buffer that binds it has completed, so no queued kernel sees its new contents (and a
@@ -111,7 +134,22 @@ final class MetalBackend: Backend, @unchecked Sendable {
     private var freeBuffers: [Int: [any MTLBuffer]] = [:]
     private var released: [(buffer: any MTLBuffer, lastUse: UInt64)] = []
     private var cachedBytes = 0
+    private var newBuffers = 0
+    /// The command buffers committed and not yet seen complete, oldest first, and the highest
+    /// generation known complete.
+    private var inFlight: [(generation: UInt64, buffer: any MTLCommandBuffer)] = []
     private var completed: UInt64 = 0
+    /// Messages of command buffers that failed, reported (as warnings) at the next synchronize
+    /// on a caller's thread, not on Metal's completion thread.
+    private var failures: [String] = []
+    /// Flags of queued kernels, by the generation of the command buffer that sets them, and
+    /// the checks whose flag was found set once it completed.
+    private var pendingChecks: [(generation: UInt64, check: DeferredCheck)] = []
+    private var foundErrors: [DeferredCheck] = []
+
+    /// `LUCID_METAL_SYNC=1`: a kernel's check waits for it and raises at the op, instead of at
+    /// the program's next synchronisation.
+    static let checksAtOnce: Bool = getenv("LUCID_METAL_SYNC").map { String(cString: $0) == "1" } ?? false
 
     private init(gpu: any MTLDevice, queue: any MTLCommandQueue) {
         self.gpu = gpu
@@ -120,10 +158,21 @@ final class MetalBackend: Backend, @unchecked Sendable {
 
     /// The backend of the system's default GPU, or nil where there is none.
     static func make() -> MetalBackend? {
-        guard let gpu = MTLCreateSystemDefaultDevice(), gpu.hasUnifiedMemory, let queue = gpu.makeCommandQueue() else {
+        guard let gpu = defaultDevice(), gpu.hasUnifiedMemory, let queue = gpu.makeCommandQueue() else {
             return nil
         }
         return MetalBackend(gpu: gpu, queue: queue)
+    }
+
+    /// The system's default GPU. On macOS, a process that has not linked CoreGraphics gets no
+    /// default device; the product links it, and the list of all devices is asked as well.
+    private static func defaultDevice() -> (any MTLDevice)? {
+        if let gpu = MTLCreateSystemDefaultDevice() { return gpu }
+#if os(macOS)
+        return MTLCopyAllDevices().first { $0.hasUnifiedMemory }
+#else
+        return nil
+#endif
     }
 
     // MARK: - Memory
@@ -141,6 +190,7 @@ final class MetalBackend: Backend, @unchecked Sendable {
             made = gpu.makeBuffer(length: length, options: .storageModeShared)
         }
         guard let buffer = made else { throw LucidError.runtime("metal: could not allocate a buffer of \(byteCount) bytes") }
+        cacheLock.withLock { newBuffers += 1 }
         return MetalBuffer(buffer, byteCount: byteCount, owner: self)
     }
 
@@ -179,10 +229,24 @@ final class MetalBackend: Backend, @unchecked Sendable {
     }
 
     /// Records that the command buffers up to `generation` have completed, making the buffers
-    /// they held reusable.
+    /// they held reusable. Called from their completion handlers, on any thread, and after a
+    /// wait.
     private func completed(upTo number: UInt64) {
+        // Checks that passed are dropped after the lock is left: their flags' buffers come back
+        // to the cache, which takes the lock.
+        var passed: [DeferredCheck] = []
         cacheLock.withLock {
             completed = max(completed, number)
+            while let first = inFlight.first, first.generation <= completed {
+                inFlight.removeFirst()
+                if first.buffer.status == .error {
+                    failures.append(first.buffer.error.map { "\($0)" } ?? "no error given")
+                }
+            }
+            while let first = pendingChecks.first, first.generation <= completed {
+                pendingChecks.removeFirst()
+                if first.check.isSet { foundErrors.append(first.check) } else { passed.append(first.check) }
+            }
             guard !released.isEmpty else { return }
             var waiting: [(buffer: any MTLBuffer, lastUse: UInt64)] = []
             for entry in released {
@@ -196,28 +260,55 @@ final class MetalBackend: Backend, @unchecked Sendable {
         }
     }
 
-    func synchronize() {
-        let (finished, number): ((any MTLCommandBuffer)?, UInt64) = lock.withLock {
-            encoder?.endEncoding()
-            encoder = nil
-            defer { commandBuffer = nil }
-            commandBuffer?.commit()
-            return (commandBuffer, generation)
+    /// Commits the open command buffer without waiting (the lock held). Its completion handler
+    /// runs on a thread of Metal's; it takes only the cache's lock.
+    private func commitOpen() {
+        encoder?.endEncoding()
+        encoder = nil
+        guard let buffer = commandBuffer else { return }
+        commandBuffer = nil
+        openDispatches = 0
+        let number = generation
+        buffer.addCompletedHandler { [unowned self] _ in self.completed(upTo: number) }
+        cacheLock.withLock { inFlight.append((number, buffer)) }
+        counters.commandBuffers += 1
+        buffer.commit()
+    }
+
+    func synchronize() { wait(for: .max) }
+
+    /// Waits until the command buffers up to generation `needed` have completed, committing the
+    /// open one if it is among them; a wait for queued work counts as a host wait.
+    private func wait(for needed: UInt64) {
+        let target: (generation: UInt64, buffer: any MTLCommandBuffer)? = lock.withLock {
+            let openNeeded = commandBuffer != nil && needed >= generation
+            let queued = openNeeded && openDispatches > 0
+            if openNeeded { commitOpen() }
+            let bound = min(needed, generation)
+            let target = cacheLock.withLock { completed >= bound ? nil : inFlight.first { $0.generation >= bound } }
+            if queued || target != nil { counters.hostWaits += 1 }
+            return target
         }
-        guard let finished else { return }
-        finished.waitUntilCompleted()
-        // Command buffers of one queue complete in order: every earlier one is done too.
-        completed(upTo: number)
-        if finished.status == .error {
-            Warnings.emit("metal: a command buffer failed (\(finished.error.map { "\($0)" } ?? "no error given")); results computed by it are wrong")
+        if let target {
+            target.buffer.waitUntilCompleted()
+            // Command buffers of one queue complete in order: every earlier one is done too.
+            completed(upTo: target.generation)
+        }
+        let failed = cacheLock.withLock { () -> [String] in
+            defer { failures.removeAll() }
+            return failures
+        }
+        for message in failed {
+            Warnings.emit("metal: a command buffer failed (\(message)); results computed by it are wrong")
         }
     }
 
     func write(_ bytes: UnsafeRawBufferPointer, into dst: TensorImpl) {
         // A new tensor's buffer is used by no unfinished command buffer (see the cache): the
-        // GPU's queue goes on. Otherwise wait for the work that binds it.
+        // GPU's queue goes on. Otherwise wait for the work that binds it, and no more.
         let target = unsafeDowncast(dst.storage.buffer, to: MetalBuffer.self)
-        if lock.withLock({ target.lastUse }) > cacheLock.withLock({ completed }) { synchronize() }
+        let lastUse = lock.withLock { target.lastUse }
+        if lastUse > cacheLock.withLock({ completed }) { wait(for: lastUse) }
         guard let src = bytes.baseAddress else { return }
         HostBackend.address(dst).copyMemory(from: src, byteCount: min(bytes.count, dst.numel * dst.dtype.itemSize))
     }
@@ -261,6 +352,35 @@ final class MetalBackend: Backend, @unchecked Sendable {
 
     // MARK: - Flags
 
+    /// Registers the check of a kernel just encoded: its flag is read once the kernel's command
+    /// buffer has completed, and a set flag's error is raised at the program's next
+    /// synchronisation (`takeDeferredError`), so the check never makes the host wait. With
+    /// `LUCID_METAL_SYNC=1` it waits and throws here.
+    func deferCheck(_ check: DeferredCheck) throws {
+        if Self.checksAtOnce {
+            synchronize()
+            if check.isSet { throw check.report() }
+            return
+        }
+        let number = lock.withLock { generation }  // the command buffer it was encoded into
+        let found: Bool = cacheLock.withLock {
+            guard completed >= number else {
+                pendingChecks.append((number, check))
+                return false
+            }
+            return check.isSet  // already done (committed at the dispatch limit)
+        }
+        if found { cacheLock.withLock { foundErrors.append(check) } }
+    }
+
+    func takeDeferredError() -> LucidError? {
+        let found: [DeferredCheck] = cacheLock.withLock {
+            defer { foundErrors.removeAll() }
+            return foundErrors
+        }
+        return found.first?.report()
+    }
+
     /// A zeroed int32 a kernel sets to report something the host must act on (an infinity, an
     /// index out of range); nil when it cannot be allocated.
     func makeFlag() -> TensorImpl? {
@@ -296,10 +416,17 @@ final class MetalBackend: Backend, @unchecked Sendable {
         }
     }
 
+    /// The most threads a threadgroup of `kernel` may have (its pipeline's limit), or nil when
+    /// the kernel is not in the compiled library.
+    func maxThreadsPerThreadgroup(_ kernel: String) -> Int? {
+        lock.withLock { pipeline(kernel)?.maxTotalThreadsPerThreadgroup }
+    }
+
     /// Encodes `groups` threadgroups of `width` threads each (a kernel that cooperates through
     /// threadgroup memory), with `floatsPerThread` float32s of threadgroup memory per thread
     /// at threadgroup index 0. `width` is capped at what the pipeline allows, keeping it a
-    /// power of two when it is one.
+    /// power of two when it is one: only for kernels written for any width (a kernel that needs
+    /// exactly `width` threads checks `maxThreadsPerThreadgroup` first).
     func encode(_ kernel: String, groups: Int, width: Int, floatsPerThread: Int = 1,
                 _ bind: (any MTLComputeCommandEncoder) -> Void) {
         dispatch(kernel, bind) { e, pipeline in
@@ -335,12 +462,21 @@ final class MetalBackend: Backend, @unchecked Sendable {
             e.setComputePipelineState(pipeline)
             bind(e)
             launch(e, pipeline)
+            counted(kernel)
         }
     }
 
+    /// Counts one dispatch of `kernel` and commits the open command buffer once it holds
+    /// `commitEvery` (the lock held).
+    private func counted(_ kernel: String) {
+        counters.dispatches[kernel, default: 0] += 1
+        openDispatches += 1
+        if openDispatches >= Self.commitEvery { commitOpen() }
+    }
+
     /// Runs `body` with the open command buffer and no compute encoder open, for kernels that
-    /// encode themselves (Metal Performance Shaders).
-    func encodeIntoCommandBuffer(_ body: (any MTLCommandBuffer) -> Void) {
+    /// encode themselves (Metal Performance Shaders); `kernel` names it in the counts.
+    func encodeIntoCommandBuffer(_ kernel: String, _ body: (any MTLCommandBuffer) -> Void) {
         lock.withLock {
             encoder?.endEncoding()
             encoder = nil
@@ -350,6 +486,7 @@ final class MetalBackend: Backend, @unchecked Sendable {
                 return
             }
             body(commandBuffer)
+            counted(kernel)
         }
     }
 
@@ -366,20 +503,78 @@ final class MetalBackend: Backend, @unchecked Sendable {
         generation += 1
     }
 
-    /// The pipeline of a kernel, compiling the kernel library at first use.
+    /// The pipeline of a kernel (the lock held), compiling the kernel library at first use;
+    /// nil when the library did not compile or has no such kernel.
     private func pipeline(_ kernel: String) -> (any MTLComputePipelineState)? {
         if let p = pipelines[kernel] { return p }
-        if library == nil {
-            let options = MTLCompileOptions()
-            options.fastMathEnabled = false  // IEEE NaN and infinities, as the host kernels
-            library = try? gpu.makeLibrary(source: MetalKernelSource.library, options: options)
-        }
-        guard let f = library?.makeFunction(name: kernel), let p = try? gpu.makeComputePipelineState(function: f) else {
+        guard case .success(let library) = compiledLibrary(),
+              let f = library.makeFunction(name: kernel), let p = try? gpu.makeComputePipelineState(function: f) else {
             return nil
         }
         pipelines[kernel] = p
         return p
     }
+
+    /// The kernel library, compiled on the first call only (the lock held).
+    private func compiledLibrary() -> Result<any MTLLibrary, LucidError> {
+        if let library { return library }
+        counters.libraryCompiles += 1
+        let result: Result<any MTLLibrary, LucidError>
+        do {
+            result = .success(try gpu.makeLibrary(source: MetalKernelSource.library, options: Self.compileOptions()))
+        } catch {
+            result = .failure(LucidError.runtime("metal: the kernel library did not compile: \(error)"))
+        }
+        library = result
+        return result
+    }
+
+    /// Why the kernel library did not compile (the compiler's message), or nil when it did.
+    var libraryError: String? {
+        lock.withLock {
+            if case .failure(let error) = compiledLibrary() { return error.message }
+            return nil
+        }
+    }
+
+    /// MSL 3.1 (for `bfloat`), with IEEE NaN and infinities as the host kernels have them: safe
+    /// math and precise functions where the OS has those options (macOS 15, iOS 18), fast math
+    /// off before. Set by key, so that the same source builds against every SDK.
+    static func compileOptions() -> MTLCompileOptions {
+        let options = MTLCompileOptions()
+        options.languageVersion = .version3_1
+#if canImport(ObjectiveC)
+        if options.responds(to: NSSelectorFromString("setMathMode:")),
+           options.responds(to: NSSelectorFromString("setMathFloatingPointFunctions:")) {
+            options.setValue(0, forKey: "mathMode")  // MTLMathModeSafe
+            options.setValue(1, forKey: "mathFloatingPointFunctions")  // MTLMathFloatingPointFunctionsPrecise
+            return options
+        }
+#endif
+        options.fastMathEnabled = false
+        return options
+    }
+
+    /// What the backend has done since the process started.
+    var stats: Metal.Stats {
+        var s = lock.withLock { counters }
+        cacheLock.withLock {
+            s.newBuffers = newBuffers
+            s.cachedBytes = cachedBytes
+        }
+        s.hostFallbacks = HostKernelFallbacks.total
+        return s
+    }
+}
+
+/// An int32 flag a kernel sets on the device (an index out of range), and the error it stands
+/// for, made on the host once the flag is seen set.
+struct DeferredCheck: Sendable {
+    let flag: TensorImpl
+    let report: @Sendable () -> LucidError
+
+    /// Whether the kernel set the flag; only once its command buffer has completed.
+    var isSet: Bool { HostBackend.address(flag).load(as: Int32.self) != 0 }
 }
 
 /// Binds a tensor's buffer (at its offset) to argument `index`, labelled with its dtype so
