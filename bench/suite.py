@@ -329,6 +329,63 @@ def training_cases():
     return cases
 
 
+def inplace_cases(n=1_000_000):
+    """Writes into existing tensors: single elements, and a parameter update under no_grad."""
+    a, g = np.zeros(n, np.float32), arr(n)
+    la, lg = lucid.tensor(a), lucid.tensor(g)
+    ta, tg = (torch.from_numpy(a.copy()), torch.from_numpy(g)) if torch else (None, None)
+    positions = [int(i) * 997 % n for i in range(1000)]
+
+    def element_writes(t):
+        def run():
+            for i in positions:
+                t[i] = 1.0
+        return run
+
+    def lucid_add():
+        with lucid.no_grad():
+            la.add_(lg, alpha=-0.1)
+
+    def torch_add():
+        with torch.no_grad():
+            ta.add_(tg, alpha=-0.1)
+
+    na = a.copy()
+    return [
+        Case("1000 element writes into 1M", element_writes(la), element_writes(na),
+             element_writes(ta) if torch else None, "<= 2x torch"),
+        Case("1M p.add_(g, alpha) under no_grad", lucid_add, lambda: np.add(na, g * np.float32(-0.1), out=na),
+             torch_add if torch else None, "<= 1.2x torch"),
+    ]
+
+
+def optimizer_step_memory():
+    """Bytes an optimizer step and a zero_grad allocate (new engine memory at their peak) on an
+    MLP in steady state, for SGD with momentum and for Adam; and the peak a whole training
+    step holds above the model and its state."""
+    results = {}
+    x, y = lucid.tensor(arr(64, 784)), lucid.tensor(RNG.integers(0, 10, 64))
+    for name, make in (("SGD momentum", lambda ps: lucid.optim.SGD(ps, lr=0.01, momentum=0.9)),
+                       ("Adam", lambda ps: lucid.optim.Adam(ps, lr=1e-3))):
+        model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
+        opt = make(model.parameters())
+        for _ in range(3):  # the state exists, gradients are allocated
+            opt.zero_grad(set_to_none=False)
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+        base = lucid.memory_allocated()
+        lucid.reset_peak_memory_stats()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+        step_bytes = lucid.max_memory_allocated() - base
+        lucid.reset_peak_memory_stats()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+        results[name] = (step_bytes, lucid.max_memory_allocated() - base)
+    return results
+
+
 def shape_read_ratio(min_time):
     """The time of ``(a + b).shape`` over that of ``a + b`` (4x4), taking turns between the two:
     what reading a fresh result's shape adds to the op. The two times differ by a tenth, less
@@ -402,6 +459,7 @@ def main():
     cases += attention_cases(1, 2, 128, 32) if args.quick else attention_cases()
     cases += layer_cases(args.quick)
     cases += training_cases()
+    cases += inplace_cases(100_000 if args.quick else 1_000_000)
     if args.only:
         cases = [c for c in cases if args.only in c.name]
 
@@ -420,7 +478,10 @@ def main():
     fp32, amp = activation_memory()
     mem = f"activation memory held by a training forward pass: float32 {fp32 / 2**20:.1f} MiB, bf16 autocast " \
           f"{amp / 2**20:.1f} MiB ({amp / fp32:.2f}x; target <= 0.55x)"
-    print(f"\n{mem}\npeak engine memory over the run: {lucid.max_memory_allocated() / 2**20:.1f} MiB")
+    steps = optimizer_step_memory()
+    opt_mem = "; ".join(f"{name}: a step and zero_grad allocate {a} bytes (target 0), a whole training step "
+                        f"peaks {peak / 2**20:.2f} MiB above its model and state" for name, (a, peak) in steps.items())
+    print(f"\n{mem}\n{opt_mem}\npeak engine memory over the run: {lucid.max_memory_allocated() / 2**20:.1f} MiB")
 
     if args.write:
         with open(args.write, "w") as f:
@@ -430,7 +491,7 @@ def main():
             f.write("| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n")
             for r in rows:
                 f.write("| " + " | ".join(r) + " |\n")
-            f.write(f"\n{shape}.\n\n{mem}.\n\n{NOTES}\n")
+            f.write(f"\n{shape}.\n\n{mem}.\n\n{opt_mem}.\n\n{NOTES}\n")
         print(f"wrote {args.write}")
 
 

@@ -76,6 +76,10 @@ enum lucid_cast_policy { LUCID_POLICY_NONE = 0, LUCID_POLICY_LOWER_PRECISION = 1
 /* Subscript item kinds (lucid_index, lucid_index_put). */
 enum lucid_index_kind { LUCID_INDEX_INT = 0, LUCID_INDEX_SLICE = 1, LUCID_INDEX_NONE = 2, LUCID_INDEX_ELLIPSIS = 3,
                         LUCID_INDEX_TENSOR = 4 };
+/* lucid_assign flags: the value is one value written everywhere (fill_, allowed into an
+ * expanded view); the value's dtype must not be of a higher kind (bool < integer < floating)
+ * than the destination's, as for an in-place arithmetic op (copy_ converts any dtype). */
+enum lucid_assign_flag { LUCID_ASSIGN_FILL = 1, LUCID_ASSIGN_SAME_KIND = 2 };
 /* lucid_split modes. */
 enum lucid_split_mode { LUCID_SPLIT_SIZES = 0, LUCID_SPLIT_SIZE = 1, LUCID_SPLIT_CHUNKS = 2 };
 /* lucid_pointwise_loss kinds. */
@@ -156,6 +160,33 @@ int32_t lucid_tensor_to(lucid_tensor t, int32_t dtype, int32_t device, int64_t o
 int32_t lucid_tensor_set_requires_grad(lucid_tensor t, int32_t flag, int64_t out[LUCID_RECORD_LEN]);
 /* A second handle to the same values that does not require gradients. */
 int32_t lucid_detach(lucid_tensor t, int64_t out[LUCID_RECORD_LEN]);
+/* A copy of t in storage of its own, row-major (gradients flow back to t). */
+int32_t lucid_clone(lucid_tensor t, int64_t out[LUCID_RECORD_LEN]);
+/* The in-place write: value (broadcast to dst's shape, converted to its dtype, moved to its
+ * device) goes into dst's elements, in its storage, seen by every tensor that views it; the
+ * storage's version goes up by one. `base` is the tensor dst views when a write recorded for
+ * autograd must reach that tensor's history (0: none). `flags`: enum lucid_assign_flag. `op`
+ * names the operation in errors. When gradients are recorded, out gets the tensor to use from
+ * now on in place of base (or dst): the same storage, with the write as its grad_fn;
+ * otherwise out[LUCID_RECORD_HANDLE] is 0 and nothing but the values changed. */
+int32_t lucid_assign(lucid_tensor dst, lucid_tensor value, lucid_tensor base, int32_t flags, const char *op,
+                     int64_t out[LUCID_RECORD_LEN]);
+/* Sets every element of dst to a scalar (value, or int_value for integer and bool kinds), in
+ * place, expanded views included; base, op and out as for lucid_assign. */
+int32_t lucid_fill(lucid_tensor dst, double value, int64_t int_value, int32_t kind, lucid_tensor base, const char *op,
+                   int64_t out[LUCID_RECORD_LEN]);
+/* Writes src (or, when src is 0, the scalar) into the elements dst[items] names, items as
+ * for lucid_index but ints, slices, None and Ellipsis only: Python's dst[1, 2:5] = v, with no
+ * view handed out. base is the tensor whose history a recorded write reaches (dst itself when
+ * dst views nothing; 0 for a write autograd must not see); op and out as for lucid_assign. */
+/* dst[i0, i1, ...] = a scalar, for the `count` (at most 4) leading ints given, one per
+ * dimension of dst, where autograd records nothing (LUCID_ERR_RUNTIME otherwise): the single
+ * element write of Python's x[i] = 1.0, with no view made. */
+int32_t lucid_set_element(lucid_tensor dst, int32_t count, int64_t i0, int64_t i1, int64_t i2, int64_t i3,
+                          double value, int64_t int_value, int32_t kind);
+int32_t lucid_write_at(lucid_tensor dst, const int32_t *kinds, const int64_t *values, const int32_t *flags,
+                       const lucid_tensor *handles, int32_t count, lucid_tensor src, double value, int64_t int_value,
+                       int32_t kind, lucid_tensor base, const char *op, int64_t out[LUCID_RECORD_LEN]);
 /* Handles not yet released. */
 int32_t lucid_live_tensors(int64_t *out);
 /* Bytes held by tensor buffers on `device` (-1: all devices) now, and at most since the last
@@ -317,21 +348,23 @@ int32_t lucid_tensor_grad_fn(lucid_tensor t, const char **name);
 int32_t lucid_set_grad_enabled(int32_t enabled, int32_t *previous);
 int32_t lucid_is_grad_enabled(int32_t *out);
 
-/* ---- optimizers (one call per parameter; results are new handles) ---------------------- */
+/* ---- optimizers (one call per parameter, in place) ----------------------------------------- */
 
-/* torch.optim.SGD: buffer 0 on the first step; *new_buffer is 0 when momentum is 0. */
+/* torch.optim.SGD: param and buffer are updated in place. buffer 0 on the first step; then
+ * *new_buffer is the buffer made for it (0 when momentum is 0 or a buffer was given). */
 int32_t lucid_sgd_step(lucid_tensor param, lucid_tensor grad, lucid_tensor buffer, double lr, double momentum,
                        double dampening, double weight_decay, int32_t nesterov, int32_t maximize,
-                       lucid_tensor *new_param, lucid_tensor *new_buffer);
-/* torch.optim.Adam, or AdamW when `decoupled`; m and v 0 before the first step (step >= 1). */
+                       lucid_tensor *new_buffer);
+/* torch.optim.Adam, or AdamW when `decoupled`: param, m and v are updated in place (step >=
+ * 1). m and v 0 before the first step: *new_m and *new_v are then the moments made for it
+ * (0 for those given). */
 int32_t lucid_adam_step(lucid_tensor param, lucid_tensor grad, lucid_tensor m, lucid_tensor v, int64_t step, double lr,
                         double beta1, double beta2, double eps, double weight_decay, int32_t decoupled,
-                        int32_t maximize, lucid_tensor *new_param, lucid_tensor *new_m, lucid_tensor *new_v);
+                        int32_t maximize, lucid_tensor *new_m, lucid_tensor *new_v);
 
-/* GradScaler's unscale: out[i] = grads[i] * inv_scale in float32 (new handles), and
- * *found_inf = 1 when any value is infinite or NaN. */
-int32_t lucid_unscale_grads(const lucid_tensor *grads, int32_t count, double inv_scale, lucid_tensor *out,
-                            int32_t *found_inf);
+/* GradScaler's unscale: grads[i] *= inv_scale in float32, in place, and *found_inf = 1 when
+ * any value is infinite or NaN. */
+int32_t lucid_unscale_grads(const lucid_tensor *grads, int32_t count, double inv_scale, int32_t *found_inf);
 
 /* ---- platform -------------------------------------------------------------------------- */
 

@@ -36,6 +36,11 @@ SIGNATURES = {
     "lucid_tensor_to": ([c_uint32, c_int32, c_int32, POINTER(c_int64)], c_int32),
     "lucid_tensor_set_requires_grad": ([c_uint32, c_int32, POINTER(c_int64)], c_int32),
     "lucid_detach": ([c_uint32, POINTER(c_int64)], c_int32),
+    "lucid_clone": ([c_uint32, POINTER(c_int64)], c_int32),
+    "lucid_assign": ([c_uint32, c_uint32, c_uint32, c_int32, c_char_p, POINTER(c_int64)], c_int32),
+    "lucid_fill": ([c_uint32, c_double, c_int64, c_int32, c_uint32, c_char_p, POINTER(c_int64)], c_int32),
+    "lucid_set_element": ([c_uint32, c_int32, c_int64, c_int64, c_int64, c_int64, c_double, c_int64, c_int32], c_int32),
+    "lucid_write_at": ([c_uint32, POINTER(c_int32), POINTER(c_int64), POINTER(c_int32), POINTER(c_uint32), c_int32, c_uint32, c_double, c_int64, c_int32, c_uint32, c_char_p, POINTER(c_int64)], c_int32),
     "lucid_live_tensors": ([POINTER(c_int64)], c_int32),
     "lucid_memory_stats": ([c_int32, POINTER(c_int64), POINTER(c_int64)], c_int32),
     "lucid_reset_peak_memory_stats": ([c_int32], c_int32),
@@ -98,9 +103,9 @@ SIGNATURES = {
     "lucid_tensor_grad_fn": ([c_uint32, POINTER(c_char_p)], c_int32),
     "lucid_set_grad_enabled": ([c_int32, POINTER(c_int32)], c_int32),
     "lucid_is_grad_enabled": ([POINTER(c_int32)], c_int32),
-    "lucid_sgd_step": ([c_uint32, c_uint32, c_uint32, c_double, c_double, c_double, c_double, c_int32, c_int32, POINTER(c_uint32), POINTER(c_uint32)], c_int32),
-    "lucid_adam_step": ([c_uint32, c_uint32, c_uint32, c_uint32, c_int64, c_double, c_double, c_double, c_double, c_double, c_int32, c_int32, POINTER(c_uint32), POINTER(c_uint32), POINTER(c_uint32)], c_int32),
-    "lucid_unscale_grads": ([POINTER(c_uint32), c_int32, c_double, POINTER(c_uint32), POINTER(c_int32)], c_int32),
+    "lucid_sgd_step": ([c_uint32, c_uint32, c_uint32, c_double, c_double, c_double, c_double, c_int32, c_int32, POINTER(c_uint32)], c_int32),
+    "lucid_adam_step": ([c_uint32, c_uint32, c_uint32, c_uint32, c_int64, c_double, c_double, c_double, c_double, c_double, c_int32, c_int32, POINTER(c_uint32), POINTER(c_uint32)], c_int32),
+    "lucid_unscale_grads": ([POINTER(c_uint32), c_int32, c_double, POINTER(c_int32)], c_int32),
     "lucid_metal_is_available": ([POINTER(c_int32)], c_int32),
     "lucid_metal_synchronize": ([], c_int32),
     "lucid_metal_fallback_entries": ([POINTER(c_int64)], c_int32),
@@ -138,6 +143,8 @@ UNCONVERTED = frozenset({
     "lucid_tensor_to",
     "lucid_tensor_set_requires_grad",
     "lucid_detach",
+    "lucid_clone",
+    "lucid_assign",
     "lucid_live_tensors",
     "lucid_memory_stats",
     "lucid_reset_peak_memory_stats",
@@ -191,6 +198,7 @@ ENUMS = {
     "lucid_reduction": {"LUCID_REDUCTION_NONE": 0, "LUCID_REDUCTION_MEAN": 1, "LUCID_REDUCTION_SUM": 2},
     "lucid_cast_policy": {"LUCID_POLICY_NONE": 0, "LUCID_POLICY_LOWER_PRECISION": 1, "LUCID_POLICY_FLOAT32": 2, "LUCID_POLICY_PROMOTE": 3},
     "lucid_index_kind": {"LUCID_INDEX_INT": 0, "LUCID_INDEX_SLICE": 1, "LUCID_INDEX_NONE": 2, "LUCID_INDEX_ELLIPSIS": 3, "LUCID_INDEX_TENSOR": 4},
+    "lucid_assign_flag": {"LUCID_ASSIGN_FILL": 1, "LUCID_ASSIGN_SAME_KIND": 2},
     "lucid_split_mode": {"LUCID_SPLIT_SIZES": 0, "LUCID_SPLIT_SIZE": 1, "LUCID_SPLIT_CHUNKS": 2},
     "lucid_pointwise_loss_kind": {"LUCID_LOSS_MSE": 0, "LUCID_LOSS_L1": 1},
 }
@@ -273,6 +281,8 @@ LUCID_INDEX_SLICE = 1
 LUCID_INDEX_NONE = 2
 LUCID_INDEX_ELLIPSIS = 3
 LUCID_INDEX_TENSOR = 4
+LUCID_ASSIGN_FILL = 1
+LUCID_ASSIGN_SAME_KIND = 2
 LUCID_SPLIT_SIZES = 0
 LUCID_SPLIT_SIZE = 1
 LUCID_SPLIT_CHUNKS = 2

@@ -495,6 +495,62 @@ def detach(handle: int) -> Record:
     return _new(_lib.lucid_detach, handle)
 
 
+def clone(handle: int) -> Record:
+    return _new(_lib.lucid_clone, handle)
+
+
+_OP_NAMES = {}
+
+
+ASSIGN_FILL, ASSIGN_SAME_KIND = _abi.LUCID_ASSIGN_FILL, _abi.LUCID_ASSIGN_SAME_KIND
+
+
+def _op_name(op: str) -> bytes:
+    name = _OP_NAMES.get(op)
+    if name is None:
+        name = _OP_NAMES[op] = op.encode()
+    return name
+
+
+def _written(rc, out):
+    """An in-place write's result: the record of the tensor to use from now on in place of the
+    base (or the destination) when the write was recorded for autograd, else None."""
+    if rc:
+        _raise(rc)
+    return out if out[0] else None
+
+
+def assign(dst: int, value: int, base: int, flags: int, op: str):
+    """The in-place write of `value` into `dst` (lucid_assign)."""
+    out = Record()
+    return _written(_lib.lucid_assign(dst, value, base, flags, _op_name(op), out), out)
+
+
+def fill(dst: int, value: float, int_value: int, kind: int, base: int, op: str):
+    """Every element of `dst` set to a scalar, in place (lucid_fill)."""
+    out = Record()
+    return _written(_lib.lucid_fill(dst, value, _int64(int_value), kind, base, _op_name(op), out), out)
+
+
+_PAD = ((0, 0, 0, 0), (0, 0, 0), (0, 0), (0,), ())
+
+
+def set_element(dst: int, index: tuple, value: float, int_value: int, kind: int) -> None:
+    """``dst[index] = scalar`` for one int per dimension (at most 4), unrecorded (lucid_set_element)."""
+    n = len(index)
+    i0, i1, i2, i3 = index + _PAD[n]
+    rc = _lib.lucid_set_element(dst, n, i0, i1, i2, i3, value, int_value, kind)
+    if rc:
+        _raise(rc)
+
+
+def write_at(dst: int, items, src: int, value: float, int_value: int, kind: int, base: int, op: str):
+    """`src` (or the scalar, when `src` is 0) written at ``dst[items]``, in place (lucid_write_at)."""
+    out = Record()
+    return _written(_lib.lucid_write_at(dst, *_subscript(items), src, value, _int64(int_value), kind, base,
+                                        _op_name(op), out), out)
+
+
 def live_tensors() -> int:
     flush_releases()
     return _query_i64(_lib.lucid_live_tensors)
@@ -697,33 +753,34 @@ def is_grad_enabled() -> bool:
 # ---- optimizers ----------------------------------------------------------------------------
 
 def sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, nesterov, maximize):
-    """(new param handle, new momentum buffer handle or 0)."""
-    p, b = c_uint32(), c_uint32()
+    """Updates param (and buf) in place; the momentum buffer made on the first step, or 0."""
+    b = c_uint32()
     rc = _lib.lucid_sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, 1 if nesterov else 0,
-                             1 if maximize else 0, byref(p), byref(b))
+                             1 if maximize else 0, byref(b))
     if rc:
         _raise(rc)
-    return p.value, b.value
+    return b.value
 
 
 def adam_step(param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize):
-    """(new param, new exp_avg, new exp_avg_sq) handles."""
-    p, m1, v1 = c_uint32(), c_uint32(), c_uint32()
+    """Updates param, m and v in place; the (exp_avg, exp_avg_sq) handles made for those
+    given as 0."""
+    m1, v1 = c_uint32(), c_uint32()
     rc = _lib.lucid_adam_step(param, grad, m, v, _int64(step), lr, beta1, beta2, eps, weight_decay,
-                              1 if decoupled else 0, 1 if maximize else 0, byref(p), byref(m1), byref(v1))
+                              1 if decoupled else 0, 1 if maximize else 0, byref(m1), byref(v1))
     if rc:
         _raise(rc)
-    return p.value, m1.value, v1.value
+    return m1.value, v1.value
 
 
-def unscale_grads(handles, inv_scale: float):
-    """(new gradient handles, found_inf) for GradScaler.unscale_."""
+def unscale_grads(handles, inv_scale: float) -> bool:
+    """Unscales the gradients in place for GradScaler.unscale_; whether any holds an inf or NaN."""
     n = len(handles)
-    grads, out, found = (c_uint32 * max(n, 1))(*handles), (c_uint32 * max(n, 1))(), c_int32()
-    rc = _lib.lucid_unscale_grads(grads, n, inv_scale, out, byref(found))
+    grads, found = (c_uint32 * max(n, 1))(*handles), c_int32()
+    rc = _lib.lucid_unscale_grads(grads, n, inv_scale, byref(found))
     if rc:
         _raise(rc)
-    return list(out[:n]), bool(found.value)
+    return bool(found.value)
 
 
 # ---- comparisons, selection, reductions ------------------------------------------------------

@@ -371,8 +371,7 @@ class Tensor:
     def to(self, *args, dtype=None, device=None, copy=False):
         """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(other_tensor)``.
 
-        Returns `self` when nothing changes (unless `copy`). Engine tensors never change
-        their values, so a "copy" may share storage without anyone being able to tell.
+        Returns `self` when nothing changes; with `copy`, always a tensor in storage of its own.
         """
         for a in args:
             if isinstance(a, Tensor):
@@ -385,8 +384,8 @@ class Tensor:
                 raise TypeError(f"to(): expected a device, a dtype or a tensor, got {a!r}")
         d = -1 if dtype is None else check_dtype(dtype).code
         dev = -1 if device is None else as_device(device).code
-        if not copy and (d in (-1, self._info()[0])) and (dev in (-1, self._info()[1])):
-            return self
+        if (d in (-1, self._info()[0])) and (dev in (-1, self._info()[1])):
+            return self.clone() if copy else self
         return Tensor._wrap(E.convert(self._h, d, dev))
 
     def float(self):
@@ -427,9 +426,13 @@ class Tensor:
             raise RuntimeError("only tensors created explicitly (leaves) support deepcopy; detach() or clone() first")
         detached = E.handle(E.detach(self._h))
         try:
-            copied = type(self)._wrap(E.set_requires_grad(detached, self.requires_grad))
+            copy = E.handle(E.clone(detached))
         finally:
             E.release(detached)
+        try:
+            copied = type(self)._wrap(E.set_requires_grad(copy, self.requires_grad))
+        finally:
+            E.release(copy)
         memo[id(self)] = copied
         return copied
 
@@ -447,8 +450,8 @@ class Tensor:
         return self
 
     def clone(self):
-        """A tensor with this one's values that shares nothing with it (gradients flow back)."""
-        return Tensor._wrap(E.reshape(self._h, self.shape, False))
+        """A copy of this tensor in storage of its own (gradients flow back)."""
+        return Tensor._wrap(E.clone(self._h))
 
     @property
     def data(self):
@@ -596,13 +599,15 @@ class Tensor:
     clip = clamp
 
     # ---- in place -------------------------------------------------------------------------
-    # Each computes the new value and makes it this tensor's (see _views.py): the Python object
-    # is updated, with its base and views. A leaf that requires grad changes only under no_grad.
+    # Each computes its result and writes it into this tensor's storage in the engine (see
+    # _views.py), where its base and every view see it. When the op is recorded for autograd the
+    # result is computed from a copy of this tensor, whose values backward may need. A leaf that
+    # requires grad changes only under no_grad.
 
     def _set(self, value, op):
         if value is NotImplemented:
             raise TypeError(f"{op}: expected a tensor or a number")
-        return _views.assign(self, value, op)
+        return _views.assign(self, value, op, same_kind=True)
 
     def _scaled(self, other, alpha, op):
         if alpha == 1:
@@ -611,77 +616,80 @@ class Tensor:
             return other * alpha
         return self._operand(other, op) * alpha
 
+    def _binary_(self, op, other, name):
+        value = _views.source(self, other)._binary(op, other)
+        if value is NotImplemented:
+            raise TypeError(f"{name}: expected a tensor or a number, got {type(other).__name__}")
+        return _views.assign(self, value, name, same_kind=True)
+
     def add_(self, other, *, alpha=1):
         """``self += alpha * other``."""
-        return self._set(self._binary(E.ADD, self._scaled(other, alpha, "add_")), "add_")
+        return self._binary_(E.ADD, self._scaled(other, alpha, "add_"), "add_")
 
     def sub_(self, other, *, alpha=1):
-        return self._set(self._binary(E.SUB, self._scaled(other, alpha, "sub_")), "sub_")
+        return self._binary_(E.SUB, self._scaled(other, alpha, "sub_"), "sub_")
 
     def mul_(self, other):
-        return self._set(self._binary(E.MUL, other), "mul_")
+        return self._binary_(E.MUL, other, "mul_")
 
     def div_(self, other):
-        return self._set(self._binary(E.DIV, other), "div_")
+        return self._binary_(E.DIV, other, "div_")
 
     def pow_(self, exponent):
-        return self._set(self._binary(E.POW, exponent), "pow_")
+        return self._binary_(E.POW, exponent, "pow_")
 
     def addcmul_(self, tensor1, tensor2, *, value=1):
         """``self += value * tensor1 * tensor2``."""
-        return self._set(self + tensor1 * tensor2 * value, "addcmul_")
+        return self._set(_views.source(self, tensor1, tensor2) + tensor1 * tensor2 * value, "addcmul_")
 
     def addcdiv_(self, tensor1, tensor2, *, value=1):
         """``self += value * tensor1 / tensor2``."""
-        return self._set(self + tensor1 / tensor2 * value, "addcdiv_")
+        return self._set(_views.source(self, tensor1, tensor2) + tensor1 / tensor2 * value, "addcdiv_")
 
     def lerp_(self, end, weight):
         """``self += weight * (end - self)``."""
-        return self._set(self + (end - self) * weight, "lerp_")
+        src = _views.source(self, end, weight)
+        return self._set(src + (end - src) * weight, "lerp_")
 
     def clamp_(self, min=None, max=None):
-        return self._set(self.clamp(min, max), "clamp_")
+        return self._set(_views.source(self).clamp(min, max), "clamp_")
 
     clip_ = clamp_
 
     def masked_fill_(self, mask, value):
-        return self._set(self.masked_fill(mask, value), "masked_fill_")
+        return _views.assign(self, _views.source(self, value).masked_fill(mask, value), "masked_fill_")
 
     def fill_(self, value):
-        """Sets every element to `value` (a number or a 0-d tensor)."""
+        """Sets every element to `value` (a number or a 0-d tensor), expanded views included."""
         if isinstance(value, Tensor):
             if value.ndim != 0:
                 raise RuntimeError(f"fill_: expected a 0-d value tensor, got shape {tuple(value.shape)}")
-            return self._set(value.to(dtype=self.dtype, device=self.device).expand(self.shape).clone(), "fill_")
-        from ._creation import full
-        _scalar_or_raise(value, "fill_(): value")
-        return self._set(full(self.shape, value, dtype=self.dtype, device=self.device), "fill_")
+            return _views.assign(self, value, "fill_", fill=True)
+        return _views.fill(self, _scalar_or_raise(value, "fill_(): value"), "fill_")
 
     def zero_(self):
         return self.fill_(0)
 
     def copy_(self, src):
         """Copies `src` (broadcast to this shape, converted to this dtype and device) in."""
-        src = self._operand(src, "copy_")
-        value = Tensor._wrap(E.expand(src.to(dtype=self.dtype, device=self.device)._h, self.shape))
-        return self._set(value, "copy_")
+        return _views.assign(self, self._operand(src, "copy_"), "copy_")
 
     def normal_(self, mean=0.0, std=1.0):
         from ._creation import randn
-        return self._set(randn(self.shape, dtype=self.dtype, device=self.device) * std + mean, "normal_")
+        return _views.assign(self, randn(self.shape, dtype=self.dtype, device=self.device) * std + mean, "normal_")
 
     def uniform_(self, a=0.0, b=1.0):
         from ._creation import rand
-        return self._set(rand(self.shape, dtype=self.dtype, device=self.device) * (b - a) + a, "uniform_")
+        return _views.assign(self, rand(self.shape, dtype=self.dtype, device=self.device) * (b - a) + a, "uniform_")
 
     def _unary_(self, name):
-        return self._set(self._unary(name), f"{name}_")
+        return self._set(_views.source(self)._unary(name), f"{name}_")
 
     def neg_(self):
-        return self._set(-self, "neg_")
+        return self._set(-_views.source(self), "neg_")
 
     def relu_(self):
-        return self._set(self.relu(), "relu_")
+        return self._set(_views.source(self).relu(), "relu_")
 
     def exp_(self):
         return self._unary_("exp")
@@ -707,10 +715,10 @@ class Tensor:
     def cos_(self):
         return self._unary_("cos")
 
-    # ``x += y`` updates x itself (its base and views too), as in PyTorch.
+    # ``x += y`` writes into x itself (its base and views see it), as in PyTorch.
     def _augmented(self, op, other, name):
-        value = self._binary(op, other)
-        return value if value is NotImplemented else _views.assign(self, value, name)
+        value = _views.source(self, other)._binary(op, other)
+        return value if value is NotImplemented else _views.assign(self, value, name, same_kind=True)
 
     def __iadd__(self, o):
         return self._augmented(E.ADD, o, "+=")
@@ -723,6 +731,22 @@ class Tensor:
 
     def __itruediv__(self, o):
         return self._augmented(E.DIV, o, "/=")
+
+    def __ipow__(self, o):
+        return self._augmented(E.POW, o, "**=")
+
+    def _bitwise_augmented(self, op, other, name):
+        value = self._bitwise(op, other)
+        return value if value is NotImplemented else _views.assign(self, value, name, same_kind=True)
+
+    def __iand__(self, o):
+        return self._bitwise_augmented(E.BITWISE_AND, o, "&=")
+
+    def __ior__(self, o):
+        return self._bitwise_augmented(E.BITWISE_OR, o, "|=")
+
+    def __ixor__(self, o):
+        return self._bitwise_augmented(E.BITWISE_XOR, o, "^=")
 
     # ---- comparisons and selection -------------------------------------------------------
 
@@ -882,9 +906,9 @@ class Tensor:
 
     # ---- shape ---------------------------------------------------------------------------
 
-    def _viewed(self, step, overlapping=False):
+    def _viewed(self, step):
         """The view ``step(handle) -> handle`` makes, recorded as one (see _views.py)."""
-        return _views.link(self, Tensor._wrap(step(self._h)), step, overlapping=overlapping)
+        return _views.link(self, Tensor._wrap(step(self._h)), step)
 
     def reshape(self, *shape):
         """A view when the layout allows one, else a copy (as in PyTorch)."""
@@ -922,10 +946,7 @@ class Tensor:
     def expand(self, *sizes):
         """A broadcast view at ``sizes`` (-1 keeps a dimension)."""
         s = _shape_args(sizes, "sizes")
-        shape = self.shape
-        lead = len(s) - len(shape)
-        overlapping = any(n > 1 and (i < lead or shape[i - lead] == 1) for i, n in enumerate(s))
-        return self._viewed(lambda h: E.expand(h, s), overlapping)
+        return self._viewed(lambda h: E.expand(h, s))
 
     def expand_as(self, other):
         return self.expand(other.shape)
@@ -1062,8 +1083,22 @@ class Tensor:
 
     def __setitem__(self, key, value):
         """``x[key] = value``: any subscript ``x[key]`` takes, a value broadcast to its shape
-        and converted to x's dtype. Writes through views (see ``detach``, ``view``)."""
-        self.index_put_(key if isinstance(key, tuple) else (key,), value, op="__setitem__")
+        and converted to x's dtype, written into x's storage (its views see it)."""
+        items = key if type(key) is tuple else (key,)
+        s = None if isinstance(value, Tensor) else _scalar(value)
+        # One element from ints, where autograd records nothing: written with no view made.
+        if s is not None and len(items) <= 4 and all(type(i) is int for i in items) and len(items) == self.ndim \
+                and not (self.requires_grad and E.is_grad_enabled()):
+            E.set_element(self._h, items, *s)
+            return
+        encoded, keep = [], []
+        for item in items:
+            encoded.append(_index_item(item, self.device, keep))
+        if any(e[0] == E.INDEX_TENSOR for e in encoded):
+            self._index_put(encoded, value, False, "__setitem__")
+            return
+        _views.write_at(self, encoded, None if s is not None else self._operand(value, "__setitem__"), s,
+                        "__setitem__")
 
     def index_put_(self, indices, values, accumulate=False, *, op="index_put_"):
         """Writes `values` at ``self[indices]`` (adds them there with `accumulate`, repeated
@@ -1073,8 +1108,15 @@ class Tensor:
         encoded, keep = [], []
         for item in indices:
             encoded.append(_index_item(item, self.device, keep))
+        if not accumulate and not any(e[0] == E.INDEX_TENSOR for e in encoded):
+            return _views.write_at(self, encoded, self._operand(values, op), None, op)
+        return self._index_put(encoded, values, accumulate, op)
+
+    def _index_put(self, encoded, values, accumulate, op):
+        """Writes through tensor indices: the engine makes the written tensor, copied in."""
         src = self._operand(values, op)
-        return _views.assign(self, Tensor._wrap(E.index_put(self._h, encoded, src._h, bool(accumulate))), op)
+        written = E.index_put(_views.source(self, src)._h, encoded, src._h, bool(accumulate))
+        return _views.assign(self, Tensor._wrap(written), op)
 
     def _operand(self, value, op):
         """`value` as a tensor on this tensor's device (a number, list or 0-d tensor moves)."""

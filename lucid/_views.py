@@ -1,23 +1,21 @@
-"""In-place updates on an immutable engine.
+"""Views and in-place writes.
 
-Engine tensors never change. An in-place op (``x.add_(y)``, ``x[i] = v``, ``x += y``) computes
-the new value and points the same Python tensor at it. PyTorch's views share storage with the
-tensor they view, so a write to one is seen by the other; here each Python view records how
-it was made from its *base* (the tensor it ultimately views), and a write through any of them
-is carried to the base and from the base to every live view:
+A view (slicing, ``view``, ``t()``, ``expand``, ``detach()``, ...) is an engine tensor over the
+same storage as the tensor it views, so a write through either is seen by both: an in-place op
+writes its result into the destination's storage in the engine (``lucid_assign``), one strided
+copy over the destination's elements, and bumps the storage's version, which backward checks
+for every tensor it saved.
 
-- writing to a view writes its elements into the base (an ``index_put`` at the positions the
-  view covers), then every live view of the base is made again from the new base;
-- writing to a base makes its live views again.
-
-So a base and its views never disagree. Writes through an expanded view (one element seen at
-several places) raise, as in PyTorch. Views hold their base alive, as in PyTorch; a base
-holds its views weakly.
+When gradients are recorded, the write is also a node of the graph, and the written tensor's
+autograd history changes. For a view, that history is its *base*'s (the tensor it ultimately
+views): the engine gives the base a new history in which the view's elements come from the
+written value, and every live view of the base is made again from it, so that views see the
+new history (their values are already shared). Each Python view records its base and the engine
+steps that make it from the base's handle; a base holds its views weakly, views hold their base.
 """
 
 from __future__ import annotations
 
-import contextlib
 import weakref
 
 from . import _engine as E
@@ -25,23 +23,23 @@ from . import _engine as E
 
 class _View:
     """How a view was made: its base, the engine steps from the base's handle to its own, and
-    whether those steps detach it or let it see one element at several places."""
+    whether those steps detach it (``detach()``, ``.data``: writes through it are not recorded)."""
 
-    __slots__ = ("base", "steps", "detached", "overlapping")
+    __slots__ = ("base", "steps", "detached")
 
-    def __init__(self, base, steps, detached, overlapping):
-        self.base, self.steps, self.detached, self.overlapping = base, steps, detached, overlapping
+    def __init__(self, base, steps, detached):
+        self.base, self.steps, self.detached = base, steps, detached
 
 
-def link(parent, out, step, *, detach=False, overlapping=False):
+def link(parent, out, step, *, detach=False):
     """Records `out` (just made from `parent` by the engine step ``step(handle) -> handle``)
     as a view of `parent`'s base. Returns `out`."""
     v = getattr(parent, "_view", None)
     if v is None:
-        out._view = _View(parent, (step,), detach, overlapping)
+        out._view = _View(parent, (step,), detach)
         base = parent
     else:
-        out._view = _View(v.base, v.steps + (step,), v.detached or detach, v.overlapping or overlapping)
+        out._view = _View(v.base, v.steps + (step,), v.detached or detach)
         base = v.base
     refs = getattr(base, "_views", None)
     if refs is None:
@@ -73,147 +71,90 @@ def _replay(steps, handle):
     return E.handle(E.detach(h)) if h == handle else h  # a new reference in every case
 
 
-def _is_leaf_requiring_grad(t):
-    return t.requires_grad and E.grad_fn(t._h) is None
-
-
-def _rebind(t, result):
-    """Points `t` at `result` (a handle or record, taken over). A leaf that requires grad stays
-    one and keeps its ``.grad`` (the update happens under no_grad)."""
-    if _is_leaf_requiring_grad(t):
-        handle = E.handle(result)
-        grad = E.grad(t._h)
-        leaf = E.handle(E.set_requires_grad(handle, True))
-        E.release(handle)
-        t._replace(leaf)
-        if grad:
-            E.set_grad(leaf, grad)
-            E.release(grad)
-    else:
-        t._replace(result)
-
-
 def _refresh(base):
-    """Makes every live view of `base` again from its current value."""
+    """Makes every live view of `base` again from its current handle: the same storage, with
+    the base's new autograd history."""
     for view in _live_views(base):
         view._replace(_replay(view._view.steps, base._h))
 
 
-def check_writable(t, op):
-    """Raises where PyTorch refuses an in-place op on `t`: a leaf that requires grad, or a view
-    of one, outside ``no_grad``; an expanded view."""
-    v = getattr(t, "_view", None)
-    if E.is_grad_enabled():
-        if _is_leaf_requiring_grad(t):
-            raise RuntimeError(f"{op}: a leaf tensor that requires grad cannot be changed in place while gradients "
-                               f"are recorded; update it under lucid.no_grad() (or through .data)")
-        if v is not None and not v.detached and _is_leaf_requiring_grad(v.base):
-            raise RuntimeError(f"{op}: a view of a leaf tensor that requires grad cannot be changed in place while "
-                               f"gradients are recorded; update it under lucid.no_grad()")
-    if v is not None and v.overlapping:
-        raise RuntimeError(f"{op}: cannot write in place to an expanded view: several of its elements are one "
-                           f"element of the tensor it views; write to a clone() instead")
+def recording(t, *others) -> bool:
+    """Whether an in-place op on `t` with these operands is recorded for autograd."""
+    if not E.is_grad_enabled():
+        return False
+    return t.requires_grad or any(getattr(o, "requires_grad", False) for o in others)
 
 
-def assign(t, value, op):
-    """Makes `value` (a lucid.Tensor of `t`'s shape, dtype and device, or castable to its dtype)
-    the value of `t`, carried to its base and views. Returns `t`."""
-    check_writable(t, op)
-    if value.shape != t.shape:
-        raise RuntimeError(f"{op}: the result has shape {tuple(value.shape)}, which does not match the tensor's "
-                           f"shape {tuple(t.shape)} (an in-place op cannot broadcast its target)")
-    if value.dtype is not t.dtype:
-        value = _cast_for(t, value, op)
-    if value.device != t.device:
-        raise RuntimeError(f"{op}: expected a value on {t.device}, got one on {value.device}")
+def source(t, *others):
+    """`t` as the operand an in-place op computes its result from: `t` itself, or, when the op
+    is recorded for autograd, a copy, so that what backward saves of it is not the memory the
+    write changes."""
+    return t.clone() if recording(t, *others) else t
+
+
+def _base(t):
+    """The tensor whose history a recorded write into `t` reaches: its base when `t` is a view,
+    None for a detached one (``detach()``, ``.data``: writes through it are not recorded)."""
     v = getattr(t, "_view", None)
     if v is None:
-        _rebind(t, _reference(value))
-        _refresh(t)
-        return t
-    base = v.base
-    if v.detached and base.requires_grad and not base.is_leaf:
-        raise RuntimeError(f"{op}: cannot change a tensor with autograd history through .data or detach(); "
-                           f"change the tensor itself, or clone() the detached one")
-    untracked = v.detached or _is_leaf_requiring_grad(base)
-    with _no_grad() if untracked else contextlib.nullcontext():
-        if all(step is E.detach for step in v.steps):
-            new_base = _reference(value)  # the whole base, seen through .data / detach()
-        else:
-            new_base = _written(base, v.steps, value)
-    _rebind(base, E.handle(E.detach(new_base)) if untracked else new_base)
-    if untracked:
-        E.release(new_base)
-    _refresh(base)
+        return None
+    return None if v.detached else v.base
+
+
+def _written(t, base, result):
+    """After an in-place write: when it was recorded, the base (or `t`) takes the new history
+    the engine made, and its views are made again from it."""
+    if result is not None:
+        owner = t if base is None else base
+        owner._replace(result)
+        _refresh(owner)
     return t
 
 
-def _reference(value):
-    """A new reference to `value`'s values, with its autograd history."""
-    return E.handle(E.reshape(value._h, value.shape, False))
+def fill(t, value, op):
+    """Sets every element of `t` to the scalar `value` ((float, int, kind) as the engine takes
+    it), expanded views included. Returns `t`."""
+    base = _base(t)
+    return _written(t, base, E.fill(t._h, *value, 0 if base is None else base._h, op))
 
 
-def _written(base, steps, value):
-    """A handle to `base` with `value` written at the elements the view `steps` covers."""
-    from ._creation import arange
-    from ._tensor import Tensor
-    with _no_grad():
-        ids = arange(base.numel(), device=base.device)
-        grid = Tensor._wrap(E.reshape(ids._h, base.shape, False))
-        positions = Tensor._wrap(_replay(steps, grid._h))
-        flat_positions = positions.reshape(-1)
-    flat_base = Tensor._wrap(E.reshape(base._h, (-1,), False))
-    flat_value = Tensor._wrap(E.reshape(value._h, (-1,), False))
-    written = Tensor._wrap(E.index_put(flat_base._h, [(E.INDEX_TENSOR, (0, 0, 0), 0, flat_positions._h)],
-                                       flat_value._h, False))
-    return E.handle(E.reshape(written._h, base.shape, False))
+def write_at(t, items, src, value, op):
+    """Writes the tensor `src` (or, when None, the scalar `value`) at ``t[items]``, basic items
+    only, with no view made here. Returns `t`."""
+    base = _base(t)
+    if base is None:
+        base = t  # the written elements are a view of t, and so of its base
+    s = (0.0, 0, E.SCALAR_FLOAT) if value is None else value
+    result = E.write_at(t._h, items, 0 if src is None else src._h, *s, base._h, op)
+    return _written(t, None if base is t else base, result)
 
 
-def _no_grad():
-    from ._grad_mode import no_grad
-    return no_grad()
-
-
-def update(t, result):
-    """Makes the engine tensor `result` (a handle or record, taken over; `t`'s shape and dtype,
-    and already the leaf `t` should be) the new value of `t`: the optimizers' and ``nn.init``'s
-    parameter update."""
-    if getattr(t, "_view", None) is None:
-        t._replace(result)
-        if getattr(t, "_views", None):
-            _refresh(t)
-        return
-    from ._tensor import Tensor
-    with _no_grad():
-        assign(t, Tensor._wrap(result), "update")
-
-
-_WIDER = {"bool": 0, "int32": 1, "int64": 1, "float16": 2, "bfloat16": 2, "float32": 2}
-
-
-def _cast_for(t, value, op):
-    """`value` converted to `t`'s dtype, refusing what PyTorch refuses: a floating result into
-    an integer or bool tensor, an integer result into a bool tensor."""
-    if _WIDER[value.dtype.name] > _WIDER[t.dtype.name]:
-        raise RuntimeError(f"{op}: the result type {value.dtype} can't be cast to the tensor's dtype {t.dtype} "
-                           f"in place")
-    return value.to(t.dtype)
+def assign(t, value, op, *, fill=False, same_kind=False):
+    """Writes `value` (a lucid.Tensor broadcast to `t`'s shape, converted to its dtype and
+    device) into `t`'s elements, in place. `fill`: `value` is one value, which may be written
+    into an expanded view. `same_kind`: `value` is an arithmetic result, which may not be of a
+    higher kind than `t` (a float into an integer tensor). Returns `t`."""
+    base = _base(t)
+    flags = (E.ASSIGN_FILL if fill else 0) | (E.ASSIGN_SAME_KIND if same_kind else 0)
+    return _written(t, base, E.assign(t._h, value._h, 0 if base is None else base._h, flags, op))
 
 
 def set_data(t, value):
-    """``t.data = value``: `t` takes `value`'s values (and shape, dtype, device), keeping its own
-    requires_grad; views of `t` see the new values."""
+    """``t.data = value``: `t` takes `value`'s storage (and shape, dtype, device), keeping its
+    own requires_grad. Views taken of `t` before keep the old storage, as in PyTorch."""
     from ._tensor import Tensor
     if not isinstance(value, Tensor):
         raise TypeError(f"data must be a lucid.Tensor, got {type(value).__name__}")
-    if getattr(t, "_view", None) is not None:
-        raise RuntimeError("cannot assign .data of a view; assign to the tensor it views")
-    live = _live_views(t)
-    if live and (value.shape != t.shape or value.dtype is not t.dtype or value.device != t.device):
-        raise RuntimeError(f".data: the tensor has {len(live)} live view(s), so its new data must keep its shape, "
-                           f"dtype and device")
-    if t.requires_grad and value.requires_grad is False and not value.dtype.is_floating_point:
+    if t.requires_grad and not value.dtype.is_floating_point:
         raise TypeError(f".data: a tensor that requires grad needs floating-point data, got {value.dtype}")
+    for view in _live_views(t):
+        view._view = None  # from now on a tensor of its own over the old storage
+    t._views = None
+    v = getattr(t, "_view", None)
+    if v is not None:  # no longer a view of its base either
+        refs = getattr(v.base, "_views", None) or []
+        refs[:] = [r for r in refs if r() is not t]
+        t._view = None
     flag = t.requires_grad and t.is_leaf
     h = E.handle(E.detach(value._h))
     if flag:
@@ -221,4 +162,3 @@ def set_data(t, value):
         E.release(h)
         h = leaf
     t._replace(h)
-    _refresh(t)

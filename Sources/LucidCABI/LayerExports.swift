@@ -220,6 +220,36 @@ public func lucid_index_put(_ a: UInt32, _ kinds: UnsafePointer<Int32>?, _ value
     }
 }
 
+@_cdecl("lucid_set_element")
+public func lucid_set_element(_ dst: UInt32, _ count: Int32, _ i0: Int64, _ i1: Int64, _ i2: Int64, _ i3: Int64,
+                              _ value: Double, _ intValue: Int64, _ kind: Int32) -> Int32 {
+    abiCall {
+        guard (0...4).contains(count) else { throw LucidError(.value, "set_element: count \(count) is outside 0...4") }
+        let index = (Int(clamping: i0), Int(clamping: i1), Int(clamping: i2), Int(clamping: i3))
+        try withUnsafeBytes(of: index) { raw in
+            try InPlace.setElement(try tensors.get(dst), UnsafeBufferPointer(start: raw.baseAddress?.assumingMemoryBound(to: Int.self),
+                                                                             count: Int(count)),
+                                   try scalarOperand(value, intValue, kind), op: "__setitem__")
+        }
+    }
+}
+
+@_cdecl("lucid_write_at")
+public func lucid_write_at(_ dst: UInt32, _ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?,
+                           _ flags: UnsafePointer<Int32>?, _ handles: UnsafePointer<UInt32>?, _ count: Int32,
+                           _ src: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32, _ base: UInt32,
+                           _ op: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall {
+        guard let out else { throw LucidError(.value, "record pointer is null") }
+        let name = op.map { String(cString: $0) } ?? "__setitem__"
+        let items = try subscriptItems(kinds, values, flags, handles, count, op: name)
+        let written = try InPlace.write(try tensors.get(dst), at: items, value: src == 0 ? nil : try tensors.get(src),
+                                        scalar: src == 0 ? try scalarOperand(value, intValue, kind) : ScalarOperand(int: 0),
+                                        base: base == 0 ? nil : try tensors.get(base), op: name)
+        try emitWritten(written, out)
+    }
+}
+
 @_cdecl("lucid_gather")
 public func lucid_gather(_ a: UInt32, _ dim: Int64, _ index: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try Indexing.gather(try tensors.get(a), dim: Int(clamping: dim), index: try tensors.get(index)), out) }

@@ -91,3 +91,37 @@ public func lucid_contiguous(_ a: UInt32, _ out: UnsafeMutablePointer<Int64>?) -
 public func lucid_detach(_ a: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try tensors.get(a).withRequiresGrad(false), out) }
 }
+
+@_cdecl("lucid_clone")
+public func lucid_clone(_ a: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall { try emit(try Ops.clone(try tensors.get(a)), out) }
+}
+
+@_cdecl("lucid_assign")
+public func lucid_assign(_ dst: UInt32, _ value: UInt32, _ base: UInt32, _ flags: Int32, _ op: UnsafePointer<CChar>?,
+                         _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall {
+        guard let out else { throw LucidError(.value, "record pointer is null") }
+        let name = op.map { String(cString: $0) } ?? "copy_"
+        let written = try InPlace.assign(try tensors.get(dst), try tensors.get(value), base: base == 0 ? nil : try tensors.get(base),
+                                         op: name, fill: flags & 1 != 0, sameKind: flags & 2 != 0)
+        try emitWritten(written, out)
+    }
+}
+
+/// The result of an in-place write: the tensor to use from now on, or handle 0 when nothing
+/// but values changed.
+func emitWritten(_ written: TensorImpl?, _ out: UnsafeMutablePointer<Int64>) throws {
+    if let written { try emit(written, out) } else { out[0] = 0 }
+}
+
+@_cdecl("lucid_fill")
+public func lucid_fill(_ dst: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32, _ base: UInt32,
+                       _ op: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall {
+        guard let out else { throw LucidError(.value, "record pointer is null") }
+        let written = try InPlace.fill(try tensors.get(dst), try scalarOperand(value, intValue, kind),
+                                       base: base == 0 ? nil : try tensors.get(base), op: op.map { String(cString: $0) } ?? "fill_")
+        try emitWritten(written, out)
+    }
+}

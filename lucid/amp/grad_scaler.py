@@ -119,9 +119,7 @@ class GradScaler:
         params = [p for g in optimizer.param_groups for p in g["params"]]
         grads = [(p, p.grad) for p in params]
         grads = [(p, g) for p, g in grads if g is not None]
-        handles, found = E.unscale_grads([g._h for _, g in grads], 1.0 / self._scale)
-        for (p, _), h in zip(grads, handles):
-            p.grad = Tensor._wrap(h)
+        found = E.unscale_grads([g._h for _, g in grads], 1.0 / self._scale)
         state["found_inf"] = _on_any_rank(found)
         state["stage"] = _UNSCALED
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 
 from .. import _engine as E, _views
+from .._grad_mode import no_grad
 from .._tensor import Tensor
 from .._types import as_index
 
@@ -23,14 +24,15 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return Tensor._wrap(E.linear(input._h, weight._h, 0 if bias is None else bias._h))
 
 
-def _out(input, value, inplace, op):
-    """`value`, or with `inplace` the input updated to it (PyTorch's ``inplace=True``)."""
-    return _views.assign(input, value, op) if inplace else value
+def _out(input, fn, inplace, op):
+    """``fn(input)``, or with `inplace` the input updated to it (PyTorch's ``inplace=True``;
+    computed from a copy when recorded for autograd, see ``_views.source``)."""
+    return _views.assign(input, fn(_views.source(input)), op) if inplace else fn(input)
 
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
     _check(input, "input")
-    return _out(input, input.relu(), inplace, "relu")
+    return _out(input, lambda x: x.relu(), inplace, "relu")
 
 
 def relu_(input: Tensor) -> Tensor:
@@ -48,7 +50,7 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
     _check(input, "input")
     if not isinstance(negative_slope, numbers.Real) or isinstance(negative_slope, bool):
         raise TypeError(f"leaky_relu: negative_slope must be a number, got {negative_slope!r}")
-    return _out(input, Tensor._wrap(E.leaky_relu(input._h, float(negative_slope))), inplace, "leaky_relu")
+    return _out(input, lambda x: Tensor._wrap(E.leaky_relu(x._h, float(negative_slope))), inplace, "leaky_relu")
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -60,7 +62,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """x·sigmoid(x)."""
-    return _out(input, _unary("silu", input), inplace, "silu")
+    return _out(input, lambda x: _unary("silu", x), inplace, "silu")
 
 
 def softplus(input: Tensor) -> Tensor:
@@ -132,7 +134,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     _check(input, "input")
     if (not training or p == 0) and 0 <= p <= 1:
         return input
-    return _out(input, Tensor._wrap(E.dropout(input._h, float(p), bool(training))), inplace, "dropout")
+    return _out(input, lambda x: Tensor._wrap(E.dropout(x._h, float(p), bool(training))), inplace, "dropout")
 
 
 # ---- normalisation -------------------------------------------------------------------------
@@ -152,20 +154,22 @@ def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: floa
 
 
 def _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps):
-    """(output, new running mean, new running var); the statistics are None unless updated."""
+    """The output; in training mode the running statistics given are updated in place."""
     _check(input, "input")
     y, m, v = E.batch_norm(input._h, _h(running_mean, "running_mean"), _h(running_var, "running_var"),
                            _h(weight, "weight"), _h(bias, "bias"), bool(training), float(momentum), float(eps))
-    wrap = lambda h: Tensor._wrap(h) if h else None  # noqa: E731
-    return Tensor._wrap(y), wrap(m), wrap(v)
+    if m:
+        with no_grad():
+            running_mean.copy_(Tensor._wrap(m))
+            running_var.copy_(Tensor._wrap(v))
+    return Tensor._wrap(y)
 
 
 def batch_norm(input: Tensor, running_mean=None, running_var=None, weight=None, bias=None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Batch normalisation of [N, C, *] input, computed in float32, returned in the input's
-    dtype. lucid tensors are immutable, so the running statistics cannot be updated in
-    place here; ``nn.BatchNorm1d``/``BatchNorm2d`` keep them."""
-    return _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)[0]
+    dtype. In training mode the running statistics given are updated in place."""
+    return _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
 
 
 # ---- convolution and pooling ---------------------------------------------------------------

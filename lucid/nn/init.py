@@ -8,7 +8,6 @@ import math
 import numbers
 
 from .. import _creation
-from .. import _engine as E, _views
 from .._grad_mode import no_grad
 from .._tensor import Tensor
 
@@ -43,10 +42,9 @@ def _check(t):
 
 
 def _assign(t: Tensor, values: Tensor) -> Tensor:
-    """Points `t` at `values` (converted to t's dtype and device), keeping requires_grad."""
-    new = values.to(dtype=t.dtype, device=t.device)
-    _views.update(t, E.set_requires_grad(new._h, t.requires_grad))
-    return t
+    """Writes `values` (converted to t's dtype and device) into `t`, in place."""
+    with no_grad():
+        return t.copy_(values)
 
 
 def _calculate_fan_in_and_fan_out(t: Tensor):

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from .. import _engine as E, _views
+from .. import _engine as E
+from .._grad_mode import no_grad
 from .._tensor import Tensor
 from .._types import as_device, dtype as _dtype, float16, float32
 from .parameter import Parameter
@@ -224,11 +225,8 @@ class Module:
         for name, (m, attr, t) in own.items():
             if name not in state_dict:
                 continue
-            v = state_dict[name].to(dtype=t.dtype, device=t.device, copy=True)
-            if isinstance(t, Parameter):
-                _views.update(t, E.set_requires_grad(v._h, t.requires_grad))
-            else:
-                m._buffers[attr] = v.detach()
+            with no_grad():  # into the module's own tensors, as PyTorch copies them
+                t.copy_(state_dict[name])
         return missing, unexpected
 
     # ---- display -------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 from .. import _creation
+from .._grad_mode import no_grad
 from .._types import check_dtype, float32, int64
 from . import functional as F
 from .module import Module
@@ -98,14 +99,13 @@ class _BatchNorm(Module):
         use_batch_stats = self.training or self.running_mean is None
         momentum = self.momentum
         if self.training and self.track_running_stats:
-            self.num_batches_tracked = self.num_batches_tracked + 1
+            with no_grad():
+                self.num_batches_tracked.add_(1)
             if momentum is None:  # a cumulative moving average
                 momentum = 1.0 / self.num_batches_tracked.item()
-        y, mean, var = F._batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                                     use_batch_stats, momentum or 0.0, self.eps)
-        if mean is not None:
-            self.running_mean, self.running_var = mean, var
-        return y
+        # The running statistics are updated in place.
+        return F._batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                             use_batch_stats, momentum or 0.0, self.eps)
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "

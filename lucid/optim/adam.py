@@ -22,12 +22,14 @@ class Adam(Optimizer):
         step = state.get("step", 0) + 1
         m, v = state.get("exp_avg"), state.get("exp_avg_sq")
         b1, b2 = group["betas"]
-        new_p, new_m, new_v = E.adam_step(p._h, grad._h, m._h if m is not None else 0, v._h if v is not None else 0,
-                                          step, float(group["lr"]), float(b1), float(b2), float(group["eps"]),
-                                          float(group["weight_decay"]), self._decoupled, bool(group["maximize"]))
+        made_m, made_v = E.adam_step(p._h, grad._h, m._h if m is not None else 0, v._h if v is not None else 0,
+                                     step, float(group["lr"]), float(b1), float(b2), float(group["eps"]),
+                                     float(group["weight_decay"]), self._decoupled, bool(group["maximize"]))
         state["step"] = step
-        state["exp_avg"], state["exp_avg_sq"] = Tensor._wrap(new_m), Tensor._wrap(new_v)
-        return new_p
+        if made_m:
+            state["exp_avg"] = Tensor._wrap(made_m)
+        if made_v:
+            state["exp_avg_sq"] = Tensor._wrap(made_v)
 
 
 class AdamW(Adam):

@@ -7,12 +7,14 @@ from .._creation import full_like, zeros_like
 from .optimizer import Optimizer
 
 
-def _handle(t, p):
-    """The engine handle of the new value `t` of parameter `p`, taken over by the optimizer
-    (the Python object gives it up); a leaf that requires gradients when `p` does."""
-    t.requires_grad_(p.requires_grad)
-    h, t._h = t._h, 0
-    return h
+def _keep(state, key, value):
+    """Stores `value` as state `key`: written into the tensor already there, so that a
+    reference to it (or a state dict taken before) follows every step."""
+    held = state.get(key)
+    if held is None:
+        state[key] = value
+    else:
+        held.copy_(value)
 
 
 def _direction(p32, grad, group):
@@ -45,18 +47,18 @@ class RMSprop(Optimizer):
         g = _direction(p32, grad, group)
         alpha = float(group["alpha"])
         square = state.get("square_avg", zeros_like(p32)) * alpha + g * g * (1 - alpha)
-        state["square_avg"] = square
+        _keep(state, "square_avg", square)
         if group["centered"]:
             avg_grad = state.get("grad_avg", zeros_like(p32)) * alpha + g * (1 - alpha)
-            state["grad_avg"] = avg_grad
+            _keep(state, "grad_avg", avg_grad)
             avg = (square - avg_grad * avg_grad).sqrt() + float(group["eps"])
         else:
             avg = square.sqrt() + float(group["eps"])
         step = g / avg
         if group["momentum"] > 0:
             step = state.get("momentum_buffer", zeros_like(p32)) * float(group["momentum"]) + step
-            state["momentum_buffer"] = step
-        return _handle((p32 - step * float(group["lr"])).to(p.dtype), p)
+            _keep(state, "momentum_buffer", step)
+        p.copy_(p32 - step * float(group["lr"]))
 
 
 class Adagrad(Optimizer):
@@ -74,9 +76,9 @@ class Adagrad(Optimizer):
         g = _direction(p32, grad, group)
         state["step"] = state.get("step", 0) + 1
         total = state.get("sum", full_like(p32, float(group["initial_accumulator_value"]))) + g * g
-        state["sum"] = total
+        _keep(state, "sum", total)
         lr = float(group["lr"]) / (1 + (state["step"] - 1) * float(group["lr_decay"]))
-        return _handle((p32 - g / (total.sqrt() + float(group["eps"])) * lr).to(p.dtype), p)
+        p.copy_(p32 - g / (total.sqrt() + float(group["eps"])) * lr)
 
 
 class Adadelta(Optimizer):
@@ -97,6 +99,6 @@ class Adadelta(Optimizer):
         square = state.get("square_avg", zeros_like(p32)) * rho + g * g * (1 - rho)
         acc = state.get("acc_delta", zeros_like(p32))
         delta = (acc + eps).sqrt() / (square + eps).sqrt() * g
-        state["square_avg"] = square
-        state["acc_delta"] = acc * rho + delta * delta * (1 - rho)
-        return _handle((p32 - delta * float(group["lr"])).to(p.dtype), p)
+        _keep(state, "square_avg", square)
+        _keep(state, "acc_delta", acc * rho + delta * delta * (1 - rho))
+        p.copy_(p32 - delta * float(group["lr"]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import numbers
 
-from .. import _grad_mode, _views
+from .. import _grad_mode
 from .._tensor import Tensor
 
 
@@ -54,14 +54,19 @@ class Optimizer:
                 raise ValueError(f"invalid {k}: {v!r} (expected a non-negative number)")
 
     def zero_grad(self, set_to_none: bool = True):
-        """Clears gradients: to None (default), or to zeros."""
-        from .._creation import zeros_like
+        """Clears gradients: to None (default), or to zeros in place (each gradient stays the
+        same tensor)."""
         for g in self.param_groups:
             for p in g["params"]:
                 if set_to_none:
                     p.grad = None
-                elif p.grad is not None:
-                    p.grad = zeros_like(p)
+                else:
+                    grad = p.grad
+                    if grad is not None:
+                        if grad.grad_fn is not None:
+                            grad = grad.detach()
+                            p.grad = grad
+                        grad.zero_()
 
     def step(self, closure=None):
         """Updates every parameter that has a gradient; returns ``closure()`` if given."""
@@ -75,12 +80,11 @@ class Optimizer:
                     grad = p.grad
                     if grad is None:
                         continue
-                    new = self._update(p, grad, group, self.state.setdefault(p, {}))
-                    _views.update(p, new)
-                    p.grad = grad  # the update makes a new leaf; its gradient stays until zero_grad
+                    self._update(p, grad, group, self.state.setdefault(p, {}))
         return loss
 
-    def _update(self, p, grad, group, state) -> int:
+    def _update(self, p, grad, group, state) -> None:
+        """Updates `p` and its `state` in place (the step runs under no_grad)."""
         raise NotImplementedError
 
     # ---- state ---------------------------------------------------------------------------
@@ -109,7 +113,7 @@ class Optimizer:
         for idx, p in params:
             saved = state_dict.get("state", {}).get(idx)
             if saved is not None:
-                self.state[p] = {k: (v.to(dtype=p.dtype, device=p.device) if isinstance(v, Tensor) else v)
+                self.state[p] = {k: (v.to(dtype=p.dtype, device=p.device, copy=True) if isinstance(v, Tensor) else v)
                                  for k, v in saved.items()}
         for mine, theirs in zip(self.param_groups, groups):
             mine.update({k: v for k, v in theirs.items() if k != "params"})

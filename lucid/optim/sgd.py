@@ -20,9 +20,8 @@ class SGD(Optimizer):
 
     def _update(self, p, grad, group, state):
         buf = state.get("momentum_buffer")
-        new_p, new_buf = E.sgd_step(p._h, grad._h, buf._h if buf is not None else 0, float(group["lr"]),
-                                    float(group["momentum"]), float(group["dampening"]), float(group["weight_decay"]),
-                                    bool(group["nesterov"]), bool(group["maximize"]))
-        if new_buf:
-            state["momentum_buffer"] = Tensor._wrap(new_buf)
-        return new_p
+        made = E.sgd_step(p._h, grad._h, buf._h if buf is not None else 0, float(group["lr"]),
+                          float(group["momentum"]), float(group["dampening"]), float(group["weight_decay"]),
+                          bool(group["nesterov"]), bool(group["maximize"]))
+        if made:
+            state["momentum_buffer"] = Tensor._wrap(made)

@@ -94,4 +94,36 @@ import Testing
         let got = try opt.parameters[0].toArray()
         #expect(zip(got, p2).allSatisfy { abs($0 - $1) < 1e-6 })
     }
+
+    @Test func inPlaceFormsWriteTheStorageThatViewsShare() throws {
+        let buffer = try Tensor.zeros([2, 3])
+        let flat = try buffer.view([6])
+        try buffer.copy(from: try Tensor([1, 2, 3], shape: [3]))  // broadcast over the rows
+        #expect(try flat.toArray() == [1, 2, 3, 1, 2, 3])
+        try flat.fill(7)
+        #expect(try buffer.toArray() == [Float](repeating: 7, count: 6))
+        // What autograd would record is refused, and allowed with grad mode off.
+        let w = try Tensor([1, 2], shape: [2]).requiringGrad()
+        #expect(throws: LucidError.self) { try w.fill(0) }
+        try GradMode.with(false) { try w.fill(0) }
+        #expect(try w.toArray() == [0, 0])
+    }
+
+    @Test func aSavedTensorWrittenInPlaceIsRefusedInBackward() throws {
+        let x = try Tensor([0.5, 1], shape: [2]).requiringGrad()
+        let y = try x.exp()
+        try GradMode.with(false) { try y.fill(1) }   // exp saved its output
+        let error = lucidErrorKind { try y.sum().backward() }
+        #expect(error == .runtime)
+    }
+
+    @Test func anOptimizerStepUpdatesTheParametersGiven() throws {
+        let w = try Tensor([1, -1], shape: [2]).requiringGrad()
+        let view = try w.view([2, 1])
+        let opt = try SGD([w], lr: 0.5)
+        try (w * w).sum().backward()
+        try opt.step()
+        #expect(try w.toArray() == [0, 0])   // w - 0.5 · 2w
+        #expect(try view.toArray() == [0, 0])
+    }
 }

@@ -49,6 +49,15 @@ int lucid_host_parallel(ptrdiff_t parts, unsigned threads, void *context, lucid_
 /// fork, so a child must run oneDNN on one thread, with primitives built there.
 unsigned long lucid_host_forks(void);
 
+/* A storage's version counter: bumped by every in-place write, read when a saved tensor is
+ * checked in backward. Relaxed atomics: the counter orders nothing else. */
+static inline int64_t lucid_counter_bump(int64_t *counter) {
+    return __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED);
+}
+static inline int64_t lucid_counter_load(const int64_t *counter) {
+    return __atomic_load_n(counter, __ATOMIC_RELAXED);
+}
+
 #ifdef __cplusplus
 }
 #endif

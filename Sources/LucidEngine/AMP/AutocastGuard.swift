@@ -128,16 +128,17 @@ public enum Autocast {
     /// (a parameter) is cast to a lower precision once per outermost scope and the cast
     /// reused, as PyTorch's autocast weight cache does; gradients still reach the leaf
     /// through every op that read it. Casts made with grad mode off are not kept, so a cached
-    /// cast always carries its backward edge.
+    /// cast always carries its backward edge; a cast of values an in-place write has changed
+    /// since (its storage's version) is made again.
     static func cast(_ t: TensorImpl, to dtype: DType) throws -> TensorImpl {
         guard t.dtype == .float32, dtype.isLowPrecision, t.requiresGrad, t.gradFn == nil,
               let state = AMPRegistry.currentIfPresent(), !state.scopes.isEmpty, state.cacheEnabled else {
             return try Ops.cast(t, to: dtype)
         }
         let key = ThreadAMPState.CastKey(source: ObjectIdentifier(t), dtype: dtype)
-        if let hit = state.castCache[key] { return hit.cast }
+        if let hit = state.castCache[key], hit.version == t.storage.version { return hit.cast }
         let cast = try Ops.cast(t, to: dtype)
-        if GradMode.isEnabled { state.castCache[key] = (t, cast) }
+        if GradMode.isEnabled { state.castCache[key] = (t, t.storage.version, cast) }
         return cast
     }
 

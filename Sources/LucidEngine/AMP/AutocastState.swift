@@ -37,8 +37,9 @@ final class ThreadAMPState {
     var suppressed = 0
     /// float32 leaves that require gradients (parameters), cast to a lower precision while
     /// any scope is open: each is cast once and reused by every op that reads it, until the
-    /// outermost scope exits. The source is held so that its identity cannot be reused.
-    var castCache: [CastKey: (source: TensorImpl, cast: TensorImpl)] = [:]
+    /// outermost scope exits. The source is held so that its identity cannot be reused, with
+    /// its storage's version when it was cast.
+    var castCache: [CastKey: (source: TensorImpl, version: Int64, cast: TensorImpl)] = [:]
     /// Whether lower-precision casts of parameters go through `castCache` (autocast's
     /// `cache_enabled`; PyTorch's `set_autocast_cache_enabled`). On for a new thread.
     var cacheEnabled = true

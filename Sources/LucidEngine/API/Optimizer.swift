@@ -1,11 +1,10 @@
-/// Optimizers for Swift callers. Engine tensors are immutable, so an optimizer owns its
-/// parameters and replaces each with its updated value on `step()`; read them back through
-/// `parameters`. Each update is one engine call per parameter, with PyTorch's rules.
+/// Optimizers for Swift callers. `step()` updates each parameter, and its state, in place:
+/// the tensors given are the parameters, before and after. Each update is one engine call
+/// per parameter, with PyTorch's rules.
 ///
 /// ```swift
 /// let opt = Adam([w, b], lr: 1e-2)
 /// for _ in 0..<100 {
-///     let (w, b) = (opt.parameters[0], opt.parameters[1])
 ///     let loss = try crossEntropy(try x.linear(w, bias: b), labels)
 ///     try opt.zeroGrad()
 ///     try loss.backward()
@@ -13,8 +12,8 @@
 /// }
 /// ```
 public class Optimizer {
-    /// The current parameters (leaves that require gradients), in the order given.
-    public internal(set) var parameters: [Tensor]
+    /// The parameters (leaves that require gradients), in the order given.
+    public let parameters: [Tensor]
 
     init(_ parameters: [Tensor]) throws {
         for (i, p) in parameters.enumerated() where !p.requiresGrad || p.gradFn != nil {
@@ -26,15 +25,15 @@ public class Optimizer {
     /// Clears every parameter's gradient.
     public func zeroGrad() throws { for p in parameters { try p.zeroGrad() } }
 
-    /// Updates every parameter that has a gradient.
+    /// Updates every parameter that has a gradient, in place.
     public func step() throws {
         for i in parameters.indices {
             guard let g = parameters[i].grad else { continue }
-            parameters[i] = Tensor(try update(i, parameters[i].impl, g.impl))
+            try update(i, parameters[i].impl, g.impl)
         }
     }
 
-    func update(_ index: Int, _ param: TensorImpl, _ grad: TensorImpl) throws -> TensorImpl {
+    func update(_ index: Int, _ param: TensorImpl, _ grad: TensorImpl) throws {
         throw LucidError.runtime("optimizer: subclasses implement update")
     }
 }
@@ -55,11 +54,10 @@ public final class SGD: Optimizer {
         try super.init(parameters)
     }
 
-    override func update(_ i: Int, _ param: TensorImpl, _ grad: TensorImpl) throws -> TensorImpl {
-        let (p, buf) = try Optimizers.sgd(param: param, grad: grad, momentumBuffer: buffers[i], lr: lr, momentum: momentum,
-                                          dampening: dampening, weightDecay: weightDecay, nesterov: nesterov, maximize: false)
-        buffers[i] = buf
-        return p
+    override func update(_ i: Int, _ param: TensorImpl, _ grad: TensorImpl) throws {
+        let made = try Optimizers.sgd(param: param, grad: grad, momentumBuffer: buffers[i], lr: lr, momentum: momentum,
+                                      dampening: dampening, weightDecay: weightDecay, nesterov: nesterov, maximize: false)
+        if let made { buffers[i] = made }
     }
 }
 
@@ -81,12 +79,10 @@ public final class Adam: Optimizer {
         try super.init(parameters)
     }
 
-    override func update(_ i: Int, _ param: TensorImpl, _ grad: TensorImpl) throws -> TensorImpl {
+    override func update(_ i: Int, _ param: TensorImpl, _ grad: TensorImpl) throws {
         steps[i] += 1
-        let (p, m, v) = try Optimizers.adam(param: param, grad: grad, m: moments[i]?.0, v: moments[i]?.1, step: steps[i], lr: lr,
-                                            beta1: beta1, beta2: beta2, eps: eps, weightDecay: weightDecay,
-                                            decoupled: decoupled, maximize: false)
-        moments[i] = (m, v)
-        return p
+        moments[i] = try Optimizers.adam(param: param, grad: grad, m: moments[i]?.0, v: moments[i]?.1, step: steps[i], lr: lr,
+                                         beta1: beta1, beta2: beta2, eps: eps, weightDecay: weightDecay,
+                                         decoupled: decoupled, maximize: false)
     }
 }

@@ -1,6 +1,7 @@
-/// A tensor for Swift callers: a shape, a dtype, a device and the engine's storage. Values are
-/// immutable; every op returns a new tensor (views share storage). Ops throw `LucidError`
-/// instead of trapping, so operators are used with `try`.
+/// A tensor for Swift callers: a shape, a dtype, a device and the engine's storage. Ops return
+/// new tensors (views share storage); the in-place forms (`copy(from:)`, `fill(_:)`, an
+/// optimizer's `step()`) write into the storage, where every view sees the values. Ops throw
+/// `LucidError` instead of trapping, so operators are used with `try`.
 ///
 /// ```swift
 /// import LucidEngine
@@ -128,6 +129,30 @@ public struct Tensor: @unchecked Sendable, CustomStringConvertible {
     /// A row named twice takes its last write unless `accumulate`. Gradients flow to both.
     public func indexPut(_ index: Tensor, _ values: Tensor, accumulate: Bool = false) throws -> Tensor {
         Tensor(try Indexing.assign(impl, [.tensor(index.impl)], values.impl, accumulate: accumulate))
+    }
+
+    // MARK: In place
+
+    /// Writes `source` (broadcast to this shape, converted to this dtype and moved to this
+    /// device) into this tensor's elements, in its storage: a buffer update. Every tensor that
+    /// views the storage sees the values. Only where autograd records nothing (grad mode off,
+    /// or neither tensor requires gradients).
+    public func copy(from source: Tensor) throws {
+        try checkUnrecorded("copy(from:)", source.impl)
+        _ = try InPlace.assign(impl, source.impl, base: nil, op: "copy(from:)")
+    }
+
+    /// Sets every element to `value`, in place (an expanded view's shared elements included).
+    /// Only where autograd records nothing.
+    public func fill(_ value: Double) throws {
+        try checkUnrecorded("fill(_:)", nil)
+        _ = try InPlace.fill(impl, ScalarOperand(float: value), base: nil, op: "fill(_:)")
+    }
+
+    private func checkUnrecorded(_ op: String, _ source: TensorImpl?) throws {
+        if GradMode.isEnabled && (impl.requiresGrad || source?.requiresGrad == true) {
+            throw LucidError.runtime("\(op): an in-place write that autograd would record is not available from Swift; make it under GradMode.with(false), or use the functional ops")
+        }
     }
 
     // MARK: Autograd

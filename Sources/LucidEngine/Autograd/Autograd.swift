@@ -4,12 +4,16 @@ package enum Autograd {
 
     /// `out` recorded as the result of `name` applied to `inputs`, when grad mode is on and
     /// some input requires gradients; otherwise `out` itself. `rule` maps the gradient of the
-    /// output to one gradient per input (nil where not needed).
-    static func record(_ out: TensorImpl, _ name: String, _ inputs: [TensorImpl], savesNothing: Bool = false,
+    /// output to one gradient per input (nil where not needed). `saved` are the tensors whose
+    /// values the rule reads (inputs, or `out` itself): backward refuses to run the rule once
+    /// an in-place write has changed one of them.
+    static func record(_ out: TensorImpl, _ name: String, _ inputs: [TensorImpl], saved: [TensorImpl?] = [],
+                       savesNothing: Bool = false,
                        _ rule: @escaping (TensorImpl) throws -> [TensorImpl?]) -> TensorImpl {
         guard GradMode.isEnabled, inputs.contains(where: { $0.requiresGrad }) else { return out }
         let tracked = inputs.map { $0.requiresGrad ? GradNode.Edge($0) : nil }
-        return out.tracked(by: GradNode(name: name, inputs: tracked, savesNothing: savesNothing, rule: rule))
+        return out.tracked(by: GradNode(name: name, inputs: tracked, saved: saved.compactMap { $0.map(GradNode.Saved.init) },
+                                        savesNothing: savesNothing, rule: rule))
     }
 
     /// Whether an op on these inputs is recorded: checked before building a backward rule,
@@ -99,13 +103,21 @@ package enum Autograd {
         }
     }
 
-    /// Adds `g` to a leaf's gradient. The read, the add and the write happen under the lock,
-    /// so backward passes on several threads that reach one leaf lose no contribution (the
-    /// add runs with grad mode off and takes no lock of its own).
+    /// Adds `g` to a leaf's gradient, in place: the gradient stays one tensor, so whoever holds
+    /// it (`g = p.grad`) sees every backward pass. The first gradient is a copy in storage of
+    /// its own, since `g` may share storage with a tensor the program holds. The read, the add
+    /// and the write happen under the lock, so backward passes on several threads that reach
+    /// one leaf lose no contribution (the add runs with grad mode off and takes no lock of its
+    /// own).
     private static func accumulate(_ leaf: TensorImpl, _ g: TensorImpl) throws {
-        let dense = try Ops.contiguous(g)
         try lock.withLock {
-            leaf.gradStorage = try leaf.gradStorage.map { try Elementwise.binary(.add, $0, dense) } ?? dense
+            guard let existing = leaf.gradStorage else {
+                leaf.gradStorage = try Ops.clone(g)
+                return
+            }
+            let sum = try Elementwise.binary(.add, existing, g)
+            existing.backend.copy(sum, into: existing)
+            existing.storage.bumpVersion()
         }
     }
 

@@ -18,16 +18,34 @@ package final class GradNode: @unchecked Sendable {
         }
     }
 
+    /// A tensor whose values the rule reads, and the version of its storage when it was saved.
+    struct Saved {
+        let storage: Storage
+        let version: Int64
+        let shape: [Int]
+        let dtype: DType
+
+        init(_ t: TensorImpl) {
+            storage = t.storage
+            version = t.storage.version
+            shape = t.shape
+            dtype = t.dtype
+        }
+    }
+
     package let name: String
     let inputs: [Edge?]
     private var rule: ((TensorImpl) throws -> [TensorImpl?])?
+    private var saved: [Saved]
     /// A rule that saves no tensors (a dtype cast) is kept after backward: autocast's weight
     /// cache reuses a cast, and its node, across the graphs of one scope.
     let savesNothing: Bool
 
-    init(name: String, inputs: [Edge?], savesNothing: Bool = false, rule: @escaping (TensorImpl) throws -> [TensorImpl?]) {
+    init(name: String, inputs: [Edge?], saved: [Saved] = [], savesNothing: Bool = false,
+         rule: @escaping (TensorImpl) throws -> [TensorImpl?]) {
         self.name = name
         self.inputs = inputs
+        self.saved = saved
         self.savesNothing = savesNothing
         self.rule = rule
     }
@@ -36,8 +54,16 @@ package final class GradNode: @unchecked Sendable {
         guard let rule else {
             throw LucidError.runtime("backward through \(name) a second time: its saved tensors were freed after the first backward; pass retain_graph=True to the first call")
         }
+        for s in saved where s.storage.version != s.version {
+            throw LucidError.runtime("one of the variables needed for gradient computation has been modified by an inplace operation: [\(s.dtype.name) tensor of shape \(s.shape)], which \(name) saved, is at version \(s.storage.version); expected version \(s.version) instead. Hint: clone() it before changing it in place, or change it after backward")
+        }
         return try rule(grad)
     }
 
-    func release() { if !savesNothing { rule = nil } }
+    func release() {
+        if !savesNothing {
+            rule = nil
+            saved = []
+        }
+    }
 }

@@ -1,6 +1,8 @@
-/// The engine's tensor: a strided view of a storage. Its geometry and values never change
-/// once made, so it can be shared between threads and between the Swift API and C handles;
-/// only a leaf's accumulated gradient (`grad`) changes, under the autograd lock.
+/// The engine's tensor: a strided view of a storage. Its geometry and autograd history never
+/// change once made, so it can be shared between threads and between the Swift API and C
+/// handles; its values change only through in-place writes into the storage (`InPlace`,
+/// the optimizers), which bump the storage's version, and a leaf's accumulated gradient
+/// (`grad`) changes under the autograd lock.
 package final class TensorImpl: @unchecked Sendable {
     let storage: Storage
     package let shape: [Int]

@@ -17,7 +17,7 @@ package enum Activations {
             let out = try TensorImpl.empty(x.shape, dtype: .float32, like: x)
             if out.elementwise(op).leakyRelu(x, slope: s, into: out) {
                 guard Autograd.tracks(x) else { return out }
-                return Autograd.record(out, Autograd.name(leakyRelu), [x]) { g in
+                return Autograd.record(out, Autograd.name(leakyRelu), [x], saved: [x]) { g in
                     let g32 = try Ops.contiguous(try Ops.cast(g, to: .float32))
                     let dx = try TensorImpl.empty(x.shape, dtype: .float32, like: x)
                     if dx.elementwise(op).leakyReluBackward(x, grad: g32, slope: s, into: dx) { return [dx] }
@@ -59,7 +59,7 @@ package enum Activations {
         let xc = try Ops.contiguous(x)
         let out = try TensorImpl.empty(xc.shape, dtype: xc.dtype, on: xc.backend)
         guard out.backend.softmaxKernels?.softmax(xc.withRequiresGrad(false), axis: d, log: log, into: out) == true else { return nil }
-        return Autograd.record(out, Autograd.name(op), [xc]) { g in
+        return Autograd.record(out, Autograd.name(op), [xc], saved: [out]) { g in
             if out.dtype == .float32, let kernels = out.backend.softmaxKernels {
                 let gc = try Ops.contiguous(try Ops.cast(g, to: .float32))
                 let dx = try TensorImpl.empty(out.shape, dtype: .float32, on: out.backend)

@@ -76,7 +76,7 @@ package enum Attention {
         let result = out.view(shape: lead + [l, ev], strides: Shape.contiguousStrides(lead + [l, ev]))
         let weights = needWeights ? p?.view(shape: lead + [l, s], strides: Shape.contiguousStrides(lead + [l, s])) : nil
         guard tracked, let p else { return (result, weights) }
-        return (Autograd.record(result, Autograd.name(sdpa), t) { g in
+        return (Autograd.record(result, Autograd.name(sdpa), t, saved: [q3, k3, v3, p]) { g in
             // dV = Pᵀ·G; dS = P ⊙ (dP − Σ(dP ⊙ P)) · scale with dP = G·Vᵀ, in float32;
             // dQ = dS·K, dK = dSᵀ·Q.
             let g3 = try ShapeOps.reshape(g, [batch, l, ev])

@@ -40,7 +40,7 @@ package enum Comparison {
         let x = try Ops.cast(a, to: dtype), y = try Ops.cast(b, to: dtype)
         let out = try TensorImpl.empty(shape, dtype: dtype, like: x)
         out.elementwise("where").select(cond.expanded(to: shape), x.expanded(to: shape), y.expanded(to: shape), into: out)
-        return Autograd.record(out, Autograd.name(whereOp), [x, y]) { g in
+        return Autograd.record(out, Autograd.name(whereOp), [x, y], saved: [cond]) { g in
             let zero = try Ops.scalarTensor(ScalarOperand(int: 0), dtype: g.dtype, device: g.device)
             return [try Autograd.reduce(try `where`(cond, g, zero), to: x.shape),
                     try Autograd.reduce(try `where`(cond, zero, g), to: y.shape)]
@@ -79,7 +79,7 @@ package enum Comparison {
             // A min above max gives max everywhere (PyTorch's rule): the minimum applied last.
             return r
         }
-        return Autograd.record(out, Autograd.name(clamp), [x]) { g in
+        return Autograd.record(out, Autograd.name(clamp), [x], saved: [x]) { g in
             var keep: TensorImpl? = nil
             for (bound, k) in [(lo, CompareKernel.ge), (hi, CompareKernel.le)] {
                 guard let bound else { continue }

@@ -144,7 +144,7 @@ package enum Convolution {
         // weights do (and the node then keeps no weight for it).
         let needX = x.requiresGrad, needW = w.requiresGrad, needB = b?.requiresGrad == true
         let savedX = needW ? x : nil, savedW = needX ? w : nil, xShape = x.shape, wShape = w.shape
-        return Autograd.record(out, Autograd.name(conv2d), [x, w] + (b.map { [$0] } ?? [])) { grad in
+        return Autograd.record(out, Autograd.name(conv2d), [x, w] + (b.map { [$0] } ?? []), saved: [savedX, savedW]) { grad in
             let gy = try Ops.contiguous(grad)
             let gx = try savedW.map { try pass(name, .backwardData, problem, x: nil, weight: $0, gradOut: gy, shape: xShape) }
             let gw = try savedX.map { try pass(name, .backwardWeights, problem, x: $0, weight: nil, gradOut: gy, shape: wShape) }
@@ -184,7 +184,7 @@ package enum Convolution {
               kernels.convolution(.backwardData, problem, x: nil, weight: w, bias: nil, gradOut: x, into: out) else { return nil }
         guard Autograd.tracks(x, w) else { return out }
         let savedX = w.requiresGrad ? x : nil, savedW = x.requiresGrad ? w : nil, xShape = x.shape, wShape = w.shape
-        return Autograd.record(out, Autograd.name(convTranspose2d), [x, w]) { grad in
+        return Autograd.record(out, Autograd.name(convTranspose2d), [x, w], saved: [savedX, savedW]) { grad in
             let gy = try Ops.contiguous(grad)
             let gx = try savedW.map { try pass(name, .forward, problem, x: gy, weight: $0, gradOut: nil, shape: xShape) }
             let gw = try savedX.map { try pass(name, .backwardWeights, problem, x: gy, weight: nil, gradOut: $0, shape: wShape) }
@@ -286,7 +286,7 @@ package enum Convolution {
         let values = try TensorImpl.empty(outShape, dtype: xc.dtype, on: xc.backend)
         let indices = try TensorImpl.empty(outShape, dtype: .int64, on: xc.backend)
         if values.numel > 0 { xc.pooling("max_pool2d").maxPool2d(xc, g, values: values, indices: indices) }
-        let pooled = Autograd.record(values, Autograd.name(maxPool2d), [xc]) { grad in
+        let pooled = Autograd.record(values, Autograd.name(maxPool2d), [xc], saved: [indices]) { grad in
             let gc = try Ops.contiguous(grad)
             let gradIn = try TensorImpl.empty(xc.shape, dtype: gc.dtype, on: gc.backend)
             gradIn.pooling("max_pool2d_backward").maxPool2dBackward(gc, indices: indices, g, into: gradIn)

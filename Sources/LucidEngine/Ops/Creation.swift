@@ -23,12 +23,18 @@ package enum Creation {
     }()
 
     package static func full(_ shape: [Int], value: ScalarOperand, dtype: DType, device: Device) throws -> TensorImpl {
-        try checkRepresentable(value, in: dtype)
+        let fill = try scalar(value, for: dtype)
         let out = try TensorImpl.empty(shape, dtype: dtype, on: try Backends.backend(for: device))
-        // A bool holds whether the value is nonzero (NaN and 0.5 are true), not its truncation.
-        let fill = dtype == .bool && value.kind == .float ? Scalar(int: value.value.double != 0 ? 1 : 0) : value.value
         out.backend.fill(out, with: fill)
         return out
+    }
+
+    /// `value` as the scalar a fill of a `dtype` tensor writes: refused where it cannot be
+    /// represented; a bool holds whether the value is nonzero (NaN and 0.5 are true), not its
+    /// truncation.
+    static func scalar(_ value: ScalarOperand, for dtype: DType) throws -> Scalar {
+        try checkRepresentable(value, in: dtype)
+        return dtype == .bool && value.kind == .float ? Scalar(int: value.value.double != 0 ? 1 : 0) : value.value
     }
 
     /// An integer tensor cannot hold NaN, an infinity or a value beyond its range: filling one

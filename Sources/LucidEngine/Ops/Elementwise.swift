@@ -105,27 +105,34 @@ package enum Elementwise {
         guard Autograd.tracks(x, y), !k.isBitwise else { return out }
         // Each gradient is summed back over the dimensions its input was broadcast along.
         // Each rule captures only what it needs: add and sub keep no tensor alive.
+        // `saved` names what a rule reads, only for the gradients that are needed.
         let rule: (TensorImpl) throws -> (TensorImpl, TensorImpl)
+        let saved: [TensorImpl?]
         switch k {
-        case .add: rule = { g in (g, g) }
-        case .sub: rule = { g in (g, try unary(.neg, g)) }
-        case .mul: rule = { g in (try binary(.mul, g, y), try binary(.mul, g, x)) }
+        case .add: (rule, saved) = ({ g in (g, g) }, [])
+        case .sub: (rule, saved) = ({ g in (g, try unary(.neg, g)) }, [])
+        case .mul:
+            rule = { g in (try binary(.mul, g, y), try binary(.mul, g, x)) }
+            saved = [x.requiresGrad ? y : nil, y.requiresGrad ? x : nil]
         case .div:  // d(x/y)/dy = -(x/y)/y
-            rule = { g in (try binary(.div, g, y), try unary(.neg, try binary(.div, try binary(.mul, g, out), y))) }
+            rule = { g in (try binary(.div, g, y), try unary(.neg, try binary(.div, try binary(.div, try binary(.mul, g, x), y), y))) }
+            saved = [y, y.requiresGrad ? x : nil]
         case .pow:  // d(x**y)/dx = y·x**(y-1)
             rule = { g in
                 let ym1 = try binary(.sub, y, scalar: ScalarOperand(int: 1), scalarFirst: false)
                 return (try binary(.mul, try binary(.mul, g, y), try binary(.pow, x, ym1)), try powExponentGrad(g, x, out))
             }
+            saved = [x, y, y.requiresGrad ? out : nil]
         case .maximum, .minimum:
             rule = { g in
                 let gx = try binary(.mul, g, try maxShare(x, y, larger: k == .maximum))
                 return (gx, try binary(.sub, g, gx))
             }
+            saved = [x, y]
         case .bitwiseAnd, .bitwiseOr, .bitwiseXor: return out  // integers and bools carry no gradient
         }
         let xShape = x.shape, yShape = y.shape
-        return Autograd.record(out, Autograd.name(op), [x, y]) { g in
+        return Autograd.record(out, Autograd.name(op), [x, y], saved: saved) { g in
             let (gx, gy) = try rule(g)
             return [try Autograd.reduce(gx, to: xShape), try Autograd.reduce(gy, to: yShape)]
         }
@@ -144,29 +151,34 @@ package enum Elementwise {
         out.elementwise("\(k)").binary(k, x, scalar: scalar.value, scalarFirst: scalarFirst, into: out)
         guard Autograd.tracks(x), !k.isBitwise else { return out }
         let rule: (TensorImpl) throws -> TensorImpl
+        var saved: [TensorImpl] = []
         switch (k, scalarFirst) {
         case (.add, _), (.sub, false): rule = { g in g }
         case (.sub, true): rule = { g in try unary(.neg, g) }
         case (.mul, _), (.div, false): rule = { g in try binary(k, g, scalar: scalar, scalarFirst: false) }
         case (.div, true):  // d(s/x)/dx = -(s/x)/x
             rule = { g in try unary(.neg, try binary(.div, try binary(.mul, g, out), x)) }
+            saved = [out, x]
         case (.pow, true):  // d(s**x)/dx = s**x · log s
             let logS = ScalarOperand(float: LibM.log(scalar.value.double))
             rule = { g in try binary(.mul, try binary(.mul, g, out), scalar: logS, scalarFirst: false) }
+            saved = [out]
         case (.pow, false):  // d(x**s)/dx = s·x**(s-1)
             let lowered = ScalarOperand(float: scalar.value.double - 1)
             rule = { g in
                 try binary(.mul, try binary(.mul, g, try binary(.pow, x, scalar: lowered, scalarFirst: false)), scalar: scalar,
                            scalarFirst: false)
             }
+            saved = [x]
         case (.maximum, _), (.minimum, _):
             rule = { g in
                 let s = try Ops.scalarTensor(scalar, dtype: x.dtype, device: x.device)
                 return try binary(.mul, g, try maxShare(x, s, larger: k == .maximum))
             }
+            saved = [x]
         case (.bitwiseAnd, _), (.bitwiseOr, _), (.bitwiseXor, _): return out
         }
-        return Autograd.record(out, Autograd.name(op), [x]) { g in [try rule(g)] }
+        return Autograd.record(out, Autograd.name(op), [x], saved: saved) { g in [try rule(g)] }
     }
 
     /// Unary ops by kernel. exp, log, log1p, rsqrt and softplus are on PyTorch's float32
@@ -207,7 +219,7 @@ package enum Elementwise {
         // The node keeps one tensor: the output when the derivative reads it, else the input
         // (the kernel then ignores the other argument).
         let saved = k.derivativeUsesOutput ? out : x
-        return Autograd.record(out, Autograd.name(op), [x]) { g in
+        return Autograd.record(out, Autograd.name(op), [x], saved: [saved]) { g in
             let gx = try TensorImpl.empty(saved.shape, dtype: saved.dtype, on: saved.backend)
             saved.elementwise("\(k.name)_backward").unaryBackward(k, x: saved, y: saved, grad: g, into: gx)
             return [gx]

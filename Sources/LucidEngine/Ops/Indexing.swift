@@ -39,7 +39,7 @@ package enum Indexing {
         }
         let result = idx.ndim == 0 ? out.view(shape: [], strides: []) : out
         let xShape = x.shape, aShape = a.shape
-        return Autograd.record(result, Autograd.name(gather), [a]) { g in
+        return Autograd.record(result, Autograd.name(gather), [a], saved: [ix]) { g in
             [try ShapeOps.reshape(try scatterAdd(try ShapeOps.reshape(g, ix.shape), dim: axis, index: ix, shape: xShape), aShape)]
         }
     }
@@ -49,7 +49,7 @@ package enum Indexing {
     static func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, shape: [Int]) throws -> TensorImpl {
         let out = try TensorImpl.empty(shape, dtype: src.dtype, on: src.backend)
         out.indexing("scatter_add").scatterAdd(src, dim: dim, index: index, into: out)
-        return Autograd.record(out, Autograd.name(scatterAdd), [src]) { g in [try gather(g, dim: dim, index: index)] }
+        return Autograd.record(out, Autograd.name(scatterAdd), [src], saved: [index]) { g in [try gather(g, dim: dim, index: index)] }
     }
 
     /// torch.index_select: the slices of `a` along `dim` at the positions in the 1-D `index`.
@@ -75,7 +75,7 @@ package enum Indexing {
         }
         let result = a.ndim == 0 ? out.view(shape: [], strides: []) : out
         let xShape = x.shape, aShape = a.shape
-        return Autograd.record(result, Autograd.name(indexSelect), [a]) { g in
+        return Autograd.record(result, Autograd.name(indexSelect), [a], saved: [spread]) { g in
             [try ShapeOps.reshape(try scatterAdd(try ShapeOps.reshape(g, shape), dim: axis, index: spread, shape: xShape), aShape)]
         }
     }
@@ -97,7 +97,7 @@ package enum Indexing {
         let flat = try ShapeOps.reshape(idx, [-1])
         let rows = try GradMode.with(false) { try indexSelect(weight.withRequiresGrad(false), dim: 0, index: flat) }
         let out = try ShapeOps.reshape(rows, indices.shape + [weight.shape[1]])
-        return Autograd.record(out, Autograd.name(embedding), [weight]) { g in
+        return Autograd.record(out, Autograd.name(embedding), [weight], saved: [flat]) { g in
             var g2 = try ShapeOps.reshape(g, [flat.numel, weight.shape[1]])
             if let pad {
                 let hit = try ShapeOps.reshape(try Comparison.compare(.eq, flat, scalar: ScalarOperand(int: Int64(pad))), [flat.numel, 1])

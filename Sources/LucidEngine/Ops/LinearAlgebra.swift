@@ -91,7 +91,8 @@ package enum LinearAlgebra {
             result = out.view(shape: shape, strides: Shape.contiguousStrides(shape))
         }
         guard Autograd.tracks(a0, b0) else { return result }
-        return Autograd.record(result, Autograd.name(matmul), [a0, b0]) { g in
+        return Autograd.record(result, Autograd.name(matmul), [a0, b0],
+                               saved: [a0.requiresGrad ? b0 : nil, b0.requiresGrad ? a0 : nil]) { g in
             // In matrix form: dA = G·Bᵀ and dB = Aᵀ·G, summed over broadcast batch dimensions.
             let a2 = a0.ndim == 1 ? try ShapeOps.reshape(a0, [1, k]) : a0
             let b2 = b0.ndim == 1 ? try ShapeOps.reshape(b0, [k, 1]) : b0
@@ -141,7 +142,7 @@ package enum LinearAlgebra {
         let savedX = needW ? xi : nil
         let recast = needX && w.dtype != weight.dtype && weight.gradFn == nil
         let savedW = needX && !recast ? w : nil, source = recast ? weight : nil, castType = w.dtype
-        return Autograd.record(result, Autograd.name(linear), inputs) { g in
+        return Autograd.record(result, Autograd.name(linear), inputs, saved: [savedX, savedW, source]) { g in
             let g2 = try ShapeOps.reshape(g, [rows, outF])
             var gx: TensorImpl? = nil, gw: TensorImpl? = nil
             if let weight = try savedW ?? source.map({ try Ops.cast($0, to: castType) }) {

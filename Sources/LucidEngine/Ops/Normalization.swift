@@ -39,7 +39,7 @@ package enum Normalization {
         guard kernels.scaleChannels(data, batch: n, channels: c, weight: w32, bias: b32, into: out) else {
             return try composed()
         }
-        return Autograd.record(out, Autograd.name(op), [yc] + [weight, bias].compactMap { $0 }) { g in
+        return Autograd.record(out, Autograd.name(op), [yc] + [weight, bias].compactMap { $0 }, saved: [yc, w32]) { g in
             let g32 = try Ops.contiguous(try Ops.cast(g, to: .float32))
             let dy = yc.requiresGrad ? try TensorImpl.empty(yc.shape, dtype: .float32, like: yc) : nil
             let dw = weight?.requiresGrad == true ? try TensorImpl.empty([c], dtype: .float32, on: yc.backend) : nil
@@ -94,7 +94,7 @@ package enum Normalization {
         let rstd = try TensorImpl.empty([rows, 1], dtype: .float32, on: xc.backend)
         kernels.normalizeRows(xc.withRequiresGrad(false), rows: rows, eps: Float(eps), weight: w32, bias: b32,
                               into: out, mean: mean, rstd: rstd)
-        return Autograd.record(out, Autograd.name(op), [xc] + [weight, bias].compactMap { $0 }) { g in
+        return Autograd.record(out, Autograd.name(op), [xc] + [weight, bias].compactMap { $0 }, saved: [xc, w32]) { g in
             if let grads = try fusedRowsBackward(kernels, g, xc, rows: rows, mean: mean, rstd: rstd, weight: weight,
                                                  w32: w32, bias: bias) {
                 return grads
@@ -215,7 +215,8 @@ package enum Normalization {
         let data = xc.withRequiresGrad(false)
         guard kernels.normalizeChannels(data, batch: n, channels: c, eps: e, weight: w32, bias: b32, into: out,
                                         mean: mean, variance: variance) else { return nil }
-        let result = Autograd.record(out, Autograd.name(batchNorm), [xc] + [weight, bias].compactMap { $0 }) { g in
+        let result = Autograd.record(out, Autograd.name(batchNorm), [xc] + [weight, bias].compactMap { $0 },
+                                     saved: [xc, w32]) { g in
             let g32 = try Ops.contiguous(try Ops.cast(g, to: .float32))
             let dx = try TensorImpl.empty(xc.shape, dtype: .float32, on: xc.backend)
             let dw = weight == nil ? nil : try TensorImpl.empty([c], dtype: .float32, on: xc.backend)

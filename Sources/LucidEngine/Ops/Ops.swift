@@ -46,9 +46,13 @@ package enum Ops {
 
     /// `t` itself when contiguous, else a contiguous copy.
     package static func contiguous(_ t: TensorImpl) throws -> TensorImpl {
-        if t.isContiguous { return t }
+        t.isContiguous ? t : try clone(t)
+    }
+
+    /// A row-major copy of `t` in storage of its own.
+    package static func clone(_ t: TensorImpl) throws -> TensorImpl {
         let out = try TensorImpl.empty(t.shape, dtype: t.dtype, on: t.backend)
-        t.backend.copy(t, into: out)
+        if out.numel > 0 { t.backend.copy(t, into: out) }
         return Autograd.record(out, "CloneBackward", [t]) { g in [g] }
     }
 }

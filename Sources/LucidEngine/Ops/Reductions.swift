@@ -97,7 +97,7 @@ extension Reductions {
         let v = values.view(shape: shape, strides: Shape.contiguousStrides(shape))
         let i = indices.view(shape: shape, strides: Shape.contiguousStrides(shape))
         let xShape = x.shape, aShape = a.shape
-        let tracked = Autograd.record(v, Autograd.name(op), [a]) { g in
+        let tracked = Autograd.record(v, Autograd.name(op), [a], saved: [indices]) { g in
             let gk = try ShapeOps.reshape(g, kept), ik = indices.view(shape: kept, strides: Shape.contiguousStrides(kept))
             return [try ShapeOps.reshape(try Indexing.scatterAdd(gk, dim: axis, index: ik, shape: xShape), aShape)]
         }
@@ -133,7 +133,7 @@ extension Reductions {
         let squeezed = a.shape.enumerated().filter { !axes.contains($0.offset) }.map(\.element)
         let shape = keepdim ? kept : squeezed
         let out = values.view(shape: shape, strides: Shape.contiguousStrides(shape))
-        return Autograd.record(out, Autograd.name(op), [a]) { g in
+        return Autograd.record(out, Autograd.name(op), [a], saved: [a, out]) { g in
             let hit = try Ops.cast(try Comparison.compare(.eq, a, try ShapeOps.reshape(out, kept)), to: g.dtype)
             let count = try reduce(.sum, hit, dims: axes, keepdim: true)
             return [try Elementwise.binary(.mul, hit, try Elementwise.binary(.div, try ShapeOps.reshape(g, kept), count))]

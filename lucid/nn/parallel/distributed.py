@@ -309,7 +309,10 @@ class DistributedDataParallel(Module):
                         continue
                     p = self._params[i]
                     g = _tensor_from(buf[start:start + n], p.shape, bucket.dtype, p.device)
-                    p.grad = g.to(p.dtype) if g.dtype is not p.dtype else g
+                    if grads[i] is None:  # used on another rank only
+                        p.grad = g.to(p.dtype)
+                    else:
+                        grads[i].copy_(g)  # into the tensor p.grad already is
         self._syncs += 1
 
 

@@ -42,9 +42,9 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
             raise RuntimeError(f"the total norm of order {norm_type} of the gradients is non-finite ({value}), "
                                "so it cannot be clipped; pass error_if_nonfinite=False to clip anyway")
         coef = max_norm / (value + 1e-6)
-        if coef < 1.0:
+        if coef < 1.0:  # in place: each gradient stays the tensor the program may hold
             for p in params:
-                p.grad = p.grad * coef
+                p.grad.mul_(coef)
     return total
 
 
@@ -55,4 +55,4 @@ def clip_grad_value_(parameters, clip_value: float) -> None:
         raise ValueError(f"clip_value must be non-negative, got {clip_value}")
     with no_grad():
         for p in _grads(parameters):
-            p.grad = p.grad.clamp(-clip_value, clip_value)
+            p.grad.clamp_(-clip_value, clip_value)

@@ -33,12 +33,13 @@ extension DNNL {
 
     /// Inputs already reordered into a kernel's layout, for the next pass that reads the same
     /// tensor in the same layout: the forward's input again in backward weights, the output
-    /// gradient in both backward passes. Tensors never change once made, so a live storage
-    /// at the same offset holds the same values; an entry goes once its storage is freed.
+    /// gradient in both backward passes. A live storage at the same offset and version (no
+    /// in-place write since) holds the same values; an entry goes once its storage is freed.
     private final class StagedInputs: @unchecked Sendable {
         struct Entry {
             weak var storage: Storage?
             let offset: Int
+            let version: Int64
             let md: MemoryDesc
             let block: (UnsafeMutableRawPointer, Int)
         }
@@ -55,7 +56,8 @@ extension DNNL {
         /// The staged copy of `t` in layout `md`, now the most recently used entry (so that
         /// inserting the other inputs of the same pass never evicts it).
         func find(_ t: TensorImpl, _ md: MemoryDesc) -> UnsafeMutableRawPointer? {
-            for i in entries.indices where entries[i].storage === t.storage && entries[i].offset == t.offset {
+            for i in entries.indices where entries[i].storage === t.storage && entries[i].offset == t.offset
+                && entries[i].version == t.storage.version {
                 if entries[i].md.sameLayout(as: md) {
                     let e = entries.remove(at: i)
                     entries.append(e)
@@ -70,7 +72,7 @@ extension DNNL {
                 let old = entries.removeFirst()
                 HostAllocator.shared.release(old.block.0, size: old.block.1)
             }
-            entries.append(Entry(storage: t.storage, offset: t.offset, md: md, block: block))
+            entries.append(Entry(storage: t.storage, offset: t.offset, version: t.storage.version, md: md, block: block))
         }
     }
 

@@ -1,0 +1,156 @@
+/// Writes into existing tensors: the engine side of PyTorch's in-place ops. The values go
+/// into the destination's storage through its strides, with no copy of the rest of its base,
+/// so every tensor viewing that storage sees them; each write bumps the storage's version.
+package enum InPlace {
+    /// Backward node names, as PyTorch's.
+    static let copyBackwards = "CopyBackwards", copySlices = "CopySlices"
+
+    /// Writes `value` (broadcast to `dst`'s shape, converted to its dtype and moved to its
+    /// device) into `dst`'s elements.
+    ///
+    /// `base` is the tensor `dst` views when the write must reach the base's autograd history
+    /// (a view of a tensor that requires grad); nil otherwise. When gradients are recorded the
+    /// result is the tensor to use from now on in place of `base ?? dst`: the same storage and
+    /// geometry, whose backward node is the write. Otherwise nothing but the values changes,
+    /// and the result is nil.
+    ///
+    /// `fill`: `value` is one value written everywhere, which PyTorch allows into a tensor that
+    /// sees one element at several places (an expanded view); other writes refuse such a
+    /// destination. `sameKind`: the value must not be of a higher kind than `dst` (bool <
+    /// integer < floating), as for the result of an in-place arithmetic op; a copy converts
+    /// any dtype.
+    package static func assign(_ dst: TensorImpl, _ value: TensorImpl, base: TensorImpl?, op: String,
+                               fill: Bool = false, sameKind: Bool = false) throws -> TensorImpl? {
+        guard (try? Shape.broadcast(value.shape, dst.shape, op: op)) == dst.shape else {
+            throw LucidError.runtime("\(op): the value's shape \(value.shape) does not match the tensor's shape \(dst.shape) and cannot be broadcast to it (an in-place op cannot change its tensor's shape)")
+        }
+        if sameKind && value.dtype.category > dst.dtype.category {
+            throw LucidError.runtime("\(op): result type \(value.dtype.name) can't be cast to the desired output type \(dst.dtype.name)")
+        }
+        let recording = try checkRecording(dst, value: value, base: base, op: op)
+        if !fill && hasInternalOverlap(dst) {
+            throw LucidError.runtime("\(op): unsupported operation: more than one element of the written-to tensor refers to a single memory location. Please clone() the tensor before performing the operation.")
+        }
+        var source = value.device == dst.device ? value : try Conversion.to(value, dtype: nil, device: dst.device)
+        if source.storage === dst.storage {
+            if try partiallyOverlaps(source, dst) {
+                throw LucidError.runtime("\(op): unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory location. Please clone() the tensor before performing the operation.")
+            }
+            if !(source.shape == dst.shape && source.strides == dst.strides && source.offset == dst.offset) {
+                source = try GradMode.with(false) { try Ops.clone(source) }  // read all before writing any
+            }
+        }
+        if dst.numel > 0 {
+            dst.backend.copy(source.withRequiresGrad(false).expanded(to: dst.shape), into: dst)
+        }
+        dst.storage.bumpVersion()
+        return recording ? record(dst, value: value, base: base) : nil
+    }
+
+    /// Sets every element of `dst` to `value` (PyTorch's `fill_`, allowed into an expanded
+    /// view); `base` and the result as for `assign`.
+    package static func fill(_ dst: TensorImpl, _ value: ScalarOperand, base: TensorImpl?, op: String) throws -> TensorImpl? {
+        let scalar = try Creation.scalar(value, for: dst.dtype)
+        let recording = try checkRecording(dst, value: nil, base: base, op: op)
+        if dst.numel > 0 { dst.backend.fill(dst, with: scalar) }
+        dst.storage.bumpVersion()
+        return recording ? record(dst, value: nil, base: base) : nil
+    }
+
+    /// Writes `value` (a tensor, or else `scalar`) into the elements `dst[items]` names: ints,
+    /// slices, `None` and `...` (Python's `x[i, 1:3] = v`), with no view made by the caller.
+    /// `base` is the tensor whose history a recorded write reaches (dst itself when it is no
+    /// view); the result as for `assign`.
+    package static func write(_ dst: TensorImpl, at items: [Indexing.Item], value: TensorImpl?, scalar: ScalarOperand,
+                              base: TensorImpl?, op: String) throws -> TensorImpl? {
+        for item in items {
+            if case .tensor = item { throw LucidError.index("\(op): tensor indices write through index_put, not a view") }
+        }
+        let region = try GradMode.with(false) { try Indexing.subscripted(dst, items) }
+        if let value { return try assign(region, value, base: base, op: op) }
+        return try fill(region, scalar, base: base, op: op)
+    }
+
+    /// Sets the one element of `dst` at `index` (one int per dimension, negative from the end)
+    /// to a scalar: `x[i, j] = v` where autograd records nothing, without a view or a copy.
+    package static func setElement(_ dst: TensorImpl, _ index: UnsafeBufferPointer<Int>, _ value: ScalarOperand,
+                                   op: String) throws {
+        guard index.count == dst.ndim else {
+            throw LucidError.index("\(op): \(index.count) indices for a tensor of dimension \(dst.ndim)")
+        }
+        guard !(GradMode.isEnabled && dst.requiresGrad) else {
+            throw LucidError.runtime("\(op): a write autograd records goes through lucid_write_at")
+        }
+        var offset = dst.offset
+        for d in 0..<dst.ndim {
+            let size = dst.shape[d], i = index[d]
+            guard i >= -size && i < size else {
+                throw LucidError.index("index \(i) is out of bounds for dimension \(d) with size \(size)")
+            }
+            offset &+= (i < 0 ? i + size : i) &* dst.strides[d]
+        }
+        let scalar = try Creation.scalar(value, for: dst.dtype)
+        dst.backend.fill(dst.view(shape: [], strides: [], offset: offset), with: scalar)
+        dst.storage.bumpVersion()
+    }
+
+    /// Whether the write is recorded for autograd, refusing what PyTorch refuses then: a leaf
+    /// that requires grad, or a view of one; a view of a tensor whose layout the recorded
+    /// write cannot map.
+    private static func checkRecording(_ dst: TensorImpl, value: TensorImpl?, base: TensorImpl?, op: String) throws -> Bool {
+        let target = base ?? dst
+        guard GradMode.isEnabled, target.requiresGrad || dst.requiresGrad || value?.requiresGrad == true else { return false }
+        if target.requiresGrad && target.isLeaf {
+            throw LucidError.runtime(base == nil || base === dst
+                ? "\(op): a leaf tensor that requires grad is being used in an in-place operation; change it under lucid.no_grad() (or through .data)"
+                : "\(op): a view of a leaf tensor that requires grad is being used in an in-place operation; change it under lucid.no_grad()")
+        }
+        if let base, base !== dst, !base.hasRowMajorStrides {
+            throw LucidError.runtime("\(op): writing through a view of a non-contiguous tensor while gradients are recorded is not supported; clone() the tensor it views first")
+        }
+        return true
+    }
+
+    /// The write as a node of the graph: the tensor to use from now on in place of `base`
+    /// (or `dst`).
+    private static func record(_ dst: TensorImpl, value: TensorImpl?, base: TensorImpl?) -> TensorImpl {
+        let inputs = [value].compactMap { $0 }
+        let valueShape = value?.shape ?? []
+        let valueGrad = { (g: TensorImpl) throws -> [TensorImpl?] in
+            value == nil ? [] : [try Autograd.reduce(g, to: valueShape)]
+        }
+        guard let base, base !== dst else {
+            // The old values are gone: their history gets a zero gradient, the value the rest.
+            return Autograd.record(dst, copyBackwards, [dst] + inputs) { g in
+                [try Creation.full(g.shape, value: ScalarOperand(int: 0), dtype: g.dtype, device: g.device)] + (try valueGrad(g))
+            }
+        }
+        // The base's gradient flows to its old history except where the view was written,
+        // and from there to the value.
+        let (shape, strides, offset) = (dst.shape, dst.strides, dst.offset - base.offset)
+        return Autograd.record(base, copySlices, [base] + inputs) { g in
+            let gb = try Ops.clone(g)
+            let region = gb.view(shape: shape, strides: strides, offset: offset)
+            let gv = try valueGrad(try Ops.clone(region))
+            gb.backend.fill(region, with: Scalar(int: 0))
+            return [gb] + gv
+        }
+    }
+
+    /// Whether some element of `t` is seen at more than one index (a dimension of stride 0
+    /// and size above 1, as an expanded view has). Other overlaps are not looked for, as in
+    /// PyTorch.
+    static func hasInternalOverlap(_ t: TensorImpl) -> Bool {
+        zip(t.shape, t.strides).contains { $0.0 > 1 && $0.1 == 0 }
+    }
+
+    /// Whether `a` and `b` (of one storage) cover some of the same memory without being the
+    /// same elements; judged, as PyTorch does, only when both are dense.
+    private static func partiallyOverlaps(_ a: TensorImpl, _ b: TensorImpl) throws -> Bool {
+        guard a.isContiguous, b.isContiguous, a.numel > 0, b.numel > 0 else { return false }
+        let (aStart, bStart) = (a.offset * a.dtype.itemSize, b.offset * b.dtype.itemSize)
+        let (aEnd, bEnd) = (aStart + a.numel * a.dtype.itemSize, bStart + b.numel * b.dtype.itemSize)
+        if aStart == bStart && aEnd == bEnd { return false }
+        return aStart < bEnd && bStart < aEnd
+    }
+}
