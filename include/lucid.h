@@ -179,6 +179,17 @@ int32_t lucid_fill(lucid_tensor dst, double value, int64_t int_value, int32_t ki
  * for lucid_index but ints, slices, None and Ellipsis only: Python's dst[1, 2:5] = v, with no
  * view handed out. base is the tensor whose history a recorded write reaches (dst itself when
  * dst views nothing; 0 for a write autograd must not see); op and out as for lucid_assign. */
+/* dst op= other (other times alpha for LUCID_ADD and LUCID_SUB), in place, where autograd
+ * records nothing (LUCID_ERR_RUNTIME otherwise: compute the result and lucid_assign it): one
+ * kernel over dst's elements when the result keeps dst's dtype. other broadcasts to dst's
+ * shape; a result of a higher kind than dst (a float into an integer tensor) is refused.
+ * `name` names the op in errors. */
+int32_t lucid_binary_inplace(int32_t op, lucid_tensor dst, lucid_tensor other, double alpha, const char *name);
+/* dst op= scalar, as lucid_binary_inplace. */
+int32_t lucid_binary_scalar_inplace(int32_t op, lucid_tensor dst, double value, int64_t int_value, int32_t kind,
+                                    const char *name);
+/* dst = op(dst), as lucid_binary_inplace. */
+int32_t lucid_unary_inplace(int32_t op, lucid_tensor dst, const char *name);
 /* dst[i0, i1, ...] = a scalar, for the `count` (at most 4) leading ints given, one per
  * dimension of dst, where autograd records nothing (LUCID_ERR_RUNTIME otherwise): the single
  * element write of Python's x[i] = 1.0, with no view made. */

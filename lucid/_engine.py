@@ -532,6 +532,25 @@ def fill(dst: int, value: float, int_value: int, kind: int, base: int, op: str):
     return _written(_lib.lucid_fill(dst, value, _int64(int_value), kind, base, _op_name(op), out), out)
 
 
+def binary_inplace(op: int, dst: int, other: int, alpha: float, name: str) -> None:
+    """``dst op= alpha * other``, unrecorded (lucid_binary_inplace)."""
+    rc = _lib.lucid_binary_inplace(op, dst, other, alpha, _op_name(name))
+    if rc:
+        _raise(rc)
+
+
+def binary_scalar_inplace(op: int, dst: int, value: float, int_value: int, kind: int, name: str) -> None:
+    rc = _lib.lucid_binary_scalar_inplace(op, dst, value, _int64(int_value), kind, _op_name(name))
+    if rc:
+        _raise(rc)
+
+
+def unary_inplace(op: int, dst: int, name: str) -> None:
+    rc = _lib.lucid_unary_inplace(op, dst, _op_name(name))
+    if rc:
+        _raise(rc)
+
+
 _PAD = ((0, 0, 0, 0), (0, 0, 0), (0, 0), (0,), ())
 
 

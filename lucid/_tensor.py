@@ -616,27 +616,43 @@ class Tensor:
             return other * alpha
         return self._operand(other, op) * alpha
 
-    def _binary_(self, op, other, name):
-        value = _views.source(self, other)._binary(op, other)
+    def _binary_(self, op, other, name, alpha=1):
+        """``self op= alpha * other``: one engine kernel over this tensor where autograd records
+        nothing; else the result, recorded, written in. NotImplemented for another operand."""
+        if not _views.recording(self, other):
+            if isinstance(other, Tensor):
+                E.binary_inplace(op, self._h, self._operand(other, name)._h, alpha, name)
+                return self
+            s = _scalar(other)
+            if s is not None and alpha == 1:
+                E.binary_scalar_inplace(op, self._h, *s, name)
+                return self
+        value = _views.source(self, other)._binary(op, self._scaled(other, alpha, name))
         if value is NotImplemented:
-            raise TypeError(f"{name}: expected a tensor or a number, got {type(other).__name__}")
+            return value
         return _views.assign(self, value, name, same_kind=True)
+
+    def _arith_(self, op, other, name, alpha=1):
+        result = self._binary_(op, other, name, alpha)
+        if result is NotImplemented:
+            raise TypeError(f"{name}: expected a tensor or a number, got {type(other).__name__}")
+        return result
 
     def add_(self, other, *, alpha=1):
         """``self += alpha * other``."""
-        return self._binary_(E.ADD, self._scaled(other, alpha, "add_"), "add_")
+        return self._arith_(E.ADD, other, "add_", alpha)
 
     def sub_(self, other, *, alpha=1):
-        return self._binary_(E.SUB, self._scaled(other, alpha, "sub_"), "sub_")
+        return self._arith_(E.SUB, other, "sub_", alpha)
 
     def mul_(self, other):
-        return self._binary_(E.MUL, other, "mul_")
+        return self._arith_(E.MUL, other, "mul_")
 
     def div_(self, other):
-        return self._binary_(E.DIV, other, "div_")
+        return self._arith_(E.DIV, other, "div_")
 
     def pow_(self, exponent):
-        return self._binary_(E.POW, exponent, "pow_")
+        return self._arith_(E.POW, exponent, "pow_")
 
     def addcmul_(self, tensor1, tensor2, *, value=1):
         """``self += value * tensor1 * tensor2``."""
@@ -683,13 +699,16 @@ class Tensor:
         return _views.assign(self, rand(self.shape, dtype=self.dtype, device=self.device) * (b - a) + a, "uniform_")
 
     def _unary_(self, name):
+        if not _views.recording(self):
+            E.unary_inplace(E.UNARY[name], self._h, f"{name}_")
+            return self
         return self._set(_views.source(self)._unary(name), f"{name}_")
 
     def neg_(self):
-        return self._set(-_views.source(self), "neg_")
+        return self._unary_("neg")
 
     def relu_(self):
-        return self._set(_views.source(self).relu(), "relu_")
+        return self._unary_("relu")
 
     def exp_(self):
         return self._unary_("exp")
@@ -716,37 +735,29 @@ class Tensor:
         return self._unary_("cos")
 
     # ``x += y`` writes into x itself (its base and views see it), as in PyTorch.
-    def _augmented(self, op, other, name):
-        value = _views.source(self, other)._binary(op, other)
-        return value if value is NotImplemented else _views.assign(self, value, name, same_kind=True)
-
     def __iadd__(self, o):
-        return self._augmented(E.ADD, o, "+=")
+        return self._binary_(E.ADD, o, "+=")
 
     def __isub__(self, o):
-        return self._augmented(E.SUB, o, "-=")
+        return self._binary_(E.SUB, o, "-=")
 
     def __imul__(self, o):
-        return self._augmented(E.MUL, o, "*=")
+        return self._binary_(E.MUL, o, "*=")
 
     def __itruediv__(self, o):
-        return self._augmented(E.DIV, o, "/=")
+        return self._binary_(E.DIV, o, "/=")
 
     def __ipow__(self, o):
-        return self._augmented(E.POW, o, "**=")
-
-    def _bitwise_augmented(self, op, other, name):
-        value = self._bitwise(op, other)
-        return value if value is NotImplemented else _views.assign(self, value, name, same_kind=True)
+        return self._binary_(E.POW, o, "**=")
 
     def __iand__(self, o):
-        return self._bitwise_augmented(E.BITWISE_AND, o, "&=")
+        return self._binary_(E.BITWISE_AND, o, "&=")
 
     def __ior__(self, o):
-        return self._bitwise_augmented(E.BITWISE_OR, o, "|=")
+        return self._binary_(E.BITWISE_OR, o, "|=")
 
     def __ixor__(self, o):
-        return self._bitwise_augmented(E.BITWISE_XOR, o, "^=")
+        return self._binary_(E.BITWISE_XOR, o, "^=")
 
     # ---- comparisons and selection -------------------------------------------------------
 

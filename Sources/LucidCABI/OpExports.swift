@@ -29,6 +29,32 @@ public func lucid_unary(_ op: Int32, _ a: UInt32, _ out: UnsafeMutablePointer<In
     }
 }
 
+@_cdecl("lucid_binary_inplace")
+public func lucid_binary_inplace(_ op: Int32, _ dst: UInt32, _ other: UInt32, _ alpha: Double,
+                                 _ name: UnsafePointer<CChar>?) -> Int32 {
+    abiCall {
+        try InPlace.binary(try binaryKernel(op), try tensors.get(dst), try tensors.get(other), alpha: alpha,
+                           op: name.map { String(cString: $0) } ?? "binary_")
+    }
+}
+
+@_cdecl("lucid_binary_scalar_inplace")
+public func lucid_binary_scalar_inplace(_ op: Int32, _ dst: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32,
+                                        _ name: UnsafePointer<CChar>?) -> Int32 {
+    abiCall {
+        try InPlace.binary(try binaryKernel(op), try tensors.get(dst), scalar: try scalarOperand(value, intValue, kind),
+                           op: name.map { String(cString: $0) } ?? "binary_")
+    }
+}
+
+@_cdecl("lucid_unary_inplace")
+public func lucid_unary_inplace(_ op: Int32, _ dst: UInt32, _ name: UnsafePointer<CChar>?) -> Int32 {
+    abiCall {
+        guard let k = UnaryKernel(rawValue: op) else { throw LucidError(.value, "unknown unary op code \(op)") }
+        try InPlace.unary(k, try tensors.get(dst), op: name.map { String(cString: $0) } ?? "unary_")
+    }
+}
+
 @_cdecl("lucid_bitwise_not")
 public func lucid_bitwise_not(_ a: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try Elementwise.bitwiseNot(try tensors.get(a)), out) }

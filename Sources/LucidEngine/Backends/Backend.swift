@@ -186,6 +186,9 @@ protocol ElementwiseKernels: AnyObject, Sendable {
     func compare(_ op: CompareKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
     /// `out = cond ? a : b`; `cond` is bool, `a`/`b` share out's dtype, all broadcast views.
     func select(_ cond: TensorImpl, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
+    /// `out = a + alpha·b` in one pass, for `a`, `b` and `out` of one shape and dtype (`out`
+    /// may be `a`). False when the backend leaves it to be composed (nothing written).
+    func addScaled(_ a: TensorImpl, _ b: TensorImpl, alpha: Float, into out: TensorImpl) -> Bool
     /// Leaky ReLU, `out = x > 0 ? x : slope·x`, for contiguous float32 `x` and `out` of one
     /// shape. False when the backend leaves it to be composed (nothing written).
     func leakyRelu(_ x: TensorImpl, slope: Float, into out: TensorImpl) -> Bool
@@ -194,6 +197,7 @@ protocol ElementwiseKernels: AnyObject, Sendable {
 }
 
 extension ElementwiseKernels {
+    func addScaled(_ a: TensorImpl, _ b: TensorImpl, alpha: Float, into out: TensorImpl) -> Bool { false }
     func leakyRelu(_ x: TensorImpl, slope: Float, into out: TensorImpl) -> Bool { false }
     func leakyReluBackward(_ x: TensorImpl, grad: TensorImpl, slope: Float, into gradIn: TensorImpl) -> Bool { false }
 }

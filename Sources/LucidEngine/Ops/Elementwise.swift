@@ -60,7 +60,7 @@ package enum Elementwise {
         combine(a.dtype, s.dtype) ?? a.dtype
     }
 
-    private static func checkBool(_ k: BinaryKernel, _ dtype: DType) throws {
+    static func checkBool(_ k: BinaryKernel, _ dtype: DType) throws {
         if k.isBitwise && dtype.isFloatingPoint {
             throw LucidError.type("\(info(k).name): only integer and bool tensors are supported, got \(dtype)")
         }
@@ -87,7 +87,7 @@ package enum Elementwise {
         return try Comparison.where(zero, scalar: ScalarOperand(float: 0), full)
     }
 
-    private static func computeType(_ k: BinaryKernel, _ dtype: DType) -> DType {
+    static func computeType(_ k: BinaryKernel, _ dtype: DType) -> DType {
         // True division of integers gives the default float type.
         (k == .div && !dtype.isFloatingPoint) ? .float32 : dtype
     }

@@ -94,6 +94,90 @@ package enum InPlace {
         dst.storage.bumpVersion()
     }
 
+    // MARK: - Arithmetic in place
+
+    /// `dst op= other` (PyTorch's `add_`, `mul_`, `+=`, ...; for add and sub, `other` times
+    /// `alpha`), where autograd records nothing. One kernel writes `dst` when the result keeps
+    /// its dtype; otherwise the result is computed and copied in. `other` broadcasts to dst's
+    /// shape; a result of a higher kind than dst (a float into an integer tensor) is refused.
+    package static func binary(_ k: BinaryKernel, _ dst: TensorImpl, _ other: TensorImpl, alpha: Double, op: String) throws {
+        try checkUnrecorded(dst, other, op: op)
+        try Ops.checkSameDevice(op, dst, other)
+        let dtype = Elementwise.computeType(k, Elementwise.resultType(dst, other))
+        try Elementwise.checkBool(k, dtype)
+        guard alpha == 1 || k == .add || k == .sub else { throw LucidError.value("\(op): alpha is for add and sub only") }
+        guard try Shape.broadcast(dst.shape, other.shape, op: op) == dst.shape else {
+            throw LucidError.runtime("\(op): the value's shape \(other.shape) does not match the tensor's shape \(dst.shape) and cannot be broadcast to it (an in-place op cannot change its tensor's shape)")
+        }
+        try checkWritable(dst, dtype, op: op)
+        var y = other.withRequiresGrad(false)
+        if y.storage === dst.storage && !(y.shape == dst.shape && y.strides == dst.strides && y.offset == dst.offset) {
+            y = try GradMode.with(false) { try Ops.clone(y) }  // read all before writing any
+        }
+        if dtype == dst.dtype && y.dtype == dst.dtype && dst.numel > 0 {
+            let kernels = dst.elementwise("\(k)")
+            if alpha == 1 {
+                kernels.binary(k, dst, y.expanded(to: dst.shape), into: dst)
+            } else if !kernels.addScaled(dst, y, alpha: Float(k == .sub ? -alpha : alpha), into: dst) {
+                let scaled = try GradMode.with(false) { try Elementwise.binary(.mul, y, scalar: ScalarOperand(float: alpha), scalarFirst: false) }
+                kernels.binary(k, dst, scaled.expanded(to: dst.shape), into: dst)
+            }
+        } else if dst.numel > 0 {
+            let value = try GradMode.with(false) { () -> TensorImpl in
+                let scaled = alpha == 1 ? y : try Elementwise.binary(.mul, y, scalar: ScalarOperand(float: alpha), scalarFirst: false)
+                return try Elementwise.binary(k, dst, scaled)
+            }
+            dst.backend.copy(value.expanded(to: dst.shape), into: dst)
+        }
+        dst.storage.bumpVersion()
+    }
+
+    /// `dst op= scalar` where autograd records nothing, as `binary`.
+    package static func binary(_ k: BinaryKernel, _ dst: TensorImpl, scalar: ScalarOperand, op: String) throws {
+        try checkUnrecorded(dst, nil, op: op)
+        let dtype = Elementwise.computeType(k, Elementwise.resultType(dst, scalar))
+        try Elementwise.checkBool(k, dtype)
+        try checkWritable(dst, dtype, op: op)
+        if dst.numel > 0 {
+            if dtype == dst.dtype {
+                dst.elementwise("\(k)").binary(k, dst, scalar: scalar.value, scalarFirst: false, into: dst)
+            } else {
+                let value = try GradMode.with(false) { try Elementwise.binary(k, dst, scalar: scalar, scalarFirst: false) }
+                dst.backend.copy(value, into: dst)
+            }
+        }
+        dst.storage.bumpVersion()
+    }
+
+    /// `dst = op(dst)` (`exp_`, `relu_`, ...) where autograd records nothing.
+    package static func unary(_ k: UnaryKernel, _ dst: TensorImpl, op: String) throws {
+        try checkUnrecorded(dst, nil, op: op)
+        let value = k.keepsIntegers || dst.dtype.isFloatingPoint ? nil
+            : try GradMode.with(false) { try Elementwise.unary(k, dst) }  // an integer result of a float function
+        try checkWritable(dst, value?.dtype ?? dst.dtype, op: op)
+        if dst.numel > 0 {
+            if let value { dst.backend.copy(value, into: dst) } else { dst.elementwise(k.name).unary(k, dst, into: dst) }
+        }
+        dst.storage.bumpVersion()
+    }
+
+    private static func checkUnrecorded(_ dst: TensorImpl, _ other: TensorImpl?, op: String) throws {
+        if GradMode.isEnabled && (dst.requiresGrad || other?.requiresGrad == true) {
+            throw LucidError.runtime("\(op): this write would be recorded for autograd: compute the result and write it with lucid_assign")
+        }
+    }
+
+    /// Refuses a result of a higher kind than `dst`, and a destination that sees one element
+    /// at several places.
+    private static func checkWritable(_ dst: TensorImpl, _ result: DType, op: String) throws {
+        if result.category > dst.dtype.category {
+            throw LucidError.runtime("\(op): result type \(result.name) can't be cast to the desired output type \(dst.dtype.name)")
+        }
+        if hasInternalOverlap(dst) {
+            throw LucidError.runtime("\(op): unsupported operation: more than one element of the written-to tensor refers to a single memory location. Please clone() the tensor before performing the operation.")
+        }
+    }
+
     /// Whether the write is recorded for autograd, refusing what PyTorch refuses then: a leaf
     /// that requires grad, or a view of one; a view of a tensor whose layout the recorded
     /// write cannot map.

@@ -50,6 +50,12 @@ extension HostBackend: ElementwiseKernels {
         dispatch(out.dtype, SelectElements(cond: cond, a: a, b: b, out: out))
     }
 
+    func addScaled(_ a: TensorImpl, _ b: TensorImpl, alpha: Float, into out: TensorImpl) -> Bool {
+        guard FloatFastPath.applies(out, a, b) else { return false }
+        FloatFastPath.addScaled(a, b, alpha: alpha, out)
+        return true
+    }
+
     func leakyRelu(_ x: TensorImpl, slope: Float, into out: TensorImpl) -> Bool {
         guard FloatFastPath.applies(out, x) else { return false }
         FloatFastPath.leakyRelu(x, slope: slope, out)

@@ -20,13 +20,32 @@ enum FloatFastPath {
         HostBackend.address(t).assumingMemoryBound(to: Float.self)
     }
 
+    // An in-place op's output is its first operand. The loops below then read and write
+    // through one pointer: with two equal pointers the vectoriser's overlap check fails and
+    // the loop runs one element at a time.
+
     static func binary(_ op: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl, _ out: TensorImpl) {
         let x = UnsafePointer(pointer(a)), y = UnsafePointer(pointer(b)), o = pointer(out)
+        if x == UnsafePointer(o) {
+            return HostThreads.forEachRange(out.numel) { r in binary(op, inPlace: o + r.lowerBound, y + r.lowerBound, r.count) }
+        }
         HostThreads.forEachRange(out.numel) { r in binary(op, x + r.lowerBound, y + r.lowerBound, o + r.lowerBound, r.count) }
+    }
+
+    /// `out = a + alpha·b` in one pass (`out` may be `a`).
+    static func addScaled(_ a: TensorImpl, _ b: TensorImpl, alpha: Float, _ out: TensorImpl) {
+        let x = UnsafePointer(pointer(a)), y = UnsafePointer(pointer(b)), o = pointer(out)
+        if x == UnsafePointer(o) {
+            return HostThreads.forEachRange(out.numel) { r in for i in r { o[i] += alpha * y[i] } }
+        }
+        HostThreads.forEachRange(out.numel) { r in for i in r { o[i] = x[i] + alpha * y[i] } }
     }
 
     static func binary(_ op: BinaryKernel, _ a: TensorImpl, scalar: Float, scalarFirst: Bool, _ out: TensorImpl) {
         let x = UnsafePointer(pointer(a)), o = pointer(out)
+        if x == UnsafePointer(o) && !scalarFirst {
+            return HostThreads.forEachRange(out.numel) { r in binary(op, inPlace: o + r.lowerBound, scalar: scalar, r.count) }
+        }
         HostThreads.forEachRange(out.numel) { r in
             binary(op, x + r.lowerBound, scalar: scalar, scalarFirst: scalarFirst, o + r.lowerBound, r.count)
         }
@@ -76,6 +95,31 @@ enum FloatFastPath {
         case .div: for i in 0..<n { o[i] = x[i] / y[i] }
         case .pow, .maximum, .minimum, .bitwiseAnd, .bitwiseOr, .bitwiseXor:
             for i in 0..<n { o[i] = applyBinary(op, x[i], y[i]) }
+        }
+    }
+
+    /// `o op= y` elementwise.
+    @inline(__always)
+    static func binary(_ op: BinaryKernel, inPlace o: UnsafeMutablePointer<Float>, _ y: UnsafePointer<Float>, _ n: Int) {
+        switch op {
+        case .add: for i in 0..<n { o[i] += y[i] }
+        case .sub: for i in 0..<n { o[i] -= y[i] }
+        case .mul: for i in 0..<n { o[i] *= y[i] }
+        case .div: for i in 0..<n { o[i] /= y[i] }
+        case .pow, .maximum, .minimum, .bitwiseAnd, .bitwiseOr, .bitwiseXor:
+            for i in 0..<n { o[i] = applyBinary(op, o[i], y[i]) }
+        }
+    }
+
+    /// `o op= s` elementwise.
+    @inline(__always)
+    static func binary(_ op: BinaryKernel, inPlace o: UnsafeMutablePointer<Float>, scalar s: Float, _ n: Int) {
+        switch op {
+        case .add: for i in 0..<n { o[i] += s }
+        case .sub: for i in 0..<n { o[i] -= s }
+        case .mul: for i in 0..<n { o[i] *= s }
+        case .div: for i in 0..<n { o[i] /= s }
+        default: for i in 0..<n { o[i] = applyBinary(op, o[i], s) }
         }
     }
 
