@@ -935,8 +935,9 @@ class Tensor:
 
     def flatten(self, start_dim=0, end_dim=-1):
         start, end = as_index(start_dim), as_index(end_dim)
-        if self.ndim == 0:
-            return Tensor._wrap(E.flatten(self._h, start, end))
+        if self.ndim == 0:  # checks the dims, then a 1-element view, as PyTorch's
+            Tensor._wrap(E.flatten(self._h, start, end))
+            return self.reshape(1)
         shape = self.shape
         s, e = self._wrap_dim(start), self._wrap_dim(end)
         if s > e:
@@ -1190,6 +1191,8 @@ def _index_item(item, device, keep):
             flags |= 1 << bit
         return E.INDEX_SLICE, tuple(parts), flags, 0
     if isinstance(item, Tensor):
+        if item.ndim == 0 and not item.dtype.is_floating_point and item.dtype.name != "bool":
+            return E.INDEX_INT, (item.item(), 0, 0), 0, 0  # an int, as in PyTorch: the result is a view
         return E.INDEX_TENSOR, (0, 0, 0), 0, item._h
     if isinstance(item, (bool, np.bool_, list, np.ndarray)):
         from ._creation import tensor

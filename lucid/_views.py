@@ -162,3 +162,17 @@ def set_data(t, value):
         E.release(h)
         h = leaf
     t._replace(h)
+
+
+def zero_grads(params, set_to_none):
+    """``zero_grad`` of a module or an optimizer: each gradient to None, or zeroed in place (the
+    same tensor, detached from any graph first, as PyTorch does)."""
+    for p in params:
+        grad = p.grad
+        if set_to_none or grad is None:
+            p.grad = None
+            continue
+        if grad.grad_fn is not None:
+            grad = grad.detach()
+            p.grad = grad
+        grad.zero_()

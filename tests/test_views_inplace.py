@@ -158,6 +158,19 @@ def test_augmented_operators_write_in_place():
     assert j.tolist() == [2, 2]
 
 
+def test_a_0d_integer_tensor_index_and_flatten_of_a_0d_tensor_are_views():
+    x = lucid.zeros(3, 2)
+    row = x[lucid.tensor(1)]
+    row.fill_(4.0)
+    assert x.tolist() == [[0.0, 0.0], [4.0, 4.0], [0.0, 0.0]]
+    x[lucid.tensor(2), 1] = 9.0
+    assert x[2].tolist() == [0.0, 9.0]
+    s = lucid.tensor(5.0)
+    f = s.flatten()
+    f[0] = 6.0
+    assert f.shape == (1,) and s.item() == 6.0
+
+
 def test_a_parameter_and_data_share_storage_with_their_source():
     t = lucid.zeros(3)
     p = nn.Parameter(t)
@@ -207,6 +220,16 @@ def test_grad_is_one_tensor_that_backward_accumulates_into():
     assert w.tolist() == [1.0, 1.0]  # stepped with the gradient as changed in place
     opt.zero_grad(set_to_none=False)
     assert g.tolist() == [0.0, 0.0] and w.grad is not None
+
+
+def test_module_zero_grad_zeroes_in_place_or_clears():
+    m = nn.Linear(2, 1)
+    m(lucid.ones(1, 2)).sum().backward()
+    g = m.weight.grad
+    m.zero_grad(set_to_none=False)
+    assert m.weight.grad is not None and g.tolist() == [[0.0, 0.0]]
+    m.zero_grad()
+    assert m.weight.grad is None
 
 
 def test_clip_and_unscale_update_the_gradient_tensors():

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from .. import _engine as E
+from .. import _engine as E, _views
 from .._grad_mode import no_grad
 from .._tensor import Tensor
 from .._types import as_device, dtype as _dtype, float16, float32
@@ -142,10 +142,10 @@ class Module:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def zero_grad(self):
-        """Clears every parameter's gradient (sets it to None)."""
-        for p in self.parameters():
-            p.grad = None
+    def zero_grad(self, set_to_none: bool = True):
+        """Clears every parameter's gradient: to None (default), or to zeros in place (each
+        gradient stays the same tensor)."""
+        _views.zero_grads(self.parameters(), set_to_none)
 
     # ---- modes ---------------------------------------------------------------------------
 

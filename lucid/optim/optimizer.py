@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import numbers
 
-from .. import _grad_mode
+from .. import _grad_mode, _views
 from .._tensor import Tensor
 
 
@@ -56,17 +56,7 @@ class Optimizer:
     def zero_grad(self, set_to_none: bool = True):
         """Clears gradients: to None (default), or to zeros in place (each gradient stays the
         same tensor)."""
-        for g in self.param_groups:
-            for p in g["params"]:
-                if set_to_none:
-                    p.grad = None
-                else:
-                    grad = p.grad
-                    if grad is not None:
-                        if grad.grad_fn is not None:
-                            grad = grad.detach()
-                            p.grad = grad
-                        grad.zero_()
+        _views.zero_grads((p for g in self.param_groups for p in g["params"]), set_to_none)
 
     def step(self, closure=None):
         """Updates every parameter that has a gradient; returns ``closure()`` if given."""

@@ -66,6 +66,53 @@ extension ConcurrencyTests {
 }
 
 /// Collects failures from worker threads.
+extension ConcurrencyTests {
+    /// In-place writes from several threads: each writes its own tensors (recorded and not,
+    /// through views, with the version check in backward), its own elements of one shared
+    /// buffer, and reads a shared tensor; the graph, the allocator, the version counters and
+    /// the autocast cache are shared. Under the thread sanitizer this is the race check.
+    @Test func inPlaceWritesOnSeveralThreadsKeepTheEngineWhole() throws {
+        let workers = 4, rounds = 20
+        let shared = try Tensor.zeros([workers * rounds])
+        let reads = try Tensor(Self.values(64, 3), shape: [64])
+        let failures = Failures()
+        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+            do {
+                for round in 0..<rounds {
+                    // Unrecorded: arithmetic in place, a fill and an element of the shared buffer.
+                    let buf = try Tensor.zeros([64])
+                    try InPlace.binary(.add, buf.impl, reads.impl, alpha: 2, op: "add_")
+                    try InPlace.binary(.mul, buf.impl, scalar: ScalarOperand(float: 0.5), op: "mul_")
+                    try failures.check(try buf.toArray() == (try reads.toArray()), "add_/mul_ on worker \(worker)")
+                    let index = [worker * rounds + round]
+                    try index.withUnsafeBufferPointer {
+                        try InPlace.setElement(shared.impl, $0, ScalarOperand(float: Double(worker + 1)), op: "__setitem__")
+                    }
+                    // Recorded: a write through a view reaches its base's history.
+                    let x = try Tensor(Self.values(6, worker &+ round), shape: [2, 3]).requiringGrad()
+                    let y = try x * 1
+                    let row = try GradMode.with(false) { try Indexing.subscripted(y.impl, [.int(0)]) }
+                    let square = try Indexing.subscripted(try (x * x).impl, [.int(0)])  // recorded
+                    let newY = try #require(try InPlace.assign(row, square, base: y.impl, op: "copy_"))
+                    try Tensor(newY).sum().backward()
+                    let xs = Self.values(6, worker &+ round)
+                    let want: [Float] = (0..<6).map { $0 < 3 ? 2 * xs[$0] : 1 }
+                    try failures.check(try x.grad?.toArray() == want, "CopySlices gradient on worker \(worker)")
+                    // A saved tensor written since is refused.
+                    let e = try x.exp()
+                    try GradMode.with(false) { _ = try InPlace.fill(e.impl, ScalarOperand(float: 0), base: nil, op: "fill_") }
+                    try failures.check(lucidErrorKind { try e.sum().backward() } == .runtime, "version check on worker \(worker)")
+                }
+            } catch {
+                failures.record("worker \(worker): \(error)")
+            }
+        }
+        #expect(failures.messages.isEmpty, "\(failures.messages)")
+        let written = try shared.toArray()
+        #expect(written == (0..<workers).flatMap { w in [Float](repeating: Float(w + 1), count: rounds) })
+    }
+}
+
 private final class Failures: @unchecked Sendable {
     private let lock = Lock()
     private var list: [String] = []
