@@ -80,9 +80,9 @@ def _refresh(base):
 
 def recording(t, *others) -> bool:
     """Whether an in-place op on `t` with these operands is recorded for autograd."""
-    if not E.is_grad_enabled():
+    if not (t.requires_grad or any(getattr(o, "requires_grad", False) for o in others)):
         return False
-    return t.requires_grad or any(getattr(o, "requires_grad", False) for o in others)
+    return E.is_grad_enabled()
 
 
 def source(t, *others):
