@@ -565,9 +565,9 @@ def test_scope_in_one_thread_is_invisible_in_another():
     assert main_after == metal_on(F32)
 
 
-def test_calls_with_the_same_arguments_share_one_scope_object_that_behaves_as_two():
+def test_calls_with_the_same_arguments_make_distinct_scope_objects():
     a, b = autocast("cpu", dtype=BF16), autocast("cpu", dtype=BF16)
-    assert a is b  # a scope object holds no state of its own
+    assert a is not b and repr(a) == repr(b)  # as in PyTorch: an exit of one never leaves the other's scope
     assert autocast("cpu", dtype=F32) is not a and autocast("cpu", dtype=BF16, enabled=False) is not a
     assert autocast("cpu", dtype=BF16, cache_enabled=True) is not a
     with a:
@@ -1364,3 +1364,20 @@ def test_a_backward_on_another_thread_replays_the_forwards_casts(device, dt):
         for g, want in zip(got, same):
             assert g.dtype is want.dtype is F32
             np.testing.assert_array_equal(g.numpy(), want.numpy())
+
+
+def test_a_stray_exit_of_a_scope_never_entered_raises_and_changes_nothing():
+    outer = lucid.amp.autocast("metal", dtype=lucid.bfloat16)
+    outer.__enter__()
+    try:
+        stray = lucid.amp.autocast("metal", dtype=lucid.bfloat16)  # equal arguments, a distinct call
+        assert stray is not outer
+        with pytest.raises(RuntimeError, match="has not entered it"):
+            stray.__exit__(None, None, None)
+        assert lucid.amp.get_autocast_dtype("metal") is lucid.bfloat16  # outer is still active
+        with lucid.amp.autocast("metal", dtype=lucid.bfloat16):  # a third call enters and leaves its own
+            pass
+        assert lucid.amp.is_autocast_enabled("metal")
+    finally:
+        outer.__exit__(None, None, None)
+    assert not lucid.amp.is_autocast_enabled("metal")

@@ -137,28 +137,35 @@ def _left_stale(entries, scope, rc, i) -> bool:
         i -= 1
 
 
-_made = {}  # (device_type, dtype, enabled) -> the scope object calls with them return
+_made = {}  # (device_type, dtype, enabled) -> the validated fields of a scope made with them
+_new_object = object.__new__
 
 
 class _AutocastType(type):
-    """autocast's type. A scope holds no state of its own (each thread's open entries live in
-    `_threads`, the AMP state in the engine) and cannot be changed, so calls with the same
-    plain arguments can share one validated object: ``with autocast(...)``, written inline,
-    then costs a dict lookup instead of building and checking a new object. Subclasses get
-    a new object at every call."""
+    """autocast's type. A scope's fields depend only on the call's arguments, so calls with the
+    same plain arguments validate them once: ``with autocast(...)``, written inline, then costs
+    a dict lookup and a new object whose fields are copied, instead of checking every
+    argument again. Every call makes a new object, as in PyTorch, so an exit can only leave
+    scopes its own object entered. Subclasses are built the ordinary way."""
 
     def __call__(cls, device_type="metal", dtype=None, enabled=True, cache_enabled=None):
         if cls is autocast and (enabled is True or enabled is False) and cache_enabled is None:
             key = (device_type, dtype, enabled)
             try:
-                return _made[key]
+                fields = _made[key]
             except KeyError:
-                pass
+                fields = None
             except TypeError:  # unhashable: the constructor says what is wrong
                 return super().__call__(device_type, dtype, enabled)
-            scope = super().__call__(device_type, dtype, enabled)
-            if type(device_type) is str and len(_made) < 64:
-                _made[key] = scope
+            if fields is None:
+                scope = super().__call__(device_type, dtype, enabled)
+                if type(device_type) is str and len(_made) < 64:
+                    _made[key] = (scope._device_type, scope._dtype, scope._codes)
+                return scope
+            scope = _new_object(autocast)
+            scope._device_type, scope._dtype, scope._codes = fields
+            scope._enabled = enabled
+            scope._cache_enabled = None
             return scope
         return super().__call__(device_type, dtype, enabled, cache_enabled)
 
