@@ -267,17 +267,32 @@ _MAX_HEADER = 100_000_000  # the safetensors package's own limit
 _CHUNK = 1 << 20
 
 
-def _read(f):
+def default_max_bytes() -> int:
+    """What a stream handed to :func:`load` may declare at most: the machine's physical
+    memory, or the process's address-space limit when that is lower."""
+    limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    try:
+        import resource
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            limit = min(limit, soft)
+    except (ImportError, OSError, ValueError):
+        pass
+    return limit
+
+
+def _read(f, max_bytes):
     """The bytes of a checkpoint. A regular file is read whole (its size bounds the memory);
-    anything else (a pipe, a device, a file object) no further than its header declares."""
+    anything else (a pipe, a device, a file object) no further than its header declares, and
+    not at all when that is more than `max_bytes`."""
     if hasattr(f, "read"):
         if isinstance(f, io.TextIOBase):
             raise TypeError("lucid.load: the file must be opened in binary mode ('rb')")
-        return _read_declared(f)
+        return _read_declared(f, max_bytes)
     with open(os.fspath(f), "rb") as fh:
         if stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
             return fh.read()
-        return _read_declared(fh)
+        return _read_declared(fh, max_bytes)
 
 
 def _read_up_to(f, n):
@@ -294,9 +309,9 @@ def _read_up_to(f, n):
     return b"".join(parts)
 
 
-def _read_declared(f):
+def _read_declared(f, max_bytes):
     # The 8-byte header length, the header, then the data it declares and one byte more
-    # (so that deserialize sees, and names, what does not belong).
+    # (so that deserialize sees, and names, what does not belong), in chunks.
     head = _read_up_to(f, 8)
     n = int.from_bytes(head, "little")
     if len(head) < 8 or n > _MAX_HEADER:
@@ -304,7 +319,11 @@ def _read_declared(f):
     text = _read_up_to(f, n)
     if len(text) < n:
         return head + text
-    return head + text + _read_up_to(f, _declared_size(text) + 1)
+    declared = _declared_size(text)
+    if 8 + n + declared > max_bytes:
+        raise ValueError(f"lucid.load: the stream's header declares {declared} bytes of tensor data "
+                         f"({8 + n + declared} in all), more than max_bytes={max_bytes}")
+    return head + text + _read_up_to(f, declared + 1)
 
 
 def _declared_size(text):
@@ -321,7 +340,7 @@ def _declared_size(text):
     return max(0, max(ends, default=0))
 
 
-def load(f, map_location=None):
+def load(f, map_location=None, *, max_bytes=None):
     """Loads what :func:`save` wrote, or the tensors of any safetensors file.
 
     Parameters
@@ -330,6 +349,11 @@ def load(f, map_location=None):
         The checkpoint.
     map_location : str or lucid.device, optional
         The device of the loaded tensors: ``"cpu"`` (the default) or ``"metal"``.
+    max_bytes : int, optional
+        The most a stream (anything but a regular file) may declare, header included: a
+        larger declaration is refused before its data is read. Defaults to
+        :func:`default_max_bytes`, the machine's physical memory (or the process's
+        address-space limit when lower).
 
     Returns
     -------
@@ -345,8 +369,8 @@ def load(f, map_location=None):
     ValueError
         When ``f`` is not a valid safetensors file (truncated, corrupted, inconsistent
         offsets or sizes, a key named twice, boolean bytes other than 0 and 1), its lucid
-        metadata is malformed, or it holds a dtype lucid cannot hold. Also for an unknown
-        ``map_location``.
+        metadata is malformed, or it holds a dtype lucid cannot hold; when a stream declares
+        more than ``max_bytes``. Also for an unknown ``map_location``.
     TypeError
         When ``f`` is a file opened in text mode, or ``map_location`` is not a device.
 
@@ -354,7 +378,8 @@ def load(f, map_location=None):
     -----
     The file is read, then checked, before any tensor is made: a bad file raises without
     allocating tensors. A regular file is read whole, so memory use is bounded by its size;
-    a stream (a pipe, a device, a file object) is read no further than its header declares.
+    a stream (a pipe, a device, a file object) is read in chunks no further than its header
+    declares, and a declaration beyond ``max_bytes`` is refused before any data is read.
     """
     from safetensors import SafetensorError, deserialize
 
@@ -362,7 +387,11 @@ def load(f, map_location=None):
     from ._types import as_device
 
     device = as_device("cpu" if map_location is None else map_location)
-    data = _read(f)
+    if max_bytes is None:
+        max_bytes = default_max_bytes()
+    elif isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+        raise ValueError(f"lucid.load: max_bytes must be a non-negative int, got {max_bytes!r}")
+    data = _read(f, max_bytes)
     try:
         entries = deserialize(data)
         meta = _metadata(data)

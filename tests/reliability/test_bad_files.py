@@ -130,9 +130,10 @@ def no_tensor_made():
 
 def rejected(data, match=None):
     """lucid.load(data) raises a ValueError from lucid.load (naming the problem when `match`
-    is given) and makes no tensor."""
+    is given) and makes no tensor. The stream may declare any size (max_bytes has a test of
+    its own), so that the checks of the data itself are what is tried."""
     with no_tensor_made(), pytest.raises(ValueError) as info:
-        lucid.load(io.BytesIO(data))
+        lucid.load(io.BytesIO(data), max_bytes=1 << 80)
     message = str(info.value)
     assert message.startswith("lucid.load: "), message
     if match is not None:
@@ -464,9 +465,7 @@ def test_files_that_never_end_are_read_no_further_than_their_header_declares():
     _, data = small_checkpoint()
     streams = {"/dev/zero": "/dev/zero", "/dev/urandom": "/dev/urandom",
                "a checkpoint, then zeros forever": Endless(data),
-               "the same, buffered": io.BufferedReader(Endless(data)),
-               "a pipe-like stream claiming 1 TiB, giving 1 MiB": io.BufferedReader(
-                   io.BytesIO(HOSTILE["offsets of terabytes"][0][:-8] + bytes(MiB)))}
+               "the same, buffered": io.BufferedReader(Endless(data))}
     gc.collect()
     tracemalloc.start()
     try:
@@ -481,3 +480,34 @@ def test_files_that_never_end_are_read_no_further_than_their_header_declares():
     assert peak < 8 * MiB, f"Python allocations peaked at {peak / MiB:.1f} MiB"
     record("Bad files", "endless inputs (/dev/zero, /dev/urandom, zeros forever after a checkpoint) and a "
            "stream claiming a terabyte", len(streams), "ValueError; read no further than the header declares")
+
+
+def test_streams_declaring_more_than_max_bytes_are_refused_before_reading():
+    # A header declaring a terabyte of data, then zeros forever: reading it as declared would
+    # take memory until there is none.
+    terabyte = HOSTILE["offsets of terabytes"][0][:-8]
+    streams = {"a stream claiming 1 TiB, then zeros forever": Endless(terabyte),
+               "the same, buffered": io.BufferedReader(Endless(terabyte)),
+               "a pipe-like stream claiming 1 TiB, giving 1 MiB": io.BufferedReader(io.BytesIO(terabyte + bytes(MiB)))}
+    gc.collect()
+    tracemalloc.start()
+    try:
+        with address_space_capped(256 * MiB):
+            for name, source in streams.items():
+                with no_tensor_made(), pytest.raises(ValueError, match=r"declares 1099511627776 bytes of tensor data"):
+                    lucid.load(source)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * MiB, f"Python allocations peaked at {peak / MiB:.1f} MiB"
+    # The limit is the caller's: a real checkpoint through a stream loads within it, not below it.
+    _, data = small_checkpoint()
+    lucid.load(io.BytesIO(data), max_bytes=len(data))
+    with pytest.raises(ValueError, match=f"more than max_bytes={len(data) - 1}"):
+        lucid.load(io.BytesIO(data), max_bytes=len(data) - 1)
+    with pytest.raises(ValueError, match="max_bytes must be a non-negative int"):
+        lucid.load(io.BytesIO(data), max_bytes=-1)
+    assert lucid.serialization.default_max_bytes() > 0
+    record("Bad files", "streams whose header declares a terabyte (endless, and ending after 1 MiB), and "
+           "max_bytes around a real checkpoint", len(streams) + 3,
+           "ValueError naming the declared size before any data is read; Python peak under 2 MiB")
