@@ -108,6 +108,21 @@ def test_random_programs_of_views_and_writes_match_numpy(seed):
             _close(lt, na)
 
 
+@pytest.mark.parametrize("dtype", [lucid.float32, lucid.float16, lucid.bfloat16, lucid.int64])
+def test_add_and_sub_with_alpha_in_place_match_numpy(dtype):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.array([1.0, -2.0, 3.0], dtype=np.float32)
+    x, y = lucid.tensor(a).to(dtype), lucid.tensor(b).to(dtype)
+    alpha = 2 if dtype is lucid.int64 else -0.5
+    x.add_(y, alpha=alpha)
+    x.sub_(y[None], alpha=alpha)  # broadcast rows, composed where no fused kernel applies
+    tol = 1e-6 if dtype in (lucid.float32, lucid.int64) else 2e-2
+    np.testing.assert_allclose(x.float().numpy(), a, rtol=tol, atol=tol)
+    if dtype is lucid.int64:
+        with pytest.raises(TypeError, match="alpha must not be a floating-point number"):
+            x.add_(y, alpha=0.5)
+
+
 def test_siblings_and_views_of_views_see_each_other():
     x = lucid.zeros(4, 4)
     row, col = x[1], x[:, 2]

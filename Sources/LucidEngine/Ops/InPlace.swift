@@ -106,6 +106,10 @@ package enum InPlace {
         let dtype = Elementwise.computeType(k, Elementwise.resultType(dst, other))
         try Elementwise.checkBool(k, dtype)
         guard alpha == 1 || k == .add || k == .sub else { throw LucidError.value("\(op): alpha is for add and sub only") }
+        guard dtype.isFloatingPoint || alpha == alpha.rounded() else {
+            throw LucidError.type("\(op): for integral input tensors, alpha must not be a floating-point number, got \(alpha)")
+        }
+        let alphaOperand = dtype.isFloatingPoint ? ScalarOperand(float: alpha) : ScalarOperand(int: Int64(alpha))
         guard try Shape.broadcast(dst.shape, other.shape, op: op) == dst.shape else {
             throw LucidError.runtime("\(op): the value's shape \(other.shape) does not match the tensor's shape \(dst.shape) and cannot be broadcast to it (an in-place op cannot change its tensor's shape)")
         }
@@ -119,12 +123,14 @@ package enum InPlace {
             if alpha == 1 {
                 kernels.binary(k, dst, y.expanded(to: dst.shape), into: dst)
             } else if !kernels.addScaled(dst, y, alpha: Float(k == .sub ? -alpha : alpha), into: dst) {
-                let scaled = try GradMode.with(false) { try Elementwise.binary(.mul, y, scalar: ScalarOperand(float: alpha), scalarFirst: false) }
+                let scaled = try GradMode.with(false) {
+                    try Ops.cast(try Elementwise.binary(.mul, y, scalar: alphaOperand, scalarFirst: false), to: dst.dtype)
+                }
                 kernels.binary(k, dst, scaled.expanded(to: dst.shape), into: dst)
             }
         } else if dst.numel > 0 {
             let value = try GradMode.with(false) { () -> TensorImpl in
-                let scaled = alpha == 1 ? y : try Elementwise.binary(.mul, y, scalar: ScalarOperand(float: alpha), scalarFirst: false)
+                let scaled = alpha == 1 ? y : try Elementwise.binary(.mul, y, scalar: alphaOperand, scalarFirst: false)
                 return try Elementwise.binary(k, dst, scaled)
             }
             dst.backend.copy(value.expanded(to: dst.shape), into: dst)
