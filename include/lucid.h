@@ -265,6 +265,9 @@ int32_t lucid_unsqueeze(lucid_tensor a, int64_t dim, int64_t out[LUCID_RECORD_LE
 int32_t lucid_expand(lucid_tensor a, const int64_t *shape, int32_t ndim, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_flatten(lucid_tensor a, int64_t start_dim, int64_t end_dim, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_narrow(lucid_tensor a, int64_t dim, int64_t start, int64_t length, int64_t out[LUCID_RECORD_LEN]);
+/* torch.diagonal: the view of the diagonal of dimensions dim1 and dim2 (shifted by offset),
+ * which become a last dimension. */
+int32_t lucid_diagonal(lucid_tensor a, int64_t offset, int64_t dim1, int64_t dim2, int64_t out[LUCID_RECORD_LEN]);
 /* cat (stack = 0) or stack (stack = 1) of `count` tensors. */
 int32_t lucid_cat(const lucid_tensor *tensors, int32_t count, int64_t dim, int32_t stack, int64_t out[LUCID_RECORD_LEN]);
 /* mode LUCID_SPLIT_SIZES: pieces of the listed sizes; _SIZE: pieces of sizes[0]; _CHUNKS: sizes[0]

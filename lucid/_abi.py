@@ -74,6 +74,7 @@ SIGNATURES = {
     "lucid_expand": ([c_uint32, POINTER(c_int64), c_int32, POINTER(c_int64)], c_int32),
     "lucid_flatten": ([c_uint32, c_int64, c_int64, POINTER(c_int64)], c_int32),
     "lucid_narrow": ([c_uint32, c_int64, c_int64, c_int64, POINTER(c_int64)], c_int32),
+    "lucid_diagonal": ([c_uint32, c_int64, c_int64, c_int64, POINTER(c_int64)], c_int32),
     "lucid_cat": ([POINTER(c_uint32), c_int32, c_int64, c_int32, POINTER(c_int64)], c_int32),
     "lucid_split": ([c_uint32, c_int32, POINTER(c_int64), c_int32, c_int64, POINTER(c_uint32), c_int32, POINTER(c_int32)], c_int32),
     "lucid_index": ([c_uint32, POINTER(c_int32), POINTER(c_int64), POINTER(c_int32), POINTER(c_uint32), c_int32, POINTER(c_int64)], c_int32),

@@ -874,6 +874,10 @@ def narrow(a: int, dim: int, start: int, length: int) -> Record:
     return _new(_lib.lucid_narrow, a, _int64(dim), _int64(start), _int64(length))
 
 
+def diagonal(a: int, offset: int, dim1: int, dim2: int) -> Record:
+    return _new(_lib.lucid_diagonal, a, _int64(offset), _int64(dim1), _int64(dim2))
+
+
 def cat(handles, dim: int, stack: bool) -> Record:
     n = len(handles)
     arr = (c_uint32 * max(n, 1))(*handles)

@@ -113,6 +113,8 @@ _METHODS = {
     "transpose": "Swaps two dimensions (a view).",
     "permute": "Reorders dimensions (a view).",
     "narrow": "The view of length entries of dim from start.",
+    "diagonal": "The view of the diagonal of dim1 and dim2 (offset above it), as a last dimension.",
+    "unflatten": "The view splitting dim into the given sizes.",
     "split": "Views of consecutive pieces along dim.",
     "chunk": "At most `chunks` views of equal size along dim.",
     "index_select": "Slices along dim at the positions in a 1-D integer tensor.",

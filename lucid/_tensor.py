@@ -1035,6 +1035,33 @@ class Tensor:
         d, s, n = as_index(dim), as_index(start), as_index(length)
         return self._viewed(lambda h: E.narrow(h, d, s, n))
 
+    def diagonal(self, offset=0, dim1=0, dim2=1):
+        """The view of the diagonal of dimensions dim1 and dim2 (above it for a positive
+        `offset`), which become a last dimension."""
+        o, d1, d2 = as_index(offset), as_index(dim1), as_index(dim2)
+        return self._viewed(lambda h: E.diagonal(h, o, d1, d2))
+
+    def unflatten(self, dim, sizes):
+        """The view splitting dimension `dim` into `sizes` (one of them may be -1)."""
+        d = self._wrap_dim(dim)
+        sizes = tuple(as_index(n) for n in sizes)
+        if not sizes:
+            raise ValueError("unflatten: sizes must not be empty")
+        if sizes.count(-1) > 1:
+            raise ValueError("unflatten: only one size can be -1")
+        shape = self.shape
+        known = 1
+        for n in sizes:
+            if n != -1:
+                known *= n
+        if -1 in sizes:
+            if known == 0 or shape[d] % known:
+                raise RuntimeError(f"unflatten: sizes {sizes} don't multiply up to the size of dimension {d} ({shape[d]})")
+            sizes = tuple(shape[d] // known if n == -1 else n for n in sizes)
+        elif known != shape[d]:
+            raise RuntimeError(f"unflatten: sizes {sizes} don't multiply up to the size of dimension {d} ({shape[d]})")
+        return self.view(*(shape[:d] + sizes + shape[d + 1:]))
+
     def _pieces(self, handles, dim):
         """Split pieces as views: each is the narrow of `dim` it covers."""
         pieces, start = [], 0

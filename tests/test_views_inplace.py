@@ -123,6 +123,41 @@ def test_add_and_sub_with_alpha_in_place_match_numpy(dtype):
             x.add_(y, alpha=0.5)
 
 
+@pytest.mark.parametrize("offset,dims", [(0, (0, 1)), (1, (0, 1)), (-1, (1, 2)), (2, (2, 0)), (5, (0, 1))])
+def test_diagonal_is_a_view_with_numpys_values_and_gradient(offset, dims):
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = lucid.tensor(a, requires_grad=True)
+    d = t.diagonal(offset, *dims)
+    want = np.diagonal(a, offset, *dims)
+    np.testing.assert_array_equal(d.detach().numpy(), want)
+    w = np.random.default_rng(1).standard_normal(want.shape).astype(np.float32)
+    (d * lucid.tensor(w)).sum().backward()
+    expect = np.zeros_like(a)  # numpy's diagonal is read-only: the gradient goes in by index
+    idx = np.indices(a.shape)
+    on = (idx[dims[1]] - idx[dims[0]]) == offset
+    kept = [i for i in range(3) if i not in dims]
+    for pos in zip(*np.nonzero(on)):
+        k = pos[dims[0]] if offset >= 0 else pos[dims[1]]
+        expect[pos] = w[tuple(pos[i] for i in kept) + (k,)]
+    np.testing.assert_array_equal(t.grad.numpy(), expect)
+    # A write through it reaches the tensor.
+    x = lucid.tensor(a)
+    x.diagonal(offset, *dims).fill_(-1.0)
+    b = a.copy()
+    b[on] = -1.0
+    np.testing.assert_array_equal(x.numpy(), b)
+
+
+def test_unflatten_is_a_view():
+    x = lucid.arange(12.0).reshape(3, 4)
+    u = x.unflatten(1, (2, -1))
+    assert u.shape == (3, 2, 2)
+    u[1, 1, 0] = 100.0
+    assert x[1, 2].item() == 100.0
+    with pytest.raises(RuntimeError, match="don't multiply up"):
+        x.unflatten(1, (3, 2))
+
+
 def test_siblings_and_views_of_views_see_each_other():
     x = lucid.zeros(4, 4)
     row, col = x[1], x[:, 2]

@@ -121,6 +121,14 @@ public func lucid_flatten(_ a: UInt32, _ start: Int64, _ end: Int64, _ out: Unsa
     abiCall { try emit(try ShapeOps.flatten(try tensors.get(a), start: Int(clamping: start), end: Int(clamping: end)), out) }
 }
 
+@_cdecl("lucid_diagonal")
+public func lucid_diagonal(_ a: UInt32, _ offset: Int64, _ dim1: Int64, _ dim2: Int64, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall {
+        try emit(try ShapeOps.diagonal(try tensors.get(a), offset: Int(clamping: offset), dim1: Int(clamping: dim1),
+                                       dim2: Int(clamping: dim2)), out)
+    }
+}
+
 @_cdecl("lucid_narrow")
 public func lucid_narrow(_ a: UInt32, _ dim: Int64, _ start: Int64, _ length: Int64, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {

@@ -196,6 +196,32 @@ extension ShapeOps {
         return try Indexing.subscripted(a, items)
     }
 
+    /// torch.diagonal: the view of the elements `a[..., i, ..., i + offset, ...]` of dimensions
+    /// `dim1` and `dim2`, which are dropped and replaced by a last dimension along the diagonal.
+    package static func diagonal(_ a: TensorImpl, offset: Int, dim1: Int, dim2: Int) throws -> TensorImpl {
+        let op = "diagonal"
+        guard a.ndim >= 2 else { throw LucidError.runtime("diagonal: expected a tensor of at least 2 dimensions, got \(a.ndim)") }
+        let d1 = try Shape.wrapDim(dim1, ndim: a.ndim, op: op), d2 = try Shape.wrapDim(dim2, ndim: a.ndim, op: op)
+        guard d1 != d2 else { throw LucidError.runtime("diagonal: dimensions \(dim1) and \(dim2) are the same") }
+        let (n1, n2) = (a.shape[d1], a.shape[d2])
+        let length = max(0, offset >= 0 ? min(n1, n2 - offset) : min(n1 + offset, n2))
+        /// The diagonal's geometry over a tensor of a's shape with `strides`, starting at `start`.
+        func geometry(_ strides: [Int], _ start: Int) -> (shape: [Int], strides: [Int], offset: Int) {
+            let kept = (0..<a.ndim).filter { $0 != d1 && $0 != d2 }
+            let first = length == 0 ? 0 : (offset >= 0 ? offset * strides[d2] : -offset * strides[d1])
+            return (kept.map { a.shape[$0] } + [length], kept.map { strides[$0] } + [strides[d1] + strides[d2]], start + first)
+        }
+        let g = geometry(a.strides, a.offset)
+        let shapeIn = a.shape
+        return Autograd.record(a.view(shape: g.shape, strides: g.strides, offset: g.offset), "DiagonalBackward", [a]) { grad in
+            // Each diagonal element is a distinct element of `a`: the gradient goes back into place.
+            let z = try Creation.full(shapeIn, value: ScalarOperand(int: 0), dtype: grad.dtype, device: grad.device)
+            let d = geometry(Shape.contiguousStrides(shapeIn), 0)
+            if grad.numel > 0 { z.backend.copy(grad, into: z.view(shape: d.shape, strides: d.strides, offset: d.offset)) }
+            return [z]
+        }
+    }
+
     /// Joins tensors of one shape (except along `dim`) along `dim`, in their promoted dtype.
     package static func cat(_ tensors: [TensorImpl], dim: Int) throws -> TensorImpl {
         let op = cat.name
