@@ -499,10 +499,9 @@ def clone(handle: int) -> Record:
     return _new(_lib.lucid_clone, handle)
 
 
-_OP_NAMES = {}
-
-
 ASSIGN_FILL, ASSIGN_SAME_KIND = _abi.LUCID_ASSIGN_FILL, _abi.LUCID_ASSIGN_SAME_KIND
+
+_OP_NAMES = {}  # op names as the in-place exports take them, encoded once
 
 
 def _op_name(op: str) -> bytes:
@@ -512,7 +511,7 @@ def _op_name(op: str) -> bytes:
     return name
 
 
-def _written(rc, out):
+def _write_result(rc, out):
     """An in-place write's result: the record of the tensor to use from now on in place of the
     base (or the destination) when the write was recorded for autograd, else None."""
     if rc:
@@ -523,13 +522,13 @@ def _written(rc, out):
 def assign(dst: int, value: int, base: int, flags: int, op: str):
     """The in-place write of `value` into `dst` (lucid_assign)."""
     out = Record()
-    return _written(_lib.lucid_assign(dst, value, base, flags, _op_name(op), out), out)
+    return _write_result(_lib.lucid_assign(dst, value, base, flags, _op_name(op), out), out)
 
 
 def fill(dst: int, value: float, int_value: int, kind: int, base: int, op: str):
     """Every element of `dst` set to a scalar, in place (lucid_fill)."""
     out = Record()
-    return _written(_lib.lucid_fill(dst, value, _int64(int_value), kind, base, _op_name(op), out), out)
+    return _write_result(_lib.lucid_fill(dst, value, _int64(int_value), kind, base, _op_name(op), out), out)
 
 
 def binary_inplace(op: int, dst: int, other: int, alpha: float, name: str) -> None:
@@ -566,7 +565,7 @@ def set_element(dst: int, index: tuple, value: float, int_value: int, kind: int)
 def write_at(dst: int, items, src: int, value: float, int_value: int, kind: int, base: int, op: str):
     """`src` (or the scalar, when `src` is 0) written at ``dst[items]``, in place (lucid_write_at)."""
     out = Record()
-    return _written(_lib.lucid_write_at(dst, *_subscript(items), src, value, _int64(int_value), kind, base,
+    return _write_result(_lib.lucid_write_at(dst, *_subscript(items), src, value, _int64(int_value), kind, base,
                                         _op_name(op), out), out)
 
 

@@ -21,25 +21,15 @@ package enum InPlace {
     /// any dtype.
     package static func assign(_ dst: TensorImpl, _ value: TensorImpl, base: TensorImpl?, op: String,
                                fill: Bool = false, sameKind: Bool = false) throws -> TensorImpl? {
-        guard (try? Shape.broadcast(value.shape, dst.shape, op: op)) == dst.shape else {
-            throw LucidError.runtime("\(op): the value's shape \(value.shape) does not match the tensor's shape \(dst.shape) and cannot be broadcast to it (an in-place op cannot change its tensor's shape)")
-        }
-        if sameKind && value.dtype.category > dst.dtype.category {
-            throw LucidError.runtime("\(op): result type \(value.dtype.name) can't be cast to the desired output type \(dst.dtype.name)")
-        }
+        try checkShape(value, dst, op: op)
+        if sameKind { try checkKind(value.dtype, dst, op: op) }
         let recording = try checkRecording(dst, value: value, base: base, op: op)
-        if !fill && hasInternalOverlap(dst) {
-            throw LucidError.runtime("\(op): unsupported operation: more than one element of the written-to tensor refers to a single memory location. Please clone() the tensor before performing the operation.")
-        }
+        if !fill { try checkNoInternalOverlap(dst, op: op) }
         var source = value.device == dst.device ? value : try Conversion.to(value, dtype: nil, device: dst.device)
-        if source.storage === dst.storage {
-            if try partiallyOverlaps(source, dst) {
-                throw LucidError.runtime("\(op): unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory location. Please clone() the tensor before performing the operation.")
-            }
-            if !(source.shape == dst.shape && source.strides == dst.strides && source.offset == dst.offset) {
-                source = try GradMode.with(false) { try Ops.clone(source) }  // read all before writing any
-            }
+        if source.storage === dst.storage && partiallyOverlaps(source, dst) {
+            throw LucidError.runtime("\(op): unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory location. Please clone() the tensor before performing the operation.")
         }
+        source = try readFirst(source, before: dst)
         if dst.numel > 0 {
             dst.backend.copy(source.withRequiresGrad(false).expanded(to: dst.shape), into: dst)
         }
@@ -110,14 +100,10 @@ package enum InPlace {
             throw LucidError.type("\(op): for integral input tensors, alpha must not be a floating-point number, got \(alpha)")
         }
         let alphaOperand = dtype.isFloatingPoint ? ScalarOperand(float: alpha) : ScalarOperand(int: Int64(alpha))
-        guard try Shape.broadcast(dst.shape, other.shape, op: op) == dst.shape else {
-            throw LucidError.runtime("\(op): the value's shape \(other.shape) does not match the tensor's shape \(dst.shape) and cannot be broadcast to it (an in-place op cannot change its tensor's shape)")
-        }
-        try checkWritable(dst, dtype, op: op)
-        var y = other.withRequiresGrad(false)
-        if y.storage === dst.storage && !(y.shape == dst.shape && y.strides == dst.strides && y.offset == dst.offset) {
-            y = try GradMode.with(false) { try Ops.clone(y) }  // read all before writing any
-        }
+        try checkShape(other, dst, op: op)
+        try checkKind(dtype, dst, op: op)
+        try checkNoInternalOverlap(dst, op: op)
+        let y = try readFirst(other.withRequiresGrad(false), before: dst)
         if dtype == dst.dtype && y.dtype == dst.dtype && dst.numel > 0 {
             let kernels = dst.elementwise("\(k)")
             if alpha == 1 {
@@ -143,7 +129,8 @@ package enum InPlace {
         try checkUnrecorded(dst, nil, op: op)
         let dtype = Elementwise.computeType(k, Elementwise.resultType(dst, scalar))
         try Elementwise.checkBool(k, dtype)
-        try checkWritable(dst, dtype, op: op)
+        try checkKind(dtype, dst, op: op)
+        try checkNoInternalOverlap(dst, op: op)
         if dst.numel > 0 {
             if dtype == dst.dtype {
                 dst.elementwise("\(k)").binary(k, dst, scalar: scalar.value, scalarFirst: false, into: dst)
@@ -160,7 +147,8 @@ package enum InPlace {
         try checkUnrecorded(dst, nil, op: op)
         let value = k.keepsIntegers || dst.dtype.isFloatingPoint ? nil
             : try GradMode.with(false) { try Elementwise.unary(k, dst) }  // an integer result of a float function
-        try checkWritable(dst, value?.dtype ?? dst.dtype, op: op)
+        try checkKind(value?.dtype ?? dst.dtype, dst, op: op)
+        try checkNoInternalOverlap(dst, op: op)
         if dst.numel > 0 {
             if let value { dst.backend.copy(value, into: dst) } else { dst.elementwise(k.name).unary(k, dst, into: dst) }
         }
@@ -173,15 +161,33 @@ package enum InPlace {
         }
     }
 
-    /// Refuses a result of a higher kind than `dst`, and a destination that sees one element
-    /// at several places.
-    private static func checkWritable(_ dst: TensorImpl, _ result: DType, op: String) throws {
+    /// Refuses a value whose shape does not broadcast to `dst`'s.
+    private static func checkShape(_ value: TensorImpl, _ dst: TensorImpl, op: String) throws {
+        guard (try? Shape.broadcast(value.shape, dst.shape, op: op)) == dst.shape else {
+            throw LucidError.runtime("\(op): the value's shape \(value.shape) does not match the tensor's shape \(dst.shape) and cannot be broadcast to it (an in-place op cannot change its tensor's shape)")
+        }
+    }
+
+    /// Refuses a result of a higher kind than `dst` (bool < integer < floating).
+    private static func checkKind(_ result: DType, _ dst: TensorImpl, op: String) throws {
         if result.category > dst.dtype.category {
             throw LucidError.runtime("\(op): result type \(result.name) can't be cast to the desired output type \(dst.dtype.name)")
         }
+    }
+
+    /// Refuses a destination that sees one element at several places.
+    private static func checkNoInternalOverlap(_ dst: TensorImpl, op: String) throws {
         if hasInternalOverlap(dst) {
             throw LucidError.runtime("\(op): unsupported operation: more than one element of the written-to tensor refers to a single memory location. Please clone() the tensor before performing the operation.")
         }
+    }
+
+    /// `source` itself, or a copy of it when it is other elements of `dst`'s storage, so that
+    /// the write reads all of it before changing any.
+    private static func readFirst(_ source: TensorImpl, before dst: TensorImpl) throws -> TensorImpl {
+        guard source.storage === dst.storage,
+              !(source.shape == dst.shape && source.strides == dst.strides && source.offset == dst.offset) else { return source }
+        return try GradMode.with(false) { try Ops.clone(source) }
     }
 
     /// Whether the write is recorded for autograd, refusing what PyTorch refuses then: a leaf
@@ -236,7 +242,7 @@ package enum InPlace {
 
     /// Whether `a` and `b` (of one storage) cover some of the same memory without being the
     /// same elements; judged, as PyTorch does, only when both are dense.
-    private static func partiallyOverlaps(_ a: TensorImpl, _ b: TensorImpl) throws -> Bool {
+    private static func partiallyOverlaps(_ a: TensorImpl, _ b: TensorImpl) -> Bool {
         guard a.isContiguous, b.isContiguous, a.numel > 0, b.numel > 0 else { return false }
         let (aStart, bStart) = (a.offset * a.dtype.itemSize, b.offset * b.dtype.itemSize)
         let (aEnd, bEnd) = (aStart + a.numel * a.dtype.itemSize, bStart + b.numel * b.dtype.itemSize)
