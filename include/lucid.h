@@ -364,21 +364,31 @@ int32_t lucid_is_grad_enabled(int32_t *out);
 
 /* ---- optimizers (one call per parameter, in place) ----------------------------------------- */
 
-/* torch.optim.SGD: param and buffer are updated in place. buffer 0 on the first step; then
- * *new_buffer is the buffer made for it (0 when momentum is 0 or a buffer was given). */
-int32_t lucid_sgd_step(lucid_tensor param, lucid_tensor grad, lucid_tensor buffer, double lr, double momentum,
-                       double dampening, double weight_decay, int32_t nesterov, int32_t maximize,
-                       lucid_tensor *new_buffer);
-/* torch.optim.Adam, or AdamW when `decoupled`: param, m and v are updated in place (step >=
- * 1). m and v 0 before the first step: *new_m and *new_v are then the moments made for it
- * (0 for those given). */
-int32_t lucid_adam_step(lucid_tensor param, lucid_tensor grad, lucid_tensor m, lucid_tensor v, int64_t step, double lr,
-                        double beta1, double beta2, double eps, double weight_decay, int32_t decoupled,
-                        int32_t maximize, lucid_tensor *new_m, lucid_tensor *new_v);
+/* GradScaler's state lives in tensors of the gradients' device, so that no step waits for the
+ * host: found_inf is a one-element float32 flag (non-zero: skip the step), a scale a
+ * one-element float32, a growth tracker a one-element int32. An optimizer step given a
+ * found_inf (0 for none) writes nothing when it is set. */
 
-/* GradScaler's unscale: grads[i] *= inv_scale in float32, in place, and *found_inf = 1 when
- * any value is infinite or NaN. */
-int32_t lucid_unscale_grads(const lucid_tensor *grads, int32_t count, double inv_scale, int32_t *found_inf);
+/* torch.optim.SGD: param and buffer are updated in place. buffer 0 on the first step; then
+ * *new_buffer is the buffer made for it (0 when momentum is 0 or a buffer was given, or when
+ * a first step with dampening was skipped). */
+int32_t lucid_sgd_step(lucid_tensor param, lucid_tensor grad, lucid_tensor buffer, lucid_tensor found_inf, double lr,
+                       double momentum, double dampening, double weight_decay, int32_t nesterov, int32_t maximize,
+                       lucid_tensor *new_buffer);
+/* torch.optim.Adam, or AdamW when `decoupled`: param, m and v are updated in place, and step (a
+ * one-element float32 on param's device, the steps taken) goes up by one. m and v 0 before the
+ * first step: *new_m and *new_v are then the moments made for it (0 for those given). */
+int32_t lucid_adam_step(lucid_tensor param, lucid_tensor grad, lucid_tensor m, lucid_tensor v, lucid_tensor step,
+                        lucid_tensor found_inf, double lr, double beta1, double beta2, double eps, double weight_decay,
+                        int32_t decoupled, int32_t maximize, lucid_tensor *new_m, lucid_tensor *new_v);
+
+/* GradScaler's unscale: grads[i] *= inv_scale in float32, in place, and found_inf is set to 1
+ * when any value is infinite or NaN (left as it is otherwise). */
+int32_t lucid_unscale_grads(const lucid_tensor *grads, int32_t count, lucid_tensor inv_scale, lucid_tensor found_inf);
+/* GradScaler's update of scale and growth_tracker, in place: backoff_factor after a skipped
+ * step, growth_factor after growth_interval clean ones (unless past the float32 range). */
+int32_t lucid_update_scale(lucid_tensor scale, lucid_tensor growth_tracker, lucid_tensor found_inf,
+                           double growth_factor, double backoff_factor, int64_t growth_interval);
 
 /* ---- platform -------------------------------------------------------------------------- */
 

@@ -770,35 +770,43 @@ def is_grad_enabled() -> bool:
 
 # ---- optimizers ----------------------------------------------------------------------------
 
-def sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, nesterov, maximize):
-    """Updates param (and buf) in place; the momentum buffer made on the first step, or 0."""
+def sgd_step(param, grad, buf, found_inf, lr, momentum, dampening, weight_decay, nesterov, maximize):
+    """Updates param (and buf) in place, unless the found_inf flag (0 for none) is set; the
+    momentum buffer made on the first step, or 0."""
     b = c_uint32()
-    rc = _lib.lucid_sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, 1 if nesterov else 0,
+    rc = _lib.lucid_sgd_step(param, grad, buf, found_inf, lr, momentum, dampening, weight_decay, 1 if nesterov else 0,
                              1 if maximize else 0, byref(b))
     if rc:
         _raise(rc)
     return b.value
 
 
-def adam_step(param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize):
-    """Updates param, m and v in place; the (exp_avg, exp_avg_sq) handles made for those
-    given as 0."""
+def adam_step(param, grad, m, v, step, found_inf, lr, beta1, beta2, eps, weight_decay, decoupled, maximize):
+    """Updates param, m, v and the step count in place, unless the found_inf flag (0 for none)
+    is set; the (exp_avg, exp_avg_sq) handles made for those given as 0."""
     m1, v1 = c_uint32(), c_uint32()
-    rc = _lib.lucid_adam_step(param, grad, m, v, _int64(step), lr, beta1, beta2, eps, weight_decay,
+    rc = _lib.lucid_adam_step(param, grad, m, v, step, found_inf, lr, beta1, beta2, eps, weight_decay,
                               1 if decoupled else 0, 1 if maximize else 0, byref(m1), byref(v1))
     if rc:
         _raise(rc)
     return m1.value, v1.value
 
 
-def unscale_grads(handles, inv_scale: float) -> bool:
-    """Unscales the gradients in place for GradScaler.unscale_; whether any holds an inf or NaN."""
+def unscale_grads(handles, inv_scale, found_inf) -> None:
+    """Unscales the gradients in place for GradScaler.unscale_, setting the found_inf flag when
+    any holds an inf or NaN."""
     n = len(handles)
-    grads, found = (c_uint32 * max(n, 1))(*handles), c_int32()
-    rc = _lib.lucid_unscale_grads(grads, n, inv_scale, byref(found))
+    rc = _lib.lucid_unscale_grads((c_uint32 * max(n, 1))(*handles), n, inv_scale, found_inf)
     if rc:
         _raise(rc)
-    return bool(found.value)
+
+
+def update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval) -> None:
+    """GradScaler.update's new scale and growth tracker, in place."""
+    rc = _lib.lucid_update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
+                                 _int64(growth_interval))
+    if rc:
+        _raise(rc)
 
 
 # ---- comparisons, selection, reductions ------------------------------------------------------

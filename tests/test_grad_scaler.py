@@ -159,3 +159,125 @@ def test_mixed_precision_training_matches_float32(device, dtype):
     full, mixed = train(False), train(True)
     assert mixed[-1] < 0.1 * mixed[0]
     assert abs(mixed[-1] - full[-1]) < 0.02 + 0.2 * full[-1]
+
+
+# ---- skipping on the device ------------------------------------------------------------------
+
+OPTIMIZERS = {
+    "sgd": lambda ps: lucid.optim.SGD(ps, lr=0.1),
+    "sgd-momentum": lambda ps: lucid.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True),
+    "sgd-dampening": lambda ps: lucid.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.5),
+    "adam": lambda ps: lucid.optim.Adam(ps, lr=0.05),
+    "adamw": lambda ps: lucid.optim.AdamW(ps, lr=0.05),
+    "rmsprop": lambda ps: lucid.optim.RMSprop(ps, lr=0.01),  # composed: the scaler reads the flag
+}
+
+
+def _train_with_skips(device, make_opt, poisoned, steps=5):
+    """Trains a small model under a GradScaler; at the steps in `poisoned` a gradient is made
+    infinite after backward. Returns the final weights, the optimizer and the scales used. With
+    `poisoned` empty, the steps in `skip` are left out instead."""
+    lucid.manual_seed(4)
+    model = nn.Sequential(nn.Linear(5, 6), nn.ReLU(), nn.Linear(6, 2)).to(device)
+    opt = make_opt(list(model.parameters()))
+    scaler = GradScaler(device, init_scale=2.0 ** 8, growth_interval=2)
+    rng = np.random.default_rng(0)
+    data = [lucid.tensor(rng.standard_normal((8, 5)).astype(np.float32), device=device) for _ in range(steps)]
+    for step in range(steps):
+        opt.zero_grad()
+        scaler.scale(model(data[step]).pow(2).mean()).backward()
+        if step in poisoned:
+            model[0].weight.grad[1, 2] = float("inf")
+        scaler.step(opt)
+        scaler.update()
+    return [p.numpy() for p in model.parameters()], opt
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+@pytest.mark.parametrize("device", ["cpu", "metal"])
+def test_skipped_steps_leave_the_same_trace_as_steps_never_taken(device, name):
+    # The first step skipped (state not made yet), and a later one (state present). The clean
+    # run takes the same steps with zero gradients left out instead: scales are powers of two,
+    # so the unscaled gradients are the same bits whatever the scale.
+    poisoned = {0, 3}
+    skipped_w, skipped_opt = _train_with_skips(device, OPTIMIZERS[name], poisoned)
+
+    lucid.manual_seed(4)
+    model = nn.Sequential(nn.Linear(5, 6), nn.ReLU(), nn.Linear(6, 2)).to(device)
+    opt = OPTIMIZERS[name](list(model.parameters()))
+    rng = np.random.default_rng(0)
+    data = [lucid.tensor(rng.standard_normal((8, 5)).astype(np.float32), device=device) for _ in range(5)]
+    for step in range(5):
+        if step in poisoned:
+            continue
+        opt.zero_grad()
+        model(data[step]).pow(2).mean().backward()
+        opt.step()
+    for got, want in zip(skipped_w, [p.numpy() for p in model.parameters()]):
+        np.testing.assert_array_equal(got, want)
+    if name.startswith("adam"):
+        steps = {float(s["step"]) for s in skipped_opt.state.values()}
+        assert steps == {3.0}, steps  # the count holds the steps taken, on the parameter's device
+        assert {s["step"].device.type for s in skipped_opt.state.values()} == {device}
+
+
+def test_an_optimizer_that_overrides_step_is_called_through_it():
+    calls = []
+
+    class Logged(lucid.optim.SGD):
+        def step(self, closure=None):
+            calls.append(1)
+            return super().step(closure)
+
+    model, _, x = setup("cpu")
+    opt = Logged(model.parameters(), lr=0.1)
+    scaler = GradScaler("cpu")
+    scaler.scale(model(x).sum()).backward()
+    scaler.step(opt)
+    scaler.update()
+    assert calls == [1]
+    opt.zero_grad()
+    scaler.scale(model(x).sum()).backward()
+    model.weight.grad[0, 0] = float("nan")
+    assert scaler.step(opt) is None and calls == [1]  # skipped after reading the flag
+
+
+def test_the_scale_does_not_grow_past_the_float32_range():
+    model, opt, x = setup("cpu")
+    scaler = GradScaler("cpu", init_scale=2.0 ** 127, growth_interval=1)
+    opt.zero_grad()
+    scaler.scale(model(x).sum() * 0).backward()
+    scaler.step(opt)
+    scaler.update()
+    assert scaler.get_scale() == 2.0 ** 127
+    assert scaler.state_dict()["_growth_tracker"] == 0
+
+
+def test_a_wrong_step_count_is_refused_by_name():
+    model, _, x = setup("cpu")
+    opt = lucid.optim.Adam(model.parameters())
+    model(x).sum().backward()
+    opt.step()
+    opt.state[model.weight]["step"] = lucid.tensor(1, dtype=lucid.int32)
+    with pytest.raises(TypeError, match="step must be lucid.float32, got lucid.int32"):
+        opt.step()
+    opt.state[model.weight]["step"] = lucid.zeros(2)
+    with pytest.raises(ValueError, match="step must have one element"):
+        opt.step()
+    opt.state[model.weight]["step"] = 7  # a number is taken as the count
+    opt.step()
+    assert float(opt.state[model.weight]["step"]) == 8.0
+
+
+def test_adam_state_dicts_keep_the_step_count_in_float32():
+    model, _, x = setup("cpu")
+    model.half()
+    opt = lucid.optim.Adam(model.parameters())
+    model(x.half()).float().sum().backward()
+    opt.step()
+    sd = opt.state_dict()
+    other = lucid.optim.Adam(model.parameters())
+    other.load_state_dict(sd)
+    step = other.state[model.weight]["step"]
+    assert step.dtype == lucid.float32 and float(step) == 1.0
+    assert other.state[model.weight]["exp_avg"].dtype == lucid.float16

@@ -41,7 +41,7 @@ FAMILY_OPS = {
     "convolution": {"im2col", "col2im"},
     "pooling": {"max_pool2d", "max_pool2d_backward"},
     "indexing": {"gather", "scatter_add", "nonzero"},
-    "optimizers": {"sgd_step", "adam_step", "unscale"},
+    "optimizers": {"sgd_step", "adam_step", "unscale", "update_scale"},
 }
 
 # A little of everything on "metal": conv, pooling, group and layer norm, linear, attention,

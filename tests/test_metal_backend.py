@@ -7,6 +7,8 @@ with numpy and with the CPU device; a case its kernels do not cover must run on 
 be counted under its op's name.
 """
 
+import gc
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -421,7 +423,7 @@ def test_the_self_test_passes_and_checks_every_gpu_kernel():
     assert not failed, failed
     ops = {c["op"] for c in report}
     for op in ("fill", "copy", "add", "pow", "add_scalar", "exp", "gelu", "gelu_tanh", "gelu_tanh_backward", "where",
-               "lt", "matmul", "linear", "sum", "mean", "argmax", "sgd_step", "adam_step", "unscale", "max_pool2d", "max_pool2d_backward",
+               "lt", "matmul", "linear", "sum", "mean", "argmax", "sgd_step", "adam_step", "adam_skip", "adam_count", "unscale", "unscale_found", "update_scale", "max_pool2d", "max_pool2d_backward",
                "softmax", "log_softmax", "sum_long_rows", "gather", "scatter_add", "cast_to_int32", "cast_to_bool", "matmul_tiles", "normalize_rows",
                "normalize_rows_to_float32",
                "cast_from_int64"):
@@ -611,6 +613,95 @@ def test_a_steady_state_training_step_makes_no_buffers_and_never_waits():
     assert d["host_waits"] == 0, d
     assert d["host_fallbacks"] == 0, d
     assert np.isfinite(loss.item())
+
+
+class _TinyGPT(lucid.nn.Module):
+    """A one-block causal transformer, nanoGPT's shape: token and position embeddings, fused
+    QKV, causal attention, a GELU MLP and a tied language-model head."""
+
+    def __init__(self, vocab=40, dim=32, heads=4, block=16):
+        super().__init__()
+        nn = lucid.nn
+        self.heads = heads
+        self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(block, dim)
+        self.ln1, self.ln2, self.ln_f = nn.LayerNorm(dim), nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+        self.head = nn.Linear(dim, vocab, bias=False)
+        self.head.weight = self.tok.weight
+
+    def forward(self, idx):
+        b, t = idx.shape
+        x = self.tok(idx) + self.pos(lucid.arange(t, device=idx.device))
+        q, k, v = self.qkv(self.ln1(x)).split(x.shape[-1], dim=2)
+        q, k, v = (z.view(b, t, self.heads, -1).transpose(1, 2) for z in (q, k, v))
+        y = lucid.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, -1))
+        x = x + self.mlp(self.ln2(x))
+        return self.head(self.ln_f(x))
+
+
+def _cnn_step():
+    nn = lucid.nn
+    lucid.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(4 * 4 * 4, 10)).to("metal")
+    opt = lucid.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    x = metal(RNG.standard_normal((4, 1, 8, 8)).astype(np.float32))
+    y = metal(RNG.integers(0, 10, 4))
+    return model, opt, lambda: lucid.nn.functional.cross_entropy(model(x), y)
+
+
+def _gpt_step():
+    lucid.manual_seed(0)
+    model = _TinyGPT().to("metal")
+    opt = lucid.optim.AdamW(model.parameters(), lr=1e-3)
+    idx = metal(RNG.integers(0, 40, (2, 16)))
+    target = metal(RNG.integers(0, 40, (2, 16)))
+    return model, opt, lambda: lucid.nn.functional.cross_entropy(model(idx).view(-1, 40), target.view(-1))
+
+
+@pytest.mark.parametrize("make", [_cnn_step, _gpt_step], ids=["cnn", "gpt"])
+def test_a_float16_autocast_step_with_a_grad_scaler_never_waits(make):
+    # GradScaler's scale, found-inf flag and growth tracker stay on the device, and SGD and
+    # AdamW skip on it: a step waits for nothing the program does not read itself. Every
+    # fourth loss is infinite, so that step is skipped and the scale backs off; the three clean
+    # steps between grow it back.
+    # What earlier tests left (tensors, cached buffers) would make the cache's history theirs.
+    gc.collect()
+    lucid.metal.synchronize()
+    lucid.empty_cache()
+    model, opt, loss_fn = make()
+    scaler = lucid.amp.GradScaler("metal", init_scale=2.0 ** 10, growth_interval=3)
+
+    def step(i):
+        opt.zero_grad()
+        with lucid.amp.autocast("metal", dtype=lucid.float16):
+            loss = loss_fn()
+        if i % 4 == 3:
+            loss = loss * float("inf")
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss
+
+    # What a step needs from the cache depends on where it starts in a command buffer (32
+    # dispatches), in the batch of deferred handle releases (256) and in the cycle of skipped
+    # steps (4): all powers of two, so 256 steps see every combination, and the cache then
+    # holds what each needs.
+    for i in range(256):
+        step(i)
+    lucid.metal.synchronize()
+    before = lucid.metal.stats()
+    for i in range(256, 296):
+        loss = step(i)
+    after = lucid.metal.stats()
+    d = _delta(before, after)
+    assert d["host_waits"] == 0, d
+    assert d["new_buffers"] == 0, d
+    assert d["host_fallbacks"] == 0, d
+    assert np.isfinite(step(296).item())
+    assert scaler.get_scale() == 2.0 ** 10  # grown after each three clean steps, halved after each skip
 
 
 # ---- optimizers --------------------------------------------------------------------------

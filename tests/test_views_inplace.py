@@ -121,6 +121,8 @@ def test_add_and_sub_with_alpha_in_place_match_numpy(dtype):
     if dtype is lucid.int64:
         with pytest.raises(TypeError, match="alpha must not be a floating-point number"):
             x.add_(y, alpha=0.5)
+        with pytest.raises(ValueError, match="does not fit in a 64-bit integer"):
+            x.add_(y, alpha=1e300)
 
 
 @pytest.mark.parametrize("offset,dims", [(0, (0, 1)), (1, (0, 1)), (-1, (1, 2)), (2, (2, 0)), (5, (0, 1))])

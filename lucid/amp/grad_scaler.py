@@ -5,24 +5,32 @@ from __future__ import annotations
 import numbers
 
 from .. import _engine as E
+from .._creation import full
 from .._tensor import Tensor
-from .._types import _DEVICE_CODES, device_names
+from .._types import _DEVICE_CODES, device_names, float32, int32
+from ..optim.optimizer import Optimizer
 
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
-_FLOAT32_MAX = 3.4028234663852886e38
 
 
-def _on_any_rank(found_inf: bool) -> bool:
-    """`found_inf`, or'ed over the ranks of an initialised lucid.distributed group."""
+def _agree_over_ranks(found_inf: Tensor) -> None:
+    """Or's the found-inf flag over the ranks of an initialised lucid.distributed group, in
+    place (the host reads it: the ranks agree through it)."""
     from .. import distributed
     if not distributed.is_initialized() or distributed.get_world_size() == 1:
-        return found_inf
-    return distributed._any(found_inf, "GradScaler.unscale_: agreeing whether a rank found inf or NaN")
+        return
+    found = distributed._any(bool(found_inf.item()), "GradScaler.unscale_: agreeing whether a rank found inf or NaN")
+    found_inf.fill_(1.0 if found else 0.0)
 
 
 class GradScaler:
     """Scales the loss so that float16 gradients do not underflow, unscales them before the
     optimizer step, skips steps whose gradients hold an infinity or NaN, and adapts the scale.
+
+    The scale, the growth tracker and each step's found-inf flag are tensors of the scaler's
+    device, as in PyTorch: unscaling, skipping and updating run there, and a training step
+    never waits for the host to read them. SGD and Adam/AdamW skip a step on the device; with
+    other optimizers ``step`` reads the flag (one wait). ``get_scale()`` reads the scale.
 
     Parameters
     ----------
@@ -63,19 +71,29 @@ class GradScaler:
             raise ValueError(f"growth_interval must be a positive int, got {growth_interval!r}")
         self._device = device
         self._enabled = bool(enabled)
-        self._scale = float(init_scale)
+        self._init_scale = float(init_scale)
+        self._init_growth_tracker = 0
+        self._scale = None  # made on the device at first use, with the growth tracker
+        self._growth_tracker = None
         self._growth_factor = float(growth_factor)
         self._backoff_factor = float(backoff_factor)
         self._growth_interval = growth_interval
-        self._growth_tracker = 0
-        self._per_optimizer: dict = {}  # id(optimizer) -> {"stage": ..., "found_inf": bool}
+        self._per_optimizer: dict = {}  # id(optimizer) -> {"stage": ..., "found_inf": flag tensor}
+
+    def _lazy_init(self):
+        if self._scale is None:
+            self._scale = full((), self._init_scale, dtype=float32, device=self._device)
+            self._growth_tracker = full((), self._init_growth_tracker, dtype=int32, device=self._device)
+        return self._scale
 
     def is_enabled(self) -> bool:
         return self._enabled
 
     def get_scale(self) -> float:
-        """The current scale (1.0 when disabled)."""
-        return self._scale if self._enabled else 1.0
+        """The current scale (1.0 when disabled); reads it from the device."""
+        if not self._enabled:
+            return 1.0
+        return self._init_scale if self._scale is None else self._scale.item()
 
     def get_growth_factor(self) -> float:
         return self._growth_factor
@@ -93,17 +111,18 @@ class GradScaler:
         if isinstance(outputs, Tensor):
             if outputs.device.type != self._device:
                 raise ValueError(f"GradScaler(device={self._device!r}) cannot scale a tensor on {outputs.device}")
-            return outputs * self._scale
+            return outputs * self._lazy_init()
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
         raise TypeError(f"scale() expects a tensor or an iterable of tensors, got {type(outputs).__name__}")
 
     def _state(self, optimizer) -> dict:
-        return self._per_optimizer.setdefault(id(optimizer), {"stage": _READY, "found_inf": False})
+        return self._per_optimizer.setdefault(id(optimizer), {"stage": _READY, "found_inf": None})
 
     def unscale_(self, optimizer) -> None:
-        """Divides the optimizer's gradients by the scale (in float32, in the engine) and records
-        whether any is infinite or NaN. At most once per optimizer between updates.
+        """Divides the optimizer's gradients by the scale (in float32, in the engine, on the
+        device) and records in a flag on the device whether any is infinite or NaN. At most once
+        per optimizer between updates.
 
         When ``lucid.distributed`` is initialised with more than one rank, whether any rank
         found an infinity or NaN is agreed over the ranks, so that every rank skips the same
@@ -116,16 +135,19 @@ class GradScaler:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
         if state["stage"] == _STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
-        params = [p for g in optimizer.param_groups for p in g["params"]]
-        grads = [(p, p.grad) for p in params]
-        grads = [(p, g) for p, g in grads if g is not None]
-        found = E.unscale_grads([g._h for _, g in grads], 1.0 / self._scale)
-        state["found_inf"] = _on_any_rank(found)
+        grads = [p.grad for g in optimizer.param_groups for p in g["params"]]
+        inv_scale = 1.0 / self._lazy_init()
+        found = full((), 0.0, dtype=float32, device=self._device)
+        E.unscale_grads([g._h for g in grads if g is not None], inv_scale._h, found._h)
+        _agree_over_ranks(found)
+        state["found_inf"] = found
         state["stage"] = _UNSCALED
 
     def step(self, optimizer, *args, **kwargs):
         """Unscales (if not done yet) and runs ``optimizer.step``, unless a gradient holds an
-        infinity or NaN: then the step is skipped and ``None`` returned."""
+        infinity or NaN: then the step is skipped and ``None`` returned. SGD and Adam/AdamW
+        skip on the device (``None`` is returned either way); other optimizers, and a step
+        given arguments, read the flag first."""
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
         state = self._state(optimizer)
@@ -134,50 +156,62 @@ class GradScaler:
         if state["stage"] == _READY:
             self.unscale_(optimizer)
         state["stage"] = _STEPPED
-        if state["found_inf"]:
+        found = state["found_inf"]
+        if (optimizer._skips_on_device if isinstance(optimizer, Optimizer) else False) and not args and not kwargs \
+                and type(optimizer).step is Optimizer.step:
+            return optimizer._step(found_inf=found)
+        if found.item():
             return None
         return optimizer.step(*args, **kwargs)
 
     def update(self, new_scale=None) -> None:
-        """Adjusts the scale: backs off after a skipped step, grows after `growth_interval`
-        clean ones; or sets `new_scale` (a number or a one-element tensor)."""
+        """Adjusts the scale on the device: backs off after a skipped step, grows after
+        `growth_interval` clean ones; or sets `new_scale` (a number or a one-element float32
+        tensor)."""
         if not self._enabled:
             return
+        scale = self._lazy_init()
         if new_scale is not None:
-            value = new_scale.item() if isinstance(new_scale, Tensor) else new_scale
-            if not isinstance(value, numbers.Real) or isinstance(value, bool) or not value > 0:
+            if isinstance(new_scale, Tensor):
+                if new_scale.numel() != 1 or new_scale.dtype != float32:
+                    raise ValueError(f"new_scale must be a one-element float32 tensor, got {new_scale.dtype} of "
+                                     f"shape {tuple(new_scale.shape)}")
+                scale.copy_(new_scale.reshape(()))
+            elif not isinstance(new_scale, numbers.Real) or isinstance(new_scale, bool) or not new_scale > 0:
                 raise ValueError(f"new_scale must be a positive number, got {new_scale!r}")
-            self._scale = float(value)
-        else:
-            if not self._per_optimizer:
-                raise RuntimeError("No inf checks were recorded prior to update(): call step() or unscale_() first.")
-            if any(s["found_inf"] for s in self._per_optimizer.values()):
-                self._scale *= self._backoff_factor
-                self._growth_tracker = 0
             else:
-                self._growth_tracker += 1
-                if self._growth_tracker == self._growth_interval:
-                    # As torch.amp does with its float32 scale: no growth past the float32
-                    # range, where scaling would turn every loss into inf.
-                    grown = self._scale * self._growth_factor
-                    if grown <= _FLOAT32_MAX:
-                        self._scale = grown
-                    self._growth_tracker = 0
+                scale.fill_(float(new_scale))
+        else:
+            found = [s["found_inf"] for s in self._per_optimizer.values() if s["found_inf"] is not None]
+            if not found:
+                raise RuntimeError("No inf checks were recorded prior to update(): call step() or unscale_() first.")
+            combined = found[0]
+            for f in found[1:]:
+                combined = combined + f
+            E.update_scale(scale._h, self._growth_tracker._h, combined._h, self._growth_factor, self._backoff_factor,
+                           self._growth_interval)
         self._per_optimizer = {}
 
+    def _get_growth_tracker(self) -> int:
+        return self._init_growth_tracker if self._growth_tracker is None else int(self._growth_tracker.item())
+
     def state_dict(self) -> dict:
+        """The scaler's state, read from the device."""
         if not self._enabled:
             return {}
-        return {"scale": self._scale, "growth_factor": self._growth_factor, "backoff_factor": self._backoff_factor,
-                "growth_interval": self._growth_interval, "_growth_tracker": self._growth_tracker}
+        return {"scale": self.get_scale(), "growth_factor": self._growth_factor, "backoff_factor": self._backoff_factor,
+                "growth_interval": self._growth_interval, "_growth_tracker": self._get_growth_tracker()}
 
     def load_state_dict(self, state_dict: dict) -> None:
         if not self._enabled:
             return
         if not state_dict:
             raise RuntimeError("the state dict is empty: it was saved from a disabled GradScaler")
-        self._scale = float(state_dict["scale"])
+        self._init_scale = float(state_dict["scale"])
         self._growth_factor = float(state_dict["growth_factor"])
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
-        self._growth_tracker = int(state_dict["_growth_tracker"])
+        self._init_growth_tracker = int(state_dict["_growth_tracker"])
+        if self._scale is not None:
+            self._scale.fill_(self._init_scale)
+            self._growth_tracker.fill_(self._init_growth_tracker)

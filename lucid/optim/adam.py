@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 from .. import _engine as E
+from .._creation import tensor
 from .._tensor import Tensor
+from .._types import float32
 from .optimizer import Optimizer
 
 
 class Adam(Optimizer):
-    """Adam (PyTorch's update rule, without amsgrad). Each parameter's update is one engine call."""
+    """Adam (PyTorch's update rule, without amsgrad). Each parameter's update is one engine call.
+    ``state["step"]`` is a float32 tensor on the parameter's device, as in PyTorch's fused Adam."""
 
     _decoupled = False
 
@@ -18,14 +21,18 @@ class Adam(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       maximize=maximize))
 
-    def _update(self, p, grad, group, state):
-        step = state.get("step", 0) + 1
+    _skips_on_device = True
+
+    def _update(self, p, grad, group, state, found_inf=None):
+        step = state.get("step")
+        if not isinstance(step, Tensor):  # the first step, or a count set as a number
+            step = state["step"] = tensor(float(step or 0), dtype=float32, device=p.device)
         m, v = state.get("exp_avg"), state.get("exp_avg_sq")
         b1, b2 = group["betas"]
         made_m, made_v = E.adam_step(p._h, grad._h, m._h if m is not None else 0, v._h if v is not None else 0,
-                                     step, float(group["lr"]), float(b1), float(b2), float(group["eps"]),
-                                     float(group["weight_decay"]), self._decoupled, bool(group["maximize"]))
-        state["step"] = step
+                                     step._h, found_inf._h if found_inf is not None else 0, float(group["lr"]),
+                                     float(b1), float(b2), float(group["eps"]), float(group["weight_decay"]),
+                                     self._decoupled, bool(group["maximize"]))
         if made_m:
             state["exp_avg"] = Tensor._wrap(made_m)
         if made_v:

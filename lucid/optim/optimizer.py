@@ -7,6 +7,7 @@ import numbers
 
 from .. import _grad_mode, _views
 from .._tensor import Tensor
+from .._types import float32 as _STEP_DTYPE  # a step count held as a tensor, as PyTorch's
 
 
 class Optimizer:
@@ -58,19 +59,28 @@ class Optimizer:
         same tensor)."""
         _views.zero_grads((p for g in self.param_groups for p in g["params"]), set_to_none)
 
+    # Whether `_update` takes GradScaler's found-inf flag (a float32 tensor of the gradients'
+    # device) and skips the update on the device when it is set, so that a scaled step never
+    # waits for the host to read it (PyTorch's fused optimizers take it so).
+    _skips_on_device = False
+
     def step(self, closure=None):
         """Updates every parameter that has a gradient; returns ``closure()`` if given."""
+        return self._step(closure)
+
+    def _step(self, closure=None, found_inf=None):
         loss = None
         if closure is not None:
             with _grad_mode.enable_grad():
                 loss = closure()
+        flag = {} if found_inf is None else {"found_inf": found_inf}
         with _grad_mode.no_grad():
             for group in self.param_groups:
                 for p in group["params"]:
                     grad = p.grad
                     if grad is None:
                         continue
-                    self._update(p, grad, group, self.state.setdefault(p, {}))
+                    self._update(p, grad, group, self.state.setdefault(p, {}), **flag)
         return loss
 
     def _update(self, p, grad, group, state) -> None:
@@ -103,7 +113,8 @@ class Optimizer:
         for idx, p in params:
             saved = state_dict.get("state", {}).get(idx)
             if saved is not None:
-                self.state[p] = {k: (v.to(dtype=p.dtype, device=p.device, copy=True) if isinstance(v, Tensor) else v)
+                self.state[p] = {k: (v.to(dtype=_STEP_DTYPE if k == "step" else p.dtype, device=p.device, copy=True)
+                                     if isinstance(v, Tensor) else v)
                                  for k, v in saved.items()}
         for mine, theirs in zip(self.param_groups, groups):
             mine.update({k: v for k, v in theirs.items() if k != "params"})

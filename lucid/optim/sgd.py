@@ -18,9 +18,12 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=maximize))
 
-    def _update(self, p, grad, group, state):
+    _skips_on_device = True
+
+    def _update(self, p, grad, group, state, found_inf=None):
         buf = state.get("momentum_buffer")
-        made = E.sgd_step(p._h, grad._h, buf._h if buf is not None else 0, float(group["lr"]),
+        made = E.sgd_step(p._h, grad._h, buf._h if buf is not None else 0, found_inf._h if found_inf is not None else 0,
+                          float(group["lr"]),
                           float(group["momentum"]), float(group["dampening"]), float(group["weight_decay"]),
                           bool(group["nesterov"]), bool(group["maximize"]))
         if made:

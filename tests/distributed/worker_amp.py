@@ -26,7 +26,7 @@ dist.init()
 rank = dist.get_rank()
 if mode == "unagreed":
     import lucid.amp.grad_scaler as grad_scaler
-    grad_scaler._on_any_rank = lambda found: found
+    grad_scaler._agree_over_ranks = lambda found_inf: None
 
 lucid.manual_seed(0)
 model = DistributedDataParallel(nn.Linear(6, 3))

@@ -69,8 +69,17 @@ def weights(m):
 
 
 def optimizer_state(opt):
-    return [(s.get("step"), s["exp_avg"].numpy().tobytes(), s["exp_avg_sq"].numpy().tobytes())
-            for s in opt.state.values()]
+    """Adam's state, per parameter. A parameter with none reads as zero moments at step 0: the
+    state a step skipped on the device leaves, which the next step updates as it would none."""
+    out = []
+    for p in (p for g in opt.param_groups for p in g["params"]):
+        s = opt.state.get(p)
+        if not s:
+            zeros = np.zeros_like(p.detach().numpy()).tobytes()
+            out.append((0.0, zeros, zeros))
+        else:
+            out.append((float(s["step"]), s["exp_avg"].numpy().tobytes(), s["exp_avg_sq"].numpy().tobytes()))
+    return out
 
 
 def assert_autocast_off(when=""):

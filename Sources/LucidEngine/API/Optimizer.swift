@@ -65,7 +65,8 @@ public final class SGD: Optimizer {
 public final class Adam: Optimizer {
     public let lr: Double, beta1: Double, beta2: Double, eps: Double, weightDecay: Double, decoupled: Bool
     private var moments: [(TensorImpl, TensorImpl)?]
-    private var steps: [Int]
+    /// Each parameter's step count, a float32 element on its device (made on its first step).
+    private var steps: [TensorImpl?]
 
     public init(_ parameters: [Tensor], lr: Double = 1e-3, betas: (Double, Double) = (0.9, 0.999), eps: Double = 1e-8,
                 weightDecay: Double = 0, decoupledWeightDecay: Bool = false) throws {
@@ -75,13 +76,14 @@ public final class Adam: Optimizer {
         self.weightDecay = weightDecay
         decoupled = decoupledWeightDecay
         moments = [(TensorImpl, TensorImpl)?](repeating: nil, count: parameters.count)
-        steps = [Int](repeating: 0, count: parameters.count)
+        steps = [TensorImpl?](repeating: nil, count: parameters.count)
         try super.init(parameters)
     }
 
     override func update(_ i: Int, _ param: TensorImpl, _ grad: TensorImpl) throws {
-        steps[i] += 1
-        moments[i] = try Optimizers.adam(param: param, grad: grad, m: moments[i]?.0, v: moments[i]?.1, step: steps[i], lr: lr,
+        let step = try steps[i] ?? Creation.full([], value: ScalarOperand(float: 0), dtype: .float32, device: param.device)
+        steps[i] = step
+        moments[i] = try Optimizers.adam(param: param, grad: grad, m: moments[i]?.0, v: moments[i]?.1, step: step, lr: lr,
                                          beta1: beta1, beta2: beta2, eps: eps, weightDecay: weightDecay,
                                          decoupled: decoupled, maximize: false)
     }

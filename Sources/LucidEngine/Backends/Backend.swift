@@ -82,19 +82,26 @@ struct SGDHyper: Sendable {
     var nesterov: Bool, maximize: Bool, firstStep: Bool
 }
 
-/// Hyper-parameters of one Adam/AdamW update at 1-based step `step`.
+/// Hyper-parameters of one Adam/AdamW update. The step count is a tensor of the parameter's
+/// device (PyTorch's `state["step"]`), so that a step skipped on the device does not count.
 struct AdamHyper: Sendable {
     var lr: Float, beta1: Float, beta2: Float, eps: Float, weightDecay: Float
-    var decoupled: Bool, maximize: Bool, step: Int
+    var decoupled: Bool, maximize: Bool
 
-    /// The step's constants, as every backend uses them (PyTorch's form:
-    /// p -= lr / bc1 · m / (sqrt(v) / sqrt(bc2) + eps), with d = sign · g + coupled · p and
-    /// p scaled by `shrink` first for decoupled weight decay).
-    var constants: (stepSize: Float, bc2Root: Float, sign: Float, coupled: Float, shrink: Float) {
+    /// The constants of the update at 1-based step `step`, as every backend uses them
+    /// (PyTorch's form: p -= lr / bc1 · m / (sqrt(v) / sqrt(bc2) + eps), with
+    /// d = sign · g + coupled · p and p scaled by `shrink` first for decoupled weight decay).
+    /// A GPU computes the bias corrections from the step it reads, in float32.
+    func constants(step: Float) -> (stepSize: Float, bc2Root: Float, sign: Float, coupled: Float, shrink: Float) {
         let bc1 = Float(1 - pow(Double(beta1), Double(step))), bc2 = Float(1 - pow(Double(beta2), Double(step)))
         return (lr / bc1, bc2.squareRoot(), maximize ? -1 : 1, decoupled ? 0 : weightDecay,
                 decoupled ? 1 - lr * weightDecay : 1)
     }
+}
+
+/// How GradScaler adapts its scale after a step (PyTorch's `_amp_update_scale_`).
+struct ScaleUpdate: Sendable {
+    var growthFactor: Float, backoffFactor: Float, growthInterval: Int32
 }
 
 /// The families a backend's kernels come in, named as the files that hold them in each
@@ -382,19 +389,27 @@ protocol IndexingKernels: AnyObject, Sendable {
     func nonzero(_ mask: TensorImpl) -> [Int]
 }
 
-/// The optimizers' update steps and GradScaler's unscale.
+/// The optimizers' update steps and GradScaler's unscale and scale update. Flags and counts
+/// live in tensors of the backend's device, so that a skipped step, an infinity found or a
+/// new scale never needs the host to read a value: `found` is a float32 element, non-zero
+/// when the step is to be skipped; an optimizer given one writes nothing when it is set.
 protocol OptimizerKernels: AnyObject, Sendable {
     /// One SGD update of a parameter: contiguous tensors of one shape and floating dtype,
     /// computed in float32. `momentum`/`newMomentum` are present when momentum is non-zero.
     func sgdStep(param: TensorImpl, grad: TensorImpl, momentum: TensorImpl?, hyper: SGDHyper,
-                 newParam: TensorImpl, newMomentum: TensorImpl?)
-    /// One Adam (or AdamW, `decoupled`) update, likewise.
-    func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, hyper: AdamHyper,
-                  newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl)
-    /// `outs[i] = grads[i] * invScale` computed in float32; returns whether any result (or
-    /// input) is infinite or NaN. Each grad and its out are contiguous and share a floating
-    /// dtype. All of an optimizer's gradients come at once, so that a GPU answers once.
-    func unscale(_ grads: [TensorImpl], invScale: Float, into outs: [TensorImpl]) -> Bool
+                 newParam: TensorImpl, newMomentum: TensorImpl?, skipIf found: TensorImpl?)
+    /// One Adam (or AdamW, `decoupled`) update, likewise, at the step after `step` (a float32
+    /// element counting the steps taken), which then goes up by one.
+    func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, step: TensorImpl, hyper: AdamHyper,
+                  newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl, skipIf found: TensorImpl?)
+    /// `outs[i] = grads[i] * invScale[0]` computed in float32; `found` (a float32 element) is
+    /// set to 1 when any result (or input) is infinite or NaN, and left as it is otherwise.
+    /// Each grad and its out are contiguous and share a floating dtype.
+    func unscale(_ grads: [TensorImpl], invScale: TensorImpl, found: TensorImpl, into outs: [TensorImpl])
+    /// GradScaler's update: after a skipped step (`found` set) the scale backs off and the
+    /// tracker (an int32 count of clean steps) restarts; after `growthInterval` clean steps it
+    /// grows, unless that leaves the float32 range.
+    func updateScale(_ scale: TensorImpl, growthTracker: TensorImpl, found: TensorImpl, _ update: ScaleUpdate)
 }
 
 /// The backend that serves each device, made once per process on first use.

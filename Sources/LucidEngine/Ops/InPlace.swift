@@ -99,7 +99,15 @@ package enum InPlace {
         guard dtype.isFloatingPoint || alpha == alpha.rounded() else {
             throw LucidError.type("\(op): for integral input tensors, alpha must not be a floating-point number, got \(alpha)")
         }
-        let alphaOperand = dtype.isFloatingPoint ? ScalarOperand(float: alpha) : ScalarOperand(int: Int64(alpha))
+        let alphaOperand: ScalarOperand
+        if dtype.isFloatingPoint {
+            alphaOperand = ScalarOperand(float: alpha)
+        } else {
+            guard let whole = Int64(exactly: alpha) else {
+                throw LucidError.value("\(op): alpha \(alpha) does not fit in a 64-bit integer")
+            }
+            alphaOperand = ScalarOperand(int: whole)
+        }
         try checkShape(other, dst, op: op)
         try checkKind(dtype, dst, op: op)
         try checkNoInternalOverlap(dst, op: op)

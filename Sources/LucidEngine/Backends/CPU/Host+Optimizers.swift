@@ -4,22 +4,51 @@ import Glibc
 import Darwin
 #endif
 
-/// Host optimizer steps (SGD, Adam/AdamW, threaded) and GradScaler's unscale, in float32.
+/// Host optimizer steps (SGD, Adam/AdamW, threaded), GradScaler's unscale and scale update, in
+/// float32. Flags and counts are read and written in place, as a GPU does.
 extension HostBackend: OptimizerKernels {
+    /// The float32 element `t` holds.
+    private static func element(_ t: TensorImpl) -> UnsafeMutablePointer<Float> {
+        address(t).assumingMemoryBound(to: Float.self)
+    }
+
+    private static func isSet(_ found: TensorImpl?) -> Bool { found.map { element($0).pointee != 0 } ?? false }
+
     func sgdStep(param: TensorImpl, grad: TensorImpl, momentum: TensorImpl?, hyper: SGDHyper,
-                 newParam: TensorImpl, newMomentum: TensorImpl?) {
+                 newParam: TensorImpl, newMomentum: TensorImpl?, skipIf found: TensorImpl?) {
+        guard !Self.isSet(found) else { return }
         dispatch(param.dtype, SGDKernel(p: param, g: grad, buf: momentum, h: hyper, outP: newParam, outBuf: newMomentum))
     }
 
-    func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, hyper: AdamHyper,
-                  newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl) {
-        dispatch(param.dtype, AdamKernel(p: param, g: grad, m: m, v: v, h: hyper, outP: newParam, outM: newM, outV: newV))
+    func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, step: TensorImpl, hyper: AdamHyper,
+                  newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl, skipIf found: TensorImpl?) {
+        guard !Self.isSet(found) else { return }
+        let count = Self.element(step)
+        count.pointee += 1
+        dispatch(param.dtype, AdamKernel(p: param, g: grad, m: m, v: v, h: hyper, step: count.pointee, outP: newParam,
+                                         outM: newM, outV: newV))
     }
 
-    func unscale(_ grads: [TensorImpl], invScale: Float, into outs: [TensorImpl]) -> Bool {
-        var found = false
-        for (g, o) in zip(grads, outs) where dispatch(g.dtype, UnscaleKernel(g: g, inv: invScale, out: o)) { found = true }
-        return found
+    func unscale(_ grads: [TensorImpl], invScale: TensorImpl, found: TensorImpl, into outs: [TensorImpl]) {
+        let inv = Self.element(invScale).pointee
+        var nonFinite = false
+        for (g, o) in zip(grads, outs) where dispatch(g.dtype, UnscaleKernel(g: g, inv: inv, out: o)) { nonFinite = true }
+        if nonFinite { Self.element(found).pointee = 1 }
+    }
+
+    func updateScale(_ scale: TensorImpl, growthTracker: TensorImpl, found: TensorImpl, _ u: ScaleUpdate) {
+        let s = Self.element(scale), tracker = Self.address(growthTracker).assumingMemoryBound(to: Int32.self)
+        if Self.isSet(found) {
+            s.pointee *= u.backoffFactor
+            tracker.pointee = 0
+            return
+        }
+        tracker.pointee += 1
+        if tracker.pointee == u.growthInterval {
+            let grown = s.pointee * u.growthFactor
+            if grown.isFinite { s.pointee = grown }
+            tracker.pointee = 0
+        }
     }
 }
 
@@ -59,24 +88,26 @@ private struct UnscaleKernel: ElementVisitor {
 }
 
 private struct AdamKernel: ElementVisitor {
-    let p: TensorImpl, g: TensorImpl, m: TensorImpl, v: TensorImpl, h: AdamHyper
+    let p: TensorImpl, g: TensorImpl, m: TensorImpl, v: TensorImpl, h: AdamHyper, step: Float
     let outP: TensorImpl, outM: TensorImpl, outV: TensorImpl
     func visit<E: HostElement>(_: E.Type) {
         let pp = UnsafePointer(hostPointer(p, E.self)), gp = UnsafePointer(hostPointer(g, E.self))
         let mp = UnsafePointer(hostPointer(m, E.self)), vp = UnsafePointer(hostPointer(v, E.self))
         let op = hostPointer(outP, E.self), om = hostPointer(outM, E.self), ov = hostPointer(outV, E.self)
-        let h = h
-        HostThreads.forEachRange(p.numel) { r in Self.update(E.self, h, pp, gp, mp, vp, op, om, ov, r) }
+        let h = h, c = h.constants(step: step)
+        HostThreads.forEachRange(p.numel) { r in Self.update(E.self, h, c, pp, gp, mp, vp, op, om, ov, r) }
     }
 
     /// One range of the update, the step's constants hoisted (a function of its own so that
     /// they stay in registers and the loop vectorises).
-    private static func update<E: HostElement>(_: E.Type, _ h: AdamHyper, _ pp: UnsafePointer<E.Stored>,
+    private static func update<E: HostElement>(_: E.Type, _ h: AdamHyper,
+                                               _ c: (stepSize: Float, bc2Root: Float, sign: Float, coupled: Float, shrink: Float),
+                                               _ pp: UnsafePointer<E.Stored>,
                                                _ gp: UnsafePointer<E.Stored>, _ mp: UnsafePointer<E.Stored>,
                                                _ vp: UnsafePointer<E.Stored>, _ op: UnsafeMutablePointer<E.Stored>,
                                                _ om: UnsafeMutablePointer<E.Stored>, _ ov: UnsafeMutablePointer<E.Stored>,
                                                _ r: Range<Int>) {
-        let (stepSize, bc2Root, sign, coupled, shrink) = h.constants
+        let (stepSize, bc2Root, sign, coupled, shrink) = c
         let b1 = h.beta1, b2 = h.beta2, eps = h.eps
         for i in r {
             let w0 = E.float(pp, i)

@@ -381,19 +381,12 @@ final class MetalBackend: Backend, @unchecked Sendable {
         return found.first?.report()
     }
 
-    /// A zeroed int32 a kernel sets to report something the host must act on (an infinity, an
-    /// index out of range); nil when it cannot be allocated.
+    /// A zeroed int32 a kernel sets to report something the host must act on (an index out of
+    /// range); nil when it cannot be allocated.
     func makeFlag() -> TensorImpl? {
         guard let flag = try? TensorImpl.empty([1], dtype: .int32, on: self) else { return nil }
         fill(flag, with: Scalar(int: 0))
         return flag
-    }
-
-    /// Whether a kernel set `flag`: a synchronisation point, as the answer is needed now.
-    func isSet(_ flag: TensorImpl) -> Bool {
-        var value: Int32 = 0
-        withUnsafeMutableBytes(of: &value) { read(flag, into: $0) }
-        return value != 0
     }
 
     // MARK: - Encoding

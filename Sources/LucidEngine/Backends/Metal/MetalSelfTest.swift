@@ -192,22 +192,46 @@ enum MetalSelfTest {
                 let np = try TensorImpl.empty(shape, dtype: dtype, on: be), nb = try TensorImpl.empty(shape, dtype: dtype, on: be)
                 let h = SGDHyper(lr: 0.1, momentum: 0.9, dampening: 0.1, weightDecay: 0.01, nesterov: true, maximize: false,
                                  firstStep: false)
-                try optimizers(be).sgdStep(param: p, grad: g, momentum: buf, hyper: h, newParam: np, newMomentum: nb)
+                try optimizers(be).sgdStep(param: p, grad: g, momentum: buf, hyper: h, newParam: np, newMomentum: nb,
+                                           skipIf: try make([0], [1], .float32, be))
                 return np
             }
+            let adam = AdamHyper(lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.1, decoupled: true,
+                                 maximize: false)
             compare("adam_step", dtype, tol * 4) { be in
                 let p = try make(a, shape, dtype, be), g = try make(b, shape, dtype, be)
-                let m = try make(a, shape, dtype, be), v = try make(b, shape, dtype, be)
+                let m = try make(a, shape, dtype, be), v = try make(b, shape, dtype, be), step = try make([2], [1], .float32, be)
                 let outs = try (0..<3).map { _ in try TensorImpl.empty(shape, dtype: dtype, on: be) }
-                let h = AdamHyper(lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.1, decoupled: true,
-                                  maximize: false, step: 3)
-                try optimizers(be).adamStep(param: p, grad: g, m: m, v: v, hyper: h, newParam: outs[0], newM: outs[1], newV: outs[2])
+                try optimizers(be).adamStep(param: p, grad: g, m: m, v: v, step: step, hyper: adam, newParam: outs[0],
+                                            newM: outs[1], newV: outs[2], skipIf: nil)
                 return outs[0]
+            }
+            compare("adam_skip", dtype, 0) { be in  // a set flag: the parameter stays as it is
+                let p = try make(a, shape, dtype, be), g = try make(b, shape, dtype, be)
+                let m = try make(a, shape, dtype, be), v = try make(b, shape, dtype, be), step = try make([2], [1], .float32, be)
+                try optimizers(be).adamStep(param: p, grad: g, m: m, v: v, step: step, hyper: adam, newParam: p, newM: m,
+                                            newV: v, skipIf: try make([1], [1], .float32, be))
+                return p
+            }
+            check("adam_count", dtype, 0, want: [2]) {  // counts the step taken (1 to 2), not the one skipped
+                let p = try make(a, shape, dtype, gpu), g = try make(b, shape, dtype, gpu), step = try make([1], [1], .float32, gpu)
+                for flag: Float in [0, 1] {
+                    try optimizers(gpu).adamStep(param: p, grad: g, m: g, v: g, step: step, hyper: adam, newParam: p,
+                                                 newM: p, newV: p, skipIf: try make([flag], [1], .float32, gpu))
+                }
+                return step
             }
             compare("unscale", dtype, tol) { be in
                 let g = try make(a, shape, dtype, be), out = try TensorImpl.empty(shape, dtype: dtype, on: be)
-                let found = try optimizers(be).unscale([g], invScale: 0.125, into: [out])
-                return found ? try make([.nan], [1], .float32, be) : out
+                let inv = try make([0.125], [1], .float32, be), found = try make([0], [1], .float32, be)
+                try optimizers(be).unscale([g], invScale: inv, found: found, into: [out])
+                return out
+            }
+            check("unscale_found", dtype, 0, want: [1]) {
+                let g = try make([1, .infinity, 2], [3], dtype, gpu), out = try TensorImpl.empty([3], dtype: dtype, on: gpu)
+                let inv = try make([0.5], [1], .float32, gpu), found = try make([0], [1], .float32, gpu)
+                try optimizers(gpu).unscale([g], invScale: inv, found: found, into: [out])
+                return found
             }
             compare("matmul", dtype, tol * 8) { be in
                 let x = try make(a, [3, 17], dtype, be), y = try make(b, [17, 3], dtype, be)
@@ -230,6 +254,17 @@ enum MetalSelfTest {
                                     w.view(shape: [1, 17, 3], strides: [0, 1, 17], offset: 0), bias: bias, into: out)
                 return out
             }
+        }
+        check("update_scale", .float32, 0, want: [1024, 1]) {
+            let scale = try make([1024], [1], .float32, gpu), tracker = try make([1], [1], .int32, gpu)
+            let u = ScaleUpdate(growthFactor: 2, backoffFactor: 0.5, growthInterval: 2)
+            for flag: Float in [0, 0, 1, 0] {  // grows, counts, backs off, counts
+                try optimizers(gpu).updateScale(scale, growthTracker: tracker, found: try make([flag], [1], .float32, gpu), u)
+            }
+            let out = try TensorImpl.empty([2], dtype: .float32, on: gpu)
+            gpu.copy(scale, into: out.view(shape: [1], strides: [1]))
+            gpu.copy(tracker, into: out.view(shape: [1], strides: [1], offset: 1))
+            return out
         }
         for dtype in [DType.int32, .int64] {
             let a = rng.values(51, scale: 50).map { $0.rounded() }, b = rng.values(51, scale: 50).map { $0.rounded() }

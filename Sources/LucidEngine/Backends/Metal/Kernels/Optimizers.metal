@@ -1,13 +1,14 @@
 // Optimizer steps and GradScaler's unscale on the GPU, one thread per element of contiguous
 // tensors of one floating dtype, in float32 arithmetic with the host kernels' formulas
-// (Host+Optimizers.swift), each stored value rounded once. Compiled after Common.metal, in one
-// library.
+// (Host+Optimizers.swift), each stored value rounded once; and GradScaler's scale update. A
+// step given a found-inf flag (`has_found`) writes nothing when the flag is set, so a skipped
+// step needs no read by the host. Compiled after Common.metal, in one library.
 
 // Field order and sizes match `MetalSGD` in Metal+Optimizers.swift.
 struct SGDParams {
     float lr, momentum, dampening, weight_decay;
     uint nesterov, maximize, first_step, has_momentum;
-    uint has_buffer, pad;
+    uint has_buffer, has_found;
     ulong count;
 };
 
@@ -15,8 +16,8 @@ struct SGDParams {
 kernel void NAME(device const T* p [[buffer(0)]], device const T* g [[buffer(1)]],                  \
                  device const T* buf [[buffer(2)]], device T* out_p [[buffer(3)]],                   \
                  device T* out_buf [[buffer(4)]], constant SGDParams& h [[buffer(5)]],               \
-                 uint i [[thread_position_in_grid]]) {                                               \
-    if (ulong(i) >= h.count) return;                                                                 \
+                 device const float* found [[buffer(6)]], uint i [[thread_position_in_grid]]) {      \
+    if (ulong(i) >= h.count || (h.has_found != 0 && found[0] != 0.0f)) return;                      \
     float w = widen(p[i]);                                                                           \
     float d = widen(g[i]);                                                                           \
     if (h.maximize != 0) d = -d;                                                                     \
@@ -34,10 +35,12 @@ LUCID_SGD(sgd_step_float32, float)
 LUCID_SGD(sgd_step_float16, half)
 LUCID_SGD(sgd_step_bfloat16, bfloat)
 
-// The step's constants, computed on the host as the host kernel computes them. Field order
-// and sizes match `MetalAdam` in Metal+Optimizers.swift.
+// The step's hyper-parameters; the step itself is read from `step` (the steps taken, float32),
+// and the bias corrections computed from it here. Field order and sizes match the words in
+// Metal+Optimizers.swift.
 struct AdamParams {
-    float step_size, bc2_root, beta1, beta2, eps, coupled, shrink, sign;
+    float lr, beta1, beta2, eps, coupled, shrink, sign;
+    uint has_found;
     ulong count;
 };
 
@@ -45,8 +48,12 @@ struct AdamParams {
 kernel void NAME(device const T* p [[buffer(0)]], device const T* g [[buffer(1)]],                  \
                  device const T* m [[buffer(2)]], device const T* v [[buffer(3)]],                   \
                  device T* out_p [[buffer(4)]], device T* out_m [[buffer(5)]], device T* out_v [[buffer(6)]], \
-                 constant AdamParams& h [[buffer(7)]], uint i [[thread_position_in_grid]]) {         \
-    if (ulong(i) >= h.count) return;                                                                 \
+                 constant AdamParams& h [[buffer(7)]], device const float* step [[buffer(8)]],       \
+                 device const float* found [[buffer(9)]], uint i [[thread_position_in_grid]]) {      \
+    if (ulong(i) >= h.count || (h.has_found != 0 && found[0] != 0.0f)) return;                      \
+    float t = step[0] + 1.0f;                                                                        \
+    float step_size = h.lr / (1.0f - precise::pow(h.beta1, t));                                      \
+    float bc2_root = precise::sqrt(1.0f - precise::pow(h.beta2, t));                                 \
     float w0 = widen(p[i]);                                                                          \
     float d = h.coupled == 0.0f ? h.sign * widen(g[i]) : h.sign * widen(g[i]) + h.coupled * w0;    \
     float w = h.shrink * w0;                                                                         \
@@ -54,26 +61,59 @@ kernel void NAME(device const T* p [[buffer(0)]], device const T* g [[buffer(1)]
     float vi = h.beta2 * widen(v[i]) + (1.0f - h.beta2) * d * d;                                     \
     out_m[i] = narrow<T>(mi);                                                                        \
     out_v[i] = narrow<T>(vi);                                                                        \
-    out_p[i] = narrow<T>(w - h.step_size * mi / (precise::sqrt(vi) / h.bc2_root + h.eps));          \
+    out_p[i] = narrow<T>(w - step_size * mi / (precise::sqrt(vi) / bc2_root + h.eps));              \
 }
 
 LUCID_ADAM(adam_step_float32, float)
 LUCID_ADAM(adam_step_float16, half)
 LUCID_ADAM(adam_step_bfloat16, bfloat)
 
-// out = grad * inv_scale; any infinite or NaN result (before or after rounding) sets found[0].
-// Every thread that finds one stores the same 1, so the stores need no ordering.
+// After an Adam step (dispatched after it, so that every thread of the step read the old
+// count): the step count goes up, unless the step was skipped.
+kernel void adam_count_step(device float* step [[buffer(0)]], device const float* found [[buffer(1)]],
+                            constant uint& has_found [[buffer(2)]], uint i [[thread_position_in_grid]]) {
+    if (i == 0 && !(has_found != 0 && found[0] != 0.0f)) step[0] += 1.0f;
+}
+
+// out = grad * inv_scale; any infinite or NaN result (before or after rounding) sets found[0]
+// to 1. Every thread that finds one stores the same value, so the stores need no ordering.
 #define LUCID_UNSCALE(NAME, T)                                                                       \
 kernel void NAME(device const T* grad [[buffer(0)]], device T* out [[buffer(1)]],                   \
-                 device int* found [[buffer(2)]], constant float& inv_scale [[buffer(3)]],           \
+                 device float* found [[buffer(2)]], device const float* inv_scale [[buffer(3)]],     \
                  constant ulong& count [[buffer(4)]], uint i [[thread_position_in_grid]]) {          \
     if (ulong(i) >= count) return;                                                                   \
-    float x = widen(grad[i]) * inv_scale;                                                            \
+    float x = widen(grad[i]) * inv_scale[0];                                                         \
     T stored = narrow<T>(x);                                                                         \
     out[i] = stored;                                                                                 \
-    if (isinf(x) || isnan(x) || isinf(widen(stored)) || isnan(widen(stored))) found[0] = 1;          \
+    if (isinf(x) || isnan(x) || isinf(widen(stored)) || isnan(widen(stored))) found[0] = 1.0f;       \
 }
 
 LUCID_UNSCALE(unscale_float32, float)
 LUCID_UNSCALE(unscale_float16, half)
 LUCID_UNSCALE(unscale_bfloat16, bfloat)
+
+// Field order and sizes match `ScaleUpdate`'s words in Metal+Optimizers.swift.
+struct ScaleUpdateParams {
+    float growth_factor, backoff_factor;
+    int growth_interval;
+};
+
+// GradScaler's update, one thread: back off after a skipped step; grow after growth_interval
+// clean ones, unless the grown scale leaves the float32 range.
+kernel void amp_update_scale(device float* scale [[buffer(0)]], device int* tracker [[buffer(1)]],
+                             device const float* found [[buffer(2)]], constant ScaleUpdateParams& u [[buffer(3)]],
+                             uint i [[thread_position_in_grid]]) {
+    if (i != 0) return;
+    if (found[0] != 0.0f) {
+        scale[0] *= u.backoff_factor;
+        tracker[0] = 0;
+        return;
+    }
+    int clean = tracker[0] + 1;
+    if (clean == u.growth_interval) {
+        float grown = scale[0] * u.growth_factor;
+        if (isfinite(grown)) scale[0] = grown;
+        clean = 0;
+    }
+    tracker[0] = clean;
+}
