@@ -78,8 +78,10 @@ enum lucid_index_kind { LUCID_INDEX_INT = 0, LUCID_INDEX_SLICE = 1, LUCID_INDEX_
                         LUCID_INDEX_TENSOR = 4 };
 /* lucid_assign flags: the value is one value written everywhere (fill_, allowed into an
  * expanded view); the value's dtype must not be of a higher kind (bool < integer < floating)
- * than the destination's, as for an in-place arithmetic op (copy_ converts any dtype). */
-enum lucid_assign_flag { LUCID_ASSIGN_FILL = 1, LUCID_ASSIGN_SAME_KIND = 2 };
+ * than the destination's, as for an in-place arithmetic op (copy_ converts any dtype); the
+ * value is the in-place op's own result, so that what its backward saved of it is the
+ * destination as written (a later write into it makes that backward refuse, as PyTorch's). */
+enum lucid_assign_flag { LUCID_ASSIGN_FILL = 1, LUCID_ASSIGN_SAME_KIND = 2, LUCID_ASSIGN_RESULT = 4 };
 /* lucid_split modes. */
 enum lucid_split_mode { LUCID_SPLIT_SIZES = 0, LUCID_SPLIT_SIZE = 1, LUCID_SPLIT_CHUNKS = 2 };
 /* lucid_pointwise_loss kinds. */

@@ -499,7 +499,8 @@ def clone(handle: int) -> Record:
     return _new(_lib.lucid_clone, handle)
 
 
-ASSIGN_FILL, ASSIGN_SAME_KIND = _abi.LUCID_ASSIGN_FILL, _abi.LUCID_ASSIGN_SAME_KIND
+ASSIGN_FILL, ASSIGN_SAME_KIND, ASSIGN_RESULT = (_abi.LUCID_ASSIGN_FILL, _abi.LUCID_ASSIGN_SAME_KIND,
+                                                _abi.LUCID_ASSIGN_RESULT)
 
 _OP_NAMES = {}  # op names as the in-place exports take them, encoded once
 

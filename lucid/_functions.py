@@ -41,12 +41,14 @@ def _tensors(tensors, fn):
 
 def cat(tensors, dim=0) -> Tensor:
     """Joins tensors along ``dim``; under autocast mixed floating dtypes join in the widest."""
-    return Tensor._wrap(E.cat([t._h for t in _tensors(tensors, "cat")], as_index(dim), False))
+    ts = _tensors(tensors, "cat")  # held until the engine has them: a generator's tensors have no other owner
+    return Tensor._wrap(E.cat([t._h for t in ts], as_index(dim), False))
 
 
 def stack(tensors, dim=0) -> Tensor:
     """Joins tensors of one shape along a new dimension ``dim``."""
-    return Tensor._wrap(E.cat([t._h for t in _tensors(tensors, "stack")], as_index(dim), True))
+    ts = _tensors(tensors, "stack")
+    return Tensor._wrap(E.cat([t._h for t in ts], as_index(dim), True))
 
 
 concat = cat
@@ -119,6 +121,9 @@ _METHODS = {
     "chunk": "At most `chunks` views of equal size along dim.",
     "index_select": "Slices along dim at the positions in a 1-D integer tensor.",
     "gather": "Values along dim at the positions in an index tensor of the output's shape.",
+    "select": "The view of the slice at index along dim, which goes away.",
+    "scatter": "A copy of input with src written at the positions index names along dim.",
+    "scatter_add": "A copy of input with src added at the positions index names along dim.",
     "matmul": "torch.matmul semantics; lower precision under autocast.",
 }
 

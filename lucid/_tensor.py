@@ -607,7 +607,7 @@ class Tensor:
     def _set(self, value, op):
         if value is NotImplemented:
             raise TypeError(f"{op}: expected a tensor or a number")
-        return _views.assign(self, value, op, same_kind=True)
+        return _views.assign(self, value, op, same_kind=True, result=True)
 
     def _scaled(self, other, alpha, op):
         if alpha == 1:
@@ -621,7 +621,8 @@ class Tensor:
         nothing; else the result, recorded, written in. NotImplemented for another operand."""
         if not _views.recording(self, other):
             if isinstance(other, Tensor):
-                E.binary_inplace(op, self._h, self._operand(other, name)._h, alpha, name)
+                operand = self._operand(other, name)  # held: a tensor made here has no other owner
+                E.binary_inplace(op, self._h, operand._h, alpha, name)
                 return self
             s = _scalar(other)
             if s is not None and alpha == 1:
@@ -630,7 +631,7 @@ class Tensor:
         value = _views.source(self, other)._binary(op, self._scaled(other, alpha, name))
         if value is NotImplemented:
             return value
-        return _views.assign(self, value, name, same_kind=True)
+        return _views.assign(self, value, name, same_kind=True, result=True)
 
     def _arith_(self, op, other, name, alpha=1):
         result = self._binary_(op, other, name, alpha)
@@ -673,7 +674,7 @@ class Tensor:
     clip_ = clamp_
 
     def masked_fill_(self, mask, value):
-        return _views.assign(self, _views.source(self, value).masked_fill(mask, value), "masked_fill_")
+        return _views.assign(self, _views.source(self, value).masked_fill(mask, value), "masked_fill_", result=True)
 
     def fill_(self, value):
         """Sets every element to `value` (a number or a 0-d tensor), expanded views included."""
@@ -1035,6 +1036,12 @@ class Tensor:
         d, s, n = as_index(dim), as_index(start), as_index(length)
         return self._viewed(lambda h: E.narrow(h, d, s, n))
 
+    def select(self, dim, index):
+        """The view of the slice at `index` along `dim`, which goes away (``x[:, i]`` for
+        dim 1)."""
+        d = self._wrap_dim(dim)
+        return self[(slice(None),) * d + (as_index(index),)]
+
     def diagonal(self, offset=0, dim1=0, dim2=1):
         """The view of the diagonal of dimensions dim1 and dim2 (above it for a positive
         `offset`), which become a last dimension."""
@@ -1151,11 +1158,64 @@ class Tensor:
             return _views.write_at(self, encoded, self._operand(values, op), None, op)
         return self._index_put(encoded, values, accumulate, op)
 
+    def scatter_(self, dim, index, src=None, *, value=None, reduce=None):
+        """Writes `src` (a tensor, or a number: also given as `value`) at the positions
+        `index` names along `dim`: ``self[i][index[i][j][k]][k] = src[i][j][k]`` for dim 1.
+        `index` is int64 with self's number of dimensions and no larger than self in any
+        dimension but `dim` (nor than `src` in any); ``reduce="add"`` adds instead (repeated
+        positions add up). Which of several writes to one position wins is undefined, as in
+        PyTorch."""
+        if reduce not in (None, "add"):
+            raise ValueError(f"scatter_: reduce must be None or 'add', got {reduce!r}")
+        return self.index_put_(*self._scatter_args(dim, index, src, value, "scatter_"), accumulate=reduce == "add",
+                               op="scatter_")
+
+    def scatter(self, dim, index, src=None, *, value=None, reduce=None):
+        """`scatter_` on a copy (differentiable in self and src)."""
+        return self.clone().scatter_(dim, index, src, value=value, reduce=reduce)
+
+    def scatter_add_(self, dim, index, src):
+        """Adds `src` at the positions `index` names along `dim`, repeated positions adding up."""
+        return self.index_put_(*self._scatter_args(dim, index, src, None, "scatter_add_"), accumulate=True,
+                               op="scatter_add_")
+
+    def scatter_add(self, dim, index, src):
+        return self.clone().scatter_add_(dim, index, src)
+
+    def _scatter_args(self, dim, index, src, value, op):
+        """(indices, values) for index_put_ from scatter's arguments."""
+        from ._creation import arange
+        if src is None:
+            src = value
+        elif value is not None:
+            raise TypeError(f"{op}: give src or value, not both")
+        if src is None:
+            raise TypeError(f"{op}: src (a tensor or a number) is required")
+        index = _tensor_arg(index, "index")
+        if index.dtype != int64:
+            raise TypeError(f"{op}: index must be int64, got {index.dtype}")
+        d = self._wrap_dim(dim)
+        if index.ndim != self.ndim:
+            raise ValueError(f"{op}: index has {index.ndim} dimensions, self has {self.ndim}")
+        for k, n in enumerate(index.shape):
+            if k != d and n > self.shape[k]:
+                raise ValueError(f"{op}: index is larger than self in dimension {k} ({n} > {self.shape[k]})")
+        if isinstance(src, Tensor):
+            if src.ndim != self.ndim or any(n > m for n, m in zip(index.shape, src.shape)):
+                raise ValueError(f"{op}: index of shape {tuple(index.shape)} is larger than src of shape "
+                                 f"{tuple(src.shape)}")
+            src = src[tuple(slice(0, n) for n in index.shape)]
+        positions = tuple(index if k == d else
+                          arange(n, device=self.device).view(*(n if j == k else 1 for j in range(self.ndim)))
+                          for k, n in enumerate(index.shape))
+        return positions, src
+
     def _index_put(self, encoded, values, accumulate, op):
         """Writes through tensor indices: the engine makes the written tensor, copied in."""
         src = self._operand(values, op)
-        written = E.index_put(_views.source(self, src)._h, encoded, src._h, bool(accumulate))
-        return _views.assign(self, Tensor._wrap(written), op)
+        base = _views.source(self, src)  # held: a copy made for autograd has no other owner
+        written = E.index_put(base._h, encoded, src._h, bool(accumulate))
+        return _views.assign(self, Tensor._wrap(written), op, result=True)
 
     def _operand(self, value, op):
         """`value` as a tensor on this tensor's device (a number, list or 0-d tensor moves)."""

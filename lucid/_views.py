@@ -129,13 +129,17 @@ def write_at(t, items, src, value, op):
     return _written(t, None if base is t else base, result)
 
 
-def assign(t, value, op, *, fill=False, same_kind=False):
+def assign(t, value, op, *, fill=False, same_kind=False, result=False):
     """Writes `value` (a lucid.Tensor broadcast to `t`'s shape, converted to its dtype and
     device) into `t`'s elements, in place. `fill`: `value` is one value, which may be written
     into an expanded view. `same_kind`: `value` is an arithmetic result, which may not be of a
-    higher kind than `t` (a float into an integer tensor). Returns `t`."""
+    higher kind than `t` (a float into an integer tensor). `result`: `value` is the in-place
+    op's own result, made for this write: what its backward saved of it becomes `t` as
+    written, so that a later write into `t` makes that backward refuse, as in PyTorch.
+    Returns `t`."""
     base = _base(t)
-    flags = (E.ASSIGN_FILL if fill else 0) | (E.ASSIGN_SAME_KIND if same_kind else 0)
+    flags = ((E.ASSIGN_FILL if fill else 0) | (E.ASSIGN_SAME_KIND if same_kind else 0)
+             | (E.ASSIGN_RESULT if result else 0))
     return _written(t, base, E.assign(t._h, value._h, 0 if base is None else base._h, flags, op))
 
 

@@ -231,3 +231,69 @@ def test_embedding_lookup_gradient_and_padding():
     emb = lucid.nn.Embedding(10, 4, padding_idx=3)
     np.testing.assert_array_equal(emb.weight.numpy()[3], 0)
     assert emb(lucid.tensor([[1, 3]])).shape == (1, 2, 4)
+
+
+def _scatter_reference(a, dim, index, src, add):
+    out = a.copy()
+    for pos in np.ndindex(*index.shape):
+        target = list(pos)
+        target[dim] = index[pos]
+        value = src[pos] if isinstance(src, np.ndarray) else src
+        out[tuple(target)] = out[tuple(target)] + value if add else value
+    return out
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_scatter_and_scatter_add_match_numpy_and_finite_differences(dim):
+    rng = np.random.default_rng(dim + 5)
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    src = rng.standard_normal((3, 4)).astype(np.float32)
+    d = dim % 2
+    shape = (2, 3) if d == 0 else (3, 2)  # smaller than self and src: only those positions
+    index = rng.integers(0, a.shape[d], shape)
+    unique = np.argsort(rng.random(shape), axis=d) % a.shape[d]  # no position twice along d
+    t, s = lucid.tensor(a, requires_grad=True), lucid.tensor(src, requires_grad=True)
+    out = t.scatter(dim, lucid.tensor(unique), s)
+    np.testing.assert_allclose(out.detach().numpy(), _scatter_reference(a, d, unique, src, False))
+    added = lucid.scatter_add(t, dim, lucid.tensor(index), s)
+    np.testing.assert_allclose(added.detach().numpy(), _scatter_reference(a, d, index, src, True), rtol=1e-6)
+    w = rng.standard_normal((3, 4)).astype(np.float32)
+    (added * lucid.tensor(w)).sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), w)  # scatter_add passes self's gradient through
+    want_src = np.zeros_like(src)
+    for pos in np.ndindex(*index.shape):
+        target = list(pos)
+        target[d] = index[pos]
+        want_src[pos] = w[tuple(target)]
+    np.testing.assert_allclose(s.grad.numpy(), want_src)
+    filled = lucid.tensor(a).scatter_(dim, lucid.tensor(unique), 7.5)
+    np.testing.assert_allclose(filled.numpy(), _scatter_reference(a, d, unique, 7.5, False))
+
+
+def test_scatter_refuses_bad_arguments_by_name():
+    t = lucid.zeros(3, 4)
+    with pytest.raises(TypeError, match="index must be int64"):
+        t.scatter_(0, lucid.tensor([[0.0]]), 1.0)
+    with pytest.raises(ValueError, match="index has 1 dimensions"):
+        t.scatter_(0, lucid.tensor([0]), 1.0)
+    with pytest.raises(ValueError, match="larger than self in dimension 1"):
+        t.scatter_(0, lucid.zeros(1, 5, dtype=lucid.int64), 1.0)
+    with pytest.raises(ValueError, match="larger than src"):
+        t.scatter_(0, lucid.zeros(2, 2, dtype=lucid.int64), lucid.ones(1, 2))
+    with pytest.raises(IndexError):
+        t.scatter_(0, lucid.tensor([[3]]), 1.0)
+    with pytest.raises(ValueError, match="reduce"):
+        t.scatter_(0, lucid.tensor([[0]]), 1.0, reduce="multiply")
+
+
+def test_select_is_a_view_of_one_slice():
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = lucid.tensor(a)
+    for dim in (0, 1, 2, -1):
+        for i in (0, -1):
+            np.testing.assert_array_equal(t.select(dim, i).numpy(), np.take(a, i, axis=dim))
+    s = lucid.select(t, 1, 2)
+    s.fill_(-1)
+    assert (t.numpy()[:, 2] == -1).all()
+    with pytest.raises(IndexError):
+        t.select(0, 2)

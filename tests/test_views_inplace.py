@@ -365,7 +365,7 @@ def _numeric_grad(f, x, eps=1e-3):
     "y = x * 1; y[1:].mul_(3); out = y",
     "y = x * 1; y[0] = x[1] * x[1]; out = y",
     "y = x * 1; v = y.t(); v[0].sub_(x[:, 0] * 2); out = y",
-    "y = x * 1; y.relu_(); y.tanh_(); out = y",
+    "y = x * 1; y.abs_(); y.tanh_(); out = y",
     "y = lucid.zeros(2, 3); y[1] = x[0] ** 2; out = y",
     "y = x.clone(); y += x * x; y /= 2; out = y",
 ])
@@ -439,3 +439,36 @@ def test_version_counter_counts_writes_through_any_view():
     y2.detach().add_(1)  # exp's saved output changed through an alias
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y2.sum().backward()
+
+
+@pytest.mark.parametrize("op,refuses", [("exp_", True), ("sigmoid_", True), ("tanh_", True), ("sqrt_", True),
+                                        ("relu_", True), ("abs_", False), ("neg_", False), ("log_", False)])
+def test_an_inplace_result_its_backward_needs_is_protected_by_the_version_check(op, refuses):
+    # As PyTorch: an in-place op whose backward reads its result saves the destination, so a
+    # later write into it makes backward refuse; one that reads its input saves that, and goes on.
+    x = lucid.tensor(np.array([0.5, 1.0, 2.0], np.float32), requires_grad=True)
+    y = x * 1.5
+    getattr(y, op)()
+    y.add_(1.0)
+    if refuses:
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
+    else:
+        y.sum().backward()
+        assert x.grad is not None
+
+
+def test_tensor_index_writes_and_joins_keep_their_operands_alive():
+    # A copy made for autograd, or a generator's tensors, have no other owner while the engine
+    # uses them.
+    x = lucid.tensor(np.arange(6, dtype=np.float32).reshape(3, 2), requires_grad=True)
+    y = x * 1.5
+    y[[0, 2]] = 2.0
+    y.mul_(2)  # rows 0 and 2 hold 4, row 1 holds 3 * x = [6, 9]
+    y[y > 7] = 1.0
+    (y * lucid.tensor(np.arange(6, dtype=np.float32).reshape(3, 2))).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [[0, 0], [3 * 2, 0], [0, 0]])
+    parts = [lucid.tensor(np.ones(2, np.float32), requires_grad=True) for _ in range(3)]
+    joined = lucid.cat(p * (i + 1) for i, p in enumerate(parts))
+    np.testing.assert_array_equal(joined.numpy(), [1, 1, 2, 2, 3, 3])
+    assert lucid.stack(p * 2 for p in parts).shape == (3, 2)

@@ -130,7 +130,8 @@ public func lucid_assign(_ dst: UInt32, _ value: UInt32, _ base: UInt32, _ flags
         guard let out else { throw LucidError(.value, "record pointer is null") }
         let name = op.map { String(cString: $0) } ?? "copy_"
         let written = try InPlace.assign(try tensors.get(dst), try tensors.get(value), base: base == 0 ? nil : try tensors.get(base),
-                                         op: name, fill: flags & 1 != 0, sameKind: flags & 2 != 0)
+                                         op: name, fill: flags & 1 != 0, sameKind: flags & 2 != 0,
+                                         result: flags & 4 != 0)
         try emitWritten(written, out)
     }
 }

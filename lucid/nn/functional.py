@@ -27,7 +27,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 def _out(input, fn, inplace, op):
     """``fn(input)``, or with `inplace` the input updated to it (PyTorch's ``inplace=True``;
     computed from a copy when recorded for autograd, see ``_views.source``)."""
-    return _views.assign(input, fn(_views.source(input)), op) if inplace else fn(input)
+    return _views.assign(input, fn(_views.source(input)), op, result=True) if inplace else fn(input)
 
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:

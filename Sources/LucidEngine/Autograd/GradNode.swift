@@ -60,6 +60,13 @@ package final class GradNode: @unchecked Sendable {
         return try rule(grad)
     }
 
+    /// What this node saved of `storage` is from now on `t` (the destination an in-place op's
+    /// result was written into, at its version after the write). Only for a node just made,
+    /// not yet seen by another thread.
+    func resave(_ storage: Storage, as t: TensorImpl) {
+        for i in saved.indices where saved[i].storage === storage { saved[i] = Saved(t) }
+    }
+
     func release() {
         if !savesNothing {
             rule = nil

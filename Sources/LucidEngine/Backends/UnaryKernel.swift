@@ -46,21 +46,21 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
         }
     }
 
-    /// d op(x)/dx, given the input `x` and the output `y`.
-    @inline(__always)
     /// Whether `derivative` reads the forward output `y` rather than the input `x`; the op's
-    /// graph node then keeps only the output (and only the input otherwise).
+    /// graph node then keeps only the output (and only the input otherwise), as PyTorch's does.
     var derivativeUsesOutput: Bool {
         switch self {
-        case .exp, .sqrt, .rsqrt, .tanh, .sigmoid: return true
+        case .relu, .exp, .sqrt, .rsqrt, .tanh, .sigmoid: return true
         default: return false
         }
     }
 
+    /// d op(x)/dx, given the input `x` and the output `y`.
+    @inline(__always)
     func derivative(_ x: Float, _ y: Float) -> Float {
         switch self {
         case .neg: return -1
-        case .relu: return x > 0 ? 1 : 0
+        case .relu: return y > 0 ? 1 : 0
         case .exp: return y
         case .log: return 1 / x
         case .log1p: return 1 / (1 + x)

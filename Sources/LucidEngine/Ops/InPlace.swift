@@ -18,9 +18,12 @@ package enum InPlace {
     /// sees one element at several places (an expanded view); other writes refuse such a
     /// destination. `sameKind`: the value must not be of a higher kind than `dst` (bool <
     /// integer < floating), as for the result of an in-place arithmetic op; a copy converts
-    /// any dtype.
+    /// any dtype. `result`: `value` is the in-place op's own result, made for this write, so
+    /// what its backward saved of it is from now on `dst` as written (PyTorch saves the
+    /// destination of `exp_`, `sigmoid_`, ...): a later write into `dst` makes that backward
+    /// refuse, as PyTorch's does.
     package static func assign(_ dst: TensorImpl, _ value: TensorImpl, base: TensorImpl?, op: String,
-                               fill: Bool = false, sameKind: Bool = false) throws -> TensorImpl? {
+                               fill: Bool = false, sameKind: Bool = false, result: Bool = false) throws -> TensorImpl? {
         try checkShape(value, dst, op: op)
         if sameKind { try checkKind(value.dtype, dst, op: op) }
         let recording = try checkRecording(dst, value: value, base: base, op: op)
@@ -34,6 +37,9 @@ package enum InPlace {
             dst.backend.copy(source.withRequiresGrad(false).expanded(to: dst.shape), into: dst)
         }
         dst.storage.bumpVersion()
+        if result, recording, let node = value.gradFn, value.storage !== dst.storage {
+            node.resave(value.storage, as: dst)
+        }
         return recording ? record(dst, value: value, base: base) : nil
     }
 

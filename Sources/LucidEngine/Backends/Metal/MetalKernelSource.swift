@@ -376,7 +376,7 @@ inline float unary_float(uint op, float x) {
 inline float unary_derivative(uint op, float x, float y) {
     switch (op) {
     case 0: return -1.0f;
-    case 1: return x > 0.0f ? 1.0f : 0.0f;
+    case 1: return y > 0.0f ? 1.0f : 0.0f;
     case 2: return y;
     case 3: return 1.0f / x;
     case 4: return 1.0f / (1.0f + x);
