@@ -16,10 +16,6 @@ import sys
 import time
 import warnings
 
-# lucid (through oneDNN) and PyTorch each keep an OpenMP pool; spinning idle threads of one
-# would slow the other on a small machine, so both wait passively.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import numpy as np  # noqa: E402
 
 import lucid  # noqa: E402
@@ -48,6 +44,12 @@ def _calls_for(fn, min_time):
         n *= 4
 
 
+# Each library's idle OpenMP threads spin for a while after its last op (PyTorch's, at their
+# default, for milliseconds): timed right after another library, a library would share the
+# cores with them. Each timing round starts after this pause, so each runs as it does alone.
+SETTLE = 0.02
+
+
 def timed_together(fns, min_time=0.2, repeats=7):
     """The best per-call time of each of `fns` (None entries stay None), over `repeats`
     rounds that take turns between them: on a shared machine a slow spell then hits every
@@ -58,6 +60,7 @@ def timed_together(fns, min_time=0.2, repeats=7):
         for i, (f, n) in enumerate(zip(fns, counts)):
             if f is None:
                 continue
+            time.sleep(SETTLE)
             t0 = time.perf_counter()
             for _ in range(n):
                 f()
@@ -410,14 +413,84 @@ def activation_memory():
     return held
 
 
+# ---- two processes at once -------------------------------------------------------------------
+
+CONTENTION_SECONDS = 3.0
+
+
+def _contention_workload(library, name):
+    """One op of workload `name` for `library` ("lucid" or "torch"), as a function."""
+    lib = lucid if library == "lucid" else torch
+    if name in ("1M add", "1M exp"):
+        a, b = lib.tensor(arr(1_000_000)), lib.tensor(arr(1_000_000))
+        return (lambda: a + b) if name == "1M add" else (lambda: a.exp())
+    if name == "matmul 256":
+        a, b = lib.tensor(arr(256, 256)), lib.tensor(arr(256, 256))
+        return lambda: a @ b
+    lib.manual_seed(0)
+    model = lib.nn.Sequential(lib.nn.Linear(256, 512), lib.nn.ReLU(), lib.nn.Linear(512, 10))
+    opt = lib.optim.SGD(model.parameters(), lr=0.01)
+    x, y = lib.tensor(arr(64, 256)), lib.tensor(RNG.integers(0, 10, 64))
+
+    def step():
+        opt.zero_grad()
+        lib.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return step
+
+
+def contention_worker(library, name, seconds):
+    """Runs workload `name` for `seconds` and prints the mean time per op in seconds."""
+    fn = _contention_workload(library, name)
+    for _ in range(20):
+        fn()
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        fn()
+        n += 1
+    print(f"{(time.perf_counter() - start) / n!r}")
+
+
+def _timed_processes(library, name, count, seconds):
+    import subprocess
+    cmd = [sys.executable, os.path.abspath(__file__), "--contention-worker", library, name, str(seconds)]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) for _ in range(count)]
+    times = []
+    for p in procs:
+        out, _ = p.communicate()
+        if p.returncode != 0:
+            raise RuntimeError(f"the {library} {name!r} worker failed")
+        times.append(float(out.strip().splitlines()[-1]))
+    return max(times)
+
+
+def contention_rows(seconds):
+    """Per workload and library: time per op alone, each of two processes running it at once,
+    and the ratio."""
+    rows = []
+    for name in ("1M add", "1M exp", "matmul 256", "MLP step"):
+        row = [name]
+        for library in ("lucid", "torch"):
+            if library == "torch" and torch is None:
+                row += ["—", "—", "—"]
+                continue
+            alone = _timed_processes(library, name, 1, seconds)
+            both = _timed_processes(library, name, 2, seconds)
+            row += [fmt_time(alone), fmt_time(both), f"{both / alone:.2f}x"]
+        rows.append(row + ["<= 2.5x alone"])
+        print("  ".join(f"{c:>12}" for c in rows[-1]), flush=True)
+    return rows
+
+
 # ---- report ---------------------------------------------------------------------------------
 
 NOTES = """Notes: one run on a shared 2-core VM whose speed drifts by up to 2-3x over minutes;
 each case takes turns between the libraries for seven rounds and keeps each one's best,
 so ratios hold up better than absolute times (the shape read, a tenth of its op, takes
-25 rounds). Both libraries' OpenMP pools share the two
-cores (the suite sets OMP_WAIT_POLICY=PASSIVE for both). The target column is the
-performance issue's."""
+25 rounds). Both libraries run with their default settings; each round starts after a pause
+in which the other library's idle threads stop spinning.
+The two-process table runs each workload in fresh processes, alone and then two at once,
+for several seconds each. The target column is the performance issues'."""
 
 
 def fmt_time(t):
@@ -449,7 +522,12 @@ def main():
     parser.add_argument("--quick", action="store_true", help="smaller sizes and shorter timings (a smoke run)")
     parser.add_argument("--write", metavar="FILE", help="also write the table as Markdown to FILE")
     parser.add_argument("--only", metavar="TEXT", help="run only the cases whose name contains TEXT")
+    parser.add_argument("--contention-worker", nargs=3, metavar=("LIBRARY", "WORKLOAD", "SECONDS"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.contention_worker:
+        library, name, seconds = args.contention_worker
+        return contention_worker(library, name, float(seconds))
     warnings.simplefilter("ignore", lucid.metal.MetalFallbackWarning)
     min_time = 0.05 if args.quick else 0.3
 
@@ -482,6 +560,10 @@ def main():
     opt_mem = "; ".join(f"{name}: a step and zero_grad allocate {a} bytes (target 0), a whole training step "
                         f"peaks {peak / 2**20:.2f} MiB above its model and state" for name, (a, peak) in steps.items())
     print(f"\n{mem}\n{opt_mem}\npeak engine memory over the run: {lucid.max_memory_allocated() / 2**20:.1f} MiB")
+    contention = []
+    if not args.only or "two processes" in args.only:
+        print("\ntwo processes at once: per op, alone / each of two / ratio, for lucid then torch")
+        contention = contention_rows(0.5 if args.quick else CONTENTION_SECONDS)
 
     if args.write:
         with open(args.write, "w") as f:
@@ -491,7 +573,16 @@ def main():
             f.write("| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n")
             for r in rows:
                 f.write("| " + " | ".join(r) + " |\n")
-            f.write(f"\n{shape}.\n\n{mem}.\n\n{opt_mem}.\n\n{NOTES}\n")
+            f.write(f"\n{shape}.\n\n{mem}.\n\n{opt_mem}.\n\n")
+            if contention:
+                cols = ["workload", "lucid alone", "lucid, each of two", "lucid ratio", "torch alone",
+                        "torch, each of two", "torch ratio", "target"]
+                f.write("Two processes running the same workload at once on the machine's cores:\n\n")
+                f.write("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n")
+                for r in contention:
+                    f.write("| " + " | ".join(r) + " |\n")
+                f.write("\n")
+            f.write(f"{NOTES}\n")
         print(f"wrote {args.write}")
 
 

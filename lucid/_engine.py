@@ -46,6 +46,14 @@ def _find_library() -> Path:
 # by path, makes the engine's references resolve to those files (a library already loaded
 # answers to its soname), whether the engine's run path knows their folders (`make build`)
 # or not (an installed wheel, whose run path stays inside lucid/_lib).
+#
+# oneDNN's GNU OpenMP threads spin-wait after each parallel region, by default for longer than
+# a step between two ops. When two processes share the cores, each one's barrier then waits for
+# threads the other's spinning keeps off the CPU: a million-element exp was found 60x slower.
+# A short spin (GOMP_SPINCOUNT, read when OpenMP loads, below) keeps back-to-back ops as fast
+# in one process and lets a second one in. A setting of the user's wins.
+if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
+    os.environ["GOMP_SPINCOUNT"] = "2000"
 _dependencies = [ctypes.CDLL(str(path)) for path in _native.libraries()]
 _lib_path = str(_find_library())
 _lib = ctypes.CDLL(_lib_path)

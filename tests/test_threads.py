@@ -4,6 +4,7 @@ follow it, and results that do not depend on it."""
 import ctypes
 import math
 import os
+import subprocess
 import sys
 import time
 
@@ -246,3 +247,24 @@ def test_large_strided_copies_do_not_depend_on_the_thread_count(restore_threads)
         np.testing.assert_array_equal(y[::2].contiguous().numpy(), b[::2])  # one strided run
         np.testing.assert_array_equal(x[:1, :1, :1].expand(6, 700, 257).contiguous().numpy(),
                                       np.broadcast_to(a[:1, :1, :1], a.shape))
+
+
+def _runtime_spin(env):
+    """The spin count the GNU OpenMP runtime oneDNN loaded took, in a fresh process that imports
+    lucid with environment `env` (libgomp reads it once, when it loads)."""
+    code = ("import ctypes, os, lucid; "
+            "ctypes.CDLL('libgomp.so.1', mode=os.RTLD_NOLOAD | os.RTLD_NOW).omp_display_env(1)")
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    line = next(x for x in (run.stdout + run.stderr).splitlines() if "GOMP_SPINCOUNT" in x)
+    return line.split("=", 1)[1].strip().strip("'")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="oneDNN's GNU OpenMP pool is Linux's")
+def test_import_sets_a_short_openmp_spin_unless_the_user_chose_one():
+    # Two processes sharing the cores otherwise wait on each other's spinning OpenMP threads
+    # at every barrier (bench/suite.py measures it); a setting of the user's wins.
+    base = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    assert _runtime_spin(base) == "2000"
+    assert _runtime_spin({**base, "GOMP_SPINCOUNT": "50"}) == "50"
+    assert _runtime_spin({**base, "OMP_WAIT_POLICY": "active"}) not in ("2000", "")

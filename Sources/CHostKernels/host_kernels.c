@@ -199,13 +199,11 @@ __attribute__((constructor)) static void watch_forks(void) { pthread_atfork(0, 0
 unsigned long lucid_host_forks(void) { return forks; }
 
 #if defined(__linux__)
-// libgomp's own entry points, found in the copy already loaded (by oneDNN): GOMP_parallel is
+// libgomp's own entry point, found in the copy already loaded (by oneDNN): GOMP_parallel is
 // what GCC compiles `#pragma omp parallel` into.
 typedef void (*gomp_parallel_fn)(void (*)(void *), void *, unsigned, unsigned);
-typedef int (*omp_int_fn)(void);
 
 static gomp_parallel_fn gomp_parallel;
-static omp_int_fn omp_thread_num, omp_num_threads;
 static int resolved;  // 0: not yet, 1: found, -1: absent
 
 static int resolve_gomp(void) {
@@ -213,12 +211,8 @@ static int resolve_gomp(void) {
     if (state) return state;
     void *lib = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD);  // never loads it
     gomp_parallel_fn p = lib ? (gomp_parallel_fn)dlsym(lib, "GOMP_parallel") : 0;
-    omp_int_fn t = lib ? (omp_int_fn)dlsym(lib, "omp_get_thread_num") : 0;
-    omp_int_fn n = lib ? (omp_int_fn)dlsym(lib, "omp_get_num_threads") : 0;
-    if (p && t && n) {
+    if (p) {
         gomp_parallel = p;
-        omp_thread_num = t;
-        omp_num_threads = n;
         state = 1;
     } else {
         state = -1;
@@ -231,14 +225,17 @@ struct parallel_job {
     lucid_host_part_fn fn;
     void *context;
     ptrdiff_t parts;
+    ptrdiff_t next;  // the next part to claim
 };
 
 static void run_parts(void *data) {
-    const struct parallel_job *job = data;
-    // The team may be smaller than asked (a nested region runs on one thread): each thread
-    // takes every n-th part.
-    ptrdiff_t n = omp_num_threads();
-    for (ptrdiff_t part = omp_thread_num(); part < job->parts; part += n) job->fn(job->context, part);
+    struct parallel_job *job = data;
+    // Each thread claims the next part until none is left, so that a thread the OS schedules
+    // late (another process busy on the cores) finds its share done by the others instead of
+    // making them wait for it to do it. (The team may also be smaller than asked: a nested
+    // region runs on one thread.)
+    for (ptrdiff_t part; (part = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED)) < job->parts;)
+        job->fn(job->context, part);
 }
 
 #if defined(__has_feature)
@@ -255,7 +252,7 @@ int lucid_host_parallel(ptrdiff_t parts, unsigned threads, void *context, lucid_
     return 0;
 #else
     if (forks || resolve_gomp() != 1) return 0;
-    struct parallel_job job = {fn, context, parts};
+    struct parallel_job job = {fn, context, parts, 0};
     gomp_parallel(run_parts, &job, threads, 0);
     return 1;
 #endif
