@@ -157,8 +157,8 @@ class GradScaler:
             self.unscale_(optimizer)
         state["stage"] = _STEPPED
         found = state["found_inf"]
-        if (optimizer._skips_on_device if isinstance(optimizer, Optimizer) else False) and not args and not kwargs \
-                and type(optimizer).step is Optimizer.step:
+        skips_on_device = isinstance(optimizer, Optimizer) and optimizer._skips_on_device
+        if skips_on_device and not args and not kwargs and type(optimizer).step is Optimizer.step:
             return optimizer._step(found_inf=found)
         if found.item():
             return None
