@@ -562,11 +562,17 @@ def unary_inplace(op: int, dst: int, name: str) -> None:
 _PAD = ((0, 0, 0, 0), (0, 0, 0), (0, 0), (0,), ())
 
 
+_set_element = _lib.lucid_set_element
+
+
 def set_element(dst: int, index: tuple, value: float, int_value: int, kind: int) -> None:
     """``dst[index] = scalar`` for one int per dimension (at most 4), unrecorded (lucid_set_element)."""
     n = len(index)
-    i0, i1, i2, i3 = index + _PAD[n]
-    rc = _lib.lucid_set_element(dst, n, i0, i1, i2, i3, value, int_value, kind)
+    if n == 1:  # the commonest: one call with no padding made
+        rc = _set_element(dst, 1, index[0], 0, 0, 0, value, int_value, kind)
+    else:
+        i0, i1, i2, i3 = index + _PAD[n]
+        rc = _set_element(dst, n, i0, i1, i2, i3, value, int_value, kind)
     if rc:
         _raise(rc)
 

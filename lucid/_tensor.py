@@ -1130,13 +1130,15 @@ class Tensor:
     def __setitem__(self, key, value):
         """``x[key] = value``: any subscript ``x[key]`` takes, a value broadcast to its shape
         and converted to x's dtype, written into x's storage (its views see it)."""
-        items = key if type(key) is tuple else (key,)
+        kt = type(key)
+        items = key if kt is tuple else (key,)
         s = None if isinstance(value, Tensor) else _scalar(value)
         # One element from ints, where autograd records nothing: written with no view made.
-        if s is not None and len(items) <= 4 and all(type(i) is int for i in items) and len(items) == self.ndim \
-                and not (self.requires_grad and E.is_grad_enabled()):
-            E.set_element(self._h, items, *s)
-            return
+        if s is not None and (kt is int or (kt is tuple and len(key) <= 4 and all(type(i) is int for i in key))):
+            _, _, ndim, grad = self._info()
+            if len(items) == ndim and not (grad and E.is_grad_enabled()):
+                E.set_element(self._h, items, *s)
+                return
         encoded, keep = [], []
         for item in items:
             encoded.append(_index_item(item, self.device, keep))
