@@ -162,6 +162,9 @@ int32_t lucid_tensor_to(lucid_tensor t, int32_t dtype, int32_t device, int64_t o
 int32_t lucid_tensor_set_requires_grad(lucid_tensor t, int32_t flag, int64_t out[LUCID_RECORD_LEN]);
 /* A second handle to the same values that does not require gradients. */
 int32_t lucid_detach(lucid_tensor t, int64_t out[LUCID_RECORD_LEN]);
+/* As lucid_detach, with a version counter of its own (PyTorch's `.data`): in-place writes
+ * through it (and its views) change the values but not the version backward checks. */
+int32_t lucid_data(lucid_tensor t, int64_t out[LUCID_RECORD_LEN]);
 /* A copy of t in storage of its own, row-major (gradients flow back to t). */
 int32_t lucid_clone(lucid_tensor t, int64_t out[LUCID_RECORD_LEN]);
 /* The in-place write: value (broadcast to dst's shape, converted to its dtype, moved to its

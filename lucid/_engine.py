@@ -503,6 +503,10 @@ def detach(handle: int) -> Record:
     return _new(_lib.lucid_detach, handle)
 
 
+def data(handle: int) -> Record:
+    return _new(_lib.lucid_data, handle)
+
+
 def clone(handle: int) -> Record:
     return _new(_lib.lucid_clone, handle)
 

@@ -455,8 +455,10 @@ class Tensor:
 
     @property
     def data(self):
-        """This tensor's values without autograd: ``p.data.add_(...)`` updates ``p``."""
-        return self.detach()
+        """This tensor's values without autograd: ``p.data.add_(...)`` updates ``p``. Unlike
+        ``detach()``, as in PyTorch, writes through it are hidden from autograd's version
+        checks: a tensor saved for backward and changed through ``.data`` is used as it is."""
+        return _views.link(self, Tensor._wrap(E.data(self._h)), E.data, detach=True)
 
     @data.setter
     def data(self, value):

@@ -472,3 +472,32 @@ def test_tensor_index_writes_and_joins_keep_their_operands_alive():
     joined = lucid.cat(p * (i + 1) for i, p in enumerate(parts))
     np.testing.assert_array_equal(joined.numpy(), [1, 1, 2, 2, 3, 3])
     assert lucid.stack(p * 2 for p in parts).shape == (3, 2)
+
+
+def test_writes_through_data_are_hidden_from_the_version_check_and_detach_writes_are_not():
+    # PyTorch's rule: .data has a version counter of its own; detach() shares its source's.
+    x = lucid.ones(3, requires_grad=True)
+    y = x * 2
+    z = y * y  # saves y
+    y.data.add_(1)
+    y.data[0] = 5.0
+    z.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2 * 2 * 5, 2 * 2 * 3, 2 * 2 * 3])  # computed with the new values
+    x = lucid.ones(3, requires_grad=True)
+    y = x * 2
+    z = y * y
+    y.detach().add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.sum().backward()
+
+
+def test_autocast_casts_a_weight_again_after_a_write_through_data():
+    # The cast cache counts writes through any alias of the weight's memory.
+    w = lucid.tensor(np.ones((4, 4), np.float32), requires_grad=True)
+    x = lucid.tensor(np.ones((2, 4), np.float32))
+    with lucid.amp.autocast("cpu", dtype=lucid.bfloat16):
+        first = (x @ w).float().numpy()
+        w.data.mul_(2)
+        second = (x @ w).float().numpy()
+    np.testing.assert_allclose(first, 4.0)
+    np.testing.assert_allclose(second, 8.0)

@@ -21,8 +21,6 @@ REFERENCE = V.reference()
 # Programs whose outcome differs from PyTorch's, and why. Each must still differ (so that a fix
 # moves it out of this list); every other program must agree.
 KNOWN = {
-    88: "a write through .data bumps the version PyTorch keeps apart (lucid's .data shares the "
-        "storage's version counter), so backward refuses where PyTorch computes",
     91: "index_put_ into an expanded view: PyTorch writes the indexed elements (with a deprecation "
         "warning), lucid refuses the write as for other ops on such a tensor",
 }

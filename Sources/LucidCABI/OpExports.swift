@@ -118,6 +118,11 @@ public func lucid_detach(_ a: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> In
     abiCall { try emit(try tensors.get(a).withRequiresGrad(false), out) }
 }
 
+@_cdecl("lucid_data")
+public func lucid_data(_ a: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall { try emit(try tensors.get(a).dataAlias(), out) }
+}
+
 @_cdecl("lucid_clone")
 public func lucid_clone(_ a: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try Ops.clone(try tensors.get(a)), out) }

@@ -129,16 +129,16 @@ public enum Autocast {
     /// reused, as PyTorch's autocast weight cache does; gradients still reach the leaf
     /// through every op that read it. Casts made with grad mode off are not kept, so a cached
     /// cast always carries its backward edge; a cast of values an in-place write has changed
-    /// since (its storage's version) is made again.
+    /// since (its buffer's count of writes, through any alias) is made again.
     static func cast(_ t: TensorImpl, to dtype: DType) throws -> TensorImpl {
         guard t.dtype == .float32, dtype.isLowPrecision, t.requiresGrad, t.gradFn == nil,
               let state = AMPRegistry.currentIfPresent(), !state.scopes.isEmpty, state.cacheEnabled else {
             return try Ops.cast(t, to: dtype)
         }
         let key = ThreadAMPState.CastKey(source: ObjectIdentifier(t), dtype: dtype)
-        if let hit = state.castCache[key], hit.version == t.storage.version { return hit.cast }
+        if let hit = state.castCache[key], hit.version == t.storage.writes { return hit.cast }
         let cast = try Ops.cast(t, to: dtype)
-        if GradMode.isEnabled { state.castCache[key] = (t, t.storage.version, cast) }
+        if GradMode.isEnabled { state.castCache[key] = (t, t.storage.writes, cast) }
         return cast
     }
 

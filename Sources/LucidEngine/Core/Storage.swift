@@ -13,25 +13,63 @@ protocol DeviceBuffer: AnyObject, Sendable {
 /// A buffer shared by a tensor and every view of it, tied to the backend that made it. Its
 /// values change only through in-place writes, each of which bumps `version`: a tensor saved
 /// for backward remembers the version it saw, and backward refuses to use it once it changed.
+///
+/// `alias()` is a second storage over the same buffer with a version of its own (PyTorch's
+/// `.data`: writes through it are hidden from autograd's checks). `writes` counts the writes
+/// through every storage of the buffer, for caches of values made from it.
 final class Storage: @unchecked Sendable {
     let buffer: any DeviceBuffer
     let backend: any Backend
-    private let counter: UnsafeMutablePointer<Int64>
+    private let counter: Counter
+    private let bufferWrites: Counter
 
     init(buffer: any DeviceBuffer, backend: any Backend) {
         self.buffer = buffer
         self.backend = backend
-        counter = .allocate(capacity: 1)
-        counter.initialize(to: 0)
+        counter = Counter()
+        bufferWrites = Counter()
     }
 
-    deinit { counter.deallocate() }
+    private init(aliasing other: Storage) {
+        buffer = other.buffer
+        backend = other.backend
+        counter = Counter()
+        bufferWrites = other.bufferWrites
+    }
 
     var device: Device { backend.device }
 
-    /// How many in-place writes the storage has had.
-    var version: Int64 { lucid_counter_load(counter) }
+    /// How many in-place writes this storage has had.
+    var version: Int64 { counter.value }
+
+    /// How many in-place writes the buffer has had, through this storage or any alias of it.
+    var writes: Int64 { bufferWrites.value }
 
     /// Records one in-place write.
-    func bumpVersion() { _ = lucid_counter_bump(counter) }
+    func bumpVersion() {
+        counter.bump()
+        bufferWrites.bump()
+    }
+
+    /// A storage over the same buffer whose version counts only the writes made through it.
+    func alias() -> Storage { Storage(aliasing: self) }
+
+    /// Whether `other` is this buffer's memory (this storage or an alias of it).
+    func sharesMemory(with other: Storage) -> Bool { buffer === other.buffer }
+}
+
+/// An atomic count (C11 atomics in CHostKernels).
+private final class Counter: @unchecked Sendable {
+    private let pointer: UnsafeMutablePointer<Int64>
+
+    init() {
+        pointer = .allocate(capacity: 1)
+        pointer.initialize(to: 0)
+    }
+
+    deinit { pointer.deallocate() }
+
+    var value: Int64 { lucid_counter_load(pointer) }
+
+    func bump() { _ = lucid_counter_bump(pointer) }
 }

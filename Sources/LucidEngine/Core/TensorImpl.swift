@@ -104,6 +104,12 @@ package final class TensorImpl: @unchecked Sendable {
                    gradFn: node)
     }
 
+    /// The same values without autograd, over an alias of the storage whose version counts only
+    /// the writes made through it (PyTorch's `.data`: backward's checks do not see them).
+    package func dataAlias() -> TensorImpl {
+        TensorImpl(storage: storage.alias(), shape: shape, strides: strides, offset: offset, dtype: dtype)
+    }
+
     package func withRequiresGrad(_ flag: Bool) -> TensorImpl {
         TensorImpl(storage: storage, shape: shape, strides: strides, offset: offset, dtype: dtype, requiresGrad: flag)
     }

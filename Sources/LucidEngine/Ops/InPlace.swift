@@ -29,7 +29,7 @@ package enum InPlace {
         let recording = try checkRecording(dst, value: value, base: base, op: op)
         if !fill { try checkNoInternalOverlap(dst, op: op) }
         var source = value.device == dst.device ? value : try Conversion.to(value, dtype: nil, device: dst.device)
-        if source.storage === dst.storage && partiallyOverlaps(source, dst) {
+        if source.storage.sharesMemory(with: dst.storage) && partiallyOverlaps(source, dst) {
             throw LucidError.runtime("\(op): unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory location. Please clone() the tensor before performing the operation.")
         }
         source = try readFirst(source, before: dst)
@@ -199,7 +199,7 @@ package enum InPlace {
     /// `source` itself, or a copy of it when it is other elements of `dst`'s storage, so that
     /// the write reads all of it before changing any.
     private static func readFirst(_ source: TensorImpl, before dst: TensorImpl) throws -> TensorImpl {
-        guard source.storage === dst.storage,
+        guard source.storage.sharesMemory(with: dst.storage),
               !(source.shape == dst.shape && source.strides == dst.strides && source.offset == dst.offset) else { return source }
         return try GradMode.with(false) { try Ops.clone(source) }
     }

@@ -57,7 +57,7 @@ extension DNNL {
         /// inserting the other inputs of the same pass never evicts it).
         func find(_ t: TensorImpl, _ md: MemoryDesc) -> UnsafeMutableRawPointer? {
             for i in entries.indices where entries[i].storage === t.storage && entries[i].offset == t.offset
-                && entries[i].version == t.storage.version {
+                && entries[i].version == t.storage.writes {
                 if entries[i].md.sameLayout(as: md) {
                     let e = entries.remove(at: i)
                     entries.append(e)
@@ -72,7 +72,7 @@ extension DNNL {
                 let old = entries.removeFirst()
                 HostAllocator.shared.release(old.block.0, size: old.block.1)
             }
-            entries.append(Entry(storage: t.storage, offset: t.offset, version: t.storage.version, md: md, block: block))
+            entries.append(Entry(storage: t.storage, offset: t.offset, version: t.storage.writes, md: md, block: block))
         }
     }
 

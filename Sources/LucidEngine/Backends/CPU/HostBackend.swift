@@ -105,7 +105,7 @@ final class HostBackend: Backend {
             }
         }
         let loop = StridedLoop(shape: dst.shape, strides: [src.strides, dst.strides])
-        if src.storage === dst.storage {
+        if src.storage.sharesMemory(with: dst.storage) {
             loop.forEachRun(bases: [0, 0], run)
         } else {
             loop.forEachRunInParallel(bases: [0, 0], run)
