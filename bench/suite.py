@@ -12,15 +12,16 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 import warnings
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import lucid  # noqa: E402
-import lucid.nn as nn  # noqa: E402
-import lucid.nn.functional as F  # noqa: E402
+import lucid
+import lucid.nn as nn
+import lucid.nn.functional as F
 
 try:
     import torch
@@ -452,7 +453,6 @@ def contention_worker(library, name, seconds):
 
 
 def _timed_processes(library, name, count, seconds):
-    import subprocess
     cmd = [sys.executable, os.path.abspath(__file__), "--contention-worker", library, name, str(seconds)]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) for _ in range(count)]
     times = []

@@ -88,14 +88,17 @@ struct AdamHyper: Sendable {
     var lr: Float, beta1: Float, beta2: Float, eps: Float, weightDecay: Float
     var decoupled: Bool, maximize: Bool
 
-    /// The constants of the update at 1-based step `step`, as every backend uses them
-    /// (PyTorch's form: p -= lr / bc1 · m / (sqrt(v) / sqrt(bc2) + eps), with
-    /// d = sign · g + coupled · p and p scaled by `shrink` first for decoupled weight decay).
-    /// A GPU computes the bias corrections from the step it reads, in float32.
-    func constants(step: Float) -> (stepSize: Float, bc2Root: Float, sign: Float, coupled: Float, shrink: Float) {
+    /// The update in PyTorch's form, p -= lr / bc1 · m / (sqrt(v) / sqrt(bc2) + eps), with
+    /// d = sign · g + coupled · p and p scaled by `shrink` first for decoupled weight decay.
+    var sign: Float { maximize ? -1 : 1 }
+    var coupled: Float { decoupled ? 0 : weightDecay }
+    var shrink: Float { decoupled ? 1 - lr * weightDecay : 1 }
+
+    /// The bias-corrected step size and sqrt(bc2) at 1-based step `step`, as the host computes
+    /// them (a GPU computes them from the step it reads, in float32).
+    func biasCorrections(step: Float) -> (stepSize: Float, bc2Root: Float) {
         let bc1 = Float(1 - pow(Double(beta1), Double(step))), bc2 = Float(1 - pow(Double(beta2), Double(step)))
-        return (lr / bc1, bc2.squareRoot(), maximize ? -1 : 1, decoupled ? 0 : weightDecay,
-                decoupled ? 1 - lr * weightDecay : 1)
+        return (lr / bc1, bc2.squareRoot())
     }
 }
 

@@ -47,8 +47,7 @@ extension MetalBackend: OptimizerKernels {
         let hasFound: UInt32 = found != nil ? 1 : 0
         if param.numel > 0 {
             // AdamParams: 7 floats, 1 uint and 1 ulong = 40 bytes.
-            let c = h.constants(step: 1)
-            var words = [h.lr, h.beta1, h.beta2, h.eps, c.coupled, c.shrink, c.sign].map(\.bitPattern)
+            var words = [h.lr, h.beta1, h.beta2, h.eps, h.coupled, h.shrink, h.sign].map(\.bitPattern)
             words += [hasFound, UInt32(truncatingIfNeeded: param.numel), UInt32(truncatingIfNeeded: param.numel >> 32)]
             encode("adam_step_\(param.dtype.name)", count: param.numel) { e in
                 for (i, t) in [param, grad, m, v, newParam, newM, newV].enumerated() { bind(t, i, e) }
