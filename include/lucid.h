@@ -169,21 +169,18 @@ int32_t lucid_data(lucid_tensor t, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_clone(lucid_tensor t, int64_t out[LUCID_RECORD_LEN]);
 /* The in-place write: value (broadcast to dst's shape, converted to its dtype, moved to its
  * device) goes into dst's elements, in its storage, seen by every tensor that views it; the
- * storage's version goes up by one. `base` is the tensor dst views when a write recorded for
- * autograd must reach that tensor's history (0: none). `flags`: enum lucid_assign_flag. `op`
- * names the operation in errors. When gradients are recorded, out gets the tensor to use from
- * now on in place of base (or dst): the same storage, with the write as its grad_fn;
- * otherwise out[LUCID_RECORD_HANDLE] is 0 and nothing but the values changed. */
-int32_t lucid_assign(lucid_tensor dst, lucid_tensor value, lucid_tensor base, int32_t flags, const char *op,
-                     int64_t out[LUCID_RECORD_LEN]);
+ * storage's version goes up by one. `flags`: enum lucid_assign_flag. `op` names the operation
+ * in errors. When autograd records the write, it becomes the grad_fn of dst (of the tensor dst
+ * views, for a view: every view of it then has the new history) and *recorded is set to 1;
+ * otherwise nothing but the values changed and *recorded is 0. `recorded` may be NULL. */
+int32_t lucid_assign(lucid_tensor dst, lucid_tensor value, int32_t flags, const char *op, int32_t *recorded);
 /* Sets every element of dst to a scalar (value, or int_value for integer and bool kinds), in
- * place, expanded views included; base, op and out as for lucid_assign. */
-int32_t lucid_fill(lucid_tensor dst, double value, int64_t int_value, int32_t kind, lucid_tensor base, const char *op,
-                   int64_t out[LUCID_RECORD_LEN]);
-/* Writes src (or, when src is 0, the scalar) into the elements dst[items] names, items as
- * for lucid_index but ints, slices, None and Ellipsis only: Python's dst[1, 2:5] = v, with no
- * view handed out. base is the tensor whose history a recorded write reaches (dst itself when
- * dst views nothing; 0 for a write autograd must not see); op and out as for lucid_assign. */
+ * place, expanded views included; op and recorded as for lucid_assign. */
+int32_t lucid_fill(lucid_tensor dst, double value, int64_t int_value, int32_t kind, const char *op, int32_t *recorded);
+/* PyTorch's `t.data = value`: t stands from now on for value's storage, shape, dtype and
+ * device, cut from autograd, keeping its requires_grad (and gradient) when t is a leaf.
+ * Tensors that viewed t keep the old storage. */
+int32_t lucid_set_data(lucid_tensor t, lucid_tensor value);
 /* dst op= other (other times alpha for LUCID_ADD and LUCID_SUB), in place, where autograd
  * records nothing (LUCID_ERR_RUNTIME otherwise: compute the result and lucid_assign it): one
  * kernel over dst's elements when the result keeps dst's dtype. other broadcasts to dst's
@@ -200,9 +197,12 @@ int32_t lucid_unary_inplace(int32_t op, lucid_tensor dst, const char *name);
  * element write of Python's x[i] = 1.0, with no view made. */
 int32_t lucid_set_element(lucid_tensor dst, int32_t count, int64_t i0, int64_t i1, int64_t i2, int64_t i3,
                           double value, int64_t int_value, int32_t kind);
+/* Writes src (or, when src is 0, the scalar) into the elements dst[items] names, items as
+ * for lucid_index but ints, slices, None and Ellipsis only: Python's dst[1, 2:5] = v, with no
+ * view handed out; op and recorded as for lucid_assign. */
 int32_t lucid_write_at(lucid_tensor dst, const int32_t *kinds, const int64_t *values, const int32_t *flags,
                        const lucid_tensor *handles, int32_t count, lucid_tensor src, double value, int64_t int_value,
-                       int32_t kind, lucid_tensor base, const char *op, int64_t out[LUCID_RECORD_LEN]);
+                       int32_t kind, const char *op, int32_t *recorded);
 /* Handles not yet released. */
 int32_t lucid_live_tensors(int64_t *out);
 /* Bytes held by tensor buffers on `device` (-1: all devices) now, and at most since the last

@@ -524,24 +524,31 @@ def _op_name(op: str) -> bytes:
     return name
 
 
-def _write_result(rc, out):
-    """An in-place write's result: the record of the tensor to use from now on in place of the
-    base (or the destination) when the write was recorded for autograd, else None."""
+def _recorded(rc, flag) -> bool:
+    """Whether an in-place write was recorded for autograd (it then gave the written tensor, or
+    the tensor it views, a new grad_fn)."""
     if rc:
         _raise(rc)
-    return out if out[0] else None
+    return flag.value != 0
 
 
-def assign(dst: int, value: int, base: int, flags: int, op: str):
-    """The in-place write of `value` into `dst` (lucid_assign)."""
-    out = Record()
-    return _write_result(_lib.lucid_assign(dst, value, base, flags, _op_name(op), out), out)
+def assign(dst: int, value: int, flags: int, op: str) -> bool:
+    """The in-place write of `value` into `dst` (lucid_assign); whether autograd recorded it."""
+    flag = c_int32()
+    return _recorded(_lib.lucid_assign(dst, value, flags, _op_name(op), byref(flag)), flag)
 
 
-def fill(dst: int, value: float, int_value: int, kind: int, base: int, op: str):
-    """Every element of `dst` set to a scalar, in place (lucid_fill)."""
-    out = Record()
-    return _write_result(_lib.lucid_fill(dst, value, _int64(int_value), kind, base, _op_name(op), out), out)
+def fill(dst: int, value: float, int_value: int, kind: int, op: str) -> bool:
+    """Every element of `dst` set to a scalar, in place (lucid_fill); whether autograd recorded it."""
+    flag = c_int32()
+    return _recorded(_lib.lucid_fill(dst, value, _int64(int_value), kind, _op_name(op), byref(flag)), flag)
+
+
+def set_data(t: int, value: int) -> None:
+    """``t.data = value`` (lucid_set_data)."""
+    rc = _lib.lucid_set_data(t, value)
+    if rc:
+        _raise(rc)
 
 
 def binary_inplace(op: int, dst: int, other: int, alpha: float, name: str) -> None:
@@ -581,11 +588,12 @@ def set_element(dst: int, index: tuple, value: float, int_value: int, kind: int)
         _raise(rc)
 
 
-def write_at(dst: int, items, src: int, value: float, int_value: int, kind: int, base: int, op: str):
-    """`src` (or the scalar, when `src` is 0) written at ``dst[items]``, in place (lucid_write_at)."""
-    out = Record()
-    return _write_result(_lib.lucid_write_at(dst, *_subscript(items), src, value, _int64(int_value), kind, base,
-                                        _op_name(op), out), out)
+def write_at(dst: int, items, src: int, value: float, int_value: int, kind: int, op: str) -> bool:
+    """`src` (or the scalar, when `src` is 0) written at ``dst[items]``, in place (lucid_write_at);
+    whether autograd recorded it."""
+    flag = c_int32()
+    return _recorded(_lib.lucid_write_at(dst, *_subscript(items), src, value, _int64(int_value), kind, _op_name(op),
+                                         byref(flag)), flag)
 
 
 def live_tensors() -> int:

@@ -87,11 +87,10 @@ class Tensor:
     other factories. Every op runs in the engine; a tensor here holds one engine handle.
     """
 
-    # _view / _views (set only on views and on tensors that have views): see _views.py.
     # _h: the engine handle; _r: the record the engine wrote for it (None until needed when
     # the tensor came from a bare handle); _meta, _shape: (dtype, device, ndim, requires_grad)
     # and the shape as read from it, None until first asked for.
-    __slots__ = ("_h", "_r", "_meta", "_shape", "_view", "_views", "__weakref__")
+    __slots__ = ("_h", "_r", "_meta", "_shape", "__weakref__")
     # numpy operators and ufuncs defer to ours, so mixing an ndarray into an op raises
     # TypeError instead of silently returning an ndarray; np.asarray(t) still works.
     __array_ufunc__ = None
@@ -186,7 +185,12 @@ class Tensor:
 
     @property
     def requires_grad(self) -> bool:
-        return self._info()[3]
+        if self._info()[3]:
+            return True
+        if _views.rewrites:  # a recorded write may have made it require grad since it was read
+            self._r = self._meta = None
+            return self._info()[3]
+        return False
 
     @requires_grad.setter
     def requires_grad(self, flag):
@@ -415,7 +419,7 @@ class Tensor:
     def detach(self):
         """This tensor cut from the autograd graph. As in PyTorch it shares this tensor's
         values: an in-place write to either is seen by both."""
-        return _views.link(self, Tensor._wrap(E.detach(self._h)), E.detach, detach=True)
+        return Tensor._wrap(E.detach(self._h))
 
     def __deepcopy__(self, memo):
         """A new leaf with these values, dtype, device and requires_grad (a Parameter stays
@@ -458,7 +462,7 @@ class Tensor:
         """This tensor's values without autograd: ``p.data.add_(...)`` updates ``p``. Unlike
         ``detach()``, as in PyTorch, writes through it are hidden from autograd's version
         checks: a tensor saved for backward and changed through ``.data`` is used as it is."""
-        return _views.link(self, Tensor._wrap(E.data(self._h)), E.data, detach=True)
+        return Tensor._wrap(E.data(self._h))
 
     @data.setter
     def data(self, value):
@@ -921,8 +925,8 @@ class Tensor:
     # ---- shape ---------------------------------------------------------------------------
 
     def _viewed(self, step):
-        """The view ``step(handle) -> handle`` makes, recorded as one (see _views.py)."""
-        return _views.link(self, Tensor._wrap(step(self._h)), step)
+        """The view ``step(handle) -> handle`` makes."""
+        return Tensor._wrap(step(self._h))
 
     def reshape(self, *shape):
         """A view when the layout allows one, else a copy (as in PyTorch)."""
@@ -1071,17 +1075,6 @@ class Tensor:
             raise RuntimeError(f"unflatten: sizes {sizes} don't multiply up to the size of dimension {d} ({shape[d]})")
         return self.view(*(shape[:d] + sizes + shape[d + 1:]))
 
-    def _pieces(self, handles, dim):
-        """Split pieces as views: each is the narrow of `dim` it covers."""
-        pieces, start = [], 0
-        d = self._wrap_dim(dim)
-        for h in handles:
-            piece = Tensor._wrap(h)
-            n = piece.shape[d] if piece.ndim else 1
-            pieces.append(_views.link(self, piece, lambda h, s=start, n=n: E.narrow(h, d, s, n)))
-            start += n
-        return tuple(pieces)
-
     def split(self, split_size_or_sections, dim=0):
         """Views of consecutive pieces: of ``split_size`` entries each, or of the listed sizes."""
         dim = as_index(dim)
@@ -1092,13 +1085,13 @@ class Tensor:
             size = as_index(split_size_or_sections)
             n = self.shape[self._wrap_dim(dim)] if self.ndim else 1
             handles = E.split(self._h, E.SPLIT_SIZE, (size,), dim, n)
-        return self._pieces(handles, dim)
+        return tuple(Tensor._wrap(h) for h in handles)
 
     def chunk(self, chunks, dim=0):
         chunks, dim = as_index(chunks), as_index(dim)
         n = self.shape[self._wrap_dim(dim)] if self.ndim else 1
         capacity = min(max(chunks, 1), max(n, 1))  # never more pieces than entries
-        return self._pieces(E.split(self._h, E.SPLIT_CHUNKS, (chunks,), dim, capacity), dim)
+        return tuple(Tensor._wrap(h) for h in E.split(self._h, E.SPLIT_CHUNKS, (chunks,), dim, capacity))
 
     def transpose(self, dim0, dim1):
         d0, d1 = as_index(dim0), as_index(dim1)
@@ -1138,6 +1131,8 @@ class Tensor:
         # One element from ints, where autograd records nothing: written with no view made.
         if s is not None and (kt is int or (kt is tuple and len(key) <= 4 and all(type(i) is int for i in key))):
             _, _, ndim, grad = self._info()
+            if not grad and _views.rewrites:
+                grad = self.requires_grad
             if len(items) == ndim and not (grad and E.is_grad_enabled()):
                 E.set_element(self._h, items, *s)
                 return

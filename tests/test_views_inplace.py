@@ -368,6 +368,13 @@ def _numeric_grad(f, x, eps=1e-3):
     "y = x * 1; y.abs_(); y.tanh_(); out = y",
     "y = lucid.zeros(2, 3); y[1] = x[0] ** 2; out = y",
     "y = x.clone(); y += x * x; y /= 2; out = y",
+    # views made before a write into a sibling or the base take up the new history
+    "y = x * 1; a = y[0]; b = y[:, 1:2]; a.mul_(x[1]); out = b * b",
+    "y = x * 1; c = y[:, 2:]; y.exp_(); out = c",
+    "y = x * 1; v = y.view(3, 2)[1:]; y[0].copy_(x[1] * 3); out = v.reshape(4)[:3] * 2",
+    # a written view of a tensor that is not row-major
+    "y = lucid.arange(6.0).view(2, 3).t().detach(); y[1].copy_(x[:, 0] * x[:, 1]); out = y.t()",
+    "y = lucid.zeros(3, 2).t(); z = y.detach(); z[:, 1:].add_(x[:, :2]); out = z",
 ])
 def test_gradients_through_inplace_ops_match_finite_differences(program):
     rng = np.random.default_rng(2)
@@ -395,6 +402,28 @@ def test_an_inplace_op_makes_a_new_history_and_views_see_it():
     assert y.grad_fn == "CopyBackwards" and v.requires_grad
     v.sum().backward()
     assert x.grad.tolist() == [3.0, 0.0]
+
+
+def test_views_made_before_a_recorded_write_take_up_the_new_history():
+    w = lucid.tensor([1.0, 2.0], requires_grad=True)
+    x = lucid.zeros(4)
+    u, v = x[2:], x[:2]
+    assert not u.requires_grad
+    v.copy_(w * 3)  # x did not require grad: from now on it does, and so does every view of it
+    assert x.requires_grad and x.grad_fn == "CopySlices"
+    assert u.requires_grad and u.grad_fn == "AsStridedBackward" and v.grad_fn == "AsStridedBackward"
+    (x * lucid.arange(4.0)).sum().backward()
+    assert w.grad.tolist() == [0.0, 3.0]
+
+
+def test_assigning_data_keeps_the_gradient():
+    p = nn.Parameter(lucid.ones(3))
+    (p * 2).sum().backward()
+    p.data = lucid.zeros(3)
+    assert p.requires_grad and p.is_leaf and p.grad.tolist() == [2.0, 2.0, 2.0]
+    with pytest.raises(TypeError, match="floating-point"):
+        p.data = lucid.zeros(3, dtype=lucid.int64)
+    assert p.tolist() == [0.0, 0.0, 0.0]
 
 
 def test_leaves_that_require_grad_are_changed_only_without_recording():

@@ -54,10 +54,29 @@ final class HandleTable<Object>: @unchecked Sendable {
     }
 
     func get(_ handle: UInt32) throws -> Object {
+        try with(handle) { $0 }
+    }
+
+    /// `body` applied to the object behind `handle`, under the table's lock.
+    @inline(__always)
+    func with<R>(_ handle: UInt32, _ body: (Object) throws -> R) throws -> R {
         try lock.withLock {
             guard let i = locate(handle), let o = slots[i].object else { throw invalid(handle) }
-            return o
+            return try body(o)
         }
+    }
+
+    /// Runs `body` under the table's lock.
+    func locked<R>(_ body: () throws -> R) rethrows -> R { try lock.withLock(body) }
+
+    /// Puts `object` behind the live `handle` in place of the object there.
+    func replace(_ handle: UInt32, with object: Object) throws {
+        let dropped: Object? = try lock.withLock {
+            guard let i = locate(handle) else { throw invalid(handle) }
+            defer { slots[i].object = object }
+            return slots[i].object
+        }
+        withExtendedLifetime(dropped) {}  // released outside the lock, as in remove(_:)
     }
 
     /// Frees one slot (the lock is held) and hands back its object.

@@ -103,36 +103,36 @@ public func lucid_argmax(_ a: UInt32, _ dim: Int64, _ hasDim: Int32, _ keepdim: 
 
 @_cdecl("lucid_squeeze")
 public func lucid_squeeze(_ a: UInt32, _ dims: UnsafePointer<Int64>?, _ ndims: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
-    abiCall { try emit(try ShapeOps.squeeze(try tensors.get(a), dims: ndims < 0 ? nil : try intArray(dims, ndims, "dims")), out) }
+    abiCall { try emitView(try ShapeOps.squeeze(try tensors.get(a), dims: ndims < 0 ? nil : try intArray(dims, ndims, "dims")), of: a, out) }
 }
 
 @_cdecl("lucid_unsqueeze")
 public func lucid_unsqueeze(_ a: UInt32, _ dim: Int64, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
-    abiCall { try emit(try ShapeOps.unsqueeze(try tensors.get(a), Int(clamping: dim)), out) }
+    abiCall { try emitView(try ShapeOps.unsqueeze(try tensors.get(a), Int(clamping: dim)), of: a, out) }
 }
 
 @_cdecl("lucid_expand")
 public func lucid_expand(_ a: UInt32, _ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
-    abiCall { try emit(try ShapeOps.expand(try tensors.get(a), try intArray(shape, ndim, "shape")), out) }
+    abiCall { try emitView(try ShapeOps.expand(try tensors.get(a), try intArray(shape, ndim, "shape")), of: a, out) }
 }
 
 @_cdecl("lucid_flatten")
 public func lucid_flatten(_ a: UInt32, _ start: Int64, _ end: Int64, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
-    abiCall { try emit(try ShapeOps.flatten(try tensors.get(a), start: Int(clamping: start), end: Int(clamping: end)), out) }
+    abiCall { try emitView(try ShapeOps.flatten(try tensors.get(a), start: Int(clamping: start), end: Int(clamping: end)), of: a, out) }
 }
 
 @_cdecl("lucid_diagonal")
 public func lucid_diagonal(_ a: UInt32, _ offset: Int64, _ dim1: Int64, _ dim2: Int64, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
-        try emit(try ShapeOps.diagonal(try tensors.get(a), offset: Int(clamping: offset), dim1: Int(clamping: dim1),
-                                       dim2: Int(clamping: dim2)), out)
+        try emitView(try ShapeOps.diagonal(try tensors.get(a), offset: Int(clamping: offset), dim1: Int(clamping: dim1),
+                                       dim2: Int(clamping: dim2)), of: a, out)
     }
 }
 
 @_cdecl("lucid_narrow")
 public func lucid_narrow(_ a: UInt32, _ dim: Int64, _ start: Int64, _ length: Int64, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
-        try emit(try ShapeOps.narrow(try tensors.get(a), dim: Int(clamping: dim), start: Int(clamping: start), length: Int(clamping: length)), out)
+        try emitView(try ShapeOps.narrow(try tensors.get(a), dim: Int(clamping: dim), start: Int(clamping: start), length: Int(clamping: length)), of: a, out)
     }
 }
 
@@ -173,7 +173,7 @@ public func lucid_split(_ a: UInt32, _ mode: Int32, _ sizes: UnsafePointer<Int64
         guard pieces.count <= Int(capacity) else {
             throw LucidError(.value, "split: \(pieces.count) pieces do not fit in the \(capacity) output slots")
         }
-        for (i, p) in pieces.enumerated() { outs[i] = try tensors.insert(p) }
+        for (i, p) in pieces.enumerated() { outs[i] = try tensors.insert(p, madeFrom: a) }
         count.pointee = Int32(pieces.count)
     }
 }
@@ -212,7 +212,7 @@ public func lucid_index(_ a: UInt32, _ kinds: UnsafePointer<Int32>?, _ values: U
                         _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let items = try subscriptItems(kinds, values, flags, handles, count, op: "index")
-        try emit(try Indexing.subscripted(try tensors.get(a), items), out)
+        try emitView(try Indexing.subscripted(try tensors.get(a), items), of: a, out)
     }
 }
 
@@ -245,16 +245,17 @@ public func lucid_set_element(_ dst: UInt32, _ count: Int32, _ i0: Int64, _ i1: 
 @_cdecl("lucid_write_at")
 public func lucid_write_at(_ dst: UInt32, _ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?,
                            _ flags: UnsafePointer<Int32>?, _ handles: UnsafePointer<UInt32>?, _ count: Int32,
-                           _ src: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32, _ base: UInt32,
-                           _ op: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+                           _ src: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32,
+                           _ op: UnsafePointer<CChar>?, _ recorded: UnsafeMutablePointer<Int32>?) -> Int32 {
     abiCall {
-        guard let out else { throw LucidError(.value, "record pointer is null") }
         let name = op.map { String(cString: $0) } ?? "__setitem__"
         let items = try subscriptItems(kinds, values, flags, handles, count, op: name)
-        let written = try InPlace.write(try tensors.get(dst), at: items, value: src == 0 ? nil : try tensors.get(src),
-                                        scalar: src == 0 ? try scalarOperand(value, intValue, kind) : ScalarOperand(int: 0),
-                                        base: base == 0 ? nil : try tensors.get(base), op: name)
-        try emitWritten(written, out)
+        let v = src == 0 ? nil : try tensors.get(src)
+        let scalar = src == 0 ? try scalarOperand(value, intValue, kind) : ScalarOperand(int: 0)
+        let wrote = try tensors.write(dst) { t, base in
+            try InPlace.write(t, at: items, value: v, scalar: scalar, base: base ?? t, op: name)
+        }
+        recorded?.pointee = wrote ? 1 : 0
     }
 }
 

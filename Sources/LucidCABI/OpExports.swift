@@ -94,23 +94,23 @@ public func lucid_reshape(_ a: UInt32, _ shape: UnsafePointer<Int64>?, _ ndim: I
                           _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let s = try intArray(shape, ndim, "shape"), x = try tensors.get(a)
-        try emit(viewOnly != 0 ? try ShapeOps.view(x, s) : try ShapeOps.reshape(x, s), out)
+        try emitView(viewOnly != 0 ? try ShapeOps.view(x, s) : try ShapeOps.reshape(x, s), of: a, out)
     }
 }
 
 @_cdecl("lucid_transpose")
 public func lucid_transpose(_ a: UInt32, _ d0: Int64, _ d1: Int64, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
-    abiCall { try emit(try ShapeOps.transpose(try tensors.get(a), Int(clamping: d0), Int(clamping: d1)), out) }
+    abiCall { try emitView(try ShapeOps.transpose(try tensors.get(a), Int(clamping: d0), Int(clamping: d1)), of: a, out) }
 }
 
 @_cdecl("lucid_permute")
 public func lucid_permute(_ a: UInt32, _ dims: UnsafePointer<Int64>?, _ ndim: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
-    abiCall { try emit(try ShapeOps.permute(try tensors.get(a), try intArray(dims, ndim, "dims")), out) }
+    abiCall { try emitView(try ShapeOps.permute(try tensors.get(a), try intArray(dims, ndim, "dims")), of: a, out) }
 }
 
 @_cdecl("lucid_contiguous")
 public func lucid_contiguous(_ a: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
-    abiCall { try emit(try Ops.contiguous(try tensors.get(a)), out) }
+    abiCall { try emitView(try Ops.contiguous(try tensors.get(a)), of: a, out) }
 }
 
 @_cdecl("lucid_detach")
@@ -129,31 +129,41 @@ public func lucid_clone(_ a: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int
 }
 
 @_cdecl("lucid_assign")
-public func lucid_assign(_ dst: UInt32, _ value: UInt32, _ base: UInt32, _ flags: Int32, _ op: UnsafePointer<CChar>?,
-                         _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_assign(_ dst: UInt32, _ value: UInt32, _ flags: Int32, _ op: UnsafePointer<CChar>?,
+                         _ recorded: UnsafeMutablePointer<Int32>?) -> Int32 {
     abiCall {
-        guard let out else { throw LucidError(.value, "record pointer is null") }
         let name = op.map { String(cString: $0) } ?? "copy_"
-        let written = try InPlace.assign(try tensors.get(dst), try tensors.get(value), base: base == 0 ? nil : try tensors.get(base),
-                                         op: name, fill: flags & 1 != 0, sameKind: flags & 2 != 0,
-                                         result: flags & 4 != 0)
-        try emitWritten(written, out)
+        let v = try tensors.get(value)
+        let wrote = try tensors.write(dst) { t, base in
+            try InPlace.assign(t, v, base: base, op: name, fill: flags & 1 != 0, sameKind: flags & 2 != 0,
+                               result: flags & 4 != 0)
+        }
+        recorded?.pointee = wrote ? 1 : 0
     }
 }
 
-/// The result of an in-place write: the tensor to use from now on, or handle 0 when nothing
-/// but values changed.
-func emitWritten(_ written: TensorImpl?, _ out: UnsafeMutablePointer<Int64>) throws {
-    if let written { try emit(written, out) } else { out[0] = 0 }
+@_cdecl("lucid_fill")
+public func lucid_fill(_ dst: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32, _ op: UnsafePointer<CChar>?,
+                       _ recorded: UnsafeMutablePointer<Int32>?) -> Int32 {
+    abiCall {
+        let scalar = try scalarOperand(value, intValue, kind), name = op.map { String(cString: $0) } ?? "fill_"
+        let wrote = try tensors.write(dst) { t, base in try InPlace.fill(t, scalar, base: base, op: name) }
+        recorded?.pointee = wrote ? 1 : 0
+    }
 }
 
-@_cdecl("lucid_fill")
-public func lucid_fill(_ dst: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32, _ base: UInt32,
-                       _ op: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+@_cdecl("lucid_set_data")
+public func lucid_set_data(_ t: UInt32, _ value: UInt32) -> Int32 {
     abiCall {
-        guard let out else { throw LucidError(.value, "record pointer is null") }
-        let written = try InPlace.fill(try tensors.get(dst), try scalarOperand(value, intValue, kind),
-                                       base: base == 0 ? nil : try tensors.get(base), op: op.map { String(cString: $0) } ?? "fill_")
-        try emitWritten(written, out)
+        let x = try tensors.get(t), v = try tensors.get(value)
+        let keep = x.requiresGrad && x.isLeaf
+        if keep && !v.dtype.isFloatingPoint {
+            throw LucidError(.type, ".data: a tensor that requires grad needs floating-point data, got \(v.dtype)")
+        }
+        let data = v.withRequiresGrad(keep)
+        if keep, let g = Autograd.grad(of: x), g.shape == data.shape, g.dtype == data.dtype, g.device == data.device {
+            try Autograd.setGrad(of: data, to: g)
+        }
+        try tensors.replace(t, with: data)
     }
 }

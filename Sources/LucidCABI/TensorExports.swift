@@ -8,7 +8,7 @@ import LucidEngine
 // Tensor creation, inspection, transfer and release. Ownership: every `lucid_tensor` written
 // to an out-pointer is a new reference the caller releases once with `lucid_tensor_release`.
 
-let tensors = HandleTable<TensorImpl>(kind: "tensor")
+let tensors = TensorTable()
 
 /// What an op writes about its result, so that its caller needs no second call to learn it
 /// (include/lucid.h, enum lucid_record_field): the handle, dtype, device, ndim,
@@ -61,6 +61,13 @@ enum Record {
 func emit(_ t: TensorImpl, _ out: UnsafeMutablePointer<Int64>?) throws {
     guard let out else { throw LucidError(.value, "record pointer is null") }
     Record.write(t, handle: try tensors.insert(t), into: out)
+}
+
+/// Lends `t`, which a view op made from the tensor behind `source`: a view of it when it shares
+/// its storage (see `TensorRef`), else a tensor of its own.
+func emitView(_ t: TensorImpl, of source: UInt32, _ out: UnsafeMutablePointer<Int64>?) throws {
+    guard let out else { throw LucidError(.value, "record pointer is null") }
+    Record.write(t, handle: try tensors.insert(t, madeFrom: source), into: out)
 }
 
 @_cdecl("lucid_last_error")
@@ -188,7 +195,7 @@ public func lucid_tensor_to_host(_ t: UInt32, _ data: UnsafeMutableRawPointer?, 
 
 @_cdecl("lucid_tensor_to")
 public func lucid_tensor_to(_ t: UInt32, _ dtype: Int32, _ device: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
-    abiCall { try emit(try Conversion.to(try tensors.get(t), dtype: try optionalDType(dtype), device: try optionalDevice(device)), out) }
+    abiCall { try emitView(try Conversion.to(try tensors.get(t), dtype: try optionalDType(dtype), device: try optionalDevice(device)), of: t, out) }
 }
 
 @_cdecl("lucid_tensor_set_requires_grad")

@@ -3,7 +3,7 @@
 /// so every tensor viewing that storage sees them; each write bumps the storage's version.
 package enum InPlace {
     /// Backward node names, as PyTorch's.
-    static let copyBackwards = "CopyBackwards", copySlices = "CopySlices"
+    static let copyBackwards = "CopyBackwards", copySlices = "CopySlices", asStridedBackward = "AsStridedBackward"
 
     /// Writes `value` (broadcast to `dst`'s shape, converted to its dtype and moved to its
     /// device) into `dst`'s elements.
@@ -215,8 +215,8 @@ package enum InPlace {
                 ? "\(op): a leaf tensor that requires grad is being used in an in-place operation; change it under lucid.no_grad() (or through .data)"
                 : "\(op): a view of a leaf tensor that requires grad is being used in an in-place operation; change it under lucid.no_grad()")
         }
-        if let base, base !== dst, !base.hasRowMajorStrides {
-            throw LucidError.runtime("\(op): writing through a view of a non-contiguous tensor while gradients are recorded is not supported; clone() the tensor it views first")
+        if let base, base !== dst, hasInternalOverlap(base) {
+            throw LucidError.runtime("\(op): writing through a view of an expanded tensor while gradients are recorded is not supported; clone() the tensor it views first")
         }
         return true
     }
@@ -237,13 +237,62 @@ package enum InPlace {
         }
         // The base's gradient flows to its old history except where the view was written,
         // and from there to the value.
-        let (shape, strides, offset) = (dst.shape, dst.strides, dst.offset - base.offset)
+        let placement = Placement(dst, in: base)
         return Autograd.record(base, copySlices, [base] + inputs) { g in
-            let gb = try Ops.clone(g)
-            let region = gb.view(shape: shape, strides: strides, offset: offset)
-            let gv = try valueGrad(try Ops.clone(region))
-            gb.backend.fill(region, with: Scalar(int: 0))
+            let (gb, gr) = try placement.laidOut(g, dtype: g.dtype)
+            let gv = try valueGrad(try Ops.clone(gr))
+            gb.backend.fill(gr, with: Scalar(int: 0))
             return [gb] + gv
+        }
+    }
+
+    /// `view`'s elements as a view of `base`, whose storage it views, with `base`'s present
+    /// history: what a view becomes once a recorded write has given its base a new history
+    /// (PyTorch's AsStridedBackward). Its gradient reaches the base at the elements it views.
+    package static func view(_ view: TensorImpl, of base: TensorImpl) -> TensorImpl {
+        let region = base.view(shape: view.shape, strides: view.strides, offset: view.offset)
+        guard base.requiresGrad else { return region }
+        let placement = Placement(region, in: base)
+        let node = GradNode(name: asStridedBackward, inputs: [GradNode.Edge(base)]) { g in
+            let (gb, gr) = try placement.laidOut(nil, dtype: g.dtype)
+            if gr.numel > 0 { gb.backend.copy(g, into: gr) }
+            return [gb]
+        }
+        return region.tracked(by: node)
+    }
+
+    /// Where a view's elements sit among its base's, as a backward rule keeps it (the tensors'
+    /// geometry, not their storage).
+    private struct Placement {
+        let base: (shape: [Int], strides: [Int], offset: Int, rowMajor: Bool)
+        let view: (shape: [Int], strides: [Int], offset: Int)
+        let device: Device
+
+        init(_ view: TensorImpl, in base: TensorImpl) {
+            self.base = (base.shape, base.strides, base.offset, base.hasRowMajorStrides)
+            self.view = (view.shape, view.strides, view.offset)
+            device = base.device
+        }
+
+        /// A gradient for the base in a new buffer of `dtype` laid out as the base (its strides,
+        /// over the span of storage it covers), holding `g` (base-shaped) or zeros; and the view's
+        /// elements as a view of that buffer.
+        func laidOut(_ g: TensorImpl?, dtype: DType) throws -> (TensorImpl, TensorImpl) {
+            if base.rowMajor {
+                let gb = try g.map { try Ops.clone($0) }
+                    ?? Creation.full(base.shape, value: ScalarOperand(int: 0), dtype: dtype, device: device)
+                return (gb, gb.view(shape: view.shape, strides: view.strides, offset: view.offset - base.offset))
+            }
+            var (low, high, count) = (base.offset, base.offset, 1)
+            for (size, stride) in zip(base.shape, base.strides) {
+                count *= size
+                if size > 1 { if stride < 0 { low += (size - 1) * stride } else { high += (size - 1) * stride } }
+            }
+            let buffer = try Creation.full([count == 0 ? 0 : high - low + 1], value: ScalarOperand(int: 0), dtype: dtype,
+                                           device: device)
+            let gb = buffer.view(shape: base.shape, strides: base.strides, offset: base.offset - low)
+            if let g, count > 0 { gb.backend.copy(g, into: gb) }
+            return (gb, buffer.view(shape: view.shape, strides: view.strides, offset: view.offset - low))
         }
     }
 
