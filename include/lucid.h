@@ -290,6 +290,11 @@ int32_t lucid_index(lucid_tensor a, const int32_t *kinds, const int64_t *values,
 int32_t lucid_index_put(lucid_tensor a, const int32_t *kinds, const int64_t *values, const int32_t *flags,
                         const lucid_tensor *tensors, int32_t count, lucid_tensor src, int32_t accumulate,
                         int64_t out[LUCID_RECORD_LEN]);
+/* The same write into dst itself, in place: only the elements dst[items] names are read and
+ * written, an expanded view's included; op and recorded as for lucid_assign. */
+int32_t lucid_index_put_inplace(lucid_tensor dst, const int32_t *kinds, const int64_t *values, const int32_t *flags,
+                                const lucid_tensor *tensors, int32_t count, lucid_tensor src, int32_t accumulate,
+                                const char *op, int32_t *recorded);
 int32_t lucid_gather(lucid_tensor a, int64_t dim, lucid_tensor index, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_index_select(lucid_tensor a, int64_t dim, lucid_tensor index, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_embedding(lucid_tensor weight, lucid_tensor indices, int32_t has_padding_idx, int64_t padding_idx,

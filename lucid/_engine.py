@@ -952,6 +952,14 @@ def index_put(a: int, items, src: int, accumulate: bool) -> Record:
     return _new(_lib.lucid_index_put, a, *_subscript(items), src, int(accumulate))
 
 
+def index_put_inplace(dst: int, items, src: int, accumulate: bool, op: str) -> bool:
+    """`src` written (or added) at ``dst[items]`` in place (lucid_index_put_inplace); whether
+    autograd recorded it."""
+    flag = c_int32()
+    return _recorded(_lib.lucid_index_put_inplace(dst, *_subscript(items), src, int(accumulate), _op_name(op),
+                                                  byref(flag)), flag)
+
+
 def gather(a: int, dim: int, idx: int) -> Record:
     return _new(_lib.lucid_gather, a, _int64(dim), idx)
 

@@ -1210,11 +1210,9 @@ class Tensor:
         return positions, src
 
     def _index_put(self, encoded, values, accumulate, op):
-        """Writes through tensor indices: the engine makes the written tensor, copied in."""
-        src = self._operand(values, op)
-        base = _views.source(self, src)  # held: a copy made for autograd has no other owner
-        written = E.index_put(base._h, encoded, src._h, bool(accumulate))
-        return _views.assign(self, Tensor._wrap(written), op, result=True)
+        """Writes through tensor indices, in place in the engine: only the indexed elements
+        are touched."""
+        return _views.index_put(self, encoded, self._operand(values, op), accumulate, op)
 
     def _operand(self, value, op):
         """`value` as a tensor on this tensor's device (a number, list or 0-d tensor moves)."""

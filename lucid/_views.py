@@ -55,6 +55,12 @@ def write_at(t, items, src, value, op):
     return _written(t, E.write_at(t._h, items, 0 if src is None else src._h, *s, op))
 
 
+def index_put(t, items, src, accumulate, op):
+    """Writes the tensor `src` at ``t[items]`` (items with tensors), or adds it there with
+    `accumulate`. Returns `t`."""
+    return _written(t, E.index_put_inplace(t._h, items, src._h, bool(accumulate), op))
+
+
 def assign(t, value, op, *, fill=False, same_kind=False, result=False):
     """Writes `value` (a lucid.Tensor broadcast to `t`'s shape, converted to its dtype and
     device) into `t`'s elements, in place. `fill`: `value` is one value, which may be written

@@ -416,6 +416,46 @@ def test_views_made_before_a_recorded_write_take_up_the_new_history():
     assert w.grad.tolist() == [0.0, 3.0]
 
 
+def test_an_expanded_view_made_before_a_write_adds_up_its_gradients():
+    rng = np.random.default_rng(5)
+    x = lucid.tensor(rng.standard_normal(4).astype(np.float32), requires_grad=True)
+    w = rng.standard_normal((3, 4)).astype(np.float32)
+    y = x * 1
+    e = y.expand(3, 4)
+    y.mul_(2)
+    assert e.grad_fn == "AsStridedBackward"
+    (e * lucid.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * w.sum(0), rtol=1e-6)
+
+
+def test_tensor_index_writes_touch_only_the_indexed_elements():
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((5, 6)).astype(np.float32)
+    x = lucid.tensor(a.copy())
+    v = x.t()[1:]  # a strided view: the writes go through its strides
+    n = v.numpy().copy()
+    mask = n > 0
+    v[lucid.tensor(mask)] = -1.0
+    n[mask] = -1.0
+    idx = np.array([0, 3, 0, 2])
+    vals = rng.standard_normal((4, 5)).astype(np.float32)
+    v.index_put_((lucid.tensor(idx),), lucid.tensor(vals), accumulate=True)
+    np.add.at(n, idx, vals)
+    v[:, lucid.tensor([4, 1])] = lucid.tensor([7.0, 8.0])
+    n[:, [4, 1]] = [7.0, 8.0]
+    _close(v, n)
+    want = a.copy()
+    want.T[1:] = n
+    _close(x, want)
+
+
+def test_index_put_into_an_expanded_view_writes_the_shared_elements():
+    base = lucid.zeros(4)
+    e = base.expand(3, 4)
+    e.index_put_((lucid.tensor([1]),), lucid.tensor([1.0, 2.0, 3.0, 4.0]))
+    assert base.tolist() == [1.0, 2.0, 3.0, 4.0]  # as in PyTorch, which also warns
+
+
 def test_assigning_data_keeps_the_gradient():
     p = nn.Parameter(lucid.ones(3))
     (p * 2).sum().backward()

@@ -18,14 +18,6 @@ from differential import views_programs as V
 
 REFERENCE = V.reference()
 
-# Programs whose outcome differs from PyTorch's, and why. Each must still differ (so that a fix
-# moves it out of this list); every other program must agree.
-KNOWN = {
-    91: "index_put_ into an expanded view: PyTorch writes the indexed elements (with a deprecation "
-        "warning), lucid refuses the write as for other ops on such a tensor",
-}
-
-
 def _compare(got, want):
     assert got["steps"] == want["steps"], "instructions raised differently (ok / skip / exception class)"
     assert len(got["final"]) == len(want["final"])
@@ -46,11 +38,7 @@ def test_a_program_of_views_and_writes_has_pytorchs_outcome(seed):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         got = V.run(lucid, seed)
-    if seed in KNOWN:
-        with pytest.raises(AssertionError):
-            _compare(got, REFERENCE[seed])
-    else:
-        _compare(got, REFERENCE[seed])
+    _compare(got, REFERENCE[seed])
 
 
 def test_the_programs_exercise_every_instruction_and_pytorchs_errors():

@@ -228,6 +228,22 @@ public func lucid_index_put(_ a: UInt32, _ kinds: UnsafePointer<Int32>?, _ value
     }
 }
 
+@_cdecl("lucid_index_put_inplace")
+public func lucid_index_put_inplace(_ dst: UInt32, _ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?,
+                                    _ flags: UnsafePointer<Int32>?, _ handles: UnsafePointer<UInt32>?, _ count: Int32,
+                                    _ src: UInt32, _ accumulate: Int32, _ op: UnsafePointer<CChar>?,
+                                    _ recorded: UnsafeMutablePointer<Int32>?) -> Int32 {
+    abiCall {
+        let name = op.map { String(cString: $0) } ?? "index_put_"
+        let items = try subscriptItems(kinds, values, flags, handles, count, op: name)
+        let v = try tensors.get(src)
+        let wrote = try tensors.write(dst) { t, base in
+            try InPlace.indexPut(t, items, v, accumulate: accumulate != 0, base: base, op: name)
+        }
+        recorded?.pointee = wrote ? 1 : 0
+    }
+}
+
 @_cdecl("lucid_set_element")
 public func lucid_set_element(_ dst: UInt32, _ count: Int32, _ i0: Int64, _ i1: Int64, _ i2: Int64, _ i3: Int64,
                               _ value: Double, _ intValue: Int64, _ kind: Int32) -> Int32 {

@@ -390,6 +390,14 @@ protocol IndexingKernels: AnyObject, Sendable {
     func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl)
     /// Row-major flat positions of the true elements of a bool tensor.
     func nonzero(_ mask: TensorImpl) -> [Int]
+    /// Writes `values` (contiguous, of dst's dtype, shape `[offsets.count] + shape`) into
+    /// dst's storage: row j goes to the elements at storage offsets `offsets[j] + Σ i·strides`
+    /// over the indices i of `shape`, rows in order, so that of two rows that meet the later
+    /// one is kept.
+    func put(_ values: TensorImpl, into dst: TensorImpl, at offsets: [Int], shape: [Int], strides: [Int])
+    /// The reverse of `put`: `out` (contiguous, shape `[offsets.count] + shape`) gets those
+    /// elements of `src`'s storage.
+    func take(_ src: TensorImpl, at offsets: [Int], shape: [Int], strides: [Int], into out: TensorImpl)
 }
 
 /// The optimizers' update steps and GradScaler's unscale and scale update. Flags and counts

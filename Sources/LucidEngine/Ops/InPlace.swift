@@ -90,6 +90,56 @@ package enum InPlace {
         dst.storage.bumpVersion()
     }
 
+    /// `dst[items] = value` for items with tensors (Python's `x[idx] = v` and `x[mask] = v`,
+    /// torch's `index_put_`; with `accumulate`, added, repeated positions adding up): only
+    /// the indexed elements are read and written. `value` is converted to dst's dtype and
+    /// broadcast to the shape of `dst[items]`. Of several writes to one position without
+    /// `accumulate` the last is kept, as on PyTorch's CPU. As in PyTorch, the write may go
+    /// into an expanded view. `base` and the result as for `assign`: when autograd records
+    /// the write, its gradients are those of `Indexing.assign` on dst's old values.
+    package static func indexPut(_ dst: TensorImpl, _ items: [Indexing.Item], _ value: TensorImpl, accumulate: Bool,
+                                 base: TensorImpl?, op: String) throws -> TensorImpl? {
+        try Ops.checkSameDevice(op, dst, value)
+        let recording = try checkRecording(dst, value: value, base: base, op: op)
+        let written = recording ? try Indexing.assign(try Ops.clone(dst), items, value, accumulate: accumulate) : nil
+        let places = try Indexing.places(dst, items)
+        guard (try? Shape.broadcast(value.shape, places.indexed, op: op)) == places.indexed else {
+            throw LucidError.value("\(op): values of shape \(value.shape) cannot be broadcast to the indexed shape \(places.indexed)")
+        }
+        let (offsets, shape, strides) = (places.offsets, places.shape, places.strides)
+        let rowsShape = [offsets.count] + shape
+        if try Shape.numel(rowsShape) > 0 {
+            let kernels = dst.indexing(op)
+            try GradMode.with(false) {
+                // The values as rows, one per place: a copy of their own, read before any write.
+                let v = try Ops.cast(value.withRequiresGrad(false), to: dst.dtype).expanded(to: places.indexed)
+                var rows = try ShapeOps.reshape(try Ops.clone(try ShapeOps.permute(v, places.order)), rowsShape)
+                var at = offsets
+                if accumulate {
+                    // Rows that meet are summed first, then added to what is there.
+                    var slot: [Int: Int] = [:], unique: [Int] = [], slots: [Int64] = []
+                    for o in offsets {
+                        if let k = slot[o] { slots.append(Int64(k)) } else { slot[o] = unique.count; slots.append(Int64(unique.count)); unique.append(o) }
+                    }
+                    if unique.count < offsets.count {
+                        let index = try TensorImpl.empty([offsets.count], dtype: .int64, on: dst.backend)
+                        slots.withUnsafeBytes { index.backend.write($0, into: index) }
+                        let spread = try ShapeOps.reshape(index, [offsets.count] + shape.map { _ in 1 }).expanded(to: rowsShape)
+                        rows = try Indexing.scatterAdd(rows, dim: 0, index: try Ops.contiguous(spread), shape: [unique.count] + shape)
+                    }
+                    let old = try TensorImpl.empty([unique.count] + shape, dtype: dst.dtype, on: dst.backend)
+                    kernels.take(dst, at: unique, shape: shape, strides: strides, into: old)
+                    rows = try Ops.contiguous(try Ops.cast(try Elementwise.binary(.add, old, rows), to: dst.dtype))
+                    at = unique
+                }
+                kernels.put(rows, into: dst, at: at, shape: shape, strides: strides)
+            }
+        }
+        dst.storage.bumpVersion()
+        guard let written else { return nil }
+        return record(dst, value: written, base: base)
+    }
+
     // MARK: - Arithmetic in place
 
     /// `dst op= other` (PyTorch's `add_`, `mul_`, `+=`, ...; for add and sub, `other` times
@@ -237,8 +287,11 @@ package enum InPlace {
         }
         // The base's gradient flows to its old history except where the view was written,
         // and from there to the value.
-        let placement = Placement(dst, in: base)
+        let placement = Placement(dst, in: base), overlaps = hasInternalOverlap(dst)
         return Autograd.record(base, copySlices, [base] + inputs) { g in
+            if overlaps {  // the written view is expanded: its gradients cannot be told apart, as in PyTorch
+                throw LucidError.runtime("\(copySlices): unsupported operation: more than one element of the written-to tensor refers to a single memory location. Please clone() the tensor before performing the operation.")
+            }
             let (gb, gr) = try placement.laidOut(g, dtype: g.dtype)
             let gv = try valueGrad(try Ops.clone(gr))
             gb.backend.fill(gr, with: Scalar(int: 0))
@@ -252,10 +305,15 @@ package enum InPlace {
     package static func view(_ view: TensorImpl, of base: TensorImpl) -> TensorImpl {
         let region = base.view(shape: view.shape, strides: view.strides, offset: view.offset)
         guard base.requiresGrad else { return region }
-        let placement = Placement(region, in: base)
+        // An expanded view sees one element at several places: their gradients add up there.
+        let repeated = (0..<view.ndim).filter { view.shape[$0] > 1 && view.strides[$0] == 0 }
+        let once = base.view(shape: view.shape.enumerated().map { repeated.contains($0.offset) ? 1 : $0.element },
+                             strides: view.strides, offset: view.offset)
+        let placement = Placement(once, in: base)
         let node = GradNode(name: asStridedBackward, inputs: [GradNode.Edge(base)]) { g in
             let (gb, gr) = try placement.laidOut(nil, dtype: g.dtype)
-            if gr.numel > 0 { gb.backend.copy(g, into: gr) }
+            let summed = repeated.isEmpty ? g : try Reductions.reduce(.sum, g, dims: repeated, keepdim: true)
+            if gr.numel > 0 { gb.backend.copy(summed, into: gr) }
             return [gb]
         }
         return region.tracked(by: node)

@@ -123,6 +123,27 @@ package enum Indexing {
     /// NumPy's placement rule: the broadcast index dimensions replace the indexed ones when
     /// those are adjacent, and lead the result otherwise.
     package static func subscripted(_ a: TensorImpl, _ items: [Item]) throws -> TensorImpl {
+        let parsed = try parse(a, items)
+        let (cshape, cstrides, coffset) = parsed.contiguous
+        let fullShape = a.shape
+        let basic = Autograd.record(parsed.view, "SliceBackward", [a]) { g in
+            // Each view element is a distinct element of `a`: copy the gradient into place.
+            let z = try Creation.full(fullShape, value: ScalarOperand(int: 0), dtype: g.dtype, device: g.device)
+            z.backend.copy(g, into: z.view(shape: cshape, strides: cstrides, offset: coffset))
+            return [z]
+        }
+        if parsed.advanced.isEmpty { return basic }
+        return try advancedIndex(basic, parsed.advanced)
+    }
+
+    /// An advanced (tensor) item: the view dimension it indexes, that dimension's size, and
+    /// the indices.
+    typealias Advanced = (position: Int, size: Int, indices: HostIndex)
+
+    /// `a[items]` taken apart: the view the basic items make (untracked), that view's geometry
+    /// were `a` row-major, and the advanced items, each keeping its dimensions in the view.
+    private static func parse(_ a: TensorImpl, _ items: [Item]) throws
+        -> (view: TensorImpl, contiguous: (shape: [Int], strides: [Int], offset: Int), advanced: [Advanced]) {
         var consumed = 0, ellipses = 0
         for item in items {
             switch item {
@@ -153,7 +174,7 @@ package enum Indexing {
         var shape: [Int] = [], strides: [Int] = [], offset = a.offset
         var cshape: [Int] = [], cstrides: [Int] = [], coffset = 0  // the same view of a contiguous a
         let contiguous = Shape.contiguousStrides(a.shape)
-        var advanced: [(position: Int, size: Int, indices: HostIndex)] = []
+        var advanced: [Advanced] = []
         var d = 0
         for item in expanded {
             switch item {
@@ -194,16 +215,51 @@ package enum Indexing {
                 break
             }
         }
-        let view = a.view(shape: shape, strides: strides, offset: offset)
-        let fullShape = a.shape
-        let basic = Autograd.record(view, "SliceBackward", [a]) { g in
-            // Each view element is a distinct element of `a`: copy the gradient into place.
-            let z = try Creation.full(fullShape, value: ScalarOperand(int: 0), dtype: g.dtype, device: g.device)
-            z.backend.copy(g, into: z.view(shape: cshape, strides: cstrides, offset: coffset))
-            return [z]
+        return (a.view(shape: shape, strides: strides, offset: offset), (cshape, cstrides, coffset), advanced)
+    }
+
+    /// Where the elements of `a[items]` (items with tensors) sit in `a`'s storage: the storage
+    /// offset at each position of the broadcast index dimensions (row-major), the sizes and
+    /// strides of the other dimensions, the shape of `a[items]`, and the order of its
+    /// dimensions that puts the index dimensions first.
+    static func places(_ a: TensorImpl, _ items: [Item]) throws
+        -> (offsets: [Int], shape: [Int], strides: [Int], indexed: [Int], order: [Int]) {
+        let (view, _, advanced) = try parse(a, items)
+        let (bshape, indices) = try checkedIndices(advanced)
+        var offsets = [Int](repeating: view.offset, count: indices.first?.count ?? 1)
+        for (entry, values) in zip(advanced, indices) {
+            let stride = view.strides[entry.position]
+            for j in offsets.indices { offsets[j] &+= Int(values[j]) &* stride }
         }
-        if advanced.isEmpty { return basic }
-        return try advancedIndex(basic, advanced)
+        let positions = advanced.map(\.position)
+        let rest = (0..<view.ndim).filter { !positions.contains($0) }
+        let (shape, strides) = (rest.map { view.shape[$0] }, rest.map { view.strides[$0] })
+        let nb = bshape.count
+        guard let first = positions.first, first > 0, zip(positions, positions.dropFirst()).allSatisfy({ $1 == $0 + 1 }) else {
+            return (offsets, shape, strides, bshape + shape, Array(0..<(nb + shape.count)))
+        }
+        let indexed = Array(shape[..<first]) + bshape + Array(shape[first...])
+        return (offsets, shape, strides, indexed, Array(first..<(first + nb)) + Array(0..<first) + Array((first + nb)..<indexed.count))
+    }
+
+    /// The advanced items' indices broadcast together, row-major, negative ones wrapped, each
+    /// checked against its dimension; and the broadcast shape.
+    private static func checkedIndices(_ adv: [Advanced]) throws -> ([Int], [[Int64]]) {
+        guard let head = adv.first else { return ([], []) }
+        let bshape = try adv.dropFirst().reduce(head.indices.shape) { try Shape.broadcast($0, $1.indices.shape, op: index.name) }
+        let all = try adv.map { entry -> [Int64] in
+            var values = entry.indices.broadcast(to: bshape)
+            let size = Int64(entry.size)
+            for j in values.indices {
+                let i = values[j]
+                guard i >= -size && i < size else {
+                    throw LucidError.index("index \(i) is out of bounds for dimension \(entry.position) with size \(size)")
+                }
+                if i < 0 { values[j] = i + size }
+            }
+            return values
+        }
+        return (bshape, all)
     }
 
     /// `a` with `values` written at `a[items]`, as a new tensor: Python's `a[items] = values`,
@@ -269,23 +325,14 @@ package enum Indexing {
         return (s, n, n < 2 ? 1 : st)
     }
 
-    private static func advancedIndex(_ v: TensorImpl, _ adv: [(position: Int, size: Int, indices: HostIndex)]) throws -> TensorImpl {
-        let bshape = try adv.dropFirst().reduce(adv[0].indices.shape) { try Shape.broadcast($0, $1.indices.shape, op: index.name) }
+    private static func advancedIndex(_ v: TensorImpl, _ adv: [Advanced]) throws -> TensorImpl {
+        let (bshape, indices) = try checkedIndices(adv)
         let count = try Shape.numel(bshape)
-        // Linear index into the advanced dimensions merged (row-major), with negative
-        // indices wrapped and every index checked against its dimension.
+        // Linear index into the advanced dimensions merged (row-major).
         var linear = [Int64](repeating: 0, count: count)
         var scale = 1
-        for entry in adv.reversed() {
-            let values = entry.indices.broadcast(to: bshape)
-            for j in 0..<count {
-                var i = values[j]
-                guard i >= -Int64(entry.size) && i < Int64(entry.size) else {
-                    throw LucidError.index("index \(i) is out of bounds for dimension \(entry.position) with size \(entry.size)")
-                }
-                if i < 0 { i += Int64(entry.size) }
-                linear[j] += i * Int64(scale)
-            }
+        for (entry, values) in zip(adv, indices).reversed() {
+            for j in 0..<count { linear[j] += values[j] * Int64(scale) }
             scale *= entry.size
         }
         let positions = adv.map(\.position)

@@ -24,6 +24,50 @@ extension HostBackend: IndexingKernels {
         }
         return positions
     }
+
+    func put(_ values: TensorImpl, into dst: TensorImpl, at offsets: [Int], shape: [Int], strides: [Int]) {
+        moveRows(dst, offsets, shape, strides, values, toStorage: true)
+    }
+
+    func take(_ src: TensorImpl, at offsets: [Int], shape: [Int], strides: [Int], into out: TensorImpl) {
+        moveRows(src, offsets, shape, strides, out, toStorage: false)
+    }
+}
+
+/// Moves elements between rows of a contiguous tensor and the places in `storage`'s memory
+/// that `put` and `take` describe, as raw elements of the dtype's size.
+private func moveRows(_ storage: TensorImpl, _ offsets: [Int], _ shape: [Int], _ strides: [Int], _ rows: TensorImpl,
+                      toStorage: Bool) {
+    switch storage.dtype.itemSize {
+    case 1: moveRows(UInt8.self, storage, offsets, shape, strides, rows, toStorage)
+    case 2: moveRows(UInt16.self, storage, offsets, shape, strides, rows, toStorage)
+    case 4: moveRows(UInt32.self, storage, offsets, shape, strides, rows, toStorage)
+    default: moveRows(UInt64.self, storage, offsets, shape, strides, rows, toStorage)
+    }
+}
+
+private func moveRows<T>(_: T.Type, _ storage: TensorImpl, _ offsets: [Int], _ shape: [Int], _ strides: [Int],
+                         _ rows: TensorImpl, _ toStorage: Bool) {
+    let memory = storage.storage.buffer.contents.assumingMemoryBound(to: T.self)
+    let row = HostBackend.address(rows).assumingMemoryBound(to: T.self)
+    if shape.isEmpty {  // one element a row: a mask's or an index's positions
+        for (r, i) in offsets.enumerated() {
+            if toStorage { memory[i] = row[r] } else { row[r] = memory[i] }
+        }
+        return
+    }
+    let loop = StridedLoop(shape: shape, strides: [strides])
+    var r = 0
+    for base in offsets {
+        loop.forEachRun(bases: [base]) { o, n, s in
+            var i = o[0]
+            for _ in 0..<n {
+                if toStorage { memory[i] = row[r] } else { row[r] = memory[i] }
+                r += 1
+                i &+= s[0]
+            }
+        }
+    }
 }
 
 /// Strides of `a` laid over `index`'s shape with `dim` zeroed: the offset of the element of

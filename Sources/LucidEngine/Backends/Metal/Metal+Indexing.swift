@@ -79,5 +79,13 @@ extension MetalBackend: IndexingKernels {
     func nonzero(_ mask: TensorImpl) -> [Int] {
         onHost("nonzero").nonzero(mask)
     }
+
+    func put(_ values: TensorImpl, into dst: TensorImpl, at offsets: [Int], shape: [Int], strides: [Int]) {
+        onHost("index_put").put(values, into: dst, at: offsets, shape: shape, strides: strides)
+    }
+
+    func take(_ src: TensorImpl, at offsets: [Int], shape: [Int], strides: [Int], into out: TensorImpl) {
+        onHost("index_put").take(src, at: offsets, shape: shape, strides: strides, into: out)
+    }
 }
 #endif
