@@ -354,10 +354,23 @@ def inplace_cases(n=1_000_000):
         with torch.no_grad():
             ta.add_(tg, alpha=-0.1)
 
+    index = np.array(positions, np.int64)
+    values = arr(len(positions))
+    lidx, lval = lucid.tensor(index), lucid.tensor(values)
+    tidx, tval = (torch.from_numpy(index), torch.from_numpy(values)) if torch else (None, None)
+    nb = a.copy()
+
+    def index_write(t, i, v):
+        def run():
+            t[i] = v
+        return run
+
     na = a.copy()
     return [
         Case("1000 element writes into 1M", element_writes(la), element_writes(na),
              element_writes(ta) if torch else None, "<= 2x torch"),
+        Case("x[idx] = v, 1000 indices into 1M", index_write(la, lidx, lval), index_write(nb, index, values),
+             index_write(ta, tidx, tval) if torch else None),
         Case("1M p.add_(g, alpha) under no_grad", lucid_add, lambda: np.add(na, g * np.float32(-0.1), out=na),
              torch_add if torch else None, "<= 1.2x torch"),
     ]
