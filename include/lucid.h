@@ -273,6 +273,13 @@ int32_t lucid_narrow(lucid_tensor a, int64_t dim, int64_t start, int64_t length,
 /* torch.diagonal: the view of the diagonal of dimensions dim1 and dim2 (shifted by offset),
  * which become a last dimension. */
 int32_t lucid_diagonal(lucid_tensor a, int64_t offset, int64_t dim1, int64_t dim2, int64_t out[LUCID_RECORD_LEN]);
+/* torch.as_strided: the view of a's storage with `ndim` sizes and strides (in elements, not
+ * negative) from storage element `offset` (a's own when has_offset is 0); it must lie inside
+ * the storage. Its elements may repeat; their gradients add up. */
+int32_t lucid_as_strided(lucid_tensor a, const int64_t *size, const int64_t *stride, int32_t ndim, int64_t offset,
+                         int32_t has_offset, int64_t out[LUCID_RECORD_LEN]);
+/* The element of a's storage where a's element 0 is. */
+int32_t lucid_storage_offset(lucid_tensor a, int64_t *out);
 /* cat (stack = 0) or stack (stack = 1) of `count` tensors. */
 int32_t lucid_cat(const lucid_tensor *tensors, int32_t count, int64_t dim, int32_t stack, int64_t out[LUCID_RECORD_LEN]);
 /* mode LUCID_SPLIT_SIZES: pieces of the listed sizes; _SIZE: pieces of sizes[0]; _CHUNKS: sizes[0]

@@ -912,6 +912,18 @@ def diagonal(a: int, offset: int, dim1: int, dim2: int) -> Record:
     return _new(_lib.lucid_diagonal, a, _int64(offset), _int64(dim1), _int64(dim2))
 
 
+def as_strided(a: int, size, stride, offset) -> Record:
+    """`offset` None: a's own."""
+    sizes, n = _dims(size)
+    strides, _ = _dims(stride)
+    return _new(_lib.lucid_as_strided, a, sizes, strides, n, _int64(0 if offset is None else offset),
+                0 if offset is None else 1)
+
+
+def storage_offset(a: int) -> int:
+    return _query_i64(lambda out: _lib.lucid_storage_offset(a, out))
+
+
 def cat(handles, dim: int, stack: bool) -> Record:
     n = len(handles)
     arr = (c_uint32 * max(n, 1))(*handles)

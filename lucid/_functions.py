@@ -117,6 +117,7 @@ _METHODS = {
     "narrow": "The view of length entries of dim from start.",
     "diagonal": "The view of the diagonal of dim1 and dim2 (offset above it), as a last dimension.",
     "unflatten": "The view splitting dim into the given sizes.",
+    "as_strided": "The view of input's storage with the given sizes and strides (from storage_offset).",
     "split": "Views of consecutive pieces along dim.",
     "chunk": "At most `chunks` views of equal size along dim.",
     "index_select": "Slices along dim at the positions in a 1-D integer tensor.",

@@ -277,6 +277,20 @@ class Tensor:
         s = self._geometry()[1]
         return s if dim is None else s[self._wrap_dim(dim)]
 
+    def storage_offset(self) -> int:
+        """The element of the storage where this tensor's element 0 is."""
+        return E.storage_offset(self._h)
+
+    def as_strided(self, size, stride, storage_offset=None):
+        """The view of this tensor's storage with these sizes and strides (in elements, not
+        negative) from `storage_offset` (this tensor's own by default), as torch.as_strided.
+        It must lie inside the storage; its elements may repeat, and their gradients add up."""
+        size, stride = _int_tuple(size, "as_strided: size"), _int_tuple(stride, "as_strided: stride")
+        if len(size) != len(stride):
+            raise RuntimeError(f"as_strided: {len(stride)} strides for {len(size)} sizes")
+        offset = None if storage_offset is None else as_index(storage_offset)
+        return self._viewed(lambda h: E.as_strided(h, size, stride, offset))
+
     def _wrap_dim(self, dim):
         n = self.ndim
         d = as_index(dim)

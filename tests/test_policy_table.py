@@ -47,6 +47,7 @@ RUNNERS = {
     "contiguous": lambda t, d: t(2, 3).T.contiguous(), "squeeze": lambda t, d: t(1, 3).squeeze(),
     "unsqueeze": lambda t, d: t(3).unsqueeze(0), "expand": lambda t, d: t(1, 3).expand(2, 3),
     "flatten": lambda t, d: t(2, 3).flatten(), "narrow": lambda t, d: t(4).narrow(0, 1, 2),
+    "as_strided": lambda t, d: t(6).as_strided((2, 2), (2, 1)),
     "split": lambda t, d: t(4).split(2)[0], "gather": lambda t, d: t(2, 3).gather(1, idx(d, [0], [2])),
     "index_select": lambda t, d: t(2, 3).index_select(1, idx(d, 2, 0)),
     "embedding": lambda t, d: F.embedding(idx(d, 1, 0), t(3, 2)), "index": lambda t, d: t(2, 3)[idx(d, 1), 1:],

@@ -570,3 +570,46 @@ def test_autocast_casts_a_weight_again_after_a_write_through_data():
         second = (x @ w).float().numpy()
     np.testing.assert_allclose(first, 4.0)
     np.testing.assert_allclose(second, 8.0)
+
+
+# ---- as_strided ----------------------------------------------------------------------------------
+
+def test_as_strided_views_the_storage_as_numpy_does():
+    a = np.arange(24, dtype=np.float32)
+    x = lucid.tensor(a.copy())
+    v = x[2:].as_strided((3, 4), (5, 1))  # from the view's own offset: overlapping windows
+    want = np.lib.stride_tricks.as_strided(a[2:], (3, 4), (20, 4))
+    _close(v, want)
+    assert v.storage_offset() == 2 and v.stride() == (5, 1)
+    v[1, 0] = -1.0  # a write through it reaches the storage, and every view of it
+    assert x[7].item() == -1.0
+    w = x.as_strided((2, 2), (0, 3), storage_offset=10)
+    _close(w, [[10.0, 13.0], [10.0, 13.0]])
+
+
+def test_as_strided_refuses_what_lies_outside_the_storage():
+    x = lucid.zeros(12)
+    with pytest.raises(RuntimeError, match="need a storage of 15 elements"):
+        x.as_strided((5, 3), (3, 1))
+    with pytest.raises(RuntimeError, match="negative strides"):
+        x.as_strided((3,), (-1,))
+    with pytest.raises(RuntimeError, match="2 strides for 1 sizes"):
+        x.as_strided((3,), (1, 1))
+    with pytest.raises(RuntimeError, match="storage offset"):
+        x.as_strided((3,), (1,), storage_offset=10)
+
+
+def test_as_strided_gradients_add_up_where_its_elements_overlap():
+    rng = np.random.default_rng(8)
+    base = rng.standard_normal(12)
+    weights = rng.standard_normal((4, 3))
+
+    def f(values, grad=False):
+        x = lucid.tensor(values.astype(np.float32), requires_grad=grad)
+        y = (x * 1).view(4, 3).t()  # a's gradient is read back in a's own (transposed) layout
+        return x, (y.as_strided((4, 3), (2, 1), 1) * lucid.tensor(weights.astype(np.float32))).sum()
+
+    x, out = f(base, True)
+    out.backward()
+    want = _numeric_grad(lambda v: float(f(v)[1].item()), base)
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=2e-2, atol=2e-2)

@@ -129,6 +129,21 @@ public func lucid_diagonal(_ a: UInt32, _ offset: Int64, _ dim1: Int64, _ dim2: 
     }
 }
 
+@_cdecl("lucid_as_strided")
+public func lucid_as_strided(_ a: UInt32, _ size: UnsafePointer<Int64>?, _ stride: UnsafePointer<Int64>?, _ ndim: Int32,
+                             _ offset: Int64, _ hasOffset: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall {
+        let sizes = try intArray(size, ndim, "size"), strides = try intArray(stride, ndim, "stride")
+        try emitView(try ShapeOps.asStrided(try tensors.get(a), size: sizes, stride: strides,
+                                            offset: hasOffset != 0 ? Int(clamping: offset) : nil), of: a, out)
+    }
+}
+
+@_cdecl("lucid_storage_offset")
+public func lucid_storage_offset(_ a: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall { try store(Int64(try tensors.get(a).storageOffset), out) }
+}
+
 @_cdecl("lucid_narrow")
 public func lucid_narrow(_ a: UInt32, _ dim: Int64, _ start: Int64, _ length: Int64, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {

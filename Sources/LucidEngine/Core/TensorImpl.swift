@@ -35,6 +35,8 @@ package final class TensorImpl: @unchecked Sendable {
     }
 
     package var device: Device { storage.device }
+    /// The storage element where element 0 is (PyTorch's `storage_offset()`).
+    package var storageOffset: Int { offset }
     /// Whether `other` is a tensor over the same storage (a view of this one, or this one of it).
     package func sharesStorage(with other: TensorImpl) -> Bool { storage === other.storage }
     /// Bytes of the storage this tensor keeps alive (a view's is its base's).

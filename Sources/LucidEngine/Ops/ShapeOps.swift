@@ -132,7 +132,8 @@ extension ShapeOps {
     static let cat = OpInfo("cat", .promote)
     static let stack = OpInfo("stack", .promote)
     static let split = OpInfo("split", .none)
-    static let extraInfos = [squeeze, unsqueeze, expand, flatten, narrow, cat, stack, split]
+    static let asStrided = OpInfo("as_strided", .none)
+    static let extraInfos = [squeeze, unsqueeze, expand, flatten, narrow, cat, stack, split, asStrided]
 
     /// Drops size-1 dimensions: those in `dims`, or all when nil. Other listed dimensions are
     /// left alone, as in PyTorch.
@@ -219,6 +220,67 @@ extension ShapeOps {
             let d = geometry(Shape.contiguousStrides(shapeIn), 0)
             if grad.numel > 0 { z.backend.copy(grad, into: z.view(shape: d.shape, strides: d.strides, offset: d.offset)) }
             return [z]
+        }
+    }
+
+    /// torch.as_strided: the view of `a`'s storage with sizes `size` and strides `stride` (in
+    /// elements, not negative) from storage element `offset` (a's own when nil), which must lie
+    /// inside the storage. Its elements may repeat or overlap; the gradient of each adds up
+    /// at the element of `a` it views.
+    package static func asStrided(_ a: TensorImpl, size: [Int], stride: [Int], offset: Int?) throws -> TensorImpl {
+        let op = asStrided.name
+        guard size.count == stride.count else {
+            throw LucidError.runtime("\(op): mismatch in length of strides and shape: \(stride.count) strides for \(size.count) sizes")
+        }
+        guard size.allSatisfy({ $0 >= 0 }) else { throw LucidError.runtime("\(op): negative size in \(size)") }
+        guard stride.allSatisfy({ $0 >= 0 }) else { throw LucidError.runtime("\(op): negative strides are not supported, got \(stride)") }
+        let start = offset ?? a.offset
+        guard start >= 0 else { throw LucidError.runtime("\(op): negative storage offset \(start)") }
+        let capacity = a.storageBytes / a.dtype.itemSize
+        let count = try Shape.numel(size)
+        var last = start
+        if count > 0 {
+            for (n, s) in zip(size, stride) {
+                let (step, o1) = (n - 1).multipliedReportingOverflow(by: s)
+                let (next, o2) = last.addingReportingOverflow(step)
+                guard !o1, !o2 else { throw LucidError.runtime("\(op): sizes \(size) and strides \(stride) overflow") }
+                last = next
+            }
+            guard last < capacity else {
+                throw LucidError.runtime("\(op): sizes \(size), strides \(stride) and storage offset \(start) need a storage of \(last + 1) elements; the tensor's storage has \(capacity)")
+            }
+        }
+        let view = a.view(shape: size, strides: stride, offset: start)
+        let input = (shape: a.shape, strides: a.strides, offset: a.offset)
+        return Autograd.record(view, Autograd.name(asStrided), [a]) { g in
+            // Each element's gradient is added at the storage element it views, over a buffer
+            // spanning a's elements and the view's; a's gradient is read back from it.
+            var (inputLow, inputHigh) = (input.offset, input.offset)
+            for (n, s) in zip(input.shape, input.strides) where n > 1 {
+                if s < 0 { inputLow += (n - 1) * s } else { inputHigh += (n - 1) * s }
+            }
+            let low = min(inputLow, start), high = max(inputHigh, last)
+            let buffer = try Creation.full([high - low + 1], value: ScalarOperand(int: 0), dtype: g.dtype, device: g.device)
+            if count > 0 {
+                var positions = [Int64](repeating: 0, count: count), index = [Int](repeating: 0, count: size.count)
+                for j in 0..<count {
+                    var o = start - low
+                    for d in 0..<size.count { o += index[d] * stride[d] }
+                    positions[j] = Int64(o)
+                    var d = size.count - 1
+                    while d >= 0 {
+                        index[d] += 1
+                        if index[d] < size[d] { break }
+                        index[d] = 0
+                        d -= 1
+                    }
+                }
+                let at = try TensorImpl.empty([count], dtype: .int64, on: buffer.backend)
+                positions.withUnsafeBytes { at.backend.write($0, into: at) }
+                _ = try InPlace.indexPut(buffer, [.tensor(at)], try ShapeOps.reshape(g, [count]), accumulate: true, base: nil,
+                                         op: "AsStridedBackward")
+            }
+            return [try Ops.contiguous(buffer.view(shape: input.shape, strides: input.strides, offset: input.offset - low))]
         }
     }
 
