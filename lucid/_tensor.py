@@ -689,11 +689,29 @@ class Tensor:
         return self._set(src + (end - src) * weight, "lerp_")
 
     def clamp_(self, min=None, max=None):
+        if (min is not None or max is not None) and self.dtype is not bool_ and not _views.recording(self):
+            # Unrecorded: the bounds go into this tensor's storage, one kernel each.
+            if min is not None:
+                E.binary_scalar_inplace(E.MAXIMUM, self._h, *_scalar_or_raise(min, "clamp_(): min"), "clamp_")
+            if max is not None:
+                E.binary_scalar_inplace(E.MINIMUM, self._h, *_scalar_or_raise(max, "clamp_(): max"), "clamp_")
+            return self
         return self._set(_views.source(self).clamp(min, max), "clamp_")
 
     clip_ = clamp_
 
     def masked_fill_(self, mask, value):
+        """Sets the elements where the bool `mask` (broadcast to this shape) is true to
+        `value` (a number or a 0-d tensor)."""
+        if not _views.recording(self, value):
+            mask = _tensor_arg(mask, "masked_fill_: mask")
+            if mask.dtype is not bool_:
+                raise TypeError(f"masked_fill_: mask must be a bool tensor, got {mask.dtype}")
+            if isinstance(value, Tensor) and value.ndim != 0:
+                raise RuntimeError(f"masked_fill_: value must be a number or a 0-d tensor, got shape {tuple(value.shape)}")
+            full = mask.expand(*self.shape) if tuple(mask.shape) != tuple(self.shape) else mask
+            return _views.index_put(self, [(E.INDEX_TENSOR, (0, 0, 0), 0, full._h)], self._operand(value, "masked_fill_"),
+                                    False, "masked_fill_")
         return _views.assign(self, _views.source(self, value).masked_fill(mask, value), "masked_fill_", result=True)
 
     def fill_(self, value):
