@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-
-from . import _engine as E
+from . import _engine as E, _views
 from ._tensor import Tensor, _scalar
 from ._types import as_index
 
@@ -23,11 +22,16 @@ def _operand(v, fn, what):
     return s
 
 
-def where(condition, input, other) -> Tensor:
+def _result(result, out, fn):
+    return result if out is None else _views.write_out(result, out, fn)
+
+
+def where(condition, input, other, *, out=None) -> Tensor:
     """``input`` where the bool ``condition`` holds, ``other`` elsewhere (either may be a
     number), with broadcasting; gradients flow to the branch chosen."""
     _check(condition, "where", "condition")
-    return Tensor._wrap(E.where(condition._h, _operand(input, "where", "input"), _operand(other, "where", "other")))
+    return _result(Tensor._wrap(E.where(condition._h, _operand(input, "where", "input"), _operand(other, "where", "other"))),
+                   out, "where")
 
 
 def _tensors(tensors, fn):
@@ -39,25 +43,32 @@ def _tensors(tensors, fn):
     return ts
 
 
-def cat(tensors, dim=0) -> Tensor:
+def cat(tensors, dim=0, *, out=None) -> Tensor:
     """Joins tensors along ``dim``; under autocast mixed floating dtypes join in the widest."""
     ts = _tensors(tensors, "cat")  # held until the engine has them: a generator's tensors have no other owner
-    return Tensor._wrap(E.cat([t._h for t in ts], as_index(dim), False))
+    return _result(Tensor._wrap(E.cat([t._h for t in ts], as_index(dim), False)), out, "cat")
 
 
-def stack(tensors, dim=0) -> Tensor:
+def stack(tensors, dim=0, *, out=None) -> Tensor:
     """Joins tensors of one shape along a new dimension ``dim``."""
     ts = _tensors(tensors, "stack")
-    return Tensor._wrap(E.cat([t._h for t in ts], as_index(dim), True))
+    return _result(Tensor._wrap(E.cat([t._h for t in ts], as_index(dim), True)), out, "stack")
 
 
 concat = cat
 
 
 def _method(name, doc):
-    def fn(input, *args, **kwargs):
-        _check(input, name)
-        return getattr(Tensor, name)(input, *args, **kwargs)
+    if name in _VIEWS:
+        def fn(input, *args, **kwargs):
+            _check(input, name)
+            return getattr(Tensor, name)(input, *args, **kwargs)
+    else:
+        def fn(input, *args, out=None, **kwargs):
+            """`out`: a tensor (a tuple of them, for a tuple result) the result is written into,
+            as PyTorch's ``out=``."""
+            _check(input, name)
+            return _result(getattr(Tensor, name)(input, *args, **kwargs), out, name)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc
@@ -127,6 +138,10 @@ _METHODS = {
     "scatter_add": "A copy of input with src added at the positions index names along dim.",
     "matmul": "torch.matmul semantics; lower precision under autocast.",
 }
+
+# Views take no out=, as in PyTorch.
+_VIEWS = {"reshape", "flatten", "squeeze", "unsqueeze", "transpose", "permute", "narrow", "diagonal", "unflatten",
+          "as_strided", "split", "chunk", "select"}
 
 for _name, _doc in _METHODS.items():
     globals()[_name] = _method(_name, _doc)

@@ -613,3 +613,46 @@ def test_as_strided_gradients_add_up_where_its_elements_overlap():
     out.backward()
     want = _numeric_grad(lambda v: float(f(v)[1].item()), base)
     np.testing.assert_allclose(x.grad.numpy(), want, rtol=2e-2, atol=2e-2)
+
+
+# ---- out= ----------------------------------------------------------------------------------------
+
+def test_out_writes_the_result_into_the_given_tensor():
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    out = lucid.zeros(2, 3)
+    alias = out[1]
+    assert lucid.exp(lucid.tensor(a), out=out) is out
+    _close(out, np.exp(a))
+    _close(alias, np.exp(a)[1])  # into its storage: its views see it
+    lucid.where(lucid.tensor(a > 0), lucid.tensor(a), 0.0, out=out)
+    _close(out, np.where(a > 0, a, 0))
+    values, indices = lucid.zeros(2), lucid.zeros(2, dtype=lucid.int64)
+    lucid.max(lucid.tensor(a), 1, out=(values, indices))
+    _close(values, a.max(1))
+    assert indices.tolist() == a.argmax(1).tolist()
+    wider = lucid.zeros(2, 3, dtype=lucid.float16)
+    lucid.abs(lucid.tensor(a), out=wider)
+    assert wider.dtype == lucid.float16
+    np.testing.assert_allclose(wider.float().numpy(), np.abs(a), rtol=1e-3)
+
+
+def test_out_of_another_shape_is_resized_and_bad_outs_are_refused():
+    a = lucid.arange(6.0).view(2, 3)
+    empty = lucid.empty(0)
+    lucid.cat([a, a], out=empty)
+    assert empty.shape == (4, 3)
+    full = lucid.zeros(5)
+    with pytest.warns(UserWarning, match="was resized"):
+        lucid.stack([a, a], out=full)
+    assert full.shape == (2, 2, 3) and full.tolist()[1] == a.tolist()
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        lucid.exp(a, out=lucid.zeros(2, 3, dtype=lucid.int64))
+    with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+        lucid.exp(lucid.ones(2, requires_grad=True), out=lucid.zeros(2))
+    with pytest.raises(TypeError, match="out must be a lucid.Tensor"):
+        lucid.exp(a, out=np.zeros((2, 3)))
+    with pytest.raises(TypeError, match="out must be a tuple of 2 tensors"):
+        lucid.max(a, 1, out=lucid.zeros(2))
+    with pytest.raises(TypeError):
+        lucid.reshape(a, (3, 2), out=lucid.zeros(3, 2))  # views take no out=, as in PyTorch
