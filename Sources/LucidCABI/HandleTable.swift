@@ -66,8 +66,19 @@ final class HandleTable<Object>: @unchecked Sendable {
         }
     }
 
-    /// Runs `body` under the table's lock.
-    func locked<R>(_ body: () throws -> R) rethrows -> R { try lock.withLock(body) }
+    /// `body` applied to the object behind `handle`, which it may replace, under the table's
+    /// lock. The object it replaces is released after the lock, as in `remove(_:)`.
+    func update<R>(_ handle: UInt32, _ body: (inout Object) throws -> R) throws -> R {
+        var old: Object?
+        let result: R = try lock.withLock {
+            guard let i = locate(handle), var o = slots[i].object else { throw invalid(handle) }
+            old = o
+            defer { slots[i].object = o }
+            return try body(&o)
+        }
+        withExtendedLifetime(old) {}
+        return result
+    }
 
     /// Puts `object` behind the live `handle` in place of the object there.
     func replace(_ handle: UInt32, with object: Object) throws {
