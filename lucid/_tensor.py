@@ -289,7 +289,7 @@ class Tensor:
         if len(size) != len(stride):
             raise RuntimeError(f"as_strided: {len(stride)} strides for {len(size)} sizes")
         offset = None if storage_offset is None else as_index(storage_offset)
-        return self._viewed(lambda h: E.as_strided(h, size, stride, offset))
+        return Tensor._wrap(E.as_strided(self._h, size, stride, offset))
 
     def _wrap_dim(self, dim):
         n = self.ndim
@@ -956,21 +956,13 @@ class Tensor:
 
     # ---- shape ---------------------------------------------------------------------------
 
-    def _viewed(self, step):
-        """The view ``step(handle) -> handle`` makes."""
-        return Tensor._wrap(step(self._h))
-
     def reshape(self, *shape):
         """A view when the layout allows one, else a copy (as in PyTorch)."""
-        s = _shape_args(shape)
-        try:
-            return self._viewed(lambda h: E.reshape(h, s, True))
-        except RuntimeError:
-            return Tensor._wrap(E.reshape(self._h, s, False))
+        return Tensor._wrap(E.reshape(self._h, _shape_args(shape), False))
 
     def view(self, *shape):
         s = _shape_args(shape)
-        return self._viewed(lambda h: E.reshape(h, s, True))
+        return Tensor._wrap(E.reshape(self._h, s, True))
 
     def flatten(self, start_dim=0, end_dim=-1):
         start, end = as_index(start_dim), as_index(end_dim)
@@ -988,16 +980,16 @@ class Tensor:
 
     def squeeze(self, dim=None):
         dims = self._dims(dim)
-        return self._viewed(lambda h: E.squeeze(h, dims))
+        return Tensor._wrap(E.squeeze(self._h, dims))
 
     def unsqueeze(self, dim):
         d = as_index(dim)
-        return self._viewed(lambda h: E.unsqueeze(h, d))
+        return Tensor._wrap(E.unsqueeze(self._h, d))
 
     def expand(self, *sizes):
         """A broadcast view at ``sizes`` (-1 keeps a dimension)."""
         s = _shape_args(sizes, "sizes")
-        return self._viewed(lambda h: E.expand(h, s))
+        return Tensor._wrap(E.expand(self._h, s))
 
     def expand_as(self, other):
         return self.expand(other.shape)
@@ -1072,7 +1064,7 @@ class Tensor:
 
     def narrow(self, dim, start, length):
         d, s, n = as_index(dim), as_index(start), as_index(length)
-        return self._viewed(lambda h: E.narrow(h, d, s, n))
+        return Tensor._wrap(E.narrow(self._h, d, s, n))
 
     def select(self, dim, index):
         """The view of the slice at `index` along `dim`, which goes away (``x[:, i]`` for
@@ -1084,7 +1076,7 @@ class Tensor:
         """The view of the diagonal of dimensions dim1 and dim2 (above it for a positive
         `offset`), which become a last dimension."""
         o, d1, d2 = as_index(offset), as_index(dim1), as_index(dim2)
-        return self._viewed(lambda h: E.diagonal(h, o, d1, d2))
+        return Tensor._wrap(E.diagonal(self._h, o, d1, d2))
 
     def unflatten(self, dim, sizes):
         """The view splitting dimension `dim` into `sizes` (one of them may be -1)."""
@@ -1127,11 +1119,11 @@ class Tensor:
 
     def transpose(self, dim0, dim1):
         d0, d1 = as_index(dim0), as_index(dim1)
-        return self._viewed(lambda h: E.transpose(h, d0, d1))
+        return Tensor._wrap(E.transpose(self._h, d0, d1))
 
     def permute(self, *dims):
         order = _shape_args(dims, "dims")
-        return self._viewed(lambda h: E.permute(h, order))
+        return Tensor._wrap(E.permute(self._h, order))
 
     @property
     def T(self):
@@ -1150,9 +1142,7 @@ class Tensor:
         encoded, keep = [], []
         for item in items:
             encoded.append(_index_item(item, self.device, keep))
-        if any(e[0] == E.INDEX_TENSOR for e in encoded):
-            return Tensor._wrap(E.index(self._h, encoded))
-        return self._viewed(lambda h: E.index(h, encoded))
+        return Tensor._wrap(E.index(self._h, encoded))
 
     def __setitem__(self, key, value):
         """``x[key] = value``: any subscript ``x[key]`` takes, a value broadcast to its shape

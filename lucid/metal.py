@@ -89,10 +89,10 @@ def stats() -> dict:
 def host_fallback_counts() -> dict:
     """How many times each op ran on the host kernels instead of the ``"metal"`` backend's.
 
-    The Metal backend grows one kernel family at a time; an op whose family it does not
-    have yet runs on the host kernels over the same (unified) memory after the GPU's queued
-    work finishes. Those runs are counted here by op name, since the process started, so
-    that nobody takes a host op for a GPU op. Where the host fallback serves ``"metal"``
+    A call the Metal backend has no GPU kernel for (a dtype, a rank, an op such as
+    ``nonzero``) runs on the host kernels over the same (unified) memory after the GPU's
+    queued work finishes. Those runs are counted here by op name, since the process started,
+    so that nobody takes a host op for a GPU op. Where the host fallback serves ``"metal"``
     (Linux, CI), every op runs on the host by design and nothing is counted.
 
     Returns

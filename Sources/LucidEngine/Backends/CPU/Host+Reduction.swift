@@ -113,3 +113,143 @@ private struct ArgReduceKernel: ElementVisitor {
         }
     }
 }
+
+extension FloatFastPath {
+    /// Sum or mean of a contiguous float32 tensor over axes that, once size-1 dimensions are
+    /// set aside, form one run: the tensor is then [outer, reduced, inner] and each output
+    /// sums `reduced` contiguous values (inner == 1) or rows of `inner` values. Blocks
+    /// accumulate in float32 vector lanes and the blocks in float64, as accurate as the
+    /// generic kernel's float64 running sum to well within float32 rounding. False when the
+    /// axes do not fit that form.
+    static func reduce(_ op: ReduceKernel, _ a: TensorImpl, axes: [Int], into out: TensorImpl) -> Bool {
+        guard a.dtype == .float32, out.dtype == .float32, a.isContiguous, out.isContiguous, a.numel > 0 else { return false }
+        // (outer, reduced, inner) sizes, walking the dimensions that are not 1.
+        var sizes = [1, 1, 1], part = 0
+        for (d, n) in a.shape.enumerated() where n != 1 {
+            let reduced = axes.contains(d)
+            if part == 0 && reduced { part = 1 } else if part == 1 && !reduced { part = 2 } else if part == 2 && reduced {
+                return reduceAroundChannels(op, a, axes: axes, into: out)
+            }
+            sizes[part] &*= n
+        }
+        let (outer, count, inner) = (sizes[0], sizes[1], sizes[2])
+        let x = UnsafePointer(pointer(a)), o = pointer(out)
+        let divisor = op == .mean ? Double(count) : 1
+        if inner == 1 {
+            // Long runs are summed in parallel blocks, many short ones in parallel runs.
+            guard count < 2 * HostThreads.streamingGrain else {
+                for p in 0..<outer { o[p] = Float(sum(x + p * count, count) / divisor) }
+                return true
+            }
+            HostThreads.forEachRange(outer, grain: Swift.max(1, HostThreads.streamingGrain / count), align: 1) { range in
+                for p in range { o[p] = Float(sum(x + p * count, count) / divisor) }
+            }
+            return true
+        }
+        // Rows of `inner` values: a block of rows adds up in float32, the blocks in float64.
+        let rowsPerBlock = 64
+        var block = [Float](repeating: 0, count: inner), total = [Double](repeating: 0, count: inner)
+        block.withUnsafeMutableBufferPointer { bp in
+            total.withUnsafeMutableBufferPointer { tp in
+                let b = bp.baseAddress!, t = tp.baseAddress!
+                for p in 0..<outer {
+                    t.update(repeating: 0, count: inner)
+                    var r = 0
+                    while r < count {
+                        let rows = min(rowsPerBlock, count - r)
+                        b.update(repeating: 0, count: inner)
+                        for row in r..<(r + rows) { accumulate(x + (p * count + row) * inner, into: b, inner) }
+                        for j in 0..<inner { t[j] += Double(b[j]) }
+                        r += rows
+                    }
+                    let dst = o + p * inner
+                    for j in 0..<inner { dst[j] = Float(t[j] / divisor) }
+                }
+            }
+        }
+        return true
+    }
+
+    /// Reductions over the dimensions on both sides of a kept block, as a bias's or a
+    /// per-channel weight's gradient sums an [N, C, H, W] tensor over N, H and W: per kept
+    /// position, the contiguous runs of the trailing reduced dimensions (SIMD sums widened to
+    /// double) added over the leading ones; kept positions run in parallel.
+    private static func reduceAroundChannels(_ op: ReduceKernel, _ a: TensorImpl, axes: [Int],
+                                             into out: TensorImpl) -> Bool {
+        // (leading reduced, kept, trailing reduced): every dimension of size > 1 in that order.
+        var sizes = [1, 1, 1], part = 0
+        for (d, n) in a.shape.enumerated() where n != 1 {
+            let reduced = axes.contains(d)
+            let want = part == 1 ? !reduced : reduced
+            if !want {
+                part += 1
+                if part > 2 || (part == 1 && reduced) || (part == 2 && !reduced) { return false }
+            }
+            sizes[part] &*= n
+        }
+        let (lead, kept, run) = (sizes[0], sizes[1], sizes[2])
+        guard run >= 8 else { return false }
+        let x = UnsafePointer(pointer(a)), o = pointer(out)
+        let divisor = op == .mean ? Double(lead * run) : 1
+        HostThreads.forEachRange(kept, grain: Swift.max(1, HostThreads.grain / (lead * run)), align: 1) { range in
+            for c in range {
+                var total = 0.0
+                for n in 0..<lead { total += FloatRows.sum(x + (n * kept + c) * run, run) }
+                o[c] = Float(total / divisor)
+            }
+        }
+        return true
+    }
+
+    /// `acc[j] += x[j]` for `n` floats, 16 lanes at a time.
+    @inline(__always)
+    private static func accumulate(_ x: UnsafePointer<Float>, into acc: UnsafeMutablePointer<Float>, _ n: Int) {
+        let src = UnsafeRawPointer(x), dst = UnsafeMutableRawPointer(acc)
+        var j = 0
+        while j + 16 <= n {
+            let v = dst.loadUnaligned(fromByteOffset: j * 4, as: SIMD16<Float>.self)
+                + src.loadUnaligned(fromByteOffset: j * 4, as: SIMD16<Float>.self)
+            dst.storeBytes(of: v, toByteOffset: j * 4, as: SIMD16<Float>.self)
+            j += 16
+        }
+        while j < n { acc[j] += x[j]; j += 1 }
+    }
+
+    /// The sum of `n` contiguous floats: blocks of 4096 in four 16-lane float32
+    /// accumulators, the block sums added in float64 in order. A long run's blocks are summed
+    /// in parallel, then added in that same order: the result does not depend on the threads.
+    private static func sum(_ x: UnsafePointer<Float>, _ n: Int) -> Double {
+        let blocks = (n + 4095) / 4096
+        var total = 0.0
+        guard n >= 2 * HostThreads.streamingGrain, HostThreads.current > 1 else {
+            for b in 0..<blocks { total += blockSum(x, b * 4096, Swift.min(n, b * 4096 + 4096)) }
+            return total
+        }
+        let partial = UnsafeMutablePointer<Double>.allocate(capacity: blocks)
+        defer { partial.deallocate() }
+        HostThreads.forEachRange(blocks, grain: HostThreads.streamingGrain / 4096, align: 1) { range in
+            for b in range { partial[b] = blockSum(x, b * 4096, Swift.min(n, b * 4096 + 4096)) }
+        }
+        for b in 0..<blocks { total += partial[b] }
+        return total
+    }
+
+    /// The sum of x[i..<end] (one block): four 16-lane float32 accumulators, then the
+    /// elements past the last whole 64 in float64.
+    @inline(__always)
+    private static func blockSum(_ x: UnsafePointer<Float>, _ i: Int, _ end: Int) -> Double {
+        let raw = UnsafeRawPointer(x)
+        var a0 = SIMD16<Float>(), a1 = SIMD16<Float>(), a2 = SIMD16<Float>(), a3 = SIMD16<Float>()
+        var j = i
+        while j + 64 <= end {
+            a0 += raw.loadUnaligned(fromByteOffset: j * 4, as: SIMD16<Float>.self)
+            a1 += raw.loadUnaligned(fromByteOffset: (j + 16) * 4, as: SIMD16<Float>.self)
+            a2 += raw.loadUnaligned(fromByteOffset: (j + 32) * 4, as: SIMD16<Float>.self)
+            a3 += raw.loadUnaligned(fromByteOffset: (j + 48) * 4, as: SIMD16<Float>.self)
+            j += 64
+        }
+        var s = Double(((a0 + a1) + (a2 + a3)).sum())
+        while j < end { s += Double(x[j]); j += 1 }
+        return s
+    }
+}

@@ -1,3 +1,5 @@
+import CHostKernels
+
 /// How the host kernels read and write each dtype. Floating types compute in `Float`
 /// (float16 and bfloat16 widen exactly and round once on store); integer types and bool
 /// compute in `Int64` with wrapping arithmetic, bool storing `v != 0` as one byte.
@@ -91,5 +93,40 @@ func dispatch<V: ElementVisitor>(_ dtype: DType, _ v: V) -> V.Result {
     case .int32: return v.visit(I32Element.self)
     case .int64: return v.visit(I64Element.self)
     case .bool: return v.visit(BoolElement.self)
+    }
+}
+
+/// Contiguous conversions between float32 and bfloat16, written branch-free so they
+/// vectorise (autocast casts every operand of a lower-precision op). Bit-exact with
+/// `bfloat16Bits(fromFloat32Bits:)`.
+enum BFloat16FastPath {
+    static func applies(_ src: TensorImpl, _ dst: TensorImpl) -> Bool {
+        src.isContiguous && dst.isContiguous
+            && ((src.dtype == .float32 && dst.dtype == .bfloat16) || (src.dtype == .bfloat16 && dst.dtype == .float32))
+    }
+
+    static func copy(_ src: TensorImpl, into dst: TensorImpl) {
+        if src.dtype == .float32 {
+            let x = UnsafePointer(HostBackend.address(src).assumingMemoryBound(to: Float.self))
+            let o = HostBackend.address(dst).assumingMemoryBound(to: UInt16.self)
+            HostThreads.forEachRange(src.numel) { r in narrow(x + r.lowerBound, o + r.lowerBound, r.count) }
+        } else {
+            let x = UnsafePointer(HostBackend.address(src).assumingMemoryBound(to: UInt16.self))
+            let o = HostBackend.address(dst).assumingMemoryBound(to: Float.self)
+            HostThreads.forEachRange(src.numel) { r in widen(x + r.lowerBound, o + r.lowerBound, r.count) }
+        }
+    }
+
+    /// `n` floats rounded to bfloat16 bits, on the widest vector unit this CPU has.
+    @inline(__always)
+    static func narrow(_ src: UnsafePointer<Float>, _ dst: UnsafeMutablePointer<UInt16>, _ n: Int) {
+        lucid_host_narrow_bf16(src, dst, n)
+    }
+
+    /// `n` bfloat16 values widened (exactly) to floats.
+    @inline(__always)
+    static func widen(_ src: UnsafePointer<UInt16>, _ dst: UnsafeMutablePointer<Float>, _ n: Int) {
+        let d = UnsafeMutableRawPointer(dst).assumingMemoryBound(to: UInt32.self)
+        for i in 0..<n { d[i] = UInt32(src[i]) << 16 }
     }
 }

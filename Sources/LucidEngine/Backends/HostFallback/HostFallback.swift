@@ -29,10 +29,9 @@ enum HostFallback {
     static let declineVariable = "LUCID_METAL_DECLINE"
 
     /// The kernel families `LUCID_METAL_DECLINE` (comma-separated names, or `all`) tells the
-    /// fallback to decline. A backend without a family is what a GPU backend is while it grows
-    /// one family at a time; declining them here runs the op layer's paths for it (host
+    /// fallback to decline, so that the op layer's paths for a backend without them (host
     /// kernels over the device's memory, counted, and composed softmax, attention and
-    /// convolution) without a GPU.
+    /// convolution) run without a GPU.
     static func declinedFamilies() -> Result<Set<KernelFamily>, LucidError> {
         guard let raw = environmentValue(declineVariable), !raw.isEmpty else { return .success([]) }
         var families: Set<KernelFamily> = []

@@ -94,10 +94,8 @@ struct MetalLayout {
 /// `lucid.metal.synchronize()`), which then waits only for the work it needs. A command
 /// buffer's completion handler hands the buffers it used back to the cache.
 ///
-/// Kernel families arrive one at a time: those not here yet are declined, and the op layer
-/// runs them on the host kernels over the same shared buffers (counted in
-/// `lucid.metal.host_fallback_counts()`). Within a family, a dtype without a GPU kernel runs
-/// on the host the same way.
+/// A call it has no GPU kernel for (a dtype, a rank, an op such as `nonzero`) runs on the host
+/// kernels over the same shared buffers, counted in `lucid.metal.host_fallback_counts()`.
 final class MetalBackend: Backend, @unchecked Sendable {
     let device = Device.metal
     let name = "metal"
