@@ -33,7 +33,7 @@ SWIFT_RELEASE_FLAGS = $(shell $(PY) lucid/_native.py swift-flags --release)
 build: engine
 
 engine: $(VENV)/.installed
-	@$(PY) tools/embed_metal.py
+	@$(PY) tools/embed_metal.py --check
 ifeq ($(shell uname -s),Darwin)
 	@# A Metal backend that fails to compile must not leave a Mac without lucid: build without
 	@# it (the host fallback serves "metal"), and say so loudly.
@@ -58,10 +58,12 @@ $(VENV)/.installed: $(PY) pyproject.toml setup.py
 	LUCID_SKIP_ENGINE_BUILD=1 $(PY) $(PIP) --no-build-isolation -e '.[test,demo,build]'
 	@touch $@
 
-## abi: lucid/_abi.py (the ctypes declarations and enum codes) from include/lucid.h, the C
-## ABI's one source of truth; tests/test_abi_header.py checks the Swift exports against it
-abi:
+## generate: the generated sources, from their one source each: lucid/_abi.py (the ctypes
+## declarations and enum codes) from include/lucid.h, and MetalKernelSource.swift from the
+## Metal kernels (Kernels/*.metal). Builds and `make test` check that both are up to date.
+generate:
 	$(PYTHON) tools/gen_abi.py
+	$(PYTHON) tools/embed_metal.py
 
 ## demo: trains a digits classifier on "metal" in float32 and under autocast + GradScaler
 demo: build
@@ -110,7 +112,7 @@ METAL_SWIFT    = LUCID_METAL_EMULATION=1 swift
 METAL_FLAGS    = --scratch-path $(METAL_SCRATCH) --manifest-cache none $(SWIFT_FLAGS)
 
 metal-emulated: $(VENV)/.installed
-	@$(PY) tools/embed_metal.py
+	@$(PY) tools/embed_metal.py --check
 	$(PY) tests/metal/gen_kernels.py --clang "$$(dirname "$$(command -v swift)")/clang" \
 	  --out tests/metal/MSLKernels/kernels.cpp $$($(PY) tools/embed_metal.py --list) \
 	  --test-library tests/metal/EmulationTestKernels.metal

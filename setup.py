@@ -50,8 +50,8 @@ def build_engine() -> Path:
             flags = native.swift_flags(release=True)
         except native.MissingDependency as e:
             raise SystemExit(str(e))
-        # The Metal kernels reach the engine as strings; refresh them from Kernels/*.metal.
-        subprocess.check_call([sys.executable, str(ROOT / "tools" / "embed_metal.py")], cwd=ROOT)
+        # The Metal kernels reach the engine as strings, generated from Kernels/*.metal.
+        subprocess.check_call([sys.executable, str(ROOT / "tools" / "embed_metal.py"), "--check"], cwd=ROOT)
         cmd = base + ["--product", "lucid", *flags]
         print("lucid: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
         try:

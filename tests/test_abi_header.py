@@ -32,6 +32,12 @@ def test_the_python_declarations_are_generated_from_the_header():
     assert result.returncode == 0, result.stderr
 
 
+def test_the_embedded_metal_kernels_are_generated_from_the_kernel_files():
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "embed_metal.py"), "--check"], capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr
+
+
 def test_every_engine_call_in_python_is_declared_in_the_header():
     used = set(re.findall(r'_lib(?:_holding_gil)?(?:\.(\w+)|\["(\w+)"\])', (ROOT / "lucid" / "_engine.py").read_text()))
     used = {a or b for a, b in used}

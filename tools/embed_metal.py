@@ -4,9 +4,13 @@ Kernels/Common.metal followed by the other Kernels/*.metal files in name order, 
 (a library made from source has no include path, so the files are joined instead).
 
 A library loaded with ctypes has no app bundle to look resources up in, so the backend
-compiles its kernels from these strings at first use. The Makefile and the pip build hook run
-this before every build (it rewrites the file only when a kernel changed); the emulated check
-build compares the strings with the kernels it compiled, byte for byte.
+compiles its kernels from these strings at first use. After changing a kernel, run
+
+    python tools/embed_metal.py            # rewrite MetalKernelSource.swift (or `make generate`)
+    python tools/embed_metal.py --check    # exit 1 when it is not the kernels'
+
+Builds (the Makefile and the pip build hook) and `make test` run the check; the emulated check
+build also compares the strings with the kernels it compiled, byte for byte.
 """
 
 import sys
@@ -45,7 +49,11 @@ if __name__ == "__main__" and sys.argv[1:] == ["--list"]:
 def main(argv):
     text = render()
     if argv[1:] == ["--check"]:
-        return 0 if OUT.exists() and OUT.read_text() == text else 1
+        if OUT.exists() and OUT.read_text() == text:
+            return 0
+        print(f"embed_metal: {OUT.relative_to(ROOT)} is not the kernels' source; run `make generate` "
+              "(python tools/embed_metal.py)", file=sys.stderr)
+        return 1
     if not OUT.exists() or OUT.read_text() != text:
         OUT.write_text(text)
     return 0
