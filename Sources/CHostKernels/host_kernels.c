@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include <pthread.h>
-#include <time.h>
 
 #if defined(__linux__)
 #include <dlfcn.h>
@@ -226,17 +225,8 @@ struct parallel_job {
     lucid_host_part_fn fn;
     void *context;
     ptrdiff_t parts;
-    ptrdiff_t next;         // the next part to claim
-    pthread_t caller;
-    ptrdiff_t caller_parts;  // the parts the caller ran
-    long long start, caller_done;  // ns, monotonic
+    ptrdiff_t next;  // the next part to claim
 };
-
-static long long now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
 
 static void run_parts(void *data) {
     struct parallel_job *job = data;
@@ -244,61 +234,8 @@ static void run_parts(void *data) {
     // late (another process busy on the cores) finds its share done by the others instead of
     // making them wait for it to do it. (The team may also be smaller than asked: a nested
     // region runs on one thread.)
-    ptrdiff_t done = 0;
-    for (ptrdiff_t part; (part = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED)) < job->parts; done++)
+    for (ptrdiff_t part; (part = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED)) < job->parts;)
         job->fn(job->context, part);
-    if (pthread_equal(pthread_self(), job->caller)) {
-        job->caller_parts = done;
-        job->caller_done = now_ns();
-    }
-}
-
-// Whether the team pays. A region's closing barrier waits for every thread of the team; when
-// another process keeps the cores busy, a helper the OS has descheduled makes the caller wait
-// there longer than the helpers saved (two processes looping 1M adds on 2 cores: half the
-// regions waited 50-200 us, against a 65 us add). Each region is judged by the time it took
-// against the caller's own pace: the caller ran `caller_parts` parts by `caller_done`, so alone
-// it would have run all of them in about caller_done * parts / caller_parts. A running mean of
-// that ratio (an eighth of each new one) above 1 means the team loses: loops then run on the
-// calling thread alone for a while (16 loops, doubling up to 4096 while it goes on, back to 16
-// once the team pays again), then try the team again, the mean starting over just below 1 so
-// that one slow region is not enough. The region after such a while is not judged: its helpers
-// have gone to sleep meanwhile and wake late. The state is shared by every calling thread and
-// updated without ordering: it steers a heuristic, never correctness.
-static struct {
-    int ratio;  // the running mean, in 1/1024ths
-    int skip;   // the next region is not judged
-    long left;  // loops still to run alone
-    long run;   // how many the next while lasts
-} team = {512, 0, 0, 16};
-
-static int run_alone(ptrdiff_t parts, void *context, lucid_host_part_fn fn) {
-    long left = __atomic_load_n(&team.left, __ATOMIC_RELAXED);
-    if (left <= 0) return 0;
-    __atomic_store_n(&team.left, left - 1, __ATOMIC_RELAXED);
-    if (left == 1) __atomic_store_n(&team.skip, 1, __ATOMIC_RELAXED);
-    for (ptrdiff_t part = 0; part < parts; part++) fn(context, part);
-    return 1;
-}
-
-static void judge(const struct parallel_job *job) {
-    if (__atomic_exchange_n(&team.skip, 0, __ATOMIC_RELAXED) || job->caller_parts == 0) return;
-    long long took = now_ns() - job->start, own = job->caller_done - job->start;
-    long long alone = own * job->parts / job->caller_parts;
-    if (alone <= 0) return;
-    long long r = took * 1024 / alone;
-    if (r > 8 * 1024) r = 8 * 1024;
-    int mean = __atomic_load_n(&team.ratio, __ATOMIC_RELAXED);
-    mean += (int)((r - mean) / 8);
-    if (mean <= 1024) {
-        if (mean < 768) __atomic_store_n(&team.run, 16, __ATOMIC_RELAXED);
-    } else {
-        long run = __atomic_load_n(&team.run, __ATOMIC_RELAXED);
-        __atomic_store_n(&team.left, run, __ATOMIC_RELAXED);
-        __atomic_store_n(&team.run, run < 4096 ? run * 2 : run, __ATOMIC_RELAXED);
-        mean = 960;
-    }
-    __atomic_store_n(&team.ratio, mean, __ATOMIC_RELAXED);
 }
 
 #if defined(__has_feature)
@@ -311,14 +248,12 @@ int lucid_host_parallel(ptrdiff_t parts, unsigned threads, void *context, lucid_
 #ifdef LUCID_UNDER_TSAN
     // ThreadSanitizer cannot see libgomp's (uninstrumented) barriers, so it would call every
     // loop a race: its runs use the dispatch pool.
-    (void)parts, (void)threads, (void)context, (void)fn, (void)run_alone, (void)judge;
+    (void)parts, (void)threads, (void)context, (void)fn;
     return 0;
 #else
     if (forks || resolve_gomp() != 1) return 0;
-    if (run_alone(parts, context, fn)) return 1;
-    struct parallel_job job = {fn, context, parts, 0, pthread_self(), 0, now_ns(), 0};
+    struct parallel_job job = {fn, context, parts, 0};
     gomp_parallel(run_parts, &job, threads, 0);
-    judge(&job);
     return 1;
 #endif
 }
