@@ -32,6 +32,37 @@ enum Shape {
         return strides
     }
 
+    /// `offset + Σ i·strides` for every index i of `shape`, row-major.
+    static func offsets(_ shape: [Int], _ strides: [Int], from offset: Int = 0) -> [Int] {
+        var n = 1
+        for s in shape { n &*= s }
+        var out = [Int](repeating: offset, count: max(n, 0)), index = [Int](repeating: 0, count: shape.count)
+        var at = offset
+        for j in out.indices {
+            out[j] = at
+            var d = shape.count - 1
+            while d >= 0 {  // the next index, as an odometer turns
+                index[d] += 1
+                at &+= strides[d]
+                if index[d] < shape[d] { break }
+                at &-= index[d] &* strides[d]
+                index[d] = 0
+                d -= 1
+            }
+        }
+        return out
+    }
+
+    /// The lowest and the highest of those offsets (`offset` itself for a shape without elements).
+    static func span(_ shape: [Int], _ strides: [Int], from offset: Int) -> (low: Int, high: Int) {
+        var (low, high) = (offset, offset)
+        if shape.contains(0) { return (low, high) }
+        for (n, s) in zip(shape, strides) where n > 1 {
+            if s < 0 { low &+= (n - 1) &* s } else { high &+= (n - 1) &* s }
+        }
+        return (low, high)
+    }
+
     /// The broadcast of two shapes, NumPy/PyTorch style (align right, size 1 stretches).
     static func broadcast(_ a: [Int], _ b: [Int], op: String) throws -> [Int] {
         if a == b { return a }  // the commonest case, and no new array

@@ -341,15 +341,12 @@ package enum InPlace {
                     ?? Creation.full(base.shape, value: ScalarOperand(int: 0), dtype: dtype, device: device)
                 return (gb, gb.view(shape: view.shape, strides: view.strides, offset: view.offset - base.offset))
             }
-            var (low, high, count) = (base.offset, base.offset, 1)
-            for (size, stride) in zip(base.shape, base.strides) {
-                count *= size
-                if size > 1 { if stride < 0 { low += (size - 1) * stride } else { high += (size - 1) * stride } }
-            }
-            let buffer = try Creation.full([count == 0 ? 0 : high - low + 1], value: ScalarOperand(int: 0), dtype: dtype,
+            let (low, high) = Shape.span(base.shape, base.strides, from: base.offset)
+            let empty = base.shape.contains(0)
+            let buffer = try Creation.full([empty ? 0 : high - low + 1], value: ScalarOperand(int: 0), dtype: dtype,
                                            device: device)
             let gb = buffer.view(shape: base.shape, strides: base.strides, offset: base.offset - low)
-            if let g, count > 0 { gb.backend.copy(g, into: gb) }
+            if let g, !empty { gb.backend.copy(g, into: gb) }
             return (gb, buffer.view(shape: view.shape, strides: view.strides, offset: view.offset - low))
         }
     }

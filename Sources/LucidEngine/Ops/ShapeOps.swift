@@ -255,26 +255,11 @@ extension ShapeOps {
         return Autograd.record(view, Autograd.name(asStrided), [a]) { g in
             // Each element's gradient is added at the storage element it views, over a buffer
             // spanning a's elements and the view's; a's gradient is read back from it.
-            var (inputLow, inputHigh) = (input.offset, input.offset)
-            for (n, s) in zip(input.shape, input.strides) where n > 1 {
-                if s < 0 { inputLow += (n - 1) * s } else { inputHigh += (n - 1) * s }
-            }
-            let low = min(inputLow, start), high = max(inputHigh, last)
+            let span = Shape.span(input.shape, input.strides, from: input.offset)
+            let low = min(span.low, start), high = max(span.high, last)
             let buffer = try Creation.full([high - low + 1], value: ScalarOperand(int: 0), dtype: g.dtype, device: g.device)
             if count > 0 {
-                var positions = [Int64](repeating: 0, count: count), index = [Int](repeating: 0, count: size.count)
-                for j in 0..<count {
-                    var o = start - low
-                    for d in 0..<size.count { o += index[d] * stride[d] }
-                    positions[j] = Int64(o)
-                    var d = size.count - 1
-                    while d >= 0 {
-                        index[d] += 1
-                        if index[d] < size[d] { break }
-                        index[d] = 0
-                        d -= 1
-                    }
-                }
+                let positions = Shape.offsets(size, stride, from: start - low).map { Int64($0) }
                 let at = try TensorImpl.empty([count], dtype: .int64, on: buffer.backend)
                 positions.withUnsafeBytes { at.backend.write($0, into: at) }
                 _ = try InPlace.indexPut(buffer, [.tensor(at)], try ShapeOps.reshape(g, [count]), accumulate: true, base: nil,

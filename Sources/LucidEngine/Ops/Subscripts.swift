@@ -278,22 +278,6 @@ struct HostIndex {
         let own = Shape.contiguousStrides(shape)
         var strides = [Int](repeating: 0, count: target.count)
         for i in 0..<shape.count where shape[i] != 1 { strides[lead + i] = own[i] }
-        var n = 1
-        for s in target { n *= s }
-        var out = [Int64](repeating: 0, count: n)
-        var index = [Int](repeating: 0, count: target.count)
-        for j in 0..<n {
-            var src = 0
-            for d in 0..<target.count { src += index[d] * strides[d] }
-            out[j] = values[src]
-            var d = target.count - 1
-            while d >= 0 {
-                index[d] += 1
-                if index[d] < target[d] { break }
-                index[d] = 0
-                d -= 1
-            }
-        }
-        return out
+        return Shape.offsets(target, strides).map { values[$0] }
     }
 }
