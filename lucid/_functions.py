@@ -134,6 +134,7 @@ _METHODS = {
     "index_select": "Slices along dim at the positions in a 1-D integer tensor.",
     "gather": "Values along dim at the positions in an index tensor of the output's shape.",
     "select": "The view of the slice at index along dim, which goes away.",
+    "index_put": "A copy of input with values written (or, with accumulate, added) at input[indices].",
     "scatter": "A copy of input with src written at the positions index names along dim.",
     "scatter_add": "A copy of input with src added at the positions index names along dim.",
     "matmul": "torch.matmul semantics; lower precision under autocast.",

@@ -1179,6 +1179,17 @@ class Tensor:
             return _views.write_at(self, encoded, self._operand(values, op), None, op)
         return self._index_put(encoded, values, accumulate, op)
 
+    def index_put(self, indices, values, accumulate=False):
+        """A new tensor: this one with `values` written at ``self[indices]`` (added there with
+        `accumulate`), as ``index_put_`` on a copy; gradients flow to both."""
+        if not isinstance(indices, tuple):
+            raise TypeError(f"index_put: indices must be a tuple, got {type(indices).__name__}")
+        encoded, keep = [], []
+        for item in indices:
+            encoded.append(_index_item(item, self.device, keep))
+        src = self._operand(values, "index_put")
+        return Tensor._wrap(E.index_put(self._h, encoded, src._h, bool(accumulate)))
+
     def scatter_(self, dim, index, src=None, *, value=None, reduce=None):
         """Writes `src` (a tensor, or a number: also given as `value`) at the positions
         `index` names along `dim`: ``self[i][index[i][j][k]][k] = src[i][j][k]`` for dim 1.

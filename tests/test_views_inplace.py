@@ -656,3 +656,27 @@ def test_out_of_another_shape_is_resized_and_bad_outs_are_refused():
         lucid.max(a, 1, out=lucid.zeros(2))
     with pytest.raises(TypeError):
         lucid.reshape(a, (3, 2), out=lucid.zeros(3, 2))  # views take no out=, as in PyTorch
+
+
+def test_index_put_makes_a_new_tensor_with_gradients_to_both():
+    rng = np.random.default_rng(10)
+    a = rng.standard_normal((4, 3)).astype(np.float32)
+    v = rng.standard_normal((3, 3)).astype(np.float32)
+    w = rng.standard_normal((4, 3)).astype(np.float32)
+    rows = np.array([2, 0, 2])
+    x = lucid.tensor(a, requires_grad=True)
+    vals = lucid.tensor(v, requires_grad=True)
+    out = lucid.index_put(x, (lucid.tensor(rows),), vals, accumulate=True)
+    want = a.copy()
+    np.add.at(want, rows, v)
+    _close(out, want)
+    _close(x, a)  # x itself is unchanged
+    (out * lucid.tensor(w)).sum().backward()
+    _close(x.grad, w)
+    _close(vals.grad, w[rows])
+    replaced = x.index_put((lucid.tensor([1, 3]),), lucid.tensor(0.0))
+    want = a.copy()
+    want[[1, 3]] = 0.0
+    _close(replaced, want)
+    with pytest.raises(TypeError, match="indices must be a tuple"):
+        x.index_put(lucid.tensor([1]), vals)
