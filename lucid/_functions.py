@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import warnings
+
 from . import _engine as E, _views
+from ._creation import empty
 from ._tensor import Tensor, _scalar
 from ._types import as_index
 
@@ -22,8 +25,39 @@ def _operand(v, fn, what):
     return s
 
 
+def write_out(result, out, fn):
+    """PyTorch's ``out=``: `result` (or each tensor of a tuple result) written into `out` (a
+    tensor, or a tuple of them), converted to its dtype when that is of the same kind or
+    wider. An `out` of another shape takes the result's shape (with a warning unless it was
+    empty). Autograd does not record such writes: an input that requires grad is refused.
+    Returns `out`."""
+    if isinstance(result, tuple):
+        if not isinstance(out, (tuple, list)) or len(out) != len(result):
+            raise TypeError(f"{fn}(): out must be a tuple of {len(result)} tensors, got {out!r}")
+        for r, o in zip(result, out):
+            write_out(r, o, fn)
+        return tuple(out)
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{fn}(): out must be a lucid.Tensor, got {type(out).__name__}")
+    if result.requires_grad and E.is_grad_enabled():
+        raise RuntimeError(f"{fn}(): functions with out=... arguments don't support automatic differentiation, but "
+                           "one of the arguments requires grad")
+    if out.device != result.device:
+        raise RuntimeError(f"{fn}(): expected out on {result.device}, got a tensor on {out.device}")
+    if tuple(out.shape) == tuple(result.shape):
+        return _views.assign(out, result, fn, same_kind=True)
+    if out.numel() != 0:
+        warnings.warn(f"{fn}(): an output with one or more elements was resized since it had shape "
+                      f"{tuple(out.shape)}, which does not match the required output shape {tuple(result.shape)}",
+                      UserWarning, stacklevel=3)
+    resized = _views.assign(empty(*result.shape, dtype=out.dtype, device=out.device), result, fn, same_kind=True)
+    E.set_data(out._h, resized._h)
+    out._r = out._meta = out._shape = None
+    return out
+
+
 def _result(result, out, fn):
-    return result if out is None else _views.write_out(result, out, fn)
+    return result if out is None else write_out(result, out, fn)
 
 
 def where(condition, input, other, *, out=None) -> Tensor:

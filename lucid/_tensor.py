@@ -480,6 +480,8 @@ class Tensor:
 
     @data.setter
     def data(self, value):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be a lucid.Tensor, got {type(value).__name__}")
         _views.set_data(self, value)
 
     # ---- operators -----------------------------------------------------------------------
@@ -710,7 +712,7 @@ class Tensor:
             if isinstance(value, Tensor) and value.ndim != 0:
                 raise RuntimeError(f"masked_fill_: value must be a number or a 0-d tensor, got shape {tuple(value.shape)}")
             full = mask.expand(*self.shape) if tuple(mask.shape) != tuple(self.shape) else mask
-            return _views.index_put(self, [(E.INDEX_TENSOR, (0, 0, 0), 0, full._h)], self._operand(value, "masked_fill_"),
+            return _views.index_put(self, [_index_item(full, self.device, [])], self._operand(value, "masked_fill_"),
                                     False, "masked_fill_")
         return _views.assign(self, _views.source(self, value).masked_fill(mask, value), "masked_fill_", result=True)
 
@@ -1167,14 +1169,17 @@ class Tensor:
         _views.write_at(self, encoded, None if s is not None else self._operand(value, "__setitem__"), s,
                         "__setitem__")
 
+    def _encoded_indices(self, indices, op, keep):
+        """index_put's `indices` (a tuple) in the engine's encoding; tensors made here go in `keep`."""
+        if not isinstance(indices, tuple):
+            raise TypeError(f"{op}: indices must be a tuple, got {type(indices).__name__}")
+        return [_index_item(item, self.device, keep) for item in indices]
+
     def index_put_(self, indices, values, accumulate=False, *, op="index_put_"):
         """Writes `values` at ``self[indices]`` (adds them there with `accumulate`, repeated
         positions adding up)."""
-        if not isinstance(indices, tuple):
-            raise TypeError(f"{op}: indices must be a tuple, got {type(indices).__name__}")
-        encoded, keep = [], []
-        for item in indices:
-            encoded.append(_index_item(item, self.device, keep))
+        keep = []
+        encoded = self._encoded_indices(indices, op, keep)
         if not accumulate and not any(e[0] == E.INDEX_TENSOR for e in encoded):
             return _views.write_at(self, encoded, self._operand(values, op), None, op)
         return self._index_put(encoded, values, accumulate, op)
@@ -1182,11 +1187,8 @@ class Tensor:
     def index_put(self, indices, values, accumulate=False):
         """A new tensor: this one with `values` written at ``self[indices]`` (added there with
         `accumulate`), as ``index_put_`` on a copy; gradients flow to both."""
-        if not isinstance(indices, tuple):
-            raise TypeError(f"index_put: indices must be a tuple, got {type(indices).__name__}")
-        encoded, keep = [], []
-        for item in indices:
-            encoded.append(_index_item(item, self.device, keep))
+        keep = []
+        encoded = self._encoded_indices(indices, "index_put", keep)
         src = self._operand(values, "index_put")
         return Tensor._wrap(E.index_put(self._h, encoded, src._h, bool(accumulate)))
 

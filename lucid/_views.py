@@ -74,46 +74,9 @@ def assign(t, value, op, *, fill=False, same_kind=False, result=False):
     return _written(t, E.assign(t._h, value._h, flags, op))
 
 
-def write_out(result, out, fn):
-    """PyTorch's ``out=``: `result` (or each tensor of a tuple result) written into `out` (a
-    tensor, or a tuple of them), converted to its dtype when that is of the same kind or
-    wider. An `out` of another shape takes the result's shape (with a warning unless it was
-    empty). Autograd does not record such writes: an input that requires grad is refused.
-    Returns `out`."""
-    from ._tensor import Tensor
-    if isinstance(result, tuple):
-        if not isinstance(out, (tuple, list)) or len(out) != len(result):
-            raise TypeError(f"{fn}(): out must be a tuple of {len(result)} tensors, got {out!r}")
-        for r, o in zip(result, out):
-            write_out(r, o, fn)
-        return tuple(out)
-    if not isinstance(out, Tensor):
-        raise TypeError(f"{fn}(): out must be a lucid.Tensor, got {type(out).__name__}")
-    if result.requires_grad and E.is_grad_enabled():
-        raise RuntimeError(f"{fn}(): functions with out=... arguments don't support automatic differentiation, but "
-                           "one of the arguments requires grad")
-    if out.device != result.device:
-        raise RuntimeError(f"{fn}(): expected out on {result.device}, got a tensor on {out.device}")
-    if tuple(out.shape) == tuple(result.shape):
-        return assign(out, result, fn, same_kind=True)
-    if out.numel() != 0:
-        import warnings
-        warnings.warn(f"{fn}(): an output with one or more elements was resized since it had shape "
-                      f"{tuple(out.shape)}, which does not match the required output shape {tuple(result.shape)}",
-                      UserWarning, stacklevel=3)
-    from ._creation import empty
-    resized = assign(empty(*result.shape, dtype=out.dtype, device=out.device), result, fn, same_kind=True)
-    E.set_data(out._h, resized._h)
-    out._r = out._meta = out._shape = None
-    return out
-
-
 def set_data(t, value):
     """``t.data = value``: `t` takes `value`'s storage (and shape, dtype, device), keeping its
     own requires_grad. Views taken of `t` before keep the old storage, as in PyTorch."""
-    from ._tensor import Tensor
-    if not isinstance(value, Tensor):
-        raise TypeError(f"data must be a lucid.Tensor, got {type(value).__name__}")
     E.set_data(t._h, value._h)
     t._r = t._meta = t._shape = None
 
