@@ -58,8 +58,9 @@ $(VENV)/.installed: $(PY) pyproject.toml setup.py
 	LUCID_SKIP_ENGINE_BUILD=1 $(PY) $(PIP) --no-build-isolation -e '.[test,demo,build]'
 	@touch $@
 
-## generate: the generated sources, from their one source each: lucid/_abi.py (the ctypes
-## declarations and enum codes) from include/lucid.h, and MetalKernelSource.swift from the
+## generate: the generated sources, from their one source each: lucid/_C/_abi.py and _ops.py
+## (the ctypes declarations, enum codes and a function per entry point) from include/lucid.h,
+## and MetalKernelSource.swift from the
 ## Metal kernels (Kernels/*.metal). Builds and `make test` check that both are up to date.
 generate:
 	$(PYTHON) tools/gen_abi.py

@@ -66,9 +66,26 @@ enum lucid_binary_op { LUCID_ADD = 0, LUCID_SUB = 1, LUCID_MUL = 2, LUCID_DIV = 
                        LUCID_BITWISE_AND = 7, LUCID_BITWISE_OR = 8, LUCID_BITWISE_XOR = 9 };
 /* Comparison codes (bool results, no gradient). */
 enum lucid_compare_op { LUCID_EQ = 0, LUCID_NE = 1, LUCID_LT = 2, LUCID_LE = 3, LUCID_GT = 4, LUCID_GE = 5 };
-enum lucid_unary_op { LUCID_NEG = 0, LUCID_RELU = 1, LUCID_EXP = 2, LUCID_LOG = 3, LUCID_LOG1P = 4, LUCID_SQRT = 5, LUCID_RSQRT = 6,
-       LUCID_ABS = 7, LUCID_TANH = 8, LUCID_SIGMOID = 9, LUCID_SILU = 10, LUCID_GELU = 11, LUCID_GELU_TANH = 12,
-       LUCID_SOFTPLUS = 13, LUCID_SIN = 14, LUCID_COS = 15 };
+/* Unary op codes (lucid_unary, lucid_unary_inplace). Each is lucid.<name>, Tensor.<name> and
+ * Tensor.<name>_ in Python, documented by its comment here. */
+enum lucid_unary_op {
+    LUCID_NEG = 0,        /* -x */
+    LUCID_RELU = 1,       /* max(x, 0) */
+    LUCID_EXP = 2,        /* e**x */
+    LUCID_LOG = 3,        /* the natural logarithm */
+    LUCID_LOG1P = 4,      /* log(1 + x), exact for small x */
+    LUCID_SQRT = 5,       /* the square root */
+    LUCID_RSQRT = 6,      /* 1 / sqrt(x) */
+    LUCID_ABS = 7,        /* the absolute value */
+    LUCID_TANH = 8,       /* the hyperbolic tangent */
+    LUCID_SIGMOID = 9,    /* 1 / (1 + e**-x) */
+    LUCID_SILU = 10,      /* x * sigmoid(x) */
+    LUCID_GELU = 11,      /* x * P(X <= x) for a standard normal X */
+    LUCID_GELU_TANH = 12, /* GELU's tanh approximation */
+    LUCID_SOFTPLUS = 13,  /* log(1 + e**x) */
+    LUCID_SIN = 14,       /* the sine (integers promote to float32) */
+    LUCID_COS = 15        /* the cosine (integers promote to float32) */
+};
 enum lucid_reduce_op { LUCID_SUM = 0, LUCID_MEAN = 1, LUCID_AMAX = 2, LUCID_AMIN = 3, LUCID_LOGSUMEXP = 4 };
 /* Loss reductions. */
 enum lucid_reduction { LUCID_REDUCTION_NONE = 0, LUCID_REDUCTION_MEAN = 1, LUCID_REDUCTION_SUM = 2 };
@@ -201,7 +218,7 @@ int32_t lucid_set_element(lucid_tensor dst, int32_t count, int64_t i0, int64_t i
  * for lucid_index but ints, slices, None and Ellipsis only: Python's dst[1, 2:5] = v, with no
  * view handed out; op and recorded as for lucid_assign. */
 int32_t lucid_write_at(lucid_tensor dst, const int32_t *kinds, const int64_t *values, const int32_t *flags,
-                       const lucid_tensor *handles, int32_t count, lucid_tensor src, double value, int64_t int_value,
+                       const lucid_tensor *tensors, int32_t count, lucid_tensor src, double value, int64_t int_value,
                        int32_t kind, const char *op, int32_t *recorded);
 /* Handles not yet released. */
 int32_t lucid_live_tensors(int64_t *out);
@@ -280,6 +297,11 @@ int32_t lucid_as_strided(lucid_tensor a, const int64_t *size, const int64_t *str
                          int32_t has_offset, int64_t out[LUCID_RECORD_LEN]);
 /* The element of a's storage where a's element 0 is. */
 int32_t lucid_storage_offset(lucid_tensor a, int64_t *out);
+/* 1 when a's elements lie in row-major order with no gaps (size-1 dimensions aside), else 0. */
+int32_t lucid_is_contiguous(lucid_tensor a, int32_t *out);
+/* Dimension `dim` of a tensor of `ndim` dimensions, wrapped into 0..<ndim (dim -1 and 0 for a
+ * 0-d tensor); LUCID_ERR_INDEX, naming `op`, when it is out of range. */
+int32_t lucid_wrap_dim(int64_t dim, int32_t ndim, const char *op, int64_t *out);
 /* cat (stack = 0) or stack (stack = 1) of `count` tensors. */
 int32_t lucid_cat(const lucid_tensor *tensors, int32_t count, int64_t dim, int32_t stack, int64_t out[LUCID_RECORD_LEN]);
 /* mode LUCID_SPLIT_SIZES: pieces of the listed sizes; _SIZE: pieces of sizes[0]; _CHUNKS: sizes[0]

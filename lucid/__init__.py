@@ -8,15 +8,18 @@
 
 from ._types import bfloat16, bool_, device, dtype, float16, float32, int32, int64
 from ._tensor import Tensor
-from ._creation import (arange, empty, empty_like, from_numpy, full, full_like, manual_seed, ones, ones_like, rand,
-                        rand_like, randn, randn_like, tensor, zeros, zeros_like)
+from ._ops.creation import *  # noqa: F401,F403  (tensor, zeros, arange, randn …)
+from ._ops.elementwise import *  # noqa: F401,F403  (add, exp, where, maximum …)
+from ._ops.reduce import *  # noqa: F401,F403  (sum, mean, max, softmax …)
+from ._ops.shape import *  # noqa: F401,F403  (reshape, transpose, cat, stack, tril …)
+from ._ops.indexing import *  # noqa: F401,F403  (gather, index_select, scatter …)
+from ._ops.composed import *  # noqa: F401,F403  (sort, topk, randint, multinomial)
+from ._ops import composed as _composed, creation as _creation, elementwise as _elementwise, indexing as _indexing
+from ._ops import reduce as _reduce, shape as _shape
 from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._memory import empty_cache, max_memory_allocated, memory_allocated, reset_peak_memory_stats
 from ._threads import get_num_threads, set_num_threads
 from .serialization import load, save
-from ._functions import *  # noqa: F401,F403  (where, cat, stack, maximum, …)
-from ._functions import __all__ as _function_names
-from ._composed import argsort, multinomial, randint, sort, topk, tril, triu
 # lucid.distributed imports mpi4py only when init() runs, so importing it here costs nothing.
 from . import accelerator, amp, autograd, backends, distributed, metal, nn, optim, utils
 
@@ -27,12 +30,12 @@ long = int64
 __version__ = "0.1.0"
 
 __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "int32", "int64", "bool_", "half", "long",
-           *_function_names,
-           "tensor", "from_numpy", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like",
-           "rand_like", "randn_like", "arange", "rand", "randn", "randint", "multinomial", "tril", "triu", "sort", "argsort", "topk",
-           "manual_seed", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache", "save", "load",
+           *_creation.__all__, *_elementwise.__all__, *_reduce.__all__, *_shape.__all__, *_indexing.__all__,
+           *_composed.__all__,
+           "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache", "save", "load",
            "set_num_threads", "get_num_threads",
-           "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "accelerator", "amp", "autograd", "backends", "distributed", "nn", "optim", "metal", "utils"]
+           "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "accelerator", "amp", "autograd", "backends",
+           "distributed", "nn", "optim", "metal", "utils"]
 
 # PyTorch-style names that shadow builtins are set last, so nothing above sees them.
 globals()["bool"] = bool_

@@ -5,12 +5,12 @@ from __future__ import annotations
 import functools
 import threading
 
-from . import _engine as E
+from . import _C
 
 
 def is_grad_enabled() -> bool:
     """``True`` when ops on this thread record the backward graph."""
-    return E.is_grad_enabled()
+    return _C.is_grad_enabled() != 0
 
 
 class _GradModeScope:
@@ -23,14 +23,14 @@ class _GradModeScope:
         self._local = threading.local()
 
     def __enter__(self):
-        self._local.__dict__.setdefault("stack", []).append(E.set_grad_enabled(self._mode))
+        self._local.__dict__.setdefault("stack", []).append(_C.set_grad_enabled(self._mode) != 0)
         return self
 
     def __exit__(self, exc_type, exc_value, traceback) -> bool:
         stack = self._local.__dict__.get("stack")
         if not stack:
             raise RuntimeError(f"{type(self).__name__}.__exit__ called on a thread that has not entered it")
-        E.set_grad_enabled(stack.pop())
+        _C.set_grad_enabled(stack.pop())
         return False
 
     def __call__(self, fn):
@@ -65,7 +65,7 @@ class set_grad_enabled(_GradModeScope):
             raise TypeError(f"set_grad_enabled expects a bool, got {mode!r}")
         super().__init__()
         self._mode = mode
-        self._previous = E.set_grad_enabled(mode)
+        self._previous = _C.set_grad_enabled(mode) != 0
 
     def __enter__(self):
         self._local.__dict__.setdefault("stack", []).append(self._previous)

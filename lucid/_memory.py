@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import _engine as E
+from . import _C
 from ._types import as_device
 
 
@@ -10,14 +10,25 @@ def _code(device) -> int:
     return -1 if device is None else as_device(device).code
 
 
+def live_tensors() -> int:
+    """Engine tensors alive now (releases Python has batched are made first)."""
+    _C.flush_releases()
+    return _C.live_tensors()
+
+
+def _stats(device):
+    _C.flush_releases()
+    return _C.memory_stats(_code(device))
+
+
 def memory_allocated(device=None) -> int:
     """Bytes held by tensor buffers now, on ``device`` (``"cpu"``/``"metal"``) or on both."""
-    return E.memory_stats(_code(device))[0]
+    return _stats(device)[0]
 
 
 def max_memory_allocated(device=None) -> int:
     """The most bytes held at once since the last :func:`reset_peak_memory_stats`."""
-    return E.memory_stats(_code(device))[1]
+    return _stats(device)[1]
 
 
 def empty_cache() -> int:
@@ -29,9 +40,10 @@ def empty_cache() -> int:
     finished every kernel that used it. Cached bytes do not count in
     :func:`memory_allocated`.
     """
-    return E.empty_cache()
+    _C.flush_releases()
+    return _C.empty_cache()
 
 
 def reset_peak_memory_stats(device=None) -> None:
     """Restarts peak tracking from what is allocated now."""
-    E.reset_peak_memory_stats(_code(device))
+    _C.reset_peak_memory_stats(_code(device))

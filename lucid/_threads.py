@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 
-from . import _engine as E
+from . import _C
 
 
 def set_num_threads(n: int) -> None:
@@ -21,9 +21,9 @@ def set_num_threads(n: int) -> None:
         raise TypeError(f"set_num_threads expects an int, got {type(n).__name__}") from None
     if not -(1 << 63) <= count < (1 << 63):
         raise ValueError(f"set_num_threads: expected a number of threads in 1...1024, got {count}")
-    E.set_num_threads(count)
+    _C.set_num_threads(count)
 
 
 def get_num_threads() -> int:
     """How many threads the CPU kernels use (see :func:`set_num_threads`)."""
-    return E.get_num_threads()
+    return _C.get_num_threads()

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from . import _engine as E
+from . import _C
 
 
 def _ml_dtypes_bfloat16():
@@ -50,20 +50,21 @@ class dtype:
     __str__ = __repr__
 
     def __reduce__(self):
-        return (_dtype_by_name, (self.name,))
+        return (dtype_by_name, (self.name,))
 
 
 # The dtype table (codes, names, sizes, which are floating) is the engine's; numpy's element
 # type for each is Python's business (bfloat16's is looked up when first needed).
 _NUMPY_TYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": None, "int32": np.int32,
                 "int64": np.int64, "bool": np.bool_}
-_BY_CODE = tuple(dtype(name, code, size, floating, _NUMPY_TYPES[name]) for code, name, size, floating in E.dtype_table())
+_BY_CODE = tuple(dtype(name, code, size, bool(floating), _NUMPY_TYPES[name]) for code, name, size, floating in _C.dtype_table())
 _BY_NAME = {d.name: d for d in _BY_CODE}
 float32, float16, bfloat16 = _BY_NAME["float32"], _BY_NAME["float16"], _BY_NAME["bfloat16"]
 int32, int64, bool_ = _BY_NAME["int32"], _BY_NAME["int64"], _BY_NAME["bool"]
 
 
-def _dtype_by_name(name):
+def dtype_by_name(name: str) -> dtype:
+    """The dtype named `name` ("float32", "bool" …)."""
     return _BY_NAME[name]
 
 
@@ -139,7 +140,7 @@ class device:
         return (device, (self.type,))
 
 
-_DEVICE_CODES = {name: code for code, name in E.device_table()}  # the engine's device table
+_DEVICE_CODES = {name: code for code, name in _C.device_table()}  # the engine's device table
 _DEVICES = tuple(device(name) for name in sorted(_DEVICE_CODES, key=_DEVICE_CODES.get))
 
 

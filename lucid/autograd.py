@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import itertools
 
-from . import _engine as E
-from ._creation import zeros
+from . import _C
+from ._ops.creation import zeros
 from ._grad_mode import is_grad_enabled, no_grad
 from ._tensor import Tensor
 
@@ -76,7 +76,7 @@ _registered = False
 def _register():
     global _registered
     if not _registered:
-        E.custom_function_callbacks(_backward, _release)
+        _C.custom_function_callbacks(_backward, _release)
         _registered = True
 
 
@@ -138,7 +138,7 @@ class Function(metaclass=_FunctionMeta):
             context = next(_ids)
             _contexts[context] = (ctx, index, outputs, tensor_args, len(args), name)
             try:
-                tracked.append(Tensor._wrap(E.custom_function_record(name, [t._h for t in inputs], output._h, context)))
+                tracked.append(Tensor._wrap(_C.custom_function_record(name, [t._h for t in inputs], output._h, context)))
             except BaseException:
                 _contexts.pop(context, None)
                 raise

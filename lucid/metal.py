@@ -1,7 +1,7 @@
 """The Metal (GPU) stream."""
 
-from . import _engine as E
-from ._engine import MetalFallbackWarning
+from . import _C
+from ._C import MetalFallbackWarning
 from ._types import dtype_from_code
 
 
@@ -13,7 +13,7 @@ def is_available() -> bool:
     accumulation) and warns once per process; ``LUCID_METAL_FALLBACK=0`` makes ``"metal"``
     raise ``RuntimeError`` instead.
     """
-    return E.metal_is_available()
+    return _C.metal_is_available() != 0
 
 
 def synchronize() -> None:
@@ -29,7 +29,7 @@ def synchronize() -> None:
     RuntimeError
         When ``"metal"`` is unavailable (``LUCID_METAL_FALLBACK=0`` without Metal).
     """
-    E.metal_synchronize()
+    _C.metal_synchronize()
 
 
 def self_test() -> list:
@@ -59,7 +59,7 @@ def self_test() -> list:
     """
     return [{"op": op, "dtype": dtype_from_code(code), "max_error": err, "tolerance": tol, "passed": err <= tol,
              "detail": detail}
-            for op, code, err, tol, detail in E.metal_self_test()]
+            for op, code, err, tol, detail in _C.metal_self_test()]
 
 
 def stats() -> dict:
@@ -83,7 +83,7 @@ def stats() -> dict:
         Where no Metal backend serves ``"metal"`` (Linux, CI) every count but
         ``host_fallbacks`` is zero.
     """
-    return E.metal_stats()
+    return _C.metal_stats()
 
 
 def host_fallback_counts() -> dict:
@@ -101,7 +101,7 @@ def host_fallback_counts() -> dict:
         Op name (``"add"``, ``"matmul"``, ``"max_pool2d_backward"``, ...) to count; only
         ops that fell back at least once appear.
     """
-    return E.metal_host_fallback_counts()
+    return _C.metal_host_fallback_counts()
 
 
 __all__ = ["is_available", "synchronize", "self_test", "stats", "host_fallback_counts", "MetalFallbackWarning"]

@@ -24,7 +24,9 @@ except ImportError:  # (not on Windows: there a killed save's temporary file sta
 
 import numpy as np
 
-from ._types import bfloat16
+from ._ops.creation import tensor
+from ._tensor import Tensor
+from ._types import as_device, bfloat16
 
 _STRUCTURE_KEY = "lucid.structure"
 # safetensors dtype names -> numpy dtypes lucid can hold (BF16's is looked up when met).
@@ -35,8 +37,6 @@ _DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "I64": np.int64, 
 
 def _encode(obj, path, tensors):
     """The JSON form of `obj`, with each tensor replaced by a reference to its entry in `tensors`."""
-    from ._tensor import Tensor
-
     if isinstance(obj, Tensor):
         key = path or "tensor"
         if key in tensors:
@@ -382,9 +382,6 @@ def load(f, map_location=None, *, max_bytes=None):
     declares, and a declaration beyond ``max_bytes`` is refused before any data is read.
     """
     from safetensors import SafetensorError, deserialize
-
-    from ._creation import tensor
-    from ._types import as_device
 
     device = as_device("cpu" if map_location is None else map_location)
     if max_bytes is None:

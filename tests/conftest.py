@@ -3,7 +3,7 @@ import os
 import pytest
 
 import lucid
-from lucid import _engine
+from lucid import _C
 
 
 def pytest_sessionstart(session):
@@ -21,7 +21,7 @@ def _assert_autocast_off(when):
         assert lucid.amp.get_autocast_dtype(device) is None, f"autocast dtype set for {device!r} {when}"
     assert not lucid.amp.is_autocast_enabled()
     assert lucid.amp.get_autocast_dtype() is None
-    assert _engine.autocast_live_guards() == 0, f"live autocast guards {when}"
+    assert _C.autocast_live_guards() == 0, f"live autocast guards {when}"
 
 
 @pytest.fixture(autouse=True)

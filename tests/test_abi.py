@@ -9,15 +9,16 @@ import numpy as np
 import pytest
 
 import lucid
-from lucid import _abi, _engine
+from lucid import _C
+from lucid._C import _abi
 
-# A separate CDLL object, declared from the header (through lucid/_abi.py) with argtypes for
+# A separate CDLL object, declared from the header (through lucid/_C/_abi.py) with argtypes for
 # every call, even those lucid makes without them: a wrong argument here is an error.
-lib = ctypes.CDLL(_engine._lib._name)
+lib = ctypes.CDLL(_C.lib._name)
 for _name, (_args, _res) in _abi.SIGNATURES.items():
     _fn = getattr(lib, _name)
     _fn.argtypes, _fn.restype = _args, _res
-Record, HANDLE = _engine.Record, _engine.R_HANDLE
+Record, HANDLE = _C.Record, _C.RECORD_HANDLE
 
 OK, E_VALUE, E_TYPE, E_INDEX, E_RUNTIME, E_HANDLE, E_THREAD = range(7)
 CPU, METAL = 0, 1
@@ -64,7 +65,7 @@ def live_guards():
 
 
 def live_tensors():
-    _engine.flush_releases()  # releases that Python has made but batches for the engine
+    _C.flush_releases()  # releases that Python has made but batches for the engine
     n = c_int64(-1)
     assert lib.lucid_live_tensors(byref(n)) == OK
     return n.value
@@ -342,10 +343,10 @@ def test_tensor_round_trip_and_binary_against_numpy():
     assert lib.lucid_binary(ADD, ha, hb, out) == OK
     np.testing.assert_array_equal(to_numpy(out[HANDLE], (2, 3)), a + b)
     # The record holds what the tensor's own queries say.
-    assert (out[_engine.R_DTYPE], out[_engine.R_DEVICE], out[_engine.R_NDIM], out[_engine.R_REQUIRES_GRAD]) == (
+    assert (out[_C.RECORD_DTYPE], out[_C.RECORD_DEVICE], out[_C.RECORD_NDIM], out[_C.RECORD_REQUIRES_GRAD]) == (
         FLOAT32, CPU, 2, 0)
-    assert out[_engine.R_SHAPE:_engine.R_SHAPE + 2] == [2, 3]
-    assert out[_engine.R_STRIDES:_engine.R_STRIDES + 2] == [3, 1]
+    assert out[_C.RECORD_SHAPE:_C.RECORD_SHAPE + 2] == [2, 3]
+    assert out[_C.RECORD_STRIDES:_C.RECORD_STRIDES + 2] == [3, 1]
     assert live_tensors() == base + 3
     for h in (ha, hb, out[HANDLE]):
         assert lib.lucid_tensor_release(h) == OK

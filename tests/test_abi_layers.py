@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 import lucid
-from lucid import _abi, _engine
+from lucid import _C
+from lucid._C import _abi
 
-lib = ctypes.CDLL(_engine._lib._name)
-# Declared from the header (through lucid/_abi.py), with argtypes even where lucid itself calls
+lib = ctypes.CDLL(_C.lib._name)
+# Declared from the header (through lucid/_C/_abi.py), with argtypes even where lucid itself calls
 # without them, so that a wrong argument here is an error and not a silent truncation.
 for name in ("lucid_last_error", "lucid_live_tensors", "lucid_split", "lucid_index", "lucid_attention", "lucid_max_dim",
              "lucid_compare", "lucid_conv2d", "lucid_cat", "lucid_pointwise_loss"):
@@ -48,7 +49,7 @@ def test_split_checks_capacity_and_null_outputs(x):
 
 
 def test_index_rejects_bad_kinds_and_null_arrays(x):
-    out = _engine.Record()
+    out = _C.Record()
     kinds, values = (c_int32 * 1)(7), (c_int64 * 3)()
     flags, handles = (c_int32 * 1)(), (c_uint32 * 1)()
     assert lib.lucid_index(x._h, kinds, values, flags, handles, 1, out) == E_VALUE
@@ -57,7 +58,7 @@ def test_index_rejects_bad_kinds_and_null_arrays(x):
     kinds[0] = 4
     handles[0] = 123456789
     assert lib.lucid_index(x._h, kinds, values, flags, handles, 1, out) == E_HANDLE
-    assert out[_engine.R_HANDLE] == 0  # a failing call writes nothing
+    assert out[_C.RECORD_HANDLE] == 0  # a failing call writes nothing
 
 
 def test_two_output_calls_check_every_pointer_first(x):
@@ -68,12 +69,12 @@ def test_two_output_calls_check_every_pointer_first(x):
     o = c_uint32()
     assert lib.lucid_attention(x._h, x._h, x._h, 0, 0, 0, 0.0, 0.0, byref(o), None) == 0  # weights optional
     assert live() == before + 1
-    lucid._engine.release(o.value)
+    lucid._C.release(o.value)
     assert lib.lucid_attention(x._h, x._h, x._h, 0, 0, 0, 0.0, 0.0, None, None) == E_VALUE
 
 
 def test_bad_codes_and_handles(x):
-    out = _engine.Record()
+    out = _C.Record()
     assert lib.lucid_compare(17, x._h, x._h, out) == E_VALUE
     assert lib.lucid_pointwise_loss(0, x._h, x._h, 5, out) == E_VALUE
     assert "reduction" in error()

@@ -12,7 +12,7 @@ import pytest
 import lucid
 import lucid.nn as nn
 import lucid.nn.functional as F
-from lucid import _engine
+from lucid import _C
 from lucid.amp import CastPolicy, autocast
 import lucid.amp.autocast_mode as autocast_mode
 
@@ -288,14 +288,14 @@ def test_reuse_after_exit():
 def test_reentry_while_active():
     ac16 = autocast(dtype=F16)
     acbf = autocast(dtype=BF16)
-    base = _engine.autocast_live_guards()
+    base = _C.autocast_live_guards()
     with ac16:
         with acbf:
             with ac16:
                 assert state() == metal_on(F16)
                 with ac16:
                     assert state() == metal_on(F16)
-                    assert _engine.autocast_live_guards() == base + 4
+                    assert _C.autocast_live_guards() == base + 4
                 assert state() == metal_on(F16)
             assert state() == metal_on(BF16)
         assert state() == metal_on(F16)
@@ -325,12 +325,12 @@ def test_exit_interrupted_after_leaving_its_scope_does_not_strand_the_outer_one(
 
     monkeypatch.setattr(autocast_mode, "_guard_destroy", interrupted_once)
     ac = autocast("cpu", dtype=BF16)
-    guards = _engine.autocast_live_guards()
+    guards = _C.autocast_live_guards()
     with pytest.raises(KeyboardInterrupt):
         with ac:
             with ac:
                 pass
-    assert fired and state() == OFF and _engine.autocast_live_guards() == guards
+    assert fired and state() == OFF and _C.autocast_live_guards() == guards
     with pytest.raises(RuntimeError, match="has not entered"):
         ac.__exit__(None, None, None)
 
@@ -346,12 +346,12 @@ def test_scope_ends_at_exit_not_at_collection():
 # ---- decorator ---------------------------------------------------------------------------------
 
 def test_decorator_fresh_scope_per_call():
-    base = _engine.autocast_live_guards()
+    base = _C.autocast_live_guards()
     seen = []
 
     @autocast("cpu", dtype=BF16)
     def f():
-        seen.append((state(), _engine.autocast_live_guards()))
+        seen.append((state(), _C.autocast_live_guards()))
 
     f()
     assert state() == OFF
@@ -369,7 +369,7 @@ def test_decorator_recursion():
 
     @autocast(dtype=BF16)
     def f(n):
-        seen.append((n, lucid.amp.get_autocast_dtype("metal"), _engine.autocast_live_guards()))
+        seen.append((n, lucid.amp.get_autocast_dtype("metal"), _C.autocast_live_guards()))
         if n:
             f(n - 1)
             assert lucid.amp.get_autocast_dtype("metal") is BF16
@@ -614,7 +614,7 @@ def test_one_object_shared_by_threads():
     n = 4
     ac = autocast("cpu", dtype=BF16)
     peak = []
-    barrier = threading.Barrier(n + 1, action=lambda: peak.append(_engine.autocast_live_guards()), timeout=10)
+    barrier = threading.Barrier(n + 1, action=lambda: peak.append(_C.autocast_live_guards()), timeout=10)
     errors, results = [], {}
 
     def worker(i):
@@ -749,7 +749,7 @@ def test_out_of_order_inside_with_block_restores_original():
 # ---- misuse ----------------------------------------------------------------------------------
 
 def test_exit_without_enter():
-    base = _engine.autocast_live_guards()
+    base = _C.autocast_live_guards()
     with pytest.raises(RuntimeError):
         autocast().__exit__(None, None, None)
     assert state() == OFF
@@ -757,7 +757,7 @@ def test_exit_without_enter():
         with pytest.raises(RuntimeError):
             autocast("cpu").__exit__(None, None, None)
         assert state() == cpu_on(BF16)
-        assert _engine.autocast_live_guards() == base + 1
+        assert _C.autocast_live_guards() == base + 1
 
 
 def test_exit_more_often_than_entered():
@@ -773,12 +773,12 @@ def test_exit_more_often_than_entered():
 @pytest.mark.parametrize("device_type", ["cuda", "mps", None, 3, "", "Metal", "CPU"])
 def test_invalid_device_type(device_type):
     with autocast("cpu", dtype=BF16):
-        before = (state(), _engine.autocast_live_guards())
+        before = (state(), _C.autocast_live_guards())
         with pytest.raises(ValueError):
             autocast(device_type)
         with pytest.raises(ValueError):
             autocast(device_type=device_type, dtype=BF16)
-        assert (state(), _engine.autocast_live_guards()) == before
+        assert (state(), _C.autocast_live_guards()) == before
 
 
 @pytest.mark.parametrize("bad,exc", [(lucid.int32, ValueError), (lucid.int64, ValueError),
@@ -788,10 +788,10 @@ def test_invalid_device_type(device_type):
 @pytest.mark.parametrize("device", ["metal", "cpu"])
 def test_invalid_dtype_raises_from_constructor(bad, exc, device):
     with autocast("metal", dtype=F32):
-        before = (state(), _engine.autocast_live_guards())
+        before = (state(), _C.autocast_live_guards())
         with pytest.raises(exc):
             autocast(device, dtype=bad)
-        assert (state(), _engine.autocast_live_guards()) == before
+        assert (state(), _C.autocast_live_guards()) == before
     assert state() == OFF
 
 
@@ -1059,9 +1059,9 @@ def test_a_parameter_read_by_several_ops_is_cast_once_per_scope(device, dt):
         y1 = F.linear(x, w)
         with lucid.amp.autocast(device, dtype=dt):
             y2 = x @ w.T
-        assert _engine.autocast_cached_casts() == 1
+        assert _C.autocast_cached_casts() == 1
         assert y1.dtype == y2.dtype == dt
-    assert _engine.autocast_cached_casts() == 0  # the outermost exit empties it
+    assert _C.autocast_cached_casts() == 0  # the outermost exit empties it
     (y1.float().sum() + 2 * y2.float().sum()).backward()
     # Both reads reach the float32 leaf: d/dw of sum(x w^T) is the column sums of x, per row.
     xr = x_np.astype(NP_BF16 if dt is BF16 else np.float16).astype(np.float64)
@@ -1077,14 +1077,14 @@ def test_cache_enabled_false_casts_at_every_use_and_restores_the_thread_setting(
     with lucid.amp.autocast(device, dtype=dt, cache_enabled=False) as scope:
         assert scope.cache_enabled is False and not lucid.amp.is_autocast_cache_enabled()
         a, b = F.linear(x, w), F.linear(x, w)
-        assert _engine.autocast_cached_casts() == 0
+        assert _C.autocast_cached_casts() == 0
         with lucid.amp.autocast(device, dtype=dt, cache_enabled=True):
             F.linear(x, w)
-            assert _engine.autocast_cached_casts() == 1  # cached in the inner scope only
+            assert _C.autocast_cached_casts() == 1  # cached in the inner scope only
         assert not lucid.amp.is_autocast_cache_enabled()
         F.linear(x, w)
-        assert _engine.autocast_cached_casts() == 1  # kept until the outermost scope exits
-    assert lucid.amp.is_autocast_cache_enabled() and _engine.autocast_cached_casts() == 0
+        assert _C.autocast_cached_casts() == 1  # kept until the outermost scope exits
+    assert lucid.amp.is_autocast_cache_enabled() and _C.autocast_cached_casts() == 0
     (a.float().sum() + b.float().sum()).backward()
     np.testing.assert_array_equal(w.grad.numpy(), np.full((4, 4), 4.0))  # both uses reach the leaf
     # The thread-wide switch, which a scope without cache_enabled leaves alone.
@@ -1092,7 +1092,7 @@ def test_cache_enabled_false_casts_at_every_use_and_restores_the_thread_setting(
     try:
         with lucid.amp.autocast(device, dtype=dt):
             F.linear(x, w)
-            assert _engine.autocast_cached_casts() == 0
+            assert _C.autocast_cached_casts() == 0
     finally:
         lucid.amp.set_autocast_cache_enabled(True)
     # An exception leaves the thread's setting as it was.
@@ -1125,12 +1125,12 @@ def test_cast_cache_skips_non_leaves_no_grad_and_float32_scopes():
         h @ h
         with lucid.no_grad():
             w @ w
-        assert _engine.autocast_cached_casts() == 0
+        assert _C.autocast_cached_casts() == 0
         with lucid.amp.autocast("cpu", dtype=F32):
             w @ w
-        assert _engine.autocast_cached_casts() == 0
+        assert _C.autocast_cached_casts() == 0
         w @ w
-        assert _engine.autocast_cached_casts() == 1
+        assert _C.autocast_cached_casts() == 1
 
 
 def test_training_inside_one_scope_reuses_casts_until_the_optimizer_replaces_them():
@@ -1145,12 +1145,12 @@ def test_training_inside_one_scope_reuses_casts_until_the_optimizer_replaces_the
         for step in range(3):
             loss = model(x).float().pow(2).mean()
             loss.backward()
-            assert _engine.autocast_cached_casts() == 2  # weight and bias
+            assert _C.autocast_cached_casts() == 2  # weight and bias
             if step < 2:
                 opt.zero_grad()
                 (model(x).float().pow(2).mean()).backward()  # the same casts, a second graph
                 opt.step()
-                assert _engine.autocast_cached_casts() == 0
+                assert _C.autocast_cached_casts() == 0
     assert not np.allclose(model.weight.numpy(), w0)
 
 
@@ -1170,14 +1170,14 @@ def test_interrupt_right_after_the_engine_entered_the_scope_leaves_it(monkeypatc
         assert real(*args) == 0
         raise KeyboardInterrupt
 
-    base = _engine.autocast_live_guards()
+    base = _C.autocast_live_guards()
     ac = autocast("cpu", dtype=BF16)
     monkeypatch.setattr(autocast_mode, "_guard_create", interrupted)
     with pytest.raises(KeyboardInterrupt):
         with ac:
             pass
     monkeypatch.undo()
-    assert state() == OFF and _engine.autocast_live_guards() == base and not _open_entries(ac)
+    assert state() == OFF and _C.autocast_live_guards() == base and not _open_entries(ac)
     with ac:  # the object still works
         assert state() == cpu_on(BF16)
     assert state() == OFF
@@ -1190,23 +1190,23 @@ def test_interrupt_before_the_engine_is_called_leaves_the_open_scopes_alone(monk
     outer, inner = autocast("cpu", dtype=BF16), autocast("metal", dtype=F16)
     with inner, inner:
         pass  # leaves two slots holding released handles: `outer` takes one, `inner` the other
-    base = _engine.autocast_live_guards()
+    base = _C.autocast_live_guards()
 
     def interrupted(*args):
         raise KeyboardInterrupt
 
     with outer:
-        live = _engine.autocast_live_guards()
+        live = _C.autocast_live_guards()
         monkeypatch.setattr(autocast_mode, "_guard_create", interrupted)
         with pytest.raises(KeyboardInterrupt):
             inner.__enter__()
         monkeypatch.undo()
-        assert state() == cpu_on(BF16) and _engine.autocast_live_guards() == live
+        assert state() == cpu_on(BF16) and _C.autocast_live_guards() == live
         assert not _open_entries(inner) and len(_open_entries(outer)) == 1
         with inner:  # the thread's entries still work, slots included
             assert state() == (True, F16, True, BF16)
         assert state() == cpu_on(BF16)
-    assert state() == OFF and _engine.autocast_live_guards() == base
+    assert state() == OFF and _C.autocast_live_guards() == base
 
 
 def test_interrupt_while_recording_the_handle_leaves_the_scope(monkeypatch):
@@ -1215,13 +1215,13 @@ def test_interrupt_while_recording_the_handle_leaves_the_scope(monkeypatch):
             super().append(item)
             raise KeyboardInterrupt
 
-    base = _engine.autocast_live_guards()
+    base = _C.autocast_live_guards()
     ac = autocast("cpu", dtype=BF16)
     here = autocast_mode._entries_here()
     monkeypatch.setattr(here, "entries", Interrupting())
     with pytest.raises(KeyboardInterrupt):
         ac.__enter__()
-    assert state() == OFF and _engine.autocast_live_guards() == base and len(here.entries) == 0
+    assert state() == OFF and _C.autocast_live_guards() == base and len(here.entries) == 0
 
 
 def test_interrupt_during_exit_still_leaves_the_scope(monkeypatch):
@@ -1231,14 +1231,14 @@ def test_interrupt_during_exit_still_leaves_the_scope(monkeypatch):
         assert real(handle) == 0
         raise KeyboardInterrupt
 
-    base = _engine.autocast_live_guards()
+    base = _C.autocast_live_guards()
     ac = autocast("cpu", dtype=BF16)
     ac.__enter__()
     monkeypatch.setattr(autocast_mode, "_guard_destroy", interrupted)
     with pytest.raises(KeyboardInterrupt):
         ac.__exit__(None, None, None)
     monkeypatch.undo()
-    assert state() == OFF and _engine.autocast_live_guards() == base
+    assert state() == OFF and _C.autocast_live_guards() == base
     # The stale handle left behind is a clear error, not a crash or a silent second exit.
     with pytest.raises(ValueError, match="not a live autocast guard"):
         ac.__exit__(None, None, None)

@@ -297,3 +297,13 @@ def test_select_is_a_view_of_one_slice():
     assert (t.numpy()[:, 2] == -1).all()
     with pytest.raises(IndexError):
         t.select(0, 2)
+
+
+def test_a_range_indexes_as_the_list_of_its_values():
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    x = lucid.tensor(a)
+    for key, want in ((range(1, 3), a[[1, 2]]), (range(0, 4, 2), a[[0, 2]]), ((slice(None), range(5, 0, -2)), a[:, [5, 3, 1]])):
+        np.testing.assert_array_equal(x[key].numpy(), want)
+    y = lucid.zeros(4, 6)
+    y[range(1, 3)] = 1.0
+    np.testing.assert_array_equal(y.numpy().sum(1), [0, 6, 6, 0])

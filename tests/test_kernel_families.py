@@ -20,7 +20,7 @@ import pytest
 from ctypes import byref, c_char_p, c_int64
 
 import lucid
-from lucid import _engine
+from lucid import _C
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -161,7 +161,7 @@ def test_an_unknown_family_is_a_clear_error():
 
 
 def test_counts_through_the_c_abi_reject_bad_arguments():
-    lib = _engine._lib
+    lib = _C.lib
     n = c_int64()
     assert lib.lucid_metal_fallback_entries(byref(n)) == 0
     name, count = c_char_p(), c_int64(7)

@@ -88,21 +88,21 @@ def test_autocast_graph_keeps_no_weight_copies():
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_child_forked_during_a_release_flush_still_releases():
-    from lucid import _engine
-    _engine._flush_lock.acquire()  # as if another thread were flushing when the fork happens
+    from lucid import _C
+    _C._calls._flush_lock.acquire()  # as if another thread were flushing when the fork happens
     try:
         pid = os.fork()
         if pid == 0:  # the child: its deferred releases must still reach the engine
             code = 1
             try:
-                before = _engine.live_tensors()
+                before = lucid._memory.live_tensors()
                 held = [lucid.ones(2) for _ in range(3)]
-                code = 0 if _engine.live_tensors() == before + 3 else 2
+                code = 0 if lucid._memory.live_tensors() == before + 3 else 2
                 del held
-                code = code or (0 if _engine.live_tensors() == before else 3)
+                code = code or (0 if lucid._memory.live_tensors() == before else 3)
             finally:
                 os._exit(code)
     finally:
-        _engine._flush_lock.release()
+        _C._calls._flush_lock.release()
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

@@ -437,8 +437,8 @@ def _run_emulated(code, **env):
     import os
     import subprocess
     import sys
-    from lucid import _engine
-    if "metal-emulated" not in str(_engine._find_library()):
+    from lucid import _C
+    if "metal-emulated" not in str(_C._library._find_library()):
         pytest.skip("the fault is injected through the emulated GPU of the check build")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env={**os.environ, **env}, timeout=120)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import lucid
-from lucid import _engine, _native
+from lucid import _C, _native
 
 ROOT = Path(__file__).resolve().parents[1]
 LINUX = sys.platform.startswith("linux")

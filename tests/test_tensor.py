@@ -476,7 +476,7 @@ def test_shapes_of_fresh_results_at_the_shape_keys_limits():
     # A result's shape comes from a table of shapes by the key its record gives (ndim <= 4,
     # each size under 2**(60 // ndim)) or from its sizes; either way it is the same tuple.
     # Views of one element make large sizes possible without memory.
-    from lucid import _tensor
+    from lucid import _core
     cases = [(), (1,), (0,), (7,), (2, 1), (1, 2), (1, 2, 1), (2, 1, 1, 1), (3, 4, 5, 6), (1,) * 5,
              (2, 3, 1, 1, 2, 1, 1, 1, 2), (2**36,), (2**30 - 1, 2), (2**30, 2), (1, 2**20 - 1, 3), (1, 2**20, 3),
              (2**15 - 1, 2**15 - 1, 3, 1), (2**15 - 1, 2**15, 1, 1)]
@@ -495,7 +495,7 @@ def test_shapes_of_fresh_results_at_the_shape_keys_limits():
     # The same sizes built other ways agree, and the table stays bounded.
     assert (lucid.zeros(2, 1) + lucid.zeros(1, 2)).shape == (2, 2)
     assert lucid.zeros(3, 1, 2).transpose(0, 2).shape == (2, 1, 3)
-    assert 0 < len(_tensor._shapes) <= _tensor._SHAPES_MAX
+    assert 0 < len(_core._shapes) <= _core._SHAPES_MAX
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -682,8 +682,8 @@ def test_repr_shows_values_and_non_default_metadata():
 def test_metal_is_available_only_where_the_metal_backend_serves_it():
     # The product built on Linux has no Metal backend; the check build (`make metal-emulated`,
     # loaded through LUCID_ENGINE_LIBRARY) has it, over the emulated Metal API.
-    from lucid import _engine
-    emulated = "metal-emulated" in str(_engine._find_library())
+    from lucid import _C
+    emulated = "metal-emulated" in str(_C._library._find_library())
     assert lucid.metal.is_available() is (sys.platform == "darwin" or emulated)
 
 

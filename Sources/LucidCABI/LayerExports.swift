@@ -144,6 +144,20 @@ public func lucid_storage_offset(_ a: UInt32, _ out: UnsafeMutablePointer<Int64>
     abiCall { try store(Int64(try tensors.get(a).storageOffset), out) }
 }
 
+@_cdecl("lucid_is_contiguous")
+public func lucid_is_contiguous(_ a: UInt32, _ out: UnsafeMutablePointer<Int32>?) -> Int32 {
+    abiCall { try store(try tensors.get(a).isContiguous ? 1 : 0, out) }
+}
+
+@_cdecl("lucid_wrap_dim")
+public func lucid_wrap_dim(_ dim: Int64, _ ndim: Int32, _ op: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall {
+        guard ndim >= 0 else { throw LucidError(.value, "wrap_dim: negative ndim \(ndim)") }
+        let name = op.map { String(cString: $0) } ?? "dim"
+        try store(Int64(try Shape.wrapDim(Int(clamping: dim), ndim: Int(ndim), op: name)), out)
+    }
+}
+
 @_cdecl("lucid_narrow")
 public func lucid_narrow(_ a: UInt32, _ dim: Int64, _ start: Int64, _ length: Int64, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {

@@ -8,22 +8,22 @@ import functools
 
 import numpy as np
 
-from .. import _engine as E
+from .. import _C
 from .._types import _BY_CODE, _DEVICE_CODES, device_names, dtype as _dtype, dtype_from_code
 
 # The guard entry points, called directly by __enter__ and __exit__ (their status checked there).
-_guard_create = E._guard_create
-_guard_destroy = E._guard_destroy
+_guard_create = _C.guard_create_raw
+_guard_destroy = _C.guard_destroy_raw
 
 # The engine's rules, read once: each device's default dtype and the dtypes it can target.
-_DEFAULTS = {code: dtype_from_code(E.autocast_default_dtype(code)) for code in _DEVICE_CODES.values()}
+_DEFAULTS = {code: dtype_from_code(_C.autocast_default_dtype(code)) for code in _DEVICE_CODES.values()}
 
 
 def _targets(device_code):
     allowed = []
     for d in _BY_CODE:
         try:
-            E.autocast_check_dtype(device_code, d.code)
+            _C.autocast_check_dtype(device_code, d.code)
             allowed.append(d)
         except ValueError:
             pass
@@ -41,7 +41,7 @@ class _ThreadEntries:
     ``cache_enabled``, the cache switch it replaced (else None). The AMP state itself lives
     in the engine; this is only what Python must release.
 
-    Slots are reused: `free` holds the ``(slot, pointer)`` pairs (from ``E.guard_slot()``)
+    Slots are reused: `free` holds the ``(slot, pointer)`` pairs (from ``_C.guard_slot()``)
     of entries left normally. A reused slot still holds the handle of an entry already left,
     which the engine never hands out again."""
 
@@ -73,7 +73,7 @@ def _device_code(device_type, allow_none=True) -> int:
 
 def is_autocast_enabled(device_type: str | None = None) -> bool:
     """``True`` if autocast is on for `device_type` on this thread (for either device if None)."""
-    return E.autocast_is_enabled(_device_code(device_type))
+    return _C.autocast_is_enabled(_device_code(device_type)) != 0
 
 
 def is_autocast_available(device_type) -> bool:
@@ -87,7 +87,7 @@ def is_autocast_available(device_type) -> bool:
 def is_autocast_cache_enabled() -> bool:
     """Whether this thread's autocast scopes cache the lower-precision casts of parameters
     (``True`` for a new thread)."""
-    return E.autocast_is_cache_enabled()
+    return _C.autocast_is_cache_enabled() != 0
 
 
 def set_autocast_cache_enabled(enabled: bool) -> None:
@@ -95,7 +95,7 @@ def set_autocast_cache_enabled(enabled: bool) -> None:
     outermost scope exits. ``autocast(cache_enabled=...)`` sets it for one scope."""
     if not isinstance(enabled, (bool, np.bool_)):
         raise TypeError(f"enabled must be a bool, got {enabled!r}")
-    E.autocast_set_cache_enabled(bool(enabled))
+    _C.autocast_set_cache_enabled(bool(enabled))
 
 
 def get_autocast_dtype(device_type: str | None = None):
@@ -104,7 +104,7 @@ def get_autocast_dtype(device_type: str | None = None):
     Without a device: the dtype of the innermost scope that still switches autocast on, or
     ``None`` when autocast is off on both devices.
     """
-    code = E.autocast_get_dtype(_device_code(device_type))
+    code = _C.autocast_get_dtype(_device_code(device_type))
     return None if code < 0 else dtype_from_code(code)
 
 
@@ -127,7 +127,7 @@ def _left_stale(entries, scope, rc, i) -> bool:
     entry at or below `i`; with no entry there, the stale handle is the error raised."""
     while True:
         try:
-            E._raise(rc)
+            _C.raise_error(rc)
         except ValueError:
             i = _innermost(entries, scope, i, stale=True)
         rc = _guard_destroy(entries[i][1])
@@ -220,7 +220,7 @@ class autocast(metaclass=_AutocastType):
         elif dtype not in _TARGETS[code]:
             if not isinstance(dtype, _dtype):
                 raise TypeError(f"autocast dtype must be a lucid.dtype, got {dtype!r}")
-            E.autocast_check_dtype(code, dtype.code)  # raises the engine's message
+            _C.autocast_check_dtype(code, dtype.code)  # raises the engine's message
         if type(enabled) is not bool:
             if not isinstance(enabled, (int, np.bool_)):
                 raise TypeError(f"enabled must be a bool, got {enabled!r}")
@@ -263,13 +263,13 @@ class autocast(metaclass=_AutocastType):
         try:
             pair = here.free.pop()
         except IndexError:
-            pair = E.guard_slot()
+            pair = _C.guard_slot()
         slot, ref = pair
         device, enabled, dtype = self._codes
         try:
             rc = _guard_create(device, enabled, dtype, ref)
             if rc:
-                E._raise(rc)
+                _C.raise_error(rc)
             here.entries.append((self, slot, None, pair))
         except BaseException:
             # An exception (a KeyboardInterrupt) may have landed after the engine entered the
@@ -284,7 +284,7 @@ class autocast(metaclass=_AutocastType):
             raise
         if self._cache_enabled is not None:
             # The thread's cache switch for this entry; its exit puts the previous one back.
-            here.entries[-1] = (self, slot, E.autocast_set_cache_enabled(self._cache_enabled), pair)
+            here.entries[-1] = (self, slot, _C.autocast_set_cache_enabled(self._cache_enabled) != 0, pair)
         return self
 
     def __exit__(self, exc_type, exc_value, traceback) -> bool:
@@ -309,7 +309,7 @@ class autocast(metaclass=_AutocastType):
         # Leave the scope before forgetting its handle: an interrupt in between leaves a stale
         # handle rather than a live scope nobody can close.
         if entry[2] is not None:
-            E.autocast_set_cache_enabled(entry[2])
+            _C.autocast_set_cache_enabled(entry[2])
         rc = _guard_destroy(entry[1])
         del entries[i]
         if not rc:
@@ -349,7 +349,7 @@ _table_cache = None
 def _table():
     global _table_cache
     if _table_cache is None:
-        _table_cache = {name: (_POLICY_CODES[code], bf16) for name, code, bf16 in E.op_table()}
+        _table_cache = {name: (_POLICY_CODES[code], bf16 != 0) for name, code, bf16 in _C.op_table()}
     return _table_cache
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numbers
 
-from .. import _engine as E
-from .._creation import full
+from .. import _C
+from .._ops.creation import full
 from .._tensor import Tensor
 from .._types import _DEVICE_CODES, device_names, float32, int32
 from ..optim.optimizer import Optimizer
@@ -138,7 +138,7 @@ class GradScaler:
         grads = [p.grad for g in optimizer.param_groups for p in g["params"]]
         inv_scale = 1.0 / self._lazy_init()
         found = full((), 0.0, dtype=float32, device=self._device)
-        E.unscale_grads([g._h for g in grads if g is not None], inv_scale._h, found._h)
+        _C.unscale_grads([g._h for g in grads if g is not None], inv_scale._h, found._h)
         _agree_over_ranks(found)
         state["found_inf"] = found
         state["stage"] = _UNSCALED
@@ -188,7 +188,7 @@ class GradScaler:
             combined = found[0]
             for f in found[1:]:
                 combined = combined + f
-            E.update_scale(scale._h, self._growth_tracker._h, combined._h, self._growth_factor, self._backoff_factor,
+            _C.update_scale(scale._h, self._growth_tracker._h, combined._h, self._growth_factor, self._backoff_factor,
                            self._growth_interval)
         self._per_optimizer = {}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import threading
 
-from .. import _engine as E
+from .. import _C
 from .._types import dtype_from_code, float16
 from .autocast_mode import _DEVICE_CODES
 
@@ -39,10 +39,10 @@ class autocast_state:
     def __init__(self) -> None:
         settings = []
         for code in sorted(_DEVICE_CODES.values()):
-            dtype = E.autocast_get_dtype(code)
-            settings.append((code, 1 if E.autocast_is_enabled(code) else 0, dtype if dtype >= 0 else float16.code))
+            dtype = _C.autocast_get_dtype(code)
+            settings.append((code, 1 if _C.autocast_is_enabled(code) else 0, dtype if dtype >= 0 else float16.code))
         self._settings = tuple(settings)
-        self._cache_enabled = E.autocast_is_cache_enabled()
+        self._cache_enabled = _C.autocast_is_cache_enabled() != 0
         self._local = threading.local()
 
     def enabled(self, device_type: str) -> bool:
@@ -63,16 +63,16 @@ class autocast_state:
         handles = []
         try:
             for code, enabled, dtype in self._settings:
-                slot = E.GuardSlot()
+                slot = _C.GuardSlot()
                 try:
-                    E.guard_create(code, enabled, dtype, slot)
+                    _C.guard_create(code, enabled, dtype, slot)
                 finally:
                     if slot.handle:
                         handles.append(slot.handle)
-            previous = E.autocast_set_cache_enabled(self._cache_enabled)
+            previous = _C.autocast_set_cache_enabled(self._cache_enabled) != 0
         except BaseException:
             for h in reversed(handles):
-                E.guard_destroy(h)
+                _C.guard_destroy(h)
             raise
         try:
             self._local.entries.append((handles, previous))
@@ -85,9 +85,9 @@ class autocast_state:
         if not entries:
             raise RuntimeError(f"{self!r}.__exit__ called on a thread that has not entered it")
         handles, previous = entries.pop()
-        E.autocast_set_cache_enabled(previous)
+        _C.autocast_set_cache_enabled(previous)
         for h in reversed(handles):
-            E.guard_destroy(h)
+            _C.guard_destroy(h)
         return False
 
 

@@ -1,6 +1,6 @@
 """The host (CPU) backend."""
 
-from .. import _engine as E
+from .. import _C
 
 
 def get_cpu_capability() -> str:
@@ -8,4 +8,4 @@ def get_cpu_capability() -> str:
     ``"AVX2"`` or ``"DEFAULT"`` (the baseline the engine is compiled for, and every Apple
     CPU). The environment variable ``LUCID_HOST_ISA`` (``baseline``, ``avx2`` or ``avx512``),
     read once at the process's first host loop, can lower it."""
-    return E.cpu_capability()
+    return _C.cpu_capability()

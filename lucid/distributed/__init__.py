@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _engine as E, _views
+from .. import _C
+from .._ops import writes
 from .._grad_mode import no_grad
 from .._tensor import Tensor
 from . import _group
@@ -278,13 +279,13 @@ def _describe(entry):
 def _to_buffer(tensor):
     """`tensor`'s elements (row-major) in a new flat numpy buffer, copied by the engine."""
     buf = np.empty(tensor.numel(), dtype=tensor.dtype.numpy)
-    E.to_host(tensor._h, buf.ctypes.data, buf.nbytes)
+    _C.tensor_to_host(tensor._h, buf.ctypes.data, buf.nbytes)
     return buf
 
 
 def _tensor_from(buf, shape, dtype, device):
     """A new engine tensor holding `buf`'s bytes (buf: contiguous, of `dtype`'s numpy type)."""
-    return Tensor._wrap(E.from_host(buf.ctypes.data, buf.nbytes, tuple(shape), dtype.code, device.code))
+    return Tensor._wrap(_C.tensor_from_host(buf.ctypes.data, buf.nbytes, tuple(shape), dtype.code, device.code))
 
 
 def _from_buffer(buf, like):
@@ -301,7 +302,7 @@ def _scale_(buf, factor):
 
 def _assign(tensor, value, what):
     with no_grad():
-        _views.assign(tensor, value, what)
+        writes.assign(tensor, value, what)
     return tensor
 
 

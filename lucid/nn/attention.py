@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .. import _creation
+from .._ops import creation as _creation
 from .._tensor import Tensor
 from .._types import bool_, check_dtype, float32
 from . import functional as F

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import numbers
 
-from .. import _engine as E, _views
+from .. import _C
+from .._ops import writes
 from .._grad_mode import no_grad
 from .._tensor import Tensor
 from .._types import as_index
+
+_UNARY = _C.codes("lucid_unary_op")
+_REDUCTIONS = _C.codes("lucid_reduction", "LUCID_REDUCTION_")
 
 
 def _check(t, what):
@@ -21,13 +25,13 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     _check(weight, "weight")
     if bias is not None:
         _check(bias, "bias")
-    return Tensor._wrap(E.linear(input._h, weight._h, 0 if bias is None else bias._h))
+    return Tensor._wrap(_C.linear(input._h, weight._h, 0 if bias is None else bias._h))
 
 
 def _out(input, fn, inplace, op):
     """``fn(input)``, or with `inplace` the input updated to it (PyTorch's ``inplace=True``;
-    computed from a copy when recorded for autograd, see ``_views.source``)."""
-    return _views.assign(input, fn(_views.source(input)), op, result=True) if inplace else fn(input)
+    computed from a copy when recorded for autograd, see ``writes.source``)."""
+    return writes.assign(input, fn(writes.source(input)), op, result=True) if inplace else fn(input)
 
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -41,7 +45,7 @@ def relu_(input: Tensor) -> Tensor:
 
 def _unary(name, input):
     _check(input, "input")
-    return Tensor._wrap(E.unary(E.UNARY[name], input._h))
+    return Tensor._wrap(_C.unary(_UNARY[name], input._h))
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
@@ -50,7 +54,7 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
     _check(input, "input")
     if not isinstance(negative_slope, numbers.Real) or isinstance(negative_slope, bool):
         raise TypeError(f"leaky_relu: negative_slope must be a number, got {negative_slope!r}")
-    return _out(input, lambda x: Tensor._wrap(E.leaky_relu(x._h, float(negative_slope))), inplace, "leaky_relu")
+    return _out(input, lambda x: Tensor._wrap(_C.leaky_relu(x._h, float(negative_slope))), inplace, "leaky_relu")
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -110,9 +114,9 @@ def _single(v, what):
 
 
 def _reduction(reduction):
-    if reduction not in E.REDUCTIONS:
+    if reduction not in _REDUCTIONS:
         raise ValueError(f"reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
-    return E.REDUCTIONS[reduction]
+    return _REDUCTIONS[reduction]
 
 
 # ---- activations ---------------------------------------------------------------------------
@@ -134,7 +138,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     _check(input, "input")
     if (not training or p == 0) and 0 <= p <= 1:
         return input
-    return _out(input, lambda x: Tensor._wrap(E.dropout(x._h, float(p), bool(training))), inplace, "dropout")
+    return _out(input, lambda x: Tensor._wrap(_C.dropout(x._h, float(p), bool(training))), inplace, "dropout")
 
 
 # ---- normalisation -------------------------------------------------------------------------
@@ -143,20 +147,20 @@ def layer_norm(input: Tensor, normalized_shape, weight=None, bias=None, eps: flo
     """Normalises over the trailing ``normalized_shape`` dimensions; float32 under autocast."""
     _check(input, "input")
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    return Tensor._wrap(E.layer_norm(input._h, shape, _h(weight, "weight"), _h(bias, "bias"), float(eps)))
+    return Tensor._wrap(_C.layer_norm(input._h, shape, _h(weight, "weight"), _h(bias, "bias"), float(eps)))
 
 
 def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     """Normalises each group of channels of [N, C, *] input; float32 under autocast."""
     _check(input, "input")
-    return Tensor._wrap(E.group_norm(input._h, as_index(num_groups), _h(weight, "weight"), _h(bias, "bias"),
+    return Tensor._wrap(_C.group_norm(input._h, as_index(num_groups), _h(weight, "weight"), _h(bias, "bias"),
                                      float(eps)))
 
 
 def _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps):
     """The output; in training mode the running statistics given are updated in place."""
     _check(input, "input")
-    y, m, v = E.batch_norm(input._h, _h(running_mean, "running_mean"), _h(running_var, "running_var"),
+    y, m, v = _C.batch_norm(input._h, _h(running_mean, "running_mean"), _h(running_var, "running_var"),
                            _h(weight, "weight"), _h(bias, "bias"), bool(training), float(momentum), float(eps))
     if m:
         with no_grad():
@@ -181,7 +185,7 @@ def conv2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilati
     if padding == "valid":
         padding = 0
     params = (*_pair(stride, "stride"), *_pair(padding, "padding"), *_pair(dilation, "dilation"), as_index(groups))
-    return Tensor._wrap(E.conv2d(input._h, weight._h, _h(bias, "bias"), params))
+    return Tensor._wrap(_C.conv2d(input._h, weight._h, _h(bias, "bias"), params))
 
 
 def conv1d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
@@ -192,7 +196,7 @@ def conv1d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilati
         padding = 0
     params = (_single(stride, "stride"), _single(padding, "padding"), _single(dilation, "dilation"),
               as_index(groups))
-    return Tensor._wrap(E.conv1d(input._h, weight._h, _h(bias, "bias"), params))
+    return Tensor._wrap(_C.conv1d(input._h, weight._h, _h(bias, "bias"), params))
 
 
 def conv_transpose2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1,
@@ -202,7 +206,7 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding
     _check(weight, "weight")
     params = (*_pair(stride, "stride"), *_pair(padding, "padding"), *_pair(output_padding, "output_padding"),
               *_pair(dilation, "dilation"), as_index(groups))
-    return Tensor._wrap(E.conv_transpose2d(input._h, weight._h, _h(bias, "bias"), params))
+    return Tensor._wrap(_C.conv_transpose2d(input._h, weight._h, _h(bias, "bias"), params))
 
 
 def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
@@ -214,7 +218,7 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
     k = _pair(kernel_size, "kernel_size")
     s = k if stride is None or stride == [] else _pair(stride, "stride")
     params = (*k, *s, *_pair(padding, "padding"), *_pair(dilation, "dilation"))
-    return Tensor._wrap(E.max_pool2d(input._h, params, bool(ceil_mode)))
+    return Tensor._wrap(_C.max_pool2d(input._h, params, bool(ceil_mode)))
 
 
 def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
@@ -227,7 +231,7 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     if divisor_override is not None and divisor <= 0:
         raise ValueError(f"divisor_override must be positive, got {divisor_override!r}")
     params = (*k, *s, *_pair(padding, "padding"))
-    return Tensor._wrap(E.avg_pool2d(input._h, params, bool(ceil_mode), bool(count_include_pad), divisor))
+    return Tensor._wrap(_C.avg_pool2d(input._h, params, bool(ceil_mode), bool(count_include_pad), divisor))
 
 
 def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
@@ -239,7 +243,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
         ow = input.shape[-1] if output_size[1] is None else output_size[1]
     else:
         oh, ow = _pair(output_size, "output_size")
-    return Tensor._wrap(E.adaptive_avg_pool2d(input._h, as_index(oh), as_index(ow)))
+    return Tensor._wrap(_C.adaptive_avg_pool2d(input._h, as_index(oh), as_index(ow)))
 
 
 # ---- attention and embedding ---------------------------------------------------------------
@@ -247,7 +251,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
 def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights):
     for t, what in ((query, "query"), (key, "key"), (value, "value")):
         _check(t, what)
-    o, w = E.attention(query._h, key._h, value._h, _h(attn_mask, "attn_mask"), bool(is_causal),
+    o, w = _C.attention(query._h, key._h, value._h, _h(attn_mask, "attn_mask"), bool(is_causal),
                        None if scale is None else float(scale), float(dropout_p), need_weights)
     return Tensor._wrap(o), (Tensor._wrap(w) if need_weights else None)
 
@@ -264,7 +268,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None) -> Tensor:
     """Rows of ``weight`` at the integer ``input``; the ``padding_idx`` row gets no gradient."""
     _check(input, "input")
     _check(weight, "weight")
-    return Tensor._wrap(E.embedding(weight._h, input._h, None if padding_idx is None else as_index(padding_idx)))
+    return Tensor._wrap(_C.embedding(weight._h, input._h, padding_idx is not None, 0 if padding_idx is None else as_index(padding_idx)))
 
 
 # ---- losses (float32 under autocast) -------------------------------------------------------
@@ -272,20 +276,20 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None) -> Tensor:
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     _check(input, "input")
     _check(target, "target")
-    return Tensor._wrap(E.pointwise_loss(E.MSE, input._h, target._h, _reduction(reduction)))
+    return Tensor._wrap(_C.pointwise_loss(_C.LOSS_MSE, input._h, target._h, _reduction(reduction)))
 
 
 def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     _check(input, "input")
     _check(target, "target")
-    return Tensor._wrap(E.pointwise_loss(E.L1, input._h, target._h, _reduction(reduction)))
+    return Tensor._wrap(_C.pointwise_loss(_C.LOSS_L1, input._h, target._h, _reduction(reduction)))
 
 
 def nll_loss(input: Tensor, target: Tensor, weight=None, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of class indices under log-probabilities [N, C, *]."""
     _check(input, "input")
     _check(target, "target")
-    return Tensor._wrap(E.nll_loss(input._h, target._h, _h(weight, "weight"), as_index(ignore_index),
+    return Tensor._wrap(_C.nll_loss(input._h, target._h, _h(weight, "weight"), as_index(ignore_index),
                                    _reduction(reduction)))
 
 
@@ -295,7 +299,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight=None, ignore_index: int 
     ``label_smoothing``) or class-probability targets of the input's shape."""
     _check(input, "input")
     _check(target, "target")
-    return Tensor._wrap(E.cross_entropy(input._h, target._h, _h(weight, "weight"), as_index(ignore_index),
+    return Tensor._wrap(_C.cross_entropy(input._h, target._h, _h(weight, "weight"), as_index(ignore_index),
                                         _reduction(reduction), float(label_smoothing)))
 
 
@@ -317,7 +321,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, reduction: 
     loss = -(target * input.log().clamp(min=-100.0) + (1 - target) * (1 - input).log().clamp(min=-100.0))
     if weight is not None:
         loss = loss * weight
-    return loss if code == E.REDUCTIONS["none"] else (loss.sum() if code == E.REDUCTIONS["sum"] else loss.mean())
+    return loss if code == _C.REDUCTION_NONE else (loss.sum() if code == _C.REDUCTION_SUM else loss.mean())
 
 
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None, reduction: str = "mean",
@@ -325,5 +329,5 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None,
     """Sigmoid and binary cross-entropy in one numerically stable expression."""
     _check(input, "input")
     _check(target, "target")
-    return Tensor._wrap(E.bce_with_logits(input._h, target._h, _h(weight, "weight"), _h(pos_weight, "pos_weight"),
+    return Tensor._wrap(_C.bce_with_logits(input._h, target._h, _h(weight, "weight"), _h(pos_weight, "pos_weight"),
                                           _reduction(reduction)))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from .. import _creation
+from .._ops import creation as _creation
 from .._grad_mode import no_grad
 from .._tensor import Tensor
 

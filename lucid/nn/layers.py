@@ -6,7 +6,7 @@ import math
 import operator
 from collections import OrderedDict
 
-from .. import _creation
+from .._ops import creation as _creation
 from .._types import check_dtype, float32
 from . import functional as F
 from .module import Module

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from .. import _engine as E, _views
+from .. import _C
+from .._ops import writes
 from .._grad_mode import no_grad
 from .._tensor import Tensor
 from .._types import as_device, dtype as _dtype, float16, float32
@@ -145,7 +146,7 @@ class Module:
     def zero_grad(self, set_to_none: bool = True):
         """Clears every parameter's gradient: to None (default), or to zeros in place (each
         gradient stays the same tensor)."""
-        _views.zero_grads(self.parameters(), set_to_none)
+        writes.zero_grads(self.parameters(), set_to_none)
 
     # ---- modes ---------------------------------------------------------------------------
 
@@ -174,7 +175,7 @@ class Module:
         for p in self.parameters():
             new = p.to(dtype=dtype if p.dtype.is_floating_point else None, device=dev)
             if new is not p:
-                p._replace(E.set_requires_grad(new._h, p.requires_grad))
+                p._replace(_C.tensor_set_requires_grad(new._h, p.requires_grad))
         for m in self.modules():
             for name, b in m._buffers.items():
                 if b is not None:

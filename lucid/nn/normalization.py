@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from .. import _creation
+from .._ops import creation as _creation
 from .._grad_mode import no_grad
 from .._types import check_dtype, float32, int64
 from . import functional as F

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 
-from .. import _creation
-from .._functions import cat, stack
+from .._ops import creation as _creation
+from .._ops.shape import cat, stack
 from .._types import as_index
 from . import functional as F
 from .layers import uniform_parameter

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 
-from .. import _creation, _grad_mode
+from .. import _grad_mode
+from .._ops import creation as _creation
 from .._types import check_dtype, float32
 from . import functional as F
 from .module import Module

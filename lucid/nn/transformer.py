@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from .. import _creation
+from .._ops import creation as _creation
 from .._types import as_index, float32
 from . import functional as F
 from .attention import MultiheadAttention

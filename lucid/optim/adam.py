@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from .. import _engine as E
-from .._creation import tensor
+from .. import _C
+from .._ops.creation import tensor
 from .._tensor import Tensor
 from .._types import float32
 from .optimizer import Optimizer
@@ -29,7 +29,7 @@ class Adam(Optimizer):
             step = state["step"] = tensor(float(step or 0), dtype=float32, device=p.device)
         m, v = state.get("exp_avg"), state.get("exp_avg_sq")
         b1, b2 = group["betas"]
-        made_m, made_v = E.adam_step(p._h, grad._h, m._h if m is not None else 0, v._h if v is not None else 0,
+        made_m, made_v = _C.adam_step(p._h, grad._h, m._h if m is not None else 0, v._h if v is not None else 0,
                                      step._h, found_inf._h if found_inf is not None else 0, float(group["lr"]),
                                      float(b1), float(b2), float(group["eps"]), float(group["weight_decay"]),
                                      self._decoupled, bool(group["maximize"]))

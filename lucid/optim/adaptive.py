@@ -3,7 +3,7 @@ float32 (the parameter keeps its dtype; the state is float32)."""
 
 from __future__ import annotations
 
-from .._creation import full_like, zeros_like
+from .._ops.creation import full_like, zeros_like
 from .optimizer import Optimizer
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 import numbers
 
-from .. import _grad_mode, _views
+from .. import _grad_mode
+from .._ops import writes
 from .._tensor import Tensor
 from .._types import float32 as _STEP_DTYPE  # a step count held as a tensor, as PyTorch's
 
@@ -57,7 +58,7 @@ class Optimizer:
     def zero_grad(self, set_to_none: bool = True):
         """Clears gradients: to None (default), or to zeros in place (each gradient stays the
         same tensor)."""
-        _views.zero_grads((p for g in self.param_groups for p in g["params"]), set_to_none)
+        writes.zero_grads((p for g in self.param_groups for p in g["params"]), set_to_none)
 
     # Whether `_update` takes GradScaler's found-inf flag (a float32 tensor of the gradients'
     # device) and skips the update on the device when it is set, so that a scaled step never

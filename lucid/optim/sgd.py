@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from .. import _engine as E
+from .. import _C
 from .._tensor import Tensor
 from .optimizer import Optimizer
 
@@ -22,7 +22,7 @@ class SGD(Optimizer):
 
     def _update(self, p, grad, group, state, found_inf=None):
         buf = state.get("momentum_buffer")
-        made = E.sgd_step(p._h, grad._h, buf._h if buf is not None else 0, found_inf._h if found_inf is not None else 0,
+        made = _C.sgd_step(p._h, grad._h, buf._h if buf is not None else 0, found_inf._h if found_inf is not None else 0,
                           float(group["lr"]),
                           float(group["momentum"]), float(group["dampening"]), float(group["weight_decay"]),
                           bool(group["nesterov"]), bool(group["maximize"]))

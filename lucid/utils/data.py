@@ -15,9 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .. import _creation
-from .._composed import engine_seeded_rng
-from .._functions import stack
+from .._ops import creation as _creation
+from .._ops.composed import engine_seeded_rng
+from .._ops.shape import stack
 from .._tensor import Tensor
 from ..amp import propagate
 

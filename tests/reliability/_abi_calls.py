@@ -22,7 +22,9 @@ from ctypes import POINTER, c_char_p, c_double, c_int32, c_int64, c_uint32, c_ui
 
 import numpy as np
 
-from lucid import _abi, _engine
+import lucid
+from lucid import _C
+from lucid._C import _abi
 
 BUFFER = 1024          # elements in every array argument
 MAX_LENGTH = 300       # the largest count passed with one (lucid_index reads 3 values per item)
@@ -43,11 +45,11 @@ DATA_BYTES = [-1, 0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 48, 96, 4 * BUFFER]
 class Fuzzer:
     def __init__(self, seed, log):
         self.rng = random.Random(seed)
-        self.lib = _engine._lib
+        self.lib = _C.lib
         self.log = log
         self.calls = self.failures = 0
         self.functions = [(n, a) for n, (a, _) in sorted(_abi.SIGNATURES.items()) if n not in SKIP]
-        self.base_tensors = _engine.live_tensors()
+        self.base_tensors = lucid._memory.live_tensors()
         self.tensors = set()   # every tensor handle ever made here (released ones stay: stale)
         self.released = set()
         self.guards = []       # live guards of this thread, for the end
@@ -57,16 +59,16 @@ class Fuzzer:
     # -- the pool of handles
 
     def make_pool(self):
-        E = _engine
+        E = _C
         for dtype in range(6):
             for device in (0, 1):
                 for shape in ((), (0,), (3,), (2, 3), (1, 2, 2), (2, 1, 3, 3)):
-                    h = E.handle(E.full(shape, 0.0, 1, E.SCALAR_INT, dtype, device))
+                    h = E.handle(E.tensor_full(shape, 0.0, 1, E.SCALAR_INT, dtype, device))
                     self.tensors.add(h)
-        leaf = E.handle(E.full((2, 3), 0.0, 1, E.SCALAR_INT, 0, 0))
+        leaf = E.handle(E.tensor_full((2, 3), 0.0, 1, E.SCALAR_INT, 0, 0))
         self.tensors.add(leaf)
-        self.tensors.add(E.handle(E.set_requires_grad(leaf, True)))
-        gone = E.handle(E.full((2,), 0.0, 1, E.SCALAR_INT, 0, 0))
+        self.tensors.add(E.handle(E.tensor_set_requires_grad(leaf, True)))
+        gone = E.handle(E.tensor_full((2,), 0.0, 1, E.SCALAR_INT, 0, 0))
         E.release(gone)
         self.tensors.add(gone)
         self.released.add(gone)
@@ -197,7 +199,7 @@ class Fuzzer:
             self.guards.append(g)
             if len(self.guards) > 64:  # keep the scope stack shallow
                 h = self.guards.pop()
-                _engine.guard_destroy(h)
+                _C.guard_destroy(h)
                 self.stale.append(h)
 
     def run(self, count):
@@ -209,12 +211,12 @@ class Fuzzer:
     def finish(self):
         # Leave every scope (any order works) and release every tensor still held.
         for g in self.guards:
-            _engine.guard_destroy(g)
+            _C.guard_destroy(g)
         self.guards.clear()
-        _engine.set_grad_enabled(True)
+        _C.set_grad_enabled(True)
         for h in sorted(self.tensors - self.released):
             self.lib.lucid_tensor_release(h)
-        live, guards = _engine.live_tensors(), _engine.autocast_live_guards()
+        live, guards = lucid._memory.live_tensors(), _C.autocast_live_guards()
         if live != self.base_tensors or guards != 0:
             raise AssertionError(f"after releasing everything: {live} live tensors (started with "
                                  f"{self.base_tensors}), {guards} live guards")
@@ -222,7 +224,7 @@ class Fuzzer:
 
 def _is_tensor(h):
     a, b, c, d = c_int32(), c_int32(), c_int32(), c_int32()
-    return _engine._lib.lucid_tensor_meta(h, ctypes.byref(a), ctypes.byref(b), ctypes.byref(c), ctypes.byref(d)) == 0
+    return _C.lib.lucid_tensor_meta(h, ctypes.byref(a), ctypes.byref(b), ctypes.byref(c), ctypes.byref(d)) == 0
 
 
 def run_in_child(seed, count, log_path, conn):

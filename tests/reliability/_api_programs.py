@@ -19,7 +19,7 @@ import numpy as np
 
 import lucid
 import lucid.nn.functional as F
-from lucid import _engine
+from lucid import _C
 
 # What a bad call may raise: the documented exception types (NotImplementedError is a RuntimeError).
 DOCUMENTED = (ValueError, TypeError, IndexError, RuntimeError)
@@ -111,7 +111,7 @@ class Interpreter:
             while self.open:
                 self.open.pop()[3].__exit__(None, None, None)
             self.check_autocast_state("after the program")
-            if _engine.autocast_live_guards() != 0:
+            if _C.autocast_live_guards() != 0:
                 raise Mismatch("autocast guards still live after every scope was left")
 
     # -- autocast: the state after each step must be what the open scopes say

@@ -19,7 +19,7 @@ from safetensors import deserialize
 from safetensors.numpy import save as reference_save
 
 import lucid
-from lucid import _engine
+from lucid import _C
 from _support import record, scale
 
 MiB = 1 << 20
@@ -120,9 +120,9 @@ def no_tensor_made():
     exception it raised (and the frames that traceback holds) is still alive."""
     gc.disable()  # (a collection inside would free earlier garbage and skew the counts)
     try:
-        tensors, allocated = _engine.live_tensors(), lucid.memory_allocated()
+        tensors, allocated = lucid._memory.live_tensors(), lucid.memory_allocated()
         yield
-        assert _engine.live_tensors() == tensors, "a failed load left engine tensors behind"
+        assert lucid._memory.live_tensors() == tensors, "a failed load left engine tensors behind"
         assert lucid.memory_allocated() == allocated, "a failed load left tensor memory behind"
     finally:
         gc.enable()

@@ -1,6 +1,6 @@
 """Leaks: live tensors, autocast guards, cached casts and buffer bytes after long runs.
 
-The engine counts the tensor handles Python holds (`lucid._engine.live_tensors()`), the
+The engine counts the tensor handles Python holds (`lucid.lucid._memory.live_tensors()`), the
 autocast scopes open on any thread (`autocast_live_guards()`), the parameter casts held by
 the calling thread's weight cache (`autocast_cached_casts()`) and the bytes held by tensor
 buffers on each device (`lucid.memory_allocated`). Autograd graph nodes and the `.grad` the
@@ -32,7 +32,7 @@ import numpy as np
 import lucid
 import lucid.nn as nn
 import lucid.nn.functional as F
-from lucid import _engine
+from lucid import _C
 from lucid.amp import GradScaler, autocast
 from _support import record, scale
 
@@ -51,9 +51,9 @@ def counters(collect=True):
     if collect:
         gc.collect()
     return {
-        "live_tensors": _engine.live_tensors(),
-        "live_guards": _engine.autocast_live_guards(),
-        "cached_casts": _engine.autocast_cached_casts(),
+        "live_tensors": lucid._memory.live_tensors(),
+        "live_guards": _C.autocast_live_guards(),
+        "cached_casts": _C.autocast_cached_casts(),
         "cpu_bytes": lucid.memory_allocated("cpu"),
         "metal_bytes": lucid.memory_allocated("metal"),
     }
@@ -266,9 +266,9 @@ def wait_for_no_guards(timeout=10.0):
     """A thread's autocast state is retired by its thread-local destructor, which runs as the
     OS thread exits, a moment after join() returns."""
     deadline = time.monotonic() + timeout
-    while _engine.autocast_live_guards() and time.monotonic() < deadline:
+    while _C.autocast_live_guards() and time.monotonic() < deadline:
         time.sleep(0.001)
-    return _engine.autocast_live_guards()
+    return _C.autocast_live_guards()
 
 
 def failing_calls(device, layer, x):
@@ -346,8 +346,8 @@ def test_errors_mid_op_and_tensors_released_on_other_threads_leave_counters_at_b
                         raise AssertionError(f"{call.__name__} on {device} did not raise {error.__name__}")
                     kinds[call.__name__] = error.__name__
                     layer[device].zero_grad()  # backward_twice's first backward left gradients, as it should
-                    assert _engine.autocast_live_guards() == 0, call.__name__
-                    assert _engine.autocast_cached_casts() == 0, call.__name__
+                    assert _C.autocast_live_guards() == 0, call.__name__
+                    assert _C.autocast_cached_casts() == 0, call.__name__
             del calls, call  # the last device's closures hold its inputs
             if r == 0:
                 got = counters(collect=False)
@@ -416,7 +416,7 @@ def test_errors_mid_op_and_tensors_released_on_other_threads_leave_counters_at_b
             scope = autocast(device, dtype=MODES[device])
             scope.__enter__()
             layer[device](xs[device])
-            assert _engine.autocast_cached_casts() == 2  # the weight's and the bias' casts
+            assert _C.autocast_cached_casts() == 2  # the weight's and the bias' casts
         except BaseException as e:  # noqa: BLE001 - reported on the main thread
             failures.append(e)
 

@@ -29,7 +29,7 @@ import numpy as np
 
 import lucid
 import lucid.nn.functional as F
-from lucid import _engine
+from lucid import _C
 from lucid.amp import autocast
 
 from _support import record, scale
@@ -174,7 +174,7 @@ class Worker:
         on, dtype = self.expected_any()
         got = (lucid.amp.is_autocast_enabled(), lucid.amp.get_autocast_dtype())
         assert got == (on, dtype), f"no device: saw {got}, this thread's scopes say {(on, dtype)}"
-        cached = _engine.autocast_cached_casts()
+        cached = _C.autocast_cached_casts()
         assert cached == len(self.cached), \
             f"this thread's weight cache holds {cached} casts, its own ops made {len(self.cached)}"
         self.checks += 1
@@ -374,7 +374,7 @@ class Worker:
                 self.transitions += 1
                 self.check_state()
             assert seen_state() == ((False, None), (False, None)), "state left on after leaving every scope"
-            assert _engine.autocast_cached_casts() == 0, "weight cache not emptied after the outermost scope"
+            assert _C.autocast_cached_casts() == 0, "weight cache not emptied after the outermost scope"
         except BaseException:
             self.error = traceback.format_exc()
             # Leave what is still open so the other threads' final counts are not disturbed.
@@ -387,8 +387,8 @@ class Worker:
 
 def test_eight_threads_nesting_scopes_over_shared_tensors_see_only_their_own_state():
     gc.collect()
-    tensors_before = _engine.live_tensors()
-    guards_before = _engine.autocast_live_guards()
+    tensors_before = lucid._memory.live_tensors()
+    guards_before = _C.autocast_live_guards()
     main_before = seen_state()
     tensors, want = make_shared()
     shared = shared_scopes()
@@ -421,15 +421,15 @@ def test_eight_threads_nesting_scopes_over_shared_tensors_see_only_their_own_sta
         failed = [w for w in workers if w.error]
         assert not failed, "\n\n".join(f"thread seed {w.seed}, last actions {w.recent}:\n{w.error}" for w in failed)
         assert seen_state() == inside
-        assert _engine.autocast_live_guards() == guards_before + 2, "guards left live by threads that left every scope"
+        assert _C.autocast_live_guards() == guards_before + 2, "guards left live by threads that left every scope"
     assert seen_state() == main_before
-    assert _engine.autocast_live_guards() == guards_before
+    assert _C.autocast_live_guards() == guards_before
     assert all(not w.stack for w in workers)
     transitions, checks = sum(w.transitions for w in workers), sum(w.checks for w in workers)
     assert all(w.transitions > 10 for w in workers), [w.transitions for w in workers]
     del workers, threads, tensors, start
     gc.collect()
-    assert _engine.live_tensors() == tensors_before, "tensors left alive after every thread and reference is gone"
+    assert lucid._memory.live_tensors() == tensors_before, "tensors left alive after every thread and reference is gone"
     record("Threads", f"{THREADS} threads for {SECONDS:g} s: random nested scopes up to {MAX_DEPTH} deep (both "
            "devices, enabled or not, float16/bfloat16/float32, 6 scope objects shared by all threads and entered "
            "concurrently and re-entered, left in any order, as decorators, through exceptions, exits of objects "
@@ -449,8 +449,8 @@ def test_threads_ending_inside_scopes_leave_nothing_behind():
     rounds = scale(40, 400)
     per_round = 4
     gc.collect()
-    tensors_before = _engine.live_tensors()
-    base = _engine.autocast_live_guards()
+    tensors_before = lucid._memory.live_tensors()
+    base = _C.autocast_live_guards()
     tensors, _ = make_shared()
     shared = autocast("metal", dtype=BF16)
     errors = []
@@ -496,7 +496,7 @@ def test_threads_ending_inside_scopes_leave_nothing_behind():
                     model[dev] = (on, dt if on else None)
                 else:  # the engine's own entry point, whose handle can be tried again later
                     dev, dt = r.choice(DEVICES), r.choice(DTYPES)
-                    handles.append(_engine.guard_create(0 if dev == "cpu" else 1, 1, dt.code))
+                    handles.append(_C.guard_create(0 if dev == "cpu" else 1, 1, dt.code))
                     model[dev] = (True, dt)
                 entered += 1
             assert seen_state() == (model["cpu"], model["metal"]), \
@@ -516,9 +516,9 @@ def test_threads_ending_inside_scopes_leave_nothing_behind():
 
     def wait_for_guards(n):
         limit = time.monotonic() + 10
-        while _engine.autocast_live_guards() != n and time.monotonic() < limit:
+        while _C.autocast_live_guards() != n and time.monotonic() < limit:
             time.sleep(0.002)
-        return _engine.autocast_live_guards()
+        return _C.autocast_live_guards()
 
     watcher = threading.Thread(target=observe, daemon=True)
     watcher.start()
@@ -529,7 +529,7 @@ def test_threads_ending_inside_scopes_leave_nothing_behind():
         with autocast("cpu", dtype=BF16):
             steady = base + 1 + len(observer_scopes)
             assert not errors, errors[0]
-            assert _engine.autocast_live_guards() == steady
+            assert _C.autocast_live_guards() == steady
             for i in range(rounds):
                 ready, go, out = threading.Barrier(per_round + 1, timeout=60), threading.Event(), []
                 batch = [threading.Thread(target=abandon, args=(i * 100 + k, ready, go, out), daemon=True)
@@ -540,7 +540,7 @@ def test_threads_ending_inside_scopes_leave_nothing_behind():
                 assert not errors, errors[0]
                 entered = sum(n for n, _ in out)
                 # while the threads are alive their scopes are live
-                assert _engine.autocast_live_guards() == steady + entered
+                assert _C.autocast_live_guards() == steady + entered
                 assert seen_state() == main_state
                 go.set()
                 for t in batch:
@@ -553,13 +553,13 @@ def test_threads_ending_inside_scopes_leave_nothing_behind():
                 for _, handles in out:
                     for h in handles:
                         try:
-                            _engine.guard_destroy(h)
+                            _C.guard_destroy(h)
                         except ValueError:
                             stale += 1
                         else:
                             raise AssertionError(f"round {i}: guard {h:#x} of an ended thread was destroyed again")
                 assert seen_state() == main_state
-                assert _engine.autocast_live_guards() == steady
+                assert _C.autocast_live_guards() == steady
                 abandoned += entered
             assert not errors, errors[0]
     finally:
@@ -582,7 +582,7 @@ def test_threads_ending_inside_scopes_leave_nothing_behind():
     assert seen_state() == ((False, None), (False, None))
     del tensors, watcher
     gc.collect()
-    assert _engine.live_tensors() == tensors_before, "the ended threads' weight caches kept tensors alive"
+    assert lucid._memory.live_tensors() == tensors_before, "the ended threads' weight caches kept tensors alive"
     record("Threads", f"{rounds} rounds of {per_round} threads returning inside 1-4 scopes (own objects, an object "
            "shared with a thread that stays inside it, raw engine guards) with cached weight casts, while the main "
            "thread holds a scope", abandoned + stale + observed["checks"],

@@ -23,7 +23,7 @@ import pytest
 import lucid
 import lucid.nn as nn
 import lucid.nn.functional as F
-from lucid import _engine
+from lucid import _C
 from lucid.amp import GradScaler, autocast
 from _support import record, scale
 
@@ -86,8 +86,8 @@ def assert_autocast_off(when=""):
     for device in ("cpu", "metal"):
         assert not lucid.amp.is_autocast_enabled(device), f"autocast still on for {device} {when}"
     assert lucid.amp.get_autocast_dtype() is None, when
-    assert _engine.autocast_live_guards() == 0, f"live autocast guards {when}"
-    assert _engine.autocast_cached_casts() == 0, f"casts still cached {when}"
+    assert _C.autocast_live_guards() == 0, f"live autocast guards {when}"
+    assert _C.autocast_cached_casts() == 0, f"casts still cached {when}"
 
 
 class Fault(Exception):
@@ -360,7 +360,7 @@ def test_asynchronous_keyboard_interrupts_mid_loop_leave_autocast_off_and_traini
         sys.unraisablehook = hook
     # An interrupt that lands in a finalizer is reported there and lost (Python's rule); it
     # must be the interrupt and nothing else.
-    assert all(t is KeyboardInterrupt and name == "Tensor.__del__" for t, name in swallowed), swallowed
+    assert all(t is KeyboardInterrupt and name == "TensorBase.__del__" for t, name in swallowed), swallowed
     assert landed + len(swallowed) == trials and landed > trials // 2
     # The process is usable: the same scope objects train exactly as fresh ones.
     assert_autocast_off()

@@ -1,6 +1,6 @@
 /// Shape arithmetic shared by every op: element counts, contiguous strides, broadcasting and
 /// dimension wrapping. Every function checks its input and throws instead of trapping.
-enum Shape {
+package enum Shape {
     /// The largest element count a tensor may have: its byte size must fit in `Int`.
     static let maxElements = Int(Int32.max) * 64
 
@@ -84,7 +84,7 @@ enum Shape {
     }
 
     /// Wraps a possibly negative dimension into `0..<ndim`.
-    static func wrapDim(_ d: Int, ndim: Int, op: String) throws -> Int {
+    package static func wrapDim(_ d: Int, ndim: Int, op: String) throws -> Int {
         let n = max(ndim, 1)  // a 0-d tensor accepts dim 0 and -1, like PyTorch
         guard d >= -n, d < n else {
             throw LucidError.index("\(op): dimension \(d) is out of range for a tensor with \(ndim) dimension\(ndim == 1 ? "" : "s") (expected -\(n)...\(n - 1))")

@@ -175,8 +175,8 @@ extension ShapeOps {
 
     /// Merges dimensions `start...end` into one.
     package static func flatten(_ a: TensorImpl, start: Int, end: Int) throws -> TensorImpl {
-        if a.ndim == 0 { return try reshape(a, [1]) }
         let s = try Shape.wrapDim(start, ndim: a.ndim, op: flatten.name), e = try Shape.wrapDim(end, ndim: a.ndim, op: flatten.name)
+        if a.ndim == 0 { return try reshape(a, [1]) }
         guard s <= e else { throw LucidError.value("flatten: start_dim \(start) comes after end_dim \(end)") }
         var n = 1
         for d in s...e { n *= a.shape[d] }

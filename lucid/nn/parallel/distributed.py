@@ -20,8 +20,9 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ... import _engine as E
+from ... import _C
 from ..._grad_mode import is_grad_enabled, no_grad
+from ..._ops.creation import zeros
 from ..._tensor import Tensor
 from ..._types import bfloat16, float16
 from ...autograd import Function
@@ -241,13 +242,13 @@ class DistributedDataParallel(Module):
         buf = np.empty(size, dtype=np.uint8)
         if backend.rank == 0:
             for t, start in group:
-                E.to_host(t._h, buf.ctypes.data + start, t.numel() * t.dtype.itemsize)
+                _C.tensor_to_host(t._h, buf.ctypes.data + start, t.numel() * t.dtype.itemsize)
         backend.broadcast_(buf, 0, f"{_WHAT}: broadcasting the parameters and buffers from rank 0")
         if backend.rank == 0:
             return
         for t, start in group:
             n = t.numel() * t.dtype.itemsize
-            value = Tensor._wrap(E.from_host(buf.ctypes.data + start, n, tuple(t.shape), t.dtype.code, t.device.code))
+            value = Tensor._wrap(_C.tensor_from_host(buf.ctypes.data + start, n, tuple(t.shape), t.dtype.code, t.device.code))
             _assign(t, value, f"{_WHAT}: broadcast from rank 0")
 
     def _plan_buckets(self):
@@ -267,7 +268,6 @@ class DistributedDataParallel(Module):
 
     def _sync_token(self):
         if self._token is None:
-            from ..._creation import zeros
             anchor = zeros(1, requires_grad=True)
             self._token_grad = zeros(1)
             self._token = _SyncPoint.apply(anchor, weakref.ref(self))
@@ -300,7 +300,7 @@ class DistributedDataParallel(Module):
                         continue
                     if compress:
                         g = (g * inverse).to(bucket.dtype)
-                    E.to_host(g._h, view.ctypes.data, view.nbytes)
+                    _C.tensor_to_host(g._h, view.ctypes.data, view.nbytes)
                 backend.reduce_(buf, "sum", what)
                 if not compress:
                     _scale_(buf, inverse)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ... import _functions
+from ..._ops.creation import tensor
+from ..._ops.shape import stack
 from ..._tensor import Tensor
 from ..._grad_mode import no_grad
 
@@ -29,14 +30,13 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
         raise ValueError(f"norm_type must be positive or inf, got {norm_type}")
     params = _grads(parameters)
     if not params:
-        from ..._creation import tensor
         return tensor(0.0)
     with no_grad():
         grads = [p.grad.float() for p in params]
         if math.isinf(norm_type):
-            total = _functions.stack([g.abs().amax() for g in grads]).amax()
+            total = stack([g.abs().amax() for g in grads]).amax()
         else:
-            total = _functions.stack([(g.abs() ** norm_type).sum() for g in grads]).sum() ** (1.0 / norm_type)
+            total = stack([(g.abs() ** norm_type).sum() for g in grads]).sum() ** (1.0 / norm_type)
         value = total.item()
         if error_if_nonfinite and not math.isfinite(value):
             raise RuntimeError(f"the total norm of order {norm_type} of the gradients is non-finite ({value}), "

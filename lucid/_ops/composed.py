@@ -1,6 +1,6 @@
 """Ops composed in Python from engine ops, with the host's help where the engine has no kernel:
-random integers and sampling (``randint``, ``multinomial``), ``tril``/``triu``, and the
-host-ordered ``sort``, ``argsort`` and ``topk``.
+random integers and sampling (``randint``, ``multinomial``), and the host-ordered ``sort``,
+``argsort`` and ``topk``; with `ComposedMethods`.
 
 The random draws come from numpy generators seeded from the engine's stream, so
 ``lucid.manual_seed`` makes them reproducible like every other lucid random op.
@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _creation
-from ._functions import where
-from ._tensor import Tensor
-from ._types import as_index, check_dtype, int64
+from .._core import tensor_arg
+from .._types import as_index, check_dtype, int64
+from .creation import rand, tensor
+from .indexing import gather
 
 
 def engine_seeded_rng() -> np.random.Generator:
     """A numpy generator seeded from the engine's random stream (48 bits from two float32
     draws), so that lucid.manual_seed reproduces what it draws."""
-    high, low = (_creation.rand(2) * float(1 << 24)).numpy().astype(np.int64)
+    high, low = (rand(2) * float(1 << 24)).numpy().astype(np.int64)
     return np.random.default_rng((int(high) << 24) | int(low))
 
 
-def randint(low=0, high=None, size=None, *, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+def randint(low=0, high=None, size=None, *, dtype=None, device="cpu", requires_grad=False) :
     """Integers drawn uniformly from [low, high), as ``torch.randint(low, high, size)`` (or
     ``randint(high, size)``)."""
     if size is None:
@@ -37,15 +37,14 @@ def randint(low=0, high=None, size=None, *, dtype=None, device="cpu", requires_g
         raise ValueError(f"randint(): high ({high}) must be greater than low ({low})")
     shape = tuple(as_index(s) for s in (size if isinstance(size, (tuple, list)) else (size,)))
     values = engine_seeded_rng().integers(low, high, size=shape, dtype=np.int64)
-    return _creation.tensor(values, dtype=int64 if dtype is None else check_dtype(dtype), device=device,
+    return tensor(values, dtype=int64 if dtype is None else check_dtype(dtype), device=device,
                             requires_grad=requires_grad)
 
 
-def multinomial(input: Tensor, num_samples: int, replacement: bool = False) -> Tensor:
+def multinomial(input, num_samples: int, replacement: bool = False) :
     """Indices drawn from the categories weighted by each row of `input` ([n] or [rows, n],
     non-negative, not necessarily summing to 1), as ``torch.multinomial``."""
-    if not isinstance(input, Tensor):
-        raise TypeError(f"multinomial(): input must be a lucid.Tensor, got {type(input).__name__}")
+    tensor_arg(input, "multinomial")
     if input.ndim not in (1, 2):
         raise ValueError(f"multinomial(): expected a 1-D or 2-D input, got shape {tuple(input.shape)}")
     n = as_index(num_samples)
@@ -61,30 +60,7 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False) -> T
         raise ValueError("multinomial(): every row needs a positive total")
     rng = engine_seeded_rng()
     drawn = np.stack([rng.choice(rows.shape[1], size=n, replace=replacement, p=r / t) for r, t in zip(rows, totals)])
-    return _creation.tensor(drawn.reshape(weights.shape[:-1] + (n,)), dtype=int64, device=input.device)
-
-
-def _band(input: Tensor, diagonal: int, lower: bool, fn: str) -> Tensor:
-    if not isinstance(input, Tensor):
-        raise TypeError(f"{fn}(): input must be a lucid.Tensor, got {type(input).__name__}")
-    if input.ndim < 2:
-        raise ValueError(f"{fn}(): expected a tensor of at least 2 dimensions, got shape {tuple(input.shape)}")
-    rows, cols = input.shape[-2], input.shape[-1]
-    r = _creation.arange(rows, device=input.device).reshape(rows, 1)
-    c = _creation.arange(cols, device=input.device).reshape(1, cols)
-    keep = (c - r) <= as_index(diagonal) if lower else (c - r) >= as_index(diagonal)
-    return where(keep, input, 0)
-
-
-def tril(input: Tensor, diagonal: int = 0) -> Tensor:
-    """The lower triangle of the last two dimensions (on and below `diagonal`), zeros above."""
-    return _band(input, diagonal, True, "tril")
-
-
-def triu(input: Tensor, diagonal: int = 0) -> Tensor:
-    """The upper triangle of the last two dimensions (on and above `diagonal`), zeros below."""
-    return _band(input, diagonal, False, "triu")
-
+    return tensor(drawn.reshape(weights.shape[:-1] + (n,)), dtype=int64, device=input.device)
 
 
 # ---- ordering: sort, argsort, topk ----------------------------------------------------------------
@@ -92,9 +68,8 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:
 # largest, as PyTorch); the values are then gathered by the engine, so gradients flow to the
 # entries picked.
 
-def _order(input: Tensor, dim: int, descending: bool, fn: str):
-    if not isinstance(input, Tensor):
-        raise TypeError(f"{fn}(): input must be a lucid.Tensor, got {type(input).__name__}")
+def _order(input, dim: int, descending: bool, fn: str):
+    tensor_arg(input, fn)
     if input.ndim == 0:
         raise ValueError(f"{fn}(): expected a tensor with at least one dimension")
     d = as_index(dim)
@@ -112,24 +87,24 @@ def _order(input: Tensor, dim: int, descending: bool, fn: str):
 
 
 def _indices(order, input):
-    return _creation.tensor(order.astype(np.int64), device=input.device)
+    return tensor(order.astype(np.int64), device=input.device)
 
 
-def argsort(input: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
+def argsort(input, dim: int = -1, descending: bool = False) :
     """The positions that sort `input` along `dim` (stable; NaN counts as the largest)."""
     order, _ = _order(input, dim, descending, "argsort")
     return _indices(order, input)
 
 
-def sort(input: Tensor, dim: int = -1, descending: bool = False):
+def sort(input, dim: int = -1, descending: bool = False):
     """``(values, indices)`` of `input` sorted along `dim` (stable; NaN counts as the largest);
     gradients flow back to the entries through `values`."""
     order, d = _order(input, dim, descending, "sort")
     indices = _indices(order, input)
-    return input.gather(d, indices), indices
+    return gather(input, d, indices), indices
 
 
-def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
+def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
     """``(values, indices)`` of the `k` largest (or smallest) entries along `dim`, largest
     first (NaN counts as the largest); gradients flow back through `values`."""
     order, d = _order(input, dim, largest, "topk")
@@ -137,7 +112,15 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: boo
     if not 0 <= k <= input.shape[d]:
         raise ValueError(f"topk(): k ({k}) must be between 0 and the size of dimension {d} ({input.shape[d]})")
     indices = _indices(np.take(order, np.arange(k), axis=d), input)
-    return input.gather(d, indices), indices
+    return gather(input, d, indices), indices
 
 
-__all__ = ["randint", "multinomial", "tril", "triu", "argsort", "sort", "topk"]
+class ComposedMethods:
+    """Tensor's ordering and sampling methods."""
+
+    __slots__ = ()
+
+    sort, argsort, topk, multinomial = sort, argsort, topk, multinomial
+
+
+__all__ = ["randint", "multinomial", "argsort", "sort", "topk"]

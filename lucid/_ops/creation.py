@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
-from . import _engine as E
-from ._tensor import Tensor, _scalar, _shape_args
-from ._types import as_device, bool_, check_dtype, float32, from_numpy_dtype, int64, is_numpy_bfloat16
+from .. import _C
+from .._core import TensorBase, result, scalar, shape_args
+from .._types import as_device, bool_, check_dtype, float32, from_numpy_dtype, int64, is_numpy_bfloat16
+
+__all__ = ["tensor", "from_numpy", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
+           "empty_like", "rand_like", "randn_like", "arange", "rand", "randn", "manual_seed"]
 
 
 def _to_numpy(data) -> np.ndarray:
-    if isinstance(data, Tensor):
+    if isinstance(data, TensorBase):
         return data.numpy()
     try:
         arr = np.asarray(data)
@@ -42,7 +47,7 @@ def _cast_numpy(arr: np.ndarray, target) -> np.ndarray:
     return out
 
 
-def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+def tensor(data, dtype=None, device="cpu", requires_grad=False) :
     """A tensor holding a copy of `data` (a number, nested lists, a numpy array or a tensor).
 
     Python floats and float64 arrays become float32, Python ints int64, bools bool.
@@ -53,121 +58,109 @@ def tensor(data, dtype=None, device="cpu", requires_grad=False) -> Tensor:
     arr = _cast_numpy(arr, target)
     if not arr.flags.c_contiguous:  # (np.ascontiguousarray would turn a 0-d array into 1-d)
         arr = arr.copy(order="C")
-    t = Tensor._wrap(E.from_host(arr.ctypes.data, arr.nbytes, arr.shape, target.code, dev.code))
+    t = result(_C.tensor_from_host(arr.ctypes.data, arr.nbytes, arr.shape, target.code, dev.code))
     if requires_grad:
         t.requires_grad_(True)
     return t
 
 
-def _rebuild(array, dtype_name, device, requires_grad, parameter):
-    """Unpickles a tensor (see Tensor.__reduce_ex__)."""
-    from . import _types
-    t = tensor(array, dtype=getattr(_types, "bool_" if dtype_name == "bool" else dtype_name), device=device)
-    if parameter:
-        from .nn.parameter import Parameter
-        return Parameter(t, requires_grad)
-    return _leaf(t, requires_grad)
-
-
-def from_numpy(arr: np.ndarray) -> Tensor:
+def from_numpy(arr: np.ndarray) :
     """A CPU tensor holding a copy of `arr`."""
     return tensor(arr)
 
 
-def full(size, fill_value, dtype=None, device="cpu") -> Tensor:
+def full(size, fill_value, dtype=None, device="cpu") :
     """A tensor of shape `size` filled with `fill_value`; dtype from the value when not given."""
-    shape = _shape_args((size,) if isinstance(size, int) else tuple(size))
-    s = _scalar(fill_value)
+    shape = shape_args((size,) if isinstance(size, int) else tuple(size))
+    s = scalar(fill_value)
     if s is None:
         raise TypeError(f"full(): fill_value must be a number or bool, got {fill_value!r}")
     if dtype is None:
-        dtype = {E.SCALAR_FLOAT: float32, E.SCALAR_INT: int64, E.SCALAR_BOOL: bool_}[s[2]]
+        dtype = {_C.SCALAR_FLOAT: float32, _C.SCALAR_INT: int64, _C.SCALAR_BOOL: bool_}[s[2]]
     d = check_dtype(dtype)
-    return Tensor._wrap(E.full(shape, s[0], s[1], s[2], d.code, as_device(device).code))
+    return result(_C.tensor_full(shape, s[0], s[1], s[2], d.code, as_device(device).code))
 
 
-def _leaf(t: Tensor, requires_grad: bool) -> Tensor:
+def leaf(t, requires_grad: bool) :
     return t.requires_grad_(True) if requires_grad else t
 
 
 def _filled(size, value, dtype, device, requires_grad):
     d = float32 if dtype is None else check_dtype(dtype)
-    t = Tensor._wrap(E.full(_shape_args(size), float(value), int(value), E.SCALAR_INT, d.code, as_device(device).code))
-    return _leaf(t, requires_grad)
+    t = result(_C.tensor_full(shape_args(size), float(value), int(value), _C.SCALAR_INT, d.code, as_device(device).code))
+    return leaf(t, requires_grad)
 
 
-def zeros(*size, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+def zeros(*size, dtype=None, device="cpu", requires_grad=False) :
     return _filled(size, 0, dtype, device, requires_grad)
 
 
-def ones(*size, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+def ones(*size, dtype=None, device="cpu", requires_grad=False) :
     return _filled(size, 1, dtype, device, requires_grad)
 
 
-def zeros_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+def zeros_like(t, dtype=None, device=None, requires_grad=False) :
     return zeros(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
-def ones_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+def ones_like(t, dtype=None, device=None, requires_grad=False) :
     return ones(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
-def full_like(t: Tensor, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _leaf(full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device), requires_grad)
+def full_like(t, fill_value, dtype=None, device=None, requires_grad=False) :
+    return leaf(full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device), requires_grad)
 
 
-def rand_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+def rand_like(t, dtype=None, device=None, requires_grad=False) :
     return rand(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
-def randn_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+def randn_like(t, dtype=None, device=None, requires_grad=False) :
     return randn(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
-def empty(*size, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+def empty(*size, dtype=None, device="cpu", requires_grad=False) :
     """A tensor of `size` (lucid fills it with zeros: there is no uninitialised memory)."""
     return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def empty_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+def empty_like(t, dtype=None, device=None, requires_grad=False) :
     return zeros_like(t, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, device="cpu") -> Tensor:
+def arange(start, end=None, step=1, dtype=None, device="cpu") :
     """Values from `start` (default 0) up to, not including, `end`, by `step`."""
     if end is None:
         start, end = 0, start
     vals = []
     for v in (start, end, step):
-        s = _scalar(v)
-        if s is None or s[2] == E.SCALAR_BOOL:
+        s = scalar(v)
+        if s is None or s[2] == _C.SCALAR_BOOL:
             raise TypeError(f"arange(): expected numbers, got {v!r}")
         vals.append(s)
     d = -1 if dtype is None else check_dtype(dtype).code
     dev = as_device(device).code
-    if all(s[2] == E.SCALAR_INT for s in vals):
-        return Tensor._wrap(E.arange_int(vals[0][1], vals[1][1], vals[2][1], d, dev))
-    nums = [float(s[1]) if s[2] == E.SCALAR_INT else s[0] for s in vals]
-    return Tensor._wrap(E.arange(nums[0], nums[1], nums[2], d, dev))
+    if all(s[2] == _C.SCALAR_INT for s in vals):
+        return result(_C.tensor_arange_int(vals[0][1], vals[1][1], vals[2][1], d, dev))
+    nums = [float(s[1]) if s[2] == _C.SCALAR_INT else s[0] for s in vals]
+    return result(_C.tensor_arange(nums[0], nums[1], nums[2], d, dev))
 
 
 def _random(size, normal, dtype, device, requires_grad):
     d = float32 if dtype is None else check_dtype(dtype)
-    return _leaf(Tensor._wrap(E.random(_shape_args(size), normal, d.code, as_device(device).code)), requires_grad)
+    return leaf(result(_C.tensor_random(shape_args(size), normal, d.code, as_device(device).code)), requires_grad)
 
 
-def rand(*size, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+def rand(*size, dtype=None, device="cpu", requires_grad=False) :
     """Uniform samples in [0, 1) from the generator `manual_seed` reseeds."""
     return _random(size, False, dtype, device, requires_grad)
 
 
-def randn(*size, dtype=None, device="cpu", requires_grad=False) -> Tensor:
+def randn(*size, dtype=None, device="cpu", requires_grad=False) :
     """Standard normal samples from the generator `manual_seed` reseeds."""
     return _random(size, True, dtype, device, requires_grad)
 
 
 def manual_seed(seed: int) -> None:
     """Reseeds the engine's generator behind rand and randn."""
-    import operator
-    s = operator.index(seed)
-    E.manual_seed(s & ((1 << 64) - 1))
+    _C.manual_seed(operator.index(seed) & ((1 << 64) - 1))

@@ -79,6 +79,8 @@ SIGNATURES = {
     "lucid_diagonal": ([c_uint32, c_int64, c_int64, c_int64, POINTER(c_int64)], c_int32),
     "lucid_as_strided": ([c_uint32, POINTER(c_int64), POINTER(c_int64), c_int32, c_int64, c_int32, POINTER(c_int64)], c_int32),
     "lucid_storage_offset": ([c_uint32, POINTER(c_int64)], c_int32),
+    "lucid_is_contiguous": ([c_uint32, POINTER(c_int32)], c_int32),
+    "lucid_wrap_dim": ([c_int64, c_int32, c_char_p, POINTER(c_int64)], c_int32),
     "lucid_cat": ([POINTER(c_uint32), c_int32, c_int64, c_int32, POINTER(c_int64)], c_int32),
     "lucid_split": ([c_uint32, c_int32, POINTER(c_int64), c_int32, c_int64, POINTER(c_uint32), c_int32, POINTER(c_int32)], c_int32),
     "lucid_index": ([c_uint32, POINTER(c_int32), POINTER(c_int64), POINTER(c_int32), POINTER(c_uint32), c_int32, POINTER(c_int64)], c_int32),
@@ -177,6 +179,7 @@ UNCONVERTED = frozenset({
     "lucid_squeeze",
     "lucid_expand",
     "lucid_storage_offset",
+    "lucid_is_contiguous",
     "lucid_index",
     "lucid_index_put",
     "lucid_index_put_inplace",
@@ -217,6 +220,32 @@ ENUMS = {
     "lucid_assign_flag": {"LUCID_ASSIGN_FILL": 1, "LUCID_ASSIGN_SAME_KIND": 2, "LUCID_ASSIGN_RESULT": 4},
     "lucid_split_mode": {"LUCID_SPLIT_SIZES": 0, "LUCID_SPLIT_SIZE": 1, "LUCID_SPLIT_CHUNKS": 2},
     "lucid_pointwise_loss_kind": {"LUCID_LOSS_MSE": 0, "LUCID_LOSS_L1": 1},
+}
+
+# The comment each enum constant carries in the header, where it has one.
+DOCS = {
+    'LUCID_ERR_VALUE': 'a value out of its allowed set or range (Python ValueError)',
+    'LUCID_ERR_TYPE': 'a wrong dtype or argument type (TypeError)',
+    'LUCID_ERR_INDEX': 'a dimension or index out of range (IndexError)',
+    'LUCID_ERR_RUNTIME': 'well formed but impossible now, e.g. device mismatch (RuntimeError)',
+    'LUCID_ERR_HANDLE': 'null, unknown, stale or released handle',
+    'LUCID_ERR_THREAD': 'an object used from a thread that does not own it',
+    'LUCID_NEG': '-x',
+    'LUCID_RELU': 'max(x, 0)',
+    'LUCID_EXP': 'e**x',
+    'LUCID_LOG': 'the natural logarithm',
+    'LUCID_LOG1P': 'log(1 + x), exact for small x',
+    'LUCID_SQRT': 'the square root',
+    'LUCID_RSQRT': '1 / sqrt(x)',
+    'LUCID_ABS': 'the absolute value',
+    'LUCID_TANH': 'the hyperbolic tangent',
+    'LUCID_SIGMOID': '1 / (1 + e**-x)',
+    'LUCID_SILU': 'x * sigmoid(x)',
+    'LUCID_GELU': 'x * P(X <= x) for a standard normal X',
+    'LUCID_GELU_TANH': "GELU's tanh approximation",
+    'LUCID_SOFTPLUS': 'log(1 + e**x)',
+    'LUCID_SIN': 'the sine (integers promote to float32)',
+    'LUCID_COS': 'the cosine (integers promote to float32)',
 }
 
 LUCID_OK = 0

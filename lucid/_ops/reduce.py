@@ -1,0 +1,117 @@
+"""Reductions (sum, mean, max, var, logsumexp …) and softmax, with `ReduceMethods`."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+from .. import _C
+from .._core import dims_arg, result, tensor_arg, wrap
+from .._types import as_index
+from .writes import returned
+
+# (values, indices), as torch.max(x, dim) returns.
+MaxResult = namedtuple("max", ["values", "indices"])
+MinResult = namedtuple("min", ["values", "indices"])
+
+
+def _reduction(op, name, doc):
+    def fn(input, dim=None, keepdim=False, *, out=None):
+        r = result(_C.reduce(op, tensor_arg(input, name)._h, dims_arg(dim), keepdim))
+        return returned(r, out, name)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+sum = _reduction(_C.SUM, "sum", "The sum over ``dim`` (all dimensions by default); float32 under autocast.")
+mean = _reduction(_C.MEAN, "mean", "The mean over ``dim`` (all dimensions by default); float32 under autocast.")
+amax = _reduction(_C.AMAX, "amax", "The max over ``dim`` (all by default); ties share the gradient evenly.")
+amin = _reduction(_C.AMIN, "amin", "The min over ``dim`` (all by default); ties share the gradient evenly.")
+
+
+def logsumexp(input, dim, keepdim=False, *, out=None):
+    """``log(sum(exp(x)))`` over ``dim``, computed stably; float32 under autocast."""
+    r = result(_C.reduce(_C.LOGSUMEXP, tensor_arg(input, "logsumexp")._h, dims_arg(dim), keepdim))
+    return returned(r, out, "logsumexp")
+
+
+def _extreme(input, dim, keepdim, largest, name, out):
+    tensor_arg(input, name)
+    if dim is None:
+        if keepdim:
+            raise TypeError(f"{name}() without dim does not take keepdim")
+        return returned(amax(input) if largest else amin(input), out, name)
+    v, i = _C.max_dim(input._h, as_index(dim), keepdim, largest)
+    return returned((MaxResult if largest else MinResult)(wrap(v), wrap(i)), out, name)
+
+
+def max(input, dim=None, keepdim=False, *, out=None):
+    """The max of all elements, or ``(values, indices)`` along ``dim``."""
+    return _extreme(input, dim, keepdim, True, "max", out)
+
+
+def min(input, dim=None, keepdim=False, *, out=None):
+    """The min of all elements, or ``(values, indices)`` along ``dim``."""
+    return _extreme(input, dim, keepdim, False, "min", out)
+
+
+def _arg(input, dim, keepdim, largest, name, out):
+    tensor_arg(input, name)
+    d = 0 if dim is None else as_index(dim)
+    return returned(result(_C.argmax(input._h, d, dim is not None, keepdim, largest)), out, name)
+
+
+def argmax(input, dim=None, keepdim=False, *, out=None):
+    """The index of the max along ``dim``, or into the flattened tensor."""
+    return _arg(input, dim, keepdim, True, "argmax", out)
+
+
+def argmin(input, dim=None, keepdim=False, *, out=None):
+    """The index of the min along ``dim``, or into the flattened tensor."""
+    return _arg(input, dim, keepdim, False, "argmin", out)
+
+
+def _var(input, dim, unbiased, correction, keepdim, root, name, out):
+    tensor_arg(input, name)
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    elif unbiased is not None:
+        raise TypeError(f"{name}(): pass either unbiased or correction, not both")
+    return returned(result(_C.var(input._h, dims_arg(dim), float(correction), keepdim, root)), out, name)
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
+    """The variance over ``dim`` with Bessel's correction (``correction=1``) by default; float32
+    under autocast."""
+    return _var(input, dim, unbiased, correction, keepdim, False, "var", out)
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
+    """The standard deviation over ``dim`` (see :func:`var`); float32 under autocast."""
+    return _var(input, dim, unbiased, correction, keepdim, True, "std", out)
+
+
+def softmax(input, dim, *, out=None):
+    """Softmax along ``dim``; float32 under autocast."""
+    return returned(result(_C.softmax(tensor_arg(input, "softmax")._h, as_index(dim), False)), out, "softmax")
+
+
+def log_softmax(input, dim, *, out=None):
+    """Log-softmax along ``dim``; float32 under autocast."""
+    return returned(result(_C.softmax(tensor_arg(input, "log_softmax")._h, as_index(dim), True)), out,
+                    "log_softmax")
+
+
+class ReduceMethods:
+    """Tensor's reductions."""
+
+    __slots__ = ()
+
+    sum, mean, amax, amin, logsumexp = sum, mean, amax, amin, logsumexp
+    max, min, argmax, argmin, var, std = max, min, argmax, argmin, var, std
+    softmax, log_softmax = softmax, log_softmax
+
+
+__all__ = ["sum", "mean", "amax", "amin", "logsumexp", "max", "min", "argmax", "argmin", "var", "std", "softmax",
+           "log_softmax"]
