@@ -48,20 +48,16 @@ def _header_functions():
 
 
 def _page_functions(page: str):
-    """{function name: the title of the section it is documented in} from the reST: names in
-    `.. c:function::` signatures (grouped ones on the lines right under it)."""
-    functions, section, in_signature = {}, None, False
+    """{function name: the title of the section it is documented in} from the reST's
+    `.. c:function::` directives."""
+    functions, section = {}, None
     lines = page.splitlines()
     for i, line in enumerate(lines):
         if i + 1 < len(lines) and lines[i + 1] and set(lines[i + 1]) == {"-"} and len(lines[i + 1]) == len(line):
             section = line
-        if line.startswith(".. c:function:: "):
-            in_signature = True
-        elif not line.startswith("   ") or not line.strip() or line.strip().startswith(".. "):
-            in_signature = False
-        if in_signature:
-            for name in re.findall(r"\b((?:lucid|guard)_\w+)\(", line):
-                functions[name] = section
+        m = re.match(r"\.\. c:function:: .*?\b((?:lucid|guard)_\w+)\(", line)
+        if m:
+            functions[m.group(1)] = section
     return functions
 
 
@@ -90,6 +86,24 @@ def test_every_comment_of_the_header_is_on_the_c_abi_page():
             assert line in page, f"include/lucid.h comment line not on the C ABI page: {line!r}"
 
 
+def test_each_function_has_the_comment_written_right_above_it():
+    lines = HEADER.read_text().splitlines()
+    checked = 0
+    for k, line in enumerate(lines):
+        m = re.match(r"\s*(?:const\s+)?\w+\s*\*?\s*((?:lucid|guard)_\w+)\(", line)
+        if not (m and k and lines[k - 1].rstrip().endswith("*/") and not re.search(r"-{3,}\s*\*/", lines[k - 1])):
+            continue
+        start = k - 1
+        while "/*" not in lines[start]:
+            start -= 1
+        comment = _words(" ".join(re.sub(r"^\s*(/\*|\*/|\*)", "", l) for l in lines[start:k]).replace("*/", ""))
+        entry = re.search(rf"^\.\. c:function:: [^\n]*\b{m.group(1)}\(.*?(?=^\.\. |^\S[^\n]*\n-+$|\Z)", C_PAGE,
+                          flags=re.S | re.M)
+        assert comment in _words(entry.group(0)), f"{m.group(1)}: its comment is not under it: {comment!r}"
+        checked += 1
+    assert checked > 50
+
+
 def test_every_enumerator_of_the_header_is_on_the_c_abi_page():
     text = re.sub(r"/\*.*?\*/", " ", HEADER.read_text(), flags=re.S)
     for body in re.findall(r"enum\s+\w+\s*\{(.*?)\}", text, flags=re.S):
@@ -97,19 +111,19 @@ def test_every_enumerator_of_the_header_is_on_the_c_abi_page():
             assert f".. c:enumerator:: {name} = {value}" in C_PAGE
 
 
-def test_a_comment_goes_with_the_declarations_under_it_and_a_section_line_starts_a_section():
+def test_a_comment_goes_with_the_declaration_under_it_and_a_section_line_starts_a_section():
     page = GEN.c_abi_rst("/* demo.h: a header.\n */\n#ifndef X\n"
                          "/* ---- first ---- */\n\n/* About the section. */\n\n"
-                         "/* The three calls. */\nint32_t demo_a(int32_t x);\nint32_t demo_b(void);\n"
-                         "int32_t demo_c(int64_t *out);\n\n"
+                         "/* The first call. */\nint32_t demo_a(int32_t x);\nint32_t demo_b(void);\n"
+                         "/* demo_b returns 0. */\n\n"
                          "/* ---- second ---- */\n/* Just this one, with `out` *written*. */\n"
-                         "int32_t demo_d(int32_t *out);\n#endif\n")
+                         "int32_t demo_c(int32_t *out);\n#endif\n")
     assert page.index("First\n-----") < page.index("About the section.") < page.index("demo_a")
-    signatures = (".. c:function:: int32_t demo_a(int32_t x)\n                int32_t demo_b(void)\n"
-                  "                int32_t demo_c(int64_t *out)\n\n   The three calls.\n")
-    assert signatures in page
-    assert page.index("Second\n------") < page.index("demo_d")
-    assert ".. c:function:: int32_t demo_d(int32_t *out)\n\n   Just this one, with ``out`` \\*written\\*.\n" in page
+    assert ".. c:function:: int32_t demo_a(int32_t x)\n\n   The first call.\n\n" in page
+    # A comment right under a declaration that names it is a note on that declaration.
+    assert ".. c:function:: int32_t demo_b(void)\n\n   demo\\_b returns 0.\n\n" in page
+    assert page.index("Second\n------") < page.index("demo_c")
+    assert ".. c:function:: int32_t demo_c(int32_t *out)\n\n   Just this one, with ``out`` \\*written\\*.\n" in page
 
 
 # ---- the Swift API page -------------------------------------------------------------------------

@@ -96,10 +96,10 @@ _SECTION = re.compile(r"^/\*\s*-{3,}\s*(.*?)\s*-{3,}\s*\*/\s*$")
 
 
 class CItem:
-    """A run of declarations of the header with the comment written above them (empty for none)."""
+    """A declaration of the header with the comment written right above it (empty for none)."""
 
-    def __init__(self, kind: str, comment: list[str]):
-        self.kind, self.comment, self.decls = kind, comment, []
+    def __init__(self, decl: str, comment: list[str]):
+        self.decl, self.kind, self.comment = decl, _declaration_kind(decl), comment
 
 
 def _comment_lines(text: str) -> list[str]:
@@ -125,13 +125,13 @@ def parse_header(text: str):
     """The header as (preamble lines, [(section title, intro lines, [CItem])]). Declarations
     before the first section line make a first section of their own ("Types, codes and
     errors"). A comment directly above a declaration (no blank line between) is that
-    declaration's, and also that of the declarations written right under it; a comment
-    followed by a blank line introduces its section."""
+    declaration's; one right under a declaration that starts with one of its names is a note
+    on it; a comment followed by a blank line introduces its section."""
     lines = text.splitlines()
     preamble: list[str] = []
     sections = [["Types, codes and errors", [], []]]
     pending: list[str] | None = None   # a comment waiting for what follows it
-    item: CItem | None = None          # the item that a declaration right below joins
+    item: CItem | None = None          # the declaration on the line right above, if any
     seen_code = False
     i = 0
     while i < len(lines):
@@ -163,8 +163,7 @@ def parse_header(text: str):
             first = comment[0].split()[0] if comment and comment[0].split() else ""
             if not seen_code:
                 preamble = comment
-            elif item is not None and pending is None and re.fullmatch(r"\w+", first) \
-                    and re.search(rf"\b{first}\b", " ".join(item.decls)):
+            elif item is not None and pending is None and first in _declared_names(item.decl):
                 # Right under a declaration and starting with one of its names: a note on it.
                 item.comment = item.comment + ([""] if item.comment else []) + comment
             else:
@@ -179,14 +178,24 @@ def parse_header(text: str):
         while not _complete(decl):
             j += 1
             decl += "\n" + lines[j].strip()
-        kind = _declaration_kind(decl)
-        if item is None or pending is not None or item.kind != kind:
-            item = CItem(kind, pending or [])
-            sections[-1][2].append(item)
-            pending = None
-        item.decls.append(decl)
+        item = CItem(decl, pending or [])
+        sections[-1][2].append(item)
+        pending = None
         i = j + 1
     return preamble, [s for s in sections if s[2] or s[1]]
+
+
+def _declared_names(decl: str) -> set[str]:
+    """The names a declaration declares: a function's or typedef's, an enum's and its
+    enumerators' (not parameters)."""
+    code = re.sub(r"/\*.*?\*/", " ", decl, flags=re.S)
+    if code.startswith("enum"):
+        return set(re.findall(r"^enum\s+(\w+)", code)) | set(re.findall(r"(\w+)\s*=", code))
+    for pattern in (r"\(\s*\*\s*(\w+)\s*\)\s*\(", r"(\w+)\s*\(", r"(\w+)\s*;"):
+        m = re.search(pattern, code)   # a function pointer's name, a function's, a typedef's
+        if m:
+            return {m.group(1)}
+    return set()
 
 
 def _complete(decl: str) -> bool:
@@ -231,20 +240,15 @@ def c_abi_rst(text: str) -> str:
         out.extend(heading(title[:1].upper() + title[1:], "-"))
         out.extend(paragraphs(intro))
         for item in items:
+            decl = item.decl
             if item.kind == "function":
-                signatures = [_flat(d).rstrip(";") for d in item.decls]
-                out.append(".. c:function:: " + signatures[0])
-                out.extend(" " * len(".. c:function:: ") + s for s in signatures[1:])
-                out.append("")
+                out.extend([".. c:function:: " + _flat(decl).rstrip(";"), ""])
                 out.extend(indent(paragraphs(item.comment)))
             elif item.kind == "enum":
-                for decl in item.decls:
-                    out.extend(_enum_rst(decl, item.comment if decl is item.decls[0] else []))
+                out.extend(_enum_rst(decl, item.comment))
             else:
-                for decl in item.decls:
-                    out.extend([".. c:type:: " + _flat(decl)[len("typedef "):].rstrip(";"), ""])
-                    if decl is item.decls[-1]:
-                        out.extend(indent(paragraphs(item.comment)))
+                out.extend([".. c:type:: " + _flat(decl)[len("typedef "):].rstrip(";"), ""])
+                out.extend(indent(paragraphs(item.comment)))
     return "\n".join(out).rstrip() + "\n"
 
 
