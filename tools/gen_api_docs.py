@@ -356,6 +356,8 @@ def _doc_rst(doc: list[str]) -> list[str]:
             fence.append(line)
         else:
             prose.append(line)
+    if fence is not None:   # a fence left open runs to the comment's end, as in Markdown
+        out.extend(indent(fence) + [""])
     out.extend(paragraphs(prose))
     return out
 
