@@ -11,7 +11,7 @@ PIP    := -m pip install -q --disable-pip-version-check
 GOALS   := $(or $(MAKECMDGOALS),build)
 PREREQS := $(if $(filter build engine demo test swift-test check-sanitize check-wheel metal-emulated check-metal reliability bench,$(GOALS)),swift python) \
            $(if $(filter test py-test reliability,$(GOALS)),cc) \
-           $(if $(filter test-distributed,$(GOALS)),python)
+           $(if $(filter test-distributed docs,$(GOALS)),python)
 ifneq ($(strip $(PREREQS)),)
 PREREQ_PROBLEM := $(shell PYTHON='$(PYTHON)' VENV='$(VENV)' sh tools/prereqs.sh $(PREREQS))
 ifneq ($(PREREQ_PROBLEM),)
@@ -26,7 +26,7 @@ endif
 SWIFT_FLAGS = $(shell $(PY) lucid/_native.py swift-flags)
 SWIFT_RELEASE_FLAGS = $(shell $(PY) lucid/_native.py swift-flags --release)
 
-.PHONY: build engine abi demo test test-distributed swift-test py-test check-sanitize check-wheel metal-emulated check-metal check-apple reliability bench clean
+.PHONY: build engine abi demo test test-distributed swift-test py-test docs check-sanitize check-wheel metal-emulated check-metal check-apple reliability bench clean
 
 ## build: .venv with lucid's dependencies (OpenBLAS and oneDNN among them on Linux), the
 ## engine in release mode, and lucid installed into .venv (editable)
@@ -87,6 +87,22 @@ test-distributed: $(VENV)/.distributed lucid/_lib/$(LIB)
 
 $(VENV)/.distributed: $(VENV)/.installed
 	LUCID_SKIP_ENGINE_BUILD=1 $(PY) $(PIP) --no-build-isolation -e '.[test,demo,build,distributed]'
+	@touch $@
+
+## docs: the API reference as HTML in build/docs/html: lucid's Python API from its docstrings,
+## and the Swift API and the C ABI written from Sources/LucidEngine/API/*.swift and
+## include/lucid.h at each build (tools/gen_api_docs.py). Sphinx, from the `docs` extra, is
+## installed into .venv when missing; the build fetches nothing, and any warning fails it
+DOCS_OUT := build/docs
+
+docs: $(VENV)/.docs lucid/_lib/$(LIB)
+	$(PY) -m sphinx -b html -E -W --keep-going -d $(DOCS_OUT)/doctrees docs $(DOCS_OUT)/html
+	@echo "lucid: the API reference is in $(DOCS_OUT)/html/index.html"
+
+# Only the extra's requirements: lucid itself stays installed as it is (editable).
+$(VENV)/.docs: $(VENV)/.installed pyproject.toml
+	$(PY) tools/extra_requirements.py docs > $(VENV)/.docs-requirements
+	$(PY) $(PIP) -r $(VENV)/.docs-requirements
 	@touch $@
 
 # The engine, when there is none yet (`make build` rebuilds it when the sources change).

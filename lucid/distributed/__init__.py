@@ -53,6 +53,12 @@ def init(backend=None, *, timeout=None) -> None:
     """Joins this process to the others that mpiexec started (world size 1 when it was started
     alone). Calling it again does nothing.
 
+    With more than one rank, ``init`` also installs a ``sys.excepthook`` that prints an
+    uncaught exception's traceback under this rank's number and then calls ``MPI_Abort``, so
+    that mpiexec ends the other ranks at once instead of leaving them waiting for this one.
+    Ranks that share a machine split its cores: each one's ``lucid.set_num_threads`` becomes
+    cores // ranks there, unless the program has set it before ``init``.
+
     Parameters
     ----------
     backend : None or 'mpi'
@@ -62,12 +68,6 @@ def init(backend=None, *, timeout=None) -> None:
         Seconds a collective may wait for the other ranks before the job is aborted with a
         message (default ``LUCID_DISTRIBUTED_TIMEOUT`` from the environment, else 1800;
         ``math.inf`` for no limit).
-
-    With more than one rank, ``init`` also installs a ``sys.excepthook`` that prints an
-    uncaught exception's traceback under this rank's number and then calls ``MPI_Abort``, so
-    that mpiexec ends the other ranks at once instead of leaving them waiting for this one.
-    Ranks that share a machine split its cores: each one's ``lucid.set_num_threads`` becomes
-    cores // ranks there, unless the program has set it before ``init``.
 
     Raises
     ------

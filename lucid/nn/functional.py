@@ -151,7 +151,7 @@ def layer_norm(input: Tensor, normalized_shape, weight=None, bias=None, eps: flo
 
 
 def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
-    """Normalises each group of channels of [N, C, *] input; float32 under autocast."""
+    """Normalises each group of channels of ``[N, C, *]`` input; float32 under autocast."""
     _check(input, "input")
     return Tensor._wrap(_C.group_norm(input._h, as_index(num_groups), _h(weight, "weight"), _h(bias, "bias"),
                                      float(eps)))
@@ -171,7 +171,7 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
 
 def batch_norm(input: Tensor, running_mean=None, running_var=None, weight=None, bias=None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
-    """Batch normalisation of [N, C, *] input, computed in float32, returned in the input's
+    """Batch normalisation of ``[N, C, *]`` input, computed in float32, returned in the input's
     dtype. In training mode the running statistics given are updated in place."""
     return _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
 
@@ -286,7 +286,7 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
 
 
 def nll_loss(input: Tensor, target: Tensor, weight=None, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
-    """Negative log-likelihood of class indices under log-probabilities [N, C, *]."""
+    """Negative log-likelihood of class indices under log-probabilities ``[N, C, *]``."""
     _check(input, "input")
     _check(target, "target")
     return Tensor._wrap(_C.nll_loss(input._h, target._h, _h(weight, "weight"), as_index(ignore_index),
@@ -295,7 +295,7 @@ def nll_loss(input: Tensor, target: Tensor, weight=None, ignore_index: int = -10
 
 def cross_entropy(input: Tensor, target: Tensor, weight=None, ignore_index: int = -100, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
-    """log_softmax + nll_loss on logits [N, C, *], with class-index targets (``ignore_index``,
+    """log_softmax + nll_loss on logits ``[N, C, *]``, with class-index targets (``ignore_index``,
     ``label_smoothing``) or class-probability targets of the input's shape."""
     _check(input, "input")
     _check(target, "target")
