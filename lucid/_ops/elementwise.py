@@ -112,7 +112,7 @@ def _unary_function(name, code):
 
     doc = _C._abi.DOCS[f"LUCID_{name.upper()}"]
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"{doc[0].upper()}{doc[1:]}, elementwise{_AUTOCAST.get(name, '')}."
+    fn.__doc__ = f"{doc}, elementwise{_AUTOCAST.get(name, '')}."
     return fn
 
 
