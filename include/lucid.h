@@ -84,7 +84,8 @@ enum lucid_unary_op {
     LUCID_GELU_TANH = 12, /* GELU's tanh approximation */
     LUCID_SOFTPLUS = 13,  /* log(1 + e**x) */
     LUCID_SIN = 14,       /* the sine (integers promote to float32) */
-    LUCID_COS = 15        /* the cosine (integers promote to float32) */
+    LUCID_COS = 15,       /* the cosine (integers promote to float32) */
+    LUCID_EXPM1 = 16      /* e**x - 1, exact for small x */
 };
 enum lucid_reduce_op { LUCID_SUM = 0, LUCID_MEAN = 1, LUCID_AMAX = 2, LUCID_AMIN = 3, LUCID_LOGSUMEXP = 4 };
 /* Loss reductions. */

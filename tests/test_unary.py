@@ -29,6 +29,7 @@ REFERENCE = {
     "softplus": (lambda x: np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20)))), F.softplus),
     "sin": (np.sin, lambda t: t.sin()),
     "cos": (np.cos, lucid.cos),
+    "expm1": (np.expm1, lambda t: t.expm1()),
 }
 POSITIVE = {"log", "log1p", "sqrt", "rsqrt"}
 
@@ -40,6 +41,18 @@ def inputs(name, n=257):
     if name == "softplus":
         x = np.concatenate([x, [25.0, -30.0]])
     return x.astype(np.float32)
+
+
+def test_every_unary_op_of_the_engine_is_a_function_a_method_and_an_in_place_method_checked_here():
+    codes = lucid._C.codes("lucid_unary_op")
+    assert set(codes) == set(REFERENCE) | {"neg", "relu"}  # (neg and relu: tests/test_ops.py)
+    for name in codes:
+        doc = lucid._C._abi.DOCS[f"LUCID_{name.upper()}"]
+        assert getattr(lucid, name).__doc__.startswith(doc) and getattr(lucid.Tensor, name) is getattr(lucid, name)
+        x = lucid.tensor([0.5, 2.0])
+        want = getattr(lucid, name)(x).numpy()
+        assert getattr(x, f"{name}_")() is x
+        np.testing.assert_array_equal(x.numpy(), want)
 
 
 @pytest.mark.parametrize("device", ["cpu", "metal"])
@@ -114,7 +127,7 @@ def test_sigmoid_and_silu_across_the_range_and_at_special_values():
 
 def test_float32_policy_under_autocast():
     h = lucid.randn(8, device="metal").half()
-    for name in ("exp", "log1p", "softplus"):
+    for name in ("exp", "expm1", "log1p", "softplus"):
         assert lucid.amp.policy(name) is lucid.amp.CastPolicy.FLOAT32
     assert lucid.amp.policy("tanh") is lucid.amp.CastPolicy.NONE
     with lucid.amp.autocast():

@@ -9,6 +9,7 @@ import Darwin
 package enum UnaryKernel: Int32, Sendable, CaseIterable {
     case neg = 0, relu = 1, exp = 2, log = 3, log1p = 4, sqrt = 5, rsqrt = 6, abs = 7
     case tanh = 8, sigmoid = 9, silu = 10, gelu = 11, geluTanh = 12, softplus = 13, sin = 14, cos = 15
+    case expm1 = 16
 
     /// The kernel's name in messages and counts, as Python spells it (`gelu_tanh`).
     var name: String { self == .geluTanh ? "gelu_tanh" : "\(self)" }
@@ -43,6 +44,7 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
         case .softplus: return x > 20 ? x : log1pf(LibM.exp(x))  // PyTorch's threshold
         case .sin: return sinf(x)
         case .cos: return cosf(x)
+        case .expm1: return expm1f(x)
         }
     }
 
@@ -50,7 +52,7 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
     /// graph node then keeps only the output (and only the input otherwise), as PyTorch's does.
     var derivativeUsesOutput: Bool {
         switch self {
-        case .relu, .exp, .sqrt, .rsqrt, .tanh, .sigmoid: return true
+        case .relu, .exp, .sqrt, .rsqrt, .tanh, .sigmoid, .expm1: return true
         default: return false
         }
     }
@@ -80,6 +82,7 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
         case .softplus: return x > 20 ? 1 : Self.sigmoid(x)
         case .sin: return cosf(x)
         case .cos: return -sinf(x)
+        case .expm1: return y + 1
         }
     }
 

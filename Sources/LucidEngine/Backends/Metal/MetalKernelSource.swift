@@ -352,6 +352,15 @@ inline float log1p_of(float x) {
     return precise::log(u) * (x / (u - 1.0f));
 }
 
+// e**x - 1 accurate for small x (Kahan: (u - 1) · x / log(u) with u = e**x rounded).
+inline float expm1_of(float x) {
+    float u = precise::exp(x);
+    if (u == 1.0f) return x;
+    float um1 = u - 1.0f;
+    if (um1 == -1.0f || isinf(u)) return um1;
+    return um1 * (x / precise::log(u));
+}
+
 inline float unary_float(uint op, float x) {
     switch (op) {
     case 0: return -x;
@@ -369,7 +378,8 @@ inline float unary_float(uint op, float x) {
     case 12: return x * sigmoid_of(2.0f * SQRT_2_OVER_PI * (x + 0.044715f * x * x * x));
     case 13: return x > 20.0f ? x : log1p_of(precise::exp(x));
     case 14: return precise::sin(x);
-    default: return precise::cos(x);
+    case 15: return precise::cos(x);
+    default: return expm1_of(x);
     }
 }
 
@@ -394,7 +404,8 @@ inline float unary_derivative(uint op, float x, float y) {
     }
     case 13: return x > 20.0f ? 1.0f : sigmoid_of(x);
     case 14: return precise::cos(x);
-    default: return -precise::sin(x);
+    case 15: return -precise::sin(x);
+    default: return y + 1.0f;
     }
 }
 
