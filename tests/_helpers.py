@@ -3,6 +3,8 @@
 
 import numpy as np
 
+import lucid
+
 DEVICES = ["cpu", "metal"]
 
 
@@ -18,3 +20,53 @@ def numpy_f16_bits(f32):
     with np.errstate(all="ignore"):
         return f32.astype(np.float16).view(np.uint16)
 
+
+def randf(shape, seed=0, dtype=np.float32):
+    """Standard normal values of `shape` from a generator seeded `seed`, rounded to float32 and
+    then to `dtype`."""
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32).astype(dtype)
+
+
+def ulps(a, b, np_type=None):
+    """Distance in units in the last place between two 16-bit float arrays (float16 or
+    bfloat16): both converted to `np_type` when it is given, else both of one dtype."""
+    if np_type is not None:
+        a, b = np.asarray(a, dtype=np_type), np.asarray(b, dtype=np_type)
+    else:
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.dtype == b.dtype, (a.dtype, b.dtype)
+    assert a.dtype.itemsize == 2, a.dtype
+    ia = a.view(np.int16).astype(np.int64)
+    ib = b.view(np.int16).astype(np.int64)
+    ia = np.where(ia < 0, -32768 - ia, ia)
+    ib = np.where(ib < 0, -32768 - ib, ib)
+    return np.abs(ia - ib)
+
+
+def assert_bits_equal(got, want):
+    """Same dtype, shape and bit patterns (so NaN matches NaN and -0.0 differs from 0.0)."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    uint = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[got.dtype.itemsize]
+    gb, wb = got.reshape(-1).view(uint), want.reshape(-1).view(uint)
+    bad = np.nonzero(gb != wb)[0]
+    assert len(bad) == 0, f"{len(bad)} mismatches, first at flat index {bad[:4].tolist()}: " \
+                          f"{got.reshape(-1)[bad[0]]!r} vs {want.reshape(-1)[bad[0]]!r}"
+
+
+def numeric_grads(fn, arrays, weights, eps=1e-2):
+    """Central differences of sum(fn(*arrays) * weights) in float64 through lucid's float32 ops."""
+    grads = []
+    for i, a in enumerate(arrays):
+        g = np.zeros(a.shape, dtype=np.float64)
+        for idx in np.ndindex(a.shape):
+            vals = []
+            for sign in (1, -1):
+                moved = [x.copy() for x in arrays]
+                moved[i][idx] += sign * eps
+                out = fn(*[lucid.tensor(x) for x in moved]).numpy().astype(np.float64)
+                vals.append(float((out * weights).sum()))
+            g[idx] = (vals[0] - vals[1]) / (2 * eps)
+        grads.append(g)
+    return grads

@@ -10,6 +10,7 @@ import pytest
 
 import lucid
 import lucid.nn.functional as F
+from _helpers import numeric_grads
 from reference import (adaptive_avg_pool2d, attention, avg_pool2d, conv2d, conv_transpose2d, cross_entropy,
                        log_softmax, max_pool2d, softmax)
 
@@ -635,21 +636,6 @@ def test_bce_with_logits():
 
 
 # ---- gradients by finite differences -----------------------------------------------------
-
-def numeric_grads(fn, arrays, weights, eps=1e-2):
-    grads = []
-    for i, a in enumerate(arrays):
-        g = np.zeros(a.shape)
-        for idx in np.ndindex(a.shape):
-            vals = []
-            for sign in (1, -1):
-                moved = [x.copy() for x in arrays]
-                moved[i][idx] += sign * eps
-                vals.append(float((fn(*[T(x) for x in moved]).numpy().astype(np.float64) * weights).sum()))
-            g[idx] = (vals[0] - vals[1]) / (2 * eps)
-        grads.append(g)
-    return grads
-
 
 Y = rng.integers(0, 4, 5)
 Y[1] = 2

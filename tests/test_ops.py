@@ -10,10 +10,10 @@ import pytest
 
 import lucid
 import lucid.nn.functional as F
+from _helpers import DEVICES, assert_bits_equal, randf, ulps
 
 pytestmark = pytest.mark.filterwarnings("ignore::lucid.metal.MetalFallbackWarning")
 
-DEVICES = ["cpu", "metal"]
 F32, F16, BF16 = np.float32, np.float16, ml_dtypes.bfloat16
 NP_OF = {"float32": F32, "float16": F16, "bfloat16": BF16, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
 LUCID_OF = {"float32": lucid.float32, "float16": lucid.float16, "bfloat16": lucid.bfloat16,
@@ -26,39 +26,14 @@ def rng(seed=0):
     return np.random.default_rng(seed)
 
 
-def randf(shape, seed=0, dtype=F32):
-    return rng(seed).standard_normal(shape).astype(np.float32).astype(dtype)
-
-
 def scalar_tensor(value, dtype, device="cpu"):
     """A 0-d tensor (lucid.full with an empty shape)."""
     return lucid.full((), value, dtype=dtype, device=device)
 
 
-def ulps(a, b, np_type):
-    """Distance in units in the last place between two 16-bit float arrays of one type."""
-    ia = np.asarray(a, dtype=np_type).view(np.int16).astype(np.int64)
-    ib = np.asarray(b, dtype=np_type).view(np.int16).astype(np.int64)
-    ia = np.where(ia < 0, -32768 - ia, ia)
-    ib = np.where(ib < 0, -32768 - ib, ib)
-    return np.abs(ia - ib)
-
-
 def shape_in_message(shape, message):
     body = ", ".join(str(s) for s in shape)
     return f"[{body}]" in message or f"({body})" in message or (len(shape) == 1 and f"({body},)" in message)
-
-
-def assert_bits_equal(got, want):
-    """Same dtype, shape and bit patterns (so NaN matches NaN and -0.0 differs from 0.0)."""
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype, (got.dtype, want.dtype)
-    assert got.shape == want.shape, (got.shape, want.shape)
-    uint = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[got.dtype.itemsize]
-    gb, wb = got.reshape(-1).view(uint), want.reshape(-1).view(uint)
-    bad = np.nonzero(gb != wb)[0]
-    assert len(bad) == 0, f"{len(bad)} mismatches, first at flat index {bad[:4].tolist()}: " \
-                          f"{got.reshape(-1)[bad[0]]!r} vs {want.reshape(-1)[bad[0]]!r}"
 
 
 # ---- elementwise arithmetic -------------------------------------------------------------------
