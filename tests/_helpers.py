@@ -1,11 +1,38 @@
 """Helpers shared by the tests (tests/ is on sys.path, as for tests/reference.py):
 `from _helpers import ...`."""
 
+import ml_dtypes
 import numpy as np
 
 import lucid
 
 DEVICES = ["cpu", "metal"]
+F32, F16, BF16 = np.float32, np.float16, ml_dtypes.bfloat16
+NP_OF = {"float32": F32, "float16": F16, "bfloat16": BF16, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
+LUCID_OF = {"float32": lucid.float32, "float16": lucid.float16, "bfloat16": lucid.bfloat16,
+            "int32": lucid.int32, "int64": lucid.int64, "bool": lucid.bool_}
+
+
+def T(a, **kw):
+    return lucid.tensor(a, **kw)
+
+
+def arrays_from(gen):
+    """`arr(*shape, dtype=np.float32, offset=0.0)`: standard normal values plus `offset` drawn
+    from the numpy generator `gen`, as `dtype`."""
+    def arr(*shape, dtype=np.float32, offset=0.0):
+        return (gen.standard_normal(shape) + offset).astype(dtype)
+    return arr
+
+
+def scalar_tensor(value, dtype, device="cpu"):
+    """A 0-d tensor (lucid.full with an empty shape)."""
+    return lucid.full((), value, dtype=dtype, device=device)
+
+
+def shape_in_message(shape, message):
+    body = ", ".join(str(s) for s in shape)
+    return f"[{body}]" in message or f"({body})" in message or (len(shape) == 1 and f"({body},)" in message)
 
 
 def mismatches(got, want, inputs, limit=8):

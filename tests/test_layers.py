@@ -311,6 +311,15 @@ def test_softmax_masked_rows_and_autocast():
         F.softmax(T(np.arange(3)), 0)
 
 
+@pytest.mark.parametrize("log", [False, True])
+def test_a_nan_makes_its_whole_softmax_row_nan_at_every_size(log):
+    for shape in [(4, 30), (64, 1024)]:
+        x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+        x[1, 5] = np.nan
+        y = lucid.tensor(x).log_softmax(-1) if log else lucid.tensor(x).softmax(-1)
+        assert np.isnan(y.numpy()[1]).all() and not np.isnan(np.delete(y.numpy(), 1, 0)).any(), shape
+
+
 def _norm64(x, axes, eps):
     x = x.astype(np.float64)
     mu, var = x.mean(axes, keepdims=True), x.var(axes, keepdims=True)
