@@ -15,6 +15,7 @@ import lucid.nn.functional as F
 from lucid import _C
 from lucid.amp import CastPolicy, autocast
 import lucid.amp.autocast_mode as autocast_mode
+from _helpers import ulps
 
 F32, F16, BF16 = lucid.float32, lucid.float16, lucid.bfloat16
 NP_BF16 = ml_dtypes.bfloat16
@@ -35,17 +36,6 @@ def metal_on(dt):
 
 def cpu_on(dt):
     return (False, None, True, dt)
-
-
-def ulps(a, b):
-    """Distance in units in the last place between two 16-bit float arrays (float16 or bfloat16)."""
-    a, b = np.asarray(a), np.asarray(b)
-    assert a.dtype == b.dtype and a.dtype.itemsize == 2
-    ia = a.view(np.int16).astype(np.int32)
-    ib = b.view(np.int16).astype(np.int32)
-    ia = np.where(ia < 0, -32768 - ia, ia)
-    ib = np.where(ib < 0, -32768 - ib, ib)
-    return np.abs(ia - ib)
 
 
 def rng(seed=0):

@@ -9,29 +9,13 @@ import pytest
 import lucid
 import lucid.nn as nn
 import lucid.nn.functional as F
+from _helpers import numeric_grads
 
 rng = np.random.default_rng(7)
 
 
 def leaf(*shape, device="cpu", offset=0.0):
     return lucid.tensor(rng.standard_normal(shape).astype(np.float32) + offset, device=device, requires_grad=True)
-
-
-def numeric_grads(fn, arrays, weights, eps=1e-2):
-    """Central differences of sum(fn(*arrays) * weights) in float64 through lucid's float32 ops."""
-    grads = []
-    for i, a in enumerate(arrays):
-        g = np.zeros(a.shape, dtype=np.float64)
-        for idx in np.ndindex(a.shape):
-            vals = []
-            for sign in (1, -1):
-                moved = [x.copy() for x in arrays]
-                moved[i][idx] += sign * eps
-                out = fn(*[lucid.tensor(x) for x in moved]).numpy().astype(np.float64)
-                vals.append(float((out * weights).sum()))
-            g[idx] = (vals[0] - vals[1]) / (2 * eps)
-        grads.append(g)
-    return grads
 
 
 def check(fn, *shapes, device="cpu", offset=0.0):

@@ -1,108 +1,66 @@
 """dtype conversions, checked bit for bit against numpy (float16) and ml_dtypes (bfloat16),
 plus dtype and device representations."""
 
-import os
 import pickle
-from concurrent.futures import ThreadPoolExecutor
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 import lucid
+from _helpers import DEVICES, mismatches as _mismatches, numpy_f16_bits as _numpy_f16_bits
 
 pytestmark = pytest.mark.filterwarnings("ignore::lucid.metal.MetalFallbackWarning")
-
-DEVICES = ["cpu", "metal"]
-CHUNK = 1 << 24
-N_CHUNKS = (1 << 32) // CHUNK
-WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 ALL16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
 F16_ALL = ALL16.view(np.float16)
 BF16_ALL = ALL16.view(ml_dtypes.bfloat16)
 
 
-def _chunk_bits(c):
-    return np.arange(CHUNK, dtype=np.uint32) + np.uint32(c * CHUNK)
+# ---- float32 -> float16 / bfloat16 over a sample of bit patterns ----------------------------
+
+# The walks over all 2**32 float32 patterns run under `make reliability`
+# (tests/reliability/test_dtype_conversions.py). This sample keeps a broken conversion from
+# passing `make test`: every sign and exponent with the mantissas where rounding changes (each
+# bit position's halfway point, with an even and an odd kept bit, and its neighbours), the
+# special values, and a fixed-seed random sample, against numpy and ml_dtypes.
+_MANTISSA_EDGES = [0, 0x7FFFFF, 0x400000, 0x3FFFFF] + [m for j in range(23) for m in
+                                                       ((1 << j), (1 << j) - 1, (1 << j) + 1, (3 << j) & 0x7FFFFF)]
+_SPECIAL_BITS = [
+    0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007FFFFF, 0x807FFFFF, 0x00800000,  # zeros, subnormals
+    0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000,  # extremes, infinities
+    0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FBFFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 0x7F802000,  # NaNs
+    0x477FE000, 0x477FEFFF, 0x477FF000, 0x477FF001, 0xC77FF000,  # float16: largest, halfway to inf
+    0x38800000, 0x387FC000, 0x33800000, 0x33000000, 0x33000001, 0x32FFFFFF,  # float16: smallest normal, subnormals
+    0x7F7F7FFF, 0x7F7F8000, 0xFF7F8000, 0x7F7EFFFF, 0x00008000, 0x00018000,  # bfloat16: into inf, ties
+]
 
 
-def _mismatches(got, want, inputs, limit=8):
-    bad = np.nonzero(got != want)[0]
-    return [f"in=0x{int(inputs[i]):x} got=0x{int(got[i]):x} want=0x{int(want[i]):x}" for i in bad[:limit]], len(bad)
+def _sampled_float32_bits():
+    sign_exponent = np.arange(1 << 9, dtype=np.uint32) << 23
+    structured = (sign_exponent[:, None] | np.unique(np.array(_MANTISSA_EDGES, np.uint32))[None, :]).ravel()
+    random = np.random.default_rng(20).integers(0, 1 << 32, 1 << 18, dtype=np.uint64).astype(np.uint32)
+    return np.concatenate([np.array(_SPECIAL_BITS, np.uint32), structured, random])
 
 
-def _run_chunks(check):
-    failures, total = [], 0
-    with ThreadPoolExecutor(WORKERS) as pool:
-        for msgs, n in pool.map(check, range(N_CHUNKS)):
-            failures.extend(msgs)
-            total += n
-    return failures, total
-
-
-# ---- float32 -> float16 / bfloat16 over every float32 bit pattern ---------------------------
-
-# numpy's float16 cast runs a vector path for float32 exponents 113..142 (float16 normals) and
-# 255 (inf/NaN) and a slow scalar path elsewhere. Every exponent whose float16 result depends
-# on the mantissa (102..142: subnormals, normals, rounding into inf at 142; 255: NaN payloads)
-# gets numpy's reference for all 2**23 mantissas. Below 102 every value rounds to a signed zero
-# and from 143 to 254 every value overflows to a signed infinity: there numpy's reference is
-# computed on all low 14 mantissa bits combined with a set of high-bit patterns, and must be
-# a single value, which lucid's result must match for every one of the 2**23 mantissas.
-F16_FULL_EXPONENTS = set(range(102, 143)) | {255}
-_HIGH_PATTERNS = np.array([0x000, 0x001, 0x0AA, 0x100, 0x155, 0x1FE, 0x1FF, 0x0F0, 0x10F], dtype=np.uint32)
-_SAMPLE_MANTISSAS = ((_HIGH_PATTERNS[:, None] << 14) | np.arange(1 << 14, dtype=np.uint32)[None, :]).ravel()
-
-
-def _numpy_f16_bits(f32):
-    with np.errstate(all="ignore"):
-        return f32.astype(np.float16).view(np.uint16)
-
-
-def _check_f16_chunk(c):
-    bits = _chunk_bits(c)
+@pytest.mark.parametrize("device", DEVICES)
+def test_float32_to_float16_sampled_bit_patterns(device):
+    bits = _sampled_float32_bits()
     f32 = bits.view(np.float32)
-    got = lucid.tensor(f32).to(lucid.float16).numpy().view(np.uint16)
-    assert got.shape == (CHUNK,)
-    msgs, n = [], 0
-    half = CHUNK // 2
-    for k in range(2):
-        sl = slice(k * half, (k + 1) * half)
-        exponent = (int(bits[sl.start]) >> 23) & 0xFF
-        if exponent in F16_FULL_EXPONENTS:
-            want = _numpy_f16_bits(f32[sl])
-        else:
-            sample = _numpy_f16_bits(f32[sl][_SAMPLE_MANTISSAS])
-            values = np.unique(sample)
-            if len(values) != 1:
-                msgs.append(f"reference not constant for exponent {exponent}: {values[:4]}")
-                n += 1
-                continue
-            want = np.full(half, values[0], dtype=np.uint16)
-        m, cnt = _mismatches(got[sl], want, bits[sl])
-        msgs.extend(m)
-        n += cnt
-    return msgs, n
+    got = lucid.tensor(f32, device=device).to(lucid.float16).numpy().view(np.uint16)
+    m, n = _mismatches(got, _numpy_f16_bits(f32), bits)
+    assert n == 0, f"{n} float32->float16 mismatches, e.g. {m}"
 
 
-def _check_bf16_chunk(c):
-    bits = _chunk_bits(c)
+@pytest.mark.parametrize("device", DEVICES)
+def test_float32_to_bfloat16_sampled_bit_patterns(device):
+    bits = _sampled_float32_bits()
     f32 = bits.view(np.float32)
-    got = lucid.tensor(f32).to(lucid.bfloat16).numpy().view(np.uint16)
+    got = lucid.tensor(f32, device=device).to(lucid.bfloat16).numpy().view(np.uint16)
     with np.errstate(all="ignore"):
         want = f32.astype(ml_dtypes.bfloat16).view(np.uint16)
-    return _mismatches(got, want, bits)
-
-
-def test_float32_to_float16_every_bit_pattern():
-    failures, total = _run_chunks(_check_f16_chunk)
-    assert total == 0, f"{total} float32->float16 mismatches, e.g. {failures[:8]}"
-
-
-def test_float32_to_bfloat16_every_bit_pattern():
-    failures, total = _run_chunks(_check_bf16_chunk)
-    assert total == 0, f"{total} float32->bfloat16 mismatches, e.g. {failures[:8]}"
+    m, n = _mismatches(got, want, bits)
+    assert n == 0, f"{n} float32->bfloat16 mismatches, e.g. {m}"
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -6,8 +6,7 @@ import pytest
 import lucid
 import lucid.nn as nn
 import lucid.nn.functional as F
-
-DEVICES = ["cpu", "metal"]
+from _helpers import DEVICES
 
 
 def _arr(shape, seed=0):

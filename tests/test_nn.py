@@ -9,14 +9,9 @@ import pytest
 
 import lucid
 import lucid.nn as nn
+from _helpers import DEVICES, randf
 
 pytestmark = pytest.mark.filterwarnings("ignore::lucid.metal.MetalFallbackWarning")
-
-DEVICES = ["cpu", "metal"]
-
-
-def randf(shape, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
 def np_linear(x, layer):

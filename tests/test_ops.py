@@ -1,8 +1,8 @@
-"""Ops against numpy: arithmetic, matmul, linear, reductions, shape ops, broadcasting, type
-promotion and the error paths."""
+"""Tensor ops against numpy: matmul, linear, reductions (sum/mean, max/min/argmax/amax,
+var/std, logsumexp), shape ops, and the error paths of mixed devices and unsupported operands.
+The elementwise ops are in test_elementwise.py."""
 
 import operator
-import re
 
 import ml_dtypes
 import numpy as np
@@ -10,344 +10,16 @@ import pytest
 
 import lucid
 import lucid.nn.functional as F
+from _helpers import (DEVICES, F32, LUCID_OF, NP_OF, T, arrays_from, assert_bits_equal, randf, scalar_tensor,
+                      shape_in_message, ulps)
 
 pytestmark = pytest.mark.filterwarnings("ignore::lucid.metal.MetalFallbackWarning")
 
-DEVICES = ["cpu", "metal"]
-F32, F16, BF16 = np.float32, np.float16, ml_dtypes.bfloat16
-NP_OF = {"float32": F32, "float16": F16, "bfloat16": BF16, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
-LUCID_OF = {"float32": lucid.float32, "float16": lucid.float16, "bfloat16": lucid.bfloat16,
-            "int32": lucid.int32, "int64": lucid.int64, "bool": lucid.bool_}
-
-BINARY = [("add", operator.add), ("sub", operator.sub), ("mul", operator.mul), ("div", operator.truediv)]
+arr = arrays_from(np.random.default_rng(11))
 
 
 def rng(seed=0):
     return np.random.default_rng(seed)
-
-
-def randf(shape, seed=0, dtype=F32):
-    return rng(seed).standard_normal(shape).astype(np.float32).astype(dtype)
-
-
-def scalar_tensor(value, dtype, device="cpu"):
-    """A 0-d tensor (lucid.full with an empty shape)."""
-    return lucid.full((), value, dtype=dtype, device=device)
-
-
-def ulps(a, b, np_type):
-    """Distance in units in the last place between two 16-bit float arrays of one type."""
-    ia = np.asarray(a, dtype=np_type).view(np.int16).astype(np.int64)
-    ib = np.asarray(b, dtype=np_type).view(np.int16).astype(np.int64)
-    ia = np.where(ia < 0, -32768 - ia, ia)
-    ib = np.where(ib < 0, -32768 - ib, ib)
-    return np.abs(ia - ib)
-
-
-def shape_in_message(shape, message):
-    body = ", ".join(str(s) for s in shape)
-    return f"[{body}]" in message or f"({body})" in message or (len(shape) == 1 and f"({body},)" in message)
-
-
-def assert_bits_equal(got, want):
-    """Same dtype, shape and bit patterns (so NaN matches NaN and -0.0 differs from 0.0)."""
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype, (got.dtype, want.dtype)
-    assert got.shape == want.shape, (got.shape, want.shape)
-    uint = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[got.dtype.itemsize]
-    gb, wb = got.reshape(-1).view(uint), want.reshape(-1).view(uint)
-    bad = np.nonzero(gb != wb)[0]
-    assert len(bad) == 0, f"{len(bad)} mismatches, first at flat index {bad[:4].tolist()}: " \
-                          f"{got.reshape(-1)[bad[0]]!r} vs {want.reshape(-1)[bad[0]]!r}"
-
-
-# ---- elementwise arithmetic -------------------------------------------------------------------
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name,op", BINARY)
-def test_float32_tensor_tensor(device, name, op):
-    a, b = randf((4, 5), 1), randf((4, 5), 2)
-    b[0, 0] = 0.0
-    got = op(lucid.tensor(a, device=device), lucid.tensor(b, device=device))
-    assert got.dtype is lucid.float32 and got.device == device and got.shape == (4, 5)
-    with np.errstate(all="ignore"):
-        assert_bits_equal(got.numpy(), op(a, b))
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name,op", BINARY)
-@pytest.mark.parametrize("s", [2.5, -0.1, 3, True])
-def test_float32_tensor_scalar_and_reflected(device, name, op, s):
-    a = randf((3, 4), 3)
-    a[0, 0] = 0.0
-    t = lucid.tensor(a, device=device)
-    sv = np.float32(s)
-    with np.errstate(all="ignore"):
-        assert_bits_equal(op(t, s).numpy(), op(a, sv))
-        assert_bits_equal(op(s, t).numpy(), op(sv, a))
-    assert op(t, s).dtype is lucid.float32
-    assert op(s, t).dtype is lucid.float32
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_method_forms(device):
-    a, b = randf((3,), 4), randf((3,), 5)
-    ta, tb = lucid.tensor(a, device=device), lucid.tensor(b, device=device)
-    assert_bits_equal(ta.add(tb).numpy(), a + b)
-    assert_bits_equal(ta.sub(tb).numpy(), a - b)
-    assert_bits_equal(ta.mul(tb).numpy(), a * b)
-    assert_bits_equal(ta.div(tb).numpy(), a / b)
-    np.testing.assert_allclose(ta.matmul(tb).numpy(), a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5)
-    assert_bits_equal((+ta).numpy(), a)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dt", ["int32", "int64"])
-def test_integer_arithmetic(device, dt):
-    npt = NP_OF[dt]
-    a = rng(6).integers(-1000, 1000, (3, 4)).astype(npt)
-    b = rng(7).integers(1, 50, (3, 4)).astype(npt)
-    ta, tb = lucid.tensor(a, device=device), lucid.tensor(b, device=device)
-    for op in (operator.add, operator.sub, operator.mul):
-        r = op(ta, tb)
-        assert r.dtype is LUCID_OF[dt]
-        np.testing.assert_array_equal(r.numpy(), op(a, b))
-        r = op(ta, 7)
-        assert r.dtype is LUCID_OF[dt]
-        np.testing.assert_array_equal(r.numpy(), op(a, npt(7)))
-        np.testing.assert_array_equal(op(7, ta).numpy(), op(npt(7), a))
-    np.testing.assert_array_equal((-ta).numpy(), -a)
-    np.testing.assert_array_equal(ta.relu().numpy(), np.maximum(a, 0))
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_integer_division_gives_float32(device):
-    a = np.array([7, -7, 1, 0, 0, 2**40 + 1], dtype=np.int64)
-    b = np.array([2, 2, 3, 5, 0, 3], dtype=np.int64)
-    with np.errstate(all="ignore"):
-        want = a.astype(np.float32) / b.astype(np.float32)
-        r = lucid.tensor(a, device=device) / lucid.tensor(b, device=device)
-        assert r.dtype is lucid.float32
-        assert_bits_equal(r.numpy(), want)
-        a32 = a[:5].astype(np.int32)
-        r = lucid.tensor(a32, device=device) / lucid.tensor(b[:5].astype(np.int32), device=device)
-        assert r.dtype is lucid.float32
-        assert_bits_equal(r.numpy(), a32.astype(np.float32) / b[:5].astype(np.float32))
-        r = lucid.tensor(a32, device=device) / 2
-        assert r.dtype is lucid.float32
-        assert_bits_equal(r.numpy(), a32.astype(np.float32) / np.float32(2))
-        r = 3 / lucid.tensor(a32, device=device)
-        assert r.dtype is lucid.float32
-        assert_bits_equal(r.numpy(), np.float32(3) / a32.astype(np.float32))
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_bool_arithmetic(device):
-    a = np.array([True, False, True, False])
-    b = np.array([True, True, False, False])
-    ta, tb = lucid.tensor(a, device=device), lucid.tensor(b, device=device)
-    r = ta + tb
-    assert r.dtype is lucid.bool_
-    np.testing.assert_array_equal(r.numpy(), a | b)
-    r = ta * tb
-    assert r.dtype is lucid.bool_
-    np.testing.assert_array_equal(r.numpy(), a & b)
-    r = ta / tb
-    assert r.dtype is lucid.float32
-    with np.errstate(all="ignore"):
-        assert_bits_equal(r.numpy(), a.astype(np.float32) / b.astype(np.float32))
-    r = ta + 3
-    assert r.dtype is lucid.int64
-    np.testing.assert_array_equal(r.numpy(), a.astype(np.int64) + 3)
-    r = ta * 2.5
-    assert r.dtype is lucid.float32
-    assert_bits_equal(r.numpy(), a.astype(np.float32) * np.float32(2.5))
-    r = ta + True
-    assert r.dtype is lucid.bool_
-    np.testing.assert_array_equal(r.numpy(), a | True)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_bool_subtraction_and_negation_raise(device):
-    t = lucid.tensor([True, False], device=device)
-    with pytest.raises(TypeError):
-        t - t
-    with pytest.raises(TypeError):
-        t - True
-    with pytest.raises(TypeError):
-        True - t
-    with pytest.raises(TypeError):
-        -t
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
-def test_unary_minus_and_relu(device, dt):
-    a = np.array([-2.5, -0.0, 0.0, 1.5, np.nan, -np.inf, np.inf, -1e-3], dtype=np.float32).astype(NP_OF[dt])
-    t = lucid.tensor(a, device=device)
-    neg = (-t).numpy()
-    assert neg.dtype == a.dtype
-    np.testing.assert_array_equal(neg.view(np.uint8), (-a).view(np.uint8))  # sign bit flips, -0.0 included
-    r = t.relu()
-    assert r.dtype is LUCID_OF[dt]
-    got = r.numpy().astype(np.float64)
-    want = np.where(np.isnan(a.astype(np.float64)), np.nan, np.maximum(a.astype(np.float64), 0.0))
-    np.testing.assert_array_equal(got, want)
-    assert np.isnan(got[4])
-    np.testing.assert_array_equal(F.relu(t).numpy().astype(np.float64), want)
-
-
-# ---- low precision: compute in float32, round once -------------------------------------------
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
-@pytest.mark.parametrize("name,op", BINARY)
-def test_low_precision_elementwise_rounds_once(device, dt, name, op):
-    npt = NP_OF[dt]
-    a = (randf(4096, 11) * 50).astype(npt)
-    b = (randf(4096, 12) * 3).astype(npt)
-    b[:3] = 0
-    ta, tb = lucid.tensor(a, device=device), lucid.tensor(b, device=device)
-    with np.errstate(all="ignore"):
-        want = op(a.astype(F32), b.astype(F32)).astype(npt)
-        got = op(ta, tb)
-        assert got.dtype is LUCID_OF[dt]
-        assert_bits_equal(got.numpy(), want)
-        for s in (0.1, 3, -7.25):
-            got = op(ta, s)
-            assert got.dtype is LUCID_OF[dt]
-            assert_bits_equal(got.numpy(), op(a.astype(F32), np.float32(s)).astype(npt))
-            got = op(s, ta)
-            assert got.dtype is LUCID_OF[dt]
-            assert_bits_equal(got.numpy(), op(np.float32(s), a.astype(F32)).astype(npt))
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_float16_plus_bfloat16_is_float32(device):
-    a, b = randf(1000, 1, F16), randf(1000, 2, BF16)
-    r = lucid.tensor(a, device=device) + lucid.tensor(b, device=device)
-    assert r.dtype is lucid.float32
-    assert_bits_equal(r.numpy(), a.astype(F32) + b.astype(F32))
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_int32_plus_float16_is_float16(device):
-    a = rng(3).integers(-3000, 3000, 500).astype(np.int32)
-    b = randf(500, 4, F16)
-    r = lucid.tensor(a, device=device) + lucid.tensor(b, device=device)
-    assert r.dtype is lucid.float16
-    assert_bits_equal(r.numpy(), (a.astype(F16).astype(F32) + b.astype(F32)).astype(F16))
-
-
-# ---- type promotion ---------------------------------------------------------------------------
-
-_ORDER = ["bool", "int32", "int64", "float16", "bfloat16", "float32"]
-
-
-def _torch_promote(a, b):
-    """torch.promote_types over lucid's dtypes."""
-    if a == b:
-        return a
-    cat = {"bool": 0, "int32": 1, "int64": 1, "float16": 2, "bfloat16": 2, "float32": 2}
-    if cat[a] != cat[b]:
-        return a if cat[a] > cat[b] else b
-    if cat[a] == 1:
-        return "int64"
-    return "float32"  # float16 with bfloat16, or either with float32
-
-
-@pytest.mark.parametrize("a", _ORDER)
-@pytest.mark.parametrize("b", _ORDER)
-def test_tensor_tensor_promotion_table(a, b):
-    x = lucid.ones(3, dtype=LUCID_OF[a])
-    y = lucid.ones(3, dtype=LUCID_OF[b])
-    r = x * y
-    want = _torch_promote(a, b)
-    assert r.dtype is LUCID_OF[want], (a, b, r.dtype)
-    np.testing.assert_array_equal(r.numpy().astype(np.float64), np.ones(3))
-
-
-@pytest.mark.parametrize("dt,scalar,want", [
-    ("float16", 2.5, "float16"), ("bfloat16", 2.5, "bfloat16"), ("float32", 2.5, "float32"),
-    ("int32", 2.5, "float32"), ("int64", 2.5, "float32"), ("bool", 2.5, "float32"),
-    ("int32", 2, "int32"), ("int64", 2, "int64"), ("bool", 2, "int64"), ("float16", 2, "float16"),
-    ("int32", True, "int32"), ("float16", True, "float16"), ("bool", True, "bool"),
-])
-def test_tensor_scalar_promotion(dt, scalar, want):
-    t = lucid.ones(2, dtype=LUCID_OF[dt])
-    assert (t + scalar).dtype is LUCID_OF[want]
-    assert (scalar + t).dtype is LUCID_OF[want]
-    assert (t * scalar).dtype is LUCID_OF[want]
-    np.testing.assert_array_equal((t * scalar).numpy().astype(np.float64), np.full(2, float(scalar)))
-
-
-@pytest.mark.parametrize("dim_dt,zero_dt,want", [
-    ("float16", "float32", "float16"), ("bfloat16", "float32", "bfloat16"), ("int32", "int64", "int32"),
-    ("int32", "float32", "float32"), ("int32", "float16", "float16"), ("bool", "int32", "int32"),
-    ("float16", "int64", "float16"), ("bool", "float16", "float16"),
-])
-def test_dimensioned_tensors_outrank_zero_dim(dim_dt, zero_dt, want):
-    x = lucid.ones(3, dtype=LUCID_OF[dim_dt])
-    z = scalar_tensor(2, LUCID_OF[zero_dt])
-    assert z.ndim == 0
-    assert (x + z).dtype is LUCID_OF[want]
-    assert (z + x).dtype is LUCID_OF[want]
-
-
-def test_zero_dim_with_zero_dim_promotes_fully():
-    a = scalar_tensor(1.5, lucid.float16)
-    b = scalar_tensor(2.0, lucid.float32)
-    assert (a + b).dtype is lucid.float32
-    assert (a + b).shape == ()
-    c = scalar_tensor(1, lucid.int32)
-    d = scalar_tensor(2, lucid.int64)
-    assert (c + d).dtype is lucid.int64
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_float16_plus_zero_dim_float32_values(device):
-    a = randf(100, 9, F16)
-    z = scalar_tensor(0.1, lucid.float32, device)
-    r = lucid.tensor(a, device=device) + z
-    assert r.dtype is lucid.float16
-    z16 = np.float32(0.1).astype(F16)
-    assert_bits_equal(r.numpy(), (a.astype(F32) + z16.astype(F32)).astype(F16))
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_int32_plus_int64_values(device):
-    a = rng(1).integers(-2**31, 2**31 - 1, 100).astype(np.int32)
-    b = rng(2).integers(-2**40, 2**40, 100).astype(np.int64)
-    r = lucid.tensor(a, device=device) + lucid.tensor(b, device=device)
-    assert r.dtype is lucid.int64
-    np.testing.assert_array_equal(r.numpy(), a.astype(np.int64) + b)
-
-
-# ---- broadcasting -----------------------------------------------------------------------------
-
-BROADCASTS = [((3, 1), (1, 4)), ((2, 3, 4), (4,)), ((4,), (2, 3, 4)), ((2, 1, 4), (3, 1)), ((5,), ()),
-              ((), (2, 3)), ((), ()), ((0, 3), (1, 3)), ((1,), (0,)), ((2, 1, 1, 3), (4, 1))]
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("sa,sb", BROADCASTS)
-@pytest.mark.parametrize("name,op", BINARY[:3])
-def test_broadcasting(device, sa, sb, name, op):
-    a, b = randf(sa, 1), randf(sb, 2)
-    ta = lucid.tensor(a, device=device) if a.ndim else scalar_tensor(float(a), lucid.float32, device)
-    tb = lucid.tensor(b, device=device) if b.ndim else scalar_tensor(float(b), lucid.float32, device)
-    got = op(ta, tb)
-    want = op(a, b)
-    assert got.shape == want.shape
-    assert_bits_equal(got.numpy(), np.asarray(want, dtype=np.float32))
-
-
-@pytest.mark.parametrize("sa,sb", [((2, 3), (4,)), ((2, 3), (3, 2)), ((4, 1, 3), (2, 2)), ((0,), (2,))])
-def test_broadcast_errors_name_both_shapes(sa, sb):
-    with pytest.raises(ValueError) as e:
-        lucid.zeros(sa) + lucid.zeros(sb)
-    msg = str(e.value)
-    assert shape_in_message(sa, msg) and shape_in_message(sb, msg), msg
 
 
 # ---- device mixing ----------------------------------------------------------------------------
@@ -670,6 +342,90 @@ def test_reduction_repeated_dims_raise_value_error(dims):
     for name in ("sum", "mean"):
         with pytest.raises(ValueError):
             getattr(t, name)(dims)
+
+
+def test_max_min_with_and_without_dim():
+    a = arr(3, 5)
+    t = T(a)
+    assert t.max().item() == a.max() and t.min().item() == a.min()
+    v, i = t.max(1)
+    np.testing.assert_array_equal(v.numpy(), a.max(1))
+    np.testing.assert_array_equal(i.numpy(), a.argmax(1))
+    v, i = t.min(0, keepdim=True)
+    np.testing.assert_array_equal(v.numpy(), a.min(0, keepdims=True))
+    np.testing.assert_array_equal(i.numpy(), a.argmin(0)[None])
+    assert t.argmax().item() == a.argmax()
+    np.testing.assert_array_equal(t.argmin(-1).numpy(), a.argmin(-1))
+    np.testing.assert_array_equal(t.amax((0, 1)).numpy(), a.max())
+    np.testing.assert_array_equal(T(a.astype(np.int64)).amax(0).numpy(), a.astype(np.int64).max(0))
+    assert i.dtype == lucid.int64
+
+
+def test_max_propagates_nan_and_rejects_empty():
+    a = np.array([[1.0, np.nan, 3.0]], np.float32)
+    assert np.isnan(T(a).max().item())
+    assert T(a).argmax().item() == 1
+    with pytest.raises(IndexError, match="zero-size"):
+        lucid.zeros(0, 3).max(0)
+    with pytest.raises(IndexError):
+        lucid.zeros(0).max()
+
+
+def test_max_gradients():
+    a = np.array([[1.0, 5.0, 5.0], [2.0, 0.0, 1.0]], np.float32)
+    x = T(a, requires_grad=True)
+    x.max().backward()  # the tie shares the gradient
+    np.testing.assert_array_equal(x.grad.numpy(), [[0, 0.5, 0.5], [0, 0, 0]])
+    x.grad = None
+    x.max(1).values.sum().backward()  # the first index takes it
+    np.testing.assert_array_equal(x.grad.numpy(), [[0, 1, 0], [1, 0, 0]])
+
+
+@pytest.mark.parametrize("dim,correction,keepdim", [(None, 1, False), (1, 0, False), ((0, 2), 1, True), (-1, 2, False)])
+def test_var_std(dim, correction, keepdim):
+    a = arr(3, 4, 5)
+    axis = dim if dim is None or isinstance(dim, int) else tuple(dim)
+    np.testing.assert_allclose(T(a).var(dim, keepdim=keepdim, correction=correction).numpy(),
+                               a.astype(np.float64).var(axis=axis, ddof=correction, keepdims=keepdim), rtol=1e-5)
+    np.testing.assert_allclose(T(a).std(dim, keepdim=keepdim, correction=correction).numpy(),
+                               a.astype(np.float64).std(axis=axis, ddof=correction, keepdims=keepdim), rtol=1e-5)
+    np.testing.assert_allclose(T(a).var(dim, unbiased=False).numpy(), a.astype(np.float64).var(axis=axis), rtol=1e-5)
+
+
+def test_var_under_autocast_is_float32_and_ints_are_refused():
+    x = T(arr(8), device="metal").half()
+    with lucid.amp.autocast("metal"):
+        assert x.var().dtype == lucid.float32
+    with pytest.raises(TypeError, match="floating point"):
+        T(np.arange(4)).var()
+
+
+def test_logsumexp_is_stable():
+    a = arr(4, 6) * 50
+    want = np.log(np.exp(a.astype(np.float64) - a.max(1, keepdims=True)).sum(1)) + a.max(1)
+    np.testing.assert_allclose(T(a).logsumexp(1).numpy(), want, rtol=1e-5)
+    np.testing.assert_allclose(lucid.logsumexp(T(a), (0, 1), keepdim=True).numpy(),
+                               np.log(np.exp(a.astype(np.float64) - a.max()).sum()) + a.max(), rtol=1e-5)
+    inf = np.array([[-np.inf, -np.inf], [np.inf, 0.0]], np.float32)
+    np.testing.assert_array_equal(T(inf).logsumexp(1).numpy(), [-np.inf, np.inf])
+
+
+def test_bfloat16_max_and_compare():
+    a = arr(4, 4).astype(ml_dtypes.bfloat16)
+    t = T(a)
+    assert t.max().dtype == lucid.bfloat16
+    assert t.max().item() == float(a.astype(np.float32).max())
+    np.testing.assert_array_equal((t > 0).numpy(), a.astype(np.float32) > 0)
+
+
+@pytest.mark.parametrize("shape,dims", [((8, 64, 32, 32), (0, 2, 3)), ((3, 5, 7, 9), (0, 3)), ((3, 5, 7, 9), (0, 2, 3)),
+                                        ((2, 1, 4, 16), (0, 3)), ((4, 6, 1, 10), (0, 2, 3)),
+                                        ((5, 2, 3, 8, 9), (0, 1, 3, 4))])
+def test_sums_around_a_kept_block_match_numpy(shape, dims):
+    a = arr(*shape, offset=0.5)
+    np.testing.assert_allclose(T(a).sum(dims).numpy(), a.astype(np.float64).sum(dims), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(T(a).mean(dims, keepdim=True).numpy(), a.astype(np.float64).mean(dims, keepdims=True),
+                               rtol=1e-5, atol=1e-6)
 
 
 # ---- shape ops --------------------------------------------------------------------------------

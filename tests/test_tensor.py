@@ -9,27 +9,14 @@ import numpy as np
 import pytest
 
 import lucid
+from _helpers import DEVICES, assert_bits_equal as assert_same
 
 pytestmark = pytest.mark.filterwarnings("ignore::lucid.metal.MetalFallbackWarning")
 
-DEVICES = ["cpu", "metal"]
 FLOATS = [lucid.float32, lucid.float16, lucid.bfloat16]
 FLOAT_IDS = ["float32", "float16", "bfloat16"]
 NP_OF = {lucid.float32: np.float32, lucid.float16: np.float16, lucid.bfloat16: ml_dtypes.bfloat16,
          lucid.int32: np.int32, lucid.int64: np.int64, lucid.bool_: np.bool_}
-
-
-def bits(a):
-    a = np.asarray(a)
-    uint = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize]
-    return a.reshape(-1).view(uint)
-
-
-def assert_same(got, want):
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype, (got.dtype, want.dtype)
-    assert got.shape == want.shape, (got.shape, want.shape)
-    np.testing.assert_array_equal(bits(got), bits(want))
 
 
 # ---- lucid.tensor -----------------------------------------------------------------------------
