@@ -59,7 +59,7 @@ def self_test() -> list:
     """
     return [{"op": op, "dtype": dtype_from_code(code), "max_error": err, "tolerance": tol, "passed": err <= tol,
              "detail": detail}
-            for op, code, err, tol, detail in _C.metal_self_test()]
+            for op, code, err, tol, detail in _C.metal_self_test_report()]
 
 
 def stats() -> dict:

@@ -51,6 +51,8 @@ def test_every_entry_point_has_its_python_function():
     assert generated | hand <= set(FUNCTIONS), f"not in include/lucid.h: {sorted((generated | hand) - set(FUNCTIONS))}"
     assert set(_C.HAND_WRITTEN) <= hand, f"left to hand but never called: {sorted(set(_C.HAND_WRITTEN) - hand)}"
     assert generated | set(_C.HAND_WRITTEN) == set(FUNCTIONS)
+    python_names = set(re.findall(r"^def (\w+)\(", ops, flags=re.M))
+    assert not python_names & set(_C._calls.__all__), "a hand-written call hides a generated one in lucid._C"
 
 
 # ---- the Swift side ---------------------------------------------------------------------------

@@ -22,7 +22,7 @@ __all__ = ["GuardSlot", "guard_slot", "guard_create", "guard_destroy", "guard_cr
            "release", "deferred", "DEFERRED_MAX", "DEFERRED_BYTES", "flush_releases", "backward",
            "pending_error", "custom_function_callbacks", "MetalFallbackWarning", "set_element", "split",
            "tensor_shape", "attention", "metal_stats", "last_error", "dtype_table", "device_table", "op_table",
-           "metal_self_test", "metal_host_fallback_counts"]
+           "metal_self_test_report", "metal_host_fallback_counts"]
 
 
 def last_error():
@@ -287,7 +287,7 @@ def op_table():
     return [op_info(i) for i in range(op_count())]
 
 
-def metal_self_test() -> list:
+def metal_self_test_report() -> list:
     """Runs the Metal backend's self-test; (op, dtype code, max error, tolerance, detail) per check."""
     checks, _ = _metal_self_test()
     return [metal_self_test_entry(i) for i in range(checks)]
