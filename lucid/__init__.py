@@ -7,7 +7,7 @@
 """
 
 from ._types import bfloat16, bool_, device, dtype, float16, float32, int32, int64
-from ._tensor import Tensor
+from ._tensor import TYPED as _TYPED, Tensor
 from ._ops.creation import *  # noqa: F401,F403  (tensor, zeros, arange, randn …)
 from ._ops.elementwise import *  # noqa: F401,F403  (add, exp, where, maximum …)
 from ._ops.reduce import *  # noqa: F401,F403  (sum, mean, max, softmax …)
@@ -16,12 +16,12 @@ from ._ops.indexing import *  # noqa: F401,F403  (gather, index_select, scatter 
 from ._ops.composed import *  # noqa: F401,F403  (sort, topk, randint, multinomial)
 from ._ops import composed as _composed, creation as _creation, elementwise as _elementwise, indexing as _indexing
 from ._ops import reduce as _reduce, shape as _shape
-from ._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from ._grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from ._memory import empty_cache, max_memory_allocated, memory_allocated, reset_peak_memory_stats
 from ._threads import get_num_threads, set_num_threads
 from .serialization import load, save
 # lucid.distributed imports mpi4py only when init() runs, so importing it here costs nothing.
-from . import accelerator, amp, autograd, backends, distributed, metal, nn, optim, utils
+from . import accelerator, amp, autograd, backends, cuda, distributed, metal, nn, optim, utils
 
 
 half = float16
@@ -34,8 +34,11 @@ __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "int32
            *_composed.__all__,
            "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache", "save", "load",
            "set_num_threads", "get_num_threads",
-           "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "accelerator", "amp", "autograd", "backends",
-           "distributed", "nn", "optim", "metal", "utils"]
+           "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode", "accelerator", "amp", "autograd",
+           "backends", "cuda", "distributed", "nn", "optim", "metal", "utils"]
+
+globals().update(_TYPED)  # FloatTensor, LongTensor, … (PyTorch's legacy tensor types)
+__all__ += list(_TYPED)
 
 # PyTorch-style names that shadow builtins are set last, so nothing above sees them.
 globals()["bool"] = bool_

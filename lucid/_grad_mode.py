@@ -57,6 +57,23 @@ class enable_grad(_GradModeScope):
     _mode = True
 
 
+class inference_mode(_GradModeScope):
+    """As PyTorch's ``inference_mode``: ops inside record no backward graph (``no_grad``).
+    lucid has no separate inference tensors, so a tensor made inside may take part in
+    autograd later. ``inference_mode(False)`` leaves grad mode as it is."""
+
+    def __init__(self, mode: bool = True):
+        if not isinstance(mode, bool):
+            raise TypeError(f"inference_mode expects a bool, got {mode!r}")
+        super().__init__()
+        self._inference = mode
+
+    def __enter__(self):
+        mode = False if self._inference else _C.is_grad_enabled() != 0
+        self._local.__dict__.setdefault("stack", []).append(_C.set_grad_enabled(mode) != 0)
+        return self
+
+
 class set_grad_enabled(_GradModeScope):
     """Sets grad mode to `mode` at once; used with ``with``, the previous mode comes back on exit."""
 

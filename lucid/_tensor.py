@@ -14,7 +14,7 @@ from ._ops.inplace import InPlaceMethods
 from ._ops.reduce import ReduceMethods
 from ._ops.shape import ShapeMethods
 from ._types import (as_device, bfloat16, bool_, check_dtype, device as _Device, dtype as _DType, dtype_by_name,
-                     float16, float32, int32, int64)
+                     float16, float32, int32, int64, no_cuda)
 
 
 class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, IndexingMethods, InPlaceMethods,
@@ -100,6 +100,8 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
         Returns `self` when nothing changes; with `copy`, always a tensor in storage of its own.
         """
         for a in args:
+            if a is None:  # to(None): no device given, as in PyTorch
+                continue
             if isinstance(a, TensorBase):
                 dtype, device = a.dtype, a.device
             elif isinstance(a, _DType):
@@ -138,6 +140,20 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
 
     def metal(self):
         return self.to("metal")
+
+    def cuda(self, device=None, non_blocking=False):
+        """Raises: lucid has no CUDA device (use ``.to("metal")`` on Apple Silicon)."""
+        raise ValueError(no_cuda("Tensor.cuda()"))
+
+    @property
+    def is_cuda(self) -> bool:
+        """False: lucid has no CUDA device."""
+        return False
+
+    @property
+    def is_sparse(self) -> bool:
+        """False: a lucid.Tensor is dense."""
+        return False
 
     _TYPE_NAMES = {"float32": "FloatTensor", "float16": "HalfTensor", "bfloat16": "BFloat16Tensor",
                    "int32": "IntTensor", "int64": "LongTensor", "bool": "BoolTensor"}
@@ -207,3 +223,31 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
 
 
 _core.register(Tensor)
+
+
+class _TypedTensorMeta(type):
+    """Makes ``lucid.FloatTensor(...)`` a tensor of the class's dtype and ``isinstance(t,
+    lucid.FloatTensor)`` a test of a tensor's dtype, as PyTorch's legacy tensor types."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, TensorBase) and obj.dtype is cls.dtype
+
+    def __call__(cls, *args, device="cpu", requires_grad=False):
+        """``(data)``: a tensor of `data` in this dtype; ``(2, 3)``: zeros of that size;
+        ``()``: an empty one."""
+        if not args:
+            return zeros(0, dtype=cls.dtype, device=device, requires_grad=requires_grad)
+        if all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+            return zeros(*args, dtype=cls.dtype, device=device, requires_grad=requires_grad)
+        if len(args) == 1:
+            return tensor(args[0], dtype=cls.dtype, device=device, requires_grad=requires_grad)
+        raise TypeError(f"lucid.{cls.__name__}() takes data or a size of ints, got {args!r}")
+
+
+def _typed(name, dtype):
+    return _TypedTensorMeta(name, (), {"dtype": dtype, "__doc__": f"Tensors of dtype {dtype!r} (PyTorch's "
+                                                                   f"legacy tensor type)."})
+
+
+# PyTorch's legacy tensor types, by the name Tensor.type() gives each dtype.
+TYPED = {name: _typed(name, dtype_by_name(d)) for d, name in Tensor._TYPE_NAMES.items()}

@@ -116,6 +116,8 @@ class device:
         if not isinstance(type, str):
             raise TypeError(f"device must be a string ({device_names()}) or a lucid.device, got {type!r}")
         if type not in _DEVICE_CODES:
+            if type.split(":")[0] == "cuda":
+                raise ValueError(no_cuda(f"device {type!r}"))
             raise ValueError(f"unknown device {type!r}; expected {device_names()}")
         self.type = type
         self.code = _DEVICE_CODES[type]
@@ -150,7 +152,16 @@ def device_names() -> str:
     return ", ".join(names[:-1]) + " or " + names[-1]
 
 
+def no_cuda(what: str) -> str:
+    """The message for anything that asks for CUDA."""
+    return (f"{what}: lucid has no CUDA device; on Apple Silicon use device='metal' (the GPU through Metal) "
+            "or 'cpu'")
+
+
 def as_device(d) -> device:
+    """`d` as a lucid.device; None is the default device, the CPU (as in PyTorch's factories)."""
+    if d is None:
+        return _DEVICES[_DEVICE_CODES["cpu"]]
     if isinstance(d, device):
         return d
     if isinstance(d, str) and d in _DEVICE_CODES:

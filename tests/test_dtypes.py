@@ -352,7 +352,9 @@ def test_metal_tensor_device():
 
 
 def test_device_constructor_errors():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        lucid.device("tpu")
+    with pytest.raises(ValueError, match="no CUDA device"):  # (tests/test_torch_api.py)
         lucid.device("cuda")
     with pytest.raises(TypeError):
         lucid.device(3)

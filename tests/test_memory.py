@@ -35,6 +35,8 @@ def test_devices_are_counted_apart():
 
 def test_bad_device_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown device"):
+        lucid.memory_allocated("gpu")
+    with pytest.raises(ValueError, match="no CUDA device"):
         lucid.memory_allocated("cuda")
 
 

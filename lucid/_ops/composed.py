@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from .._core import tensor_arg
-from .._types import as_index, check_dtype, int64
-from .creation import rand, tensor
-from .indexing import gather
+from .._types import as_index, check_dtype, float32, int64
+from .creation import arange, leaf, rand, tensor, zeros
+from .indexing import gather, index_put
+from .shape import diagonal as diagonal_view, view
 
 
 def engine_seeded_rng() -> np.random.Generator:
@@ -23,15 +24,15 @@ def engine_seeded_rng() -> np.random.Generator:
     return np.random.default_rng((int(high) << 24) | int(low))
 
 
-def randint(low=0, high=None, size=None, *, dtype=None, device="cpu", requires_grad=False) :
+def randint(low=0, high=None, size=None, *, dtype=None, device="cpu", requires_grad=False):
     """Integers drawn uniformly from [low, high), as ``torch.randint(low, high, size)`` (or
-    ``randint(high, size)``)."""
+    ``randint(high, size)``, `size` given by position or by name)."""
     if size is None:
         if high is None or not isinstance(high, (tuple, list)):
             raise TypeError("randint() needs a size: randint(high, size) or randint(low, high, size)")
         low, high, size = 0, low, high
-    elif high is None:
-        raise TypeError("randint() needs high")
+    elif high is None:  # randint(high, size=...)
+        low, high = 0, low
     low, high = as_index(low), as_index(high)
     if high <= low:
         raise ValueError(f"randint(): high ({high}) must be greater than low ({low})")
@@ -41,7 +42,7 @@ def randint(low=0, high=None, size=None, *, dtype=None, device="cpu", requires_g
                             requires_grad=requires_grad)
 
 
-def multinomial(input, num_samples: int, replacement: bool = False) :
+def multinomial(input, num_samples: int, replacement: bool = False):
     """Indices drawn from the categories weighted by each row of `input` ([n] or [rows, n],
     non-negative, not necessarily summing to 1), as ``torch.multinomial``."""
     tensor_arg(input, "multinomial")
@@ -90,7 +91,7 @@ def _indices(order, input):
     return tensor(order.astype(np.int64), device=input.device)
 
 
-def argsort(input, dim: int = -1, descending: bool = False) :
+def argsort(input, dim: int = -1, descending: bool = False):
     """The positions that sort `input` along `dim` (stable; NaN counts as the largest)."""
     order, _ = _order(input, dim, descending, "argsort")
     return _indices(order, input)
@@ -115,12 +116,49 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
     return gather(input, d, indices), indices
 
 
+def randperm(n, *, dtype=None, device="cpu", requires_grad=False):
+    """A random permutation of 0..n-1 (int64 by default), from the generator
+    ``lucid.manual_seed`` reseeds."""
+    n = as_index(n)
+    if n < 0:
+        raise ValueError(f"randperm(): n must be non-negative, got {n}")
+    return tensor(engine_seeded_rng().permutation(n), dtype=int64 if dtype is None else check_dtype(dtype),
+                  device=device, requires_grad=requires_grad)
+
+
+def eye(n, m=None, *, dtype=None, device="cpu", requires_grad=False):
+    """The n x m (n x n by default) identity matrix: ones on the diagonal, zeros elsewhere."""
+    n = as_index(n)
+    m = n if m is None else as_index(m)
+    if n < 0 or m < 0:
+        raise ValueError(f"eye(): sizes must be non-negative, got {n} and {m}")
+    rows = view(arange(n, device=device), n, 1)
+    cols = view(arange(m, device=device), 1, m)
+    d = float32 if dtype is None else check_dtype(dtype)
+    return leaf((rows == cols).to(d), requires_grad)
+
+
+def diag(input, diagonal=0):
+    """For a 1-D input, the square matrix with it on the `diagonal` (above the main one when
+    positive, below when negative) and zeros elsewhere; for a 2-D input, a copy of that
+    diagonal as a 1-D tensor. Gradients flow to the input."""
+    t = tensor_arg(input, "diag")
+    k = as_index(diagonal)
+    if t.ndim == 2:
+        return diagonal_view(t, k).clone()
+    if t.ndim != 1:
+        raise RuntimeError(f"diag(): expected a 1-D or 2-D input, got shape {tuple(t.shape)}")
+    n = t.shape[0] + abs(k)
+    i = arange(t.shape[0], device=t.device)
+    return index_put(zeros(n, n, dtype=t.dtype, device=t.device), (i + max(-k, 0), i + max(k, 0)), t)
+
+
 class ComposedMethods:
     """Tensor's ordering and sampling methods."""
 
     __slots__ = ()
 
-    sort, argsort, topk, multinomial = sort, argsort, topk, multinomial
+    sort, argsort, topk, multinomial, diag = sort, argsort, topk, multinomial, diag
 
 
-__all__ = ["randint", "multinomial", "argsort", "sort", "topk"]
+__all__ = ["randint", "randperm", "multinomial", "argsort", "sort", "topk", "eye", "diag"]

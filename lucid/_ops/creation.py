@@ -47,7 +47,7 @@ def _cast_numpy(arr: np.ndarray, target) -> np.ndarray:
     return out
 
 
-def tensor(data, dtype=None, device="cpu", requires_grad=False) :
+def tensor(data, dtype=None, device="cpu", requires_grad=False):
     """A tensor holding a copy of `data` (a number, nested lists, a numpy array or a tensor).
 
     Python floats and float64 arrays become float32, Python ints int64, bools bool.
@@ -64,12 +64,12 @@ def tensor(data, dtype=None, device="cpu", requires_grad=False) :
     return t
 
 
-def from_numpy(arr: np.ndarray) :
+def from_numpy(arr: np.ndarray):
     """A CPU tensor holding a copy of `arr`."""
     return tensor(arr)
 
 
-def full(size, fill_value, dtype=None, device="cpu") :
+def full(size, fill_value, dtype=None, device="cpu"):
     """A tensor of shape `size` filled with `fill_value`; dtype from the value when not given."""
     shape = shape_args((size,) if isinstance(size, int) else tuple(size))
     s = scalar(fill_value)
@@ -81,7 +81,7 @@ def full(size, fill_value, dtype=None, device="cpu") :
     return result(_C.tensor_full(shape, s[0], s[1], s[2], d.code, as_device(device).code))
 
 
-def leaf(t, requires_grad: bool) :
+def leaf(t, requires_grad: bool):
     return t.requires_grad_(True) if requires_grad else t
 
 
@@ -91,44 +91,44 @@ def _filled(size, value, dtype, device, requires_grad):
     return leaf(t, requires_grad)
 
 
-def zeros(*size, dtype=None, device="cpu", requires_grad=False) :
+def zeros(*size, dtype=None, device="cpu", requires_grad=False):
     return _filled(size, 0, dtype, device, requires_grad)
 
 
-def ones(*size, dtype=None, device="cpu", requires_grad=False) :
+def ones(*size, dtype=None, device="cpu", requires_grad=False):
     return _filled(size, 1, dtype, device, requires_grad)
 
 
-def zeros_like(t, dtype=None, device=None, requires_grad=False) :
+def zeros_like(t, dtype=None, device=None, requires_grad=False):
     return zeros(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
-def ones_like(t, dtype=None, device=None, requires_grad=False) :
+def ones_like(t, dtype=None, device=None, requires_grad=False):
     return ones(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
-def full_like(t, fill_value, dtype=None, device=None, requires_grad=False) :
+def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
     return leaf(full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device), requires_grad)
 
 
-def rand_like(t, dtype=None, device=None, requires_grad=False) :
+def rand_like(t, dtype=None, device=None, requires_grad=False):
     return rand(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
-def randn_like(t, dtype=None, device=None, requires_grad=False) :
+def randn_like(t, dtype=None, device=None, requires_grad=False):
     return randn(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
-def empty(*size, dtype=None, device="cpu", requires_grad=False) :
+def empty(*size, dtype=None, device="cpu", requires_grad=False):
     """A tensor of `size` (lucid fills it with zeros: there is no uninitialised memory)."""
     return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def empty_like(t, dtype=None, device=None, requires_grad=False) :
+def empty_like(t, dtype=None, device=None, requires_grad=False):
     return zeros_like(t, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, device="cpu") :
+def arange(start, end=None, step=1, dtype=None, device="cpu"):
     """Values from `start` (default 0) up to, not including, `end`, by `step`."""
     if end is None:
         start, end = 0, start
@@ -151,12 +151,12 @@ def _random(size, normal, dtype, device, requires_grad):
     return leaf(result(_C.tensor_random(shape_args(size), normal, d.code, as_device(device).code)), requires_grad)
 
 
-def rand(*size, dtype=None, device="cpu", requires_grad=False) :
+def rand(*size, dtype=None, device="cpu", requires_grad=False):
     """Uniform samples in [0, 1) from the generator `manual_seed` reseeds."""
     return _random(size, False, dtype, device, requires_grad)
 
 
-def randn(*size, dtype=None, device="cpu", requires_grad=False) :
+def randn(*size, dtype=None, device="cpu", requires_grad=False):
     """Standard normal samples from the generator `manual_seed` reseeds."""
     return _random(size, True, dtype, device, requires_grad)
 

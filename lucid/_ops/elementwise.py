@@ -106,6 +106,24 @@ def matmul(input, other, *, out=None):
     return returned(result(_matmul_op(input._h, other._h)), out, "matmul")
 
 
+def mm(input, mat2, *, out=None):
+    """The product of two matrices (2-D tensors only, as torch.mm)."""
+    for t, what in ((input, "input"), (mat2, "mat2")):
+        if tensor_arg(t, "mm", what).ndim != 2:
+            raise RuntimeError(f"mm(): {what} must be a matrix, got shape {tuple(t.shape)}")
+    return matmul(input, mat2, out=out)
+
+
+def dot(input, other, *, out=None):
+    """The dot product of two 1-D tensors of one size (as torch.dot)."""
+    for t, what in ((input, "input"), (other, "other")):
+        if tensor_arg(t, "dot", what).ndim != 1:
+            raise RuntimeError(f"dot(): {what} must be 1-D, got shape {tuple(t.shape)}")
+    if input.shape != other.shape:
+        raise RuntimeError(f"dot(): inputs of sizes {input.shape[0]} and {other.shape[0]}")
+    return matmul(input, other, out=out)
+
+
 def _unary_function(name, code):
     def fn(input, *, out=None):
         return returned(result(_unary_op(code, tensor_arg(input, name)._h)), out, name)
@@ -326,7 +344,7 @@ class ElementwiseMethods:
     # Tensors hash by identity, as in PyTorch, although == compares elementwise.
     __hash__ = object.__hash__
 
-    add, sub, mul, div, pow, matmul = add, sub, mul, div, pow, matmul
+    add, sub, mul, div, pow, matmul, mm, dot = add, sub, mul, div, pow, matmul, mm, dot
     maximum, minimum, clamp, clip = maximum, minimum, clamp, clip
     eq, ne, lt, le, gt, ge = eq, ne, lt, le, gt, ge
     bitwise_and, bitwise_or, bitwise_xor, bitwise_not = bitwise_and, bitwise_or, bitwise_xor, bitwise_not
@@ -341,6 +359,6 @@ class ElementwiseMethods:
 for _name, _fn in unary_functions.items():
     setattr(ElementwiseMethods, _name, _fn)
 
-__all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "clip", "matmul", "eq", "ne", "lt", "le",
+__all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "clip", "matmul", "mm", "dot", "eq", "ne", "lt", "le",
            "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "logical_and", "logical_or",
            "logical_xor", "logical_not", "where", *unary_functions]

@@ -7,6 +7,7 @@ from collections import namedtuple
 from .. import _C
 from .._core import dims_arg, result, tensor_arg, wrap
 from .._types import as_index
+from .elementwise import where
 from .writes import returned
 
 # (values, indices), as torch.max(x, dim) returns.
@@ -103,6 +104,36 @@ def log_softmax(input, dim, *, out=None):
                     "log_softmax")
 
 
+def norm(input, p="fro", dim=None, keepdim=False, *, out=None):
+    """The p-norm over ``dim`` (all elements by default): ``"fro"`` and 2 the Euclidean norm, 1,
+    ``inf``, ``-inf``, 0 (the count of non-zeros) and any other number as ``sum(|x|**p)**(1/p)``.
+    The gradient at a zero vector is 0, as PyTorch's."""
+    x = tensor_arg(input, "norm")
+    if p == "fro":
+        p = 2
+    if isinstance(p, str) or isinstance(p, bool) or not isinstance(p, (int, float)):
+        raise ValueError(f"norm(): p must be a number or 'fro', got {p!r}")
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"norm(): expected a floating-point input, got {x.dtype}")
+    a = x.abs()
+    if p == float("inf"):
+        r = amax(a, dim, keepdim)
+    elif p == float("-inf"):
+        r = amin(a, dim, keepdim)
+    elif p == 0:
+        r = sum((a != 0).to(x.dtype), dim, keepdim)
+    elif p == 1:
+        r = sum(a, dim, keepdim)
+    else:
+        s = sum(a * a if p == 2 else a ** p, dim, keepdim)
+        # The root of a zero sum has an infinite derivative: taken of 1 there, and masked, so that
+        # the gradient at a zero vector is 0.
+        nonzero = s > 0
+        safe = where(nonzero, s, 1.0)
+        r = where(nonzero, safe.sqrt() if p == 2 else safe ** (1.0 / p), 0.0)
+    return returned(r, out, "norm")
+
+
 class ReduceMethods:
     """Tensor's reductions."""
 
@@ -110,8 +141,8 @@ class ReduceMethods:
 
     sum, mean, amax, amin, logsumexp = sum, mean, amax, amin, logsumexp
     max, min, argmax, argmin, var, std = max, min, argmax, argmin, var, std
-    softmax, log_softmax = softmax, log_softmax
+    softmax, log_softmax, norm = softmax, log_softmax, norm
 
 
 __all__ = ["sum", "mean", "amax", "amin", "logsumexp", "max", "min", "argmax", "argmin", "var", "std", "softmax",
-           "log_softmax"]
+           "log_softmax", "norm"]

@@ -180,6 +180,27 @@ def triu(input, diagonal=0, *, out=None):
     return returned(_band(input, diagonal, False, "triu"), out, "triu")
 
 
+def roll(input, shifts, dims=None):
+    """Rolls elements along `dims` by `shifts` (ints, or tuples of the same length); without
+    `dims`, over the flattened tensor, whose shape is then restored."""
+    t = tensor_arg(input, "roll")
+    if dims is None:
+        if isinstance(shifts, (tuple, list)) and len(shifts) != 1:
+            raise RuntimeError(f"roll(): {len(shifts)} shifts without dims (one is allowed)")
+        return view(roll(flatten(t), shifts, 0), *t.shape)
+    shifts = int_tuple(shifts if isinstance(shifts, (tuple, list)) else (shifts,), "roll: shifts")
+    dims = int_tuple(dims if isinstance(dims, (tuple, list)) else (dims,), "roll: dims")
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"roll(): {len(shifts)} shifts for {len(dims)} dims")
+    for s, d in zip(shifts, dims):
+        d = t._wrap_dim(d, "roll")
+        n = t.shape[d]
+        k = s % n if n else 0
+        if k:
+            t = cat([narrow(t, d, n - k, k), narrow(t, d, 0, n - k)], d)
+    return t if t is not input else t.clone()  # a new tensor, as PyTorch's, even unrolled
+
+
 class ShapeMethods:
     """Tensor's shape methods."""
 
@@ -187,8 +208,8 @@ class ShapeMethods:
 
     reshape, view, flatten, unflatten, squeeze, unsqueeze = reshape, view, flatten, unflatten, squeeze, unsqueeze
     expand, transpose, swapaxes, permute, t, narrow = expand, transpose, swapaxes, permute, t, narrow
-    diagonal, as_strided, split, chunk, contiguous, tril, triu = (diagonal, as_strided, split, chunk, contiguous,
-                                                                   tril, triu)
+    diagonal, as_strided, split, chunk, contiguous, tril, triu, roll = (diagonal, as_strided, split, chunk,
+                                                                         contiguous, tril, triu, roll)
 
     @property
     def T(self):
@@ -205,4 +226,4 @@ class ShapeMethods:
 
 
 __all__ = ["reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose", "swapaxes", "permute", "t",
-           "narrow", "diagonal", "as_strided", "split", "chunk", "cat", "concat", "stack", "tril", "triu"]
+           "narrow", "diagonal", "as_strided", "split", "chunk", "cat", "concat", "stack", "tril", "triu", "roll"]

@@ -5,8 +5,8 @@ from . import functional, init, parallel, utils
 from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList
 from .conv import Conv1d, Conv2d, ConvTranspose2d
-from .layers import (GELU, Dropout, Flatten, Identity, LeakyReLU, Linear, LogSoftmax, ReLU, Sequential, Sigmoid, SiLU,
-                     Softmax, Tanh)
+from .layers import (GELU, Dropout, Flatten, Identity, LeakyReLU, Linear, LogSoftmax, PixelShuffle, PixelUnshuffle,
+                     ReLU, Sequential, Sigmoid, SiLU, Softmax, Tanh)
 from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from .module import Module
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
@@ -18,7 +18,7 @@ from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLay
                           TransformerEncoderLayer)
 
 __all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax",
-           "Dropout", "Identity", "Flatten", "Sequential", "ModuleList", "ModuleDict", "Conv1d", "Conv2d",
+           "Dropout", "Identity", "Flatten", "PixelShuffle", "PixelUnshuffle", "Sequential", "ModuleList", "ModuleDict", "Conv1d", "Conv2d",
            "ConvTranspose2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
            "GroupNorm", "Embedding", "MultiheadAttention", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss",
            "BCEWithLogitsLoss", "BCELoss", "LeakyReLU", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",

@@ -264,6 +264,42 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, False)[0]
 
 
+def _shuffle_factor(input, factor, fn):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{fn}(): input must be a lucid.Tensor, got {type(input).__name__}")
+    r = as_index(factor)
+    if r <= 0:
+        raise ValueError(f"{fn}(): the factor must be positive, got {factor}")
+    if input.ndim < 3:
+        raise RuntimeError(f"{fn}(): expected an input of at least 3 dimensions, got shape {tuple(input.shape)}")
+    return r
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """``[*, C * r**2, H, W]`` to ``[*, C, H * r, W * r]``: each group of r**2 channels becomes
+    an r x r block of pixels (sub-pixel convolution's upsampling)."""
+    r = _shuffle_factor(input, upscale_factor, "pixel_shuffle")
+    *batch, c, h, w = input.shape
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle(): {c} channels are not divisible by upscale_factor**2 = {r * r}")
+    n = len(batch)
+    x = input.reshape(*batch, c // (r * r), r, r, h, w)
+    x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return x.reshape(*batch, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """The inverse of :func:`pixel_shuffle`: ``[*, C, H * r, W * r]`` to ``[*, C * r**2, H, W]``."""
+    r = _shuffle_factor(input, downscale_factor, "pixel_unshuffle")
+    *batch, c, hr, wr = input.shape
+    if hr % r or wr % r:
+        raise RuntimeError(f"pixel_unshuffle(): height {hr} and width {wr} must be divisible by {r}")
+    n = len(batch)
+    x = input.reshape(*batch, c, hr // r, r, wr // r, r)
+    x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return x.reshape(*batch, c * r * r, hr // r, wr // r)
+
+
 def embedding(input: Tensor, weight: Tensor, padding_idx=None) -> Tensor:
     """Rows of ``weight`` at the integer ``input``; the ``padding_idx`` row gets no gradient."""
     _check(input, "input")

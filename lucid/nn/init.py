@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 from .._ops import creation as _creation
 from .._grad_mode import no_grad
 from .._tensor import Tensor
@@ -93,6 +95,27 @@ def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
     """N(0, std²) with std = gain·sqrt(2 / (fan_in + fan_out))."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(_check(tensor))
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / max(fan_in + fan_out, 1)))
+
+
+def orthogonal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+    """Fills with a (semi-)orthogonal matrix times `gain`: the Q of the QR decomposition of a
+    normal sample from lucid's generator, its signs fixed by R's diagonal (PyTorch's method),
+    over the tensor flattened to ``(rows, the rest)``."""
+    _check(tensor)
+    if tensor.ndim < 2:
+        raise ValueError(f"orthogonal_ needs a tensor with at least 2 dimensions, got shape {tensor.shape}")
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows if rows else 0
+    if rows == 0 or cols == 0:
+        return tensor
+    sample = _creation.randn(rows, cols).numpy().astype(np.float64)
+    if rows < cols:
+        sample = sample.T
+    q, r = np.linalg.qr(sample)
+    q *= np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _assign(tensor, _creation.tensor((gain * q).reshape(tensor.shape)))
 
 
 def _kaiming_std(tensor, a, mode, nonlinearity):

@@ -122,6 +122,34 @@ class Flatten(Module):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
+class PixelShuffle(Module):
+    """``[*, C * r**2, H, W]`` to ``[*, C, H * r, W * r]`` (see ``functional.pixel_shuffle``)."""
+
+    def __init__(self, upscale_factor: int):
+        super().__init__()
+        self.upscale_factor = as_index(upscale_factor)
+
+    def forward(self, x):
+        return F.pixel_shuffle(x, self.upscale_factor)
+
+    def extra_repr(self):
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    """The inverse of PixelShuffle (see ``functional.pixel_unshuffle``)."""
+
+    def __init__(self, downscale_factor: int):
+        super().__init__()
+        self.downscale_factor = as_index(downscale_factor)
+
+    def forward(self, x):
+        return F.pixel_unshuffle(x, self.downscale_factor)
+
+    def extra_repr(self):
+        return f"downscale_factor={self.downscale_factor}"
+
+
 class Softmax(Module):
     def __init__(self, dim=None):
         super().__init__()

@@ -6,7 +6,7 @@ from .. import _C
 from .._ops import writes
 from .._grad_mode import no_grad
 from .._tensor import Tensor
-from .._types import as_device, dtype as _dtype, float16, float32
+from .._types import as_device, dtype as _dtype, float16, float32, no_cuda
 from .parameter import Parameter
 
 
@@ -184,6 +184,10 @@ class Module:
 
     def float(self):
         return self.to(dtype=float32)
+
+    def cuda(self, device=None):
+        """Raises: lucid has no CUDA device (use ``.to("metal")`` on Apple Silicon)."""
+        raise ValueError(no_cuda("Module.cuda()"))
 
     def half(self):
         return self.to(dtype=float16)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import copy
 import numbers
 
@@ -20,7 +21,7 @@ class Optimizer:
             raise TypeError("params must be an iterable of tensors or of dicts, got a single tensor")
         self.defaults = dict(defaults)
         self.param_groups: list[dict] = []
-        self.state: dict = {}
+        self.state: collections.defaultdict = collections.defaultdict(dict)  # per parameter, as PyTorch's
         groups = list(params)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
@@ -110,7 +111,7 @@ class Optimizer:
             if len(mine["params"]) != len(theirs.get("params", [])):
                 raise ValueError("loaded state dict contains a parameter group that doesn't match the size of the optimizer's group")
             params.extend(zip(theirs["params"], mine["params"]))
-        self.state = {}
+        self.state = collections.defaultdict(dict)
         for idx, p in params:
             saved = state_dict.get("state", {}).get(idx)
             if saved is not None:

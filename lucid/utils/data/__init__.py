@@ -15,11 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .._ops import creation as _creation
-from .._ops.composed import engine_seeded_rng
-from .._ops.shape import stack
-from .._tensor import Tensor
-from ..amp import propagate
+from ..._ops import creation as _creation
+from ..._ops.composed import engine_seeded_rng
+from ..._ops.shape import stack
+from ..._tensor import Tensor
+from ...amp import propagate
 
 
 class Dataset:
@@ -105,16 +105,17 @@ class Generator:
     def initial_seed(self) -> int:
         return self._seed
 
-    def _permutation(self, n):
-        return self._rng.permutation(n)
-
-
-def _permutation(n, generator):
+def _rng(generator):
+    """The numpy generator behind `generator`, or one seeded from lucid's stream."""
     if generator is not None:
         if not isinstance(generator, Generator):
             raise TypeError(f"generator must be a lucid.utils.data.Generator, got {type(generator).__name__}")
-        return generator._permutation(n)
-    return engine_seeded_rng().permutation(n)
+        return generator._rng
+    return engine_seeded_rng()
+
+
+def _permutation(n, generator):
+    return _rng(generator).permutation(n)
 
 
 class Sampler:
@@ -136,16 +137,26 @@ class SequentialSampler(Sampler):
 
 
 class RandomSampler(Sampler):
-    """A new permutation of the dataset at each iteration."""
+    """A new permutation of the dataset at each iteration (its first `num_samples` indices);
+    with `replacement`, `num_samples` indices drawn independently."""
 
     def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
-        if replacement:
-            raise NotImplementedError("RandomSampler(replacement=True) is not supported")
-        self.data_source, self.generator = data_source, generator
-        self.num_samples = len(data_source) if num_samples is None else int(num_samples)
+        if not isinstance(replacement, bool):
+            raise TypeError(f"replacement should be a bool, got {replacement!r}")
+        self.data_source, self.replacement, self.generator = data_source, replacement, generator
+        self.num_samples = len(data_source) if num_samples is None else num_samples
+        if isinstance(self.num_samples, bool) or not isinstance(self.num_samples, int) or self.num_samples <= 0:
+            raise ValueError(f"num_samples should be a positive integer, got {num_samples!r}")
 
     def __iter__(self):
-        return iter(int(i) for i in _permutation(len(self.data_source), self.generator)[: self.num_samples])
+        n = len(self.data_source)
+        if self.replacement:
+            return iter(int(i) for i in _rng(self.generator).integers(0, n, size=self.num_samples))
+        if self.num_samples > n:  # as PyTorch: whole permutations, then part of one more
+            order = np.concatenate([_permutation(n, self.generator) for _ in range(-(-self.num_samples // n))])
+        else:
+            order = _permutation(n, self.generator)
+        return iter(int(i) for i in order[: self.num_samples])
 
     def __len__(self):
         return self.num_samples

@@ -1,0 +1,265 @@
+"""PyTorch names real programs use: the CUDA queries, inference_mode, eye/diag/roll/randperm,
+mm/dot/norm, legacy tensor types, samplers and data-module paths, PixelShuffle, orthogonal_,
+LBFGS; each against numpy, finite differences or recorded PyTorch values."""
+
+import collections
+
+import numpy as np
+import pytest
+
+import lucid
+import lucid.nn as nn
+import lucid.nn.functional as F
+
+
+# ---- CUDA queries and devices ------------------------------------------------------------------
+
+def test_cuda_queries_answer_for_a_machine_without_cuda():
+    assert lucid.cuda.is_available() is False and lucid.cuda.device_count() == 0
+    assert lucid.cuda.is_bf16_supported() is False
+    lucid.cuda.manual_seed(0)
+    lucid.cuda.manual_seed_all(0)
+    with pytest.raises(ValueError, match="metal"):
+        lucid.cuda.synchronize()
+    with pytest.raises(ValueError, match="metal"):
+        lucid.cuda.current_device()
+
+
+@pytest.mark.parametrize("make", [lambda: lucid.zeros(2).cuda(), lambda: lucid.zeros(2, device="cuda"),
+                                  lambda: lucid.tensor([1.0], device="cuda:0"), lambda: lucid.device("cuda"),
+                                  lambda: nn.Linear(2, 2).cuda(), lambda: lucid.ones(2).to("cuda")])
+def test_asking_for_cuda_raises_and_names_metal(make):
+    with pytest.raises(ValueError, match="no CUDA device.*'metal'"):
+        make()
+
+
+def test_tensor_flags_and_default_devices():
+    t = lucid.ones(2)
+    assert t.is_cuda is False and t.is_sparse is False
+    assert t.to(None) is t and lucid.zeros(2, device=None).device == "cpu"
+    layer = nn.Linear(3, 4, True, None, None)  # torch's positional device and dtype
+    assert layer.weight.device == "cpu" and layer.weight.dtype == lucid.float32
+
+
+# ---- grad modes ----------------------------------------------------------------------------------
+
+def test_inference_mode_records_nothing_as_a_scope_and_a_decorator():
+    x = lucid.ones(2, requires_grad=True)
+    with lucid.inference_mode():
+        assert not (x * 2).requires_grad and not lucid.is_grad_enabled()
+    assert lucid.is_grad_enabled() and (x * 2).requires_grad
+
+    @lucid.inference_mode()
+    def f():
+        return (x * 2).requires_grad
+
+    assert f() is False
+    with lucid.inference_mode(False):
+        assert (x * 2).requires_grad
+    with lucid.no_grad(), lucid.inference_mode(False):
+        assert not lucid.is_grad_enabled()  # False leaves the mode as it is
+    with pytest.raises(TypeError):
+        lucid.inference_mode("yes")
+
+
+# ---- factories and shape ops -------------------------------------------------------------------
+
+def test_eye_and_diag_match_numpy():
+    np.testing.assert_array_equal(lucid.eye(3).numpy(), np.eye(3))
+    np.testing.assert_array_equal(lucid.eye(2, 4, dtype=lucid.int64).numpy(), np.eye(2, 4, dtype=np.int64))
+    v = np.array([1.0, -2.0, 3.0], dtype=np.float32)
+    for k in (0, 1, -2):
+        np.testing.assert_array_equal(lucid.diag(lucid.tensor(v), k).numpy(), np.diag(v, k))
+    m = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for k in (0, 1, -1, 3):
+        np.testing.assert_array_equal(lucid.tensor(m).diag(k).numpy(), np.diag(m, k))
+    with pytest.raises(RuntimeError, match="1-D or 2-D"):
+        lucid.diag(lucid.zeros(2, 2, 2))
+
+
+def test_diag_gradients_reach_the_input():
+    v = lucid.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    w = lucid.tensor(np.arange(16, dtype=np.float32).reshape(4, 4))
+    (lucid.diag(v, 1) * w).sum().backward()
+    np.testing.assert_array_equal(v.grad.numpy(), np.diag(np.arange(16).reshape(4, 4), 1))
+
+
+def test_randperm_is_a_seeded_permutation_and_randint_takes_size_by_name():
+    lucid.manual_seed(3)
+    p = lucid.randperm(50)
+    lucid.manual_seed(3)
+    assert p.dtype == lucid.int64 and sorted(p.tolist()) == list(range(50)) and p.tolist() == lucid.randperm(50).tolist()
+    r = lucid.randint(7, size=(1000,))
+    assert r.shape == (1000,) and set(r.tolist()) == set(range(7))
+    with pytest.raises(ValueError):
+        lucid.randperm(-1)
+
+
+@pytest.mark.parametrize("shifts,dims", [(1, 1), (-2, 0), ((1, 2), (0, 1)), (5, None), (-7, None), (0, 1)])
+def test_roll_matches_numpy_and_returns_a_new_tensor(shifts, dims):
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    x = lucid.tensor(a)
+    y = lucid.roll(x, shifts, dims)
+    np.testing.assert_array_equal(y.numpy(), np.roll(a, shifts, dims))
+    y.add_(1)
+    np.testing.assert_array_equal(x.numpy(), a)
+
+
+def test_roll_gradient():
+    x = lucid.tensor(np.arange(6, dtype=np.float32), requires_grad=True)
+    w = lucid.tensor(np.arange(6, dtype=np.float32) ** 2)
+    (x.roll(2) * w).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.roll(np.arange(6) ** 2, -2))
+
+
+# ---- products and norms --------------------------------------------------------------------------
+
+def test_mm_and_dot_match_numpy_and_check_their_shapes():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((4, 2)).astype(np.float32)
+    np.testing.assert_allclose(lucid.mm(lucid.tensor(a), lucid.tensor(b)).numpy(), a @ b, rtol=1e-5)
+    np.testing.assert_allclose(lucid.tensor(a[0]).dot(lucid.tensor(b[:, 0])).item(), a[0] @ b[:, 0], rtol=1e-5)
+    with pytest.raises(RuntimeError, match="matrix"):
+        lucid.mm(lucid.zeros(3), lucid.zeros(3, 2))
+    with pytest.raises(RuntimeError, match="1-D"):
+        lucid.dot(lucid.zeros(2, 2), lucid.zeros(2))
+    with pytest.raises(RuntimeError, match="sizes"):
+        lucid.dot(lucid.zeros(2), lucid.zeros(3))
+
+
+@pytest.mark.parametrize("p", ["fro", 2, 1, 3, 0.5, 0, float("inf"), float("-inf")])
+@pytest.mark.parametrize("dim", [None, 1, (0, 1)])
+def test_norm_matches_numpy(p, dim):
+    a = np.random.default_rng(1).standard_normal((3, 5)).astype(np.float32)
+    a[0, 0] = 0.0
+    q = 2 if p == "fro" else p
+    flat = np.abs(a).reshape(-1) if dim in (None, (0, 1)) else np.abs(a)
+    axis = None if dim in (None, (0, 1)) else dim
+    if q == 0:
+        want = (flat != 0).sum(axis)
+    elif q in (float("inf"), float("-inf")):
+        want = flat.max(axis) if q > 0 else flat.min(axis)
+    else:
+        want = (flat.astype(np.float64) ** q).sum(axis) ** (1 / q)
+    np.testing.assert_allclose(lucid.tensor(a).norm(p, dim).numpy(), want, rtol=2e-5)
+
+
+def _central_differences(fn, a, eps=1e-6):
+    g = np.zeros_like(a)
+    for i in range(a.size):
+        step = np.zeros_like(a)
+        step.flat[i] = eps
+        g.flat[i] = (fn(a + step) - fn(a - step)) / (2 * eps)
+    return g
+
+
+def test_norm_gradient_matches_finite_differences_and_is_zero_at_zero():
+    a = np.random.default_rng(2).standard_normal(5)
+    for p in (2, 3):
+        x = lucid.tensor(a.astype(np.float32), requires_grad=True)
+        x.norm(p).backward()
+        want = _central_differences(lambda v: np.sum(np.abs(v) ** p) ** (1 / p), a)
+        np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-3, atol=1e-4)
+    z = lucid.zeros(4, requires_grad=True)
+    z.norm().backward()
+    np.testing.assert_array_equal(z.grad.numpy(), np.zeros(4))
+    with pytest.raises(TypeError, match="floating"):
+        lucid.tensor([1, 2]).norm()
+
+
+def test_free_arithmetic_functions_take_alpha_and_out():
+    a, b = lucid.tensor([1.0, 2.0]), lucid.tensor([10.0, 20.0])
+    np.testing.assert_array_equal(lucid.add(a, b, alpha=2).numpy(), [21, 42])
+    np.testing.assert_array_equal(lucid.sub(a, b).numpy(), [-9, -18])
+    out = lucid.zeros(2)
+    assert lucid.mul(a, 3, out=out) is out
+    np.testing.assert_array_equal(out.numpy(), [3, 6])
+    np.testing.assert_array_equal(lucid.div(2, b).numpy(), np.float32(2) / np.float32([10, 20]))
+    with pytest.raises(TypeError, match="add"):
+        lucid.add("a", b)
+
+
+# ---- legacy tensor types ---------------------------------------------------------------------------
+
+def test_legacy_tensor_types_make_and_recognise_tensors_of_their_dtype():
+    f = lucid.FloatTensor([1, 2])
+    assert f.dtype == lucid.float32 and isinstance(f, lucid.FloatTensor) and not isinstance(f, lucid.LongTensor)
+    assert lucid.LongTensor(2, 3).shape == (2, 3) and lucid.LongTensor(2, 3).dtype == lucid.int64
+    assert lucid.BoolTensor([True]).dtype == lucid.bool_ and lucid.HalfTensor().numel() == 0
+    assert f.type() == "lucid.FloatTensor" and not isinstance(np.zeros(2), lucid.FloatTensor)
+
+
+# ---- data -------------------------------------------------------------------------------------------
+
+def test_random_sampler_with_replacement_draws_uniformly_and_reproducibly():
+    from lucid.utils.data import Generator, RandomSampler
+    s = RandomSampler(range(5), replacement=True, num_samples=5000, generator=Generator().manual_seed(4))
+    first = list(s)
+    counts = collections.Counter(first)
+    assert len(first) == 5000 and set(counts) == set(range(5)) and min(counts.values()) > 850
+    assert list(RandomSampler(range(5), True, 5000, Generator().manual_seed(4))) == first
+    without = list(RandomSampler(range(3), num_samples=7))
+    assert len(without) == 7 and sorted(without[:3]) == [0, 1, 2] and sorted(without[3:6]) == [0, 1, 2]
+    with pytest.raises(ValueError):
+        RandomSampler(range(3), num_samples=0)
+
+
+def test_data_submodules_are_where_programs_import_them_from():
+    from lucid.utils.data import dataloader, dataset, sampler
+    assert dataloader.DataLoader is lucid.utils.data.DataLoader and dataloader.default_collate is not None
+    assert dataset.TensorDataset is lucid.utils.data.TensorDataset and sampler.RandomSampler is not None
+
+
+# ---- layers, init, optimizers -------------------------------------------------------------------
+
+def test_pixel_shuffle_matches_its_definition_and_unshuffle_inverts_it():
+    x = np.arange(2 * 18 * 2 * 3, dtype=np.float32).reshape(2, 18, 2, 3)
+    r, c = 3, 2
+    want = x.reshape(2, c, r, r, 2, 3).transpose(0, 1, 4, 2, 5, 3).reshape(2, c, 6, 9)
+    y = nn.PixelShuffle(3)(lucid.tensor(x))
+    np.testing.assert_array_equal(y.numpy(), want)
+    np.testing.assert_array_equal(F.pixel_unshuffle(y, 3).numpy(), x)
+    with pytest.raises(RuntimeError, match="divisible"):
+        F.pixel_shuffle(lucid.zeros(1, 5, 2, 2), 2)
+    g = lucid.tensor(x, requires_grad=True)
+    (F.pixel_shuffle(g, 3) * lucid.tensor(want)).sum().backward()
+    np.testing.assert_array_equal(g.grad.numpy(), x)
+
+
+@pytest.mark.parametrize("shape", [(6, 4), (3, 5), (4, 2, 3)])
+def test_orthogonal_init_gives_orthonormal_rows_or_columns(shape):
+    w = lucid.zeros(*shape)
+    assert nn.init.orthogonal_(w, gain=1.5) is w
+    q = w.numpy().reshape(shape[0], -1).astype(np.float64)
+    gram = q.T @ q if q.shape[0] >= q.shape[1] else q @ q.T
+    np.testing.assert_allclose(gram, 2.25 * np.eye(gram.shape[0]), atol=1e-5)
+
+
+def test_optimizer_state_is_a_defaultdict():
+    p = lucid.zeros(2, requires_grad=True)
+    opt = lucid.optim.SGD([p], lr=0.1)
+    assert isinstance(opt.state, collections.defaultdict) and opt.state[p] == {}
+
+
+def test_lbfgs_follows_pytorchs_iterates():
+    # Recorded with torch.optim.LBFGS (PyTorch 2.15), same problem, float32.
+    torch_losses = [8.99000072479248, 4.522005558013916, 0.7513457536697388, 0.4321427047252655]
+    torch_x = [0.7612818479537964, 0.5640249252319336, -0.4582560658454895]
+    a = lucid.tensor([[1.0, 2.0, 0.0], [0.0, 1.0, 3.0], [1.0, 0.0, 1.0], [2.0, 1.0, 1.0]])
+    b = lucid.tensor([1.0, -1.0, 0.5, 2.0])
+    x = lucid.tensor([-1.2, 1.0, 0.5], requires_grad=True)
+    opt = lucid.optim.LBFGS([x], lr=0.8, max_iter=6, history_size=3)
+
+    def closure():
+        opt.zero_grad()
+        loss = (1 - x[0]) ** 2 + 10 * (x[1] - x[0] ** 2) ** 2 + ((a @ x - b) ** 2).sum() * 0.1
+        loss.backward()
+        return loss
+
+    losses = [float(opt.step(closure)) for _ in range(4)]
+    np.testing.assert_allclose(losses, torch_losses, rtol=2e-3)
+    np.testing.assert_allclose(x.detach().numpy(), torch_x, rtol=1e-3, atol=1e-4)
+    with pytest.raises(ValueError, match="line_search_fn"):
+        lucid.optim.LBFGS([x], line_search_fn="strong_wolfe")
+    with pytest.raises(RuntimeError, match="closure"):
+        opt.step(None)
