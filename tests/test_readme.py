@@ -1,14 +1,16 @@
 """The README's complete training loop runs as written (on a tiny batch); the autocast page of the
 guide (docs/guide/autocast.rst) has the engine's autocast table, and its thread-pool example
-prints what the page says."""
+prints what the page says; every `>>>` example of the README and the guide prints what it shows."""
 
 import re
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import lucid
 
@@ -70,3 +72,21 @@ def test_the_thread_pool_example_prints_what_the_page_says():
     runner = doctest.DocTestRunner()
     runner.run(test)
     assert runner.failures == 0 and runner.tries >= 4
+
+
+@pytest.mark.parametrize("page", ["README.md", *sorted(f"docs/guide/{p.name}" for p in (ROOT / "docs" / "guide").glob("*.rst"))])
+def test_every_interactive_example_prints_what_it_shows(page):
+    """The `>>>` examples of the README and of each guide page, run in order in one namespace per
+    page, as doctests."""
+    import doctest
+    path = ROOT / page
+    blocks = python_blocks() if page == "README.md" else rst_python_blocks(path)
+    scope = {"lucid": lucid}
+    for i, block in enumerate(b for b in blocks if b.lstrip().startswith(">>>")):
+        test = doctest.DocTestParser().get_doctest(block, scope, f"{page} example {i}", str(path), 0)
+        runner = doctest.DocTestRunner()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # the "metal" host fallback's warning, off Apple hardware
+            runner.run(test, clear_globs=False)
+        assert runner.failures == 0, f"{page}: example {i} printed something else"
+        scope = test.globs
