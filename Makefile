@@ -89,15 +89,16 @@ $(VENV)/.distributed: $(VENV)/.installed
 	LUCID_SKIP_ENGINE_BUILD=1 $(PY) $(PIP) --no-build-isolation -e '.[test,demo,build,distributed]'
 	@touch $@
 
-## docs: the API reference as HTML in build/docs/html: lucid's Python API from its docstrings,
-## and the Swift API and the C ABI written from Sources/LucidEngine/API/*.swift and
-## include/lucid.h at each build (tools/gen_api_docs.py). Sphinx, from the `docs` extra, is
-## installed into .venv when missing; the build fetches nothing, and any warning fails it
+## docs: the guide (docs/guide/) and the API reference as HTML in build/docs/html: lucid's
+## Python API from its docstrings, and the Swift API and the C ABI written from
+## Sources/LucidEngine/API/*.swift and include/lucid.h at each build (tools/gen_api_docs.py).
+## Sphinx, from the `docs` extra, is installed into .venv when missing; the build fetches
+## nothing, and any warning fails it
 DOCS_OUT := build/docs
 
 docs: $(VENV)/.docs lucid/_lib/$(LIB)
 	$(PY) -m sphinx -b html -E -W --keep-going -d $(DOCS_OUT)/doctrees docs $(DOCS_OUT)/html
-	@echo "lucid: the API reference is in $(DOCS_OUT)/html/index.html"
+	@echo "lucid: the guide and API reference are in $(DOCS_OUT)/html/index.html"
 
 # Only the extra's requirements: lucid itself stays installed as it is (editable).
 $(VENV)/.docs: $(VENV)/.installed pyproject.toml

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 sdk=${APPLE_SDK:-}
 if [[ -z $sdk || ! -f $sdk/SDKSettings.json ]]; then
-  echo "check-apple: skipped, no Apple SDK given: run 'make check-apple APPLE_SDK=<sdk>' with a macOS 14+ or iOS 17+ SDK (on a Mac: APPLE_SDK=\$(xcrun --show-sdk-path); elsewhere see the README, 'Checking the Apple build')"
+  echo "check-apple: skipped, no Apple SDK given: run 'make check-apple APPLE_SDK=<sdk>' with a macOS 14+ or iOS 17+ SDK (on a Mac: APPLE_SDK=\$(xcrun --show-sdk-path); elsewhere see docs/guide/metal.rst, 'Checking the Apple build')"
   exit 0
 fi
 sdk=$(cd "$sdk" && pwd)

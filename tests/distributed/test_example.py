@@ -1,4 +1,5 @@
-"""examples/ddp_digits.py as the README runs it: two ranks learn the digits together."""
+"""examples/ddp_digits.py as the guide runs it: two ranks learn the digits together; and the
+guide's data-parallel training loop (docs/guide/distributed.rst) as written."""
 
 import re
 from pathlib import Path
@@ -25,7 +26,7 @@ def test_ddp_digits_trains_on_two_ranks(mpiexec, extra):
     assert losses[-1] < losses[0] / 3
 
 
-def test_the_readmes_training_loop_runs_on_two_ranks(run_mpi):
+def test_the_guides_training_loop_runs_on_two_ranks(run_mpi):
     run = run_mpi("worker_readme.py", timeout=120)
     check_ok(run)
     for rank in range(2):
