@@ -26,7 +26,7 @@ import numpy as np
 
 from ._ops.creation import tensor
 from ._tensor import Tensor
-from ._types import as_device, bfloat16
+from ._types import as_device, bfloat16, is_numpy_bfloat16
 
 _STRUCTURE_KEY = "lucid.structure"
 # safetensors dtype names -> numpy dtypes lucid can hold (BF16's is looked up when met).
@@ -44,6 +44,15 @@ def _encode(obj, path, tensors):
         arr = obj.detach().numpy()
         tensors[key] = arr if arr.flags.c_contiguous else arr.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
         return {"__tensor__": key}
+    if isinstance(obj, np.ndarray):
+        key = path or "array"
+        if key in tensors:
+            raise ValueError(f"lucid.save: two arrays would be stored under the name {key!r}")
+        if obj.dtype.kind not in "biuf" and not is_numpy_bfloat16(obj.dtype):
+            raise TypeError(f"lucid.save: cannot store a numpy array of dtype {obj.dtype}; arrays of numbers and "
+                            "bools can be stored")
+        tensors[key] = obj if obj.flags.c_contiguous else obj.copy(order="C")
+        return {"__ndarray__": key}
     if isinstance(obj, dict):
         items = []
         for k, v in obj.items():
@@ -67,8 +76,8 @@ def _encode(obj, path, tensors):
     if hasattr(obj, "state_dict"):
         hint = (f"; save its state dict instead (lucid.save(obj.state_dict(), f)) and load it into a new "
                 f"{type(obj).__name__} with load_state_dict: safetensors files hold no code")
-    raise TypeError(f"lucid.save: cannot store a {type(obj).__name__}; checkpoints hold tensors, numbers, strings, "
-                    f"None and dicts/lists/tuples of them{hint}")
+    raise TypeError(f"lucid.save: cannot store a {type(obj).__name__}; checkpoints hold tensors, numpy arrays, "
+                    f"numbers, strings, None and dicts/lists/tuples of them{hint}")
 
 
 def save(obj, f) -> None:
@@ -76,10 +85,12 @@ def save(obj, f) -> None:
 
     Parameters
     ----------
-    obj : Tensor or dict
-        A tensor, or a dict (e.g. ``Module.state_dict()`` or ``Optimizer.state_dict()``)
-        whose values are tensors, ints, floats, bools, strings, None, or lists, tuples and
-        dicts of them. Dict keys must be str or int.
+    obj : Tensor, numpy array or dict
+        A tensor, a numpy array, or a dict (e.g. ``Module.state_dict()`` or
+        ``Optimizer.state_dict()``) whose values are tensors, numpy arrays of numbers or bools
+        (any of their dtypes, float64 included: they load as the same numpy arrays), ints,
+        floats, bools, strings, None, or lists, tuples and dicts of them. Dict keys must be
+        str or int.
     f : str, os.PathLike or binary file
         Where to write. A path is written to a temporary file beside it and renamed over
         it, so an interrupted save leaves any previous checkpoint at ``f`` intact. An
@@ -212,19 +223,48 @@ def _malformed():
     return ValueError("lucid.load: malformed structure in the checkpoint metadata")
 
 
-def _decode(node, tensors):
+def _is_pytorch_pickle(data: bytes) -> bool:
+    """Whether `data` is what torch.save writes: a zip archive, or (before PyTorch 1.6) a
+    pickle. A safetensors file starts with its header's length and then "{"."""
+    if data[8:9] == b"{":
+        return False
+    return data[:4] == b"PK\x03\x04" or (data[:1] == b"\x80" and data[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"))
+
+
+def _array_names(node):
+    """The names of the numpy arrays (not tensors) a structure refers to."""
     if isinstance(node, list):
-        return [_decode(v, tensors) for v in node]
+        for v in node:
+            yield from _array_names(v)
+    elif isinstance(node, dict):
+        if "__ndarray__" in node:
+            yield node["__ndarray__"]
+        for v in node.get("__tuple__", ()):
+            yield from _array_names(v)
+        for entry in node.get("__dict__", ()):
+            yield from _array_names(entry[1])
+
+
+def _decode(node, tensors, arrays):
+    """The object `node` describes, its tensors taken from `tensors` and its numpy arrays from
+    `arrays` (both by name)."""
+    if isinstance(node, list):
+        return [_decode(v, tensors, arrays) for v in node]
     if isinstance(node, dict):
         if "__tensor__" in node:
             try:
                 return tensors[node["__tensor__"]]
             except (KeyError, TypeError):
                 raise ValueError(f"lucid.load: the checkpoint refers to a missing tensor {node['__tensor__']!r}") from None
+        if "__ndarray__" in node:
+            try:
+                return arrays[node["__ndarray__"]]
+            except (KeyError, TypeError):
+                raise ValueError(f"lucid.load: the checkpoint refers to a missing array {node['__ndarray__']!r}") from None
         if "__tuple__" in node:
             if not isinstance(node["__tuple__"], list):
                 raise _malformed()
-            return tuple(_decode(v, tensors) for v in node["__tuple__"])
+            return tuple(_decode(v, tensors, arrays) for v in node["__tuple__"])
         if "__dict__" in node:
             if not isinstance(node["__dict__"], list):
                 raise _malformed()
@@ -233,7 +273,7 @@ def _decode(node, tensors):
                 if (not isinstance(entry, list) or len(entry) != 2 or isinstance(entry[0], bool)
                         or not isinstance(entry[0], (str, int)) or entry[0] in out):
                     raise _malformed()
-                out[entry[0]] = _decode(entry[1], tensors)
+                out[entry[0]] = _decode(entry[1], tensors, arrays)
             return out
         raise _malformed()
     return node
@@ -369,7 +409,8 @@ def load(f, map_location=None, *, max_bytes=None):
     ValueError
         When ``f`` is not a valid safetensors file (truncated, corrupted, inconsistent
         offsets or sizes, a key named twice, boolean bytes other than 0 and 1), its lucid
-        metadata is malformed, or it holds a dtype lucid cannot hold; when a stream declares
+        metadata is malformed, or it holds a dtype lucid cannot hold; when it is a PyTorch
+        pickle (``torch.save``'s format; the message says how to convert it); when a stream declares
         more than ``max_bytes``. Also for an unknown ``map_location``.
     TypeError
         When ``f`` is a file opened in text mode, or ``map_location`` is not a device.
@@ -389,6 +430,11 @@ def load(f, map_location=None, *, max_bytes=None):
     elif isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
         raise ValueError(f"lucid.load: max_bytes must be a non-negative int, got {max_bytes!r}")
     data = _read(f, max_bytes)
+    if _is_pytorch_pickle(data):
+        raise ValueError("lucid.load: this is a PyTorch pickle (torch.save), not a safetensors file; lucid reads "
+                         "safetensors only, which hold no code. Convert it once where PyTorch is installed: "
+                         "safetensors.torch.save_file(torch.load(path), 'model.safetensors') for a dict of tensors "
+                         "(a state dict), then lucid.load('model.safetensors') and load_state_dict")
     try:
         entries = deserialize(data)
         meta = _metadata(data)
@@ -413,13 +459,14 @@ def load(f, map_location=None, *, max_bytes=None):
         except (TypeError, ValueError):
             raise ValueError("lucid.load: the checkpoint's structure metadata is not valid JSON") from None
         try:
-            _decode(structure, arrays)  # checked before any tensor is made
+            _decode(structure, arrays, arrays)  # checked before any tensor is made
         except RecursionError:
             raise ValueError("lucid.load: the checkpoint's structure metadata is nested too deeply") from None
-    tensors = {name: tensor(arr, device=device) for name, arr in arrays.items()}
+    stored_as_arrays = set(_array_names(structure))
+    tensors = {name: tensor(arr, device=device) for name, arr in arrays.items() if name not in stored_as_arrays}
     if structure is None:
         return tensors
     try:
-        return _decode(structure, tensors)
+        return _decode(structure, tensors, {name: arrays[name].copy() for name in stored_as_arrays})
     except RecursionError:  # (the check above ran at the same depth; kept for a smaller stack)
         raise ValueError("lucid.load: the checkpoint's structure metadata is nested too deeply") from None

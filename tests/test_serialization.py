@@ -192,3 +192,47 @@ def test_corrupted_headers_are_value_errors(tmp_path):
         bad.write_bytes(content)
         with pytest.raises(ValueError):
             lucid.load(bad)
+
+
+def test_numpy_arrays_are_stored_as_they_are_in_nested_containers(tmp_path):
+    import ml_dtypes
+    arrays = {"f64": np.linspace(0, 1, 7), "i16": np.arange(-3, 3, dtype=np.int16), "u8": np.arange(5, dtype=np.uint8),
+              "b": np.array([True, False]), "bf16": np.array([1.5, -2.25], dtype=ml_dtypes.bfloat16),
+              "empty": np.zeros((0, 3), dtype=np.int64), "strided": np.arange(12.0).reshape(3, 4)[:, ::2]}
+    obj = {"data": arrays, "pairs": [(np.float64(0.5), np.ones((2, 2), dtype=np.float32))], "t": lucid.ones(2)}
+    lucid.save(obj, tmp_path / "data.safetensors")
+    back = lucid.load(tmp_path / "data.safetensors")
+    for name, a in arrays.items():
+        got = back["data"][name]
+        assert isinstance(got, np.ndarray) and got.dtype == a.dtype and got.shape == a.shape, name
+        np.testing.assert_array_equal(got.astype(np.float64), a.astype(np.float64))
+        got[...] = 0  # an array of its own, not a view of the file's bytes
+    assert back["pairs"][0][0] == 0.5 and back["pairs"][0][1].dtype == np.float32
+    assert isinstance(back["t"], lucid.Tensor)
+    lucid.save(np.arange(3.0), tmp_path / "one.safetensors")
+    np.testing.assert_array_equal(lucid.load(tmp_path / "one.safetensors"), np.arange(3.0))
+    with pytest.raises(TypeError, match="dtype <U1"):
+        lucid.save({"s": np.array(["a"])}, tmp_path / "bad.safetensors")
+
+
+def test_a_pytorch_pickle_is_refused_with_what_to_do(tmp_path):
+    import pickle
+    import zipfile
+    with zipfile.ZipFile(tmp_path / "new.pt", "w") as z:  # torch.save's format since PyTorch 1.6
+        z.writestr("archive/data.pkl", pickle.dumps({"a": 1}, protocol=2))
+    (tmp_path / "legacy.pt").write_bytes(pickle.dumps({"a": 1}, protocol=2))  # the format before it
+    for name in ("new.pt", "legacy.pt"):
+        with pytest.raises(ValueError, match="PyTorch pickle.*safetensors.torch.save_file"):
+            lucid.load(tmp_path / name)
+
+
+def test_a_header_whose_length_starts_like_a_pickle_still_loads(tmp_path):
+    # A header of 0x80 + 256k bytes begins with the byte a pickle begins with.
+    from safetensors.numpy import save as serialize
+    for pad in range(0, 64):
+        data = serialize({"x": np.arange(3, dtype=np.float32)}, metadata={"pad": "p" * pad})
+        if data[0] == 0x80:
+            break
+    assert data[0] == 0x80
+    (tmp_path / "x.safetensors").write_bytes(data)
+    np.testing.assert_array_equal(lucid.load(tmp_path / "x.safetensors")["x"].numpy(), [0, 1, 2])
