@@ -14,14 +14,15 @@ from ._ops.reduce import *  # noqa: F401,F403  (sum, mean, max, softmax …)
 from ._ops.shape import *  # noqa: F401,F403  (reshape, transpose, cat, stack, tril …)
 from ._ops.indexing import *  # noqa: F401,F403  (gather, index_select, scatter …)
 from ._ops.composed import *  # noqa: F401,F403  (sort, topk, randint, multinomial)
+from ._ops.sparse import *  # noqa: F401,F403  (sparse_coo_tensor, spmm)
 from ._ops import composed as _composed, creation as _creation, elementwise as _elementwise, indexing as _indexing
-from ._ops import reduce as _reduce, shape as _shape
+from ._ops import reduce as _reduce, shape as _shape, sparse as _sparse
 from ._grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from ._memory import empty_cache, max_memory_allocated, memory_allocated, reset_peak_memory_stats
 from ._threads import get_num_threads, set_num_threads
 from .serialization import load, save
 # lucid.distributed imports mpi4py only when init() runs, so importing it here costs nothing.
-from . import accelerator, amp, autograd, backends, cuda, distributed, metal, nn, optim, utils
+from . import accelerator, amp, autograd, backends, cuda, distributed, metal, nn, optim, sparse, utils
 
 
 half = float16
@@ -31,11 +32,11 @@ __version__ = "0.1.0"
 
 __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "int32", "int64", "bool_", "half", "long",
            *_creation.__all__, *_elementwise.__all__, *_reduce.__all__, *_shape.__all__, *_indexing.__all__,
-           *_composed.__all__,
+           *_composed.__all__, *_sparse.__all__,
            "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache", "save", "load",
            "set_num_threads", "get_num_threads",
            "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode", "accelerator", "amp", "autograd",
-           "backends", "cuda", "distributed", "nn", "optim", "metal", "utils"]
+           "backends", "cuda", "distributed", "sparse", "nn", "optim", "metal", "utils"]
 
 globals().update(_TYPED)  # FloatTensor, LongTensor, … (PyTorch's legacy tensor types)
 __all__ += list(_TYPED)

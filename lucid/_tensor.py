@@ -13,12 +13,13 @@ from ._ops.indexing import IndexingMethods
 from ._ops.inplace import InPlaceMethods
 from ._ops.reduce import ReduceMethods
 from ._ops.shape import ShapeMethods
+from ._ops.sparse import SparseMethods
 from ._types import (as_device, bfloat16, bool_, check_dtype, device as _Device, dtype as _DType, dtype_by_name,
                      float16, float32, int32, int64, no_cuda)
 
 
 class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, IndexingMethods, InPlaceMethods,
-             ComposedMethods):
+             ComposedMethods, SparseMethods):
     """A multi-dimensional array on the CPU or the Metal stream.
 
     Make tensors with :func:`lucid.tensor`, :func:`lucid.zeros`, :func:`lucid.randn` and the

@@ -98,16 +98,29 @@ def clamp(input, min=None, max=None, *, out=None):
 clip = clamp
 
 
+def _deferred_product(input, other, fn):
+    """``input @ other`` for a first operand that is not a Tensor but multiplies (a sparse
+    matrix), else TypeError."""
+    try:
+        return input @ other
+    except TypeError:
+        raise TypeError(f"{fn}(): input must be a lucid.Tensor, got {type(input).__name__}") from None
+
+
 def matmul(input, other, *, out=None):
     """The matrix product with PyTorch's rules for 1-D and batched operands; lower precision
-    under autocast."""
-    tensor_arg(input, "matmul")
+    under autocast. A sparse first operand gives ``spmm``."""
+    if not isinstance(input, TensorBase):
+        return returned(_deferred_product(input, other, "matmul"), out, "matmul")
     tensor_arg(other, "matmul", "other")
     return returned(result(_matmul_op(input._h, other._h)), out, "matmul")
 
 
 def mm(input, mat2, *, out=None):
-    """The product of two matrices (2-D tensors only, as torch.mm)."""
+    """The product of two matrices (2-D tensors only, as torch.mm); a sparse first operand gives
+    ``spmm``."""
+    if not isinstance(input, TensorBase):
+        return returned(_deferred_product(input, mat2, "mm"), out, "mm")
     for t, what in ((input, "input"), (mat2, "mat2")):
         if tensor_arg(t, "mm", what).ndim != 2:
             raise RuntimeError(f"mm(): {what} must be a matrix, got shape {tuple(t.shape)}")
