@@ -1,7 +1,8 @@
 """tools/api_coverage.py: the extractor finds the torch names and keywords a program uses
-(through its import aliases)."""
+(through its import aliases), and the checker tells names lucid has from names it lacks."""
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -142,4 +143,52 @@ def main():
         assert name in u, name
     assert set(u["Tensor.argmax"]["kwargs"]) == {"dim"}
     assert "Tensor.indices" not in u and "Tensor.values" not in u
+
+
+def corpus(names):
+    return {"format": ac.FORMAT, "corpus": [], "names": {
+        n: {"files": ["a.py"], "kwargs": {kw: ["a.py"] for kw in kws}} for n, kws in names.items()}}
+
+
+def test_the_checker_tells_covered_from_missing():
+    result = ac.check(corpus({
+        "torch.zeros": ["dtype", "no_such_keyword_in_lucid"], "torch.no_such_function_in_lucid": ["dim"],
+        "Tensor.sum": ["keepdim"], "Tensor.no_such_method_in_lucid": [], "torch.nn.Linear": ["bias"],
+        "torch.nn.Module.parameters": [], "torch.nn.Module.training": [], "torch.cuda.synchronize": [],
+        "torch.optim.Optimizer.param_groups": [], "torchvision.transforms.ToTensor": [],
+    }))
+    rows = {r["name"]: r for r in result["rows"]}
+    covered = {n for n, r in rows.items() if r["covered"]}
+    assert covered == {"torch.zeros", "Tensor.sum", "torch.nn.Linear", "torch.nn.Module.parameters",
+                       "torch.nn.Module.training", "torch.optim.Optimizer.param_groups"}
+    assert rows["torch.zeros"]["kwargs"]["dtype"]["covered"]
+    assert not rows["torch.zeros"]["kwargs"]["no_such_keyword_in_lucid"]["covered"]
+    assert not rows["torch.no_such_function_in_lucid"]["kwargs"]["dim"]["covered"]
+    assert rows["Tensor.sum"]["kwargs"]["keepdim"]["covered"]
+    assert "CUDA" in rows["torch.cuda.synchronize"]["out_of_scope"]
+    assert "torchvision" in rows["torchvision.transforms.ToTensor"]["out_of_scope"]
+    missing = {(m["name"], m["keyword"]) for m in ac.missing(result)}
+    assert missing == {("torch.zeros", "no_such_keyword_in_lucid"), ("torch.no_such_function_in_lucid", None),
+                       ("torch.no_such_function_in_lucid", "dim"), ("Tensor.no_such_method_in_lucid", None)}
+    # 6 of 8 in-scope names and 3 of 5 keywords.
+    assert ac.coverage(result) == pytest.approx(100 * 9 / 13)
+
+
+def test_device_choice_queries_stay_in_scope():
+    assert ac.out_of_scope("torch.cuda.is_available") is None
+    assert ac.out_of_scope("torch.cuda.Stream")
+    assert ac.out_of_scope("torch.compile") and ac.out_of_scope("torch.jit.script")
+    assert ac.out_of_scope("torch.distributed.all_reduce") is None
+
+
+def test_check_min_sets_the_exit_status(tmp_path, capsys):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(corpus({"torch.zeros": [], "torch.no_such_function_in_lucid": []})))
+    assert ac.main(["--corpus", str(path), "--check", "50"]) == 0
+    assert ac.main(["--corpus", str(path), "--check", "51"]) == 1
+    assert "| **total** | 2 | 0 | 1 / 2 | 0 / 0 | 50.0 % |" in capsys.readouterr().out
+    assert ac.main(["--corpus", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["coverage"] == 50.0
+    assert out["missing"] == [{"name": "torch.no_such_function_in_lucid", "keyword": None, "files": ["a.py"]}]
 

@@ -1,6 +1,7 @@
 """How much of the PyTorch API that real programs use lucid provides.
 
     python tools/api_coverage.py --extract CORPUS_DIR [--out tools/api_corpus.json]
+    python tools/api_coverage.py [--corpus tools/api_corpus.json] [--json] [--check MIN]
 
 The corpus is every ``.py`` file of the repositories in ``CORPUS`` below, each at the commit
 given there. To re-extract, check each one out under CORPUS_DIR as ``CORPUS_DIR/<owner>/<name>``
@@ -52,6 +53,12 @@ untyped function arguments are unknown, so uses on them are missed (under-counti
 rebound from a tensor to something else in a branch may be mis-judged (over-counting, rare).
 Module/optimizer/scheduler/loader uses are recorded only for the API names listed below, so
 a program's own attributes are never taken for API.
+
+The check (the default) looks each name up in lucid (``torch.`` becomes ``lucid.``; the
+``Tensor.``/``Module``/optimizer/scheduler/loader names are looked up on an instance, so
+attributes set in ``__init__`` count) and each keyword with ``inspect.signature`` (accepted by
+name or by ``**kwargs``). Names matching ``OUT_OF_SCOPE`` are reported apart, with the reason.
+Coverage counts names and (name, keyword) pairs alike: covered / in scope.
 """
 
 from __future__ import annotations
@@ -61,7 +68,7 @@ import ast
 import json
 import subprocess
 import sys
-from collections import ChainMap
+from collections import ChainMap, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -819,16 +826,307 @@ def extract(corpus_dir: Path) -> dict:
     return to_json(uses, CORPUS)
 
 
+# ---- the check ------------------------------------------------------------------------------
+
+# Device-choice queries stay in scope though the rest of torch.cuda is out: programs call them
+# to pick the device and its dtype.
+CUDA_DEVICE_QUERIES = {"torch.cuda.is_available", "torch.cuda.device_count", "torch.cuda.current_device",
+                       "torch.cuda.set_device", "torch.cuda.get_device_name", "torch.cuda.is_bf16_supported"}
+
+RPC = "RPC framework over TensorPipe, with its futures (lucid.distributed is MPI collectives)"
+
+# (prefix, reason): a name equal to the prefix or under it is out of scope. First match wins.
+OUT_OF_SCOPE = [
+    ("torch.cuda.nccl", "NCCL-only collectives"),
+    ("torch.cuda.amp", "deprecated CUDA-only spelling of torch.amp (the torch.amp names are checked)"),
+    ("torch.cuda", "CUDA-only runtime: streams, events, kernels, and the CUDA device's RNG and memory"),
+    ("torch.backends.cudnn", "cuDNN (CUDA-only) kernel switches"),
+    ("torch.backends.cuda", "CUDA-only kernel switches (TF32, attention kernel choice)"),
+    ("torch.compile", "compilation: torch.compile"),
+    ("torch._dynamo", "compilation: torch.compile"),
+    ("torch.jit", "compilation: TorchScript (torch.jit)"),
+    ("torch.fx", "program capture and rewriting, the front end of torch.compile/jit"),
+    ("torch.onnx", "export to ONNX, by tracing with torch.jit/torch.export"),
+    ("torch.classes", "C++ extensions: TorchScript custom classes and the operator registry"),
+    ("torch.ops", "C++ extensions: TorchScript custom classes and the operator registry"),
+    ("torch.distributed.rpc", RPC),
+    ("torch.distributed.autograd", RPC),
+    ("torch.distributed.optim", RPC),
+    ("torch.distributed.nn", RPC),
+    ("torch.futures", RPC),
+    ("torch.distributed.fsdp", "sharded/tensor-parallel training over NCCL/Gloo process groups"),
+    ("torch.distributed.tensor", "sharded/tensor-parallel training over NCCL/Gloo process groups"),
+    ("torch.distributed._tensor", "sharded/tensor-parallel training over NCCL/Gloo process groups"),
+    ("torch.distributed.device_mesh", "sharded/tensor-parallel training over NCCL/Gloo process groups"),
+    ("torch.distributed.checkpoint", "sharded/tensor-parallel training over NCCL/Gloo process groups"),
+    ("torch.distributed.algorithms", "sharded/tensor-parallel training over NCCL/Gloo process groups"),
+    ("torch.distributed.is_nccl_available", "NCCL-only"),
+    ("torch.distributed.is_gloo_available", "Gloo-only"),
+    ("torch.utils.tensorboard", "TensorBoard logging (the tensorboard package)"),
+    ("torchvision", "separate package: torchvision"),
+    ("torchtext", "separate package: torchtext"),
+    ("torchaudio", "separate package: torchaudio"),
+]
+
+AREAS = [  # (title, prefix) in report order; a name goes to the longest matching prefix
+    ("torch (functions, dtypes, classes)", "torch."),
+    ("Tensor methods and attributes", "Tensor."),
+    ("torch.nn (layers, Module)", "torch.nn."),
+    ("torch.nn.functional", "torch.nn.functional."),
+    ("torch.nn.init", "torch.nn.init."),
+    ("torch.nn.utils", "torch.nn.utils."),
+    ("torch.optim", "torch.optim."),
+    ("torch.optim.lr_scheduler", "torch.optim.lr_scheduler."),
+    ("torch.utils.data", "torch.utils.data."),
+    ("torch.amp, torch.autograd", "torch.amp."),
+    ("torch.amp, torch.autograd", "torch.autograd."),
+    ("torch.distributed, torch.multiprocessing", "torch.distributed."),
+    ("torch.distributed, torch.multiprocessing", "torch.multiprocessing."),
+    ("torch.nn.parallel", "torch.nn.parallel."),
+    ("torch.cuda, torch.backends", "torch.cuda."),
+    ("torch.cuda, torch.backends", "torch.backends."),
+    ("other packages", "torchvision."),
+    ("other packages", "torchtext."),
+    ("other packages", "torchaudio."),
+]
+
+
+def out_of_scope(name: str):
+    """The reason `name` is out of scope, or None."""
+    if name in CUDA_DEVICE_QUERIES:
+        return None
+    for prefix, reason in OUT_OF_SCOPE:
+        if name == prefix or name.startswith(prefix + "."):
+            return reason
+    return None
+
+
+def area(name: str) -> str:
+    best = ("other", "")
+    for title, prefix in AREAS:
+        if name.startswith(prefix) and len(prefix) > len(best[1]):
+            best = (title, prefix)
+    return best[0]
+
+
+def _instances():
+    """Representative lucid objects: the receivers of the Tensor., Module, optimizer, scheduler
+    and loader names (instance attributes count as well as class ones)."""
+    import lucid
+
+    made = {}
+
+    def attempt(key, make):
+        try:
+            made[key] = make()
+        except Exception:  # a missing class leaves the look-up to the class path
+            pass
+
+    attempt("Tensor", lambda: lucid.zeros(2))
+    attempt("torch.nn.Module", lambda: lucid.nn.Module())
+    attempt("torch.optim.Optimizer", lambda: lucid.optim.SGD([lucid.nn.Parameter(lucid.zeros(2))], lr=0.1))
+    if "torch.optim.Optimizer" in made:
+        attempt("torch.optim.lr_scheduler.LRScheduler",
+                lambda: lucid.optim.lr_scheduler.StepLR(made["torch.optim.Optimizer"], step_size=1))
+    attempt("torch.utils.data.DataLoader", lambda: lucid.utils.data.DataLoader([lucid.zeros(2)]))
+    return made
+
+
+def resolve(name: str, instances: dict):
+    """The lucid object that serves the torch name `name`; raises LookupError if there is none."""
+    import importlib
+
+    owner, _, attr = name.rpartition(".")
+    if owner in instances:
+        obj = instances[owner]
+        try:
+            return getattr(obj, attr)
+        except AttributeError:
+            pass
+        try:
+            return getattr(type(obj), attr)
+        except AttributeError:
+            raise LookupError(name) from None
+    parts = name.split(".")
+    if parts[0] == "Tensor":
+        parts = ["torch"] + parts
+    if parts[0] != "torch":
+        raise LookupError(name)
+    parts[0] = "lucid"
+    obj = importlib.import_module("lucid")
+    for i in range(1, len(parts)):
+        try:
+            obj = getattr(obj, parts[i])
+            continue
+        except AttributeError:
+            pass
+        if isinstance(obj, type) and i == len(parts) - 1 and _sets_attribute(obj, parts[i]):
+            return None  # an instance attribute (DistributedDataParallel.module)
+        try:
+            obj = importlib.import_module(".".join(parts[: i + 1]))
+        except ImportError:
+            raise LookupError(name) from None
+    return obj
+
+
+def _sets_attribute(cls: type, attr: str) -> bool:
+    """Whether a method of `cls` or of a base assigns ``self.<attr>``."""
+    import inspect
+    import textwrap
+
+    for klass in cls.__mro__:
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+            for t in targets:
+                if (isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
+                        and t.value.id == "self"):
+                    return True
+    return False
+
+
+def accepts(obj, keyword: str) -> bool:
+    """Whether calling `obj` accepts `keyword` (by name, or through **kwargs)."""
+    import inspect
+
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return False
+    for p in sig.parameters.values():
+        if p.kind is p.VAR_KEYWORD:
+            return True
+        if p.name == keyword and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            return True
+    return False
+
+
+def check(corpus: dict) -> dict:
+    """Each name and (name, keyword) of `corpus` marked covered, missing or out of scope."""
+    sys.path.insert(0, str(ROOT))
+    instances = _instances()
+    rows = []
+    for name, entry in corpus["names"].items():
+        reason = out_of_scope(name)
+        obj, found = None, False
+        if reason is None:
+            try:
+                obj, found = resolve(name, instances), True
+            except LookupError:
+                pass
+        kwargs = {}
+        for kw, files in entry["kwargs"].items():
+            kwargs[kw] = {"files": files, "covered": found and accepts(obj, kw)}
+        rows.append({"name": name, "area": area(name), "files": entry["files"], "out_of_scope": reason,
+                     "covered": found, "kwargs": kwargs})
+    return {"rows": rows}
+
+
+def _pct(num, den):
+    return f"{100.0 * num / den:.1f} %" if den else "–"
+
+
+def summary(result: dict) -> dict:
+    """Counts per area and in total."""
+    order = []
+    for title, _ in AREAS:
+        if title not in order:
+            order.append(title)
+    order.append("other")
+    counts = {t: defaultdict(int) for t in order}
+    for r in result["rows"]:
+        for key in (r["area"], "total"):
+            c = counts.setdefault(key, defaultdict(int))
+            c["used"] += 1
+            c["kw_used"] += len(r["kwargs"])
+            if r["out_of_scope"]:
+                c["out"] += 1
+                c["kw_out"] += len(r["kwargs"])
+                continue
+            c["in"] += 1
+            c["covered"] += r["covered"]
+            c["kw_in"] += len(r["kwargs"])
+            c["kw_covered"] += sum(k["covered"] for k in r["kwargs"].values())
+    return {t: counts[t] for t in order + ["total"] if counts[t]["used"]}
+
+
+def coverage(result: dict) -> float:
+    c = summary(result)["total"]
+    den = c["in"] + c["kw_in"]
+    return 100.0 * (c["covered"] + c["kw_covered"]) / den if den else 100.0
+
+
+def missing(result: dict) -> list:
+    """Missing names and keywords, most used first: {"name", "keyword" (or None), "files"}."""
+    out = []
+    for r in result["rows"]:
+        if r["out_of_scope"]:
+            continue
+        if not r["covered"]:
+            out.append({"name": r["name"], "keyword": None, "files": r["files"]})
+        for kw, k in r["kwargs"].items():
+            if not k["covered"]:
+                out.append({"name": r["name"], "keyword": kw, "files": k["files"]})
+    out.sort(key=lambda m: (-len(m["files"]), m["name"], m["keyword"] or ""))
+    return out
+
+
+def report(result: dict, corpus: dict) -> str:
+    lines = [f"Corpus: every Python file of {', '.join(c['repo'] for c in corpus['corpus'])} "
+             "(commits pinned in tools/api_coverage.py).", "",
+             "| Area | Names used | Out of scope | Names covered | Keyword arguments covered | Coverage |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for title, c in summary(result).items():
+        label = f"**{title}**" if title == "total" else title
+        lines.append(f"| {label} | {c['used']} | {c['out']} | {c['covered']} / {c['in']} "
+                     f"| {c['kw_covered']} / {c['kw_in']} "
+                     f"| {_pct(c['covered'] + c['kw_covered'], c['in'] + c['kw_in'])} |")
+    lines += ["", "Coverage counts in-scope names and (name, keyword argument) pairs alike.", ""]
+    reasons = defaultdict(list)
+    for r in result["rows"]:
+        if r["out_of_scope"]:
+            reasons[r["out_of_scope"]].append(r["name"])
+    lines.append("Out of scope:")
+    for reason, names in sorted(reasons.items(), key=lambda x: -len(x[1])):
+        lines.append(f"- {reason}: {len(names)} ({', '.join(sorted(names)[:4])}{', …' if len(names) > 4 else ''})")
+    miss = missing(result)
+    lines += ["", f"Missing ({len(miss)}), by number of files using it:"]
+    for m in miss:
+        what = m["name"] if m["keyword"] is None else f"{m['name']}({m['keyword']}=)"
+        files = ", ".join(m["files"][:3]) + (", …" if len(m["files"]) > 3 else "")
+        lines.append(f"- `{what}` — {len(m['files'])}: {files}")
+    return "\n".join(lines)
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--extract", metavar="CORPUS_DIR", type=Path, required=True,
+    ap.add_argument("--extract", metavar="CORPUS_DIR", type=Path,
                     help="parse the corpus checked out under CORPUS_DIR/<owner>/<name> and write the JSON")
     ap.add_argument("--out", type=Path, default=DEFAULT_JSON, help="where --extract writes (default: %(default)s)")
+    ap.add_argument("--corpus", type=Path, default=DEFAULT_JSON, help="the JSON to check (default: %(default)s)")
+    ap.add_argument("--json", action="store_true", help="print the missing names as JSON instead of the report")
+    ap.add_argument("--check", type=float, metavar="MIN", help="exit 1 if coverage is below MIN %%")
     args = ap.parse_args(argv)
-    data = extract(args.extract)
-    args.out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    print(f"{args.out}: {len(data['names'])} names", file=sys.stderr)
+    if args.extract is not None:
+        data = extract(args.extract)
+        args.out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        print(f"{args.out}: {len(data['names'])} names", file=sys.stderr)
+        return 0
+    corpus = json.loads(args.corpus.read_text())
+    if corpus.get("format") != FORMAT:
+        raise SystemExit(f"{args.corpus}: format {corpus.get('format')}, expected {FORMAT}")
+    result = check(corpus)
+    cov = coverage(result)
+    if args.json:
+        print(json.dumps({"coverage": round(cov, 2), "missing": missing(result)}, indent=1))
+    else:
+        print(report(result, corpus))
+    if args.check is not None and cov < args.check:
+        print(f"coverage {cov:.1f} % is below {args.check} %", file=sys.stderr)
+        return 1
     return 0
 
 
