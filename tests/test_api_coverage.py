@@ -145,6 +145,52 @@ def main():
     assert "Tensor.indices" not in u and "Tensor.values" not in u
 
 
+def test_kinds_cross_files_of_a_repository_and_branches(tmp_path):
+    repo = tmp_path / "someone" / "gpt"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "model.py").write_text('''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class GPT(nn.Module):
+    def forward(self, idx, targets=None):
+        logits = idx.float()
+        if targets is not None:
+            loss = F.cross_entropy(logits, targets)
+        else:
+            loss = None
+        return logits, loss
+
+    def make_optimizer(self):
+        return torch.optim.AdamW(self.parameters())
+''')
+    (repo / "train.py").write_text('''
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+from pkg.model import GPT
+
+model = GPT()
+opt = model.make_optimizer()
+scaler = torch.amp.GradScaler(enabled=True)
+if ddp:
+    model = DDP(model)
+raw = model.module if ddp else model
+logits, loss = model(x, y)
+scaler.scale(loss).backward()
+scaler.step(opt)
+opt.zero_grad(set_to_none=True)
+''')
+    data = ac.extract(tmp_path, [("someone/gpt", "0" * 40)])
+    names = data["names"]
+    assert data["corpus"] == [{"repo": "someone/gpt", "commit": "0" * 40}]
+    for name in ("torch.nn.parallel.DistributedDataParallel.module", "torch.amp.GradScaler.scale",
+                 "torch.amp.GradScaler.step", "Tensor.backward", "torch.optim.Optimizer.zero_grad"):
+        assert names[name]["files"] == ["someone/gpt/train.py"], name
+    assert names["torch.amp.GradScaler"]["kwargs"] == {"enabled": ["someone/gpt/train.py"]}
+    assert "Tensor.make_optimizer" not in names and "torch.nn.Module.make_optimizer" not in names
+
+
 def corpus(names):
     return {"format": ac.FORMAT, "corpus": [], "names": {
         n: {"files": ["a.py"], "kwargs": {kw: ["a.py"] for kw in kws}} for n, kws in names.items()}}

@@ -46,11 +46,14 @@ Which values are tensors is a heuristic: a per-file abstract interpretation that
   ``self.X`` attributes assigned anywhere in the class (the file is interpreted twice: the
   first pass learns these, the second records).
 
-Limits: kinds do not cross files (a model imported from a sibling module is unknown unless
-the parameter-name rule applies); there is no control-flow merge (the last assignment in
-statement order wins); values from ``torch.load``, containers filled by ``append``, and
-untyped function arguments are unknown, so uses on them are missed (under-counting); a name
-rebound from a tensor to something else in a branch may be mis-judged (over-counting, rare).
+Classes and functions imported from another file of the same repository are known (that
+file is interpreted first). After an ``if``, a name has the kind a branch that rebinds it
+gave it, a known kind rather than an unknown one; elsewhere the last assignment in statement
+order wins. Limits: kinds do not go through packages imported as a whole (``import
+pkg.mod``); values from ``torch.load`` or other libraries, containers filled by ``append``,
+and untyped function arguments are unknown, so uses on them are missed (under-counting); a
+name bound to a tensor in one branch and to something else in the other is taken for a
+tensor (over-counting, rare).
 Module/optimizer/scheduler/loader uses are recorded only for the API names listed below, so
 a program's own attributes are never taken for API.
 
@@ -114,9 +117,10 @@ OPTIMIZER_API = {"zero_grad", "step", "param_groups", "state", "state_dict", "lo
 SCHEDULER_API = {"step", "get_last_lr", "get_lr", "state_dict", "load_state_dict", "last_epoch", "optimizer",
                  "base_lrs"}
 LOADER_API = {"dataset", "sampler", "batch_size", "num_workers", "batch_sampler", "drop_last"}
+SCALER_API = {"scale", "step", "update", "unscale_", "get_scale", "is_enabled", "state_dict", "load_state_dict"}
 OWNER = {"module": ("torch.nn.Module", MODULE_API), "optimizer": ("torch.optim.Optimizer", OPTIMIZER_API),
          "scheduler": ("torch.optim.lr_scheduler.LRScheduler", SCHEDULER_API),
-         "loader": ("torch.utils.data.DataLoader", LOADER_API)}
+         "loader": ("torch.utils.data.DataLoader", LOADER_API), "scaler": ("torch.amp.GradScaler", SCALER_API)}
 
 # torch.X functions whose result is not a tensor.
 NON_TENSOR_FUNCS = {
@@ -219,10 +223,12 @@ def elem_of(k):
 class _File:
     """Interprets one file (see the module docstring) and records what it uses."""
 
-    def __init__(self, tree, filename, uses):
+    def __init__(self, tree, filename, uses, project=None, path=None):
         self.tree = tree
         self.filename = filename
         self.uses = uses  # name -> {"files": set, "kwargs": {kw: set}}
+        self.project = {} if project is None else project  # the repository's files: path -> _File
+        self.path = path or filename  # this file's path in the repository
         self.recording = False
         self.classes = {}  # class name -> {"bases": [...], "kind": str|None, "attrs": {}, "methods": {}}
         self.functions = {}  # module-level function name -> return kind
@@ -235,8 +241,8 @@ class _File:
 
     # ---- driving ----------------------------------------------------------------------------
 
-    def run(self):
-        for recording in (False, True):
+    def run(self, record=True):
+        for recording in (False, True) if record else (False,):
             self.recording = recording
             self.modules = set()
             env = {}
@@ -303,8 +309,20 @@ class _File:
             self.stmts(s.orelse, env, deferred)
         elif t is ast.If:
             self.expr(s.test, env)
+            # Both branches start from the same kinds. After them a name has the kind the one
+            # branch that rebinds it gave it (if ddp: model = DDP(model)), or where both do,
+            # a known kind rather than an unknown one (loss = None in one branch).
+            local = env.maps[0] if isinstance(env, ChainMap) else env
+            before = dict(local)
             self.stmts(s.body, env, deferred)
+            after_body = dict(local)
+            local.clear()
+            local.update(before)
             self.stmts(s.orelse, env, deferred)
+            for name, k in after_body.items():
+                old, other = before.get(name), local.get(name)
+                if k is not None and (other is None or other == old != k):
+                    local[name] = k
         elif t in (ast.With, ast.AsyncWith):
             for item in s.items:
                 k = self.expr(item.context_expr, env)
@@ -344,6 +362,9 @@ class _File:
             for a in s.names:
                 top = a.name.split(".")[0]
                 if top not in ROOTS:
+                    local = self.sibling(a.name, 0)
+                    if local is not None and (a.asname or "." not in a.name):
+                        env[a.asname or a.name] = ("localmod", local.path)
                     continue
                 if a.asname:
                     env[a.asname] = ref(a.name)
@@ -354,6 +375,10 @@ class _File:
                     self.modules.add(a.name)
             return
         if s.level or not s.module or s.module.split(".")[0] not in ROOTS:
+            local = self.sibling(s.module or "", s.level)
+            for a in s.names:
+                if local is not None and a.name != "*":
+                    env[a.asname or a.name] = self.from_sibling(local, a.name)
             return
         for a in s.names:
             if a.name == "*":
@@ -362,6 +387,36 @@ class _File:
             env[a.asname or a.name] = ref(path)
             if a.name in SUBMODULES:
                 self.modules.add(path)
+
+    def sibling(self, module, level):
+        """The file of this repository that `import module` (with `level` dots) finds, or None."""
+        here = self.path.split("/")[:-1]
+        if level:
+            bases = [here[: len(here) - (level - 1)]]
+        else:
+            bases = [here[:i] for i in range(len(here), -1, -1)]  # the script's folder, then upwards
+        rel = module.split(".") if module else []
+        for base in bases:
+            for cand in ("/".join(base + rel) + ".py", "/".join(base + rel + ["__init__.py"])):
+                f = self.project.get(cand.lstrip("/"))
+                if f is not None and f is not self:
+                    return f
+        return None
+
+    def from_sibling(self, f, name):
+        """The kind of `name` imported from the repository's file `f`: a class or function of it."""
+        if name in f.classes:
+            for cname, info in f.classes.items():  # with its bases
+                mine = self.classes.get(cname)
+                if mine is None or mine["file"] != self.filename:
+                    self.classes[cname] = info
+                    self.user_methods |= set(info["methods"])
+            return ("usercls", name)
+        if name in f.functions:
+            key = f"{f.path}:{name}"
+            self.functions[key] = f.functions[name]
+            return ("userfn", key)
+        return None
 
     def signature_exprs(self, fn, env):
         args = fn.args
@@ -380,7 +435,10 @@ class _File:
             self.expr(kw.value, env)
         for d in s.decorator_list:
             self.expr(d, env)
-        info = self.classes.setdefault(s.name, {"attrs": {}, "methods": {}, "kind": None, "bases": []})
+        info = self.classes.get(s.name)
+        if info is None or info["file"] != self.filename:
+            info = self.classes[s.name] = {"attrs": {}, "methods": {}, "kind": None, "bases": [],
+                                           "file": self.filename}
         info["kind"] = None
         for b in s.bases:
             k = self.expr_quiet(b, env)
@@ -577,6 +635,8 @@ class _File:
             if not inner:
                 self.record_ref(path)
             return ref(path)
+        if v is not None and v[0] == "localmod":
+            return self.from_sibling(self.project[v[1]], attr)
         name = self.owner_name(v, attr)
         if name:
             self.record(name)
@@ -658,6 +718,8 @@ class _File:
                 path = f"{v[1]}.{f.attr}"
                 self.record_ref(path, keywords)
                 return self.torch_result(path, args, node)
+            if v is not None and v[0] == "localmod":
+                return self.call_kind(self.from_sibling(self.project[v[1]], f.attr))
             name = self.owner_name(v, f.attr, called=True)
             if name:
                 self.record(name, keywords)
@@ -676,6 +738,12 @@ class _File:
                     return ("iterof", elem_of(args[0]))
                 if f.id == "next" and args:
                     return elem_of(args[0])
+            return None
+        return self.call_kind(k)
+
+    def call_kind(self, k):
+        """The kind of the result of calling a value of kind `k` (not a torch name)."""
+        if k is None:
             return None
         tag = k[0]
         if tag == "usercls":
@@ -718,6 +786,8 @@ class _File:
             return ("optimizer",)
         if path.endswith("DataLoader"):
             return ("loader",)
+        if path.endswith(".GradScaler"):
+            return ("scaler",)
         if path == "torch.autograd.grad":
             return TUPLE
         if len(parts) == 2 or parts[1] in ("fft", "linalg", "special") and len(parts) == 3:
@@ -764,6 +834,8 @@ class _File:
             if attr not in MODULE_API:  # calling a sub-module
                 return TENSOR
             return None
+        if tag == "scaler" and attr == "scale":
+            return TENSOR
         if tag == "tdict":
             if attr == "items":
                 return ("iterof", ("seq", (None, TENSOR)))
@@ -804,9 +876,10 @@ def to_json(uses: dict, corpus: list) -> dict:
     }
 
 
-def extract(corpus_dir: Path) -> dict:
+def extract(corpus_dir: Path, corpus=CORPUS) -> dict:
+    """The names the repositories of `corpus`, checked out under `corpus_dir`, use."""
     uses = {}
-    for repo, commit in CORPUS:
+    for repo, commit in corpus:
         base = corpus_dir / repo
         if not base.is_dir():
             raise SystemExit(f"{base}: missing; check out {repo} at {commit} there")
@@ -815,15 +888,25 @@ def extract(corpus_dir: Path) -> dict:
                                   check=True).stdout.strip()
             if head != commit:
                 raise SystemExit(f"{base}: at {head}, the corpus pins {commit}")
+        project = {}
         for path in sorted(base.rglob("*.py")):
             if ".git" in path.parts:
                 continue
-            rel = f"{repo}/{path.relative_to(base).as_posix()}"
+            inside = path.relative_to(base).as_posix()
             try:
-                extract_source(path.read_text(encoding="utf-8", errors="replace"), rel, uses)
+                tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"), filename=inside)
             except SyntaxError as e:  # Python 2 leftovers and the like
-                print(f"skipped {rel}: {e.msg} (line {e.lineno})", file=sys.stderr)
-    return to_json(uses, CORPUS)
+                print(f"skipped {repo}/{inside}: {e.msg} (line {e.lineno})", file=sys.stderr)
+                continue
+            project[inside] = _File(tree, f"{repo}/{inside}", uses, project, inside)
+        # What each file's classes and functions are is learnt first (twice, as files import
+        # each other), then every file is interpreted again and records its uses.
+        for _ in range(2):
+            for f in project.values():
+                f.run(record=False)
+        for f in project.values():
+            f.run()
+    return to_json(uses, corpus)
 
 
 # ---- the check ------------------------------------------------------------------------------
@@ -929,6 +1012,7 @@ def _instances():
         attempt("torch.optim.lr_scheduler.LRScheduler",
                 lambda: lucid.optim.lr_scheduler.StepLR(made["torch.optim.Optimizer"], step_size=1))
     attempt("torch.utils.data.DataLoader", lambda: lucid.utils.data.DataLoader([lucid.zeros(2)]))
+    attempt("torch.amp.GradScaler", lambda: lucid.amp.GradScaler())
     return made
 
 
