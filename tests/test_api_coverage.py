@@ -1,5 +1,6 @@
 """tools/api_coverage.py: the extractor finds the torch names and keywords a program uses
-(through its import aliases), and the checker tells names lucid has from names it lacks."""
+(through its import aliases), the checker tells names lucid has from names it lacks, and the
+committed tools/api_corpus.json is what the extractor writes."""
 
 import importlib.util
 import json
@@ -238,3 +239,19 @@ def test_check_min_sets_the_exit_status(tmp_path, capsys):
     assert out["coverage"] == 50.0
     assert out["missing"] == [{"name": "torch.no_such_function_in_lucid", "keyword": None, "files": ["a.py"]}]
 
+
+def test_the_committed_corpus_is_the_extractors_format():
+    committed = json.loads((ROOT / "tools" / "api_corpus.json").read_text())
+    fresh = ac.to_json(uses(PROGRAM), ac.CORPUS)
+    assert set(committed) == set(fresh)
+    assert committed["format"] == ac.FORMAT
+    assert committed["corpus"] == fresh["corpus"]  # pinned to the commits the tool names
+    repos = tuple(f"{c['repo']}/" for c in committed["corpus"])
+    assert len(committed["names"]) > 100
+    for name, entry in committed["names"].items():
+        assert set(entry) == {"files", "kwargs"}
+        assert name.startswith(("torch.", "Tensor.", "torchvision.", "torchtext.", "torchaudio.")), name
+        assert entry["files"] == sorted(entry["files"]) and all(f.startswith(repos) for f in entry["files"])
+        for kw, files in entry["kwargs"].items():
+            assert kw.isidentifier() and files == sorted(files) and set(files) <= set(entry["files"])
+    assert list(committed["names"]) == sorted(committed["names"])
