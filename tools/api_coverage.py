@@ -88,6 +88,8 @@ CORPUS = [
     ("karpathy/build-nanogpt", "6104ab1b53920f6e2159749676073ff7d815c1fa"),
     ("karpathy/ng-video-lecture", "52201428ed7b46804849dea0b3ccf0de9df1a5c3"),
     ("karpathy/llama2.c", "350e04fe35433e6d2941dce5a1f53308f87058eb"),
+    # The code of a book that builds, pretrains and fine-tunes a GPT (and newer LLMs) from scratch.
+    ("rasbt/LLMs-from-scratch", "28c65cdfbc3338e2e040016eea4b7fdf556e4d57"),
 ]
 
 # Top-level packages whose names are recorded.
