@@ -4,6 +4,7 @@ committed tools/api_corpus.json is what the extractor writes."""
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -234,6 +235,8 @@ def test_check_min_sets_the_exit_status(tmp_path, capsys):
     assert ac.main(["--corpus", str(path), "--check", "50"]) == 0
     assert ac.main(["--corpus", str(path), "--check", "51"]) == 1
     assert "| **total** | 2 | 0 | 1 / 2 | 0 / 0 | 50.0 % |" in capsys.readouterr().out
+    assert ac.main(["--corpus", str(path), "--table"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "| **total** | 2 | 0 | 1 / 2 | 0 / 0 | 50.0 % |"
     assert ac.main(["--corpus", str(path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["coverage"] == 50.0
@@ -255,3 +258,8 @@ def test_the_committed_corpus_is_the_extractors_format():
         for kw, files in entry["kwargs"].items():
             assert kw.isidentifier() and files == sorted(files) and set(files) <= set(entry["files"])
     assert list(committed["names"]) == sorted(committed["names"])
+
+
+def test_the_docstring_says_which_commits_to_check_out():
+    for repo, commit in ac.CORPUS:
+        assert re.search(rf"^    {re.escape(repo)} +{commit}$", ac.__doc__, re.M), repo

@@ -1,67 +1,81 @@
 """How much of the PyTorch API that real programs use lucid provides.
 
     python tools/api_coverage.py --extract CORPUS_DIR [--out tools/api_corpus.json]
-    python tools/api_coverage.py [--corpus tools/api_corpus.json] [--json] [--check MIN]
+    python tools/api_coverage.py [--corpus tools/api_corpus.json] [--json | --table] [--check MIN]
 
-The corpus is every ``.py`` file of the repositories in ``CORPUS`` below, each at the commit
-given there. To re-extract, check each one out under CORPUS_DIR as ``CORPUS_DIR/<owner>/<name>``
-(for instance ``git clone https://github.com/pytorch/examples CORPUS_DIR/pytorch/examples`` and
-``git -C CORPUS_DIR/pytorch/examples checkout 77f55b91…``), then run ``--extract``; it refuses a
-git checkout at another commit. Extraction needs neither torch nor lucid: it parses each file
-with ``ast`` and writes ``tools/api_corpus.json`` (committed), so the check itself runs anywhere.
+The corpus is every ``.py`` file of these repositories, at these commits (``CORPUS`` below):
+
+    pytorch/examples            77f55b912142e11fcfdf5b530231fb9c52f181e8
+    karpathy/nanoGPT            3adf61e154c3fe3fca428ad6bc3818b27a3b8291
+    karpathy/minGPT             37baab71b9abea1b76ab957409a1cc2fbfba8a26
+    karpathy/makemore           988aa59e4d8fefa526d06f3b453ad116258398d4
+    karpathy/build-nanogpt      6104ab1b53920f6e2159749676073ff7d815c1fa
+    karpathy/ng-video-lecture   52201428ed7b46804849dea0b3ccf0de9df1a5c3
+    karpathy/llama2.c           350e04fe35433e6d2941dce5a1f53308f87058eb
+    rasbt/LLMs-from-scratch     28c65cdfbc3338e2e040016eea4b7fdf556e4d57
+
+To re-extract, check each out as ``CORPUS_DIR/<owner>/<name>`` (``git clone
+https://github.com/<owner>/<name> CORPUS_DIR/<owner>/<name>``, then ``git -C … checkout
+<commit>``; only the ``.py`` files are read) and run ``--extract``; it refuses a git checkout at
+another commit. Extraction needs neither torch nor lucid: it parses each file with ``ast`` and
+writes ``tools/api_corpus.json``, which is committed, so the check runs anywhere (CI included).
 
 ``--extract`` records every name a program uses, normalised:
 
 * ``torch.X``, ``torch.nn.X``, ``torch.nn.functional.X``, ``torch.optim.lr_scheduler.X``, … —
   the full dotted path of any attribute reached from an imported torch module, however it was
   imported (``import torch.nn as nn``, ``from torch import nn, optim``,
-  ``from torch.nn import functional as F``, ``from torch.utils.data import DataLoader``, …).
+  ``from torch.nn import functional as F``, ``from torch.utils.data import DataLoader``, …),
+  with private homes made public (``torch.nn.modules.linear.Linear`` is ``torch.nn.Linear``).
   ``torchvision``/``torchtext``/``torchaudio`` names are recorded the same way (out of scope).
-* ``Tensor.X`` — a method or attribute used on a value judged to be a tensor;
-  ``torch.nn.Module.X``, ``torch.optim.Optimizer.X``, ``torch.optim.lr_scheduler.LRScheduler.X``
-  and ``torch.utils.data.DataLoader.X`` — a method or attribute of that API (a fixed list of
-  names below) used on a value judged to be a module, optimizer, scheduler or data loader.
+* ``Tensor.X`` — a method called, or one of a tensor's plain attributes (``TENSOR_PROPERTIES``)
+  read, on a value judged to be a tensor;
+* ``torch.nn.Module.X``, ``torch.optim.Optimizer.X``, ``torch.optim.lr_scheduler.LRScheduler.X``,
+  ``torch.utils.data.DataLoader.X``, ``torch.amp.GradScaler.X`` — a name of that API (the fixed
+  lists ``MODULE_API``… below) used on a value judged to be a module, optimizer, scheduler, data
+  loader or gradient scaler, unless the program's own class defines it; and
+  ``torch.nn.parallel.DistributedDataParallel.module``;
 
 and, for each, the keyword arguments passed to it and the files that use it.
 
-Which values are tensors is a heuristic: a per-file abstract interpretation that tracks a
-"kind" for each local name, ``self`` attribute and function result, in statement order:
+Which values are what is a heuristic: an abstract interpretation of each file that tracks a
+"kind" for each name, ``self`` attribute and function result:
 
 * a tensor: the result of a torch function (``torch.randn``, ``F.softmax``, ``torch.nn.init``,
   ``torch.linalg``…, but not ``torch.device``, ``torch.load``, ``torch.manual_seed`` and the
   like), of ``nn.Parameter``, of calling a module, of a tensor method (except the ones that
   return Python values: ``item``, ``tolist``, ``size``, ``numpy``…), of arithmetic, comparison
-  or indexing with a tensor operand; ``.T``/``.data``/``.grad`` of a tensor; ``.weight``,
-  ``.bias`` and ``.grad`` of anything; an element of a tensor, of ``split``/``chunk``/
-  ``sort``/``topk``… results, of ``parameters()``, of a data loader (each batch); the values of
-  ``state_dict()``; a buffer registered with ``register_buffer``; a parameter annotated
-  ``Tensor``; the non-``self`` parameters of ``forward`` in an ``nn.Module`` subclass;
-* a module: an ``nn.<Layer>(…)`` or an instance of a class derived from ``nn.Module`` in the
-  same file, ``self`` inside such a class, a sub-attribute of a module, an element of a
+  or indexing with a tensor operand, of ``scaler.scale(…)``; ``.T``/``.data``/``.grad`` of a
+  tensor; ``.weight``, ``.bias`` and ``.grad`` of anything; an element of a tensor, of
+  ``split``/``chunk``/``sort``/``topk``… results, of ``parameters()``, of a data loader (each
+  batch); the values of ``state_dict()``; a buffer registered with ``register_buffer``; a
+  parameter annotated ``Tensor``; the non-``self`` parameters of ``forward`` in a module class;
+* a module: an ``nn.<Layer>(…)`` or an instance of a class derived from ``nn.Module``,
+  ``self`` inside such a class, a sub-attribute of a module, an element of a
   ``ModuleList``/``modules()``, ``model.to(…)``/``.train()``…, ``torch.compile(model)``;
-* an optimizer, scheduler or data loader: the result of the corresponding constructor;
+* an optimizer, scheduler, data loader or scaler: the result of its constructor;
 * function parameters named ``model``/``net`` (module), ``optimizer`` (optimizer),
   ``scheduler`` (scheduler) or ``…loader`` (data loader), or annotated with those types;
-* what a function or method defined in the file returns (from its ``return`` statements), and
-  ``self.X`` attributes assigned anywhere in the class (the file is interpreted twice: the
-  first pass learns these, the second records).
+* what a function or method returns (from its ``return`` statements), and ``self.X``
+  attributes assigned anywhere in the class: a repository's files are interpreted first to
+  learn these (classes and functions imported from a sibling file included), then again to
+  record.
 
-Classes and functions imported from another file of the same repository are known (that
-file is interpreted first). After an ``if``, a name has the kind a branch that rebinds it
-gave it, a known kind rather than an unknown one; elsewhere the last assignment in statement
-order wins. Limits: kinds do not go through packages imported as a whole (``import
-pkg.mod``); values from ``torch.load`` or other libraries, containers filled by ``append``,
-and untyped function arguments are unknown, so uses on them are missed (under-counting); a
-name bound to a tensor in one branch and to something else in the other is taken for a
-tensor (over-counting, rare).
-Module/optimizer/scheduler/loader uses are recorded only for the API names listed below, so
-a program's own attributes are never taken for API.
+After an ``if``, a name has the kind a branch that rebinds it gave it, a known kind rather
+than an unknown one; elsewhere the last assignment in statement order wins; loop bodies are
+interpreted twice. Limits: values from ``torch.load`` or other libraries, containers filled by
+``append``, packages imported whole (``import pkg.mod``) and untyped function arguments are
+unknown, so uses on them are missed (under-counting); a value wrongly judged a tensor would
+add its methods as ``Tensor.X`` (over-counting), which is why plain attributes count only from
+``TENSOR_PROPERTIES`` and why ``NOT_TENSOR_METHODS`` (list, dict and str methods, other kinds'
+API) and the methods the file's own classes define are never taken for tensor methods.
 
 The check (the default) looks each name up in lucid (``torch.`` becomes ``lucid.``; the
-``Tensor.``/``Module``/optimizer/scheduler/loader names are looked up on an instance, so
-attributes set in ``__init__`` count) and each keyword with ``inspect.signature`` (accepted by
-name or by ``**kwargs``). Names matching ``OUT_OF_SCOPE`` are reported apart, with the reason.
-Coverage counts names and (name, keyword) pairs alike: covered / in scope.
+``Tensor``, module, optimizer, scheduler, loader and scaler names are looked up on an
+instance, and an attribute a class's methods assign to ``self`` counts) and each keyword with
+``inspect.signature`` (accepted by name or by ``**kwargs``). Names under ``OUT_OF_SCOPE`` are
+reported apart, with the reason. Coverage counts in-scope names and (name, keyword) pairs
+alike: covered / in scope.
 """
 
 from __future__ import annotations
@@ -1092,7 +1106,8 @@ def accepts(obj, keyword: str) -> bool:
 
 def check(corpus: dict) -> dict:
     """Each name and (name, keyword) of `corpus` marked covered, missing or out of scope."""
-    sys.path.insert(0, str(ROOT))
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     instances = _instances()
     rows = []
     for name, entry in corpus["names"].items():
@@ -1160,17 +1175,22 @@ def missing(result: dict) -> list:
     return out
 
 
-def report(result: dict, corpus: dict) -> str:
-    lines = [f"Corpus: every Python file of {', '.join(c['repo'] for c in corpus['corpus'])} "
-             "(commits pinned in tools/api_coverage.py).", "",
-             "| Area | Names used | Out of scope | Names covered | Keyword arguments covered | Coverage |",
+def table(result: dict) -> str:
+    """The coverage table, one row per area and a total."""
+    lines = ["| Area | Names used | Out of scope | Names covered | Keyword arguments covered | Coverage |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for title, c in summary(result).items():
         label = f"**{title}**" if title == "total" else title
         lines.append(f"| {label} | {c['used']} | {c['out']} | {c['covered']} / {c['in']} "
                      f"| {c['kw_covered']} / {c['kw_in']} "
                      f"| {_pct(c['covered'] + c['kw_covered'], c['in'] + c['kw_in'])} |")
-    lines += ["", "Coverage counts in-scope names and (name, keyword argument) pairs alike.", ""]
+    return "\n".join(lines)
+
+
+def report(result: dict, corpus: dict) -> str:
+    lines = [f"Corpus: every Python file of {', '.join(c['repo'] for c in corpus['corpus'])} "
+             "(commits pinned in tools/api_coverage.py).", "", table(result), "",
+             "Coverage counts in-scope names and (name, keyword argument) pairs alike.", ""]
     reasons = defaultdict(list)
     for r in result["rows"]:
         if r["out_of_scope"]:
@@ -1193,7 +1213,9 @@ def main(argv=None) -> int:
                     help="parse the corpus checked out under CORPUS_DIR/<owner>/<name> and write the JSON")
     ap.add_argument("--out", type=Path, default=DEFAULT_JSON, help="where --extract writes (default: %(default)s)")
     ap.add_argument("--corpus", type=Path, default=DEFAULT_JSON, help="the JSON to check (default: %(default)s)")
-    ap.add_argument("--json", action="store_true", help="print the missing names as JSON instead of the report")
+    out = ap.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the missing names as JSON instead of the report")
+    out.add_argument("--table", action="store_true", help="print only the coverage table (the README's)")
     ap.add_argument("--check", type=float, metavar="MIN", help="exit 1 if coverage is below MIN %%")
     args = ap.parse_args(argv)
     if args.extract is not None:
@@ -1208,6 +1230,8 @@ def main(argv=None) -> int:
     cov = coverage(result)
     if args.json:
         print(json.dumps({"coverage": round(cov, 2), "missing": missing(result)}, indent=1))
+    elif args.table:
+        print(table(result))
     else:
         print(report(result, corpus))
     if args.check is not None and cov < args.check:
