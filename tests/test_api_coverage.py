@@ -54,6 +54,8 @@ def train(model, loader, device):
 
 
 w = torch.randn(3, requires_grad=True)
+v = torch.matmul(w, torch.tensor([1.0, 2.0, 3.0]))
+torch.backends.cuda.matmul.allow_tf32 = True
 for a, b in zip(w.split(1), w.chunk(3)):
     a.add_(b)
 names = ["a", "b"]
@@ -80,7 +82,8 @@ def test_the_extractor_finds_names_and_keywords():
         "Tensor.backward": set(), "torch.optim.Optimizer.step": set(),
         "torch.optim.lr_scheduler.LRScheduler.step": set(), "Tensor.item": set(), "Tensor.shape": set(),
         "torchvision.datasets.MNIST": set(), "torch.randn": {"requires_grad"}, "Tensor.split": set(),
-        "Tensor.chunk": set(), "Tensor.add_": set(),
+        "Tensor.chunk": set(), "Tensor.add_": set(), "torch.matmul": set(), "torch.tensor": set(),
+        "torch.backends.cuda.matmul.allow_tf32": set(),
     }
     for name, kws in expected.items():
         assert name in u, name
@@ -88,7 +91,8 @@ def test_the_extractor_finds_names_and_keywords():
         assert u[name]["files"] == {"prog.py"}
     # Never a use: modules themselves, lists/str/dict methods, a program's own attributes and
     # methods, and names imported but not used.
-    for name in ("torch", "torch.nn", "torch.optim", "torch.nn.functional", "Tensor.append", "Tensor.keys",
+    for name in ("torch", "torch.nn", "torch.optim", "torch.nn.functional", "torch.backends.cuda.matmul",
+                 "Tensor.append", "Tensor.keys",
                  "Tensor.fc", "Tensor.mask", "torch.nn.Module.fc", "torch.nn.Module.describe",
                  "Tensor.describe", "torch.utils.data.DataLoader"):
         assert name not in u, name

@@ -109,15 +109,20 @@ CORPUS = [
 # Top-level packages whose names are recorded.
 ROOTS = ("torch", "torchvision", "torchtext", "torchaudio")
 
-# Names that are torch modules (a bare reference to one is not a use of an API name).
-SUBMODULES = {
-    "nn", "optim", "utils", "data", "distributed", "multiprocessing", "cuda", "backends", "cudnn", "mps", "fft",
-    "linalg", "special", "amp", "autograd", "onnx", "jit", "fx", "distributions", "testing", "profiler", "hub",
-    "functional", "init", "lr_scheduler", "parallel", "rnn", "_dynamo", "export", "compiler", "sparse", "ao",
-    "quantization", "random", "serialization", "nested", "masked", "futures", "rpc", "fsdp", "tensor", "checkpoint",
-    "elastic", "pipelining", "device_mesh", "accelerator", "datasets", "transforms", "models", "vocab", "tensorboard",
-    "node", "proxy", "matmul", "_tensor", "algorithms",
-}
+# Modules (a bare reference to one, as in `from torch import nn`, is not a use of an API name).
+MODULES = {f"torch.{m}" for m in (
+    "nn", "nn.functional", "nn.init", "nn.utils", "nn.utils.rnn", "nn.parallel", "nn.modules", "optim",
+    "optim.lr_scheduler", "utils", "utils.data", "utils.data.distributed", "utils.checkpoint", "utils.tensorboard",
+    "distributed", "distributed.rpc", "distributed.autograd", "distributed.optim", "distributed.nn",
+    "distributed.fsdp", "distributed.tensor", "distributed.tensor.parallel", "distributed.checkpoint",
+    "distributed.device_mesh", "distributed._tensor", "distributed.algorithms", "distributed.elastic",
+    "multiprocessing", "cuda", "cuda.amp", "cuda.nccl", "backends", "backends.cudnn", "backends.cuda",
+    "backends.mps", "fft", "linalg", "special", "amp", "autograd", "autograd.profiler", "onnx", "jit", "fx",
+    "fx.node", "fx.proxy", "distributions", "testing", "profiler", "hub", "accelerator", "serialization", "random",
+    "sparse", "export", "compiler", "_dynamo", "futures", "ao", "quantization", "nested", "masked")} | {
+    f"torchvision.{m}" for m in ("datasets", "transforms", "models", "utils", "io", "ops")} | {
+    f"torchtext.{m}" for m in ("data", "data.utils", "datasets", "vocab", "legacy", "legacy.data",
+                               "legacy.datasets")} | set(ROOTS)
 
 # nn.Module / Optimizer / LRScheduler / DataLoader API names recorded on values of that kind.
 MODULE_API = {
@@ -190,8 +195,8 @@ DDP = ("module", "<DistributedDataParallel>")
 
 # Where torch defines a public name in a private module, the public spelling.
 PUBLIC_HOME = [("torch.nn.modules.", "torch.nn."), ("torch.nn.parameter.", "torch.nn."),
-               ("torch.utils.data.dataloader.", "torch.utils.data."), ("torch.utils.data.dataset.", "torch.utils.data."),
-               ("torch.utils.data.sampler.", "torch.utils.data.")]
+               ("torch.utils.data.dataloader.", "torch.utils.data."),
+               ("torch.utils.data.dataset.", "torch.utils.data."), ("torch.utils.data.sampler.", "torch.utils.data.")]
 
 
 def normalise(path: str) -> str:
@@ -273,8 +278,10 @@ class _File:
             entry["kwargs"].setdefault(kw, set()).add(self.filename)
 
     def record_ref(self, path, keywords=()):
-        if path in self.modules or path.split(".")[-1] in SUBMODULES and not keywords:
+        if path in self.modules or path in MODULES:
             return
+        if path.rsplit(".", 1)[-1].startswith("__"):  # record_function.__enter__ = …: a use of its owner
+            return self.record_ref(path.rsplit(".", 1)[0])
         self.record(normalise(path), keywords)
 
     # ---- statements -------------------------------------------------------------------------
@@ -401,7 +408,7 @@ class _File:
                 continue
             path = f"{s.module}.{a.name}"
             env[a.asname or a.name] = ref(path)
-            if a.name in SUBMODULES:
+            if path in MODULES:
                 self.modules.add(path)
 
     def sibling(self, module, level):
@@ -544,7 +551,7 @@ class _File:
             for e, pk in zip(elts, parts):
                 self.bind(e.value if isinstance(e, ast.Starred) else e, pk, env)
         elif isinstance(target, ast.Attribute):
-            owner = self.expr(target.value, env)
+            owner = self.expr(target.value, env, inner=True)
             if owner is not None and owner[0] in ("module", "obj") and owner[1] == self.cls and self.cls:
                 attrs = self.classes[self.cls]["attrs"]
                 if not self.recording and k is not None:  # the last assignment wins (model = DDP(model))
