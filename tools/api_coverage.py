@@ -801,6 +801,8 @@ class _File:
             return TUPLE if last in TUPLE_FUNCS else TENSOR
         if path in ("torch.nn.parallel.DistributedDataParallel", "torch.nn.DataParallel"):
             return DDP
+        if path.startswith("torch.nn.utils.") and not last[:1].isupper():
+            return TENSOR  # clip_grad_norm_ (the norm), parameters_to_vector, pad_sequence…
         if path.startswith("torch.nn.") and last[:1].isupper():
             return ("module", None)
         if path.startswith("torch.optim.lr_scheduler.") and last[:1].isupper():
@@ -1028,7 +1030,7 @@ def _instances():
         except Exception:  # a missing class leaves the look-up to the class path
             pass
 
-    attempt("Tensor", lambda: lucid.zeros(2))
+    attempt("Tensor", lambda: lucid.zeros(2, 2))
     attempt("torch.nn.Module", lambda: lucid.nn.Module())
     attempt("torch.optim.Optimizer", lambda: lucid.optim.SGD([lucid.nn.Parameter(lucid.zeros(2))], lr=0.1))
     if "torch.optim.Optimizer" in made:
@@ -1046,14 +1048,16 @@ def resolve(name: str, instances: dict):
     owner, _, attr = name.rpartition(".")
     if owner in instances:
         obj = instances[owner]
+        if hasattr(type(obj), attr):  # a method or property: its signature is the class's
+            return getattr(type(obj), attr)
         try:
             return getattr(obj, attr)
         except AttributeError:
-            pass
-        try:
-            return getattr(type(obj), attr)
-        except AttributeError:
+            if _sets_attribute(type(obj), attr):
+                return None
             raise LookupError(name) from None
+        except Exception:  # a property that fails on this instance exists all the same
+            return None
     parts = name.split(".")
     if parts[0] == "Tensor":
         parts = ["torch"] + parts
