@@ -948,6 +948,7 @@ OUT_OF_SCOPE = [
     ("torch.cuda.nccl", "NCCL-only collectives"),
     ("torch.cuda.amp", "deprecated CUDA-only spelling of torch.amp (the torch.amp names are checked)"),
     ("torch.cuda", "CUDA-only runtime: streams, events, kernels, and the CUDA device's RNG and memory"),
+    ("torch.version.cuda", "the version of the CUDA toolkit torch was built with (CUDA-only)"),
     ("torch.backends.cudnn", "cuDNN (CUDA-only) kernel switches"),
     ("torch.backends.cuda", "CUDA-only kernel switches (TF32, attention kernel choice)"),
     ("torch.compile", "compilation: torch.compile"),
