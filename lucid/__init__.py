@@ -6,6 +6,8 @@
 ...     y = x @ x.T        # float16 inside the scope
 """
 
+import math
+
 from ._types import bfloat16, bool_, device, dtype, float16, float32, int32, int64
 from ._tensor import TYPED as _TYPED, Tensor
 from ._ops.creation import *  # noqa: F401,F403  (tensor, zeros, arange, randn …)
@@ -20,9 +22,21 @@ from ._ops import reduce as _reduce, shape as _shape, sparse as _sparse
 from ._grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from ._memory import empty_cache, max_memory_allocated, memory_allocated, reset_peak_memory_stats
 from ._threads import get_num_threads, set_num_threads
+from ._settings import get_default_dtype, get_float32_matmul_precision, set_default_dtype, set_float32_matmul_precision
 from .serialization import load, save
 # lucid.distributed imports mpi4py only when init() runs, so importing it here costs nothing.
-from . import accelerator, amp, autograd, backends, cuda, distributed, metal, nn, optim, sparse, utils
+from . import accelerator, amp, autograd, backends, cuda, distributed, metal, nn, optim, sparse, testing, utils
+from .amp import autocast
+from .utils.data import Generator
+
+inf, nan, pi, e = math.inf, math.nan, math.pi, math.e
+
+
+class Size(tuple):
+    """A shape, as torch.Size: a tuple of ints (``tensor.shape`` compares equal to one)."""
+
+    def numel(self) -> int:
+        return math.prod(self)
 
 
 half = float16
@@ -36,7 +50,8 @@ __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "int32
            "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache", "save", "load",
            "set_num_threads", "get_num_threads",
            "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode", "accelerator", "amp", "autograd",
-           "backends", "cuda", "distributed", "sparse", "nn", "optim", "metal", "utils"]
+           "backends", "cuda", "distributed", "sparse", "testing", "autocast", "Generator", "Size", "inf", "nan", "pi", "e",
+           "get_default_dtype", "set_default_dtype", "set_float32_matmul_precision", "get_float32_matmul_precision", "nn", "optim", "metal", "utils"]
 
 globals().update(_TYPED)  # FloatTensor, LongTensor, … (PyTorch's legacy tensor types)
 __all__ += list(_TYPED)

@@ -95,10 +95,11 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
 
     # ---- conversion --------------------------------------------------------------------------
 
-    def to(self, *args, dtype=None, device=None, copy=False):
+    def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
         """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(other_tensor)``.
 
         Returns `self` when nothing changes; with `copy`, always a tensor in storage of its own.
+        `non_blocking` is accepted and has nothing to do: a copy to "metal" is queued anyway.
         """
         for a in args:
             if a is None:  # to(None): no device given, as in PyTorch
@@ -141,6 +142,21 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
 
     def metal(self):
         return self.to("metal")
+
+    def type_as(self, other):
+        """This tensor converted to `other`'s dtype."""
+        return self.to(other.dtype)
+
+    def pin_memory(self):
+        """This tensor: host memory needs no pinning for lucid's devices."""
+        return self
+
+    def nelement(self) -> int:
+        return self.numel()
+
+    @property
+    def is_xpu(self) -> bool:
+        return False
 
     def cuda(self, device=None, non_blocking=False):
         """Raises: lucid has no CUDA device (use ``.to("metal")`` on Apple Silicon)."""

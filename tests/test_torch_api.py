@@ -263,3 +263,111 @@ def test_lbfgs_follows_pytorchs_iterates():
         lucid.optim.LBFGS([x], line_search_fn="strong_wolfe")
     with pytest.raises(RuntimeError, match="closure"):
         opt.step(None)
+
+
+# ---- more of torch's namespace ------------------------------------------------------------------
+
+def test_constants_settings_and_aliases():
+    import math
+    assert (lucid.inf, lucid.pi, lucid.e) == (math.inf, math.pi, math.e) and math.isnan(lucid.nan)
+    assert lucid.Size([2, 3]) == (2, 3) and lucid.Size([2, 3]).numel() == 6 and lucid.zeros(2, 3).shape == lucid.Size((2, 3))
+    assert lucid.get_default_dtype() is lucid.float32
+    lucid.set_default_dtype(lucid.float32)
+    with pytest.raises(TypeError, match="float32"):
+        lucid.set_default_dtype(lucid.float16)
+    lucid.set_float32_matmul_precision("high")
+    assert lucid.get_float32_matmul_precision() == "high"
+    lucid.set_float32_matmul_precision("highest")
+    with pytest.raises(ValueError):
+        lucid.set_float32_matmul_precision("low")
+    assert lucid.autocast is lucid.amp.autocast and lucid.Generator is lucid.utils.data.Generator
+
+
+def test_predicates_and_comparisons_match_numpy():
+    a = np.array([1.0, np.nan, np.inf, -np.inf, 0.0], dtype=np.float32)
+    t = lucid.tensor(a)
+    np.testing.assert_array_equal(lucid.isnan(t).numpy(), np.isnan(a))
+    np.testing.assert_array_equal(t.isinf().numpy(), np.isinf(a))
+    np.testing.assert_array_equal(lucid.isfinite(t).numpy(), np.isfinite(a))
+    assert not lucid.isinf(lucid.tensor([1, 2])).numpy().any()
+    b = a + np.float32(1e-6)
+    for equal_nan in (False, True):
+        np.testing.assert_array_equal(lucid.isclose(t, lucid.tensor(b), equal_nan=equal_nan).numpy(),
+                                      np.isclose(a, b, equal_nan=equal_nan))
+    assert lucid.allclose(lucid.ones(3), lucid.ones(3) + 1e-9) and not lucid.allclose(lucid.ones(3), lucid.ones(3) * 2)
+    assert lucid.equal(lucid.arange(3), lucid.arange(3)) and not lucid.equal(lucid.arange(3), lucid.arange(4))
+    np.testing.assert_array_equal(lucid.outer(lucid.arange(3.0), lucid.tensor([1.0, -1.0])).numpy(),
+                                  np.outer(np.arange(3.0), [1, -1]))
+
+
+def test_any_all_cumsum_match_numpy():
+    a = np.array([[0, 2, 0], [1, 1, 0]], dtype=np.int64)
+    t = lucid.tensor(a)
+    assert t.any().item() and not t.all().item()
+    np.testing.assert_array_equal(t.any(1).numpy(), a.any(1))
+    np.testing.assert_array_equal(lucid.all(t, 0, keepdim=True).numpy(), a.all(0, keepdims=True))
+    np.testing.assert_array_equal(t.cumsum(1).numpy(), np.cumsum(a, 1))
+    f = np.random.default_rng(5).standard_normal((3, 4)).astype(np.float32)
+    x = lucid.tensor(f, requires_grad=True)
+    np.testing.assert_allclose(lucid.cumsum(x, 0).detach().numpy(), np.cumsum(f, 0), rtol=1e-5, atol=1e-6)
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    (x.cumsum(1) * lucid.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.cumsum(w[:, ::-1], 1)[:, ::-1], rtol=1e-6)
+
+
+def test_flip_unbind_repeat_and_repeat_interleave_match_numpy():
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = lucid.tensor(a)
+    np.testing.assert_array_equal(t.flip((0, 2)).numpy(), np.flip(a, (0, 2)))
+    assert [u.numpy().tolist() for u in t.unbind(1)] == [a[:, i].tolist() for i in range(3)]
+    np.testing.assert_array_equal(t.repeat(2, 1, 1, 3).numpy(), np.tile(a, (2, 1, 1, 3)))
+    np.testing.assert_array_equal(t.repeat_interleave(2, dim=1).numpy(), np.repeat(a, 2, axis=1))
+    np.testing.assert_array_equal(lucid.repeat_interleave(t, 3).numpy(), np.repeat(a, 3))
+    np.testing.assert_array_equal(t.repeat_interleave(lucid.tensor([1, 0, 2]), dim=1).numpy(),
+                                  np.repeat(a, [1, 0, 2], axis=1))
+    assert t.mT.shape == (2, 4, 3) and t.nelement() == 24
+    with pytest.raises(RuntimeError, match="sizes"):
+        t.repeat(2, 2)
+    x = lucid.tensor(a[0], requires_grad=True)
+    (x.repeat(2, 1) * lucid.tensor(np.arange(24, dtype=np.float32).reshape(6, 4))).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.arange(24).reshape(6, 4)[:3] + np.arange(24).reshape(6, 4)[3:])
+
+
+def test_nonzero_and_index_add_match_numpy():
+    a = np.array([[0, 3, 0], [4, 0, 5]], dtype=np.float32)
+    np.testing.assert_array_equal(lucid.nonzero(lucid.tensor(a)).numpy(), np.argwhere(a))
+    rows, cols = lucid.tensor(a).nonzero(as_tuple=True)
+    np.testing.assert_array_equal(rows.numpy(), np.nonzero(a)[0])
+    np.testing.assert_array_equal(cols.numpy(), np.nonzero(a)[1])
+    base = np.zeros((3, 4), dtype=np.float32)
+    src = np.arange(9, dtype=np.float32).reshape(3, 3)
+    want = base.copy()
+    np.add.at(want, (slice(None), [0, 2, 0]), 2 * src)
+    got = lucid.tensor(base).index_add_(1, lucid.tensor([0, 2, 0]), lucid.tensor(src), alpha=2)
+    np.testing.assert_array_equal(got.numpy(), want)
+    with pytest.raises(TypeError, match="1-D integer"):
+        lucid.zeros(3).index_add_(0, lucid.tensor([0.0]), lucid.ones(1))
+
+
+def test_linspace_as_tensor_and_small_tensor_methods():
+    np.testing.assert_allclose(lucid.linspace(-1, 2, 7).numpy(), np.linspace(-1, 2, 7, dtype=np.float32))
+    t = lucid.ones(2)
+    assert lucid.as_tensor(t) is t and lucid.as_tensor([1, 2]).dtype == lucid.int64
+    assert lucid.as_tensor(t, dtype=lucid.float16).dtype == lucid.float16
+    assert t.type_as(lucid.tensor([1])).dtype == lucid.int64 and t.pin_memory() is t and not t.is_xpu
+    assert t.to("cpu", non_blocking=True) is t
+    lucid.manual_seed(0)
+    r = lucid.zeros(2000).random_(3, 7)
+    assert set(r.tolist()) == {3.0, 4.0, 5.0, 6.0}
+
+
+def test_assert_close_passes_and_fails_as_pytorchs():
+    lucid.testing.assert_close(lucid.ones(3), lucid.ones(3) + 1e-7)
+    lucid.testing.assert_close(lucid.tensor([np.inf, np.nan]), lucid.tensor([np.inf, np.nan]), equal_nan=True)
+    for bad, match in ((lucid.ones(3) * 1.01, "not close"), (lucid.ones(2), "shapes"),
+                       (lucid.ones(3, dtype=lucid.float16), "dtypes")):
+        with pytest.raises(AssertionError, match=match):
+            lucid.testing.assert_close(lucid.ones(3), bad)
+    lucid.testing.assert_close(lucid.ones(3), lucid.ones(3) * 1.01, rtol=0.02, atol=0.0)
+    with pytest.raises(AssertionError, match="custom"):
+        lucid.testing.assert_close(lucid.zeros(1), lucid.ones(1), msg="custom")

@@ -11,7 +11,7 @@ from .._core import TensorBase, result, scalar, shape_args
 from .._types import as_device, bool_, check_dtype, float32, from_numpy_dtype, int64, is_numpy_bfloat16
 
 __all__ = ["tensor", "from_numpy", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
-           "empty_like", "rand_like", "randn_like", "arange", "rand", "randn", "manual_seed"]
+           "empty_like", "rand_like", "randn_like", "arange", "rand", "randn", "manual_seed", "linspace", "as_tensor"]
 
 
 def _to_numpy(data) -> np.ndarray:
@@ -159,6 +159,23 @@ def rand(*size, dtype=None, device="cpu", requires_grad=False):
 def randn(*size, dtype=None, device="cpu", requires_grad=False):
     """Standard normal samples from the generator `manual_seed` reseeds."""
     return _random(size, True, dtype, device, requires_grad)
+
+
+def linspace(start, end, steps, *, dtype=None, device="cpu", requires_grad=False):
+    """`steps` values from `start` to `end`, evenly spaced (both ends included)."""
+    n = operator.index(steps)
+    if n < 0:
+        raise ValueError(f"linspace(): steps must be non-negative, got {steps}")
+    values = np.linspace(float(start), float(end), n)
+    return leaf(tensor(values, dtype=float32 if dtype is None else check_dtype(dtype), device=device), requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None):
+    """`data` as a tensor: a tensor of that dtype and device is returned as it is (no copy),
+    anything else as ``tensor()`` makes it."""
+    if isinstance(data, TensorBase):
+        return data.to(dtype=dtype, device=device)
+    return tensor(data, dtype=dtype, device="cpu" if device is None else device)
 
 
 def manual_seed(seed: int) -> None:

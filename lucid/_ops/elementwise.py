@@ -239,6 +239,55 @@ def logical_not(input, *, out=None):
     return returned(result(_C.bitwise_not(tensor_arg(input, "logical_not").to(bool_)._h)), out, "logical_not")
 
 
+def isnan(input):
+    """Where `input` is NaN (bool)."""
+    t = tensor_arg(input, "isnan")
+    return compare(_C.NE, t, t)
+
+
+def isinf(input):
+    """Where `input` is +inf or -inf (bool)."""
+    t = tensor_arg(input, "isinf")
+    if not t.dtype.is_floating_point:
+        return compare(_C.NE, t, t)  # all False
+    return compare(_C.EQ, result(_unary_op(UNARY["abs"], t._h)), float("inf"))
+
+
+def isfinite(input):
+    """Where `input` is neither infinite nor NaN (bool)."""
+    return logical_not(logical_or(isnan(input), isinf(input)))
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Where ``|input - other| <= atol + rtol * |other|`` (bool), as torch.isclose; infinities
+    are close to themselves, NaNs only with `equal_nan`."""
+    a, b = tensor_arg(input, "isclose"), tensor_arg(other, "isclose", "other")
+    close = logical_or(eq(a, b), le((a - b).abs(), atol + rtol * b.abs()))
+    return logical_or(close, logical_and(isnan(a), isnan(b))) if equal_nan else close
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
+    """Whether every element of `input` is close to `other`'s (see :func:`isclose`)."""
+    return bool(isclose(input, other, rtol, atol, equal_nan).all())
+
+
+def equal(input, other) -> bool:
+    """Whether the two tensors have one shape and equal elements."""
+    a, b = tensor_arg(input, "equal"), tensor_arg(other, "equal", "other")
+    return a.shape == b.shape and bool(eq(a, b).all())
+
+
+def outer(input, vec2, *, out=None):
+    """The outer product of two 1-D tensors: ``[n, m]`` with ``input[i] * vec2[j]``."""
+    for t, what in ((input, "input"), (vec2, "vec2")):
+        if tensor_arg(t, "outer", what).ndim != 1:
+            raise RuntimeError(f"outer(): {what} must be 1-D, got shape {tuple(t.shape)}")
+    return returned(input.reshape(-1, 1) * vec2.reshape(1, -1), out, "outer")
+
+
+ger = outer
+
+
 # ---- selection ---------------------------------------------------------------------------------
 
 def where(condition, input, other, *, out=None):
@@ -362,7 +411,8 @@ class ElementwiseMethods:
     eq, ne, lt, le, gt, ge = eq, ne, lt, le, gt, ge
     bitwise_and, bitwise_or, bitwise_xor, bitwise_not = bitwise_and, bitwise_or, bitwise_xor, bitwise_not
     logical_and, logical_or, logical_xor, logical_not = logical_and, logical_or, logical_xor, logical_not
-    masked_fill = masked_fill
+    masked_fill, isnan, isinf, isfinite, isclose, allclose, equal, outer = (masked_fill, isnan, isinf, isfinite,
+                                                                            isclose, allclose, equal, outer)
 
     def where(self, condition, other):
         """``self`` where ``condition`` holds, ``other`` elsewhere."""
@@ -374,4 +424,5 @@ for _name, _fn in unary_functions.items():
 
 __all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "clip", "matmul", "mm", "dot", "eq", "ne", "lt", "le",
            "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "logical_and", "logical_or",
-           "logical_xor", "logical_not", "where", *unary_functions]
+           "logical_xor", "logical_not", "where", "isnan", "isinf", "isfinite", "isclose", "allclose", "equal", "outer",
+           "ger", *unary_functions]

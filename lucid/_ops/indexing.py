@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import _C, _core
 from .._core import TensorBase, result, scalar, tensor_arg
 from .._types import as_index, int64
 from . import writes
-from .creation import arange
+from .creation import arange, tensor
 from .shape import view
 from .writes import encode, has_tensor, operand, returned
 
@@ -145,6 +147,37 @@ def gather(input, dim, index, *, out=None):
     return returned(r, out, "gather")
 
 
+def nonzero(input, *, as_tuple=False):
+    """The positions of the non-zero elements: an int64 ``[count, ndim]`` tensor, or with
+    `as_tuple` one 1-D tensor per dimension."""
+    t = tensor_arg(input, "nonzero")
+    where_ = np.nonzero(t.numpy().reshape(t.shape or (1,)))
+    if as_tuple:
+        return tuple(tensor(w.astype(np.int64), device=t.device) for w in where_)
+    return tensor(np.stack(where_, axis=1).astype(np.int64).reshape(-1, max(t.ndim, 1)), device=t.device)
+
+
+def index_add_(input, dim, index, source, *, alpha=1):
+    """Adds ``alpha * source`` at the positions `index` names along `dim` (repeated positions add
+    up), in place: ``self[:, index[i]] += alpha * source[:, i]`` for dim 1."""
+    t = tensor_arg(input, "index_add_")
+    d = t._wrap_dim(dim, "index_add_")
+    index = tensor_arg(index, "index_add_", "index")
+    if index.ndim != 1 or index.dtype.is_floating_point:
+        raise TypeError(f"index_add_: index must be a 1-D integer tensor, got {index.dtype} of shape "
+                        f"{tuple(index.shape)}")
+    src = operand(t, source, "index_add_")
+    if alpha != 1:
+        src = src * alpha
+    # t[:, index] for dim 1: one tensor index keeps its dimension in place.
+    return index_put_(t, (slice(None),) * d + (index,), src, accumulate=True, op="index_add_")
+
+
+def index_add(input, dim, index, source, *, alpha=1):
+    """`index_add_` on a copy (differentiable in input and source)."""
+    return index_add_(tensor_arg(input, "index_add").clone(), dim, index, source, alpha=alpha)
+
+
 class IndexingMethods:
     """Tensor's subscripts and index methods."""
 
@@ -153,7 +186,8 @@ class IndexingMethods:
     __getitem__, __setitem__ = getitem, setitem
     index_put_, index_put, scatter_, scatter, scatter_add_, scatter_add = (index_put_, index_put, scatter_, scatter,
                                                                            scatter_add_, scatter_add)
-    select, index_select, gather = select, index_select, gather
+    select, index_select, gather, nonzero, index_add_, index_add = (select, index_select, gather, nonzero, index_add_,
+                                                                    index_add)
 
     def __iter__(self):
         if self.ndim == 0:
@@ -161,4 +195,4 @@ class IndexingMethods:
         return (getitem(self, i) for i in range(self.shape[0]))
 
 
-__all__ = ["index_put", "scatter", "scatter_add", "select", "index_select", "gather"]
+__all__ = ["index_put", "scatter", "scatter_add", "select", "index_select", "gather", "nonzero", "index_add"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .. import _C
 from .._core import TensorBase, scalar, scalar_or_raise, tensor_arg
 from .._types import bool_
+from .composed import randint
 from .creation import rand, randn
 from .elementwise import UNARY, binary, clamp, masked_fill, unary_functions
 from .writes import assign, encode, fill, index_put, operand, recording, source
@@ -151,6 +152,17 @@ class InPlaceMethods:
     def normal_(self, mean=0.0, std=1.0):
         """Fills with normal samples of this mean and standard deviation."""
         return assign(self, randn(self.shape, dtype=self.dtype, device=self.device) * std + mean, "normal_")
+
+    def random_(self, *bounds):
+        """Fills with integers drawn uniformly from ``[from, to)`` (``random_(to)``,
+        ``random_(from, to)``), from lucid's generator."""
+        if len(bounds) == 1:
+            low, high = 0, bounds[0]
+        elif len(bounds) == 2:
+            low, high = bounds
+        else:
+            raise TypeError("random_() takes to, or from and to")
+        return assign(self, randint(low, high, self.shape, device=self.device), "random_")
 
     def uniform_(self, a=0.0, b=1.0):
         """Fills with uniform samples from ``[a, b)``."""

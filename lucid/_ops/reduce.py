@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+import numpy as np
+
 from .. import _C
 from .._core import dims_arg, result, tensor_arg, wrap
 from .._types import as_index
+from .creation import tensor
 from .elementwise import where
 from .writes import returned
 
@@ -134,6 +137,35 @@ def norm(input, p="fro", dim=None, keepdim=False, *, out=None):
     return returned(r, out, "norm")
 
 
+def any(input, dim=None, keepdim=False, *, out=None):
+    """Whether any element (along ``dim``, or of all) is non-zero (bool)."""
+    t = tensor_arg(input, "any")
+    return returned(sum(t != 0, dim, keepdim) > 0, out, "any")
+
+
+def all(input, dim=None, keepdim=False, *, out=None):
+    """Whether every element (along ``dim``, or of all) is non-zero (bool)."""
+    t = tensor_arg(input, "all")
+    return returned(sum(t == 0, dim, keepdim) == 0, out, "all")
+
+
+def cumsum(input, dim, *, dtype=None, out=None):
+    """Running sums along ``dim``: element i is the sum of elements 0..i. Floating inputs are
+    differentiable (a product with a triangle of ones); integers and bools sum in int64."""
+    t = tensor_arg(input, "cumsum")
+    d = t._wrap_dim(dim, "cumsum")
+    if dtype is not None:
+        t = t.to(dtype)
+    if not t.dtype.is_floating_point:
+        summed = np.cumsum(t.numpy().astype(np.int64), axis=d) if t.ndim else t.numpy().astype(np.int64)
+        return returned(tensor(summed, device=t.device), out, "cumsum")
+    if t.ndim == 0:
+        return returned(t.clone(), out, "cumsum")
+    n = t.shape[d]
+    upper = tensor(np.triu(np.ones((n, n), dtype=np.float32)), dtype=t.dtype, device=t.device)
+    return returned((t.transpose(d, -1) @ upper).transpose(d, -1), out, "cumsum")
+
+
 class ReduceMethods:
     """Tensor's reductions."""
 
@@ -141,8 +173,8 @@ class ReduceMethods:
 
     sum, mean, amax, amin, logsumexp = sum, mean, amax, amin, logsumexp
     max, min, argmax, argmin, var, std = max, min, argmax, argmin, var, std
-    softmax, log_softmax, norm = softmax, log_softmax, norm
+    softmax, log_softmax, norm, any, all, cumsum = softmax, log_softmax, norm, any, all, cumsum
 
 
 __all__ = ["sum", "mean", "amax", "amin", "logsumexp", "max", "min", "argmax", "argmin", "var", "std", "softmax",
-           "log_softmax", "norm"]
+           "log_softmax", "norm", "any", "all", "cumsum"]

@@ -3,10 +3,12 @@ triangles, with `ShapeMethods`. Views take no ``out=``, as in PyTorch."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import _C
 from .._core import TensorBase, dims_arg, int_tuple, result, shape_args, tensor_arg, wrap
 from .._types import as_index
-from .creation import arange
+from .creation import arange, tensor
 from .elementwise import where
 from .writes import returned
 
@@ -201,6 +203,55 @@ def roll(input, shifts, dims=None):
     return t if t is not input else t.clone()  # a new tensor, as PyTorch's, even unrolled
 
 
+def flip(input, dims):
+    """The elements in reverse order along `dims` (a new tensor; differentiable)."""
+    t = tensor_arg(input, "flip")
+    dims = int_tuple(dims if isinstance(dims, (tuple, list)) else (dims,), "flip: dims")
+    for d in dims:
+        d = t._wrap_dim(d, "flip")
+        n = t.shape[d]
+        t = result(_C.index_select(t._h, d, arange(n - 1, -1, -1, device=t.device)._h))
+    return t if t is not input else t.clone()
+
+
+def unbind(input, dim=0):
+    """The slices along `dim`, that dimension removed, as a tuple of views."""
+    t = tensor_arg(input, "unbind")
+    d = t._wrap_dim(dim, "unbind")
+    return tuple(squeeze(narrow(t, d, i, 1), d) for i in range(t.shape[d]))
+
+
+def repeat(input, *sizes):
+    """The tensor tiled `sizes` times along each dimension (leading sizes add dimensions), as
+    Tensor.repeat."""
+    t = tensor_arg(input, "repeat")
+    sizes = shape_args(sizes, "repeat: sizes")
+    if len(sizes) < t.ndim:
+        raise RuntimeError(f"repeat(): {len(sizes)} sizes for a tensor of {t.ndim} dimensions")
+    shape = (1,) * (len(sizes) - t.ndim) + tuple(t.shape)
+    x = reshape(t, *[v for n in shape for v in (1, n)])
+    x = expand(x, *[v for r, n in zip(sizes, shape) for v in (r, n)])
+    return reshape(x, *[r * n for r, n in zip(sizes, shape)])
+
+
+def repeat_interleave(input, repeats, dim=None, *, output_size=None):
+    """Each element (or slice along `dim`) repeated `repeats` times in place, as
+    torch.repeat_interleave; `repeats` an int or a 1-D tensor of counts. Without `dim`, over the
+    flattened tensor."""
+    t = tensor_arg(input, "repeat_interleave")
+    if dim is None:
+        t, dim = flatten(t), 0
+    d = t._wrap_dim(dim, "repeat_interleave")
+    n = t.shape[d]
+    counts = repeats.numpy() if isinstance(repeats, TensorBase) else np.full(n, as_index(repeats))
+    counts = np.broadcast_to(np.asarray(counts, dtype=np.int64).reshape(-1), (n,)) if np.ndim(counts) <= 1 else None
+    if counts is None or (counts < 0).any():
+        raise RuntimeError("repeat_interleave(): repeats must be a non-negative int or a 1-D tensor of them, one per "
+                           "entry")
+    positions = np.repeat(np.arange(n, dtype=np.int64), counts)
+    return result(_C.index_select(t._h, d, tensor(positions, device=t.device)._h))
+
+
 class ShapeMethods:
     """Tensor's shape methods."""
 
@@ -210,6 +261,13 @@ class ShapeMethods:
     expand, transpose, swapaxes, permute, t, narrow = expand, transpose, swapaxes, permute, t, narrow
     diagonal, as_strided, split, chunk, contiguous, tril, triu, roll = (diagonal, as_strided, split, chunk,
                                                                          contiguous, tril, triu, roll)
+
+    flip, unbind, repeat, repeat_interleave = flip, unbind, repeat, repeat_interleave
+
+    @property
+    def mT(self):
+        """The transpose of the last two dimensions (of each matrix of a batch)."""
+        return transpose(self, -2, -1)
 
     @property
     def T(self):
@@ -226,4 +284,5 @@ class ShapeMethods:
 
 
 __all__ = ["reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose", "swapaxes", "permute", "t",
-           "narrow", "diagonal", "as_strided", "split", "chunk", "cat", "concat", "stack", "tril", "triu", "roll"]
+           "narrow", "diagonal", "as_strided", "split", "chunk", "cat", "concat", "stack", "tril", "triu", "roll", "flip",
+           "unbind", "repeat_interleave"]
