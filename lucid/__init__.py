@@ -27,7 +27,6 @@ from .serialization import load, save
 # lucid.distributed imports mpi4py only when init() runs, so importing it here costs nothing.
 from . import accelerator, amp, autograd, backends, cuda, distributed, metal, nn, optim, sparse, testing, utils
 from .amp import autocast
-from .utils.data import Generator
 
 inf, nan, pi, e = math.inf, math.nan, math.pi, math.e
 

@@ -107,7 +107,7 @@ def test_loader_arguments_are_checked():
         DataLoader(ds, sampler=SequentialSampler(ds), shuffle=True)
     with pytest.raises(ValueError, match="same first dimension"):
         TensorDataset(lucid.ones(3), lucid.ones(4))
-    with pytest.raises(TypeError, match="lucid.utils.data.Generator"):
+    with pytest.raises(TypeError, match="lucid.Generator"):
         list(DataLoader(ds, shuffle=True, generator=np.random.default_rng(0)))
     # batch_size=None yields single samples, uncollated.
     single = list(DataLoader(ds, batch_size=None))

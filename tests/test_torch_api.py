@@ -371,3 +371,16 @@ def test_assert_close_passes_and_fails_as_pytorchs():
     lucid.testing.assert_close(lucid.ones(3), lucid.ones(3) * 1.01, rtol=0.02, atol=0.0)
     with pytest.raises(AssertionError, match="custom"):
         lucid.testing.assert_close(lucid.zeros(1), lucid.ones(1), msg="custom")
+
+
+def test_a_generator_of_its_own_reproduces_randint_randperm_and_multinomial():
+    g = lucid.Generator().manual_seed(11)
+    first = (lucid.randperm(20, generator=g).tolist(), lucid.randint(0, 100, (5,), generator=g).tolist(),
+             lucid.multinomial(lucid.ones(10), 3, generator=g).tolist())
+    lucid.manual_seed(0)  # lucid's own stream does not touch it
+    g.manual_seed(11)
+    again = (lucid.randperm(20, generator=g).tolist(), lucid.randint(0, 100, (5,), generator=g).tolist(),
+             lucid.multinomial(lucid.ones(10), 3, generator=g).tolist())
+    assert first == again and sorted(first[0]) == list(range(20)) and g.initial_seed() == 11
+    with pytest.raises(TypeError, match="lucid.Generator"):
+        lucid.randperm(3, generator=np.random.default_rng())

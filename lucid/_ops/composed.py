@@ -17,6 +17,33 @@ from .indexing import gather, index_put
 from .shape import diagonal as diagonal_view, view
 
 
+class Generator:
+    """A random source of its own, as ``torch.Generator``: for shuffling and splitting data and
+    for the ``generator=`` of randint, randperm and multinomial. Seeded from the OS until
+    :meth:`manual_seed`."""
+
+    def __init__(self, device="cpu"):
+        self._seed = int(np.random.SeedSequence().entropy % (1 << 63))
+        self._rng = np.random.default_rng(self._seed)
+
+    def manual_seed(self, seed: int):
+        self._seed = int(seed)
+        self._rng = np.random.default_rng(self._seed)
+        return self
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+
+def generator_rng(generator) -> np.random.Generator:
+    """The numpy generator behind `generator`, or, for None, one seeded from lucid's stream."""
+    if generator is None:
+        return engine_seeded_rng()
+    if not isinstance(generator, Generator):
+        raise TypeError(f"generator must be a lucid.Generator, got {type(generator).__name__}")
+    return generator._rng
+
+
 def engine_seeded_rng() -> np.random.Generator:
     """A numpy generator seeded from the engine's random stream (48 bits from two float32
     draws), so that lucid.manual_seed reproduces what it draws."""
@@ -24,7 +51,7 @@ def engine_seeded_rng() -> np.random.Generator:
     return np.random.default_rng((int(high) << 24) | int(low))
 
 
-def randint(low=0, high=None, size=None, *, dtype=None, device="cpu", requires_grad=False):
+def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device="cpu", requires_grad=False):
     """Integers drawn uniformly from [low, high), as ``torch.randint(low, high, size)`` (or
     ``randint(high, size)``, `size` given by position or by name)."""
     if size is None:
@@ -37,12 +64,12 @@ def randint(low=0, high=None, size=None, *, dtype=None, device="cpu", requires_g
     if high <= low:
         raise ValueError(f"randint(): high ({high}) must be greater than low ({low})")
     shape = tuple(as_index(s) for s in (size if isinstance(size, (tuple, list)) else (size,)))
-    values = engine_seeded_rng().integers(low, high, size=shape, dtype=np.int64)
+    values = generator_rng(generator).integers(low, high, size=shape, dtype=np.int64)
     return tensor(values, dtype=int64 if dtype is None else check_dtype(dtype), device=device,
                             requires_grad=requires_grad)
 
 
-def multinomial(input, num_samples: int, replacement: bool = False):
+def multinomial(input, num_samples: int, replacement: bool = False, *, generator=None):
     """Indices drawn from the categories weighted by each row of `input` ([n] or [rows, n],
     non-negative, not necessarily summing to 1), as ``torch.multinomial``."""
     tensor_arg(input, "multinomial")
@@ -59,7 +86,7 @@ def multinomial(input, num_samples: int, replacement: bool = False):
     totals = rows.sum(1)
     if (totals <= 0).any():
         raise ValueError("multinomial(): every row needs a positive total")
-    rng = engine_seeded_rng()
+    rng = generator_rng(generator)
     drawn = np.stack([rng.choice(rows.shape[1], size=n, replace=replacement, p=r / t) for r, t in zip(rows, totals)])
     return tensor(drawn.reshape(weights.shape[:-1] + (n,)), dtype=int64, device=input.device)
 
@@ -116,13 +143,13 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
     return gather(input, d, indices), indices
 
 
-def randperm(n, *, dtype=None, device="cpu", requires_grad=False):
+def randperm(n, *, generator=None, dtype=None, device="cpu", requires_grad=False):
     """A random permutation of 0..n-1 (int64 by default), from the generator
     ``lucid.manual_seed`` reseeds."""
     n = as_index(n)
     if n < 0:
         raise ValueError(f"randperm(): n must be non-negative, got {n}")
-    return tensor(engine_seeded_rng().permutation(n), dtype=int64 if dtype is None else check_dtype(dtype),
+    return tensor(generator_rng(generator).permutation(n), dtype=int64 if dtype is None else check_dtype(dtype),
                   device=device, requires_grad=requires_grad)
 
 
@@ -161,4 +188,4 @@ class ComposedMethods:
     sort, argsort, topk, multinomial, diag = sort, argsort, topk, multinomial, diag
 
 
-__all__ = ["randint", "randperm", "multinomial", "argsort", "sort", "topk", "eye", "diag"]
+__all__ = ["Generator", "randint", "randperm", "multinomial", "argsort", "sort", "topk", "eye", "diag"]

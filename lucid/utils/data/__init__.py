@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..._ops import creation as _creation
-from ..._ops.composed import engine_seeded_rng
+from ..._ops.composed import Generator, generator_rng
 from ..._ops.shape import stack
 from ..._tensor import Tensor
 from ...amp import propagate
@@ -90,32 +90,8 @@ class ConcatDataset(Dataset):
         return self.datasets[k][index - start]
 
 
-class Generator:
-    """A random source for shuffling and splitting (``torch.Generator``'s role here)."""
-
-    def __init__(self, device="cpu"):
-        self._seed = int(np.random.SeedSequence().entropy % (1 << 63))
-        self._rng = np.random.default_rng(self._seed)
-
-    def manual_seed(self, seed: int):
-        self._seed = int(seed)
-        self._rng = np.random.default_rng(self._seed)
-        return self
-
-    def initial_seed(self) -> int:
-        return self._seed
-
-def _rng(generator):
-    """The numpy generator behind `generator`, or one seeded from lucid's stream."""
-    if generator is not None:
-        if not isinstance(generator, Generator):
-            raise TypeError(f"generator must be a lucid.utils.data.Generator, got {type(generator).__name__}")
-        return generator._rng
-    return engine_seeded_rng()
-
-
 def _permutation(n, generator):
-    return _rng(generator).permutation(n)
+    return generator_rng(generator).permutation(n)
 
 
 class Sampler:
@@ -151,7 +127,7 @@ class RandomSampler(Sampler):
     def __iter__(self):
         n = len(self.data_source)
         if self.replacement:
-            return iter(int(i) for i in _rng(self.generator).integers(0, n, size=self.num_samples))
+            return iter(int(i) for i in generator_rng(self.generator).integers(0, n, size=self.num_samples))
         if self.num_samples > n:  # as PyTorch: whole permutations, then part of one more
             order = np.concatenate([_permutation(n, self.generator) for _ in range(-(-self.num_samples // n))])
         else:
