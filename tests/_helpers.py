@@ -1,6 +1,9 @@
 """Helpers shared by the tests (tests/ is on sys.path, as for tests/reference.py):
 `from _helpers import ...`."""
 
+import importlib.util
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 
@@ -97,3 +100,16 @@ def numeric_grads(fn, arrays, weights, eps=1e-2):
             g[idx] = (vals[0] - vals[1]) / (2 * eps)
         grads.append(g)
     return grads
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_file(path, name=None):
+    """The module a Python file of the repository defines (a tool or an example), loaded from
+    its path (`path` relative to the repository's root)."""
+    path = ROOT / path
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

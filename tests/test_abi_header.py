@@ -1,7 +1,6 @@
 """include/lucid.h is the C ABI's one source of truth: the Swift exports, the generated Python
 declarations (lucid/_C/_abi.py) and the engine's enums must all say what it says."""
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -9,20 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from _helpers import load_file
+
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = ROOT / "include" / "lucid.h"
 EXPORTS = ROOT / "Sources" / "LucidCABI"
 ENGINE = ROOT / "Sources" / "LucidEngine"
 
 
-def _gen_abi():
-    spec = importlib.util.spec_from_file_location("gen_abi", ROOT / "tools" / "gen_abi.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-GEN = _gen_abi()
+GEN = load_file("tools/gen_abi.py")
 ENUMS, FUNCTIONS = GEN.parse_header(HEADER.read_text())
 
 

@@ -2,17 +2,16 @@
 (through its import aliases), the checker tells names lucid has from names it lacks, and the
 committed tools/api_corpus.json is what the extractor writes."""
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
 
+from _helpers import load_file
+
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("api_coverage", ROOT / "tools" / "api_coverage.py")
-ac = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ac)
+ac = load_file("tools/api_coverage.py")
 
 PROGRAM = '''
 import torch

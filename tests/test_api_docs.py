@@ -3,23 +3,17 @@ at each `make docs`; these tests read the sources on their own and check that th
 nothing out: every function of include/lucid.h in its section with its comment, and every public
 declaration of Sources/LucidEngine/API/*.swift with its doc comment."""
 
-import importlib.util
 import re
 from pathlib import Path
+
+from _helpers import load_file
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = ROOT / "include" / "lucid.h"
 SWIFT_FILES = sorted((ROOT / "Sources" / "LucidEngine" / "API").glob("*.swift"))
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location("gen_api_docs", ROOT / "tools" / "gen_api_docs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-GEN = _generator()
+GEN = load_file("tools/gen_api_docs.py")
 C_PAGE = GEN.c_abi_rst(HEADER.read_text())
 SWIFT_PAGE = GEN.swift_rst(SWIFT_FILES)
 

@@ -1,6 +1,5 @@
 """The ported PyTorch examples run as written and learn (at a size that takes seconds)."""
 
-import importlib.util
 import math
 import sys
 from pathlib import Path
@@ -8,15 +7,13 @@ from pathlib import Path
 import pytest
 
 import lucid
+from _helpers import load_file
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def load(name):
-    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(f"examples/{name}.py")
 
 
 def test_the_mnist_example_trains_on_the_digits(capsys):
