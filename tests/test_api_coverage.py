@@ -266,3 +266,11 @@ def test_the_committed_corpus_is_the_extractors_format():
 def test_the_docstring_says_which_commits_to_check_out():
     for repo, commit in ac.CORPUS:
         assert re.search(rf"^    {re.escape(repo)} +{commit}$", ac.__doc__, re.M), repo
+
+
+def test_the_readme_shows_the_coverage_the_tool_measures():
+    readme = (ROOT / "README.md").read_text()
+    shown = readme.split("<!-- api-coverage:begin -->\n")[1].split("\n<!-- api-coverage:end -->")[0]
+    measured = ac.table(ac.check(json.loads(ac.DEFAULT_JSON.read_text())))
+    assert shown.strip() == measured.strip(), (
+        "README.md's coverage table is stale: paste in the output of python tools/api_coverage.py --table")
