@@ -104,6 +104,10 @@ def from_numpy_dtype(nd: np.dtype) -> dtype:
                         "supported are float, int, unsigned up to 32 bits, bool and bfloat16") from None
 
 
+# PyTorch's name for the GPU of a Mac ("mps", and its index 0) is lucid's "metal".
+_ALIASES = {"mps": "metal", "mps:0": "metal", "metal:0": "metal", "cpu:0": "cpu"}
+
+
 class device:
     """Where a tensor lives: ``"cpu"`` or ``"metal"``. Equal to its type string."""
 
@@ -115,6 +119,7 @@ class device:
             return
         if not isinstance(type, str):
             raise TypeError(f"device must be a string ({device_names()}) or a lucid.device, got {type!r}")
+        type = _ALIASES.get(type, type)
         if type not in _DEVICE_CODES:
             if type.split(":")[0] == "cuda":
                 raise ValueError(no_cuda(f"device {type!r}"))
@@ -166,6 +171,8 @@ def as_device(d) -> device:
         return d
     if isinstance(d, str) and d in _DEVICE_CODES:
         return _DEVICES[_DEVICE_CODES[d]]
+    if isinstance(d, str) and d in _ALIASES:
+        return _DEVICES[_DEVICE_CODES[_ALIASES[d]]]
     return device(d)  # raises the right error
 
 

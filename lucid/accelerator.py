@@ -29,10 +29,32 @@ def current_device_index() -> int:
     return 0 if is_available() else -1
 
 
+def set_device_index(device) -> None:
+    """Selects the accelerator: there is one, index 0 (or a device naming it)."""
+    index = device.index if hasattr(device, "index") else device
+    if not is_available() or index not in (0, None):
+        raise ValueError(f"set_device_index: lucid has {device_count()} accelerator(s); got {device!r}")
+
+
+class device_index:
+    """``with device_index(0):`` selects the one accelerator for the block (nothing to switch)."""
+
+    def __init__(self, device):
+        if device is not None:
+            set_device_index(device)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 def synchronize(device_index=None) -> None:
     """Waits for the accelerator's queued work (:func:`lucid.metal.synchronize`)."""
     if is_available():
         metal.synchronize()
 
 
-__all__ = ["is_available", "current_accelerator", "device_count", "current_device_index", "synchronize"]
+__all__ = ["is_available", "current_accelerator", "device_count", "current_device_index", "set_device_index",
+           "device_index", "synchronize"]

@@ -380,7 +380,26 @@ def _declared_size(text):
     return max(0, max(ends, default=0))
 
 
-def load(f, map_location=None, *, max_bytes=None):
+class safe_globals:
+    """``torch.serialization.safe_globals``: a scope that allows named classes in a pickle.
+    lucid reads safetensors files, which hold no code and unpickle nothing, so there is nothing
+    to allow: the scope changes nothing."""
+
+    def __init__(self, safe_globals):
+        self.safe_globals = list(safe_globals)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def add_safe_globals(safe_globals) -> None:
+    """``torch.serialization.add_safe_globals``: nothing to allow (see :class:`safe_globals`)."""
+
+
+def load(f, map_location=None, *, max_bytes=None, weights_only=None, mmap=None):
     """Loads what :func:`save` wrote, or the tensors of any safetensors file.
 
     Parameters
@@ -389,6 +408,10 @@ def load(f, map_location=None, *, max_bytes=None):
         The checkpoint.
     map_location : str or lucid.device, optional
         The device of the loaded tensors: ``"cpu"`` (the default) or ``"metal"``.
+    weights_only, mmap : optional
+        Accepted as PyTorch's ``torch.load`` takes them: a safetensors file only ever holds
+        data (what ``weights_only=True`` asks for), and it is read whole (``mmap`` changes
+        nothing).
     max_bytes : int, optional
         The most a stream (anything but a regular file) may declare, header included: a
         larger declaration is refused before its data is read. Defaults to

@@ -429,7 +429,7 @@ def test_bad_sizes(factory):
 
 def test_unknown_device_in_factories():
     for f in (lambda: lucid.zeros(2, device="gpu"), lambda: lucid.ones(2, device="cuda"),
-              lambda: lucid.rand(2, device="mps"), lambda: lucid.randn(2, device="Metal"),
+              lambda: lucid.rand(2, device="mps:1"), lambda: lucid.randn(2, device="Metal"),
               lambda: lucid.full((2,), 1.0, device="cuda:0"), lambda: lucid.arange(3, device="tpu"),
               lambda: lucid.tensor([1.0], device="")):
         with pytest.raises(ValueError):

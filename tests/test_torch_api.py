@@ -384,3 +384,56 @@ def test_a_generator_of_its_own_reproduces_randint_randperm_and_multinomial():
     assert first == again and sorted(first[0]) == list(range(20)) and g.initial_seed() == 11
     with pytest.raises(TypeError, match="lucid.Generator"):
         lucid.randperm(3, generator=np.random.default_rng())
+
+
+def test_mps_is_the_metal_device_under_pytorchs_name():
+    assert lucid.device("mps") == "metal" and lucid.zeros(2, device="mps").device == "metal"
+    assert lucid.ones(1).to("mps:0").device.type == "metal" and lucid.device("cpu:0") == "cpu"
+    assert lucid.backends.mps.is_available() == lucid.metal.is_available() == lucid.backends.mps.is_built()
+    with pytest.raises(ValueError, match="unknown device 'mps:1'"):
+        lucid.device("mps:1")
+
+
+def test_accelerator_index_queries():
+    if lucid.accelerator.is_available():
+        lucid.accelerator.set_device_index(0)
+        with lucid.accelerator.device_index(0):
+            pass
+    else:
+        with pytest.raises(ValueError, match="0 accelerator"):
+            lucid.accelerator.set_device_index(0)
+    with pytest.raises(ValueError):
+        lucid.accelerator.set_device_index(3)
+
+
+def test_load_takes_torch_loads_keywords_and_safe_globals_allows_nothing_needed(tmp_path):
+    lucid.save({"w": lucid.arange(3.0)}, tmp_path / "w.safetensors")
+    with lucid.serialization.safe_globals([dict]):
+        back = lucid.load(tmp_path / "w.safetensors", weights_only=True, mmap=True)
+    np.testing.assert_array_equal(back["w"].numpy(), [0, 1, 2])
+    lucid.serialization.add_safe_globals([dict])
+
+
+def test_categorical_matches_its_definition():
+    logits = np.array([[1.0, 2.0, 0.5], [0.0, -1.0, 3.0]], dtype=np.float32)
+    p = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    x = lucid.tensor(logits, requires_grad=True)
+    m = lucid.distributions.Categorical(logits=x)
+    np.testing.assert_allclose(m.probs.detach().numpy(), p, rtol=1e-6)
+    lp = m.log_prob(lucid.tensor([1, 2]))
+    np.testing.assert_allclose(lp.detach().numpy(), np.log(p[[0, 1], [1, 2]]), rtol=1e-6)
+    lp.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.eye(3)[[1, 2]] - p, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m.entropy().detach().numpy(), -(p * np.log(p)).sum(1), rtol=1e-5)
+    lucid.manual_seed(1)
+    draws = m.sample((4000,))
+    assert draws.shape == (4000, 2) and draws.dtype == lucid.int64
+    freq = np.stack([np.bincount(draws.numpy()[:, j], minlength=3) / 4000 for j in range(2)])
+    np.testing.assert_allclose(freq, p, atol=0.03)
+    q = lucid.distributions.Categorical(probs=lucid.tensor([2.0, 0.0, 6.0]))  # normalised; 0 log 0 = 0
+    np.testing.assert_allclose(q.entropy().item(), -(0.25 * np.log(0.25) + 0.75 * np.log(0.75)), rtol=1e-6)
+    assert q.sample().ndim == 0
+    with pytest.raises(ValueError, match="exactly one"):
+        lucid.distributions.Categorical()
+    with pytest.raises(TypeError, match="integer"):
+        q.log_prob(lucid.tensor(1.0))

@@ -1,5 +1,5 @@
 """What the engine's backends run on (as ``torch.backends``)."""
 
-from . import cpu
+from . import cpu, mps
 
-__all__ = ["cpu"]
+__all__ = ["cpu", "mps"]
