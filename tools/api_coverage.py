@@ -972,6 +972,13 @@ OUT_OF_SCOPE = [
     ("torch.distributed.is_nccl_available", "NCCL-only"),
     ("torch.distributed.is_gloo_available", "Gloo-only"),
     ("torch.utils.tensorboard", "TensorBoard logging (the tensorboard package)"),
+    ("torch.multiprocessing", "starting training processes from Python: lucid.distributed's ranks are started by "
+                              "mpiexec, and its tensors live in the engine, not in shared memory"),
+    ("torch.nn.Module.share_memory", "sharing a module's tensors with processes torch.multiprocessing starts"),
+    ("torch.autograd.profiler", "the autograd profiler (lucid.metal.stats() counts what the GPU ran)"),
+    ("torch.profiler", "the autograd profiler (lucid.metal.stats() counts what the GPU ran)"),
+    ("torch.hub", "downloads of models and weights from the network"),
+    ("torch.nn.modules.linear.NonDynamicallyQuantizableLinear", "an internal class of PyTorch's quantization"),
     ("torchvision", "separate package: torchvision"),
     ("torchtext", "separate package: torchtext"),
     ("torchaudio", "separate package: torchaudio"),
