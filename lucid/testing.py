@@ -42,4 +42,10 @@ def assert_close(actual, expected, *, rtol=None, atol=None, equal_nan=False, che
         raise AssertionError(msg if msg is not None else f"Tensor-likes are not close: {problem}")
 
 
-__all__ = ["assert_close"]
+def assert_allclose(actual, expected, rtol=None, atol=None, equal_nan=True, msg=""):
+    """PyTorch's older spelling of :func:`assert_close`, without its dtype and device checks."""
+    assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=equal_nan, check_dtype=False,
+                 check_device=False, msg=msg or None)
+
+
+__all__ = ["assert_close", "assert_allclose"]

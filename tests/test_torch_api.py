@@ -437,3 +437,84 @@ def test_categorical_matches_its_definition():
         lucid.distributions.Categorical()
     with pytest.raises(TypeError, match="integer"):
         q.log_prob(lucid.tensor(1.0))
+
+
+def test_optimizers_take_foreach_and_fused():
+    p = lucid.zeros(2, requires_grad=True)
+    for make in (lambda: lucid.optim.AdamW([p], fused=True), lambda: lucid.optim.Adam([p], foreach=False),
+                 lambda: lucid.optim.SGD([p], lr=0.1, foreach=None, fused=True)):
+        make()
+    with pytest.raises(TypeError, match="fused"):
+        lucid.optim.Adam([p], fused="yes")
+
+
+def test_unique_matches_numpy():
+    a = np.array([[3, 1, 3], [2, 1, 3]], dtype=np.int64)
+    values, inverse, counts = lucid.unique(lucid.tensor(a), return_inverse=True, return_counts=True)
+    want = np.unique(a, return_inverse=True, return_counts=True)
+    np.testing.assert_array_equal(values.numpy(), want[0])
+    np.testing.assert_array_equal(inverse.numpy(), want[1].reshape(a.shape))
+    np.testing.assert_array_equal(counts.numpy(), want[2])
+    rows = lucid.tensor([[1, 2], [1, 2], [0, 5]]).unique(dim=0)
+    np.testing.assert_array_equal(rows.numpy(), [[0, 5], [1, 2]])
+
+
+def test_factories_take_size_by_name():
+    for f in (lucid.zeros, lucid.ones, lucid.empty, lucid.rand, lucid.randn):
+        assert f(size=(2, 3)).shape == (2, 3) and f(size=4).shape == (4,) and f((2, 1)).shape == (2, 1)
+        with pytest.raises(TypeError, match="not both"):
+            f(2, size=(3,))
+
+
+def test_trunc_normal_stays_in_its_bounds_with_the_right_spread():
+    lucid.manual_seed(2)
+    w = lucid.zeros(200, 100)
+    assert nn.init.trunc_normal_(w, mean=0.5, std=1.0, a=-0.5, b=1.0) is w
+    v = w.numpy()
+    import math
+    pdf = lambda z: math.exp(-z * z / 2) / math.sqrt(2 * math.pi)  # noqa: E731
+    cdf = lambda z: 0.5 * (1 + math.erf(z / math.sqrt(2)))  # noqa: E731
+    want = 0.5 + (pdf(-1.0) - pdf(0.5)) / (cdf(0.5) - cdf(-1.0))  # the truncated normal's mean
+    assert v.min() >= -0.5 and v.max() <= 1.0 and abs(v.mean() - want) < 0.01 and v.std() > 0.3
+    with pytest.raises(ValueError):
+        nn.init.trunc_normal_(w, a=1.0, b=0.0)
+
+
+def test_pad_sequence_matches_a_numpy_padding():
+    from lucid.nn.utils.rnn import pad_sequence
+    seqs = [np.arange(k * 2, dtype=np.float32).reshape(k, 2) for k in (3, 1, 2)]
+    for batch_first in (False, True):
+        for side in ("right", "left"):
+            want = np.full((3, 3, 2), -1.0, dtype=np.float32)
+            for b, s in enumerate(seqs):
+                if side == "right":
+                    want[b, :len(s)] = s
+                else:
+                    want[b, 3 - len(s):] = s
+            got = pad_sequence([lucid.tensor(s) for s in seqs], batch_first, -1.0, side).numpy()
+            np.testing.assert_array_equal(got, want if batch_first else want.transpose(1, 0, 2))
+    x = lucid.tensor(seqs[1], requires_grad=True)
+    pad_sequence([lucid.tensor(seqs[0]), x]).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones((1, 2)))
+
+
+def test_an_iterable_dataset_is_batched_in_order():
+    from lucid.utils.data import DataLoader, IterableDataset
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            return (lucid.tensor([float(i)]) for i in range(7))
+
+    batches = [b.numpy().ravel().tolist() for b in DataLoader(Stream(), batch_size=3)]
+    assert batches == [[0, 1, 2], [3, 4, 5], [6]]
+    assert len(list(DataLoader(Stream(), batch_size=3, drop_last=True))) == 2
+    with pytest.raises(ValueError, match="IterableDataset"):
+        DataLoader(Stream(), shuffle=True)
+    with pytest.raises(TypeError):
+        len(DataLoader(Stream(), batch_size=2))
+
+
+def test_assert_allclose_is_the_older_spelling():
+    lucid.testing.assert_allclose(lucid.ones(2), lucid.ones(2, dtype=lucid.float16))
+    with pytest.raises(AssertionError):
+        lucid.testing.assert_allclose(lucid.ones(2), lucid.zeros(2))

@@ -180,12 +180,33 @@ def diag(input, diagonal=0):
     return index_put(zeros(n, n, dtype=t.dtype, device=t.device), (i + max(-k, 0), i + max(k, 0)), t)
 
 
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """The distinct values (sorted), and with `return_inverse` where each element's value is
+    among them, with `return_counts` how often each occurs; along `dim`, the distinct slices.
+    Not differentiable (as PyTorch's)."""
+    t = tensor_arg(input, "unique")
+    values = t.numpy()
+    if dim is not None:
+        d = t._wrap_dim(dim, "unique")
+        found = np.unique(values, return_inverse=True, return_counts=True, axis=d)
+    else:
+        found = np.unique(values.reshape(-1), return_inverse=True, return_counts=True)
+        found = (found[0], found[1].reshape(values.shape), found[2])
+    out = [tensor(found[0], dtype=t.dtype, device=t.device)]
+    if return_inverse:
+        out.append(tensor(found[1].astype(np.int64).reshape(-1) if dim is not None else found[1].astype(np.int64),
+                          device=t.device))
+    if return_counts:
+        out.append(tensor(found[2].astype(np.int64), device=t.device))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
 class ComposedMethods:
     """Tensor's ordering and sampling methods."""
 
     __slots__ = ()
 
-    sort, argsort, topk, multinomial, diag = sort, argsort, topk, multinomial, diag
+    sort, argsort, topk, multinomial, diag, unique = sort, argsort, topk, multinomial, diag, unique
 
 
-__all__ = ["Generator", "randint", "randperm", "multinomial", "argsort", "sort", "topk", "eye", "diag"]
+__all__ = ["Generator", "unique", "randint", "randperm", "multinomial", "argsort", "sort", "topk", "eye", "diag"]

@@ -85,18 +85,27 @@ def leaf(t, requires_grad: bool):
     return t.requires_grad_(True) if requires_grad else t
 
 
+def _size(shape, size, fn):
+    """The size given by position (``f(2, 3)``, ``f((2, 3))``) or by name (``f(size=(2, 3))``)."""
+    if size is None:
+        return shape_args(shape)
+    if shape:
+        raise TypeError(f"{fn}(): give the size by position or as size=, not both")
+    return shape_args((size,) if isinstance(size, int) else tuple(size))
+
+
 def _filled(size, value, dtype, device, requires_grad):
     d = float32 if dtype is None else check_dtype(dtype)
-    t = result(_C.tensor_full(shape_args(size), float(value), int(value), _C.SCALAR_INT, d.code, as_device(device).code))
+    t = result(_C.tensor_full(size, float(value), int(value), _C.SCALAR_INT, d.code, as_device(device).code))
     return leaf(t, requires_grad)
 
 
-def zeros(*size, dtype=None, device="cpu", requires_grad=False):
-    return _filled(size, 0, dtype, device, requires_grad)
+def zeros(*shape, size=None, dtype=None, device="cpu", requires_grad=False):
+    return _filled(_size(shape, size, "zeros"), 0, dtype, device, requires_grad)
 
 
-def ones(*size, dtype=None, device="cpu", requires_grad=False):
-    return _filled(size, 1, dtype, device, requires_grad)
+def ones(*shape, size=None, dtype=None, device="cpu", requires_grad=False):
+    return _filled(_size(shape, size, "ones"), 1, dtype, device, requires_grad)
 
 
 def zeros_like(t, dtype=None, device=None, requires_grad=False):
@@ -119,9 +128,9 @@ def randn_like(t, dtype=None, device=None, requires_grad=False):
     return randn(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
-def empty(*size, dtype=None, device="cpu", requires_grad=False):
+def empty(*shape, size=None, dtype=None, device="cpu", requires_grad=False):
     """A tensor of `size` (lucid fills it with zeros: there is no uninitialised memory)."""
-    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    return _filled(_size(shape, size, "empty"), 0, dtype, device, requires_grad)
 
 
 def empty_like(t, dtype=None, device=None, requires_grad=False):
@@ -148,17 +157,17 @@ def arange(start, end=None, step=1, dtype=None, device="cpu"):
 
 def _random(size, normal, dtype, device, requires_grad):
     d = float32 if dtype is None else check_dtype(dtype)
-    return leaf(result(_C.tensor_random(shape_args(size), normal, d.code, as_device(device).code)), requires_grad)
+    return leaf(result(_C.tensor_random(size, normal, d.code, as_device(device).code)), requires_grad)
 
 
-def rand(*size, dtype=None, device="cpu", requires_grad=False):
+def rand(*shape, size=None, dtype=None, device="cpu", requires_grad=False):
     """Uniform samples in [0, 1) from the generator `manual_seed` reseeds."""
-    return _random(size, False, dtype, device, requires_grad)
+    return _random(_size(shape, size, "rand"), False, dtype, device, requires_grad)
 
 
-def randn(*size, dtype=None, device="cpu", requires_grad=False):
+def randn(*shape, size=None, dtype=None, device="cpu", requires_grad=False):
     """Standard normal samples from the generator `manual_seed` reseeds."""
-    return _random(size, True, dtype, device, requires_grad)
+    return _random(_size(shape, size, "randn"), True, dtype, device, requires_grad)
 
 
 def linspace(start, end, steps, *, dtype=None, device="cpu", requires_grad=False):

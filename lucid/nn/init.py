@@ -10,6 +10,7 @@ import numbers
 import numpy as np
 
 from .._ops import creation as _creation
+from .._ops.composed import engine_seeded_rng
 from .._grad_mode import no_grad
 from .._tensor import Tensor
 
@@ -116,6 +117,23 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
     if rows < cols:
         q = q.T
     return _assign(tensor, _creation.tensor((gain * q).reshape(tensor.shape)))
+
+
+def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0) -> Tensor:
+    """Fills with samples from N(mean, std²) restricted to ``[a, b]`` (redrawn until inside),
+    from lucid's generator."""
+    _check(tensor)
+    if not a < b:
+        raise ValueError(f"trunc_normal_: a ({a}) must be below b ({b})")
+    if std <= 0:
+        raise ValueError(f"trunc_normal_: std must be positive, got {std}")
+    rng = engine_seeded_rng()
+    n = tensor.numel()
+    values = np.empty(0)
+    while values.size < n:
+        draw = rng.normal(float(mean), float(std), size=max(2 * (n - values.size), 16))
+        values = np.concatenate([values, draw[(draw >= a) & (draw <= b)]])
+    return _assign(tensor, _creation.tensor(values[:n].reshape(tensor.shape)))
 
 
 def _kaiming_std(tensor, a, mode, nonlinearity):

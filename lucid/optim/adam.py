@@ -4,16 +4,19 @@ from .. import _C
 from .._ops.creation import tensor
 from .._tensor import Tensor
 from .._types import float32
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_implementation_flags
 
 
 class Adam(Optimizer):
-    """Adam (PyTorch's update rule, without amsgrad). Each parameter's update is one engine call.
-    ``state["step"]`` is a float32 tensor on the parameter's device, as in PyTorch's fused Adam."""
+    """Adam (PyTorch's update rule, without amsgrad). Each parameter's update is one engine call
+    (so ``foreach`` and ``fused`` are accepted with nothing to choose). ``state["step"]`` is a
+    float32 tensor on the parameter's device, as in PyTorch's fused Adam."""
 
     _decoupled = False
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *, maximize=False):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *, maximize=False,
+                 foreach=None, fused=None):
+        check_implementation_flags(foreach, fused)
         if not (isinstance(betas, (tuple, list)) and len(betas) == 2 and all(0 <= b < 1 for b in betas)):
             raise ValueError(f"invalid betas: {betas!r} (expected two numbers in [0, 1))")
         if eps < 0:
@@ -44,5 +47,7 @@ class AdamW(Adam):
 
     _decoupled = True
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, *, maximize=False):
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, maximize=maximize)
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, *, maximize=False,
+                 foreach=None, fused=None):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, maximize=maximize,
+                         foreach=foreach, fused=fused)

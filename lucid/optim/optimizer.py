@@ -12,6 +12,14 @@ from .._tensor import Tensor
 from .._types import float32 as _STEP_DTYPE  # a step count held as a tensor, as PyTorch's
 
 
+def check_implementation_flags(foreach, fused):
+    """PyTorch's ``foreach=`` and ``fused=``: None or a bool, and nothing to choose, since each
+    parameter's update is already one engine kernel."""
+    for name, value in (("foreach", foreach), ("fused", fused)):
+        if value is not None and not isinstance(value, bool):
+            raise TypeError(f"{name} must be None or a bool, got {value!r}")
+
+
 class Optimizer:
     """Updates parameters from their ``.grad``. Subclasses implement ``_update`` for one
     parameter as one engine call."""

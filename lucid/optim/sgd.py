@@ -2,15 +2,17 @@ from __future__ import annotations
 
 from .. import _C
 from .._tensor import Tensor
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_implementation_flags
 
 
 class SGD(Optimizer):
     """Stochastic gradient descent with momentum, Nesterov momentum and weight decay
-    (PyTorch's update rule). Each parameter's update is one engine call."""
+    (PyTorch's update rule). Each parameter's update is one engine call (so ``foreach`` and
+    ``fused`` are accepted with nothing to choose)."""
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
-                 maximize=False):
+                 maximize=False, foreach=None, fused=None):
+        check_implementation_flags(foreach, fused)
         if momentum < 0:
             raise ValueError(f"invalid momentum: {momentum}")
         if nesterov and (momentum <= 0 or dampening != 0):

@@ -32,6 +32,14 @@ class Dataset:
         return ConcatDataset([self, other])
 
 
+class IterableDataset:
+    """A dataset read as a stream: ``__iter__`` yields its samples (a DataLoader batches them in
+    order; it takes no sampler and cannot shuffle them)."""
+
+    def __iter__(self):
+        raise NotImplementedError(f"{type(self).__name__} must define __iter__")
+
+
 class TensorDataset(Dataset):
     """Samples are the `index`-th rows of tensors that share their first dimension."""
 
@@ -209,6 +217,15 @@ class DataLoader:
         self.dataset, self.num_workers, self.generator = dataset, num_workers, generator
         self.prefetch_factor = 2 if prefetch_factor is None else int(prefetch_factor)
         self.worker_init_fn = worker_init_fn
+        if isinstance(dataset, IterableDataset):
+            if shuffle or sampler is not None or batch_sampler is not None:
+                raise ValueError("DataLoader with an IterableDataset takes no shuffle, sampler or batch_sampler: it "
+                                 "reads the stream in order")
+            self.sampler = self.batch_sampler = None
+            self.batch_size, self.drop_last = batch_size, drop_last
+            self.collate_fn = collate_fn if collate_fn is not None else (default_collate if batch_size is not None
+                                                                         else (lambda s: s))
+            return
         if sampler is None:
             sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
         self.sampler = sampler
@@ -219,7 +236,27 @@ class DataLoader:
                                                                      batch_sampler is not None else (lambda s: s))
 
     def __len__(self):
+        if isinstance(self.dataset, IterableDataset):
+            n = len(self.dataset)  # (TypeError for a stream without a length, as PyTorch)
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
         return len(self.batch_sampler) if self.batch_sampler is not None else len(self.sampler)
+
+    def _stream(self):
+        """The batches of an IterableDataset, read in the loop's thread whatever num_workers says."""
+        if self.batch_size is None:
+            for sample in self.dataset:
+                yield self.collate_fn(sample)
+            return
+        batch = []
+        for sample in self.dataset:
+            batch.append(sample)
+            if len(batch) == self.batch_size:
+                yield self.collate_fn(batch)
+                batch = []
+        if batch and not self.drop_last:
+            yield self.collate_fn(batch)
 
     def _load(self, indices):
         if self.batch_sampler is None:
@@ -227,6 +264,9 @@ class DataLoader:
         return self.collate_fn([self.dataset[i] for i in indices])
 
     def __iter__(self):
+        if isinstance(self.dataset, IterableDataset):
+            yield from self._stream()
+            return
         keys = iter(self.batch_sampler if self.batch_sampler is not None else self.sampler)
         if self.num_workers == 0:
             for k in keys:
@@ -266,5 +306,5 @@ def random_split(dataset, lengths, generator=None):
     return out
 
 
-__all__ = ["Dataset", "TensorDataset", "Subset", "ConcatDataset", "Generator", "Sampler", "SequentialSampler",
-           "RandomSampler", "BatchSampler", "default_collate", "DataLoader", "random_split"]
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "Generator", "Sampler",
+           "SequentialSampler", "RandomSampler", "BatchSampler", "default_collate", "DataLoader", "random_split"]
