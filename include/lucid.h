@@ -85,7 +85,12 @@ enum lucid_unary_op {
     LUCID_SOFTPLUS = 13,  /* log(1 + e**x) */
     LUCID_SIN = 14,       /* the sine (integers promote to float32) */
     LUCID_COS = 15,       /* the cosine (integers promote to float32) */
-    LUCID_EXPM1 = 16      /* e**x - 1, exact for small x */
+    LUCID_EXPM1 = 16,     /* e**x - 1, exact for small x */
+    LUCID_TAN = 17,       /* the tangent */
+    LUCID_ASIN = 18,      /* the arcsine (NaN outside [-1, 1]) */
+    LUCID_ACOS = 19,      /* the arccosine (NaN outside [-1, 1]) */
+    LUCID_ATAN = 20,      /* the arctangent */
+    LUCID_ROUND = 21      /* the nearest integer, halves to even (integers unchanged; gradient 0) */
 };
 enum lucid_reduce_op { LUCID_SUM = 0, LUCID_MEAN = 1, LUCID_AMAX = 2, LUCID_AMIN = 3, LUCID_LOGSUMEXP = 4 };
 /* Loss reductions. */

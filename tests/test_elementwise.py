@@ -488,6 +488,11 @@ REFERENCE = {
     "sin": (np.sin, lambda t: t.sin()),
     "cos": (np.cos, lucid.cos),
     "expm1": (np.expm1, lambda t: t.expm1()),
+    "tan": (np.tan, lambda t: t.tan()),
+    "asin": (np.arcsin, lucid.arcsin),
+    "acos": (np.arccos, lambda t: t.acos()),
+    "atan": (np.arctan, lucid.arctan),
+    "round": (np.round, lambda t: t.round()),  # numpy's round is also halves to even
 }
 POSITIVE = {"log", "log1p", "sqrt", "rsqrt"}
 
@@ -498,6 +503,12 @@ def inputs(name, n=257):
         x = np.abs(x) + 0.05
     if name == "softplus":
         x = np.concatenate([x, [25.0, -30.0]])
+    if name in ("asin", "acos"):
+        x = np.tanh(x) * 0.95
+    if name == "tan":
+        x = np.tanh(x / 3) * 1.3  # away from the poles
+    if name == "round":
+        x = np.concatenate([x, [0.5, 1.5, 2.5, -0.5, -2.5, 1025.0]])
     return x.astype(np.float32)
 
 
@@ -615,6 +626,8 @@ def test_gradients_match_finite_differences(name):
     _, op = REFERENCE[name]
     x = inputs(name, 24).astype(np.float64)
     x = x[np.abs(x) > 0.05]  # away from abs's kink
+    if name == "round":
+        x = x[np.abs(x - np.floor(x) - 0.5) > 0.01]  # away from round's jumps
     t = lucid.tensor(x.astype(np.float32), requires_grad=True)
     w = np.random.default_rng(9).standard_normal(t.shape).astype(np.float32)
     (op(t) * lucid.tensor(w)).sum().backward()

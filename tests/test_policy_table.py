@@ -36,6 +36,8 @@ RUNNERS = {
     "abs": lambda t, d: t(3).abs(), "tanh": lambda t, d: t(3).tanh(), "sigmoid": lambda t, d: t(3).sigmoid(),
     "silu": lambda t, d: F.silu(t(3)), "gelu": lambda t, d: F.gelu(t(3)), "softplus": lambda t, d: F.softplus(t(3)),
     "sin": lambda t, d: t(3).sin(), "cos": lambda t, d: lucid.cos(t(3)), "expm1": lambda t, d: t(3).expm1(),
+    "tan": lambda t, d: t(3).tan(), "asin": lambda t, d: (t(3) * 0.1).asin(), "acos": lambda t, d: (t(3) * 0.1).acos(),
+    "atan": lambda t, d: t(3).atan(), "round": lambda t, d: t(3).round(),
     "where": lambda t, d: lucid.where(t(3) > 0, t(3), t(3)), "clamp": lambda t, d: t(3).clamp(-1, 1),
     "matmul": lambda t, d: t(2, 3) @ t(3, 2), "linear": lambda t, d: F.linear(t(2, 3), t(4, 3), t(4)),
     "sum": lambda t, d: t(3).sum(), "mean": lambda t, d: t(3).mean(),

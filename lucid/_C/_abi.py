@@ -212,7 +212,7 @@ ENUMS = {
     "lucid_scalar_kind": {"LUCID_SCALAR_FLOAT": 0, "LUCID_SCALAR_INT": 1, "LUCID_SCALAR_BOOL": 2},
     "lucid_binary_op": {"LUCID_ADD": 0, "LUCID_SUB": 1, "LUCID_MUL": 2, "LUCID_DIV": 3, "LUCID_POW": 4, "LUCID_MAXIMUM": 5, "LUCID_MINIMUM": 6, "LUCID_BITWISE_AND": 7, "LUCID_BITWISE_OR": 8, "LUCID_BITWISE_XOR": 9},
     "lucid_compare_op": {"LUCID_EQ": 0, "LUCID_NE": 1, "LUCID_LT": 2, "LUCID_LE": 3, "LUCID_GT": 4, "LUCID_GE": 5},
-    "lucid_unary_op": {"LUCID_NEG": 0, "LUCID_RELU": 1, "LUCID_EXP": 2, "LUCID_LOG": 3, "LUCID_LOG1P": 4, "LUCID_SQRT": 5, "LUCID_RSQRT": 6, "LUCID_ABS": 7, "LUCID_TANH": 8, "LUCID_SIGMOID": 9, "LUCID_SILU": 10, "LUCID_GELU": 11, "LUCID_GELU_TANH": 12, "LUCID_SOFTPLUS": 13, "LUCID_SIN": 14, "LUCID_COS": 15, "LUCID_EXPM1": 16},
+    "lucid_unary_op": {"LUCID_NEG": 0, "LUCID_RELU": 1, "LUCID_EXP": 2, "LUCID_LOG": 3, "LUCID_LOG1P": 4, "LUCID_SQRT": 5, "LUCID_RSQRT": 6, "LUCID_ABS": 7, "LUCID_TANH": 8, "LUCID_SIGMOID": 9, "LUCID_SILU": 10, "LUCID_GELU": 11, "LUCID_GELU_TANH": 12, "LUCID_SOFTPLUS": 13, "LUCID_SIN": 14, "LUCID_COS": 15, "LUCID_EXPM1": 16, "LUCID_TAN": 17, "LUCID_ASIN": 18, "LUCID_ACOS": 19, "LUCID_ATAN": 20, "LUCID_ROUND": 21},
     "lucid_reduce_op": {"LUCID_SUM": 0, "LUCID_MEAN": 1, "LUCID_AMAX": 2, "LUCID_AMIN": 3, "LUCID_LOGSUMEXP": 4},
     "lucid_reduction": {"LUCID_REDUCTION_NONE": 0, "LUCID_REDUCTION_MEAN": 1, "LUCID_REDUCTION_SUM": 2},
     "lucid_cast_policy": {"LUCID_POLICY_NONE": 0, "LUCID_POLICY_LOWER_PRECISION": 1, "LUCID_POLICY_FLOAT32": 2, "LUCID_POLICY_PROMOTE": 3},
@@ -247,6 +247,11 @@ DOCS = {
     'LUCID_SIN': 'the sine (integers promote to float32)',
     'LUCID_COS': 'the cosine (integers promote to float32)',
     'LUCID_EXPM1': 'e**x - 1, exact for small x',
+    'LUCID_TAN': 'the tangent',
+    'LUCID_ASIN': 'the arcsine (NaN outside [-1, 1])',
+    'LUCID_ACOS': 'the arccosine (NaN outside [-1, 1])',
+    'LUCID_ATAN': 'the arctangent',
+    'LUCID_ROUND': 'the nearest integer, halves to even (integers unchanged; gradient 0)',
 }
 
 LUCID_OK = 0
@@ -311,6 +316,11 @@ LUCID_SOFTPLUS = 13
 LUCID_SIN = 14
 LUCID_COS = 15
 LUCID_EXPM1 = 16
+LUCID_TAN = 17
+LUCID_ASIN = 18
+LUCID_ACOS = 19
+LUCID_ATAN = 20
+LUCID_ROUND = 21
 LUCID_SUM = 0
 LUCID_MEAN = 1
 LUCID_AMAX = 2

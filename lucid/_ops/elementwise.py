@@ -149,6 +149,8 @@ def _unary_function(name, code):
 
 unary_functions = {name: _unary_function(name, code) for name, code in UNARY.items()}
 globals().update(unary_functions)
+# NumPy's names for the inverse trigonometric functions, which PyTorch takes too.
+arcsin, arccos, arctan = unary_functions["asin"], unary_functions["acos"], unary_functions["atan"]
 
 
 # ---- comparisons, bitwise and logical ops ------------------------------------------------------
@@ -411,6 +413,7 @@ class ElementwiseMethods:
     eq, ne, lt, le, gt, ge = eq, ne, lt, le, gt, ge
     bitwise_and, bitwise_or, bitwise_xor, bitwise_not = bitwise_and, bitwise_or, bitwise_xor, bitwise_not
     logical_and, logical_or, logical_xor, logical_not = logical_and, logical_or, logical_xor, logical_not
+    arcsin, arccos, arctan = arcsin, arccos, arctan
     masked_fill, isnan, isinf, isfinite, isclose, allclose, equal, outer = (masked_fill, isnan, isinf, isfinite,
                                                                             isclose, allclose, equal, outer)
 
@@ -425,4 +428,4 @@ for _name, _fn in unary_functions.items():
 __all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "clip", "matmul", "mm", "dot", "eq", "ne", "lt", "le",
            "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "logical_and", "logical_or",
            "logical_xor", "logical_not", "where", "isnan", "isinf", "isfinite", "isclose", "allclose", "equal", "outer",
-           "ger", *unary_functions]
+           "ger", "arcsin", "arccos", "arctan", *unary_functions]

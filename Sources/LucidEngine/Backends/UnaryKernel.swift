@@ -9,13 +9,13 @@ import Darwin
 package enum UnaryKernel: Int32, Sendable, CaseIterable {
     case neg = 0, relu = 1, exp = 2, log = 3, log1p = 4, sqrt = 5, rsqrt = 6, abs = 7
     case tanh = 8, sigmoid = 9, silu = 10, gelu = 11, geluTanh = 12, softplus = 13, sin = 14, cos = 15
-    case expm1 = 16
+    case expm1 = 16, tan = 17, asin = 18, acos = 19, atan = 20, round = 21
 
     /// The kernel's name in messages and counts, as Python spells it (`gelu_tanh`).
     var name: String { self == .geluTanh ? "gelu_tanh" : "\(self)" }
 
     /// Whether the op also has an integer form (the others promote integers to float32).
-    var keepsIntegers: Bool { self == .neg || self == .relu || self == .abs }
+    var keepsIntegers: Bool { self == .neg || self == .relu || self == .abs || self == .round }
 
     private static let sqrt2OverPi: Float = 0.797_884_6
 
@@ -45,6 +45,11 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
         case .sin: return sinf(x)
         case .cos: return cosf(x)
         case .expm1: return expm1f(x)
+        case .tan: return tanf(x)
+        case .asin: return asinf(x)
+        case .acos: return acosf(x)
+        case .atan: return atanf(x)
+        case .round: return x.rounded(.toNearestOrEven)
         }
     }
 
@@ -52,7 +57,7 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
     /// graph node then keeps only the output (and only the input otherwise), as PyTorch's does.
     var derivativeUsesOutput: Bool {
         switch self {
-        case .relu, .exp, .sqrt, .rsqrt, .tanh, .sigmoid, .expm1: return true
+        case .relu, .exp, .sqrt, .rsqrt, .tanh, .sigmoid, .expm1, .tan: return true
         default: return false
         }
     }
@@ -83,6 +88,11 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
         case .sin: return cosf(x)
         case .cos: return -sinf(x)
         case .expm1: return y + 1
+        case .tan: return 1 + y * y
+        case .asin: return 1 / (1 - x * x).squareRoot()
+        case .acos: return -1 / (1 - x * x).squareRoot()
+        case .atan: return 1 / (1 + x * x)
+        case .round: return 0
         }
     }
 
@@ -92,6 +102,7 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
         switch self {
         case .neg: return 0 &- x
         case .relu: return max(x, 0)
+        case .round: return x
         default: return x == .min ? x : Swift.abs(x)
         }
     }

@@ -181,13 +181,13 @@ package enum Elementwise {
         return Autograd.record(out, Autograd.name(op), [x], saved: saved) { g in [try rule(g)] }
     }
 
-    /// Unary ops by kernel. exp, expm1, log, log1p, rsqrt and softplus are on PyTorch's float32
-    /// autocast list; the rest keep their input dtype.
+    /// Unary ops by kernel. exp, expm1, log, log1p, rsqrt, softplus, tan, asin and acos are on
+    /// PyTorch's float32 autocast list; the rest keep their input dtype.
     static let unaryInfos: [OpInfo] = UnaryKernel.allCases.filter { $0 != .geluTanh }.map { k in
         switch k {
         case .neg: return neg
         case .relu: return relu
-        case .exp, .expm1, .log, .log1p, .rsqrt, .softplus: return OpInfo("\(k)", .float32)
+        case .exp, .expm1, .log, .log1p, .rsqrt, .softplus, .tan, .asin, .acos: return OpInfo("\(k)", .float32)
         default: return OpInfo("\(k)", .none)
         }
     }

@@ -194,7 +194,12 @@ inline float unary_float(uint op, float x) {
     case 13: return x > 20.0f ? x : log1p_of(precise::exp(x));
     case 14: return precise::sin(x);
     case 15: return precise::cos(x);
-    default: return expm1_of(x);
+    case 16: return expm1_of(x);
+    case 17: return precise::tan(x);
+    case 18: return precise::asin(x);
+    case 19: return precise::acos(x);
+    case 20: return precise::atan(x);
+    default: return rint(x);
     }
 }
 
@@ -220,7 +225,12 @@ inline float unary_derivative(uint op, float x, float y) {
     case 13: return x > 20.0f ? 1.0f : sigmoid_of(x);
     case 14: return precise::cos(x);
     case 15: return -precise::sin(x);
-    default: return y + 1.0f;
+    case 16: return y + 1.0f;
+    case 17: return 1.0f + y * y;
+    case 18: return 1.0f / precise::sqrt(1.0f - x * x);
+    case 19: return -1.0f / precise::sqrt(1.0f - x * x);
+    case 20: return 1.0f / (1.0f + x * x);
+    default: return 0.0f;
     }
 }
 
@@ -246,11 +256,13 @@ kernel void NAME(device const T* x [[buffer(0)]], device const T* y [[buffer(1)]
 }
 
 // The unary ops that keep integers (UnaryKernel.keepsIntegers): neg (wrapping), relu, abs
-// (int64's lowest stays itself); computed in int64 and truncated into the dtype.
+// (int64's lowest stays itself), round (unchanged); computed in int64 and truncated into the
+// dtype.
 inline long unary_int(uint op, long x) {
     switch (op) {
     case 0: return long(0ul - ulong(x));
     case 1: return max(x, 0L);
+    case 21: return x;
     default: return x == LONG_LOWEST ? x : (x < 0 ? -x : x);
     }
 }
