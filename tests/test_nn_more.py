@@ -37,6 +37,280 @@ def away_from_zero(*shape, gap=0.1):
     return np.where(np.abs(a) < gap, np.sign(a + 1e-9) * (gap + np.abs(a)), a).astype(np.float32)
 
 
+# ---- RMSNorm -------------------------------------------------------------------------------------
+
+def np_rms_norm(x, k, weight=None, eps=np.finfo(np.float32).eps):
+    x = x.astype(np.float64)
+    axes = tuple(range(-k, 0))
+    y = x / np.sqrt((x * x).mean(axis=axes, keepdims=True) + eps)
+    return y if weight is None else y * weight
+
+
+@pytest.mark.parametrize("shape,k", [((3, 5), 1), ((2, 3, 4, 5), 2), ((4,), 1), ((2, 3, 4), 3)])
+def test_rms_norm_matches_numpy(shape, k):
+    x, w = arr(*shape), arr(*shape[len(shape) - k:])
+    ns = shape[len(shape) - k:]
+    close(F.rms_norm(T(x), ns), np_rms_norm(x, k))
+    close(F.rms_norm(T(x), ns, T(w)), np_rms_norm(x, k, w))
+    close(F.rms_norm(T(x), ns, T(w), eps=0.5), np_rms_norm(x, k, w, eps=0.5))
+    if k == 1:
+        close(F.rms_norm(T(x), ns[0]), np_rms_norm(x, 1))
+
+
+def test_rms_norm_default_eps_is_the_float32_machine_epsilon():
+    x = np.full((1, 4), 1e-4, np.float32)  # mean square 1e-8, comparable with eps = 2**-23
+    close(F.rms_norm(T(x), (4,)), np_rms_norm(x, 1, eps=2.0 ** -23), tol=1e-6)
+    assert not np.allclose(F.rms_norm(T(x), (4,)).numpy(), np_rms_norm(x, 1, eps=1e-5), rtol=1e-3)
+    assert not np.allclose(F.rms_norm(T(x), (4,)).numpy(), np_rms_norm(x, 1, eps=0.0), rtol=1e-3)
+
+
+def test_rms_norm_16_bit_input_is_normalised_in_float32():
+    x = arr(3, 8) * 100
+    for dt, npt in ((lucid.float16, np.float16), (lucid.bfloat16, ml_dtypes.bfloat16)):
+        xs = x.astype(npt)
+        y = F.rms_norm(T(xs).to(dt) if dt is lucid.bfloat16 else T(xs), (8,))
+        assert y.dtype is dt
+        want = np_rms_norm(xs.astype(np.float32), 1).astype(np.float32).astype(npt).astype(np.float64)
+        np.testing.assert_allclose(y.float().numpy(), want, rtol=1e-2, atol=1e-2)
+
+
+def test_rms_norm_gradients():
+    check_grads(lambda x, w: F.rms_norm(x, (3, 4), w), arr(2, 3, 4), arr(3, 4))
+
+
+def test_rms_norm_errors():
+    with pytest.raises(RuntimeError, match="trailing"):
+        F.rms_norm(T(arr(2, 3)), (4,))
+    with pytest.raises(RuntimeError, match="trailing"):
+        F.rms_norm(T(arr(3)), (2, 3))
+    with pytest.raises(RuntimeError, match="weight"):
+        F.rms_norm(T(arr(2, 3)), (3,), T(arr(4)))
+    with pytest.raises(TypeError, match="input"):
+        F.rms_norm(arr(2, 3), (3,))
+
+
+def test_rms_norm_module():
+    m = nn.RMSNorm([3, 4])
+    assert m.normalized_shape == (3, 4) and m.eps is None
+    assert [n for n, _ in m.named_parameters()] == ["weight"]
+    np.testing.assert_array_equal(m.weight.numpy(), np.ones((3, 4), np.float32))
+    x = arr(2, 3, 4)
+    with lucid.no_grad():
+        m.weight.copy_(T(arr(3, 4)))
+    close(m(T(x)), np_rms_norm(x, 2, m.weight.numpy()))
+    m2 = nn.RMSNorm(4, eps=1e-3, elementwise_affine=False, dtype=lucid.float16)
+    assert m2.weight is None and list(m2.parameters()) == [] and m2.eps == 1e-3
+    close(m2(T(x)), np_rms_norm(x, 1, eps=1e-3))
+    assert nn.RMSNorm(4, dtype=lucid.float16).weight.dtype is lucid.float16
+    with pytest.raises(ValueError, match="normalized_shape"):
+        nn.RMSNorm(0)
+
+
+# ---- InstanceNorm --------------------------------------------------------------------------------
+
+def np_instance_norm(x, weight=None, bias=None, eps=1e-5):
+    x = x.astype(np.float64)
+    axes = tuple(range(2, x.ndim))
+    y = (x - x.mean(axis=axes, keepdims=True)) / np.sqrt(x.var(axis=axes, keepdims=True) + eps)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (3, 2, 6), (1, 4, 2, 2)])
+def test_instance_norm_matches_numpy(shape):
+    x, w, b = arr(*shape), arr(shape[1]), arr(shape[1])
+    close(F.instance_norm(T(x)), np_instance_norm(x), tol=1e-4)
+    close(F.instance_norm(T(x), weight=T(w), bias=T(b)), np_instance_norm(x, w, b), tol=1e-4)
+    close(F.instance_norm(T(x), eps=0.3), np_instance_norm(x, eps=0.3), tol=1e-4)
+
+
+def test_instance_norm_gradients():
+    check_grads(lambda x, w, b: F.instance_norm(x, weight=w, bias=b), arr(2, 2, 3, 3), arr(2), arr(2))
+
+
+def test_instance_norm_running_statistics():
+    x = arr(4, 3, 5, 6)
+    rm, rv = T(np.zeros(3, np.float32)), T(np.ones(3, np.float32))
+    y = F.instance_norm(T(x), rm, rv, momentum=0.2)
+    close(y, np_instance_norm(x), tol=1e-4)
+    per_mean = x.astype(np.float64).mean(axis=(2, 3))
+    per_var = x.astype(np.float64).var(axis=(2, 3), ddof=1)
+    close(rm, 0.8 * 0 + 0.2 * per_mean.mean(0), tol=1e-5)
+    close(rv, 0.8 * 1 + 0.2 * per_var.mean(0), tol=1e-5)
+    # without the input's statistics, the running ones normalise
+    m, v = rm.numpy().astype(np.float64), rv.numpy().astype(np.float64)
+    want = (x - m.reshape(1, 3, 1, 1)) / np.sqrt(v.reshape(1, 3, 1, 1) + 1e-5)
+    close(F.instance_norm(T(x), rm, rv, use_input_stats=False), want, tol=1e-4)
+
+
+def test_instance_norm2d_module():
+    m = nn.InstanceNorm2d(3)
+    assert list(m.parameters()) == [] and m.running_mean is None
+    x = arr(2, 3, 4, 4)
+    close(m(T(x)), np_instance_norm(x), tol=1e-4)
+    close(m(T(x[0])), np_instance_norm(x[:1])[0], tol=1e-4)  # unbatched [C, H, W]
+    a = nn.InstanceNorm2d(3, affine=True)
+    assert a.weight.shape == (3,) and a.bias.shape == (3,)
+    with lucid.no_grad():
+        a.weight.copy_(T(arr(3)))
+        a.bias.copy_(T(arr(3)))
+    close(a(T(x)), np_instance_norm(x, a.weight.numpy(), a.bias.numpy()), tol=1e-4)
+    with pytest.raises(ValueError, match="3-D .* or 4-D"):
+        m(T(arr(3, 4)))
+    with pytest.raises(ValueError, match="channels"):
+        a(T(arr(2, 4, 3, 3)))
+    with pytest.raises(ValueError, match="spatial"):
+        m(T(arr(2, 3, 1, 1)))
+    with pytest.raises(ValueError, match="at least 3"):
+        F.instance_norm(T(arr(2, 3)))
+
+
+def test_instance_norm2d_tracks_running_statistics_and_uses_them_in_eval():
+    m = nn.InstanceNorm2d(2, track_running_stats=True, momentum=0.5)
+    assert {n for n, _ in m.named_buffers()} == {"running_mean", "running_var", "num_batches_tracked"}
+    x = arr(3, 2, 4, 4, offset=2.0)
+    m(T(x))
+    assert m.num_batches_tracked.item() == 1
+    close(m.running_mean, 0.5 * x.astype(np.float64).mean(axis=(2, 3)).mean(0), tol=1e-5)
+    close(m.running_var, 0.5 + 0.5 * x.astype(np.float64).var(axis=(2, 3), ddof=1).mean(0), tol=1e-5)
+    m.eval()
+    rm, rv = m.running_mean.numpy().astype(np.float64), m.running_var.numpy().astype(np.float64)
+    z = arr(1, 2, 3, 3)
+    close(m(T(z)), (z - rm.reshape(1, 2, 1, 1)) / np.sqrt(rv.reshape(1, 2, 1, 1) + 1e-5), tol=1e-4)
+    assert m.num_batches_tracked.item() == 1
+    nn.InstanceNorm1d(2)(T(arr(2, 2, 5)))
+
+
+# ---- Dropout1d / Dropout2d -----------------------------------------------------------------------
+
+def test_dropout2d_zeroes_whole_channels():
+    lucid.manual_seed(0)
+    x = np.abs(arr(16, 32, 3, 4)) + 0.5
+    y = F.dropout2d(T(x), p=0.25).numpy()
+    kept = y != 0
+    per_channel = kept.reshape(16, 32, -1)
+    assert np.all(per_channel.all(axis=2) | ~per_channel.any(axis=2)), "a channel was partly zeroed"
+    chan = per_channel.all(axis=2)
+    np.testing.assert_allclose(y[chan], (x / 0.75)[chan], rtol=1e-6)
+    assert 0.15 < 1 - chan.mean() < 0.35
+    # the masks of two calls differ
+    assert not np.array_equal(chan, F.dropout2d(T(x), p=0.25).numpy().reshape(16, 32, -1).all(axis=2))
+
+
+def test_dropout2d_gradient_is_the_mask():
+    lucid.manual_seed(1)
+    x = T(arr(4, 6, 2, 2)).requires_grad_()
+    y = F.dropout2d(x, 0.5)
+    y.sum().backward()
+    ratio = np.where(x.numpy() != 0, y.numpy() / x.numpy(), 0)
+    np.testing.assert_allclose(x.grad.numpy(), ratio, rtol=1e-5, atol=1e-6)
+    assert set(np.unique(np.round(x.grad.numpy(), 5))) <= {0.0, 2.0}
+
+
+def test_dropout2d_modes_and_errors():
+    x = arr(2, 3, 4, 4)
+    np.testing.assert_array_equal(F.dropout2d(T(x), 0.5, training=False).numpy(), x)
+    np.testing.assert_array_equal(F.dropout2d(T(x), 1.0).numpy(), np.zeros_like(x))
+    np.testing.assert_array_equal(F.dropout2d(T(x), 0.0).numpy(), x)
+    for p in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="between 0 and 1"):
+            F.dropout2d(T(x), p)
+        with pytest.raises(ValueError, match="between 0 and 1"):
+            nn.Dropout2d(p)
+    m = nn.Dropout2d(0.5)
+    m.eval()
+    np.testing.assert_array_equal(m(T(x)).numpy(), x)
+    m.train()
+    lucid.manual_seed(5)
+    y = m(T(np.ones((8, 8, 3), np.float32))).numpy()  # 3-D is [N, C, L]
+    assert set(np.unique(y)) <= {0.0, 2.0} and np.all((y == y[:, :, :1]))
+    t = T(np.ones((4, 8, 2, 2), np.float32))
+    out = nn.Dropout2d(0.5, inplace=True)(t)
+    np.testing.assert_array_equal(t.numpy(), out.numpy())
+    with pytest.raises(RuntimeError, match="at least 2"):
+        F.dropout2d(T(arr(5)), 0.5)
+
+
+def test_dropout1d():
+    lucid.manual_seed(2)
+    y = nn.Dropout1d(0.5)(T(np.ones((6, 10, 7), np.float32))).numpy()
+    assert np.all(y == y[:, :, :1]) and set(np.unique(y)) <= {0.0, 2.0}
+    y2 = F.dropout1d(T(np.ones((10, 7), np.float32)), 0.5).numpy()
+    assert y2.shape == (10, 7) and np.all(y2 == y2[:, :1])
+    with pytest.raises(RuntimeError, match="2-D or 3-D"):
+        F.dropout1d(T(arr(2, 3, 4, 5)))
+
+
+# ---- PReLU and ELU -------------------------------------------------------------------------------
+
+def np_prelu(x, w):
+    w = np.asarray(w, np.float64)
+    if w.size > 1:
+        w = w.reshape((-1,) + (1,) * (x.ndim - 2))
+    return np.where(x > 0, x, w * x)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 4), (5, 3), (2, 3, 7)])
+def test_prelu_matches_numpy(shape):
+    x = arr(*shape)
+    close(F.prelu(T(x), T(np.array([0.3], np.float32))), np_prelu(x, [0.3]))
+    w = arr(3)
+    close(F.prelu(T(x), T(w)), np_prelu(x, w))
+
+
+def test_prelu_gradients():
+    check_grads(lambda x, w: F.prelu(x, w), away_from_zero(2, 3, 2, 2), arr(3))
+    check_grads(lambda x, w: F.prelu(x, w), away_from_zero(4, 2), np.array([0.2], np.float32))
+
+
+def test_prelu_module_and_errors():
+    m = nn.PReLU()
+    assert m.weight.shape == (1,) and float(m.weight.numpy()[0]) == 0.25
+    m3 = nn.PReLU(3, init=0.1)
+    np.testing.assert_allclose(m3.weight.numpy(), [0.1] * 3, rtol=1e-7)
+    x = arr(2, 3, 4)
+    close(m3(T(x)), np_prelu(x, [0.1] * 3))
+    x1 = arr(5)
+    close(m(T(x1)), np_prelu(x1, [0.25]))  # 1-D input, one slope
+    close(m(T(np.float32(-2.0))), -0.5)  # 0-D input
+    y = m3(T(x))
+    y.sum().backward()
+    want = np.where(x > 0, 0, x).sum(axis=(0, 2))
+    np.testing.assert_allclose(m3.weight.grad.numpy(), want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="channel"):
+        m3(T(arr(2, 4, 5)))
+    with pytest.raises(ValueError, match="num_parameters"):
+        nn.PReLU(0)
+    assert nn.PReLU(2, dtype=lucid.float16).weight.dtype is lucid.float16
+
+
+def np_elu(x, alpha=1.0):
+    x = x.astype(np.float64)
+    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
+
+
+def test_elu():
+    x = np.concatenate([arr(30) * 3, [0.0, 100.0, -100.0]]).astype(np.float32)
+    close(F.elu(T(x)), np_elu(x))
+    close(F.elu(T(x), alpha=0.5), np_elu(x, 0.5))
+    close(nn.ELU(alpha=2.0)(T(x)), np_elu(x, 2.0))
+    check_grads(lambda t: F.elu(t, 1.3), away_from_zero(3, 4))
+    big = T(np.array([100.0, -100.0], np.float32)).requires_grad_()
+    F.elu(big).sum().backward()
+    np.testing.assert_allclose(big.grad.numpy(), [1.0, 0.0], atol=1e-7)
+    t = T(x.copy())
+    out = F.elu(t, inplace=True)
+    close(t, np_elu(x))
+    close(out, np_elu(x))
+    with pytest.raises(TypeError, match="alpha"):
+        F.elu(T(x), alpha="1")
+    assert "alpha=2.0" in repr(nn.ELU(2.0))
+
+
 # ---- Module hooks and the rest ------------------------------------------------------------------
 
 class Affine(nn.Module):

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import numbers
 
+import numpy as np
+
 from .. import _C
-from .._ops import writes
+from .._ops import creation as _creation, shape as _shape, writes
 from .._grad_mode import no_grad
 from .._tensor import Tensor
-from .._types import as_index
+from .._types import as_index, float32, int64 as _int64
 
 _UNARY = _C.codes("lucid_unary_op")
 _REDUCTIONS = _C.codes("lucid_reduction", "LUCID_REDUCTION_")
@@ -367,3 +369,149 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None,
     _check(target, "target")
     return Tensor._wrap(_C.bce_with_logits(input._h, target._h, _h(weight, "weight"), _h(pos_weight, "pos_weight"),
                                           _reduction(reduction)))
+
+
+# ---- more activations, normalisation and dropout -------------------------------------------
+
+def _float(v, what, fn):
+    if not isinstance(v, numbers.Real) or isinstance(v, bool):
+        raise TypeError(f"{fn}: {what} must be a number, got {v!r}")
+    return float(v)
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """x where x > 0, else ``alpha``·(exp(x) - 1); the gradient at 0 is ``alpha`` as in PyTorch."""
+    _check(input, "input")
+    a = _float(alpha, "alpha", "elu")
+    # expm1 of min(x, 0), so the unused branch never overflows into the gradient.
+    return _out(input, lambda x: x.where(x > 0, x.clamp(max=0.0).expm1() * a), inplace, "elu")
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    return elu(input, alpha, inplace=True)
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """x where x > 0, else ``weight``·x, with one learned slope (``weight`` of one element) or one
+    per channel (dimension 1 of the input; ``weight`` of ``C`` elements)."""
+    _check(input, "input")
+    _check(weight, "weight")
+    if weight.ndim > 1:
+        raise RuntimeError(f"prelu: weight must be 0-D or 1-D, got shape {tuple(weight.shape)}")
+    n = weight.numel()
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if n != 1 and n != channels:
+        raise RuntimeError(f"prelu: mismatch of parameter numbers and input channel size: weight has {n} elements, "
+                           f"the input {channels} channels (dimension 1 of shape {tuple(input.shape)})")
+    w = weight.reshape(-1)
+    if n != 1:
+        w = w.reshape(n, *([1] * (input.ndim - 2)))
+    elif input.ndim == 0:
+        w = w.reshape(())
+    return input.where(input > 0, input * w)
+
+
+def rms_norm(input: Tensor, normalized_shape, weight=None, eps=None) -> Tensor:
+    """``x / sqrt(mean(x**2) + eps) * weight`` over the trailing ``normalized_shape`` dimensions.
+
+    16-bit inputs are normalised in float32 and the result rounded back to their dtype before
+    ``weight`` multiplies it, as PyTorch does; ``eps=None`` is the machine epsilon of that
+    float32 computation (float32's, 2**-23), else of the input's dtype (float32 is the only
+    other floating dtype)."""
+    _check(input, "input")
+    shape = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) else tuple(normalized_shape)
+    shape = tuple(as_index(s) for s in shape)
+    k = len(shape)
+    if k == 0 or input.ndim < k or tuple(input.shape[input.ndim - k:]) != shape:
+        raise RuntimeError(f"rms_norm: normalized_shape {shape} must be the trailing dimensions of the input, "
+                           f"got input of shape {tuple(input.shape)}")
+    if weight is not None:
+        _check(weight, "weight")
+        if tuple(weight.shape) != shape:
+            raise RuntimeError(f"rms_norm: weight must have shape {shape}, got {tuple(weight.shape)}")
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"rms_norm: input must be floating point, got {input.dtype}")
+    eps = 2.0 ** -23 if eps is None else _float(eps, "eps", "rms_norm")
+    x = input.float() if input.dtype != float32 else input
+    dims = tuple(range(-k, 0))
+    y = (x * (x * x).mean(dims, keepdim=True).add(eps).rsqrt()).to(input.dtype)
+    return y if weight is None else y * weight
+
+
+def _check_p(p, fn):
+    p = _float(p, "p", fn)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{fn}: dropout probability has to be between 0 and 1, got {p}")
+    return p
+
+
+def _feature_dropout(input, p, training, inplace, fn):
+    _check(input, "input")
+    p = _check_p(p, fn)
+    if not training or p == 0:
+        return input
+    if input.ndim < 2:
+        raise RuntimeError(f"{fn}: expected an input of at least 2 dimensions ([N, C, *]), got shape "
+                           f"{tuple(input.shape)}")
+    mask_shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
+    if p == 1:
+        scale = _creation.zeros(mask_shape, dtype=input.dtype, device=input.device)
+    else:
+        keep = _creation.rand(*mask_shape, device=input.device) >= p
+        scale = keep.to(input.dtype) * (1.0 / (1.0 - p))
+    return _out(input, lambda x: x * scale, inplace, fn)
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zeroes whole channels of ``[N, C, H, W]`` input (each with probability ``p``) and scales
+    the rest by 1/(1-p) when training. A 3-D input is taken as ``[N, C, L]``, as PyTorch does
+    for compatibility."""
+    return _feature_dropout(input, p, training, inplace, "dropout2d")
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zeroes whole channels of ``[N, C, L]`` input (see :func:`dropout2d`)."""
+    _check(input, "input")
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"dropout1d: expected a 2-D or 3-D input, got shape {tuple(input.shape)}")
+    if input.ndim == 2:  # unbatched [C, L]: a new tensor even with inplace
+        return _feature_dropout(input.unsqueeze(0), p, training, False, "dropout1d").squeeze(0)
+    return _feature_dropout(input, p, training, inplace, "dropout1d")
+
+
+def instance_norm(input: Tensor, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalises each channel of each sample of ``[N, C, *]`` input over its spatial elements
+    (computed in float32). With ``use_input_stats`` and running statistics given, those are
+    updated in place with the mean over the batch of each sample's statistics (the unbiased
+    variance), as PyTorch does; without ``use_input_stats`` the running statistics normalise."""
+    _check(input, "input")
+    if input.ndim < 3:
+        raise ValueError(f"instance_norm: expected an input of at least 3 dimensions ([N, C, *]), got shape "
+                         f"{tuple(input.shape)}")
+    n, c = input.shape[0], input.shape[1]
+    spatial = input.numel() // max(n * c, 1) if n * c else 0
+    if use_input_stats and spatial <= 1:
+        raise ValueError(f"instance_norm: expected more than 1 spatial element when training, got input of shape "
+                         f"{tuple(input.shape)}")
+    if not use_input_stats:
+        if running_mean is None or running_var is None:
+            raise ValueError("instance_norm: use_input_stats=False needs running_mean and running_var")
+        return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    if running_mean is None and running_var is None:
+        return group_norm(input, c, weight, bias, eps)
+    if running_mean is None or running_var is None:
+        raise ValueError("instance_norm: give both running_mean and running_var, or neither")
+    # Each (sample, channel) pair is one channel of a batch of one, its running statistics
+    # copies of the channel's; their new values are averaged back over the batch.
+    flat = input.reshape(1, n * c, *input.shape[2:])
+    with no_grad():
+        rm = running_mean.reshape(1, c).expand(n, c).reshape(n * c).float()
+        rv = running_var.reshape(1, c).expand(n, c).reshape(n * c).float()
+    w = None if weight is None else weight.reshape(1, c).expand(n, c).reshape(n * c)
+    b = None if bias is None else bias.reshape(1, c).expand(n, c).reshape(n * c)
+    y = _batch_norm(flat, rm, rv, w, b, True, momentum, eps)
+    with no_grad():
+        running_mean.copy_(rm.reshape(n, c).mean(0).to(running_mean.dtype))
+        running_var.copy_(rv.reshape(n, c).mean(0).to(running_var.dtype))
+    return y.reshape(*input.shape)

@@ -1,4 +1,4 @@
-"""Linear, ReLU and Sequential."""
+"""Linear, the activations, dropout and Sequential."""
 
 from __future__ import annotations
 
@@ -225,3 +225,54 @@ class Sequential(Module):
         for m in self._modules.values():
             x = m(x)
         return x
+
+
+class Dropout1d(Dropout):
+    """Zeroes whole channels of [N, C, L] (or [C, L]) input with probability ``p`` in training
+    mode; the identity in eval mode."""
+
+    def forward(self, x):
+        return F.dropout1d(x, self.p, self.training, self.inplace)
+
+
+class Dropout2d(Dropout):
+    """Zeroes whole channels of [N, C, H, W] input with probability ``p`` in training mode,
+    scaling the others by 1/(1-p); the identity in eval mode."""
+
+    def forward(self, x):
+        return F.dropout2d(x, self.p, self.training, self.inplace)
+
+
+class ELU(Module):
+    """x where x > 0, else ``alpha``·(exp(x) - 1)."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__()
+        self.alpha, self.inplace = float(alpha), bool(inplace)
+
+    def forward(self, x):
+        return F.elu(x, self.alpha, self.inplace)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class PReLU(Module):
+    """x where x > 0, else a learned slope times x: one slope (``num_parameters=1``) or one per
+    channel (dimension 1 of the input), all starting at ``init``."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = as_index(num_parameters)
+        if self.num_parameters <= 0:
+            raise ValueError(f"PReLU: num_parameters must be positive, got {num_parameters!r}")
+        self.init = float(init)
+        d = float32 if dtype is None else check_dtype(dtype)
+        self.weight = Parameter(_creation.full((self.num_parameters,), self.init, dtype=d, device=device))
+
+    def forward(self, x):
+        return F.prelu(x, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
+
