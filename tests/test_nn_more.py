@@ -311,6 +311,66 @@ def test_elu():
     assert "alpha=2.0" in repr(nn.ELU(2.0))
 
 
+# ---- SmoothL1Loss and HuberLoss -----------------------------------------------------------------
+
+def np_smooth_l1(x, y, beta):
+    d = np.abs(x.astype(np.float64) - y)
+    return np.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta) if beta > 0 else d
+
+
+def np_huber(x, y, delta):
+    d = np.abs(x.astype(np.float64) - y)
+    return np.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
+
+
+@pytest.mark.parametrize("beta", [1.0, 0.3, 2.0, 0.0])
+def test_smooth_l1_loss(beta):
+    x, y = arr(4, 5) * 2, arr(4, 5)
+    want = np_smooth_l1(x, y, beta)
+    close(F.smooth_l1_loss(T(x), T(y), beta=beta), want.mean())
+    close(F.smooth_l1_loss(T(x), T(y), reduction="sum", beta=beta), want.sum(), tol=1e-4)
+    close(F.smooth_l1_loss(T(x), T(y), reduction="none", beta=beta), want)
+    close(nn.SmoothL1Loss(beta=beta)(T(x), T(y)), want.mean())
+    close(nn.SmoothL1Loss(reduction="none", beta=beta)(T(x), T(y)), want)
+
+
+@pytest.mark.parametrize("delta", [1.0, 0.3, 2.5])
+def test_huber_loss(delta):
+    x, y = arr(4, 5) * 2, arr(4, 5)
+    want = np_huber(x, y, delta)
+    close(F.huber_loss(T(x), T(y), delta=delta), want.mean())
+    close(F.huber_loss(T(x), T(y), reduction="sum", delta=delta), want.sum(), tol=1e-4)
+    close(nn.HuberLoss(reduction="none", delta=delta)(T(x), T(y)), want)
+    close(nn.HuberLoss(delta=delta)(T(x), T(y)), np_smooth_l1(x, y, delta).mean() * delta)
+
+
+def test_smooth_l1_and_huber_gradients():
+    x = arr(3, 4) * 2
+    y = x + np.where(rng.random((3, 4)) < 0.5, -1, 1) * (0.2 + rng.random((3, 4)) * 2).astype(np.float32)
+    y = y.astype(np.float32)
+    # |x - y| is kept clear of beta = delta = 1 and of 0
+    y = np.where(np.abs(np.abs(x - y) - 1.0) < 0.1, y + 0.3, y).astype(np.float32)
+    check_grads(lambda a, b: F.smooth_l1_loss(a, b, reduction="sum"), x, y)
+    check_grads(lambda a, b: F.huber_loss(a, b, reduction="none", delta=1.0), x, y)
+    check_grads(lambda a, b: F.smooth_l1_loss(a, b, beta=0.0), x, y)
+
+
+def test_smooth_l1_and_huber_errors():
+    x = T(arr(3))
+    with pytest.raises(ValueError, match="beta"):
+        F.smooth_l1_loss(x, x, beta=-1.0)
+    with pytest.raises(ValueError, match="beta"):
+        nn.SmoothL1Loss(beta=-1.0)
+    with pytest.raises(ValueError, match="delta"):
+        F.huber_loss(x, x, delta=0.0)
+    with pytest.raises(ValueError, match="delta"):
+        nn.HuberLoss(delta=-2)
+    with pytest.raises(ValueError, match="reduction"):
+        F.smooth_l1_loss(x, x, reduction="avg")
+    with pytest.raises(TypeError, match="target"):
+        F.huber_loss(x, np.zeros(3))
+
+
 # ---- Module hooks and the rest ------------------------------------------------------------------
 
 class Affine(nn.Module):

@@ -7,7 +7,8 @@ from .containers import ModuleDict, ModuleList
 from .conv import Conv1d, Conv2d, ConvTranspose2d
 from .layers import (ELU, GELU, Dropout, Dropout1d, Dropout2d, Flatten, Identity, LeakyReLU, Linear, LogSoftmax,
                      PixelShuffle, PixelUnshuffle, PReLU, ReLU, Sequential, Sigmoid, SiLU, Softmax, Tanh)
-from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss)
+from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss,
+                   SmoothL1Loss)
 from .module import Module
 from .normalization import (BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LayerNorm,
                             RMSNorm)
@@ -25,5 +26,5 @@ __all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "SiLU", "Tanh", "Sig
            "BCEWithLogitsLoss", "BCELoss", "LeakyReLU", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
            "Transformer", "TransformerEncoder", "TransformerEncoderLayer", "TransformerDecoder",
            "TransformerDecoderLayer", "RMSNorm", "InstanceNorm1d", "InstanceNorm2d", "Dropout1d", "Dropout2d",
-           "PReLU", "ELU", "functional", "init", "parallel",
+           "PReLU", "ELU", "SmoothL1Loss", "HuberLoss", "functional", "init", "parallel",
            "utils"]

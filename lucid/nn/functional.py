@@ -515,3 +515,44 @@ def instance_norm(input: Tensor, running_mean=None, running_var=None, weight=Non
         running_mean.copy_(rm.reshape(n, c).mean(0).to(running_mean.dtype))
         running_var.copy_(rv.reshape(n, c).mean(0).to(running_var.dtype))
     return y.reshape(*input.shape)
+
+
+# ---- more losses ---------------------------------------------------------------------------
+
+def _reduce(loss, reduction):
+    code = _reduction(reduction)
+    return loss if code == _C.REDUCTION_NONE else (loss.sum() if code == _C.REDUCTION_SUM else loss.mean())
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+                   beta: float = 1.0) -> Tensor:
+    """0.5·d²/beta where d = |input - target| < beta, else d - 0.5·beta (the L1 loss when
+    ``beta`` is 0)."""
+    _check(input, "input")
+    _check(target, "target")
+    if size_average is not None or reduce is not None:
+        raise ValueError("smooth_l1_loss: size_average and reduce are deprecated in PyTorch; use reduction")
+    beta = _float(beta, "beta", "smooth_l1_loss")
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+    d = (input - target).abs()
+    if beta == 0:
+        return _reduce(d, reduction)
+    return _reduce((d * d * (0.5 / beta)).where(d < beta, d - 0.5 * beta), reduction)
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight=None) -> Tensor:
+    """0.5·d² where d = |input - target| < delta, else delta·(d - 0.5·delta) (``delta`` times
+    smooth_l1_loss with beta = delta); ``weight`` multiplies the elementwise losses."""
+    _check(input, "input")
+    _check(target, "target")
+    delta = _float(delta, "delta", "huber_loss")
+    if delta <= 0:
+        raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+    d = (input - target).abs()
+    loss = (d * d * 0.5).where(d < delta, (d - 0.5 * delta) * delta)
+    if weight is not None:
+        _check(weight, "weight")
+        loss = loss * weight
+    return _reduce(loss, reduction)
