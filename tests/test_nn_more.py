@@ -311,6 +311,84 @@ def test_elu():
     assert "alpha=2.0" in repr(nn.ELU(2.0))
 
 
+# ---- padding ------------------------------------------------------------------------------------
+
+def np_pad(x, pad, mode="constant", value=0.0):
+    """numpy's np.pad with torch's pad order (last dimension first) and negative pads cropping."""
+    widths = [(0, 0)] * x.ndim
+    for i in range(len(pad) // 2):
+        widths[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    crop = tuple(slice(max(-l, 0), x.shape[d] - max(-r, 0)) for d, (l, r) in enumerate(widths))
+    x = x[crop]
+    widths = [(max(l, 0), max(r, 0)) for l, r in widths]
+    np_mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
+    kw = {"constant_values": value} if mode == "constant" else {}
+    return np.pad(x, widths, mode=np_mode, **kw)
+
+
+@pytest.mark.parametrize("pad", [(1, 2), (0, 1, 2, 0), (1, 1, 1, 1, 1, 1), (2, -1), (-1, 0, 1, -2), (1, 0, 0, 0, 0, 0, 1, 1)])
+def test_constant_pad(pad):
+    x = arr(2, 3, 4, 5)
+    close(F.pad(T(x), pad), np_pad(x, pad))
+    close(F.pad(T(x), list(pad), "constant", 2.5), np_pad(x, pad, value=2.5))
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("shape,pad", [((2, 3, 6), (2, 3)), ((3, 6), (1, 0)), ((2, 3, 4, 5), (1, 2, 3, 0)),
+                                       ((3, 4, 5), (2, 2, 1, 1)), ((1, 2, 3, 4, 5), (1, 1, 2, 1, 1, 2)),
+                                       ((2, 3, 5, 6), (-1, 2, 1, -1))])
+def test_reflect_replicate_circular_pad(mode, shape, pad):
+    x = arr(*shape)
+    close(F.pad(T(x), pad, mode), np_pad(x, pad, mode))
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
+def test_pad_gradients(mode):
+    check_grads(lambda t: F.pad(t, (2, 1, 1, 2), mode), arr(1, 2, 3, 4))
+
+
+def test_pad_errors():
+    x = T(arr(1, 2, 3, 3))
+    with pytest.raises(ValueError, match="even"):
+        F.pad(x, (1, 2, 3))
+    with pytest.raises(ValueError, match="less than"):
+        F.pad(x, (3, 0, 0, 0), "reflect")
+    with pytest.raises(NotImplementedError, match="last 1, 2 or 3"):
+        F.pad(x, (1, 1), "reflect")  # as PyTorch: a 1-D pad is for 2-D or 3-D input
+    with pytest.raises(ValueError, match="value"):
+        F.pad(x, (1, 1), "reflect", value=1.0)
+    with pytest.raises(NotImplementedError, match="'constant', 'reflect'"):
+        F.pad(x, (1, 1), "mirror")
+    with pytest.raises(NotImplementedError, match="last 1, 2 or 3"):
+        F.pad(T(arr(4, 4)), (1, 1, 1, 1), "reflect")
+    with pytest.raises(ValueError, match="dimensions"):
+        F.pad(T(arr(3)), (1, 1, 1, 1))
+    with pytest.raises(ValueError, match="at most"):
+        F.pad(x, (4, 0, 0, 0), "circular")
+    with pytest.raises(TypeError, match="tuple"):
+        F.pad(x, 2)
+
+
+def test_padding_modules():
+    x = arr(2, 3, 4, 5)
+    close(nn.ZeroPad2d(2)(T(x)), np_pad(x, (2, 2, 2, 2)))
+    close(nn.ZeroPad2d((1, 0, 2, 3))(T(x)), np_pad(x, (1, 0, 2, 3)))
+    close(nn.ConstantPad2d((1, 2, 0, 1), -3.0)(T(x)), np_pad(x, (1, 2, 0, 1), value=-3.0))
+    close(nn.ReflectionPad2d(2)(T(x)), np_pad(x, (2, 2, 2, 2), "reflect"))
+    close(nn.ReflectionPad2d((3, 1, 0, 2))(T(x)), np_pad(x, (3, 1, 0, 2), "reflect"))
+    close(nn.ReplicationPad2d((3, 1, 0, 2))(T(x)), np_pad(x, (3, 1, 0, 2), "replicate"))
+    y = arr(2, 3, 6)
+    close(nn.ReflectionPad1d((2, 3))(T(y)), np_pad(y, (2, 3), "reflect"))
+    close(nn.ReplicationPad1d(2)(T(y)), np_pad(y, (2, 2), "replicate"))
+    close(nn.ConstantPad1d(1, 4.0)(T(y)), np_pad(y, (1, 1), value=4.0))
+    close(nn.ZeroPad1d((0, 2))(T(y)), np_pad(y, (0, 2)))
+    assert nn.ReflectionPad2d(1).padding == (1, 1, 1, 1)
+    with pytest.raises(TypeError, match="ReflectionPad2d: padding"):
+        nn.ReflectionPad2d((1, 2))
+    with pytest.raises(ValueError, match="less than"):
+        nn.ReflectionPad2d(4)(T(x))
+
+
 # ---- SmoothL1Loss and HuberLoss -----------------------------------------------------------------
 
 def np_smooth_l1(x, y, beta):

@@ -12,6 +12,8 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Lo
 from .module import Module
 from .normalization import (BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LayerNorm,
                             RMSNorm)
+from .padding import (ConstantPad1d, ConstantPad2d, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
+                      ReplicationPad2d, ZeroPad1d, ZeroPad2d)
 from .parameter import Parameter
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
@@ -26,5 +28,7 @@ __all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "SiLU", "Tanh", "Sig
            "BCEWithLogitsLoss", "BCELoss", "LeakyReLU", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
            "Transformer", "TransformerEncoder", "TransformerEncoderLayer", "TransformerDecoder",
            "TransformerDecoderLayer", "RMSNorm", "InstanceNorm1d", "InstanceNorm2d", "Dropout1d", "Dropout2d",
-           "PReLU", "ELU", "SmoothL1Loss", "HuberLoss", "functional", "init", "parallel",
+           "PReLU", "ELU", "ConstantPad1d",
+           "ConstantPad2d", "ZeroPad1d", "ZeroPad2d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
+           "ReplicationPad2d", "SmoothL1Loss", "HuberLoss", "functional", "init", "parallel",
            "utils"]

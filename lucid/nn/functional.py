@@ -517,6 +517,97 @@ def instance_norm(input: Tensor, running_mean=None, running_var=None, weight=Non
     return y.reshape(*input.shape)
 
 
+# ---- padding -------------------------------------------------------------------------------
+
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def _pad_index(n, left, right, mode):
+    """The source index of each output position of a dimension of size ``n`` padded by
+    ``left`` and ``right`` (negative values crop)."""
+    out = []
+    for j in range(-left, n + right):
+        if mode == "reflect":
+            i = -j if j < 0 else (2 * (n - 1) - j if j >= n else j)
+        elif mode == "replicate":
+            i = min(max(j, 0), n - 1)
+        else:  # circular
+            i = j % n
+        out.append(i)
+    return out
+
+
+def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
+    """Pads the trailing dimensions: ``pad`` is (left, right) of the last dimension, then of the
+    one before, and so on. ``"constant"`` fills with ``value`` (0 by default) any number of
+    dimensions and crops where a pad is negative; ``"reflect"`` (mirroring without repeating the
+    edge), ``"replicate"`` (repeating the edge) and ``"circular"`` (wrapping around) pad the last
+    1, 2 or 3 dimensions of an input with one or two more (batch, channel). Differentiable."""
+    _check(input, "input")
+    if not isinstance(pad, (tuple, list)):
+        raise TypeError(f"pad: pad must be a tuple of ints, got {pad!r}")
+    pads = [as_index(p) for p in pad]
+    if len(pads) % 2:
+        raise ValueError(f"pad: pad must have an even length (pairs of left, right), got {tuple(pad)}")
+    k = len(pads) // 2
+    if k > input.ndim:
+        raise ValueError(f"pad: pad {tuple(pad)} pads {k} dimensions, the input has only {input.ndim}")
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"pad: mode must be one of {', '.join(repr(m) for m in _PAD_MODES)}, got {mode!r}")
+    if mode != "constant":
+        if value is not None and value != 0:
+            raise ValueError(f"pad: mode {mode!r} does not take a value argument")
+        if not 1 <= k <= 3 or input.ndim not in (k + 1, k + 2):
+            raise NotImplementedError(f"pad: mode {mode!r} pads the last 1, 2 or 3 dimensions of an input with 1 or "
+                                      f"2 more; got pad of {k} dimension(s) for an input of shape "
+                                      f"{tuple(input.shape)}")
+    x = input
+    for i in range(k):
+        dim = input.ndim - 1 - i
+        left, right = pads[2 * i], pads[2 * i + 1]
+        if left == 0 and right == 0:
+            continue
+        n = x.shape[dim]
+        if mode == "constant":
+            if left < 0 or right < 0:
+                start, stop = max(-left, 0), n - max(-right, 0)
+                if stop < start:
+                    raise ValueError(f"pad: negative padding {tuple(pad)} crops dimension {dim} of size {n} "
+                                     f"below zero")
+                x = x.narrow(dim, start, stop - start)
+            parts = []
+            for width in (left, right):
+                if width > 0:
+                    shape = list(x.shape)
+                    shape[dim] = width
+                    parts.append(_creation.full(tuple(shape), 0 if value is None else value, dtype=x.dtype,
+                                                device=x.device))
+                else:
+                    parts.append(None)
+            x = _cat([t for t in (parts[0], x, parts[1]) if t is not None], dim)
+            continue
+        if mode == "reflect" and (left >= n or right >= n):
+            raise ValueError(f"pad: reflect padding ({left}, {right}) must be less than the size {n} of dimension "
+                             f"{dim} of the input of shape {tuple(input.shape)}")
+        if mode == "circular" and (left > n or right > n):
+            raise ValueError(f"pad: circular padding ({left}, {right}) must be at most the size {n} of dimension "
+                             f"{dim} of the input of shape {tuple(input.shape)}")
+        if n == 0:
+            raise ValueError(f"pad: mode {mode!r} cannot pad dimension {dim} of size 0")
+        if n + left + right < 0:
+            raise ValueError(f"pad: padding ({left}, {right}) crops dimension {dim} of size {n} below zero")
+        if mode == "circular" and (left < 0 or right < 0):  # crop first, then wrap the rest, as PyTorch
+            x = x.narrow(dim, max(-left, 0), n + min(left, 0) + min(right, 0))
+            n, left, right = x.shape[dim], max(left, 0), max(right, 0)
+        index = _creation.tensor(_pad_index(n, left, right, mode), dtype=_int64, device=x.device)
+        x = x.index_select(dim, index)
+    return x
+
+
+def _cat(tensors, dim):
+    return _shape.cat(tensors, dim)
+
+
 # ---- more losses ---------------------------------------------------------------------------
 
 def _reduce(loss, reduction):
