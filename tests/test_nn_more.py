@@ -389,6 +389,124 @@ def test_padding_modules():
         nn.ReflectionPad2d(4)(T(x))
 
 
+# ---- interpolate and Upsample -------------------------------------------------------------------
+
+def np_nearest_index(n_in, n_out, scale=None, exact=False):
+    s = np.float32(1.0 / scale) if scale is not None else np.float32(n_in / n_out)
+    j = np.arange(n_out, dtype=np.float32)
+    src = np.floor((j + np.float32(0.5)) * s if exact else j * s).astype(np.int64)
+    return np.minimum(src, n_in - 1)
+
+
+def np_linear_weights(n_in, n_out, align_corners, scale=None):
+    """The interpolation matrix [n_out, n_in] of 1-D linear resampling."""
+    m = np.zeros((n_out, n_in))
+    for j in range(n_out):
+        if align_corners:
+            src = j * (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+        else:
+            step = 1.0 / scale if scale is not None else n_in / n_out
+            src = max((j + 0.5) * step - 0.5, 0.0)
+        i0 = min(int(np.floor(src)), n_in - 1)
+        i1 = min(i0 + 1, n_in - 1)
+        lam = src - i0
+        m[j, i0] += 1 - lam
+        m[j, i1] += lam
+    return m
+
+
+def test_bilinear_known_values():
+    x = T(np.array([[[[1.0, 2.0], [3.0, 4.0]]]], np.float32))
+    close(F.interpolate(x, scale_factor=2, mode="bilinear")[0, 0],
+          np.array([[1.0, 1.25, 1.75, 2.0], [1.5, 1.75, 2.25, 2.5], [2.5, 2.75, 3.25, 3.5], [3.0, 3.25, 3.75, 4.0]]))
+    close(F.interpolate(x, size=3, mode="bilinear", align_corners=True)[0, 0],
+          np.array([[1.0, 1.5, 2.0], [2.0, 2.5, 3.0], [3.0, 3.5, 4.0]]))
+    close(F.interpolate(x, scale_factor=2)[0, 0], np.array([[1, 1, 2, 2], [1, 1, 2, 2], [3, 3, 4, 4], [3, 3, 4, 4.0]]))
+
+
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("kw", [dict(size=(7, 3)), dict(size=5), dict(scale_factor=2), dict(scale_factor=(1.5, 0.5)),
+                                dict(size=(1, 1)), dict(scale_factor=0.7)])
+def test_bilinear_matches_numpy(align, kw):
+    x = arr(2, 3, 4, 6)
+    y = F.interpolate(T(x), mode="bilinear", align_corners=align, **kw)
+    oh, ow = y.shape[2:]
+    sf = kw.get("scale_factor")
+    sh, sw = (sf if isinstance(sf, tuple) else (sf, sf)) if sf is not None else (None, None)
+    if sf is not None:
+        assert (oh, ow) == (int(4 * sh), int(6 * sw))
+    mh, mw = np_linear_weights(4, oh, align, sh), np_linear_weights(6, ow, align, sw)
+    close(y, np.einsum("ah,nchw,bw->ncab", mh, x.astype(np.float64), mw))
+
+
+@pytest.mark.parametrize("kw", [dict(size=(7, 3)), dict(scale_factor=3), dict(scale_factor=0.35), dict(size=(10, 2))])
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+def test_nearest_matches_numpy(kw, mode):
+    x = arr(2, 3, 10, 6)
+    y = F.interpolate(T(x), mode=mode, **kw)
+    oh, ow = y.shape[2:]
+    sf = kw.get("scale_factor")
+    ih = np_nearest_index(10, oh, sf, mode == "nearest-exact")
+    iw = np_nearest_index(6, ow, sf, mode == "nearest-exact")
+    close(y, x[:, :, ih][:, :, :, iw])
+
+
+def test_nearest_scale_factor_uses_the_factor_unless_recomputed():
+    x = T(np.arange(10, dtype=np.float32).reshape(1, 1, 10))
+    close(F.interpolate(x, scale_factor=0.35), [[[0, 2, 5]]])  # floor(j / 0.35)
+    close(F.interpolate(x, scale_factor=0.35, recompute_scale_factor=True), [[[0, 3, 6]]])  # floor(j * 10 / 3)
+    close(F.interpolate(x, size=3), [[[0, 3, 6]]])
+
+
+@pytest.mark.parametrize("align", [False, True])
+def test_linear_3d(align):
+    x = arr(2, 3, 5)
+    y = F.interpolate(T(x), size=8, mode="linear", align_corners=align)
+    close(y, np.einsum("ah,nch->nca", np_linear_weights(5, 8, align), x.astype(np.float64)))
+
+
+@pytest.mark.parametrize("kw", [dict(mode="bilinear", align_corners=False), dict(mode="bilinear", align_corners=True),
+                                dict(mode="nearest")])
+def test_interpolate_gradients(kw):
+    check_grads(lambda t: F.interpolate(t, size=(5, 3), **kw), arr(1, 2, 3, 4))
+    check_grads(lambda t: F.interpolate(t, scale_factor=0.5, **kw), arr(1, 1, 4, 4))
+
+
+def test_interpolate_errors():
+    x = T(arr(1, 2, 4, 4))
+    with pytest.raises(NotImplementedError, match="'nearest', 'nearest-exact', 'linear', 'bilinear'"):
+        F.interpolate(x, scale_factor=2, mode="bicubic")
+    with pytest.raises(NotImplementedError, match="supported modes"):
+        F.interpolate(x, scale_factor=2, mode="area")
+    with pytest.raises(ValueError, match="exactly one"):
+        F.interpolate(x)
+    with pytest.raises(ValueError, match="exactly one"):
+        F.interpolate(x, size=3, scale_factor=2)
+    with pytest.raises(ValueError, match="align_corners"):
+        F.interpolate(x, scale_factor=2, align_corners=True)
+    with pytest.raises(ValueError, match="4-D"):
+        F.interpolate(T(arr(1, 2, 4)), scale_factor=2, mode="bilinear")
+    with pytest.raises(ValueError, match="3-D"):
+        F.interpolate(x, scale_factor=2, mode="linear")
+    with pytest.raises(NotImplementedError, match="3-D"):
+        F.interpolate(T(arr(1, 2, 2, 2, 2)), scale_factor=2)
+    with pytest.raises(ValueError, match="2 element"):
+        F.interpolate(x, size=(2, 3, 4))
+    with pytest.raises(ValueError, match="positive"):
+        F.interpolate(x, scale_factor=0.1)
+
+
+def test_upsample_modules():
+    x = arr(1, 2, 3, 4)
+    close(nn.Upsample(scale_factor=2)(T(x)), x.repeat(2, axis=2).repeat(2, axis=3))
+    mh, mw = np_linear_weights(3, 5, False), np_linear_weights(4, 6, False)
+    close(nn.Upsample(size=(5, 6), mode="bilinear")(T(x)), np.einsum("ah,nchw,bw->ncab", mh, x, mw))
+    mh, mw = np_linear_weights(3, 6, True), np_linear_weights(4, 8, True)
+    close(nn.UpsamplingBilinear2d(scale_factor=2)(T(x)), np.einsum("ah,nchw,bw->ncab", mh, x, mw))
+    close(nn.UpsamplingNearest2d(size=(6, 8))(T(x)), x.repeat(2, axis=2).repeat(2, axis=3))
+    assert "scale_factor=2.0" in repr(nn.Upsample(scale_factor=2))
+
+
 # ---- SmoothL1Loss and HuberLoss -----------------------------------------------------------------
 
 def np_smooth_l1(x, y, beta):

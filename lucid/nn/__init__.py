@@ -6,7 +6,8 @@ from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList
 from .conv import Conv1d, Conv2d, ConvTranspose2d
 from .layers import (ELU, GELU, Dropout, Dropout1d, Dropout2d, Flatten, Identity, LeakyReLU, Linear, LogSoftmax,
-                     PixelShuffle, PixelUnshuffle, PReLU, ReLU, Sequential, Sigmoid, SiLU, Softmax, Tanh)
+                     PixelShuffle, PixelUnshuffle, PReLU, ReLU, Sequential, Sigmoid, SiLU, Softmax, Tanh, Upsample,
+                     UpsamplingBilinear2d, UpsamplingNearest2d)
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss,
                    SmoothL1Loss)
 from .module import Module
@@ -28,7 +29,7 @@ __all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "SiLU", "Tanh", "Sig
            "BCEWithLogitsLoss", "BCELoss", "LeakyReLU", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
            "Transformer", "TransformerEncoder", "TransformerEncoderLayer", "TransformerDecoder",
            "TransformerDecoderLayer", "RMSNorm", "InstanceNorm1d", "InstanceNorm2d", "Dropout1d", "Dropout2d",
-           "PReLU", "ELU", "ConstantPad1d",
+           "PReLU", "ELU", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "ConstantPad1d",
            "ConstantPad2d", "ZeroPad1d", "ZeroPad2d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
            "ReplicationPad2d", "SmoothL1Loss", "HuberLoss", "functional", "init", "parallel",
            "utils"]

@@ -608,6 +608,108 @@ def _cat(tensors, dim):
     return _shape.cat(tensors, dim)
 
 
+# ---- resampling ----------------------------------------------------------------------------
+
+_INTERPOLATE_MODES = ("nearest", "nearest-exact", "linear", "bilinear")
+
+
+def _source_scale(in_size, out_size, scale, align_corners):
+    """The step in input coordinates between output positions (PyTorch's area_pixel scale)."""
+    if align_corners:
+        return (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    return 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
+
+
+def _resample_dim(x, dim, out_size, scale, mode, align_corners):
+    n = x.shape[dim]
+    if mode in ("nearest", "nearest-exact"):
+        s = np.float32(_source_scale(n, out_size, scale, False))
+        j = np.arange(out_size, dtype=np.float32)
+        src = np.floor(j * s) if mode == "nearest" else np.floor((j + np.float32(0.5)) * s)
+        idx = np.minimum(src.astype(np.int64), n - 1)
+        return x.index_select(dim, _creation.tensor(idx.tolist(), dtype=_int64, device=x.device))
+    s = _source_scale(n, out_size, scale, align_corners)
+    j = np.arange(out_size, dtype=np.float64)
+    src = j * s if align_corners else np.maximum((j + 0.5) * s - 0.5, 0.0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    i1 = np.minimum(i0 + 1, n - 1)
+    lam = (src - i0).astype(np.float32)
+    shape = [out_size] + [1] * (x.ndim - 1 - (dim % x.ndim))
+    lo = x.index_select(dim, _creation.tensor(i0.tolist(), dtype=_int64, device=x.device))
+    hi = x.index_select(dim, _creation.tensor(i1.tolist(), dtype=_int64, device=x.device))
+    w1 = _creation.tensor(lam.reshape(shape), device=x.device).to(x.dtype)
+    w0 = _creation.tensor((1 - lam).reshape(shape), device=x.device).to(x.dtype)
+    return lo * w0 + hi * w1
+
+
+def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                recompute_scale_factor=None, antialias: bool = False) -> Tensor:
+    """Resizes the spatial dimensions of ``[N, C, L]`` or ``[N, C, H, W]`` input to ``size`` or by
+    ``scale_factor`` (one of the two; the output size is the floor of size × factor).
+
+    Modes: ``"nearest"`` (PyTorch's: the source index is floor(j × in/out), or j / factor when a
+    factor is given), ``"nearest-exact"`` (pixel centres), ``"linear"`` (3-D) and ``"bilinear"``
+    (4-D), both with ``align_corners`` False (the default: pixel centres, edges clamped) or True
+    (corner pixels aligned). Differentiable: rows and columns are gathered with index_select
+    and weighted."""
+    _check(input, "input")
+    if mode not in _INTERPOLATE_MODES:
+        raise NotImplementedError(f"interpolate: mode {mode!r} is not supported; the supported modes are "
+                                  f"{', '.join(repr(m) for m in _INTERPOLATE_MODES)}")
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported")
+    if input.ndim not in (3, 4):
+        raise NotImplementedError(f"interpolate: expected a 3-D [N, C, L] or 4-D [N, C, H, W] input, got shape "
+                                  f"{tuple(input.shape)}")
+    k = input.ndim - 2
+    if mode == "linear" and k != 1:
+        raise ValueError(f"interpolate: mode 'linear' needs a 3-D input, got shape {tuple(input.shape)}")
+    if mode == "bilinear" and k != 2:
+        raise ValueError(f"interpolate: mode 'bilinear' needs a 4-D input, got shape {tuple(input.shape)}")
+    interpolating = mode in ("linear", "bilinear")
+    if align_corners is not None and not interpolating:
+        raise ValueError("interpolate: align_corners can only be set with the interpolating modes linear and "
+                         "bilinear")
+    align = bool(align_corners) if interpolating else False
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: give exactly one of size and scale_factor")
+    in_sizes = tuple(input.shape[2:])
+    if size is not None:
+        sizes = list(size) if isinstance(size, (tuple, list)) else [size] * k
+        if len(sizes) != k:
+            raise ValueError(f"interpolate: size {size!r} must have {k} element(s) for an input of shape "
+                             f"{tuple(input.shape)}")
+        sizes = [as_index(s) for s in sizes]
+        scales = [None] * k
+    else:
+        scales = list(scale_factor) if isinstance(scale_factor, (tuple, list)) else [scale_factor] * k
+        if len(scales) != k:
+            raise ValueError(f"interpolate: scale_factor {scale_factor!r} must have {k} element(s) for an input "
+                             f"of shape {tuple(input.shape)}")
+        scales = [_float(s, "scale_factor", "interpolate") for s in scales]
+        if any(s <= 0 for s in scales):
+            raise ValueError(f"interpolate: scale_factor must be positive, got {scale_factor!r}")
+        sizes = [int(n * s) for n, s in zip(in_sizes, scales)]  # floor, as PyTorch (in double)
+        if recompute_scale_factor:
+            scales = [None] * k
+    if any(s <= 0 for s in sizes):
+        raise ValueError(f"interpolate: the output size {tuple(sizes)} must be positive (input shape "
+                         f"{tuple(input.shape)})")
+    if any(n == 0 for n in in_sizes):
+        raise ValueError(f"interpolate: cannot resize an empty input of shape {tuple(input.shape)}")
+    x = input
+    for d in range(k):
+        if sizes[d] == in_sizes[d] and scales[d] in (None, 1.0):
+            continue
+        x = _resample_dim(x, 2 + d, sizes[d], scales[d], mode, align)
+    return x
+
+
+def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None) -> Tensor:
+    """:func:`interpolate` (PyTorch's older name)."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
 # ---- more losses ---------------------------------------------------------------------------
 
 def _reduce(loss, reduction):

@@ -1,4 +1,4 @@
-"""Linear, the activations, dropout and Sequential."""
+"""Linear, the activations, dropout, upsampling and Sequential."""
 
 from __future__ import annotations
 
@@ -276,3 +276,37 @@ class PReLU(Module):
     def extra_repr(self):
         return f"num_parameters={self.num_parameters}"
 
+
+class Upsample(Module):
+    """Resizes [N, C, L] or [N, C, H, W] input to ``size`` or by ``scale_factor`` (see
+    ``functional.interpolate`` for the modes)."""
+
+    def __init__(self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                 recompute_scale_factor=None):
+        super().__init__()
+        self.size, self.mode, self.align_corners = size, mode, align_corners
+        self.scale_factor = (tuple(float(s) for s in scale_factor) if isinstance(scale_factor, (tuple, list))
+                             else (float(scale_factor) if scale_factor is not None else None))
+        self.recompute_scale_factor = recompute_scale_factor
+
+    def forward(self, x):
+        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+                             recompute_scale_factor=self.recompute_scale_factor)
+
+    def extra_repr(self):
+        what = f"scale_factor={self.scale_factor}" if self.scale_factor is not None else f"size={self.size}"
+        return f"{what}, mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """Nearest-neighbour upsampling of [N, C, H, W] input."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, "nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Bilinear upsampling of [N, C, H, W] input with the corners aligned (align_corners=True)."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, "bilinear", True)
