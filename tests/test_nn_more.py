@@ -567,6 +567,83 @@ def test_smooth_l1_and_huber_errors():
         F.huber_loss(x, np.zeros(3))
 
 
+# ---- EmbeddingBag --------------------------------------------------------------------------------
+
+def np_bags(weight, idx, starts, ends, mode, psw=None, padding_idx=None):
+    out = []
+    for s, e in zip(starts, ends):
+        members = [i for i in range(s, e) if idx[i] != padding_idx]
+        rows = weight[idx[members]].astype(np.float64)
+        if psw is not None:
+            rows = rows * psw[members, None]
+        if not members:
+            out.append(np.zeros(weight.shape[1]))
+        elif mode == "sum":
+            out.append(rows.sum(0))
+        elif mode == "mean":
+            out.append(rows.mean(0))
+        else:
+            out.append(rows.max(0))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_with_offsets(mode):
+    w = arr(10, 4)
+    idx = np.array([1, 2, 4, 5, 4, 3, 2, 9, 0])
+    offs = np.array([0, 2, 2, 6])
+    close(F.embedding_bag(T(idx), T(w), T(offs), mode=mode),
+          np_bags(w, idx, offs, [2, 2, 6, 9], mode))
+    close(F.embedding_bag(T(idx), T(w), T(np.append(offs, 9)), mode=mode, include_last_offset=True),
+          np_bags(w, idx, offs, [2, 2, 6, 9], mode))
+    close(F.embedding_bag(T(idx), T(w), T(offs), mode=mode, padding_idx=4),
+          np_bags(w, idx, offs, [2, 2, 6, 9], mode, padding_idx=4))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_2d_and_module(mode):
+    lucid.manual_seed(3)
+    m = nn.EmbeddingBag(7, 3, mode=mode)
+    assert m.weight.shape == (7, 3)
+    idx = rng.integers(0, 7, (4, 5))
+    w = m.weight.numpy()
+    close(m(T(idx)), np_bags(w, idx.reshape(-1), range(0, 20, 5), range(5, 21, 5), mode))
+    flat = idx.reshape(-1)
+    close(m(T(flat), T(np.array([0, 3, 11]))), np_bags(w, flat, [0, 3, 11], [3, 11, 20], mode))
+
+
+def test_embedding_bag_per_sample_weights_and_gradients():
+    w = arr(6, 3)
+    idx = np.array([0, 2, 2, 5, 1])
+    offs = np.array([0, 3])
+    psw = arr(5)
+    close(F.embedding_bag(T(idx), T(w), T(offs), mode="sum", per_sample_weights=T(psw)),
+          np_bags(w, idx, offs, [3, 5], "sum", psw))
+    for mode in ("sum", "mean", "max"):
+        check_grads(lambda t: F.embedding_bag(T(idx), t, T(offs), mode=mode), w)
+    check_grads(lambda t, p: F.embedding_bag(T(idx), t, T(offs), mode="sum", per_sample_weights=p), w, psw)
+
+
+def test_embedding_bag_errors():
+    w = T(arr(5, 2))
+    with pytest.raises(ValueError, match="mode"):
+        F.embedding_bag(T(np.array([0, 1])), w, T(np.array([0])), mode="median")
+    with pytest.raises(ValueError, match="offsets"):
+        F.embedding_bag(T(np.array([0, 1])), w)
+    with pytest.raises(ValueError, match="offsets"):
+        F.embedding_bag(T(np.array([[0, 1]])), w, T(np.array([0])))
+    with pytest.raises(ValueError, match="offsets must start at 0"):
+        F.embedding_bag(T(np.array([0, 1])), w, T(np.array([1])))
+    with pytest.raises(IndexError, match=r"\[0, 5\)"):
+        F.embedding_bag(T(np.array([0, 5])), w, T(np.array([0])))
+    with pytest.raises(NotImplementedError, match="per_sample_weights"):
+        F.embedding_bag(T(np.array([0, 1])), w, T(np.array([0])), mode="mean", per_sample_weights=T(arr(2)))
+    with pytest.raises(NotImplementedError, match="max_norm"):
+        nn.EmbeddingBag(5, 2, max_norm=1.0)
+    with pytest.raises(ValueError, match="mode"):
+        nn.EmbeddingBag(5, 2, mode="min")
+
+
 # ---- Module hooks and the rest ------------------------------------------------------------------
 
 class Affine(nn.Module):

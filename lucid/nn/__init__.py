@@ -18,7 +18,7 @@ from .padding import (ConstantPad1d, ConstantPad2d, ReflectionPad1d, ReflectionP
 from .parameter import Parameter
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
-from .sparse import Embedding
+from .sparse import Embedding, EmbeddingBag
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
                           TransformerEncoderLayer)
 
@@ -31,5 +31,5 @@ __all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "SiLU", "Tanh", "Sig
            "TransformerDecoderLayer", "RMSNorm", "InstanceNorm1d", "InstanceNorm2d", "Dropout1d", "Dropout2d",
            "PReLU", "ELU", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "ConstantPad1d",
            "ConstantPad2d", "ZeroPad1d", "ZeroPad2d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
-           "ReplicationPad2d", "SmoothL1Loss", "HuberLoss", "functional", "init", "parallel",
+           "ReplicationPad2d", "SmoothL1Loss", "HuberLoss", "EmbeddingBag", "functional", "init", "parallel",
            "utils"]

@@ -749,3 +749,94 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
         _check(weight, "weight")
         loss = loss * weight
     return _reduce(loss, reduction)
+
+
+# ---- embedding bags ------------------------------------------------------------------------
+
+def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, norm_type: float = 2,
+                  scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
+                  per_sample_weights=None, include_last_offset: bool = False, padding_idx=None) -> Tensor:
+    """The sum, mean or max of the rows of ``weight`` in each bag: the rows of a 2-D ``input``
+    ``[B, L]``, or the runs of a 1-D ``input`` starting at ``offsets`` (with
+    ``include_last_offset`` the last offset is the end of the last bag). An empty bag gives
+    zeros; entries equal to ``padding_idx`` are left out (and not counted by the mean).
+    ``per_sample_weights`` (mode "sum" only) weight each entry. ``max_norm``,
+    ``scale_grad_by_freq`` and ``sparse`` are not supported."""
+    _check(input, "input")
+    _check(weight, "weight")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"embedding_bag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding_bag: max_norm, scale_grad_by_freq and sparse are not supported")
+    if weight.ndim != 2:
+        raise ValueError(f"embedding_bag: weight must be 2-D, got shape {tuple(weight.shape)}")
+    if input.dtype.is_floating_point:
+        raise TypeError(f"embedding_bag: input must hold integer indices, got {input.dtype}")
+    if per_sample_weights is not None:
+        _check(per_sample_weights, "per_sample_weights")
+        if mode != "sum":
+            raise NotImplementedError(f"embedding_bag: per_sample_weights are only supported with mode 'sum', "
+                                      f"got {mode!r}")
+        if tuple(per_sample_weights.shape) != tuple(input.shape):
+            raise ValueError(f"embedding_bag: per_sample_weights of shape {tuple(per_sample_weights.shape)} must "
+                             f"have the input's shape {tuple(input.shape)}")
+    idx = np.asarray(input.numpy()).astype(np.int64)
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError("embedding_bag: offsets must be None for a 2-D input")
+        b, l = idx.shape
+        starts = np.arange(b) * l
+        ends = starts + l
+        flat = input.reshape(-1)
+        psw = None if per_sample_weights is None else per_sample_weights.reshape(-1)
+    elif input.ndim == 1:
+        if offsets is None:
+            raise ValueError("embedding_bag: a 1-D input needs offsets")
+        _check(offsets, "offsets")
+        offs = np.asarray(offsets.numpy()).astype(np.int64).reshape(-1)
+        if offsets.ndim != 1 or len(offs) == 0:
+            raise ValueError(f"embedding_bag: offsets must be a non-empty 1-D tensor, got shape "
+                             f"{tuple(offsets.shape)}")
+        if offs[0] != 0 or np.any(np.diff(offs) < 0) or offs[-1] > len(idx):
+            raise ValueError(f"embedding_bag: offsets must start at 0, not decrease and stay within the input's "
+                             f"{len(idx)} elements, got {offs.tolist()}")
+        if include_last_offset:
+            starts, ends = offs[:-1], offs[1:]
+        else:
+            starts, ends = offs, np.append(offs[1:], len(idx))
+        flat, psw = input, per_sample_weights
+    else:
+        raise ValueError(f"embedding_bag: input must be 1-D or 2-D, got shape {tuple(input.shape)}")
+    n_rows = weight.shape[0]
+    flat_idx = idx.reshape(-1)
+    if np.any(flat_idx < 0) or np.any(flat_idx >= n_rows):
+        raise IndexError(f"embedding_bag: indices must be in [0, {n_rows}), got values from {flat_idx.min()} to "
+                         f"{flat_idx.max()}")
+    if padding_idx is not None:
+        padding_idx = as_index(padding_idx)
+        if not -n_rows <= padding_idx < n_rows:
+            raise ValueError(f"embedding_bag: padding_idx {padding_idx} must be within num_embeddings ({n_rows})")
+        padding_idx %= n_rows
+    keep = np.ones(len(flat_idx), bool) if padding_idx is None else flat_idx != padding_idx
+    rows = weight.index_select(0, flat.reshape(-1).to(_int64))  # [n, D]
+    nb = len(starts)
+    if mode == "max":
+        out = []
+        for s, e in zip(starts, ends):
+            members = [int(i) for i in range(s, e) if keep[i]]
+            if members:
+                sel = rows.index_select(0, _creation.tensor(members, dtype=_int64, device=weight.device))
+                out.append(sel.amax(0))
+            else:
+                out.append(_creation.zeros((weight.shape[1],), dtype=weight.dtype, device=weight.device))
+        return _shape.stack(out, 0) if out else _creation.zeros((0, weight.shape[1]), dtype=weight.dtype,
+                                                          device=weight.device)
+    m = np.zeros((nb, len(flat_idx)), np.float32)
+    for bag, (s, e) in enumerate(zip(starts, ends)):
+        members = [i for i in range(s, e) if keep[i]]
+        if members:
+            m[bag, members] = 1.0 / len(members) if mode == "mean" else 1.0
+    mat = _creation.tensor(m, device=weight.device).to(weight.dtype)
+    if psw is not None:
+        mat = mat * psw.reshape(1, -1).to(weight.dtype)
+    return mat.matmul(rows)
