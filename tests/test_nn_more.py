@@ -771,3 +771,15 @@ def test_load_state_dict_assign():
     assert bn.running_mean is state["running_mean"] and not bn.weight.requires_grad
     with pytest.raises(ValueError, match="shape"):
         dst.load_state_dict({"weight": T(arr(2, 2)), "bias": T(arr(2))}, assign=True)
+
+
+def test_new_names_are_exported():
+    names = ["RMSNorm", "InstanceNorm1d", "InstanceNorm2d", "Dropout1d", "Dropout2d", "PReLU", "ELU", "Upsample",
+             "UpsamplingNearest2d", "UpsamplingBilinear2d", "ConstantPad1d", "ConstantPad2d", "ZeroPad1d",
+             "ZeroPad2d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d",
+             "SmoothL1Loss", "HuberLoss", "EmbeddingBag"]
+    for n in names:
+        assert n in nn.__all__ and issubclass(getattr(nn, n), nn.Module)
+    for f in ("rms_norm", "dropout1d", "dropout2d", "instance_norm", "prelu", "pad", "elu", "smooth_l1_loss",
+              "huber_loss", "interpolate", "embedding_bag"):
+        assert callable(getattr(F, f))
