@@ -72,6 +72,13 @@ def test_rms_norm_16_bit_input_is_normalised_in_float32():
         assert y.dtype is dt
         want = np_rms_norm(xs.astype(np.float32), 1).astype(np.float32).astype(npt).astype(np.float64)
         np.testing.assert_allclose(y.float().numpy(), want, rtol=1e-2, atol=1e-2)
+        # the weight multiplies in float32, before the one rounding to the input's dtype
+        w = np.full(8, 1 + 2.0 ** -6, np.float32).astype(npt)
+        wt = T(w.astype(np.float32)).to(dt)
+        got = F.rms_norm(T(xs.astype(np.float32)).to(dt), (8,), wt)
+        assert got.dtype is dt
+        want = (np_rms_norm(xs.astype(np.float32), 1) * w.astype(np.float64)).astype(np.float32).astype(npt)
+        np.testing.assert_array_equal(got.float().numpy(), want.astype(np.float32))
 
 
 def test_rms_norm_gradients():
@@ -226,7 +233,8 @@ def test_dropout2d_modes_and_errors():
     np.testing.assert_array_equal(m(T(x)).numpy(), x)
     m.train()
     lucid.manual_seed(5)
-    y = m(T(np.ones((8, 8, 3), np.float32))).numpy()  # 3-D is [N, C, L]
+    with pytest.warns(UserWarning, match=r"3-D input .*\[N, C, L\]"):
+        y = m(T(np.ones((8, 8, 3), np.float32))).numpy()  # 3-D is [N, C, L]
     assert set(np.unique(y)) <= {0.0, 2.0} and np.all((y == y[:, :, :1]))
     t = T(np.ones((4, 8, 2, 2), np.float32))
     out = nn.Dropout2d(0.5, inplace=True)(t)
@@ -717,6 +725,16 @@ def test_hooks_in_sequential_submodules():
         layer.register_forward_hook(lambda mod, args, out: shapes.append(tuple(out.shape)))
     seq(T(arr(5, 3)))
     assert shapes == [(5, 4), (5, 4), (5, 2)]
+
+
+def test_hooks_on_a_module_whose_state_predates_them():
+    m = nn.Linear(2, 2)
+    for name in ("_forward_pre_hooks", "_forward_hooks", "_hooks_with_kwargs"):
+        del m.__dict__[name]
+    x = T(arr(1, 2))
+    close(m(x), x.numpy() @ m.weight.numpy().T + m.bias.numpy())
+    m.register_forward_hook(lambda mod, args, out: out * 0)
+    close(m(x), np.zeros((1, 2)))
 
 
 def test_add_module():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 
@@ -414,10 +415,10 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
 def rms_norm(input: Tensor, normalized_shape, weight=None, eps=None) -> Tensor:
     """``x / sqrt(mean(x**2) + eps) * weight`` over the trailing ``normalized_shape`` dimensions.
 
-    16-bit inputs are normalised in float32 and the result rounded back to their dtype before
-    ``weight`` multiplies it, as PyTorch does; ``eps=None`` is the machine epsilon of that
-    float32 computation (float32's, 2**-23), else of the input's dtype (float32 is the only
-    other floating dtype)."""
+    16-bit inputs are computed in float32 (``weight`` multiplying in float32 too) and the result
+    rounded to the input's dtype, as PyTorch does; ``eps=None`` is the machine epsilon of that
+    float32 computation, 2**-23 (PyTorch's default, float32 being the computation dtype of
+    every lucid floating dtype)."""
     _check(input, "input")
     shape = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) else tuple(normalized_shape)
     shape = tuple(as_index(s) for s in shape)
@@ -434,8 +435,10 @@ def rms_norm(input: Tensor, normalized_shape, weight=None, eps=None) -> Tensor:
     eps = 2.0 ** -23 if eps is None else _float(eps, "eps", "rms_norm")
     x = input.float() if input.dtype != float32 else input
     dims = tuple(range(-k, 0))
-    y = (x * (x * x).mean(dims, keepdim=True).add(eps).rsqrt()).to(input.dtype)
-    return y if weight is None else y * weight
+    y = x * (x * x).mean(dims, keepdim=True).add(eps).rsqrt()
+    if weight is not None:
+        y = y * (weight.float() if weight.dtype != float32 else weight)
+    return y.to(input.dtype)
 
 
 def _check_p(p, fn):
@@ -466,6 +469,14 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
     """Zeroes whole channels of ``[N, C, H, W]`` input (each with probability ``p``) and scales
     the rest by 1/(1-p) when training. A 3-D input is taken as ``[N, C, L]``, as PyTorch does
     for compatibility."""
+    _check(input, "input")
+    if input.ndim == 3:
+        warnings.warn("dropout2d: received a 3-D input and takes it as [N, C, L], zeroing whole channels (1-D "
+                      "channel dropout); use dropout1d for that, and a 4-D [N, C, H, W] input for 2-D dropout",
+                      stacklevel=2)
+    elif input.ndim != 4 and input.ndim >= 2:
+        warnings.warn(f"dropout2d: received a {input.ndim}-D input; it expects a 4-D [N, C, H, W] input",
+                      stacklevel=2)
     return _feature_dropout(input, p, training, inplace, "dropout2d")
 
 

@@ -168,8 +168,12 @@ class Module:
         return output
 
     def _hook_tables(self):
-        if "_forward_hooks" not in self.__dict__:  # a subclass that skipped Module.__init__
+        if "_parameters" not in self.__dict__:
             raise AttributeError("call Module.__init__() before registering hooks")
+        if "_forward_hooks" not in self.__dict__:  # a module unpickled from before hooks existed
+            for name, table in (("_forward_pre_hooks", OrderedDict()), ("_forward_hooks", OrderedDict()),
+                                ("_hooks_with_kwargs", set())):
+                object.__setattr__(self, name, table)
         return self._forward_pre_hooks, self._forward_hooks, self._hooks_with_kwargs
 
     @staticmethod
