@@ -464,6 +464,11 @@ def test_nearest_scale_factor_uses_the_factor_unless_recomputed():
     close(F.interpolate(x, scale_factor=0.35), [[[0, 2, 5]]])  # floor(j / 0.35)
     close(F.interpolate(x, scale_factor=0.35, recompute_scale_factor=True), [[[0, 3, 6]]])  # floor(j * 10 / 3)
     close(F.interpolate(x, size=3), [[[0, 3, 6]]])
+    # an output of the input's size, or of twice it, takes PyTorch's shortcuts whatever the factor
+    close(F.interpolate(x, scale_factor=1.05), x.numpy())
+    y = T(np.arange(3, dtype=np.float32).reshape(1, 1, 3))
+    close(F.interpolate(y, scale_factor=2.2), [[[0, 0, 1, 1, 2, 2]]])  # not floor(j / 2.2)
+    close(F.interpolate(y, scale_factor=2.2, mode="nearest-exact"), [[[0, 0, 1, 1, 2, 2]]])
 
 
 @pytest.mark.parametrize("align", [False, True])
@@ -573,6 +578,19 @@ def test_smooth_l1_and_huber_errors():
         F.smooth_l1_loss(x, x, reduction="avg")
     with pytest.raises(TypeError, match="target"):
         F.huber_loss(x, np.zeros(3))
+
+
+def test_smooth_l1_loss_legacy_reduction_flags():
+    x, y = arr(3, 4), arr(3, 4)
+    want = np_smooth_l1(x, y, 1.0)
+    with pytest.warns(UserWarning, match="deprecated"):
+        close(F.smooth_l1_loss(T(x), T(y), size_average=False), want.sum(), tol=1e-4)
+    with pytest.warns(UserWarning, match="deprecated"):
+        close(F.smooth_l1_loss(T(x), T(y), None, False), want)
+    with pytest.warns(UserWarning, match="deprecated"):
+        close(nn.SmoothL1Loss(size_average=True)(T(x), T(y)), want.mean())
+    with pytest.warns(UserWarning, match="deprecated"):
+        assert nn.SmoothL1Loss(reduce=False).reduction == "none"
 
 
 # ---- EmbeddingBag --------------------------------------------------------------------------------

@@ -638,6 +638,10 @@ def _resample_dim(x, dim, out_size, scale, mode, align_corners):
         j = np.arange(out_size, dtype=np.float32)
         src = np.floor(j * s) if mode == "nearest" else np.floor((j + np.float32(0.5)) * s)
         idx = np.minimum(src.astype(np.int64), n - 1)
+        if mode == "nearest" and out_size == n:  # PyTorch's shortcuts, whatever the factor
+            return x
+        if mode == "nearest" and out_size == 2 * n:
+            idx = np.arange(out_size) // 2
         return x.index_select(dim, _creation.tensor(idx.tolist(), dtype=_int64, device=x.device))
     s = _source_scale(n, out_size, scale, align_corners)
     j = np.arange(out_size, dtype=np.float64)
@@ -728,6 +732,16 @@ def _reduce(loss, reduction):
     return loss if code == _C.REDUCTION_NONE else (loss.sum() if code == _C.REDUCTION_SUM else loss.mean())
 
 
+def _legacy_reduction(size_average, reduce):
+    """PyTorch's deprecated ``size_average`` and ``reduce`` flags as a ``reduction`` (each True when
+    None), with PyTorch's warning."""
+    warnings.warn("size_average and reduce are deprecated, use reduction='none', 'mean' or 'sum' instead",
+                  stacklevel=3)
+    if reduce is not None and not reduce:
+        return "none"
+    return "sum" if size_average is not None and not size_average else "mean"
+
+
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
     """0.5·d²/beta where d = |input - target| < beta, else d - 0.5·beta (the L1 loss when
@@ -735,7 +749,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     _check(input, "input")
     _check(target, "target")
     if size_average is not None or reduce is not None:
-        raise ValueError("smooth_l1_loss: size_average and reduce are deprecated in PyTorch; use reduction")
+        reduction = _legacy_reduction(size_average, reduce)
     beta = _float(beta, "beta", "smooth_l1_loss")
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")

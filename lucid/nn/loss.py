@@ -67,9 +67,9 @@ class SmoothL1Loss(_Loss):
     """Quadratic below ``beta``, linear above (see ``functional.smooth_l1_loss``)."""
 
     def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
-        super().__init__(reduction)
         if size_average is not None or reduce is not None:
-            raise ValueError("SmoothL1Loss: size_average and reduce are deprecated in PyTorch; use reduction")
+            reduction = F._legacy_reduction(size_average, reduce)
+        super().__init__(reduction)
         if beta < 0:
             raise ValueError(f"SmoothL1Loss: beta must be non-negative, got {beta}")
         self.beta = float(beta)
