@@ -856,12 +856,24 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, no
                 out.append(_creation.zeros((weight.shape[1],), dtype=weight.dtype, device=weight.device))
         return _shape.stack(out, 0) if out else _creation.zeros((0, weight.shape[1]), dtype=weight.dtype,
                                                           device=weight.device)
-    m = np.zeros((nb, len(flat_idx)), np.float32)
-    for bag, (s, e) in enumerate(zip(starts, ends)):
-        members = [i for i in range(s, e) if keep[i]]
-        if members:
-            m[bag, members] = 1.0 / len(members) if mode == "mean" else 1.0
-    mat = _creation.tensor(m, device=weight.device).to(weight.dtype)
+    # Each kept entry adds its row, weighted, into its bag's output row.
+    starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    bag_of = np.full(len(flat_idx), -1, np.int64)
+    if nb:  # the bags are consecutive runs
+        bag_of[starts[0]:ends[-1]] = np.repeat(np.arange(nb), ends - starts)
+    bag_of[~keep] = -1
+    kept = np.nonzero(bag_of >= 0)[0]
+    counts = np.bincount(bag_of[kept], minlength=nb).astype(np.float32)
+    scale = np.ones(len(flat_idx), np.float32)
+    if mode == "mean":
+        scale[kept] = 1.0 / counts[bag_of[kept]]
+    d = weight.shape[1]
+    out = _creation.zeros((nb, d), dtype=weight.dtype, device=weight.device)
+    if len(kept) == 0:
+        return out
+    sel = _creation.tensor(kept.tolist(), dtype=_int64, device=weight.device)
+    w = _creation.tensor(scale[kept].reshape(-1, 1), device=weight.device).to(weight.dtype)
     if psw is not None:
-        mat = mat * psw.reshape(1, -1).to(weight.dtype)
-    return mat.matmul(rows)
+        w = w * psw.reshape(-1).index_select(0, sel).reshape(-1, 1).to(weight.dtype)
+    target = _creation.tensor(np.repeat(bag_of[kept].reshape(-1, 1), d, axis=1), dtype=_int64, device=weight.device)
+    return out.scatter_add(0, target, rows.index_select(0, sel) * w)
