@@ -819,3 +819,31 @@ def test_new_names_are_exported():
     for f in ("rms_norm", "dropout1d", "dropout2d", "instance_norm", "prelu", "pad", "elu", "smooth_l1_loss",
               "huber_loss", "interpolate", "embedding_bag"):
         assert callable(getattr(F, f))
+
+
+@pytest.mark.filterwarnings("ignore::lucid.metal.MetalFallbackWarning")
+@pytest.mark.parametrize("name,fn,shapes", [
+    ("rms_norm", lambda x, w: F.rms_norm(x, (5,), w), [(2, 3, 4, 5), (5,)]),
+    ("instance_norm", lambda x, w: F.instance_norm(x, weight=w), [(2, 3, 4, 5), (3,)]),
+    ("prelu", lambda x, w: F.prelu(x, w), [(2, 3, 4, 5), (3,)]),
+    ("pad", lambda x: F.pad(x, (2, 1, 1, 3), "reflect"), [(2, 3, 4, 5)]),
+    ("pad_constant", lambda x: F.pad(x, (2, 1, 1, 3), value=1.5), [(2, 3, 4, 5)]),
+    ("bilinear", lambda x: F.interpolate(x, size=(7, 3), mode="bilinear"), [(2, 3, 4, 5)]),
+    ("nearest", lambda x: F.interpolate(x, scale_factor=1.5), [(2, 3, 4, 5)]),
+    ("elu", lambda x: F.elu(x), [(2, 3, 4, 5)]),
+    ("huber", lambda x, y: F.huber_loss(x, y, reduction="none"), [(2, 3, 4, 5), (2, 3, 4, 5)]),
+    ("embedding_bag", lambda w: F.embedding_bag(T(np.array([0, 2, 1, 4, 4]), device=w.device), w,
+                                                T(np.array([0, 2]), device=w.device)), [(5, 3)]),
+])
+def test_metal_matches_cpu_values_and_gradients(name, fn, shapes):
+    arrays = [arr(*s) for s in shapes]
+    results = {}
+    for device in ("cpu", "metal"):
+        leaves = [T(a, device=device).requires_grad_() for a in arrays]
+        out = fn(*leaves)
+        assert out.device == device
+        (out * out).sum().backward()
+        results[device] = (out.numpy(), [t.grad.numpy() for t in leaves])
+    np.testing.assert_allclose(results["metal"][0], results["cpu"][0], rtol=1e-4, atol=1e-4)
+    for g_metal, g_cpu in zip(results["metal"][1], results["cpu"][1]):
+        np.testing.assert_allclose(g_metal, g_cpu, rtol=1e-3, atol=1e-3)
