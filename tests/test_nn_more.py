@@ -170,6 +170,9 @@ def test_instance_norm2d_module():
         m(T(arr(3, 4)))
     with pytest.raises(ValueError, match="channels"):
         a(T(arr(2, 4, 3, 3)))
+    with pytest.warns(UserWarning, match="num_features"):
+        z = arr(2, 4, 3, 3)
+        close(m(T(z)), np_instance_norm(z), tol=1e-4)
     with pytest.raises(ValueError, match="spatial"):
         m(T(arr(2, 3, 1, 1)))
     with pytest.raises(ValueError, match="at least 3"):

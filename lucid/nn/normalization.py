@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 
 from .._ops import creation as _creation
 from .._grad_mode import no_grad
@@ -187,9 +188,12 @@ class _InstanceNorm(Module):
         unbatched = x.ndim == d + 1
         if unbatched:
             x = x.unsqueeze(0)
-        if x.shape[1] != self.num_features and self.affine:
-            raise ValueError(f"{type(self).__name__}: expected input with {self.num_features} channels (dimension "
-                             f"{0 if unbatched else 1}), got shape {tuple(x.shape)}")
+        if x.shape[1] != self.num_features:
+            if self.affine:
+                raise ValueError(f"{type(self).__name__}: expected input with {self.num_features} channels "
+                                 f"(dimension {0 if unbatched else 1}), got shape {tuple(x.shape)}")
+            warnings.warn(f"{type(self).__name__}: the input's {x.shape[1]} channels differ from num_features "
+                          f"({self.num_features}), which is not used because affine=False", stacklevel=2)
         use_input_stats = self.training or not self.track_running_stats
         momentum = self.momentum
         if self.training and self.track_running_stats:
