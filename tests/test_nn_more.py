@@ -739,6 +739,20 @@ def test_hooks_with_kwargs_and_gradients_through_hooks():
         m.register_forward_pre_hook(None)
 
 
+def test_always_call_forward_hooks_run_when_forward_raises():
+    m = Affine()
+    calls = []
+    m.register_forward_hook(lambda mod, args, out: calls.append(("always", out)), always_call=True)
+    m.register_forward_hook(lambda mod, args, out: calls.append(("normal", out)))
+    with pytest.raises(TypeError):
+        m("not a tensor", "nor a shift")
+    assert calls == [("always", None)]
+    calls.clear()
+    x = T(np.array([1.0], np.float32))
+    m(x)
+    assert [c[0] for c in calls] == ["always", "normal"]
+
+
 def test_hooks_in_sequential_submodules():
     seq = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
     shapes = []

@@ -160,7 +160,13 @@ class Module:
                 result = hook(self, args)
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
-        output = self.forward(*args, **kwargs)
+        try:
+            output = self.forward(*args, **kwargs)
+        except Exception:
+            for key, hook in list(post.items()):
+                if key in d.get("_always_call", ()):  # told of the failure with output None
+                    hook(self, args, kwargs, None) if key in with_kwargs else hook(self, args, None)
+            raise
         for key, hook in list(post.items()):
             result = hook(self, args, kwargs, output) if key in with_kwargs else hook(self, args, output)
             if result is not None:
@@ -202,17 +208,19 @@ class Module:
         """Calls ``hook(module, args, output)`` after each forward; a result other than None
         replaces the output. With ``with_kwargs`` the hook is ``hook(module, args, kwargs,
         output)``. ``prepend`` runs it before the hooks already registered. Returns a handle whose
-        ``remove()`` unregisters it. ``always_call`` (run even when forward raises) is not
-        supported."""
+        ``remove()`` unregisters it. With ``always_call`` it is also called, with output None,
+        when forward raises (the exception then propagates)."""
         if not callable(hook):
             raise TypeError(f"register_forward_hook takes a callable, got {hook!r}")
-        if always_call:
-            raise NotImplementedError("register_forward_hook(always_call=True) is not supported")
         _, post, with_kw = self._hook_tables()
-        handle = RemovableHandle(post, _Discard(with_kw))
+        if "_always_call" not in self.__dict__:
+            object.__setattr__(self, "_always_call", set())
+        handle = RemovableHandle(post, _Discard(with_kw), _Discard(self._always_call))
         self._add_hook(post, handle, hook, prepend)
         if with_kwargs:
             with_kw.add(handle.id)
+        if always_call:
+            self._always_call.add(handle.id)
         return handle
 
     def apply(self, fn):
