@@ -5,15 +5,20 @@ from . import functional, init, parallel, utils
 from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList
 from .conv import Conv1d, Conv2d, ConvTranspose2d
-from .layers import (GELU, Dropout, Flatten, Identity, LeakyReLU, Linear, LogSoftmax, PixelShuffle, PixelUnshuffle,
-                     ReLU, Sequential, Sigmoid, SiLU, Softmax, Tanh)
-from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from .layers import (ELU, GELU, Dropout, Dropout1d, Dropout2d, Flatten, Identity, LeakyReLU, Linear, LogSoftmax,
+                     PixelShuffle, PixelUnshuffle, PReLU, ReLU, Sequential, Sigmoid, SiLU, Softmax, Tanh, Upsample,
+                     UpsamplingBilinear2d, UpsamplingNearest2d)
+from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss,
+                   SmoothL1Loss)
 from .module import Module
-from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
+from .normalization import (BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LayerNorm,
+                            RMSNorm)
+from .padding import (ConstantPad1d, ConstantPad2d, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
+                      ReplicationPad2d, ZeroPad1d, ZeroPad2d)
 from .parameter import Parameter
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
-from .sparse import Embedding
+from .sparse import Embedding, EmbeddingBag
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
                           TransformerEncoderLayer)
 
@@ -23,4 +28,8 @@ __all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "SiLU", "Tanh", "Sig
            "GroupNorm", "Embedding", "MultiheadAttention", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss",
            "BCEWithLogitsLoss", "BCELoss", "LeakyReLU", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
            "Transformer", "TransformerEncoder", "TransformerEncoderLayer", "TransformerDecoder",
-           "TransformerDecoderLayer", "functional", "init", "parallel", "utils"]
+           "TransformerDecoderLayer", "RMSNorm", "InstanceNorm1d", "InstanceNorm2d", "Dropout1d", "Dropout2d",
+           "PReLU", "ELU", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "ConstantPad1d",
+           "ConstantPad2d", "ZeroPad1d", "ZeroPad2d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
+           "ReplicationPad2d", "SmoothL1Loss", "HuberLoss", "EmbeddingBag", "functional", "init", "parallel",
+           "utils"]

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import numbers
+import warnings
+
+import numpy as np
 
 from .. import _C
-from .._ops import writes
+from .._ops import creation as _creation, shape as _shape, writes
 from .._grad_mode import no_grad
 from .._tensor import Tensor
-from .._types import as_index
+from .._types import as_index, float32, int64 as _int64
 
 _UNARY = _C.codes("lucid_unary_op")
 _REDUCTIONS = _C.codes("lucid_reduction", "LUCID_REDUCTION_")
@@ -367,3 +370,510 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None,
     _check(target, "target")
     return Tensor._wrap(_C.bce_with_logits(input._h, target._h, _h(weight, "weight"), _h(pos_weight, "pos_weight"),
                                           _reduction(reduction)))
+
+
+# ---- more activations, normalisation and dropout -------------------------------------------
+
+def _float(v, what, fn):
+    if not isinstance(v, numbers.Real) or isinstance(v, bool):
+        raise TypeError(f"{fn}: {what} must be a number, got {v!r}")
+    return float(v)
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """x where x > 0, else ``alpha``·(exp(x) - 1); the gradient at 0 is ``alpha`` as in PyTorch."""
+    _check(input, "input")
+    a = _float(alpha, "alpha", "elu")
+    # expm1 of min(x, 0), so the unused branch never overflows into the gradient.
+    return _out(input, lambda x: x.where(x > 0, x.clamp(max=0.0).expm1() * a), inplace, "elu")
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    return elu(input, alpha, inplace=True)
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """x where x > 0, else ``weight``·x, with one learned slope (``weight`` of one element) or one
+    per channel (dimension 1 of the input; ``weight`` of ``C`` elements)."""
+    _check(input, "input")
+    _check(weight, "weight")
+    if weight.ndim > 1:
+        raise RuntimeError(f"prelu: weight must be 0-D or 1-D, got shape {tuple(weight.shape)}")
+    n = weight.numel()
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if n != 1 and n != channels:
+        raise RuntimeError(f"prelu: mismatch of parameter numbers and input channel size: weight has {n} elements, "
+                           f"the input {channels} channels (dimension 1 of shape {tuple(input.shape)})")
+    w = weight.reshape(-1)
+    if n != 1:
+        w = w.reshape(n, *([1] * (input.ndim - 2)))
+    elif input.ndim == 0:
+        w = w.reshape(())
+    return input.where(input > 0, input * w)
+
+
+def rms_norm(input: Tensor, normalized_shape, weight=None, eps=None) -> Tensor:
+    """``x / sqrt(mean(x**2) + eps) * weight`` over the trailing ``normalized_shape`` dimensions.
+
+    16-bit inputs are computed in float32 (``weight`` multiplying in float32 too) and the result
+    rounded to the input's dtype, as PyTorch does; ``eps=None`` is the machine epsilon of that
+    float32 computation, 2**-23 (PyTorch's default, float32 being the computation dtype of
+    every lucid floating dtype)."""
+    _check(input, "input")
+    shape = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) else tuple(normalized_shape)
+    shape = tuple(as_index(s) for s in shape)
+    k = len(shape)
+    if k == 0 or input.ndim < k or tuple(input.shape[input.ndim - k:]) != shape:
+        raise RuntimeError(f"rms_norm: normalized_shape {shape} must be the trailing dimensions of the input, "
+                           f"got input of shape {tuple(input.shape)}")
+    if weight is not None:
+        _check(weight, "weight")
+        if tuple(weight.shape) != shape:
+            raise RuntimeError(f"rms_norm: weight must have shape {shape}, got {tuple(weight.shape)}")
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"rms_norm: input must be floating point, got {input.dtype}")
+    eps = 2.0 ** -23 if eps is None else _float(eps, "eps", "rms_norm")
+    x = input.float() if input.dtype != float32 else input
+    dims = tuple(range(-k, 0))
+    y = x * (x * x).mean(dims, keepdim=True).add(eps).rsqrt()
+    if weight is not None:
+        y = y * (weight.float() if weight.dtype != float32 else weight)
+    return y.to(input.dtype)
+
+
+def _check_p(p, fn):
+    p = _float(p, "p", fn)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{fn}: dropout probability has to be between 0 and 1, got {p}")
+    return p
+
+
+def _feature_dropout(input, p, training, inplace, fn):
+    _check(input, "input")
+    p = _check_p(p, fn)
+    if not training or p == 0:
+        return input
+    if input.ndim < 2:
+        raise RuntimeError(f"{fn}: expected an input of at least 2 dimensions ([N, C, *]), got shape "
+                           f"{tuple(input.shape)}")
+    mask_shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
+    if p == 1:
+        scale = _creation.zeros(mask_shape, dtype=input.dtype, device=input.device)
+    else:
+        keep = _creation.rand(*mask_shape, device=input.device) >= p
+        scale = keep.to(input.dtype) * (1.0 / (1.0 - p))
+    return _out(input, lambda x: x * scale, inplace, fn)
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zeroes whole channels of ``[N, C, H, W]`` input (each with probability ``p``) and scales
+    the rest by 1/(1-p) when training. A 3-D input is taken as ``[N, C, L]``, as PyTorch does
+    for compatibility."""
+    _check(input, "input")
+    if input.ndim == 3:
+        warnings.warn("dropout2d: received a 3-D input and takes it as [N, C, L], zeroing whole channels (1-D "
+                      "channel dropout); use dropout1d for that, and a 4-D [N, C, H, W] input for 2-D dropout",
+                      stacklevel=2)
+    elif input.ndim != 4 and input.ndim >= 2:
+        warnings.warn(f"dropout2d: received a {input.ndim}-D input; it expects a 4-D [N, C, H, W] input",
+                      stacklevel=2)
+    return _feature_dropout(input, p, training, inplace, "dropout2d")
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zeroes whole channels of ``[N, C, L]`` input (see :func:`dropout2d`)."""
+    _check(input, "input")
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"dropout1d: expected a 2-D or 3-D input, got shape {tuple(input.shape)}")
+    if input.ndim == 2:  # unbatched [C, L]: a new tensor even with inplace
+        return _feature_dropout(input.unsqueeze(0), p, training, False, "dropout1d").squeeze(0)
+    return _feature_dropout(input, p, training, inplace, "dropout1d")
+
+
+def instance_norm(input: Tensor, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalises each channel of each sample of ``[N, C, *]`` input over its spatial elements
+    (computed in float32). With ``use_input_stats`` and running statistics given, those are
+    updated in place with the mean over the batch of each sample's statistics (the unbiased
+    variance), as PyTorch does; without ``use_input_stats`` the running statistics normalise."""
+    _check(input, "input")
+    if input.ndim < 3:
+        raise ValueError(f"instance_norm: expected an input of at least 3 dimensions ([N, C, *]), got shape "
+                         f"{tuple(input.shape)}")
+    n, c = input.shape[0], input.shape[1]
+    spatial = input.numel() // max(n * c, 1) if n * c else 0
+    if use_input_stats and spatial <= 1:
+        raise ValueError(f"instance_norm: expected more than 1 spatial element when training, got input of shape "
+                         f"{tuple(input.shape)}")
+    if not use_input_stats:
+        if running_mean is None or running_var is None:
+            raise ValueError("instance_norm: use_input_stats=False needs running_mean and running_var")
+        return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    if running_mean is None and running_var is None:
+        return group_norm(input, c, weight, bias, eps)
+    if running_mean is None or running_var is None:
+        raise ValueError("instance_norm: give both running_mean and running_var, or neither")
+    # Each (sample, channel) pair is one channel of a batch of one, its running statistics
+    # copies of the channel's; their new values are averaged back over the batch.
+    flat = input.reshape(1, n * c, *input.shape[2:])
+    with no_grad():
+        rm = running_mean.reshape(1, c).expand(n, c).reshape(n * c).float()
+        rv = running_var.reshape(1, c).expand(n, c).reshape(n * c).float()
+    w = None if weight is None else weight.reshape(1, c).expand(n, c).reshape(n * c)
+    b = None if bias is None else bias.reshape(1, c).expand(n, c).reshape(n * c)
+    y = _batch_norm(flat, rm, rv, w, b, True, momentum, eps)
+    with no_grad():
+        running_mean.copy_(rm.reshape(n, c).mean(0).to(running_mean.dtype))
+        running_var.copy_(rv.reshape(n, c).mean(0).to(running_var.dtype))
+    return y.reshape(*input.shape)
+
+
+# ---- padding -------------------------------------------------------------------------------
+
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def _pad_index(n, left, right, mode):
+    """The source index of each output position of a dimension of size ``n`` padded by
+    ``left`` and ``right`` (negative values crop)."""
+    out = []
+    for j in range(-left, n + right):
+        if mode == "reflect":
+            i = -j if j < 0 else (2 * (n - 1) - j if j >= n else j)
+        elif mode == "replicate":
+            i = min(max(j, 0), n - 1)
+        else:  # circular
+            i = j % n
+        out.append(i)
+    return out
+
+
+def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
+    """Pads the trailing dimensions: ``pad`` is (left, right) of the last dimension, then of the
+    one before, and so on. ``"constant"`` fills with ``value`` (0 by default) any number of
+    dimensions and crops where a pad is negative; ``"reflect"`` (mirroring without repeating the
+    edge), ``"replicate"`` (repeating the edge) and ``"circular"`` (wrapping around) pad the last
+    1, 2 or 3 dimensions of an input with one or two more (batch, channel). Differentiable."""
+    _check(input, "input")
+    if not isinstance(pad, (tuple, list)):
+        raise TypeError(f"pad: pad must be a tuple of ints, got {pad!r}")
+    pads = [as_index(p) for p in pad]
+    if len(pads) % 2:
+        raise ValueError(f"pad: pad must have an even length (pairs of left, right), got {tuple(pad)}")
+    k = len(pads) // 2
+    if k > input.ndim:
+        raise ValueError(f"pad: pad {tuple(pad)} pads {k} dimensions, the input has only {input.ndim}")
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"pad: mode must be one of {', '.join(repr(m) for m in _PAD_MODES)}, got {mode!r}")
+    if mode != "constant":
+        if value is not None and value != 0:
+            raise ValueError(f"pad: mode {mode!r} does not take a value argument")
+        if not 1 <= k <= 3 or input.ndim not in (k + 1, k + 2):
+            raise NotImplementedError(f"pad: mode {mode!r} pads the last 1, 2 or 3 dimensions of an input with 1 or "
+                                      f"2 more; got pad of {k} dimension(s) for an input of shape "
+                                      f"{tuple(input.shape)}")
+    x = input
+    for i in range(k):
+        dim = input.ndim - 1 - i
+        left, right = pads[2 * i], pads[2 * i + 1]
+        if left == 0 and right == 0:
+            continue
+        n = x.shape[dim]
+        if mode == "constant":
+            if left < 0 or right < 0:
+                start, stop = max(-left, 0), n - max(-right, 0)
+                if stop < start:
+                    raise ValueError(f"pad: negative padding {tuple(pad)} crops dimension {dim} of size {n} "
+                                     f"below zero")
+                x = x.narrow(dim, start, stop - start)
+            parts = []
+            for width in (left, right):
+                if width > 0:
+                    shape = list(x.shape)
+                    shape[dim] = width
+                    parts.append(_creation.full(tuple(shape), 0 if value is None else value, dtype=x.dtype,
+                                                device=x.device))
+                else:
+                    parts.append(None)
+            x = _cat([t for t in (parts[0], x, parts[1]) if t is not None], dim)
+            continue
+        if mode == "reflect" and (left >= n or right >= n):
+            raise ValueError(f"pad: reflect padding ({left}, {right}) must be less than the size {n} of dimension "
+                             f"{dim} of the input of shape {tuple(input.shape)}")
+        if mode == "circular" and (left > n or right > n):
+            raise ValueError(f"pad: circular padding ({left}, {right}) must be at most the size {n} of dimension "
+                             f"{dim} of the input of shape {tuple(input.shape)}")
+        if n == 0:
+            raise ValueError(f"pad: mode {mode!r} cannot pad dimension {dim} of size 0")
+        if n + left + right < 0:
+            raise ValueError(f"pad: padding ({left}, {right}) crops dimension {dim} of size {n} below zero")
+        if mode == "circular" and (left < 0 or right < 0):  # crop first, then wrap the rest, as PyTorch
+            x = x.narrow(dim, max(-left, 0), n + min(left, 0) + min(right, 0))
+            n, left, right = x.shape[dim], max(left, 0), max(right, 0)
+        index = _creation.tensor(_pad_index(n, left, right, mode), dtype=_int64, device=x.device)
+        x = x.index_select(dim, index)
+    return x
+
+
+def _cat(tensors, dim):
+    return _shape.cat(tensors, dim)
+
+
+# ---- resampling ----------------------------------------------------------------------------
+
+_INTERPOLATE_MODES = ("nearest", "nearest-exact", "linear", "bilinear")
+
+
+def _source_scale(in_size, out_size, scale, align_corners):
+    """The step in input coordinates between output positions (PyTorch's area_pixel scale)."""
+    if align_corners:
+        return (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    return 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
+
+
+def _resample_dim(x, dim, out_size, scale, mode, align_corners):
+    n = x.shape[dim]
+    if mode in ("nearest", "nearest-exact"):
+        s = np.float32(_source_scale(n, out_size, scale, False))
+        j = np.arange(out_size, dtype=np.float32)
+        src = np.floor(j * s) if mode == "nearest" else np.floor((j + np.float32(0.5)) * s)
+        idx = np.minimum(src.astype(np.int64), n - 1)
+        if mode == "nearest" and out_size == n:  # PyTorch's shortcuts, whatever the factor
+            return x
+        if mode == "nearest" and out_size == 2 * n:
+            idx = np.arange(out_size) // 2
+        return x.index_select(dim, _creation.tensor(idx.tolist(), dtype=_int64, device=x.device))
+    s = _source_scale(n, out_size, scale, align_corners)
+    j = np.arange(out_size, dtype=np.float64)
+    src = j * s if align_corners else np.maximum((j + 0.5) * s - 0.5, 0.0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    i1 = np.minimum(i0 + 1, n - 1)
+    lam = (src - i0).astype(np.float32)
+    shape = [out_size] + [1] * (x.ndim - 1 - (dim % x.ndim))
+    lo = x.index_select(dim, _creation.tensor(i0.tolist(), dtype=_int64, device=x.device))
+    hi = x.index_select(dim, _creation.tensor(i1.tolist(), dtype=_int64, device=x.device))
+    w1 = _creation.tensor(lam.reshape(shape), device=x.device).to(x.dtype)
+    w0 = _creation.tensor((1 - lam).reshape(shape), device=x.device).to(x.dtype)
+    return lo * w0 + hi * w1
+
+
+def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                recompute_scale_factor=None, antialias: bool = False) -> Tensor:
+    """Resizes the spatial dimensions of ``[N, C, L]`` or ``[N, C, H, W]`` input to ``size`` or by
+    ``scale_factor`` (one of the two; the output size is the floor of size × factor).
+
+    Modes: ``"nearest"`` (PyTorch's: the source index is floor(j × in/out), or j / factor when a
+    factor is given), ``"nearest-exact"`` (pixel centres), ``"linear"`` (3-D) and ``"bilinear"``
+    (4-D), both with ``align_corners`` False (the default: pixel centres, edges clamped) or True
+    (corner pixels aligned). Differentiable: rows and columns are gathered with index_select
+    and weighted."""
+    _check(input, "input")
+    if mode not in _INTERPOLATE_MODES:
+        raise NotImplementedError(f"interpolate: mode {mode!r} is not supported; the supported modes are "
+                                  f"{', '.join(repr(m) for m in _INTERPOLATE_MODES)}")
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported")
+    if input.ndim not in (3, 4):
+        raise NotImplementedError(f"interpolate: expected a 3-D [N, C, L] or 4-D [N, C, H, W] input, got shape "
+                                  f"{tuple(input.shape)}")
+    k = input.ndim - 2
+    if mode == "linear" and k != 1:
+        raise ValueError(f"interpolate: mode 'linear' needs a 3-D input, got shape {tuple(input.shape)}")
+    if mode == "bilinear" and k != 2:
+        raise ValueError(f"interpolate: mode 'bilinear' needs a 4-D input, got shape {tuple(input.shape)}")
+    interpolating = mode in ("linear", "bilinear")
+    if align_corners is not None and not interpolating:
+        raise ValueError("interpolate: align_corners can only be set with the interpolating modes linear and "
+                         "bilinear")
+    align = bool(align_corners) if interpolating else False
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: give exactly one of size and scale_factor")
+    in_sizes = tuple(input.shape[2:])
+    if size is not None:
+        sizes = list(size) if isinstance(size, (tuple, list)) else [size] * k
+        if len(sizes) != k:
+            raise ValueError(f"interpolate: size {size!r} must have {k} element(s) for an input of shape "
+                             f"{tuple(input.shape)}")
+        sizes = [as_index(s) for s in sizes]
+        scales = [None] * k
+    else:
+        scales = list(scale_factor) if isinstance(scale_factor, (tuple, list)) else [scale_factor] * k
+        if len(scales) != k:
+            raise ValueError(f"interpolate: scale_factor {scale_factor!r} must have {k} element(s) for an input "
+                             f"of shape {tuple(input.shape)}")
+        scales = [_float(s, "scale_factor", "interpolate") for s in scales]
+        if any(s <= 0 for s in scales):
+            raise ValueError(f"interpolate: scale_factor must be positive, got {scale_factor!r}")
+        sizes = [int(n * s) for n, s in zip(in_sizes, scales)]  # floor, as PyTorch (in double)
+        if recompute_scale_factor:
+            scales = [None] * k
+    if any(s <= 0 for s in sizes):
+        raise ValueError(f"interpolate: the output size {tuple(sizes)} must be positive (input shape "
+                         f"{tuple(input.shape)})")
+    if any(n == 0 for n in in_sizes):
+        raise ValueError(f"interpolate: cannot resize an empty input of shape {tuple(input.shape)}")
+    x = input
+    for d in range(k):
+        if sizes[d] == in_sizes[d] and scales[d] in (None, 1.0):
+            continue
+        x = _resample_dim(x, 2 + d, sizes[d], scales[d], mode, align)
+    return x
+
+
+def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None) -> Tensor:
+    """:func:`interpolate` (PyTorch's older name)."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+# ---- more losses ---------------------------------------------------------------------------
+
+def _reduce(loss, reduction):
+    code = _reduction(reduction)
+    return loss if code == _C.REDUCTION_NONE else (loss.sum() if code == _C.REDUCTION_SUM else loss.mean())
+
+
+def _legacy_reduction(size_average, reduce):
+    """PyTorch's deprecated ``size_average`` and ``reduce`` flags as a ``reduction`` (each True when
+    None), with PyTorch's warning."""
+    warnings.warn("size_average and reduce are deprecated, use reduction='none', 'mean' or 'sum' instead",
+                  stacklevel=3)
+    if reduce is not None and not reduce:
+        return "none"
+    return "sum" if size_average is not None and not size_average else "mean"
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+                   beta: float = 1.0) -> Tensor:
+    """0.5·d²/beta where d = |input - target| < beta, else d - 0.5·beta (the L1 loss when
+    ``beta`` is 0)."""
+    _check(input, "input")
+    _check(target, "target")
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce)
+    beta = _float(beta, "beta", "smooth_l1_loss")
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+    d = (input - target).abs()
+    if beta == 0:
+        return _reduce(d, reduction)
+    return _reduce((d * d * (0.5 / beta)).where(d < beta, d - 0.5 * beta), reduction)
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight=None) -> Tensor:
+    """0.5·d² where d = |input - target| < delta, else delta·(d - 0.5·delta) (``delta`` times
+    smooth_l1_loss with beta = delta); ``weight`` multiplies the elementwise losses."""
+    _check(input, "input")
+    _check(target, "target")
+    delta = _float(delta, "delta", "huber_loss")
+    if delta <= 0:
+        raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+    d = (input - target).abs()
+    loss = (d * d * 0.5).where(d < delta, (d - 0.5 * delta) * delta)
+    if weight is not None:
+        _check(weight, "weight")
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+# ---- embedding bags ------------------------------------------------------------------------
+
+def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, norm_type: float = 2,
+                  scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
+                  per_sample_weights=None, include_last_offset: bool = False, padding_idx=None) -> Tensor:
+    """The sum, mean or max of the rows of ``weight`` in each bag: the rows of a 2-D ``input``
+    ``[B, L]``, or the runs of a 1-D ``input`` starting at ``offsets`` (with
+    ``include_last_offset`` the last offset is the end of the last bag). An empty bag gives
+    zeros; entries equal to ``padding_idx`` are left out (and not counted by the mean).
+    ``per_sample_weights`` (mode "sum" only) weight each entry. ``max_norm``,
+    ``scale_grad_by_freq`` and ``sparse`` are not supported."""
+    _check(input, "input")
+    _check(weight, "weight")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"embedding_bag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding_bag: max_norm, scale_grad_by_freq and sparse are not supported")
+    if weight.ndim != 2:
+        raise ValueError(f"embedding_bag: weight must be 2-D, got shape {tuple(weight.shape)}")
+    if input.dtype.is_floating_point:
+        raise TypeError(f"embedding_bag: input must hold integer indices, got {input.dtype}")
+    if per_sample_weights is not None:
+        _check(per_sample_weights, "per_sample_weights")
+        if mode != "sum":
+            raise NotImplementedError(f"embedding_bag: per_sample_weights are only supported with mode 'sum', "
+                                      f"got {mode!r}")
+        if tuple(per_sample_weights.shape) != tuple(input.shape):
+            raise ValueError(f"embedding_bag: per_sample_weights of shape {tuple(per_sample_weights.shape)} must "
+                             f"have the input's shape {tuple(input.shape)}")
+    idx = np.asarray(input.numpy()).astype(np.int64)
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError("embedding_bag: offsets must be None for a 2-D input")
+        b, l = idx.shape
+        starts = np.arange(b) * l
+        ends = starts + l
+        flat = input.reshape(-1)
+        psw = None if per_sample_weights is None else per_sample_weights.reshape(-1)
+    elif input.ndim == 1:
+        if offsets is None:
+            raise ValueError("embedding_bag: a 1-D input needs offsets")
+        _check(offsets, "offsets")
+        offs = np.asarray(offsets.numpy()).astype(np.int64).reshape(-1)
+        if offsets.ndim != 1 or len(offs) == 0:
+            raise ValueError(f"embedding_bag: offsets must be a non-empty 1-D tensor, got shape "
+                             f"{tuple(offsets.shape)}")
+        if offs[0] != 0 or np.any(np.diff(offs) < 0) or offs[-1] > len(idx):
+            raise ValueError(f"embedding_bag: offsets must start at 0, not decrease and stay within the input's "
+                             f"{len(idx)} elements, got {offs.tolist()}")
+        if include_last_offset:
+            starts, ends = offs[:-1], offs[1:]
+        else:
+            starts, ends = offs, np.append(offs[1:], len(idx))
+        flat, psw = input, per_sample_weights
+    else:
+        raise ValueError(f"embedding_bag: input must be 1-D or 2-D, got shape {tuple(input.shape)}")
+    n_rows = weight.shape[0]
+    flat_idx = idx.reshape(-1)
+    if np.any(flat_idx < 0) or np.any(flat_idx >= n_rows):
+        raise IndexError(f"embedding_bag: indices must be in [0, {n_rows}), got values from {flat_idx.min()} to "
+                         f"{flat_idx.max()}")
+    if padding_idx is not None:
+        padding_idx = as_index(padding_idx)
+        if not -n_rows <= padding_idx < n_rows:
+            raise ValueError(f"embedding_bag: padding_idx {padding_idx} must be within num_embeddings ({n_rows})")
+        padding_idx %= n_rows
+    keep = np.ones(len(flat_idx), bool) if padding_idx is None else flat_idx != padding_idx
+    rows = weight.index_select(0, flat.reshape(-1).to(_int64))  # [n, D]
+    nb = len(starts)
+    if mode == "max":
+        out = []
+        for s, e in zip(starts, ends):
+            members = [int(i) for i in range(s, e) if keep[i]]
+            if members:
+                sel = rows.index_select(0, _creation.tensor(members, dtype=_int64, device=weight.device))
+                out.append(sel.amax(0))
+            else:
+                out.append(_creation.zeros((weight.shape[1],), dtype=weight.dtype, device=weight.device))
+        return _shape.stack(out, 0) if out else _creation.zeros((0, weight.shape[1]), dtype=weight.dtype,
+                                                          device=weight.device)
+    # Each kept entry adds its row, weighted, into its bag's output row.
+    starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    bag_of = np.full(len(flat_idx), -1, np.int64)
+    if nb:  # the bags are consecutive runs
+        bag_of[starts[0]:ends[-1]] = np.repeat(np.arange(nb), ends - starts)
+    bag_of[~keep] = -1
+    kept = np.nonzero(bag_of >= 0)[0]
+    counts = np.bincount(bag_of[kept], minlength=nb).astype(np.float32)
+    scale = np.ones(len(flat_idx), np.float32)
+    if mode == "mean":
+        scale[kept] = 1.0 / counts[bag_of[kept]]
+    d = weight.shape[1]
+    out = _creation.zeros((nb, d), dtype=weight.dtype, device=weight.device)
+    if len(kept) == 0:
+        return out
+    sel = _creation.tensor(kept.tolist(), dtype=_int64, device=weight.device)
+    w = _creation.tensor(scale[kept].reshape(-1, 1), device=weight.device).to(weight.dtype)
+    if psw is not None:
+        w = w * psw.reshape(-1).index_select(0, sel).reshape(-1, 1).to(weight.dtype)
+    target = _creation.tensor(np.repeat(bag_of[kept].reshape(-1, 1), d, axis=1), dtype=_int64, device=weight.device)
+    return out.scatter_add(0, target, rows.index_select(0, sel) * w)

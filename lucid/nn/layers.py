@@ -1,4 +1,4 @@
-"""Linear, ReLU and Sequential."""
+"""Linear, the activations, dropout, upsampling and Sequential."""
 
 from __future__ import annotations
 
@@ -225,3 +225,88 @@ class Sequential(Module):
         for m in self._modules.values():
             x = m(x)
         return x
+
+
+class Dropout1d(Dropout):
+    """Zeroes whole channels of [N, C, L] (or [C, L]) input with probability ``p`` in training
+    mode; the identity in eval mode."""
+
+    def forward(self, x):
+        return F.dropout1d(x, self.p, self.training, self.inplace)
+
+
+class Dropout2d(Dropout):
+    """Zeroes whole channels of [N, C, H, W] input with probability ``p`` in training mode,
+    scaling the others by 1/(1-p); the identity in eval mode."""
+
+    def forward(self, x):
+        return F.dropout2d(x, self.p, self.training, self.inplace)
+
+
+class ELU(Module):
+    """x where x > 0, else ``alpha``·(exp(x) - 1)."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__()
+        self.alpha, self.inplace = float(alpha), bool(inplace)
+
+    def forward(self, x):
+        return F.elu(x, self.alpha, self.inplace)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class PReLU(Module):
+    """x where x > 0, else a learned slope times x: one slope (``num_parameters=1``) or one per
+    channel (dimension 1 of the input), all starting at ``init``."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = as_index(num_parameters)
+        if self.num_parameters <= 0:
+            raise ValueError(f"PReLU: num_parameters must be positive, got {num_parameters!r}")
+        self.init = float(init)
+        d = float32 if dtype is None else check_dtype(dtype)
+        self.weight = Parameter(_creation.full((self.num_parameters,), self.init, dtype=d, device=device))
+
+    def forward(self, x):
+        return F.prelu(x, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
+
+
+class Upsample(Module):
+    """Resizes [N, C, L] or [N, C, H, W] input to ``size`` or by ``scale_factor`` (see
+    ``functional.interpolate`` for the modes)."""
+
+    def __init__(self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                 recompute_scale_factor=None):
+        super().__init__()
+        self.size, self.mode, self.align_corners = size, mode, align_corners
+        self.scale_factor = (tuple(float(s) for s in scale_factor) if isinstance(scale_factor, (tuple, list))
+                             else (float(scale_factor) if scale_factor is not None else None))
+        self.recompute_scale_factor = recompute_scale_factor
+
+    def forward(self, x):
+        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+                             recompute_scale_factor=self.recompute_scale_factor)
+
+    def extra_repr(self):
+        what = f"scale_factor={self.scale_factor}" if self.scale_factor is not None else f"size={self.size}"
+        return f"{what}, mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """Nearest-neighbour upsampling of [N, C, H, W] input."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, "nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Bilinear upsampling of [N, C, H, W] input with the corners aligned (align_corners=True)."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, "bilinear", True)

@@ -61,3 +61,31 @@ class BCEWithLogitsLoss(_Loss):
 
     def forward(self, input, target):
         return F.binary_cross_entropy_with_logits(input, target, self.weight, self.reduction, self.pos_weight)
+
+
+class SmoothL1Loss(_Loss):
+    """Quadratic below ``beta``, linear above (see ``functional.smooth_l1_loss``)."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
+        if size_average is not None or reduce is not None:
+            reduction = F._legacy_reduction(size_average, reduce)
+        super().__init__(reduction)
+        if beta < 0:
+            raise ValueError(f"SmoothL1Loss: beta must be non-negative, got {beta}")
+        self.beta = float(beta)
+
+    def forward(self, input, target):
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(_Loss):
+    """Quadratic below ``delta``, linear (slope ``delta``) above (see ``functional.huber_loss``)."""
+
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__(reduction)
+        if delta <= 0:
+            raise ValueError(f"HuberLoss: delta must be positive, got {delta}")
+        self.delta = float(delta)
+
+    def forward(self, input, target):
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 
 from .. import _C
@@ -8,6 +9,28 @@ from .._grad_mode import no_grad
 from .._tensor import Tensor
 from .._types import as_device, dtype as _dtype, float16, float32, no_cuda
 from .parameter import Parameter
+
+
+_hook_ids = itertools.count()
+
+
+class RemovableHandle:
+    """The handle a hook registration returns: ``remove()`` unregisters the hook (a second
+    call does nothing); usable as a context manager that removes it on exit."""
+
+    def __init__(self, *tables):
+        self._tables = tables
+        self.id = next(_hook_ids)
+
+    def remove(self):
+        for table in self._tables:
+            table.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
 
 
 class Module:
@@ -19,6 +42,9 @@ class Module:
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+        object.__setattr__(self, "_forward_hooks", OrderedDict())
+        object.__setattr__(self, "_hooks_with_kwargs", set())
 
     def __setattr__(self, name, value):
         params = self.__dict__.get("_parameters")
@@ -69,6 +95,23 @@ class Module:
         else:
             self._parameters[name] = param
 
+    def add_module(self, name: str, module):
+        """Registers ``module`` (a Module, or None for an empty slot) as the sub-module ``name``,
+        as assigning the attribute does."""
+        if not isinstance(name, str):
+            raise TypeError(f"module name must be a string, got {type(name).__name__}")
+        if not name or "." in name:
+            raise KeyError(f"module name must be a non-empty string without '.', got {name!r}")
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        if (hasattr(self, name) and name not in self._modules) or name in self._parameters or name in self._buffers:
+            raise KeyError(f"attribute {name!r} already exists")
+        self._modules[name] = module
+
+    def register_module(self, name: str, module):
+        """The same as :meth:`add_module`."""
+        self.add_module(name, module)
+
     def register_buffer(self, name: str, tensor, persistent: bool = True):
         """Registers a tensor that is state but not a parameter (e.g. running statistics):
         moved by ``to()`` and, when ``persistent``, saved in ``state_dict()``."""
@@ -99,7 +142,86 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        d = self.__dict__
+        pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
+        if not pre and not post:
+            return self.forward(*args, **kwargs)
+        with_kwargs = d["_hooks_with_kwargs"]
+        for key, hook in list(pre.items()):
+            if key in with_kwargs:
+                result = hook(self, args, kwargs)
+                if result is not None:
+                    if not (isinstance(result, tuple) and len(result) == 2):
+                        raise RuntimeError("a forward pre-hook registered with_kwargs=True must return None or a "
+                                           f"tuple (args, kwargs), got {result!r}")
+                    args, kwargs = result
+                    args = args if isinstance(args, tuple) else (args,)
+            else:
+                result = hook(self, args)
+                if result is not None:
+                    args = result if isinstance(result, tuple) else (result,)
+        try:
+            output = self.forward(*args, **kwargs)
+        except Exception:
+            for key, hook in list(post.items()):
+                if key in d.get("_always_call", ()):  # told of the failure with output None
+                    hook(self, args, kwargs, None) if key in with_kwargs else hook(self, args, None)
+            raise
+        for key, hook in list(post.items()):
+            result = hook(self, args, kwargs, output) if key in with_kwargs else hook(self, args, output)
+            if result is not None:
+                output = result
+        return output
+
+    def _hook_tables(self):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("call Module.__init__() before registering hooks")
+        if "_forward_hooks" not in self.__dict__:  # a module unpickled from before hooks existed
+            for name, table in (("_forward_pre_hooks", OrderedDict()), ("_forward_hooks", OrderedDict()),
+                                ("_hooks_with_kwargs", set())):
+                object.__setattr__(self, name, table)
+        return self._forward_pre_hooks, self._forward_hooks, self._hooks_with_kwargs
+
+    @staticmethod
+    def _add_hook(table, handle, hook, prepend):
+        table[handle.id] = hook
+        if prepend:
+            table.move_to_end(handle.id, last=False)
+
+    def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False):
+        """Calls ``hook(module, args)`` before each forward; a result other than None replaces
+        the positional arguments (a non-tuple is the one argument). With ``with_kwargs`` the hook
+        is ``hook(module, args, kwargs)`` and returns None or ``(args, kwargs)``. ``prepend`` runs
+        it before the hooks already registered. Returns a handle whose ``remove()`` unregisters
+        it."""
+        if not callable(hook):
+            raise TypeError(f"register_forward_pre_hook takes a callable, got {hook!r}")
+        pre, _, with_kw = self._hook_tables()
+        handle = RemovableHandle(pre, _Discard(with_kw))
+        self._add_hook(pre, handle, hook, prepend)
+        if with_kwargs:
+            with_kw.add(handle.id)
+        return handle
+
+    def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False):
+        """Calls ``hook(module, args, output)`` after each forward; a result other than None
+        replaces the output. With ``with_kwargs`` the hook is ``hook(module, args, kwargs,
+        output)``. ``prepend`` runs it before the hooks already registered. Returns a handle whose
+        ``remove()`` unregisters it. With ``always_call`` it is also called, with output None,
+        when forward raises (the exception then propagates)."""
+        if not callable(hook):
+            raise TypeError(f"register_forward_hook takes a callable, got {hook!r}")
+        _, post, with_kw = self._hook_tables()
+        if "_always_call" not in self.__dict__:
+            object.__setattr__(self, "_always_call", set())
+        handle = RemovableHandle(post, _Discard(with_kw), _Discard(self._always_call))
+        self._add_hook(post, handle, hook, prepend)
+        if with_kwargs:
+            with_kw.add(handle.id)
+        if always_call:
+            self._always_call.add(handle.id)
+        return handle
 
     def apply(self, fn):
         """Calls ``fn`` on every sub-module (children first) and then on this module; returns
@@ -114,7 +236,9 @@ class Module:
     # ---- traversal -----------------------------------------------------------------------
 
     def named_children(self):
-        yield from self._modules.items()
+        for name, m in self._modules.items():
+            if m is not None:
+                yield name, m
 
     def children(self):
         for _, m in self.named_children():
@@ -123,7 +247,8 @@ class Module:
     def named_modules(self, prefix=""):
         yield prefix, self
         for name, m in self._modules.items():
-            yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
+            if m is not None:
+                yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
 
     def modules(self):
         for _, m in self.named_modules():
@@ -185,6 +310,15 @@ class Module:
     def float(self):
         return self.to(dtype=float32)
 
+    def cpu(self):
+        """Moves the parameters and buffers to the CPU; returns this module."""
+        return self.to(device="cpu")
+
+    def share_memory(self):
+        """Returns this module: its tensors live in the engine, whose storage every thread of
+        the process shares; there is nothing to move into shared memory."""
+        return self
+
     def cuda(self, device=None):
         """Raises: lucid has no CUDA device (use ``.to("metal")`` on Apple Silicon)."""
         raise ValueError(no_cuda("Module.cuda()"))
@@ -209,8 +343,10 @@ class Module:
         (detached, sharing storage)."""
         return OrderedDict((name, t.detach()) for name, _, _, t in self._named_state())
 
-    def load_state_dict(self, state_dict, strict: bool = True):
-        """Copies values into the parameters (converted to each parameter's dtype and device).
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """Copies values into the parameters and buffers (converted to each one's dtype and
+        device). With ``assign`` the module takes the given tensors themselves instead (their
+        dtype and device kept; a parameter keeps its ``requires_grad``), as PyTorch does.
 
         Returns ``(missing_keys, unexpected_keys)``; with ``strict`` either one raises.
         """
@@ -230,8 +366,18 @@ class Module:
         for name, (m, attr, t) in own.items():
             if name not in state_dict:
                 continue
-            with no_grad():  # into the module's own tensors, as PyTorch copies them
-                t.copy_(state_dict[name])
+            v = state_dict[name]
+            if not assign:
+                with no_grad():  # into the module's own tensors, as PyTorch copies them
+                    t.copy_(v)
+            elif attr in m._parameters:
+                if not isinstance(v, Parameter):
+                    v = Parameter(v.detach(), requires_grad=t.requires_grad)
+                else:
+                    v.requires_grad_(t.requires_grad)
+                m._parameters[attr] = v
+            else:
+                m._buffers[attr] = v
         return missing, unexpected
 
     # ---- display -------------------------------------------------------------------------
@@ -246,3 +392,14 @@ class Module:
             return head + ")"
         return head + "\n  " + "\n  ".join(lines) + "\n)"
 
+
+
+class _Discard:
+    """Removes a hook's id from a set, for RemovableHandle (which pops from mappings)."""
+
+    def __init__(self, ids):
+        self._ids = ids
+
+    def pop(self, key, default=None):
+        self._ids.discard(key)
+        return default

@@ -1,7 +1,8 @@
-"""LayerNorm, GroupNorm, BatchNorm1d and BatchNorm2d."""
+"""LayerNorm, GroupNorm, BatchNorm1d, BatchNorm2d, RMSNorm, InstanceNorm1d and InstanceNorm2d."""
 
 from __future__ import annotations
 
+import warnings
 
 from .._ops import creation as _creation
 from .._grad_mode import no_grad
@@ -120,3 +121,106 @@ class BatchNorm1d(_BatchNorm):
 class BatchNorm2d(_BatchNorm):
     """Batch normalisation of [N, C, H, W] input."""
     _dims = (4,)
+
+
+class RMSNorm(Module):
+    """Root-mean-square normalisation over the trailing ``normalized_shape``:
+    ``x / sqrt(mean(x**2) + eps) * weight`` (see ``functional.rms_norm``; ``eps=None`` is the
+    machine epsilon of the float32 computation). ``weight`` starts at ones."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.normalized_shape = tuple(as_index(s) for s in shape)
+        if not self.normalized_shape or any(s <= 0 for s in self.normalized_shape):
+            raise ValueError(f"RMSNorm: normalized_shape must be positive sizes, got {normalized_shape!r}")
+        self.eps = None if eps is None else float(eps)
+        self.elementwise_affine = bool(elementwise_affine)
+        if self.elementwise_affine:
+            self.weight = Parameter(_filled(self.normalized_shape, 1.0, dtype, device))
+        else:
+            self.register_parameter("weight", None)
+
+    def reset_parameters(self):
+        if self.weight is not None:
+            with no_grad():
+                self.weight.fill_(1.0)
+
+    def forward(self, x):
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class _InstanceNorm(Module):
+    _dims: int = 0
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
+                 dtype=None):
+        super().__init__()
+        self.num_features = as_index(num_features)
+        if self.num_features <= 0:
+            raise ValueError(f"{type(self).__name__}: num_features must be positive, got {num_features!r}")
+        self.eps, self.momentum = float(eps), momentum
+        self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
+        n = (self.num_features,)
+        if self.affine:
+            self.weight = Parameter(_filled(n, 1.0, dtype, device))
+            self.bias = Parameter(_filled(n, 0.0, dtype, device))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if self.track_running_stats:
+            self.register_buffer("running_mean", _filled(n, 0.0, float32, device))
+            self.register_buffer("running_var", _filled(n, 1.0, float32, device))
+            self.register_buffer("num_batches_tracked", _creation.zeros((), dtype=int64, device=device))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    def forward(self, x):
+        d = self._dims
+        if x.ndim not in (d + 1, d + 2):
+            raise ValueError(f"{type(self).__name__}: expected {d + 1}-D (unbatched) or {d + 2}-D input, got shape "
+                             f"{tuple(x.shape)}")
+        unbatched = x.ndim == d + 1
+        if unbatched:
+            x = x.unsqueeze(0)
+        if x.shape[1] != self.num_features:
+            if self.affine:
+                raise ValueError(f"{type(self).__name__}: expected input with {self.num_features} channels "
+                                 f"(dimension {0 if unbatched else 1}), got shape {tuple(x.shape)}")
+            warnings.warn(f"{type(self).__name__}: the input's {x.shape[1]} channels differ from num_features "
+                          f"({self.num_features}), which is not used because affine=False", stacklevel=2)
+        use_input_stats = self.training or not self.track_running_stats
+        momentum = self.momentum
+        if self.training and self.track_running_stats:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+            if momentum is None:
+                momentum = 1.0 / self.num_batches_tracked.item()
+        y = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias, use_input_stats,
+                            momentum or 0.0, self.eps)
+        return y.squeeze(0) if unbatched else y
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Normalises each channel of each sample of [N, C, L] (or unbatched [C, L]) input over its
+    length; ``affine`` adds a per-channel scale and shift. With ``track_running_stats`` the
+    running statistics (the batch means of the per-sample ones) are kept in training mode and
+    used in eval mode, as PyTorch does."""
+    _dims = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Normalises each channel of each sample of [N, C, H, W] (or unbatched [C, H, W]) input
+    over its plane; ``affine`` adds a per-channel scale and shift. With ``track_running_stats``
+    the running statistics (the batch means of the per-sample ones) are kept in training mode
+    and used in eval mode, as PyTorch does."""
+    _dims = 2
