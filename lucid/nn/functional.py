@@ -744,7 +744,7 @@ def _legacy_reduction(size_average, reduce):
 
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
-    """0.5·d²/beta where d = |input - target| < beta, else d - 0.5·beta (the L1 loss when
+    """0.5·d²/beta where d = ``|input - target|`` < beta, else d - 0.5·beta (the L1 loss when
     ``beta`` is 0)."""
     _check(input, "input")
     _check(target, "target")
@@ -761,7 +761,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
 
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight=None) -> Tensor:
-    """0.5·d² where d = |input - target| < delta, else delta·(d - 0.5·delta) (``delta`` times
+    """0.5·d² where d = ``|input - target|`` < delta, else delta·(d - 0.5·delta) (``delta`` times
     smooth_l1_loss with beta = delta); ``weight`` multiplies the elementwise losses."""
     _check(input, "input")
     _check(target, "target")
