@@ -518,3 +518,21 @@ def test_assert_allclose_is_the_older_spelling():
     lucid.testing.assert_allclose(lucid.ones(2), lucid.ones(2, dtype=lucid.float16))
     with pytest.raises(AssertionError):
         lucid.testing.assert_allclose(lucid.ones(2), lucid.zeros(2))
+
+
+def test_get_worker_info_names_the_worker_thread():
+    from lucid.utils.data import DataLoader, Dataset, get_worker_info
+
+    class Ids(Dataset):
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            w = get_worker_info()
+            return lucid.tensor([-1, -1, -1] if w is None else [w.id, w.num_workers, int(w.dataset is self)])
+
+    assert get_worker_info() is None
+    seen = np.concatenate([b.numpy() for b in DataLoader(Ids(), batch_size=2, num_workers=3)])
+    assert set(seen[:, 0]) <= {0, 1, 2} and (seen[:, 1] == 3).all() and (seen[:, 2] == 1).all()
+    single = np.concatenate([b.numpy() for b in DataLoader(Ids(), batch_size=4)])
+    assert (single == -1).all()

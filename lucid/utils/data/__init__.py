@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections.abc
 import itertools
 import math
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -196,6 +197,28 @@ def default_collate(batch):
     raise TypeError(f"default_collate: cannot collate samples of type {type(first).__name__}")
 
 
+class WorkerInfo:
+    """What ``get_worker_info()`` tells a dataset inside a DataLoader worker: its ``id`` (0 to
+    ``num_workers - 1``), ``num_workers``, ``seed`` and the ``dataset``."""
+
+    __slots__ = ("id", "num_workers", "seed", "dataset")
+
+    def __init__(self, id, num_workers, seed, dataset):
+        self.id, self.num_workers, self.seed, self.dataset = id, num_workers, seed, dataset
+
+    def __repr__(self):
+        return f"WorkerInfo(id={self.id}, num_workers={self.num_workers}, seed={self.seed})"
+
+
+_worker = threading.local()
+
+
+def get_worker_info():
+    """The :class:`WorkerInfo` of the DataLoader worker running this (lucid's workers are
+    threads), or None outside one."""
+    return getattr(_worker, "info", None)
+
+
 class DataLoader:
     """Batches of a dataset, as ``torch.utils.data.DataLoader``.
 
@@ -274,7 +297,13 @@ class DataLoader:
             return
         load = propagate(self._load)  # workers run under this thread's autocast state
         ids = itertools.count()
-        init = None if self.worker_init_fn is None else (lambda: self.worker_init_fn(next(ids)))
+        base_seed = int(generator_rng(self.generator).integers(1 << 62))
+
+        def init():
+            worker = next(ids)
+            _worker.info = WorkerInfo(worker, self.num_workers, base_seed + worker, self.dataset)
+            if self.worker_init_fn is not None:
+                self.worker_init_fn(worker)
         with ThreadPoolExecutor(self.num_workers, initializer=init) as pool:
             pending = collections.deque()
             for k in keys:
@@ -307,4 +336,5 @@ def random_split(dataset, lengths, generator=None):
 
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "Generator", "Sampler",
-           "SequentialSampler", "RandomSampler", "BatchSampler", "default_collate", "DataLoader", "random_split"]
+           "SequentialSampler", "RandomSampler", "BatchSampler", "default_collate", "DataLoader", "random_split",
+           "WorkerInfo", "get_worker_info"]
