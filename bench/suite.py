@@ -306,8 +306,48 @@ def _torch_trainer(model, x, y, amp):
     return step
 
 
+def _char_models(lib):
+    """makemore's MLP language model (embedding 64, hidden 64, 16 characters of context, 27
+    symbols) and a 2-layer LSTM language model (embedding 64, hidden 128, 65 symbols), built
+    from `lib` (lucid or torch) alike."""
+    nn_ = lib.nn
+
+    class CharMLP(nn_.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn_.Embedding(28, 64)
+            self.mlp = nn_.Sequential(nn_.Linear(16 * 64, 64), nn_.Tanh(), nn_.Linear(64, 27))
+
+        def forward(self, idx):
+            return self.mlp(self.wte(idx).view(idx.shape[0], -1))
+
+    class CharLSTM(nn_.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn_.Embedding(65, 64)
+            self.lstm = nn_.LSTM(64, 128, num_layers=2, batch_first=True)
+            self.head = nn_.Linear(128, 65)
+
+        def forward(self, idx):
+            h, _ = self.lstm(self.emb(idx))
+            return self.head(h).reshape(-1, 65)
+
+    return CharMLP(), CharLSTM()
+
+
 def training_cases():
     cases = []
+    mlp_x, mlp_y = RNG.integers(0, 28, (32, 16)), RNG.integers(0, 27, 32)
+    lstm_x, lstm_y = RNG.integers(0, 65, (16, 32)), RNG.integers(0, 65, 16 * 32)
+    for amp in (False, True):
+        tag = "bf16 autocast" if amp else "f32"
+        models = _char_models(lucid)
+        torch_models = _char_models(torch) if torch else (None, None)
+        for name, model, torch_model, (x, y) in (("char MLP LM", models[0], torch_models[0], (mlp_x, mlp_y)),
+                                                  ("char LSTM LM", models[1], torch_models[1], (lstm_x, lstm_y))):
+            cases.append(Case(f"{name} train step {tag}", _lucid_trainer(model, lucid.tensor(x), lucid.tensor(y), amp),
+                              None, _torch_trainer(torch_model, torch.from_numpy(x), torch.from_numpy(y), amp)
+                              if torch else None, "<= 1x torch"))
     x, y = arr(64, 784), RNG.integers(0, 10, 64)
     xi, yi = arr(32, 1, 28, 28), RNG.integers(0, 10, 32)
     for amp in (False, True):
