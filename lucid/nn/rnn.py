@@ -3,8 +3,9 @@ parameter names, layouts, initialisation and gate order, so that a PyTorch state
 
 Each step is a pair of ``linear`` products (the lower-precision autocast policy applies to
 them, as PyTorch's autocast lists put the recurrent cells) and elementwise gate arithmetic;
-gradients flow through the engine's autograd. Under autocast the hidden state follows the
-products' dtype.
+gradients flow through the engine's autograd. A layer over a sequence makes the input's
+products for every step in one product first, so that each step has only the hidden state's
+left. Under autocast the hidden state follows the products' dtype.
 """
 
 from __future__ import annotations
@@ -21,18 +22,18 @@ from .module import Module
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
 
-def _lstm_step(x, state, w_ih, w_hh, b_ih, b_hh):
+def _lstm_step(xw, state, w_hh, b_hh):
+    """One LSTM step from the input's product ``xw = x W_ihᵀ + b_ih``."""
     h, c = state
-    gates = F.linear(x, w_ih, b_ih)
-    gates = gates + F.linear(h.to(gates.dtype), w_hh, b_hh)
+    gates = xw + F.linear(h.to(xw.dtype), w_hh, b_hh)
     i, f, g, o = gates.chunk(4, 1)
     c = F.sigmoid(f) * c.to(gates.dtype) + F.sigmoid(i) * F.tanh(g)
     h = F.sigmoid(o) * F.tanh(c)
     return h, (h, c)
 
 
-def _gru_step(x, h, w_ih, w_hh, b_ih, b_hh):
-    gi = F.linear(x, w_ih, b_ih)
+def _gru_step(gi, h, w_hh, b_hh):
+    """One GRU step from the input's product ``gi = x W_ihᵀ + b_ih``."""
     gh = F.linear(h.to(gi.dtype), w_hh, b_hh)
     i_r, i_z, i_n = gi.chunk(3, 1)
     h_r, h_z, h_n = gh.chunk(3, 1)
@@ -46,8 +47,8 @@ def _gru_step(x, h, w_ih, w_hh, b_ih, b_hh):
 def _rnn_step(nonlinearity):
     act = F.tanh if nonlinearity == "tanh" else F.relu
 
-    def step(x, h, w_ih, w_hh, b_ih, b_hh):
-        pre = F.linear(x, w_ih, b_ih)
+    def step(pre, h, w_hh, b_hh):
+        """One Elman step from the input's product ``pre = x W_ihᵀ + b_ih``."""
         h = act(pre + F.linear(h.to(pre.dtype), w_hh, b_hh))
         return h, h
     return step
@@ -109,7 +110,8 @@ class RNNCell(_CellBase):
     def forward(self, input, hx=None):
         x, unbatched = self._batched(input, "input")
         h = self._state(hx, x.shape[0], x, unbatched)
-        out, _ = _rnn_step(self.nonlinearity)(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+        out, _ = _rnn_step(self.nonlinearity)(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh,
+                                              self.bias_hh)
         return out.squeeze(0) if unbatched else out
 
 
@@ -127,7 +129,7 @@ class LSTMCell(_CellBase):
             if not isinstance(hx, (tuple, list)) or len(hx) != 2:
                 raise TypeError("LSTMCell: hx must be a tuple (h, c)")
             h, c = (self._state(t, x.shape[0], x, unbatched) for t in hx)
-        _, (h, c) = _lstm_step(x, (h, c), self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+        _, (h, c) = _lstm_step(F.linear(x, self.weight_ih, self.bias_ih), (h, c), self.weight_hh, self.bias_hh)
         return (h.squeeze(0), c.squeeze(0)) if unbatched else (h, c)
 
 
@@ -140,7 +142,7 @@ class GRUCell(_CellBase):
     def forward(self, input, hx=None):
         x, unbatched = self._batched(input, "input")
         h = self._state(hx, x.shape[0], x, unbatched)
-        out, _ = _gru_step(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+        out, _ = _gru_step(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh, self.bias_hh)
         return out.squeeze(0) if unbatched else out
 
 
@@ -220,11 +222,13 @@ class _RNNBase(Module):
             for direction in range(directions):
                 k = layer * directions + direction
                 state = (h0[k], c0[k]) if lstm else h0[k]
-                weights = self._weights(layer, direction)
+                w_ih, w_hh, b_ih, b_hh = self._weights(layer, direction)
+                # The input's products for all steps at once: [steps * batch, gates], one per step.
+                xw = F.linear(layer_input.reshape(steps * batch, -1), w_ih, b_ih).split(batch, 0)
                 order = range(steps) if direction == 0 else range(steps - 1, -1, -1)
                 seq = [None] * steps
                 for t in order:
-                    seq[t], state = step(layer_input[t], state, *weights)
+                    seq[t], state = step(xw[t], state, w_hh, b_hh)
                 outputs.append(stack(seq, 0))
                 if lstm:
                     finals_h.append(state[0])
