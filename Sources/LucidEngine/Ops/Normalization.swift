@@ -28,7 +28,9 @@ package enum Normalization {
         guard weight != nil || bias != nil else { return y }
         let view = [1, y.shape[1]] + [Int](repeating: 1, count: y.ndim - 2)
         let composed = { try affine(y, try float32(weight), try float32(bias), shape: view) }
-        guard let kernels = y.backend.normalizationKernels, y.dtype == .float32, y.numel > 0 else { return try composed() }
+        guard y.dtype == .float32, y.numel > 0,
+              let kernels = y.kernelsUnlessComposed(NormalizationKernels.self, KernelCall(.scaleChannels, reads: [y], writes: []))
+        else { return try composed() }
         let plain = { (t: TensorImpl?) throws -> TensorImpl? in
             try t.map { try Ops.contiguous(try Ops.cast($0.withRequiresGrad(false), to: .float32)) }
         }
@@ -82,7 +84,9 @@ package enum Normalization {
     /// composes it then).
     private static func fusedRows(_ op: OpInfo, _ x: TensorImpl, rows: Int, eps: Double, weight: TensorImpl?,
                                   bias: TensorImpl?, dtype: DType) throws -> TensorImpl? {
-        guard let kernels = x.backend.normalizationKernels, x.numel > 0, rows > 0 else { return nil }
+        guard x.numel > 0, rows > 0,
+              let kernels = x.kernelsUnlessComposed(NormalizationKernels.self, KernelCall(.normalizeRows, reads: [x], writes: []))
+        else { return nil }
         let xc = try Ops.contiguous(x)
         let n = xc.numel / rows
         let plain = { (t: TensorImpl?) throws -> TensorImpl? in
@@ -202,7 +206,9 @@ package enum Normalization {
     /// (float32 `x`, [N, C, *]), with its backward; nil when the backend composes it.
     private static func fusedBatchNorm(_ x: TensorImpl, weight: TensorImpl?, bias: TensorImpl?,
                                        eps: Double) throws -> (out: TensorImpl, mean: TensorImpl, variance: TensorImpl)? {
-        guard let kernels = x.backend.normalizationKernels, x.numel > 0 else { return nil }
+        guard x.numel > 0,
+              let kernels = x.kernelsUnlessComposed(NormalizationKernels.self, KernelCall(.normalizeChannels, reads: [x], writes: []))
+        else { return nil }
         let xc = try Ops.contiguous(x)
         let plain = { (t: TensorImpl?) throws -> TensorImpl? in
             try t.map { try Ops.contiguous(try Ops.cast($0.withRequiresGrad(false), to: .float32)) }

@@ -1,5 +1,5 @@
 /// Host gathers, scatter-adds and the positions of true elements.
-extension HostBackend: IndexingKernels {
+extension HostBackend: IndexingKernels, PlacementKernels {
     func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl,
                 outOfRange: @escaping @Sendable (Int64) -> LucidError) throws {
         if let bad = dispatch(a.dtype, GatherKernel(a: a, dim: dim, index: index, out: out)) { throw outOfRange(bad) }

@@ -29,8 +29,8 @@ final class HostBuffer: DeviceBuffer, @unchecked Sendable {
 
 /// The host backend: the CPU stream, and — as a second instance — the host fallback that
 /// serves "metal" where Metal is missing. Kernels run at once on the calling thread. It has
-/// every kernel family (`Host+<Family>.swift`); they also run the families another backend
-/// declines, over that backend's memory.
+/// every kernel family (`Host+<Family>.swift`); they also run the calls another backend routes
+/// to the host, over that backend's memory.
 final class HostBackend: Backend {
     let device: Device
     let name: String
@@ -112,16 +112,10 @@ final class HostBackend: Backend {
         }
     }
 
-    var elementwiseKernels: (any ElementwiseKernels)? { declined.contains(.elementwise) ? nil : self }
-    var reductionKernels: (any ReductionKernels)? { declined.contains(.reduction) ? nil : self }
-    var matmulKernels: (any MatmulKernels)? { declined.contains(.matmul) ? nil : self }
-    var convolutionKernels: (any ConvolutionKernels)? { declined.contains(.convolution) ? nil : self }
-    var poolingKernels: (any PoolingKernels)? { declined.contains(.pooling) ? nil : self }
-    var softmaxKernels: (any SoftmaxKernels)? { declined.contains(.softmax) ? nil : self }
-    var normalizationKernels: (any NormalizationKernels)? { declined.contains(.normalization) ? nil : self }
-    var attentionKernels: (any AttentionKernels)? { declined.contains(.attention) ? nil : self }
-    var indexingKernels: (any IndexingKernels)? { declined.contains(.indexing) ? nil : self }
-    var optimizerKernels: (any OptimizerKernels)? { declined.contains(.optimizers) ? nil : self }
+    /// Every call natively, but those of the families this instance declines.
+    func route(_ call: KernelCall) -> KernelRoute {
+        declined.isEmpty || !declined.contains(call.op.family) ? .native : call.op.whenDeclined
+    }
 }
 
 /// Element 0 of a tensor's host memory, typed.

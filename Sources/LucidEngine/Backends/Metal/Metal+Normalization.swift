@@ -4,8 +4,6 @@ import Metal
 /// Row normalisation on the GPU (Kernels/Normalization.metal): a threadgroup per row,
 /// compensated float32 sums, one rounding.
 extension MetalBackend: NormalizationKernels {
-    var normalizationKernels: (any NormalizationKernels)? { self }
-
     func normalizeRows(_ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
                        into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl) {
         guard rows > 0, x.numel > 0 else { return }

@@ -4,8 +4,6 @@ import Metal
 /// Softmax and log-softmax on the GPU (Kernels/Softmax.metal): one threadgroup per row,
 /// float32 inside, one rounding into the dtype.
 extension MetalBackend: SoftmaxKernels {
-    var softmaxKernels: (any SoftmaxKernels)? { self }
-
     func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool {
         guard x.dtype.isFloatingPoint, out.dtype == x.dtype, x.isContiguous, out.isContiguous, x.numel > 0 else {
             return false
