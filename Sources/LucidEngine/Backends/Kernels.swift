@@ -44,12 +44,14 @@ extension TensorImpl {
     }
 
     /// Runs `body` with the host kernels for a call routed to the host: the backend's queued
-    /// work finishes first, and the call is counted under `name`.
-    private func onHostKernels<K, R>(_: K.Type, _ name: () -> String, _ body: (K) throws -> R) rethrows -> R {
+    /// work finishes first, the call is counted under `name`, and operands in memory the host
+    /// cannot address are staged through host copies for the call.
+    private func onHostKernels<K, R>(_: K.Type, _ call: KernelCall, _ name: () -> String,
+                                     _ body: (K) throws -> R) rethrows -> R {
         backend.synchronize()
         HostKernelFallbacks.record(name())
         // The host backend has every family.
-        return try body(Backends.host as! K)
+        return try HostStaging.run(call) { try body(Backends.host as! K) }
     }
 
     /// Makes one kernel call of family `K` (`ElementwiseKernels.self`, ...) for an op that has
@@ -59,7 +61,7 @@ extension TensorImpl {
                    _ body: (K) throws -> R) rethrows -> R {
         let (route, kernels) = resolve(family, call)
         if route == .native, let kernels { return try body(kernels) }
-        return try onHostKernels(family, name, body)
+        return try onHostKernels(family, call, name, body)
     }
 
     /// The same for an op the op layer can compose from other kernels: nil, and no kernel
@@ -72,7 +74,7 @@ extension TensorImpl {
         case .native: if let kernels { return try body(kernels) }
         case .host: break
         }
-        return try onHostKernels(family, name, body)
+        return try onHostKernels(family, call, name, body)
     }
 
     /// The backend's own kernels of family `K` for ops whose forward and backward must run on

@@ -12,7 +12,7 @@ final class HostBuffer: DeviceBuffer, @unchecked Sendable {
     let blockSize: Int
     let device: Device
 
-    var contents: UnsafeMutableRawPointer { pointer }
+    var hostContents: UnsafeMutableRawPointer? { pointer }
 
     init(byteCount: Int, device: Device) throws {
         (pointer, blockSize) = try HostAllocator.shared.allocate(byteCount)
@@ -58,10 +58,23 @@ final class HostBackend: Backend {
         memcpy(dst, Self.address(src), min(bytes.count, src.numel * src.dtype.itemSize))
     }
 
-    /// Address of element 0 of a tensor in host-visible memory (any backend's, synchronized).
+    /// Address of element 0 of a tensor in host memory: its buffer (any backend's,
+    /// synchronized), or the staged copy of a buffer the host cannot address.
     @inline(__always)
     static func address(_ t: TensorImpl) -> UnsafeMutableRawPointer {
-        t.storage.buffer.contents + t.offset * t.dtype.itemSize
+        base(of: t.storage.buffer) + t.offset * t.dtype.itemSize
+    }
+
+    /// The host address of a buffer's first byte (see `address`).
+    @inline(__always)
+    static func base(of buffer: any DeviceBuffer) -> UnsafeMutableRawPointer {
+        buffer.hostContents ?? HostStaging.contents(of: buffer)
+    }
+
+    /// The backend for a host kernel's scratch tensors beside `t`: t's own where the host can
+    /// address its memory, else the host's.
+    static func scratch(beside t: TensorImpl) -> any Backend {
+        t.storage.buffer.isHostVisible ? t.backend : Backends.host
     }
 
     func fill(_ out: TensorImpl, with value: Scalar) {

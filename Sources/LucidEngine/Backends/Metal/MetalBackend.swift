@@ -23,8 +23,8 @@ final class MetalBuffer: DeviceBuffer, @unchecked Sendable {
     /// the backend's lock when a kernel is encoded.
     var lastUse: UInt64 = 0
 
-    /// The host's view of the memory; valid once the backend has synchronized.
-    var contents: UnsafeMutableRawPointer { buffer.contents() }
+    /// The host's view of the memory (shared storage); valid once the backend has synchronized.
+    var hostContents: UnsafeMutableRawPointer? { buffer.contents() }
 
     /// The generation of the backend's open command buffer.
     var ownerGeneration: UInt64 { owner.generation }
