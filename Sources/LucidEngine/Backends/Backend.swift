@@ -15,8 +15,14 @@
 ///   treated as answering what the op does when declined, `KernelOp.whenDeclined`);
 /// - `.host`: on the host kernels, after the backend's queued work has finished, counted in
 ///   `HostKernelFallbacks`;
-/// - `.compose`: the op layer builds the op from other kernels (softmax, attention, direct
-///   convolution passes and the normalisations, which are optimisations).
+/// - `.compose`: the op layer builds the op from other kernels (the fused and direct kernels,
+///   which are optimisations: softmax, attention, direct convolution passes, the
+///   normalisations, average pooling, leaky ReLU, add-scaled).
+///
+/// The route is the only way a backend declines: a kernel it is called for runs (an error in
+/// it is thrown, never a silent decline). Optional kernels come in protocols of their own
+/// (`FusedElementwiseKernels`, ...), so a backend without them has nothing to implement and
+/// a call for them is composed.
 ///
 /// So a new backend needs its core (this protocol and its `DeviceBuffer`) to run every op;
 /// each family it then provides moves that family's ops onto it.
@@ -138,23 +144,32 @@ enum KernelOp: Sendable {
     case im2col
     /// reads [cols], writes [x]
     case col2im
-    /// reads the pass's inputs, writes [out]
-    case convolution(ConvolutionPassKind)
+    /// reads the pass's inputs (forward: [x, weight, bias?]), writes [out]
+    case convolution(ConvolutionPassKind, ConvolutionProblem)
     /// reads [x], writes [values, indices]
     case maxPool2d
     /// reads [grad, indices], writes [gradIn]
     case maxPool2dBackward
     /// reads [x, divisors], writes [out]
-    case avgPool2d
+    case avgPool2d(WindowGeometry)
     /// reads [grad, divisors], writes [gradIn]
-    case avgPool2dBackward
+    case avgPool2dBackward(WindowGeometry)
     /// reads [x], writes [out]
-    case softmax
+    case softmax(axis: Int, log: Bool)
     /// reads [grad, y], writes [gradIn]
-    case softmaxBackward
-    /// reads and writes the tensors of `NormalizationKernels`' methods
-    case normalizeRows, normalizeRowsBackward, normalizeChannels, normalizeChannelsBackward
-    case scaleChannels, scaleChannelsBackward
+    case softmaxBackward(axis: Int)
+    /// reads [x, weight?, bias?], writes [out, mean, rstd]
+    case normalizeRows
+    /// reads [grad, x, mean, rstd, weight?], writes [dx, dweight?, dbias?]
+    case normalizeRowsBackward(rows: Int)
+    /// reads [x, weight?, bias?], writes [out, mean, variance]
+    case normalizeChannels(batch: Int, channels: Int)
+    /// reads [grad, x, mean, variance, weight?], writes [dx, dweight?, dbias?]
+    case normalizeChannelsBackward(batch: Int, channels: Int)
+    /// reads [y, weight?, bias?], writes [out]
+    case scaleChannels(batch: Int, channels: Int)
+    /// reads [grad, y, weight?], writes [dy?, dweight?, dbias?]
+    case scaleChannelsBackward(batch: Int, channels: Int)
     /// reads [q, k, v], writes [out, weights?]
     case attention
     /// reads [a, index], writes [out]

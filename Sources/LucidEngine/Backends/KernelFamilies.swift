@@ -11,20 +11,18 @@ protocol ElementwiseKernels: AnyObject, Sendable {
     func compare(_ op: CompareKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
     /// `out = cond ? a : b`; `cond` is bool, `a`/`b` share out's dtype, all broadcast views.
     func select(_ cond: TensorImpl, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
-    /// `out = a + alpha·b` in one pass, for `a`, `b` and `out` of one shape and dtype (`out`
-    /// may be `a`). False when the backend leaves it to be composed (nothing written).
-    func addScaled(_ a: TensorImpl, _ b: TensorImpl, alpha: Float, into out: TensorImpl) -> Bool
-    /// Leaky ReLU, `out = x > 0 ? x : slope·x`, for contiguous float32 `x` and `out` of one
-    /// shape. False when the backend leaves it to be composed (nothing written).
-    func leakyRelu(_ x: TensorImpl, slope: Float, into out: TensorImpl) -> Bool
-    /// Its backward, `gradIn = x > 0 ? grad : slope·grad`, all contiguous float32 of one shape.
-    func leakyReluBackward(_ x: TensorImpl, grad: TensorImpl, slope: Float, into gradIn: TensorImpl) -> Bool
 }
 
-extension ElementwiseKernels {
-    func addScaled(_ a: TensorImpl, _ b: TensorImpl, alpha: Float, into out: TensorImpl) -> Bool { false }
-    func leakyRelu(_ x: TensorImpl, slope: Float, into out: TensorImpl) -> Bool { false }
-    func leakyReluBackward(_ x: TensorImpl, grad: TensorImpl, slope: Float, into gradIn: TensorImpl) -> Bool { false }
+/// Fused elementwise kernels (family `elementwise`), for the calls the backend routes to them;
+/// the op layer composes the others.
+protocol FusedElementwiseKernels: AnyObject, Sendable {
+    /// `out = a + alpha·b` in one pass, for `a`, `b` and `out` of one shape and dtype (`out`
+    /// may be `a`).
+    func addScaled(_ a: TensorImpl, _ b: TensorImpl, alpha: Float, into out: TensorImpl)
+    /// Leaky ReLU, `out = x > 0 ? x : slope·x`, for `x` and `out` of one shape.
+    func leakyRelu(_ x: TensorImpl, slope: Float, into out: TensorImpl)
+    /// Its backward, `gradIn = x > 0 ? grad : slope·grad`, all of one shape.
+    func leakyReluBackward(_ x: TensorImpl, grad: TensorImpl, slope: Float, into gradIn: TensorImpl)
 }
 
 /// Reductions over axes, and the arg-reductions.
@@ -46,19 +44,23 @@ protocol MatmulKernels: AnyObject, Sendable {
     func gemm(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl)
 }
 
-/// The window gathers under convolution, and direct convolution passes where there are any.
+/// The window gathers under convolution.
 protocol ConvolutionKernels: AnyObject, Sendable {
     /// Windows of `x` ([N, C, H, W], any strides, floating) into contiguous `cols`
     /// ([N, C·kh·kw, oh·ow]); positions outside the input read 0.
     func im2col(_ x: TensorImpl, _ g: WindowGeometry, into cols: TensorImpl)
     /// The adjoint of `im2col`: sums `cols` into contiguous `x` (in float32, rounding once).
     func col2im(_ cols: TensorImpl, _ g: WindowGeometry, into x: TensorImpl)
-    /// A direct convolution pass, where the backend has a kernel for it (else false, and the
-    /// op layer uses im2col and GEMM): `.forward` writes `out` from x, w (and bias);
-    /// `.backwardData` writes the input gradient from the output gradient and w;
-    /// `.backwardWeights` writes the weight gradient from x and the output gradient.
+}
+
+/// Direct convolution passes (family `convolution`), for the problems the backend routes to
+/// them; the op layer composes the others from im2col and GEMM.
+protocol DirectConvolutionKernels: AnyObject, Sendable {
+    /// One pass: `.forward` writes `out` from x, w (and bias); `.backwardData` writes the input
+    /// gradient from the output gradient and w; `.backwardWeights` writes the weight gradient
+    /// from x and the output gradient. Throws when the kernel fails at run time.
     func convolution(_ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?, weight: TensorImpl?,
-                     bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) -> Bool
+                     bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) throws
 }
 
 /// Max pooling and its adjoint.
@@ -70,41 +72,33 @@ protocol PoolingKernels: AnyObject, Sendable {
     /// Its adjoint: contiguous `gradIn` ([P, 1, H, W]) holds the sum of `grad` ([P, 1, oh, ow],
     /// contiguous, gradIn's dtype) at `indices`, accumulated in float32.
     func maxPool2dBackward(_ grad: TensorImpl, indices: TensorImpl, _ g: WindowGeometry, into gradIn: TensorImpl)
+}
 
-    /// Average pooling of contiguous float32 planes `x` ([P, H, W]): each window's in-bounds sum
-    /// (padding adds nothing) divided by `divisors[i·ow + j]` (float32 [oh·ow]), into `out`
-    /// ([P, oh, ow], float32). False when the backend composes it instead.
-    func avgPool2d(_ x: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into out: TensorImpl) -> Bool
+/// Average pooling (family `pooling`), for the calls the backend routes to it; the op layer
+/// composes the others.
+protocol AveragePoolingKernels: AnyObject, Sendable {
+    /// Average pooling of planes `x` ([P, H, W]): each window's in-bounds sum (padding adds
+    /// nothing) divided by `divisors[i·ow + j]` (float32 [oh·ow]), into `out` ([P, oh, ow]).
+    func avgPool2d(_ x: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into out: TensorImpl)
 
     /// Its adjoint: each input position receives Σ grad / divisor over the windows holding it.
-    func avgPool2dBackward(_ grad: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into gradIn: TensorImpl) -> Bool
+    func avgPool2dBackward(_ grad: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into gradIn: TensorImpl)
 }
 
-extension PoolingKernels {
-    func avgPool2d(_ x: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into out: TensorImpl) -> Bool { false }
-
-    func avgPool2dBackward(_ grad: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into gradIn: TensorImpl) -> Bool {
-        false
-    }
-}
-
-/// A direct softmax.
+/// A direct softmax, for the calls the backend routes to it; the op layer composes the others
+/// from reductions and elementwise ops.
 protocol SoftmaxKernels: AnyObject, Sendable {
     /// softmax (or log-softmax) of a contiguous floating tensor along `axis` into `out`
-    /// (same shape and dtype), computed in float32; false when the backend has no direct
-    /// kernel for it (the op layer then composes it from reductions and elementwise ops).
-    func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool
-
-    /// The backward of `softmax` from its output `y` and the gradient `grad` (contiguous
-    /// float32, one shape): softmax `y·(g - Σg·y)`, log-softmax `g - exp(y)·Σg`, the sums
-    /// along `axis`, into `gradIn` (float32). False when the backend composes it instead.
-    func softmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, log: Bool, into gradIn: TensorImpl) -> Bool
+    /// (same shape and dtype), computed in float32. Throws when the kernel fails at run time.
+    func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) throws
 }
 
-extension SoftmaxKernels {
-    func softmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, log: Bool, into gradIn: TensorImpl) -> Bool {
-        false
-    }
+/// The backward of a direct softmax (family `softmax`), for the calls the backend routes to it.
+protocol SoftmaxBackwardKernels: AnyObject, Sendable {
+    /// The backward of `softmax` from its output `y` and the gradient `grad` (contiguous
+    /// float32, one shape): softmax `y·(g - Σg·y)`, log-softmax `g - exp(y)·Σg`, the sums
+    /// along `axis`, into `gradIn` (float32).
+    func softmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, log: Bool, into gradIn: TensorImpl)
 }
 
 /// Row normalisation, the core of layer_norm and group_norm.
@@ -118,66 +112,40 @@ protocol NormalizationKernels: AnyObject, Sendable {
     func normalizeRows(_ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
                        into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl)
 
-    /// The backward of `normalizeRows`, fused, for contiguous float32 `grad` and `x` viewed as
-    /// [rows, n] with their saved `mean` and `rstd`: with x̂ = (x - mean)·rstd and
-    /// gy = grad·weight, `dx = rstd·(gy - mean(gy) - x̂·mean(gy·x̂))` (float32 [rows, n]) and,
-    /// when given, `dweight = Σrows grad·x̂` and `dbias = Σrows grad` (float32 [n]). Returns
-    /// false when the backend leaves it to be composed from other ops (nothing written).
-    func normalizeRowsBackward(_ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
-                               weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool
-
-    func normalizeChannels(_ x: TensorImpl, batch: Int, channels: Int, eps: Float, weight: TensorImpl?,
-                           bias: TensorImpl?, into out: TensorImpl, mean: TensorImpl, variance: TensorImpl) -> Bool
-
-    func normalizeChannelsBackward(_ grad: TensorImpl, _ x: TensorImpl, batch: Int, channels: Int, eps: Float,
-                                   mean: TensorImpl, variance: TensorImpl, weight: TensorImpl?, dx: TensorImpl,
-                                   dweight: TensorImpl?, dbias: TensorImpl?) -> Bool
-
-    /// The per-channel affine of contiguous float32 `y` viewed as [batch, channels, S]:
-    /// `out = y·weight[c] + bias[c]` (weight and bias optional float32 [channels], out float32
-    /// of y's shape). False when the backend composes it (nothing written).
-    func scaleChannels(_ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?, bias: TensorImpl?,
-                       into out: TensorImpl) -> Bool
-
-    /// Its backward, fused, for contiguous float32 `grad` and `y`: each given of
-    /// `dy = grad·weight[c]`, `dweight[c] = Σ grad·y` and `dbias[c] = Σ grad`.
-    func scaleChannelsBackward(_ grad: TensorImpl, _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?,
-                               dy: TensorImpl?, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool
 }
 
-extension NormalizationKernels {
-    func scaleChannels(_ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?, bias: TensorImpl?,
-                       into out: TensorImpl) -> Bool {
-        false
-    }
+/// The fused normalisations beyond the rows' forward (family `normalization`), for the calls
+/// the backend routes to them; the op layer composes the others.
+protocol FusedNormalizationKernels: AnyObject, Sendable {
+    /// The backward of `normalizeRows`, fused, for `grad` and `x` viewed as [rows, n] with
+    /// their saved `mean` and `rstd`: with x̂ = (x - mean)·rstd and gy = grad·weight,
+    /// `dx = rstd·(gy - mean(gy) - x̂·mean(gy·x̂))` ([rows, n]) and, when given,
+    /// `dweight = Σrows grad·x̂` and `dbias = Σrows grad` (float32 [n]).
+    func normalizeRowsBackward(_ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
+                               weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?)
 
-    func scaleChannelsBackward(_ grad: TensorImpl, _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?,
-                               dy: TensorImpl?, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool {
-        false
-    }
-
-    /// Batch normalisation of contiguous float32 `x` viewed as [batch, channels, S] with the
-    /// batch's statistics: each channel's mean and biased variance over its batch·S values
-    /// (float32 [channels]), and `out = (x - mean)·rstd·weight + bias` per channel
-    /// (rstd = 1 / sqrt(variance + eps); weight and bias optional float32 [channels]). Returns
-    /// false when the backend composes it instead (nothing written).
+    /// Batch normalisation of `x` viewed as [batch, channels, S] with the batch's statistics:
+    /// each channel's mean and biased variance over its batch·S values (float32 [channels]),
+    /// and `out = (x - mean)·rstd·weight + bias` per channel (rstd = 1 / sqrt(variance + eps);
+    /// weight and bias optional float32 [channels]).
     func normalizeChannels(_ x: TensorImpl, batch: Int, channels: Int, eps: Float, weight: TensorImpl?,
-                           bias: TensorImpl?, into out: TensorImpl, mean: TensorImpl, variance: TensorImpl) -> Bool {
-        false
-    }
+                           bias: TensorImpl?, into out: TensorImpl, mean: TensorImpl, variance: TensorImpl)
 
-    /// The backward of `normalizeChannels`, fused: `dx` (float32, x's shape) and, when given,
+    /// The backward of `normalizeChannels`, fused: `dx` (x's shape) and, when given,
     /// `dweight = Σ grad·x̂` and `dbias = Σ grad` per channel.
     func normalizeChannelsBackward(_ grad: TensorImpl, _ x: TensorImpl, batch: Int, channels: Int, eps: Float,
                                    mean: TensorImpl, variance: TensorImpl, weight: TensorImpl?, dx: TensorImpl,
-                                   dweight: TensorImpl?, dbias: TensorImpl?) -> Bool {
-        false
-    }
+                                   dweight: TensorImpl?, dbias: TensorImpl?)
 
-    func normalizeRowsBackward(_ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
-                               weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool {
-        false
-    }
+    /// The per-channel affine of `y` viewed as [batch, channels, S]: `out = y·weight[c] + bias[c]`
+    /// (weight and bias optional float32 [channels], out of y's shape).
+    func scaleChannels(_ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?, bias: TensorImpl?,
+                       into out: TensorImpl)
+
+    /// Its backward, fused: each given of `dy = grad·weight[c]`, `dweight[c] = Σ grad·y` and
+    /// `dbias[c] = Σ grad`.
+    func scaleChannelsBackward(_ grad: TensorImpl, _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?,
+                               dy: TensorImpl?, dweight: TensorImpl?, dbias: TensorImpl?)
 }
 
 /// Fused attention.
@@ -186,9 +154,10 @@ protocol AttentionKernels: AnyObject, Sendable {
     /// k [B, S, E], v [B, S, Ev] of one floating dtype (any strides), with positions after
     /// each row's own masked out when `causal`; the scores and softmax run in float32. `out`
     /// ([B, L, Ev]) and `weights` ([B, L, S], the softmax rounded to the dtype, when given)
-    /// are contiguous. False when the backend has no fused kernel (the op layer composes it).
+    /// are contiguous. Throws when the kernel fails at run time (out may then hold partial
+    /// results).
     func attention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, scale: Float, causal: Bool,
-                   weights: TensorImpl?, into out: TensorImpl) -> Bool
+                   weights: TensorImpl?, into out: TensorImpl) throws
 }
 
 /// Gathers and scatters.

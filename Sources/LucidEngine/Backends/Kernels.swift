@@ -50,8 +50,10 @@ extension TensorImpl {
                                      _ body: (K) throws -> R) rethrows -> R {
         backend.synchronize()
         HostKernelFallbacks.record(name())
-        // The host backend has every family.
-        return try HostStaging.run(call) { try body(Backends.host as! K) }
+        guard let kernels = Backends.host as? K else {
+            preconditionFailure("the host kernels lack \(K.self), routed to them for \(name())")
+        }
+        return try HostStaging.run(call) { try body(kernels) }
     }
 
     /// Makes one kernel call of family `K` (`ElementwiseKernels.self`, ...) for an op that has
@@ -74,15 +76,8 @@ extension TensorImpl {
         case .native: if let kernels { return try body(kernels) }
         case .host: break
         }
+        // On the host, the host kernels' own route decides whether they take it.
+        guard Backends.host.route(call) == .native else { return nil }
         return try onHostKernels(family, call, name, body)
-    }
-
-    /// The backend's own kernels of family `K` for ops whose forward and backward must run on
-    /// one set of kernels (the normalisations), asked with the forward's call; nil when the
-    /// op is to be composed (a call routed to the host is composed too: the composition's own
-    /// kernel calls are routed one by one).
-    func kernelsUnlessComposed<K>(_ family: K.Type, _ call: KernelCall) -> K? {
-        let (route, kernels) = resolve(family, call)
-        return route == .native ? kernels : nil
     }
 }

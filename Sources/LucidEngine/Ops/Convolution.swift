@@ -138,10 +138,10 @@ package enum Convolution {
         let o = w.shape[0]
         let problem = ConvolutionProblem(batch: x.shape[0], channels: x.shape[1], outChannels: o, groups: groups, g, dtype: x.dtype)
         let out = try TensorImpl.empty([x.shape[0], o, g.output.0, g.output.1], dtype: x.dtype, on: x.backend)
-        let call = KernelCall(.convolution(.forward), reads: [x, w] + (b.map { [$0] } ?? []), writes: [out])
-        guard out.runUnlessComposed(ConvolutionKernels.self, call, name, {
-            $0.convolution(.forward, problem, x: x, weight: w, bias: b, gradOut: nil, into: out)
-        }) == true else { return nil }
+        let call = KernelCall(.convolution(.forward, problem), reads: [x, w] + (b.map { [$0] } ?? []), writes: [out])
+        guard try out.runUnlessComposed(DirectConvolutionKernels.self, call, name, {
+            try $0.convolution(.forward, problem, x: x, weight: w, bias: b, gradOut: nil, into: out)
+        }) != nil else { return nil }
         guard Autograd.tracks(x, w) || b?.requiresGrad == true && GradMode.isEnabled else { return out }
         // Only the wanted gradients are computed: an image batch needs none, its first layer's
         // weights do (and the node then keeps no weight for it).
@@ -163,10 +163,10 @@ package enum Convolution {
                              weight: TensorImpl?, gradOut: TensorImpl?, shape: [Int]) throws -> TensorImpl {
         let source = (gradOut ?? x)!
         let out = try TensorImpl.empty(shape, dtype: source.dtype, on: source.backend)
-        let call = KernelCall(.convolution(kind), reads: [x, weight, gradOut].compactMap { $0 }, writes: [out])
-        guard out.runUnlessComposed(ConvolutionKernels.self, call, name, {
-            $0.convolution(kind, problem, x: x, weight: weight, bias: nil, gradOut: gradOut, into: out)
-        }) == true else {
+        let call = KernelCall(.convolution(kind, problem), reads: [x, weight, gradOut].compactMap { $0 }, writes: [out])
+        guard try out.runUnlessComposed(DirectConvolutionKernels.self, call, name, {
+            try $0.convolution(kind, problem, x: x, weight: weight, bias: nil, gradOut: gradOut, into: out)
+        }) != nil else {
             throw LucidError.runtime("\(name): the backend's \(kind) convolution kernel failed for problem \(problem)")
         }
         return out
@@ -185,10 +185,10 @@ package enum Convolution {
         let n = x.shape[0], cin = w.shape[0], cout = w.shape[1] * groups
         let problem = ConvolutionProblem(batch: n, channels: cout, outChannels: cin, groups: groups, g, dtype: x.dtype)
         let out = try TensorImpl.empty([n, cout, g.input.0, g.input.1], dtype: x.dtype, on: x.backend)
-        let call = KernelCall(.convolution(.backwardData), reads: [w, x], writes: [out])
-        guard out.runUnlessComposed(ConvolutionKernels.self, call, name, {
-            $0.convolution(.backwardData, problem, x: nil, weight: w, bias: nil, gradOut: x, into: out)
-        }) == true else { return nil }
+        let call = KernelCall(.convolution(.backwardData, problem), reads: [w, x], writes: [out])
+        guard try out.runUnlessComposed(DirectConvolutionKernels.self, call, name, {
+            try $0.convolution(.backwardData, problem, x: nil, weight: w, bias: nil, gradOut: x, into: out)
+        }) != nil else { return nil }
         guard Autograd.tracks(x, w) else { return out }
         let savedX = w.requiresGrad ? x : nil, savedW = x.requiresGrad ? w : nil, xShape = x.shape, wShape = w.shape
         return Autograd.record(out, Autograd.name(convTranspose2d), [x, w], saved: [savedX, savedW]) { grad in
@@ -315,18 +315,18 @@ package enum Convolution {
         let out = try TensorImpl.empty([planes, g.output.0, g.output.1], dtype: .float32, on: x32.backend)
         let input = x32.withRequiresGrad(false)
         guard out.numel > 0,
-              x32.runUnlessComposed(PoolingKernels.self, KernelCall(.avgPool2d, reads: [input, divisor], writes: [out]),
-                                    "avg_pool2d", { $0.avgPool2d(input, g, divisors: divisor, into: out) }) == true else {
+              x32.runUnlessComposed(AveragePoolingKernels.self, KernelCall(.avgPool2d(g), reads: [input, divisor], writes: [out]),
+                                    "avg_pool2d", { $0.avgPool2d(input, g, divisors: divisor, into: out) }) != nil else {
             return nil
         }
         let shape = x32.shape
         return Autograd.record(out, Autograd.name(avgPool2d), [x32]) { grad in
             let gc = try Ops.contiguous(try Ops.cast(grad, to: .float32))
             let gradIn = try TensorImpl.empty(shape, dtype: .float32, on: gc.backend)
-            let call = KernelCall(.avgPool2dBackward, reads: [gc, divisor], writes: [gradIn])
-            guard gradIn.runUnlessComposed(PoolingKernels.self, call, "avg_pool2d_backward", {
+            let call = KernelCall(.avgPool2dBackward(g), reads: [gc, divisor], writes: [gradIn])
+            guard gradIn.runUnlessComposed(AveragePoolingKernels.self, call, "avg_pool2d_backward", {
                 $0.avgPool2dBackward(gc, g, divisors: divisor, into: gradIn)
-            }) == true else {
+            }) != nil else {
                 throw LucidError.runtime("avg_pool2d: the backend's backward kernel refused what its forward took")
             }
             return [gradIn]

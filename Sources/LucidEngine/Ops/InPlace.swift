@@ -172,15 +172,15 @@ package enum InPlace {
         try checkNoInternalOverlap(dst, op: op)
         let y = try readFirst(other.withRequiresGrad(false), before: dst)
         if dtype == dst.dtype && y.dtype == dst.dtype && dst.numel > 0 {
-            let ys = y.expanded(to: dst.shape)
-            try dst.run(ElementwiseKernels.self, KernelCall(.binary(k), reads: [dst, ys], writes: [dst]), "\(k)") { kernels in
-                if alpha == 1 {
-                    kernels.binary(k, dst, ys, into: dst)
-                } else if !kernels.addScaled(dst, y, alpha: Float(k == .sub ? -alpha : alpha), into: dst) {
-                    let scaled = try GradMode.with(false) {
-                        try Ops.cast(try Elementwise.binary(.mul, y, scalar: alphaOperand, scalarFirst: false), to: dst.dtype)
-                    }
-                    kernels.binary(k, dst, scaled.expanded(to: dst.shape), into: dst)
+            let scale = Float(k == .sub ? -alpha : alpha)
+            if alpha == 1 || dst.runUnlessComposed(FusedElementwiseKernels.self, KernelCall(.addScaled, reads: [dst, y], writes: [dst]),
+                                                   "\(k)", { $0.addScaled(dst, y, alpha: scale, into: dst) }) == nil {
+                let scaled = try alpha == 1 ? y : GradMode.with(false) {
+                    try Ops.cast(try Elementwise.binary(.mul, y, scalar: alphaOperand, scalarFirst: false), to: dst.dtype)
+                }
+                let ys = scaled.expanded(to: dst.shape)
+                dst.run(ElementwiseKernels.self, KernelCall(.binary(k), reads: [dst, ys], writes: [dst]), "\(k)") {
+                    $0.binary(k, dst, ys, into: dst)
                 }
             }
         } else if dst.numel > 0 {

@@ -125,9 +125,41 @@ final class HostBackend: Backend {
         }
     }
 
-    /// Every call natively, but those of the families this instance declines.
+    /// The families this instance declines as each op does when declined; otherwise the host
+    /// kernels' own route.
     func route(_ call: KernelCall) -> KernelRoute {
-        declined.isEmpty || !declined.contains(call.op.family) ? .native : call.op.whenDeclined
+        if !declined.isEmpty, declined.contains(call.op.family) { return call.op.whenDeclined }
+        return Self.ownRoute(call)
+    }
+
+    /// The host kernels' route: every call natively, but those of the fused and direct kernels
+    /// (see `FusedElementwiseKernels`, ...) they have no kernel for, which are composed.
+    static func ownRoute(_ call: KernelCall) -> KernelRoute {
+        let r = call.reads, w = call.writes
+        let plain = { (ts: [TensorImpl]) in ts.allSatisfy { $0.dtype == .float32 && $0.isContiguous } }
+        let takes: Bool
+        switch call.op {
+        case .addScaled: takes = FloatFastPath.applies(w[0], r[0], r[1])
+        case .leakyRelu: takes = FloatFastPath.applies(w[0], r[0])
+        case .leakyReluBackward: takes = FloatFastPath.applies(w[0], r[0], r[1])
+        case .avgPool2d(let g), .avgPool2dBackward(let g): takes = g.dilation == (1, 1) && plain(r + w)
+        case .softmax(let axis, let log): takes = takesSoftmax(r[0], axis: axis, log: log, into: w[0])
+        case .softmaxBackward(let axis): takes = takesSoftmaxBackward(r[0], r[1], axis: axis, into: w[0])
+        case .normalizeRowsBackward(let rows): takes = rows > 0 && plain([r[0], r[1], w[0]])
+        case .normalizeChannels(let batch, let channels), .scaleChannels(let batch, let channels):
+            takes = batch > 0 && channels > 0 && plain([r[0], w[0]])
+        case .normalizeChannelsBackward(let batch, let channels):
+            takes = batch > 0 && channels > 0 && plain([r[0], r[1], w[0]])
+        case .scaleChannelsBackward(let batch, let channels):
+            takes = batch > 0 && channels > 0 && plain([r[0], r[1]] + w)
+        case .convolution(let pass, let problem):
+            takes = takesConvolution(pass, problem, r + w, bias: pass == .forward && r.count > 2)
+        case .attention:
+            takes = takesAttention(r[0], r[1], r[2], weights: w.count > 1 ? w[1] : nil, into: w[0])
+        default:
+            return .native
+        }
+        return takes ? .native : .compose
     }
 }
 

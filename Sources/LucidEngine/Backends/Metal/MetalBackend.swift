@@ -345,7 +345,9 @@ final class MetalBackend: Backend, @unchecked Sendable {
         case .pooling: poolingRoute(call)
         case .indexing: indexingRoute(call)
         case .optimizers: optimizerRoute(call)
-        case .softmax, .normalization, .attention: .native
+        case .softmax: softmaxRoute(call)
+        case .normalization: normalizationRoute(call)
+        case .attention: .compose
         }
     }
 
