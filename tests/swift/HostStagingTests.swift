@@ -43,7 +43,8 @@ private final class DeviceSideView: DeviceBuffer, @unchecked Sendable {
 }
 
 /// A backend with its core only, no kernel family, over memory the host cannot address: every
-/// kernel call is routed to the host kernels, which must work on staged copies.
+/// kernel call is routed to the host kernels (those with a composition too, which the host
+/// kernels then take or leave), which must work on staged copies.
 private final class SeparateMemoryBackend: Backend, @unchecked Sendable {
     let device = Device.metal
     let name = "separate memory"
@@ -51,6 +52,8 @@ private final class SeparateMemoryBackend: Backend, @unchecked Sendable {
     func allocate(byteCount: Int) throws -> any DeviceBuffer { SeparateBuffer(byteCount: byteCount) }
 
     func synchronize() {}
+
+    func route(_ call: KernelCall) -> KernelRoute { .host }
 
     /// `t` over the device side of its memory, for the host kernels to run as this device's.
     private func deviceSide(_ t: TensorImpl) -> TensorImpl {
@@ -114,6 +117,17 @@ private final class SeparateMemoryBackend: Backend, @unchecked Sendable {
         let product = try LinearAlgebra.matmul(a, try ShapeOps.transpose(a, 0, 1))
         #expect(Self.values(product) == [14, 32, 32, 77])
         #expect(HostKernelFallbacks.total >= before + 3)
+    }
+
+    @Test func fusedKernelsTheHostHasRunOnStagedCopies() throws {
+        let be = SeparateMemoryBackend()
+        let x = try Self.tensor([-2, -1, 0, 1, 2, 3], [2, 3], on: be)
+        let y = try Activations.leakyRelu(x, slope: 0.5)
+        #expect(Self.values(y) == [-1, -0.5, 0, 1, 2, 3])
+        #expect(Self.copies(y) == (1, 1))
+        let norm = try Normalization.layerNorm(x, normalizedShape: [3], weight: nil, bias: nil, eps: 1e-5)
+        let rows = Self.values(norm)
+        #expect(abs(rows[0] + 1.2247449) < 1e-4 && abs(rows[4]) < 1e-6 && abs(rows[5] - 1.2247449) < 1e-4)
     }
 
     @Test func anOperandReadAndWrittenIsStagedOnce() throws {

@@ -44,16 +44,21 @@ extension TensorImpl {
     }
 
     /// Runs `body` with the host kernels for a call routed to the host: the backend's queued
-    /// work finishes first, the call is counted under `name`, and operands in memory the host
-    /// cannot address are staged through host copies for the call.
-    private func onHostKernels<K, R>(_: K.Type, _ call: KernelCall, _ name: () -> String,
-                                     _ body: (K) throws -> R) rethrows -> R {
+    /// work finishes first, operands in memory the host cannot address are staged through host
+    /// copies for the call, and the call is counted under `name`. For an op with a
+    /// composition, the host kernels' own route (asked over the staged operands) may leave it
+    /// to be composed instead: nil, and nothing counted.
+    private func onHostKernels<K, R>(_: K.Type, _ call: KernelCall, _ name: () -> String, composable: Bool,
+                                     _ body: (K) throws -> R) rethrows -> R? {
         backend.synchronize()
-        HostKernelFallbacks.record(name())
-        guard let kernels = Backends.host as? K else {
-            preconditionFailure("the host kernels lack \(K.self), routed to them for \(name())")
+        return try HostStaging.run(call) {
+            if composable, Backends.host.route(call) != .native { return nil }
+            HostKernelFallbacks.record(name())
+            guard let kernels = Backends.host as? K else {
+                preconditionFailure("the host kernels lack \(K.self), routed to them for \(name())")
+            }
+            return try body(kernels)
         }
-        return try HostStaging.run(call) { try body(kernels) }
     }
 
     /// Makes one kernel call of family `K` (`ElementwiseKernels.self`, ...) for an op that has
@@ -63,7 +68,8 @@ extension TensorImpl {
                    _ body: (K) throws -> R) rethrows -> R {
         let (route, kernels) = resolve(family, call)
         if route == .native, let kernels { return try body(kernels) }
-        return try onHostKernels(family, call, name, body)
+        // Without a composition, the host kernels take every call.
+        return try onHostKernels(family, call, name, composable: false, body)!
     }
 
     /// The same for an op the op layer can compose from other kernels: nil, and no kernel
@@ -76,8 +82,6 @@ extension TensorImpl {
         case .native: if let kernels { return try body(kernels) }
         case .host: break
         }
-        // On the host, the host kernels' own route decides whether they take it.
-        guard Backends.host.route(call) == .native else { return nil }
-        return try onHostKernels(family, call, name, body)
+        return try onHostKernels(family, call, name, composable: true, body)
     }
 }

@@ -372,7 +372,8 @@ extension DNNL {
     /// k [B, S, E], v [B, S, Ev] of one dtype (any strides), `out` a contiguous [B, L, Ev] and
     /// `weights` (when given) a contiguous [B, L, S] of that dtype. The scores and the softmax
     /// are float32; the scores of a few batch entries at a time stay in cache between the
-    /// three steps. False when oneDNN does not take it (then `out` may hold partial results).
+    /// three steps. False when it fails (then `out` may hold partial results); `takesAttention`
+    /// says beforehand whether oneDNN takes the problem.
     static func attention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, scale: Float, causal: Bool,
                           weights: TensorImpl?, into out: TensorImpl) -> Bool {
         guard let rt = runtime, takesAttention(q, k, v, weights: weights, into: out) else { return false }
