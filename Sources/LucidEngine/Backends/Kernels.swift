@@ -37,8 +37,11 @@ extension TensorImpl {
     /// native: a backend that does not conform to `K` declines the call
     /// (`KernelOp.whenDeclined`).
     private func resolve<K>(_: K.Type, _ call: KernelCall) -> (KernelRoute, K?) {
+        let backend = backend
         let route = backend.route(call)
         guard route == .native else { return (route, nil) }
+        // The host backend, the commonest, by a class check: its conformances are known here.
+        if let host = backend as? HostBackend, let kernels = host as? K { return (.native, kernels) }
         if let kernels = backend as? K { return (.native, kernels) }
         return (call.op.whenDeclined, nil)
     }
