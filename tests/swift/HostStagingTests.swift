@@ -48,12 +48,20 @@ private final class DeviceSideView: DeviceBuffer, @unchecked Sendable {
 private final class SeparateMemoryBackend: Backend, @unchecked Sendable {
     let device = Device.metal
     let name = "separate memory"
+    private let lock = Lock()
+    private var asked: [KernelOp] = []
+
+    /// The ops this backend was asked to route, in order.
+    var routed: [KernelOp] { lock.withLock { asked } }
 
     func allocate(byteCount: Int) throws -> any DeviceBuffer { SeparateBuffer(byteCount: byteCount) }
 
     func synchronize() {}
 
-    func route(_ call: KernelCall) -> KernelRoute { .host }
+    func route(_ call: KernelCall) -> KernelRoute {
+        lock.withLock { asked.append(call.op) }
+        return .host
+    }
 
     /// `t` over the device side of its memory, for the host kernels to run as this device's.
     private func deviceSide(_ t: TensorImpl) -> TensorImpl {
@@ -106,6 +114,9 @@ private final class SeparateMemoryBackend: Backend, @unchecked Sendable {
         let before = HostKernelFallbacks.total
 
         let sum = try Elementwise.binary(.add, a, b)
+        // Asked once, for the one kernel call.
+        #expect(be.routed.count == 1)
+        if case .binary(.add)? = be.routed.first {} else { Issue.record("routed \(be.routed), not one add") }
         #expect(sum.backend === be && !sum.storage.buffer.isHostVisible)
         #expect(Self.values(sum) == [11, 22, 33, 14, 25, 36])
         // The inputs were copied out and never back; the output went back once.
