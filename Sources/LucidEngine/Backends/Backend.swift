@@ -1,8 +1,68 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+/// What every device's compute stream provides: memory, transfers, a synchronise point, fills
+/// and copies, and an answer, per kernel call, to where that call runs. A backend implements
+/// kernels only; dtypes, broadcasting, AMP casts and errors are decided by the op layer before
+/// a kernel is called.
+///
+/// Work may be queued lazily: kernels only need to have run by the time `synchronize()` or
+/// `read(_:into:)` returns. A Metal backend encodes kernels into command buffers and commits
+/// them at the synchronise point; the host backends run each kernel at once.
+///
+/// Kernels come in families (`KernelFamily`), each a protocol of its own (`ElementwiseKernels`,
+/// ...) that a backend conforms to when it has them. Before each kernel call the op layer asks
+/// the backend once, with the op and its operands, how the call is to run (`route(_:)`):
+///
+/// - `.native`: on the backend's own kernels (a backend without the family's protocol is
+///   treated as answering what the op does when declined, `KernelOp.whenDeclined`);
+/// - `.host`: on the host kernels, after the backend's queued work has finished, counted in
+///   `HostKernelFallbacks`;
+/// - `.compose`: the op layer builds the op from other kernels (the fused and direct kernels,
+///   which are optimisations: softmax, attention, direct convolution passes, the
+///   normalisations, average pooling, leaky ReLU, add-scaled).
+///
+/// The route is the only way a backend declines: a kernel it is called for runs (an error in
+/// it is thrown, never a silent decline). Optional kernels come in protocols of their own
+/// (`FusedElementwiseKernels`, ...), so a backend without them has nothing to implement and
+/// a call for them is composed.
+///
+/// So a new backend needs its core (this protocol and its `DeviceBuffer`) to run every op;
+/// each family it then provides moves that family's ops onto it.
+protocol Backend: AnyObject, Sendable {
+    var device: Device { get }
+    /// A short name for messages ("cpu", "host fallback", "metal").
+    var name: String { get }
+
+    func allocate(byteCount: Int) throws -> any DeviceBuffer
+    /// Waits for every queued kernel to finish.
+    func synchronize()
+    /// Copies host bytes into a contiguous tensor of this backend.
+    func write(_ bytes: UnsafeRawBufferPointer, into dst: TensorImpl)
+    /// Copies a contiguous tensor of this backend out to host memory (synchronising first).
+    func read(_ src: TensorImpl, into bytes: UnsafeMutableRawBufferPointer)
+    /// An error a kernel found on the device in work that has completed (an index out of
+    /// range), taken once, for the program's next synchronisation to raise; nil for backends
+    /// that report at the op.
+    func takeDeferredError() -> LucidError?
+
+    func fill(_ out: TensorImpl, with value: Scalar)
+    /// Strided copy with dtype conversion (`src` and `dst` have one shape).
+    func copy(_ src: TensorImpl, into dst: TensorImpl)
+
+    /// How this backend runs `call`. Asked once per kernel call, before it is made; the
+    /// default runs every call of a family the backend conforms to on its own kernels.
+    func route(_ call: KernelCall) -> KernelRoute
+}
+
+extension Backend {
+    func takeDeferredError() -> LucidError? { nil }
+
+    func route(_ call: KernelCall) -> KernelRoute { .native }
+
+    /// `read`, then the deferred error it brought to light, if any.
+    func readChecked(_ src: TensorImpl, into bytes: UnsafeMutableRawBufferPointer) throws {
+        read(src, into: bytes)
+        if let error = takeDeferredError() { throw error }
+    }
+}
 
 /// Elementwise binary kernels. The op layer has already chosen the dtype: `a`, `b` and the
 /// output share it, and `a`/`b` are broadcast views of the output's shape. Raw values are the
@@ -32,438 +92,131 @@ package enum CompareKernel: Int32, Sendable, CaseIterable {
     }
 }
 
-/// Geometry of a sliding 2-D window over [N, C, H, W] input: `im2col` gathers each window
-/// into a column of [N, C·kh·kw, oh·ow], `col2im` sums columns back.
-struct WindowGeometry: Sendable, Equatable {
-    var kernel: (Int, Int), stride: (Int, Int), padding: (Int, Int), dilation: (Int, Int)
-    var input: (Int, Int), output: (Int, Int)
+/// Where one kernel call runs (see `Backend`).
+enum KernelRoute: Sendable, Equatable {
+    case native, host, compose
+}
 
-    static func == (a: Self, b: Self) -> Bool {
-        a.kernel == b.kernel && a.stride == b.stride && a.padding == b.padding && a.dilation == b.dilation
-            && a.input == b.input && a.output == b.output
+/// One kernel call as its backend is asked about it: the op and its operands, the tensors the
+/// kernel reads and the ones it writes, in the order each op's case documents (optional
+/// operands last, when given).
+struct KernelCall {
+    let op: KernelOp
+    let reads: [TensorImpl]
+    let writes: [TensorImpl]
+
+    init(_ op: KernelOp, reads: [TensorImpl], writes: [TensorImpl]) {
+        self.op = op
+        self.reads = reads
+        self.writes = writes
     }
 }
 
-/// One 2-D convolution: NCHW input [batch, channels, inH, inW], weights [outChannels,
-/// channels/groups, kH, kW], output [batch, outChannels, outH, outW].
-struct ConvolutionProblem: Hashable, Sendable {
-    var batch: Int, channels: Int, outChannels: Int, groups: Int
-    var inH: Int, inW: Int, outH: Int, outW: Int
-    var kH: Int, kW: Int, strideH: Int, strideW: Int, padH: Int, padW: Int, dilH: Int, dilW: Int
-    var dtype: DType
+/// The kernel calls a backend answers for, one case per kernel of the family protocols, with
+/// the parameters a route may depend on. The operands (`KernelCall.reads` / `writes`) are
+/// listed in each case's comment.
+enum KernelOp: Sendable {
+    /// reads [a, b], writes [out]
+    case binary(BinaryKernel)
+    /// reads [a], writes [out]
+    case binaryScalar(BinaryKernel)
+    /// reads [a], writes [out]
+    case unary(UnaryKernel)
+    /// reads [x, y, grad], writes [gradIn]
+    case unaryBackward(UnaryKernel)
+    /// reads [a, b], writes [out]
+    case compare(CompareKernel)
+    /// reads [cond, a, b], writes [out]
+    case select
+    /// reads [a, b], writes [out]
+    case addScaled
+    /// reads [x], writes [out]
+    case leakyRelu
+    /// reads [x, grad], writes [gradIn]
+    case leakyReluBackward
+    /// reads [a], writes [out]
+    case reduce(ReduceKernel, axes: [Int])
+    /// reads [a], writes [indices, values?]
+    case argReduce(axis: Int)
+    /// reads [a, b, bias?], writes [out]
+    case gemm
+    /// reads [x], writes [cols]
+    case im2col
+    /// reads [cols], writes [x]
+    case col2im
+    /// reads the pass's inputs (forward: [x, weight, bias?]), writes [out]
+    case convolution(ConvolutionPassKind, ConvolutionProblem)
+    /// reads [x], writes [values, indices]
+    case maxPool2d
+    /// reads [grad, indices], writes [gradIn]
+    case maxPool2dBackward
+    /// reads [x, divisors], writes [out]
+    case avgPool2d(WindowGeometry)
+    /// reads [grad, divisors], writes [gradIn]
+    case avgPool2dBackward(WindowGeometry)
+    /// reads [x], writes [out]
+    case softmax(axis: Int, log: Bool)
+    /// reads [grad, y], writes [gradIn]
+    case softmaxBackward(axis: Int)
+    /// reads [x, weight?, bias?], writes [out, mean, rstd]
+    case normalizeRows
+    /// reads [grad, x, mean, rstd, weight?], writes [dx, dweight?, dbias?]
+    case normalizeRowsBackward(rows: Int)
+    /// reads [x, weight?, bias?], writes [out, mean, variance]
+    case normalizeChannels(batch: Int, channels: Int)
+    /// reads [grad, x, mean, variance, weight?], writes [dx, dweight?, dbias?]
+    case normalizeChannelsBackward(batch: Int, channels: Int)
+    /// reads [y, weight?, bias?], writes [out]
+    case scaleChannels(batch: Int, channels: Int)
+    /// reads [grad, y, weight?], writes [dy?, dweight?, dbias?]
+    case scaleChannelsBackward(batch: Int, channels: Int)
+    /// reads [q, k, v], writes [out, weights?]
+    case attention
+    /// reads [a, index], writes [out]
+    case gather(dim: Int)
+    /// reads [src, index], writes [out]
+    case scatterAdd(dim: Int)
+    /// reads [mask]
+    case nonzero
+    /// reads [values], writes [dst]
+    case put
+    /// reads [src], writes [out]
+    case take
+    /// reads and writes the parameter's tensors (all of one shape)
+    case sgdStep, adamStep
+    /// reads grads, [invScale], writes outs (one per grad), [found]
+    case unscale(count: Int)
+    /// reads and writes [scale, growthTracker, found]
+    case updateScale
 
-    init(batch: Int, channels: Int, outChannels: Int, groups: Int, _ g: WindowGeometry, dtype: DType) {
-        (self.batch, self.channels, self.outChannels, self.groups) = (batch, channels, outChannels, groups)
-        (inH, inW, outH, outW) = (g.input.0, g.input.1, g.output.0, g.output.1)
-        (kH, kW, strideH, strideW) = (g.kernel.0, g.kernel.1, g.stride.0, g.stride.1)
-        (padH, padW, dilH, dilW) = (g.padding.0, g.padding.1, g.dilation.0, g.dilation.1)
-        self.dtype = dtype
-    }
-}
-
-/// The passes of a convolution.
-enum ConvolutionPassKind: Int, Hashable, Sendable { case forward, backwardData, backwardWeights }
-
-/// Reductions over a set of axes.
-package enum ReduceKernel: Sendable { case sum, mean }
-
-/// A scalar operand, kept in the widest form of its kind so that a float16 tensor plus 0.1
-/// computes with float32 0.1, not a float16-rounded one.
-struct Scalar: Sendable {
-    var double: Double
-    var int: Int64
-    init(_ d: Double) { double = d; int = Int64(exactly: d.rounded(.towardZero)) ?? 0 }
-    init(int i: Int64) { double = Double(i); int = i }
-}
-
-/// Hyper-parameters of one SGD update (PyTorch's `torch.optim.SGD`).
-struct SGDHyper: Sendable {
-    var lr: Float, momentum: Float, dampening: Float, weightDecay: Float
-    var nesterov: Bool, maximize: Bool, firstStep: Bool
-}
-
-/// Hyper-parameters of one Adam/AdamW update. The step count is a tensor of the parameter's
-/// device (PyTorch's `state["step"]`), so that a step skipped on the device does not count.
-struct AdamHyper: Sendable {
-    var lr: Float, beta1: Float, beta2: Float, eps: Float, weightDecay: Float
-    var decoupled: Bool, maximize: Bool
-
-    /// The update in PyTorch's form, p -= lr / bc1 · m / (sqrt(v) / sqrt(bc2) + eps), with
-    /// d = sign · g + coupled · p and p scaled by `shrink` first for decoupled weight decay.
-    var sign: Float { maximize ? -1 : 1 }
-    var coupled: Float { decoupled ? 0 : weightDecay }
-    var shrink: Float { decoupled ? 1 - lr * weightDecay : 1 }
-
-    /// The bias-corrected step size and sqrt(bc2) at 1-based step `step`, as the host computes
-    /// them (a GPU computes them from the step it reads, in float32).
-    func biasCorrections(step: Float) -> (stepSize: Float, bc2Root: Float) {
-        let bc1 = Float(1 - pow(Double(beta1), Double(step))), bc2 = Float(1 - pow(Double(beta2), Double(step)))
-        return (lr / bc1, bc2.squareRoot())
-    }
-}
-
-/// How GradScaler adapts its scale after a step (PyTorch's `_amp_update_scale_`).
-struct ScaleUpdate: Sendable {
-    var growthFactor: Float, backoffFactor: Float, growthInterval: Int32
-}
-
-/// The families a backend's kernels come in, named as the files that hold them in each
-/// backend's folder (`Host+Elementwise.swift`, `Metal+Elementwise.swift`, ...). A backend
-/// provides the families it has and declines the others; see `Backend`.
-package enum KernelFamily: String, CaseIterable, Sendable {
-    case elementwise, reduction, matmul, convolution, pooling, softmax, normalization, attention, indexing, optimizers
-}
-
-/// What every device's compute stream provides: memory, transfers, a synchronise point, fills
-/// and copies. A backend implements kernels only; dtypes, broadcasting, AMP casts and errors
-/// are decided by the op layer before a kernel is called.
-///
-/// Work may be queued lazily: kernels only need to have run by the time `synchronize()` or
-/// `read(_:into:)` returns. A Metal backend encodes kernels into command buffers and commits
-/// them at the synchronise point; the host backends run each kernel at once.
-///
-/// Everything else comes in kernel families, each a protocol of its own that a backend may
-/// provide (its `…Kernels` property) or decline (nil, the default). Memory is host-visible
-/// on every backend (on Apple Silicon a Metal buffer in shared storage is host memory), so
-/// the op layer runs a declined family's kernel on the host kernels over the same buffers,
-/// after a synchronize, and counts it (`HostKernelFallbacks`). Softmax, attention and the
-/// direct convolution passes and row normalisation are optimisations: declined, the op layer
-/// composes them from other kernels instead.
-protocol Backend: AnyObject, Sendable {
-    var device: Device { get }
-    /// A short name for messages ("cpu", "host fallback", "metal").
-    var name: String { get }
-
-    func allocate(byteCount: Int) throws -> any DeviceBuffer
-    /// Waits for every queued kernel to finish.
-    func synchronize()
-    /// Copies host bytes into a contiguous tensor of this backend.
-    func write(_ bytes: UnsafeRawBufferPointer, into dst: TensorImpl)
-    /// Copies a contiguous tensor of this backend out to host memory (synchronising first).
-    func read(_ src: TensorImpl, into bytes: UnsafeMutableRawBufferPointer)
-    /// An error a kernel found on the device in work that has completed (an index out of
-    /// range), taken once, for the program's next synchronisation to raise; nil for backends
-    /// that report at the op.
-    func takeDeferredError() -> LucidError?
-
-    func fill(_ out: TensorImpl, with value: Scalar)
-    /// Strided copy with dtype conversion (`src` and `dst` have one shape).
-    func copy(_ src: TensorImpl, into dst: TensorImpl)
-
-    var elementwiseKernels: (any ElementwiseKernels)? { get }
-    var reductionKernels: (any ReductionKernels)? { get }
-    var matmulKernels: (any MatmulKernels)? { get }
-    var convolutionKernels: (any ConvolutionKernels)? { get }
-    var poolingKernels: (any PoolingKernels)? { get }
-    var softmaxKernels: (any SoftmaxKernels)? { get }
-    var normalizationKernels: (any NormalizationKernels)? { get }
-    var attentionKernels: (any AttentionKernels)? { get }
-    var indexingKernels: (any IndexingKernels)? { get }
-    var optimizerKernels: (any OptimizerKernels)? { get }
-}
-
-extension Backend {
-    func takeDeferredError() -> LucidError? { nil }
-
-    /// `read`, then the deferred error it brought to light, if any.
-    func readChecked(_ src: TensorImpl, into bytes: UnsafeMutableRawBufferPointer) throws {
-        read(src, into: bytes)
-        if let error = takeDeferredError() { throw error }
-    }
-
-    var elementwiseKernels: (any ElementwiseKernels)? { nil }
-    var reductionKernels: (any ReductionKernels)? { nil }
-    var matmulKernels: (any MatmulKernels)? { nil }
-    var convolutionKernels: (any ConvolutionKernels)? { nil }
-    var poolingKernels: (any PoolingKernels)? { nil }
-    var softmaxKernels: (any SoftmaxKernels)? { nil }
-    var normalizationKernels: (any NormalizationKernels)? { nil }
-    var attentionKernels: (any AttentionKernels)? { nil }
-    var indexingKernels: (any IndexingKernels)? { nil }
-    var optimizerKernels: (any OptimizerKernels)? { nil }
-}
-
-/// Elementwise arithmetic, unary functions and their derivatives, comparisons and selection.
-protocol ElementwiseKernels: AnyObject, Sendable {
-    func binary(_ op: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
-    /// `a op s` (or `s op a` when `scalarFirst`).
-    func binary(_ op: BinaryKernel, _ a: TensorImpl, scalar: Scalar, scalarFirst: Bool, into out: TensorImpl)
-    func unary(_ op: UnaryKernel, _ a: TensorImpl, into out: TensorImpl)
-    /// `gradIn = grad * d op(x)/dx`, given the forward input `x` and output `y` (all of one
-    /// shape and floating dtype).
-    func unaryBackward(_ op: UnaryKernel, x: TensorImpl, y: TensorImpl, grad: TensorImpl, into gradIn: TensorImpl)
-    /// `out = a op b` as bool; `a`, `b` share a dtype and are broadcast views of out's shape.
-    func compare(_ op: CompareKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
-    /// `out = cond ? a : b`; `cond` is bool, `a`/`b` share out's dtype, all broadcast views.
-    func select(_ cond: TensorImpl, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
-    /// `out = a + alpha·b` in one pass, for `a`, `b` and `out` of one shape and dtype (`out`
-    /// may be `a`). False when the backend leaves it to be composed (nothing written).
-    func addScaled(_ a: TensorImpl, _ b: TensorImpl, alpha: Float, into out: TensorImpl) -> Bool
-    /// Leaky ReLU, `out = x > 0 ? x : slope·x`, for contiguous float32 `x` and `out` of one
-    /// shape. False when the backend leaves it to be composed (nothing written).
-    func leakyRelu(_ x: TensorImpl, slope: Float, into out: TensorImpl) -> Bool
-    /// Its backward, `gradIn = x > 0 ? grad : slope·grad`, all contiguous float32 of one shape.
-    func leakyReluBackward(_ x: TensorImpl, grad: TensorImpl, slope: Float, into gradIn: TensorImpl) -> Bool
-}
-
-extension ElementwiseKernels {
-    func addScaled(_ a: TensorImpl, _ b: TensorImpl, alpha: Float, into out: TensorImpl) -> Bool { false }
-    func leakyRelu(_ x: TensorImpl, slope: Float, into out: TensorImpl) -> Bool { false }
-    func leakyReluBackward(_ x: TensorImpl, grad: TensorImpl, slope: Float, into gradIn: TensorImpl) -> Bool { false }
-}
-
-/// Reductions over axes, and the arg-reductions.
-protocol ReductionKernels: AnyObject, Sendable {
-    /// Reduces `a` over `axes` into `out`, which has `a`'s rank with those axes set to 1.
-    /// Floating-point input accumulates in at least float32.
-    func reduce(_ op: ReduceKernel, _ a: TensorImpl, axes: [Int], into out: TensorImpl)
-    /// The max (or min) of `a` along `axis` and its first index (NaN counts as the largest and
-    /// smallest). `values` (optional, a's dtype) and `indices` (int64) have a's shape without
-    /// `axis`; `a.shape[axis]` is non-zero.
-    func argReduce(max: Bool, _ a: TensorImpl, axis: Int, values: TensorImpl?, indices: TensorImpl)
-}
-
-/// Matrix products.
-protocol MatmulKernels: AnyObject, Sendable {
-    /// Batched `out[i] = a[i] @ b[i] (+ bias)`: `a` is [B, M, K], `b` is [B, K, N] (any
-    /// strides), `bias` is [N] or nil and `out` is a contiguous [B, M, N]. All share a dtype;
-    /// low-precision floats multiply in float32 and round once.
-    func gemm(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl)
-}
-
-/// The window gathers under convolution, and direct convolution passes where there are any.
-protocol ConvolutionKernels: AnyObject, Sendable {
-    /// Windows of `x` ([N, C, H, W], any strides, floating) into contiguous `cols`
-    /// ([N, C·kh·kw, oh·ow]); positions outside the input read 0.
-    func im2col(_ x: TensorImpl, _ g: WindowGeometry, into cols: TensorImpl)
-    /// The adjoint of `im2col`: sums `cols` into contiguous `x` (in float32, rounding once).
-    func col2im(_ cols: TensorImpl, _ g: WindowGeometry, into x: TensorImpl)
-    /// A direct convolution pass, where the backend has a kernel for it (else false, and the
-    /// op layer uses im2col and GEMM): `.forward` writes `out` from x, w (and bias);
-    /// `.backwardData` writes the input gradient from the output gradient and w;
-    /// `.backwardWeights` writes the weight gradient from x and the output gradient.
-    func convolution(_ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?, weight: TensorImpl?,
-                     bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) -> Bool
-}
-
-/// Max pooling and its adjoint.
-protocol PoolingKernels: AnyObject, Sendable {
-    /// Max pooling of the contiguous planes `x` ([P, 1, H, W], floating) into `values` (x's
-    /// dtype) and `indices` (int64 flat positions within the plane), both [P, 1, oh, ow]; NaN
-    /// wins a window and ties go to its first position.
-    func maxPool2d(_ x: TensorImpl, _ g: WindowGeometry, values: TensorImpl, indices: TensorImpl)
-    /// Its adjoint: contiguous `gradIn` ([P, 1, H, W]) holds the sum of `grad` ([P, 1, oh, ow],
-    /// contiguous, gradIn's dtype) at `indices`, accumulated in float32.
-    func maxPool2dBackward(_ grad: TensorImpl, indices: TensorImpl, _ g: WindowGeometry, into gradIn: TensorImpl)
-
-    /// Average pooling of contiguous float32 planes `x` ([P, H, W]): each window's in-bounds sum
-    /// (padding adds nothing) divided by `divisors[i·ow + j]` (float32 [oh·ow]), into `out`
-    /// ([P, oh, ow], float32). False when the backend composes it instead.
-    func avgPool2d(_ x: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into out: TensorImpl) -> Bool
-
-    /// Its adjoint: each input position receives Σ grad / divisor over the windows holding it.
-    func avgPool2dBackward(_ grad: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into gradIn: TensorImpl) -> Bool
-}
-
-extension PoolingKernels {
-    func avgPool2d(_ x: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into out: TensorImpl) -> Bool { false }
-
-    func avgPool2dBackward(_ grad: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into gradIn: TensorImpl) -> Bool {
-        false
-    }
-}
-
-/// A direct softmax.
-protocol SoftmaxKernels: AnyObject, Sendable {
-    /// softmax (or log-softmax) of a contiguous floating tensor along `axis` into `out`
-    /// (same shape and dtype), computed in float32; false when the backend has no direct
-    /// kernel for it (the op layer then composes it from reductions and elementwise ops).
-    func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool
-
-    /// The backward of `softmax` from its output `y` and the gradient `grad` (contiguous
-    /// float32, one shape): softmax `y·(g - Σg·y)`, log-softmax `g - exp(y)·Σg`, the sums
-    /// along `axis`, into `gradIn` (float32). False when the backend composes it instead.
-    func softmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, log: Bool, into gradIn: TensorImpl) -> Bool
-}
-
-extension SoftmaxKernels {
-    func softmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, log: Bool, into gradIn: TensorImpl) -> Bool {
-        false
-    }
-}
-
-/// Row normalisation, the core of layer_norm and group_norm.
-protocol NormalizationKernels: AnyObject, Sendable {
-    /// Normalises each row of the contiguous floating `x`, viewed as [rows, n]:
-    /// `out = (x - mean) · rstd · weight + bias` with the row's mean and
-    /// rstd = 1 / sqrt(biased variance + eps), computed in float32 (sums at least compensated)
-    /// and rounded once into `out` (contiguous, x's dtype or float32). `weight` and `bias` are
-    /// optional contiguous float32 [n]; `mean` and `rstd` receive the statistics (float32
-    /// [rows]).
-    func normalizeRows(_ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
-                       into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl)
-
-    /// The backward of `normalizeRows`, fused, for contiguous float32 `grad` and `x` viewed as
-    /// [rows, n] with their saved `mean` and `rstd`: with x̂ = (x - mean)·rstd and
-    /// gy = grad·weight, `dx = rstd·(gy - mean(gy) - x̂·mean(gy·x̂))` (float32 [rows, n]) and,
-    /// when given, `dweight = Σrows grad·x̂` and `dbias = Σrows grad` (float32 [n]). Returns
-    /// false when the backend leaves it to be composed from other ops (nothing written).
-    func normalizeRowsBackward(_ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
-                               weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool
-
-    func normalizeChannels(_ x: TensorImpl, batch: Int, channels: Int, eps: Float, weight: TensorImpl?,
-                           bias: TensorImpl?, into out: TensorImpl, mean: TensorImpl, variance: TensorImpl) -> Bool
-
-    func normalizeChannelsBackward(_ grad: TensorImpl, _ x: TensorImpl, batch: Int, channels: Int, eps: Float,
-                                   mean: TensorImpl, variance: TensorImpl, weight: TensorImpl?, dx: TensorImpl,
-                                   dweight: TensorImpl?, dbias: TensorImpl?) -> Bool
-
-    /// The per-channel affine of contiguous float32 `y` viewed as [batch, channels, S]:
-    /// `out = y·weight[c] + bias[c]` (weight and bias optional float32 [channels], out float32
-    /// of y's shape). False when the backend composes it (nothing written).
-    func scaleChannels(_ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?, bias: TensorImpl?,
-                       into out: TensorImpl) -> Bool
-
-    /// Its backward, fused, for contiguous float32 `grad` and `y`: each given of
-    /// `dy = grad·weight[c]`, `dweight[c] = Σ grad·y` and `dbias[c] = Σ grad`.
-    func scaleChannelsBackward(_ grad: TensorImpl, _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?,
-                               dy: TensorImpl?, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool
-}
-
-extension NormalizationKernels {
-    func scaleChannels(_ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?, bias: TensorImpl?,
-                       into out: TensorImpl) -> Bool {
-        false
-    }
-
-    func scaleChannelsBackward(_ grad: TensorImpl, _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?,
-                               dy: TensorImpl?, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool {
-        false
-    }
-
-    /// Batch normalisation of contiguous float32 `x` viewed as [batch, channels, S] with the
-    /// batch's statistics: each channel's mean and biased variance over its batch·S values
-    /// (float32 [channels]), and `out = (x - mean)·rstd·weight + bias` per channel
-    /// (rstd = 1 / sqrt(variance + eps); weight and bias optional float32 [channels]). Returns
-    /// false when the backend composes it instead (nothing written).
-    func normalizeChannels(_ x: TensorImpl, batch: Int, channels: Int, eps: Float, weight: TensorImpl?,
-                           bias: TensorImpl?, into out: TensorImpl, mean: TensorImpl, variance: TensorImpl) -> Bool {
-        false
-    }
-
-    /// The backward of `normalizeChannels`, fused: `dx` (float32, x's shape) and, when given,
-    /// `dweight = Σ grad·x̂` and `dbias = Σ grad` per channel.
-    func normalizeChannelsBackward(_ grad: TensorImpl, _ x: TensorImpl, batch: Int, channels: Int, eps: Float,
-                                   mean: TensorImpl, variance: TensorImpl, weight: TensorImpl?, dx: TensorImpl,
-                                   dweight: TensorImpl?, dbias: TensorImpl?) -> Bool {
-        false
-    }
-
-    func normalizeRowsBackward(_ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
-                               weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool {
-        false
-    }
-}
-
-/// Fused attention.
-protocol AttentionKernels: AnyObject, Sendable {
-    /// Fused scaled dot-product attention: `out = softmax(scale · q·kᵀ) · v` for q [B, L, E],
-    /// k [B, S, E], v [B, S, Ev] of one floating dtype (any strides), with positions after
-    /// each row's own masked out when `causal`; the scores and softmax run in float32. `out`
-    /// ([B, L, Ev]) and `weights` ([B, L, S], the softmax rounded to the dtype, when given)
-    /// are contiguous. False when the backend has no fused kernel (the op layer composes it).
-    func attention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, scale: Float, causal: Bool,
-                   weights: TensorImpl?, into out: TensorImpl) -> Bool
-}
-
-/// Gathers, scatters and the positions of true elements.
-protocol IndexingKernels: AnyObject, Sendable {
-    /// `out[i] = a[i with dimension dim replaced by index[i]]` (torch.gather); `index` is int64
-    /// with out's shape, no larger than `a` in the other dimensions. An index outside
-    /// `0..<a.shape[dim]` (out then holds nothing meaningful) is reported as
-    /// `outOfRange(the first such index)`: thrown here, or, by a backend that checks on its
-    /// device, at its next synchronisation (`takeDeferredError`).
-    func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl,
-                outOfRange: @escaping @Sendable (Int64) -> LucidError) throws
-    /// `out[i with dim replaced by index[i]] += src[i]`, accumulated in float32 (int64 for
-    /// integers); `out` is contiguous and zeroed here first. Indices have been checked.
-    func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl)
-    /// Row-major flat positions of the true elements of a bool tensor.
-    func nonzero(_ mask: TensorImpl) -> [Int]
-    /// Writes `values` (contiguous, of dst's dtype, shape `[offsets.count] + shape`) into
-    /// dst's storage: row j goes to the elements at storage offsets `offsets[j] + Σ i·strides`
-    /// over the indices i of `shape`, rows in order, so that of two rows that meet the later
-    /// one is kept.
-    func put(_ values: TensorImpl, into dst: TensorImpl, at offsets: [Int], shape: [Int], strides: [Int])
-    /// The reverse of `put`: `out` (contiguous, shape `[offsets.count] + shape`) gets those
-    /// elements of `src`'s storage.
-    func take(_ src: TensorImpl, at offsets: [Int], shape: [Int], strides: [Int], into out: TensorImpl)
-}
-
-/// The optimizers' update steps and GradScaler's unscale and scale update. Flags and counts
-/// live in tensors of the backend's device, so that a skipped step, an infinity found or a
-/// new scale never needs the host to read a value: `found` is a float32 element, non-zero
-/// when the step is to be skipped; an optimizer given one writes nothing when it is set.
-protocol OptimizerKernels: AnyObject, Sendable {
-    /// One SGD update of a parameter: contiguous tensors of one shape and floating dtype,
-    /// computed in float32. `momentum`/`newMomentum` are present when momentum is non-zero.
-    func sgdStep(param: TensorImpl, grad: TensorImpl, momentum: TensorImpl?, hyper: SGDHyper,
-                 newParam: TensorImpl, newMomentum: TensorImpl?, skipIf found: TensorImpl?)
-    /// One Adam (or AdamW, `decoupled`) update, likewise, at the step after `step` (a float32
-    /// element counting the steps taken), which then goes up by one.
-    func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, step: TensorImpl, hyper: AdamHyper,
-                  newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl, skipIf found: TensorImpl?)
-    /// `outs[i] = grads[i] * invScale[0]` computed in float32; `found` (a float32 element) is
-    /// set to 1 when any result (or input) is infinite or NaN, and left as it is otherwise.
-    /// Each grad and its out are contiguous and share a floating dtype.
-    func unscale(_ grads: [TensorImpl], invScale: TensorImpl, found: TensorImpl, into outs: [TensorImpl])
-    /// GradScaler's update: after a skipped step (`found` set) the scale backs off and the
-    /// tracker (an int32 count of clean steps) restarts; after `growthInterval` clean steps it
-    /// grows, unless that leaves the float32 range.
-    func updateScale(_ scale: TensorImpl, growthTracker: TensorImpl, found: TensorImpl, _ update: ScaleUpdate)
-}
-
-/// The backend that serves each device, made once per process on first use.
-enum Backends {
-    /// The host kernels: the CPU stream, and the kernels that run a family another backend
-    /// declines, over that backend's (host-visible) memory.
-    static let host = HostBackend(device: .cpu, name: "cpu")
-    static let cpu: any Backend = host
-
-#if canImport(Metal) && !LUCID_NO_METAL
-    /// The Metal backend of this machine's GPU, whether or not it passed its self-test.
-    static let metalBackend: MetalBackend? = MetalBackend.make()
-#endif
-
-    /// The GPU stream: the Metal backend where Metal is available (Apple Silicon, or the
-    /// emulated Metal of the check build) and its self-test passes, else the host fallback,
-    /// which warns once and can be turned off.
-    private static let metal: Result<any Backend, LucidError> = {
-#if canImport(Metal) && !LUCID_NO_METAL
-        if let m = metalBackend {
-            if let message = m.libraryError { return HostFallback.make(because: message) }
-            let failed = MetalSelfTest.run(m).filter { !$0.passed }
-            if failed.isEmpty { return .success(m) }
-            let names = failed.prefix(8).map { "\($0.op) (\($0.dtype.name))" }.joined(separator: ", ")
-                + (failed.count > 8 ? " and \(failed.count - 8) more" : "")
-            return HostFallback.make(because: "the Metal backend's self-test found kernels that disagree with the CPU: \(names) (lucid.metal.self_test() gives the report)")
+    var family: KernelFamily {
+        switch self {
+        case .binary, .binaryScalar, .unary, .unaryBackward, .compare, .select, .addScaled, .leakyRelu,
+             .leakyReluBackward:
+            .elementwise
+        case .reduce, .argReduce: .reduction
+        case .gemm: .matmul
+        case .im2col, .col2im, .convolution: .convolution
+        case .maxPool2d, .maxPool2dBackward, .avgPool2d, .avgPool2dBackward: .pooling
+        case .softmax, .softmaxBackward: .softmax
+        case .normalizeRows, .normalizeRowsBackward, .normalizeChannels, .normalizeChannelsBackward, .scaleChannels,
+             .scaleChannelsBackward:
+            .normalization
+        case .attention: .attention
+        case .gather, .scatterAdd, .nonzero, .put, .take: .indexing
+        case .sgdStep, .adamStep, .unscale, .updateScale: .optimizers
         }
-#endif
-        return HostFallback.make(because: "Metal is not available on this machine")
-    }()
-
-    /// Whether Metal kernels serve "metal".
-    static var metalIsAvailable: Bool {
-#if canImport(Metal) && !LUCID_NO_METAL
-        if metalBackend != nil, case .success(let b) = metal, b is MetalBackend { return true }
-#endif
-        return false
     }
 
-    static func backend(for device: Device) throws -> any Backend {
-        switch device {
-        case .cpu: return cpu
-        case .metal: return try metal.get()
+    /// How the call runs on a backend that declines its family: composed where the op has a
+    /// composition (the optimisations), on the host kernels otherwise.
+    var whenDeclined: KernelRoute {
+        switch self {
+        case .convolution, .softmax, .softmaxBackward, .attention, .normalizeRows, .normalizeRowsBackward,
+             .normalizeChannels, .normalizeChannelsBackward, .scaleChannels, .scaleChannelsBackward:
+            .compose
+        default:
+            .host
         }
     }
 }

@@ -1,5 +1,6 @@
-/// Kernels a device's backend declined and the host kernels ran instead, counted per op so
-/// that nobody takes a host op for a GPU op (`lucid.metal.host_fallback_counts()`).
+/// Kernel calls that ran on the host kernels instead of their device's, counted per op so
+/// that nobody takes a host op for a GPU op (`lucid.metal.host_fallback_counts()`). Every such
+/// call goes through `TensorImpl.run`, which records it here.
 package enum HostKernelFallbacks {
     private static let lock = Lock()
     nonisolated(unsafe) private static var counts: [String: Int] = [:]
@@ -29,42 +30,61 @@ package enum HostKernelFallbacks {
     }
 }
 
-/// The kernels an op runs on its output's device: the backend's own for each family, or,
-/// where the backend declines the family, the host kernels over the same memory once the
-/// backend's queued work has finished. `op` names the op in the fallback counts; it is only
-/// evaluated on a fallback.
+/// Where the op layer makes its kernel calls: on the backend of the tensor it is called on
+/// (the op's output, as a rule), as that backend routes each call (`Backend.route`).
 extension TensorImpl {
-    private func hostKernels(for op: () -> String) -> HostBackend {
+    /// The route of `call` on this tensor's backend, with the family's kernels when it is
+    /// native: a backend that does not conform to `K` declines the call
+    /// (`KernelOp.whenDeclined`).
+    private func resolve<K>(_: K.Type, _ call: KernelCall) -> (KernelRoute, K?) {
+        let backend = backend
+        let route = backend.route(call)
+        guard route == .native else { return (route, nil) }
+        // The host backend, the commonest, by a class check: its conformances are known here.
+        if let host = backend as? HostBackend, let kernels = host as? K { return (.native, kernels) }
+        if let kernels = backend as? K { return (.native, kernels) }
+        return (call.op.whenDeclined, nil)
+    }
+
+    /// Runs `body` with the host kernels for a call routed to the host: the backend's queued
+    /// work finishes first, operands in memory the host cannot address are staged through host
+    /// copies for the call, and the call is counted under `name`. For an op with a
+    /// composition, the host kernels' own route (asked over the staged operands) may leave it
+    /// to be composed instead: nil, and nothing counted.
+    private func onHostKernels<K, R>(_: K.Type, _ call: KernelCall, _ name: () -> String, composable: Bool,
+                                     _ body: (K) throws -> R) rethrows -> R? {
         backend.synchronize()
-        HostKernelFallbacks.record(op())
-        return Backends.host
+        return try HostStaging.run(call) {
+            if composable, Backends.host.route(call) != .native { return nil }
+            HostKernelFallbacks.record(name())
+            guard let kernels = Backends.host as? K else {
+                preconditionFailure("the host kernels lack \(K.self), routed to them for \(name())")
+            }
+            return try body(kernels)
+        }
     }
 
-    func elementwise(_ op: @autoclosure () -> String) -> any ElementwiseKernels {
-        backend.elementwiseKernels ?? hostKernels(for: op)
+    /// Makes one kernel call of family `K` (`ElementwiseKernels.self`, ...) for an op that has
+    /// no composition: `body` gets the kernels that run it. `name` names the op in the
+    /// fallback counts and is only evaluated on a fallback.
+    func run<K, R>(_ family: K.Type, _ call: KernelCall, _ name: @autoclosure () -> String,
+                   _ body: (K) throws -> R) rethrows -> R {
+        let (route, kernels) = resolve(family, call)
+        if route == .native, let kernels { return try body(kernels) }
+        // Without a composition, the host kernels take every call.
+        return try onHostKernels(family, call, name, composable: false, body)!
     }
 
-    func reduction(_ op: @autoclosure () -> String) -> any ReductionKernels {
-        backend.reductionKernels ?? hostKernels(for: op)
-    }
-
-    func matmul(_ op: @autoclosure () -> String) -> any MatmulKernels {
-        backend.matmulKernels ?? hostKernels(for: op)
-    }
-
-    func convolution(_ op: @autoclosure () -> String) -> any ConvolutionKernels {
-        backend.convolutionKernels ?? hostKernels(for: op)
-    }
-
-    func pooling(_ op: @autoclosure () -> String) -> any PoolingKernels {
-        backend.poolingKernels ?? hostKernels(for: op)
-    }
-
-    func indexing(_ op: @autoclosure () -> String) -> any IndexingKernels {
-        backend.indexingKernels ?? hostKernels(for: op)
-    }
-
-    func optimizers(_ op: @autoclosure () -> String) -> any OptimizerKernels {
-        backend.optimizerKernels ?? hostKernels(for: op)
+    /// The same for an op the op layer can compose from other kernels: nil, and no kernel
+    /// called, when the backend routes it to be composed.
+    func runUnlessComposed<K, R>(_ family: K.Type, _ call: KernelCall, _ name: @autoclosure () -> String,
+                                 _ body: (K) throws -> R) rethrows -> R? {
+        let (route, kernels) = resolve(family, call)
+        switch route {
+        case .compose: return nil
+        case .native: if let kernels { return try body(kernels) }
+        case .host: break
+        }
+        return try onHostKernels(family, call, name, composable: true, body)
     }
 }

@@ -1,18 +1,33 @@
 /// Where a tensor lives and which stream computes it.
 ///
-/// Raw values are the C ABI's device codes.
+/// Raw values are the C ABI's device codes. A device is a case here and a row of each table
+/// keyed by it: its name (`table`) and its backend (`Backends`).
 public enum Device: Int32, CaseIterable, Sendable, CustomStringConvertible {
     /// The Apple CPU stream (Accelerate on Apple platforms, OpenBLAS elsewhere).
     case cpu = 0
     /// The GPU stream: Metal on Apple Silicon, the host fallback where Metal is missing.
     case metal = 1
 
-    public var name: String { self == .cpu ? "cpu" : "metal" }
+    /// What the engine says of each device, in code order.
+    struct Entry: Sendable {
+        let device: Device
+        /// The name the C ABI and Python give the device.
+        let name: String
+    }
+
+    /// The device table, one row per case, in code order.
+    static let table: [Entry] = [
+        Entry(device: .cpu, name: "cpu"),
+        Entry(device: .metal, name: "metal"),
+    ]
+
+    public var name: String { Self.table[Int(rawValue)].name }
     public var description: String { name }
 
     package init(code: Int32) throws {
         guard let d = Device(rawValue: code) else {
-            throw LucidError.value("unknown device code \(code) (0 is cpu, 1 is metal)")
+            let known = Self.table.map { "\($0.device.rawValue) is \($0.name)" }.joined(separator: ", ")
+            throw LucidError.value("unknown device code \(code) (\(known))")
         }
         self = d
     }

@@ -2,12 +2,34 @@ import CHostKernels
 
 /// Memory owned by a backend. A Metal backend keeps an `MTLBuffer` behind this protocol; the
 /// host backends keep aligned host memory.
+///
+/// A buffer is host-visible when the host can address it (`hostContents`: host memory, or on
+/// Apple Silicon a Metal buffer in shared storage). The host reaches any other buffer (a
+/// discrete GPU's own memory) by copies only: the host kernels that run a call routed to the
+/// host then work on staged host copies (`HostStaging`). Either way, read or write a buffer
+/// only after its backend's `synchronize()`.
 protocol DeviceBuffer: AnyObject, Sendable {
     var byteCount: Int { get }
-    /// The buffer's memory as the host sees it. Every backend's memory is host-visible (on
-    /// Apple Silicon a Metal buffer in shared storage is host memory); read or write it only
-    /// after the backend's `synchronize()`.
-    var contents: UnsafeMutableRawPointer { get }
+    /// The buffer's memory as the host sees it, or nil when the host cannot address it.
+    var hostContents: UnsafeMutableRawPointer? { get }
+    /// Copies the buffer's `byteCount` bytes into host memory at `dst`.
+    func copy(to dst: UnsafeMutableRawPointer)
+    /// Copies `byteCount` bytes of host memory at `src` into the buffer.
+    func copy(from src: UnsafeRawPointer)
+}
+
+extension DeviceBuffer {
+    var isHostVisible: Bool { hostContents != nil }
+
+    func copy(to dst: UnsafeMutableRawPointer) {
+        guard let memory = hostContents else { preconditionFailure("a buffer the host cannot address must copy itself") }
+        dst.copyMemory(from: memory, byteCount: byteCount)
+    }
+
+    func copy(from src: UnsafeRawPointer) {
+        guard let memory = hostContents else { preconditionFailure("a buffer the host cannot address must copy itself") }
+        memory.copyMemory(from: src, byteCount: byteCount)
+    }
 }
 
 /// A buffer shared by a tensor and every view of it, tied to the backend that made it. Its

@@ -15,12 +15,17 @@ package enum Activations {
         let s = Float(slope)
         if x.dtype == .float32 {
             let out = try TensorImpl.empty(x.shape, dtype: .float32, like: x)
-            if out.elementwise(op).leakyRelu(x, slope: s, into: out) {
+            if out.runUnlessComposed(FusedElementwiseKernels.self, KernelCall(.leakyRelu, reads: [x], writes: [out]), op, {
+                $0.leakyRelu(x, slope: s, into: out)
+            }) != nil {
                 guard Autograd.tracks(x) else { return out }
                 return Autograd.record(out, Autograd.name(leakyRelu), [x], saved: [x]) { g in
                     let g32 = try Ops.contiguous(try Ops.cast(g, to: .float32))
                     let dx = try TensorImpl.empty(x.shape, dtype: .float32, like: x)
-                    if dx.elementwise(op).leakyReluBackward(x, grad: g32, slope: s, into: dx) { return [dx] }
+                    let call = KernelCall(.leakyReluBackward, reads: [x, g32], writes: [dx])
+                    if dx.runUnlessComposed(FusedElementwiseKernels.self, call, op, {
+                        $0.leakyReluBackward(x, grad: g32, slope: s, into: dx)
+                    }) != nil { return [dx] }
                     return [try composed(g, x, slope)]
                 }
             }
@@ -58,12 +63,21 @@ package enum Activations {
         guard x.numel >= 1024 else { return nil }  // small: the composite costs less than a call
         let xc = try Ops.contiguous(x)
         let out = try TensorImpl.empty(xc.shape, dtype: xc.dtype, on: xc.backend)
-        guard out.backend.softmaxKernels?.softmax(xc.withRequiresGrad(false), axis: d, log: log, into: out) == true else { return nil }
+        let input = xc.withRequiresGrad(false)
+        let call = KernelCall(.softmax(axis: d, log: log), reads: [input], writes: [out])
+        guard try out.runUnlessComposed(SoftmaxKernels.self, call, op.name, {
+            try $0.softmax(input, axis: d, log: log, into: out)
+        }) != nil else { return nil }
         return Autograd.record(out, Autograd.name(op), [xc], saved: [out]) { g in
-            if out.dtype == .float32, let kernels = out.backend.softmaxKernels {
+            if out.dtype == .float32 {
                 let gc = try Ops.contiguous(try Ops.cast(g, to: .float32))
                 let dx = try TensorImpl.empty(out.shape, dtype: .float32, on: out.backend)
-                if kernels.softmaxBackward(gc, out, axis: d, log: log, into: dx) { return [dx] }
+                let call = KernelCall(.softmaxBackward(axis: d), reads: [gc, out], writes: [dx])
+                if out.runUnlessComposed(SoftmaxBackwardKernels.self, call, "\(op.name)_backward", {
+                    $0.softmaxBackward(gc, out, axis: d, log: log, into: dx)
+                }) != nil {
+                    return [dx]
+                }
             }
             if log {
                 let total = try Composite.sum(g, [d], keepdim: true)

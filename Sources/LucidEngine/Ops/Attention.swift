@@ -72,7 +72,10 @@ package enum Attention {
         let batch = q3.shape[0]
         let out = try TensorImpl.empty([batch, l, ev], dtype: q.dtype, on: q.backend)
         let p = needWeights || tracked ? try TensorImpl.empty([batch, l, s], dtype: q.dtype, on: q.backend) : nil
-        guard q.backend.attentionKernels?.attention(q3, k3, v3, scale: Float(scale), causal: causal, weights: p, into: out) == true else { return nil }
+        let call = KernelCall(.attention, reads: [q3, k3, v3], writes: [out] + (p.map { [$0] } ?? []))
+        guard try q.runUnlessComposed(AttentionKernels.self, call, "attention", {
+            try $0.attention(q3, k3, v3, scale: Float(scale), causal: causal, weights: p, into: out)
+        }) != nil else { return nil }
         let result = out.view(shape: lead + [l, ev], strides: Shape.contiguousStrides(lead + [l, ev]))
         let weights = needWeights ? p?.view(shape: lead + [l, s], strides: Shape.contiguousStrides(lead + [l, s])) : nil
         guard tracked, let p else { return (result, weights) }

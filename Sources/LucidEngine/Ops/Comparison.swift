@@ -14,7 +14,10 @@ package enum Comparison {
         let x = try GradMode.with(false) { try Ops.cast(a, to: dtype) }
         let y = try GradMode.with(false) { try Ops.cast(b, to: dtype) }
         let out = try TensorImpl.empty(shape, dtype: .bool, like: x)
-        out.elementwise(name).compare(k, x.expanded(to: shape), y.expanded(to: shape), into: out)
+        let (xs, ys) = (x.expanded(to: shape), y.expanded(to: shape))
+        out.run(ElementwiseKernels.self, KernelCall(.compare(k), reads: [xs, ys], writes: [out]), name) {
+            $0.compare(k, xs, ys, into: out)
+        }
         return out
     }
 
@@ -39,7 +42,10 @@ package enum Comparison {
         let shape = try Shape.broadcast(try Shape.broadcast(cond.shape, a.shape, op: whereOp.name), b.shape, op: whereOp.name)
         let x = try Ops.cast(a, to: dtype), y = try Ops.cast(b, to: dtype)
         let out = try TensorImpl.empty(shape, dtype: dtype, like: x)
-        out.elementwise("where").select(cond.expanded(to: shape), x.expanded(to: shape), y.expanded(to: shape), into: out)
+        let (cs, xs, ys) = (cond.expanded(to: shape), x.expanded(to: shape), y.expanded(to: shape))
+        out.run(ElementwiseKernels.self, KernelCall(.select, reads: [cs, xs, ys], writes: [out]), "where") {
+            $0.select(cs, xs, ys, into: out)
+        }
         return Autograd.record(out, Autograd.name(whereOp), [x, y], saved: [cond]) { g in
             let zero = try Ops.scalarTensor(ScalarOperand(int: 0), dtype: g.dtype, device: g.device)
             return [try Autograd.reduce(try `where`(cond, g, zero), to: x.shape),

@@ -56,14 +56,14 @@ package enum Convolution {
     static func unfold(_ x: TensorImpl, _ g: WindowGeometry) throws -> TensorImpl {
         let n = x.shape[0], c = x.shape[1]
         let out = try TensorImpl.empty([n, c * g.kernel.0 * g.kernel.1, g.output.0 * g.output.1], dtype: x.dtype, on: x.backend)
-        out.convolution("im2col").im2col(x, g, into: out)
+        out.run(ConvolutionKernels.self, KernelCall(.im2col, reads: [x], writes: [out]), "im2col") { $0.im2col(x, g, into: out) }
         return Autograd.record(out, Autograd.name(unfold), [x]) { grad in [try fold(grad, g, channels: c)] }
     }
 
     /// [N, C·kh·kw, oh·ow] → [N, C, H, W], summing overlaps; the adjoint of `unfold`.
     static func fold(_ cols: TensorImpl, _ g: WindowGeometry, channels c: Int) throws -> TensorImpl {
         let out = try TensorImpl.empty([cols.shape[0], c, g.input.0, g.input.1], dtype: cols.dtype, on: cols.backend)
-        out.convolution("col2im").col2im(cols, g, into: out)
+        out.run(ConvolutionKernels.self, KernelCall(.col2im, reads: [cols], writes: [out]), "col2im") { $0.col2im(cols, g, into: out) }
         return Autograd.record(out, Autograd.name(fold), [cols]) { grad in [try unfold(grad, g)] }
     }
 
@@ -138,7 +138,10 @@ package enum Convolution {
         let o = w.shape[0]
         let problem = ConvolutionProblem(batch: x.shape[0], channels: x.shape[1], outChannels: o, groups: groups, g, dtype: x.dtype)
         let out = try TensorImpl.empty([x.shape[0], o, g.output.0, g.output.1], dtype: x.dtype, on: x.backend)
-        guard out.backend.convolutionKernels?.convolution(.forward, problem, x: x, weight: w, bias: b, gradOut: nil, into: out) == true else { return nil }
+        let call = KernelCall(.convolution(.forward, problem), reads: [x, w] + (b.map { [$0] } ?? []), writes: [out])
+        guard try out.runUnlessComposed(DirectConvolutionKernels.self, call, name, {
+            try $0.convolution(.forward, problem, x: x, weight: w, bias: b, gradOut: nil, into: out)
+        }) != nil else { return nil }
         guard Autograd.tracks(x, w) || b?.requiresGrad == true && GradMode.isEnabled else { return out }
         // Only the wanted gradients are computed: an image batch needs none, its first layer's
         // weights do (and the node then keeps no weight for it).
@@ -160,8 +163,10 @@ package enum Convolution {
                              weight: TensorImpl?, gradOut: TensorImpl?, shape: [Int]) throws -> TensorImpl {
         let source = (gradOut ?? x)!
         let out = try TensorImpl.empty(shape, dtype: source.dtype, on: source.backend)
-        guard out.backend.convolutionKernels?.convolution(kind, problem, x: x, weight: weight, bias: nil, gradOut: gradOut,
-                                                          into: out) == true else {
+        let call = KernelCall(.convolution(kind, problem), reads: [x, weight, gradOut].compactMap { $0 }, writes: [out])
+        guard try out.runUnlessComposed(DirectConvolutionKernels.self, call, name, {
+            try $0.convolution(kind, problem, x: x, weight: weight, bias: nil, gradOut: gradOut, into: out)
+        }) != nil else {
             throw LucidError.runtime("\(name): the backend's \(kind) convolution kernel failed for problem \(problem)")
         }
         return out
@@ -180,8 +185,10 @@ package enum Convolution {
         let n = x.shape[0], cin = w.shape[0], cout = w.shape[1] * groups
         let problem = ConvolutionProblem(batch: n, channels: cout, outChannels: cin, groups: groups, g, dtype: x.dtype)
         let out = try TensorImpl.empty([n, cout, g.input.0, g.input.1], dtype: x.dtype, on: x.backend)
-        guard let kernels = out.backend.convolutionKernels,
-              kernels.convolution(.backwardData, problem, x: nil, weight: w, bias: nil, gradOut: x, into: out) else { return nil }
+        let call = KernelCall(.convolution(.backwardData, problem), reads: [w, x], writes: [out])
+        guard try out.runUnlessComposed(DirectConvolutionKernels.self, call, name, {
+            try $0.convolution(.backwardData, problem, x: nil, weight: w, bias: nil, gradOut: x, into: out)
+        }) != nil else { return nil }
         guard Autograd.tracks(x, w) else { return out }
         let savedX = w.requiresGrad ? x : nil, savedW = x.requiresGrad ? w : nil, xShape = x.shape, wShape = w.shape
         return Autograd.record(out, Autograd.name(convTranspose2d), [x, w], saved: [savedX, savedW]) { grad in
@@ -285,11 +292,16 @@ package enum Convolution {
         let outShape = [xc.shape[0], 1, g.output.0, g.output.1]
         let values = try TensorImpl.empty(outShape, dtype: xc.dtype, on: xc.backend)
         let indices = try TensorImpl.empty(outShape, dtype: .int64, on: xc.backend)
-        if values.numel > 0 { xc.pooling("max_pool2d").maxPool2d(xc, g, values: values, indices: indices) }
+        if values.numel > 0 {
+            xc.run(PoolingKernels.self, KernelCall(.maxPool2d, reads: [xc], writes: [values, indices]), "max_pool2d") {
+                $0.maxPool2d(xc, g, values: values, indices: indices)
+            }
+        }
         let pooled = Autograd.record(values, Autograd.name(maxPool2d), [xc], saved: [indices]) { grad in
             let gc = try Ops.contiguous(grad)
             let gradIn = try TensorImpl.empty(xc.shape, dtype: gc.dtype, on: gc.backend)
-            gradIn.pooling("max_pool2d_backward").maxPool2dBackward(gc, indices: indices, g, into: gradIn)
+            gradIn.run(PoolingKernels.self, KernelCall(.maxPool2dBackward, reads: [gc, indices], writes: [gradIn]),
+                       "max_pool2d_backward") { $0.maxPool2dBackward(gc, indices: indices, g, into: gradIn) }
             return [gradIn]
         }
         return try ShapeOps.reshape(pooled, lead + [g.output.0, g.output.1])
@@ -301,14 +313,20 @@ package enum Convolution {
         let x32 = try Ops.contiguous(try Ops.cast(x, to: .float32))
         let planes = x32.shape[0]
         let out = try TensorImpl.empty([planes, g.output.0, g.output.1], dtype: .float32, on: x32.backend)
-        guard out.numel > 0, x32.pooling("avg_pool2d").avgPool2d(x32.withRequiresGrad(false), g, divisors: divisor, into: out) else {
+        let input = x32.withRequiresGrad(false)
+        guard out.numel > 0,
+              x32.runUnlessComposed(AveragePoolingKernels.self, KernelCall(.avgPool2d(g), reads: [input, divisor], writes: [out]),
+                                    "avg_pool2d", { $0.avgPool2d(input, g, divisors: divisor, into: out) }) != nil else {
             return nil
         }
         let shape = x32.shape
         return Autograd.record(out, Autograd.name(avgPool2d), [x32]) { grad in
             let gc = try Ops.contiguous(try Ops.cast(grad, to: .float32))
             let gradIn = try TensorImpl.empty(shape, dtype: .float32, on: gc.backend)
-            guard gradIn.pooling("avg_pool2d_backward").avgPool2dBackward(gc, g, divisors: divisor, into: gradIn) else {
+            let call = KernelCall(.avgPool2dBackward(g), reads: [gc, divisor], writes: [gradIn])
+            guard gradIn.runUnlessComposed(AveragePoolingKernels.self, call, "avg_pool2d_backward", {
+                $0.avgPool2dBackward(gc, g, divisors: divisor, into: gradIn)
+            }) != nil else {
                 throw LucidError.runtime("avg_pool2d: the backend's backward kernel refused what its forward took")
             }
             return [gradIn]

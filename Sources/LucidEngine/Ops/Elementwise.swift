@@ -101,7 +101,10 @@ package enum Elementwise {
         let shape = try Shape.broadcast(a1.shape, b1.shape, op: op.name)
         let x = try Ops.cast(a1, to: dtype), y = try Ops.cast(b1, to: dtype)
         let out = try TensorImpl.empty(shape, dtype: dtype, like: x)
-        out.elementwise("\(k)").binary(k, x.expanded(to: shape), y.expanded(to: shape), into: out)
+        let (xs, ys) = (x.expanded(to: shape), y.expanded(to: shape))
+        out.run(ElementwiseKernels.self, KernelCall(.binary(k), reads: [xs, ys], writes: [out]), "\(k)") {
+            $0.binary(k, xs, ys, into: out)
+        }
         guard Autograd.tracks(x, y), !k.isBitwise else { return out }
         // Each gradient is summed back over the dimensions its input was broadcast along.
         // Each rule captures only what it needs: add and sub keep no tensor alive.
@@ -148,7 +151,9 @@ package enum Elementwise {
         }
         let x = try Ops.cast(x0, to: dtype)
         let out = try TensorImpl.empty(x.shape, dtype: dtype, like: x)
-        out.elementwise("\(k)").binary(k, x, scalar: scalar.value, scalarFirst: scalarFirst, into: out)
+        out.run(ElementwiseKernels.self, KernelCall(.binaryScalar(k), reads: [x], writes: [out]), "\(k)") {
+            $0.binary(k, x, scalar: scalar.value, scalarFirst: scalarFirst, into: out)
+        }
         guard Autograd.tracks(x), !k.isBitwise else { return out }
         let rule: (TensorImpl) throws -> TensorImpl
         var saved: [TensorImpl] = []
@@ -214,14 +219,15 @@ package enum Elementwise {
         var x = try op.autocast([a])[0]
         if !k.keepsIntegers && !x.dtype.isFloatingPoint { x = try Ops.cast(x, to: .float32) }
         let out = try TensorImpl.empty(x.shape, dtype: x.dtype, like: x)
-        out.elementwise(k.name).unary(k, x, into: out)
+        out.run(ElementwiseKernels.self, KernelCall(.unary(k), reads: [x], writes: [out]), k.name) { $0.unary(k, x, into: out) }
         guard Autograd.tracks(x) else { return out }
         // The node keeps one tensor: the output when the derivative reads it, else the input
         // (the kernel then ignores the other argument).
         let saved = k.derivativeUsesOutput ? out : x
         return Autograd.record(out, Autograd.name(op), [x], saved: [saved]) { g in
             let gx = try TensorImpl.empty(saved.shape, dtype: saved.dtype, on: saved.backend)
-            saved.elementwise("\(k.name)_backward").unaryBackward(k, x: saved, y: saved, grad: g, into: gx)
+            saved.run(ElementwiseKernels.self, KernelCall(.unaryBackward(k), reads: [saved, saved, g], writes: [gx]),
+                      "\(k.name)_backward") { $0.unaryBackward(k, x: saved, y: saved, grad: g, into: gx) }
             return [gx]
         }
     }

@@ -109,7 +109,6 @@ package enum InPlace {
         let (offsets, shape, strides) = (places.offsets, places.shape, places.strides)
         let rowsShape = [offsets.count] + shape
         if try Shape.numel(rowsShape) > 0 {
-            let kernels = dst.indexing(op)
             try GradMode.with(false) {
                 // The values as rows, one per place: a copy of their own, read before any write.
                 let v = try Ops.cast(value.withRequiresGrad(false), to: dst.dtype).expanded(to: places.indexed)
@@ -128,11 +127,15 @@ package enum InPlace {
                         rows = try Indexing.scatterAdd(rows, dim: 0, index: try Ops.contiguous(spread), shape: [unique.count] + shape)
                     }
                     let old = try TensorImpl.empty([unique.count] + shape, dtype: dst.dtype, on: dst.backend)
-                    kernels.take(dst, at: unique, shape: shape, strides: strides, into: old)
+                    dst.run(PlacementKernels.self, KernelCall(.take, reads: [dst], writes: [old]), op) {
+                        $0.take(dst, at: unique, shape: shape, strides: strides, into: old)
+                    }
                     rows = try Ops.contiguous(try Ops.cast(try Elementwise.binary(.add, old, rows), to: dst.dtype))
                     at = unique
                 }
-                kernels.put(rows, into: dst, at: at, shape: shape, strides: strides)
+                dst.run(PlacementKernels.self, KernelCall(.put, reads: [rows], writes: [dst]), op) {
+                    $0.put(rows, into: dst, at: at, shape: shape, strides: strides)
+                }
             }
         }
         dst.storage.bumpVersion()
@@ -169,14 +172,16 @@ package enum InPlace {
         try checkNoInternalOverlap(dst, op: op)
         let y = try readFirst(other.withRequiresGrad(false), before: dst)
         if dtype == dst.dtype && y.dtype == dst.dtype && dst.numel > 0 {
-            let kernels = dst.elementwise("\(k)")
-            if alpha == 1 {
-                kernels.binary(k, dst, y.expanded(to: dst.shape), into: dst)
-            } else if !kernels.addScaled(dst, y, alpha: Float(k == .sub ? -alpha : alpha), into: dst) {
-                let scaled = try GradMode.with(false) {
+            let scale = Float(k == .sub ? -alpha : alpha)
+            if alpha == 1 || dst.runUnlessComposed(FusedElementwiseKernels.self, KernelCall(.addScaled, reads: [dst, y], writes: [dst]),
+                                                   "\(k)", { $0.addScaled(dst, y, alpha: scale, into: dst) }) == nil {
+                let scaled = try alpha == 1 ? y : GradMode.with(false) {
                     try Ops.cast(try Elementwise.binary(.mul, y, scalar: alphaOperand, scalarFirst: false), to: dst.dtype)
                 }
-                kernels.binary(k, dst, scaled.expanded(to: dst.shape), into: dst)
+                let ys = scaled.expanded(to: dst.shape)
+                dst.run(ElementwiseKernels.self, KernelCall(.binary(k), reads: [dst, ys], writes: [dst]), "\(k)") {
+                    $0.binary(k, dst, ys, into: dst)
+                }
             }
         } else if dst.numel > 0 {
             let value = try GradMode.with(false) { () -> TensorImpl in
@@ -197,7 +202,9 @@ package enum InPlace {
         try checkNoInternalOverlap(dst, op: op)
         if dst.numel > 0 {
             if dtype == dst.dtype {
-                dst.elementwise("\(k)").binary(k, dst, scalar: scalar.value, scalarFirst: false, into: dst)
+                dst.run(ElementwiseKernels.self, KernelCall(.binaryScalar(k), reads: [dst], writes: [dst]), "\(k)") {
+                    $0.binary(k, dst, scalar: scalar.value, scalarFirst: false, into: dst)
+                }
             } else {
                 let value = try GradMode.with(false) { try Elementwise.binary(k, dst, scalar: scalar, scalarFirst: false) }
                 dst.backend.copy(value, into: dst)
@@ -214,7 +221,13 @@ package enum InPlace {
         try checkKind(value?.dtype ?? dst.dtype, dst, op: op)
         try checkNoInternalOverlap(dst, op: op)
         if dst.numel > 0 {
-            if let value { dst.backend.copy(value, into: dst) } else { dst.elementwise(k.name).unary(k, dst, into: dst) }
+            if let value {
+                dst.backend.copy(value, into: dst)
+            } else {
+                dst.run(ElementwiseKernels.self, KernelCall(.unary(k), reads: [dst], writes: [dst]), k.name) {
+                    $0.unary(k, dst, into: dst)
+                }
+            }
         }
         dst.storage.bumpVersion()
     }

@@ -34,8 +34,10 @@ package enum Indexing {
         }
         let out = try TensorImpl.empty(ix.shape, dtype: x.dtype, on: x.backend)
         let size = x.shape[axis]
-        try out.indexing("gather").gather(x, dim: axis, index: ix, into: out) {
-            LucidError.index("gather: index \($0) is out of bounds for dimension \(axis) with size \(size)")
+        try out.run(IndexingKernels.self, KernelCall(.gather(dim: axis), reads: [x, ix], writes: [out]), "gather") {
+            try $0.gather(x, dim: axis, index: ix, into: out) {
+                LucidError.index("gather: index \($0) is out of bounds for dimension \(axis) with size \(size)")
+            }
         }
         let result = idx.ndim == 0 ? out.view(shape: [], strides: []) : out
         let xShape = x.shape, aShape = a.shape
@@ -48,7 +50,9 @@ package enum Indexing {
     /// (torch.scatter_add on zeros); the adjoint of gather. Indices must be in range.
     static func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, shape: [Int]) throws -> TensorImpl {
         let out = try TensorImpl.empty(shape, dtype: src.dtype, on: src.backend)
-        out.indexing("scatter_add").scatterAdd(src, dim: dim, index: index, into: out)
+        try out.run(IndexingKernels.self, KernelCall(.scatterAdd(dim: dim), reads: [src, index], writes: [out]), "scatter_add") {
+            try $0.scatterAdd(src, dim: dim, index: index, into: out)
+        }
         return Autograd.record(out, Autograd.name(scatterAdd), [src], saved: [index]) { g in [try gather(g, dim: dim, index: index)] }
     }
 
@@ -70,8 +74,10 @@ package enum Indexing {
         let spread = idx.view(shape: shape, strides: strides)
         let out = try TensorImpl.empty(shape, dtype: x.dtype, on: x.backend)
         let size = x.shape[axis]
-        try out.indexing("gather").gather(x, dim: axis, index: spread, into: out) {
-            LucidError.index("index_select: index \($0) is out of bounds for dimension \(axis) with size \(size)")
+        try out.run(IndexingKernels.self, KernelCall(.gather(dim: axis), reads: [x, spread], writes: [out]), "gather") {
+            try $0.gather(x, dim: axis, index: spread, into: out) {
+                LucidError.index("index_select: index \($0) is out of bounds for dimension \(axis) with size \(size)")
+            }
         }
         let result = a.ndim == 0 ? out.view(shape: [], strides: []) : out
         let xShape = x.shape, aShape = a.shape

@@ -71,9 +71,12 @@ package enum LinearAlgebra {
             if x.dtype == .float32, x.backend is HostBackend, m &* n &* k <= HostGEMM.smallLimit {
                 HostGEMM.smallFloat(x, y, into: result)
             } else {
-                result.matmul("matmul").gemm(x.view(shape: [1, m, k], strides: [m &* k, x.strides[0], x.strides[1]]),
-                                             y.view(shape: [1, k, n], strides: [k &* n, y.strides[0], y.strides[1]]),
-                                             bias: nil, into: result.view(shape: [1, m, n], strides: [m &* n, n, 1]))
+                let x3 = x.view(shape: [1, m, k], strides: [m &* k, x.strides[0], x.strides[1]])
+                let y3 = y.view(shape: [1, k, n], strides: [k &* n, y.strides[0], y.strides[1]])
+                let out = result.view(shape: [1, m, n], strides: [m &* n, n, 1])
+                result.run(MatmulKernels.self, KernelCall(.gemm, reads: [x3, y3], writes: [out]), "matmul") {
+                    $0.gemm(x3, y3, bias: nil, into: out)
+                }
             }
         } else {
             do {
@@ -84,7 +87,9 @@ package enum LinearAlgebra {
             let x3 = try batched(x.expanded(to: batchShape + [m, k]))
             let y3 = try batched(y.expanded(to: batchShape + [k, n]))
             let out = try TensorImpl.empty([x3.shape[0], m, n], dtype: x.dtype, on: x.backend)
-            out.matmul("matmul").gemm(x3, y3, bias: nil, into: out)
+            out.run(MatmulKernels.self, KernelCall(.gemm, reads: [x3, y3], writes: [out]), "matmul") {
+                $0.gemm(x3, y3, bias: nil, into: out)
+            }
             var shape = batchShape
             if !xVector { shape.append(m) }
             if !yVector { shape.append(n) }
@@ -131,7 +136,9 @@ package enum LinearAlgebra {
         let x3 = flat.view(shape: [1, rows, inF], strides: [0, flat.strides[0], flat.strides[1]])
         let wT = w.view(shape: [1, inF, outF], strides: [0, w.strides[1], w.strides[0]])
         let out = try TensorImpl.empty([1, rows, outF], dtype: xi.dtype, on: xi.backend)
-        out.matmul("linear").gemm(x3, wT, bias: b, into: out)
+        out.run(MatmulKernels.self, KernelCall(.gemm, reads: [x3, wT] + (b.map { [$0] } ?? []), writes: [out]), "linear") {
+            $0.gemm(x3, wT, bias: b, into: out)
+        }
         let shape = lead + [outF]
         let result = out.view(shape: shape, strides: Shape.contiguousStrides(shape))
         guard inputs.contains(where: \.requiresGrad) && GradMode.isEnabled else { return result }

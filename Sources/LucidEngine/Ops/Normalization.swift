@@ -28,7 +28,7 @@ package enum Normalization {
         guard weight != nil || bias != nil else { return y }
         let view = [1, y.shape[1]] + [Int](repeating: 1, count: y.ndim - 2)
         let composed = { try affine(y, try float32(weight), try float32(bias), shape: view) }
-        guard let kernels = y.backend.normalizationKernels, y.dtype == .float32, y.numel > 0 else { return try composed() }
+        guard y.dtype == .float32, y.numel > 0 else { return try composed() }
         let plain = { (t: TensorImpl?) throws -> TensorImpl? in
             try t.map { try Ops.contiguous(try Ops.cast($0.withRequiresGrad(false), to: .float32)) }
         }
@@ -36,7 +36,10 @@ package enum Normalization {
         let data = yc.withRequiresGrad(false)
         let n = yc.shape[0], c = yc.shape[1]
         let out = try TensorImpl.empty(yc.shape, dtype: .float32, like: yc)
-        guard kernels.scaleChannels(data, batch: n, channels: c, weight: w32, bias: b32, into: out) else {
+        let call = KernelCall(.scaleChannels(batch: n, channels: c), reads: [data] + [w32, b32].compactMap { $0 }, writes: [out])
+        guard yc.runUnlessComposed(FusedNormalizationKernels.self, call, op.name, {
+            $0.scaleChannels(data, batch: n, channels: c, weight: w32, bias: b32, into: out)
+        }) != nil else {
             return try composed()
         }
         return Autograd.record(out, Autograd.name(op), [yc] + [weight, bias].compactMap { $0 }, saved: [yc, w32]) { g in
@@ -44,8 +47,11 @@ package enum Normalization {
             let dy = yc.requiresGrad ? try TensorImpl.empty(yc.shape, dtype: .float32, like: yc) : nil
             let dw = weight?.requiresGrad == true ? try TensorImpl.empty([c], dtype: .float32, on: yc.backend) : nil
             let db = bias?.requiresGrad == true ? try TensorImpl.empty([c], dtype: .float32, on: yc.backend) : nil
-            guard kernels.scaleChannelsBackward(g32, data, batch: n, channels: c, weight: w32, dy: dy, dweight: dw,
-                                                dbias: db) else {
+            let call = KernelCall(.scaleChannelsBackward(batch: n, channels: c), reads: [g32, data] + [w32].compactMap { $0 },
+                                  writes: [dy, dw, db].compactMap { $0 })
+            guard yc.runUnlessComposed(FusedNormalizationKernels.self, call, "\(op.name)_backward", {
+                $0.scaleChannelsBackward(g32, data, batch: n, channels: c, weight: w32, dy: dy, dweight: dw, dbias: db)
+            }) != nil else {
                 throw LucidError.runtime("\(op.name): the backend's backward kernel refused what its forward took")
             }
             var grads: [TensorImpl?] = [dy]
@@ -82,7 +88,7 @@ package enum Normalization {
     /// composes it then).
     private static func fusedRows(_ op: OpInfo, _ x: TensorImpl, rows: Int, eps: Double, weight: TensorImpl?,
                                   bias: TensorImpl?, dtype: DType) throws -> TensorImpl? {
-        guard let kernels = x.backend.normalizationKernels, x.numel > 0, rows > 0 else { return nil }
+        guard x.numel > 0, rows > 0 else { return nil }
         let xc = try Ops.contiguous(x)
         let n = xc.numel / rows
         let plain = { (t: TensorImpl?) throws -> TensorImpl? in
@@ -92,10 +98,13 @@ package enum Normalization {
         let out = try TensorImpl.empty(xc.shape, dtype: dtype, on: xc.backend)
         let mean = try TensorImpl.empty([rows, 1], dtype: .float32, on: xc.backend)
         let rstd = try TensorImpl.empty([rows, 1], dtype: .float32, on: xc.backend)
-        kernels.normalizeRows(xc.withRequiresGrad(false), rows: rows, eps: Float(eps), weight: w32, bias: b32,
-                              into: out, mean: mean, rstd: rstd)
+        let input = xc.withRequiresGrad(false)
+        let call = KernelCall(.normalizeRows, reads: [input] + [w32, b32].compactMap { $0 }, writes: [out, mean, rstd])
+        guard xc.runUnlessComposed(NormalizationKernels.self, call, op.name, {
+            $0.normalizeRows(input, rows: rows, eps: Float(eps), weight: w32, bias: b32, into: out, mean: mean, rstd: rstd)
+        }) != nil else { return nil }
         return Autograd.record(out, Autograd.name(op), [xc] + [weight, bias].compactMap { $0 }, saved: [xc, w32]) { g in
-            if let grads = try fusedRowsBackward(kernels, g, xc, rows: rows, mean: mean, rstd: rstd, weight: weight,
+            if let grads = try fusedRowsBackward(op, g, xc, rows: rows, mean: mean, rstd: rstd, weight: weight,
                                                  w32: w32, bias: bias) {
                 return grads
             }
@@ -122,7 +131,7 @@ package enum Normalization {
 
     /// The gradients of `fusedRows` through the backend's fused kernel (float32 throughout,
     /// each rounded once into its tensor's dtype), or nil when the backend composes them.
-    private static func fusedRowsBackward(_ kernels: any NormalizationKernels, _ g: TensorImpl, _ x: TensorImpl, rows: Int,
+    private static func fusedRowsBackward(_ op: OpInfo, _ g: TensorImpl, _ x: TensorImpl, rows: Int,
                                           mean: TensorImpl, rstd: TensorImpl, weight: TensorImpl?, w32: TensorImpl?,
                                           bias: TensorImpl?) throws -> [TensorImpl?]? {
         let g32 = try Ops.contiguous(try Ops.cast(g, to: .float32))
@@ -131,8 +140,11 @@ package enum Normalization {
         let dx = try TensorImpl.empty(x.shape, dtype: .float32, on: x.backend)
         let dw = weight == nil ? nil : try TensorImpl.empty([n], dtype: .float32, on: x.backend)
         let db = bias == nil ? nil : try TensorImpl.empty([n], dtype: .float32, on: x.backend)
-        guard kernels.normalizeRowsBackward(g32, x32, rows: rows, mean: mean, rstd: rstd, weight: w32, dx: dx,
-                                            dweight: dw, dbias: db) else { return nil }
+        let call = KernelCall(.normalizeRowsBackward(rows: rows), reads: [g32, x32, mean, rstd] + [w32].compactMap { $0 },
+                              writes: [dx] + [dw, db].compactMap { $0 })
+        guard x.runUnlessComposed(FusedNormalizationKernels.self, call, "\(op.name)_backward", {
+            $0.normalizeRowsBackward(g32, x32, rows: rows, mean: mean, rstd: rstd, weight: w32, dx: dx, dweight: dw, dbias: db)
+        }) != nil else { return nil }
         var grads: [TensorImpl?] = [try Ops.cast(dx, to: x.dtype)]
         if let weight, let dw { grads.append(try ShapeOps.reshape(try Ops.cast(dw, to: weight.dtype), weight.shape)) }
         if let bias, let db { grads.append(try ShapeOps.reshape(try Ops.cast(db, to: bias.dtype), bias.shape)) }
@@ -202,7 +214,7 @@ package enum Normalization {
     /// (float32 `x`, [N, C, *]), with its backward; nil when the backend composes it.
     private static func fusedBatchNorm(_ x: TensorImpl, weight: TensorImpl?, bias: TensorImpl?,
                                        eps: Double) throws -> (out: TensorImpl, mean: TensorImpl, variance: TensorImpl)? {
-        guard let kernels = x.backend.normalizationKernels, x.numel > 0 else { return nil }
+        guard x.numel > 0 else { return nil }
         let xc = try Ops.contiguous(x)
         let plain = { (t: TensorImpl?) throws -> TensorImpl? in
             try t.map { try Ops.contiguous(try Ops.cast($0.withRequiresGrad(false), to: .float32)) }
@@ -213,16 +225,24 @@ package enum Normalization {
         let mean = try TensorImpl.empty([c], dtype: .float32, on: xc.backend)
         let variance = try TensorImpl.empty([c], dtype: .float32, on: xc.backend)
         let data = xc.withRequiresGrad(false)
-        guard kernels.normalizeChannels(data, batch: n, channels: c, eps: e, weight: w32, bias: b32, into: out,
-                                        mean: mean, variance: variance) else { return nil }
+        let call = KernelCall(.normalizeChannels(batch: n, channels: c), reads: [data] + [w32, b32].compactMap { $0 },
+                              writes: [out, mean, variance])
+        guard xc.runUnlessComposed(FusedNormalizationKernels.self, call, "batch_norm", {
+            $0.normalizeChannels(data, batch: n, channels: c, eps: e, weight: w32, bias: b32, into: out, mean: mean,
+                                 variance: variance)
+        }) != nil else { return nil }
         let result = Autograd.record(out, Autograd.name(batchNorm), [xc] + [weight, bias].compactMap { $0 },
                                      saved: [xc, w32]) { g in
             let g32 = try Ops.contiguous(try Ops.cast(g, to: .float32))
             let dx = try TensorImpl.empty(xc.shape, dtype: .float32, on: xc.backend)
             let dw = weight == nil ? nil : try TensorImpl.empty([c], dtype: .float32, on: xc.backend)
             let db = bias == nil ? nil : try TensorImpl.empty([c], dtype: .float32, on: xc.backend)
-            guard kernels.normalizeChannelsBackward(g32, data, batch: n, channels: c, eps: e, mean: mean,
-                                                    variance: variance, weight: w32, dx: dx, dweight: dw, dbias: db) else {
+            let call = KernelCall(.normalizeChannelsBackward(batch: n, channels: c),
+                                  reads: [g32, data, mean, variance] + [w32].compactMap { $0 }, writes: [dx] + [dw, db].compactMap { $0 })
+            guard xc.runUnlessComposed(FusedNormalizationKernels.self, call, "batch_norm_backward", {
+                $0.normalizeChannelsBackward(g32, data, batch: n, channels: c, eps: e, mean: mean, variance: variance,
+                                             weight: w32, dx: dx, dweight: dw, dbias: db)
+            }) != nil else {
                 throw LucidError.runtime("batch_norm: the backend's backward kernel refused what its forward took")
             }
             var grads: [TensorImpl?] = [dx]

@@ -92,8 +92,12 @@ package enum Optimizers {
         }
         let hyper = SGDHyper(lr: Float(lr), momentum: Float(momentum), dampening: Float(dampening),
                              weightDecay: Float(weightDecay), nesterov: nesterov, maximize: maximize, firstStep: firstStep)
-        p.optimizers("sgd_step").sgdStep(param: p, grad: g, momentum: buf, hyper: hyper, newParam: p,
-                                         newMomentum: momentum != 0 ? (buf ?? made) : nil, skipIf: found)
+        let newMomentum = momentum != 0 ? (buf ?? made) : nil
+        let state = [buf, newMomentum].compactMap { $0 }
+        p.run(OptimizerKernels.self, KernelCall(.sgdStep, reads: [p, g] + state + [found].compactMap { $0 }, writes: [p] + state),
+              "sgd_step") {
+            $0.sgdStep(param: p, grad: g, momentum: buf, hyper: hyper, newParam: p, newMomentum: newMomentum, skipIf: found)
+        }
         finish(param, p)
         if let momentumBuffer, let buf, momentum != 0 { finish(momentumBuffer, buf) }
         Autocast.evictCasts(of: param)
@@ -120,8 +124,11 @@ package enum Optimizers {
         let m0 = try m.map(dense) ?? zeros(), v0 = try v.map(dense) ?? zeros()
         let hyper = AdamHyper(lr: Float(lr), beta1: Float(beta1), beta2: Float(beta2), eps: Float(eps),
                               weightDecay: Float(weightDecay), decoupled: decoupled, maximize: maximize)
-        p.optimizers("adam_step").adamStep(param: p, grad: g, m: m0, v: v0, step: step, hyper: hyper, newParam: p,
-                                           newM: m0, newV: v0, skipIf: foundInf)
+        let call = KernelCall(.adamStep, reads: [p, g, m0, v0, step] + [foundInf].compactMap { $0 }, writes: [p, m0, v0, step])
+        p.run(OptimizerKernels.self, call, "adam_step") {
+            $0.adamStep(param: p, grad: g, m: m0, v: v0, step: step, hyper: hyper, newParam: p, newM: m0, newV: v0,
+                        skipIf: foundInf)
+        }
         finish(param, p)
         if let m { finish(m, m0) }
         if let v { finish(v, v0) }
@@ -145,7 +152,8 @@ package enum Optimizers {
             return try dense(g)
         }
         guard !work.isEmpty else { return }
-        foundInf.optimizers("unscale").unscale(work, invScale: invScale, found: foundInf, into: work)
+        let call = KernelCall(.unscale(count: work.count), reads: work + [invScale], writes: work + [foundInf])
+        foundInf.run(OptimizerKernels.self, call, "unscale") { $0.unscale(work, invScale: invScale, found: foundInf, into: work) }
         for (g, w) in zip(grads, work) { finish(g, w) }
         foundInf.storage.bumpVersion()
     }
@@ -171,7 +179,10 @@ package enum Optimizers {
         }
         let update = ScaleUpdate(growthFactor: Float(growthFactor), backoffFactor: Float(backoffFactor),
                                  growthInterval: interval)
-        foundInf.optimizers("update_scale").updateScale(scale, growthTracker: growthTracker, found: foundInf, update)
+        let call = KernelCall(.updateScale, reads: [scale, growthTracker, foundInf], writes: [scale, growthTracker])
+        foundInf.run(OptimizerKernels.self, call, "update_scale") {
+            $0.updateScale(scale, growthTracker: growthTracker, found: foundInf, update)
+        }
         scale.storage.bumpVersion()
         growthTracker.storage.bumpVersion()
     }

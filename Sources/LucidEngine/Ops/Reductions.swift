@@ -34,7 +34,9 @@ package enum Reductions {
         var kept = x.shape
         for ax in axes { kept[ax] = 1 }
         let out = try TensorImpl.empty(kept, dtype: outType, on: x.backend)
-        out.reduction("\(k)").reduce(k, x, axes: axes, into: out)
+        out.run(ReductionKernels.self, KernelCall(.reduce(k, axes: axes), reads: [x], writes: [out]), "\(k)") {
+            $0.reduce(k, x, axes: axes, into: out)
+        }
         let squeezed = x.shape.enumerated().filter { !axes.contains($0.offset) }.map(\.element)
         let result = keepdim ? out : out.view(shape: squeezed, strides: Shape.contiguousStrides(squeezed))
         var count = 1
@@ -90,7 +92,8 @@ extension Reductions {
         outShape.remove(at: axis)
         let values = try TensorImpl.empty(outShape, dtype: x.dtype, on: x.backend)
         let indices = try TensorImpl.empty(outShape, dtype: .int64, on: x.backend)
-        x.reduction(largest ? "argmax" : "argmin").argReduce(max: largest, x, axis: axis, values: values, indices: indices)
+        x.run(ReductionKernels.self, KernelCall(.argReduce(axis: axis), reads: [x], writes: [indices, values]),
+              largest ? "argmax" : "argmin") { $0.argReduce(max: largest, x, axis: axis, values: values, indices: indices) }
         var kept = x.shape
         kept[axis] = 1
         let shape = a.ndim == 0 ? [] : (keepdim ? kept : outShape)

@@ -88,7 +88,9 @@ extension Indexing {
                 shape.append(1); strides.append(0); cshape.append(1); cstrides.append(0)
             case .tensor(let t) where t.dtype == .bool && t.ndim == 0:
                 // A 0-d mask adds a dimension holding the whole tensor once (true) or not at all.
-                let hits = t.indexing("nonzero").nonzero(t).count
+                let hits = t.run(PlacementKernels.self, KernelCall(.nonzero, reads: [t], writes: []), "nonzero") {
+                    $0.nonzero(t)
+                }.count
                 advanced.append((shape.count, 1, HostIndex(shape: [hits], values: [Int64](repeating: 0, count: hits))))
                 shape.append(1); strides.append(0); cshape.append(1); cstrides.append(0)
             case .tensor(let t):
@@ -264,7 +266,9 @@ struct HostIndex {
         guard mask.shape == sizes else {
             throw LucidError.index("the shape of the mask \(mask.shape) does not match the shape \(sizes) of the indexed tensor starting at dimension \(firstDim)")
         }
-        let flat = mask.indexing("nonzero").nonzero(mask)
+        let flat = mask.run(PlacementKernels.self, KernelCall(.nonzero, reads: [mask], writes: []), "nonzero") {
+            $0.nonzero(mask)
+        }
         let strides = Shape.contiguousStrides(sizes)
         return (0..<sizes.count).map { k in
             HostIndex(shape: [flat.count], values: flat.map { Int64(($0 / strides[k]) % Swift.max(sizes[k], 1)) })

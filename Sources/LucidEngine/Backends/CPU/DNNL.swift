@@ -327,26 +327,39 @@ extension DNNL {
         return rt.locked { softmax(rt, x, axis: axis, log: log, into: out) }
     }
 
+    /// Whether `softmax` takes this softmax (its primitive made and kept on the first ask).
+    static func takesSoftmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool {
+        guard let rt = runtime, x.dtype == out.dtype else { return false }
+        return rt.locked { softmaxPlan(rt, x, axis: axis, log: log, into: out) != nil }
+    }
+
     /// The same with the lock held; `out` may be float32 or bfloat16 whatever `x` is.
     static func softmax(_ rt: Runtime, _ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool {
+        guard let (prim, md, outMD) = softmaxPlan(rt, x, axis: axis, log: log, into: out) else { return false }
+        return execute(rt, prim, [(Arg.src, md, HostBackend.address(x)), (Arg.dst, outMD, HostBackend.address(out))])
+    }
+
+    /// The primitive and memory descriptors of a softmax oneDNN takes (the lock held), or nil.
+    private static func softmaxPlan(_ rt: Runtime, _ x: TensorImpl, axis: Int, log: Bool,
+                                    into out: TensorImpl) -> (Primitive, MemoryDesc, MemoryDesc)? {
         guard let type = dataType(x.dtype), let outType = dataType(out.dtype), x.shape == out.shape,
-              x.isContiguous, out.isContiguous, x.numel > 0, x.ndim <= 12 else { return false }
+              x.isContiguous, out.isContiguous, x.numel > 0, x.ndim <= 12 else { return nil }
         let key = SoftmaxKey(shape: x.shape, axis: axis, log: log, dtype: x.dtype, outType: out.dtype)
         let strides = Shape.contiguousStrides(x.shape)
         guard let md = MemoryDesc(x.shape, strides: strides, type),
-              let outMD = MemoryDesc(x.shape, strides: strides, outType) else { return false }
+              let outMD = MemoryDesc(x.shape, strides: strides, outType) else { return nil }
         var prim = rt.softmax[key]
         if prim == nil {
             var pd: dnnl_primitive_desc_t?
             guard dnnl_softmax_forward_primitive_desc_create(&pd, rt.engine, dnnl_forward_inference,
                                                              log ? dnnl_softmax_log : dnnl_softmax_accurate,
                                                              md.md, outMD.md, Int32(axis), nil) == dnnl_success,
-                  let made = Primitive.make(from: pd) else { return false }
+                  let made = Primitive.make(from: pd) else { return nil }
             keep(made, as: key, in: &rt.softmax)
             prim = made
         }
-        guard let prim else { return false }
-        return execute(rt, prim, [(Arg.src, md, HostBackend.address(x)), (Arg.dst, outMD, HostBackend.address(out))])
+        guard let prim else { return nil }
+        return (prim, md, outMD)
     }
 }
 
@@ -359,13 +372,12 @@ extension DNNL {
     /// k [B, S, E], v [B, S, Ev] of one dtype (any strides), `out` a contiguous [B, L, Ev] and
     /// `weights` (when given) a contiguous [B, L, S] of that dtype. The scores and the softmax
     /// are float32; the scores of a few batch entries at a time stay in cache between the
-    /// three steps. False when oneDNN does not take it (then `out` may hold partial results).
+    /// three steps. False when it fails (then `out` may hold partial results); `takesAttention`
+    /// says beforehand whether oneDNN takes the problem.
     static func attention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, scale: Float, causal: Bool,
                           weights: TensorImpl?, into out: TensorImpl) -> Bool {
-        guard let rt = runtime, dataType(q.dtype) != nil, k.dtype == q.dtype, v.dtype == q.dtype, out.dtype == q.dtype,
-              out.isContiguous, weights.map({ $0.isContiguous && $0.dtype == q.dtype }) ?? true else { return false }
-        let batch = q.shape[0], l = q.shape[1], e = q.shape[2], s = k.shape[1], ev = v.shape[2]
-        guard batch > 0, l > 0, s > 0, e > 0, ev > 0 else { return false }
+        guard let rt = runtime, takesAttention(q, k, v, weights: weights, into: out) else { return false }
+        let batch = q.shape[0], l = q.shape[1], s = k.shape[1]
         let chunk = max(1, min(batch, attentionChunkBytes / max(1, l * s * 4)))
         guard let scores = try? TensorImpl.empty([chunk, l, s], dtype: .float32, on: out.backend),
               let probs = try? weights ?? TensorImpl.empty([chunk, l, s], dtype: q.dtype, on: out.backend) else { return false }
@@ -389,6 +401,15 @@ extension DNNL {
             }
             return true
         }
+    }
+
+    /// Whether `attention` takes this problem: one dtype oneDNN has, contiguous results, no
+    /// empty dimension.
+    static func takesAttention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, weights: TensorImpl?,
+                               into out: TensorImpl) -> Bool {
+        guard runtime != nil, dataType(q.dtype) != nil, k.dtype == q.dtype, v.dtype == q.dtype, out.dtype == q.dtype,
+              out.isContiguous, weights.map({ $0.isContiguous && $0.dtype == q.dtype }) ?? true else { return false }
+        return [q.shape[0], q.shape[1], q.shape[2], k.shape[1], v.shape[2]].allSatisfy { $0 > 0 }
     }
 
     /// Sets the scores of positions after each row's own (column > row) to -inf.

@@ -177,6 +177,15 @@ extension DNNL {
         return built
     }
 
+    /// Whether `convolution` takes this pass (its primitives made and kept on the first ask):
+    /// `tensors` are all its operands, `bias` whether a forward adds one.
+    static func takesConvolution(_ pass: ConvolutionPassKind, _ p: ConvolutionProblem, _ tensors: [TensorImpl],
+                                 bias: Bool) -> Bool {
+        guard let rt = runtime, let type = dataType(p.dtype),
+              tensors.allSatisfy({ $0.isContiguous && $0.dtype == p.dtype && $0.numel > 0 }) else { return false }
+        return rt.locked { primitive(rt, ConvKey(pass: pass, problem: p, bias: bias && pass == .forward), type) != nil }
+    }
+
     /// Runs one pass. `tensors` are (argument, tensor) pairs: forward reads SRC (x), WEIGHTS,
     /// optional BIAS and writes DST; backward data reads DIFF_DST and WEIGHTS and writes
     /// DIFF_SRC; backward weights reads SRC and DIFF_DST and writes DIFF_WEIGHTS. All are

@@ -1,6 +1,17 @@
 /// Host convolution: the im2col / col2im window gathers, and direct passes through oneDNN
-/// where it is linked.
-extension HostBackend: ConvolutionKernels {
+/// where it is linked (for the problems it takes; the op layer composes the others).
+extension HostBackend: ConvolutionKernels, DirectConvolutionKernels {
+    /// Whether oneDNN takes this pass: `tensors` are all its operands, `bias` whether a
+    /// forward adds one.
+    static func takesConvolution(_ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, _ tensors: [TensorImpl],
+                                 bias: Bool) -> Bool {
+#if canImport(CDNNL)
+        return DNNL.takesConvolution(pass, problem, tensors, bias: bias)
+#else
+        return false
+#endif
+    }
+
     func im2col(_ x: TensorImpl, _ g: WindowGeometry, into cols: TensorImpl) {
         dispatch(x.dtype, Im2Col(x: x, g: g, cols: cols))
     }
@@ -10,27 +21,30 @@ extension HostBackend: ConvolutionKernels {
     }
 
     func convolution(_ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?, weight: TensorImpl?,
-                     bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) -> Bool {
+                     bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) throws {
 #if canImport(CDNNL)
         // oneDNN's argument indices: SRC 1, WEIGHTS 33, BIAS 41, DST 17, DIFF_SRC 129,
         // DIFF_WEIGHTS 161, DIFF_DST 145.
         var args: [(Int32, TensorImpl)]
         switch pass {
         case .forward:
-            guard let x, let weight else { return false }
+            guard let x, let weight else { throw LucidError.runtime("convolution: a forward pass needs x and weight") }
             args = [(DNNL.Arg.src, x), (DNNL.Arg.weights, weight), (DNNL.Arg.dst, out)]
             if let bias { args.append((DNNL.Arg.bias, bias)) }
         case .backwardData:
-            guard let gradOut, let weight else { return false }
+            guard let gradOut, let weight else {
+                throw LucidError.runtime("convolution: a backward-data pass needs the output gradient and weight")
+            }
             args = [(DNNL.Arg.diffDst, gradOut), (DNNL.Arg.weights, weight), (DNNL.Arg.diffSrc, out)]
         case .backwardWeights:
-            guard let x, let gradOut else { return false }
+            guard let x, let gradOut else {
+                throw LucidError.runtime("convolution: a backward-weights pass needs x and the output gradient")
+            }
             args = [(DNNL.Arg.src, x), (DNNL.Arg.diffDst, gradOut), (DNNL.Arg.diffWeights, out)]
         }
-        return DNNL.convolution(pass, problem, args)
-#else
-        return false
+        if DNNL.convolution(pass, problem, args) { return }
 #endif
+        throw LucidError.runtime("convolution: oneDNN did not run a \(pass) pass it had taken for \(problem)")
     }
 }
 

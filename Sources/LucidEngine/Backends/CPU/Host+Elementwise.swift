@@ -1,6 +1,6 @@
 /// Host elementwise kernels: arithmetic on tensors and scalars, unary functions and their
-/// derivatives, comparisons and selection.
-extension HostBackend: ElementwiseKernels {
+/// derivatives, comparisons and selection; the fused kernels for contiguous float32 operands.
+extension HostBackend: ElementwiseKernels, FusedElementwiseKernels {
     func binary(_ op: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl) {
         if FloatFastPath.applies(out, a, b) { return FloatFastPath.binary(op, a, b, out) }
         if BFloat16Elementwise.applies(out, a, b) { return BFloat16Elementwise.binary(op, a, b, out) }
@@ -50,22 +50,16 @@ extension HostBackend: ElementwiseKernels {
         dispatch(out.dtype, SelectElements(cond: cond, a: a, b: b, out: out))
     }
 
-    func addScaled(_ a: TensorImpl, _ b: TensorImpl, alpha: Float, into out: TensorImpl) -> Bool {
-        guard FloatFastPath.applies(out, a, b) else { return false }
+    func addScaled(_ a: TensorImpl, _ b: TensorImpl, alpha: Float, into out: TensorImpl) {
         FloatFastPath.addScaled(a, b, alpha: alpha, out)
-        return true
     }
 
-    func leakyRelu(_ x: TensorImpl, slope: Float, into out: TensorImpl) -> Bool {
-        guard FloatFastPath.applies(out, x) else { return false }
+    func leakyRelu(_ x: TensorImpl, slope: Float, into out: TensorImpl) {
         FloatFastPath.leakyRelu(x, slope: slope, out)
-        return true
     }
 
-    func leakyReluBackward(_ x: TensorImpl, grad: TensorImpl, slope: Float, into gradIn: TensorImpl) -> Bool {
-        guard FloatFastPath.applies(gradIn, x, grad) else { return false }
+    func leakyReluBackward(_ x: TensorImpl, grad: TensorImpl, slope: Float, into gradIn: TensorImpl) {
         FloatFastPath.leakyReluBackward(x, grad: grad, slope: slope, gradIn)
-        return true
     }
 }
 

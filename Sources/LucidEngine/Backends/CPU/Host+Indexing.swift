@@ -1,5 +1,5 @@
 /// Host gathers, scatter-adds and the positions of true elements.
-extension HostBackend: IndexingKernels {
+extension HostBackend: IndexingKernels, PlacementKernels {
     func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl,
                 outOfRange: @escaping @Sendable (Int64) -> LucidError) throws {
         if let bad = dispatch(a.dtype, GatherKernel(a: a, dim: dim, index: index, out: out)) { throw outOfRange(bad) }
@@ -48,7 +48,7 @@ private func moveRows(_ storage: TensorImpl, _ offsets: [Int], _ shape: [Int], _
 
 private func moveRows<T>(_: T.Type, _ storage: TensorImpl, _ offsets: [Int], _ shape: [Int], _ strides: [Int],
                          _ rows: TensorImpl, _ toStorage: Bool) {
-    let memory = storage.storage.buffer.contents.assumingMemoryBound(to: T.self)
+    let memory = HostBackend.base(of: storage.storage.buffer).assumingMemoryBound(to: T.self)
     let row = HostBackend.address(rows).assumingMemoryBound(to: T.self)
     if shape.isEmpty {  // one element a row: a mask's or an index's positions
         for (r, i) in offsets.enumerated() {

@@ -1,7 +1,7 @@
 /// Host row normalisation (layer_norm, group_norm): the statistics summed in double (float32
 /// SIMD lanes within blocks on the float32 path), the normalisation in float32, one rounding
 /// on store; rows run in parallel. The backward is fused on float32.
-extension HostBackend: NormalizationKernels {
+extension HostBackend: NormalizationKernels, FusedNormalizationKernels {
     func normalizeRows(_ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
                        into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl) {
         if x.dtype == .float32 && out.dtype == .float32 && rows > 0 {
@@ -34,9 +34,7 @@ extension HostBackend: NormalizationKernels {
     }
 
     func normalizeChannels(_ x: TensorImpl, batch: Int, channels: Int, eps: Float, weight: TensorImpl?,
-                           bias: TensorImpl?, into out: TensorImpl, mean: TensorImpl, variance: TensorImpl) -> Bool {
-        guard x.dtype == .float32, out.dtype == .float32, x.isContiguous, out.isContiguous, batch > 0, channels > 0
-        else { return false }
+                           bias: TensorImpl?, into out: TensorImpl, mean: TensorImpl, variance: TensorImpl) {
         let s = x.numel / (batch * channels), count = Double(batch * s)
         let px = UnsafePointer(Self.floats(x)), po = Self.floats(out)
         let pw = weight.map { UnsafePointer(Self.floats($0)) }, pb = bias.map { UnsafePointer(Self.floats($0)) }
@@ -59,14 +57,11 @@ extension HostBackend: NormalizationKernels {
                 pv[c] = v
             }
         }
-        return true
     }
 
     func normalizeChannelsBackward(_ grad: TensorImpl, _ x: TensorImpl, batch: Int, channels: Int, eps: Float,
                                    mean: TensorImpl, variance: TensorImpl, weight: TensorImpl?, dx: TensorImpl,
-                                   dweight: TensorImpl?, dbias: TensorImpl?) -> Bool {
-        guard grad.dtype == .float32, x.dtype == .float32, dx.dtype == .float32, grad.isContiguous, x.isContiguous,
-              dx.isContiguous, batch > 0, channels > 0 else { return false }
+                                   dweight: TensorImpl?, dbias: TensorImpl?) {
         let s = x.numel / (batch * channels), count = Double(batch * s)
         let pg = UnsafePointer(Self.floats(grad)), px = UnsafePointer(Self.floats(x)), pdx = Self.floats(dx)
         let pm = UnsafePointer(Self.floats(mean)), pv = UnsafePointer(Self.floats(variance))
@@ -91,13 +86,10 @@ extension HostBackend: NormalizationKernels {
                 pdb?[c] = Float(sg)
             }
         }
-        return true
     }
 
     func scaleChannels(_ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?, bias: TensorImpl?,
-                       into out: TensorImpl) -> Bool {
-        guard y.dtype == .float32, out.dtype == .float32, y.isContiguous, out.isContiguous, batch > 0, channels > 0
-        else { return false }
+                       into out: TensorImpl) {
         let s = y.numel / (batch * channels)
         let py = UnsafePointer(Self.floats(y)), po = Self.floats(out)
         let pw = weight.map { UnsafePointer(Self.floats($0)) }, pb = bias.map { UnsafePointer(Self.floats($0)) }
@@ -107,13 +99,10 @@ extension HostBackend: NormalizationKernels {
                 FloatRows.normalize(py + row * s, s, 0, 1, scale: pw?[c] ?? 1, shift: pb?[c] ?? 0, po + row * s)
             }
         }
-        return true
     }
 
     func scaleChannelsBackward(_ grad: TensorImpl, _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?,
-                               dy: TensorImpl?, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool {
-        guard grad.dtype == .float32, y.dtype == .float32, grad.isContiguous, y.isContiguous, batch > 0, channels > 0,
-              dy.map({ $0.dtype == .float32 && $0.isContiguous }) ?? true else { return false }
+                               dy: TensorImpl?, dweight: TensorImpl?, dbias: TensorImpl?) {
         let s = y.numel / (batch * channels)
         let pg = UnsafePointer(Self.floats(grad)), py = UnsafePointer(Self.floats(y))
         let pw = weight.map { UnsafePointer(Self.floats($0)) }
@@ -133,13 +122,10 @@ extension HostBackend: NormalizationKernels {
                 pdb?[c] = Float(sg)
             }
         }
-        return true
     }
 
     func normalizeRowsBackward(_ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
-                               weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?) -> Bool {
-        guard rows > 0, grad.dtype == .float32, x.dtype == .float32, dx.dtype == .float32,
-              grad.isContiguous, x.isContiguous, dx.isContiguous else { return false }
+                               weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?) {
         let n = x.numel / rows
         let pg = UnsafePointer(Self.floats(grad)), px = UnsafePointer(Self.floats(x)), pdx = Self.floats(dx)
         let pm = UnsafePointer(Self.floats(mean)), pr = UnsafePointer(Self.floats(rstd))
@@ -165,7 +151,6 @@ extension HostBackend: NormalizationKernels {
                 if let pdb { for k in 0..<n { pdb[k] += localB[k] } }
             }
         }
-        return true
     }
 }
 

@@ -4,8 +4,9 @@ import Glibc
 import Darwin
 #endif
 
-/// Host max pooling and its adjoint, threaded over planes.
-extension HostBackend: PoolingKernels {
+/// Host max pooling and its adjoint, threaded over planes; average pooling of undilated
+/// float32 windows.
+extension HostBackend: PoolingKernels, AveragePoolingKernels {
     func maxPool2d(_ x: TensorImpl, _ g: WindowGeometry, values: TensorImpl, indices: TensorImpl) {
         dispatch(x.dtype, MaxPool(x: x, g: g, values: values, indices: indices))
     }
@@ -14,21 +15,16 @@ extension HostBackend: PoolingKernels {
         dispatch(gradIn.dtype, MaxPoolBackward(grad: grad, indices: indices, g: g, gradIn: gradIn))
     }
 
-    func avgPool2d(_ x: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into out: TensorImpl) -> Bool {
-        guard x.dtype == .float32, out.dtype == .float32, divisors.dtype == .float32, x.isContiguous, out.isContiguous,
-              divisors.isContiguous, g.dilation == (1, 1) else { return false }
+    func avgPool2d(_ x: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into out: TensorImpl) {
         let px = UnsafePointer(hostPointer(x, F32Element.self)), po = hostPointer(out, F32Element.self)
         let pd = UnsafePointer(hostPointer(divisors, F32Element.self))
         let planes = x.numel / max(1, g.input.0 * g.input.1)
         HostThreads.forEachRange(planes, grain: planeGrain(g), align: 1) { range in
             for p in range { averagePlane(g, px + p * g.input.0 * g.input.1, pd, po + p * g.output.0 * g.output.1) }
         }
-        return true
     }
 
-    func avgPool2dBackward(_ grad: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into gradIn: TensorImpl) -> Bool {
-        guard grad.dtype == .float32, gradIn.dtype == .float32, divisors.dtype == .float32, grad.isContiguous,
-              gradIn.isContiguous, divisors.isContiguous, g.dilation == (1, 1) else { return false }
+    func avgPool2dBackward(_ grad: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into gradIn: TensorImpl) {
         let pg = UnsafePointer(hostPointer(grad, F32Element.self)), po = hostPointer(gradIn, F32Element.self)
         let pd = UnsafePointer(hostPointer(divisors, F32Element.self))
         let planes = gradIn.numel / max(1, g.input.0 * g.input.1)
@@ -37,7 +33,6 @@ extension HostBackend: PoolingKernels {
                 spreadPlane(g, pg + p * g.output.0 * g.output.1, pd, po + p * g.input.0 * g.input.1)
             }
         }
-        return true
     }
 }
 

@@ -6,8 +6,8 @@ extension HostBackend: ReductionKernels {
         // bfloat16 and float16: the float32 loops on a widened copy (exact), their float32
         // sums rounded once into `out`, as the float64 loop below would store them.
         if a.dtype.isLowPrecision, a.isContiguous, a.numel > 0,
-           let wide = try? TensorImpl.empty(a.shape, dtype: .float32, on: a.backend),
-           let sums = out.dtype == .float32 && out.isContiguous ? out : try? TensorImpl.empty(out.shape, dtype: .float32, on: out.backend) {
+           let wide = try? TensorImpl.empty(a.shape, dtype: .float32, on: HostBackend.scratch(beside: a)),
+           let sums = out.dtype == .float32 && out.isContiguous ? out : try? TensorImpl.empty(out.shape, dtype: .float32, on: HostBackend.scratch(beside: out)) {
             copy(a, into: wide)
             if FloatFastPath.reduce(op, wide, axes: axes, into: sums) {
                 if sums !== out { copy(sums, into: out) }

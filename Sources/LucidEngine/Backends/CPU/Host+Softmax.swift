@@ -1,28 +1,39 @@
 import CHostKernels
 
-/// Host softmax: oneDNN where it is linked; elsewhere the op layer composes it.
-extension HostBackend: SoftmaxKernels {
-    func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool {
+/// Host softmax: oneDNN where it is linked (elsewhere the op layer composes it), and the
+/// float32 backward along the last axis.
+extension HostBackend: SoftmaxKernels, SoftmaxBackwardKernels {
+    /// Whether the host has a direct kernel for this softmax. oneDNN's max skips a NaN, so a
+    /// row holding one would come out as 0s around it: such input is composed, which makes the
+    /// whole row NaN, as PyTorch and the GPU kernel do.
+    static func takesSoftmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool {
 #if canImport(CDNNL)
-        // oneDNN's max skips a NaN, so a row holding one would come out as 0s around it; the
-        // composed softmax makes the whole row NaN, as PyTorch and the GPU kernel do.
-        guard x.isContiguous, !Self.containsNaN(x) else { return false }
-        return DNNL.softmax(x, axis: axis, log: log, into: out)
+        return x.isContiguous && !containsNaN(x) && DNNL.takesSoftmax(x, axis: axis, log: log, into: out)
 #else
         return false
 #endif
     }
 
-    func softmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, log: Bool, into gradIn: TensorImpl) -> Bool {
-        guard grad.dtype == .float32, y.dtype == .float32, gradIn.dtype == .float32, axis == y.ndim - 1,
-              grad.isContiguous, y.isContiguous, gradIn.isContiguous, y.numel > 0 else { return false }
+    func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) throws {
+#if canImport(CDNNL)
+        if DNNL.softmax(x, axis: axis, log: log, into: out) { return }
+#endif
+        throw LucidError.runtime("softmax: oneDNN did not run a softmax it had taken (shape \(x.shape), axis \(axis))")
+    }
+
+    /// Whether the host has a fused backward for this softmax: float32 along the last axis.
+    static func takesSoftmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, into gradIn: TensorImpl) -> Bool {
+        grad.dtype == .float32 && y.dtype == .float32 && gradIn.dtype == .float32 && axis == y.ndim - 1
+            && grad.isContiguous && y.isContiguous && gradIn.isContiguous && y.numel > 0
+    }
+
+    func softmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, log: Bool, into gradIn: TensorImpl) {
         let n = y.shape[axis], rows = y.numel / n
         let pg = UnsafePointer(hostPointer(grad, F32Element.self)), py = UnsafePointer(hostPointer(y, F32Element.self))
         let po = hostPointer(gradIn, F32Element.self)
         HostThreads.forEachRange(rows, grain: max(1, HostThreads.grain / n), align: 1) { range in
             for r in range { FloatRows.softmaxBackwardRow(pg + r * n, py + r * n, n, log: log, po + r * n) }
         }
-        return true
     }
 
     /// Whether a contiguous floating tensor holds a NaN (read by bits, so every dtype alike).

@@ -12,7 +12,7 @@ final class HostBuffer: DeviceBuffer, @unchecked Sendable {
     let blockSize: Int
     let device: Device
 
-    var contents: UnsafeMutableRawPointer { pointer }
+    var hostContents: UnsafeMutableRawPointer? { pointer }
 
     init(byteCount: Int, device: Device) throws {
         (pointer, blockSize) = try HostAllocator.shared.allocate(byteCount)
@@ -29,8 +29,8 @@ final class HostBuffer: DeviceBuffer, @unchecked Sendable {
 
 /// The host backend: the CPU stream, and — as a second instance — the host fallback that
 /// serves "metal" where Metal is missing. Kernels run at once on the calling thread. It has
-/// every kernel family (`Host+<Family>.swift`); they also run the families another backend
-/// declines, over that backend's memory.
+/// every kernel family (`Host+<Family>.swift`); they also run the calls another backend routes
+/// to the host, over that backend's memory.
 final class HostBackend: Backend {
     let device: Device
     let name: String
@@ -58,10 +58,23 @@ final class HostBackend: Backend {
         memcpy(dst, Self.address(src), min(bytes.count, src.numel * src.dtype.itemSize))
     }
 
-    /// Address of element 0 of a tensor in host-visible memory (any backend's, synchronized).
+    /// Address of element 0 of a tensor in host memory: its buffer (any backend's,
+    /// synchronized), or the staged copy of a buffer the host cannot address.
     @inline(__always)
     static func address(_ t: TensorImpl) -> UnsafeMutableRawPointer {
-        t.storage.buffer.contents + t.offset * t.dtype.itemSize
+        base(of: t.storage.buffer) + t.offset * t.dtype.itemSize
+    }
+
+    /// The host address of a buffer's first byte (see `address`).
+    @inline(__always)
+    static func base(of buffer: any DeviceBuffer) -> UnsafeMutableRawPointer {
+        buffer.hostContents ?? HostStaging.contents(of: buffer)
+    }
+
+    /// The backend for a host kernel's scratch tensors beside `t`: t's own where the host can
+    /// address its memory, else the host's.
+    static func scratch(beside t: TensorImpl) -> any Backend {
+        t.storage.buffer.isHostVisible ? t.backend : Backends.host
     }
 
     func fill(_ out: TensorImpl, with value: Scalar) {
@@ -112,16 +125,42 @@ final class HostBackend: Backend {
         }
     }
 
-    var elementwiseKernels: (any ElementwiseKernels)? { declined.contains(.elementwise) ? nil : self }
-    var reductionKernels: (any ReductionKernels)? { declined.contains(.reduction) ? nil : self }
-    var matmulKernels: (any MatmulKernels)? { declined.contains(.matmul) ? nil : self }
-    var convolutionKernels: (any ConvolutionKernels)? { declined.contains(.convolution) ? nil : self }
-    var poolingKernels: (any PoolingKernels)? { declined.contains(.pooling) ? nil : self }
-    var softmaxKernels: (any SoftmaxKernels)? { declined.contains(.softmax) ? nil : self }
-    var normalizationKernels: (any NormalizationKernels)? { declined.contains(.normalization) ? nil : self }
-    var attentionKernels: (any AttentionKernels)? { declined.contains(.attention) ? nil : self }
-    var indexingKernels: (any IndexingKernels)? { declined.contains(.indexing) ? nil : self }
-    var optimizerKernels: (any OptimizerKernels)? { declined.contains(.optimizers) ? nil : self }
+    /// The families this instance declines as each op does when declined; otherwise the host
+    /// kernels' own route.
+    func route(_ call: KernelCall) -> KernelRoute {
+        if !declined.isEmpty, declined.contains(call.op.family) { return call.op.whenDeclined }
+        return Self.ownRoute(call)
+    }
+
+    /// The host kernels' route: every call natively, but those of the fused and direct kernels
+    /// (see `FusedElementwiseKernels`, ...) they have no kernel for, which are composed.
+    static func ownRoute(_ call: KernelCall) -> KernelRoute {
+        let r = call.reads, w = call.writes
+        let plain = { (ts: [TensorImpl]) in ts.allSatisfy { $0.dtype == .float32 && $0.isContiguous } }
+        let takes: Bool
+        switch call.op {
+        case .addScaled: takes = FloatFastPath.applies(w[0], r[0], r[1])
+        case .leakyRelu: takes = FloatFastPath.applies(w[0], r[0])
+        case .leakyReluBackward: takes = FloatFastPath.applies(w[0], r[0], r[1])
+        case .avgPool2d(let g), .avgPool2dBackward(let g): takes = g.dilation == (1, 1) && plain(r + w)
+        case .softmax(let axis, let log): takes = takesSoftmax(r[0], axis: axis, log: log, into: w[0])
+        case .softmaxBackward(let axis): takes = takesSoftmaxBackward(r[0], r[1], axis: axis, into: w[0])
+        case .normalizeRowsBackward(let rows): takes = rows > 0 && plain([r[0], r[1], w[0]])
+        case .normalizeChannels(let batch, let channels), .scaleChannels(let batch, let channels):
+            takes = batch > 0 && channels > 0 && plain([r[0], w[0]])
+        case .normalizeChannelsBackward(let batch, let channels):
+            takes = batch > 0 && channels > 0 && plain([r[0], r[1], w[0]])
+        case .scaleChannelsBackward(let batch, let channels):
+            takes = batch > 0 && channels > 0 && plain([r[0], r[1]] + w)
+        case .convolution(let pass, let problem):
+            takes = takesConvolution(pass, problem, r + w, bias: pass == .forward && r.count > 2)
+        case .attention:
+            takes = takesAttention(r[0], r[1], r[2], weights: w.count > 1 ? w[1] : nil, into: w[0])
+        default:
+            return .native
+        }
+        return takes ? .native : .compose
+    }
 }
 
 /// Element 0 of a tensor's host memory, typed.

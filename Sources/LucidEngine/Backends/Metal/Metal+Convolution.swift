@@ -12,13 +12,23 @@ private func windowShape(n: Int, c: Int, _ g: WindowGeometry, strides: [Int]) ->
 /// matmul family): there are no direct convolution passes, so the op layer composes each
 /// pass from these.
 extension MetalBackend: ConvolutionKernels {
-    var convolutionKernels: (any ConvolutionKernels)? { self }
+    func convolutionRoute(_ call: KernelCall) -> KernelRoute {
+        switch call.op {
+        case .im2col:
+            let x = call.reads[0], cols = call.writes[0]
+            return cols.numel == 0 || x.dtype.isFloatingPoint && cols.dtype == x.dtype && cols.isContiguous && x.ndim == 4
+                ? .native : .host
+        case .col2im:
+            let cols = call.reads[0], x = call.writes[0]
+            return x.numel == 0 || x.dtype.isFloatingPoint && cols.dtype == x.dtype && x.isContiguous && x.ndim == 4
+                && cols.ndim == 3 ? .native : .host
+        default:
+            return .compose
+        }
+    }
 
     func im2col(_ x: TensorImpl, _ g: WindowGeometry, into cols: TensorImpl) {
         guard cols.numel > 0 else { return }
-        guard x.dtype.isFloatingPoint, cols.dtype == x.dtype, cols.isContiguous, x.ndim == 4 else {
-            return onHost("im2col").im2col(x, g, into: cols)
-        }
         encode("im2col_\(x.dtype.name)", count: cols.numel) { e in
             bind(x, 0, e)
             bind(cols, 1, e)
@@ -28,9 +38,6 @@ extension MetalBackend: ConvolutionKernels {
 
     func col2im(_ cols: TensorImpl, _ g: WindowGeometry, into x: TensorImpl) {
         guard x.numel > 0 else { return }
-        guard x.dtype.isFloatingPoint, cols.dtype == x.dtype, x.isContiguous, x.ndim == 4, cols.ndim == 3 else {
-            return onHost("col2im").col2im(cols, g, into: x)
-        }
         encode("col2im_\(x.dtype.name)", count: x.numel) { e in
             bind(cols, 0, e)
             bind(x, 1, e)

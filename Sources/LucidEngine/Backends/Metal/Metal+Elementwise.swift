@@ -3,21 +3,48 @@ import Metal
 
 /// Elementwise kernels on the GPU (Kernels/Elementwise.metal): one thread per output element
 /// over strided operands. Floating dtypes compute in float32; integer arithmetic wraps. A
-/// dtype or rank the kernels do not cover runs on the host kernels (counted).
+/// dtype or rank the kernels do not cover is routed to the host kernels (counted); the fused
+/// add-scaled and leaky ReLU are composed.
 extension MetalBackend: ElementwiseKernels {
-    var elementwiseKernels: (any ElementwiseKernels)? { self }
-
     private static let floating: Set<DType> = [.float32, .float16, .bfloat16]
     private static let arithmetic: Set<DType> = [.float32, .float16, .bfloat16, .int32, .int64, .bool]
+
+    /// Where an elementwise call runs: here when its dtype has a kernel and its operands'
+    /// layout fits one (`MetalLayout`); an empty output needs no kernel.
+    func elementwiseRoute(_ call: KernelCall) -> KernelRoute {
+        let r = call.reads, out = call.writes[0]
+        guard out.numel > 0 else { return .native }
+        let fits: Bool
+        switch call.op {
+        case .binary:
+            fits = Self.arithmetic.contains(out.dtype)
+                && MetalLayout(shape: out.shape, operands: [r[0].strides, r[1].strides, out.strides]) != nil
+        case .binaryScalar:
+            fits = Self.arithmetic.contains(out.dtype) && MetalLayout(shape: out.shape, operands: [r[0].strides, out.strides]) != nil
+        case .unary(let op):
+            let integral = (out.dtype == .int32 || out.dtype == .int64) && op.keepsIntegers
+            fits = (Self.floating.contains(out.dtype) || integral)
+                && MetalLayout(shape: out.shape, operands: [r[0].strides, out.strides]) != nil
+        case .unaryBackward:
+            fits = Self.floating.contains(out.dtype)
+                && MetalLayout.layouts(shape: out.shape, operands: r.map(\.strides) + [out.strides]) != nil
+        case .compare:
+            fits = MetalLayout(shape: out.shape, operands: [r[0].strides, r[1].strides, out.strides]) != nil
+        case .select:
+            fits = MetalLayout.layouts(shape: out.shape, operands: r.map(\.strides) + [out.strides]) != nil
+        case .addScaled, .leakyRelu, .leakyReluBackward:
+            return .compose
+        default:
+            fits = true
+        }
+        return fits ? .native : .host
+    }
 
     private static func code(_ op: BinaryKernel) -> UInt32 { UInt32(op.rawValue) }
 
     func binary(_ op: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl) {
         guard out.numel > 0 else { return }
-        guard Self.arithmetic.contains(out.dtype),
-              let layout = MetalLayout(shape: out.shape, operands: [a.strides, b.strides, out.strides]) else {
-            return onHost("\(op)").binary(op, a, b, into: out)
-        }
+        let layout = MetalLayout(routed: out.shape, operands: [a.strides, b.strides, out.strides])
         encode("binary_\(out.dtype.name)", count: layout.count) { e in
             bind(a, 0, e)
             bind(b, 1, e)
@@ -29,10 +56,7 @@ extension MetalBackend: ElementwiseKernels {
 
     func binary(_ op: BinaryKernel, _ a: TensorImpl, scalar: Scalar, scalarFirst: Bool, into out: TensorImpl) {
         guard out.numel > 0 else { return }
-        guard Self.arithmetic.contains(out.dtype),
-              let layout = MetalLayout(shape: out.shape, operands: [a.strides, out.strides]) else {
-            return onHost("\(op)").binary(op, a, scalar: scalar, scalarFirst: scalarFirst, into: out)
-        }
+        let layout = MetalLayout(routed: out.shape, operands: [a.strides, out.strides])
         encode("binary_scalar_\(out.dtype.name)", count: layout.count) { e in
             bind(a, 0, e)
             bind(out, 1, e)
@@ -46,10 +70,7 @@ extension MetalBackend: ElementwiseKernels {
 
     func unary(_ op: UnaryKernel, _ a: TensorImpl, into out: TensorImpl) {
         guard out.numel > 0 else { return }
-        let integral = (out.dtype == .int32 || out.dtype == .int64) && op.keepsIntegers
-        guard Self.floating.contains(out.dtype) || integral,
-              let layout = MetalLayout(shape: out.shape, operands: [a.strides, out.strides])
-        else { return onHost(op.name).unary(op, a, into: out) }
+        let layout = MetalLayout(routed: out.shape, operands: [a.strides, out.strides])
         encode("unary_\(out.dtype.name)", count: layout.count) { e in
             bind(a, 0, e)
             bind(out, 1, e)
@@ -60,9 +81,7 @@ extension MetalBackend: ElementwiseKernels {
 
     func unaryBackward(_ op: UnaryKernel, x: TensorImpl, y: TensorImpl, grad: TensorImpl, into gradIn: TensorImpl) {
         guard gradIn.numel > 0 else { return }
-        guard Self.floating.contains(gradIn.dtype),
-              let layouts = MetalLayout.layouts(shape: gradIn.shape, operands: [x.strides, y.strides, grad.strides, gradIn.strides])
-        else { return onHost("\(op.name)_backward").unaryBackward(op, x: x, y: y, grad: grad, into: gradIn) }
+        let layouts = MetalLayout.layouts(routed: gradIn.shape, operands: [x.strides, y.strides, grad.strides, gradIn.strides])
         let (inputs, output) = (layouts[0], layouts[1])
         encode("unary_backward_\(gradIn.dtype.name)", count: inputs.count) { e in
             bind(x, 0, e)
@@ -77,9 +96,7 @@ extension MetalBackend: ElementwiseKernels {
 
     func compare(_ op: CompareKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl) {
         guard out.numel > 0 else { return }
-        guard let layout = MetalLayout(shape: out.shape, operands: [a.strides, b.strides, out.strides]) else {
-            return onHost("\(op)").compare(op, a, b, into: out)
-        }
+        let layout = MetalLayout(routed: out.shape, operands: [a.strides, b.strides, out.strides])
         encode("compare_\(a.dtype.name)", count: layout.count) { e in
             bind(a, 0, e)
             bind(b, 1, e)
@@ -91,8 +108,7 @@ extension MetalBackend: ElementwiseKernels {
 
     func select(_ cond: TensorImpl, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl) {
         guard out.numel > 0 else { return }
-        guard let layouts = MetalLayout.layouts(shape: out.shape, operands: [cond.strides, a.strides, b.strides, out.strides])
-        else { return onHost("where").select(cond, a, b, into: out) }
+        let layouts = MetalLayout.layouts(routed: out.shape, operands: [cond.strides, a.strides, b.strides, out.strides])
         let (layout, output) = (layouts[0], layouts[1])
         encode("select_\(out.dtype.name)", count: layout.count) { e in
             bind(cond, 0, e)

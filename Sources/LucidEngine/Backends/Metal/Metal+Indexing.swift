@@ -6,21 +6,39 @@ private func indexSteps(length: Int = 0, index: Int = 0, src: Int = 0, out: Int 
     [length, index, src, out, size].map(Int64.init)
 }
 
-/// Gathers and scatter-adds on the GPU (Kernels/Indexing.metal). `nonzero` runs on the host
-/// (counted): the size of its result is needed on the host before anything else can run.
+/// Gathers and scatter-adds on the GPU (Kernels/Indexing.metal). The placement kernels
+/// (`nonzero`, `put`, `take`) are not here: they run on the host (counted); the size of
+/// nonzero's result is needed on the host before anything else can run.
 extension MetalBackend: IndexingKernels {
-    var indexingKernels: (any IndexingKernels)? { self }
+    func indexingRoute(_ call: KernelCall) -> KernelRoute {
+        switch call.op {
+        case .gather(let dim):
+            let a = call.reads[0], index = call.reads[1], out = call.writes[0]
+            guard out.numel > 0 else { return .native }
+            var zeroed = a.strides
+            zeroed[dim] = 0
+            return out.dtype == a.dtype && index.dtype == .int64
+                && MetalLayout(shape: index.shape, operands: [index.strides, zeroed, out.strides]) != nil ? .native : .host
+        case .scatterAdd(let dim):
+            let src = call.reads[0], index = call.reads[1], out = call.writes[0]
+            guard out.numel > 0 else { return .native }
+            guard index.dtype == .int64, out.dtype == src.dtype, out.isContiguous else { return .host }
+            var lines = index.shape, zeroed = Shape.contiguousStrides(out.shape)
+            lines[dim] = 1
+            zeroed[dim] = 0
+            return MetalLayout(shape: lines, operands: [index.strides, src.strides, zeroed]) != nil ? .native : .host
+        default:
+            return .native
+        }
+    }
 
     func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl,
                 outOfRange: @escaping @Sendable (Int64) -> LucidError) throws {
         guard out.numel > 0 else { return }
         var zeroed = a.strides
         zeroed[dim] = 0
-        guard out.dtype == a.dtype, index.dtype == .int64,
-              let layout = MetalLayout(shape: index.shape, operands: [index.strides, zeroed, out.strides]),
-              let bad = makeFlag() else {
-            return try onHost("gather").gather(a, dim: dim, index: index, into: out, outOfRange: outOfRange)
-        }
+        let layout = MetalLayout(routed: index.shape, operands: [index.strides, zeroed, out.strides])
+        let bad = try makeFlag()
         encode("gather_\(a.dtype.name)", count: layout.count) { e in
             bind(a, 0, e)
             bind(index, 1, e)
@@ -48,20 +66,15 @@ extension MetalBackend: IndexingKernels {
         try deferCheck(check)
     }
 
-    func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl) {
+    func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl) throws {
         guard out.numel > 0 else { return }
         let accType: DType = src.dtype.isFloatingPoint ? .float32 : .int64
         var lines = index.shape
         lines[dim] = 1
-        guard index.dtype == .int64, out.dtype == src.dtype, out.isContiguous,
-              let acc = accType == out.dtype ? out : try? TensorImpl.empty(out.shape, dtype: accType, on: self) else {
-            return onHost("scatter_add").scatterAdd(src, dim: dim, index: index, into: out)
-        }
+        let acc = accType == out.dtype ? out : try TensorImpl.empty(out.shape, dtype: accType, on: self)
         var zeroed = acc.strides
         zeroed[dim] = 0
-        guard let layout = MetalLayout(shape: lines, operands: [index.strides, src.strides, zeroed]) else {
-            return onHost("scatter_add").scatterAdd(src, dim: dim, index: index, into: out)
-        }
+        let layout = MetalLayout(routed: lines, operands: [index.strides, src.strides, zeroed])
         fill(acc, with: Scalar(int: 0))
         if index.numel > 0 {
             encode("scatter_add_\(src.dtype.name)", count: layout.count) { e in
@@ -74,18 +87,6 @@ extension MetalBackend: IndexingKernels {
             }
         }
         if acc !== out { copy(acc, into: out) }  // one rounding (or the int64 → int32/bool store)
-    }
-
-    func nonzero(_ mask: TensorImpl) -> [Int] {
-        onHost("nonzero").nonzero(mask)
-    }
-
-    func put(_ values: TensorImpl, into dst: TensorImpl, at offsets: [Int], shape: [Int], strides: [Int]) {
-        onHost("index_put").put(values, into: dst, at: offsets, shape: shape, strides: strides)
-    }
-
-    func take(_ src: TensorImpl, at offsets: [Int], shape: [Int], strides: [Int], into out: TensorImpl) {
-        onHost("index_put").take(src, at: offsets, shape: shape, strides: strides, into: out)
     }
 }
 #endif

@@ -40,13 +40,14 @@ private struct MPSOperand {
 /// bias added before the one rounding, as the host computes them. Integer products wrap in
 /// int64, as on the host.
 extension MetalBackend: MatmulKernels {
-    var matmulKernels: (any MatmulKernels)? { self }
+    /// Products of floating and int32/int64 dtypes run here; others on the host.
+    func matmulRoute(_ call: KernelCall) -> KernelRoute {
+        let out = call.writes[0]
+        return out.numel == 0 || out.dtype.isFloatingPoint || out.dtype == .int32 || out.dtype == .int64 ? .native : .host
+    }
 
     func gemm(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl) {
         guard out.numel > 0 else { return }
-        guard out.dtype.isFloatingPoint || out.dtype == .int32 || out.dtype == .int64 else {
-            return onHost("matmul").gemm(a, b, bias: bias, into: out)
-        }
         if out.dtype == .float32, bias == nil, a.shape[2] > 0,
            let left = MPSOperand(a), let right = MPSOperand(b), let result = MPSOperand(out) {
             let (m, n, k) = (out.shape[1], out.shape[2], a.shape[2])

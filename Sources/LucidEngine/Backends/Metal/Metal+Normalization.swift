@@ -2,9 +2,12 @@
 import Metal
 
 /// Row normalisation on the GPU (Kernels/Normalization.metal): a threadgroup per row,
-/// compensated float32 sums, one rounding.
+/// compensated float32 sums, one rounding. The other normalisations are composed.
 extension MetalBackend: NormalizationKernels {
-    var normalizationKernels: (any NormalizationKernels)? { self }
+    func normalizationRoute(_ call: KernelCall) -> KernelRoute {
+        guard case .normalizeRows = call.op else { return .compose }
+        return .native
+    }
 
     func normalizeRows(_ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
                        into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl) {

@@ -4,9 +4,24 @@ import Metal
 /// Optimizer steps, GradScaler's unscale and scale update on the GPU (Kernels/Optimizers.metal),
 /// with the host kernels' float32 formulas. Flags and counts stay on the device: nothing here
 /// waits. Integer parameters do not occur (the op layer refuses them); an unexpected dtype or
-/// layout runs on the host (counted).
+/// layout is routed to the host (counted).
 extension MetalBackend: OptimizerKernels {
-    var optimizerKernels: (any OptimizerKernels)? { self }
+    func optimizerRoute(_ call: KernelCall) -> KernelRoute {
+        switch call.op {
+        case .sgdStep:
+            // reads [param, grad, momentum state..., found?]: all but the flag.
+            let p = call.reads[0]
+            guard p.numel > 0 else { return .native }
+            return Self.fits(call.writes + [call.reads[1]]) ? .native : .host
+        case .adamStep:
+            return Self.fits(Array(call.writes.prefix(3)) + [call.reads[1]]) ? .native : .host
+        case .unscale(let count):
+            let pairs = zip(call.reads.prefix(count), call.writes.prefix(count)).filter { $0.0.numel > 0 }
+            return pairs.allSatisfy({ Self.fits([$0.0, $0.1]) }) ? .native : .host
+        default:
+            return .native
+        }
+    }
 
     private static func fits(_ tensors: [TensorImpl?]) -> Bool {
         guard let first = tensors.compactMap({ $0 }).first, first.dtype.isFloatingPoint else { return false }
@@ -16,10 +31,6 @@ extension MetalBackend: OptimizerKernels {
     func sgdStep(param: TensorImpl, grad: TensorImpl, momentum: TensorImpl?, hyper h: SGDHyper,
                  newParam: TensorImpl, newMomentum: TensorImpl?, skipIf found: TensorImpl?) {
         guard param.numel > 0 else { return }
-        guard Self.fits([param, grad, momentum, newParam, newMomentum]) else {
-            return onHost("sgd_step").sgdStep(param: param, grad: grad, momentum: momentum, hyper: h, newParam: newParam,
-                                              newMomentum: newMomentum, skipIf: found)
-        }
         // SGDParams: 4 floats, 6 uints, 1 ulong = 48 bytes.
         var words = [UInt32](repeating: 0, count: 12)
         words[0] = h.lr.bitPattern; words[1] = h.momentum.bitPattern
@@ -40,10 +51,6 @@ extension MetalBackend: OptimizerKernels {
 
     func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, step: TensorImpl, hyper h: AdamHyper,
                   newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl, skipIf found: TensorImpl?) {
-        guard Self.fits([param, grad, m, v, newParam, newM, newV]) else {
-            return onHost("adam_step").adamStep(param: param, grad: grad, m: m, v: v, step: step, hyper: h,
-                                                newParam: newParam, newM: newM, newV: newV, skipIf: found)
-        }
         let hasFound: UInt32 = found != nil ? 1 : 0
         if param.numel > 0 {
             // AdamParams: 7 floats, 1 uint and 1 ulong = 40 bytes.
@@ -66,9 +73,6 @@ extension MetalBackend: OptimizerKernels {
 
     func unscale(_ grads: [TensorImpl], invScale: TensorImpl, found: TensorImpl, into outs: [TensorImpl]) {
         let pairs = zip(grads, outs).filter { $0.0.numel > 0 }
-        guard pairs.allSatisfy({ Self.fits([$0.0, $0.1]) }) else {
-            return onHost("unscale").unscale(grads, invScale: invScale, found: found, into: outs)
-        }
         for (grad, out) in pairs {
             encode("unscale_\(grad.dtype.name)", count: grad.numel) { e in
                 bind(grad, 0, e)

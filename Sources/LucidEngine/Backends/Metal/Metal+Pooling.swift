@@ -8,15 +8,26 @@ private func poolGeometry(planes: Int, _ g: WindowGeometry) -> [Int64] {
 }
 
 /// Max pooling and its adjoint on the GPU (Kernels/Pooling.metal), with the host kernels'
-/// rules; other dtypes or layouts run on the host (counted).
+/// rules; other dtypes or layouts are routed to the host (counted). Average pooling has no
+/// kernel here and is composed.
 extension MetalBackend: PoolingKernels {
-    var poolingKernels: (any PoolingKernels)? { self }
+    func poolingRoute(_ call: KernelCall) -> KernelRoute {
+        switch call.op {
+        case .maxPool2d:
+            let x = call.reads[0], values = call.writes[0], indices = call.writes[1]
+            return values.numel == 0 || x.dtype.isFloatingPoint && x.isContiguous && values.isContiguous
+                && indices.isContiguous && values.dtype == x.dtype ? .native : .host
+        case .maxPool2dBackward:
+            let grad = call.reads[0], indices = call.reads[1], gradIn = call.writes[0]
+            return gradIn.numel == 0 || gradIn.dtype.isFloatingPoint && grad.dtype == gradIn.dtype && grad.isContiguous
+                && indices.isContiguous && gradIn.isContiguous ? .native : .host
+        default:
+            return .compose
+        }
+    }
 
     func maxPool2d(_ x: TensorImpl, _ g: WindowGeometry, values: TensorImpl, indices: TensorImpl) {
         guard values.numel > 0 else { return }
-        guard x.dtype.isFloatingPoint, x.isContiguous, values.isContiguous, indices.isContiguous, values.dtype == x.dtype else {
-            return onHost("max_pool2d").maxPool2d(x, g, values: values, indices: indices)
-        }
         encode("max_pool2d_\(x.dtype.name)", count: values.numel) { e in
             bind(x, 0, e)
             bind(values, 1, e)
@@ -27,10 +38,6 @@ extension MetalBackend: PoolingKernels {
 
     func maxPool2dBackward(_ grad: TensorImpl, indices: TensorImpl, _ g: WindowGeometry, into gradIn: TensorImpl) {
         guard gradIn.numel > 0 else { return }
-        guard gradIn.dtype.isFloatingPoint, grad.dtype == gradIn.dtype, grad.isContiguous, indices.isContiguous,
-              gradIn.isContiguous else {
-            return onHost("max_pool2d_backward").maxPool2dBackward(grad, indices: indices, g, into: gradIn)
-        }
         encode("max_pool2d_backward_\(gradIn.dtype.name)", count: gradIn.numel) { e in
             bind(grad, 0, e)
             bind(indices, 1, e)

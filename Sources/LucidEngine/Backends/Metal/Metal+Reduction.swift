@@ -4,10 +4,46 @@ import Metal
 /// Reductions on the GPU (Kernels/Reduction.metal): one thread per output element, or one
 /// threadgroup per output when there are few outputs of many elements. Floating
 /// sums and means are compensated float32 sums rounded once into the input's dtype; integer and
-/// bool sums accumulate in int64. Other dtype pairs and unmergeable ranks run on the host
-/// (counted).
+/// bool sums accumulate in int64. Other dtype pairs and unmergeable ranks are routed to the
+/// host (counted).
 extension MetalBackend: ReductionKernels {
-    var reductionKernels: (any ReductionKernels)? { self }
+    /// The shapes a reduction of `a` over `axes` runs over: the kept (output) positions and
+    /// the reduced ones.
+    private static func split(_ a: TensorImpl, axes: [Int]) -> (kept: [Int], reduced: [Int]) {
+        var kept = a.shape, reduced = a.shape
+        for d in a.shape.indices { if axes.contains(d) { kept[d] = 1 } else { reduced[d] = 1 } }
+        return (kept, reduced)
+    }
+
+    /// Whether a reduction's dtypes have a kernel: floating sums and means into the input's
+    /// dtype, integer and bool sums into int64.
+    private static func kinds(_ op: ReduceKernel, _ a: TensorImpl, _ out: TensorImpl) -> (floating: Bool, integral: Bool) {
+        (a.dtype.isFloatingPoint && out.dtype == a.dtype, !a.dtype.isFloatingPoint && op == .sum && out.dtype == .int64)
+    }
+
+    func reductionRoute(_ call: KernelCall) -> KernelRoute {
+        let a = call.reads[0]
+        switch call.op {
+        case .reduce(let op, let axes):
+            let out = call.writes[0]
+            let (floating, integral) = Self.kinds(op, a, out)
+            guard out.numel > 0, a.numel > 0 || !(floating || integral) else { return .native }
+            let (kept, reduced) = Self.split(a, axes: axes)
+            return (floating || integral) && MetalLayout(shape: kept, operands: [a.strides, out.strides]) != nil
+                && MetalLayout(shape: reduced, operands: [a.strides]) != nil ? .native : .host
+        case .argReduce(let axis):
+            let indices = call.writes[0], values = call.writes.count > 1 ? call.writes[1] : nil
+            guard indices.numel > 0 else { return .native }
+            var shape = a.shape, strides = a.strides
+            shape.remove(at: axis)
+            strides.remove(at: axis)
+            return a.dtype != .bool && values.map({ $0.dtype == a.dtype }) ?? true
+                && MetalLayout(shape: shape, operands: [strides, indices.strides, (values ?? indices).strides]) != nil
+                ? .native : .host
+        default:
+            return .native
+        }
+    }
 
     /// Floating reductions to at most this many outputs of at least `cooperativeLength`
     /// elements each run a threadgroup per output.
@@ -16,19 +52,14 @@ extension MetalBackend: ReductionKernels {
 
     func reduce(_ op: ReduceKernel, _ a: TensorImpl, axes: [Int], into out: TensorImpl) {
         guard out.numel > 0 else { return }
-        let floating = a.dtype.isFloatingPoint && out.dtype == a.dtype
-        let integral = !a.dtype.isFloatingPoint && op == .sum && out.dtype == .int64
-        var kept = a.shape, reduced = a.shape
-        for d in a.shape.indices { if axes.contains(d) { kept[d] = 1 } else { reduced[d] = 1 } }
-        if a.numel == 0, floating || integral {
+        let floating = Self.kinds(op, a, out).floating
+        let (kept, reduced) = Self.split(a, axes: axes)
+        if a.numel == 0 {
             // Nothing to add: a sum is 0, a mean NaN (0 / 0), as on the host.
             return fill(out, with: op == .mean && floating ? Scalar(.nan) : Scalar(int: 0))
         }
-        guard floating || integral,
-              let outer = MetalLayout(shape: kept, operands: [a.strides, out.strides]),
-              let inner = MetalLayout(shape: reduced, operands: [a.strides]) else {
-            return onHost("\(op)").reduce(op, a, axes: axes, into: out)
-        }
+        let outer = MetalLayout(routed: kept, operands: [a.strides, out.strides])
+        let inner = MetalLayout(routed: reduced, operands: [a.strides])
         let bindAll = { (e: any MTLComputeCommandEncoder) in
             bind(a, 0, e)
             bind(out, 1, e)
@@ -49,10 +80,7 @@ extension MetalBackend: ReductionKernels {
         guard indices.numel > 0 else { return }
         var shape = a.shape, strides = a.strides
         let length = shape.remove(at: axis), step = strides.remove(at: axis)
-        guard a.dtype != .bool, values.map({ $0.dtype == a.dtype }) ?? true,
-              let outer = MetalLayout(shape: shape, operands: [strides, indices.strides, (values ?? indices).strides]) else {
-            return onHost(max ? "argmax" : "argmin").argReduce(max: max, a, axis: axis, values: values, indices: indices)
-        }
+        let outer = MetalLayout(routed: shape, operands: [strides, indices.strides, (values ?? indices).strides])
         encode("arg_reduce_\(a.dtype.name)", count: outer.count) { e in
             bind(a, 0, e)
             bind(indices, 1, e)

@@ -23,8 +23,8 @@ final class MetalBuffer: DeviceBuffer, @unchecked Sendable {
     /// the backend's lock when a kernel is encoded.
     var lastUse: UInt64 = 0
 
-    /// The host's view of the memory; valid once the backend has synchronized.
-    var contents: UnsafeMutableRawPointer { buffer.contents() }
+    /// The host's view of the memory (shared storage); valid once the backend has synchronized.
+    var hostContents: UnsafeMutableRawPointer? { buffer.contents() }
 
     /// The generation of the backend's open command buffer.
     var ownerGeneration: UInt64 { owner.generation }
@@ -68,6 +68,23 @@ struct MetalLayout {
         }
     }
 
+    /// The layout of a call its backend's route has taken: `routed` is the shape the route
+    /// checked, so the layout exists.
+    init(routed shape: [Int], operands: [[Int]]) {
+        guard let layout = MetalLayout(shape: shape, operands: operands) else {
+            preconditionFailure("metal: a kernel was called for operands its route sends to the host")
+        }
+        self = layout
+    }
+
+    /// `layouts(shape:operands:)` for a call its backend's route has taken.
+    static func layouts(routed shape: [Int], operands: [[Int]]) -> [MetalLayout] {
+        guard let layouts = layouts(shape: shape, operands: operands) else {
+            preconditionFailure("metal: a kernel was called for operands its route sends to the host")
+        }
+        return layouts
+    }
+
     /// Layouts for any number of operands over one shape, three per layout, merged alike
     /// (the merge looks at every operand), so that one thread index means one element in all.
     static func layouts(shape: [Int], operands: [[Int]]) -> [MetalLayout]? {
@@ -94,8 +111,9 @@ struct MetalLayout {
 /// `lucid.metal.synchronize()`), which then waits only for the work it needs. A command
 /// buffer's completion handler hands the buffers it used back to the cache.
 ///
-/// A call it has no GPU kernel for (a dtype, a rank, an op such as `nonzero`) runs on the host
-/// kernels over the same shared buffers, counted in `lucid.metal.host_fallback_counts()`.
+/// A call it has no GPU kernel for (a dtype, a rank, an op such as `nonzero`) is routed to the
+/// host kernels over the same shared buffers (`route(_:)`), counted in
+/// `lucid.metal.host_fallback_counts()`.
 final class MetalBackend: Backend, @unchecked Sendable {
     let device = Device.metal
     let name = "metal"
@@ -317,10 +335,34 @@ final class MetalBackend: Backend, @unchecked Sendable {
         dst.copyMemory(from: HostBackend.address(src), byteCount: min(bytes.count, src.numel * src.dtype.itemSize))
     }
 
+    /// Each route of this backend's families lives beside its kernels (`Metal+<Family>.swift`).
+    func route(_ call: KernelCall) -> KernelRoute {
+        switch call.op.family {
+        case .elementwise: elementwiseRoute(call)
+        case .reduction: reductionRoute(call)
+        case .matmul: matmulRoute(call)
+        case .convolution: convolutionRoute(call)
+        case .pooling: poolingRoute(call)
+        case .indexing: indexingRoute(call)
+        case .optimizers: optimizerRoute(call)
+        case .softmax: softmaxRoute(call)
+        case .normalization: normalizationRoute(call)
+        case .attention: .compose
+        }
+    }
+
+    /// Views of `t`'s first-dimension slices, for a fill or copy over more dimensions than a
+    /// layout holds.
+    private static func slices(_ t: TensorImpl) -> [TensorImpl] {
+        let shape = Array(t.shape.dropFirst()), strides = Array(t.strides.dropFirst())
+        return (0..<t.shape[0]).map { t.view(shape: shape, strides: strides, offset: t.offset + $0 * t.strides[0]) }
+    }
+
     func fill(_ out: TensorImpl, with value: Scalar) {
         guard out.numel > 0 else { return }
         guard let layout = MetalLayout(shape: out.shape, operands: [out.strides]) else {
-            return onHost("fill").fill(out, with: value)
+            // More dimensions than a layout holds: one fill per slice of the first.
+            return Self.slices(out).forEach { fill($0, with: value) }
         }
         encode("fill_\(out.dtype.name)", count: layout.count) { e in
             bind(out, 0, e)
@@ -339,7 +381,8 @@ final class MetalBackend: Backend, @unchecked Sendable {
         // A copy kernel for every pair of dtypes: copy_<dtype>, copy_<source>_<destination>.
         let kind = src.dtype == dst.dtype ? src.dtype.name : "\(src.dtype.name)_\(dst.dtype.name)"
         guard let layout = MetalLayout(shape: dst.shape, operands: [src.strides, dst.strides]) else {
-            return onHost("copy").copy(src, into: dst)
+            // More dimensions than a layout holds: one copy per slice of the first.
+            return zip(Self.slices(src), Self.slices(dst)).forEach { copy($0, into: $1) }
         }
         encode("copy_\(kind)", count: layout.count) { e in
             bind(src, 0, e)
@@ -380,22 +423,14 @@ final class MetalBackend: Backend, @unchecked Sendable {
     }
 
     /// A zeroed int32 a kernel sets to report something the host must act on (an index out of
-    /// range); nil when it cannot be allocated.
-    func makeFlag() -> TensorImpl? {
-        guard let flag = try? TensorImpl.empty([1], dtype: .int32, on: self) else { return nil }
+    /// range).
+    func makeFlag() throws -> TensorImpl {
+        let flag = try TensorImpl.empty([1], dtype: .int32, on: self)
         fill(flag, with: Scalar(int: 0))
         return flag
     }
 
     // MARK: - Encoding
-
-    /// The host kernels for one call this backend has no GPU kernel for (a dtype, a rank):
-    /// queued GPU work finishes first, and the op is counted as a host fallback.
-    func onHost(_ op: @autoclosure () -> String) -> HostBackend {
-        synchronize()
-        HostKernelFallbacks.record(op())
-        return Backends.host
-    }
 
     /// Encodes one dispatch of `kernel` over `count` threads into the open command buffer;
     /// `bind` sets its arguments.

@@ -1,0 +1,215 @@
+/// Elementwise arithmetic, unary functions and their derivatives, comparisons and selection.
+protocol ElementwiseKernels: AnyObject, Sendable {
+    func binary(_ op: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
+    /// `a op s` (or `s op a` when `scalarFirst`).
+    func binary(_ op: BinaryKernel, _ a: TensorImpl, scalar: Scalar, scalarFirst: Bool, into out: TensorImpl)
+    func unary(_ op: UnaryKernel, _ a: TensorImpl, into out: TensorImpl)
+    /// `gradIn = grad * d op(x)/dx`, given the forward input `x` and output `y` (all of one
+    /// shape and floating dtype).
+    func unaryBackward(_ op: UnaryKernel, x: TensorImpl, y: TensorImpl, grad: TensorImpl, into gradIn: TensorImpl)
+    /// `out = a op b` as bool; `a`, `b` share a dtype and are broadcast views of out's shape.
+    func compare(_ op: CompareKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
+    /// `out = cond ? a : b`; `cond` is bool, `a`/`b` share out's dtype, all broadcast views.
+    func select(_ cond: TensorImpl, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
+}
+
+/// Fused elementwise kernels (family `elementwise`), for the calls the backend routes to them;
+/// the op layer composes the others.
+protocol FusedElementwiseKernels: AnyObject, Sendable {
+    /// `out = a + alpha·b` in one pass, for `a`, `b` and `out` of one shape and dtype (`out`
+    /// may be `a`).
+    func addScaled(_ a: TensorImpl, _ b: TensorImpl, alpha: Float, into out: TensorImpl)
+    /// Leaky ReLU, `out = x > 0 ? x : slope·x`, for `x` and `out` of one shape.
+    func leakyRelu(_ x: TensorImpl, slope: Float, into out: TensorImpl)
+    /// Its backward, `gradIn = x > 0 ? grad : slope·grad`, all of one shape.
+    func leakyReluBackward(_ x: TensorImpl, grad: TensorImpl, slope: Float, into gradIn: TensorImpl)
+}
+
+/// Reductions over axes, and the arg-reductions.
+protocol ReductionKernels: AnyObject, Sendable {
+    /// Reduces `a` over `axes` into `out`, which has `a`'s rank with those axes set to 1.
+    /// Floating-point input accumulates in at least float32.
+    func reduce(_ op: ReduceKernel, _ a: TensorImpl, axes: [Int], into out: TensorImpl)
+    /// The max (or min) of `a` along `axis` and its first index (NaN counts as the largest and
+    /// smallest). `values` (optional, a's dtype) and `indices` (int64) have a's shape without
+    /// `axis`; `a.shape[axis]` is non-zero.
+    func argReduce(max: Bool, _ a: TensorImpl, axis: Int, values: TensorImpl?, indices: TensorImpl)
+}
+
+/// Matrix products.
+protocol MatmulKernels: AnyObject, Sendable {
+    /// Batched `out[i] = a[i] @ b[i] (+ bias)`: `a` is [B, M, K], `b` is [B, K, N] (any
+    /// strides), `bias` is [N] or nil and `out` is a contiguous [B, M, N]. All share a dtype;
+    /// low-precision floats multiply in float32 and round once.
+    func gemm(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl)
+}
+
+/// The window gathers under convolution.
+protocol ConvolutionKernels: AnyObject, Sendable {
+    /// Windows of `x` ([N, C, H, W], any strides, floating) into contiguous `cols`
+    /// ([N, C·kh·kw, oh·ow]); positions outside the input read 0.
+    func im2col(_ x: TensorImpl, _ g: WindowGeometry, into cols: TensorImpl)
+    /// The adjoint of `im2col`: sums `cols` into contiguous `x` (in float32, rounding once).
+    func col2im(_ cols: TensorImpl, _ g: WindowGeometry, into x: TensorImpl)
+}
+
+/// Direct convolution passes (family `convolution`), for the problems the backend routes to
+/// them; the op layer composes the others from im2col and GEMM.
+protocol DirectConvolutionKernels: AnyObject, Sendable {
+    /// One pass: `.forward` writes `out` from x, w (and bias); `.backwardData` writes the input
+    /// gradient from the output gradient and w; `.backwardWeights` writes the weight gradient
+    /// from x and the output gradient. Throws when the kernel fails at run time.
+    func convolution(_ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?, weight: TensorImpl?,
+                     bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) throws
+}
+
+/// Max pooling and its adjoint.
+protocol PoolingKernels: AnyObject, Sendable {
+    /// Max pooling of the contiguous planes `x` ([P, 1, H, W], floating) into `values` (x's
+    /// dtype) and `indices` (int64 flat positions within the plane), both [P, 1, oh, ow]; NaN
+    /// wins a window and ties go to its first position.
+    func maxPool2d(_ x: TensorImpl, _ g: WindowGeometry, values: TensorImpl, indices: TensorImpl)
+    /// Its adjoint: contiguous `gradIn` ([P, 1, H, W]) holds the sum of `grad` ([P, 1, oh, ow],
+    /// contiguous, gradIn's dtype) at `indices`, accumulated in float32.
+    func maxPool2dBackward(_ grad: TensorImpl, indices: TensorImpl, _ g: WindowGeometry, into gradIn: TensorImpl)
+}
+
+/// Average pooling (family `pooling`), for the calls the backend routes to it; the op layer
+/// composes the others.
+protocol AveragePoolingKernels: AnyObject, Sendable {
+    /// Average pooling of planes `x` ([P, H, W]): each window's in-bounds sum (padding adds
+    /// nothing) divided by `divisors[i·ow + j]` (float32 [oh·ow]), into `out` ([P, oh, ow]).
+    func avgPool2d(_ x: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into out: TensorImpl)
+
+    /// Its adjoint: each input position receives Σ grad / divisor over the windows holding it.
+    func avgPool2dBackward(_ grad: TensorImpl, _ g: WindowGeometry, divisors: TensorImpl, into gradIn: TensorImpl)
+}
+
+/// A direct softmax, for the calls the backend routes to it; the op layer composes the others
+/// from reductions and elementwise ops.
+protocol SoftmaxKernels: AnyObject, Sendable {
+    /// softmax (or log-softmax) of a contiguous floating tensor along `axis` into `out`
+    /// (same shape and dtype), computed in float32. Throws when the kernel fails at run time.
+    func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) throws
+}
+
+/// The backward of a direct softmax (family `softmax`), for the calls the backend routes to it.
+protocol SoftmaxBackwardKernels: AnyObject, Sendable {
+    /// The backward of `softmax` from its output `y` and the gradient `grad` (contiguous
+    /// float32, one shape): softmax `y·(g - Σg·y)`, log-softmax `g - exp(y)·Σg`, the sums
+    /// along `axis`, into `gradIn` (float32).
+    func softmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, log: Bool, into gradIn: TensorImpl)
+}
+
+/// Row normalisation, the core of layer_norm and group_norm.
+protocol NormalizationKernels: AnyObject, Sendable {
+    /// Normalises each row of the contiguous floating `x`, viewed as [rows, n]:
+    /// `out = (x - mean) · rstd · weight + bias` with the row's mean and
+    /// rstd = 1 / sqrt(biased variance + eps), computed in float32 (sums at least compensated)
+    /// and rounded once into `out` (contiguous, x's dtype or float32). `weight` and `bias` are
+    /// optional contiguous float32 [n]; `mean` and `rstd` receive the statistics (float32
+    /// [rows]).
+    func normalizeRows(_ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
+                       into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl)
+
+}
+
+/// The fused normalisations beyond the rows' forward (family `normalization`), for the calls
+/// the backend routes to them; the op layer composes the others.
+protocol FusedNormalizationKernels: AnyObject, Sendable {
+    /// The backward of `normalizeRows`, fused, for `grad` and `x` viewed as [rows, n] with
+    /// their saved `mean` and `rstd`: with x̂ = (x - mean)·rstd and gy = grad·weight,
+    /// `dx = rstd·(gy - mean(gy) - x̂·mean(gy·x̂))` ([rows, n]) and, when given,
+    /// `dweight = Σrows grad·x̂` and `dbias = Σrows grad` (float32 [n]).
+    func normalizeRowsBackward(_ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
+                               weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?)
+
+    /// Batch normalisation of `x` viewed as [batch, channels, S] with the batch's statistics:
+    /// each channel's mean and biased variance over its batch·S values (float32 [channels]),
+    /// and `out = (x - mean)·rstd·weight + bias` per channel (rstd = 1 / sqrt(variance + eps);
+    /// weight and bias optional float32 [channels]).
+    func normalizeChannels(_ x: TensorImpl, batch: Int, channels: Int, eps: Float, weight: TensorImpl?,
+                           bias: TensorImpl?, into out: TensorImpl, mean: TensorImpl, variance: TensorImpl)
+
+    /// The backward of `normalizeChannels`, fused: `dx` (x's shape) and, when given,
+    /// `dweight = Σ grad·x̂` and `dbias = Σ grad` per channel.
+    func normalizeChannelsBackward(_ grad: TensorImpl, _ x: TensorImpl, batch: Int, channels: Int, eps: Float,
+                                   mean: TensorImpl, variance: TensorImpl, weight: TensorImpl?, dx: TensorImpl,
+                                   dweight: TensorImpl?, dbias: TensorImpl?)
+
+    /// The per-channel affine of `y` viewed as [batch, channels, S]: `out = y·weight[c] + bias[c]`
+    /// (weight and bias optional float32 [channels], out of y's shape).
+    func scaleChannels(_ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?, bias: TensorImpl?,
+                       into out: TensorImpl)
+
+    /// Its backward, fused: each given of `dy = grad·weight[c]`, `dweight[c] = Σ grad·y` and
+    /// `dbias[c] = Σ grad`.
+    func scaleChannelsBackward(_ grad: TensorImpl, _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?,
+                               dy: TensorImpl?, dweight: TensorImpl?, dbias: TensorImpl?)
+}
+
+/// Fused attention.
+protocol AttentionKernels: AnyObject, Sendable {
+    /// Fused scaled dot-product attention: `out = softmax(scale · q·kᵀ) · v` for q [B, L, E],
+    /// k [B, S, E], v [B, S, Ev] of one floating dtype (any strides), with positions after
+    /// each row's own masked out when `causal`; the scores and softmax run in float32. `out`
+    /// ([B, L, Ev]) and `weights` ([B, L, S], the softmax rounded to the dtype, when given)
+    /// are contiguous. Throws when the kernel fails at run time (out may then hold partial
+    /// results).
+    func attention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, scale: Float, causal: Bool,
+                   weights: TensorImpl?, into out: TensorImpl) throws
+}
+
+/// Gathers and scatters.
+protocol IndexingKernels: AnyObject, Sendable {
+    /// `out[i] = a[i with dimension dim replaced by index[i]]` (torch.gather); `index` is int64
+    /// with out's shape, no larger than `a` in the other dimensions. An index outside
+    /// `0..<a.shape[dim]` (out then holds nothing meaningful) is reported as
+    /// `outOfRange(the first such index)`: thrown here, or, by a backend that checks on its
+    /// device, at its next synchronisation (`takeDeferredError`).
+    func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl,
+                outOfRange: @escaping @Sendable (Int64) -> LucidError) throws
+    /// `out[i with dim replaced by index[i]] += src[i]`, accumulated in float32 (int64 for
+    /// integers); `out` is contiguous and zeroed here first. Indices have been checked. Throws
+    /// when memory for the accumulation cannot be had.
+    func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl) throws
+}
+
+/// The indexing kernels over positions the host holds: the positions of true elements, and
+/// writes and reads at lists of storage offsets (family `indexing`).
+protocol PlacementKernels: AnyObject, Sendable {
+    /// Row-major flat positions of the true elements of a bool tensor.
+    func nonzero(_ mask: TensorImpl) -> [Int]
+    /// Writes `values` (contiguous, of dst's dtype, shape `[offsets.count] + shape`) into
+    /// dst's storage: row j goes to the elements at storage offsets `offsets[j] + Σ i·strides`
+    /// over the indices i of `shape`, rows in order, so that of two rows that meet the later
+    /// one is kept.
+    func put(_ values: TensorImpl, into dst: TensorImpl, at offsets: [Int], shape: [Int], strides: [Int])
+    /// The reverse of `put`: `out` (contiguous, shape `[offsets.count] + shape`) gets those
+    /// elements of `src`'s storage.
+    func take(_ src: TensorImpl, at offsets: [Int], shape: [Int], strides: [Int], into out: TensorImpl)
+}
+
+/// The optimizers' update steps and GradScaler's unscale and scale update. Flags and counts
+/// live in tensors of the backend's device, so that a skipped step, an infinity found or a
+/// new scale never needs the host to read a value: `found` is a float32 element, non-zero
+/// when the step is to be skipped; an optimizer given one writes nothing when it is set.
+protocol OptimizerKernels: AnyObject, Sendable {
+    /// One SGD update of a parameter: contiguous tensors of one shape and floating dtype,
+    /// computed in float32. `momentum`/`newMomentum` are present when momentum is non-zero.
+    func sgdStep(param: TensorImpl, grad: TensorImpl, momentum: TensorImpl?, hyper: SGDHyper,
+                 newParam: TensorImpl, newMomentum: TensorImpl?, skipIf found: TensorImpl?)
+    /// One Adam (or AdamW, `decoupled`) update, likewise, at the step after `step` (a float32
+    /// element counting the steps taken), which then goes up by one.
+    func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, step: TensorImpl, hyper: AdamHyper,
+                  newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl, skipIf found: TensorImpl?)
+    /// `outs[i] = grads[i] * invScale[0]` computed in float32; `found` (a float32 element) is
+    /// set to 1 when any result (or input) is infinite or NaN, and left as it is otherwise.
+    /// Each grad and its out are contiguous and share a floating dtype.
+    func unscale(_ grads: [TensorImpl], invScale: TensorImpl, found: TensorImpl, into outs: [TensorImpl])
+    /// GradScaler's update: after a skipped step (`found` set) the scale backs off and the
+    /// tracker (an int32 count of clean steps) restarts; after `growthInterval` clean steps it
+    /// grows, unless that leaves the float32 range.
+    func updateScale(_ scale: TensorImpl, growthTracker: TensorImpl, found: TensorImpl, _ update: ScaleUpdate)
+}
+
