@@ -81,6 +81,20 @@ assert all((p.numpy() == 1).all() for p in inner.parameters())
 
 dist.destroy_process_group()
 assert not dist.is_initialized()
+# PyTorch's spelling of the same: its arguments, async work, the backend's name.
+dist.init_process_group(backend=dist.get_default_backend_for_device("cuda"), init_method="env://", world_size=1, rank=0)
+assert dist.get_backend() == "mpi" and dist.get_world_size() == 1
+t = lucid.tensor([3.0])
+work = dist.all_reduce(t, op=dist.ReduceOp.AVG, async_op=True)
+assert work.wait() and work.is_completed() and float(t.numpy()[0]) == 3.0
+assert dist.barrier(async_op=True).wait() and dist.all_gather(t, async_op=True).result()[0].shape == (1, 1)
+try:
+    dist.init_process_group(world_size=2)
+except ValueError as e:
+    assert "come from mpiexec" in str(e), e
+else:
+    raise AssertionError("world_size=2 in a world of one was accepted")
+dist.destroy_process_group()
 print("world of one ok")
 """
 
@@ -175,3 +189,98 @@ def test_distributed_data_parallel_refuses_wrong_arguments(kwargs, error, words)
     kwargs = {"module": lucid.nn.Linear(2, 2), **kwargs}
     with pytest.raises(error, match=words):
         lucid.nn.parallel.DistributedDataParallel(**kwargs)
+
+
+# ---- PyTorch's names and keywords ---------------------------------------------------------------
+
+@pytest.fixture
+def world_of_one(monkeypatch):
+    """init() in this process as world size 1 without MPI (as when mpi4py is not installed);
+    the group is left again afterwards."""
+    from lucid.distributed import _group
+    monkeypatch.setattr(_group, "is_available", lambda: False)
+    monkeypatch.setattr(_group, "_launched_by_mpiexec", lambda: False)
+    assert not dist.is_initialized()
+    yield
+    dist.destroy_process_group()
+
+
+def test_init_process_group_takes_pytorchs_arguments(world_of_one):
+    dist.init_process_group(backend=dist.get_default_backend_for_device("cuda"), init_method="env://",
+                            timeout=__import__("datetime").timedelta(minutes=5), world_size=1, rank=0, store=None,
+                            group_name="trainers", pg_options=None, device_id="metal")
+    assert dist.is_initialized() and (dist.get_rank(), dist.get_world_size()) == (0, 1)
+    assert dist.get_backend() == "mpi" and dist.get_backend(None) == "mpi"
+    dist.destroy_process_group()
+    dist.init_process_group("mpi", "tcp://127.0.0.1:23456", world_size=-1, rank=-1)
+    assert dist.is_initialized()
+    dist.init_process_group(rank=0)  # again: nothing changes
+    assert dist.is_initialized()
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    ({"world_size": 2}, ValueError, r"world_size=2 \(MPI's is 1\): lucid's ranks and world size come from mpiexec"),
+    ({"world_size": 4, "rank": 3}, ValueError, r"world_size=4 \(MPI's is 1\) and rank=3 \(MPI's is 0\)"),
+    ({"rank": 1, "world_size": 1}, ValueError, r"rank=1 is not a rank of a world of 1"),
+    ({"world_size": 0}, ValueError, "world_size must be positive"),
+    ({"rank": "0"}, TypeError, "rank must be an int"),
+    ({"world_size": 2.0}, TypeError, "world_size must be an int"),
+    ({"init_method": 5}, TypeError, "init_method must be a URL string"),
+    ({"backend": "nccl"}, ValueError, "'mpi' backend only"),
+])
+def test_init_process_group_refuses_what_mpiexec_did_not_set(world_of_one, kwargs, error, words):
+    with pytest.raises(error, match=words):
+        dist.init_process_group(**kwargs)
+    assert not dist.is_initialized()  # left as it was
+
+
+def test_init_process_group_with_a_wrong_rank_leaves_an_existing_group(world_of_one):
+    dist.init()
+    with pytest.raises(ValueError, match=r"rank=5 \(MPI's is 0\)"):
+        dist.init_process_group(rank=5)
+    assert dist.is_initialized()
+
+
+def test_backend_names():
+    for device in ("cpu", "cuda", "metal", "mps", None):
+        assert dist.get_default_backend_for_device(device) == "mpi"
+    with pytest.raises(RuntimeError, match="not initialised"):
+        dist.get_backend()
+
+
+def test_async_op_gives_a_completed_work(world_of_one):
+    dist.init()
+    t = lucid.tensor([1.0, 2.0])
+    assert dist.all_reduce(t, dist.ReduceOp.SUM, None, False) is t  # lucid returns the tensor
+    work = dist.all_reduce(t, op=dist.ReduceOp.SUM, async_op=True)
+    assert isinstance(work, dist.Work) and work.wait() is True and work.is_completed() is True
+    assert work.is_success() and work.exception() is None and work.result()[0] is t
+    assert np.array_equal(t.numpy(), [1, 2])
+    work = dist.broadcast(t, src=0, async_op=True)
+    assert work.wait(timeout=1.0) and work.result() == [t]
+    work = dist.all_gather(t, async_op=True)
+    assert work.wait() and np.array_equal(work.result()[0].numpy(), [[1, 2]])
+    assert dist.barrier() is None and dist.barrier(group=None, device_ids=[0]) is None
+    work = dist.barrier(async_op=True, device_ids=[0])
+    assert work.wait() is True and work.is_completed() and work.result() == []
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda t: dist.all_reduce(t, group="world"), ValueError, "all_reduce: lucid.distributed has one process group"),
+    (lambda t: dist.broadcast(t, 0, group=object()), ValueError, "broadcast: lucid.distributed has one process group"),
+    (lambda t: dist.all_gather(t, group=1), ValueError, "all_gather: lucid.distributed has one process group"),
+    (lambda t: dist.barrier(group="world"), ValueError, "barrier: lucid.distributed has one process group"),
+    (lambda t: dist.get_backend("world"), ValueError, "get_backend: lucid.distributed has one process group"),
+    (lambda t: dist.all_reduce(t, async_op=1), TypeError, "async_op must be a bool"),
+    (lambda t: dist.broadcast(t, 0, async_op="yes"), TypeError, "async_op must be a bool"),
+    (lambda t: dist.all_gather(t, async_op=None), TypeError, "async_op must be a bool"),
+    (lambda t: dist.barrier(async_op=0), TypeError, "async_op must be a bool"),
+    (lambda t: dist.barrier(device_ids=0), TypeError, "device_ids must be None or a list of device indices"),
+    (lambda t: dist.barrier(device_ids=["cuda:0"]), TypeError, "device_ids must be None or a list"),
+])
+def test_collective_keywords_refuse_wrong_values(world_of_one, call, error, words):
+    dist.init()
+    t = lucid.tensor([1.0, 2.0])
+    with pytest.raises(error, match=words):
+        call(t)
+    assert np.array_equal(t.numpy(), [1, 2])
