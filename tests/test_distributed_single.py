@@ -284,3 +284,50 @@ def test_collective_keywords_refuse_wrong_values(world_of_one, call, error, word
     with pytest.raises(error, match=words):
         call(t)
     assert np.array_equal(t.numpy(), [1, 2])
+
+
+def test_distributed_data_parallel_takes_pytorchs_keywords(world_of_one):
+    from lucid.nn.parallel import DistributedDataParallel
+    dist.init()
+    for kwargs in ({"device_ids": None, "output_device": None}, {"device_ids": [0], "output_device": 0},
+                   {"device_ids": ["cpu"], "output_device": "cpu"}, {"device_ids": (lucid.device("cpu"),)},
+                   {"find_unused_parameters": True, "gradient_as_bucket_view": True, "static_graph": True},
+                   {"dim": 1, "broadcast_buffers": False, "process_group": None}, {"bucket_cap_mb": 1}):
+        inner = lucid.nn.Linear(3, 2)
+        ddp = DistributedDataParallel(inner, **kwargs)
+        assert ddp.module is inner
+        loss = ddp(lucid.ones(4, 3)).sum()
+        loss.backward()
+        assert np.allclose(inner.bias.grad.numpy(), [4, 4]), kwargs  # world of one: the local gradient
+    assert DistributedDataParallel(lucid.nn.Linear(3, 2), [0], 0, 0, True).bucket_bytes == 25 * 2 ** 20
+    assert DistributedDataParallel(lucid.nn.Linear(3, 2), bucket_cap_mb=2).bucket_bytes == 2 * 2 ** 20
+    assert DistributedDataParallel(lucid.nn.Linear(3, 2), bucket_mb=2, bucket_cap_mb=2).bucket_bytes == 2 * 2 ** 20
+    on_metal = lucid.nn.Linear(3, 2).to("metal")
+    assert DistributedDataParallel(on_metal, device_ids=["metal"], output_device="metal").module is on_metal
+    assert DistributedDataParallel(lucid.nn.ReLU(), device_ids=["metal"]).module is not None  # no parameters
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    ({"device_ids": [1]}, ValueError, r"device_ids=\[1\] does not name this rank's device.*'cpu' or this rank's "
+                                      r"local rank 0 .*in a one-element list"),
+    ({"device_ids": [0, 1]}, ValueError, r"device_ids=\[0, 1\] does not name this rank's device"),
+    ({"device_ids": []}, ValueError, r"device_ids=\[\] does not name"),
+    ({"device_ids": 0}, ValueError, r"device_ids=0 does not name"),
+    ({"device_ids": ["metal"]}, ValueError, r"device_ids=\['metal'\] does not name this rank's device"),
+    ({"device_ids": ["cuda:0"]}, ValueError, r"device_ids=\['cuda:0'\] does not name"),
+    ({"device_ids": [True]}, ValueError, r"device_ids=\[True\] does not name"),
+    ({"device_ids": 25}, ValueError, r"bucket_mb and grad_dtype are keyword arguments"),
+    ({"output_device": 3}, ValueError, r"output_device=3 does not name this rank's device"),
+    ({"output_device": [0]}, ValueError, r"output_device=\[0\] does not name"),
+    ({"process_group": "world"}, ValueError, "one process group"),
+    ({"bucket_mb": 1, "bucket_cap_mb": 2}, ValueError, "name the same size; give one of them"),
+    ({"bucket_cap_mb": 0}, ValueError, "bucket_mb must be a positive number"),
+    ({"find_unused_parameters": "yes"}, TypeError, "find_unused_parameters must be a bool"),
+    ({"gradient_as_bucket_view": 1}, TypeError, "gradient_as_bucket_view must be a bool"),
+    ({"static_graph": None}, TypeError, "static_graph must be a bool"),
+    ({"dim": 0.0}, TypeError, "dim must be an int"),
+])
+def test_distributed_data_parallel_refuses_what_pytorch_would_not_mean_here(world_of_one, kwargs, error, words):
+    dist.init()
+    with pytest.raises(error, match=words):
+        lucid.nn.parallel.DistributedDataParallel(lucid.nn.Linear(2, 2), **kwargs)
