@@ -331,3 +331,50 @@ def test_distributed_data_parallel_refuses_what_pytorch_would_not_mean_here(worl
     dist.init()
     with pytest.raises(error, match=words):
         lucid.nn.parallel.DistributedDataParallel(lucid.nn.Linear(2, 2), **kwargs)
+
+
+# ---- DataParallel: one device per process, so the module runs as it is --------------------------
+
+def test_data_parallel_runs_the_module_as_it_is():
+    from lucid.nn.parallel import DataParallel, data_parallel
+    assert lucid.nn.DataParallel is DataParallel and "DataParallel" in lucid.nn.__all__
+    lucid.manual_seed(0)
+    inner = lucid.nn.Sequential(lucid.nn.Linear(3, 4), lucid.nn.ReLU(), lucid.nn.Linear(4, 2))
+    x = lucid.tensor(np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3))
+    for model in (DataParallel(inner), DataParallel(inner, device_ids=[0, 1], output_device=0, dim=0),
+                  DataParallel(inner, device_ids=("cpu",), dim=1)):
+        assert model.module is inner and model.device_ids == [] and model.output_device is None
+        out = model(x)
+        assert out.shape == (5, 2) and np.array_equal(out.numpy(), inner(x).numpy())
+        assert [p is q for p, q in zip(model.parameters(), inner.parameters())] == [True] * 4
+    model = DataParallel(inner)
+    model(x).sum().backward()
+    assert inner[0].weight.grad is not None and inner[0].weight.grad.shape == (4, 3)
+    assert np.array_equal(data_parallel(inner, (x,)).numpy(), inner(x).numpy())
+    assert np.array_equal(data_parallel(inner, x, device_ids=[0], module_kwargs={}).numpy(), inner(x).numpy())
+
+
+def test_data_parallel_state_dict_has_pytorchs_module_prefix():
+    inner = lucid.nn.Linear(3, 2)
+    model = lucid.nn.DataParallel(inner)
+    assert list(model.state_dict()) == ["module.weight", "module.bias"]
+    assert [n for n, _ in model.named_parameters()] == ["module.weight", "module.bias"]
+    saved = {k: v + 1 for k, v in model.state_dict().items()}
+    other = lucid.nn.DataParallel(lucid.nn.Linear(3, 2))
+    other.load_state_dict(saved)
+    assert np.array_equal(other.module.weight.numpy(), saved["module.weight"].numpy())
+    lucid.nn.Linear(3, 2).load_state_dict(model.module.state_dict())  # the bare keys
+    with pytest.raises(Exception):
+        lucid.nn.Linear(3, 2).load_state_dict(model.state_dict())  # prefixed: not the bare model's
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: lucid.nn.DataParallel("model"), TypeError, "wraps a lucid.nn.Module, got str"),
+    (lambda: lucid.nn.DataParallel(lucid.nn.Linear(2, 2), device_ids=0), TypeError, "device_ids must be None or a list"),
+    (lambda: lucid.nn.DataParallel(lucid.nn.Linear(2, 2), dim=None), TypeError, "dim must be an int"),
+    (lambda: lucid.nn.parallel.data_parallel(lucid.nn.Linear(2, 2), lucid.ones(1, 2), device_ids="cuda"), TypeError,
+     "data_parallel: device_ids must be None or a list"),
+])
+def test_data_parallel_refuses_wrong_arguments(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
