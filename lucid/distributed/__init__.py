@@ -113,8 +113,10 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     Raises
     ------
     ValueError
-        As :func:`init`; a `world_size` or `rank` that is not MPI's (the group is then left
-        as it was before the call); a `rank` outside ``0 … world_size - 1``.
+        As :func:`init`; a `rank` outside ``0 … world_size - 1``; a `world_size` or `rank`
+        that is not MPI's. Run alone, the group is then left as it was before the call;
+        under mpiexec it stays initialised, so that the error, if not caught, ends every
+        rank at once (see :func:`init`) instead of leaving the others waiting.
     TypeError
         A `world_size`, `rank` or `init_method` of the wrong type.
     """
@@ -138,7 +140,7 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     actual = {"world_size": group.size, "rank": group.rank}
     wrong = [f"{name}={value} (MPI's is {actual[name]})" for name, value in given.items() if value != actual[name]]
     if wrong:
-        if not was_initialized:
+        if not was_initialized and group.size == 1:
             destroy_process_group()
         raise ValueError(f"init_process_group: {' and '.join(wrong)}: lucid's ranks and world size come from "
                          f"mpiexec (`mpiexec -n N python ...`), not from the program; pass world_size and rank "
@@ -198,7 +200,6 @@ def _check_group(what, group):
 def _check_async(what, async_op):
     if not isinstance(async_op, bool):
         raise TypeError(f"{what}: async_op must be a bool, got {async_op!r}")
-
 
 
 def destroy_process_group() -> None:

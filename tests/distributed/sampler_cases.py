@@ -1,4 +1,4 @@
-"""The DistributedSampler cases worker_sampler.py runs on each rank: (len, drop_last, shuffle,
+"""The DistributedSampler cases worker_pytorch_setup.py runs on each rank: (len, drop_last, shuffle,
 epoch)."""
 
 CASES = [(10, False, True, 0), (10, True, True, 0), (11, False, True, 2), (11, True, True, 2),

@@ -3,7 +3,7 @@ and world size, DistributedSampler with its defaults from lucid.distributed, and
 DistributedDataParallel(device_ids=[local rank]); each rank saves its sampler's indices and
 what it was told in OUT/rank<r>.npz.
 
-    mpiexec -n 2 python tests/distributed/worker_sampler.py OUT
+    mpiexec -n 2 python tests/distributed/worker_pytorch_setup.py OUT
 """
 
 import os

@@ -18,7 +18,7 @@ RANKS = 2
 @pytest.fixture(scope="module")
 def results(tmp_path_factory, mpiexec):
     out = tmp_path_factory.mktemp("sampler")
-    check_ok(run_workers(mpiexec, "worker_sampler.py", out, n=RANKS))
+    check_ok(run_workers(mpiexec, "worker_pytorch_setup.py", out, n=RANKS))
     return [dict(np.load(out / f"rank{r}.npz")) for r in range(RANKS)]
 
 
@@ -54,3 +54,11 @@ def test_pytorchs_setup_spelling(results):
         assert f"device_ids=[{r + 1}] does not name this rank's device" in str(got["wrong_device"])
         assert f"local rank {r}" in str(got["wrong_device"])
         assert got["async_sum"].tolist() == [3.0]
+
+
+def test_a_rank_given_the_wrong_rank_ends_the_job(run_mpi):
+    run = run_mpi("worker_wrong_rank.py", timeout=60)
+    assert run.returncode != 0, run.out
+    assert run.seconds < 30, f"took {run.seconds:.1f} s:\n{run.out}"
+    assert "rank=0 (MPI's is 1)" in run.out and "come from mpiexec" in run.out, run.out
+    assert "aborting all 2 ranks" in run.out and "was not stopped" not in run.out, run.out
