@@ -211,7 +211,9 @@ def test_init_process_group_takes_pytorchs_arguments(world_of_one):
                             group_name="trainers", pg_options=None, device_id="metal")
     assert dist.is_initialized() and (dist.get_rank(), dist.get_world_size()) == (0, 1)
     assert dist.get_backend() == "mpi" and dist.get_backend(None) == "mpi"
-    dist.destroy_process_group()
+    assert (dist.get_rank(group=None), dist.get_world_size(None)) == (0, 1)
+    dist.destroy_process_group(None)
+    assert not dist.is_initialized()
     dist.init_process_group("mpi", "tcp://127.0.0.1:23456", world_size=-1, rank=-1)
     assert dist.is_initialized()
     dist.init_process_group(rank=0)  # again: nothing changes
@@ -271,6 +273,9 @@ def test_async_op_gives_a_completed_work(world_of_one):
     (lambda t: dist.all_gather(t, group=1), ValueError, "all_gather: lucid.distributed has one process group"),
     (lambda t: dist.barrier(group="world"), ValueError, "barrier: lucid.distributed has one process group"),
     (lambda t: dist.get_backend("world"), ValueError, "get_backend: lucid.distributed has one process group"),
+    (lambda t: dist.get_rank("world"), ValueError, "get_rank: lucid.distributed has one process group"),
+    (lambda t: dist.get_world_size(2), ValueError, "get_world_size: lucid.distributed has one process group"),
+    (lambda t: dist.destroy_process_group("world"), ValueError, "destroy_process_group: lucid.distributed has one"),
     (lambda t: dist.all_reduce(t, async_op=1), TypeError, "async_op must be a bool"),
     (lambda t: dist.broadcast(t, 0, async_op="yes"), TypeError, "async_op must be a bool"),
     (lambda t: dist.all_gather(t, async_op=None), TypeError, "async_op must be a bool"),

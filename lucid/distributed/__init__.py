@@ -202,9 +202,10 @@ def _check_async(what, async_op):
         raise TypeError(f"{what}: async_op must be a bool, got {async_op!r}")
 
 
-def destroy_process_group() -> None:
+def destroy_process_group(group=None) -> None:
     """Leaves the process group and removes ``init``'s exception hook; ``init`` may be called
-    again. Nothing happens if it is not initialised."""
+    again. Nothing happens if it is not initialised. `group` must be None (the one group)."""
+    _check_group("destroy_process_group", group)
     _group.destroy()
 
 
@@ -212,13 +213,17 @@ def is_initialized() -> bool:
     return _group.current() is not None
 
 
-def get_rank() -> int:
-    """This process's rank, 0 … world size - 1. Raises RuntimeError before ``init``."""
+def get_rank(group=None) -> int:
+    """This process's rank, 0 … world size - 1. Raises RuntimeError before ``init``.
+    `group` must be None (the one group, every rank)."""
+    _check_group("get_rank", group)
     return _group.require("get_rank").rank
 
 
-def get_world_size() -> int:
-    """The number of processes. Raises RuntimeError before ``init``."""
+def get_world_size(group=None) -> int:
+    """The number of processes. Raises RuntimeError before ``init``. `group` must be None
+    (the one group, every rank)."""
+    _check_group("get_world_size", group)
     return _group.require("get_world_size").size
 
 
