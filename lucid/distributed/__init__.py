@@ -19,7 +19,11 @@ ranks first, and a mismatch or a bad argument raises the same error on every ran
 stops on an uncaught exception aborts the whole job (see ``init``); a collective that waits
 longer than the timeout aborts it too, with a message saying what it waited for.
 
-:class:`lucid.nn.parallel.DistributedDataParallel` builds data-parallel training on these.
+:class:`lucid.nn.parallel.DistributedDataParallel` builds data-parallel training on these, and
+:class:`lucid.utils.data.DistributedSampler` gives each rank its share of a dataset. A program
+written for ``torch.distributed`` keeps its set-up: :func:`init_process_group` takes PyTorch's
+arguments, :func:`get_backend` is ``'mpi'``, and the collectives take ``group=None`` and
+``async_op`` (they finish before they return; see :class:`Work`).
 """
 
 from __future__ import annotations
