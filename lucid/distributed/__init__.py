@@ -19,7 +19,11 @@ ranks first, and a mismatch or a bad argument raises the same error on every ran
 stops on an uncaught exception aborts the whole job (see ``init``); a collective that waits
 longer than the timeout aborts it too, with a message saying what it waited for.
 
-:class:`lucid.nn.parallel.DistributedDataParallel` builds data-parallel training on these.
+:class:`lucid.nn.parallel.DistributedDataParallel` builds data-parallel training on these, and
+:class:`lucid.utils.data.DistributedSampler` gives each rank its share of a dataset. A program
+written for ``torch.distributed`` keeps its set-up: :func:`init_process_group` takes PyTorch's
+arguments, :func:`get_backend` is ``'mpi'``, and the collectives take ``group=None`` and
+``async_op`` (they finish before they return; see :class:`Work`).
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from . import _group
 from ._group import is_available
 
 __all__ = ["init", "init_process_group", "destroy_process_group", "is_available", "is_initialized", "get_rank",
-           "get_world_size", "barrier", "all_reduce", "broadcast", "all_gather", "ReduceOp"]
+           "get_world_size", "get_backend", "get_default_backend_for_device", "barrier", "all_reduce", "broadcast",
+           "all_gather", "ReduceOp", "Work"]
 
 
 class ReduceOp:
@@ -80,12 +85,131 @@ def init(backend=None, *, timeout=None) -> None:
     _group.init(backend, timeout=timeout)
 
 
-init_process_group = init
+def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
+                       group_name="", pg_options=None, device_id=None) -> None:
+    """:func:`init` under ``torch.distributed``'s name and with its arguments, so a PyTorch
+    program's call runs unchanged.
+
+    lucid's ranks come from ``mpiexec`` (MPI tells each process its rank and the world
+    size), not from a rendezvous the program sets up; the arguments that describe one are
+    therefore accepted and checked, not used:
+
+    Parameters
+    ----------
+    backend : None or 'mpi'
+        As :func:`init` (``get_default_backend_for_device`` gives ``'mpi'``).
+    init_method : str, optional
+        Ignored: where PyTorch's ranks meet ("env://", "tcp://host:port", "file://…");
+        mpiexec has already connected lucid's.
+    timeout : float or datetime.timedelta, optional
+        As :func:`init`.
+    world_size, rank : int, default -1 (not given)
+        When given, must be what MPI says this process is (``-1`` or None leaves them to
+        MPI). A program that computes them from ``WORLD_SIZE``/``RANK`` or from its own
+        spawning gets a ValueError if they disagree with mpiexec's.
+    store, group_name, pg_options : optional
+        Ignored: a rendezvous store, the group's name and backend options (lucid has one
+        process group, all the ranks, over MPI).
+    device_id : optional
+        Ignored: PyTorch binds the group to one accelerator; a lucid process has one, and
+        the collectives take tensors on any device.
+
+    Raises
+    ------
+    ValueError
+        As :func:`init`; a `rank` outside ``0 … world_size - 1``; a `world_size` or `rank`
+        that is not MPI's. Run alone, the group is then left as it was before the call;
+        under mpiexec it stays initialised, so that the error, if not caught, ends every
+        rank at once (see :func:`init`) instead of leaving the others waiting.
+    TypeError
+        A `world_size`, `rank` or `init_method` of the wrong type.
+    """
+    given = {}
+    for name, value in (("world_size", world_size), ("rank", rank)):
+        if value is None or (isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value == -1):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"init_process_group: {name} must be an int, got {value!r}")
+        given[name] = int(value)
+    if given.get("world_size", 1) < 1:
+        raise ValueError(f"init_process_group: world_size must be positive (or -1), got {given['world_size']}")
+    if "rank" in given and not 0 <= given["rank"] < given.get("world_size", given["rank"] + 1):
+        raise ValueError(f"init_process_group: rank={given['rank']} is not a rank of a world of "
+                         f"{given.get('world_size')}")
+    if init_method is not None and not isinstance(init_method, str):
+        raise TypeError(f"init_process_group: init_method must be a URL string or None, got {init_method!r}")
+    was_initialized = is_initialized()
+    init(backend, timeout=timeout)
+    group = _group.current()
+    actual = {"world_size": group.size, "rank": group.rank}
+    wrong = [f"{name}={value} (MPI's is {actual[name]})" for name, value in given.items() if value != actual[name]]
+    if wrong:
+        if not was_initialized and group.size == 1:
+            destroy_process_group()
+        raise ValueError(f"init_process_group: {' and '.join(wrong)}: lucid's ranks and world size come from "
+                         f"mpiexec (`mpiexec -n N python ...`), not from the program; pass world_size and rank "
+                         f"as MPI has them, or leave them out")
 
 
-def destroy_process_group() -> None:
+def get_backend(group=None) -> str:
+    """``'mpi'``, the backend of lucid's one process group. Raises RuntimeError before
+    ``init``, as PyTorch does."""
+    _check_group("get_backend", group)
+    _group.require("get_backend")
+    return "mpi"
+
+
+def get_default_backend_for_device(device=None) -> str:
+    """``'mpi'`` for every device: lucid's collectives take tensors on any device (through
+    host memory), so a program's ``init_process_group(get_default_backend_for_device(d))``
+    gets MPI."""
+    return "mpi"
+
+
+class Work:
+    """What a collective called with ``async_op=True`` returns, as PyTorch's ``Work``.
+
+    lucid's collectives finish before they return, so the work is already done: ``wait()``
+    returns True at once and ``is_completed()`` is True. ``result()`` is a list holding what
+    the call returns with ``async_op=False`` (the tensor, or all_gather's stacked tensor)."""
+
+    def __init__(self, result=None):
+        self._result = [] if result is None else [result]
+
+    def wait(self, timeout=None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+    def is_success(self) -> bool:
+        return True
+
+    def exception(self):
+        return None
+
+    def result(self):
+        return list(self._result)
+
+    def __repr__(self):
+        return "Work(completed)"
+
+
+def _check_group(what, group):
+    if group is not None:
+        raise ValueError(f"{what}: lucid.distributed has one process group, every rank; pass group=None "
+                         f"(got {group!r})")
+
+
+def _check_async(what, async_op):
+    if not isinstance(async_op, bool):
+        raise TypeError(f"{what}: async_op must be a bool, got {async_op!r}")
+
+
+def destroy_process_group(group=None) -> None:
     """Leaves the process group and removes ``init``'s exception hook; ``init`` may be called
-    again. Nothing happens if it is not initialised."""
+    again. Nothing happens if it is not initialised. `group` must be None (the one group)."""
+    _check_group("destroy_process_group", group)
     _group.destroy()
 
 
@@ -93,24 +217,39 @@ def is_initialized() -> bool:
     return _group.current() is not None
 
 
-def get_rank() -> int:
-    """This process's rank, 0 … world size - 1. Raises RuntimeError before ``init``."""
+def get_rank(group=None) -> int:
+    """This process's rank, 0 … world size - 1. Raises RuntimeError before ``init``.
+    `group` must be None (the one group, every rank)."""
+    _check_group("get_rank", group)
     return _group.require("get_rank").rank
 
 
-def get_world_size() -> int:
-    """The number of processes. Raises RuntimeError before ``init``."""
+def get_world_size(group=None) -> int:
+    """The number of processes. Raises RuntimeError before ``init``. `group` must be None
+    (the one group, every rank)."""
+    _check_group("get_world_size", group)
     return _group.require("get_world_size").size
 
 
-def barrier() -> None:
-    """Returns once every rank has called it."""
+def barrier(group=None, async_op=False, device_ids=None):
+    """Returns once every rank has called it.
+
+    `group` must be None (lucid has one group); `device_ids`, with which PyTorch picks the
+    GPUs NCCL synchronises, is accepted and ignored (None or a list of device indices).
+    Returns None, or with ``async_op=True`` a completed :class:`Work` (the barrier has
+    already been passed when it returns)."""
+    _check_group("barrier", group)
+    _check_async("barrier", async_op)
+    if device_ids is not None and (not isinstance(device_ids, (list, tuple)) or
+                                   any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) for d in device_ids)):
+        raise TypeError(f"barrier: device_ids must be None or a list of device indices, got {device_ids!r}")
     _group.require("barrier").barrier("barrier")
+    return Work() if async_op else None
 
 
 # ---- collectives -------------------------------------------------------------------------------
 
-def all_reduce(tensor, op="sum"):
+def all_reduce(tensor, op="sum", group=None, async_op=False):
     """Reduces `tensor` over the ranks: its elementwise sum, mean or maximum.
 
     Parameters
@@ -121,13 +260,21 @@ def all_reduce(tensor, op="sum"):
         pair of ranks. For bool, "sum" and "max" are a logical or.
     op : {"sum", "mean", "max"}
         "mean" needs a floating-point tensor.
+    group : None
+        lucid has one process group, every rank.
+    async_op : bool, default False
+        PyTorch's flag for an operation that runs in the background. lucid's collectives
+        finish before they return, so with True the call returns a completed :class:`Work`
+        (``wait()`` returns True at once) in place of the tensor.
 
     Returns
     -------
-    lucid.Tensor
+    lucid.Tensor or Work
         `tensor` itself, updated in place (as torch.distributed does): it and its views take
         the result, as with ``tensor.copy_(result)`` under ``lucid.no_grad()``; a leaf keeps
-        its ``requires_grad`` and ``.grad``.
+        its ``requires_grad`` and ``.grad``. (PyTorch returns None; a program that ignores
+        the value runs the same.) With ``async_op=True``, a :class:`Work` whose ``result()``
+        is ``[tensor]``.
 
     Raises
     ------
@@ -139,6 +286,8 @@ def all_reduce(tensor, op="sum"):
     backend = _group.require("all_reduce")
     problem = None
     try:
+        _check_group("all_reduce", group)
+        _check_async("all_reduce", async_op)
         _check_tensor("all_reduce", tensor)
         op = _check_op(op)
         if op == "mean" and not tensor.dtype.is_floating_point:
@@ -152,10 +301,11 @@ def all_reduce(tensor, op="sum"):
     backend.reduce_(buf, "max" if op == "max" else "sum", "all_reduce")
     if op == "mean":
         _scale_(buf, 1.0 / backend.size)
-    return _assign(tensor, _from_buffer(buf, tensor), "all_reduce")
+    _assign(tensor, _from_buffer(buf, tensor), "all_reduce")
+    return Work(tensor) if async_op else tensor
 
 
-def broadcast(tensor, src: int = 0):
+def broadcast(tensor, src: int = 0, group=None, async_op=False):
     """Gives every rank rank `src`'s values of `tensor`.
 
     Parameters
@@ -164,12 +314,15 @@ def broadcast(tensor, src: int = 0):
         Any dtype and device; the same shape and dtype on every rank.
     src : int
         The rank whose values are sent, 0 … world size - 1, the same on every rank.
+    group, async_op
+        As :func:`all_reduce`.
 
     Returns
     -------
-    lucid.Tensor
+    lucid.Tensor or Work
         `tensor` itself, updated in place on every rank but `src` (as torch.distributed does;
-        see :func:`all_reduce` for what in place means here).
+        see :func:`all_reduce` for what in place means here); with ``async_op=True``, a
+        completed :class:`Work` whose ``result()`` is ``[tensor]``.
 
     Raises
     ------
@@ -179,6 +332,8 @@ def broadcast(tensor, src: int = 0):
     backend = _group.require("broadcast")
     problem = None
     try:
+        _check_group("broadcast", group)
+        _check_async("broadcast", async_op)
         _check_tensor("broadcast", tensor)
         if isinstance(src, bool) or not isinstance(src, (int, np.integer)):
             raise TypeError(f"broadcast: src must be an int rank, got {src!r}")
@@ -190,26 +345,29 @@ def broadcast(tensor, src: int = 0):
     _agree(backend, "broadcast", problem, lambda: (int(src), tensor.dtype.name, tuple(tensor.shape)))
     buf = _to_buffer(tensor)
     backend.broadcast_(buf, int(src), "broadcast")
-    if backend.rank == src:
-        return tensor
-    return _assign(tensor, _from_buffer(buf, tensor), "broadcast")
+    if backend.rank != src:
+        _assign(tensor, _from_buffer(buf, tensor), "broadcast")
+    return Work(tensor) if async_op else tensor
 
 
-def all_gather(tensor):
+def all_gather(tensor, group=None, async_op=False):
     """Every rank's `tensor`, stacked in rank order.
 
     Parameters
     ----------
     tensor : lucid.Tensor
         Any dtype and device; the same shape and dtype on every rank.
+    group, async_op
+        As :func:`all_reduce`.
 
     Returns
     -------
-    lucid.Tensor
+    lucid.Tensor or Work
         A new tensor of shape ``(world_size, *tensor.shape)`` on `tensor`'s device, whose
         ``[r]`` is rank r's tensor (``list(result)`` gives torch.distributed.all_gather's list;
         ``result.reshape(-1, *tensor.shape[1:])`` its concatenation along dim 0). `tensor` is
-        not changed. Gradients do not flow through it.
+        not changed. Gradients do not flow through it. With ``async_op=True``, a completed
+        :class:`Work` whose ``result()`` is ``[that tensor]``.
 
     Raises
     ------
@@ -219,12 +377,15 @@ def all_gather(tensor):
     backend = _group.require("all_gather")
     problem = None
     try:
+        _check_group("all_gather", group)
+        _check_async("all_gather", async_op)
         _check_tensor("all_gather", tensor)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:
         problem = e
     _agree(backend, "all_gather", problem, lambda: (None, tensor.dtype.name, tuple(tensor.shape)))
     gathered = backend.all_gather(_to_buffer(tensor), "all_gather")
-    return _tensor_from(gathered, (backend.size, *tensor.shape), tensor.dtype, tensor.device)
+    result = _tensor_from(gathered, (backend.size, *tensor.shape), tensor.dtype, tensor.device)
+    return Work(result) if async_op else result
 
 
 # ---- helpers (DistributedDataParallel and GradScaler use these too) ----------------------------

@@ -134,7 +134,7 @@ class _Local:
     """One process without MPI: every collective of one rank leaves its buffer as it is."""
 
     name = "local"
-    rank, size = 0, 1
+    rank, size, local_rank = 0, 1, 0
 
     def reduce_(self, buf, op, what):
         pass
@@ -169,6 +169,7 @@ class _MPI:
         self.world = MPI.COMM_WORLD
         self.comm = self.world.Dup()
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        self.local_rank = 0  # this rank's place among the ranks on its machine (set by local_size)
         self._types = {np.dtype(np.float32): MPI.FLOAT, np.dtype(np.int32): MPI.INT32_T,
                        np.dtype(np.int64): MPI.INT64_T, np.dtype(np.bool_): MPI.C_BOOL}
         self._half_ops = {}
@@ -227,9 +228,11 @@ class _MPI:
         return self._call(what, self.comm.allgather, obj)
 
     def local_size(self):
-        """How many ranks run on this machine (this one included)."""
+        """How many ranks run on this machine (this one included); it also sets
+        ``local_rank``, this rank's place among them."""
         local = self._call("init", self.comm.Split_type, self.MPI.COMM_TYPE_SHARED)
         try:
+            self.local_rank = local.Get_rank()
             return local.Get_size()
         finally:
             local.Free()

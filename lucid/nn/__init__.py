@@ -2,6 +2,7 @@
 (``lucid.nn.init``) and training utilities (``lucid.nn.utils``)."""
 
 from . import functional, init, parallel, utils
+from .parallel import DataParallel
 from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList
 from .conv import Conv1d, Conv2d, ConvTranspose2d
@@ -22,7 +23,7 @@ from .sparse import Embedding, EmbeddingBag
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
                           TransformerEncoderLayer)
 
-__all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax",
+__all__ = ["Module", "Parameter", "DataParallel", "Linear", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax",
            "Dropout", "Identity", "Flatten", "PixelShuffle", "PixelUnshuffle", "Sequential", "ModuleList", "ModuleDict", "Conv1d", "Conv2d",
            "ConvTranspose2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
            "GroupNorm", "Embedding", "MultiheadAttention", "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss",

@@ -24,7 +24,7 @@ from ... import _C
 from ..._grad_mode import is_grad_enabled, no_grad
 from ..._ops.creation import zeros
 from ..._tensor import Tensor
-from ..._types import bfloat16, float16
+from ..._types import bfloat16, device, float16
 from ...autograd import Function
 from ...distributed import _assign, _group, _scale_, _tensor_from
 from ..module import Module
@@ -84,6 +84,33 @@ class DistributedDataParallel(Module):
     module : lucid.nn.Module
         The model, the same on every rank (checked). Its parameters and buffers are broadcast
         from rank 0 when the wrapper is made, so every replica starts the same.
+    device_ids : None or a one-element list
+        PyTorch's choice of this rank's GPU. A lucid process has one device, the one its
+        module is on, so the list can only name that one: the device (``"cpu"``,
+        ``"metal"``, a ``lucid.device``) of the module's parameters, or an int that is this
+        rank's local rank (its place among the ranks on its machine, 0 when run alone: what
+        PyTorch programs pass as ``[local_rank]``). Anything else is a ValueError.
+    output_device : None, or one device as in `device_ids`
+        Where PyTorch gathers the outputs; they stay where the module makes them.
+    dim : int, default 0
+        Accepted and ignored: PyTorch splits inputs along it only to spread one process's
+        batch over several GPUs, which a lucid process does not have.
+    broadcast_buffers : bool, default True
+        Broadcasts the module's buffers (e.g. BatchNorm's running statistics) from rank 0 at
+        every forward, as PyTorch does.
+    process_group : None
+        lucid has one process group, every rank.
+    bucket_cap_mb : float, optional
+        PyTorch's name for `bucket_mb` (give one of the two).
+    find_unused_parameters : bool, default False
+        Accepted either way: parameters a rank's forward did not use always count as zero
+        gradients there (see the notes), which is what PyTorch's True does.
+    gradient_as_bucket_view : bool, default False
+        Accepted and ignored: a PyTorch memory saving (``.grad`` as a view of the bucket);
+        lucid copies the averaged bucket back into each ``.grad``.
+    static_graph : bool, default False
+        Accepted and ignored: PyTorch's hint that the graph is the same at every step; lucid
+        averages once per backward whatever the graph.
     bucket_mb : float, default 25
         The size of the flat buffers that gradients are averaged in (one MPI all-reduce per
         buffer; a larger parameter gets a buffer of its own).
@@ -92,9 +119,9 @@ class DistributedDataParallel(Module):
         float32, cast to `grad_dtype`, summed over the ranks (in float32, rounded once per
         pair) and cast back to the parameter's dtype, as PyTorch's ``bf16_compress_hook`` and
         ``fp16_compress_hook`` do. Half the bytes, at that dtype's precision.
-    broadcast_buffers : bool, default True
-        Broadcasts the module's buffers (e.g. BatchNorm's running statistics) from rank 0 at
-        every forward, as PyTorch does.
+
+    The arguments after `broadcast_buffers` are keyword-only (PyTorch's positions after it
+    differ between its versions).
 
     Notes
     -----
@@ -124,10 +151,25 @@ class DistributedDataParallel(Module):
     >>> opt.step()
     """
 
-    def __init__(self, module, bucket_mb=25, grad_dtype=None, *, broadcast_buffers=True):
+    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True, *,
+                 process_group=None, bucket_cap_mb=None, find_unused_parameters=False,
+                 gradient_as_bucket_view=False, static_graph=False, bucket_mb=None, grad_dtype=None):
         super().__init__()
         if not isinstance(module, Module):
             raise TypeError(f"{_WHAT} wraps a lucid.nn.Module, got {type(module).__name__}")
+        if bucket_mb is not None and bucket_cap_mb is not None and bucket_mb != bucket_cap_mb:
+            raise ValueError(f"{_WHAT}: bucket_mb={bucket_mb!r} and bucket_cap_mb={bucket_cap_mb!r} name the same "
+                             f"size; give one of them")
+        bucket_mb = next((b for b in (bucket_mb, bucket_cap_mb) if b is not None), 25)
+        for name, flag in (("find_unused_parameters", find_unused_parameters),
+                           ("gradient_as_bucket_view", gradient_as_bucket_view), ("static_graph", static_graph)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, got {flag!r}")
+        if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
+            raise TypeError(f"dim must be an int, got {dim!r}")
+        if process_group is not None:
+            raise ValueError(f"{_WHAT}: lucid.distributed has one process group, every rank; pass "
+                             f"process_group=None (got {process_group!r})")
         if not isinstance(bucket_mb, numbers.Real) or isinstance(bucket_mb, bool) or not bucket_mb > 0:
             raise ValueError(f"bucket_mb must be a positive number of megabytes, got {bucket_mb!r}")
         if grad_dtype is not None and grad_dtype is not bfloat16 and grad_dtype is not float16:
@@ -135,6 +177,7 @@ class DistributedDataParallel(Module):
         if not isinstance(broadcast_buffers, bool):
             raise TypeError(f"broadcast_buffers must be a bool, got {broadcast_buffers!r}")
         backend = _group.require(_WHAT)
+        _check_devices(module, backend, device_ids, output_device)
         self.module = module
         self.bucket_bytes = max(1, int(bucket_mb * 2 ** 20))
         self.grad_dtype = grad_dtype
@@ -314,6 +357,34 @@ class DistributedDataParallel(Module):
                     else:
                         grads[i].copy_(g)  # into the tensor p.grad already is
         self._syncs += 1
+
+
+def _check_devices(module, backend, device_ids, output_device):
+    """`device_ids` None or one entry naming this process's device; `output_device` likewise."""
+    here = {p.device for p in module.parameters()} | {b.device for b in module.buffers()}
+    names = "', '".join(sorted(d.type for d in here)) if here else "cpu' or 'metal"
+
+    def names_this_device(d):
+        if isinstance(d, numbers.Integral) and not isinstance(d, bool):
+            return int(d) == backend.local_rank
+        try:
+            d = device(d)
+        except (TypeError, ValueError):
+            return False
+        return not here or here == {d}
+
+    def problem(what, value):
+        form = " in a one-element list" if what == "device_ids" else ""
+        return (f"{_WHAT}: {what}={value!r} does not name this rank's device. A lucid process has one device, "
+                f"the one its module is on: give None, or '{names}' or this rank's local rank "
+                f"{backend.local_rank} (its place among the ranks on this machine){form}. "
+                f"(bucket_mb and grad_dtype are keyword arguments.)")
+
+    if device_ids is not None:
+        if not isinstance(device_ids, (list, tuple)) or len(device_ids) != 1 or not names_this_device(device_ids[0]):
+            raise ValueError(problem("device_ids", device_ids))
+    if output_device is not None and not names_this_device(output_device):
+        raise ValueError(problem("output_device", output_device))
 
 
 def _entry(entries, i):

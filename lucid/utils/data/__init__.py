@@ -21,6 +21,7 @@ from ..._ops.composed import Generator, generator_rng
 from ..._ops.shape import stack
 from ..._tensor import Tensor
 from ...amp import propagate
+from .distributed import DistributedSampler
 
 
 class Dataset:
@@ -336,5 +337,5 @@ def random_split(dataset, lengths, generator=None):
 
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "Generator", "Sampler",
-           "SequentialSampler", "RandomSampler", "BatchSampler", "default_collate", "DataLoader", "random_split",
-           "WorkerInfo", "get_worker_info"]
+           "SequentialSampler", "RandomSampler", "BatchSampler", "DistributedSampler", "default_collate", "DataLoader",
+           "random_split", "WorkerInfo", "get_worker_info"]
