@@ -67,6 +67,26 @@ class GroupNorm(Module):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
+def _per_channel_state(module, n, affine, track_running_stats, dtype, device):
+    """A batch or instance norm's per-channel weight and bias (ones and zeros; None without
+    `affine`) and running statistics (None without `track_running_stats`), as PyTorch's."""
+    if affine:
+        module.weight = Parameter(_filled((n,), 1.0, dtype, device))
+        module.bias = Parameter(_filled((n,), 0.0, dtype, device))
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
+    if track_running_stats:
+        # Running statistics stay float32 whatever the parameters' dtype.
+        module.register_buffer("running_mean", _filled((n,), 0.0, float32, device))
+        module.register_buffer("running_var", _filled((n,), 1.0, float32, device))
+        module.register_buffer("num_batches_tracked", _creation.zeros((), dtype=int64, device=device))
+    else:
+        module.register_buffer("running_mean", None)
+        module.register_buffer("running_var", None)
+        module.register_buffer("num_batches_tracked", None)
+
+
 class _BatchNorm(Module):
     _dims: tuple = ()
 
@@ -76,22 +96,7 @@ class _BatchNorm(Module):
         self.num_features = as_index(num_features)
         self.eps, self.momentum = float(eps), momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        n = (self.num_features,)
-        if affine:
-            self.weight = Parameter(_filled(n, 1.0, dtype, device))
-            self.bias = Parameter(_filled(n, 0.0, dtype, device))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            # Running statistics stay float32 whatever the parameters' dtype.
-            self.register_buffer("running_mean", _filled(n, 0.0, float32, device))
-            self.register_buffer("running_var", _filled(n, 1.0, float32, device))
-            self.register_buffer("num_batches_tracked", _creation.zeros((), dtype=int64, device=device))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+        _per_channel_state(self, self.num_features, affine, track_running_stats, dtype, device)
 
     def forward(self, x):
         if x.ndim not in self._dims:
@@ -164,21 +169,7 @@ class _InstanceNorm(Module):
             raise ValueError(f"{type(self).__name__}: num_features must be positive, got {num_features!r}")
         self.eps, self.momentum = float(eps), momentum
         self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
-        n = (self.num_features,)
-        if self.affine:
-            self.weight = Parameter(_filled(n, 1.0, dtype, device))
-            self.bias = Parameter(_filled(n, 0.0, dtype, device))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if self.track_running_stats:
-            self.register_buffer("running_mean", _filled(n, 0.0, float32, device))
-            self.register_buffer("running_var", _filled(n, 1.0, float32, device))
-            self.register_buffer("num_batches_tracked", _creation.zeros((), dtype=int64, device=device))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+        _per_channel_state(self, self.num_features, self.affine, self.track_running_stats, dtype, device)
 
     def forward(self, x):
         d = self._dims

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 HERE = Path(__file__).resolve().parent
@@ -105,3 +106,10 @@ def run_single():
 
 def check_ok(run):
     assert run.returncode == 0, f"exit code {run.returncode}; output:\n{run.out}"
+
+
+def rank_arrays(tmp_path_factory, mpiexec, script, ranks):
+    """Runs `script` on `ranks` ranks into a fresh folder and loads each rank's rank<r>.npz."""
+    out = tmp_path_factory.mktemp(Path(script).stem)
+    check_ok(run_workers(mpiexec, script, out, n=ranks))
+    return [dict(np.load(out / f"rank{r}.npz")) for r in range(ranks)]

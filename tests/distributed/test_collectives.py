@@ -5,7 +5,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from conftest import check_ok, run_workers
+from conftest import rank_arrays
 from mpi_cases import DEVICES, DTYPES, FLOATS, NUMPY, rank_values
 
 RANKS = 2
@@ -13,9 +13,7 @@ RANKS = 2
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory, mpiexec):
-    out = tmp_path_factory.mktemp("collectives")
-    check_ok(run_workers(mpiexec, "worker_collectives.py", out, n=RANKS))
-    return [dict(np.load(out / f"rank{r}.npz")) for r in range(RANKS)]
+    return rank_arrays(tmp_path_factory, mpiexec, "worker_collectives.py", RANKS)
 
 
 def inputs(dtype):

@@ -6,10 +6,9 @@ DistributedDataParallel's device_ids, async_op) works on each rank."""
 import math
 from collections import Counter
 
-import numpy as np
 import pytest
 
-from conftest import check_ok, run_workers
+from conftest import rank_arrays
 from sampler_cases import CASES, key
 
 RANKS = 2
@@ -17,9 +16,7 @@ RANKS = 2
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory, mpiexec):
-    out = tmp_path_factory.mktemp("sampler")
-    check_ok(run_workers(mpiexec, "worker_pytorch_setup.py", out, n=RANKS))
-    return [dict(np.load(out / f"rank{r}.npz")) for r in range(RANKS)]
+    return rank_arrays(tmp_path_factory, mpiexec, "worker_pytorch_setup.py", RANKS)
 
 
 def test_each_rank_is_told_its_place(results):
