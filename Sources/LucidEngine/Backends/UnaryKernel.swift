@@ -34,7 +34,7 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
         case .sqrt: return x.squareRoot()
         case .rsqrt: return 1 / x.squareRoot()
         case .abs: return Swift.abs(x)
-        case .tanh: return tanhf(x)
+        case .tanh: return FastMath.tanh(x)
         case .sigmoid: return Self.sigmoid(x)
         case .silu: return x * Self.sigmoid(x)
         // Φ(x) through erfc and (1 + tanh u)/2 = sigmoid(2u) keep the negative tails

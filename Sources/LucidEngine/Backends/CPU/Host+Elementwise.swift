@@ -177,6 +177,12 @@ private struct UnaryElementKernel: ElementVisitor {
         let loop = StridedLoop(shape: out.shape, strides: [a.strides, out.strides])
         let op = op
         loop.forEachRun(bases: [0, 0]) { o, n, s in
+            // A run of contiguous float32 (a row of a slice, say) takes the vectorised loop.
+            if E.Stored.self == Float.self, s[0] == 1, s[1] == 1 {
+                FloatFastPath.unary(op, UnsafeRawPointer(pa + o[0]).assumingMemoryBound(to: Float.self),
+                                    UnsafeMutableRawPointer(po + o[1]).assumingMemoryBound(to: Float.self), n)
+                return
+            }
             var i = o[0], k = o[1]
             for _ in 0..<n {
                 if E.isFloat { E.setFloat(po, k, op.apply(E.float(pa, i))) } else { E.setInt(po, k, op.apply(E.int(pa, i))) }
@@ -196,6 +202,14 @@ private struct UnaryBackwardKernel: ElementVisitor {
         let loop = StridedLoop(shape: out.shape, strides: [x.strides, y.strides, g.strides, out.strides])
         let op = op
         loop.forEachRun(bases: [0, 0, 0, 0]) { o, n, s in
+            if E.Stored.self == Float.self, s[0] == 1, s[1] == 1, s[2] == 1, s[3] == 1 {
+                func float(_ p: UnsafePointer<E.Stored>) -> UnsafePointer<Float> {
+                    UnsafeRawPointer(p).assumingMemoryBound(to: Float.self)
+                }
+                FloatFastPath.unaryBackward(op, float(px + o[0]), float(py + o[1]), float(pg + o[2]),
+                                            UnsafeMutableRawPointer(po + o[3]).assumingMemoryBound(to: Float.self), n)
+                return
+            }
             var i = o[0], j = o[1], l = o[2], k = o[3]
             for _ in 0..<n {
                 E.setFloat(po, k, E.float(pg, l) * op.derivative(E.float(px, i), E.float(py, j)))

@@ -147,6 +147,7 @@ enum FloatFastPath {
         case .exp: for i in 0..<n { o[i] = LibM.exp(x[i]) }
         case .gelu: for i in 0..<n { o[i] = FastMath.gelu(x[i]) }
         case .sigmoid: for i in 0..<n { o[i] = FastMath.sigmoid(x[i]) }
+        case .tanh: for i in 0..<n { o[i] = FastMath.tanh(x[i]) }
         case .silu: lucid_host_silu(x, o, n)
         default: for i in 0..<n { o[i] = op.apply(x[i]) }
         }
