@@ -682,3 +682,20 @@ def test_gradients_at_special_values_agree_in_large_and_small_tensors(name):
         grads.append(t.grad.numpy()[:8])
     np.testing.assert_array_equal(np.isnan(grads[1]), np.isnan(grads[0]))
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-6, atol=1e-30)
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE))
+def test_a_slice_gives_the_bits_its_contiguous_copy_gives_forward_and_backward(name):
+    # Rows of a slice are contiguous runs of a strided tensor: the host takes its vectorised
+    # loops over them, which must agree with the contiguous path bit for bit.
+    _, op = REFERENCE[name]
+    a = inputs(name, 6 * 40)[: 6 * 40].reshape(6, 40)
+    base = lucid.tensor(a, requires_grad=True)
+    sliced = base[:, 3:35]
+    copy = lucid.tensor(a[:, 3:35].copy(), requires_grad=True)
+    assert not sliced.is_contiguous()
+    np.testing.assert_array_equal(op(sliced).detach().numpy(), op(copy).detach().numpy())
+    w = lucid.tensor(np.random.default_rng(4).standard_normal((6, 32)).astype(np.float32))
+    (op(sliced) * w).sum().backward()
+    (op(copy) * w).sum().backward()
+    np.testing.assert_array_equal(base.grad.numpy()[:, 3:35], copy.grad.numpy())
