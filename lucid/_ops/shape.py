@@ -125,8 +125,9 @@ def chunk(input, chunks, dim=0):
     """At most `chunks` views of equal size along `dim` (the last may be smaller)."""
     t = tensor_arg(input, "chunk")
     chunks, dim = as_index(chunks), as_index(dim)
-    n = t.shape[t._wrap_dim(dim, "chunk")] if t.ndim else 1
-    capacity = min(max(chunks, 1), max(n, 1))  # never more pieces than entries
+    # At most `chunks` pieces, nor more than the longest dimension's entries: the engine says
+    # how many.
+    capacity = min(max(chunks, 1), max(max(t.shape, default=1), 1))
     return tuple(wrap(h) for h in _C.split(t._h, _C.SPLIT_CHUNKS, (chunks,), dim, capacity))
 
 
