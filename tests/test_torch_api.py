@@ -478,6 +478,18 @@ def test_trunc_normal_stays_in_its_bounds_with_the_right_spread():
     assert v.min() >= -0.5 and v.max() <= 1.0 and abs(v.mean() - want) < 0.01 and v.std() > 0.3
     with pytest.raises(ValueError):
         nn.init.trunc_normal_(w, a=1.0, b=0.0)
+    # A std far wider than [a, b]: nearly uniform there (a normal proposal would almost never land).
+    nn.init.trunc_normal_(w, std=2.0 ** 70)
+    u = w.numpy()
+    assert u.min() >= -2 and u.max() <= 2 and abs(u.std() - 4 / math.sqrt(12)) < 0.02
+    # An interval in the tail: its mean as the truncated normal's.
+    nn.init.trunc_normal_(w, std=1.0, a=2.0, b=3.0)
+    tail = (pdf(2.0) - pdf(3.0)) / (cdf(3.0) - cdf(2.0))
+    assert abs(w.numpy().mean() - tail) < 0.01
+    with pytest.raises(ValueError, match="too far in a tail"):
+        nn.init.trunc_normal_(w, a=10.0, b=11.0)
+    with pytest.raises(TypeError, match="std"):
+        nn.init.trunc_normal_(w, std="wide")
 
 
 def test_pad_sequence_matches_a_numpy_padding():

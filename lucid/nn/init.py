@@ -120,20 +120,43 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
 
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0) -> Tensor:
-    """Fills with samples from N(mean, std²) restricted to ``[a, b]`` (redrawn until inside),
-    from lucid's generator."""
+    """Fills with samples from N(mean, std²) restricted to ``[a, b]``, from lucid's generator:
+    normal draws kept when inside, or, where [a, b] is narrow against std, uniform draws on
+    [a, b] kept with the density's relative height. ValueError when [a, b] lies so far in a
+    tail that neither keeps one draw in 10,000."""
     _check(tensor)
+    mean, std, a, b = (float(_real(v, name)) for v, name in ((mean, "mean"), (std, "std"), (a, "a"), (b, "b")))
     if not a < b:
         raise ValueError(f"trunc_normal_: a ({a}) must be below b ({b})")
-    if std <= 0:
-        raise ValueError(f"trunc_normal_: std must be positive, got {std}")
+    if not 0 < std < math.inf:
+        raise ValueError(f"trunc_normal_: std must be positive and finite, got {std}")
+    lo, hi = (a - mean) / std, (b - mean) / std
+    inside = 0.5 * (math.erf(hi / math.sqrt(2)) - math.erf(lo / math.sqrt(2)))  # a normal draw's chance
+    peak = math.exp(-0.5 * min(abs(lo), abs(hi)) ** 2 if lo * hi > 0 else 0.0)
+    # A uniform draw's chance: the density's mean height over [lo, hi] against its peak there.
+    flat = inside * math.sqrt(2 * math.pi) / ((hi - lo) * peak) if peak > 0 else 0.0
+    if max(inside, flat) < 1e-4:
+        raise ValueError(f"trunc_normal_: [{a}, {b}] lies too far in a tail of N({mean}, {std}²) to sample")
     rng = engine_seeded_rng()
     n = tensor.numel()
     values = np.empty(0)
     while values.size < n:
-        draw = rng.normal(float(mean), float(std), size=max(2 * (n - values.size), 16))
-        values = np.concatenate([values, draw[(draw >= a) & (draw <= b)]])
+        want = max(2 * (n - values.size), 16)
+        if inside >= flat:
+            draw = rng.normal(mean, std, size=want)
+            draw = draw[(draw >= a) & (draw <= b)]
+        else:
+            draw = rng.uniform(a, b, size=want)
+            z = (draw - mean) / std
+            draw = draw[rng.uniform(0, peak, size=want) <= np.exp(-0.5 * z * z)]
+        values = np.concatenate([values, draw])
     return _assign(tensor, _creation.tensor(values[:n].reshape(tensor.shape)))
+
+
+def _real(value, name):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"trunc_normal_: {name} must be a number, got {value!r}")
+    return value
 
 
 def _kaiming_std(tensor, a, mode, nonlinearity):
