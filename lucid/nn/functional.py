@@ -9,11 +9,11 @@ import numpy as np
 
 from .. import _C
 from .._ops import creation as _creation, shape as _shape, writes
+from .._ops.elementwise import unary_functions
 from .._grad_mode import no_grad
 from .._tensor import Tensor
 from .._types import as_index, float32, int64 as _int64
 
-_UNARY = _C.codes("lucid_unary_op")
 _REDUCTIONS = _C.codes("lucid_reduction", "LUCID_REDUCTION_")
 
 
@@ -48,7 +48,7 @@ def relu_(input: Tensor) -> Tensor:
 
 def _unary(name, input):
     _check(input, "input")
-    return Tensor._wrap(_C.unary(_UNARY[name], input._h))
+    return unary_functions[name](input)
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
