@@ -58,7 +58,7 @@ enum lucid_record_field { LUCID_RECORD_HANDLE = 0, LUCID_RECORD_DTYPE = 1, LUCID
  * the shapes it has seen: ndim in bits 0-2 and each size in the 60/ndim bits above them, the
  * first size lowest (0 for a scalar). It is -1 when they do not fit: ndim > 4, or a size of
  * 2^(60/ndim) or more. Equal keys other than -1 mean equal sizes. */
-enum lucid_dtype { LUCID_FLOAT32 = 0, LUCID_FLOAT16 = 1, LUCID_BFLOAT16 = 2, LUCID_INT32 = 3, LUCID_INT64 = 4, LUCID_BOOL = 5 };
+enum lucid_dtype { LUCID_FLOAT32 = 0, LUCID_FLOAT16 = 1, LUCID_BFLOAT16 = 2, LUCID_INT32 = 3, LUCID_INT64 = 4, LUCID_BOOL = 5, LUCID_FLOAT64 = 6 };
 enum lucid_device { LUCID_CPU = 0, LUCID_METAL = 1 };
 enum lucid_scalar_kind { LUCID_SCALAR_FLOAT = 0, LUCID_SCALAR_INT = 1, LUCID_SCALAR_BOOL = 2 };
 /* Binary op codes; the bitwise ones take integer and bool tensors only. */

@@ -8,7 +8,7 @@
 
 import math
 
-from ._types import bfloat16, bool_, device, dtype, float16, float32, int32, int64
+from ._types import bfloat16, bool_, device, dtype, float16, float32, float64, int32, int64
 from ._tensor import TYPED as _TYPED, Tensor
 from ._ops.creation import *  # noqa: F401,F403  (tensor, zeros, arange, randn …)
 from ._ops.elementwise import *  # noqa: F401,F403  (add, exp, where, maximum …)
@@ -40,11 +40,13 @@ class Size(tuple):
 
 
 half = float16
+double = float64
 long = int64
 
 __version__ = "0.1.0"
 
-__all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "int32", "int64", "bool_", "half", "long",
+__all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "float64", "int32", "int64", "bool_", "half",
+           "double", "long",
            *_creation.__all__, *_elementwise.__all__, *_reduce.__all__, *_shape.__all__, *_indexing.__all__,
            *_composed.__all__, *_sparse.__all__,
            "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache", "save", "load",

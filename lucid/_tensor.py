@@ -15,7 +15,7 @@ from ._ops.reduce import ReduceMethods
 from ._ops.shape import ShapeMethods
 from ._ops.sparse import SparseMethods
 from ._types import (as_device, bfloat16, bool_, check_dtype, device as _Device, dtype as _DType, dtype_by_name,
-                     float16, float32, int32, int64, no_cuda)
+                     float16, float32, float64, int32, int64, no_cuda)
 
 
 class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, IndexingMethods, InPlaceMethods,
@@ -125,6 +125,9 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
     def half(self):
         return self.to(float16)
 
+    def double(self):
+        return self.to(float64)
+
     def bfloat16(self):
         return self.to(bfloat16)
 
@@ -173,7 +176,7 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
         return False
 
     _TYPE_NAMES = {"float32": "FloatTensor", "float16": "HalfTensor", "bfloat16": "BFloat16Tensor",
-                   "int32": "IntTensor", "int64": "LongTensor", "bool": "BoolTensor"}
+                   "int32": "IntTensor", "int64": "LongTensor", "bool": "BoolTensor", "float64": "DoubleTensor"}
 
     def type(self, dtype=None):
         """Without an argument, the type name (``"lucid.FloatTensor"``); with a dtype (or such a

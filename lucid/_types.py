@@ -56,11 +56,12 @@ class dtype:
 # The dtype table (codes, names, sizes, which are floating) is the engine's; numpy's element
 # type for each is Python's business (bfloat16's is looked up when first needed).
 _NUMPY_TYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": None, "int32": np.int32,
-                "int64": np.int64, "bool": np.bool_}
+                "int64": np.int64, "bool": np.bool_, "float64": np.float64}
 _BY_CODE = tuple(dtype(name, code, size, bool(floating), _NUMPY_TYPES[name]) for code, name, size, floating in _C.dtype_table())
 _BY_NAME = {d.name: d for d in _BY_CODE}
 float32, float16, bfloat16 = _BY_NAME["float32"], _BY_NAME["float16"], _BY_NAME["bfloat16"]
 int32, int64, bool_ = _BY_NAME["int32"], _BY_NAME["int64"], _BY_NAME["bool"]
+float64 = _BY_NAME["float64"]
 
 
 def dtype_by_name(name: str) -> dtype:
@@ -80,8 +81,8 @@ def check_dtype(d, what="dtype") -> dtype:
 
 _NUMPY_TO_LUCID = {
     np.dtype(np.float32): float32,
-    np.dtype(np.float64): float32,  # lucid has no float64: Python floats become float32
-    np.dtype(np.longdouble): float32,
+    np.dtype(np.float64): float64,
+    np.dtype(np.longdouble): float64,
     np.dtype(np.float16): float16,
     np.dtype(np.int32): int32,
     np.dtype(np.int64): int64,

@@ -11,12 +11,17 @@ import lucid
 
 DEVICES = ["cpu", "metal"]
 F32, F16, BF16 = np.float32, np.float16, ml_dtypes.bfloat16
-NP_OF = {"float32": F32, "float16": F16, "bfloat16": BF16, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
+NP_OF = {"float32": F32, "float16": F16, "bfloat16": BF16, "int32": np.int32, "int64": np.int64, "bool": np.bool_,
+         "float64": np.float64}
 LUCID_OF = {"float32": lucid.float32, "float16": lucid.float16, "bfloat16": lucid.bfloat16,
-            "int32": lucid.int32, "int64": lucid.int64, "bool": lucid.bool_}
+            "int32": lucid.int32, "int64": lucid.int64, "bool": lucid.bool_, "float64": lucid.float64}
 
 
 def T(a, **kw):
+    """`lucid.tensor(a)`, a float64 numpy array as float32 unless a dtype is given (the tests
+    build float32 inputs from numpy's float64 draws)."""
+    if "dtype" not in kw and np.asarray(a).dtype == np.float64:
+        kw["dtype"] = lucid.float32
     return lucid.tensor(a, **kw)
 
 

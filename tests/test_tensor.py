@@ -23,7 +23,7 @@ NP_OF = {lucid.float32: np.float32, lucid.float16: np.float16, lucid.bfloat16: m
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("np_type,want", [
-    (np.float64, lucid.float32), (np.float32, lucid.float32), (np.float16, lucid.float16),
+    (np.float32, lucid.float32), (np.float16, lucid.float16),
     (ml_dtypes.bfloat16, lucid.bfloat16), (np.int32, lucid.int32), (np.int64, lucid.int64), (np.bool_, lucid.bool_),
     (np.int8, lucid.int32), (np.int16, lucid.int32), (np.uint8, lucid.int32), (np.uint16, lucid.int32),
     (np.uint32, lucid.int64),
@@ -44,10 +44,21 @@ def test_tensor_from_numpy(device, np_type, want):
     assert_same(t.numpy(), expected)
 
 
+def test_float64_array_keeps_float64_and_python_floats_become_float32():
+    x = np.array([0.1, 1 / 3, 1e-300, 1e39, -1e39, 5e-324, np.pi], dtype=np.float64)
+    for t in (lucid.tensor(x), lucid.from_numpy(x), lucid.as_tensor(x), lucid.tensor(x[2])):
+        assert t.dtype is lucid.float64
+    assert_same(lucid.tensor(x).numpy(), x)
+    assert lucid.tensor(x.tolist()).dtype is lucid.float32 and lucid.tensor(0.1).dtype is lucid.float32
+    with pytest.raises(TypeError, match="'metal' does not support float64.*float32"):
+        lucid.tensor(x, device="metal")
+
+
 def test_float64_array_rounds_once_to_float32():
     x = np.array([0.1, 1 / 3, 1e-40, 1e39, -1e39, 2.0 ** -149 * 0.75, np.pi], dtype=np.float64)
     with np.errstate(over="ignore"):
-        assert_same(lucid.tensor(x).numpy(), x.astype(np.float32))
+        assert_same(lucid.tensor(x, dtype=lucid.float32).numpy(), x.astype(np.float32))
+        assert_same(lucid.tensor(x).float().numpy(), x.astype(np.float32))
 
 
 def test_unsupported_numpy_dtypes():

@@ -31,8 +31,9 @@ def test_view_as_reshape_as_and_type():
     assert a.type() == "lucid.FloatTensor" and a.long().type() == "lucid.LongTensor"
     assert a.type(lucid.float16).dtype == lucid.float16
     assert a.type("torch.LongTensor").dtype == lucid.int64
+    assert a.type("torch.DoubleTensor").dtype == lucid.float64 and a.double().type() == "lucid.DoubleTensor"
     with pytest.raises(ValueError, match="unknown tensor type"):
-        a.type("torch.DoubleTensor")
+        a.type("torch.ComplexFloatTensor")
 
 
 def test_zero_dim_tensors_format_as_numbers():

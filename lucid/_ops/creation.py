@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _C
 from .._core import TensorBase, result, scalar, shape_args
-from .._types import as_device, bool_, check_dtype, float32, from_numpy_dtype, int64, is_numpy_bfloat16
+from .._types import as_device, bool_, check_dtype, float32, float64, from_numpy_dtype, int64, is_numpy_bfloat16
 
 __all__ = ["tensor", "from_numpy", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
            "empty_like", "rand_like", "randn_like", "arange", "rand", "randn", "manual_seed", "linspace", "as_tensor"]
@@ -30,9 +30,10 @@ def _to_numpy(data) -> np.ndarray:
 def _cast_numpy(arr: np.ndarray, target) -> np.ndarray:
     """Converts in one rounding step from the source (float64 included) to `target`."""
     if target.is_floating_point or arr.dtype.kind in "iub":
-        return arr.astype(target.numpy, copy=False)
+        with np.errstate(over="ignore"):  # beyond the target's range is an infinity, as in PyTorch
+            return arr.astype(target.numpy, copy=False)
     # float -> integer/bool with the engine's cast rule: truncate toward zero, saturate,
-    # NaN -> 0. Done here because the source may be float64, which the engine does not hold.
+    # NaN -> 0, in one step from the source's own precision.
     a = arr.astype(np.float64)
     if target.numpy == np.bool_:
         return np.asarray(a != 0)  # (a 0-d comparison gives a numpy scalar, not an array)
@@ -50,11 +51,17 @@ def _cast_numpy(arr: np.ndarray, target) -> np.ndarray:
 def tensor(data, dtype=None, device="cpu", requires_grad=False):
     """A tensor holding a copy of `data` (a number, nested lists, a numpy array or a tensor).
 
-    Python floats and float64 arrays become float32, Python ints int64, bools bool.
+    Python floats become float32 (the default dtype), Python ints int64, bools bool; a numpy
+    array or a tensor keeps its dtype (float64 included).
     """
     dev = as_device(device)
     arr = _to_numpy(data)
-    target = from_numpy_dtype(arr.dtype) if dtype is None else check_dtype(dtype)
+    if dtype is None:
+        target = from_numpy_dtype(arr.dtype)
+        if target is float64 and not isinstance(data, (np.ndarray, np.generic, TensorBase)):
+            target = float32  # Python floats
+    else:
+        target = check_dtype(dtype)
     arr = _cast_numpy(arr, target)
     if not arr.flags.c_contiguous:  # (np.ascontiguousarray would turn a 0-d array into 1-d)
         arr = arr.copy(order="C")

@@ -7,7 +7,7 @@ from .. import _C
 from .._ops import writes
 from .._grad_mode import no_grad
 from .._tensor import Tensor
-from .._types import as_device, dtype as _dtype, float16, float32, no_cuda
+from .._types import as_device, bfloat16, dtype as _dtype, float16, float32, float64, no_cuda
 from .parameter import Parameter
 
 
@@ -325,6 +325,12 @@ class Module:
 
     def half(self):
         return self.to(dtype=float16)
+
+    def double(self):
+        return self.to(dtype=float64)
+
+    def bfloat16(self):
+        return self.to(dtype=bfloat16)
 
     # ---- state ---------------------------------------------------------------------------
 

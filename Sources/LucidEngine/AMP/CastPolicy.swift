@@ -2,7 +2,8 @@
 public enum CastPolicy: Int32, Sendable, CustomStringConvertible {
     /// Keeps its inputs' dtypes (ordinary type promotion applies).
     case none = 0
-    /// Casts floating inputs to the autocast dtype: matmul, linear, conv, attention.
+    /// Casts float32 and 16-bit inputs to the autocast dtype (float64 stays): matmul, linear,
+    /// conv, attention.
     case lowerPrecision = 1
     /// Casts float16/bfloat16 inputs to float32: softmax, norms, exp/log, reductions, losses.
     case float32 = 2
@@ -60,7 +61,9 @@ public struct OpInfo: Sendable {
             return inputs
         case .lowerPrecision:
             if first.device == .cpu && target == .bfloat16 && !cpuBFloat16 { target = .float32 }
-            return try inputs.map { $0.dtype.isFloatingPoint ? try Autocast.cast($0, to: target) : $0 }
+            // float64 is left alone, as PyTorch's autocast leaves it: only float32 and the
+            // 16-bit floats are eligible.
+            return try inputs.map { $0.dtype.isFloatingPoint && $0.dtype != .float64 ? try Autocast.cast($0, to: target) : $0 }
         case .float32:
             return try inputs.map { $0.dtype.isLowPrecision ? try Ops.cast($0, to: .float32) : $0 }
         case .promote:

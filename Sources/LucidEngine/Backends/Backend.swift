@@ -208,6 +208,19 @@ enum KernelOp: Sendable {
         }
     }
 
+    /// Whether the op layer can compose the call from other kernels (the fused and direct
+    /// kernels, which are optimisations).
+    var isOptimisation: Bool {
+        switch self {
+        case .addScaled, .leakyRelu, .leakyReluBackward, .convolution, .avgPool2d, .avgPool2dBackward, .softmax,
+             .softmaxBackward, .normalizeRows, .normalizeRowsBackward, .normalizeChannels, .normalizeChannelsBackward,
+             .scaleChannels, .scaleChannelsBackward, .attention:
+            true
+        default:
+            false
+        }
+    }
+
     /// How the call runs on a backend that declines its family: composed where the op has a
     /// composition (the optimisations), on the host kernels otherwise.
     var whenDeclined: KernelRoute {

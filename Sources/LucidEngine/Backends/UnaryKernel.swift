@@ -17,40 +17,41 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
     /// Whether the op also has an integer form (the others promote integers to float32).
     var keepsIntegers: Bool { self == .neg || self == .relu || self == .abs || self == .round }
 
-    private static let sqrt2OverPi: Float = 0.797_884_6
-
+    /// The op on one value, in the value's real type.
     @inline(__always)
-    private static func sigmoid(_ x: Float) -> Float { FastMath.sigmoid(x) }
-
-    /// The op on one value.
-    @inline(__always)
-    func apply(_ x: Float) -> Float {
+    func apply<R: HostReal>(_ x: R) -> R {
         switch self {
         case .neg: return -x
         case .relu: return x < 0 ? 0 : x  // keeps NaN, as PyTorch does
-        case .exp: return LibM.exp(x)
-        case .log: return LibM.log(x)
-        case .log1p: return log1pf(x)
+        case .exp: return R.exp(x)
+        case .log: return R.log(x)
+        case .log1p: return R.log1p(x)
         case .sqrt: return x.squareRoot()
         case .rsqrt: return 1 / x.squareRoot()
         case .abs: return Swift.abs(x)
-        case .tanh: return FastMath.tanh(x)
-        case .sigmoid: return Self.sigmoid(x)
-        case .silu: return x * Self.sigmoid(x)
+        case .tanh: return R.tanh(x)
+        case .sigmoid: return R.sigmoid(x)
+        case .silu: return x * R.sigmoid(x)
         // Φ(x) through erfc and (1 + tanh u)/2 = sigmoid(2u) keep the negative tails
         // accurate, where 1 + erf and 1 + tanh would cancel to 0.
-        case .gelu: return FastMath.gelu(x)
-        case .geluTanh: return x * Self.sigmoid(2 * Self.sqrt2OverPi * (x + 0.044715 * x * x * x))
-        case .softplus: return x > 20 ? x : log1pf(LibM.exp(x))  // PyTorch's threshold
-        case .sin: return sinf(x)
-        case .cos: return cosf(x)
-        case .expm1: return expm1f(x)
-        case .tan: return tanf(x)
-        case .asin: return asinf(x)
-        case .acos: return acosf(x)
-        case .atan: return atanf(x)
+        case .gelu: return R.gelu(x)
+        case .geluTanh: return x * R.sigmoid(2 * Self.geluTanhArgument(x))
+        case .softplus: return x > 20 ? x : R.log1p(R.exp(x))  // PyTorch's threshold
+        case .sin: return R.sin(x)
+        case .cos: return R.cos(x)
+        case .expm1: return R.expm1(x)
+        case .tan: return R.tan(x)
+        case .asin: return R.asin(x)
+        case .acos: return R.acos(x)
+        case .atan: return R.atan(x)
         case .round: return x.rounded(.toNearestOrEven)
         }
+    }
+
+    /// √(2/π)·(x + 0.044715·x³), the argument of tanh in the tanh approximation of GELU.
+    @inline(__always)
+    private static func geluTanhArgument<R: HostReal>(_ x: R) -> R {
+        0.797_884_560_802_865_4 * (x + 0.044715 * x * x * x)
     }
 
     /// Whether `derivative` reads the forward output `y` rather than the input `x`; the op's
@@ -64,7 +65,7 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
 
     /// d op(x)/dx, given the input `x` and the output `y`.
     @inline(__always)
-    func derivative(_ x: Float, _ y: Float) -> Float {
+    func derivative<R: HostReal>(_ x: R, _ y: R) -> R {
         switch self {
         case .neg: return -1
         case .relu: return y > 0 ? 1 : 0
@@ -77,16 +78,15 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
         case .tanh: return 1 - y * y
         case .sigmoid: return y * (1 - y)
         case .silu:
-            let s = Self.sigmoid(x)
+            let s = R.sigmoid(x)
             return s * (1 + x * (1 - s))
-        case .gelu: return FastMath.geluDerivative(x)
+        case .gelu: return R.geluDerivative(x)
         case .geluTanh:
-            let u = Self.sqrt2OverPi * (x + 0.044715 * x * x * x)
-            let s = Self.sigmoid(2 * u)  // (1 + tanh u) / 2; 1 - tanh² u = 4s(1 - s)
-            return s + 2 * x * s * (1 - s) * Self.sqrt2OverPi * (1 + 3 * 0.044715 * x * x)
-        case .softplus: return x > 20 ? 1 : Self.sigmoid(x)
-        case .sin: return cosf(x)
-        case .cos: return -sinf(x)
+            let s = R.sigmoid(2 * Self.geluTanhArgument(x))  // (1 + tanh u) / 2; 1 - tanh² u = 4s(1 - s)
+            return s + 2 * x * s * (1 - s) * 0.797_884_560_802_865_4 * (1 + 3 * 0.044715 * x * x)
+        case .softplus: return x > 20 ? 1 : R.sigmoid(x)
+        case .sin: return R.cos(x)
+        case .cos: return -R.sin(x)
         case .expm1: return y + 1
         case .tan: return 1 + y * y
         case .asin: return 1 / (1 - x * x).squareRoot()

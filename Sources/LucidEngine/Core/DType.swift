@@ -8,20 +8,21 @@ public enum DType: Int32, CaseIterable, Sendable, CustomStringConvertible {
     case int32 = 3
     case int64 = 4
     case bool = 5
+    case float64 = 6
 
     /// Bytes per element.
     public var itemSize: Int {
         switch self {
         case .float32, .int32: return 4
         case .float16, .bfloat16: return 2
-        case .int64: return 8
+        case .int64, .float64: return 8
         case .bool: return 1
         }
     }
 
     /// Whether the type is a floating-point type.
     public var isFloatingPoint: Bool {
-        self == .float32 || self == .float16 || self == .bfloat16
+        self == .float32 || self == .float16 || self == .bfloat16 || self == .float64
     }
 
     /// Whether the type is a 16-bit floating-point type (computed in float32).
@@ -36,6 +37,7 @@ public enum DType: Int32, CaseIterable, Sendable, CustomStringConvertible {
         case .int32: return "int32"
         case .int64: return "int64"
         case .bool: return "bool"
+        case .float64: return "float64"
         }
     }
 
@@ -52,13 +54,14 @@ public enum DType: Int32, CaseIterable, Sendable, CustomStringConvertible {
     var category: Int { self == .bool ? 0 : (isFloatingPoint ? 2 : 1) }
 
     /// The smallest type both `a` and `b` convert to without losing their category, as in
-    /// `torch.promote_types`: float16 with bfloat16 gives float32, any float beats any
-    /// integer, int64 beats int32, anything beats bool.
+    /// `torch.promote_types`: float16 with bfloat16 gives float32, float64 beats every other
+    /// float, any float beats any integer, int64 beats int32, anything beats bool.
     static func promote(_ a: DType, _ b: DType) -> DType {
         if a == b { return a }
         if a.category != b.category { return a.category > b.category ? a : b }
         switch a.category {
         case 2:
+            if a == .float64 || b == .float64 { return .float64 }
             if a == .float32 || b == .float32 { return .float32 }
             return .float32  // float16 with bfloat16
         case 1:

@@ -31,4 +31,13 @@ public enum Device: Int32, CaseIterable, Sendable, CustomStringConvertible {
         }
         self = d
     }
+
+    /// Refuses a dtype the device cannot hold: the Apple GPU has no float64 arithmetic (nor
+    /// does Metal Performance Shaders), so "metal" holds no float64 tensor, as PyTorch's MPS
+    /// device holds none. `op` names the call in the message.
+    func check(_ dtype: DType, op: String) throws {
+        guard self == .metal, dtype == .float64 else { return }
+        throw LucidError.type("\(op.isEmpty ? "" : "\(op): ")'metal' does not support float64 (the GPU has no float64 "
+                              + "arithmetic); use float32 instead, e.g. tensor.float() before moving it to 'metal'")
+    }
 }

@@ -83,6 +83,7 @@ package final class TensorImpl: @unchecked Sendable {
 
     /// A new contiguous, uninitialised tensor on the same backend.
     static func empty(_ shape: [Int], dtype: DType, on backend: any Backend) throws -> TensorImpl {
+        try backend.device.check(dtype, op: "")
         let n = try Shape.numel(shape)
         let buffer = try backend.allocate(byteCount: n * dtype.itemSize)
         return TensorImpl(storage: Storage(buffer: buffer, backend: backend), shape: shape,
@@ -94,6 +95,7 @@ package final class TensorImpl: @unchecked Sendable {
     /// instead of making two (the commonest case of an elementwise result).
     static func empty(_ shape: [Int], dtype: DType, like: TensorImpl) throws -> TensorImpl {
         guard shape == like.shape, like.hasRowMajorStrides else { return try empty(shape, dtype: dtype, on: like.backend) }
+        try like.device.check(dtype, op: "")
         let buffer = try like.backend.allocate(byteCount: like.numel * dtype.itemSize)
         return TensorImpl(storage: Storage(buffer: buffer, backend: like.backend), shape: like.shape,
                           strides: like.strides, offset: 0, dtype: dtype)

@@ -4,6 +4,7 @@ package enum Conversion {
 
     /// `a` with another dtype and/or on another device (itself when nothing changes).
     package static func to(_ a: TensorImpl, dtype: DType?, device: Device?) throws -> TensorImpl {
+        try (device ?? a.device).check(dtype ?? a.dtype, op: "to")
         var t = a
         if let dtype { t = try Ops.cast(t, to: dtype) }
         if let device, device != t.device {
@@ -28,6 +29,7 @@ package enum Conversion {
             throw LucidError.value("expected \(n * dtype.itemSize) bytes for \(n) \(dtype.name) elements of shape \(shape), got \(bytes.count)")
         }
         if n > 0 && bytes.baseAddress == nil { throw LucidError.value("data pointer is null") }
+        try device.check(dtype, op: "tensor")
         let out = try TensorImpl.empty(shape, dtype: dtype, on: try Backends.backend(for: device))
         out.backend.write(bytes, into: out)
         return out

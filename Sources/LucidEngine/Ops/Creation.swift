@@ -23,6 +23,7 @@ package enum Creation {
     }()
 
     package static func full(_ shape: [Int], value: ScalarOperand, dtype: DType, device: Device) throws -> TensorImpl {
+        try device.check(dtype, op: "full")
         let fill = try scalar(value, for: dtype)
         let out = try TensorImpl.empty(shape, dtype: dtype, on: try Backends.backend(for: device))
         out.backend.fill(out, with: fill)
@@ -67,6 +68,7 @@ package enum Creation {
         guard count <= Double(Shape.maxElements) else { throw LucidError.value("arange: \(count) elements are too many") }
         let n = Int(count)
         let type = dtype ?? .float32
+        try device.check(type, op: "arange")
         try reserveStaging(n, bytesEach: 12)  // float64 values, then their float32 roundings
         let values = (0..<n).map { start + Double($0) * step }
         return try fromDoubles(values, shape: [n], dtype: type, device: device)
@@ -87,6 +89,7 @@ package enum Creation {
             throw LucidError.value("arange: the range [\(start), \(end)) with step \(step) has too many elements")
         }
         let n = Int(count)
+        try device.check(dtype ?? .int64, op: "arange")
         try reserveStaging(n, bytesEach: 8)
         let values = (0..<n).map { start &+ Int64($0) &* step }
         let staged = try TensorImpl.empty([n], dtype: .int64, on: try Backends.backend(for: device))
@@ -95,7 +98,7 @@ package enum Creation {
     }
 
     package static func rand(_ shape: [Int], dtype: DType, device: Device) throws -> TensorImpl {
-        let bits = dtype == .float16 ? 11 : (dtype == .bfloat16 ? 8 : 24)
+        let bits = dtype == .float16 ? 11 : (dtype == .bfloat16 ? 8 : (dtype == .float64 ? 53 : 24))
         return try random(shape, dtype: dtype, device: device, op: "rand") { $0.nextUniform(bits: bits) }
     }
 
@@ -108,6 +111,7 @@ package enum Creation {
         guard dtype.isFloatingPoint else {
             throw LucidError.type("\(op): dtype must be floating point, got \(dtype)")
         }
+        try device.check(dtype, op: op)
         let n = try Shape.numel(shape)
         try reserveStaging(n, bytesEach: 12)
         let values = Random.global.draw(n, draw)
@@ -118,6 +122,11 @@ package enum Creation {
     /// to odd for the 16-bit floats).
     static func fromDoubles(_ values: [Double], shape: [Int], dtype: DType, device: Device) throws -> TensorImpl {
         let backend = try Backends.backend(for: device)
+        if dtype == .float64 {
+            let out = try TensorImpl.empty(shape, dtype: .float64, on: backend)
+            values.withUnsafeBytes { backend.write($0, into: out) }
+            return out
+        }
         if !dtype.isFloatingPoint {
             let ints = values.map { v -> Int64 in v.isFinite ? Int64(v.rounded(.towardZero)) : 0 }
             let staged = try TensorImpl.empty(shape, dtype: .int64, on: backend)

@@ -1,7 +1,7 @@
 #if canImport(Accelerate)
 import Accelerate
 
-/// Single-precision GEMM from Accelerate, row-major: C[m×n] = op(A)[m×k] · op(B)[k×n].
+/// Single- and double-precision GEMM from Accelerate, row-major: C[m×n] = op(A)[m×k] · op(B)[k×n].
 enum BLAS {
     static let name = "Accelerate"
 
@@ -13,6 +13,13 @@ enum BLAS {
                       c: UnsafeMutablePointer<Float>, ldc: Int) {
         cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
                     Int32(m), Int32(n), Int32(k), 1, a, Int32(lda), b, Int32(ldb), 0, c, Int32(ldc))
+    }
+
+    static func dgemm(transA: Bool, transB: Bool, m: Int, n: Int, k: Int,
+                      a: UnsafePointer<Double>, lda: Int, b: UnsafePointer<Double>, ldb: Int,
+                      c: UnsafeMutablePointer<Double>, ldc: Int) {
+        cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+            Int32(m), Int32(n), Int32(k), 1, a, Int32(lda), b, Int32(ldb), 0, c, Int32(ldc))
     }
 }
 #endif

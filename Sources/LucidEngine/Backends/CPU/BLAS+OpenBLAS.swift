@@ -1,7 +1,7 @@
 #if !canImport(Accelerate) && canImport(CBLAS)
 import CBLAS
 
-/// Single-precision GEMM from OpenBLAS, row-major: C[m×n] = op(A)[m×k] · op(B)[k×n]. It is the
+/// Single- and double-precision GEMM from OpenBLAS, row-major: C[m×n] = op(A)[m×k] · op(B)[k×n]. It is the
 /// build of the scipy-openblas32 package, whose symbols carry a `scipy_` prefix.
 enum BLAS {
     static let name = "OpenBLAS"
@@ -13,6 +13,13 @@ enum BLAS {
                       c: UnsafeMutablePointer<Float>, ldc: Int) {
         scipy_cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
                           blasint(m), blasint(n), blasint(k), 1, a, blasint(lda), b, blasint(ldb), 0, c, blasint(ldc))
+    }
+
+    static func dgemm(transA: Bool, transB: Bool, m: Int, n: Int, k: Int,
+                      a: UnsafePointer<Double>, lda: Int, b: UnsafePointer<Double>, ldb: Int,
+                      c: UnsafeMutablePointer<Double>, ldc: Int) {
+        scipy_cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+            blasint(m), blasint(n), blasint(k), 1, a, blasint(lda), b, blasint(ldb), 0, c, blasint(ldc))
     }
 }
 #endif

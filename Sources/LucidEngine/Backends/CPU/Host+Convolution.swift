@@ -92,7 +92,7 @@ private struct Col2Im: ElementVisitor {
         let n = x.shape[0], c = x.shape[1], (h, w) = g.input, (oh, ow) = g.output
         let (kh, kw) = g.kernel, (sh, sw) = g.stride, (ph, pw) = g.padding, (dh, dw) = g.dilation
         let cs = cols.strides
-        var acc = [Float](repeating: 0, count: h * w)
+        var acc = [E.Real](repeating: 0, count: h * w)
         for b in 0..<n {
             for ch in 0..<c {
                 for q in 0..<acc.count { acc[q] = 0 }

@@ -64,13 +64,13 @@ extension HostBackend: ElementwiseKernels, FusedElementwiseKernels {
 }
 
 @inline(__always)
-func applyBinary(_ op: BinaryKernel, _ x: Float, _ y: Float) -> Float {
+func applyBinary<R: HostReal>(_ op: BinaryKernel, _ x: R, _ y: R) -> R {
     switch op {
     case .add: return x + y
     case .sub: return x - y
     case .mul: return x * y
     case .div: return x / y
-    case .pow: return LibM.pow(x, y)
+    case .pow: return R.pow(x, y)
     case .maximum: return x.isNaN || y.isNaN ? .nan : Swift.max(x, y)
     case .minimum: return x.isNaN || y.isNaN ? .nan : Swift.min(x, y)
     case .bitwiseAnd, .bitwiseOr, .bitwiseXor: return .nan  // refused for floating types by the op layer
@@ -123,7 +123,7 @@ private struct BinaryTensorKernel: ElementVisitor {
         case .sub: run(loop, pa, pb, po, E.self) { $0 - $1 } int: { $0 &- $1 }
         case .mul: run(loop, pa, pb, po, E.self) { $0 * $1 } int: { $0 &* $1 }
         case .div: run(loop, pa, pb, po, E.self) { $0 / $1 } int: { applyInt(.div, $0, $1) }
-        case .pow: run(loop, pa, pb, po, E.self) { LibM.pow($0, $1) } int: { integerPower($0, $1) }
+        case .pow: run(loop, pa, pb, po, E.self) { E.Real.pow($0, $1) } int: { integerPower($0, $1) }
         case .maximum: run(loop, pa, pb, po, E.self) { applyBinary(.maximum, $0, $1) } int: { Swift.max($0, $1) }
         case .minimum: run(loop, pa, pb, po, E.self) { applyBinary(.minimum, $0, $1) } int: { Swift.min($0, $1) }
         case .bitwiseAnd, .bitwiseOr, .bitwiseXor:
@@ -134,7 +134,7 @@ private struct BinaryTensorKernel: ElementVisitor {
     @inline(__always)
     private func run<E: HostElement>(_ loop: StridedLoop, _ pa: UnsafePointer<E.Stored>, _ pb: UnsafePointer<E.Stored>,
                                      _ po: UnsafeMutablePointer<E.Stored>, _: E.Type,
-                                     float f: (Float, Float) -> Float, int g: (Int64, Int64) -> Int64) {
+                                     float f: (E.Real, E.Real) -> E.Real, int g: (Int64, Int64) -> Int64) {
         loop.forEachRun(bases: [0, 0, 0]) { o, n, s in
             var i = o[0], j = o[1], k = o[2]
             let sa = s[0], sb = s[1], so = s[2]
@@ -152,7 +152,7 @@ private struct BinaryScalarKernel: ElementVisitor {
         let pa = UnsafePointer(HostBackend.address(a).assumingMemoryBound(to: E.Stored.self))
         let po = HostBackend.address(out).assumingMemoryBound(to: E.Stored.self)
         let loop = StridedLoop(shape: out.shape, strides: [a.strides, out.strides])
-        let fs = Float(s.double), isc = s.int, op = op, first = scalarFirst
+        let fs = E.Real(s.double), isc = s.int, op = op, first = scalarFirst
         loop.forEachRun(bases: [0, 0]) { o, n, st in
             var i = o[0], k = o[1]
             for _ in 0..<n {

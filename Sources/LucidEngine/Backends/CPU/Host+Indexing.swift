@@ -108,7 +108,7 @@ private struct ScatterAddKernel: ElementVisitor {
         let step = out.strides[dim]
         let loop = StridedLoop(shape: index.shape, strides: [index.strides, src.strides, gatherStrides(out, dim)])
         if E.isFloat {
-            var acc = [Float](repeating: 0, count: out.numel)
+            var acc = [E.Real](repeating: 0, count: out.numel)
             acc.withUnsafeMutableBufferPointer { accp in
                 loop.forEachRun(bases: [0, 0, 0]) { o, n, s in
                     var x = o[0], i = o[1], k = o[2]

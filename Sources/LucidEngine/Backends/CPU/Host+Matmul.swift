@@ -10,59 +10,88 @@ extension HostBackend: MatmulKernels {
             return
         }
 #endif
-        if out.dtype.isFloatingPoint {
-            HostGEMM.float(a, b, bias: bias, into: out)
+        if out.dtype == .float64 {
+            HostGEMM.product(Double.self, a, b, bias: bias, into: out)
+        } else if out.dtype.isFloatingPoint {
+            HostGEMM.product(Float.self, a, b, bias: bias, into: out)
         } else {
             dispatch(out.dtype, IntegerGEMM(a: a, b: b, bias: bias, out: out))
         }
     }
 }
 
-/// Reads any host tensor into a contiguous float32 buffer.
-private struct PackFloat: ElementVisitor {
-    let t: TensorImpl, into: UnsafeMutablePointer<Float>
+/// Reads any host tensor into a contiguous buffer of `R`.
+private struct PackFloat<R: HostReal>: ElementVisitor {
+    let t: TensorImpl, into: UnsafeMutablePointer<R>
     func visit<E: HostElement>(_: E.Type) {
         let p = UnsafePointer(HostBackend.address(t).assumingMemoryBound(to: E.Stored.self))
         let loop = StridedLoop(shape: t.shape, strides: [t.strides, Shape.contiguousStrides(t.shape)])
         let dst = into
         loop.forEachRun(bases: [0, 0]) { o, n, s in
             var i = o[0], k = o[1]
-            for _ in 0..<n { dst[k] = E.float(p, i); i &+= s[0]; k &+= s[1] }
+            for _ in 0..<n { dst[k] = R(E.float(p, i)); i &+= s[0]; k &+= s[1] }
         }
     }
 }
 
-/// Writes a contiguous float32 buffer into a contiguous tensor, rounding once.
-private struct UnpackFloat: ElementVisitor {
-    let from: UnsafePointer<Float>, t: TensorImpl
+/// Writes a contiguous buffer of `R` into a contiguous tensor, rounding once.
+private struct UnpackFloat<R: HostReal>: ElementVisitor {
+    let from: UnsafePointer<R>, t: TensorImpl
     func visit<E: HostElement>(_: E.Type) {
         let p = HostBackend.address(t).assumingMemoryBound(to: E.Stored.self)
-        for j in 0..<t.numel { E.setFloat(p, j, from[j]) }
+        for j in 0..<t.numel { E.setFloat(p, j, E.Real(from[j])) }
+    }
+}
+
+/// The real types BLAS multiplies: float32 (`sgemm`, also for the 16-bit floats, which
+/// multiply in float32 and round once) and float64 (`dgemm`).
+protocol BLASReal: HostReal {
+    /// The dtype BLAS reads and writes in place.
+    static var dtype: DType { get }
+    static func gemm(transA: Bool, transB: Bool, m: Int, n: Int, k: Int, a: UnsafePointer<Self>, lda: Int,
+                     b: UnsafePointer<Self>, ldb: Int, c: UnsafeMutablePointer<Self>, ldc: Int)
+}
+
+extension Float: BLASReal {
+    static var dtype: DType { .float32 }
+    @inline(__always)
+    static func gemm(transA: Bool, transB: Bool, m: Int, n: Int, k: Int, a: UnsafePointer<Float>, lda: Int,
+                     b: UnsafePointer<Float>, ldb: Int, c: UnsafeMutablePointer<Float>, ldc: Int) {
+        BLAS.sgemm(transA: transA, transB: transB, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc)
+    }
+}
+
+extension Double: BLASReal {
+    static var dtype: DType { .float64 }
+    @inline(__always)
+    static func gemm(transA: Bool, transB: Bool, m: Int, n: Int, k: Int, a: UnsafePointer<Double>, lda: Int,
+                     b: UnsafePointer<Double>, ldb: Int, c: UnsafeMutablePointer<Double>, ldc: Int) {
+        BLAS.dgemm(transA: transA, transB: transB, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc)
     }
 }
 
 enum HostGEMM {
-    /// One operand as BLAS sees it: a float32 pointer, its leading dimension, whether it is
+    /// One operand as BLAS sees it: a pointer, its leading dimension, whether it is
     /// transposed, and the batch stride. Operands BLAS cannot read in place are packed into
     /// `owned`, which the caller frees.
-    private struct Operand {
-        var base: UnsafePointer<Float>
+    private struct Operand<R: BLASReal> {
+        var base: UnsafePointer<R>
         var ld: Int
         var transposed: Bool
         var batchStride: Int
-        var owned: UnsafeMutablePointer<Float>?
+        var owned: UnsafeMutablePointer<R>?
     }
 
-    private static func packed(_ t: TensorImpl) -> UnsafeMutablePointer<Float> {
-        let p = UnsafeMutablePointer<Float>.allocate(capacity: max(t.numel, 1))
+    private static func packed<R: BLASReal>(_ t: TensorImpl, _: R.Type) -> UnsafeMutablePointer<R> {
+        let p = UnsafeMutablePointer<R>.allocate(capacity: max(t.numel, 1))
         dispatch(t.dtype, PackFloat(t: t, into: p))
         return p
     }
 
-    private static func operand(_ t: TensorImpl) -> Operand {
+    private static func operand<R: BLASReal>(_ t: TensorImpl, _: R.Type) -> Operand<R> {
         let rows = t.shape[1], cols = t.shape[2]
-        if t.dtype == .float32 {
-            let base = UnsafePointer(HostBackend.address(t).assumingMemoryBound(to: Float.self))
+        if t.dtype == R.dtype {
+            let base = UnsafePointer(HostBackend.address(t).assumingMemoryBound(to: R.self))
             if t.strides[2] == 1 && t.strides[1] >= max(cols, 1) {
                 return Operand(base: base, ld: t.strides[1], transposed: false, batchStride: t.strides[0])
             }
@@ -70,7 +99,7 @@ enum HostGEMM {
                 return Operand(base: base, ld: t.strides[2], transposed: true, batchStride: t.strides[0])
             }
         }
-        let p = packed(t)
+        let p = packed(t, R.self)
         return Operand(base: UnsafePointer(p), ld: max(cols, 1), transposed: false, batchStride: rows * cols, owned: p)
     }
 
@@ -94,35 +123,38 @@ enum HostGEMM {
         }
     }
 
-    static func float(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl) {
+    /// The batched product through BLAS in `R`: in place for operands of R's dtype that BLAS
+    /// can read, packed otherwise; an output of another dtype accumulates in a buffer of `R`
+    /// and rounds once at the end.
+    static func product<R: BLASReal>(_: R.Type, _ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?,
+                                     into out: TensorImpl) {
         let batch = out.shape[0], m = out.shape[1], n = out.shape[2], k = a.shape[2]
         if out.numel == 0 { return }
-        let opA = operand(a), opB = operand(b)
-        let biasValues = bias.map(packed)
-        // Low-precision outputs accumulate in a float32 buffer and round once at the end.
-        let lowPrecision = out.dtype != .float32
-        let c = lowPrecision ? UnsafeMutablePointer<Float>.allocate(capacity: out.numel)
-                             : HostBackend.address(out).assumingMemoryBound(to: Float.self)
+        let opA = operand(a, R.self), opB = operand(b, R.self)
+        let biasValues = bias.map { packed($0, R.self) }
+        let buffered = out.dtype != R.dtype
+        let c = buffered ? UnsafeMutablePointer<R>.allocate(capacity: out.numel)
+                         : HostBackend.address(out).assumingMemoryBound(to: R.self)
         defer {
             opA.owned?.deallocate()
             opB.owned?.deallocate()
             biasValues?.deallocate()
-            if lowPrecision { c.deallocate() }
+            if buffered { c.deallocate() }
         }
         for i in 0..<batch {
             let ci = c + i * m * n
             if k == 0 {
                 ci.update(repeating: 0, count: m * n)
             } else {
-                BLAS.sgemm(transA: opA.transposed, transB: opB.transposed, m: m, n: n, k: k,
-                           a: opA.base + i * opA.batchStride, lda: opA.ld,
-                           b: opB.base + i * opB.batchStride, ldb: opB.ld, c: ci, ldc: n)
+                R.gemm(transA: opA.transposed, transB: opB.transposed, m: m, n: n, k: k,
+                       a: opA.base + i * opA.batchStride, lda: opA.ld,
+                       b: opB.base + i * opB.batchStride, ldb: opB.ld, c: ci, ldc: n)
             }
             if let bv = biasValues {
                 for r in 0..<m { for j in 0..<n { ci[r * n + j] += bv[j] } }
             }
         }
-        if lowPrecision { dispatch(out.dtype, UnpackFloat(from: UnsafePointer(c), t: out)) }
+        if buffered { dispatch(out.dtype, UnpackFloat(from: UnsafePointer(c), t: out)) }
     }
 }
 

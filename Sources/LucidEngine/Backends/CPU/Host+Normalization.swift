@@ -175,15 +175,15 @@ private struct NormalizeRowsKernel: ElementVisitor {
                 let m = Float(sum / Double(n))
                 var squares = 0.0
                 for k in 0..<n {
-                    let d = Double(E.float(px, base + k) - m)
+                    let d = Double(Float(E.float(px, base + k)) - m)
                     squares += d * d
                 }
                 let rs = 1 / (Float(squares / Double(n)) + eps).squareRoot()
                 for k in 0..<n {
-                    var y = (E.float(px, base + k) - m) * rs
+                    var y = (Float(E.float(px, base + k)) - m) * rs
                     if let pw { y *= pw[k] }
                     if let pb { y += pb[k] }
-                    if wide { po32[base + k] = y } else { E.setFloat(po, base + k, y) }
+                    if wide { po32[base + k] = y } else { E.setFloat(po, base + k, E.Real(y)) }
                 }
                 pm[r] = m
                 pr[r] = rs

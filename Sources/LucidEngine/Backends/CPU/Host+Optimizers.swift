@@ -57,18 +57,20 @@ private struct SGDKernel: ElementVisitor {
     func visit<E: HostElement>(_: E.Type) {
         let pp = hostPointer(p, E.self), gp = hostPointer(g, E.self), op = hostPointer(outP, E.self)
         let bp = buf.map { hostPointer($0, E.self) }, obp = outBuf.map { hostPointer($0, E.self) }
+        let lr = E.Real(h.lr), decay = E.Real(h.weightDecay), momentum = E.Real(h.momentum)
+        let dampening = E.Real(h.dampening)
         for i in 0..<p.numel {
             let w = E.float(pp, i)
             var d = E.float(gp, i)
             if h.maximize { d = -d }
-            if h.weightDecay != 0 { d += h.weightDecay * w }
+            if decay != 0 { d += decay * w }
             if let obp {
                 var b = d
-                if let bp, !h.firstStep { b = h.momentum * E.float(bp, i) + (1 - h.dampening) * d }
+                if let bp, !h.firstStep { b = momentum * E.float(bp, i) + (1 - dampening) * d }
                 E.setFloat(obp, i, b)
-                d = h.nesterov ? d + h.momentum * b : b
+                d = h.nesterov ? d + momentum * b : b
             }
-            E.setFloat(op, i, w - h.lr * d)
+            E.setFloat(op, i, w - lr * d)
         }
     }
 }
@@ -79,7 +81,7 @@ private struct UnscaleKernel: ElementVisitor {
         let gp = hostPointer(g, E.self), op = hostPointer(out, E.self)
         var nonFinite = false
         for i in 0..<g.numel {
-            let x = E.float(gp, i) * inv
+            let x = E.float(gp, i) * E.Real(inv)
             E.setFloat(op, i, x)
             if !x.isFinite || !E.float(op, i).isFinite { nonFinite = true }
         }
@@ -107,8 +109,9 @@ private struct AdamKernel: ElementVisitor {
                                                _ vp: UnsafePointer<E.Stored>, _ op: UnsafeMutablePointer<E.Stored>,
                                                _ om: UnsafeMutablePointer<E.Stored>, _ ov: UnsafeMutablePointer<E.Stored>,
                                                _ r: Range<Int>) {
-        let (stepSize, bc2Root) = c, sign = h.sign, coupled = h.coupled, shrink = h.shrink
-        let b1 = h.beta1, b2 = h.beta2, eps = h.eps
+        let stepSize = E.Real(c.stepSize), bc2Root = E.Real(c.bc2Root), sign = E.Real(h.sign)
+        let coupled = E.Real(h.coupled), shrink = E.Real(h.shrink)
+        let b1 = E.Real(h.beta1), b2 = E.Real(h.beta2), eps = E.Real(h.eps)
         for i in r {
             let w0 = E.float(pp, i)
             let d = coupled == 0 ? sign * E.float(gp, i) : sign * E.float(gp, i) + coupled * w0

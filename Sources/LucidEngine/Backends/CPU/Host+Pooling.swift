@@ -120,12 +120,18 @@ private struct MaxPool: ElementVisitor {
     /// `best`/`at` after the candidate `v` at `q`: a larger value or the first NaN takes over
     /// (selects, not jumps), in the same order as `pool`'s loops.
     @inline(__always)
-    private static func step(_ best: inout Float, _ at: inout Int, _ v: Float, _ q: Int) {
+    private static func step<R: HostReal>(_ best: inout R, _ at: inout Int, _ v: R, _ q: Int) {
         // v > best, or v is NaN and best is not: "not v <= best" while best is a number. Both
         // comparisons are evaluated (no short circuit), so the compiler keeps this branch-free.
         let take = (v <= best ? 0 : 1) & (best == best ? 1 : 0)
         let mask = 0 &- take
-        best = Float(bitPattern: (v.bitPattern & UInt32(truncatingIfNeeded: mask)) | (best.bitPattern & ~UInt32(truncatingIfNeeded: mask)))
+        if R.self == Float.self {
+            let b = unsafeBitCast(best, to: Float.self), x = unsafeBitCast(v, to: Float.self)
+            let m = UInt32(truncatingIfNeeded: mask)
+            best = unsafeBitCast(Float(bitPattern: (x.bitPattern & m) | (b.bitPattern & ~m)), to: R.self)
+        } else if take != 0 {
+            best = v
+        }
         at = (q & mask) | (at & ~mask)
     }
 
@@ -168,7 +174,7 @@ private struct MaxPool: ElementVisitor {
                 // Start from the first tap inside the plane; the rest replace it branch-free
                 // (selects, not jumps: which tap wins is data, and mispredicts).
                 var at = i0 < i1 && j0 < j1 ? (y0 &+ i0 &* dh) &* w &+ x0 &+ j0 &* dw : -1
-                var best = at >= 0 ? E.float(plane, at) : -Float.infinity
+                var best = at >= 0 ? E.float(plane, at) : -E.Real.infinity
                 for i in i0..<i1 {
                     let row = (y0 &+ i &* dh) &* w &+ x0
                     for j in j0..<j1 {
@@ -203,7 +209,7 @@ private struct MaxPoolBackward: ElementVisitor {
             return
         }
         HostThreads.forEachRange(gradIn.shape[0], grain: planeGrain(g), align: 1) { planes in
-            var acc = [Float](repeating: 0, count: size)
+            var acc = [E.Real](repeating: 0, count: size)
             for p in planes {
                 for q in 0..<size { acc[q] = 0 }
                 for k in (p * outSize)..<((p + 1) * outSize) where pi[k] >= 0 {

@@ -61,7 +61,7 @@ private struct StoreDoubles: ElementVisitor {
     let values: [Double], out: TensorImpl
     func visit<E: HostElement>(_: E.Type) {
         let p = HostBackend.address(out).assumingMemoryBound(to: E.Stored.self)
-        for (j, v) in values.enumerated() { E.setFloat(p, j, Float(v)) }
+        for (j, v) in values.enumerated() { E.setFloat(p, j, E.Real(v)) }
     }
 }
 

@@ -133,9 +133,12 @@ final class HostBackend: Backend {
     }
 
     /// The host kernels' route: every call natively, but those of the fused and direct kernels
-    /// (see `FusedElementwiseKernels`, ...) they have no kernel for, which are composed.
+    /// (see `FusedElementwiseKernels`, ...) they have no kernel for, which are composed. Those
+    /// compute in float32, so a float64 call of them is always composed, from the core kernels
+    /// that compute in double.
     static func ownRoute(_ call: KernelCall) -> KernelRoute {
         let r = call.reads, w = call.writes
+        if call.op.isOptimisation, (r + w).contains(where: { $0.dtype == .float64 }) { return .compose }
         let plain = { (ts: [TensorImpl]) in ts.allSatisfy { $0.dtype == .float32 && $0.isContiguous } }
         let takes: Bool
         switch call.op {
@@ -176,7 +179,7 @@ private struct FillKernel: ElementVisitor {
         let p = HostBackend.address(out).assumingMemoryBound(to: E.Stored.self)
         // The value converted once, into element 0 (one rounding from float64 into a 16-bit
         // float, through float32 rounded to odd), then its bits repeated run by run.
-        let f = out.dtype.isLowPrecision ? roundedToOddFloat(value.double) : Float(value.double)
+        let f = out.dtype.isLowPrecision ? E.Real(roundedToOddFloat(value.double)) : E.Real(value.double)
         if E.isFloat { E.setFloat(p, 0, f) } else { E.setInt(p, 0, value.int) }
         let stored = p[0]
         StridedLoop(shape: out.shape, strides: [out.strides]).forEachRun(bases: [0]) { o, n, s in
@@ -197,10 +200,18 @@ private struct CopyDestination<S: HostElement>: ElementVisitor {
         let ps = UnsafePointer(HostBackend.address(src).assumingMemoryBound(to: S.Stored.self))
         let pd = HostBackend.address(dst).assumingMemoryBound(to: D.Stored.self)
         let loop = StridedLoop(shape: dst.shape, strides: [src.strides, dst.strides])
+        // float64 into a 16-bit float rounds once: through float32 rounded to odd.
+        let roundsToOdd = src.dtype == .float64 && dst.dtype.isLowPrecision
         loop.forEachRun(bases: [0, 0]) { o, n, s in
             var i = o[0], k = o[1]
             for _ in 0..<n {
-                if S.isFloat { D.setFloat(pd, k, S.float(ps, i)) } else { D.setInt(pd, k, S.int(ps, i)) }
+                if roundsToOdd {
+                    D.setFloat(pd, k, D.Real(roundedToOddFloat(Double(S.float(ps, i)))))
+                } else if S.isFloat {
+                    D.setFloat(pd, k, D.Real(S.float(ps, i)))
+                } else {
+                    D.setInt(pd, k, S.int(ps, i))
+                }
                 i &+= s[0]; k &+= s[1]
             }
         }

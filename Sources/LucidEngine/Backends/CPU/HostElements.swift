@@ -1,13 +1,16 @@
 import CHostKernels
 
-/// How the host kernels read and write each dtype. Floating types compute in `Float`
-/// (float16 and bfloat16 widen exactly and round once on store); integer types and bool
-/// compute in `Int64` with wrapping arithmetic, bool storing `v != 0` as one byte.
+/// How the host kernels read and write each dtype. Floating types compute in their `Real`:
+/// `Float` for float32 and the 16-bit floats (which widen exactly and round once on store),
+/// `Double` for float64. Integer types and bool compute in `Int64` with wrapping arithmetic,
+/// bool storing `v != 0` as one byte; their `Real` (`Double`) is what converts them to and
+/// from floats.
 protocol HostElement {
     associatedtype Stored
+    associatedtype Real: HostReal
     static var isFloat: Bool { get }
-    static func float(_ p: UnsafePointer<Stored>, _ i: Int) -> Float
-    static func setFloat(_ p: UnsafeMutablePointer<Stored>, _ i: Int, _ v: Float)
+    static func float(_ p: UnsafePointer<Stored>, _ i: Int) -> Real
+    static func setFloat(_ p: UnsafeMutablePointer<Stored>, _ i: Int, _ v: Real)
     static func int(_ p: UnsafePointer<Stored>, _ i: Int) -> Int64
     static func setInt(_ p: UnsafeMutablePointer<Stored>, _ i: Int, _ v: Int64)
 }
@@ -15,14 +18,15 @@ protocol HostElement {
 /// float -> integer the way every caller expects of a cast: truncate toward zero, saturate
 /// at the type's range, NaN to zero (never a trap).
 @inline(__always)
-func truncatingToInt64(_ v: Float) -> Int64 {
+func truncatingToInt64<R: HostReal>(_ v: R) -> Int64 {
     if v.isNaN { return 0 }
-    if v >= 9.223372e18 { return .max }
-    if v <= -9.223372e18 { return .min }
+    if v >= 9.223_372_036_854_775_807e18 { return .max }
+    if v <= -9.223_372_036_854_775_807e18 { return .min }
     return Int64(v)
 }
 
 enum F32Element: HostElement {
+    typealias Real = Float
     typealias Stored = Float
     static var isFloat: Bool { true }
     @inline(__always) static func float(_ p: UnsafePointer<Float>, _ i: Int) -> Float { p[i] }
@@ -32,6 +36,7 @@ enum F32Element: HostElement {
 }
 
 enum F16Element: HostElement {
+    typealias Real = Float
     typealias Stored = UInt16
     static var isFloat: Bool { true }
     @inline(__always) static func float(_ p: UnsafePointer<UInt16>, _ i: Int) -> Float { halfToFloat(p[i]) }
@@ -41,6 +46,7 @@ enum F16Element: HostElement {
 }
 
 enum BF16Element: HostElement {
+    typealias Real = Float
     typealias Stored = UInt16
     static var isFloat: Bool { true }
     @inline(__always) static func float(_ p: UnsafePointer<UInt16>, _ i: Int) -> Float { bfloatToFloat(p[i]) }
@@ -49,11 +55,22 @@ enum BF16Element: HostElement {
     @inline(__always) static func setInt(_ p: UnsafeMutablePointer<UInt16>, _ i: Int, _ v: Int64) { p[i] = floatToBFloat(roundedToOddFloat(v)) }
 }
 
+enum F64Element: HostElement {
+    typealias Stored = Double
+    typealias Real = Double
+    static var isFloat: Bool { true }
+    @inline(__always) static func float(_ p: UnsafePointer<Double>, _ i: Int) -> Double { p[i] }
+    @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<Double>, _ i: Int, _ v: Double) { p[i] = v }
+    @inline(__always) static func int(_ p: UnsafePointer<Double>, _ i: Int) -> Int64 { truncatingToInt64(p[i]) }
+    @inline(__always) static func setInt(_ p: UnsafeMutablePointer<Double>, _ i: Int, _ v: Int64) { p[i] = Double(v) }
+}
+
 enum I32Element: HostElement {
     typealias Stored = Int32
+    typealias Real = Double
     static var isFloat: Bool { false }
-    @inline(__always) static func float(_ p: UnsafePointer<Int32>, _ i: Int) -> Float { Float(p[i]) }
-    @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<Int32>, _ i: Int, _ v: Float) {
+    @inline(__always) static func float(_ p: UnsafePointer<Int32>, _ i: Int) -> Double { Double(p[i]) }
+    @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<Int32>, _ i: Int, _ v: Double) {
         p[i] = Int32(clamping: truncatingToInt64(v))
     }
     @inline(__always) static func int(_ p: UnsafePointer<Int32>, _ i: Int) -> Int64 { Int64(p[i]) }
@@ -62,18 +79,20 @@ enum I32Element: HostElement {
 
 enum I64Element: HostElement {
     typealias Stored = Int64
+    typealias Real = Double
     static var isFloat: Bool { false }
-    @inline(__always) static func float(_ p: UnsafePointer<Int64>, _ i: Int) -> Float { Float(p[i]) }
-    @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<Int64>, _ i: Int, _ v: Float) { p[i] = truncatingToInt64(v) }
+    @inline(__always) static func float(_ p: UnsafePointer<Int64>, _ i: Int) -> Double { Double(p[i]) }
+    @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<Int64>, _ i: Int, _ v: Double) { p[i] = truncatingToInt64(v) }
     @inline(__always) static func int(_ p: UnsafePointer<Int64>, _ i: Int) -> Int64 { p[i] }
     @inline(__always) static func setInt(_ p: UnsafeMutablePointer<Int64>, _ i: Int, _ v: Int64) { p[i] = v }
 }
 
 enum BoolElement: HostElement {
     typealias Stored = UInt8
+    typealias Real = Double
     static var isFloat: Bool { false }
-    @inline(__always) static func float(_ p: UnsafePointer<UInt8>, _ i: Int) -> Float { p[i] != 0 ? 1 : 0 }
-    @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<UInt8>, _ i: Int, _ v: Float) { p[i] = v != 0 ? 1 : 0 }
+    @inline(__always) static func float(_ p: UnsafePointer<UInt8>, _ i: Int) -> Double { p[i] != 0 ? 1 : 0 }
+    @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<UInt8>, _ i: Int, _ v: Double) { p[i] = v != 0 ? 1 : 0 }
     @inline(__always) static func int(_ p: UnsafePointer<UInt8>, _ i: Int) -> Int64 { p[i] != 0 ? 1 : 0 }
     @inline(__always) static func setInt(_ p: UnsafeMutablePointer<UInt8>, _ i: Int, _ v: Int64) { p[i] = v != 0 ? 1 : 0 }
 }
@@ -93,6 +112,7 @@ func dispatch<V: ElementVisitor>(_ dtype: DType, _ v: V) -> V.Result {
     case .int32: return v.visit(I32Element.self)
     case .int64: return v.visit(I64Element.self)
     case .bool: return v.visit(BoolElement.self)
+    case .float64: return v.visit(F64Element.self)
     }
 }
 

@@ -365,6 +365,7 @@ enum MetalSelfTest {
             case .int32: withUnsafeBytes(of: Int32(v)) { bytes += $0 }
             case .int64: withUnsafeBytes(of: Int64(v)) { bytes += $0 }
             case .bool: bytes.append(v != 0 ? 1 : 0)
+            case .float64: withUnsafeBytes(of: Double(v)) { bytes += $0 }
             }
         }
         bytes.withUnsafeBytes { be.write($0, into: t) }
@@ -384,6 +385,7 @@ enum MetalSelfTest {
                 case .int32: return Double(raw.load(fromByteOffset: i * 4, as: Int32.self))
                 case .int64: return Double(raw.load(fromByteOffset: i * 8, as: Int64.self))
                 case .bool: return Double(raw[i])
+                case .float64: return raw.load(fromByteOffset: i * 8, as: Double.self)
                 }
             }
         }
