@@ -90,8 +90,9 @@ def assert_bits_equal(got, want):
                           f"{got.reshape(-1)[bad[0]]!r} vs {want.reshape(-1)[bad[0]]!r}"
 
 
-def numeric_grads(fn, arrays, weights, eps=1e-2):
-    """Central differences of sum(fn(*arrays) * weights) in float64 through lucid's float32 ops."""
+def numeric_grads(fn, arrays, weights, eps=1e-2, dtype=lucid.float32):
+    """Central differences of sum(fn(*arrays) * weights) in float64, through lucid's ops on
+    tensors of `dtype` (float32 unless given)."""
     grads = []
     for i, a in enumerate(arrays):
         g = np.zeros(a.shape, dtype=np.float64)
@@ -100,7 +101,7 @@ def numeric_grads(fn, arrays, weights, eps=1e-2):
             for sign in (1, -1):
                 moved = [x.copy() for x in arrays]
                 moved[i][idx] += sign * eps
-                out = fn(*[lucid.tensor(x) for x in moved]).numpy().astype(np.float64)
+                out = fn(*[lucid.tensor(x, dtype=dtype) for x in moved]).numpy().astype(np.float64)
                 vals.append(float((out * weights).sum()))
             g[idx] = (vals[0] - vals[1]) / (2 * eps)
         grads.append(g)

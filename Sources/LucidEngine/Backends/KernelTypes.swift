@@ -50,27 +50,34 @@ struct Scalar: Sendable {
 
 /// Hyper-parameters of one SGD update (PyTorch's `torch.optim.SGD`).
 struct SGDHyper: Sendable {
-    var lr: Float, momentum: Float, dampening: Float, weightDecay: Float
+    var lr: Double, momentum: Double, dampening: Double, weightDecay: Double
     var nesterov: Bool, maximize: Bool, firstStep: Bool
 }
 
 /// Hyper-parameters of one Adam/AdamW update. The step count is a tensor of the parameter's
 /// device (PyTorch's `state["step"]`), so that a step skipped on the device does not count.
 struct AdamHyper: Sendable {
-    var lr: Float, beta1: Float, beta2: Float, eps: Float, weightDecay: Float
+    var lr: Double, beta1: Double, beta2: Double, eps: Double, weightDecay: Double
     var decoupled: Bool, maximize: Bool
 
     /// The update in PyTorch's form, p -= lr / bc1 · m / (sqrt(v) / sqrt(bc2) + eps), with
-    /// d = sign · g + coupled · p and p scaled by `shrink` first for decoupled weight decay.
+    /// d = sign · g + coupled · p and p scaled by `shrink` first for decoupled weight decay;
+    /// in float32 (a GPU's kernels take these).
     var sign: Float { maximize ? -1 : 1 }
-    var coupled: Float { decoupled ? 0 : weightDecay }
-    var shrink: Float { decoupled ? 1 - lr * weightDecay : 1 }
+    var coupled: Float { decoupled ? 0 : Float(weightDecay) }
+    var shrink: Float { decoupled ? 1 - Float(lr) * Float(weightDecay) : 1 }
 
-    /// The bias-corrected step size and sqrt(bc2) at 1-based step `step`, as the host computes
-    /// them (a GPU computes them from the step it reads, in float32).
-    func biasCorrections(step: Float) -> (stepSize: Float, bc2Root: Float) {
-        let bc1 = Float(1 - pow(Double(beta1), Double(step))), bc2 = Float(1 - pow(Double(beta2), Double(step)))
-        return (lr / bc1, bc2.squareRoot())
+    /// The step's constants in the real type `R` the parameter computes in, at 1-based step
+    /// `step`: float32 as a GPU computes them from the step it reads, float64 for float64.
+    func constants<R: HostReal>(_: R.Type, step: Float) -> (stepSize: R, bc2Root: R, sign: R, coupled: R, shrink: R) {
+        if R.self == Float.self {
+            let bc1 = Float(1 - pow(Double(Float(beta1)), Double(step)))
+            let bc2 = Float(1 - pow(Double(Float(beta2)), Double(step)))
+            return (R(Float(lr) / bc1), R(bc2.squareRoot()), R(sign), R(coupled), R(shrink))
+        }
+        let bc1 = 1 - pow(beta1, Double(step)), bc2 = 1 - pow(beta2, Double(step))
+        return (R(lr / bc1), R(bc2.squareRoot()), R(sign), R(decoupled ? 0 : weightDecay),
+                R(decoupled ? 1 - lr * weightDecay : 1))
     }
 }
 

@@ -28,6 +28,11 @@ public enum DType: Int32, CaseIterable, Sendable, CustomStringConvertible {
     /// Whether the type is a 16-bit floating-point type (computed in float32).
     public var isLowPrecision: Bool { self == .float16 || self == .bfloat16 }
 
+    /// The type an op that computes "in float32 at least" (statistics, softmax, attention
+    /// scores) computes a floating input of this type in: float64 for float64, float32 for
+    /// the others.
+    var computeType: DType { self == .float64 ? .float64 : .float32 }
+
     /// The name Python shows after `lucid.` (`float16`, `bool`, …).
     public var name: String {
         switch self {

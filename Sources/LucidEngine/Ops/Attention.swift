@@ -35,7 +35,8 @@ package enum Attention {
                 return fused
             }
             let products = try LinearAlgebra.matmul(t[0], try ShapeOps.transpose(t[1], -2, -1))
-            var scores = try Composite.mul(try Ops.cast(products, to: .float32), factor)
+            let wide = dtype.computeType
+            var scores = try Composite.mul(try Ops.cast(products, to: wide), factor)
             var allowed: TensorImpl? = nil
             if causal {
                 let rows = try ShapeOps.reshape(try Creation.arange(start: 0, end: Int64(l), step: 1, dtype: .int64, device: q.device), [l, 1])
@@ -45,10 +46,10 @@ package enum Attention {
                 allowed = mask
             } else if let mask {
                 try Composite.checkFloat(op + " (attn_mask)", [mask])
-                scores = try Composite.add(scores, try Ops.cast(mask, to: .float32))
+                scores = try Composite.add(scores, try Ops.cast(mask, to: wide))
             }
             if let allowed {
-                scores = try Comparison.where(allowed, scores, try Ops.scalarTensor(ScalarOperand(float: -.infinity), dtype: .float32, device: q.device))
+                scores = try Comparison.where(allowed, scores, try Ops.scalarTensor(ScalarOperand(float: -.infinity), dtype: wide, device: q.device))
             }
             var weights = try Activations.softmax(scores, dim: -1)
             if dropout > 0 { weights = try Activations.dropout(weights, p: dropout, training: training) }

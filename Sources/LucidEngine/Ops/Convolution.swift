@@ -307,12 +307,13 @@ package enum Convolution {
         return try ShapeOps.reshape(pooled, lead + [g.output.0, g.output.1])
     }
 
-    /// Average pooling through the backend's direct kernels (float32, with their backward), or
-    /// nil when the backend composes it: [P, oh, ow].
+    /// Average pooling through the backend's direct kernels (in the divisors' dtype, with their
+    /// backward), or nil when the backend composes it: [P, oh, ow].
     private static func directAvgPool(_ x: TensorImpl, _ g: WindowGeometry, _ divisor: TensorImpl) throws -> TensorImpl? {
-        let x32 = try Ops.contiguous(try Ops.cast(x, to: .float32))
+        let wide = divisor.dtype
+        let x32 = try Ops.contiguous(try Ops.cast(x, to: wide))
         let planes = x32.shape[0]
-        let out = try TensorImpl.empty([planes, g.output.0, g.output.1], dtype: .float32, on: x32.backend)
+        let out = try TensorImpl.empty([planes, g.output.0, g.output.1], dtype: wide, on: x32.backend)
         let input = x32.withRequiresGrad(false)
         guard out.numel > 0,
               x32.runUnlessComposed(AveragePoolingKernels.self, KernelCall(.avgPool2d(g), reads: [input, divisor], writes: [out]),
@@ -321,8 +322,8 @@ package enum Convolution {
         }
         let shape = x32.shape
         return Autograd.record(out, Autograd.name(avgPool2d), [x32]) { grad in
-            let gc = try Ops.contiguous(try Ops.cast(grad, to: .float32))
-            let gradIn = try TensorImpl.empty(shape, dtype: .float32, on: gc.backend)
+            let gc = try Ops.contiguous(try Ops.cast(grad, to: wide))
+            let gradIn = try TensorImpl.empty(shape, dtype: wide, on: gc.backend)
             let call = KernelCall(.avgPool2dBackward(g), reads: [gc, divisor], writes: [gradIn])
             guard gradIn.runUnlessComposed(AveragePoolingKernels.self, call, "avg_pool2d_backward", {
                 $0.avgPool2dBackward(gc, g, divisors: divisor, into: gradIn)
@@ -353,20 +354,21 @@ package enum Convolution {
         try checkHalfKernel(op, padding, kernel)
         return try avgPool2d.run([x]) { t in
             let cells = g.output.0 * g.output.1
+            let wide = t[0].dtype.computeType
             let divisor: TensorImpl
             if let d = divisorOverride {
-                divisor = try Creation.full([cells], value: ScalarOperand(int: Int64(d)), dtype: .float32, device: x.device)
+                divisor = try Creation.full([cells], value: ScalarOperand(int: Int64(d)), dtype: wide, device: x.device)
             } else {
                 let rows = counts(g.output.0, size: g.input.0, kernel: kernel.0, stride: stride.0, padding: padding.0, includePad: countIncludePad)
                 let cols = counts(g.output.1, size: g.input.1, kernel: kernel.1, stride: stride.1, padding: padding.1, includePad: countIncludePad)
                 divisor = try Creation.fromDoubles(rows.flatMap { r in cols.map { r * $0 } }, shape: [cells],
-                                                   dtype: .float32, device: x.device)
+                                                   dtype: wide, device: x.device)
             }
             if let pooled = try directAvgPool(t[0], g, divisor) {
                 return try ShapeOps.reshape(try Ops.cast(pooled, to: x.dtype), lead + [g.output.0, g.output.1])
             }
             let sums = try Composite.sum(try unfold(t[0], g), [1])  // [N·C, oh·ow]
-            let mean = try Ops.cast(try Composite.div(try Ops.cast(sums, to: .float32), divisor), to: x.dtype)
+            let mean = try Ops.cast(try Composite.div(try Ops.cast(sums, to: wide), divisor), to: x.dtype)
             return try ShapeOps.reshape(mean, lead + [g.output.0, g.output.1])
         }
     }
@@ -395,20 +397,21 @@ package enum Convolution {
         _ = try Shape.numel([outputSize.1, w])
         _ = try Shape.numel(lead + [outputSize.0, outputSize.1])
         return try adaptiveAvgPool2d.run([x]) { t in
+            let wide = t[0].dtype.computeType
             if h % outputSize.0 == 0 && w % outputSize.1 == 0 {
                 // Equal windows that tile the plane: a mean over each window's two axes, in
                 // float32 (one reduction; global pooling is the (1, 1) case).
                 let (kh, kw) = (h / outputSize.0, w / outputSize.1)
-                let cells = try ShapeOps.reshape(try Ops.cast(t[0], to: .float32),
+                let cells = try ShapeOps.reshape(try Ops.cast(t[0], to: wide),
                                                  [lead.reduce(1, *), outputSize.0, kh, outputSize.1, kw])
                 let y = try Reductions.reduce(.mean, cells, dims: [2, 4], keepdim: false)
                 return try ShapeOps.reshape(try Ops.cast(y, to: x.dtype), lead + [outputSize.0, outputSize.1])
             }
             // Otherwise a linear map per axis: out = A_h · X · A_wᵀ, in float32 (A's entries
             // are not exact in 16 bits).
-            let ah = try adaptiveMatrix(outputSize.0, h, dtype: .float32, device: x.device)
-            let aw = try adaptiveMatrix(outputSize.1, w, dtype: .float32, device: x.device)
-            let planes = try Ops.cast(try ShapeOps.reshape(t[0], [lead.reduce(1, *), h, w]), to: .float32)
+            let ah = try adaptiveMatrix(outputSize.0, h, dtype: wide, device: x.device)
+            let aw = try adaptiveMatrix(outputSize.1, w, dtype: wide, device: x.device)
+            let planes = try Ops.cast(try ShapeOps.reshape(t[0], [lead.reduce(1, *), h, w]), to: wide)
             let y = try LinearAlgebra.matmul(try LinearAlgebra.matmul(ah, planes), try ShapeOps.transpose(aw, 0, 1))
             return try ShapeOps.reshape(try Ops.cast(y, to: x.dtype), lead + [outputSize.0, outputSize.1])
         }

@@ -1,4 +1,5 @@
-/// layer_norm, group_norm and batch_norm. Statistics are computed in float32 at least.
+/// layer_norm, group_norm and batch_norm. Statistics are computed in float32 at least (float64
+/// for float64: `DType.computeType`).
 package enum Normalization {
     static let layerNorm = OpInfo("layer_norm", .float32)
     static let groupNorm = OpInfo("group_norm", .float32)
@@ -27,7 +28,7 @@ package enum Normalization {
                                       _ bias: TensorImpl?) throws -> TensorImpl {
         guard weight != nil || bias != nil else { return y }
         let view = [1, y.shape[1]] + [Int](repeating: 1, count: y.ndim - 2)
-        let composed = { try affine(y, try float32(weight), try float32(bias), shape: view) }
+        let composed = { try affine(y, try cast(weight, y.dtype), try cast(bias, y.dtype), shape: view) }
         guard y.dtype == .float32, y.numel > 0 else { return try composed() }
         let plain = { (t: TensorImpl?) throws -> TensorImpl? in
             try t.map { try Ops.contiguous(try Ops.cast($0.withRequiresGrad(false), to: .float32)) }
@@ -80,7 +81,7 @@ package enum Normalization {
         }
     }
 
-    private static func float32(_ t: TensorImpl?) throws -> TensorImpl? { try t.map { try Ops.cast($0, to: .float32) } }
+    private static func cast(_ t: TensorImpl?, _ dtype: DType) throws -> TensorImpl? { try t.map { try Ops.cast($0, to: dtype) } }
 
     /// Row normalisation through the backend's kernel, with its backward: `x` viewed as
     /// [rows, n], an optional per-column affine (`weight`, `bias` of n elements), the result
@@ -174,8 +175,9 @@ package enum Normalization {
             if n > 0, let y = try fusedRows(layerNorm, x, rows: x.numel / n, eps: eps, weight: w, bias: b, dtype: x.dtype) {
                 return try ShapeOps.reshape(y, x.shape)
             }
-            let y = try normalized(try Ops.cast(x, to: .float32), dims: Array((x.ndim - k)..<x.ndim), eps: eps)
-            return try Ops.cast(try affine(y, try float32(w), try float32(b), shape: normalizedShape), to: x.dtype)
+            let wide = x.dtype.computeType
+            let y = try normalized(try Ops.cast(x, to: wide), dims: Array((x.ndim - k)..<x.ndim), eps: eps)
+            return try Ops.cast(try affine(y, try cast(w, wide), try cast(b, wide), shape: normalizedShape), to: x.dtype)
         }
     }
 
@@ -203,7 +205,7 @@ package enum Normalization {
             if let fused = try fusedRows(groupNorm, x, rows: rows, eps: eps, weight: nil, bias: nil, dtype: .float32) {
                 y = try ShapeOps.reshape(fused, x.shape)
             } else {
-                let grouped = try ShapeOps.reshape(try Ops.cast(x, to: .float32), [x.shape[0], groups, -1])
+                let grouped = try ShapeOps.reshape(try Ops.cast(x, to: x.dtype.computeType), [x.shape[0], groups, -1])
                 y = try ShapeOps.reshape(try normalized(grouped, dims: [2], eps: eps), x.shape)
             }
             return try Ops.cast(try channelAffine(groupNorm, y, w, b), to: x.dtype)
@@ -276,9 +278,9 @@ package enum Normalization {
         let view = [1, c] + [Int](repeating: 1, count: a.ndim - 2)
         var count = 1
         for d in dims { count *= a.shape[d] }
+        let wide = a.dtype.computeType
         return try batchNorm.run([a]) { _ in
-            let x = try Ops.cast(a, to: .float32)
-            let f32 = { (t: TensorImpl?) throws -> TensorImpl? in try t.map { try Ops.cast($0, to: .float32) } }
+            let x = try Ops.cast(a, to: wide)
             let y: TensorImpl
             var newMean: TensorImpl? = nil, newVar: TensorImpl? = nil
             /// The running statistics blended with this batch's mean and biased variance ([c]).
@@ -289,7 +291,7 @@ package enum Normalization {
                     let unbiased = try Composite.mul(try ShapeOps.reshape(biased.withRequiresGrad(false), [c]),
                                                      Double(count) / Double(Swift.max(count - 1, 1)))
                     let blend = { (old: TensorImpl, new: TensorImpl) throws -> TensorImpl in
-                        try Composite.add(try Composite.mul(try Ops.cast(old, to: .float32), 1 - momentum), try Composite.mul(new, momentum))
+                        try Composite.add(try Composite.mul(try Ops.cast(old, to: wide), 1 - momentum), try Composite.mul(new, momentum))
                     }
                     newMean = try blend(rm, m)
                     newVar = try blend(rv, unbiased)
@@ -301,8 +303,8 @@ package enum Normalization {
                 return (try Ops.cast(fused.out, to: a.dtype), newMean, newVar)
             }
             if !training, let rm0 = runningMean, let rv0 = runningVar {
-                let rm = try ShapeOps.reshape(try Ops.cast(rm0, to: .float32), view)
-                let rv = try ShapeOps.reshape(try Ops.cast(rv0, to: .float32), view)
+                let rm = try ShapeOps.reshape(try Ops.cast(rm0, to: wide), view)
+                let rv = try ShapeOps.reshape(try Ops.cast(rv0, to: wide), view)
                 y = try Composite.mul(try Composite.sub(x, rm), try Elementwise.unary(.rsqrt, try Composite.add(rv, eps)))
             } else {
                 guard count > 1 || !training else {
@@ -314,7 +316,7 @@ package enum Normalization {
                 y = try Composite.mul(centered, try Elementwise.unary(.rsqrt, try Composite.add(biased, eps)))
                 try updateRunning(mean, biased)
             }
-            let out = try affine(y, try f32(weight), try f32(bias), shape: view)
+            let out = try affine(y, try cast(weight, wide), try cast(bias, wide), shape: view)
             return (try Ops.cast(out, to: a.dtype), newMean, newVar)
         }
     }

@@ -90,8 +90,8 @@ package enum Optimizers {
                 made = try TensorImpl.empty(p.shape, dtype: p.dtype, on: p.backend)
             }
         }
-        let hyper = SGDHyper(lr: Float(lr), momentum: Float(momentum), dampening: Float(dampening),
-                             weightDecay: Float(weightDecay), nesterov: nesterov, maximize: maximize, firstStep: firstStep)
+        let hyper = SGDHyper(lr: lr, momentum: momentum, dampening: dampening,
+                             weightDecay: weightDecay, nesterov: nesterov, maximize: maximize, firstStep: firstStep)
         let newMomentum = momentum != 0 ? (buf ?? made) : nil
         let state = [buf, newMomentum].compactMap { $0 }
         p.run(OptimizerKernels.self, KernelCall(.sgdStep, reads: [p, g] + state + [found].compactMap { $0 }, writes: [p] + state),
@@ -122,8 +122,8 @@ package enum Optimizers {
         let p = try dense(param), g = try Ops.contiguous(grad)
         let zeros = { try Creation.full(p.shape, value: ScalarOperand(float: 0), dtype: p.dtype, device: p.device) }
         let m0 = try m.map(dense) ?? zeros(), v0 = try v.map(dense) ?? zeros()
-        let hyper = AdamHyper(lr: Float(lr), beta1: Float(beta1), beta2: Float(beta2), eps: Float(eps),
-                              weightDecay: Float(weightDecay), decoupled: decoupled, maximize: maximize)
+        let hyper = AdamHyper(lr: lr, beta1: beta1, beta2: beta2, eps: eps,
+                              weightDecay: weightDecay, decoupled: decoupled, maximize: maximize)
         let call = KernelCall(.adamStep, reads: [p, g, m0, v0, step] + [foundInf].compactMap { $0 }, writes: [p, m0, v0, step])
         p.run(OptimizerKernels.self, call, "adam_step") {
             $0.adamStep(param: p, grad: g, m: m0, v: v0, step: step, hyper: hyper, newParam: p, newM: m0, newV: v0,

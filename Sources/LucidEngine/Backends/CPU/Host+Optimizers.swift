@@ -96,21 +96,20 @@ private struct AdamKernel: ElementVisitor {
         let pp = UnsafePointer(hostPointer(p, E.self)), gp = UnsafePointer(hostPointer(g, E.self))
         let mp = UnsafePointer(hostPointer(m, E.self)), vp = UnsafePointer(hostPointer(v, E.self))
         let op = hostPointer(outP, E.self), om = hostPointer(outM, E.self), ov = hostPointer(outV, E.self)
-        let h = h, c = h.biasCorrections(step: step)
+        let h = h, c = h.constants(E.Real.self, step: step)
         HostThreads.forEachRange(p.numel) { r in Self.update(E.self, h, c, pp, gp, mp, vp, op, om, ov, r) }
     }
 
     /// One range of the update, the step's constants hoisted (a function of its own so that
     /// they stay in registers and the loop vectorises).
     private static func update<E: HostElement>(_: E.Type, _ h: AdamHyper,
-                                               _ c: (stepSize: Float, bc2Root: Float),
+                                               _ c: (stepSize: E.Real, bc2Root: E.Real, sign: E.Real, coupled: E.Real, shrink: E.Real),
                                                _ pp: UnsafePointer<E.Stored>,
                                                _ gp: UnsafePointer<E.Stored>, _ mp: UnsafePointer<E.Stored>,
                                                _ vp: UnsafePointer<E.Stored>, _ op: UnsafeMutablePointer<E.Stored>,
                                                _ om: UnsafeMutablePointer<E.Stored>, _ ov: UnsafeMutablePointer<E.Stored>,
                                                _ r: Range<Int>) {
-        let stepSize = E.Real(c.stepSize), bc2Root = E.Real(c.bc2Root), sign = E.Real(h.sign)
-        let coupled = E.Real(h.coupled), shrink = E.Real(h.shrink)
+        let (stepSize, bc2Root, sign, coupled, shrink) = c
         let b1 = E.Real(h.beta1), b2 = E.Real(h.beta2), eps = E.Real(h.eps)
         for i in r {
             let w0 = E.float(pp, i)

@@ -34,7 +34,27 @@ private struct ReduceSource: ElementVisitor {
         let count = out.numel
         var reducedCount = 1
         for ax in axes { reducedCount &*= a.shape[ax] }
-        if E.isFloat {
+        if E.isFloat && E.Real.self == Double.self {
+            // float64 sums compensated (Neumaier): a float64 accumulator alone would lose
+            // what float64 inputs carry.
+            var acc = [Double](repeating: 0, count: count), lost = [Double](repeating: 0, count: count)
+            acc.withUnsafeMutableBufferPointer { accp in
+                lost.withUnsafeMutableBufferPointer { lostp in
+                    loop.forEachRun(bases: [0, 0]) { o, n, s in
+                        var i = o[0], k = o[1]
+                        for _ in 0..<n {
+                            let x = Double(E.float(pa, i)), t = accp[k] + x
+                            lostp[k] += abs(accp[k]) >= abs(x) ? (accp[k] - t) + x : (x - t) + accp[k]
+                            accp[k] = t
+                            i &+= s[0]; k &+= s[1]
+                        }
+                    }
+                }
+            }
+            for j in 0..<count { acc[j] += lost[j] }
+            if op == .mean { for j in 0..<count { acc[j] /= Double(reducedCount) } }
+            dispatch(out.dtype, StoreDoubles(values: acc, out: out))
+        } else if E.isFloat {
             var acc = [Double](repeating: 0, count: count)
             acc.withUnsafeMutableBufferPointer { accp in
                 loop.forEachRun(bases: [0, 0]) { o, n, s in

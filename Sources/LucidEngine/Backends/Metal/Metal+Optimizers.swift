@@ -33,8 +33,8 @@ extension MetalBackend: OptimizerKernels {
         guard param.numel > 0 else { return }
         // SGDParams: 4 floats, 6 uints, 1 ulong = 48 bytes.
         var words = [UInt32](repeating: 0, count: 12)
-        words[0] = h.lr.bitPattern; words[1] = h.momentum.bitPattern
-        words[2] = h.dampening.bitPattern; words[3] = h.weightDecay.bitPattern
+        words[0] = Float(h.lr).bitPattern; words[1] = Float(h.momentum).bitPattern
+        words[2] = Float(h.dampening).bitPattern; words[3] = Float(h.weightDecay).bitPattern
         words[4] = h.nesterov ? 1 : 0; words[5] = h.maximize ? 1 : 0; words[6] = h.firstStep ? 1 : 0
         words[7] = newMomentum != nil ? 1 : 0; words[8] = momentum != nil ? 1 : 0; words[9] = found != nil ? 1 : 0
         words[10] = UInt32(truncatingIfNeeded: param.numel); words[11] = UInt32(truncatingIfNeeded: param.numel >> 32)
@@ -54,7 +54,7 @@ extension MetalBackend: OptimizerKernels {
         let hasFound: UInt32 = found != nil ? 1 : 0
         if param.numel > 0 {
             // AdamParams: 7 floats, 1 uint and 1 ulong = 40 bytes.
-            var words = [h.lr, h.beta1, h.beta2, h.eps, h.coupled, h.shrink, h.sign].map(\.bitPattern)
+            var words = [Float(h.lr), Float(h.beta1), Float(h.beta2), Float(h.eps), h.coupled, h.shrink, h.sign].map(\.bitPattern)
             words += [hasFound, UInt32(truncatingIfNeeded: param.numel), UInt32(truncatingIfNeeded: param.numel >> 32)]
             encode("adam_step_\(param.dtype.name)", count: param.numel) { e in
                 for (i, t) in [param, grad, m, v, newParam, newM, newV].enumerated() { bind(t, i, e) }
