@@ -15,10 +15,11 @@ def get_default_dtype():
 
 
 def set_default_dtype(d) -> None:
-    """Accepts lucid.float32, the only default lucid has (there is no float64); anything else
-    raises."""
+    """Accepts lucid.float32, the only default lucid has; anything else raises (float64
+    tensors are made with ``dtype=lucid.float64``, ``.double()`` or from float64 numpy arrays)."""
     if check_dtype(d) is not float32:
-        raise TypeError(f"set_default_dtype: lucid's default dtype is lucid.float32 (there is no float64), got {d!r}")
+        raise TypeError(f"set_default_dtype: lucid's default dtype is always lucid.float32, got {d!r}; make float64 "
+                        "tensors with dtype=lucid.float64, .double() or from a float64 numpy array")
 
 
 def set_float32_matmul_precision(precision: str) -> None:
