@@ -276,8 +276,12 @@ def test_sort_argsort_and_topk_match_numpy_and_pass_gradients(device):
         want[r, where.numpy()[r, 0]] += 1
         want[r, where.numpy()[r, 1]] += 10
     np.testing.assert_array_equal(t.grad.numpy(), want)
-    low, _ = t.topk(2, dim=0, largest=False)
-    np.testing.assert_array_equal(low.numpy(), np.sort(x, 0)[:2])
+    low = t.topk(2, dim=0, largest=False)
+    np.testing.assert_array_equal(low.values.numpy(), np.sort(x, 0)[:2])
+    np.testing.assert_array_equal(low.indices.numpy(), np.argsort(x, 0, kind="stable")[:2])
+    ordered = lucid.sort(t, dim=1, descending=True)
+    np.testing.assert_array_equal(ordered.values.numpy(), -np.sort(-x, 1))
+    np.testing.assert_array_equal(ordered.indices.numpy(), np.argsort(-x, 1, kind="stable"))
 
 
 def test_ordering_puts_nan_first_when_descending_and_handles_integer_extremes():

@@ -8,6 +8,8 @@ The random draws come from numpy generators seeded from the engine's stream, so
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 
 from .._core import tensor_arg
@@ -124,12 +126,17 @@ def argsort(input, dim: int = -1, descending: bool = False):
     return _indices(order, input)
 
 
+# (values, indices), as torch.sort and torch.topk return.
+SortResult = namedtuple("sort", ["values", "indices"])
+TopkResult = namedtuple("topk", ["values", "indices"])
+
+
 def sort(input, dim: int = -1, descending: bool = False):
     """``(values, indices)`` of `input` sorted along `dim` (stable; NaN counts as the largest);
     gradients flow back to the entries through `values`."""
     order, d = _order(input, dim, descending, "sort")
     indices = _indices(order, input)
-    return gather(input, d, indices), indices
+    return SortResult(gather(input, d, indices), indices)
 
 
 def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
@@ -140,7 +147,7 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
     if not 0 <= k <= input.shape[d]:
         raise ValueError(f"topk(): k ({k}) must be between 0 and the size of dimension {d} ({input.shape[d]})")
     indices = _indices(np.take(order, np.arange(k), axis=d), input)
-    return gather(input, d, indices), indices
+    return TopkResult(gather(input, d, indices), indices)
 
 
 def randperm(n, *, generator=None, dtype=None, device="cpu", requires_grad=False):
