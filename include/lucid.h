@@ -342,6 +342,19 @@ int32_t lucid_dropout(lucid_tensor a, double p, int32_t training, int64_t out[LU
 /* torch.nn.functional.leaky_relu: a > 0 ? a : negative_slope·a for a floating tensor (gradient
  * negative_slope at 0). */
 int32_t lucid_leaky_relu(lucid_tensor a, double negative_slope, int64_t out[LUCID_RECORD_LEN]);
+/* One LSTM step from the input's and the hidden state's products (xw, hw: [batch, 4 * hidden],
+ * gates in PyTorch's order: input, forget, cell, output) and the cell state c ([batch, hidden]):
+ * the new hidden state to h and the new cell state to c_new. */
+int32_t lucid_lstm_cell(lucid_tensor xw, lucid_tensor hw, lucid_tensor c, int64_t h[LUCID_RECORD_LEN],
+                        int64_t c_new[LUCID_RECORD_LEN]);
+/* One LSTM layer over a sequence x ([steps, batch, features]) from the states h0 and c0
+ * ([batch, hidden]), with PyTorch's weights (w_ih [4 * hidden, features], w_hh
+ * [4 * hidden, hidden]) and optional biases (0 for none), from the last step to the first when
+ * reverse: every step's hidden state to out ([steps, batch, hidden]), the final ones to h_n
+ * and c_n. */
+int32_t lucid_lstm_layer(lucid_tensor x, lucid_tensor h0, lucid_tensor c0, lucid_tensor w_ih, lucid_tensor w_hh,
+                         lucid_tensor b_ih, lucid_tensor b_hh, int32_t reverse, int64_t out[LUCID_RECORD_LEN],
+                         int64_t h_n[LUCID_RECORD_LEN], int64_t c_n[LUCID_RECORD_LEN]);
 int32_t lucid_layer_norm(lucid_tensor a, const int64_t *normalized_shape, int32_t ndim, lucid_tensor weight,
                          lucid_tensor bias, double eps, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_group_norm(lucid_tensor a, int64_t groups, lucid_tensor weight, lucid_tensor bias, double eps,

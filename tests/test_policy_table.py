@@ -40,6 +40,8 @@ RUNNERS = {
     "atan": lambda t, d: t(3).atan(), "round": lambda t, d: t(3).round(),
     "where": lambda t, d: lucid.where(t(3) > 0, t(3), t(3)), "clamp": lambda t, d: t(3).clamp(-1, 1),
     "matmul": lambda t, d: t(2, 3) @ t(3, 2), "linear": lambda t, d: F.linear(t(2, 3), t(4, 3), t(4)),
+    "lstm": lambda t, d: lucid.nn.LSTM(3, 4).to(d)(t(5, 2, 3))[0],
+    "lstm_cell": lambda t, d: lucid.nn.LSTMCell(3, 4).to(d)(t(2, 3))[0],
     "sum": lambda t, d: t(3).sum(), "mean": lambda t, d: t(3).mean(),
     "max": lambda t, d: t(2, 3).max(1).values, "min": lambda t, d: t(2, 3).min(),
     "amax": lambda t, d: t(2, 3).amax(0), "amin": lambda t, d: t(2, 3).amin(0),

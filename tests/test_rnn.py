@@ -222,3 +222,81 @@ def test_bad_inputs_are_clear_errors():
         nn.RNN(3, 4, nonlinearity="gelu")
     with pytest.raises(ValueError, match="dropout"):
         nn.LSTM(3, 4, dropout=2)
+
+
+def _numeric(loss, arr, eps=1e-6):
+    """Central differences of `loss()` with respect to the numpy array `arr`, moved in place."""
+    g = np.zeros_like(arr)
+    for i in np.ndindex(arr.shape):
+        keep = arr[i]
+        arr[i] = keep + eps
+        up = loss()
+        arr[i] = keep - eps
+        down = loss()
+        arr[i] = keep
+        g[i] = (up - down) / (2 * eps)
+    return g
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(num_layers=2, bidirectional=True), dict(bias=False)])
+def test_the_lstm_layers_backward_through_time_matches_finite_differences_in_float64(kw):
+    # Every input of the fused layer gets its gradient: the sequence, both initial states and
+    # every weight, from a loss over the outputs and both final states.
+    lucid.manual_seed(5)
+    m = nn.LSTM(2, 3, **kw).double()
+    D, L = (2 if m.bidirectional else 1), m.num_layers
+    x, h0, c0 = rng.standard_normal((4, 2, 2)), rng.standard_normal((L * D, 2, 3)), rng.standard_normal((L * D, 2, 3))
+    w_out, w_h, w_c = rng.standard_normal((4, 2, 3 * D)), rng.standard_normal((L * D, 2, 3)), rng.standard_normal((L * D, 2, 3))
+    params = {name: p.detach().numpy().copy() for name, p in m.named_parameters()}
+
+    def loss(grad=False):
+        tensors = [lucid.tensor(a, requires_grad=grad) for a in (x, h0, c0)]
+        if not grad:
+            m.load_state_dict({k: lucid.tensor(v) for k, v in params.items()})
+        out, (h, c) = m(tensors[0], (tensors[1], tensors[2]))
+        total = (out * lucid.tensor(w_out)).sum() + (h * lucid.tensor(w_h)).sum() + (c * lucid.tensor(w_c)).sum()
+        return total, tensors
+
+    m.zero_grad()
+    total, tensors = loss(grad=True)
+    total.backward()
+    analytic = {"x": tensors[0].grad.numpy(), "h0": tensors[1].grad.numpy(), "c0": tensors[2].grad.numpy()}
+    analytic.update({name: p.grad.numpy().copy() for name, p in m.named_parameters()})
+    arrays = {"x": x, "h0": h0, "c0": c0, **params}
+    for name, arr in arrays.items():
+        numeric = _numeric(lambda: loss()[0].item(), arr)
+        np.testing.assert_allclose(analytic[name], numeric, rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+@pytest.mark.parametrize("use", ["h", "c", "both"])
+def test_the_fused_lstm_cell_passes_each_outputs_gradient(use):
+    lucid.manual_seed(6)
+    cell = nn.LSTMCell(3, 4).double()
+    x, h0, c0 = rng.standard_normal((2, 3)), rng.standard_normal((2, 4)), rng.standard_normal((2, 4))
+    wh, wc = rng.standard_normal((2, 4)), rng.standard_normal((2, 4))
+
+    def loss(grad=False):
+        tensors = [lucid.tensor(a, requires_grad=grad) for a in (x, h0, c0)]
+        h, c = cell(tensors[0], (tensors[1], tensors[2]))
+        total = lucid.tensor(0.0, dtype=lucid.float64)
+        if use in ("h", "both"):
+            total = total + (h * lucid.tensor(wh)).sum()
+        if use in ("c", "both"):
+            total = total + (c * lucid.tensor(wc)).sum()
+        return total, tensors
+
+    total, tensors = loss(grad=True)
+    total.backward()
+    for t, arr in zip(tensors, (x, h0, c0)):
+        np.testing.assert_allclose(t.grad.numpy(), _numeric(lambda: loss()[0].item(), arr), rtol=1e-6, atol=1e-8)
+
+
+def test_an_lstm_layers_output_changed_in_place_is_caught_by_backward():
+    m = nn.LSTM(2, 3)
+    x = lucid.randn(4, 1, 2, requires_grad=True)
+    out, (h, c) = m(x)
+    loss = (out * 2).sum() + c.sum()
+    with lucid.no_grad():
+        out.mul_(0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()

@@ -338,6 +338,33 @@ public func lucid_leaky_relu(_ a: UInt32, _ slope: Double, _ out: UnsafeMutableP
     abiCall { try emit(try Activations.leakyRelu(try tensors.get(a), slope: slope), out) }
 }
 
+@_cdecl("lucid_lstm_cell")
+public func lucid_lstm_cell(_ xw: UInt32, _ hw: UInt32, _ c: UInt32, _ h: UnsafeMutablePointer<Int64>?,
+                            _ cNew: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall {
+        let (hOut, cOut) = try Recurrent.lstmCell(try tensors.get(xw), try tensors.get(hw), try tensors.get(c))
+        guard h != nil, cNew != nil else { throw LucidError(.value, "lstm_cell: output pointers are null") }
+        try emit(hOut, h)
+        try emit(cOut, cNew)
+    }
+}
+
+@_cdecl("lucid_lstm_layer")
+public func lucid_lstm_layer(_ x: UInt32, _ h0: UInt32, _ c0: UInt32, _ wIh: UInt32, _ wHh: UInt32, _ bIh: UInt32,
+                             _ bHh: UInt32, _ reverse: Int32, _ out: UnsafeMutablePointer<Int64>?,
+                             _ hN: UnsafeMutablePointer<Int64>?, _ cN: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall {
+        guard out != nil, hN != nil, cN != nil else { throw LucidError(.value, "lstm_layer: output pointers are null") }
+        let (o, h, c) = try Recurrent.lstmLayer(try tensors.get(x), h0: try tensors.get(h0), c0: try tensors.get(c0),
+                                                wIh: try tensors.get(wIh), wHh: try tensors.get(wHh),
+                                                bIh: try optionalTensor(bIh), bHh: try optionalTensor(bHh),
+                                                reverse: reverse != 0)
+        try emit(o, out)
+        try emit(h, hN)
+        try emit(c, cN)
+    }
+}
+
 @_cdecl("lucid_dropout")
 public func lucid_dropout(_ a: UInt32, _ p: Double, _ training: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try Activations.dropout(try tensors.get(a), p: p, training: training != 0), out) }

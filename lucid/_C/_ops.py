@@ -1063,6 +1063,40 @@ def leaky_relu(a, negative_slope):
     return out_
 
 
+_lucid_lstm_cell = _lib.lucid_lstm_cell
+
+
+def lstm_cell(xw, hw, c):
+    """One LSTM step from the input's and the hidden state's products (xw, hw: [batch, 4 * hidden],
+    gates in PyTorch's order: input, forget, cell, output) and the cell state c ([batch, hidden]):
+    the new hidden state to h and the new cell state to c_new.
+    """
+    h_ = Record()
+    c_new_ = Record()
+    rc = _lucid_lstm_cell(xw, hw, c, h_, c_new_)
+    if rc:
+        _raise(rc)
+    return h_, c_new_
+
+
+_lucid_lstm_layer = _lib.lucid_lstm_layer
+
+
+def lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse):
+    """One LSTM layer over a sequence x ([steps, batch, features]) from the states h0 and c0
+    ([batch, hidden]), with PyTorch's weights (w_ih [4 * hidden, features], w_hh [4 * hidden,
+    hidden]) and optional biases (0 for none), from the last step to the first when reverse: every
+    step's hidden state to out ([steps, batch, hidden]), the final ones to h_n and c_n.
+    """
+    out_ = Record()
+    h_n_ = Record()
+    c_n_ = Record()
+    rc = _lucid_lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, out_, h_n_, c_n_)
+    if rc:
+        _raise(rc)
+    return out_, h_n_, c_n_
+
+
 _lucid_layer_norm = _lib.lucid_layer_norm
 
 

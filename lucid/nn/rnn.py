@@ -1,9 +1,11 @@
 """Recurrent layers: RNN, LSTM and GRU, and their single-step cells, with PyTorch's
 parameter names, layouts, initialisation and gate order, so that a PyTorch state dict loads.
 
-Each step is a pair of ``linear`` products (the lower-precision autocast policy applies to
-them, as PyTorch's autocast lists put the recurrent cells) and elementwise gate arithmetic;
-gradients flow through the engine's autograd. A layer over a sequence makes the input's
+An LSTM layer over a sequence is one engine op (``lstm``: its products in lower precision
+under autocast, as PyTorch's autocast lists ``lstm``), whose backward through time runs in the
+engine. The other layers and the cells run step by step: a pair of ``linear`` products (the
+lower-precision autocast policy applies to them) and the gate arithmetic (for the LSTM cell,
+the engine's fused cell); gradients flow through the engine's autograd. A layer over a sequence makes the input's
 products for every step in one product first, so that each step has only the hidden state's
 left. Under autocast the hidden state follows the products' dtype.
 """
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 import math
 
+from .. import _C
+from .._core import result
 from .._ops import creation as _creation
 from .._ops.shape import cat, stack
 from .._types import as_index
@@ -25,11 +29,10 @@ _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 def _lstm_step(xw, state, w_hh, b_hh):
     """One LSTM step from the input's product ``xw = x W_ihᵀ + b_ih``."""
     h, c = state
-    gates = xw + F.linear(h.to(xw.dtype), w_hh, b_hh)
-    i, f, g, o = gates.chunk(4, 1)
-    c = F.sigmoid(f) * c.to(gates.dtype) + F.sigmoid(i) * F.tanh(g)
-    h = F.sigmoid(o) * F.tanh(c)
-    return h, (h, c)
+    hw = F.linear(h.to(xw.dtype), w_hh, b_hh)
+    h, c = _C.lstm_cell(xw._h, hw._h, c._h)
+    h = result(h)
+    return h, (h, result(c))
 
 
 def _gru_step(gi, h, w_hh, b_hh):
@@ -221,8 +224,19 @@ class _RNNBase(Module):
             outputs = []
             for direction in range(directions):
                 k = layer * directions + direction
-                state = (h0[k], c0[k]) if lstm else h0[k]
                 w_ih, w_hh, b_ih, b_hh = self._weights(layer, direction)
+                if lstm:
+                    # The whole layer as one engine op, its backward through time in the engine.
+                    h_0, c_0 = h0[k], c0[k]  # (held: a handle lives as long as its tensor)
+                    records = _C.lstm_layer(layer_input._h, h_0._h, c_0._h, w_ih._h, w_hh._h,
+                                            0 if b_ih is None else b_ih._h, 0 if b_hh is None else b_hh._h,
+                                            direction == 1)
+                    seq, h_k, c_k = (result(r) for r in records)
+                    outputs.append(seq)
+                    finals_h.append(h_k)
+                    finals_c.append(c_k)
+                    continue
+                state = h0[k]
                 # The input's products for all steps at once: [steps * batch, gates], one per step.
                 xw = F.linear(layer_input.reshape(steps * batch, -1), w_ih, b_ih).split(batch, 0)
                 order = range(steps) if direction == 0 else range(steps - 1, -1, -1)
@@ -230,11 +244,7 @@ class _RNNBase(Module):
                 for t in order:
                     seq[t], state = step(xw[t], state, w_hh, b_hh)
                 outputs.append(stack(seq, 0))
-                if lstm:
-                    finals_h.append(state[0])
-                    finals_c.append(state[1])
-                else:
-                    finals_h.append(state)
+                finals_h.append(state)
             layer_input = outputs[0] if directions == 1 else cat(outputs, -1)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
                 layer_input = F.dropout(layer_input, self.dropout, True)

@@ -134,6 +134,10 @@ enum KernelOp: Sendable {
     case leakyRelu
     /// reads [x, grad], writes [gradIn]
     case leakyReluBackward
+    /// reads [xw, hw, c], writes [h, cNew, activations]
+    case lstmCell
+    /// reads [activations, c, gradH or gradC], writes [gradGates, gradC]
+    case lstmCellBackward
     /// reads [a], writes [out]
     case reduce(ReduceKernel, axes: [Int])
     /// reads [a], writes [indices, values?]
@@ -192,7 +196,7 @@ enum KernelOp: Sendable {
     var family: KernelFamily {
         switch self {
         case .binary, .binaryScalar, .unary, .unaryBackward, .compare, .select, .addScaled, .leakyRelu,
-             .leakyReluBackward:
+             .leakyReluBackward, .lstmCell, .lstmCellBackward:
             .elementwise
         case .reduce, .argReduce: .reduction
         case .gemm: .matmul
@@ -209,7 +213,8 @@ enum KernelOp: Sendable {
     }
 
     /// Whether the op layer can compose the call from other kernels (the fused and direct
-    /// kernels, which are optimisations).
+    /// kernels, which are optimisations) and the host's kernel for it computes in float32 (the
+    /// LSTM cell's, generic over the real type, is not among them).
     var isOptimisation: Bool {
         switch self {
         case .addScaled, .leakyRelu, .leakyReluBackward, .convolution, .avgPool2d, .avgPool2dBackward, .softmax,
@@ -226,7 +231,8 @@ enum KernelOp: Sendable {
     var whenDeclined: KernelRoute {
         switch self {
         case .convolution, .softmax, .softmaxBackward, .attention, .normalizeRows, .normalizeRowsBackward,
-             .normalizeChannels, .normalizeChannelsBackward, .scaleChannels, .scaleChannelsBackward:
+             .normalizeChannels, .normalizeChannelsBackward, .scaleChannels, .scaleChannelsBackward, .lstmCell,
+             .lstmCellBackward:
             .compose
         default:
             .host

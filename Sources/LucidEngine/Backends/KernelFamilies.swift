@@ -25,6 +25,23 @@ protocol FusedElementwiseKernels: AnyObject, Sendable {
     func leakyReluBackward(_ x: TensorImpl, grad: TensorImpl, slope: Float, into gradIn: TensorImpl)
 }
 
+/// The fused LSTM cell (family `elementwise`), for the calls the backend routes to it; the op
+/// layer composes the others from elementwise ops.
+protocol RecurrentCellKernels: AnyObject, Sendable {
+    /// One LSTM step over contiguous tensors of one floating dtype: with the gates' inputs
+    /// `xw + hw` ([B, 4H], PyTorch's order: input, forget, cell, output) and the cell state `c`
+    /// ([B, H]), `cNew = σ(f)·c + σ(i)·tanh(g)` and `h = σ(o)·tanh(cNew)` ([B, H]), computed in
+    /// the dtype's real type and rounded once each (h from cNew as stored); `activations`
+    /// ([B, 5H], float32, or float64 for float64) receives σ(i), σ(f), tanh(g), σ(o) and
+    /// tanh(cNew) for the backward.
+    func lstmCell(_ xw: TensorImpl, _ hw: TensorImpl, _ c: TensorImpl, h: TensorImpl, cNew: TensorImpl,
+                  activations: TensorImpl)
+    /// Its backward from the gradient of `h`, of `cNew`, or both (contiguous, of c's dtype):
+    /// the gradient of the gates' inputs ([B, 4H]) and of `c`.
+    func lstmCellBackward(activations: TensorImpl, c: TensorImpl, gradH: TensorImpl?, gradC: TensorImpl?,
+                          gradGates: TensorImpl, gradCPrevious: TensorImpl)
+}
+
 /// Reductions over axes, and the arg-reductions.
 protocol ReductionKernels: AnyObject, Sendable {
     /// Reduces `a` over `axes` into `out`, which has `a`'s rank with those axes set to 1.

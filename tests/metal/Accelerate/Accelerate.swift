@@ -35,37 +35,61 @@ func blasMisuse(_ routine: String, _ position: Int, _ why: String) -> Never {
     fatalError("Accelerate emulation: parameter \(position) of \(routine) is invalid: \(why)")
 }
 
+/// Checks a GEMM call's arguments as the reference BLAS does; false when there is nothing to
+/// multiply (M or N is 0).
+private func checkGEMM(_ routine: String, _ order: CBLAS_ORDER, _ transA: CBLAS_TRANSPOSE, _ transB: CBLAS_TRANSPOSE,
+                       _ m: Int32, _ n: Int32, _ k: Int32, _ a: UnsafeRawPointer?, _ lda: Int32,
+                       _ b: UnsafeRawPointer?, _ ldb: Int32, _ c: UnsafeMutableRawPointer?, _ ldc: Int32) -> Bool {
+    let transposes = [CblasNoTrans, CblasTrans, CblasConjTrans]
+    guard order == CblasRowMajor || order == CblasColMajor else { blasMisuse(routine, 1, "order \(order.rawValue)") }
+    guard transposes.contains(transA) else { blasMisuse(routine, 2, "transpose \(transA.rawValue)") }
+    guard transposes.contains(transB) else { blasMisuse(routine, 3, "transpose \(transB.rawValue)") }
+    guard m >= 0 else { blasMisuse(routine, 4, "M = \(m)") }
+    guard n >= 0 else { blasMisuse(routine, 5, "N = \(n)") }
+    guard k >= 0 else { blasMisuse(routine, 6, "K = \(k)") }
+    // The leading dimensions: at least the stored rows' length (row-major) or columns' (column-major).
+    let rowMajor = order == CblasRowMajor
+    let aT = transA != CblasNoTrans, bT = transB != CblasNoTrans
+    let aRows = aT ? k : m, aCols = aT ? m : k
+    let bRows = bT ? n : k, bCols = bT ? k : n
+    let needA = max(1, rowMajor ? aCols : aRows), needB = max(1, rowMajor ? bCols : bRows)
+    let needC = max(1, rowMajor ? n : m)
+    guard lda >= needA else { blasMisuse(routine, 9, "lda = \(lda) < \(needA)") }
+    guard ldb >= needB else { blasMisuse(routine, 11, "ldb = \(ldb) < \(needB)") }
+    guard ldc >= needC else { blasMisuse(routine, 14, "ldc = \(ldc) < \(needC)") }
+    if m == 0 || n == 0 { return false }
+    guard c != nil else { blasMisuse(routine, 13, "C is NULL") }
+    if k > 0 {
+        guard a != nil else { blasMisuse(routine, 8, "A is NULL") }
+        guard b != nil else { blasMisuse(routine, 10, "B is NULL") }
+    }
+    return true
+}
+
 // cblas.h: cblas_sgemm. C = alpha · op(A) · op(B) + beta · C.
 public func cblas_sgemm(_ __Order: CBLAS_ORDER, _ __TransA: CBLAS_TRANSPOSE, _ __TransB: CBLAS_TRANSPOSE,
                         _ __M: Int32, _ __N: Int32, _ __K: Int32, _ __alpha: Float,
                         _ __A: UnsafePointer<Float>!, _ __lda: Int32, _ __B: UnsafePointer<Float>!, _ __ldb: Int32,
                         _ __beta: Float, _ __C: UnsafeMutablePointer<Float>!, _ __ldc: Int32) {
-    let transposes = [CblasNoTrans, CblasTrans, CblasConjTrans]
-    guard __Order == CblasRowMajor || __Order == CblasColMajor else { blasMisuse("cblas_sgemm", 1, "order \(__Order.rawValue)") }
-    guard transposes.contains(__TransA) else { blasMisuse("cblas_sgemm", 2, "transpose \(__TransA.rawValue)") }
-    guard transposes.contains(__TransB) else { blasMisuse("cblas_sgemm", 3, "transpose \(__TransB.rawValue)") }
-    guard __M >= 0 else { blasMisuse("cblas_sgemm", 4, "M = \(__M)") }
-    guard __N >= 0 else { blasMisuse("cblas_sgemm", 5, "N = \(__N)") }
-    guard __K >= 0 else { blasMisuse("cblas_sgemm", 6, "K = \(__K)") }
-    // The leading dimensions: at least the stored rows' length (row-major) or columns' (column-major).
-    let rowMajor = __Order == CblasRowMajor
-    let aT = __TransA != CblasNoTrans, bT = __TransB != CblasNoTrans
-    let aRows = aT ? __K : __M, aCols = aT ? __M : __K
-    let bRows = bT ? __N : __K, bCols = bT ? __K : __N
-    let needA = max(1, rowMajor ? aCols : aRows), needB = max(1, rowMajor ? bCols : bRows)
-    let needC = max(1, rowMajor ? __N : __M)
-    guard __lda >= needA else { blasMisuse("cblas_sgemm", 9, "lda = \(__lda) < \(needA)") }
-    guard __ldb >= needB else { blasMisuse("cblas_sgemm", 11, "ldb = \(__ldb) < \(needB)") }
-    guard __ldc >= needC else { blasMisuse("cblas_sgemm", 14, "ldc = \(__ldc) < \(needC)") }
-    if __M == 0 || __N == 0 { return }
-    guard let c = __C else { blasMisuse("cblas_sgemm", 13, "C is NULL") }
-    if __K > 0 {
-        guard __A != nil else { blasMisuse("cblas_sgemm", 8, "A is NULL") }
-        guard __B != nil else { blasMisuse("cblas_sgemm", 10, "B is NULL") }
-    }
-    scipy_cblas_sgemm(rowMajor ? CblasRowMajor_ : CblasColMajor_, aT ? CblasTrans_ : CblasNoTrans_,
-                      bT ? CblasTrans_ : CblasNoTrans_, blasint(__M), blasint(__N), blasint(__K), __alpha, __A,
-                      blasint(__lda), __B, blasint(__ldb), __beta, c, blasint(__ldc))
+    guard checkGEMM("cblas_sgemm", __Order, __TransA, __TransB, __M, __N, __K, __A, __lda, __B, __ldb, __C, __ldc)
+    else { return }
+    scipy_cblas_sgemm(__Order == CblasRowMajor ? CblasRowMajor_ : CblasColMajor_,
+                      __TransA != CblasNoTrans ? CblasTrans_ : CblasNoTrans_, __TransB != CblasNoTrans ? CblasTrans_ : CblasNoTrans_,
+                      blasint(__M), blasint(__N), blasint(__K), __alpha, __A, blasint(__lda), __B, blasint(__ldb), __beta,
+                      __C, blasint(__ldc))
+}
+
+// cblas.h: cblas_dgemm, the same in double precision.
+public func cblas_dgemm(_ __Order: CBLAS_ORDER, _ __TransA: CBLAS_TRANSPOSE, _ __TransB: CBLAS_TRANSPOSE,
+                        _ __M: Int32, _ __N: Int32, _ __K: Int32, _ __alpha: Double,
+                        _ __A: UnsafePointer<Double>!, _ __lda: Int32, _ __B: UnsafePointer<Double>!, _ __ldb: Int32,
+                        _ __beta: Double, _ __C: UnsafeMutablePointer<Double>!, _ __ldc: Int32) {
+    guard checkGEMM("cblas_dgemm", __Order, __TransA, __TransB, __M, __N, __K, __A, __lda, __B, __ldb, __C, __ldc)
+    else { return }
+    scipy_cblas_dgemm(__Order == CblasRowMajor ? CblasRowMajor_ : CblasColMajor_,
+                      __TransA != CblasNoTrans ? CblasTrans_ : CblasNoTrans_, __TransB != CblasNoTrans ? CblasTrans_ : CblasNoTrans_,
+                      blasint(__M), blasint(__N), blasint(__K), __alpha, __A, blasint(__lda), __B, blasint(__ldb), __beta,
+                      __C, blasint(__ldc))
 }
 
 // OpenBLAS's own enum constants, under other names here (the public ones above are Apple's).
