@@ -122,11 +122,18 @@ def test_every_variant_gives_the_same_right_bits(tmp_path):
 
 
 def test_the_c_loops_and_the_swift_loops_agree_to_the_bit():
-    # Below oneDNN's size threshold sigmoid runs the engine's Swift FastMath.sigmoid, and SiLU
-    # always runs the C loop's copy of it: x·sigmoid(x) must be SiLU bit for bit.
-    x = np.random.default_rng(11).standard_normal(4093).astype(np.float32) * 10
-    x[:10] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -88.7, -103.9, -104.1, 87.0]
+    # Contiguous runs of sigmoid, tanh and SiLU run the C loops (built for each vector unit);
+    # strided elements run the engine's Swift FastMath. Both must give the same bits.
+    x = np.random.default_rng(11).standard_normal(4094).astype(np.float32) * 10
+    x[:14] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -88.7, -103.9, -104.1, 87.0, 0.55, -0.55,
+              np.nextafter(np.float32(0.55), np.float32(0)), 9.0]
     t = lucid.tensor(x)
     via_sigmoid = (t * lucid.sigmoid(t)).numpy()
     silu = lucid.nn.functional.silu(t).numpy()
     np.testing.assert_array_equal(silu.view(np.uint32), via_sigmoid.view(np.uint32))
+    every_other = lucid.tensor(np.repeat(x, 2))[::2]  # x again, at stride 2: no unit-stride run
+    assert every_other.stride() == (2,)
+    for fn in (lucid.sigmoid, lucid.tanh):
+        contiguous = fn(t).numpy()
+        strided = fn(every_other).numpy()
+        np.testing.assert_array_equal(contiguous.view(np.uint32), strided.view(np.uint32), err_msg=fn.__name__)

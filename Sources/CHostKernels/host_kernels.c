@@ -52,6 +52,31 @@ static inline __attribute__((always_inline)) float fast_sigmoid(float x) {
     return x != x ? x : y;
 }
 
+// FastMath.tanh: x + x³·P(x²) below |x| = 0.55, (1 − e)/(1 + e) with e = exp(-2|x|) above;
+// NaN stays NaN.
+static inline __attribute__((always_inline)) float fast_tanh(float x) {
+    float a = fabsf(x);
+    float z = x * x;
+    float p = -0.006356495868f;
+    p = p * z + 0.021127241412f;
+    p = p * z - 0.053865079073f;
+    p = p * z + 0.133326996820f;
+    p = p * z - 0.333333206076f;
+    float small = x + x * z * p;
+    float e = fast_exp(-2.0f * a);
+    float large = (1.0f - e) / (1.0f + e);
+    float y = a < 0.55f ? small : (x < 0.0f ? -large : large);
+    return x != x ? x : y;
+}
+
+static inline __attribute__((always_inline)) void sigmoid(const float *x, float *o, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i++) o[i] = fast_sigmoid(x[i]);
+}
+
+static inline __attribute__((always_inline)) void tanh_(const float *x, float *o, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i++) o[i] = fast_tanh(x[i]);
+}
+
 static inline __attribute__((always_inline)) void silu(const float *restrict x, float *restrict o, ptrdiff_t n) {
     for (ptrdiff_t i = 0; i < n; i++) o[i] = x[i] * fast_sigmoid(x[i]);
 }
@@ -145,6 +170,8 @@ LUCID_VARIANTS(narrow, (const float *src, uint16_t *dst, ptrdiff_t n), (src, dst
 LUCID_VARIANTS(log_softmax_backward, (const float *g, const float *y, ptrdiff_t n, float total, float *dx),
                (g, y, n, total, dx))
 LUCID_VARIANTS(silu, (const float *x, float *o, ptrdiff_t n), (x, o, n))
+LUCID_VARIANTS(sigmoid, (const float *x, float *o, ptrdiff_t n), (x, o, n))
+LUCID_VARIANTS(tanh_, (const float *x, float *o, ptrdiff_t n), (x, o, n))
 LUCID_VARIANTS(silu_backward, (const float *x, const float *g, float *o, ptrdiff_t n), (x, g, o, n))
 LUCID_VARIANTS(above32, (const uint32_t *bits, ptrdiff_t n, uint32_t limit, int *out), (bits, n, limit, out))
 LUCID_VARIANTS(above16, (const uint16_t *bits, ptrdiff_t n, uint16_t limit, int *out), (bits, n, limit, out))
@@ -168,6 +195,10 @@ void lucid_host_log_softmax_backward(const float *g, const float *y, ptrdiff_t n
 }
 
 void lucid_host_silu(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(silu, (x, o, n)) }
+
+void lucid_host_sigmoid(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(sigmoid, (x, o, n)) }
+
+void lucid_host_tanh(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(tanh_, (x, o, n)) }
 
 int lucid_host_any_above32(const uint32_t *bits, ptrdiff_t n, uint32_t limit) {
     int found;

@@ -24,6 +24,9 @@ void lucid_host_log_softmax_backward(const float *g, const float *y, ptrdiff_t n
 /// SiLU, x·sigmoid(x), and its gradient g·s·(1 + x·(1 - s)) with s = sigmoid(x), on `n`
 /// floats; sigmoid is the engine's FastMath.sigmoid, bit for bit.
 void lucid_host_silu(const float *x, float *o, ptrdiff_t n);
+/* FastMath.sigmoid and FastMath.tanh over n floats, bit for bit (o may be x, but vectorised only when the two are apart). */
+void lucid_host_sigmoid(const float *x, float *o, ptrdiff_t n);
+void lucid_host_tanh(const float *x, float *o, ptrdiff_t n);
 void lucid_host_silu_backward(const float *x, const float *g, float *o, ptrdiff_t n);
 
 /// Whether any of `n` 32-bit (16-bit) floats, given as bits, has a magnitude (the bits with

@@ -146,8 +146,8 @@ enum FloatFastPath {
         case .abs: for i in 0..<n { o[i] = Swift.abs(x[i]) }
         case .exp: for i in 0..<n { o[i] = LibM.exp(x[i]) }
         case .gelu: for i in 0..<n { o[i] = FastMath.gelu(x[i]) }
-        case .sigmoid: for i in 0..<n { o[i] = FastMath.sigmoid(x[i]) }
-        case .tanh: for i in 0..<n { o[i] = FastMath.tanh(x[i]) }
+        case .sigmoid: lucid_host_sigmoid(x, o, n)
+        case .tanh: lucid_host_tanh(x, o, n)
         case .silu: lucid_host_silu(x, o, n)
         default: for i in 0..<n { o[i] = op.apply(x[i]) }
         }

@@ -27,7 +27,9 @@ private struct LSTMCellForward: ElementVisitor {
         let n = c.shape[1]
         if E.Real.self == Float.self {
             let pf = UnsafeMutableRawPointer(pa).assumingMemoryBound(to: Float.self)
-            for b in 0..<c.shape[0] { Self.floatRow(E.self, px, ph, pc, pn, pout, pf, b, n) }
+            withUnsafeTemporaryAllocation(of: Float.self, capacity: 4 * n) { pre in
+                for b in 0..<c.shape[0] { Self.floatRow(E.self, px, ph, pc, pn, pout, pf, pre.baseAddress!, b, n) }
+            }
             return
         }
         for b in 0..<c.shape[0] {
@@ -52,25 +54,25 @@ private struct LSTMCellForward: ElementVisitor {
     }
 
     /// One row computed in float32, a loop per function so that each vectorises: the gates'
-    /// inputs summed into the row's activations, the activations applied there in place,
-    /// then the states.
+    /// inputs summed into `pre`, the activations from there into the row's activations (not in
+    /// place: the vector loops take only separate buffers), then the states.
     @inline(__always)
     private static func floatRow<E: HostElement>(_: E.Type, _ px: UnsafePointer<E.Stored>, _ ph: UnsafePointer<E.Stored>,
                                                  _ pc: UnsafePointer<E.Stored>, _ pn: UnsafeMutablePointer<E.Stored>,
                                                  _ pout: UnsafeMutablePointer<E.Stored>, _ pa: UnsafeMutablePointer<Float>,
-                                                 _ b: Int, _ n: Int) {
+                                                 _ pre: UnsafeMutablePointer<Float>, _ b: Int, _ n: Int) {
         let row = b * 4 * n, state = b * n
         let z = pa + b * 5 * n, t = z + 4 * n
         if E.Stored.self == Float.self {
             let x = UnsafeRawPointer(px + row).assumingMemoryBound(to: Float.self)
             let y = UnsafeRawPointer(ph + row).assumingMemoryBound(to: Float.self)
-            for k in 0..<(4 * n) { z[k] = x[k] + y[k] }
+            for k in 0..<(4 * n) { pre[k] = x[k] + y[k] }
         } else {
-            for k in 0..<(4 * n) { z[k] = Float(E.float(px, row + k) + E.float(ph, row + k)) }
+            for k in 0..<(4 * n) { pre[k] = Float(E.float(px, row + k) + E.float(ph, row + k)) }
         }
-        FloatFastPath.unary(.sigmoid, z, z, 2 * n)
-        FloatFastPath.unary(.tanh, z + 2 * n, z + 2 * n, n)
-        FloatFastPath.unary(.sigmoid, z + 3 * n, z + 3 * n, n)
+        FloatFastPath.unary(.sigmoid, pre, z, 2 * n)
+        FloatFastPath.unary(.tanh, pre + 2 * n, z + 2 * n, n)
+        FloatFastPath.unary(.sigmoid, pre + 3 * n, z + 3 * n, n)
         if E.Stored.self == Float.self {
             let cs = UnsafeRawPointer(pc + state).assumingMemoryBound(to: Float.self)
             let ns = UnsafeMutableRawPointer(pn + state).assumingMemoryBound(to: Float.self)
@@ -82,9 +84,9 @@ private struct LSTMCellForward: ElementVisitor {
             // tanh of the cell state as stored (rounded to the dtype).
             for j in 0..<n {
                 E.setFloat(pn, state + j, E.Real(z[n + j] * Float(E.float(pc, state + j)) + z[j] * z[2 * n + j]))
-                t[j] = Float(E.float(UnsafePointer(pn), state + j))
+                pre[j] = Float(E.float(UnsafePointer(pn), state + j))
             }
-            FloatFastPath.unary(.tanh, t, t, n)
+            FloatFastPath.unary(.tanh, pre, t, n)
             for j in 0..<n { E.setFloat(pout, state + j, E.Real(z[3 * n + j] * t[j])) }
         }
     }
