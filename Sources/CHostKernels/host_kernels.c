@@ -89,6 +89,25 @@ static inline __attribute__((always_inline)) void silu_backward(const float *res
     }
 }
 
+// One Adam update of n float32 parameters in place, in the engine's order of operations (the
+// host's AdamKernel): d = sign·g (+ coupled·w), w scaled by shrink, the moments blended, and
+// w − step_size·m / (sqrt(v)/bc2_root + eps).
+static inline __attribute__((always_inline)) void adam(float *restrict p, const float *restrict g, float *restrict m,
+                                                       float *restrict v, ptrdiff_t n, const float *restrict k) {
+    const float step_size = k[0], bc2_root = k[1], sign = k[2], coupled = k[3], shrink = k[4];
+    const float b1 = k[5], b2 = k[6], eps = k[7];
+    for (ptrdiff_t i = 0; i < n; i++) {
+        float w0 = p[i];
+        float d = coupled == 0.0f ? sign * g[i] : sign * g[i] + coupled * w0;
+        float w = shrink * w0;
+        float mi = b1 * m[i] + (1.0f - b1) * d;
+        float vi = b2 * v[i] + (1.0f - b2) * d * d;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = w - step_size * mi / (sqrtf(vi) / bc2_root + eps);
+    }
+}
+
 // Integer operations only and no branches, so that each variant vectorises: `nan` is all ones
 // exactly when |f| > 0x7f800000.
 static inline __attribute__((always_inline)) void narrow(const float *src, uint16_t *dst, ptrdiff_t n) {
@@ -171,6 +190,7 @@ LUCID_VARIANTS(log_softmax_backward, (const float *g, const float *y, ptrdiff_t 
                (g, y, n, total, dx))
 LUCID_VARIANTS(silu, (const float *x, float *o, ptrdiff_t n), (x, o, n))
 LUCID_VARIANTS(sigmoid, (const float *x, float *o, ptrdiff_t n), (x, o, n))
+LUCID_VARIANTS(adam, (float *p, const float *g, float *m, float *v, ptrdiff_t n, const float *k), (p, g, m, v, n, k))
 LUCID_VARIANTS(tanh_, (const float *x, float *o, ptrdiff_t n), (x, o, n))
 LUCID_VARIANTS(silu_backward, (const float *x, const float *g, float *o, ptrdiff_t n), (x, g, o, n))
 LUCID_VARIANTS(above32, (const uint32_t *bits, ptrdiff_t n, uint32_t limit, int *out), (bits, n, limit, out))
@@ -199,6 +219,10 @@ void lucid_host_silu(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(sil
 void lucid_host_sigmoid(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(sigmoid, (x, o, n)) }
 
 void lucid_host_tanh(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(tanh_, (x, o, n)) }
+
+void lucid_host_adam(float *p, const float *g, float *m, float *v, ptrdiff_t n, const float *constants) {
+    LUCID_DISPATCH(adam, (p, g, m, v, n, constants))
+}
 
 int lucid_host_any_above32(const uint32_t *bits, ptrdiff_t n, uint32_t limit) {
     int found;

@@ -27,6 +27,10 @@ void lucid_host_silu(const float *x, float *o, ptrdiff_t n);
 /* FastMath.sigmoid and FastMath.tanh over n floats, bit for bit (o may be x, but vectorised only when the two are apart). */
 void lucid_host_sigmoid(const float *x, float *o, ptrdiff_t n);
 void lucid_host_tanh(const float *x, float *o, ptrdiff_t n);
+/* One Adam update of n float32 parameters, gradients and moments (four separate buffers), in
+ * place, as the engine's AdamKernel computes it; constants: step size, sqrt(bc2), sign,
+ * coupled decay, shrink, beta1, beta2, eps. */
+void lucid_host_adam(float *p, const float *g, float *m, float *v, ptrdiff_t n, const float *constants);
 void lucid_host_silu_backward(const float *x, const float *g, float *o, ptrdiff_t n);
 
 /// Whether any of `n` 32-bit (16-bit) floats, given as bits, has a magnitude (the bits with

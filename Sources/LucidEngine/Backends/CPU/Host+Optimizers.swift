@@ -1,3 +1,5 @@
+import CHostKernels
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -97,6 +99,24 @@ private struct AdamKernel: ElementVisitor {
         let mp = UnsafePointer(hostPointer(m, E.self)), vp = UnsafePointer(hostPointer(v, E.self))
         let op = hostPointer(outP, E.self), om = hostPointer(outM, E.self), ov = hostPointer(outV, E.self)
         let h = h, c = h.constants(E.Real.self, step: step)
+        if E.Stored.self == Float.self, UnsafePointer(op) == pp, UnsafePointer(om) == mp, UnsafePointer(ov) == vp,
+           !p.storage.sharesMemory(with: g.storage) {
+            // float32 in place (the optimizers' own call): the vector loops, the same arithmetic.
+            let k = [c.stepSize, c.bc2Root, c.sign, c.coupled, c.shrink].map { Float($0) }
+                + [h.beta1, h.beta2, h.eps].map { Float($0) }
+            func float(_ q: UnsafeMutablePointer<E.Stored>) -> UnsafeMutablePointer<Float> {
+                UnsafeMutableRawPointer(q).assumingMemoryBound(to: Float.self)
+            }
+            let (fp, fm, fv) = (float(op), float(om), float(ov))
+            let fg = UnsafeRawPointer(gp).assumingMemoryBound(to: Float.self)
+            k.withUnsafeBufferPointer { kp in
+                HostThreads.forEachRange(p.numel) { r in
+                    lucid_host_adam(fp + r.lowerBound, fg + r.lowerBound, fm + r.lowerBound, fv + r.lowerBound, r.count,
+                                    kp.baseAddress!)
+                }
+            }
+            return
+        }
         HostThreads.forEachRange(p.numel) { r in Self.update(E.self, h, c, pp, gp, mp, vp, op, om, ov, r) }
     }
 
