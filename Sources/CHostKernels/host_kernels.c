@@ -89,6 +89,14 @@ static inline __attribute__((always_inline)) void silu_backward(const float *res
     }
 }
 
+// sqrt without errno, so that a loop of it vectorises (libm's sqrtf may set errno, which keeps
+// the compiler to scalar code); IEEE's correctly rounded square root either way.
+#if defined(__has_builtin) && __has_builtin(__builtin_elementwise_sqrt)
+#define LUCID_SQRTF(x) __builtin_elementwise_sqrt(x)
+#else
+#define LUCID_SQRTF(x) sqrtf(x)
+#endif
+
 // One Adam update of n float32 parameters in place, in the engine's order of operations (the
 // host's AdamKernel): d = sign·g (+ coupled·w), w scaled by shrink, the moments blended, and
 // w − step_size·m / (sqrt(v)/bc2_root + eps).
@@ -104,7 +112,7 @@ static inline __attribute__((always_inline)) void adam(float *restrict p, const 
         float vi = b2 * v[i] + (1.0f - b2) * d * d;
         m[i] = mi;
         v[i] = vi;
-        p[i] = w - step_size * mi / (sqrtf(vi) / bc2_root + eps);
+        p[i] = w - step_size * mi / (LUCID_SQRTF(vi) / bc2_root + eps);
     }
 }
 
