@@ -89,6 +89,61 @@ static inline __attribute__((always_inline)) void silu_backward(const float *res
     }
 }
 
+// One LSTM step over float32 rows, as the engine's LSTMCellForward computes it: the gates from
+// x + y ([batch, 4n]: input, forget, cell, output), c' = σf·c + σi·tanh g and h = σo·tanh c',
+// and the activations kept for the backward ([batch, 5n]: σi, σf, tanh g, σo, tanh c').
+static inline __attribute__((always_inline)) void lstm_cell(const float *restrict x, const float *restrict y,
+                                                            const float *restrict c, float *restrict h,
+                                                            float *restrict c_new, float *restrict act,
+                                                            ptrdiff_t batch, ptrdiff_t n) {
+    for (ptrdiff_t b = 0; b < batch; b++) {
+        const float *xr = x + b * 4 * n, *yr = y + b * 4 * n, *cr = c + b * n;
+        float *hr = h + b * n, *nr = c_new + b * n, *a = act + b * 5 * n;
+        for (ptrdiff_t j = 0; j < n; j++) {
+            float i = fast_sigmoid(xr[j] + yr[j]);
+            float f = fast_sigmoid(xr[n + j] + yr[n + j]);
+            float g = fast_tanh(xr[2 * n + j] + yr[2 * n + j]);
+            float o = fast_sigmoid(xr[3 * n + j] + yr[3 * n + j]);
+            float cv = f * cr[j] + i * g;
+            float t = fast_tanh(cv);
+            nr[j] = cv;
+            hr[j] = o * t;
+            a[j] = i;
+            a[n + j] = f;
+            a[2 * n + j] = g;
+            a[3 * n + j] = o;
+            a[4 * n + j] = t;
+        }
+    }
+}
+
+// Its backward, as the engine's LSTMCellBackward computes it, from the gradient of h (gh, plus
+// gh_more when given: the recurrent part) and of c' (gc), either of gh and gc absent (NULL):
+// the gates' gradient dg ([batch, 4n]) and c's (dc).
+static inline __attribute__((always_inline)) void lstm_cell_backward(
+    const float *restrict act, const float *restrict c, const float *restrict gh, const float *restrict gh_more,
+    const float *restrict gc, float *restrict dg, float *restrict dc, ptrdiff_t batch, ptrdiff_t n) {
+    for (ptrdiff_t b = 0; b < batch; b++) {
+        const float *a = act + b * 5 * n;
+        for (ptrdiff_t j = 0; j < n; j++) {
+            ptrdiff_t k = b * n + j, q = b * 4 * n + j;
+            float i = a[j], f = a[n + j], g = a[2 * n + j], o = a[3 * n + j], t = a[4 * n + j];
+            float dcn = gc ? gc[k] : 0.0f;
+            float dout = 0.0f;
+            if (gh) {
+                float dh = gh_more ? gh[k] + gh_more[k] : gh[k];
+                dout = dh * t;
+                dcn += dh * o * (1.0f - t * t);
+            }
+            dg[q] = dcn * g * i * (1.0f - i);
+            dg[q + n] = dcn * c[k] * f * (1.0f - f);
+            dg[q + 2 * n] = dcn * i * (1.0f - g * g);
+            dg[q + 3 * n] = dout * o * (1.0f - o);
+            dc[k] = dcn * f;
+        }
+    }
+}
+
 // sqrt without errno, so that a loop of it vectorises (libm's sqrtf may set errno, which keeps
 // the compiler to scalar code); IEEE's correctly rounded square root either way.
 #if defined(__has_builtin) && __has_builtin(__builtin_elementwise_sqrt)
@@ -199,6 +254,11 @@ LUCID_VARIANTS(log_softmax_backward, (const float *g, const float *y, ptrdiff_t 
 LUCID_VARIANTS(silu, (const float *x, float *o, ptrdiff_t n), (x, o, n))
 LUCID_VARIANTS(sigmoid, (const float *x, float *o, ptrdiff_t n), (x, o, n))
 LUCID_VARIANTS(adam, (float *p, const float *g, float *m, float *v, ptrdiff_t n, const float *k), (p, g, m, v, n, k))
+LUCID_VARIANTS(lstm_cell, (const float *x, const float *y, const float *c, float *h, float *c_new, float *act,
+                           ptrdiff_t batch, ptrdiff_t n), (x, y, c, h, c_new, act, batch, n))
+LUCID_VARIANTS(lstm_cell_backward, (const float *act, const float *c, const float *gh, const float *gh_more,
+                                    const float *gc, float *dg, float *dc, ptrdiff_t batch, ptrdiff_t n),
+               (act, c, gh, gh_more, gc, dg, dc, batch, n))
 LUCID_VARIANTS(tanh_, (const float *x, float *o, ptrdiff_t n), (x, o, n))
 LUCID_VARIANTS(silu_backward, (const float *x, const float *g, float *o, ptrdiff_t n), (x, g, o, n))
 LUCID_VARIANTS(above32, (const uint32_t *bits, ptrdiff_t n, uint32_t limit, int *out), (bits, n, limit, out))
@@ -227,6 +287,16 @@ void lucid_host_silu(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(sil
 void lucid_host_sigmoid(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(sigmoid, (x, o, n)) }
 
 void lucid_host_tanh(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(tanh_, (x, o, n)) }
+
+void lucid_host_lstm_cell(const float *x, const float *y, const float *c, float *h, float *c_new, float *act,
+                          ptrdiff_t batch, ptrdiff_t n) {
+    LUCID_DISPATCH(lstm_cell, (x, y, c, h, c_new, act, batch, n))
+}
+
+void lucid_host_lstm_cell_backward(const float *act, const float *c, const float *gh, const float *gh_more,
+                                   const float *gc, float *dg, float *dc, ptrdiff_t batch, ptrdiff_t n) {
+    LUCID_DISPATCH(lstm_cell_backward, (act, c, gh, gh_more, gc, dg, dc, batch, n))
+}
 
 void lucid_host_adam(float *p, const float *g, float *m, float *v, ptrdiff_t n, const float *constants) {
     LUCID_DISPATCH(adam, (p, g, m, v, n, constants))

@@ -27,6 +27,12 @@ void lucid_host_silu(const float *x, float *o, ptrdiff_t n);
 /* FastMath.sigmoid and FastMath.tanh over n floats, bit for bit (o may be x, but vectorised only when the two are apart). */
 void lucid_host_sigmoid(const float *x, float *o, ptrdiff_t n);
 void lucid_host_tanh(const float *x, float *o, ptrdiff_t n);
+/* The fused LSTM cell over float32 rows and its backward (separate buffers; gh_more, and one
+ * of gh and gc, may be NULL), bit for bit the engine's generic loops (Host+RecurrentCell.swift). */
+void lucid_host_lstm_cell(const float *x, const float *y, const float *c, float *h, float *c_new, float *act,
+                          ptrdiff_t batch, ptrdiff_t n);
+void lucid_host_lstm_cell_backward(const float *act, const float *c, const float *gh, const float *gh_more,
+                                   const float *gc, float *dg, float *dc, ptrdiff_t batch, ptrdiff_t n);
 /* One Adam update of n float32 parameters, gradients and moments (four separate buffers), in
  * place, as the engine's AdamKernel computes it; constants: step size, sqrt(bc2), sign,
  * coupled decay, shrink, beta1, beta2, eps. */

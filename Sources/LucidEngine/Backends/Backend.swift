@@ -136,7 +136,7 @@ enum KernelOp: Sendable {
     case leakyReluBackward
     /// reads [xw, hw, c], writes [h, cNew, activations]
     case lstmCell
-    /// reads [activations, c, gradH or gradC], writes [gradGates, gradC]
+    /// reads [activations, c, gradH?, gradHRecurrent?, gradC?], writes [gradGates, gradC]
     case lstmCellBackward
     /// reads [a], writes [out]
     case reduce(ReduceKernel, axes: [Int])

@@ -36,10 +36,11 @@ protocol RecurrentCellKernels: AnyObject, Sendable {
     /// tanh(cNew) for the backward.
     func lstmCell(_ xw: TensorImpl, _ hw: TensorImpl, _ c: TensorImpl, h: TensorImpl, cNew: TensorImpl,
                   activations: TensorImpl)
-    /// Its backward from the gradient of `h`, of `cNew`, or both (contiguous, of c's dtype):
-    /// the gradient of the gates' inputs ([B, 4H]) and of `c`.
-    func lstmCellBackward(activations: TensorImpl, c: TensorImpl, gradH: TensorImpl?, gradC: TensorImpl?,
-                          gradGates: TensorImpl, gradCPrevious: TensorImpl)
+    /// Its backward from the gradient of `h` (plus `gradHRecurrent` when given, summed in the
+    /// real type), of `cNew`, or both (contiguous, of c's dtype): the gradient of the gates'
+    /// inputs ([B, 4H]) and of `c`.
+    func lstmCellBackward(activations: TensorImpl, c: TensorImpl, gradH: TensorImpl?, gradHRecurrent: TensorImpl?,
+                          gradC: TensorImpl?, gradGates: TensorImpl, gradCPrevious: TensorImpl)
 }
 
 /// Reductions over axes, and the arg-reductions.

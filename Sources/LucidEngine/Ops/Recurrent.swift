@@ -126,14 +126,14 @@ package enum Recurrent {
         for (s, t) in order.enumerated().reversed() {
             let before = s == 0 ? nil : order[s - 1]
             backend.copy(before.map { row(out, $0) } ?? h0, into: row(previous, t))
-            let dhTotal = try Elementwise.binary(.add, row(grad, t), dh)
-            let dct = row(dGates, t), dcPrevious = try TensorImpl.empty([batch, n], dtype: dtype, on: backend)
+            // The step's h gets its output's gradient and the next step's (summed in the kernel).
+            let gh = row(grad, t), dct = row(dGates, t)
+            let dcPrevious = try TensorImpl.empty([batch, n], dtype: dtype, on: backend)
             let cPrevious = before.map { row(cells, $0) } ?? c0
-            let call = KernelCall(.lstmCellBackward, reads: [row(acts, t), cPrevious, dhTotal, dc],
-                                  writes: [dct, dcPrevious])
+            let call = KernelCall(.lstmCellBackward, reads: [row(acts, t), cPrevious, gh, dh, dc], writes: [dct, dcPrevious])
             guard dct.runUnlessComposed(RecurrentCellKernels.self, call, "lstm_backward", {
-                $0.lstmCellBackward(activations: row(acts, t), c: cPrevious, gradH: dhTotal, gradC: dc, gradGates: dct,
-                                    gradCPrevious: dcPrevious)
+                $0.lstmCellBackward(activations: row(acts, t), c: cPrevious, gradH: gh, gradHRecurrent: dh, gradC: dc,
+                                    gradGates: dct, gradCPrevious: dcPrevious)
             }) != nil else {
                 throw LucidError.runtime("lstm: the backend's backward kernel refused what its forward took")
             }
@@ -212,8 +212,8 @@ package enum Recurrent {
                 let dc = try TensorImpl.empty([batch, n], dtype: dtype, on: act.backend)
                 let call = KernelCall(.lstmCellBackward, reads: [act, previous, grad], writes: [dGates, dc])
                 guard dGates.runUnlessComposed(RecurrentCellKernels.self, call, "\(op)_backward", {
-                    $0.lstmCellBackward(activations: act, c: previous, gradH: fromH ? grad : nil, gradC: fromH ? nil : grad,
-                                        gradGates: dGates, gradCPrevious: dc)
+                    $0.lstmCellBackward(activations: act, c: previous, gradH: fromH ? grad : nil, gradHRecurrent: nil,
+                                        gradC: fromH ? nil : grad, gradGates: dGates, gradCPrevious: dc)
                 }) != nil else {
                     throw LucidError.runtime("\(op): the backend's backward kernel refused what its forward took")
                 }

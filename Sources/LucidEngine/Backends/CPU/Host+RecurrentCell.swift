@@ -1,16 +1,32 @@
-/// The host's fused LSTM cell (family `elementwise`), generic over the dtype: the gates'
-/// arithmetic of one step in one pass instead of a dozen elementwise ops and their graph nodes.
+import CHostKernels
+
+/// The host's fused LSTM cell (family `elementwise`): the gates' arithmetic of one step in one
+/// pass instead of a dozen elementwise ops and their graph nodes. float32 runs the vector loops
+/// of CHostKernels; the other dtypes the generic loops below, which compute the same way.
 extension HostBackend: RecurrentCellKernels {
     func lstmCell(_ xw: TensorImpl, _ hw: TensorImpl, _ c: TensorImpl, h: TensorImpl, cNew: TensorImpl,
                   activations: TensorImpl) {
-        dispatch(c.dtype, LSTMCellForward(xw: xw, hw: hw, c: c, h: h, cNew: cNew, act: activations))
+        guard c.dtype == .float32 else {
+            return dispatch(c.dtype, LSTMCellForward(xw: xw, hw: hw, c: c, h: h, cNew: cNew, act: activations))
+        }
+        lucid_host_lstm_cell(floats(xw), floats(hw), floats(c), floats(h), floats(cNew), floats(activations),
+                             c.shape[0], c.shape[1])
     }
 
-    func lstmCellBackward(activations: TensorImpl, c: TensorImpl, gradH: TensorImpl?, gradC: TensorImpl?,
-                          gradGates: TensorImpl, gradCPrevious: TensorImpl) {
-        dispatch(c.dtype, LSTMCellBackward(act: activations, c: c, gh: gradH, gc: gradC, dGates: gradGates, dc: gradCPrevious))
+    func lstmCellBackward(activations: TensorImpl, c: TensorImpl, gradH: TensorImpl?, gradHRecurrent: TensorImpl?,
+                          gradC: TensorImpl?, gradGates: TensorImpl, gradCPrevious: TensorImpl) {
+        guard c.dtype == .float32 else {
+            return dispatch(c.dtype, LSTMCellBackward(act: activations, c: c, gh: gradH, ghMore: gradHRecurrent, gc: gradC,
+                                                      dGates: gradGates, dc: gradCPrevious))
+        }
+        lucid_host_lstm_cell_backward(floats(activations), floats(c), gradH.map(floats), gradHRecurrent.map(floats),
+                                      gradC.map(floats), floats(gradGates), floats(gradCPrevious), c.shape[0], c.shape[1])
     }
 }
+
+/// A float32 tensor's host memory.
+@inline(__always)
+private func floats(_ t: TensorImpl) -> UnsafeMutablePointer<Float> { hostPointer(t, F32Element.self) }
 
 /// The activations' memory, in the dtype's real type (float32, or float64 for float64).
 @inline(__always)
@@ -25,7 +41,7 @@ private struct LSTMCellForward: ElementVisitor {
         let pc = UnsafePointer(hostPointer(c, E.self))
         let pn = hostPointer(cNew, E.self), pout = hostPointer(h, E.self), pa = reals(act, E.self)
         let n = c.shape[1]
-        if E.Real.self == Float.self {
+        if E.Real.self == Float.self {  // float16, bfloat16
             let pf = UnsafeMutableRawPointer(pa).assumingMemoryBound(to: Float.self)
             withUnsafeTemporaryAllocation(of: Float.self, capacity: 4 * n) { pre in
                 for b in 0..<c.shape[0] { Self.floatRow(E.self, px, ph, pc, pn, pout, pf, pre.baseAddress!, b, n) }
@@ -53,9 +69,10 @@ private struct LSTMCellForward: ElementVisitor {
         }
     }
 
-    /// One row computed in float32, a loop per function so that each vectorises: the gates'
-    /// inputs summed into `pre`, the activations from there into the row's activations (not in
-    /// place: the vector loops take only separate buffers), then the states.
+    /// One row of a 16-bit dtype computed in float32, a loop per function so that each
+    /// vectorises: the gates' inputs summed into `pre`, the activations from there into the
+    /// row's activations (not in place: the vector loops take only separate buffers), then the
+    /// states, from the cell state as stored (rounded to the dtype).
     @inline(__always)
     private static func floatRow<E: HostElement>(_: E.Type, _ px: UnsafePointer<E.Stored>, _ ph: UnsafePointer<E.Stored>,
                                                  _ pc: UnsafePointer<E.Stored>, _ pn: UnsafeMutablePointer<E.Stored>,
@@ -63,40 +80,26 @@ private struct LSTMCellForward: ElementVisitor {
                                                  _ pre: UnsafeMutablePointer<Float>, _ b: Int, _ n: Int) {
         let row = b * 4 * n, state = b * n
         let z = pa + b * 5 * n, t = z + 4 * n
-        if E.Stored.self == Float.self {
-            let x = UnsafeRawPointer(px + row).assumingMemoryBound(to: Float.self)
-            let y = UnsafeRawPointer(ph + row).assumingMemoryBound(to: Float.self)
-            for k in 0..<(4 * n) { pre[k] = x[k] + y[k] }
-        } else {
-            for k in 0..<(4 * n) { pre[k] = Float(E.float(px, row + k) + E.float(ph, row + k)) }
-        }
+        for k in 0..<(4 * n) { pre[k] = Float(E.float(px, row + k) + E.float(ph, row + k)) }
         FloatFastPath.unary(.sigmoid, pre, z, 2 * n)
         FloatFastPath.unary(.tanh, pre + 2 * n, z + 2 * n, n)
         FloatFastPath.unary(.sigmoid, pre + 3 * n, z + 3 * n, n)
-        if E.Stored.self == Float.self {
-            let cs = UnsafeRawPointer(pc + state).assumingMemoryBound(to: Float.self)
-            let ns = UnsafeMutableRawPointer(pn + state).assumingMemoryBound(to: Float.self)
-            for j in 0..<n { ns[j] = z[n + j] * cs[j] + z[j] * z[2 * n + j] }
-            FloatFastPath.unary(.tanh, ns, t, n)
-            let hs = UnsafeMutableRawPointer(pout + state).assumingMemoryBound(to: Float.self)
-            for j in 0..<n { hs[j] = z[3 * n + j] * t[j] }
-        } else {
-            // tanh of the cell state as stored (rounded to the dtype).
-            for j in 0..<n {
-                E.setFloat(pn, state + j, E.Real(z[n + j] * Float(E.float(pc, state + j)) + z[j] * z[2 * n + j]))
-                pre[j] = Float(E.float(UnsafePointer(pn), state + j))
-            }
-            FloatFastPath.unary(.tanh, pre, t, n)
-            for j in 0..<n { E.setFloat(pout, state + j, E.Real(z[3 * n + j] * t[j])) }
+        for j in 0..<n {
+            E.setFloat(pn, state + j, E.Real(z[n + j] * Float(E.float(pc, state + j)) + z[j] * z[2 * n + j]))
+            pre[j] = Float(E.float(UnsafePointer(pn), state + j))
         }
+        FloatFastPath.unary(.tanh, pre, t, n)
+        for j in 0..<n { E.setFloat(pout, state + j, E.Real(z[3 * n + j] * t[j])) }
     }
 }
 
 private struct LSTMCellBackward: ElementVisitor {
-    let act: TensorImpl, c: TensorImpl, gh: TensorImpl?, gc: TensorImpl?, dGates: TensorImpl, dc: TensorImpl
+    let act: TensorImpl, c: TensorImpl, gh: TensorImpl?, ghMore: TensorImpl?, gc: TensorImpl?, dGates: TensorImpl
+    let dc: TensorImpl
     func visit<E: HostElement>(_: E.Type) {
         let pa = UnsafePointer(reals(act, E.self)), pc = UnsafePointer(hostPointer(c, E.self))
         let pgh = gh.map { UnsafePointer(hostPointer($0, E.self)) }, pgc = gc.map { UnsafePointer(hostPointer($0, E.self)) }
+        let pmore = ghMore.map { UnsafePointer(hostPointer($0, E.self)) }
         let pd = hostPointer(dGates, E.self), pdc = hostPointer(dc, E.self)
         let n = c.shape[1]
         for b in 0..<c.shape[0] {
@@ -107,7 +110,7 @@ private struct LSTMCellBackward: ElementVisitor {
                 var dcn: E.Real = pgc.map { E.float($0, k) } ?? 0
                 var dout: E.Real = 0
                 if let pgh {
-                    let tc = pa[a + 4 * n], dh = E.float(pgh, k)
+                    let tc = pa[a + 4 * n], dh = pmore.map { E.float(pgh, k) + E.float($0, k) } ?? E.float(pgh, k)
                     dout = dh * tc
                     dcn += dh * o * (1 - tc * tc)
                 }
