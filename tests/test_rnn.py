@@ -300,3 +300,26 @@ def test_an_lstm_layers_output_changed_in_place_is_caught_by_backward():
         out.mul_(0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
+
+
+@pytest.mark.parametrize("device,dt", [("cpu", lucid.bfloat16), ("cpu", lucid.float16), ("metal", lucid.float16)])
+def test_lower_precision_lstm_gradients_follow_float32s(device, dt):
+    # The fused layer and cell in 16 bits (computed in float32, rounded once per result) give
+    # the float32 gradients to within the dtype's precision, for every parameter and the input.
+    lucid.manual_seed(7)
+    m = nn.LSTM(6, 8, num_layers=2).to(device)
+    xs = rng.standard_normal((7, 3, 6)).astype(np.float32)
+    w = lucid.tensor(rng.standard_normal((7, 3, 8)).astype(np.float32), device=device)
+    grads = []
+    for amp in (False, True):
+        m.zero_grad()
+        x = lucid.tensor(xs, device=device, requires_grad=True)
+        with lucid.amp.autocast(device, dtype=dt, enabled=amp):
+            out, (h, c) = m(x)
+            loss = (out.float() * w).sum() + c.float().sum()
+        loss.backward()
+        grads.append([x.grad.numpy()] + [p.grad.numpy().copy() for p in m.parameters()])
+    tol = 0.08 if dt is lucid.bfloat16 else 0.02
+    for g32, g16 in zip(*grads):
+        scale = np.abs(g32).max()
+        assert np.abs(g16 - g32).max() <= tol * scale, (np.abs(g16 - g32).max(), scale)

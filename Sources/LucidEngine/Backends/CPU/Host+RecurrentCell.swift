@@ -2,25 +2,59 @@ import CHostKernels
 
 /// The host's fused LSTM cell (family `elementwise`): the gates' arithmetic of one step in one
 /// pass instead of a dozen elementwise ops and their graph nodes. float32 runs the vector loops
-/// of CHostKernels; the other dtypes the generic loops below, which compute the same way.
+/// of CHostKernels, and float16 and bfloat16 run them on float32 copies (the results rounded
+/// once into the dtype); float64 (and 16-bit operands when the copies cannot be had) runs the
+/// generic loops below, which compute the same way in the dtype's real type.
 extension HostBackend: RecurrentCellKernels {
     func lstmCell(_ xw: TensorImpl, _ hw: TensorImpl, _ c: TensorImpl, h: TensorImpl, cNew: TensorImpl,
                   activations: TensorImpl) {
-        guard c.dtype == .float32 else {
-            return dispatch(c.dtype, LSTMCellForward(xw: xw, hw: hw, c: c, h: h, cNew: cNew, act: activations))
+        let (batch, n) = (c.shape[0], c.shape[1])
+        if c.dtype == .float32 {
+            return lucid_host_lstm_cell(floats(xw), floats(hw), floats(c), floats(h), floats(cNew), floats(activations),
+                                        batch, n)
         }
-        lucid_host_lstm_cell(floats(xw), floats(hw), floats(c), floats(h), floats(cNew), floats(activations),
-                             c.shape[0], c.shape[1])
+        if c.dtype.isLowPrecision, let wide = float32([xw, hw, c], [h, cNew]) {
+            lucid_host_lstm_cell(floats(wide[0]), floats(wide[1]), floats(wide[2]), floats(wide[3]), floats(wide[4]),
+                                 floats(activations), batch, n)
+            copy(wide[3], into: h)
+            copy(wide[4], into: cNew)
+            return
+        }
+        dispatch(c.dtype, LSTMCellForward(xw: xw, hw: hw, c: c, h: h, cNew: cNew, act: activations))
     }
 
     func lstmCellBackward(activations: TensorImpl, c: TensorImpl, gradH: TensorImpl?, gradHRecurrent: TensorImpl?,
                           gradC: TensorImpl?, gradGates: TensorImpl, gradCPrevious: TensorImpl) {
-        guard c.dtype == .float32 else {
-            return dispatch(c.dtype, LSTMCellBackward(act: activations, c: c, gh: gradH, ghMore: gradHRecurrent, gc: gradC,
-                                                      dGates: gradGates, dc: gradCPrevious))
+        let (batch, n) = (c.shape[0], c.shape[1])
+        if c.dtype == .float32 {
+            return lucid_host_lstm_cell_backward(floats(activations), floats(c), gradH.map(floats), gradHRecurrent.map(floats),
+                                                 gradC.map(floats), floats(gradGates), floats(gradCPrevious), batch, n)
         }
-        lucid_host_lstm_cell_backward(floats(activations), floats(c), gradH.map(floats), gradHRecurrent.map(floats),
-                                      gradC.map(floats), floats(gradGates), floats(gradCPrevious), c.shape[0], c.shape[1])
+        let given = [gradH, gradHRecurrent, gradC]
+        if c.dtype.isLowPrecision, let wide = float32([c] + given.compactMap { $0 }, [gradGates, gradCPrevious]) {
+            var rest = wide[1...].makeIterator()
+            let g = given.map { $0 == nil ? nil : rest.next() }
+            let (dg, dc) = (wide[wide.count - 2], wide[wide.count - 1])
+            lucid_host_lstm_cell_backward(floats(activations), floats(wide[0]), g[0].map(floats), g[1].map(floats),
+                                          g[2].map(floats), floats(dg), floats(dc), batch, n)
+            copy(dg, into: gradGates)
+            copy(dc, into: gradCPrevious)
+            return
+        }
+        dispatch(c.dtype, LSTMCellBackward(act: activations, c: c, gh: gradH, ghMore: gradHRecurrent, gc: gradC,
+                                           dGates: gradGates, dc: gradCPrevious))
+    }
+
+    /// float32 copies of `inputs` (exact widenings), then float32 buffers shaped as `outputs`;
+    /// nil when their memory cannot be had.
+    private func float32(_ inputs: [TensorImpl], _ outputs: [TensorImpl]) -> [TensorImpl]? {
+        var made: [TensorImpl] = []
+        for (i, t) in (inputs + outputs).enumerated() {
+            guard let w = try? TensorImpl.empty(t.shape, dtype: .float32, on: HostBackend.scratch(beside: t)) else { return nil }
+            if i < inputs.count { copy(t, into: w) }
+            made.append(w)
+        }
+        return made
     }
 }
 
@@ -41,13 +75,6 @@ private struct LSTMCellForward: ElementVisitor {
         let pc = UnsafePointer(hostPointer(c, E.self))
         let pn = hostPointer(cNew, E.self), pout = hostPointer(h, E.self), pa = reals(act, E.self)
         let n = c.shape[1]
-        if E.Real.self == Float.self {  // float16, bfloat16
-            let pf = UnsafeMutableRawPointer(pa).assumingMemoryBound(to: Float.self)
-            withUnsafeTemporaryAllocation(of: Float.self, capacity: 4 * n) { pre in
-                for b in 0..<c.shape[0] { Self.floatRow(E.self, px, ph, pc, pn, pout, pf, pre.baseAddress!, b, n) }
-            }
-            return
-        }
         for b in 0..<c.shape[0] {
             let row = b * 4 * n, state = b * n, kept = b * 5 * n
             for j in 0..<n {
@@ -67,29 +94,6 @@ private struct LSTMCellForward: ElementVisitor {
                 pa[a + 4 * n] = t
             }
         }
-    }
-
-    /// One row of a 16-bit dtype computed in float32, a loop per function so that each
-    /// vectorises: the gates' inputs summed into `pre`, the activations from there into the
-    /// row's activations (not in place: the vector loops take only separate buffers), then the
-    /// states, from the cell state as stored (rounded to the dtype).
-    @inline(__always)
-    private static func floatRow<E: HostElement>(_: E.Type, _ px: UnsafePointer<E.Stored>, _ ph: UnsafePointer<E.Stored>,
-                                                 _ pc: UnsafePointer<E.Stored>, _ pn: UnsafeMutablePointer<E.Stored>,
-                                                 _ pout: UnsafeMutablePointer<E.Stored>, _ pa: UnsafeMutablePointer<Float>,
-                                                 _ pre: UnsafeMutablePointer<Float>, _ b: Int, _ n: Int) {
-        let row = b * 4 * n, state = b * n
-        let z = pa + b * 5 * n, t = z + 4 * n
-        for k in 0..<(4 * n) { pre[k] = Float(E.float(px, row + k) + E.float(ph, row + k)) }
-        FloatFastPath.unary(.sigmoid, pre, z, 2 * n)
-        FloatFastPath.unary(.tanh, pre + 2 * n, z + 2 * n, n)
-        FloatFastPath.unary(.sigmoid, pre + 3 * n, z + 3 * n, n)
-        for j in 0..<n {
-            E.setFloat(pn, state + j, E.Real(z[n + j] * Float(E.float(pc, state + j)) + z[j] * z[2 * n + j]))
-            pre[j] = Float(E.float(UnsafePointer(pn), state + j))
-        }
-        FloatFastPath.unary(.tanh, pre, t, n)
-        for j in 0..<n { E.setFloat(pout, state + j, E.Real(z[3 * n + j] * t[j])) }
     }
 }
 
