@@ -89,60 +89,89 @@ static inline __attribute__((always_inline)) void silu_backward(const float *res
     }
 }
 
-// One LSTM step over float32 rows, as the engine's LSTMCellForward computes it: the gates from
-// x + y ([batch, 4n]: input, forget, cell, output), c' = σf·c + σi·tanh g and h = σo·tanh c',
-// and the activations kept for the backward ([batch, 5n]: σi, σf, tanh g, σo, tanh c').
-static inline __attribute__((always_inline)) void lstm_cell(const float *restrict x, const float *restrict y,
-                                                            const float *restrict c, float *restrict h,
-                                                            float *restrict c_new, float *restrict act,
-                                                            ptrdiff_t batch, ptrdiff_t n) {
-    for (ptrdiff_t b = 0; b < batch; b++) {
-        const float *xr = x + b * 4 * n, *yr = y + b * 4 * n, *cr = c + b * n;
-        float *hr = h + b * n, *nr = c_new + b * n, *a = act + b * 5 * n;
-        for (ptrdiff_t j = 0; j < n; j++) {
-            float i = fast_sigmoid(xr[j] + yr[j]);
-            float f = fast_sigmoid(xr[n + j] + yr[n + j]);
-            float g = fast_tanh(xr[2 * n + j] + yr[2 * n + j]);
-            float o = fast_sigmoid(xr[3 * n + j] + yr[3 * n + j]);
-            float cv = f * cr[j] + i * g;
-            float t = fast_tanh(cv);
-            nr[j] = cv;
-            hr[j] = o * t;
-            a[j] = i;
-            a[n + j] = f;
-            a[2 * n + j] = g;
-            a[3 * n + j] = o;
-            a[4 * n + j] = t;
-        }
-    }
+// bfloat16 <-> float32: widening is exact; narrowing rounds to nearest even, NaN kept quiet
+// (the engine's floatToBFloat, and `narrow` below, element by element).
+static inline __attribute__((always_inline)) float bf16_load(uint16_t v) {
+    uint32_t u = (uint32_t)v << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
 }
+
+static inline __attribute__((always_inline)) uint16_t bf16_store(float x) {
+    uint32_t f;
+    memcpy(&f, &x, sizeof f);
+    uint32_t rounded = (f + 0x7fffu + ((f >> 16) & 1u)) >> 16;
+    uint32_t nan = 0u - (((f & 0x7fffffffu) + 0x007fffffu) >> 31);
+    uint32_t quiet = ((f >> 16) & 0x8000u) | 0x7fc0u;
+    return (uint16_t)((rounded & ~nan) | (quiet & nan));
+}
+
+static inline __attribute__((always_inline)) float f32_load(float v) { return v; }
+static inline __attribute__((always_inline)) float f32_store(float v) { return v; }
+
+// One LSTM step over rows of T (float, or bfloat16's bits), computed in float32 as the
+// engine's LSTMCellForward computes it: the gates from x + y ([batch, 4n]: input, forget, cell,
+// output), c' = σf·c + σi·tanh g and h = σo·tanh c' (each rounded once into T), and the
+// activations kept for the backward in float32 ([batch, 5n]: σi, σf, tanh g, σo, tanh c').
+#define LUCID_LSTM_CELL(name, T, LOAD, STORE)                                                                   \
+    static inline __attribute__((always_inline)) void name(const T *restrict x, const T *restrict y,           \
+                                                           const T *restrict c, T *restrict h, T *restrict c_new, \
+                                                           float *restrict act, ptrdiff_t batch, ptrdiff_t n) {   \
+        for (ptrdiff_t b = 0; b < batch; b++) {                                                                \
+            const T *xr = x + b * 4 * n, *yr = y + b * 4 * n, *cr = c + b * n;                                 \
+            T *hr = h + b * n, *nr = c_new + b * n;                                                            \
+            float *a = act + b * 5 * n;                                                                        \
+            for (ptrdiff_t j = 0; j < n; j++) {                                                                \
+                float i = fast_sigmoid(LOAD(xr[j]) + LOAD(yr[j]));                                             \
+                float f = fast_sigmoid(LOAD(xr[n + j]) + LOAD(yr[n + j]));                                     \
+                float g = fast_tanh(LOAD(xr[2 * n + j]) + LOAD(yr[2 * n + j]));                                \
+                float o = fast_sigmoid(LOAD(xr[3 * n + j]) + LOAD(yr[3 * n + j]));                             \
+                float cv = f * LOAD(cr[j]) + i * g;                                                            \
+                float t = fast_tanh(cv);                                                                       \
+                nr[j] = STORE(cv);                                                                             \
+                hr[j] = STORE(o * t);                                                                          \
+                a[j] = i;                                                                                      \
+                a[n + j] = f;                                                                                  \
+                a[2 * n + j] = g;                                                                              \
+                a[3 * n + j] = o;                                                                              \
+                a[4 * n + j] = t;                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+    }
 
 // Its backward, as the engine's LSTMCellBackward computes it, from the gradient of h (gh, plus
 // gh_more when given: the recurrent part) and of c' (gc), either of gh and gc absent (NULL):
-// the gates' gradient dg ([batch, 4n]) and c's (dc).
-static inline __attribute__((always_inline)) void lstm_cell_backward(
-    const float *restrict act, const float *restrict c, const float *restrict gh, const float *restrict gh_more,
-    const float *restrict gc, float *restrict dg, float *restrict dc, ptrdiff_t batch, ptrdiff_t n) {
-    for (ptrdiff_t b = 0; b < batch; b++) {
-        const float *a = act + b * 5 * n;
-        for (ptrdiff_t j = 0; j < n; j++) {
-            ptrdiff_t k = b * n + j, q = b * 4 * n + j;
-            float i = a[j], f = a[n + j], g = a[2 * n + j], o = a[3 * n + j], t = a[4 * n + j];
-            float dcn = gc ? gc[k] : 0.0f;
-            float dout = 0.0f;
-            if (gh) {
-                float dh = gh_more ? gh[k] + gh_more[k] : gh[k];
-                dout = dh * t;
-                dcn += dh * o * (1.0f - t * t);
-            }
-            dg[q] = dcn * g * i * (1.0f - i);
-            dg[q + n] = dcn * c[k] * f * (1.0f - f);
-            dg[q + 2 * n] = dcn * i * (1.0f - g * g);
-            dg[q + 3 * n] = dout * o * (1.0f - o);
-            dc[k] = dcn * f;
-        }
+// the gates' gradient dg ([batch, 4n]) and c's (dc), computed in float32.
+#define LUCID_LSTM_CELL_BACKWARD(name, T, LOAD, STORE)                                                          \
+    static inline __attribute__((always_inline)) void name(                                                    \
+        const float *restrict act, const T *restrict c, const T *restrict gh, const T *restrict gh_more,        \
+        const T *restrict gc, T *restrict dg, T *restrict dc, ptrdiff_t batch, ptrdiff_t n) {                  \
+        for (ptrdiff_t b = 0; b < batch; b++) {                                                                \
+            const float *a = act + b * 5 * n;                                                                  \
+            for (ptrdiff_t j = 0; j < n; j++) {                                                                \
+                ptrdiff_t k = b * n + j, q = b * 4 * n + j;                                                    \
+                float i = a[j], f = a[n + j], g = a[2 * n + j], o = a[3 * n + j], t = a[4 * n + j];            \
+                float dcn = gc ? LOAD(gc[k]) : 0.0f;                                                           \
+                float dout = 0.0f;                                                                             \
+                if (gh) {                                                                                      \
+                    float dh = gh_more ? LOAD(gh[k]) + LOAD(gh_more[k]) : LOAD(gh[k]);                         \
+                    dout = dh * t;                                                                             \
+                    dcn += dh * o * (1.0f - t * t);                                                            \
+                }                                                                                              \
+                dg[q] = STORE(dcn * g * i * (1.0f - i));                                                       \
+                dg[q + n] = STORE(dcn * LOAD(c[k]) * f * (1.0f - f));                                          \
+                dg[q + 2 * n] = STORE(dcn * i * (1.0f - g * g));                                               \
+                dg[q + 3 * n] = STORE(dout * o * (1.0f - o));                                                  \
+                dc[k] = STORE(dcn * f);                                                                        \
+            }                                                                                                  \
+        }                                                                                                      \
     }
-}
+
+LUCID_LSTM_CELL(lstm_cell, float, f32_load, f32_store)
+LUCID_LSTM_CELL(lstm_cell_bf16, uint16_t, bf16_load, bf16_store)
+LUCID_LSTM_CELL_BACKWARD(lstm_cell_backward, float, f32_load, f32_store)
+LUCID_LSTM_CELL_BACKWARD(lstm_cell_backward_bf16, uint16_t, bf16_load, bf16_store)
 
 // sqrt without errno, so that a loop of it vectorises (libm's sqrtf may set errno, which keeps
 // the compiler to scalar code); IEEE's correctly rounded square root either way.
@@ -259,6 +288,11 @@ LUCID_VARIANTS(lstm_cell, (const float *x, const float *y, const float *c, float
 LUCID_VARIANTS(lstm_cell_backward, (const float *act, const float *c, const float *gh, const float *gh_more,
                                     const float *gc, float *dg, float *dc, ptrdiff_t batch, ptrdiff_t n),
                (act, c, gh, gh_more, gc, dg, dc, batch, n))
+LUCID_VARIANTS(lstm_cell_bf16, (const uint16_t *x, const uint16_t *y, const uint16_t *c, uint16_t *h, uint16_t *c_new,
+                                float *act, ptrdiff_t batch, ptrdiff_t n), (x, y, c, h, c_new, act, batch, n))
+LUCID_VARIANTS(lstm_cell_backward_bf16, (const float *act, const uint16_t *c, const uint16_t *gh, const uint16_t *gh_more,
+                                         const uint16_t *gc, uint16_t *dg, uint16_t *dc, ptrdiff_t batch, ptrdiff_t n),
+               (act, c, gh, gh_more, gc, dg, dc, batch, n))
 LUCID_VARIANTS(tanh_, (const float *x, float *o, ptrdiff_t n), (x, o, n))
 LUCID_VARIANTS(silu_backward, (const float *x, const float *g, float *o, ptrdiff_t n), (x, g, o, n))
 LUCID_VARIANTS(above32, (const uint32_t *bits, ptrdiff_t n, uint32_t limit, int *out), (bits, n, limit, out))
@@ -296,6 +330,16 @@ void lucid_host_lstm_cell(const float *x, const float *y, const float *c, float 
 void lucid_host_lstm_cell_backward(const float *act, const float *c, const float *gh, const float *gh_more,
                                    const float *gc, float *dg, float *dc, ptrdiff_t batch, ptrdiff_t n) {
     LUCID_DISPATCH(lstm_cell_backward, (act, c, gh, gh_more, gc, dg, dc, batch, n))
+}
+
+void lucid_host_lstm_cell_bf16(const uint16_t *x, const uint16_t *y, const uint16_t *c, uint16_t *h, uint16_t *c_new,
+                               float *act, ptrdiff_t batch, ptrdiff_t n) {
+    LUCID_DISPATCH(lstm_cell_bf16, (x, y, c, h, c_new, act, batch, n))
+}
+
+void lucid_host_lstm_cell_backward_bf16(const float *act, const uint16_t *c, const uint16_t *gh, const uint16_t *gh_more,
+                                        const uint16_t *gc, uint16_t *dg, uint16_t *dc, ptrdiff_t batch, ptrdiff_t n) {
+    LUCID_DISPATCH(lstm_cell_backward_bf16, (act, c, gh, gh_more, gc, dg, dc, batch, n))
 }
 
 void lucid_host_adam(float *p, const float *g, float *m, float *v, ptrdiff_t n, const float *constants) {

@@ -33,6 +33,11 @@ void lucid_host_lstm_cell(const float *x, const float *y, const float *c, float 
                           ptrdiff_t batch, ptrdiff_t n);
 void lucid_host_lstm_cell_backward(const float *act, const float *c, const float *gh, const float *gh_more,
                                    const float *gc, float *dg, float *dc, ptrdiff_t batch, ptrdiff_t n);
+/* The same over bfloat16 bits, computed in float32 and rounded once per result. */
+void lucid_host_lstm_cell_bf16(const uint16_t *x, const uint16_t *y, const uint16_t *c, uint16_t *h, uint16_t *c_new,
+                               float *act, ptrdiff_t batch, ptrdiff_t n);
+void lucid_host_lstm_cell_backward_bf16(const float *act, const uint16_t *c, const uint16_t *gh, const uint16_t *gh_more,
+                                        const uint16_t *gc, uint16_t *dg, uint16_t *dc, ptrdiff_t batch, ptrdiff_t n);
 /* One Adam update of n float32 parameters, gradients and moments (four separate buffers), in
  * place, as the engine's AdamKernel computes it; constants: step size, sqrt(bc2), sign,
  * coupled decay, shrink, beta1, beta2, eps. */

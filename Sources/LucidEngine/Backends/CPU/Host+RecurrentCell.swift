@@ -1,10 +1,10 @@
 import CHostKernels
 
 /// The host's fused LSTM cell (family `elementwise`): the gates' arithmetic of one step in one
-/// pass instead of a dozen elementwise ops and their graph nodes. float32 runs the vector loops
-/// of CHostKernels, and float16 and bfloat16 run them on float32 copies (the results rounded
-/// once into the dtype); float64 (and 16-bit operands when the copies cannot be had) runs the
-/// generic loops below, which compute the same way in the dtype's real type.
+/// pass instead of a dozen elementwise ops and their graph nodes. float32 and bfloat16 run the
+/// vector loops of CHostKernels, float16 runs them on float32 copies (each result rounded once
+/// into the dtype); float64 (and float16 when the copies cannot be had) runs the generic loops
+/// below, which compute the same way in the dtype's real type.
 extension HostBackend: RecurrentCellKernels {
     func lstmCell(_ xw: TensorImpl, _ hw: TensorImpl, _ c: TensorImpl, h: TensorImpl, cNew: TensorImpl,
                   activations: TensorImpl) {
@@ -13,7 +13,10 @@ extension HostBackend: RecurrentCellKernels {
             return lucid_host_lstm_cell(floats(xw), floats(hw), floats(c), floats(h), floats(cNew), floats(activations),
                                         batch, n)
         }
-        if c.dtype.isLowPrecision, let wide = float32([xw, hw, c], [h, cNew]) {
+        if c.dtype == .bfloat16 {
+            return lucid_host_lstm_cell_bf16(bits(xw), bits(hw), bits(c), bits(h), bits(cNew), floats(activations), batch, n)
+        }
+        if c.dtype == .float16, let wide = float32([xw, hw, c], [h, cNew]) {
             lucid_host_lstm_cell(floats(wide[0]), floats(wide[1]), floats(wide[2]), floats(wide[3]), floats(wide[4]),
                                  floats(activations), batch, n)
             copy(wide[3], into: h)
@@ -30,8 +33,12 @@ extension HostBackend: RecurrentCellKernels {
             return lucid_host_lstm_cell_backward(floats(activations), floats(c), gradH.map(floats), gradHRecurrent.map(floats),
                                                  gradC.map(floats), floats(gradGates), floats(gradCPrevious), batch, n)
         }
+        if c.dtype == .bfloat16 {
+            return lucid_host_lstm_cell_backward_bf16(floats(activations), bits(c), gradH.map(bits), gradHRecurrent.map(bits),
+                                                      gradC.map(bits), bits(gradGates), bits(gradCPrevious), batch, n)
+        }
         let given = [gradH, gradHRecurrent, gradC]
-        if c.dtype.isLowPrecision, let wide = float32([c] + given.compactMap { $0 }, [gradGates, gradCPrevious]) {
+        if c.dtype == .float16, let wide = float32([c] + given.compactMap { $0 }, [gradGates, gradCPrevious]) {
             var rest = wide[1...].makeIterator()
             let g = given.map { $0 == nil ? nil : rest.next() }
             let (dg, dc) = (wide[wide.count - 2], wide[wide.count - 1])
@@ -61,6 +68,10 @@ extension HostBackend: RecurrentCellKernels {
 /// A float32 tensor's host memory.
 @inline(__always)
 private func floats(_ t: TensorImpl) -> UnsafeMutablePointer<Float> { hostPointer(t, F32Element.self) }
+
+/// A bfloat16 tensor's host memory, as bits.
+@inline(__always)
+private func bits(_ t: TensorImpl) -> UnsafeMutablePointer<UInt16> { hostPointer(t, BF16Element.self) }
 
 /// The activations' memory, in the dtype's real type (float32, or float64 for float64).
 @inline(__always)
