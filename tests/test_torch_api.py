@@ -204,6 +204,18 @@ def test_random_sampler_with_replacement_draws_uniformly_and_reproducibly():
         RandomSampler(range(3), num_samples=0)
 
 
+def test_an_endless_random_sampler_draws_as_it_is_iterated():
+    # makemore's "infinite" loader: 10^10 draws with replacement, of which a program takes a few.
+    from lucid.utils.data import DataLoader, RandomSampler, TensorDataset
+    data = TensorDataset(lucid.arange(10))
+    sampler = RandomSampler(data, replacement=True, num_samples=int(1e10))
+    assert len(sampler) == 10 ** 10
+    batches = iter(DataLoader(data, sampler=sampler, batch_size=4))
+    seen = [next(batches)[0] for _ in range(3000)]
+    assert all(b.shape == (4,) for b in seen)
+    assert set(np.concatenate([b.numpy() for b in seen]).tolist()) == set(range(10))
+
+
 def test_data_submodules_are_where_programs_import_them_from():
     from lucid.utils.data import dataloader, dataset, sampler
     assert dataloader.DataLoader is lucid.utils.data.DataLoader and dataloader.default_collate is not None

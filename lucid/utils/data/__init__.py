@@ -137,12 +137,25 @@ class RandomSampler(Sampler):
     def __iter__(self):
         n = len(self.data_source)
         if self.replacement:
-            return iter(int(i) for i in generator_rng(self.generator).integers(0, n, size=self.num_samples))
+            return self._with_replacement(n)
         if self.num_samples > n:  # as PyTorch: whole permutations, then part of one more
-            order = np.concatenate([_permutation(n, self.generator) for _ in range(-(-self.num_samples // n))])
-        else:
-            order = _permutation(n, self.generator)
-        return iter(int(i) for i in order[: self.num_samples])
+            return self._permutations(n)
+        return iter(int(i) for i in _permutation(n, self.generator)[: self.num_samples])
+
+    # Drawn as they are asked for, a block at a time, so that a sampler of 10^10 draws (an
+    # "infinite" loader) costs nothing up front.
+    _BLOCK = 4096
+
+    def _with_replacement(self, n):
+        rng = generator_rng(self.generator)
+        for start in range(0, self.num_samples, self._BLOCK):
+            yield from (int(i) for i in rng.integers(0, n, size=min(self._BLOCK, self.num_samples - start)))
+
+    def _permutations(self, n):
+        left = self.num_samples
+        while left > 0:
+            yield from (int(i) for i in _permutation(n, self.generator)[:left])
+            left -= n
 
     def __len__(self):
         return self.num_samples
