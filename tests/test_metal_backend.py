@@ -391,6 +391,53 @@ def test_products_of_whole_and_partial_tiles_match_numpy(dtype, m, k, n):
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
 
 
+def dispatches_during(fn):
+    before = lucid.metal.stats()["dispatches"]
+    fn()
+    after = lucid.metal.stats()["dispatches"]
+    return {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+
+
+@pytest.mark.parametrize("dtype", [lucid.float16, lucid.bfloat16])
+def test_every_product_of_an_autocast_training_step_runs_on_the_matrix_units(dtype):
+    # An attention block and an MLP under autocast: every product, forward and backward (with
+    # and without a bias, transposed operands, a batch), is served by MPS (float16 without a
+    # bias, where MPS sums in float32, as the emulated MPS does) or by the SIMD-group kernel,
+    # none by the thread-per-output one.
+    lucid.manual_seed(0)
+    model = lucid.nn.Sequential(lucid.nn.Linear(24, 48), lucid.nn.GELU(), lucid.nn.Linear(48, 24)).to("metal")
+    attn = lucid.nn.MultiheadAttention(24, 4, batch_first=True).to("metal")
+    x = lucid.tensor(RNG.standard_normal((2, 9, 24)).astype(np.float32), device="metal")
+
+    def step():
+        with lucid.amp.autocast("metal", dtype=dtype):
+            h, _ = attn(x, x, x)
+            loss = model(h).float().pow(2).mean()
+        loss.backward()
+        return loss.item()
+
+    counts = dispatches_during(step)
+    products = {k: v for k, v in counts.items() if k.startswith("gemm") or k.startswith("mps")}
+    want = {f"gemm_simd_{dtype.name}"} | ({"mps_matmul"} if dtype == lucid.float16 else set())
+    assert set(products) == want, products
+    assert sum(products.values()) >= 12, products
+
+
+def test_mps_sums_float16_products_in_float32_and_serves_them():
+    # The self-test's probe (2048 then 4096 halves, dotted with ones) finds float32 sums in the
+    # emulated MPS, and reports where float16 products run.
+    probe = [c for c in lucid.metal.self_test() if c["op"] == "mps_float16_sums"]
+    assert len(probe) == 1 and probe[0]["max_error"] == 0, probe
+    assert "run on Metal Performance Shaders" in probe[0]["detail"], probe
+    a = RNG.standard_normal((4, 33, 70)).astype(np.float16)
+    b = RNG.standard_normal((4, 70, 21)).astype(np.float16)
+    got = {}
+    counts = dispatches_during(lambda: got.setdefault("v", (metal(a) @ metal(b)).float().numpy()))
+    assert counts.get("mps_matmul") == 1 and not any(k.startswith("gemm") for k in counts), counts  # one call, 4 batches
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(got["v"], want.astype(np.float16).astype(np.float32), rtol=2e-3, atol=2e-2)
+
+
 @pytest.mark.parametrize("dtype", [lucid.int32, lucid.int64])
 def test_integer_matmul_runs_on_the_gpu_and_wraps_like_the_cpu(dtype):
     a = RNG.integers(-5, 5, (2, 3, 4))
@@ -424,7 +471,7 @@ def test_the_self_test_passes_and_checks_every_gpu_kernel():
     ops = {c["op"] for c in report}
     for op in ("fill", "copy", "add", "pow", "add_scalar", "exp", "gelu", "gelu_tanh", "gelu_tanh_backward", "where",
                "lt", "matmul", "linear", "sum", "mean", "argmax", "sgd_step", "adam_step", "adam_skip", "adam_count", "unscale", "unscale_found", "update_scale", "max_pool2d", "max_pool2d_backward",
-               "softmax", "log_softmax", "sum_long_rows", "gather", "scatter_add", "cast_to_int32", "cast_to_bool", "matmul_tiles", "normalize_rows",
+               "softmax", "log_softmax", "sum_long_rows", "gather", "scatter_add", "cast_to_int32", "cast_to_bool", "matmul_simd", "normalize_rows",
                "normalize_rows_to_float32",
                "cast_from_int64"):
         assert op in ops, f"{op} is not checked: {sorted(ops)}"
@@ -510,22 +557,23 @@ import numpy as np
 import lucid
 rng = np.random.default_rng(0)
 a = rng.standard_normal((3, 40, 24)).astype(np.float16)
-b = rng.standard_normal((3, 24, 33)).astype(np.float16)
-ma, mb = lucid.tensor(a, device="metal"), lucid.tensor(b, device="metal")  # after the self-test
+w = rng.standard_normal((33, 24)).astype(np.float16)
+bias = rng.standard_normal(33).astype(np.float16)
+ma, mw, mb = (lucid.tensor(t, device="metal") for t in (a, w, bias))  # after the self-test
 before = lucid.metal.stats()["dispatches"]
-got = (ma @ mb).float().numpy()
+got = lucid.nn.functional.linear(ma, mw, mb).float().numpy()  # (a bias: never MPS)
 after = lucid.metal.stats()["dispatches"]
-want = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16).astype(np.float32)
+want = (a.astype(np.float32) @ w.T.astype(np.float32) + bias).astype(np.float16).astype(np.float32)
 print(float(np.abs(got - want).max()))
 print(sorted(k for k in after if after[k] != before.get(k, 0) and k.startswith("gemm")))
 print(lucid.metal.is_available())
 """
 
 
-def test_products_on_a_pipeline_that_allows_fewer_than_256_threads_stay_right():
-    # The tiled product needs 16 × 16 threads per threadgroup; a pipeline that allows fewer
-    # must not run it with fewer (each output tile would be half computed).
-    err, kernels, available = _run_emulated(FEW_THREADS, LUCID_METAL_EMULATION_MAX_THREADS="128")
+def test_products_on_a_pipeline_that_allows_fewer_than_128_threads_stay_right():
+    # The SIMD-group product needs four SIMD groups (128 threads) per threadgroup; a pipeline
+    # that allows fewer must not run it with fewer (a quarter of each tile would be missing).
+    err, kernels, available = _run_emulated(FEW_THREADS, LUCID_METAL_EMULATION_MAX_THREADS="64")
     assert float(err) <= 0.02, err
     assert kernels == "['gemm_float16']", kernels
     assert available == "True"

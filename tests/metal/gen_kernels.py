@@ -23,7 +23,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BUILTINS = {"thread_position_in_grid", "threads_per_grid", "thread_position_in_threadgroup",
             "threadgroup_position_in_grid", "threads_per_threadgroup", "threadgroups_per_grid",
-            "thread_index_in_threadgroup"}
+            "thread_index_in_threadgroup", "simdgroup_index_in_threadgroup", "thread_index_in_simdgroup"}
+# SIMD groups of 32 threads, numbered along the threadgroup's thread index, as on Apple GPUs.
+SIMD_WIDTH = 32
 KINDS = {"device": "LUCID_MSL_DEVICE_POINTER", "constant": "LUCID_MSL_CONSTANT_REF",
          "threadgroup": "LUCID_MSL_THREADGROUP"}
 
@@ -126,6 +128,10 @@ def argument(i, p):
         field = f"t->{p['builtin']}"
         if p["builtin"] == "thread_index_in_threadgroup":
             return field
+        if p["builtin"] == "simdgroup_index_in_threadgroup":
+            return f"(t->thread_index_in_threadgroup / {SIMD_WIDTH}u)"
+        if p["builtin"] == "thread_index_in_simdgroup":
+            return f"(t->thread_index_in_threadgroup % {SIMD_WIDTH}u)"
         return {"uint": f"{field}.x", "uint2": f"uint2{{{field}.x, {field}.y}}",
                 "uint3": f"uint3{{{field}.x, {field}.y, {field}.z}}"}[p["type"]]
     const = "const " if p["const"] or p["kind"] == "LUCID_MSL_CONSTANT_REF" else ""

@@ -122,6 +122,8 @@ final class MetalBackend: Backend, @unchecked Sendable {
     /// Guards the open command buffer, its encoder and the caches: ops on several threads
     /// share one queue.
     private let lock = Lock()
+    /// Metal Performance Shaders' product kernels by shape, and the float16 route (Metal+Matmul.swift).
+    let products = MatrixProducts()
     private var commandBuffer: (any MTLCommandBuffer)?
     private var encoder: (any MTLComputeCommandEncoder)?
     /// Dispatches encoded into the open command buffer.

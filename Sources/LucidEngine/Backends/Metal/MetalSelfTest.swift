@@ -49,6 +49,20 @@ enum MetalSelfTest {
             checks.append(Check(op: op, dtype: dtype, maxError: error, tolerance: tol))
         }
 
+        // Where float16 products run: on MPS only if it sums them in float32 (a float16 sum
+        // loses bits). Found here, before the products are checked, and reported, not failed.
+        if let sum = gpu.probeFloat16Sums() {
+            let wide = sum == 4096
+            if !wide {
+                Warnings.emit("metal: Metal Performance Shaders sums float16 products in float16 on this GPU (a probe "
+                              + "gave \(sum) for 4096); float16 products run lucid's gemm_simd_float16 kernel instead")
+            }
+            checks.append(Check(op: "mps_float16_sums", dtype: .float16, maxError: Double(abs(sum - 4096)) / 4097,
+                                tolerance: .infinity,
+                                detail: wide ? "float32 sums: float16 products run on Metal Performance Shaders"
+                                             : "float16 sums: float16 products run gemm_simd_float16"))
+        }
+
         // Inputs are made once per case and written to both backends.
         let shape = [3, 17]
         for dtype in floats {
@@ -243,11 +257,13 @@ enum MetalSelfTest {
                                     y.view(shape: [1, 17, 3], strides: [0, 3, 1], offset: 0), bias: nil, into: out)
                 return out
             }
-            compare("matmul_tiles", dtype, tol * 8) { be in  // partial 16×16 tiles, a bias, a transposed b
-                let x = try make(a, [20, 19], dtype, be), w = try make(b, [18, 19], dtype, be), bias = try make(a, [18], dtype, be)
-                let out = try TensorImpl.empty([1, 20, 18], dtype: dtype, on: be)
-                try matmul(be).gemm(x.view(shape: [1, 20, 19], strides: [0, 19, 1], offset: 0),
-                                    w.view(shape: [1, 19, 18], strides: [0, 1, 19], offset: 0), bias: bias, into: out)
+            // The SIMD-group kernel: two batches of partial 32×32 tiles, k not a multiple of its
+            // 16-wide slices, a bias, and a transposed b shared by both batches (stride 0).
+            compare("matmul_simd", dtype, tol * 8) { be in
+                let x = try make(a, [2, 37, 41], dtype, be), w = try make(b, [35, 41], dtype, be), bias = try make(a, [35], dtype, be)
+                let out = try TensorImpl.empty([2, 37, 35], dtype: dtype, on: be)
+                try matmul(be).gemm(x.view(shape: [2, 37, 41], strides: [37 * 41, 41, 1], offset: 0),
+                                    w.view(shape: [2, 41, 35], strides: [0, 1, 41], offset: 0), bias: bias, into: out)
                 return out
             }
             compare("linear", dtype, tol * 8) { be in

@@ -7,6 +7,7 @@
 // kernel, no function constants.
 
 #include <metal_stdlib>
+#include <metal_simdgroup_matrix>
 using namespace metal;
 
 // ---- storing float32 results --------------------------------------------------------------

@@ -3,8 +3,9 @@
 // products accumulated in float32, the bias added in float32, one rounding on store.
 //
 // out[i] = a[i] @ b[i] (+ bias) for a [B, M, K] and b [B, K, N] of any strides (a batch
-// stride of 0 broadcasts), bias [N] contiguous, out a contiguous [B, M, N]; one thread per
-// output element (tiled below for products of at least one 16×16 tile).
+// stride of 0 broadcasts), bias [N] contiguous, out a contiguous [B, M, N]: on the matrix
+// units (gemm_simd below), or one thread per output element where 32-bit indices do not
+// reach.
 
 // Compiled after Common.metal, in one library.
 
@@ -40,47 +41,84 @@ LUCID_GEMM(gemm_float32, float)
 LUCID_GEMM(gemm_float16, half)
 LUCID_GEMM(gemm_bfloat16, bfloat)
 
-// The same product in 16×16 output tiles, for products of at least one tile: the threads of
-// a threadgroup stage a 16-wide slice of a's rows and b's columns in threadgroup memory (as
-// float32), so that each element is read from device memory once per tile instead of once
-// per output. The threadgroup memory holds two 16×16 float tiles; groups run over
-// (batch, tile row, tile column), 256 threads each. Each output still sums its k products
-// in order, in float32.
-#define LUCID_GEMM_TILE 16
-#define LUCID_GEMM_TILED(NAME, T)                                                                    \
+// The same product on the GPU's matrix units, for products whose every index fits 32 bits:
+// a threadgroup of four SIMD groups (128 threads) computes a 32×32 output tile, each SIMD
+// group a 16×16 block as 2×2 `simdgroup_float8x8` accumulators. Slices of 16 along k are
+// staged in threadgroup memory as float32 (a[32×16], b[16×32]), zero past the edges; the
+// epilogue stages the accumulators there too ([32×32]) so that the bias is added in float32
+// and each output is rounded once into T and stored only inside the product. Threadgroup
+// memory: 2048 floats; groups run over (batch, tile row, tile column).
+struct GemmShape32 {
+    int batch, m, n, k;
+    int a_strides[3];
+    int b_strides[3];
+    int has_bias;
+};
+
+#define LUCID_SG_BM 32
+#define LUCID_SG_BN 32
+#define LUCID_SG_BK 16
+#define LUCID_SG_THREADS 128
+#define LUCID_GEMM_SIMD(NAME, T)                                                                     \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device const T* bias [[buffer(2)]], device T* out [[buffer(3)]],                    \
-                 constant GemmShape& s [[buffer(4)]], threadgroup float* tiles [[threadgroup(0)]],   \
-                 uint group [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]]) { \
-    long tiles_n = (s.n + LUCID_GEMM_TILE - 1) / LUCID_GEMM_TILE;                                    \
-    long tiles_m = (s.m + LUCID_GEMM_TILE - 1) / LUCID_GEMM_TILE;                                    \
-    long tn = long(group) % tiles_n, tm = (long(group) / tiles_n) % tiles_m;                         \
-    long batch = long(group) / (tiles_n * tiles_m);                                                  \
-    long ty = long(lane) / LUCID_GEMM_TILE, tx = long(lane) % LUCID_GEMM_TILE;                       \
-    long i = tm * LUCID_GEMM_TILE + ty, j = tn * LUCID_GEMM_TILE + tx;                               \
-    threadgroup float* ta = tiles;                                                                   \
-    threadgroup float* tb = tiles + LUCID_GEMM_TILE * LUCID_GEMM_TILE;                               \
-    float acc = 0.0f;                                                                                \
-    for (long l0 = 0; l0 < s.k; l0 += LUCID_GEMM_TILE) {                                             \
-        long la = l0 + tx, lb = l0 + ty;                                                             \
-        ta[lane] = (i < s.m && la < s.k)                                                             \
-            ? widen(a[batch * s.a_strides[0] + i * s.a_strides[1] + la * s.a_strides[2]]) : 0.0f;   \
-        tb[lane] = (lb < s.k && j < s.n)                                                             \
-            ? widen(b[batch * s.b_strides[0] + lb * s.b_strides[1] + j * s.b_strides[2]]) : 0.0f;   \
+                 constant GemmShape32& s [[buffer(4)]], threadgroup float* smem [[threadgroup(0)]],  \
+                 uint group [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]], \
+                 uint sg [[simdgroup_index_in_threadgroup]]) {                                       \
+    int tiles_n = (s.n + LUCID_SG_BN - 1) / LUCID_SG_BN, tiles_m = (s.m + LUCID_SG_BM - 1) / LUCID_SG_BM; \
+    int tn = int(group) % tiles_n, tm = (int(group) / tiles_n) % tiles_m;                            \
+    int batch = int(group) / (tiles_n * tiles_m);                                                    \
+    int row0 = tm * LUCID_SG_BM, col0 = tn * LUCID_SG_BN;                                            \
+    threadgroup float* ta = smem;                                                                    \
+    threadgroup float* tb = smem + LUCID_SG_BM * LUCID_SG_BK;                                        \
+    threadgroup float* tc = smem;                                                                    \
+    int sr = int(sg / 2u) * 16, sc = int(sg % 2u) * 16;                                              \
+    simdgroup_float8x8 acc00 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                      \
+    simdgroup_float8x8 acc01 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                      \
+    simdgroup_float8x8 acc10 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                      \
+    simdgroup_float8x8 acc11 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                      \
+    int pa = batch * s.a_strides[0], pb = batch * s.b_strides[0];                                    \
+    for (int l0 = 0; l0 < s.k; l0 += LUCID_SG_BK) {                                                  \
+        for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BK; e += LUCID_SG_THREADS) {              \
+            int r = e / LUCID_SG_BK, q = e % LUCID_SG_BK, i = row0 + r, l = l0 + q;                  \
+            ta[e] = (i < s.m && l < s.k) ? widen(a[pa + i * s.a_strides[1] + l * s.a_strides[2]]) : 0.0f; \
+        }                                                                                            \
+        for (int e = int(lane); e < LUCID_SG_BK * LUCID_SG_BN; e += LUCID_SG_THREADS) {              \
+            int q = e / LUCID_SG_BN, c = e % LUCID_SG_BN, l = l0 + q, j = col0 + c;                  \
+            tb[e] = (l < s.k && j < s.n) ? widen(b[pb + l * s.b_strides[1] + j * s.b_strides[2]]) : 0.0f; \
+        }                                                                                            \
         threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
-        long steps = min(long(LUCID_GEMM_TILE), s.k - l0);                                           \
-        for (long q = 0; q < steps; ++q) acc += ta[ty * LUCID_GEMM_TILE + q] * tb[q * LUCID_GEMM_TILE + tx]; \
+        for (int kk = 0; kk < LUCID_SG_BK; kk += 8) {                                                \
+            simdgroup_float8x8 a0, a1, b0, b1;                                                       \
+            simdgroup_load(a0, ta + sr * LUCID_SG_BK + kk, LUCID_SG_BK);                             \
+            simdgroup_load(a1, ta + (sr + 8) * LUCID_SG_BK + kk, LUCID_SG_BK);                       \
+            simdgroup_load(b0, tb + kk * LUCID_SG_BN + sc, LUCID_SG_BN);                             \
+            simdgroup_load(b1, tb + kk * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                         \
+            simdgroup_multiply_accumulate(acc00, a0, b0, acc00);                                     \
+            simdgroup_multiply_accumulate(acc01, a0, b1, acc01);                                     \
+            simdgroup_multiply_accumulate(acc10, a1, b0, acc10);                                     \
+            simdgroup_multiply_accumulate(acc11, a1, b1, acc11);                                     \
+        }                                                                                            \
         threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
     }                                                                                                \
-    if (i < s.m && j < s.n) {                                                                        \
-        if (s.has_bias != 0) acc += widen(bias[j]);                                                  \
-        out[(batch * s.m + i) * s.n + j] = narrow<T>(acc);                                           \
+    simdgroup_store(acc00, tc + sr * LUCID_SG_BN + sc, LUCID_SG_BN);                                 \
+    simdgroup_store(acc01, tc + sr * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                             \
+    simdgroup_store(acc10, tc + (sr + 8) * LUCID_SG_BN + sc, LUCID_SG_BN);                           \
+    simdgroup_store(acc11, tc + (sr + 8) * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                       \
+    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
+    for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BN; e += LUCID_SG_THREADS) {                  \
+        int i = row0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                                  \
+        if (i < s.m && j < s.n) {                                                                    \
+            float v = tc[e];                                                                         \
+            if (s.has_bias != 0) v += widen(bias[j]);                                                \
+            out[(batch * s.m + i) * s.n + j] = narrow<T>(v);                                         \
+        }                                                                                            \
     }                                                                                                \
 }
 
-LUCID_GEMM_TILED(gemm_tiled_float32, float)
-LUCID_GEMM_TILED(gemm_tiled_float16, half)
-LUCID_GEMM_TILED(gemm_tiled_bfloat16, bfloat)
+LUCID_GEMM_SIMD(gemm_simd_float32, float)
+LUCID_GEMM_SIMD(gemm_simd_float16, half)
+LUCID_GEMM_SIMD(gemm_simd_bfloat16, bfloat)
 
 // Integer products, as the host's plain loop: int64 wrapping arithmetic, the bias first, the
 // result truncated into the dtype; one thread per output.
