@@ -834,3 +834,27 @@ def test_synchronize_between_queued_ops_keeps_results_right():
     lucid.metal.synchronize()   # the queued kernels finish here...
     lucid.metal.synchronize()   # ...and a second call finds nothing to wait for
     np.testing.assert_allclose(y.numpy(), np.exp(x.numpy() * 2 + 1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_contiguous_elementwise_ops_take_the_contiguous_kernels_and_agree_with_the_strided_ones(dtype):
+    # Same-shape contiguous operands run the four-elements-a-thread kernels (including a tail
+    # that is not a multiple of four); a broadcast or a transposed operand, the strided ones.
+    a = RNG.standard_normal((7, 37)).astype(np.float32)
+    b = RNG.standard_normal((7, 37)).astype(np.float32)
+    ma, mb = metal(a, dtype), metal(b, dtype)
+    got = {}
+    counts = dispatches_during(lambda: got.update(add=(ma * mb).float().numpy(), scalar=(ma - 0.5).float().numpy(),
+                                                  exp=ma.exp().float().numpy()))
+    name = dtype.name
+    ops = {k: v for k, v in counts.items() if k.startswith(("binary", "unary"))}
+    assert ops == {f"binary_contig_{name}": 1, f"binary_scalar_contig_{name}": 1, f"unary_contig_{name}": 1}, counts
+    strided = {}
+    counts = dispatches_during(lambda: strided.update(add=(ma.t() * mb.t()).t().float().numpy(),
+                                                      scalar=(ma.t() - 0.5).t().float().numpy(),
+                                                      exp=ma.t().exp().t().float().numpy()))
+    assert {k for k in counts if "contig" in k} == set(), counts
+    for key in got:
+        np.testing.assert_array_equal(got[key], strided[key], err_msg=key)
+    ca, cb = lucid.tensor(a).to(dtype), lucid.tensor(b).to(dtype)
+    np.testing.assert_array_equal(got["add"], (ca * cb).float().numpy())

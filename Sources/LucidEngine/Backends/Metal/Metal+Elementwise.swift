@@ -2,7 +2,8 @@
 import Metal
 
 /// Elementwise kernels on the GPU (Kernels/Elementwise.metal): one thread per output element
-/// over strided operands. Floating dtypes compute in float32; integer arithmetic wraps. A
+/// over strided operands, or four consecutive elements per thread with 32-bit indices when
+/// every operand is contiguous and of the output's shape. Floating dtypes compute in float32; integer arithmetic wraps. A
 /// dtype or rank the kernels do not cover is routed to the host kernels (counted); the fused
 /// add-scaled and leaky ReLU are composed.
 extension MetalBackend: ElementwiseKernels {
@@ -42,8 +43,27 @@ extension MetalBackend: ElementwiseKernels {
 
     private static func code(_ op: BinaryKernel) -> UInt32 { UInt32(op.rawValue) }
 
+    /// The element count of operands that are all contiguous and of `out`'s shape (no
+    /// broadcast), below 2^31: the `_contig` kernels' case; nil otherwise.
+    private static func contiguousCount(_ operands: [TensorImpl], _ out: TensorImpl) -> UInt32? {
+        guard out.numel < 1 << 31, (operands + [out]).allSatisfy({ $0.shape == out.shape && $0.isContiguous }) else { return nil }
+        return UInt32(out.numel)
+    }
+
+    /// Threads for `count` elements, four each.
+    private static func threads(_ count: UInt32) -> Int { (Int(count) + 3) / 4 }
+
     func binary(_ op: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl) {
         guard out.numel > 0 else { return }
+        if let count = Self.contiguousCount([a, b], out) {
+            return encode("binary_contig_\(out.dtype.name)", count: Self.threads(count)) { e in
+                bind(a, 0, e)
+                bind(b, 1, e)
+                bind(out, 2, e)
+                setBytes(count, 3, e)
+                setBytes(Self.code(op), 4, e)
+            }
+        }
         let layout = MetalLayout(routed: out.shape, operands: [a.strides, b.strides, out.strides])
         encode("binary_\(out.dtype.name)", count: layout.count) { e in
             bind(a, 0, e)
@@ -56,6 +76,16 @@ extension MetalBackend: ElementwiseKernels {
 
     func binary(_ op: BinaryKernel, _ a: TensorImpl, scalar: Scalar, scalarFirst: Bool, into out: TensorImpl) {
         guard out.numel > 0 else { return }
+        if out.dtype.isFloatingPoint, let count = Self.contiguousCount([a], out) {
+            return encode("binary_scalar_contig_\(out.dtype.name)", count: Self.threads(count)) { e in
+                bind(a, 0, e)
+                bind(out, 1, e)
+                setBytes(count, 2, e)
+                setBytes(Self.code(op), 3, e)
+                setBytes(Float(scalar.double), 4, e)
+                setBytes(UInt32(scalarFirst ? 1 : 0), 5, e)
+            }
+        }
         let layout = MetalLayout(routed: out.shape, operands: [a.strides, out.strides])
         encode("binary_scalar_\(out.dtype.name)", count: layout.count) { e in
             bind(a, 0, e)
@@ -70,6 +100,14 @@ extension MetalBackend: ElementwiseKernels {
 
     func unary(_ op: UnaryKernel, _ a: TensorImpl, into out: TensorImpl) {
         guard out.numel > 0 else { return }
+        if out.dtype.isFloatingPoint, let count = Self.contiguousCount([a], out) {
+            return encode("unary_contig_\(out.dtype.name)", count: Self.threads(count)) { e in
+                bind(a, 0, e)
+                bind(out, 1, e)
+                setBytes(count, 2, e)
+                setBytes(UInt32(op.rawValue), 3, e)
+            }
+        }
         let layout = MetalLayout(routed: out.shape, operands: [a.strides, out.strides])
         encode("unary_\(out.dtype.name)", count: layout.count) { e in
             bind(a, 0, e)

@@ -2,7 +2,8 @@
 // tensor-scalar), unary functions and their derivatives, comparisons and selection.
 //
 // Operands are strided views of up to 8 dimensions (broadcasts have stride 0); every thread
-// computes one element of the output. Floating types are stored as float, half or bfloat and
+// computes one element of the output. Operands that are all contiguous and of one shape take
+// the `_contig` forms instead (four elements a thread, 32-bit indices). Floating types are stored as float, half or bfloat and
 // computed in float32, rounding once on store, as the host kernels do. The backend compiles
 // this library with fast math off, so NaN and infinities follow IEEE 754. Compiled after
 // Common.metal, in one library.
@@ -100,6 +101,37 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
     out[element_offset(gid, layout, 2)] = from_long<T>(binary_int(op, x, y));                          \
 }
 
+// The contiguous forms: operands of one shape, each contiguous (no broadcast), fewer than 2^31
+// elements. Each thread takes four consecutive elements with 32-bit indices and no
+// per-dimension division; consecutive threads read consecutive 4-element runs.
+#define LUCID_CONTIG_RANGE                                                                           \
+    uint first = gid * 4u;                                                                           \
+    if (first >= count) return;                                                                      \
+    uint last = min(first + 4u, count);
+
+#define LUCID_BINARY_FLOAT_CONTIG(NAME, T)                                                           \
+kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
+                 device T* out [[buffer(2)]], constant uint& count [[buffer(3)]],                    \
+                 constant uint& op [[buffer(4)]], uint gid [[thread_position_in_grid]]) {            \
+    LUCID_CONTIG_RANGE                                                                               \
+    for (uint i = first; i < last; ++i) out[i] = narrow<T>(binary_float(op, widen(a[i]), widen(b[i]))); \
+}
+
+#define LUCID_BINARY_INT_CONTIG(NAME, T)                                                             \
+kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
+                 device T* out [[buffer(2)]], constant uint& count [[buffer(3)]],                    \
+                 constant uint& op [[buffer(4)]], uint gid [[thread_position_in_grid]]) {            \
+    LUCID_CONTIG_RANGE                                                                               \
+    for (uint i = first; i < last; ++i) out[i] = from_long<T>(binary_int(op, long(a[i]), long(b[i]))); \
+}
+
+LUCID_BINARY_FLOAT_CONTIG(binary_contig_float32, float)
+LUCID_BINARY_FLOAT_CONTIG(binary_contig_float16, half)
+LUCID_BINARY_FLOAT_CONTIG(binary_contig_bfloat16, bfloat)
+LUCID_BINARY_INT_CONTIG(binary_contig_int32, int)
+LUCID_BINARY_INT_CONTIG(binary_contig_int64, long)
+LUCID_BINARY_INT_CONTIG(binary_contig_bool, uchar)
+
 LUCID_BINARY_FLOAT(binary_float32, float)
 LUCID_BINARY_FLOAT(binary_float16, half)
 LUCID_BINARY_FLOAT(binary_bfloat16, bfloat)
@@ -130,6 +162,22 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
     long r = scalar_first != 0 ? binary_int(op, scalar, x) : binary_int(op, x, scalar);              \
     out[element_offset(gid, layout, 1)] = from_long<T>(r);                                           \
 }
+
+#define LUCID_BINARY_SCALAR_FLOAT_CONTIG(NAME, T)                                                    \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
+                 constant uint& count [[buffer(2)]], constant uint& op [[buffer(3)]],                \
+                 constant float& scalar [[buffer(4)]], constant uint& scalar_first [[buffer(5)]],    \
+                 uint gid [[thread_position_in_grid]]) {                                             \
+    LUCID_CONTIG_RANGE                                                                               \
+    for (uint i = first; i < last; ++i) {                                                            \
+        float x = widen(a[i]);                                                                       \
+        out[i] = narrow<T>(scalar_first != 0 ? binary_float(op, scalar, x) : binary_float(op, x, scalar)); \
+    }                                                                                                \
+}
+
+LUCID_BINARY_SCALAR_FLOAT_CONTIG(binary_scalar_contig_float32, float)
+LUCID_BINARY_SCALAR_FLOAT_CONTIG(binary_scalar_contig_float16, half)
+LUCID_BINARY_SCALAR_FLOAT_CONTIG(binary_scalar_contig_bfloat16, bfloat)
 
 LUCID_BINARY_SCALAR_FLOAT(binary_scalar_float32, float)
 LUCID_BINARY_SCALAR_FLOAT(binary_scalar_float16, half)
@@ -277,6 +325,17 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
 
 LUCID_UNARY_INT(unary_int32, int)
 LUCID_UNARY_INT(unary_int64, long)
+#define LUCID_UNARY_CONTIG(NAME, T)                                                                  \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
+                 constant uint& count [[buffer(2)]], constant uint& op [[buffer(3)]],                \
+                 uint gid [[thread_position_in_grid]]) {                                             \
+    LUCID_CONTIG_RANGE                                                                               \
+    for (uint i = first; i < last; ++i) out[i] = narrow<T>(unary_float(op, widen(a[i])));            \
+}
+
+LUCID_UNARY_CONTIG(unary_contig_float32, float)
+LUCID_UNARY_CONTIG(unary_contig_float16, half)
+LUCID_UNARY_CONTIG(unary_contig_bfloat16, bfloat)
 LUCID_UNARY(unary_float32, float)
 LUCID_UNARY(unary_float16, half)
 LUCID_UNARY(unary_bfloat16, bfloat)
