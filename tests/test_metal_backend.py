@@ -471,7 +471,7 @@ def test_the_self_test_passes_and_checks_every_gpu_kernel():
     ops = {c["op"] for c in report}
     for op in ("fill", "copy", "add", "pow", "add_scalar", "exp", "gelu", "gelu_tanh", "gelu_tanh_backward", "where",
                "lt", "matmul", "linear", "sum", "mean", "argmax", "sgd_step", "adam_step", "adam_skip", "adam_count", "unscale", "unscale_found", "update_scale", "max_pool2d", "max_pool2d_backward",
-               "softmax", "log_softmax", "sum_long_rows", "gather", "scatter_add", "cast_to_int32", "cast_to_bool", "matmul_simd", "normalize_rows",
+               "softmax", "log_softmax", "sum_long_rows", "gather", "scatter_add", "cast_to_int32", "cast_to_bool", "matmul_simd", "sum_split", "normalize_rows",
                "normalize_rows_to_float32",
                "cast_from_int64"):
         assert op in ops, f"{op} is not checked: {sorted(ops)}"
@@ -858,3 +858,22 @@ def test_contiguous_elementwise_ops_take_the_contiguous_kernels_and_agree_with_t
         np.testing.assert_array_equal(got[key], strided[key], err_msg=key)
     ca, cb = lucid.tensor(a).to(dtype), lucid.tensor(b).to(dtype)
     np.testing.assert_array_equal(got["add"], (ca * cb).float().numpy())
+
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_a_full_reduction_of_many_elements_splits_among_threadgroups(dtype):
+    # A mean over 300K elements (a loss) runs on many threadgroups and a second pass over their
+    # partials, not on one threadgroup, and keeps float32's compensated accuracy.
+    x = (RNG.standard_normal(300_001) + 3).astype(np.float32)
+    mx = metal(x, dtype)
+    got = {}
+    counts = dispatches_during(lambda: got.update(mean=mx.mean().float().item(), sum=mx.sum().float().item()))
+    assert counts.get(f"reduce_split_{dtype.name}") == 2 and counts.get(f"reduce_merge_{dtype.name}") == 2, counts
+    exact = x.astype(NP[dtype]).astype(np.float64)
+    rounding = 1e-6 if dtype == lucid.float32 else (1e-3 if dtype == lucid.float16 else 8e-3)
+    assert abs(got["mean"] - exact.mean()) <= rounding * abs(exact.mean())
+    if dtype == lucid.float16:  # 900K is past float16's range: an infinity, as on the host
+        assert got["sum"] == np.inf
+    else:
+        assert abs(got["sum"] - exact.sum()) <= rounding * abs(exact.sum()), (got["sum"], exact.sum())

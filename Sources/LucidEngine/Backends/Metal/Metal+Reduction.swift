@@ -1,8 +1,9 @@
 #if canImport(Metal) && !LUCID_NO_METAL
 import Metal
 
-/// Reductions on the GPU (Kernels/Reduction.metal): one thread per output element, or one
-/// threadgroup per output when there are few outputs of many elements. Floating
+/// Reductions on the GPU (Kernels/Reduction.metal): one thread per output element, one
+/// threadgroup per output when there are few outputs of many elements, and several per output
+/// and a second pass when there are few of very many (a loss's mean, a gradient's norm). Floating
 /// sums and means are compensated float32 sums rounded once into the input's dtype; integer and
 /// bool sums accumulate in int64. Other dtype pairs and unmergeable ranks are routed to the
 /// host (counted).
@@ -46,9 +47,14 @@ extension MetalBackend: ReductionKernels {
     }
 
     /// Floating reductions to at most this many outputs of at least `cooperativeLength`
-    /// elements each run a threadgroup per output.
+    /// elements each run a threadgroup per output; of at least `splitLength` each, several
+    /// threadgroups per output (each thread summing at least `splitShare` elements, 256
+    /// threads a group, at most `maxParts` groups) and a second pass over their partials.
     static let cooperativeOutputs = 2048
     static let cooperativeLength = 512
+    static let splitLength = 1 << 16
+    static let splitShare = 32
+    static let maxParts = 128
 
     func reduce(_ op: ReduceKernel, _ a: TensorImpl, axes: [Int], into out: TensorImpl) {
         guard out.numel > 0 else { return }
@@ -67,6 +73,11 @@ extension MetalBackend: ReductionKernels {
             setBytes(inner.words, 3, e)
             if floating { setBytes(UInt32(op == .mean ? 1 : 0), 4, e) }
         }
+        // Few outputs of very many elements: several threadgroups per output, then their sums.
+        if floating && outer.count <= Self.cooperativeOutputs && inner.count >= Self.splitLength,
+           splitReduce(op, a, into: out, outer: outer, inner: inner) {
+            return
+        }
         // Few outputs of many elements each: a threadgroup per output, else too few threads.
         if floating && outer.count <= Self.cooperativeOutputs && inner.count >= Self.cooperativeLength {
             encode("reduce_group_\(a.dtype.name)", groups: outer.count, width: Self.rowWidth(inner.count),
@@ -74,6 +85,31 @@ extension MetalBackend: ReductionKernels {
         } else {
             encode("reduce_\(a.dtype.name)", count: outer.count, bindAll)
         }
+    }
+
+    /// The two passes of a split reduction; false when the partials' memory cannot be had.
+    private func splitReduce(_ op: ReduceKernel, _ a: TensorImpl, into out: TensorImpl, outer: MetalLayout,
+                             inner: MetalLayout) -> Bool {
+        let width = 256
+        let parts = Swift.min(Self.maxParts, Swift.max(2, inner.count / (width * Self.splitShare)))
+        guard let partials = try? TensorImpl.empty([outer.count * parts], dtype: .float32, on: self) else { return false }
+        let count = UInt32(parts)
+        encode("reduce_split_\(a.dtype.name)", groups: outer.count * parts, width: width, floatsPerThread: 2) { e in
+            bind(a, 0, e)
+            bind(partials, 1, e)
+            setBytes(outer.words, 2, e)
+            setBytes(inner.words, 3, e)
+            setBytes(count, 4, e)
+        }
+        encode("reduce_merge_\(a.dtype.name)", groups: outer.count, width: Self.rowWidth(parts), floatsPerThread: 2) { e in
+            bind(partials, 0, e)
+            bind(out, 1, e)
+            setBytes(outer.words, 2, e)
+            setBytes(inner.words, 3, e)
+            setBytes(UInt32(op == .mean ? 1 : 0), 4, e)
+            setBytes(count, 5, e)
+        }
+        return true
     }
 
     func argReduce(max: Bool, _ a: TensorImpl, axis: Int, values: TensorImpl?, indices: TensorImpl) {

@@ -144,6 +144,12 @@ enum MetalSelfTest {
                 try reduction(be).reduce(.sum, x, axes: [1], into: out)
                 return out
             }
+            compare("sum_split", dtype, tol * 4) { be in  // several threadgroups per output, then their sums
+                let x = try make(a, [MetalBackend.splitLength + 123], dtype, be)
+                let out = try TensorImpl.empty([1], dtype: dtype, on: be)
+                try reduction(be).reduce(.mean, x, axes: [0], into: out)
+                return out
+            }
             compare("argmax", dtype, 0) { be in
                 let x = try make(a, shape, dtype, be)
                 let values = try TensorImpl.empty([3], dtype: dtype, on: be), indices = try TensorImpl.empty([3], dtype: .int64, on: be)
@@ -333,6 +339,10 @@ enum MetalSelfTest {
                 return out
             }
         }
+        // The checks' buffers (a split reduction's input among them) were for the checks: none
+        // is kept in the buffer cache for the program.
+        gpu.synchronize()
+        _ = gpu.emptyCache()
         return checks
     }
 

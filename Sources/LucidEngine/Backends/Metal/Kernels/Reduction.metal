@@ -1,7 +1,8 @@
 // Reductions of the Metal backend: sums and means over any set of axes, and the
 // arg-reductions (max/min with the first index). Compiled after Common.metal and
 // Elementwise.metal (for Layout), in one library. One thread per output element walks the
-// reduced elements (or, for few outputs of many elements, one threadgroup per output);
+// reduced elements (or, for few outputs of many elements, one threadgroup per output, and for
+// very many, several threadgroups per output and a second pass);
 // floating sums are compensated (Kahan) float32 sums, so their error does not grow with the
 // count, as the host's double sums do not.
 //
@@ -55,6 +56,47 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
     }                                                                                                \
 }
 
+// The same split further, for few outputs of very many elements (a loss's mean, a norm):
+// `parts` threadgroups per output each sum every (parts·width)-th element from their own start
+// (stage one, into a float32 partial per group), then one threadgroup per output adds its
+// partials (stage two), compensated throughout.
+#define LUCID_REDUCE_SPLIT(NAME, T)                                                                  \
+kernel void NAME(device const T* a [[buffer(0)]], device float* partials [[buffer(1)]],             \
+                 constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
+                 constant uint& parts [[buffer(4)]], threadgroup float* scratch [[threadgroup(0)]],  \
+                 uint group [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]], \
+                 uint width [[threads_per_threadgroup]]) {                                           \
+    long base = element_offset(group / parts, outer, 0);                                             \
+    float sum = 0.0f, carry = 0.0f;                                                                  \
+    ulong stride = ulong(parts) * ulong(width);                                                      \
+    for (ulong r = ulong(group % parts) * ulong(width) + lane; r < inner.count; r += stride) {       \
+        compensated_add(sum, carry, widen(a[base + element_offset(r, inner, 0)]));                   \
+    }                                                                                                \
+    float total = threadgroup_sum(sum, carry, scratch, lane, width);                                 \
+    if (lane == 0) partials[group] = total;                                                          \
+}
+
+#define LUCID_REDUCE_MERGE(NAME, T)                                                                  \
+kernel void NAME(device const float* partials [[buffer(0)]], device T* out [[buffer(1)]],           \
+                 constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
+                 constant uint& mean [[buffer(4)]], constant uint& parts [[buffer(5)]],              \
+                 threadgroup float* scratch [[threadgroup(0)]], uint group [[threadgroup_position_in_grid]], \
+                 uint lane [[thread_index_in_threadgroup]], uint width [[threads_per_threadgroup]]) { \
+    float sum = 0.0f, carry = 0.0f;                                                                  \
+    for (uint p = lane; p < parts; p += width) compensated_add(sum, carry, partials[group * parts + p]); \
+    float total = threadgroup_sum(sum, carry, scratch, lane, width);                                 \
+    if (lane == 0) {                                                                                 \
+        if (mean != 0) total = total / float(inner.count);                                           \
+        out[element_offset(group, outer, 1)] = narrow<T>(total);                                     \
+    }                                                                                                \
+}
+
+LUCID_REDUCE_SPLIT(reduce_split_float32, float)
+LUCID_REDUCE_SPLIT(reduce_split_float16, half)
+LUCID_REDUCE_SPLIT(reduce_split_bfloat16, bfloat)
+LUCID_REDUCE_MERGE(reduce_merge_float32, float)
+LUCID_REDUCE_MERGE(reduce_merge_float16, half)
+LUCID_REDUCE_MERGE(reduce_merge_bfloat16, bfloat)
 LUCID_REDUCE_FLOAT(reduce_float32, float)
 LUCID_REDUCE_FLOAT(reduce_float16, half)
 LUCID_REDUCE_FLOAT(reduce_bfloat16, bfloat)
