@@ -471,7 +471,7 @@ def test_the_self_test_passes_and_checks_every_gpu_kernel():
     ops = {c["op"] for c in report}
     for op in ("fill", "copy", "add", "pow", "add_scalar", "exp", "gelu", "gelu_tanh", "gelu_tanh_backward", "where",
                "lt", "matmul", "linear", "sum", "mean", "argmax", "sgd_step", "adam_step", "adam_skip", "adam_count", "unscale", "unscale_found", "update_scale", "max_pool2d", "max_pool2d_backward",
-               "softmax", "log_softmax", "sum_long_rows", "gather", "scatter_add", "cast_to_int32", "cast_to_bool", "matmul_simd", "sum_split", "normalize_rows",
+               "softmax", "log_softmax", "sum_long_rows", "gather", "scatter_add", "cast_to_int32", "cast_to_bool", "matmul_simd", "sum_split", "argmax_long", "normalize_rows",
                "normalize_rows_to_float32",
                "cast_from_int64"):
         assert op in ops, f"{op} is not checked: {sorted(ops)}"
@@ -877,3 +877,22 @@ def test_a_full_reduction_of_many_elements_splits_among_threadgroups(dtype):
         assert got["sum"] == np.inf
     else:
         assert abs(got["sum"] - exact.sum()) <= rounding * abs(exact.sum()), (got["sum"], exact.sum())
+
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_an_arg_reduction_along_a_long_axis_runs_a_threadgroup_per_output(dtype):
+    # argmax/argmin over 10K elements: the first NaN, else the first extreme, as on the CPU,
+    # from a threadgroup per output rather than one serial thread.
+    x = np.round(RNG.standard_normal((3, 10_000)) * 4).astype(np.float32)  # many ties
+    x[1, 7777] = np.nan
+    x[1, 9000] = np.nan
+    mx, cx = metal(x, dtype), lucid.tensor(x).to(dtype)
+    got = {}
+    counts = dispatches_during(lambda: got.update(amax=mx.argmax(1).numpy(), amin=mx.argmin(1).numpy(),
+                                                  vmax=mx.max(1).values.float().numpy()))
+    assert counts.get(f"arg_reduce_group_{dtype.name}") == 3 and f"arg_reduce_{dtype.name}" not in counts, counts
+    np.testing.assert_array_equal(got["amax"], cx.argmax(1).numpy())
+    np.testing.assert_array_equal(got["amin"], cx.argmin(1).numpy())
+    np.testing.assert_array_equal(got["vmax"], cx.max(1).values.float().numpy())
+    assert got["amax"][1] == 7777 and got["amin"][1] == 7777

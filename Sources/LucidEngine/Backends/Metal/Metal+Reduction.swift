@@ -117,7 +117,7 @@ extension MetalBackend: ReductionKernels {
         var shape = a.shape, strides = a.strides
         let length = shape.remove(at: axis), step = strides.remove(at: axis)
         let outer = MetalLayout(routed: shape, operands: [strides, indices.strides, (values ?? indices).strides])
-        encode("arg_reduce_\(a.dtype.name)", count: outer.count) { e in
+        let bindAll = { (e: any MTLComputeCommandEncoder) in
             bind(a, 0, e)
             bind(indices, 1, e)
             bind(values ?? a, 2, e)  // written only when the flags say there are values
@@ -126,6 +126,13 @@ extension MetalBackend: ReductionKernels {
             setBytes(Int64(step), 5, e)
             setBytes(UInt32((max ? 1 : 0) | (values != nil ? 2 : 0)), 6, e)
         }
+        // Few outputs along a long axis: a threadgroup per output (indices exact as floats).
+        if a.dtype.isFloatingPoint && outer.count <= Self.cooperativeOutputs && length >= Self.cooperativeLength
+            && length < 1 << 24 {
+            return encode("arg_reduce_group_\(a.dtype.name)", groups: outer.count, width: Self.rowWidth(length),
+                          floatsPerThread: 2, bindAll)
+        }
+        encode("arg_reduce_\(a.dtype.name)", count: outer.count, bindAll)
     }
 }
 #endif

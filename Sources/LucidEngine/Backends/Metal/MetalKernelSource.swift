@@ -1310,6 +1310,60 @@ kernel void NAME(device const T* a [[buffer(0)]], device long* indices [[buffer(
     if (has_values) values[element_offset(gid, outer, 2)] = a[base + best * step];                   \
 }
 
+// The floating arg-reductions with one threadgroup per output, for few outputs along a long
+// axis (under 2^24 elements, so that an index is exact as a float): each thread keeps the best
+// of every width-th element, and the group merges the threads' bests in a tree, by one rule
+// (arg_takes): a NaN beats a number, then the larger (or smaller) value, then on a tie the
+// earlier index; so the first NaN, or the first extreme, wins, as in the serial kernel. The
+// threadgroup memory holds a value and an index per thread; an idle thread holds no element
+// (the far infinity at index `length`, which every element beats).
+inline bool arg_takes(bool is_max, float best, float best_index, float x, float x_index) {
+    bool best_nan = isnan(best), x_nan = isnan(x);
+    if (best_nan || x_nan) return x_nan && (!best_nan || x_index < best_index);
+    if (x == best) return x_index < best_index;
+    return is_max ? x > best : x < best;
+}
+
+#define LUCID_ARG_REDUCE_GROUP(NAME, T)                                                              \
+kernel void NAME(device const T* a [[buffer(0)]], device long* indices [[buffer(1)]],               \
+                 device T* values [[buffer(2)]], constant Layout& outer [[buffer(3)]],               \
+                 constant long& length [[buffer(4)]], constant long& step [[buffer(5)]],             \
+                 constant uint& flags [[buffer(6)]], threadgroup float* scratch [[threadgroup(0)]],  \
+                 uint group [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]], \
+                 uint width [[threads_per_threadgroup]]) {                                           \
+    bool is_max = (flags & 1u) != 0, has_values = (flags & 2u) != 0;                                 \
+    long base = element_offset(group, outer, 0);                                                     \
+    float best = is_max ? -INFINITY : INFINITY, best_index = float(length);                          \
+    for (long r = long(lane); r < length; r += long(width)) {                                        \
+        float x = widen(a[base + r * step]);                                                         \
+        if (arg_takes(is_max, best, best_index, x, float(r))) {                                      \
+            best = x;                                                                                \
+            best_index = float(r);                                                                   \
+        }                                                                                            \
+    }                                                                                                \
+    scratch[lane] = best;                                                                            \
+    scratch[width + lane] = best_index;                                                              \
+    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
+    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {                             \
+        if (lane < half_width) {                                                                     \
+            float x = scratch[lane + half_width], xi = scratch[width + lane + half_width];           \
+            if (arg_takes(is_max, scratch[lane], scratch[width + lane], x, xi)) {                    \
+                scratch[lane] = x;                                                                   \
+                scratch[width + lane] = xi;                                                          \
+            }                                                                                        \
+        }                                                                                            \
+        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+    }                                                                                                \
+    if (lane == 0) {                                                                                 \
+        long at = long(scratch[width]);                                                              \
+        indices[element_offset(group, outer, 1)] = at;                                               \
+        if (has_values) values[element_offset(group, outer, 2)] = a[base + at * step];               \
+    }                                                                                                \
+}
+
+LUCID_ARG_REDUCE_GROUP(arg_reduce_group_float32, float)
+LUCID_ARG_REDUCE_GROUP(arg_reduce_group_float16, half)
+LUCID_ARG_REDUCE_GROUP(arg_reduce_group_bfloat16, bfloat)
 LUCID_ARG_REDUCE(arg_reduce_float32, float, float, true)
 LUCID_ARG_REDUCE(arg_reduce_float16, half, float, true)
 LUCID_ARG_REDUCE(arg_reduce_bfloat16, bfloat, float, true)

@@ -150,6 +150,21 @@ enum MetalSelfTest {
                 try reduction(be).reduce(.mean, x, axes: [0], into: out)
                 return out
             }
+            // A threadgroup per output along a long axis; the cycled inputs repeat, so ties
+            // must go to the first index.
+            compare("argmax_long", dtype, 0) { be in
+                let x = try make(a, [2, MetalBackend.cooperativeLength + 77], dtype, be)
+                let values = try TensorImpl.empty([2], dtype: dtype, on: be), indices = try TensorImpl.empty([2], dtype: .int64, on: be)
+                try reduction(be).argReduce(max: true, x, axis: 1, values: values, indices: indices)
+                return indices
+            }
+            compare("argmin_long_values", dtype, 0) { be in
+                let x = try make(a, [2, MetalBackend.cooperativeLength + 77], dtype, be)
+                let values = try TensorImpl.empty([2], dtype: dtype, on: be), indices = try TensorImpl.empty([2], dtype: .int64, on: be)
+                try reduction(be).argReduce(max: false, x.view(shape: [589, 2], strides: [1, 589]), axis: 0, values: values,
+                                            indices: indices)
+                return values
+            }
             compare("argmax", dtype, 0) { be in
                 let x = try make(a, shape, dtype, be)
                 let values = try TensorImpl.empty([3], dtype: dtype, on: be), indices = try TensorImpl.empty([3], dtype: .int64, on: be)
