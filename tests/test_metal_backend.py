@@ -471,7 +471,7 @@ def test_the_self_test_passes_and_checks_every_gpu_kernel():
     ops = {c["op"] for c in report}
     for op in ("fill", "copy", "add", "pow", "add_scalar", "exp", "gelu", "gelu_tanh", "gelu_tanh_backward", "where",
                "lt", "matmul", "linear", "sum", "mean", "argmax", "sgd_step", "adam_step", "adam_skip", "adam_count", "unscale", "unscale_found", "update_scale", "max_pool2d", "max_pool2d_backward",
-               "softmax", "log_softmax", "sum_long_rows", "gather", "scatter_add", "cast_to_int32", "cast_to_bool", "matmul_simd", "sum_split", "argmax_long", "normalize_rows",
+               "softmax", "log_softmax", "sum_long_rows", "gather", "scatter_add", "cast_to_int32", "cast_to_bool", "matmul_simd", "sum_split", "argmax_long", "scatter_add_long", "normalize_rows",
                "normalize_rows_to_float32",
                "cast_from_int64"):
         assert op in ops, f"{op} is not checked: {sorted(ops)}"
@@ -896,3 +896,26 @@ def test_an_arg_reduction_along_a_long_axis_runs_a_threadgroup_per_output(dtype)
     np.testing.assert_array_equal(got["amin"], cx.argmin(1).numpy())
     np.testing.assert_array_equal(got["vmax"], cx.max(1).values.float().numpy())
     assert got["amax"][1] == 7777 and got["amin"][1] == 7777
+
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_an_embeddings_backward_adds_a_thread_per_token_atomically(dtype):
+    # 512 tokens into a 50-row table: the scatter-add's lines (one per embedding column) are
+    # long, so each token's gradient is added by its own threads, atomically, in float32.
+    table = lucid.nn.Embedding(50, 16).to("metal").to(dtype)
+    tokens = RNG.integers(0, 50, 512)
+    grad_out = RNG.standard_normal((512, 16)).astype(np.float32)
+    got = {}
+
+    def backward():
+        table.zero_grad()
+        (table(lucid.tensor(tokens, device="metal")).float() * lucid.tensor(grad_out, device="metal")).sum().backward()
+        got["grad"] = table.weight.grad.float().numpy()
+
+    counts = dispatches_during(backward)
+    assert counts.get(f"scatter_add_atomic_{dtype.name}") == 1 and f"scatter_add_{dtype.name}" not in counts, counts
+    want = np.zeros((50, 16))
+    np.add.at(want, tokens, grad_out.astype(NP[dtype]).astype(np.float64))
+    tol = 1e-5 if dtype == lucid.float32 else (2e-3 if dtype == lucid.float16 else 1.6e-2)
+    np.testing.assert_allclose(got["grad"], want, rtol=tol, atol=tol * np.abs(want).max())

@@ -516,7 +516,8 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
                 if offset % Int(p.size) != 0 {
                     metalMisuse("\(name): '\(pname)' offset \(offset) is not a multiple of sizeof(\(ptype)) = \(p.size)")
                 }
-                if let t = labelledType(b.label), t != ptype {
+                // (An atomic<T> parameter takes a buffer of T.)
+                if let t = labelledType(b.label), t != ptype, "atomic_\(t)" != ptype {
                     metalMisuse("\(name): '\(pname)' is declared device \(ptype)* but the bound buffer holds \(b.label ?? "?")")
                 }
                 if b.length - offset < Int(p.size) {

@@ -66,6 +66,10 @@ extension MetalBackend: IndexingKernels {
         try deferCheck(check)
     }
 
+    /// Floating scatter-adds whose lines have at least this many elements add atomically, a
+    /// thread per element.
+    static let atomicLineLength = 64
+
     func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl) throws {
         guard out.numel > 0 else { return }
         let accType: DType = src.dtype.isFloatingPoint ? .float32 : .int64
@@ -76,7 +80,19 @@ extension MetalBackend: IndexingKernels {
         zeroed[dim] = 0
         let layout = MetalLayout(routed: lines, operands: [index.strides, src.strides, zeroed])
         fill(acc, with: Scalar(int: 0))
-        if index.numel > 0 {
+        // Long floating lines (few lines of many elements each): a thread per element, adding
+        // atomically, rather than a thread per line walking it.
+        if accType == .float32, index.numel >= Self.atomicLineLength * layout.count,
+           let elements = MetalLayout(shape: index.shape, operands: [index.strides, src.strides, zeroed]) {
+            encode("scatter_add_atomic_\(src.dtype.name)", count: elements.count) { e in
+                bind(src, 0, e)
+                bind(index, 1, e)
+                bind(acc, 2, e)
+                setBytes(elements.words, 3, e)
+                setBytes(indexSteps(length: index.shape[dim], index: index.strides[dim], src: src.strides[dim],
+                                    out: acc.strides[dim]), 4, e)
+            }
+        } else if index.numel > 0 {
             encode("scatter_add_\(src.dtype.name)", count: layout.count) { e in
                 bind(src, 0, e)
                 bind(index, 1, e)

@@ -225,6 +225,13 @@ enum MetalSelfTest {
                 try indexing(be).scatterAdd(src, dim: 1, index: index, into: out)
                 return out
             }
+            compare("scatter_add_long", dtype, tol * 4) { be in  // embedding's backward: long lines, atomic adds
+                let tokens = MetalBackend.atomicLineLength * 3 + 5
+                let src = try make(a, [tokens, 3], dtype, be), out = try TensorImpl.empty([5, 3], dtype: dtype, on: be)
+                let index = try make((0..<tokens * 3).map { Float(($0 / 3 * 7) % 5) }, [tokens, 3], .int64, be)
+                try indexing(be).scatterAdd(src, dim: 0, index: index, into: out)
+                return out
+            }
             compare("sgd_step", dtype, tol * 4) { be in
                 let p = try make(a, shape, dtype, be), g = try make(b, shape, dtype, be), buf = try make(a, shape, dtype, be)
                 let np = try TensorImpl.empty(shape, dtype: dtype, on: be), nb = try TensorImpl.empty(shape, dtype: dtype, on: be)

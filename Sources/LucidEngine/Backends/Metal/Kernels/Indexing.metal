@@ -3,7 +3,8 @@
 // nothing and raises a flag the backend reads. scatter_add: one thread per line (the
 // elements along the scattered dimension at one position of the others), adding in the
 // line's order, so that each output element is owned by one thread and sums exactly as the
-// host does, into float32 (int64 for integers) storage. Compiled after Common.metal and
+// host does, into float32 (int64 for integers) storage; or, for floating lines of many
+// elements, one thread per element with atomic adds. Compiled after Common.metal and
 // Elementwise.metal (for Layout), in one library.
 
 // Field order and sizes match `indexSteps` in Metal+Indexing.swift.
@@ -54,6 +55,26 @@ kernel void NAME(device const T* src [[buffer(0)]], device const long* index [[b
         accumulate(acc[k + index[x + r * s.index_step] * s.out_step], READ(src[i + r * s.src_step])); \
     }                                                                                                \
 }
+
+// Floating scatter-adds whose lines are long (embedding's backward: one line per embedding
+// column, as long as the batch's tokens): one thread per source element, adding into the
+// float32 accumulator with a relaxed atomic add. The sums come out in an order the GPU
+// chooses, so their last bits may differ from the host's, and from run to run. `layout` runs
+// over the index's whole shape: operand 0 the index's strides, 1 src's, 2 the accumulator's
+// with dim zeroed.
+#define LUCID_SCATTER_ADD_ATOMIC(NAME, T)                                                            \
+kernel void NAME(device const T* src [[buffer(0)]], device const long* index [[buffer(1)]],         \
+                 device atomic_float* acc [[buffer(2)]], constant Layout& layout [[buffer(3)]],      \
+                 constant IndexSteps& s [[buffer(4)]], uint gid [[thread_position_in_grid]]) {       \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    long x = element_offset(gid, layout, 0), i = element_offset(gid, layout, 1);                     \
+    long k = element_offset(gid, layout, 2) + index[x] * s.out_step;                                 \
+    atomic_fetch_add_explicit(acc + k, widen(src[i]), memory_order_relaxed);                         \
+}
+
+LUCID_SCATTER_ADD_ATOMIC(scatter_add_atomic_float32, float)
+LUCID_SCATTER_ADD_ATOMIC(scatter_add_atomic_float16, half)
+LUCID_SCATTER_ADD_ATOMIC(scatter_add_atomic_bfloat16, bfloat)
 
 #define LUCID_READ_LONG(v) long(v)
 LUCID_SCATTER_ADD(scatter_add_float32, float, float, widen)
