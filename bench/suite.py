@@ -546,6 +546,81 @@ The two-process table runs each workload in fresh processes, alone and then two 
 for several seconds each. The target column is the performance issues'."""
 
 
+def _metal_time(fn, min_time):
+    """Seconds per call of `fn` on "metal", the GPU's queued work included (best of 5)."""
+    fn()
+    lucid.metal.synchronize()
+    best = float("inf")
+    for _ in range(5):
+        n, start = 0, time.perf_counter()
+        while True:
+            fn()
+            n += 1
+            if time.perf_counter() - start >= min_time / 5:
+                break
+        lucid.metal.synchronize()
+        best = min(best, (time.perf_counter() - start) / n)
+    return best
+
+
+def metal_rows(quick, min_time):
+    """The GPU's own numbers, where the Metal backend serves "metal" (a Mac): matrix-product
+    TFLOP/s per dtype, conv2d and attention forward+backward, and a CNN and a GPT-style training
+    step in float32 and under float16 autocast. Rows: case, time, rate, note."""
+    rows = []
+    for n in ([32, 64] if quick else [1024, 2048, 4096]):
+        for dt in (lucid.float32, lucid.float16, lucid.bfloat16):
+            a = lucid.randn(n, n, device="metal").to(dt)
+            b = lucid.randn(n, n, device="metal").to(dt)
+            t = _metal_time(lambda: a @ b, min_time)
+            rows.append([f"metal matmul {dt.name} {n}", fmt_time(t), f"{2 * n ** 3 / t / 1e12:.2f} TFLOP/s", ""])
+    c, side, heads, length, width = (4, 8, 2, 16, 32) if quick else (64, 56, 8, 512, 256)
+    x = lucid.randn(2 if quick else 8, c, side, side, device="metal", requires_grad=True)
+    conv = nn.Conv2d(c, c, 3, padding=1).to("metal")
+    q = lucid.randn(1 if quick else 4, heads, length, 64 // heads if quick else 64, device="metal", requires_grad=True)
+
+    def conv_step(amp):
+        with lucid.amp.autocast("metal", enabled=amp):
+            conv(x).float().sum().backward()
+
+    def attention_step(amp):
+        with lucid.amp.autocast("metal", enabled=amp):
+            F.scaled_dot_product_attention(q, q, q, is_causal=True).float().sum().backward()
+
+    cnn = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1),
+                        nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 7 * 7, 10)).to("metal")
+    gpt = nn.TransformerEncoder(nn.TransformerEncoderLayer(width, 8, 4 * width, batch_first=True), 1 if quick else 4)
+    gpt = gpt.to("metal")
+    batch = 2 if quick else 64
+    images = lucid.randn(batch, 1, 28, 28, device="metal")
+    labels = lucid.tensor(RNG.integers(0, 10, batch), device="metal")
+    tokens = lucid.randn(2 if quick else 16, length, width, device="metal")
+
+    def train_step(model, opt, data, loss_fn, amp):
+        def step():
+            with lucid.amp.autocast("metal", enabled=amp):
+                loss = loss_fn(model(data))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return step
+
+    models = {"CNN": (cnn, images, lambda out: F.cross_entropy(out, labels)),
+              f"GPT ({len(gpt.layers)} layers of {width})": (gpt, tokens, lambda out: out.float().pow(2).mean())}
+    for name, fn in ((f"conv2d {c}->{c} k3 fwd+bwd", conv_step),
+                     (f"causal attention {heads}x{length} fwd+bwd", attention_step)):
+        t32, t16 = _metal_time(lambda: fn(False), min_time), _metal_time(lambda: fn(True), min_time)
+        rows.append([f"metal {name}", f"{fmt_time(t32)} / {fmt_time(t16)}", f"{t16 / t32:.2f}x",
+                     "float32 / float16 autocast"])
+    for name, (model, data, loss_fn) in models.items():
+        opt = lucid.optim.Adam(model.parameters(), lr=1e-3)
+        t32 = _metal_time(train_step(model, opt, data, loss_fn, False), min_time)
+        t16 = _metal_time(train_step(model, opt, data, loss_fn, True), min_time)
+        rows.append([f"metal {name} train step", f"{fmt_time(t32)} / {fmt_time(t16)}", f"{t16 / t32:.2f}x",
+                     "float32 / float16 autocast (target: autocast faster)"])
+    return rows
+
+
 def fmt_time(t):
     if t is None:
         return "—"
@@ -613,6 +688,12 @@ def main():
     opt_mem = "; ".join(f"{name}: a step and zero_grad allocate {a} bytes (target 0), a whole training step "
                         f"peaks {peak / 2**20:.2f} MiB above its model and state" for name, (a, peak) in steps.items())
     print(f"\n{mem}\n{opt_mem}\npeak engine memory over the run: {lucid.max_memory_allocated() / 2**20:.1f} MiB")
+    metal = []
+    if lucid.metal.is_available() and (not args.only or "metal" in args.only):
+        print("\nthe Metal backend (this Mac's GPU): time, rate or autocast/float32 ratio")
+        for r in metal_rows(args.quick, min_time):
+            metal.append(r)
+            print(f"{r[0]:<42}{r[1]:>24}{r[2]:>16}  {r[3]}", flush=True)
     contention = []
     if not args.only or "two processes" in args.only:
         print("\ntwo processes at once: per op, alone / each of two / ratio, for lucid then torch")
@@ -627,6 +708,13 @@ def main():
             for r in rows:
                 f.write("| " + " | ".join(r) + " |\n")
             f.write(f"\n{shape}.\n\n{mem}.\n\n{opt_mem}.\n\n")
+            if metal:
+                f.write("The Metal backend on this Mac's GPU (float16 products run on MPS where the self-test finds "
+                        "it sums in float32, the others on lucid's SIMD-group kernel):\n\n")
+                f.write("| case | time | rate or autocast/float32 | note |\n|---|---|---|---|\n")
+                for r in metal:
+                    f.write("| " + " | ".join(r) + " |\n")
+                f.write("\n")
             if contention:
                 cols = ["workload", "lucid alone", "lucid, each of two", "lucid ratio", "torch alone",
                         "torch, each of two", "torch ratio", "target"]

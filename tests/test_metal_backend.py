@@ -919,3 +919,21 @@ def test_an_embeddings_backward_adds_a_thread_per_token_atomically(dtype):
     np.add.at(want, tokens, grad_out.astype(NP[dtype]).astype(np.float64))
     tol = 1e-5 if dtype == lucid.float32 else (2e-3 if dtype == lucid.float16 else 1.6e-2)
     np.testing.assert_allclose(got["grad"], want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+def test_the_benchmark_has_a_metal_section_where_the_backend_runs(tmp_path):
+    # A Mac's `make bench` (the macOS workflow runs it) measures the GPU: product rates per
+    # dtype, and conv, attention and two training steps in float32 against autocast.
+    import os
+    import subprocess
+    import sys
+    suite = os.path.join(os.path.dirname(__file__), "..", "bench", "suite.py")
+    out = tmp_path / "results.md"
+    run = subprocess.run([sys.executable, suite, "--quick", "--only", "metal", "--write", str(out)],
+                         capture_output=True, text=True, timeout=600, env=os.environ.copy())
+    assert run.returncode == 0, run.stderr[-3000:]
+    table = out.read_text()
+    for row in ("| metal matmul float16 64 |", "| metal matmul bfloat16 64 |", "| metal CNN train step |",
+                "causal attention", "GPT (1 layers of 32) train step"):
+        assert row in table, table
+    assert "TFLOP/s" in table and "float32 / float16 autocast" in table
