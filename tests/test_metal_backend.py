@@ -471,7 +471,7 @@ def test_the_self_test_passes_and_checks_every_gpu_kernel():
     ops = {c["op"] for c in report}
     for op in ("fill", "copy", "add", "pow", "add_scalar", "exp", "gelu", "gelu_tanh", "gelu_tanh_backward", "where",
                "lt", "matmul", "linear", "sum", "mean", "argmax", "sgd_step", "adam_step", "adam_skip", "adam_count", "unscale", "unscale_found", "update_scale", "max_pool2d", "max_pool2d_backward",
-               "softmax", "log_softmax", "sum_long_rows", "gather", "scatter_add", "cast_to_int32", "cast_to_bool", "matmul_simd", "sum_split", "argmax_long", "scatter_add_long", "normalize_rows",
+               "softmax", "log_softmax", "sum_long_rows", "gather", "scatter_add", "cast_to_int32", "cast_to_bool", "matmul_simd", "sum_split", "argmax_long", "scatter_add_long", "im2col", "col2im", "normalize_rows",
                "normalize_rows_to_float32",
                "cast_from_int64"):
         assert op in ops, f"{op} is not checked: {sorted(ops)}"

@@ -171,6 +171,19 @@ enum MetalSelfTest {
                 try reduction(be).argReduce(max: true, x, axis: 1, values: values, indices: indices)
                 return indices
             }
+            // Convolution's window gathers and their adjoint: padding, a stride and a dilation.
+            let patches = WindowGeometry(kernel: (3, 2), stride: (2, 1), padding: (1, 1), dilation: (1, 2),
+                                         input: (5, 7), output: (3, 7))
+            compare("im2col", dtype, 0) { be in
+                let x = try make(a, [2, 3, 5, 7], dtype, be), cols = try TensorImpl.empty([2, 18, 21], dtype: dtype, on: be)
+                try convolution(be).im2col(x, patches, into: cols)
+                return cols
+            }
+            compare("col2im", dtype, tol * 4) { be in
+                let cols = try make(b, [2, 18, 21], dtype, be), x = try TensorImpl.empty([2, 3, 5, 7], dtype: dtype, on: be)
+                try convolution(be).col2im(cols, patches, into: x)
+                return x
+            }
             let window = WindowGeometry(kernel: (2, 2), stride: (1, 2), padding: (0, 1), dilation: (1, 1),
                                         input: (3, 17), output: (2, 9))
             for backward in [false, true] {
@@ -398,6 +411,9 @@ enum MetalSelfTest {
     private static func indexing(_ be: any Backend) throws -> any IndexingKernels { try family(be as? any IndexingKernels, "indexing") }
     private static func optimizers(_ be: any Backend) throws -> any OptimizerKernels { try family(be as? any OptimizerKernels, "optimizer") }
     private static func matmul(_ be: any Backend) throws -> any MatmulKernels { try family(be as? any MatmulKernels, "matmul") }
+    private static func convolution(_ be: any Backend) throws -> any ConvolutionKernels {
+        try family(be as? any ConvolutionKernels, "convolution")
+    }
 
     /// A tensor of `dtype` on `be` holding `values` (rounded as the host rounds them).
     private static func make(_ values: [Float], _ shape: [Int], _ dtype: DType, _ be: any Backend) throws -> TensorImpl {
