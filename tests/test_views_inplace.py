@@ -597,6 +597,9 @@ def test_as_strided_refuses_what_lies_outside_the_storage():
         x.as_strided((3,), (1, 1))
     with pytest.raises(RuntimeError, match="storage offset"):
         x.as_strided((3,), (1,), storage_offset=10)
+    for size in ((), (2,)):  # the largest offset: the message must not overflow computing its reach
+        with pytest.raises(RuntimeError, match="need a storage of more than 9223372036854775807 elements"):
+            x.as_strided(size, (0,) * len(size), storage_offset=2 ** 63 - 1)
 
 
 def test_as_strided_gradients_add_up_where_its_elements_overlap():

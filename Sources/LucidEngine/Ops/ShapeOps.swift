@@ -247,7 +247,8 @@ extension ShapeOps {
                 last = next
             }
             guard last < capacity else {
-                throw LucidError.runtime("\(op): sizes \(size), strides \(stride) and storage offset \(start) need a storage of \(last + 1) elements; the tensor's storage has \(capacity)")
+                let need = last == Int.max ? "more than \(last)" : "\(last + 1)"  // (the largest offset has no + 1)
+                throw LucidError.runtime("\(op): sizes \(size), strides \(stride) and storage offset \(start) need a storage of \(need) elements; the tensor's storage has \(capacity)")
             }
         }
         let view = a.view(shape: size, strides: stride, offset: start)
