@@ -258,6 +258,8 @@ class Interpreter:
         dims = dict(dim=dim, keepdim=keepdim)
         if isinstance(dim, list) and not dim:
             dim = None  # an empty dim list reduces every dimension, as in PyTorch
+        if v.ndim == 0 and dim is not None and all(d in (0, -1) for d in (dim if isinstance(dim, list) else [dim])):
+            dim = None  # a 0-d tensor takes dim 0 or -1 as its one element, as in PyTorch; numpy has no such axis
         if name in ("sum", "mean"):
             t = self.keep(getattr(x, name)(**dims))
             ref = getattr(np, name)(v.astype(np.float64) if v.dtype.kind == "f" else v, axis=dim, keepdims=keepdim)
