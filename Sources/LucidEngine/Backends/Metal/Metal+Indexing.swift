@@ -81,23 +81,18 @@ extension MetalBackend: IndexingKernels {
         let layout = MetalLayout(routed: lines, operands: [index.strides, src.strides, zeroed])
         fill(acc, with: Scalar(int: 0))
         // Long floating lines (few lines of many elements each): a thread per element, adding
-        // atomically, rather than a thread per line walking it.
+        // atomically, rather than a thread per line walking it. Both kernels take one binding.
+        var launch: (kernel: String, layout: MetalLayout)? = index.numel > 0 ? ("scatter_add_", layout) : nil
         if accType == .float32, index.numel >= Self.atomicLineLength * layout.count,
            let elements = MetalLayout(shape: index.shape, operands: [index.strides, src.strides, zeroed]) {
-            encode("scatter_add_atomic_\(src.dtype.name)", count: elements.count) { e in
+            launch = ("scatter_add_atomic_", elements)
+        }
+        if let launch {
+            encode(launch.kernel + src.dtype.name, count: launch.layout.count) { e in
                 bind(src, 0, e)
                 bind(index, 1, e)
                 bind(acc, 2, e)
-                setBytes(elements.words, 3, e)
-                setBytes(indexSteps(length: index.shape[dim], index: index.strides[dim], src: src.strides[dim],
-                                    out: acc.strides[dim]), 4, e)
-            }
-        } else if index.numel > 0 {
-            encode("scatter_add_\(src.dtype.name)", count: layout.count) { e in
-                bind(src, 0, e)
-                bind(index, 1, e)
-                bind(acc, 2, e)
-                setBytes(layout.words, 3, e)
+                setBytes(launch.layout.words, 3, e)
                 setBytes(indexSteps(length: index.shape[dim], index: index.strides[dim], src: src.strides[dim],
                                     out: acc.strides[dim]), 4, e)
             }
