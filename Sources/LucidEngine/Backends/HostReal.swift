@@ -8,7 +8,7 @@ import Darwin
 /// `Double` for float64 (and for converting integers, which it holds exactly up to 2^53). The
 /// kernels are generic over it, so a float64 tensor is computed in double precision
 /// throughout; each type brings its own math (float32's vectorisable `FastMath`, libm's
-/// double functions for float64).
+/// double functions for float64). The host kernels reach libm only through these.
 protocol HostReal: BinaryFloatingPoint, Sendable {
     static func exp(_ x: Self) -> Self
     static func log(_ x: Self) -> Self

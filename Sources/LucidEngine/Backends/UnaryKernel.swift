@@ -1,9 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// Elementwise unary kernels and their math, shared by every host backend. Raw values are the
 /// C ABI's op codes. Input and output share a dtype; floating types compute in float32.
 package enum UnaryKernel: Int32, Sendable, CaseIterable {
@@ -106,16 +100,4 @@ package enum UnaryKernel: Int32, Sendable, CaseIterable {
         default: return x == .min ? x : Swift.abs(x)
         }
     }
-}
-
-/// libm's float functions under names that do not clash with the enum's cases.
-enum LibM {
-    @inline(__always) static func exp(_ x: Float) -> Float { expf(x) }
-    @inline(__always) static func log(_ x: Float) -> Float { logf(x) }
-    @inline(__always) static func pow(_ x: Float, _ y: Float) -> Float { powf(x, y) }
-#if canImport(Glibc)
-    @inline(__always) static func log(_ x: Double) -> Double { Glibc.log(x) }
-#elseif canImport(Darwin)
-    @inline(__always) static func log(_ x: Double) -> Double { Darwin.log(x) }
-#endif
 }

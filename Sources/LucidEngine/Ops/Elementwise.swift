@@ -165,7 +165,7 @@ package enum Elementwise {
             rule = { g in try unary(.neg, try binary(.div, try binary(.mul, g, out), x)) }
             saved = [out, x]
         case (.pow, true):  // d(s**x)/dx = s**x · log s
-            let logS = ScalarOperand(float: LibM.log(scalar.value.double))
+            let logS = ScalarOperand(float: Double.log(scalar.value.double))
             rule = { g in try binary(.mul, try binary(.mul, g, out), scalar: logS, scalarFirst: false) }
             saved = [out]
         case (.pow, false):  // d(x**s)/dx = s·x**(s-1)

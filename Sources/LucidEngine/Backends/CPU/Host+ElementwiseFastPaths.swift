@@ -144,7 +144,7 @@ enum FloatFastPath {
         case .neg: for i in 0..<n { o[i] = -x[i] }
         case .relu: for i in 0..<n { o[i] = x[i] < 0 ? 0 : x[i] }
         case .abs: for i in 0..<n { o[i] = Swift.abs(x[i]) }
-        case .exp: for i in 0..<n { o[i] = LibM.exp(x[i]) }
+        case .exp: for i in 0..<n { o[i] = Float.exp(x[i]) }
         case .gelu: for i in 0..<n { o[i] = FastMath.gelu(x[i]) }
         case .sigmoid: lucid_host_sigmoid(x, o, n)
         case .tanh: lucid_host_tanh(x, o, n)
