@@ -239,7 +239,7 @@ def test_max_pooling_and_its_gradient_run_on_the_gpu_like_the_cpu(dtype, kernel,
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("stride,padding,dilation,groups", [(1, 0, 1, 1), (2, 1, 1, 2), (1, 2, 2, 1)])
-def test_convolution_runs_as_gpu_window_gathers_and_products(dtype, stride, padding, dilation, groups):
+def test_convolution_runs_as_implicit_gemm_on_the_gpu(dtype, stride, padding, dilation, groups):
     x = RNG.standard_normal((2, 4, 9, 8)).astype(np.float32)
     w = RNG.standard_normal((6, 4 // groups, 3, 3)).astype(np.float32)
     b = RNG.standard_normal(6).astype(np.float32)
@@ -251,12 +251,71 @@ def test_convolution_runs_as_gpu_window_gathers_and_products(dtype, stride, padd
             y = lucid.nn.functional.conv2d(tx, tw, tb, stride=stride, padding=padding, dilation=dilation, groups=groups)
             (y.float() * lucid.tensor(np.cos(np.arange(y.numel())).reshape(y.shape).astype(np.float32), device=device)).sum().backward()
             return y.float().numpy()
-        y, counts = counts_during(run)
-        out[device] = (y, tx.grad.float().numpy(), tw.grad.float().numpy(), tb.grad.float().numpy(), counts)
+        kernels = {}
+        y, counts = counts_during(lambda: kernels.update(dispatches_during(lambda: kernels.setdefault("y", run()))))
+        out[device] = (kernels.pop("y"), tx.grad.float().numpy(), tw.grad.float().numpy(), tb.grad.float().numpy(), counts,
+                       kernels)
     assert not {"im2col", "col2im", "conv2d", "matmul"} & set(out["metal"][4]), out["metal"][4]
+    # Each pass on its implicit-GEMM kernel, once; no window gathers and no separate product.
+    dispatched = out["metal"][5]
+    for kernel in ("conv_forward", "conv_backward_data", "conv_backward_weights"):
+        assert dispatched.get(f"{kernel}_{dtype.name}") == 1, dispatched
+    assert not [k for k in dispatched if k.startswith(("im2col", "col2im", "gemm", "mps"))], dispatched
     tol = {lucid.float32: 1e-5}.get(dtype, 2e-2)
     for got, want in zip(out["metal"][:4], out["cpu"][:4]):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+def _conv2d_reference(x, w, stride, padding, dilation, groups, grad=None):
+    """conv2d in float64 by plain loops over the kernel's taps; with `grad` (an output
+    gradient), the weight's gradient instead."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    oh = (h + 2 * padding - dilation * (kh - 1) - 1) // stride + 1
+    ow = (wd + 2 * padding - dilation * (kw - 1) - 1) // stride + 1
+    out = np.zeros((n, o, oh, ow)) if grad is None else np.zeros(w.shape)
+    og = o // groups
+    for g in range(groups):
+        for i in range(kh):
+            for j in range(kw):
+                patch = xp[:, g * cg:(g + 1) * cg, i * dilation:i * dilation + stride * (oh - 1) + 1:stride,
+                           j * dilation:j * dilation + stride * (ow - 1) + 1:stride]
+                if grad is None:
+                    out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, w[g * og:(g + 1) * og, :, i, j])
+                else:
+                    out[g * og:(g + 1) * og, :, i, j] = np.einsum("nchw,nohw->oc", patch, grad[:, g * og:(g + 1) * og])
+    return out
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_transposed_convolution_runs_its_passes_on_the_implicit_gemm_kernels(dtype):
+    # conv_transpose2d's forward is a convolution's backward-data pass, its input gradient that
+    # convolution's forward and its weight gradient the backward-weights pass; checked against
+    # float64 loops (the transposed convolution as the adjoint of conv2d, by finite sums).
+    x = RNG.standard_normal((2, 6, 4, 5)).astype(NP[dtype]).astype(np.float32)
+    w = RNG.standard_normal((6, 2, 3, 2)).astype(NP[dtype]).astype(np.float32)
+    tx, tw = (metal(v, dtype).requires_grad_() for v in (x, w))
+    got = {}
+    counts = dispatches_during(lambda: got.update(
+        y=lucid.nn.functional.conv_transpose2d(tx, tw, stride=2, padding=1, groups=2)))
+    y = got["y"]
+    # The adjoint identity <conv_transpose(x), z> = <x, conv(z)> for every z, with the
+    # convolution of the same weight, stride, padding and groups.
+    z = RNG.standard_normal(tuple(y.shape)).astype(np.float32)
+    conv_z = _conv2d_reference(z, w, 2, 1, 1, 2)
+    assert conv_z.shape == x.shape
+    tol = {lucid.float32: 1e-5}.get(dtype, 2e-2)
+    np.testing.assert_allclose(np.sum(y.float().numpy() * z), np.sum(x * conv_z), rtol=tol)
+    assert counts.get(f"conv_backward_data_{dtype.name}") == 1, counts
+    grads = dispatches_during(lambda: (y.float() * lucid.tensor(z, device="metal")).sum().backward())
+    assert grads.get(f"conv_forward_{dtype.name}") == 1 and grads.get(f"conv_backward_weights_{dtype.name}") == 1, grads
+    assert not [k for k in {**counts, **grads} if k.startswith(("im2col", "col2im"))], (counts, grads)
+    # d<y, z>/dx = conv(z); d<y, z>/dw = d<x, conv(z)>/dw, conv's weight gradient with z as
+    # its input and x as its output gradient.
+    np.testing.assert_allclose(tx.grad.float().numpy(), conv_z, rtol=tol, atol=tol * np.abs(conv_z).max())
+    dw = _conv2d_reference(z, w, 2, 1, 1, 2, grad=x)
+    np.testing.assert_allclose(tw.grad.float().numpy(), dw, rtol=tol, atol=tol * np.abs(dw).max())
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -399,11 +458,12 @@ def dispatches_during(fn):
 
 
 @pytest.mark.parametrize("dtype", [lucid.float16, lucid.bfloat16])
-def test_every_product_of_an_autocast_training_step_runs_on_the_matrix_units(dtype):
-    # An attention block and an MLP under autocast: every product, forward and backward (with
-    # and without a bias, transposed operands, a batch), is served by MPS (float16 without a
-    # bias, where MPS sums in float32, as the emulated MPS does) or by the SIMD-group kernel,
-    # none by the thread-per-output one.
+def test_every_product_and_attention_of_an_autocast_training_step_runs_on_the_gpu_kernels(dtype):
+    # Two attention layers (multi-head, and causal self-attention) and an MLP under autocast:
+    # every product, forward and backward (with and without a bias, transposed operands, a
+    # batch), is served by MPS (float16 without a bias, where MPS sums in float32, as the
+    # emulated MPS does) or by the SIMD-group kernel, none by the thread-per-output one; every
+    # attention by the fused kernel.
     lucid.manual_seed(0)
     model = lucid.nn.Sequential(lucid.nn.Linear(24, 48), lucid.nn.GELU(), lucid.nn.Linear(48, 24)).to("metal")
     attn = lucid.nn.MultiheadAttention(24, 4, batch_first=True).to("metal")
@@ -411,8 +471,10 @@ def test_every_product_of_an_autocast_training_step_runs_on_the_matrix_units(dty
 
     def step():
         with lucid.amp.autocast("metal", dtype=dtype):
-            h, _ = attn(x, x, x)
-            loss = model(h).float().pow(2).mean()
+            h, _ = attn(x, x, x, need_weights=False)
+            h = lucid.nn.functional.scaled_dot_product_attention(h.view(2, 9, 4, 6).transpose(1, 2), h.view(2, 9, 4, 6).transpose(1, 2),
+                                                                 h.view(2, 9, 4, 6).transpose(1, 2), is_causal=True)
+            loss = model(h.transpose(1, 2).reshape(2, 9, 24)).float().pow(2).mean()
         loss.backward()
         return loss.item()
 
@@ -421,6 +483,84 @@ def test_every_product_of_an_autocast_training_step_runs_on_the_matrix_units(dty
     want = {f"gemm_simd_{dtype.name}"} | ({"mps_matmul"} if dtype == lucid.float16 else set())
     assert set(products) == want, products
     assert sum(products.values()) >= 12, products
+    # Both attentions run the fused kernel, and their backward the softmax derivative in the
+    # half dtype: no float32 score matrix, forward or backward.
+    assert counts.get(f"attention_64_{dtype.name}") == 2, counts
+    assert counts.get(f"softmax_backward_{dtype.name}") == 2, counts
+    assert not [k for k in counts if k.startswith("softmax") and "float32" in k], counts
+
+
+@pytest.mark.parametrize("dtype", [lucid.float16, lucid.bfloat16])
+def test_every_convolution_and_product_of_an_autocast_cnn_step_runs_on_the_gpu_kernels(dtype):
+    # A small CNN under autocast: every convolution pass (forward, input and weight gradients,
+    # a strided and a grouped layer) runs on its implicit-GEMM kernel, which reads the image's
+    # windows in place; no im2col or col2im runs (so no column buffer is made); the classifier's
+    # products run on the matrix units.
+    lucid.manual_seed(0)
+    model = lucid.nn.Sequential(
+        lucid.nn.Conv2d(3, 8, 3, padding=1), lucid.nn.ReLU(), lucid.nn.MaxPool2d(2),
+        lucid.nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=2), lucid.nn.ReLU(),
+        lucid.nn.Flatten(), lucid.nn.Linear(16 * 2 * 2, 10)).to("metal")
+    x = lucid.tensor(RNG.standard_normal((4, 3, 8, 8)).astype(np.float32), device="metal")
+    y = lucid.tensor(RNG.integers(0, 10, 4), device="metal")
+
+    def step():
+        with lucid.amp.autocast("metal", dtype=dtype):
+            loss = lucid.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        return loss.item()
+
+    counts = dispatches_during(step)
+    convs = {k: v for k, v in counts.items() if k.startswith("conv_")}
+    assert convs == {f"conv_forward_{dtype.name}": 2, f"conv_backward_data_{dtype.name}": 1,
+                     f"conv_backward_weights_{dtype.name}": 2}, counts  # the first layer's input needs no gradient
+    assert not [k for k in counts if k.startswith(("im2col", "col2im", "gemm_float", "gemm_bfloat"))], counts
+    products = {k for k in counts if k.startswith(("gemm", "mps"))}
+    assert products and products <= {f"gemm_simd_{dtype.name}", "mps_matmul"}, counts
+    for p in model.parameters():
+        assert p.grad is not None and np.isfinite(p.grad.numpy()).all()
+
+
+def _attention_reference(q, k, v, g, scale, causal, allowed):
+    """Attention and its gradients in float64: (out, dq, dk, dv); `allowed` is a bool [L, S]."""
+    q, k, v, g = (x.astype(np.float64) for x in (q, k, v, g))
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    l, n = s.shape[-2:]
+    keep = np.tril(np.ones((l, n), bool)) if causal else (allowed if allowed is not None else np.ones((l, n), bool))
+    s = np.where(keep, s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    dp = g @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True)) * scale
+    return p @ v, ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(p, -1, -2) @ g
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("head,masking", [(16, "none"), (16, "causal"), (16, "mask"), (80, "causal")])
+def test_attention_runs_fused_on_the_gpu_and_its_backward_keeps_the_dtype(dtype, head, masking):
+    # Forward: one fused kernel (online softmax, no score matrix), 64- or 128-wide variant.
+    # Backward: the products and the softmax derivative's kernel in the inputs' dtype, so a
+    # half-precision attention makes no float32 tensor (no kernel of a float32 name runs).
+    shape = (2, 3, 37, head)
+    q, k, v, g = (RNG.standard_normal(shape).astype(NP[dtype]).astype(np.float32) for _ in range(4))
+    allowed = RNG.random((37, 37)) > 0.3
+    allowed[:, 0] = True
+    tq, tk, tv = (metal(x, dtype).requires_grad_() for x in (q, k, v))
+    mask = metal(allowed) if masking == "mask" else None
+    got = {}
+    fwd = dispatches_during(lambda: got.update(y=lucid.nn.functional.scaled_dot_product_attention(
+        tq, tk, tv, attn_mask=mask, is_causal=masking == "causal")))
+    tg = metal(g, dtype)
+    bwd = dispatches_during(lambda: got["y"].backward(tg))
+    variant = "attention_64" if head <= 64 else "attention_128"
+    assert fwd == {f"{variant}_{dtype.name}": 1}, fwd
+    assert bwd.get(f"softmax_backward_{dtype.name}") == 1, bwd
+    if dtype != lucid.float32:
+        assert not [name for name in bwd if "float32" in name], bwd
+    want = _attention_reference(q, k, v, g, head ** -0.5, masking == "causal", allowed if masking == "mask" else None)
+    tol = {lucid.float32: 1e-5, lucid.float16: 4e-3}.get(dtype, 3e-2)
+    for got_, want_ in zip((got["y"], tq.grad, tk.grad, tv.grad), want):
+        np.testing.assert_allclose(got_.float().numpy(), want_, rtol=tol, atol=tol * np.abs(want_).max())
 
 
 def test_mps_sums_float16_products_in_float32_and_serves_them():
@@ -471,7 +611,9 @@ def test_the_self_test_passes_and_checks_every_gpu_kernel():
     ops = {c["op"] for c in report}
     for op in ("fill", "copy", "add", "pow", "add_scalar", "exp", "gelu", "gelu_tanh", "gelu_tanh_backward", "where",
                "lt", "matmul", "linear", "sum", "mean", "argmax", "sgd_step", "adam_step", "adam_skip", "adam_count", "unscale", "unscale_found", "update_scale", "max_pool2d", "max_pool2d_backward",
-               "softmax", "log_softmax", "sum_long_rows", "gather", "scatter_add", "cast_to_int32", "cast_to_bool", "matmul_simd", "sum_split", "argmax_long", "scatter_add_long", "im2col", "col2im", "normalize_rows",
+               "softmax", "log_softmax", "sum_long_rows", "gather", "scatter_add", "cast_to_int32", "cast_to_bool", "matmul_simd", "sum_split", "argmax_long", "scatter_add_long", "im2col", "col2im", "conv_forward", "conv_backward_data", "conv_backward_weights", "softmax_backward",
+               "log_softmax_backward", "attention", "attention_weights", "attention_causal", "attention_mask",
+               "attention_causal_128", "normalize_rows",
                "normalize_rows_to_float32",
                "cast_from_int64"):
         assert op in ops, f"{op} is not checked: {sorted(ops)}"

@@ -158,8 +158,11 @@ def main():
     lines += [f'#include "{os.path.relpath(src, out.parent)}"' for src, _ in units] + [""]
     texts = []
     for src, _ in units:
+        # The product library's files see the first one's macros (its shared kernel bodies),
+        # as they do when joined into one library.
+        shared = ["-include", str(sources[0])] if src in sources[1:] else []
         scan = subprocess.run([opts.clang, "-E", "-P", "-x", "c++", "-std=c++17", "-D__LUCID_MSL_SCAN__",
-                               f"-I{HERE / 'include'}", str(src)], capture_output=True, text=True)
+                               f"-I{HERE / 'include'}", *shared, str(src)], capture_output=True, text=True)
         if scan.returncode:
             sys.stderr.write(scan.stderr)
             raise SystemExit(f"gen_kernels: preprocessing {src} failed")

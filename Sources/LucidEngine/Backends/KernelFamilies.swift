@@ -113,9 +113,10 @@ protocol SoftmaxKernels: AnyObject, Sendable {
 
 /// The backward of a direct softmax (family `softmax`), for the calls the backend routes to it.
 protocol SoftmaxBackwardKernels: AnyObject, Sendable {
-    /// The backward of `softmax` from its output `y` and the gradient `grad` (contiguous
-    /// float32, one shape): softmax `y·(g - Σg·y)`, log-softmax `g - exp(y)·Σg`, the sums
-    /// along `axis`, into `gradIn` (float32).
+    /// The backward of `softmax` from its output `y` and the gradient `grad` (contiguous, one
+    /// shape and floating dtype; the host takes float32 only): softmax `y·(g - Σg·y)`,
+    /// log-softmax `g - exp(y)·Σg`, the sums along `axis` in float32, into `gradIn` (the
+    /// dtype, rounded once).
     func softmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, log: Bool, into gradIn: TensorImpl)
 }
 
@@ -170,11 +171,12 @@ protocol FusedNormalizationKernels: AnyObject, Sendable {
 protocol AttentionKernels: AnyObject, Sendable {
     /// Fused scaled dot-product attention: `out = softmax(scale · q·kᵀ) · v` for q [B, L, E],
     /// k [B, S, E], v [B, S, Ev] of one floating dtype (any strides), with positions after
-    /// each row's own masked out when `causal`; the scores and softmax run in float32. `out`
-    /// ([B, L, Ev]) and `weights` ([B, L, S], the softmax rounded to the dtype, when given)
-    /// are contiguous. Throws when the kernel fails at run time (out may then hold partial
-    /// results).
-    func attention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, scale: Float, causal: Bool,
+    /// each row's own masked out when `causal`, and those where the bool `mask` ([B, L, S], any
+    /// strides; a call with one is among the reads) is false; the scores and softmax run in
+    /// float32. `out` ([B, L, Ev]) and `weights` ([B, L, S], the softmax rounded to the dtype,
+    /// when given) are contiguous. Throws when the kernel fails at run time (out may then hold
+    /// partial results).
+    func attention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, mask: TensorImpl?, scale: Float, causal: Bool,
                    weights: TensorImpl?, into out: TensorImpl) throws
 }
 

@@ -69,16 +69,7 @@ package enum Activations {
             try $0.softmax(input, axis: d, log: log, into: out)
         }) != nil else { return nil }
         return Autograd.record(out, Autograd.name(op), [xc], saved: [out]) { g in
-            if out.dtype == .float32 {
-                let gc = try Ops.contiguous(try Ops.cast(g, to: .float32))
-                let dx = try TensorImpl.empty(out.shape, dtype: .float32, on: out.backend)
-                let call = KernelCall(.softmaxBackward(axis: d), reads: [gc, out], writes: [dx])
-                if out.runUnlessComposed(SoftmaxBackwardKernels.self, call, "\(op.name)_backward", {
-                    $0.softmaxBackward(gc, out, axis: d, log: log, into: dx)
-                }) != nil {
-                    return [dx]
-                }
-            }
+            if let dx = try softmaxBackward(g, out, axis: d, log: log, name: "\(op.name)_backward") { return [dx] }
             if log {
                 let total = try Composite.sum(g, [d], keepdim: true)
                 return [try Composite.sub(g, try Composite.mul(try Elementwise.unary(.exp, out), total))]
@@ -86,6 +77,19 @@ package enum Activations {
             let gy = try Composite.mul(g, out)
             return [try Composite.sub(gy, try Composite.mul(out, try Composite.sum(gy, [d], keepdim: true)))]
         }
+    }
+
+    /// The backend's softmax (or log-softmax) backward kernel from the output `y` and its
+    /// gradient, in y's dtype (float32 sums inside, one rounding); nil where the backend
+    /// composes it.
+    static func softmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, log: Bool,
+                                name: String) throws -> TensorImpl? {
+        let gc = try Ops.contiguous(try Ops.cast(grad, to: y.dtype))
+        let dx = try TensorImpl.empty(y.shape, dtype: y.dtype, on: y.backend)
+        let call = KernelCall(.softmaxBackward(axis: axis), reads: [gc, y], writes: [dx])
+        return y.runUnlessComposed(SoftmaxBackwardKernels.self, call, name, {
+            $0.softmaxBackward(gc, y, axis: axis, log: log, into: dx)
+        }).map { _ in dx }
     }
 
     /// The composed form runs in float32 for a float16/bfloat16 input and rounds once at the

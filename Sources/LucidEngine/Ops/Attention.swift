@@ -30,8 +30,8 @@ package enum Attention {
         return try sdpa.run([q, k, v]) { t in
             try Composite.checkSameDType(op, t)
             let dtype = t[0].dtype
-            if mask == nil, dropout == 0 || !training,
-               let fused = try fused(t, causal: causal, scale: factor, needWeights: needWeights) {
+            if mask == nil || mask?.dtype == .bool, dropout == 0 || !training,
+               let fused = try fused(t, mask: mask, causal: causal, scale: factor, needWeights: needWeights) {
                 return fused
             }
             let products = try LinearAlgebra.matmul(t[0], try ShapeOps.transpose(t[1], -2, -1))
@@ -58,11 +58,13 @@ package enum Attention {
         }
     }
 
-    /// The backend's fused kernel for unmasked (or causal) attention without dropout, with
-    /// its backward composed from products and the softmax derivative; nil when the backend
-    /// has none or the batch dimensions differ. Weights the caller wants while gradients are
-    /// tracked come from the composite form, where they are part of the graph.
-    private static func fused(_ t: [TensorImpl], causal: Bool, scale: Double, needWeights: Bool) throws -> (TensorImpl, TensorImpl?)? {
+    /// The backend's fused kernel for attention without dropout, unmasked, causal or with a
+    /// bool mask, with its backward composed from products and the softmax derivative; nil
+    /// when the backend has none or the batch dimensions differ. Weights the caller wants
+    /// while gradients are tracked come from the composite form, where they are part of the
+    /// graph.
+    private static func fused(_ t: [TensorImpl], mask: TensorImpl?, causal: Bool, scale: Double,
+                              needWeights: Bool) throws -> (TensorImpl, TensorImpl?)? {
         let (q, k, v) = (t[0], t[1], t[2])
         let tracked = GradMode.isEnabled && t.contains { $0.requiresGrad }
         let lead = Array(q.shape.dropLast(2))
@@ -70,25 +72,35 @@ package enum Attention {
               Array(k.shape.dropLast(2)) == lead, Array(v.shape.dropLast(2)) == lead else { return nil }
         let l = q.shape[q.ndim - 2], s = k.shape[k.ndim - 2], ev = v.shape[v.ndim - 1]
         let q3 = try LinearAlgebra.batched(q), k3 = try LinearAlgebra.batched(k), v3 = try LinearAlgebra.batched(v)
+        // The mask broadcast to [..., L, S] (a view), as [B, L, S].
+        let m3 = try mask.map { try LinearAlgebra.batched(try ShapeOps.expand($0, lead + [l, s])) }
         let batch = q3.shape[0]
         let out = try TensorImpl.empty([batch, l, ev], dtype: q.dtype, on: q.backend)
         let p = needWeights || tracked ? try TensorImpl.empty([batch, l, s], dtype: q.dtype, on: q.backend) : nil
-        let call = KernelCall(.attention, reads: [q3, k3, v3], writes: [out] + (p.map { [$0] } ?? []))
+        let call = KernelCall(.attention, reads: [q3, k3, v3] + (m3.map { [$0] } ?? []), writes: [out] + (p.map { [$0] } ?? []))
         guard try q.runUnlessComposed(AttentionKernels.self, call, "attention", {
-            try $0.attention(q3, k3, v3, scale: Float(scale), causal: causal, weights: p, into: out)
+            try $0.attention(q3, k3, v3, mask: m3, scale: Float(scale), causal: causal, weights: p, into: out)
         }) != nil else { return nil }
         let result = out.view(shape: lead + [l, ev], strides: Shape.contiguousStrides(lead + [l, ev]))
         let weights = needWeights ? p?.view(shape: lead + [l, s], strides: Shape.contiguousStrides(lead + [l, s])) : nil
         guard tracked, let p else { return (result, weights) }
         return (Autograd.record(result, Autograd.name(sdpa), t, saved: [q3, k3, v3, p]) { g in
-            // dV = Pᵀ·G; dS = P ⊙ (dP − Σ(dP ⊙ P)) · scale with dP = G·Vᵀ, in float32;
-            // dQ = dS·K, dK = dSᵀ·Q.
+            // dV = Pᵀ·G; dS = P ⊙ (dP − Σ(dP ⊙ P)) · scale with dP = G·Vᵀ, the softmax
+            // derivative in float32: the backend's kernel reads dP and P in their dtype (no
+            // float32 copy of the scores), else composed on float32 copies; dQ = dS·K,
+            // dK = dSᵀ·Q.
             let g3 = try ShapeOps.reshape(g, [batch, l, ev])
             let dv = try LinearAlgebra.matmul(try ShapeOps.transpose(p, 1, 2), g3)
-            let dp = try Ops.cast(try LinearAlgebra.matmul(g3, try ShapeOps.transpose(v3, 1, 2)), to: .float32)
-            let pf = try Ops.cast(p, to: .float32)
-            let inner = try Composite.sum(try Composite.mul(dp, pf), [2], keepdim: true)
-            let ds = try Ops.cast(try Composite.mul(try Composite.mul(pf, try Composite.sub(dp, inner)), scale), to: q.dtype)
+            let dp = try LinearAlgebra.matmul(g3, try ShapeOps.transpose(v3, 1, 2))
+            let ds: TensorImpl
+            if let direct = try Activations.softmaxBackward(dp, p, axis: 2, log: false, name: "\(sdpa.name)_backward") {
+                ds = try Composite.mul(direct, scale)
+            } else {
+                let wide = q.dtype.computeType
+                let dpf = try Ops.cast(dp, to: wide), pf = try Ops.cast(p, to: wide)
+                let inner = try Composite.sum(try Composite.mul(dpf, pf), [2], keepdim: true)
+                ds = try Ops.cast(try Composite.mul(try Composite.mul(pf, try Composite.sub(dpf, inner)), scale), to: q.dtype)
+            }
             let dq = try LinearAlgebra.matmul(ds, k3)
             let dk = try LinearAlgebra.matmul(try ShapeOps.transpose(ds, 1, 2), q3)
             return [try ShapeOps.reshape(dq, q.shape), try ShapeOps.reshape(dk, k.shape), try ShapeOps.reshape(dv, v.shape)]

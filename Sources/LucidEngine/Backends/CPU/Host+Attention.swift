@@ -11,10 +11,10 @@ extension HostBackend: AttentionKernels {
 #endif
     }
 
-    func attention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, scale: Float, causal: Bool,
+    func attention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, mask: TensorImpl?, scale: Float, causal: Bool,
                    weights: TensorImpl?, into out: TensorImpl) throws {
 #if canImport(CDNNL)
-        if DNNL.attention(q, k, v, scale: scale, causal: causal, weights: weights, into: out) { return }
+        if mask == nil, DNNL.attention(q, k, v, scale: scale, causal: causal, weights: weights, into: out) { return }
 #endif
         throw LucidError.runtime("attention: oneDNN did not run an attention it had taken (q \(q.shape), k \(k.shape))")
     }

@@ -158,7 +158,7 @@ final class HostBackend: Backend {
         case .convolution(let pass, let problem):
             takes = takesConvolution(pass, problem, r + w, bias: pass == .forward && r.count > 2)
         case .attention:
-            takes = takesAttention(r[0], r[1], r[2], weights: w.count > 1 ? w[1] : nil, into: w[0])
+            takes = r.count == 3 && takesAttention(r[0], r[1], r[2], weights: w.count > 1 ? w[1] : nil, into: w[0])
         default:
             return .native
         }

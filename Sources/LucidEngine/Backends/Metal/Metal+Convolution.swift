@@ -8,10 +8,25 @@ private func windowShape(n: Int, c: Int, _ g: WindowGeometry, strides: [Int]) ->
      g.padding.0, g.padding.1, g.dilation.0, g.dilation.1].map(Int64.init) + strides.map(Int64.init)
 }
 
-/// Convolution on the GPU as im2col, GEMM and col2im (Kernels/Convolution.metal and the
-/// matmul family): there are no direct convolution passes, so the op layer composes each
-/// pass from these.
-extension MetalBackend: ConvolutionKernels {
+/// The problem a direct convolution kernel reads (Kernels/Convolution.metal `ConvShape32`):
+/// 17 int32 words, or nil when an index of the pass does not fit 32 bits.
+private func convShape(_ p: ConvolutionProblem, bias: Bool) -> [Int32]? {
+    let words = [p.batch, p.channels, p.outChannels, p.groups, p.inH, p.inW, p.outH, p.outW, p.kH, p.kW,
+                 p.strideH, p.strideW, p.padH, p.padW, p.dilH, p.dilW, bias ? 1 : 0]
+    let limit = Int(Int32.max)
+    // The largest index any pass forms: an element of x, of the output (gradient), of the
+    // weight, or along a product's k (the weight pass runs over every image's pixels).
+    let sizes = [p.batch * p.channels * p.inH * p.inW, p.batch * p.outChannels * p.outH * p.outW,
+                 p.outChannels * (p.channels / max(p.groups, 1)) * p.kH * p.kW, p.batch * p.outH * p.outW]
+    guard sizes.allSatisfy({ $0 <= limit }), words.allSatisfy({ $0 >= 0 && $0 <= limit }) else { return nil }
+    return words.map { Int32($0) }
+}
+
+/// Convolution on the GPU. The three passes of conv2d (and of conv_transpose2d, whose passes
+/// they are) run as implicit GEMM on the SIMD-group tiles (Kernels/Convolution.metal): each
+/// product reads the windows it needs from the image, so no im2col buffer is made. im2col
+/// and col2im remain for what the direct kernels do not take, where the op layer composes.
+extension MetalBackend: ConvolutionKernels, DirectConvolutionKernels {
     func convolutionRoute(_ call: KernelCall) -> KernelRoute {
         switch call.op {
         case .im2col:
@@ -22,8 +37,24 @@ extension MetalBackend: ConvolutionKernels {
             let cols = call.reads[0], x = call.writes[0]
             return x.numel == 0 || x.dtype.isFloatingPoint && cols.dtype == x.dtype && x.isContiguous && x.ndim == 4
                 && cols.ndim == 3 ? .native : .host
+        case .convolution(let pass, let problem):
+            let tensors = call.reads + call.writes
+            let kernel = Self.convolutionKernel(pass, problem.dtype)
+            let takes = [DType.float32, .float16, .bfloat16].contains(problem.dtype)
+                && tensors.allSatisfy { $0.dtype == problem.dtype && $0.isContiguous }
+                && convShape(problem, bias: false) != nil
+                && (maxThreadsPerThreadgroup(kernel) ?? 0) >= Self.simdGemmThreads
+            return takes ? .native : .compose
         default:
             return .compose
+        }
+    }
+
+    static func convolutionKernel(_ pass: ConvolutionPassKind, _ dtype: DType) -> String {
+        switch pass {
+        case .forward: "conv_forward_\(dtype.name)"
+        case .backwardData: "conv_backward_data_\(dtype.name)"
+        case .backwardWeights: "conv_backward_weights_\(dtype.name)"
         }
     }
 
@@ -45,9 +76,45 @@ extension MetalBackend: ConvolutionKernels {
         }
     }
 
+    /// One pass on a threadgroup of 128 threads per 32×32 tile of each product: forward and
+    /// backward-data products per (image, group), backward-weights per group.
     func convolution(_ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?, weight: TensorImpl?,
-                     bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) -> Bool {
-        false
+                     bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) throws {
+        guard out.numel > 0 else { return }
+        let kernel = Self.convolutionKernel(pass, problem.dtype)
+        guard let shape = convShape(problem, bias: bias != nil) else {
+            throw LucidError.runtime("convolution: \(problem) does not fit the kernels' 32-bit indices")
+        }
+        guard (maxThreadsPerThreadgroup(kernel) ?? 0) >= Self.simdGemmThreads else {
+            throw LucidError.runtime("convolution: \(kernel) cannot have a tile's \(Self.simdGemmThreads) threads here")
+        }
+        let p = problem, cg = p.channels / p.groups, og = p.outChannels / p.groups, kk = p.kH * p.kW
+        // The two operands each kernel reads (buffers 0 and 1) and its products' extents.
+        let operands: (TensorImpl?, TensorImpl?)
+        let (entries, m, n): (Int, Int, Int)
+        switch pass {
+        case .forward:
+            operands = (x, weight)
+            (entries, m, n) = (p.batch * p.groups, og, p.outH * p.outW)
+        case .backwardData:
+            operands = (gradOut, weight)
+            (entries, m, n) = (p.batch * p.groups, cg, p.inH * p.inW)
+        case .backwardWeights:
+            operands = (x, gradOut)
+            (entries, m, n) = (p.groups, og, cg * kk)
+        }
+        guard let first = operands.0, let second = operands.1 else {
+            throw LucidError.runtime("convolution: the \(pass) pass is missing an operand")
+        }
+        let tiles = entries * ((m + 31) / 32) * ((n + 31) / 32)
+        guard tiles > 0 else { return }
+        encode(kernel, groups: tiles, width: Self.simdGemmThreads, floatsPerThread: 8) { e in
+            bind(first, 0, e)
+            bind(second, 1, e)
+            bind(bias ?? out, 2, e)  // read only when has_bias is set
+            bind(out, 3, e)
+            setBytes(shape, 4, e)
+        }
     }
 }
 #endif

@@ -1,13 +1,12 @@
 #if canImport(Metal) && !LUCID_NO_METAL
 import Metal
 
-/// Softmax and log-softmax on the GPU (Kernels/Softmax.metal): one threadgroup per row,
-/// float32 inside, one rounding into the dtype. Other layouts, and the backward, are composed.
-extension MetalBackend: SoftmaxKernels {
+/// Softmax and log-softmax on the GPU, and their backward (Kernels/Softmax.metal): one
+/// threadgroup per row, float32 inside, one rounding into the dtype. Other layouts are composed.
+extension MetalBackend: SoftmaxKernels, SoftmaxBackwardKernels {
     func softmaxRoute(_ call: KernelCall) -> KernelRoute {
-        guard case .softmax = call.op else { return .compose }
-        let x = call.reads[0], out = call.writes[0]
-        return x.dtype.isFloatingPoint && out.dtype == x.dtype && x.isContiguous && out.isContiguous && x.numel > 0
+        let tensors = call.reads + call.writes, dtype = call.writes[0].dtype
+        return dtype.isFloatingPoint && tensors.allSatisfy { $0.dtype == dtype && $0.isContiguous } && tensors[0].numel > 0
             ? .native : .compose
     }
 
@@ -18,6 +17,16 @@ extension MetalBackend: SoftmaxKernels {
             bind(x, 0, e)
             bind(out, 1, e)
             setBytes([Int64(length), Int64(inner), log ? 1 : 0], 2, e)  // SoftmaxShape
+        }
+    }
+
+    func softmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, log: Bool, into gradIn: TensorImpl) {
+        let length = y.shape[axis], inner = y.shape[(axis + 1)...].reduce(1, *)
+        encode("softmax_backward_\(y.dtype.name)", groups: y.numel / length, width: Self.rowWidth(length), floatsPerThread: 2) { e in
+            bind(grad, 0, e)
+            bind(y, 1, e)
+            bind(gradIn, 2, e)
+            setBytes([Int64(length), Int64(inner), log ? 1 : 0], 3, e)  // SoftmaxShape
         }
     }
 }

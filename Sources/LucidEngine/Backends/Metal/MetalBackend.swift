@@ -349,7 +349,7 @@ final class MetalBackend: Backend, @unchecked Sendable {
         case .optimizers: optimizerRoute(call)
         case .softmax: softmaxRoute(call)
         case .normalization: normalizationRoute(call)
-        case .attention: .compose
+        case .attention: attentionRoute(call)
         }
     }
 

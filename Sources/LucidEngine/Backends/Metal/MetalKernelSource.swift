@@ -125,12 +125,217 @@ inline float threadgroup_sum(float sum, float carry, threadgroup float* partial,
     threadgroup_barrier(mem_flags::mem_threadgroup);
     return result;
 }
+
+// ---- products on the SIMD groups' matrix units ---------------------------------------------
+// The main loop of every tiled product (gemm_simd, the implicit-GEMM convolutions): a
+// threadgroup of four SIMD groups (128 threads) computes the 32×32 block of an M×N×K product
+// at (row0, col0), each SIMD group a 16×16 block as 2×2 `simdgroup_float8x8` accumulators.
+// Slices of 16 along k are staged in threadgroup memory as float32 (a[32×16], b[16×32]), zero
+// past the edges, by `LOAD_A(i, l)` and `LOAD_B(l, j)`: float expressions read only for
+// in-range indices. Expects `lane`, `sg` and `smem` (1024 floats) in scope; leaves the block
+// row-major in smem[0..1024), after a barrier. All threads of the group run it.
+#define LUCID_SG_BM 32
+#define LUCID_SG_BN 32
+#define LUCID_SG_BK 16
+#define LUCID_SG_THREADS 128
+#define LUCID_SIMD_TILE_PRODUCT(M, N, K, LOAD_A, LOAD_B)                                             \
+    {                                                                                                \
+        threadgroup float* ta = smem;                                                                \
+        threadgroup float* tb = smem + LUCID_SG_BM * LUCID_SG_BK;                                    \
+        int sr = int(sg / 2u) * 16, sc = int(sg % 2u) * 16;                                          \
+        simdgroup_float8x8 acc00 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                  \
+        simdgroup_float8x8 acc01 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                  \
+        simdgroup_float8x8 acc10 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                  \
+        simdgroup_float8x8 acc11 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                  \
+        for (int l0 = 0; l0 < (K); l0 += LUCID_SG_BK) {                                              \
+            for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BK; e += LUCID_SG_THREADS) {          \
+                int i = row0 + e / LUCID_SG_BK, l = l0 + e % LUCID_SG_BK;                            \
+                ta[e] = (i < (M) && l < (K)) ? LOAD_A(i, l) : 0.0f;                                  \
+            }                                                                                        \
+            for (int e = int(lane); e < LUCID_SG_BK * LUCID_SG_BN; e += LUCID_SG_THREADS) {          \
+                int l = l0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                            \
+                tb[e] = (l < (K) && j < (N)) ? LOAD_B(l, j) : 0.0f;                                  \
+            }                                                                                        \
+            threadgroup_barrier(mem_flags::mem_threadgroup);                                         \
+            for (int kk = 0; kk < LUCID_SG_BK; kk += 8) {                                            \
+                simdgroup_float8x8 a0, a1, b0, b1;                                                   \
+                simdgroup_load(a0, ta + sr * LUCID_SG_BK + kk, LUCID_SG_BK);                         \
+                simdgroup_load(a1, ta + (sr + 8) * LUCID_SG_BK + kk, LUCID_SG_BK);                   \
+                simdgroup_load(b0, tb + kk * LUCID_SG_BN + sc, LUCID_SG_BN);                         \
+                simdgroup_load(b1, tb + kk * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                     \
+                simdgroup_multiply_accumulate(acc00, a0, b0, acc00);                                 \
+                simdgroup_multiply_accumulate(acc01, a0, b1, acc01);                                 \
+                simdgroup_multiply_accumulate(acc10, a1, b0, acc10);                                 \
+                simdgroup_multiply_accumulate(acc11, a1, b1, acc11);                                 \
+            }                                                                                        \
+            threadgroup_barrier(mem_flags::mem_threadgroup);                                         \
+        }                                                                                            \
+        simdgroup_store(acc00, smem + sr * LUCID_SG_BN + sc, LUCID_SG_BN);                           \
+        simdgroup_store(acc01, smem + sr * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                       \
+        simdgroup_store(acc10, smem + (sr + 8) * LUCID_SG_BN + sc, LUCID_SG_BN);                     \
+        simdgroup_store(acc11, smem + (sr + 8) * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                 \
+        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+    }
+// Fused scaled dot-product attention, forward: out = softmax(scale · q·kᵀ, masked) · v in one
+// pass over the keys (online softmax), with no score matrix in device memory. Compiled after
+// Common.metal, in one library.
+//
+// q [B, L, E], k [B, S, E], v [B, S, Ev] of one dtype T and any strides; out [B, L, Ev]
+// contiguous. A threadgroup of SGS SIMD groups takes BQ = 8·SGS query rows of one batch entry,
+// each SIMD group 8 of them. For each block of BK keys the group stages kᵀ and v as float32 in
+// threadgroup memory, computes the 8×BK scores of its rows on the matrix units (float32 sums),
+// and thread r of the group keeps row r's running maximum and sum: the block's scores become
+// exp(score − max) and the rows' accumulators are rescaled by exp(old max − new max) (a
+// diagonal product) before adding p·v. Masked positions (beyond the keys, after the row's own
+// when causal, false in the bool mask) score −inf; a row with none left comes out NaN, as
+// softmax over −inf does. E and Ev are padded with zeros to DMAX, the largest the variant
+// takes. With `write_weights` a second pass writes the softmax itself ([B, L, S], rounded to
+// T) for the backward pass. 32-bit indices.
+//
+// Field order and sizes match `attentionShape` in Metal+Attention.swift.
+struct AttentionShape {
+    int batch, l, s, e, ev;
+    int q_strides[3], k_strides[3], v_strides[3], mask_strides[3];
+    int has_mask, causal, write_weights;
+    float scale;
+};
+
+// Row i's score against key j from the staged product: scaled, or −inf where masked.
+inline float attention_score(float product, constant AttentionShape& s, device const uchar* mask, int b, int i, int j) {
+    bool allowed = j < s.s && (s.causal == 0 || j <= i)
+        && (s.has_mask == 0 || i >= s.l || mask[b * s.mask_strides[0] + i * s.mask_strides[1] + j * s.mask_strides[2]] != 0);
+    return allowed ? product * s.scale : -INFINITY;
+}
+
+// Threadgroup memory, in floats: q [BQ][DMAX], kᵀ [DMAX][BK], v [BK][DMAX], scores [BQ][BK],
+// three per-row values [BQ] and a diagonal [8][8] per SIMD group (`attentionFloats` in
+// Metal+Attention.swift).
+#define LUCID_ATTENTION(NAME, T, SGS, BK, DMAX)                                                      \
+kernel void NAME(device const T* q [[buffer(0)]], device const T* k [[buffer(1)]],                  \
+                 device const T* v [[buffer(2)]], device const uchar* mask [[buffer(3)]],            \
+                 device T* out [[buffer(4)]], device T* weights [[buffer(5)]],                       \
+                 constant AttentionShape& s [[buffer(6)]], threadgroup float* smem [[threadgroup(0)]], \
+                 uint group [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]], \
+                 uint sg [[simdgroup_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]]) {  \
+    const int BQ = 8 * SGS, THREADS = 32 * SGS;                                                      \
+    int blocks = (s.l + BQ - 1) / BQ, b = int(group) / blocks, row0 = (int(group) % blocks) * BQ;   \
+    int ep = (s.e + 7) / 8 * 8, evp = (s.ev + 7) / 8 * 8;                                            \
+    threadgroup float* qs = smem;                                                                    \
+    threadgroup float* kt = qs + BQ * DMAX;                                                          \
+    threadgroup float* vs = kt + DMAX * BK;                                                          \
+    threadgroup float* sc = vs + BK * DMAX;                                                          \
+    threadgroup float* row_max = sc + BQ * BK;                                                       \
+    threadgroup float* row_sum = row_max + BQ;                                                       \
+    threadgroup float* row_scale = row_sum + BQ;                                                     \
+    threadgroup float* diag = row_scale + BQ + int(sg) * 64;                                         \
+    for (int e = int(lane); e < BQ * DMAX; e += THREADS) {                                           \
+        int i = row0 + e / DMAX, c = e % DMAX;                                                       \
+        qs[e] = (i < s.l && c < s.e) ? widen(q[b * s.q_strides[0] + i * s.q_strides[1] + c * s.q_strides[2]]) : 0.0f; \
+    }                                                                                                \
+    if (int(lane) < BQ) { row_max[lane] = -INFINITY; row_sum[lane] = 0.0f; }                         \
+    const simdgroup_float8x8 zero = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                 \
+    simdgroup_float8x8 acc[DMAX / 8];                                                                \
+    for (int t = 0; t < DMAX / 8; ++t) acc[t] = zero;                                                \
+    int last = s.causal != 0 ? min(s.s, row0 + BQ) : s.s;                                            \
+    for (int k0 = 0; k0 < last; k0 += BK) {                                                          \
+        for (int e = int(lane); e < BK * DMAX; e += THREADS) {                                       \
+            int c = e / DMAX, d = e % DMAX, j = k0 + c;                                              \
+            kt[d * BK + c] = (j < s.s && d < s.e) ? widen(k[b * s.k_strides[0] + j * s.k_strides[1] + d * s.k_strides[2]]) : 0.0f; \
+            vs[c * DMAX + d] = (j < s.s && d < s.ev) ? widen(v[b * s.v_strides[0] + j * s.v_strides[1] + d * s.v_strides[2]]) : 0.0f; \
+        }                                                                                            \
+        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+        for (int ct = 0; ct < BK / 8; ++ct) {                                                        \
+            simdgroup_float8x8 product = zero, qm, km;                                               \
+            for (int d = 0; d < ep; d += 8) {                                                        \
+                simdgroup_load(qm, qs + int(sg) * 8 * DMAX + d, DMAX);                               \
+                simdgroup_load(km, kt + d * BK + ct * 8, BK);                                        \
+                simdgroup_multiply_accumulate(product, qm, km, product);                             \
+            }                                                                                        \
+            simdgroup_store(product, sc + int(sg) * 8 * BK + ct * 8, BK);                            \
+        }                                                                                            \
+        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+        if (int(lane) < BQ) {                                                                        \
+            int r = int(lane), i = row0 + r;                                                         \
+            float old_max = row_max[r], m = old_max;                                                 \
+            for (int c = 0; c < BK; ++c) m = max_or_nan(m, attention_score(sc[r * BK + c], s, mask, b, i, k0 + c)); \
+            float base = m == -INFINITY ? 0.0f : m;                                                  \
+            float sum = 0.0f;                                                                        \
+            for (int c = 0; c < BK; ++c) {                                                           \
+                float p = precise::exp(attention_score(sc[r * BK + c], s, mask, b, i, k0 + c) - base); \
+                sc[r * BK + c] = p;                                                                  \
+                sum += p;                                                                            \
+            }                                                                                        \
+            float rescale = precise::exp(old_max - base);                                           \
+            row_sum[r] = row_sum[r] * rescale + sum;                                                 \
+            row_max[r] = m;                                                                          \
+            row_scale[r] = rescale;                                                                  \
+        }                                                                                            \
+        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+        for (int e = int(sl); e < 64; e += 32) diag[e] = e / 8 == e % 8 ? row_scale[int(sg) * 8 + e / 8] : 0.0f; \
+        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+        simdgroup_float8x8 dm, pm, vm;                                                               \
+        simdgroup_load(dm, diag, 8);                                                                 \
+        for (int t = 0; t < evp / 8; ++t) {                                                          \
+            simdgroup_multiply_accumulate(acc[t], dm, acc[t], zero);                                 \
+            for (int kk = 0; kk < BK; kk += 8) {                                                     \
+                simdgroup_load(pm, sc + int(sg) * 8 * BK + kk, BK);                                  \
+                simdgroup_load(vm, vs + kk * DMAX + t * 8, DMAX);                                    \
+                simdgroup_multiply_accumulate(acc[t], pm, vm, acc[t]);                               \
+            }                                                                                        \
+        }                                                                                            \
+        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+    }                                                                                                \
+    if (s.write_weights != 0) {                                                                      \
+        for (int k0 = 0; k0 < s.s; k0 += BK) {                                                       \
+            for (int e = int(lane); e < BK * DMAX; e += THREADS) {                                   \
+                int c = e / DMAX, d = e % DMAX, j = k0 + c;                                          \
+                kt[d * BK + c] = (j < s.s && d < s.e) ? widen(k[b * s.k_strides[0] + j * s.k_strides[1] + d * s.k_strides[2]]) : 0.0f; \
+            }                                                                                        \
+            threadgroup_barrier(mem_flags::mem_threadgroup);                                         \
+            for (int ct = 0; ct < BK / 8; ++ct) {                                                    \
+                simdgroup_float8x8 product = zero, qm, km;                                           \
+                for (int d = 0; d < ep; d += 8) {                                                    \
+                    simdgroup_load(qm, qs + int(sg) * 8 * DMAX + d, DMAX);                           \
+                    simdgroup_load(km, kt + d * BK + ct * 8, BK);                                    \
+                    simdgroup_multiply_accumulate(product, qm, km, product);                         \
+                }                                                                                    \
+                simdgroup_store(product, sc + int(sg) * 8 * BK + ct * 8, BK);                        \
+            }                                                                                        \
+            threadgroup_barrier(mem_flags::mem_threadgroup);                                         \
+            for (int e = int(lane); e < BQ * BK; e += THREADS) {                                     \
+                int r = e / BK, i = row0 + r, j = k0 + e % BK;                                       \
+                if (i < s.l && j < s.s) {                                                            \
+                    float base = row_max[r] == -INFINITY ? 0.0f : row_max[r];                        \
+                    float p = precise::exp(attention_score(sc[e], s, mask, b, i, j) - base) / row_sum[r]; \
+                    weights[(b * s.l + i) * s.s + j] = narrow<T>(p);                                 \
+                }                                                                                    \
+            }                                                                                        \
+            threadgroup_barrier(mem_flags::mem_threadgroup);                                         \
+        }                                                                                            \
+    }                                                                                                \
+    for (int t = 0; t < evp / 8; ++t) simdgroup_store(acc[t], qs + int(sg) * 8 * DMAX + t * 8, DMAX); \
+    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
+    for (int e = int(lane); e < BQ * DMAX; e += THREADS) {                                           \
+        int r = e / DMAX, i = row0 + r, c = e % DMAX;                                                \
+        if (i < s.l && c < s.ev) out[(b * s.l + i) * s.ev + c] = narrow<T>(qs[e] / row_sum[r]);      \
+    }                                                                                                \
+}
+
+// Head dimensions up to 64: four SIMD groups, 32 rows and 32 keys a step (7,520 floats);
+// up to 128: two SIMD groups, 16 rows and 16 keys a step (6,576 floats).
+#define LUCID_ATTENTION_VARIANTS(T, NAME)                                                            \
+    LUCID_ATTENTION(attention_64_##NAME, T, 4, 32, 64)                                               \
+    LUCID_ATTENTION(attention_128_##NAME, T, 2, 16, 128)
+
+LUCID_ATTENTION_VARIANTS(float, float32)
+LUCID_ATTENTION_VARIANTS(half, float16)
+LUCID_ATTENTION_VARIANTS(bfloat, bfloat16)
 // The window gathers under convolution on the GPU, as the host computes them
 // (Host+Convolution.swift): im2col copies each window of a strided [N, C, H, W] input into a
 // contiguous [N, C·kh·kw, oh·ow], reading 0 outside the input; col2im, its adjoint, has one
 // thread per input position sum, in float32 and in the host's order (kernel row, then
-// column), the column entries whose windows cover it, rounding once. Compiled after
-// Common.metal, in one library.
+// column), the column entries whose windows cover it, rounding once. The direct passes follow,
+// as implicit GEMM. Compiled after Common.metal, in one library.
 
 // Field order and sizes match `windowShape` in Metal+Convolution.swift; s0…s3 are the strides
 // of the strided operand (the input of im2col, the columns of col2im).
@@ -184,6 +389,118 @@ LUCID_IM2COL(im2col_bfloat16, bfloat)
 LUCID_COL2IM(col2im_float32, float)
 LUCID_COL2IM(col2im_float16, half)
 LUCID_COL2IM(col2im_bfloat16, bfloat)
+
+// ---- convolution as implicit GEMM ------------------------------------------------------------
+// The three passes of a grouped 2-D convolution as products on the SIMD-group tiles
+// (LUCID_SIMD_TILE_PRODUCT), each operand's window read where the product needs it: no
+// im2col buffer. float32 sums, the bias added in float32, one rounding on store, 32-bit
+// indices; contiguous operands. With Cg = c / groups input and Og = oc / groups output
+// channels a group and kk = kh·kw:
+// - forward: per (image, group), out[Og, oh·ow] = w[Og, Cg·kk] · window(x)[Cg·kk, oh·ow];
+// - backward data: per (image, group), gx[Cg, h·w] = wᵀ[Cg, Og·kk] · window(gy)[Og·kk, h·w],
+//   where window(gy) reads the output positions whose windows hold each input position;
+// - backward weights: per group, gw[Og, Cg·kk] = gy[Og, n·oh·ow] · window(x)ᵀ[n·oh·ow, Cg·kk].
+// Field order and sizes match `convShape` in Metal+Convolution.swift.
+struct ConvShape32 {
+    int n, c, oc, groups;
+    int h, w, oh, ow;
+    int kh, kw, sh, sw, ph, pw, dh, dw;
+    int has_bias;
+};
+
+// x at window entry l = (channel, ky, kx) of output position j, channels from `plane`
+// (image · c + first channel of the group); 0 in the padding.
+template <typename T>
+inline float conv_window(device const T* x, constant ConvShape32& s, int plane, int l, int j) {
+    int kk = s.kh * s.kw, ch = l / kk, r = l - ch * kk, ky = r / s.kw, kx = r - ky * s.kw;
+    int oy = j / s.ow, ox = j - oy * s.ow;
+    int iy = oy * s.sh - s.ph + ky * s.dh, ix = ox * s.sw - s.pw + kx * s.dw;
+    return (iy >= 0 && iy < s.h && ix >= 0 && ix < s.w) ? widen(x[((plane + ch) * s.h + iy) * s.w + ix]) : 0.0f;
+}
+
+// gy at the output position whose window entry l = (channel, ky, kx) covers input position
+// j, channels from `plane` (image · oc + first channel of the group); 0 where none does.
+template <typename T>
+inline float conv_covering(device const T* gy, constant ConvShape32& s, int plane, int l, int j) {
+    int kk = s.kh * s.kw, ch = l / kk, r = l - ch * kk, ky = r / s.kw, kx = r - ky * s.kw;
+    int iy = j / s.w, ix = j - iy * s.w;
+    int ty = iy + s.ph - ky * s.dh, tx = ix + s.pw - kx * s.dw;
+    if (ty < 0 || tx < 0) return 0.0f;
+    int oy = ty / s.sh, ox = tx / s.sw;
+    if (oy * s.sh != ty || ox * s.sw != tx || oy >= s.oh || ox >= s.ow) return 0.0f;
+    return widen(gy[((plane + ch) * s.oh + oy) * s.ow + ox]);
+}
+
+// Threadgroups run over (batch entry, tile row, tile column) of an M×N result.
+#define LUCID_CONV_TILE(M, N)                                                                        \
+    int tiles_n = ((N) + LUCID_SG_BN - 1) / LUCID_SG_BN, tiles_m = ((M) + LUCID_SG_BM - 1) / LUCID_SG_BM; \
+    int row0 = ((int(group) / tiles_n) % tiles_m) * LUCID_SG_BM, col0 = (int(group) % tiles_n) * LUCID_SG_BN; \
+    int entry = int(group) / (tiles_n * tiles_m);
+
+#define LUCID_CONV_ARGS(T)                                                                           \
+    device const T* x [[buffer(0)]], device const T* wt [[buffer(1)]], device const T* bias [[buffer(2)]], \
+    device T* out [[buffer(3)]], constant ConvShape32& s [[buffer(4)]],                              \
+    threadgroup float* smem [[threadgroup(0)]], uint group [[threadgroup_position_in_grid]],         \
+    uint lane [[thread_index_in_threadgroup]], uint sg [[simdgroup_index_in_threadgroup]]
+
+// x: the input; wt: the weight; out: [n, oc, oh, ow].
+#define LUCID_CONV_FWD_A(i, l) widen(wt[(g * og + (i)) * kdim + (l)])
+#define LUCID_CONV_FWD_B(l, j) conv_window(x, s, img * s.c + g * cg, (l), (j))
+#define LUCID_CONV_FORWARD(NAME, T)                                                                  \
+kernel void NAME(LUCID_CONV_ARGS(T)) {                                                               \
+    int cg = s.c / s.groups, og = s.oc / s.groups, kdim = cg * s.kh * s.kw, pixels = s.oh * s.ow;    \
+    LUCID_CONV_TILE(og, pixels)                                                                      \
+    int img = entry / s.groups, g = entry % s.groups;                                                \
+    LUCID_SIMD_TILE_PRODUCT(og, pixels, kdim, LUCID_CONV_FWD_A, LUCID_CONV_FWD_B)                    \
+    for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BN; e += LUCID_SG_THREADS) {                  \
+        int i = row0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                                  \
+        if (i < og && j < pixels) {                                                                  \
+            float v = smem[e];                                                                       \
+            if (s.has_bias != 0) v += widen(bias[g * og + i]);                                       \
+            out[(img * s.oc + g * og + i) * pixels + j] = narrow<T>(v);                              \
+        }                                                                                            \
+    }                                                                                                \
+}
+
+// x: the output gradient [n, oc, oh, ow]; wt: the weight; out: the input gradient.
+#define LUCID_CONV_BWD_DATA_A(i, l) widen(wt[((g * og + (l) / kk) * cg + (i)) * kk + (l) % kk])
+#define LUCID_CONV_BWD_DATA_B(l, j) conv_covering(x, s, img * s.oc + g * og, (l), (j))
+#define LUCID_CONV_BACKWARD_DATA(NAME, T)                                                            \
+kernel void NAME(LUCID_CONV_ARGS(T)) {                                                               \
+    int cg = s.c / s.groups, og = s.oc / s.groups, kk = s.kh * s.kw, pixels = s.h * s.w;             \
+    LUCID_CONV_TILE(cg, pixels)                                                                      \
+    int img = entry / s.groups, g = entry % s.groups;                                                \
+    LUCID_SIMD_TILE_PRODUCT(cg, pixels, og * kk, LUCID_CONV_BWD_DATA_A, LUCID_CONV_BWD_DATA_B)       \
+    for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BN; e += LUCID_SG_THREADS) {                  \
+        int i = row0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                                  \
+        if (i < cg && j < pixels) out[(img * s.c + g * cg + i) * pixels + j] = narrow<T>(smem[e]);   \
+    }                                                                                                \
+}
+
+// x: the input; wt: the output gradient [n, oc, oh, ow]; out: the weight gradient.
+#define LUCID_CONV_BWD_W_A(i, l) widen(wt[((l) / pixels * s.oc + g * og + (i)) * pixels + (l) % pixels])
+#define LUCID_CONV_BWD_W_B(l, j) conv_window(x, s, (l) / pixels * s.c + g * cg, (j), (l) % pixels)
+#define LUCID_CONV_BACKWARD_WEIGHTS(NAME, T)                                                         \
+kernel void NAME(LUCID_CONV_ARGS(T)) {                                                               \
+    int cg = s.c / s.groups, og = s.oc / s.groups, kdim = cg * s.kh * s.kw, pixels = s.oh * s.ow;    \
+    LUCID_CONV_TILE(og, kdim)                                                                        \
+    int g = entry;                                                                                   \
+    LUCID_SIMD_TILE_PRODUCT(og, kdim, s.n * pixels, LUCID_CONV_BWD_W_A, LUCID_CONV_BWD_W_B)          \
+    for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BN; e += LUCID_SG_THREADS) {                  \
+        int i = row0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                                  \
+        if (i < og && j < kdim) out[(g * og + i) * kdim + j] = narrow<T>(smem[e]);                   \
+    }                                                                                                \
+}
+
+LUCID_CONV_FORWARD(conv_forward_float32, float)
+LUCID_CONV_FORWARD(conv_forward_float16, half)
+LUCID_CONV_FORWARD(conv_forward_bfloat16, bfloat)
+LUCID_CONV_BACKWARD_DATA(conv_backward_data_float32, float)
+LUCID_CONV_BACKWARD_DATA(conv_backward_data_float16, half)
+LUCID_CONV_BACKWARD_DATA(conv_backward_data_bfloat16, bfloat)
+LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_float32, float)
+LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_float16, half)
+LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_bfloat16, bfloat)
 // Elementwise kernels of the Metal backend: binary arithmetic (tensor-tensor and
 // tensor-scalar), unary functions and their derivatives, comparisons and selection.
 //
@@ -859,13 +1176,10 @@ LUCID_GEMM(gemm_float32, float)
 LUCID_GEMM(gemm_float16, half)
 LUCID_GEMM(gemm_bfloat16, bfloat)
 
-// The same product on the GPU's matrix units, for products whose every index fits 32 bits:
-// a threadgroup of four SIMD groups (128 threads) computes a 32×32 output tile, each SIMD
-// group a 16×16 block as 2×2 `simdgroup_float8x8` accumulators. Slices of 16 along k are
-// staged in threadgroup memory as float32 (a[32×16], b[16×32]), zero past the edges; the
-// epilogue stages the accumulators there too ([32×32]) so that the bias is added in float32
-// and each output is rounded once into T and stored only inside the product. Threadgroup
-// memory: 2048 floats; groups run over (batch, tile row, tile column).
+// The same product on the GPU's matrix units (LUCID_SIMD_TILE_PRODUCT in Common.metal), for
+// products whose every index fits 32 bits: a threadgroup of 128 threads per 32×32 output tile;
+// the bias is added in float32 and each output rounded once into T and stored only inside the
+// product. Threadgroup memory: 1024 floats; groups run over (batch, tile row, tile column).
 struct GemmShape32 {
     int batch, m, n, k;
     int a_strides[3];
@@ -873,10 +1187,8 @@ struct GemmShape32 {
     int has_bias;
 };
 
-#define LUCID_SG_BM 32
-#define LUCID_SG_BN 32
-#define LUCID_SG_BK 16
-#define LUCID_SG_THREADS 128
+#define LUCID_GEMM_LOAD_A(i, l) widen(a[pa + (i) * s.a_strides[1] + (l) * s.a_strides[2]])
+#define LUCID_GEMM_LOAD_B(l, j) widen(b[pb + (l) * s.b_strides[1] + (j) * s.b_strides[2]])
 #define LUCID_GEMM_SIMD(NAME, T)                                                                     \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device const T* bias [[buffer(2)]], device T* out [[buffer(3)]],                    \
@@ -887,47 +1199,12 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
     int tn = int(group) % tiles_n, tm = (int(group) / tiles_n) % tiles_m;                            \
     int batch = int(group) / (tiles_n * tiles_m);                                                    \
     int row0 = tm * LUCID_SG_BM, col0 = tn * LUCID_SG_BN;                                            \
-    threadgroup float* ta = smem;                                                                    \
-    threadgroup float* tb = smem + LUCID_SG_BM * LUCID_SG_BK;                                        \
-    threadgroup float* tc = smem;                                                                    \
-    int sr = int(sg / 2u) * 16, sc = int(sg % 2u) * 16;                                              \
-    simdgroup_float8x8 acc00 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                      \
-    simdgroup_float8x8 acc01 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                      \
-    simdgroup_float8x8 acc10 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                      \
-    simdgroup_float8x8 acc11 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                      \
     int pa = batch * s.a_strides[0], pb = batch * s.b_strides[0];                                    \
-    for (int l0 = 0; l0 < s.k; l0 += LUCID_SG_BK) {                                                  \
-        for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BK; e += LUCID_SG_THREADS) {              \
-            int r = e / LUCID_SG_BK, q = e % LUCID_SG_BK, i = row0 + r, l = l0 + q;                  \
-            ta[e] = (i < s.m && l < s.k) ? widen(a[pa + i * s.a_strides[1] + l * s.a_strides[2]]) : 0.0f; \
-        }                                                                                            \
-        for (int e = int(lane); e < LUCID_SG_BK * LUCID_SG_BN; e += LUCID_SG_THREADS) {              \
-            int q = e / LUCID_SG_BN, c = e % LUCID_SG_BN, l = l0 + q, j = col0 + c;                  \
-            tb[e] = (l < s.k && j < s.n) ? widen(b[pb + l * s.b_strides[1] + j * s.b_strides[2]]) : 0.0f; \
-        }                                                                                            \
-        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
-        for (int kk = 0; kk < LUCID_SG_BK; kk += 8) {                                                \
-            simdgroup_float8x8 a0, a1, b0, b1;                                                       \
-            simdgroup_load(a0, ta + sr * LUCID_SG_BK + kk, LUCID_SG_BK);                             \
-            simdgroup_load(a1, ta + (sr + 8) * LUCID_SG_BK + kk, LUCID_SG_BK);                       \
-            simdgroup_load(b0, tb + kk * LUCID_SG_BN + sc, LUCID_SG_BN);                             \
-            simdgroup_load(b1, tb + kk * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                         \
-            simdgroup_multiply_accumulate(acc00, a0, b0, acc00);                                     \
-            simdgroup_multiply_accumulate(acc01, a0, b1, acc01);                                     \
-            simdgroup_multiply_accumulate(acc10, a1, b0, acc10);                                     \
-            simdgroup_multiply_accumulate(acc11, a1, b1, acc11);                                     \
-        }                                                                                            \
-        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
-    }                                                                                                \
-    simdgroup_store(acc00, tc + sr * LUCID_SG_BN + sc, LUCID_SG_BN);                                 \
-    simdgroup_store(acc01, tc + sr * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                             \
-    simdgroup_store(acc10, tc + (sr + 8) * LUCID_SG_BN + sc, LUCID_SG_BN);                           \
-    simdgroup_store(acc11, tc + (sr + 8) * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                       \
-    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
+    LUCID_SIMD_TILE_PRODUCT(s.m, s.n, s.k, LUCID_GEMM_LOAD_A, LUCID_GEMM_LOAD_B)                     \
     for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BN; e += LUCID_SG_THREADS) {                  \
         int i = row0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                                  \
         if (i < s.m && j < s.n) {                                                                    \
-            float v = tc[e];                                                                         \
+            float v = smem[e];                                                                       \
             if (s.has_bias != 0) v += widen(bias[j]);                                                \
             out[(batch * s.m + i) * s.n + j] = narrow<T>(v);                                         \
         }                                                                                            \
@@ -1430,6 +1707,31 @@ kernel void NAME(device const T* x [[buffer(0)]], device T* out [[buffer(1)]],  
 LUCID_SOFTMAX(softmax_float32, float)
 LUCID_SOFTMAX(softmax_float16, half)
 LUCID_SOFTMAX(softmax_bfloat16, bfloat)
+
+// Their backward from the output y and its gradient g (one dtype, the forward's layout): softmax
+// y·(g − Σ g·y), log-softmax g − exp(y)·Σ g, in float32 with a compensated sum, rounded once.
+#define LUCID_SOFTMAX_BACKWARD(NAME, T)                                                              \
+kernel void NAME(device const T* g [[buffer(0)]], device const T* y [[buffer(1)]],                  \
+                 device T* out [[buffer(2)]], constant SoftmaxShape& s [[buffer(3)]],                \
+                 threadgroup float* partial [[threadgroup(0)]], uint row [[threadgroup_position_in_grid]], \
+                 uint lane [[thread_index_in_threadgroup]], uint width [[threads_per_threadgroup]]) { \
+    long base = (long(row) / s.inner) * s.length * s.inner + long(row) % s.inner;                    \
+    float sum = 0.0f, carry = 0.0f;                                                                  \
+    for (long k = lane; k < s.length; k += width) {                                                  \
+        long i = base + k * s.inner;                                                                 \
+        compensated_add(sum, carry, s.log != 0 ? widen(g[i]) : widen(g[i]) * widen(y[i]));          \
+    }                                                                                                \
+    sum = threadgroup_sum(sum, carry, partial, lane, width);                                         \
+    for (long k = lane; k < s.length; k += width) {                                                  \
+        long i = base + k * s.inner;                                                                 \
+        float gi = widen(g[i]), yi = widen(y[i]);                                                    \
+        out[i] = narrow<T>(s.log != 0 ? gi - precise::exp(yi) * sum : yi * (gi - sum));             \
+    }                                                                                                \
+}
+
+LUCID_SOFTMAX_BACKWARD(softmax_backward_float32, float)
+LUCID_SOFTMAX_BACKWARD(softmax_backward_float16, half)
+LUCID_SOFTMAX_BACKWARD(softmax_backward_bfloat16, bfloat)
 
 """#
 }

@@ -184,6 +184,29 @@ enum MetalSelfTest {
                 try convolution(be).col2im(cols, patches, into: x)
                 return x
             }
+            // The direct convolution passes (implicit GEMM) against plain loops over the same
+            // rounded inputs: two groups, padding, a stride and a dilation.
+            let conv = ConvolutionProblem(batch: 2, channels: 4, outChannels: 6, groups: 2, patches, dtype: dtype)
+            do {
+                let x = try make(a, [2, 4, 5, 7], dtype, gpu), w = try make(b, [6, 2, 3, 2], dtype, gpu)
+                let gy = try make(a.reversed(), [2, 6, 3, 7], dtype, gpu), bias = try make(b, [6], dtype, gpu)
+                let (xv, wv, gv, bv) = (try values(x, gpu), try values(w, gpu), try values(gy, gpu), try values(bias, gpu))
+                // Only where the kernels serve (a pipeline that cannot have a tile's threads
+                // leaves convolution composed).
+                for pass in [ConvolutionPassKind.forward, .backwardData, .backwardWeights]
+                where (gpu.maxThreadsPerThreadgroup(MetalBackend.convolutionKernel(pass, dtype)) ?? 0) >= MetalBackend.simdGemmThreads {
+                    let want = convolutionReference(pass, conv, x: xv, w: wv, gy: gv, bias: bv)
+                    let shape = [[2, 6, 3, 7], x.shape, w.shape][pass.rawValue]
+                    check(["conv_forward", "conv_backward_data", "conv_backward_weights"][pass.rawValue], dtype, tol * 4, want: want) {
+                        let out = try TensorImpl.empty(shape, dtype: dtype, on: gpu)
+                        try gpu.convolution(pass, conv, x: pass == .backwardData ? nil : x, weight: pass == .backwardWeights ? nil : w,
+                                            bias: pass == .forward ? bias : nil, gradOut: pass == .forward ? nil : gy, into: out)
+                        return out
+                    }
+                }
+            } catch {
+                checks.append(Check(op: "conv_forward", dtype: dtype, maxError: .infinity, tolerance: tol))
+            }
             let window = WindowGeometry(kernel: (2, 2), stride: (1, 2), padding: (0, 1), dilation: (1, 1),
                                         input: (3, 17), output: (2, 9))
             for backward in [false, true] {
@@ -211,6 +234,50 @@ enum MetalSelfTest {
                     }
                     gpu.softmax(x, axis: axis, log: log, into: out)
                     return out
+                }
+            }
+            // Their backward from an output y and its gradient g, against double.
+            for (axis, log) in [(1, false), (0, true)] {
+                guard let y = try? make(b, shape, dtype, gpu), let g = try? make(a, shape, dtype, gpu),
+                      let yv = try? values(y, gpu), let gv = try? values(g, gpu) else { continue }
+                check(log ? "log_softmax_backward" : "softmax_backward", dtype, tol * 4,
+                      want: softmaxBackwardReference(gv, yv, shape, axis: axis, log: log)) {
+                    let out = try TensorImpl.empty(shape, dtype: dtype, on: gpu)
+                    guard gpu.softmaxRoute(KernelCall(.softmaxBackward(axis: axis), reads: [g, y], writes: [out])) == .native else {
+                        throw LucidError.runtime("routed to be composed")
+                    }
+                    gpu.softmaxBackward(g, y, axis: axis, log: log, into: out)
+                    return out
+                }
+            }
+            // Fused attention, both variants (heads of 20 and 72), against double: unmasked with
+            // its weights, causal, and a bool mask with a row it masks whole (NaN, as softmax
+            // over -inf gives); 37 queries and 45 keys, so blocks end part-way.
+            for (e, masking) in [(20, 0), (20, 1), (20, 2), (72, 1)] {
+                let (l, sl) = (37, 45)
+                do {
+                    let q = try make(a, [2, l, e], dtype, gpu), k = try make(b.map { -$0 }, [2, sl, e], dtype, gpu)
+                    let v = try make(a.reversed(), [2, sl, e + 4], dtype, gpu)
+                    var allowed = (0..<(l * sl)).map { Float(($0 * 7 + $0 / sl) % 5 == 0 ? 0 : 1) }
+                    for j in 0..<sl { allowed[3 * sl + j] = 0 }
+                    let mask = masking == 2 ? try make(allowed, [1, l, sl], .bool, gpu) : nil
+                    let m3 = mask?.view(shape: [2, l, sl], strides: [0, sl, 1], offset: 0)
+                    let scale = Float(1 / Double(e).squareRoot())
+                    let (want, weights) = attentionReference(try values(q, gpu), try values(k, gpu), try values(v, gpu),
+                                                             batch: 2, l: l, s: sl, e: e, ev: e + 4, scale: Double(scale),
+                                                             causal: masking == 1, allowed: masking == 2 ? allowed.map(Double.init) : nil)
+                    let name = masking == 0 ? "attention" : (masking == 1 ? "attention_causal" : "attention_mask")
+                    let p = try TensorImpl.empty([2, l, sl], dtype: dtype, on: gpu)
+                    let call = KernelCall(.attention, reads: [q, k, v] + (m3.map { [$0] } ?? []), writes: [])
+                    guard gpu.attentionRoute(call) == .native else { continue }
+                    check(e > 64 ? name + "_128" : name, dtype, tol * 4, want: want) {
+                        let out = try TensorImpl.empty([2, l, e + 4], dtype: dtype, on: gpu)
+                        try gpu.attention(q, k, v, mask: m3, scale: scale, causal: masking == 1, weights: masking == 0 ? p : nil, into: out)
+                        return out
+                    }
+                    if masking == 0 { check("attention_weights", dtype, tol * 4, want: weights) { p } }
+                } catch {
+                    checks.append(Check(op: "attention", dtype: dtype, maxError: .infinity, tolerance: tol))
                 }
             }
             for wide in [false, true] where !(wide && dtype == .float32) {
@@ -396,6 +463,43 @@ enum MetalSelfTest {
         return out
     }
 
+    /// The backward of softmax (or log-softmax) along `axis` from its output y and gradient g,
+    /// in double.
+    private static func softmaxBackwardReference(_ g: [Double], _ y: [Double], _ shape: [Int], axis: Int,
+                                                 log takeLog: Bool) -> [Double] {
+        let length = shape[axis], inner = shape[(axis + 1)...].reduce(1, *)
+        var out = y
+        for row in 0..<(y.count / length) {
+            let base = (row / inner) * length * inner + row % inner
+            let at = (0..<length).map { base + $0 * inner }
+            let sum = at.reduce(0) { $0 + (takeLog ? g[$1] : g[$1] * y[$1]) }
+            for i in at { out[i] = takeLog ? g[i] - exp(y[i]) * sum : y[i] * (g[i] - sum) }
+        }
+        return out
+    }
+
+    /// Attention in double: the output [batch, l, ev] and the weights [batch, l, s] of q·kᵀ·scale
+    /// (row-major operands), masked where `allowed` ([l, s]) is 0 or, when `causal`, after each
+    /// row's own position; a row with nothing allowed is NaN.
+    private static func attentionReference(_ q: [Double], _ k: [Double], _ v: [Double], batch: Int, l: Int, s: Int, e: Int,
+                                           ev: Int, scale: Double, causal: Bool, allowed: [Double]?) -> ([Double], [Double]) {
+        var out = [Double](repeating: 0, count: batch * l * ev), weights = [Double](repeating: 0, count: batch * l * s)
+        for b in 0..<batch {
+            for i in 0..<l {
+                let scores = (0..<s).map { j -> Double in
+                    if causal && j > i || allowed.map({ $0[i * s + j] == 0 }) == true { return -.infinity }
+                    return (0..<e).reduce(0) { $0 + q[(b * l + i) * e + $1] * k[(b * s + j) * e + $1] } * scale
+                }
+                let m = scores.max()!, total = scores.reduce(0) { $0 + exp($1 - m) }
+                for j in 0..<s { weights[(b * l + i) * s + j] = m == -.infinity ? .nan : exp(scores[j] - m) / total }
+                for c in 0..<ev {
+                    out[(b * l + i) * ev + c] = (0..<s).reduce(0) { $0 + weights[(b * l + i) * s + $1] * v[(b * s + $1) * ev + c] }
+                }
+            }
+        }
+        return (out, weights)
+    }
+
     /// A family of `be`'s kernels, or an error naming it (a check of a family `be` lacks fails).
     private static func family<K>(_ kernels: K?, _ name: String) throws -> K {
         guard let kernels else { throw LucidError.runtime("no \(name) kernels") }
@@ -413,6 +517,40 @@ enum MetalSelfTest {
     private static func matmul(_ be: any Backend) throws -> any MatmulKernels { try family(be as? any MatmulKernels, "matmul") }
     private static func convolution(_ be: any Backend) throws -> any ConvolutionKernels {
         try family(be as? any ConvolutionKernels, "convolution")
+    }
+
+    /// A grouped convolution pass computed plainly in double from contiguous operands: the
+    /// output (plus `bias`), the input gradient, or the weight gradient.
+    private static func convolutionReference(_ pass: ConvolutionPassKind, _ p: ConvolutionProblem, x: [Double], w: [Double],
+                                             gy: [Double], bias: [Double]) -> [Double] {
+        let cg = p.channels / p.groups, og = p.outChannels / p.groups
+        var out = [Double](repeating: 0, count: [gy.count, x.count, w.count][pass.rawValue])
+        for n in 0..<p.batch {
+            for o in 0..<p.outChannels {
+                for oy in 0..<p.outH {
+                    for ox in 0..<p.outW {
+                        let yi = ((n * p.outChannels + o) * p.outH + oy) * p.outW + ox
+                        for c in 0..<cg {
+                            for ky in 0..<p.kH {
+                                for kx in 0..<p.kW {
+                                    let iy = oy * p.strideH - p.padH + ky * p.dilH, ix = ox * p.strideW - p.padW + kx * p.dilW
+                                    guard iy >= 0, iy < p.inH, ix >= 0, ix < p.inW else { continue }
+                                    let xi = ((n * p.channels + o / og * cg + c) * p.inH + iy) * p.inW + ix
+                                    let wi = ((o * cg + c) * p.kH + ky) * p.kW + kx
+                                    switch pass {
+                                    case .forward: out[yi] += w[wi] * x[xi]
+                                    case .backwardData: out[xi] += w[wi] * gy[yi]
+                                    case .backwardWeights: out[wi] += gy[yi] * x[xi]
+                                    }
+                                }
+                            }
+                        }
+                        if pass == .forward { out[yi] += bias[o] }
+                    }
+                }
+            }
+        }
+        return out
     }
 
     /// A tensor of `dtype` on `be` holding `values` (rounded as the host rounds them).

@@ -118,3 +118,54 @@ inline float threadgroup_sum(float sum, float carry, threadgroup float* partial,
     threadgroup_barrier(mem_flags::mem_threadgroup);
     return result;
 }
+
+// ---- products on the SIMD groups' matrix units ---------------------------------------------
+// The main loop of every tiled product (gemm_simd, the implicit-GEMM convolutions): a
+// threadgroup of four SIMD groups (128 threads) computes the 32×32 block of an M×N×K product
+// at (row0, col0), each SIMD group a 16×16 block as 2×2 `simdgroup_float8x8` accumulators.
+// Slices of 16 along k are staged in threadgroup memory as float32 (a[32×16], b[16×32]), zero
+// past the edges, by `LOAD_A(i, l)` and `LOAD_B(l, j)`: float expressions read only for
+// in-range indices. Expects `lane`, `sg` and `smem` (1024 floats) in scope; leaves the block
+// row-major in smem[0..1024), after a barrier. All threads of the group run it.
+#define LUCID_SG_BM 32
+#define LUCID_SG_BN 32
+#define LUCID_SG_BK 16
+#define LUCID_SG_THREADS 128
+#define LUCID_SIMD_TILE_PRODUCT(M, N, K, LOAD_A, LOAD_B)                                             \
+    {                                                                                                \
+        threadgroup float* ta = smem;                                                                \
+        threadgroup float* tb = smem + LUCID_SG_BM * LUCID_SG_BK;                                    \
+        int sr = int(sg / 2u) * 16, sc = int(sg % 2u) * 16;                                          \
+        simdgroup_float8x8 acc00 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                  \
+        simdgroup_float8x8 acc01 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                  \
+        simdgroup_float8x8 acc10 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                  \
+        simdgroup_float8x8 acc11 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                  \
+        for (int l0 = 0; l0 < (K); l0 += LUCID_SG_BK) {                                              \
+            for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BK; e += LUCID_SG_THREADS) {          \
+                int i = row0 + e / LUCID_SG_BK, l = l0 + e % LUCID_SG_BK;                            \
+                ta[e] = (i < (M) && l < (K)) ? LOAD_A(i, l) : 0.0f;                                  \
+            }                                                                                        \
+            for (int e = int(lane); e < LUCID_SG_BK * LUCID_SG_BN; e += LUCID_SG_THREADS) {          \
+                int l = l0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                            \
+                tb[e] = (l < (K) && j < (N)) ? LOAD_B(l, j) : 0.0f;                                  \
+            }                                                                                        \
+            threadgroup_barrier(mem_flags::mem_threadgroup);                                         \
+            for (int kk = 0; kk < LUCID_SG_BK; kk += 8) {                                            \
+                simdgroup_float8x8 a0, a1, b0, b1;                                                   \
+                simdgroup_load(a0, ta + sr * LUCID_SG_BK + kk, LUCID_SG_BK);                         \
+                simdgroup_load(a1, ta + (sr + 8) * LUCID_SG_BK + kk, LUCID_SG_BK);                   \
+                simdgroup_load(b0, tb + kk * LUCID_SG_BN + sc, LUCID_SG_BN);                         \
+                simdgroup_load(b1, tb + kk * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                     \
+                simdgroup_multiply_accumulate(acc00, a0, b0, acc00);                                 \
+                simdgroup_multiply_accumulate(acc01, a0, b1, acc01);                                 \
+                simdgroup_multiply_accumulate(acc10, a1, b0, acc10);                                 \
+                simdgroup_multiply_accumulate(acc11, a1, b1, acc11);                                 \
+            }                                                                                        \
+            threadgroup_barrier(mem_flags::mem_threadgroup);                                         \
+        }                                                                                            \
+        simdgroup_store(acc00, smem + sr * LUCID_SG_BN + sc, LUCID_SG_BN);                           \
+        simdgroup_store(acc01, smem + sr * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                       \
+        simdgroup_store(acc10, smem + (sr + 8) * LUCID_SG_BN + sc, LUCID_SG_BN);                     \
+        simdgroup_store(acc11, smem + (sr + 8) * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                 \
+        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+    }

@@ -2,8 +2,8 @@
 // (Host+Convolution.swift): im2col copies each window of a strided [N, C, H, W] input into a
 // contiguous [N, C·kh·kw, oh·ow], reading 0 outside the input; col2im, its adjoint, has one
 // thread per input position sum, in float32 and in the host's order (kernel row, then
-// column), the column entries whose windows cover it, rounding once. Compiled after
-// Common.metal, in one library.
+// column), the column entries whose windows cover it, rounding once. The direct passes follow,
+// as implicit GEMM. Compiled after Common.metal, in one library.
 
 // Field order and sizes match `windowShape` in Metal+Convolution.swift; s0…s3 are the strides
 // of the strided operand (the input of im2col, the columns of col2im).
@@ -57,3 +57,115 @@ LUCID_IM2COL(im2col_bfloat16, bfloat)
 LUCID_COL2IM(col2im_float32, float)
 LUCID_COL2IM(col2im_float16, half)
 LUCID_COL2IM(col2im_bfloat16, bfloat)
+
+// ---- convolution as implicit GEMM ------------------------------------------------------------
+// The three passes of a grouped 2-D convolution as products on the SIMD-group tiles
+// (LUCID_SIMD_TILE_PRODUCT), each operand's window read where the product needs it: no
+// im2col buffer. float32 sums, the bias added in float32, one rounding on store, 32-bit
+// indices; contiguous operands. With Cg = c / groups input and Og = oc / groups output
+// channels a group and kk = kh·kw:
+// - forward: per (image, group), out[Og, oh·ow] = w[Og, Cg·kk] · window(x)[Cg·kk, oh·ow];
+// - backward data: per (image, group), gx[Cg, h·w] = wᵀ[Cg, Og·kk] · window(gy)[Og·kk, h·w],
+//   where window(gy) reads the output positions whose windows hold each input position;
+// - backward weights: per group, gw[Og, Cg·kk] = gy[Og, n·oh·ow] · window(x)ᵀ[n·oh·ow, Cg·kk].
+// Field order and sizes match `convShape` in Metal+Convolution.swift.
+struct ConvShape32 {
+    int n, c, oc, groups;
+    int h, w, oh, ow;
+    int kh, kw, sh, sw, ph, pw, dh, dw;
+    int has_bias;
+};
+
+// x at window entry l = (channel, ky, kx) of output position j, channels from `plane`
+// (image · c + first channel of the group); 0 in the padding.
+template <typename T>
+inline float conv_window(device const T* x, constant ConvShape32& s, int plane, int l, int j) {
+    int kk = s.kh * s.kw, ch = l / kk, r = l - ch * kk, ky = r / s.kw, kx = r - ky * s.kw;
+    int oy = j / s.ow, ox = j - oy * s.ow;
+    int iy = oy * s.sh - s.ph + ky * s.dh, ix = ox * s.sw - s.pw + kx * s.dw;
+    return (iy >= 0 && iy < s.h && ix >= 0 && ix < s.w) ? widen(x[((plane + ch) * s.h + iy) * s.w + ix]) : 0.0f;
+}
+
+// gy at the output position whose window entry l = (channel, ky, kx) covers input position
+// j, channels from `plane` (image · oc + first channel of the group); 0 where none does.
+template <typename T>
+inline float conv_covering(device const T* gy, constant ConvShape32& s, int plane, int l, int j) {
+    int kk = s.kh * s.kw, ch = l / kk, r = l - ch * kk, ky = r / s.kw, kx = r - ky * s.kw;
+    int iy = j / s.w, ix = j - iy * s.w;
+    int ty = iy + s.ph - ky * s.dh, tx = ix + s.pw - kx * s.dw;
+    if (ty < 0 || tx < 0) return 0.0f;
+    int oy = ty / s.sh, ox = tx / s.sw;
+    if (oy * s.sh != ty || ox * s.sw != tx || oy >= s.oh || ox >= s.ow) return 0.0f;
+    return widen(gy[((plane + ch) * s.oh + oy) * s.ow + ox]);
+}
+
+// Threadgroups run over (batch entry, tile row, tile column) of an M×N result.
+#define LUCID_CONV_TILE(M, N)                                                                        \
+    int tiles_n = ((N) + LUCID_SG_BN - 1) / LUCID_SG_BN, tiles_m = ((M) + LUCID_SG_BM - 1) / LUCID_SG_BM; \
+    int row0 = ((int(group) / tiles_n) % tiles_m) * LUCID_SG_BM, col0 = (int(group) % tiles_n) * LUCID_SG_BN; \
+    int entry = int(group) / (tiles_n * tiles_m);
+
+#define LUCID_CONV_ARGS(T)                                                                           \
+    device const T* x [[buffer(0)]], device const T* wt [[buffer(1)]], device const T* bias [[buffer(2)]], \
+    device T* out [[buffer(3)]], constant ConvShape32& s [[buffer(4)]],                              \
+    threadgroup float* smem [[threadgroup(0)]], uint group [[threadgroup_position_in_grid]],         \
+    uint lane [[thread_index_in_threadgroup]], uint sg [[simdgroup_index_in_threadgroup]]
+
+// x: the input; wt: the weight; out: [n, oc, oh, ow].
+#define LUCID_CONV_FWD_A(i, l) widen(wt[(g * og + (i)) * kdim + (l)])
+#define LUCID_CONV_FWD_B(l, j) conv_window(x, s, img * s.c + g * cg, (l), (j))
+#define LUCID_CONV_FORWARD(NAME, T)                                                                  \
+kernel void NAME(LUCID_CONV_ARGS(T)) {                                                               \
+    int cg = s.c / s.groups, og = s.oc / s.groups, kdim = cg * s.kh * s.kw, pixels = s.oh * s.ow;    \
+    LUCID_CONV_TILE(og, pixels)                                                                      \
+    int img = entry / s.groups, g = entry % s.groups;                                                \
+    LUCID_SIMD_TILE_PRODUCT(og, pixels, kdim, LUCID_CONV_FWD_A, LUCID_CONV_FWD_B)                    \
+    for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BN; e += LUCID_SG_THREADS) {                  \
+        int i = row0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                                  \
+        if (i < og && j < pixels) {                                                                  \
+            float v = smem[e];                                                                       \
+            if (s.has_bias != 0) v += widen(bias[g * og + i]);                                       \
+            out[(img * s.oc + g * og + i) * pixels + j] = narrow<T>(v);                              \
+        }                                                                                            \
+    }                                                                                                \
+}
+
+// x: the output gradient [n, oc, oh, ow]; wt: the weight; out: the input gradient.
+#define LUCID_CONV_BWD_DATA_A(i, l) widen(wt[((g * og + (l) / kk) * cg + (i)) * kk + (l) % kk])
+#define LUCID_CONV_BWD_DATA_B(l, j) conv_covering(x, s, img * s.oc + g * og, (l), (j))
+#define LUCID_CONV_BACKWARD_DATA(NAME, T)                                                            \
+kernel void NAME(LUCID_CONV_ARGS(T)) {                                                               \
+    int cg = s.c / s.groups, og = s.oc / s.groups, kk = s.kh * s.kw, pixels = s.h * s.w;             \
+    LUCID_CONV_TILE(cg, pixels)                                                                      \
+    int img = entry / s.groups, g = entry % s.groups;                                                \
+    LUCID_SIMD_TILE_PRODUCT(cg, pixels, og * kk, LUCID_CONV_BWD_DATA_A, LUCID_CONV_BWD_DATA_B)       \
+    for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BN; e += LUCID_SG_THREADS) {                  \
+        int i = row0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                                  \
+        if (i < cg && j < pixels) out[(img * s.c + g * cg + i) * pixels + j] = narrow<T>(smem[e]);   \
+    }                                                                                                \
+}
+
+// x: the input; wt: the output gradient [n, oc, oh, ow]; out: the weight gradient.
+#define LUCID_CONV_BWD_W_A(i, l) widen(wt[((l) / pixels * s.oc + g * og + (i)) * pixels + (l) % pixels])
+#define LUCID_CONV_BWD_W_B(l, j) conv_window(x, s, (l) / pixels * s.c + g * cg, (j), (l) % pixels)
+#define LUCID_CONV_BACKWARD_WEIGHTS(NAME, T)                                                         \
+kernel void NAME(LUCID_CONV_ARGS(T)) {                                                               \
+    int cg = s.c / s.groups, og = s.oc / s.groups, kdim = cg * s.kh * s.kw, pixels = s.oh * s.ow;    \
+    LUCID_CONV_TILE(og, kdim)                                                                        \
+    int g = entry;                                                                                   \
+    LUCID_SIMD_TILE_PRODUCT(og, kdim, s.n * pixels, LUCID_CONV_BWD_W_A, LUCID_CONV_BWD_W_B)          \
+    for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BN; e += LUCID_SG_THREADS) {                  \
+        int i = row0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                                  \
+        if (i < og && j < kdim) out[(g * og + i) * kdim + j] = narrow<T>(smem[e]);                   \
+    }                                                                                                \
+}
+
+LUCID_CONV_FORWARD(conv_forward_float32, float)
+LUCID_CONV_FORWARD(conv_forward_float16, half)
+LUCID_CONV_FORWARD(conv_forward_bfloat16, bfloat)
+LUCID_CONV_BACKWARD_DATA(conv_backward_data_float32, float)
+LUCID_CONV_BACKWARD_DATA(conv_backward_data_float16, half)
+LUCID_CONV_BACKWARD_DATA(conv_backward_data_bfloat16, bfloat)
+LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_float32, float)
+LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_float16, half)
+LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_bfloat16, bfloat)

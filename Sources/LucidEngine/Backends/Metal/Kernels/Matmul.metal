@@ -41,13 +41,10 @@ LUCID_GEMM(gemm_float32, float)
 LUCID_GEMM(gemm_float16, half)
 LUCID_GEMM(gemm_bfloat16, bfloat)
 
-// The same product on the GPU's matrix units, for products whose every index fits 32 bits:
-// a threadgroup of four SIMD groups (128 threads) computes a 32×32 output tile, each SIMD
-// group a 16×16 block as 2×2 `simdgroup_float8x8` accumulators. Slices of 16 along k are
-// staged in threadgroup memory as float32 (a[32×16], b[16×32]), zero past the edges; the
-// epilogue stages the accumulators there too ([32×32]) so that the bias is added in float32
-// and each output is rounded once into T and stored only inside the product. Threadgroup
-// memory: 2048 floats; groups run over (batch, tile row, tile column).
+// The same product on the GPU's matrix units (LUCID_SIMD_TILE_PRODUCT in Common.metal), for
+// products whose every index fits 32 bits: a threadgroup of 128 threads per 32×32 output tile;
+// the bias is added in float32 and each output rounded once into T and stored only inside the
+// product. Threadgroup memory: 1024 floats; groups run over (batch, tile row, tile column).
 struct GemmShape32 {
     int batch, m, n, k;
     int a_strides[3];
@@ -55,10 +52,8 @@ struct GemmShape32 {
     int has_bias;
 };
 
-#define LUCID_SG_BM 32
-#define LUCID_SG_BN 32
-#define LUCID_SG_BK 16
-#define LUCID_SG_THREADS 128
+#define LUCID_GEMM_LOAD_A(i, l) widen(a[pa + (i) * s.a_strides[1] + (l) * s.a_strides[2]])
+#define LUCID_GEMM_LOAD_B(l, j) widen(b[pb + (l) * s.b_strides[1] + (j) * s.b_strides[2]])
 #define LUCID_GEMM_SIMD(NAME, T)                                                                     \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device const T* bias [[buffer(2)]], device T* out [[buffer(3)]],                    \
@@ -69,47 +64,12 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
     int tn = int(group) % tiles_n, tm = (int(group) / tiles_n) % tiles_m;                            \
     int batch = int(group) / (tiles_n * tiles_m);                                                    \
     int row0 = tm * LUCID_SG_BM, col0 = tn * LUCID_SG_BN;                                            \
-    threadgroup float* ta = smem;                                                                    \
-    threadgroup float* tb = smem + LUCID_SG_BM * LUCID_SG_BK;                                        \
-    threadgroup float* tc = smem;                                                                    \
-    int sr = int(sg / 2u) * 16, sc = int(sg % 2u) * 16;                                              \
-    simdgroup_float8x8 acc00 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                      \
-    simdgroup_float8x8 acc01 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                      \
-    simdgroup_float8x8 acc10 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                      \
-    simdgroup_float8x8 acc11 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                      \
     int pa = batch * s.a_strides[0], pb = batch * s.b_strides[0];                                    \
-    for (int l0 = 0; l0 < s.k; l0 += LUCID_SG_BK) {                                                  \
-        for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BK; e += LUCID_SG_THREADS) {              \
-            int r = e / LUCID_SG_BK, q = e % LUCID_SG_BK, i = row0 + r, l = l0 + q;                  \
-            ta[e] = (i < s.m && l < s.k) ? widen(a[pa + i * s.a_strides[1] + l * s.a_strides[2]]) : 0.0f; \
-        }                                                                                            \
-        for (int e = int(lane); e < LUCID_SG_BK * LUCID_SG_BN; e += LUCID_SG_THREADS) {              \
-            int q = e / LUCID_SG_BN, c = e % LUCID_SG_BN, l = l0 + q, j = col0 + c;                  \
-            tb[e] = (l < s.k && j < s.n) ? widen(b[pb + l * s.b_strides[1] + j * s.b_strides[2]]) : 0.0f; \
-        }                                                                                            \
-        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
-        for (int kk = 0; kk < LUCID_SG_BK; kk += 8) {                                                \
-            simdgroup_float8x8 a0, a1, b0, b1;                                                       \
-            simdgroup_load(a0, ta + sr * LUCID_SG_BK + kk, LUCID_SG_BK);                             \
-            simdgroup_load(a1, ta + (sr + 8) * LUCID_SG_BK + kk, LUCID_SG_BK);                       \
-            simdgroup_load(b0, tb + kk * LUCID_SG_BN + sc, LUCID_SG_BN);                             \
-            simdgroup_load(b1, tb + kk * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                         \
-            simdgroup_multiply_accumulate(acc00, a0, b0, acc00);                                     \
-            simdgroup_multiply_accumulate(acc01, a0, b1, acc01);                                     \
-            simdgroup_multiply_accumulate(acc10, a1, b0, acc10);                                     \
-            simdgroup_multiply_accumulate(acc11, a1, b1, acc11);                                     \
-        }                                                                                            \
-        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
-    }                                                                                                \
-    simdgroup_store(acc00, tc + sr * LUCID_SG_BN + sc, LUCID_SG_BN);                                 \
-    simdgroup_store(acc01, tc + sr * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                             \
-    simdgroup_store(acc10, tc + (sr + 8) * LUCID_SG_BN + sc, LUCID_SG_BN);                           \
-    simdgroup_store(acc11, tc + (sr + 8) * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                       \
-    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
+    LUCID_SIMD_TILE_PRODUCT(s.m, s.n, s.k, LUCID_GEMM_LOAD_A, LUCID_GEMM_LOAD_B)                     \
     for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BN; e += LUCID_SG_THREADS) {                  \
         int i = row0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                                  \
         if (i < s.m && j < s.n) {                                                                    \
-            float v = tc[e];                                                                         \
+            float v = smem[e];                                                                       \
             if (s.has_bias != 0) v += widen(bias[j]);                                                \
             out[(batch * s.m + i) * s.n + j] = narrow<T>(v);                                         \
         }                                                                                            \

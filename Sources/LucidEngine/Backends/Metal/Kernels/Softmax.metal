@@ -38,3 +38,28 @@ kernel void NAME(device const T* x [[buffer(0)]], device T* out [[buffer(1)]],  
 LUCID_SOFTMAX(softmax_float32, float)
 LUCID_SOFTMAX(softmax_float16, half)
 LUCID_SOFTMAX(softmax_bfloat16, bfloat)
+
+// Their backward from the output y and its gradient g (one dtype, the forward's layout): softmax
+// y·(g − Σ g·y), log-softmax g − exp(y)·Σ g, in float32 with a compensated sum, rounded once.
+#define LUCID_SOFTMAX_BACKWARD(NAME, T)                                                              \
+kernel void NAME(device const T* g [[buffer(0)]], device const T* y [[buffer(1)]],                  \
+                 device T* out [[buffer(2)]], constant SoftmaxShape& s [[buffer(3)]],                \
+                 threadgroup float* partial [[threadgroup(0)]], uint row [[threadgroup_position_in_grid]], \
+                 uint lane [[thread_index_in_threadgroup]], uint width [[threads_per_threadgroup]]) { \
+    long base = (long(row) / s.inner) * s.length * s.inner + long(row) % s.inner;                    \
+    float sum = 0.0f, carry = 0.0f;                                                                  \
+    for (long k = lane; k < s.length; k += width) {                                                  \
+        long i = base + k * s.inner;                                                                 \
+        compensated_add(sum, carry, s.log != 0 ? widen(g[i]) : widen(g[i]) * widen(y[i]));          \
+    }                                                                                                \
+    sum = threadgroup_sum(sum, carry, partial, lane, width);                                         \
+    for (long k = lane; k < s.length; k += width) {                                                  \
+        long i = base + k * s.inner;                                                                 \
+        float gi = widen(g[i]), yi = widen(y[i]);                                                    \
+        out[i] = narrow<T>(s.log != 0 ? gi - precise::exp(yi) * sum : yi * (gi - sum));             \
+    }                                                                                                \
+}
+
+LUCID_SOFTMAX_BACKWARD(softmax_backward_float32, float)
+LUCID_SOFTMAX_BACKWARD(softmax_backward_float16, half)
+LUCID_SOFTMAX_BACKWARD(softmax_backward_bfloat16, bfloat)
