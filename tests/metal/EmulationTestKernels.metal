@@ -42,3 +42,17 @@ kernel void write_past_threadgroup_memory(device int* out [[buffer(0)]], threadg
 kernel void write_past_buffer_end(device int* out [[buffer(0)]], uint gid [[thread_position_in_grid]]) {
     out[gid + 1] = 1;
 }
+
+// SIMD-group collectives over a threadgroup of 48 (a SIMD group of 32 and a partial one of
+// 16): each thread writes its group's sum and largest value of (lane index + 1), and the value
+// of the lane whose index is its own XOR 5 (its own where that lane is missing).
+kernel void simd_collectives(device int* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]],
+                             uint gid [[thread_position_in_grid]]) {
+    int value = int(lane) + 1;
+    int sum = simd_sum(value), best = simd_max(value), least = simd_min(value);
+    int partner = simd_shuffle_xor(value, ushort(5));
+    out[gid * 4] = sum;
+    out[gid * 4 + 1] = best;
+    out[gid * 4 + 2] = least;
+    out[gid * 4 + 3] = partner;
+}

@@ -69,14 +69,16 @@ def body_of(text, start):
 
 
 def barrier_functions(text):
-    """Names of the (non-kernel) functions that call threadgroup_barrier, directly or
-    through another such function."""
+    """Names of the (non-kernel) functions that call threadgroup_barrier or a SIMD-group
+    collective, directly or through another such function."""
     bodies = {}
     for m in re.finditer(r"\b(?:inline\s+)?[\w:<>]+\s+(\w+)\s*\([^;{]*\)\s*\{", text):
         if m.group(1) in ("if", "for", "while", "switch"):
             continue
         bodies[m.group(1)] = body_of(text, m.end() - 1)
-    found = {name for name, body in bodies.items() if "threadgroup_barrier" in body}
+    # The SIMD-group collectives meet as barriers do (metal_stdlib).
+    found = {name for name, body in bodies.items()
+             if "threadgroup_barrier" in body or "lucid_msl_simd_exchange" in body}
     while True:
         more = {name for name, body in bodies.items() if name not in found
                 and any(re.search(rf"\b{f}\s*\(", body) for f in found)}

@@ -150,6 +150,19 @@ private func stderrText(_ result: ExitTest.Result?) -> String {
         #expect((0..<96).allSatisfy { values[$0] == Int32(($0 % 32 + 1) % 32) })
     }
 
+    @Test func simdGroupCollectivesCombineTheirSIMDGroupsLanes() throws {
+        let (commandBuffer, e, out) = try testKernel("simd_collectives", count: 48 * 4)
+        runOneGroup(48, e, commandBuffer)
+        #expect(commandBuffer.status == .completed)
+        let values = out.contents().assumingMemoryBound(to: Int32.self)
+        for thread in 0..<48 {
+            // Threads 0–31 are one SIMD group (values 1…32), 32–47 a partial one (1…16).
+            let lanes = thread < 32 ? 32 : 16, lane = thread % 32, partner = lane ^ 5
+            let want = [lanes * (lanes + 1) / 2, lanes, 1, partner < lanes ? partner + 1 : lane + 1]
+            #expect((0..<4).map { Int(values[thread * 4 + $0]) } == want, "thread \(thread)")
+        }
+    }
+
     @Test func threadgroupMemoryStartsPoisoned() throws {
         let (commandBuffer, e, out) = try testKernel("read_unwritten", count: 16)
         e.setThreadgroupMemoryLength(64, index: 0)

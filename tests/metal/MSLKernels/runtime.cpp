@@ -83,6 +83,7 @@ struct Group {
     const lucid_msl_kernel *kernel = nullptr;
     void *const *args = nullptr;
     std::vector<Fiber> fibers;
+    std::vector<double> posted;  // a SIMD-group exchange's values, one per fiber
     size_t current = 0;
 #if defined(__x86_64__)
     void *scheduler_sp = nullptr;
@@ -225,6 +226,26 @@ extern "C" void lucid_msl_threadgroup_barrier(void) {
     Fiber &f = g->fibers[g->current];
     f.at_barrier = true;
     yield_to_scheduler(f);
+}
+
+extern "C" int lucid_msl_simd_exchange(double value, double *lanes, int *lane) {
+    Group *g = running;
+    if (!g) {
+        fputs("Metal emulation: a SIMD-group function called from a kernel not marked as using barriers\n", stderr);
+        abort();
+    }
+    // A SIMD group is 32 consecutive thread indices of the threadgroup.
+    size_t n = g->fibers.size(), index = g->fibers[g->current].coords.thread_index_in_threadgroup;
+    size_t total = g->fibers.back().coords.thread_index_in_threadgroup + 1;
+    if (g->posted.size() < total) g->posted.resize(total);
+    g->posted[index] = value;
+    lucid_msl_threadgroup_barrier();
+    size_t first = index / 32 * 32, count = total - first < 32 ? total - first : 32;
+    for (size_t k = 0; k < count; ++k) lanes[k] = g->posted[first + k];
+    *lane = int(index - first);
+    (void)n;
+    lucid_msl_threadgroup_barrier();
+    return int(count);
 }
 
 extern "C" uint64_t lucid_msl_hash(const void *bytes, size_t n) {

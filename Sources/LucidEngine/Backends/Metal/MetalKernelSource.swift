@@ -74,8 +74,13 @@ template <> inline bfloat narrow<bfloat>(float x) { return as_type<bfloat>(bfloa
 
 // ---- cooperating threadgroups ------------------------------------------------------------
 // For kernels that run a threadgroup of `width` threads (a power of two) per row, combining
-// per-thread values through `partial` in threadgroup memory. Every thread of the group must
-// call them (they hold barriers), and every thread gets the result.
+// per-thread values: first within each SIMD group of 32 (fewer when the group is narrower)
+// by an XOR butterfly of `simd_shuffle_xor` (every lane ends with the same value), then across
+// the SIMD groups' results through `partial` in threadgroup memory. Shuffles rather than
+// `simd_max`/`simd_sum`, whose NaN rule and rounding MSL leaves open: the maximum keeps NaN
+// and the sum keeps every rounding error (TwoSum), as the host's compensated sums do. Every
+// thread of the group must call them (they hold barriers and SIMD-group collectives), and
+// every thread gets the result.
 
 // sum += x, keeping the rounding error in `carry` (Kahan). Once the sum is infinite or NaN
 // there is no error to keep: inf - inf would turn it into NaN.
@@ -88,42 +93,56 @@ inline void compensated_add(thread float& sum, thread float& carry, float x) {
 
 inline float max_or_nan(float a, float b) { return (isnan(a) || a > b) ? a : b; }
 
+// a + b as s and its exact rounding error (TwoSum, in either order); no error once s is not
+// finite.
+inline float two_sum(float a, float b, thread float& error) {
+    float s = a + b;
+    error = 0.0f;
+    if (isfinite(s)) {
+        float bb = s - a;
+        error = (a - (s - bb)) + (b - bb);
+    }
+    return s;
+}
+
 // The largest of the threads' values (NaN if any is NaN); `partial` holds `width` floats.
 inline float threadgroup_max(float value, threadgroup float* partial, uint lane, uint width) {
-    partial[lane] = value;
+    uint lanes = min(width, 32u);
+    for (uint d = lanes / 2; d > 0; d /= 2) value = max_or_nan(value, simd_shuffle_xor(value, ushort(d)));
+    uint groups = width / lanes;
+    if (lane % lanes == 0) partial[lane / lanes] = value;
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {
-        if (lane < half_width) partial[lane] = max_or_nan(partial[lane], partial[lane + half_width]);
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-    }
     float result = partial[0];
+    for (uint g = 1; g < groups; ++g) result = max_or_nan(result, partial[g]);
     threadgroup_barrier(mem_flags::mem_threadgroup);  // partial may be reused at once
     return result;
 }
 
-// The sum of the threads' compensated sums (sum - carry each), added pairwise without losing
-// the error terms (TwoSum); `partial` holds 2 · width floats.
+// The sum of the threads' compensated sums (sum - carry each), added without losing the
+// error terms; `partial` holds 2 · width floats.
 inline float threadgroup_sum(float sum, float carry, threadgroup float* partial, uint lane, uint width) {
-    partial[lane] = sum;
-    partial[width + lane] = -carry;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (uint half_width = width / 2; half_width > 0; half_width /= 2) {
-        if (lane < half_width) {
-            float x = partial[lane], y = partial[lane + half_width];
-            float s = x + y;
-            float error = 0.0f;
-            if (isfinite(s)) {
-                float yy = s - x;
-                error = (x - (s - yy)) + (y - yy);
-            }
-            partial[lane] = s;
-            partial[width + lane] = partial[width + lane] + partial[width + lane + half_width] + error;
-        }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
+    float s = sum, error = -carry;
+    uint lanes = min(width, 32u);
+    for (uint d = lanes / 2; d > 0; d /= 2) {
+        float other = simd_shuffle_xor(s, ushort(d)), other_error = simd_shuffle_xor(error, ushort(d));
+        float e;
+        s = two_sum(s, other, e);
+        error = (error + other_error) + e;
     }
-    float result = isfinite(partial[0]) ? partial[0] + partial[width] : partial[0];
+    uint groups = width / lanes;
+    if (lane % lanes == 0) {
+        partial[lane / lanes] = s;
+        partial[groups + lane / lanes] = error;
+    }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    return result;
+    float total = partial[0], total_error = partial[groups];
+    for (uint g = 1; g < groups; ++g) {
+        float e;
+        total = two_sum(total, partial[g], e);
+        total_error = total_error + partial[groups + g] + e;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    return isfinite(total) ? total + total_error : total;
 }
 
 // ---- products on the SIMD groups' matrix units ---------------------------------------------
