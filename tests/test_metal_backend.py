@@ -609,7 +609,7 @@ def test_the_self_test_passes_and_checks_every_gpu_kernel():
     failed = [c for c in report if not c["passed"]]
     assert not failed, failed
     ops = {c["op"] for c in report}
-    for op in ("fill", "copy", "add", "pow", "add_scalar", "exp", "gelu", "gelu_tanh", "gelu_tanh_backward", "where",
+    for op in ("fill", "copy", "add", "add_contig", "mul_strided", "pow", "add_scalar", "exp", "gelu", "gelu_tanh", "gelu_tanh_backward", "where",
                "lt", "matmul", "linear", "sum", "mean", "argmax", "sgd_step", "adam_step", "adam_skip", "adam_count", "unscale", "unscale_found", "update_scale", "max_pool2d", "max_pool2d_backward",
                "softmax", "log_softmax", "sum_long_rows", "gather", "scatter_add", "cast_to_int32", "cast_to_bool", "matmul_simd", "sum_split", "argmax_long", "scatter_add_long", "im2col", "col2im", "conv_forward", "conv_backward_data", "conv_backward_weights", "softmax_backward",
                "log_softmax_backward", "attention", "attention_weights", "attention_causal", "attention_mask",
@@ -651,9 +651,9 @@ print(sorted({c["op"] for c in lucid.metal.self_test() if not c["passed"]}))
 
 
 def test_a_gpu_that_computes_wrong_results_is_not_used():
-    # The emulated GPU skips the float32 binary kernel: its outputs stay unwritten, as a
-    # broken kernel's would. The self-test must catch it before "metal" is served.
-    count, message, values, failed = _run_emulated(SELF_TEST_FAULT, LUCID_METAL_EMULATION_FAULT="binary_float32")
+    # The emulated GPU skips the float32 broadcast binary kernel: its outputs stay unwritten,
+    # as a broken kernel's would. The self-test must catch it before "metal" is served.
+    count, message, values, failed = _run_emulated(SELF_TEST_FAULT, LUCID_METAL_EMULATION_FAULT="binary_grid_float32")
     assert count == "1", message
     assert "self-test found kernels that disagree" in message and "add (float32)" in message, message
     assert "host fallback" in message
@@ -1001,6 +1001,44 @@ def test_contiguous_elementwise_ops_take_the_contiguous_kernels_and_agree_with_t
     ca, cb = lucid.tensor(a).to(dtype), lucid.tensor(b).to(dtype)
     np.testing.assert_array_equal(got["add"], (ca * cb).float().numpy())
 
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [lucid.int32, lucid.int64])
+def test_broadcast_binary_ops_run_as_a_grid_without_division(dtype):
+    # A bias over rows, a per-channel scale over [N, C, H, W], a column against a row: layouts
+    # that merge into three dimensions or fewer run the grid kernel, and agree with numpy.
+    floating = dtype in FLOATS
+    draw = (lambda *s: RNG.standard_normal(s).astype(np.float32)) if floating else (lambda *s: RNG.integers(-9, 9, s))
+    import operator
+    cases = [(draw(5, 33), draw(33), operator.add), (draw(2, 3, 5, 7), draw(1, 3, 1, 1), operator.mul),
+             (draw(6, 1), draw(1, 9), operator.sub)]
+    for x, y, fn in cases:
+        if floating:
+            x, y = (v.astype(NP[dtype]).astype(np.float32) for v in (x, y))
+        mx, my = metal(x, dtype), metal(y, dtype)
+        got = {}
+        counts = dispatches_during(lambda: got.update(v=fn(mx, my)))
+        assert {k for k in counts if k.startswith("binary")} == {f"binary_grid_{dtype.name}"}, counts
+        want = fn(x.astype(np.float64), y.astype(np.float64))
+        if floating:
+            np.testing.assert_array_equal(got["v"].float().numpy(), want.astype(np.float32).astype(NP[dtype]).astype(np.float32))
+        else:
+            np.testing.assert_array_equal(got["v"].numpy(), want)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_contiguous_kernels_take_only_operands_aligned_for_their_vectors(dtype):
+    # A view that starts one element in is contiguous but not aligned to four elements: it
+    # runs the strided kernel, and both agree with numpy (the aligned one with a partial run).
+    a = RNG.standard_normal(4 * 50 + 3).astype(NP[dtype]).astype(np.float32)
+    ma = metal(a, dtype)
+    got = {}
+    aligned = dispatches_during(lambda: got.update(aligned=(ma[4:] * 2.0).float().numpy()))
+    unaligned = dispatches_during(lambda: got.update(unaligned=(ma[1:] * 2.0).float().numpy()))
+    assert f"binary_scalar_contig_{dtype.name}" in aligned, aligned
+    assert f"binary_scalar_{dtype.name}" in unaligned and not [k for k in unaligned if "contig" in k], unaligned
+    np.testing.assert_array_equal(got["aligned"], a[4:] * 2)
+    np.testing.assert_array_equal(got["unaligned"], a[1:] * 2)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

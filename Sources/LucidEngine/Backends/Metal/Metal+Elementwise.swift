@@ -2,8 +2,10 @@
 import Metal
 
 /// Elementwise kernels on the GPU (Kernels/Elementwise.metal): one thread per output element
-/// over strided operands, or four consecutive elements per thread with 32-bit indices when
-/// every operand is contiguous and of the output's shape. Floating dtypes compute in float32; integer arithmetic wraps. A
+/// over strided operands; four consecutive elements per thread, as 4-wide vectors with 32-bit
+/// indices, when every operand is contiguous, aligned and of the output's shape; and for binary
+/// ops whose operands merge into three dimensions or fewer (a broadcast), a 3-D grid of threads
+/// with no division. Floating dtypes compute in float32; integer arithmetic wraps. A
 /// dtype or rank the kernels do not cover is routed to the host kernels (counted); the fused
 /// add-scaled and leaky ReLU are composed.
 extension MetalBackend: ElementwiseKernels {
@@ -44,10 +46,29 @@ extension MetalBackend: ElementwiseKernels {
     private static func code(_ op: BinaryKernel) -> UInt32 { UInt32(op.rawValue) }
 
     /// The element count of operands that are all contiguous and of `out`'s shape (no
-    /// broadcast), below 2^31: the `_contig` kernels' case; nil otherwise.
+    /// broadcast), each starting at a multiple of four elements (so that the kernels' 4-wide
+    /// vectors are aligned), below 2^31: the `_contig` kernels' case; nil otherwise.
     private static func contiguousCount(_ operands: [TensorImpl], _ out: TensorImpl) -> UInt32? {
-        guard out.numel < 1 << 31, (operands + [out]).allSatisfy({ $0.shape == out.shape && $0.isContiguous }) else { return nil }
+        guard out.numel < 1 << 31, (operands + [out]).allSatisfy({ $0.shape == out.shape && $0.isContiguous && $0.offset % 4 == 0 })
+        else { return nil }
         return UInt32(out.numel)
+    }
+
+    /// The `_grid` kernels' problem (`GridShape`: the sizes along x, y, z, then each operand's
+    /// strides along them) and grid, for operands whose layout merges into three dimensions or
+    /// fewer with every offset within 32 bits; nil otherwise.
+    private static func grid(_ shape: [Int], _ operands: [TensorImpl]) -> (words: [Int32], size: MTLSize)? {
+        guard let layout = MetalLayout(shape: shape, operands: operands.map(\.strides)) else { return nil }
+        let w = layout.words, rank = Int(w[0])
+        guard rank <= 3 else { return nil }
+        // Merged dimensions run outermost first; the grid's x is the innermost.
+        let sizes = (0..<3).map { axis in axis < rank ? Int(w[2 + rank - 1 - axis]) : 1 }
+        let strides = operands.indices.map { o in (0..<3).map { axis in axis < rank ? Int(w[10 + o * 8 + rank - 1 - axis]) : 0 } }
+        let limit = Int(Int32.max)
+        guard sizes.allSatisfy({ $0 <= limit }),
+              strides.allSatisfy({ s in s.allSatisfy { $0 >= 0 } && zip(sizes, s).reduce(0) { $0 + ($1.0 - 1) * $1.1 } <= limit })
+        else { return nil }
+        return ((sizes + strides.flatMap { $0 }).map { Int32($0) }, MTLSize(width: sizes[0], height: sizes[1], depth: sizes[2]))
     }
 
     /// Threads for `count` elements, four each.
@@ -61,6 +82,15 @@ extension MetalBackend: ElementwiseKernels {
                 bind(b, 1, e)
                 bind(out, 2, e)
                 setBytes(count, 3, e)
+                setBytes(Self.code(op), 4, e)
+            }
+        }
+        if let grid = Self.grid(out.shape, [a, b, out]) {
+            return encode("binary_grid_\(out.dtype.name)", grid: grid.size) { e in
+                bind(a, 0, e)
+                bind(b, 1, e)
+                bind(out, 2, e)
+                setBytes(grid.words, 3, e)
                 setBytes(Self.code(op), 4, e)
             }
         }

@@ -444,6 +444,19 @@ final class MetalBackend: Backend, @unchecked Sendable {
         }
     }
 
+    /// Encodes one dispatch of `kernel` over a grid of threads, in threadgroups of powers of
+    /// two filled along x first (the innermost dimension), then y and z.
+    func encode(_ kernel: String, grid: MTLSize, _ bind: (any MTLComputeCommandEncoder) -> Void) {
+        dispatch(kernel, bind) { e, pipeline in
+            let limit = pipeline.maxTotalThreadsPerThreadgroup
+            var w = 1, h = 1, d = 1
+            while w < grid.width && w * 2 <= limit { w *= 2 }
+            while h < grid.height && w * h * 2 <= limit { h *= 2 }
+            while d < grid.depth && w * h * d * 2 <= limit { d *= 2 }
+            e.dispatchThreads(grid, threadsPerThreadgroup: MTLSize(width: w, height: h, depth: d))
+        }
+    }
+
     /// The most threads a threadgroup of `kernel` may have (its pipeline's limit), or nil when
     /// the kernel is not in the compiled library.
     func maxThreadsPerThreadgroup(_ kernel: String) -> Int? {

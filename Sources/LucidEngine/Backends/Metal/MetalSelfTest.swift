@@ -101,6 +101,20 @@ enum MetalSelfTest {
                     return out
                 }
             }
+            // The same op on the other layouts: same-shape contiguous operands (4-wide vectors and
+            // a partial run: 51 elements), and a layout of four dimensions that do not merge.
+            compare("add_contig", dtype, tol) { be in
+                let x = try make(a, shape, dtype, be), y = try make(b, shape, dtype, be)
+                let out = try TensorImpl.empty(shape, dtype: dtype, on: be)
+                try kernels(be).binary(.add, x, y, into: out)
+                return out
+            }
+            compare("mul_strided", dtype, tol) { be in
+                let x = try make(a, [2, 3, 2, 3], dtype, be), y = try make(b, [3, 2, 3, 2], dtype, be)
+                let out = try TensorImpl.empty([2, 3, 2, 3], dtype: dtype, on: be)
+                try kernels(be).binary(.mul, x, y.view(shape: [2, 3, 2, 3], strides: [1, 2, 6, 12], offset: 0), into: out)
+                return out
+            }
             compare("add_scalar", dtype, tol) { be in
                 let x = try make(a, shape, dtype, be), out = try TensorImpl.empty(shape, dtype: dtype, on: be)
                 try kernels(be).binary(.sub, x, scalar: Scalar(0.75), scalarFirst: true, into: out)

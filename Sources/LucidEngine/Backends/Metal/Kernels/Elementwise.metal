@@ -3,7 +3,9 @@
 //
 // Operands are strided views of up to 8 dimensions (broadcasts have stride 0); every thread
 // computes one element of the output. Operands that are all contiguous and of one shape take
-// the `_contig` forms instead (four elements a thread, 32-bit indices). Floating types are stored as float, half or bfloat and
+// the `_contig` forms instead (four elements a thread as 4-wide vectors, 32-bit indices), and
+// binary operands that merge into three dimensions or fewer (a broadcast bias or scale) the
+// `_grid` forms (no division). Floating types are stored as float, half or bfloat and
 // computed in float32, rounding once on store, as the host kernels do. The backend compiles
 // this library with fast math off, so NaN and infinities follow IEEE 754. Compiled after
 // Common.metal, in one library.
@@ -101,19 +103,30 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
     out[element_offset(gid, layout, 2)] = from_long<T>(binary_int(op, x, y));                          \
 }
 
-// The contiguous forms: operands of one shape, each contiguous (no broadcast), fewer than 2^31
-// elements. Each thread takes four consecutive elements with 32-bit indices and no
-// per-dimension division; consecutive threads read consecutive 4-element runs.
+// The contiguous forms: operands of one shape, each contiguous (no broadcast) and starting at
+// a multiple of four elements, fewer than 2^31 elements. Each thread takes four consecutive
+// elements with 32-bit indices and no per-dimension division, as one aligned 4-wide vector
+// load and store per operand (element by element in a last, partial run); consecutive threads
+// read consecutive runs.
 #define LUCID_CONTIG_RANGE                                                                           \
     uint first = gid * 4u;                                                                           \
     if (first >= count) return;                                                                      \
     uint last = min(first + 4u, count);
+
+#define LUCID_VEC4(T, P) (*(device const vec<T, 4>*)((P) + first))
+#define LUCID_STORE_VEC4(T, P, V) (*(device vec<T, 4>*)((P) + first) = (V))
 
 #define LUCID_BINARY_FLOAT_CONTIG(NAME, T)                                                           \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device T* out [[buffer(2)]], constant uint& count [[buffer(3)]],                    \
                  constant uint& op [[buffer(4)]], uint gid [[thread_position_in_grid]]) {            \
     LUCID_CONTIG_RANGE                                                                               \
+    if (last - first == 4u) {                                                                        \
+        vec<T, 4> x = LUCID_VEC4(T, a), y = LUCID_VEC4(T, b), r;                                     \
+        for (uint k = 0; k < 4u; ++k) r[k] = narrow<T>(binary_float(op, widen(x[k]), widen(y[k])));  \
+        LUCID_STORE_VEC4(T, out, r);                                                                 \
+        return;                                                                                      \
+    }                                                                                                \
     for (uint i = first; i < last; ++i) out[i] = narrow<T>(binary_float(op, widen(a[i]), widen(b[i]))); \
 }
 
@@ -131,6 +144,45 @@ LUCID_BINARY_FLOAT_CONTIG(binary_contig_bfloat16, bfloat)
 LUCID_BINARY_INT_CONTIG(binary_contig_int32, int)
 LUCID_BINARY_INT_CONTIG(binary_contig_int64, long)
 LUCID_BINARY_INT_CONTIG(binary_contig_bool, uchar)
+
+// Broadcasting without division: operands whose layout merges into at most three dimensions
+// run as a grid of threads (x the innermost dimension), each thread one element, its operands'
+// offsets its position times their strides (0 where one broadcasts), in 32 bits. Field order
+// and sizes match `gridShape` in Metal+Elementwise.swift.
+struct GridShape {
+    uint size[3];
+    int strides[3][3];  // per operand (a, b, out), along x, y, z
+};
+
+inline int grid_offset(uint3 p, constant GridShape& g, uint operand) {
+    return int(p.x) * g.strides[operand][0] + int(p.y) * g.strides[operand][1] + int(p.z) * g.strides[operand][2];
+}
+
+#define LUCID_GRID_ARGS(T)                                                                           \
+    device const T* a [[buffer(0)]], device const T* b [[buffer(1)]], device T* out [[buffer(2)]],  \
+    constant GridShape& g [[buffer(3)]], constant uint& op [[buffer(4)]], uint3 p [[thread_position_in_grid]]
+#define LUCID_GRID_INSIDE if (p.x >= g.size[0] || p.y >= g.size[1] || p.z >= g.size[2]) return;
+
+#define LUCID_BINARY_FLOAT_GRID(NAME, T)                                                             \
+kernel void NAME(LUCID_GRID_ARGS(T)) {                                                               \
+    LUCID_GRID_INSIDE                                                                                \
+    float x = widen(a[grid_offset(p, g, 0)]), y = widen(b[grid_offset(p, g, 1)]);                    \
+    out[grid_offset(p, g, 2)] = narrow<T>(binary_float(op, x, y));                                   \
+}
+
+#define LUCID_BINARY_INT_GRID(NAME, T)                                                               \
+kernel void NAME(LUCID_GRID_ARGS(T)) {                                                               \
+    LUCID_GRID_INSIDE                                                                                \
+    long x = long(a[grid_offset(p, g, 0)]), y = long(b[grid_offset(p, g, 1)]);                      \
+    out[grid_offset(p, g, 2)] = from_long<T>(binary_int(op, x, y));                                  \
+}
+
+LUCID_BINARY_FLOAT_GRID(binary_grid_float32, float)
+LUCID_BINARY_FLOAT_GRID(binary_grid_float16, half)
+LUCID_BINARY_FLOAT_GRID(binary_grid_bfloat16, bfloat)
+LUCID_BINARY_INT_GRID(binary_grid_int32, int)
+LUCID_BINARY_INT_GRID(binary_grid_int64, long)
+LUCID_BINARY_INT_GRID(binary_grid_bool, uchar)
 
 LUCID_BINARY_FLOAT(binary_float32, float)
 LUCID_BINARY_FLOAT(binary_float16, half)
@@ -169,6 +221,15 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
                  constant float& scalar [[buffer(4)]], constant uint& scalar_first [[buffer(5)]],    \
                  uint gid [[thread_position_in_grid]]) {                                             \
     LUCID_CONTIG_RANGE                                                                               \
+    if (last - first == 4u) {                                                                        \
+        vec<T, 4> x = LUCID_VEC4(T, a), r;                                                           \
+        for (uint k = 0; k < 4u; ++k) {                                                              \
+            float v = widen(x[k]);                                                                   \
+            r[k] = narrow<T>(scalar_first != 0 ? binary_float(op, scalar, v) : binary_float(op, v, scalar)); \
+        }                                                                                            \
+        LUCID_STORE_VEC4(T, out, r);                                                                 \
+        return;                                                                                      \
+    }                                                                                                \
     for (uint i = first; i < last; ++i) {                                                            \
         float x = widen(a[i]);                                                                       \
         out[i] = narrow<T>(scalar_first != 0 ? binary_float(op, scalar, x) : binary_float(op, x, scalar)); \
@@ -330,6 +391,12 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
                  constant uint& count [[buffer(2)]], constant uint& op [[buffer(3)]],                \
                  uint gid [[thread_position_in_grid]]) {                                             \
     LUCID_CONTIG_RANGE                                                                               \
+    if (last - first == 4u) {                                                                        \
+        vec<T, 4> x = LUCID_VEC4(T, a), r;                                                           \
+        for (uint k = 0; k < 4u; ++k) r[k] = narrow<T>(unary_float(op, widen(x[k])));                \
+        LUCID_STORE_VEC4(T, out, r);                                                                 \
+        return;                                                                                      \
+    }                                                                                                \
     for (uint i = first; i < last; ++i) out[i] = narrow<T>(unary_float(op, widen(a[i])));            \
 }
 
