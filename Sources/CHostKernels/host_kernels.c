@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <pthread.h>
+#include <time.h>
 
 #if defined(__linux__)
 #include <dlfcn.h>
@@ -375,6 +376,63 @@ __attribute__((constructor)) static void watch_forks(void) { pthread_atfork(0, 0
 
 unsigned long lucid_host_forks(void) { return forks; }
 
+// ---- contention ------------------------------------------------------------------------------
+// Two processes whose parallel regions each want every core (two experiments, a sweep, MPI
+// ranks on a laptop) make each region's threads wait for one another across the scheduler's
+// slices: a 1M-element add ran 3-4x slower each, where sharing the cores would cost 2x. A
+// region tells it by the calling thread's CPU time over its wall time: about 1 when the thread
+// ran throughout (working, claiming the parts a late thread has not, or spinning at the closing
+// barrier), a half or less when the OS gave its core to another process or it slept at the
+// barrier waiting for a thread the OS had not run. When at least two in five of the regions of
+// a 20 ms window were contended (a ratio under 0.6: a process alone has about one in a
+// thousand, two 1M adds at once half, two 256 matmuls all), the work runs on the calling thread
+// alone for a second, each process then on a core of its own, and the next contended window
+// extends that; then the threads are tried again. A window, not a region, decides, so that a
+// daemon waking for a moment changes nothing; and the process's first half second of regions,
+// which wait for the pool's threads to start and fault their pages in, is not judged.
+
+static int64_t solo_until_ns;    // CLOCK_MONOTONIC; atomic
+static int64_t window_start_ns;  // atomic
+static int64_t first_region_ns;  // atomic
+static int window_regions, window_contended;  // atomic
+
+static int64_t clock_ns(clockid_t clock) {
+    struct timespec t;
+    clock_gettime(clock, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+lucid_host_region lucid_host_region_begin(void) {
+    lucid_host_region r = {clock_ns(CLOCK_MONOTONIC), clock_ns(CLOCK_THREAD_CPUTIME_ID)};
+    return r;
+}
+
+void lucid_host_region_end(lucid_host_region start) {
+    const int64_t shortest = 50000, settling = 500000000, window = 20000000, hold = 1000000000;
+    int64_t now = clock_ns(CLOCK_MONOTONIC);
+    int64_t wall = now - start.wall_ns;
+    if (wall < shortest) return;
+    int64_t first = 0;  // the process's first region sets it
+    if (__atomic_compare_exchange_n(&first_region_ns, &first, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)
+        || now - first < settling) return;
+    int64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID) - start.cpu_ns;
+    __atomic_add_fetch(&window_regions, 1, __ATOMIC_RELAXED);
+    if (cpu * 10 < wall * 6) __atomic_add_fetch(&window_contended, 1, __ATOMIC_RELAXED);
+    int64_t began = __atomic_load_n(&window_start_ns, __ATOMIC_RELAXED);
+    if (began != 0 && now - began < window) return;
+    // One thread closes the window (the one that moves its start).
+    if (!__atomic_compare_exchange_n(&window_start_ns, &began, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return;
+    int regions = __atomic_exchange_n(&window_regions, 0, __ATOMIC_RELAXED);
+    int contended = __atomic_exchange_n(&window_contended, 0, __ATOMIC_RELAXED);
+    if (began != 0 && contended >= 4 && contended * 5 >= regions * 2)
+        __atomic_store_n(&solo_until_ns, now + hold, __ATOMIC_RELAXED);
+}
+
+int lucid_host_solo(void) {
+    int64_t until = __atomic_load_n(&solo_until_ns, __ATOMIC_RELAXED);
+    return until != 0 && clock_ns(CLOCK_MONOTONIC) < until;
+}
+
 #if defined(__linux__)
 // libgomp's own entry point, found in the copy already loaded (by oneDNN): GOMP_parallel is
 // what GCC compiles `#pragma omp parallel` into.
@@ -429,8 +487,14 @@ int lucid_host_parallel(ptrdiff_t parts, unsigned threads, void *context, lucid_
     return 0;
 #else
     if (forks || resolve_gomp() != 1) return 0;
+    if (threads > 1 && lucid_host_solo()) {
+        for (ptrdiff_t part = 0; part < parts; ++part) fn(context, part);
+        return 1;
+    }
+    lucid_host_region region = lucid_host_region_begin();
     struct parallel_job job = {fn, context, parts, 0};
     gomp_parallel(run_parts, &job, threads, 0);
+    lucid_host_region_end(region);
     return 1;
 #endif
 }

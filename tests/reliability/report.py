@@ -10,7 +10,8 @@ import sys
 from collections import OrderedDict
 from datetime import datetime, timezone
 
-ORDER = ["Python API fuzz", "C ABI fuzz", "C program", "Threads", "Leaks", "Faults during training", "Bad files"]
+ORDER = ["Python API fuzz", "C ABI fuzz", "C program", "Threads", "Shared machines", "Leaks", "Faults during training",
+         "Bad files"]
 
 HEADER = """# Reliability
 

@@ -62,6 +62,24 @@ typedef void (*lucid_host_part_fn)(void *context, ptrdiff_t part);
 /// idle thread of one spins on a core the other needs.
 int lucid_host_parallel(ptrdiff_t parts, unsigned threads, void *context, lucid_host_part_fn fn);
 
+/// A parallel region's start, for telling whether another process kept its cores busy.
+typedef struct { int64_t wall_ns, cpu_ns; } lucid_host_region;
+
+/// The clocks at a region's start: wall time, and the calling thread's CPU time.
+lucid_host_region lucid_host_region_begin(void);
+
+/// Judges a parallel region that started at `start`: when, over 50 µs or more, the calling
+/// thread ran for less than 60 % of the wall time, the OS gave the cores to another process.
+/// When two in five regions of a 20 ms window (and at least four) were so, `lucid_host_solo`
+/// is true for the next second.
+void lucid_host_region_end(lucid_host_region start);
+
+/// Whether parallel work should run on the calling thread alone for now: another process
+/// keeps the cores busy, and a team's threads would wait for each other across scheduler
+/// slices. The engine's loops, and oneDNN, then use one thread; they try their threads again
+/// once a second passes without a contended window.
+int lucid_host_solo(void);
+
 /// How many fork()s this process descends from since the engine was loaded: 0 in the process
 /// that loaded it, 1 in its forked children, and so on. GNU OpenMP's pool does not survive a
 /// fork, so a child must run oneDNN on one thread, with primitives built there.

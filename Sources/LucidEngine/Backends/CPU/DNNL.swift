@@ -40,10 +40,11 @@ enum DNNL {
         /// `set_num_threads`, or on another thread, they would keep their old count.
         ///
         /// A forked child runs oneDNN on one thread: GNU OpenMP's pool stayed in the parent,
-        /// and a parallel region of more than one thread would wait for it forever.
+        /// and a parallel region of more than one thread would wait for it forever. So does a
+        /// process whose cores another keeps busy (`lucid_host_solo`), until they are free.
         func locked<R>(_ body: () -> R) -> R {
             lock.withLock {
-                let want = lucid_host_forks() != 0 ? 1 : Int32(HostThreads.current)
+                let want = lucid_host_forks() != 0 || lucid_host_solo() != 0 ? 1 : Int32(HostThreads.current)
                 if lucid_dnnl_num_threads() != want { lucid_dnnl_set_num_threads(want) }
                 if threads != want {
                     threads = want
@@ -113,6 +114,8 @@ enum DNNL {
     /// A built primitive, destroyed with its last reference (a cache eviction).
     final class Primitive: @unchecked Sendable {
         let handle: dnnl_primitive_t
+        /// The threads it runs on: OpenMP's setting for the thread that built it.
+        let threads = lucid_dnnl_num_threads()
         init(_ handle: dnnl_primitive_t) { self.handle = handle }
         deinit { dnnl_primitive_destroy(handle) }
 
@@ -144,6 +147,10 @@ enum DNNL {
             guard dnnl_memory_create(&mem, desc.md, rt.engine, address) == dnnl_success else { return false }
             args.append(dnnl_exec_arg_t(arg: index, memory: mem))
         }
+        // A primitive on several threads is judged as a parallel region, for contention with
+        // another process.
+        let region = prim.threads > 1 ? lucid_host_region_begin() : nil
+        defer { if let region { lucid_host_region_end(region) } }
         guard dnnl_primitive_execute(prim.handle, rt.stream, Int32(args.count), &args) == dnnl_success else { return false }
         return dnnl_stream_wait(rt.stream) == dnnl_success
     }
