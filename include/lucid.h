@@ -123,6 +123,13 @@ int32_t guard_create(int32_t device, int32_t enabled, int32_t dtype, lucid_guard
 /* Leaves the scope. From another thread: LUCID_ERR_THREAD and nothing changes. A handle that
  * is not live (destroyed, forged, or its thread ended): LUCID_ERR_HANDLE. */
 int32_t guard_destroy(lucid_guard guard);
+/* Gives the op called `op` the autocast policy `policy` (a LUCID_POLICY_* code) while the
+ * scope `guard` (live, the calling thread's) is: for ops on its device, an inner scope's
+ * override of the same op winning. LUCID_ERR_VALUE for an unknown op or policy. */
+int32_t lucid_autocast_override(lucid_guard guard, const char *op, int32_t policy);
+/* The policy the op called `op` has on `device` for the calling thread now, overrides
+ * included. device -1: the innermost scope's that switches autocast on (metal when none). */
+int32_t lucid_autocast_effective_policy(int32_t device, const char *op, int32_t *out);
 /* device -1: whether autocast is on for either device. */
 int32_t lucid_autocast_is_enabled(int32_t device, int32_t *out);
 /* The dtype code autocast targets on `device`, or -1 when off there. device -1: the dtype of

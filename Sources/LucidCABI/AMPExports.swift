@@ -23,6 +23,25 @@ public func guard_destroy(_ handle: UInt64) -> Int32 {
     abiCall { try Autocast.exitScope(handle) }
 }
 
+@_cdecl("lucid_autocast_override")
+public func lucid_autocast_override(_ handle: UInt64, _ op: UnsafePointer<CChar>?, _ policy: Int32) -> Int32 {
+    abiCall {
+        guard let op else { throw LucidError(.value, "op name is null") }
+        guard let p = CastPolicy(rawValue: policy) else {
+            throw LucidError(.value, "policy must be a LUCID_POLICY_* code (0...3), got \(policy)")
+        }
+        try Autocast.override(handle, op: String(cString: op), policy: p)
+    }
+}
+
+@_cdecl("lucid_autocast_effective_policy")
+public func lucid_autocast_effective_policy(_ device: Int32, _ op: UnsafePointer<CChar>?, _ out: UnsafeMutablePointer<Int32>?) -> Int32 {
+    abiCall {
+        guard let op else { throw LucidError(.value, "op name is null") }
+        try store(try Autocast.effectivePolicy(String(cString: op), device: try optionalDevice(device)).rawValue, out)
+    }
+}
+
 @_cdecl("lucid_autocast_is_enabled")
 public func lucid_autocast_is_enabled(_ device: Int32, _ out: UnsafeMutablePointer<Int32>?) -> Int32 {
     abiCall { try store(Autocast.isEnabled(try optionalDevice(device)) ? 1 : 0, out) }

@@ -9,6 +9,8 @@ SIGNATURES = {
     "lucid_last_error": ([], c_char_p),
     "guard_create": ([c_int32, c_int32, c_int32, POINTER(c_uint64)], c_int32),
     "guard_destroy": ([c_uint64], c_int32),
+    "lucid_autocast_override": ([c_uint64, c_char_p, c_int32], c_int32),
+    "lucid_autocast_effective_policy": ([c_int32, c_char_p, POINTER(c_int32)], c_int32),
     "lucid_autocast_is_enabled": ([c_int32, POINTER(c_int32)], c_int32),
     "lucid_autocast_get_dtype": ([c_int32, POINTER(c_int32)], c_int32),
     "lucid_autocast_live_guards": ([POINTER(c_int64)], c_int32),
@@ -136,6 +138,7 @@ SIGNATURES = {
 UNCONVERTED = frozenset({
     "lucid_last_error",
     "guard_create",
+    "lucid_autocast_effective_policy",
     "lucid_autocast_is_enabled",
     "lucid_autocast_get_dtype",
     "lucid_autocast_live_guards",

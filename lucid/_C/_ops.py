@@ -14,6 +14,33 @@ from ._library import (Record, handles as _handles, int64s as _int64s, lib as _l
                        text as _text)
 
 
+_lucid_autocast_override = _lib.lucid_autocast_override
+
+
+def autocast_override(guard, op, policy):
+    """Gives the op called `op` the autocast policy `policy` (a LUCID_POLICY_* code) while the scope
+    `guard` (live, the calling thread's) is: for ops on its device, an inner scope's override of the
+    same op winning. LUCID_ERR_VALUE for an unknown op or policy.
+    """
+    rc = _lucid_autocast_override(guard, _name(op), policy)
+    if rc:
+        _raise(rc)
+
+
+_lucid_autocast_effective_policy = _lib.lucid_autocast_effective_policy
+
+
+def autocast_effective_policy(device, op):
+    """The policy the op called `op` has on `device` for the calling thread now, overrides included.
+    device -1: the innermost scope's that switches autocast on (metal when none).
+    """
+    out_ = c_int32()
+    rc = _lucid_autocast_effective_policy(device, _name(op), byref(out_))
+    if rc:
+        _raise(rc)
+    return out_.value
+
+
 _lucid_autocast_is_enabled = _lib.lucid_autocast_is_enabled
 
 

@@ -148,8 +148,8 @@ class _AutocastType(type):
     argument again. Every call makes a new object, as in PyTorch, so an exit can only leave
     scopes its own object entered. Subclasses are built the ordinary way."""
 
-    def __call__(cls, device_type="metal", dtype=None, enabled=True, cache_enabled=None):
-        if cls is autocast and (enabled is True or enabled is False) and cache_enabled is None:
+    def __call__(cls, device_type="metal", dtype=None, enabled=True, cache_enabled=None, overrides=None):
+        if cls is autocast and (enabled is True or enabled is False) and cache_enabled is None and overrides is None:
             key = (device_type, dtype, enabled)
             try:
                 fields = _made[key]
@@ -166,8 +166,9 @@ class _AutocastType(type):
             scope._device_type, scope._dtype, scope._codes = fields
             scope._enabled = enabled
             scope._cache_enabled = None
+            scope._overrides = ()
             return scope
-        return super().__call__(device_type, dtype, enabled, cache_enabled)
+        return super().__call__(device_type, dtype, enabled, cache_enabled, overrides)
 
 
 class autocast(metaclass=_AutocastType):
@@ -199,6 +200,14 @@ class autocast(metaclass=_AutocastType):
         that requires gradients) and reuses it, as PyTorch does; the cache empties when the
         outermost scope exits. ``None`` keeps the thread's setting
         (:func:`is_autocast_cache_enabled`, on by default); ``False`` casts at every use.
+    overrides : dict, optional
+        Changes the policy of named ops for this scope: ``{"softmax": "lower", "layer_norm":
+        "float32", "matmul": "float32"}``. A policy is ``"lower"`` (cast to the scope's dtype),
+        ``"float32"``, ``"promote"`` (to the widest floating input) or ``"none"`` (keep the
+        inputs' dtypes), or a :class:`CastPolicy`. The overrides hold for ops on
+        `device_type` while the scope is live, in the engine's per-thread state; nested
+        scopes compose, an inner scope's override of an op winning. :func:`policies` shows the
+        table in force. An unknown op or policy raises ``ValueError``.
 
     Examples
     --------
@@ -209,9 +218,10 @@ class autocast(metaclass=_AutocastType):
     is_autocast_enabled = staticmethod(is_autocast_enabled)
     get_autocast_dtype = staticmethod(get_autocast_dtype)
 
-    __slots__ = ("_device_type", "_dtype", "_enabled", "_cache_enabled", "_codes")
+    __slots__ = ("_device_type", "_dtype", "_enabled", "_cache_enabled", "_codes", "_overrides")
 
-    def __init__(self, device_type: str = "metal", dtype=None, enabled: bool = True, cache_enabled=None) -> None:
+    def __init__(self, device_type: str = "metal", dtype=None, enabled: bool = True, cache_enabled=None,
+                 overrides=None) -> None:
         code = _DEVICE_CODES.get(device_type) if type(device_type) is str else None
         if code is None:
             code = _device_code(device_type, allow_none=False)  # raises
@@ -234,6 +244,7 @@ class autocast(metaclass=_AutocastType):
         self._enabled = enabled
         self._cache_enabled = cache_enabled
         self._codes = (code, 1 if enabled else 0, dtype.code)
+        self._overrides = _override_codes(overrides)
 
     @property
     def device_type(self) -> str:
@@ -251,9 +262,16 @@ class autocast(metaclass=_AutocastType):
     def cache_enabled(self):
         return self._cache_enabled
 
+    @property
+    def overrides(self) -> dict:
+        """The ops whose policy this scope changes: ``{name: CastPolicy}``."""
+        return {op: _POLICY_CODES[code] for op, code in self._overrides}
+
     def __repr__(self):
         cache = "" if self._cache_enabled is None else f", cache_enabled={self._cache_enabled}"
-        return f"autocast(device_type={self._device_type!r}, dtype={self._dtype!r}, enabled={self._enabled}{cache})"
+        overrides = "" if not self._overrides else f", overrides={ {k: v.value for k, v in self.overrides.items()} }"
+        return (f"autocast(device_type={self._device_type!r}, dtype={self._dtype!r}, enabled={self._enabled}"
+                f"{cache}{overrides})")
 
     def __enter__(self):
         try:
@@ -271,6 +289,8 @@ class autocast(metaclass=_AutocastType):
             if rc:
                 _C.raise_error(rc)
             here.entries.append((self, slot, None, pair))
+            for op, code in self._overrides:
+                _C.autocast_override(slot.value, op, code)
         except BaseException:
             # An exception (a KeyboardInterrupt) may have landed after the engine entered the
             # scope but before __enter__ returned, so __exit__ will never run: leave the scope
@@ -343,7 +363,28 @@ class CastPolicy(str, enum.Enum):
 
 
 _POLICY_CODES = (CastPolicy.NONE, CastPolicy.LOWER_PRECISION, CastPolicy.FLOAT32, CastPolicy.PROMOTE)
+# The names an override may give a policy by.
+_POLICY_NAMES = {"lower": 1, "lower_precision": 1, "float32": 2, "promote": 3, "none": 0}
 _table_cache = None
+
+
+def _override_codes(overrides) -> tuple:
+    """autocast's `overrides` checked: ((op name, LUCID_POLICY_* code), ...)."""
+    if overrides is None:
+        return ()
+    if not isinstance(overrides, dict):
+        raise TypeError(f"overrides must be a dict from op names to policies, got {overrides!r}")
+    table = _table()
+    codes = []
+    for op, chosen in overrides.items():
+        if op not in table:
+            raise ValueError(f"autocast overrides: unknown op {op!r}; known ops: {', '.join(sorted(table))}")
+        key = chosen.value if isinstance(chosen, CastPolicy) else chosen
+        if not isinstance(key, str) or key not in _POLICY_NAMES:
+            raise ValueError(f"autocast overrides: the policy for {op!r} must be 'lower', 'float32', 'promote' or "
+                             f"'none', got {chosen!r}")
+        codes.append((op, _POLICY_NAMES[key]))
+    return tuple(codes)
 
 
 def _table():
@@ -363,9 +404,15 @@ def policy(op_name: str) -> CastPolicy:
         raise ValueError(f"unknown op {op_name!r}; known ops: {', '.join(sorted(_table()))}") from None
 
 
-def policies() -> dict:
-    """Every op's autocast policy: ``{name: CastPolicy}``."""
-    return {name: p for name, (p, _) in _table().items()}
+def policies(device_type: str | None = None) -> dict:
+    """Every op's autocast policy in force on this thread: ``{name: CastPolicy}``, the live
+    scopes' overrides included (outside any, each op's declared policy).
+
+    `device_type` chooses whose overrides count; ``None`` means the device of the innermost
+    scope that switches autocast on (``"metal"`` when none does).
+    """
+    code = _device_code(device_type)
+    return {name: _POLICY_CODES[_C.autocast_effective_policy(code, name)] for name in _table()}
 
 
 def cpu_bfloat16_ops() -> frozenset:

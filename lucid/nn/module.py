@@ -141,7 +141,53 @@ class Module:
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
+    @property
+    def autocast_policy(self):
+        """The precision this module's forward runs in inside any autocast scope: ``None`` (the
+        default: its ops follow the scope's policies), or a floating dtype (``"float32"`` is
+        ``lucid.float32``).
+
+        With ``lucid.float32``, inside a scope its floating tensor inputs are cast to float32 on
+        entry and its forward runs with autocast off, so its outputs are float32 (PyTorch's
+        ``custom_fwd(cast_inputs=torch.float32)``). With ``lucid.float16`` or
+        ``lucid.bfloat16``, its inputs are cast to that dtype and its forward runs in an
+        autocast scope of that dtype. Outside autocast it changes nothing.
+        """
+        return self.__dict__.get("_autocast_dtype")
+
+    @autocast_policy.setter
+    def autocast_policy(self, value):
+        if isinstance(value, str) and value == "float32":
+            value = float32
+        if value is not None and value not in (float32, float16, bfloat16):
+            raise ValueError(f"autocast_policy must be None, 'float32', lucid.float32, lucid.float16 or "
+                             f"lucid.bfloat16, got {value!r}")
+        self.__dict__["_autocast_dtype"] = value
+
     def __call__(self, *args, **kwargs):
+        d = self.__dict__
+        precision = d.get("_autocast_dtype")
+        if precision is not None:
+            from ..amp.autocast_mode import autocast, is_autocast_enabled
+            devices = [device for device in ("metal", "cpu") if is_autocast_enabled(device)]
+            if devices:
+                def cast(v):
+                    return v.to(precision) if isinstance(v, Tensor) and v.dtype.is_floating_point else v
+
+                args = tuple(cast(a) for a in args)
+                kwargs = {k: cast(v) for k, v in kwargs.items()}
+                scopes = [autocast(device, enabled=False) if precision == float32 else autocast(device, dtype=precision)
+                          for device in devices]
+                for scope in scopes:
+                    scope.__enter__()
+                try:
+                    return self._call(args, kwargs)
+                finally:
+                    for scope in reversed(scopes):
+                        scope.__exit__(None, None, None)
+        return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
         d = self.__dict__
         pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
         if not pre and not post:

@@ -29,6 +29,24 @@ import Testing
         #expect(try x.matmul(w).dtype == .float32)
     }
 
+    @Test func aScopesOverridesChangeTheNamedOpsWhileItIsLiveAndNestedScopesCompose() throws {
+        let (x, w) = try Self.operands()
+        let outer = try AutocastGuard(.metal, dtype: .float16)
+        try outer.override("matmul", .float32)
+        #expect(try x.matmul(w).dtype == .float32)
+        #expect(try Autocast.effectivePolicy("matmul", device: .metal) == .float32)
+        #expect(try Autocast.effectivePolicy("matmul", device: .cpu) == .lowerPrecision)  // another device
+        let inner = try AutocastGuard(.metal, dtype: .float16)
+        try inner.override("matmul", .lowerPrecision)  // the inner scope's wins
+        #expect(try x.matmul(w).dtype == .float16)
+        try inner.close()
+        #expect(try x.matmul(w).dtype == .float32)
+        #expect(throws: LucidError.self) { try outer.override("no_such_op", .float32) }
+        try outer.close()
+        #expect(try Autocast.effectivePolicy("matmul") == .lowerPrecision)
+        #expect(try x.matmul(w).dtype == .float32)  // autocast off
+    }
+
     @Test func withAutocastDefaultsToFloat16AndCoversLinear() throws {
         let (x, _) = try Self.operands()
         let weight = try Tensor([1, 1, 1, 0, 1, 0], shape: [2, 3], device: .metal)

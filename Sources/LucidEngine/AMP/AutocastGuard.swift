@@ -36,6 +36,12 @@ public final class AutocastGuard: @unchecked Sendable {
         self.id = try Autocast.enterScope(device, dtype: dtype, enabled: enabled)
     }
 
+    /// Gives the op called `op` the policy `policy` while this scope is live (for ops on its
+    /// device; an inner scope's override wins): `override("softmax", .lowerPrecision)`.
+    public func override(_ op: String, _ policy: CastPolicy) throws {
+        try Autocast.override(id, op: op, policy: policy)
+    }
+
     /// Leaves the scope now. Throws when called from another thread (nothing changes) or when
     /// the scope's thread has ended.
     public func close() throws {
@@ -83,6 +89,23 @@ public enum Autocast {
     /// Leaves the scope `id` entered by `enterScope` on this thread. Throws, changing nothing,
     /// for an id that is not live or that belongs to another thread.
     public static func exitScope(_ id: UInt64) throws { try AMPRegistry.exit(id) }
+
+    /// Gives the op called `op` the policy `policy` while the scope `id` (this thread's) is
+    /// live, for ops on its device; an inner scope's override of the same op wins. Throws,
+    /// changing nothing, for an unknown op or a scope that is not live or not this thread's.
+    public static func override(_ id: UInt64, op: String, policy: CastPolicy) throws {
+        try AMPRegistry.override(id, op: op, policy: policy)
+    }
+
+    /// The policy the op called `op` has on `device` for the calling thread now: a live
+    /// scope's override, or its declared one. With no device, the device of the innermost
+    /// scope that still switches autocast on (metal when none does).
+    public static func effectivePolicy(_ op: String, device: Device? = nil) throws -> CastPolicy {
+        guard let info = OpTable.info(op) else {
+            throw LucidError(.value, "unknown op '\(op)'; the ops are \(OpTable.all.map(\.name).sorted().joined(separator: ", "))")
+        }
+        return info.effectivePolicy(device ?? AMPRegistry.innermostEnabledDevice() ?? .metal)
+    }
 
     /// How many scopes are live in the process (every thread).
     public static var liveScopes: Int { AMPRegistry.liveCount }

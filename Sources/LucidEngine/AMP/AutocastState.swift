@@ -18,11 +18,13 @@ public struct AutocastSetting: Equatable, Sendable {
     public static let off = AutocastSetting(enabled: false, dtype: .float16)
 }
 
-/// One live autocast scope on its thread: its id and what it set on which device.
+/// One live autocast scope on its thread: its id, what it set on which device, and the ops
+/// whose policy it changes while it is live.
 struct ScopeRecord {
     let id: UInt64
     let device: Device
     let setting: AutocastSetting
+    var overrides: [String: CastPolicy] = [:]
 }
 
 /// A thread's autocast state: the scopes it has entered and not yet left, innermost last,
@@ -32,6 +34,9 @@ final class ThreadAMPState {
     var scopes: [ScopeRecord] = []
     private(set) var cpu = AutocastSetting.off
     private(set) var metal = AutocastSetting.off
+    /// Each device's policy overrides: its live scopes' together, an inner scope's winning.
+    private(set) var cpuOverrides: [String: CastPolicy] = [:]
+    private(set) var metalOverrides: [String: CastPolicy] = [:]
     /// Depth of engine regions that run with autocast off whatever the scopes say: the
     /// bodies of composite ops and backward passes.
     var suppressed = 0
@@ -54,6 +59,20 @@ final class ThreadAMPState {
     @inline(__always)
     func setting(_ device: Device) -> AutocastSetting {
         suppressed > 0 ? .off : device == .cpu ? cpu : metal
+    }
+
+    /// The policy overrides in force for ops on `device` (none inside the engine's own
+    /// autocast-off regions).
+    @inline(__always)
+    func overrides(_ device: Device) -> [String: CastPolicy] {
+        suppressed > 0 ? [:] : device == .cpu ? cpuOverrides : metalOverrides
+    }
+
+    /// Sets `op`'s policy in the live scope `id` of this thread.
+    func override(_ id: UInt64, op: String, policy: CastPolicy) {
+        guard let i = scopes.lastIndex(where: { $0.id == id }) else { return }
+        scopes[i].overrides[op] = policy
+        recompute()
     }
 
     /// A new innermost scope: its device follows it.
@@ -79,11 +98,20 @@ final class ThreadAMPState {
     /// exit it is still the innermost live scope's.
     func recompute() {
         var c = AutocastSetting.off, m = AutocastSetting.off
+        var co: [String: CastPolicy] = [:], mo: [String: CastPolicy] = [:]
         for s in scopes {
-            if s.device == .cpu { c = s.setting } else { m = s.setting }
+            if s.device == .cpu {
+                c = s.setting
+                co.merge(s.overrides) { _, inner in inner }
+            } else {
+                m = s.setting
+                mo.merge(s.overrides) { _, inner in inner }
+            }
         }
         cpu = c
         metal = m
+        cpuOverrides = co
+        metalOverrides = mo
     }
 }
 
@@ -191,6 +219,26 @@ package enum AMPRegistry {
         state?.remove(id)
     }
 
+    /// Overrides `op`'s policy inside the live scope `id` (the calling thread's). Throws,
+    /// changing nothing, for a scope that is not live or not this thread's, or an unknown op.
+    package static func override(_ id: UInt64, op: String, policy: CastPolicy) throws {
+        let state = currentIfPresent()
+        let index = Int(id & 0xFFFF_FFFF) - 1
+        try lock.withLock {
+            guard id != 0, index >= 0, index < slots.count, UInt64(slots[index].generation) == id >> 32,
+                  slots[index].owner != 0 else {
+                throw LucidError(.handle, "guard 0x\(String(id, radix: 16)) is not a live autocast guard")
+            }
+            guard let state, slots[index].owner == state.serial else {
+                throw LucidError(.thread, "guard 0x\(String(id, radix: 16)) belongs to thread #\(slots[index].owner); its overrides can only be set there")
+            }
+        }
+        guard OpTable.info(op) != nil else {
+            throw LucidError(.value, "autocast override: unknown op '\(op)'; the ops are \(OpTable.all.map(\.name).sorted().joined(separator: ", "))")
+        }
+        state?.override(id, op: op, policy: policy)
+    }
+
     /// Number of live scopes in the process.
     package static var liveCount: Int { lock.withLock { liveScopes } }
 
@@ -200,6 +248,17 @@ package enum AMPRegistry {
         }
         state.scopes.removeAll()
         state.castCache.removeAll()
+    }
+
+    /// The device of the innermost live scope that still switches autocast on, or nil.
+    static func innermostEnabledDevice() -> Device? {
+        guard let state = currentIfPresent(), state.suppressed == 0 else { return nil }
+        var seen: Set<Int32> = []
+        for s in state.scopes.reversed() where !seen.contains(s.device.rawValue) {
+            seen.insert(s.device.rawValue)
+            if s.setting.enabled { return s.device }
+        }
+        return nil
     }
 
     /// The dtype of the innermost live scope that still switches autocast on, or nil.

@@ -47,15 +47,24 @@ public struct OpInfo: Sendable {
     /// Two operands through this op's policy; outside autocast, or for an op it leaves alone,
     /// they come back as they are without the arrays of the general form.
     func autocast(_ a: TensorImpl, _ b: TensorImpl) throws -> (TensorImpl, TensorImpl) {
-        guard policy != .none, Autocast.castTarget(a.device) != nil else { return (a, b) }
+        guard Autocast.castTarget(a.device) != nil, effectivePolicy(a.device) != .none else { return (a, b) }
         let cast = try autocast([a, b])
         return (cast[0], cast[1])
     }
 
-    /// Applies this op's autocast policy to its inputs (all on one device).
+    /// This op's policy on `device` for the calling thread: a live scope's override, or its
+    /// declared one.
+    func effectivePolicy(_ device: Device) -> CastPolicy {
+        guard let state = AMPRegistry.currentIfPresent() else { return policy }
+        let overrides = state.overrides(device)
+        return overrides.isEmpty ? policy : overrides[name] ?? policy
+    }
+
+    /// Applies this op's autocast policy (or a live scope's override of it) to its inputs (all
+    /// on one device).
     func autocast(_ inputs: [TensorImpl]) throws -> [TensorImpl] {
-        guard policy != .none, let first = inputs.first,
-              var target = Autocast.castTarget(first.device) else { return inputs }
+        guard let first = inputs.first, var target = Autocast.castTarget(first.device) else { return inputs }
+        let policy = effectivePolicy(first.device)
         switch policy {
         case .none:
             return inputs
