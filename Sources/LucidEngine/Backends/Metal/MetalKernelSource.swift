@@ -226,6 +226,26 @@ inline float attention_score(float product, constant AttentionShape& s, device c
     return allowed ? product * s.scale : -INFINITY;
 }
 
+// Stages the block of keys from k0 as kᵀ in threadgroup memory (zero past the keys and E),
+// then each SIMD group's 8 × BK products of its query rows against them, into `sc`; every
+// thread of the group runs it (it holds barriers).
+#define LUCID_ATTENTION_SCORES(BK, DMAX, THREADS)                                                    \
+    for (int e = int(lane); e < BK * DMAX; e += THREADS) {                                           \
+        int c = e / DMAX, d = e % DMAX, j = k0 + c;                                                  \
+        kt[d * BK + c] = (j < s.s && d < s.e) ? widen(k[b * s.k_strides[0] + j * s.k_strides[1] + d * s.k_strides[2]]) : 0.0f; \
+    }                                                                                                \
+    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
+    for (int ct = 0; ct < BK / 8; ++ct) {                                                            \
+        simdgroup_float8x8 product = zero, qm, km;                                                   \
+        for (int d = 0; d < ep; d += 8) {                                                            \
+            simdgroup_load(qm, qs + int(sg) * 8 * DMAX + d, DMAX);                                   \
+            simdgroup_load(km, kt + d * BK + ct * 8, BK);                                            \
+            simdgroup_multiply_accumulate(product, qm, km, product);                                 \
+        }                                                                                            \
+        simdgroup_store(product, sc + int(sg) * 8 * BK + ct * 8, BK);                                \
+    }                                                                                                \
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+
 // Threadgroup memory, in floats: q [BQ][DMAX], kᵀ [DMAX][BK], v [BK][DMAX], scores [BQ][BK],
 // three per-row values [BQ] and a diagonal [8][8] per SIMD group (`attentionFloats` in
 // Metal+Attention.swift).
@@ -259,20 +279,9 @@ kernel void NAME(device const T* q [[buffer(0)]], device const T* k [[buffer(1)]
     for (int k0 = 0; k0 < last; k0 += BK) {                                                          \
         for (int e = int(lane); e < BK * DMAX; e += THREADS) {                                       \
             int c = e / DMAX, d = e % DMAX, j = k0 + c;                                              \
-            kt[d * BK + c] = (j < s.s && d < s.e) ? widen(k[b * s.k_strides[0] + j * s.k_strides[1] + d * s.k_strides[2]]) : 0.0f; \
             vs[c * DMAX + d] = (j < s.s && d < s.ev) ? widen(v[b * s.v_strides[0] + j * s.v_strides[1] + d * s.v_strides[2]]) : 0.0f; \
         }                                                                                            \
-        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
-        for (int ct = 0; ct < BK / 8; ++ct) {                                                        \
-            simdgroup_float8x8 product = zero, qm, km;                                               \
-            for (int d = 0; d < ep; d += 8) {                                                        \
-                simdgroup_load(qm, qs + int(sg) * 8 * DMAX + d, DMAX);                               \
-                simdgroup_load(km, kt + d * BK + ct * 8, BK);                                        \
-                simdgroup_multiply_accumulate(product, qm, km, product);                             \
-            }                                                                                        \
-            simdgroup_store(product, sc + int(sg) * 8 * BK + ct * 8, BK);                            \
-        }                                                                                            \
-        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+        LUCID_ATTENTION_SCORES(BK, DMAX, THREADS)                                                    \
         if (int(lane) < BQ) {                                                                        \
             int r = int(lane), i = row0 + r;                                                         \
             float old_max = row_max[r], m = old_max;                                                 \
@@ -306,21 +315,7 @@ kernel void NAME(device const T* q [[buffer(0)]], device const T* k [[buffer(1)]
     }                                                                                                \
     if (s.write_weights != 0) {                                                                      \
         for (int k0 = 0; k0 < s.s; k0 += BK) {                                                       \
-            for (int e = int(lane); e < BK * DMAX; e += THREADS) {                                   \
-                int c = e / DMAX, d = e % DMAX, j = k0 + c;                                          \
-                kt[d * BK + c] = (j < s.s && d < s.e) ? widen(k[b * s.k_strides[0] + j * s.k_strides[1] + d * s.k_strides[2]]) : 0.0f; \
-            }                                                                                        \
-            threadgroup_barrier(mem_flags::mem_threadgroup);                                         \
-            for (int ct = 0; ct < BK / 8; ++ct) {                                                    \
-                simdgroup_float8x8 product = zero, qm, km;                                           \
-                for (int d = 0; d < ep; d += 8) {                                                    \
-                    simdgroup_load(qm, qs + int(sg) * 8 * DMAX + d, DMAX);                           \
-                    simdgroup_load(km, kt + d * BK + ct * 8, BK);                                    \
-                    simdgroup_multiply_accumulate(product, qm, km, product);                         \
-                }                                                                                    \
-                simdgroup_store(product, sc + int(sg) * 8 * BK + ct * 8, BK);                        \
-            }                                                                                        \
-            threadgroup_barrier(mem_flags::mem_threadgroup);                                         \
+            LUCID_ATTENTION_SCORES(BK, DMAX, THREADS)                                                \
             for (int e = int(lane); e < BQ * BK; e += THREADS) {                                     \
                 int r = e / BK, i = row0 + r, j = k0 + e % BK;                                       \
                 if (i < s.l && j < s.s) {                                                            \
