@@ -600,6 +600,13 @@ def test_as_strided_refuses_what_lies_outside_the_storage():
     for size in ((), (2,)):  # the largest offset: the message must not overflow computing its reach
         with pytest.raises(RuntimeError, match="need a storage of more than 9223372036854775807 elements"):
             x.as_strided(size, (0,) * len(size), storage_offset=2 ** 63 - 1)
+    # An empty view may start at the storage's end, not past it: an offset past it once reached
+    # the kernels, whose address arithmetic overflowed.
+    assert x.as_strided((0,), (1,), storage_offset=12).numel() == 0
+    assert (x.as_strided((0, 3), (3, 1), storage_offset=12) > 1).shape == (0, 3)
+    for offset in (13, 2 ** 62, 2 ** 63 - 1):
+        with pytest.raises(RuntimeError, match=f"storage offset {offset} is past the end of the tensor's storage of 12"):
+            x.as_strided((0,), (1,), storage_offset=offset)
 
 
 def test_as_strided_gradients_add_up_where_its_elements_overlap():

@@ -144,7 +144,9 @@ class Interpreter:
 
     def op_tensor(self, step, shape, values, dtype, device):
         ref = np.array(values, dtype=np.float64).reshape(shape)
-        t = self.keep(lucid.tensor(ref, dtype=DTYPES.get(dtype, dtype), device=device))
+        # Without a dtype, Python floats (the default dtype), as a program writes them: a
+        # numpy float64 array would keep float64.
+        t = self.keep(lucid.tensor(ref if dtype else ref.tolist(), dtype=DTYPES.get(dtype, dtype), device=device))
         name = _name(t.dtype)
         if name in ("int32", "int64") and not (np.isfinite(ref) & (np.abs(ref) < 2 ** 31)).all():
             return  # out-of-range float -> int conversion has no one right answer

@@ -45,6 +45,5 @@ def test_two_processes_on_the_same_cores_each_run_their_loops_alone():
     assert all(first >= 0 for _, first in results), results
     record("Shared machines", "two processes running 1M-element exps on the same cores at once, "
            f"{seconds:g} s each ({sum(ops for ops, _ in results)} ops)", 2,
-           "each noticed the other (after at most "
-           f"{max(first for _, first in results):.1f} s, half of it the start-up the engine does not judge) "
-           "and ran its loops on its calling thread alone")
+           f"each noticed the other within {max(first for _, first in results):.1f} s of starting (the first "
+           "0.5 s are not judged) and ran its loops on its calling thread alone")

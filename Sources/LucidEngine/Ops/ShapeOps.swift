@@ -238,6 +238,10 @@ extension ShapeOps {
         guard start >= 0 else { throw LucidError.runtime("\(op): negative storage offset \(start)") }
         let capacity = a.storageBytes / a.dtype.itemSize
         let count = try Shape.numel(size)
+        // An empty view may start at the storage's end, no further (PyTorch's bound too).
+        guard count > 0 || start <= capacity else {
+            throw LucidError.runtime("\(op): storage offset \(start) is past the end of the tensor's storage of \(capacity) elements")
+        }
         var last = start
         if count > 0 {
             for (n, s) in zip(size, stride) {
