@@ -9,6 +9,7 @@ import pytest
 
 import lucid
 import lucid.nn.functional as F
+from differential import amp_overrides as D
 from lucid.amp import CastPolicy, autocast, policies
 
 RNG = np.random.default_rng(33)
@@ -131,3 +132,22 @@ def test_a_modules_policy_runs_its_forward_in_that_precision():
         loss = model(x).sum()
     loss.backward()
     assert all(p.grad is not None and np.isfinite(p.grad.numpy()).all() for p in model.parameters())
+
+
+def test_overrides_and_a_modules_policy_match_pytorch_with_its_casts_written_by_hand():
+    # tests/differential/amp_overrides.py: matmul overridden to float32, softmax to bfloat16 and
+    # a float32 head, against the PyTorch program that does the same with autocast(enabled=False)
+    # and manual casts (recorded). Every intermediate has PyTorch's dtype and values (bfloat16
+    # ones within an ulp, float32 ones within float32 rounding); the gradients agree to the
+    # bfloat16 softmax's precision.
+    ref = D.reference()["outcome"]
+    got = D.outcome(lucid, D.lucid_program)
+    assert {k: v["dtype"] for k, v in got["outputs"].items()} == {k: v["dtype"] for k, v in ref["outputs"].items()}
+    assert [v["dtype"] for v in got["outputs"].values()] == ["float32", "bfloat16", "bfloat16", "float32"]
+    for name, want in ref["outputs"].items():
+        a, b = np.array(got["outputs"][name]["values"]), np.array(want["values"])
+        tol = 2 ** -8 if want["dtype"] == "bfloat16" else 1e-6
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * np.abs(b).max(), err_msg=name)
+    for name, want in ref["grads"].items():
+        a, b = np.array(got["grads"][name]), np.array(want)
+        np.testing.assert_allclose(a, b, rtol=0, atol=2 ** -6 * np.abs(b).max(), err_msg=name)
