@@ -777,6 +777,39 @@ def test_a_nan_makes_its_softmax_row_nan_and_infinities_follow_the_math(device, 
     np.testing.assert_allclose(y[3], softmax(rounded), rtol=1e-2 if dtype != lucid.float32 else 1e-5)
 
 
+@pytest.mark.parametrize("log", [False, True])
+def test_a_bfloat16_softmax_gradient_is_computed_in_float32_and_rounded_once(log):
+    # Large enough for the host's direct bfloat16 kernel (with oneDNN), whose backward the host
+    # has for float32 only: the gradient is y·(g - Σ g·y) (log: g - exp(y)·Σ g) computed in
+    # float32 from the bfloat16 y and g and rounded once, as the GPU kernel and PyTorch compute
+    # it. In bfloat16 steps, g - Σ cancels and each step rounds. Without the direct kernel the
+    # softmax is composed in float32 through its graph, whose backward reads the float32 y.
+    dtype, npd = lucid.bfloat16, ml_dtypes.bfloat16
+    rng = np.random.default_rng(5)
+    x = lucid.tensor(rng.standard_normal((8, 512)).astype(np.float32)).to(dtype).requires_grad_()
+    g = rng.standard_normal((8, 512)).astype(np.float32).astype(npd)
+    y = (F.log_softmax if log else F.softmax)(x, -1)
+    assert y.dtype == dtype
+    y.backward(lucid.tensor(g.astype(np.float32)).to(dtype))
+    gv = g.astype(np.float64)
+    xv = x.detach().float().numpy().astype(np.float64)
+    exact = np.exp(xv - xv.max(-1, keepdims=True))
+    exact /= exact.sum(-1, keepdims=True)
+    got = x.grad.float().numpy().astype(np.float64)
+    ok = np.zeros(got.shape, bool)
+    # From the bfloat16 y the direct kernel saved, or the float32 y of the composed graph.
+    for yv in (y.detach().float().numpy().astype(np.float64), exact):
+        if log:
+            yv = np.log(yv) if yv is exact else yv
+            want = gv - np.exp(yv) * gv.sum(-1, keepdims=True)
+        else:
+            want = yv * (gv - (gv * yv).sum(-1, keepdims=True))
+        # Within one unit in the last place (float32 sums round differently from float64 ones
+        # only there); bfloat16 steps missed by up to 71 units.
+        ok |= np.abs(got - want) <= np.abs(want) * 2.0 ** -7 + 1e-38
+    assert ok.all(), np.argwhere(~ok)[:5]
+
+
 @pytest.mark.parametrize("dim", [0, 1, -1])
 @pytest.mark.parametrize("log", [False, True])
 def test_large_softmax_values_and_gradients(dim, log):

@@ -69,13 +69,25 @@ package enum Activations {
             try $0.softmax(input, axis: d, log: log, into: out)
         }) != nil else { return nil }
         return Autograd.record(out, Autograd.name(op), [xc], saved: [out]) { g in
-            if let dx = try softmaxBackward(g, out, axis: d, log: log, name: "\(op.name)_backward") { return [dx] }
-            if log {
-                let total = try Composite.sum(g, [d], keepdim: true)
-                return [try Composite.sub(g, try Composite.mul(try Elementwise.unary(.exp, out), total))]
+            let name = "\(op.name)_backward"
+            if let dx = try softmaxBackward(g, out, axis: d, log: log, name: name) { return [dx] }
+            // Otherwise in float32 at least (the kernel on float32 copies, or composed), rounding
+            // once into a 16-bit dtype, as the kernels do: composed in bfloat16, each step
+            // would round, and g − Σ cancels.
+            let wide = out.dtype.computeType
+            let gw = try Ops.cast(g, to: wide), yw = try Ops.cast(out, to: wide)
+            if wide != out.dtype, let dx = try softmaxBackward(gw, yw, axis: d, log: log, name: name) {
+                return [try Ops.cast(dx, to: out.dtype)]
             }
-            let gy = try Composite.mul(g, out)
-            return [try Composite.sub(gy, try Composite.mul(out, try Composite.sum(gy, [d], keepdim: true)))]
+            let dx: TensorImpl
+            if log {
+                let total = try Composite.sum(gw, [d], keepdim: true)
+                dx = try Composite.sub(gw, try Composite.mul(try Elementwise.unary(.exp, yw), total))
+            } else {
+                let gy = try Composite.mul(gw, yw)
+                dx = try Composite.sub(gy, try Composite.mul(yw, try Composite.sum(gy, [d], keepdim: true)))
+            }
+            return [try Ops.cast(dx, to: out.dtype)]
         }
     }
 
