@@ -10,12 +10,12 @@ The outcome is every intermediate's dtype and values and every leaf's gradient.
 
 from __future__ import annotations
 
-import gzip
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from . import read_reference, write_reference
 
 REFERENCE = Path(__file__).with_name("amp_overrides_reference.json.gz")
 SHAPES = {"x": (6, 16), "w1": (16, 16), "w2": (8, 16), "b2": (8,), "w3": (4, 8), "b3": (4,)}
@@ -71,14 +71,11 @@ def outcome(M, program) -> dict:
 def record():
     import torch
     torch.set_num_threads(1)
-    with gzip.open(REFERENCE, "wt") as f:
-        json.dump({"torch": torch.__version__, "outcome": outcome(torch, torch_program)}, f, separators=(",", ":"))
-    print(f"wrote {REFERENCE} ({REFERENCE.stat().st_size} bytes) from PyTorch {torch.__version__}")
+    write_reference(REFERENCE, torch, {"outcome": outcome(torch, torch_program)})
 
 
 def reference() -> dict:
-    with gzip.open(REFERENCE, "rt") as f:
-        return json.load(f)
+    return read_reference(REFERENCE)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,12 @@ shape and values and every leaf's gradient, which lucid must match to float64's 
 
 from __future__ import annotations
 
-import gzip
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from . import read_reference, write_reference
 
 REFERENCE = Path(__file__).with_name("float64_reference.json.gz")
 DTYPES = ["float64", "float32", "float16", "bfloat16", "int64", "int32", "bool"]
@@ -118,15 +118,11 @@ def record():
     torch.set_num_threads(1)
     torch.bfloat16  # noqa: B018
     cases = {name: run_case(torch, torch.nn.functional, name) for name in names()}
-    with gzip.open(REFERENCE, "wt") as f:
-        json.dump({"torch": torch.__version__, "cases": cases, "promotions": promotions(torch)}, f,
-                  separators=(",", ":"))
-    print(f"wrote {REFERENCE} ({REFERENCE.stat().st_size} bytes) from PyTorch {torch.__version__}")
+    write_reference(REFERENCE, torch, {"cases": cases, "promotions": promotions(torch)})
 
 
 def reference() -> dict:
-    with gzip.open(REFERENCE, "rt") as f:
-        return json.load(f)
+    return read_reference(REFERENCE)
 
 
 if __name__ == "__main__":

@@ -12,13 +12,13 @@ the base leaf's gradient (or the error backward raised).
 
 from __future__ import annotations
 
-import gzip
-import json
 import random
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from . import read_reference, write_reference
 
 SHAPE = (3, 4, 2)
 PROGRAMS = 160
@@ -229,15 +229,11 @@ def run(M, seed: int) -> dict:
 def record():
     import torch
     torch.set_num_threads(1)
-    outcomes = [run(torch, seed) for seed in range(PROGRAMS)]
-    with gzip.open(REFERENCE, "wt") as f:
-        json.dump({"torch": torch.__version__, "outcomes": outcomes}, f, separators=(",", ":"))
-    print(f"wrote {REFERENCE} ({REFERENCE.stat().st_size} bytes) from PyTorch {torch.__version__}")
+    write_reference(REFERENCE, torch, {"outcomes": [run(torch, seed) for seed in range(PROGRAMS)]})
 
 
 def reference() -> list:
-    with gzip.open(REFERENCE, "rt") as f:
-        return json.load(f)["outcomes"]
+    return read_reference(REFERENCE)["outcomes"]
 
 
 if __name__ == "__main__":
