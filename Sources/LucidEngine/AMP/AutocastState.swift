@@ -202,37 +202,32 @@ package enum AMPRegistry {
     /// Leaves the scope `id`. Throws, changing nothing, when `id` is not a live scope or
     /// belongs to another thread.
     package static func exit(_ id: UInt64) throws {
-        if id == 0 { throw LucidError(.handle, "guard handle is null") }
         let state = currentIfPresent()
-        let index = Int(id & 0xFFFF_FFFF) - 1
-        try lock.withLock {
-            guard index >= 0, index < slots.count, UInt64(slots[index].generation) == id >> 32,
-                  slots[index].owner != 0 else {
-                throw LucidError(.handle, "guard 0x\(String(id, radix: 16)) is not a live autocast guard (never created, already destroyed, or its thread has ended)")
-            }
-            guard let state, slots[index].owner == state.serial else {
-                let here = state.map { "thread #\($0.serial)" } ?? "a thread with no autocast scope"
-                throw LucidError(.thread, "guard 0x\(String(id, radix: 16)) belongs to thread #\(slots[index].owner) and can only be destroyed there (called from \(here)); nothing was changed")
-            }
-            release(index)
-        }
+        try lock.withLock { release(try ownedSlot(id, state, "destroyed")) }
         state?.remove(id)
+    }
+
+    /// The table slot of the live scope `id` when it belongs to the calling thread (`state`);
+    /// throws, for a null, dead or foreign handle, saying it can only be `done` on its own
+    /// thread. The caller holds `lock`.
+    private static func ownedSlot(_ id: UInt64, _ state: ThreadAMPState?, _ done: String) throws -> Int {
+        if id == 0 { throw LucidError(.handle, "guard handle is null") }
+        let index = Int(id & 0xFFFF_FFFF) - 1
+        guard index >= 0, index < slots.count, UInt64(slots[index].generation) == id >> 32, slots[index].owner != 0 else {
+            throw LucidError(.handle, "guard 0x\(String(id, radix: 16)) is not a live autocast guard (never created, already destroyed, or its thread has ended)")
+        }
+        guard let state, slots[index].owner == state.serial else {
+            let here = state.map { "thread #\($0.serial)" } ?? "a thread with no autocast scope"
+            throw LucidError(.thread, "guard 0x\(String(id, radix: 16)) belongs to thread #\(slots[index].owner) and can only be \(done) there (called from \(here)); nothing was changed")
+        }
+        return index
     }
 
     /// Overrides `op`'s policy inside the live scope `id` (the calling thread's). Throws,
     /// changing nothing, for a scope that is not live or not this thread's, or an unknown op.
     package static func override(_ id: UInt64, op: String, policy: CastPolicy) throws {
         let state = currentIfPresent()
-        let index = Int(id & 0xFFFF_FFFF) - 1
-        try lock.withLock {
-            guard id != 0, index >= 0, index < slots.count, UInt64(slots[index].generation) == id >> 32,
-                  slots[index].owner != 0 else {
-                throw LucidError(.handle, "guard 0x\(String(id, radix: 16)) is not a live autocast guard")
-            }
-            guard let state, slots[index].owner == state.serial else {
-                throw LucidError(.thread, "guard 0x\(String(id, radix: 16)) belongs to thread #\(slots[index].owner); its overrides can only be set there")
-            }
-        }
+        _ = try lock.withLock { try ownedSlot(id, state, "given overrides") }
         guard OpTable.info(op) != nil else {
             throw LucidError(.value, "autocast override: unknown op '\(op)'; the ops are \(OpTable.all.map(\.name).sorted().joined(separator: ", "))")
         }

@@ -79,15 +79,7 @@ package enum Activations {
             if wide != out.dtype, let dx = try softmaxBackward(gw, yw, axis: d, log: log, name: name) {
                 return [try Ops.cast(dx, to: out.dtype)]
             }
-            let dx: TensorImpl
-            if log {
-                let total = try Composite.sum(gw, [d], keepdim: true)
-                dx = try Composite.sub(gw, try Composite.mul(try Elementwise.unary(.exp, yw), total))
-            } else {
-                let gy = try Composite.mul(gw, yw)
-                dx = try Composite.sub(gy, try Composite.mul(yw, try Composite.sum(gy, [d], keepdim: true)))
-            }
-            return [try Ops.cast(dx, to: out.dtype)]
+            return [try Ops.cast(try composedSoftmaxBackward(gw, yw, axis: d, log: log), to: out.dtype)]
         }
     }
 
@@ -102,6 +94,16 @@ package enum Activations {
         return y.runUnlessComposed(SoftmaxBackwardKernels.self, call, name, {
             $0.softmaxBackward(gc, y, axis: axis, log: log, into: dx)
         }).map { _ in dx }
+    }
+
+    /// The softmax (or log-softmax) backward composed from elementwise ops and a sum, in the
+    /// operands' dtype: softmax g·y - y·Σ(g·y); log-softmax g - exp(y)·Σg.
+    static func composedSoftmaxBackward(_ g: TensorImpl, _ y: TensorImpl, axis d: Int, log: Bool) throws -> TensorImpl {
+        if log {
+            return try Composite.sub(g, try Composite.mul(try Elementwise.unary(.exp, y), try Composite.sum(g, [d], keepdim: true)))
+        }
+        let gy = try Composite.mul(g, y)
+        return try Composite.sub(gy, try Composite.mul(y, try Composite.sum(gy, [d], keepdim: true)))
     }
 
     /// The composed form runs in float32 for a float16/bfloat16 input and rounds once at the

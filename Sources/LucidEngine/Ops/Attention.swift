@@ -98,8 +98,8 @@ package enum Attention {
             } else {
                 let wide = q.dtype.computeType
                 let dpf = try Ops.cast(dp, to: wide), pf = try Ops.cast(p, to: wide)
-                let inner = try Composite.sum(try Composite.mul(dpf, pf), [2], keepdim: true)
-                ds = try Ops.cast(try Composite.mul(try Composite.mul(pf, try Composite.sub(dpf, inner)), scale), to: q.dtype)
+                ds = try Ops.cast(try Composite.mul(try Activations.composedSoftmaxBackward(dpf, pf, axis: 2, log: false),
+                                                    scale), to: q.dtype)
             }
             let dq = try LinearAlgebra.matmul(ds, k3)
             let dk = try LinearAlgebra.matmul(try ShapeOps.transpose(ds, 1, 2), q3)
