@@ -130,6 +130,25 @@ int32_t lucid_autocast_override(lucid_guard guard, const char *op, int32_t polic
 /* The policy the op called `op` has on `device` for the calling thread now, overrides
  * included. device -1: the innermost scope's that switches autocast on (metal when none). */
 int32_t lucid_autocast_effective_policy(int32_t device, const char *op, int32_t *out);
+/* Starts an inspection on the calling thread (lucid.amp.inspect): until it ends, every op that
+ * runs in a lower precision under autocast on this thread has its floating inputs (before the
+ * cast) and its result counted, by kernels on their device; nothing is read back until the end.
+ * Inspections nest; each counts on its own. */
+int32_t lucid_amp_inspect_begin(uint64_t *out);
+/* The module path the calling thread's inspected ops are recorded under; "" or NULL: none. */
+int32_t lucid_amp_inspect_set_module(const char *path);
+/* Ends the inspection `id` (the calling thread's) and reads what it found (one wait for each
+ * device's queued work), kept for lucid_amp_inspect_entry on this thread: *entries = how many
+ * records, one per (op, module, device, dtype). LUCID_ERR_HANDLE for an id that is not live on
+ * this thread. */
+int32_t lucid_amp_inspect_end(uint64_t id, int64_t *entries);
+/* Record `index` of the calling thread's last ended inspection: the op and module path
+ * (engine-owned, valid for the process), the device and target dtype codes, the calls, and
+ * values[0..16): for the inputs then the results, the elements seen, the largest magnitude that
+ * is not NaN, and how many values were finite above 65504; non-zero below 2^-14; finite above
+ * bfloat16's largest; non-zero below 2^-126; non-zero and not NaN; infinite or NaN. */
+int32_t lucid_amp_inspect_entry(int64_t index, const char **op, const char **module, int32_t *device,
+                                int32_t *dtype, int64_t *calls, double *values);
 /* device -1: whether autocast is on for either device. */
 int32_t lucid_autocast_is_enabled(int32_t device, int32_t *out);
 /* The dtype code autocast targets on `device`, or -1 when off there. device -1: the dtype of

@@ -231,6 +231,7 @@ HAND_WRITTEN = {
     "lucid_backward": "re-raises the exception a custom function's Python backward raised",
     "lucid_attention": "asks for the weights only when they are wanted",
     "lucid_set_element": "Python's x[i] = v: range-checked once by the caller, padded without a loop",
+    "lucid_amp_inspect_entry": "writes sixteen values into an array the caller passes",
 }
 
 

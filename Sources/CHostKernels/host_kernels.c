@@ -278,6 +278,33 @@ static inline void above16(const uint16_t *bits, ptrdiff_t n, uint16_t limit, in
     *out = found != 0;
 }
 
+// Magnitude statistics of `n` floats given as bits, for autocast's inspection: the largest
+// finite-or-infinite magnitude's bits, and how many magnitudes lie in each band that
+// `lucid_host_cast_stats` documents. Integer comparisons of the magnitude bits, which order
+// like the values (a NaN's sit above the infinity's), with no branch, so that it vectorises.
+#define LUCID_CAST_STATS(name, T, MASK)                                                                \
+    static inline void name(const T *bits, ptrdiff_t n, const uint32_t *limits, uint64_t *out) {      \
+        const T inf = (T)limits[0], o16 = (T)limits[1], u16 = (T)limits[2], obf = (T)limits[3];        \
+        const T ubf = (T)limits[4];                                                                     \
+        T top = 0;                                                                                      \
+        uint64_t c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0;                                        \
+        for (ptrdiff_t i = 0; i < n; i++) {                                                             \
+            T m = (T)(bits[i] & MASK);                                                                  \
+            T kept = m <= inf ? m : 0;                                                                  \
+            top = kept > top ? kept : top;                                                              \
+            c1 += (m > o16) & (m < inf);                                                                \
+            c2 += (m != 0) & (m < u16);                                                                 \
+            c3 += (m > obf) & (m < inf);                                                                \
+            c4 += (m != 0) & (m < ubf);                                                                 \
+            c5 += (m != 0) & (m <= inf);                                                                \
+            c6 += m >= inf;                                                                             \
+        }                                                                                               \
+        out[0] = top; out[1] = c1; out[2] = c2; out[3] = c3; out[4] = c4; out[5] = c5; out[6] = c6;     \
+    }
+
+LUCID_CAST_STATS(cast_stats32, uint32_t, 0x7fffffffu)
+LUCID_CAST_STATS(cast_stats16, uint16_t, 0x7fffu)
+
 LUCID_VARIANTS(narrow, (const float *src, uint16_t *dst, ptrdiff_t n), (src, dst, n))
 LUCID_VARIANTS(log_softmax_backward, (const float *g, const float *y, ptrdiff_t n, float total, float *dx),
                (g, y, n, total, dx))
@@ -296,6 +323,10 @@ LUCID_VARIANTS(lstm_cell_backward_bf16, (const float *act, const uint16_t *c, co
                (act, c, gh, gh_more, gc, dg, dc, batch, n))
 LUCID_VARIANTS(tanh_, (const float *x, float *o, ptrdiff_t n), (x, o, n))
 LUCID_VARIANTS(silu_backward, (const float *x, const float *g, float *o, ptrdiff_t n), (x, g, o, n))
+LUCID_VARIANTS(cast_stats32, (const uint32_t *bits, ptrdiff_t n, const uint32_t *limits, uint64_t *out),
+               (bits, n, limits, out))
+LUCID_VARIANTS(cast_stats16, (const uint16_t *bits, ptrdiff_t n, const uint32_t *limits, uint64_t *out),
+               (bits, n, limits, out))
 LUCID_VARIANTS(above32, (const uint32_t *bits, ptrdiff_t n, uint32_t limit, int *out), (bits, n, limit, out))
 LUCID_VARIANTS(above16, (const uint16_t *bits, ptrdiff_t n, uint16_t limit, int *out), (bits, n, limit, out))
 
@@ -357,6 +388,14 @@ int lucid_host_any_above16(const uint16_t *bits, ptrdiff_t n, uint16_t limit) {
     int found;
     LUCID_DISPATCH(above16, (bits, n, limit, &found))
     return found;
+}
+
+void lucid_host_cast_stats32(const uint32_t *bits, ptrdiff_t n, const uint32_t *limits, uint64_t *out) {
+    LUCID_DISPATCH(cast_stats32, (bits, n, limits, out))
+}
+
+void lucid_host_cast_stats16(const uint16_t *bits, ptrdiff_t n, const uint32_t *limits, uint64_t *out) {
+    LUCID_DISPATCH(cast_stats16, (bits, n, limits, out))
 }
 
 void lucid_host_silu_backward(const float *x, const float *g, float *o, ptrdiff_t n) {

@@ -135,3 +135,59 @@ public func lucid_op_info(_ index: Int32, _ name: UnsafeMutablePointer<UnsafePoi
         cpuBFloat16.pointee = info.cpuBFloat16 ? 1 : 0
     }
 }
+
+// Autocast's inspection (lucid.amp.inspect): statistics kept by the engine's kernels while an
+// inspection is live on the calling thread, read back once when it ends.
+
+@_cdecl("lucid_amp_inspect_begin")
+public func lucid_amp_inspect_begin(_ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
+    abiCall {
+        guard let out else { throw LucidError(.value, "out pointer is null") }
+        out.pointee = AutocastInspection.begin()
+    }
+}
+
+@_cdecl("lucid_amp_inspect_set_module")
+public func lucid_amp_inspect_set_module(_ path: UnsafePointer<CChar>?) -> Int32 {
+    abiCall { AutocastInspection.setModule(path.map { String(cString: $0) } ?? "") }
+}
+
+@_cdecl("lucid_amp_inspect_end")
+public func lucid_amp_inspect_end(_ id: UInt64, _ entries: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall {
+        guard let entries else { throw LucidError(.value, "entries pointer is null") }
+        entries.pointee = Int64(try AutocastInspection.end(id).count)
+    }
+}
+
+@_cdecl("lucid_amp_inspect_entry")
+public func lucid_amp_inspect_entry(_ index: Int64, _ op: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
+                                    _ module: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
+                                    _ device: UnsafeMutablePointer<Int32>?, _ dtype: UnsafeMutablePointer<Int32>?,
+                                    _ calls: UnsafeMutablePointer<Int64>?, _ values: UnsafeMutablePointer<Double>?) -> Int32 {
+    abiCall {
+        guard let op, let module, let device, let dtype, let calls, let values else {
+            throw LucidError(.value, "an output pointer is null")
+        }
+        let report = AutocastInspection.lastReport
+        guard index >= 0, index < Int64(report.count) else {
+            throw LucidError(.index, "inspection entry \(index) is out of range 0..<\(report.count) (of this thread's last ended inspection)")
+        }
+        let e = report[Int(index)]
+        guard let opName = opNameStrings.cString(e.op), let path = opNameStrings.cString(e.module) else {
+            throw LucidError(.runtime, "out of memory copying '\(e.op)'")
+        }
+        op.pointee = opName
+        module.pointee = path
+        device.pointee = e.device.rawValue
+        dtype.pointee = e.dtype.rawValue
+        calls.pointee = Int64(e.calls)
+        var k = 0
+        for (elements, block) in [(e.inputElements, e.inputs), (e.resultElements, e.results)] {
+            values[k] = Double(elements)
+            values[k + 1] = Double(block.maxAbs)
+            for (j, c) in block.counts.enumerated() { values[k + 2 + j] = Double(c) }
+            k += 8
+        }
+    }
+}

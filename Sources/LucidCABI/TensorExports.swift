@@ -219,11 +219,12 @@ public func lucid_metal_is_available(_ out: UnsafeMutablePointer<Int32>?) -> Int
     abiCall { try store(Metal.isAvailable ? 1 : 0, out) }
 }
 
-/// The op names handed out by `lucid_metal_fallback_entry` and `lucid_metal_self_test_entry`,
-/// copied once and kept for the process (the op names are a small fixed set).
-private let opNameStrings = InternedNames()
+/// The names handed out by `lucid_metal_fallback_entry`, `lucid_metal_self_test_entry` and
+/// `lucid_amp_inspect_entry`, copied once and kept for the process (op names are a small fixed
+/// set; module paths are a program's own few).
+let opNameStrings = InternedNames()
 
-private final class InternedNames: @unchecked Sendable {
+final class InternedNames: @unchecked Sendable {
     private let lock = Lock()
     private var names: [String: UnsafeMutablePointer<CChar>] = [:]
 

@@ -10,7 +10,7 @@ import os
 import sys
 import threading
 import warnings
-from ctypes import POINTER, byref, c_char_p, c_int32, c_int64, c_uint32, c_uint64, c_void_p
+from ctypes import POINTER, byref, c_char_p, c_double, c_int32, c_int64, c_uint32, c_uint64, c_void_p
 from pathlib import Path
 
 from . import _abi
@@ -22,7 +22,7 @@ __all__ = ["GuardSlot", "guard_slot", "guard_create", "guard_destroy", "guard_cr
            "release", "deferred", "DEFERRED_MAX", "DEFERRED_BYTES", "flush_releases", "backward",
            "pending_error", "custom_function_callbacks", "MetalFallbackWarning", "set_element", "split",
            "tensor_shape", "attention", "metal_stats", "last_error", "dtype_table", "device_table", "op_table",
-           "metal_self_test_report", "metal_host_fallback_counts"]
+           "metal_self_test_report", "metal_host_fallback_counts", "amp_inspect_entry"]
 
 
 def last_error():
@@ -268,6 +268,18 @@ def metal_stats() -> dict:
     stats["dispatches"] = dict(metal_dispatch_entry(i) for i in range(values[len(_METAL_STATS)]))
     return stats
 
+
+def amp_inspect_entry(index: int):
+    """Record `index` of the calling thread's last ended inspection: (op, module, device code,
+    dtype code, calls, inputs, results), the last two each (elements, max |x|, then the six band
+    counts of lucid_amp_inspect_entry's order)."""
+    op, module, device, dtype, calls = c_char_p(), c_char_p(), c_int32(), c_int32(), c_int64()
+    values = (c_double * 16)()
+    rc = lib.lucid_amp_inspect_entry(index, byref(op), byref(module), byref(device), byref(dtype), byref(calls), values)
+    if rc:
+        raise_error(rc)
+    return (op.value.decode(), module.value.decode(), device.value, dtype.value, calls.value,
+            tuple(values[0:8]), tuple(values[8:16]))
 
 
 # ---- tables ------------------------------------------------------------------------------------

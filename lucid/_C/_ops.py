@@ -41,6 +41,48 @@ def autocast_effective_policy(device, op):
     return out_.value
 
 
+_lucid_amp_inspect_begin = _lib.lucid_amp_inspect_begin
+
+
+def amp_inspect_begin():
+    """Starts an inspection on the calling thread (lucid.amp.inspect): until it ends, every op that
+    runs in a lower precision under autocast on this thread has its floating inputs (before the
+    cast) and its result counted, by kernels on their device; nothing is read back until the end.
+    Inspections nest; each counts on its own.
+    """
+    out_ = c_uint64()
+    rc = _lucid_amp_inspect_begin(byref(out_))
+    if rc:
+        _raise(rc)
+    return out_.value
+
+
+_lucid_amp_inspect_set_module = _lib.lucid_amp_inspect_set_module
+
+
+def amp_inspect_set_module(path):
+    """The module path the calling thread's inspected ops are recorded under; '' or NULL: none."""
+    rc = _lucid_amp_inspect_set_module(_name(path))
+    if rc:
+        _raise(rc)
+
+
+_lucid_amp_inspect_end = _lib.lucid_amp_inspect_end
+
+
+def amp_inspect_end(id):
+    """Ends the inspection `id` (the calling thread's) and reads what it found (one wait for each
+    device's queued work), kept for lucid_amp_inspect_entry on this thread: *entries = how many
+    records, one per (op, module, device, dtype). LUCID_ERR_HANDLE for an id that is not live on
+    this thread.
+    """
+    entries_ = c_int64()
+    rc = _lucid_amp_inspect_end(id, byref(entries_))
+    if rc:
+        _raise(rc)
+    return entries_.value
+
+
 _lucid_autocast_is_enabled = _lib.lucid_autocast_is_enabled
 
 
@@ -1541,6 +1583,7 @@ HAND_WRITTEN = frozenset({
     "lucid_last_error",
     "guard_create",
     "guard_destroy",
+    "lucid_amp_inspect_entry",
     "lucid_tensor_release",
     "lucid_tensor_release_many",
     "lucid_tensor_shape",

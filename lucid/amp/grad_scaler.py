@@ -8,6 +8,7 @@ from .. import _C
 from .._ops.creation import full
 from .._tensor import Tensor
 from .._types import _DEVICE_CODES, device_names, float32, int32
+from . import inspect as _inspect
 from ..optim.optimizer import Optimizer
 
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
@@ -135,12 +136,16 @@ class GradScaler:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
         if state["stage"] == _STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
-        grads = [p.grad for g in optimizer.param_groups for p in g["params"]]
+        params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        grads = [p.grad for p in params]
         inv_scale = 1.0 / self._lazy_init()
         found = full((), 0.0, dtype=float32, device=self._device)
-        _C.unscale_grads([g._h for g in grads if g is not None], inv_scale._h, found._h)
+        _C.unscale_grads([g._h for g in grads], inv_scale._h, found._h)
         _agree_over_ranks(found)
         state["found_inf"] = found
+        if _inspect._thread.live:
+            # Which gradients were not finite: flags on the device, read when the inspection ends.
+            state["nonfinite"] = [(p, g.isfinite().logical_not().any()) for p, g in zip(params, grads)]
         state["stage"] = _UNSCALED
 
     def step(self, optimizer, *args, **kwargs):
@@ -188,6 +193,9 @@ class GradScaler:
             combined = found[0]
             for f in found[1:]:
                 combined = combined + f
+            if _inspect._thread.live:
+                flags = [pair for s in self._per_optimizer.values() for pair in s.get("nonfinite", ())]
+                _inspect._scaler_step(scale.clone(), combined.clone(), flags)
             _C.update_scale(scale._h, self._growth_tracker._h, combined._h, self._growth_factor, self._backoff_factor,
                            self._growth_interval)
         self._per_optimizer = {}

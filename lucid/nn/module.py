@@ -10,6 +10,10 @@ from .._tensor import Tensor
 from .._types import as_device, bfloat16, dtype as _dtype, float16, float32, float64, no_cuda
 from .parameter import Parameter
 
+# While a lucid.amp.inspect() is live: a context manager each module call runs in, which
+# records the module path its ops run under. None otherwise.
+_call_observer = None
+
 
 _hook_ids = itertools.count()
 
@@ -165,6 +169,13 @@ class Module:
         self.__dict__["_autocast_dtype"] = value
 
     def __call__(self, *args, **kwargs):
+        observer = _call_observer
+        if observer is not None:
+            with observer(self):
+                return self._call_in_precision(args, kwargs)
+        return self._call_in_precision(args, kwargs)
+
+    def _call_in_precision(self, args, kwargs):
         d = self.__dict__
         precision = d.get("_autocast_dtype")
         if precision is not None:

@@ -50,6 +50,16 @@ void lucid_host_silu_backward(const float *x, const float *g, float *o, ptrdiff_
 int lucid_host_any_above32(const uint32_t *bits, ptrdiff_t n, uint32_t limit);
 int lucid_host_any_above16(const uint16_t *bits, ptrdiff_t n, uint16_t limit);
 
+/// Magnitude statistics of `n` floats given as bits (32-bit: float32; 16-bit: float16 or
+/// bfloat16), for autocast's inspection. `limits` are magnitude bits in the same format: the
+/// infinity, then the largest magnitudes that do not overflow float16 and bfloat16 and the
+/// smallest normal ones of each, in the order o16, u16, obf, ubf. out[0] = the largest
+/// magnitude's bits among values that are not NaN; out[1..6] = how many finite values are above
+/// o16; are non-zero and below u16; are finite and above obf; are non-zero and below ubf; are
+/// non-zero and not NaN; are infinite or NaN.
+void lucid_host_cast_stats32(const uint32_t *bits, ptrdiff_t n, const uint32_t *limits, uint64_t *out);
+void lucid_host_cast_stats16(const uint16_t *bits, ptrdiff_t n, const uint32_t *limits, uint64_t *out);
+
 /// The vector unit these kernels run on, by PyTorch's names: "AVX512", "AVX2" or "DEFAULT".
 const char *lucid_host_cpu_capability(void);
 

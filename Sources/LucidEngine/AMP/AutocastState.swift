@@ -48,6 +48,12 @@ final class ThreadAMPState {
     /// Whether lower-precision casts of parameters go through `castCache` (autocast's
     /// `cache_enabled`; PyTorch's `set_autocast_cache_enabled`). On for a new thread.
     var cacheEnabled = true
+    /// The live inspections (`AutocastInspection`), the module path their ops are recorded
+    /// under, and the op whose inputs were just recorded, with its records, until its result is.
+    var inspections: [Inspection] = []
+    var inspectedModule = ""
+    var pendingInspection: (op: String, records: [Inspection.Record])?
+    var lastInspectionReport: [InspectionEntry] = []
 
     struct CastKey: Hashable {
         let source: ObjectIdentifier
@@ -243,6 +249,8 @@ package enum AMPRegistry {
         }
         state.scopes.removeAll()
         state.castCache.removeAll()
+        state.inspections.removeAll()
+        state.pendingInspection = nil
     }
 
     /// The device of the innermost live scope that still switches autocast on, or nil.

@@ -41,13 +41,35 @@ public struct OpInfo: Sendable {
     /// off: the ops a composite op is built from keep the dtypes its own policy chose.
     func run<R>(_ inputs: [TensorImpl], _ body: ([TensorImpl]) throws -> R) throws -> R {
         let cast = try autocast(inputs)
-        return try Autocast.disabled { try body(cast) }
+        let result = try Autocast.disabled { try body(cast) }
+        if let state = AMPRegistry.currentIfPresent(), state.pendingInspection != nil {
+            // An op's result, or attention's output and weights.
+            if let t = result as? TensorImpl {
+                try inspected(t)
+            } else if let (t, _) = result as? (TensorImpl, TensorImpl?) {
+                try inspected(t)
+            }
+        }
+        return result
+    }
+
+    /// `result`, whose values are added to the live inspections that recorded this call's
+    /// inputs (`autocast` records an op that runs in a lower precision while one is live).
+    @discardableResult
+    func inspected(_ result: TensorImpl) throws -> TensorImpl {
+        guard let state = AMPRegistry.currentIfPresent(), let pending = state.pendingInspection, pending.op == name else {
+            return result
+        }
+        state.pendingInspection = nil
+        for record in pending.records { try Inspection.accumulate(result, into: record, block: 1) }
+        return result
     }
 
     /// Two operands through this op's policy; outside autocast, or for an op it leaves alone,
     /// they come back as they are without the arrays of the general form.
     func autocast(_ a: TensorImpl, _ b: TensorImpl) throws -> (TensorImpl, TensorImpl) {
-        guard Autocast.castTarget(a.device) != nil, effectivePolicy(a.device) != .none else { return (a, b) }
+        guard Autocast.castTarget(a.device) != nil else { return (a, b) }
+        if effectivePolicy(a.device) == .none && AMPRegistry.currentIfPresent()?.inspections.isEmpty != false { return (a, b) }
         let cast = try autocast([a, b])
         return (cast[0], cast[1])
     }
@@ -65,11 +87,17 @@ public struct OpInfo: Sendable {
     func autocast(_ inputs: [TensorImpl]) throws -> [TensorImpl] {
         guard let first = inputs.first, var target = Autocast.castTarget(first.device) else { return inputs }
         let policy = effectivePolicy(first.device)
+        let inspecting = AMPRegistry.currentIfPresent().flatMap { $0.inspections.isEmpty ? nil : $0 }
         switch policy {
         case .none:
+            // An op that keeps its inputs' dtypes runs in a lower precision when they are in one.
+            if let inspecting, let low = inputs.first(where: { $0.dtype.isLowPrecision })?.dtype {
+                try inspecting.inspect(name, inputs, target: low)
+            }
             return inputs
         case .lowerPrecision:
             if first.device == .cpu && target == .bfloat16 && !cpuBFloat16 { target = .float32 }
+            if target.isLowPrecision, let inspecting { try inspecting.inspect(name, inputs, target: target) }
             // float64 is left alone, as PyTorch's autocast leaves it: only float32 and the
             // 16-bit floats are eligible.
             return try inputs.map { $0.dtype.isFloatingPoint && $0.dtype != .float64 ? try Autocast.cast($0, to: target) : $0 }
@@ -79,6 +107,7 @@ public struct OpInfo: Sendable {
             let floats = inputs.filter { $0.dtype.isFloatingPoint }.map(\.dtype)
             guard let widest = floats.dropFirst().reduce(floats.first, { acc, d in acc.map { DType.promote($0, d) } })
             else { return inputs }
+            if widest.isLowPrecision, let inspecting { try inspecting.inspect(name, inputs, target: widest) }
             return try inputs.map { $0.dtype.isFloatingPoint ? try Ops.cast($0, to: widest) : $0 }
         }
     }

@@ -192,6 +192,8 @@ enum KernelOp: Sendable {
     case unscale(count: Int)
     /// reads and writes [scale, growthTracker, found]
     case updateScale
+    /// reads [x, acc], writes [acc]
+    case castStatistics
 
     var family: KernelFamily {
         switch self {
@@ -208,7 +210,7 @@ enum KernelOp: Sendable {
             .normalization
         case .attention: .attention
         case .gather, .scatterAdd, .nonzero, .put, .take: .indexing
-        case .sgdStep, .adamStep, .unscale, .updateScale: .optimizers
+        case .sgdStep, .adamStep, .unscale, .updateScale, .castStatistics: .optimizers
         }
     }
 

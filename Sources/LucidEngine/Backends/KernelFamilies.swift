@@ -210,9 +210,10 @@ protocol PlacementKernels: AnyObject, Sendable {
     func take(_ src: TensorImpl, at offsets: [Int], shape: [Int], strides: [Int], into out: TensorImpl)
 }
 
-/// The optimizers' update steps and GradScaler's unscale and scale update. Flags and counts
-/// live in tensors of the backend's device, so that a skipped step, an infinity found or a
-/// new scale never needs the host to read a value: `found` is a float32 element, non-zero
+/// The optimizers' update steps, GradScaler's unscale and scale update, and the statistics
+/// autocast's inspection keeps. Flags and counts live in tensors of the backend's device, so
+/// that a skipped step, an infinity found, a new scale or a statistic never needs the host to
+/// read a value: `found` is a float32 element, non-zero
 /// when the step is to be skipped; an optimizer given one writes nothing when it is set.
 protocol OptimizerKernels: AnyObject, Sendable {
     /// One SGD update of a parameter: contiguous tensors of one shape and floating dtype,
@@ -231,5 +232,11 @@ protocol OptimizerKernels: AnyObject, Sendable {
     /// tracker (an int32 count of clean steps) restarts; after `growthInterval` clean steps it
     /// grows, unless that leaves the float32 range.
     func updateScale(_ scale: TensorImpl, growthTracker: TensorImpl, found: TensorImpl, _ update: ScaleUpdate)
+    /// Autocast inspection's statistics of `x` (contiguous, float32, float16 or bfloat16), added
+    /// to the 16 words of `acc` (an int32 tensor read as unsigned words) that start at `word`:
+    /// word 0 keeps the largest magnitude that is not NaN (float32 bits, raised to `x`'s if
+    /// larger); words 1-2, 3-4, ... 11-12 are 64-bit counts (low word first) of the bands of
+    /// `CastStatistics.Band`, in its order.
+    func castStatistics(_ x: TensorImpl, into acc: TensorImpl, word: Int)
 }
 

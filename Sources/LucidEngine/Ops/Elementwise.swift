@@ -105,6 +105,7 @@ package enum Elementwise {
         out.run(ElementwiseKernels.self, KernelCall(.binary(k), reads: [xs, ys], writes: [out]), "\(k)") {
             $0.binary(k, xs, ys, into: out)
         }
+        try op.inspected(out)
         guard Autograd.tracks(x, y), !k.isBitwise else { return out }
         // Each gradient is summed back over the dimensions its input was broadcast along.
         // Each rule captures only what it needs: add and sub keep no tensor alive.
@@ -154,6 +155,7 @@ package enum Elementwise {
         out.run(ElementwiseKernels.self, KernelCall(.binaryScalar(k), reads: [x], writes: [out]), "\(k)") {
             $0.binary(k, x, scalar: scalar.value, scalarFirst: scalarFirst, into: out)
         }
+        try op.inspected(out)
         guard Autograd.tracks(x), !k.isBitwise else { return out }
         let rule: (TensorImpl) throws -> TensorImpl
         var saved: [TensorImpl] = []
@@ -220,6 +222,7 @@ package enum Elementwise {
         if !k.keepsIntegers && !x.dtype.isFloatingPoint { x = try Ops.cast(x, to: .float32) }
         let out = try TensorImpl.empty(x.shape, dtype: x.dtype, like: x)
         out.run(ElementwiseKernels.self, KernelCall(.unary(k), reads: [x], writes: [out]), k.name) { $0.unary(k, x, into: out) }
+        try op.inspected(out)
         guard Autograd.tracks(x) else { return out }
         // The node keeps one tensor: the output when the derivative reads it, else the input
         // (the kernel then ignores the other argument).

@@ -95,6 +95,7 @@ package enum LinearAlgebra {
             if !yVector { shape.append(n) }
             result = out.view(shape: shape, strides: Shape.contiguousStrides(shape))
         }
+        try matmul.inspected(result)
         guard Autograd.tracks(a0, b0) else { return result }
         return Autograd.record(result, Autograd.name(matmul), [a0, b0],
                                saved: [a0.requiresGrad ? b0 : nil, b0.requiresGrad ? a0 : nil]) { g in
@@ -141,6 +142,7 @@ package enum LinearAlgebra {
         }
         let shape = lead + [outF]
         let result = out.view(shape: shape, strides: Shape.contiguousStrides(shape))
+        try linear.inspected(result)
         guard inputs.contains(where: \.requiresGrad) && GradMode.isEnabled else { return result }
         // The node keeps only what the wanted gradients read: the input for dW, the weight for
         // dX. A weight autocast made from a parameter is cast again in backward rather than

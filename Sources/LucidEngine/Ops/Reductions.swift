@@ -38,7 +38,7 @@ package enum Reductions {
             $0.reduce(k, x, axes: axes, into: out)
         }
         let squeezed = x.shape.enumerated().filter { !axes.contains($0.offset) }.map(\.element)
-        let result = keepdim ? out : out.view(shape: squeezed, strides: Shape.contiguousStrides(squeezed))
+        let result = try op.inspected(keepdim ? out : out.view(shape: squeezed, strides: Shape.contiguousStrides(squeezed)))
         var count = 1
         for ax in axes { count &*= x.shape[ax] }
         let shape = x.shape
@@ -157,7 +157,7 @@ extension Reductions {
         let centered = try Elementwise.binary(.sub, x, try reduce(.mean, x, dims: axes, keepdim: true))
         let squares = try reduce(.sum, try Elementwise.binary(.mul, centered, centered), dims: axes, keepdim: keepdim)
         let v = try Elementwise.binary(.div, squares, scalar: ScalarOperand(float: Swift.max(Double(n) - correction, 0)), scalarFirst: false)
-        return root ? try Elementwise.unary(.sqrt, v) : v
+        return try op.inspected(root ? try Elementwise.unary(.sqrt, v) : v)
     }
 
     /// log(sum(exp(a))) over `dims`, computed stably (the max is subtracted first) in float32
@@ -178,7 +178,7 @@ extension Reductions {
         }
         let sum = try reduce(.sum, try Elementwise.unary(.exp, try Elementwise.binary(.sub, x, shift)), dims: axes, keepdim: true)
         let out = try Elementwise.binary(.add, try Elementwise.unary(.log, sum), shift)
-        if keepdim { return out }
-        return try ShapeOps.reshape(out, x.shape.enumerated().filter { !axes.contains($0.offset) }.map(\.element))
+        if keepdim { return try logsumexp.inspected(out) }
+        return try logsumexp.inspected(try ShapeOps.reshape(out, x.shape.enumerated().filter { !axes.contains($0.offset) }.map(\.element)))
     }
 }

@@ -303,6 +303,7 @@ extension ShapeOps {
             offset += t.shape[d]
         }
         let sizes = inputs.map { $0.shape[d] }
+        try cat.inspected(out)
         return Autograd.record(out, Autograd.name(cat), inputs) { g in
             var start = 0
             return try sizes.map { n in

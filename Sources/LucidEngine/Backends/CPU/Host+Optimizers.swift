@@ -38,6 +38,18 @@ extension HostBackend: OptimizerKernels {
         if nonFinite { Self.element(found).pointee = 1 }
     }
 
+    func castStatistics(_ x: TensorImpl, into acc: TensorImpl, word: Int) {
+        var limits = CastStatistics.limits(for: x.dtype)
+        var found = [UInt64](repeating: 0, count: 7)
+        if x.dtype.itemSize == 4 {
+            lucid_host_cast_stats32(Self.address(x).assumingMemoryBound(to: UInt32.self), x.numel, &limits, &found)
+        } else {
+            lucid_host_cast_stats16(Self.address(x).assumingMemoryBound(to: UInt16.self), x.numel, &limits, &found)
+        }
+        found[0] = UInt64(CastStatistics.float32Bits(UInt32(truncatingIfNeeded: found[0]), from: x.dtype))
+        CastStatistics.merge(found, into: Self.address(acc).assumingMemoryBound(to: UInt32.self), word: word)
+    }
+
     func updateScale(_ scale: TensorImpl, growthTracker: TensorImpl, found: TensorImpl, _ u: ScaleUpdate) {
         let s = Self.element(scale), tracker = Self.address(growthTracker).assumingMemoryBound(to: Int32.self)
         if Self.isSet(found) {
