@@ -491,6 +491,28 @@ def test_every_product_and_attention_of_an_autocast_training_step_runs_on_the_gp
 
 
 @pytest.mark.parametrize("dtype", [lucid.float16, lucid.bfloat16])
+def test_an_inspected_step_counts_on_the_gpu_and_waits_once(dtype):
+    # lucid.amp.inspect()'s counts are kept by the cast_stats kernels on the device: the step
+    # inside the scope makes no host wait and no host fallback; ending it reads them back.
+    lucid.manual_seed(0)
+    model = lucid.nn.Sequential(lucid.nn.Linear(16, 32), lucid.nn.ReLU(), lucid.nn.Linear(32, 4)).to("metal")
+    x = lucid.tensor(RNG.standard_normal((8, 16)).astype(np.float32), device="metal")
+    lucid.metal.synchronize()
+    before = lucid.metal.stats()
+    with lucid.amp.inspect() as ins:
+        with lucid.amp.autocast("metal", dtype=dtype):
+            model(x)
+        during = lucid.metal.stats()
+    counts = {k: v - before["dispatches"].get(k, 0) for k, v in during["dispatches"].items()
+              if v != before["dispatches"].get(k, 0)}
+    assert during["host_waits"] == before["host_waits"] and during["host_fallbacks"] == before["host_fallbacks"]
+    # Two linears (three inputs and a result each; the second's input is already in `dtype`)
+    # and a ReLU (an input and a result).
+    assert counts.get("cast_stats_float32") == 5 and counts.get(f"cast_stats_{dtype.name}") == 5, counts
+    assert {r.module for r in ins.report.ops} == {"0", "1", "2"} and ins.report.findings == []
+
+
+@pytest.mark.parametrize("dtype", [lucid.float16, lucid.bfloat16])
 def test_every_convolution_and_product_of_an_autocast_cnn_step_runs_on_the_gpu_kernels(dtype):
     # A small CNN under autocast: every convolution pass (forward, input and weight gradients,
     # a strided and a grouped layer) runs on its implicit-GEMM kernel, which reads the image's

@@ -233,9 +233,11 @@ class Report:
             skipped = self.skipped_steps
             lines += ["", f"GradScaler: {len(self.scaler)} steps, {len(skipped)} skipped; scale "
                           f"{self.scaler[0].scale:g} → {self.scaler[-1].scale:g}."]
-            for s in skipped:
+            for s in skipped[:10]:
                 lines.append(f"- step {s.step} skipped (scale {s.scale:g}): non-finite gradient in "
                              f"{', '.join(s.nonfinite) or 'no parameter named'}")
+            if len(skipped) > 10:
+                lines.append(f"- … and {len(skipped) - 10} more skipped steps")
         return "\n".join(lines)
 
     def __str__(self):
@@ -263,6 +265,8 @@ class inspect(contextlib.ContextDecorator):
     kernel on its device.
     """
 
+    SAFE_FLOAT16, USE_BFLOAT16, KEEP_FLOAT32 = SAFE_FLOAT16, USE_BFLOAT16, KEEP_FLOAT32
+
     def __init__(self):
         self.report = None
         self._ids = []
@@ -288,17 +292,10 @@ class inspect(contextlib.ContextDecorator):
         for i in range(n):
             op, module, device, dtype, calls, inputs, results = _C.amp_inspect_entry(i)
             ops.append(OpRecord(op, module, _DEVICES[device], dtype_from_code(dtype), calls, inputs, results))
-        names = {}
-        for ref in self._roots.values():
-            root = ref()
-            if root is not None:
-                for name, p in root.named_parameters():
-                    names.setdefault(id(p), name)
         steps = []
         for i, (scale, found, flags) in enumerate(self._scaler):
             skipped = bool(found.item())
-            bad = [names.get(id(p), f"<parameter {tuple(p.shape)}>") for p, flag in flags if skipped and flag.item()]
-            steps.append(ScalerStep(i, float(scale.item()), skipped, bad))
+            steps.append(ScalerStep(i, float(scale.item()), skipped, [n for n, flag in flags if skipped and flag.item()]))
         self.report = Report(ops, steps)
         self._roots, self._scaler = {}, []
         return False
@@ -316,7 +313,16 @@ class inspect(contextlib.ContextDecorator):
         return self.report
 
     def _record_scaler_step(self, scale, found, flags):
-        self._scaler.append((scale, found, flags))
+        # Parameters are named now, after the modules called in the scope (which may be gone by
+        # its end); one never called through a module is named by its shape.
+        names = {}
+        for ref in self._roots.values():
+            root = ref()
+            if root is not None:
+                for name, p in root.named_parameters():
+                    names.setdefault(id(p), name)
+        self._scaler.append((scale, found, [(names.get(id(p), f"<parameter {tuple(p.shape)}>"), flag)
+                                            for p, flag in flags]))
 
 
 def _scaler_step(scale, found, flags):

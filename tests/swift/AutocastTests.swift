@@ -47,6 +47,29 @@ import Testing
         #expect(try x.matmul(w).dtype == .float32)  // autocast off
     }
 
+    @Test func anInspectionCountsTheValuesOfTheOpsThatRanInALowerPrecision() throws {
+        // x holds 1e5 (past float16's range), 1e-6 (below its normals) and 0; w is exact.
+        let x = try Tensor([1e5, 1e-6, 0, 1, 2, 3], shape: [2, 3], device: .metal)
+        let w = try Tensor(Self.wValues, shape: [3, 2], device: .metal)
+        let id = AutocastInspection.begin()
+        AutocastInspection.setModule("encoder.proj")
+        _ = try withAutocast(.metal, dtype: .float16) { try x.matmul(w) }
+        _ = try x.matmul(w)  // outside autocast: not counted
+        AutocastInspection.setModule("")
+        let report = try AutocastInspection.end(id)
+        #expect(report.count == 1)
+        let e = try #require(report.first)
+        #expect(e.op == "matmul" && e.module == "encoder.proj" && e.dtype == .float16 && e.calls == 1)
+        #expect(e.inputElements == 12 && e.resultElements == 4)
+        #expect(e.inputs.maxAbs == 1e5)
+        #expect(e.inputs[.overflowFloat16] == 1 && e.inputs[.underflowFloat16] == 1)
+        #expect(e.inputs[.overflowBFloat16] == 0 && e.inputs[.underflowBFloat16] == 0)
+        #expect(e.inputs[.nonzero] == 9 && e.inputs[.nonfinite] == 0)
+        // 1e5 became inf in the cast, and the product row that read it is inf or NaN.
+        #expect(e.results[.nonfinite] == 2)
+        #expect(throws: LucidError.self) { _ = try AutocastInspection.end(id) }  // ended already
+    }
+
     @Test func withAutocastDefaultsToFloat16AndCoversLinear() throws {
         let (x, _) = try Self.operands()
         let weight = try Tensor([1, 1, 1, 0, 1, 0], shape: [2, 3], device: .metal)

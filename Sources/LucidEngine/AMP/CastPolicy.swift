@@ -97,7 +97,9 @@ public struct OpInfo: Sendable {
             return inputs
         case .lowerPrecision:
             if first.device == .cpu && target == .bfloat16 && !cpuBFloat16 { target = .float32 }
-            if target.isLowPrecision, let inspecting { try inspecting.inspect(name, inputs, target: target) }
+            if target.isLowPrecision, let inspecting, inputs.contains(where: { $0.dtype.isFloatingPoint && $0.dtype != .float64 }) {
+                try inspecting.inspect(name, inputs, target: target)
+            }
             // float64 is left alone, as PyTorch's autocast leaves it: only float32 and the
             // 16-bit floats are eligible.
             return try inputs.map { $0.dtype.isFloatingPoint && $0.dtype != .float64 ? try Autocast.cast($0, to: target) : $0 }

@@ -71,6 +71,21 @@ extension MetalBackend: OptimizerKernels {
         }
     }
 
+    func castStatistics(_ x: TensorImpl, into acc: TensorImpl, word: Int) {
+        guard x.numel > 0 else { return }
+        // CastStatsParams: 8 uints and 1 ulong = 40 bytes.
+        var words = CastStatistics.limits(for: x.dtype)
+        words += [x.dtype == .float16 ? 1 : x.dtype == .bfloat16 ? 2 : 0, UInt32(word), 0]
+        words += [UInt32(truncatingIfNeeded: x.numel), UInt32(truncatingIfNeeded: x.numel >> 32)]
+        // A threadgroup per 4096 values, at most 256: each thread loops over its share.
+        let groups = max(1, min((x.numel + 4095) / 4096, 256))
+        encode("cast_stats_\(x.dtype.name)", groups: groups, width: 256, floatsPerThread: 7) { e in
+            bind(x, 0, e)
+            bind(acc, 1, e)
+            setBytes(words, 2, e)
+        }
+    }
+
     func unscale(_ grads: [TensorImpl], invScale: TensorImpl, found: TensorImpl, into outs: [TensorImpl]) {
         let pairs = zip(grads, outs).filter { $0.0.numel > 0 }
         for (grad, out) in pairs {

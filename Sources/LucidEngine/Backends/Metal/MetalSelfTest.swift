@@ -372,6 +372,17 @@ enum MetalSelfTest {
                 try optimizers(gpu).unscale([g], invScale: inv, found: found, into: [out])
                 return found
             }
+            // Autocast inspection's counters: every band, two threadgroups adding into one
+            // block, and a second block; the words must agree exactly.
+            compare("cast_statistics", dtype, 0) { be in
+                let specials: [Float] = [1e5, 1e-6, 0, -2.5, .infinity, .nan, 3.4e38, 1e-39, 65520, -7, 6e-5, 2]
+                let x = try make(specials, [5003], dtype, be)
+                let acc = try make([0], [2 * CastStatistics.blockWords], .int32, be)
+                try optimizers(be).castStatistics(x, into: acc, word: 0)
+                try optimizers(be).castStatistics(x, into: acc, word: 0)
+                try optimizers(be).castStatistics(try make(a, shape, dtype, be), into: acc, word: CastStatistics.blockWords)
+                return acc
+            }
             compare("matmul", dtype, tol * 8) { be in
                 let x = try make(a, [3, 17], dtype, be), y = try make(b, [17, 3], dtype, be)
                 let out = try TensorImpl.empty([1, 3, 3], dtype: dtype, on: be)
