@@ -452,6 +452,29 @@ def shape_read_ratio(min_time):
     return with_shape / op
 
 
+def inspect_cost(min_time):
+    """Training steps under autocast with and without ``lucid.amp.inspect()`` around each (the
+    scope's start, the counting and the read-back at its end all included), timed together:
+    {case: (plain, inspected)}."""
+    out = {}
+    x, y = arr(64, 784), RNG.integers(0, 10, 64)
+    xi, yi = arr(32, 1, 28, 28), RNG.integers(0, 10, 32)
+    mlp = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
+    cnn = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1),
+                        nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
+    lm = _char_models(lucid)[0]
+    for name, model, (a, b) in (("MLP train step bf16 autocast", mlp, (x, y)), ("CNN train step bf16 autocast", cnn, (xi, yi)),
+                                ("char MLP LM train step bf16 autocast", lm, (RNG.integers(0, 28, (32, 16)),
+                                                                             RNG.integers(0, 27, 32)))):
+        step = _lucid_trainer(model, lucid.tensor(a), lucid.tensor(b), True)
+
+        def inspected(step=step):
+            with lucid.amp.inspect():
+                step()
+        out[name] = tuple(timed_together([step, inspected], min_time))
+    return out
+
+
 def activation_memory():
     """Engine bytes a training forward pass holds for backward (a 4-layer MLP, 1024 wide,
     batch 4096): in float32 and under bfloat16 autocast, parameters and input excluded."""
@@ -688,6 +711,14 @@ def main():
     opt_mem = "; ".join(f"{name}: a step and zero_grad allocate {a} bytes (target 0), a whole training step "
                         f"peaks {peak / 2**20:.2f} MiB above its model and state" for name, (a, peak) in steps.items())
     print(f"\n{mem}\n{opt_mem}\npeak engine memory over the run: {lucid.max_memory_allocated() / 2**20:.1f} MiB")
+    inspect = ""
+    if not args.only or "inspect" in args.only:
+        costs = inspect_cost(min_time)
+        inspect = "lucid.amp.inspect() around a training step (counting every cast input and result, and reading " \
+                  "the counts back at the scope's end), against the same step without it: " + "; ".join(
+                      f"{name} {fmt_time(t)} / {fmt_time(ti)} = {ti / t:.2f}x" for name, (t, ti) in costs.items()) + \
+                  " (target <= 2x)"
+        print(f"\n{inspect}")
     metal = []
     if lucid.metal.is_available() and (not args.only or "metal" in args.only):
         print("\nthe Metal backend (this Mac's GPU): time, rate or autocast/float32 ratio")
@@ -708,6 +739,8 @@ def main():
             for r in rows:
                 f.write("| " + " | ".join(r) + " |\n")
             f.write(f"\n{shape}.\n\n{mem}.\n\n{opt_mem}.\n\n")
+            if inspect:
+                f.write(f"{inspect}.\n\n")
             if metal:
                 f.write("The Metal backend on this Mac's GPU (float16 products run on MPS where the self-test finds "
                         "it sums in float32, the others on lucid's SIMD-group kernel):\n\n")

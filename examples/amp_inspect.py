@@ -59,9 +59,8 @@ def train(dtype, steps, device, scale, policies=(), batch=64):
     each time; `policies` are (module path, autocast_policy) pairs set before training."""
     lucid.manual_seed(SEED)
     model = Classifier(scale).to(device)
-    modules = dict(model.named_modules())
     for path, policy in policies:
-        modules[path].autocast_policy = policy
+        model.get_submodule(path).autocast_policy = policy
     opt = lucid.optim.Adam(model.parameters(), lr=1e-3)
     scaler = lucid.amp.GradScaler(device, enabled=dtype == lucid.float16)
     rng = np.random.default_rng(SEED)

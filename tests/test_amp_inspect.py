@@ -201,7 +201,7 @@ def test_overriding_the_module_that_overflows_clears_the_report():
     [top] = ins.report.findings
     assert (top.module, top.op, top.verdict) == ("head", "linear", USE_BFLOAT16)
     assert top.overflow > 0 and top.introduced_nonfinite
-    model.head.autocast_policy = "float32"
+    model.get_submodule(top.module).autocast_policy = "float32"
     with lucid.amp.inspect() as ins:
         train(model, 2)
     assert ins.report.findings == []
@@ -316,3 +316,11 @@ def test_bad_handles_and_early_reports_are_refused():
         pass
     with pytest.raises(IndexError, match="out of range"):
         _C.amp_inspect_entry(5)
+
+
+def test_get_submodule_follows_a_report_path():
+    model = Net()
+    assert model.get_submodule("blocks.1.proj") is model.blocks[1].proj
+    assert model.get_submodule("") is model
+    with pytest.raises(AttributeError, match="no submodule `nope`"):
+        model.get_submodule("blocks.nope")

@@ -281,25 +281,32 @@ static inline void above16(const uint16_t *bits, ptrdiff_t n, uint16_t limit, in
 // Magnitude statistics of `n` floats given as bits, for autocast's inspection: the largest
 // finite-or-infinite magnitude's bits, and how many magnitudes lie in each band that
 // `lucid_host_cast_stats` documents. Integer comparisons of the magnitude bits, which order
-// like the values (a NaN's sit above the infinity's), with no branch, so that it vectorises.
+// like the values (a NaN's sit above the infinity's), with no branch and 32-bit counts over
+// runs of 4096, so that it vectorises; the runs' counts are added in 64 bits.
 #define LUCID_CAST_STATS(name, T, MASK)                                                                \
     static inline void name(const T *bits, ptrdiff_t n, const uint32_t *limits, uint64_t *out) {      \
-        const T inf = (T)limits[0], o16 = (T)limits[1], u16 = (T)limits[2], obf = (T)limits[3];        \
-        const T ubf = (T)limits[4];                                                                     \
-        T top = 0;                                                                                      \
-        uint64_t c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0;                                        \
-        for (ptrdiff_t i = 0; i < n; i++) {                                                             \
-            T m = (T)(bits[i] & MASK);                                                                  \
-            T kept = m <= inf ? m : 0;                                                                  \
-            top = kept > top ? kept : top;                                                              \
-            c1 += (m > o16) & (m < inf);                                                                \
-            c2 += (m != 0) & (m < u16);                                                                 \
-            c3 += (m > obf) & (m < inf);                                                                \
-            c4 += (m != 0) & (m < ubf);                                                                 \
-            c5 += (m != 0) & (m <= inf);                                                                \
-            c6 += m >= inf;                                                                             \
+        const uint32_t inf = limits[0], o16 = limits[1], u16 = limits[2], obf = limits[3], ubf = limits[4]; \
+        uint32_t top = 0;                                                                               \
+        uint64_t total[6] = {0, 0, 0, 0, 0, 0};                                                         \
+        for (ptrdiff_t start = 0; start < n; start += 4096) {                                           \
+            const ptrdiff_t end = n - start < 4096 ? n : start + 4096;                                  \
+            uint32_t c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0, run_top = 0;                       \
+            for (ptrdiff_t i = start; i < end; i++) {                                                   \
+                const uint32_t m = (uint32_t)bits[i] & MASK;                                            \
+                const uint32_t kept = m <= inf ? m : 0;                                                 \
+                run_top = kept > run_top ? kept : run_top;                                              \
+                c1 += (m > o16) & (m < inf);                                                            \
+                c2 += (m - 1u) < (u16 - 1u);  /* 0 < m < u16, as one unsigned comparison */             \
+                c3 += (m > obf) & (m < inf);                                                            \
+                c4 += (m - 1u) < (ubf - 1u);                                                            \
+                c5 += (m - 1u) < inf;          /* 0 < m <= inf */                                       \
+                c6 += m >= inf;                                                                         \
+            }                                                                                           \
+            top = run_top > top ? run_top : top;                                                        \
+            total[0] += c1; total[1] += c2; total[2] += c3; total[3] += c4; total[4] += c5; total[5] += c6; \
         }                                                                                               \
-        out[0] = top; out[1] = c1; out[2] = c2; out[3] = c3; out[4] = c4; out[5] = c5; out[6] = c6;     \
+        out[0] = top;                                                                                   \
+        for (int k = 0; k < 6; k++) out[k + 1] = total[k];                                              \
     }
 
 LUCID_CAST_STATS(cast_stats32, uint32_t, 0x7fffffffu)

@@ -311,6 +311,17 @@ class Module:
         for _, m in self.named_modules():
             yield m
 
+    def get_submodule(self, target: str) -> "Module":
+        """The submodule at the dotted path `target` (``"encoder.layers.3"``); ``""`` is this
+        module. AttributeError names the first part that is not a submodule."""
+        module = self
+        for part in target.split(".") if target else ():
+            child = module.__dict__.get("_modules", {}).get(part)
+            if child is None:
+                raise AttributeError(f"{type(module).__name__} has no submodule `{part}` (looking up {target!r})")
+            module = child
+        return module
+
     def named_parameters(self, prefix="", recurse=True):
         seen = set()
         mods = self.named_modules(prefix) if recurse else [(prefix, self)]

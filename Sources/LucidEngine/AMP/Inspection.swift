@@ -25,12 +25,14 @@ public enum CastStatistics {
 
     /// The magnitude bits, in `dtype`'s format, of: the infinity, and the largest magnitudes
     /// that do not overflow float16 and bfloat16 and the smallest normal ones of each (the
-    /// kernels' `limits`). A band a format cannot reach gets a limit no value passes.
+    /// kernels' `limits`). A band a format cannot reach gets a limit no value passes (the
+    /// largest finite magnitude for an overflow, 1 for an underflow: no non-zero magnitude is
+    /// below it).
     static func limits(for dtype: DType) -> [UInt32] {
         switch dtype {
         case .float16:
             // Every finite float16 fits either range, and none is below bfloat16's normals.
-            return [0x7C00, 0x7BFF, 0x0400, 0x7BFF, 0]
+            return [0x7C00, 0x7BFF, 0x0400, 0x7BFF, 1]
         case .bfloat16:
             // 65504 lies between 0x477F and 0x4780; 2^-14 is 0x3880.
             return [0x7F80, 0x477F, 0x3880, 0x7F7F, 0x0080]
