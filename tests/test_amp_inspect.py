@@ -324,3 +324,46 @@ def test_get_submodule_follows_a_report_path():
     assert model.get_submodule("") is model
     with pytest.raises(AttributeError, match="no submodule `nope`"):
         model.get_submodule("blocks.nope")
+
+
+def test_a_scope_ends_on_its_own_thread_and_a_shared_decorator_counts_per_thread():
+    ins = lucid.amp.inspect()
+    ins.__enter__()
+    errors = []
+
+    def end_elsewhere():
+        try:
+            ins.__exit__(None, None, None)
+        except RuntimeError as e:
+            errors.append(str(e))
+
+    t = threading.Thread(target=end_elsewhere)
+    t.start()
+    t.join()
+    assert errors and "must end on the thread that began it" in errors[0]
+    ins.__exit__(None, None, None)  # still live here, and ends
+    assert module_mod._call_observer is None
+
+    shared = lucid.amp.inspect()
+    barrier = threading.Barrier(2)
+    calls = {}
+
+    @shared
+    def step(n):
+        barrier.wait()
+        with lucid.autocast("cpu", dtype=lucid.bfloat16):
+            for _ in range(n):
+                lucid.matmul(lucid.ones(2, 4), lucid.ones(4, 4))
+        barrier.wait()
+
+    def run(n):
+        step(n)
+        calls[n] = True
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in (2, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == {2: True, 5: True}
+    assert shared.report.ops[0].calls in (2, 5)  # one thread's own count, not both

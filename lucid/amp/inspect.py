@@ -35,16 +35,11 @@ _SEVERITY = {SAFE_FLOAT16: 0, USE_BFLOAT16: 1, KEEP_FLOAT32: 2}
 
 class _Thread(threading.local):
     def __init__(self):
-        self.live = []  # this thread's live inspections, innermost last
+        self.live = []  # this thread's live inspection runs (_Run), innermost last
         self.modules = []  # (module, path) of the module calls in progress
 
 
 _thread = _Thread()
-
-
-def _recording():
-    """This thread's innermost live inspection, or None."""
-    return _thread.live[-1] if _thread.live else None
 
 
 def _child_name(parent, child):
@@ -71,8 +66,8 @@ def _module_call(module):
         path = f"{parent_path}.{name}" if parent_path else name
     else:
         path = ""
-        for inspection in _thread.live:
-            inspection._roots.setdefault(id(module), weakref.ref(module))
+        for run in _thread.live:
+            run.roots.setdefault(id(module), weakref.ref(module))
     stack.append((module, path))
     _C.amp_inspect_set_module(path)
     try:
@@ -83,15 +78,17 @@ def _module_call(module):
 
 
 _live = 0  # inspections live in the process: Module.__call__ looks at paths only while any is
+_live_lock = threading.Lock()
 
 
 def _set_live(change):
     global _live
-    _live += change
-    _module._call_observer = _module_call if _live else None
+    with _live_lock:
+        _live += change
+        _module._call_observer = _module_call if _live else None
 
 
-def _finite_fraction(count, total):
+def _fraction(count, total):
     return count / total if total else 0.0
 
 
@@ -115,13 +112,13 @@ class OpRecord:
     def overflow(self) -> float:
         """Fraction of the finite input values beyond the target dtype's finite range."""
         band = "overflow_float16" if self._half else "overflow_bfloat16"
-        return _finite_fraction(self._in[band], self.input_elements)
+        return _fraction(self._in[band], self.input_elements)
 
     @property
     def underflow(self) -> float:
         """Fraction of the non-zero input values the cast makes subnormal or zero."""
         band = "underflow_float16" if self._half else "underflow_bfloat16"
-        return _finite_fraction(self._in[band], self._in["nonzero"])
+        return _fraction(self._in[band], self._in["nonzero"])
 
     @property
     def nonfinite_inputs(self) -> int:
@@ -141,11 +138,11 @@ class OpRecord:
     @property
     def verdict(self) -> str:
         """Whether this op is safe in float16, needs bfloat16's range, or needs float32."""
-        if (self._in["overflow_bfloat16"] or _finite_fraction(self._in["underflow_bfloat16"], self._in["nonzero"]) > UNDERFLOW_LIMIT
+        if (self._in["overflow_bfloat16"] or _fraction(self._in["underflow_bfloat16"], self._in["nonzero"]) > UNDERFLOW_LIMIT
                 or (self.introduced_nonfinite and not self._half)):
             return KEEP_FLOAT32
         if (self._in["overflow_float16"] or self._out["overflow_float16"]
-                or _finite_fraction(self._in["underflow_float16"], self._in["nonzero"]) > UNDERFLOW_LIMIT
+                or _fraction(self._in["underflow_float16"], self._in["nonzero"]) > UNDERFLOW_LIMIT
                 or (self.introduced_nonfinite and self._half)):
             return USE_BFLOAT16
         return SAFE_FLOAT16
@@ -269,35 +266,26 @@ class inspect(contextlib.ContextDecorator):
 
     def __init__(self):
         self.report = None
-        self._ids = []
-        self._roots = {}
-        self._scaler = []
+        self._open = {}  # thread id -> this object's live runs on that thread, innermost last
 
     def __enter__(self):
-        self._ids.append(_C.amp_inspect_begin())
-        if len(self._ids) == 1:
-            self._roots, self._scaler = {}, []
-        _thread.live.append(self)
+        run = _Run(_C.amp_inspect_begin())
+        self._open.setdefault(threading.get_ident(), []).append(run)
+        _thread.live.append(run)
         _set_live(+1)
         _C.amp_inspect_set_module(_thread.modules[-1][1] if _thread.modules else "")
         return self
 
     def __exit__(self, *exc):
-        _thread.live.remove(self)
+        runs = self._open.get(threading.get_ident())
+        if not runs:
+            raise RuntimeError("lucid.amp.inspect: the scope must end on the thread that began it")
+        run = runs.pop()
+        if not runs:
+            del self._open[threading.get_ident()]
+        _thread.live.remove(run)
         _set_live(-1)
-        n = _C.amp_inspect_end(self._ids.pop())
-        if self._ids:
-            return False
-        ops = []
-        for i in range(n):
-            op, module, device, dtype, calls, inputs, results = _C.amp_inspect_entry(i)
-            ops.append(OpRecord(op, module, _DEVICES[device], dtype_from_code(dtype), calls, inputs, results))
-        steps = []
-        for i, (scale, found, flags) in enumerate(self._scaler):
-            skipped = bool(found.item())
-            steps.append(ScalerStep(i, float(scale.item()), skipped, [n for n, flag in flags if skipped and flag.item()]))
-        self.report = Report(ops, steps)
-        self._roots, self._scaler = {}, []
+        self.report = run.end()
         return False
 
     # The report's views, for ``with inspect() as i: ...; i.to_markdown()``.
@@ -312,23 +300,45 @@ class inspect(contextlib.ContextDecorator):
             raise RuntimeError("the inspection has no report until its scope ends")
         return self.report
 
-    def _record_scaler_step(self, scale, found, flags):
+
+class _Run:
+    """One entered scope of an inspection: the engine's id, the top-level modules called in it
+    and GradScaler's steps."""
+
+    def __init__(self, id_):
+        self.id = id_
+        self.roots = {}
+        self.scaler = []
+
+    def end(self) -> Report:
+        n = _C.amp_inspect_end(self.id)
+        ops = []
+        for i in range(n):
+            op, module, device, dtype, calls, inputs, results = _C.amp_inspect_entry(i)
+            ops.append(OpRecord(op, module, _DEVICES[device], dtype_from_code(dtype), calls, inputs, results))
+        steps = []
+        for i, (scale, found, flags) in enumerate(self.scaler):
+            skipped = bool(found.item())
+            steps.append(ScalerStep(i, float(scale.item()), skipped, [n for n, flag in flags if skipped and flag.item()]))
+        return Report(ops, steps)
+
+    def record_scaler_step(self, scale, found, flags):
         # Parameters are named now, after the modules called in the scope (which may be gone by
         # its end); one never called through a module is named by its shape.
         names = {}
-        for ref in self._roots.values():
+        for ref in self.roots.values():
             root = ref()
             if root is not None:
                 for name, p in root.named_parameters():
                     names.setdefault(id(p), name)
-        self._scaler.append((scale, found, [(names.get(id(p), f"<parameter {tuple(p.shape)}>"), flag)
-                                            for p, flag in flags]))
+        self.scaler.append((scale, found, [(names.get(id(p), f"<parameter {tuple(p.shape)}>"), flag)
+                                           for p, flag in flags]))
 
 
 def _scaler_step(scale, found, flags):
     """Called by GradScaler.update with device tensors (read when the inspection ends)."""
-    for inspection in _thread.live:
-        inspection._record_scaler_step(scale, found, flags)
+    for run in _thread.live:
+        run.record_scaler_step(scale, found, flags)
 
 
 __all__ = ["inspect", "Report", "OpRecord", "ScalerStep", "SAFE_FLOAT16", "USE_BFLOAT16", "KEEP_FLOAT32"]
