@@ -135,6 +135,8 @@ def test_an_injected_overflow_is_found_in_its_module_and_op():
     assert (top.module, top.op, top.dtype) == ("blocks.1", "mul", lucid.float16)
     assert top.introduced_nonfinite and top.verdict == USE_BFLOAT16
     assert report.modules["blocks.1"] == USE_BFLOAT16
+    assert report.judgements["blocks.1"] == (USE_BFLOAT16, "mul: made inf/NaN in float16")
+    assert report.judgements["blocks.0"] == (SAFE_FLOAT16, "")
     # The head receives the infinities but did not make them.
     [head] = [r for r in report.ops if r.module == "head"]
     assert head.nonfinite_inputs > 0 and not head.introduced_nonfinite and head.verdict == SAFE_FLOAT16
@@ -143,7 +145,7 @@ def test_an_injected_overflow_is_found_in_its_module_and_op():
     assert [s.skipped for s in report.scaler] == [True, True]
     assert set(report.scaler[0].nonfinite) == {name for name, _ in model.named_parameters()}
     md = report.to_markdown()
-    assert "`blocks.1` | use bfloat16" in md and "made here" in md
+    assert "| `blocks.1` | use bfloat16 | mul: made inf/NaN in float16 |" in md and "made here" in md
     d = report.as_dict()
     assert d["ops"][0]["module"] == "blocks.1" and d["modules"]["blocks.1"] == USE_BFLOAT16
 
@@ -158,13 +160,15 @@ def test_an_input_past_float16s_range_is_an_overflow_of_the_op_that_casts_it():
     [rec] = ins.report.ops
     assert (rec.module, rec.op) == ("", "linear")
     assert rec.overflow == pytest.approx(4 / (x.size + 16 * 4 + 4))
-    assert rec.verdict == USE_BFLOAT16
-    # The same values under bfloat16 are in range: the result is finite, but past float16's.
+    assert rec.judgement == (USE_BFLOAT16, "linear: inputs past float16's range (max |x| 1e+05)")
+    # The same values under bfloat16 are in its range, so nothing overflows; the verdict is
+    # still that float16 would not hold them.
     with lucid.amp.inspect() as ins:
         with lucid.autocast("metal", dtype=lucid.bfloat16):
             lin(lucid.tensor(x, device="metal"))
     [rec] = ins.report.ops
     assert rec.overflow == 0 and not rec.nonfinite_result and rec.verdict == USE_BFLOAT16
+    assert rec.judgement == (USE_BFLOAT16, "linear: inputs past float16's range (max |x| 1e+05)")
 
 
 def test_values_past_bfloat16s_range_need_float32():
@@ -173,7 +177,9 @@ def test_values_past_bfloat16s_range_need_float32():
     with lucid.amp.inspect() as ins:
         with lucid.autocast("cpu", dtype=lucid.bfloat16):
             lucid.matmul(lucid.tensor(x), lucid.tensor(np.eye(4, dtype=np.float32)))
-    assert ins.report.ops[0].verdict == KEEP_FLOAT32
+    assert ins.report.ops[0].judgement == (KEEP_FLOAT32, "matmul: inputs past bfloat16's range (max |x| 3.4e+38)")
+    d = ins.report.as_dict()
+    assert d["reasons"] == {"": "matmul: inputs past bfloat16's range (max |x| 3.4e+38)"} and d["ops"][0]["verdict"] == KEEP_FLOAT32
 
 
 def test_a_model_safe_in_float16_reports_nothing():
@@ -367,3 +373,24 @@ def test_a_scope_ends_on_its_own_thread_and_a_shared_decorator_counts_per_thread
         t.join()
     assert calls == {2: True, 5: True}
     assert shared.report.ops[0].calls in (2, 5)  # one thread's own count, not both
+
+
+def test_many_subnormal_inputs_ask_for_bfloat16():
+    x = np.full((8, 8), 1e-6, dtype=np.float32)  # below float16's normals, inside bfloat16's
+    with lucid.amp.inspect() as ins:
+        with lucid.autocast("metal", dtype=lucid.float16):
+            lucid.matmul(lucid.tensor(x, device="metal"), lucid.ones(8, 8, device="metal"))
+    [rec] = ins.report.ops
+    assert rec.underflow == pytest.approx(64 / 128)
+    assert rec.judgement == (USE_BFLOAT16, "matmul: 50.0% of non-zero inputs below float16's normals")
+
+
+def test_a_result_past_float16s_range_under_bfloat16_asks_for_bfloat16():
+    x = lucid.full((4, 8), 300.0)  # in float16's range; each product sums to 8 * 300 * 300
+    with lucid.amp.inspect() as ins:
+        with lucid.autocast("cpu", dtype=lucid.bfloat16):
+            y = lucid.matmul(x, x.T)
+    [rec] = ins.report.ops
+    assert rec.overflow == 0 and not rec.nonfinite_result
+    assert rec.result_max_abs == y.float().numpy().max() == 720896.0  # 720000 in bfloat16
+    assert rec.judgement == (USE_BFLOAT16, "matmul: results past float16's range (max 7.21e+05)")

@@ -136,16 +136,31 @@ class OpRecord:
         return self.nonfinite_result and self.nonfinite_inputs == 0
 
     @property
+    def judgement(self) -> tuple:
+        """``(verdict, reason)``: whether this op is safe in float16, needs bfloat16's range, or
+        needs float32, and the first finding that says so ("" when safe)."""
+        i, o, nz = self._in, self._out, self._in["nonzero"]
+        made = self.introduced_nonfinite
+        rules = (
+            (KEEP_FLOAT32, i["overflow_bfloat16"], f"inputs past bfloat16's range (max |x| {self.max_abs:.3g})"),
+            (KEEP_FLOAT32, _fraction(i["underflow_bfloat16"], nz) > UNDERFLOW_LIMIT,
+             f"{_fraction(i['underflow_bfloat16'], nz):.1%} of non-zero inputs below bfloat16's normals"),
+            (KEEP_FLOAT32, made and not self._half, "made inf/NaN in bfloat16"),
+            (USE_BFLOAT16, i["overflow_float16"], f"inputs past float16's range (max |x| {self.max_abs:.3g})"),
+            (USE_BFLOAT16, made and self._half, "made inf/NaN in float16"),
+            (USE_BFLOAT16, o["overflow_float16"], f"results past float16's range (max {self.result_max_abs:.3g})"),
+            (USE_BFLOAT16, _fraction(i["underflow_float16"], nz) > UNDERFLOW_LIMIT,
+             f"{_fraction(i['underflow_float16'], nz):.1%} of non-zero inputs below float16's normals"),
+        )
+        for verdict, found, reason in rules:
+            if found:
+                return verdict, f"{self.op}: {reason}"
+        return SAFE_FLOAT16, ""
+
+    @property
     def verdict(self) -> str:
         """Whether this op is safe in float16, needs bfloat16's range, or needs float32."""
-        if (self._in["overflow_bfloat16"] or _fraction(self._in["underflow_bfloat16"], self._in["nonzero"]) > UNDERFLOW_LIMIT
-                or (self.introduced_nonfinite and not self._half)):
-            return KEEP_FLOAT32
-        if (self._in["overflow_float16"] or self._out["overflow_float16"]
-                or _fraction(self._in["underflow_float16"], self._in["nonzero"]) > UNDERFLOW_LIMIT
-                or (self.introduced_nonfinite and self._half)):
-            return USE_BFLOAT16
-        return SAFE_FLOAT16
+        return self.judgement[0]
 
     @property
     def risk(self) -> tuple:
@@ -164,7 +179,7 @@ class OpRecord:
                 "nonfinite_inputs": self.nonfinite_inputs, "nonfinite_result": self.nonfinite_result,
                 "introduced_nonfinite": self.introduced_nonfinite, "result_max_abs": self.result_max_abs,
                 "input_elements": self.input_elements, "result_elements": self.result_elements,
-                "verdict": self.verdict}
+                "verdict": self.verdict, "reason": self.judgement[1]}
 
     def __repr__(self):
         return (f"OpRecord({self.module or '<top>'}: {self.op}, {self.dtype.name}, calls={self.calls}, "
@@ -203,11 +218,16 @@ class Report:
     def modules(self) -> dict:
         """``{module path: verdict}``, the worst verdict of the ops run directly in it, riskiest
         first ("" is ops outside any module or in the top-level module's own forward)."""
-        verdicts = {}
-        for r in self.ops:
-            if _SEVERITY[r.verdict] > _SEVERITY.get(verdicts.get(r.module), -1):
-                verdicts[r.module] = r.verdict
-        return dict(sorted(verdicts.items(), key=lambda kv: -_SEVERITY[kv[1]]))
+        return {m: verdict for m, (verdict, _) in self.judgements.items()}
+
+    @property
+    def judgements(self) -> dict:
+        """``{module path: (verdict, reason)}``: each module's verdict and one line on why, from
+        its riskiest op ("" when safe), riskiest module first."""
+        out = {}
+        for r in self.ops:  # riskiest first, so a module's first op is its worst
+            out.setdefault(r.module, r.judgement)
+        return dict(sorted(out.items(), key=lambda kv: -_SEVERITY[kv[1][0]]))
 
     @property
     def skipped_steps(self) -> list:
@@ -215,11 +235,12 @@ class Report:
 
     def as_dict(self) -> dict:
         return {"ops": [r.as_dict() for r in self.ops], "modules": self.modules,
+                "reasons": {m: why for m, (_, why) in self.judgements.items()},
                 "grad_scaler": [s.as_dict() for s in self.scaler]}
 
     def to_markdown(self) -> str:
-        lines = ["| module | verdict |", "|---|---|"]
-        lines += [f"| `{m or '<top>'}` | {v} |" for m, v in self.modules.items()]
+        lines = ["| module | verdict | why |", "|---|---|---|"]
+        lines += [f"| `{m or '<top>'}` | {v} | {why} |" for m, (v, why) in self.judgements.items()]
         lines += ["", "| module | op | dtype | calls | max \\|x\\| | overflow | underflow | inf/NaN out | verdict |",
                   "|---|---|---|---:|---:|---:|---:|---|---|"]
         for r in self.ops:
