@@ -265,6 +265,10 @@ int32_t lucid_empty_cache(int64_t *freed);
  * process-wide setting in 1..1024; it starts at the number of online cores. */
 int32_t lucid_set_num_threads(int64_t n);
 int32_t lucid_get_num_threads(int64_t *out);
+/* 1 while the CPU kernels run on the calling thread alone because another process was found
+ * keeping the cores busy (their regions' CPU time fell well below their wall time); they try
+ * their threads again a second later. 0 otherwise. */
+int32_t lucid_threads_contended(int32_t *out);
 /* The vector unit the engine's own host loops run on, by PyTorch's names: "AVX512", "AVX2" or
  * "DEFAULT" (the baseline the engine is compiled for). The environment variable
  * LUCID_HOST_ISA (baseline, avx2 or avx512), read at the first host loop, can lower it. */

@@ -215,10 +215,8 @@ def test_onednn_follows_the_setting_on_every_thread_and_after_its_kernels_were_b
     import threading
 
     import lucid.nn.functional as F
-    from lucid._C import _library
+    from lucid._C import threads_contended as solo
     get = ctypes.CDLL("libgomp.so.1").omp_get_max_threads
-    solo = _library.lib.lucid_host_solo
-    solo.restype = ctypes.c_int
     rng = np.random.default_rng(2)
     x = lucid.tensor(rng.standard_normal((4, 8, 16, 16)).astype(np.float32))
     w = lucid.tensor(rng.standard_normal((8, 8, 3, 3)).astype(np.float32))

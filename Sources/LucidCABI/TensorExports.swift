@@ -395,6 +395,11 @@ public func lucid_get_num_threads(_ out: UnsafeMutablePointer<Int64>?) -> Int32 
     abiCall { try store(Int64(HostThreads.current), out) }
 }
 
+@_cdecl("lucid_threads_contended")
+public func lucid_threads_contended(_ out: UnsafeMutablePointer<Int32>?) -> Int32 {
+    abiCall { try store(HostThreads.contended ? 1 : 0, out) }
+}
+
 /// The vector unit the host loops run on ("AVX512", "AVX2" or "DEFAULT").
 @_cdecl("lucid_cpu_capability")
 public func lucid_cpu_capability(_ name: UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Int32 {

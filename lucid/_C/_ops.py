@@ -596,6 +596,21 @@ def get_num_threads():
     return out_.value
 
 
+_lucid_threads_contended = _lib.lucid_threads_contended
+
+
+def threads_contended():
+    """1 while the CPU kernels run on the calling thread alone because another process was found
+    keeping the cores busy (their regions' CPU time fell well below their wall time); they try their
+    threads again a second later. 0 otherwise.
+    """
+    out_ = c_int32()
+    rc = _lucid_threads_contended(byref(out_))
+    if rc:
+        _raise(rc)
+    return out_.value
+
+
 _lucid_cpu_capability = _lib.lucid_cpu_capability
 
 

@@ -11,13 +11,11 @@ import pytest
 from _support import record, scale
 
 WORKER = """
-import ctypes, sys, time
+import sys, time
 import numpy as np
 import lucid
-from lucid._C import _library
+from lucid._C import threads_contended as solo
 
-solo = _library.lib.lucid_host_solo
-solo.restype = ctypes.c_int
 a = lucid.tensor(np.random.default_rng(0).random(1_000_000).astype(np.float32))
 start, first, ops = time.perf_counter(), None, 0
 while time.perf_counter() - start < float(sys.argv[1]):

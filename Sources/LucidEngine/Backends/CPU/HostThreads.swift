@@ -26,6 +26,10 @@ package enum HostThreads {
     /// "DEFAULT"), as a C string that lives as long as the process.
     package static var cpuCapability: UnsafePointer<CChar> { lucid_host_cpu_capability() }
 
+    /// Whether the parallel loops and oneDNN run on the calling thread alone for now, because
+    /// another process was found keeping the cores busy (`lucid_host_solo`).
+    package static var contended: Bool { lucid_host_solo() != 0 }
+
     package static func set(_ n: Int) throws {
         guard (1...limit).contains(n) else {
             throw LucidError.value("set_num_threads: expected a number of threads in 1...\(limit), got \(n)")
