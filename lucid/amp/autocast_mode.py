@@ -404,6 +404,17 @@ def policy(op_name: str) -> CastPolicy:
         raise ValueError(f"unknown op {op_name!r}; known ops: {', '.join(sorted(_table()))}") from None
 
 
+def cast_floating_args(args, kwargs, dtype):
+    """`args` and `kwargs` with their floating tensors cast to `dtype` (``custom_fwd``'s
+    ``cast_inputs`` and a module's ``autocast_policy``)."""
+    from .._tensor import Tensor
+
+    def cast(v):
+        return v.to(dtype) if isinstance(v, Tensor) and v.dtype.is_floating_point else v
+
+    return tuple(cast(a) for a in args), {k: cast(v) for k, v in kwargs.items()}
+
+
 def policies(device_type: str | None = None) -> dict:
     """Every op's autocast policy in force on this thread: ``{name: CastPolicy}``, the live
     scopes' overrides included (outside any, each op's declared policy).

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import functools
 
-from .._tensor import Tensor
 from .._types import dtype as _dtype
-from .autocast_mode import _device_code, autocast, is_autocast_enabled
+from .autocast_mode import _device_code, autocast, cast_floating_args, is_autocast_enabled
 from .state import autocast_state
 
 
@@ -31,12 +30,10 @@ def custom_fwd(fwd=None, *, device_type: str, cast_inputs=None):
             ctx._autocast_state = autocast_state()
             return fwd(ctx, *args, **kwargs)
 
-        def cast(v):
-            return v.to(cast_inputs) if isinstance(v, Tensor) and v.dtype.is_floating_point else v
-
+        args, kwargs = cast_floating_args(args, kwargs, cast_inputs)
         with autocast(device_type, enabled=False):
             ctx._autocast_state = autocast_state()
-            return fwd(ctx, *[cast(a) for a in args], **{k: cast(v) for k, v in kwargs.items()})
+            return fwd(ctx, *args, **kwargs)
 
     return decorate_fwd
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections import OrderedDict
 
@@ -179,23 +180,15 @@ class Module:
         d = self.__dict__
         precision = d.get("_autocast_dtype")
         if precision is not None:
-            from ..amp.autocast_mode import autocast, is_autocast_enabled
+            from ..amp.autocast_mode import autocast, cast_floating_args, is_autocast_enabled
             devices = [device for device in ("metal", "cpu") if is_autocast_enabled(device)]
             if devices:
-                def cast(v):
-                    return v.to(precision) if isinstance(v, Tensor) and v.dtype.is_floating_point else v
-
-                args = tuple(cast(a) for a in args)
-                kwargs = {k: cast(v) for k, v in kwargs.items()}
-                scopes = [autocast(device, enabled=False) if precision == float32 else autocast(device, dtype=precision)
-                          for device in devices]
-                for scope in scopes:
-                    scope.__enter__()
-                try:
+                args, kwargs = cast_floating_args(args, kwargs, precision)
+                with contextlib.ExitStack() as scopes:
+                    for device in devices:
+                        scopes.enter_context(autocast(device, enabled=False) if precision == float32
+                                             else autocast(device, dtype=precision))
                     return self._call(args, kwargs)
-                finally:
-                    for scope in reversed(scopes):
-                        scope.__exit__(None, None, None)
         return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
