@@ -394,3 +394,19 @@ def test_a_result_past_float16s_range_under_bfloat16_asks_for_bfloat16():
     assert rec.overflow == 0 and not rec.nonfinite_result
     assert rec.result_max_abs == y.float().numpy().max() == 720896.0  # 720000 in bfloat16
     assert rec.judgement == (USE_BFLOAT16, "matmul: results past float16's range (max 7.21e+05)")
+
+
+def test_an_error_inside_the_scope_ends_it_and_keeps_what_was_counted():
+    ins = lucid.amp.inspect()
+    with pytest.raises(ValueError, match="not aligned"):
+        with ins:
+            with lucid.autocast("cpu", dtype=lucid.bfloat16):
+                lucid.matmul(lucid.ones(2, 4), lucid.ones(4, 4))
+                lucid.matmul(lucid.ones(2, 4), lucid.ones(3, 4))  # refused before it runs
+    assert module_mod._call_observer is None
+    [rec] = ins.report.ops
+    assert (rec.op, rec.calls, rec.result_elements) == ("matmul", 1, 8)
+    # Ops after the scope are not counted by it, and a new scope starts from nothing.
+    with lucid.amp.inspect() as again:
+        pass
+    assert again.report.ops == []

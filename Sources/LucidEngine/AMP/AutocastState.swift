@@ -49,10 +49,10 @@ final class ThreadAMPState {
     /// `cache_enabled`; PyTorch's `set_autocast_cache_enabled`). On for a new thread.
     var cacheEnabled = true
     /// The live inspections (`AutocastInspection`), the module path their ops are recorded
-    /// under, and the op whose inputs were just recorded, with its records, until its result is.
+    /// under, and the op call they have seen start, until its result is made.
     var inspections: [Inspection] = []
     var inspectedModule = ""
-    var pendingInspection: (op: String, records: [Inspection.Record])?
+    var pendingInspection: PendingInspection?
     var lastInspectionReport: [InspectionEntry] = []
 
     struct CastKey: Hashable {

@@ -53,15 +53,13 @@ public struct OpInfo: Sendable {
         return result
     }
 
-    /// `result`, whose values are added to the live inspections that recorded this call's
-    /// inputs (`autocast` records an op that runs in a lower precision while one is live).
+    /// `result`, counted with this call's inputs by the live inspections when the call ran in
+    /// a lower precision (`autocast` notes such a call while one is live).
     @discardableResult
     func inspected(_ result: TensorImpl) throws -> TensorImpl {
-        guard let state = AMPRegistry.currentIfPresent(), let pending = state.pendingInspection, pending.op == name else {
-            return result
+        if let state = AMPRegistry.currentIfPresent(), state.pendingInspection != nil {
+            try state.finishInspection(name, result)
         }
-        state.pendingInspection = nil
-        for record in pending.records { try Inspection.accumulate(result, into: record, block: 1) }
         return result
     }
 
@@ -92,13 +90,13 @@ public struct OpInfo: Sendable {
         case .none:
             // An op that keeps its inputs' dtypes runs in a lower precision when they are in one.
             if let inspecting, let low = inputs.first(where: { $0.dtype.isLowPrecision })?.dtype {
-                try inspecting.inspect(name, inputs, target: low)
+                inspecting.inspect(name, inputs, target: low)
             }
             return inputs
         case .lowerPrecision:
             if first.device == .cpu && target == .bfloat16 && !cpuBFloat16 { target = .float32 }
             if target.isLowPrecision, let inspecting, inputs.contains(where: { $0.dtype.isFloatingPoint && $0.dtype != .float64 }) {
-                try inspecting.inspect(name, inputs, target: target)
+                inspecting.inspect(name, inputs, target: target)
             }
             // float64 is left alone, as PyTorch's autocast leaves it: only float32 and the
             // 16-bit floats are eligible.
@@ -109,7 +107,7 @@ public struct OpInfo: Sendable {
             let floats = inputs.filter { $0.dtype.isFloatingPoint }.map(\.dtype)
             guard let widest = floats.dropFirst().reduce(floats.first, { acc, d in acc.map { DType.promote($0, d) } })
             else { return inputs }
-            if widest.isLowPrecision, let inspecting { try inspecting.inspect(name, inputs, target: widest) }
+            if widest.isLowPrecision, let inspecting { inspecting.inspect(name, inputs, target: widest) }
             return try inputs.map { $0.dtype.isFloatingPoint ? try Ops.cast($0, to: widest) : $0 }
         }
     }

@@ -167,19 +167,31 @@ final class Inspection {
     }
 }
 
+/// An op call an inspection has seen start in a lower precision: its inputs before the cast
+/// wait here until its result is made, so that a call the op refuses is not counted.
+struct PendingInspection {
+    let op: String
+    let inputs: [TensorImpl]
+    let target: DType
+}
+
 extension ThreadAMPState {
-    /// Records an op that runs in `target` under autocast, with its inputs before the cast, in
-    /// every live inspection; its result is added by `inspectResult`.
-    func inspect(_ op: String, _ inputs: [TensorImpl], target: DType) throws {
-        guard let device = inputs.first?.device else { return }
-        var pending: [Inspection.Record] = []
+    /// Notes that `op` is about to run in `target` under autocast, with `inputs` before the
+    /// cast; `finishInspection` counts the call when its result is made.
+    func inspect(_ op: String, _ inputs: [TensorImpl], target: DType) {
+        pendingInspection = PendingInspection(op: op, inputs: inputs, target: target)
+    }
+
+    /// Counts the pending call of `op` and its `result` in every live inspection.
+    func finishInspection(_ op: String, _ result: TensorImpl) throws {
+        guard let pending = pendingInspection, pending.op == op, let device = pending.inputs.first?.device else { return }
+        pendingInspection = nil
         for inspection in inspections {
-            let r = try inspection.record(.init(op: op, module: inspectedModule, device: device, dtype: target))
+            let r = try inspection.record(.init(op: op, module: inspectedModule, device: device, dtype: pending.target))
             r.calls += 1
-            for x in inputs { try Inspection.accumulate(x, into: r, block: 0) }
-            pending.append(r)
+            for x in pending.inputs { try Inspection.accumulate(x, into: r, block: 0) }
+            try Inspection.accumulate(result, into: r, block: 1)
         }
-        pendingInspection = (op, pending)
     }
 }
 
