@@ -410,3 +410,13 @@ def test_an_error_inside_the_scope_ends_it_and_keeps_what_was_counted():
     with lucid.amp.inspect() as again:
         pass
     assert again.report.ops == []
+
+
+def test_an_op_that_keeps_dtypes_is_counted_only_when_it_ran_in_the_lower_one():
+    half = lucid.ones(4, device="metal").half()
+    with lucid.amp.inspect() as ins:
+        with lucid.autocast("metal"):
+            half * half  # float16
+            half * lucid.ones(4, device="metal")  # promoted: runs in float32
+            half + 2.0  # a Python scalar keeps float16
+    assert [(r.op, r.calls, r.dtype) for r in ins.report.ops] == [("mul", 1, lucid.float16), ("add", 1, lucid.float16)]

@@ -88,9 +88,10 @@ public struct OpInfo: Sendable {
         let inspecting = AMPRegistry.currentIfPresent().flatMap { $0.inspections.isEmpty ? nil : $0 }
         switch policy {
         case .none:
-            // An op that keeps its inputs' dtypes runs in a lower precision when they are in one.
+            // An op that keeps its inputs' dtypes runs in a lower precision when its result is in
+            // one.
             if let inspecting, let low = inputs.first(where: { $0.dtype.isLowPrecision })?.dtype {
-                inspecting.inspect(name, inputs, target: low)
+                inspecting.inspect(name, inputs, target: low, ifResultInTarget: true)
             }
             return inputs
         case .lowerPrecision:
