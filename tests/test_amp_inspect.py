@@ -64,11 +64,11 @@ def test_the_engines_counts_match_numpy(device, source):
     top, counts = bands(seen)
     assert rec.input_elements == seen.size
     assert rec.max_abs == np.float32(top)
-    assert rec._in == counts
+    assert rec.input_bands == counts
     top, counts = bands(y.float().numpy())
     assert rec.result_elements == y.numel()
     assert rec.result_max_abs == np.float32(top)
-    assert rec._out == counts
+    assert rec.result_bands == counts
     assert rec.nonfinite_result and not rec.introduced_nonfinite  # the inputs held inf and NaN
 
 
@@ -87,7 +87,7 @@ def test_counts_add_up_over_calls_and_past_32_bits_of_a_word():
     top, counts = bands(np.concatenate([x_np.ravel(), np.ones(100)]))
     assert rec.calls == 3
     assert rec.input_elements == 3 * (x_np.size + 100)
-    assert rec._in == {k: 3 * v for k, v in counts.items()}
+    assert rec.input_bands == {k: 3 * v for k, v in counts.items()}
     assert rec.overflow == pytest.approx(counts["overflow_float16"] / (x_np.size + 100))
 
 

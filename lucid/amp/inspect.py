@@ -20,8 +20,8 @@ from .. import _C
 from .._types import dtype_from_code
 from ..nn import module as _module
 
-# Counts above these fractions make a verdict: the share of non-zero values that become
-# subnormal or zero in the cast.
+# The share of non-zero input values that the cast makes subnormal or zero above which a
+# verdict asks for a wider dtype.
 UNDERFLOW_LIMIT = 0.01
 
 _BANDS = ("overflow_float16", "underflow_float16", "overflow_bfloat16", "underflow_bfloat16", "nonzero", "nonfinite")
@@ -93,7 +93,10 @@ def _fraction(count, total):
 
 
 class OpRecord:
-    """What an inspection found for one op in one module (on one device, in one dtype)."""
+    """What an inspection found for one op in one module (on one device, in one dtype).
+    ``input_bands`` and ``result_bands`` are the raw counts by band: ``overflow_float16``,
+    ``underflow_float16``, ``overflow_bfloat16``, ``underflow_bfloat16``, ``nonzero`` and
+    ``nonfinite`` (see :mod:`lucid.amp.inspect`)."""
 
     def __init__(self, op, module, device, dtype, calls, inputs, results):
         self.op, self.module, self.device, self.dtype, self.calls = op, module, device, dtype, calls
@@ -101,8 +104,8 @@ class OpRecord:
         self.max_abs = inputs[1]
         self.result_max_abs = results[1]
         self.result_elements = int(results[0])
-        self._in = dict(zip(_BANDS, (int(v) for v in inputs[2:])))
-        self._out = dict(zip(_BANDS, (int(v) for v in results[2:])))
+        self.input_bands = dict(zip(_BANDS, (int(v) for v in inputs[2:])))  # counts by band
+        self.result_bands = dict(zip(_BANDS, (int(v) for v in results[2:])))
 
     @property
     def _half(self):
@@ -112,23 +115,23 @@ class OpRecord:
     def overflow(self) -> float:
         """Fraction of the finite input values beyond the target dtype's finite range."""
         band = "overflow_float16" if self._half else "overflow_bfloat16"
-        return _fraction(self._in[band], self.input_elements)
+        return _fraction(self.input_bands[band], self.input_elements)
 
     @property
     def underflow(self) -> float:
         """Fraction of the non-zero input values the cast makes subnormal or zero."""
         band = "underflow_float16" if self._half else "underflow_bfloat16"
-        return _fraction(self._in[band], self._in["nonzero"])
+        return _fraction(self.input_bands[band], self.input_bands["nonzero"])
 
     @property
     def nonfinite_inputs(self) -> int:
         """Input values that were already infinite or NaN (from an earlier op)."""
-        return self._in["nonfinite"]
+        return self.input_bands["nonfinite"]
 
     @property
     def nonfinite_result(self) -> bool:
         """Whether the result held an infinity or NaN."""
-        return self._out["nonfinite"] > 0
+        return self.result_bands["nonfinite"] > 0
 
     @property
     def introduced_nonfinite(self) -> bool:
@@ -139,7 +142,7 @@ class OpRecord:
     def judgement(self) -> tuple:
         """``(verdict, reason)``: whether this op is safe in float16, needs bfloat16's range, or
         needs float32, and the first finding that says so ("" when safe)."""
-        i, o, nz = self._in, self._out, self._in["nonzero"]
+        i, o, nz = self.input_bands, self.result_bands, self.input_bands["nonzero"]
         made = self.introduced_nonfinite
         rules = (
             (KEEP_FLOAT32, i["overflow_bfloat16"], f"inputs past bfloat16's range (max |x| {self.max_abs:.3g})"),
