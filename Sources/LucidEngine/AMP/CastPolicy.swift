@@ -42,14 +42,8 @@ public struct OpInfo: Sendable {
     func run<R>(_ inputs: [TensorImpl], _ body: ([TensorImpl]) throws -> R) throws -> R {
         let cast = try autocast(inputs)
         let result = try Autocast.disabled { try body(cast) }
-        if let state = AMPRegistry.currentIfPresent(), state.pendingInspection != nil {
-            // An op's result, or attention's output and weights.
-            if let t = result as? TensorImpl {
-                try inspected(t)
-            } else if let (t, _) = result as? (TensorImpl, TensorImpl?) {
-                try inspected(t)
-            }
-        }
+        // A tensor result is counted here; an op that returns more counts its output itself.
+        if let t = result as? TensorImpl { try inspected(t) }
         return result
     }
 

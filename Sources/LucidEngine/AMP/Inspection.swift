@@ -137,11 +137,7 @@ final class Inspection {
     /// Adds `x`'s statistics to `record`'s block `block` (0: inputs, 1: results).
     static func accumulate(_ x: TensorImpl, into record: Record, block: Int) throws {
         guard x.dtype.isFloatingPoint, x.dtype != .float64, x.numel > 0 else { return }
-        var source = x
-        if !x.isContiguous {
-            source = try TensorImpl.empty(x.shape, dtype: x.dtype, on: x.backend)
-            x.backend.copy(x, into: source)
-        }
+        let source = try Ops.dense(x)
         let acc = record.acc
         let call = KernelCall(.castStatistics, reads: [source, acc], writes: [acc])
         acc.run(OptimizerKernels.self, call, "cast_statistics") {
@@ -221,9 +217,6 @@ public enum AutocastInspection {
     public static func setModule(_ path: String) {
         AMPRegistry.current().inspectedModule = path
     }
-
-    /// The module path the calling thread's ops are recorded under.
-    public static var module: String { AMPRegistry.currentIfPresent()?.inspectedModule ?? "" }
 
     /// Ends the inspection `id` (the calling thread's) and reads what it found: one wait for
     /// each device's queued work. Throws, changing nothing, for an id that is not a live

@@ -49,6 +49,15 @@ package enum Ops {
         t.isContiguous ? t : try clone(t)
     }
 
+    /// `t` itself when contiguous, else a row-major copy made outside the graph (for kernels
+    /// that need a dense operand and record nothing: optimizer steps, inspection's counts).
+    static func dense(_ t: TensorImpl) throws -> TensorImpl {
+        if t.isContiguous { return t }
+        let out = try TensorImpl.empty(t.shape, dtype: t.dtype, on: t.backend)
+        if out.numel > 0 { t.backend.copy(t, into: out) }
+        return out
+    }
+
     /// A row-major copy of `t` in storage of its own.
     package static func clone(_ t: TensorImpl) throws -> TensorImpl {
         let out = try TensorImpl.empty(t.shape, dtype: t.dtype, on: t.backend)

@@ -7,11 +7,6 @@
 /// the gradients' device, and an optimizer given the flag skips its step on the device, so
 /// that a step under loss scaling never makes the host wait for a value.
 package enum Optimizers {
-    /// `t` itself when contiguous, else a contiguous copy to update and write back.
-    private static func dense(_ t: TensorImpl) throws -> TensorImpl {
-        t.isContiguous ? t : try GradMode.with(false) { try Ops.clone(t.withRequiresGrad(false)) }
-    }
-
     /// Writes `updated` back into `t` when it is a copy, and records the write.
     private static func finish(_ t: TensorImpl, _ updated: TensorImpl) {
         if updated !== t { t.backend.copy(updated, into: t) }
@@ -72,8 +67,8 @@ package enum Optimizers {
             throw LucidError.value("sgd: nesterov momentum requires a momentum and zero dampening")
         }
         if let foundInf { try checkElement("sgd", "found_inf", foundInf, .float32, on: param.device) }
-        let p = try dense(param), g = try Ops.contiguous(grad)
-        let buf = try momentumBuffer.map(dense)
+        let p = try Ops.dense(param), g = try Ops.contiguous(grad)
+        let buf = try momentumBuffer.map(Ops.dense)
         var found = foundInf, firstStep = buf == nil, made: TensorImpl?
         if momentum != 0 && buf == nil {
             if found != nil && dampening == 0 {
@@ -119,9 +114,9 @@ package enum Optimizers {
         }
         try checkElement("adam", "step", step, .float32, on: param.device)
         if let foundInf { try checkElement("adam", "found_inf", foundInf, .float32, on: param.device) }
-        let p = try dense(param), g = try Ops.contiguous(grad)
+        let p = try Ops.dense(param), g = try Ops.contiguous(grad)
         let zeros = { try Creation.full(p.shape, value: ScalarOperand(float: 0), dtype: p.dtype, device: p.device) }
-        let m0 = try m.map(dense) ?? zeros(), v0 = try v.map(dense) ?? zeros()
+        let m0 = try m.map(Ops.dense) ?? zeros(), v0 = try v.map(Ops.dense) ?? zeros()
         let hyper = AdamHyper(lr: lr, beta1: beta1, beta2: beta2, eps: eps,
                               weightDecay: weightDecay, decoupled: decoupled, maximize: maximize)
         let call = KernelCall(.adamStep, reads: [p, g, m0, v0, step] + [foundInf].compactMap { $0 }, writes: [p, m0, v0, step])
@@ -149,7 +144,7 @@ package enum Optimizers {
             guard g.device == device else {
                 throw LucidError.runtime("unscale: a gradient is on \(g.device), found_inf on \(device)")
             }
-            return try dense(g)
+            return try Ops.dense(g)
         }
         guard !work.isEmpty else { return }
         let call = KernelCall(.unscale(count: work.count), reads: work + [invScale], writes: work + [foundInf])
