@@ -44,6 +44,15 @@ func abiCall(_ body: () throws -> Void) -> Int32 {
     }
 }
 
+/// `items[index]` for an entry query; out of range, an index error naming `what`, the valid
+/// range and `hint` (how the entries are made).
+func entry<T>(_ items: [T], _ index: Int64, _ what: String, _ hint: String = "") throws -> T {
+    guard index >= 0, index < Int64(items.count) else {
+        throw LucidError(.index, "\(what) \(index) is out of range 0..<\(items.count)\(hint)")
+    }
+    return items[Int(index)]
+}
+
 /// Writes `value` through an out-pointer, rejecting null.
 @inline(__always)
 func store<T>(_ value: T, _ out: UnsafeMutablePointer<T>?, _ what: String = "out") throws {

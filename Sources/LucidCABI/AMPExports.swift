@@ -123,13 +123,10 @@ public func lucid_op_count(_ out: UnsafeMutablePointer<Int32>?) -> Int32 {
 public func lucid_op_info(_ index: Int32, _ name: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
                           _ policy: UnsafeMutablePointer<Int32>?, _ cpuBFloat16: UnsafeMutablePointer<Int32>?) -> Int32 {
     abiCall {
-        guard index >= 0, Int(index) < OpTable.all.count else {
-            throw LucidError(.index, "op index \(index) is out of range 0..<\(OpTable.all.count)")
-        }
+        let info = try entry(OpTable.all, Int64(index), "op index")
         guard let name, let policy, let cpuBFloat16 else {
             throw LucidError(.value, "name, policy or cpu_bf16 pointer is null")
         }
-        let info = OpTable.all[Int(index)]
         name.pointee = UnsafePointer(opNames[Int(index)])
         policy.pointee = info.policy.rawValue
         cpuBFloat16.pointee = info.cpuBFloat16 ? 1 : 0
@@ -169,11 +166,7 @@ public func lucid_amp_inspect_entry(_ index: Int64, _ op: UnsafeMutablePointer<U
         guard let op, let module, let device, let dtype, let calls, let values else {
             throw LucidError(.value, "an output pointer is null")
         }
-        let report = AutocastInspection.lastReport
-        guard index >= 0, index < Int64(report.count) else {
-            throw LucidError(.index, "inspection entry \(index) is out of range 0..<\(report.count) (of this thread's last ended inspection)")
-        }
-        let e = report[Int(index)]
+        let e = try entry(AutocastInspection.lastReport, index, "inspection entry", " (of this thread's last ended inspection)")
         guard let opName = opNameStrings.cString(e.op), let path = opNameStrings.cString(e.module) else {
             throw LucidError(.runtime, "out of memory copying '\(e.op)'")
         }

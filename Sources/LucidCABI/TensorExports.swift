@@ -292,11 +292,8 @@ public func lucid_metal_self_test_entry(_ index: Int64, _ op: UnsafeMutablePoint
         guard let op, let dtype, let maxError, let tolerance, let detail else {
             throw LucidError(.value, "op, dtype, max_error, tolerance or detail pointer is null")
         }
-        let checks = lastSelfTest.lock.withLock { lastSelfTest.checks }
-        guard index >= 0, index < Int64(checks.count) else {
-            throw LucidError(.index, "self-test entry \(index) is out of range 0..<\(checks.count) (run lucid_metal_self_test first)")
-        }
-        let c = checks[Int(index)]
+        let c = try entry(lastSelfTest.lock.withLock { lastSelfTest.checks }, index, "self-test entry",
+                          " (run lucid_metal_self_test first)")
         guard let name = opNameStrings.cString(c.op), let text = opNameStrings.cString(c.detail) else {
             throw LucidError(.runtime, "out of memory copying '\(c.op)'")
         }
@@ -334,11 +331,8 @@ public func lucid_metal_dispatch_entry(_ index: Int64, _ kernel: UnsafeMutablePo
                                        _ count: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         guard let kernel, let count else { throw LucidError(.value, "kernel or count pointer is null") }
-        let entries = lastDispatches.lock.withLock { lastDispatches.entries }
-        guard index >= 0, index < Int64(entries.count) else {
-            throw LucidError(.index, "dispatch entry \(index) is out of range 0..<\(entries.count) (call lucid_metal_stats first)")
-        }
-        let e = entries[Int(index)]
+        let e = try entry(lastDispatches.lock.withLock { lastDispatches.entries }, index, "dispatch entry",
+                          " (call lucid_metal_stats first)")
         guard let name = opNameStrings.cString(e.kernel) else { throw LucidError(.runtime, "out of memory copying '\(e.kernel)'") }
         kernel.pointee = name
         count.pointee = Int64(e.count)

@@ -106,15 +106,7 @@ extension MetalBackend: ConvolutionKernels, DirectConvolutionKernels {
         guard let first = operands.0, let second = operands.1 else {
             throw LucidError.runtime("convolution: the \(pass) pass is missing an operand")
         }
-        let tiles = entries * ((m + 31) / 32) * ((n + 31) / 32)
-        guard tiles > 0 else { return }
-        encode(kernel, groups: tiles, width: Self.simdGemmThreads, floatsPerThread: 8) { e in
-            bind(first, 0, e)
-            bind(second, 1, e)
-            bind(bias ?? out, 2, e)  // read only when has_bias is set
-            bind(out, 3, e)
-            setBytes(shape, 4, e)
-        }
+        encodeTiles(kernel, entries: entries, m: m, n: n, first, second, bias: bias, out: out, shape: shape)
     }
 }
 #endif

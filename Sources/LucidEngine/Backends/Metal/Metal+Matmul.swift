@@ -144,6 +144,23 @@ extension MetalBackend: MatmulKernels {
         return true
     }
 
+    /// Encodes a kernel of the SIMD-group tile family (`gemm_simd`, the convolution passes): a
+    /// threadgroup of `simdGemmThreads` per 32×32 tile of `entries` m×n products, reading `a`
+    /// (buffer 0), `b` (1) and the bias when given (2), writing `out` (3), with the kernel's
+    /// shape words (4).
+    func encodeTiles(_ kernel: String, entries: Int, m: Int, n: Int, _ a: TensorImpl, _ b: TensorImpl,
+                     bias: TensorImpl?, out: TensorImpl, shape: [Int32]) {
+        let tiles = entries * ((m + 31) / 32) * ((n + 31) / 32)
+        guard tiles > 0 else { return }
+        encode(kernel, groups: tiles, width: Self.simdGemmThreads, floatsPerThread: 8) { e in
+            bind(a, 0, e)
+            bind(b, 1, e)
+            bind(bias ?? out, 2, e)  // read only when has_bias is set
+            bind(out, 3, e)
+            setBytes(shape, 4, e)
+        }
+    }
+
     /// The product on lucid's kernels.
     private func gemmKernel(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl) {
         let bindAll = { (e: any MTLComputeCommandEncoder) in
@@ -157,15 +174,7 @@ extension MetalBackend: MatmulKernels {
         let simd = "gemm_simd_\(out.dtype.name)"
         if out.dtype.isFloatingPoint, let shape = gemmShape32(a, b, out, bias: bias != nil),
            (maxThreadsPerThreadgroup(simd) ?? 0) >= Self.simdGemmThreads {
-            let (m, n) = (out.shape[1], out.shape[2])
-            let tiles = out.shape[0] * ((m + 31) / 32) * ((n + 31) / 32)
-            encode(simd, groups: tiles, width: Self.simdGemmThreads, floatsPerThread: 8) { e in
-                bind(a, 0, e)
-                bind(b, 1, e)
-                bind(bias ?? out, 2, e)  // read only when has_bias is set
-                bind(out, 3, e)
-                setBytes(shape, 4, e)
-            }
+            encodeTiles(simd, entries: out.shape[0], m: out.shape[1], n: out.shape[2], a, b, bias: bias, out: out, shape: shape)
         } else {
             encode("gemm_\(out.dtype.name)", count: out.numel, bindAll)
         }
