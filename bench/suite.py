@@ -335,6 +335,16 @@ def _char_models(lib):
     return CharMLP(), CharLSTM()
 
 
+def _mlp(lib):
+    return lib.nn.Sequential(lib.nn.Linear(784, 256), lib.nn.ReLU(), lib.nn.Linear(256, 10))
+
+
+def _cnn(lib):
+    n = lib.nn
+    return n.Sequential(n.Conv2d(1, 16, 3, padding=1), n.ReLU(), n.MaxPool2d(2), n.Conv2d(16, 32, 3, padding=1),
+                        n.ReLU(), n.MaxPool2d(2), n.Flatten(), n.Linear(32 * 7 * 7, 10))
+
+
 def training_cases():
     cases = []
     mlp_x, mlp_y = RNG.integers(0, 28, (32, 16)), RNG.integers(0, 27, 32)
@@ -352,21 +362,11 @@ def training_cases():
     xi, yi = arr(32, 1, 28, 28), RNG.integers(0, 10, 32)
     for amp in (False, True):
         tag = "bf16 autocast" if amp else "f32"
-        mlp = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
-        torch_mlp = None
-        if torch:
-            torch_mlp = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+        mlp, torch_mlp = _mlp(lucid), _mlp(torch) if torch else None
         cases.append(Case(f"MLP train step {tag}", _lucid_trainer(mlp, lucid.tensor(x), lucid.tensor(y), amp), None,
                           _torch_trainer(torch_mlp, torch.from_numpy(x), torch.from_numpy(y), amp) if torch else None,
                           "<= 1x torch"))
-        cnn = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1),
-                            nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
-        torch_cnn = None
-        if torch:
-            torch_cnn = torch.nn.Sequential(
-                torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-                torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
-                torch.nn.Linear(32 * 7 * 7, 10))
+        cnn, torch_cnn = _cnn(lucid), _cnn(torch) if torch else None
         cases.append(Case(f"CNN train step {tag}", _lucid_trainer(cnn, lucid.tensor(xi), lucid.tensor(yi), amp), None,
                           _torch_trainer(torch_cnn, torch.from_numpy(xi), torch.from_numpy(yi), amp) if torch else None,
                           "<= 1x torch"))
@@ -459,11 +459,9 @@ def inspect_cost(min_time):
     out = {}
     x, y = arr(64, 784), RNG.integers(0, 10, 64)
     xi, yi = arr(32, 1, 28, 28), RNG.integers(0, 10, 32)
-    mlp = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
-    cnn = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1),
-                        nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
     lm = _char_models(lucid)[0]
-    for name, model, (a, b) in (("MLP train step bf16 autocast", mlp, (x, y)), ("CNN train step bf16 autocast", cnn, (xi, yi)),
+    for name, model, (a, b) in (("MLP train step bf16 autocast", _mlp(lucid), (x, y)),
+                                ("CNN train step bf16 autocast", _cnn(lucid), (xi, yi)),
                                 ("char MLP LM train step bf16 autocast", lm, (RNG.integers(0, 28, (32, 16)),
                                                                              RNG.integers(0, 27, 32)))):
         step = _lucid_trainer(model, lucid.tensor(a), lucid.tensor(b), True)
