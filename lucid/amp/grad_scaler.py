@@ -140,12 +140,21 @@ class GradScaler:
         grads = [p.grad for p in params]
         inv_scale = 1.0 / self._lazy_init()
         found = full((), 0.0, dtype=float32, device=self._device)
-        _C.unscale_grads([g._h for g in grads], inv_scale._h, found._h)
+        if _inspect._thread.live:
+            # The engine's check, one flag per gradient (on the device, read when the inspection
+            # ends), so that a skipped step can name the parameters behind it.
+            flags = []
+            for g in grads:
+                flag = full((), 0.0, dtype=float32, device=self._device)
+                _C.unscale_grads([g._h], inv_scale._h, flag._h)
+                flags.append(flag)
+                found.add_(flag)
+            found.clamp_(max=1.0)  # 1 when any was, as the one call sets it
+            state["nonfinite"] = list(zip(params, flags))
+        else:
+            _C.unscale_grads([g._h for g in grads], inv_scale._h, found._h)
         _agree_over_ranks(found)
         state["found_inf"] = found
-        if _inspect._thread.live:
-            # Which gradients were not finite: flags on the device, read when the inspection ends.
-            state["nonfinite"] = [(p, g.isfinite().logical_not().any()) for p, g in zip(params, grads)]
         state["stage"] = _UNSCALED
 
     def step(self, optimizer, *args, **kwargs):
