@@ -142,13 +142,18 @@ int32_t lucid_amp_inspect_set_module(const char *path);
  * records, one per (op, module, device, dtype). LUCID_ERR_HANDLE for an id that is not live on
  * this thread. */
 int32_t lucid_amp_inspect_end(uint64_t id, int64_t *entries);
+/* What an inspection concludes about an op's precision. */
+enum lucid_precision_verdict { LUCID_VERDICT_SAFE_FLOAT16 = 0, LUCID_VERDICT_USE_BFLOAT16 = 1, LUCID_VERDICT_KEEP_FLOAT32 = 2 };
 /* Record `index` of the calling thread's last ended inspection: the op and module path
  * (engine-owned, valid for the process), the device and target dtype codes, the calls, and
  * values[0..16): for the inputs then the results, the elements seen, the largest magnitude that
  * is not NaN, and how many values were finite above 65504; non-zero below 2^-14; finite above
- * bfloat16's largest; non-zero below 2^-126; non-zero and not NaN; infinite or NaN. */
+ * bfloat16's largest; non-zero below 2^-126; non-zero and not NaN; infinite or NaN. Then the
+ * engine's verdict (a LUCID_VERDICT_* code) and why, as one line ("" when safe; engine-owned,
+ * valid until this thread's next lucid_amp_inspect_end). */
 int32_t lucid_amp_inspect_entry(int64_t index, const char **op, const char **module, int32_t *device,
-                                int32_t *dtype, int64_t *calls, double *values);
+                                int32_t *dtype, int64_t *calls, double *values, int32_t *verdict,
+                                const char **reason);
 /* device -1: whether autocast is on for either device. */
 int32_t lucid_autocast_is_enabled(int32_t device, int32_t *out);
 /* The dtype code autocast targets on `device`, or -1 when off there. device -1: the dtype of

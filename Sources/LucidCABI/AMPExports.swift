@@ -153,7 +153,45 @@ public func lucid_amp_inspect_set_module(_ path: UnsafePointer<CChar>?) -> Int32
 public func lucid_amp_inspect_end(_ id: UInt64, _ entries: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         guard let entries else { throw LucidError(.value, "entries pointer is null") }
-        entries.pointee = Int64(try AutocastInspection.end(id).count)
+        let report = try AutocastInspection.end(id)
+        try InspectionReasons.current().replace(with: report.map(\.judgement.reason))
+        entries.pointee = Int64(report.count)
+    }
+}
+
+/// The reasons `lucid_amp_inspect_entry` hands out: C copies made when the calling thread's
+/// inspection ends, kept until its next one ends or the thread does.
+private final class InspectionReasons {
+    private(set) var strings: [UnsafeMutablePointer<CChar>] = []
+
+    func replace(with reasons: [String]) throws {
+        strings.forEach { free($0) }
+        strings = []
+        for reason in reasons {
+            guard let copy = strdup(reason) else { throw LucidError(.runtime, "out of memory copying an inspection's reasons") }
+            strings.append(copy)
+        }
+    }
+
+    deinit { strings.forEach { free($0) } }
+
+    private static let key: pthread_key_t = {
+        var k = pthread_key_t()
+        pthread_key_create(&k) { value in
+            // Darwin passes the value as non-optional, Glibc as optional: bind it either way.
+            let raw: UnsafeMutableRawPointer? = value
+            guard let raw else { return }
+            Unmanaged<InspectionReasons>.fromOpaque(raw).release()
+        }
+        return k
+    }()
+
+    /// The calling thread's.
+    static func current() -> InspectionReasons {
+        if let raw = pthread_getspecific(key) { return Unmanaged<InspectionReasons>.fromOpaque(raw).takeUnretainedValue() }
+        let reasons = InspectionReasons()
+        pthread_setspecific(key, Unmanaged.passRetained(reasons).toOpaque())
+        return reasons
     }
 }
 
@@ -161,12 +199,16 @@ public func lucid_amp_inspect_end(_ id: UInt64, _ entries: UnsafeMutablePointer<
 public func lucid_amp_inspect_entry(_ index: Int64, _ op: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
                                     _ module: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
                                     _ device: UnsafeMutablePointer<Int32>?, _ dtype: UnsafeMutablePointer<Int32>?,
-                                    _ calls: UnsafeMutablePointer<Int64>?, _ values: UnsafeMutablePointer<Double>?) -> Int32 {
+                                    _ calls: UnsafeMutablePointer<Int64>?, _ values: UnsafeMutablePointer<Double>?,
+                                    _ verdict: UnsafeMutablePointer<Int32>?,
+                                    _ reason: UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Int32 {
     abiCall {
-        guard let op, let module, let device, let dtype, let calls, let values else {
+        guard let op, let module, let device, let dtype, let calls, let values, let verdict, let reason else {
             throw LucidError(.value, "an output pointer is null")
         }
-        let e = try entry(AutocastInspection.lastReport, index, "inspection entry", " (of this thread's last ended inspection)")
+        let hint = " (of this thread's last ended inspection)"
+        let e = try entry(AutocastInspection.lastReport, index, "inspection entry", hint)
+        let why = try entry(InspectionReasons.current().strings, index, "inspection entry", hint)
         guard let opName = opNameStrings.cString(e.op), let path = opNameStrings.cString(e.module) else {
             throw LucidError(.runtime, "out of memory copying '\(e.op)'")
         }
@@ -182,5 +224,7 @@ public func lucid_amp_inspect_entry(_ index: Int64, _ op: UnsafeMutablePointer<U
             for (j, c) in block.counts.enumerated() { values[k + 2 + j] = Double(c) }
             k += 8
         }
+        verdict.pointee = e.judgement.verdict.rawValue
+        reason.pointee = UnsafePointer(why)
     }
 }

@@ -14,7 +14,7 @@ SIGNATURES = {
     "lucid_amp_inspect_begin": ([POINTER(c_uint64)], c_int32),
     "lucid_amp_inspect_set_module": ([c_char_p], c_int32),
     "lucid_amp_inspect_end": ([c_uint64, POINTER(c_int64)], c_int32),
-    "lucid_amp_inspect_entry": ([c_int64, POINTER(c_char_p), POINTER(c_char_p), POINTER(c_int32), POINTER(c_int32), POINTER(c_int64), POINTER(c_double)], c_int32),
+    "lucid_amp_inspect_entry": ([c_int64, POINTER(c_char_p), POINTER(c_char_p), POINTER(c_int32), POINTER(c_int32), POINTER(c_int64), POINTER(c_double), POINTER(c_int32), POINTER(c_char_p)], c_int32),
     "lucid_autocast_is_enabled": ([c_int32, POINTER(c_int32)], c_int32),
     "lucid_autocast_get_dtype": ([c_int32, POINTER(c_int32)], c_int32),
     "lucid_autocast_live_guards": ([POINTER(c_int64)], c_int32),
@@ -235,6 +235,7 @@ ENUMS = {
     "lucid_assign_flag": {"LUCID_ASSIGN_FILL": 1, "LUCID_ASSIGN_SAME_KIND": 2, "LUCID_ASSIGN_RESULT": 4},
     "lucid_split_mode": {"LUCID_SPLIT_SIZES": 0, "LUCID_SPLIT_SIZE": 1, "LUCID_SPLIT_CHUNKS": 2},
     "lucid_pointwise_loss_kind": {"LUCID_LOSS_MSE": 0, "LUCID_LOSS_L1": 1},
+    "lucid_precision_verdict": {"LUCID_VERDICT_SAFE_FLOAT16": 0, "LUCID_VERDICT_USE_BFLOAT16": 1, "LUCID_VERDICT_KEEP_FLOAT32": 2},
 }
 
 # The comment each enum constant carries in the header, where it has one.
@@ -362,3 +363,6 @@ LUCID_SPLIT_SIZE = 1
 LUCID_SPLIT_CHUNKS = 2
 LUCID_LOSS_MSE = 0
 LUCID_LOSS_L1 = 1
+LUCID_VERDICT_SAFE_FLOAT16 = 0
+LUCID_VERDICT_USE_BFLOAT16 = 1
+LUCID_VERDICT_KEEP_FLOAT32 = 2

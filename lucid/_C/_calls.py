@@ -271,15 +271,16 @@ def metal_stats() -> dict:
 
 def amp_inspect_entry(index: int):
     """Record `index` of the calling thread's last ended inspection: (op, module, device code,
-    dtype code, calls, inputs, results), the last two each (elements, max |x|, then the six band
-    counts of lucid_amp_inspect_entry's order)."""
+    dtype code, calls, inputs, results, verdict code, reason), inputs and results each
+    (elements, max |x|, then the six band counts of lucid_amp_inspect_entry's order)."""
     op, module, device, dtype, calls = c_char_p(), c_char_p(), c_int32(), c_int32(), c_int64()
-    values = (c_double * 16)()
-    rc = lib.lucid_amp_inspect_entry(index, byref(op), byref(module), byref(device), byref(dtype), byref(calls), values)
+    values, verdict, reason = (c_double * 16)(), c_int32(), c_char_p()
+    rc = lib.lucid_amp_inspect_entry(index, byref(op), byref(module), byref(device), byref(dtype), byref(calls), values,
+                                     byref(verdict), byref(reason))
     if rc:
         raise_error(rc)
     return (op.value.decode(), module.value.decode(), device.value, dtype.value, calls.value,
-            tuple(values[0:8]), tuple(values[8:16]))
+            tuple(values[0:8]), tuple(values[8:16]), verdict.value, reason.value.decode())
 
 
 # ---- tables ------------------------------------------------------------------------------------

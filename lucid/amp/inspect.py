@@ -20,16 +20,14 @@ from .. import _C
 from .._types import dtype_from_code
 from ..nn import module as _module
 
-# The share of non-zero input values that the cast makes subnormal or zero above which a
-# verdict asks for a wider dtype.
-UNDERFLOW_LIMIT = 0.01
-
 _BANDS = ("overflow_float16", "underflow_float16", "overflow_bfloat16", "underflow_bfloat16", "nonzero", "nonfinite")
 _DEVICES = dict(_C.device_table())
 
 SAFE_FLOAT16 = "safe in float16"
 USE_BFLOAT16 = "use bfloat16"
 KEEP_FLOAT32 = "keep in float32"
+_VERDICTS = {_C.VERDICT_SAFE_FLOAT16: SAFE_FLOAT16, _C.VERDICT_USE_BFLOAT16: USE_BFLOAT16,
+             _C.VERDICT_KEEP_FLOAT32: KEEP_FLOAT32}
 _SEVERITY = {SAFE_FLOAT16: 0, USE_BFLOAT16: 1, KEEP_FLOAT32: 2}
 
 
@@ -98,8 +96,9 @@ class OpRecord:
     ``underflow_float16``, ``overflow_bfloat16``, ``underflow_bfloat16``, ``nonzero`` and
     ``nonfinite`` (see :mod:`lucid.amp.inspect`)."""
 
-    def __init__(self, op, module, device, dtype, calls, inputs, results):
+    def __init__(self, op, module, device, dtype, calls, inputs, results, verdict, reason):
         self.op, self.module, self.device, self.dtype, self.calls = op, module, device, dtype, calls
+        self._judgement = (_VERDICTS[verdict], reason)
         self.input_elements = int(inputs[0])
         self.max_abs = inputs[1]
         self.result_max_abs = results[1]
@@ -140,25 +139,10 @@ class OpRecord:
 
     @property
     def judgement(self) -> tuple:
-        """``(verdict, reason)``: whether this op is safe in float16, needs bfloat16's range, or
-        needs float32, and the first finding that says so ("" when safe)."""
-        i, o, nz = self.input_bands, self.result_bands, self.input_bands["nonzero"]
-        made = self.introduced_nonfinite
-        rules = (
-            (KEEP_FLOAT32, i["overflow_bfloat16"], f"inputs past bfloat16's range (max |x| {self.max_abs:.3g})"),
-            (KEEP_FLOAT32, _fraction(i["underflow_bfloat16"], nz) > UNDERFLOW_LIMIT,
-             f"{_fraction(i['underflow_bfloat16'], nz):.1%} of non-zero inputs below bfloat16's normals"),
-            (KEEP_FLOAT32, made and not self._half, "made inf/NaN in bfloat16"),
-            (USE_BFLOAT16, i["overflow_float16"], f"inputs past float16's range (max |x| {self.max_abs:.3g})"),
-            (USE_BFLOAT16, made and self._half, "made inf/NaN in float16"),
-            (USE_BFLOAT16, o["overflow_float16"], f"results past float16's range (max {self.result_max_abs:.3g})"),
-            (USE_BFLOAT16, _fraction(i["underflow_float16"], nz) > UNDERFLOW_LIMIT,
-             f"{_fraction(i['underflow_float16'], nz):.1%} of non-zero inputs below float16's normals"),
-        )
-        for verdict, found, reason in rules:
-            if found:
-                return verdict, f"{self.op}: {reason}"
-        return SAFE_FLOAT16, ""
+        """``(verdict, reason)``, the engine's: whether this op is safe in float16, needs
+        bfloat16's range, or needs float32, and the first finding that says so ("" when safe).
+        More than 1 % of non-zero inputs below a dtype's normals counts as a finding."""
+        return self._judgement
 
     @property
     def verdict(self) -> str:
@@ -338,8 +322,9 @@ class _Run:
         n = _C.amp_inspect_end(self.id)
         ops = []
         for i in range(n):
-            op, module, device, dtype, calls, inputs, results = _C.amp_inspect_entry(i)
-            ops.append(OpRecord(op, module, _DEVICES[device], dtype_from_code(dtype), calls, inputs, results))
+            op, module, device, dtype, calls, inputs, results, verdict, reason = _C.amp_inspect_entry(i)
+            ops.append(OpRecord(op, module, _DEVICES[device], dtype_from_code(dtype), calls, inputs, results, verdict,
+                                reason))
         steps = []
         for i, (scale, found, flags) in enumerate(self.scaler):
             skipped = bool(found.item())

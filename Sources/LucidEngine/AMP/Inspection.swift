@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The value statistics autocast's inspection keeps, and the bands they count. Kernels count
 /// by comparing magnitude bits, which order like the values, against limits given in the
 /// operand's own format (`limits(for:)`), so one kernel serves every floating dtype.
@@ -94,6 +100,59 @@ public struct InspectionEntry: Sendable {
     /// Result values seen, and their statistics.
     public let resultElements: Int
     public let results: CastStatistics.Block
+}
+
+/// What an inspection concludes about an op's precision (C: `LUCID_VERDICT_*`).
+public enum PrecisionVerdict: Int32, Sendable, Comparable, CustomStringConvertible {
+    case safeInFloat16 = 0, useBFloat16 = 1, keepInFloat32 = 2
+
+    public var description: String {
+        switch self {
+        case .safeInFloat16: "safe in float16"
+        case .useBFloat16: "use bfloat16"
+        case .keepInFloat32: "keep in float32"
+        }
+    }
+
+    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
+}
+
+extension InspectionEntry {
+    /// The share of non-zero input values that the cast makes subnormal or zero above which a
+    /// verdict asks for a wider dtype.
+    public static let underflowLimit = 0.01
+
+    /// Whether the result held inf or NaN while every input was finite: the op made them.
+    public var madeNonfinite: Bool { results[.nonfinite] > 0 && inputs[.nonfinite] == 0 }
+
+    /// Whether this op is safe in float16, needs bfloat16's range or needs float32, and the first
+    /// finding that says so, as one line ("" when safe): inputs past a dtype's range, inf/NaN
+    /// made in the lower dtype, results past float16's range, or more than `underflowLimit` of
+    /// the non-zero inputs below a dtype's normals.
+    public var judgement: (verdict: PrecisionVerdict, reason: String) {
+        let nonzero = inputs[.nonzero], half = dtype == .float16
+        func share(_ band: CastStatistics.Band) -> Double { nonzero == 0 ? 0 : Double(inputs[band]) / Double(nonzero) }
+        let rules: [(PrecisionVerdict, Bool, () -> String)] = [
+            (.keepInFloat32, inputs[.overflowBFloat16] > 0, { "inputs past bfloat16's range (max |x| \(cFormat("%.3g", Double(inputs.maxAbs))))" }),
+            (.keepInFloat32, share(.underflowBFloat16) > Self.underflowLimit,
+             { "\(cFormat("%.1f", share(.underflowBFloat16) * 100))% of non-zero inputs below bfloat16's normals" }),
+            (.keepInFloat32, madeNonfinite && !half, { "made inf/NaN in bfloat16" }),
+            (.useBFloat16, inputs[.overflowFloat16] > 0, { "inputs past float16's range (max |x| \(cFormat("%.3g", Double(inputs.maxAbs))))" }),
+            (.useBFloat16, madeNonfinite && half, { "made inf/NaN in float16" }),
+            (.useBFloat16, results[.overflowFloat16] > 0, { "results past float16's range (max \(cFormat("%.3g", Double(results.maxAbs))))" }),
+            (.useBFloat16, share(.underflowFloat16) > Self.underflowLimit,
+             { "\(cFormat("%.1f", share(.underflowFloat16) * 100))% of non-zero inputs below float16's normals" }),
+        ]
+        for (verdict, found, reason) in rules where found { return (verdict, "\(op): \(reason())") }
+        return (.safeInFloat16, "")
+    }
+}
+
+/// `value` formatted by C's printf `format` (one double).
+private func cFormat(_ format: String, _ value: Double) -> String {
+    var buffer = [CChar](repeating: 0, count: 64)
+    _ = withVaList([value]) { vsnprintf(&buffer, buffer.count, format, $0) }
+    return String(cString: buffer)
 }
 
 /// One live inspection of the calling thread: an accumulator per (op, module, device, dtype),
