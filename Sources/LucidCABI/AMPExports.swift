@@ -154,26 +154,30 @@ public func lucid_amp_inspect_end(_ id: UInt64, _ entries: UnsafeMutablePointer<
     abiCall {
         guard let entries else { throw LucidError(.value, "entries pointer is null") }
         let report = try AutocastInspection.end(id)
-        try InspectionReasons.current().replace(with: report.map(\.judgement.reason))
+        try LastInspection.current().keep(report)
         entries.pointee = Int64(report.count)
     }
 }
 
-/// The reasons `lucid_amp_inspect_entry` hands out: C copies made when the calling thread's
-/// inspection ends, kept until its next one ends or the thread does.
-private final class InspectionReasons {
-    private(set) var strings: [UnsafeMutablePointer<CChar>] = []
+/// What `lucid_amp_inspect_entry` hands out: the calling thread's last ended inspection, with
+/// C copies of its reasons, kept until its next one ends or the thread does.
+private final class LastInspection {
+    private(set) var report: [InspectionEntry] = []
+    private(set) var reasons: [UnsafeMutablePointer<CChar>] = []
 
-    func replace(with reasons: [String]) throws {
-        strings.forEach { free($0) }
-        strings = []
-        for reason in reasons {
-            guard let copy = strdup(reason) else { throw LucidError(.runtime, "out of memory copying an inspection's reasons") }
-            strings.append(copy)
+    func keep(_ entries: [InspectionEntry]) throws {
+        reasons.forEach { free($0) }
+        (report, reasons) = ([], [])
+        for e in entries {
+            guard let copy = strdup(e.judgement.reason) else {
+                throw LucidError(.runtime, "out of memory copying an inspection's reasons")
+            }
+            reasons.append(copy)
         }
+        report = entries
     }
 
-    deinit { strings.forEach { free($0) } }
+    deinit { reasons.forEach { free($0) } }
 
     private static let key: pthread_key_t = {
         var k = pthread_key_t()
@@ -181,17 +185,17 @@ private final class InspectionReasons {
             // Darwin passes the value as non-optional, Glibc as optional: bind it either way.
             let raw: UnsafeMutableRawPointer? = value
             guard let raw else { return }
-            Unmanaged<InspectionReasons>.fromOpaque(raw).release()
+            Unmanaged<LastInspection>.fromOpaque(raw).release()
         }
         return k
     }()
 
     /// The calling thread's.
-    static func current() -> InspectionReasons {
-        if let raw = pthread_getspecific(key) { return Unmanaged<InspectionReasons>.fromOpaque(raw).takeUnretainedValue() }
-        let reasons = InspectionReasons()
-        pthread_setspecific(key, Unmanaged.passRetained(reasons).toOpaque())
-        return reasons
+    static func current() -> LastInspection {
+        if let raw = pthread_getspecific(key) { return Unmanaged<LastInspection>.fromOpaque(raw).takeUnretainedValue() }
+        let last = LastInspection()
+        pthread_setspecific(key, Unmanaged.passRetained(last).toOpaque())
+        return last
     }
 }
 
@@ -206,9 +210,10 @@ public func lucid_amp_inspect_entry(_ index: Int64, _ op: UnsafeMutablePointer<U
         guard let op, let module, let device, let dtype, let calls, let values, let verdict, let reason else {
             throw LucidError(.value, "an output pointer is null")
         }
+        let last = LastInspection.current()
         let hint = " (of this thread's last ended inspection)"
-        let e = try entry(AutocastInspection.lastReport, index, "inspection entry", hint)
-        let why = try entry(InspectionReasons.current().strings, index, "inspection entry", hint)
+        let e = try entry(last.report, index, "inspection entry", hint)
+        let why = try entry(last.reasons, index, "inspection entry", hint)
         guard let opName = opNameStrings.cString(e.op), let path = opNameStrings.cString(e.module) else {
             throw LucidError(.runtime, "out of memory copying '\(e.op)'")
         }

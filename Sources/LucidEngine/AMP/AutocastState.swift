@@ -53,7 +53,6 @@ final class ThreadAMPState {
     var inspections: [Inspection] = []
     var inspectedModule = ""
     var pendingInspection: PendingInspection?
-    var lastInspectionReport: [InspectionEntry] = []
 
     struct CastKey: Hashable {
         let source: ObjectIdentifier

@@ -289,13 +289,8 @@ public enum AutocastInspection {
             state.pendingInspection = nil
             state.inspectedModule = ""
         }
-        let report = try inspection.report()
-        state.lastInspectionReport = report
-        return report
+        return try inspection.report()
     }
-
-    /// What the calling thread's last ended inspection found (empty before one ends).
-    public static var lastReport: [InspectionEntry] { AMPRegistry.currentIfPresent()?.lastInspectionReport ?? [] }
 
     /// Number of inspections live on the calling thread.
     public static var liveCount: Int { AMPRegistry.currentIfPresent()?.inspections.count ?? 0 }
