@@ -26,7 +26,7 @@ endif
 SWIFT_FLAGS = $(shell $(PY) lucid/_native.py swift-flags)
 SWIFT_RELEASE_FLAGS = $(shell $(PY) lucid/_native.py swift-flags --release)
 
-.PHONY: build engine abi demo test test-distributed swift-test py-test docs check-sanitize check-wheel metal-emulated check-metal check-apple reliability bench clean
+.PHONY: build engine abi demo test test-distributed swift-test py-test docs check-sanitize check-wheel metal-emulated check-metal check-apple reliability bench opinfo-reference clean
 
 ## build: .venv with lucid's dependencies (OpenBLAS and oneDNN among them on Linux), the
 ## engine in release mode, and lucid installed into .venv (editable)
@@ -170,6 +170,13 @@ $(BENCH_VENV)/.installed: pyproject.toml setup.py
 	$(BENCH_VENV)/bin/python $(PIP) 'setuptools>=64' wheel
 	LUCID_SKIP_ENGINE_BUILD=1 $(BENCH_VENV)/bin/python $(PIP) --no-build-isolation -e . torch
 	@touch $@
+
+## opinfo-reference: records PyTorch's outcomes on its own op database (op_db, module_db) into
+## tests/differential/opinfo_reference.json.gz, with PyTorch and expecttest in .venv-bench;
+## `make test` then checks lucid against them offline (tools/opinfo_parity.py)
+opinfo-reference: $(BENCH_VENV)/.installed
+	$(BENCH_VENV)/bin/python $(PIP) expecttest
+	$(BENCH_VENV)/bin/python tools/opinfo_parity.py --record
 
 clean:
 	rm -rf .build $(VENV) $(BENCH_VENV) lucid/_lib build *.egg-info
