@@ -307,6 +307,10 @@ def wrapper(name: str, ret: Param, args, doc: str) -> list:
         params.append(pn)
         if a.base == "char":
             call.append(f"_name({pn})")
+        elif a.tensor and not a.pointers:
+            # A tensor or its handle: a tensor passed here stays alive until the call returns,
+            # so the handle of a temporary cannot be released under the engine.
+            call.append(f"({pn} if {pn}.__class__ is int else {pn}._h)")
         else:
             if a.base == "int64_t" and not a.pointers:  # ctypes would wrap it silently
                 body.append(f"    if not -0x8000000000000000 <= {pn} <= 0x7FFFFFFFFFFFFFFF:")
@@ -361,8 +365,8 @@ _OPS_HEAD = '''"""The engine's entry points as Python functions, generated from 
 tools/gen_abi.py; do not edit (change the header and run the tool).
 
 Each takes the header's parameters by their names, less the out-parameters and the counts of
-arrays: a tensor is its handle (an int), an array a sequence of ints (or of handles), a name a
-str. It raises the engine's error as the matching Python exception and returns what the engine
+arrays: a tensor is a tensor or its handle (an int; a tensor given stays alive through the
+call), an array a sequence of ints (or of tensors or handles), a name a str. It raises the engine's error as the matching Python exception and returns what the engine
 wrote: an op's record, a value, or a tuple of them.
 """
 

@@ -105,11 +105,12 @@ def int64s(values, count=None):
 
 
 def handles(values, count=None):
-    """A C array of tensor handles and its count (the array alone with `count`)."""
+    """A C array of the handles of `values` (tensors or handles) and its count (the array alone
+    with `count`); the caller's sequence keeps its tensors alive through the call."""
     n = len(values)
     if count is not None and n != count:
         raise ValueError(f"expected {count} tensors, got {n}")
-    array = (c_uint32 * max(n, 1))(*values)
+    array = (c_uint32 * max(n, 1))(*(v if v.__class__ is int else v._h for v in values))
     return array if count is not None else (array, n)
 
 

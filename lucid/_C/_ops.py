@@ -2,8 +2,8 @@
 tools/gen_abi.py; do not edit (change the header and run the tool).
 
 Each takes the header's parameters by their names, less the out-parameters and the counts of
-arrays: a tensor is its handle (an int), an array a sequence of ints (or of handles), a name a
-str. It raises the engine's error as the matching Python exception and returns what the engine
+arrays: a tensor is a tensor or its handle (an int; a tensor given stays alive through the
+call), an array a sequence of ints (or of tensors or handles), a name a str. It raises the engine's error as the matching Python exception and returns what the engine
 wrote: an op's record, a value, or a tuple of them.
 """
 
@@ -329,7 +329,7 @@ def tensor_meta(t):
     device_ = c_int32()
     ndim_ = c_int32()
     requires_grad_ = c_int32()
-    rc = _lucid_tensor_meta(t, byref(dtype_), byref(device_), byref(ndim_), byref(requires_grad_))
+    rc = _lucid_tensor_meta((t if t.__class__ is int else t._h), byref(dtype_), byref(device_), byref(ndim_), byref(requires_grad_))
     if rc:
         _raise(rc)
     return dtype_.value, device_.value, ndim_.value, requires_grad_.value
@@ -341,7 +341,7 @@ _lucid_tensor_record = _lib.lucid_tensor_record
 def tensor_record(t):
     """The tensor's record, as an op that made it writes it (enum lucid_record_field)."""
     record_ = Record()
-    rc = _lucid_tensor_record(t, record_)
+    rc = _lucid_tensor_record((t if t.__class__ is int else t._h), record_)
     if rc:
         _raise(rc)
     return record_
@@ -354,7 +354,7 @@ def tensor_to_host(t, data, nbytes):
     """Copies the elements row-major; nbytes must be exactly numel * itemsize."""
     if not -0x8000000000000000 <= nbytes <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('nbytes', nbytes)
-    rc = _lucid_tensor_to_host(t, data, nbytes)
+    rc = _lucid_tensor_to_host((t if t.__class__ is int else t._h), data, nbytes)
     if rc:
         _raise(rc)
 
@@ -365,7 +365,7 @@ _lucid_tensor_to = _lib.lucid_tensor_to
 def tensor_to(t, dtype, device):
     """dtype / device -1: unchanged. Rounds to nearest even into float16 and bfloat16."""
     out_ = Record()
-    rc = _lucid_tensor_to(t, dtype, device, out_)
+    rc = _lucid_tensor_to((t if t.__class__ is int else t._h), dtype, device, out_)
     if rc:
         _raise(rc)
     return out_
@@ -376,7 +376,7 @@ _lucid_tensor_set_requires_grad = _lib.lucid_tensor_set_requires_grad
 
 def tensor_set_requires_grad(t, flag):
     out_ = Record()
-    rc = _lucid_tensor_set_requires_grad(t, flag, out_)
+    rc = _lucid_tensor_set_requires_grad((t if t.__class__ is int else t._h), flag, out_)
     if rc:
         _raise(rc)
     return out_
@@ -388,7 +388,7 @@ _lucid_detach = _lib.lucid_detach
 def detach(t):
     """A second handle to the same values that does not require gradients."""
     out_ = Record()
-    rc = _lucid_detach(t, out_)
+    rc = _lucid_detach((t if t.__class__ is int else t._h), out_)
     if rc:
         _raise(rc)
     return out_
@@ -402,7 +402,7 @@ def data(t):
     through it (and its views) change the values but not the version backward checks.
     """
     out_ = Record()
-    rc = _lucid_data(t, out_)
+    rc = _lucid_data((t if t.__class__ is int else t._h), out_)
     if rc:
         _raise(rc)
     return out_
@@ -414,7 +414,7 @@ _lucid_clone = _lib.lucid_clone
 def clone(t):
     """A copy of t in storage of its own, row-major (gradients flow back to t)."""
     out_ = Record()
-    rc = _lucid_clone(t, out_)
+    rc = _lucid_clone((t if t.__class__ is int else t._h), out_)
     if rc:
         _raise(rc)
     return out_
@@ -432,7 +432,7 @@ def assign(dst, value, flags, op):
     nothing but the values changed and *recorded is 0. `recorded` may be NULL.
     """
     recorded_ = c_int32()
-    rc = _lucid_assign(dst, value, flags, _name(op), byref(recorded_))
+    rc = _lucid_assign((dst if dst.__class__ is int else dst._h), (value if value.__class__ is int else value._h), flags, _name(op), byref(recorded_))
     if rc:
         _raise(rc)
     return recorded_.value != 0
@@ -448,7 +448,7 @@ def fill(dst, value, int_value, kind, op):
     if not -0x8000000000000000 <= int_value <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('int_value', int_value)
     recorded_ = c_int32()
-    rc = _lucid_fill(dst, value, int_value, kind, _name(op), byref(recorded_))
+    rc = _lucid_fill((dst if dst.__class__ is int else dst._h), value, int_value, kind, _name(op), byref(recorded_))
     if rc:
         _raise(rc)
     return recorded_.value != 0
@@ -462,7 +462,7 @@ def set_data(t, value):
     device, cut from autograd, keeping its requires_grad (and gradient) when t is a leaf. Tensors
     that viewed t keep the old storage.
     """
-    rc = _lucid_set_data(t, value)
+    rc = _lucid_set_data((t if t.__class__ is int else t._h), (value if value.__class__ is int else value._h))
     if rc:
         _raise(rc)
 
@@ -477,7 +477,7 @@ def binary_inplace(op, dst, other, alpha, name):
     result of a higher kind than dst (a float into an integer tensor) is refused. `name` names the
     op in errors.
     """
-    rc = _lucid_binary_inplace(op, dst, other, alpha, _name(name))
+    rc = _lucid_binary_inplace(op, (dst if dst.__class__ is int else dst._h), (other if other.__class__ is int else other._h), alpha, _name(name))
     if rc:
         _raise(rc)
 
@@ -489,7 +489,7 @@ def binary_scalar_inplace(op, dst, value, int_value, kind, name):
     """dst op= scalar, as lucid_binary_inplace."""
     if not -0x8000000000000000 <= int_value <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('int_value', int_value)
-    rc = _lucid_binary_scalar_inplace(op, dst, value, int_value, kind, _name(name))
+    rc = _lucid_binary_scalar_inplace(op, (dst if dst.__class__ is int else dst._h), value, int_value, kind, _name(name))
     if rc:
         _raise(rc)
 
@@ -499,7 +499,7 @@ _lucid_unary_inplace = _lib.lucid_unary_inplace
 
 def unary_inplace(op, dst, name):
     """dst = op(dst), as lucid_binary_inplace."""
-    rc = _lucid_unary_inplace(op, dst, _name(name))
+    rc = _lucid_unary_inplace(op, (dst if dst.__class__ is int else dst._h), _name(name))
     if rc:
         _raise(rc)
 
@@ -515,7 +515,7 @@ def write_at(dst, items, src, value, int_value, kind, op):
     if not -0x8000000000000000 <= int_value <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('int_value', int_value)
     recorded_ = c_int32()
-    rc = _lucid_write_at(dst, *_subscript(items), src, value, int_value, kind, _name(op), byref(recorded_))
+    rc = _lucid_write_at((dst if dst.__class__ is int else dst._h), *_subscript(items), (src if src.__class__ is int else src._h), value, int_value, kind, _name(op), byref(recorded_))
     if rc:
         _raise(rc)
     return recorded_.value != 0
@@ -632,7 +632,7 @@ _lucid_binary = _lib.lucid_binary
 def binary(op, a, b):
     """---- ops (inputs borrowed, result new) --------------------------------------------------"""
     out_ = Record()
-    rc = _lucid_binary(op, a, b, out_)
+    rc = _lucid_binary(op, (a if a.__class__ is int else a._h), (b if b.__class__ is int else b._h), out_)
     if rc:
         _raise(rc)
     return out_
@@ -648,7 +648,7 @@ def binary_scalar(op, a, value, int_value, kind, scalar_first):
     if not -0x8000000000000000 <= int_value <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('int_value', int_value)
     out_ = Record()
-    rc = _lucid_binary_scalar(op, a, value, int_value, kind, scalar_first, out_)
+    rc = _lucid_binary_scalar(op, (a if a.__class__ is int else a._h), value, int_value, kind, scalar_first, out_)
     if rc:
         _raise(rc)
     return out_
@@ -659,7 +659,7 @@ _lucid_unary = _lib.lucid_unary
 
 def unary(op, a):
     out_ = Record()
-    rc = _lucid_unary(op, a, out_)
+    rc = _lucid_unary(op, (a if a.__class__ is int else a._h), out_)
     if rc:
         _raise(rc)
     return out_
@@ -671,7 +671,7 @@ _lucid_bitwise_not = _lib.lucid_bitwise_not
 def bitwise_not(a):
     """~a: logical not for bool, bitwise not for integers (floating tensors are a type error)."""
     out_ = Record()
-    rc = _lucid_bitwise_not(a, out_)
+    rc = _lucid_bitwise_not((a if a.__class__ is int else a._h), out_)
     if rc:
         _raise(rc)
     return out_
@@ -682,7 +682,7 @@ _lucid_matmul = _lib.lucid_matmul
 
 def matmul(a, b):
     out_ = Record()
-    rc = _lucid_matmul(a, b, out_)
+    rc = _lucid_matmul((a if a.__class__ is int else a._h), (b if b.__class__ is int else b._h), out_)
     if rc:
         _raise(rc)
     return out_
@@ -694,7 +694,7 @@ _lucid_linear = _lib.lucid_linear
 def linear(x, weight, bias):
     """bias 0: none."""
     out_ = Record()
-    rc = _lucid_linear(x, weight, bias, out_)
+    rc = _lucid_linear((x if x.__class__ is int else x._h), (weight if weight.__class__ is int else weight._h), (bias if bias.__class__ is int else bias._h), out_)
     if rc:
         _raise(rc)
     return out_
@@ -707,7 +707,7 @@ def reduce(op, a, dims, keepdim):
     """ndims -1: every dimension."""
     dims_, ndims = _int64s(dims)
     out_ = Record()
-    rc = _lucid_reduce(op, a, dims_, ndims, keepdim, out_)
+    rc = _lucid_reduce(op, (a if a.__class__ is int else a._h), dims_, ndims, keepdim, out_)
     if rc:
         _raise(rc)
     return out_
@@ -720,7 +720,7 @@ def reshape(a, shape, view_only):
     """One size may be -1. view_only: fail instead of copying when the layout needs a copy."""
     shape_, ndim = _int64s(shape)
     out_ = Record()
-    rc = _lucid_reshape(a, shape_, ndim, view_only, out_)
+    rc = _lucid_reshape((a if a.__class__ is int else a._h), shape_, ndim, view_only, out_)
     if rc:
         _raise(rc)
     return out_
@@ -735,7 +735,7 @@ def transpose(a, dim0, dim1):
     if not -0x8000000000000000 <= dim1 <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('dim1', dim1)
     out_ = Record()
-    rc = _lucid_transpose(a, dim0, dim1, out_)
+    rc = _lucid_transpose((a if a.__class__ is int else a._h), dim0, dim1, out_)
     if rc:
         _raise(rc)
     return out_
@@ -747,7 +747,7 @@ _lucid_permute = _lib.lucid_permute
 def permute(a, dims):
     dims_, ndim = _int64s(dims)
     out_ = Record()
-    rc = _lucid_permute(a, dims_, ndim, out_)
+    rc = _lucid_permute((a if a.__class__ is int else a._h), dims_, ndim, out_)
     if rc:
         _raise(rc)
     return out_
@@ -758,7 +758,7 @@ _lucid_contiguous = _lib.lucid_contiguous
 
 def contiguous(a):
     out_ = Record()
-    rc = _lucid_contiguous(a, out_)
+    rc = _lucid_contiguous((a if a.__class__ is int else a._h), out_)
     if rc:
         _raise(rc)
     return out_
@@ -770,7 +770,7 @@ _lucid_compare = _lib.lucid_compare
 def compare(op, a, b):
     """A tensor argument of 0 means 'absent' wherever a parameter is optional."""
     out_ = Record()
-    rc = _lucid_compare(op, a, b, out_)
+    rc = _lucid_compare(op, (a if a.__class__ is int else a._h), (b if b.__class__ is int else b._h), out_)
     if rc:
         _raise(rc)
     return out_
@@ -783,7 +783,7 @@ def compare_scalar(op, a, value, int_value, kind, scalar_first):
     if not -0x8000000000000000 <= int_value <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('int_value', int_value)
     out_ = Record()
-    rc = _lucid_compare_scalar(op, a, value, int_value, kind, scalar_first, out_)
+    rc = _lucid_compare_scalar(op, (a if a.__class__ is int else a._h), value, int_value, kind, scalar_first, out_)
     if rc:
         _raise(rc)
     return out_
@@ -799,7 +799,7 @@ def where(cond, a, b, a_value, a_int, a_kind, b_value, b_int, b_kind):
     if not -0x8000000000000000 <= b_int <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('b_int', b_int)
     out_ = Record()
-    rc = _lucid_where(cond, a, b, a_value, a_int, a_kind, b_value, b_int, b_kind, out_)
+    rc = _lucid_where((cond if cond.__class__ is int else cond._h), (a if a.__class__ is int else a._h), (b if b.__class__ is int else b._h), a_value, a_int, a_kind, b_value, b_int, b_kind, out_)
     if rc:
         _raise(rc)
     return out_
@@ -814,7 +814,7 @@ def clamp(a, has_min, min_value, min_int, min_kind, has_max, max_value, max_int,
     if not -0x8000000000000000 <= max_int <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('max_int', max_int)
     out_ = Record()
-    rc = _lucid_clamp(a, has_min, min_value, min_int, min_kind, has_max, max_value, max_int, max_kind, out_)
+    rc = _lucid_clamp((a if a.__class__ is int else a._h), has_min, min_value, min_int, min_kind, has_max, max_value, max_int, max_kind, out_)
     if rc:
         _raise(rc)
     return out_
@@ -827,7 +827,7 @@ def var(a, dims, correction, keepdim, root):
     """Variance (root != 0: standard deviation) with `correction`; ndims -1 reduces everything."""
     dims_, ndims = _int64s(dims)
     out_ = Record()
-    rc = _lucid_var(a, dims_, ndims, correction, keepdim, root, out_)
+    rc = _lucid_var((a if a.__class__ is int else a._h), dims_, ndims, correction, keepdim, root, out_)
     if rc:
         _raise(rc)
     return out_
@@ -842,7 +842,7 @@ def max_dim(a, dim, keepdim, largest):
         _out_of_range('dim', dim)
     values_ = c_uint32()
     indices_ = c_uint32()
-    rc = _lucid_max_dim(a, dim, keepdim, largest, byref(values_), byref(indices_))
+    rc = _lucid_max_dim((a if a.__class__ is int else a._h), dim, keepdim, largest, byref(values_), byref(indices_))
     if rc:
         _raise(rc)
     return values_.value, indices_.value
@@ -856,7 +856,7 @@ def argmax(a, dim, has_dim, keepdim, largest):
     if not -0x8000000000000000 <= dim <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('dim', dim)
     out_ = Record()
-    rc = _lucid_argmax(a, dim, has_dim, keepdim, largest, out_)
+    rc = _lucid_argmax((a if a.__class__ is int else a._h), dim, has_dim, keepdim, largest, out_)
     if rc:
         _raise(rc)
     return out_
@@ -869,7 +869,7 @@ def squeeze(a, dims):
     """ndims -1 squeezes every size-1 dimension."""
     dims_, ndims = _int64s(dims)
     out_ = Record()
-    rc = _lucid_squeeze(a, dims_, ndims, out_)
+    rc = _lucid_squeeze((a if a.__class__ is int else a._h), dims_, ndims, out_)
     if rc:
         _raise(rc)
     return out_
@@ -882,7 +882,7 @@ def unsqueeze(a, dim):
     if not -0x8000000000000000 <= dim <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('dim', dim)
     out_ = Record()
-    rc = _lucid_unsqueeze(a, dim, out_)
+    rc = _lucid_unsqueeze((a if a.__class__ is int else a._h), dim, out_)
     if rc:
         _raise(rc)
     return out_
@@ -894,7 +894,7 @@ _lucid_expand = _lib.lucid_expand
 def expand(a, shape):
     shape_, ndim = _int64s(shape)
     out_ = Record()
-    rc = _lucid_expand(a, shape_, ndim, out_)
+    rc = _lucid_expand((a if a.__class__ is int else a._h), shape_, ndim, out_)
     if rc:
         _raise(rc)
     return out_
@@ -909,7 +909,7 @@ def flatten(a, start_dim, end_dim):
     if not -0x8000000000000000 <= end_dim <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('end_dim', end_dim)
     out_ = Record()
-    rc = _lucid_flatten(a, start_dim, end_dim, out_)
+    rc = _lucid_flatten((a if a.__class__ is int else a._h), start_dim, end_dim, out_)
     if rc:
         _raise(rc)
     return out_
@@ -926,7 +926,7 @@ def narrow(a, dim, start, length):
     if not -0x8000000000000000 <= length <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('length', length)
     out_ = Record()
-    rc = _lucid_narrow(a, dim, start, length, out_)
+    rc = _lucid_narrow((a if a.__class__ is int else a._h), dim, start, length, out_)
     if rc:
         _raise(rc)
     return out_
@@ -946,7 +946,7 @@ def diagonal(a, offset, dim1, dim2):
     if not -0x8000000000000000 <= dim2 <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('dim2', dim2)
     out_ = Record()
-    rc = _lucid_diagonal(a, offset, dim1, dim2, out_)
+    rc = _lucid_diagonal((a if a.__class__ is int else a._h), offset, dim1, dim2, out_)
     if rc:
         _raise(rc)
     return out_
@@ -965,7 +965,7 @@ def as_strided(a, size, stride, offset, has_offset):
     if not -0x8000000000000000 <= offset <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('offset', offset)
     out_ = Record()
-    rc = _lucid_as_strided(a, size_, stride_, ndim, offset, has_offset, out_)
+    rc = _lucid_as_strided((a if a.__class__ is int else a._h), size_, stride_, ndim, offset, has_offset, out_)
     if rc:
         _raise(rc)
     return out_
@@ -977,7 +977,7 @@ _lucid_storage_offset = _lib.lucid_storage_offset
 def storage_offset(a):
     """The element of a's storage where a's element 0 is."""
     out_ = c_int64()
-    rc = _lucid_storage_offset(a, byref(out_))
+    rc = _lucid_storage_offset((a if a.__class__ is int else a._h), byref(out_))
     if rc:
         _raise(rc)
     return out_.value
@@ -989,7 +989,7 @@ _lucid_is_contiguous = _lib.lucid_is_contiguous
 def is_contiguous(a):
     """1 when a's elements lie in row-major order with no gaps (size-1 dimensions aside), else 0."""
     out_ = c_int32()
-    rc = _lucid_is_contiguous(a, byref(out_))
+    rc = _lucid_is_contiguous((a if a.__class__ is int else a._h), byref(out_))
     if rc:
         _raise(rc)
     return out_.value
@@ -1034,7 +1034,7 @@ def index(a, items):
     int64 per item (the int, or start/stop/step), `flags` a slice's present parts (bits 0-2).
     """
     out_ = Record()
-    rc = _lucid_index(a, *_subscript(items), out_)
+    rc = _lucid_index((a if a.__class__ is int else a._h), *_subscript(items), out_)
     if rc:
         _raise(rc)
     return out_
@@ -1049,7 +1049,7 @@ def index_put(a, items, src, accumulate):
     position an integer index repeats takes its last write. Items as for lucid_index.
     """
     out_ = Record()
-    rc = _lucid_index_put(a, *_subscript(items), src, accumulate, out_)
+    rc = _lucid_index_put((a if a.__class__ is int else a._h), *_subscript(items), (src if src.__class__ is int else src._h), accumulate, out_)
     if rc:
         _raise(rc)
     return out_
@@ -1063,7 +1063,7 @@ def index_put_inplace(dst, items, src, accumulate, op):
     written, an expanded view's included; op and recorded as for lucid_assign.
     """
     recorded_ = c_int32()
-    rc = _lucid_index_put_inplace(dst, *_subscript(items), src, accumulate, _name(op), byref(recorded_))
+    rc = _lucid_index_put_inplace((dst if dst.__class__ is int else dst._h), *_subscript(items), (src if src.__class__ is int else src._h), accumulate, _name(op), byref(recorded_))
     if rc:
         _raise(rc)
     return recorded_.value != 0
@@ -1076,7 +1076,7 @@ def gather(a, dim, index):
     if not -0x8000000000000000 <= dim <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('dim', dim)
     out_ = Record()
-    rc = _lucid_gather(a, dim, index, out_)
+    rc = _lucid_gather((a if a.__class__ is int else a._h), dim, (index if index.__class__ is int else index._h), out_)
     if rc:
         _raise(rc)
     return out_
@@ -1089,7 +1089,7 @@ def index_select(a, dim, index):
     if not -0x8000000000000000 <= dim <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('dim', dim)
     out_ = Record()
-    rc = _lucid_index_select(a, dim, index, out_)
+    rc = _lucid_index_select((a if a.__class__ is int else a._h), dim, (index if index.__class__ is int else index._h), out_)
     if rc:
         _raise(rc)
     return out_
@@ -1102,7 +1102,7 @@ def embedding(weight, indices, has_padding_idx, padding_idx):
     if not -0x8000000000000000 <= padding_idx <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('padding_idx', padding_idx)
     out_ = Record()
-    rc = _lucid_embedding(weight, indices, has_padding_idx, padding_idx, out_)
+    rc = _lucid_embedding((weight if weight.__class__ is int else weight._h), (indices if indices.__class__ is int else indices._h), has_padding_idx, padding_idx, out_)
     if rc:
         _raise(rc)
     return out_
@@ -1116,7 +1116,7 @@ def softmax(a, dim, log):
     if not -0x8000000000000000 <= dim <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('dim', dim)
     out_ = Record()
-    rc = _lucid_softmax(a, dim, log, out_)
+    rc = _lucid_softmax((a if a.__class__ is int else a._h), dim, log, out_)
     if rc:
         _raise(rc)
     return out_
@@ -1127,7 +1127,7 @@ _lucid_dropout = _lib.lucid_dropout
 
 def dropout(a, p, training):
     out_ = Record()
-    rc = _lucid_dropout(a, p, training, out_)
+    rc = _lucid_dropout((a if a.__class__ is int else a._h), p, training, out_)
     if rc:
         _raise(rc)
     return out_
@@ -1141,7 +1141,7 @@ def leaky_relu(a, negative_slope):
     negative_slope at 0).
     """
     out_ = Record()
-    rc = _lucid_leaky_relu(a, negative_slope, out_)
+    rc = _lucid_leaky_relu((a if a.__class__ is int else a._h), negative_slope, out_)
     if rc:
         _raise(rc)
     return out_
@@ -1157,7 +1157,7 @@ def lstm_cell(xw, hw, c):
     """
     h_ = Record()
     c_new_ = Record()
-    rc = _lucid_lstm_cell(xw, hw, c, h_, c_new_)
+    rc = _lucid_lstm_cell((xw if xw.__class__ is int else xw._h), (hw if hw.__class__ is int else hw._h), (c if c.__class__ is int else c._h), h_, c_new_)
     if rc:
         _raise(rc)
     return h_, c_new_
@@ -1175,7 +1175,7 @@ def lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse):
     out_ = Record()
     h_n_ = Record()
     c_n_ = Record()
-    rc = _lucid_lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, out_, h_n_, c_n_)
+    rc = _lucid_lstm_layer((x if x.__class__ is int else x._h), (h0 if h0.__class__ is int else h0._h), (c0 if c0.__class__ is int else c0._h), (w_ih if w_ih.__class__ is int else w_ih._h), (w_hh if w_hh.__class__ is int else w_hh._h), (b_ih if b_ih.__class__ is int else b_ih._h), (b_hh if b_hh.__class__ is int else b_hh._h), reverse, out_, h_n_, c_n_)
     if rc:
         _raise(rc)
     return out_, h_n_, c_n_
@@ -1187,7 +1187,7 @@ _lucid_layer_norm = _lib.lucid_layer_norm
 def layer_norm(a, normalized_shape, weight, bias, eps):
     normalized_shape_, ndim = _int64s(normalized_shape)
     out_ = Record()
-    rc = _lucid_layer_norm(a, normalized_shape_, ndim, weight, bias, eps, out_)
+    rc = _lucid_layer_norm((a if a.__class__ is int else a._h), normalized_shape_, ndim, (weight if weight.__class__ is int else weight._h), (bias if bias.__class__ is int else bias._h), eps, out_)
     if rc:
         _raise(rc)
     return out_
@@ -1200,7 +1200,7 @@ def group_norm(a, groups, weight, bias, eps):
     if not -0x8000000000000000 <= groups <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('groups', groups)
     out_ = Record()
-    rc = _lucid_group_norm(a, groups, weight, bias, eps, out_)
+    rc = _lucid_group_norm((a if a.__class__ is int else a._h), groups, (weight if weight.__class__ is int else weight._h), (bias if bias.__class__ is int else bias._h), eps, out_)
     if rc:
         _raise(rc)
     return out_
@@ -1214,7 +1214,7 @@ def batch_norm(a, running_mean, running_var, weight, bias, training, momentum, e
     out_ = c_uint32()
     new_mean_ = c_uint32()
     new_var_ = c_uint32()
-    rc = _lucid_batch_norm(a, running_mean, running_var, weight, bias, training, momentum, eps, byref(out_), byref(new_mean_), byref(new_var_))
+    rc = _lucid_batch_norm((a if a.__class__ is int else a._h), (running_mean if running_mean.__class__ is int else running_mean._h), (running_var if running_var.__class__ is int else running_var._h), (weight if weight.__class__ is int else weight._h), (bias if bias.__class__ is int else bias._h), training, momentum, eps, byref(out_), byref(new_mean_), byref(new_var_))
     if rc:
         _raise(rc)
     return out_.value, new_mean_.value, new_var_.value
@@ -1227,7 +1227,7 @@ def conv2d(x, w, b, params):
     """params: stride h, w; padding h, w; dilation h, w; groups."""
     params_ = _int64s(params, 7)
     out_ = Record()
-    rc = _lucid_conv2d(x, w, b, params_, out_)
+    rc = _lucid_conv2d((x if x.__class__ is int else x._h), (w if w.__class__ is int else w._h), (b if b.__class__ is int else b._h), params_, out_)
     if rc:
         _raise(rc)
     return out_
@@ -1240,7 +1240,7 @@ def conv1d(x, w, b, params):
     """params: stride, padding, dilation, groups."""
     params_ = _int64s(params, 4)
     out_ = Record()
-    rc = _lucid_conv1d(x, w, b, params_, out_)
+    rc = _lucid_conv1d((x if x.__class__ is int else x._h), (w if w.__class__ is int else w._h), (b if b.__class__ is int else b._h), params_, out_)
     if rc:
         _raise(rc)
     return out_
@@ -1253,7 +1253,7 @@ def conv_transpose2d(x, w, b, params):
     """params: stride h, w; padding h, w; output padding h, w; dilation h, w; groups."""
     params_ = _int64s(params, 9)
     out_ = Record()
-    rc = _lucid_conv_transpose2d(x, w, b, params_, out_)
+    rc = _lucid_conv_transpose2d((x if x.__class__ is int else x._h), (w if w.__class__ is int else w._h), (b if b.__class__ is int else b._h), params_, out_)
     if rc:
         _raise(rc)
     return out_
@@ -1266,7 +1266,7 @@ def max_pool2d(x, params, ceil_mode):
     """params: kernel h, w; stride h, w; padding h, w; dilation h, w."""
     params_ = _int64s(params, 8)
     out_ = Record()
-    rc = _lucid_max_pool2d(x, params_, ceil_mode, out_)
+    rc = _lucid_max_pool2d((x if x.__class__ is int else x._h), params_, ceil_mode, out_)
     if rc:
         _raise(rc)
     return out_
@@ -1281,7 +1281,7 @@ def avg_pool2d(x, params, ceil_mode, count_include_pad, divisor_override):
     if not -0x8000000000000000 <= divisor_override <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('divisor_override', divisor_override)
     out_ = Record()
-    rc = _lucid_avg_pool2d(x, params_, ceil_mode, count_include_pad, divisor_override, out_)
+    rc = _lucid_avg_pool2d((x if x.__class__ is int else x._h), params_, ceil_mode, count_include_pad, divisor_override, out_)
     if rc:
         _raise(rc)
     return out_
@@ -1296,7 +1296,7 @@ def adaptive_avg_pool2d(x, out_h, out_w):
     if not -0x8000000000000000 <= out_w <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('out_w', out_w)
     out_ = Record()
-    rc = _lucid_adaptive_avg_pool2d(x, out_h, out_w, out_)
+    rc = _lucid_adaptive_avg_pool2d((x if x.__class__ is int else x._h), out_h, out_w, out_)
     if rc:
         _raise(rc)
     return out_
@@ -1308,7 +1308,7 @@ _lucid_pointwise_loss = _lib.lucid_pointwise_loss
 def pointwise_loss(kind, input, target, reduction):
     """kind: lucid_pointwise_loss_kind."""
     out_ = Record()
-    rc = _lucid_pointwise_loss(kind, input, target, reduction, out_)
+    rc = _lucid_pointwise_loss(kind, (input if input.__class__ is int else input._h), (target if target.__class__ is int else target._h), reduction, out_)
     if rc:
         _raise(rc)
     return out_
@@ -1321,7 +1321,7 @@ def nll_loss(input, target, weight, ignore_index, reduction):
     if not -0x8000000000000000 <= ignore_index <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('ignore_index', ignore_index)
     out_ = Record()
-    rc = _lucid_nll_loss(input, target, weight, ignore_index, reduction, out_)
+    rc = _lucid_nll_loss((input if input.__class__ is int else input._h), (target if target.__class__ is int else target._h), (weight if weight.__class__ is int else weight._h), ignore_index, reduction, out_)
     if rc:
         _raise(rc)
     return out_
@@ -1334,7 +1334,7 @@ def cross_entropy(input, target, weight, ignore_index, reduction, label_smoothin
     if not -0x8000000000000000 <= ignore_index <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('ignore_index', ignore_index)
     out_ = Record()
-    rc = _lucid_cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing, out_)
+    rc = _lucid_cross_entropy((input if input.__class__ is int else input._h), (target if target.__class__ is int else target._h), (weight if weight.__class__ is int else weight._h), ignore_index, reduction, label_smoothing, out_)
     if rc:
         _raise(rc)
     return out_
@@ -1345,7 +1345,7 @@ _lucid_bce_with_logits = _lib.lucid_bce_with_logits
 
 def bce_with_logits(input, target, weight, pos_weight, reduction):
     out_ = Record()
-    rc = _lucid_bce_with_logits(input, target, weight, pos_weight, reduction, out_)
+    rc = _lucid_bce_with_logits((input if input.__class__ is int else input._h), (target if target.__class__ is int else target._h), (weight if weight.__class__ is int else weight._h), (pos_weight if pos_weight.__class__ is int else pos_weight._h), reduction, out_)
     if rc:
         _raise(rc)
     return out_
@@ -1361,7 +1361,7 @@ def custom_function_record(name, inputs, output, context):
     """
     inputs_, count = _handles(inputs)
     out_ = c_uint32()
-    rc = _lucid_custom_function_record(_name(name), inputs_, count, output, context, byref(out_))
+    rc = _lucid_custom_function_record(_name(name), inputs_, count, (output if output.__class__ is int else output._h), context, byref(out_))
     if rc:
         _raise(rc)
     return out_.value
@@ -1373,7 +1373,7 @@ _lucid_tensor_grad = _lib.lucid_tensor_grad
 def tensor_grad(t):
     """The leaf's accumulated gradient as a new reference, or 0 when there is none."""
     out_ = c_uint32()
-    rc = _lucid_tensor_grad(t, byref(out_))
+    rc = _lucid_tensor_grad((t if t.__class__ is int else t._h), byref(out_))
     if rc:
         _raise(rc)
     return out_.value
@@ -1384,7 +1384,7 @@ _lucid_tensor_set_grad = _lib.lucid_tensor_set_grad
 
 def tensor_set_grad(t, grad):
     """Replaces the leaf's gradient (same shape, dtype and device), or clears it with 0."""
-    rc = _lucid_tensor_set_grad(t, grad)
+    rc = _lucid_tensor_set_grad((t if t.__class__ is int else t._h), (grad if grad.__class__ is int else grad._h))
     if rc:
         _raise(rc)
 
@@ -1395,7 +1395,7 @@ _lucid_tensor_grad_fn = _lib.lucid_tensor_grad_fn
 def tensor_grad_fn(t):
     """The name of the op that made t ('MatmulBackward', static storage), or NULL for a leaf."""
     name_ = c_char_p()
-    rc = _lucid_tensor_grad_fn(t, byref(name_))
+    rc = _lucid_tensor_grad_fn((t if t.__class__ is int else t._h), byref(name_))
     if rc:
         _raise(rc)
     return _text(name_.value)
@@ -1433,7 +1433,7 @@ def sgd_step(param, grad, buffer, found_inf, lr, momentum, dampening, weight_dec
     first step with dampening was skipped).
     """
     new_buffer_ = c_uint32()
-    rc = _lucid_sgd_step(param, grad, buffer, found_inf, lr, momentum, dampening, weight_decay, nesterov, maximize, byref(new_buffer_))
+    rc = _lucid_sgd_step((param if param.__class__ is int else param._h), (grad if grad.__class__ is int else grad._h), (buffer if buffer.__class__ is int else buffer._h), (found_inf if found_inf.__class__ is int else found_inf._h), lr, momentum, dampening, weight_decay, nesterov, maximize, byref(new_buffer_))
     if rc:
         _raise(rc)
     return new_buffer_.value
@@ -1449,7 +1449,7 @@ def adam_step(param, grad, m, v, step, found_inf, lr, beta1, beta2, eps, weight_
     """
     new_m_ = c_uint32()
     new_v_ = c_uint32()
-    rc = _lucid_adam_step(param, grad, m, v, step, found_inf, lr, beta1, beta2, eps, weight_decay, decoupled, maximize, byref(new_m_), byref(new_v_))
+    rc = _lucid_adam_step((param if param.__class__ is int else param._h), (grad if grad.__class__ is int else grad._h), (m if m.__class__ is int else m._h), (v if v.__class__ is int else v._h), (step if step.__class__ is int else step._h), (found_inf if found_inf.__class__ is int else found_inf._h), lr, beta1, beta2, eps, weight_decay, decoupled, maximize, byref(new_m_), byref(new_v_))
     if rc:
         _raise(rc)
     return new_m_.value, new_v_.value
@@ -1463,7 +1463,7 @@ def unscale_grads(grads, inv_scale, found_inf):
     when any value is infinite or NaN (left as it is otherwise).
     """
     grads_, count = _handles(grads)
-    rc = _lucid_unscale_grads(grads_, count, inv_scale, found_inf)
+    rc = _lucid_unscale_grads(grads_, count, (inv_scale if inv_scale.__class__ is int else inv_scale._h), (found_inf if found_inf.__class__ is int else found_inf._h))
     if rc:
         _raise(rc)
 
@@ -1477,7 +1477,7 @@ def update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor
     """
     if not -0x8000000000000000 <= growth_interval <= 0x7FFFFFFFFFFFFFFF:
         _out_of_range('growth_interval', growth_interval)
-    rc = _lucid_update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval)
+    rc = _lucid_update_scale((scale if scale.__class__ is int else scale._h), (growth_tracker if growth_tracker.__class__ is int else growth_tracker._h), (found_inf if found_inf.__class__ is int else found_inf._h), growth_factor, backoff_factor, growth_interval)
     if rc:
         _raise(rc)
 

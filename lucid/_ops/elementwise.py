@@ -238,7 +238,7 @@ def logical_xor(input, other, *, out=None):
 
 def logical_not(input, *, out=None):
     """Elementwise not of the input's truth values; bool."""
-    return returned(result(_C.bitwise_not(tensor_arg(input, "logical_not").to(bool_)._h)), out, "logical_not")
+    return returned(result(_C.bitwise_not(tensor_arg(input, "logical_not").to(bool_))), out, "logical_not")
 
 
 def isnan(input):

@@ -211,7 +211,7 @@ def flip(input, dims):
     for d in dims:
         d = t._wrap_dim(d, "flip")
         n = t.shape[d]
-        t = result(_C.index_select(t._h, d, arange(n - 1, -1, -1, device=t.device)._h))
+        t = result(_C.index_select(t, d, arange(n - 1, -1, -1, device=t.device)))
     return t if t is not input else t.clone()
 
 
@@ -250,7 +250,7 @@ def repeat_interleave(input, repeats, dim=None, *, output_size=None):
         raise RuntimeError("repeat_interleave(): repeats must be a non-negative int or a 1-D tensor of them, one per "
                            "entry")
     positions = np.repeat(np.arange(n, dtype=np.int64), counts)
-    return result(_C.index_select(t._h, d, tensor(positions, device=t.device)._h))
+    return result(_C.index_select(t, d, tensor(positions, device=t.device)))
 
 
 class ShapeMethods:
