@@ -65,15 +65,18 @@ def test_the_ranks_stay_in_step_after_the_errors(raised):
     assert raised[0]["after"] == raised[1]["after"] == [3.0]
 
 
-@pytest.mark.parametrize("mode, status, words", [
-    ("raise", 1, ["rank 1 of 2 stopped on an uncaught exception", "ValueError: rank 1 failed on purpose",
-                  "aborting all 2 ranks"]),
-    ("raise-in-backward", 1, ["ValueError: rank 1 failed on purpose"]),
-    ("exit", 3, []),
+# A rank that exits by itself (os._exit(3), no MPI_Abort) ends the job through mpiexec, which
+# kills the other rank with SIGKILL; whether MPICH's mpiexec then reports the rank's 3 or the
+# kill's 9 depends on which status it collects first, so either is the job failing.
+@pytest.mark.parametrize("mode, statuses, words", [
+    ("raise", {1}, ["rank 1 of 2 stopped on an uncaught exception", "ValueError: rank 1 failed on purpose",
+                    "aborting all 2 ranks"]),
+    ("raise-in-backward", {1}, ["ValueError: rank 1 failed on purpose"]),
+    ("exit", {3, 9}, []),
 ])
-def test_a_failing_rank_ends_the_job_quickly(run_mpi, mode, status, words):
+def test_a_failing_rank_ends_the_job_quickly(run_mpi, mode, statuses, words):
     run = run_mpi("worker_failures.py", mode, timeout=60)
-    assert run.returncode == status, run.out
+    assert run.returncode in statuses, run.out
     assert run.seconds < 30, f"took {run.seconds:.1f} s:\n{run.out}"
     assert "rank 0 ready" in run.out and "rank 0 was not stopped" not in run.out
     for w in words:
