@@ -593,6 +593,9 @@ enum MetalSelfTest {
             case .int64: withUnsafeBytes(of: Int64(v)) { bytes += $0 }
             case .bool: bytes.append(v != 0 ? 1 : 0)
             case .float64: withUnsafeBytes(of: Double(v)) { bytes += $0 }
+            case .uint8: bytes.append(UInt8(truncatingIfNeeded: Int64(v)))
+            case .int8: withUnsafeBytes(of: Int8(truncatingIfNeeded: Int64(v))) { bytes += $0 }
+            case .int16: withUnsafeBytes(of: Int16(truncatingIfNeeded: Int64(v))) { bytes += $0 }
             }
         }
         bytes.withUnsafeBytes { be.write($0, into: t) }
@@ -613,6 +616,9 @@ enum MetalSelfTest {
                 case .int64: return Double(raw.load(fromByteOffset: i * 8, as: Int64.self))
                 case .bool: return Double(raw[i])
                 case .float64: return raw.load(fromByteOffset: i * 8, as: Double.self)
+                case .uint8: return Double(raw[i])
+                case .int8: return Double(raw.load(fromByteOffset: i, as: Int8.self))
+                case .int16: return Double(raw.load(fromByteOffset: i * 2, as: Int16.self))
                 }
             }
         }
