@@ -163,6 +163,7 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
         return self.to(int64, memory_format=memory_format)
 
     def short(self, memory_format=preserve_format):
+        """This tensor as int16."""
         return self.to(int16, memory_format=memory_format)
 
     def char(self, memory_format=preserve_format):

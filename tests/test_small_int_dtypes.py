@@ -514,3 +514,14 @@ def test_metal_runs_the_small_int_kernels_on_the_host_and_counts_them():
     assert (x + x).sum().item() == int(doubled.astype(np.int64).sum())
     if lucid.metal.is_available():
         assert sum(lucid.metal.host_fallback_counts().values()) > before
+
+
+@pytest.mark.skipif(not lucid.metal.is_available(), reason="the self-test runs on the Metal backend")
+def test_the_metal_self_test_checks_the_small_int_fills_and_casts():
+    report = [c for c in lucid.metal.self_test() if c["dtype"] in (lucid.uint8, lucid.int8, lucid.int16)]
+    checked = {(c["op"], c["dtype"].name) for c in report}
+    for name in SMALL:
+        for op in ("fill", "cast_from_float32", "cast_from_float16", "cast_from_bfloat16", "cast_from_int64",
+                   "cast_from_bool", "cast_to_float32", "cast_to_bfloat16", "cast_to_int32", "cast_to_bool"):
+            assert (op, name) in checked, (op, name)
+    assert all(c["passed"] and c["max_error"] == 0 for c in report), [c for c in report if not c["passed"]]

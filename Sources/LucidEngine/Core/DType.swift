@@ -110,8 +110,9 @@ public enum DType: Int32, CaseIterable, Sendable, CustomStringConvertible {
             if a == .float32 || b == .float32 { return .float32 }
             return .float32  // float16 with bfloat16
         case 1:
-            for wide in [DType.int64, .int32, .int16] where a == wide || b == wide { return wide }
-            return .int16  // uint8 with int8
+            if a == .int64 || b == .int64 { return .int64 }
+            if a == .int32 || b == .int32 { return .int32 }
+            return .int16  // int16 with a narrower type, or uint8 with int8
         default:
             return .bool
         }
