@@ -22,7 +22,8 @@
  *   - A lucid_guard is owned by the thread that created it and is released exactly once,
  *     on that thread, with guard_destroy(). When its thread ends, its guards end with it
  *     and their handles become stale.
- *   - Codes: dtype 0 float32, 1 float16, 2 bfloat16, 3 int32, 4 int64, 5 bool;
+ *   - Codes: dtype 0 float32, 1 float16, 2 bfloat16, 3 int32, 4 int64, 5 bool, 6 float64,
+ *     7 uint8, 8 int8, 9 int16;
  *     device 0 cpu, 1 metal. Where a code is optional, -1 means "not given".
  */
 #ifndef LUCID_H
@@ -58,7 +59,8 @@ enum lucid_record_field { LUCID_RECORD_HANDLE = 0, LUCID_RECORD_DTYPE = 1, LUCID
  * the shapes it has seen: ndim in bits 0-2 and each size in the 60/ndim bits above them, the
  * first size lowest (0 for a scalar). It is -1 when they do not fit: ndim > 4, or a size of
  * 2^(60/ndim) or more. Equal keys other than -1 mean equal sizes. */
-enum lucid_dtype { LUCID_FLOAT32 = 0, LUCID_FLOAT16 = 1, LUCID_BFLOAT16 = 2, LUCID_INT32 = 3, LUCID_INT64 = 4, LUCID_BOOL = 5, LUCID_FLOAT64 = 6 };
+enum lucid_dtype { LUCID_FLOAT32 = 0, LUCID_FLOAT16 = 1, LUCID_BFLOAT16 = 2, LUCID_INT32 = 3, LUCID_INT64 = 4, LUCID_BOOL = 5, LUCID_FLOAT64 = 6,
+                  LUCID_UINT8 = 7, LUCID_INT8 = 8, LUCID_INT16 = 9 };
 enum lucid_device { LUCID_CPU = 0, LUCID_METAL = 1 };
 enum lucid_scalar_kind { LUCID_SCALAR_FLOAT = 0, LUCID_SCALAR_INT = 1, LUCID_SCALAR_BOOL = 2 };
 /* Binary op codes; the bitwise ones take integer and bool tensors only. */

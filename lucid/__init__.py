@@ -8,7 +8,8 @@
 
 import math
 
-from ._types import bfloat16, bool_, device, dtype, float16, float32, float64, int32, int64
+from ._types import bfloat16, bool_, device, dtype, float16, float32, float64, iinfo, int8, int16, int32, int64, uint8
+from ._types import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from ._tensor import TYPED as _TYPED, Tensor
 from ._ops.creation import *  # noqa: F401,F403  (tensor, zeros, arange, randn …)
 from ._ops.elementwise import *  # noqa: F401,F403  (add, exp, where, maximum …)
@@ -42,11 +43,13 @@ class Size(tuple):
 half = float16
 double = float64
 long = int64
+short = int16
 
 __version__ = "0.1.0"
 
 __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "float64", "int32", "int64", "bool_", "half",
-           "double", "long",
+           "double", "long", "uint8", "int8", "int16", "short", "iinfo", "memory_format", "contiguous_format",
+           "channels_last", "channels_last_3d", "preserve_format",
            *_creation.__all__, *_elementwise.__all__, *_reduce.__all__, *_shape.__all__, *_indexing.__all__,
            *_composed.__all__, *_sparse.__all__,
            "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache", "save", "load",

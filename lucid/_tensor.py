@@ -14,8 +14,28 @@ from ._ops.inplace import InPlaceMethods
 from ._ops.reduce import ReduceMethods
 from ._ops.shape import ShapeMethods
 from ._ops.sparse import SparseMethods
-from ._types import (as_device, bfloat16, bool_, check_dtype, device as _Device, dtype as _DType, dtype_by_name,
-                     float16, float32, float64, int32, int64, no_cuda)
+from ._types import (as_device, bfloat16, bool_, channels_last, channels_last_3d, check_dtype, contiguous_format,
+                     device as _Device, dtype as _DType, dtype_by_name, float16, float32, float64, int8, int16, int32,
+                     int64, memory_format as _MemoryFormat, no_cuda, preserve_format, uint8)
+
+
+def _laid_out(t, memory_format):
+    """`t` in `memory_format`: as it is for preserve_format, row-major for contiguous_format,
+    with the channels dimension innermost in memory for channels_last (4-d) and
+    channels_last_3d (5-d), as PyTorch lays them out."""
+    if memory_format is preserve_format:
+        return t
+    if memory_format is contiguous_format:
+        return t.contiguous()
+    if memory_format is channels_last or memory_format is channels_last_3d:
+        rank = 4 if memory_format is channels_last else 5
+        if t.ndim != rank:
+            raise RuntimeError(f"required rank {rank} tensor to use {memory_format.name} format, got a tensor of "
+                               f"dimension {t.ndim}")
+        last = (0, *range(2, rank), 1)  # channels moved last, made row-major, moved back (a view)
+        back = (0, rank - 1, *range(1, rank - 1))
+        return t.permute(*last).contiguous().permute(*back)
+    raise TypeError(f"memory_format must be a lucid.memory_format (e.g. lucid.contiguous_format), got {memory_format!r}")
 
 
 class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, IndexingMethods, InPlaceMethods,
@@ -95,7 +115,7 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
 
     # ---- conversion --------------------------------------------------------------------------
 
-    def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
+    def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=preserve_format):
         """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(other_tensor)``.
 
         Returns `self` when nothing changes; with `copy`, always a tensor in storage of its own.
@@ -112,33 +132,50 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
                 device = a
             else:
                 raise TypeError(f"to(): expected a device, a dtype or a tensor, got {a!r}")
+        if not isinstance(memory_format, _MemoryFormat):
+            raise TypeError(f"to(): memory_format must be a lucid.memory_format, got {memory_format!r}")
         d = -1 if dtype is None else check_dtype(dtype).code
         dev = -1 if device is None else as_device(device).code
         info = self._info()
         if d in (-1, info[0]) and dev in (-1, info[1]):
-            return self.clone() if copy else self
-        return result(_C.tensor_to(self._h, d, dev))
+            return _laid_out(self.clone() if copy else self, memory_format)
+        return _laid_out(result(_C.tensor_to(self._h, d, dev)), memory_format)
 
-    def float(self):
-        return self.to(float32)
+    # The conversions to one dtype (PyTorch's Tensor.float() … Tensor.short()): wrapping for
+    # the integers, truncating floats toward zero first (300.7 -> 44 in uint8).
 
-    def half(self):
-        return self.to(float16)
+    def float(self, memory_format=preserve_format):
+        return self.to(float32, memory_format=memory_format)
 
-    def double(self):
-        return self.to(float64)
+    def half(self, memory_format=preserve_format):
+        return self.to(float16, memory_format=memory_format)
 
-    def bfloat16(self):
-        return self.to(bfloat16)
+    def double(self, memory_format=preserve_format):
+        return self.to(float64, memory_format=memory_format)
 
-    def int(self):
-        return self.to(int32)
+    def bfloat16(self, memory_format=preserve_format):
+        return self.to(bfloat16, memory_format=memory_format)
 
-    def long(self):
-        return self.to(int64)
+    def int(self, memory_format=preserve_format):
+        return self.to(int32, memory_format=memory_format)
 
-    def bool(self):
-        return self.to(bool_)
+    def long(self, memory_format=preserve_format):
+        return self.to(int64, memory_format=memory_format)
+
+    def short(self, memory_format=preserve_format):
+        """This tensor as int16."""
+        return self.to(int16, memory_format=memory_format)
+
+    def char(self, memory_format=preserve_format):
+        """This tensor as int8."""
+        return self.to(int8, memory_format=memory_format)
+
+    def byte(self, memory_format=preserve_format):
+        """This tensor as uint8."""
+        return self.to(uint8, memory_format=memory_format)
+
+    def bool(self, memory_format=preserve_format):
+        return self.to(bool_, memory_format=memory_format)
 
     def cpu(self):
         return self.to("cpu")
@@ -176,7 +213,8 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
         return False
 
     _TYPE_NAMES = {"float32": "FloatTensor", "float16": "HalfTensor", "bfloat16": "BFloat16Tensor",
-                   "int32": "IntTensor", "int64": "LongTensor", "bool": "BoolTensor", "float64": "DoubleTensor"}
+                   "int32": "IntTensor", "int64": "LongTensor", "bool": "BoolTensor", "float64": "DoubleTensor",
+                   "uint8": "ByteTensor", "int8": "CharTensor", "int16": "ShortTensor"}
 
     def type(self, dtype=None):
         """Without an argument, the type name (``"lucid.FloatTensor"``); with a dtype (or such a

@@ -44,6 +44,11 @@ class dtype:
             nd = self._numpy = np.dtype(_ml_dtypes_bfloat16())
         return nd
 
+    @property
+    def is_signed(self) -> bool:
+        """Whether the type holds negative values (False for bool and uint8)."""
+        return self.name not in ("bool", "uint8")
+
     def __repr__(self):
         return f"lucid.{self.name}"
 
@@ -56,12 +61,14 @@ class dtype:
 # The dtype table (codes, names, sizes, which are floating) is the engine's; numpy's element
 # type for each is Python's business (bfloat16's is looked up when first needed).
 _NUMPY_TYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": None, "int32": np.int32,
-                "int64": np.int64, "bool": np.bool_, "float64": np.float64}
+                "int64": np.int64, "bool": np.bool_, "float64": np.float64, "uint8": np.uint8, "int8": np.int8,
+                "int16": np.int16}
 _BY_CODE = tuple(dtype(name, code, size, bool(floating), _NUMPY_TYPES[name]) for code, name, size, floating in _C.dtype_table())
 _BY_NAME = {d.name: d for d in _BY_CODE}
 float32, float16, bfloat16 = _BY_NAME["float32"], _BY_NAME["float16"], _BY_NAME["bfloat16"]
 int32, int64, bool_ = _BY_NAME["int32"], _BY_NAME["int64"], _BY_NAME["bool"]
 float64 = _BY_NAME["float64"]
+uint8, int8, int16 = _BY_NAME["uint8"], _BY_NAME["int8"], _BY_NAME["int16"]
 
 
 def dtype_by_name(name: str) -> dtype:
@@ -86,10 +93,10 @@ _NUMPY_TO_LUCID = {
     np.dtype(np.float16): float16,
     np.dtype(np.int32): int32,
     np.dtype(np.int64): int64,
-    np.dtype(np.int8): int32,
-    np.dtype(np.int16): int32,
-    np.dtype(np.uint8): int32,
-    np.dtype(np.uint16): int32,
+    np.dtype(np.int8): int8,
+    np.dtype(np.int16): int16,
+    np.dtype(np.uint8): uint8,
+    np.dtype(np.uint16): int32,  # (no uint16 dtype: the narrowest that holds it)
     np.dtype(np.uint32): int64,
     np.dtype(np.bool_): bool_,
 }
@@ -103,6 +110,56 @@ def from_numpy_dtype(nd: np.dtype) -> dtype:
             return bfloat16
         raise TypeError(f"cannot make a lucid tensor from numpy dtype {np.dtype(nd)}; "
                         "supported are float, int, unsigned up to 32 bits, bool and bfloat16") from None
+
+
+class iinfo:
+    """The limits of an integer dtype, as ``torch.iinfo``: ``bits``, ``min``, ``max`` and
+    ``dtype`` (its name).
+
+    Raises
+    ------
+    TypeError
+        For a floating-point dtype or bool.
+    """
+
+    __slots__ = ("bits", "min", "max", "dtype")
+
+    def __init__(self, type):
+        d = check_dtype(type, "iinfo(): type")
+        if d.is_floating_point or d is bool_:
+            raise TypeError(f"lucid.iinfo() requires an integer dtype, got {d!r}"
+                            + ("" if d is bool_ else " (use numpy.finfo for floating-point limits)"))
+        info = np.iinfo(d.numpy)
+        self.bits, self.min, self.max, self.dtype = info.bits, int(info.min), int(info.max), d.name
+
+    def __repr__(self):
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+
+
+class memory_format:
+    """How a tensor's elements are laid out in memory: ``lucid.contiguous_format`` (row-major),
+    ``lucid.channels_last`` (NHWC strides for a 4-d tensor), ``lucid.channels_last_3d``
+    (NDHWC for 5-d) or ``lucid.preserve_format`` (as the source's, for conversions)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"lucid.{self.name}"
+
+    def __reduce__(self):
+        return (_memory_format_by_name, (self.name,))
+
+
+contiguous_format, channels_last = memory_format("contiguous_format"), memory_format("channels_last")
+channels_last_3d, preserve_format = memory_format("channels_last_3d"), memory_format("preserve_format")
+_MEMORY_FORMATS = {f.name: f for f in (contiguous_format, channels_last, channels_last_3d, preserve_format)}
+
+
+def _memory_format_by_name(name):
+    return _MEMORY_FORMATS[name]
 
 
 # PyTorch's name for the GPU of a Mac ("mps", and its index 0) is lucid's "metal".

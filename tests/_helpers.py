@@ -12,9 +12,10 @@ import lucid
 DEVICES = ["cpu", "metal"]
 F32, F16, BF16 = np.float32, np.float16, ml_dtypes.bfloat16
 NP_OF = {"float32": F32, "float16": F16, "bfloat16": BF16, "int32": np.int32, "int64": np.int64, "bool": np.bool_,
-         "float64": np.float64}
+         "float64": np.float64, "uint8": np.uint8, "int8": np.int8, "int16": np.int16}
 LUCID_OF = {"float32": lucid.float32, "float16": lucid.float16, "bfloat16": lucid.bfloat16,
-            "int32": lucid.int32, "int64": lucid.int64, "bool": lucid.bool_, "float64": lucid.float64}
+            "int32": lucid.int32, "int64": lucid.int64, "bool": lucid.bool_, "float64": lucid.float64,
+            "uint8": lucid.uint8, "int8": lucid.int8, "int16": lucid.int16}
 
 
 def T(a, **kw):

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::lucid.metal.MetalFallbackWarnin
 FLOATS = [lucid.float32, lucid.float16, lucid.bfloat16]
 FLOAT_IDS = ["float32", "float16", "bfloat16"]
 NP_OF = {lucid.float32: np.float32, lucid.float16: np.float16, lucid.bfloat16: ml_dtypes.bfloat16,
-         lucid.int32: np.int32, lucid.int64: np.int64, lucid.bool_: np.bool_}
+         lucid.int32: np.int32, lucid.int64: np.int64, lucid.bool_: np.bool_, lucid.uint8: np.uint8,
+         lucid.int8: np.int8, lucid.int16: np.int16}
 
 
 # ---- lucid.tensor -----------------------------------------------------------------------------
@@ -25,7 +26,7 @@ NP_OF = {lucid.float32: np.float32, lucid.float16: np.float16, lucid.bfloat16: m
 @pytest.mark.parametrize("np_type,want", [
     (np.float32, lucid.float32), (np.float16, lucid.float16),
     (ml_dtypes.bfloat16, lucid.bfloat16), (np.int32, lucid.int32), (np.int64, lucid.int64), (np.bool_, lucid.bool_),
-    (np.int8, lucid.int32), (np.int16, lucid.int32), (np.uint8, lucid.int32), (np.uint16, lucid.int32),
+    (np.int8, lucid.int8), (np.int16, lucid.int16), (np.uint8, lucid.uint8), (np.uint16, lucid.int32),
     (np.uint32, lucid.int64),
 ])
 def test_tensor_from_numpy(device, np_type, want):

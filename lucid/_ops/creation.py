@@ -37,6 +37,10 @@ def _cast_numpy(arr: np.ndarray, target) -> np.ndarray:
     a = arr.astype(np.float64)
     if target.numpy == np.bool_:
         return np.asarray(a != 0)  # (a 0-d comparison gives a numpy scalar, not an array)
+    if target.itemsize < 4:
+        # The 8- and 16-bit integers: the int64 truncation wrapped to their width, as the
+        # engine and PyTorch store them (300.7 -> 44 in uint8, -1.5 -> 255).
+        return _cast_numpy(a, int64).astype(target.numpy)
     info = np.iinfo(target.numpy)
     limit = 2.0 ** (info.bits - 1)  # exactly representable, unlike info.max
     with np.errstate(invalid="ignore"):
@@ -46,6 +50,24 @@ def _cast_numpy(arr: np.ndarray, target) -> np.ndarray:
     out[high] = info.max
     out[low] = info.min
     return out
+
+
+def _check_fits(arr: np.ndarray, target) -> None:
+    """Refuses Python numbers an integer dtype cannot hold, as PyTorch does (and as lucid.full
+    does): a float below the type's lowest value, or whose truncation is above its largest
+    (NaN and infinities included); an int beyond its range (uint8 takes -255…255, wrapped)."""
+    if arr.size == 0 or arr.dtype.kind not in "iuf":
+        return
+    info = np.iinfo(target.numpy)
+    if arr.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            bad = np.isnan(arr) | (arr < info.min) | (np.trunc(arr) > info.max)
+    else:
+        low = -info.max if target.name == "uint8" else info.min
+        bad = (arr < low) | (arr > info.max)
+    if bad.any():
+        v = arr[bad].flat[0]
+        raise ValueError(f"tensor(): value {v.item()!r} cannot be converted to {target!r} without overflow")
 
 
 def tensor(data, dtype=None, device="cpu", requires_grad=False):
@@ -62,6 +84,8 @@ def tensor(data, dtype=None, device="cpu", requires_grad=False):
             target = float32  # Python floats
     else:
         target = check_dtype(dtype)
+        if not target.is_floating_point and target is not bool_ and not isinstance(data, (np.ndarray, TensorBase)):
+            _check_fits(arr, target)  # Python numbers (a numpy array or a tensor converts, wrapping)
     arr = _cast_numpy(arr, target)
     if not arr.flags.c_contiguous:  # (np.ascontiguousarray would turn a 0-d array into 1-d)
         arr = arr.copy(order="C")

@@ -12,8 +12,8 @@ in a single process only.
 >>> dist.all_reduce(t, op="sum")       # 0 + 1 + … + (N-1) on every rank, in t too
 
 The collectives move each tensor's bytes from engine memory into one host buffer, hand that
-buffer to MPI and make the result from it: float32, float16, bfloat16, int32, int64 and bool
-tensors, on either device. They are not recorded by autograd. Every rank must call the same
+buffer to MPI and make the result from it: float32, float16, bfloat16, the integers (uint8
+to int64) and bool tensors, on either device. They are not recorded by autograd. Every rank must call the same
 collectives in the same order (from one thread); what they pass is checked against the other
 ranks first, and a mismatch or a bad argument raises the same error on every rank. A rank that
 stops on an uncaught exception aborts the whole job (see ``init``); a collective that waits
@@ -255,7 +255,7 @@ def all_reduce(tensor, op="sum", group=None, async_op=False):
     Parameters
     ----------
     tensor : lucid.Tensor
-        float32, float16, bfloat16, int32, int64 or bool, on any device; the same shape and
+        float32, float16, bfloat16, an integer dtype or bool, on any device; the same shape and
         dtype on every rank. float16 and bfloat16 are combined in float32 and rounded once per
         pair of ranks. For bool, "sum" and "max" are a logical or.
     op : {"sum", "mean", "max"}

@@ -171,7 +171,8 @@ class _MPI:
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.local_rank = 0  # this rank's place among the ranks on its machine (set by local_size)
         self._types = {np.dtype(np.float32): MPI.FLOAT, np.dtype(np.int32): MPI.INT32_T,
-                       np.dtype(np.int64): MPI.INT64_T, np.dtype(np.bool_): MPI.C_BOOL}
+                       np.dtype(np.int64): MPI.INT64_T, np.dtype(np.bool_): MPI.C_BOOL,
+                       np.dtype(np.uint8): MPI.UINT8_T, np.dtype(np.int8): MPI.INT8_T, np.dtype(np.int16): MPI.INT16_T}
         self._half_ops = {}
         self.watchdog = None
         if self.size > 1 and math.isfinite(timeout):

@@ -21,10 +21,14 @@ package enum Comparison {
         return out
     }
 
-    /// `a op s` (or `s op a` when `scalarFirst`), the scalar converted to the promoted dtype.
+    /// `a op s` (or `s op a` when `scalarFirst`), the scalar converted to the promoted dtype;
+    /// an integer scalar compared with an integer tensor wraps to its width, as PyTorch
+    /// converts it (`uint8 == 456` compares with 200).
     package static func compare(_ k: CompareKernel, _ a: TensorImpl, scalar: ScalarOperand,
                                 scalarFirst: Bool = false) throws -> TensorImpl {
-        let s = try Ops.scalarTensor(scalar, dtype: Elementwise.resultType(a, scalar), device: a.device)
+        let dtype = Elementwise.resultType(a, scalar)
+        let wrapped = scalar.kind == .int && dtype.isInteger ? ScalarOperand(int: dtype.wrapping(scalar.value.int)) : scalar
+        let s = try Ops.scalarTensor(wrapped, dtype: dtype, device: a.device)
         return scalarFirst ? try compare(k, s, a) : try compare(k, a, s)
     }
 

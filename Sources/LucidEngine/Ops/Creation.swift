@@ -40,17 +40,21 @@ package enum Creation {
 
     /// An integer tensor cannot hold NaN, an infinity or a value beyond its range: filling one
     /// with such a value is refused (as PyTorch does) instead of storing an arbitrary integer.
-    /// Finite floats are truncated toward zero.
+    /// As in PyTorch, a float below the type's lowest value is refused and one above its
+    /// largest only when its truncation is (255.5 fills uint8 with 255), and uint8 takes the
+    /// integers down to -255, wrapped (-1 is 255).
     static func checkRepresentable(_ value: ScalarOperand, in dtype: DType) throws {
-        let range: ClosedRange<Double>
-        switch dtype {
-        case .int32: range = -2_147_483_648...2_147_483_647
-        case .int64: range = -9_223_372_036_854_775_808...9_223_372_036_854_774_784  // the largest double below 2^63
-        default: return
+        guard let range = dtype.integerRange else { return }
+        let fits: Bool
+        if value.kind == .float {
+            let v = value.value.double
+            // 2^63 is the first double above int64's range.
+            let high = dtype == .int64 ? v < 9.223_372_036_854_775_808e18 : v.rounded(.towardZero) <= Double(range.upperBound)
+            fits = !v.isNaN && v >= Double(range.lowerBound) && high
+        } else {
+            let i = value.value.int
+            fits = dtype == .uint8 ? (-255...255).contains(i) : range.contains(i)
         }
-        let v = value.kind == .float ? value.value.double.rounded(.towardZero) : Double(value.value.int)
-        let fits = value.kind == .float ? range.contains(v)
-            : dtype == .int64 || (Int64(Int32.min)...Int64(Int32.max)).contains(value.value.int)
         guard fits else { throw LucidError.value("fill value \(value.kind == .float ? "\(value.value.double)" : "\(value.value.int)") cannot be converted to \(dtype) without overflow") }
     }
 

@@ -36,6 +36,7 @@ extension Indexing {
     /// were `a` row-major, and the advanced items, each keeping its dimensions in the view.
     private static func parse(_ a: TensorImpl, _ items: [Item]) throws
         -> (view: TensorImpl, contiguous: (shape: [Int], strides: [Int], offset: Int), advanced: [Advanced]) {
+        let items = try masksAsBool(items)
         var consumed = 0, ellipses = 0
         for item in items {
             switch item {
@@ -112,6 +113,18 @@ extension Indexing {
         return (a.view(shape: shape, strides: strides, offset: offset), (cshape, cstrides, coffset), advanced)
     }
 
+    /// `items` with each uint8 tensor read as the bool mask `t != 0`: PyTorch (deprecated but
+    /// still) takes a uint8 index as a mask, not as integer positions.
+    private static func masksAsBool(_ items: [Item]) throws -> [Item] {
+        guard items.contains(where: { if case .tensor(let t) = $0 { return t.dtype == .uint8 } else { return false } }) else {
+            return items
+        }
+        return try items.map { item in
+            guard case .tensor(let t) = item, t.dtype == .uint8 else { return item }
+            return .tensor(try GradMode.with(false) { try Ops.cast(t.withRequiresGrad(false), to: .bool) })
+        }
+    }
+
     /// Where the elements of `a[items]` (items with tensors) sit in `a`'s storage: the storage
     /// offset at each position of the broadcast index dimensions (row-major), the sizes and
     /// strides of the other dimensions, the shape of `a[items]`, and the order of its
@@ -176,7 +189,7 @@ extension Indexing {
         }
         var where_ = try ShapeOps.reshape(positions, [-1])
         var what = try ShapeOps.reshape(try ShapeOps.expand(try Ops.cast(values, to: a.dtype), positions.shape), [-1])
-        let integerItems = items.contains { if case .tensor(let t) = $0 { return t.dtype != .bool } else { return false } }
+        let integerItems = items.contains { if case .tensor(let t) = $0 { return t.dtype != .bool && t.dtype != .uint8 } else { return false } }
         if !accumulate && integerItems && where_.numel > 1 {
             // Only integer index tensors can repeat a position: keep each position's last write.
             let dense = try Ops.contiguous(where_)

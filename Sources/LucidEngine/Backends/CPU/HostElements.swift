@@ -87,6 +87,45 @@ enum I64Element: HostElement {
     @inline(__always) static func setInt(_ p: UnsafeMutablePointer<Int64>, _ i: Int, _ v: Int64) { p[i] = v }
 }
 
+/// The 8- and 16-bit integers: a float stores as its truncation toward zero wrapped to the
+/// type's width, as PyTorch converts (300.7 -> 44 in uint8, -1.5 -> 255); an integer wraps
+/// (two's complement).
+enum U8Element: HostElement {
+    typealias Stored = UInt8
+    typealias Real = Double
+    static var isFloat: Bool { false }
+    @inline(__always) static func float(_ p: UnsafePointer<UInt8>, _ i: Int) -> Double { Double(p[i]) }
+    @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<UInt8>, _ i: Int, _ v: Double) {
+        p[i] = UInt8(truncatingIfNeeded: truncatingToInt64(v))
+    }
+    @inline(__always) static func int(_ p: UnsafePointer<UInt8>, _ i: Int) -> Int64 { Int64(p[i]) }
+    @inline(__always) static func setInt(_ p: UnsafeMutablePointer<UInt8>, _ i: Int, _ v: Int64) { p[i] = UInt8(truncatingIfNeeded: v) }
+}
+
+enum I8Element: HostElement {
+    typealias Stored = Int8
+    typealias Real = Double
+    static var isFloat: Bool { false }
+    @inline(__always) static func float(_ p: UnsafePointer<Int8>, _ i: Int) -> Double { Double(p[i]) }
+    @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<Int8>, _ i: Int, _ v: Double) {
+        p[i] = Int8(truncatingIfNeeded: truncatingToInt64(v))
+    }
+    @inline(__always) static func int(_ p: UnsafePointer<Int8>, _ i: Int) -> Int64 { Int64(p[i]) }
+    @inline(__always) static func setInt(_ p: UnsafeMutablePointer<Int8>, _ i: Int, _ v: Int64) { p[i] = Int8(truncatingIfNeeded: v) }
+}
+
+enum I16Element: HostElement {
+    typealias Stored = Int16
+    typealias Real = Double
+    static var isFloat: Bool { false }
+    @inline(__always) static func float(_ p: UnsafePointer<Int16>, _ i: Int) -> Double { Double(p[i]) }
+    @inline(__always) static func setFloat(_ p: UnsafeMutablePointer<Int16>, _ i: Int, _ v: Double) {
+        p[i] = Int16(truncatingIfNeeded: truncatingToInt64(v))
+    }
+    @inline(__always) static func int(_ p: UnsafePointer<Int16>, _ i: Int) -> Int64 { Int64(p[i]) }
+    @inline(__always) static func setInt(_ p: UnsafeMutablePointer<Int16>, _ i: Int, _ v: Int64) { p[i] = Int16(truncatingIfNeeded: v) }
+}
+
 enum BoolElement: HostElement {
     typealias Stored = UInt8
     typealias Real = Double
@@ -113,6 +152,9 @@ func dispatch<V: ElementVisitor>(_ dtype: DType, _ v: V) -> V.Result {
     case .int64: return v.visit(I64Element.self)
     case .bool: return v.visit(BoolElement.self)
     case .float64: return v.visit(F64Element.self)
+    case .uint8: return v.visit(U8Element.self)
+    case .int8: return v.visit(I8Element.self)
+    case .int16: return v.visit(I16Element.self)
     }
 }
 

@@ -337,9 +337,17 @@ final class MetalBackend: Backend, @unchecked Sendable {
         dst.copyMemory(from: HostBackend.address(src), byteCount: min(bytes.count, src.numel * src.dtype.itemSize))
     }
 
+    /// The dtypes this backend has copy and fill kernels for but no others: every kernel call
+    /// that reads or writes one runs on the host kernels (counted), over the same memory.
+    static let copyOnlyTypes: Set<DType> = [.uint8, .int8, .int16]
+
     /// Each route of this backend's families lives beside its kernels (`Metal+<Family>.swift`).
     func route(_ call: KernelCall) -> KernelRoute {
-        switch call.op.family {
+        if call.reads.contains(where: { Self.copyOnlyTypes.contains($0.dtype) })
+            || call.writes.contains(where: { Self.copyOnlyTypes.contains($0.dtype) }) {
+            return .host
+        }
+        return switch call.op.family {
         case .elementwise: elementwiseRoute(call)
         case .reduction: reductionRoute(call)
         case .matmul: matmulRoute(call)

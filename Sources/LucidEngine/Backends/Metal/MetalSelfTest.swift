@@ -466,6 +466,31 @@ enum MetalSelfTest {
                 return out
             }
         }
+        // The 8- and 16-bit integers have fills and casts only (their other kernels run on the
+        // host): from floats truncated then wrapped, from the other integers wrapped, and back.
+        for dtype in [DType.uint8, .int8, .int16] {
+            let ints = rng.values(51, scale: 100_000).map { $0.rounded() }
+            let wide = [Float.nan, .infinity, -.infinity, 3e9, -3e9, 300.7, -300.7, 255.5, -0.5] + ints.dropFirst(9)
+            compare("fill", dtype, 0) { be in
+                let t = try TensorImpl.empty(shape, dtype: dtype, on: be)
+                be.fill(t, with: Scalar(int: -3))
+                return t
+            }
+            for source in [DType.float32, .float16, .bfloat16, .int32, .int64, .bool, .uint8, .int8, .int16] where source != dtype {
+                compare("cast_from_\(source.name)", dtype, 0) { be in
+                    let out = try TensorImpl.empty(shape, dtype: dtype, on: be)
+                    be.copy(try make(source.isFloatingPoint ? wide : ints, shape, source, be), into: out)
+                    return out
+                }
+            }
+            for target in [DType.float32, .float16, .bfloat16, .int32, .int64, .bool] {
+                compare("cast_to_\(target.name)", dtype, 0) { be in
+                    let out = try TensorImpl.empty(shape, dtype: target, on: be)
+                    be.copy(try make(ints, [17, 3], dtype, be).view(shape: shape, strides: [1, 3], offset: 0), into: out)
+                    return out
+                }
+            }
+        }
         // The checks' buffers (a split reduction's input among them) were for the checks: none
         // is kept in the buffer cache for the program.
         gpu.synchronize()
@@ -593,6 +618,9 @@ enum MetalSelfTest {
             case .int64: withUnsafeBytes(of: Int64(v)) { bytes += $0 }
             case .bool: bytes.append(v != 0 ? 1 : 0)
             case .float64: withUnsafeBytes(of: Double(v)) { bytes += $0 }
+            case .uint8: bytes.append(UInt8(truncatingIfNeeded: Int64(v)))
+            case .int8: withUnsafeBytes(of: Int8(truncatingIfNeeded: Int64(v))) { bytes += $0 }
+            case .int16: withUnsafeBytes(of: Int16(truncatingIfNeeded: Int64(v))) { bytes += $0 }
             }
         }
         bytes.withUnsafeBytes { be.write($0, into: t) }
@@ -613,6 +641,9 @@ enum MetalSelfTest {
                 case .int64: return Double(raw.load(fromByteOffset: i * 8, as: Int64.self))
                 case .bool: return Double(raw[i])
                 case .float64: return raw.load(fromByteOffset: i * 8, as: Double.self)
+                case .uint8: return Double(raw[i])
+                case .int8: return Double(raw.load(fromByteOffset: i, as: Int8.self))
+                case .int16: return Double(raw.load(fromByteOffset: i * 2, as: Int16.self))
                 }
             }
         }

@@ -612,3 +612,43 @@ kernel void fill_bool(device uchar* out [[buffer(0)]], constant Layout& layout [
     if (ulong(gid) >= layout.count) return;
     out[element_offset(gid, layout, 0)] = value != 0 ? 1 : 0;
 }
+
+// The 8- and 16-bit integers (uint8, int8, int16) have copies and fills only; the backend
+// runs their other kernels on the host. Integers narrow by wrapping (two's complement), floats
+// by truncation toward zero then wrapping, as the host stores them (HostElements.swift).
+#define LUCID_COPY_FLOAT_TO_SMALL(NAME, S, D)                                                        \
+kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
+                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+    if (ulong(gid) >= layout.count) return;                                                          \
+    dst[element_offset(gid, layout, 1)] = D(truncated_long(widen(src[element_offset(gid, layout, 0)]))); \
+}
+
+inline long widen_any(uchar x) { return long(x); }
+inline long widen_any(int8_t x) { return long(x); }
+inline long widen_any(int16_t x) { return long(x); }
+
+#define LUCID_COPY_SMALL(T, NAME)                                                                    \
+LUCID_COPY(copy_##NAME, T, T)                                                                        \
+LUCID_COPY(copy_##NAME##_int32, T, int)                                                              \
+LUCID_COPY(copy_##NAME##_int64, T, long)                                                             \
+LUCID_COPY(copy_int32_##NAME, int, T)                                                                \
+LUCID_COPY(copy_int64_##NAME, long, T)                                                               \
+LUCID_COPY(copy_bool_##NAME, uchar, T)                                                               \
+LUCID_COPY_TO_BOOL(copy_##NAME##_bool, T)                                                            \
+LUCID_COPY(copy_##NAME##_float32, T, float)                                                          \
+LUCID_COPY_INT_TO_HALF(copy_##NAME##_float16, T, half)                                               \
+LUCID_COPY_INT_TO_HALF(copy_##NAME##_bfloat16, T, bfloat)                                            \
+LUCID_COPY_FLOAT_TO_SMALL(copy_float32_##NAME, float, T)                                             \
+LUCID_COPY_FLOAT_TO_SMALL(copy_float16_##NAME, half, T)                                              \
+LUCID_COPY_FLOAT_TO_SMALL(copy_bfloat16_##NAME, bfloat, T)                                           \
+LUCID_FILL_INT(fill_##NAME, T)
+
+LUCID_COPY_SMALL(uchar, uint8)
+LUCID_COPY_SMALL(int8_t, int8)
+LUCID_COPY_SMALL(int16_t, int16)
+LUCID_COPY(copy_uint8_int8, uchar, int8_t)
+LUCID_COPY(copy_uint8_int16, uchar, int16_t)
+LUCID_COPY(copy_int8_uint8, int8_t, uchar)
+LUCID_COPY(copy_int8_int16, int8_t, int16_t)
+LUCID_COPY(copy_int16_uint8, int16_t, uchar)
+LUCID_COPY(copy_int16_int8, int16_t, int8_t)
