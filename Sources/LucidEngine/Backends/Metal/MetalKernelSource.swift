@@ -770,6 +770,8 @@ LUCID_BINARY_SCALAR_INT(binary_scalar_bool, uchar)
 constant float SQRT_2_OVER_PI = 0.7978846f;
 constant float INV_SQRT_2 = 0.70710677f;
 constant float INV_SQRT_2PI = 0.3989423f;
+constant float LN_2 = 0.6931472f;
+constant float LN_10 = 2.3025851f;
 
 inline float sigmoid_of(float x) { return 1.0f / (1.0f + precise::exp(-x)); }
 
@@ -825,6 +827,18 @@ inline float unary_float(uint op, float x) {
     case 18: return precise::asin(x);
     case 19: return precise::acos(x);
     case 20: return precise::atan(x);
+    case 22: return floor(x);
+    case 23: return ceil(x);
+    case 24: return trunc(x);
+    case 25: return isnan(x) ? x : (x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f));
+    case 31: return precise::log2(x);
+    case 32: return precise::log10(x);
+    case 33: return precise::exp2(x);
+    case 34: return precise::sinh(x);
+    case 35: return precise::cosh(x);
+    case 36: return precise::asinh(x);
+    case 37: return precise::acosh(x);
+    case 38: return precise::atanh(x);
     default: return rint(x);
     }
 }
@@ -856,7 +870,15 @@ inline float unary_derivative(uint op, float x, float y) {
     case 18: return 1.0f / precise::sqrt(1.0f - x * x);
     case 19: return -1.0f / precise::sqrt(1.0f - x * x);
     case 20: return 1.0f / (1.0f + x * x);
-    default: return 0.0f;
+    case 31: return 1.0f / (x * LN_2);
+    case 32: return 1.0f / (x * LN_10);
+    case 33: return y * LN_2;
+    case 34: return precise::cosh(x);
+    case 35: return precise::sinh(x);
+    case 36: return 1.0f / precise::sqrt(x * x + 1.0f);
+    case 37: return 1.0f / precise::sqrt(x * x - 1.0f);
+    case 38: return 1.0f / (1.0f - x * x);
+    default: return 0.0f;  // round, floor, ceil, trunc, sign
     }
 }
 
@@ -882,13 +904,14 @@ kernel void NAME(device const T* x [[buffer(0)]], device const T* y [[buffer(1)]
 }
 
 // The unary ops that keep integers (UnaryKernel.keepsIntegers): neg (wrapping), relu, abs
-// (int64's lowest stays itself), round (unchanged); computed in int64 and truncated into the
-// dtype.
+// (int64's lowest stays itself), round, floor, ceil, trunc (unchanged), sign; computed in int64
+// and truncated into the dtype.
 inline long unary_int(uint op, long x) {
     switch (op) {
     case 0: return long(0ul - ulong(x));
     case 1: return max(x, 0L);
-    case 21: return x;
+    case 21: case 22: case 23: case 24: return x;
+    case 25: return x > 0 ? 1L : (x < 0 ? -1L : 0L);
     default: return x == LONG_LOWEST ? x : (x < 0 ? -x : x);
     }
 }
