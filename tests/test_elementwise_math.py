@@ -485,6 +485,11 @@ def test_float_power_rsub_lerp_addcmul_addcdiv():
     assert r.dtype == lucid.float64
     np.testing.assert_allclose(r.numpy(), np.float_power(a.astype(np.float32), b.astype(np.float32)), rtol=1e-12)
     assert lucid.float_power(lucid.tensor([2]), 3).dtype == lucid.float64
+    d = T(a, np.float64)
+    assert d.float_power_(2) is d
+    np.testing.assert_allclose(d.numpy(), a ** 2, rtol=1e-12)
+    with pytest.raises(RuntimeError, match="float64"):
+        T(a).float_power_(2)
     np.testing.assert_allclose(lucid.rsub(T(a), T(b), alpha=2).numpy(), b.astype(np.float32) - 2 * a.astype(np.float32),
                                rtol=1e-6)
     np.testing.assert_allclose(lucid.rsub(T(a), 1.0).numpy(), 1 - a.astype(np.float32), rtol=1e-6)

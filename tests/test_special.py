@@ -271,7 +271,7 @@ def test_low_precision_rounds_the_float64_value_once(name):
 def test_integers_promote_and_non_tensors_raise():
     for name in ("i0e", "i1", "ndtr", "ndtri", "log_ndtr", "erfcx", "entr", "bessel_j0"):
         assert getattr(S, name)(lucid.tensor([1, 2])).dtype == lucid.float32, name
-    with pytest.raises(TypeError, match="Tensor"):
+    with pytest.raises(TypeError, match=r"special\.i0e\(\): input must be a lucid.Tensor"):
         S.i0e([1.0])
     with pytest.raises(TypeError, match="Tensor"):
         S.ndtr(1.0)

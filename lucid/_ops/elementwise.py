@@ -121,12 +121,15 @@ def dot(input, other, *, out=None):
 
 
 def _unary_function(name, code):
+    # A special function's messages name it as Python spells it: special.i0e.
+    shown = "special." + name[len("special_"):] if name.startswith("special_") else name
+
     def fn(input, *, out=None):
-        return returned(result(_unary_op(code, tensor_arg(input, name)._h)), out, name)
+        return returned(result(_unary_op(code, tensor_arg(input, shown)._h)), out, shown)
 
     doc = _C._abi.DOCS[f"LUCID_{name.upper()}"]
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"{doc}, elementwise{_AUTOCAST.get(name, '')}."
+    fn.__doc__ = f"{doc}, elementwise{_AUTOCAST.get(shown.split('.')[-1], '')}."
     return fn
 
 

@@ -213,7 +213,7 @@ def _function_inplace(name):
 # PyTorch's in-place forms of the elementwise math functions.
 for _name in ("atan2", "arctan2", "copysign", "xlogy", "hypot", "nextafter", "igamma", "igammac", "fmod", "remainder",
               "floor_divide", "fmax", "fmin", "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "heaviside",
-              "true_divide", "float_power", "ldexp", "sgn", "frac", "reciprocal", "square", "deg2rad", "rad2deg", "logit",
+              "true_divide", "ldexp", "sgn", "frac", "reciprocal", "square", "deg2rad", "rad2deg", "logit",
               "nan_to_num", "mvlgamma", "clamp_min", "clamp_max"):
     setattr(InPlaceMethods, f"{_name}_", _function_inplace(_name))
 
@@ -238,7 +238,15 @@ def _div_(self, other, *, rounding_mode=None):
     return _set(self, _elementwise.div(source(self, other), other, rounding_mode=rounding_mode), "div_")
 
 
+def _float_power_(self, exponent):
+    """float_power, in place: the tensor must be float64, the dtype of the result."""
+    if self.dtype.name != "float64":
+        raise RuntimeError(f"float_power_: the base has dtype {self.dtype} but the result requires float64")
+    return _set(self, _elementwise.float_power(source(self, exponent), exponent), "float_power_")
+
+
 InPlaceMethods.polygamma_, InPlaceMethods.round_, InPlaceMethods.div_ = _polygamma_, _round_, _div_
+InPlaceMethods.float_power_ = _float_power_
 
 
 def _shift(op, name):
