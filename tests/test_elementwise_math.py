@@ -547,3 +547,28 @@ def test_out_and_in_place_forms():
     t = T(np.abs(x) + 1)
     t.polygamma_(1)
     np.testing.assert_allclose(t.numpy(), lucid.polygamma(1, T(np.abs(x) + 1)).numpy())
+
+
+@pytest.mark.parametrize("name", ["atan2", "copysign", "fmod", "remainder", "floor_divide", "fmax", "fmin",
+                                  "hypot", "logaddexp"])
+def test_binary_ops_on_metal_agree_with_the_host(name):
+    x, y = binary_inputs(name, 300)
+    x[:3], y[:3] = [np.nan, 0.0, -0.0], [1.0, np.nan, 2.0]
+    for dtype in (np.float32, ml_dtypes.bfloat16):
+        a, b = x.astype(dtype), y.astype(dtype)
+        host = getattr(lucid, name)(lucid.tensor(a), lucid.tensor(b)).numpy().astype(np.float64)
+        metal = getattr(lucid, name)(lucid.tensor(a, device="metal"), lucid.tensor(b, device="metal"))
+        assert metal.device == "metal"
+        got = metal.numpy().astype(np.float64)
+        np.testing.assert_allclose(got, host, rtol=1e-6 if dtype is np.float32 else 8e-3, atol=1e-6)
+        assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(host[~np.isnan(host)]))
+    a = RNG.integers(-60, 60, 200)
+    b = RNG.integers(-70, 70, 200)
+    b[b == 0] = 3
+    for fn in (lucid.fmod, lucid.remainder, lucid.floor_divide, lucid.fmax, lucid.gcd, lucid.lcm,
+               lucid.bitwise_left_shift, lucid.bitwise_right_shift, lambda p, q: lucid.div(p, q, rounding_mode="trunc")):
+        for dtype in (np.int32, np.int64):
+            host = fn(lucid.tensor(a.astype(dtype)), lucid.tensor(b.astype(dtype)))
+            metal = fn(lucid.tensor(a.astype(dtype), device="metal"), lucid.tensor(b.astype(dtype), device="metal"))
+            assert metal.dtype == host.dtype
+            np.testing.assert_array_equal(metal.numpy(), host.numpy())

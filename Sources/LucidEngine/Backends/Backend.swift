@@ -81,8 +81,16 @@ package enum BinaryKernel: Int32, Sendable {
 
     var isBitwise: Bool { self == .bitwiseAnd || self == .bitwiseOr || self == .bitwiseXor }
 
-    /// Whether the Metal kernels have the op (the others run on the host kernels there).
-    var hasMetalKernel: Bool { rawValue <= BinaryKernel.bitwiseXor.rawValue }
+    /// Whether the Metal kernels have the op (the others, computed in double precision, run on
+    /// the host kernels there).
+    var hasMetalKernel: Bool {
+        switch self {
+        case .add, .sub, .mul, .div, .pow, .maximum, .minimum, .bitwiseAnd, .bitwiseOr, .bitwiseXor, .atan2, .copysign,
+             .fmod, .remainder, .floorDivide, .truncDivide, .fmax, .fmin, .heaviside, .leftShift, .rightShift, .gcd, .lcm:
+            return true
+        default: return false
+        }
+    }
 
     /// Ops whose integer operands promote to float32, as division's do.
     var promotesIntegers: Bool {
