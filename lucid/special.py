@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from . import _C
-from ._core import TensorBase, result, tensor_arg
+from ._core import TensorBase, tensor_arg
 from ._ops import elementwise as _elementwise
 from ._ops import reduce as _reduce
 from ._ops.elementwise import (digamma, erf, erfc, erfinv, exp2, expm1, i0, log1p, logit, mvlgamma, polygamma, round,
