@@ -572,3 +572,11 @@ def test_binary_ops_on_metal_agree_with_the_host(name):
             metal = fn(lucid.tensor(a.astype(dtype), device="metal"), lucid.tensor(b.astype(dtype), device="metal"))
             assert metal.dtype == host.dtype
             np.testing.assert_array_equal(metal.numpy(), host.numpy())
+
+
+def test_numpy_names_of_the_inverse_hyperbolic_functions_and_trunc():
+    x = T([0.3, -0.6])
+    np.testing.assert_array_equal(lucid.arcsinh(x).numpy(), lucid.asinh(x).numpy())
+    np.testing.assert_array_equal(x.arctanh().numpy(), lucid.atanh(x).numpy())
+    np.testing.assert_array_equal(lucid.arccosh(x + 2).numpy(), np.arccosh(np.array([2.3, 1.4], np.float32)))
+    np.testing.assert_array_equal(lucid.fix(T([1.7, -1.7])).numpy(), [1.0, -1.0])

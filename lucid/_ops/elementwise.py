@@ -143,6 +143,8 @@ for _name, _fn in special_functions.items():
 globals().update(unary_functions)
 # NumPy's names for the inverse trigonometric functions, which PyTorch takes too.
 arcsin, arccos, arctan = unary_functions["asin"], unary_functions["acos"], unary_functions["atan"]
+arcsinh, arccosh, arctanh = unary_functions["asinh"], unary_functions["acosh"], unary_functions["atanh"]
+fix = unary_functions["trunc"]  # NumPy's name for trunc, which PyTorch takes too
 
 
 # ---- comparisons, bitwise and logical ops ------------------------------------------------------
@@ -872,6 +874,7 @@ class ElementwiseMethods:
     bitwise_and, bitwise_or, bitwise_xor, bitwise_not = bitwise_and, bitwise_or, bitwise_xor, bitwise_not
     logical_and, logical_or, logical_xor, logical_not = logical_and, logical_or, logical_xor, logical_not
     arcsin, arccos, arctan = arcsin, arccos, arctan
+    arcsinh, arccosh, arctanh, fix = arcsinh, arccosh, arctanh, fix
     masked_fill, isnan, isinf, isfinite, isclose, allclose, equal, outer = (masked_fill, isnan, isinf, isfinite,
                                                                             isclose, allclose, equal, outer)
 
@@ -923,4 +926,4 @@ for _name, _fn in unary_functions.items():
 __all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "clip", "matmul", "mm", "dot", "eq", "ne", "lt", "le",
            "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "logical_and", "logical_or",
            "logical_xor", "logical_not", "where", "isnan", "isinf", "isfinite", "isclose", "allclose", "equal", "outer",
-           "ger", "arcsin", "arccos", "arctan", *unary_functions, *MATH_FUNCTIONS]
+           "ger", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "fix", *unary_functions, *MATH_FUNCTIONS]
