@@ -64,12 +64,49 @@ enum lucid_dtype { LUCID_FLOAT32 = 0, LUCID_FLOAT16 = 1, LUCID_BFLOAT16 = 2, LUC
 enum lucid_device { LUCID_CPU = 0, LUCID_METAL = 1 };
 enum lucid_scalar_kind { LUCID_SCALAR_FLOAT = 0, LUCID_SCALAR_INT = 1, LUCID_SCALAR_BOOL = 2 };
 /* Binary op codes; the bitwise ones take integer and bool tensors only. */
-enum lucid_binary_op { LUCID_ADD = 0, LUCID_SUB = 1, LUCID_MUL = 2, LUCID_DIV = 3, LUCID_POW = 4, LUCID_MAXIMUM = 5, LUCID_MINIMUM = 6,
-                       LUCID_BITWISE_AND = 7, LUCID_BITWISE_OR = 8, LUCID_BITWISE_XOR = 9 };
+enum lucid_binary_op {
+    LUCID_ADD = 0, LUCID_SUB = 1, LUCID_MUL = 2, LUCID_DIV = 3, LUCID_POW = 4, LUCID_MAXIMUM = 5, LUCID_MINIMUM = 6,
+    LUCID_BITWISE_AND = 7, LUCID_BITWISE_OR = 8, LUCID_BITWISE_XOR = 9,
+    LUCID_ATAN2 = 10,       /* atan2(a, b) (integers promote to float32, as for the next four) */
+    LUCID_COPYSIGN = 11,    /* |a| with the sign of b */
+    LUCID_XLOGY = 12,       /* a log b, 0 where a is 0 */
+    LUCID_XLOG1PY = 13,     /* a log1p b, 0 where a is 0 */
+    LUCID_ZETA = 14,        /* the Hurwitz zeta function of a at b */
+    LUCID_HYPOT = 15,       /* sqrt(a**2 + b**2) (floating operands only, as for the next five) */
+    LUCID_NEXTAFTER = 16,   /* the next value after a towards b */
+    LUCID_LOGADDEXP = 17,   /* log(e**a + e**b) */
+    LUCID_LOGADDEXP2 = 18,  /* log2(2**a + 2**b) */
+    LUCID_IGAMMA = 19,      /* the regularized lower incomplete gamma function P(a, b) */
+    LUCID_IGAMMAC = 20,     /* the regularized upper incomplete gamma function Q(a, b) */
+    LUCID_FMOD = 21,        /* the remainder of a / b with a's sign (integers kept, as for the next six; not bool) */
+    LUCID_REMAINDER = 22,   /* the remainder of a / b with b's sign */
+    LUCID_FLOOR_DIVIDE = 23, /* floor(a / b) */
+    LUCID_TRUNC_DIVIDE = 24, /* trunc(a / b) */
+    LUCID_FMAX = 25,        /* the maximum, NaN only where both are (bool too) */
+    LUCID_FMIN = 26,        /* the minimum, NaN only where both are (bool too) */
+    LUCID_HEAVISIDE = 27,   /* 0 where a < 0, b where a is 0, 1 where a > 0 (bool too) */
+    LUCID_LEFT_SHIFT = 28,  /* a << b (integers only, as for the next three) */
+    LUCID_RIGHT_SHIFT = 29, /* a >> b, arithmetic */
+    LUCID_GCD = 30,         /* the greatest common divisor */
+    LUCID_LCM = 31,         /* the least common multiple */
+    LUCID_CHEBYSHEV_POLYNOMIAL_T = 32,         /* T_n(a), n = trunc(b) (0 for n < 0; as for the next eleven) */
+    LUCID_CHEBYSHEV_POLYNOMIAL_U = 33,         /* U_n(a) */
+    LUCID_CHEBYSHEV_POLYNOMIAL_V = 34,         /* V_n(a) */
+    LUCID_CHEBYSHEV_POLYNOMIAL_W = 35,         /* W_n(a) */
+    LUCID_SHIFTED_CHEBYSHEV_POLYNOMIAL_T = 36, /* T_n(2a - 1) */
+    LUCID_SHIFTED_CHEBYSHEV_POLYNOMIAL_U = 37, /* U_n(2a - 1) */
+    LUCID_SHIFTED_CHEBYSHEV_POLYNOMIAL_V = 38, /* V_n(2a - 1) */
+    LUCID_SHIFTED_CHEBYSHEV_POLYNOMIAL_W = 39, /* W_n(2a - 1) */
+    LUCID_HERMITE_POLYNOMIAL_H = 40,           /* the physicists' Hermite polynomial H_n(a) */
+    LUCID_HERMITE_POLYNOMIAL_HE = 41,          /* the probabilists' Hermite polynomial He_n(a) */
+    LUCID_LAGUERRE_POLYNOMIAL_L = 42,          /* the Laguerre polynomial L_n(a) */
+    LUCID_LEGENDRE_POLYNOMIAL_P = 43           /* the Legendre polynomial P_n(a) */
+};
 /* Comparison codes (bool results, no gradient). */
 enum lucid_compare_op { LUCID_EQ = 0, LUCID_NE = 1, LUCID_LT = 2, LUCID_LE = 3, LUCID_GT = 4, LUCID_GE = 5 };
 /* Unary op codes (lucid_unary, lucid_unary_inplace). Each is lucid.<name>, Tensor.<name> and
- * Tensor.<name>_ in Python, documented by its comment here. */
+ * Tensor.<name>_ in Python, documented by its comment here; a LUCID_SPECIAL_<NAME> code is
+ * lucid.special.<name> only. */
 enum lucid_unary_op {
     LUCID_NEG = 0,        /* -x */
     LUCID_RELU = 1,       /* max(x, 0) */
@@ -92,7 +129,44 @@ enum lucid_unary_op {
     LUCID_ASIN = 18,      /* the arcsine (NaN outside [-1, 1]) */
     LUCID_ACOS = 19,      /* the arccosine (NaN outside [-1, 1]) */
     LUCID_ATAN = 20,      /* the arctangent */
-    LUCID_ROUND = 21      /* the nearest integer, halves to even (integers unchanged; gradient 0) */
+    LUCID_ROUND = 21,     /* the nearest integer, halves to even (integers unchanged; gradient 0) */
+    LUCID_FLOOR = 22,     /* the largest integer not above x (integers unchanged; gradient 0) */
+    LUCID_CEIL = 23,      /* the smallest integer not below x (integers unchanged; gradient 0) */
+    LUCID_TRUNC = 24,     /* x rounded toward zero (integers unchanged; gradient 0) */
+    LUCID_SIGN = 25,      /* -1, 0 or 1 by the sign of x (NaN stays NaN; integers keep their dtype) */
+    LUCID_ERF = 26,       /* the error function */
+    LUCID_ERFC = 27,      /* the complementary error function 1 - erf(x), accurate in the tail */
+    LUCID_ERFINV = 28,    /* the inverse error function (NaN outside [-1, 1]) */
+    LUCID_LGAMMA = 29,    /* log |Gamma(x)| */
+    LUCID_DIGAMMA = 30,   /* the logarithmic derivative of Gamma (-inf at 0, NaN at the negative integers) */
+    LUCID_LOG2 = 31,      /* the base-2 logarithm */
+    LUCID_LOG10 = 32,     /* the base-10 logarithm */
+    LUCID_EXP2 = 33,      /* 2**x */
+    LUCID_SINH = 34,      /* the hyperbolic sine */
+    LUCID_COSH = 35,      /* the hyperbolic cosine */
+    LUCID_ASINH = 36,     /* the inverse hyperbolic sine */
+    LUCID_ACOSH = 37,     /* the inverse hyperbolic cosine (NaN below 1) */
+    LUCID_ATANH = 38,     /* the inverse hyperbolic tangent (NaN outside [-1, 1]) */
+    LUCID_SINC = 39,      /* sin(pi x) / (pi x), 1 at 0 */
+    LUCID_I0 = 40,        /* the modified Bessel function of the first kind, order 0 */
+    LUCID_SPECIAL_I0E = 41,          /* exp(-|x|) i0(x) */
+    LUCID_SPECIAL_I1 = 42,           /* the modified Bessel function of the first kind, order 1 */
+    LUCID_SPECIAL_I1E = 43,          /* exp(-|x|) i1(x) */
+    LUCID_SPECIAL_NDTRI = 44,        /* the standard normal quantile: ndtr(y) = p for p in [0, 1] */
+    LUCID_SPECIAL_LOG_NDTR = 45,     /* log of the standard normal distribution function, accurate in the tails */
+    LUCID_SPECIAL_ERFCX = 46,        /* the scaled complementary error function exp(x**2) erfc(x) */
+    LUCID_SPECIAL_BESSEL_J0 = 47,    /* the Bessel function of the first kind, order 0 (no gradient) */
+    LUCID_SPECIAL_BESSEL_J1 = 48,    /* the Bessel function of the first kind, order 1 (no gradient) */
+    LUCID_SPECIAL_BESSEL_Y0 = 49,    /* the Bessel function of the second kind, order 0 (no gradient) */
+    LUCID_SPECIAL_BESSEL_Y1 = 50,    /* the Bessel function of the second kind, order 1 (no gradient) */
+    LUCID_SPECIAL_MODIFIED_BESSEL_I0 = 51,        /* i0, as a special function (no gradient) */
+    LUCID_SPECIAL_MODIFIED_BESSEL_I1 = 52,        /* i1, as a special function (no gradient) */
+    LUCID_SPECIAL_MODIFIED_BESSEL_K0 = 53,        /* the modified Bessel function of the second kind, order 0 (no gradient) */
+    LUCID_SPECIAL_MODIFIED_BESSEL_K1 = 54,        /* the modified Bessel function of the second kind, order 1 (no gradient) */
+    LUCID_SPECIAL_SCALED_MODIFIED_BESSEL_K0 = 55, /* exp(x) k0(x) (no gradient) */
+    LUCID_SPECIAL_SCALED_MODIFIED_BESSEL_K1 = 56, /* exp(x) k1(x) (no gradient) */
+    LUCID_SPECIAL_SPHERICAL_BESSEL_J0 = 57,       /* sin(x) / x, 1 at 0 (no gradient) */
+    LUCID_SPECIAL_AIRY_AI = 58                    /* the Airy function Ai (no gradient) */
 };
 enum lucid_reduce_op { LUCID_SUM = 0, LUCID_MEAN = 1, LUCID_AMAX = 2, LUCID_AMIN = 3, LUCID_LOGSUMEXP = 4 };
 /* Loss reductions. */

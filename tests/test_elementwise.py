@@ -493,8 +493,28 @@ REFERENCE = {
     "acos": (np.arccos, lambda t: t.acos()),
     "atan": (np.arctan, lucid.arctan),
     "round": (np.round, lambda t: t.round()),  # numpy's round is also halves to even
+    "floor": (np.floor, lambda t: t.floor()),
+    "ceil": (np.ceil, lucid.ceil),
+    "trunc": (np.trunc, lambda t: t.trunc()),
+    "sign": (np.sign, lambda t: t.sign()),
+    "erf": (np.vectorize(math.erf), lucid.erf),
+    "erfc": (_erfc, lambda t: t.erfc()),
+    "lgamma": (np.vectorize(math.lgamma), lambda t: t.lgamma()),
+    "log2": (np.log2, lucid.log2),
+    "log10": (np.log10, lambda t: t.log10()),
+    "exp2": (np.exp2, lambda t: t.exp2()),
+    "sinh": (np.sinh, lambda t: t.sinh()),
+    "cosh": (np.cosh, lucid.cosh),
+    "asinh": (np.arcsinh, lambda t: t.asinh()),
+    "acosh": (np.arccosh, lambda t: t.acosh()),
+    "atanh": (np.arctanh, lucid.atanh),
+    "sinc": (np.sinc, lambda t: t.sinc()),
+    "i0": (np.i0, lambda t: t.i0()),
 }
-POSITIVE = {"log", "log1p", "sqrt", "rsqrt"}
+POSITIVE = {"log", "log1p", "sqrt", "rsqrt", "log2", "log10"}
+# Unary ops whose references are written in tests/test_elementwise_math.py (numpy has none), and
+# lucid.special's (tests/test_special.py).
+OWN_REFERENCE = {"erfinv", "digamma"}
 
 
 def inputs(name, n=257):
@@ -503,8 +523,12 @@ def inputs(name, n=257):
         x = np.abs(x) + 0.05
     if name == "softplus":
         x = np.concatenate([x, [25.0, -30.0]])
-    if name in ("asin", "acos"):
+    if name in ("asin", "acos", "atanh"):
         x = np.tanh(x) * 0.95
+    if name == "acosh":
+        x = np.abs(x) + 1.05
+    if name == "lgamma":
+        x = np.abs(x) + 0.05  # (the poles and sign changes at the negative integers: test_elementwise_math.py)
     if name == "tan":
         x = np.tanh(x / 3) * 1.3  # away from the poles
     if name == "round":
@@ -513,8 +537,9 @@ def inputs(name, n=257):
 
 
 def test_every_unary_op_of_the_engine_is_a_function_a_method_and_an_in_place_method_checked_here():
-    codes = lucid._C.codes("lucid_unary_op")
-    assert set(codes) == set(REFERENCE) | {"neg", "relu"}  # (neg and relu: test_unary_minus_and_relu)
+    codes = [name for name in lucid._C.codes("lucid_unary_op") if not name.startswith("special_")]
+    # (neg and relu: test_unary_minus_and_relu)
+    assert set(codes) == set(REFERENCE) | {"neg", "relu"} | OWN_REFERENCE
     for name in codes:
         doc = lucid._C._abi.DOCS[f"LUCID_{name.upper()}"]
         assert getattr(lucid, name).__doc__.startswith(doc) and getattr(lucid.Tensor, name) is getattr(lucid, name)
@@ -628,6 +653,8 @@ def test_gradients_match_finite_differences(name):
     x = x[np.abs(x) > 0.05]  # away from abs's kink
     if name == "round":
         x = x[np.abs(x - np.floor(x) - 0.5) > 0.01]  # away from round's jumps
+    if name in ("floor", "ceil", "trunc"):
+        x = x[np.abs(x - np.round(x)) > 0.01]  # away from the jumps
     t = lucid.tensor(x.astype(np.float32), requires_grad=True)
     w = np.random.default_rng(9).standard_normal(t.shape).astype(np.float32)
     (op(t) * lucid.tensor(w)).sum().backward()

@@ -73,6 +73,30 @@ RUNNERS = {
     "binary_cross_entropy_with_logits": lambda t, d: F.binary_cross_entropy_with_logits(t(3), t(3).sigmoid()),
     "to": lambda t, d: t(3).to(d),
 }
+# The elementwise math ops and lucid.special's engine functions, on inputs in their domains.
+S = lucid.special
+RUNNERS.update({name: (lambda f: lambda t, d: f(t(3, positive=True)))(getattr(lucid, name)) for name in (
+    "floor", "ceil", "trunc", "sign", "erf", "erfc", "lgamma", "digamma", "log2", "log10", "exp2", "sinh", "cosh",
+    "asinh", "atanh", "sinc", "i0")})
+RUNNERS.update({name: (lambda f: lambda t, d: f(t(3, positive=True)))(getattr(S, name)) for name in (
+    "i0e", "i1", "i1e", "ndtri", "log_ndtr", "erfcx", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1",
+    "modified_bessel_i0", "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1",
+    "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0", "airy_ai")})
+RUNNERS.update({name: (lambda f: lambda t, d: f(t(3, positive=True), t(3, positive=True)))(getattr(lucid, name))
+                for name in ("atan2", "copysign", "xlogy", "hypot", "nextafter", "logaddexp", "logaddexp2", "igamma",
+                             "igammac", "fmod", "remainder", "floor_divide", "fmax", "fmin", "heaviside")})
+RUNNERS.update({name: (lambda f: lambda t, d: f(t(3), 3))(getattr(S, name)) for name in (
+    "chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+    "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l",
+    "legendre_polynomial_p")})
+RUNNERS.update({
+    "erfinv": lambda t, d: (t(3) * 0.1).erfinv(), "acosh": lambda t, d: (t(3, positive=True) + 1).acosh(),
+    "xlog1py": lambda t, d: S.xlog1py(t(3), t(3, positive=True)),
+    "zeta": lambda t, d: S.zeta(t(3, positive=True) + 1, t(3, positive=True)),
+    "trunc_divide": lambda t, d: lucid.div(t(3), t(3, positive=True), rounding_mode="trunc"),
+})
+
 # Ops whose result is not floating: (runner, result dtype).
 NON_FLOAT = {
     "eq": (lambda t, d: t(3) == t(3), lucid.bool), "ne": (lambda t, d: t(3) != t(3), lucid.bool),
@@ -83,6 +107,10 @@ NON_FLOAT = {
     "bitwise_or": (lambda t, d: (t(3) > 0) | idx(d, 1, 2, 3), lucid.int64),
     "bitwise_xor": (lambda t, d: idx(d, 1, 2, 3) ^ 5, lucid.int64),
     "bitwise_not": (lambda t, d: ~(t(3) > 0), lucid.bool),
+    "bitwise_left_shift": (lambda t, d: idx(d, 1, 2, 3) << 2, lucid.int64),
+    "bitwise_right_shift": (lambda t, d: idx(d, 8, 2, 3) >> 1, lucid.int64),
+    "gcd": (lambda t, d: lucid.gcd(idx(d, 4, 6), idx(d, 6, 9)), lucid.int64),
+    "lcm": (lambda t, d: lucid.lcm(idx(d, 4, 6), idx(d, 6, 9)), lucid.int64),
 }
 PROMOTE = {"cat": lambda t, low, d: lucid.cat([t(2), low(2)]), "stack": lambda t, low, d: lucid.stack([t(2), low(2)])}
 

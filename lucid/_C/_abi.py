@@ -225,9 +225,9 @@ ENUMS = {
     "lucid_dtype": {"LUCID_FLOAT32": 0, "LUCID_FLOAT16": 1, "LUCID_BFLOAT16": 2, "LUCID_INT32": 3, "LUCID_INT64": 4, "LUCID_BOOL": 5, "LUCID_FLOAT64": 6, "LUCID_UINT8": 7, "LUCID_INT8": 8, "LUCID_INT16": 9},
     "lucid_device": {"LUCID_CPU": 0, "LUCID_METAL": 1},
     "lucid_scalar_kind": {"LUCID_SCALAR_FLOAT": 0, "LUCID_SCALAR_INT": 1, "LUCID_SCALAR_BOOL": 2},
-    "lucid_binary_op": {"LUCID_ADD": 0, "LUCID_SUB": 1, "LUCID_MUL": 2, "LUCID_DIV": 3, "LUCID_POW": 4, "LUCID_MAXIMUM": 5, "LUCID_MINIMUM": 6, "LUCID_BITWISE_AND": 7, "LUCID_BITWISE_OR": 8, "LUCID_BITWISE_XOR": 9},
+    "lucid_binary_op": {"LUCID_ADD": 0, "LUCID_SUB": 1, "LUCID_MUL": 2, "LUCID_DIV": 3, "LUCID_POW": 4, "LUCID_MAXIMUM": 5, "LUCID_MINIMUM": 6, "LUCID_BITWISE_AND": 7, "LUCID_BITWISE_OR": 8, "LUCID_BITWISE_XOR": 9, "LUCID_ATAN2": 10, "LUCID_COPYSIGN": 11, "LUCID_XLOGY": 12, "LUCID_XLOG1PY": 13, "LUCID_ZETA": 14, "LUCID_HYPOT": 15, "LUCID_NEXTAFTER": 16, "LUCID_LOGADDEXP": 17, "LUCID_LOGADDEXP2": 18, "LUCID_IGAMMA": 19, "LUCID_IGAMMAC": 20, "LUCID_FMOD": 21, "LUCID_REMAINDER": 22, "LUCID_FLOOR_DIVIDE": 23, "LUCID_TRUNC_DIVIDE": 24, "LUCID_FMAX": 25, "LUCID_FMIN": 26, "LUCID_HEAVISIDE": 27, "LUCID_LEFT_SHIFT": 28, "LUCID_RIGHT_SHIFT": 29, "LUCID_GCD": 30, "LUCID_LCM": 31, "LUCID_CHEBYSHEV_POLYNOMIAL_T": 32, "LUCID_CHEBYSHEV_POLYNOMIAL_U": 33, "LUCID_CHEBYSHEV_POLYNOMIAL_V": 34, "LUCID_CHEBYSHEV_POLYNOMIAL_W": 35, "LUCID_SHIFTED_CHEBYSHEV_POLYNOMIAL_T": 36, "LUCID_SHIFTED_CHEBYSHEV_POLYNOMIAL_U": 37, "LUCID_SHIFTED_CHEBYSHEV_POLYNOMIAL_V": 38, "LUCID_SHIFTED_CHEBYSHEV_POLYNOMIAL_W": 39, "LUCID_HERMITE_POLYNOMIAL_H": 40, "LUCID_HERMITE_POLYNOMIAL_HE": 41, "LUCID_LAGUERRE_POLYNOMIAL_L": 42, "LUCID_LEGENDRE_POLYNOMIAL_P": 43},
     "lucid_compare_op": {"LUCID_EQ": 0, "LUCID_NE": 1, "LUCID_LT": 2, "LUCID_LE": 3, "LUCID_GT": 4, "LUCID_GE": 5},
-    "lucid_unary_op": {"LUCID_NEG": 0, "LUCID_RELU": 1, "LUCID_EXP": 2, "LUCID_LOG": 3, "LUCID_LOG1P": 4, "LUCID_SQRT": 5, "LUCID_RSQRT": 6, "LUCID_ABS": 7, "LUCID_TANH": 8, "LUCID_SIGMOID": 9, "LUCID_SILU": 10, "LUCID_GELU": 11, "LUCID_GELU_TANH": 12, "LUCID_SOFTPLUS": 13, "LUCID_SIN": 14, "LUCID_COS": 15, "LUCID_EXPM1": 16, "LUCID_TAN": 17, "LUCID_ASIN": 18, "LUCID_ACOS": 19, "LUCID_ATAN": 20, "LUCID_ROUND": 21},
+    "lucid_unary_op": {"LUCID_NEG": 0, "LUCID_RELU": 1, "LUCID_EXP": 2, "LUCID_LOG": 3, "LUCID_LOG1P": 4, "LUCID_SQRT": 5, "LUCID_RSQRT": 6, "LUCID_ABS": 7, "LUCID_TANH": 8, "LUCID_SIGMOID": 9, "LUCID_SILU": 10, "LUCID_GELU": 11, "LUCID_GELU_TANH": 12, "LUCID_SOFTPLUS": 13, "LUCID_SIN": 14, "LUCID_COS": 15, "LUCID_EXPM1": 16, "LUCID_TAN": 17, "LUCID_ASIN": 18, "LUCID_ACOS": 19, "LUCID_ATAN": 20, "LUCID_ROUND": 21, "LUCID_FLOOR": 22, "LUCID_CEIL": 23, "LUCID_TRUNC": 24, "LUCID_SIGN": 25, "LUCID_ERF": 26, "LUCID_ERFC": 27, "LUCID_ERFINV": 28, "LUCID_LGAMMA": 29, "LUCID_DIGAMMA": 30, "LUCID_LOG2": 31, "LUCID_LOG10": 32, "LUCID_EXP2": 33, "LUCID_SINH": 34, "LUCID_COSH": 35, "LUCID_ASINH": 36, "LUCID_ACOSH": 37, "LUCID_ATANH": 38, "LUCID_SINC": 39, "LUCID_I0": 40, "LUCID_SPECIAL_I0E": 41, "LUCID_SPECIAL_I1": 42, "LUCID_SPECIAL_I1E": 43, "LUCID_SPECIAL_NDTRI": 44, "LUCID_SPECIAL_LOG_NDTR": 45, "LUCID_SPECIAL_ERFCX": 46, "LUCID_SPECIAL_BESSEL_J0": 47, "LUCID_SPECIAL_BESSEL_J1": 48, "LUCID_SPECIAL_BESSEL_Y0": 49, "LUCID_SPECIAL_BESSEL_Y1": 50, "LUCID_SPECIAL_MODIFIED_BESSEL_I0": 51, "LUCID_SPECIAL_MODIFIED_BESSEL_I1": 52, "LUCID_SPECIAL_MODIFIED_BESSEL_K0": 53, "LUCID_SPECIAL_MODIFIED_BESSEL_K1": 54, "LUCID_SPECIAL_SCALED_MODIFIED_BESSEL_K0": 55, "LUCID_SPECIAL_SCALED_MODIFIED_BESSEL_K1": 56, "LUCID_SPECIAL_SPHERICAL_BESSEL_J0": 57, "LUCID_SPECIAL_AIRY_AI": 58},
     "lucid_reduce_op": {"LUCID_SUM": 0, "LUCID_MEAN": 1, "LUCID_AMAX": 2, "LUCID_AMIN": 3, "LUCID_LOGSUMEXP": 4},
     "lucid_reduction": {"LUCID_REDUCTION_NONE": 0, "LUCID_REDUCTION_MEAN": 1, "LUCID_REDUCTION_SUM": 2},
     "lucid_cast_policy": {"LUCID_POLICY_NONE": 0, "LUCID_POLICY_LOWER_PRECISION": 1, "LUCID_POLICY_FLOAT32": 2, "LUCID_POLICY_PROMOTE": 3},
@@ -246,6 +246,40 @@ DOCS = {
     'LUCID_ERR_RUNTIME': 'well formed but impossible now, e.g. device mismatch (RuntimeError)',
     'LUCID_ERR_HANDLE': 'null, unknown, stale or released handle',
     'LUCID_ERR_THREAD': 'an object used from a thread that does not own it',
+    'LUCID_ATAN2': 'atan2(a, b) (integers promote to float32, as for the next four)',
+    'LUCID_COPYSIGN': '|a| with the sign of b',
+    'LUCID_XLOGY': 'a log b, 0 where a is 0',
+    'LUCID_XLOG1PY': 'a log1p b, 0 where a is 0',
+    'LUCID_ZETA': 'the Hurwitz zeta function of a at b',
+    'LUCID_HYPOT': 'sqrt(a**2 + b**2) (floating operands only, as for the next five)',
+    'LUCID_NEXTAFTER': 'the next value after a towards b',
+    'LUCID_LOGADDEXP': 'log(e**a + e**b)',
+    'LUCID_LOGADDEXP2': 'log2(2**a + 2**b)',
+    'LUCID_IGAMMA': 'the regularized lower incomplete gamma function P(a, b)',
+    'LUCID_IGAMMAC': 'the regularized upper incomplete gamma function Q(a, b)',
+    'LUCID_FMOD': "the remainder of a / b with a's sign (integers kept, as for the next six; not bool)",
+    'LUCID_REMAINDER': "the remainder of a / b with b's sign",
+    'LUCID_FLOOR_DIVIDE': 'floor(a / b)',
+    'LUCID_TRUNC_DIVIDE': 'trunc(a / b)',
+    'LUCID_FMAX': 'the maximum, NaN only where both are (bool too)',
+    'LUCID_FMIN': 'the minimum, NaN only where both are (bool too)',
+    'LUCID_HEAVISIDE': '0 where a < 0, b where a is 0, 1 where a > 0 (bool too)',
+    'LUCID_LEFT_SHIFT': 'a << b (integers only, as for the next three)',
+    'LUCID_RIGHT_SHIFT': 'a >> b, arithmetic',
+    'LUCID_GCD': 'the greatest common divisor',
+    'LUCID_LCM': 'the least common multiple',
+    'LUCID_CHEBYSHEV_POLYNOMIAL_T': 'T_n(a), n = trunc(b) (0 for n < 0; as for the next eleven)',
+    'LUCID_CHEBYSHEV_POLYNOMIAL_U': 'U_n(a)',
+    'LUCID_CHEBYSHEV_POLYNOMIAL_V': 'V_n(a)',
+    'LUCID_CHEBYSHEV_POLYNOMIAL_W': 'W_n(a)',
+    'LUCID_SHIFTED_CHEBYSHEV_POLYNOMIAL_T': 'T_n(2a - 1)',
+    'LUCID_SHIFTED_CHEBYSHEV_POLYNOMIAL_U': 'U_n(2a - 1)',
+    'LUCID_SHIFTED_CHEBYSHEV_POLYNOMIAL_V': 'V_n(2a - 1)',
+    'LUCID_SHIFTED_CHEBYSHEV_POLYNOMIAL_W': 'W_n(2a - 1)',
+    'LUCID_HERMITE_POLYNOMIAL_H': "the physicists' Hermite polynomial H_n(a)",
+    'LUCID_HERMITE_POLYNOMIAL_HE': "the probabilists' Hermite polynomial He_n(a)",
+    'LUCID_LAGUERRE_POLYNOMIAL_L': 'the Laguerre polynomial L_n(a)',
+    'LUCID_LEGENDRE_POLYNOMIAL_P': 'the Legendre polynomial P_n(a)',
     'LUCID_NEG': '-x',
     'LUCID_RELU': 'max(x, 0)',
     'LUCID_EXP': 'e**x',
@@ -268,6 +302,43 @@ DOCS = {
     'LUCID_ACOS': 'the arccosine (NaN outside [-1, 1])',
     'LUCID_ATAN': 'the arctangent',
     'LUCID_ROUND': 'the nearest integer, halves to even (integers unchanged; gradient 0)',
+    'LUCID_FLOOR': 'the largest integer not above x (integers unchanged; gradient 0)',
+    'LUCID_CEIL': 'the smallest integer not below x (integers unchanged; gradient 0)',
+    'LUCID_TRUNC': 'x rounded toward zero (integers unchanged; gradient 0)',
+    'LUCID_SIGN': '-1, 0 or 1 by the sign of x (NaN stays NaN; integers keep their dtype)',
+    'LUCID_ERF': 'the error function',
+    'LUCID_ERFC': 'the complementary error function 1 - erf(x), accurate in the tail',
+    'LUCID_ERFINV': 'the inverse error function (NaN outside [-1, 1])',
+    'LUCID_LGAMMA': 'log |Gamma(x)|',
+    'LUCID_DIGAMMA': 'the logarithmic derivative of Gamma (-inf at 0, NaN at the negative integers)',
+    'LUCID_LOG2': 'the base-2 logarithm',
+    'LUCID_LOG10': 'the base-10 logarithm',
+    'LUCID_EXP2': '2**x',
+    'LUCID_SINH': 'the hyperbolic sine',
+    'LUCID_COSH': 'the hyperbolic cosine',
+    'LUCID_ASINH': 'the inverse hyperbolic sine',
+    'LUCID_ACOSH': 'the inverse hyperbolic cosine (NaN below 1)',
+    'LUCID_ATANH': 'the inverse hyperbolic tangent (NaN outside [-1, 1])',
+    'LUCID_SINC': 'sin(pi x) / (pi x), 1 at 0',
+    'LUCID_I0': 'the modified Bessel function of the first kind, order 0',
+    'LUCID_SPECIAL_I0E': 'exp(-|x|) i0(x)',
+    'LUCID_SPECIAL_I1': 'the modified Bessel function of the first kind, order 1',
+    'LUCID_SPECIAL_I1E': 'exp(-|x|) i1(x)',
+    'LUCID_SPECIAL_NDTRI': 'the standard normal quantile: ndtr(y) = p for p in [0, 1]',
+    'LUCID_SPECIAL_LOG_NDTR': 'log of the standard normal distribution function, accurate in the tails',
+    'LUCID_SPECIAL_ERFCX': 'the scaled complementary error function exp(x**2) erfc(x)',
+    'LUCID_SPECIAL_BESSEL_J0': 'the Bessel function of the first kind, order 0 (no gradient)',
+    'LUCID_SPECIAL_BESSEL_J1': 'the Bessel function of the first kind, order 1 (no gradient)',
+    'LUCID_SPECIAL_BESSEL_Y0': 'the Bessel function of the second kind, order 0 (no gradient)',
+    'LUCID_SPECIAL_BESSEL_Y1': 'the Bessel function of the second kind, order 1 (no gradient)',
+    'LUCID_SPECIAL_MODIFIED_BESSEL_I0': 'i0, as a special function (no gradient)',
+    'LUCID_SPECIAL_MODIFIED_BESSEL_I1': 'i1, as a special function (no gradient)',
+    'LUCID_SPECIAL_MODIFIED_BESSEL_K0': 'the modified Bessel function of the second kind, order 0 (no gradient)',
+    'LUCID_SPECIAL_MODIFIED_BESSEL_K1': 'the modified Bessel function of the second kind, order 1 (no gradient)',
+    'LUCID_SPECIAL_SCALED_MODIFIED_BESSEL_K0': 'exp(x) k0(x) (no gradient)',
+    'LUCID_SPECIAL_SCALED_MODIFIED_BESSEL_K1': 'exp(x) k1(x) (no gradient)',
+    'LUCID_SPECIAL_SPHERICAL_BESSEL_J0': 'sin(x) / x, 1 at 0 (no gradient)',
+    'LUCID_SPECIAL_AIRY_AI': 'the Airy function Ai (no gradient)',
 }
 
 LUCID_OK = 0
@@ -313,6 +384,40 @@ LUCID_MINIMUM = 6
 LUCID_BITWISE_AND = 7
 LUCID_BITWISE_OR = 8
 LUCID_BITWISE_XOR = 9
+LUCID_ATAN2 = 10
+LUCID_COPYSIGN = 11
+LUCID_XLOGY = 12
+LUCID_XLOG1PY = 13
+LUCID_ZETA = 14
+LUCID_HYPOT = 15
+LUCID_NEXTAFTER = 16
+LUCID_LOGADDEXP = 17
+LUCID_LOGADDEXP2 = 18
+LUCID_IGAMMA = 19
+LUCID_IGAMMAC = 20
+LUCID_FMOD = 21
+LUCID_REMAINDER = 22
+LUCID_FLOOR_DIVIDE = 23
+LUCID_TRUNC_DIVIDE = 24
+LUCID_FMAX = 25
+LUCID_FMIN = 26
+LUCID_HEAVISIDE = 27
+LUCID_LEFT_SHIFT = 28
+LUCID_RIGHT_SHIFT = 29
+LUCID_GCD = 30
+LUCID_LCM = 31
+LUCID_CHEBYSHEV_POLYNOMIAL_T = 32
+LUCID_CHEBYSHEV_POLYNOMIAL_U = 33
+LUCID_CHEBYSHEV_POLYNOMIAL_V = 34
+LUCID_CHEBYSHEV_POLYNOMIAL_W = 35
+LUCID_SHIFTED_CHEBYSHEV_POLYNOMIAL_T = 36
+LUCID_SHIFTED_CHEBYSHEV_POLYNOMIAL_U = 37
+LUCID_SHIFTED_CHEBYSHEV_POLYNOMIAL_V = 38
+LUCID_SHIFTED_CHEBYSHEV_POLYNOMIAL_W = 39
+LUCID_HERMITE_POLYNOMIAL_H = 40
+LUCID_HERMITE_POLYNOMIAL_HE = 41
+LUCID_LAGUERRE_POLYNOMIAL_L = 42
+LUCID_LEGENDRE_POLYNOMIAL_P = 43
 LUCID_EQ = 0
 LUCID_NE = 1
 LUCID_LT = 2
@@ -341,6 +446,43 @@ LUCID_ASIN = 18
 LUCID_ACOS = 19
 LUCID_ATAN = 20
 LUCID_ROUND = 21
+LUCID_FLOOR = 22
+LUCID_CEIL = 23
+LUCID_TRUNC = 24
+LUCID_SIGN = 25
+LUCID_ERF = 26
+LUCID_ERFC = 27
+LUCID_ERFINV = 28
+LUCID_LGAMMA = 29
+LUCID_DIGAMMA = 30
+LUCID_LOG2 = 31
+LUCID_LOG10 = 32
+LUCID_EXP2 = 33
+LUCID_SINH = 34
+LUCID_COSH = 35
+LUCID_ASINH = 36
+LUCID_ACOSH = 37
+LUCID_ATANH = 38
+LUCID_SINC = 39
+LUCID_I0 = 40
+LUCID_SPECIAL_I0E = 41
+LUCID_SPECIAL_I1 = 42
+LUCID_SPECIAL_I1E = 43
+LUCID_SPECIAL_NDTRI = 44
+LUCID_SPECIAL_LOG_NDTR = 45
+LUCID_SPECIAL_ERFCX = 46
+LUCID_SPECIAL_BESSEL_J0 = 47
+LUCID_SPECIAL_BESSEL_J1 = 48
+LUCID_SPECIAL_BESSEL_Y0 = 49
+LUCID_SPECIAL_BESSEL_Y1 = 50
+LUCID_SPECIAL_MODIFIED_BESSEL_I0 = 51
+LUCID_SPECIAL_MODIFIED_BESSEL_I1 = 52
+LUCID_SPECIAL_MODIFIED_BESSEL_K0 = 53
+LUCID_SPECIAL_MODIFIED_BESSEL_K1 = 54
+LUCID_SPECIAL_SCALED_MODIFIED_BESSEL_K0 = 55
+LUCID_SPECIAL_SCALED_MODIFIED_BESSEL_K1 = 56
+LUCID_SPECIAL_SPHERICAL_BESSEL_J0 = 57
+LUCID_SPECIAL_AIRY_AI = 58
 LUCID_SUM = 0
 LUCID_MEAN = 1
 LUCID_AMAX = 2

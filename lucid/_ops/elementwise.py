@@ -66,11 +66,6 @@ def mul(input, other, *, out=None):
     return returned(_arithmetic(_MUL, "mul", input, other), out, "mul")
 
 
-def div(input, other, *, out=None):
-    """``input / other`` (true division: integers divide to float32), with broadcasting."""
-    return returned(_arithmetic(_DIV, "div", input, other), out, "div")
-
-
 def pow(input, exponent, *, out=None):
     """``input ** exponent`` (either may be a number), elementwise; float32 under autocast."""
     return returned(_arithmetic(_C.POW, "pow", input, exponent), out, "pow")
@@ -84,18 +79,6 @@ def maximum(input, other, *, out=None):
 def minimum(input, other, *, out=None):
     """Elementwise minimum (NaN propagates); ties split the gradient evenly."""
     return returned(_arithmetic(_C.MINIMUM, "minimum", tensor_arg(input, "minimum"), other), out, "minimum")
-
-
-def clamp(input, min=None, max=None, *, out=None):
-    """Limits values to ``[min, max]``; the gradient passes where ``min <= x <= max``."""
-    tensor_arg(input, "clamp")
-    lo = (0.0, 0, 0) if min is None else scalar_or_raise(min, "clamp(): min")
-    hi = (0.0, 0, 0) if max is None else scalar_or_raise(max, "clamp(): max")
-    r = result(_C.clamp(input._h, min is not None, *lo, max is not None, *hi))
-    return returned(r, out, "clamp")
-
-
-clip = clamp
 
 
 def _deferred_product(input, other, fn):
@@ -138,19 +121,30 @@ def dot(input, other, *, out=None):
 
 
 def _unary_function(name, code):
+    # A special function's messages name it as Python spells it: special.i0e.
+    shown = "special." + name[len("special_"):] if name.startswith("special_") else name
+
     def fn(input, *, out=None):
-        return returned(result(_unary_op(code, tensor_arg(input, name)._h)), out, name)
+        return returned(result(_unary_op(code, tensor_arg(input, shown)._h)), out, shown)
 
     doc = _C._abi.DOCS[f"LUCID_{name.upper()}"]
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"{doc}, elementwise{_AUTOCAST.get(name, '')}."
+    fn.__doc__ = f"{doc}, elementwise{_AUTOCAST.get(shown.split('.')[-1], '')}."
     return fn
 
 
-unary_functions = {name: _unary_function(name, code) for name, code in UNARY.items()}
+# lucid.special's functions (``special_`` in the header) live in that namespace only.
+_SPECIAL = "special_"
+unary_functions = {name: _unary_function(name, code) for name, code in UNARY.items() if not name.startswith(_SPECIAL)}
+special_functions = {name[len(_SPECIAL):]: _unary_function(name, code) for name, code in UNARY.items()
+                     if name.startswith(_SPECIAL)}
+for _name, _fn in special_functions.items():
+    _fn.__name__ = _fn.__qualname__ = _name
 globals().update(unary_functions)
 # NumPy's names for the inverse trigonometric functions, which PyTorch takes too.
 arcsin, arccos, arctan = unary_functions["asin"], unary_functions["acos"], unary_functions["atan"]
+arcsinh, arccosh, arctanh = unary_functions["asinh"], unary_functions["acosh"], unary_functions["atanh"]
+fix = unary_functions["trunc"]  # NumPy's name for trunc, which PyTorch takes too
 
 
 # ---- comparisons, bitwise and logical ops ------------------------------------------------------
@@ -307,6 +301,471 @@ def masked_fill(input, mask, value):
     return where(mask, value, input)
 
 
+# ---- elementwise math ----------------------------------------------------------------------------
+
+_PI = 3.141592653589793
+
+
+def _check_divisor(r, other, name):
+    """`r`, the result of an integer division by `other`, unless `other` holds a 0."""
+    if r is not NotImplemented and not r.dtype.is_floating_point:
+        zero = bool((other == 0).any()) if isinstance(other, TensorBase) else other == 0
+        if zero:
+            raise RuntimeError(f"{name}: ZeroDivisionError: integer division by zero")
+    return r
+
+
+def _math_binary(op, name, input, other, out, *, divides=False, input_number=True):
+    """An engine binary op of a tensor and a tensor or number (either first), with `out=`. The
+    integer divisions refuse a divisor of 0, as PyTorch does."""
+    if not isinstance(input, TensorBase) and not (input_number and isinstance(other, TensorBase)):
+        tensor_arg(input, name)
+    r = _arithmetic(op, name, input, other)
+    if divides:
+        _check_divisor(r, other, f"{name}()")
+    return returned(r, out, name)
+
+
+def _binary_function(op, name, doc, **kw):
+    def fn(input, other, *, out=None):
+        return _math_binary(op, name, input, other, out, **kw)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+atan2 = _binary_function(_C.ATAN2, "atan2", "The angle of the point ``(other, input)``: arctan(input / other) in the "
+                         "right quadrant, elementwise (integers promote to float32; float32 under autocast).",
+                         input_number=False)
+arctan2 = atan2
+copysign = _binary_function(_C.COPYSIGN, "copysign", "The magnitude of `input` with the sign of `other` (-0.0 "
+                            "counts as negative), elementwise; integers promote to float32.")
+xlogy = _binary_function(_C.XLOGY, "xlogy", "``input * log(other)``, 0 where `input` is 0 (unless `other` is NaN); "
+                         "integers promote to float32.")
+hypot = _binary_function(_C.HYPOT, "hypot", "``sqrt(input**2 + other**2)`` without overflow, elementwise (floating "
+                         "tensors only).", input_number=False)
+nextafter = _binary_function(_C.NEXTAFTER, "nextafter", "The next value of `input`'s dtype after `input` towards "
+                             "`other`, elementwise (floating tensors only).", input_number=False)
+logaddexp = _binary_function(_C.LOGADDEXP, "logaddexp", "``log(exp(input) + exp(other))`` without overflow, "
+                             "elementwise (floating tensors only).", input_number=False)
+logaddexp2 = _binary_function(_C.LOGADDEXP2, "logaddexp2", "``log2(2**input + 2**other)`` without overflow, "
+                              "elementwise (floating tensors only).", input_number=False)
+igamma = _binary_function(_C.IGAMMA, "igamma", "The regularized lower incomplete gamma function P(input, other) "
+                          "(floating tensors only; the gradient is for `other`).", input_number=False)
+igammac = _binary_function(_C.IGAMMAC, "igammac", "The regularized upper incomplete gamma function Q(input, other) "
+                           "= 1 - P (floating tensors only; the gradient is for `other`).", input_number=False)
+fmod = _binary_function(_C.FMOD, "fmod", "The remainder of ``input / other`` with the sign of `input` (C's fmod), "
+                        "elementwise; integers by 0 raise.", divides=True, input_number=False)
+remainder = _binary_function(_C.REMAINDER, "remainder", "``input - floor(input / other) * other``: the remainder "
+                             "with the sign of `other` (Python's %), elementwise; integers by 0 raise.", divides=True)
+floor_divide = _binary_function(_C.FLOOR_DIVIDE, "floor_divide", "``floor(input / other)`` (Python's //), "
+                                "elementwise; integers stay integers, and by 0 raise.", divides=True)
+fmax = _binary_function(_C.FMAX, "fmax", "Elementwise maximum that ignores NaN (NaN only where both are).",
+                        input_number=False)
+fmin = _binary_function(_C.FMIN, "fmin", "Elementwise minimum that ignores NaN (NaN only where both are).",
+                        input_number=False)
+gcd = _binary_function(_C.GCD, "gcd", "The greatest common divisor, elementwise (integer tensors only).",
+                       input_number=False)
+lcm = _binary_function(_C.LCM, "lcm", "The least common multiple, elementwise (integer tensors only).",
+                       input_number=False)
+bitwise_left_shift = _binary_function(_C.LEFT_SHIFT, "bitwise_left_shift", "``input << other`` (integer tensors "
+                                      "only; shifts by the width or more give 0).")
+bitwise_right_shift = _binary_function(_C.RIGHT_SHIFT, "bitwise_right_shift", "``input >> other``, arithmetic "
+                                       "(integer tensors only; shifts by the width or more give the sign).")
+
+
+def heaviside(input, values, *, out=None):
+    """0 where `input` is negative, `values` where it is 0, 1 where it is positive."""
+    tensor_arg(input, "heaviside")
+    tensor_arg(values, "heaviside", "values")
+    if input.dtype != values.dtype:
+        raise RuntimeError(f"heaviside(): input and values must have one dtype, got {input.dtype} and {values.dtype}")
+    return _math_binary(_C.HEAVISIDE, "heaviside", input, values, out)
+
+
+def true_divide(input, other, *, out=None):
+    """``input / other`` (as :func:`div`)."""
+    return div(input, other, out=out)
+
+
+def rsub(input, other, *, alpha=1):
+    """``other - alpha * input``."""
+    t = tensor_arg(input, "rsub")
+    r = binary(_SUB, t if alpha == 1 else t * alpha, other, True)
+    if r is NotImplemented:
+        raise TypeError(f"rsub(): other must be a lucid.Tensor or a number, got {type(other).__name__}")
+    return r
+
+
+def float_power(input, exponent, *, out=None):
+    """``input ** exponent`` in float64, elementwise."""
+    from .._types import float64
+    a = input.to(float64) if isinstance(input, TensorBase) else input
+    b = exponent.to(float64) if isinstance(exponent, TensorBase) else exponent
+    if not isinstance(a, TensorBase):
+        tensor_arg(b, "float_power", "exponent")
+        a = tensor(float(a), dtype=float64, device=b.device)
+    return returned(pow(a, b), out, "float_power")
+
+
+def ldexp(input, other, *, out=None):
+    """``input * 2**other``, elementwise."""
+    tensor_arg(input, "ldexp")
+    tensor_arg(other, "ldexp", "other")
+    return returned(input * unary_functions["exp2"](other), out, "ldexp")
+
+
+def frexp(input, *, out=None):
+    """The mantissa (magnitude in [0.5, 1), or 0) and int32 exponent of each element, with
+    ``input = mantissa * 2**exponent``; floating tensors only."""
+    from .._types import int32
+    t = tensor_arg(input, "frexp")
+    if not t.dtype.is_floating_point:
+        raise TypeError(f"frexp(): only floating-point tensors are supported, got {t.dtype}")
+    a = t.abs()
+    finite = logical_and(isfinite(t), ne(t, 0))
+    safe = where(finite, a, 1.0)
+    # The exponent is a step function of the input: no gradient flows through it.
+    e = (unary_functions["floor"](unary_functions["log2"](safe)) + 1).detach()
+    m = t / unary_functions["exp2"](e)
+    # log2 rounds: one step of correction puts the magnitude in [0.5, 1).
+    low, high = lt(m.abs(), 0.5), ge(m.abs(), 1.0)
+    m = where(low, m * 2, where(high, m / 2, m))
+    e = where(low, e - 1, where(high, e + 1, e))
+    m = where(finite, m, t)
+    e = where(finite, e, 0).to(int32)
+    if out is not None:
+        returned(m, out[0], "frexp")
+        returned(e, out[1], "frexp")
+        return out
+    return m, e
+
+
+def div(input, other, *, rounding_mode=None, out=None):
+    """``input / other`` with broadcasting: true division (integers divide to float32) by
+    default, ``rounding_mode="trunc"`` rounds toward zero and ``"floor"`` down (integers then
+    stay integers)."""
+    if rounding_mode is None:
+        return returned(_arithmetic(_DIV, "div", input, other), out, "div")
+    if rounding_mode == "trunc":
+        return _math_binary(_C.TRUNC_DIVIDE, "div", input, other, out, divides=True)
+    if rounding_mode == "floor":
+        return _math_binary(_C.FLOOR_DIVIDE, "div", input, other, out, divides=True)
+    raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found {rounding_mode!r}")
+
+
+divide = div
+
+
+def round(input, *, decimals=0, out=None):
+    """The nearest integer, halves to even, elementwise; with `decimals`, to that many decimal
+    places (``round(input * 10**decimals) / 10**decimals``). Integers are unchanged."""
+    t = tensor_arg(input, "round")
+    r = result(_unary_op(UNARY["round"], t._h))
+    if decimals != 0 and t.dtype.is_floating_point:
+        scale = 10.0 ** (decimals if decimals > 0 else -decimals)
+        scaled = t * scale if decimals > 0 else t / scale  # (held: the call borrows its handle)
+        rounded = result(_unary_op(UNARY["round"], scaled._h))
+        r = rounded / scale if decimals > 0 else rounded * scale
+    return returned(r, out, "round")
+
+
+def sign(input, *, out=None):
+    """-1, 0 or 1 by the sign of each element (NaN stays NaN; integers and bool keep their
+    dtype)."""
+    t = tensor_arg(input, "sign")
+    r = t.clone() if t.dtype == bool_ else result(_unary_op(UNARY["sign"], t._h))
+    return returned(r, out, "sign")
+
+
+def sgn(input, *, out=None):
+    """The sign of each element (:func:`sign` for real tensors)."""
+    return sign(input, out=out)
+
+
+def signbit(input, *, out=None):
+    """Where the sign bit is set (bool): negative values, -0.0 and NaNs with the bit."""
+    t = tensor_arg(input, "signbit")
+    if t.dtype == bool_:
+        r = ne(t, t)
+    elif not t.dtype.is_floating_point:
+        r = lt(t, 0)
+    else:
+        r = lt(copysign(tensor(1.0, dtype=t.dtype, device=t.device), t), 0)
+    return returned(r, out, "signbit")
+
+
+def frac(input, *, out=None):
+    """The fractional part ``input - trunc(input)``, with the sign of `input` (floating tensors
+    only)."""
+    t = tensor_arg(input, "frac")
+    if not t.dtype.is_floating_point:
+        raise TypeError(f"frac(): only floating-point tensors are supported, got {t.dtype}")
+    return returned(t - unary_functions["trunc"](t), out, "frac")
+
+
+def reciprocal(input, *, out=None):
+    """``1 / input``, elementwise (integers promote to float32)."""
+    t = tensor_arg(input, "reciprocal")
+    return returned(binary(_DIV, t, 1.0 if t.dtype.is_floating_point else 1, True), out, "reciprocal")
+
+
+def square(input, *, out=None):
+    """``input * input`` (bool gives int64)."""
+    t = tensor_arg(input, "square")
+    if t.dtype == bool_:
+        from .._types import int64
+        t = t.to(int64)
+    return returned(t * t, out, "square")
+
+
+def deg2rad(input, *, out=None):
+    """Degrees to radians (integers promote to float32)."""
+    return returned(tensor_arg(input, "deg2rad") * (_PI / 180), out, "deg2rad")
+
+
+def rad2deg(input, *, out=None):
+    """Radians to degrees (integers promote to float32)."""
+    return returned(tensor_arg(input, "rad2deg") * (180 / _PI), out, "rad2deg")
+
+
+def logit(input, eps=None, *, out=None):
+    """``log(p / (1 - p))``, with `p` clamped to ``[eps, 1 - eps]`` when `eps` is given."""
+    t = tensor_arg(input, "logit")
+    if not t.dtype.is_floating_point:
+        from .._types import float32
+        t = t.to(float32)
+    if eps is not None:
+        # eps, then 1 - eps, as PyTorch applies them (for eps > 1/2 every value is replaced).
+        t = where(lt(t, eps), float(eps), where(gt(t, 1 - eps), float(1 - eps), t))
+    return returned(unary_functions["log"](t / (1 - t)), out, "logit")
+
+
+# The largest finite value of each floating dtype.
+_LARGEST = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308, "float16": 65504.0,
+            "bfloat16": 3.3895313892515355e38}
+
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None, *, out=None):
+    """NaN replaced by `nan`, +inf by `posinf` and -inf by `neginf` (by default the dtype's
+    largest and lowest values); integer and bool tensors are unchanged."""
+    t = tensor_arg(input, "nan_to_num")
+    if not t.dtype.is_floating_point:
+        return returned(t.clone(), out, "nan_to_num")
+    largest = _LARGEST[t.dtype.name]
+    hi = largest if posinf is None else posinf
+    lo = -largest if neginf is None else neginf
+    r = where(isnan(t), float(nan), t)
+    r = where(eq(t, float("inf")), float(hi), r)
+    r = where(eq(t, float("-inf")), float(lo), r)
+    return returned(r, out, "nan_to_num")
+
+
+def isposinf(input, *, out=None):
+    """Where `input` is +inf (bool)."""
+    t = tensor_arg(input, "isposinf")
+    r = eq(t, float("inf")) if t.dtype.is_floating_point else ne(t, t)
+    return returned(r, out, "isposinf")
+
+
+def isneginf(input, *, out=None):
+    """Where `input` is -inf (bool)."""
+    t = tensor_arg(input, "isneginf")
+    r = eq(t, float("-inf")) if t.dtype.is_floating_point else ne(t, t)
+    return returned(r, out, "isneginf")
+
+
+def isreal(input):
+    """Where the imaginary part is 0 (bool): everywhere, as lucid's tensors are real."""
+    t = tensor_arg(input, "isreal")
+    return eq(t, t).logical_or(isnan(t)) if t.dtype.is_floating_point else eq(t, t)
+
+
+def positive(input):
+    """`input` itself (unary plus); not for bool tensors."""
+    t = tensor_arg(input, "positive")
+    if t.dtype == bool_:
+        raise TypeError("positive(): the `+` operator on a bool tensor is not supported; use the tensor itself")
+    return t
+
+
+def angle(input, *, out=None):
+    """The argument of each element: pi for negative values, 0 otherwise (NaN stays NaN);
+    integers promote to float32."""
+    t = tensor_arg(input, "angle")
+    if not t.dtype.is_floating_point:
+        from .._types import float32
+        t = t.to(float32)
+    r = where(isnan(t), t, where(lt(t, 0), _PI, 0.0).to(t.dtype))
+    return returned(r, out, "angle")
+
+
+def real(input):
+    """The real part: `input` itself, as lucid's tensors are real."""
+    return tensor_arg(input, "real")
+
+
+def conj(input):
+    """The complex conjugate: `input` itself, as lucid's tensors are real."""
+    return tensor_arg(input, "conj")
+
+
+def conj_physical(input, *, out=None):
+    """The complex conjugate: `input` itself, as lucid's tensors are real."""
+    return returned(tensor_arg(input, "conj_physical"), out, "conj_physical")
+
+
+def resolve_conj(input):
+    """`input` itself (lucid has no lazy conjugation)."""
+    return tensor_arg(input, "resolve_conj")
+
+
+def resolve_neg(input):
+    """`input` itself (lucid has no lazy negation)."""
+    return tensor_arg(input, "resolve_neg")
+
+
+def polygamma(n, input, *, out=None):
+    """The n-th derivative of digamma at `input`: digamma for n = 0, else
+    ``(-1)**(n+1) n! zeta(n + 1, input)``."""
+    t = tensor_arg(input, "polygamma")
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"polygamma(): n must be an int, got {type(n).__name__}")
+    if n < 0:
+        raise RuntimeError(f"polygamma(n, x) does not support negative n, got {n}")
+    if n == 0:
+        return returned(unary_functions["digamma"](t), out, "polygamma")
+    import math
+    factor = math.factorial(n) * (1 if n % 2 == 1 else -1)
+    r = result(_binary_scalar_op(_C.ZETA, t._h, float(n + 1), 0, _C.SCALAR_FLOAT, True)) * float(factor)
+    return returned(r, out, "polygamma")
+
+
+def mvlgamma(input, p, *, out=None):
+    """The log of the multivariate gamma function of dimension `p`:
+    ``sum(lgamma(input - i/2) for i < p) + p(p-1)/4 log(pi)``; every element must exceed
+    ``(p - 1) / 2``."""
+    import math
+    t = tensor_arg(input, "mvlgamma")
+    if isinstance(p, bool) or not isinstance(p, int) or p < 1:
+        raise ValueError(f"mvlgamma(): p must be a positive int, got {p!r}")
+    if not t.dtype.is_floating_point:
+        from .._types import float32
+        t = t.to(float32)
+    if not bool(gt(t, (p - 1) / 2).all()):
+        raise RuntimeError(f"mvlgamma(): all elements must be greater than (p-1)/2 = {(p - 1) / 2}")
+    r = unary_functions["lgamma"](t)
+    for i in range(1, p):
+        r = r + unary_functions["lgamma"](t - i / 2)
+    return returned(r + p * (p - 1) / 4 * math.log(_PI), out, "mvlgamma")
+
+
+def lerp(input, end, weight, *, out=None):
+    """``input + weight * (end - input)``, elementwise (`weight` a tensor or number)."""
+    tensor_arg(input, "lerp")
+    tensor_arg(end, "lerp", "end")
+    d = end - input
+    if isinstance(weight, TensorBase):
+        # The form exact at weight 1 for weights from 1/2 up, as PyTorch's.
+        r = where(lt(weight.abs(), 0.5), input + weight * d, end - d * (1 - weight))
+    else:
+        r = input + d * weight if -0.5 < weight < 0.5 else end - d * (1 - weight)
+    return returned(r, out, "lerp")
+
+
+def addcmul(input, tensor1, tensor2, *, value=1, out=None):
+    """``input + value * tensor1 * tensor2``."""
+    tensor_arg(input, "addcmul")
+    p = tensor_arg(tensor1, "addcmul", "tensor1") * tensor_arg(tensor2, "addcmul", "tensor2")
+    return returned(input + (p if value == 1 else p * value), out, "addcmul")
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
+    """``input + value * tensor1 / tensor2``; integer `tensor1` and `tensor2` are refused."""
+    tensor_arg(input, "addcdiv")
+    a, b = tensor_arg(tensor1, "addcdiv", "tensor1"), tensor_arg(tensor2, "addcdiv", "tensor2")
+    if not a.dtype.is_floating_point and not b.dtype.is_floating_point:
+        raise RuntimeError("addcdiv(): integer division with addcdiv is not supported; use true_divide on the "
+                           "tensors' float forms")
+    q = a / b
+    return returned(input + (q if value == 1 else q * value), out, "addcdiv")
+
+
+def _bound(x, bound, lower):
+    """`x` with the tensor `bound` applied: the bound where `x` is past it or the bound is NaN;
+    the gradient goes to `x` at a tie."""
+    past = lt(x, bound) if lower else gt(x, bound)
+    return where(logical_or(past, isnan(bound)), bound, x)
+
+
+def clamp(input, min=None, max=None, *, out=None):
+    """Limits values to ``[min, max]`` (numbers or tensors, broadcast); the gradient passes where
+    ``min <= x <= max``."""
+    tensor_arg(input, "clamp")
+    if isinstance(min, TensorBase) or isinstance(max, TensorBase):
+        r = input
+        for bound, lower in ((min, True), (max, False)):
+            if isinstance(bound, TensorBase):
+                r = _bound(r, bound, lower)
+            elif bound is not None:
+                r = _scalar_clamp(r, bound if lower else None, None if lower else bound)
+        return returned(r, out, "clamp")
+    return returned(_scalar_clamp(input, min, max), out, "clamp")
+
+
+def _scalar_clamp(input, min, max):
+    lo = (0.0, 0, 0) if min is None else scalar_or_raise(min, "clamp(): min")
+    hi = (0.0, 0, 0) if max is None else scalar_or_raise(max, "clamp(): max")
+    return result(_C.clamp(input._h, min is not None, *lo, max is not None, *hi))
+
+
+clip = clamp
+
+
+def clamp_min(input, min, *, out=None):
+    """Limits values from below (a number or a tensor)."""
+    return clamp(input, min=min, out=out)
+
+
+def clamp_max(input, max, *, out=None):
+    """Limits values from above (a number or a tensor)."""
+    return clamp(input, max=max, out=out)
+
+
+def _reflected(op, name):
+    def fn(self, o):
+        return binary(op, self, o, True)
+
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+def _integer_reflected(op, name):
+    def fn(self, o):
+        if isinstance(o, float):
+            return NotImplemented
+        return binary(op, self, o, True)
+
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+MATH_FUNCTIONS = ["atan2", "arctan2", "copysign", "xlogy", "hypot", "nextafter", "logaddexp", "logaddexp2", "igamma",
+                  "igammac", "fmod", "remainder", "floor_divide", "fmax", "fmin", "gcd", "lcm", "bitwise_left_shift",
+                  "bitwise_right_shift", "heaviside", "true_divide", "divide", "rsub", "float_power", "ldexp", "frexp",
+                  "sign", "sgn", "signbit", "frac", "reciprocal", "square", "deg2rad", "rad2deg", "logit",
+                  "nan_to_num", "isposinf", "isneginf", "isreal", "positive", "angle", "real", "conj", "conj_physical",
+                  "resolve_conj", "resolve_neg", "polygamma", "mvlgamma", "lerp", "addcmul", "addcdiv", "clamp_min",
+                  "clamp_max"]
+
+# The header's words first, as for every unary op.
+round.__doc__ = (f"{_C._abi.DOCS['LUCID_ROUND']}, elementwise; with `decimals`, to that many decimal places "
+                 "(``round(input * 10**decimals) / 10**decimals``).")
+sign.__doc__ = f"{_C._abi.DOCS['LUCID_SIGN']}, elementwise (bool stays bool)."
+unary_functions["round"], unary_functions["sign"] = round, sign
+
+
 class ElementwiseMethods:
     """Tensor's operators and elementwise methods."""
 
@@ -414,8 +873,46 @@ class ElementwiseMethods:
     bitwise_and, bitwise_or, bitwise_xor, bitwise_not = bitwise_and, bitwise_or, bitwise_xor, bitwise_not
     logical_and, logical_or, logical_xor, logical_not = logical_and, logical_or, logical_xor, logical_not
     arcsin, arccos, arctan = arcsin, arccos, arctan
+    arcsinh, arccosh, arctanh, fix = arcsinh, arccosh, arctanh, fix
     masked_fill, isnan, isinf, isfinite, isclose, allclose, equal, outer = (masked_fill, isnan, isinf, isfinite,
                                                                             isclose, allclose, equal, outer)
+
+    def __mod__(self, o):
+        return _check_divisor(binary(_C.REMAINDER, self, o), o, "%")
+
+    def __rmod__(self, o):
+        return _check_divisor(binary(_C.REMAINDER, self, o, True), self, "%")
+
+    def __floordiv__(self, o):
+        return _check_divisor(binary(_C.FLOOR_DIVIDE, self, o), o, "//")
+
+    def __rfloordiv__(self, o):
+        return _check_divisor(binary(_C.FLOOR_DIVIDE, self, o, True), self, "//")
+
+    def __lshift__(self, o):
+        return bitwise(_C.LEFT_SHIFT, self, o)
+
+    def __rshift__(self, o):
+        return bitwise(_C.RIGHT_SHIFT, self, o)
+
+    __rlshift__ = _integer_reflected(_C.LEFT_SHIFT, "__rlshift__")
+    __rrshift__ = _integer_reflected(_C.RIGHT_SHIFT, "__rrshift__")
+    __rdiv__ = _reflected(_DIV, "__rdiv__")
+
+    (atan2, arctan2, copysign, xlogy, hypot, nextafter, logaddexp, logaddexp2, igamma, igammac, fmod, remainder,
+     floor_divide, fmax, fmin, gcd, lcm, bitwise_left_shift, bitwise_right_shift, heaviside, true_divide, divide,
+     float_power, ldexp, frexp, sgn, signbit, frac, reciprocal, square, deg2rad, rad2deg, logit, nan_to_num,
+     isposinf, isneginf, isreal, positive, angle, conj, conj_physical, resolve_conj, resolve_neg, mvlgamma, lerp,
+     addcmul, addcdiv, clamp_min, clamp_max) = (
+        atan2, arctan2, copysign, xlogy, hypot, nextafter, logaddexp, logaddexp2, igamma, igammac, fmod, remainder,
+        floor_divide, fmax, fmin, gcd, lcm, bitwise_left_shift, bitwise_right_shift, heaviside, true_divide, divide,
+        float_power, ldexp, frexp, sgn, signbit, frac, reciprocal, square, deg2rad, rad2deg, logit, nan_to_num,
+        isposinf, isneginf, isreal, positive, angle, conj, conj_physical, resolve_conj, resolve_neg, mvlgamma, lerp,
+        addcmul, addcdiv, clamp_min, clamp_max)
+
+    def polygamma(self, n):
+        """polygamma(n, self)."""
+        return polygamma(n, self)
 
     def where(self, condition, other):
         """``self`` where ``condition`` holds, ``other`` elsewhere."""
@@ -428,4 +925,4 @@ for _name, _fn in unary_functions.items():
 __all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "clip", "matmul", "mm", "dot", "eq", "ne", "lt", "le",
            "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "logical_and", "logical_or",
            "logical_xor", "logical_not", "where", "isnan", "isinf", "isfinite", "isclose", "allclose", "equal", "outer",
-           "ger", "arcsin", "arccos", "arctan", *unary_functions]
+           "ger", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "fix", *unary_functions, *MATH_FUNCTIONS]

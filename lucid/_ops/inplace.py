@@ -14,6 +14,7 @@ from .._core import TensorBase, scalar, scalar_or_raise, tensor_arg
 from .._types import bool_
 from .composed import randint
 from .creation import rand, randn
+from . import elementwise as _elementwise
 from .elementwise import UNARY, binary, clamp, masked_fill, unary_functions
 from .writes import assign, encode, fill, index_put, operand, recording, source
 
@@ -194,5 +195,84 @@ class InPlaceMethods:
         return binary_(self, _C.BITWISE_XOR, o, "^=")
 
 
+def _function_inplace(name):
+    """The in-place form of the elementwise function `name`: its result, written into the tensor
+    (whose dtype it must fit)."""
+    op = f"{name}_"
+    function = getattr(_elementwise, name)
+
+    def fn(self, *args, **kwargs):
+        tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, TensorBase)]
+        return _set(self, function(source(self, *tensors), *args, **kwargs), op)
+
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = f"{name}, in place."
+    return fn
+
+
+# PyTorch's in-place forms of the elementwise math functions.
+for _name in ("atan2", "arctan2", "copysign", "xlogy", "hypot", "nextafter", "igamma", "igammac", "fmod", "remainder",
+              "floor_divide", "fmax", "fmin", "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "heaviside",
+              "true_divide", "ldexp", "sgn", "frac", "reciprocal", "square", "deg2rad", "rad2deg", "logit",
+              "nan_to_num", "mvlgamma", "clamp_min", "clamp_max"):
+    setattr(InPlaceMethods, f"{_name}_", _function_inplace(_name))
+
+
+def _polygamma_(self, n):
+    """polygamma(n, self), in place."""
+    return _set(self, _elementwise.polygamma(n, source(self)), "polygamma_")
+
+
+def _round_(self, *, decimals=0):
+    """round, in place."""
+    if decimals == 0 and not recording(self):
+        _C.unary_inplace(UNARY["round"], self._h, "round_")
+        return self
+    return _set(self, _elementwise.round(source(self), decimals=decimals), "round_")
+
+
+def _div_(self, other, *, rounding_mode=None):
+    """div, in place."""
+    if rounding_mode is None:
+        return _arith_(self, _C.DIV, other, "div_")
+    return _set(self, _elementwise.div(source(self, other), other, rounding_mode=rounding_mode), "div_")
+
+
+def _float_power_(self, exponent):
+    """float_power, in place: the tensor must be float64, the dtype of the result."""
+    if self.dtype.name != "float64":
+        raise RuntimeError(f"float_power_: the base has dtype {self.dtype} but the result requires float64")
+    return _set(self, _elementwise.float_power(source(self, exponent), exponent), "float_power_")
+
+
+InPlaceMethods.polygamma_, InPlaceMethods.round_, InPlaceMethods.div_ = _polygamma_, _round_, _div_
+InPlaceMethods.float_power_ = _float_power_
+
+
+def _shift(op, name):
+    def fn(self, o):
+        if isinstance(o, float):
+            raise TypeError(f"{name}: the shift must be an integer or an integer tensor")
+        return binary_(self, op, o, name)
+
+    return fn
+
+
+def _dividing(op, name):
+    def fn(self, o):
+        if not self.dtype.is_floating_point and not getattr(o, "is_floating_point", lambda: isinstance(o, float))():
+            if bool((o == 0).any()) if isinstance(o, TensorBase) else o == 0:
+                raise RuntimeError(f"{name}: ZeroDivisionError: integer division by zero")
+        return binary_(self, op, o, name)
+
+    return fn
+
+
+InPlaceMethods.__imod__ = _dividing(_C.REMAINDER, "%=")
+InPlaceMethods.__ifloordiv__ = _dividing(_C.FLOOR_DIVIDE, "//=")
+InPlaceMethods.__ilshift__ = _shift(_C.LEFT_SHIFT, "<<=")
+InPlaceMethods.__irshift__ = _shift(_C.RIGHT_SHIFT, ">>=")
+
 for _name, _code in UNARY.items():
-    setattr(InPlaceMethods, f"{_name}_", _unary_inplace(_name, _code))
+    if _name in unary_functions and _name != "round":
+        setattr(InPlaceMethods, f"{_name}_", _unary_inplace(_name, _code))

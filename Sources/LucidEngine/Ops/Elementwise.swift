@@ -15,9 +15,41 @@ package enum Elementwise {
     static let bitwiseNot = OpInfo("bitwise_not", .none)
     static let neg = OpInfo("neg", .none)
     static let relu = OpInfo("relu", .none)
+    /// The binary math ops after the bitwise ones, by kernel; atan2 is on PyTorch's float32
+    /// autocast list, and the rest keep their input dtype.
+    static let mathInfos: [OpInfo] = (BinaryKernel.atan2.rawValue...BinaryKernel.legendrePolynomialP.rawValue).compactMap { code in
+        guard let k = BinaryKernel(rawValue: code) else { return nil }
+        return OpInfo(binaryName(k), k == .atan2 ? .float32 : .none)
+    }
 
     /// The binary ops' table entries, with bitwise_not (their one unary companion).
-    static let binaryInfos = [add, sub, mul, div, pow, maximum, minimum, bitwiseAnd, bitwiseOr, bitwiseXor, bitwiseNot]
+    static let binaryInfos = [add, sub, mul, div, pow, maximum, minimum, bitwiseAnd, bitwiseOr, bitwiseXor, bitwiseNot] + mathInfos
+
+    /// A binary op's name as Python spells it.
+    static func binaryName(_ k: BinaryKernel) -> String {
+        switch k {
+        case .floorDivide: return "floor_divide"
+        case .truncDivide: return "trunc_divide"
+        case .leftShift: return "bitwise_left_shift"
+        case .rightShift: return "bitwise_right_shift"
+        case .bitwiseAnd: return "bitwise_and"
+        case .bitwiseOr: return "bitwise_or"
+        case .bitwiseXor: return "bitwise_xor"
+        case .chebyshevPolynomialT: return "chebyshev_polynomial_t"
+        case .chebyshevPolynomialU: return "chebyshev_polynomial_u"
+        case .chebyshevPolynomialV: return "chebyshev_polynomial_v"
+        case .chebyshevPolynomialW: return "chebyshev_polynomial_w"
+        case .shiftedChebyshevPolynomialT: return "shifted_chebyshev_polynomial_t"
+        case .shiftedChebyshevPolynomialU: return "shifted_chebyshev_polynomial_u"
+        case .shiftedChebyshevPolynomialV: return "shifted_chebyshev_polynomial_v"
+        case .shiftedChebyshevPolynomialW: return "shifted_chebyshev_polynomial_w"
+        case .hermitePolynomialH: return "hermite_polynomial_h"
+        case .hermitePolynomialHe: return "hermite_polynomial_he"
+        case .laguerrePolynomialL: return "laguerre_polynomial_l"
+        case .legendrePolynomialP: return "legendre_polynomial_p"
+        default: return "\(k)"
+        }
+    }
 
     static func info(_ k: BinaryKernel) -> OpInfo {
         switch k {
@@ -31,6 +63,9 @@ package enum Elementwise {
         case .bitwiseAnd: return bitwiseAnd
         case .bitwiseOr: return bitwiseOr
         case .bitwiseXor: return bitwiseXor
+        default:
+            let name = binaryName(k)
+            return mathInfos.first { $0.name == name } ?? add
         }
     }
 
@@ -61,6 +96,16 @@ package enum Elementwise {
     }
 
     static func checkBool(_ k: BinaryKernel, _ dtype: DType) throws {
+        let name = info(k).name
+        if k.integerOnly && (dtype.isFloatingPoint || dtype == .bool) {
+            throw LucidError.type("\(name): only integer tensors are supported, got \(dtype)")
+        }
+        if k.floatingOnly && !dtype.isFloatingPoint {
+            throw LucidError.type("\(name): only floating-point tensors are supported, got \(dtype)")
+        }
+        if k.divides && dtype == .bool {
+            throw LucidError.type("\(name): not supported for bool tensors")
+        }
         if k.isBitwise && dtype.isFloatingPoint {
             throw LucidError.type("\(info(k).name): only integer and bool tensors are supported, got \(dtype)")
         }
@@ -89,7 +134,7 @@ package enum Elementwise {
 
     static func computeType(_ k: BinaryKernel, _ dtype: DType) -> DType {
         // True division of integers gives the default float type.
-        (k == .div && !dtype.isFloatingPoint) ? .float32 : dtype
+        ((k == .div || k.promotesIntegers) && !dtype.isFloatingPoint) ? .float32 : dtype
     }
 
     package static func binary(_ k: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl) throws -> TensorImpl {
@@ -133,7 +178,11 @@ package enum Elementwise {
                 return (gx, try binary(.sub, g, gx))
             }
             saved = [x, y]
-        case .bitwiseAnd, .bitwiseOr, .bitwiseXor: return out  // integers and bools carry no gradient
+        case .bitwiseAnd, .bitwiseOr, .bitwiseXor, .leftShift, .rightShift, .gcd, .lcm:
+            return out  // integers and bools carry no gradient
+        default:
+            guard let math = try mathGradient(k, x, y, out) else { return out }
+            (rule, saved) = math
         }
         let xShape = x.shape, yShape = y.shape
         return Autograd.record(out, Autograd.name(op), [x, y], saved: saved) { g in
@@ -142,8 +191,91 @@ package enum Elementwise {
         }
     }
 
+    private static func scalarOf(_ v: Double) -> ScalarOperand { ScalarOperand(float: v) }
+
+    /// The gradient rules of the binary math ops (nil: the op has none, as in PyTorch), with
+    /// what each reads. Written with the engine's ops, so that they are differentiable too.
+    private static func mathGradient(_ k: BinaryKernel, _ x: TensorImpl, _ y: TensorImpl, _ out: TensorImpl) throws
+        -> ((TensorImpl) throws -> (TensorImpl, TensorImpl), [TensorImpl?])? {
+        func mul(_ a: TensorImpl, _ b: TensorImpl) throws -> TensorImpl { try binary(.mul, a, b) }
+        func div(_ a: TensorImpl, _ b: TensorImpl) throws -> TensorImpl { try binary(.div, a, b) }
+        func zeros(_ g: TensorImpl) throws -> TensorImpl { try binary(.mul, g, scalar: scalarOf(0), scalarFirst: false) }
+        switch k {
+        case .atan2:  // d atan2(x, y) = (y dx - x dy) / (x² + y²)
+            return ({ g in
+                let r = try binary(.add, try mul(x, x), try mul(y, y))
+                let gr = try div(g, r)
+                return (try mul(gr, y), try unary(.neg, try mul(gr, x)))
+            }, [x, y])
+        case .hypot:
+            return ({ g in (try mul(g, try div(x, out)), try mul(g, try div(y, out))) }, [x, y, out])
+        case .copysign:  // out / x where x ≠ 0, else 0; no gradient for the sign's source
+            return ({ g in
+                let ratio = try div(out, x)
+                let zero = try Comparison.compare(.eq, x, scalar: scalarOf(0))
+                return (try mul(g, try Comparison.where(zero, scalar: scalarOf(0), ratio)), try zeros(g))
+            }, [x, out])
+        case .xlogy, .xlog1py:  // d/dx = xlogy(x ≠ 0, y); d/dy = x / y (x / (1 + y))
+            return ({ g in
+                let nonzero = try Ops.cast(try Comparison.compare(.ne, x, scalar: scalarOf(0)), to: x.dtype)
+                let gx = try mul(g, try binary(k, nonzero, y))
+                let base = k == .xlogy ? y : try binary(.add, y, scalar: scalarOf(1), scalarFirst: false)
+                return (gx, try mul(g, try div(x, base)))
+            }, [x, y])
+        case .logaddexp, .logaddexp2:  // d/dx = 1 / (1 + b^(y - x)) = b^(x - out)
+            return ({ g in
+                let gx: TensorImpl, gy: TensorImpl
+                if k == .logaddexp {
+                    gx = try unary(.exp, try binary(.sub, x, out))
+                    gy = try unary(.exp, try binary(.sub, y, out))
+                } else {
+                    gx = try unary(.exp2, try binary(.sub, x, out))
+                    gy = try unary(.exp2, try binary(.sub, y, out))
+                }
+                return (try mul(g, gx), try mul(g, gy))
+            }, [x, y, out])
+        case .fmod, .remainder:  // d/dx = 1; d/dy = -trunc(x / y) (fmod), -floor(x / y) (remainder)
+            return ({ g in
+                let q = try unary(k == .fmod ? .trunc : .floor, try div(x, y))
+                return (g, try unary(.neg, try mul(g, q)))
+            }, [x, y])
+        case .fmax, .fmin:  // to x where it is chosen (y NaN, or x ≥ y for fmax), else to y
+            return ({ g in
+                let wins = try Comparison.compare(k == .fmax ? .ge : .le, x, y)
+                let takesX = try binary(.bitwiseOr, wins, try Comparison.compare(.ne, y, y))
+                let gx = try Comparison.where(takesX, g, try zeros(g))
+                return (gx, try binary(.sub, g, gx))
+            }, [x, y])
+        case .floorDivide, .truncDivide:
+            return ({ g in (try zeros(g), try zeros(g)) }, [])
+        case .nextafter:  // as PyTorch: the gradient passes to x
+            return ({ g in (g, try zeros(g)) }, [])
+        case .igamma, .igammac:  // d/dx = ± x^(a-1) e^-x / Γ(a); none for a
+            return ({ g in
+                let logDensity = try binary(.sub, try binary(.sub,
+                    try mul(try binary(.sub, x, scalar: scalarOf(1), scalarFirst: false), try unary(.log, y)), y),
+                    try unary(.lgamma, x))
+                var gy = try mul(g, try unary(.exp, logDensity))
+                if k == .igammac { gy = try unary(.neg, gy) }
+                return (try zeros(g), gy)
+            }, [x, y])
+        case .zeta:  // d/dq ζ(s, q) = -s ζ(s + 1, q); none for s
+            return ({ g in
+                let next = try binary(.zeta, try binary(.add, x, scalar: scalarOf(1), scalarFirst: false), y)
+                return (try zeros(g), try unary(.neg, try mul(g, try mul(x, next))))
+            }, [x, y])
+        default:
+            return nil
+        }
+    }
+
     package static func binary(_ k: BinaryKernel, _ a: TensorImpl, scalar: ScalarOperand, scalarFirst: Bool) throws -> TensorImpl {
         let op = info(k)
+        if k.rawValue > BinaryKernel.bitwiseXor.rawValue {
+            // The math ops take the scalar as a 0-d tensor of its kind, which promotes alike.
+            let s = try Ops.scalarTensor(scalar, dtype: scalar.dtype, device: a.device)
+            return try scalarFirst ? binary(k, s, a) : binary(k, a, s)
+        }
         let x0 = try op.autocast([a])[0]
         let dtype = computeType(k, resultType(x0, scalar))
         try checkBool(k, dtype)
@@ -183,24 +315,26 @@ package enum Elementwise {
                 return try binary(.mul, g, try maxShare(x, s, larger: k == .maximum))
             }
             saved = [x]
-        case (.bitwiseAnd, _), (.bitwiseOr, _), (.bitwiseXor, _): return out
+        default: return out
         }
         return Autograd.record(out, Autograd.name(op), [x], saved: saved) { g in [try rule(g)] }
     }
 
-    /// Unary ops by kernel. exp, expm1, log, log1p, rsqrt, softplus, tan, asin and acos are on
-    /// PyTorch's float32 autocast list; the rest keep their input dtype.
+    /// Unary ops by kernel. exp, expm1, log, log1p, log2, log10, rsqrt, softplus, tan, asin,
+    /// acos, sinh, cosh and erfinv are on PyTorch's float32 autocast list; the rest keep their
+    /// input dtype.
     static let unaryInfos: [OpInfo] = UnaryKernel.allCases.filter { $0 != .geluTanh }.map { k in
         switch k {
         case .neg: return neg
         case .relu: return relu
-        case .exp, .expm1, .log, .log1p, .rsqrt, .softplus, .tan, .asin, .acos: return OpInfo("\(k)", .float32)
-        default: return OpInfo("\(k)", .none)
+        case .exp, .expm1, .log, .log1p, .log2, .log10, .rsqrt, .softplus, .tan, .asin, .acos, .sinh, .cosh, .erfinv:
+            return OpInfo(k.name, .float32)
+        default: return OpInfo(k.name, .none)
         }
     }
 
     static func info(_ k: UnaryKernel) -> OpInfo {
-        let name = k == .geluTanh ? "gelu" : "\(k)"
+        let name = k == .geluTanh ? "gelu" : k.name
         return unaryInfos.first { $0.name == name } ?? neg
     }
 
@@ -223,7 +357,7 @@ package enum Elementwise {
         let out = try TensorImpl.empty(x.shape, dtype: x.dtype, like: x)
         out.run(ElementwiseKernels.self, KernelCall(.unary(k), reads: [x], writes: [out]), k.name) { $0.unary(k, x, into: out) }
         try op.inspected(out)
-        guard Autograd.tracks(x) else { return out }
+        guard Autograd.tracks(x), k.hasDerivative else { return out }
         // The node keeps one tensor: the output when the derivative reads it, else the input
         // (the kernel then ignores the other argument).
         let saved = k.derivativeUsesOutput ? out : x

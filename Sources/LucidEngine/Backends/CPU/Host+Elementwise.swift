@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Host elementwise kernels: arithmetic on tensors and scalars, unary functions and their
 /// derivatives, comparisons and selection; the fused kernels for contiguous float32 operands.
 extension HostBackend: ElementwiseKernels, FusedElementwiseKernels {
@@ -73,7 +79,57 @@ func applyBinary<R: HostReal>(_ op: BinaryKernel, _ x: R, _ y: R) -> R {
     case .pow: return R.pow(x, y)
     case .maximum: return x.isNaN || y.isNaN ? .nan : Swift.max(x, y)
     case .minimum: return x.isNaN || y.isNaN ? .nan : Swift.min(x, y)
-    case .bitwiseAnd, .bitwiseOr, .bitwiseXor: return .nan  // refused for floating types by the op layer
+    case .bitwiseAnd, .bitwiseOr, .bitwiseXor, .leftShift, .rightShift, .gcd, .lcm:
+        return .nan  // refused for floating types by the op layer
+    case .nextafter:
+        if x.isNaN || y.isNaN { return .nan }
+        return x == y ? y : (x < y ? x.nextUp : x.nextDown)
+    case .fmax: return x.isNaN ? y : (y.isNaN ? x : Swift.max(x, y))
+    case .fmin: return x.isNaN ? y : (y.isNaN ? x : Swift.min(x, y))
+    case .heaviside: return x == 0 ? y : (x > 0 ? 1 : 0)
+    case .copysign: return R(signOf: y, magnitudeOf: x)
+    default: return R(binaryDouble(op, Double(x), Double(y)))
+    }
+}
+
+/// The float ops computed in double precision and rounded once.
+private func binaryDouble(_ op: BinaryKernel, _ x: Double, _ y: Double) -> Double {
+    switch op {
+    case .atan2: return atan2(x, y)
+    case .hypot: return hypot(x, y)
+    case .xlogy: return x == 0 && !y.isNaN ? 0 : x * log(y)
+    case .xlog1py: return x == 0 && !y.isNaN ? 0 : x * log1p(y)
+    case .zeta: return SpecialMath.zeta(x, y)
+    case .igamma: return SpecialMath.igamma(x, y)
+    case .igammac: return SpecialMath.igammac(x, y)
+    case .logaddexp, .logaddexp2:
+        let m = Swift.max(x, y)
+        if x.isNaN || y.isNaN { return .nan }
+        if m.isInfinite && x == y { return m }  // (inf - inf would be NaN)
+        let d = -Swift.abs(x - y)
+        return op == .logaddexp ? m + log1p(exp(d)) : m + log1p(exp2(d)) / SpecialMath.ln2
+    case .fmod: return fmod(x, y)
+    case .chebyshevPolynomialT, .chebyshevPolynomialU, .chebyshevPolynomialV, .chebyshevPolynomialW, .shiftedChebyshevPolynomialT, .shiftedChebyshevPolynomialU,
+         .shiftedChebyshevPolynomialV, .shiftedChebyshevPolynomialW, .hermitePolynomialH, .hermitePolynomialHe, .laguerrePolynomialL, .legendrePolynomialP:
+        return SpecialMath.polynomial(op, x, y)
+    case .remainder:
+        // x - floor(x / y)·y, as the remainder of the truncating fmod moved to y's sign.
+        var r = fmod(x, y)
+        if r != 0 && (r < 0) != (y < 0) { r += y }
+        return r
+    case .truncDivide: return (x / y).rounded(.towardZero)
+    case .floorDivide:
+        // floor(x / y) of the exact quotient: (x - fmod(x, y)) / y is an integer up to rounding,
+        // one less when the remainder's sign differs from y's.
+        if y == 0 { return x / y }
+        let r = fmod(x, y)
+        var q = (x - r) / y
+        if r != 0 && (y < 0) != (r < 0) { q -= 1 }
+        if q == 0 { return (0.0).sign == (x / y).sign ? 0 : -0.0 }
+        var f = q.rounded(.down)
+        if q - f > 0.5 { f += 1 }
+        return f
+    default: return .nan
     }
 }
 
@@ -103,12 +159,44 @@ private func applyInt(_ op: BinaryKernel, _ x: Int64, _ y: Int64) -> Int64 {
     case .mul: return x &* y
     case .div: return y == 0 ? 0 : (x == .min && y == -1 ? .min : x / y)  // not reached: div promotes to float
     case .pow: return integerPower(x, y)
-    case .maximum: return Swift.max(x, y)
     case .minimum: return Swift.min(x, y)
     case .bitwiseAnd: return x & y
     case .bitwiseOr: return x | y
     case .bitwiseXor: return x ^ y
+    case .fmod, .truncDivide:
+        // Divisors of 0 are refused by the op layer; .min / -1 wraps.
+        if y == 0 { return 0 }
+        if y == -1 { return op == .fmod ? 0 : 0 &- x }
+        return op == .fmod ? x % y : x / y
+    case .remainder, .floorDivide:
+        if y == 0 { return 0 }
+        if y == -1 { return op == .remainder ? 0 : 0 &- x }
+        let q = x / y, r = x % y
+        let adjust = r != 0 && (r < 0) != (y < 0)
+        return op == .remainder ? (adjust ? r + y : r) : (adjust ? q - 1 : q)
+    case .fmax, .maximum: return Swift.max(x, y)
+    case .fmin: return Swift.min(x, y)
+    case .heaviside: return x == 0 ? y : (x > 0 ? 1 : 0)
+    // Shifts by a negative count or the width or more give 0 (left) or the sign (right); the
+    // result is truncated into the dtype, whose width the 64-bit shift covers.
+    case .leftShift: return y < 0 || y >= 64 ? 0 : x << y
+    case .rightShift: return y < 0 || y >= 64 ? (x < 0 ? -1 : 0) : x >> y
+    case .gcd: return gcd(x, y)
+    case .lcm:
+        let g = gcd(x, y)
+        if g == 0 { return 0 }
+        let v = (x / g) &* y
+        return v == .min ? v : Swift.abs(v)
+    default: return 0  // the float-valued ops, promoted by the op layer
     }
+}
+
+/// The greatest common divisor (non-negative; gcd(0, 0) = 0), by Euclid's algorithm.
+@inline(__always)
+private func gcd(_ a: Int64, _ b: Int64) -> Int64 {
+    var x = a.magnitude, y = b.magnitude
+    while y != 0 { (x, y) = (y, x % y) }
+    return Int64(truncatingIfNeeded: x)
 }
 
 private struct BinaryTensorKernel: ElementVisitor {
@@ -126,7 +214,7 @@ private struct BinaryTensorKernel: ElementVisitor {
         case .pow: run(loop, pa, pb, po, E.self) { E.Real.pow($0, $1) } int: { integerPower($0, $1) }
         case .maximum: run(loop, pa, pb, po, E.self) { applyBinary(.maximum, $0, $1) } int: { Swift.max($0, $1) }
         case .minimum: run(loop, pa, pb, po, E.self) { applyBinary(.minimum, $0, $1) } int: { Swift.min($0, $1) }
-        case .bitwiseAnd, .bitwiseOr, .bitwiseXor:
+        default:
             run(loop, pa, pb, po, E.self) { applyBinary(op, $0, $1) } int: { applyInt(op, $0, $1) }
         }
     }

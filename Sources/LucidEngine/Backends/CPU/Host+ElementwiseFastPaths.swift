@@ -93,7 +93,7 @@ enum FloatFastPath {
         case .sub: for i in 0..<n { o[i] = x[i] - y[i] }
         case .mul: for i in 0..<n { o[i] = x[i] * y[i] }
         case .div: for i in 0..<n { o[i] = x[i] / y[i] }
-        case .pow, .maximum, .minimum, .bitwiseAnd, .bitwiseOr, .bitwiseXor:
+        default:
             for i in 0..<n { o[i] = applyBinary(op, x[i], y[i]) }
         }
     }
@@ -106,7 +106,7 @@ enum FloatFastPath {
         case .sub: for i in 0..<n { o[i] -= y[i] }
         case .mul: for i in 0..<n { o[i] *= y[i] }
         case .div: for i in 0..<n { o[i] /= y[i] }
-        case .pow, .maximum, .minimum, .bitwiseAnd, .bitwiseOr, .bitwiseXor:
+        default:
             for i in 0..<n { o[i] = applyBinary(op, o[i], y[i]) }
         }
     }

@@ -19,17 +19,17 @@ extension MetalBackend: ElementwiseKernels {
         guard out.numel > 0 else { return .native }
         let fits: Bool
         switch call.op {
-        case .binary:
-            fits = Self.arithmetic.contains(out.dtype)
+        case .binary(let op):
+            fits = op.hasMetalKernel && Self.arithmetic.contains(out.dtype)
                 && MetalLayout(shape: out.shape, operands: [r[0].strides, r[1].strides, out.strides]) != nil
-        case .binaryScalar:
-            fits = Self.arithmetic.contains(out.dtype) && MetalLayout(shape: out.shape, operands: [r[0].strides, out.strides]) != nil
+        case .binaryScalar(let op):
+            fits = op.hasMetalKernel && Self.arithmetic.contains(out.dtype) && MetalLayout(shape: out.shape, operands: [r[0].strides, out.strides]) != nil
         case .unary(let op):
             let integral = (out.dtype == .int32 || out.dtype == .int64) && op.keepsIntegers
-            fits = (Self.floating.contains(out.dtype) || integral)
+            fits = op.hasMetalKernel && (Self.floating.contains(out.dtype) || integral)
                 && MetalLayout(shape: out.shape, operands: [r[0].strides, out.strides]) != nil
-        case .unaryBackward:
-            fits = Self.floating.contains(out.dtype)
+        case .unaryBackward(let op):
+            fits = op.hasMetalKernel && Self.floating.contains(out.dtype)
                 && MetalLayout.layouts(shape: out.shape, operands: r.map(\.strides) + [out.strides]) != nil
         case .compare:
             fits = MetalLayout(shape: out.shape, operands: [r[0].strides, r[1].strides, out.strides]) != nil

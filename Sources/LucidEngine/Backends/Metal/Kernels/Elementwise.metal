@@ -33,7 +33,20 @@ inline long element_offset(ulong flat, constant Layout& L, uint operand) {
 
 // ---- binary ------------------------------------------------------------------------------
 // Op codes: BinaryKernel's raw values (add 0, sub, mul, div, pow, maximum, minimum 6; bitwise and,
-// or, xor 7-9, for integers and bool only).
+// or, xor 7-9, for integers and bool only; atan2 10, copysign 11, fmod 21, remainder 22, floor and
+// trunc division 23-24, fmax, fmin, heaviside 25-27; shifts, gcd and lcm 28-31, integers only).
+// BinaryKernel.hasMetalKernel lists the ops these kernels take.
+
+// The quotient of a floating division rounded down (floor) or toward zero: (x - fmod(x, y)) / y
+// is an integer up to one rounding, so it is taken to the nearest one, then moved down by one
+// where the remainder's sign differs from y's (floor); as the host computes it.
+inline float divide_rounded(float x, float y, bool floor_mode) {
+    if (y == 0.0f) return floor_mode ? floor(x / y) : trunc(x / y);
+    float r = precise::fmod(x, y);
+    float q = rint((x - r) / y);
+    if (floor_mode && r != 0.0f && (y < 0.0f) != (r < 0.0f)) q -= 1.0f;
+    return q == 0.0f ? copysign(0.0f, x / y) : q;
+}
 
 inline float binary_float(uint op, float x, float y) {
     switch (op) {
@@ -43,6 +56,18 @@ inline float binary_float(uint op, float x, float y) {
     case 3: return x / y;
     case 4: return precise::pow(x, y);
     case 5: return (isnan(x) || isnan(y)) ? NAN : max(x, y);
+    case 10: return precise::atan2(x, y);
+    case 11: return copysign(x, y);
+    case 21: return precise::fmod(x, y);
+    case 22: {
+        float r = precise::fmod(x, y);
+        return (r != 0.0f && (r < 0.0f) != (y < 0.0f)) ? r + y : r;
+    }
+    case 23: return divide_rounded(x, y, true);
+    case 24: return divide_rounded(x, y, false);
+    case 25: return isnan(x) ? y : (isnan(y) ? x : max(x, y));
+    case 26: return isnan(x) ? y : (isnan(y) ? x : min(x, y));
+    case 27: return x == 0.0f ? y : (x > 0.0f ? 1.0f : 0.0f);
     default: return (isnan(x) || isnan(y)) ? NAN : min(x, y);
     }
 }
@@ -81,6 +106,31 @@ inline long binary_int(uint op, long x, long y) {
     case 6: return min(x, y);
     case 7: return x & y;
     case 8: return x | y;
+    case 21: case 24:  // fmod, trunc division (a divisor of 0 is refused before; LONG_LOWEST / -1 wraps)
+        if (y == 0) return 0;
+        if (y == -1) return op == 21 ? 0 : long(0ul - ulong(x));
+        return op == 21 ? x % y : x / y;
+    case 22: case 23: {  // remainder, floor division
+        if (y == 0) return 0;
+        if (y == -1) return op == 22 ? 0 : long(0ul - ulong(x));
+        long q = x / y, r = x % y;
+        bool adjust = r != 0 && (r < 0) != (y < 0);
+        return op == 22 ? (adjust ? r + y : r) : (adjust ? q - 1 : q);
+    }
+    case 25: return max(x, y);
+    case 26: return min(x, y);
+    case 27: return x == 0 ? y : (x > 0 ? 1 : 0);
+    // Shifts by a negative count or 64 or more give 0 (left) or the sign (right).
+    case 28: return (y < 0 || y >= 64) ? 0 : long(ulong(x) << ulong(y));
+    case 29: return (y < 0 || y >= 64) ? (x < 0 ? -1 : 0) : x >> y;
+    case 30: case 31: {
+        ulong u = ulong(x < 0 ? long(0ul - ulong(x)) : x), v = ulong(y < 0 ? long(0ul - ulong(y)) : y);
+        while (v != 0) { ulong t = u % v; u = v; v = t; }
+        if (op == 30) return long(u);
+        if (u == 0) return 0;
+        long m = long(ulong(x / long(u)) * ulong(y));
+        return (m < 0 && m != LONG_LOWEST) ? -m : m;
+    }
     default: return x ^ y;
     }
 }
@@ -253,6 +303,8 @@ LUCID_BINARY_SCALAR_INT(binary_scalar_bool, uchar)
 constant float SQRT_2_OVER_PI = 0.7978846f;
 constant float INV_SQRT_2 = 0.70710677f;
 constant float INV_SQRT_2PI = 0.3989423f;
+constant float LN_2 = 0.6931472f;
+constant float LN_10 = 2.3025851f;
 
 inline float sigmoid_of(float x) { return 1.0f / (1.0f + precise::exp(-x)); }
 
@@ -308,6 +360,18 @@ inline float unary_float(uint op, float x) {
     case 18: return precise::asin(x);
     case 19: return precise::acos(x);
     case 20: return precise::atan(x);
+    case 22: return floor(x);
+    case 23: return ceil(x);
+    case 24: return trunc(x);
+    case 25: return isnan(x) ? x : (x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f));
+    case 31: return precise::log2(x);
+    case 32: return precise::log10(x);
+    case 33: return precise::exp2(x);
+    case 34: return precise::sinh(x);
+    case 35: return precise::cosh(x);
+    case 36: return precise::asinh(x);
+    case 37: return precise::acosh(x);
+    case 38: return precise::atanh(x);
     default: return rint(x);
     }
 }
@@ -339,7 +403,15 @@ inline float unary_derivative(uint op, float x, float y) {
     case 18: return 1.0f / precise::sqrt(1.0f - x * x);
     case 19: return -1.0f / precise::sqrt(1.0f - x * x);
     case 20: return 1.0f / (1.0f + x * x);
-    default: return 0.0f;
+    case 31: return 1.0f / (x * LN_2);
+    case 32: return 1.0f / (x * LN_10);
+    case 33: return y * LN_2;
+    case 34: return precise::cosh(x);
+    case 35: return precise::sinh(x);
+    case 36: return 1.0f / precise::sqrt(x * x + 1.0f);
+    case 37: return 1.0f / precise::sqrt(x * x - 1.0f);
+    case 38: return 1.0f / (1.0f - x * x);
+    default: return 0.0f;  // round, floor, ceil, trunc, sign
     }
 }
 
@@ -365,13 +437,14 @@ kernel void NAME(device const T* x [[buffer(0)]], device const T* y [[buffer(1)]
 }
 
 // The unary ops that keep integers (UnaryKernel.keepsIntegers): neg (wrapping), relu, abs
-// (int64's lowest stays itself), round (unchanged); computed in int64 and truncated into the
-// dtype.
+// (int64's lowest stays itself), round, floor, ceil, trunc (unchanged), sign; computed in int64
+// and truncated into the dtype.
 inline long unary_int(uint op, long x) {
     switch (op) {
     case 0: return long(0ul - ulong(x));
     case 1: return max(x, 0L);
-    case 21: return x;
+    case 21: case 22: case 23: case 24: return x;
+    case 25: return x > 0 ? 1L : (x < 0 ? -1L : 0L);
     default: return x == LONG_LOWEST ? x : (x < 0 ? -x : x);
     }
 }
