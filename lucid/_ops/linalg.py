@@ -80,6 +80,14 @@ def _product(xs, like):
     return _fold(lambda a, b: a * b, xs) if xs else zeros(like.shape, dtype=like.dtype, device=like.device) + 1
 
 
+def _tied(result, *sources):
+    """`result` plus zero times each source's sum: the same values, with the (zero) gradient
+    PyTorch records for results that do not depend on the entries of their inputs."""
+    for src in sources:
+        result = result + 0 * src.sum()
+    return result
+
+
 def _sign(x):
     """-1, 0 or 1 by the sign of x, in x's dtype (no gradient)."""
     return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
@@ -98,7 +106,7 @@ def _permutation(pivots, m, like):
     1-based row swaps."""
     piv = pivots.numpy()
     k = piv.shape[-1]
-    flat = piv.reshape(-1, k)
+    flat = piv.reshape(int(np.prod(piv.shape[:-1])), k)
     out = np.zeros((flat.shape[0], m, m))
     for b, swaps in enumerate(flat):
         rows = np.arange(m)
@@ -365,7 +373,7 @@ def _householder(A, tau, columns):
         v = A[..., :, i] * below + unit  # [..., m]
         Qv = matmul(Q, v.unsqueeze(-1))  # [..., m, 1]
         Q = Q - (tau[..., i].unsqueeze(-1).unsqueeze(-1) * Qv) * v.unsqueeze(-2)
-    return Q[..., :, :columns]
+    return _tied(Q[..., :, :columns], A, tau)
 
 
 def householder_product(A, tau, *, out=None):
@@ -446,14 +454,14 @@ def solve(A, B, *, left=True, out=None):
 def inv_ex(A, *, check_errors=False, out=None):
     """The inverse of square A and LAPACK's info (k > 0 when A is singular)."""
     _matrix(A, "linalg.inv_ex", square=True)
-    X, info = solve_ex(A, _eye_like(A), check_errors=check_errors)
+    X, info = solve_ex(A, _eye_like(A).expand(*A.shape), check_errors=check_errors)
     return returned(InvExResult(X, info), out, "linalg.inv_ex")
 
 
 def inv(A, *, out=None):
     """The inverse of square A; RuntimeError when A is singular."""
     _matrix(A, "linalg.inv", square=True)
-    X, info = solve_ex(A, _eye_like(A))
+    X, info = solve_ex(A, _eye_like(A).expand(*A.shape))
     _check_info(info, "linalg.inv", "the diagonal element of U is zero, so the matrix is singular")
     return returned(X, out, "linalg.inv")
 
@@ -477,14 +485,19 @@ def _lu_parts(A, fn):
 def det(A, *, out=None):
     """The determinant of square A (from its LU factorization)."""
     d, perm_sign = _lu_parts(A, "linalg.det")
-    return returned(perm_sign * _product(unbind(d, -1), perm_sign), out, "linalg.det")
+    # The sum of the (maybe empty) diagonal ties a 0 x 0 determinant to A, with gradient 0.
+    return returned(perm_sign * _product(unbind(d, -1), perm_sign) + 0 * sum(d, -1), out, "linalg.det")
 
 
 def linalg_slogdet(A, *, out=None):
     """The sign (0 for a singular A) and the log of the absolute value of the determinant."""
     d, perm_sign = _lu_parts(A, "linalg.slogdet")
-    sign = perm_sign * _product(unbind(_sign(d.detach()), -1), perm_sign)
-    return returned(SlogdetResult(sign, sum(d.abs().log(), -1)), out, "linalg.slogdet")
+    # The sign is piecewise constant: its gradient is 0, recorded as PyTorch records it.
+    sign = perm_sign * _product(unbind(_sign(d.detach()), -1), perm_sign) + 0 * sum(d, -1)
+    # Added one by one: the engine's compensated sum makes NaN of -inf (a zero pivot) plus a finite.
+    logs = unbind(d.abs().log(), -1)
+    logabs = _fold(lambda a, b: a + b, logs) if logs else 0 * sum(d, -1)
+    return returned(SlogdetResult(sign, logabs), out, "linalg.slogdet")
 
 
 def logdet(input):
@@ -534,6 +547,12 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
         r = sum((a != 0).to(x.dtype), dim, keepdim) + 0 * sum(a, dim, keepdim)
     elif ord == 1:
         r = sum(a, dim, keepdim)
+    elif ord < 0:
+        # A zero element makes the norm 0 (|0|**ord is infinite); its gradient is then 0 too.
+        zero = (a == 0).to(x.dtype)
+        has_zero = amax(zero, dim, keepdim) > 0 if a.ndim else zero > 0
+        s = sum(where(zero > 0, 1.0, a) ** ord, dim, keepdim)
+        r = where(has_zero, 0.0, s ** (1.0 / ord))
     else:
         s = sum(a * a if ord == 2 else a ** ord, dim, keepdim)
         # The root of a zero sum has an infinite derivative: taken of 1 there and masked.
@@ -645,26 +664,42 @@ def _tolerance(S_max, A, atol, rtol):
     return tol
 
 
+def _pinv_value(A, atol, rtol, hermitian):
+    """The pseudo-inverse of A (no graph): singular values (eigenvalue magnitudes) at or below
+    the tolerance count as zero."""
+    if hermitian:
+        L, V = eigh(A)
+        mag = L.abs()
+        keep = mag > _tolerance(amax(mag, -1, True), A, atol, rtol)
+        inv_l = where(keep, 1.0 / where(keep, L, 1.0), 0.0)
+        return matmul(V * inv_l.unsqueeze(-2), _mT(V))
+    U, S, Vh = linalg_svd(A, full_matrices=False)
+    big = S[..., :1] if S.shape[-1] else sum(S, -1, True)
+    keep = S > _tolerance(big, A, atol, rtol)
+    inv_s = where(keep, 1.0 / where(keep, S, 1.0), 0.0)
+    return matmul(_mT(Vh) * inv_s.unsqueeze(-2), _mT(U))
+
+
+def _with_pinv_gradient(A, P):
+    """P (= pinv(A), without a graph) as a function of A whose gradient is the pseudo-inverse's
+    derivative at constant rank, as PyTorch's:
+    dP = -P·dA·P + P·Pᵀ·dAᵀ·(I - A·P) + (I - P·A)·dAᵀ·Pᵀ·P, written with dA = A - A.detach(),
+    which is zero in value."""
+    A0 = A.detach()
+    D = A - A0
+    I_m, I_n = _eye_like(A, A.shape[-2]), _eye_like(A, A.shape[-1])
+    return (P - matmul(matmul(P, D), P) + matmul(matmul(P, _mT(P)), matmul(_mT(D), I_m - matmul(A0, P)))
+            + matmul(matmul(I_n - matmul(P, A0), _mT(D)), matmul(_mT(P), P)))
+
+
 def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
     """The Moore-Penrose pseudo-inverse of A, from its SVD (eigendecomposition with
     ``hermitian``), singular values at or below max(atol, rtol · largest) taken as zero."""
-    _matrix(A, "linalg.pinv")
-    if hermitian:
-        _matrix(A, "linalg.pinv", square=True)
-        L, V = eigh(A)
-        mag = L.abs()
-        tol = _tolerance(amax(mag.detach(), -1, True), A, atol, rtol)
-        keep = mag > tol
-        inv_l = where(keep, 1.0 / where(keep, L, 1.0), 0.0)
-        r = matmul(V * inv_l.unsqueeze(-2), _mT(V))
-    else:
-        U, S, Vh = linalg_svd(A, full_matrices=False)
-        big = S[..., :1].detach() if S.shape[-1] else S.detach().sum(-1, keepdim=True)
-        tol = _tolerance(big, A, atol, rtol)
-        keep = S > tol
-        inv_s = where(keep, 1.0 / where(keep, S, 1.0), 0.0)
-        r = matmul(_mT(Vh) * inv_s.unsqueeze(-2), _mT(U))
-    return returned(r, out, "linalg.pinv")
+    _matrix(A, "linalg.pinv", square=hermitian)
+    P = _pinv_value(A.detach(), atol, rtol, hermitian)
+    if A.requires_grad and _C.is_grad_enabled():
+        P = _with_pinv_gradient(A, P)
+    return returned(P, out, "linalg.pinv")
 
 
 def pinverse(input, rcond=1e-15):
@@ -707,13 +742,14 @@ def lstsq(A, B, rcond=None, *, driver=None):
                          "different numbers of rows")
     eps = float(np.finfo(np.float64 if A.dtype == float64 else np.float32).eps)
     rtol = eps * max(m, n) if rcond is None or rcond < 0 else rcond
-    U, S, Vh = linalg_svd(A, full_matrices=False)
-    big = S[..., :1].detach() if S.shape[-1] else S.detach().sum(-1, keepdim=True)
-    keep = S > big * rtol
-    inv_s = where(keep, 1.0 / where(keep, S, 1.0), 0.0)
-    X = matmul(_mT(Vh) * inv_s.unsqueeze(-2), matmul(_mT(U), rhs))
-    rank = sum(keep.to(int64), -1)
-    empty = zeros(0, dtype=A.dtype, device=A.device)
+    # The minimum-norm solution pinv(A) @ B, with pinv's gradient (PyTorch's lstsq backward).
+    X = matmul(pinv(A, rtol=rtol), rhs)
+    S = svdvals(A.detach())
+    big = S[..., :1] if S.shape[-1] else sum(S, -1, True)
+    rank = sum((S > big * rtol).to(int64), -1)
+    # Empty results that PyTorch records as differentiable: zero-element slices of the inputs.
+    empty = (A.reshape(-1)[:0] + B.reshape(-1)[:0]) if A.numel() and B.numel() else zeros(0, dtype=A.dtype,
+                                                                                          device=A.device)
     residuals = empty
     if driver != "gelsy" and m > n and rank.numel() and bool((rank == n).all()):
         residuals = sum((matmul(A, X) - rhs) ** 2, -2)
@@ -776,8 +812,8 @@ def multi_dot(tensors, *, out=None):
 def vander(x, N=None):
     """The Vandermonde matrix of x ([..., n]): columns x**0, x**1, … x**(N-1) ([..., n, N])."""
     tensor_arg(x, "linalg.vander", "x")
-    if x.ndim < 1:
-        raise ValueError("linalg.vander(): x must have at least 1 dimension")
+    if x.ndim == 0:
+        x = x.reshape(1)
     N = x.shape[-1] if N is None else as_index(N)
     if N < 0:
         raise ValueError(f"linalg.vander(): N must be non-negative, got {N}")
@@ -859,9 +895,10 @@ def tensorsolve(A, B, dims=None, *, out=None):
         A = A.permute(*([d for d in range(A.ndim) if d not in moved] + moved))
     xshape = tuple(A.shape[B.ndim:])
     p, q = int(np.prod(B.shape)), int(np.prod(xshape))
-    if tuple(A.shape[:B.ndim]) != tuple(B.shape) or p != q:
+    if int(np.prod(A.shape[:B.ndim])) != p or p != q:
         raise ValueError(f"linalg.tensorsolve(): A of shape {tuple(A.shape)} does not fit B of shape "
-                         f"{tuple(B.shape)} (A's leading dimensions must be B's, and the rest as many elements)")
+                         f"{tuple(B.shape)} (A's first {B.ndim} dimensions must hold as many elements as B, and "
+                         "the rest as many again)")
     return returned(reshape(solve(reshape(A, p, q), reshape(B, p)), *xshape), out, "linalg.tensorsolve")
 
 
@@ -873,15 +910,16 @@ def matrix_exp(A):
         return A.clone()
     norm1 = float(np.max(np.abs(A.detach().numpy()).sum(-2))) if n else 0.0
     squarings = max(0, int(math.ceil(math.log2(norm1))) + 1) if norm1 > 0.5 else 0
-    X = A / (2.0 ** squarings)
-    I = _eye_like(A)
+    # In float64 (and back): the series and the squarings lose less than float32 would.
+    X = A.to(float64) / (2.0 ** squarings)
+    I = _eye_like(X)
     # Horner's form of sum_{j<=18} X^j / j!: accurate to float64 for |X| <= 1/2.
     r = I + X / 18.0
     for j in range(17, 0, -1):
         r = I + matmul(X, r) / float(j)
     for _ in range(squarings):
         r = matmul(r, r)
-    return r
+    return r.to(A.dtype)
 
 
 def matrix_sqrth(A):

@@ -324,13 +324,17 @@ package enum Linalg {
         try eigh.inspected(w)
         guard Autograd.tracks(a), let vecs = v?.1 else { return (w, v?.1) }
         let rule: (TensorImpl, TensorImpl?) throws -> TensorImpl = { gw, gv in
-            // gA = V·(diag(gw) + (Vᵀ·gV) / E)·Vᵀ with E[i, j] = w[j] - w[i] off the diagonal.
+            // gA = V·(diag(gw) + skew(Vᵀ·gV) / E)·Vᵀ with E[i, j] = w[j] - w[i] off the diagonal and
+            // skew(X) = (X - Xᵀ) / 2: symmetric, as A is (PyTorch's choice among the gradients
+            // that agree on symmetric directions).
             var inner = try diagEmbed(gw)
             if let gv {
                 let e = try Composite.sub(try ShapeOps.unsqueeze(w, -2), try ShapeOps.unsqueeze(w, -1))
                 let eye = try eye(n, like: w)
                 let off = try Composite.sub(try band(n, n, lower: true, n, like: w), eye)
-                let q = try Composite.div(try mm(try mT(vecs), gv), try Composite.add(e, eye))
+                let vg = try mm(try mT(vecs), gv)
+                let skew = try Composite.mul(try Composite.sub(vg, try mT(vg)), 0.5)
+                let q = try Composite.div(skew, try Composite.add(e, eye))
                 inner = try Composite.add(inner, try Composite.mul(q, off))
             }
             return try mm(vecs, try mm(inner, try mT(vecs)))
