@@ -546,6 +546,13 @@ int32_t lucid_linalg_svd(lucid_tensor a, int32_t full, int32_t vectors, lucid_te
 int32_t lucid_linalg_qr(lucid_tensor a, int32_t mode, lucid_tensor *q, lucid_tensor *r);
 /* LAPACK's geqrf: R and the Householder reflectors packed in qr, their scales in tau. */
 int32_t lucid_linalg_geqrf(lucid_tensor a, lucid_tensor *qr, lucid_tensor *tau);
+/* Bunch-Kaufman A = P L D L^T P^T of symmetric A (lower triangle read): ld (LAPACK's sytrf packing,
+ * zeros above the diagonal), pivots (int32 [..., n], negative for 2 x 2 blocks), info (int32 [...],
+ * k > 0 when D[k-1, k-1] is zero; check != 0 raises instead). Not differentiable. */
+int32_t lucid_linalg_ldl_factor(lucid_tensor a, int32_t check, lucid_tensor *ld, lucid_tensor *pivots,
+                                lucid_tensor *info);
+/* X with A @ X = B for A given by lucid_linalg_ldl_factor's ld and pivots. Not differentiable. */
+int32_t lucid_linalg_ldl_solve(lucid_tensor ld, lucid_tensor pivots, lucid_tensor b, int64_t out[LUCID_RECORD_LEN]);
 
 #ifdef __cplusplus
 }

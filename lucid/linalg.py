@@ -2,10 +2,10 @@
 ``lucid/_ops/linalg.py``)."""
 
 from ._ops.elementwise import matmul
-from ._ops.linalg import (cholesky_ex, cond, det, eigh, eigvalsh, householder_product, inv, inv_ex, lstsq,
-                          lu_factor, lu_factor_ex, matrix_exp, matrix_norm, matrix_power, matrix_rank, matrix_sqrth,
-                          multi_dot, norm, pinv, polar, solve, solve_ex, solve_triangular, svdvals, tensorinv,
-                          tensorsolve, vander, vecdot, vector_norm)
+from ._ops.linalg import (cholesky_ex, cond, det, eigh, eigvalsh, householder_product, inv, inv_ex, ldl_factor,
+                          ldl_factor_ex, ldl_solve, lstsq, lu_factor, lu_factor_ex, matrix_exp, matrix_norm,
+                          matrix_power, matrix_rank, matrix_sqrth, multi_dot, norm, pinv, polar, solve, solve_ex,
+                          solve_triangular, svdvals, tensorinv, tensorsolve, vander, vecdot, vector_norm)
 from ._ops.linalg import linalg_cholesky as cholesky
 from ._ops.linalg import linalg_cross as cross
 from ._ops.linalg import linalg_diagonal as diagonal
@@ -16,7 +16,7 @@ from ._ops.linalg import linalg_slogdet as slogdet
 from ._ops.linalg import linalg_svd as svd
 
 __all__ = ["cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eigh", "eigvalsh", "householder_product",
-           "inv", "inv_ex", "lstsq", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "matmul", "matrix_exp",
-           "matrix_norm", "matrix_power", "matrix_rank", "matrix_sqrth", "multi_dot", "norm", "pinv", "polar", "qr",
-           "slogdet", "solve", "solve_ex", "solve_triangular", "svd", "svdvals", "tensorinv", "tensorsolve", "vander",
-           "vecdot", "vector_norm"]
+           "inv", "inv_ex", "ldl_factor", "ldl_factor_ex", "ldl_solve", "lstsq", "lu", "lu_factor", "lu_factor_ex",
+           "lu_solve", "matmul", "matrix_exp", "matrix_norm", "matrix_power", "matrix_rank", "matrix_sqrth",
+           "multi_dot", "norm", "pinv", "polar", "qr", "slogdet", "solve", "solve_ex", "solve_triangular", "svd",
+           "svdvals", "tensorinv", "tensorsolve", "vander", "vecdot", "vector_norm"]

@@ -531,3 +531,57 @@ def test_metal_tensors_run_on_the_host_lapack_and_are_counted():
     g = t(a, device="metal").requires_grad_()
     LA.det(g).sum().backward()
     close(g.grad.cpu(), np.linalg.det(a)[:, None, None] * np.swapaxes(np.linalg.inv(a), -1, -2), 1e-3)
+
+
+def ldl_reconstruct(ld, piv):
+    """P L D Lᵀ Pᵀ from sytrf's lower packing and pivots (LAPACK's documented layout)."""
+    n = ld.shape[0]
+    A = np.eye(n)  # accumulates U = P1 L1 P2 L2 …, with D, as A = U D Uᵀ
+    D = np.zeros((n, n))
+    U = np.eye(n)
+    k = 0
+    while k < n:
+        if piv[k] > 0:
+            p = piv[k] - 1
+            Pk = np.eye(n)
+            Pk[[k, p]] = Pk[[p, k]]
+            Lk = np.eye(n)
+            Lk[k + 1:, k] = ld[k + 1:, k]
+            U = U @ Pk @ Lk
+            D[k, k] = ld[k, k]
+            k += 1
+        else:
+            p = -piv[k] - 1
+            Pk = np.eye(n)
+            Pk[[k + 1, p]] = Pk[[p, k + 1]]
+            Lk = np.eye(n)
+            Lk[k + 2:, k:k + 2] = ld[k + 2:, k:k + 2]
+            U = U @ Pk @ Lk
+            D[k:k + 2, k:k + 2] = [[ld[k, k], ld[k + 1, k]], [ld[k + 1, k], ld[k + 1, k + 1]]]
+            k += 2
+    del A
+    return U @ D @ U.T
+
+
+def test_ldl_factor_and_solve():
+    a = rng(60).standard_normal((2, 5, 5))
+    sym = a + np.swapaxes(a, -1, -2)
+    LD, piv = LA.ldl_factor(t(sym))
+    assert piv.dtype == lucid.int32 and tuple(piv.shape) == (2, 5)
+    ld = LD.numpy()
+    close(np.triu(ld, 1), np.zeros_like(ld), 0)
+    for i in range(2):
+        close(ldl_reconstruct(ld[i], piv.numpy()[i]), sym[i], 1e-10)
+    b = rng(61).standard_normal((2, 5, 3))
+    close(LA.ldl_solve(LD, piv, t(b)), np.linalg.solve(sym, b), 1e-10)
+    close(LA.ldl_solve(LD, piv, t(b[0])), np.linalg.solve(sym, b[0]), 1e-10)
+    _, _, info = LA.ldl_factor_ex(t(sym))
+    assert info.numpy().tolist() == [0, 0]
+    zero = t(np.zeros((2, 2)))
+    assert LA.ldl_factor_ex(zero).info.item() == 1
+    with pytest.raises(RuntimeError, match="singular"):
+        LA.ldl_factor(zero)
+    with pytest.raises(TypeError, match="int32"):
+        LA.ldl_solve(LD, piv.to(lucid.int64), t(b))
+    with pytest.raises(ValueError, match="out of range"):
+        LA.ldl_solve(LD, lucid.full((2, 5), 9, dtype=lucid.int32), t(b))

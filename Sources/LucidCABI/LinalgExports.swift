@@ -64,3 +64,19 @@ public func lucid_linalg_geqrf(_ a: UInt32, _ qr: UnsafeMutablePointer<UInt32>?,
         try emit([(p, qr), (t, tau)])
     }
 }
+
+@_cdecl("lucid_linalg_ldl_factor")
+public func lucid_linalg_ldl_factor(_ a: UInt32, _ check: Int32, _ ld: UnsafeMutablePointer<UInt32>?,
+                                    _ pivots: UnsafeMutablePointer<UInt32>?, _ info: UnsafeMutablePointer<UInt32>?) -> Int32 {
+    abiCall {
+        let (l, p, i) = try Linalg.ldlFactor(try tensors.get(a), check: check != 0)
+        try emit([(l, ld), (p, pivots), (i, info)])
+    }
+}
+
+@_cdecl("lucid_linalg_ldl_solve")
+public func lucid_linalg_ldl_solve(_ ld: UInt32, _ pivots: UInt32, _ b: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall {
+        try emit(try Linalg.ldlSolve(try tensors.get(ld), try tensors.get(pivots), try tensors.get(b)), out)
+    }
+}

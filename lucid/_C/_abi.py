@@ -143,6 +143,8 @@ SIGNATURES = {
     "lucid_linalg_svd": ([c_uint32, c_int32, c_int32, POINTER(c_uint32), POINTER(c_uint32), POINTER(c_uint32)], c_int32),
     "lucid_linalg_qr": ([c_uint32, c_int32, POINTER(c_uint32), POINTER(c_uint32)], c_int32),
     "lucid_linalg_geqrf": ([c_uint32, POINTER(c_uint32), POINTER(c_uint32)], c_int32),
+    "lucid_linalg_ldl_factor": ([c_uint32, c_int32, POINTER(c_uint32), POINTER(c_uint32), POINTER(c_uint32)], c_int32),
+    "lucid_linalg_ldl_solve": ([c_uint32, c_uint32, c_uint32, POINTER(c_int64)], c_int32),
 }
 
 # Entry points whose arguments are all 32-bit integers or data pointers: called without
@@ -230,6 +232,8 @@ UNCONVERTED = frozenset({
     "lucid_linalg_svd",
     "lucid_linalg_qr",
     "lucid_linalg_geqrf",
+    "lucid_linalg_ldl_factor",
+    "lucid_linalg_ldl_solve",
 })
 
 # Every enum of the header, by name: {constant: value}.

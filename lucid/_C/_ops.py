@@ -1696,6 +1696,35 @@ def linalg_geqrf(a):
     return qr_.value, tau_.value
 
 
+_lucid_linalg_ldl_factor = _lib.lucid_linalg_ldl_factor
+
+
+def linalg_ldl_factor(a, check):
+    """Bunch-Kaufman A = P L D L^T P^T of symmetric A (lower triangle read): ld (LAPACK's sytrf
+    packing, zeros above the diagonal), pivots (int32 [..., n], negative for 2 x 2 blocks), info
+    (int32 [...], k > 0 when D[k-1, k-1] is zero; check != 0 raises instead). Not differentiable.
+    """
+    ld_ = c_uint32()
+    pivots_ = c_uint32()
+    info_ = c_uint32()
+    rc = _lucid_linalg_ldl_factor(a, check, byref(ld_), byref(pivots_), byref(info_))
+    if rc:
+        _raise(rc)
+    return ld_.value, pivots_.value, info_.value
+
+
+_lucid_linalg_ldl_solve = _lib.lucid_linalg_ldl_solve
+
+
+def linalg_ldl_solve(ld, pivots, b):
+    """X with A @ X = B for A given by lucid_linalg_ldl_factor's ld and pivots. Not differentiable."""
+    out_ = Record()
+    rc = _lucid_linalg_ldl_solve(ld, pivots, b, out_)
+    if rc:
+        _raise(rc)
+    return out_
+
+
 # The entry points no rule above covers, hand-written in lucid/_C/_calls.py.
 HAND_WRITTEN = frozenset({
     "lucid_last_error",

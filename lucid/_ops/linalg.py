@@ -670,7 +670,8 @@ def _pinv_value(A, atol, rtol, hermitian):
     if hermitian:
         L, V = eigh(A)
         mag = L.abs()
-        keep = mag > _tolerance(amax(mag, -1, True), A, atol, rtol)
+        big = amax(mag, -1, True) if mag.shape[-1] else sum(mag, -1, True)
+        keep = mag > _tolerance(big, A, atol, rtol)
         inv_l = where(keep, 1.0 / where(keep, L, 1.0), 0.0)
         return matmul(V * inv_l.unsqueeze(-2), _mT(V))
     U, S, Vh = linalg_svd(A, full_matrices=False)
@@ -748,8 +749,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
     big = S[..., :1] if S.shape[-1] else sum(S, -1, True)
     rank = sum((S > big * rtol).to(int64), -1)
     # Empty results that PyTorch records as differentiable: zero-element slices of the inputs.
-    empty = (A.reshape(-1)[:0] + B.reshape(-1)[:0]) if A.numel() and B.numel() else zeros(0, dtype=A.dtype,
-                                                                                          device=A.device)
+    empty = A.reshape(-1)[:0] + B.reshape(-1)[:0]
     residuals = empty
     if driver != "gelsy" and m > n and rank.numel() and bool((rank == n).all()):
         residuals = sum((matmul(A, X) - rhs) ** 2, -2)
@@ -965,6 +965,35 @@ def pca_lowrank(A, q=None, center=True, niter=2):
     q = min(6, m, n) if q is None else as_index(q)
     X = A - A.mean(-2, keepdim=True) if center else A
     return svd_lowrank(X, q, niter)
+
+
+LDLFactorResult = namedtuple("linalg_ldl_factor", ["LD", "pivots"])
+LDLFactorExResult = namedtuple("linalg_ldl_factor_ex", ["LD", "pivots", "info"])
+
+
+def ldl_factor_ex(A, *, hermitian=False, check_errors=False, out=None):
+    """The Bunch-Kaufman factorization A = P L D Lᵀ Pᵀ of symmetric A (its lower triangle read)
+    as LAPACK's sytrf packs it, its pivots (int32, negative for 2 x 2 blocks of D) and info
+    (k > 0 when D[k-1, k-1] is zero). Real matrices: ``hermitian`` changes nothing."""
+    tensor_arg(A, "linalg.ldl_factor_ex", "A")
+    ld, piv, info = _C.linalg_ldl_factor(A._h, bool(check_errors))
+    return returned(LDLFactorExResult(wrap(ld), wrap(piv), wrap(info)), out, "linalg.ldl_factor_ex")
+
+
+def ldl_factor(A, *, hermitian=False, out=None):
+    """The packed LDLᵀ factorization and pivots of symmetric A (see :func:`ldl_factor_ex`);
+    RuntimeError when D is singular."""
+    tensor_arg(A, "linalg.ldl_factor", "A")
+    ld, piv, _ = _C.linalg_ldl_factor(A._h, True)
+    return returned(LDLFactorResult(wrap(ld), wrap(piv)), out, "linalg.ldl_factor")
+
+
+def ldl_solve(LD, pivots, B, *, hermitian=False, out=None):
+    """X with A @ X = B for symmetric A given by :func:`ldl_factor`'s LD and pivots."""
+    tensor_arg(LD, "linalg.ldl_solve", "LD")
+    tensor_arg(pivots, "linalg.ldl_solve", "pivots")
+    tensor_arg(B, "linalg.ldl_solve", "B")
+    return returned(wrap(_C.linalg_ldl_solve(LD._h, pivots._h, B._h)), out, "linalg.ldl_solve")
 
 
 class LinalgMethods:

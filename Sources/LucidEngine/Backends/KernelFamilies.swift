@@ -271,4 +271,11 @@ protocol LinalgKernels: AnyObject, Sendable {
     /// of a ([B, m, n]) with scales tau ([B, k]) (LAPACK's orgqr; columns of a beyond n read as
     /// zeros).
     func householderProduct(_ a: TensorImpl, tau: TensorImpl, into q: TensorImpl) -> [Int32]
+    /// LAPACK's sytrf with the lower triangle: the Bunch-Kaufman LDLᵀ factorization of each
+    /// symmetric a[b] ([n, n], its lower triangle read) packed into the lower triangle of `ld`
+    /// (zeros above), and its pivots (int32 [B, n]; negative for 2 x 2 blocks).
+    func ldlFactor(_ a: TensorImpl, into ld: TensorImpl, pivots: TensorImpl) -> [Int32]
+    /// LAPACK's sytrs: `x[b] = A⁻¹·b[b]` for A given by `ldlFactor`'s ld and pivots (b and x
+    /// [B, n, k]).
+    func ldlSolve(_ ld: TensorImpl, pivots: TensorImpl, _ b: TensorImpl, into x: TensorImpl) -> [Int32]
 }

@@ -12,7 +12,9 @@ package enum Linalg {
     static let svd = OpInfo("linalg_svd", .float32)
     static let qr = OpInfo("linalg_qr", .float32)
     static let geqrf = OpInfo("geqrf", .float32)
-    static let infos = [luFactor, solveTriangular, cholesky, eigh, svd, qr, geqrf]
+    static let ldlFactor = OpInfo("linalg_ldl_factor", .float32)
+    static let ldlSolve = OpInfo("linalg_ldl_solve", .float32)
+    static let infos = [luFactor, solveTriangular, cholesky, eigh, svd, qr, geqrf, ldlFactor, ldlSolve]
 
     // ---- operands ---------------------------------------------------------------------------
 
@@ -505,5 +507,70 @@ package enum Linalg {
         let gx = try solveTriangular(try mT(r1), b, upper: false, left: false, unitriangular: false)
         guard let gy else { return gx }
         return try ShapeOps.cat([gx, gy], dim: -1)
+    }
+
+    // ---- LDL ----------------------------------------------------------------------------------
+
+    /// torch.linalg.ldl_factor_ex: the Bunch-Kaufman factorization A = P·L·D·Lᵀ·Pᵀ of symmetric
+    /// A ([..., n, n], its lower triangle read) packed as LAPACK's sytrf leaves it (the lower
+    /// triangle; zeros above), its pivots (int32 [..., n]; negative for 2 x 2 blocks of D) and
+    /// info (int32 [...]: k > 0 when D[k-1, k-1] is exactly zero). With `check` that throws.
+    /// Not differentiable (as in PyTorch).
+    package static func ldlFactor(_ a0: TensorImpl, check: Bool) throws -> (TensorImpl, TensorImpl, TensorImpl) {
+        let op = check ? "linalg.ldl_factor" : "linalg.ldl_factor_ex"
+        let a = try ldlFactor.autocast([a0])[0]
+        try Linalg.check(op, a, square: true)
+        let batch = batchShape(a), n = a.shape[a.ndim - 1]
+        let a3 = try dense3(a)
+        let (ld3, ld) = try output(batch, n, n, dtype: a.dtype, like: a)
+        let piv3 = try TensorImpl.empty([a3.shape[0], n], dtype: .int32, on: a.backend)
+        let info = ld3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3], writes: [ld3, piv3]), op) {
+            $0.ldlFactor(a3, into: ld3, pivots: piv3)
+        }
+        if check, let (i, k) = firstFailure(info) {
+            throw LucidError.runtime("\(op): D[\(k - 1), \(k - 1)] is zero\(which(i, batch)), so the matrix is singular; linalg.ldl_factor_ex returns the factorization with its info instead")
+        }
+        try ldlFactor.inspected(ld)
+        return (ld, piv3.view(shape: batch + [n], strides: Shape.contiguousStrides(batch + [n])),
+                try infoTensor(info, batch, device: a.device))
+    }
+
+    /// torch.linalg.ldl_solve: X with A·X = B for A given by `ldlFactor`'s LD and pivots (batch
+    /// dimensions of LD and B broadcast). Not differentiable (as in PyTorch).
+    package static func ldlSolve(_ ld0: TensorImpl, _ pivots: TensorImpl, _ b0: TensorImpl) throws -> TensorImpl {
+        let op = "linalg.ldl_solve"
+        try Ops.checkSameDevice(op, [ld0, pivots, b0])
+        let (ld, b) = try ldlSolve.autocast(ld0, b0)
+        try check(op, ld, square: true, name: "LD")
+        try check(op, b, name: "B")
+        guard ld.dtype == b.dtype else {
+            throw LucidError.type("\(op): expected LD and B of one dtype, got \(ld.dtype.name) and \(b.dtype.name)")
+        }
+        let n = ld.shape[ld.ndim - 1], k = b.shape[b.ndim - 1]
+        guard pivots.dtype == .int32, pivots.shape == batchShape(ld) + [n] else {
+            throw LucidError.type("\(op): expected pivots of dtype int32 and shape \(batchShape(ld) + [n]) (as linalg.ldl_factor returns them), got \(pivots.dtype.name) of shape \(pivots.shape)")
+        }
+        guard b.shape[b.ndim - 2] == n else {
+            throw LucidError.value("\(op): incompatible shapes of LD \(ld.shape) and B \(b.shape)")
+        }
+        let batch: [Int]
+        do { batch = try Shape.broadcast(batchShape(ld), batchShape(b), op: op) } catch {
+            throw LucidError.value("\(op): the batch dimensions of LD \(ld.shape) and B \(b.shape) cannot be broadcast together")
+        }
+        // Every pivot must name a row of the matrix (sytrs reads them as indices).
+        let piv = try int32s(pivots)
+        if let bad = piv.first(where: { $0 == 0 || abs(Int($0)) > n }) {
+            throw LucidError.value("\(op): pivot \(bad) is out of range for matrices of order \(n) (pivots are as linalg.ldl_factor returns them)")
+        }
+        let ld3 = try dense3(ld.expanded(to: batch + [n, n]))
+        let p3 = try dense3(try ShapeOps.unsqueeze(pivots, -1).expanded(to: batch + [n, 1]))
+        let piv2 = p3.view(shape: [p3.shape[0], n], strides: [n, 1])
+        let b3 = try dense3(b.expanded(to: batch + [n, k]))
+        let (x3, x) = try output(batch, n, k, dtype: ld.dtype, like: ld)
+        _ = x3.run(LinalgKernels.self, KernelCall(.lapack, reads: [ld3, piv2, b3], writes: [x3]), op) {
+            $0.ldlSolve(ld3, pivots: piv2, b3, into: x3)
+        }
+        try ldlSolve.inspected(x)
+        return x
     }
 }

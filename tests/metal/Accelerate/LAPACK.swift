@@ -189,3 +189,51 @@ public func dorgqr_(_ m: UnsafeMutablePointer<__CLPK_integer>!, _ n: UnsafeMutab
     info.pointee = scipy_LAPACKE_dorgqr(colMajor, m.pointee, n.pointee, k.pointee, a, lda.pointee, tau)
     return 0
 }
+
+// clapack.h: ssytrf_, the Bunch-Kaufman LDLᵀ factorization of a symmetric matrix.
+public func ssytrf_(_ uplo: UnsafeMutablePointer<CChar>!, _ n: UnsafeMutablePointer<__CLPK_integer>!,
+                    _ a: UnsafeMutablePointer<__CLPK_real>!, _ lda: UnsafeMutablePointer<__CLPK_integer>!,
+                    _ ipiv: UnsafeMutablePointer<__CLPK_integer>!, _ work: UnsafeMutablePointer<__CLPK_real>!,
+                    _ lwork: UnsafeMutablePointer<__CLPK_integer>!, _ info: UnsafeMutablePointer<__CLPK_integer>!) -> Int32 {
+    leading("ssytrf_", 4, lda.pointee, rows: n.pointee)
+    if isQuery("ssytrf_", 7, work, lwork) { info.pointee = 0; return 0 }
+    info.pointee = scipy_LAPACKE_ssytrf(colMajor, uplo.pointee, n.pointee, a, lda.pointee, ipiv)
+    return 0
+}
+
+// clapack.h: ssytrs_, solves with ssytrf_'s factorization.
+public func ssytrs_(_ uplo: UnsafeMutablePointer<CChar>!, _ n: UnsafeMutablePointer<__CLPK_integer>!,
+                    _ nrhs: UnsafeMutablePointer<__CLPK_integer>!, _ a: UnsafeMutablePointer<__CLPK_real>!,
+                    _ lda: UnsafeMutablePointer<__CLPK_integer>!, _ ipiv: UnsafeMutablePointer<__CLPK_integer>!,
+                    _ b: UnsafeMutablePointer<__CLPK_real>!, _ ldb: UnsafeMutablePointer<__CLPK_integer>!,
+                    _ info: UnsafeMutablePointer<__CLPK_integer>!) -> Int32 {
+    leading("ssytrs_", 5, lda.pointee, rows: n.pointee)
+    leading("ssytrs_", 8, ldb.pointee, rows: n.pointee)
+    info.pointee = scipy_LAPACKE_ssytrs_work(colMajor, uplo.pointee, n.pointee, nrhs.pointee, a, lda.pointee, ipiv, b,
+                                              ldb.pointee)
+    return 0
+}
+
+// clapack.h: dsytrf_, the Bunch-Kaufman LDLᵀ factorization of a symmetric matrix.
+public func dsytrf_(_ uplo: UnsafeMutablePointer<CChar>!, _ n: UnsafeMutablePointer<__CLPK_integer>!,
+                    _ a: UnsafeMutablePointer<__CLPK_doublereal>!, _ lda: UnsafeMutablePointer<__CLPK_integer>!,
+                    _ ipiv: UnsafeMutablePointer<__CLPK_integer>!, _ work: UnsafeMutablePointer<__CLPK_doublereal>!,
+                    _ lwork: UnsafeMutablePointer<__CLPK_integer>!, _ info: UnsafeMutablePointer<__CLPK_integer>!) -> Int32 {
+    leading("dsytrf_", 4, lda.pointee, rows: n.pointee)
+    if isQuery("dsytrf_", 7, work, lwork) { info.pointee = 0; return 0 }
+    info.pointee = scipy_LAPACKE_dsytrf(colMajor, uplo.pointee, n.pointee, a, lda.pointee, ipiv)
+    return 0
+}
+
+// clapack.h: dsytrs_, solves with dsytrf_'s factorization.
+public func dsytrs_(_ uplo: UnsafeMutablePointer<CChar>!, _ n: UnsafeMutablePointer<__CLPK_integer>!,
+                    _ nrhs: UnsafeMutablePointer<__CLPK_integer>!, _ a: UnsafeMutablePointer<__CLPK_doublereal>!,
+                    _ lda: UnsafeMutablePointer<__CLPK_integer>!, _ ipiv: UnsafeMutablePointer<__CLPK_integer>!,
+                    _ b: UnsafeMutablePointer<__CLPK_doublereal>!, _ ldb: UnsafeMutablePointer<__CLPK_integer>!,
+                    _ info: UnsafeMutablePointer<__CLPK_integer>!) -> Int32 {
+    leading("dsytrs_", 5, lda.pointee, rows: n.pointee)
+    leading("dsytrs_", 8, ldb.pointee, rows: n.pointee)
+    info.pointee = scipy_LAPACKE_dsytrs_work(colMajor, uplo.pointee, n.pointee, nrhs.pointee, a, lda.pointee, ipiv, b,
+                                              ldb.pointee)
+    return 0
+}

@@ -15,6 +15,9 @@ protocol LAPACKReal: HostReal {
                       _ tau: UnsafeMutablePointer<Self>) -> Int32
     static func orgqr(_ m: Int32, _ n: Int32, _ k: Int32, _ a: UnsafeMutablePointer<Self>, _ lda: Int32,
                       _ tau: UnsafeMutablePointer<Self>) -> Int32
+    static func sytrf(_ n: Int32, _ a: UnsafeMutablePointer<Self>, _ lda: Int32, _ ipiv: UnsafeMutablePointer<Int32>) -> Int32
+    static func sytrs(_ n: Int32, _ nrhs: Int32, _ a: UnsafeMutablePointer<Self>, _ lda: Int32,
+                      _ ipiv: UnsafeMutablePointer<Int32>, _ b: UnsafeMutablePointer<Self>, _ ldb: Int32) -> Int32
 }
 
 /// A batch of row-major matrices in host memory, element `R`: matrix `b` of a contiguous
@@ -207,6 +210,49 @@ extension HostBackend: LinalgKernels {
                     for i in 0..<k { tbuf[i] = t[b * k + i] }
                     let info = cols == 0 ? 0 : R.orgqr(Int32(m), Int32(cols), Int32(k), buf, Int32(ld), tbuf)
                     dst.set(b, from: buf, ld: ld)
+                    return info
+                }
+            }
+        }
+    }
+
+    func ldlFactor(_ a: TensorImpl, into ld: TensorImpl, pivots: TensorImpl) -> [Int32] {
+        real(a.dtype) { ldlFactor($0, a, ld, pivots) }
+    }
+
+    private func ldlFactor<R: LAPACKReal>(_: R.Type, _ a: TensorImpl, _ ld: TensorImpl, _ pivots: TensorImpl) -> [Int32] {
+        let src = Matrices<R>(a), dst = Matrices<R>(ld)
+        let n = src.rows, lda = max(1, n)
+        let piv = HostBackend.address(pivots).assumingMemoryBound(to: Int32.self)
+        return columnScratch(R.self, lda * n) { buf in
+            (0..<a.shape[0]).map { b in
+                src.columns(b, into: buf, ld: lda)
+                let info = n == 0 ? 0 : R.sytrf(Int32(n), buf, Int32(lda), piv + b * n)
+                // sytrf leaves the upper triangle as it was: zeros there, as PyTorch returns.
+                for j in 0..<n { for i in 0..<j { buf[i + j * lda] = 0 } }
+                dst.set(b, from: buf, ld: lda)
+                return info
+            }
+        }
+    }
+
+    func ldlSolve(_ ld: TensorImpl, pivots: TensorImpl, _ b: TensorImpl, into x: TensorImpl) -> [Int32] {
+        real(ld.dtype) { ldlSolve($0, ld, pivots, b, x) }
+    }
+
+    private func ldlSolve<R: LAPACKReal>(_: R.Type, _ ld: TensorImpl, _ pivots: TensorImpl, _ b: TensorImpl,
+                                         _ x: TensorImpl) -> [Int32] {
+        let lm = Matrices<R>(ld), bm = Matrices<R>(b), xm = Matrices<R>(x)
+        let n = lm.rows, k = bm.cols, lda = max(1, n)
+        let piv = HostBackend.address(pivots).assumingMemoryBound(to: Int32.self)
+        return columnScratch(R.self, lda * n) { abuf in
+            columnScratch(R.self, lda * k) { bbuf in
+                (0..<ld.shape[0]).map { i in
+                    lm.columns(i, into: abuf, ld: lda)
+                    bm.columns(i, into: bbuf, ld: lda)
+                    let info = n == 0 || k == 0 ? 0
+                        : R.sytrs(Int32(n), Int32(k), abuf, Int32(lda), piv + i * n, bbuf, Int32(lda))
+                    xm.set(i, from: bbuf, ld: lda)
                     return info
                 }
             }

@@ -86,6 +86,25 @@ extension Float: LAPACKReal {
             return info
         }
     }
+    static func sytrf(_ n: Int32, _ a: UnsafeMutablePointer<Float>, _ lda: Int32, _ ipiv: UnsafeMutablePointer<Int32>) -> Int32 {
+        var uplo = flag("L"), n = __CLPK_integer(n), lda = __CLPK_integer(lda)
+        var piv = [__CLPK_integer](repeating: 0, count: Int(n))
+        let info = withWorkspace(Float.self) { work, lwork in
+            var info: __CLPK_integer = 0
+            ssytrf_(&uplo, &n, a, &lda, &piv, work, lwork, &info)
+            return info
+        }
+        for i in piv.indices { ipiv[i] = Int32(piv[i]) }
+        return info
+    }
+    static func sytrs(_ n: Int32, _ nrhs: Int32, _ a: UnsafeMutablePointer<Float>, _ lda: Int32,
+                      _ ipiv: UnsafeMutablePointer<Int32>, _ b: UnsafeMutablePointer<Float>, _ ldb: Int32) -> Int32 {
+        var uplo = flag("L"), n = __CLPK_integer(n), nrhs = __CLPK_integer(nrhs), lda = __CLPK_integer(lda)
+        var ldb = __CLPK_integer(ldb), info: __CLPK_integer = 0
+        var piv = (0..<Int(n)).map { __CLPK_integer(ipiv[$0]) }
+        ssytrs_(&uplo, &n, &nrhs, a, &lda, &piv, b, &ldb, &info)
+        return Int32(info)
+    }
 }
 
 extension Double: LAPACKReal {
@@ -151,6 +170,25 @@ extension Double: LAPACKReal {
             dorgqr_(&m, &n, &k, a, &lda, tau, work, lwork, &info)
             return info
         }
+    }
+    static func sytrf(_ n: Int32, _ a: UnsafeMutablePointer<Double>, _ lda: Int32, _ ipiv: UnsafeMutablePointer<Int32>) -> Int32 {
+        var uplo = flag("L"), n = __CLPK_integer(n), lda = __CLPK_integer(lda)
+        var piv = [__CLPK_integer](repeating: 0, count: Int(n))
+        let info = withWorkspace(Double.self) { work, lwork in
+            var info: __CLPK_integer = 0
+            dsytrf_(&uplo, &n, a, &lda, &piv, work, lwork, &info)
+            return info
+        }
+        for i in piv.indices { ipiv[i] = Int32(piv[i]) }
+        return info
+    }
+    static func sytrs(_ n: Int32, _ nrhs: Int32, _ a: UnsafeMutablePointer<Double>, _ lda: Int32,
+                      _ ipiv: UnsafeMutablePointer<Int32>, _ b: UnsafeMutablePointer<Double>, _ ldb: Int32) -> Int32 {
+        var uplo = flag("L"), n = __CLPK_integer(n), nrhs = __CLPK_integer(nrhs), lda = __CLPK_integer(lda)
+        var ldb = __CLPK_integer(ldb), info: __CLPK_integer = 0
+        var piv = (0..<Int(n)).map { __CLPK_integer(ipiv[$0]) }
+        dsytrs_(&uplo, &n, &nrhs, a, &lda, &piv, b, &ldb, &info)
+        return Int32(info)
     }
 }
 #endif

@@ -39,6 +39,13 @@ extension Float: LAPACKReal {
                       _ tau: UnsafeMutablePointer<Float>) -> Int32 {
         scipy_LAPACKE_sorgqr(colMajor, m, n, k, a, lda, tau)
     }
+    static func sytrf(_ n: Int32, _ a: UnsafeMutablePointer<Float>, _ lda: Int32, _ ipiv: UnsafeMutablePointer<Int32>) -> Int32 {
+        scipy_LAPACKE_ssytrf(colMajor, flag("L"), n, a, lda, ipiv)
+    }
+    static func sytrs(_ n: Int32, _ nrhs: Int32, _ a: UnsafeMutablePointer<Float>, _ lda: Int32,
+                      _ ipiv: UnsafeMutablePointer<Int32>, _ b: UnsafeMutablePointer<Float>, _ ldb: Int32) -> Int32 {
+        scipy_LAPACKE_ssytrs(colMajor, flag("L"), n, nrhs, a, lda, ipiv, b, ldb)
+    }
 }
 
 extension Double: LAPACKReal {
@@ -70,6 +77,13 @@ extension Double: LAPACKReal {
     static func orgqr(_ m: Int32, _ n: Int32, _ k: Int32, _ a: UnsafeMutablePointer<Double>, _ lda: Int32,
                       _ tau: UnsafeMutablePointer<Double>) -> Int32 {
         scipy_LAPACKE_dorgqr(colMajor, m, n, k, a, lda, tau)
+    }
+    static func sytrf(_ n: Int32, _ a: UnsafeMutablePointer<Double>, _ lda: Int32, _ ipiv: UnsafeMutablePointer<Int32>) -> Int32 {
+        scipy_LAPACKE_dsytrf(colMajor, flag("L"), n, a, lda, ipiv)
+    }
+    static func sytrs(_ n: Int32, _ nrhs: Int32, _ a: UnsafeMutablePointer<Double>, _ lda: Int32,
+                      _ ipiv: UnsafeMutablePointer<Int32>, _ b: UnsafeMutablePointer<Double>, _ ldb: Int32) -> Int32 {
+        scipy_LAPACKE_dsytrs(colMajor, flag("L"), n, nrhs, a, lda, ipiv, b, ldb)
     }
 }
 #endif
