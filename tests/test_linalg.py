@@ -585,3 +585,13 @@ def test_ldl_factor_and_solve():
         LA.ldl_solve(LD, piv.to(lucid.int64), t(b))
     with pytest.raises(ValueError, match="out of range"):
         LA.ldl_solve(LD, lucid.full((2, 5), 9, dtype=lucid.int32), t(b))
+
+
+def test_a_zero_on_the_triangle_diagonal_gives_infinities_as_substitution_does():
+    a = np.array([[1.0, 2.0], [0.0, 0.0]])
+    b = np.array([[1.0], [1.0]])
+    x = LA.solve_triangular(t(a), t(b), upper=True).numpy()
+    # 0·y = 1 makes y infinite, and x = 1 - 2y then -inf.
+    assert x[1, 0] == np.inf and x[0, 0] == -np.inf
+    sol, info = LA.solve_ex(t(np.array([[1.0, 2.0], [2.0, 4.0]])), t(b))
+    assert info.item() == 2 and not np.isfinite(sol.numpy()).all()

@@ -547,8 +547,11 @@ package enum Linalg {
             throw LucidError.type("\(op): expected LD and B of one dtype, got \(ld.dtype.name) and \(b.dtype.name)")
         }
         let n = ld.shape[ld.ndim - 1], k = b.shape[b.ndim - 1]
-        guard pivots.dtype == .int32, pivots.shape == batchShape(ld) + [n] else {
-            throw LucidError.type("\(op): expected pivots of dtype int32 and shape \(batchShape(ld) + [n]) (as linalg.ldl_factor returns them), got \(pivots.dtype.name) of shape \(pivots.shape)")
+        guard pivots.dtype == .int32 else {
+            throw LucidError.type("\(op): expected pivots of dtype int32 (as linalg.ldl_factor returns them), got \(pivots.dtype.name)")
+        }
+        guard pivots.shape == batchShape(ld) + [n] else {
+            throw LucidError.value("\(op): expected pivots of shape \(batchShape(ld) + [n]) for LD of shape \(ld.shape), got \(pivots.shape)")
         }
         guard b.shape[b.ndim - 2] == n else {
             throw LucidError.value("\(op): incompatible shapes of LD \(ld.shape) and B \(b.shape)")

@@ -95,9 +95,33 @@ extension HostBackend: LinalgKernels {
                     let info = n == 0 || k == 0 ? 0
                         : R.trtrs(upper: upper, transpose: transpose, unit: unit, Int32(n), Int32(k), abuf, Int32(ld),
                                   bbuf, Int32(ld))
+                    if info > 0 {
+                        // trtrs leaves b as it was for a zero on the diagonal.
+                        bm.columns(i, into: bbuf, ld: ld)
+                        Self.substitute(abuf, bbuf, n: n, k: k, ld: ld, upper: upper, transpose: transpose, unit: unit)
+                    }
                     xm.set(i, from: bbuf, ld: ld)
                     return info
                 }
+            }
+        }
+    }
+
+    /// Triangular substitution over column-major `a` and `b` (leading dimension `ld`), in place
+    /// in `b`: what trtrs declines for a zero on the diagonal, carried out with IEEE arithmetic
+    /// (infinities and NaN), as a BLAS triangular solve gives them.
+    private static func substitute<R: LAPACKReal>(_ a: UnsafeMutablePointer<R>, _ b: UnsafeMutablePointer<R>, n: Int, k: Int,
+                                                  ld: Int, upper: Bool, transpose: Bool, unit: Bool) {
+        // op(A) is upper triangular when A is upper and not transposed, or lower and transposed.
+        let backward = upper != transpose
+        let order = backward ? Array((0..<n).reversed()) : Array(0..<n)
+        for c in 0..<k {
+            let x = b + c * ld
+            for i in order {
+                var s = x[i]
+                let others = backward ? Array((i + 1)..<n) : Array(0..<i)
+                for j in others { s -= (transpose ? a[j + i * ld] : a[i + j * ld]) * x[j] }
+                x[i] = unit ? s : s / a[i + i * ld]
             }
         }
     }
