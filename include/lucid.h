@@ -596,6 +596,40 @@ int32_t lucid_metal_dispatch_entry(int64_t index, const char **kernel, int64_t *
  * the default, which writes them to standard error. Called on the thread that triggered it. */
 int32_t lucid_set_warning_handler(void (*handler)(const char *message));
 
+/* ---- linear algebra ------------------------------------------------------------------------ */
+/* LAPACK factorizations of float32 / float64 matrices [..., m, n], batched over the leading
+ * dimensions and differentiable (lucid.linalg composes the rest from them). A result not
+ * computed is written as handle 0. */
+
+/* LU with partial pivoting: lu (L below the diagonal, unit diagonal implied, U on and above),
+ * pivots (int32 [..., min(m, n)], 1-based row swaps), info (int32 [...], k > 0 when U[k-1, k-1]
+ * is zero). check != 0 raises on a zero pivot instead. */
+int32_t lucid_linalg_lu_factor(lucid_tensor a, int32_t check, lucid_tensor *lu, lucid_tensor *pivots, lucid_tensor *info);
+/* X with A @ X = B (left != 0) or X @ A = B, A upper or lower triangular (the other triangle is
+ * not read), a unit diagonal assumed when unitriangular != 0; batch dimensions broadcast. */
+int32_t lucid_linalg_solve_triangular(lucid_tensor a, lucid_tensor b, int32_t upper, int32_t left, int32_t unitriangular,
+                                      int64_t out[LUCID_RECORD_LEN]);
+/* Cholesky factor L (A = L @ L^T), or U (A = U^T @ U) when upper != 0, and info (int32 [...], k > 0
+ * when the leading minor of order k is not positive-definite; check != 0 raises instead). */
+int32_t lucid_linalg_cholesky(lucid_tensor a, int32_t upper, int32_t check, lucid_tensor *l, lucid_tensor *info);
+/* Eigenvalues (ascending) and, when vectors != 0, eigenvectors (columns) of symmetric A, read
+ * from its lower triangle (upper != 0: upper). */
+int32_t lucid_linalg_eigh(lucid_tensor a, int32_t upper, int32_t vectors, lucid_tensor *values, lucid_tensor *vecs);
+/* A = U @ diag(S) @ Vh, S descending; U and Vh full (m x m, n x n) when full != 0, and only when
+ * vectors != 0. */
+int32_t lucid_linalg_svd(lucid_tensor a, int32_t full, int32_t vectors, lucid_tensor *u, lucid_tensor *s, lucid_tensor *vh);
+/* A = Q @ R: mode 0 reduced, 1 complete, 2 R alone (q = 0). */
+int32_t lucid_linalg_qr(lucid_tensor a, int32_t mode, lucid_tensor *q, lucid_tensor *r);
+/* LAPACK's geqrf: R and the Householder reflectors packed in qr, their scales in tau. */
+int32_t lucid_linalg_geqrf(lucid_tensor a, lucid_tensor *qr, lucid_tensor *tau);
+/* Bunch-Kaufman A = P L D L^T P^T of symmetric A (lower triangle read): ld (LAPACK's sytrf packing,
+ * zeros above the diagonal), pivots (int32 [..., n], negative for 2 x 2 blocks), info (int32 [...],
+ * k > 0 when D[k-1, k-1] is zero; check != 0 raises instead). Not differentiable. */
+int32_t lucid_linalg_ldl_factor(lucid_tensor a, int32_t check, lucid_tensor *ld, lucid_tensor *pivots,
+                                lucid_tensor *info);
+/* X with A @ X = B for A given by lucid_linalg_ldl_factor's ld and pivots. Not differentiable. */
+int32_t lucid_linalg_ldl_solve(lucid_tensor ld, lucid_tensor pivots, lucid_tensor b, int64_t out[LUCID_RECORD_LEN]);
+
 #ifdef __cplusplus
 }
 #endif

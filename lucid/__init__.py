@@ -18,16 +18,17 @@ from ._ops.shape import *  # noqa: F401,F403  (reshape, transpose, cat, stack, t
 from ._ops.indexing import *  # noqa: F401,F403  (gather, index_select, scatter …)
 from ._ops.composed import *  # noqa: F401,F403  (sort, topk, randint, multinomial)
 from ._ops.sparse import *  # noqa: F401,F403  (sparse_coo_tensor, spmm)
+from ._ops.linalg import *  # noqa: F401,F403  (det, svd, lu, cholesky, matrix_exp …)
 from ._ops import composed as _composed, creation as _creation, elementwise as _elementwise, indexing as _indexing
-from ._ops import reduce as _reduce, shape as _shape, sparse as _sparse
+from ._ops import linalg as _linalg, reduce as _reduce, shape as _shape, sparse as _sparse
 from ._grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from ._memory import empty_cache, max_memory_allocated, memory_allocated, reset_peak_memory_stats
 from ._threads import get_num_threads, set_num_threads
 from ._settings import get_default_dtype, get_float32_matmul_precision, set_default_dtype, set_float32_matmul_precision
 from .serialization import load, save
 # lucid.distributed imports mpi4py only when init() runs, so importing it here costs nothing.
-from . import (accelerator, amp, autograd, backends, cuda, distributed, distributions, metal, nn, optim, sparse, special,
-               testing, utils)
+from . import (accelerator, amp, autograd, backends, cuda, distributed, distributions, linalg, metal, nn, optim, sparse,
+               special, testing, utils)
 from .amp import autocast
 
 inf, nan, pi, e = math.inf, math.nan, math.pi, math.e
@@ -51,7 +52,7 @@ __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "float
            "double", "long", "uint8", "int8", "int16", "short", "iinfo", "memory_format", "contiguous_format",
            "channels_last", "channels_last_3d", "preserve_format",
            *_creation.__all__, *_elementwise.__all__, *_reduce.__all__, *_shape.__all__, *_indexing.__all__,
-           *_composed.__all__, *_sparse.__all__,
+           *_composed.__all__, *_sparse.__all__, *_linalg.__all__,
            "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache", "save", "load",
            "set_num_threads", "get_num_threads",
            "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode", "accelerator", "amp", "autograd",

@@ -11,6 +11,7 @@ from ._ops.creation import full, leaf, ones, tensor, zeros
 from ._ops.elementwise import ElementwiseMethods
 from ._ops.indexing import IndexingMethods
 from ._ops.inplace import InPlaceMethods
+from ._ops.linalg import LinalgMethods
 from ._ops.reduce import ReduceMethods
 from ._ops.shape import ShapeMethods
 from ._ops.sparse import SparseMethods
@@ -39,7 +40,7 @@ def _laid_out(t, memory_format):
 
 
 class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, IndexingMethods, InPlaceMethods,
-             ComposedMethods, SparseMethods):
+             ComposedMethods, SparseMethods, LinalgMethods):
     """A multi-dimensional array on the CPU or the Metal stream.
 
     Make tensors with :func:`lucid.tensor`, :func:`lucid.zeros`, :func:`lucid.randn` and the

@@ -97,6 +97,15 @@ RUNNERS.update({
     "trunc_divide": lambda t, d: lucid.div(t(3), t(3, positive=True), rounding_mode="trunc"),
 })
 
+LA = lucid.linalg
+RUNNERS.update({
+    "linalg_lu_factor": lambda t, d: LA.lu_factor_ex(t(3, 3)).LU,
+    "linalg_solve_triangular": lambda t, d: LA.solve_triangular(t(3, 3), t(3, 2), upper=True),
+    "linalg_cholesky": lambda t, d: LA.cholesky_ex(t(3, 3)).L, "linalg_eigh": lambda t, d: LA.eigvalsh(t(3, 3)),
+    "linalg_svd": lambda t, d: LA.svdvals(t(3, 2)), "linalg_qr": lambda t, d: LA.qr(t(3, 2)).R,
+    "geqrf": lambda t, d: lucid.geqrf(t(3, 2)).a, "linalg_ldl_factor": lambda t, d: LA.ldl_factor_ex(t(3, 3)).LD,
+    "linalg_ldl_solve": lambda t, d: LA.ldl_solve(*LA.ldl_factor_ex(t(3, 3))[:2], t(3, 2)),
+})
 # Ops whose result is not floating: (runner, result dtype).
 NON_FLOAT = {
     "eq": (lambda t, d: t(3) == t(3), lucid.bool), "ne": (lambda t, d: t(3) != t(3), lucid.bool),

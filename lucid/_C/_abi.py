@@ -136,6 +136,15 @@ SIGNATURES = {
     "lucid_metal_stats": ([POINTER(c_int64), c_int32], c_int32),
     "lucid_metal_dispatch_entry": ([c_int64, POINTER(c_char_p), POINTER(c_int64)], c_int32),
     "lucid_set_warning_handler": ([c_void_p], c_int32),
+    "lucid_linalg_lu_factor": ([c_uint32, c_int32, POINTER(c_uint32), POINTER(c_uint32), POINTER(c_uint32)], c_int32),
+    "lucid_linalg_solve_triangular": ([c_uint32, c_uint32, c_int32, c_int32, c_int32, POINTER(c_int64)], c_int32),
+    "lucid_linalg_cholesky": ([c_uint32, c_int32, c_int32, POINTER(c_uint32), POINTER(c_uint32)], c_int32),
+    "lucid_linalg_eigh": ([c_uint32, c_int32, c_int32, POINTER(c_uint32), POINTER(c_uint32)], c_int32),
+    "lucid_linalg_svd": ([c_uint32, c_int32, c_int32, POINTER(c_uint32), POINTER(c_uint32), POINTER(c_uint32)], c_int32),
+    "lucid_linalg_qr": ([c_uint32, c_int32, POINTER(c_uint32), POINTER(c_uint32)], c_int32),
+    "lucid_linalg_geqrf": ([c_uint32, POINTER(c_uint32), POINTER(c_uint32)], c_int32),
+    "lucid_linalg_ldl_factor": ([c_uint32, c_int32, POINTER(c_uint32), POINTER(c_uint32), POINTER(c_uint32)], c_int32),
+    "lucid_linalg_ldl_solve": ([c_uint32, c_uint32, c_uint32, POINTER(c_int64)], c_int32),
 }
 
 # Entry points whose arguments are all 32-bit integers or data pointers: called without
@@ -216,6 +225,15 @@ UNCONVERTED = frozenset({
     "lucid_metal_fallback_entries",
     "lucid_metal_self_test",
     "lucid_metal_stats",
+    "lucid_linalg_lu_factor",
+    "lucid_linalg_solve_triangular",
+    "lucid_linalg_cholesky",
+    "lucid_linalg_eigh",
+    "lucid_linalg_svd",
+    "lucid_linalg_qr",
+    "lucid_linalg_geqrf",
+    "lucid_linalg_ldl_factor",
+    "lucid_linalg_ldl_solve",
 })
 
 # Every enum of the header, by name: {constant: value}.

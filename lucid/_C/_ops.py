@@ -1593,6 +1593,138 @@ def metal_dispatch_entry(index):
     return _text(kernel_.value), count_.value
 
 
+_lucid_linalg_lu_factor = _lib.lucid_linalg_lu_factor
+
+
+def linalg_lu_factor(a, check):
+    """LU with partial pivoting: lu (L below the diagonal, unit diagonal implied, U on and above),
+    pivots (int32 [..., min(m, n)], 1-based row swaps), info (int32 [...], k > 0 when U[k-1, k-1] is
+    zero). check != 0 raises on a zero pivot instead.
+    """
+    lu_ = c_uint32()
+    pivots_ = c_uint32()
+    info_ = c_uint32()
+    rc = _lucid_linalg_lu_factor(a, check, byref(lu_), byref(pivots_), byref(info_))
+    if rc:
+        _raise(rc)
+    return lu_.value, pivots_.value, info_.value
+
+
+_lucid_linalg_solve_triangular = _lib.lucid_linalg_solve_triangular
+
+
+def linalg_solve_triangular(a, b, upper, left, unitriangular):
+    """X with A @ X = B (left != 0) or X @ A = B, A upper or lower triangular (the other triangle is
+    not read), a unit diagonal assumed when unitriangular != 0; batch dimensions broadcast.
+    """
+    out_ = Record()
+    rc = _lucid_linalg_solve_triangular(a, b, upper, left, unitriangular, out_)
+    if rc:
+        _raise(rc)
+    return out_
+
+
+_lucid_linalg_cholesky = _lib.lucid_linalg_cholesky
+
+
+def linalg_cholesky(a, upper, check):
+    """Cholesky factor L (A = L @ L^T), or U (A = U^T @ U) when upper != 0, and info (int32 [...], k
+    > 0 when the leading minor of order k is not positive-definite; check != 0 raises instead).
+    """
+    l_ = c_uint32()
+    info_ = c_uint32()
+    rc = _lucid_linalg_cholesky(a, upper, check, byref(l_), byref(info_))
+    if rc:
+        _raise(rc)
+    return l_.value, info_.value
+
+
+_lucid_linalg_eigh = _lib.lucid_linalg_eigh
+
+
+def linalg_eigh(a, upper, vectors):
+    """Eigenvalues (ascending) and, when vectors != 0, eigenvectors (columns) of symmetric A, read
+    from its lower triangle (upper != 0: upper).
+    """
+    values_ = c_uint32()
+    vecs_ = c_uint32()
+    rc = _lucid_linalg_eigh(a, upper, vectors, byref(values_), byref(vecs_))
+    if rc:
+        _raise(rc)
+    return values_.value, vecs_.value
+
+
+_lucid_linalg_svd = _lib.lucid_linalg_svd
+
+
+def linalg_svd(a, full, vectors):
+    """A = U @ diag(S) @ Vh, S descending; U and Vh full (m x m, n x n) when full != 0, and only
+    when vectors != 0.
+    """
+    u_ = c_uint32()
+    s_ = c_uint32()
+    vh_ = c_uint32()
+    rc = _lucid_linalg_svd(a, full, vectors, byref(u_), byref(s_), byref(vh_))
+    if rc:
+        _raise(rc)
+    return u_.value, s_.value, vh_.value
+
+
+_lucid_linalg_qr = _lib.lucid_linalg_qr
+
+
+def linalg_qr(a, mode):
+    """A = Q @ R: mode 0 reduced, 1 complete, 2 R alone (q = 0)."""
+    q_ = c_uint32()
+    r_ = c_uint32()
+    rc = _lucid_linalg_qr(a, mode, byref(q_), byref(r_))
+    if rc:
+        _raise(rc)
+    return q_.value, r_.value
+
+
+_lucid_linalg_geqrf = _lib.lucid_linalg_geqrf
+
+
+def linalg_geqrf(a):
+    """LAPACK's geqrf: R and the Householder reflectors packed in qr, their scales in tau."""
+    qr_ = c_uint32()
+    tau_ = c_uint32()
+    rc = _lucid_linalg_geqrf(a, byref(qr_), byref(tau_))
+    if rc:
+        _raise(rc)
+    return qr_.value, tau_.value
+
+
+_lucid_linalg_ldl_factor = _lib.lucid_linalg_ldl_factor
+
+
+def linalg_ldl_factor(a, check):
+    """Bunch-Kaufman A = P L D L^T P^T of symmetric A (lower triangle read): ld (LAPACK's sytrf
+    packing, zeros above the diagonal), pivots (int32 [..., n], negative for 2 x 2 blocks), info
+    (int32 [...], k > 0 when D[k-1, k-1] is zero; check != 0 raises instead). Not differentiable.
+    """
+    ld_ = c_uint32()
+    pivots_ = c_uint32()
+    info_ = c_uint32()
+    rc = _lucid_linalg_ldl_factor(a, check, byref(ld_), byref(pivots_), byref(info_))
+    if rc:
+        _raise(rc)
+    return ld_.value, pivots_.value, info_.value
+
+
+_lucid_linalg_ldl_solve = _lib.lucid_linalg_ldl_solve
+
+
+def linalg_ldl_solve(ld, pivots, b):
+    """X with A @ X = B for A given by lucid_linalg_ldl_factor's ld and pivots. Not differentiable."""
+    out_ = Record()
+    rc = _lucid_linalg_ldl_solve(ld, pivots, b, out_)
+    if rc:
+        _raise(rc)
+    return out_
+
+
 # The entry points no rule above covers, hand-written in lucid/_C/_calls.py.
 HAND_WRITTEN = frozenset({
     "lucid_last_error",

@@ -3,5 +3,5 @@ functions are the primary form, and each family's ``*Methods`` class gives ``luc
 its methods from them.
 
 creation (factories) < writes (in-place writes) < elementwise < reduce < shape < indexing <
-composed < inplace, sparse: a module imports only the ones before it.
+composed < linalg < inplace, sparse: a module imports only the ones before it.
 """

@@ -107,11 +107,37 @@ def log_softmax(input, dim, *, out=None):
                     "log_softmax")
 
 
+def _nuclear_norm(x, dim, keepdim):
+    """The sum of the singular values of the matrices over the two dims ``dim`` (a 2-D x's by
+    default), from the engine's SVD."""
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"norm(): expected a floating-point input, got {x.dtype}")
+    if dim is None:
+        if x.ndim != 2:
+            raise RuntimeError(f"norm(): p='nuc' without dim needs a 2-D input, got shape {tuple(x.shape)}")
+        dim = (0, 1)
+    if not isinstance(dim, (tuple, list)) or len(dim) != 2:
+        raise ValueError(f"norm(): p='nuc' needs dim to be 2 dimensions, got {dim!r}")
+    d0, d1 = (x._wrap_dim(d, "norm") for d in dim)
+    if d0 == d1:
+        raise ValueError(f"norm(): p='nuc' needs 2 different dims, got {dim!r}")
+    moved = x.permute(*([d for d in range(x.ndim) if d not in (d0, d1)] + [d0, d1]))
+    _, s, _ = _C.linalg_svd(moved._h, False, False)
+    r = sum(wrap(s), -1)
+    if keepdim:
+        for d in sorted((d0, d1)):
+            r = r.unsqueeze(d)
+    return r
+
+
 def norm(input, p="fro", dim=None, keepdim=False, *, out=None):
     """The p-norm over ``dim`` (all elements by default): ``"fro"`` and 2 the Euclidean norm, 1,
-    ``inf``, ``-inf``, 0 (the count of non-zeros) and any other number as ``sum(|x|**p)**(1/p)``.
+    ``inf``, ``-inf``, 0 (the count of non-zeros) and any other number as ``sum(|x|**p)**(1/p)``;
+    ``"nuc"`` the nuclear norm (the sum of singular values) of the matrices over ``dim``.
     The gradient at a zero vector is 0, as PyTorch's."""
     x = tensor_arg(input, "norm")
+    if p == "nuc":
+        return returned(_nuclear_norm(x, dim, keepdim), out, "norm")
     if p == "fro":
         p = 2
     if isinstance(p, str) or isinstance(p, bool) or not isinstance(p, (int, float)):

@@ -229,6 +229,8 @@ enum KernelOp: Sendable {
     case updateScale
     /// reads [x, acc], writes [acc]
     case castStatistics
+    /// reads the LAPACK routine's inputs, writes its outputs (`LinalgKernels`)
+    case lapack
 
     var family: KernelFamily {
         switch self {
@@ -246,6 +248,7 @@ enum KernelOp: Sendable {
         case .attention: .attention
         case .gather, .scatterAdd, .nonzero, .put, .take: .indexing
         case .sgdStep, .adamStep, .unscale, .updateScale, .castStatistics: .optimizers
+        case .lapack: .linalg
         }
     }
 

@@ -240,3 +240,42 @@ protocol OptimizerKernels: AnyObject, Sendable {
     func castStatistics(_ x: TensorImpl, into acc: TensorImpl, word: Int)
 }
 
+
+/// Linear algebra over LAPACK (family `linalg`). Operands are contiguous [B, m, n] batches of
+/// one dtype, float32 or float64; each call returns LAPACK's `info` for each matrix (0, or
+/// > 0 for the numerical failure the routine reports). Only the host has these kernels: other
+/// backends route them to it.
+protocol LinalgKernels: AnyObject, Sendable {
+    /// LU factorization with partial pivoting of each a[b] ([m, n]): L (unit diagonal, below)
+    /// and U (on and above) packed into `lu` (a's shape), the 1-based row swaps into `pivots`
+    /// (int32 [B, min(m, n)]).
+    func luFactor(_ a: TensorImpl, lu: TensorImpl, pivots: TensorImpl) -> [Int32]
+    /// `x[b] = op(a[b])⁻¹ · b[b]` for triangular a ([n, n], its other triangle unread; op
+    /// transposes when `transpose`; a unit diagonal when `unit`), b and x [n, k].
+    func triangularSolve(_ a: TensorImpl, _ b: TensorImpl, upper: Bool, transpose: Bool, unit: Bool,
+                         into x: TensorImpl) -> [Int32]
+    /// The Cholesky factor of each symmetric positive-definite a[b] ([n, n], read from the
+    /// lower triangle, or the upper when `upper`): L with a = L·Lᵀ (or U with a = Uᵀ·U), zeros
+    /// in the other triangle.
+    func cholesky(_ a: TensorImpl, upper: Bool, into out: TensorImpl) -> [Int32]
+    /// Eigenvalues (ascending, [B, n]) and, when `vectors` is given, orthonormal eigenvectors
+    /// (its columns, [B, n, n]) of each symmetric a[b], read from one triangle.
+    func eigh(_ a: TensorImpl, upper: Bool, values: TensorImpl, vectors: TensorImpl?) -> [Int32]
+    /// Singular values (descending, [B, k], k = min(m, n)) and, when `u` and `vh` are given, the
+    /// singular vectors: u [B, m, k] and vh [B, k, n], or [B, m, m] and [B, n, n] when `full`.
+    func svd(_ a: TensorImpl, full: Bool, s: TensorImpl, u: TensorImpl?, vh: TensorImpl?) -> [Int32]
+    /// LAPACK's geqrf: R on and above the diagonal of `qr` (a's shape) and the Householder
+    /// reflectors below it, their scales in `tau` ([B, min(m, n)]).
+    func geqrf(_ a: TensorImpl, into qr: TensorImpl, tau: TensorImpl) -> [Int32]
+    /// The first q.shape[2] columns of the product of the reflectors stored below the diagonal
+    /// of a ([B, m, n]) with scales tau ([B, k]) (LAPACK's orgqr; columns of a beyond n read as
+    /// zeros).
+    func householderProduct(_ a: TensorImpl, tau: TensorImpl, into q: TensorImpl) -> [Int32]
+    /// LAPACK's sytrf with the lower triangle: the Bunch-Kaufman LDLᵀ factorization of each
+    /// symmetric a[b] ([n, n], its lower triangle read) packed into the lower triangle of `ld`
+    /// (zeros above), and its pivots (int32 [B, n]; negative for 2 x 2 blocks).
+    func ldlFactor(_ a: TensorImpl, into ld: TensorImpl, pivots: TensorImpl) -> [Int32]
+    /// LAPACK's sytrs: `x[b] = A⁻¹·b[b]` for A given by `ldlFactor`'s ld and pivots (b and x
+    /// [B, n, k]).
+    func ldlSolve(_ ld: TensorImpl, pivots: TensorImpl, _ b: TensorImpl, into x: TensorImpl) -> [Int32]
+}

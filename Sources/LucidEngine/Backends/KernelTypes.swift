@@ -90,5 +90,6 @@ struct ScaleUpdate: Sendable {
 /// backend's folder (`Host+Elementwise.swift`, `Metal+Elementwise.swift`, ...). A backend
 /// provides the families it has and declines the others; see `Backend`.
 package enum KernelFamily: String, CaseIterable, Sendable {
-    case elementwise, reduction, matmul, convolution, pooling, softmax, normalization, attention, indexing, optimizers
+    case elementwise, reduction, matmul, convolution, pooling, softmax, normalization, attention, indexing, optimizers,
+         linalg
 }

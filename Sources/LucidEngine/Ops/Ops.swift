@@ -9,7 +9,7 @@ package enum Ops {
     ] + Reductions.extraInfos + [
         ShapeOps.reshape, ShapeOps.view, ShapeOps.transpose, ShapeOps.permute, ShapeOps.contiguous,
     ] + ShapeOps.extraInfos + Indexing.infos + Activations.infos + Normalization.infos + Convolution.infos
-      + Attention.infos + Losses.infos + Recurrent.infos + [
+      + Attention.infos + Losses.infos + Recurrent.infos + Linalg.infos + [
         Conversion.to,
     ]
 

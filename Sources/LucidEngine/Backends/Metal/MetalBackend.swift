@@ -358,6 +358,8 @@ final class MetalBackend: Backend, @unchecked Sendable {
         case .softmax: softmaxRoute(call)
         case .normalization: normalizationRoute(call)
         case .attention: attentionRoute(call)
+        // LAPACK runs on the host, over the same unified memory (counted as host fallbacks).
+        case .linalg: .host
         }
     }
 
