@@ -1,5 +1,5 @@
-"""Gradient hooks on tensors (register_hook, register_post_accumulate_grad_hook, retain_grad) and
-lucid.autograd.grad / backward, as PyTorch has them."""
+"""Gradient hooks on tensors (register_hook, register_post_accumulate_grad_hook, retain_grad),
+lucid.autograd.grad / backward, and module hooks (forward and backward), as PyTorch has them."""
 
 import gc
 import threading
@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import lucid
+import lucid.nn as nn
 from lucid.utils.hooks import RemovableHandle
 
 from _helpers import DEVICES, numeric_grads
@@ -426,3 +427,224 @@ def test_autograd_backward_of_several_tensors_and_into_chosen_inputs():
     with pytest.raises(NotImplementedError, match="create_graph"):
         f(x).backward(create_graph=True)
 
+
+# ---- module hooks -------------------------------------------------------------------------------
+
+
+def linear(seed=0):
+    lucid.manual_seed(seed)
+    return nn.Linear(3, 2)
+
+
+def test_full_backward_hooks_get_the_gradients_of_the_module_s_inputs_and_outputs():
+    layer = linear()
+    W = layer.weight.numpy().astype(np.float64)
+    events = []
+    layer.register_full_backward_pre_hook(lambda m, go: events.append(("pre", m, go)))
+    layer.register_full_backward_hook(lambda m, gi, go: events.append(("full", m, gi, go)))
+    xs = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    x = lucid.tensor(xs, requires_grad=True)
+    weights = np.arange(8, dtype=np.float32).reshape(4, 2)
+    (layer(x) * lucid.tensor(weights)).sum().backward()
+    assert [e[0] for e in events] == ["pre", "full"]
+    _, m, go = events[0]
+    assert m is layer and isinstance(go, tuple) and len(go) == 1
+    np.testing.assert_allclose(go[0].numpy(), weights)  # dL/d(output)
+    _, m, gi, go2 = events[1]
+    assert m is layer and isinstance(gi, tuple) and len(gi) == 1
+    np.testing.assert_allclose(go2[0].numpy(), weights)
+    np.testing.assert_allclose(gi[0].numpy(), weights @ W, rtol=1e-5)  # dL/d(input)
+    np.testing.assert_allclose(x.grad.numpy(), weights @ W, rtol=1e-5)
+    np.testing.assert_allclose(layer.weight.grad.numpy(), weights.T @ xs, rtol=1e-5)
+
+
+def test_a_full_backward_hook_with_no_input_requiring_grad_gets_none_and_runs_after_the_pre_hooks():
+    layer = linear()
+    events = []
+    layer.register_full_backward_hook(lambda m, gi, go: events.append(("full", gi, go[0].shape)))
+    layer.register_full_backward_pre_hook(lambda m, go: events.append(("pre",)))
+    layer(lucid.ones(4, 3)).sum().backward()
+    assert events == [("pre",), ("full", (None,), (4, 2))]
+
+
+def test_full_backward_hook_arguments_follow_the_positional_arguments_and_the_outputs():
+    class Two(nn.Module):
+        def forward(self, a, k, b):
+            return a * k + b, a - b, 3
+
+    m = Two()
+    seen = []
+    m.register_full_backward_hook(lambda mod, gi, go: seen.append((gi, go)))
+    a, b = leaf(np.ones(2)), leaf(np.ones(2))
+    o1, o2, three = m(a, 2.0, b)
+    assert three == 3
+    (o1 * lucid.tensor([1.0, 5.0])).sum().backward()
+    (gi, go), = seen
+    # As PyTorch: None for the non-tensor argument, and for the outputs no gradient reached.
+    assert len(gi) == 3 and gi[1] is None and len(go) == 3 and go[1] is None and go[2] is None
+    np.testing.assert_allclose(go[0].numpy(), [1.0, 5.0])
+    np.testing.assert_allclose(gi[0].numpy(), [2.0, 10.0])
+    np.testing.assert_allclose(gi[2].numpy(), [1.0, 5.0])
+    np.testing.assert_allclose(a.grad.numpy(), [2.0, 10.0])
+
+
+def test_hooks_may_replace_grad_input_and_grad_output():
+    layer = linear()
+    x = lucid.tensor(np.ones((4, 3), np.float32), requires_grad=True)
+    layer.register_full_backward_hook(lambda m, gi, go: (lucid.full((4, 3), 7.0),))
+    layer(x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full((4, 3), 7.0))
+
+    plain, doubled = linear(), linear()
+    doubled.register_full_backward_pre_hook(lambda m, go: (go[0] * 2,))
+    xs = np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32)
+    for layer in (plain, doubled):
+        layer(lucid.tensor(xs, requires_grad=True)).sum().backward()
+    np.testing.assert_allclose(doubled.weight.grad.numpy(), 2 * plain.weight.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(doubled.bias.grad.numpy(), 2 * plain.bias.grad.numpy(), rtol=1e-6)
+
+    bad = linear()
+    bad.register_full_backward_hook(lambda m, gi, go: (gi[0], gi[0]))
+    with pytest.raises(RuntimeError, match="invalid number of grad_input, got 2, but expected 1"):
+        bad(lucid.tensor(xs, requires_grad=True)).sum().backward()
+    worse = linear()
+    worse.register_full_backward_pre_hook(lambda m, go: ("no",))
+    with pytest.raises(TypeError, match="grad_output"):
+        worse(lucid.tensor(xs, requires_grad=True)).sum().backward()
+
+
+def test_backward_hooks_leave_gradients_as_they_are_and_run_once_per_backward():
+    def model():
+        lucid.manual_seed(3)  # the same weights for both
+        return nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+
+    plain, hooked = model(), model()
+    order = []
+    for i, layer in enumerate(hooked):
+        layer.register_full_backward_hook(lambda m, gi, go, i=i: order.append(i))
+    xs = np.random.default_rng(2).standard_normal((5, 3)).astype(np.float32)
+    outs = []
+    for model in (plain, hooked):
+        x = lucid.tensor(xs, requires_grad=True)
+        loss = (model(x) ** 2).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        outs.append((x.grad.numpy(), [p.grad.numpy() for p in model.parameters()]))
+    assert order == [2, 1, 0, 2, 1, 0]  # the last layer's gradients are known first
+    np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-6)
+    for got, want in zip(outs[1][1], outs[0][1]):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_backward_hooks_order_prepend_and_removal():
+    layer = linear()
+    order = []
+    h1 = layer.register_full_backward_hook(lambda m, gi, go: order.append("a"))
+    h2 = layer.register_full_backward_hook(lambda m, gi, go: order.append("b"))
+    layer.register_full_backward_hook(lambda m, gi, go: order.append("c"), prepend=True)
+    hp = layer.register_full_backward_pre_hook(lambda m, go: order.append("pre"))
+    x = lucid.ones(2, 3, requires_grad=True)
+    layer(x).sum().backward()
+    assert order == ["pre", "c", "a", "b"]
+    h1.remove()
+    hp.remove()
+    with h2:
+        pass
+    order.clear()
+    layer(x).sum().backward()
+    assert order == ["c"]
+    with pytest.raises(TypeError, match="callable"):
+        layer.register_full_backward_hook(None)
+    with pytest.raises(TypeError, match="callable"):
+        layer.register_full_backward_pre_hook(1)
+
+
+def test_an_exception_in_a_module_backward_hook_is_raised_by_backward():
+    layer = linear()
+    layer.register_full_backward_hook(lambda m, gi, go: {}["missing"])
+    with pytest.raises(KeyError, match="missing"):
+        layer(lucid.ones(2, 3, requires_grad=True)).sum().backward()
+
+
+def test_backward_hooks_with_inputs_of_two_dtypes_and_under_no_grad():
+    class Mix(nn.Module):
+        def forward(self, a, b):
+            return a.float() * b
+
+    m = Mix()
+    seen = []
+    m.register_full_backward_hook(lambda mod, gi, go: seen.append(gi))
+    a = lucid.tensor([1.0, 2.0], dtype=lucid.float64, requires_grad=True)
+    b = leaf([3.0, 4.0])
+    m(a, b).sum().backward()
+    (gi,) = seen
+    assert gi[0].dtype == lucid.float64 and gi[1].dtype == lucid.float32
+    np.testing.assert_allclose(gi[0].numpy(), [3.0, 4.0])
+    np.testing.assert_allclose(gi[1].numpy(), [1.0, 2.0])
+    np.testing.assert_allclose(a.grad.numpy(), [3.0, 4.0])
+    with lucid.no_grad():
+        out = m(a, b)
+    assert not out.requires_grad and len(seen) == 1
+
+
+def test_global_module_hooks_run_for_every_module_before_its_own():
+    from lucid.nn.modules.module import (register_module_forward_hook, register_module_forward_pre_hook,
+                                         register_module_full_backward_hook,
+                                         register_module_full_backward_pre_hook)
+    model = nn.Sequential(linear(0), nn.ReLU())
+    calls = []
+    model[0].register_forward_hook(lambda m, a, o: calls.append(("own", type(m).__name__)))
+    handles = [
+        register_module_forward_pre_hook(lambda m, a: calls.append(("pre", type(m).__name__))),
+        register_module_forward_hook(lambda m, a, o: calls.append(("fwd", type(m).__name__))),
+        register_module_full_backward_pre_hook(lambda m, go: calls.append(("bwpre", type(m).__name__))),
+        register_module_full_backward_hook(lambda m, gi, go: calls.append(("bw", type(m).__name__))),
+    ]
+    try:
+        model(lucid.ones(2, 3, requires_grad=True)).sum().backward()
+    finally:
+        for h in handles:
+            h.remove()
+    assert calls == [("pre", "Sequential"), ("pre", "Linear"), ("fwd", "Linear"), ("own", "Linear"),
+                     ("pre", "ReLU"), ("fwd", "ReLU"), ("fwd", "Sequential"),
+                     ("bwpre", "Sequential"), ("bwpre", "ReLU"), ("bw", "ReLU"), ("bwpre", "Linear"),
+                     ("bw", "Linear"), ("bw", "Sequential")]
+    calls.clear()
+    model(lucid.ones(2, 3))
+    assert calls == [("own", "Linear")]
+    with pytest.raises(TypeError, match="callable"):
+        register_module_forward_hook("no")
+
+
+def test_a_global_forward_hook_with_kwargs_and_always_call():
+    from lucid.nn.modules.module import register_module_forward_hook
+
+    class Fails(nn.Module):
+        def forward(self, x, *, scale=1.0):
+            if scale < 0:
+                raise ValueError("negative scale")
+            return x * scale
+
+    seen = []
+    h = register_module_forward_hook(lambda m, a, kw, o: seen.append((dict(kw), o)), with_kwargs=True,
+                                     always_call=True)
+    try:
+        Fails()(lucid.ones(1), scale=2.0)
+        with pytest.raises(ValueError, match="negative"):
+            Fails()(lucid.ones(1), scale=-1.0)
+    finally:
+        h.remove()
+    assert seen[0][0] == {"scale": 2.0} and seen[0][1].item() == 2.0
+    assert seen[1] == ({"scale": -1.0}, None)
+
+
+def test_removable_handle_as_pytorch_s():
+    table, extra = {}, {}
+    h = RemovableHandle(table, extra_dict=extra)
+    table[h.id], extra[h.id] = "hook", True
+    h2 = RemovableHandle(table)
+    assert h2.id != h.id
+    with h:
+        assert h.id in table
+    assert table == {} and extra == {}
+    h.remove()  # again: nothing
