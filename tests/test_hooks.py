@@ -648,3 +648,20 @@ def test_removable_handle_as_pytorch_s():
         assert h.id in table
     assert table == {} and extra == {}
     h.remove()  # again: nothing
+
+
+def test_removed_and_released_hooks_leave_nothing_behind():
+    from lucid import _tensor
+    p = leaf(X)
+    before = len(_tensor._hooks)
+    for _ in range(200):  # a hook added and removed at every step leaves no trace
+        p.register_hook(lambda g: g).remove()
+        p.register_post_accumulate_grad_hook(lambda t: None).remove()
+    assert len(_tensor._hooks) == before
+    for _ in range(50):  # hooks on op results go with their graphs
+        y = p * 2
+        y.register_hook(lambda g: g)
+        y.sum().backward()
+        del y
+    p.register_hook(lambda g: g).remove()  # drops the contexts the engine released
+    assert len(_tensor._hooks) == before

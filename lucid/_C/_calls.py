@@ -138,6 +138,7 @@ pending_error = threading.local()
 def backward(t: int, grad: int, retain_graph: bool) -> None:
     pending_error.exception = None
     rc = lib.lucid_backward(t, grad, 1 if retain_graph else 0)
+    _hook_result.value = None  # the engine holds what it kept of it
     if rc:
         _raise_pending(rc)
 
@@ -158,6 +159,7 @@ def autograd_backward(tensors, grads, inputs, retain_graph: bool) -> None:
     ins = (c_uint32 * max(m, 1))(*inputs)
     pending_error.exception = None
     rc = lib.lucid_autograd_backward(roots, seeds, n, ins, m, 1 if retain_graph else 0)
+    _hook_result.value = None  # the engine holds what it kept of it
     if rc:
         _raise_pending(rc)
 
@@ -169,6 +171,7 @@ def autograd_grad(outputs, grad_outputs, inputs, retain_graph: bool, allow_unuse
     ins, grads = (c_uint32 * max(m, 1))(*inputs), (c_uint32 * max(m, 1))()
     pending_error.exception = None
     rc = lib.lucid_autograd_grad(outs, seeds, n, ins, m, 1 if retain_graph else 0, 1 if allow_unused else 0, grads)
+    _hook_result.value = None  # the engine holds what it kept of it
     if rc:
         _raise_pending(rc)
     return list(grads[:m])
