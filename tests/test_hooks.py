@@ -667,3 +667,15 @@ def test_removed_and_released_hooks_leave_nothing_behind():
         del y
     p.register_hook(lambda g: g).remove()  # drops the contexts the engine released
     assert len(_tensor._hooks) == before
+
+
+def test_a_parameter_keeps_its_hooks_when_the_module_changes_dtype():
+    layer = linear()
+    seen = []
+    layer.weight.register_hook(lambda g: seen.append(g.dtype))
+    layer.weight.register_post_accumulate_grad_hook(lambda t: seen.append("accumulated"))
+    layer.double()
+    assert layer.weight.dtype == lucid.float64 and layer.weight.requires_grad
+    layer(lucid.ones(2, 3, dtype=lucid.float64)).sum().backward()
+    assert seen == [lucid.float64, "accumulated"]
+    np.testing.assert_allclose(layer.weight.grad.numpy(), np.full((2, 3), 2.0))

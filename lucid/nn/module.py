@@ -3,7 +3,6 @@ from __future__ import annotations
 import contextlib
 from collections import OrderedDict
 
-from .. import _C
 from .._ops import writes
 from .._ops.creation import zeros_like as _zeros_like
 from .._ops.shape import cat as _cat
@@ -613,8 +612,8 @@ class Module:
         dev = as_device(device) if device is not None else None
         for p in self.parameters():
             new = p.to(dtype=dtype if p.dtype.is_floating_point else None, device=dev)
-            if new is not p:
-                p._replace(_C.tensor_set_requires_grad(new._h, p.requires_grad))
+            if new is not p:  # as p.data = new: p keeps its requires_grad and its gradient hooks
+                writes.set_data(p, new)
         for m in self.modules():
             for name, b in m._buffers.items():
                 if b is not None:
