@@ -679,3 +679,26 @@ def test_a_parameter_keeps_its_hooks_when_the_module_changes_dtype():
     layer(lucid.ones(2, 3, dtype=lucid.float64)).sum().backward()
     assert seen == [lucid.float64, "accumulated"]
     np.testing.assert_allclose(layer.weight.grad.numpy(), np.full((2, 3), 2.0))
+
+
+def test_hooks_registered_and_removed_while_another_thread_runs_backward():
+    p = leaf(X)
+    stop, errors, calls = threading.Event(), [], []
+
+    def train():
+        try:
+            for _ in range(200):
+                f(p).backward()
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            stop.set()
+
+    t = threading.Thread(target=train)
+    t.start()
+    while not stop.is_set():  # each hook seen runs whole; none changes the gradient
+        p.register_hook(lambda g: calls.append(1)).remove()
+        p.register_post_accumulate_grad_hook(lambda t: None).remove()
+    t.join()
+    assert not errors
+    np.testing.assert_allclose(p.grad.numpy(), 200 * DF, rtol=1e-4)
