@@ -531,6 +531,41 @@ int32_t lucid_tensor_grad_fn(lucid_tensor t, const char **name);
 int32_t lucid_set_grad_enabled(int32_t enabled, int32_t *previous);
 int32_t lucid_is_grad_enabled(int32_t *out);
 
+/* ---- gradient hooks, and autograd over several tensors ------------------------------------ */
+
+/* A tensor's hooks (Tensor.register_hook): the caller's hook gets its context, a new handle it
+ * owns (to the gradient for LUCID_HOOK_GRAD, to the leaf itself for LUCID_HOOK_POST_ACCUMULATE)
+ * and where to write a replacement gradient's handle (0 for none; the engine reads it when the
+ * hook returns, so it must be alive until then); it returns 0, or non-zero when it failed, which
+ * fails the backward pass. release is called once per context when the engine no longer holds
+ * it (the hook was removed, or its tensor and graph are gone). */
+typedef int32_t (*lucid_hook_call)(uint64_t context, lucid_tensor value, lucid_tensor *replacement);
+typedef void (*lucid_hook_release)(uint64_t context);
+int32_t lucid_hook_callbacks(lucid_hook_call call, lucid_hook_release release);
+enum lucid_hook_kind {
+    LUCID_HOOK_GRAD = 0,            /* called with the tensor's gradient each time backward computes it */
+    LUCID_HOOK_POST_ACCUMULATE = 1  /* called with a leaf once its gradient is accumulated into grad */
+};
+/* Registers the hook `context` of `kind` on t (which requires grad; a leaf for
+ * LUCID_HOOK_POST_ACCUMULATE), after the hooks t already has: *key removes it. An op result's
+ * hooks see the gradient of the value t had when they were registered. */
+int32_t lucid_tensor_register_hook(lucid_tensor t, int32_t kind, uint64_t context, uint64_t *key);
+/* Unregisters a hook; *removed is 0 when it was already gone. */
+int32_t lucid_hook_remove(uint64_t key, int32_t *removed);
+/* Makes the op result t keep its gradient in grad during backward passes (a leaf keeps it). */
+int32_t lucid_tensor_retain_grad(lucid_tensor t);
+int32_t lucid_tensor_retains_grad(lucid_tensor t, int32_t *out);
+/* torch.autograd.backward: backpropagates from the `count` tensors with their gradients (0 means
+ * 1 for a one-element tensor) in one pass; with input_count > 0, only `inputs` accumulate. */
+int32_t lucid_autograd_backward(const lucid_tensor *tensors, const lucid_tensor *grads, int32_t count,
+                                const lucid_tensor *inputs, int32_t input_count, int32_t retain_graph);
+/* torch.autograd.grad: grads[i] is a new handle to the gradient of the outputs (weighted by
+ * grad_outputs, 0 meaning 1 for a one-element output) with respect to inputs[i], or 0 for an
+ * input they do not depend on (an error unless allow_unused). No tensor's grad changes. */
+int32_t lucid_autograd_grad(const lucid_tensor *outputs, const lucid_tensor *grad_outputs, int32_t count,
+                            const lucid_tensor *inputs, int32_t input_count, int32_t retain_graph, int32_t allow_unused,
+                            lucid_tensor *grads);
+
 /* ---- optimizers (one call per parameter, in place) ----------------------------------------- */
 
 /* GradScaler's state lives in tensors of the gradients' device, so that no step waits for the

@@ -3,6 +3,8 @@ and conversions."""
 
 from __future__ import annotations
 
+import weakref
+
 from . import _C, _core
 from ._core import TensorBase, result, wrap
 from ._ops import writes
@@ -15,6 +17,7 @@ from ._ops.linalg import LinalgMethods
 from ._ops.reduce import ReduceMethods
 from ._ops.shape import ShapeMethods
 from ._ops.sparse import SparseMethods
+from .utils.hooks import RemovableHandle
 from ._types import (as_device, bfloat16, bool_, channels_last, channels_last_3d, check_dtype, contiguous_format,
                      device as _Device, dtype as _DType, dtype_by_name, float16, float32, float64, int8, int16, int32,
                      int64, memory_format as _MemoryFormat, no_cuda, preserve_format, uint8)
@@ -81,12 +84,50 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
             raise TypeError(f"grad must be a lucid.Tensor or None, got {type(value).__name__}")
         _C.tensor_set_grad(self._h, 0 if value is None else value._h)
 
-    def backward(self, gradient=None, retain_graph: bool = False):
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulates d(self)/d(leaf) into every leaf's ``.grad``; `gradient` defaults to 1
-        for a one-element tensor. The graph is freed afterwards unless `retain_graph`."""
+        for a one-element tensor. The graph is freed afterwards unless `retain_graph`. With
+        `inputs` (a tensor or a sequence of them), only those accumulate, an op result among
+        them into its own ``.grad``. Hooks registered on the tensors run as their gradients
+        are computed; an exception a hook raises is raised here."""
         if gradient is not None and not isinstance(gradient, TensorBase):
             raise TypeError(f"gradient must be a lucid.Tensor, got {type(gradient).__name__}")
-        _C.backward(self._h, 0 if gradient is None else gradient._h, bool(retain_graph))
+        if create_graph:
+            raise NotImplementedError("backward(create_graph=True): lucid does not record the backward pass "
+                                      "(no higher-order gradients)")
+        g = 0 if gradient is None else gradient._h
+        if inputs is None:
+            _C.backward(self._h, g, bool(retain_graph))
+            return
+        inputs = differentiated(inputs, "backward", "inputs")
+        _C.autograd_backward([self._h], [g], [t._h for t in inputs], bool(retain_graph))
+
+    def register_hook(self, hook):
+        """Calls ``hook(grad)`` with this tensor's gradient each time a backward pass computes
+        it (for a leaf, before it is accumulated into ``.grad``); a tensor it returns replaces
+        the gradient (same shape, dtype and device). Hooks run in the order they were
+        registered, each given the previous one's result. The tensor must require grad.
+
+        Returns a handle whose ``remove()`` unregisters the hook.
+        """
+        return _register_hook(self, hook, _C.HOOK_GRAD, "register_hook")
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Calls ``hook(tensor)`` on this leaf once a backward pass has accumulated its gradient
+        into ``.grad`` (so that, e.g., an optimizer step or an all-reduce of it can start
+        while backward goes on). The hook returns None. Returns a handle whose ``remove()``
+        unregisters it."""
+        return _register_hook(self, hook, _C.HOOK_POST_ACCUMULATE, "register_post_accumulate_grad_hook")
+
+    def retain_grad(self):
+        """Makes this op result keep its gradient in ``.grad`` during backward passes, as a leaf
+        does (a leaf is left as it is)."""
+        _C.tensor_retain_grad(self._h)
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether this op result keeps its gradient in ``.grad`` (see :meth:`retain_grad`)."""
+        return _C.tensor_retains_grad(self._h) != 0
 
     def detach(self):
         """This tensor cut from the autograd graph. As in PyTorch it shares this tensor's
@@ -282,6 +323,78 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
 
 
 _core.register(Tensor)
+
+
+def differentiated(tensors, fn, what):
+    """`tensors` (a tensor or a sequence of them) as a list of tensors."""
+    if isinstance(tensors, TensorBase):
+        return [tensors]
+    try:
+        items = list(tensors)
+    except TypeError:
+        raise TypeError(f"{fn}(): {what} must be a lucid.Tensor or a sequence of them, "
+                        f"got {type(tensors).__name__}") from None
+    for i, t in enumerate(items):
+        if not isinstance(t, TensorBase):
+            raise TypeError(f"{fn}(): {what}[{i}] must be a lucid.Tensor, got {type(t).__name__}")
+    return items
+
+
+# ---- gradient hooks --------------------------------------------------------------------------
+# The engine holds each hook as a context id and calls back with it (lucid/_C/_calls.py); the
+# Python function lives here until the engine releases the context or the handle removes it.
+
+class _HookTable(dict):
+    """context -> (hook, kind, weak reference to its tensor, engine key). Popping an entry (a
+    handle's remove()) unregisters it in the engine."""
+
+    def pop(self, context, default=None):
+        entry = dict.pop(self, context, None)
+        if entry is None:
+            return default
+        _C.hook_remove(entry[3])
+        return entry
+
+
+_hooks = _HookTable()
+# Contexts the engine has released, dropped at the next registration: never inside the release
+# callback, which may run wherever the engine drops a graph.
+_released_hooks = []
+_hook_callbacks_set = False
+
+
+def _call_hook(context, handle):
+    value = Tensor._wrap(handle)
+    entry = dict.get(_hooks, context)
+    if entry is None:
+        return None
+    hook, kind, ref = entry[0], entry[1], entry[2]
+    name = getattr(hook, "__name__", type(hook).__name__)
+    if kind == _C.HOOK_POST_ACCUMULATE:
+        tensor = ref()
+        result = hook(value if tensor is None else tensor)
+        if result is not None:
+            raise TypeError(f"post accumulate grad hook {name!r} must return None, got {type(result).__name__}")
+        return None
+    result = hook(value)
+    if result is not None and not isinstance(result, TensorBase):
+        raise TypeError(f"expected a lucid.Tensor or None, but hook {name!r} returned {type(result).__name__!r}")
+    return result
+
+
+def _register_hook(tensor, hook, kind, fn):
+    global _hook_callbacks_set
+    if not callable(hook):
+        raise TypeError(f"{fn}() takes a callable, got {type(hook).__name__}")
+    while _released_hooks:
+        dict.pop(_hooks, _released_hooks.pop(), None)
+    if not _hook_callbacks_set:
+        _C.hook_callbacks(_call_hook, _released_hooks.append)
+        _hook_callbacks_set = True
+    handle = RemovableHandle(_hooks)
+    key = _C.tensor_register_hook(tensor._h, kind, handle.id)
+    dict.__setitem__(_hooks, handle.id, (hook, kind, weakref.ref(tensor), key))
+    return handle
 
 
 class _TypedTensorMeta(type):

@@ -18,7 +18,7 @@ import itertools
 from . import _C
 from ._ops.creation import zeros
 from ._grad_mode import is_grad_enabled, no_grad
-from ._tensor import Tensor
+from ._tensor import Tensor, differentiated
 
 
 class FunctionCtx:
@@ -147,4 +147,70 @@ class Function(metaclass=_FunctionMeta):
         return results if isinstance(result, tuple) else results[0]
 
 
-__all__ = ["Function", "FunctionCtx"]
+def _seed_handles(grads, n, fn, what):
+    """One gradient handle (0 for None) per differentiated tensor."""
+    if grads is None:
+        return [0] * n
+    grads = [grads] if isinstance(grads, Tensor) else list(grads)
+    if len(grads) != n:
+        raise ValueError(f"{fn}(): {what} has {len(grads)} entries, expected {n} (one per tensor)")
+    for i, g in enumerate(grads):
+        if g is not None and not isinstance(g, Tensor):
+            raise TypeError(f"{fn}(): {what}[{i}] must be a lucid.Tensor or None, got {type(g).__name__}")
+    return [0 if g is None else g._h for g in grads]
+
+
+def _no_create_graph(fn, create_graph):
+    if create_graph:
+        raise NotImplementedError(f"{fn}(create_graph=True): lucid does not record the backward pass "
+                                  "(no higher-order gradients)")
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulates the gradients of `tensors` (weighted by `grad_tensors`, one each; None is 1
+    for a one-element tensor) into the leaves' ``.grad`` in one backward pass, as
+    ``torch.autograd.backward``. With `inputs`, only those tensors accumulate. The graph is
+    freed afterwards unless `retain_graph`."""
+    _no_create_graph("backward", create_graph)
+    tensors = differentiated(tensors, "backward", "tensors")
+    seeds = _seed_handles(grad_tensors, len(tensors), "backward", "grad_tensors")
+    ins = [] if inputs is None else [t._h for t in differentiated(inputs, "backward", "inputs")]
+    if inputs is not None and not ins:
+        raise ValueError("backward(): inputs is empty; pass the tensors to accumulate into, or None")
+    _C.autograd_backward([t._h for t in tensors], seeds, ins, bool(retain_graph))
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
+         allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """The gradients of `outputs` (weighted by `grad_outputs`, one each; None is 1 for a
+    one-element output) with respect to each of `inputs`, as ``torch.autograd.grad``: a tuple
+    with one tensor per input, and no ``.grad`` changed. Hooks registered on the inputs run on
+    their gradients. An input the outputs do not depend on is an error unless `allow_unused`
+    (its gradient is then None, or zeros with `materialize_grads`). The graph is freed
+    afterwards unless `retain_graph`.
+
+    Examples
+    --------
+    >>> x = lucid.tensor([1.0, 2.0], requires_grad=True)
+    >>> lucid.autograd.grad((x * x).sum(), x)
+    (tensor([2., 4.]),)
+    """
+    _no_create_graph("grad", create_graph)
+    if is_grads_batched:
+        raise NotImplementedError("grad(is_grads_batched=True) is not supported")
+    outputs = differentiated(outputs, "grad", "outputs")
+    inputs = differentiated(inputs, "grad", "inputs")
+    seeds = _seed_handles(grad_outputs, len(outputs), "grad", "grad_outputs")
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    elif materialize_grads and not allow_unused:
+        raise ValueError("grad(): materialize_grads=True needs allow_unused to be True or None")
+    handles = _C.autograd_grad([t._h for t in outputs], seeds, [t._h for t in inputs], bool(retain_graph),
+                               bool(allow_unused))
+    found = [Tensor._wrap(h) if h else None for h in handles]
+    if materialize_grads:
+        found = [zeros(*t.shape, dtype=t.dtype, device=t.device) if g is None else g for g, t in zip(found, inputs)]
+    return tuple(found)
+
+
+__all__ = ["Function", "FunctionCtx", "backward", "grad"]

@@ -229,6 +229,8 @@ HAND_WRITTEN = {
     "lucid_tensor_release": "releases are batched (lucid/_C/_calls.py)",
     "lucid_tensor_release_many": "releases are batched (lucid/_C/_calls.py)",
     "lucid_backward": "re-raises the exception a custom function's Python backward raised",
+    "lucid_autograd_backward": "re-raises the exception a Python hook or custom backward raised",
+    "lucid_autograd_grad": "re-raises the exception a Python hook or custom backward raised; writes an array",
     "lucid_attention": "asks for the weights only when they are wanted",
     "lucid_set_element": "Python's x[i] = v: range-checked once by the caller, padded without a loop",
     "lucid_amp_inspect_entry": "writes sixteen values into an array the caller passes",

@@ -164,6 +164,7 @@ public func lucid_set_data(_ t: UInt32, _ value: UInt32) -> Int32 {
         if keep, let g = Autograd.grad(of: x), g.shape == data.shape, g.dtype == data.dtype, g.device == data.device {
             try Autograd.setGrad(of: data, to: g)
         }
+        if keep { Hooks.transfer(from: x, to: data) }
         try tensors.replace(t, with: data)
     }
 }

@@ -123,6 +123,13 @@ SIGNATURES = {
     "lucid_tensor_grad_fn": ([c_uint32, POINTER(c_char_p)], c_int32),
     "lucid_set_grad_enabled": ([c_int32, POINTER(c_int32)], c_int32),
     "lucid_is_grad_enabled": ([POINTER(c_int32)], c_int32),
+    "lucid_hook_callbacks": ([c_void_p, c_void_p], c_int32),
+    "lucid_tensor_register_hook": ([c_uint32, c_int32, c_uint64, POINTER(c_uint64)], c_int32),
+    "lucid_hook_remove": ([c_uint64, POINTER(c_int32)], c_int32),
+    "lucid_tensor_retain_grad": ([c_uint32], c_int32),
+    "lucid_tensor_retains_grad": ([c_uint32, POINTER(c_int32)], c_int32),
+    "lucid_autograd_backward": ([POINTER(c_uint32), POINTER(c_uint32), c_int32, POINTER(c_uint32), c_int32, c_int32], c_int32),
+    "lucid_autograd_grad": ([POINTER(c_uint32), POINTER(c_uint32), c_int32, POINTER(c_uint32), c_int32, c_int32, c_int32, POINTER(c_uint32)], c_int32),
     "lucid_sgd_step": ([c_uint32, c_uint32, c_uint32, c_uint32, c_double, c_double, c_double, c_double, c_int32, c_int32, POINTER(c_uint32)], c_int32),
     "lucid_adam_step": ([c_uint32, c_uint32, c_uint32, c_uint32, c_uint32, c_uint32, c_double, c_double, c_double, c_double, c_double, c_int32, c_int32, POINTER(c_uint32), POINTER(c_uint32)], c_int32),
     "lucid_unscale_grads": ([POINTER(c_uint32), c_int32, c_uint32, c_uint32], c_int32),
@@ -219,6 +226,10 @@ UNCONVERTED = frozenset({
     "lucid_tensor_grad_fn",
     "lucid_set_grad_enabled",
     "lucid_is_grad_enabled",
+    "lucid_tensor_retain_grad",
+    "lucid_tensor_retains_grad",
+    "lucid_autograd_backward",
+    "lucid_autograd_grad",
     "lucid_unscale_grads",
     "lucid_metal_is_available",
     "lucid_metal_synchronize",
@@ -254,6 +265,7 @@ ENUMS = {
     "lucid_split_mode": {"LUCID_SPLIT_SIZES": 0, "LUCID_SPLIT_SIZE": 1, "LUCID_SPLIT_CHUNKS": 2},
     "lucid_pointwise_loss_kind": {"LUCID_LOSS_MSE": 0, "LUCID_LOSS_L1": 1},
     "lucid_precision_verdict": {"LUCID_VERDICT_SAFE_FLOAT16": 0, "LUCID_VERDICT_USE_BFLOAT16": 1, "LUCID_VERDICT_KEEP_FLOAT32": 2},
+    "lucid_hook_kind": {"LUCID_HOOK_GRAD": 0, "LUCID_HOOK_POST_ACCUMULATE": 1},
 }
 
 # The comment each enum constant carries in the header, where it has one.
@@ -357,6 +369,8 @@ DOCS = {
     'LUCID_SPECIAL_SCALED_MODIFIED_BESSEL_K1': 'exp(x) k1(x) (no gradient)',
     'LUCID_SPECIAL_SPHERICAL_BESSEL_J0': 'sin(x) / x, 1 at 0 (no gradient)',
     'LUCID_SPECIAL_AIRY_AI': 'the Airy function Ai (no gradient)',
+    'LUCID_HOOK_GRAD': "called with the tensor's gradient each time backward computes it",
+    'LUCID_HOOK_POST_ACCUMULATE': 'called with a leaf once its gradient is accumulated into grad',
 }
 
 LUCID_OK = 0
@@ -529,3 +543,5 @@ LUCID_LOSS_L1 = 1
 LUCID_VERDICT_SAFE_FLOAT16 = 0
 LUCID_VERDICT_USE_BFLOAT16 = 1
 LUCID_VERDICT_KEEP_FLOAT32 = 2
+LUCID_HOOK_GRAD = 0
+LUCID_HOOK_POST_ACCUMULATE = 1

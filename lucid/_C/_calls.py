@@ -20,7 +20,7 @@ from ._ops import (device_info, dtype_info, metal_dispatch_entry, metal_fallback
 
 __all__ = ["GuardSlot", "guard_slot", "guard_create", "guard_destroy", "guard_create_raw", "guard_destroy_raw",
            "release", "deferred", "DEFERRED_MAX", "DEFERRED_BYTES", "flush_releases", "backward",
-           "pending_error", "custom_function_callbacks", "MetalFallbackWarning", "set_element", "split",
+           "pending_error", "custom_function_callbacks", "hook_callbacks", "autograd_backward", "autograd_grad", "MetalFallbackWarning", "set_element", "split",
            "tensor_shape", "attention", "metal_stats", "last_error", "dtype_table", "device_table", "op_table",
            "metal_self_test_report", "metal_host_fallback_counts", "amp_inspect_entry"]
 
@@ -138,12 +138,74 @@ pending_error = threading.local()
 def backward(t: int, grad: int, retain_graph: bool) -> None:
     pending_error.exception = None
     rc = lib.lucid_backward(t, grad, 1 if retain_graph else 0)
+    _hook_result.value = None  # the engine holds what it kept of it
     if rc:
-        raised = pending_error.exception
-        pending_error.exception = None
-        if raised is not None:
-            raise raised
+        _raise_pending(rc)
+
+
+def _raise_pending(rc):
+    raised = pending_error.exception
+    pending_error.exception = None
+    if raised is not None:
+        raise raised
+    raise_error(rc)
+
+
+def autograd_backward(tensors, grads, inputs, retain_graph: bool) -> None:
+    """One backward pass from several tensors (`grads`: a handle or 0 each); with `inputs`,
+    only those accumulate."""
+    n, m = len(tensors), len(inputs)
+    roots, seeds = (c_uint32 * max(n, 1))(*tensors), (c_uint32 * max(n, 1))(*grads)
+    ins = (c_uint32 * max(m, 1))(*inputs)
+    pending_error.exception = None
+    rc = lib.lucid_autograd_backward(roots, seeds, n, ins, m, 1 if retain_graph else 0)
+    _hook_result.value = None  # the engine holds what it kept of it
+    if rc:
+        _raise_pending(rc)
+
+
+def autograd_grad(outputs, grad_outputs, inputs, retain_graph: bool, allow_unused: bool) -> list:
+    """The handles of the gradients of `outputs` with respect to `inputs` (0 where unused)."""
+    n, m = len(outputs), len(inputs)
+    outs, seeds = (c_uint32 * max(n, 1))(*outputs), (c_uint32 * max(n, 1))(*grad_outputs)
+    ins, grads = (c_uint32 * max(m, 1))(*inputs), (c_uint32 * max(m, 1))()
+    pending_error.exception = None
+    rc = lib.lucid_autograd_grad(outs, seeds, n, ins, m, 1 if retain_graph else 0, 1 if allow_unused else 0, grads)
+    _hook_result.value = None  # the engine holds what it kept of it
+    if rc:
+        _raise_pending(rc)
+    return list(grads[:m])
+
+
+_HOOK_CALL = ctypes.CFUNCTYPE(c_int32, c_uint64, c_uint32, POINTER(c_uint32))
+_HOOK_RELEASE = ctypes.CFUNCTYPE(None, c_uint64)
+_hook_callbacks = None  # the C callbacks, alive for the process once registered
+# What the last hook on this thread returned, alive until the engine has taken it (it reads
+# the handle as the callback returns).
+_hook_result = threading.local()
+
+
+def hook_callbacks(call, release) -> None:
+    """Registers gradient hooks' Python side with the engine: ``call(context, handle)`` returns
+    a replacement tensor or None and may raise (the exception is raised again by the backward
+    call); ``release(context)`` says the engine is done with it."""
+    global _hook_callbacks
+
+    def on_call(context, handle, replacement):
+        try:
+            result = call(context, handle)
+            _hook_result.value = result
+            replacement[0] = 0 if result is None else result._h
+            return 0
+        except BaseException as e:  # handed to the thread that called backward()
+            pending_error.exception = e
+            return 1
+
+    callbacks = (_HOOK_CALL(on_call), _HOOK_RELEASE(release))
+    rc = lib.lucid_hook_callbacks(ctypes.cast(callbacks[0], c_void_p), ctypes.cast(callbacks[1], c_void_p))
+    if rc:
         raise_error(rc)
+    _hook_callbacks = callbacks
 
 
 _CUSTOM_BACKWARD = ctypes.CFUNCTYPE(c_int32, c_uint64, c_uint32, POINTER(c_uint32), c_int32)

@@ -1424,6 +1424,54 @@ def is_grad_enabled():
     return out_.value
 
 
+_lucid_tensor_register_hook = _lib.lucid_tensor_register_hook
+
+
+def tensor_register_hook(t, kind, context):
+    """Registers the hook `context` of `kind` on t (which requires grad; a leaf for
+    LUCID_HOOK_POST_ACCUMULATE), after the hooks t already has: *key removes it. An op result's
+    hooks see the gradient of the value t had when they were registered.
+    """
+    key_ = c_uint64()
+    rc = _lucid_tensor_register_hook(t, kind, context, byref(key_))
+    if rc:
+        _raise(rc)
+    return key_.value
+
+
+_lucid_hook_remove = _lib.lucid_hook_remove
+
+
+def hook_remove(key):
+    """Unregisters a hook; *removed is 0 when it was already gone."""
+    removed_ = c_int32()
+    rc = _lucid_hook_remove(key, byref(removed_))
+    if rc:
+        _raise(rc)
+    return removed_.value
+
+
+_lucid_tensor_retain_grad = _lib.lucid_tensor_retain_grad
+
+
+def tensor_retain_grad(t):
+    """Makes the op result t keep its gradient in grad during backward passes (a leaf keeps it)."""
+    rc = _lucid_tensor_retain_grad(t)
+    if rc:
+        _raise(rc)
+
+
+_lucid_tensor_retains_grad = _lib.lucid_tensor_retains_grad
+
+
+def tensor_retains_grad(t):
+    out_ = c_int32()
+    rc = _lucid_tensor_retains_grad(t, byref(out_))
+    if rc:
+        _raise(rc)
+    return out_.value
+
+
 _lucid_sgd_step = _lib.lucid_sgd_step
 
 
@@ -1739,6 +1787,9 @@ HAND_WRITTEN = frozenset({
     "lucid_attention",
     "lucid_backward",
     "lucid_custom_function_callbacks",
+    "lucid_hook_callbacks",
+    "lucid_autograd_backward",
+    "lucid_autograd_grad",
     "lucid_metal_stats",
     "lucid_set_warning_handler",
 })

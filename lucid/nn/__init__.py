@@ -12,6 +12,7 @@ from .layers import (ELU, GELU, Dropout, Dropout1d, Dropout2d, Flatten, Identity
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss,
                    SmoothL1Loss)
 from .module import Module
+from . import modules  # torch.nn.modules.module: Module and the global module hooks
 from .normalization import (BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LayerNorm,
                             RMSNorm)
 from .padding import (ConstantPad1d, ConstantPad2d, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,

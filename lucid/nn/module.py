@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 from collections import OrderedDict
 
-from .. import _C
 from .._ops import writes
-from .._grad_mode import no_grad
+from .._ops.creation import zeros_like as _zeros_like
+from .._ops.shape import cat as _cat
+from .._grad_mode import is_grad_enabled, no_grad
 from .._tensor import Tensor
+from ..utils.hooks import RemovableHandle
 from .._types import as_device, bfloat16, dtype as _dtype, float16, float32, float64, no_cuda
 from .parameter import Parameter
 
@@ -16,26 +17,223 @@ from .parameter import Parameter
 _call_observer = None
 
 
-_hook_ids = itertools.count()
+# Hooks every module runs (register_module_forward_hook and its kin), before each module's own.
+_global_forward_pre_hooks = OrderedDict()
+_global_forward_hooks = OrderedDict()
+_global_forward_hooks_with_kwargs = {}
+_global_forward_hooks_always_called = {}
+_global_backward_pre_hooks = OrderedDict()
+_global_backward_hooks = OrderedDict()
 
 
-class RemovableHandle:
-    """The handle a hook registration returns: ``remove()`` unregisters the hook (a second
-    call does nothing); usable as a context manager that removes it on exit."""
+def _callable(hook, fn):
+    if not callable(hook):
+        raise TypeError(f"{fn} takes a callable, got {hook!r}")
 
-    def __init__(self, *tables):
-        self._tables = tables
-        self.id = next(_hook_ids)
 
-    def remove(self):
-        for table in self._tables:
-            table.pop(self.id, None)
+def register_module_forward_pre_hook(hook):
+    """Registers ``hook(module, args)`` to run before every module's forward, before the
+    module's own pre-hooks; as :meth:`Module.register_forward_pre_hook`, a result other than
+    None replaces the arguments. Returns a handle whose ``remove()`` unregisters it."""
+    _callable(hook, "register_module_forward_pre_hook")
+    handle = RemovableHandle(_global_forward_pre_hooks)
+    _global_forward_pre_hooks[handle.id] = hook
+    return handle
 
-    def __enter__(self):
-        return self
 
-    def __exit__(self, *exc):
-        self.remove()
+def register_module_forward_hook(hook, *, with_kwargs: bool = False, always_call: bool = False):
+    """Registers ``hook(module, args, output)`` (``hook(module, args, kwargs, output)`` with
+    `with_kwargs`) to run after every module's forward, before the module's own forward hooks;
+    a result other than None replaces the output. With `always_call` it also runs, with output
+    None, when forward raises. Returns a handle whose ``remove()`` unregisters it."""
+    _callable(hook, "register_module_forward_hook")
+    handle = RemovableHandle(_global_forward_hooks, extra_dict=[_global_forward_hooks_with_kwargs,
+                                                                _global_forward_hooks_always_called])
+    _global_forward_hooks[handle.id] = hook
+    if with_kwargs:
+        _global_forward_hooks_with_kwargs[handle.id] = True
+    if always_call:
+        _global_forward_hooks_always_called[handle.id] = True
+    return handle
+
+
+def register_module_full_backward_pre_hook(hook):
+    """Registers ``hook(module, grad_output)`` to run in every module's backward, before the
+    module's own backward pre-hooks (see :meth:`Module.register_full_backward_pre_hook`)."""
+    _callable(hook, "register_module_full_backward_pre_hook")
+    handle = RemovableHandle(_global_backward_pre_hooks)
+    _global_backward_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_full_backward_hook(hook):
+    """Registers ``hook(module, grad_input, grad_output)`` to run in every module's backward,
+    before the module's own backward hooks (see :meth:`Module.register_full_backward_hook`)."""
+    _callable(hook, "register_module_full_backward_hook")
+    handle = RemovableHandle(_global_backward_hooks)
+    _global_backward_hooks[handle.id] = hook
+    return handle
+
+
+def _join(tensors):
+    """(hub, pieces): `pieces` stand for `tensors` in the forward pass and are views of `hub`,
+    one tensor whose graph node gathers all of their gradients. Backward runs that node only
+    once every piece's gradient has arrived, so a hook on the hub sees all of them together.
+    Several tensors go into one flat hub of a dtype holding each exactly (float64 when one is
+    float64, float32 otherwise)."""
+    if len(tensors) == 1:
+        t = tensors[0]
+        hub = t.view(t.shape)
+        return hub, [hub]
+    devices = {t.device for t in tensors}
+    if len(devices) > 1:
+        raise RuntimeError(f"full backward hooks: the module's tensors are on several devices ({sorted(map(str, devices))})")
+    common = float64 if any(t.dtype == float64 for t in tensors) else float32
+    hub = _cat([t.reshape(-1).to(common) for t in tensors])
+    pieces, start = [], 0
+    for t in tensors:
+        n = t.numel()
+        pieces.append(hub[start:start + n].reshape(t.shape).to(t.dtype))
+        start += n
+    return hub, pieces
+
+
+def _split(g, tensors):
+    """The hub gradient `g` of `_join(tensors)` as one gradient per tensor, in its dtype."""
+    if len(tensors) == 1:
+        return [g]
+    out, start = [], 0
+    for t in tensors:
+        n = t.numel()
+        out.append(g[start:start + n].reshape(t.shape).to(t.dtype))
+        start += n
+    return out
+
+
+def _rejoin(grads, tensors, like):
+    """Gradients per tensor back into the hub's layout (`like` is the hub's gradient)."""
+    if len(tensors) == 1:
+        return grads[0]
+    return _cat([g.reshape(-1).to(like.dtype) for g in grads])
+
+
+class _BackwardHooks:
+    """One forward call's full backward hooks: its tensor inputs and outputs pass through hubs
+    (`_join`) whose gradient hooks call the module's backward pre-hooks once the gradients of
+    all outputs are known, and its backward hooks once those of all inputs are."""
+
+    def __init__(self, module, pre_hooks, hooks):
+        self.module, self.pre_hooks, self.hooks = module, pre_hooks, hooks
+        self.grad_outputs = None
+        self.n_args = 0
+        self.input_positions = []
+
+    def setup_inputs(self, args):
+        self.n_args = len(args)
+        self.input_positions = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+        if not self.input_positions:
+            return args
+        inputs = [args[i] for i in self.input_positions]
+        hub, pieces = _join(inputs)
+        self.inputs = inputs
+        self.inputs_reached = self._watch(pieces)
+        hub.register_hook(self._on_grad_input)
+        args = list(args)
+        for i, p in zip(self.input_positions, pieces):
+            args[i] = p
+        return tuple(args)
+
+    def setup_outputs(self, output):
+        single = isinstance(output, Tensor)
+        outs = (output,) if single else tuple(output) if isinstance(output, (tuple, list)) else ()
+        self.n_outputs = len(outs)
+        self.output_positions = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
+        if not self.output_positions:
+            return output
+        outputs = [outs[i] for i in self.output_positions]
+        hub, pieces = _join(outputs)
+        self.outputs = outputs
+        self.outputs_reached = self._watch(pieces)
+        hub.register_hook(self._on_grad_output)
+        outs = list(outs)
+        for i, p in zip(self.output_positions, pieces):
+            outs[i] = p
+        return outs[0] if single else type(output)(outs)
+
+    @staticmethod
+    def _watch(pieces):
+        """Flags, one per piece, set when a gradient reaches it in a backward pass: a piece no
+        gradient reaches gets None rather than the hub's zeros."""
+        if len(pieces) == 1:
+            return None
+        reached = [False] * len(pieces)
+        for k, p in enumerate(pieces):
+            p.register_hook(lambda g, k=k: reached.__setitem__(k, True))
+        return reached
+
+    @staticmethod
+    def _reached(grads, reached):
+        if reached is None:
+            return grads
+        out = [g if r else None for g, r in zip(grads, reached)]
+        reached[:] = [False] * len(reached)  # for the next backward of a retained graph
+        return out
+
+    @staticmethod
+    def _packed(values, positions, n):
+        full = [None] * n
+        for i, v in zip(positions, values):
+            full[i] = v
+        return tuple(full)
+
+    def _replacement(self, result, current, what):
+        """The gradients a hook returned, checked against the ones it was given."""
+        result = result if isinstance(result, (tuple, list)) else (result,)
+        if len(result) != len(current):
+            raise RuntimeError(f"backward hook returned an invalid number of {what}, got {len(result)}, "
+                               f"but expected {len(current)}")
+        for i, (r, c) in enumerate(zip(result, current)):
+            if r is not None and not isinstance(r, Tensor):
+                raise TypeError(f"backward hook returned a {type(r).__name__} as {what}[{i}]; "
+                                f"expected a lucid.Tensor or None")
+            if r is not None and c is not None and r.shape != c.shape:
+                raise RuntimeError(f"backward hook returned {what}[{i}] of shape {tuple(r.shape)}, "
+                                   f"expected shape {tuple(c.shape)}")
+        return tuple(result)
+
+    def _on_grad_output(self, g):
+        grads = self._reached(_split(g, self.outputs), self.outputs_reached)
+        grad_output = self._packed(grads, self.output_positions, self.n_outputs)
+        changed = False
+        for hook in self.pre_hooks:
+            result = hook(self.module, grad_output)
+            if result is not None:
+                grad_output = self._replacement(result, grad_output, "grad_output")
+                changed = True
+        self.grad_outputs = grad_output
+        if not self.input_positions:  # no input needs a gradient: the hooks are called now
+            self._call_hooks(self._packed([], [], self.n_args))
+        if not changed:
+            return None
+        new = [grad_output[i] if grad_output[i] is not None else _zeros_like(t)
+               for i, t in zip(self.output_positions, self.outputs)]
+        return _rejoin(new, self.outputs, g)
+
+    def _call_hooks(self, grad_input):
+        for hook in self.hooks:
+            result = hook(self.module, grad_input, self.grad_outputs)
+            if result is not None:
+                grad_input = self._replacement(result, grad_input, "grad_input")
+        return grad_input
+
+    def _on_grad_input(self, g):
+        grads = self._reached(_split(g, self.inputs), self.inputs_reached)
+        grad_input = self._packed(grads, self.input_positions, self.n_args)
+        new = self._call_hooks(grad_input)
+        if new is grad_input:
+            return None
+        grads = [new[i] if new[i] is not None else _zeros_like(t) for i, t in zip(self.input_positions, self.inputs)]
+        return _rejoin(grads, self.inputs, g)
 
 
 class Module:
@@ -50,6 +248,8 @@ class Module:
         object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
         object.__setattr__(self, "_forward_hooks", OrderedDict())
         object.__setattr__(self, "_hooks_with_kwargs", set())
+        object.__setattr__(self, "_backward_pre_hooks", OrderedDict())
+        object.__setattr__(self, "_backward_hooks", OrderedDict())
 
     def __setattr__(self, name, value):
         params = self.__dict__.get("_parameters")
@@ -194,10 +394,16 @@ class Module:
     def _call(self, args, kwargs):
         d = self.__dict__
         pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
-        if not pre and not post:
+        bw_pre, bw = d.get("_backward_pre_hooks"), d.get("_backward_hooks")
+        if not (pre or post or bw_pre or bw or _global_forward_pre_hooks or _global_forward_hooks
+                or _global_backward_pre_hooks or _global_backward_hooks):
             return self.forward(*args, **kwargs)
-        with_kwargs = d["_hooks_with_kwargs"]
-        for key, hook in list(pre.items()):
+        with_kwargs = d.get("_hooks_with_kwargs", ())
+        for hook in list(_global_forward_pre_hooks.values()):
+            result = hook(self, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+        for key, hook in list((pre or {}).items()):
             if key in with_kwargs:
                 result = hook(self, args, kwargs)
                 if result is not None:
@@ -210,26 +416,38 @@ class Module:
                 result = hook(self, args)
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
+        backward = None
+        if (bw_pre or bw or _global_backward_pre_hooks or _global_backward_hooks) and is_grad_enabled():
+            backward = _BackwardHooks(self, list(_global_backward_pre_hooks.values()) + list((bw_pre or {}).values()),
+                                      list(_global_backward_hooks.values()) + list((bw or {}).values()))
+            args = backward.setup_inputs(args)
+        hooks = [(hook, key in _global_forward_hooks_with_kwargs, key in _global_forward_hooks_always_called)
+                 for key, hook in _global_forward_hooks.items()]
+        always = d.get("_always_call", ())
+        hooks += [(hook, key in with_kwargs, key in always) for key, hook in (post or {}).items()]
         try:
             output = self.forward(*args, **kwargs)
         except Exception:
-            for key, hook in list(post.items()):
-                if key in d.get("_always_call", ()):  # told of the failure with output None
-                    hook(self, args, kwargs, None) if key in with_kwargs else hook(self, args, None)
+            for hook, kw, always_call in hooks:
+                if always_call:  # told of the failure with output None
+                    hook(self, args, kwargs, None) if kw else hook(self, args, None)
             raise
-        for key, hook in list(post.items()):
-            result = hook(self, args, kwargs, output) if key in with_kwargs else hook(self, args, output)
+        for hook, kw, _ in hooks:
+            result = hook(self, args, kwargs, output) if kw else hook(self, args, output)
             if result is not None:
                 output = result
+        if backward is not None:
+            output = backward.setup_outputs(output)
         return output
 
     def _hook_tables(self):
         if "_parameters" not in self.__dict__:
             raise AttributeError("call Module.__init__() before registering hooks")
-        if "_forward_hooks" not in self.__dict__:  # a module unpickled from before hooks existed
-            for name, table in (("_forward_pre_hooks", OrderedDict()), ("_forward_hooks", OrderedDict()),
-                                ("_hooks_with_kwargs", set())):
-                object.__setattr__(self, name, table)
+        for name, make in (("_forward_pre_hooks", OrderedDict), ("_forward_hooks", OrderedDict),
+                           ("_hooks_with_kwargs", set), ("_backward_pre_hooks", OrderedDict),
+                           ("_backward_hooks", OrderedDict), ("_always_call", set)):
+            if name not in self.__dict__:  # a module unpickled from before hooks existed
+                object.__setattr__(self, name, make())
         return self._forward_pre_hooks, self._forward_hooks, self._hooks_with_kwargs
 
     @staticmethod
@@ -247,7 +465,7 @@ class Module:
         if not callable(hook):
             raise TypeError(f"register_forward_pre_hook takes a callable, got {hook!r}")
         pre, _, with_kw = self._hook_tables()
-        handle = RemovableHandle(pre, _Discard(with_kw))
+        handle = RemovableHandle(pre, extra_dict=_Discard(with_kw))
         self._add_hook(pre, handle, hook, prepend)
         if with_kwargs:
             with_kw.add(handle.id)
@@ -263,14 +481,48 @@ class Module:
         if not callable(hook):
             raise TypeError(f"register_forward_hook takes a callable, got {hook!r}")
         _, post, with_kw = self._hook_tables()
-        if "_always_call" not in self.__dict__:
-            object.__setattr__(self, "_always_call", set())
-        handle = RemovableHandle(post, _Discard(with_kw), _Discard(self._always_call))
+        handle = RemovableHandle(post, extra_dict=[_Discard(with_kw), _Discard(self._always_call)])
         self._add_hook(post, handle, hook, prepend)
         if with_kwargs:
             with_kw.add(handle.id)
         if always_call:
             self._always_call.add(handle.id)
+        return handle
+
+    def register_full_backward_pre_hook(self, hook, prepend: bool = False):
+        """Calls ``hook(module, grad_output)`` in each backward pass through this module, once the
+        gradients with respect to its outputs are known and before they flow into it:
+        ``grad_output`` holds one gradient per output (None for an output that is not a tensor
+        requiring grad). A tuple it returns replaces ``grad_output``. ``prepend`` runs it before
+        the hooks already registered. Returns a handle whose ``remove()`` unregisters it."""
+        if not callable(hook):
+            raise TypeError(f"register_full_backward_pre_hook takes a callable, got {hook!r}")
+        self._hook_tables()
+        handle = RemovableHandle(self._backward_pre_hooks)
+        self._add_hook(self._backward_pre_hooks, handle, hook, prepend)
+        return handle
+
+    def register_full_backward_hook(self, hook, prepend: bool = False):
+        """Calls ``hook(module, grad_input, grad_output)`` in each backward pass through this
+        module, once the gradients with respect to its inputs are computed. ``grad_input`` holds
+        one gradient per positional argument of forward (None for an argument that is not a
+        tensor requiring grad; keyword arguments are left out), ``grad_output`` one per output. A
+        tuple it returns replaces ``grad_input`` in the rest of the backward pass. The hook must
+        not change its arguments in place. ``prepend`` runs it before the hooks already
+        registered. Returns a handle whose ``remove()`` unregisters it.
+
+        Examples
+        --------
+        >>> layer = lucid.nn.Linear(3, 2)
+        >>> h = layer.register_full_backward_hook(lambda m, gin, gout: print(gout[0].shape))
+        >>> layer(lucid.randn(4, 3, requires_grad=True)).sum().backward()
+        (4, 2)
+        """
+        if not callable(hook):
+            raise TypeError(f"register_full_backward_hook takes a callable, got {hook!r}")
+        self._hook_tables()
+        handle = RemovableHandle(self._backward_hooks)
+        self._add_hook(self._backward_hooks, handle, hook, prepend)
         return handle
 
     def apply(self, fn):
@@ -360,8 +612,8 @@ class Module:
         dev = as_device(device) if device is not None else None
         for p in self.parameters():
             new = p.to(dtype=dtype if p.dtype.is_floating_point else None, device=dev)
-            if new is not p:
-                p._replace(_C.tensor_set_requires_grad(new._h, p.requires_grad))
+            if new is not p:  # as p.data = new: p keeps its requires_grad and its gradient hooks
+                writes.set_data(p, new)
         for m in self.modules():
             for name, b in m._buffers.items():
                 if b is not None:

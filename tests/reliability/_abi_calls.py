@@ -31,6 +31,7 @@ MAX_LENGTH = 300       # the largest count passed with one (lucid_index reads 3 
 SKIP = {
     "lucid_set_warning_handler",  # takes a function pointer: any non-null value is a call into it
     "lucid_custom_function_callbacks",  # likewise
+    "lucid_hook_callbacks",             # likewise
     "lucid_set_num_threads",      # process-wide, and 1024 threads would only make the run slow
     "lucid_last_error",
 }

@@ -179,6 +179,45 @@ public struct Tensor: @unchecked Sendable, CustomStringConvertible {
     public func backward(_ gradient: Tensor? = nil, retainGraph: Bool = false) throws {
         try Autograd.backward(impl, grad: gradient?.impl, retainGraph: retainGraph)
     }
+
+    /// Calls `hook` with this tensor's gradient each time a backward pass computes it (for a
+    /// leaf, before it is accumulated into `grad`); a tensor it returns replaces the gradient
+    /// (same shape, dtype and device). Hooks run in the order they were registered; an error one
+    /// throws fails the backward pass. The tensor must require gradients.
+    @discardableResult
+    public func registerHook(_ hook: @escaping (Tensor) throws -> Tensor?) throws -> HookHandle {
+        HookHandle(try Hooks.register(impl) { g in try hook(Tensor(g))?.impl })
+    }
+
+    /// Calls `hook` with this leaf once a backward pass has accumulated its gradient into `grad`.
+    @discardableResult
+    public func registerPostAccumulateGradHook(_ hook: @escaping (Tensor) throws -> Void) throws -> HookHandle {
+        HookHandle(try Hooks.registerPostAccumulate(impl) { t in try hook(Tensor(t)) })
+    }
+
+    /// Makes this op result keep its gradient in `grad` during backward passes, as a leaf does.
+    public func retainGrad() throws { try Hooks.retainGrad(impl) }
+    /// Whether this op result keeps its gradient (`retainGrad()`).
+    public var retainsGrad: Bool { Hooks.retainsGrad(impl) }
+
+    /// The gradients of `outputs` (weighted by `gradOutputs`; nil: 1 for a one-element output)
+    /// with respect to `inputs`, leaving every `grad` as it is; nil for an input the outputs do
+    /// not depend on (an error unless `allowUnused`).
+    public static func gradients(of outputs: [Tensor], withRespectTo inputs: [Tensor], gradOutputs: [Tensor?]? = nil,
+                                 retainGraph: Bool = false, allowUnused: Bool = false) throws -> [Tensor?] {
+        try Autograd.gradients(of: outputs.map(\.impl), gradOutputs?.map { $0?.impl } ?? outputs.map { _ in nil },
+                               wrt: inputs.map(\.impl), retainGraph: retainGraph, allowUnused: allowUnused)
+            .map { $0.map(Tensor.init) }
+    }
+}
+
+/// What registering a gradient hook returns: `remove()` unregisters the hook.
+public final class HookHandle: @unchecked Sendable {
+    private let key: UInt64
+    init(_ key: UInt64) { self.key = key }
+    /// Unregisters the hook; false when it was already gone.
+    @discardableResult
+    public func remove() -> Bool { Hooks.remove(key) }
 }
 
 // MARK: - Layers and losses for Swift callers

@@ -48,35 +48,102 @@ package enum Autograd {
     /// `retainGraph`. Runs with grad mode and autocast off, so its result is the same inside
     /// an autocast scope as outside it.
     package static func backward(_ root: TensorImpl, grad: TensorImpl?, retainGraph: Bool) throws {
-        guard root.requiresGrad else {
-            throw LucidError.runtime("backward: the tensor does not require grad and has no grad_fn")
-        }
-        let seed: TensorImpl
-        if let grad {
-            guard grad.shape == root.shape else {
-                throw LucidError.value("backward: gradient shape \(grad.shape) does not match the tensor's shape \(root.shape)")
-            }
-            try Ops.checkSameDevice("backward", [root, grad])
-            seed = try Ops.cast(grad, to: root.dtype)
-        } else {
-            guard root.numel == 1 else {
-                throw LucidError.runtime("backward: grad can be implicitly created only for one-element outputs, got shape \(root.shape); pass a gradient")
-            }
-            seed = try Creation.full(root.shape, value: ScalarOperand(float: 1), dtype: root.dtype, device: root.device)
-        }
-        try Autocast.disabled { try GradMode.with(false) { try run(root, seed, retainGraph: retainGraph) } }
+        try backward([root], grads: [grad], retainGraph: retainGraph)
     }
 
-    private static func run(_ root: TensorImpl, _ seed: TensorImpl, retainGraph: Bool) throws {
-        guard let rootFn = root.gradFn else {  // backward on a leaf itself
-            try accumulate(root, seed)
-            return
+    /// Backpropagates from several roots in one pass (PyTorch's `torch.autograd.backward`), each
+    /// with its gradient (nil: 1 for a one-element root). With `inputs`, only those tensors
+    /// accumulate gradients, an op result among them into its own `grad`.
+    package static func backward(_ roots: [TensorImpl], grads: [TensorImpl?], retainGraph: Bool,
+                                 inputs: [TensorImpl]? = nil) throws {
+        let seeds = try seeds(roots, grads, "backward")
+        if let inputs { try checkDifferentiated(inputs, "backward") }
+        try Autocast.disabled {
+            try GradMode.with(false) { _ = try run(seeds, retainGraph: retainGraph, targets: inputs, accumulating: true) }
         }
-        // Nodes in reverse topological order, so each runs after every consumer has added
-        // its contribution.
+    }
+
+    /// The gradients of `outputs` (weighted by `gradOutputs`, nil: 1 for a one-element output)
+    /// with respect to `inputs` (PyTorch's `torch.autograd.grad`); no `grad` changes. An input
+    /// the outputs do not depend on gets nil, which is an error unless `allowUnused`.
+    package static func gradients(of outputs: [TensorImpl], _ gradOutputs: [TensorImpl?], wrt inputs: [TensorImpl],
+                                  retainGraph: Bool, allowUnused: Bool) throws -> [TensorImpl?] {
+        let seeds = try seeds(outputs, gradOutputs, "grad")
+        try checkDifferentiated(inputs, "grad")
+        let found = try Autocast.disabled {
+            try GradMode.with(false) { try run(seeds, retainGraph: retainGraph, targets: inputs, accumulating: false) }
+        }
+        if !allowUnused, let i = found.firstIndex(where: { $0 == nil }) {
+            throw LucidError.runtime("grad: the differentiated tensor at index \(i) appears to not have been used in the graph. Set allow_unused=True if this is the desired behavior.")
+        }
+        return found
+    }
+
+    /// (root, gradient) pairs: each root requires grad; its gradient has its shape and device and
+    /// is cast to its dtype, and defaults to 1 for a one-element root.
+    private static func seeds(_ roots: [TensorImpl], _ grads: [TensorImpl?], _ op: String) throws -> [(TensorImpl, TensorImpl)] {
+        guard !roots.isEmpty else { throw LucidError.value("\(op): no tensors to differentiate") }
+        guard grads.count == roots.count else {
+            throw LucidError.value("\(op): got \(grads.count) gradients for \(roots.count) tensors")
+        }
+        return try zip(roots, grads).enumerated().map { i, pair in
+            let (root, grad) = pair
+            let which = roots.count == 1 ? "the tensor" : "element \(i) of tensors"
+            guard root.requiresGrad else {
+                throw LucidError.runtime("\(op): \(which) does not require grad and has no grad_fn")
+            }
+            if let grad {
+                guard grad.shape == root.shape else {
+                    throw LucidError.value("\(op): gradient shape \(grad.shape) does not match the shape \(root.shape) of \(which)")
+                }
+                try Ops.checkSameDevice(op, [root, grad])
+                return (root, try Ops.cast(grad, to: root.dtype))
+            }
+            guard root.numel == 1 else {
+                throw LucidError.runtime("\(op): grad can be implicitly created only for one-element outputs, got shape \(root.shape) for \(which); pass a gradient")
+            }
+            return (root, try Creation.full(root.shape, value: ScalarOperand(float: 1), dtype: root.dtype, device: root.device))
+        }
+    }
+
+    private static func checkDifferentiated(_ inputs: [TensorImpl], _ op: String) throws {
+        guard !inputs.isEmpty else { throw LucidError.value("\(op): inputs is empty; pass the tensors to differentiate with respect to") }
+        if let i = inputs.firstIndex(where: { !$0.requiresGrad }) {
+            throw LucidError.runtime("\(op): the differentiated tensor at index \(i) does not require grad")
+        }
+    }
+
+    private static func sum(_ a: TensorImpl?, _ b: TensorImpl) throws -> TensorImpl {
+        guard let a else { return b }
+        return try Elementwise.binary(.add, a, b)
+    }
+
+    /// One backward pass from `seeds`, run as PyTorch's engine runs one: each node once all its
+    /// consumers have contributed, each tensor's hooks on its whole gradient, each leaf's
+    /// gradient accumulated (then its post-accumulate hooks run) as soon as no node left can add
+    /// to it. Without `targets`, every leaf reached accumulates. With them, only the nodes that
+    /// lead to a target run, the targets' gradients are returned (nil where none arrived) and,
+    /// when `accumulating`, added into their `grad`.
+    private static func run(_ seeds: [(TensorImpl, TensorImpl)], retainGraph: Bool, targets: [TensorImpl]?,
+                            accumulating: Bool) throws -> [TensorImpl?] {
+        var pending: [ObjectIdentifier: TensorImpl] = [:]
+        var leafPending: [ObjectIdentifier: (leaf: TensorImpl, grad: TensorImpl)] = [:]
+        var roots: [GradNode] = []
+        for (root, g) in seeds {
+            if let fn = root.gradFn {
+                let key = ObjectIdentifier(fn)
+                if pending[key] == nil { roots.append(fn) }
+                pending[key] = try sum(pending[key], g)
+            } else {
+                let key = ObjectIdentifier(root)
+                leafPending[key] = (root, try sum(leafPending[key]?.grad, g))
+            }
+        }
+        // Nodes in topological order (each after the nodes its inputs come from); backward runs
+        // them in reverse, so each runs after every consumer has added its contribution.
         var order: [GradNode] = []
         var visited = Set<ObjectIdentifier>()
-        var stack: [(GradNode, Bool)] = [(rootFn, false)]
+        var stack: [(GradNode, Bool)] = roots.reversed().map { ($0, false) }
         while let (node, expanded) = stack.popLast() {
             if expanded { order.append(node); continue }
             guard visited.insert(ObjectIdentifier(node)).inserted else { continue }
@@ -85,25 +152,97 @@ package enum Autograd {
                 if let fn = edge.node, !visited.contains(ObjectIdentifier(fn)) { stack.append((fn, false)) }
             }
         }
-        var pending: [ObjectIdentifier: TensorImpl] = [ObjectIdentifier(rootFn): seed]
-        for node in order.reversed() {
-            guard let g = pending.removeValue(forKey: ObjectIdentifier(node)) else { continue }
-            let grads = try node.gradients(for: g)
-            if !retainGraph { node.release() }
-            for (edge, ig) in zip(node.inputs, grads) {
-                guard let edge, let ig else { continue }
-                let ig2 = try Ops.cast(ig, to: edge.dtype)
+
+        var targetNodes: [ObjectIdentifier: [Int]] = [:], targetLeaves: [ObjectIdentifier: [Int]] = [:]
+        for (i, t) in (targets ?? []).enumerated() {
+            if let fn = t.gradFn { targetNodes[ObjectIdentifier(fn), default: []].append(i) }
+            else { targetLeaves[ObjectIdentifier(t), default: []].append(i) }
+        }
+        var captured = [TensorImpl?](repeating: nil, count: targets?.count ?? 0)
+        // With targets, a node's rule runs only when one of its inputs leads to a target.
+        var leadsToTarget = Set<ObjectIdentifier>()
+        if targets != nil {
+            for node in order where node.inputs.contains(where: { edge in
+                guard let edge else { return false }
                 if let fn = edge.node {
-                    let key = ObjectIdentifier(fn)
-                    pending[key] = try pending[key].map { try Elementwise.binary(.add, $0, ig2) } ?? ig2
-                } else if let leaf = edge.leaf {
-                    try accumulate(leaf, ig2)
+                    let k = ObjectIdentifier(fn)
+                    return leadsToTarget.contains(k) || targetNodes[k] != nil
                 }
+                return edge.leaf.map { targetLeaves[ObjectIdentifier($0)] != nil } ?? false
+            }) {
+                leadsToTarget.insert(ObjectIdentifier(node))
             }
         }
+        func wanted(_ node: GradNode) -> Bool {
+            targets == nil || leadsToTarget.contains(ObjectIdentifier(node)) || targetNodes[ObjectIdentifier(node)] != nil
+        }
+        func wanted(leaf: TensorImpl) -> Bool { targets == nil || targetLeaves[ObjectIdentifier(leaf)] != nil }
+
+        // The step after which each leaf has all of its gradient.
+        let sequence = Array(order.reversed())
+        var finishing: [Int: [ObjectIdentifier]] = [:]
+        var lastUse: [ObjectIdentifier: Int] = [:]
+        var leaves: [ObjectIdentifier] = []  // in the order first reached, so that hooks run in a fixed order
+        for (i, node) in sequence.enumerated() where targets == nil || leadsToTarget.contains(ObjectIdentifier(node)) {
+            for case let edge? in node.inputs {
+                guard let leaf = edge.leaf, wanted(leaf: leaf) else { continue }
+                if lastUse.updateValue(i, forKey: ObjectIdentifier(leaf)) == nil { leaves.append(ObjectIdentifier(leaf)) }
+            }
+        }
+        for leaf in leaves { if let i = lastUse[leaf] { finishing[i, default: []].append(leaf) } }
+
+        func finish(_ leaf: TensorImpl, _ g: TensorImpl) throws {
+            let g = try Hooks.apply(Hooks.of(leaf: leaf), to: g)
+            let key = ObjectIdentifier(leaf)
+            for i in targetLeaves[key] ?? [] { captured[i] = g }
+            if targets == nil || (accumulating && targetLeaves[key] != nil) {
+                try accumulate(leaf, g)
+                try Hooks.afterAccumulation(leaf)
+            }
+        }
+
+        // Leaves that are roots and that no node feeds.
+        for (root, _) in seeds where root.gradFn == nil && lastUse[ObjectIdentifier(root)] == nil {
+            guard let entry = leafPending.removeValue(forKey: ObjectIdentifier(root)) else { continue }
+            if wanted(leaf: entry.leaf) { try finish(entry.leaf, entry.grad) }
+        }
+        for (i, node) in sequence.enumerated() {
+            let key = ObjectIdentifier(node)
+            if var g = pending.removeValue(forKey: key), wanted(node) {
+                let hooks = Hooks.of(node)
+                g = try Hooks.apply(hooks, to: g)
+                if let indices = targetNodes[key] {
+                    for j in indices {
+                        captured[j] = g
+                        if accumulating, let t = targets?[j] { try accumulate(t, g) }
+                    }
+                } else if targets == nil, let kept = Hooks.retained(hooks) {
+                    try accumulate(kept, g)
+                }
+                if targets == nil || leadsToTarget.contains(key) {
+                    let grads = try node.gradients(for: g)
+                    if !retainGraph { node.release() }
+                    for (edge, ig) in zip(node.inputs, grads) {
+                        guard let edge, let ig else { continue }
+                        if let fn = edge.node {
+                            guard wanted(fn) else { continue }
+                            let k = ObjectIdentifier(fn)
+                            pending[k] = try sum(pending[k], try Ops.cast(ig, to: edge.dtype))
+                        } else if let leaf = edge.leaf, wanted(leaf: leaf) {
+                            let k = ObjectIdentifier(leaf)
+                            leafPending[k] = (leaf, try sum(leafPending[k]?.grad, try Ops.cast(ig, to: edge.dtype)))
+                        }
+                    }
+                }
+            }
+            for k in finishing[i] ?? [] {
+                if let entry = leafPending.removeValue(forKey: k) { try finish(entry.leaf, entry.grad) }
+            }
+        }
+        return captured
     }
 
-    /// Adds `g` to a leaf's gradient, in place: the gradient stays one tensor, so whoever holds
+    /// Adds `g` to a leaf's gradient (or a retained op result's), in place: the gradient stays one tensor, so whoever holds
     /// it (`g = p.grad`) sees every backward pass. The first gradient is a copy in storage of
     /// its own, since `g` may share storage with a tensor the program holds. The read, the add
     /// and the write happen under the lock, so backward passes on several threads that reach

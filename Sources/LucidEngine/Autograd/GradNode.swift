@@ -40,6 +40,8 @@ package final class GradNode: @unchecked Sendable {
     /// A rule that saves no tensors (a dtype cast) is kept after backward: autocast's weight
     /// cache reuses a cast, and its node, across the graphs of one scope.
     let savesNothing: Bool
+    /// The hooks registered on the tensor this node made (`Hooks`); guarded by `Hooks.lock`.
+    var hooks: HookList?
 
     init(name: String, inputs: [Edge?], saved: [Saved] = [], savesNothing: Bool = false,
          rule: @escaping (TensorImpl) throws -> [TensorImpl?]) {

@@ -19,6 +19,8 @@ package final class TensorImpl: @unchecked Sendable {
     package let gradFn: GradNode?
     /// A leaf's accumulated gradient; guarded by `Autograd.lock`.
     var gradStorage: TensorImpl?
+    /// A leaf's gradient hooks (an op result's are its node's); guarded by `Hooks.lock`.
+    var hooks: HookList?
 
     init(storage: Storage, shape: [Int], strides: [Int], offset: Int, dtype: DType, requiresGrad: Bool = false,
          gradFn: GradNode? = nil) {
