@@ -72,9 +72,18 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     return _out(input, lambda x: _unary("silu", x), inplace, "silu")
 
 
-def softplus(input: Tensor) -> Tensor:
-    """log(1 + exp(x)), linear above 20 as in PyTorch."""
-    return _unary("softplus", input)
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta·x)) / beta, and x itself where beta·x > ``threshold`` (as PyTorch)."""
+    _check(input, "input")
+    if not isinstance(beta, numbers.Real) or isinstance(beta, bool):
+        raise TypeError(f"softplus: beta must be a number, got {beta!r}")
+    if not isinstance(threshold, numbers.Real) or isinstance(threshold, bool):
+        raise TypeError(f"softplus: threshold must be a number, got {threshold!r}")
+    if beta == 1 and threshold == 20:
+        return _unary("softplus", input)
+    z = input * float(beta)
+    # The engine's softplus is stable (linear above 20), so the unused branch never overflows.
+    return input.where(z > float(threshold), _unary("softplus", z) / float(beta))
 
 
 def sigmoid(input: Tensor) -> Tensor:
@@ -124,16 +133,35 @@ def _reduction(reduction):
 
 # ---- activations ---------------------------------------------------------------------------
 
-def softmax(input: Tensor, dim: int) -> Tensor:
-    """exp(x) / sum(exp(x)) along ``dim``; float32 under autocast."""
-    _check(input, "input")
-    return input.softmax(dim)
+def _softmax_dim(ndim, dim, fn):
+    """``dim``, or PyTorch's implicit choice when it is None (0 for 0-, 1- and 3-D input, else 1),
+    with PyTorch's warning."""
+    if dim is not None:
+        return as_index(dim)
+    warnings.warn(f"Implicit dimension choice for {fn} has been deprecated. Change the call to include dim=X "
+                  f"as an argument.", stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
 
 
-def log_softmax(input: Tensor, dim: int) -> Tensor:
-    """x - logsumexp(x) along ``dim``; float32 under autocast."""
+def softmax(input: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """exp(x) / sum(exp(x)) along ``dim``, computed in ``dtype`` when given; float32 under
+    autocast."""
     _check(input, "input")
-    return input.log_softmax(dim)
+    return input.softmax(_softmax_dim(input.ndim, dim, "softmax"), dtype)
+
+
+def log_softmax(input: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """x - logsumexp(x) along ``dim``, computed in ``dtype`` when given; float32 under autocast."""
+    _check(input, "input")
+    return input.log_softmax(_softmax_dim(input.ndim, dim, "log_softmax"), dtype)
+
+
+def softmin(input: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """softmax(-x) along ``dim``, computed in ``dtype`` when given."""
+    _check(input, "input")
+    d = _softmax_dim(input.ndim, dim, "softmin")
+    x = input if dtype is None else input.to(dtype)
+    return (-x).softmax(d)
 
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
@@ -142,6 +170,170 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if (not training or p == 0) and 0 <= p <= 1:
         return input
     return _out(input, lambda x: Tensor._wrap(_C.dropout(x._h, float(p), bool(training))), inplace, "dropout")
+
+
+def _number(v, what, fn):
+    if not isinstance(v, numbers.Real) or isinstance(v, bool):
+        raise TypeError(f"{fn}: {what} must be a number, got {v!r}")
+    return float(v)
+
+
+def _float_input(input, fn):
+    _check(input, "input")
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"{fn}: expected a floating-point input, got {input.dtype}")
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+    """x clamped to [``min_val``, ``max_val``]; the gradient is 1 strictly inside, 0 elsewhere."""
+    _check(input, "input")
+    lo, hi = _number(min_val, "min_val", "hardtanh"), _number(max_val, "max_val", "hardtanh")
+    if lo > hi:
+        raise ValueError(f"hardtanh: min_val ({lo}) cannot be greater than max_val ({hi})")
+
+    def f(x):
+        inside = (x > lo) & (x < hi)
+        return x.where(inside, x.detach().clamp(lo, hi))
+    return _out(input, f, inplace, "hardtanh")
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    """min(max(x, 0), 6) (``hardtanh(x, 0, 6)``)."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """relu6(x + 3) / 6: 0 below -3, 1 above 3, linear between."""
+    _float_input(input, "hardsigmoid")
+    return _out(input, lambda x: (x + 3.0).where((x > -3.0) & (x < 3.0), (x.detach() + 3.0).clamp(0.0, 6.0))
+                / 6.0, inplace, "hardsigmoid")
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    """x·relu6(x + 3) / 6, with PyTorch's gradient (0 below -3, x/3 + 0.5 up to 3, 1 above)."""
+    _float_input(input, "hardswish")
+
+    def f(x):
+        # x·(x + 3)/6 in the middle; the outer pieces are 0 and x, with the gradients PyTorch gives.
+        mid = x * (x + 3.0) / 6.0
+        return mid.where((x >= -3.0) & (x <= 3.0), x.where(x > 3.0, x * 0.0))
+    return _out(input, f, inplace, "hardswish")
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """x·tanh(softplus(x))."""
+    _float_input(input, "mish")
+    return _out(input, lambda x: x * _unary("softplus", x).tanh(), inplace, "mish")
+
+
+def softsign(input: Tensor) -> Tensor:
+    """x / (1 + |x|)."""
+    _check(input, "input")
+    return input / (input.abs() + 1.0)
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """x - tanh(x)."""
+    _check(input, "input")
+    return input - input.tanh()
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """x where x > ``threshold``, else ``value``."""
+    _check(input, "input")
+    t, v = _number(threshold, "threshold", "threshold"), _number(value, "value", "threshold")
+    return _out(input, lambda x: x.where(x > t, v), inplace, "threshold")
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    return globals()["threshold"](input, threshold, value, inplace=True)
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x - lambd above ``lambd``, x + lambd below -``lambd``, 0 between."""
+    _float_input(input, "softshrink")
+    lam = _number(lambd, "lambd", "softshrink")
+    if lam < 0:
+        raise RuntimeError(f"softshrink: lambd must be greater or equal to 0, got {lam}")
+    return (input - lam).where(input > lam, (input + lam).where(input < -lam, input * 0.0))
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x where |x| > ``lambd``, else 0."""
+    _check(input, "input")
+    lam = _number(lambd, "lambd", "hardshrink")
+    return input.where((input > lam) | (input < -lam), input * 0.0)
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """x where x > 0, else ``alpha``·(exp(x/alpha) - 1)."""
+    _float_input(input, "celu")
+    a = _number(alpha, "alpha", "celu")
+    if a == 0:
+        raise RuntimeError("celu: ZeroDivisionError, alpha must not be 0")
+    return _out(input, lambda x: x.where(x > 0, (x.clamp(max=0.0) / a).expm1() * a), inplace, "celu")
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    return celu(input, alpha, inplace=True)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    """scale·(x where x > 0, else alpha·(exp(x) - 1)) with the self-normalising constants."""
+    _float_input(input, "selu")
+    return _out(input, lambda x: x.where(x > 0, x.clamp(max=0.0).expm1() * _SELU_ALPHA) * _SELU_SCALE, inplace,
+                "selu")
+
+
+def selu_(input: Tensor) -> Tensor:
+    return selu(input, inplace=True)
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """log(sigmoid(x)) = -softplus(-x), stable for large |x|."""
+    _float_input(input, "logsigmoid")
+    return -_unary("softplus", -input)
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """a·sigmoid(b), where a and b are the two halves of the input along ``dim``."""
+    _check(input, "input")
+    if input.ndim == 0:
+        raise RuntimeError("glu: does not support scalars because halving size must be even")
+    d = as_index(dim)
+    if not -input.ndim <= d < input.ndim:
+        raise IndexError(f"glu: dim {dim} is out of range for an input of {input.ndim} dimensions")
+    n = input.shape[d]
+    if n % 2:
+        raise RuntimeError(f"glu: halving dimension must be even, but dimension {d % input.ndim} is size {n}")
+    a, b = input.narrow(d, 0, n // 2), input.narrow(d, n // 2, n // 2)
+    return a * b.sigmoid()
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False) -> Tensor:
+    """Leaky ReLU whose negative slope is drawn uniformly from [``lower``, ``upper``] for each
+    element when training, and is their mean otherwise."""
+    _float_input(input, "rrelu")
+    lo, hi = _number(lower, "lower", "rrelu"), _number(upper, "upper", "rrelu")
+    if lo > hi:
+        raise ValueError(f"rrelu: lower bound ({lo}) must not be greater than the upper bound ({hi})")
+    if not training:
+        return leaky_relu(input, (lo + hi) / 2, inplace)
+    slope = (_creation.rand(*input.shape, device=input.device) * (hi - lo) + lo).to(input.dtype)
+    return _out(input, lambda x: x.where(x >= 0, x * slope), inplace, "rrelu")
+
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False) -> Tensor:
+    return rrelu(input, lower, upper, training, inplace=True)
 
 
 # ---- normalisation -------------------------------------------------------------------------
