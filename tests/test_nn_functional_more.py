@@ -831,3 +831,19 @@ def test_ctc_loss_target_rows_must_match_the_batch():
     lp = np_log_softmax(arr(5, 2, 4), 2)
     with pytest.raises(ValueError, match="one row per batch element"):
         F.ctc_loss(f32(lp), lucid.tensor([[1, 2]]), [5, 5], [2, 2])
+
+
+def test_pointwise_and_binary_losses_take_pytorchs_arguments():
+    a, b, w = arr(3, 4), arr(3, 4), rng.random((3, 4))
+    close(F.mse_loss(f32(a), f32(b), weight=f32(w)), ((a - b) ** 2 * w).mean())
+    close(F.l1_loss(f32(a), f32(b), reduction="sum", weight=f32(w)), (np.abs(a - b) * w).sum())
+    check_grads(lambda x, y: F.mse_loss(x, y, weight=lucid.tensor(w, dtype=x.dtype)), a, b)
+    with pytest.warns(UserWarning, match="deprecated"):
+        close(F.mse_loss(f32(a), f32(b), None, False), (a - b) ** 2)
+    p, t = 1 / (1 + np.exp(-a)), rng.random((3, 4))
+    bce = -(t * np.log(p) + (1 - t) * np.log(1 - p))
+    with pytest.warns(UserWarning, match="deprecated"):
+        close(F.binary_cross_entropy(f32(p), f32(t), None, False), bce.sum(), tol=1e-4)
+    with pytest.warns(UserWarning, match="deprecated"):
+        close(F.binary_cross_entropy_with_logits(f32(a), f32(t), None, None, False), bce, tol=1e-4)
+    close(F.binary_cross_entropy_with_logits(f32(a), f32(t), reduction="sum"), bce.sum(), tol=1e-4)

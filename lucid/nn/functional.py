@@ -615,16 +615,27 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None) -> Tensor:
 
 # ---- losses (float32 under autocast) -------------------------------------------------------
 
-def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+def _pointwise_loss(code, input, target, size_average, reduce, reduction, weight):
     _check(input, "input")
     _check(target, "target")
-    return Tensor._wrap(_C.pointwise_loss(_C.LOSS_MSE, input._h, target._h, _reduction(reduction)))
+    reduction = _loss_reduction(size_average, reduce, reduction)
+    if weight is None:
+        return Tensor._wrap(_C.pointwise_loss(code, input._h, target._h, _reduction(reduction)))
+    _check(weight, "weight")  # weighted: the engine's elementwise losses, scaled, then reduced
+    loss = Tensor._wrap(_C.pointwise_loss(code, input._h, target._h, _C.REDUCTION_NONE))
+    return _reduce(loss * weight, reduction)
 
 
-def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    _check(input, "input")
-    _check(target, "target")
-    return Tensor._wrap(_C.pointwise_loss(_C.LOSS_L1, input._h, target._h, _reduction(reduction)))
+def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+             weight=None) -> Tensor:
+    """The squared differences, reduced; ``weight`` multiplies them first."""
+    return _pointwise_loss(_C.LOSS_MSE, input, target, size_average, reduce, reduction, weight)
+
+
+def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+            weight=None) -> Tensor:
+    """The absolute differences, reduced; ``weight`` multiplies them first."""
+    return _pointwise_loss(_C.LOSS_L1, input, target, size_average, reduce, reduction, weight)
 
 
 def nll_loss(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
@@ -726,7 +737,8 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
                          reduction=reduction, label_smoothing=label_smoothing)
 
 
-def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, reduction: str = "mean") -> Tensor:
+def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
+                         reduction: str = "mean") -> Tensor:
     """Binary cross-entropy of probabilities, with each log clamped at -100 as PyTorch does.
     Like PyTorch, it refuses to run under autocast (its float16 log is unsafe): use
     ``binary_cross_entropy_with_logits``, which also is more stable."""
@@ -740,18 +752,19 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, reduction: 
     if tuple(input.shape) != tuple(target.shape):
         raise ValueError(f"binary_cross_entropy: target shape {tuple(target.shape)} must be the same as input shape "
                          f"{tuple(input.shape)}")
-    code = _reduction(reduction)
+    code = _reduction(_loss_reduction(size_average, reduce, reduction))
     loss = -(target * input.log().clamp(min=-100.0) + (1 - target) * (1 - input).log().clamp(min=-100.0))
     if weight is not None:
         loss = loss * weight
     return loss if code == _C.REDUCTION_NONE else (loss.sum() if code == _C.REDUCTION_SUM else loss.mean())
 
 
-def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None, reduction: str = "mean",
-                                     pos_weight=None) -> Tensor:
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
+                                     reduction: str = "mean", pos_weight=None) -> Tensor:
     """Sigmoid and binary cross-entropy in one numerically stable expression."""
     _check(input, "input")
     _check(target, "target")
+    reduction = _loss_reduction(size_average, reduce, reduction)
     return Tensor._wrap(_C.bce_with_logits(input._h, target._h, _h(weight, "weight"), _h(pos_weight, "pos_weight"),
                                           _reduction(reduction)))
 
