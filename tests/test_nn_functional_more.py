@@ -91,9 +91,9 @@ def test_activation_values_and_gradients(name, fn, ref, kinks):
     check_grads(fn, x)
 
 
-@pytest.mark.parametrize("name,fn,ref,kinks", ACTIVATIONS[:5], ids=[a[0] for a in ACTIVATIONS[:5]])
+@pytest.mark.parametrize("name,fn,ref,kinks", ACTIVATIONS, ids=[a[0] for a in ACTIVATIONS])
 def test_activation_bfloat16_and_empty(name, fn, ref, kinks):
-    x = away(3, 5, points=kinks).astype(ml_dtypes.bfloat16)
+    x = away(3, 5, points=kinks, gap=0.1).astype(ml_dtypes.bfloat16)
     y = fn(lucid.tensor(x.astype(np.float32)).to(lucid.bfloat16))
     assert y.dtype is lucid.bfloat16
     np.testing.assert_allclose(y.float().numpy(), ref(x.astype(np.float64)), rtol=1e-2, atol=2e-2)
@@ -110,6 +110,17 @@ def test_hardtanh_and_relu6_inplace_update_the_input():
     z = f32([-3.0, 0.5])
     F.threshold_(z, 0.0, 9.0)
     close(z, [9.0, 0.5])
+
+
+def test_integer_inputs_as_pytorch():
+    x = lucid.tensor([1, 7, -3])
+    for got, want in ((F.hardtanh(x), [1, 1, -1]), (F.relu6(x), [1, 6, 0]), (F.threshold(x, 2.5, 0.5), [0, 7, 0])):
+        assert got.dtype is lucid.int64
+        np.testing.assert_array_equal(got.numpy(), want)
+    close(F.softsign(x), np.array([1, 7, -3]) / (1 + np.abs([1, 7, -3])))
+    for fn in (F.hardshrink, F.glu, F.selu):
+        with pytest.raises(TypeError, match="floating-point"):
+            fn(lucid.tensor([1, 2]))
 
 
 def test_hardswish_gradient_is_pytorchs_at_the_pieces():
@@ -280,6 +291,10 @@ def test_distance_errors():
         F.cosine_similarity(f32(arr(3)), [1.0, 2.0, 3.0], 0)
     with pytest.raises(TypeError, match="p must be a number"):
         F.normalize(f32(arr(2, 3)), "fro")
+    with pytest.raises(ValueError, match=r"cannot be broadcast"):
+        F.cosine_similarity(f32(arr(3, 4)), f32(arr(2, 5)))
+    with pytest.raises(IndexError, match="out of range"):
+        F.cosine_similarity(f32(arr(3, 4)), f32(arr(3, 4)), 5)
 
 
 def test_one_hot_matches_numpy():

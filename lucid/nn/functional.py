@@ -223,6 +223,8 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace
         raise ValueError(f"hardtanh: min_val ({lo}) cannot be greater than max_val ({hi})")
 
     def f(x):
+        if not x.dtype.is_floating_point:  # integers stay integers (no gradient to shape)
+            return x.clamp(lo, hi).to(x.dtype)
         inside = (x > lo) & (x < hi)
         return x.where(inside, x.detach().clamp(lo, hi))
     return _out(input, f, inplace, "hardtanh")
@@ -277,7 +279,7 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
     """x where x > ``threshold``, else ``value``."""
     _check(input, "input")
     t, v = _number(threshold, "threshold", "threshold"), _number(value, "value", "threshold")
-    return _out(input, lambda x: x.where(x > t, v), inplace, "threshold")
+    return _out(input, lambda x: x.where(x > t, v).to(x.dtype), inplace, "threshold")
 
 
 def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
@@ -295,7 +297,7 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """x where |x| > ``lambd``, else 0."""
-    _check(input, "input")
+    _float_input(input, "hardshrink")
     lam = _number(lambd, "lambd", "hardshrink")
     return input.where((input > lam) | (input < -lam), input * 0.0)
 
@@ -336,7 +338,7 @@ def logsigmoid(input: Tensor) -> Tensor:
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     """a·sigmoid(b), where a and b are the two halves of the input along ``dim``."""
-    _check(input, "input")
+    _float_input(input, "glu")
     if input.ndim == 0:
         raise RuntimeError("glu: does not support scalars because halving size must be even")
     d = as_index(dim)
@@ -1517,7 +1519,11 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     _check(x2, "x2")
     e = _number(eps, "eps", "cosine_similarity")
     d = as_index(dim)
-    shape = np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+    try:
+        shape = np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+    except ValueError:
+        raise ValueError(f"cosine_similarity: x1 of shape {tuple(x1.shape)} and x2 of shape {tuple(x2.shape)} cannot "
+                         f"be broadcast together") from None
     a, b = x1.expand(*shape), x2.expand(*shape)
 
     def unit(x):
