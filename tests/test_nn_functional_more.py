@@ -862,3 +862,45 @@ def test_pointwise_and_binary_losses_take_pytorchs_arguments():
     with pytest.warns(UserWarning, match="deprecated"):
         close(F.binary_cross_entropy_with_logits(f32(a), f32(t), None, None, False), bce, tol=1e-4)
     close(F.binary_cross_entropy_with_logits(f32(a), f32(t), reduction="sum"), bce.sum(), tol=1e-4)
+
+
+# ---- autocast ------------------------------------------------------------------------------------
+
+def sgn(c):
+    return (c > 0).to(c.dtype) * 2 - 1
+
+
+AUTOCAST_FP32 = {
+    "kl_div": lambda a, b, c: F.kl_div(a, b, reduction="sum"),
+    "margin_ranking_loss": lambda a, b, c: F.margin_ranking_loss(a, b, sgn(c)),
+    "hinge_embedding_loss": lambda a, b, c: F.hinge_embedding_loss(a, sgn(c)),
+    "soft_margin_loss": lambda a, b, c: F.soft_margin_loss(a, sgn(c)),
+    "cosine_embedding_loss": lambda a, b, c: F.cosine_embedding_loss(a, b, sgn(c[:, 0])),
+    "poisson_nll_loss": lambda a, b, c: F.poisson_nll_loss(a, b.abs()),
+    "gaussian_nll_loss": lambda a, b, c: F.gaussian_nll_loss(a, b, c.abs()),
+    "multilabel_soft_margin_loss": lambda a, b, c: F.multilabel_soft_margin_loss(a, (b > 0).to(b.dtype)),
+    "multi_margin_loss": lambda a, b, c: F.multi_margin_loss(a, lucid.tensor([0, 1, 2, 3])),
+    "triplet_margin_loss": lambda a, b, c: F.triplet_margin_loss(a, b, c),
+    "normalize": lambda a, b, c: F.normalize(a),
+    "cosine_similarity": lambda a, b, c: F.cosine_similarity(a, b),
+    "pairwise_distance": lambda a, b, c: F.pairwise_distance(a, b),
+    "pdist": lambda a, b, c: F.pdist(a),
+    "huber_loss": lambda a, b, c: F.huber_loss(a, b),
+    "smooth_l1_loss": lambda a, b, c: F.smooth_l1_loss(a, b),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AUTOCAST_FP32))
+def test_composed_losses_and_distances_run_in_float32_under_autocast(name):
+    fn = AUTOCAST_FP32[name]
+    xs = [arr(4, 5) for _ in range(3)]
+    leaves = [f32(x).to(lucid.bfloat16).requires_grad_() for x in xs]
+    with lucid.amp.autocast("cpu", dtype=lucid.bfloat16):
+        y = fn(*leaves)
+    assert y.dtype is lucid.float32
+    want = fn(*[t.detach().float() for t in leaves])
+    close(y, want.numpy(), tol=1e-5)
+    y.sum().backward()
+    assert leaves[0].grad is not None and leaves[0].grad.dtype is lucid.bfloat16
+    outside = fn(*[t.detach() for t in leaves])  # outside a scope: the input's dtype
+    assert outside.dtype is lucid.bfloat16

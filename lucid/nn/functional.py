@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import warnings
@@ -154,6 +155,22 @@ def _single(v, what):
         return as_index(v)
     except TypeError:
         raise TypeError(f"{what} must be an int, got {v!r}") from None
+
+
+def _float32_under_autocast(fn):
+    """Runs a composed loss or distance in float32 inside an autocast scope, as the engine's
+    losses and PyTorch's autocast float32 list do: its floating tensor arguments are cast to
+    float32 and its parts run with autocast off (outside a scope it changes nothing)."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        from ..amp.autocast_mode import autocast, cast_floating_args, is_autocast_enabled
+        first = next((a for a in args if isinstance(a, Tensor)), None)
+        if first is None or not is_autocast_enabled(first.device.type):
+            return fn(*args, **kwargs)
+        args, kwargs = cast_floating_args(args, kwargs, float32)
+        with autocast(first.device.type, enabled=False):
+            return fn(*args, **kwargs)
+    return run
 
 
 def _reduction(reduction):
@@ -412,6 +429,7 @@ def batch_norm(input: Tensor, running_mean=None, running_var=None, weight=None, 
     return _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
 
 
+@_float32_under_autocast
 def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
     """x / (k + alpha·mean of x² over a window of ``size`` neighbouring channels)**beta, the
     window zero-padded at the edges (size//2 channels before, (size-1)//2 after), of
@@ -1187,6 +1205,7 @@ def _legacy_reduction(size_average, reduce):
     return "sum" if size_average is not None and not size_average else "mean"
 
 
+@_float32_under_autocast
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
     """0.5·d²/beta where d = ``|input - target|`` < beta, else d - 0.5·beta (the L1 loss when
@@ -1204,6 +1223,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     return _reduce((d * d * (0.5 / beta)).where(d < beta, d - 0.5 * beta), reduction)
 
 
+@_float32_under_autocast
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight=None) -> Tensor:
     """0.5·d² where d = ``|input - target|`` < delta, else delta·(d - 0.5·delta) (``delta`` times
@@ -1234,6 +1254,7 @@ def _same_shape(a, b, fn, what="target"):
         raise ValueError(f"{fn}: {what} of shape {tuple(b.shape)} must have the input's shape {tuple(a.shape)}")
 
 
+@_float32_under_autocast
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
            log_target: bool = False) -> Tensor:
     """The Kullback-Leibler divergence ``target·(log(target) - input)`` of log-probabilities
@@ -1260,6 +1281,7 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
     return _reduce(loss, reduction)
 
 
+@_float32_under_autocast
 def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
                         reduce=None, reduction: str = "mean") -> Tensor:
     """max(0, -target·(input1 - input2) + margin); ``target`` holds 1 or -1."""
@@ -1273,6 +1295,7 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
     return _reduce((-target * (input1 - input2) + m).clamp(min=0.0), reduction)
 
 
+@_float32_under_autocast
 def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, size_average=None, reduce=None,
                          reduction: str = "mean") -> Tensor:
     """x where target is 1, max(0, margin - x) where target is -1 (PyTorch's sum of the two
@@ -1286,6 +1309,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, siz
     return _reduce(loss, reduction)
 
 
+@_float32_under_autocast
 def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """log(1 + exp(-target·input)), averaged over every element by default."""
     _check(input, "input")
@@ -1294,6 +1318,7 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=No
     return _reduce(_unary("softplus", -target * input), reduction)
 
 
+@_float32_under_autocast
 def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
                           reduce=None, reduction: str = "mean") -> Tensor:
     """1 - cos(input1, input2) where target is 1, max(0, cos - margin) where it is -1; the
@@ -1314,6 +1339,7 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
     return _reduce(loss, reduction)
 
 
+@_float32_under_autocast
 def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False, size_average=None,
                      eps: float = 1e-8, reduce=None, reduction: str = "mean") -> Tensor:
     """The Poisson negative log-likelihood: exp(input) - target·input (``log_input``), else
@@ -1330,6 +1356,7 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
     return _reduce(loss, reduction)
 
 
+@_float32_under_autocast
 def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, eps: float = 1e-6,
                       reduction: str = "mean") -> Tensor:
     """0.5·(log(var) + (input - target)²/var), var clamped at ``eps`` (the gradient passing the
@@ -1360,6 +1387,7 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, ep
     return _reduce(loss, reduction)
 
 
+@_float32_under_autocast
 def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
                                 reduction: str = "mean") -> Tensor:
     """The binary cross-entropy of each class's logit against ``target`` (0 or 1), ``weight``
@@ -1387,6 +1415,7 @@ def _class_rows(input, target, fn):
     return x, x.shape[1]
 
 
+@_float32_under_autocast
 def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0, weight=None, size_average=None,
                       reduce=None, reduction: str = "mean") -> Tensor:
     """The multi-class hinge loss: for each sample, the sum over the classes i other than the
@@ -1424,6 +1453,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     return _reduce(loss, reduction)
 
 
+@_float32_under_autocast
 def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
                            reduction: str = "mean") -> Tensor:
     """The multi-label hinge loss: for each sample, the sum over its target classes j (the
@@ -1454,6 +1484,7 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
     return _reduce(loss, reduction)
 
 
+@_float32_under_autocast
 def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2,
                         eps: float = 1e-6, swap: bool = False, size_average=None, reduce=None,
                         reduction: str = "mean") -> Tensor:
@@ -1466,6 +1497,7 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
                     reduction, "triplet_margin_loss")
 
 
+@_float32_under_autocast
 def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *, distance_function=None,
                                       margin: float = 1.0, swap: bool = False, reduction: str = "mean") -> Tensor:
     """:func:`triplet_margin_loss` with any ``distance_function`` of two tensors (by default
@@ -1503,6 +1535,7 @@ def _p_norm(x, p, dim, keepdim=False):
     return x.norm(p, dim, keepdim)
 
 
+@_float32_under_autocast
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
     """``input / max(norm_p(input, dim), eps)``: unit p-norm along ``dim``."""
     _check(input, "input")
@@ -1511,6 +1544,7 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, o
     return writes.returned(input / denom, out, "normalize")
 
 
+@_float32_under_autocast
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """The cosine of the angle between ``x1`` and ``x2`` (broadcast together) along ``dim``: each
     is divided by its Euclidean norm, held at least ``eps`` (the gradient passing that floor,
@@ -1534,6 +1568,7 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     return prod if prod.ndim == 0 else prod.sum(d)
 
 
+@_float32_under_autocast
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
     """The p-norm of ``x1 - x2 + eps`` over the last dimension (of the two inputs broadcast)."""
     _check(x1, "x1")
@@ -1544,6 +1579,7 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     return diff.norm(_number(p, "p", "pairwise_distance"), max(x1.ndim, x2.ndim) - 1, bool(keepdim))
 
 
+@_float32_under_autocast
 def pdist(input: Tensor, p: float = 2) -> Tensor:
     """The p-norm distances between the rows of a 2-D input, for each pair i < j in row-major
     order (``N·(N-1)/2`` values)."""
@@ -1593,6 +1629,7 @@ def _lengths(v, n, what):
     return v
 
 
+@_float32_under_autocast
 def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, blank: int = 0,
              reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
     """The connectionist temporal classification loss: minus the log of the total probability,
