@@ -904,3 +904,45 @@ def test_composed_losses_and_distances_run_in_float32_under_autocast(name):
     assert leaves[0].grad is not None and leaves[0].grad.dtype is lucid.bfloat16
     outside = fn(*[t.detach() for t in leaves])  # outside a scope: the input's dtype
     assert outside.dtype is lucid.bfloat16
+
+
+# ---- metal ---------------------------------------------------------------------------------------
+
+def _on(device, a, dtype=None):
+    return lucid.tensor(a, device=device) if dtype is None else lucid.tensor(a, dtype=dtype, device=device)
+
+
+@pytest.mark.filterwarnings("ignore::lucid.metal.MetalFallbackWarning")
+@pytest.mark.parametrize("name,fn,shapes", [
+    ("hardswish", lambda x: F.hardswish(x * 3), [(2, 3, 4)]),
+    ("mish", F.mish, [(2, 3, 4)]),
+    ("selu", F.selu, [(2, 3, 4)]),
+    ("softplus", lambda x: F.softplus(x, 2.0, 1.0), [(2, 3, 4)]),
+    ("glu", lambda x: F.glu(x, 1), [(2, 4, 3)]),
+    ("softmin", lambda x: F.softmin(x, 1), [(2, 4, 3)]),
+    ("normalize", F.normalize, [(2, 4, 3)]),
+    ("cosine_similarity", F.cosine_similarity, [(2, 4, 3), (2, 4, 3)]),
+    ("pdist", F.pdist, [(5, 3)]),
+    ("bilinear", F.bilinear, [(4, 3), (4, 2), (5, 3, 2)]),
+    ("local_response_norm", lambda x: F.local_response_norm(x, 3), [(2, 5, 4)]),
+    ("kl_div", lambda x, y: F.kl_div(x, y, reduction="batchmean", log_target=True), [(3, 4), (3, 4)]),
+    ("triplet", F.triplet_margin_loss, [(4, 5), (4, 5), (4, 5)]),
+    ("multi_margin", lambda x: F.multi_margin_loss(x, _on(x.device, np.array([0, 2, 1]))), [(3, 4)]),
+    ("multilabel_margin", lambda x: F.multilabel_margin_loss(x, _on(x.device, np.array([[0, 2, -1, 0]] * 3))),
+     [(3, 4)]),
+    ("ctc", lambda x: F.ctc_loss(x.log_softmax(2), _on(x.device, np.array([[1, 2], [3, 3]])), [6, 5], [2, 2]),
+     [(6, 2, 4)]),
+    ("cross_entropy_probs", lambda x, y: F.cross_entropy(x, y.softmax(1)), [(2, 3, 4), (2, 3, 4)]),
+])
+def test_metal_matches_cpu_values_and_gradients(name, fn, shapes):
+    arrays = [arr(*s).astype(np.float32) for s in shapes]
+    results = {}
+    for device in ("cpu", "metal"):
+        leaves = [_on(device, a).requires_grad_() for a in arrays]
+        out = fn(*leaves)
+        assert out.device == device
+        (out * out).sum().backward()
+        results[device] = (out.detach().numpy(), [t.grad.numpy() for t in leaves])
+    np.testing.assert_allclose(results["metal"][0], results["cpu"][0], rtol=1e-4, atol=1e-4)
+    for g_metal, g_cpu in zip(results["metal"][1], results["cpu"][1]):
+        np.testing.assert_allclose(g_metal, g_cpu, rtol=1e-3, atol=1e-3)

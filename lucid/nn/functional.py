@@ -1467,7 +1467,7 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
         raise ValueError(f"multilabel_margin_loss: target of shape {tuple(target.shape)} must have the input's shape "
                          f"{tuple(input.shape)}")
     t = np.asarray(target.numpy()).astype(np.int64).reshape(x.shape[0], c)
-    counts = np.zeros((x.shape[0], c), np.float64)  # how often each class is a target of the sample
+    counts = np.zeros((x.shape[0], c), np.float32)  # how often each class is a target of the sample
     for n, row in enumerate(t):
         for v in row:
             if v < 0:
@@ -1693,12 +1693,14 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
             skip[n, 3:2 * len(seq):2] = seq[1:] != seq[:-1]
     dev = lp.device
     out_dtype = lp.dtype
-    if lp.dtype != _float64:  # the recursion's sums of exponentials cancel: run it in float64
+    if lp.dtype != _float64 and dev.type == "cpu":
+        # The recursion's sums of exponentials cancel: run it in float64 where there is float64
+        # arithmetic (metal has none).
         lp = lp.to(_float64)
     neg = -1e30  # log(0), kept finite so that logsumexp and its gradient stay finite
     idx = _creation.tensor(ext, device=dev).reshape(1, N, L).expand(T, N, L)
     emit = lp.gather(2, idx)  # [T, N, L]: the log-probability of each extended label
-    start = np.full((N, L), neg, np.float64)
+    start = np.full((N, L), neg, np.float32)
     start[:, 0] = 0.0
     start[:, 1] = [0.0 if len(s) else neg for s in seqs]
     dtype = lp.dtype
@@ -1728,7 +1730,7 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
     loss = loss.where(impossible.logical_not(), loss.detach() * 0.0 + (0.0 if zero_infinity else math.inf))
     loss = loss.to(out_dtype)
     if reduction == "mean":
-        per = _creation.tensor(np.maximum(np.asarray(tl, np.float64), 1.0), device=dev).to(out_dtype)
+        per = _creation.tensor(np.maximum(np.asarray(tl, np.float32), 1.0), device=dev).to(out_dtype)
         return (loss / per).mean()
     if unbatched and reduction == "none":
         return loss.reshape(())
