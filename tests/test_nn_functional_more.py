@@ -946,3 +946,13 @@ def test_metal_matches_cpu_values_and_gradients(name, fn, shapes):
     np.testing.assert_allclose(results["metal"][0], results["cpu"][0], rtol=1e-4, atol=1e-4)
     for g_metal, g_cpu in zip(results["metal"][1], results["cpu"][1]):
         np.testing.assert_allclose(g_metal, g_cpu, rtol=1e-3, atol=1e-3)
+
+
+def test_inplace_functional_forms():
+    cases = [(F.hardtanh_, F.hardtanh, ()), (F.threshold_, F.threshold, (0.2, -1.0)), (F.celu_, F.celu, (0.5,)),
+             (F.selu_, F.selu, ()), (F.leaky_relu_, F.leaky_relu, (0.2,)), (F.rrelu_, F.rrelu, ())]
+    for inplace, fn, args in cases:
+        x = arr(3, 4) * 2
+        t = f32(x)
+        assert inplace(t, *args) is t
+        close(t, fn(f32(x), *args).numpy())

@@ -75,6 +75,7 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
 
 
 def relu_(input: Tensor) -> Tensor:
+    """:func:`relu` in place."""
     return relu(input, inplace=True)
 
 
@@ -90,6 +91,11 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
     if not isinstance(negative_slope, numbers.Real) or isinstance(negative_slope, bool):
         raise TypeError(f"leaky_relu: negative_slope must be a number, got {negative_slope!r}")
     return _out(input, lambda x: Tensor._wrap(_C.leaky_relu(x._h, float(negative_slope))), inplace, "leaky_relu")
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """:func:`leaky_relu` in place."""
+    return leaky_relu(input, negative_slope, inplace=True)
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -248,6 +254,7 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace
 
 
 def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """:func:`hardtanh` in place."""
     return hardtanh(input, min_val, max_val, inplace=True)
 
 
@@ -300,6 +307,7 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
 
 
 def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """:func:`threshold` in place."""
     return globals()["threshold"](input, threshold, value, inplace=True)
 
 
@@ -329,6 +337,7 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
 
 
 def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """:func:`celu` in place."""
     return celu(input, alpha, inplace=True)
 
 
@@ -344,6 +353,7 @@ def selu(input: Tensor, inplace: bool = False) -> Tensor:
 
 
 def selu_(input: Tensor) -> Tensor:
+    """:func:`selu` in place."""
     return selu(input, inplace=True)
 
 
@@ -383,6 +393,7 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
 
 
 def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False) -> Tensor:
+    """:func:`rrelu` in place."""
     return rrelu(input, lower, upper, training, inplace=True)
 
 
