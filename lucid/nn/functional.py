@@ -226,12 +226,6 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     return _out(input, lambda x: Tensor._wrap(_C.dropout(x._h, float(p), bool(training))), inplace, "dropout")
 
 
-def _number(v, what, fn):
-    if not isinstance(v, numbers.Real) or isinstance(v, bool):
-        raise TypeError(f"{fn}: {what} must be a number, got {v!r}")
-    return float(v)
-
-
 def _float_input(input, fn):
     _check(input, "input")
     if not input.dtype.is_floating_point:
@@ -241,7 +235,7 @@ def _float_input(input, fn):
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     """x clamped to [``min_val``, ``max_val``]; the gradient is 1 strictly inside, 0 elsewhere."""
     _check(input, "input")
-    lo, hi = _number(min_val, "min_val", "hardtanh"), _number(max_val, "max_val", "hardtanh")
+    lo, hi = _float(min_val, "min_val", "hardtanh"), _float(max_val, "max_val", "hardtanh")
     if lo > hi:
         raise ValueError(f"hardtanh: min_val ({lo}) cannot be greater than max_val ({hi})")
 
@@ -302,7 +296,7 @@ def tanhshrink(input: Tensor) -> Tensor:
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """x where x > ``threshold``, else ``value``."""
     _check(input, "input")
-    t, v = _number(threshold, "threshold", "threshold"), _number(value, "value", "threshold")
+    t, v = _float(threshold, "threshold", "threshold"), _float(value, "value", "threshold")
     return _out(input, lambda x: x.where(x > t, v).to(x.dtype), inplace, "threshold")
 
 
@@ -314,7 +308,7 @@ def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """x - lambd above ``lambd``, x + lambd below -``lambd``, 0 between."""
     _float_input(input, "softshrink")
-    lam = _number(lambd, "lambd", "softshrink")
+    lam = _float(lambd, "lambd", "softshrink")
     if lam < 0:
         raise RuntimeError(f"softshrink: lambd must be greater or equal to 0, got {lam}")
     return (input - lam).where(input > lam, (input + lam).where(input < -lam, input * 0.0))
@@ -323,14 +317,14 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """x where |x| > ``lambd``, else 0."""
     _float_input(input, "hardshrink")
-    lam = _number(lambd, "lambd", "hardshrink")
+    lam = _float(lambd, "lambd", "hardshrink")
     return input.where((input > lam) | (input < -lam), input * 0.0)
 
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """x where x > 0, else ``alpha``·(exp(x/alpha) - 1)."""
     _float_input(input, "celu")
-    a = _number(alpha, "alpha", "celu")
+    a = _float(alpha, "alpha", "celu")
     if a == 0:
         raise RuntimeError("celu: ZeroDivisionError, alpha must not be 0")
     return _out(input, lambda x: x.where(x > 0, (x.clamp(max=0.0) / a).expm1() * a), inplace, "celu")
@@ -383,7 +377,7 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
     """Leaky ReLU whose negative slope is drawn uniformly from [``lower``, ``upper``] for each
     element when training, and is their mean otherwise."""
     _float_input(input, "rrelu")
-    lo, hi = _number(lower, "lower", "rrelu"), _number(upper, "upper", "rrelu")
+    lo, hi = _float(lower, "lower", "rrelu"), _float(upper, "upper", "rrelu")
     if lo > hi:
         raise ValueError(f"rrelu: lower bound ({lo}) must not be greater than the upper bound ({hi})")
     if not training:
@@ -403,7 +397,7 @@ def layer_norm(input: Tensor, normalized_shape, weight=None, bias=None, eps: flo
     """Normalises over the trailing ``normalized_shape`` dimensions; float32 under autocast."""
     _check(input, "input")
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    eps = _number(eps, "eps", "layer_norm")
+    eps = _float(eps, "eps", "layer_norm")
     if eps < 0:
         return _layer_norm_composed(input, tuple(as_index(s) for s in shape), weight, bias, eps)
     return Tensor._wrap(_C.layer_norm(input._h, shape, _h(weight, "weight"), _h(bias, "bias"), float(eps)))
@@ -412,7 +406,7 @@ def layer_norm(input: Tensor, normalized_shape, weight=None, bias=None, eps: flo
 def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     """Normalises each group of channels of ``[N, C, *]`` input; float32 under autocast."""
     _check(input, "input")
-    eps = _number(eps, "eps", "group_norm")
+    eps = _float(eps, "eps", "group_norm")
     if eps < 0 or input.numel() == 0:  # (the engine's kernel refuses an empty batch)
         return _group_norm_composed(input, as_index(num_groups), weight, bias, eps)
     return Tensor._wrap(_C.group_norm(input._h, as_index(num_groups), _h(weight, "weight"), _h(bias, "bias"),
@@ -452,7 +446,7 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
     n = as_index(size)
     if n <= 0:
         raise ValueError(f"local_response_norm: size must be positive, got {size!r}")
-    a, b, kk = (_number(v, w, "local_response_norm") for v, w in ((alpha, "alpha"), (beta, "beta"), (k, "k")))
+    a, b, kk = (_float(v, w, "local_response_norm") for v, w in ((alpha, "alpha"), (beta, "beta"), (k, "k")))
     if input.numel() == 0:
         return input
     sq = input * input
@@ -688,7 +682,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None,
     _check(input, "input")
     _check(target, "target")
     reduction = _loss_reduction(size_average, reduce, reduction)
-    ls = _number(label_smoothing, "label_smoothing", "cross_entropy")
+    ls = _float(label_smoothing, "label_smoothing", "cross_entropy")
     if not 0.0 <= ls <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {ls}")
     if target.dtype.is_floating_point:
@@ -1302,7 +1296,7 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
     if not (input1.ndim == input2.ndim == target.ndim):
         raise RuntimeError(f"margin_ranking_loss: all input tensors should have the same number of dimensions, got "
                            f"shapes {tuple(input1.shape)}, {tuple(input2.shape)} and {tuple(target.shape)}")
-    m = _number(margin, "margin", "margin_ranking_loss")
+    m = _float(margin, "margin", "margin_ranking_loss")
     return _reduce((-target * (input1 - input2) + m).clamp(min=0.0), reduction)
 
 
@@ -1314,7 +1308,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, siz
     _check(input, "input")
     _check(target, "target")
     reduction = _loss_reduction(size_average, reduce, reduction)
-    m = _number(margin, "margin", "hinge_embedding_loss")
+    m = _float(margin, "margin", "hinge_embedding_loss")
     zero = input * 0.0
     loss = (m - input).clamp(min=0.0).where(target != 1, zero) + input.where(target != -1, zero)
     return _reduce(loss, reduction)
@@ -1341,7 +1335,7 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
         raise RuntimeError(f"cosine_embedding_loss: expected 1-D inputs with a 0-D target or 2-D inputs with a 1-D "
                            f"target, got shapes {tuple(input1.shape)}, {tuple(input2.shape)} and "
                            f"{tuple(target.shape)}")
-    m = _number(margin, "margin", "cosine_embedding_loss")
+    m = _float(margin, "margin", "cosine_embedding_loss")
     eps = 1e-12  # PyTorch's, keeping the denominator off zero
     prod = (input1 * input2).sum(-1)
     cos = prod / ((input1 * input1).sum(-1).add(eps) * (input2 * input2).sum(-1).add(eps)).sqrt()
@@ -1359,7 +1353,7 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
     _check(input, "input")
     _check(target, "target")
     reduction = _loss_reduction(size_average, reduce, reduction)
-    e = _number(eps, "eps", "poisson_nll_loss")
+    e = _float(eps, "eps", "poisson_nll_loss")
     loss = input.exp() - target * input if log_input else input - target * (input + e).log()
     if full:
         stirling = target * target.log() - target + (target * (2 * math.pi)).log() * 0.5
@@ -1390,7 +1384,7 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, ep
             raise ValueError(f"gaussian_nll_loss: var is of incorrect size {tuple(var.shape)} for an input of shape "
                              f"{tuple(input.shape)}")
     _reduction(reduction)
-    e = _number(eps, "eps", "gaussian_nll_loss")
+    e = _float(eps, "eps", "gaussian_nll_loss")
     v = var + (var.detach().clamp(min=e) - var.detach())
     loss = ((input - target) ** 2 / v + v.log()) * 0.5
     if full:
@@ -1437,7 +1431,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     reduction = _loss_reduction(size_average, reduce, reduction)
     if p not in (1, 2) or isinstance(p, bool):
         raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 are supported, got {p!r}")
-    m = _number(margin, "margin", "multi_margin_loss")
+    m = _float(margin, "margin", "multi_margin_loss")
     x, c = _class_rows(input, target, "multi_margin_loss")
     y = target.reshape(-1)
     if y.shape[0] != x.shape[0]:
@@ -1504,7 +1498,7 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
     d(positive, negative)."""
     reduction = _loss_reduction(size_average, reduce, reduction)
     dist = lambda a, b: pairwise_distance(a, b, p, eps)  # noqa: E731
-    return _triplet(anchor, positive, negative, dist, _number(margin, "margin", "triplet_margin_loss"), swap,
+    return _triplet(anchor, positive, negative, dist, _float(margin, "margin", "triplet_margin_loss"), swap,
                     reduction, "triplet_margin_loss")
 
 
@@ -1517,7 +1511,7 @@ def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative
     if not callable(dist):
         raise TypeError(f"triplet_margin_with_distance_loss: distance_function must be callable, got "
                         f"{type(dist).__name__}")
-    return _triplet(anchor, positive, negative, dist, _number(margin, "margin", "triplet_margin_with_distance_loss"),
+    return _triplet(anchor, positive, negative, dist, _float(margin, "margin", "triplet_margin_with_distance_loss"),
                     swap, reduction, "triplet_margin_with_distance_loss")
 
 
@@ -1550,7 +1544,7 @@ def _p_norm(x, p, dim, keepdim=False):
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
     """``input / max(norm_p(input, dim), eps)``: unit p-norm along ``dim``."""
     _check(input, "input")
-    denom = _p_norm(input, _number(p, "p", "normalize"), as_index(dim), True).clamp(min=_number(eps, "eps",
+    denom = _p_norm(input, _float(p, "p", "normalize"), as_index(dim), True).clamp(min=_float(eps, "eps",
                                                                                                  "normalize"))
     return writes.returned(input / denom, out, "normalize")
 
@@ -1562,7 +1556,7 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     as PyTorch's), and the products summed."""
     _check(x1, "x1")
     _check(x2, "x2")
-    e = _number(eps, "eps", "cosine_similarity")
+    e = _float(eps, "eps", "cosine_similarity")
     d = as_index(dim)
     try:
         shape = np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
@@ -1584,10 +1578,10 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     """The p-norm of ``x1 - x2 + eps`` over the last dimension (of the two inputs broadcast)."""
     _check(x1, "x1")
     _check(x2, "x2")
-    diff = x1 - x2 + _number(eps, "eps", "pairwise_distance")
+    diff = x1 - x2 + _float(eps, "eps", "pairwise_distance")
     if diff.ndim == 0:
         return diff.abs()
-    return diff.norm(_number(p, "p", "pairwise_distance"), max(x1.ndim, x2.ndim) - 1, bool(keepdim))
+    return diff.norm(_float(p, "p", "pairwise_distance"), max(x1.ndim, x2.ndim) - 1, bool(keepdim))
 
 
 @_float32_under_autocast
@@ -1597,7 +1591,7 @@ def pdist(input: Tensor, p: float = 2) -> Tensor:
     _check(input, "input")
     if input.ndim != 2:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
-    p = _number(p, "p", "pdist")
+    p = _float(p, "p", "pdist")
     if p < 0:
         raise RuntimeError(f"pdist only supports non-negative p values, got {p}")
     i, j = np.triu_indices(input.shape[0], 1)
