@@ -284,3 +284,16 @@ def test_linear_forward_takes_input_by_keyword():
     m = nn.Linear(3, 2)
     x = f32(arr(4, 3))
     close(m(input=x), m(x).numpy())
+
+
+def test_new_names_are_exported():
+    names = ["ReLU6", "Hardtanh", "Hardsigmoid", "Hardswish", "Mish", "SELU", "CELU", "Threshold", "GLU", "LogSigmoid",
+             "Softplus", "Softshrink", "Hardshrink", "Softsign", "Tanhshrink", "RReLU", "Softmin", "Softmax2d",
+             "Bilinear", "CosineSimilarity", "PairwiseDistance", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+             "BatchNorm3d", "InstanceNorm3d", "LocalResponseNorm", "KLDivLoss", "MarginRankingLoss",
+             "HingeEmbeddingLoss", "SoftMarginLoss", "CosineEmbeddingLoss", "PoissonNLLLoss", "GaussianNLLLoss",
+             "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss", "TripletMarginLoss",
+             "TripletMarginWithDistanceLoss", "CTCLoss", "LinearCrossEntropyLoss"]
+    for n in names:
+        assert n in nn.__all__ and issubclass(getattr(nn, n), nn.Module), n
+    assert "LinearCrossEntropyOptions" in nn.__all__

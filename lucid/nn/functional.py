@@ -293,16 +293,20 @@ def tanhshrink(input: Tensor) -> Tensor:
     return input - input.tanh()
 
 
+def _threshold(input, t, v, inplace):
+    _check(input, "input")
+    t, v = _float(t, "threshold", "threshold"), _float(v, "value", "threshold")
+    return _out(input, lambda x: x.where(x > t, v).to(x.dtype), inplace, "threshold")
+
+
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """x where x > ``threshold``, else ``value``."""
-    _check(input, "input")
-    t, v = _float(threshold, "threshold", "threshold"), _float(value, "value", "threshold")
-    return _out(input, lambda x: x.where(x > t, v).to(x.dtype), inplace, "threshold")
+    return _threshold(input, threshold, value, inplace)
 
 
 def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
     """:func:`threshold` in place."""
-    return globals()["threshold"](input, threshold, value, inplace=True)
+    return _threshold(input, threshold, value, True)
 
 
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
