@@ -1601,7 +1601,8 @@ def pdist(input: Tensor, p: float = 2) -> Tensor:
     i, j = np.triu_indices(input.shape[0], 1)
     if len(i) == 0:
         return _creation.zeros((0,), dtype=input.dtype, device=input.device) + input.sum() * 0.0
-    rows = lambda idx: input.index_select(0, _creation.tensor(idx.tolist(), dtype=_int64, device=input.device))  # noqa: E731
+    def rows(idx):
+        return input.index_select(0, _creation.tensor(idx.tolist(), dtype=_int64, device=input.device))
     return (rows(i) - rows(j)).norm(p, 1)
 
 
