@@ -956,3 +956,11 @@ def test_inplace_functional_forms():
         t = f32(x)
         assert inplace(t, *args) is t
         close(t, fn(f32(x), *args).numpy())
+
+
+def test_ctc_loss_of_an_empty_target_is_all_blanks():
+    lp = np_log_softmax(arr(4, 2, 3), 2)
+    got = F.ctc_loss(f32(lp), lucid.zeros(2, 0, dtype=lucid.int64), [4, 3], [0, 0], reduction="none")
+    close(got, [-lp[:, 0, 0].sum(), -lp[:3, 1, 0].sum()], tol=1e-5)
+    with pytest.raises(RuntimeError, match="must not be empty"):
+        F.ctc_loss(lucid.zeros(0, 1, 3), lucid.tensor([[1]]), [0], [1])

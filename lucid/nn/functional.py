@@ -1658,6 +1658,8 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
     if log_probs.ndim not in (2, 3):
         raise ValueError(f"ctc_loss: log_probs must be [T, N, C] or unbatched [T, C], got shape "
                          f"{tuple(log_probs.shape)}")
+    if log_probs.numel() == 0:
+        raise RuntimeError(f"ctc_loss: log_probs tensor must not be empty, got shape {tuple(log_probs.shape)}")
     unbatched = log_probs.ndim == 2
     lp = log_probs.unsqueeze(1) if unbatched else log_probs
     T, N, C = lp.shape
@@ -1703,6 +1705,7 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
             skip[n, 3:2 * len(seq):2] = seq[1:] != seq[:-1]
     dev = lp.device
     out_dtype = lp.dtype
+
     if lp.dtype != _float64 and dev.type == "cpu":
         # The recursion's sums of exponentials cancel: run it in float64 where there is float64
         # arithmetic (metal has none).
@@ -1712,7 +1715,8 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
     emit = lp.gather(2, idx)  # [T, N, L]: the log-probability of each extended label
     start = np.full((N, L), neg, np.float32)
     start[:, 0] = 0.0
-    start[:, 1] = [0.0 if len(s) else neg for s in seqs]
+    if L > 1:
+        start[:, 1] = [0.0 if len(s) else neg for s in seqs]
     dtype = lp.dtype
     alpha = emit[0] + _creation.tensor(start, device=dev).to(dtype)
     pad1 = _creation.full((N, 1), neg, dtype=dtype, device=dev)
