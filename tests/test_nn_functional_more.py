@@ -964,3 +964,20 @@ def test_ctc_loss_of_an_empty_target_is_all_blanks():
     close(got, [-lp[:, 0, 0].sum(), -lp[:3, 1, 0].sum()], tol=1e-5)
     with pytest.raises(RuntimeError, match="must not be empty"):
         F.ctc_loss(lucid.zeros(0, 1, 3), lucid.tensor([[1]]), [0], [1])
+
+
+def test_losses_refuse_an_unknown_reduction():
+    x, y, s, i = f32(arr(3, 4)), f32(arr(3, 4)), f32(np.ones(3)), lucid.tensor([0, 1, 2])
+    calls = [lambda r: F.margin_ranking_loss(x, y, x, reduction=r), lambda r: F.hinge_embedding_loss(x, y, reduction=r),
+             lambda r: F.soft_margin_loss(x, y, reduction=r), lambda r: F.cosine_embedding_loss(x, y, s, reduction=r),
+             lambda r: F.poisson_nll_loss(x, y, reduction=r), lambda r: F.gaussian_nll_loss(x, y, y.abs(), reduction=r),
+             lambda r: F.multilabel_soft_margin_loss(x, y, reduction=r), lambda r: F.multi_margin_loss(x, i, reduction=r),
+             lambda r: F.multilabel_margin_loss(x, lucid.zeros(3, 4, dtype=lucid.int64), reduction=r),
+             lambda r: F.triplet_margin_loss(x, y, x, reduction=r),
+             lambda r: F.triplet_margin_with_distance_loss(x, y, x, reduction=r),
+             lambda r: F.ctc_loss(F.log_softmax(f32(arr(5, 1, 3)), 2), lucid.tensor([[1]]), [5], [1], reduction=r),
+             lambda r: F.cross_entropy(x, y.softmax(1), reduction=r),
+             lambda r: F.linear_cross_entropy(x, f32(arr(5, 4)), i, reduction=r)]
+    for call in calls:
+        with pytest.raises(ValueError, match="reduction must be 'none', 'mean' or 'sum', got 'bad'"):
+            call("bad")
