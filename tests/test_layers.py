@@ -567,8 +567,8 @@ def test_multihead_attention_matches_manual_computation():
 def test_pointwise_losses(reduction):
     a, b = arr(4, 5), arr(4, 5)
     red = {"mean": np.mean, "sum": np.sum, "none": lambda v: v}[reduction]
-    close(F.mse_loss(T(a), T(b), reduction), red((a - b) ** 2))
-    close(F.l1_loss(T(a), T(b), reduction), red(np.abs(a - b)))
+    close(F.mse_loss(T(a), T(b), reduction=reduction), red((a - b) ** 2))
+    close(F.l1_loss(T(a), T(b), reduction=reduction), red(np.abs(a - b)))
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(reduction="sum"), dict(reduction="none"), dict(ignore_index=2),

@@ -184,14 +184,14 @@ def test_instance_norm2d_tracks_running_statistics_and_uses_them_in_eval():
     assert {n for n, _ in m.named_buffers()} == {"running_mean", "running_var", "num_batches_tracked"}
     x = arr(3, 2, 4, 4, offset=2.0)
     m(T(x))
-    assert m.num_batches_tracked.item() == 1
+    assert m.num_batches_tracked.item() == 0  # as PyTorch's: instance norm does not count batches
     close(m.running_mean, 0.5 * x.astype(np.float64).mean(axis=(2, 3)).mean(0), tol=1e-5)
     close(m.running_var, 0.5 + 0.5 * x.astype(np.float64).var(axis=(2, 3), ddof=1).mean(0), tol=1e-5)
     m.eval()
     rm, rv = m.running_mean.numpy().astype(np.float64), m.running_var.numpy().astype(np.float64)
     z = arr(1, 2, 3, 3)
     close(m(T(z)), (z - rm.reshape(1, 2, 1, 1)) / np.sqrt(rv.reshape(1, 2, 1, 1) + 1e-5), tol=1e-4)
-    assert m.num_batches_tracked.item() == 1
+    assert m.num_batches_tracked.item() == 0
     nn.InstanceNorm1d(2)(T(arr(2, 2, 5)))
 
 

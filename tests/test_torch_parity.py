@@ -118,12 +118,12 @@ def test_binary_cross_entropy_matches_numpy_and_clamps_its_logs(reduction):
     y[0, 0], y[0, 1] = 1.0, 0.0
     w = rng.random((4, 3)).astype(np.float32)
     tp = lucid.tensor(p, requires_grad=True)
-    got = F.binary_cross_entropy(tp, lucid.tensor(y), lucid.tensor(w), reduction)
+    got = F.binary_cross_entropy(tp, lucid.tensor(y), lucid.tensor(w), reduction=reduction)
     with np.errstate(divide="ignore"):
         each = -(y * np.maximum(np.log(p), -100) + (1 - y) * np.maximum(np.log(1 - p), -100)) * w
     want = {"mean": each.mean(), "sum": each.sum(), "none": each}[reduction]
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
-    np.testing.assert_allclose(nn.BCELoss(lucid.tensor(w), reduction)(tp, lucid.tensor(y)).numpy(), want, rtol=1e-5)
+    np.testing.assert_allclose(nn.BCELoss(lucid.tensor(w), reduction=reduction)(tp, lucid.tensor(y)).numpy(), want, rtol=1e-5)
     got.sum().backward()
     inner = np.ones_like(p, dtype=bool)
     inner[0, :2] = False

@@ -528,6 +528,7 @@ def _adapters(lucid):
         "nn.functional.dropout2d": lambda x, *a, **k: F.dropout2d(x, *a, **k),
         "nn.functional.dropout3d": lambda x, *a, **k: F.dropout3d(x, *a, **k),
         "nn.functional.alpha_dropout": lambda x, *a, **k: F.alpha_dropout(x, *a, **k),
+        "nn.functional.rrelu": lambda x, *a, **k: F.rrelu(x, *a, **k),
         "nn.functional.feature_alpha_dropout/with_train": lambda x, *a, **k: F.feature_alpha_dropout(x, *a, **k),
         "nn.functional.feature_alpha_dropout/without_train": lambda x, *a, **k: F.feature_alpha_dropout(x, *a, **k),
         "nn.functional.multi_head_attention_forward": lambda x, *a, **k: F.multi_head_attention_forward(x, *a, **k),

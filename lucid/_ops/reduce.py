@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _C
 from .._core import dims_arg, result, tensor_arg, wrap
-from .._types import as_index
+from .._types import as_index, check_dtype
 from .creation import tensor
 from .elementwise import where
 from .writes import returned
@@ -96,15 +96,30 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=N
     return _var(input, dim, unbiased, correction, keepdim, True, "std", out)
 
 
-def softmax(input, dim, *, out=None):
-    """Softmax along ``dim``; float32 under autocast."""
-    return returned(result(_C.softmax(tensor_arg(input, "softmax")._h, as_index(dim), False)), out, "softmax")
+def _softmax_input(input, dtype, name):
+    """The input of softmax or log_softmax: cast to ``dtype`` first when one is given (as
+    PyTorch does, so that the op runs and returns in that dtype)."""
+    x = tensor_arg(input, name)
+    if dtype is None:
+        return x
+    d = check_dtype(dtype)
+    if not d.is_floating_point:
+        raise TypeError(f"{name}(): dtype must be a floating-point dtype, got {d}")
+    return x.to(d)
 
 
-def log_softmax(input, dim, *, out=None):
-    """Log-softmax along ``dim``; float32 under autocast."""
-    return returned(result(_C.softmax(tensor_arg(input, "log_softmax")._h, as_index(dim), True)), out,
-                    "log_softmax")
+def softmax(input, dim, dtype=None, *, out=None):
+    """Softmax along ``dim``, computed in ``dtype`` when given (the input is cast first); float32
+    under autocast."""
+    x = _softmax_input(input, dtype, "softmax")
+    return returned(result(_C.softmax(x._h, as_index(dim), False)), out, "softmax")
+
+
+def log_softmax(input, dim, dtype=None, *, out=None):
+    """Log-softmax along ``dim``, computed in ``dtype`` when given (the input is cast first);
+    float32 under autocast."""
+    x = _softmax_input(input, dtype, "log_softmax")
+    return returned(result(_C.softmax(x._h, as_index(dim), True)), out, "log_softmax")
 
 
 def _nuclear_norm(x, dim, keepdim):

@@ -6,15 +6,21 @@ from .parallel import DataParallel
 from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList
 from .conv import Conv1d, Conv2d, ConvTranspose2d
-from .layers import (ELU, GELU, Dropout, Dropout1d, Dropout2d, Flatten, Identity, LeakyReLU, Linear, LogSoftmax,
-                     PixelShuffle, PixelUnshuffle, PReLU, ReLU, Sequential, Sigmoid, SiLU, Softmax, Tanh, Upsample,
-                     UpsamplingBilinear2d, UpsamplingNearest2d)
-from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss,
-                   SmoothL1Loss)
+from .layers import (CELU, ELU, GELU, GLU, SELU, AlphaDropout, Bilinear, CosineSimilarity, Dropout, Dropout1d,
+                     Dropout2d, Dropout3d, FeatureAlphaDropout, Flatten, Hardshrink, Hardsigmoid, Hardswish, Hardtanh,
+                     Identity, LeakyReLU, Linear, LogSigmoid, LogSoftmax, Mish, PairwiseDistance, PixelShuffle,
+                     PixelUnshuffle, PReLU, ReLU, ReLU6, RReLU, Sequential, Sigmoid, SiLU, Softmax, Softmax2d, Softmin,
+                     Softplus, Softshrink, Softsign, Tanh, Tanhshrink, Threshold, Upsample, UpsamplingBilinear2d,
+                     UpsamplingNearest2d)
+from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, CTCLoss, GaussianNLLLoss,
+                   HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, LinearCrossEntropyLoss, LinearCrossEntropyOptions,
+                   MarginRankingLoss, MSELoss, MultiLabelMarginLoss,
+                   MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
+                   TripletMarginLoss, TripletMarginWithDistanceLoss)
 from .module import Module
 from . import modules  # torch.nn.modules.module: Module and the global module hooks
-from .normalization import (BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d, LayerNorm,
-                            RMSNorm)
+from .normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d,
+                            InstanceNorm3d, LayerNorm, LocalResponseNorm, RMSNorm)
 from .padding import (ConstantPad1d, ConstantPad2d, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
                       ReplicationPad2d, ZeroPad1d, ZeroPad2d)
 from .parameter import Parameter
@@ -34,4 +40,12 @@ __all__ = ["Module", "Parameter", "DataParallel", "Linear", "ReLU", "GELU", "SiL
            "PReLU", "ELU", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "ConstantPad1d",
            "ConstantPad2d", "ZeroPad1d", "ZeroPad2d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
            "ReplicationPad2d", "SmoothL1Loss", "HuberLoss", "EmbeddingBag", "functional", "init", "parallel",
-           "utils"]
+           "utils",
+           # activations, distances, dropouts, normalisations and losses
+           "ReLU6", "Hardtanh", "Hardsigmoid", "Hardswish", "Mish", "SELU", "CELU", "Threshold", "GLU", "LogSigmoid",
+           "Softplus", "Softshrink", "Hardshrink", "Softsign", "Tanhshrink", "RReLU", "Softmin", "Softmax2d",
+           "Bilinear", "CosineSimilarity", "PairwiseDistance", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+           "BatchNorm3d", "InstanceNorm3d", "LocalResponseNorm", "KLDivLoss", "MarginRankingLoss",
+           "HingeEmbeddingLoss", "SoftMarginLoss", "CosineEmbeddingLoss", "PoissonNLLLoss", "GaussianNLLLoss",
+           "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss", "TripletMarginLoss",
+           "TripletMarginWithDistanceLoss", "CTCLoss", "LinearCrossEntropyLoss", "LinearCrossEntropyOptions"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import math
 import numbers
 import warnings
 
@@ -12,7 +14,7 @@ from .._ops import creation as _creation, shape as _shape, writes
 from .._ops.elementwise import unary_functions
 from .._grad_mode import no_grad
 from .._tensor import Tensor
-from .._types import as_index, float32, int64 as _int64
+from .._types import as_index, bool_ as _bool, float32, float64 as _float64, int64 as _int64
 
 _REDUCTIONS = _C.codes("lucid_reduction", "LUCID_REDUCTION_")
 
@@ -28,7 +30,37 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     _check(weight, "weight")
     if bias is not None:
         _check(bias, "bias")
+    if weight.ndim == 1:  # one output feature, its dimension dropped (input @ weight), as PyTorch
+        if input.ndim == 0 or input.shape[-1] != weight.shape[0]:
+            raise ValueError(f"linear: input of shape {tuple(input.shape)} does not match weight of shape "
+                             f"{tuple(weight.shape)} (in_features)")
+        y = input.matmul(weight)
+        return y if bias is None else y + bias
     return Tensor._wrap(_C.linear(input._h, weight._h, 0 if bias is None else bias._h))
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias=None) -> Tensor:
+    """``y[..., o] = input1[..., i]·weight[o, i, j]·input2[..., j] + bias[o]``."""
+    for t, what in ((input1, "input1"), (input2, "input2"), (weight, "weight")):
+        _check(t, what)
+    if weight.ndim != 3:
+        raise ValueError(f"bilinear: weight must be 3-D [out, in1, in2], got shape {tuple(weight.shape)}")
+    o, i, j = weight.shape
+    if input1.ndim == 0 or input2.ndim == 0 or input1.shape[-1] != i or input2.shape[-1] != j:
+        raise ValueError(f"bilinear: inputs of shapes {tuple(input1.shape)} and {tuple(input2.shape)} do not match "
+                         f"weight of shape {tuple(weight.shape)} (their last dimensions must be {i} and {j})")
+    if tuple(input1.shape[:-1]) != tuple(input2.shape[:-1]):
+        raise ValueError(f"bilinear: the inputs' leading dimensions must agree, got shapes {tuple(input1.shape)} and "
+                         f"{tuple(input2.shape)}")
+    if bias is not None:
+        _check(bias, "bias")
+        if tuple(bias.shape) != (o,):
+            raise ValueError(f"bilinear: bias must have shape ({o},), got {tuple(bias.shape)}")
+    lead = tuple(input1.shape[:-1])
+    # input1 against each output's [in1, in2] matrix, then each row against input2.
+    u = input1.reshape(-1, i).matmul(weight.permute(1, 0, 2).reshape(i, o * j)).reshape(-1, o, j)
+    y = (u * input2.reshape(-1, 1, j)).sum(2).reshape(*lead, o)
+    return y if bias is None else y + bias
 
 
 def _out(input, fn, inplace, op):
@@ -43,6 +75,7 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
 
 
 def relu_(input: Tensor) -> Tensor:
+    """:func:`relu` in place."""
     return relu(input, inplace=True)
 
 
@@ -60,6 +93,11 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
     return _out(input, lambda x: Tensor._wrap(_C.leaky_relu(x._h, float(negative_slope))), inplace, "leaky_relu")
 
 
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """:func:`leaky_relu` in place."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """x·Φ(x) exactly (``approximate="none"``) or with the tanh approximation (``"tanh"``)."""
     if approximate not in ("none", "tanh"):
@@ -72,9 +110,18 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     return _out(input, lambda x: _unary("silu", x), inplace, "silu")
 
 
-def softplus(input: Tensor) -> Tensor:
-    """log(1 + exp(x)), linear above 20 as in PyTorch."""
-    return _unary("softplus", input)
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta·x)) / beta, and x itself where beta·x > ``threshold`` (as PyTorch)."""
+    _check(input, "input")
+    if not isinstance(beta, numbers.Real) or isinstance(beta, bool):
+        raise TypeError(f"softplus: beta must be a number, got {beta!r}")
+    if not isinstance(threshold, numbers.Real) or isinstance(threshold, bool):
+        raise TypeError(f"softplus: threshold must be a number, got {threshold!r}")
+    if beta == 1 and threshold == 20:
+        return _unary("softplus", input)
+    z = input * float(beta)
+    # The engine's softplus is stable (linear above 20), so the unused branch never overflows.
+    return input.where(z > float(threshold), _unary("softplus", z) / float(beta))
 
 
 def sigmoid(input: Tensor) -> Tensor:
@@ -116,6 +163,22 @@ def _single(v, what):
         raise TypeError(f"{what} must be an int, got {v!r}") from None
 
 
+def _float32_under_autocast(fn):
+    """Runs a composed loss or distance in float32 inside an autocast scope, as the engine's
+    losses and PyTorch's autocast float32 list do: its floating tensor arguments are cast to
+    float32 and its parts run with autocast off (outside a scope it changes nothing)."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        from ..amp.autocast_mode import autocast, cast_floating_args, is_autocast_enabled
+        first = next((a for a in args if isinstance(a, Tensor)), None)
+        if first is None or not is_autocast_enabled(first.device.type):
+            return fn(*args, **kwargs)
+        args, kwargs = cast_floating_args(args, kwargs, float32)
+        with autocast(first.device.type, enabled=False):
+            return fn(*args, **kwargs)
+    return run
+
+
 def _reduction(reduction):
     if reduction not in _REDUCTIONS:
         raise ValueError(f"reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
@@ -124,16 +187,35 @@ def _reduction(reduction):
 
 # ---- activations ---------------------------------------------------------------------------
 
-def softmax(input: Tensor, dim: int) -> Tensor:
-    """exp(x) / sum(exp(x)) along ``dim``; float32 under autocast."""
-    _check(input, "input")
-    return input.softmax(dim)
+def _softmax_dim(ndim, dim, fn):
+    """``dim``, or PyTorch's implicit choice when it is None (0 for 0-, 1- and 3-D input, else 1),
+    with PyTorch's warning."""
+    if dim is not None:
+        return as_index(dim)
+    warnings.warn(f"Implicit dimension choice for {fn} has been deprecated. Change the call to include dim=X "
+                  f"as an argument.", stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
 
 
-def log_softmax(input: Tensor, dim: int) -> Tensor:
-    """x - logsumexp(x) along ``dim``; float32 under autocast."""
+def softmax(input: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """exp(x) / sum(exp(x)) along ``dim``, computed in ``dtype`` when given; float32 under
+    autocast."""
     _check(input, "input")
-    return input.log_softmax(dim)
+    return input.softmax(_softmax_dim(input.ndim, dim, "softmax"), dtype)
+
+
+def log_softmax(input: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """x - logsumexp(x) along ``dim``, computed in ``dtype`` when given; float32 under autocast."""
+    _check(input, "input")
+    return input.log_softmax(_softmax_dim(input.ndim, dim, "log_softmax"), dtype)
+
+
+def softmin(input: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """softmax(-x) along ``dim``, computed in ``dtype`` when given."""
+    _check(input, "input")
+    d = _softmax_dim(input.ndim, dim, "softmin")
+    x = input if dtype is None else input.to(dtype)
+    return (-x).softmax(d)
 
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
@@ -144,18 +226,193 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     return _out(input, lambda x: Tensor._wrap(_C.dropout(x._h, float(p), bool(training))), inplace, "dropout")
 
 
+def _float_input(input, fn):
+    _check(input, "input")
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"{fn}: expected a floating-point input, got {input.dtype}")
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+    """x clamped to [``min_val``, ``max_val``]; the gradient is 1 strictly inside, 0 elsewhere."""
+    _check(input, "input")
+    lo, hi = _float(min_val, "min_val", "hardtanh"), _float(max_val, "max_val", "hardtanh")
+    if lo > hi:
+        raise ValueError(f"hardtanh: min_val ({lo}) cannot be greater than max_val ({hi})")
+
+    def f(x):
+        if not x.dtype.is_floating_point:  # integers stay integers (no gradient to shape)
+            return x.clamp(lo, hi).to(x.dtype)
+        inside = (x > lo) & (x < hi)
+        return x.where(inside, x.detach().clamp(lo, hi))
+    return _out(input, f, inplace, "hardtanh")
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """:func:`hardtanh` in place."""
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    """min(max(x, 0), 6) (``hardtanh(x, 0, 6)``)."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """relu6(x + 3) / 6: 0 below -3, 1 above 3, linear between."""
+    _float_input(input, "hardsigmoid")
+    return _out(input, lambda x: (x + 3.0).where((x > -3.0) & (x < 3.0), (x.detach() + 3.0).clamp(0.0, 6.0))
+                / 6.0, inplace, "hardsigmoid")
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    """x·relu6(x + 3) / 6, with PyTorch's gradient (0 below -3, x/3 + 0.5 up to 3, 1 above)."""
+    _float_input(input, "hardswish")
+
+    def f(x):
+        # x·(x + 3)/6 in the middle; the outer pieces are 0 and x, with the gradients PyTorch gives.
+        mid = x * (x + 3.0) / 6.0
+        return mid.where((x >= -3.0) & (x <= 3.0), x.where(x > 3.0, x * 0.0))
+    return _out(input, f, inplace, "hardswish")
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """x·tanh(softplus(x))."""
+    _float_input(input, "mish")
+    return _out(input, lambda x: x * _unary("softplus", x).tanh(), inplace, "mish")
+
+
+def softsign(input: Tensor) -> Tensor:
+    """x / (1 + |x|)."""
+    _check(input, "input")
+    return input / (input.abs() + 1.0)
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """x - tanh(x)."""
+    _check(input, "input")
+    return input - input.tanh()
+
+
+def _threshold(input, t, v, inplace):
+    _check(input, "input")
+    t, v = _float(t, "threshold", "threshold"), _float(v, "value", "threshold")
+    return _out(input, lambda x: x.where(x > t, v).to(x.dtype), inplace, "threshold")
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """x where x > ``threshold``, else ``value``."""
+    return _threshold(input, threshold, value, inplace)
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """:func:`threshold` in place."""
+    return _threshold(input, threshold, value, True)
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x - lambd above ``lambd``, x + lambd below -``lambd``, 0 between."""
+    _float_input(input, "softshrink")
+    lam = _float(lambd, "lambd", "softshrink")
+    if lam < 0:
+        raise RuntimeError(f"softshrink: lambd must be greater or equal to 0, got {lam}")
+    return (input - lam).where(input > lam, (input + lam).where(input < -lam, input * 0.0))
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x where |x| > ``lambd``, else 0."""
+    _float_input(input, "hardshrink")
+    lam = _float(lambd, "lambd", "hardshrink")
+    return input.where((input > lam) | (input < -lam), input * 0.0)
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """x where x > 0, else ``alpha``·(exp(x/alpha) - 1)."""
+    _float_input(input, "celu")
+    a = _float(alpha, "alpha", "celu")
+    if a == 0:
+        raise RuntimeError("celu: ZeroDivisionError, alpha must not be 0")
+    return _out(input, lambda x: x.where(x > 0, (x.clamp(max=0.0) / a).expm1() * a), inplace, "celu")
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """:func:`celu` in place."""
+    return celu(input, alpha, inplace=True)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    """scale·(x where x > 0, else alpha·(exp(x) - 1)) with the self-normalising constants."""
+    _float_input(input, "selu")
+    return _out(input, lambda x: x.where(x > 0, x.clamp(max=0.0).expm1() * _SELU_ALPHA) * _SELU_SCALE, inplace,
+                "selu")
+
+
+def selu_(input: Tensor) -> Tensor:
+    """:func:`selu` in place."""
+    return selu(input, inplace=True)
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """log(sigmoid(x)) = -softplus(-x), stable for large |x|."""
+    _float_input(input, "logsigmoid")
+    return -_unary("softplus", -input)
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """a·sigmoid(b), where a and b are the two halves of the input along ``dim``."""
+    _float_input(input, "glu")
+    if input.ndim == 0:
+        raise RuntimeError("glu: does not support scalars because halving size must be even")
+    d = as_index(dim)
+    if not -input.ndim <= d < input.ndim:
+        raise IndexError(f"glu: dim {dim} is out of range for an input of {input.ndim} dimensions")
+    n = input.shape[d]
+    if n % 2:
+        raise RuntimeError(f"glu: halving dimension must be even, but dimension {d % input.ndim} is size {n}")
+    a, b = input.narrow(d, 0, n // 2), input.narrow(d, n // 2, n // 2)
+    return a * b.sigmoid()
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False) -> Tensor:
+    """Leaky ReLU whose negative slope is drawn uniformly from [``lower``, ``upper``] for each
+    element when training, and is their mean otherwise."""
+    _float_input(input, "rrelu")
+    lo, hi = _float(lower, "lower", "rrelu"), _float(upper, "upper", "rrelu")
+    if lo > hi:
+        raise ValueError(f"rrelu: lower bound ({lo}) must not be greater than the upper bound ({hi})")
+    if not training:
+        return leaky_relu(input, (lo + hi) / 2, inplace)
+    slope = (_creation.rand(*input.shape, device=input.device) * (hi - lo) + lo).to(input.dtype)
+    return _out(input, lambda x: x.where(x >= 0, x * slope), inplace, "rrelu")
+
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False) -> Tensor:
+    """:func:`rrelu` in place."""
+    return rrelu(input, lower, upper, training, inplace=True)
+
+
 # ---- normalisation -------------------------------------------------------------------------
 
 def layer_norm(input: Tensor, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     """Normalises over the trailing ``normalized_shape`` dimensions; float32 under autocast."""
     _check(input, "input")
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    eps = _float(eps, "eps", "layer_norm")
+    if eps < 0:
+        return _layer_norm_composed(input, tuple(as_index(s) for s in shape), weight, bias, eps)
     return Tensor._wrap(_C.layer_norm(input._h, shape, _h(weight, "weight"), _h(bias, "bias"), float(eps)))
 
 
 def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     """Normalises each group of channels of ``[N, C, *]`` input; float32 under autocast."""
     _check(input, "input")
+    eps = _float(eps, "eps", "group_norm")
+    if eps < 0 or input.numel() == 0:  # (the engine's kernel refuses an empty batch)
+        return _group_norm_composed(input, as_index(num_groups), weight, bias, eps)
     return Tensor._wrap(_C.group_norm(input._h, as_index(num_groups), _h(weight, "weight"), _h(bias, "bias"),
                                      float(eps)))
 
@@ -163,6 +420,8 @@ def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: floa
 def _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps):
     """The output; in training mode the running statistics given are updated in place."""
     _check(input, "input")
+    if input.numel() == 0:  # an empty batch: nothing to normalise, the statistics stay (as PyTorch)
+        return input + 0.0
     y, m, v = _C.batch_norm(input._h, _h(running_mean, "running_mean"), _h(running_var, "running_var"),
                            _h(weight, "weight"), _h(bias, "bias"), bool(training), float(momentum), float(eps))
     if m:
@@ -177,6 +436,79 @@ def batch_norm(input: Tensor, running_mean=None, running_var=None, weight=None, 
     """Batch normalisation of ``[N, C, *]`` input, computed in float32, returned in the input's
     dtype. In training mode the running statistics given are updated in place."""
     return _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+@_float32_under_autocast
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
+    """x / (k + alpha·mean of x² over a window of ``size`` neighbouring channels)**beta, the
+    window zero-padded at the edges (size//2 channels before, (size-1)//2 after), of
+    ``[N, C, *]`` input."""
+    _check(input, "input")
+    if input.ndim < 3:
+        raise ValueError(f"local_response_norm: expected 3D or higher dimensionality input (got {input.ndim} "
+                         f"dimensions)")
+    n = as_index(size)
+    if n <= 0:
+        raise ValueError(f"local_response_norm: size must be positive, got {size!r}")
+    a, b, kk = (_float(v, w, "local_response_norm") for v, w in ((alpha, "alpha"), (beta, "beta"), (k, "k")))
+    if input.numel() == 0:
+        return input
+    sq = input * input
+    c = input.shape[1]
+    before, after = n // 2, (n - 1) // 2
+    parts = [_creation.zeros((input.shape[0], w, *input.shape[2:]), dtype=input.dtype, device=input.device)
+             for w in (before, after)]
+    padded = _cat([t for t in (parts[0], sq, parts[1]) if t.shape[1]], 1)
+    window = padded.narrow(1, 0, c)
+    for i in range(1, n):
+        window = window + padded.narrow(1, i, c)
+    return input / (window * (a / n) + kk) ** b
+
+
+def _moments(x, dims):
+    """The mean and the biased variance over ``dims`` (kept)."""
+    mean = x.mean(dims, keepdim=True)
+    d = x - mean
+    return mean, (d * d).mean(dims, keepdim=True)
+
+
+def _layer_norm_composed(input, shape, weight, bias, eps):
+    """layer_norm from reductions, for what the engine's kernel refuses (a negative eps: PyTorch
+    computes 1/sqrt(var + eps) and gives NaN where that is negative)."""
+    dims = tuple(range(input.ndim - len(shape), input.ndim))
+    if input.ndim < len(shape) or tuple(input.shape[input.ndim - len(shape):]) != shape:
+        raise ValueError(f"layer_norm: normalized_shape {shape} must be the trailing dimensions of the input, got "
+                         f"shape {tuple(input.shape)}")
+    if input.numel() == 0:
+        y = input + 0.0
+    else:
+        mean, var = _moments(input, dims)
+        y = (input - mean) * (var + eps).rsqrt()
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def _group_norm_composed(input, g, weight, bias, eps):
+    """group_norm from reductions (see _layer_norm_composed)."""
+    if input.ndim < 2 or input.shape[1] % g:
+        raise ValueError(f"group_norm: expected an input [N, C, *] with C divisible by num_groups ({g}), got shape "
+                         f"{tuple(input.shape)}")
+    n, c = input.shape[0], input.shape[1]
+    if input.numel() == 0:
+        y = input + 0.0
+    else:
+        x = input.reshape(n, g, -1)
+        mean, var = _moments(x, (2,))
+        y = ((x - mean) * (var + eps).rsqrt()).reshape(*input.shape)
+    per_channel = (c,) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        y = y * weight.reshape(*per_channel)
+    if bias is not None:
+        y = y + bias.reshape(*per_channel)
+    return y
 
 
 # ---- convolution and pooling ---------------------------------------------------------------
@@ -312,37 +644,130 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None) -> Tensor:
 
 # ---- losses (float32 under autocast) -------------------------------------------------------
 
-def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+def _pointwise_loss(code, input, target, size_average, reduce, reduction, weight):
     _check(input, "input")
     _check(target, "target")
-    return Tensor._wrap(_C.pointwise_loss(_C.LOSS_MSE, input._h, target._h, _reduction(reduction)))
+    reduction = _loss_reduction(size_average, reduce, reduction)
+    if weight is None:
+        return Tensor._wrap(_C.pointwise_loss(code, input._h, target._h, _reduction(reduction)))
+    _check(weight, "weight")  # weighted: the engine's elementwise losses, scaled, then reduced
+    loss = Tensor._wrap(_C.pointwise_loss(code, input._h, target._h, _C.REDUCTION_NONE))
+    return _reduce(loss * weight, reduction)
 
 
-def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    _check(input, "input")
-    _check(target, "target")
-    return Tensor._wrap(_C.pointwise_loss(_C.LOSS_L1, input._h, target._h, _reduction(reduction)))
+def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+             weight=None) -> Tensor:
+    """The squared differences, reduced; ``weight`` multiplies them first."""
+    return _pointwise_loss(_C.LOSS_MSE, input, target, size_average, reduce, reduction, weight)
 
 
-def nll_loss(input: Tensor, target: Tensor, weight=None, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
+def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+            weight=None) -> Tensor:
+    """The absolute differences, reduced; ``weight`` multiplies them first."""
+    return _pointwise_loss(_C.LOSS_L1, input, target, size_average, reduce, reduction, weight)
+
+
+def nll_loss(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
+             reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of class indices under log-probabilities ``[N, C, *]``."""
     _check(input, "input")
     _check(target, "target")
+    reduction = _loss_reduction(size_average, reduce, reduction)
     return Tensor._wrap(_C.nll_loss(input._h, target._h, _h(weight, "weight"), as_index(ignore_index),
                                    _reduction(reduction)))
 
 
-def cross_entropy(input: Tensor, target: Tensor, weight=None, ignore_index: int = -100, reduction: str = "mean",
-                  label_smoothing: float = 0.0) -> Tensor:
-    """log_softmax + nll_loss on logits ``[N, C, *]``, with class-index targets (``ignore_index``,
-    ``label_smoothing``) or class-probability targets of the input's shape."""
+def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100,
+                  reduce=None, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """log_softmax + nll_loss on logits ``[N, C, *]`` (or unbatched ``[C]``), with class-index
+    targets (``ignore_index``, ``label_smoothing``) or class-probability targets of the input's
+    shape. With probabilities, ``"mean"`` divides by the number of positions ``N·d1·…`` (weights
+    scale the terms, not the divisor), as PyTorch does."""
     _check(input, "input")
     _check(target, "target")
+    reduction = _loss_reduction(size_average, reduce, reduction)
+    ls = _float(label_smoothing, "label_smoothing", "cross_entropy")
+    if not 0.0 <= ls <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {ls}")
+    if target.dtype.is_floating_point:
+        return _cross_entropy_probabilities(input, target, weight, reduction, ls)
     return Tensor._wrap(_C.cross_entropy(input._h, target._h, _h(weight, "weight"), as_index(ignore_index),
-                                        _reduction(reduction), float(label_smoothing)))
+                                        _reduction(reduction), ls))
 
 
-def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, reduction: str = "mean") -> Tensor:
+def _cross_entropy_probabilities(input, target, weight, reduction, ls):
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"cross_entropy: class-probability targets must have the input's shape "
+                         f"{tuple(input.shape)}, got {tuple(target.shape)}")
+    if input.ndim == 0:
+        raise ValueError("cross_entropy: expected an input of at least 1 dimension ([C] or [N, C, *]), got a 0-D one")
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"cross_entropy: expected a floating-point input, got {input.dtype}")
+    cdim = 0 if input.ndim == 1 else 1
+    c = input.shape[cdim]
+    wide = (input[(0,) * input.ndim] * target[(0,) * target.ndim]).dtype if input.numel() else input.dtype
+    if input.dtype != wide:  # mixed floats compute in the wider dtype, whatever their order
+        input = input.to(wide)
+    t = target if ls == 0 else target * (1.0 - ls) + ls / c
+    terms = input.log_softmax(cdim) * t
+    if weight is not None:
+        _check(weight, "weight")
+        if tuple(weight.shape) != (c,):
+            raise ValueError(f"cross_entropy: weight must have shape ({c},), one per class, got {tuple(weight.shape)}")
+        terms = terms * weight.reshape(c, *([1] * (input.ndim - cdim - 1)))
+    loss = -terms.sum(cdim)
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    positions = input.numel() // c if c else 0
+    return loss.sum() / positions if positions else loss.sum() * math.nan
+
+
+def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *, linear_bias=None, weight=None,
+                         reduction: str = "mean", ignore_index=None, label_smoothing: float = 0.0,
+                         options=None) -> Tensor:
+    """:func:`cross_entropy` of the logits ``input @ linear_weight`` (a linear layer and the loss
+    in one call): ``input`` ``[N, in]`` or ``[in]``, ``linear_weight`` ``[C, *out_features, in]``
+    (logits ``[N, C, *out_features]``), ``linear_bias`` ``[C, *out_features]``. ``target`` holds
+    class indices, or probabilities of the logits' shape (then ``ignore_index`` must be None;
+    otherwise None means -100). ``options`` (``nn.LinearCrossEntropyOptions``) choose PyTorch's
+    memory-saving chunked evaluation; lucid takes them and computes the same values directly."""
+    for t, what in ((input, "input"), (linear_weight, "linear_weight"), (target, "target")):
+        _check(t, what)
+    if input.ndim not in (1, 2):
+        raise RuntimeError(f"linear_cross_entropy: expected input with dimensionality 1 or 2, got {input.ndim}")
+    if linear_weight.ndim < 2:
+        raise RuntimeError(f"linear_cross_entropy: expected linear_weight with dimensionality at least 2, got "
+                           f"{linear_weight.ndim}")
+    batch, n_in = tuple(input.shape[:-1]), input.shape[-1]
+    if linear_weight.shape[-1] != n_in:
+        raise RuntimeError(f"linear_cross_entropy: expected equal input and linear_weight last dimensions "
+                           f"(in_features), got {n_in} and {linear_weight.shape[-1]}")
+    c, out_features = linear_weight.shape[0], tuple(linear_weight.shape[1:-1])
+    if linear_bias is not None:
+        _check(linear_bias, "linear_bias")
+        if tuple(linear_bias.shape) != (c, *out_features):
+            raise RuntimeError(f"linear_cross_entropy: expected linear_bias shape {(c, *out_features)}, got "
+                               f"{tuple(linear_bias.shape)}")
+    if out_features and not batch:
+        raise RuntimeError(f"linear_cross_entropy: the K-dimensional loss of linear_weight shape "
+                           f"{tuple(linear_weight.shape)} needs a batched input (N, {n_in}), got shape "
+                           f"{tuple(input.shape)}")
+    logits_shape = (*batch, c, *out_features)
+    probabilities = tuple(target.shape) == logits_shape
+    if probabilities and ignore_index is not None:
+        raise RuntimeError("linear_cross_entropy: ignore_index cannot be specified when target contains "
+                           "probabilities")
+    logits = input.matmul(linear_weight.reshape(-1, n_in).transpose(0, 1)).reshape(*logits_shape)
+    if linear_bias is not None:
+        logits = logits + linear_bias
+    return cross_entropy(logits, target, weight, ignore_index=-100 if ignore_index is None else ignore_index,
+                         reduction=reduction, label_smoothing=label_smoothing)
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
+                         reduction: str = "mean") -> Tensor:
     """Binary cross-entropy of probabilities, with each log clamped at -100 as PyTorch does.
     Like PyTorch, it refuses to run under autocast (its float16 log is unsafe): use
     ``binary_cross_entropy_with_logits``, which also is more stable."""
@@ -356,18 +781,19 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, reduction: 
     if tuple(input.shape) != tuple(target.shape):
         raise ValueError(f"binary_cross_entropy: target shape {tuple(target.shape)} must be the same as input shape "
                          f"{tuple(input.shape)}")
-    code = _reduction(reduction)
+    code = _reduction(_loss_reduction(size_average, reduce, reduction))
     loss = -(target * input.log().clamp(min=-100.0) + (1 - target) * (1 - input).log().clamp(min=-100.0))
     if weight is not None:
         loss = loss * weight
     return loss if code == _C.REDUCTION_NONE else (loss.sum() if code == _C.REDUCTION_SUM else loss.mean())
 
 
-def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None, reduction: str = "mean",
-                                     pos_weight=None) -> Tensor:
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
+                                     reduction: str = "mean", pos_weight=None) -> Tensor:
     """Sigmoid and binary cross-entropy in one numerically stable expression."""
     _check(input, "input")
     _check(target, "target")
+    reduction = _loss_reduction(size_average, reduce, reduction)
     return Tensor._wrap(_C.bce_with_logits(input._h, target._h, _h(weight, "weight"), _h(pos_weight, "pos_weight"),
                                           _reduction(reduction)))
 
@@ -488,6 +914,52 @@ def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
     if input.ndim == 2:  # unbatched [C, L]: a new tensor even with inplace
         return _feature_dropout(input.unsqueeze(0), p, training, False, "dropout1d").squeeze(0)
     return _feature_dropout(input, p, training, inplace, "dropout1d")
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zeroes whole channels of ``[N, C, D, H, W]`` (or unbatched ``[C, D, H, W]``) input, each
+    with probability ``p``, and scales the rest by 1/(1-p) when training."""
+    _check(input, "input")
+    if input.ndim not in (4, 5):
+        warnings.warn(f"dropout3d: received a {input.ndim}-D input; it expects a 5-D [N, C, D, H, W] input (or a "
+                      f"4-D unbatched one)", stacklevel=2)
+    if input.ndim == 4:  # unbatched [C, D, H, W]
+        return _feature_dropout(input.unsqueeze(0), p, training, False, "dropout3d").squeeze(0)
+    return _feature_dropout(input, p, training, inplace, "dropout3d")
+
+
+def _alpha_dropout(input, p, training, inplace, fn, mask_shape):
+    _check(input, "input")
+    p = _check_p(p, fn)
+    if not training or p == 0:
+        return input
+    if p == 1:
+        return _out(input, lambda x: x * 0.0, inplace, fn)
+    # Dropped values become SELU's negative saturation value, and an affine map restores the
+    # mean and variance of self-normalised inputs (Klambauer et al.).
+    sat = -_SELU_ALPHA * _SELU_SCALE
+    a = ((1 - p) * (1 + p * sat * sat)) ** -0.5
+    b = -a * sat * p
+    keep = (_creation.rand(*mask_shape, device=input.device) >= p).to(input.dtype)
+    return _out(input, lambda x: (x * keep + (1.0 - keep) * sat) * a + b, inplace, fn)
+
+
+def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    """Dropout that keeps the mean and variance of SELU activations: each element is replaced,
+    with probability ``p``, by SELU's negative saturation value, and the result mapped affinely
+    back to zero mean and unit variance. The identity when not training."""
+    _check(input, "input")
+    return _alpha_dropout(input, p, training, inplace, "alpha_dropout", tuple(input.shape))
+
+
+def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    """:func:`alpha_dropout` of whole channels of ``[N, C, *]`` input."""
+    _check(input, "input")
+    if training and input.ndim < 2 and p not in (0, 0.0):
+        raise RuntimeError(f"feature_alpha_dropout: expected an input of at least 2 dimensions ([N, C, *]), got "
+                           f"shape {tuple(input.shape)}")
+    shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
+    return _alpha_dropout(input, p, training, inplace, "feature_alpha_dropout", shape)
 
 
 def instance_norm(input: Tensor, running_mean=None, running_var=None, weight=None, bias=None,
@@ -742,6 +1214,7 @@ def _legacy_reduction(size_average, reduce):
     return "sum" if size_average is not None and not size_average else "mean"
 
 
+@_float32_under_autocast
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
     """0.5·d²/beta where d = ``|input - target|`` < beta, else d - 0.5·beta (the L1 loss when
@@ -759,6 +1232,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     return _reduce((d * d * (0.5 / beta)).where(d < beta, d - 0.5 * beta), reduction)
 
 
+@_float32_under_autocast
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight=None) -> Tensor:
     """0.5·d² where d = ``|input - target|`` < delta, else delta·(d - 0.5·delta) (``delta`` times
@@ -773,6 +1247,507 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     if weight is not None:
         _check(weight, "weight")
         loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def _loss_reduction(size_average, reduce, reduction):
+    """``reduction``, or the one PyTorch's deprecated flags ask for when either is given."""
+    if size_average is not None or reduce is not None:
+        return _legacy_reduction(size_average, reduce)
+    _reduction(reduction)
+    return reduction
+
+
+def _same_shape(a, b, fn, what="target"):
+    if tuple(a.shape) != tuple(b.shape):
+        raise ValueError(f"{fn}: {what} of shape {tuple(b.shape)} must have the input's shape {tuple(a.shape)}")
+
+
+@_float32_under_autocast
+def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+           log_target: bool = False) -> Tensor:
+    """The Kullback-Leibler divergence ``target·(log(target) - input)`` of log-probabilities
+    ``input`` (``exp(target)·(target - input)`` with ``log_target``). ``"batchmean"`` sums and
+    divides by the batch size (the size of dimension 0); ``"mean"`` averages over every element,
+    with PyTorch's warning that it is not the mathematical KL divergence."""
+    _check(input, "input")
+    _check(target, "target")
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce)
+    if reduction not in ("none", "mean", "sum", "batchmean"):
+        raise ValueError(f"kl_div: reduction must be 'none', 'batchmean', 'mean' or 'sum', got {reduction!r}")
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size. "
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition. "
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                      stacklevel=2)
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:  # target·log(target) is 0 where target is 0
+        loss = (target * target.log()).where(target != 0, target * 0.0) - target * input
+    if reduction == "batchmean":
+        return loss.sum() / input.shape[0] if input.ndim else loss.sum()
+    return _reduce(loss, reduction)
+
+
+@_float32_under_autocast
+def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
+                        reduce=None, reduction: str = "mean") -> Tensor:
+    """max(0, -target·(input1 - input2) + margin); ``target`` holds 1 or -1."""
+    for t, what in ((input1, "input1"), (input2, "input2"), (target, "target")):
+        _check(t, what)
+    reduction = _loss_reduction(size_average, reduce, reduction)
+    if not (input1.ndim == input2.ndim == target.ndim):
+        raise RuntimeError(f"margin_ranking_loss: all input tensors should have the same number of dimensions, got "
+                           f"shapes {tuple(input1.shape)}, {tuple(input2.shape)} and {tuple(target.shape)}")
+    m = _float(margin, "margin", "margin_ranking_loss")
+    return _reduce((-target * (input1 - input2) + m).clamp(min=0.0), reduction)
+
+
+@_float32_under_autocast
+def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, size_average=None, reduce=None,
+                         reduction: str = "mean") -> Tensor:
+    """x where target is 1, max(0, margin - x) where target is -1 (PyTorch's sum of the two
+    selections for any other target)."""
+    _check(input, "input")
+    _check(target, "target")
+    reduction = _loss_reduction(size_average, reduce, reduction)
+    m = _float(margin, "margin", "hinge_embedding_loss")
+    zero = input * 0.0
+    loss = (m - input).clamp(min=0.0).where(target != 1, zero) + input.where(target != -1, zero)
+    return _reduce(loss, reduction)
+
+
+@_float32_under_autocast
+def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """log(1 + exp(-target·input)), averaged over every element by default."""
+    _check(input, "input")
+    _check(target, "target")
+    reduction = _loss_reduction(size_average, reduce, reduction)
+    return _reduce(_unary("softplus", -target * input), reduction)
+
+
+@_float32_under_autocast
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
+                          reduce=None, reduction: str = "mean") -> Tensor:
+    """1 - cos(input1, input2) where target is 1, max(0, cos - margin) where it is -1; the
+    cosine over the last dimension of 1-D or 2-D inputs."""
+    for t, what in ((input1, "input1"), (input2, "input2"), (target, "target")):
+        _check(t, what)
+    reduction = _loss_reduction(size_average, reduce, reduction)
+    if target.ndim not in (0, 1) or input1.ndim != target.ndim + 1 or input2.ndim != target.ndim + 1:
+        raise RuntimeError(f"cosine_embedding_loss: expected 1-D inputs with a 0-D target or 2-D inputs with a 1-D "
+                           f"target, got shapes {tuple(input1.shape)}, {tuple(input2.shape)} and "
+                           f"{tuple(target.shape)}")
+    m = _float(margin, "margin", "cosine_embedding_loss")
+    eps = 1e-12  # PyTorch's, keeping the denominator off zero
+    prod = (input1 * input2).sum(-1)
+    cos = prod / ((input1 * input1).sum(-1).add(eps) * (input2 * input2).sum(-1).add(eps)).sqrt()
+    zero = cos * 0.0
+    loss = (1.0 - cos).where(target == 1, zero) + (cos - m).clamp(min=0.0).where(target == -1, zero)
+    return _reduce(loss, reduction)
+
+
+@_float32_under_autocast
+def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False, size_average=None,
+                     eps: float = 1e-8, reduce=None, reduction: str = "mean") -> Tensor:
+    """The Poisson negative log-likelihood: exp(input) - target·input (``log_input``), else
+    input - target·log(input + eps); ``full`` adds Stirling's approximation of log(target!)
+    where target > 1."""
+    _check(input, "input")
+    _check(target, "target")
+    reduction = _loss_reduction(size_average, reduce, reduction)
+    e = _float(eps, "eps", "poisson_nll_loss")
+    loss = input.exp() - target * input if log_input else input - target * (input + e).log()
+    if full:
+        stirling = target * target.log() - target + (target * (2 * math.pi)).log() * 0.5
+        loss = loss + stirling.where(target > 1, target * 0.0)
+    return _reduce(loss, reduction)
+
+
+@_float32_under_autocast
+def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, eps: float = 1e-6,
+                      reduction: str = "mean") -> Tensor:
+    """0.5·(log(var) + (input - target)²/var), var clamped at ``eps`` (the gradient passing the
+    clamp, as PyTorch's); ``full`` adds 0.5·log(2π). ``var`` has the input's shape, or one
+    dimension fewer or of size 1 (one variance shared), or is a number."""
+    _check(input, "input")
+    _check(target, "target")
+    if isinstance(var, numbers.Real) and not isinstance(var, bool):
+        if var < 0:
+            raise ValueError("gaussian_nll_loss: var has negative entry/entries")
+        var = _creation.full(tuple(input.shape), float(var), dtype=input.dtype, device=input.device)
+    _check(var, "var")
+    if bool((var < 0).any()):
+        raise ValueError("gaussian_nll_loss: var has negative entry/entries")
+    if tuple(var.shape) != tuple(input.shape):
+        if tuple(input.shape[:-1]) == tuple(var.shape):
+            var = var.unsqueeze(-1)
+        elif not (input.ndim == var.ndim
+                  and sum(v for i, v in zip(input.shape, var.shape) if i != v) == 1):
+            raise ValueError(f"gaussian_nll_loss: var is of incorrect size {tuple(var.shape)} for an input of shape "
+                             f"{tuple(input.shape)}")
+    _reduction(reduction)
+    e = _float(eps, "eps", "gaussian_nll_loss")
+    v = var + (var.detach().clamp(min=e) - var.detach())
+    loss = ((input - target) ** 2 / v + v.log()) * 0.5
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
+
+
+@_float32_under_autocast
+def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
+                                reduction: str = "mean") -> Tensor:
+    """The binary cross-entropy of each class's logit against ``target`` (0 or 1), ``weight``
+    per class, averaged over the classes (the last dimension) of each sample."""
+    _check(input, "input")
+    _check(target, "target")
+    reduction = _loss_reduction(size_average, reduce, reduction)
+    loss = target * logsigmoid(input) + (1.0 - target) * logsigmoid(-input)
+    if weight is not None:
+        _check(weight, "weight")
+        loss = loss * weight
+    if input.ndim == 0:
+        return _reduce(-loss, reduction)
+    return _reduce(-loss.sum(-1) / input.shape[-1], reduction)
+
+
+def _class_rows(input, target, fn):
+    """Input as [N, C] and class-index target as [N] (0-D and 1-D inputs are one sample), with
+    the targets checked."""
+    if input.ndim > 2:
+        raise ValueError(f"{fn}: expected an input of at most 2 dimensions, got shape {tuple(input.shape)}")
+    if target.dtype.is_floating_point:
+        raise TypeError(f"{fn}: target must hold integer class indices, got {target.dtype}")
+    x = input.reshape(1, -1) if input.ndim < 2 else input
+    return x, x.shape[1]
+
+
+@_float32_under_autocast
+def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0, weight=None, size_average=None,
+                      reduce=None, reduction: str = "mean") -> Tensor:
+    """The multi-class hinge loss: for each sample, the sum over the classes i other than the
+    target y of max(0, margin - x[y] + x[i])**p (times weight[y]), divided by the number of
+    classes. ``p`` is 1 or 2."""
+    _check(input, "input")
+    _check(target, "target")
+    reduction = _loss_reduction(size_average, reduce, reduction)
+    if p not in (1, 2) or isinstance(p, bool):
+        raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 are supported, got {p!r}")
+    m = _float(margin, "margin", "multi_margin_loss")
+    x, c = _class_rows(input, target, "multi_margin_loss")
+    y = target.reshape(-1)
+    if y.shape[0] != x.shape[0]:
+        raise ValueError(f"multi_margin_loss: target of shape {tuple(target.shape)} must hold one class per sample "
+                         f"of the input of shape {tuple(input.shape)}")
+    yi = np.asarray(y.numpy()).astype(np.int64)
+    if yi.size and (yi.min() < 0 or yi.max() >= c):
+        raise IndexError(f"multi_margin_loss: target values must be in [0, {c}), got values from {yi.min()} to "
+                         f"{yi.max()}")
+    y = y.to(_int64)
+    xy = x.gather(1, y.reshape(-1, 1))
+    z = (xy.neg() + x + m).clamp(min=0.0)
+    if p == 2:
+        z = z * z
+    if weight is not None:
+        _check(weight, "weight")
+        if weight.ndim != 1 or weight.shape[0] != c:
+            raise ValueError(f"multi_margin_loss: weight must be 1-D of {c} elements, got shape {tuple(weight.shape)}")
+        z = z * weight.index_select(0, y).reshape(-1, 1)
+    others = _creation.tensor(np.arange(c)[None, :] != yi[:, None], device=input.device).to(z.dtype)
+    loss = (z * others).sum(1) / c
+    if input.ndim < 2:
+        loss = loss.reshape(())
+    return _reduce(loss, reduction)
+
+
+@_float32_under_autocast
+def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+                           reduction: str = "mean") -> Tensor:
+    """The multi-label hinge loss: for each sample, the sum over its target classes j (the
+    entries of ``target`` before the first -1) and the other classes i of
+    max(0, 1 - (x[j] - x[i])), divided by the number of classes."""
+    _check(input, "input")
+    _check(target, "target")
+    reduction = _loss_reduction(size_average, reduce, reduction)
+    x, c = _class_rows(input, target, "multilabel_margin_loss")
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"multilabel_margin_loss: target of shape {tuple(target.shape)} must have the input's shape "
+                         f"{tuple(input.shape)}")
+    t = np.asarray(target.numpy()).astype(np.int64).reshape(x.shape[0], c)
+    counts = np.zeros((x.shape[0], c), np.float32)  # how often each class is a target of the sample
+    for n, row in enumerate(t):
+        for v in row:
+            if v < 0:
+                break
+            if v >= c:
+                raise IndexError(f"multilabel_margin_loss: target values must be in [-1, {c}), got {v}")
+            counts[n, v] += 1
+    pairs = counts[:, :, None] * (counts[:, None, :] == 0)  # [N, j, i]: j a target, i not one
+    z = (x.unsqueeze(1) - x.unsqueeze(2) + 1.0).clamp(min=0.0)  # [N, j, i]: 1 - (x[j] - x[i])
+    w = _creation.tensor(pairs, device=input.device).to(z.dtype)
+    loss = (z * w).sum((1, 2)) / c
+    if input.ndim < 2:
+        loss = loss.reshape(())
+    return _reduce(loss, reduction)
+
+
+@_float32_under_autocast
+def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2,
+                        eps: float = 1e-6, swap: bool = False, size_average=None, reduce=None,
+                        reduction: str = "mean") -> Tensor:
+    """max(0, margin + d(anchor, positive) - d(anchor, negative)) with d the p-norm
+    :func:`pairwise_distance`; ``swap`` takes the smaller of d(anchor, negative) and
+    d(positive, negative)."""
+    reduction = _loss_reduction(size_average, reduce, reduction)
+    dist = lambda a, b: pairwise_distance(a, b, p, eps)  # noqa: E731
+    return _triplet(anchor, positive, negative, dist, _float(margin, "margin", "triplet_margin_loss"), swap,
+                    reduction, "triplet_margin_loss")
+
+
+@_float32_under_autocast
+def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *, distance_function=None,
+                                      margin: float = 1.0, swap: bool = False, reduction: str = "mean") -> Tensor:
+    """:func:`triplet_margin_loss` with any ``distance_function`` of two tensors (by default
+    :func:`pairwise_distance`)."""
+    dist = pairwise_distance if distance_function is None else distance_function
+    if not callable(dist):
+        raise TypeError(f"triplet_margin_with_distance_loss: distance_function must be callable, got "
+                        f"{type(dist).__name__}")
+    return _triplet(anchor, positive, negative, dist, _float(margin, "margin", "triplet_margin_with_distance_loss"),
+                    swap, reduction, "triplet_margin_with_distance_loss")
+
+
+def _triplet(anchor, positive, negative, dist, margin, swap, reduction, fn):
+    for t, what in ((anchor, "anchor"), (positive, "positive"), (negative, "negative")):
+        _check(t, what)
+    _reduction(reduction)
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise RuntimeError(f"{fn}: the anchor, positive and negative tensors are expected to have the same number "
+                           f"of dimensions, got shapes {tuple(anchor.shape)}, {tuple(positive.shape)} and "
+                           f"{tuple(negative.shape)}")
+    d_pos, d_neg = dist(anchor, positive), dist(anchor, negative)
+    if swap:
+        d_neg = d_neg.minimum(dist(positive, negative))
+    return _reduce((d_pos - d_neg + margin).clamp(min=0.0), reduction)
+
+
+# ---- distances -----------------------------------------------------------------------------
+
+def _p_norm(x, p, dim, keepdim=False):
+    """The p-norm over ``dim``; a 0-D ``x`` is taken as one element along dimension 0 (or -1)."""
+    if x.ndim == 0:
+        if dim not in (0, -1):
+            raise IndexError(f"dimension {dim} is out of range for a 0-D tensor")
+        return x.reshape(1).norm(p, 0, False)
+    return x.norm(p, dim, keepdim)
+
+
+@_float32_under_autocast
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
+    """``input / max(norm_p(input, dim), eps)``: unit p-norm along ``dim``."""
+    _check(input, "input")
+    denom = _p_norm(input, _float(p, "p", "normalize"), as_index(dim), True).clamp(min=_float(eps, "eps",
+                                                                                                 "normalize"))
+    return writes.returned(input / denom, out, "normalize")
+
+
+@_float32_under_autocast
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """The cosine of the angle between ``x1`` and ``x2`` (broadcast together) along ``dim``: each
+    is divided by its Euclidean norm, held at least ``eps`` (the gradient passing that floor,
+    as PyTorch's), and the products summed."""
+    _check(x1, "x1")
+    _check(x2, "x2")
+    e = _float(eps, "eps", "cosine_similarity")
+    d = as_index(dim)
+    try:
+        shape = np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+    except ValueError:
+        raise ValueError(f"cosine_similarity: x1 of shape {tuple(x1.shape)} and x2 of shape {tuple(x2.shape)} cannot "
+                         f"be broadcast together") from None
+    a, b = x1.expand(*shape), x2.expand(*shape)
+
+    def unit(x):
+        n = _p_norm(x, 2, d, True)
+        n = n + (n.detach().clamp(min=e) - n.detach())
+        return x / n
+    prod = unit(a) * unit(b)
+    return prod if prod.ndim == 0 else prod.sum(d)
+
+
+@_float32_under_autocast
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    """The p-norm of ``x1 - x2 + eps`` over the last dimension (of the two inputs broadcast)."""
+    _check(x1, "x1")
+    _check(x2, "x2")
+    diff = x1 - x2 + _float(eps, "eps", "pairwise_distance")
+    if diff.ndim == 0:
+        return diff.abs()
+    return diff.norm(_float(p, "p", "pairwise_distance"), max(x1.ndim, x2.ndim) - 1, bool(keepdim))
+
+
+@_float32_under_autocast
+def pdist(input: Tensor, p: float = 2) -> Tensor:
+    """The p-norm distances between the rows of a 2-D input, for each pair i < j in row-major
+    order (``N·(N-1)/2`` values)."""
+    _check(input, "input")
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    p = _float(p, "p", "pdist")
+    if p < 0:
+        raise RuntimeError(f"pdist only supports non-negative p values, got {p}")
+    i, j = np.triu_indices(input.shape[0], 1)
+    if len(i) == 0:
+        return _creation.zeros((0,), dtype=input.dtype, device=input.device) + input.sum() * 0.0
+    def rows(idx):
+        return input.index_select(0, _creation.tensor(idx.tolist(), dtype=_int64, device=input.device))
+    return (rows(i) - rows(j)).norm(p, 1)
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 ``[*, num_classes]``: 1 at each entry's class index, 0 elsewhere; ``num_classes=-1``
+    takes one more than the largest index."""
+    _check(tensor, "tensor")
+    if tensor.dtype.is_floating_point or tensor.dtype == _bool:
+        raise TypeError(f"one_hot is only applicable to index tensors of an integer dtype, got {tensor.dtype}")
+    n = as_index(num_classes)
+    idx = np.asarray(tensor.numpy()).astype(np.int64)
+    if n == -1:
+        if idx.size == 0:
+            raise RuntimeError("one_hot: can not infer the total number of classes from an empty tensor")
+        n = int(idx.max()) + 1
+    elif n < -1:
+        raise RuntimeError(f"one_hot: num_classes should be -1 or positive, got {n}")
+    if idx.size and idx.min() < 0:
+        raise RuntimeError("one_hot: class values must be non-negative")
+    if idx.size and idx.max() >= n:
+        raise RuntimeError(f"one_hot: class values must be smaller than num_classes ({n}), got {int(idx.max())}")
+    classes = _creation.arange(n, device=tensor.device)
+    return (tensor.to(_int64).unsqueeze(-1) == classes).to(_int64)
+
+
+def _lengths(v, n, what):
+    if isinstance(v, Tensor):
+        v = np.asarray(v.numpy()).reshape(-1).tolist()
+    elif isinstance(v, numbers.Integral):
+        v = [v]
+    v = [as_index(x) for x in v]
+    if len(v) != n:
+        raise ValueError(f"ctc_loss: {what} must have one length per batch element ({n}), got {len(v)}")
+    return v
+
+
+@_float32_under_autocast
+def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, blank: int = 0,
+             reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
+    """The connectionist temporal classification loss: minus the log of the total probability,
+    under ``log_probs`` ``[T, N, C]`` (or unbatched ``[T, C]``), of the alignments that collapse
+    to each target sequence (``targets`` ``[N, S]`` padded, or 1-D, the sequences one after the
+    other). ``"mean"`` divides each loss by its target length before averaging over the batch;
+    ``zero_infinity`` replaces impossible alignments' infinite losses (and their gradients) by 0.
+
+    Computed by the forward (alpha) recursion in log space, so autograd gives the gradient. As
+    PyTorch's, that gradient is taken with respect to the logits that ``log_probs`` is the
+    log_softmax of: it is the exact gradient plus ``exp(log_probs)`` over each sequence's
+    input length."""
+    _check(log_probs, "log_probs")
+    _check(targets, "targets")
+    _reduction(reduction)
+    if log_probs.ndim not in (2, 3):
+        raise ValueError(f"ctc_loss: log_probs must be [T, N, C] or unbatched [T, C], got shape "
+                         f"{tuple(log_probs.shape)}")
+    if log_probs.numel() == 0:
+        raise RuntimeError(f"ctc_loss: log_probs tensor must not be empty, got shape {tuple(log_probs.shape)}")
+    unbatched = log_probs.ndim == 2
+    lp = log_probs.unsqueeze(1) if unbatched else log_probs
+    T, N, C = lp.shape
+    blank = as_index(blank)
+    if not 0 <= blank < C:
+        raise ValueError(f"ctc_loss: blank {blank} must be a class index in [0, {C})")
+    il = _lengths(input_lengths, N, "input_lengths")
+    tl = _lengths(target_lengths, N, "target_lengths")
+    tg = np.asarray(targets.numpy()).astype(np.int64)
+    if unbatched:
+        tg = tg.reshape(1, -1)
+    elif tg.ndim == 2 and tg.shape[0] != N:
+        raise ValueError(f"ctc_loss: padded targets must have one row per batch element ({N}), got shape "
+                         f"{tuple(tg.shape)}")
+    elif tg.ndim > 2:
+        raise ValueError(f"ctc_loss: targets must be [N, S] padded or 1-D, got shape {tuple(tg.shape)}")
+    seqs, offset = [], 0
+    for n in range(N):
+        if not 0 <= il[n] <= T:
+            raise ValueError(f"ctc_loss: input length {il[n]} of batch element {n} must be in [0, {T}]")
+        if tl[n] < 0:
+            raise ValueError(f"ctc_loss: target length {tl[n]} of batch element {n} must be non-negative")
+        if tg.ndim == 2 and not unbatched:
+            if tl[n] > tg.shape[1]:
+                raise ValueError(f"ctc_loss: target length {tl[n]} exceeds the {tg.shape[1]} columns of targets")
+            seq = tg[n, :tl[n]]
+        else:
+            flat = tg.reshape(-1)
+            if offset + tl[n] > flat.size:
+                raise ValueError(f"ctc_loss: the target lengths {tl} add up to more than the {flat.size} targets")
+            seq = flat[offset:offset + tl[n]]
+            offset += tl[n]
+        if seq.size and (seq.min() < 0 or seq.max() >= C or (seq == blank).any()):
+            raise ValueError(f"ctc_loss: the targets of batch element {n} must be class indices in [0, {C}) other "
+                             f"than blank ({blank}), got {seq.tolist()}")
+        seqs.append(seq)
+    L = 2 * max(tl, default=0) + 1
+    ext = np.full((N, L), blank, np.int64)  # blank, l1, blank, l2, …, blank
+    skip = np.zeros((N, L), bool)  # s may come from s - 2: a label unlike the one two before
+    for n, seq in enumerate(seqs):
+        ext[n, 1:2 * len(seq):2] = seq
+        if len(seq) > 1:
+            skip[n, 3:2 * len(seq):2] = seq[1:] != seq[:-1]
+    dev = lp.device
+    out_dtype = lp.dtype
+
+    if lp.dtype != _float64 and dev.type == "cpu":
+        # The recursion's sums of exponentials cancel: run it in float64 where there is float64
+        # arithmetic (metal has none).
+        lp = lp.to(_float64)
+    neg = -1e30  # log(0), kept finite so that logsumexp and its gradient stay finite
+    idx = _creation.tensor(ext, device=dev).reshape(1, N, L).expand(T, N, L)
+    emit = lp.gather(2, idx)  # [T, N, L]: the log-probability of each extended label
+    start = np.full((N, L), neg, np.float32)
+    start[:, 0] = 0.0
+    if L > 1:
+        start[:, 1] = [0.0 if len(s) else neg for s in seqs]
+    dtype = lp.dtype
+    alpha = emit[0] + _creation.tensor(start, device=dev).to(dtype)
+    pad1 = _creation.full((N, 1), neg, dtype=dtype, device=dev)
+    pad2 = _creation.full((N, 2), neg, dtype=dtype, device=dev)
+    skip_t = _creation.tensor(skip, device=dev)
+    lengths = np.asarray(il)
+    for t in range(1, T):
+        a1 = _shape.cat([pad1, alpha.narrow(1, 0, L - 1)], 1)
+        a2 = _shape.cat([pad2, alpha.narrow(1, 0, L - 2)], 1) if L > 2 else pad2.narrow(1, 0, L) + 0.0
+        a2 = a2.where(skip_t, neg)
+        new = _shape.stack([alpha, a1, a2], 0).logsumexp(0) + emit[t]
+        live = _creation.tensor((t < lengths).reshape(N, 1), device=dev)
+        alpha = new.where(live, alpha)
+    ends = np.array([[2 * len(s), max(2 * len(s) - 1, 0)] for s in seqs], np.int64)
+    last = alpha.gather(1, _creation.tensor(ends, device=dev))
+    two = np.array([[True, len(s) > 0] for s in seqs])
+    loss = -last.where(_creation.tensor(two, device=dev), neg).logsumexp(1)
+    empty = _creation.tensor(lengths == 0, device=dev)  # no frames: probability 1 of an empty target only
+    # PyTorch's gradient convention (see the docstring): exp(log_probs) added over each input length.
+    frames = _creation.tensor((np.arange(T)[:, None] < lengths[None, :]).reshape(T, N, 1), device=dev)
+    soft = (lp.detach().exp() * frames.to(dtype) * (lp - lp.detach())).sum((0, 2))
+    loss = loss + soft
+    impossible = (loss > 1e29) | (empty & _creation.tensor(np.array([len(s) > 0 for s in seqs]), device=dev))
+    loss = loss.where(empty.logical_not() | impossible, loss * 0.0)
+    loss = loss.where(impossible.logical_not(), loss.detach() * 0.0 + (0.0 if zero_infinity else math.inf))
+    loss = loss.to(out_dtype)
+    if reduction == "mean":
+        per = _creation.tensor(np.maximum(np.asarray(tl, np.float32), 1.0), device=dev).to(out_dtype)
+        return (loss / per).mean()
+    if unbatched and reduction == "none":
+        return loss.reshape(())
     return _reduce(loss, reduction)
 
 

@@ -1,4 +1,4 @@
-"""LayerNorm, GroupNorm, BatchNorm1d, BatchNorm2d, RMSNorm, InstanceNorm1d and InstanceNorm2d."""
+"""LayerNorm, GroupNorm, BatchNorm1d/2d/3d, RMSNorm, InstanceNorm1d/2d/3d and LocalResponseNorm."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ class LayerNorm(Module):
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
 
-    def forward(self, x):
-        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+    def forward(self, input):
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
@@ -47,7 +47,7 @@ class LayerNorm(Module):
 class GroupNorm(Module):
     """Normalises each of ``num_groups`` channel groups; float32 under autocast."""
 
-    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device="cpu", dtype=None):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device="cpu", dtype=None, *, bias=True):
         super().__init__()
         self.num_groups, self.num_channels = as_index(num_groups), as_index(num_channels)
         if self.num_groups <= 0 or self.num_channels % self.num_groups:
@@ -55,24 +55,31 @@ class GroupNorm(Module):
         self.eps, self.affine = float(eps), affine
         if affine:
             self.weight = Parameter(_filled((self.num_channels,), 1.0, dtype, device))
-            self.bias = Parameter(_filled((self.num_channels,), 0.0, dtype, device))
+            if bias:
+                self.bias = Parameter(_filled((self.num_channels,), 0.0, dtype, device))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
 
-    def forward(self, x):
-        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+    def forward(self, input):
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
-def _per_channel_state(module, n, affine, track_running_stats, dtype, device):
+def _per_channel_state(module, n, affine, track_running_stats, dtype, device, bias=True):
     """A batch or instance norm's per-channel weight and bias (ones and zeros; None without
-    `affine`) and running statistics (None without `track_running_stats`), as PyTorch's."""
+    `affine`, no bias without `bias`) and running statistics (None without
+    `track_running_stats`), as PyTorch's."""
     if affine:
         module.weight = Parameter(_filled((n,), 1.0, dtype, device))
-        module.bias = Parameter(_filled((n,), 0.0, dtype, device))
+        if bias:
+            module.bias = Parameter(_filled((n,), 0.0, dtype, device))
+        else:
+            module.register_parameter("bias", None)
     else:
         module.register_parameter("weight", None)
         module.register_parameter("bias", None)
@@ -91,14 +98,15 @@ class _BatchNorm(Module):
     _dims: tuple = ()
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device="cpu",
-                 dtype=None):
+                 dtype=None, *, bias=True):
         super().__init__()
         self.num_features = as_index(num_features)
         self.eps, self.momentum = float(eps), momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        _per_channel_state(self, self.num_features, affine, track_running_stats, dtype, device)
+        _per_channel_state(self, self.num_features, affine, track_running_stats, dtype, device, bias)
 
-    def forward(self, x):
+    def forward(self, input):
+        x = input
         if x.ndim not in self._dims:
             raise ValueError(f"{type(self).__name__}: expected {' or '.join(f'{d}-D' for d in self._dims)} input, "
                              f"got shape {x.shape}")
@@ -128,6 +136,11 @@ class BatchNorm2d(_BatchNorm):
     _dims = (4,)
 
 
+class BatchNorm3d(_BatchNorm):
+    """Batch normalisation of [N, C, D, H, W] input."""
+    _dims = (5,)
+
+
 class RMSNorm(Module):
     """Root-mean-square normalisation over the trailing ``normalized_shape``:
     ``x / sqrt(mean(x**2) + eps) * weight`` (see ``functional.rms_norm``; ``eps=None`` is the
@@ -151,8 +164,8 @@ class RMSNorm(Module):
             with no_grad():
                 self.weight.fill_(1.0)
 
-    def forward(self, x):
-        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+    def forward(self, input):
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
@@ -162,16 +175,17 @@ class _InstanceNorm(Module):
     _dims: int = 0
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
-                 dtype=None):
+                 dtype=None, *, bias=True):
         super().__init__()
         self.num_features = as_index(num_features)
         if self.num_features <= 0:
             raise ValueError(f"{type(self).__name__}: num_features must be positive, got {num_features!r}")
         self.eps, self.momentum = float(eps), momentum
         self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
-        _per_channel_state(self, self.num_features, self.affine, self.track_running_stats, dtype, device)
+        _per_channel_state(self, self.num_features, self.affine, self.track_running_stats, dtype, device, bias)
 
-    def forward(self, x):
+    def forward(self, input):
+        x = input
         d = self._dims
         if x.ndim not in (d + 1, d + 2):
             raise ValueError(f"{type(self).__name__}: expected {d + 1}-D (unbatched) or {d + 2}-D input, got shape "
@@ -186,14 +200,9 @@ class _InstanceNorm(Module):
             warnings.warn(f"{type(self).__name__}: the input's {x.shape[1]} channels differ from num_features "
                           f"({self.num_features}), which is not used because affine=False", stacklevel=2)
         use_input_stats = self.training or not self.track_running_stats
-        momentum = self.momentum
-        if self.training and self.track_running_stats:
-            with no_grad():
-                self.num_batches_tracked.add_(1)
-            if momentum is None:
-                momentum = 1.0 / self.num_batches_tracked.item()
+        # As PyTorch's, instance norm leaves num_batches_tracked alone; momentum None is 0.
         y = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias, use_input_stats,
-                            momentum or 0.0, self.eps)
+                            self.momentum if self.momentum is not None else 0.0, self.eps)
         return y.squeeze(0) if unbatched else y
 
     def extra_repr(self):
@@ -215,3 +224,25 @@ class InstanceNorm2d(_InstanceNorm):
     the running statistics (the batch means of the per-sample ones) are kept in training mode
     and used in eval mode, as PyTorch does."""
     _dims = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Normalises each channel of each sample of [N, C, D, H, W] (or unbatched [C, D, H, W])
+    input over its volume (see :class:`InstanceNorm2d`)."""
+    _dims = 3
+
+
+class LocalResponseNorm(Module):
+    """Divides each element by a power of the mean square over ``size`` neighbouring channels
+    (see ``functional.local_response_norm``)."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size = as_index(size)
+        self.alpha, self.beta, self.k = float(alpha), float(beta), float(k)
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

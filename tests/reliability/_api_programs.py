@@ -304,6 +304,8 @@ class Interpreter:
         x = self.operand(i)
         t = self.keep((F.log_softmax if log else F.softmax)(x, dim=dim))
         v = _np(x)
+        if dim is None:  # PyTorch's implicit dimension (with a deprecation warning)
+            dim = 0 if v.ndim in (0, 1, 3) else 1
         m = np.max(v, axis=dim, keepdims=True) if v.size else 0.0
         e = np.exp(v - m)
         s = e / np.sum(e, axis=dim, keepdims=True)
