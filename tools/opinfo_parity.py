@@ -532,6 +532,11 @@ def _adapters(lucid):
         "nn.functional.feature_alpha_dropout/without_train": lambda x, *a, **k: F.feature_alpha_dropout(x, *a, **k),
         "nn.functional.multi_head_attention_forward": lambda x, *a, **k: F.multi_head_attention_forward(x, *a, **k),
     })
+    table.update({  # op_db seeds these itself (wrapper_set_seed); their values are compared as random
+        "nn.functional.fractional_max_pool2d": lambda x, *a, **k: F.fractional_max_pool2d(x, *a, **k),
+        "nn.functional.fractional_max_pool3d": lambda x, *a, **k: F.fractional_max_pool3d(x, *a, **k),
+        "nn.functional.scaled_dot_product_attention": lambda *a, **k: F.scaled_dot_product_attention(*a, **k),
+    })
     return table
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
 
@@ -181,25 +182,349 @@ def batch_norm(input: Tensor, running_mean=None, running_var=None, weight=None, 
 
 # ---- convolution and pooling ---------------------------------------------------------------
 
+def _ntuple(v, n, what, fn):
+    """``v`` as ``n`` ints: an int, or a sequence of ``n`` ints (or of one, repeated)."""
+    if isinstance(v, (tuple, list)):
+        if len(v) == 1:
+            v = tuple(v) * n
+        if len(v) != n:
+            raise ValueError(f"{fn}: {what} must be an int or a tuple of {n} ints, got {v!r}")
+        try:
+            return tuple(as_index(x) for x in v)
+        except TypeError:
+            raise TypeError(f"{fn}: {what} must be an int or a tuple of {n} ints, got {v!r}") from None
+    try:
+        return (as_index(v),) * n
+    except TypeError:
+        raise TypeError(f"{fn}: {what} must be an int or a tuple of {n} ints, got {v!r}") from None
+
+
+def _spatial_input(input, k, fn):
+    """``input`` as [N, C, *k spatial dims] (an unbatched [C, *spatial] input gets N = 1), and
+    whether it was unbatched."""
+    _check(input, "input")
+    if input.ndim == k + 1:
+        return input.unsqueeze(0), True
+    if input.ndim != k + 2:
+        raise ValueError(f"{fn}: expected a {k + 1}-D (unbatched) or {k + 2}-D (batched) input, got shape "
+                         f"{tuple(input.shape)}")
+    return input, False
+
+
+def _windows(x, specs, fill):
+    """The windows of x [N, C, *S] as [N, C, *o, *k]: ``specs`` gives for each spatial dimension
+    the source positions ``pos`` [o, k] and whether each is inside (``ok``, same shape); the
+    positions outside read ``fill``. Built from index_select, so differentiable. Also returns the
+    flat source index of each window entry within its plane, [*o, *k] (numpy)."""
+    k = len(specs)
+    sizes = tuple(x.shape[2:])
+    valid, flat = np.ones((), bool), np.zeros((), np.int64)
+    for d, (pos, ok) in enumerate(specs):
+        src = np.clip(pos, 0, sizes[d] - 1) if sizes[d] else np.zeros_like(pos)
+        dim = 2 + 2 * d
+        x = x.index_select(dim, _creation.tensor(src.reshape(-1).tolist(), dtype=_int64, device=x.device))
+        x = x.unflatten(dim, pos.shape)
+        valid = valid[..., None, None] & ok
+        flat = flat[..., None, None] * sizes[d] + src
+    order = [2 * d for d in range(k)] + [2 * d + 1 for d in range(k)]
+    x = x.permute(0, 1, *(2 + i for i in order))
+    valid, flat = valid.transpose(order), flat.transpose(order)
+    if not valid.all():
+        x = x.where(_creation.tensor(valid, device=x.device), fill)
+    return x, flat
+
+
+def _sliding(n, size, kernel, stride, pad_left, dilation):
+    """A window spec over a dimension of ``n``: ``size`` windows of ``kernel`` taps."""
+    pos = (np.arange(size) * stride - pad_left)[:, None] + np.arange(kernel) * dilation
+    return pos, (pos >= 0) & (pos < n)
+
+
+def _pool_size(n, k, s, p, d, ceil_mode):
+    """PyTorch's pooling output size (a window that would start in the right padding is
+    dropped in ceil mode)."""
+    span = n + 2 * p - d * (k - 1) - 1
+    o = (span + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (o - 1) * s >= n + p:
+        o -= 1
+    return o
+
+
+def _pool_args(input, k, kernel_size, stride, padding, dilation, ceil_mode, fn, avg=False):
+    x, unbatched = _spatial_input(input, k, fn)
+    kernel = _ntuple(kernel_size, k, "kernel_size", fn)
+    strides = kernel if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else \
+        _ntuple(stride, k, "stride", fn)
+    pads = _ntuple(padding, k, "padding", fn)
+    dil = _ntuple(dilation, k, "dilation", fn)
+    if any(v <= 0 for v in kernel + strides + dil):
+        raise ValueError(f"{fn}: kernel_size, stride and dilation must be positive, got kernel_size={kernel}, "
+                         f"stride={strides}, dilation={dil}")
+    for p, kk, d in zip(pads, kernel, dil):
+        if p < 0 or p > (d * (kk - 1) + 1) // 2:
+            raise ValueError(f"{fn}: pad should be at most half of effective kernel size, but got pad={p}, "
+                             f"kernel_size={kk} and dilation={d}")
+    sizes = tuple(x.shape[2:])
+    out = tuple(_pool_size(n, kk, s, p, d, ceil_mode) for n, kk, s, p, d in zip(sizes, kernel, strides, pads, dil))
+    if any(o <= 0 for o in out) or (not avg and any(n == 0 for n in sizes)):
+        raise RuntimeError(f"{fn}: given input size {tuple(input.shape)}, the calculated output size {out} is too "
+                           f"small")
+    return x, unbatched, kernel, strides, pads, dil, out
+
+
+def _max_windows(x, specs, unbatched, return_indices):
+    """The max over each window (the first one where several tie) and, with
+    ``return_indices``, its flat index within the input plane."""
+    k = len(specs)
+    w, flat = _windows(x, specs, float("-inf"))
+    w = w.flatten(2 + k)
+    at = w.argmax(-1, keepdim=True)
+    values = w.gather(-1, at).squeeze(-1)
+    if unbatched:
+        values = values.squeeze(0)
+    if not return_indices:
+        return values
+    flat = _creation.tensor(flat.reshape(*flat.shape[:k], -1), dtype=_int64, device=x.device)
+    indices = flat.expand(*w.shape).gather(-1, at).squeeze(-1)
+    return values, (indices.squeeze(0) if unbatched else indices)
+
+
+def _max_pool(input, k, kernel_size, stride, padding, dilation, ceil_mode, return_indices, fn):
+    x, unbatched, kernel, strides, pads, dil, out = _pool_args(input, k, kernel_size, stride, padding, dilation,
+                                                               ceil_mode, fn)
+    specs = [_sliding(n, o, kk, s, p, d) for n, o, kk, s, p, d in zip(x.shape[2:], out, kernel, strides, pads, dil)]
+    return _max_windows(x, specs, unbatched, return_indices)
+
+
+def _avg_pool(input, k, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, fn):
+    x, unbatched, kernel, strides, pads, _, out = _pool_args(input, k, kernel_size, stride, padding, 1, ceil_mode, fn,
+                                                             avg=True)
+    if divisor_override is not None:
+        divisor = as_index(divisor_override)
+        if divisor == 0:
+            raise ValueError(f"{fn}: divisor_override must be non-zero, got {divisor_override!r}")
+    specs, counts = [], np.ones((), np.float64)
+    for n, o, kk, s, p in zip(x.shape[2:], out, kernel, strides, pads):
+        specs.append(_sliding(n, o, kk, s, p, 1))
+        start = np.arange(o) * s - p
+        end = np.minimum(start + kk, n + p)  # the window stops at the padding's end
+        c = end - start if count_include_pad else np.minimum(end, n) - np.maximum(start, 0)
+        counts = counts[..., None] * c
+    w, _ = _windows(x, specs, 0.0)
+    total = w.sum(tuple(range(2 + k, 2 + 2 * k)))
+    if divisor_override is not None:
+        y = total / float(divisor)
+    else:
+        y = total / _creation.tensor(counts.astype(np.float32), device=x.device).to(total.dtype)
+    return y.squeeze(0) if unbatched else y
+
+
+def _adaptive_specs(sizes, output_size, fn):
+    k = len(sizes)
+    if isinstance(output_size, (tuple, list)):
+        outs = list(output_size) if len(output_size) != 1 else list(output_size) * k
+        if len(outs) != k:
+            raise ValueError(f"{fn}: output_size must be an int or a tuple of {k}, got {output_size!r}")
+    else:
+        outs = [output_size] * k
+    outs = [n if o is None else as_index(o) for n, o in zip(sizes, outs)]
+    if any(o < 0 for o in outs):
+        raise ValueError(f"{fn}: output_size must not be negative, got {output_size!r}")
+    specs, counts = [], np.ones((), np.float64)
+    for n, o in zip(sizes, outs):
+        i = np.arange(o)
+        start, end = (i * n) // o if o else i, -((-(i + 1) * n) // o) if o else i
+        width = int((end - start).max()) if o else 0
+        pos = start[:, None] + np.arange(width)
+        specs.append((pos, pos < end[:, None]))
+        counts = counts[..., None] * (end - start)
+    return specs, counts
+
+
+def _adaptive(input, k, output_size, fn, maximum, return_indices=False):
+    x, unbatched = _spatial_input(input, k, fn)
+    if any(n == 0 for n in x.shape[2:]):
+        raise RuntimeError(f"{fn}: expected an input with non-zero spatial sizes, got shape {tuple(input.shape)}")
+    specs, counts = _adaptive_specs(tuple(x.shape[2:]), output_size, fn)
+    if maximum:
+        return _max_windows(x, specs, unbatched, return_indices)
+    w, _ = _windows(x, specs, 0.0)
+    y = w.sum(tuple(range(2 + k, 2 + 2 * k))) / _creation.tensor(counts.astype(np.float32),
+                                                                  device=x.device).to(w.dtype)
+    return y.squeeze(0) if unbatched else y
+
+
+def _same_padding(kernel, dilation, stride, fn):
+    if any(s != 1 for s in stride):
+        raise ValueError(f"{fn}: padding='same' is not supported for strided convolutions")
+    total = [d * (kk - 1) for kk, d in zip(kernel, dilation)]
+    return [t // 2 for t in total], [t - t // 2 for t in total]
+
+
+def _conv_padding(padding, k, kernel, dilation, stride, fn):
+    """(left pads, right pads) of a convolution's ``padding``: ints, ``'valid'`` or ``'same'``."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return [0] * k, [0] * k
+        if padding == "same":
+            return _same_padding(kernel, dilation, stride, fn)
+        raise ValueError(f"{fn}: padding must be 'valid', 'same' or ints, got {padding!r}")
+    p = list(_ntuple(padding, k, "padding", fn))
+    if any(v < 0 for v in p):
+        raise ValueError(f"{fn}: padding must not be negative, got {padding!r}")
+    return p, p
+
+
+def _conv_check(x, weight, bias, k, groups, fn, transposed=False):
+    _check(weight, "weight")
+    if bias is not None:
+        _check(bias, "bias")
+    if weight.ndim != k + 2:
+        raise RuntimeError(f"{fn}: expected a {k + 2}-D weight, got shape {tuple(weight.shape)}")
+    if x.dtype != weight.dtype or (bias is not None and bias.dtype != weight.dtype):
+        raise RuntimeError(f"{fn}: input ({x.dtype}), weight ({weight.dtype})"
+                           + (f" and bias ({bias.dtype})" if bias is not None else "") + " must have one dtype")
+    if groups <= 0:
+        raise ValueError(f"{fn}: groups must be positive, got {groups}")
+    c = x.shape[1]
+    expected = weight.shape[0] if transposed else weight.shape[1] * groups
+    if c != expected or (not transposed and weight.shape[0] % groups) or (transposed and c % groups):
+        raise RuntimeError(f"{fn}: given groups={groups} and weight of shape {tuple(weight.shape)}, expected input "
+                           f"of shape {tuple(x.shape)} to have {expected} channels, but got {c}")
+    out_channels = weight.shape[1] * groups if transposed else weight.shape[0]
+    if bias is not None and tuple(bias.shape) != (out_channels,):
+        raise RuntimeError(f"{fn}: expected a bias of shape ({out_channels},), got {tuple(bias.shape)}")
+
+
+def _conv_windows(x, weight, bias, specs, groups):
+    """The convolution of x [N, C, *S] by weight [O, C / groups, *k] over the window ``specs``
+    (zero outside): the windows times the weights, one matrix product per group."""
+    k = len(specs)
+    w, _ = _windows(x, specs, 0.0)
+    n, c = x.shape[0], x.shape[1]
+    out_sizes = tuple(w.shape[2:2 + k])
+    taps = math.prod(w.shape[2 + k:])
+    p = math.prod(out_sizes)
+    o = weight.shape[0]
+    cols = w.reshape(n, groups, c // groups, p, taps).permute(0, 1, 3, 2, 4).reshape(n, groups, p, c // groups * taps)
+    wm = weight.reshape(groups, o // groups, c // groups * taps).transpose(1, 2)
+    y = cols.matmul(wm).permute(0, 1, 3, 2).reshape(n, o, *out_sizes)
+    if bias is not None:
+        y = y + bias.reshape(o, *([1] * k))
+    return y
+
+
+def _conv_nd(input, weight, bias, stride, padding, dilation, groups, k, fn):
+    x, unbatched = _spatial_input(input, k, fn)
+    groups = as_index(groups)
+    _conv_check(x, weight, bias, k, groups, fn)
+    kernel = tuple(weight.shape[2:])
+    strides = _ntuple(stride, k, "stride", fn)
+    dil = _ntuple(dilation, k, "dilation", fn)
+    if any(v <= 0 for v in strides + dil):
+        raise ValueError(f"{fn}: stride and dilation must be positive, got stride={strides}, dilation={dil}")
+    left, right = _conv_padding(padding, k, kernel, dil, strides, fn)
+    specs = []
+    for n, kk, s, pl, pr, d in zip(x.shape[2:], kernel, strides, left, right, dil):
+        o = (n + pl + pr - d * (kk - 1) - 1) // s + 1
+        if o <= 0:
+            raise RuntimeError(f"{fn}: the kernel of size {kernel} (dilation {dil}) is larger than the padded input "
+                               f"of shape {tuple(input.shape)}")
+        specs.append(_sliding(n, o, kk, s, pl, d))
+    y = _conv_windows(x, weight, bias, specs, groups)
+    return y.squeeze(0) if unbatched else y
+
+
+def _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups, dilation, k, fn):
+    """The transpose of a convolution, as a convolution of the input spread out by ``stride``
+    (in index space: no zeros are stored) with the kernel flipped and its channels swapped."""
+    x, unbatched = _spatial_input(input, k, fn)
+    groups = as_index(groups)
+    _conv_check(x, weight, bias, k, groups, fn, transposed=True)
+    kernel = tuple(weight.shape[2:])
+    strides = _ntuple(stride, k, "stride", fn)
+    pads = _ntuple(padding, k, "padding", fn)
+    outpad = _ntuple(output_padding, k, "output_padding", fn)
+    dil = _ntuple(dilation, k, "dilation", fn)
+    if any(v <= 0 for v in strides + dil) or any(v < 0 for v in pads + outpad):
+        raise ValueError(f"{fn}: stride and dilation must be positive and padding not negative, got stride={strides}, "
+                         f"padding={pads}, dilation={dil}")
+    if any(op >= s and op >= d for op, s, d in zip(outpad, strides, dil)):
+        raise ValueError(f"{fn}: output_padding {outpad} must be smaller than either stride {strides} or dilation "
+                         f"{dil}")
+    specs = []
+    for n, kk, s, p, op, d in zip(x.shape[2:], kernel, strides, pads, outpad, dil):
+        o = (n - 1) * s - 2 * p + d * (kk - 1) + op + 1
+        if o <= 0:
+            raise RuntimeError(f"{fn}: the output size {o} of input {tuple(input.shape)} is not positive")
+        q = (np.arange(o) - (d * (kk - 1) - p))[:, None] + np.arange(kk)[::-1] * d  # spread coordinates
+        specs.append((q // s, (q >= 0) & (q % s == 0) & (q // s < n)))
+    i, og = weight.shape[0], weight.shape[1]
+    w = weight.reshape(groups, i // groups, og, *kernel).transpose(1, 2).reshape(groups * og, i // groups, *kernel)
+    y = _conv_windows(x, w, bias, specs, groups)
+    return y.squeeze(0) if unbatched else y
+
+
+def _same_2d(input, weight, padding, dilation, stride, k, fn):
+    """For ``padding='same'`` with an odd total pad, the input padded asymmetrically and pad 0."""
+    if padding != "same":
+        return input, padding
+    _check(weight, "weight")
+    kernel = tuple(weight.shape[2:])
+    left, right = _same_padding(kernel, _ntuple(dilation, k, "dilation", fn), _ntuple(stride, k, "stride", fn), fn)
+    if left == right:
+        return input, tuple(left)
+    pads = []
+    for l, r in zip(reversed(left), reversed(right)):
+        pads += [l, r]
+    return pad(input, pads), 0
+
+
 def conv2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
-    """2-D cross-correlation; lower precision under autocast."""
+    """2-D cross-correlation; lower precision under autocast. ``padding`` is ints, ``'valid'``
+    (none) or ``'same'`` (the output as large as the input; stride 1)."""
     _check(input, "input")
     _check(weight, "weight")
     if padding == "valid":
         padding = 0
-    params = (*_pair(stride, "stride"), *_pair(padding, "padding"), *_pair(dilation, "dilation"), as_index(groups))
+    input, padding = _same_2d(input, weight, padding, dilation, stride, 2, "conv2d")
+    params = (*_ntuple(stride, 2, "stride", "conv2d"), *_ntuple(padding, 2, "padding", "conv2d"),
+              *_ntuple(dilation, 2, "dilation", "conv2d"), as_index(groups))
     return Tensor._wrap(_C.conv2d(input._h, weight._h, _h(bias, "bias"), params))
 
 
 def conv1d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
-    """1-D cross-correlation of [N, C, L] input; lower precision under autocast."""
+    """1-D cross-correlation of [N, C, L] input; lower precision under autocast. ``padding`` is
+    an int, ``'valid'`` or ``'same'``."""
     _check(input, "input")
     _check(weight, "weight")
     if padding == "valid":
         padding = 0
+    input, padding = _same_2d(input, weight, padding, dilation, stride, 1, "conv1d")
     params = (_single(stride, "stride"), _single(padding, "padding"), _single(dilation, "dilation"),
               as_index(groups))
     return Tensor._wrap(_C.conv1d(input._h, weight._h, _h(bias, "bias"), params))
+
+
+def conv3d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
+    """3-D cross-correlation of [N, C, D, H, W] (or unbatched [C, D, H, W]) input by weight
+    [out, C / groups, kd, kh, kw]; ``padding`` is ints, ``'valid'`` or ``'same'``. Composed of
+    gathered windows and a matrix product, so lower precision under autocast as matmul is."""
+    return _conv_nd(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
+
+
+def conv_transpose1d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, output_padding=0,
+                     groups: int = 1, dilation=1) -> Tensor:
+    """The transpose of conv1d (weights [in, out / groups, k]) over [N, C, L] or [C, L] input."""
+    x, unbatched = _spatial_input(input, 1, "conv_transpose1d")
+    _check(weight, "weight")
+    if weight.ndim != 3:
+        raise RuntimeError(f"conv_transpose1d: expected a 3-D weight, got shape {tuple(weight.shape)}")
+    params = (1, _single(stride, "stride"), 0, _single(padding, "padding"), 0,
+              _single(output_padding, "output_padding"), 1, _single(dilation, "dilation"), as_index(groups))
+    x2, w2 = x.unsqueeze(2), weight.unsqueeze(2)  # kept alive across the call
+    y = Tensor._wrap(_C.conv_transpose2d(x2._h, w2._h, _h(bias, "bias"), params)).squeeze(2)
+    return y.squeeze(0) if unbatched else y
 
 
 def conv_transpose2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1,
@@ -207,46 +532,365 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding
     """The transpose of conv2d (weights [in, out/groups, kh, kw]); lower precision under autocast."""
     _check(input, "input")
     _check(weight, "weight")
-    params = (*_pair(stride, "stride"), *_pair(padding, "padding"), *_pair(output_padding, "output_padding"),
-              *_pair(dilation, "dilation"), as_index(groups))
+    params = (*_ntuple(stride, 2, "stride", "conv_transpose2d"), *_ntuple(padding, 2, "padding", "conv_transpose2d"),
+              *_ntuple(output_padding, 2, "output_padding", "conv_transpose2d"),
+              *_ntuple(dilation, 2, "dilation", "conv_transpose2d"), as_index(groups))
     return Tensor._wrap(_C.conv_transpose2d(input._h, weight._h, _h(bias, "bias"), params))
 
 
+def conv_transpose3d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, output_padding=0,
+                     groups: int = 1, dilation=1) -> Tensor:
+    """The transpose of conv3d (weights [in, out / groups, kd, kh, kw]) over [N, C, D, H, W] or
+    [C, D, H, W] input."""
+    return _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups, dilation, 3,
+                              "conv_transpose3d")
+
+
+def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    """The max over each window of [N, C, L] or [C, L] input (padding counts as -inf); with
+    ``return_indices`` also the index of each max within L."""
+    return _max_pool(input, 1, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool1d")
+
+
 def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-               return_indices: bool = False) -> Tensor:
-    """The max over each window (padding counts as -inf)."""
+               return_indices: bool = False):
+    """The max over each window (padding counts as -inf); with ``return_indices`` also the flat
+    index of each max within its H x W plane."""
     _check(input, "input")
-    if return_indices:
-        raise NotImplementedError("max_pool2d(return_indices=True) is not supported")
-    k = _pair(kernel_size, "kernel_size")
-    s = k if stride is None or stride == [] else _pair(stride, "stride")
-    params = (*k, *s, *_pair(padding, "padding"), *_pair(dilation, "dilation"))
+    if return_indices or input.ndim == 3:
+        return _max_pool(input, 2, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool2d")
+    k = _ntuple(kernel_size, 2, "kernel_size", "max_pool2d")
+    s = k if stride is None or stride == [] or stride == () else _ntuple(stride, 2, "stride", "max_pool2d")
+    params = (*k, *s, *_ntuple(padding, 2, "padding", "max_pool2d"), *_ntuple(dilation, 2, "dilation", "max_pool2d"))
     return Tensor._wrap(_C.max_pool2d(input._h, params, bool(ceil_mode)))
+
+
+def max_pool3d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    """The max over each window of [N, C, D, H, W] or [C, D, H, W] input; with
+    ``return_indices`` also the flat index of each max within its D x H x W volume."""
+    return _max_pool(input, 3, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool3d")
+
+
+def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True) -> Tensor:
+    """The mean over each window of [N, C, L] or [C, L] input, with PyTorch's divisor rules."""
+    return _avg_pool(input, 1, kernel_size, stride, padding, ceil_mode, count_include_pad, None, "avg_pool1d")
 
 
 def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override=None) -> Tensor:
     """The mean over each window, with PyTorch's divisor rules."""
     _check(input, "input")
-    k = _pair(kernel_size, "kernel_size")
-    s = k if stride is None or stride == [] else _pair(stride, "stride")
+    if input.ndim == 3 or (divisor_override is not None and as_index(divisor_override) < 0):
+        return _avg_pool(input, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+                         "avg_pool2d")
+    k = _ntuple(kernel_size, 2, "kernel_size", "avg_pool2d")
+    s = k if stride is None or stride == [] or stride == () else _ntuple(stride, 2, "stride", "avg_pool2d")
     divisor = 0 if divisor_override is None else as_index(divisor_override)
-    if divisor_override is not None and divisor <= 0:
-        raise ValueError(f"divisor_override must be positive, got {divisor_override!r}")
-    params = (*k, *s, *_pair(padding, "padding"))
+    if divisor_override is not None and divisor == 0:
+        raise ValueError(f"avg_pool2d: divisor_override must be non-zero, got {divisor_override!r}")
+    params = (*k, *s, *_ntuple(padding, 2, "padding", "avg_pool2d"))
     return Tensor._wrap(_C.avg_pool2d(input._h, params, bool(ceil_mode), bool(count_include_pad), divisor))
+
+
+def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override=None) -> Tensor:
+    """The mean over each window of [N, C, D, H, W] or [C, D, H, W] input, with PyTorch's
+    divisor rules."""
+    return _avg_pool(input, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+                     "avg_pool3d")
+
+
+def lp_pool1d(input: Tensor, norm_type, kernel_size, stride=None, ceil_mode: bool = False) -> Tensor:
+    """The ``norm_type``-norm over each window: (sum of x**p)**(1/p), as PyTorch computes it
+    (from the mean of x**p, so odd p over negative sums gives NaN)."""
+    return _lp_pool(input, 1, norm_type, kernel_size, stride, ceil_mode, "lp_pool1d")
+
+
+def lp_pool2d(input: Tensor, norm_type, kernel_size, stride=None, ceil_mode: bool = False) -> Tensor:
+    """The ``norm_type``-norm over each 2-D window (see :func:`lp_pool1d`)."""
+    return _lp_pool(input, 2, norm_type, kernel_size, stride, ceil_mode, "lp_pool2d")
+
+
+def lp_pool3d(input: Tensor, norm_type, kernel_size, stride=None, ceil_mode: bool = False) -> Tensor:
+    """The ``norm_type``-norm over each 3-D window (see :func:`lp_pool1d`)."""
+    return _lp_pool(input, 3, norm_type, kernel_size, stride, ceil_mode, "lp_pool3d")
+
+
+def _lp_pool(input, k, norm_type, kernel_size, stride, ceil_mode, fn):
+    _check(input, "input")
+    p = _float(norm_type, "norm_type", fn)
+    kernel = _ntuple(kernel_size, k, "kernel_size", fn)
+    mean = _avg_pool(input.pow(p), k, kernel, stride, 0, ceil_mode, True, None, fn)
+    # PyTorch's sign(m) * relu(|m|): m itself, with no gradient where m is 0.
+    zero = mean == 0
+    m = mean.where(~zero, 0.0) if bool(zero.any()) else mean
+    return (m * float(math.prod(kernel))).pow(1.0 / p)
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
+    """Averages over the windows that split L into ``output_size`` cells."""
+    return _adaptive(input, 1, output_size, "adaptive_avg_pool1d", False)
 
 
 def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     """Averages over the windows that split each plane into ``output_size`` cells (None keeps
     a dimension)."""
     _check(input, "input")
+    if input.ndim != 4:
+        return _adaptive(input, 2, output_size, "adaptive_avg_pool2d", False)
     if isinstance(output_size, (tuple, list)) and len(output_size) == 2:
         oh = input.shape[-2] if output_size[0] is None else output_size[0]
         ow = input.shape[-1] if output_size[1] is None else output_size[1]
     else:
-        oh, ow = _pair(output_size, "output_size")
+        oh, ow = _ntuple(output_size, 2, "output_size", "adaptive_avg_pool2d")
     return Tensor._wrap(_C.adaptive_avg_pool2d(input._h, as_index(oh), as_index(ow)))
+
+
+def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
+    """Averages over the windows that split each volume into ``output_size`` cells (None keeps
+    a dimension)."""
+    return _adaptive(input, 3, output_size, "adaptive_avg_pool3d", False)
+
+
+def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False):
+    """The max over the windows that split L into ``output_size`` cells; with
+    ``return_indices`` also where each max is."""
+    return _adaptive(input, 1, output_size, "adaptive_max_pool1d", True, return_indices)
+
+
+def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False):
+    """The max over the windows that split each plane into ``output_size`` cells; with
+    ``return_indices`` also the flat index of each max within its plane."""
+    return _adaptive(input, 2, output_size, "adaptive_max_pool2d", True, return_indices)
+
+
+def adaptive_max_pool3d(input: Tensor, output_size, return_indices: bool = False):
+    """The max over the windows that split each volume into ``output_size`` cells; with
+    ``return_indices`` also the flat index of each max within its volume."""
+    return _adaptive(input, 3, output_size, "adaptive_max_pool3d", True, return_indices)
+
+
+def _fractional_starts(sample, n, o, k):
+    """PyTorch's pseudo-random window starts along a dimension, for each plane's ``sample``
+    [N, C] in [0, 1): [N, C, o], computed in float32 as its kernel is."""
+    sample = sample.astype(np.float32)[..., None]
+    seq = np.zeros(sample.shape[:-1] + (o,), np.int64)
+    if o > 1:
+        alpha = np.float32(n - k) / np.float32(o - 1)
+        i = np.arange(o - 1, dtype=np.float32)
+        seq[..., :-1] = ((i + sample) * alpha).astype(np.int64) - (sample * alpha).astype(np.int64)
+    if o > 0:
+        seq[..., -1] = n - k
+    return seq
+
+
+def _fractional_max_pool(input, k, kernel_size, output_size, output_ratio, return_indices, _random_samples, fn):
+    x, unbatched = _spatial_input(input, k, fn)
+    kernel = _ntuple(kernel_size, k, "kernel_size", fn)
+    sizes = tuple(x.shape[2:])
+    if (output_size is None) == (output_ratio is None):
+        raise ValueError(f"{fn}: give exactly one of output_size and output_ratio")
+    if output_size is not None:
+        outs = _ntuple(output_size, k, "output_size", fn)
+    else:
+        ratios = output_ratio if isinstance(output_ratio, (tuple, list)) else (output_ratio,) * k
+        if len(ratios) == 1:
+            ratios = tuple(ratios) * k
+        if len(ratios) != k or not all(0 < float(r) < 1 for r in ratios):
+            raise ValueError(f"{fn}: output_ratio must be {k} number(s) in (0, 1), got {output_ratio!r}")
+        outs = tuple(int(n * float(r)) for n, r in zip(sizes, ratios))
+    for n, o, kk in zip(sizes, outs, kernel):
+        if kk <= 0 or o <= 0 or o + kk - 1 > n:
+            raise ValueError(f"{fn}: output size {outs} with kernel_size {kernel} is too large for the input of shape "
+                             f"{tuple(input.shape)}")
+    nb, c = x.shape[0], x.shape[1]
+    if _random_samples is None:
+        samples = _creation.rand(nb, c, k).numpy()  # lucid's generator, so manual_seed repeats it
+    else:
+        _check(_random_samples, "_random_samples")
+        if tuple(_random_samples.shape) != (nb, c, k):
+            raise ValueError(f"{fn}: _random_samples must have shape {(nb, c, k)}, got "
+                             f"{tuple(_random_samples.shape)}")
+        samples = _random_samples.detach().float().numpy()
+    # Each plane has windows of its own: flat source indices [N, C, *o, *k], read with gather.
+    order = list(range(k))[::-1] if k == 2 else list(range(k))  # 2-D samples are (w, h), 3-D (t, h, w)
+    flat = np.zeros((nb, c) + outs + kernel, np.int64)
+    for d in range(k):
+        starts = _fractional_starts(samples[:, :, order[d]], sizes[d], outs[d], kernel[d])  # [N, C, o]
+        pos = starts[..., :, None] + np.arange(kernel[d])  # [N, C, o, k]
+        shape = [nb, c] + [1] * (2 * k)
+        shape[2 + d], shape[2 + k + d] = outs[d], kernel[d]
+        flat = flat * sizes[d] + pos.reshape(shape)
+    idx = _creation.tensor(flat.reshape(nb, c, math.prod(outs) * math.prod(kernel)), dtype=_int64, device=x.device)
+    w = x.flatten(2).gather(2, idx).reshape(nb, c, math.prod(outs), math.prod(kernel))
+    at = w.argmax(-1, keepdim=True)
+    values = w.gather(-1, at).reshape(nb, c, *outs)
+    if unbatched:
+        values = values.squeeze(0)
+    if not return_indices:
+        return values
+    indices = idx.reshape(nb, c, math.prod(outs), math.prod(kernel)).gather(-1, at).reshape(nb, c, *outs)
+    return values, (indices.squeeze(0) if unbatched else indices)
+
+
+def fractional_max_pool2d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                          return_indices: bool = False, _random_samples=None):
+    """Max pooling over windows of ``kernel_size`` at pseudo-random steps, chosen per plane from
+    ``_random_samples`` [N, C, 2] in [0, 1) (drawn when not given), to ``output_size`` or
+    ``output_ratio`` of the input size."""
+    return _fractional_max_pool(input, 2, kernel_size, output_size, output_ratio, return_indices, _random_samples,
+                                "fractional_max_pool2d")
+
+
+def fractional_max_pool3d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                          return_indices: bool = False, _random_samples=None):
+    """The 3-D form of :func:`fractional_max_pool2d` (``_random_samples`` [N, C, 3])."""
+    return _fractional_max_pool(input, 3, kernel_size, output_size, output_ratio, return_indices, _random_samples,
+                                "fractional_max_pool3d")
+
+
+def _max_unpool(input, indices, k, kernel_size, stride, padding, output_size, fn):
+    x, unbatched = _spatial_input(input, k, fn)
+    _check(indices, "indices")
+    if indices.dtype != _int64:
+        raise TypeError(f"{fn}: indices must be int64, got {indices.dtype}")
+    if tuple(indices.shape) != tuple(input.shape):
+        raise ValueError(f"{fn}: indices of shape {tuple(indices.shape)} must match the input's shape "
+                         f"{tuple(input.shape)}")
+    kernel = _ntuple(kernel_size, k, "kernel_size", fn)
+    strides = kernel if stride is None else _ntuple(stride, k, "stride", fn)
+    pads = _ntuple(padding, k, "padding", fn)
+    default = tuple((n - 1) * s - 2 * p + kk for n, s, p, kk in zip(x.shape[2:], strides, pads, kernel))
+    if output_size is None:
+        outs = default
+    else:
+        outs = tuple(as_index(o) for o in output_size)
+        if len(outs) == k + 2 or (len(outs) == k + 1 and unbatched):
+            outs = outs[-k:]
+        if len(outs) != k:
+            raise ValueError(f"{fn}: output_size must have {k} elements, got {tuple(output_size)}")
+        for o, dflt, s in zip(outs, default, strides):
+            if not dflt - s < o < dflt + s:
+                raise ValueError(f"{fn}: invalid output_size {tuple(output_size)}: each size must be within the "
+                                 f"stride of the default {default}")
+    nb, c = x.shape[0], x.shape[1]
+    plane = math.prod(outs)
+    plane_in = math.prod(x.shape[2:])
+    idx = (indices.unsqueeze(0) if unbatched else indices).reshape(nb, c, plane_in)
+    if idx.numel() and (bool((idx < 0).any()) or bool((idx >= plane).any())):
+        raise IndexError(f"{fn}: found an invalid max index (the output plane {outs} has {plane} entries)")
+    src = x.reshape(nb, c, plane_in)
+    zeros = _creation.zeros((nb, c, plane), dtype=x.dtype, device=x.device)
+    # The values are written once per index (the last write wins where indices repeat, as
+    # PyTorch's loop); the gradient reads the output's gradient at each index, as PyTorch's.
+    y = zeros.scatter(2, idx, src.detach())
+    if src.requires_grad:
+        summed = zeros.scatter_add(2, idx, src)
+        y = y + (summed - summed.detach())
+    y = y.reshape(nb, c, *outs)
+    return y.squeeze(0) if unbatched else y
+
+
+def max_unpool1d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    """The inverse of max_pool1d: each value placed at its index, zeros elsewhere."""
+    return _max_unpool(input, indices, 1, kernel_size, stride, padding, output_size, "max_unpool1d")
+
+
+def max_unpool2d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    """The inverse of max_pool2d: each value placed at its flat index in the output plane."""
+    return _max_unpool(input, indices, 2, kernel_size, stride, padding, output_size, "max_unpool2d")
+
+
+def max_unpool3d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    """The inverse of max_pool3d: each value placed at its flat index in the output volume."""
+    return _max_unpool(input, indices, 3, kernel_size, stride, padding, output_size, "max_unpool3d")
+
+
+def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """The sliding blocks of [N, C, H, W] (or [C, H, W]) input as columns: [N, C * kh * kw, L]
+    (im2col), L the number of blocks."""
+    x, unbatched = _spatial_input(input, 2, "unfold")
+    kernel = _ntuple(kernel_size, 2, "kernel_size", "unfold")
+    dil = _ntuple(dilation, 2, "dilation", "unfold")
+    pads = _ntuple(padding, 2, "padding", "unfold")
+    strides = _ntuple(stride, 2, "stride", "unfold")
+    if any(v <= 0 for v in kernel + dil + strides) or any(p < 0 for p in pads):
+        raise ValueError(f"unfold: kernel_size, dilation and stride must be positive and padding not negative, got "
+                         f"kernel_size={kernel}, dilation={dil}, padding={pads}, stride={strides}")
+    specs = []
+    for n, kk, d, p, s in zip(x.shape[2:], kernel, dil, pads, strides):
+        o = (n + 2 * p - d * (kk - 1) - 1) // s + 1
+        if o <= 0:
+            raise RuntimeError(f"unfold: the kernel {kernel} (dilation {dil}) does not fit the padded input of shape "
+                               f"{tuple(input.shape)}")
+        specs.append(_sliding(n, o, kk, s, p, d))
+    w, _ = _windows(x, specs, 0.0)  # [N, C, oh, ow, kh, kw]
+    nb, c, oh, ow = w.shape[:4]
+    y = w.permute(0, 1, 4, 5, 2, 3).reshape(nb, c * kernel[0] * kernel[1], oh * ow)
+    return y.squeeze(0) if unbatched else y
+
+
+def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """The adjoint of :func:`unfold` (col2im): columns [N, C * kh * kw, L] (or [C * kh * kw, L])
+    summed into [N, C, H, W] at their blocks."""
+    _check(input, "input")
+    if input.ndim not in (2, 3):
+        raise ValueError(f"fold: expected a 2-D (unbatched) or 3-D (batched) input, got shape {tuple(input.shape)}")
+    unbatched = input.ndim == 2
+    x = input.unsqueeze(0) if unbatched else input
+    outs = _ntuple(output_size, 2, "output_size", "fold")
+    kernel = _ntuple(kernel_size, 2, "kernel_size", "fold")
+    dil = _ntuple(dilation, 2, "dilation", "fold")
+    pads = _ntuple(padding, 2, "padding", "fold")
+    strides = _ntuple(stride, 2, "stride", "fold")
+    if any(v <= 0 for v in kernel + dil + strides) or any(p < 0 for p in pads):
+        raise ValueError(f"fold: kernel_size, dilation and stride must be positive and padding not negative, got "
+                         f"kernel_size={kernel}, dilation={dil}, padding={pads}, stride={strides}")
+    taps = kernel[0] * kernel[1]
+    nb, ck, l = x.shape
+    if ck % taps:
+        raise RuntimeError(f"fold: expected the size of dimension 1 of the input ({ck}) to be divisible by the "
+                           f"product of kernel_size {kernel}")
+    blocks = [(n + 2 * p - d * (kk - 1) - 1) // s + 1 for n, kk, d, p, s in zip(outs, kernel, dil, pads, strides)]
+    if any(b <= 0 for b in blocks) or blocks[0] * blocks[1] != l:
+        raise RuntimeError(f"fold: given output_size={outs}, kernel_size={kernel}, dilation={dil}, padding={pads}, "
+                           f"stride={strides}, expected {max(blocks[0], 0) * max(blocks[1], 0)} blocks in dimension 2 "
+                           f"of the input, got {l}")
+    c = ck // taps
+    (ph, okh), (pw, okw) = (_sliding(n, b, kk, s, p, d) for n, b, kk, s, p, d in
+                            zip(outs, blocks, kernel, strides, pads, dil))
+    # Entry (ki, kj, bi, bj) of a column block lands at (ph[bi, ki], pw[bj, kj]) when inside.
+    rows = ph.T[:, None, :, None]
+    cols = pw.T[None, :, None, :]
+    inside = (okh.T[:, None, :, None] & okw.T[None, :, None, :]).reshape(-1)
+    target = (rows * outs[1] + cols).reshape(-1)
+    keep = np.nonzero(inside)[0]
+    src = x.reshape(nb, c, taps * l)
+    if len(keep) != taps * l:
+        src = src.index_select(2, _creation.tensor(keep.tolist(), dtype=_int64, device=x.device))
+    y = _creation.zeros((nb, c, outs[0] * outs[1]), dtype=x.dtype, device=x.device)
+    y = y.index_add(2, _creation.tensor(target[keep].tolist(), dtype=_int64, device=x.device), src)
+    y = y.reshape(nb, c, *outs)
+    return y.squeeze(0) if unbatched else y
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """[N, C, *] with its channels regrouped: channel g * (C / groups) + i goes to
+    i * groups + g (ShuffleNet's shuffle)."""
+    _check(input, "input")
+    g = as_index(groups)
+    if g <= 0:
+        raise ValueError(f"channel_shuffle: groups must be positive, got {groups}")
+    if input.ndim < 3:
+        raise RuntimeError(f"channel_shuffle: expected an input of at least 3 dimensions, got shape "
+                           f"{tuple(input.shape)}")
+    n, c, *rest = input.shape
+    if c % g:
+        raise RuntimeError(f"channel_shuffle: the {c} channels are not divisible by groups={g}")
+    return input.reshape(n, g, c // g, *rest).transpose(1, 2).reshape(n, c, *rest)
 
 
 # ---- attention and embedding ---------------------------------------------------------------
