@@ -519,3 +519,80 @@ def test_padding_layers(cls, mode, n):
     assert cls(1, 0.0)(T(x)).shape if cls is nn.ConstantPad3d else cls(1)(T(x)).shape
     with pytest.raises(TypeError, match="padding"):
         cls((1, 2, 3), 0.0) if cls is nn.ConstantPad3d else cls((1, 2, 3))
+
+
+# ---- resampling ----------------------------------------------------------------------------------
+
+def np_resize_axis(x, axis, out, mode, align):
+    """One axis of x resized by loops: linear or cubic convolution (a = -0.75), taps clamped."""
+    n = x.shape[axis]
+    scale = ((n - 1) / (out - 1) if out > 1 else 0.0) if align else n / out
+    moved = np.moveaxis(x.astype(np.float64), axis, -1)
+    y = np.zeros(moved.shape[:-1] + (out,))
+    a = -0.75
+    for j in range(out):
+        src = j * scale if align else (j + 0.5) * scale - 0.5
+        if mode == "linear":
+            src = max(src, 0.0)
+            i0 = min(int(np.floor(src)), n - 1)
+            lam = src - i0
+            y[..., j] = moved[..., i0] * (1 - lam) + moved[..., min(i0 + 1, n - 1)] * lam
+        else:
+            i0 = min(int(np.floor(src)), n - 1)
+            t = min(max(src - i0, 0.0), 1.0)
+            for tap, u in zip(range(-1, 3), (t + 1, t, 1 - t, 2 - t)):
+                u = abs(u)
+                w = ((a + 2) * u - (a + 3)) * u * u + 1 if u <= 1 else ((a * u - 5 * a) * u + 8 * a) * u - 4 * a
+                y[..., j] += w * moved[..., min(max(i0 + tap, 0), n - 1)]
+    return np.moveaxis(y, -1, axis)
+
+
+@pytest.mark.parametrize("size", [(3, 7), (9, 2), (6, 5)])
+@pytest.mark.parametrize("align", [False, True])
+def test_interpolate_bicubic(size, align):
+    x = arr(2, 3, 6, 5)
+    want = np_resize_axis(np_resize_axis(x, 2, size[0], "cubic", align), 3, size[1], "cubic", align)
+    close(F.interpolate(T(x), size=size, mode="bicubic", align_corners=align), want, 1e-4)
+    check_grads(lambda a: F.interpolate(a, size=(5, 3), mode="bicubic", align_corners=align), arr(1, 2, 3, 4))
+
+
+@pytest.mark.parametrize("align", [False, True])
+def test_interpolate_trilinear(align):
+    x = arr(2, 2, 4, 3, 5)
+    want = x
+    for axis, n in zip((2, 3, 4), (7, 2, 5)):
+        want = np_resize_axis(want, axis, n, "linear", align)
+    close(F.interpolate(T(x), size=(7, 2, 5), mode="trilinear", align_corners=align), want, 1e-5)
+    check_grads(lambda a: F.interpolate(a, scale_factor=1.5, mode="trilinear", align_corners=align),
+                arr(1, 1, 2, 3, 2))
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_interpolate_area_and_nearest_in_every_rank(k):
+    x = arr(2, 3, *([6, 5, 4][:k]))
+    size = (4, 7, 3)[:k]
+    close(F.interpolate(T(x), size=size, mode="area"), np_adaptive(x, size, "avg"))
+    want = x
+    for d, o in enumerate(size):
+        n = x.shape[2 + d]
+        want = np.take(want, [min(int(np.floor(j * np.float32(n / o))), n - 1) for j in range(o)], axis=2 + d)
+    close(F.interpolate(T(x), size=size, mode="nearest"), want)
+    check_grads(lambda a: F.interpolate(a, size=(3, 2, 3)[:k], mode="area"), arr(1, 2, *([5, 4, 4][:k])))
+
+
+def test_upsample_nearest_and_bilinear():
+    x = arr(1, 2, 3, 4)
+    close(F.upsample_nearest(T(x), scale_factor=2), x.repeat(2, 2).repeat(2, 3))
+    want = np_resize_axis(np_resize_axis(x, 2, 5, "linear", True), 3, 6, "linear", True)
+    close(F.upsample_bilinear(T(x), size=(5, 6)), want)
+
+
+def test_interpolate_errors():
+    with pytest.raises(ValueError, match="'trilinear' needs a 5-D"):
+        F.interpolate(T(arr(1, 1, 4, 4)), size=2, mode="trilinear")
+    with pytest.raises(ValueError, match="'bicubic' needs a 4-D"):
+        F.interpolate(T(arr(1, 1, 4, 4, 4)), size=2, mode="bicubic")
+    with pytest.raises(ValueError, match="align_corners"):
+        F.interpolate(T(arr(1, 1, 4, 4)), size=2, mode="area", align_corners=True)
+    with pytest.raises(ValueError, match="3-D .* 4-D .* 5-D"):
+        F.interpolate(T(arr(1, 1, 1, 4, 4, 4)), size=2)

@@ -1265,7 +1265,9 @@ def _cat(tensors, dim):
 
 # ---- resampling ----------------------------------------------------------------------------
 
-_INTERPOLATE_MODES = ("nearest", "nearest-exact", "linear", "bilinear")
+_INTERPOLATE_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear", "area")
+_INTERPOLATE_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+_CUBIC_A = -0.75  # the cubic convolution's parameter, as PyTorch (and OpenCV) use
 
 
 def _source_scale(in_size, out_size, scale, align_corners):
@@ -1273,6 +1275,30 @@ def _source_scale(in_size, out_size, scale, align_corners):
     if align_corners:
         return (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
     return 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
+
+
+def _weighted_taps(x, dim, taps, weights):
+    """sum_t x.index_select(dim, taps[:, t]) * weights[:, t] along ``dim``."""
+    shape = [taps.shape[0]] + [1] * (x.ndim - 1 - (dim % x.ndim))
+    out = None
+    for t in range(taps.shape[1]):
+        part = x.index_select(dim, _creation.tensor(taps[:, t].tolist(), dtype=_int64, device=x.device))
+        w = _creation.tensor(weights[:, t].astype(np.float32).reshape(shape), device=x.device).to(x.dtype)
+        out = part * w if out is None else out + part * w
+    return out
+
+
+def _cubic_weights(t):
+    """The four cubic-convolution weights of the taps at floor - 1 … floor + 2, t the fraction."""
+    a = np.float32(_CUBIC_A)
+    t = t.astype(np.float32)
+
+    def near(u):  # |u| <= 1
+        return ((a + 2) * u - (a + 3)) * u * u + 1
+
+    def far(u):  # 1 < |u| < 2
+        return ((a * u - 5 * a) * u + 8 * a) * u - 4 * a
+    return np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], axis=1)
 
 
 def _resample_dim(x, dim, out_size, scale, mode, align_corners):
@@ -1287,48 +1313,53 @@ def _resample_dim(x, dim, out_size, scale, mode, align_corners):
         if mode == "nearest" and out_size == 2 * n:
             idx = np.arange(out_size) // 2
         return x.index_select(dim, _creation.tensor(idx.tolist(), dtype=_int64, device=x.device))
+    if mode == "bicubic":
+        # In float32, as PyTorch's kernel: the source position is not clamped at 0 (the taps are).
+        s = np.float32(_source_scale(n, out_size, scale, align_corners))
+        j = np.arange(out_size, dtype=np.float32)
+        src = j * s if align_corners else (j + np.float32(0.5)) * s - np.float32(0.5)
+        i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
+        t = np.clip(src - i0.astype(np.float32), 0, 1)
+        taps = np.clip(i0[:, None] + np.arange(-1, 3), 0, n - 1)
+        return _weighted_taps(x, dim, taps, _cubic_weights(t))
     s = _source_scale(n, out_size, scale, align_corners)
     j = np.arange(out_size, dtype=np.float64)
     src = j * s if align_corners else np.maximum((j + 0.5) * s - 0.5, 0.0)
     i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
     i1 = np.minimum(i0 + 1, n - 1)
     lam = (src - i0).astype(np.float32)
-    shape = [out_size] + [1] * (x.ndim - 1 - (dim % x.ndim))
-    lo = x.index_select(dim, _creation.tensor(i0.tolist(), dtype=_int64, device=x.device))
-    hi = x.index_select(dim, _creation.tensor(i1.tolist(), dtype=_int64, device=x.device))
-    w1 = _creation.tensor(lam.reshape(shape), device=x.device).to(x.dtype)
-    w0 = _creation.tensor((1 - lam).reshape(shape), device=x.device).to(x.dtype)
-    return lo * w0 + hi * w1
+    return _weighted_taps(x, dim, np.stack([i0, i1], 1), np.stack([1 - lam, lam], 1))
 
 
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
                 recompute_scale_factor=None, antialias: bool = False) -> Tensor:
-    """Resizes the spatial dimensions of ``[N, C, L]`` or ``[N, C, H, W]`` input to ``size`` or by
-    ``scale_factor`` (one of the two; the output size is the floor of size × factor).
+    """Resizes the spatial dimensions of ``[N, C, L]``, ``[N, C, H, W]`` or ``[N, C, D, H, W]``
+    input to ``size`` or by ``scale_factor`` (one of the two; the output size is the floor of
+    size × factor).
 
     Modes: ``"nearest"`` (PyTorch's: the source index is floor(j × in/out), or j / factor when a
-    factor is given), ``"nearest-exact"`` (pixel centres), ``"linear"`` (3-D) and ``"bilinear"``
-    (4-D), both with ``align_corners`` False (the default: pixel centres, edges clamped) or True
-    (corner pixels aligned). Differentiable: rows and columns are gathered with index_select
-    and weighted."""
+    factor is given), ``"nearest-exact"`` (pixel centres), ``"linear"`` (3-D), ``"bilinear"``
+    and ``"bicubic"`` (4-D, cubic convolution with a = -0.75) and ``"trilinear"`` (5-D), all
+    with ``align_corners`` False (the default: pixel centres, edges clamped) or True (corner
+    pixels aligned), and ``"area"`` (adaptive average pooling). Differentiable: each dimension
+    is gathered with index_select and weighted."""
     _check(input, "input")
     if mode not in _INTERPOLATE_MODES:
         raise NotImplementedError(f"interpolate: mode {mode!r} is not supported; the supported modes are "
                                   f"{', '.join(repr(m) for m in _INTERPOLATE_MODES)}")
     if antialias:
         raise NotImplementedError("interpolate: antialias=True is not supported")
-    if input.ndim not in (3, 4):
-        raise NotImplementedError(f"interpolate: expected a 3-D [N, C, L] or 4-D [N, C, H, W] input, got shape "
-                                  f"{tuple(input.shape)}")
+    if input.ndim not in (3, 4, 5):
+        raise ValueError(f"interpolate: expected a 3-D [N, C, L], 4-D [N, C, H, W] or 5-D [N, C, D, H, W] input, "
+                         f"got shape {tuple(input.shape)}")
     k = input.ndim - 2
-    if mode == "linear" and k != 1:
-        raise ValueError(f"interpolate: mode 'linear' needs a 3-D input, got shape {tuple(input.shape)}")
-    if mode == "bilinear" and k != 2:
-        raise ValueError(f"interpolate: mode 'bilinear' needs a 4-D input, got shape {tuple(input.shape)}")
-    interpolating = mode in ("linear", "bilinear")
+    if mode in _INTERPOLATE_DIMS and _INTERPOLATE_DIMS[mode] != k:
+        raise ValueError(f"interpolate: mode {mode!r} needs a {_INTERPOLATE_DIMS[mode] + 2}-D input, got shape "
+                         f"{tuple(input.shape)}")
+    interpolating = mode in _INTERPOLATE_DIMS
     if align_corners is not None and not interpolating:
-        raise ValueError("interpolate: align_corners can only be set with the interpolating modes linear and "
-                         "bilinear")
+        raise ValueError("interpolate: align_corners can only be set with the interpolating modes linear, "
+                         "bilinear, bicubic and trilinear")
     align = bool(align_corners) if interpolating else False
     if (size is None) == (scale_factor is None):
         raise ValueError("interpolate: give exactly one of size and scale_factor")
@@ -1356,9 +1387,11 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
                          f"{tuple(input.shape)})")
     if any(n == 0 for n in in_sizes):
         raise ValueError(f"interpolate: cannot resize an empty input of shape {tuple(input.shape)}")
+    if mode == "area":
+        return _adaptive(input, k, tuple(sizes), "interpolate", False)
     x = input
     for d in range(k):
-        if sizes[d] == in_sizes[d] and scales[d] in (None, 1.0):
+        if sizes[d] == in_sizes[d] and scales[d] in (None, 1.0) and mode != "bicubic":
             continue
         x = _resample_dim(x, 2 + d, sizes[d], scales[d], mode, align)
     return x
@@ -1367,6 +1400,17 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
 def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None) -> Tensor:
     """:func:`interpolate` (PyTorch's older name)."""
     return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """:func:`interpolate` with mode ``"nearest"`` (PyTorch's older name)."""
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """:func:`interpolate` of 4-D input with mode ``"bilinear"`` and the corners aligned
+    (PyTorch's older name)."""
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
 # ---- more losses ---------------------------------------------------------------------------
