@@ -596,3 +596,133 @@ def test_interpolate_errors():
         F.interpolate(T(arr(1, 1, 4, 4)), size=2, mode="area", align_corners=True)
     with pytest.raises(ValueError, match="3-D .* 4-D .* 5-D"):
         F.interpolate(T(arr(1, 1, 1, 4, 4, 4)), size=2)
+
+
+# ---- attention -----------------------------------------------------------------------------------
+
+def np_softmax(a):
+    a = a - a.max(-1, keepdims=True)
+    e = np.exp(a)
+    return e / e.sum(-1, keepdims=True)
+
+
+def np_mha(q, k, v, h, wq, wk, wv, b, bias_k, bias_v, zero_attn, wo, bo, mask=None):
+    """Multi-head attention of [L, N, E] inputs by its definition, in float64."""
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    bq, bk, bv = (None, None, None) if b is None else np.split(b, 3)
+    q, k, v = q @ wq.T, k @ wk.T, v @ wv.T
+    if bq is not None:
+        q, k, v = q + bq, k + bk, v + bv
+    l, n, e = q.shape
+    if bias_k is not None:
+        k = np.concatenate([k, np.broadcast_to(bias_k.reshape(1, 1, e), (1, n, e))])
+        v = np.concatenate([v, np.broadcast_to(bias_v.reshape(1, 1, e), (1, n, e))])
+        mask = None if mask is None else np.pad(mask, [(0, 0), (0, 1)])
+    hd = e // h
+    heads = lambda a: a.reshape(a.shape[0], n, h, hd).transpose(1, 2, 0, 3)  # noqa: E731 [N, H, S, hd]
+    qh, kh, vh = heads(q), heads(k), heads(v)
+    if zero_attn:
+        kh = np.concatenate([kh, np.zeros((n, h, 1, hd))], 2)
+        vh = np.concatenate([vh, np.zeros((n, h, 1, hd))], 2)
+        mask = None if mask is None else np.pad(mask, [(0, 0), (0, 1)])
+    scores = qh @ kh.transpose(0, 1, 3, 2) / np.sqrt(hd)
+    if mask is not None:
+        scores = scores + mask
+    w = np_softmax(scores)
+    out = (w @ vh).transpose(2, 0, 1, 3).reshape(l, n, e) @ wo.T
+    if bo is not None:
+        out = out + bo
+    return out, w
+
+
+@pytest.mark.parametrize("bias_kv,zero_attn,kdim,vdim,bias", [(True, True, None, None, True),
+                                                               (False, True, 5, 3, True),
+                                                               (True, False, 5, 3, False)])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_multihead_attention_options(bias_kv, zero_attn, kdim, vdim, bias, batch_first):
+    lucid.manual_seed(3)
+    m = nn.MultiheadAttention(6, 2, bias=bias, add_bias_kv=bias_kv, add_zero_attn=zero_attn, kdim=kdim, vdim=vdim,
+                              batch_first=batch_first)
+    names = set(dict(m.named_parameters()))
+    assert ("in_proj_weight" in names) == (kdim is None)
+    assert ("k_proj_weight" in names) == (kdim is not None)
+    assert ("bias_k" in names) == bias_kv
+    if bias:  # PyTorch starts the projection biases at zero; give them values to check
+        with lucid.no_grad():
+            m.in_proj_bias.copy_(T(arr(18)))
+            m.out_proj.bias.copy_(T(arr(6)))
+    q, k, v = arr(4, 3, 6), arr(5, 3, kdim or 6), arr(5, 3, vdim or 6)
+    mask = arr(4, 5)
+    if kdim is None:
+        wq, wk, wv = np.split(m.in_proj_weight.numpy(), 3)
+    else:
+        wq, wk, wv = m.q_proj_weight.numpy(), m.k_proj_weight.numpy(), m.v_proj_weight.numpy()
+    want, w = np_mha(q, k, v, 2, wq, wk, wv, None if not bias else m.in_proj_bias.numpy(),
+                     None if not bias_kv else m.bias_k.numpy(), None if not bias_kv else m.bias_v.numpy(), zero_attn,
+                     m.out_proj.weight.numpy(), None if not bias else m.out_proj.bias.numpy(), mask)
+    tr = (lambda a: a.transpose(1, 0, 2)) if batch_first else (lambda a: a)  # noqa: E731
+    out, weights = m(T(tr(q)), T(tr(k)), T(tr(v)), attn_mask=T(mask))
+    close(out, tr(want), 1e-4)
+    close(weights, w.mean(1), 1e-5)
+    _, per_head = m(T(tr(q)), T(tr(k)), T(tr(v)), attn_mask=T(mask), average_attn_weights=False)
+    close(per_head, w, 1e-5)
+    out1, none = m(T(tr(q))[(0,) if batch_first else (slice(None), 0)],
+                   T(tr(k))[(0,) if batch_first else (slice(None), 0)],
+                   T(tr(v))[(0,) if batch_first else (slice(None), 0)], attn_mask=T(mask), need_weights=False)
+    assert none is None
+    close(out1, want[:, 0], 1e-4)
+
+
+def test_multi_head_attention_forward_gradients_and_masks():
+    e, h = 4, 2
+    w_in, w_out, b_in = arr(3 * e, e), arr(e, e), arr(3 * e)
+    bk, bv = arr(1, 1, e), arr(1, 1, e)
+    kpm = np.array([[False, True, False], [False, False, False]])
+
+    def f(q, k, v, wi, wo):
+        return F.multi_head_attention_forward(q, k, v, e, h, wi, T(b_in), T(bk), T(bv), True, 0.0, wo, None,
+                                              key_padding_mask=lucid.tensor(kpm))[0]
+    q, k, v = arr(2, 2, e), arr(3, 2, e), arr(3, 2, e)
+    want, _ = np_mha(q, k, v, h, *np.split(w_in, 3), b_in, bk, bv, True, w_out, None)
+    got = F.multi_head_attention_forward(T(q), T(k), T(v), e, h, T(w_in), T(b_in), T(bk), T(bv), True, 0.0, T(w_out),
+                                         None)[0]
+    close(got, want, 1e-4)
+    # The padded key gets no weight; the learnt bias and zero positions stay open.
+    want_w = np_mha(q, k, v, h, *np.split(w_in, 3), b_in, bk, bv, True, w_out, None,
+                    np.zeros((2, 3)))[1]
+    _, got_w = F.multi_head_attention_forward(T(q), T(k), T(v), e, h, T(w_in), T(b_in), T(bk), T(bv), True, 0.0,
+                                              T(w_out), None, key_padding_mask=lucid.tensor(kpm),
+                                              average_attn_weights=False)
+    assert got_w.shape == want_w.shape
+    assert (got_w.numpy()[0, :, :, 1] == 0).all() and (got_w.numpy()[1] > 0).all()
+    close(got_w[1], want_w[1], 1e-5)  # the unpadded sample: the unmasked weights
+    check_grads(f, q, k, v, w_in, w_out, tol=3e-2)
+
+
+def test_multi_head_attention_forward_errors():
+    e = 4
+    args = (T(arr(3 * e, e)), None, None, None, False, 0.0, T(arr(e, e)), None)
+    q = T(arr(2, 1, e))
+    with pytest.raises(ValueError, match="embed_dim_to_check"):
+        F.multi_head_attention_forward(q, q, q, 5, 2, *args)
+    with pytest.raises(ValueError, match="divisible"):
+        F.multi_head_attention_forward(q, q, q, e, 3, *args)
+    with pytest.raises(ValueError, match="attn_mask"):
+        F.multi_head_attention_forward(q, q, q, e, 2, *args, attn_mask=T(arr(3, 3)))
+    with pytest.raises(RuntimeError, match="is_causal"):
+        F.multi_head_attention_forward(q, q, q, e, 2, *args, is_causal=True)
+    with pytest.raises(TypeError, match="bool or float"):
+        F.multi_head_attention_forward(q, q, q, e, 2, *args, key_padding_mask=lucid.tensor(np.zeros((1, 2), np.int64)))
+    with pytest.raises(ValueError, match="kdim"):
+        nn.MultiheadAttention(4, 2, kdim=3)(q, q, q)
+
+
+def test_scaled_dot_product_attention_groups_of_query_heads():
+    q, k, v = arr(2, 6, 5, 4), arr(2, 2, 3, 4), arr(2, 2, 3, 4)
+    kk, vv = np.repeat(k, 3, axis=1), np.repeat(v, 3, axis=1)
+    want = np_softmax(q.astype(np.float64) @ kk.transpose(0, 1, 3, 2) / 2.0) @ vv
+    close(F.scaled_dot_product_attention(T(q), T(k), T(v), enable_gqa=True), want, 1e-5)
+    check_grads(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, enable_gqa=True), arr(1, 4, 2, 3),
+                arr(1, 2, 3, 3), arr(1, 2, 3, 3))
+    with pytest.raises(RuntimeError, match="multiple"):
+        F.scaled_dot_product_attention(T(arr(1, 5, 2, 4)), T(k[:1]), T(v[:1]), enable_gqa=True)

@@ -13,7 +13,7 @@ from .._ops import creation as _creation, shape as _shape, writes
 from .._ops.elementwise import unary_functions
 from .._grad_mode import no_grad
 from .._tensor import Tensor
-from .._types import as_index, float32, int64 as _int64
+from .._types import as_index, bool_ as _bool, float32, int64 as _int64
 
 _REDUCTIONS = _C.codes("lucid_reduction", "LUCID_REDUCTION_")
 
@@ -904,11 +904,144 @@ def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_w
 
 
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None, dropout_p: float = 0.0,
-                                 is_causal: bool = False, scale=None) -> Tensor:
+                                 is_causal: bool = False, scale=None, enable_gqa: bool = False) -> Tensor:
     """softmax(q·kᵀ·scale + mask)·v over the last two dimensions. A bool ``attn_mask`` is True
-    where attention is allowed; a float one is added to the scores. The products run in lower
-    precision under autocast, the softmax in float32."""
+    where attention is allowed; a float one is added to the scores. With ``enable_gqa`` the
+    key and value may have fewer heads (dimension -3) than the query, each shared by a group
+    of query heads. The products run in lower precision under autocast, the softmax in
+    float32."""
+    for t, what in ((query, "query"), (key, "key"), (value, "value")):
+        _check(t, what)
+    if enable_gqa and query.ndim >= 3 and key.ndim >= 3 and value.ndim >= 3:
+        hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+        if hk != hq or hv != hq:
+            if hk == 0 or hv == 0 or hq % hk or hq % hv:
+                raise RuntimeError(f"scaled_dot_product_attention: with enable_gqa the query's {hq} heads must be a "
+                                   f"multiple of the key's {hk} and the value's {hv}")
+            key = key.repeat_interleave(hq // hk, dim=-3) if hk != hq else key
+            value = value.repeat_interleave(hq // hv, dim=-3) if hv != hq else value
     return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, False)[0]
+
+
+def _additive_mask(mask, what, dtype):
+    """A bool mask (True: not allowed) as 0 / -inf, or a float mask as it is."""
+    _check(mask, what)
+    if mask.dtype == _bool:
+        return _creation.zeros(tuple(mask.shape), dtype=dtype, device=mask.device).masked_fill(mask, float("-inf"))
+    if not mask.is_floating_point():
+        raise TypeError(f"multi_head_attention_forward: {what} must be a bool or float tensor, got {mask.dtype}")
+    return mask.to(dtype)
+
+
+def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embed_dim_to_check: int, num_heads: int,
+                                 in_proj_weight, in_proj_bias, bias_k, bias_v, add_zero_attn: bool,
+                                 dropout_p: float, out_proj_weight: Tensor, out_proj_bias, training: bool = True,
+                                 key_padding_mask=None, need_weights: bool = True, attn_mask=None,
+                                 use_separate_proj_weight: bool = False, q_proj_weight=None, k_proj_weight=None,
+                                 v_proj_weight=None, static_k=None, static_v=None, average_attn_weights: bool = True,
+                                 is_causal: bool = False):
+    """Multi-head attention of query [L, N, E] over key [S, N, Ek] and value [S, N, Ev] (or
+    unbatched [L, E], [S, Ek], [S, Ev]), as ``torch.nn.functional.multi_head_attention_forward``:
+    the input projections (``in_proj_weight`` split in three, or the separate ``q/k/v_proj_weight``),
+    the learnt ``bias_k``/``bias_v`` and a zero position appended to the keys and values when
+    asked, the masks (bool True: not allowed; float: added), attention per head and the output
+    projection. Returns (output [L, N, E], weights [N, L, S] averaged over heads, or
+    [N, heads, L, S], or None without ``need_weights``)."""
+    for t, what in ((query, "query"), (key, "key"), (value, "value")):
+        _check(t, what)
+    if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
+        raise ValueError(f"multi_head_attention_forward: expected 2-D or 3-D query, key and value of one rank, got "
+                         f"shapes {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    unbatched = query.ndim == 2
+    if unbatched:
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+        if key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.unsqueeze(0)
+    l, n, e = query.shape
+    s = key.shape[0]
+    h = as_index(num_heads)
+    if e != embed_dim_to_check:
+        raise ValueError(f"multi_head_attention_forward: the query's embedding size {e} is not embed_dim_to_check "
+                         f"{embed_dim_to_check}")
+    if h <= 0 or e % h:
+        raise ValueError(f"multi_head_attention_forward: embed_dim {e} is not divisible by num_heads {num_heads}")
+    if key.shape[:2] != value.shape[:2] or key.shape[1] != n:
+        raise ValueError(f"multi_head_attention_forward: key {tuple(key.shape)} and value {tuple(value.shape)} must "
+                         f"share their sequence and batch sizes with the query's batch {n}")
+    hd = e // h
+    if is_causal and attn_mask is None:
+        raise RuntimeError("multi_head_attention_forward: is_causal needs attn_mask (the causal mask itself)")
+    if use_separate_proj_weight:
+        if q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
+            raise ValueError("multi_head_attention_forward: use_separate_proj_weight needs q_proj_weight, "
+                             "k_proj_weight and v_proj_weight")
+        wq, wk, wv = q_proj_weight, k_proj_weight, v_proj_weight
+    else:
+        _check(in_proj_weight, "in_proj_weight")
+        wq, wk, wv = in_proj_weight.chunk(3)
+    bq, bk, bv = (None, None, None) if in_proj_bias is None else in_proj_bias.chunk(3)
+    q, k, v = linear(query, wq, bq), linear(key, wk, bk), linear(value, wv, bv)
+    dtype = q.dtype
+    if attn_mask is not None:
+        attn_mask = _additive_mask(attn_mask, "attn_mask", dtype)
+        if attn_mask.ndim == 2:
+            if tuple(attn_mask.shape) != (l, s):
+                raise ValueError(f"multi_head_attention_forward: the 2-D attn_mask should be of shape {(l, s)}, "
+                                   f"got {tuple(attn_mask.shape)}")
+            attn_mask = attn_mask.unsqueeze(0)
+        elif attn_mask.ndim == 3:
+            if tuple(attn_mask.shape) != (n * h, l, s):
+                raise ValueError(f"multi_head_attention_forward: the 3-D attn_mask should be of shape "
+                                   f"{(n * h, l, s)}, got {tuple(attn_mask.shape)}")
+        else:
+            raise ValueError(f"multi_head_attention_forward: attn_mask must be 2-D or 3-D, got "
+                               f"{attn_mask.ndim}-D")
+    if key_padding_mask is not None:
+        key_padding_mask = _additive_mask(key_padding_mask, "key_padding_mask", dtype)
+        if tuple(key_padding_mask.shape) != (n, s):
+            raise ValueError(f"multi_head_attention_forward: key_padding_mask should be of shape {(n, s)}, got "
+                               f"{tuple(key_padding_mask.shape)}")
+    if bias_k is not None or bias_v is not None:
+        if bias_k is None or bias_v is None:
+            raise ValueError("multi_head_attention_forward: give both bias_k and bias_v, or neither")
+        if static_k is not None or static_v is not None:
+            raise ValueError("multi_head_attention_forward: bias_k and bias_v cannot be added to static keys")
+        k = _shape.cat([k, bias_k.reshape(1, 1, e).expand(1, n, e)], 0)
+        v = _shape.cat([v, bias_v.reshape(1, 1, e).expand(1, n, e)], 0)
+        attn_mask = None if attn_mask is None else pad(attn_mask, (0, 1))
+        key_padding_mask = None if key_padding_mask is None else pad(key_padding_mask, (0, 1))
+    q = q.reshape(l, n * h, hd).transpose(0, 1)
+    k = k.reshape(k.shape[0], n * h, hd).transpose(0, 1) if static_k is None else static_k
+    v = v.reshape(v.shape[0], n * h, hd).transpose(0, 1) if static_v is None else static_v
+    for t, what in ((k, "static_k"), (v, "static_v")):
+        if t.ndim != 3 or t.shape[0] != n * h or t.shape[2] != hd:
+            raise RuntimeError(f"multi_head_attention_forward: {what} should be of shape ({n * h}, S, {hd}), got "
+                               f"{tuple(t.shape)}")
+    if add_zero_attn:
+        k = _shape.cat([k, _creation.zeros((n * h, 1, hd), dtype=k.dtype, device=k.device)], 1)
+        v = _shape.cat([v, _creation.zeros((n * h, 1, hd), dtype=v.dtype, device=v.device)], 1)
+        attn_mask = None if attn_mask is None else pad(attn_mask, (0, 1))
+        key_padding_mask = None if key_padding_mask is None else pad(key_padding_mask, (0, 1))
+    src = k.shape[1]
+    mask = None
+    if attn_mask is not None:
+        mask = attn_mask.reshape(-1, 1 if attn_mask.shape[0] == 1 else h, l, src)
+    if key_padding_mask is not None:
+        kpm = key_padding_mask.reshape(n, 1, 1, src)
+        mask = kpm if mask is None else mask + kpm
+    if mask is not None:
+        mask = mask.expand(n, h, l, src)
+    out, weights = _attention(q.reshape(n, h, l, hd), k.reshape(n, h, src, hd), v.reshape(n, h, src, hd), mask,
+                              float(dropout_p) if training else 0.0, False, None, need_weights)
+    out = out.permute(2, 0, 1, 3).reshape(l * n, e)
+    out = linear(out, out_proj_weight, out_proj_bias).reshape(l, n, e)
+    if unbatched:
+        out = out.squeeze(1)
+    if not need_weights:
+        return out, None
+    if average_attn_weights:
+        weights = weights.mean(1)
+    return out, (weights.squeeze(0) if unbatched else weights)
 
 
 def _shuffle_factor(input, factor, fn):
