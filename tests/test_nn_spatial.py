@@ -726,3 +726,145 @@ def test_scaled_dot_product_attention_groups_of_query_heads():
                 arr(1, 2, 3, 3), arr(1, 2, 3, 3))
     with pytest.raises(RuntimeError, match="multiple"):
         F.scaled_dot_product_attention(T(arr(1, 5, 2, 4)), T(k[:1]), T(v[:1]), enable_gqa=True)
+
+
+# ---- grid sampling -------------------------------------------------------------------------------
+
+def np_reflect(x, lo2, hi2):
+    if lo2 == hi2:
+        return 0.0
+    lo, span = lo2 / 2, (hi2 - lo2) / 2
+    a = abs(x - lo)
+    flips, extra = math.floor(a / span), math.fmod(a, span)
+    return extra + lo if flips % 2 == 0 else span - extra + lo
+
+
+def np_grid_sample(x, grid, mode, padding_mode, align):
+    """grid_sample by loops: x [N, C, *S], grid [N, *O, k] of (x, y[, z])."""
+    k = x.ndim - 2
+    sizes = x.shape[2:]
+    out = np.zeros(x.shape[:2] + grid.shape[1:-1])
+
+    def unnorm(g, n):
+        return (g + 1) / 2 * (n - 1) if align else ((g + 1) * n - 1) / 2
+
+    def pad(c, n):
+        if padding_mode == "border":
+            return min(max(c, 0), n - 1)
+        if padding_mode == "reflection":
+            c = np_reflect(c, 0, 2 * (n - 1)) if align else np_reflect(c, -1, 2 * n - 1)
+            return min(max(c, 0), n - 1)
+        return c
+
+    def read(b, pos):  # pos in (d, h, w) order
+        if all(0 <= p < n for p, n in zip(pos, sizes)):
+            return x[(b, slice(None)) + tuple(pos)]
+        return 0.0
+
+    def cubic(t):
+        a = -0.75
+        t = abs(t)
+        return ((a + 2) * t - (a + 3)) * t * t + 1 if t <= 1 else (((a * t - 5 * a) * t + 8 * a) * t - 4 * a
+                                                                    if t < 2 else 0.0)
+    for b in range(x.shape[0]):
+        for o in np.ndindex(*grid.shape[1:-1]):
+            g = grid[(b,) + o][::-1]  # (z,) y, x: in the order of the dimensions
+            u = [unnorm(float(g[d]), sizes[d]) for d in range(k)]
+            if mode == "bicubic":
+                base = [math.floor(c) for c in u]
+                for taps in np.ndindex(*([4] * k)):
+                    pos = [base[d] + taps[d] - 1 for d in range(k)]
+                    w = math.prod(cubic(u[d] - pos[d]) for d in range(k))
+                    moved = [int(pad(float(p), n)) for p, n in zip(pos, sizes)]
+                    out[(b, slice(None)) + o] += w * read(b, moved)
+                continue
+            c = [pad(v, n) for v, n in zip(u, sizes)]
+            if mode == "nearest":
+                out[(b, slice(None)) + o] = read(b, [int(np.rint(v)) for v in c])
+                continue
+            lo = [math.floor(v) for v in c]
+            for corner in np.ndindex(*([2] * k)):
+                pos = [lo[d] + corner[d] for d in range(k)]
+                w = math.prod((c[d] - lo[d]) if corner[d] else (1 - (c[d] - lo[d])) for d in range(k))
+                out[(b, slice(None)) + o] += w * read(b, pos)
+    return out
+
+
+def grid_away_from_integers(n, outs, sizes, align):
+    """A grid whose unnormalised positions have fractions in [0.2, 0.8] (finite differences stay
+    on one side of each floor), some of them outside the input."""
+    k = len(sizes)
+    g = np.zeros((n, *outs, k), np.float32)
+    for j in range(k):
+        size = sizes[k - 1 - j]
+        u = rng.integers(-2, size + 1, (n, *outs)) + rng.uniform(0.2, 0.8, (n, *outs))
+        g[..., j] = (2 * u / (size - 1) - 1) if align else ((2 * u + 1) / size - 1)
+    return g
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("k", [2, 3])
+def test_grid_sample_matches_loops(mode, padding_mode, align, k):
+    x = arr(2, 3, *([4, 5, 3][:k]))
+    grid = (rng.uniform(-1.4, 1.4, (2, 3, 2, *([2] * (k - 2)), k))).astype(np.float32)
+    want = np_grid_sample(x, grid, mode, padding_mode, align)
+    close(F.grid_sample(T(x), T(grid), mode, padding_mode, align), want, 1e-4)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+def test_grid_sample_gradients(mode, padding_mode):
+    x = arr(1, 2, 3, 4)
+    grid = grid_away_from_integers(1, (2, 2), (3, 4), False)
+    check_grads(lambda a, g: F.grid_sample(a, g, mode, padding_mode), x, grid, eps=1e-2, tol=3e-2)
+    x3 = arr(1, 1, 2, 3, 3)
+    grid3 = grid_away_from_integers(1, (2, 1, 2), (2, 3, 3), True)
+    check_grads(lambda a, g: F.grid_sample(a, g, "bilinear", padding_mode, True), x3, grid3, eps=1e-2, tol=3e-2)
+
+
+def test_grid_sample_outside_everywhere_and_errors():
+    x = T(arr(1, 2, 3, 3)).requires_grad_()
+    y = F.grid_sample(x, T(np.full((1, 2, 2, 2), 9.0, np.float32)))
+    close(y, np.zeros((1, 2, 2, 2)))
+    y.sum().backward()
+    close(x.grad, np.zeros((1, 2, 3, 3)))
+    with pytest.raises(ValueError, match="mode"):
+        F.grid_sample(T(arr(1, 1, 3, 3)), T(arr(1, 2, 2, 2)), mode="area")
+    with pytest.raises(ValueError, match="padding_mode"):
+        F.grid_sample(T(arr(1, 1, 3, 3)), T(arr(1, 2, 2, 2)), padding_mode="wrap")
+    with pytest.raises(ValueError, match="grid must have shape"):
+        F.grid_sample(T(arr(1, 1, 3, 3)), T(arr(1, 2, 2, 3)))
+    with pytest.raises(TypeError, match="one dtype"):
+        F.grid_sample(T(arr(1, 1, 3, 3)), T(arr(1, 2, 2, 2)).double())
+
+
+@pytest.mark.parametrize("size", [(2, 3, 4, 5), (1, 2, 3, 1, 4), (1, 1, 1, 3)])
+@pytest.mark.parametrize("align", [False, True])
+def test_affine_grid(size, align):
+    k = len(size) - 2
+    theta = arr(size[0], k, k + 1)
+
+    def axis(n):
+        if n <= 1:
+            return np.zeros(n)
+        r = np.linspace(-1, 1, n)
+        return r if align else r * (n - 1) / n
+    axes = [axis(n) for n in size[2:]]  # (d,) h, w
+    mesh = list(np.meshgrid(*axes, indexing="ij"))
+    base = np.stack(mesh[::-1] + [np.ones_like(mesh[0])], -1)  # x, y(, z), 1
+    want = np.einsum("...i,nji->n...j", base, theta.astype(np.float64))
+    got = F.affine_grid(T(theta), size, align_corners=align)
+    assert got.shape == (size[0], *size[2:], k)
+    close(got, want, 1e-5)
+    check_grads(lambda t: F.affine_grid(t, size, align_corners=align), theta)
+
+
+def test_affine_grid_errors():
+    with pytest.raises(ValueError, match=r"\(2, 2, 3\)"):
+        F.affine_grid(T(arr(2, 3, 4)), (2, 1, 3, 3))
+    with pytest.raises(TypeError, match="floating-point"):
+        F.affine_grid(lucid.zeros(1, 2, 3, dtype=lucid.int64), (1, 1, 3, 3))
+    with pytest.raises(NotImplementedError, match="4-D or 5-D"):
+        F.affine_grid(T(arr(1, 2, 3)), (1, 1, 3))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 import warnings
@@ -1545,6 +1546,208 @@ def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
     (PyTorch's older name)."""
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
+
+def _affine_base(n, align_corners):
+    """PyTorch's sample positions along a dimension of ``n`` in [-1, 1] (pixel centres, or the
+    corners with ``align_corners``)."""
+    if n <= 1:
+        return np.zeros(max(n, 0), np.float32)
+    r = np.linspace(-1, 1, n, dtype=np.float32)
+    return r if align_corners else r * np.float32((n - 1) / n)
+
+
+def affine_grid(theta: Tensor, size, align_corners=None) -> Tensor:
+    """The sampling grid of the affine maps ``theta`` ([N, 2, 3] for a 4-D ``size`` (N, C, H, W),
+    [N, 3, 4] for a 5-D one) over the output positions in [-1, 1]: [N, H, W, 2] or
+    [N, D, H, W, 3] of (x, y[, z]) for :func:`grid_sample`."""
+    _check(theta, "theta")
+    if not theta.is_floating_point():
+        raise TypeError(f"affine_grid: theta must be a floating-point tensor, got {theta.dtype}")
+    size = tuple(as_index(s) for s in size)
+    if len(size) not in (4, 5):
+        raise NotImplementedError(f"affine_grid: size must be 4-D or 5-D, got {size}")
+    k = len(size) - 2
+    if theta.ndim != 3 or tuple(theta.shape[1:]) != (k, k + 1) or theta.shape[0] != size[0]:
+        raise ValueError(f"affine_grid: for size {size} theta must have shape ({size[0]}, {k}, {k + 1}), got "
+                         f"{tuple(theta.shape)}")
+    if any(s <= 0 for s in size[2:]):
+        raise ValueError(f"affine_grid: the spatial sizes must be positive, got {size}")
+    align = bool(align_corners)
+    axes = [_affine_base(n, align) for n in reversed(size[2:])]  # x (the last dimension) first
+    mesh = list(np.meshgrid(*axes[::-1], indexing="ij"))[::-1]  # x, y[, z], each [*spatial]
+    base = np.stack(mesh + [np.ones_like(mesh[0])], -1).reshape(1, -1, k + 1)
+    grid = _creation.tensor(base, device=theta.device).to(theta.dtype).matmul(theta.transpose(1, 2))
+    return grid.reshape(size[0], *size[2:], k)
+
+
+def _reflect(x, low2, high2):
+    """PyTorch's reflect_coordinates of numpy positions: (value, slope)."""
+    if low2 == high2:
+        return np.zeros_like(x), np.zeros_like(x)
+    lo, span = low2 / 2, (high2 - low2) / 2
+    d = x - lo
+    a = np.abs(d)
+    flips = np.floor(a / span)
+    extra = np.fmod(a, span)
+    even = flips % 2 == 0
+    value = np.where(even, extra + lo, span - extra + lo)
+    slope = np.where(d >= 0, 1.0, -1.0) * np.where(even, 1.0, -1.0)
+    return value, slope
+
+
+def _pad_coordinates(x, n, padding_mode, align_corners):
+    """Positions ``x`` (numpy) moved inside by the padding mode: (value, slope), the slope for
+    the gradient."""
+    ones = np.ones_like(x)
+    if padding_mode == "zeros":
+        return x, ones
+    slope = ones
+    if padding_mode == "reflection":
+        x, slope = _reflect(x, 0, 2 * (n - 1)) if align_corners else _reflect(x, -1, 2 * n - 1)
+    inside = (x > 0) & (x < n - 1)
+    return np.clip(x, 0, n - 1), slope * inside
+
+
+def _gather_plane(flat, idx, ok):
+    """Entries of flat [N, C, P] at idx [N, Q] (numpy; 0 where not ``ok``): [N, C, Q]."""
+    n, c = flat.shape[0], flat.shape[1]
+    index = _creation.tensor(np.where(ok, idx, 0).astype(np.int64), device=flat.device)
+    return flat.gather(2, index.unsqueeze(1).expand(n, c, idx.shape[1]))
+
+
+def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
+                align_corners=None) -> Tensor:
+    """Samples [N, C, H, W] input at the positions of grid [N, Ho, Wo, 2] ((x, y) in [-1, 1]), or
+    [N, C, D, H, W] input at grid [N, Do, Ho, Wo, 3]: ``mode`` ``"bilinear"`` (trilinear for 5-D),
+    ``"nearest"`` or ``"bicubic"`` (4-D); outside the input ``padding_mode`` ``"zeros"``,
+    ``"border"`` (the edge value) or ``"reflection"``. Differentiable in the input and (but
+    for nearest) in the grid."""
+    _check(input, "input")
+    _check(grid, "grid")
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(f"grid_sample: mode must be 'bilinear', 'nearest' or 'bicubic', got {mode!r}")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(f"grid_sample: padding_mode must be 'zeros', 'border' or 'reflection', got {padding_mode!r}")
+    if input.ndim not in (4, 5):
+        raise ValueError(f"grid_sample: expected a 4-D or 5-D input, got shape {tuple(input.shape)}")
+    k = input.ndim - 2
+    if grid.ndim != input.ndim or grid.shape[-1] != k or grid.shape[0] != input.shape[0]:
+        raise ValueError(f"grid_sample: for input of shape {tuple(input.shape)} the grid must have shape "
+                         f"({input.shape[0]}, {', '.join(['*'] * k)}, {k}), got {tuple(grid.shape)}")
+    if input.dtype != grid.dtype:
+        raise TypeError(f"grid_sample: input ({input.dtype}) and grid ({grid.dtype}) must have one dtype")
+    if any(s == 0 for s in input.shape[2:]):
+        raise ValueError(f"grid_sample: cannot sample an input with empty spatial dimensions, "
+                         f"shape {tuple(input.shape)}")
+    align = bool(align_corners)
+    n, c = input.shape[0], input.shape[1]
+    sizes = tuple(input.shape[2:])  # (H, W) or (D, H, W)
+    outs = tuple(grid.shape[1:-1])
+    q = math.prod(outs)
+    flat = input.reshape(n, c, math.prod(sizes))
+    g = grid.reshape(n, q, k)
+    # Coordinate j of the grid indexes spatial dimension k - 1 - j (x is the width).
+    coords, values = [], []
+    for j in range(k):
+        size = sizes[k - 1 - j]
+        gj = g.select(2, j)
+        # Unnormalised, differentiable: the grid's own tensor times constants.
+        u = (gj + 1.0) * ((size - 1) / 2.0) if align else ((gj + 1.0) * size - 1.0) / 2.0
+        coords.append(u)
+        values.append(u.detach().numpy().astype(np.float64))
+    strides = [math.prod(sizes[k - j:]) for j in range(k)]  # of x, y, z in the flat plane
+    if mode == "bicubic":
+        return _grid_bicubic(flat, coords, values, sizes, strides, padding_mode, align, n, c, outs)
+    moved, slopes = [], []
+    for j in range(k):
+        v, s = _pad_coordinates(values[j], sizes[k - 1 - j], padding_mode, align)
+        moved.append(v)
+        slopes.append(s)
+    # The moved positions as tensors with the grid's gradient: u * slope + (moved - u * slope).
+    pos = [coords[j] * _creation.tensor(slopes[j].astype(np.float32), device=grid.device).to(grid.dtype)
+           + _creation.tensor((moved[j] - values[j] * slopes[j]).astype(np.float32), device=grid.device).to(
+               grid.dtype) for j in range(k)]
+    if mode == "nearest":
+        idx = np.zeros((n, q), np.int64)
+        ok = np.ones((n, q), bool)
+        for j in range(k):
+            r = np.rint(moved[j]).astype(np.int64)  # half to even, as nearbyint
+            ok &= (r >= 0) & (r < sizes[k - 1 - j])
+            idx += r * strides[j]
+        out = _gather_plane(flat, idx, ok)
+        if not ok.all():
+            out = out * _creation.tensor(ok[:, None, :], device=input.device).to(out.dtype)
+        return out.reshape(n, c, *outs)
+    lows = [np.floor(m).astype(np.int64) for m in moved]
+    fracs = [pos[j] - _creation.tensor(lows[j].astype(np.float32), device=grid.device).to(grid.dtype)
+             for j in range(k)]
+    out = None
+    for corner in itertools.product((0, 1), repeat=k):
+        idx = np.zeros((n, q), np.int64)
+        ok = np.ones((n, q), bool)
+        weight = None
+        for j, bit in enumerate(corner):
+            t = lows[j] + bit
+            ok &= (t >= 0) & (t < sizes[k - 1 - j])
+            idx += t * strides[j]
+            w = fracs[j] if bit else 1.0 - fracs[j]
+            weight = w if weight is None else weight * w
+        if not ok.any():
+            continue
+        weight = weight * _creation.tensor(ok.astype(np.float32), device=grid.device).to(grid.dtype)
+        term = _gather_plane(flat, idx, ok) * weight.unsqueeze(1)
+        out = term if out is None else out + term
+    if out is None:  # every position outside a zero-padded input: zeros, still in the graph
+        out = _connected_zeros(flat, g, n, c, q)
+    return out.reshape(n, c, *outs)
+
+
+def _connected_zeros(flat, g, n, c, q):
+    """Zeros [N, C, Q] with gradients (of zero) to the input and the grid."""
+    return flat.sum(2, keepdim=True).expand(n, c, q) * 0.0 + (g.sum(2) * 0.0).unsqueeze(1)
+
+
+def _grid_bicubic(flat, coords, values, sizes, strides, padding_mode, align, n, c, outs):
+    """Bicubic (tricubic for 5-D) grid sampling: 4 taps per dimension around each position
+    (cubic convolution, a = -0.75), each tap's integer position moved inside by the padding
+    mode, zero outside for 'zeros'. The weights are computed in float64: the grid's gradient
+    sums many products of them."""
+    k = len(sizes)
+    q = math.prod(outs)
+    a = _CUBIC_A
+    lows = [np.floor(v).astype(np.int64) for v in values]
+    ts = [coords[j].double() - _creation.tensor(lows[j].astype(np.float64), device=flat.device) for j in range(k)]
+
+    def near(u):
+        return ((u * (a + 2)) - (a + 3)) * u * u + 1.0
+
+    def far(u):
+        return ((u * a - 5 * a) * u + 8 * a) * u - 4 * a
+
+    weights = [[far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)] for t in ts]
+    out = None
+    for taps in itertools.product(range(4), repeat=k):  # (dx, dy[, dz])
+        idx = np.zeros((n, q), np.int64)
+        ok = np.ones((n, q), bool)
+        w = None
+        for j, d in enumerate(taps):
+            size = sizes[k - 1 - j]
+            t = (lows[j] + d - 1).astype(np.float64)
+            if padding_mode != "zeros":
+                t = _pad_coordinates(t, size, padding_mode, align)[0]
+            t = t.astype(np.int64)
+            ok &= (t >= 0) & (t < size)
+            idx += np.clip(t, 0, size - 1) * strides[j]
+            w = weights[j][d] if w is None else w * weights[j][d]
+        if not ok.any():
+            continue
+        if not ok.all():
+            w = w * _creation.tensor(ok.astype(np.float64), device=flat.device)
+        term = _gather_plane(flat, idx, ok) * w.to(flat.dtype).unsqueeze(1)
+        out = term if out is None else out + term
+    if out is None:  # every position outside a zero-padded input: zeros, still in the graph
+        out = _connected_zeros(flat, coords[0].unsqueeze(-1), n, c, q)
+    return out.reshape(n, c, *outs)
 
 # ---- more losses ---------------------------------------------------------------------------
 
