@@ -868,3 +868,38 @@ def test_affine_grid_errors():
         F.affine_grid(lucid.zeros(1, 2, 3, dtype=lucid.int64), (1, 1, 3, 3))
     with pytest.raises(NotImplementedError, match="4-D or 5-D"):
         F.affine_grid(T(arr(1, 2, 3)), (1, 1, 3))
+
+
+# ---- devices and dtypes --------------------------------------------------------------------------
+
+def _spatial_ops(x5, w5, wt5, grid):
+    x4 = x5[:, :, 0]
+    v, i = F.max_pool3d(x5, 2, return_indices=True)
+    return [F.conv3d(x5, w5, padding=1), F.conv_transpose3d(x5, wt5, stride=2, padding=1), v, i,
+            F.max_unpool3d(v, i, 2, output_size=(5, 5, 5)), F.avg_pool3d(x5, 3, 2, 1),
+            F.adaptive_max_pool3d(x5, 2), F.lp_pool3d(x5.abs(), 2.0, 2), F.interpolate(x4, (7, 3), mode="bicubic"),
+            F.interpolate(x5, (3, 6, 4), mode="trilinear"), F.grid_sample(x5, grid),
+            F.fold(F.unfold(x4, 2), (5, 5), 2), F.channel_shuffle(x5, 3)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_spatial_ops_agree_on_every_device(device):
+    x5, w5, wt5 = arr(2, 3, 5, 5, 5), arr(4, 3, 2, 2, 2), arr(3, 2, 2, 2, 2)
+    grid = rng.uniform(-1.2, 1.2, (2, 3, 3, 3, 3)).astype(np.float32)
+    want = _spatial_ops(T(x5), T(w5), T(wt5), T(grid))
+    got = _spatial_ops(*(T(a, device=device) for a in (x5, w5, wt5, grid)))
+    for g, w in zip(got, want):
+        assert g.device == device and g.dtype == w.dtype and g.shape == w.shape
+        close(g.cpu(), w.numpy().astype(np.float64), 1e-4)
+
+
+def test_the_spatial_ops_in_bfloat16_follow_float32():
+    x5, w5, wt5 = arr(2, 3, 5, 5, 5), arr(4, 3, 2, 2, 2), arr(3, 2, 2, 2, 2)
+    grid = rng.uniform(-1.2, 1.2, (2, 3, 3, 3, 3)).astype(np.float32)
+    bf = [T(a).to(lucid.bfloat16) for a in (x5, w5, wt5, grid)]
+    # The float32 results of the bfloat16-rounded inputs: what bfloat16 arithmetic approaches.
+    want = _spatial_ops(*(t.float() for t in bf))
+    for g, w in zip(_spatial_ops(*bf), want):
+        assert g.dtype == (lucid.bfloat16 if w.dtype == lucid.float32 else w.dtype) and g.shape == w.shape
+        scale = max(1.0, float(np.abs(w.numpy()).max()))
+        np.testing.assert_allclose(g.float().numpy(), w.numpy(), rtol=3e-2, atol=3e-2 * scale)
