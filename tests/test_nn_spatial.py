@@ -903,3 +903,39 @@ def test_the_spatial_ops_in_bfloat16_follow_float32():
         assert g.dtype == (lucid.bfloat16 if w.dtype == lucid.float32 else w.dtype) and g.shape == w.shape
         scale = max(1.0, float(np.abs(w.numpy()).max()))
         np.testing.assert_allclose(g.float().numpy(), w.numpy(), rtol=3e-2, atol=3e-2 * scale)
+
+
+def np_antialias_axis(x, axis, out, mode, align):
+    """One axis downsampled (or upsampled) with PIL's widened filter, weights normalised."""
+    n = x.shape[axis]
+    scale = ((n - 1) / (out - 1) if out > 1 else 0.0) if align else n / out
+    size = 2 if mode == "bilinear" else 4
+    support = size / 2 * scale if scale >= 1 else size / 2
+    inv = 1 / scale if scale >= 1 else 1.0
+
+    def filt(u):
+        u, a = abs(u), -0.5
+        if mode == "bilinear":
+            return max(0.0, 1 - u)
+        return ((a + 2) * u - (a + 3)) * u * u + 1 if u < 1 else ((((u - 5) * u + 8) * u - 4) * a if u < 2 else 0.0)
+    moved = np.moveaxis(x.astype(np.float64), axis, -1)
+    y = np.zeros(moved.shape[:-1] + (out,))
+    for j in range(out):
+        centre = scale * (j + 0.5)
+        lo, hi = max(int(centre - support + 0.5), 0), min(int(centre + support + 0.5), n)
+        w = np.array([filt((i - centre + 0.5) * inv) for i in range(lo, hi)])
+        y[..., j] = moved[..., lo:hi] @ (w / w.sum())
+    return np.moveaxis(y, -1, axis)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("size", [(3, 4), (7, 25), (12, 6)])
+@pytest.mark.parametrize("align", [False, True])
+def test_interpolate_antialias(mode, size, align):
+    x = arr(2, 3, 10, 20)
+    want = np_antialias_axis(np_antialias_axis(x, 2, size[0], mode, align), 3, size[1], mode, align)
+    close(F.interpolate(T(x), size=size, mode=mode, align_corners=align, antialias=True), want, 1e-5)
+    check_grads(lambda a: F.interpolate(a, size=(2, 3), mode=mode, align_corners=align, antialias=True),
+                arr(1, 1, 5, 7))
+    with pytest.raises(ValueError, match="antialias"):
+        F.interpolate(T(x), size=size, mode="nearest", antialias=True)

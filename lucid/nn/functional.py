@@ -1435,8 +1435,40 @@ def _cubic_weights(t):
     return np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], axis=1)
 
 
-def _resample_dim(x, dim, out_size, scale, mode, align_corners):
+def _antialias_taps(n, out_size, scale, mode, align_corners):
+    """PyTorch's antialiased (PIL-style) taps and weights along a dimension: the filter (the
+    triangle, or the cubic with a = -0.5) widened by the downsampling factor, its weights
+    normalised over the taps inside. In float32, as its kernel."""
+    f32 = np.float32
+    s = f32(_source_scale(n, out_size, scale, align_corners))
+    size = 2 if mode == "bilinear" else 4
+    support = f32(size * 0.5) * s if s >= 1 else f32(size * 0.5)
+    inv = f32(1) / s if s >= 1 else f32(1)
+    a = f32(-0.5)
+
+    def filt(u):
+        u = np.abs(u)
+        if mode == "bilinear":
+            return np.where(u < 1, f32(1) - u, f32(0))
+        return np.where(u < 1, ((a + 2) * u - (a + 3)) * u * u + 1,
+                        np.where(u < 2, (((u - 5) * u + 8) * u - 4) * a, f32(0)))
+    centre = s * (np.arange(out_size, dtype=f32) + f32(0.5))
+    lo = np.maximum((centre - support + f32(0.5)).astype(np.int64), 0)
+    count = np.minimum((centre + support + f32(0.5)).astype(np.int64), n) - lo
+    width = max(int(count.max()), 1)
+    j = np.arange(width)
+    w = filt(((j[None, :] + lo[:, None]).astype(f32) - centre[:, None] + f32(0.5)) * inv).astype(f32)
+    w = np.where(j[None, :] < count[:, None], w, f32(0))
+    total = w.sum(1, keepdims=True, dtype=f32)
+    w = np.where(total != 0, w / np.where(total != 0, total, f32(1)), w)
+    return np.minimum(lo[:, None] + j[None, :], n - 1), w
+
+
+def _resample_dim(x, dim, out_size, scale, mode, align_corners, antialias=False):
     n = x.shape[dim]
+    if antialias:
+        taps, weights = _antialias_taps(n, out_size, scale, mode, align_corners)
+        return _weighted_taps(x, dim, taps, weights)
     if mode in ("nearest", "nearest-exact"):
         s = np.float32(_source_scale(n, out_size, scale, False))
         j = np.arange(out_size, dtype=np.float32)
@@ -1475,14 +1507,15 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     factor is given), ``"nearest-exact"`` (pixel centres), ``"linear"`` (3-D), ``"bilinear"``
     and ``"bicubic"`` (4-D, cubic convolution with a = -0.75) and ``"trilinear"`` (5-D), all
     with ``align_corners`` False (the default: pixel centres, edges clamped) or True (corner
-    pixels aligned), and ``"area"`` (adaptive average pooling). Differentiable: each dimension
-    is gathered with index_select and weighted."""
+    pixels aligned), and ``"area"`` (adaptive average pooling). With ``antialias`` (bilinear and
+    bicubic) the filter is widened by the downsampling factor, as PIL's and PyTorch's.
+    Differentiable: each dimension is gathered with index_select and weighted."""
     _check(input, "input")
     if mode not in _INTERPOLATE_MODES:
         raise NotImplementedError(f"interpolate: mode {mode!r} is not supported; the supported modes are "
                                   f"{', '.join(repr(m) for m in _INTERPOLATE_MODES)}")
-    if antialias:
-        raise NotImplementedError("interpolate: antialias=True is not supported")
+    if antialias and mode not in ("bilinear", "bicubic"):
+        raise ValueError(f"interpolate: antialias=True needs mode 'bilinear' or 'bicubic', got {mode!r}")
     if input.ndim not in (3, 4, 5):
         raise ValueError(f"interpolate: expected a 3-D [N, C, L], 4-D [N, C, H, W] or 5-D [N, C, D, H, W] input, "
                          f"got shape {tuple(input.shape)}")
@@ -1525,9 +1558,9 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         return _adaptive(input, k, tuple(sizes), "interpolate", False)
     x = input
     for d in range(k):
-        if sizes[d] == in_sizes[d] and scales[d] in (None, 1.0) and mode != "bicubic":
+        if sizes[d] == in_sizes[d] and scales[d] in (None, 1.0) and mode != "bicubic" and not antialias:
             continue
-        x = _resample_dim(x, 2 + d, sizes[d], scales[d], mode, align)
+        x = _resample_dim(x, 2 + d, sizes[d], scales[d], mode, align, bool(antialias))
     return x
 
 
