@@ -551,7 +551,14 @@ def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
                return_indices: bool = False):
     """The max over each window of [N, C, L] or [C, L] input (padding counts as -inf); with
     ``return_indices`` also the index of each max within L."""
-    return _max_pool(input, 1, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool1d")
+    if return_indices:
+        return _max_pool(input, 1, kernel_size, stride, padding, dilation, ceil_mode, True, "max_pool1d")
+    # The 2-D kernel over a height of one (checked first, for 1-D messages).
+    x, unbatched, kernel, strides, pads, dil, _ = _pool_args(input, 1, kernel_size, stride, padding, dilation,
+                                                             ceil_mode, "max_pool1d")
+    x2 = x.unsqueeze(2)  # kept alive across the call
+    y = Tensor._wrap(_C.max_pool2d(x2._h, (1, *kernel, 1, *strides, 0, *pads, 1, *dil), bool(ceil_mode))).squeeze(2)
+    return y.squeeze(0) if unbatched else y
 
 
 def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
@@ -577,7 +584,12 @@ def max_pool3d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
 def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True) -> Tensor:
     """The mean over each window of [N, C, L] or [C, L] input, with PyTorch's divisor rules."""
-    return _avg_pool(input, 1, kernel_size, stride, padding, ceil_mode, count_include_pad, None, "avg_pool1d")
+    x, unbatched, kernel, strides, pads, _, _ = _pool_args(input, 1, kernel_size, stride, padding, 1, ceil_mode,
+                                                           "avg_pool1d", avg=True)
+    x2 = x.unsqueeze(2)  # the 2-D kernel over a height of one; kept alive across the call
+    y = Tensor._wrap(_C.avg_pool2d(x2._h, (1, *kernel, 1, *strides, 0, *pads), bool(ceil_mode),
+                                   bool(count_include_pad), 0)).squeeze(2)
+    return y.squeeze(0) if unbatched else y
 
 
 def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
@@ -904,6 +916,12 @@ def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_w
     return Tensor._wrap(o), (Tensor._wrap(w) if need_weights else None)
 
 
+def _repeat_heads(t, r):
+    """Each head (dimension -3) repeated ``r`` times in place, as repeat_interleave."""
+    index = _creation.tensor(np.repeat(np.arange(t.shape[-3]), r).tolist(), dtype=_int64, device=t.device)
+    return t.index_select(t.ndim - 3, index)
+
+
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale=None, enable_gqa: bool = False) -> Tensor:
     """softmax(q·kᵀ·scale + mask)·v over the last two dimensions. A bool ``attn_mask`` is True
@@ -919,8 +937,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
             if hk == 0 or hv == 0 or hq % hk or hq % hv:
                 raise RuntimeError(f"scaled_dot_product_attention: with enable_gqa the query's {hq} heads must be a "
                                    f"multiple of the key's {hk} and the value's {hv}")
-            key = key.repeat_interleave(hq // hk, dim=-3) if hk != hq else key
-            value = value.repeat_interleave(hq // hv, dim=-3) if hv != hq else value
+            key = _repeat_heads(key, hq // hk) if hk != hq else key
+            value = _repeat_heads(value, hq // hv) if hv != hq else value
     return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, False)[0]
 
 
