@@ -223,7 +223,7 @@ def _windows(x, specs, fill):
     for d, (pos, ok) in enumerate(specs):
         src = np.clip(pos, 0, sizes[d] - 1) if sizes[d] else np.zeros_like(pos)
         dim = 2 + 2 * d
-        x = x.index_select(dim, _creation.tensor(src.reshape(-1).tolist(), dtype=_int64, device=x.device))
+        x = x.index_select(dim, _creation.tensor(np.ascontiguousarray(src.reshape(-1), np.int64), dtype=_int64, device=x.device))
         x = x.unflatten(dim, pos.shape)
         valid = valid[..., None, None] & ok
         flat = flat[..., None, None] * sizes[d] + src
@@ -883,9 +883,9 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
     keep = np.nonzero(inside)[0]
     src = x.reshape(nb, c, taps * l)
     if len(keep) != taps * l:
-        src = src.index_select(2, _creation.tensor(keep.tolist(), dtype=_int64, device=x.device))
+        src = src.index_select(2, _creation.tensor(keep.astype(np.int64), dtype=_int64, device=x.device))
     y = _creation.zeros((nb, c, outs[0] * outs[1]), dtype=x.dtype, device=x.device)
-    y = y.index_add(2, _creation.tensor(target[keep].tolist(), dtype=_int64, device=x.device), src)
+    y = y.index_add(2, _creation.tensor(target[keep].astype(np.int64), dtype=_int64, device=x.device), src)
     y = y.reshape(nb, c, *outs)
     return y.squeeze(0) if unbatched else y
 
@@ -918,7 +918,7 @@ def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_w
 
 def _repeat_heads(t, r):
     """Each head (dimension -3) repeated ``r`` times in place, as repeat_interleave."""
-    index = _creation.tensor(np.repeat(np.arange(t.shape[-3]), r).tolist(), dtype=_int64, device=t.device)
+    index = _creation.tensor(np.repeat(np.arange(t.shape[-3], dtype=np.int64), r), dtype=_int64, device=t.device)
     return t.index_select(t.ndim - 3, index)
 
 
@@ -1434,7 +1434,7 @@ def _weighted_taps(x, dim, taps, weights):
     shape = [taps.shape[0]] + [1] * (x.ndim - 1 - (dim % x.ndim))
     out = None
     for t in range(taps.shape[1]):
-        part = x.index_select(dim, _creation.tensor(taps[:, t].tolist(), dtype=_int64, device=x.device))
+        part = x.index_select(dim, _creation.tensor(np.ascontiguousarray(taps[:, t], np.int64), dtype=_int64, device=x.device))
         w = _creation.tensor(weights[:, t].astype(np.float32).reshape(shape), device=x.device).to(x.dtype)
         out = part * w if out is None else out + part * w
     return out
@@ -1496,7 +1496,7 @@ def _resample_dim(x, dim, out_size, scale, mode, align_corners, antialias=False)
             return x
         if mode == "nearest" and out_size == 2 * n:
             idx = np.arange(out_size) // 2
-        return x.index_select(dim, _creation.tensor(idx.tolist(), dtype=_int64, device=x.device))
+        return x.index_select(dim, _creation.tensor(np.ascontiguousarray(idx, np.int64), dtype=_int64, device=x.device))
     if mode == "bicubic":
         # In float32, as PyTorch's kernel: the source position is not clamped at 0 (the taps are).
         s = np.float32(_source_scale(n, out_size, scale, align_corners))
