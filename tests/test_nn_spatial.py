@@ -939,3 +939,18 @@ def test_interpolate_antialias(mode, size, align):
                 arr(1, 1, 5, 7))
     with pytest.raises(ValueError, match="antialias"):
         F.interpolate(T(x), size=size, mode="nearest", antialias=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_composed_convolutions_follow_conv2d_under_autocast(device):
+    x, w, wt, b = arr(1, 2, 4, 4, 4), arr(3, 2, 2, 2, 2), arr(3, 2, 2, 2, 2), arr(3)
+    with lucid.amp.autocast(device):
+        y2 = F.conv2d(T(x[:, :, 0], device=device), T(w[:, :, 0], device=device), T(b, device=device))
+        y3 = F.conv3d(T(x, device=device), T(w, device=device), T(b, device=device))
+        # A lower-precision activation meets a float32 weight: autocast casts, as PyTorch's.
+        z = F.conv_transpose3d(y3, T(wt, device=device))
+    assert y3.dtype == y2.dtype and z.dtype == y2.dtype
+    tol = 1e-4 if y3.dtype == lucid.float32 else 2e-2
+    close(y3.cpu().float(), np_conv(x, w, b, (1,) * 3, (0,) * 3, (1,) * 3, 1), tol * 5)
+    with pytest.raises(RuntimeError, match="one dtype"):
+        F.conv3d(T(x, device=device).half(), T(w, device=device))

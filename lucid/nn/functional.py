@@ -14,7 +14,7 @@ from .._ops import creation as _creation, shape as _shape, writes
 from .._ops.elementwise import unary_functions
 from .._grad_mode import no_grad
 from .._tensor import Tensor
-from .._types import as_index, bool_ as _bool, float32, int64 as _int64
+from .._types import _DEVICE_CODES, as_index, bool_ as _bool, float32, int64 as _int64
 
 _REDUCTIONS = _C.codes("lucid_reduction", "LUCID_REDUCTION_")
 
@@ -382,7 +382,9 @@ def _conv_check(x, weight, bias, k, groups, fn, transposed=False):
         _check(bias, "bias")
     if weight.ndim != k + 2:
         raise RuntimeError(f"{fn}: expected a {k + 2}-D weight, got shape {tuple(weight.shape)}")
-    if x.dtype != weight.dtype or (bias is not None and bias.dtype != weight.dtype):
+    dtypes = {x.dtype, weight.dtype} | ({bias.dtype} if bias is not None else set())
+    # Under autocast the product takes mixed float dtypes (it casts them), as PyTorch's conv.
+    if len(dtypes) > 1 and not (_autocasting(x) and all(t.is_floating_point() for t in (x, weight))):
         raise RuntimeError(f"{fn}: input ({x.dtype}), weight ({weight.dtype})"
                            + (f" and bias ({bias.dtype})" if bias is not None else "") + " must have one dtype")
     if groups <= 0:
@@ -395,6 +397,11 @@ def _conv_check(x, weight, bias, k, groups, fn, transposed=False):
     out_channels = weight.shape[1] * groups if transposed else weight.shape[0]
     if bias is not None and tuple(bias.shape) != (out_channels,):
         raise RuntimeError(f"{fn}: expected a bias of shape ({out_channels},), got {tuple(bias.shape)}")
+
+
+def _autocasting(t):
+    """Whether autocast is on for ``t``'s device on this thread (the engine's state)."""
+    return _C.autocast_is_enabled(_DEVICE_CODES.get(str(t.device), -1)) != 0
 
 
 def _conv_windows(x, weight, bias, specs, groups):
@@ -411,7 +418,7 @@ def _conv_windows(x, weight, bias, specs, groups):
     wm = weight.reshape(groups, o // groups, c // groups * taps).transpose(1, 2)
     y = cols.matmul(wm).permute(0, 1, 3, 2).reshape(n, o, *out_sizes)
     if bias is not None:
-        y = y + bias.reshape(o, *([1] * k))
+        y = y + bias.reshape(o, *([1] * k)).to(y.dtype)  # the product's dtype, also under autocast
     return y
 
 
