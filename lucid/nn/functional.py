@@ -573,8 +573,11 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
     """The max over each window (padding counts as -inf); with ``return_indices`` also the flat
     index of each max within its H x W plane."""
     _check(input, "input")
-    if return_indices or input.ndim == 3:
-        return _max_pool(input, 2, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool2d")
+    if return_indices or input.ndim != 4:
+        if return_indices or input.ndim != 3:
+            return _max_pool(input, 2, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
+                             "max_pool2d")
+        return max_pool2d(input.unsqueeze(0), kernel_size, stride, padding, dilation, ceil_mode).squeeze(0)
     k = _ntuple(kernel_size, 2, "kernel_size", "max_pool2d")
     s = k if stride is None or stride == [] or stride == () else _ntuple(stride, 2, "stride", "max_pool2d")
     params = (*k, *s, *_ntuple(padding, 2, "padding", "max_pool2d"), *_ntuple(dilation, 2, "dilation", "max_pool2d"))
@@ -603,7 +606,10 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
                count_include_pad: bool = True, divisor_override=None) -> Tensor:
     """The mean over each window, with PyTorch's divisor rules."""
     _check(input, "input")
-    if input.ndim == 3 or (divisor_override is not None and as_index(divisor_override) < 0):
+    if input.ndim == 3 and (divisor_override is None or as_index(divisor_override) > 0):
+        return avg_pool2d(input.unsqueeze(0), kernel_size, stride, padding, ceil_mode, count_include_pad,
+                          divisor_override).squeeze(0)
+    if input.ndim != 4 or (divisor_override is not None and as_index(divisor_override) < 0):
         return _avg_pool(input, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
                          "avg_pool2d")
     k = _ntuple(kernel_size, 2, "kernel_size", "avg_pool2d")
