@@ -439,8 +439,46 @@ def _conv_nd(input, weight, bias, stride, padding, dilation, groups, k, fn):
             raise RuntimeError(f"{fn}: the kernel of size {kernel} (dilation {dil}) is larger than the padded input "
                                f"of shape {tuple(input.shape)}")
         specs.append(_sliding(n, o, kk, s, pl, d))
-    y = _conv_windows(x, weight, bias, specs, groups)
+    y = None
+    if k == 3 and x.numel() and weight.numel():
+        y = _conv3d_by_planes(x, weight, bias, specs[0], strides, left, right, dil, groups)
+    if y is None:
+        y = _conv_windows(x, weight, bias, specs, groups)
     return y.squeeze(0) if unbatched else y
+
+
+def _conv3d_by_planes(x, weight, bias, depth, strides, left, right, dil, groups):
+    """conv3d as a sum over the kernel's depth taps of the engine's conv2d, each over the input
+    planes that tap reads (output depths folded into the batch); None when no tap reads the
+    input (the window product then gives the zeros)."""
+    n, c = x.shape[0], x.shape[1]
+    o = weight.shape[0]
+    pos, ok = depth
+    if (left[1], left[2]) != (right[1], right[2]):  # 'same' with an odd total: pad first
+        x = pad(x, (left[2], right[2], left[1], right[1]))
+        plane_pad = (0, 0)
+    else:
+        plane_pad = (left[1], left[2])
+    do = pos.shape[0]
+    h, w = x.shape[3], x.shape[4]
+    out = None
+    for t in range(pos.shape[1]):
+        if not ok[:, t].any():
+            continue
+        index = _creation.tensor(np.clip(pos[:, t], 0, x.shape[2] - 1).astype(np.int64), dtype=_int64,
+                                 device=x.device)
+        planes = x.index_select(2, index)
+        if not ok[:, t].all():
+            planes = planes.where(_creation.tensor(ok[:, t].reshape(1, 1, do, 1, 1), device=x.device), 0.0)
+        planes = planes.transpose(1, 2).reshape(n * do, c, h, w)
+        y = conv2d(planes, weight.select(2, t).contiguous(), None, strides[1:], plane_pad, dil[1:], groups)
+        out = y if out is None else out + y
+    if out is None:
+        return None
+    out = out.reshape(n, do, o, out.shape[2], out.shape[3]).transpose(1, 2)
+    if bias is not None:
+        out = out + bias.reshape(o, 1, 1, 1).to(out.dtype)
+    return out
 
 
 def _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups, dilation, k, fn):
