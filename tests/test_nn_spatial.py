@@ -954,3 +954,46 @@ def test_composed_convolutions_follow_conv2d_under_autocast(device):
     close(y3.cpu().float(), np_conv(x, w, b, (1,) * 3, (0,) * 3, (1,) * 3, 1), tol * 5)
     with pytest.raises(RuntimeError, match="one dtype"):
         F.conv3d(T(x, device=device).half(), T(w, device=device))
+
+
+# ---- embedding -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("max_norm,norm_type", [(1.0, 2.0), (1.5, 1.0), (0.5, 3.0)])
+def test_embedding_max_norm_rescales_the_rows_looked_up(max_norm, norm_type):
+    w = arr(6, 3) * 2
+    idx = np.array([[0, 2, 2], [5, 2, 1]])
+    want_w = w.astype(np.float64).copy()
+    for r in np.unique(idx):
+        norm = (np.abs(want_w[r]) ** norm_type).sum() ** (1 / norm_type)
+        if norm > max_norm:
+            want_w[r] *= max_norm / (norm + 1e-7)
+    weight = T(w)
+    out = F.embedding(lucid.tensor(idx), weight, max_norm=max_norm, norm_type=norm_type)
+    close(weight, want_w, 1e-5)  # in place, rows 3 and 4 untouched
+    close(out, want_w[idx], 1e-5)
+    layer = nn.Embedding(6, 3, max_norm=max_norm, norm_type=norm_type, _weight=T(w))
+    close(layer(lucid.tensor(idx)), want_w[idx], 1e-5)
+
+
+def test_embedding_scale_grad_by_freq_and_padding():
+    w = arr(5, 2)
+    idx = np.array([[1, 1, 3], [1, 4, 0]])
+    g = arr(2, 3, 2)
+    weight = T(w).requires_grad_()
+    out = F.embedding(lucid.tensor(idx), weight, padding_idx=-1, scale_grad_by_freq=True)
+    close(out, w[idx])
+    (out * T(g)).sum().backward()
+    want = np.zeros((5, 2))
+    counts = np.bincount(idx.reshape(-1), minlength=5)
+    for pos in np.ndindex(idx.shape):
+        want[idx[pos]] += g[pos] / counts[idx[pos]]
+    want[4] = 0  # padding_idx -1 is row 4
+    close(weight.grad, want)
+    frozen = nn.Embedding(5, 2, _weight=T(w), _freeze=True)
+    assert not frozen.weight.requires_grad
+    with pytest.raises(NotImplementedError, match="sparse"):
+        F.embedding(lucid.tensor(idx), T(w), sparse=True)
+    with pytest.raises(ValueError, match="padding_idx"):
+        F.embedding(lucid.tensor(idx), T(w), padding_idx=5)
+    with pytest.raises(ValueError, match="_weight"):
+        nn.Embedding(5, 3, _weight=T(w))

@@ -1150,11 +1150,49 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     return x.reshape(*batch, c * r * r, hr // r, wr // r)
 
 
-def embedding(input: Tensor, weight: Tensor, padding_idx=None) -> Tensor:
-    """Rows of ``weight`` at the integer ``input``; the ``padding_idx`` row gets no gradient."""
+def _embedding_renorm_(weight, input, max_norm, norm_type):
+    """Rescales, in place, the rows of ``weight`` that ``input`` looks up whose ``norm_type``-norm
+    exceeds ``max_norm`` to that norm (PyTorch's embedding_renorm_)."""
+    with no_grad():
+        rows = np.unique(input.detach().cpu().numpy().reshape(-1))
+        if rows.size == 0:
+            return
+        index = _creation.tensor(rows.astype(np.int64), dtype=_int64, device=weight.device)
+        picked = weight.index_select(0, index)
+        norms = picked.abs().pow(norm_type).sum(1, keepdim=True).pow(1.0 / norm_type)
+        scale = (float(max_norm) / (norms + 1e-7)).where(norms > float(max_norm), 1.0)
+        weight.index_put_((index,), picked * scale.to(picked.dtype))
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """Rows of ``weight`` at the integer ``input``; the ``padding_idx`` row gets no gradient.
+    With ``max_norm`` the looked-up rows whose ``norm_type``-norm exceeds it are first rescaled
+    to it, in place; with ``scale_grad_by_freq`` each row's gradient is divided by how often
+    the input names it."""
     _check(input, "input")
     _check(weight, "weight")
-    return Tensor._wrap(_C.embedding(weight._h, input._h, padding_idx is not None, 0 if padding_idx is None else as_index(padding_idx)))
+    if sparse:
+        raise NotImplementedError("embedding: sparse=True (sparse gradients) is not supported")
+    if padding_idx is not None:
+        padding_idx = as_index(padding_idx)
+        if not -weight.shape[0] <= padding_idx < weight.shape[0]:
+            raise ValueError(f"embedding: padding_idx {padding_idx} must be within num_embeddings "
+                             f"({weight.shape[0]})")
+        padding_idx %= weight.shape[0]
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, _float(max_norm, "max_norm", "embedding"),
+                           _float(norm_type, "norm_type", "embedding"))
+    out = Tensor._wrap(_C.embedding(weight._h, input._h, padding_idx is not None,
+                                    0 if padding_idx is None else padding_idx))
+    if scale_grad_by_freq and out.requires_grad:
+        ids = input.detach().cpu().numpy().astype(np.int64)
+        counts = np.bincount(ids.reshape(-1) % max(weight.shape[0], 1), minlength=weight.shape[0])
+        share = (1.0 / np.maximum(counts[ids % max(weight.shape[0], 1)], 1)).astype(np.float32)[..., None]
+        scaled = out * _creation.tensor(share, device=out.device).to(out.dtype)
+        # The value stays the row; the gradient is the scaled one.
+        out = scaled + (out - scaled).detach()
+    return out
 
 
 # ---- losses (float32 under autocast) -------------------------------------------------------

@@ -13,10 +13,13 @@ from .._types import as_index
 
 
 class Embedding(Module):
-    """A lookup table of ``num_embeddings`` vectors of size ``embedding_dim``, drawn from N(0, 1);
-    the ``padding_idx`` row starts at zero and receives no gradient."""
+    """A lookup table of ``num_embeddings`` vectors of size ``embedding_dim``, drawn from N(0, 1)
+    (or ``_weight``); the ``padding_idx`` row starts at zero and receives no gradient. See
+    ``functional.embedding`` for ``max_norm``, ``norm_type`` and ``scale_grad_by_freq``;
+    ``_freeze`` makes the weight not require grad."""
 
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, device="cpu", dtype=None):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device="cpu", dtype=None):
         super().__init__()
         self.num_embeddings, self.embedding_dim = as_index(num_embeddings), as_index(embedding_dim)
         if padding_idx is not None:
@@ -24,20 +27,33 @@ class Embedding(Module):
             if not -self.num_embeddings <= padding_idx < self.num_embeddings:
                 raise ValueError(f"padding_idx {padding_idx} must be within num_embeddings ({num_embeddings})")
             padding_idx %= self.num_embeddings
+        if sparse:
+            raise NotImplementedError("Embedding: sparse=True (sparse gradients) is not supported")
         self.padding_idx = padding_idx
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = bool(scale_grad_by_freq), False
+        if _weight is not None:
+            if tuple(_weight.shape) != (self.num_embeddings, self.embedding_dim):
+                raise ValueError(f"Embedding: _weight must have shape ({self.num_embeddings}, "
+                                 f"{self.embedding_dim}), got {tuple(_weight.shape)}")
+            self.weight = Parameter(_weight.detach(), requires_grad=not _freeze)
+            return
         w = _creation.randn(self.num_embeddings, self.embedding_dim)
         if padding_idx is not None:
             with _grad_mode.no_grad():
                 rows = _creation.arange(self.num_embeddings).reshape(-1, 1)
                 w = w.masked_fill(rows == padding_idx, 0.0)
-        self.weight = Parameter(w.to(float32 if dtype is None else check_dtype(dtype)).to(device))
+        self.weight = Parameter(w.to(float32 if dtype is None else check_dtype(dtype)).to(device or "cpu"),
+                                requires_grad=not _freeze)
 
     def forward(self, x):
-        return F.embedding(x, self.weight, self.padding_idx)
+        return F.embedding(x, self.weight, self.padding_idx, self.max_norm, self.norm_type, self.scale_grad_by_freq)
 
     def extra_repr(self):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
-        return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+        s += f", padding_idx={self.padding_idx}" if self.padding_idx is not None else ""
+        s += f", max_norm={self.max_norm}" if self.max_norm is not None else ""
+        return s + (", scale_grad_by_freq=True" if self.scale_grad_by_freq else "")
 
 
 class EmbeddingBag(Module):
