@@ -142,7 +142,8 @@ def np_adaptive(x, outs, kind):
 
 # ---- convolution ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("stride,pad,dil,groups", [(1, 0, 1, 1), (2, 1, 1, 1), (1, 2, 2, 2), ((1, 2, 1), (1, 0, 2), 1, 2)])
+@pytest.mark.parametrize("stride,pad,dil,groups", [(1, 0, 1, 1), (2, 1, 1, 1), (1, 2, 2, 2),
+                                                 ((1, 2, 1), (1, 0, 2), 1, 2)])
 def test_conv3d_matches_numpy_and_gradients(stride, pad, dil, groups):
     x, w, b = arr(2, 4, 5, 6, 5), arr(6, 4 // groups, 2, 3, 2), arr(6)
     st, pd, dl = ((v,) * 3 if isinstance(v, int) else v for v in (stride, pad, dil))

@@ -223,7 +223,8 @@ def _windows(x, specs, fill):
     for d, (pos, ok) in enumerate(specs):
         src = np.clip(pos, 0, sizes[d] - 1) if sizes[d] else np.zeros_like(pos)
         dim = 2 + 2 * d
-        x = x.index_select(dim, _creation.tensor(np.ascontiguousarray(src.reshape(-1), np.int64), dtype=_int64, device=x.device))
+        index = _creation.tensor(np.ascontiguousarray(src.reshape(-1), np.int64), dtype=_int64, device=x.device)
+        x = x.index_select(dim, index)
         x = x.unflatten(dim, pos.shape)
         valid = valid[..., None, None] & ok
         flat = flat[..., None, None] * sizes[d] + src
@@ -1523,7 +1524,8 @@ def _weighted_taps(x, dim, taps, weights):
     shape = [taps.shape[0]] + [1] * (x.ndim - 1 - (dim % x.ndim))
     out = None
     for t in range(taps.shape[1]):
-        part = x.index_select(dim, _creation.tensor(np.ascontiguousarray(taps[:, t], np.int64), dtype=_int64, device=x.device))
+        index = _creation.tensor(np.ascontiguousarray(taps[:, t], np.int64), dtype=_int64, device=x.device)
+        part = x.index_select(dim, index)
         w = _creation.tensor(weights[:, t].astype(np.float32).reshape(shape), device=x.device).to(x.dtype)
         out = part * w if out is None else out + part * w
     return out
