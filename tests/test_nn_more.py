@@ -667,8 +667,10 @@ def test_embedding_bag_errors():
         F.embedding_bag(T(np.array([0, 5])), w, T(np.array([0])))
     with pytest.raises(NotImplementedError, match="per_sample_weights"):
         F.embedding_bag(T(np.array([0, 1])), w, T(np.array([0])), mode="mean", per_sample_weights=T(arr(2)))
-    with pytest.raises(NotImplementedError, match="max_norm"):
-        nn.EmbeddingBag(5, 2, max_norm=1.0)
+    with pytest.raises(NotImplementedError, match="sparse"):
+        nn.EmbeddingBag(5, 2, sparse=True)
+    with pytest.raises(ValueError, match="max mode"):
+        F.embedding_bag(T(np.array([0, 1])), w, T(np.array([0])), mode="max", scale_grad_by_freq=True)
     with pytest.raises(ValueError, match="mode"):
         nn.EmbeddingBag(5, 2, mode="min")
 

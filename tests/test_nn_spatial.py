@@ -998,3 +998,34 @@ def test_embedding_scale_grad_by_freq_and_padding():
         F.embedding(lucid.tensor(idx), T(w), padding_idx=5)
     with pytest.raises(ValueError, match="_weight"):
         nn.Embedding(5, 3, _weight=T(w))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_max_norm_and_scale_grad_by_freq(mode):
+    w = arr(6, 3) * 2
+    idx, offs = np.array([0, 2, 2, 5, 2, 1, 3]), np.array([0, 3, 5])
+    bags = np.split(idx, offs[1:])
+    renormed = w.astype(np.float64).copy()
+    for r in np.unique(idx):
+        norm = np.sqrt((renormed[r] ** 2).sum())
+        if norm > 1.0:
+            renormed[r] *= 1.0 / (norm + 1e-7)
+    reduce = {"sum": np.sum, "mean": np.mean, "max": np.max}[mode]
+    weight = T(w)
+    out = F.embedding_bag(lucid.tensor(idx), weight, lucid.tensor(offs), max_norm=1.0, mode=mode)
+    close(out, np.stack([reduce(renormed[b], 0) for b in bags]), 1e-5)
+    close(weight, renormed, 1e-5)
+    layer = nn.EmbeddingBag(6, 3, max_norm=1.0, mode=mode, _weight=T(w))
+    close(layer(lucid.tensor(idx), lucid.tensor(offs)), np.stack([reduce(renormed[b], 0) for b in bags]), 1e-5)
+    if mode == "max":
+        return
+    weight = T(w).requires_grad_()
+    out = F.embedding_bag(lucid.tensor(idx), weight, lucid.tensor(offs), mode=mode, scale_grad_by_freq=True)
+    g = arr(*out.shape)
+    (out * T(g)).sum().backward()
+    counts = np.bincount(idx, minlength=6)
+    want = np.zeros((6, 3))
+    for bag, gb in zip(bags, g):
+        for i in bag:
+            want[i] += gb / (len(bag) if mode == "mean" else 1) / counts[i]
+    close(weight.grad, want)

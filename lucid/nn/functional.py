@@ -1951,14 +1951,17 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, no
     ``[B, L]``, or the runs of a 1-D ``input`` starting at ``offsets`` (with
     ``include_last_offset`` the last offset is the end of the last bag). An empty bag gives
     zeros; entries equal to ``padding_idx`` are left out (and not counted by the mean).
-    ``per_sample_weights`` (mode "sum" only) weight each entry. ``max_norm``,
-    ``scale_grad_by_freq`` and ``sparse`` are not supported."""
+    ``per_sample_weights`` (mode "sum" only) weight each entry. ``max_norm`` rescales the rows
+    looked up in place first and ``scale_grad_by_freq`` divides each row's gradient by how
+    often the input names it, as in :func:`embedding`; ``sparse`` is not supported."""
     _check(input, "input")
     _check(weight, "weight")
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"embedding_bag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding_bag: max_norm, scale_grad_by_freq and sparse are not supported")
+    if sparse:
+        raise NotImplementedError("embedding_bag: sparse=True (sparse gradients) is not supported")
+    if scale_grad_by_freq and mode == "max":
+        raise ValueError("embedding_bag: max mode does not support scaling the gradient by the frequency")
     if weight.ndim != 2:
         raise ValueError(f"embedding_bag: weight must be 2-D, got shape {tuple(weight.shape)}")
     if input.dtype.is_floating_point:
@@ -2009,7 +2012,15 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, no
             raise ValueError(f"embedding_bag: padding_idx {padding_idx} must be within num_embeddings ({n_rows})")
         padding_idx %= n_rows
     keep = np.ones(len(flat_idx), bool) if padding_idx is None else flat_idx != padding_idx
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, _float(max_norm, "max_norm", "embedding_bag"),
+                           _float(norm_type, "norm_type", "embedding_bag"))
     rows = weight.index_select(0, flat.reshape(-1).to(_int64))  # [n, D]
+    if scale_grad_by_freq and rows.requires_grad:
+        counts = np.bincount(flat_idx, minlength=n_rows)
+        share = (1.0 / np.maximum(counts[flat_idx], 1)).astype(np.float32)[:, None]
+        scaled = rows * _creation.tensor(share, device=rows.device).to(rows.dtype)
+        rows = scaled + (rows - scaled).detach()  # the rows as values, the scaled gradient
     nb = len(starts)
     if mode == "max":
         out = []
