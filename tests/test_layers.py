@@ -950,8 +950,9 @@ def test_pool_and_activation_modules():
     np.testing.assert_allclose(nn.LogSoftmax(dim=-1)(x).exp().numpy().sum(-1), 1, rtol=1e-6)
     with pytest.raises(ValueError, match="needs a dim"):
         nn.Softmax()(x)
-    with pytest.raises(NotImplementedError):
-        nn.MaxPool2d(2, return_indices=True)
+    values, indices = nn.MaxPool2d(2, return_indices=True)(x)
+    np.testing.assert_array_equal(values.numpy(), F.max_pool2d(x, 2).numpy())
+    assert indices.dtype == lucid.int64 and indices.shape == values.shape
 
 
 def test_loss_modules_match_functional():

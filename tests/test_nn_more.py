@@ -491,9 +491,9 @@ def test_interpolate_gradients(kw):
 def test_interpolate_errors():
     x = T(arr(1, 2, 4, 4))
     with pytest.raises(NotImplementedError, match="'nearest', 'nearest-exact', 'linear', 'bilinear'"):
-        F.interpolate(x, scale_factor=2, mode="bicubic")
-    with pytest.raises(NotImplementedError, match="supported modes"):
-        F.interpolate(x, scale_factor=2, mode="area")
+        F.interpolate(x, scale_factor=2, mode="lanczos")
+    with pytest.raises(ValueError, match="antialias"):
+        F.interpolate(x, scale_factor=2, mode="nearest", antialias=True)
     with pytest.raises(ValueError, match="exactly one"):
         F.interpolate(x)
     with pytest.raises(ValueError, match="exactly one"):
@@ -504,8 +504,8 @@ def test_interpolate_errors():
         F.interpolate(T(arr(1, 2, 4)), scale_factor=2, mode="bilinear")
     with pytest.raises(ValueError, match="3-D"):
         F.interpolate(x, scale_factor=2, mode="linear")
-    with pytest.raises(NotImplementedError, match="3-D"):
-        F.interpolate(T(arr(1, 2, 2, 2, 2)), scale_factor=2)
+    with pytest.raises(ValueError, match="3-D"):
+        F.interpolate(T(arr(1, 2, 2, 2, 2, 2)), scale_factor=2)
     with pytest.raises(ValueError, match="2 element"):
         F.interpolate(x, size=(2, 3, 4))
     with pytest.raises(ValueError, match="positive"):
@@ -667,8 +667,10 @@ def test_embedding_bag_errors():
         F.embedding_bag(T(np.array([0, 5])), w, T(np.array([0])))
     with pytest.raises(NotImplementedError, match="per_sample_weights"):
         F.embedding_bag(T(np.array([0, 1])), w, T(np.array([0])), mode="mean", per_sample_weights=T(arr(2)))
-    with pytest.raises(NotImplementedError, match="max_norm"):
-        nn.EmbeddingBag(5, 2, max_norm=1.0)
+    with pytest.raises(NotImplementedError, match="sparse"):
+        nn.EmbeddingBag(5, 2, sparse=True)
+    with pytest.raises(ValueError, match="max mode"):
+        F.embedding_bag(T(np.array([0, 1])), w, T(np.array([0])), mode="max", scale_grad_by_freq=True)
     with pytest.raises(ValueError, match="mode"):
         nn.EmbeddingBag(5, 2, mode="min")
 

@@ -323,3 +323,74 @@ def test_lower_precision_lstm_gradients_follow_float32s(device, dt):
     for g32, g16 in zip(*grads):
         scale = np.abs(g32).max()
         assert np.abs(g16 - g32).max() <= tol * scale, (np.abs(g16 - g32).max(), scale)
+
+
+def lstm_projected_ref(m, x, h0, c0):
+    """An LSTM with proj_size in float64: each step's h = weight_hr (o * tanh(c))."""
+    p = {k: v.numpy().astype(np.float64) for k, v in m.state_dict().items()}
+    D = 2 if m.bidirectional else 1
+    T = x.shape[0]
+    inp, hs, cs = x.astype(np.float64), [], []
+    for layer in range(m.num_layers):
+        outs = []
+        for d in range(D):
+            sfx = "_reverse" if d else ""
+            w = [p.get(f"{n}_l{layer}{sfx}", 0.0) for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+            w_hr = p[f"weight_hr_l{layer}{sfx}"]
+            k = layer * D + d
+            h, c = h0[k], c0[k]
+            seq = [None] * T
+            for t in (range(T) if d == 0 else range(T - 1, -1, -1)):
+                out, (_, c) = cell_ref("LSTM", inp[t], (h, c), *w)
+                h = out @ w_hr.T
+                seq[t] = h
+            outs.append(np.stack(seq))
+            hs.append(h)
+            cs.append(c)
+        inp = np.concatenate(outs, -1)
+    return inp, np.stack(hs), np.stack(cs)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(num_layers=2, bidirectional=True), dict(num_layers=2, bias=False)])
+def test_lstm_with_a_projection(kw):
+    lucid.manual_seed(5)
+    m = nn.LSTM(3, 5, proj_size=2, **kw)
+    D, L = (2 if m.bidirectional else 1), m.num_layers
+    assert m.weight_hr_l0.shape == (2, 5) and m.weight_hh_l0.shape == (20, 2)
+    if L > 1:
+        assert m.weight_ih_l1.shape == (20, 2 * D)
+    x = rng.standard_normal((4, 2, 3)).astype(np.float32)
+    h0 = rng.standard_normal((L * D, 2, 2)).astype(np.float32)
+    c0 = rng.standard_normal((L * D, 2, 5)).astype(np.float32)
+    out, (h, c) = m(lucid.tensor(x), (lucid.tensor(h0), lucid.tensor(c0)))
+    want, h_n, c_n = lstm_projected_ref(m, x, h0, c0)
+    assert out.shape == (4, 2, 2 * D) and h.shape == (L * D, 2, 2) and c.shape == (L * D, 2, 5)
+    for got, ref in ((out, want), (h, h_n), (c, c_n)):
+        np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-5)
+    out0, _ = m(lucid.tensor(x[:, 0]))  # unbatched, zero state
+    np.testing.assert_allclose(out0.numpy(), lstm_projected_ref(m, x[:, :1], np.zeros((L * D, 1, 2)),
+                                                                np.zeros((L * D, 1, 5)))[0][:, 0], rtol=1e-5,
+                               atol=1e-5)
+    # The projection's gradient against central differences.
+    wts = rng.standard_normal(out.shape).astype(np.float32)
+    (m(lucid.tensor(x))[0] * lucid.tensor(wts)).sum().backward()
+    analytic = m.weight_hr_l0.grad.numpy()[1, 3]
+    base = m.weight_hr_l0.numpy().copy()
+    bumped = []
+    for sign in (1, -1):
+        moved = base.copy()
+        moved[1, 3] += sign * 1e-2
+        m.load_state_dict({**m.state_dict(), "weight_hr_l0": lucid.tensor(moved)})
+        bumped.append((m(lucid.tensor(x))[0] * lucid.tensor(wts)).sum().item())
+    assert abs(analytic - (bumped[0] - bumped[1]) / 2e-2) < 2e-2 * max(1.0, abs(analytic))
+
+
+def test_lstm_projection_errors():
+    with pytest.raises(ValueError, match="proj_size"):
+        nn.LSTM(3, 4, proj_size=4)
+    with pytest.raises(ValueError, match="proj_size"):
+        nn.LSTM(3, 4, proj_size=-1)
+    m = nn.LSTM(3, 4, proj_size=2)
+    with pytest.raises(ValueError, match="hidden state of shape"):
+        m(lucid.tensor(rng.standard_normal((2, 1, 3)).astype(np.float32)),
+          (lucid.zeros(1, 1, 4), lucid.zeros(1, 1, 4)))

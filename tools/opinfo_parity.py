@@ -533,6 +533,14 @@ def _adapters(lucid):
         "nn.functional.feature_alpha_dropout/without_train": lambda x, *a, **k: F.feature_alpha_dropout(x, *a, **k),
         "nn.functional.multi_head_attention_forward": lambda x, *a, **k: F.multi_head_attention_forward(x, *a, **k),
     })
+    table.update({  # op_db seeds these itself (wrapper_set_seed); their values are compared as random
+        "nn.functional.fractional_max_pool2d": lambda x, *a, **k: F.fractional_max_pool2d(x, *a, **k),
+        "nn.functional.fractional_max_pool3d": lambda x, *a, **k: F.fractional_max_pool3d(x, *a, **k),
+        "nn.functional.scaled_dot_product_attention": lambda *a, **k: F.scaled_dot_product_attention(*a, **k),
+        "_upsample_bilinear2d_aa": lambda x, output_size, align_corners, scale_factors=None: F.interpolate(
+            x, size=None if scale_factors else output_size, scale_factor=scale_factors, mode="bilinear",
+            align_corners=align_corners, antialias=True),
+    })
     return table
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import numbers
 import warnings
@@ -14,7 +15,7 @@ from .._ops import creation as _creation, shape as _shape, writes
 from .._ops.elementwise import unary_functions
 from .._grad_mode import no_grad
 from .._tensor import Tensor
-from .._types import as_index, bool_ as _bool, float32, float64 as _float64, int64 as _int64
+from .._types import _DEVICE_CODES, as_index, bool_ as _bool, float32, float64 as _float64, int64 as _int64
 
 _REDUCTIONS = _C.codes("lucid_reduction", "LUCID_REDUCTION_")
 
@@ -513,25 +514,395 @@ def _group_norm_composed(input, g, weight, bias, eps):
 
 # ---- convolution and pooling ---------------------------------------------------------------
 
+def _ntuple(v, n, what, fn):
+    """``v`` as ``n`` ints: an int, or a sequence of ``n`` ints (or of one, repeated)."""
+    if isinstance(v, (tuple, list)):
+        if len(v) == 1:
+            v = tuple(v) * n
+        if len(v) != n:
+            raise ValueError(f"{fn}: {what} must be an int or a tuple of {n} ints, got {v!r}")
+        try:
+            return tuple(as_index(x) for x in v)
+        except TypeError:
+            raise TypeError(f"{fn}: {what} must be an int or a tuple of {n} ints, got {v!r}") from None
+    try:
+        return (as_index(v),) * n
+    except TypeError:
+        raise TypeError(f"{fn}: {what} must be an int or a tuple of {n} ints, got {v!r}") from None
+
+
+def _spatial_input(input, k, fn):
+    """``input`` as [N, C, *k spatial dims] (an unbatched [C, *spatial] input gets N = 1), and
+    whether it was unbatched."""
+    _check(input, "input")
+    if input.ndim == k + 1:
+        return input.unsqueeze(0), True
+    if input.ndim != k + 2:
+        raise ValueError(f"{fn}: expected a {k + 1}-D (unbatched) or {k + 2}-D (batched) input, got shape "
+                         f"{tuple(input.shape)}")
+    return input, False
+
+
+def _windows(x, specs, fill):
+    """The windows of x [N, C, *S] as [N, C, *o, *k]: ``specs`` gives for each spatial dimension
+    the source positions ``pos`` [o, k] and whether each is inside (``ok``, same shape); the
+    positions outside read ``fill``. Built from index_select, so differentiable. Also returns the
+    flat source index of each window entry within its plane, [*o, *k] (numpy)."""
+    k = len(specs)
+    sizes = tuple(x.shape[2:])
+    valid, flat = np.ones((), bool), np.zeros((), np.int64)
+    for d, (pos, ok) in enumerate(specs):
+        src = np.clip(pos, 0, sizes[d] - 1) if sizes[d] else np.zeros_like(pos)
+        dim = 2 + 2 * d
+        index = _creation.tensor(np.ascontiguousarray(src.reshape(-1), np.int64), dtype=_int64, device=x.device)
+        x = x.index_select(dim, index)
+        x = x.unflatten(dim, pos.shape)
+        valid = valid[..., None, None] & ok
+        flat = flat[..., None, None] * sizes[d] + src
+    order = [2 * d for d in range(k)] + [2 * d + 1 for d in range(k)]
+    x = x.permute(0, 1, *(2 + i for i in order))
+    valid, flat = valid.transpose(order), flat.transpose(order)
+    if not valid.all():
+        x = x.where(_creation.tensor(valid, device=x.device), fill)
+    return x, flat
+
+
+def _sliding(n, size, kernel, stride, pad_left, dilation):
+    """A window spec over a dimension of ``n``: ``size`` windows of ``kernel`` taps."""
+    pos = (np.arange(size) * stride - pad_left)[:, None] + np.arange(kernel) * dilation
+    return pos, (pos >= 0) & (pos < n)
+
+
+def _pool_size(n, k, s, p, d, ceil_mode):
+    """PyTorch's pooling output size (a window that would start in the right padding is
+    dropped in ceil mode)."""
+    span = n + 2 * p - d * (k - 1) - 1
+    o = (span + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (o - 1) * s >= n + p:
+        o -= 1
+    return o
+
+
+def _pool_args(input, k, kernel_size, stride, padding, dilation, ceil_mode, fn, avg=False):
+    x, unbatched = _spatial_input(input, k, fn)
+    kernel = _ntuple(kernel_size, k, "kernel_size", fn)
+    strides = kernel if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else \
+        _ntuple(stride, k, "stride", fn)
+    pads = _ntuple(padding, k, "padding", fn)
+    dil = _ntuple(dilation, k, "dilation", fn)
+    if any(v <= 0 for v in kernel + strides + dil):
+        raise ValueError(f"{fn}: kernel_size, stride and dilation must be positive, got kernel_size={kernel}, "
+                         f"stride={strides}, dilation={dil}")
+    for p, kk, d in zip(pads, kernel, dil):
+        if p < 0 or p > (d * (kk - 1) + 1) // 2:
+            raise ValueError(f"{fn}: pad should be at most half of effective kernel size, but got pad={p}, "
+                             f"kernel_size={kk} and dilation={d}")
+    sizes = tuple(x.shape[2:])
+    out = tuple(_pool_size(n, kk, s, p, d, ceil_mode) for n, kk, s, p, d in zip(sizes, kernel, strides, pads, dil))
+    if any(o <= 0 for o in out) or (not avg and any(n == 0 for n in sizes)):
+        raise RuntimeError(f"{fn}: given input size {tuple(input.shape)}, the calculated output size {out} is too "
+                           f"small")
+    return x, unbatched, kernel, strides, pads, dil, out
+
+
+def _max_windows(x, specs, unbatched, return_indices):
+    """The max over each window (the first one where several tie) and, with
+    ``return_indices``, its flat index within the input plane."""
+    k = len(specs)
+    w, flat = _windows(x, specs, float("-inf"))
+    w = w.flatten(2 + k)
+    at = w.argmax(-1, keepdim=True)
+    values = w.gather(-1, at).squeeze(-1)
+    if unbatched:
+        values = values.squeeze(0)
+    if not return_indices:
+        return values
+    flat = _creation.tensor(flat.reshape(*flat.shape[:k], -1), dtype=_int64, device=x.device)
+    indices = flat.expand(*w.shape).gather(-1, at).squeeze(-1)
+    return values, (indices.squeeze(0) if unbatched else indices)
+
+
+def _max_pool(input, k, kernel_size, stride, padding, dilation, ceil_mode, return_indices, fn):
+    x, unbatched, kernel, strides, pads, dil, out = _pool_args(input, k, kernel_size, stride, padding, dilation,
+                                                               ceil_mode, fn)
+    specs = [_sliding(n, o, kk, s, p, d) for n, o, kk, s, p, d in zip(x.shape[2:], out, kernel, strides, pads, dil)]
+    return _max_windows(x, specs, unbatched, return_indices)
+
+
+def _avg_pool(input, k, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, fn):
+    x, unbatched, kernel, strides, pads, _, out = _pool_args(input, k, kernel_size, stride, padding, 1, ceil_mode, fn,
+                                                             avg=True)
+    if divisor_override is not None:
+        divisor = as_index(divisor_override)
+        if divisor == 0:
+            raise ValueError(f"{fn}: divisor_override must be non-zero, got {divisor_override!r}")
+    specs, counts = [], np.ones((), np.float64)
+    for n, o, kk, s, p in zip(x.shape[2:], out, kernel, strides, pads):
+        specs.append(_sliding(n, o, kk, s, p, 1))
+        start = np.arange(o) * s - p
+        end = np.minimum(start + kk, n + p)  # the window stops at the padding's end
+        c = end - start if count_include_pad else np.minimum(end, n) - np.maximum(start, 0)
+        counts = counts[..., None] * c
+    w, _ = _windows(x, specs, 0.0)
+    total = w.sum(tuple(range(2 + k, 2 + 2 * k)))
+    if divisor_override is not None:
+        y = total / float(divisor)
+    else:
+        y = total / _creation.tensor(counts.astype(np.float32), device=x.device).to(total.dtype)
+    return y.squeeze(0) if unbatched else y
+
+
+def _adaptive_specs(sizes, output_size, fn):
+    k = len(sizes)
+    if isinstance(output_size, (tuple, list)):
+        outs = list(output_size) if len(output_size) != 1 else list(output_size) * k
+        if len(outs) != k:
+            raise ValueError(f"{fn}: output_size must be an int or a tuple of {k}, got {output_size!r}")
+    else:
+        outs = [output_size] * k
+    outs = [n if o is None else as_index(o) for n, o in zip(sizes, outs)]
+    if any(o < 0 for o in outs):
+        raise ValueError(f"{fn}: output_size must not be negative, got {output_size!r}")
+    specs, counts = [], np.ones((), np.float64)
+    for n, o in zip(sizes, outs):
+        i = np.arange(o)
+        start, end = (i * n) // o if o else i, -((-(i + 1) * n) // o) if o else i
+        width = int((end - start).max()) if o else 0
+        pos = start[:, None] + np.arange(width)
+        specs.append((pos, pos < end[:, None]))
+        counts = counts[..., None] * (end - start)
+    return specs, counts
+
+
+def _adaptive(input, k, output_size, fn, maximum, return_indices=False):
+    x, unbatched = _spatial_input(input, k, fn)
+    if any(n == 0 for n in x.shape[2:]):
+        raise RuntimeError(f"{fn}: expected an input with non-zero spatial sizes, got shape {tuple(input.shape)}")
+    specs, counts = _adaptive_specs(tuple(x.shape[2:]), output_size, fn)
+    if maximum:
+        return _max_windows(x, specs, unbatched, return_indices)
+    w, _ = _windows(x, specs, 0.0)
+    y = w.sum(tuple(range(2 + k, 2 + 2 * k))) / _creation.tensor(counts.astype(np.float32),
+                                                                  device=x.device).to(w.dtype)
+    return y.squeeze(0) if unbatched else y
+
+
+def _same_padding(kernel, dilation, stride, fn):
+    if any(s != 1 for s in stride):
+        raise ValueError(f"{fn}: padding='same' is not supported for strided convolutions")
+    total = [d * (kk - 1) for kk, d in zip(kernel, dilation)]
+    return [t // 2 for t in total], [t - t // 2 for t in total]
+
+
+def _conv_padding(padding, k, kernel, dilation, stride, fn):
+    """(left pads, right pads) of a convolution's ``padding``: ints, ``'valid'`` or ``'same'``."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return [0] * k, [0] * k
+        if padding == "same":
+            return _same_padding(kernel, dilation, stride, fn)
+        raise ValueError(f"{fn}: padding must be 'valid', 'same' or ints, got {padding!r}")
+    p = list(_ntuple(padding, k, "padding", fn))
+    if any(v < 0 for v in p):
+        raise ValueError(f"{fn}: padding must not be negative, got {padding!r}")
+    return p, p
+
+
+def _conv_check(x, weight, bias, k, groups, fn, transposed=False):
+    _check(weight, "weight")
+    if bias is not None:
+        _check(bias, "bias")
+    if weight.ndim != k + 2:
+        raise RuntimeError(f"{fn}: expected a {k + 2}-D weight, got shape {tuple(weight.shape)}")
+    dtypes = {x.dtype, weight.dtype} | ({bias.dtype} if bias is not None else set())
+    # Under autocast the product takes mixed float dtypes (it casts them), as PyTorch's conv.
+    if len(dtypes) > 1 and not (_autocasting(x) and all(t.is_floating_point() for t in (x, weight))):
+        raise RuntimeError(f"{fn}: input ({x.dtype}), weight ({weight.dtype})"
+                           + (f" and bias ({bias.dtype})" if bias is not None else "") + " must have one dtype")
+    if groups <= 0:
+        raise ValueError(f"{fn}: groups must be positive, got {groups}")
+    c = x.shape[1]
+    expected = weight.shape[0] if transposed else weight.shape[1] * groups
+    if c != expected or (not transposed and weight.shape[0] % groups) or (transposed and c % groups):
+        raise RuntimeError(f"{fn}: given groups={groups} and weight of shape {tuple(weight.shape)}, expected input "
+                           f"of shape {tuple(x.shape)} to have {expected} channels, but got {c}")
+    out_channels = weight.shape[1] * groups if transposed else weight.shape[0]
+    if bias is not None and tuple(bias.shape) != (out_channels,):
+        raise RuntimeError(f"{fn}: expected a bias of shape ({out_channels},), got {tuple(bias.shape)}")
+
+
+def _autocasting(t):
+    """Whether autocast is on for ``t``'s device on this thread (the engine's state)."""
+    return _C.autocast_is_enabled(_DEVICE_CODES.get(str(t.device), -1)) != 0
+
+
+def _conv_windows(x, weight, bias, specs, groups):
+    """The convolution of x [N, C, *S] by weight [O, C / groups, *k] over the window ``specs``
+    (zero outside): the windows times the weights, one matrix product per group."""
+    k = len(specs)
+    w, _ = _windows(x, specs, 0.0)
+    n, c = x.shape[0], x.shape[1]
+    out_sizes = tuple(w.shape[2:2 + k])
+    taps = math.prod(w.shape[2 + k:])
+    p = math.prod(out_sizes)
+    o = weight.shape[0]
+    cols = w.reshape(n, groups, c // groups, p, taps).permute(0, 1, 3, 2, 4).reshape(n, groups, p, c // groups * taps)
+    wm = weight.reshape(groups, o // groups, c // groups * taps).transpose(1, 2)
+    y = cols.matmul(wm).permute(0, 1, 3, 2).reshape(n, o, *out_sizes)
+    if bias is not None:
+        y = y + bias.reshape(o, *([1] * k)).to(y.dtype)  # the product's dtype, also under autocast
+    return y
+
+
+def _conv_nd(input, weight, bias, stride, padding, dilation, groups, k, fn):
+    x, unbatched = _spatial_input(input, k, fn)
+    groups = as_index(groups)
+    _conv_check(x, weight, bias, k, groups, fn)
+    kernel = tuple(weight.shape[2:])
+    strides = _ntuple(stride, k, "stride", fn)
+    dil = _ntuple(dilation, k, "dilation", fn)
+    if any(v <= 0 for v in strides + dil):
+        raise ValueError(f"{fn}: stride and dilation must be positive, got stride={strides}, dilation={dil}")
+    left, right = _conv_padding(padding, k, kernel, dil, strides, fn)
+    specs = []
+    for n, kk, s, pl, pr, d in zip(x.shape[2:], kernel, strides, left, right, dil):
+        o = (n + pl + pr - d * (kk - 1) - 1) // s + 1
+        if o <= 0:
+            raise RuntimeError(f"{fn}: the kernel of size {kernel} (dilation {dil}) is larger than the padded input "
+                               f"of shape {tuple(input.shape)}")
+        specs.append(_sliding(n, o, kk, s, pl, d))
+    y = None
+    if k == 3 and x.numel() and weight.numel():
+        y = _conv3d_by_planes(x, weight, bias, specs[0], strides, left, right, dil, groups)
+    if y is None:
+        y = _conv_windows(x, weight, bias, specs, groups)
+    return y.squeeze(0) if unbatched else y
+
+
+def _conv3d_by_planes(x, weight, bias, depth, strides, left, right, dil, groups):
+    """conv3d as a sum over the kernel's depth taps of the engine's conv2d, each over the input
+    planes that tap reads (output depths folded into the batch); None when no tap reads the
+    input (the window product then gives the zeros)."""
+    n, c = x.shape[0], x.shape[1]
+    o = weight.shape[0]
+    pos, ok = depth
+    if (left[1], left[2]) != (right[1], right[2]):  # 'same' with an odd total: pad first
+        x = pad(x, (left[2], right[2], left[1], right[1]))
+        plane_pad = (0, 0)
+    else:
+        plane_pad = (left[1], left[2])
+    do = pos.shape[0]
+    h, w = x.shape[3], x.shape[4]
+    out = None
+    for t in range(pos.shape[1]):
+        if not ok[:, t].any():
+            continue
+        index = _creation.tensor(np.clip(pos[:, t], 0, x.shape[2] - 1).astype(np.int64), dtype=_int64,
+                                 device=x.device)
+        planes = x.index_select(2, index)
+        if not ok[:, t].all():
+            planes = planes.where(_creation.tensor(ok[:, t].reshape(1, 1, do, 1, 1), device=x.device), 0.0)
+        planes = planes.transpose(1, 2).reshape(n * do, c, h, w)
+        y = conv2d(planes, weight.select(2, t).contiguous(), None, strides[1:], plane_pad, dil[1:], groups)
+        out = y if out is None else out + y
+    if out is None:
+        return None
+    out = out.reshape(n, do, o, out.shape[2], out.shape[3]).transpose(1, 2)
+    if bias is not None:
+        out = out + bias.reshape(o, 1, 1, 1).to(out.dtype)
+    return out
+
+
+def _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups, dilation, k, fn):
+    """The transpose of a convolution, as a convolution of the input spread out by ``stride``
+    (in index space: no zeros are stored) with the kernel flipped and its channels swapped."""
+    x, unbatched = _spatial_input(input, k, fn)
+    groups = as_index(groups)
+    _conv_check(x, weight, bias, k, groups, fn, transposed=True)
+    kernel = tuple(weight.shape[2:])
+    strides = _ntuple(stride, k, "stride", fn)
+    pads = _ntuple(padding, k, "padding", fn)
+    outpad = _ntuple(output_padding, k, "output_padding", fn)
+    dil = _ntuple(dilation, k, "dilation", fn)
+    if any(v <= 0 for v in strides + dil) or any(v < 0 for v in pads + outpad):
+        raise ValueError(f"{fn}: stride and dilation must be positive and padding not negative, got stride={strides}, "
+                         f"padding={pads}, dilation={dil}")
+    if any(op >= s and op >= d for op, s, d in zip(outpad, strides, dil)):
+        raise ValueError(f"{fn}: output_padding {outpad} must be smaller than either stride {strides} or dilation "
+                         f"{dil}")
+    specs = []
+    for n, kk, s, p, op, d in zip(x.shape[2:], kernel, strides, pads, outpad, dil):
+        o = (n - 1) * s - 2 * p + d * (kk - 1) + op + 1
+        if o <= 0:
+            raise RuntimeError(f"{fn}: the output size {o} of input {tuple(input.shape)} is not positive")
+        q = (np.arange(o) - (d * (kk - 1) - p))[:, None] + np.arange(kk)[::-1] * d  # spread coordinates
+        specs.append((q // s, (q >= 0) & (q % s == 0) & (q // s < n)))
+    i, og = weight.shape[0], weight.shape[1]
+    w = weight.reshape(groups, i // groups, og, *kernel).transpose(1, 2).reshape(groups * og, i // groups, *kernel)
+    y = _conv_windows(x, w, bias, specs, groups)
+    return y.squeeze(0) if unbatched else y
+
+
+def _same_2d(input, weight, padding, dilation, stride, k, fn):
+    """For ``padding='same'`` with an odd total pad, the input padded asymmetrically and pad 0."""
+    if padding != "same":
+        return input, padding
+    _check(weight, "weight")
+    kernel = tuple(weight.shape[2:])
+    left, right = _same_padding(kernel, _ntuple(dilation, k, "dilation", fn), _ntuple(stride, k, "stride", fn), fn)
+    if left == right:
+        return input, tuple(left)
+    pads = []
+    for l, r in zip(reversed(left), reversed(right)):
+        pads += [l, r]
+    return pad(input, pads), 0
+
+
 def conv2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
-    """2-D cross-correlation; lower precision under autocast."""
+    """2-D cross-correlation; lower precision under autocast. ``padding`` is ints, ``'valid'``
+    (none) or ``'same'`` (the output as large as the input; stride 1)."""
     _check(input, "input")
     _check(weight, "weight")
     if padding == "valid":
         padding = 0
-    params = (*_pair(stride, "stride"), *_pair(padding, "padding"), *_pair(dilation, "dilation"), as_index(groups))
+    input, padding = _same_2d(input, weight, padding, dilation, stride, 2, "conv2d")
+    params = (*_ntuple(stride, 2, "stride", "conv2d"), *_ntuple(padding, 2, "padding", "conv2d"),
+              *_ntuple(dilation, 2, "dilation", "conv2d"), as_index(groups))
     return Tensor._wrap(_C.conv2d(input._h, weight._h, _h(bias, "bias"), params))
 
 
 def conv1d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
-    """1-D cross-correlation of [N, C, L] input; lower precision under autocast."""
+    """1-D cross-correlation of [N, C, L] input; lower precision under autocast. ``padding`` is
+    an int, ``'valid'`` or ``'same'``."""
     _check(input, "input")
     _check(weight, "weight")
     if padding == "valid":
         padding = 0
+    input, padding = _same_2d(input, weight, padding, dilation, stride, 1, "conv1d")
     params = (_single(stride, "stride"), _single(padding, "padding"), _single(dilation, "dilation"),
               as_index(groups))
     return Tensor._wrap(_C.conv1d(input._h, weight._h, _h(bias, "bias"), params))
+
+
+def conv3d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
+    """3-D cross-correlation of [N, C, D, H, W] (or unbatched [C, D, H, W]) input by weight
+    [out, C / groups, kd, kh, kw]; ``padding`` is ints, ``'valid'`` or ``'same'``. Composed of
+    gathered windows and a matrix product, so lower precision under autocast as matmul is."""
+    return _conv_nd(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
+
+
+def conv_transpose1d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, output_padding=0,
+                     groups: int = 1, dilation=1) -> Tensor:
+    """The transpose of conv1d (weights [in, out / groups, k]) over [N, C, L] or [C, L] input."""
+    x, unbatched = _spatial_input(input, 1, "conv_transpose1d")
+    _check(weight, "weight")
+    if weight.ndim != 3:
+        raise RuntimeError(f"conv_transpose1d: expected a 3-D weight, got shape {tuple(weight.shape)}")
+    params = (1, _single(stride, "stride"), 0, _single(padding, "padding"), 0,
+              _single(output_padding, "output_padding"), 1, _single(dilation, "dilation"), as_index(groups))
+    x2, w2 = x.unsqueeze(2), weight.unsqueeze(2)  # kept alive across the call
+    y = Tensor._wrap(_C.conv_transpose2d(x2._h, w2._h, _h(bias, "bias"), params)).squeeze(2)
+    return y.squeeze(0) if unbatched else y
 
 
 def conv_transpose2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1,
@@ -539,46 +910,383 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding
     """The transpose of conv2d (weights [in, out/groups, kh, kw]); lower precision under autocast."""
     _check(input, "input")
     _check(weight, "weight")
-    params = (*_pair(stride, "stride"), *_pair(padding, "padding"), *_pair(output_padding, "output_padding"),
-              *_pair(dilation, "dilation"), as_index(groups))
+    params = (*_ntuple(stride, 2, "stride", "conv_transpose2d"), *_ntuple(padding, 2, "padding", "conv_transpose2d"),
+              *_ntuple(output_padding, 2, "output_padding", "conv_transpose2d"),
+              *_ntuple(dilation, 2, "dilation", "conv_transpose2d"), as_index(groups))
     return Tensor._wrap(_C.conv_transpose2d(input._h, weight._h, _h(bias, "bias"), params))
 
 
-def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-               return_indices: bool = False) -> Tensor:
-    """The max over each window (padding counts as -inf)."""
-    _check(input, "input")
+def conv_transpose3d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, output_padding=0,
+                     groups: int = 1, dilation=1) -> Tensor:
+    """The transpose of conv3d (weights [in, out / groups, kd, kh, kw]) over [N, C, D, H, W] or
+    [C, D, H, W] input."""
+    return _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups, dilation, 3,
+                              "conv_transpose3d")
+
+
+def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    """The max over each window of [N, C, L] or [C, L] input (padding counts as -inf); with
+    ``return_indices`` also the index of each max within L."""
     if return_indices:
-        raise NotImplementedError("max_pool2d(return_indices=True) is not supported")
-    k = _pair(kernel_size, "kernel_size")
-    s = k if stride is None or stride == [] else _pair(stride, "stride")
-    params = (*k, *s, *_pair(padding, "padding"), *_pair(dilation, "dilation"))
+        return _max_pool(input, 1, kernel_size, stride, padding, dilation, ceil_mode, True, "max_pool1d")
+    # The 2-D kernel over a height of one (checked first, for 1-D messages).
+    x, unbatched, kernel, strides, pads, dil, _ = _pool_args(input, 1, kernel_size, stride, padding, dilation,
+                                                             ceil_mode, "max_pool1d")
+    x2 = x.unsqueeze(2)  # kept alive across the call
+    y = Tensor._wrap(_C.max_pool2d(x2._h, (1, *kernel, 1, *strides, 0, *pads, 1, *dil), bool(ceil_mode))).squeeze(2)
+    return y.squeeze(0) if unbatched else y
+
+
+def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    """The max over each window (padding counts as -inf); with ``return_indices`` also the flat
+    index of each max within its H x W plane."""
+    _check(input, "input")
+    if return_indices or input.ndim != 4:
+        if return_indices or input.ndim != 3:
+            return _max_pool(input, 2, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
+                             "max_pool2d")
+        return max_pool2d(input.unsqueeze(0), kernel_size, stride, padding, dilation, ceil_mode).squeeze(0)
+    k = _ntuple(kernel_size, 2, "kernel_size", "max_pool2d")
+    s = k if stride is None or stride == [] or stride == () else _ntuple(stride, 2, "stride", "max_pool2d")
+    params = (*k, *s, *_ntuple(padding, 2, "padding", "max_pool2d"), *_ntuple(dilation, 2, "dilation", "max_pool2d"))
     return Tensor._wrap(_C.max_pool2d(input._h, params, bool(ceil_mode)))
+
+
+def max_pool3d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    """The max over each window of [N, C, D, H, W] or [C, D, H, W] input; with
+    ``return_indices`` also the flat index of each max within its D x H x W volume."""
+    return _max_pool(input, 3, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool3d")
+
+
+def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True) -> Tensor:
+    """The mean over each window of [N, C, L] or [C, L] input, with PyTorch's divisor rules."""
+    x, unbatched, kernel, strides, pads, _, _ = _pool_args(input, 1, kernel_size, stride, padding, 1, ceil_mode,
+                                                           "avg_pool1d", avg=True)
+    x2 = x.unsqueeze(2)  # the 2-D kernel over a height of one; kept alive across the call
+    y = Tensor._wrap(_C.avg_pool2d(x2._h, (1, *kernel, 1, *strides, 0, *pads), bool(ceil_mode),
+                                   bool(count_include_pad), 0)).squeeze(2)
+    return y.squeeze(0) if unbatched else y
 
 
 def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override=None) -> Tensor:
     """The mean over each window, with PyTorch's divisor rules."""
     _check(input, "input")
-    k = _pair(kernel_size, "kernel_size")
-    s = k if stride is None or stride == [] else _pair(stride, "stride")
+    if input.ndim == 3 and (divisor_override is None or as_index(divisor_override) > 0):
+        return avg_pool2d(input.unsqueeze(0), kernel_size, stride, padding, ceil_mode, count_include_pad,
+                          divisor_override).squeeze(0)
+    if input.ndim != 4 or (divisor_override is not None and as_index(divisor_override) < 0):
+        return _avg_pool(input, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+                         "avg_pool2d")
+    k = _ntuple(kernel_size, 2, "kernel_size", "avg_pool2d")
+    s = k if stride is None or stride == [] or stride == () else _ntuple(stride, 2, "stride", "avg_pool2d")
     divisor = 0 if divisor_override is None else as_index(divisor_override)
-    if divisor_override is not None and divisor <= 0:
-        raise ValueError(f"divisor_override must be positive, got {divisor_override!r}")
-    params = (*k, *s, *_pair(padding, "padding"))
+    if divisor_override is not None and divisor == 0:
+        raise ValueError(f"avg_pool2d: divisor_override must be non-zero, got {divisor_override!r}")
+    params = (*k, *s, *_ntuple(padding, 2, "padding", "avg_pool2d"))
     return Tensor._wrap(_C.avg_pool2d(input._h, params, bool(ceil_mode), bool(count_include_pad), divisor))
+
+
+def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override=None) -> Tensor:
+    """The mean over each window of [N, C, D, H, W] or [C, D, H, W] input, with PyTorch's
+    divisor rules."""
+    return _avg_pool(input, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+                     "avg_pool3d")
+
+
+def lp_pool1d(input: Tensor, norm_type, kernel_size, stride=None, ceil_mode: bool = False) -> Tensor:
+    """The ``norm_type``-norm over each window: (sum of x**p)**(1/p), as PyTorch computes it
+    (from the mean of x**p, so odd p over negative sums gives NaN)."""
+    return _lp_pool(input, 1, norm_type, kernel_size, stride, ceil_mode, "lp_pool1d")
+
+
+def lp_pool2d(input: Tensor, norm_type, kernel_size, stride=None, ceil_mode: bool = False) -> Tensor:
+    """The ``norm_type``-norm over each 2-D window (see :func:`lp_pool1d`)."""
+    return _lp_pool(input, 2, norm_type, kernel_size, stride, ceil_mode, "lp_pool2d")
+
+
+def lp_pool3d(input: Tensor, norm_type, kernel_size, stride=None, ceil_mode: bool = False) -> Tensor:
+    """The ``norm_type``-norm over each 3-D window (see :func:`lp_pool1d`)."""
+    return _lp_pool(input, 3, norm_type, kernel_size, stride, ceil_mode, "lp_pool3d")
+
+
+def _lp_pool(input, k, norm_type, kernel_size, stride, ceil_mode, fn):
+    _check(input, "input")
+    p = _float(norm_type, "norm_type", fn)
+    kernel = _ntuple(kernel_size, k, "kernel_size", fn)
+    mean = _avg_pool(input.pow(p), k, kernel, stride, 0, ceil_mode, True, None, fn)
+    # PyTorch's sign(m) * relu(|m|): m itself, with no gradient where m is 0.
+    zero = mean == 0
+    m = mean.where(~zero, 0.0) if bool(zero.any()) else mean
+    return (m * float(math.prod(kernel))).pow(1.0 / p)
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
+    """Averages over the windows that split L into ``output_size`` cells."""
+    return _adaptive(input, 1, output_size, "adaptive_avg_pool1d", False)
 
 
 def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
     """Averages over the windows that split each plane into ``output_size`` cells (None keeps
     a dimension)."""
     _check(input, "input")
+    if input.ndim != 4:
+        return _adaptive(input, 2, output_size, "adaptive_avg_pool2d", False)
     if isinstance(output_size, (tuple, list)) and len(output_size) == 2:
         oh = input.shape[-2] if output_size[0] is None else output_size[0]
         ow = input.shape[-1] if output_size[1] is None else output_size[1]
     else:
-        oh, ow = _pair(output_size, "output_size")
+        oh, ow = _ntuple(output_size, 2, "output_size", "adaptive_avg_pool2d")
     return Tensor._wrap(_C.adaptive_avg_pool2d(input._h, as_index(oh), as_index(ow)))
+
+
+def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
+    """Averages over the windows that split each volume into ``output_size`` cells (None keeps
+    a dimension)."""
+    return _adaptive(input, 3, output_size, "adaptive_avg_pool3d", False)
+
+
+def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False):
+    """The max over the windows that split L into ``output_size`` cells; with
+    ``return_indices`` also where each max is."""
+    return _adaptive(input, 1, output_size, "adaptive_max_pool1d", True, return_indices)
+
+
+def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False):
+    """The max over the windows that split each plane into ``output_size`` cells; with
+    ``return_indices`` also the flat index of each max within its plane."""
+    return _adaptive(input, 2, output_size, "adaptive_max_pool2d", True, return_indices)
+
+
+def adaptive_max_pool3d(input: Tensor, output_size, return_indices: bool = False):
+    """The max over the windows that split each volume into ``output_size`` cells; with
+    ``return_indices`` also the flat index of each max within its volume."""
+    return _adaptive(input, 3, output_size, "adaptive_max_pool3d", True, return_indices)
+
+
+def _fractional_starts(sample, n, o, k):
+    """PyTorch's pseudo-random window starts along a dimension, for each plane's ``sample``
+    [N, C] in [0, 1): [N, C, o], computed in float32 as its kernel is."""
+    sample = sample.astype(np.float32)[..., None]
+    seq = np.zeros(sample.shape[:-1] + (o,), np.int64)
+    if o > 1:
+        alpha = np.float32(n - k) / np.float32(o - 1)
+        i = np.arange(o - 1, dtype=np.float32)
+        seq[..., :-1] = ((i + sample) * alpha).astype(np.int64) - (sample * alpha).astype(np.int64)
+    if o > 0:
+        seq[..., -1] = n - k
+    return seq
+
+
+def _fractional_max_pool(input, k, kernel_size, output_size, output_ratio, return_indices, _random_samples, fn):
+    x, unbatched = _spatial_input(input, k, fn)
+    kernel = _ntuple(kernel_size, k, "kernel_size", fn)
+    sizes = tuple(x.shape[2:])
+    if (output_size is None) == (output_ratio is None):
+        raise ValueError(f"{fn}: give exactly one of output_size and output_ratio")
+    if output_size is not None:
+        outs = _ntuple(output_size, k, "output_size", fn)
+    else:
+        ratios = output_ratio if isinstance(output_ratio, (tuple, list)) else (output_ratio,) * k
+        if len(ratios) == 1:
+            ratios = tuple(ratios) * k
+        if len(ratios) != k or not all(0 < float(r) < 1 for r in ratios):
+            raise ValueError(f"{fn}: output_ratio must be {k} number(s) in (0, 1), got {output_ratio!r}")
+        outs = tuple(int(n * float(r)) for n, r in zip(sizes, ratios))
+    for n, o, kk in zip(sizes, outs, kernel):
+        if kk <= 0 or o <= 0 or o + kk - 1 > n:
+            raise ValueError(f"{fn}: output size {outs} with kernel_size {kernel} is too large for the input of shape "
+                             f"{tuple(input.shape)}")
+    nb, c = x.shape[0], x.shape[1]
+    if _random_samples is None:
+        samples = _creation.rand(nb, c, k).numpy()  # lucid's generator, so manual_seed repeats it
+    else:
+        _check(_random_samples, "_random_samples")
+        if tuple(_random_samples.shape) != (nb, c, k):
+            raise ValueError(f"{fn}: _random_samples must have shape {(nb, c, k)}, got "
+                             f"{tuple(_random_samples.shape)}")
+        samples = _random_samples.detach().float().numpy()
+    # Each plane has windows of its own: flat source indices [N, C, *o, *k], read with gather.
+    order = list(range(k))[::-1] if k == 2 else list(range(k))  # 2-D samples are (w, h), 3-D (t, h, w)
+    flat = np.zeros((nb, c) + outs + kernel, np.int64)
+    for d in range(k):
+        starts = _fractional_starts(samples[:, :, order[d]], sizes[d], outs[d], kernel[d])  # [N, C, o]
+        pos = starts[..., :, None] + np.arange(kernel[d])  # [N, C, o, k]
+        shape = [nb, c] + [1] * (2 * k)
+        shape[2 + d], shape[2 + k + d] = outs[d], kernel[d]
+        flat = flat * sizes[d] + pos.reshape(shape)
+    idx = _creation.tensor(flat.reshape(nb, c, math.prod(outs) * math.prod(kernel)), dtype=_int64, device=x.device)
+    w = x.flatten(2).gather(2, idx).reshape(nb, c, math.prod(outs), math.prod(kernel))
+    at = w.argmax(-1, keepdim=True)
+    values = w.gather(-1, at).reshape(nb, c, *outs)
+    if unbatched:
+        values = values.squeeze(0)
+    if not return_indices:
+        return values
+    indices = idx.reshape(nb, c, math.prod(outs), math.prod(kernel)).gather(-1, at).reshape(nb, c, *outs)
+    return values, (indices.squeeze(0) if unbatched else indices)
+
+
+def fractional_max_pool2d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                          return_indices: bool = False, _random_samples=None):
+    """Max pooling over windows of ``kernel_size`` at pseudo-random steps, chosen per plane from
+    ``_random_samples`` [N, C, 2] in [0, 1) (drawn when not given), to ``output_size`` or
+    ``output_ratio`` of the input size."""
+    return _fractional_max_pool(input, 2, kernel_size, output_size, output_ratio, return_indices, _random_samples,
+                                "fractional_max_pool2d")
+
+
+def fractional_max_pool3d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                          return_indices: bool = False, _random_samples=None):
+    """The 3-D form of :func:`fractional_max_pool2d` (``_random_samples`` [N, C, 3])."""
+    return _fractional_max_pool(input, 3, kernel_size, output_size, output_ratio, return_indices, _random_samples,
+                                "fractional_max_pool3d")
+
+
+def _max_unpool(input, indices, k, kernel_size, stride, padding, output_size, fn):
+    x, unbatched = _spatial_input(input, k, fn)
+    _check(indices, "indices")
+    if indices.dtype != _int64:
+        raise TypeError(f"{fn}: indices must be int64, got {indices.dtype}")
+    if tuple(indices.shape) != tuple(input.shape):
+        raise ValueError(f"{fn}: indices of shape {tuple(indices.shape)} must match the input's shape "
+                         f"{tuple(input.shape)}")
+    kernel = _ntuple(kernel_size, k, "kernel_size", fn)
+    strides = kernel if stride is None else _ntuple(stride, k, "stride", fn)
+    pads = _ntuple(padding, k, "padding", fn)
+    default = tuple((n - 1) * s - 2 * p + kk for n, s, p, kk in zip(x.shape[2:], strides, pads, kernel))
+    if output_size is None:
+        outs = default
+    else:
+        outs = tuple(as_index(o) for o in output_size)
+        if len(outs) == k + 2 or (len(outs) == k + 1 and unbatched):
+            outs = outs[-k:]
+        if len(outs) != k:
+            raise ValueError(f"{fn}: output_size must have {k} elements, got {tuple(output_size)}")
+        for o, dflt, s in zip(outs, default, strides):
+            if not dflt - s < o < dflt + s:
+                raise ValueError(f"{fn}: invalid output_size {tuple(output_size)}: each size must be within the "
+                                 f"stride of the default {default}")
+    nb, c = x.shape[0], x.shape[1]
+    plane = math.prod(outs)
+    plane_in = math.prod(x.shape[2:])
+    idx = (indices.unsqueeze(0) if unbatched else indices).reshape(nb, c, plane_in)
+    if idx.numel() and (bool((idx < 0).any()) or bool((idx >= plane).any())):
+        raise IndexError(f"{fn}: found an invalid max index (the output plane {outs} has {plane} entries)")
+    src = x.reshape(nb, c, plane_in)
+    zeros = _creation.zeros((nb, c, plane), dtype=x.dtype, device=x.device)
+    # The values are written once per index (the last write wins where indices repeat, as
+    # PyTorch's loop); the gradient reads the output's gradient at each index, as PyTorch's.
+    y = zeros.scatter(2, idx, src.detach())
+    if src.requires_grad:
+        summed = zeros.scatter_add(2, idx, src)
+        y = y + (summed - summed.detach())
+    y = y.reshape(nb, c, *outs)
+    return y.squeeze(0) if unbatched else y
+
+
+def max_unpool1d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    """The inverse of max_pool1d: each value placed at its index, zeros elsewhere."""
+    return _max_unpool(input, indices, 1, kernel_size, stride, padding, output_size, "max_unpool1d")
+
+
+def max_unpool2d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    """The inverse of max_pool2d: each value placed at its flat index in the output plane."""
+    return _max_unpool(input, indices, 2, kernel_size, stride, padding, output_size, "max_unpool2d")
+
+
+def max_unpool3d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    """The inverse of max_pool3d: each value placed at its flat index in the output volume."""
+    return _max_unpool(input, indices, 3, kernel_size, stride, padding, output_size, "max_unpool3d")
+
+
+def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """The sliding blocks of [N, C, H, W] (or [C, H, W]) input as columns: [N, C * kh * kw, L]
+    (im2col), L the number of blocks."""
+    x, unbatched = _spatial_input(input, 2, "unfold")
+    kernel = _ntuple(kernel_size, 2, "kernel_size", "unfold")
+    dil = _ntuple(dilation, 2, "dilation", "unfold")
+    pads = _ntuple(padding, 2, "padding", "unfold")
+    strides = _ntuple(stride, 2, "stride", "unfold")
+    if any(v <= 0 for v in kernel + dil + strides) or any(p < 0 for p in pads):
+        raise ValueError(f"unfold: kernel_size, dilation and stride must be positive and padding not negative, got "
+                         f"kernel_size={kernel}, dilation={dil}, padding={pads}, stride={strides}")
+    specs = []
+    for n, kk, d, p, s in zip(x.shape[2:], kernel, dil, pads, strides):
+        o = (n + 2 * p - d * (kk - 1) - 1) // s + 1
+        if o <= 0:
+            raise RuntimeError(f"unfold: the kernel {kernel} (dilation {dil}) does not fit the padded input of shape "
+                               f"{tuple(input.shape)}")
+        specs.append(_sliding(n, o, kk, s, p, d))
+    w, _ = _windows(x, specs, 0.0)  # [N, C, oh, ow, kh, kw]
+    nb, c, oh, ow = w.shape[:4]
+    y = w.permute(0, 1, 4, 5, 2, 3).reshape(nb, c * kernel[0] * kernel[1], oh * ow)
+    return y.squeeze(0) if unbatched else y
+
+
+def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """The adjoint of :func:`unfold` (col2im): columns [N, C * kh * kw, L] (or [C * kh * kw, L])
+    summed into [N, C, H, W] at their blocks."""
+    _check(input, "input")
+    if input.ndim not in (2, 3):
+        raise ValueError(f"fold: expected a 2-D (unbatched) or 3-D (batched) input, got shape {tuple(input.shape)}")
+    unbatched = input.ndim == 2
+    x = input.unsqueeze(0) if unbatched else input
+    outs = _ntuple(output_size, 2, "output_size", "fold")
+    kernel = _ntuple(kernel_size, 2, "kernel_size", "fold")
+    dil = _ntuple(dilation, 2, "dilation", "fold")
+    pads = _ntuple(padding, 2, "padding", "fold")
+    strides = _ntuple(stride, 2, "stride", "fold")
+    if any(v <= 0 for v in kernel + dil + strides) or any(p < 0 for p in pads):
+        raise ValueError(f"fold: kernel_size, dilation and stride must be positive and padding not negative, got "
+                         f"kernel_size={kernel}, dilation={dil}, padding={pads}, stride={strides}")
+    taps = kernel[0] * kernel[1]
+    nb, ck, l = x.shape
+    if ck % taps:
+        raise RuntimeError(f"fold: expected the size of dimension 1 of the input ({ck}) to be divisible by the "
+                           f"product of kernel_size {kernel}")
+    blocks = [(n + 2 * p - d * (kk - 1) - 1) // s + 1 for n, kk, d, p, s in zip(outs, kernel, dil, pads, strides)]
+    if any(b <= 0 for b in blocks) or blocks[0] * blocks[1] != l:
+        raise RuntimeError(f"fold: given output_size={outs}, kernel_size={kernel}, dilation={dil}, padding={pads}, "
+                           f"stride={strides}, expected {max(blocks[0], 0) * max(blocks[1], 0)} blocks in dimension 2 "
+                           f"of the input, got {l}")
+    c = ck // taps
+    (ph, okh), (pw, okw) = (_sliding(n, b, kk, s, p, d) for n, b, kk, s, p, d in
+                            zip(outs, blocks, kernel, strides, pads, dil))
+    # Entry (ki, kj, bi, bj) of a column block lands at (ph[bi, ki], pw[bj, kj]) when inside.
+    rows = ph.T[:, None, :, None]
+    cols = pw.T[None, :, None, :]
+    inside = (okh.T[:, None, :, None] & okw.T[None, :, None, :]).reshape(-1)
+    target = (rows * outs[1] + cols).reshape(-1)
+    keep = np.nonzero(inside)[0]
+    src = x.reshape(nb, c, taps * l)
+    if len(keep) != taps * l:
+        src = src.index_select(2, _creation.tensor(keep.astype(np.int64), dtype=_int64, device=x.device))
+    y = _creation.zeros((nb, c, outs[0] * outs[1]), dtype=x.dtype, device=x.device)
+    y = y.index_add(2, _creation.tensor(target[keep].astype(np.int64), dtype=_int64, device=x.device), src)
+    y = y.reshape(nb, c, *outs)
+    return y.squeeze(0) if unbatched else y
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """[N, C, *] with its channels regrouped: channel g * (C / groups) + i goes to
+    i * groups + g (ShuffleNet's shuffle)."""
+    _check(input, "input")
+    g = as_index(groups)
+    if g <= 0:
+        raise ValueError(f"channel_shuffle: groups must be positive, got {groups}")
+    if input.ndim < 3:
+        raise RuntimeError(f"channel_shuffle: expected an input of at least 3 dimensions, got shape "
+                           f"{tuple(input.shape)}")
+    n, c, *rest = input.shape
+    if c % g:
+        raise RuntimeError(f"channel_shuffle: the {c} channels are not divisible by groups={g}")
+    return input.reshape(n, g, c // g, *rest).transpose(1, 2).reshape(n, c, *rest)
 
 
 # ---- attention and embedding ---------------------------------------------------------------
@@ -591,12 +1299,151 @@ def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_w
     return Tensor._wrap(o), (Tensor._wrap(w) if need_weights else None)
 
 
+def _repeat_heads(t, r):
+    """Each head (dimension -3) repeated ``r`` times in place, as repeat_interleave."""
+    index = _creation.tensor(np.repeat(np.arange(t.shape[-3], dtype=np.int64), r), dtype=_int64, device=t.device)
+    return t.index_select(t.ndim - 3, index)
+
+
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None, dropout_p: float = 0.0,
-                                 is_causal: bool = False, scale=None) -> Tensor:
+                                 is_causal: bool = False, scale=None, enable_gqa: bool = False) -> Tensor:
     """softmax(q·kᵀ·scale + mask)·v over the last two dimensions. A bool ``attn_mask`` is True
-    where attention is allowed; a float one is added to the scores. The products run in lower
-    precision under autocast, the softmax in float32."""
+    where attention is allowed; a float one is added to the scores. With ``enable_gqa`` the
+    key and value may have fewer heads (dimension -3) than the query, each shared by a group
+    of query heads. The products run in lower precision under autocast, the softmax in
+    float32."""
+    for t, what in ((query, "query"), (key, "key"), (value, "value")):
+        _check(t, what)
+    if enable_gqa and query.ndim >= 3 and key.ndim >= 3 and value.ndim >= 3:
+        hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+        if hk != hq or hv != hq:
+            if hk == 0 or hv == 0 or hq % hk or hq % hv:
+                raise RuntimeError(f"scaled_dot_product_attention: with enable_gqa the query's {hq} heads must be a "
+                                   f"multiple of the key's {hk} and the value's {hv}")
+            key = _repeat_heads(key, hq // hk) if hk != hq else key
+            value = _repeat_heads(value, hq // hv) if hv != hq else value
     return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, False)[0]
+
+
+def _additive_mask(mask, what, dtype):
+    """A bool mask (True: not allowed) as 0 / -inf, or a float mask as it is."""
+    _check(mask, what)
+    if mask.dtype == _bool:
+        return _creation.zeros(tuple(mask.shape), dtype=dtype, device=mask.device).masked_fill(mask, float("-inf"))
+    if not mask.is_floating_point():
+        raise TypeError(f"multi_head_attention_forward: {what} must be a bool or float tensor, got {mask.dtype}")
+    return mask.to(dtype)
+
+
+def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embed_dim_to_check: int, num_heads: int,
+                                 in_proj_weight, in_proj_bias, bias_k, bias_v, add_zero_attn: bool,
+                                 dropout_p: float, out_proj_weight: Tensor, out_proj_bias, training: bool = True,
+                                 key_padding_mask=None, need_weights: bool = True, attn_mask=None,
+                                 use_separate_proj_weight: bool = False, q_proj_weight=None, k_proj_weight=None,
+                                 v_proj_weight=None, static_k=None, static_v=None, average_attn_weights: bool = True,
+                                 is_causal: bool = False):
+    """Multi-head attention of query [L, N, E] over key [S, N, Ek] and value [S, N, Ev] (or
+    unbatched [L, E], [S, Ek], [S, Ev]), as ``torch.nn.functional.multi_head_attention_forward``:
+    the input projections (``in_proj_weight`` split in three, or the separate ``q/k/v_proj_weight``),
+    the learnt ``bias_k``/``bias_v`` and a zero position appended to the keys and values when
+    asked, the masks (bool True: not allowed; float: added), attention per head and the output
+    projection. Returns (output [L, N, E], weights [N, L, S] averaged over heads, or
+    [N, heads, L, S], or None without ``need_weights``)."""
+    for t, what in ((query, "query"), (key, "key"), (value, "value")):
+        _check(t, what)
+    if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
+        raise ValueError(f"multi_head_attention_forward: expected 2-D or 3-D query, key and value of one rank, got "
+                         f"shapes {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    unbatched = query.ndim == 2
+    if unbatched:
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+        if key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.unsqueeze(0)
+    l, n, e = query.shape
+    s = key.shape[0]
+    h = as_index(num_heads)
+    if e != embed_dim_to_check:
+        raise ValueError(f"multi_head_attention_forward: the query's embedding size {e} is not embed_dim_to_check "
+                         f"{embed_dim_to_check}")
+    if h <= 0 or e % h:
+        raise ValueError(f"multi_head_attention_forward: embed_dim {e} is not divisible by num_heads {num_heads}")
+    if key.shape[:2] != value.shape[:2] or key.shape[1] != n:
+        raise ValueError(f"multi_head_attention_forward: key {tuple(key.shape)} and value {tuple(value.shape)} must "
+                         f"share their sequence and batch sizes with the query's batch {n}")
+    hd = e // h
+    if is_causal and attn_mask is None:
+        raise RuntimeError("multi_head_attention_forward: is_causal needs attn_mask (the causal mask itself)")
+    if use_separate_proj_weight:
+        if q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
+            raise ValueError("multi_head_attention_forward: use_separate_proj_weight needs q_proj_weight, "
+                             "k_proj_weight and v_proj_weight")
+        wq, wk, wv = q_proj_weight, k_proj_weight, v_proj_weight
+    else:
+        _check(in_proj_weight, "in_proj_weight")
+        wq, wk, wv = in_proj_weight.chunk(3)
+    bq, bk, bv = (None, None, None) if in_proj_bias is None else in_proj_bias.chunk(3)
+    q, k, v = linear(query, wq, bq), linear(key, wk, bk), linear(value, wv, bv)
+    dtype = q.dtype
+    if attn_mask is not None:
+        attn_mask = _additive_mask(attn_mask, "attn_mask", dtype)
+        if attn_mask.ndim == 2:
+            if tuple(attn_mask.shape) != (l, s):
+                raise ValueError(f"multi_head_attention_forward: the 2-D attn_mask should be of shape {(l, s)}, "
+                                   f"got {tuple(attn_mask.shape)}")
+            attn_mask = attn_mask.unsqueeze(0)
+        elif attn_mask.ndim == 3:
+            if tuple(attn_mask.shape) != (n * h, l, s):
+                raise ValueError(f"multi_head_attention_forward: the 3-D attn_mask should be of shape "
+                                   f"{(n * h, l, s)}, got {tuple(attn_mask.shape)}")
+        else:
+            raise ValueError(f"multi_head_attention_forward: attn_mask must be 2-D or 3-D, got "
+                               f"{attn_mask.ndim}-D")
+    if key_padding_mask is not None:
+        key_padding_mask = _additive_mask(key_padding_mask, "key_padding_mask", dtype)
+        if tuple(key_padding_mask.shape) != (n, s):
+            raise ValueError(f"multi_head_attention_forward: key_padding_mask should be of shape {(n, s)}, got "
+                               f"{tuple(key_padding_mask.shape)}")
+    if bias_k is not None or bias_v is not None:
+        if bias_k is None or bias_v is None:
+            raise ValueError("multi_head_attention_forward: give both bias_k and bias_v, or neither")
+        if static_k is not None or static_v is not None:
+            raise ValueError("multi_head_attention_forward: bias_k and bias_v cannot be added to static keys")
+        k = _shape.cat([k, bias_k.reshape(1, 1, e).expand(1, n, e)], 0)
+        v = _shape.cat([v, bias_v.reshape(1, 1, e).expand(1, n, e)], 0)
+        attn_mask = None if attn_mask is None else pad(attn_mask, (0, 1))
+        key_padding_mask = None if key_padding_mask is None else pad(key_padding_mask, (0, 1))
+    q = q.reshape(l, n * h, hd).transpose(0, 1)
+    k = k.reshape(k.shape[0], n * h, hd).transpose(0, 1) if static_k is None else static_k
+    v = v.reshape(v.shape[0], n * h, hd).transpose(0, 1) if static_v is None else static_v
+    for t, what in ((k, "static_k"), (v, "static_v")):
+        if t.ndim != 3 or t.shape[0] != n * h or t.shape[2] != hd:
+            raise RuntimeError(f"multi_head_attention_forward: {what} should be of shape ({n * h}, S, {hd}), got "
+                               f"{tuple(t.shape)}")
+    if add_zero_attn:
+        k = _shape.cat([k, _creation.zeros((n * h, 1, hd), dtype=k.dtype, device=k.device)], 1)
+        v = _shape.cat([v, _creation.zeros((n * h, 1, hd), dtype=v.dtype, device=v.device)], 1)
+        attn_mask = None if attn_mask is None else pad(attn_mask, (0, 1))
+        key_padding_mask = None if key_padding_mask is None else pad(key_padding_mask, (0, 1))
+    src = k.shape[1]
+    mask = None
+    if attn_mask is not None:
+        mask = attn_mask.reshape(-1, 1 if attn_mask.shape[0] == 1 else h, l, src)
+    if key_padding_mask is not None:
+        kpm = key_padding_mask.reshape(n, 1, 1, src)
+        mask = kpm if mask is None else mask + kpm
+    if mask is not None:
+        mask = mask.expand(n, h, l, src)
+    out, weights = _attention(q.reshape(n, h, l, hd), k.reshape(n, h, src, hd), v.reshape(n, h, src, hd), mask,
+                              float(dropout_p) if training else 0.0, False, None, need_weights)
+    out = out.permute(2, 0, 1, 3).reshape(l * n, e)
+    out = linear(out, out_proj_weight, out_proj_bias).reshape(l, n, e)
+    if unbatched:
+        out = out.squeeze(1)
+    if not need_weights:
+        return out, None
+    if average_attn_weights:
+        weights = weights.mean(1)
+    return out, (weights.squeeze(0) if unbatched else weights)
 
 
 def _shuffle_factor(input, factor, fn):
@@ -635,11 +1482,49 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     return x.reshape(*batch, c * r * r, hr // r, wr // r)
 
 
-def embedding(input: Tensor, weight: Tensor, padding_idx=None) -> Tensor:
-    """Rows of ``weight`` at the integer ``input``; the ``padding_idx`` row gets no gradient."""
+def _embedding_renorm_(weight, input, max_norm, norm_type):
+    """Rescales, in place, the rows of ``weight`` that ``input`` looks up whose ``norm_type``-norm
+    exceeds ``max_norm`` to that norm (PyTorch's embedding_renorm_)."""
+    with no_grad():
+        rows = np.unique(input.detach().cpu().numpy().reshape(-1))
+        if rows.size == 0:
+            return
+        index = _creation.tensor(rows.astype(np.int64), dtype=_int64, device=weight.device)
+        picked = weight.index_select(0, index)
+        norms = picked.abs().pow(norm_type).sum(1, keepdim=True).pow(1.0 / norm_type)
+        scale = (float(max_norm) / (norms + 1e-7)).where(norms > float(max_norm), 1.0)
+        weight.index_put_((index,), picked * scale.to(picked.dtype))
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """Rows of ``weight`` at the integer ``input``; the ``padding_idx`` row gets no gradient.
+    With ``max_norm`` the looked-up rows whose ``norm_type``-norm exceeds it are first rescaled
+    to it, in place; with ``scale_grad_by_freq`` each row's gradient is divided by how often
+    the input names it."""
     _check(input, "input")
     _check(weight, "weight")
-    return Tensor._wrap(_C.embedding(weight._h, input._h, padding_idx is not None, 0 if padding_idx is None else as_index(padding_idx)))
+    if sparse:
+        raise NotImplementedError("embedding: sparse=True (sparse gradients) is not supported")
+    if padding_idx is not None:
+        padding_idx = as_index(padding_idx)
+        if not -weight.shape[0] <= padding_idx < weight.shape[0]:
+            raise ValueError(f"embedding: padding_idx {padding_idx} must be within num_embeddings "
+                             f"({weight.shape[0]})")
+        padding_idx %= weight.shape[0]
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, _float(max_norm, "max_norm", "embedding"),
+                           _float(norm_type, "norm_type", "embedding"))
+    out = Tensor._wrap(_C.embedding(weight._h, input._h, padding_idx is not None,
+                                    0 if padding_idx is None else padding_idx))
+    if scale_grad_by_freq and out.requires_grad:
+        ids = input.detach().cpu().numpy().astype(np.int64)
+        counts = np.bincount(ids.reshape(-1) % max(weight.shape[0], 1), minlength=weight.shape[0])
+        share = (1.0 / np.maximum(counts[ids % max(weight.shape[0], 1)], 1)).astype(np.float32)[..., None]
+        scaled = out * _creation.tensor(share, device=out.device).to(out.dtype)
+        # The value stays the row; the gradient is the scaled one.
+        out = scaled + (out - scaled).detach()
+    return out
 
 
 # ---- losses (float32 under autocast) -------------------------------------------------------
@@ -1093,7 +1978,9 @@ def _cat(tensors, dim):
 
 # ---- resampling ----------------------------------------------------------------------------
 
-_INTERPOLATE_MODES = ("nearest", "nearest-exact", "linear", "bilinear")
+_INTERPOLATE_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear", "area")
+_INTERPOLATE_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+_CUBIC_A = -0.75  # the cubic convolution's parameter, as PyTorch (and OpenCV) use
 
 
 def _source_scale(in_size, out_size, scale, align_corners):
@@ -1103,8 +1990,65 @@ def _source_scale(in_size, out_size, scale, align_corners):
     return 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
 
 
-def _resample_dim(x, dim, out_size, scale, mode, align_corners):
+def _weighted_taps(x, dim, taps, weights):
+    """sum_t x.index_select(dim, taps[:, t]) * weights[:, t] along ``dim``."""
+    shape = [taps.shape[0]] + [1] * (x.ndim - 1 - (dim % x.ndim))
+    out = None
+    for t in range(taps.shape[1]):
+        index = _creation.tensor(np.ascontiguousarray(taps[:, t], np.int64), dtype=_int64, device=x.device)
+        part = x.index_select(dim, index)
+        w = _creation.tensor(weights[:, t].astype(np.float32).reshape(shape), device=x.device).to(x.dtype)
+        out = part * w if out is None else out + part * w
+    return out
+
+
+def _cubic_weights(t):
+    """The four cubic-convolution weights of the taps at floor - 1 … floor + 2, t the fraction."""
+    a = np.float32(_CUBIC_A)
+    t = t.astype(np.float32)
+
+    def near(u):  # |u| <= 1
+        return ((a + 2) * u - (a + 3)) * u * u + 1
+
+    def far(u):  # 1 < |u| < 2
+        return ((a * u - 5 * a) * u + 8 * a) * u - 4 * a
+    return np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], axis=1)
+
+
+def _antialias_taps(n, out_size, scale, mode, align_corners):
+    """PyTorch's antialiased (PIL-style) taps and weights along a dimension: the filter (the
+    triangle, or the cubic with a = -0.5) widened by the downsampling factor, its weights
+    normalised over the taps inside. In float32, as its kernel."""
+    f32 = np.float32
+    s = f32(_source_scale(n, out_size, scale, align_corners))
+    size = 2 if mode == "bilinear" else 4
+    support = f32(size * 0.5) * s if s >= 1 else f32(size * 0.5)
+    inv = f32(1) / s if s >= 1 else f32(1)
+    a = f32(-0.5)
+
+    def filt(u):
+        u = np.abs(u)
+        if mode == "bilinear":
+            return np.where(u < 1, f32(1) - u, f32(0))
+        return np.where(u < 1, ((a + 2) * u - (a + 3)) * u * u + 1,
+                        np.where(u < 2, (((u - 5) * u + 8) * u - 4) * a, f32(0)))
+    centre = s * (np.arange(out_size, dtype=f32) + f32(0.5))
+    lo = np.maximum((centre - support + f32(0.5)).astype(np.int64), 0)
+    count = np.minimum((centre + support + f32(0.5)).astype(np.int64), n) - lo
+    width = max(int(count.max()), 1)
+    j = np.arange(width)
+    w = filt(((j[None, :] + lo[:, None]).astype(f32) - centre[:, None] + f32(0.5)) * inv).astype(f32)
+    w = np.where(j[None, :] < count[:, None], w, f32(0))
+    total = w.sum(1, keepdims=True, dtype=f32)
+    w = np.where(total != 0, w / np.where(total != 0, total, f32(1)), w)
+    return np.minimum(lo[:, None] + j[None, :], n - 1), w
+
+
+def _resample_dim(x, dim, out_size, scale, mode, align_corners, antialias=False):
     n = x.shape[dim]
+    if antialias:
+        taps, weights = _antialias_taps(n, out_size, scale, mode, align_corners)
+        return _weighted_taps(x, dim, taps, weights)
     if mode in ("nearest", "nearest-exact"):
         s = np.float32(_source_scale(n, out_size, scale, False))
         j = np.arange(out_size, dtype=np.float32)
@@ -1114,49 +2058,55 @@ def _resample_dim(x, dim, out_size, scale, mode, align_corners):
             return x
         if mode == "nearest" and out_size == 2 * n:
             idx = np.arange(out_size) // 2
-        return x.index_select(dim, _creation.tensor(idx.tolist(), dtype=_int64, device=x.device))
+        return x.index_select(dim, _creation.tensor(np.ascontiguousarray(idx, np.int64), dtype=_int64, device=x.device))
+    if mode == "bicubic":
+        # In float32, as PyTorch's kernel: the source position is not clamped at 0 (the taps are).
+        s = np.float32(_source_scale(n, out_size, scale, align_corners))
+        j = np.arange(out_size, dtype=np.float32)
+        src = j * s if align_corners else (j + np.float32(0.5)) * s - np.float32(0.5)
+        i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
+        t = np.clip(src - i0.astype(np.float32), 0, 1)
+        taps = np.clip(i0[:, None] + np.arange(-1, 3), 0, n - 1)
+        return _weighted_taps(x, dim, taps, _cubic_weights(t))
     s = _source_scale(n, out_size, scale, align_corners)
     j = np.arange(out_size, dtype=np.float64)
     src = j * s if align_corners else np.maximum((j + 0.5) * s - 0.5, 0.0)
     i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
     i1 = np.minimum(i0 + 1, n - 1)
     lam = (src - i0).astype(np.float32)
-    shape = [out_size] + [1] * (x.ndim - 1 - (dim % x.ndim))
-    lo = x.index_select(dim, _creation.tensor(i0.tolist(), dtype=_int64, device=x.device))
-    hi = x.index_select(dim, _creation.tensor(i1.tolist(), dtype=_int64, device=x.device))
-    w1 = _creation.tensor(lam.reshape(shape), device=x.device).to(x.dtype)
-    w0 = _creation.tensor((1 - lam).reshape(shape), device=x.device).to(x.dtype)
-    return lo * w0 + hi * w1
+    return _weighted_taps(x, dim, np.stack([i0, i1], 1), np.stack([1 - lam, lam], 1))
 
 
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
                 recompute_scale_factor=None, antialias: bool = False) -> Tensor:
-    """Resizes the spatial dimensions of ``[N, C, L]`` or ``[N, C, H, W]`` input to ``size`` or by
-    ``scale_factor`` (one of the two; the output size is the floor of size × factor).
+    """Resizes the spatial dimensions of ``[N, C, L]``, ``[N, C, H, W]`` or ``[N, C, D, H, W]``
+    input to ``size`` or by ``scale_factor`` (one of the two; the output size is the floor of
+    size × factor).
 
     Modes: ``"nearest"`` (PyTorch's: the source index is floor(j × in/out), or j / factor when a
-    factor is given), ``"nearest-exact"`` (pixel centres), ``"linear"`` (3-D) and ``"bilinear"``
-    (4-D), both with ``align_corners`` False (the default: pixel centres, edges clamped) or True
-    (corner pixels aligned). Differentiable: rows and columns are gathered with index_select
-    and weighted."""
+    factor is given), ``"nearest-exact"`` (pixel centres), ``"linear"`` (3-D), ``"bilinear"``
+    and ``"bicubic"`` (4-D, cubic convolution with a = -0.75) and ``"trilinear"`` (5-D), all
+    with ``align_corners`` False (the default: pixel centres, edges clamped) or True (corner
+    pixels aligned), and ``"area"`` (adaptive average pooling). With ``antialias`` (bilinear and
+    bicubic) the filter is widened by the downsampling factor, as PIL's and PyTorch's.
+    Differentiable: each dimension is gathered with index_select and weighted."""
     _check(input, "input")
     if mode not in _INTERPOLATE_MODES:
         raise NotImplementedError(f"interpolate: mode {mode!r} is not supported; the supported modes are "
                                   f"{', '.join(repr(m) for m in _INTERPOLATE_MODES)}")
-    if antialias:
-        raise NotImplementedError("interpolate: antialias=True is not supported")
-    if input.ndim not in (3, 4):
-        raise NotImplementedError(f"interpolate: expected a 3-D [N, C, L] or 4-D [N, C, H, W] input, got shape "
-                                  f"{tuple(input.shape)}")
+    if antialias and mode not in ("bilinear", "bicubic"):
+        raise ValueError(f"interpolate: antialias=True needs mode 'bilinear' or 'bicubic', got {mode!r}")
+    if input.ndim not in (3, 4, 5):
+        raise ValueError(f"interpolate: expected a 3-D [N, C, L], 4-D [N, C, H, W] or 5-D [N, C, D, H, W] input, "
+                         f"got shape {tuple(input.shape)}")
     k = input.ndim - 2
-    if mode == "linear" and k != 1:
-        raise ValueError(f"interpolate: mode 'linear' needs a 3-D input, got shape {tuple(input.shape)}")
-    if mode == "bilinear" and k != 2:
-        raise ValueError(f"interpolate: mode 'bilinear' needs a 4-D input, got shape {tuple(input.shape)}")
-    interpolating = mode in ("linear", "bilinear")
+    if mode in _INTERPOLATE_DIMS and _INTERPOLATE_DIMS[mode] != k:
+        raise ValueError(f"interpolate: mode {mode!r} needs a {_INTERPOLATE_DIMS[mode] + 2}-D input, got shape "
+                         f"{tuple(input.shape)}")
+    interpolating = mode in _INTERPOLATE_DIMS
     if align_corners is not None and not interpolating:
-        raise ValueError("interpolate: align_corners can only be set with the interpolating modes linear and "
-                         "bilinear")
+        raise ValueError("interpolate: align_corners can only be set with the interpolating modes linear, "
+                         "bilinear, bicubic and trilinear")
     align = bool(align_corners) if interpolating else False
     if (size is None) == (scale_factor is None):
         raise ValueError("interpolate: give exactly one of size and scale_factor")
@@ -1184,11 +2134,13 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
                          f"{tuple(input.shape)})")
     if any(n == 0 for n in in_sizes):
         raise ValueError(f"interpolate: cannot resize an empty input of shape {tuple(input.shape)}")
+    if mode == "area":
+        return _adaptive(input, k, tuple(sizes), "interpolate", False)
     x = input
     for d in range(k):
-        if sizes[d] == in_sizes[d] and scales[d] in (None, 1.0):
+        if sizes[d] == in_sizes[d] and scales[d] in (None, 1.0) and mode != "bicubic" and not antialias:
             continue
-        x = _resample_dim(x, 2 + d, sizes[d], scales[d], mode, align)
+        x = _resample_dim(x, 2 + d, sizes[d], scales[d], mode, align, bool(antialias))
     return x
 
 
@@ -1196,6 +2148,219 @@ def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
     """:func:`interpolate` (PyTorch's older name)."""
     return interpolate(input, size, scale_factor, mode, align_corners)
 
+
+def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """:func:`interpolate` with mode ``"nearest"`` (PyTorch's older name)."""
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """:func:`interpolate` of 4-D input with mode ``"bilinear"`` and the corners aligned
+    (PyTorch's older name)."""
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def _affine_base(n, align_corners):
+    """PyTorch's sample positions along a dimension of ``n`` in [-1, 1] (pixel centres, or the
+    corners with ``align_corners``)."""
+    if n <= 1:
+        return np.zeros(max(n, 0), np.float32)
+    r = np.linspace(-1, 1, n, dtype=np.float32)
+    return r if align_corners else r * np.float32((n - 1) / n)
+
+
+def affine_grid(theta: Tensor, size, align_corners=None) -> Tensor:
+    """The sampling grid of the affine maps ``theta`` ([N, 2, 3] for a 4-D ``size`` (N, C, H, W),
+    [N, 3, 4] for a 5-D one) over the output positions in [-1, 1]: [N, H, W, 2] or
+    [N, D, H, W, 3] of (x, y[, z]) for :func:`grid_sample`."""
+    _check(theta, "theta")
+    if not theta.is_floating_point():
+        raise TypeError(f"affine_grid: theta must be a floating-point tensor, got {theta.dtype}")
+    size = tuple(as_index(s) for s in size)
+    if len(size) not in (4, 5):
+        raise NotImplementedError(f"affine_grid: size must be 4-D or 5-D, got {size}")
+    k = len(size) - 2
+    if theta.ndim != 3 or tuple(theta.shape[1:]) != (k, k + 1) or theta.shape[0] != size[0]:
+        raise ValueError(f"affine_grid: for size {size} theta must have shape ({size[0]}, {k}, {k + 1}), got "
+                         f"{tuple(theta.shape)}")
+    if any(s <= 0 for s in size[2:]):
+        raise ValueError(f"affine_grid: the spatial sizes must be positive, got {size}")
+    align = bool(align_corners)
+    axes = [_affine_base(n, align) for n in reversed(size[2:])]  # x (the last dimension) first
+    mesh = list(np.meshgrid(*axes[::-1], indexing="ij"))[::-1]  # x, y[, z], each [*spatial]
+    base = np.stack(mesh + [np.ones_like(mesh[0])], -1).reshape(1, -1, k + 1)
+    grid = _creation.tensor(base, device=theta.device).to(theta.dtype).matmul(theta.transpose(1, 2))
+    return grid.reshape(size[0], *size[2:], k)
+
+
+def _reflect(x, low2, high2):
+    """PyTorch's reflect_coordinates of numpy positions: (value, slope)."""
+    if low2 == high2:
+        return np.zeros_like(x), np.zeros_like(x)
+    lo, span = low2 / 2, (high2 - low2) / 2
+    d = x - lo
+    a = np.abs(d)
+    flips = np.floor(a / span)
+    extra = np.fmod(a, span)
+    even = flips % 2 == 0
+    value = np.where(even, extra + lo, span - extra + lo)
+    slope = np.where(d >= 0, 1.0, -1.0) * np.where(even, 1.0, -1.0)
+    return value, slope
+
+
+def _pad_coordinates(x, n, padding_mode, align_corners):
+    """Positions ``x`` (numpy) moved inside by the padding mode: (value, slope), the slope for
+    the gradient."""
+    ones = np.ones_like(x)
+    if padding_mode == "zeros":
+        return x, ones
+    slope = ones
+    if padding_mode == "reflection":
+        x, slope = _reflect(x, 0, 2 * (n - 1)) if align_corners else _reflect(x, -1, 2 * n - 1)
+    inside = (x > 0) & (x < n - 1)
+    return np.clip(x, 0, n - 1), slope * inside
+
+
+def _gather_plane(flat, idx, ok):
+    """Entries of flat [N, C, P] at idx [N, Q] (numpy; 0 where not ``ok``): [N, C, Q]."""
+    n, c = flat.shape[0], flat.shape[1]
+    index = _creation.tensor(np.where(ok, idx, 0).astype(np.int64), device=flat.device)
+    return flat.gather(2, index.unsqueeze(1).expand(n, c, idx.shape[1]))
+
+
+def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
+                align_corners=None) -> Tensor:
+    """Samples [N, C, H, W] input at the positions of grid [N, Ho, Wo, 2] ((x, y) in [-1, 1]), or
+    [N, C, D, H, W] input at grid [N, Do, Ho, Wo, 3]: ``mode`` ``"bilinear"`` (trilinear for 5-D),
+    ``"nearest"`` or ``"bicubic"`` (4-D); outside the input ``padding_mode`` ``"zeros"``,
+    ``"border"`` (the edge value) or ``"reflection"``. Differentiable in the input and (but
+    for nearest) in the grid."""
+    _check(input, "input")
+    _check(grid, "grid")
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(f"grid_sample: mode must be 'bilinear', 'nearest' or 'bicubic', got {mode!r}")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(f"grid_sample: padding_mode must be 'zeros', 'border' or 'reflection', got {padding_mode!r}")
+    if input.ndim not in (4, 5):
+        raise ValueError(f"grid_sample: expected a 4-D or 5-D input, got shape {tuple(input.shape)}")
+    k = input.ndim - 2
+    if grid.ndim != input.ndim or grid.shape[-1] != k or grid.shape[0] != input.shape[0]:
+        raise ValueError(f"grid_sample: for input of shape {tuple(input.shape)} the grid must have shape "
+                         f"({input.shape[0]}, {', '.join(['*'] * k)}, {k}), got {tuple(grid.shape)}")
+    if input.dtype != grid.dtype:
+        raise TypeError(f"grid_sample: input ({input.dtype}) and grid ({grid.dtype}) must have one dtype")
+    if any(s == 0 for s in input.shape[2:]):
+        raise ValueError(f"grid_sample: cannot sample an input with empty spatial dimensions, "
+                         f"shape {tuple(input.shape)}")
+    align = bool(align_corners)
+    n, c = input.shape[0], input.shape[1]
+    sizes = tuple(input.shape[2:])  # (H, W) or (D, H, W)
+    outs = tuple(grid.shape[1:-1])
+    q = math.prod(outs)
+    flat = input.reshape(n, c, math.prod(sizes))
+    g = grid.reshape(n, q, k)
+    # Coordinate j of the grid indexes spatial dimension k - 1 - j (x is the width).
+    coords, values = [], []
+    for j in range(k):
+        size = sizes[k - 1 - j]
+        gj = g.select(2, j)
+        # Unnormalised, differentiable: the grid's own tensor times constants.
+        u = (gj + 1.0) * ((size - 1) / 2.0) if align else ((gj + 1.0) * size - 1.0) / 2.0
+        coords.append(u)
+        values.append(u.detach().numpy().astype(np.float64))
+    strides = [math.prod(sizes[k - j:]) for j in range(k)]  # of x, y, z in the flat plane
+    if mode == "bicubic":
+        return _grid_bicubic(flat, coords, values, sizes, strides, padding_mode, align, n, c, outs)
+    moved, slopes = [], []
+    for j in range(k):
+        v, s = _pad_coordinates(values[j], sizes[k - 1 - j], padding_mode, align)
+        moved.append(v)
+        slopes.append(s)
+    # The moved positions as tensors with the grid's gradient: u * slope + (moved - u * slope).
+    pos = [coords[j] * _creation.tensor(slopes[j].astype(np.float32), device=grid.device).to(grid.dtype)
+           + _creation.tensor((moved[j] - values[j] * slopes[j]).astype(np.float32), device=grid.device).to(
+               grid.dtype) for j in range(k)]
+    if mode == "nearest":
+        idx = np.zeros((n, q), np.int64)
+        ok = np.ones((n, q), bool)
+        for j in range(k):
+            r = np.rint(moved[j]).astype(np.int64)  # half to even, as nearbyint
+            ok &= (r >= 0) & (r < sizes[k - 1 - j])
+            idx += r * strides[j]
+        out = _gather_plane(flat, idx, ok)
+        if not ok.all():
+            out = out * _creation.tensor(ok[:, None, :], device=input.device).to(out.dtype)
+        return out.reshape(n, c, *outs)
+    lows = [np.floor(m).astype(np.int64) for m in moved]
+    fracs = [pos[j] - _creation.tensor(lows[j].astype(np.float32), device=grid.device).to(grid.dtype)
+             for j in range(k)]
+    out = None
+    for corner in itertools.product((0, 1), repeat=k):
+        idx = np.zeros((n, q), np.int64)
+        ok = np.ones((n, q), bool)
+        weight = None
+        for j, bit in enumerate(corner):
+            t = lows[j] + bit
+            ok &= (t >= 0) & (t < sizes[k - 1 - j])
+            idx += t * strides[j]
+            w = fracs[j] if bit else 1.0 - fracs[j]
+            weight = w if weight is None else weight * w
+        if not ok.any():
+            continue
+        weight = weight * _creation.tensor(ok.astype(np.float32), device=grid.device).to(grid.dtype)
+        term = _gather_plane(flat, idx, ok) * weight.unsqueeze(1)
+        out = term if out is None else out + term
+    if out is None:  # every position outside a zero-padded input: zeros, still in the graph
+        out = _connected_zeros(flat, g, n, c, q)
+    return out.reshape(n, c, *outs)
+
+
+def _connected_zeros(flat, g, n, c, q):
+    """Zeros [N, C, Q] with gradients (of zero) to the input and the grid."""
+    return flat.sum(2, keepdim=True).expand(n, c, q) * 0.0 + (g.sum(2) * 0.0).unsqueeze(1)
+
+
+def _grid_bicubic(flat, coords, values, sizes, strides, padding_mode, align, n, c, outs):
+    """Bicubic (tricubic for 5-D) grid sampling: 4 taps per dimension around each position
+    (cubic convolution, a = -0.75), each tap's integer position moved inside by the padding
+    mode, zero outside for 'zeros'. The weights are computed in float64: the grid's gradient
+    sums many products of them."""
+    k = len(sizes)
+    q = math.prod(outs)
+    a = _CUBIC_A
+    lows = [np.floor(v).astype(np.int64) for v in values]
+    ts = [coords[j].double() - _creation.tensor(lows[j].astype(np.float64), device=flat.device) for j in range(k)]
+
+    def near(u):
+        return ((u * (a + 2)) - (a + 3)) * u * u + 1.0
+
+    def far(u):
+        return ((u * a - 5 * a) * u + 8 * a) * u - 4 * a
+
+    weights = [[far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)] for t in ts]
+    out = None
+    for taps in itertools.product(range(4), repeat=k):  # (dx, dy[, dz])
+        idx = np.zeros((n, q), np.int64)
+        ok = np.ones((n, q), bool)
+        w = None
+        for j, d in enumerate(taps):
+            size = sizes[k - 1 - j]
+            t = (lows[j] + d - 1).astype(np.float64)
+            if padding_mode != "zeros":
+                t = _pad_coordinates(t, size, padding_mode, align)[0]
+            t = t.astype(np.int64)
+            ok &= (t >= 0) & (t < size)
+            idx += np.clip(t, 0, size - 1) * strides[j]
+            w = weights[j][d] if w is None else w * weights[j][d]
+        if not ok.any():
+            continue
+        if not ok.all():
+            w = w * _creation.tensor(ok.astype(np.float64), device=flat.device)
+        term = _gather_plane(flat, idx, ok) * w.to(flat.dtype).unsqueeze(1)
+        out = term if out is None else out + term
+    if out is None:  # every position outside a zero-padded input: zeros, still in the graph
+        out = _connected_zeros(flat, coords[0].unsqueeze(-1), n, c, q)
+    return out.reshape(n, c, *outs)
 
 # ---- more losses ---------------------------------------------------------------------------
 
@@ -1760,14 +2925,17 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, no
     ``[B, L]``, or the runs of a 1-D ``input`` starting at ``offsets`` (with
     ``include_last_offset`` the last offset is the end of the last bag). An empty bag gives
     zeros; entries equal to ``padding_idx`` are left out (and not counted by the mean).
-    ``per_sample_weights`` (mode "sum" only) weight each entry. ``max_norm``,
-    ``scale_grad_by_freq`` and ``sparse`` are not supported."""
+    ``per_sample_weights`` (mode "sum" only) weight each entry. ``max_norm`` rescales the rows
+    looked up in place first and ``scale_grad_by_freq`` divides each row's gradient by how
+    often the input names it, as in :func:`embedding`; ``sparse`` is not supported."""
     _check(input, "input")
     _check(weight, "weight")
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"embedding_bag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding_bag: max_norm, scale_grad_by_freq and sparse are not supported")
+    if sparse:
+        raise NotImplementedError("embedding_bag: sparse=True (sparse gradients) is not supported")
+    if scale_grad_by_freq and mode == "max":
+        raise ValueError("embedding_bag: max mode does not support scaling the gradient by the frequency")
     if weight.ndim != 2:
         raise ValueError(f"embedding_bag: weight must be 2-D, got shape {tuple(weight.shape)}")
     if input.dtype.is_floating_point:
@@ -1818,7 +2986,15 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, no
             raise ValueError(f"embedding_bag: padding_idx {padding_idx} must be within num_embeddings ({n_rows})")
         padding_idx %= n_rows
     keep = np.ones(len(flat_idx), bool) if padding_idx is None else flat_idx != padding_idx
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, _float(max_norm, "max_norm", "embedding_bag"),
+                           _float(norm_type, "norm_type", "embedding_bag"))
     rows = weight.index_select(0, flat.reshape(-1).to(_int64))  # [n, D]
+    if scale_grad_by_freq and rows.requires_grad:
+        counts = np.bincount(flat_idx, minlength=n_rows)
+        share = (1.0 / np.maximum(counts[flat_idx], 1)).astype(np.float32)[:, None]
+        scaled = rows * _creation.tensor(share, device=rows.device).to(rows.dtype)
+        rows = scaled + (rows - scaled).detach()  # the rows as values, the scaled gradient
     nb = len(starts)
     if mode == "max":
         out = []

@@ -1,5 +1,5 @@
-"""Padding layers over ``functional.pad``: constant (zero), reflection and replication, 1-D
-and 2-D."""
+"""Padding layers over ``functional.pad``: constant (zero), reflection, replication and
+circular, 1-D, 2-D and 3-D."""
 
 from __future__ import annotations
 
@@ -54,6 +54,12 @@ class ConstantPad2d(ConstantPad1d):
     _n = 2
 
 
+class ConstantPad3d(ConstantPad1d):
+    """Pads the last three dimensions with ``value``: ``padding`` is an int or (left, right,
+    top, bottom, front, back)."""
+    _n = 3
+
+
 class ZeroPad1d(ConstantPad1d):
     """Pads the last dimension with zeros: ``padding`` is an int or (left, right)."""
 
@@ -91,3 +97,40 @@ class ReplicationPad2d(ReplicationPad1d):
     """Pads the last two dimensions of [N, C, H, W] or [C, H, W] input by repeating its edge
     values: ``padding`` is an int or (left, right, top, bottom)."""
     _n = 2
+
+
+class ZeroPad3d(ConstantPad3d):
+    """Pads the last three dimensions with zeros: ``padding`` is an int or (left, right, top,
+    bottom, front, back)."""
+
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+
+class ReflectionPad3d(ReflectionPad1d):
+    """Pads the last three dimensions of [N, C, D, H, W] or [C, D, H, W] input with their
+    reflection: ``padding`` is an int or six ints, each less than its dimension."""
+    _n = 3
+
+
+class ReplicationPad3d(ReplicationPad1d):
+    """Pads the last three dimensions of [N, C, D, H, W] or [C, D, H, W] input by repeating
+    their edge values."""
+    _n = 3
+
+
+class CircularPad1d(_Pad):
+    """Pads the last dimension of [N, C, L] or [C, L] input by wrapping around: the left pad
+    comes from the right end and the right pad from the left end."""
+    _mode = "circular"
+
+
+class CircularPad2d(CircularPad1d):
+    """Pads the last two dimensions of [N, C, H, W] or [C, H, W] input by wrapping around."""
+    _n = 2
+
+
+class CircularPad3d(CircularPad1d):
+    """Pads the last three dimensions of [N, C, D, H, W] or [C, D, H, W] input by wrapping
+    around."""
+    _n = 3

@@ -35,6 +35,17 @@ def _lstm_step(xw, state, w_hh, b_hh):
     return h, (h, result(c))
 
 
+def _lstm_projected_step(w_hr):
+    def step(xw, state, w_hh, b_hh):
+        """One LSTM step whose hidden state is projected by ``w_hr`` (``proj_size``)."""
+        h, c = state
+        hw = F.linear(h.to(xw.dtype), w_hh, b_hh)
+        h, c = _C.lstm_cell(xw._h, hw._h, c._h)
+        h = F.linear(result(h), w_hr)
+        return h, (h, result(c))
+    return step
+
+
 def _gru_step(gi, h, w_hh, b_hh):
     """One GRU step from the input's product ``gi = x W_ihᵀ + b_ih``."""
     gh = F.linear(h.to(gi.dtype), w_hh, b_hh)
@@ -151,11 +162,15 @@ class GRUCell(_CellBase):
 
 class _RNNBase(Module):
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, device="cpu", dtype=None):
+                 bidirectional=False, device="cpu", dtype=None, proj_size=0):
         super().__init__()
         self.mode = mode
         self.input_size = _check_size("input_size", input_size)
         self.hidden_size = _check_size("hidden_size", hidden_size)
+        self.proj_size = as_index(proj_size)
+        if self.proj_size < 0 or (self.proj_size and self.proj_size >= self.hidden_size):
+            raise ValueError(f"proj_size must be 0 or positive and smaller than hidden_size ({hidden_size}), got "
+                             f"{proj_size}")
         self.num_layers = _check_size("num_layers", num_layers)
         if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1:
             raise ValueError(f"dropout must be a number in [0, 1], got {dropout!r}")
@@ -165,30 +180,38 @@ class _RNNBase(Module):
         g = _GATES[mode] * self.hidden_size
         bound = 1.0 / math.sqrt(self.hidden_size)
         self._names = []
+        out = self.proj_size or self.hidden_size  # the width of the hidden state, and of the output
         for layer in range(self.num_layers):
-            size = self.input_size if layer == 0 else self.hidden_size * directions
+            size = self.input_size if layer == 0 else out * directions
             for suffix in ("", "_reverse")[:directions]:
                 names = [f"weight_ih_l{layer}{suffix}", f"weight_hh_l{layer}{suffix}"]
                 setattr(self, names[0], uniform_parameter((g, size), bound, dtype, device))
-                setattr(self, names[1], uniform_parameter((g, self.hidden_size), bound, dtype, device))
+                setattr(self, names[1], uniform_parameter((g, out), bound, dtype, device))
                 if bias:
                     names += [f"bias_ih_l{layer}{suffix}", f"bias_hh_l{layer}{suffix}"]
                     setattr(self, names[2], uniform_parameter((g,), bound, dtype, device))
                     setattr(self, names[3], uniform_parameter((g,), bound, dtype, device))
+                if self.proj_size:
+                    names.append(f"weight_hr_l{layer}{suffix}")
+                    setattr(self, names[-1], uniform_parameter((self.proj_size, self.hidden_size), bound, dtype,
+                                                               device))
                 self._names.append(names)
 
     def _weights(self, layer, direction):
         names = self._names[layer * (2 if self.bidirectional else 1) + direction]
-        w = [getattr(self, n) for n in names]
+        w = [getattr(self, n) for n in names[:4 if self.bias else 2]]
         return w if self.bias else w + [None, None]
+
+    def _projection(self, layer, direction):
+        return getattr(self, self._names[layer * (2 if self.bidirectional else 1) + direction][-1])
 
     def _step(self):
         return {"LSTM": _lstm_step, "GRU": _gru_step, "RNN_TANH": _rnn_step("tanh"),
                 "RNN_RELU": _rnn_step("relu")}[self.mode]
 
-    def _initial(self, hx, batch, like, unbatched):
+    def _initial(self, hx, batch, like, unbatched, width=None):
         directions = 2 if self.bidirectional else 1
-        want = (self.num_layers * directions, batch, self.hidden_size)
+        want = (self.num_layers * directions, batch, width or self.hidden_size)
         if hx is None:
             return _creation.zeros(*want, dtype=like.dtype, device=like.device)
         shape = tuple(hx.shape)
@@ -208,12 +231,14 @@ class _RNNBase(Module):
         steps, batch = x.shape[0], x.shape[1]
         lstm = self.mode == "LSTM"
         if lstm:
+            proj = self.proj_size or None
             if hx is None:
-                h0 = c0 = self._initial(None, batch, x, unbatched)
+                h0 = self._initial(None, batch, x, unbatched, proj)
+                c0 = self._initial(None, batch, x, unbatched)
             else:
                 if not isinstance(hx, (tuple, list)) or len(hx) != 2:
                     raise TypeError(f"{name}: hx must be a tuple (h_0, c_0)")
-                h0, c0 = (self._initial(t, batch, x, unbatched) for t in hx)
+                h0, c0 = self._initial(hx[0], batch, x, unbatched, proj), self._initial(hx[1], batch, x, unbatched)
         else:
             h0 = self._initial(hx, batch, x, unbatched)
         step = self._step()
@@ -225,7 +250,11 @@ class _RNNBase(Module):
             for direction in range(directions):
                 k = layer * directions + direction
                 w_ih, w_hh, b_ih, b_hh = self._weights(layer, direction)
-                if lstm:
+                if lstm and self.proj_size:
+                    # With a projection the engine's layer op does not apply: step by step.
+                    state = (h0[k], c0[k])
+                    step = _lstm_projected_step(self._projection(layer, direction))
+                elif lstm:
                     # The whole layer as one engine op, its backward through time in the engine.
                     h_0, c_0 = h0[k], c0[k]  # (held: a handle lives as long as its tensor)
                     records = _C.lstm_layer(layer_input._h, h_0._h, c_0._h, w_ih._h, w_hh._h,
@@ -236,7 +265,8 @@ class _RNNBase(Module):
                     finals_h.append(h_k)
                     finals_c.append(c_k)
                     continue
-                state = h0[k]
+                else:
+                    state = h0[k]
                 # The input's products for all steps at once: [steps * batch, gates], one per step.
                 xw = F.linear(layer_input.reshape(steps * batch, -1), w_ih, b_ih).split(batch, 0)
                 order = range(steps) if direction == 0 else range(steps - 1, -1, -1)
@@ -244,7 +274,11 @@ class _RNNBase(Module):
                 for t in order:
                     seq[t], state = step(xw[t], state, w_hh, b_hh)
                 outputs.append(stack(seq, 0))
-                finals_h.append(state)
+                if lstm:
+                    finals_h.append(state[0])
+                    finals_c.append(state[1])
+                else:
+                    finals_h.append(state)
             layer_input = outputs[0] if directions == 1 else cat(outputs, -1)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
                 layer_input = F.dropout(layer_input, self.dropout, True)
@@ -271,6 +305,8 @@ class _RNNBase(Module):
             s += f", dropout={self.dropout}"
         if self.bidirectional:
             s += ", bidirectional=True"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         return s
 
 
@@ -287,12 +323,13 @@ class RNN(_RNNBase):
 
 
 class LSTM(_RNNBase):
-    """A multi-layer LSTM; returns ``output, (h_n, c_n)``, as PyTorch's."""
+    """A multi-layer LSTM; returns ``output, (h_n, c_n)``, as PyTorch's. With ``proj_size`` > 0
+    the hidden state is projected to that width by ``weight_hr_l{k}`` after each step."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, device="cpu", dtype=None):
+                 bidirectional=False, proj_size=0, device="cpu", dtype=None):
         super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
-                         device, dtype)
+                         device, dtype, proj_size)
 
 
 class GRU(_RNNBase):
