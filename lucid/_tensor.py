@@ -7,7 +7,7 @@ from . import _C, _core
 from ._core import TensorBase, result, wrap
 from ._ops import writes
 from ._ops.composed import ComposedMethods
-from ._ops.creation import full, leaf, ones, tensor, zeros
+from ._ops.creation import check_memory_format, empty_strided, full, leaf, ones, tensor, zeros
 from ._ops.elementwise import ElementwiseMethods
 from ._ops.indexing import IndexingMethods
 from ._ops.inplace import InPlaceMethods
@@ -76,8 +76,10 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
         self._replace(_C.detach(self._h))
         return self
 
-    def clone(self):
-        """A copy of this tensor in storage of its own (gradients flow back)."""
+    def clone(self, *, memory_format=None):
+        """A copy of this tensor in storage of its own (gradients flow back); `memory_format` is
+        taken as PyTorch's and leaves the values as they are."""
+        check_memory_format(memory_format, "clone")
         return result(_C.clone(self._h))
 
     @property
@@ -95,12 +97,21 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
 
     # ---- conversion --------------------------------------------------------------------------
 
-    def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False):
-        """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(other_tensor)``.
+    def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=None):
+        """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(other_tensor)``, each
+        optionally followed by `non_blocking` and `copy` (as PyTorch's positional form takes them).
 
         Returns `self` when nothing changes; with `copy`, always a tensor in storage of its own.
-        `non_blocking` is accepted and has nothing to do: a copy to "metal" is queued anyway.
+        `non_blocking` is accepted and has nothing to do: a copy to "metal" is queued anyway, and
+        so is `memory_format` (lucid's layout is row-major; the values are the same).
         """
+        check_memory_format(memory_format, "to")
+        flags = [a for a in args if isinstance(a, bool)]
+        if len(flags) > 2 or any(not isinstance(a, bool) for a in args[len(args) - len(flags):]):
+            raise TypeError(f"to(): expected a device, a dtype or a tensor, then non_blocking and copy, got {args!r}")
+        if len(flags) == 2:
+            copy = flags[1]
+        args = args[:len(args) - len(flags)]
         for a in args:
             if a is None:  # to(None): no device given, as in PyTorch
                 continue
@@ -237,6 +248,12 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
 
     def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
         return self.new_zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False, layout=None,
+                          pin_memory=False):
+        """``empty_strided(size, stride)`` of this tensor's dtype and device unless given."""
+        return empty_strided(size, stride, dtype=dtype or self.dtype, device=device or self.device,
+                             requires_grad=requires_grad)
 
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
         return tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)

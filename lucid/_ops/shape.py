@@ -8,7 +8,7 @@ import numpy as np
 from .. import _C
 from .._core import TensorBase, dims_arg, int_tuple, result, shape_args, tensor_arg, wrap
 from .._types import as_index
-from .creation import arange, tensor
+from .creation import arange, check_memory_format, tensor
 from .elementwise import where
 from .reduce import sum as _sum
 from .writes import encode as _encode, returned, set_data
@@ -136,11 +136,19 @@ def chunk(input, chunks, dim=0):
     return tuple(wrap(h) for h in _C.split(t._h, _C.SPLIT_CHUNKS, (chunks,), dim, capacity))
 
 
-def contiguous(input):
-    """`input` when its elements are in row-major order, else a copy that is."""
+def contiguous(input, memory_format=None):
+    """`input` when its elements are in row-major order, else a copy that is (lucid's layout is
+    row-major whatever `memory_format` asks)."""
+    check_memory_format(memory_format, "contiguous")
     if tensor_arg(input, "contiguous").is_contiguous():
         return input
     return result(_C.contiguous(input._h))
+
+
+def clone(input, *, memory_format=None):
+    """A copy of `input` in storage of its own (gradients flow back)."""
+    check_memory_format(memory_format, "clone")
+    return result(_C.clone(tensor_arg(input, "clone")._h))
 
 
 def _tensors(tensors, fn):
@@ -503,18 +511,27 @@ def ravel(input):
     return reshape(tensor_arg(input, "ravel"), -1)
 
 
+def _reversed(t, *dims):
+    """`t` in reverse order along each of `dims` (wrapped), each index held until the engine has
+    used it."""
+    for d in dims:
+        at = arange(t.shape[d] - 1, -1, -1, device=t.device)
+        t = result(_C.index_select(t._h, d, at._h))
+    return t
+
+
 def fliplr(input):
     """The columns (dimension 1) in reverse order; `input` needs at least 2 dimensions."""
     if tensor_arg(input, "fliplr").ndim < 2:
         raise RuntimeError(f"fliplr: expected a tensor of at least 2 dimensions, got {input.ndim}")
-    return flip(input, 1)
+    return _reversed(input, 1)
 
 
 def flipud(input):
     """The rows (dimension 0) in reverse order; `input` needs at least 1 dimension."""
     if tensor_arg(input, "flipud").ndim < 1:
         raise RuntimeError("flipud: expected a tensor of at least 1 dimension, got a 0-d tensor")
-    return flip(input, 0)
+    return _reversed(input, 0)
 
 
 def rot90(input, k=1, dims=(0, 1)):
@@ -531,11 +548,11 @@ def rot90(input, k=1, dims=(0, 1)):
         raise RuntimeError(f"rot90: dims must be different, got {dims}")
     k = as_index(k) % 4
     if k == 1:
-        return transpose(flip(t, d1), d0, d1)
+        return transpose(_reversed(t, d1), d0, d1)
     if k == 2:
-        return flip(t, (d0, d1))
+        return _reversed(t, d0, d1)
     if k == 3:
-        return transpose(flip(t, d0), d0, d1)
+        return transpose(_reversed(t, d0), d0, d1)
     return t.clone()
 
 
@@ -778,7 +795,7 @@ def sum_to_size(input, *size):
     """`input` summed down to `size`, which it must broadcast from (``Tensor.sum_to_size``)."""
     t = tensor_arg(input, "sum_to_size")
     size = shape_args(size, "sum_to_size: size")
-    if len(size) > t.ndim or broadcast_shapes(size, t.shape) != tuple(t.shape):
+    if len(size) > t.ndim or any(n != 1 and n != m for n, m in zip(size, t.shape[t.ndim - len(size):])):
         raise RuntimeError(f"sum_to_size: size {list(size)} is not expandable to size {list(t.shape)}")
     lead = t.ndim - len(size)
     dims = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(size) if n == 1 and t.shape[lead + i] != 1)
@@ -875,4 +892,4 @@ __all__ = ["reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose
            "column_stack", "tensor_split", "hsplit", "vsplit", "dsplit", "movedim", "moveaxis", "ravel", "fliplr",
            "flipud", "rot90", "tile", "unfold_copy", "block_diag", "kron", "meshgrid", "cartesian_prod",
            "combinations", "diag_embed", "diagflat", "diagonal_scatter", "select_scatter", "slice_scatter",
-           "as_strided_scatter", "resize_as_"]
+           "as_strided_scatter", "resize_as_", "clone"]
