@@ -330,7 +330,9 @@ def _scatter_reduce(t, dim, index, src, reduce, include_self, op):
         reduced = _sum(dense, 1)
         if reduce == "mean":
             divisor = tensor(np.maximum(hits + bool(include_self), 1), device=t.device)
-            reduced = reduced / divisor if floating else (reduced / divisor).floor().to(t.dtype)
+            # integers divide rounding down, as PyTorch's (they carry no gradient)
+            reduced = reduced / divisor if floating else tensor(
+                np.floor_divide(reduced.numpy(), divisor.numpy()).astype(reduced.dtype.numpy), device=t.device)
     elif reduce == "prod":
         columns = [narrow(dense, 1, k, 1) for k in range(dense.shape[1])]
         reduced = columns[0]
