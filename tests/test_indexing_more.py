@@ -346,6 +346,9 @@ def test_fill_and_zero_():
     y.sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), np.zeros((2, 3)))
     np.testing.assert_array_equal(lucid.fill(lucid.zeros(2, dtype=lucid.int64), lucid.tensor(4)).numpy(), [4, 4])
+    v = lucid.tensor(2.0, requires_grad=True)
+    (lucid.fill(lucid.ones(3), v) * lucid.tensor([1.0, 2.0, 3.0])).sum().backward()
+    assert v.grad.item() == 6.0
     z = lucid.ones(3)
     assert lucid.zero_(z) is z
     np.testing.assert_array_equal(z.numpy(), np.zeros(3))

@@ -270,8 +270,10 @@ def test_tile_as_numpy(shape, reps):
     np.testing.assert_array_equal(got.numpy(), want)
 
 
-def test_tile_gradient():
+def test_tile_gradient_and_errors():
     check_grads(lambda x: x.tile((2, 1, 3)), _arr(2, 3))
+    with pytest.raises(RuntimeError, match="non-negative"):
+        lucid.tile(lucid.zeros(2), (-1,))
 
 
 @pytest.mark.parametrize("shape,dim,size,step", [((10,), 0, 3, 2), ((5, 6), 1, 2, 2), ((4, 5, 3), 1, 4, 1),
@@ -334,6 +336,10 @@ def test_meshgrid_errors():
         lucid.meshgrid(lucid.zeros(2), indexing="yx")
     with pytest.raises(RuntimeError, match="0-d or 1-D"):
         lucid.meshgrid(lucid.zeros(2, 2))
+    with pytest.raises(RuntimeError, match="at least one tensor"):
+        lucid.meshgrid()
+    with pytest.raises(RuntimeError, match="at least one tensor"):
+        lucid.cartesian_prod()
 
 
 def test_cartesian_prod_and_combinations_as_itertools():

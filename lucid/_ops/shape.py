@@ -561,6 +561,8 @@ def tile(input, dims):
     dimensions, the leading ones repeat once."""
     t = tensor_arg(input, "tile")
     dims = int_tuple((dims,) if isinstance(dims, int) else dims, "tile: dims")
+    if any(n < 0 for n in dims):
+        raise RuntimeError(f"tile: dims must be non-negative, got {dims}")
     dims = (1,) * (t.ndim - len(dims)) + dims
     return repeat(t, *dims) if dims else t.clone()
 
@@ -638,6 +640,8 @@ def meshgrid(*tensors, indexing="ij"):
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
     ts = _tensors(tensors, "meshgrid")
+    if not ts:
+        raise RuntimeError("meshgrid: expected at least one tensor")
     if indexing not in ("ij", "xy"):
         raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
     for i, x in enumerate(ts):
@@ -658,6 +662,8 @@ def cartesian_prod(*tensors):
     """Every combination of one element of each 1-D tensor, as rows of a ``(N, len(tensors))``
     tensor (a single tensor is returned as it is)."""
     ts = _tensors(tensors, "cartesian_prod")
+    if not ts:
+        raise RuntimeError("cartesian_prod: expected at least one tensor")
     for i, x in enumerate(ts):
         if x.ndim != 1:
             raise RuntimeError(f"cartesian_prod: expected 1-D tensors, got tensors[{i}] of shape {tuple(x.shape)}")
