@@ -130,26 +130,26 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
             return self.clone() if copy else self
         return result(_C.tensor_to(self._h, d, dev))
 
-    def float(self):
-        return self.to(float32)
+    def float(self, memory_format=None):
+        return self.to(float32, memory_format=memory_format)
 
-    def half(self):
-        return self.to(float16)
+    def half(self, memory_format=None):
+        return self.to(float16, memory_format=memory_format)
 
-    def double(self):
-        return self.to(float64)
+    def double(self, memory_format=None):
+        return self.to(float64, memory_format=memory_format)
 
-    def bfloat16(self):
-        return self.to(bfloat16)
+    def bfloat16(self, memory_format=None):
+        return self.to(bfloat16, memory_format=memory_format)
 
-    def int(self):
-        return self.to(int32)
+    def int(self, memory_format=None):
+        return self.to(int32, memory_format=memory_format)
 
-    def long(self):
-        return self.to(int64)
+    def long(self, memory_format=None):
+        return self.to(int64, memory_format=memory_format)
 
-    def bool(self):
-        return self.to(bool_)
+    def bool(self, memory_format=None):
+        return self.to(bool_, memory_format=memory_format)
 
     def cpu(self):
         return self.to("cpu")

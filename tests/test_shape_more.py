@@ -497,6 +497,11 @@ def test_clone_to_and_memory_formats():
         x.clone(memory_format="channels_last")
     with pytest.raises(TypeError, match="non_blocking and copy"):
         x.to(True, lucid.float64)
+    for name, dtype in [("float", lucid.float32), ("half", lucid.float16), ("double", lucid.float64),
+                        ("bfloat16", lucid.bfloat16), ("int", lucid.int32), ("long", lucid.int64), ("bool", lucid.bool_)]:
+        converted = getattr(x.detach(), name)(memory_format=lucid.channels_last)
+        assert converted.dtype == dtype and converted.shape == x.shape
+    np.testing.assert_array_equal(x.detach().bfloat16(memory_format=lucid.contiguous_format).numpy(), a.astype(BF16))
     assert repr(lucid.contiguous_format) == "lucid.contiguous_format"
     assert x.mT.contiguous(lucid.contiguous_format).is_contiguous()
 
