@@ -354,3 +354,26 @@ def test_fill_and_zero_():
     np.testing.assert_array_equal(z.numpy(), np.zeros(3))
     with pytest.raises(TypeError, match="input must be a lucid.Tensor"):
         lucid.fill([1.0], 2.0)
+
+
+def test_unsafe_masked_index_and_its_accumulating_put():
+    a = _arr(4, 4)
+    rows = np.array([[0], [3], [9], [-2]])
+    cols = np.array([[1, 2, 7]])
+    mask = np.broadcast_to(rows < 4, (4, 3)) & np.broadcast_to(cols < 4, (4, 3))
+    want = np.where(mask, a[np.clip(rows, -4, 3), np.clip(cols, -4, 3)], -1.5)
+    idx = [lucid.tensor(rows), lucid.tensor(cols)]
+    got = lucid._unsafe_masked_index(lucid.tensor(a), lucid.tensor(mask), idx, -1.5)
+    np.testing.assert_array_equal(got.numpy(), want)
+    check_grads(lambda t: lucid._unsafe_masked_index(t, lucid.tensor(mask), idx, -1.5), a)
+    v = _arr(4, 3, seed=1)
+    acc = a.copy()
+    np.add.at(acc, (np.broadcast_to(np.clip(rows, -4, 3), (4, 3)), np.broadcast_to(np.clip(cols, -4, 3), (4, 3))),
+              np.where(mask, v, 0))
+    got = lucid._unsafe_masked_index_put_accumulate(lucid.tensor(a), lucid.tensor(mask), idx, lucid.tensor(v))
+    np.testing.assert_allclose(got.numpy(), acc, rtol=1e-6)
+    check_grads(lambda t, s: lucid._unsafe_masked_index_put_accumulate(t, lucid.tensor(mask), idx, s), a, v)
+    with pytest.raises(TypeError, match="bool tensor"):
+        lucid._unsafe_masked_index(lucid.tensor(a), lucid.ones(4, 3), idx, 0.0)
+    with pytest.raises(TypeError, match="at most 2"):
+        lucid._unsafe_masked_index(lucid.tensor(a), lucid.tensor(mask), idx * 2, 0.0)

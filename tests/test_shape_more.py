@@ -555,3 +555,38 @@ def test_triangle_indices_errors():
         lucid.tril_indices(3, 3, dtype=lucid.float32)
     with pytest.raises(RuntimeError, match="non-negative"):
         lucid.triu_indices(-1, 3)
+
+
+def test_resolve_conj_and_resolve_neg_return_the_tensor():
+    x = lucid.tensor(_arr(2, 3))
+    assert lucid.resolve_conj(x) is x and x.resolve_neg() is x
+    with pytest.raises(TypeError, match="lucid.Tensor"):
+        lucid.resolve_neg([1.0])
+
+
+def _chunk_cat_ref(arrays, dim, chunks):
+    parts = []
+    for a in arrays:
+        n = a.shape[dim]
+        size = -(-n // chunks)
+        pad = [(0, 0)] * a.ndim
+        pad[dim] = (0, size * chunks - n)
+        padded = np.pad(a, pad)
+        parts.append(padded.reshape(a.shape[:dim] + (chunks, -1)))
+    return np.concatenate(parts, -1)
+
+
+@pytest.mark.parametrize("shapes,dim,chunks", [([(1, 2, 3), (1, 2, 3)], -1, 5), ([(3, 3, 2, 1), (1, 4, 2, 2), (2, 1, 3, 3)], 0, 2),
+                                               ([(2, 3, 3), (2, 3, 1, 2), (2, 3)], 1, 3)])
+def test_chunk_cat_as_a_numpy_construction(shapes, dim, chunks):
+    arrays = [_arr(*s, seed=i) for i, s in enumerate(shapes)]
+    got = lucid._chunk_cat([lucid.tensor(a) for a in arrays], dim, chunks)
+    np.testing.assert_array_equal(got.numpy(), _chunk_cat_ref(arrays, dim % len(shapes[0]), chunks))
+    check_grads(lambda *xs: lucid._chunk_cat(list(xs), dim, chunks), *arrays)
+
+
+def test_chunk_cat_errors():
+    with pytest.raises(RuntimeError, match="leading"):
+        lucid._chunk_cat([lucid.zeros(2, 3), lucid.zeros(3, 3)], 1, 2)
+    with pytest.raises(RuntimeError, match="at least 1"):
+        lucid._chunk_cat([lucid.zeros(2, 3)], 1, 0)

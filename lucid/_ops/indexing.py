@@ -529,6 +529,41 @@ def unravel_index(indices, shape):
     return tuple(tensor(c, device=idx.device) for c in reversed(coords))
 
 
+def _clamped_indices(t, indices, op):
+    """Integer index tensors for the leading dimensions of `t`, clamped into range (their
+    out-of-range entries are those the mask hides)."""
+    if not isinstance(indices, (list, tuple)) or len(indices) > t.ndim:
+        raise TypeError(f"{op}: indices must be a list of at most {t.ndim} integer tensors")
+    out = []
+    for k, i in enumerate(indices):
+        i = _long_index(i, op, f"indices[{k}]")
+        n = t.shape[k]
+        out.append(tensor(np.clip(i.numpy(), -n, max(n - 1, 0)), device=t.device))
+    return tuple(out)
+
+
+def _unsafe_masked_index(input, mask, indices, fill):
+    """``input[indices]`` where the bool `mask` holds and `fill` elsewhere; indices under a false
+    mask may be out of range (PyTorch's torch._unsafe_masked_index)."""
+    t = tensor_arg(input, "_unsafe_masked_index")
+    mask = tensor_arg(mask, "_unsafe_masked_index", "mask")
+    if mask.dtype is not bool_:
+        raise TypeError(f"_unsafe_masked_index: mask must be a bool tensor, got {mask.dtype}")
+    picked = getitem(t, _clamped_indices(t, indices, "_unsafe_masked_index"))
+    return where(mask, picked, fill)
+
+
+def _unsafe_masked_index_put_accumulate(input, mask, indices, values):
+    """`input` with `values` added at ``input[indices]`` where the bool `mask` holds (PyTorch's
+    torch._unsafe_masked_index_put_accumulate); indices under a false mask may be out of range."""
+    t = tensor_arg(input, "_unsafe_masked_index_put_accumulate")
+    mask = tensor_arg(mask, "_unsafe_masked_index_put_accumulate", "mask")
+    if mask.dtype is not bool_:
+        raise TypeError(f"_unsafe_masked_index_put_accumulate: mask must be a bool tensor, got {mask.dtype}")
+    held = where(mask, values, 0)
+    return index_put(t, _clamped_indices(t, indices, "_unsafe_masked_index_put_accumulate"), held, accumulate=True)
+
+
 def fill(input, value):
     """A new tensor of `input`'s shape and dtype holding `value` (a number or a 0-d tensor)
     everywhere; input's gradient is zero."""
@@ -564,4 +599,5 @@ class IndexingMethods:
 
 __all__ = ["index_put", "scatter", "scatter_add", "select", "index_select", "gather", "nonzero", "index_add",
            "argwhere", "nonzero_static", "index_copy", "index_fill", "index_reduce", "scatter_reduce", "masked_fill",
-           "masked_scatter", "masked_select", "take", "take_along_dim", "put", "unravel_index", "fill", "zero_"]
+           "masked_scatter", "masked_select", "take", "take_along_dim", "put", "unravel_index", "fill", "zero_",
+           "_unsafe_masked_index", "_unsafe_masked_index_put_accumulate"]

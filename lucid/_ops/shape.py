@@ -808,6 +808,43 @@ def sum_to_size(input, *size):
     return reshape(_sum(t, dims, True), *size) if dims else t
 
 
+def resolve_conj(input):
+    """`input` itself: lucid's dtypes are real, so no tensor carries a pending conjugation."""
+    return tensor_arg(input, "resolve_conj")
+
+
+def resolve_neg(input):
+    """`input` itself: no lucid tensor carries a pending negation."""
+    return tensor_arg(input, "resolve_neg")
+
+
+def _chunk_cat(tensors, dim, num_chunks, *, out=None):
+    """Each tensor split into `num_chunks` chunks along `dim` (zero-padded to a multiple of it),
+    each chunk flattened from `dim` on, and the chunks of all tensors joined side by side: a
+    tensor of shape ``(*leading, num_chunks, total)`` (PyTorch's torch._chunk_cat)."""
+    ts = _tensors(tensors, "_chunk_cat")
+    if not ts:
+        raise RuntimeError("_chunk_cat: expected a non-empty list of tensors")
+    num_chunks = as_index(num_chunks)
+    if num_chunks < 1:
+        raise RuntimeError(f"_chunk_cat: num_chunks must be at least 1, got {num_chunks}")
+    d = ts[0]._wrap_dim(dim, "_chunk_cat")
+    lead = tuple(ts[0].shape[:d])
+    parts = []
+    for i, x in enumerate(ts):
+        if x.ndim <= d or tuple(x.shape[:d]) != lead:
+            raise RuntimeError(f"_chunk_cat: tensors[{i}] of shape {tuple(x.shape)} does not share the leading "
+                               f"dimensions {lead} of tensors[0] before dimension {d}")
+        n = x.shape[d]
+        size = -(-n // num_chunks)
+        if size * num_chunks > n:
+            pad = result(_C.tensor_full(x.shape[:d] + (size * num_chunks - n,) + x.shape[d + 1:], 0.0, 0,
+                                        _C.SCALAR_INT, x.dtype.code, x.device.code))
+            x = result(_C.cat([x._h, pad._h], d, False))
+        parts.append(reshape(x, *lead, num_chunks, -1) if x.numel() else reshape(x, *lead, num_chunks, 0))
+    return returned(cat(parts, -1), out, "_chunk_cat")
+
+
 def resize_(input, *sizes, memory_format=None):
     """Gives `input` the shape `sizes`, in place: the elements it had, in row-major order, as
     far as they go, zeros after (lucid has no uninitialised memory). A tensor that requires
@@ -851,7 +888,7 @@ class ShapeMethods:
     split_with_sizes, unsafe_split, unsafe_chunk = split_with_sizes, unsafe_split, unsafe_chunk
     diag_embed, diagflat, diagonal_scatter, select_scatter, slice_scatter, as_strided_scatter = (
         diag_embed, diagflat, diagonal_scatter, select_scatter, slice_scatter, as_strided_scatter)
-    sum_to_size, resize_, resize_as_ = sum_to_size, resize_, resize_as_
+    sum_to_size, resize_, resize_as_, resolve_conj, resolve_neg = sum_to_size, resize_, resize_as_, resolve_conj, resolve_neg
 
     @property
     def mT(self):
@@ -898,4 +935,4 @@ __all__ = ["reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose
            "column_stack", "tensor_split", "hsplit", "vsplit", "dsplit", "movedim", "moveaxis", "ravel", "fliplr",
            "flipud", "rot90", "tile", "unfold_copy", "block_diag", "kron", "meshgrid", "cartesian_prod",
            "combinations", "diag_embed", "diagflat", "diagonal_scatter", "select_scatter", "slice_scatter",
-           "as_strided_scatter", "resize_as_", "clone"]
+           "as_strided_scatter", "resize_as_", "clone", "resolve_conj", "resolve_neg", "_chunk_cat"]
