@@ -377,3 +377,24 @@ def test_unsafe_masked_index_and_its_accumulating_put():
         lucid._unsafe_masked_index(lucid.tensor(a), lucid.ones(4, 3), idx, 0.0)
     with pytest.raises(TypeError, match="at most 2"):
         lucid._unsafe_masked_index(lucid.tensor(a), lucid.tensor(mask), idx * 2, 0.0)
+
+
+def test_put_into_a_non_contiguous_view_writes_its_base():
+    base = lucid.zeros(3, 4)
+    view = base.t()
+    view.put_(lucid.tensor([0, 1, 5]), lucid.tensor([1.0, 2.0, 3.0]))
+    want = np.zeros((4, 3), dtype=np.float32)
+    want.reshape(-1)[[0, 1, 5]] = [1.0, 2.0, 3.0]
+    np.testing.assert_array_equal(base.numpy(), want.T)
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.float64])
+@pytest.mark.parametrize("reduce", list(REDUCE))
+def test_scatter_reduce_in_other_float_dtypes(dtype, reduce):
+    a, src = _distinct(3, 4).astype(dtype), _distinct(3, 4, seed=1).astype(dtype)
+    idx = np.random.default_rng(2).integers(0, 3, size=(3, 4))
+    got = lucid.scatter_reduce(lucid.tensor(a), 0, lucid.tensor(idx), lucid.tensor(src), reduce)
+    assert got.dtype == lucid.tensor(a).dtype
+    want = _scatter_reduce_ref(a.astype(np.float64), 0, idx, src.astype(np.float64), reduce, True)
+    tol = 1e-2 if dtype == BF16 else 1e-12
+    np.testing.assert_allclose(got.numpy().astype(np.float64), want, rtol=tol, atol=tol)

@@ -491,13 +491,12 @@ def put_(input, index, source, accumulate=False):
     src = operand(t, source, "put_")
     if index.numel() != src.numel():
         raise RuntimeError(f"put_: index has {index.numel()} elements but source {src.numel()}")
-    index_put_(reshape(t, -1) if t.is_contiguous() else _flat_view(t), (reshape(index, -1),), reshape(src, -1),
-               accumulate=accumulate, op="put_")
-    return t
-
-
-def _flat_view(t):
-    raise RuntimeError("put_: the tensor must be contiguous")
+    at = (reshape(index, -1),)
+    if t.is_contiguous():  # its 1-D view shares its storage: the write goes straight in
+        index_put_(reshape(t, -1), at, reshape(src, -1), accumulate=accumulate, op="put_")
+        return t
+    flat = index_put(reshape(writes.source(t, src), -1), at, reshape(src, -1), accumulate)
+    return writes.assign(t, reshape(flat, *t.shape), "put_", result=True)
 
 
 def put(input, index, source, accumulate=False):
