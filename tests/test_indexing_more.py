@@ -291,7 +291,8 @@ def test_take_and_take_along_dim_as_numpy():
     want = np.take_along_axis(a, along % 4, 1)
     np.testing.assert_array_equal(lucid.take_along_dim(lucid.tensor(a), lucid.tensor(along), 1).numpy(), want)
     np.testing.assert_array_equal(lucid.tensor(a).take_along_dim(lucid.tensor([[2]]), 0).numpy(), a[2:3])
-    np.testing.assert_array_equal(lucid.take_along_dim(lucid.tensor(a), lucid.tensor([1, 7])).numpy(), a.reshape(-1)[[1, 7]])
+    np.testing.assert_array_equal(lucid.take_along_dim(lucid.tensor(a), lucid.tensor([1, 7])).numpy(),
+                                  a.reshape(-1)[[1, 7]])
     check_grads(lambda t: lucid.take(t, lucid.tensor([[1, 1], [0, -1]])), a)
     check_grads(lambda t: lucid.take_along_dim(t, lucid.tensor(along), 1), a)
     with pytest.raises(IndexError, match="out of range"):

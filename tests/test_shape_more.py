@@ -260,7 +260,8 @@ def test_rot90_errors_and_gradient():
     check_grads(lambda x: lucid.rot90(x, 3), _arr(2, 3))
 
 
-@pytest.mark.parametrize("shape,reps", [((), (2, 3)), ((2,), ()), ((3, 2), (0,)), ((2,), (1, 3, 2)), ((3, 2), (3, 1, 1)),
+@pytest.mark.parametrize("shape,reps", [((), (2, 3)), ((2,), ()), ((3, 2), (0,)), ((2,), (1, 3, 2)),
+                                        ((3, 2), (3, 1, 1)),
                                         ((0,), (2, 2))])
 def test_tile_as_numpy(shape, reps):
     a = _arr(*shape)
@@ -498,7 +499,8 @@ def test_clone_to_and_memory_formats():
     with pytest.raises(TypeError, match="non_blocking and copy"):
         x.to(True, lucid.float64)
     for name, dtype in [("float", lucid.float32), ("half", lucid.float16), ("double", lucid.float64),
-                        ("bfloat16", lucid.bfloat16), ("int", lucid.int32), ("long", lucid.int64), ("bool", lucid.bool_)]:
+                        ("bfloat16", lucid.bfloat16), ("int", lucid.int32), ("long", lucid.int64),
+                        ("bool", lucid.bool_)]:
         converted = getattr(x.detach(), name)(memory_format=lucid.channels_last)
         assert converted.dtype == dtype and converted.shape == x.shape
     np.testing.assert_array_equal(x.detach().bfloat16(memory_format=lucid.contiguous_format).numpy(), a.astype(BF16))
@@ -576,7 +578,8 @@ def _chunk_cat_ref(arrays, dim, chunks):
     return np.concatenate(parts, -1)
 
 
-@pytest.mark.parametrize("shapes,dim,chunks", [([(1, 2, 3), (1, 2, 3)], -1, 5), ([(3, 3, 2, 1), (1, 4, 2, 2), (2, 1, 3, 3)], 0, 2),
+@pytest.mark.parametrize("shapes,dim,chunks", [([(1, 2, 3), (1, 2, 3)], -1, 5),
+                                               ([(3, 3, 2, 1), (1, 4, 2, 2), (2, 1, 3, 3)], 0, 2),
                                                ([(2, 3, 3), (2, 3, 1, 2), (2, 3)], 1, 3)])
 def test_chunk_cat_as_a_numpy_construction(shapes, dim, chunks):
     arrays = [_arr(*s, seed=i) for i, s in enumerate(shapes)]

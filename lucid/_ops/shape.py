@@ -270,7 +270,6 @@ def repeat_interleave(input, repeats, dim=None, *, output_size=None):
     return result(_C.index_select(t._h, d, tensor(positions, device=t.device)._h))
 
 
-
 # ---- copies of views: the view's values in storage of their own (PyTorch's *_copy ops) -------
 
 
@@ -292,7 +291,8 @@ def _view_of_size(input, size):
 
 
 alias_copy = _copy_of(lambda x: x, "alias_copy", "A copy of `input` (the values of ``torch.alias``).")
-as_strided_copy = _copy_of(as_strided, "as_strided_copy", "A copy of ``as_strided(input, size, stride, storage_offset)``.")
+as_strided_copy = _copy_of(as_strided, "as_strided_copy",
+                           "A copy of ``as_strided(input, size, stride, storage_offset)``.")
 diagonal_copy = _copy_of(diagonal, "diagonal_copy", "A copy of ``diagonal(input, offset, dim1, dim2)``.")
 expand_copy = _copy_of(lambda x, size, *, implicit=False: expand(x, size), "expand_copy",
                        "A copy of ``input.expand(size)``.")
@@ -320,6 +320,8 @@ def split_with_sizes(input, split_sizes, dim=0):
 
 split_with_sizes_copy = _copy_of(split_with_sizes, "split_with_sizes_copy",
                                  "Copies of the pieces ``split_with_sizes(input, split_sizes, dim)`` gives.")
+# PyTorch's unsafe_* pieces are views that autograd doesn't guard against in-place writes; copies
+# give the same values without that hazard.
 unsafe_split = _copy_of(split, "unsafe_split", "``split``'s pieces, as copies.")
 unsafe_chunk = _copy_of(chunk, "unsafe_chunk", "``chunk``'s pieces, as copies.")
 
@@ -568,8 +570,9 @@ def tile(input, dims):
 
 
 def unfold(input, dimension, size, step):
-    """The view-like tensor of every slice of `size` entries along `dimension`, `step` apart, in a
-    new last dimension (``Tensor.unfold``)."""
+    """Every slice of `size` entries along `dimension`, `step` apart, in a new last dimension
+    (``Tensor.unfold``). PyTorch's is a view; lucid's is a copy, whose overlapping windows' gradients
+    add up."""
     t = tensor_arg(input, "unfold")
     size, step = as_index(size), as_index(step)
     if step <= 0:
@@ -594,6 +597,8 @@ unfold_copy = _copy_of(unfold, "unfold_copy", "A copy of ``input.unfold(dimensio
 
 
 def _promoted(ts):
+    """The tensors in the dtype they promote to, as the engine's rule (asked through an addition
+    of 0-d tensors) has it."""
     d = ts[0].dtype
     for x in ts[1:]:
         if x.dtype != d:
@@ -788,7 +793,8 @@ def as_strided_scatter(input, src, size, stride, storage_offset=None):
     offset = 0 if storage_offset is None else as_index(storage_offset)
     positions = np.full(size, offset, dtype=np.int64)
     for k, (n, st) in enumerate(zip(size, stride)):
-        positions = positions + (np.arange(n, dtype=np.int64) * st).reshape([n if j == k else 1 for j in range(len(size))])
+        along = [n if j == k else 1 for j in range(len(size))]
+        positions = positions + (np.arange(n, dtype=np.int64) * st).reshape(along)
     if positions.size and (positions.min() < 0 or positions.max() >= t.numel()):
         raise RuntimeError(f"as_strided_scatter: size {size}, stride {stride} and offset {offset} reach outside the "
                            f"input's {t.numel()} elements")
@@ -888,7 +894,8 @@ class ShapeMethods:
     split_with_sizes, unsafe_split, unsafe_chunk = split_with_sizes, unsafe_split, unsafe_chunk
     diag_embed, diagflat, diagonal_scatter, select_scatter, slice_scatter, as_strided_scatter = (
         diag_embed, diagflat, diagonal_scatter, select_scatter, slice_scatter, as_strided_scatter)
-    sum_to_size, resize_, resize_as_, resolve_conj, resolve_neg = sum_to_size, resize_, resize_as_, resolve_conj, resolve_neg
+    sum_to_size, resize_, resize_as_ = sum_to_size, resize_, resize_as_
+    resolve_conj, resolve_neg = resolve_conj, resolve_neg
 
     @property
     def mT(self):
