@@ -9,37 +9,18 @@ from . import _C, _core
 from ._core import TensorBase, result, wrap
 from ._ops import writes
 from ._ops.composed import ComposedMethods
-from ._ops.creation import full, leaf, ones, tensor, zeros
+from ._ops.creation import empty_strided, full, leaf, ones, tensor, zeros
 from ._ops.elementwise import ElementwiseMethods
 from ._ops.indexing import IndexingMethods
 from ._ops.inplace import InPlaceMethods
 from ._ops.linalg import LinalgMethods
 from ._ops.reduce import ReduceMethods
-from ._ops.shape import ShapeMethods
+from ._ops.shape import ShapeMethods, clone as _clone, laid_out
 from ._ops.sparse import SparseMethods
 from .utils.hooks import RemovableHandle
-from ._types import (as_device, bfloat16, bool_, channels_last, channels_last_3d, check_dtype, contiguous_format,
-                     device as _Device, dtype as _DType, dtype_by_name, float16, float32, float64, int8, int16, int32,
-                     int64, memory_format as _MemoryFormat, no_cuda, preserve_format, uint8)
-
-
-def _laid_out(t, memory_format):
-    """`t` in `memory_format`: as it is for preserve_format, row-major for contiguous_format,
-    with the channels dimension innermost in memory for channels_last (4-d) and
-    channels_last_3d (5-d), as PyTorch lays them out."""
-    if memory_format is preserve_format:
-        return t
-    if memory_format is contiguous_format:
-        return t.contiguous()
-    if memory_format is channels_last or memory_format is channels_last_3d:
-        rank = 4 if memory_format is channels_last else 5
-        if t.ndim != rank:
-            raise RuntimeError(f"required rank {rank} tensor to use {memory_format.name} format, got a tensor of "
-                               f"dimension {t.ndim}")
-        last = (0, *range(2, rank), 1)  # channels moved last, made row-major, moved back (a view)
-        back = (0, rank - 1, *range(1, rank - 1))
-        return t.permute(*last).contiguous().permute(*back)
-    raise TypeError(f"memory_format must be a lucid.memory_format (e.g. lucid.contiguous_format), got {memory_format!r}")
+from ._types import (as_device, bfloat16, bool_, check_dtype, device as _Device, dtype as _DType, dtype_by_name,
+                     float16, float32, float64, int8, int16, int32, int64, memory_format as _MemoryFormat, no_cuda,
+                     uint8)
 
 
 class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, IndexingMethods, InPlaceMethods,
@@ -138,9 +119,10 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
         self._replace(_C.detach(self._h))
         return self
 
-    def clone(self):
-        """A copy of this tensor in storage of its own (gradients flow back)."""
-        return result(_C.clone(self._h))
+    def clone(self, *, memory_format=None):
+        """A copy of this tensor in storage of its own (gradients flow back), laid out as
+        `memory_format` asks."""
+        return _clone(self, memory_format=memory_format)
 
     @property
     def data(self):
@@ -157,12 +139,20 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
 
     # ---- conversion --------------------------------------------------------------------------
 
-    def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=preserve_format):
-        """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(other_tensor)``.
+    def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=None):
+        """``to(device)``, ``to(dtype)``, ``to(device, dtype)`` or ``to(other_tensor)``, each
+        optionally followed by `non_blocking` and `copy` (as PyTorch's positional form takes them).
 
         Returns `self` when nothing changes; with `copy`, always a tensor in storage of its own.
         `non_blocking` is accepted and has nothing to do: a copy to "metal" is queued anyway.
+        `memory_format` lays the result out as ``contiguous`` does (None: as it is).
         """
+        flags = [a for a in args if isinstance(a, bool)]
+        if len(flags) > 2 or any(not isinstance(a, bool) for a in args[len(args) - len(flags):]):
+            raise TypeError(f"to(): expected a device, a dtype or a tensor, then non_blocking and copy, got {args!r}")
+        if len(flags) == 2:
+            copy = flags[1]
+        args = args[:len(args) - len(flags)]
         for a in args:
             if a is None:  # to(None): no device given, as in PyTorch
                 continue
@@ -174,49 +164,49 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
                 device = a
             else:
                 raise TypeError(f"to(): expected a device, a dtype or a tensor, got {a!r}")
-        if not isinstance(memory_format, _MemoryFormat):
+        if memory_format is not None and not isinstance(memory_format, _MemoryFormat):
             raise TypeError(f"to(): memory_format must be a lucid.memory_format, got {memory_format!r}")
         d = -1 if dtype is None else check_dtype(dtype).code
         dev = -1 if device is None else as_device(device).code
         info = self._info()
         if d in (-1, info[0]) and dev in (-1, info[1]):
-            return _laid_out(self.clone() if copy else self, memory_format)
-        return _laid_out(result(_C.tensor_to(self._h, d, dev)), memory_format)
+            return laid_out(self.clone() if copy else self, memory_format, "to")
+        return laid_out(result(_C.tensor_to(self._h, d, dev)), memory_format, "to")
 
     # The conversions to one dtype (PyTorch's Tensor.float() … Tensor.short()): wrapping for
     # the integers, truncating floats toward zero first (300.7 -> 44 in uint8).
 
-    def float(self, memory_format=preserve_format):
+    def float(self, memory_format=None):
         return self.to(float32, memory_format=memory_format)
 
-    def half(self, memory_format=preserve_format):
+    def half(self, memory_format=None):
         return self.to(float16, memory_format=memory_format)
 
-    def double(self, memory_format=preserve_format):
+    def double(self, memory_format=None):
         return self.to(float64, memory_format=memory_format)
 
-    def bfloat16(self, memory_format=preserve_format):
+    def bfloat16(self, memory_format=None):
         return self.to(bfloat16, memory_format=memory_format)
 
-    def int(self, memory_format=preserve_format):
+    def int(self, memory_format=None):
         return self.to(int32, memory_format=memory_format)
 
-    def long(self, memory_format=preserve_format):
+    def long(self, memory_format=None):
         return self.to(int64, memory_format=memory_format)
 
-    def short(self, memory_format=preserve_format):
+    def short(self, memory_format=None):
         """This tensor as int16."""
         return self.to(int16, memory_format=memory_format)
 
-    def char(self, memory_format=preserve_format):
+    def char(self, memory_format=None):
         """This tensor as int8."""
         return self.to(int8, memory_format=memory_format)
 
-    def byte(self, memory_format=preserve_format):
+    def byte(self, memory_format=None):
         """This tensor as uint8."""
         return self.to(uint8, memory_format=memory_format)
 
-    def bool(self, memory_format=preserve_format):
+    def bool(self, memory_format=None):
         return self.to(bool_, memory_format=memory_format)
 
     def cpu(self):
@@ -317,6 +307,12 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
 
     def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
         return self.new_zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False, layout=None,
+                          pin_memory=False):
+        """``empty_strided(size, stride)`` of this tensor's dtype and device unless given."""
+        return empty_strided(size, stride, dtype=dtype or self.dtype, device=device or self.device,
+                             requires_grad=requires_grad)
 
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
         return tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)

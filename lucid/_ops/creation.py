@@ -11,7 +11,8 @@ from .._core import TensorBase, result, scalar, shape_args
 from .._types import as_device, bool_, check_dtype, float32, float64, from_numpy_dtype, int64, is_numpy_bfloat16
 
 __all__ = ["tensor", "from_numpy", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
-           "empty_like", "rand_like", "randn_like", "arange", "rand", "randn", "manual_seed", "linspace", "as_tensor"]
+           "empty_like", "rand_like", "randn_like", "arange", "rand", "randn", "manual_seed", "linspace", "as_tensor",
+           "scalar_tensor", "logspace", "empty_strided", "empty_permuted", "tril_indices", "triu_indices"]
 
 
 def _to_numpy(data) -> np.ndarray:
@@ -216,6 +217,90 @@ def as_tensor(data, dtype=None, device=None):
     if isinstance(data, TensorBase):
         return data.to(dtype=dtype, device=device)
     return tensor(data, dtype=dtype, device="cpu" if device is None else device)
+
+
+def scalar_tensor(s, *, dtype=None, layout=None, device="cpu", requires_grad=False, pin_memory=False):
+    """A 0-d tensor holding the number `s`, of `dtype` (float32 when not given)."""
+    if scalar(s) is None:
+        raise TypeError(f"scalar_tensor(): expected a number, got {type(s).__name__}")
+    return leaf(full((), s, dtype=float32 if dtype is None else dtype, device=device), requires_grad)
+
+
+def _number(v, fn, what):
+    if isinstance(v, TensorBase):
+        if v.numel() != 1 or v.ndim != 0:
+            raise RuntimeError(f"{fn}(): {what} must be a number or a 0-d tensor, got shape {tuple(v.shape)}")
+        return v.item()
+    if scalar(v) is None or isinstance(v, bool):
+        raise TypeError(f"{fn}(): {what} must be a number, got {type(v).__name__}")
+    return v
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device="cpu", requires_grad=False):
+    """`steps` values from ``base ** start`` to ``base ** end``, evenly spaced on a log scale
+    (`start` and `end` numbers or 0-d tensors)."""
+    start, end = float(_number(start, "logspace", "start")), float(_number(end, "logspace", "end"))
+    base = float(_number(base, "logspace", "base"))
+    n = operator.index(steps)
+    if n < 0:
+        raise RuntimeError(f"logspace(): number of steps must be non-negative, got {steps}")
+    with np.errstate(over="ignore"):
+        values = np.power(base, np.linspace(start, end, n))
+    return leaf(tensor(values, dtype=float32 if dtype is None else check_dtype(dtype), device=device), requires_grad)
+
+
+def _strided_zeros(size, stride, dtype, device, fn):
+    size, stride = shape_args((size,)), shape_args((stride,))
+    if len(size) != len(stride):
+        raise RuntimeError(f"{fn}(): {len(stride)} strides for {len(size)} sizes")
+    if any(n < 0 for n in size) or any(s < 0 for s in stride):
+        raise RuntimeError(f"{fn}(): sizes and strides must be non-negative, got {size} and {stride}")
+    extent = 0 if 0 in size else 1 + sum((n - 1) * s for n, s in zip(size, stride))
+    base = _filled((extent,), 0, dtype, device, False)
+    return result(_C.as_strided(base._h, size, stride, 0, True))
+
+
+def empty_strided(size, stride, *, dtype=None, layout=None, device="cpu", requires_grad=False, pin_memory=False):
+    """A tensor of `size` with these strides (in elements) over storage of its own; lucid fills
+    it with zeros (there is no uninitialised memory)."""
+    return leaf(_strided_zeros(size, stride, dtype, device, "empty_strided"), requires_grad)
+
+
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device="cpu", requires_grad=False,
+                   pin_memory=False):
+    """A tensor of `size` whose dimensions lie in memory in the order `physical_layout` (the
+    outermost first); filled with zeros."""
+    size = shape_args((size,))
+    order = shape_args((physical_layout,), "physical_layout")
+    if sorted(order) != list(range(len(size))):
+        raise RuntimeError(f"empty_permuted(): physical_layout {order} is not a permutation of the {len(size)} "
+                           "dimensions")
+    physical = _filled(tuple(size[d] for d in order), 0, dtype, device, False)
+    inverse = [order.index(d) for d in range(len(size))]
+    return leaf(result(_C.permute(physical._h, tuple(inverse))), requires_grad)
+
+
+def _triangle_indices(row, col, offset, dtype, device, lower, fn):
+    row, col, offset = operator.index(row), operator.index(col), operator.index(offset)
+    if row < 0 or col < 0:
+        raise RuntimeError(f"{fn}(): row and col must be non-negative, got {row} and {col}")
+    d = int64 if dtype is None else check_dtype(dtype)
+    if d.is_floating_point or d is bool_:
+        raise TypeError(f"{fn}(): dtype must be an integer dtype, got {d}")
+    rows, cols = (np.tril_indices if lower else np.triu_indices)(row, offset, col)
+    return tensor(np.stack([rows, cols]).astype(np.int64).reshape(2, -1), dtype=d, device=device)
+
+
+def tril_indices(row, col, offset=0, *, dtype=None, device="cpu", layout=None):
+    """The coordinates of the lower triangle (on and below diagonal `offset`) of a row x col
+    matrix, as a ``(2, N)`` tensor in row-major order."""
+    return _triangle_indices(row, col, offset, dtype, device, True, "tril_indices")
+
+
+def triu_indices(row, col, offset=0, *, dtype=None, device="cpu", layout=None):
+    """The coordinates of the upper triangle (on and above diagonal `offset`) of a row x col
+    matrix, as a ``(2, N)`` tensor in row-major order."""
+    return _triangle_indices(row, col, offset, dtype, device, False, "triu_indices")
 
 
 def manual_seed(seed: int) -> None:
