@@ -175,7 +175,7 @@ def test_var_std_positional_unbiased_and_with_mean():
         close(v, np_fn(a))
         v, _ = fn(t, dim=0, correction=2)
         close(v, np_fn(a, 0, ddof=2))
-    v, m = t.var_mean(unbiased=False)
+    v, m = lucid.var_mean(t, unbiased=False)
     close(v, a.var())
     check_grads(lambda x: lucid.std_mean(x, 0)[0] + lucid.std_mean(x, 0)[1], a)
 
@@ -279,3 +279,216 @@ def test_quantile_gradient_reaches_q_and_errors():
         lucid.quantile(lucid.ones(3), 0.5, interpolation="cubic")
     with pytest.raises(TypeError, match=r"expected a floating-point input"):
         lucid.quantile(lucid.tensor([1, 2]), 0.5)
+
+
+# ---- scans ------------------------------------------------------------------------------------
+
+def test_cumprod_values_dtypes_and_gradients_through_zeros():
+    a = randn(4, 6)
+    a[1, 2] = 0.0
+    a[2, 1] = a[2, 4] = 0.0
+    t = lucid.tensor(a)
+    for d in (0, 1, -1):
+        close(lucid.cumprod(t, d), np.cumprod(a, d))
+    close(t.cumprod(1), np.cumprod(a, 1))
+    r = lucid.cumprod(lucid.tensor([1, 2, 3], dtype=lucid.int32), 0)
+    assert r.dtype is lucid.int64 and r.tolist() == [1, 2, 6]
+    assert lucid.cumprod(lucid.tensor([1.0, 2.0]), 0, dtype=F64).dtype is F64
+    assert lucid.cumprod(lucid.tensor(3.0), 0).item() == 3.0
+    check_grads(lambda x: lucid.cumprod(x, 1), a)
+    with pytest.raises(IndexError):
+        lucid.cumprod(t, 2)
+
+
+def test_cummax_cummin():
+    a = np.array([1.0, 1.0, np.nan, 2.0, np.nan, 0.5])
+    v, i = lucid.cummax(lucid.tensor(a), 0)
+    np.testing.assert_array_equal(i.numpy(), [0, 1, 2, 2, 4, 4])
+    np.testing.assert_array_equal(np.isnan(v.numpy()), [False, False, True, True, True, True])
+    b = randn(5, 4)
+    v, i = lucid.cummax(lucid.tensor(b), 0)
+    close(v, np.maximum.accumulate(b, 0))
+    v, i = lucid.tensor(b).cummin(1)
+    close(v, np.minimum.accumulate(b, 1))
+    np.testing.assert_array_equal(np.take_along_axis(b, i.numpy(), 1), np.minimum.accumulate(b, 1))
+    check_grads(lambda x: lucid.cummax(x, 0).values, b)
+
+
+def test_logcumsumexp_is_stable_and_differentiable():
+    a = randn(3, 5)
+    close(lucid.logcumsumexp(lucid.tensor(a), 1), np.logaddexp.accumulate(a, 1))
+    wide = np.array([-200.0, 0.0, 500.0, -1000.0])  # exp of these over- or underflows
+    close(lucid.logcumsumexp(lucid.tensor(wide), 0), np.logaddexp.accumulate(wide))
+    close(lucid.tensor(a).logcumsumexp(0), np.logaddexp.accumulate(a, 0))
+    check_grads(lambda x: lucid.logcumsumexp(x, 1), a)
+    with pytest.raises(TypeError, match=r"logcumsumexp\(\): expected a floating-point input"):
+        lucid.logcumsumexp(lucid.tensor([1, 2]), 0)
+
+
+# ---- differences and integrals ----------------------------------------------------------------
+
+def test_diff():
+    a = randn(4, 6)
+    t = lucid.tensor(a)
+    close(lucid.diff(t), np.diff(a))
+    close(t.diff(2, 0), np.diff(a, 2, 0))
+    p, q = randn(4, 1, seed=2), randn(4, 2, seed=3)
+    close(lucid.diff(t, 3, 1, lucid.tensor(p), lucid.tensor(q)), np.diff(a, 3, 1, prepend=p, append=q))
+    assert lucid.diff(t, 9).shape == (4, 0)
+    np.testing.assert_array_equal(lucid.diff(lucid.tensor([True, False, False])).numpy(), [True, False])
+    with pytest.raises(RuntimeError, match=r"diff\(\): expected a tensor with at least one dimension"):
+        lucid.diff(lucid.tensor(1.0))
+    check_grads(lambda x, y: lucid.diff(x, 2, 1, append=y), a, q)
+
+
+@pytest.mark.parametrize("edge_order", [1, 2])
+def test_gradient_against_numpy(edge_order):
+    a = randn(5, 6)
+    t = lucid.tensor(a)
+    for got, want in zip(lucid.gradient(t, edge_order=edge_order), np.gradient(a, edge_order=edge_order)):
+        close(got, want)
+    (got,) = lucid.gradient(t, spacing=2.0, dim=1, edge_order=edge_order)
+    close(got, np.gradient(a, 2.0, axis=1, edge_order=edge_order))
+    xs = np.array([0.0, 0.5, 1.5, 1.7, 3.0])
+    got = lucid.gradient(t, spacing=[lucid.tensor(xs)], dim=0, edge_order=edge_order)[0]
+    close(got, np.gradient(a, xs, axis=0, edge_order=edge_order))
+    got = lucid.gradient(t, spacing=[2.0, 0.5], edge_order=edge_order)
+    for g, w in zip(got, np.gradient(a, 2.0, 0.5, edge_order=edge_order)):
+        close(g, w)
+    check_grads(lambda x: lucid.gradient(x, spacing=[lucid.tensor(xs, dtype=F64)], dim=0,
+                                         edge_order=edge_order)[0], a)
+
+
+def test_gradient_errors():
+    with pytest.raises(RuntimeError, match=r"gradient\(\): each dimension needs at least edge_order \+ 1 = 3"):
+        lucid.gradient(lucid.ones(2, 4), edge_order=2)
+    with pytest.raises(ValueError, match=r"edge_order must be 1 or 2"):
+        lucid.gradient(lucid.ones(5), edge_order=3)
+    with pytest.raises(RuntimeError, match=r"expected 2 spacings"):
+        lucid.gradient(lucid.ones(3, 3), spacing=[1.0])
+
+
+def test_trapezoid_trapz_cumulative_trapezoid():
+    y, x = randn(3, 5), np.sort(randn(5, seed=1))
+    t = lucid.tensor(y)
+    close(lucid.trapezoid(t), np.trapezoid(y))
+    close(lucid.trapezoid(t, lucid.tensor(x)), np.trapezoid(y, x))
+    close(lucid.trapz(t, dx=0.5, dim=0), np.trapezoid(y, dx=0.5, axis=0))
+    x2 = np.sort(randn(3, 5, seed=2), 1)
+    close(lucid.trapezoid(t, lucid.tensor(x2)), np.trapezoid(y, x2))
+    want = np.cumsum((y[:, 1:] + y[:, :-1]) / 2 * np.diff(x), 1)
+    close(lucid.cumulative_trapezoid(t, lucid.tensor(x)), want)
+    close(lucid.cumulative_trapezoid(t, dx=2.0, dim=0), np.cumsum((y[1:] + y[:-1]) / 2 * 2.0, 0))
+    with pytest.raises(TypeError, match=r"pass x or dx, not both"):
+        lucid.trapezoid(t, lucid.tensor(x), dx=1.0)
+    with pytest.raises(RuntimeError, match=r"x has 4 points where y has 5"):
+        lucid.trapezoid(t, lucid.ones(4))
+    check_grads(lambda a, b: lucid.cumulative_trapezoid(a, b), y, x)
+    check_grads(lambda a, b: lucid.trapezoid(a, b), y, x2)
+
+
+# ---- distances and statistics -----------------------------------------------------------------
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 1.5, 2.0, 3.0, float("inf")])
+def test_cdist_and_dist(p):
+    a, b = randn(2, 4, 3), randn(2, 5, 3, seed=1)
+    diff = np.abs(a[:, :, None, :] - b[:, None, :, :])
+    want = {0.0: (diff != 0).sum(-1), float("inf"): diff.max(-1)}.get(p, (diff ** p).sum(-1) ** (1 / p if p else 1))
+    close(lucid.cdist(lucid.tensor(a), lucid.tensor(b), p), want)
+    if p not in (0.0,):
+        check_grads(lambda x, y: lucid.cdist(x, y, p), a, b)
+    c, d = randn(3, 4), randn(4, seed=2)
+    want = {0.0: np.count_nonzero(c - d), float("inf"): np.abs(c - d).max()}.get(
+        p, (np.abs(c - d) ** p).sum() ** (1 / p if p else 1))
+    close(lucid.dist(lucid.tensor(c), lucid.tensor(d), p), want)
+
+
+def test_cdist_errors():
+    with pytest.raises(RuntimeError, match=r"cdist\(\): x1 and x2 must have the same number of columns"):
+        lucid.cdist(lucid.ones(2, 3), lucid.ones(2, 4))
+    with pytest.raises(RuntimeError, match=r"cdist\(\): x2 must have at least 2 dimensions"):
+        lucid.cdist(lucid.ones(2, 3), lucid.ones(3))
+    with pytest.raises(RuntimeError, match=r"p must be non-negative"):
+        lucid.cdist(lucid.ones(2, 3), lucid.ones(2, 3), -1.0)
+
+
+def test_cov_and_corrcoef():
+    a = randn(3, 6)
+    t = lucid.tensor(a)
+    close(lucid.cov(t), np.cov(a))
+    close(t.cov(correction=0), np.cov(a, ddof=0))
+    fw, aw = np.array([1, 2, 1, 3, 1, 2]), rng(4).uniform(0.5, 2.0, 6)
+    got = lucid.cov(t, fweights=lucid.tensor(fw), aweights=lucid.tensor(aw))
+    close(got, np.cov(a, fweights=fw, aweights=aw))
+    close(lucid.cov(t, correction=2, aweights=lucid.tensor(aw)), np.cov(a, ddof=2, aweights=aw))
+    close(lucid.cov(lucid.tensor(a[0])), np.cov(a[0]))
+    close(lucid.corrcoef(t), np.corrcoef(a))
+    close(t.corrcoef(), np.corrcoef(a))
+    check_grads(lambda x, w: lucid.cov(x, aweights=w), a, aw)
+    check_grads(lucid.corrcoef, a)
+    with pytest.raises(ValueError, match=r"cov\(\): expected a 1-D or 2-D input"):
+        lucid.cov(lucid.ones(2, 2, 2))
+    with pytest.raises(TypeError, match=r"fweights must be integers"):
+        lucid.cov(t, fweights=lucid.ones(6))
+    with pytest.raises(RuntimeError, match=r"aweights cannot be negative"):
+        lucid.cov(t, aweights=-lucid.ones(6))
+
+
+def test_renorm():
+    a = randn(4, 3, 2) * 3
+    for p, maxnorm, dim in ((2, 1.0, 0), (1, 2.0, 1), (float("inf"), 0.5, -1)):
+        t = lucid.tensor(a)
+        moved = np.moveaxis(a, dim, 0).reshape(a.shape[dim], -1)
+        norms = np.linalg.norm(moved, ord=p, axis=1)
+        factor = np.where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
+        shape = [1] * 3
+        shape[dim] = -1
+        close(lucid.renorm(t, p, dim, maxnorm), a * factor.reshape(shape))
+        x = t.clone()
+        assert x.renorm_(p, dim, maxnorm) is x
+        close(x, a * factor.reshape(shape))
+    check_grads(lambda x: lucid.renorm(x, 2, 1, 1.0), a)
+    with pytest.raises(RuntimeError, match=r"renorm\(\): p must be positive"):
+        lucid.renorm(lucid.ones(2, 2), 0, 0, 1.0)
+
+
+# ---- contractions -----------------------------------------------------------------------------
+
+def test_tensordot():
+    a, b = randn(2, 3, 4), randn(3, 4, 5, seed=1)
+    close(lucid.tensordot(lucid.tensor(a), lucid.tensor(b)), np.tensordot(a, b))
+    close(lucid.tensordot(lucid.tensor(a), lucid.tensor(b), dims=([1, 2], [0, 1])), np.tensordot(a, b, ([1, 2], [0, 1])))
+    close(lucid.tensordot(lucid.tensor(a), lucid.tensor(b), dims=0), np.tensordot(a, b, 0))
+    check_grads(lambda x, y: lucid.tensordot(x, y, dims=([2, 1], [1, 0])), a, b)
+    with pytest.raises(RuntimeError, match=r"contracted dimensions 2 of a \(size 4\) and 0 of b \(size 3\) differ"):
+        lucid.tensordot(lucid.tensor(a), lucid.tensor(b), dims=1)
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("ij,jk->ik", [(2, 3), (3, 4)]), ("ij,jk", [(2, 3), (3, 4)]), ("i->", [(3,)]), ("ii->i", [(3, 3)]),
+    ("ii", [(3, 3)]), ("iji->j", [(2, 3, 2)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]), ("i...->...", [(3, 2, 4)]), ("i,j->ij", [(3,), (4,)]),
+    ("ijk,ik->j", [(2, 3, 4), (2, 4)]), ("...ik, ...j -> ij", [(2, 2, 3), (3,)]), ("ba", [(2, 3)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
+])
+def test_einsum_against_numpy(equation, shapes):
+    arrays = [randn(*s, seed=k) for k, s in enumerate(shapes)]
+    # numpy does not sum over "..." when the output leaves it out; with its dims named, it does.
+    np_equation = "zik,j->ij" if equation.startswith("...ik, ...j") else equation.replace(" ", "")
+    want = np.einsum(np_equation, *arrays)
+    close(lucid.einsum(equation, *[lucid.tensor(a) for a in arrays]), want)
+    close(lucid.einsum(equation, [lucid.tensor(a) for a in arrays]), want)
+    check_grads(lambda *xs: lucid.einsum(equation, *xs), *arrays)
+
+
+def test_einsum_errors():
+    with pytest.raises(ValueError, match=r"einsum\(\): the equation has 2 operands, 1 were given"):
+        lucid.einsum("ij,jk->ik", lucid.ones(2, 2))
+    with pytest.raises(ValueError, match=r"term 'ijk' has 3 labels for an operand of 2 dimensions"):
+        lucid.einsum("ijk->i", lucid.ones(2, 2))
+    with pytest.raises(RuntimeError, match=r"label 'j' has sizes 3 and 4"):
+        lucid.einsum("ij,jk->ik", lucid.ones(2, 3), lucid.ones(4, 2))
+    with pytest.raises(ValueError, match=r"output label 'z' appears in no operand"):
+        lucid.einsum("ij->z", lucid.ones(2, 3))
+    with pytest.raises(TypeError, match=r"equation must be a string"):
+        lucid.einsum(lucid.ones(2), "i")

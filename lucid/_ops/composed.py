@@ -8,16 +8,19 @@ The random draws come from numpy generators seeded from the engine's stream, so
 
 from __future__ import annotations
 
+import builtins
+import math
 from collections import namedtuple
 
 import numpy as np
 
 from .._core import TensorBase, tensor_arg
-from .._types import as_index, check_dtype, float32, int64
-from .creation import arange, leaf, rand, tensor, zeros
-from .elementwise import addbmm, addmm, addmv, addr, baddbmm, where
+from .._types import as_index, bool_, check_dtype, float32, int64
+from .creation import arange, full_like, leaf, rand, tensor, zeros
+from .elementwise import addbmm, addmm, addmv, addr, baddbmm, clamp, matmul, where
 from .indexing import gather, index_put
-from .shape import diagonal as diagonal_view, stack, view
+from .reduce import cumsum, norm as norm_, stable_logaddexp, sum as sum_
+from .shape import cat, diagonal as diagonal_view, stack, view
 from .writes import assign, returned, source
 
 
@@ -403,6 +406,449 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     return out[0] if len(out) == 1 else tuple(out)
 
 
+# ---- scans: cumprod, cummax, cummin, logcumsumexp ---------------------------------------------------
+
+def _scan_dim(t, dim, fn):
+    return 0 if t.ndim == 0 else t._wrap_dim(dim, fn)
+
+
+def _scan(t, d, combine, pad):
+    """The inclusive scan of `t` along `d` under the associative `combine`, in log2(n) steps
+    of whole-tensor ops (each step combines every entry with the one `step` before it, or with
+    the identity `pad`), so that autograd differentiates it like any composition."""
+    n = t.shape[d]
+    step = 1
+    while step < n:
+        identity = full_like(t.narrow(d, 0, step), pad)
+        t = combine(t, cat([identity, t.narrow(d, 0, n - step)], d))
+        step *= 2
+    return t
+
+
+def cumprod(input, dim, *, dtype=None, out=None):
+    """Running products along ``dim``; integers and bools multiply in int64. The gradient is
+    exact where elements are zero."""
+    t = tensor_arg(input, "cumprod")
+    d = _scan_dim(t, dim, "cumprod")
+    t = t.to(dtype) if dtype is not None else (t if t.dtype.is_floating_point else t.to(int64))
+    if t.ndim == 0:
+        return returned(t.clone(), out, "cumprod")
+    return returned(_scan(t, d, lambda a, b: a * b, 1), out, "cumprod")
+
+
+CummaxResult = namedtuple("cummax", ["values", "indices"])
+CumminResult = namedtuple("cummin", ["values", "indices"])
+
+
+def _cumulative_extreme(input, dim, largest, kind, fn):
+    t = tensor_arg(input, fn)
+    d = _scan_dim(t, dim, fn)
+    if t.ndim == 0:
+        return kind(t.clone(), tensor(0, dtype=int64, device=t.device))
+    v = np.moveaxis(t.numpy(), d, 0)
+    idx = np.zeros(v.shape, dtype=np.int64)
+    best = v[0].copy()
+    for i in range(1, v.shape[0]):
+        x = v[i]
+        # A later equal value takes the index; NaN, once met, stays (the latest NaN's index).
+        better = (x >= best) if largest else (x <= best)
+        if v.dtype.kind == "f":
+            better = np.isnan(x) | (better & ~np.isnan(best))
+        idx[i] = np.where(better, i, idx[i - 1])
+        best = np.where(better, x, best)
+    indices = tensor(np.moveaxis(idx, 0, d), device=t.device)
+    return kind(gather(t, d, indices), indices)
+
+
+def cummax(input, dim, *, out=None):
+    """``(values, indices)`` of the running max along ``dim`` (a later equal value takes the
+    index; NaN propagates); gradients flow to the entries picked."""
+    return returned(_cumulative_extreme(input, dim, True, CummaxResult, "cummax"), out, "cummax")
+
+
+def cummin(input, dim, *, out=None):
+    """``(values, indices)`` of the running min along ``dim`` (see :func:`cummax`)."""
+    return returned(_cumulative_extreme(input, dim, False, CumminResult, "cummin"), out, "cummin")
+
+
+def logcumsumexp(input, dim, *, out=None):
+    """``log(cumsum(exp(input)))`` along ``dim``, computed stably."""
+    t = tensor_arg(input, "logcumsumexp")
+    if not t.dtype.is_floating_point:
+        raise TypeError(f"logcumsumexp(): expected a floating-point input, got {t.dtype}")
+    d = _scan_dim(t, dim, "logcumsumexp")
+    if t.ndim == 0:
+        return returned(t.clone(), out, "logcumsumexp")
+    return returned(_scan(t, d, stable_logaddexp, float("-inf")), out, "logcumsumexp")
+
+
+# ---- differences and integrals: diff, gradient, trapezoid -------------------------------------------
+
+def diff(input, n=1, dim=-1, prepend=None, append=None):
+    """The `n`-th forward difference along `dim` (``out[i] = input[i + 1] - input[i]``, `n`
+    times), after joining `prepend` and `append` to `input` along `dim`; for bool tensors,
+    whether neighbours differ."""
+    t = tensor_arg(input, "diff")
+    if t.ndim == 0:
+        raise RuntimeError("diff(): expected a tensor with at least one dimension")
+    d = t._wrap_dim(dim, "diff")
+    n = as_index(n)
+    if n < 0:
+        raise RuntimeError(f"diff(): order n must be non-negative, got {n}")
+    parts = [p for p in (prepend, t, append) if p is not None]
+    for p in parts:
+        tensor_arg(p, "diff", "prepend/append")
+        if p.ndim != t.ndim:
+            raise RuntimeError(f"diff(): prepend and append must have the input's {t.ndim} dimensions, got shape "
+                               f"{tuple(p.shape)}")
+    if len(parts) > 1:
+        t = cat(parts, d)
+    for _ in range(n):
+        m = t.shape[d]
+        if m == 0:
+            break
+        a, b = t.narrow(d, 1, m - 1), t.narrow(d, 0, m - 1)
+        t = (a != b) if t.dtype is bool_ else a - b
+    return t
+
+
+def _along(values, d, ndim, like):
+    """The 1-D numpy `values` as a tensor laid along dimension `d` of an `ndim`-D tensor."""
+    shape = [1] * ndim
+    shape[d] = len(values)
+    return tensor(np.asarray(values).reshape(shape), dtype=like.dtype, device=like.device)
+
+
+def _gradient_along(t, d, x, edge_order):
+    """numpy's second-order accurate central differences of `t` along `d`, at the coordinates
+    `x` (a float64 array), with one-sided differences of `edge_order` at the ends."""
+    n = t.shape[d]
+    f = lambda start, length: t.narrow(d, start, length)  # noqa: E731
+    h = np.diff(x)
+    h1, h2 = h[:-1], h[1:]
+    interior = (f(0, n - 2) * _along(-h2 / (h1 * (h1 + h2)), d, t.ndim, t)
+                + f(1, n - 2) * _along((h2 - h1) / (h1 * h2), d, t.ndim, t)
+                + f(2, n - 2) * _along(h1 / (h2 * (h1 + h2)), d, t.ndim, t))
+    if edge_order == 1:
+        first = (f(1, 1) - f(0, 1)) / float(h[0])
+        last = (f(n - 1, 1) - f(n - 2, 1)) / float(h[-1])
+    else:
+        a, b = float(h[0]), float(h[1])
+        first = (f(0, 1) * (-(2 * a + b) / (a * (a + b))) + f(1, 1) * ((a + b) / (a * b))
+                 + f(2, 1) * (-a / (b * (a + b))))
+        a, b = float(h[-2]), float(h[-1])
+        last = (f(n - 3, 1) * (b / (a * (a + b))) + f(n - 2, 1) * (-(a + b) / (a * b))
+                + f(n - 1, 1) * ((2 * b + a) / (b * (a + b))))
+    return cat([first, interior, last], d)
+
+
+def gradient(input, *, spacing=1, dim=None, edge_order=1):
+    """The gradient of the samples `input` along each of `dim` (all by default), one tensor
+    per dimension, by central differences inside and one-sided ones of `edge_order` (1 or 2)
+    at the ends. `spacing`: one number for every dimension, one number per dimension, or one
+    1-D tensor of coordinates per dimension."""
+    t = tensor_arg(input, "gradient")
+    if not t.dtype.is_floating_point:
+        t = t.to(float32)
+    if edge_order not in (1, 2):
+        raise ValueError(f"gradient(): edge_order must be 1 or 2, got {edge_order!r}")
+    dims = list(range(t.ndim)) if dim is None else [t._wrap_dim(x, "gradient") for x in
+                                                     (dim if isinstance(dim, (tuple, list)) else (dim,))]
+    if spacing is None:
+        spacing = 1
+    spacings = list(spacing) if isinstance(spacing, (tuple, list)) else [spacing] * len(dims)
+    if len(spacings) != len(dims):
+        raise RuntimeError(f"gradient(): expected {len(dims)} spacings, one per dimension, got {len(spacings)}")
+    out = []
+    for d, s in zip(dims, spacings):
+        n = t.shape[d]
+        if n < edge_order + 1:
+            raise RuntimeError(f"gradient(): each dimension needs at least edge_order + 1 = {edge_order + 1} "
+                               f"samples, dimension {d} has {n}")
+        if isinstance(s, TensorBase):
+            if s.ndim != 1 or s.shape[0] != n:
+                raise RuntimeError(f"gradient(): the coordinates of dimension {d} must be 1-D of size {n}, got shape "
+                                   f"{tuple(s.shape)}")
+            x = s.numpy().astype(np.float64)
+        else:
+            x = np.arange(n, dtype=np.float64) * float(s)
+        out.append(_gradient_along(t, d, x, edge_order))
+    return tuple(out)
+
+
+def _trapezoid_parts(y, x, dx, dim, fn):
+    """The intervals' widths (a tensor or a number) and the mean heights of `y` along `dim`."""
+    t = tensor_arg(y, fn, "y")
+    if t.ndim == 0:
+        raise IndexError(f"{fn}(): y must have at least one dimension")
+    d = t._wrap_dim(dim, fn)
+    n = t.shape[d]
+    heights = (t.narrow(d, 1, n - 1) + t.narrow(d, 0, n - 1)) * 0.5 if n else t
+    if x is None:
+        return (1.0 if dx is None else float(dx)), heights, d
+    if dx is not None:
+        raise TypeError(f"{fn}(): pass x or dx, not both")
+    x = tensor_arg(x, fn, "x")
+    if x.ndim == 1:
+        if x.shape[0] != n:
+            raise RuntimeError(f"{fn}(): x has {x.shape[0]} points where y has {n} along dim {d}")
+        widths = x[1:] - x[:-1]
+        return widths.reshape([-1 if i == d else 1 for i in range(t.ndim)]), heights, d
+    xd = x._wrap_dim(dim, fn)
+    m = x.shape[xd]
+    return x.narrow(xd, 1, m - 1) - x.narrow(xd, 0, m - 1), heights, d
+
+
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    """The integral of `y` along `dim` by the trapezoidal rule, at the sample points `x` (a
+    1-D tensor or one that broadcasts with `y`) or spaced `dx` (1 by default)."""
+    widths, heights, d = _trapezoid_parts(y, x, dx, dim, "trapezoid")
+    return sum_(heights * widths, d)
+
+
+def trapz(y, x=None, *, dx=None, dim=-1):
+    """:func:`trapezoid` (its older name)."""
+    widths, heights, d = _trapezoid_parts(y, x, dx, dim, "trapz")
+    return sum_(heights * widths, d)
+
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    """The running integrals of `y` along `dim` by the trapezoidal rule (one fewer than `y`
+    has samples; see :func:`trapezoid`)."""
+    widths, heights, d = _trapezoid_parts(y, x, dx, dim, "cumulative_trapezoid")
+    return cumsum(heights * widths, d)
+
+
+# ---- distances and statistics: cdist, dist, cov, corrcoef, renorm -----------------------------------
+
+def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """The p-norm distances between each row of `x1` ``[..., P, M]`` and each row of `x2`
+    ``[..., R, M]``: ``[..., P, R]``, batch dimensions broadcast."""
+    for t, what in ((x1, "x1"), (x2, "x2")):
+        if tensor_arg(t, "cdist", what).ndim < 2:
+            raise RuntimeError(f"cdist(): {what} must have at least 2 dimensions, got shape {tuple(t.shape)}")
+        if not t.dtype.is_floating_point:
+            raise TypeError(f"cdist(): {what} must be floating-point, got {t.dtype}")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"cdist(): x1 and x2 must have the same number of columns, got {x1.shape[-1]} and "
+                           f"{x2.shape[-1]}")
+    if p < 0:
+        raise RuntimeError(f"cdist(): p must be non-negative, got {p}")
+    if compute_mode not in ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
+                            "donot_use_mm_for_euclid_dist"):
+        raise ValueError(f"cdist(): unknown compute_mode {compute_mode!r}")
+    return norm_(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, -1)
+
+
+def dist(input, other, p=2):
+    """The p-norm of ``input - other`` (broadcast), over all elements."""
+    tensor_arg(input, "dist")
+    tensor_arg(other, "dist", "other")
+    return norm_(input - other, p)
+
+
+def cov(input, *, correction=1, fweights=None, aweights=None):
+    """The covariance matrix of the variables in the rows of `input` (a 1-D input: one
+    variable), its observations in the columns, weighted by the integer frequencies `fweights`
+    and the observation weights `aweights`; `correction` is subtracted from the count (1,
+    Bessel's, by default)."""
+    t = tensor_arg(input, "cov")
+    if t.ndim > 2:
+        raise ValueError(f"cov(): expected a 1-D or 2-D input, got shape {tuple(t.shape)}")
+    if not t.dtype.is_floating_point:
+        t = t.to(float32)
+    x = t.reshape(1, -1) if t.ndim < 2 else t
+    n = x.shape[1]
+    w = None
+    if fweights is not None:
+        tensor_arg(fweights, "cov", "fweights")
+        if fweights.dtype.is_floating_point:
+            raise TypeError(f"cov(): fweights must be integers, got {fweights.dtype}")
+        if fweights.ndim > 1 or fweights.numel() != n:
+            raise RuntimeError(f"cov(): fweights must be 1-D with {n} entries, got shape {tuple(fweights.shape)}")
+        if bool((fweights < 0).any()):
+            raise RuntimeError("cov(): fweights cannot be negative")
+        w = fweights.to(x.dtype)
+    if aweights is not None:
+        tensor_arg(aweights, "cov", "aweights")
+        if not aweights.dtype.is_floating_point:
+            raise TypeError(f"cov(): aweights must be floating-point, got {aweights.dtype}")
+        if aweights.ndim > 1 or aweights.numel() != n:
+            raise RuntimeError(f"cov(): aweights must be 1-D with {n} entries, got shape {tuple(aweights.shape)}")
+        if bool((aweights < 0).any()):
+            raise RuntimeError("cov(): aweights cannot be negative")
+        w = aweights if w is None else w * aweights
+    if w is None:
+        avg = x.mean(1, keepdim=True)
+        factor = float(n) - correction
+    else:
+        w_sum = w.sum()
+        avg = (x * w).sum(1, keepdim=True) / w_sum
+        factor = w_sum - (correction if aweights is None else correction * (w * aweights).sum() / w_sum)
+    factor = clamp(factor, min=0.0) if isinstance(factor, TensorBase) else max(factor, 0.0)
+    centred = x - avg
+    c = matmul(centred * w if w is not None else centred, centred.mT) / factor
+    return c.squeeze()
+
+
+def corrcoef(input):
+    """Pearson's correlation coefficients of the variables in the rows of `input` (see
+    :func:`cov`), clipped to [-1, 1]."""
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    sd = diagonal_view(c).sqrt()
+    return clamp(c / sd.reshape(-1, 1) / sd.reshape(1, -1), -1.0, 1.0)
+
+
+def renorm(input, p, dim, maxnorm, *, out=None):
+    """`input` with each slice along `dim` whose p-norm exceeds `maxnorm` scaled down to norm
+    `maxnorm`."""
+    t = tensor_arg(input, "renorm")
+    if t.ndim == 0:
+        raise RuntimeError("renorm(): expected a tensor with at least one dimension")
+    if p <= 0:
+        raise RuntimeError(f"renorm(): p must be positive, got {p}")
+    if maxnorm < 0:
+        raise RuntimeError(f"renorm(): maxnorm must be non-negative, got {maxnorm}")
+    d = t._wrap_dim(dim, "renorm")
+    others = tuple(i for i in range(t.ndim) if i != d)
+    norms = norm_(t, p, others, True) if others else t.abs()
+    # PyTorch's small epsilon keeps the scaled norm just under maxnorm.
+    factor = where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
+    return returned(t * factor, out, "renorm")
+
+
+# ---- tensor contractions: tensordot, einsum ---------------------------------------------------------
+
+def tensordot(a, b, dims=2, out=None):
+    """The sum of products of `a` and `b` over the dimensions `dims` names: a number n (the
+    last n of `a` with the first n of `b`) or two lists (``([a dims], [b dims])``)."""
+    tensor_arg(a, "tensordot", "a")
+    tensor_arg(b, "tensordot", "b")
+    if isinstance(dims, TensorBase):
+        dims = dims.tolist()
+    if isinstance(dims, (tuple, list)):
+        if len(dims) != 2:
+            raise RuntimeError(f"tensordot(): dims must be a number or a pair of lists, got {dims!r}")
+        da, db = ([x] if isinstance(x, int) else list(x) for x in dims)
+    else:
+        n = as_index(dims)
+        if n < 0 or n > a.ndim or n > b.ndim:
+            raise RuntimeError(f"tensordot(): dims ({n}) must be between 0 and the inputs' dimensions ({a.ndim}, "
+                               f"{b.ndim})")
+        da, db = list(range(a.ndim - n, a.ndim)), list(range(n))
+    if len(da) != len(db):
+        raise RuntimeError(f"tensordot(): both inputs must contract as many dimensions, got {da} and {db}")
+    da = [a._wrap_dim(x, "tensordot") for x in da]
+    db = [b._wrap_dim(x, "tensordot") for x in db]
+    sa, sb = list(a.shape), list(b.shape)
+    for i, j in zip(da, db):
+        if sa[i] != sb[j]:
+            if 1 not in (sa[i], sb[j]):
+                raise RuntimeError(f"tensordot(): contracted dimensions {i} of a (size {sa[i]}) and {j} of b "
+                                   f"(size {sb[j]}) differ")
+            sa[i] = sb[j] = builtins.max(sa[i], sb[j])  # a size 1 broadcasts, as in PyTorch
+    a, b = a.expand(*sa), b.expand(*sb)
+    keep_a = [i for i in range(a.ndim) if i not in da]
+    keep_b = [j for j in range(b.ndim) if j not in db]
+    k = math.prod(a.shape[i] for i in da)
+    left = a.permute(*keep_a, *da).reshape(-1, k)
+    right = b.permute(*db, *keep_b).reshape(k, -1)
+    r = matmul(left, right).reshape(*(a.shape[i] for i in keep_a), *(b.shape[j] for j in keep_b))
+    return returned(r, out, "tensordot")
+
+
+def _einsum_terms(equation, operands):
+    """The labels of each operand (ellipses expanded into labels of their own, aligned from the
+    right) and of the output."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        raise ValueError(f"einsum(): the equation has {len(terms)} operands, {len(operands)} were given")
+    ellipsis = 0
+    for term, t in zip(terms, operands):
+        if "..." in term:
+            ellipsis = builtins.max(ellipsis, t.ndim - len(term.replace("...", "")))
+    dots = [chr(0x100 + i) for i in range(ellipsis)]  # letters outside ASCII: no equation uses them
+
+    def expand(term, ndim):
+        if term.replace("...", "").count(".") or term.count("...") > 1:
+            raise ValueError(f"einsum(): invalid term {term!r} in {equation!r}")
+        if "..." not in term:
+            return list(term)
+        head, _, tail = term.partition("...")
+        n = ndim - len(head) - len(tail)
+        if n < 0:
+            raise ValueError(f"einsum(): term {term!r} has more labels than its operand's {ndim} dimensions")
+        return list(head) + dots[ellipsis - n:] + list(tail)
+
+    labels = [expand(term, t.ndim) for term, t in zip(terms, operands)]
+    for term, t, ls in zip(terms, operands, labels):
+        if len(ls) != t.ndim:
+            raise ValueError(f"einsum(): term {term!r} has {len(ls)} labels for an operand of {t.ndim} dimensions")
+        if not builtins.all(c.isalpha() for c in ls) or not term.replace("...", "").isascii():
+            raise ValueError(f"einsum(): labels must be letters, got {term!r}")
+    if arrow:
+        output = expand(rhs, len(dots) + len(rhs.replace("...", ""))) if "..." in rhs else list(rhs)
+        every = {c for ls in labels for c in ls}
+        for c in output:
+            if c not in every:
+                raise ValueError(f"einsum(): output label {c!r} appears in no operand")
+        if len(set(output)) != len(output):
+            raise ValueError(f"einsum(): output labels repeat in {rhs!r}")
+    else:
+        counts = {}
+        for ls in labels:
+            for c in ls:
+                counts[c] = counts.get(c, 0) + 1
+        output = dots + sorted(c for c, k in counts.items() if k == 1 and c not in dots)
+    return labels, output
+
+
+def einsum(equation, *operands):
+    """Sums of products of the operands' entries, as the equation in Einstein's notation says
+    (``"ij,jk->ik"``; ``...`` for broadcast dimensions; without ``->``, the labels that occur
+    once, sorted). Operands may be passed as one list."""
+    if not isinstance(equation, str):
+        raise TypeError(f"einsum(): equation must be a string, got {type(equation).__name__}")
+    if len(operands) == 1 and isinstance(operands[0], (tuple, list)):
+        operands = tuple(operands[0])
+    for t in operands:
+        tensor_arg(t, "einsum", "operand")
+    labels, output = _einsum_terms(equation, operands)
+    sizes = {}
+    views = []
+    for t, ls in zip(operands, labels):
+        # A label repeated within one operand takes its diagonal.
+        ls = list(ls)
+        while len(set(ls)) != len(ls):
+            c = next(c for c in ls if ls.count(c) > 1)
+            i = ls.index(c)
+            j = ls.index(c, i + 1)
+            t = diagonal_view(t, 0, i, j)
+            ls = [x for k, x in enumerate(ls) if k not in (i, j)] + [c]
+        for c, n in zip(ls, t.shape):
+            if n != 1 and sizes.get(c, 1) not in (1, n):
+                raise RuntimeError(f"einsum(): label {c!r} has sizes {sizes[c]} and {n}")
+            if n != 1 or c not in sizes:
+                sizes[c] = n
+        views.append((t, ls))
+    contracted = [c for c in sizes if c not in output]
+    order = output + contracted
+    product = None
+    for t, ls in views:
+        aligned = t.permute(*(ls.index(c) for c in order if c in ls)) if t.ndim else t
+        aligned = aligned.reshape([t.shape[ls.index(c)] if c in ls else 1 for c in order])
+        product = aligned if product is None else product * aligned
+    if contracted:
+        product = sum_(product, tuple(range(len(output), len(order))))
+    # Labels of size 1 in every operand that the output keeps.
+    return product.expand(*(sizes[c] for c in output)) if tuple(product.shape) != tuple(sizes[c] for c in output) \
+        else product
+
+
 # ---- in-place forms -----------------------------------------------------------------------------
 
 def _in_place(fn, doc):
@@ -432,6 +878,10 @@ class ComposedMethods:
     addmv_ = _in_place(addmv, "``self = beta * self + alpha * (mat @ vec)``, in place.")
     addr_ = _in_place(addr, "``self = beta * self + alpha * outer(vec1, vec2)``, in place.")
     baddbmm_ = _in_place(baddbmm, "``self = beta * self + alpha * bmm(batch1, batch2)``, in place.")
+    cumprod, cummax, cummin, logcumsumexp, diff, renorm = cumprod, cummax, cummin, logcumsumexp, diff, renorm
+    dist, cov, corrcoef = dist, cov, corrcoef
+    cumprod_ = _in_place(cumprod, "`cumprod`, in place.")
+    renorm_ = _in_place(renorm, "`renorm`, in place.")
     addbmm_ = _in_place(addbmm, "``self = beta * self + alpha * sum_b batch1[b] @ batch2[b]``, in place.")
 
     sort, argsort, topk, multinomial, diag, unique = sort, argsort, topk, multinomial, diag, unique
@@ -440,4 +890,6 @@ class ComposedMethods:
 
 
 __all__ = ["Generator", "unique", "randint", "randperm", "multinomial", "argsort", "sort", "topk", "eye", "diag", "msort",
-           "kthvalue", "median", "nanmedian", "mode", "quantile", "nanquantile"]
+           "kthvalue", "median", "nanmedian", "mode", "quantile", "nanquantile", "cumprod", "cummax", "cummin",
+           "logcumsumexp", "diff", "gradient", "trapezoid", "trapz", "cumulative_trapezoid", "cdist", "dist", "cov",
+           "corrcoef", "renorm", "tensordot", "einsum"]

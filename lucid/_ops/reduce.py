@@ -321,7 +321,7 @@ class ReduceMethods:
     max, min, argmax, argmin, var, std = max, min, argmax, argmin, var, std
     softmax, log_softmax, norm, any, all, cumsum = softmax, log_softmax, norm, any, all, cumsum
     prod, nansum, nanmean, count_nonzero, aminmax = prod, nansum, nanmean, count_nonzero, aminmax
-    var_mean, std_mean, trace = var_mean, std_mean, trace
+    trace = trace
 
 
 __all__ = ["sum", "mean", "amax", "amin", "logsumexp", "max", "min", "argmax", "argmin", "var", "std", "softmax",
