@@ -170,7 +170,7 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
     k = as_index(k)
     size = input.shape[d] if input.ndim else 1
     if not 0 <= k <= size:
-        raise RuntimeError(f"topk(): k ({k}) must be between 0 and the size of dimension {d} ({size})")
+        raise ValueError(f"topk(): k ({k}) must be between 0 and the size of dimension {d} ({size})")
     indices = _indices(order if input.ndim == 0 else np.take(order, np.arange(k), axis=d), input)
     return returned(TopkResult(_taken(input, d, indices), indices), out, "topk")
 
