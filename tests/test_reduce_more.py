@@ -492,3 +492,101 @@ def test_einsum_errors():
         lucid.einsum("ij->z", lucid.ones(2, 3))
     with pytest.raises(TypeError, match=r"equation must be a string"):
         lucid.einsum(lucid.ones(2), "i")
+
+
+# ---- histograms, counts and searches ----------------------------------------------------------
+
+def test_histc():
+    a = rng(3).uniform(-2, 2, 50).astype(np.float32)
+    t = lucid.tensor(a)
+    r = lucid.histc(t, bins=8, min=-1, max=1)
+    assert r.dtype is lucid.float32 and r.shape == (8,)
+    np.testing.assert_array_equal(r.numpy(), np.histogram(a, 8, (-1, 1))[0])
+    np.testing.assert_array_equal(t.histc(5).numpy(), np.histogram(a, 5)[0])  # the data's range
+    np.testing.assert_array_equal(lucid.histc(lucid.tensor([2.0, 2.0]), 2).numpy(), [0.0, 2.0])  # range 1..3
+    with pytest.raises(RuntimeError, match=r"histc\(\): bins must be positive"):
+        lucid.histc(t, 0)
+    with pytest.raises(RuntimeError, match=r"histc\(\): expected a floating-point input"):
+        lucid.histc(lucid.tensor([1, 2]))
+
+
+def test_histogram_and_histogramdd_against_numpy():
+    a = randn(40).astype(np.float32)
+    w = rng(5).uniform(0, 1, 40).astype(np.float32)
+    hist, edges = lucid.histogram(lucid.tensor(a), 6, weight=lucid.tensor(w), density=True)
+    want_hist, want_edges = np.histogram(a, 6, weights=w, density=True)
+    close(hist, want_hist, rtol=1e-5)
+    close(edges, want_edges, rtol=1e-6)
+    e = np.array([-1.0, 0.0, 0.5, 2.0], dtype=np.float32)
+    hist, edges = lucid.histogram(lucid.tensor(a), lucid.tensor(e))
+    np.testing.assert_array_equal(hist.numpy(), np.histogram(a, e)[0])
+    hist, _ = lucid.histogram(lucid.tensor(a), 4, range=(0.0, 1.0))
+    np.testing.assert_array_equal(hist.numpy(), np.histogram(a, 4, (0.0, 1.0))[0])
+    _, edges = lucid.histogram(lucid.zeros(0), 2)
+    np.testing.assert_array_equal(edges.numpy(), [0.0, 0.5, 1.0])
+    pts = randn(30, 2).astype(np.float32)
+    hist, edges = lucid.histogramdd(lucid.tensor(pts), [3, 4])
+    want_hist, want_edges = np.histogramdd(pts, [3, 4])
+    np.testing.assert_array_equal(hist.numpy(), want_hist)
+    for got, want in zip(edges, want_edges):
+        close(got, want, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"histogramdd\(\): expected 2 bin counts"):
+        lucid.histogramdd(lucid.tensor(pts), [3])
+    with pytest.raises(RuntimeError, match=r"weight must have the input's shape"):
+        lucid.histogram(lucid.tensor(a), 3, weight=lucid.ones(3))
+
+
+def test_bincount():
+    v = np.array([0, 3, 1, 3, 3])
+    np.testing.assert_array_equal(lucid.bincount(lucid.tensor(v)).numpy(), np.bincount(v))
+    r = lucid.tensor(v).bincount(minlength=7)
+    assert r.dtype is lucid.int64 and r.tolist() == np.bincount(v, minlength=7).tolist()
+    r = lucid.bincount(lucid.tensor(v), lucid.tensor([1, 2, 3, 4, 5]))
+    assert r.dtype is lucid.float64 and r.tolist() == [1.0, 3.0, 0.0, 11.0]
+    assert lucid.bincount(lucid.tensor(v), lucid.ones(5)).dtype is lucid.float32
+    with pytest.raises(RuntimeError, match=r"bincount\(\): input must be non-negative"):
+        lucid.bincount(lucid.tensor([1, -1]))
+    with pytest.raises(RuntimeError, match=r"bincount\(\): expected a 1-D integer tensor"):
+        lucid.bincount(lucid.ones(3))
+
+
+def test_searchsorted_and_bucketize():
+    seq = np.sort(randn(8)).astype(np.float32)
+    vals = randn(3, 4, seed=1).astype(np.float32)
+    vals[0, 0] = seq[2]  # on an edge: left and right differ
+    for right in (False, True):
+        side = "right" if right else "left"
+        r = lucid.searchsorted(lucid.tensor(seq), lucid.tensor(vals), right=right)
+        assert r.dtype is lucid.int64
+        np.testing.assert_array_equal(r.numpy(), np.searchsorted(seq, vals, side))
+        r = lucid.bucketize(lucid.tensor(vals), lucid.tensor(seq), right=right, out_int32=True)
+        assert r.dtype is lucid.int32
+        np.testing.assert_array_equal(r.numpy(), np.searchsorted(seq, vals, side))
+    rows = np.sort(randn(3, 6, seed=2), 1)
+    got = lucid.searchsorted(lucid.tensor(rows), lucid.tensor(vals), side="right")
+    np.testing.assert_array_equal(got.numpy(), [np.searchsorted(r, v, "right") for r, v in zip(rows, vals)])
+    shuffled = rng(7).permutation(seq)
+    got = lucid.searchsorted(lucid.tensor(shuffled), lucid.tensor(vals), sorter=lucid.argsort(lucid.tensor(shuffled)))
+    np.testing.assert_array_equal(got.numpy(), np.searchsorted(seq, vals))
+    assert lucid.searchsorted(lucid.tensor(seq), 0.0).shape == ()
+    with pytest.raises(RuntimeError, match=r"side='left' contradicts right=True"):
+        lucid.searchsorted(lucid.tensor(seq), lucid.tensor(vals), right=True, side="left")
+    with pytest.raises(RuntimeError, match=r"the leading dimensions"):
+        lucid.searchsorted(lucid.tensor(rows), lucid.ones(2, 4))
+    with pytest.raises(RuntimeError, match=r"bucketize\(\): boundaries must be 1-D"):
+        lucid.bucketize(lucid.tensor(vals), lucid.tensor(rows))
+
+
+def test_isin_and_unique_consecutive():
+    a, b = np.array([1, 5, 2, 7, 5]), np.array([5, 7, 9])
+    np.testing.assert_array_equal(lucid.isin(lucid.tensor(a), lucid.tensor(b)).numpy(), np.isin(a, b))
+    np.testing.assert_array_equal(lucid.isin(lucid.tensor(a), 5, invert=True).numpy(), a != 5)
+    with pytest.raises(TypeError, match=r"isin\(\): elements or test_elements must be a lucid.Tensor"):
+        lucid.isin(1, [1])
+    x = np.array([1, 1, 2, 2, 3, 1, 1, 2])
+    out, inverse, counts = lucid.unique_consecutive(lucid.tensor(x), return_inverse=True, return_counts=True)
+    assert out.tolist() == [1, 2, 3, 1, 2] and counts.tolist() == [2, 2, 1, 2, 1]
+    assert inverse.tolist() == [0, 0, 1, 1, 2, 3, 3, 4]
+    m = np.array([[1, 1], [1, 1], [2, 2], [1, 1]])
+    out, counts = lucid.tensor(m).unique_consecutive(return_counts=True, dim=0)
+    assert out.tolist() == [[1, 1], [2, 2], [1, 1]] and counts.tolist() == [2, 1, 1]

@@ -15,7 +15,7 @@ from collections import namedtuple
 import numpy as np
 
 from .._core import TensorBase, tensor_arg
-from .._types import as_index, bool_, check_dtype, float32, int64
+from .._types import as_index, bool_, check_dtype, float32, float64, int32, int64
 from .creation import arange, full_like, leaf, rand, tensor, zeros
 from .elementwise import addbmm, addmm, addmv, addr, baddbmm, clamp, matmul, where
 from .indexing import gather, index_put
@@ -849,6 +849,272 @@ def einsum(equation, *operands):
         else product
 
 
+# ---- counting and searching on the host: histograms, bincount, bucketize, searchsorted, isin ------
+# Not differentiable (as in PyTorch): each reads its input once and makes its result from numpy.
+
+HistogramResult = namedtuple("histogram", ["hist", "bin_edges"])
+HistogramddResult = namedtuple("histogramdd", ["hist", "bin_edges"])
+
+
+def _linspace(lo, hi, n, np_dtype):
+    """n points from lo to hi in `np_dtype`, each computed from the nearer end (PyTorch's
+    linspace, so that edges agree to the bit)."""
+    lo, hi = np_dtype.type(lo), np_dtype.type(hi)
+    if n == 1:
+        return np.array([lo], dtype=np_dtype)
+    step = (hi - lo) / np_dtype.type(n - 1)
+    i = np.arange(n)
+    half = n // 2
+    return np.where(i < half, lo + step * i.astype(np_dtype), hi - step * (n - 1 - i).astype(np_dtype)).astype(np_dtype)
+
+
+def _bin_positions(x, edges, linear, local_search):
+    """The bin of each value of `x` (-1 outside the edges): by the edges' linear spacing (with a
+    look at the neighbouring edges when `local_search`), else by binary search; the last edge
+    belongs to the last bin."""
+    n = len(edges) - 1
+    lo, hi = edges[0], edges[-1]
+    inside = (x >= lo) & (x <= hi)
+    if linear:
+        with np.errstate(all="ignore"):
+            pos = np.trunc((x - lo) * x.dtype.type(n) / (hi - lo))
+        pos = np.where(inside, pos, 0).astype(np.int64)
+        if local_search:
+            # An upper-bound search among the edges pos-1 .. pos+1, as PyTorch refines the guess.
+            low, high = np.maximum(pos - 1, 0), np.minimum(pos + 2, n + 1)
+            bound = high.copy()
+            for shift in (1, 0, -1):
+                k = pos + shift
+                ok = (k >= low) & (k < high)
+                bound = np.where(ok & (edges[np.clip(k, 0, n)] > x), k, bound)
+            pos = bound - 1
+    else:
+        pos = np.searchsorted(edges, x, side="right") - 1
+    pos = np.where(pos >= n, n - 1, pos)
+    return np.where(inside, pos, -1)
+
+
+def _float_input(t, fn):
+    if not t.dtype.is_floating_point:
+        raise RuntimeError(f"{fn}(): expected a floating-point input, got {t.dtype}")
+    return t.numpy()
+
+
+def histc(input, bins=100, min=0, max=0, *, out=None):
+    """The counts of `input`'s elements in `bins` equal bins between `min` and `max` (the data's
+    own min and max when both are 0; elements outside are not counted)."""
+    t = tensor_arg(input, "histc")
+    x = _float_input(t, "histc").reshape(-1)
+    bins = as_index(bins)
+    if bins <= 0:
+        raise RuntimeError(f"histc(): bins must be positive, got {bins}")
+    lo, hi = x.dtype.type(min), x.dtype.type(max)
+    if lo == hi and x.size:
+        lo, hi = x.min(), x.max()
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    if lo > hi or not (np.isfinite(lo) and np.isfinite(hi)):
+        raise RuntimeError(f"histc(): min ({lo}) must not exceed max ({hi}), and both must be finite")
+    edges = _linspace(lo, hi, bins + 1, x.dtype)
+    edges[0], edges[-1] = lo, hi
+    pos = _bin_positions(x, edges, True, False)
+    counts = np.bincount(pos[pos >= 0], minlength=bins).astype(x.dtype)
+    return returned(tensor(counts, dtype=t.dtype, device=t.device), out, "histc")
+
+
+def _histogramdd(t, bins, range, weight, density, fn):
+    x = _float_input(tensor_arg(t, fn), fn)
+    d = x.shape[-1] if x.ndim else 1
+    points = x.reshape(-1, d)
+    if isinstance(bins, TensorBase) or isinstance(bins, int):
+        bins = [bins] * d
+    bins = list(bins)
+    if len(bins) != d:
+        raise ValueError(f"{fn}(): expected {d} bin counts or edge tensors, one per dimension, got {len(bins)}")
+    if range is not None and len(range) != 2 * d:
+        raise ValueError(f"{fn}(): range must hold {2 * d} numbers (a min and max per dimension), got {len(range)}")
+    w = None
+    if weight is not None:
+        tensor_arg(weight, fn, "weight")
+        if tuple(weight.shape) != tuple(x.shape[:-1]):
+            raise RuntimeError(f"{fn}(): weight must have the shape {tuple(x.shape[:-1])}, got {tuple(weight.shape)}")
+        w = weight.numpy().reshape(-1).astype(x.dtype)
+    edges, positions = [], []
+    for k, b in enumerate(bins):
+        col = points[:, k]
+        if isinstance(b, TensorBase):
+            e = b.numpy().astype(x.dtype).reshape(-1)
+            if e.size < 2:
+                raise ValueError(f"{fn}(): a tensor of bin edges needs at least 2 of them, got {e.size}")
+            positions.append(_bin_positions(col, e, False, False))
+        else:
+            n = as_index(b)
+            if n <= 0:
+                raise ValueError(f"{fn}(): bins must be positive, got {n}")
+            if range is not None:
+                lo, hi = x.dtype.type(range[2 * k]), x.dtype.type(range[2 * k + 1])
+            elif col.size:
+                lo, hi = col.min(), col.max()
+            else:  # no data: the unit interval, as PyTorch
+                lo, hi = x.dtype.type(0), x.dtype.type(1)
+            if lo > hi:
+                raise ValueError(f"{fn}(): the range's min ({lo}) exceeds its max ({hi})")
+            if lo == hi:
+                lo, hi = lo - x.dtype.type(0.5), hi + x.dtype.type(0.5)
+            e = _linspace(lo, hi, n + 1, x.dtype)
+            positions.append(_bin_positions(col, e, True, True))
+        edges.append(e)
+    shape = tuple(len(e) - 1 for e in edges)
+    keep = np.all(np.stack(positions, 1) >= 0, 1) if positions else np.ones(len(points), bool)
+    flat = np.ravel_multi_index(tuple(p[keep] for p in positions), shape) if keep.any() else np.zeros(0, np.int64)
+    hist = np.bincount(flat, weights=None if w is None else w[keep], minlength=int(np.prod(shape))).astype(x.dtype)
+    hist = hist.reshape(shape)
+    if density:
+        total = hist.sum()
+        widths = np.ones(shape, dtype=x.dtype)
+        for k, e in enumerate(edges):
+            widths = widths * np.diff(e).reshape([-1 if i == k else 1 for i in builtins.range(d)])
+        with np.errstate(all="ignore"):
+            hist = (hist / total / widths).astype(x.dtype)
+    return (tensor(hist, dtype=t.dtype, device=t.device),
+            [tensor(e, dtype=t.dtype, device=t.device) for e in edges])
+
+
+def histogram(input, bins, *, range=None, weight=None, density=False, out=None):
+    """``(hist, bin_edges)``: the counts (or summed `weight`) of `input`'s elements in the bins,
+    `bins` of them equal over `range` (the data's min and max by default) or between the edges
+    of the 1-D tensor `bins`; with `density`, normalised to integrate to 1."""
+    t = tensor_arg(input, "histogram")
+    if isinstance(weight, TensorBase) and tuple(weight.shape) != tuple(t.shape):
+        raise RuntimeError(f"histogram(): weight must have the input's shape {tuple(t.shape)}, got {tuple(weight.shape)}")
+    hist, edges = _histogramdd(t.reshape(-1, 1), [bins], range, weight.reshape(-1) if isinstance(weight, TensorBase)
+                               else weight, density, "histogram")
+    return returned(HistogramResult(hist, edges[0]), out, "histogram")
+
+
+def histogramdd(input, bins, *, range=None, weight=None, density=False):
+    """``(hist, bin_edges)`` of the points in the last dimension of `input` ``[..., D]``: the
+    D-dimensional histogram and the D tensors of edges (`bins`: a count for all dimensions, a
+    count per dimension, or a tensor of edges per dimension)."""
+    t = tensor_arg(input, "histogramdd")
+    if t.ndim < 1:
+        raise ValueError("histogramdd(): expected an input of at least 1 dimension")
+    hist, edges = _histogramdd(t, bins, range, weight, density, "histogramdd")
+    return HistogramddResult(hist, edges)
+
+
+def bincount(input, weights=None, minlength=0):
+    """How often each value 0..max occurs in the 1-D non-negative integer `input` (at least
+    `minlength` counts); with `weights`, their sums instead (float64, or the weights' dtype
+    when float32 or float64)."""
+    t = tensor_arg(input, "bincount")
+    if t.ndim != 1 or t.dtype.is_floating_point or t.dtype is bool_:
+        raise RuntimeError(f"bincount(): expected a 1-D integer tensor, got {t.dtype} of shape {tuple(t.shape)}")
+    v = t.numpy().astype(np.int64)
+    if (v < 0).any():
+        raise RuntimeError("bincount(): input must be non-negative")
+    minlength = as_index(minlength)
+    if minlength < 0:
+        raise RuntimeError(f"bincount(): minlength must be non-negative, got {minlength}")
+    if weights is None:
+        return tensor(np.bincount(v, minlength=minlength).astype(np.int64), device=t.device)
+    tensor_arg(weights, "bincount", "weights")
+    if tuple(weights.shape) != tuple(t.shape):
+        raise RuntimeError(f"bincount(): weights must have the input's shape {tuple(t.shape)}, got "
+                           f"{tuple(weights.shape)}")
+    dtype = weights.dtype if weights.dtype in (float32, float64) else float64
+    return tensor(np.bincount(v, weights.numpy().astype(np.float64), minlength), dtype=dtype, device=t.device)
+
+
+def _as_tensor_like(v, like):
+    return v if isinstance(v, TensorBase) else tensor(v, dtype=like.dtype, device=like.device)
+
+
+def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None, sorter=None, out=None):
+    """Where each value of `input` would go in `sorted_sequence` to keep it sorted (its
+    innermost dimension, the leading ones matching `input`'s): the first such place, or with
+    ``right`` / ``side="right"`` the last. `sorter` orders an unsorted sequence."""
+    seq = tensor_arg(sorted_sequence, "searchsorted", "sorted_sequence")
+    scalar_input = not isinstance(input, TensorBase)
+    values = _as_tensor_like(input, seq)
+    if side is not None:
+        if side not in ("left", "right"):
+            raise ValueError(f"searchsorted(): side must be 'left' or 'right', got {side!r}")
+        if right and side == "left":
+            raise RuntimeError("searchsorted(): side='left' contradicts right=True")
+        right = side == "right"
+    s = seq.numpy()
+    if sorter is not None:
+        tensor_arg(sorter, "searchsorted", "sorter")
+        if tuple(sorter.shape) != tuple(seq.shape) or sorter.dtype.is_floating_point:
+            raise RuntimeError(f"searchsorted(): sorter must be integers of the sequence's shape {tuple(seq.shape)}")
+        s = np.take_along_axis(s, sorter.numpy().astype(np.int64), -1)
+    v = values.numpy()
+    how = "right" if right else "left"
+    if s.ndim <= 1:
+        r = np.searchsorted(s.reshape(-1), v, side=how)
+    else:
+        if scalar_input or tuple(s.shape[:-1]) != tuple(v.shape[:-1]):
+            raise RuntimeError(f"searchsorted(): the leading dimensions of sorted_sequence {tuple(s.shape)} and input "
+                               f"{tuple(v.shape)} must match")
+        lead = int(np.prod(s.shape[:-1]))
+        rows, vals = s.reshape(lead, s.shape[-1]), v.reshape(lead, v.shape[-1])
+        r = np.stack([np.searchsorted(a, b, side=how) for a, b in zip(rows, vals)]).reshape(v.shape) if len(rows) \
+            else np.zeros(v.shape, np.int64)
+    return returned(tensor(np.asarray(r), dtype=int32 if out_int32 else int64, device=seq.device), out,
+                    "searchsorted")
+
+
+def bucketize(input, boundaries, *, out_int32=False, right=False, out=None):
+    """The bucket of each value of `input` among the increasing 1-D `boundaries`: i with
+    ``boundaries[i-1] < x <= boundaries[i]`` (with `right`, ``boundaries[i-1] <= x <
+    boundaries[i]``)."""
+    b = tensor_arg(boundaries, "bucketize", "boundaries")
+    if b.ndim != 1:
+        raise RuntimeError(f"bucketize(): boundaries must be 1-D, got shape {tuple(b.shape)}")
+    return returned(searchsorted(b, input, out_int32=out_int32, right=right), out, "bucketize")
+
+
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """Whether each of `elements` is among `test_elements` (either may be a number); bool."""
+    if not isinstance(elements, TensorBase) and not isinstance(test_elements, TensorBase):
+        raise TypeError("isin(): elements or test_elements must be a lucid.Tensor")
+    like = elements if isinstance(elements, TensorBase) else test_elements
+    e = _as_tensor_like(elements, like).numpy()
+    found = np.isin(e, _as_tensor_like(test_elements, like).numpy(), invert=invert)
+    return tensor(np.asarray(found), dtype=bool_, device=like.device)
+
+
+def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
+    """`input` with each run of equal consecutive elements (or slices along `dim`) kept once;
+    with `return_inverse` the run each element belongs to, with `return_counts` the runs'
+    lengths."""
+    t = tensor_arg(input, "unique_consecutive")
+    v = t.numpy()
+    if dim is None:
+        flat = v.reshape(-1)
+        starts = np.flatnonzero(np.concatenate([[True], flat[1:] != flat[:-1]])) if flat.size else np.zeros(0, int)
+        values = flat[starts]
+        inverse_shape = v.shape
+        n = flat.size
+    else:
+        d = t._wrap_dim(dim, "unique_consecutive")
+        moved = np.moveaxis(v, d, 0)
+        n = moved.shape[0]
+        rows = moved.reshape(n, int(np.prod(moved.shape[1:])))
+        change = (rows[1:] != rows[:-1]).any(1) if n else np.zeros(0, bool)
+        starts = np.flatnonzero(np.concatenate([[True], change])) if n else np.zeros(0, int)
+        values = np.moveaxis(moved[starts], 0, d)
+        inverse_shape = (n,)
+    out = [tensor(values, dtype=t.dtype, device=t.device)]
+    if return_inverse:
+        run = np.cumsum(np.isin(np.arange(n), starts)) - 1
+        out.append(tensor(run.reshape(inverse_shape).astype(np.int64), device=t.device))
+    if return_counts:
+        out.append(tensor(np.diff(np.append(starts, n)).astype(np.int64), device=t.device))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
 # ---- in-place forms -----------------------------------------------------------------------------
 
 def _in_place(fn, doc):
@@ -880,6 +1146,7 @@ class ComposedMethods:
     baddbmm_ = _in_place(baddbmm, "``self = beta * self + alpha * bmm(batch1, batch2)``, in place.")
     cumprod, cummax, cummin, logcumsumexp, diff, renorm = cumprod, cummax, cummin, logcumsumexp, diff, renorm
     dist, cov, corrcoef = dist, cov, corrcoef
+    histc, histogram, bincount, unique_consecutive = histc, histogram, bincount, unique_consecutive
     cumprod_ = _in_place(cumprod, "`cumprod`, in place.")
     renorm_ = _in_place(renorm, "`renorm`, in place.")
     addbmm_ = _in_place(addbmm, "``self = beta * self + alpha * sum_b batch1[b] @ batch2[b]``, in place.")
@@ -892,4 +1159,5 @@ class ComposedMethods:
 __all__ = ["Generator", "unique", "randint", "randperm", "multinomial", "argsort", "sort", "topk", "eye", "diag", "msort",
            "kthvalue", "median", "nanmedian", "mode", "quantile", "nanquantile", "cumprod", "cummax", "cummin",
            "logcumsumexp", "diff", "gradient", "trapezoid", "trapz", "cumulative_trapezoid", "cdist", "dist", "cov",
-           "corrcoef", "renorm", "tensordot", "einsum"]
+           "corrcoef", "renorm", "tensordot", "einsum", "histc", "histogram", "histogramdd", "bincount", "searchsorted",
+           "bucketize", "isin", "unique_consecutive"]
