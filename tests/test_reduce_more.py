@@ -590,3 +590,101 @@ def test_isin_and_unique_consecutive():
     m = np.array([[1, 1], [1, 1], [2, 2], [1, 1]])
     out, counts = lucid.tensor(m).unique_consecutive(return_counts=True, dim=0)
     assert out.tolist() == [[1, 1], [2, 2], [1, 1]] and counts.tolist() == [2, 1, 1]
+
+
+# ---- random samplers --------------------------------------------------------------------------
+
+N = 200_000
+
+
+def _moments(t):
+    v = t.numpy().astype(np.float64)
+    return v.mean(), v.std()
+
+
+def test_normal_forms_moments_and_gradients():
+    lucid.manual_seed(0)
+    m, s = _moments(lucid.normal(1.5, 0.5, (N,)))
+    assert abs(m - 1.5) < 0.01 and abs(s - 0.5) < 0.01
+    mean = lucid.full((N,), -2.0).requires_grad_()
+    std = lucid.full((N,), 3.0).requires_grad_()
+    r = lucid.normal(mean, std)
+    m, s = _moments(r)
+    assert abs(m + 2.0) < 0.05 and abs(s - 3.0) < 0.05
+    r.sum().backward()
+    np.testing.assert_array_equal(mean.grad.numpy(), np.ones(N, np.float32))
+    np.testing.assert_allclose(std.grad.numpy(), (r.detach().numpy() + 2.0) / 3.0, rtol=1e-4, atol=1e-4)
+    assert lucid.normal(lucid.zeros(1, 3), lucid.ones(4, 1)).shape == (4, 3)
+    assert lucid.normal(0.0, lucid.ones(2)).shape == (2,)
+    assert lucid.normal(0.0, 1.0, (2,), dtype=lucid.float64).dtype is lucid.float64
+    with pytest.raises(RuntimeError, match=r"normal\(\): std must be non-negative"):
+        lucid.normal(lucid.zeros(2), -1.0)
+    with pytest.raises(TypeError, match=r"normal\(\): with a number mean and std, give a size"):
+        lucid.normal(0.0, 1.0)
+
+
+def test_bernoulli_forms():
+    lucid.manual_seed(1)
+    p = lucid.full((N,), 0.3).requires_grad_()
+    r = lucid.bernoulli(p)
+    assert set(np.unique(r.detach().numpy())) <= {0.0, 1.0} and abs(r.detach().numpy().mean() - 0.3) < 0.01
+    r.sum().backward()
+    np.testing.assert_array_equal(p.grad.numpy(), np.zeros(N, np.float32))
+    assert abs(lucid.zeros(N).bernoulli(0.8).numpy().mean() - 0.8) < 0.01
+    x = lucid.zeros(N)
+    assert x.bernoulli_(0.25) is x and abs(x.numpy().mean() - 0.25) < 0.01
+    with pytest.raises(RuntimeError, match=r"probabilities must be in \[0, 1\]"):
+        lucid.bernoulli(lucid.tensor([1.5]))
+
+
+@pytest.mark.parametrize("method,args,mean,var", [
+    ("exponential_", (2.0,), 0.5, 0.25),
+    ("geometric_", (0.25,), 4.0, 12.0),
+    ("log_normal_", (0.5, 0.4), np.exp(0.5 + 0.08), (np.exp(0.16) - 1) * np.exp(1.0 + 0.16)),
+    ("uniform_", (-1.0, 3.0), 1.0, 16 / 12),
+    ("normal_", (2.0, 0.5), 2.0, 0.25),
+])
+def test_in_place_distributions_have_their_moments(method, args, mean, var):
+    lucid.manual_seed(2)
+    x = lucid.zeros(N)
+    assert getattr(x, method)(*args) is x
+    m, s = _moments(x)
+    assert abs(m - mean) < 0.02 * max(1.0, mean) and abs(s * s - var) < 0.03 * max(1.0, var), (m, s * s)
+
+
+def test_cauchy_quartiles_and_errors():
+    lucid.manual_seed(3)
+    x = lucid.zeros(N).cauchy_(-2.0, 0.5).numpy()
+    q1, q2, q3 = np.quantile(x, [0.25, 0.5, 0.75])
+    assert abs(q2 + 2.0) < 0.01 and abs(q1 + 2.5) < 0.02 and abs(q3 + 1.5) < 0.02
+    with pytest.raises(RuntimeError, match=r"cauchy_ expects sigma > 0.0"):
+        lucid.zeros(2).cauchy_(0.0, 0.0)
+    with pytest.raises(RuntimeError, match=r"exponential_ expects lambda > 0.0"):
+        lucid.zeros(2).exponential_(-1.0)
+    with pytest.raises(RuntimeError, match=r"geometric_ expects p to be in \(0, 1\)"):
+        lucid.zeros(2).geometric_(1.5)
+    with pytest.raises(RuntimeError, match=r"log_normal_ expects std > 0.0"):
+        lucid.zeros(2).log_normal_(0.0, 0.0)
+    with pytest.raises(TypeError, match=r"exponential_\(\): expected a floating-point tensor"):
+        lucid.zeros(2, dtype=lucid.int64).exponential_()
+
+
+def test_randint_like_and_reproducibility():
+    t = lucid.zeros(N)
+    r = lucid.randint_like(t, 2, 10)
+    assert r.dtype is lucid.float32 and r.shape == (N,)
+    v = r.numpy()
+    assert v.min() == 2 and v.max() == 9 and np.all(v == np.round(v))
+    assert abs(v.mean() - 5.5) < 0.02
+    assert lucid.randint_like(t, 5, dtype=lucid.int64).numpy().max() == 4
+    draws = []
+    for _ in range(2):
+        lucid.manual_seed(42)
+        draws.append(np.concatenate([lucid.normal(0.0, 1.0, (5,)).numpy(), lucid.zeros(5).exponential_().numpy(),
+                                     lucid.bernoulli(lucid.full((5,), 0.5)).numpy(),
+                                     lucid.randint_like(lucid.zeros(5), 100).numpy()]))
+    np.testing.assert_array_equal(draws[0], draws[1])
+    g = lucid.Generator().manual_seed(7)
+    a = lucid.normal(0.0, 1.0, (4,), generator=g).numpy()
+    b = lucid.normal(0.0, 1.0, (4,), generator=lucid.Generator().manual_seed(7)).numpy()
+    np.testing.assert_array_equal(a, b)

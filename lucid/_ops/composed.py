@@ -1115,6 +1115,137 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
     return out[0] if len(out) == 1 else tuple(out)
 
 
+# ---- random samplers: normal, bernoulli, randint_like, and the in-place distributions --------------
+
+def _drawn(values, like_dtype, device):
+    return tensor(np.asarray(values), dtype=like_dtype, device=device)
+
+
+def _float_dtype(dtype, fn):
+    d = float32 if dtype is None else check_dtype(dtype)
+    if not d.is_floating_point:
+        raise TypeError(f"{fn}(): expected a floating-point dtype, got {d}")
+    return d
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, layout=None, device=None,
+           pin_memory=False, requires_grad=False):
+    """Normal samples of `mean` and standard deviation `std` (tensors broadcast together, or
+    numbers with a `size`), as ``mean + std * z``: a gradient reaches tensor means and
+    deviations."""
+    tensors = [v for v in (mean, std) if isinstance(v, TensorBase)]
+    if tensors:
+        if size is not None:
+            raise TypeError("normal(): size is taken only when mean and std are numbers")
+        for v, what in ((mean, "mean"), (std, "std")):
+            if isinstance(v, TensorBase):
+                if not v.dtype.is_floating_point:
+                    raise TypeError(f"normal(): {what} must be floating-point, got {v.dtype}")
+            elif not isinstance(v, (int, float)):
+                raise TypeError(f"normal(): {what} must be a tensor or a number, got {type(v).__name__}")
+        if not isinstance(std, TensorBase) and std < 0:
+            raise RuntimeError(f"normal(): std must be non-negative, got {std}")
+        if isinstance(std, TensorBase) and bool((std < 0).any()):
+            raise RuntimeError("normal(): std must be non-negative")
+        shape = tuple(np.broadcast_shapes(*(tuple(v.shape) for v in tensors)))
+        like = tensors[0]
+        z = _drawn(generator_rng(generator).standard_normal(shape), like.dtype, like.device)
+        r = z * std + mean
+    else:
+        if size is None:
+            raise TypeError("normal(): with a number mean and std, give a size")
+        if std < 0:
+            raise RuntimeError(f"normal(): std must be non-negative, got {std}")
+        shape = tuple(as_index(s) for s in (size if isinstance(size, (tuple, list)) else (size,)))
+        d = _float_dtype(dtype, "normal")
+        r = leaf(_drawn(generator_rng(generator).normal(float(mean), float(std), shape), d, device or "cpu"),
+                 requires_grad)
+    return returned(r, out, "normal")
+
+
+def bernoulli(input, p=None, *, generator=None, out=None):
+    """Zeros and ones drawn with the probabilities `input` (or the one probability `p`), in
+    `input`'s dtype; the gradient to `input` is zero, as PyTorch's."""
+    t = tensor_arg(input, "bernoulli")
+    if not t.dtype.is_floating_point:
+        raise TypeError(f"bernoulli(): expected floating-point probabilities, got {t.dtype}")
+    probs = np.full(tuple(t.shape), float(p)) if p is not None else t.numpy().astype(np.float64)
+    if ((probs < 0) | (probs > 1) | np.isnan(probs)).any():
+        raise RuntimeError("bernoulli(): probabilities must be in [0, 1]")
+    drawn = _drawn(generator_rng(generator).random(probs.shape) < probs, t.dtype, t.device)
+    # Tied to the input with a zero weight, so that the result is in its graph.
+    return returned(drawn + t * 0.0 if t.requires_grad else drawn, out, "bernoulli")
+
+
+def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=None, device=None,
+                 requires_grad=False, memory_format=None):
+    """Integers drawn uniformly from [low, high) in `input`'s shape (and dtype unless given);
+    ``randint_like(input, high)`` draws from [0, high)."""
+    t = tensor_arg(input, "randint_like")
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, tuple(t.shape), generator=generator, dtype=dtype or t.dtype,
+                   device=device or t.device, requires_grad=requires_grad)
+
+
+def _fill_drawn(self, values, name):
+    """Writes the numpy `values` into `self`, in place (not recorded by autograd)."""
+    return assign(self, _drawn(values, self.dtype, self.device), name)
+
+
+def _random_float_tensor(self, name):
+    tensor_arg(self, name)
+    if not self.dtype.is_floating_point:
+        raise TypeError(f"{name}(): expected a floating-point tensor, got {self.dtype}")
+    return tuple(self.shape)
+
+
+def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
+    """Fills with samples of the Cauchy distribution of this `median` and scale `sigma`."""
+    shape = _random_float_tensor(self, "cauchy_")
+    if not sigma > 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+    return _fill_drawn(self, median + sigma * generator_rng(generator).standard_cauchy(shape), "cauchy_")
+
+
+def exponential_(self, lambd=1.0, *, generator=None):
+    """Fills with samples of the exponential distribution of rate `lambd` (all positive)."""
+    shape = _random_float_tensor(self, "exponential_")
+    if not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+    rng = generator_rng(generator)
+    # -log(1 - u) with u in [0, 1): never 0 after rounding, as PyTorch's samples.
+    values = -np.log1p(-rng.random(shape)) / lambd
+    return _fill_drawn(self, np.maximum(values, np.finfo(np.float32).tiny), "exponential_")
+
+
+def geometric_(self, p, *, generator=None):
+    """Fills with the number of Bernoulli(`p`) trials up to the first success (1, 2, ...)."""
+    tensor_arg(self, "geometric_")
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    return _fill_drawn(self, generator_rng(generator).geometric(p, tuple(self.shape)), "geometric_")
+
+
+def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
+    """Fills with ``exp(x)`` for normal samples x of this `mean` and `std`."""
+    shape = _random_float_tensor(self, "log_normal_")
+    if not std > 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+    return _fill_drawn(self, generator_rng(generator).lognormal(mean, std, shape), "log_normal_")
+
+
+def bernoulli_(self, p=0.5, *, generator=None):
+    """Fills with zeros and ones drawn with probability `p` (a number, or a tensor that
+    broadcasts to this shape)."""
+    tensor_arg(self, "bernoulli_")
+    probs = p.numpy().astype(np.float64) if isinstance(p, TensorBase) else float(p)
+    probs = np.broadcast_to(probs, tuple(self.shape))
+    if ((probs < 0) | (probs > 1) | np.isnan(probs)).any():
+        raise RuntimeError("bernoulli_(): probabilities must be in [0, 1]")
+    return _fill_drawn(self, generator_rng(generator).random(probs.shape) < probs, "bernoulli_")
+
+
 # ---- in-place forms -----------------------------------------------------------------------------
 
 def _in_place(fn, doc):
@@ -1147,6 +1278,8 @@ class ComposedMethods:
     cumprod, cummax, cummin, logcumsumexp, diff, renorm = cumprod, cummax, cummin, logcumsumexp, diff, renorm
     dist, cov, corrcoef = dist, cov, corrcoef
     histc, histogram, bincount, unique_consecutive = histc, histogram, bincount, unique_consecutive
+    bernoulli, bernoulli_, cauchy_, exponential_, geometric_, log_normal_ = (bernoulli, bernoulli_, cauchy_,
+                                                                             exponential_, geometric_, log_normal_)
     cumprod_ = _in_place(cumprod, "`cumprod`, in place.")
     renorm_ = _in_place(renorm, "`renorm`, in place.")
     addbmm_ = _in_place(addbmm, "``self = beta * self + alpha * sum_b batch1[b] @ batch2[b]``, in place.")
@@ -1160,4 +1293,4 @@ __all__ = ["Generator", "unique", "randint", "randperm", "multinomial", "argsort
            "kthvalue", "median", "nanmedian", "mode", "quantile", "nanquantile", "cumprod", "cummax", "cummin",
            "logcumsumexp", "diff", "gradient", "trapezoid", "trapz", "cumulative_trapezoid", "cdist", "dist", "cov",
            "corrcoef", "renorm", "tensordot", "einsum", "histc", "histogram", "histogramdd", "bincount", "searchsorted",
-           "bucketize", "isin", "unique_consecutive"]
+           "bucketize", "isin", "unique_consecutive", "normal", "bernoulli", "randint_like"]
