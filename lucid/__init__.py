@@ -27,6 +27,7 @@ from .serialization import load, save
 # lucid.distributed imports mpi4py only when init() runs, so importing it here costs nothing.
 from . import (accelerator, amp, autograd, backends, cuda, distributed, distributions, metal, nn, optim, sparse, testing,
                utils)
+from . import masked, signal
 from .amp import autocast
 
 inf, nan, pi, e = math.inf, math.nan, math.pi, math.e
@@ -52,7 +53,7 @@ __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "float
            "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache", "save", "load",
            "set_num_threads", "get_num_threads",
            "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode", "accelerator", "amp", "autograd",
-           "backends", "cuda", "distributed", "distributions", "sparse", "testing", "autocast", "Generator", "Size", "inf", "nan", "pi", "e",
+           "backends", "cuda", "distributed", "distributions", "masked", "signal", "sparse", "testing", "autocast", "Generator", "Size", "inf", "nan", "pi", "e",
            "get_default_dtype", "set_default_dtype", "set_float32_matmul_precision", "get_float32_matmul_precision", "nn", "optim", "metal", "utils"]
 
 globals().update(_TYPED)  # FloatTensor, LongTensor, … (PyTorch's legacy tensor types)
