@@ -688,3 +688,38 @@ def test_randint_like_and_reproducibility():
     a = lucid.normal(0.0, 1.0, (4,), generator=g).numpy()
     b = lucid.normal(0.0, 1.0, (4,), generator=lucid.Generator().manual_seed(7)).numpy()
     np.testing.assert_array_equal(a, b)
+
+
+# ---- out= -------------------------------------------------------------------------------------
+
+def test_out_forms():
+    a = randn(3, 4)
+    t = lucid.tensor(a)
+    out = lucid.zeros(3, 4, dtype=F64)
+    assert lucid.cumprod(t, 1, out=out) is out
+    close(out, np.cumprod(a, 1))
+    values, indices = lucid.zeros(3, 4, dtype=F64), lucid.zeros(3, 4, dtype=lucid.int64)
+    r = lucid.cummax(t, 1, out=(values, indices))
+    assert r[0] is values and r[1] is indices
+    close(values, np.maximum.accumulate(a, 1))
+    v, i = lucid.zeros(3, dtype=F64), lucid.zeros(3, dtype=lucid.int64)
+    lucid.median(t, 1, out=(v, i))
+    close(v, np.sort(a, 1)[:, 1])
+    out = lucid.zeros(3, dtype=F64)
+    lucid.quantile(t, 0.5, 1, out=out)
+    close(out, np.quantile(a, 0.5, 1))
+    out = lucid.zeros((), dtype=F64)
+    lucid.prod(t, out=out)
+    close(out, np.prod(a))
+    out = lucid.zeros(5)
+    lucid.histc(lucid.tensor(a, dtype=lucid.float32), 5, out=out)
+    np.testing.assert_array_equal(out.numpy(), np.histogram(a.astype(np.float32), 5)[0])
+    out = lucid.zeros(3, 4, dtype=F64)
+    assert lucid.renorm(t, 1, 0, 1.0, out=out) is out
+    norms = np.abs(a).sum(1, keepdims=True)
+    close(out, a * np.where(norms > 1.0, 1.0 / (norms + 1e-7), 1.0))
+    out = lucid.zeros(1, 3, 3, dtype=F64)
+    assert lucid.bmm(t.reshape(1, 3, 4), t.reshape(1, 3, 4).mT, out=out) is out
+    close(out, (a @ a.T)[None])
+    with pytest.raises(RuntimeError, match=r"cumprod\(\): functions with out=... arguments don't support automatic"):
+        lucid.cumprod(lucid.tensor(a, requires_grad=True), 0, out=lucid.zeros(3, 4, dtype=F64))

@@ -133,7 +133,7 @@ def _indices(order, input):
     return tensor(order.astype(np.int64), device=input.device)
 
 
-def argsort(input, dim: int = -1, descending: bool = False, stable: bool = False):
+def argsort(input, dim: int = -1, descending: bool = False, *, stable: bool = False):
     """The positions that sort `input` along `dim` (NaN counts as the largest). The order is
     always stable, so `stable` changes nothing."""
     order, _ = _order(input, dim, descending, "argsort")
@@ -150,7 +150,7 @@ def _taken(input, d, indices):
     return input.clone() if input.ndim == 0 else gather(input, d, indices)
 
 
-def sort(input, dim: int = -1, descending: bool = False, stable: bool = False, *, out=None):
+def sort(input, dim: int = -1, descending: bool = False, *, stable: bool = False, out=None):
     """``(values, indices)`` of `input` sorted along `dim` (stable; NaN counts as the largest);
     gradients flow back to the entries through `values`."""
     order, d = _order(input, dim, descending, "sort")
