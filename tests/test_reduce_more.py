@@ -723,3 +723,28 @@ def test_out_forms():
     close(out, (a @ a.T)[None])
     with pytest.raises(RuntimeError, match=r"cumprod\(\): functions with out=... arguments don't support automatic"):
         lucid.cumprod(lucid.tensor(a, requires_grad=True), 0, out=lucid.zeros(3, 4, dtype=F64))
+
+
+def test_softmax_and_log_softmax_take_dtype():
+    a = randn(3, 4).astype(np.float32)
+    t = lucid.tensor(a)
+    e = np.exp(a.astype(np.float64) - a.max(1, keepdims=True))
+    r = lucid.softmax(t, 1, dtype=F64)
+    assert r.dtype is F64
+    close(r, e / e.sum(1, keepdims=True))
+    r = t.log_softmax(-1, dtype=F64)
+    assert r.dtype is F64
+    close(r, np.log(e / e.sum(1, keepdims=True)))
+    x = lucid.tensor(a, requires_grad=True)
+    lucid.softmax(x, 0, dtype=F64).sum().backward()
+    assert x.grad.dtype is lucid.float32
+
+
+@pytest.mark.parametrize("sa,sb", [((2, 3), (4, 1)), ((2, 3), (4, 1, 2)), ((3,), (2,)), ((), (2, 2))])
+def test_kron(sa, sb):
+    a, b = randn(*sa), randn(*sb, seed=1)
+    close(lucid.kron(lucid.tensor(a), lucid.tensor(b)), np.kron(a, b))
+    close(lucid.tensor(a).kron(lucid.tensor(b)), np.kron(a, b))
+    check_grads(lucid.kron, a, b)
+    with pytest.raises(TypeError, match=r"kron\(\): other must be a lucid.Tensor"):
+        lucid.kron(lucid.tensor(a), 2.0)

@@ -236,6 +236,18 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     return returned(_scaled_sum("addbmm", input, product, beta, alpha), out, "addbmm")
 
 
+def kron(input, other, *, out=None):
+    """The Kronecker product: every entry of `input` times the whole of `other`, in blocks
+    (shape ``input.shape * other.shape``, the shorter shape padded with leading ones)."""
+    a, b = tensor_arg(input, "kron"), tensor_arg(other, "kron", "other")
+    n = a.ndim if a.ndim > b.ndim else b.ndim
+    sa, sb = (1,) * (n - a.ndim) + tuple(a.shape), (1,) * (n - b.ndim) + tuple(b.shape)
+    # Interleaved dimensions (a0, b0, a1, b1, ...) broadcast to all products, then merged pairwise.
+    left = a.reshape([d for x in sa for d in (x, 1)])
+    right = b.reshape([d for x in sb for d in (1, x)])
+    return returned((left * right).reshape([x * y for x, y in zip(sa, sb)]), out, "kron")
+
+
 def _unary_function(name, code):
     def fn(input, *, out=None):
         return returned(result(_unary_op(code, tensor_arg(input, name)._h)), out, name)
@@ -509,6 +521,7 @@ class ElementwiseMethods:
 
     add, sub, mul, div, pow, matmul, mm, dot = add, sub, mul, div, pow, matmul, mm, dot
     bmm, mv, vdot, inner, addmm, addmv, addr, baddbmm, addbmm = bmm, mv, vdot, inner, addmm, addmv, addr, baddbmm, addbmm
+    kron = kron
     maximum, minimum, clamp, clip = maximum, minimum, clamp, clip
     eq, ne, lt, le, gt, ge = eq, ne, lt, le, gt, ge
     bitwise_and, bitwise_or, bitwise_xor, bitwise_not = bitwise_and, bitwise_or, bitwise_xor, bitwise_not
@@ -526,7 +539,7 @@ for _name, _fn in unary_functions.items():
     setattr(ElementwiseMethods, _name, _fn)
 
 __all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "clip", "matmul", "mm", "dot", "bmm", "mv", "vdot", "inner", "addmm", "addmv", "addr",
-           "baddbmm", "addbmm", "eq", "ne", "lt", "le",
+           "baddbmm", "addbmm", "kron", "eq", "ne", "lt", "le",
            "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "logical_and", "logical_or",
            "logical_xor", "logical_not", "where", "isnan", "isinf", "isfinite", "isclose", "allclose", "equal", "outer",
            "ger", "arcsin", "arccos", "arctan", *unary_functions]

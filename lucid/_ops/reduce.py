@@ -104,15 +104,23 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=N
     return _var(input, dim, unbiased, correction, keepdim, True, "std", out)
 
 
-def softmax(input, dim, *, out=None):
-    """Softmax along ``dim``; float32 under autocast."""
-    return returned(result(_C.softmax(tensor_arg(input, "softmax")._h, as_index(dim), False)), out, "softmax")
+def _softmax(input, dim, dtype, log, name, out):
+    t = tensor_arg(input, name)
+    if dtype is not None:  # the input is cast first, as PyTorch does (against overflow in low precision)
+        t = t.to(dtype)
+    return returned(result(_C.softmax(t._h, as_index(dim), log)), out, name)
 
 
-def log_softmax(input, dim, *, out=None):
-    """Log-softmax along ``dim``; float32 under autocast."""
-    return returned(result(_C.softmax(tensor_arg(input, "log_softmax")._h, as_index(dim), True)), out,
-                    "log_softmax")
+def softmax(input, dim, *, dtype=None, out=None):
+    """Softmax along ``dim`` (of the input cast to ``dtype`` when given); float32 under
+    autocast."""
+    return _softmax(input, dim, dtype, False, "softmax", out)
+
+
+def log_softmax(input, dim, *, dtype=None, out=None):
+    """Log-softmax along ``dim`` (of the input cast to ``dtype`` when given); float32 under
+    autocast."""
+    return _softmax(input, dim, dtype, True, "log_softmax", out)
 
 
 def norm(input, p="fro", dim=None, keepdim=False, *, out=None):
