@@ -469,7 +469,9 @@ def test_tensordot():
     ("ii", [(3, 3)]), ("iji->j", [(2, 3, 2)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
     ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]), ("i...->...", [(3, 2, 4)]), ("i,j->ij", [(3,), (4,)]),
     ("ijk,ik->j", [(2, 3, 4), (2, 4)]), ("...ik, ...j -> ij", [(2, 2, 3), (3,)]), ("ba", [(2, 3)]),
-    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]), ("bij,bjk->bik", [(1, 2, 3), (4, 3, 5)]),
+    ("ij,kl->", [(2, 3), (4, 5)]), ("ijk,jl->il", [(2, 3, 4), (3, 5)]), ("ab,bc,ca->", [(2, 3), (3, 4), (4, 2)]),
+    ("i,i,i->i", [(4,), (4,), (4,)]), ("...j,j->...", [(2, 3, 4), (4,)]),
 ])
 def test_einsum_against_numpy(equation, shapes):
     arrays = [randn(*s, seed=k) for k, s in enumerate(shapes)]
@@ -479,6 +481,12 @@ def test_einsum_against_numpy(equation, shapes):
     close(lucid.einsum(equation, *[lucid.tensor(a) for a in arrays]), want)
     close(lucid.einsum(equation, [lucid.tensor(a) for a in arrays]), want)
     check_grads(lambda *xs: lucid.einsum(equation, *xs), *arrays)
+
+
+def test_einsum_contracts_pairwise_without_a_large_intermediate():
+    a, b = randn(8, 200, 300), randn(8, 300, 200, seed=1)
+    # As a broadcast product this would hold 8 * 200 * 300 * 200 elements.
+    close(lucid.einsum("bij,bjk->bik", lucid.tensor(a), lucid.tensor(b)), a @ b, rtol=1e-9, atol=1e-9)
 
 
 def test_einsum_errors():

@@ -835,18 +835,51 @@ def einsum(equation, *operands):
             if n != 1 or c not in sizes:
                 sizes[c] = n
         views.append((t, ls))
-    contracted = [c for c in sizes if c not in output]
-    order = output + contracted
-    product = None
-    for t, ls in views:
-        aligned = t.permute(*(ls.index(c) for c in order if c in ls)) if t.ndim else t
-        aligned = aligned.reshape([t.shape[ls.index(c)] if c in ls else 1 for c in order])
-        product = aligned if product is None else product * aligned
-    if contracted:
-        product = sum_(product, tuple(range(len(output), len(order))))
-    # Labels of size 1 in every operand that the output keeps.
-    return product.expand(*(sizes[c] for c in output)) if tuple(product.shape) != tuple(sizes[c] for c in output) \
-        else product
+    # Pairwise, left to right: each step a batched matrix product over the labels the two share
+    # and nothing later needs, so no intermediate holds more than its operands and result.
+    t, ls = views[0]
+    for k in range(1, len(views)):
+        later = set(output).union(*(set(x) for _, x in views[k + 1:]))
+        t, ls = _contract(t, ls, *views[k], later, sizes)
+    t, ls = _sum_out(t, ls, set(output))
+    t = t.permute(*(ls.index(c) for c in output)) if t.ndim else t
+    full = tuple(sizes[c] for c in output)
+    # A label of size 1 in every operand that has it, but larger in the output's own sizes: broadcast.
+    return t.expand(*full) if tuple(t.shape) != full else t
+
+
+def _sum_out(t, ls, keep):
+    """`t` summed over its labels not in `keep`."""
+    gone = [i for i, c in enumerate(ls) if c not in keep]
+    if not gone:
+        return t, ls
+    return sum_(t, tuple(gone)), [c for c in ls if c in keep]
+
+
+def _contract(a, la, b, lb, later, sizes):
+    """The product of `a` and `b` (labelled `la`, `lb`) summed over the labels they share that
+    `later` does not need, as one batched matmul; its labels follow."""
+    a, la = _sum_out(a, la, later | set(lb))
+    b, lb = _sum_out(b, lb, later | set(la))
+    shared = [c for c in la if c in lb]
+    batch = [c for c in shared if c in later]
+    inner = [c for c in shared if c not in later]
+    left = [c for c in la if c not in lb]
+    right = [c for c in lb if c not in la]
+
+    def arranged(t, ls, first, second, third):
+        """`t` as [first, second, third], each group of labels merged into one dimension."""
+        order = first + second + third
+        t = t.permute(*(ls.index(c) for c in order)) if t.ndim else t
+        # A shared label of size 1 in this operand broadcasts to the other's size.
+        t = t.expand(*(sizes[c] if c in shared else n for c, n in zip(order, t.shape)))
+        return t.reshape([math.prod(t.shape[order.index(c)] for c in g) for g in (first, second, third)])
+
+    a3 = arranged(a, la, batch, left, inner)
+    b3 = arranged(b, lb, batch, inner, right)
+    r = matmul(a3, b3)
+    dims = [sizes[c] for c in batch] + [a.shape[la.index(c)] for c in left] + [b.shape[lb.index(c)] for c in right]
+    return r.reshape(dims), batch + left + right
 
 
 # ---- counting and searching on the host: histograms, bincount, bucketize, searchsorted, isin ------
