@@ -188,16 +188,6 @@ def cumsum(input, dim, *, dtype=None, out=None):
 MinMaxResult = namedtuple("aminmax", ["min", "max"])
 
 
-def _reduce_dims(t, dim, fn):
-    """The dimensions `dim` names (all when None), wrapped, without repeats."""
-    if dim is None:
-        return list(range(t.ndim))
-    dims = [t._wrap_dim(d, fn) for d in dims_arg(dim)]
-    if len(set(dims)) != len(dims):
-        raise RuntimeError(f"{fn}(): dim {dim} appears more than once")
-    return dims
-
-
 def _integer_accumulation(t, dtype):
     """`t` in the dtype a sum or product accumulates in: `dtype` when given, int64 for integers
     and bools (as PyTorch), else its own."""
