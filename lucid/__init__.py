@@ -32,6 +32,9 @@ from .amp import autocast
 
 inf, nan, pi, e = math.inf, math.nan, math.pi, math.e
 
+# The layouts, by name (a sparse tensor's ``layout`` is "sparse_coo"), for ``layout=`` arguments.
+strided, sparse_coo = "strided", "sparse_coo"
+
 
 class Size(tuple):
     """A shape, as torch.Size: a tuple of ints (``tensor.shape`` compares equal to one)."""
@@ -53,8 +56,10 @@ __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "float
            "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache", "save", "load",
            "set_num_threads", "get_num_threads",
            "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode", "accelerator", "amp", "autograd",
-           "backends", "cuda", "distributed", "distributions", "masked", "signal", "sparse", "testing", "autocast", "Generator", "Size", "inf", "nan", "pi", "e",
+           "backends", "cuda", "distributed", "distributions", "sparse", "testing", "autocast", "Generator", "Size", "inf", "nan", "pi", "e",
            "get_default_dtype", "set_default_dtype", "set_float32_matmul_precision", "get_float32_matmul_precision", "nn", "optim", "metal", "utils"]
+
+__all__ += ["masked", "signal", "strided", "sparse_coo"]
 
 globals().update(_TYPED)  # FloatTensor, LongTensor, … (PyTorch's legacy tensor types)
 __all__ += list(_TYPED)

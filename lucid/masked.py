@@ -288,4 +288,5 @@ def normalize(input, ord, dim, *, eps=1e-12, dtype=None, mask=None):
     if dtype is not None:
         t = t.to(check_dtype(dtype))
     n = norm(t, ord, dim, keepdim=True, mask=mask)
-    return _filled(t, mask, 0.0, "masked.normalize") / _elementwise.maximum(n, tensor(eps, dtype=n.dtype, device=n.device))
+    floor = tensor(eps, dtype=n.dtype, device=n.device)
+    return _filled(t, mask, 0.0, "masked.normalize") / _elementwise.maximum(n, floor)

@@ -457,7 +457,8 @@ def test_renorm():
 def test_tensordot():
     a, b = randn(2, 3, 4), randn(3, 4, 5, seed=1)
     close(lucid.tensordot(lucid.tensor(a), lucid.tensor(b)), np.tensordot(a, b))
-    close(lucid.tensordot(lucid.tensor(a), lucid.tensor(b), dims=([1, 2], [0, 1])), np.tensordot(a, b, ([1, 2], [0, 1])))
+    close(lucid.tensordot(lucid.tensor(a), lucid.tensor(b), dims=([1, 2], [0, 1])),
+          np.tensordot(a, b, ([1, 2], [0, 1])))
     close(lucid.tensordot(lucid.tensor(a), lucid.tensor(b), dims=0), np.tensordot(a, b, 0))
     check_grads(lambda x, y: lucid.tensordot(x, y, dims=([2, 1], [1, 0])), a, b)
     with pytest.raises(RuntimeError, match=r"contracted dimensions 2 of a \(size 4\) and 0 of b \(size 3\) differ"):
@@ -756,3 +757,11 @@ def test_kron(sa, sb):
     check_grads(lucid.kron, a, b)
     with pytest.raises(TypeError, match=r"kron\(\): other must be a lucid.Tensor"):
         lucid.kron(lucid.tensor(a), 2.0)
+
+
+def test_normal_and_windows_take_the_strided_layout_only():
+    assert lucid.normal(0.0, 1.0, (2,), layout=lucid.strided).shape == (2,)
+    with pytest.raises(ValueError, match=r"normal\(\): only the strided layout is supported"):
+        lucid.normal(0.0, 1.0, (2,), layout=lucid.sparse_coo)
+    with pytest.raises(ValueError, match=r"hann\(\): only the strided layout is supported"):
+        lucid.signal.windows.hann(3, layout=lucid.sparse_coo)

@@ -1,6 +1,15 @@
-"""Ops composed in Python from engine ops, with the host's help where the engine has no kernel:
-random integers and sampling (``randint``, ``multinomial``), and the host-ordered ``sort``,
-``argsort`` and ``topk``; with `ComposedMethods`.
+"""Ops composed in Python from engine ops, with the host's help where the engine has no kernel;
+with `ComposedMethods`:
+
+- random integers and sampling (``randint``, ``multinomial``, ``normal``, ``bernoulli``, the
+  in-place ``cauchy_``, ``exponential_`` …);
+- ordering and order statistics (``sort``, ``argsort``, ``topk``, ``kthvalue``, ``median``,
+  ``mode``, ``quantile`` …): the order is found on the host, the values gathered by the engine;
+- scans (``cumprod``, ``cummax``, ``logcumsumexp``), differences and integrals (``diff``,
+  ``gradient``, ``trapezoid``), statistics and distances (``cov``, ``corrcoef``, ``cdist``,
+  ``renorm``) and contractions (``tensordot``, ``einsum``), differentiable through their parts;
+- counting and searching on the host (``histc``, ``histogram``, ``bincount``, ``searchsorted``,
+  ``isin`` …), not differentiable, as in PyTorch.
 
 The random draws come from numpy generators seeded from the engine's stream, so
 ``lucid.manual_seed`` makes them reproducible like every other lucid random op.
@@ -1019,7 +1028,8 @@ def histogram(input, bins, *, range=None, weight=None, density=False, out=None):
     of the 1-D tensor `bins`; with `density`, normalised to integrate to 1."""
     t = tensor_arg(input, "histogram")
     if isinstance(weight, TensorBase) and tuple(weight.shape) != tuple(t.shape):
-        raise RuntimeError(f"histogram(): weight must have the input's shape {tuple(t.shape)}, got {tuple(weight.shape)}")
+        raise RuntimeError(f"histogram(): weight must have the input's shape {tuple(t.shape)}, got "
+                           f"{tuple(weight.shape)}")
     hist, edges = _histogramdd(t.reshape(-1, 1), [bins], range, weight.reshape(-1) if isinstance(weight, TensorBase)
                                else weight, density, "histogram")
     return returned(HistogramResult(hist, edges[0]), out, "histogram")
@@ -1166,6 +1176,8 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
     """Normal samples of `mean` and standard deviation `std` (tensors broadcast together, or
     numbers with a `size`), as ``mean + std * z``: a gradient reaches tensor means and
     deviations."""
+    if layout not in (None, "strided"):
+        raise ValueError(f"normal(): only the strided layout is supported, got {layout!r}")
     tensors = [v for v in (mean, std) if isinstance(v, TensorBase)]
     if tensors:
         if size is not None:
@@ -1322,8 +1334,8 @@ class ComposedMethods:
                                                                        quantile, nanquantile)
 
 
-__all__ = ["Generator", "unique", "randint", "randperm", "multinomial", "argsort", "sort", "topk", "eye", "diag", "msort",
-           "kthvalue", "median", "nanmedian", "mode", "quantile", "nanquantile", "cumprod", "cummax", "cummin",
+__all__ = ["Generator", "unique", "randint", "randperm", "multinomial", "argsort", "sort", "topk", "eye", "diag",
+           "msort", "kthvalue", "median", "nanmedian", "mode", "quantile", "nanquantile", "cumprod", "cummax", "cummin",
            "logcumsumexp", "diff", "gradient", "trapezoid", "trapz", "cumulative_trapezoid", "cdist", "dist", "cov",
            "corrcoef", "renorm", "tensordot", "einsum", "histc", "histogram", "histogramdd", "bincount", "searchsorted",
            "bucketize", "isin", "unique_consecutive", "normal", "bernoulli", "randint_like"]

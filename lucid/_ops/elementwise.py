@@ -520,8 +520,8 @@ class ElementwiseMethods:
     __hash__ = object.__hash__
 
     add, sub, mul, div, pow, matmul, mm, dot = add, sub, mul, div, pow, matmul, mm, dot
-    bmm, mv, vdot, inner, addmm, addmv, addr, baddbmm, addbmm = bmm, mv, vdot, inner, addmm, addmv, addr, baddbmm, addbmm
-    kron = kron
+    bmm, mv, vdot, inner, kron = bmm, mv, vdot, inner, kron
+    addmm, addmv, addr, baddbmm, addbmm = addmm, addmv, addr, baddbmm, addbmm
     maximum, minimum, clamp, clip = maximum, minimum, clamp, clip
     eq, ne, lt, le, gt, ge = eq, ne, lt, le, gt, ge
     bitwise_and, bitwise_or, bitwise_xor, bitwise_not = bitwise_and, bitwise_or, bitwise_xor, bitwise_not
@@ -538,8 +538,8 @@ class ElementwiseMethods:
 for _name, _fn in unary_functions.items():
     setattr(ElementwiseMethods, _name, _fn)
 
-__all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "clip", "matmul", "mm", "dot", "bmm", "mv", "vdot", "inner", "addmm", "addmv", "addr",
-           "baddbmm", "addbmm", "kron", "eq", "ne", "lt", "le",
+__all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "clip", "matmul", "mm", "dot", "eq", "ne", "lt", "le",
            "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "logical_and", "logical_or",
            "logical_xor", "logical_not", "where", "isnan", "isinf", "isfinite", "isclose", "allclose", "equal", "outer",
            "ger", "arcsin", "arccos", "arctan", *unary_functions]
+__all__ += ["bmm", "mv", "vdot", "inner", "kron", "addmm", "addmv", "addr", "baddbmm", "addbmm"]

@@ -1,4 +1,5 @@
-"""Reductions (sum, mean, max, var, logsumexp …) and softmax, with `ReduceMethods`."""
+"""Reductions (sum, mean, max, var, prod, nansum, logsumexp …), softmax, and the stable
+``logaddexp`` the scans and masked ops share, with `ReduceMethods`."""
 
 from __future__ import annotations
 

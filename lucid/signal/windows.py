@@ -34,7 +34,7 @@ def _window(values, M, dtype, layout, device, requires_grad, fn):
     d = get_default_dtype() if dtype is None else check_dtype(dtype)
     if not d.is_floating_point:
         raise ValueError(f"{fn}(): expected a floating-point dtype, got {d}")
-    if layout not in (None, "strided") and str(layout).rpartition(".")[2] != "strided":
+    if layout not in (None, "strided"):
         raise ValueError(f"{fn}(): only the strided layout is supported, got {layout}")
     return leaf(tensor(np.asarray(values[:M], dtype=np.float64), dtype=d, device=device or "cpu"), requires_grad)
 
