@@ -765,3 +765,23 @@ def test_normal_and_windows_take_the_strided_layout_only():
         lucid.normal(0.0, 1.0, (2,), layout=lucid.sparse_coo)
     with pytest.raises(ValueError, match=r"hann\(\): only the strided layout is supported"):
         lucid.signal.windows.hann(3, layout=lucid.sparse_coo)
+
+
+# ---- 16-bit floats ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["bfloat16", "float16"])
+def test_products_and_reductions_in_16_bit_floats(name):
+    import ml_dtypes
+    np_type = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[name]
+    dtype = getattr(lucid, name)
+    a = (rng(1).uniform(0.5, 1.5, (2, 3, 4))).astype(np_type)
+    b = (rng(2).uniform(0.5, 1.5, (2, 4, 3))).astype(np_type)
+    ta, tb = lucid.tensor(a, dtype=dtype), lucid.tensor(b, dtype=dtype)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    tol = dict(rtol=2e-2, atol=2e-2)
+    for got, want in ((lucid.bmm(ta, tb), a32 @ b32), (lucid.prod(ta, 2), a32.prod(2)),
+                      (lucid.cumprod(ta, 1), np.cumprod(a32, 1)), (lucid.kron(ta[0], tb[0]), np.kron(a32[0], b32[0])),
+                      (lucid.einsum("bij,bjk->bik", ta, tb), a32 @ b32), (lucid.nansum(ta, 1), a32.sum(1)),
+                      (lucid.median(ta, 2).values, np.sort(a32, 2)[..., 1])):
+        assert got.dtype is dtype
+        np.testing.assert_allclose(got.numpy().astype(np.float32), want, **tol)
