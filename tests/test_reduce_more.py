@@ -785,3 +785,17 @@ def test_products_and_reductions_in_16_bit_floats(name):
                       (lucid.median(ta, 2).values, np.sort(a32, 2)[..., 1])):
         assert got.dtype is dtype
         np.testing.assert_allclose(got.numpy().astype(np.float32), want, **tol)
+
+
+def test_sum_to_size():
+    a = randn(2, 3, 4)
+    t = lucid.tensor(a)
+    close(t.sum_to_size(3, 1), a.sum(0).sum(1, keepdims=True))
+    close(t.sum_to_size((1, 4)), a.sum(0).sum(0, keepdims=True))
+    close(t.sum_to_size([2, 3, 4]), a)
+    close(lucid.tensor(2.0).sum_to_size(()), 2.0)
+    check_grads(lambda x: x.sum_to_size(1, 3, 1), a)
+    with pytest.raises(RuntimeError, match=r"sum_to_size\(\): size \(2, 4\) is not expandable"):
+        t.sum_to_size(2, 4)
+    with pytest.raises(RuntimeError, match=r"is not expandable"):
+        t.sum_to_size(1, 1, 1, 1)

@@ -490,7 +490,8 @@ def _adapters(lucid):
     method = lambda name: lambda x, *a, **k: getattr(x, name)(*a, **k)  # noqa: E731
     table = {name: method(name) for name in (
         "bfloat16", "bool", "byte", "char", "double", "float", "half", "int", "long", "short", "new_zeros",
-        "new_ones", "new_empty", "new_empty_strided", "new_full", "unfold", "to_sparse", "multinomial", "bernoulli")}
+        "new_ones", "new_empty", "new_empty_strided", "new_full", "unfold", "to_sparse", "multinomial", "bernoulli",
+        "sum_to_size")}
     table.update({
         "polygamma/polygamma_n_0": lambda x, n, **k: lucid.polygamma(n, x, **k),
         "polygamma/polygamma_n_1": lambda x, n, **k: lucid.polygamma(n, x, **k),
