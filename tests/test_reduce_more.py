@@ -799,3 +799,14 @@ def test_sum_to_size():
         t.sum_to_size(2, 4)
     with pytest.raises(RuntimeError, match=r"is not expandable"):
         t.sum_to_size(1, 1, 1, 1)
+
+
+def test_cumsum_of_a_long_dimension_is_a_scan():
+    # A product with an n x n triangle would need 40 GB here.
+    a = rng(8).standard_normal(100_000)
+    t = lucid.tensor(a, requires_grad=True)
+    r = lucid.cumsum(t, 0)
+    close(r, np.cumsum(a), rtol=1e-9, atol=1e-9)
+    r.sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), np.arange(100_000, 0, -1), rtol=1e-12)
+    check_grads(lambda x: lucid.cumsum(x, 1), randn(3, 7))

@@ -28,7 +28,7 @@ from .._types import as_index, bool_, check_dtype, float32, float64, int32, int6
 from .creation import arange, full_like, leaf, rand, tensor, zeros
 from .elementwise import addbmm, addmm, addmv, addr, baddbmm, clamp, matmul, where
 from .indexing import gather, index_put
-from .reduce import cumsum, norm as norm_, stable_logaddexp, sum as sum_
+from .reduce import cumsum, norm as norm_, scan, stable_logaddexp, sum as sum_
 from .shape import cat, diagonal as diagonal_view, stack, view
 from .writes import assign, returned, source
 
@@ -421,19 +421,6 @@ def _scan_dim(t, dim, fn):
     return 0 if t.ndim == 0 else t._wrap_dim(dim, fn)
 
 
-def _scan(t, d, combine, pad):
-    """The inclusive scan of `t` along `d` under the associative `combine`, in log2(n) steps
-    of whole-tensor ops (each step combines every entry with the one `step` before it, or with
-    the identity `pad`), so that autograd differentiates it like any composition."""
-    n = t.shape[d]
-    step = 1
-    while step < n:
-        identity = full_like(t.narrow(d, 0, step), pad)
-        t = combine(t, cat([identity, t.narrow(d, 0, n - step)], d))
-        step *= 2
-    return t
-
-
 def cumprod(input, dim, *, dtype=None, out=None):
     """Running products along ``dim``; integers and bools multiply in int64. The gradient is
     exact where elements are zero."""
@@ -442,7 +429,7 @@ def cumprod(input, dim, *, dtype=None, out=None):
     t = t.to(dtype) if dtype is not None else (t if t.dtype.is_floating_point else t.to(int64))
     if t.ndim == 0:
         return returned(t.clone(), out, "cumprod")
-    return returned(_scan(t, d, lambda a, b: a * b, 1), out, "cumprod")
+    return returned(scan(t, d, lambda a, b: a * b, 1), out, "cumprod")
 
 
 CummaxResult = namedtuple("cummax", ["values", "indices"])
@@ -488,7 +475,7 @@ def logcumsumexp(input, dim, *, out=None):
     d = _scan_dim(t, dim, "logcumsumexp")
     if t.ndim == 0:
         return returned(t.clone(), out, "logcumsumexp")
-    return returned(_scan(t, d, stable_logaddexp, float("-inf")), out, "logcumsumexp")
+    return returned(scan(t, d, stable_logaddexp, float("-inf")), out, "logcumsumexp")
 
 
 # ---- differences and integrals: diff, gradient, trapezoid -------------------------------------------

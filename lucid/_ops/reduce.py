@@ -11,7 +11,7 @@ import numpy as np
 from .. import _C
 from .._core import TensorBase, dims_arg, result, tensor_arg, wrap
 from .._types import as_index, int64
-from .creation import tensor
+from .creation import full_like, tensor
 from .elementwise import maximum, minimum, where
 from .writes import returned
 
@@ -168,9 +168,22 @@ def all(input, dim=None, keepdim=False, *, out=None):
     return returned(sum(t == 0, dim, keepdim) == 0, out, "all")
 
 
+def scan(t, d, combine, pad):
+    """The inclusive scan of `t` along `d` under the associative `combine`, in log2(n) steps of
+    whole-tensor ops (each combines every entry with the one `step` before it, or with the
+    identity `pad`): O(n log n) work and memory, differentiable like any composition."""
+    n = t.shape[d]
+    step = 1
+    while step < n:
+        head, body = full_like(t.narrow(d, 0, step), pad), t.narrow(d, 0, n - step)
+        t = combine(t, result(_C.cat([head._h, body._h], d, False)))
+        step *= 2
+    return t
+
+
 def cumsum(input, dim, *, dtype=None, out=None):
     """Running sums along ``dim``: element i is the sum of elements 0..i. Floating inputs are
-    differentiable (a product with a triangle of ones); integers and bools sum in int64."""
+    differentiable (a scan of additions); integers and bools sum in int64."""
     t = tensor_arg(input, "cumsum")
     d = t._wrap_dim(dim, "cumsum")
     if dtype is not None:
@@ -180,9 +193,7 @@ def cumsum(input, dim, *, dtype=None, out=None):
         return returned(tensor(summed, device=t.device), out, "cumsum")
     if t.ndim == 0:
         return returned(t.clone(), out, "cumsum")
-    n = t.shape[d]
-    upper = tensor(np.triu(np.ones((n, n), dtype=np.float32)), dtype=t.dtype, device=t.device)
-    return returned((t.transpose(d, -1) @ upper).transpose(d, -1), out, "cumsum")
+    return returned(scan(t, d, lambda a, b: a + b, 0.0), out, "cumsum")
 
 
 # ---- more reductions: prod, nan-aware sums, counts, statistics --------------------------------
