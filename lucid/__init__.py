@@ -29,9 +29,13 @@ from .serialization import load, save
 # lucid.distributed imports mpi4py only when init() runs, so importing it here costs nothing.
 from . import (accelerator, amp, autograd, backends, cuda, distributed, distributions, linalg, metal, nn, optim, sparse,
                special, testing, utils)
+from . import masked, signal
 from .amp import autocast
 
 inf, nan, pi, e = math.inf, math.nan, math.pi, math.e
+
+# The layouts, by name (a sparse tensor's ``layout`` is "sparse_coo"), for ``layout=`` arguments.
+strided, sparse_coo = "strided", "sparse_coo"
 
 
 class Size(tuple):
@@ -58,6 +62,8 @@ __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "float
            "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode", "accelerator", "amp", "autograd",
            "backends", "cuda", "distributed", "distributions", "sparse", "special", "testing", "autocast", "Generator", "Size", "inf", "nan", "pi", "e",
            "get_default_dtype", "set_default_dtype", "set_float32_matmul_precision", "get_float32_matmul_precision", "nn", "optim", "metal", "utils"]
+
+__all__ += ["masked", "signal", "strided", "sparse_coo"]
 
 globals().update(_TYPED)  # FloatTensor, LongTensor, … (PyTorch's legacy tensor types)
 __all__ += list(_TYPED)

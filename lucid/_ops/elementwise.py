@@ -120,6 +120,117 @@ def dot(input, other, *, out=None):
     return matmul(input, other, out=out)
 
 
+def _dims(fn, *checks):
+    for t, what, nd in checks:
+        if tensor_arg(t, fn, what).ndim != nd:
+            raise RuntimeError(f"{fn}(): {what} must be {nd}-D, got shape {tuple(t.shape)}")
+
+
+def _scaled_sum(fn, input, product, beta, alpha):
+    """``beta * input + alpha * product``, `input` broadcast to the product's shape; with
+    ``beta == 0`` `input` is not read (NaN in it does not propagate), as in PyTorch."""
+    tensor_arg(input, fn, "input")
+    try:
+        expanded = input.expand(*product.shape)
+    except (RuntimeError, ValueError) as e:
+        raise RuntimeError(f"{fn}(): input of shape {tuple(input.shape)} does not broadcast to the product's shape "
+                           f"{tuple(product.shape)}") from e
+    scaled = product if alpha == 1 else product * alpha
+    if beta == 0:
+        return scaled
+    return scaled + (expanded if beta == 1 else expanded * beta)
+
+
+def bmm(input, mat2, *, out=None):
+    """Batched matrix product of ``[b, n, m]`` and ``[b, m, p]`` tensors: ``[b, n, p]``."""
+    _dims("bmm", (input, "input", 3), (mat2, "mat2", 3))
+    if input.shape[0] != mat2.shape[0] or input.shape[2] != mat2.shape[1]:
+        raise RuntimeError(f"bmm(): shapes {tuple(input.shape)} and {tuple(mat2.shape)} cannot be multiplied")
+    return matmul(input, mat2, out=out)
+
+
+def mv(input, vec, *, out=None):
+    """The product of a matrix ``[n, m]`` and a vector ``[m]``: ``[n]``."""
+    _dims("mv", (input, "input", 2), (vec, "vec", 1))
+    if input.shape[1] != vec.shape[0]:
+        raise RuntimeError(f"mv(): shapes {tuple(input.shape)} and {tuple(vec.shape)} cannot be multiplied")
+    return matmul(input, vec, out=out)
+
+
+def vdot(input, other, *, out=None):
+    """The dot product of two 1-D tensors (the first conjugated, which for real tensors is
+    :func:`dot`)."""
+    _dims("vdot", (input, "input", 1), (other, "other", 1))
+    if input.shape != other.shape:
+        raise RuntimeError(f"vdot(): inputs of sizes {input.shape[0]} and {other.shape[0]}")
+    return matmul(input, other, out=out)
+
+
+def inner(input, other, *, out=None):
+    """The sum of products over the last dimension of both inputs (a product with a number for
+    a 0-d input): shape ``input.shape[:-1] + other.shape[:-1]``."""
+    tensor_arg(input, "inner", "input")
+    tensor_arg(other, "inner", "other")
+    if input.ndim == 0 or other.ndim == 0:
+        return returned(input * other, out, "inner")
+    if input.shape[-1] != other.shape[-1]:
+        raise RuntimeError(f"inner(): the last dimensions of shapes {tuple(input.shape)} and {tuple(other.shape)} "
+                           "differ")
+    a = input.reshape(-1, input.shape[-1])
+    b = other.reshape(-1, other.shape[-1])
+    r = matmul(a, b.mT).reshape(*input.shape[:-1], *other.shape[:-1])
+    return returned(r, out, "inner")
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * (mat1 @ mat2)`` for matrices; `input` broadcasts."""
+    tensor_arg(input, "addmm")
+    r = _scaled_sum("addmm", input, mm(mat1, mat2), beta, alpha)
+    return returned(r, out, "addmm")
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * (mat @ vec)``; `input` broadcasts."""
+    tensor_arg(input, "addmv")
+    return returned(_scaled_sum("addmv", input, mv(mat, vec), beta, alpha), out, "addmv")
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * outer(vec1, vec2)``; `input` broadcasts."""
+    tensor_arg(input, "addr")
+    return returned(_scaled_sum("addr", input, outer(vec1, vec2), beta, alpha), out, "addr")
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * bmm(batch1, batch2)``; `input` broadcasts."""
+    tensor_arg(input, "baddbmm")
+    return returned(_scaled_sum("baddbmm", input, bmm(batch1, batch2), beta, alpha), out, "baddbmm")
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
+    """``beta * input + alpha * sum_b batch1[b] @ batch2[b]``; `input` broadcasts."""
+    tensor_arg(input, "addbmm")
+    _dims("addbmm", (batch1, "batch1", 3), (batch2, "batch2", 3))
+    b, n, m = batch1.shape
+    if batch2.shape[0] != b or batch2.shape[1] != m:
+        raise RuntimeError(f"addbmm(): shapes {tuple(batch1.shape)} and {tuple(batch2.shape)} cannot be multiplied")
+    # The sum over the batch of products is one product over the batch and inner dimensions.
+    product = matmul(batch1.permute(1, 0, 2).reshape(n, b * m), batch2.reshape(b * m, batch2.shape[2]))
+    return returned(_scaled_sum("addbmm", input, product, beta, alpha), out, "addbmm")
+
+
+def kron(input, other, *, out=None):
+    """The Kronecker product: every entry of `input` times the whole of `other`, in blocks
+    (shape ``input.shape * other.shape``, the shorter shape padded with leading ones)."""
+    a, b = tensor_arg(input, "kron"), tensor_arg(other, "kron", "other")
+    n = a.ndim if a.ndim > b.ndim else b.ndim
+    sa, sb = (1,) * (n - a.ndim) + tuple(a.shape), (1,) * (n - b.ndim) + tuple(b.shape)
+    # Interleaved dimensions (a0, b0, a1, b1, ...) broadcast to all products, then merged pairwise.
+    left = a.reshape([d for x in sa for d in (x, 1)])
+    right = b.reshape([d for x in sb for d in (1, x)])
+    return returned((left * right).reshape([x * y for x, y in zip(sa, sb)]), out, "kron")
+
+
 def _unary_function(name, code):
     # A special function's messages name it as Python spells it: special.i0e.
     shown = "special." + name[len("special_"):] if name.startswith("special_") else name
@@ -868,6 +979,8 @@ class ElementwiseMethods:
     __hash__ = object.__hash__
 
     add, sub, mul, div, pow, matmul, mm, dot = add, sub, mul, div, pow, matmul, mm, dot
+    bmm, mv, vdot, inner, kron = bmm, mv, vdot, inner, kron
+    addmm, addmv, addr, baddbmm, addbmm = addmm, addmv, addr, baddbmm, addbmm
     maximum, minimum, clamp, clip = maximum, minimum, clamp, clip
     eq, ne, lt, le, gt, ge = eq, ne, lt, le, gt, ge
     bitwise_and, bitwise_or, bitwise_xor, bitwise_not = bitwise_and, bitwise_or, bitwise_xor, bitwise_not
@@ -926,3 +1039,4 @@ __all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "cl
            "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "logical_and", "logical_or",
            "logical_xor", "logical_not", "where", "isnan", "isinf", "isfinite", "isclose", "allclose", "equal", "outer",
            "ger", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "fix", *unary_functions, *MATH_FUNCTIONS]
+__all__ += ["bmm", "mv", "vdot", "inner", "kron", "addmm", "addmv", "addr", "baddbmm", "addbmm"]

@@ -1,16 +1,18 @@
-"""Reductions (sum, mean, max, var, logsumexp …) and softmax, with `ReduceMethods`."""
+"""Reductions (sum, mean, max, var, prod, nansum, logsumexp …), softmax, and the stable
+``logaddexp`` the scans and masked ops share, with `ReduceMethods`."""
 
 from __future__ import annotations
 
+import builtins
 from collections import namedtuple
 
 import numpy as np
 
 from .. import _C
-from .._core import dims_arg, result, tensor_arg, wrap
-from .._types import as_index, check_dtype
-from .creation import tensor
-from .elementwise import where
+from .._core import TensorBase, dims_arg, result, tensor_arg, wrap
+from .._types import as_index, check_dtype, int64
+from .creation import full_like, tensor
+from .elementwise import maximum, minimum, where
 from .writes import returned
 
 # (values, indices), as torch.max(x, dim) returns.
@@ -42,6 +44,10 @@ def logsumexp(input, dim, keepdim=False, *, out=None):
 
 def _extreme(input, dim, keepdim, largest, name, out):
     tensor_arg(input, name)
+    if isinstance(dim, TensorBase):  # max(input, other): the elementwise maximum
+        if keepdim:
+            raise TypeError(f"{name}(input, other) does not take keepdim")
+        return returned((maximum if largest else minimum)(input, dim), out, name)
     if dim is None:
         if keepdim:
             raise TypeError(f"{name}() without dim does not take keepdim")
@@ -51,12 +57,14 @@ def _extreme(input, dim, keepdim, largest, name, out):
 
 
 def max(input, dim=None, keepdim=False, *, out=None):
-    """The max of all elements, or ``(values, indices)`` along ``dim``."""
+    """The max of all elements, or ``(values, indices)`` along ``dim``, or, given a tensor
+    ``other`` for ``dim``, the elementwise :func:`maximum`."""
     return _extreme(input, dim, keepdim, True, "max", out)
 
 
 def min(input, dim=None, keepdim=False, *, out=None):
-    """The min of all elements, or ``(values, indices)`` along ``dim``."""
+    """The min of all elements, or ``(values, indices)`` along ``dim``, or, given a tensor
+    ``other`` for ``dim``, the elementwise :func:`minimum`."""
     return _extreme(input, dim, keepdim, False, "min", out)
 
 
@@ -78,6 +86,8 @@ def argmin(input, dim=None, keepdim=False, *, out=None):
 
 def _var(input, dim, unbiased, correction, keepdim, root, name, out):
     tensor_arg(input, name)
+    if isinstance(dim, bool):  # var(input, unbiased): PyTorch's positional overload
+        dim, unbiased = None, dim
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     elif unbiased is not None:
@@ -165,7 +175,8 @@ def norm(input, p="fro", dim=None, keepdim=False, *, out=None):
     elif p == float("-inf"):
         r = amin(a, dim, keepdim)
     elif p == 0:
-        r = sum((a != 0).to(x.dtype), dim, keepdim)
+        # The count of non-zeros, carrying the input's (zero) gradient as PyTorch's does.
+        r = sum(where(a != 0, 1.0, a * 0.0), dim, keepdim)
     elif p == 1:
         r = sum(a, dim, keepdim)
     else:
@@ -190,9 +201,22 @@ def all(input, dim=None, keepdim=False, *, out=None):
     return returned(sum(t == 0, dim, keepdim) == 0, out, "all")
 
 
+def scan(t, d, combine, pad):
+    """The inclusive scan of `t` along `d` under the associative `combine`, in log2(n) steps of
+    whole-tensor ops (each combines every entry with the one `step` before it, or with the
+    identity `pad`): O(n log n) work and memory, differentiable like any composition."""
+    n = t.shape[d]
+    step = 1
+    while step < n:
+        head, body = full_like(t.narrow(d, 0, step), pad), t.narrow(d, 0, n - step)
+        t = combine(t, result(_C.cat([head._h, body._h], d, False)))
+        step *= 2
+    return t
+
+
 def cumsum(input, dim, *, dtype=None, out=None):
     """Running sums along ``dim``: element i is the sum of elements 0..i. Floating inputs are
-    differentiable (a product with a triangle of ones); integers and bools sum in int64."""
+    differentiable (a scan of additions); integers and bools sum in int64."""
     t = tensor_arg(input, "cumsum")
     d = t._wrap_dim(dim, "cumsum")
     if dtype is not None:
@@ -202,9 +226,149 @@ def cumsum(input, dim, *, dtype=None, out=None):
         return returned(tensor(summed, device=t.device), out, "cumsum")
     if t.ndim == 0:
         return returned(t.clone(), out, "cumsum")
-    n = t.shape[d]
-    upper = tensor(np.triu(np.ones((n, n), dtype=np.float32)), dtype=t.dtype, device=t.device)
-    return returned((t.transpose(d, -1) @ upper).transpose(d, -1), out, "cumsum")
+    return returned(scan(t, d, lambda a, b: a + b, 0.0), out, "cumsum")
+
+
+# ---- more reductions: prod, nan-aware sums, counts, statistics --------------------------------
+
+MinMaxResult = namedtuple("aminmax", ["min", "max"])
+
+
+def _integer_accumulation(t, dtype):
+    """`t` in the dtype a sum or product accumulates in: `dtype` when given, int64 for integers
+    and bools (as PyTorch), else its own."""
+    if dtype is not None:
+        return t.to(dtype)
+    if not t.dtype.is_floating_point:
+        return t.to(int64)
+    return t
+
+
+def _tree_product(t):
+    """The product over dimension 0 of `t`, as pairwise products of halves (log n engine calls,
+    each differentiable, so that zeros get their exact gradients)."""
+    n = t.shape[0]
+    if n == 0:
+        return sum(t, 0) * 0 + 1  # the empty product, shaped as the rest
+    left = []
+    while n > 1:
+        if n % 2:
+            left.append(t[n - 1])
+            n -= 1
+            t = t[:n]
+        t = t[: n // 2] * t[n // 2:]
+        n //= 2
+    r = t[0]
+    for x in left:
+        r = r * x
+    return r
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None, out=None):
+    """The product of the elements over ``dim`` (all by default; one dimension at a time as
+    in PyTorch); integers and bools multiply in int64. The gradient is exact where elements
+    are zero."""
+    t = _integer_accumulation(tensor_arg(input, "prod"), dtype)
+    if dim is None:
+        if keepdim:
+            raise TypeError("prod() without dim does not take keepdim")
+        return returned(_tree_product(t.reshape(-1)), out, "prod")
+    d = t._wrap_dim(as_index(dim), "prod")
+    if t.ndim == 0:
+        return returned(t.clone(), out, "prod")
+    r = _tree_product(t.permute(d, *(i for i in range(t.ndim) if i != d)))
+    return returned(r.unsqueeze(d) if keepdim else r, out, "prod")
+
+
+def nansum(input, dim=None, keepdim=False, *, dtype=None, out=None):
+    """The sum over ``dim`` (all by default) with NaN counted as zero."""
+    t = tensor_arg(input, "nansum")
+    if t.dtype.is_floating_point:
+        t = where(t != t, 0.0, t)
+    t = _integer_accumulation(t, dtype)
+    return returned(sum(t, dim, keepdim), out, "nansum")
+
+
+def nanmean(input, dim=None, keepdim=False, *, dtype=None, out=None):
+    """The mean over ``dim`` (all by default) of the elements that are not NaN (NaN where all
+    are)."""
+    t = tensor_arg(input, "nanmean")
+    if not t.dtype.is_floating_point:
+        raise TypeError(f"nanmean(): expected a floating-point input, got {t.dtype}")
+    if dtype is not None:
+        t = t.to(dtype)
+    present = t == t
+    total = sum(where(present, t, 0.0), dim, keepdim)
+    return returned(total / sum(present, dim, keepdim).to(total.dtype), out, "nanmean")
+
+
+def count_nonzero(input, dim=None):
+    """The number of non-zero elements over ``dim`` (all by default), int64."""
+    t = tensor_arg(input, "count_nonzero")
+    return sum(t != 0, dim if dim != () else None)
+
+
+def aminmax(input, *, dim=None, keepdim=False, out=None):
+    """``(min, max)`` over ``dim`` (all elements by default)."""
+    t = tensor_arg(input, "aminmax")
+    if t.numel() == 0 and (dim is None or t.ndim == 0 or t.shape[t._wrap_dim(dim, "aminmax")] == 0):
+        raise RuntimeError("aminmax(): cannot compute the min and max of an empty dimension")
+    if dim is None:
+        r = MinMaxResult(amin(t), amax(t))
+        if keepdim:
+            r = MinMaxResult(r.min.reshape([1] * t.ndim), r.max.reshape([1] * t.ndim))
+    else:
+        d = as_index(dim)
+        r = MinMaxResult(amin(t, d, keepdim), amax(t, d, keepdim))
+    return returned(r, out, "aminmax")
+
+
+def _var_mean(input, dim, unbiased, keepdim, correction, root, name):
+    if isinstance(dim, bool):  # var_mean(input, unbiased), as var's overload
+        dim, unbiased = None, dim
+    return (_var(input, dim, unbiased, correction, keepdim, root, name, None), mean(input, dim, keepdim))
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
+    """``(var, mean)`` over ``dim`` (see :func:`var`)."""
+    return returned(_var_mean(input, dim, unbiased, keepdim, correction, False, "var_mean"), out, "var_mean")
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
+    """``(std, mean)`` over ``dim`` (see :func:`std`)."""
+    return returned(_var_mean(input, dim, unbiased, keepdim, correction, True, "std_mean"), out, "std_mean")
+
+
+def trace(input):
+    """The sum of the main diagonal of a matrix (integers sum in int64)."""
+    t = tensor_arg(input, "trace")
+    if t.ndim != 2:
+        raise RuntimeError(f"trace(): expected a matrix, got shape {tuple(t.shape)}")
+    return sum(_integer_accumulation(t.diagonal(), None))
+
+
+def sum_to_size(input, *size):
+    """`input` summed down to `size`, a shape it broadcasts from (the leading dimensions it
+    lacks, and its dimensions of size 1 where `input`'s are larger, are summed)."""
+    t = tensor_arg(input, "sum_to_size")
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    size = tuple(as_index(n) for n in size)
+    lead = t.ndim - len(size)
+    if lead < 0 or builtins.any(n not in (1, m) for n, m in zip(size, t.shape[lead:])):
+        raise RuntimeError(f"sum_to_size(): size {size} is not expandable to the tensor's size {tuple(t.shape)}")
+    r = sum(t, tuple(range(lead))) if lead else t
+    ones = tuple(i for i, (n, m) in enumerate(zip(size, r.shape)) if n == 1 and m != 1)
+    return sum(r, ones, True) if ones else r
+
+
+def stable_logaddexp(input, other):
+    """``log(exp(input) + exp(other))``, computed stably, elementwise."""
+    a, b = tensor_arg(input, "logaddexp"), tensor_arg(other, "logaddexp", "other")
+    hi = maximum(a, b)
+    # Where both are the same infinity their difference is NaN: the result is that infinity.
+    gap = where(hi == minimum(a, b), 0.0, -(a - b).abs())
+    return hi + gap.exp().log1p()
 
 
 class ReduceMethods:
@@ -215,7 +379,10 @@ class ReduceMethods:
     sum, mean, amax, amin, logsumexp = sum, mean, amax, amin, logsumexp
     max, min, argmax, argmin, var, std = max, min, argmax, argmin, var, std
     softmax, log_softmax, norm, any, all, cumsum = softmax, log_softmax, norm, any, all, cumsum
+    prod, nansum, nanmean, count_nonzero, aminmax = prod, nansum, nanmean, count_nonzero, aminmax
+    trace, sum_to_size = trace, sum_to_size
 
 
 __all__ = ["sum", "mean", "amax", "amin", "logsumexp", "max", "min", "argmax", "argmin", "var", "std", "softmax",
-           "log_softmax", "norm", "any", "all", "cumsum"]
+           "log_softmax", "norm", "any", "all", "cumsum", "prod", "nansum", "nanmean", "count_nonzero", "aminmax",
+           "var_mean", "std_mean", "trace"]
