@@ -1433,7 +1433,7 @@ def tensor_register_hook(t, kind, context):
     hooks see the gradient of the value t had when they were registered.
     """
     key_ = c_uint64()
-    rc = _lucid_tensor_register_hook(t, kind, context, byref(key_))
+    rc = _lucid_tensor_register_hook((t if t.__class__ is int else t._h), kind, context, byref(key_))
     if rc:
         _raise(rc)
     return key_.value
@@ -1456,7 +1456,7 @@ _lucid_tensor_retain_grad = _lib.lucid_tensor_retain_grad
 
 def tensor_retain_grad(t):
     """Makes the op result t keep its gradient in grad during backward passes (a leaf keeps it)."""
-    rc = _lucid_tensor_retain_grad(t)
+    rc = _lucid_tensor_retain_grad((t if t.__class__ is int else t._h))
     if rc:
         _raise(rc)
 
@@ -1466,7 +1466,7 @@ _lucid_tensor_retains_grad = _lib.lucid_tensor_retains_grad
 
 def tensor_retains_grad(t):
     out_ = c_int32()
-    rc = _lucid_tensor_retains_grad(t, byref(out_))
+    rc = _lucid_tensor_retains_grad((t if t.__class__ is int else t._h), byref(out_))
     if rc:
         _raise(rc)
     return out_.value
@@ -1652,7 +1652,7 @@ def linalg_lu_factor(a, check):
     lu_ = c_uint32()
     pivots_ = c_uint32()
     info_ = c_uint32()
-    rc = _lucid_linalg_lu_factor(a, check, byref(lu_), byref(pivots_), byref(info_))
+    rc = _lucid_linalg_lu_factor((a if a.__class__ is int else a._h), check, byref(lu_), byref(pivots_), byref(info_))
     if rc:
         _raise(rc)
     return lu_.value, pivots_.value, info_.value
@@ -1666,7 +1666,7 @@ def linalg_solve_triangular(a, b, upper, left, unitriangular):
     not read), a unit diagonal assumed when unitriangular != 0; batch dimensions broadcast.
     """
     out_ = Record()
-    rc = _lucid_linalg_solve_triangular(a, b, upper, left, unitriangular, out_)
+    rc = _lucid_linalg_solve_triangular((a if a.__class__ is int else a._h), (b if b.__class__ is int else b._h), upper, left, unitriangular, out_)
     if rc:
         _raise(rc)
     return out_
@@ -1681,7 +1681,7 @@ def linalg_cholesky(a, upper, check):
     """
     l_ = c_uint32()
     info_ = c_uint32()
-    rc = _lucid_linalg_cholesky(a, upper, check, byref(l_), byref(info_))
+    rc = _lucid_linalg_cholesky((a if a.__class__ is int else a._h), upper, check, byref(l_), byref(info_))
     if rc:
         _raise(rc)
     return l_.value, info_.value
@@ -1696,7 +1696,7 @@ def linalg_eigh(a, upper, vectors):
     """
     values_ = c_uint32()
     vecs_ = c_uint32()
-    rc = _lucid_linalg_eigh(a, upper, vectors, byref(values_), byref(vecs_))
+    rc = _lucid_linalg_eigh((a if a.__class__ is int else a._h), upper, vectors, byref(values_), byref(vecs_))
     if rc:
         _raise(rc)
     return values_.value, vecs_.value
@@ -1712,7 +1712,7 @@ def linalg_svd(a, full, vectors):
     u_ = c_uint32()
     s_ = c_uint32()
     vh_ = c_uint32()
-    rc = _lucid_linalg_svd(a, full, vectors, byref(u_), byref(s_), byref(vh_))
+    rc = _lucid_linalg_svd((a if a.__class__ is int else a._h), full, vectors, byref(u_), byref(s_), byref(vh_))
     if rc:
         _raise(rc)
     return u_.value, s_.value, vh_.value
@@ -1725,7 +1725,7 @@ def linalg_qr(a, mode):
     """A = Q @ R: mode 0 reduced, 1 complete, 2 R alone (q = 0)."""
     q_ = c_uint32()
     r_ = c_uint32()
-    rc = _lucid_linalg_qr(a, mode, byref(q_), byref(r_))
+    rc = _lucid_linalg_qr((a if a.__class__ is int else a._h), mode, byref(q_), byref(r_))
     if rc:
         _raise(rc)
     return q_.value, r_.value
@@ -1738,7 +1738,7 @@ def linalg_geqrf(a):
     """LAPACK's geqrf: R and the Householder reflectors packed in qr, their scales in tau."""
     qr_ = c_uint32()
     tau_ = c_uint32()
-    rc = _lucid_linalg_geqrf(a, byref(qr_), byref(tau_))
+    rc = _lucid_linalg_geqrf((a if a.__class__ is int else a._h), byref(qr_), byref(tau_))
     if rc:
         _raise(rc)
     return qr_.value, tau_.value
@@ -1755,7 +1755,7 @@ def linalg_ldl_factor(a, check):
     ld_ = c_uint32()
     pivots_ = c_uint32()
     info_ = c_uint32()
-    rc = _lucid_linalg_ldl_factor(a, check, byref(ld_), byref(pivots_), byref(info_))
+    rc = _lucid_linalg_ldl_factor((a if a.__class__ is int else a._h), check, byref(ld_), byref(pivots_), byref(info_))
     if rc:
         _raise(rc)
     return ld_.value, pivots_.value, info_.value
@@ -1767,7 +1767,7 @@ _lucid_linalg_ldl_solve = _lib.lucid_linalg_ldl_solve
 def linalg_ldl_solve(ld, pivots, b):
     """X with A @ X = B for A given by lucid_linalg_ldl_factor's ld and pivots. Not differentiable."""
     out_ = Record()
-    rc = _lucid_linalg_ldl_solve(ld, pivots, b, out_)
+    rc = _lucid_linalg_ldl_solve((ld if ld.__class__ is int else ld._h), (pivots if pivots.__class__ is int else pivots._h), (b if b.__class__ is int else b._h), out_)
     if rc:
         _raise(rc)
     return out_

@@ -219,18 +219,6 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     return returned(_scaled_sum("addbmm", input, product, beta, alpha), out, "addbmm")
 
 
-def kron(input, other, *, out=None):
-    """The Kronecker product: every entry of `input` times the whole of `other`, in blocks
-    (shape ``input.shape * other.shape``, the shorter shape padded with leading ones)."""
-    a, b = tensor_arg(input, "kron"), tensor_arg(other, "kron", "other")
-    n = a.ndim if a.ndim > b.ndim else b.ndim
-    sa, sb = (1,) * (n - a.ndim) + tuple(a.shape), (1,) * (n - b.ndim) + tuple(b.shape)
-    # Interleaved dimensions (a0, b0, a1, b1, ...) broadcast to all products, then merged pairwise.
-    left = a.reshape([d for x in sa for d in (x, 1)])
-    right = b.reshape([d for x in sb for d in (1, x)])
-    return returned((left * right).reshape([x * y for x, y in zip(sa, sb)]), out, "kron")
-
-
 def _unary_function(name, code):
     # A special function's messages name it as Python spells it: special.i0e.
     shown = "special." + name[len("special_"):] if name.startswith("special_") else name
@@ -727,16 +715,6 @@ def conj_physical(input, *, out=None):
     return returned(tensor_arg(input, "conj_physical"), out, "conj_physical")
 
 
-def resolve_conj(input):
-    """`input` itself (lucid has no lazy conjugation)."""
-    return tensor_arg(input, "resolve_conj")
-
-
-def resolve_neg(input):
-    """`input` itself (lucid has no lazy negation)."""
-    return tensor_arg(input, "resolve_neg")
-
-
 def polygamma(n, input, *, out=None):
     """The n-th derivative of digamma at `input`: digamma for n = 0, else
     ``(-1)**(n+1) n! zeta(n + 1, input)``."""
@@ -867,7 +845,7 @@ MATH_FUNCTIONS = ["atan2", "arctan2", "copysign", "xlogy", "hypot", "nextafter",
                   "bitwise_right_shift", "heaviside", "true_divide", "divide", "rsub", "float_power", "ldexp", "frexp",
                   "sign", "sgn", "signbit", "frac", "reciprocal", "square", "deg2rad", "rad2deg", "logit",
                   "nan_to_num", "isposinf", "isneginf", "isreal", "positive", "angle", "real", "conj", "conj_physical",
-                  "resolve_conj", "resolve_neg", "polygamma", "mvlgamma", "lerp", "addcmul", "addcdiv", "clamp_min",
+                  "polygamma", "mvlgamma", "lerp", "addcmul", "addcdiv", "clamp_min",
                   "clamp_max"]
 
 # The header's words first, as for every unary op.
@@ -979,7 +957,7 @@ class ElementwiseMethods:
     __hash__ = object.__hash__
 
     add, sub, mul, div, pow, matmul, mm, dot = add, sub, mul, div, pow, matmul, mm, dot
-    bmm, mv, vdot, inner, kron = bmm, mv, vdot, inner, kron
+    bmm, mv, vdot, inner = bmm, mv, vdot, inner
     addmm, addmv, addr, baddbmm, addbmm = addmm, addmv, addr, baddbmm, addbmm
     maximum, minimum, clamp, clip = maximum, minimum, clamp, clip
     eq, ne, lt, le, gt, ge = eq, ne, lt, le, gt, ge
@@ -987,8 +965,7 @@ class ElementwiseMethods:
     logical_and, logical_or, logical_xor, logical_not = logical_and, logical_or, logical_xor, logical_not
     arcsin, arccos, arctan = arcsin, arccos, arctan
     arcsinh, arccosh, arctanh, fix = arcsinh, arccosh, arctanh, fix
-    masked_fill, isnan, isinf, isfinite, isclose, allclose, equal, outer = (masked_fill, isnan, isinf, isfinite,
-                                                                            isclose, allclose, equal, outer)
+    isnan, isinf, isfinite, isclose, allclose, equal, outer = isnan, isinf, isfinite, isclose, allclose, equal, outer
 
     def __mod__(self, o):
         return _check_divisor(binary(_C.REMAINDER, self, o), o, "%")
@@ -1015,12 +992,12 @@ class ElementwiseMethods:
     (atan2, arctan2, copysign, xlogy, hypot, nextafter, logaddexp, logaddexp2, igamma, igammac, fmod, remainder,
      floor_divide, fmax, fmin, gcd, lcm, bitwise_left_shift, bitwise_right_shift, heaviside, true_divide, divide,
      float_power, ldexp, frexp, sgn, signbit, frac, reciprocal, square, deg2rad, rad2deg, logit, nan_to_num,
-     isposinf, isneginf, isreal, positive, angle, conj, conj_physical, resolve_conj, resolve_neg, mvlgamma, lerp,
+     isposinf, isneginf, isreal, positive, angle, conj, conj_physical, mvlgamma, lerp,
      addcmul, addcdiv, clamp_min, clamp_max) = (
         atan2, arctan2, copysign, xlogy, hypot, nextafter, logaddexp, logaddexp2, igamma, igammac, fmod, remainder,
         floor_divide, fmax, fmin, gcd, lcm, bitwise_left_shift, bitwise_right_shift, heaviside, true_divide, divide,
         float_power, ldexp, frexp, sgn, signbit, frac, reciprocal, square, deg2rad, rad2deg, logit, nan_to_num,
-        isposinf, isneginf, isreal, positive, angle, conj, conj_physical, resolve_conj, resolve_neg, mvlgamma, lerp,
+        isposinf, isneginf, isreal, positive, angle, conj, conj_physical, mvlgamma, lerp,
         addcmul, addcdiv, clamp_min, clamp_max)
 
     def polygamma(self, n):
@@ -1039,4 +1016,4 @@ __all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "cl
            "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "logical_and", "logical_or",
            "logical_xor", "logical_not", "where", "isnan", "isinf", "isfinite", "isclose", "allclose", "equal", "outer",
            "ger", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "fix", *unary_functions, *MATH_FUNCTIONS]
-__all__ += ["bmm", "mv", "vdot", "inner", "kron", "addmm", "addmv", "addr", "baddbmm", "addbmm"]
+__all__ += ["bmm", "mv", "vdot", "inner", "addmm", "addmv", "addr", "baddbmm", "addbmm"]

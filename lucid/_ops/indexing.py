@@ -588,6 +588,7 @@ class IndexingMethods:
         index_copy_, index_copy, index_fill_, index_fill, index_reduce_, index_reduce)
     scatter_reduce_, scatter_reduce, masked_scatter_, masked_scatter, masked_select = (
         scatter_reduce_, scatter_reduce, masked_scatter_, masked_scatter, masked_select)
+    masked_fill = masked_fill
     take, take_along_dim, put_, put = take, take_along_dim, put_, put
     argwhere, nonzero_static = argwhere, nonzero_static
 

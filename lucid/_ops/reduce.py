@@ -347,21 +347,6 @@ def trace(input):
     return sum(_integer_accumulation(t.diagonal(), None))
 
 
-def sum_to_size(input, *size):
-    """`input` summed down to `size`, a shape it broadcasts from (the leading dimensions it
-    lacks, and its dimensions of size 1 where `input`'s are larger, are summed)."""
-    t = tensor_arg(input, "sum_to_size")
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = tuple(size[0])
-    size = tuple(as_index(n) for n in size)
-    lead = t.ndim - len(size)
-    if lead < 0 or builtins.any(n not in (1, m) for n, m in zip(size, t.shape[lead:])):
-        raise RuntimeError(f"sum_to_size(): size {size} is not expandable to the tensor's size {tuple(t.shape)}")
-    r = sum(t, tuple(range(lead))) if lead else t
-    ones = tuple(i for i, (n, m) in enumerate(zip(size, r.shape)) if n == 1 and m != 1)
-    return sum(r, ones, True) if ones else r
-
-
 def stable_logaddexp(input, other):
     """``log(exp(input) + exp(other))``, computed stably, elementwise."""
     a, b = tensor_arg(input, "logaddexp"), tensor_arg(other, "logaddexp", "other")
@@ -380,7 +365,7 @@ class ReduceMethods:
     max, min, argmax, argmin, var, std = max, min, argmax, argmin, var, std
     softmax, log_softmax, norm, any, all, cumsum = softmax, log_softmax, norm, any, all, cumsum
     prod, nansum, nanmean, count_nonzero, aminmax = prod, nansum, nanmean, count_nonzero, aminmax
-    trace, sum_to_size = trace, sum_to_size
+    trace = trace
 
 
 __all__ = ["sum", "mean", "amax", "amin", "logsumexp", "max", "min", "argmax", "argmin", "var", "std", "softmax",
