@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A node of the backward graph: the op that made a tensor, the inputs gradients flow to,
 /// and the rule turning the output's gradient into theirs (nil entries for inputs that do
 /// not require gradients). The rule is dropped once a backward pass has used it, unless the
@@ -34,7 +40,7 @@ package final class GradNode: @unchecked Sendable {
     }
 
     package let name: String
-    let inputs: [Edge?]
+    private(set) var inputs: [Edge?]
     private var rule: ((TensorImpl) throws -> [TensorImpl?])?
     private var saved: [Saved]
     /// A rule that saves no tensors (a dtype cast) is kept after backward: autocast's weight
@@ -69,10 +75,61 @@ package final class GradNode: @unchecked Sendable {
         for i in saved.indices where saved[i].storage === storage { saved[i] = Saved(t) }
     }
 
+    /// Freed without recursion: the nodes this one holds go to the thread's `GraphTeardown`
+    /// list, and so do those of the nodes freed while its rule's captures are released, so a
+    /// chain of any length is freed in a loop, not by one nested deinit per node.
+    deinit {
+        GraphTeardown.freeing { drain in
+            for case let edge? in inputs { if let node = edge.node { drain.hold(node) } }
+            inputs = []
+            rule = nil
+            saved = []
+            hooks = nil
+        }
+    }
+
     func release() {
         if !savesNothing {
             rule = nil
             saved = []
         }
+    }
+}
+
+/// Frees graphs iteratively. A node's deinit hands the nodes it held to the calling thread's
+/// drain; the outermost deinit on the thread then releases them one by one, and each of those
+/// hands over its own instead of freeing them in a nested call. The stack depth stays constant
+/// whatever the graph's depth, on whichever thread frees it.
+enum GraphTeardown {
+    final class Drain {
+        private var held: [GradNode] = []
+
+        func hold(_ node: GradNode) { held.append(node) }
+
+        fileprivate func run() {
+            while let node = held.popLast() {
+                withExtendedLifetime(node) {}  // the last reference may go here; its deinit adds to `held`
+            }
+        }
+    }
+
+    private static let key: pthread_key_t = {
+        var k = pthread_key_t()
+        pthread_key_create(&k, nil)
+        return k
+    }()
+
+    /// Runs `body` with the thread's drain (made when none is running), then, on the outermost
+    /// call, frees what was handed to it.
+    static func freeing(_ body: (Drain) -> Void) {
+        if let current = pthread_getspecific(key) {
+            body(Unmanaged<Drain>.fromOpaque(current).takeUnretainedValue())
+            return
+        }
+        let drain = Drain()
+        pthread_setspecific(key, Unmanaged.passUnretained(drain).toOpaque())
+        defer { pthread_setspecific(key, nil) }
+        body(drain)
+        drain.run()
     }
 }
