@@ -137,7 +137,7 @@ enum lucid_unary_op {
     LUCID_ERF = 26,       /* the error function */
     LUCID_ERFC = 27,      /* the complementary error function 1 - erf(x), accurate in the tail */
     LUCID_ERFINV = 28,    /* the inverse error function (NaN outside [-1, 1]) */
-    LUCID_LGAMMA = 29,    /* log |Gamma(x)| */
+    LUCID_LGAMMA = 29,    /* log(abs(Gamma(x))) */
     LUCID_DIGAMMA = 30,   /* the logarithmic derivative of Gamma (-inf at 0, NaN at the negative integers) */
     LUCID_LOG2 = 31,      /* the base-2 logarithm */
     LUCID_LOG10 = 32,     /* the base-10 logarithm */

@@ -339,7 +339,7 @@ DOCS = {
     'LUCID_ERF': 'the error function',
     'LUCID_ERFC': 'the complementary error function 1 - erf(x), accurate in the tail',
     'LUCID_ERFINV': 'the inverse error function (NaN outside [-1, 1])',
-    'LUCID_LGAMMA': 'log |Gamma(x)|',
+    'LUCID_LGAMMA': 'log(abs(Gamma(x)))',
     'LUCID_DIGAMMA': 'the logarithmic derivative of Gamma (-inf at 0, NaN at the negative integers)',
     'LUCID_LOG2': 'the base-2 logarithm',
     'LUCID_LOG10': 'the base-10 logarithm',

@@ -255,7 +255,7 @@ class Unfold(Module):
 
 
 class Fold(Module):
-    """Columns summed back into [N, C, *output_size] (see ``functional.fold``)."""
+    """Columns summed back into ``[N, C, *output_size]`` (see ``functional.fold``)."""
 
     def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
         super().__init__()
@@ -271,7 +271,7 @@ class Fold(Module):
 
 
 class ChannelShuffle(Module):
-    """Regroups the channels of [N, C, *] input (see ``functional.channel_shuffle``)."""
+    """Regroups the channels of ``[N, C, *]`` input (see ``functional.channel_shuffle``)."""
 
     def __init__(self, groups):
         super().__init__()

@@ -283,7 +283,7 @@ def mish(input: Tensor, inplace: bool = False) -> Tensor:
 
 
 def softsign(input: Tensor) -> Tensor:
-    """x / (1 + |x|)."""
+    """x / (1 + abs(x))."""
     _check(input, "input")
     return input / (input.abs() + 1.0)
 
@@ -320,7 +320,7 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
 
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
-    """x where |x| > ``lambd``, else 0."""
+    """x where abs(x) > ``lambd``, else 0."""
     _float_input(input, "hardshrink")
     lam = _float(lambd, "lambd", "hardshrink")
     return input.where((input > lam) | (input < -lam), input * 0.0)
@@ -357,7 +357,7 @@ def selu_(input: Tensor) -> Tensor:
 
 
 def logsigmoid(input: Tensor) -> Tensor:
-    """log(sigmoid(x)) = -softplus(-x), stable for large |x|."""
+    """log(sigmoid(x)) = -softplus(-x), stable for large abs(x)."""
     _float_input(input, "logsigmoid")
     return -_unary("softplus", -input)
 
@@ -1274,7 +1274,7 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
 
 
 def channel_shuffle(input: Tensor, groups: int) -> Tensor:
-    """[N, C, *] with its channels regrouped: channel g * (C / groups) + i goes to
+    """``[N, C, *]`` with its channels regrouped: channel g * (C / groups) + i goes to
     i * groups + g (ShuffleNet's shuffle)."""
     _check(input, "input")
     g = as_index(groups)

@@ -448,7 +448,7 @@ class Hardshrink(Softshrink):
 
 
 class Softsign(Module):
-    """x / (1 + |x|)."""
+    """x / (1 + abs(x))."""
 
     def forward(self, input):
         return F.softsign(input)
