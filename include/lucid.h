@@ -171,7 +171,8 @@ enum lucid_unary_op {
 enum lucid_reduce_op { LUCID_SUM = 0, LUCID_MEAN = 1, LUCID_AMAX = 2, LUCID_AMIN = 3, LUCID_LOGSUMEXP = 4 };
 /* Loss reductions. */
 enum lucid_reduction { LUCID_REDUCTION_NONE = 0, LUCID_REDUCTION_MEAN = 1, LUCID_REDUCTION_SUM = 2 };
-enum lucid_cast_policy { LUCID_POLICY_NONE = 0, LUCID_POLICY_LOWER_PRECISION = 1, LUCID_POLICY_FLOAT32 = 2, LUCID_POLICY_PROMOTE = 3 };
+enum lucid_cast_policy { LUCID_POLICY_NONE = 0, LUCID_POLICY_LOWER_PRECISION = 1, LUCID_POLICY_FLOAT32 = 2, LUCID_POLICY_PROMOTE = 3,
+                         LUCID_POLICY_VIEW = 4 };
 /* Subscript item kinds (lucid_index, lucid_index_put). */
 enum lucid_index_kind { LUCID_INDEX_INT = 0, LUCID_INDEX_SLICE = 1, LUCID_INDEX_NONE = 2, LUCID_INDEX_ELLIPSIS = 3,
                         LUCID_INDEX_TENSOR = 4 };
@@ -201,7 +202,9 @@ int32_t guard_create(int32_t device, int32_t enabled, int32_t dtype, lucid_guard
 int32_t guard_destroy(lucid_guard guard);
 /* Gives the op called `op` the autocast policy `policy` (a LUCID_POLICY_* code) while the
  * scope `guard` (live, the calling thread's) is: for ops on its device, an inner scope's
- * override of the same op winning. LUCID_ERR_VALUE for an unknown op or policy. */
+ * override of the same op winning. LUCID_ERR_VALUE for an unknown op or policy, an op with
+ * no precision of its own (a view, or `to`: LUCID_POLICY_VIEW in the op table), the policy
+ * LUCID_POLICY_VIEW, or LUCID_POLICY_LOWER_PRECISION for an op without 16-bit kernels. */
 int32_t lucid_autocast_override(lucid_guard guard, const char *op, int32_t policy);
 /* The policy the op called `op` has on `device` for the calling thread now, overrides
  * included. device -1: the innermost scope's that switches autocast on (metal when none). */

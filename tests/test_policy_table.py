@@ -43,7 +43,7 @@ RUNNERS = {
     "lstm": lambda t, d: lucid.nn.LSTM(3, 4).to(d)(t(5, 2, 3))[0],
     "lstm_cell": lambda t, d: lucid.nn.LSTMCell(3, 4).to(d)(t(2, 3))[0],
     "sum": lambda t, d: t(3).sum(), "mean": lambda t, d: t(3).mean(),
-    "max": lambda t, d: t(2, 3).max(1).values, "min": lambda t, d: t(2, 3).min(),
+    "max": lambda t, d: t(2, 3).max(1).values, "min": lambda t, d: t(2, 3).min(0).values,
     "amax": lambda t, d: t(2, 3).amax(0), "amin": lambda t, d: t(2, 3).amin(0),
     "var": lambda t, d: t(4).var(), "std": lambda t, d: t(4).std(), "logsumexp": lambda t, d: t(2, 3).logsumexp(1),
     "reshape": lambda t, d: t(2, 3).reshape(3, 2), "view": lambda t, d: t(2, 3).view(6),
@@ -55,7 +55,7 @@ RUNNERS = {
     "split": lambda t, d: t(4).split(2)[0], "gather": lambda t, d: t(2, 3).gather(1, idx(d, [0], [2])),
     "index_select": lambda t, d: t(2, 3).index_select(1, idx(d, 2, 0)),
     "embedding": lambda t, d: F.embedding(idx(d, 1, 0), t(3, 2)), "index": lambda t, d: t(2, 3)[idx(d, 1), 1:],
-    "index_put": lambda t, d: t(2, 3).index_put_((idx(d, 1), slice(1, None)), t(2)),
+    "index_put": lambda t, d: lucid.index_put(t(2, 3), (idx(d, 1),), t(3)),  # out of place: index_put_ keeps its destination
     "softmax": lambda t, d: F.softmax(t(2, 3), 1), "log_softmax": lambda t, d: F.log_softmax(t(2, 3), 1),
     "dropout": lambda t, d: F.dropout(t(8), 0.5), "leaky_relu": lambda t, d: F.leaky_relu(t(8), 0.1),
     "layer_norm": lambda t, d: F.layer_norm(t(2, 3), (3,), t(3), t(3)),
@@ -165,3 +165,72 @@ def test_promote_ops_use_the_widest_input(name, device, low):
     with lucid.amp.autocast(device, dtype=low):
         assert PROMOTE[name](make(device, lucid.float32), make(device, low), device).dtype == lucid.float32
         assert PROMOTE[name](make(device, low), make(device, low), device).dtype == low
+
+
+# ---- overrides and inspection, op by op -----------------------------------------------------
+# Every op of the table goes through the engine's one front door: an override of its policy
+# is honoured (or refused, for the ops with no precision of their own), and when it runs in a
+# lower precision the inspection counts it under its own name.
+
+# The ops of NON_FLOAT whose inputs are not floating either (nothing to run in a lower precision).
+INTEGER_ONLY = {"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",
+                "bitwise_right_shift", "gcd", "lcm"}
+
+
+# LAPACK's decompositions compute in float32 and float64 only.
+NO_LOW_PRECISION = {"linalg_lu_factor", "linalg_solve_triangular", "linalg_cholesky", "linalg_eigh", "linalg_svd",
+                    "linalg_qr", "geqrf", "linalg_ldl_factor", "linalg_ldl_solve"}
+
+
+def _low_kernel(name, device):
+    """Whether the op has a kernel in the scope's lower dtype on `device` (else it runs in
+    float32 there, as PyTorch's CPU autocast does for ops without a bfloat16 kernel)."""
+    return device == "metal" or name in lucid.amp.cpu_bfloat16_ops()
+
+
+def test_the_ops_without_a_precision_of_their_own_are_marked():
+    table = lucid.amp.policies()
+    fixed = {name for name, p in table.items() if p is CastPolicy.VIEW}
+    assert fixed == {"reshape", "view", "transpose", "permute", "contiguous", "squeeze", "unsqueeze", "expand",
+                     "flatten", "narrow", "as_strided", "split", "to"}
+
+
+@pytest.mark.parametrize("device,low", SCOPES, ids=["metal-float16", "cpu-bfloat16"])
+@pytest.mark.parametrize("name", sorted(set(RUNNERS) | set(NON_FLOAT)))
+def test_an_override_is_honoured_or_refused(name, device, low):
+    runner = RUNNERS[name] if name in RUNNERS else NON_FLOAT[name][0]
+    if lucid.amp.policy(name) is CastPolicy.VIEW:
+        for chosen in ("float32", "lower"):
+            with pytest.raises(ValueError, match=f"{name} has no precision of its own"):
+                with lucid.amp.autocast(device, dtype=low, overrides={name: chosen}):
+                    pass
+        return
+    with lucid.amp.autocast(device, dtype=low, overrides={name: "float32"}):
+        assert lucid.amp.policies(device)[name] is CastPolicy.FLOAT32
+        out = runner(make(device, low), device)
+    if name in RUNNERS:
+        assert out.dtype == lucid.float32, f"{name} overridden to float32 gave {out.dtype}"
+    if name in NO_LOW_PRECISION:
+        with pytest.raises(ValueError, match=f"{name} has no float16 or bfloat16 kernel"):
+            with lucid.amp.autocast(device, dtype=low, overrides={name: "lower"}):
+                pass
+        return
+    with lucid.amp.autocast(device, dtype=low, overrides={name: "lower"}):
+        out = runner(make(device, lucid.float32), device)
+    if name in RUNNERS:
+        want = low if _low_kernel(name, device) else lucid.float32
+        assert out.dtype == want, f"{name} overridden to lower gave {out.dtype}"
+
+
+@pytest.mark.parametrize("device,low", SCOPES, ids=["metal-float16", "cpu-bfloat16"])
+@pytest.mark.parametrize("name", sorted(set(RUNNERS) | set(NON_FLOAT)))
+def test_an_op_in_a_lower_precision_is_inspected_under_its_own_name(name, device, low):
+    if (lucid.amp.policy(name) is CastPolicy.VIEW or not _low_kernel(name, device) or name in INTEGER_ONLY
+            or name in NO_LOW_PRECISION):
+        return
+    runner = RUNNERS[name] if name in RUNNERS else NON_FLOAT[name][0]
+    with lucid.amp.inspect() as inspection:
+        with lucid.amp.autocast(device, dtype=low, overrides={name: "lower"}):
+            runner(make(device, lucid.float32), device)
+    ops = {r.op for r in inspection.report.ops}
+    assert name in ops, f"{name} ran in {low} but the inspection saw only {sorted(ops)}"

@@ -23,6 +23,7 @@ EFFECT = {
     CastPolicy.FLOAT32: "float16/bfloat16 inputs computed in float32",
     CastPolicy.PROMOTE: "inputs of mixed floating dtypes cast to the widest",
     CastPolicy.NONE: "input dtypes kept (ordinary type promotion)",
+    CastPolicy.VIEW: "no precision of their own (views, and ``to`` to the dtype it is given); no override is taken",
 }
 
 

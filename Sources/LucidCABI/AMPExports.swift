@@ -28,7 +28,7 @@ public func lucid_autocast_override(_ handle: UInt64, _ op: UnsafePointer<CChar>
     abiCall {
         guard let op else { throw LucidError(.value, "op name is null") }
         guard let p = CastPolicy(rawValue: policy) else {
-            throw LucidError(.value, "policy must be a LUCID_POLICY_* code (0...3), got \(policy)")
+            throw LucidError(.value, "policy must be a LUCID_POLICY_* code (0...4), got \(policy)")
         }
         try Autocast.override(handle, op: String(cString: op), policy: p)
     }

@@ -20,7 +20,9 @@ _lucid_autocast_override = _lib.lucid_autocast_override
 def autocast_override(guard, op, policy):
     """Gives the op called `op` the autocast policy `policy` (a LUCID_POLICY_* code) while the scope
     `guard` (live, the calling thread's) is: for ops on its device, an inner scope's override of the
-    same op winning. LUCID_ERR_VALUE for an unknown op or policy.
+    same op winning. LUCID_ERR_VALUE for an unknown op or policy, an op with no precision of its own
+    (a view, or `to`: LUCID_POLICY_VIEW in the op table), the policy LUCID_POLICY_VIEW, or
+    LUCID_POLICY_LOWER_PRECISION for an op without 16-bit kernels.
     """
     rc = _lucid_autocast_override(guard, _name(op), policy)
     if rc:

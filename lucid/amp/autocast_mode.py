@@ -207,7 +207,10 @@ class autocast(metaclass=_AutocastType):
         inputs' dtypes), or a :class:`CastPolicy`. The overrides hold for ops on
         `device_type` while the scope is live, in the engine's per-thread state; nested
         scopes compose, an inner scope's override of an op winning. :func:`policies` shows the
-        table in force. An unknown op or policy raises ``ValueError``.
+        table in force. An unknown op or policy raises ``ValueError``; so does, on entering
+        the scope, an override of an op with no precision of its own (the views and ``to``,
+        :attr:`CastPolicy.VIEW` in the table) or ``"lower"`` for an op without float16 and
+        bfloat16 kernels (the LAPACK decompositions).
 
     Examples
     --------
@@ -357,12 +360,13 @@ class CastPolicy(str, enum.Enum):
     LOWER_PRECISION = "lower_precision"  #: casts to the autocast dtype
     FLOAT32 = "float32"                  #: casts float16/bfloat16 inputs to float32
     PROMOTE = "promote"                  #: casts to the widest floating input
+    VIEW = "view"                        #: no precision of its own (views, ``to``): takes no override
 
     def __repr__(self):
         return f"CastPolicy.{self.name}"
 
 
-_POLICY_CODES = (CastPolicy.NONE, CastPolicy.LOWER_PRECISION, CastPolicy.FLOAT32, CastPolicy.PROMOTE)
+_POLICY_CODES = (CastPolicy.NONE, CastPolicy.LOWER_PRECISION, CastPolicy.FLOAT32, CastPolicy.PROMOTE, CastPolicy.VIEW)
 # The names an override may give a policy by.
 _POLICY_NAMES = {"lower": 1, "lower_precision": 1, "float32": 2, "promote": 3, "none": 0}
 _table_cache = None

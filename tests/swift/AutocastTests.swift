@@ -42,6 +42,12 @@ import Testing
         try inner.close()
         #expect(try x.matmul(w).dtype == .float32)
         #expect(throws: LucidError.self) { try outer.override("no_such_op", .float32) }
+        // A view, `to` and the LAPACK decompositions cannot be given what they cannot follow.
+        for (op, policy) in [("reshape", CastPolicy.float32), ("to", .lowerPrecision), ("linalg_qr", .lowerPrecision),
+                             ("sum", .view)] {
+            #expect(throws: LucidError.self) { try outer.override(op, policy) }
+        }
+        #expect(try Autocast.effectivePolicy("reshape", device: .metal) == .view)
         try outer.close()
         #expect(try Autocast.effectivePolicy("matmul") == .lowerPrecision)
         #expect(try x.matmul(w).dtype == .float32)  // autocast off

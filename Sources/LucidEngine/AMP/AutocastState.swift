@@ -229,13 +229,15 @@ package enum AMPRegistry {
     }
 
     /// Overrides `op`'s policy inside the live scope `id` (the calling thread's). Throws,
-    /// changing nothing, for a scope that is not live or not this thread's, or an unknown op.
+    /// changing nothing, for a scope that is not live or not this thread's, an unknown op, or a
+    /// policy the op cannot follow (`OpInfo.check(override:)`).
     package static func override(_ id: UInt64, op: String, policy: CastPolicy) throws {
         let state = currentIfPresent()
         _ = try lock.withLock { try ownedSlot(id, state, "given overrides") }
-        guard OpTable.info(op) != nil else {
+        guard let info = OpTable.info(op) else {
             throw LucidError(.value, "autocast override: unknown op '\(op)'; the ops are \(OpTable.all.map(\.name).sorted().joined(separator: ", "))")
         }
+        try info.check(override: policy)
         state?.override(id, op: op, policy: policy)
     }
 

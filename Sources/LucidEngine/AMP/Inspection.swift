@@ -228,23 +228,19 @@ struct PendingInspection {
     let op: String
     let inputs: [TensorImpl]
     let target: DType
-    /// For an op that keeps its inputs' dtypes: count it only if its result is in `target`
-    /// (a 16-bit input promoted by a float32 one runs in float32).
-    let ifResultInTarget: Bool
 }
 
 extension ThreadAMPState {
     /// Notes that `op` is about to run in `target` under autocast, with `inputs` before the
     /// cast; `finishInspection` counts the call when its result is made.
-    func inspect(_ op: String, _ inputs: [TensorImpl], target: DType, ifResultInTarget: Bool = false) {
-        pendingInspection = PendingInspection(op: op, inputs: inputs, target: target, ifResultInTarget: ifResultInTarget)
+    func inspect(_ op: String, _ inputs: [TensorImpl], target: DType) {
+        pendingInspection = PendingInspection(op: op, inputs: inputs, target: target)
     }
 
     /// Counts the pending call of `op` and its `result` in every live inspection.
     func finishInspection(_ op: String, _ result: TensorImpl) throws {
         guard let pending = pendingInspection, pending.op == op, let device = pending.inputs.first?.device else { return }
         pendingInspection = nil
-        if pending.ifResultInTarget && result.dtype != pending.target { return }
         for inspection in inspections {
             let r = try inspection.record(.init(op: op, module: inspectedModule, device: device, dtype: pending.target))
             r.calls += 1

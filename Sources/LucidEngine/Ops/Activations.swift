@@ -10,6 +10,10 @@ package enum Activations {
     /// gradient `slope` at 0 (as PyTorch). A backend's fused kernel runs float32 input; other
     /// dtypes and backends compose it (the product rounds once into x's dtype).
     package static func leakyRelu(_ x: TensorImpl, slope: Double) throws -> TensorImpl {
+        try leakyRelu.run(x) { x in try leakyReluBody(x, slope: slope) }
+    }
+
+    private static func leakyReluBody(_ x: TensorImpl, slope: Double) throws -> TensorImpl {
         let op = leakyRelu.name
         guard x.dtype.isFloatingPoint else { throw LucidError.type("\(op): expected a floating-point tensor, got \(x.dtype)") }
         let s = Float(slope)
@@ -146,9 +150,11 @@ package enum Activations {
     package static func dropout(_ a: TensorImpl, p: Double, training: Bool) throws -> TensorImpl {
         guard p >= 0 && p <= 1 else { throw LucidError.value("dropout: probability has to be between 0 and 1, got \(p)") }
         try Composite.checkFloat(dropout.name, [a])
-        guard training, p > 0 else { return a }
-        if p == 1 { return try Composite.mul(a, 0) }
-        let keep = try Comparison.compare(.ge, try Creation.rand(a.shape, dtype: .float32, device: a.device), scalar: ScalarOperand(float: p))
-        return try Composite.mul(try Composite.mul(a, try Ops.cast(keep, to: a.dtype)), 1 / (1 - p))
+        guard training, p > 0 else { return a }  // the identity: nothing is computed
+        return try dropout.run(a) { a in
+            if p == 1 { return try Composite.mul(a, 0) }
+            let keep = try Comparison.compare(.ge, try Creation.rand(a.shape, dtype: .float32, device: a.device), scalar: ScalarOperand(float: p))
+            return try Composite.mul(try Composite.mul(a, try Ops.cast(keep, to: a.dtype)), 1 / (1 - p))
+        }
     }
 }

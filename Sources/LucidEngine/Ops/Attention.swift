@@ -27,7 +27,7 @@ package enum Attention {
         guard dropout >= 0 && dropout < 1 else { throw LucidError.value("\(op): dropout_p must be in [0, 1), got \(dropout)") }
         if let scale, !(scale.isFinite) { throw LucidError.value("\(op): scale must be finite, got \(scale)") }
         let factor = scale ?? 1 / Double(e).squareRoot()
-        let (out, weights) = try sdpa.run([q, k, v]) { t -> (TensorImpl, TensorImpl?) in
+        return try sdpa.run([q, k, v]) { t -> (TensorImpl, TensorImpl?) in
             try Composite.checkSameDType(op, t)
             let dtype = t[0].dtype
             if mask == nil || mask?.dtype == .bool, dropout == 0 || !training,
@@ -56,7 +56,6 @@ package enum Attention {
             let p = try Ops.cast(weights, to: dtype)
             return (try LinearAlgebra.matmul(p, t[2]), p)
         }
-        return (try sdpa.inspected(out), weights)
     }
 
     /// The backend's fused kernel for attention without dropout, unmasked, causal or with a

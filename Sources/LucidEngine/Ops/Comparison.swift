@@ -1,12 +1,18 @@
 /// Comparisons (bool results, no gradient), `where` and `clamp`.
 package enum Comparison {
     static let compareInfos: [OpInfo] = CompareKernel.allCases.map { OpInfo("\($0)", .none) }
+    private static let compareInfoByKernel = Dictionary(uniqueKeysWithValues: zip(CompareKernel.allCases, compareInfos))
     static let whereOp = OpInfo("where", .none)
     static let clamp = OpInfo("clamp", .none)
     static let infos = compareInfos + [whereOp, clamp]
 
     /// `a op b` elementwise as bool, compared in the promoted dtype.
     package static func compare(_ k: CompareKernel, _ a: TensorImpl, _ b: TensorImpl) throws -> TensorImpl {
+        try Ops.checkSameDevice(k.name, a, b)
+        return try compareInfoByKernel[k]!.run(a, b) { a, b in try compareBody(k, a, b) }
+    }
+
+    private static func compareBody(_ k: CompareKernel, _ a: TensorImpl, _ b: TensorImpl) throws -> TensorImpl {
         let name = k.name
         try Ops.checkSameDevice(name, a, b)
         let dtype = Elementwise.resultType(a, b)
@@ -40,6 +46,11 @@ package enum Comparison {
 
     /// `cond ? a : b` elementwise with broadcasting; gradients flow to the branch chosen.
     package static func `where`(_ cond: TensorImpl, _ a: TensorImpl, _ b: TensorImpl) throws -> TensorImpl {
+        try Ops.checkSameDevice(whereOp.name, [cond, a, b])
+        return try whereOp.run([cond, a, b]) { t in try whereBody(t[0], t[1], t[2]) }
+    }
+
+    private static func whereBody(_ cond: TensorImpl, _ a: TensorImpl, _ b: TensorImpl) throws -> TensorImpl {
         try Ops.checkSameDevice(whereOp.name, [cond, a, b])
         try checkCondition(cond)
         let dtype = Elementwise.resultType(a, b)
@@ -75,6 +86,10 @@ package enum Comparison {
     /// Limits `a` to `[min, max]` (either may be absent). The gradient passes where
     /// `min <= a <= max`, as in PyTorch.
     package static func clamp(_ a: TensorImpl, min lo: ScalarOperand?, max hi: ScalarOperand?) throws -> TensorImpl {
+        try clamp.run(a) { a in try clampBody(a, min: lo, max: hi) }
+    }
+
+    private static func clampBody(_ a: TensorImpl, min lo: ScalarOperand?, max hi: ScalarOperand?) throws -> TensorImpl {
         guard lo != nil || hi != nil else {
             throw LucidError.value("clamp: at least one of min and max must be given")
         }

@@ -1,6 +1,6 @@
 /// Moving tensors between dtypes, devices and host memory.
 package enum Conversion {
-    static let to = OpInfo("to", .none)
+    static let to = OpInfo("to", .view)
 
     /// `a` with another dtype and/or on another device (itself when nothing changes).
     package static func to(_ a: TensorImpl, dtype: DType?, device: Device?) throws -> TensorImpl {

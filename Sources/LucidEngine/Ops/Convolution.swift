@@ -279,6 +279,13 @@ package enum Convolution {
     /// The max over each window; padding counts as -inf.
     package static func maxPool2d(_ input: TensorImpl, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
                                   ceilMode: Bool) throws -> TensorImpl {
+        try maxPool2d.run(input) { input in
+            try maxPool2dBody(input, kernel: kernel, stride: stride, padding: padding, dilation: dilation, ceilMode: ceilMode)
+        }
+    }
+
+    private static func maxPool2dBody(_ input: TensorImpl, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
+                                  ceilMode: Bool) throws -> TensorImpl {
         let op = maxPool2d.name
         let (x, lead) = try planes(op, input)
         // geometry first: it bounds every parameter, so the half-kernel check cannot overflow
@@ -365,10 +372,10 @@ package enum Convolution {
                                                    dtype: wide, device: x.device)
             }
             if let pooled = try directAvgPool(t[0], g, divisor) {
-                return try ShapeOps.reshape(try Ops.cast(pooled, to: x.dtype), lead + [g.output.0, g.output.1])
+                return try ShapeOps.reshape(try Ops.cast(pooled, to: t[0].dtype), lead + [g.output.0, g.output.1])
             }
             let sums = try Composite.sum(try unfold(t[0], g), [1])  // [N·C, oh·ow]
-            let mean = try Ops.cast(try Composite.div(try Ops.cast(sums, to: wide), divisor), to: x.dtype)
+            let mean = try Ops.cast(try Composite.div(try Ops.cast(sums, to: wide), divisor), to: t[0].dtype)
             return try ShapeOps.reshape(mean, lead + [g.output.0, g.output.1])
         }
     }
@@ -405,7 +412,7 @@ package enum Convolution {
                 let cells = try ShapeOps.reshape(try Ops.cast(t[0], to: wide),
                                                  [lead.reduce(1, *), outputSize.0, kh, outputSize.1, kw])
                 let y = try Reductions.reduce(.mean, cells, dims: [2, 4], keepdim: false)
-                return try ShapeOps.reshape(try Ops.cast(y, to: x.dtype), lead + [outputSize.0, outputSize.1])
+                return try ShapeOps.reshape(try Ops.cast(y, to: t[0].dtype), lead + [outputSize.0, outputSize.1])
             }
             // Otherwise a linear map per axis: out = A_h · X · A_wᵀ, in float32 (A's entries
             // are not exact in 16 bits).
@@ -413,7 +420,7 @@ package enum Convolution {
             let aw = try adaptiveMatrix(outputSize.1, w, dtype: wide, device: x.device)
             let planes = try Ops.cast(try ShapeOps.reshape(t[0], [lead.reduce(1, *), h, w]), to: wide)
             let y = try LinearAlgebra.matmul(try LinearAlgebra.matmul(ah, planes), try ShapeOps.transpose(aw, 0, 1))
-            return try ShapeOps.reshape(try Ops.cast(y, to: x.dtype), lead + [outputSize.0, outputSize.1])
+            return try ShapeOps.reshape(try Ops.cast(y, to: t[0].dtype), lead + [outputSize.0, outputSize.1])
         }
     }
 }

@@ -140,7 +140,10 @@ package enum Elementwise {
     package static func binary(_ k: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl) throws -> TensorImpl {
         let op = info(k)
         try Ops.checkSameDevice(op.name, a, b)
-        let (a1, b1) = try op.autocast(a, b)
+        return try op.run(a, b) { try binary(k, op, $0, $1) }
+    }
+
+    private static func binary(_ k: BinaryKernel, _ op: OpInfo, _ a1: TensorImpl, _ b1: TensorImpl) throws -> TensorImpl {
         let dtype = computeType(k, resultType(a1, b1))
         try checkBool(k, dtype)
         let shape = try Shape.broadcast(a1.shape, b1.shape, op: op.name)
@@ -150,7 +153,6 @@ package enum Elementwise {
         out.run(ElementwiseKernels.self, KernelCall(.binary(k), reads: [xs, ys], writes: [out]), "\(k)") {
             $0.binary(k, xs, ys, into: out)
         }
-        try op.inspected(out)
         guard Autograd.tracks(x, y), !k.isBitwise else { return out }
         // Each gradient is summed back over the dimensions its input was broadcast along.
         // Each rule captures only what it needs: add and sub keep no tensor alive.
@@ -276,7 +278,11 @@ package enum Elementwise {
             let s = try Ops.scalarTensor(scalar, dtype: scalar.dtype, device: a.device)
             return try scalarFirst ? binary(k, s, a) : binary(k, a, s)
         }
-        let x0 = try op.autocast([a])[0]
+        return try op.run(a) { try binary(k, op, $0, scalar: scalar, scalarFirst: scalarFirst) }
+    }
+
+    private static func binary(_ k: BinaryKernel, _ op: OpInfo, _ x0: TensorImpl, scalar: ScalarOperand,
+                               scalarFirst: Bool) throws -> TensorImpl {
         let dtype = computeType(k, resultType(x0, scalar))
         try checkBool(k, dtype)
         if k == .pow, !scalarFirst, !dtype.isFloatingPoint, scalar.value.int < 0 {
@@ -287,7 +293,6 @@ package enum Elementwise {
         out.run(ElementwiseKernels.self, KernelCall(.binaryScalar(k), reads: [x], writes: [out]), "\(k)") {
             $0.binary(k, x, scalar: scalar.value, scalarFirst: scalarFirst, into: out)
         }
-        try op.inspected(out)
         guard Autograd.tracks(x), !k.isBitwise else { return out }
         let rule: (TensorImpl) throws -> TensorImpl
         var saved: [TensorImpl] = []
@@ -340,11 +345,13 @@ package enum Elementwise {
 
     /// `~a`: logical not for bool, two's-complement not for integers (`-a - 1`, wrapping).
     package static func bitwiseNot(_ a: TensorImpl) throws -> TensorImpl {
-        if a.dtype == .bool { return try Comparison.compare(.eq, a, scalar: ScalarOperand(bool: false)) }
         guard !a.dtype.isFloatingPoint else {
             throw LucidError.type("bitwise_not: only integer and bool tensors are supported, got \(a.dtype)")
         }
-        return try binary(.sub, try unary(.neg, a), scalar: ScalarOperand(int: 1), scalarFirst: false)
+        return try bitwiseNot.run(a) { a in
+            if a.dtype == .bool { return try Comparison.compare(.eq, a, scalar: ScalarOperand(bool: false)) }
+            return try binary(.sub, try unary(.neg, a), scalar: ScalarOperand(int: 1), scalarFirst: false)
+        }
     }
 
     package static func unary(_ k: UnaryKernel, _ a: TensorImpl) throws -> TensorImpl {
@@ -352,11 +359,14 @@ package enum Elementwise {
         if a.dtype == .bool && k.keepsIntegers {
             throw LucidError.type("\(op.name): not supported for bool tensors" + (k == .neg ? "; use logical_not (or ~) instead" : ""))
         }
-        var x = try op.autocast([a])[0]
+        return try op.run(a) { try unary(k, op, $0) }
+    }
+
+    private static func unary(_ k: UnaryKernel, _ op: OpInfo, _ x0: TensorImpl) throws -> TensorImpl {
+        var x = x0
         if !k.keepsIntegers && !x.dtype.isFloatingPoint { x = try Ops.cast(x, to: .float32) }
         let out = try TensorImpl.empty(x.shape, dtype: x.dtype, like: x)
         out.run(ElementwiseKernels.self, KernelCall(.unary(k), reads: [x], writes: [out]), k.name) { $0.unary(k, x, into: out) }
-        try op.inspected(out)
         guard Autograd.tracks(x), k.hasDerivative else { return out }
         // The node keeps one tensor: the output when the derivative reads it, else the input
         // (the kernel then ignores the other argument).

@@ -20,6 +20,10 @@ package enum Indexing {
 
     /// torch.gather: `out[i][j] = a[index[i][j]][j]` for dim 0, and so on.
     package static func gather(_ a: TensorImpl, dim: Int, index: TensorImpl) throws -> TensorImpl {
+        try gather.run(a, index) { a, index in try gatherBody(a, dim: dim, index: index) }
+    }
+
+    private static func gatherBody(_ a: TensorImpl, dim: Int, index: TensorImpl) throws -> TensorImpl {
         let op = gather.name
         try Ops.checkSameDevice(op, [a, index])
         let axis = try Shape.wrapDim(dim, ndim: a.ndim, op: op)
@@ -58,6 +62,10 @@ package enum Indexing {
 
     /// torch.index_select: the slices of `a` along `dim` at the positions in the 1-D `index`.
     package static func indexSelect(_ a: TensorImpl, dim: Int, index: TensorImpl) throws -> TensorImpl {
+        try indexSelect.run(a, index) { a, index in try indexSelectBody(a, dim: dim, index: index) }
+    }
+
+    private static func indexSelectBody(_ a: TensorImpl, dim: Int, index: TensorImpl) throws -> TensorImpl {
         let op = indexSelect.name
         try Ops.checkSameDevice(op, [a, index])
         guard index.ndim <= 1 else {
@@ -89,6 +97,10 @@ package enum Indexing {
     /// Rows of `weight` ([num_embeddings, dim]) at `indices` (any shape): [*indices.shape, dim].
     /// Rows at `paddingIndex` receive no gradient.
     package static func embedding(_ weight: TensorImpl, _ indices: TensorImpl, paddingIndex: Int?) throws -> TensorImpl {
+        try embedding.run(weight, indices) { w, i in try embeddingBody(w, i, paddingIndex: paddingIndex) }
+    }
+
+    private static func embeddingBody(_ weight: TensorImpl, _ indices: TensorImpl, paddingIndex: Int?) throws -> TensorImpl {
         guard weight.ndim == 2 else {
             throw LucidError.value("embedding: weight must be 2-D [num_embeddings, embedding_dim], got shape \(weight.shape)")
         }

@@ -5,15 +5,15 @@
 /// float32 list holds its linalg ops); 16-bit inputs are refused outside it, as PyTorch's CPU
 /// kernels refuse them.
 package enum Linalg {
-    static let luFactor = OpInfo("linalg_lu_factor", .float32)
-    static let solveTriangular = OpInfo("linalg_solve_triangular", .float32)
-    static let cholesky = OpInfo("linalg_cholesky", .float32)
-    static let eigh = OpInfo("linalg_eigh", .float32)
-    static let svd = OpInfo("linalg_svd", .float32)
-    static let qr = OpInfo("linalg_qr", .float32)
-    static let geqrf = OpInfo("geqrf", .float32)
-    static let ldlFactor = OpInfo("linalg_ldl_factor", .float32)
-    static let ldlSolve = OpInfo("linalg_ldl_solve", .float32)
+    static let luFactor = OpInfo("linalg_lu_factor", .float32, lowPrecision: false)
+    static let solveTriangular = OpInfo("linalg_solve_triangular", .float32, lowPrecision: false)
+    static let cholesky = OpInfo("linalg_cholesky", .float32, lowPrecision: false)
+    static let eigh = OpInfo("linalg_eigh", .float32, lowPrecision: false)
+    static let svd = OpInfo("linalg_svd", .float32, lowPrecision: false)
+    static let qr = OpInfo("linalg_qr", .float32, lowPrecision: false)
+    static let geqrf = OpInfo("geqrf", .float32, lowPrecision: false)
+    static let ldlFactor = OpInfo("linalg_ldl_factor", .float32, lowPrecision: false)
+    static let ldlSolve = OpInfo("linalg_ldl_solve", .float32, lowPrecision: false)
     static let infos = [luFactor, solveTriangular, cholesky, eigh, svd, qr, geqrf, ldlFactor, ldlSolve]
 
     // ---- operands ---------------------------------------------------------------------------
@@ -142,27 +142,27 @@ package enum Linalg {
     /// torch.linalg.lu_factor does. Differentiable in A.
     package static func luFactor(_ a0: TensorImpl, check: Bool) throws -> (TensorImpl, TensorImpl, TensorImpl) {
         let op = check ? "linalg.lu_factor" : "linalg.lu_factor_ex"
-        let a = try luFactor.autocast([a0])[0]
-        try Linalg.check(op, a)
-        let batch = batchShape(a), m = a.shape[a.ndim - 2], n = a.shape[a.ndim - 1], k = min(m, n)
-        let a3 = try dense3(a)
-        let (lu3, lu) = try output(batch, m, n, dtype: a.dtype, like: a)
-        let piv3 = try TensorImpl.empty([a3.shape[0], k], dtype: .int32, on: a.backend)
-        let info = lu3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3], writes: [lu3, piv3]), op) {
-            $0.luFactor(a3, lu: lu3, pivots: piv3)
+        return try luFactor.run(a0) { a -> (TensorImpl, TensorImpl, TensorImpl) in
+            try Linalg.check(op, a)
+            let batch = batchShape(a), m = a.shape[a.ndim - 2], n = a.shape[a.ndim - 1], k = min(m, n)
+            let a3 = try dense3(a)
+            let (lu3, lu) = try output(batch, m, n, dtype: a.dtype, like: a)
+            let piv3 = try TensorImpl.empty([a3.shape[0], k], dtype: .int32, on: a.backend)
+            let info = lu3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3], writes: [lu3, piv3]), op) {
+                $0.luFactor(a3, lu: lu3, pivots: piv3)
+            }
+            if check, let (i, k) = firstFailure(info) {
+                throw LucidError.runtime("\(op): U[\(k - 1), \(k - 1)] is zero\(which(i, batch)), so the matrix is singular; linalg.lu_factor_ex returns the factorization with its info instead")
+            }
+            let pivots = piv3.view(shape: batch + [k], strides: Shape.contiguousStrides(batch + [k]))
+            let infoT = try infoTensor(info, batch, device: a.device)
+            guard Autograd.tracks(a) else { return (lu, pivots, infoT) }
+            let piv = try int32s(piv3)
+            let tracked = Autograd.record(lu, Autograd.name(luFactor), [a], saved: [a]) { g in
+                [try luBackward(g, lu: lu, pivots: piv, m: m, n: n, batch: batch)]
+            }
+            return (tracked, pivots, infoT)
         }
-        if check, let (i, k) = firstFailure(info) {
-            throw LucidError.runtime("\(op): U[\(k - 1), \(k - 1)] is zero\(which(i, batch)), so the matrix is singular; linalg.lu_factor_ex returns the factorization with its info instead")
-        }
-        let pivots = piv3.view(shape: batch + [k], strides: Shape.contiguousStrides(batch + [k]))
-        let infoT = try infoTensor(info, batch, device: a.device)
-        try luFactor.inspected(lu)
-        guard Autograd.tracks(a) else { return (lu, pivots, infoT) }
-        let piv = try int32s(piv3)
-        let tracked = Autograd.record(lu, Autograd.name(luFactor), [a], saved: [a]) { g in
-            [try luBackward(g, lu: lu, pivots: piv, m: m, n: n, batch: batch)]
-        }
-        return (tracked, pivots, infoT)
     }
 
     /// The permutation matrices P ([..., m, m], like's dtype) with A = P·L·U, from getrf's
@@ -224,46 +224,46 @@ package enum Linalg {
                                         unitriangular: Bool) throws -> TensorImpl {
         let op = "linalg.solve_triangular"
         try Ops.checkSameDevice(op, a0, b0)
-        let (a, b) = try solveTriangular.autocast(a0, b0)
-        try check(op, a, square: true)
-        try check(op, b, name: "B")
-        guard a.dtype == b.dtype else {
-            throw LucidError.type("\(op): expected A and B of one dtype, got \(a.dtype.name) and \(b.dtype.name)")
-        }
-        let n = a.shape[a.ndim - 1]
-        let bn = left ? b.shape[b.ndim - 2] : b.shape[b.ndim - 1]
-        guard bn == n else {
-            throw LucidError.value("\(op): incompatible shapes of A \(a.shape) and B \(b.shape) for \(left ? "A @ X = B" : "X @ A = B")")
-        }
-        let k = left ? b.shape[b.ndim - 1] : b.shape[b.ndim - 2]
-        let batch: [Int]
-        do { batch = try Shape.broadcast(batchShape(a), batchShape(b), op: op) } catch {
-            throw LucidError.value("\(op): the batch dimensions of A \(a.shape) and B \(b.shape) cannot be broadcast together")
-        }
-        let a3 = try dense3(a.expanded(to: batch + [n, n]))
-        // X·A = B is Aᵀ·Xᵀ = Bᵀ: the kernel solves with A transposed.
-        let bl = left ? b : try mT(b)
-        let b3 = try dense3(bl.expanded(to: batch + [n, k]))
-        let (x3, xl) = try output(batch, n, k, dtype: a.dtype, like: a)
-        _ = x3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3, b3], writes: [x3]), op) {
-            $0.triangularSolve(a3, b3, upper: upper, transpose: !left, unit: unitriangular, into: x3)
-        }
-        let x = left ? xl : try Ops.dense(try mT(xl))
-        try solveTriangular.inspected(x)
-        guard Autograd.tracks(a, b) else { return x }
-        let aShape = a.shape, bShape = b.shape, needA = a.requiresGrad, needB = b.requiresGrad
-        return Autograd.record(x, Autograd.name(solveTriangular), [a, b], saved: [a]) { g in
-            // left: X = A⁻¹·B, so gB = A⁻ᵀ·g and gA = -gB·Xᵀ; right: X = B·A⁻¹, so gB = g·A⁻ᵀ and
-            // gA = -Xᵀ·gB; gA lives on A's triangle only.
-            let gb = try solveTriangular(try mT(a), g, upper: !upper, left: left, unitriangular: unitriangular)
-            var ga: TensorImpl? = nil
-            if needA {
-                let full = left ? try mm(gb, try mT(x)) : try mm(try mT(x), gb)
-                let d = unitriangular ? 1 : 0
-                let masked = upper ? try triu(full, d) : try tril(full, -d)
-                ga = try Autograd.reduce(try Composite.mul(masked, -1), to: aShape)
+        return try solveTriangular.run(a0, b0) { a, b -> TensorImpl in
+            try check(op, a, square: true)
+            try check(op, b, name: "B")
+            guard a.dtype == b.dtype else {
+                throw LucidError.type("\(op): expected A and B of one dtype, got \(a.dtype.name) and \(b.dtype.name)")
             }
-            return [ga, needB ? try Autograd.reduce(gb, to: bShape) : nil]
+            let n = a.shape[a.ndim - 1]
+            let bn = left ? b.shape[b.ndim - 2] : b.shape[b.ndim - 1]
+            guard bn == n else {
+                throw LucidError.value("\(op): incompatible shapes of A \(a.shape) and B \(b.shape) for \(left ? "A @ X = B" : "X @ A = B")")
+            }
+            let k = left ? b.shape[b.ndim - 1] : b.shape[b.ndim - 2]
+            let batch: [Int]
+            do { batch = try Shape.broadcast(batchShape(a), batchShape(b), op: op) } catch {
+                throw LucidError.value("\(op): the batch dimensions of A \(a.shape) and B \(b.shape) cannot be broadcast together")
+            }
+            let a3 = try dense3(a.expanded(to: batch + [n, n]))
+            // X·A = B is Aᵀ·Xᵀ = Bᵀ: the kernel solves with A transposed.
+            let bl = left ? b : try mT(b)
+            let b3 = try dense3(bl.expanded(to: batch + [n, k]))
+            let (x3, xl) = try output(batch, n, k, dtype: a.dtype, like: a)
+            _ = x3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3, b3], writes: [x3]), op) {
+                $0.triangularSolve(a3, b3, upper: upper, transpose: !left, unit: unitriangular, into: x3)
+            }
+            let x = left ? xl : try Ops.dense(try mT(xl))
+            guard Autograd.tracks(a, b) else { return x }
+            let aShape = a.shape, bShape = b.shape, needA = a.requiresGrad, needB = b.requiresGrad
+            return Autograd.record(x, Autograd.name(solveTriangular), [a, b], saved: [a]) { g in
+                // left: X = A⁻¹·B, so gB = A⁻ᵀ·g and gA = -gB·Xᵀ; right: X = B·A⁻¹, so gB = g·A⁻ᵀ and
+                // gA = -Xᵀ·gB; gA lives on A's triangle only.
+                let gb = try solveTriangular(try mT(a), g, upper: !upper, left: left, unitriangular: unitriangular)
+                var ga: TensorImpl? = nil
+                if needA {
+                    let full = left ? try mm(gb, try mT(x)) : try mm(try mT(x), gb)
+                    let d = unitriangular ? 1 : 0
+                    let masked = upper ? try triu(full, d) : try tril(full, -d)
+                    ga = try Autograd.reduce(try Composite.mul(masked, -1), to: aShape)
+                }
+                return [ga, needB ? try Autograd.reduce(gb, to: bShape) : nil]
+            }
         }
     }
 
@@ -275,30 +275,30 @@ package enum Linalg {
     /// that throws, as torch.linalg.cholesky does. Differentiable in A.
     package static func cholesky(_ a0: TensorImpl, upper: Bool, check: Bool) throws -> (TensorImpl, TensorImpl) {
         let op = check ? "linalg.cholesky" : "linalg.cholesky_ex"
-        let a = try cholesky.autocast([a0])[0]
-        try Linalg.check(op, a, square: true)
-        let batch = batchShape(a), n = a.shape[a.ndim - 1]
-        let a3 = try dense3(a)
-        let (l3, l) = try output(batch, n, n, dtype: a.dtype, like: a)
-        let info = l3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3], writes: [l3]), op) {
-            $0.cholesky(a3, upper: upper, into: l3)
+        return try cholesky.run(a0) { a -> (TensorImpl, TensorImpl) in
+            try Linalg.check(op, a, square: true)
+            let batch = batchShape(a), n = a.shape[a.ndim - 1]
+            let a3 = try dense3(a)
+            let (l3, l) = try output(batch, n, n, dtype: a.dtype, like: a)
+            let info = l3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3], writes: [l3]), op) {
+                $0.cholesky(a3, upper: upper, into: l3)
+            }
+            if check, let (i, k) = firstFailure(info) {
+                throw LucidError.runtime("\(op): the factorization could not be completed because the input is not positive-definite (the leading minor of order \(k) is not positive-definite)\(which(i, batch))")
+            }
+            let infoT = try infoTensor(info, batch, device: a.device)
+            guard Autograd.tracks(a) else { return (l, infoT) }
+            let tracked = Autograd.record(l, Autograd.name(cholesky), [a], saved: [a]) { g in
+                // With P = tril(Lᵀ·gL) and M its symmetric part with the diagonal once,
+                // M = (P + tril(P, -1)ᵀ) / 2: gA = L⁻ᵀ·M·L⁻¹, symmetric as A.
+                let lower = upper ? try mT(l) : l, gl = upper ? try mT(g) : g
+                let p = try tril(try mm(try mT(lower), gl))
+                let sym = try Composite.mul(try Composite.add(p, try mT(try tril(p, -1))), 0.5)
+                let x = try solveTriangular(try mT(lower), sym, upper: true, left: true, unitriangular: false)
+                return [try solveTriangular(lower, x, upper: false, left: false, unitriangular: false)]
+            }
+            return (tracked, infoT)
         }
-        if check, let (i, k) = firstFailure(info) {
-            throw LucidError.runtime("\(op): the factorization could not be completed because the input is not positive-definite (the leading minor of order \(k) is not positive-definite)\(which(i, batch))")
-        }
-        let infoT = try infoTensor(info, batch, device: a.device)
-        try cholesky.inspected(l)
-        guard Autograd.tracks(a) else { return (l, infoT) }
-        let tracked = Autograd.record(l, Autograd.name(cholesky), [a], saved: [a]) { g in
-            // With P = tril(Lᵀ·gL) and M its symmetric part with the diagonal once,
-            // M = (P + tril(P, -1)ᵀ) / 2: gA = L⁻ᵀ·M·L⁻¹, symmetric as A.
-            let lower = upper ? try mT(l) : l, gl = upper ? try mT(g) : g
-            let p = try tril(try mm(try mT(lower), gl))
-            let sym = try Composite.mul(try Composite.add(p, try mT(try tril(p, -1))), 0.5)
-            let x = try solveTriangular(try mT(lower), sym, upper: true, left: true, unitriangular: false)
-            return [try solveTriangular(lower, x, upper: false, left: false, unitriangular: false)]
-        }
-        return (tracked, infoT)
     }
 
     // ---- symmetric eigendecomposition ---------------------------------------------------------
@@ -309,48 +309,48 @@ package enum Linalg {
     /// needs the vectors, which are then computed).
     package static func eigh(_ a0: TensorImpl, upper: Bool, vectors: Bool) throws -> (TensorImpl, TensorImpl?) {
         let op = vectors ? "linalg.eigh" : "linalg.eigvalsh"
-        let a = try eigh.autocast([a0])[0]
-        try check(op, a, square: true)
-        let batch = batchShape(a), n = a.shape[a.ndim - 1]
-        let a3 = try dense3(a)
-        let needVectors = vectors || Autograd.tracks(a)
-        let w3 = try TensorImpl.empty([a3.shape[0], n], dtype: a.dtype, on: a.backend)
-        let v = needVectors ? try output(batch, n, n, dtype: a.dtype, like: a) : nil
-        let info = w3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3], writes: [w3] + (v.map { [$0.0] } ?? [])), op) {
-            $0.eigh(a3, upper: upper, values: w3, vectors: v?.0)
-        }
-        if let (i, k) = firstFailure(info) {
-            throw LucidError.runtime("\(op): the algorithm failed to converge because the input matrix is ill-conditioned or has too many repeated eigenvalues (error code: \(k))\(which(i, batch))")
-        }
-        let w = w3.view(shape: batch + [n], strides: Shape.contiguousStrides(batch + [n]))
-        try eigh.inspected(w)
-        guard Autograd.tracks(a), let vecs = v?.1 else { return (w, v?.1) }
-        let rule: (TensorImpl, TensorImpl?) throws -> TensorImpl = { gw, gv in
-            // gA = V·(diag(gw) + skew(Vᵀ·gV) / E)·Vᵀ with E[i, j] = w[j] - w[i] off the diagonal and
-            // skew(X) = (X - Xᵀ) / 2: symmetric, as A is (PyTorch's choice among the gradients
-            // that agree on symmetric directions).
-            var inner = try diagEmbed(gw)
-            if let gv {
-                let e = try Composite.sub(try ShapeOps.unsqueeze(w, -2), try ShapeOps.unsqueeze(w, -1))
-                let eye = try eye(n, like: w)
-                let off = try Composite.sub(try band(n, n, lower: true, n, like: w), eye)
-                let vg = try mm(try mT(vecs), gv)
-                let skew = try Composite.mul(try Composite.sub(vg, try mT(vg)), 0.5)
-                let q = try Composite.div(skew, try Composite.add(e, eye))
-                inner = try Composite.add(inner, try Composite.mul(q, off))
+        return try eigh.run(a0) { a -> (TensorImpl, TensorImpl?) in
+            try check(op, a, square: true)
+            let batch = batchShape(a), n = a.shape[a.ndim - 1]
+            let a3 = try dense3(a)
+            let needVectors = vectors || Autograd.tracks(a)
+            let w3 = try TensorImpl.empty([a3.shape[0], n], dtype: a.dtype, on: a.backend)
+            let v = needVectors ? try output(batch, n, n, dtype: a.dtype, like: a) : nil
+            let info = w3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3], writes: [w3] + (v.map { [$0.0] } ?? [])), op) {
+                $0.eigh(a3, upper: upper, values: w3, vectors: v?.0)
             }
-            return try mm(vecs, try mm(inner, try mT(vecs)))
+            if let (i, k) = firstFailure(info) {
+                throw LucidError.runtime("\(op): the algorithm failed to converge because the input matrix is ill-conditioned or has too many repeated eigenvalues (error code: \(k))\(which(i, batch))")
+            }
+            let w = w3.view(shape: batch + [n], strides: Shape.contiguousStrides(batch + [n]))
+            guard Autograd.tracks(a), let vecs = v?.1 else { return (w, v?.1) }
+            let rule: (TensorImpl, TensorImpl?) throws -> TensorImpl = { gw, gv in
+                // gA = V·(diag(gw) + skew(Vᵀ·gV) / E)·Vᵀ with E[i, j] = w[j] - w[i] off the diagonal and
+                // skew(X) = (X - Xᵀ) / 2: symmetric, as A is (PyTorch's choice among the gradients
+                // that agree on symmetric directions).
+                var inner = try diagEmbed(gw)
+                if let gv {
+                    let e = try Composite.sub(try ShapeOps.unsqueeze(w, -2), try ShapeOps.unsqueeze(w, -1))
+                    let eye = try eye(n, like: w)
+                    let off = try Composite.sub(try band(n, n, lower: true, n, like: w), eye)
+                    let vg = try mm(try mT(vecs), gv)
+                    let skew = try Composite.mul(try Composite.sub(vg, try mT(vg)), 0.5)
+                    let q = try Composite.div(skew, try Composite.add(e, eye))
+                    inner = try Composite.add(inner, try Composite.mul(q, off))
+                }
+                return try mm(vecs, try mm(inner, try mT(vecs)))
+            }
+            if !vectors {
+                return (Autograd.record(w, Autograd.name(eigh), [a], saved: [a]) { g in [try rule(g, nil)] }, nil)
+            }
+            let shapes = [batch + [n], batch + [n, n]]
+            let packed = Autograd.record(try pack([w, vecs], batch: batch), Autograd.name(eigh), [a], saved: [a]) { g in
+                let parts = try unpack(g, shapes, batch: batch)
+                return [try rule(parts[0], parts[1])]
+            }
+            let parts = try unpack(packed, shapes, batch: batch)
+            return (parts[0], parts[1])
         }
-        if !vectors {
-            return (Autograd.record(w, Autograd.name(eigh), [a], saved: [a]) { g in [try rule(g, nil)] }, nil)
-        }
-        let shapes = [batch + [n], batch + [n, n]]
-        let packed = Autograd.record(try pack([w, vecs], batch: batch), Autograd.name(eigh), [a], saved: [a]) { g in
-            let parts = try unpack(g, shapes, batch: batch)
-            return [try rule(parts[0], parts[1])]
-        }
-        let parts = try unpack(packed, shapes, batch: batch)
-        return (parts[0], parts[1])
     }
 
     // ---- SVD ----------------------------------------------------------------------------------
@@ -361,40 +361,40 @@ package enum Linalg {
     /// too; the extra columns of full factors take no part in the gradient, as in PyTorch).
     package static func svd(_ a0: TensorImpl, full: Bool, vectors: Bool) throws -> (TensorImpl?, TensorImpl, TensorImpl?) {
         let op = vectors ? "linalg.svd" : "linalg.svdvals"
-        let a = try svd.autocast([a0])[0]
-        try check(op, a)
-        let batch = batchShape(a), m = a.shape[a.ndim - 2], n = a.shape[a.ndim - 1], k = min(m, n)
-        let a3 = try dense3(a)
-        let needVectors = vectors || Autograd.tracks(a)
-        let fullU = vectors && full
-        let s3 = try TensorImpl.empty([a3.shape[0], k], dtype: a.dtype, on: a.backend)
-        let u = needVectors ? try output(batch, m, fullU ? m : k, dtype: a.dtype, like: a) : nil
-        let vh = needVectors ? try output(batch, fullU ? n : k, n, dtype: a.dtype, like: a) : nil
-        let writes = [s3] + (u.map { [$0.0] } ?? []) + (vh.map { [$0.0] } ?? [])
-        let info = s3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3], writes: writes), op) {
-            $0.svd(a3, full: fullU, s: s3, u: u?.0, vh: vh?.0)
+        return try svd.run(a0) { a -> (TensorImpl?, TensorImpl, TensorImpl?) in
+            try check(op, a)
+            let batch = batchShape(a), m = a.shape[a.ndim - 2], n = a.shape[a.ndim - 1], k = min(m, n)
+            let a3 = try dense3(a)
+            let needVectors = vectors || Autograd.tracks(a)
+            let fullU = vectors && full
+            let s3 = try TensorImpl.empty([a3.shape[0], k], dtype: a.dtype, on: a.backend)
+            let u = needVectors ? try output(batch, m, fullU ? m : k, dtype: a.dtype, like: a) : nil
+            let vh = needVectors ? try output(batch, fullU ? n : k, n, dtype: a.dtype, like: a) : nil
+            let writes = [s3] + (u.map { [$0.0] } ?? []) + (vh.map { [$0.0] } ?? [])
+            let info = s3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3], writes: writes), op) {
+                $0.svd(a3, full: fullU, s: s3, u: u?.0, vh: vh?.0)
+            }
+            if let (i, _) = firstFailure(info) {
+                throw LucidError.runtime("\(op): the algorithm failed to converge because the input matrix is ill-conditioned or has too many repeated singular values\(which(i, batch))")
+            }
+            let s = s3.view(shape: batch + [k], strides: Shape.contiguousStrides(batch + [k]))
+            guard Autograd.tracks(a), let uAll = u?.1, let vhAll = vh?.1 else { return (u?.1, s, vh?.1) }
+            let u0 = fullU ? try narrow(uAll, -1, 0, k) : uAll, vh0 = fullU ? try narrow(vhAll, -2, 0, k) : vhAll
+            let rule: (TensorImpl?, TensorImpl, TensorImpl?) throws -> TensorImpl = { gu0, gs, gvh0 in
+                try svdBackward(gu0.map { fullU ? try narrow($0, -1, 0, k) : $0 }, gs,
+                                gvh0.map { fullU ? try narrow($0, -2, 0, k) : $0 }, u: u0, s: s, vh: vh0, m: m, n: n)
+            }
+            if !vectors {
+                return (nil, Autograd.record(s, Autograd.name(svd), [a], saved: [a]) { g in [try rule(nil, g, nil)] }, nil)
+            }
+            let shapes = [uAll.shape, s.shape, vhAll.shape]
+            let packed = Autograd.record(try pack([uAll, s, vhAll], batch: batch), Autograd.name(svd), [a], saved: [a]) { g in
+                let parts = try unpack(g, shapes, batch: batch)
+                return [try rule(parts[0], parts[1], parts[2])]
+            }
+            let parts = try unpack(packed, shapes, batch: batch)
+            return (parts[0], parts[1], parts[2])
         }
-        if let (i, _) = firstFailure(info) {
-            throw LucidError.runtime("\(op): the algorithm failed to converge because the input matrix is ill-conditioned or has too many repeated singular values\(which(i, batch))")
-        }
-        let s = s3.view(shape: batch + [k], strides: Shape.contiguousStrides(batch + [k]))
-        try svd.inspected(s)
-        guard Autograd.tracks(a), let uAll = u?.1, let vhAll = vh?.1 else { return (u?.1, s, vh?.1) }
-        let u0 = fullU ? try narrow(uAll, -1, 0, k) : uAll, vh0 = fullU ? try narrow(vhAll, -2, 0, k) : vhAll
-        let rule: (TensorImpl?, TensorImpl, TensorImpl?) throws -> TensorImpl = { gu0, gs, gvh0 in
-            try svdBackward(gu0.map { fullU ? try narrow($0, -1, 0, k) : $0 }, gs,
-                            gvh0.map { fullU ? try narrow($0, -2, 0, k) : $0 }, u: u0, s: s, vh: vh0, m: m, n: n)
-        }
-        if !vectors {
-            return (nil, Autograd.record(s, Autograd.name(svd), [a], saved: [a]) { g in [try rule(nil, g, nil)] }, nil)
-        }
-        let shapes = [uAll.shape, s.shape, vhAll.shape]
-        let packed = Autograd.record(try pack([uAll, s, vhAll], batch: batch), Autograd.name(svd), [a], saved: [a]) { g in
-            let parts = try unpack(g, shapes, batch: batch)
-            return [try rule(parts[0], parts[1], parts[2])]
-        }
-        let parts = try unpack(packed, shapes, batch: batch)
-        return (parts[0], parts[1], parts[2])
     }
 
     /// The gradient of A = U·diag(s)·Vh (thin) from those of U, s and Vh: with V = Vhᵀ,
@@ -437,16 +437,17 @@ package enum Linalg {
     /// differentiable (as in PyTorch).
     package static func geqrf(_ a0: TensorImpl) throws -> (TensorImpl, TensorImpl) {
         let op = "geqrf"
-        let a = try geqrf.autocast([a0])[0]
-        try check(op, a)
-        let batch = batchShape(a), m = a.shape[a.ndim - 2], n = a.shape[a.ndim - 1], k = min(m, n)
-        let a3 = try dense3(a)
-        let (qr3, qr) = try output(batch, m, n, dtype: a.dtype, like: a)
-        let tau3 = try TensorImpl.empty([a3.shape[0], k], dtype: a.dtype, on: a.backend)
-        _ = qr3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3], writes: [qr3, tau3]), op) {
-            $0.geqrf(a3, into: qr3, tau: tau3)
+        return try geqrf.run(a0) { a -> (TensorImpl, TensorImpl) in
+            try check(op, a)
+            let batch = batchShape(a), m = a.shape[a.ndim - 2], n = a.shape[a.ndim - 1], k = min(m, n)
+            let a3 = try dense3(a)
+            let (qr3, qr) = try output(batch, m, n, dtype: a.dtype, like: a)
+            let tau3 = try TensorImpl.empty([a3.shape[0], k], dtype: a.dtype, on: a.backend)
+            _ = qr3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3], writes: [qr3, tau3]), op) {
+                $0.geqrf(a3, into: qr3, tau: tau3)
+            }
+            return (qr, tau3.view(shape: batch + [k], strides: Shape.contiguousStrides(batch + [k])))
         }
-        return (qr, tau3.view(shape: batch + [k], strides: Shape.contiguousStrides(batch + [k])))
     }
 
     /// torch.linalg.qr: A = Q·R with Q orthonormal columns and R upper triangular. `mode` 0
@@ -456,35 +457,35 @@ package enum Linalg {
     package static func qr(_ a0: TensorImpl, mode: Int) throws -> (TensorImpl?, TensorImpl) {
         let op = "linalg.qr"
         guard (0...2).contains(mode) else { throw LucidError.value("\(op): unknown mode code \(mode)") }
-        let a = try qr.autocast([a0])[0]
-        try check(op, a)
-        let batch = batchShape(a), m = a.shape[a.ndim - 2], n = a.shape[a.ndim - 1], k = min(m, n)
-        let (packed, tau) = try geqrf(a)
-        let rRows = mode == 1 ? m : k
-        let r = try Ops.dense(try triu(try narrow(packed, -2, 0, rRows)))
-        var q: TensorImpl? = nil
-        if mode != 2 {
-            let qCols = mode == 1 ? m : k
-            let a3 = try dense3(packed), tau3 = try dense3(try ShapeOps.unsqueeze(tau, -1))
-            let tau2 = tau3.view(shape: [tau3.shape[0], k], strides: [k, 1])
-            let (q3, qv) = try output(batch, m, qCols, dtype: a.dtype, like: a)
-            _ = q3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3, tau2], writes: [q3]), op) {
-                $0.householderProduct(a3, tau: tau2, into: q3)
+        return try qr.run(a0) { a -> (TensorImpl?, TensorImpl) in
+            try check(op, a)
+            let batch = batchShape(a), m = a.shape[a.ndim - 2], n = a.shape[a.ndim - 1], k = min(m, n)
+            let (packed, tau) = try geqrf(a)
+            let rRows = mode == 1 ? m : k
+            let r = try Ops.dense(try triu(try narrow(packed, -2, 0, rRows)))
+            var q: TensorImpl? = nil
+            if mode != 2 {
+                let qCols = mode == 1 ? m : k
+                let a3 = try dense3(packed), tau3 = try dense3(try ShapeOps.unsqueeze(tau, -1))
+                let tau2 = tau3.view(shape: [tau3.shape[0], k], strides: [k, 1])
+                let (q3, qv) = try output(batch, m, qCols, dtype: a.dtype, like: a)
+                _ = q3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3, tau2], writes: [q3]), op) {
+                    $0.householderProduct(a3, tau: tau2, into: q3)
+                }
+                q = qv
             }
-            q = qv
+            guard Autograd.tracks(a) else { return (q, r) }
+            guard let q, mode == 0 || m <= n else {
+                throw LucidError.runtime("\(op): the QR decomposition is not differentiable when mode='\(mode == 2 ? "r" : "complete")'\(mode == 2 ? "" : " and A has more rows than columns"); use mode='reduced'")
+            }
+            let shapes = [q.shape, r.shape]
+            let out = Autograd.record(try pack([q, r], batch: batch), Autograd.name(qr), [a], saved: [a]) { g in
+                let parts = try unpack(g, shapes, batch: batch)
+                return [try qrBackward(parts[0], parts[1], q: q, r: r, a: a, m: m, n: n)]
+            }
+            let parts = try unpack(out, shapes, batch: batch)
+            return (parts[0], parts[1])
         }
-        try qr.inspected(r)
-        guard Autograd.tracks(a) else { return (q, r) }
-        guard let q, mode == 0 || m <= n else {
-            throw LucidError.runtime("\(op): the QR decomposition is not differentiable when mode='\(mode == 2 ? "r" : "complete")'\(mode == 2 ? "" : " and A has more rows than columns"); use mode='reduced'")
-        }
-        let shapes = [q.shape, r.shape]
-        let out = Autograd.record(try pack([q, r], batch: batch), Autograd.name(qr), [a], saved: [a]) { g in
-            let parts = try unpack(g, shapes, batch: batch)
-            return [try qrBackward(parts[0], parts[1], q: q, r: r, a: a, m: m, n: n)]
-        }
-        let parts = try unpack(out, shapes, batch: batch)
-        return (parts[0], parts[1])
     }
 
     /// The gradient of A = Q·R (m >= n, or the square part X of a wide A = [X Y] with
@@ -518,21 +519,21 @@ package enum Linalg {
     /// Not differentiable (as in PyTorch).
     package static func ldlFactor(_ a0: TensorImpl, check: Bool) throws -> (TensorImpl, TensorImpl, TensorImpl) {
         let op = check ? "linalg.ldl_factor" : "linalg.ldl_factor_ex"
-        let a = try ldlFactor.autocast([a0])[0]
-        try Linalg.check(op, a, square: true)
-        let batch = batchShape(a), n = a.shape[a.ndim - 1]
-        let a3 = try dense3(a)
-        let (ld3, ld) = try output(batch, n, n, dtype: a.dtype, like: a)
-        let piv3 = try TensorImpl.empty([a3.shape[0], n], dtype: .int32, on: a.backend)
-        let info = ld3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3], writes: [ld3, piv3]), op) {
-            $0.ldlFactor(a3, into: ld3, pivots: piv3)
+        return try ldlFactor.run(a0) { a -> (TensorImpl, TensorImpl, TensorImpl) in
+            try Linalg.check(op, a, square: true)
+            let batch = batchShape(a), n = a.shape[a.ndim - 1]
+            let a3 = try dense3(a)
+            let (ld3, ld) = try output(batch, n, n, dtype: a.dtype, like: a)
+            let piv3 = try TensorImpl.empty([a3.shape[0], n], dtype: .int32, on: a.backend)
+            let info = ld3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3], writes: [ld3, piv3]), op) {
+                $0.ldlFactor(a3, into: ld3, pivots: piv3)
+            }
+            if check, let (i, k) = firstFailure(info) {
+                throw LucidError.runtime("\(op): D[\(k - 1), \(k - 1)] is zero\(which(i, batch)), so the matrix is singular; linalg.ldl_factor_ex returns the factorization with its info instead")
+            }
+            return (ld, piv3.view(shape: batch + [n], strides: Shape.contiguousStrides(batch + [n])),
+                    try infoTensor(info, batch, device: a.device))
         }
-        if check, let (i, k) = firstFailure(info) {
-            throw LucidError.runtime("\(op): D[\(k - 1), \(k - 1)] is zero\(which(i, batch)), so the matrix is singular; linalg.ldl_factor_ex returns the factorization with its info instead")
-        }
-        try ldlFactor.inspected(ld)
-        return (ld, piv3.view(shape: batch + [n], strides: Shape.contiguousStrides(batch + [n])),
-                try infoTensor(info, batch, device: a.device))
     }
 
     /// torch.linalg.ldl_solve: X with A·X = B for A given by `ldlFactor`'s LD and pivots (batch
@@ -540,40 +541,40 @@ package enum Linalg {
     package static func ldlSolve(_ ld0: TensorImpl, _ pivots: TensorImpl, _ b0: TensorImpl) throws -> TensorImpl {
         let op = "linalg.ldl_solve"
         try Ops.checkSameDevice(op, [ld0, pivots, b0])
-        let (ld, b) = try ldlSolve.autocast(ld0, b0)
-        try check(op, ld, square: true, name: "LD")
-        try check(op, b, name: "B")
-        guard ld.dtype == b.dtype else {
-            throw LucidError.type("\(op): expected LD and B of one dtype, got \(ld.dtype.name) and \(b.dtype.name)")
+        return try ldlSolve.run(ld0, b0) { ld, b -> TensorImpl in
+            try check(op, ld, square: true, name: "LD")
+            try check(op, b, name: "B")
+            guard ld.dtype == b.dtype else {
+                throw LucidError.type("\(op): expected LD and B of one dtype, got \(ld.dtype.name) and \(b.dtype.name)")
+            }
+            let n = ld.shape[ld.ndim - 1], k = b.shape[b.ndim - 1]
+            guard pivots.dtype == .int32 else {
+                throw LucidError.type("\(op): expected pivots of dtype int32 (as linalg.ldl_factor returns them), got \(pivots.dtype.name)")
+            }
+            guard pivots.shape == batchShape(ld) + [n] else {
+                throw LucidError.value("\(op): expected pivots of shape \(batchShape(ld) + [n]) for LD of shape \(ld.shape), got \(pivots.shape)")
+            }
+            guard b.shape[b.ndim - 2] == n else {
+                throw LucidError.value("\(op): incompatible shapes of LD \(ld.shape) and B \(b.shape)")
+            }
+            let batch: [Int]
+            do { batch = try Shape.broadcast(batchShape(ld), batchShape(b), op: op) } catch {
+                throw LucidError.value("\(op): the batch dimensions of LD \(ld.shape) and B \(b.shape) cannot be broadcast together")
+            }
+            // Every pivot must name a row of the matrix (sytrs reads them as indices).
+            let piv = try int32s(pivots)
+            if let bad = piv.first(where: { $0 == 0 || abs(Int($0)) > n }) {
+                throw LucidError.value("\(op): pivot \(bad) is out of range for matrices of order \(n) (pivots are as linalg.ldl_factor returns them)")
+            }
+            let ld3 = try dense3(ld.expanded(to: batch + [n, n]))
+            let p3 = try dense3(try ShapeOps.unsqueeze(pivots, -1).expanded(to: batch + [n, 1]))
+            let piv2 = p3.view(shape: [p3.shape[0], n], strides: [n, 1])
+            let b3 = try dense3(b.expanded(to: batch + [n, k]))
+            let (x3, x) = try output(batch, n, k, dtype: ld.dtype, like: ld)
+            _ = x3.run(LinalgKernels.self, KernelCall(.lapack, reads: [ld3, piv2, b3], writes: [x3]), op) {
+                $0.ldlSolve(ld3, pivots: piv2, b3, into: x3)
+            }
+            return x
         }
-        let n = ld.shape[ld.ndim - 1], k = b.shape[b.ndim - 1]
-        guard pivots.dtype == .int32 else {
-            throw LucidError.type("\(op): expected pivots of dtype int32 (as linalg.ldl_factor returns them), got \(pivots.dtype.name)")
-        }
-        guard pivots.shape == batchShape(ld) + [n] else {
-            throw LucidError.value("\(op): expected pivots of shape \(batchShape(ld) + [n]) for LD of shape \(ld.shape), got \(pivots.shape)")
-        }
-        guard b.shape[b.ndim - 2] == n else {
-            throw LucidError.value("\(op): incompatible shapes of LD \(ld.shape) and B \(b.shape)")
-        }
-        let batch: [Int]
-        do { batch = try Shape.broadcast(batchShape(ld), batchShape(b), op: op) } catch {
-            throw LucidError.value("\(op): the batch dimensions of LD \(ld.shape) and B \(b.shape) cannot be broadcast together")
-        }
-        // Every pivot must name a row of the matrix (sytrs reads them as indices).
-        let piv = try int32s(pivots)
-        if let bad = piv.first(where: { $0 == 0 || abs(Int($0)) > n }) {
-            throw LucidError.value("\(op): pivot \(bad) is out of range for matrices of order \(n) (pivots are as linalg.ldl_factor returns them)")
-        }
-        let ld3 = try dense3(ld.expanded(to: batch + [n, n]))
-        let p3 = try dense3(try ShapeOps.unsqueeze(pivots, -1).expanded(to: batch + [n, 1]))
-        let piv2 = p3.view(shape: [p3.shape[0], n], strides: [n, 1])
-        let b3 = try dense3(b.expanded(to: batch + [n, k]))
-        let (x3, x) = try output(batch, n, k, dtype: ld.dtype, like: ld)
-        _ = x3.run(LinalgKernels.self, KernelCall(.lapack, reads: [ld3, piv2, b3], writes: [x3]), op) {
-            $0.ldlSolve(ld3, pivots: piv2, b3, into: x3)
-        }
-        try ldlSolve.inspected(x)
-        return x
     }
 }

@@ -50,7 +50,11 @@ package enum LinearAlgebra {
         guard a.ndim >= 1, b.ndim >= 1 else {
             throw LucidError.value("matmul: both arguments need at least 1 dimension, got shapes \(a.shape) and \(b.shape)")
         }
-        let (a0, b0) = try matmul.autocast(a, b)
+        return try matmul.run(a, b) { a0, b0 in try matmulBody(a0, b0) }
+    }
+
+    private static func matmulBody(_ a0: TensorImpl, _ b0: TensorImpl) throws -> TensorImpl {
+        let op = matmul.name, a = a0, b = b0  // the shapes in messages are the caller's, which a cast keeps
         try checkOperands(op, a0, b0)
         var x = a0, y = b0
         let xVector = x.ndim == 1, yVector = y.ndim == 1
@@ -95,7 +99,6 @@ package enum LinearAlgebra {
             if !yVector { shape.append(n) }
             result = out.view(shape: shape, strides: Shape.contiguousStrides(shape))
         }
-        try matmul.inspected(result)
         guard Autograd.tracks(a0, b0) else { return result }
         return Autograd.record(result, Autograd.name(matmul), [a0, b0],
                                saved: [a0.requiresGrad ? b0 : nil, b0.requiresGrad ? a0 : nil]) { g in
@@ -126,7 +129,13 @@ package enum LinearAlgebra {
         if let bias, bias.shape != [outF] {
             throw LucidError.value("linear: bias must have shape [\(outF)], got \(bias.shape)")
         }
-        let inputs = try linear.autocast([x, weight] + (bias.map { [$0] } ?? []))
+        return try linear.run([x, weight] + (bias.map { [$0] } ?? [])) { inputs in
+            try linearBody(inputs, weight: weight, outF: outF, inF: inF)
+        }
+    }
+
+    private static func linearBody(_ inputs: [TensorImpl], weight: TensorImpl, outF: Int, inF: Int) throws -> TensorImpl {
+        let op = linear.name
         try checkOperands(op, inputs)
         let xi = inputs[0], w = inputs[1], b = inputs.count > 2 ? inputs[2] : nil
         let lead = Array(xi.shape.dropLast())
@@ -142,7 +151,6 @@ package enum LinearAlgebra {
         }
         let shape = lead + [outF]
         let result = out.view(shape: shape, strides: Shape.contiguousStrides(shape))
-        try linear.inspected(result)
         guard inputs.contains(where: \.requiresGrad) && GradMode.isEnabled else { return result }
         // The node keeps only what the wanted gradients read: the input for dW, the weight for
         // dX. A weight autocast made from a parameter is cast again in backward rather than

@@ -278,8 +278,8 @@ package enum Normalization {
         let view = [1, c] + [Int](repeating: 1, count: a.ndim - 2)
         var count = 1
         for d in dims { count *= a.shape[d] }
-        let wide = a.dtype.computeType
-        return try batchNorm.run([a]) { _ in
+        return try batchNorm.run(a) { a in
+            let wide = a.dtype.computeType
             let x = try Ops.cast(a, to: wide)
             let y: TensorImpl
             var newMean: TensorImpl? = nil, newVar: TensorImpl? = nil

@@ -182,6 +182,10 @@ package enum Recurrent {
     /// of its own output; the fused backward saves the activations, tanh(c') and `c`, so
     /// either output may later be changed in place without breaking the other's backward.
     package static func lstmCell(_ xw: TensorImpl, _ hw: TensorImpl, _ c: TensorImpl) throws -> (TensorImpl, TensorImpl) {
+        try lstmCell.run([xw, hw, c]) { t in try lstmCellBody(t[0], t[1], t[2]) }
+    }
+
+    private static func lstmCellBody(_ xw: TensorImpl, _ hw: TensorImpl, _ c: TensorImpl) throws -> (TensorImpl, TensorImpl) {
         let op = lstmCell.name
         guard xw.ndim == 2, c.ndim == 2, hw.shape == xw.shape, c.shape[0] == xw.shape[0], xw.shape[1] == 4 * c.shape[1] else {
             throw LucidError.value("\(op): expected gate inputs of shape [batch, 4 * hidden] and a cell state of shape "

@@ -22,7 +22,10 @@ package enum Reductions {
     package static func reduce(_ k: ReduceKernel, _ a: TensorImpl, dims: [Int]?, keepdim: Bool) throws -> TensorImpl {
         let op = k == .sum ? sum : mean
         let axes = try Self.axes(dims, ndim: a.ndim, op: op.name)
-        let x = try op.autocast([a])[0]
+        return try op.run(a) { x in try reduce(k, op, x, axes: axes, keepdim: keepdim) }
+    }
+
+    private static func reduce(_ k: ReduceKernel, _ op: OpInfo, _ x: TensorImpl, axes: [Int], keepdim: Bool) throws -> TensorImpl {
         let outType: DType
         if x.dtype.isFloatingPoint {
             outType = x.dtype
@@ -38,7 +41,7 @@ package enum Reductions {
             $0.reduce(k, x, axes: axes, into: out)
         }
         let squeezed = x.shape.enumerated().filter { !axes.contains($0.offset) }.map(\.element)
-        let result = try op.inspected(keepdim ? out : out.view(shape: squeezed, strides: Shape.contiguousStrides(squeezed)))
+        let result = keepdim ? out : out.view(shape: squeezed, strides: Shape.contiguousStrides(squeezed))
         var count = 1
         for ax in axes { count &*= x.shape[ax] }
         let shape = x.shape
@@ -87,6 +90,11 @@ extension Reductions {
         let op = largest ? max : min
         let axis = try Shape.wrapDim(dim, ndim: a.ndim, op: op.name)
         try checkNonEmpty(a, axis: a.ndim == 0 ? nil : axis, op: op.name)
+        return try op.run(a) { a in try extremeWithIndices(op, a, axis: axis, keepdim: keepdim, largest: largest) }
+    }
+
+    private static func extremeWithIndices(_ op: OpInfo, _ a: TensorImpl, axis: Int, keepdim: Bool,
+                                           largest: Bool) throws -> (TensorImpl, TensorImpl) {
         let x = a.ndim == 0 ? a.view(shape: [1], strides: [1]) : a
         var outShape = x.shape
         outShape.remove(at: axis)
@@ -110,14 +118,15 @@ extension Reductions {
     /// Index of the max (or min) along `dim`, or into the flattened tensor when `dim` is nil.
     package static func argExtreme(_ a: TensorImpl, dim: Int?, keepdim: Bool, largest: Bool) throws -> TensorImpl {
         let op = largest ? argmax : argmin
-        let detached = a.withRequiresGrad(false)
-        guard let dim else {
-            try checkNonEmpty(a, axis: nil, op: op.name)
-            let flat = try ShapeOps.reshape(detached, [-1])
-            let (_, i) = try extremeWithIndices(flat, dim: 0, keepdim: false, largest: largest)
-            return keepdim ? try ShapeOps.reshape(i, [Int](repeating: 1, count: a.ndim)) : i
+        if dim == nil { try checkNonEmpty(a, axis: nil, op: op.name) }
+        return try op.run(a.withRequiresGrad(false)) { detached in
+            guard let dim else {
+                let flat = try ShapeOps.reshape(detached, [-1])
+                let (_, i) = try extremeWithIndices(flat, dim: 0, keepdim: false, largest: largest)
+                return keepdim ? try ShapeOps.reshape(i, [Int](repeating: 1, count: a.ndim)) : i
+            }
+            return try extremeWithIndices(detached, dim: dim, keepdim: keepdim, largest: largest).1
         }
-        return try extremeWithIndices(detached, dim: dim, keepdim: keepdim, largest: largest).1
     }
 
     /// The max (or min) over `dims` (all when nil or empty), like `torch.amax`; `torch.max(x)`
@@ -127,6 +136,10 @@ extension Reductions {
         let axes = try Self.axes(dims, ndim: a.ndim, op: op.name)
         for ax in axes { try checkNonEmpty(a, axis: ax, op: op.name) }
         if a.numel == 0 && axes.isEmpty { try checkNonEmpty(a, axis: nil, op: op.name) }
+        return try op.run(a) { a in try extreme(op, a, axes: axes, keepdim: keepdim, largest: largest) }
+    }
+
+    private static func extreme(_ op: OpInfo, _ a: TensorImpl, axes: [Int], keepdim: Bool, largest: Bool) throws -> TensorImpl {
         let merged = try GradMode.with(false) { try mergedLast(a.withRequiresGrad(false), axes: axes) }
         let values = try GradMode.with(false) {
             try extremeWithIndices(merged, dim: -1, keepdim: false, largest: largest).0
@@ -148,23 +161,28 @@ extension Reductions {
     package static func variance(_ a: TensorImpl, dims: [Int]?, correction: Double, keepdim: Bool, root: Bool) throws -> TensorImpl {
         let op = root ? std : variance
         let axes = try Self.axes(dims, ndim: a.ndim, op: op.name)
-        let x = try op.autocast([a])[0]
-        guard x.dtype.isFloatingPoint else {
-            throw LucidError.type("\(op.name): input dtype must be floating point, got \(x.dtype)")
+        guard a.dtype.isFloatingPoint else {
+            throw LucidError.type("\(op.name): input dtype must be floating point, got \(a.dtype)")
         }
-        var n = 1
-        for ax in axes { n *= x.shape[ax] }
-        let centered = try Elementwise.binary(.sub, x, try reduce(.mean, x, dims: axes, keepdim: true))
-        let squares = try reduce(.sum, try Elementwise.binary(.mul, centered, centered), dims: axes, keepdim: keepdim)
-        let v = try Elementwise.binary(.div, squares, scalar: ScalarOperand(float: Swift.max(Double(n) - correction, 0)), scalarFirst: false)
-        return try op.inspected(root ? try Elementwise.unary(.sqrt, v) : v)
+        return try op.run(a) { x in
+            var n = 1
+            for ax in axes { n *= x.shape[ax] }
+            let centered = try Elementwise.binary(.sub, x, try reduce(.mean, x, dims: axes, keepdim: true))
+            let squares = try reduce(.sum, try Elementwise.binary(.mul, centered, centered), dims: axes, keepdim: keepdim)
+            let v = try Elementwise.binary(.div, squares, scalar: ScalarOperand(float: Swift.max(Double(n) - correction, 0)), scalarFirst: false)
+            return root ? try Elementwise.unary(.sqrt, v) : v
+        }
     }
 
     /// log(sum(exp(a))) over `dims`, computed stably (the max is subtracted first) in float32
     /// under autocast.
     package static func logsumexp(_ a: TensorImpl, dims: [Int]?, keepdim: Bool) throws -> TensorImpl {
         let axes = try Self.axes(dims, ndim: a.ndim, op: logsumexp.name)
-        var x = try logsumexp.autocast([a])[0]
+        return try logsumexp.run(a) { x in try logsumexp(x, axes: axes, keepdim: keepdim) }
+    }
+
+    private static func logsumexp(_ x0: TensorImpl, axes: [Int], keepdim: Bool) throws -> TensorImpl {
+        var x = x0
         if !x.dtype.isFloatingPoint { x = try Ops.cast(x, to: .float32) }
         if x.numel == 0 {  // log(0) = -inf over empty sets
             return try Elementwise.unary(.log, try reduce(.sum, try Elementwise.unary(.exp, x), dims: axes, keepdim: keepdim))
@@ -178,7 +196,7 @@ extension Reductions {
         }
         let sum = try reduce(.sum, try Elementwise.unary(.exp, try Elementwise.binary(.sub, x, shift)), dims: axes, keepdim: true)
         let out = try Elementwise.binary(.add, try Elementwise.unary(.log, sum), shift)
-        if keepdim { return try logsumexp.inspected(out) }
-        return try logsumexp.inspected(try ShapeOps.reshape(out, x.shape.enumerated().filter { !axes.contains($0.offset) }.map(\.element)))
+        if keepdim { return out }
+        return try ShapeOps.reshape(out, x.shape.enumerated().filter { !axes.contains($0.offset) }.map(\.element))
     }
 }

@@ -1,10 +1,10 @@
 /// Views and layout: reshape, view, transpose, permute, contiguous. Views share storage.
 package enum ShapeOps {
-    static let reshape = OpInfo("reshape", .none)
-    static let view = OpInfo("view", .none)
-    static let transpose = OpInfo("transpose", .none)
-    static let permute = OpInfo("permute", .none)
-    static let contiguous = OpInfo("contiguous", .none)
+    static let reshape = OpInfo("reshape", .view)
+    static let view = OpInfo("view", .view)
+    static let transpose = OpInfo("transpose", .view)
+    static let permute = OpInfo("permute", .view)
+    static let contiguous = OpInfo("contiguous", .view)
 
     /// Resolves one -1 and checks the element count.
     static func inferShape(_ shape: [Int], numel: Int, op: String) throws -> [Int] {
@@ -123,16 +123,16 @@ package enum ShapeOps {
 
 /// squeeze, unsqueeze, expand, flatten, narrow, cat, stack, split and chunk.
 extension ShapeOps {
-    static let squeeze = OpInfo("squeeze", .none)
-    static let unsqueeze = OpInfo("unsqueeze", .none)
-    static let expand = OpInfo("expand", .none)
-    static let flatten = OpInfo("flatten", .none)
-    static let narrow = OpInfo("narrow", .none)
+    static let squeeze = OpInfo("squeeze", .view)
+    static let unsqueeze = OpInfo("unsqueeze", .view)
+    static let expand = OpInfo("expand", .view)
+    static let flatten = OpInfo("flatten", .view)
+    static let narrow = OpInfo("narrow", .view)
     /// Multi-input ops that mix dtypes run in the widest one under autocast.
     static let cat = OpInfo("cat", .promote)
     static let stack = OpInfo("stack", .promote)
-    static let split = OpInfo("split", .none)
-    static let asStrided = OpInfo("as_strided", .none)
+    static let split = OpInfo("split", .view)
+    static let asStrided = OpInfo("as_strided", .view)
     static let extraInfos = [squeeze, unsqueeze, expand, flatten, narrow, cat, stack, split, asStrided]
 
     /// Drops size-1 dimensions: those in `dims`, or all when nil. Other listed dimensions are
@@ -290,7 +290,11 @@ extension ShapeOps {
             guard !overflow else { throw LucidError.value("cat: dimension \(d) of the result is too large") }
             total = sum
         }
-        let cast = try cat.autocast(tensors)
+        return try cat.run(tensors) { cast in try catBody(cast, d: d, total: total) }
+    }
+
+    private static func catBody(_ cast: [TensorImpl], d: Int, total: Int) throws -> TensorImpl {
+        let first = cast[0]
         // The widest input dtype, whatever the order (bfloat16 with float32 is float32).
         let dtype = cast.dropFirst().reduce(cast[0].dtype) { DType.promote($0, $1.dtype) }
         let inputs = try cast.map { try Ops.cast($0, to: dtype) }
@@ -303,7 +307,6 @@ extension ShapeOps {
             offset += t.shape[d]
         }
         let sizes = inputs.map { $0.shape[d] }
-        try cat.inspected(out)
         return Autograd.record(out, Autograd.name(cat), inputs) { g in
             var start = 0
             return try sizes.map { n in
@@ -320,7 +323,7 @@ extension ShapeOps {
             throw LucidError.value("stack: expects each tensor to be of equal shape, but got \(first.shape) at entry 0 and \(t.shape) at entry \(i)")
         }
         let d = try Shape.wrapDim(dim, ndim: first.ndim + 1, op: stack.name)
-        return try cat(try tensors.map { try unsqueeze($0, d) }, dim: d)
+        return try stack.run(tensors) { ts in try cat(try ts.map { try unsqueeze($0, d) }, dim: d) }
     }
 
     /// Views of consecutive pieces of `dim` with the given sizes (which must add up).

@@ -24,8 +24,8 @@ extension Indexing {
             z.backend.copy(g, into: z.view(shape: cshape, strides: cstrides, offset: coffset))
             return [z]
         }
-        if parsed.advanced.isEmpty { return basic }
-        return try advancedIndex(basic, parsed.advanced)
+        if parsed.advanced.isEmpty { return basic }  // a view: no precision of its own
+        return try index.run(basic) { try advancedIndex($0, parsed.advanced) }
     }
 
     /// An advanced (tensor) item: the view dimension it indexes, that dimension's size, and
@@ -177,6 +177,11 @@ extension Indexing {
     /// nothing was written (everywhere with `accumulate`) and to `values` from the positions
     /// they were written to.
     package static func assign(_ a: TensorImpl, _ items: [Item], _ values: TensorImpl, accumulate: Bool) throws -> TensorImpl {
+        try Ops.checkSameDevice(indexPut.name, [a, values])
+        return try indexPut.run(a, values) { a, values in try assignBody(a, items, values, accumulate: accumulate) }
+    }
+
+    private static func assignBody(_ a: TensorImpl, _ items: [Item], _ values: TensorImpl, accumulate: Bool) throws -> TensorImpl {
         let op = indexPut.name
         try Ops.checkSameDevice(op, [a, values])
         // Each element's flat position, indexed like `a`: the positions the write goes to.
