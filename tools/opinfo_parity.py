@@ -540,6 +540,14 @@ def _adapters(lucid):
         "nn.functional.feature_alpha_dropout/without_train": lambda x, *a, **k: F.feature_alpha_dropout(x, *a, **k),
         "nn.functional.multi_head_attention_forward": lambda x, *a, **k: F.multi_head_attention_forward(x, *a, **k),
     })
+    aten = lucid.ops.aten
+    table.update({  # op_db calls these as torch.ops.aten.X (or through a lambda of its own)
+        "_batch_norm_with_update": aten._batch_norm_with_update,
+        "_softmax_backward_data": aten._softmax_backward_data,
+        "native_dropout_backward": aten.native_dropout_backward.default,
+        "max_pool2d_with_indices_backward": lambda x, kernel_size=(), stride=(), padding=(0,), dilation=(1,),
+        ceil_mode=False, **k: _max_pool2d_backward(lucid, x, kernel_size, stride, padding, dilation, ceil_mode),
+    })
     table.update({  # op_db seeds these itself (wrapper_set_seed); their values are compared as random
         "nn.functional.fractional_max_pool2d": lambda x, *a, **k: F.fractional_max_pool2d(x, *a, **k),
         "nn.functional.fractional_max_pool3d": lambda x, *a, **k: F.fractional_max_pool3d(x, *a, **k),
@@ -551,13 +559,24 @@ def _adapters(lucid):
     return table
 
 
+def _max_pool2d_backward(lucid, x, kernel_size, stride, padding, dilation, ceil_mode):
+    """What op_db's max_pool2d_backward does: the pooling's input gradient for a gradient of ones."""
+    out, indices = lucid.nn.functional.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode,
+                                                  return_indices=True)
+    return lucid.ops.aten.max_pool2d_with_indices_backward.default(
+        lucid.ones_like(out), x, kernel_size, kernel_size if stride is None else stride, padding, dilation, ceil_mode,
+        indices)
+
+
 class Missing(Exception):
     pass
 
 
 def _lucid_callable(lucid, call, adapters):
     if "function" in call:
-        f = _resolve(lucid, call["function"])
+        # op_db's names of internal ops are PyTorch's full paths (torch.ops.aten.X.default): lucid's
+        # are the same paths under lucid (lucid.ops.aten.X.default).
+        f = _resolve(lucid, call["function"].removeprefix("torch."))
         if f is None:
             raise Missing(call["function"])
         return f
