@@ -709,6 +709,8 @@ def _backward(lucid, outs, s):
     loss = None
     for i, w in zip(s["weighted"], s["weights"]):
         o = outs[i]
+        if getattr(o, "is_sparse", False):  # sum(o * w) of a sparse o is that of its dense form
+            o = o.to_dense()
         if not (isinstance(o, lucid.Tensor) and o.requires_grad):
             return f"result {i} has no gradient where PyTorch's has"
         term = (o * lucid.tensor(_from_array(w)).to(o.dtype)).sum()
