@@ -1,8 +1,6 @@
 """PyTorch's aten-level functions (lucid.native_layer_norm …, lucid.ops.aten): values against
 numpy, gradients against central differences (in float64), and wrong arguments raising."""
 
-import math
-
 import numpy as np
 import pytest
 
