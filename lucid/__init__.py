@@ -31,6 +31,12 @@ from . import (accelerator, amp, autograd, backends, cuda, distributed, distribu
                special, testing, utils)
 from . import masked, signal
 from .amp import autocast
+# PyTorch's aten-level functions at the top level (torch.native_layer_norm …); all of them, by aten name, in
+# lucid.ops.aten.
+from .nn._aten import (_native_batch_norm_legit, _safe_softmax, _scaled_dot_product_flash_attention_for_cpu,
+                       _softmax_backward_data, constant_pad_nd, grid_sampler_2d, grid_sampler_3d,
+                       native_batch_norm, native_group_norm, native_layer_norm)
+from . import ops
 
 inf, nan, pi, e = math.inf, math.nan, math.pi, math.e
 
@@ -63,7 +69,8 @@ __all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "float
            "backends", "cuda", "distributed", "distributions", "sparse", "special", "testing", "autocast", "Generator", "Size", "inf", "nan", "pi", "e",
            "get_default_dtype", "set_default_dtype", "set_float32_matmul_precision", "get_float32_matmul_precision", "nn", "optim", "metal", "utils"]
 
-__all__ += ["masked", "signal", "strided", "sparse_coo"]
+__all__ += ["masked", "signal", "strided", "sparse_coo", "ops", "native_layer_norm", "native_group_norm",
+            "native_batch_norm", "constant_pad_nd", "grid_sampler_2d", "grid_sampler_3d"]
 
 globals().update(_TYPED)  # FloatTensor, LongTensor, … (PyTorch's legacy tensor types)
 __all__ += list(_TYPED)

@@ -399,3 +399,20 @@ def test_scatter_reduce_in_other_float_dtypes(dtype, reduce):
     want = _scatter_reduce_ref(a.astype(np.float64), 0, idx, src.astype(np.float64), reduce, True)
     tol = 1e-2 if dtype == BF16 else 1e-12
     np.testing.assert_allclose(got.numpy().astype(np.float64), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("index_shape", [(0,), (2, 0), (0, 3, 1)])
+def test_gather_with_an_empty_index_of_any_ndim_gives_an_empty_result_of_its_shape(index_shape):
+    x = lucid.tensor(np.arange(5, dtype=np.float32), requires_grad=True)
+    got = lucid.gather(x, 0, lucid.zeros(index_shape, dtype=lucid.int64))
+    assert got.shape == index_shape and got.dtype == lucid.float32
+    (got.sum() + (x * 2).sum()).backward()  # in the input's graph, with a zero gradient
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(5, 2.0, np.float32))
+
+
+def test_gather_checks_a_non_empty_index_and_the_dim_of_an_empty_one():
+    x = lucid.randn(5)
+    with pytest.raises(ValueError, match="as many dimensions"):
+        lucid.gather(x, 0, lucid.zeros((2, 1), dtype=lucid.int64))
+    with pytest.raises(IndexError, match="out of range"):
+        lucid.gather(x, 2, lucid.zeros((2, 0), dtype=lucid.int64))

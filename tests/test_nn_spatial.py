@@ -1029,3 +1029,25 @@ def test_embedding_bag_max_norm_and_scale_grad_by_freq(mode):
         for i in bag:
             want[i] += gb / (len(bag) if mode == "mean" else 1) / counts[i]
     close(weight.grad, want)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_fractional_max_pool_uses_the_first_rows_of_larger_samples_and_keeps_them_as_a_buffer(k):
+    x = distinct(2, 3, *([6] * k))
+    u = rng.random((4, 3, k)).astype(np.float32)
+    fn = getattr(F, f"fractional_max_pool{k}d")
+    want = fn(T(x), 2, output_size=(3,) * k, _random_samples=T(u[:2]))
+    np.testing.assert_array_equal(fn(T(x), 2, output_size=(3,) * k, _random_samples=T(u)).numpy(), want.numpy())
+    unbatched = fn(T(x[1]), 2, output_size=(3,) * k, _random_samples=T(u[[1]]))  # one plane: row 0 of the samples
+    np.testing.assert_array_equal(unbatched.numpy(), fn(T(x[1]), 2, output_size=(3,) * k,
+                                                        _random_samples=T(u[[1, 0]])).numpy())
+    layer = getattr(nn, f"FractionalMaxPool{k}d")(2, output_size=(3,) * k, _random_samples=T(u))
+    assert list(layer.state_dict()) == ["_random_samples"]
+    other = getattr(nn, f"FractionalMaxPool{k}d")(2, output_size=(3,) * k, _random_samples=T(np.zeros_like(u)))
+    other.load_state_dict(layer.state_dict())
+    np.testing.assert_array_equal(other(T(x)).numpy(), want.numpy())
+    assert list(getattr(nn, f"FractionalMaxPool{k}d")(2, output_ratio=0.5).state_dict()) == []
+    with pytest.raises(ValueError, match="at least the batch size 2"):
+        fn(T(x), 2, output_size=(3,) * k, _random_samples=T(u[:1]))
+    with pytest.raises(ValueError, match="_random_samples"):
+        fn(T(x), 2, output_size=(3,) * k, _random_samples=T(u[:, :2]))

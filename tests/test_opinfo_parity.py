@@ -43,3 +43,19 @@ def test_the_check_can_fail():
     assert "shape" in op._compare(lucid, lucid.tensor(w).reshape(3, 1), want, None)
     assert op._compare(lucid, lucid.tensor(w + 1), want, None) is not None
     assert op._compare(lucid, lucid.tensor(w + 1), want, "random") is None
+
+
+def test_a_recorded_module_or_function_argument_is_built_on_lucid():
+    """A module passed to a constructor (TransformerEncoder's layer) is recorded by its
+    constructor's arguments, a torch.nn.functional function by its name; lucid builds its own."""
+    lucid = pytest.importorskip("lucid")
+    layer = op._decode(lucid, {"module": "nn.TransformerEncoderLayer",
+                               "init": {"tuple": [{"tuple": [4, 2, 8, 0.0]},
+                                                  {"dict": [["activation", {"function": "nn.functional.gelu"}]]}]}},
+                       [])
+    assert isinstance(layer, lucid.nn.TransformerEncoderLayer) and layer.activation is lucid.nn.functional.gelu
+    assert layer.linear1.weight.shape == (8, 4)
+    with pytest.raises(op.Missing):
+        op._decode(lucid, {"function": "nn.functional.not_a_function"}, [])
+    with pytest.raises(op.Missing):
+        op._decode(lucid, {"module": "nn.NotALayer", "init": {"tuple": [{"tuple": []}, {"dict": []}]}}, [])

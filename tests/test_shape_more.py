@@ -593,3 +593,12 @@ def test_chunk_cat_errors():
         lucid._chunk_cat([lucid.zeros(2, 3), lucid.zeros(3, 3)], 1, 2)
     with pytest.raises(RuntimeError, match="at least 1"):
         lucid._chunk_cat([lucid.zeros(2, 3)], 1, 0)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "int8", "int16", "int32", "int64", "float32"])
+@pytest.mark.parametrize("fn", ["tril", "triu"])
+def test_tril_and_triu_keep_the_dtype_as_numpy(fn, dtype):
+    a = (np.random.default_rng(3).integers(0, 3, (4, 5)) > 0).astype(dtype)
+    got = getattr(lucid, fn)(lucid.tensor(a), 1)
+    assert str(got.dtype) == f"lucid.{dtype}"
+    np.testing.assert_array_equal(got.numpy(), getattr(np, fn)(a, 1))

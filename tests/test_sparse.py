@@ -86,3 +86,15 @@ def test_wrong_arguments_are_clear_errors():
         lucid.spmm(lucid.sparse_coo_tensor(I, V, (3, 4)), lucid.zeros(3, 2))
     with pytest.raises(TypeError, match="input must be a lucid.Tensor"):
         lucid.mm([[1.0]], lucid.zeros(1, 1))
+
+
+def test_to_sparse_takes_sparse_dim_equal_to_ndim_and_refuses_hybrid_or_other_layouts():
+    a = np.array([[0.0, 1.5, 0.0], [-2.0, 0.0, 3.0]], dtype=np.float32)
+    x = lucid.tensor(a, requires_grad=True)
+    s = x.to_sparse(2)
+    (s.to_dense() * lucid.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.where(a != 0, np.arange(6).reshape(2, 3), 0))
+    with pytest.raises(NotImplementedError, match="sparse_dim=1"):
+        x.to_sparse(1)
+    with pytest.raises(NotImplementedError, match="COO"):
+        x.to_sparse(layout="sparse_csr")

@@ -158,7 +158,10 @@ class Encoder:
 
     def public_object(self, v):
         """An object of a public torch.nn class by its name and fields: a dataclass of options,
-        or a module without parameters built with its defaults (``PairwiseDistance()``)."""
+        a module without parameters built with its defaults (``PairwiseDistance()``), or a module
+        built while recording (_init_recorded) by its constructor's arguments (TransformerEncoder's
+        layer: the encoder's own state, recorded with it, holds the layer's parameters); or a public
+        function of torch.nn.functional by its name (an activation passed to a layer)."""
         import dataclasses
         cls = type(v)
         if getattr(self.torch.nn, cls.__name__, None) is cls:
@@ -167,7 +170,44 @@ class Encoder:
                         "fields": self({f.name: getattr(v, f.name) for f in dataclasses.fields(v)})}
             if isinstance(v, self.torch.nn.Module) and not list(v.parameters()) and repr(v) == f"{cls.__name__}()":
                 return {"object": f"nn.{cls.__name__}", "fields": {"dict": []}}
+            init = v.__dict__.get(_INIT_ATTR) if isinstance(v, self.torch.nn.Module) else None
+            if init is not None:
+                return {"module": f"nn.{cls.__name__}", "init": self((tuple(init[0]), dict(init[1])))}
+        name = getattr(v, "__name__", None)
+        if callable(v) and name and getattr(self.torch.nn.functional, name, None) is v:
+            return {"function": f"nn.functional.{name}"}
         raise Unrecordable(cls.__name__)
+
+
+_INIT_ATTR = "_opinfo_init"
+
+
+class _init_recorded:
+    """While active, every torch.nn.Module made keeps its constructor's arguments (for
+    Encoder.public_object), so that a module passed to another's constructor can be recorded."""
+
+    def __init__(self, torch):
+        self.classes = [c for c in vars(torch.nn).values()
+                        if isinstance(c, type) and issubclass(c, torch.nn.Module) and "__init__" in vars(c)]
+        self.saved = {}
+
+    def __enter__(self):
+        for cls in self.classes:
+            self.saved[cls] = init = vars(cls)["__init__"]
+            cls.__init__ = self._recording(init)
+        return self
+
+    @staticmethod
+    def _recording(init):
+        def recording_init(self, *args, **kwargs):
+            self.__dict__.setdefault(_INIT_ATTR, (args, kwargs))  # the most derived class's, called first
+            init(self, *args, **kwargs)
+        return recording_init
+
+    def __exit__(self, *exc):
+        for cls, init in self.saved.items():
+            cls.__init__ = init
+        return False
 
 
 # ---- recording (needs PyTorch) ------------------------------------------------------------------
@@ -407,10 +447,16 @@ def _record_module(torch, info):
     modes = (True, False) if info.train_and_eval_differ else (True,)
     random = False
     for training in modes:
-        inputs = info.module_inputs_func(info, device="cpu", dtype=torch.float32, requires_grad=True,
-                                         training=training)
+        with _init_recorded(torch):
+            inputs = info.module_inputs_func(info, device="cpu", dtype=torch.float32, requires_grad=True,
+                                             training=training)
         for k, (_, mi) in enumerate(_chosen(torch, [_Sample(mi) for mi in inputs])):
             mi = mi.module_input
+            # module_db makes some constructor tensors in float64 whatever the dtype asked for
+            # (FractionalMaxPool's _random_samples), which PyTorch then refuses with float32 input:
+            # they take the sample's dtype.
+            mi.constructor_input.args = tuple(_as_float32(torch, a) for a in mi.constructor_input.args)
+            mi.constructor_input.kwargs = {n: _as_float32(torch, a) for n, a in mi.constructor_input.kwargs.items()}
             enc = Encoder(torch)
             try:
                 init = enc((tuple(mi.constructor_input.args), dict(mi.constructor_input.kwargs)))
@@ -460,6 +506,12 @@ def _record_module(torch, info):
     if unrecordable:
         rec["unrecordable"] = unrecordable
     return rec
+
+
+def _as_float32(torch, v):
+    if isinstance(v, torch.Tensor) and v.is_floating_point() and v.dtype != torch.float32:
+        return v.detach().to(torch.float32).requires_grad_(v.requires_grad)
+    return v
 
 
 class _Sample:
@@ -540,6 +592,14 @@ def _adapters(lucid):
         "nn.functional.feature_alpha_dropout/without_train": lambda x, *a, **k: F.feature_alpha_dropout(x, *a, **k),
         "nn.functional.multi_head_attention_forward": lambda x, *a, **k: F.multi_head_attention_forward(x, *a, **k),
     })
+    aten = lucid.ops.aten
+    table.update({  # op_db calls these as torch.ops.aten.X (or through a lambda of its own)
+        "_batch_norm_with_update": aten._batch_norm_with_update,
+        "_softmax_backward_data": aten._softmax_backward_data,
+        "native_dropout_backward": aten.native_dropout_backward.default,
+        "max_pool2d_with_indices_backward": lambda x, kernel_size=(), stride=(), padding=(0,), dilation=(1,),
+        ceil_mode=False, **k: _max_pool2d_backward(lucid, x, kernel_size, stride, padding, dilation, ceil_mode),
+    })
     table.update({  # op_db seeds these itself (wrapper_set_seed); their values are compared as random
         "nn.functional.fractional_max_pool2d": lambda x, *a, **k: F.fractional_max_pool2d(x, *a, **k),
         "nn.functional.fractional_max_pool3d": lambda x, *a, **k: F.fractional_max_pool3d(x, *a, **k),
@@ -551,13 +611,24 @@ def _adapters(lucid):
     return table
 
 
+def _max_pool2d_backward(lucid, x, kernel_size, stride, padding, dilation, ceil_mode):
+    """What op_db's max_pool2d_backward does: the pooling's input gradient for a gradient of ones."""
+    out, indices = lucid.nn.functional.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode,
+                                                  return_indices=True)
+    return lucid.ops.aten.max_pool2d_with_indices_backward.default(
+        lucid.ones_like(out), x, kernel_size, kernel_size if stride is None else stride, padding, dilation, ceil_mode,
+        indices)
+
+
 class Missing(Exception):
     pass
 
 
 def _lucid_callable(lucid, call, adapters):
     if "function" in call:
-        f = _resolve(lucid, call["function"])
+        # op_db's names of internal ops are PyTorch's full paths (torch.ops.aten.X.default): lucid's
+        # are the same paths under lucid (lucid.ops.aten.X.default).
+        f = _resolve(lucid, call["function"].removeprefix("torch."))
         if f is None:
             raise Missing(call["function"])
         return f
@@ -602,6 +673,17 @@ def _decode(lucid, v, tensors):
         if cls is None:
             raise Missing(f"lucid.{v['object']}")
         return cls(**_decode(lucid, v["fields"], tensors))
+    if "module" in v:
+        cls = _resolve(lucid, v["module"])
+        if cls is None:
+            raise Missing(f"lucid.{v['module']}")
+        args, kwargs = _decode(lucid, v["init"], tensors)
+        return cls(*args, **kwargs)
+    if "function" in v:
+        f = _resolve(lucid, v["function"])
+        if f is None:
+            raise Missing(f"lucid.{v['function']}")
+        return f
     if "memory_format" in v or "layout" in v:
         key = "memory_format" if "memory_format" in v else "layout"
         f = getattr(lucid, v[key], None)
@@ -690,6 +772,8 @@ def _backward(lucid, outs, s):
     loss = None
     for i, w in zip(s["weighted"], s["weights"]):
         o = outs[i]
+        if getattr(o, "is_sparse", False):  # sum(o * w) of a sparse o is that of its dense form
+            o = o.to_dense()
         if not (isinstance(o, lucid.Tensor) and o.requires_grad):
             return f"result {i} has no gradient where PyTorch's has"
         term = (o * lucid.tensor(_from_array(w)).to(o.dtype)).sum()

@@ -1298,6 +1298,121 @@ def _in_place(fn, doc):
     return method
 
 
+# ---- segment reductions and hashing --------------------------------------------------------
+
+_SEGMENT_IDENTITY = {"max": -math.inf, "min": math.inf, "sum": 0.0, "mean": 0.0, "prod": 1.0}
+
+
+def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0, unsafe=False, initial=None):
+    """Reduces ``data`` along ``axis`` over consecutive segments: ``reduce`` one of ``"max"``,
+    ``"min"``, ``"sum"``, ``"mean"``, ``"prod"``; the segments given by ``lengths`` (of shape
+    ``data.shape[:axis] + (segments,)``) or by ``offsets`` (their starts and the end, one more
+    along the last dimension). ``initial`` joins every segment's reduction (an empty segment gives
+    it; without it max gives -inf, min inf, sum 0, prod 1, mean NaN). Unless ``unsafe``, the
+    lengths must be non-negative and cover ``data.shape[axis]``. Differentiable in ``data``."""
+    fn = "_segment_reduce"
+    tensor_arg(data, fn, "data")
+    if reduce not in _SEGMENT_IDENTITY:
+        raise ValueError(f"{fn}(): reduce must be one of {', '.join(map(repr, _SEGMENT_IDENTITY))}, got {reduce!r}")
+    if indices is not None:
+        raise NotImplementedError(f"{fn}(): segments given by indices are not supported (nor in PyTorch)")
+    if (lengths is None) == (offsets is None):
+        raise ValueError(f"{fn}(): give exactly one of lengths and offsets")
+    seg = lengths if lengths is not None else offsets
+    what = "lengths" if lengths is not None else "offsets"
+    tensor_arg(seg, fn, what)
+    if seg.dtype.is_floating_point or seg.dtype == bool_:
+        raise TypeError(f"{fn}(): {what} must be an integer tensor, got {seg.dtype}")
+    if not data.dtype.is_floating_point:
+        raise TypeError(f"{fn}(): data must be floating point, got {data.dtype}")
+    ax = as_index(axis)
+    ax = ax + data.ndim if -data.ndim <= ax < 0 else ax
+    if not 0 <= ax < data.ndim or seg.ndim != ax + 1 or tuple(seg.shape[:ax]) != tuple(data.shape[:ax]):
+        raise ValueError(f"{fn}(): {what} of shape {tuple(seg.shape)} must have shape data.shape[:axis] + "
+                         f"(segments,) for data of shape {tuple(data.shape)} and axis {axis}")
+    s = seg.detach().numpy().astype(np.int64)
+    if offsets is not None:
+        if s.shape[-1] == 0:
+            raise ValueError(f"{fn}(): offsets must hold at least one entry along their last dimension")
+        starts, lens = s[..., :-1], np.diff(s, axis=-1)
+    else:
+        lens = s
+        starts = np.cumsum(s, axis=-1) - s
+    n = data.shape[ax]
+    if (lens < 0).any():
+        raise ValueError(f"{fn}(): {what} must give segments of non-negative length")
+    if not unsafe and not (lens.sum(-1) == n).all():
+        raise ValueError(f"{fn}(): the segments must cover dimension {ax} (of size {n}) of data exactly")
+    if ((starts + lens) > n).any() or (starts < 0).any():
+        raise ValueError(f"{fn}(): the segments reach past dimension {ax} (of size {n}) of data")
+    outer, inner = tuple(data.shape[:ax]), tuple(data.shape[ax + 1:])
+    count = lens.shape[-1]
+    width = builtins.max(int(lens.max()) if lens.size else 0, 1)
+    j = np.arange(width)
+    valid = j < lens[..., None]                                       # outer + (count, width)
+    pos = np.where(valid, starts[..., None] + j, 0)
+    fill = _SEGMENT_IDENTITY[reduce]
+    shape = outer + (count * width,) + (1,) * len(inner)
+    full_shape = outer + (count * width,) + inner
+    if n == 0:
+        picked = zeros(full_shape, dtype=data.dtype, device=data.device)
+    else:
+        index = tensor(pos.reshape(outer + (count * width,)), dtype=int64, device=data.device)
+        picked = gather(data, ax, index.reshape(*shape).expand(*full_shape))
+    picked = picked.reshape(*(outer + (count, width) + inner))
+    mask = tensor(valid.reshape(outer + (count, width) + (1,) * len(inner)), dtype=bool_, device=data.device)
+    picked = where(mask, picked, tensor(fill, dtype=data.dtype, device=data.device))
+    if reduce in ("sum", "mean"):
+        r = picked.sum(ax + 1)
+    elif reduce == "prod":
+        r = picked.prod(ax + 1)
+    elif reduce == "max":
+        r = picked.amax(ax + 1)
+    else:
+        r = picked.amin(ax + 1)
+    lens_t = tensor(lens.reshape(outer + (count,) + (1,) * len(inner)), dtype=data.dtype, device=data.device)
+    if initial is not None:
+        init = float(initial)
+        if reduce in ("sum", "mean"):
+            r = r + init
+        elif reduce == "prod":
+            r = r * init
+        else:  # (clamp keeps a NaN of the segment, as PyTorch's max and min)
+            r = r.clamp(min=init) if reduce == "max" else r.clamp(max=init)
+    if reduce == "mean":
+        empty = lens_t == 0
+        r = where(empty, r if initial is not None else tensor(math.nan, dtype=data.dtype, device=data.device),
+                  r / where(empty, tensor(1.0, dtype=data.dtype, device=data.device), lens_t))
+    return r
+
+
+def hash_tensor(input, dim=(), *, keepdim=False, mode=0):
+    """A hash of the entries over ``dim`` (all dimensions when it is None or empty): the xor of
+    their 64-bit patterns, each entry first widened to float64 (floating point) or int64
+    (integers and bool). PyTorch returns uint64; lucid, which has no unsigned 64-bit dtype,
+    returns those 64 bits as int64. Not differentiable."""
+    fn = "hash_tensor"
+    tensor_arg(input, fn)
+    if as_index(mode) != 0:
+        raise ValueError(f"{fn}(): mode must be 0 (xor reduction), got {mode!r}")
+    x = input.detach()
+    a = x.to(float64 if x.dtype.is_floating_point else int64).numpy()
+    bits = np.array(a, order="C").view(np.uint64)
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        dims = tuple(range(x.ndim))
+    else:
+        dims = tuple(as_index(d) for d in ((dim,) if not isinstance(dim, (tuple, list)) else dim))
+        nd = builtins.max(x.ndim, 1)
+        for d in dims:
+            if not -nd <= d < nd:
+                raise IndexError(f"{fn}(): dim {d} is out of range for a tensor of {x.ndim} dimensions")
+        dims = tuple(sorted({d % nd for d in dims})) if x.ndim else ()
+    r = np.bitwise_xor.reduce(bits, axis=dims, keepdims=bool(keepdim)) if dims else bits.copy()
+    if x.ndim == 0 and keepdim:
+        r = r.reshape(())
+    return tensor(np.array(r, order="C").view(np.int64), dtype=int64, device=input.device)  # (0-d stays 0-d)
+
+
 class ComposedMethods:
     """Tensor's ordering and sampling methods, and the in-place forms of the products."""
 
@@ -1325,4 +1440,5 @@ __all__ = ["Generator", "unique", "randint", "randperm", "multinomial", "argsort
            "msort", "kthvalue", "median", "nanmedian", "mode", "quantile", "nanquantile", "cumprod", "cummax", "cummin",
            "logcumsumexp", "diff", "gradient", "trapezoid", "trapz", "cumulative_trapezoid", "cdist", "dist", "cov",
            "corrcoef", "renorm", "tensordot", "einsum", "histc", "histogram", "histogramdd", "bincount", "searchsorted",
-           "bucketize", "isin", "unique_consecutive", "normal", "bernoulli", "randint_like"]
+           "bucketize", "isin", "unique_consecutive", "normal", "bernoulli", "randint_like", "_segment_reduce",
+           "hash_tensor"]

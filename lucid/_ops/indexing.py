@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from .. import _C, _core
@@ -161,9 +163,18 @@ def index_select(input, dim, index, *, out=None):
 
 
 def gather(input, dim, index, *, out=None):
-    """Values along `dim` at the positions in an index tensor of the output's shape."""
+    """Values along `dim` at the positions in an index tensor of the output's shape. An empty
+    index gives an empty result of its shape whatever its number of dimensions (PyTorch checks
+    the index's shape against the input's only when it has entries)."""
     index = _long_index(index, "gather")
-    r = result(_C.gather(tensor_arg(input, "gather")._h, as_index(dim), index._h))
+    t = tensor_arg(input, "gather")
+    if index.numel() == 0:
+        d, nd = as_index(dim), builtins.max(t.ndim, 1)
+        if not -nd <= d < nd:
+            raise IndexError(f"gather: dim {dim} is out of range for a tensor of {t.ndim} dimensions")
+        # An empty slice of the input: in its graph, with a (zero) gradient.
+        return returned(reshape(narrow(reshape(t, -1), 0, 0, 0), *index.shape), out, "gather")
+    r = result(_C.gather(t._h, as_index(dim), index._h))
     return returned(r, out, "gather")
 
 

@@ -212,7 +212,7 @@ def _band(input, diagonal, lower, fn):
     r = reshape(arange(rows, device=input.device), rows, 1)
     c = reshape(arange(cols, device=input.device), 1, cols)
     keep = (c - r) <= as_index(diagonal) if lower else (c - r) >= as_index(diagonal)
-    return where(keep, input, 0)
+    return where(keep, input, tensor(0, dtype=input.dtype, device=input.device))  # (bool stays bool)
 
 
 def tril(input, diagonal=0, *, out=None):

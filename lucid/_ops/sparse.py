@@ -165,9 +165,19 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, re
     return SparseTensor(idx, vals, size)
 
 
-def to_sparse(input):
-    """The sparse COO tensor of a dense one's non-zero elements (differentiable in its values)."""
+def to_sparse(input, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
+    """The sparse COO tensor of a dense one's non-zero elements (differentiable in its values).
+    Every dimension is sparse: ``sparse_dim`` (or ``dense_dim``) asking for a hybrid tensor with
+    dense trailing dimensions, and layouts other than COO, raise NotImplementedError."""
     t = tensor_arg(input, "to_sparse")
+    if layout not in (None, "sparse_coo") or blocksize is not None:
+        raise NotImplementedError(f"to_sparse: lucid has sparse COO tensors only, got layout={layout!r}"
+                                  f"{'' if blocksize is None else f', blocksize={blocksize!r}'}")
+    sparse = t.ndim if sparse_dim is None else int_tuple((sparse_dim,), "to_sparse: sparse_dim")[0]
+    if dense_dim not in (None, 0) or sparse != t.ndim:
+        raise NotImplementedError(f"to_sparse: lucid's sparse tensors have every dimension sparse (sparse_dim "
+                                  f"{t.ndim} for shape {tuple(t.shape)}); got sparse_dim={sparse_dim!r}, "
+                                  f"dense_dim={dense_dim!r}")
     _cpu_only(t.device, "to_sparse")
     positions = np.stack(np.nonzero(t.numpy())).astype(np.int64).reshape(t.ndim, -1)
     idx = tensor(positions)

@@ -1107,10 +1107,11 @@ def _fractional_max_pool(input, k, kernel_size, output_size, output_ratio, retur
         samples = _creation.rand(nb, c, k).numpy()  # lucid's generator, so manual_seed repeats it
     else:
         _check(_random_samples, "_random_samples")
-        if tuple(_random_samples.shape) != (nb, c, k):
-            raise ValueError(f"{fn}: _random_samples must have shape {(nb, c, k)}, got "
-                             f"{tuple(_random_samples.shape)}")
-        samples = _random_samples.detach().float().numpy()
+        shape = tuple(_random_samples.shape)
+        if len(shape) != 3 or shape[0] < nb or shape[1:] != (c, k):
+            raise ValueError(f"{fn}: _random_samples must have shape (n, {c}, {k}) with n at least the batch size "
+                             f"{nb}, got {shape}")
+        samples = _random_samples.detach().float().numpy()[:nb]  # (the first rows, as PyTorch)
     # Each plane has windows of its own: flat source indices [N, C, *o, *k], read with gather.
     order = list(range(k))[::-1] if k == 2 else list(range(k))  # 2-D samples are (w, h), 3-D (t, h, w)
     flat = np.zeros((nb, c) + outs + kernel, np.int64)

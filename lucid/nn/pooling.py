@@ -185,11 +185,12 @@ class _FractionalMaxPoolNd(Module):
             raise ValueError(f"{type(self).__name__}: give exactly one of output_size and output_ratio")
         self.kernel_size, self.output_size, self.output_ratio = kernel_size, output_size, output_ratio
         self.return_indices = bool(return_indices)
-        self._samples = _random_samples
+        # A buffer, as PyTorch's: saved and loaded with the state dict when given.
+        self.register_buffer("_random_samples", _random_samples)
 
     def forward(self, input):
         return type(self)._fn(input, self.kernel_size, self.output_size, self.output_ratio, self.return_indices,
-                              _random_samples=self._samples)
+                              _random_samples=self._random_samples)
 
 
 class FractionalMaxPool2d(_FractionalMaxPoolNd):
