@@ -9,7 +9,7 @@ from .._ops.shape import cat as _cat
 from .._grad_mode import is_grad_enabled, no_grad
 from .._tensor import Tensor
 from ..utils.hooks import RemovableHandle
-from .._types import as_device, bfloat16, dtype as _dtype, float16, float32, float64, no_cuda
+from .._types import _DEVICES, as_device, bfloat16, dtype as _dtype, float16, float32, float64, no_cuda
 from .parameter import Parameter
 
 # While a lucid.amp.inspect() is live: a context manager each module call runs in, which
@@ -381,7 +381,7 @@ class Module:
         precision = d.get("_autocast_dtype")
         if precision is not None:
             from ..amp.autocast_mode import autocast, cast_floating_args, is_autocast_enabled
-            devices = [device for device in ("metal", "cpu") if is_autocast_enabled(device)]
+            devices = [d.type for d in _DEVICES if is_autocast_enabled(d.type)]
             if devices:
                 args, kwargs = cast_floating_args(args, kwargs, precision)
                 with contextlib.ExitStack() as scopes:

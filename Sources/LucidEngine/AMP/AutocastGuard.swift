@@ -99,19 +99,19 @@ public enum Autocast {
 
     /// The policy the op called `op` has on `device` for the calling thread now: a live
     /// scope's override, or its declared one. With no device, the device of the innermost
-    /// scope that still switches autocast on (metal when none does).
+    /// scope that still switches autocast on (the device table's default when none does).
     public static func effectivePolicy(_ op: String, device: Device? = nil) throws -> CastPolicy {
         guard let info = OpTable.info(op) else {
             throw LucidError(.value, "unknown op '\(op)'; the ops are \(OpTable.all.map(\.name).sorted().joined(separator: ", "))")
         }
-        return info.effectivePolicy(device ?? AMPRegistry.innermostEnabledDevice() ?? .metal)
+        return info.effectivePolicy(device ?? AMPRegistry.innermostEnabledDevice() ?? .autocastDefault)
     }
 
     /// How many scopes are live in the process (every thread).
     public static var liveScopes: Int { AMPRegistry.liveCount }
 
     /// Throws unless `dtype` (nil: the default) is one autocast can target.
-    public static func validatedDType(_ dtype: DType?, device: Device = .metal) throws -> DType {
+    public static func validatedDType(_ dtype: DType?, device: Device = .autocastDefault) throws -> DType {
         let d = dtype ?? defaultDType(for: device)
         switch d {
         case .float16, .bfloat16, .float32:  // targetDTypes, matched without reading the array
@@ -122,10 +122,10 @@ public enum Autocast {
         }
     }
 
-    /// Whether autocast is on for `device`, or for either device when nil.
+    /// Whether autocast is on for `device`, or for any device when nil.
     public static func isEnabled(_ device: Device? = nil) -> Bool {
         if let device { return AMPRegistry.setting(device).enabled }
-        return AMPRegistry.setting(.cpu).enabled || AMPRegistry.setting(.metal).enabled
+        return Device.allCases.contains { AMPRegistry.setting($0).enabled }
     }
 
     /// The dtype autocast targets on `device` (nil when off there). With no device: the dtype
@@ -194,7 +194,7 @@ public enum Autocast {
     static func castTarget(_ device: Device) -> DType? {
         let s = AMPRegistry.setting(device)
         guard s.enabled else { return nil }
-        if device == .cpu && s.dtype == .float16 { return nil }
+        if s.dtype == .float16 && !device.entry.autocastsFloat16 { return nil }
         return s.dtype
     }
 }

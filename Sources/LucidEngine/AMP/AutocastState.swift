@@ -32,11 +32,11 @@ struct ScopeRecord {
 final class ThreadAMPState {
     let serial: UInt64
     var scopes: [ScopeRecord] = []
-    private(set) var cpu = AutocastSetting.off
-    private(set) var metal = AutocastSetting.off
-    /// Each device's policy overrides: its live scopes' together, an inner scope's winning.
-    private(set) var cpuOverrides: [String: CastPolicy] = [:]
-    private(set) var metalOverrides: [String: CastPolicy] = [:]
+    /// Each device's setting, indexed by its code: the innermost live scope's that names it.
+    private(set) var settings = [AutocastSetting](repeating: .off, count: Device.allCases.count)
+    /// Each device's policy overrides, indexed by its code: its live scopes' together, an
+    /// inner scope's winning.
+    private(set) var deviceOverrides = [[String: CastPolicy]](repeating: [:], count: Device.allCases.count)
     /// Depth of engine regions that run with autocast off whatever the scopes say: the
     /// bodies of composite ops and backward passes.
     var suppressed = 0
@@ -63,14 +63,14 @@ final class ThreadAMPState {
 
     @inline(__always)
     func setting(_ device: Device) -> AutocastSetting {
-        suppressed > 0 ? .off : device == .cpu ? cpu : metal
+        suppressed > 0 ? .off : settings[Int(device.rawValue)]
     }
 
     /// The policy overrides in force for ops on `device` (none inside the engine's own
     /// autocast-off regions).
     @inline(__always)
     func overrides(_ device: Device) -> [String: CastPolicy] {
-        suppressed > 0 ? [:] : device == .cpu ? cpuOverrides : metalOverrides
+        suppressed > 0 ? [:] : deviceOverrides[Int(device.rawValue)]
     }
 
     /// Sets `op`'s policy in the live scope `id` of this thread.
@@ -83,7 +83,7 @@ final class ThreadAMPState {
     /// A new innermost scope: its device follows it.
     func push(_ scope: ScopeRecord) {
         scopes.append(scope)
-        if scope.device == .cpu { cpu = scope.setting } else { metal = scope.setting }
+        settings[Int(scope.device.rawValue)] = scope.setting
     }
 
     /// Removes the scope `id` (the innermost, unless scopes are left out of order) and puts
@@ -102,21 +102,15 @@ final class ThreadAMPState {
     /// After a LIFO exit this is exactly the state that scope replaced; after an out-of-order
     /// exit it is still the innermost live scope's.
     func recompute() {
-        var c = AutocastSetting.off, m = AutocastSetting.off
-        var co: [String: CastPolicy] = [:], mo: [String: CastPolicy] = [:]
+        var settings = [AutocastSetting](repeating: .off, count: Device.allCases.count)
+        var overrides = [[String: CastPolicy]](repeating: [:], count: Device.allCases.count)
         for s in scopes {
-            if s.device == .cpu {
-                c = s.setting
-                co.merge(s.overrides) { _, inner in inner }
-            } else {
-                m = s.setting
-                mo.merge(s.overrides) { _, inner in inner }
-            }
+            let d = Int(s.device.rawValue)
+            settings[d] = s.setting
+            overrides[d].merge(s.overrides) { _, inner in inner }
         }
-        cpu = c
-        metal = m
-        cpuOverrides = co
-        metalOverrides = mo
+        self.settings = settings
+        deviceOverrides = overrides
     }
 }
 

@@ -143,7 +143,9 @@ public struct OpInfo: Sendable {
             }
             return inputs
         case .lowerPrecision:
-            if !lowPrecision || (first.device == .cpu && target == .bfloat16 && !cpuBFloat16) { target = .float32 }
+            if !lowPrecision || (target == .bfloat16 && first.device.entry.bfloat16KernelsDeclared && !cpuBFloat16) {
+                target = .float32
+            }
             if target.isLowPrecision, let inspecting, inputs.contains(where: { $0.dtype.isFloatingPoint && $0.dtype != .float64 }) {
                 inspecting.inspect(name, inputs, target: target)
             }

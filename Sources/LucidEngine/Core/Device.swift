@@ -13,15 +13,32 @@ public enum Device: Int32, CaseIterable, Sendable, CustomStringConvertible {
         let device: Device
         /// The name the C ABI and Python give the device.
         let name: String
+        /// Whether it holds float64 tensors (the Apple GPU has no float64 arithmetic).
+        let holdsFloat64: Bool
+        /// Whether autocast can target float16 there (PyTorch's CPU autocast cannot: a float16
+        /// scope on the CPU leaves its ops alone).
+        let autocastsFloat16: Bool
+        /// Whether an op has a bfloat16 kernel there only when its `OpInfo` says so
+        /// (`cpuBFloat16`); elsewhere every op with 16-bit kernels has one.
+        let bfloat16KernelsDeclared: Bool
+        /// The device autocast's queries default to when none is named and no scope is on:
+        /// the accelerator.
+        let isDefault: Bool
     }
 
     /// The device table, one row per case, in code order.
     static let table: [Entry] = [
-        Entry(device: .cpu, name: "cpu"),
-        Entry(device: .metal, name: "metal"),
+        Entry(device: .cpu, name: "cpu", holdsFloat64: true, autocastsFloat16: false, bfloat16KernelsDeclared: true,
+              isDefault: false),
+        Entry(device: .metal, name: "metal", holdsFloat64: false, autocastsFloat16: true, bfloat16KernelsDeclared: false,
+              isDefault: true),
     ]
 
-    public var name: String { Self.table[Int(rawValue)].name }
+    var entry: Entry { Self.table[Int(rawValue)] }
+    public var name: String { entry.name }
+
+    /// The device autocast's queries mean when none is named (the table's default row).
+    public static let autocastDefault: Device = table.first(where: \.isDefault)!.device
     public var description: String { name }
 
     package init(code: Int32) throws {
@@ -36,8 +53,8 @@ public enum Device: Int32, CaseIterable, Sendable, CustomStringConvertible {
     /// does Metal Performance Shaders), so "metal" holds no float64 tensor, as PyTorch's MPS
     /// device holds none. `op` names the call in the message.
     func check(_ dtype: DType, op: String) throws {
-        guard self == .metal, dtype == .float64 else { return }
-        throw LucidError.type("\(op.isEmpty ? "" : "\(op): ")'metal' does not support float64 (the GPU has no float64 "
-                              + "arithmetic); use float32 instead, e.g. tensor.float() before moving it to 'metal'")
+        guard !entry.holdsFloat64, dtype == .float64 else { return }
+        throw LucidError.type("\(op.isEmpty ? "" : "\(op): ")'\(name)' does not support float64 (the GPU has no float64 "
+                              + "arithmetic); use float32 instead, e.g. tensor.float() before moving it to '\(name)'")
     }
 }
