@@ -44,18 +44,16 @@ def register(cls):
     return cls
 
 
-def result(record):
-    """A tensor for an op's record: the hot path of every op."""
-    t = _new_object(Tensor)
-    t._h = record[_R_HANDLE]
-    t._r = record
+def result(r, cls=None):
+    """A tensor (of class `cls`, lucid.Tensor by default) for an engine result: an op's record,
+    the hot path of every op, or a bare handle (int)."""
+    t = _new_object(cls or Tensor)
+    if type(r) is int:
+        t._h, t._r = r, None
+    else:
+        t._h, t._r = r[_R_HANDLE], r
     t._meta = t._shape = None
     return t
-
-
-def wrap(result):
-    """A tensor for an engine result: an op's record or a bare handle (int)."""
-    return Tensor._wrap(result)
 
 
 # ---- arguments -------------------------------------------------------------------------------
@@ -139,17 +137,6 @@ class TensorBase:
     # numpy operators and ufuncs defer to ours, so mixing an ndarray into an op raises
     # TypeError instead of silently returning an ndarray; np.asarray(t) still works.
     __array_ufunc__ = None
-
-    @classmethod
-    def _wrap(cls, result):
-        """A tensor of this class for an engine result: an op's record or a bare handle (int)."""
-        t = _new_object(cls)
-        if type(result) is int:
-            t._h, t._r = result, None
-        else:
-            t._h, t._r = result[_R_HANDLE], result
-        t._meta = t._shape = None
-        return t
 
     def __del__(self):
         try:

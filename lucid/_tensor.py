@@ -6,7 +6,7 @@ from __future__ import annotations
 import weakref
 
 from . import _C, _core
-from ._core import TensorBase, result, wrap
+from ._core import TensorBase, result
 from ._ops import writes
 from ._ops.composed import ComposedMethods
 from ._ops.creation import empty_strided, full, leaf, ones, tensor, zeros
@@ -57,7 +57,7 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
     def grad(self):
         """The gradient accumulated into this leaf by ``backward``, or None."""
         h = _C.tensor_grad(self._h)
-        return wrap(h) if h else None
+        return result(h) if h else None
 
     @grad.setter
     def grad(self, value):
@@ -276,7 +276,7 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
         finally:
             _C.release(detached)
         try:
-            copied = type(self)._wrap(_C.tensor_set_requires_grad(copy, self.requires_grad))
+            copied = result(_C.tensor_set_requires_grad(copy, self.requires_grad), type(self))
         finally:
             _C.release(copy)
         memo[id(self)] = copied
@@ -360,7 +360,7 @@ _hook_callbacks_set = False
 
 
 def _call_hook(context, handle):
-    value = Tensor._wrap(handle)
+    value = result(handle)
     entry = dict.get(_hooks, context)
     if entry is None:
         return None
@@ -368,14 +368,14 @@ def _call_hook(context, handle):
     name = getattr(hook, "__name__", type(hook).__name__)
     if kind == _C.HOOK_POST_ACCUMULATE:
         tensor = ref()
-        result = hook(value if tensor is None else tensor)
-        if result is not None:
-            raise TypeError(f"post accumulate grad hook {name!r} must return None, got {type(result).__name__}")
+        out = hook(value if tensor is None else tensor)
+        if out is not None:
+            raise TypeError(f"post accumulate grad hook {name!r} must return None, got {type(out).__name__}")
         return None
-    result = hook(value)
-    if result is not None and not isinstance(result, TensorBase):
-        raise TypeError(f"expected a lucid.Tensor or None, but hook {name!r} returned {type(result).__name__!r}")
-    return result
+    out = hook(value)
+    if out is not None and not isinstance(out, TensorBase):
+        raise TypeError(f"expected a lucid.Tensor or None, but hook {name!r} returned {type(out).__name__!r}")
+    return out
 
 
 def _register_hook(tensor, hook, kind, fn):

@@ -19,6 +19,7 @@ from . import _C
 from ._ops.creation import zeros
 from ._grad_mode import is_grad_enabled, no_grad
 from ._tensor import Tensor, differentiated
+from ._core import result as _result
 
 
 class FunctionCtx:
@@ -45,7 +46,7 @@ _ids = itertools.count(1)
 
 def _backward(context, grad_handle):
     """The engine's call for one context's backward: one gradient handle per tensor input."""
-    grad = Tensor._wrap(grad_handle)
+    grad = _result(grad_handle)
     ctx, index, outputs, tensor_args, n_args, name = _contexts[context]
     grads = [grad if k == index else zeros(*o.shape, dtype=o.dtype, device=o.device) for k, o in enumerate(outputs)]
     result = type(ctx)._function.backward(ctx, *grads)
@@ -138,7 +139,7 @@ class Function(metaclass=_FunctionMeta):
             context = next(_ids)
             _contexts[context] = (ctx, index, outputs, tensor_args, len(args), name)
             try:
-                tracked.append(Tensor._wrap(_C.custom_function_record(name, [t._h for t in inputs], output._h, context)))
+                tracked.append(_result(_C.custom_function_record(name, [t._h for t in inputs], output._h, context)))
             except BaseException:
                 _contexts.pop(context, None)
                 raise
@@ -207,7 +208,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         raise ValueError("grad(): materialize_grads=True needs allow_unused to be True or None")
     handles = _C.autograd_grad([t._h for t in outputs], seeds, [t._h for t in inputs], bool(retain_graph),
                                bool(allow_unused))
-    found = [Tensor._wrap(h) if h else None for h in handles]
+    found = [_result(h) if h else None for h in handles]
     if materialize_grads:
         found = [zeros(*t.shape, dtype=t.dtype, device=t.device) if g is None else g for g, t in zip(found, inputs)]
     return tuple(found)

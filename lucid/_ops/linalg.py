@@ -16,7 +16,7 @@ from functools import reduce as _fold
 import numpy as np
 
 from .. import _C
-from .._core import TensorBase, tensor_arg, wrap
+from .._core import TensorBase, result, tensor_arg
 from .._types import as_index, float64, int32, int64
 from .composed import eye
 from .creation import tensor, zeros, zeros_like
@@ -80,12 +80,12 @@ def _product(xs, like):
     return _fold(lambda a, b: a * b, xs) if xs else zeros(like.shape, dtype=like.dtype, device=like.device) + 1
 
 
-def _tied(result, *sources):
-    """`result` plus zero times each source's sum: the same values, with the (zero) gradient
+def _tied(out, *sources):
+    """`out` plus zero times each source's sum: the same values, with the (zero) gradient
     PyTorch records for results that do not depend on the entries of their inputs."""
     for src in sources:
-        result = result + 0 * src.sum()
-    return result
+        out = out + 0 * src.sum()
+    return out
 
 
 def _sign(x):
@@ -152,7 +152,7 @@ def lu_factor_ex(A, *, pivot=True, check_errors=False, out=None):
     if not pivot:
         raise RuntimeError("linalg.lu_factor_ex: LU without pivoting is not implemented on the CPU")
     lu_, piv, info = _C.linalg_lu_factor(A._h, bool(check_errors))
-    return returned(LUFactorExResult(wrap(lu_), wrap(piv), wrap(info)), out, "linalg.lu_factor_ex")
+    return returned(LUFactorExResult(result(lu_), result(piv), result(info)), out, "linalg.lu_factor_ex")
 
 
 def lu_factor(A, *, pivot=True, out=None):
@@ -162,7 +162,7 @@ def lu_factor(A, *, pivot=True, out=None):
     if not pivot:
         raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
     lu_, piv, _ = _C.linalg_lu_factor(A._h, True)
-    return returned(LUFactorResult(wrap(lu_), wrap(piv)), out, "linalg.lu_factor")
+    return returned(LUFactorResult(result(lu_), result(piv)), out, "linalg.lu_factor")
 
 
 def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *, out=None):
@@ -237,7 +237,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     broadcast."""
     tensor_arg(A, "linalg.solve_triangular", "A")
     tensor_arg(B, "linalg.solve_triangular", "B")
-    return returned(wrap(_C.linalg_solve_triangular(A._h, B._h, bool(upper), bool(left), bool(unitriangular))), out,
+    return returned(result(_C.linalg_solve_triangular(A._h, B._h, bool(upper), bool(left), bool(unitriangular))), out,
                     "linalg.solve_triangular")
 
 
@@ -256,14 +256,14 @@ def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
     positive-definite)."""
     tensor_arg(A, "linalg.cholesky_ex", "A")
     L, info = _C.linalg_cholesky(A._h, bool(upper), bool(check_errors))
-    return returned(CholeskyExResult(wrap(L), wrap(info)), out, "linalg.cholesky_ex")
+    return returned(CholeskyExResult(result(L), result(info)), out, "linalg.cholesky_ex")
 
 
 def linalg_cholesky(A, *, upper=False, out=None):
     """The Cholesky factor of symmetric positive-definite A; RuntimeError when A is not."""
     tensor_arg(A, "linalg.cholesky", "A")
     L, _ = _C.linalg_cholesky(A._h, bool(upper), True)
-    return returned(wrap(L), out, "linalg.cholesky")
+    return returned(result(L), out, "linalg.cholesky")
 
 
 def cholesky(input, upper=False, *, out=None):
@@ -292,14 +292,14 @@ def eigh(A, UPLO="L", *, out=None):
     from its lower (``UPLO="L"``) or upper triangle."""
     tensor_arg(A, "linalg.eigh", "A")
     w, v = _C.linalg_eigh(A._h, _uplo(UPLO, "linalg.eigh"), True)
-    return returned(EighResult(wrap(w), wrap(v)), out, "linalg.eigh")
+    return returned(EighResult(result(w), result(v)), out, "linalg.eigh")
 
 
 def eigvalsh(A, UPLO="L", *, out=None):
     """The eigenvalues (ascending) of symmetric A, read from one triangle."""
     tensor_arg(A, "linalg.eigvalsh", "A")
     w, _ = _C.linalg_eigh(A._h, _uplo(UPLO, "linalg.eigvalsh"), False)
-    return returned(wrap(w), out, "linalg.eigvalsh")
+    return returned(result(w), out, "linalg.eigvalsh")
 
 
 def linalg_svd(A, full_matrices=True, *, driver=None, out=None):
@@ -307,7 +307,7 @@ def linalg_svd(A, full_matrices=True, *, driver=None, out=None):
     tensor_arg(A, "linalg.svd", "A")
     _no_driver(driver, "linalg.svd")
     u, s, vh = _C.linalg_svd(A._h, bool(full_matrices), True)
-    return returned(SVDResult(wrap(u), wrap(s), wrap(vh)), out, "linalg.svd")
+    return returned(SVDResult(result(u), result(s), result(vh)), out, "linalg.svd")
 
 
 def svdvals(A, *, driver=None, out=None):
@@ -315,7 +315,7 @@ def svdvals(A, *, driver=None, out=None):
     tensor_arg(A, "linalg.svdvals", "A")
     _no_driver(driver, "linalg.svdvals")
     _, s, _ = _C.linalg_svd(A._h, False, False)
-    return returned(wrap(s), out, "linalg.svdvals")
+    return returned(result(s), out, "linalg.svdvals")
 
 
 def svd(input, some=True, compute_uv=True, *, out=None):
@@ -343,8 +343,8 @@ def linalg_qr(A, mode="reduced", *, out=None):
     if mode not in _QR_MODES:
         raise ValueError(f"linalg.qr(): mode must be 'reduced', 'complete' or 'r', got {mode!r}")
     q, r = _C.linalg_qr(A._h, _QR_MODES[mode])
-    Q = wrap(q) if q else zeros(0, dtype=A.dtype, device=A.device)
-    return returned(QRResult(Q, wrap(r)), out, "linalg.qr")
+    Q = result(q) if q else zeros(0, dtype=A.dtype, device=A.device)
+    return returned(QRResult(Q, result(r)), out, "linalg.qr")
 
 
 def qr(input, some=True, *, out=None):
@@ -357,7 +357,7 @@ def geqrf(input, *, out=None):
     """LAPACK's geqrf: R and the Householder reflectors packed in ``a``, their scales in ``tau``."""
     tensor_arg(input, "geqrf")
     a, tau = _C.linalg_geqrf(input._h)
-    return returned(GeqrfResult(wrap(a), wrap(tau)), out, "geqrf")
+    return returned(GeqrfResult(result(a), result(tau)), out, "geqrf")
 
 
 def _householder(A, tau, columns):
@@ -977,7 +977,7 @@ def ldl_factor_ex(A, *, hermitian=False, check_errors=False, out=None):
     (k > 0 when D[k-1, k-1] is zero). Real matrices: ``hermitian`` changes nothing."""
     tensor_arg(A, "linalg.ldl_factor_ex", "A")
     ld, piv, info = _C.linalg_ldl_factor(A._h, bool(check_errors))
-    return returned(LDLFactorExResult(wrap(ld), wrap(piv), wrap(info)), out, "linalg.ldl_factor_ex")
+    return returned(LDLFactorExResult(result(ld), result(piv), result(info)), out, "linalg.ldl_factor_ex")
 
 
 def ldl_factor(A, *, hermitian=False, out=None):
@@ -985,7 +985,7 @@ def ldl_factor(A, *, hermitian=False, out=None):
     RuntimeError when D is singular."""
     tensor_arg(A, "linalg.ldl_factor", "A")
     ld, piv, _ = _C.linalg_ldl_factor(A._h, True)
-    return returned(LDLFactorResult(wrap(ld), wrap(piv)), out, "linalg.ldl_factor")
+    return returned(LDLFactorResult(result(ld), result(piv)), out, "linalg.ldl_factor")
 
 
 def ldl_solve(LD, pivots, B, *, hermitian=False, out=None):
@@ -993,7 +993,7 @@ def ldl_solve(LD, pivots, B, *, hermitian=False, out=None):
     tensor_arg(LD, "linalg.ldl_solve", "LD")
     tensor_arg(pivots, "linalg.ldl_solve", "pivots")
     tensor_arg(B, "linalg.ldl_solve", "B")
-    return returned(wrap(_C.linalg_ldl_solve(LD._h, pivots._h, B._h)), out, "linalg.ldl_solve")
+    return returned(result(_C.linalg_ldl_solve(LD._h, pivots._h, B._h)), out, "linalg.ldl_solve")
 
 
 class LinalgMethods:

@@ -9,7 +9,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import _C
-from .._core import TensorBase, dims_arg, result, tensor_arg, wrap
+from .._core import TensorBase, dims_arg, result, tensor_arg
 from .._types import as_index, check_dtype, int64
 from .creation import full_like, tensor
 from .elementwise import maximum, minimum, where
@@ -53,7 +53,7 @@ def _extreme(input, dim, keepdim, largest, name, out):
             raise TypeError(f"{name}() without dim does not take keepdim")
         return returned(amax(input) if largest else amin(input), out, name)
     v, i = _C.max_dim(input._h, as_index(dim), keepdim, largest)
-    return returned((MaxResult if largest else MinResult)(wrap(v), wrap(i)), out, name)
+    return returned((MaxResult if largest else MinResult)(result(v), result(i)), out, name)
 
 
 def max(input, dim=None, keepdim=False, *, out=None):
@@ -148,7 +148,7 @@ def _nuclear_norm(x, dim, keepdim):
         raise ValueError(f"norm(): p='nuc' needs 2 different dims, got {dim!r}")
     moved = x.permute(*([d for d in range(x.ndim) if d not in (d0, d1)] + [d0, d1]))
     _, s, _ = _C.linalg_svd(moved._h, False, False)
-    r = sum(wrap(s), -1)
+    r = sum(result(s), -1)
     if keepdim:
         for d in sorted((d0, d1)):
             r = r.unsqueeze(d)

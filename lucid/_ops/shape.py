@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _C
-from .._core import TensorBase, dims_arg, int_tuple, result, shape_args, tensor_arg, wrap
+from .._core import TensorBase, dims_arg, int_tuple, result, shape_args, tensor_arg
 from .._types import as_index, channels_last, channels_last_3d, contiguous_format, memory_format as _MemoryFormat, preserve_format
 from .creation import arange, tensor
 from .elementwise import where
@@ -123,7 +123,7 @@ def split(input, split_size_or_sections, dim=0):
         size = as_index(split_size_or_sections)
         n = t.shape[t._wrap_dim(dim, "split")] if t.ndim else 1
         handles = _C.split(t._h, _C.SPLIT_SIZE, (size,), dim, n)
-    return tuple(wrap(h) for h in handles)
+    return tuple(result(h) for h in handles)
 
 
 def chunk(input, chunks, dim=0):
@@ -133,7 +133,7 @@ def chunk(input, chunks, dim=0):
     # At most `chunks` pieces, nor more than the longest dimension's entries: the engine says
     # how many.
     capacity = min(max(chunks, 1), max(max(t.shape, default=1), 1))
-    return tuple(wrap(h) for h in _C.split(t._h, _C.SPLIT_CHUNKS, (chunks,), dim, capacity))
+    return tuple(result(h) for h in _C.split(t._h, _C.SPLIT_CHUNKS, (chunks,), dim, capacity))
 
 
 def laid_out(t, memory_format, fn):

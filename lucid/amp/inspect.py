@@ -75,15 +75,20 @@ def _module_call(module):
         _C.amp_inspect_set_module(stack[-1][1] if stack else "")
 
 
-_live = 0  # inspections live in the process: Module.__call__ looks at paths only while any is
+_live = 0  # inspections live in the process: module calls record their paths only while any is
 _live_lock = threading.Lock()
+_call_context = None  # the handle of _module_call among the module call contexts, while any is live
 
 
 def _set_live(change):
-    global _live
+    global _live, _call_context
     with _live_lock:
         _live += change
-        _module._call_observer = _module_call if _live else None
+        if _live and _call_context is None:
+            _call_context = _module._register_call_context(_module_call)
+        elif not _live and _call_context is not None:
+            _call_context.remove()
+            _call_context = None
 
 
 def _fraction(count, total):

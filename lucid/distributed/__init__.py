@@ -36,6 +36,7 @@ from .._grad_mode import no_grad
 from .._tensor import Tensor
 from . import _group
 from ._group import is_available
+from .._core import result as _result
 
 __all__ = ["init", "init_process_group", "destroy_process_group", "is_available", "is_initialized", "get_rank",
            "get_world_size", "get_backend", "get_default_backend_for_device", "barrier", "all_reduce", "broadcast",
@@ -446,7 +447,7 @@ def _to_buffer(tensor):
 
 def _tensor_from(buf, shape, dtype, device):
     """A new engine tensor holding `buf`'s bytes (buf: contiguous, of `dtype`'s numpy type)."""
-    return Tensor._wrap(_C.tensor_from_host(buf.ctypes.data, buf.nbytes, tuple(shape), dtype.code, device.code))
+    return _result(_C.tensor_from_host(buf.ctypes.data, buf.nbytes, tuple(shape), dtype.code, device.code))
 
 
 def _from_buffer(buf, like):

@@ -16,6 +16,7 @@ from .._ops.elementwise import unary_functions
 from .._grad_mode import no_grad
 from .._tensor import Tensor
 from .._types import _DEVICE_CODES, as_index, bool_ as _bool, float32, float64 as _float64, int64 as _int64
+from .._core import result as _result
 
 _REDUCTIONS = _C.codes("lucid_reduction", "LUCID_REDUCTION_")
 
@@ -37,7 +38,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
                              f"{tuple(weight.shape)} (in_features)")
         y = input.matmul(weight)
         return y if bias is None else y + bias
-    return Tensor._wrap(_C.linear(input._h, weight._h, 0 if bias is None else bias._h))
+    return _result(_C.linear(input._h, weight._h, 0 if bias is None else bias._h))
 
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias=None) -> Tensor:
@@ -91,7 +92,7 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
     _check(input, "input")
     if not isinstance(negative_slope, numbers.Real) or isinstance(negative_slope, bool):
         raise TypeError(f"leaky_relu: negative_slope must be a number, got {negative_slope!r}")
-    return _out(input, lambda x: Tensor._wrap(_C.leaky_relu(x._h, float(negative_slope))), inplace, "leaky_relu")
+    return _out(input, lambda x: _result(_C.leaky_relu(x._h, float(negative_slope))), inplace, "leaky_relu")
 
 
 def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
@@ -224,7 +225,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     _check(input, "input")
     if (not training or p == 0) and 0 <= p <= 1:
         return input
-    return _out(input, lambda x: Tensor._wrap(_C.dropout(x._h, float(p), bool(training))), inplace, "dropout")
+    return _out(input, lambda x: _result(_C.dropout(x._h, float(p), bool(training))), inplace, "dropout")
 
 
 def _float_input(input, fn):
@@ -405,7 +406,7 @@ def layer_norm(input: Tensor, normalized_shape, weight=None, bias=None, eps: flo
     eps = _float(eps, "eps", "layer_norm")
     if eps < 0:
         return _layer_norm_composed(input, tuple(as_index(s) for s in shape), weight, bias, eps)
-    return Tensor._wrap(_C.layer_norm(input._h, shape, _h(weight, "weight"), _h(bias, "bias"), float(eps)))
+    return _result(_C.layer_norm(input._h, shape, _h(weight, "weight"), _h(bias, "bias"), float(eps)))
 
 
 def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
@@ -414,7 +415,7 @@ def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: floa
     eps = _float(eps, "eps", "group_norm")
     if eps < 0 or input.numel() == 0:  # (the engine's kernel refuses an empty batch)
         return _group_norm_composed(input, as_index(num_groups), weight, bias, eps)
-    return Tensor._wrap(_C.group_norm(input._h, as_index(num_groups), _h(weight, "weight"), _h(bias, "bias"),
+    return _result(_C.group_norm(input._h, as_index(num_groups), _h(weight, "weight"), _h(bias, "bias"),
                                      float(eps)))
 
 
@@ -427,9 +428,9 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
                            _h(weight, "weight"), _h(bias, "bias"), bool(training), float(momentum), float(eps))
     if m:
         with no_grad():
-            running_mean.copy_(Tensor._wrap(m))
-            running_var.copy_(Tensor._wrap(v))
-    return Tensor._wrap(y)
+            running_mean.copy_(_result(m))
+            running_var.copy_(_result(v))
+    return _result(y)
 
 
 def batch_norm(input: Tensor, running_mean=None, running_var=None, weight=None, bias=None, training: bool = False,
@@ -868,7 +869,7 @@ def conv2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilati
     input, padding = _same_2d(input, weight, padding, dilation, stride, 2, "conv2d")
     params = (*_ntuple(stride, 2, "stride", "conv2d"), *_ntuple(padding, 2, "padding", "conv2d"),
               *_ntuple(dilation, 2, "dilation", "conv2d"), as_index(groups))
-    return Tensor._wrap(_C.conv2d(input._h, weight._h, _h(bias, "bias"), params))
+    return _result(_C.conv2d(input._h, weight._h, _h(bias, "bias"), params))
 
 
 def conv1d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
@@ -881,7 +882,7 @@ def conv1d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilati
     input, padding = _same_2d(input, weight, padding, dilation, stride, 1, "conv1d")
     params = (_single(stride, "stride"), _single(padding, "padding"), _single(dilation, "dilation"),
               as_index(groups))
-    return Tensor._wrap(_C.conv1d(input._h, weight._h, _h(bias, "bias"), params))
+    return _result(_C.conv1d(input._h, weight._h, _h(bias, "bias"), params))
 
 
 def conv3d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
@@ -901,7 +902,7 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias=None, stride=1, padding
     params = (1, _single(stride, "stride"), 0, _single(padding, "padding"), 0,
               _single(output_padding, "output_padding"), 1, _single(dilation, "dilation"), as_index(groups))
     x2, w2 = x.unsqueeze(2), weight.unsqueeze(2)  # kept alive across the call
-    y = Tensor._wrap(_C.conv_transpose2d(x2._h, w2._h, _h(bias, "bias"), params)).squeeze(2)
+    y = _result(_C.conv_transpose2d(x2._h, w2._h, _h(bias, "bias"), params)).squeeze(2)
     return y.squeeze(0) if unbatched else y
 
 
@@ -913,7 +914,7 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding
     params = (*_ntuple(stride, 2, "stride", "conv_transpose2d"), *_ntuple(padding, 2, "padding", "conv_transpose2d"),
               *_ntuple(output_padding, 2, "output_padding", "conv_transpose2d"),
               *_ntuple(dilation, 2, "dilation", "conv_transpose2d"), as_index(groups))
-    return Tensor._wrap(_C.conv_transpose2d(input._h, weight._h, _h(bias, "bias"), params))
+    return _result(_C.conv_transpose2d(input._h, weight._h, _h(bias, "bias"), params))
 
 
 def conv_transpose3d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, output_padding=0,
@@ -934,7 +935,7 @@ def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
     x, unbatched, kernel, strides, pads, dil, _ = _pool_args(input, 1, kernel_size, stride, padding, dilation,
                                                              ceil_mode, "max_pool1d")
     x2 = x.unsqueeze(2)  # kept alive across the call
-    y = Tensor._wrap(_C.max_pool2d(x2._h, (1, *kernel, 1, *strides, 0, *pads, 1, *dil), bool(ceil_mode))).squeeze(2)
+    y = _result(_C.max_pool2d(x2._h, (1, *kernel, 1, *strides, 0, *pads, 1, *dil), bool(ceil_mode))).squeeze(2)
     return y.squeeze(0) if unbatched else y
 
 
@@ -951,7 +952,7 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
     k = _ntuple(kernel_size, 2, "kernel_size", "max_pool2d")
     s = k if stride is None or stride == [] or stride == () else _ntuple(stride, 2, "stride", "max_pool2d")
     params = (*k, *s, *_ntuple(padding, 2, "padding", "max_pool2d"), *_ntuple(dilation, 2, "dilation", "max_pool2d"))
-    return Tensor._wrap(_C.max_pool2d(input._h, params, bool(ceil_mode)))
+    return _result(_C.max_pool2d(input._h, params, bool(ceil_mode)))
 
 
 def max_pool3d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
@@ -967,7 +968,7 @@ def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     x, unbatched, kernel, strides, pads, _, _ = _pool_args(input, 1, kernel_size, stride, padding, 1, ceil_mode,
                                                            "avg_pool1d", avg=True)
     x2 = x.unsqueeze(2)  # the 2-D kernel over a height of one; kept alive across the call
-    y = Tensor._wrap(_C.avg_pool2d(x2._h, (1, *kernel, 1, *strides, 0, *pads), bool(ceil_mode),
+    y = _result(_C.avg_pool2d(x2._h, (1, *kernel, 1, *strides, 0, *pads), bool(ceil_mode),
                                    bool(count_include_pad), 0)).squeeze(2)
     return y.squeeze(0) if unbatched else y
 
@@ -988,7 +989,7 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     if divisor_override is not None and divisor == 0:
         raise ValueError(f"avg_pool2d: divisor_override must be non-zero, got {divisor_override!r}")
     params = (*k, *s, *_ntuple(padding, 2, "padding", "avg_pool2d"))
-    return Tensor._wrap(_C.avg_pool2d(input._h, params, bool(ceil_mode), bool(count_include_pad), divisor))
+    return _result(_C.avg_pool2d(input._h, params, bool(ceil_mode), bool(count_include_pad), divisor))
 
 
 def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
@@ -1042,7 +1043,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
         ow = input.shape[-1] if output_size[1] is None else output_size[1]
     else:
         oh, ow = _ntuple(output_size, 2, "output_size", "adaptive_avg_pool2d")
-    return Tensor._wrap(_C.adaptive_avg_pool2d(input._h, as_index(oh), as_index(ow)))
+    return _result(_C.adaptive_avg_pool2d(input._h, as_index(oh), as_index(ow)))
 
 
 def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
@@ -1297,7 +1298,7 @@ def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_w
         _check(t, what)
     o, w = _C.attention(query._h, key._h, value._h, _h(attn_mask, "attn_mask"), bool(is_causal),
                        None if scale is None else float(scale), float(dropout_p), need_weights)
-    return Tensor._wrap(o), (Tensor._wrap(w) if need_weights else None)
+    return _result(o), (_result(w) if need_weights else None)
 
 
 def _repeat_heads(t, r):
@@ -1516,7 +1517,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, no
     if max_norm is not None:
         _embedding_renorm_(weight, input, _float(max_norm, "max_norm", "embedding"),
                            _float(norm_type, "norm_type", "embedding"))
-    out = Tensor._wrap(_C.embedding(weight._h, input._h, padding_idx is not None,
+    out = _result(_C.embedding(weight._h, input._h, padding_idx is not None,
                                     0 if padding_idx is None else padding_idx))
     if scale_grad_by_freq and out.requires_grad:
         ids = input.detach().cpu().numpy().astype(np.int64)
@@ -1535,9 +1536,9 @@ def _pointwise_loss(code, input, target, size_average, reduce, reduction, weight
     _check(target, "target")
     reduction = _loss_reduction(size_average, reduce, reduction)
     if weight is None:
-        return Tensor._wrap(_C.pointwise_loss(code, input._h, target._h, _reduction(reduction)))
+        return _result(_C.pointwise_loss(code, input._h, target._h, _reduction(reduction)))
     _check(weight, "weight")  # weighted: the engine's elementwise losses, scaled, then reduced
-    loss = Tensor._wrap(_C.pointwise_loss(code, input._h, target._h, _C.REDUCTION_NONE))
+    loss = _result(_C.pointwise_loss(code, input._h, target._h, _C.REDUCTION_NONE))
     return _reduce(loss * weight, reduction)
 
 
@@ -1559,7 +1560,7 @@ def nll_loss(input: Tensor, target: Tensor, weight=None, size_average=None, igno
     _check(input, "input")
     _check(target, "target")
     reduction = _loss_reduction(size_average, reduce, reduction)
-    return Tensor._wrap(_C.nll_loss(input._h, target._h, _h(weight, "weight"), as_index(ignore_index),
+    return _result(_C.nll_loss(input._h, target._h, _h(weight, "weight"), as_index(ignore_index),
                                    _reduction(reduction)))
 
 
@@ -1577,7 +1578,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None,
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {ls}")
     if target.dtype.is_floating_point:
         return _cross_entropy_probabilities(input, target, weight, reduction, ls)
-    return Tensor._wrap(_C.cross_entropy(input._h, target._h, _h(weight, "weight"), as_index(ignore_index),
+    return _result(_C.cross_entropy(input._h, target._h, _h(weight, "weight"), as_index(ignore_index),
                                         _reduction(reduction), ls))
 
 
@@ -1680,7 +1681,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None,
     _check(input, "input")
     _check(target, "target")
     reduction = _loss_reduction(size_average, reduce, reduction)
-    return Tensor._wrap(_C.bce_with_logits(input._h, target._h, _h(weight, "weight"), _h(pos_weight, "pos_weight"),
+    return _result(_C.bce_with_logits(input._h, target._h, _h(weight, "weight"), _h(pos_weight, "pos_weight"),
                                           _reduction(reduction)))
 
 

@@ -12,9 +12,18 @@ from ..utils.hooks import RemovableHandle
 from .._types import _DEVICES, as_device, bfloat16, dtype as _dtype, float16, float32, float64, no_cuda
 from .parameter import Parameter
 
-# While a lucid.amp.inspect() is live: a context manager each module call runs in, which
-# records the module path its ops run under. None otherwise.
-_call_observer = None
+# Context managers every module call runs in, by handle id: `factory(module)` is entered
+# around the call (lucid.amp.inspect registers one while an inspection is live, which records
+# the module path its ops run under). Registered with _register_call_context.
+_call_contexts = OrderedDict()
+
+
+def _register_call_context(factory):
+    """Makes every module call run inside ``factory(module)`` (a context manager) until the
+    returned handle's ``remove()``."""
+    handle = RemovableHandle(_call_contexts)
+    _call_contexts[handle.id] = factory
+    return handle
 
 
 # Hooks every module runs (register_module_forward_hook and its kin), before each module's own.
@@ -370,9 +379,10 @@ class Module:
         self.__dict__["_autocast_dtype"] = value
 
     def __call__(self, *args, **kwargs):
-        observer = _call_observer
-        if observer is not None:
-            with observer(self):
+        if _call_contexts:
+            with contextlib.ExitStack() as contexts:
+                for factory in list(_call_contexts.values()):
+                    contexts.enter_context(factory(self))
                 return self._call_in_precision(args, kwargs)
         return self._call_in_precision(args, kwargs)
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from .. import _C
 from .._tensor import Tensor
+from .._core import result as _result
 
 
 class Parameter(Tensor):
@@ -15,7 +16,7 @@ class Parameter(Tensor):
             raise TypeError(f"Parameter expects a lucid.Tensor, got {type(data).__name__}")
         if requires_grad and not data.dtype.is_floating_point:
             raise TypeError(f"only floating-point tensors can be parameters that require gradients, got {data.dtype}")
-        return cls._wrap(_C.tensor_set_requires_grad(data._h, bool(requires_grad)))
+        return _result(_C.tensor_set_requires_grad(data._h, bool(requires_grad)), cls)
 
     def __init__(self, data=None, requires_grad=True):
         pass

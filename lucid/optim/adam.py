@@ -5,6 +5,7 @@ from .._ops.creation import tensor
 from .._tensor import Tensor
 from .._types import float32
 from .optimizer import Optimizer, check_implementation_flags
+from .._core import result as _result
 
 
 class Adam(Optimizer):
@@ -37,9 +38,9 @@ class Adam(Optimizer):
                                      float(b1), float(b2), float(group["eps"]), float(group["weight_decay"]),
                                      self._decoupled, bool(group["maximize"]))
         if made_m:
-            state["exp_avg"] = Tensor._wrap(made_m)
+            state["exp_avg"] = _result(made_m)
         if made_v:
-            state["exp_avg_sq"] = Tensor._wrap(made_v)
+            state["exp_avg_sq"] = _result(made_v)
 
 
 class AdamW(Adam):

@@ -3,6 +3,7 @@ from __future__ import annotations
 from .. import _C
 from .._tensor import Tensor
 from .optimizer import Optimizer, check_implementation_flags
+from .._core import result as _result
 
 
 class SGD(Optimizer):
@@ -29,4 +30,4 @@ class SGD(Optimizer):
                           float(group["momentum"]), float(group["dampening"]), float(group["weight_decay"]),
                           bool(group["nesterov"]), bool(group["maximize"]))
         if made:
-            state["momentum_buffer"] = Tensor._wrap(made)
+            state["momentum_buffer"] = _result(made)

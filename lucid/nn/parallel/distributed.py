@@ -28,6 +28,7 @@ from ..._types import bfloat16, device, float16
 from ...autograd import Function
 from ...distributed import _assign, _group, _scale_, _tensor_from
 from ..module import Module
+from ..._core import result as _result
 
 _WHAT = "DistributedDataParallel"
 _ALIGN = 64  # bytes: each tensor in a broadcast buffer starts at an aligned offset
@@ -291,7 +292,7 @@ class DistributedDataParallel(Module):
             return
         for t, start in group:
             n = t.numel() * t.dtype.itemsize
-            value = Tensor._wrap(_C.tensor_from_host(buf.ctypes.data + start, n, tuple(t.shape), t.dtype.code, t.device.code))
+            value = _result(_C.tensor_from_host(buf.ctypes.data + start, n, tuple(t.shape), t.dtype.code, t.device.code))
             _assign(t, value, f"{_WHAT}: broadcast from rank 0")
 
     def _plan_buckets(self):
