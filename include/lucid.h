@@ -656,7 +656,9 @@ int32_t lucid_linalg_eigh(lucid_tensor a, int32_t upper, int32_t vectors, lucid_
 /* A = U @ diag(S) @ Vh, S descending; U and Vh full (m x m, n x n) when full != 0, and only when
  * vectors != 0. */
 int32_t lucid_linalg_svd(lucid_tensor a, int32_t full, int32_t vectors, lucid_tensor *u, lucid_tensor *s, lucid_tensor *vh);
-/* A = Q @ R: mode 0 reduced, 1 complete, 2 R alone (q = 0). */
+/* lucid_linalg_qr modes: Q [..., m, k] and R [..., k, n]; Q [..., m, m] and R [..., m, n]; R alone. */
+enum lucid_qr_mode { LUCID_QR_REDUCED = 0, LUCID_QR_COMPLETE = 1, LUCID_QR_R = 2 };
+/* A = Q @ R, as `mode` (a LUCID_QR_* code) says; q = 0 for LUCID_QR_R. */
 int32_t lucid_linalg_qr(lucid_tensor a, int32_t mode, lucid_tensor *q, lucid_tensor *r);
 /* LAPACK's geqrf: R and the Householder reflectors packed in qr, their scales in tau. */
 int32_t lucid_linalg_geqrf(lucid_tensor a, lucid_tensor *qr, lucid_tensor *tau);

@@ -1,6 +1,7 @@
 """The engine's C ABI (include/lucid.h) called directly through ctypes."""
 
 import ctypes
+import gc
 import threading
 import time
 from ctypes import POINTER, byref, c_char_p, c_int32, c_int64, c_uint64, c_void_p
@@ -515,3 +516,51 @@ def test_a_view_outlives_its_source():
     v = t.T
     del t
     np.testing.assert_array_equal(v.numpy(), a.T)
+
+
+# ---- codes ------------------------------------------------------------------------------------
+
+def _unknown_code_calls(x, m):
+    """(the kind of code the message names, a call of lucid._C's glue given an unknown one)."""
+    return [
+        ("dtype", lambda: _C.tensor_full((2,), 1.0, 0, _C.SCALAR_FLOAT, 42, CPU)),
+        ("device", lambda: _C.tensor_to(x, -1, 7)),
+        ("scalar kind", lambda: _C.fill(x, 1.0, 0, 9, "fill_")),
+        ("binary op", lambda: _C.binary(1000, x, x)),
+        ("unary op", lambda: _C.unary(-5, x)),
+        ("comparison", lambda: _C.compare(6, x, x)),
+        ("reduce op", lambda: _C.reduce(5, x, None, 0)),
+        ("reduction", lambda: _C.pointwise_loss(_C.LOSS_MSE, x, x, 3)),
+        ("pointwise loss kind", lambda: _C.pointwise_loss(2, x, x, _C.REDUCTION_MEAN)),
+        ("split mode", lambda: _C.split(x._h, 3, (1,), 0, 4)),
+        ("assign flag", lambda: _C.assign(x, x, _C.ASSIGN_FILL | 8, "copy_")),
+        ("hook kind", lambda: _C.tensor_register_hook(x, 2, 0)),
+        ("qr mode", lambda: _C.linalg_qr(m, 3)),
+    ]
+
+
+@pytest.mark.parametrize("index", range(13))
+def test_an_unknown_code_is_a_value_error_naming_its_kind(index):
+    x, m = lucid.tensor([1.0, 2.0]), lucid.eye(2)
+    what, call = _unknown_code_calls(x, m)[index]
+    gc.collect()  # earlier tests' garbage, freed now rather than during the call
+    gc.disable()
+    try:
+        base = live_tensors()
+        with pytest.raises(ValueError, match=rf"^unknown {what} code -?\d+; expected one of ") as info:
+            call()
+        assert live_tensors() == base  # nothing made
+    finally:
+        gc.enable()
+    if what in ("device", "hook kind", "split mode"):  # a short enum lists its codes by name
+        names = {"device": "0 (cpu), 1 (metal)", "hook kind": "0 (grad), 1 (post_accumulate)",
+                 "split mode": "0 (sizes), 1 (size), 2 (chunks)"}[what]
+        assert str(info.value).endswith("expected one of " + names)
+
+
+def test_every_valid_code_of_a_short_enum_is_listed():
+    with pytest.raises(ValueError) as info:
+        _C.tensor_full((2,), 1.0, 0, _C.SCALAR_FLOAT, 10, CPU)
+    names = [name for name, _ in sorted(_C.codes("lucid_dtype").items(), key=lambda kv: kv[1])]
+    assert str(info.value) == "unknown dtype code 10; expected one of " + ", ".join(
+        f"{code} ({name})" for code, name in enumerate(names))

@@ -118,7 +118,7 @@ def _camel_to_upper_snake(name):
 def swift_enum(path: Path, name: str) -> dict:
     """{case: raw value} of the Int32 enum `name` declared in `path` (implicit values count up)."""
     text = path.read_text()
-    m = re.search(rf"enum {name}: Int32[^{{]*\{{", text)
+    m = re.search(rf"\benum {name}: Int32[^{{]*\{{", text)
     assert m, f"enum {name}: Int32 not found in {path}"
     # The body's lines, each with the brace depth at its start (1: the enum's own level).
     depth, i, body, line, start = 1, m.end(), [], "", 1
@@ -146,26 +146,64 @@ def swift_enum(path: Path, name: str) -> dict:
     return values
 
 
+# Every enum of the header and the Swift enum that holds its codes (the engine's where it has
+# one, else the C ABI layer's, Sources/LucidCABI/Codes.swift): (header enum, file under
+# Sources/, the Swift enum as the C ABI names it, the prefix of the header's names). A code a
+# caller passes is read through the Swift enum's init(rawValue:) (`decode` in ABISupport.swift).
 ENUM_PAIRS = [
-    ("lucid_dtype", "Core/DType.swift", "DType", "LUCID_"),
-    ("lucid_device", "Core/Device.swift", "Device", "LUCID_"),
-    ("lucid_status", "Core/LucidError.swift", "Kind", "LUCID_ERR_"),
-    ("lucid_cast_policy", "AMP/CastPolicy.swift", "CastPolicy", "LUCID_POLICY_"),
-    ("lucid_unary_op", "Backends/UnaryKernel.swift", "UnaryKernel", "LUCID_"),
-    ("lucid_binary_op", "Backends/Backend.swift", "BinaryKernel", "LUCID_"),
-    ("lucid_compare_op", "Backends/Backend.swift", "CompareKernel", "LUCID_"),
-    ("lucid_reduction", "Ops/Losses.swift", "Reduction", "LUCID_REDUCTION_"),
-    ("lucid_scalar_kind", "Ops/Elementwise.swift", "Kind", "LUCID_SCALAR_"),
+    ("lucid_status", "LucidEngine/Core/LucidError.swift", "LucidError.Kind", "LUCID_ERR_"),
+    ("lucid_record_field", "LucidCABI/Codes.swift", "RecordField", "LUCID_RECORD_"),
+    ("lucid_dtype", "LucidEngine/Core/DType.swift", "DType", "LUCID_"),
+    ("lucid_device", "LucidEngine/Core/Device.swift", "Device", "LUCID_"),
+    ("lucid_scalar_kind", "LucidEngine/Ops/Elementwise.swift", "ScalarOperand.Kind", "LUCID_SCALAR_"),
+    ("lucid_binary_op", "LucidEngine/Backends/Backend.swift", "BinaryKernel", "LUCID_"),
+    ("lucid_compare_op", "LucidEngine/Backends/Backend.swift", "CompareKernel", "LUCID_"),
+    ("lucid_unary_op", "LucidEngine/Backends/UnaryKernel.swift", "UnaryKernel", "LUCID_"),
+    ("lucid_reduce_op", "LucidCABI/Codes.swift", "ReduceOp", "LUCID_"),
+    ("lucid_reduction", "LucidEngine/Ops/Losses.swift", "Losses.Reduction", "LUCID_REDUCTION_"),
+    ("lucid_cast_policy", "LucidEngine/AMP/CastPolicy.swift", "CastPolicy", "LUCID_POLICY_"),
+    ("lucid_index_kind", "LucidCABI/Codes.swift", "IndexKind", "LUCID_INDEX_"),
+    ("lucid_assign_flag", "LucidCABI/Codes.swift", "AssignFlag", "LUCID_ASSIGN_"),
+    ("lucid_split_mode", "LucidCABI/Codes.swift", "SplitMode", "LUCID_SPLIT_"),
+    ("lucid_pointwise_loss_kind", "LucidCABI/Codes.swift", "PointwiseLossKind", "LUCID_LOSS_"),
+    ("lucid_precision_verdict", "LucidEngine/AMP/Inspection.swift", "PrecisionVerdict", "LUCID_VERDICT_"),
+    ("lucid_hook_kind", "LucidCABI/Codes.swift", "HookKind", "LUCID_HOOK_"),
+    ("lucid_qr_mode", "LucidEngine/Ops/Linalg.swift", "Linalg.QRMode", "LUCID_QR_"),
 ]
 
 
+def test_every_header_enum_has_its_swift_enum():
+    paired = [p[0] for p in ENUM_PAIRS]
+    assert len(paired) == len(set(paired)), "a header enum is paired twice"
+    assert set(paired) == set(ENUMS), (f"no Swift enum for {sorted(set(ENUMS) - set(paired))}; "
+                                       f"not in the header: {sorted(set(paired) - set(ENUMS))}")
+
+
 @pytest.mark.parametrize("header_enum,path,swift_name,prefix", ENUM_PAIRS, ids=[p[0] for p in ENUM_PAIRS])
-def test_the_engines_enums_have_the_headers_values(header_enum, path, swift_name, prefix):
-    swift = {prefix + _camel_to_upper_snake(k): v for k, v in swift_enum(ENGINE / path, swift_name).items()}
+def test_the_swift_enums_have_the_headers_values(header_enum, path, swift_name, prefix):
+    cases = swift_enum(ROOT / "Sources" / path, swift_name.split(".")[-1])
+    swift = {prefix + _camel_to_upper_snake(k): v for k, v in cases.items()}
     header = dict(ENUMS[header_enum])
     if header_enum == "lucid_status":
         assert header.pop("LUCID_OK") == 0  # success is no error kind
     assert swift == header
+
+
+def test_the_c_abi_decodes_codes_only_through_its_one_helper():
+    """Every code a caller passes is read by `decode` (`decodeFlags` for a flags word) in
+    ABISupport.swift, as the Swift enum of a header enum; no export decodes one by hand."""
+    text = {p.name: "\n".join(ln.split("//")[0] for ln in p.read_text().splitlines()) for p in EXPORTS.glob("*.swift")}
+    assert "func decode<E: RawRepresentable" in text["ABISupport.swift"]
+    for name, code in text.items():
+        if name != "ABISupport.swift":
+            assert "(rawValue:" not in code, f"{name} decodes a code with init(rawValue:) by hand; use decode(_:as:_:)"
+            assert "(code:" not in code, f"{name} decodes a code by hand; use decode(_:as:_:)"
+    decoded = set(re.findall(r"\bdecode(?:Flags)?\(\s*[^,()]+(?:\[\w+\])?,\s*as: ([\w.]+)\.self", "".join(text.values())))
+    swift_names = {p[2] for p in ENUM_PAIRS}
+    assert decoded <= swift_names, f"decoded as enums the header does not have: {sorted(decoded - swift_names)}"
+    # Only the engine writes these (results, statuses, records); every other enum is read.
+    written_only = {"LucidError.Kind", "RecordField", "PrecisionVerdict"}
+    assert swift_names - written_only <= decoded, f"never decoded: {sorted(swift_names - written_only - decoded)}"
 
 
 def test_the_header_parser_reads_what_the_header_can_say():

@@ -72,7 +72,57 @@ func intArray(_ p: UnsafePointer<Int64>?, _ count: Int32, _ what: String) throws
     }
 }
 
+/// A code a caller passed for one of the header's enums, as its Swift enum (the engine's where
+/// it has one with the header's values, else one of this layer's): every code the C ABI takes
+/// is decoded here, and an unknown one is a value error naming `what` and the valid codes.
+func decode<E: RawRepresentable & CaseIterable>(_ raw: E.RawValue, as _: E.Type = E.self, _ what: String) throws -> E
+    where E.RawValue: BinaryInteger {
+    if let value = E(rawValue: raw) { return value }
+    throw LucidError(.value, "unknown \(what) code \(raw); expected one of \(validCodes(E.self))")
+}
+
+/// The codes of `E`, for an error message: each with its case's name when there are few, else
+/// as ranges ("0...58").
+func validCodes<E: RawRepresentable & CaseIterable>(_: E.Type) -> String where E.RawValue: BinaryInteger {
+    let cases = E.allCases.sorted { $0.rawValue < $1.rawValue }
+    if cases.count <= 16 {
+        return cases.map { "\($0.rawValue) (\(codeName($0)))" }.joined(separator: ", ")
+    }
+    var ranges: [(E.RawValue, E.RawValue)] = []
+    for c in cases {
+        if let last = ranges.last, last.1 + 1 == c.rawValue { ranges[ranges.count - 1].1 = c.rawValue }
+        else { ranges.append((c.rawValue, c.rawValue)) }
+    }
+    return ranges.map { r in r.0 == r.1 ? "\(r.0)" : "\(r.0)...\(r.1)" }.joined(separator: ", ")
+}
+
+/// A case's name as the header spells its enumerator's tail, in lower case ("float32",
+/// "post_accumulate").
+private func codeName<E>(_ value: E) -> String {
+    if let d = value as? DType { return d.name }
+    // Otherwise the case's description: its name unless the enum gives another.
+    var name = ""
+    var previous: Character = " "
+    for c in String(describing: value) {
+        if c.isUppercase && (previous.isLowercase || previous.isNumber) { name.append("_") }
+        name += c.lowercased()
+        previous = c
+    }
+    return name
+}
+
+/// A flags word whose bits are the codes of `E` (each a power of two): the set bits, each
+/// decoded as one code.
+func decodeFlags<E: RawRepresentable & CaseIterable>(_ raw: E.RawValue, as _: E.Type = E.self, _ what: String) throws -> Set<E>
+    where E.RawValue: FixedWidthInteger, E: Hashable {
+    var flags = Set<E>()
+    for bit in 0..<E.RawValue.bitWidth where raw & (1 << bit) != 0 {
+        flags.insert(try decode(E.RawValue(1) << bit, as: E.self, what))
+    }
+    return flags
+}
+
 /// Optional dtype code: -1 means "not given"; any other code must be valid.
-func optionalDType(_ code: Int32) throws -> DType? { code == -1 ? nil : try DType(code: code) }
+func optionalDType(_ code: Int32) throws -> DType? { code == -1 ? nil : try decode(code, as: DType.self, "dtype") }
 /// Optional device code: -1 means "not given"; any other code must be valid.
-func optionalDevice(_ code: Int32) throws -> Device? { code == -1 ? nil : try Device(code: code) }
+func optionalDevice(_ code: Int32) throws -> Device? { code == -1 ? nil : try decode(code, as: Device.self, "device") }

@@ -13,7 +13,7 @@ import LucidEngine
 public func guard_create(_ device: Int32, _ enabled: Int32, _ dtype: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
     abiCall {
         guard let out else { throw LucidError(.value, "out pointer is null") }
-        out.pointee = try Autocast.enterScope(try Device(code: device), dtype: try optionalDType(dtype),
+        out.pointee = try Autocast.enterScope(try decode(device, as: Device.self, "device"), dtype: try optionalDType(dtype),
                                               enabled: enabled != 0)
     }
 }
@@ -27,10 +27,7 @@ public func guard_destroy(_ handle: UInt64) -> Int32 {
 public func lucid_autocast_override(_ handle: UInt64, _ op: UnsafePointer<CChar>?, _ policy: Int32) -> Int32 {
     abiCall {
         guard let op else { throw LucidError(.value, "op name is null") }
-        guard let p = CastPolicy(rawValue: policy) else {
-            throw LucidError(.value, "policy must be a LUCID_POLICY_* code (0...4), got \(policy)")
-        }
-        try Autocast.override(handle, op: String(cString: op), policy: p)
+        try Autocast.override(handle, op: String(cString: op), policy: try decode(policy, as: CastPolicy.self, "autocast policy"))
     }
 }
 
@@ -78,12 +75,12 @@ public func lucid_autocast_set_cache_enabled(_ enabled: Int32, _ previous: Unsaf
 
 @_cdecl("lucid_autocast_default_dtype")
 public func lucid_autocast_default_dtype(_ device: Int32, _ out: UnsafeMutablePointer<Int32>?) -> Int32 {
-    abiCall { try store(Autocast.defaultDType(for: try Device(code: device)).rawValue, out) }
+    abiCall { try store(Autocast.defaultDType(for: try decode(device, as: Device.self, "device")).rawValue, out) }
 }
 
 @_cdecl("lucid_autocast_check_dtype")
 public func lucid_autocast_check_dtype(_ device: Int32, _ dtype: Int32) -> Int32 {
-    abiCall { _ = try Autocast.validatedDType(try DType(code: dtype), device: try Device(code: device)) }
+    abiCall { _ = try Autocast.validatedDType(try decode(dtype, as: DType.self, "dtype"), device: try decode(device, as: Device.self, "device")) }
 }
 
 /// dtype and device names as C strings that live as long as the process.
@@ -94,7 +91,7 @@ nonisolated(unsafe) private let deviceNames: [UnsafeMutablePointer<CChar>] = Dev
 public func lucid_dtype_info(_ code: Int32, _ name: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
                              _ itemSize: UnsafeMutablePointer<Int32>?, _ floating: UnsafeMutablePointer<Int32>?) -> Int32 {
     abiCall {
-        let d = try DType(code: code)
+        let d = try decode(code, as: DType.self, "dtype")
         guard let name, let itemSize, let floating else { throw LucidError(.value, "name, itemsize or floating pointer is null") }
         name.pointee = UnsafePointer(dtypeNames[Int(d.rawValue)])
         itemSize.pointee = Int32(d.itemSize)
@@ -105,7 +102,7 @@ public func lucid_dtype_info(_ code: Int32, _ name: UnsafeMutablePointer<UnsafeP
 @_cdecl("lucid_device_info")
 public func lucid_device_info(_ code: Int32, _ name: UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Int32 {
     abiCall {
-        let d = try Device(code: code)
+        let d = try decode(code, as: Device.self, "device")
         guard let name else { throw LucidError(.value, "name pointer is null") }
         name.pointee = UnsafePointer(deviceNames[Int(d.rawValue)])
     }

@@ -48,21 +48,19 @@ public func lucid_tensor_register_hook(_ t: UInt32, _ kind: Int32, _ context: UI
                                        _ key: UnsafeMutablePointer<UInt64>?) -> Int32 {
     abiCall {
         guard let key else { throw LucidError(.value, "key pointer is null") }
+        let hookKind = try decode(kind, as: HookKind.self, "hook kind")
         let x = try tensors.get(t)
         guard let call = hookLock.withLock({ hookCall }) else {
             throw LucidError(.runtime, "no hook callback is registered (lucid_hook_callbacks)")
         }
-        switch kind {
-        case 0:
-            let token = HookContext(context)
+        let token = HookContext(context)
+        switch hookKind {
+        case .grad:
             key.pointee = try Hooks.register(x) { g in try callHook(call, token, g, "hook") }
-        case 1:
-            let token = HookContext(context)
+        case .postAccumulate:
             key.pointee = try Hooks.registerPostAccumulate(x) { leaf in
                 _ = try callHook(call, token, leaf, "post accumulate grad hook")
             }
-        default:
-            throw LucidError(.value, "hook kind must be 0 (gradient) or 1 (post accumulate), got \(kind)")
         }
     }
 }

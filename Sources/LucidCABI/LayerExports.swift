@@ -13,18 +13,6 @@ func emit(_ results: [(TensorImpl?, UnsafeMutablePointer<UInt32>?)]) throws {
 
 func optionalTensor(_ h: UInt32) throws -> TensorImpl? { h == 0 ? nil : try tensors.get(h) }
 
-func compareKernel(_ code: Int32) throws -> CompareKernel {
-    guard let k = CompareKernel(rawValue: code) else { throw LucidError(.value, "unknown comparison code \(code)") }
-    return k
-}
-
-func reduction(_ code: Int32) throws -> Losses.Reduction {
-    guard let r = Losses.Reduction(rawValue: code) else {
-        throw LucidError(.value, "unknown reduction code \(code) (0 none, 1 mean, 2 sum)")
-    }
-    return r
-}
-
 /// `count` Int64 parameters from a C array (null only when count is 0).
 func params(_ p: UnsafePointer<Int64>?, _ count: Int, _ what: String) throws -> [Int] {
     try intArray(p, Int32(count), what)
@@ -32,14 +20,14 @@ func params(_ p: UnsafePointer<Int64>?, _ count: Int, _ what: String) throws -> 
 
 @_cdecl("lucid_compare")
 public func lucid_compare(_ op: Int32, _ a: UInt32, _ b: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
-    abiCall { try emit(try Comparison.compare(try compareKernel(op), try tensors.get(a), try tensors.get(b)), out) }
+    abiCall { try emit(try Comparison.compare(try decode(op, as: CompareKernel.self, "comparison"), try tensors.get(a), try tensors.get(b)), out) }
 }
 
 @_cdecl("lucid_compare_scalar")
 public func lucid_compare_scalar(_ op: Int32, _ a: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32,
                                  _ scalarFirst: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
-        try emit(try Comparison.compare(try compareKernel(op), try tensors.get(a), scalar: try scalarOperand(value, intValue, kind),
+        try emit(try Comparison.compare(try decode(op, as: CompareKernel.self, "comparison"), try tensors.get(a), scalar: try scalarOperand(value, intValue, kind),
                                         scalarFirst: scalarFirst != 0), out)
     }
 }
@@ -191,12 +179,14 @@ public func lucid_split(_ a: UInt32, _ mode: Int32, _ sizes: UnsafePointer<Int64
         let x = try tensors.get(a), d = Int(clamping: dim)
         let s = try intArray(sizes, nsizes, "sizes")
         let pieces: [TensorImpl]
-        switch mode {
-        case 0: pieces = try ShapeOps.split(x, sizes: s, dim: d)
-        case 1, 2:
+        switch try decode(mode, as: SplitMode.self, "split mode") {
+        case .sizes: pieces = try ShapeOps.split(x, sizes: s, dim: d)
+        case .size:
             guard let n = s.first else { throw LucidError(.value, "split: missing split size") }
-            pieces = mode == 1 ? try ShapeOps.split(x, size: n, dim: d) : try ShapeOps.chunk(x, chunks: n, dim: d)
-        default: throw LucidError(.value, "split: unknown mode \(mode)")
+            pieces = try ShapeOps.split(x, size: n, dim: d)
+        case .chunks:
+            guard let n = s.first else { throw LucidError(.value, "split: missing chunk count") }
+            pieces = try ShapeOps.chunk(x, chunks: n, dim: d)
         }
         guard let outs, let count else { throw LucidError(.value, "split: output pointers are null") }
         guard pieces.count <= Int(capacity) else {
@@ -218,15 +208,14 @@ private func subscriptItems(_ kinds: UnsafePointer<Int32>?, _ values: UnsafePoin
     guard let kinds, let values, let flags, let handles else { throw LucidError(.value, "\(op): null item arrays") }
     for i in 0..<Int(count) {
         let v = (0..<3).map { Int(clamping: values[3 * i + $0]) }
-        switch kinds[i] {
-        case 0: items.append(.int(v[0]))
-        case 1:
+        switch try decode(kinds[i], as: IndexKind.self, "item kind") {
+        case .int: items.append(.int(v[0]))
+        case .slice:
             let f = flags[i]
             items.append(.slice(start: f & 1 != 0 ? v[0] : nil, stop: f & 2 != 0 ? v[1] : nil, step: f & 4 != 0 ? v[2] : nil))
-        case 2: items.append(.newAxis)
-        case 3: items.append(.ellipsis)
-        case 4: items.append(.tensor(try tensors.get(handles[i])))
-        default: throw LucidError(.value, "\(op): unknown item kind \(kinds[i])")
+        case .none: items.append(.newAxis)
+        case .ellipsis: items.append(.ellipsis)
+        case .tensor: items.append(.tensor(try tensors.get(handles[i])))
         }
     }
     return items
@@ -478,16 +467,16 @@ public func lucid_attention(_ q: UInt32, _ k: UInt32, _ v: UInt32, _ mask: UInt3
 
 // ---- losses --------------------------------------------------------------------------------
 
-/// kind 0: mse_loss, 1: l1_loss.
+/// mse_loss or l1_loss, as `kind` (a LUCID_LOSS_* code) says.
 @_cdecl("lucid_pointwise_loss")
 public func lucid_pointwise_loss(_ kind: Int32, _ input: UInt32, _ target: UInt32, _ reduction: Int32,
                                  _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
-        let x = try tensors.get(input), y = try tensors.get(target), r = try LucidCABI.reduction(reduction)
-        switch kind {
-        case 0: try emit(try Losses.mse(x, y, reduction: r), out)
-        case 1: try emit(try Losses.l1(x, y, reduction: r), out)
-        default: throw LucidError(.value, "unknown loss kind \(kind)")
+        let loss = try decode(kind, as: PointwiseLossKind.self, "pointwise loss kind")
+        let x = try tensors.get(input), y = try tensors.get(target), r = try decode(reduction, as: Losses.Reduction.self, "reduction")
+        switch loss {
+        case .mse: try emit(try Losses.mse(x, y, reduction: r), out)
+        case .l1: try emit(try Losses.l1(x, y, reduction: r), out)
         }
     }
 }
@@ -497,7 +486,7 @@ public func lucid_nll_loss(_ input: UInt32, _ target: UInt32, _ weight: UInt32, 
                            _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try Losses.nll(try tensors.get(input), try tensors.get(target), weight: try optionalTensor(weight),
-                                ignoreIndex: Int(clamping: ignoreIndex), reduction: try LucidCABI.reduction(reduction)), out)
+                                ignoreIndex: Int(clamping: ignoreIndex), reduction: try decode(reduction, as: Losses.Reduction.self, "reduction")), out)
     }
 }
 
@@ -506,7 +495,7 @@ public func lucid_cross_entropy(_ input: UInt32, _ target: UInt32, _ weight: UIn
                                 _ labelSmoothing: Double, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try Losses.crossEntropy(try tensors.get(input), try tensors.get(target), weight: try optionalTensor(weight),
-                                         ignoreIndex: Int(clamping: ignoreIndex), reduction: try LucidCABI.reduction(reduction),
+                                         ignoreIndex: Int(clamping: ignoreIndex), reduction: try decode(reduction, as: Losses.Reduction.self, "reduction"),
                                          labelSmoothing: labelSmoothing), out)
     }
 }
@@ -516,6 +505,6 @@ public func lucid_bce_with_logits(_ input: UInt32, _ target: UInt32, _ weight: U
                                   _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try Losses.bceWithLogits(try tensors.get(input), try tensors.get(target), weight: try optionalTensor(weight),
-                                          posWeight: try optionalTensor(posWeight), reduction: try LucidCABI.reduction(reduction)), out)
+                                          posWeight: try optionalTensor(posWeight), reduction: try decode(reduction, as: Losses.Reduction.self, "reduction")), out)
     }
 }

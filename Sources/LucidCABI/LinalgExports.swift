@@ -52,7 +52,7 @@ public func lucid_linalg_svd(_ a: UInt32, _ full: Int32, _ vectors: Int32, _ u: 
 public func lucid_linalg_qr(_ a: UInt32, _ mode: Int32, _ q: UnsafeMutablePointer<UInt32>?,
                             _ r: UnsafeMutablePointer<UInt32>?) -> Int32 {
     abiCall {
-        let (qq, rr) = try Linalg.qr(try tensors.get(a), mode: Int(mode))
+        let (qq, rr) = try Linalg.qr(try tensors.get(a), mode: try decode(mode, as: Linalg.QRMode.self, "qr mode"))
         try emit([(qq, q), (rr, r)])
     }
 }

@@ -2,21 +2,16 @@ import LucidEngine
 
 // One entry point per op family. Inputs are borrowed; the result is a new handle.
 
-func binaryKernel(_ code: Int32) throws -> BinaryKernel {
-    guard let k = BinaryKernel(rawValue: code) else { throw LucidError(.value, "unknown binary op code \(code)") }
-    return k
-}
-
 @_cdecl("lucid_binary")
 public func lucid_binary(_ op: Int32, _ a: UInt32, _ b: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
-    abiCall { try emit(try Elementwise.binary(try binaryKernel(op), try tensors.get(a), try tensors.get(b)), out) }
+    abiCall { try emit(try Elementwise.binary(try decode(op, as: BinaryKernel.self, "binary op"), try tensors.get(a), try tensors.get(b)), out) }
 }
 
 @_cdecl("lucid_binary_scalar")
 public func lucid_binary_scalar(_ op: Int32, _ a: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32, _ scalarFirst: Int32,
                                 _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
-        try emit(try Elementwise.binary(try binaryKernel(op), try tensors.get(a), scalar: try scalarOperand(value, intValue, kind),
+        try emit(try Elementwise.binary(try decode(op, as: BinaryKernel.self, "binary op"), try tensors.get(a), scalar: try scalarOperand(value, intValue, kind),
                                         scalarFirst: scalarFirst != 0), out)
     }
 }
@@ -24,8 +19,7 @@ public func lucid_binary_scalar(_ op: Int32, _ a: UInt32, _ value: Double, _ int
 @_cdecl("lucid_unary")
 public func lucid_unary(_ op: Int32, _ a: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
-        guard let k = UnaryKernel(rawValue: op) else { throw LucidError(.value, "unknown unary op code \(op)") }
-        try emit(try Elementwise.unary(k, try tensors.get(a)), out)
+        try emit(try Elementwise.unary(try decode(op, as: UnaryKernel.self, "unary op"), try tensors.get(a)), out)
     }
 }
 
@@ -33,7 +27,7 @@ public func lucid_unary(_ op: Int32, _ a: UInt32, _ out: UnsafeMutablePointer<In
 public func lucid_binary_inplace(_ op: Int32, _ dst: UInt32, _ other: UInt32, _ alpha: Double,
                                  _ name: UnsafePointer<CChar>?) -> Int32 {
     abiCall {
-        try InPlace.binary(try binaryKernel(op), try tensors.get(dst), try tensors.get(other), alpha: alpha,
+        try InPlace.binary(try decode(op, as: BinaryKernel.self, "binary op"), try tensors.get(dst), try tensors.get(other), alpha: alpha,
                            op: name.map { String(cString: $0) } ?? "binary_")
     }
 }
@@ -42,7 +36,7 @@ public func lucid_binary_inplace(_ op: Int32, _ dst: UInt32, _ other: UInt32, _ 
 public func lucid_binary_scalar_inplace(_ op: Int32, _ dst: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32,
                                         _ name: UnsafePointer<CChar>?) -> Int32 {
     abiCall {
-        try InPlace.binary(try binaryKernel(op), try tensors.get(dst), scalar: try scalarOperand(value, intValue, kind),
+        try InPlace.binary(try decode(op, as: BinaryKernel.self, "binary op"), try tensors.get(dst), scalar: try scalarOperand(value, intValue, kind),
                            op: name.map { String(cString: $0) } ?? "binary_")
     }
 }
@@ -50,8 +44,8 @@ public func lucid_binary_scalar_inplace(_ op: Int32, _ dst: UInt32, _ value: Dou
 @_cdecl("lucid_unary_inplace")
 public func lucid_unary_inplace(_ op: Int32, _ dst: UInt32, _ name: UnsafePointer<CChar>?) -> Int32 {
     abiCall {
-        guard let k = UnaryKernel(rawValue: op) else { throw LucidError(.value, "unknown unary op code \(op)") }
-        try InPlace.unary(k, try tensors.get(dst), op: name.map { String(cString: $0) } ?? "unary_")
+        try InPlace.unary(try decode(op, as: UnaryKernel.self, "unary op"), try tensors.get(dst),
+                          op: name.map { String(cString: $0) } ?? "unary_")
     }
 }
 
@@ -76,15 +70,15 @@ public func lucid_linear(_ x: UInt32, _ w: UInt32, _ b: UInt32, _ out: UnsafeMut
 public func lucid_reduce(_ op: Int32, _ a: UInt32, _ dims: UnsafePointer<Int64>?, _ ndims: Int32, _ keepdim: Int32,
                          _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
+        let reduce = try decode(op, as: ReduceOp.self, "reduce op")
         let d: [Int]? = ndims < 0 ? nil : try intArray(dims, ndims, "dims")
         let x = try tensors.get(a), keep = keepdim != 0
-        switch op {
-        case 0: try emit(try Reductions.reduce(.sum, x, dims: d, keepdim: keep), out)
-        case 1: try emit(try Reductions.reduce(.mean, x, dims: d, keepdim: keep), out)
-        case 2: try emit(try Reductions.extreme(x, dims: d, keepdim: keep, largest: true), out)
-        case 3: try emit(try Reductions.extreme(x, dims: d, keepdim: keep, largest: false), out)
-        case 4: try emit(try Reductions.logsumexp(x, dims: d, keepdim: keep), out)
-        default: throw LucidError(.value, "unknown reduction code \(op)")
+        switch reduce {
+        case .sum: try emit(try Reductions.reduce(.sum, x, dims: d, keepdim: keep), out)
+        case .mean: try emit(try Reductions.reduce(.mean, x, dims: d, keepdim: keep), out)
+        case .amax: try emit(try Reductions.extreme(x, dims: d, keepdim: keep, largest: true), out)
+        case .amin: try emit(try Reductions.extreme(x, dims: d, keepdim: keep, largest: false), out)
+        case .logsumexp: try emit(try Reductions.logsumexp(x, dims: d, keepdim: keep), out)
         }
     }
 }
@@ -133,10 +127,11 @@ public func lucid_assign(_ dst: UInt32, _ value: UInt32, _ flags: Int32, _ op: U
                          _ recorded: UnsafeMutablePointer<Int32>?) -> Int32 {
     abiCall {
         let name = op.map { String(cString: $0) } ?? "copy_"
+        let f = try decodeFlags(flags, as: AssignFlag.self, "assign flag")
         let v = try tensors.get(value)
         let wrote = try tensors.write(dst) { t, base in
-            try InPlace.assign(t, v, base: base, op: name, fill: flags & 1 != 0, sameKind: flags & 2 != 0,
-                               result: flags & 4 != 0)
+            try InPlace.assign(t, v, base: base, op: name, fill: f.contains(.fill), sameKind: f.contains(.sameKind),
+                               result: f.contains(.result))
         }
         recorded?.pointee = wrote ? 1 : 0
     }

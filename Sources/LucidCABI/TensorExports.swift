@@ -11,13 +11,15 @@ import LucidEngine
 let tensors = TensorTable()
 
 /// What an op writes about its result, so that its caller needs no second call to learn it
-/// (include/lucid.h, enum lucid_record_field): the handle, dtype, device, ndim,
+/// (include/lucid.h, enum lucid_record_field; `RecordField`): the handle, dtype, device, ndim,
 /// requires_grad, the bytes of storage it keeps alive, then up to `dims` sizes and strides,
 /// then the sizes packed into one key.
 enum Record {
-    static let handle = 0, dtype = 1, device = 2, ndim = 3, requiresGrad = 4, storageBytes = 5, shape = 6
-    static let dims = 8
-    static let strides = shape + dims, shapeKey = strides + dims, length = shapeKey + 1
+    static let handle = RecordField.handle.index, dtype = RecordField.dtype.index, device = RecordField.device.index
+    static let ndim = RecordField.ndim.index, requiresGrad = RecordField.requiresGrad.index
+    static let storageBytes = RecordField.storageBytes.index, shape = RecordField.shape.index
+    static let dims = RecordField.dims.index, strides = RecordField.strides.index
+    static let shapeKey = RecordField.shapeKey.index, length = RecordField.len.index
 
     /// The sizes in one number: ndim in bits 0-2, then each size in 60/ndim bits, the first
     /// lowest; -1 when ndim > 4 or a size needs more bits.
@@ -81,7 +83,7 @@ public func lucid_tensor_from_host(_ data: UnsafeRawPointer?, _ nbytes: Int64, _
         let dims = try intArray(shape, ndim, "shape")
         let bytes = UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : Int(nbytes))
         if data == nil && nbytes > 0 { throw LucidError(.value, "data pointer is null") }
-        try emit(try Conversion.fromHost(bytes, shape: dims, dtype: try DType(code: dtype), device: try Device(code: device)), out)
+        try emit(try Conversion.fromHost(bytes, shape: dims, dtype: try decode(dtype, as: DType.self, "dtype"), device: try decode(device, as: Device.self, "device")), out)
     }
 }
 
@@ -90,8 +92,8 @@ public func lucid_tensor_full(_ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ v
                               _ dtype: Int32, _ device: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let dims = try intArray(shape, ndim, "shape")
-        try emit(try Creation.full(dims, value: try scalarOperand(value, intValue, valueKind), dtype: try DType(code: dtype),
-                                   device: try Device(code: device)), out)
+        try emit(try Creation.full(dims, value: try scalarOperand(value, intValue, valueKind), dtype: try decode(dtype, as: DType.self, "dtype"),
+                                   device: try decode(device, as: Device.self, "device")), out)
     }
 }
 
@@ -100,7 +102,7 @@ public func lucid_tensor_arange(_ start: Double, _ end: Double, _ step: Double, 
                                 _ device: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try Creation.arange(start: start, end: end, step: step, dtype: try optionalDType(dtype),
-                                     device: try Device(code: device)), out)
+                                     device: try decode(device, as: Device.self, "device")), out)
     }
 }
 
@@ -109,7 +111,7 @@ public func lucid_tensor_arange_int(_ start: Int64, _ end: Int64, _ step: Int64,
                                     _ device: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         try emit(try Creation.arange(start: start, end: end, step: step, dtype: try optionalDType(dtype),
-                                     device: try Device(code: device)), out)
+                                     device: try decode(device, as: Device.self, "device")), out)
     }
 }
 
@@ -118,7 +120,7 @@ public func lucid_tensor_random(_ shape: UnsafePointer<Int64>?, _ ndim: Int32, _
                                 _ device: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let dims = try intArray(shape, ndim, "shape")
-        let d = try DType(code: dtype), dev = try Device(code: device)
+        let d = try decode(dtype, as: DType.self, "dtype"), dev = try decode(device, as: Device.self, "device")
         try emit(normal != 0 ? try Creation.randn(dims, dtype: d, device: dev) : try Creation.rand(dims, dtype: d, device: dev), out)
     }
 }
@@ -352,11 +354,10 @@ public func lucid_set_warning_handler(_ handler: (@convention(c) (UnsafePointer<
 
 /// A scalar from its C form: `value` for floats, `intValue` for ints and bools.
 func scalarOperand(_ value: Double, _ intValue: Int64, _ kind: Int32) throws -> ScalarOperand {
-    switch kind {
-    case ScalarOperand.Kind.float.rawValue: return ScalarOperand(float: value)
-    case ScalarOperand.Kind.int.rawValue: return ScalarOperand(int: intValue)
-    case ScalarOperand.Kind.bool.rawValue: return ScalarOperand(bool: intValue != 0)
-    default: throw LucidError(.value, "unknown scalar kind \(kind) (0 float, 1 int, 2 bool)")
+    switch try decode(kind, as: ScalarOperand.Kind.self, "scalar kind") {
+    case .float: return ScalarOperand(float: value)
+    case .int: return ScalarOperand(int: intValue)
+    case .bool: return ScalarOperand(bool: intValue != 0)
     }
 }
 

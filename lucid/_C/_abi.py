@@ -266,6 +266,7 @@ ENUMS = {
     "lucid_pointwise_loss_kind": {"LUCID_LOSS_MSE": 0, "LUCID_LOSS_L1": 1},
     "lucid_precision_verdict": {"LUCID_VERDICT_SAFE_FLOAT16": 0, "LUCID_VERDICT_USE_BFLOAT16": 1, "LUCID_VERDICT_KEEP_FLOAT32": 2},
     "lucid_hook_kind": {"LUCID_HOOK_GRAD": 0, "LUCID_HOOK_POST_ACCUMULATE": 1},
+    "lucid_qr_mode": {"LUCID_QR_REDUCED": 0, "LUCID_QR_COMPLETE": 1, "LUCID_QR_R": 2},
 }
 
 # The comment each enum constant carries in the header, where it has one.
@@ -546,3 +547,6 @@ LUCID_VERDICT_USE_BFLOAT16 = 1
 LUCID_VERDICT_KEEP_FLOAT32 = 2
 LUCID_HOOK_GRAD = 0
 LUCID_HOOK_POST_ACCUMULATE = 1
+LUCID_QR_REDUCED = 0
+LUCID_QR_COMPLETE = 1
+LUCID_QR_R = 2

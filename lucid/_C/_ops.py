@@ -1724,7 +1724,7 @@ _lucid_linalg_qr = _lib.lucid_linalg_qr
 
 
 def linalg_qr(a, mode):
-    """A = Q @ R: mode 0 reduced, 1 complete, 2 R alone (q = 0)."""
+    """A = Q @ R, as `mode` (a LUCID_QR_* code) says; q = 0 for LUCID_QR_R."""
     q_ = c_uint32()
     r_ = c_uint32()
     rc = _lucid_linalg_qr((a if a.__class__ is int else a._h), mode, byref(q_), byref(r_))

@@ -333,7 +333,7 @@ def svd(input, some=True, compute_uv=True, *, out=None):
     return returned(TopSVDResult(U, S, _mT(Vh)), out, "svd")
 
 
-_QR_MODES = {"reduced": 0, "complete": 1, "r": 2}
+_QR_MODES = _C.codes("lucid_qr_mode", "LUCID_QR_")
 
 
 def linalg_qr(A, mode="reduced", *, out=None):

@@ -249,4 +249,48 @@ import Testing
         #expect(lucid_op_info(count, &name, &policy, &bf16) == Self.errIndex)
         #expect(lucid_op_info(-1, &name, &policy, &bf16) == Self.errIndex)
     }
+
+    // MARK: Codes
+
+    /// Every code the ABI takes is read by one helper: a known code is its case, an unknown
+    /// one a value error naming the parameter and the valid codes.
+    @Test func codesAreDecodedByOneHelper() throws {
+        #expect(try decode(1, as: Device.self, "device") == .metal)
+        #expect(try decode(9, as: DType.self, "dtype") == .int16)
+        #expect(try decode(1, as: HookKind.self, "hook kind") == .postAccumulate)
+        for (raw, message) in [(Int32(2), "unknown device code 2; expected one of 0 (cpu), 1 (metal)"),
+                               (-1, "unknown device code -1; expected one of 0 (cpu), 1 (metal)")] {
+            do {
+                _ = try decode(raw, as: Device.self, "device")
+                Issue.record("decoded \(raw)")
+            } catch let e as LucidError {
+                #expect(e.kind == .value && e.message == message)
+            }
+        }
+        do {
+            _ = try decode(7, as: HookKind.self, "hook kind")
+            Issue.record("decoded 7")
+        } catch let e as LucidError {
+            #expect(e.message == "unknown hook kind code 7; expected one of 0 (grad), 1 (post_accumulate)")
+        }
+        // A long enum lists its codes as ranges.
+        #expect(validCodes(UnaryKernel.self) == "0...\(UnaryKernel.allCases.count - 1)")
+        #expect(validCodes(AssignFlag.self) == "1 (fill), 2 (same_kind), 4 (result)")
+        #expect(try decodeFlags(5, as: AssignFlag.self, "assign flag") == [.fill, .result])
+        #expect(try decodeFlags(0, as: AssignFlag.self, "assign flag") == [])
+        #expect(lucidErrorKind { _ = try decodeFlags(8 | 1, as: AssignFlag.self, "assign flag") } == .value)
+    }
+
+    @Test func anUnknownCodeIsAValueErrorThroughTheABI() throws {
+        var record = [Int64](repeating: -1, count: Record.length)
+        #expect(lucid_tensor_full([2], 1, 1.0, 0, 0, Self.float32, 7, &record) == Self.errValue)
+        #expect(Self.lastError()?.hasPrefix("unknown device code 7; expected one of 0 (cpu), 1 (metal)") == true)
+        #expect(lucid_tensor_full([2], 1, 1.0, 0, 9, Self.float32, Self.cpu, &record) == Self.errValue)
+        #expect(Self.lastError()?.hasPrefix("unknown scalar kind code 9;") == true)
+        #expect(record[Record.handle] == -1)
+        var handle: UInt64 = 0
+        #expect(guard_create(Self.cpu, 1, 42, &handle) == Self.errValue)
+        #expect(Self.lastError()?.hasPrefix("unknown dtype code 42; expected one of 0 (float32)") == true)
+        #expect(handle == 0)
+    }
 }

@@ -1,5 +1,5 @@
 /// How autocast treats an op's floating-point inputs (PyTorch's autocast op lists, adapted).
-public enum CastPolicy: Int32, Sendable, CustomStringConvertible {
+public enum CastPolicy: Int32, Sendable, CaseIterable, CustomStringConvertible {
     /// Keeps its inputs' dtypes (ordinary type promotion applies).
     case none = 0
     /// Casts float32 and 16-bit inputs to the autocast dtype (float64 stays): matmul, linear,

@@ -104,13 +104,13 @@ public struct InspectionEntry: Sendable {
 
 /// What an inspection concludes about an op's precision (C: `LUCID_VERDICT_*`).
 public enum PrecisionVerdict: Int32, Sendable, Comparable, CustomStringConvertible {
-    case safeInFloat16 = 0, useBFloat16 = 1, keepInFloat32 = 2
+    case safeFloat16 = 0, useBFloat16 = 1, keepFloat32 = 2
 
     public var description: String {
         switch self {
-        case .safeInFloat16: "safe in float16"
+        case .safeFloat16: "safe in float16"
         case .useBFloat16: "use bfloat16"
-        case .keepInFloat32: "keep in float32"
+        case .keepFloat32: "keep in float32"
         }
     }
 
@@ -133,10 +133,10 @@ extension InspectionEntry {
         let nonzero = inputs[.nonzero], half = dtype == .float16
         func share(_ band: CastStatistics.Band) -> Double { nonzero == 0 ? 0 : Double(inputs[band]) / Double(nonzero) }
         let rules: [(PrecisionVerdict, Bool, () -> String)] = [
-            (.keepInFloat32, inputs[.overflowBFloat16] > 0, { "inputs past bfloat16's range (max |x| \(cFormat("%.3g", Double(inputs.maxAbs))))" }),
-            (.keepInFloat32, share(.underflowBFloat16) > Self.underflowLimit,
+            (.keepFloat32, inputs[.overflowBFloat16] > 0, { "inputs past bfloat16's range (max |x| \(cFormat("%.3g", Double(inputs.maxAbs))))" }),
+            (.keepFloat32, share(.underflowBFloat16) > Self.underflowLimit,
              { "\(cFormat("%.1f", share(.underflowBFloat16) * 100))% of non-zero inputs below bfloat16's normals" }),
-            (.keepInFloat32, madeNonfinite && !half, { "made inf/NaN in bfloat16" }),
+            (.keepFloat32, madeNonfinite && !half, { "made inf/NaN in bfloat16" }),
             (.useBFloat16, inputs[.overflowFloat16] > 0, { "inputs past float16's range (max |x| \(cFormat("%.3g", Double(inputs.maxAbs))))" }),
             (.useBFloat16, madeNonfinite && half, { "made inf/NaN in float16" }),
             (.useBFloat16, results[.overflowFloat16] > 0, { "results past float16's range (max \(cFormat("%.3g", Double(results.maxAbs))))" }),
@@ -144,7 +144,7 @@ extension InspectionEntry {
              { "\(cFormat("%.1f", share(.underflowFloat16) * 100))% of non-zero inputs below float16's normals" }),
         ]
         for (verdict, found, reason) in rules where found { return (verdict, "\(op): \(reason())") }
-        return (.safeInFloat16, "")
+        return (.safeFloat16, "")
     }
 }
 

@@ -68,7 +68,7 @@ extension Backend {
 /// output share it, and `a`/`b` are broadcast views of the output's shape. Raw values are the
 /// C ABI's codes (`enum lucid_binary_op`), also the Metal kernels' op codes. The bitwise ops
 /// take integer and bool operands only.
-package enum BinaryKernel: Int32, Sendable {
+package enum BinaryKernel: Int32, Sendable, CaseIterable {
     case add = 0, sub = 1, mul = 2, div = 3, pow = 4, maximum = 5, minimum = 6
     case bitwiseAnd = 7, bitwiseOr = 8, bitwiseXor = 9
     case atan2 = 10, copysign = 11, xlogy = 12, xlog1py = 13, zeta = 14

@@ -87,13 +87,6 @@ public enum DType: Int32, CaseIterable, Sendable, CustomStringConvertible {
 
     public var description: String { "lucid.\(name)" }
 
-    package init(code: Int32) throws {
-        guard let d = DType(rawValue: code) else {
-            throw LucidError.value("unknown dtype code \(code) (valid codes are 0...\(DType.allCases.count - 1))")
-        }
-        self = d
-    }
-
     /// 0 bool, 1 integer, 2 floating point: PyTorch's promotion categories.
     var category: Int { self == .bool ? 0 : (isFloatingPoint ? 2 : 1) }
 

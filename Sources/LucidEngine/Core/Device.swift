@@ -41,14 +41,6 @@ public enum Device: Int32, CaseIterable, Sendable, CustomStringConvertible {
     public static let autocastDefault: Device = table.first(where: \.isDefault)!.device
     public var description: String { name }
 
-    package init(code: Int32) throws {
-        guard let d = Device(rawValue: code) else {
-            let known = Self.table.map { "\($0.device.rawValue) is \($0.name)" }.joined(separator: ", ")
-            throw LucidError.value("unknown device code \(code) (\(known))")
-        }
-        self = d
-    }
-
     /// Refuses a dtype the device cannot hold: the Apple GPU has no float64 arithmetic (nor
     /// does Metal Performance Shaders), so "metal" holds no float64 tensor, as PyTorch's MPS
     /// device holds none. `op` names the call in the message.

@@ -382,7 +382,7 @@ package enum Elementwise {
 
 /// A Python-style scalar operand: its value and the dtype its kind stands for.
 package struct ScalarOperand: Sendable {
-    package enum Kind: Int32, Sendable { case float = 0, int = 1, bool = 2 }
+    package enum Kind: Int32, Sendable, CaseIterable { case float = 0, int = 1, bool = 2 }
     let kind: Kind
     let value: Scalar
 

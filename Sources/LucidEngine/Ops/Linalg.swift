@@ -450,22 +450,29 @@ package enum Linalg {
         }
     }
 
-    /// torch.linalg.qr: A = Q·R with Q orthonormal columns and R upper triangular. `mode` 0
-    /// "reduced" (Q [..., m, k], R [..., k, n]), 1 "complete" (Q [..., m, m], R [..., m, n]),
-    /// 2 "r" (R alone, Q nil). Differentiable in A for "reduced", and for "complete" when
-    /// m <= n.
-    package static func qr(_ a0: TensorImpl, mode: Int) throws -> (TensorImpl?, TensorImpl) {
+    /// What torch.linalg.qr computes. Raw values are the C ABI's codes (`enum lucid_qr_mode`).
+    package enum QRMode: Int32, Sendable, CaseIterable {
+        /// Q [..., m, k], R [..., k, n].
+        case reduced = 0
+        /// Q [..., m, m], R [..., m, n].
+        case complete = 1
+        /// R alone (Q nil), as for "reduced".
+        case r = 2
+    }
+
+    /// torch.linalg.qr: A = Q·R with Q orthonormal columns and R upper triangular, as `mode`
+    /// says. Differentiable in A for "reduced", and for "complete" when m <= n.
+    package static func qr(_ a0: TensorImpl, mode: QRMode) throws -> (TensorImpl?, TensorImpl) {
         let op = "linalg.qr"
-        guard (0...2).contains(mode) else { throw LucidError.value("\(op): unknown mode code \(mode)") }
         return try qr.run(a0) { a -> (TensorImpl?, TensorImpl) in
             try check(op, a)
             let batch = batchShape(a), m = a.shape[a.ndim - 2], n = a.shape[a.ndim - 1], k = min(m, n)
             let (packed, tau) = try geqrf(a)
-            let rRows = mode == 1 ? m : k
+            let rRows = mode == .complete ? m : k
             let r = try Ops.dense(try triu(try narrow(packed, -2, 0, rRows)))
             var q: TensorImpl? = nil
-            if mode != 2 {
-                let qCols = mode == 1 ? m : k
+            if mode != .r {
+                let qCols = mode == .complete ? m : k
                 let a3 = try dense3(packed), tau3 = try dense3(try ShapeOps.unsqueeze(tau, -1))
                 let tau2 = tau3.view(shape: [tau3.shape[0], k], strides: [k, 1])
                 let (q3, qv) = try output(batch, m, qCols, dtype: a.dtype, like: a)
@@ -475,8 +482,8 @@ package enum Linalg {
                 q = qv
             }
             guard Autograd.tracks(a) else { return (q, r) }
-            guard let q, mode == 0 || m <= n else {
-                throw LucidError.runtime("\(op): the QR decomposition is not differentiable when mode='\(mode == 2 ? "r" : "complete")'\(mode == 2 ? "" : " and A has more rows than columns"); use mode='reduced'")
+            guard let q, mode == .reduced || m <= n else {
+                throw LucidError.runtime("\(op): the QR decomposition is not differentiable when mode='\(mode)'\(mode == .r ? "" : " and A has more rows than columns"); use mode='reduced'")
             }
             let shapes = [q.shape, r.shape]
             let out = Autograd.record(try pack([q, r], batch: batch), Autograd.name(qr), [a], saved: [a]) { g in

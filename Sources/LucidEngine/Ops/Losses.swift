@@ -10,7 +10,7 @@ package enum Losses {
     static let infos = [mse, l1, nll, crossEntropy, bceWithLogits]
 
     /// How per-element losses are combined. Raw values are the C ABI's codes.
-    package enum Reduction: Int32, Sendable { case none = 0, mean = 1, sum = 2 }
+    package enum Reduction: Int32, Sendable, CaseIterable { case none = 0, mean = 1, sum = 2 }
 
     private static func reduced(_ loss: TensorImpl, _ r: Reduction) throws -> TensorImpl {
         switch r {
