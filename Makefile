@@ -26,7 +26,7 @@ endif
 SWIFT_FLAGS = $(shell $(PY) lucid/_native.py swift-flags)
 SWIFT_RELEASE_FLAGS = $(shell $(PY) lucid/_native.py swift-flags --release)
 
-.PHONY: build engine abi demo test test-distributed swift-test py-test docs check-sanitize check-wheel metal-emulated check-metal check-apple reliability bench opinfo-reference clean
+.PHONY: build engine abi demo test lint test-distributed swift-test py-test docs check-sanitize check-wheel metal-emulated check-metal check-apple reliability bench opinfo-reference clean
 
 ## build: .venv with lucid's dependencies (OpenBLAS and oneDNN among them on Linux), the
 ## engine in release mode, and lucid installed into .venv (editable)
@@ -70,8 +70,14 @@ generate:
 demo: build
 	$(PY) examples/demo.py
 
-## test: Swift tests, then the Python tests
-test: build swift-test py-test
+## test: the linters, the Swift tests, then the Python tests
+test: build lint swift-test py-test
+
+## lint: ruff's formatter and linter over the Python code (pyproject.toml's [tool.ruff]): the
+## code must be as `ruff format` writes it and `ruff check` must find nothing
+lint: $(VENV)/.installed
+	$(PY) -m ruff format --check --quiet .
+	$(PY) -m ruff check --quiet .
 
 swift-test: $(VENV)/.installed
 	swift test $(SWIFT_FLAGS)

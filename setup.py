@@ -42,8 +42,10 @@ def build_engine() -> Path:
     """Builds the engine in release mode (unless told to skip) and returns the library's path."""
     base = ["swift", "build", "-c", "release"]
     if shutil.which("swift") is None:
-        raise SystemExit("lucid: building the engine needs a Swift 6 toolchain, and `swift` is not on PATH "
-                         "(https://www.swift.org/install; Xcode 16 on macOS)")
+        raise SystemExit(
+            "lucid: building the engine needs a Swift 6 toolchain, and `swift` is not on PATH "
+            "(https://www.swift.org/install; Xcode 16 on macOS)"
+        )
     if os.environ.get("LUCID_SKIP_ENGINE_BUILD") != "1":
         native = _native()
         try:
@@ -60,9 +62,12 @@ def build_engine() -> Path:
             if sys.platform != "darwin":
                 raise
             # A Metal backend that fails to compile must not leave a Mac without lucid.
-            print("lucid: WARNING: the engine failed to build with its Metal backend (errors above); building it "
-                  "without Metal, so 'metal' will run on the host fallback. Please report those errors.",
-                  file=sys.stderr, flush=True)
+            print(
+                "lucid: WARNING: the engine failed to build with its Metal backend (errors above); building it "
+                "without Metal, so 'metal' will run on the host fallback. Please report those errors.",
+                file=sys.stderr,
+                flush=True,
+            )
             subprocess.check_call(cmd + ["-Xswiftc", "-DLUCID_NO_METAL"], cwd=ROOT)
     bin_dir = subprocess.check_output(base + ["--show-bin-path"], cwd=ROOT, text=True).strip()
     lib = Path(bin_dir) / LIB

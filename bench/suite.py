@@ -11,7 +11,6 @@ import argparse
 import math
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -80,6 +79,7 @@ def arr(*shape):
 
 # ---- cases ----------------------------------------------------------------------------------
 
+
 def dispatch_cases():
     a = arr(4, 4)
     la = lucid.tensor(a)
@@ -109,8 +109,12 @@ def elementwise_cases(n):
         ("add", lambda: la + lb, lambda: a + b, lambda: ta + tb),
         ("mul", lambda: la * lb, lambda: a * b, lambda: ta * tb),
         ("exp", lambda: la.exp(), lambda: np.exp(a), lambda: ta.exp()),
-        ("gelu (tanh)", lambda: F.gelu(la, "tanh"), lambda: 0.5 * a * (1 + np.tanh(c * (a + 0.044715 * a ** 3))),
-         lambda: TF.gelu(ta, approximate="tanh")),
+        (
+            "gelu (tanh)",
+            lambda: F.gelu(la, "tanh"),
+            lambda: 0.5 * a * (1 + np.tanh(c * (a + 0.044715 * a**3))),
+            lambda: TF.gelu(ta, approximate="tanh"),
+        ),
     ]
     label = f"{n // 1_000_000}M" if n >= 1_000_000 else f"{n}"
     return [Case(f"{label} {name}", lf, nf, tf if torch else None, "<= 1.1x numpy") for name, lf, nf, tf in cases]
@@ -122,8 +126,15 @@ def matmul_cases(sizes):
         a, b = arr(n, n), arr(n, n)
         la, lb = lucid.tensor(a), lucid.tensor(b)
         ta, tb = (torch.from_numpy(a), torch.from_numpy(b)) if torch else (None, None)
-        out.append(Case(f"matmul f32 {n}", lambda la=la, lb=lb: la @ lb, lambda a=a, b=b: a @ b,
-                        (lambda ta=ta, tb=tb: ta @ tb) if torch else None, ">= 0.95x numpy speed"))
+        out.append(
+            Case(
+                f"matmul f32 {n}",
+                lambda la=la, lb=lb: la @ lb,
+                lambda a=a, b=b: a @ b,
+                (lambda ta=ta, tb=tb: ta @ tb) if torch else None,
+                ">= 0.95x numpy speed",
+            )
+        )
     for n in sizes:
         a, b = arr(n, n), arr(n, n)
         la, lb = lucid.tensor(a), lucid.tensor(b)
@@ -204,6 +215,7 @@ def _layer_step(lib, layer, inputs, amp):
         y.float().sum().backward()
         for t in list(inputs) + params:
             t.grad = None
+
     return step
 
 
@@ -228,7 +240,11 @@ def _layer_specs(quick):
     return [
         ("layer_norm", lambda m: m.LayerNorm(384), [arr(b, 256 if not quick else 16, 384)]),
         ("gelu (exact)", lambda m: m.GELU(), [arr(b, 256 if not quick else 16, 1536)]),
-        ("BatchNorm2d train", lambda m: m.BatchNorm2d(64), [arr(b, 64, 32 if not quick else 8, 32 if not quick else 8)]),
+        (
+            "BatchNorm2d train",
+            lambda m: m.BatchNorm2d(64),
+            [arr(b, 64, 32 if not quick else 8, 32 if not quick else 8)],
+        ),
         ("Linear 512->512", lambda m: m.Linear(512, 512), [arr(b * 16, 512)]),
         ("ReLU", lambda m: m.ReLU(), [arr(b, 64, 32, 32)]),
         ("LeakyReLU", lambda m: m.LeakyReLU(0.2), [arr(b, 64, 32, 32)]),
@@ -253,8 +269,11 @@ def _layer_specs(quick):
         ("RNN 64->64", lambda m: m.RNN(64, 64, batch_first=True), [seq]),
         ("LSTM 64->64", lambda m: m.LSTM(64, 64, batch_first=True), [seq]),
         ("GRU 64->64", lambda m: m.GRU(64, 64, batch_first=True), [seq]),
-        ("TransformerEncoderLayer 64x4", lambda m: m.TransformerEncoderLayer(64, 4, 256, dropout=0.0, batch_first=True),
-         [seq]),
+        (
+            "TransformerEncoderLayer 64x4",
+            lambda m: m.TransformerEncoderLayer(64, 4, 256, dropout=0.0, batch_first=True),
+            [seq],
+        ),
         ("MSELoss", lambda m: m.MSELoss(), [arr(b * 16, 256), arr(b * 16, 256)]),
         ("L1Loss", lambda m: m.L1Loss(), [arr(b * 16, 256), arr(b * 16, 256)]),
         ("CrossEntropyLoss", lambda m: m.CrossEntropyLoss(), [arr(b * 16, 10), classes]),
@@ -275,8 +294,9 @@ def layer_cases(quick=False):
             lucid_fn = _layer_step(lucid, make(nn).train(), [_tensor(lucid, a, g) for a, g in zip(arrays, grads)], amp)
             torch_fn = None
             if torch:
-                torch_fn = _layer_step(torch, make(torch.nn).train(),
-                                       [_tensor(torch, a, g) for a, g in zip(arrays, grads)], amp)
+                torch_fn = _layer_step(
+                    torch, make(torch.nn).train(), [_tensor(torch, a, g) for a, g in zip(arrays, grads)], amp
+                )
             tag = "bf16 autocast" if amp else "f32"
             cases.append(Case(f"{name} fwd+bwd {tag}", lucid_fn, None, torch_fn, "<= 1.5x torch"))
     return cases
@@ -291,6 +311,7 @@ def _lucid_trainer(model, x, y, amp):
         opt.zero_grad()
         loss.backward()
         opt.step()
+
     return step
 
 
@@ -303,6 +324,7 @@ def _torch_trainer(model, x, y, amp):
         opt.zero_grad()
         loss.backward()
         opt.step()
+
     return step
 
 
@@ -341,8 +363,16 @@ def _mlp(lib):
 
 def _cnn(lib):
     n = lib.nn
-    return n.Sequential(n.Conv2d(1, 16, 3, padding=1), n.ReLU(), n.MaxPool2d(2), n.Conv2d(16, 32, 3, padding=1),
-                        n.ReLU(), n.MaxPool2d(2), n.Flatten(), n.Linear(32 * 7 * 7, 10))
+    return n.Sequential(
+        n.Conv2d(1, 16, 3, padding=1),
+        n.ReLU(),
+        n.MaxPool2d(2),
+        n.Conv2d(16, 32, 3, padding=1),
+        n.ReLU(),
+        n.MaxPool2d(2),
+        n.Flatten(),
+        n.Linear(32 * 7 * 7, 10),
+    )
 
 
 def training_cases():
@@ -353,23 +383,43 @@ def training_cases():
         tag = "bf16 autocast" if amp else "f32"
         models = _char_models(lucid)
         torch_models = _char_models(torch) if torch else (None, None)
-        for name, model, torch_model, (x, y) in (("char MLP LM", models[0], torch_models[0], (mlp_x, mlp_y)),
-                                                  ("char LSTM LM", models[1], torch_models[1], (lstm_x, lstm_y))):
-            cases.append(Case(f"{name} train step {tag}", _lucid_trainer(model, lucid.tensor(x), lucid.tensor(y), amp),
-                              None, _torch_trainer(torch_model, torch.from_numpy(x), torch.from_numpy(y), amp)
-                              if torch else None, "<= 1x torch"))
+        for name, model, torch_model, (x, y) in (
+            ("char MLP LM", models[0], torch_models[0], (mlp_x, mlp_y)),
+            ("char LSTM LM", models[1], torch_models[1], (lstm_x, lstm_y)),
+        ):
+            cases.append(
+                Case(
+                    f"{name} train step {tag}",
+                    _lucid_trainer(model, lucid.tensor(x), lucid.tensor(y), amp),
+                    None,
+                    _torch_trainer(torch_model, torch.from_numpy(x), torch.from_numpy(y), amp) if torch else None,
+                    "<= 1x torch",
+                )
+            )
     x, y = arr(64, 784), RNG.integers(0, 10, 64)
     xi, yi = arr(32, 1, 28, 28), RNG.integers(0, 10, 32)
     for amp in (False, True):
         tag = "bf16 autocast" if amp else "f32"
         mlp, torch_mlp = _mlp(lucid), _mlp(torch) if torch else None
-        cases.append(Case(f"MLP train step {tag}", _lucid_trainer(mlp, lucid.tensor(x), lucid.tensor(y), amp), None,
-                          _torch_trainer(torch_mlp, torch.from_numpy(x), torch.from_numpy(y), amp) if torch else None,
-                          "<= 1x torch"))
+        cases.append(
+            Case(
+                f"MLP train step {tag}",
+                _lucid_trainer(mlp, lucid.tensor(x), lucid.tensor(y), amp),
+                None,
+                _torch_trainer(torch_mlp, torch.from_numpy(x), torch.from_numpy(y), amp) if torch else None,
+                "<= 1x torch",
+            )
+        )
         cnn, torch_cnn = _cnn(lucid), _cnn(torch) if torch else None
-        cases.append(Case(f"CNN train step {tag}", _lucid_trainer(cnn, lucid.tensor(xi), lucid.tensor(yi), amp), None,
-                          _torch_trainer(torch_cnn, torch.from_numpy(xi), torch.from_numpy(yi), amp) if torch else None,
-                          "<= 1x torch"))
+        cases.append(
+            Case(
+                f"CNN train step {tag}",
+                _lucid_trainer(cnn, lucid.tensor(xi), lucid.tensor(yi), amp),
+                None,
+                _torch_trainer(torch_cnn, torch.from_numpy(xi), torch.from_numpy(yi), amp) if torch else None,
+                "<= 1x torch",
+            )
+        )
     return cases
 
 
@@ -384,6 +434,7 @@ def inplace_cases(n=1_000_000):
         def run():
             for i in positions:
                 t[i] = 1.0
+
         return run
 
     def lucid_add():
@@ -403,16 +454,31 @@ def inplace_cases(n=1_000_000):
     def index_write(t, i, v):
         def run():
             t[i] = v
+
         return run
 
     na = a.copy()
     return [
-        Case("1000 element writes into 1M", element_writes(la), element_writes(na),
-             element_writes(ta) if torch else None, "<= 2x torch"),
-        Case("x[idx] = v, 1000 indices into 1M", index_write(la, lidx, lval), index_write(nb, index, values),
-             index_write(ta, tidx, tval) if torch else None),
-        Case("1M p.add_(g, alpha) under no_grad", lucid_add, lambda: np.add(na, g * np.float32(-0.1), out=na),
-             torch_add if torch else None, "<= 1.2x torch"),
+        Case(
+            "1000 element writes into 1M",
+            element_writes(la),
+            element_writes(na),
+            element_writes(ta) if torch else None,
+            "<= 2x torch",
+        ),
+        Case(
+            "x[idx] = v, 1000 indices into 1M",
+            index_write(la, lidx, lval),
+            index_write(nb, index, values),
+            index_write(ta, tidx, tval) if torch else None,
+        ),
+        Case(
+            "1M p.add_(g, alpha) under no_grad",
+            lucid_add,
+            lambda: np.add(na, g * np.float32(-0.1), out=na),
+            torch_add if torch else None,
+            "<= 1.2x torch",
+        ),
     ]
 
 
@@ -422,8 +488,10 @@ def optimizer_step_memory():
     step holds above the model and its state."""
     results = {}
     x, y = lucid.tensor(arr(64, 784)), lucid.tensor(RNG.integers(0, 10, 64))
-    for name, make in (("SGD momentum", lambda ps: lucid.optim.SGD(ps, lr=0.01, momentum=0.9)),
-                       ("Adam", lambda ps: lucid.optim.Adam(ps, lr=1e-3))):
+    for name, make in (
+        ("SGD momentum", lambda ps: lucid.optim.SGD(ps, lr=0.01, momentum=0.9)),
+        ("Adam", lambda ps: lucid.optim.Adam(ps, lr=1e-3)),
+    ):
         model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
         opt = make(model.parameters())
         for _ in range(3):  # the state exists, gradients are allocated
@@ -460,15 +528,17 @@ def inspect_cost(min_time):
     x, y = arr(64, 784), RNG.integers(0, 10, 64)
     xi, yi = arr(32, 1, 28, 28), RNG.integers(0, 10, 32)
     lm = _char_models(lucid)[0]
-    for name, model, (a, b) in (("MLP train step bf16 autocast", _mlp(lucid), (x, y)),
-                                ("CNN train step bf16 autocast", _cnn(lucid), (xi, yi)),
-                                ("char MLP LM train step bf16 autocast", lm, (RNG.integers(0, 28, (32, 16)),
-                                                                             RNG.integers(0, 27, 32)))):
+    for name, model, (a, b) in (
+        ("MLP train step bf16 autocast", _mlp(lucid), (x, y)),
+        ("CNN train step bf16 autocast", _cnn(lucid), (xi, yi)),
+        ("char MLP LM train step bf16 autocast", lm, (RNG.integers(0, 28, (32, 16)), RNG.integers(0, 27, 32))),
+    ):
         step = _lucid_trainer(model, lucid.tensor(a), lucid.tensor(b), True)
 
         def inspected(step=step):
             with lucid.amp.inspect():
                 step()
+
         out[name] = tuple(timed_together([step, inspected], min_time))
     return out
 
@@ -511,6 +581,7 @@ def _contention_workload(library, name):
         opt.zero_grad()
         lib.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
+
     return step
 
 
@@ -589,12 +660,12 @@ def metal_rows(quick, min_time):
     TFLOP/s per dtype, conv2d and attention forward+backward, and a CNN and a GPT-style training
     step in float32 and under float16 autocast. Rows: case, time, rate, note."""
     rows = []
-    for n in ([32, 64] if quick else [1024, 2048, 4096]):
+    for n in [32, 64] if quick else [1024, 2048, 4096]:
         for dt in (lucid.float32, lucid.float16, lucid.bfloat16):
             a = lucid.randn(n, n, device="metal").to(dt)
             b = lucid.randn(n, n, device="metal").to(dt)
             t = _metal_time(lambda: a @ b, min_time)
-            rows.append([f"metal matmul {dt.name} {n}", fmt_time(t), f"{2 * n ** 3 / t / 1e12:.2f} TFLOP/s", ""])
+            rows.append([f"metal matmul {dt.name} {n}", fmt_time(t), f"{2 * n**3 / t / 1e12:.2f} TFLOP/s", ""])
     c, side, heads, length, width = (4, 8, 2, 16, 32) if quick else (64, 56, 8, 512, 256)
     x = lucid.randn(2 if quick else 8, c, side, side, device="metal", requires_grad=True)
     conv = nn.Conv2d(c, c, 3, padding=1).to("metal")
@@ -608,8 +679,16 @@ def metal_rows(quick, min_time):
         with lucid.amp.autocast("metal", enabled=amp):
             F.scaled_dot_product_attention(q, q, q, is_causal=True).float().sum().backward()
 
-    cnn = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1),
-                        nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 7 * 7, 10)).to("metal")
+    cnn = nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(32 * 7 * 7, 10),
+    ).to("metal")
     gpt = nn.TransformerEncoder(nn.TransformerEncoderLayer(width, 8, 4 * width, batch_first=True), 1 if quick else 4)
     gpt = gpt.to("metal")
     batch = 2 if quick else 64
@@ -624,21 +703,33 @@ def metal_rows(quick, min_time):
             opt.zero_grad()
             loss.backward()
             opt.step()
+
         return step
 
-    models = {"CNN": (cnn, images, lambda out: F.cross_entropy(out, labels)),
-              f"GPT ({len(gpt.layers)} layers of {width})": (gpt, tokens, lambda out: out.float().pow(2).mean())}
-    for name, fn in ((f"conv2d {c}->{c} k3 fwd+bwd", conv_step),
-                     (f"causal attention {heads}x{length} fwd+bwd", attention_step)):
+    models = {
+        "CNN": (cnn, images, lambda out: F.cross_entropy(out, labels)),
+        f"GPT ({len(gpt.layers)} layers of {width})": (gpt, tokens, lambda out: out.float().pow(2).mean()),
+    }
+    for name, fn in (
+        (f"conv2d {c}->{c} k3 fwd+bwd", conv_step),
+        (f"causal attention {heads}x{length} fwd+bwd", attention_step),
+    ):
         t32, t16 = _metal_time(lambda: fn(False), min_time), _metal_time(lambda: fn(True), min_time)
-        rows.append([f"metal {name}", f"{fmt_time(t32)} / {fmt_time(t16)}", f"{t16 / t32:.2f}x",
-                     "float32 / float16 autocast"])
+        rows.append(
+            [f"metal {name}", f"{fmt_time(t32)} / {fmt_time(t16)}", f"{t16 / t32:.2f}x", "float32 / float16 autocast"]
+        )
     for name, (model, data, loss_fn) in models.items():
         opt = lucid.optim.Adam(model.parameters(), lr=1e-3)
         t32 = _metal_time(train_step(model, opt, data, loss_fn, False), min_time)
         t16 = _metal_time(train_step(model, opt, data, loss_fn, True), min_time)
-        rows.append([f"metal {name} train step", f"{fmt_time(t32)} / {fmt_time(t16)}", f"{t16 / t32:.2f}x",
-                     "float32 / float16 autocast (target: autocast faster)"])
+        rows.append(
+            [
+                f"metal {name} train step",
+                f"{fmt_time(t32)} / {fmt_time(t16)}",
+                f"{t16 / t32:.2f}x",
+                "float32 / float16 autocast (target: autocast faster)",
+            ]
+        )
     return rows
 
 
@@ -662,8 +753,11 @@ def machine():
             cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    peers = f"numpy {np.__version__}" + (f", PyTorch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else "")
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}; Python {platform.python_version()}, {peers}"
+    peers = f"numpy {np.__version__}" + (
+        f", PyTorch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else ""
+    )
+    system = f"{platform.system()} {platform.release()}"
+    return f"{cpu}, {os.cpu_count()} cores, {system}; Python {platform.python_version()}, {peers}"
 
 
 def main():
@@ -671,8 +765,9 @@ def main():
     parser.add_argument("--quick", action="store_true", help="smaller sizes and shorter timings (a smoke run)")
     parser.add_argument("--write", metavar="FILE", help="also write the table as Markdown to FILE")
     parser.add_argument("--only", metavar="TEXT", help="run only the cases whose name contains TEXT")
-    parser.add_argument("--contention-worker", nargs=3, metavar=("LIBRARY", "WORKLOAD", "SECONDS"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--contention-worker", nargs=3, metavar=("LIBRARY", "WORKLOAD", "SECONDS"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.contention_worker:
         library, name, seconds = args.contention_worker
@@ -703,19 +798,26 @@ def main():
     shape = f"(a + b).shape on a 4x4 result: {shape_read_ratio(min_time):.2f}x the time of a + b (target <= 1.1x)"
     print(f"\n{shape}")
     fp32, amp = activation_memory()
-    mem = f"activation memory held by a training forward pass: float32 {fp32 / 2**20:.1f} MiB, bf16 autocast " \
-          f"{amp / 2**20:.1f} MiB ({amp / fp32:.2f}x; target <= 0.55x)"
+    mem = (
+        f"activation memory held by a training forward pass: float32 {fp32 / 2**20:.1f} MiB, bf16 autocast "
+        f"{amp / 2**20:.1f} MiB ({amp / fp32:.2f}x; target <= 0.55x)"
+    )
     steps = optimizer_step_memory()
-    opt_mem = "; ".join(f"{name}: a step and zero_grad allocate {a} bytes (target 0), a whole training step "
-                        f"peaks {peak / 2**20:.2f} MiB above its model and state" for name, (a, peak) in steps.items())
+    opt_mem = "; ".join(
+        f"{name}: a step and zero_grad allocate {a} bytes (target 0), a whole training step "
+        f"peaks {peak / 2**20:.2f} MiB above its model and state"
+        for name, (a, peak) in steps.items()
+    )
     print(f"\n{mem}\n{opt_mem}\npeak engine memory over the run: {lucid.max_memory_allocated() / 2**20:.1f} MiB")
     inspect = ""
     if not args.only or "inspect" in args.only:
         costs = inspect_cost(min_time)
-        inspect = "lucid.amp.inspect() around a training step (counting every cast input and result, and reading " \
-                  "the counts back at the scope's end), against the same step without it: " + "; ".join(
-                      f"{name} {fmt_time(t)} / {fmt_time(ti)} = {ti / t:.2f}x" for name, (t, ti) in costs.items()) + \
-                  " (target <= 2x)"
+        inspect = (
+            "lucid.amp.inspect() around a training step (counting every cast input and result, and reading "
+            "the counts back at the scope's end), against the same step without it: "
+            + "; ".join(f"{name} {fmt_time(t)} / {fmt_time(ti)} = {ti / t:.2f}x" for name, (t, ti) in costs.items())
+            + " (target <= 2x)"
+        )
         print(f"\n{inspect}")
     metal = []
     if lucid.metal.is_available() and (not args.only or "metal" in args.only):
@@ -731,8 +833,10 @@ def main():
     if args.write:
         with open(args.write, "w") as f:
             f.write("# Benchmark results\n\n")
-            f.write(f"`make bench` on {machine()}, {time.strftime('%Y-%m-%d')}. Ratios are lucid's time over the "
-                    "peer's (below 1 is faster); \"speed\" targets are met when the time ratio is at most 1/target.\n\n")
+            f.write(
+                f"`make bench` on {machine()}, {time.strftime('%Y-%m-%d')}. Ratios are lucid's time over the "
+                "peer's (below 1 is faster); \"speed\" targets are met when the time ratio is at most 1/target.\n\n"
+            )
             f.write("| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n")
             for r in rows:
                 f.write("| " + " | ".join(r) + " |\n")
@@ -740,15 +844,25 @@ def main():
             if inspect:
                 f.write(f"{inspect}.\n\n")
             if metal:
-                f.write("The Metal backend on this Mac's GPU (float16 products run on MPS where the self-test finds "
-                        "it sums in float32, the others on lucid's SIMD-group kernel):\n\n")
+                f.write(
+                    "The Metal backend on this Mac's GPU (float16 products run on MPS where the self-test finds "
+                    "it sums in float32, the others on lucid's SIMD-group kernel):\n\n"
+                )
                 f.write("| case | time | rate or autocast/float32 | note |\n|---|---|---|---|\n")
                 for r in metal:
                     f.write("| " + " | ".join(r) + " |\n")
                 f.write("\n")
             if contention:
-                cols = ["workload", "lucid alone", "lucid, each of two", "lucid ratio", "torch alone",
-                        "torch, each of two", "torch ratio", "target"]
+                cols = [
+                    "workload",
+                    "lucid alone",
+                    "lucid, each of two",
+                    "lucid ratio",
+                    "torch alone",
+                    "torch, each of two",
+                    "torch ratio",
+                    "target",
+                ]
                 f.write("Two processes running the same workload at once on the machine's cores:\n\n")
                 f.write("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n")
                 for r in contention:

@@ -45,5 +45,8 @@ templates_path = []
 html_theme = "alabaster"
 html_static_path = []
 html_title = f"lucid {release}"
-html_theme_options = {"description": "Deep learning on Apple Silicon with a Swift engine",
-                      "fixed_sidebar": True, "show_relbar_bottom": True}
+html_theme_options = {
+    "description": "Deep learning on Apple Silicon with a Swift engine",
+    "fixed_sidebar": True,
+    "show_relbar_bottom": True,
+}

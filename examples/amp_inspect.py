@@ -67,8 +67,8 @@ def train(dtype, steps, device, scale, policies=(), batch=64):
     x_all, y_all = make_data(steps * batch, rng)
     losses = []
     for step in range(steps):
-        x = lucid.tensor(x_all[step * batch:(step + 1) * batch], device=device)
-        y = lucid.tensor(y_all[step * batch:(step + 1) * batch], device=device)
+        x = lucid.tensor(x_all[step * batch : (step + 1) * batch], device=device)
+        y = lucid.tensor(y_all[step * batch : (step + 1) * batch], device=device)
         with lucid.amp.autocast(device, dtype=dtype):
             loss = F.cross_entropy(model(x), y)
         opt.zero_grad()
@@ -97,6 +97,7 @@ def plot(curves, path):
     """Saves the curves as a PNG with matplotlib; False when it is not installed."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -135,8 +136,11 @@ def main(argv=None):
     policies = [(path, "float32") for path in risky]
     fixed = train(lucid.float16, args.steps, args.device, args.scale, policies=policies)
     bf16 = train(lucid.bfloat16, args.steps, args.device, args.scale)
-    curves = {"float16": plain, f"float16, {', '.join(p for p, _ in policies) or 'nothing'} in float32": fixed,
-              "bfloat16": bf16}
+    curves = {
+        "float16": plain,
+        f"float16, {', '.join(p for p, _ in policies) or 'nothing'} in float32": fixed,
+        "bfloat16": bf16,
+    }
     print("\n## loss curves\n")
     for label, losses in curves.items():
         print(f"{label:>40}  {sparkline(losses)}  last {losses[-1]:.4g}")

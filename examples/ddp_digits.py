@@ -36,10 +36,15 @@ def parse_args(argv):
     parser.add_argument("--batch-size", type=int, default=64, help="images per mini-batch, all ranks together")
     parser.add_argument("--device", default="cpu", choices=["metal", "cpu"], help="default cpu")
     parser.add_argument("--lr", type=float, default=2e-3, help="Adam learning rate (default 2e-3)")
-    parser.add_argument("--amp", action="store_true", help="autocast (float16 on metal, bfloat16 on cpu), "
-                                                           "with a GradScaler for float16")
-    parser.add_argument("--grad-dtype", choices=["bfloat16", "float16"], default=None,
-                        help="compress the gradients to this dtype for the all-reduce")
+    parser.add_argument(
+        "--amp", action="store_true", help="autocast (float16 on metal, bfloat16 on cpu), with a GradScaler for float16"
+    )
+    parser.add_argument(
+        "--grad-dtype",
+        choices=["bfloat16", "float16"],
+        default=None,
+        help="compress the gradients to this dtype for the all-reduce",
+    )
     args = parser.parse_args(argv)
     if args.epochs < 1 or args.batch_size < 1:
         parser.error("--epochs and --batch-size must be positive")
@@ -55,7 +60,7 @@ def shares(order, batch_size, rank, world):
     """This rank's indices of each mini-batch (rank r takes every world-th image from r). A last
     batch with fewer images than ranks is dropped: every rank must take part in every step."""
     for start in range(0, len(order), batch_size):
-        batch = order[start:start + batch_size]
+        batch = order[start : start + batch_size]
         if len(batch) >= world:
             yield batch[rank::world]
 
@@ -85,10 +90,12 @@ def main(argv=None):
     scaler = lucid.amp.GradScaler(args.device, enabled=args.amp and amp_dtype == lucid.float16)
     rng = np.random.default_rng(demo.SEED)  # the same batch order on every rank
 
-    say(f"lucid {lucid.__version__}: {world} rank(s), device {args.device!r}, batch {args.batch_size} "
+    say(
+        f"lucid {lucid.__version__}: {world} rank(s), device {args.device!r}, batch {args.batch_size} "
         f"(about {args.batch_size // world} per rank), "
         f"{f'autocast {amp_dtype}' if args.amp else 'float32'}".replace("lucid.", "")
-        + (f", gradients all-reduced in {args.grad_dtype}" if args.grad_dtype else ""))
+        + (f", gradients all-reduced in {args.grad_dtype}" if args.grad_dtype else "")
+    )
     accuracy = 0.0
     for epoch in range(1, args.epochs + 1):
         t0 = time.perf_counter()
@@ -107,8 +114,10 @@ def main(argv=None):
         mean_loss = dist.all_reduce(lucid.tensor([float(np.mean(losses))]), op="mean").item()
         mine, accuracy = evaluate(model, x_test, y_test, args, rank, world)
         per_rank = dist.all_gather(lucid.tensor([mine])).reshape(-1).tolist()
-        say(f"  epoch {epoch:>{len(str(args.epochs))}}/{args.epochs}  train loss {mean_loss:.4f}  "
-            f"test acc {accuracy:5.1f}% (per rank: {', '.join(f'{a:.1f}%' for a in per_rank)})  {seconds:.2f} s")
+        say(
+            f"  epoch {epoch:>{len(str(args.epochs))}}/{args.epochs}  train loss {mean_loss:.4f}  "
+            f"test acc {accuracy:5.1f}% (per rank: {', '.join(f'{a:.1f}%' for a in per_rank)})  {seconds:.2f} s"
+        )
 
     # The replicas must still be one model: compare every rank's parameters with rank 0's.
     flat = lucid.cat([p.detach().reshape(-1).float().cpu() for p in model.parameters()])

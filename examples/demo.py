@@ -31,6 +31,7 @@ MAX_ACCURACY_GAP = 5.0  # percentage points autocast may trail float32 by before
 
 # ---- setup ------------------------------------------------------------------------------------
 
+
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--epochs", type=int, default=20, help="passes over the training set (default 20)")
@@ -61,11 +62,13 @@ def amp_dtype(device):
 
 # ---- data -------------------------------------------------------------------------------------
 
+
 def load_data():
     """Stratified 80/20 split of the digits, standardised with the training set's statistics."""
     digits = load_digits()
     x_train, x_test, y_train, y_test = train_test_split(
-        digits.data, digits.target, test_size=0.2, stratify=digits.target, random_state=SEED)
+        digits.data, digits.target, test_size=0.2, stratify=digits.target, random_state=SEED
+    )
     scaler = StandardScaler().fit(x_train)  # test statistics must not leak into training
     x_train, x_test = (scaler.transform(x).astype(np.float32) for x in (x_train, x_test))
     return x_train, x_test, y_train.astype(np.int64), y_test.astype(np.int64)
@@ -75,16 +78,19 @@ def batches(x, y, batch_size, rng, device):
     """Shuffled mini-batches as device tensors; the last one may be smaller."""
     order = rng.permutation(len(x))
     for start in range(0, len(x), batch_size):
-        idx = order[start:start + batch_size]
+        idx = order[start : start + batch_size]
         yield lucid.tensor(x[idx], device=device), lucid.tensor(y[idx], device=device)
 
 
 # ---- model, loss, metric ----------------------------------------------------------------------
 
+
 def make_model(device):
     return nn.Sequential(
-        nn.Linear(64, 128), nn.ReLU(),
-        nn.Linear(128, 64), nn.ReLU(),
+        nn.Linear(64, 128),
+        nn.ReLU(),
+        nn.Linear(128, 64),
+        nn.ReLU(),
         nn.Linear(64, NUM_CLASSES),
     ).to(device)
 
@@ -98,6 +104,7 @@ def accuracy(model, x, labels, device, use_amp):
 
 
 # ---- progress ---------------------------------------------------------------------------------
+
 
 class ProgressBar:
     """A plain-text bar: redrawn in place on a terminal, printed once per epoch otherwise."""
@@ -126,6 +133,7 @@ class ProgressBar:
 
 
 # ---- training ---------------------------------------------------------------------------------
+
 
 def train_epoch(model, optimizer, scaler, data, use_amp, device, bar):
     """One pass over the training batches; returns the mean training loss."""
@@ -162,19 +170,29 @@ def run(name, use_amp, data, args):
     for epoch in range(1, args.epochs + 1):
         bar = ProgressBar(steps, f"  epoch {epoch:>{len(str(args.epochs))}}/{args.epochs}")
         t0 = time.perf_counter()
-        train_loss = train_epoch(model, optimizer, scaler,
-                                 batches(x_train, y_train, args.batch_size, rng, args.device),
-                                 use_amp, args.device, bar)
+        train_loss = train_epoch(
+            model,
+            optimizer,
+            scaler,
+            batches(x_train, y_train, args.batch_size, rng, args.device),
+            use_amp,
+            args.device,
+            bar,
+        )
         epoch_times.append(time.perf_counter() - t0)
         acc = accuracy(model, x_test, y_test, args.device, use_amp)
         bar.finish(f"train loss {train_loss:.4f}  test acc {acc:5.1f}%  {epoch_times[-1]:.2f} s")
 
-    return {"accuracy": acc, "epoch_time": float(np.mean(epoch_times)),
-            "peak_memory": lucid.max_memory_allocated(),
-            "scale": scaler.get_scale() if scaler.is_enabled() else None}
+    return {
+        "accuracy": acc,
+        "epoch_time": float(np.mean(epoch_times)),
+        "peak_memory": lucid.max_memory_allocated(),
+        "scale": scaler.get_scale() if scaler.is_enabled() else None,
+    }
 
 
 # ---- report -----------------------------------------------------------------------------------
+
 
 def kib(n):
     return f"{n / 1024:.1f} KiB"
@@ -205,8 +223,10 @@ def main():
     data = load_data()
     x_train, x_test = data[0], data[1]
     print(f"digits: {len(x_train)} train / {len(x_test)} test images, 8×8 pixels, {NUM_CLASSES} classes")
-    print(f"model: MLP 64-128-64-10 (ReLU), Adam lr={args.lr:g}, batch {args.batch_size}, "
-          f"{args.epochs} epochs; loss: cross-entropy")
+    print(
+        f"model: MLP 64-128-64-10 (ReLU), Adam lr={args.lr:g}, batch {args.batch_size}, "
+        f"{args.epochs} epochs; loss: cross-entropy"
+    )
 
     amp_name = f"autocast ({amp_dtype(args.device)})".replace("lucid.", "")
     fp32 = run("float32", False, data, args)
@@ -214,15 +234,18 @@ def main():
     print_comparison(fp32, amp, amp_name)
 
     if args.device == "metal" and not lucid.metal.is_available():
-        print("\n  (on the host fallback float16 operands are widened to float32 for BLAS and every cast\n"
-              "   fills a fresh buffer: autocast stores activations in half the bytes but costs time here)")
+        print(
+            "\n  (on the host fallback float16 operands are widened to float32 for BLAS and every cast\n"
+            "   fills a fresh buffer: autocast stores activations in half the bytes but costs time here)"
+        )
 
     gap = fp32["accuracy"] - amp["accuracy"]
     if gap > MAX_ACCURACY_GAP:
-        sys.exit(f"\nFAILED: {amp_name} ended {gap:.1f} points below float32 "
-                 f"({amp['accuracy']:.1f}% vs {fp32['accuracy']:.1f}%)")
-    print(f"\nDone: {amp_name} reached {amp['accuracy']:.1f}% test accuracy, "
-          f"float32 {fp32['accuracy']:.1f}%.")
+        sys.exit(
+            f"\nFAILED: {amp_name} ended {gap:.1f} points below float32 "
+            f"({amp['accuracy']:.1f}% vs {fp32['accuracy']:.1f}%)"
+        )
+    print(f"\nDone: {amp_name} reached {amp['accuracy']:.1f}% test accuracy, float32 {fp32['accuracy']:.1f}%.")
 
 
 if __name__ == "__main__":

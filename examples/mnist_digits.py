@@ -57,9 +57,15 @@ def train(args, model, device, train_loader, optimizer, epoch):
         loss.backward()
         optimizer.step()
         if batch_idx % args.log_interval == 0:
-            print('Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}'.format(
-                epoch, batch_idx * len(data), len(train_loader.dataset),
-                100. * batch_idx / len(train_loader), loss.item()))
+            print(
+                'Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}'.format(
+                    epoch,
+                    batch_idx * len(data),
+                    len(train_loader.dataset),
+                    100.0 * batch_idx / len(train_loader),
+                    loss.item(),
+                )
+            )
             if args.dry_run:
                 break
 
@@ -78,9 +84,11 @@ def test(model, device, test_loader):
 
     test_loss /= len(test_loader.dataset)
 
-    print('\nTest set: Average loss: {:.4f}, Accuracy: {}/{} ({:.0f}%)\n'.format(
-        test_loss, correct, len(test_loader.dataset),
-        100. * correct / len(test_loader.dataset)))
+    print(
+        '\nTest set: Average loss: {:.4f}, Accuracy: {}/{} ({:.0f}%)\n'.format(
+            test_loss, correct, len(test_loader.dataset), 100.0 * correct / len(test_loader.dataset)
+        )
+    )
     return correct / len(test_loader.dataset)
 
 
@@ -89,8 +97,8 @@ def digits_datasets(limit=None):
     of torchvision's MNIST: (train, test) TensorDatasets."""
     digits = load_digits()
     images = digits.images.astype(np.float32) / 16.0
-    images = np.kron(images, np.ones((3, 3), np.float32))         # 8×8 → 24×24
-    images = np.pad(images, ((0, 0), (2, 2), (2, 2)))[:, None]     # → 1×28×28
+    images = np.kron(images, np.ones((3, 3), np.float32))  # 8×8 → 24×24
+    images = np.pad(images, ((0, 0), (2, 2), (2, 2)))[:, None]  # → 1×28×28
     images = (images - 0.1307) / 0.3081
     labels = digits.target.astype(np.int64)
     split = int(len(images) * 0.8)
@@ -104,28 +112,27 @@ def digits_datasets(limit=None):
 def main(argv=None):
     # Training settings
     parser = argparse.ArgumentParser(description='PyTorch MNIST Example')
-    parser.add_argument('--batch-size', type=int, default=64, metavar='N',
-                        help='input batch size for training (default: 64)')
-    parser.add_argument('--test-batch-size', type=int, default=1000, metavar='N',
-                        help='input batch size for testing (default: 1000)')
-    parser.add_argument('--epochs', type=int, default=3, metavar='N',
-                        help='number of epochs to train (default: 3)')
-    parser.add_argument('--lr', type=float, default=1.0, metavar='LR',
-                        help='learning rate (default: 1.0)')
-    parser.add_argument('--gamma', type=float, default=0.7, metavar='M',
-                        help='Learning rate step gamma (default: 0.7)')
-    parser.add_argument('--no-accel', action='store_true',
-                        help='disables accelerator')
-    parser.add_argument('--dry-run', action='store_true',
-                        help='quickly check a single pass')
-    parser.add_argument('--seed', type=int, default=1, metavar='S',
-                        help='random seed (default: 1)')
-    parser.add_argument('--log-interval', type=int, default=10, metavar='N',
-                        help='how many batches to wait before logging training status')
-    parser.add_argument('--save-model', action='store_true',
-                        help='For Saving the current Model')
-    parser.add_argument('--limit', type=int, default=None,
-                        help='use only this many images (for a quick run)')
+    parser.add_argument(
+        '--batch-size', type=int, default=64, metavar='N', help='input batch size for training (default: 64)'
+    )
+    parser.add_argument(
+        '--test-batch-size', type=int, default=1000, metavar='N', help='input batch size for testing (default: 1000)'
+    )
+    parser.add_argument('--epochs', type=int, default=3, metavar='N', help='number of epochs to train (default: 3)')
+    parser.add_argument('--lr', type=float, default=1.0, metavar='LR', help='learning rate (default: 1.0)')
+    parser.add_argument('--gamma', type=float, default=0.7, metavar='M', help='Learning rate step gamma (default: 0.7)')
+    parser.add_argument('--no-accel', action='store_true', help='disables accelerator')
+    parser.add_argument('--dry-run', action='store_true', help='quickly check a single pass')
+    parser.add_argument('--seed', type=int, default=1, metavar='S', help='random seed (default: 1)')
+    parser.add_argument(
+        '--log-interval',
+        type=int,
+        default=10,
+        metavar='N',
+        help='how many batches to wait before logging training status',
+    )
+    parser.add_argument('--save-model', action='store_true', help='For Saving the current Model')
+    parser.add_argument('--limit', type=int, default=None, help='use only this many images (for a quick run)')
     args = parser.parse_args(argv)
 
     use_accel = not args.no_accel and torch.accelerator.is_available()
@@ -140,10 +147,7 @@ def main(argv=None):
     train_kwargs = {'batch_size': args.batch_size}
     test_kwargs = {'batch_size': args.test_batch_size}
     if use_accel:
-        accel_kwargs = {'num_workers': 1,
-                        'persistent_workers': True,
-                        'pin_memory': True,
-                        'shuffle': True}
+        accel_kwargs = {'num_workers': 1, 'persistent_workers': True, 'pin_memory': True, 'shuffle': True}
         train_kwargs.update(accel_kwargs)
         test_kwargs.update(accel_kwargs)
 

@@ -26,16 +26,42 @@ from ._memory import empty_cache, max_memory_allocated, memory_allocated, reset_
 from ._threads import get_num_threads, set_num_threads
 from ._settings import get_default_dtype, get_float32_matmul_precision, set_default_dtype, set_float32_matmul_precision
 from .serialization import load, save
+
 # lucid.distributed imports mpi4py only when init() runs, so importing it here costs nothing.
-from . import (accelerator, amp, autograd, backends, cuda, distributed, distributions, linalg, metal, nn, optim, sparse,
-               special, testing, utils)
+from . import (
+    accelerator,
+    amp,
+    autograd,
+    backends,
+    cuda,
+    distributed,
+    distributions,
+    linalg,
+    metal,
+    nn,
+    optim,
+    sparse,
+    special,
+    testing,
+    utils,
+)
 from . import masked, signal
 from .amp import autocast
+
 # PyTorch's aten-level functions at the top level (torch.native_layer_norm …); all of them, by aten name, in
 # lucid.ops.aten.
-from .nn._aten import (_native_batch_norm_legit, _safe_softmax, _scaled_dot_product_flash_attention_for_cpu,
-                       _softmax_backward_data, constant_pad_nd, grid_sampler_2d, grid_sampler_3d,
-                       native_batch_norm, native_group_norm, native_layer_norm)
+from .nn._aten import (
+    _native_batch_norm_legit,
+    _safe_softmax,
+    _scaled_dot_product_flash_attention_for_cpu,
+    _softmax_backward_data,
+    constant_pad_nd,
+    grid_sampler_2d,
+    grid_sampler_3d,
+    native_batch_norm,
+    native_group_norm,
+    native_layer_norm,
+)
 from . import ops
 
 inf, nan, pi, e = math.inf, math.nan, math.pi, math.e
@@ -58,19 +84,91 @@ short = int16
 
 __version__ = "0.1.0"
 
-__all__ = ["Tensor", "dtype", "device", "float32", "float16", "bfloat16", "float64", "int32", "int64", "bool_", "half",
-           "double", "long", "uint8", "int8", "int16", "short", "iinfo", "memory_format", "contiguous_format",
-           "channels_last", "channels_last_3d", "preserve_format",
-           *_creation.__all__, *_elementwise.__all__, *_reduce.__all__, *_shape.__all__, *_indexing.__all__,
-           *_composed.__all__, *_sparse.__all__, *_linalg.__all__,
-           "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache", "save", "load",
-           "set_num_threads", "get_num_threads",
-           "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode", "accelerator", "amp", "autograd",
-           "backends", "cuda", "distributed", "distributions", "sparse", "special", "testing", "autocast", "Generator", "Size", "inf", "nan", "pi", "e",
-           "get_default_dtype", "set_default_dtype", "set_float32_matmul_precision", "get_float32_matmul_precision", "nn", "optim", "metal", "utils"]
+__all__ = [
+    "Tensor",
+    "dtype",
+    "device",
+    "float32",
+    "float16",
+    "bfloat16",
+    "float64",
+    "int32",
+    "int64",
+    "bool_",
+    "half",
+    "double",
+    "long",
+    "uint8",
+    "int8",
+    "int16",
+    "short",
+    "iinfo",
+    "memory_format",
+    "contiguous_format",
+    "channels_last",
+    "channels_last_3d",
+    "preserve_format",
+    *_creation.__all__,
+    *_elementwise.__all__,
+    *_reduce.__all__,
+    *_shape.__all__,
+    *_indexing.__all__,
+    *_composed.__all__,
+    *_sparse.__all__,
+    *_linalg.__all__,
+    "memory_allocated",
+    "max_memory_allocated",
+    "reset_peak_memory_stats",
+    "empty_cache",
+    "save",
+    "load",
+    "set_num_threads",
+    "get_num_threads",
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "is_grad_enabled",
+    "inference_mode",
+    "accelerator",
+    "amp",
+    "autograd",
+    "backends",
+    "cuda",
+    "distributed",
+    "distributions",
+    "sparse",
+    "special",
+    "testing",
+    "autocast",
+    "Generator",
+    "Size",
+    "inf",
+    "nan",
+    "pi",
+    "e",
+    "get_default_dtype",
+    "set_default_dtype",
+    "set_float32_matmul_precision",
+    "get_float32_matmul_precision",
+    "nn",
+    "optim",
+    "metal",
+    "utils",
+]
 
-__all__ += ["masked", "signal", "strided", "sparse_coo", "ops", "native_layer_norm", "native_group_norm",
-            "native_batch_norm", "constant_pad_nd", "grid_sampler_2d", "grid_sampler_3d"]
+__all__ += [
+    "masked",
+    "signal",
+    "strided",
+    "sparse_coo",
+    "ops",
+    "native_layer_norm",
+    "native_group_norm",
+    "native_batch_norm",
+    "constant_pad_nd",
+    "grid_sampler_2d",
+    "grid_sampler_3d",
+]
 
 globals().update(_TYPED)  # FloatTensor, LongTensor, … (PyTorch's legacy tensor types)
 __all__ += list(_TYPED)

@@ -58,6 +58,7 @@ def result(r, cls=None):
 
 # ---- arguments -------------------------------------------------------------------------------
 
+
 def scalar(value):
     """(float value, int value, kind) for a Python/numpy scalar, or None for anything else."""
     t = type(value)
@@ -348,8 +349,9 @@ class TensorBase:
         a = self.numpy()
         if self.dtype is bfloat16:
             a = a.astype(np.float32)
-        body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000,
-                               precision=4, floatmode="maxprec_equal")
+        body = np.array2string(
+            a, separator=", ", prefix="tensor(", threshold=1000, precision=4, floatmode="maxprec_equal"
+        )
         extras = []
         if self.device.type != "cpu":
             extras.append(f"device='{self.device.type}'")

@@ -47,7 +47,8 @@ def _missing(package: str, what: str) -> MissingDependency:
     return MissingDependency(
         f"lucid: {what} was not found: the package {package} is not installed in this Python "
         f"({sys.prefix}). Install lucid with pip (`pip install .` or `make build`), which brings it, "
-        f"or install it alone with `pip install {package}`.")
+        f"or install it alone with `pip install {package}`."
+    )
 
 
 def _installed_file(package: str, name: str, what: str) -> Path:

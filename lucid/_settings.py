@@ -18,8 +18,10 @@ def set_default_dtype(d) -> None:
     """Accepts lucid.float32, the only default lucid has; anything else raises (float64
     tensors are made with ``dtype=lucid.float64``, ``.double()`` or from float64 numpy arrays)."""
     if check_dtype(d) is not float32:
-        raise TypeError(f"set_default_dtype: lucid's default dtype is always lucid.float32, got {d!r}; make float64 "
-                        "tensors with dtype=lucid.float64, .double() or from a float64 numpy array")
+        raise TypeError(
+            f"set_default_dtype: lucid's default dtype is always lucid.float32, got {d!r}; make float64 "
+            "tensors with dtype=lucid.float64, .double() or from a float64 numpy array"
+        )
 
 
 def set_float32_matmul_precision(precision: str) -> None:

@@ -18,13 +18,38 @@ from ._ops.reduce import ReduceMethods
 from ._ops.shape import ShapeMethods, clone as _clone, laid_out
 from ._ops.sparse import SparseMethods
 from .utils.hooks import RemovableHandle
-from ._types import (as_device, bfloat16, bool_, check_dtype, device as _Device, dtype as _DType, dtype_by_name,
-                     float16, float32, float64, int8, int16, int32, int64, memory_format as _MemoryFormat, no_cuda,
-                     uint8)
+from ._types import (
+    as_device,
+    bfloat16,
+    bool_,
+    check_dtype,
+    device as _Device,
+    dtype as _DType,
+    dtype_by_name,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    memory_format as _MemoryFormat,
+    no_cuda,
+    uint8,
+)
 
 
-class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, IndexingMethods, InPlaceMethods,
-             ComposedMethods, SparseMethods, LinalgMethods):
+class Tensor(
+    TensorBase,
+    ElementwiseMethods,
+    ReduceMethods,
+    ShapeMethods,
+    IndexingMethods,
+    InPlaceMethods,
+    ComposedMethods,
+    SparseMethods,
+    LinalgMethods,
+):
     """A multi-dimensional array on the CPU or the Metal stream.
 
     Make tensors with :func:`lucid.tensor`, :func:`lucid.zeros`, :func:`lucid.randn` and the
@@ -74,8 +99,9 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
         if gradient is not None and not isinstance(gradient, TensorBase):
             raise TypeError(f"gradient must be a lucid.Tensor, got {type(gradient).__name__}")
         if create_graph:
-            raise NotImplementedError("backward(create_graph=True): lucid does not record the backward pass "
-                                      "(no higher-order gradients)")
+            raise NotImplementedError(
+                "backward(create_graph=True): lucid does not record the backward pass (no higher-order gradients)"
+            )
         g = 0 if gradient is None else gradient._h
         if inputs is None:
             _C.backward(self._h, g, bool(retain_graph))
@@ -148,11 +174,11 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
         `memory_format` lays the result out as ``contiguous`` does (None: as it is).
         """
         flags = [a for a in args if isinstance(a, bool)]
-        if len(flags) > 2 or any(not isinstance(a, bool) for a in args[len(args) - len(flags):]):
+        if len(flags) > 2 or any(not isinstance(a, bool) for a in args[len(args) - len(flags) :]):
             raise TypeError(f"to(): expected a device, a dtype or a tensor, then non_blocking and copy, got {args!r}")
         if len(flags) == 2:
             copy = flags[1]
-        args = args[:len(args) - len(flags)]
+        args = args[: len(args) - len(flags)]
         for a in args:
             if a is None:  # to(None): no device given, as in PyTorch
                 continue
@@ -244,9 +270,18 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
         """False: a lucid.Tensor is dense."""
         return False
 
-    _TYPE_NAMES = {"float32": "FloatTensor", "float16": "HalfTensor", "bfloat16": "BFloat16Tensor",
-                   "int32": "IntTensor", "int64": "LongTensor", "bool": "BoolTensor", "float64": "DoubleTensor",
-                   "uint8": "ByteTensor", "int8": "CharTensor", "int16": "ShortTensor"}
+    _TYPE_NAMES = {
+        "float32": "FloatTensor",
+        "float16": "HalfTensor",
+        "bfloat16": "BFloat16Tensor",
+        "int32": "IntTensor",
+        "int64": "LongTensor",
+        "bool": "BoolTensor",
+        "float64": "DoubleTensor",
+        "uint8": "ByteTensor",
+        "int8": "CharTensor",
+        "int16": "ShortTensor",
+    }
 
     def type(self, dtype=None):
         """Without an argument, the type name (``"lucid.FloatTensor"``); with a dtype (or such a
@@ -308,11 +343,13 @@ class Tensor(TensorBase, ElementwiseMethods, ReduceMethods, ShapeMethods, Indexi
     def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
         return self.new_zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
-    def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False, layout=None,
-                          pin_memory=False):
+    def new_empty_strided(
+        self, size, stride, *, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False
+    ):
         """``empty_strided(size, stride)`` of this tensor's dtype and device unless given."""
-        return empty_strided(size, stride, dtype=dtype or self.dtype, device=device or self.device,
-                             requires_grad=requires_grad)
+        return empty_strided(
+            size, stride, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad
+        )
 
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
         return tensor(data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
@@ -328,8 +365,9 @@ def differentiated(tensors, fn, what):
     try:
         items = list(tensors)
     except TypeError:
-        raise TypeError(f"{fn}(): {what} must be a lucid.Tensor or a sequence of them, "
-                        f"got {type(tensors).__name__}") from None
+        raise TypeError(
+            f"{fn}(): {what} must be a lucid.Tensor or a sequence of them, got {type(tensors).__name__}"
+        ) from None
     for i, t in enumerate(items):
         if not isinstance(t, TensorBase):
             raise TypeError(f"{fn}(): {what}[{i}] must be a lucid.Tensor, got {type(t).__name__}")
@@ -339,6 +377,7 @@ def differentiated(tensors, fn, what):
 # ---- gradient hooks --------------------------------------------------------------------------
 # The engine holds each hook as a context id and calls back with it (lucid/_C/_calls.py); the
 # Python function lives here until the engine releases the context or the handle removes it.
+
 
 class _HookTable(dict):
     """context -> (hook, kind, weak reference to its tensor, engine key). Popping an entry (a
@@ -413,8 +452,9 @@ class _TypedTensorMeta(type):
 
 
 def _typed(name, dtype):
-    return _TypedTensorMeta(name, (), {"dtype": dtype, "__doc__": f"Tensors of dtype {dtype!r} (PyTorch's "
-                                                                   f"legacy tensor type)."})
+    return _TypedTensorMeta(
+        name, (), {"dtype": dtype, "__doc__": f"Tensors of dtype {dtype!r} (PyTorch's legacy tensor type)."}
+    )
 
 
 # PyTorch's legacy tensor types, by the name Tensor.type() gives each dtype.

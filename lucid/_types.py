@@ -14,6 +14,7 @@ def _ml_dtypes_bfloat16():
     # ml_dtypes is imported when a bfloat16 value first meets numpy, not with lucid: it takes
     # several times as long to import as all of lucid.
     import ml_dtypes
+
     return ml_dtypes.bfloat16
 
 
@@ -60,10 +61,21 @@ class dtype:
 
 # The dtype table (codes, names, sizes, which are floating) is the engine's; numpy's element
 # type for each is Python's business (bfloat16's is looked up when first needed).
-_NUMPY_TYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": None, "int32": np.int32,
-                "int64": np.int64, "bool": np.bool_, "float64": np.float64, "uint8": np.uint8, "int8": np.int8,
-                "int16": np.int16}
-_BY_CODE = tuple(dtype(name, code, size, bool(floating), _NUMPY_TYPES[name]) for code, name, size, floating in _C.dtype_table())
+_NUMPY_TYPES = {
+    "float32": np.float32,
+    "float16": np.float16,
+    "bfloat16": None,
+    "int32": np.int32,
+    "int64": np.int64,
+    "bool": np.bool_,
+    "float64": np.float64,
+    "uint8": np.uint8,
+    "int8": np.int8,
+    "int16": np.int16,
+}
+_BY_CODE = tuple(
+    dtype(name, code, size, bool(floating), _NUMPY_TYPES[name]) for code, name, size, floating in _C.dtype_table()
+)
 _BY_NAME = {d.name: d for d in _BY_CODE}
 float32, float16, bfloat16 = _BY_NAME["float32"], _BY_NAME["float16"], _BY_NAME["bfloat16"]
 int32, int64, bool_ = _BY_NAME["int32"], _BY_NAME["int64"], _BY_NAME["bool"]
@@ -108,8 +120,10 @@ def from_numpy_dtype(nd: np.dtype) -> dtype:
     except KeyError:
         if is_numpy_bfloat16(nd):
             return bfloat16
-        raise TypeError(f"cannot make a lucid tensor from numpy dtype {np.dtype(nd)}; "
-                        "supported are float, int, unsigned up to 32 bits, bool and bfloat16") from None
+        raise TypeError(
+            f"cannot make a lucid tensor from numpy dtype {np.dtype(nd)}; "
+            "supported are float, int, unsigned up to 32 bits, bool and bfloat16"
+        ) from None
 
 
 class iinfo:
@@ -127,8 +141,10 @@ class iinfo:
     def __init__(self, type):
         d = check_dtype(type, "iinfo(): type")
         if d.is_floating_point or d is bool_:
-            raise TypeError(f"lucid.iinfo() requires an integer dtype, got {d!r}"
-                            + ("" if d is bool_ else " (use numpy.finfo for floating-point limits)"))
+            raise TypeError(
+                f"lucid.iinfo() requires an integer dtype, got {d!r}"
+                + ("" if d is bool_ else " (use numpy.finfo for floating-point limits)")
+            )
         info = np.iinfo(d.numpy)
         self.bits, self.min, self.max, self.dtype = info.bits, int(info.min), int(info.max), d.name
 
@@ -217,8 +233,7 @@ def device_names() -> str:
 
 def no_cuda(what: str) -> str:
     """The message for anything that asks for CUDA."""
-    return (f"{what}: lucid has no CUDA device; on Apple Silicon use device='metal' (the GPU through Metal) "
-            "or 'cpu'")
+    return f"{what}: lucid has no CUDA device; on Apple Silicon use device='metal' (the GPU through Metal) or 'cpu'"
 
 
 def as_device(d) -> device:

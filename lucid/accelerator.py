@@ -56,5 +56,12 @@ def synchronize(device_index=None) -> None:
         metal.synchronize()
 
 
-__all__ = ["is_available", "current_accelerator", "device_count", "current_device_index", "set_device_index",
-           "device_index", "synchronize"]
+__all__ = [
+    "is_available",
+    "current_accelerator",
+    "device_count",
+    "current_device_index",
+    "set_device_index",
+    "device_index",
+    "synchronize",
+]

@@ -52,15 +52,19 @@ def _backward(context, grad_handle):
     result = type(ctx)._function.backward(ctx, *grads)
     result = result if isinstance(result, tuple) else (result,)
     if len(result) != n_args:
-        raise ValueError(f"{name}.backward returned {len(result)} values, expected {n_args} "
-                         f"(one per forward argument, None where there is no gradient)")
+        raise ValueError(
+            f"{name}.backward returned {len(result)} values, expected {n_args} "
+            f"(one per forward argument, None where there is no gradient)"
+        )
     keep = ctx.__dict__.setdefault("_returned", [])
     handles = []
     for position in tensor_args:
         g = result[position]
         if g is not None and not isinstance(g, Tensor):
-            raise TypeError(f"{name}.backward returned a {type(g).__name__} for argument {position}; "
-                            f"expected a lucid.Tensor or None")
+            raise TypeError(
+                f"{name}.backward returned a {type(g).__name__} for argument {position}; "
+                f"expected a lucid.Tensor or None"
+            )
         handles.append(0 if g is None else g._h)
         if g is not None:
             keep.append(g)  # alive until the engine releases the context
@@ -163,8 +167,9 @@ def _seed_handles(grads, n, fn, what):
 
 def _no_create_graph(fn, create_graph):
     if create_graph:
-        raise NotImplementedError(f"{fn}(create_graph=True): lucid does not record the backward pass "
-                                  "(no higher-order gradients)")
+        raise NotImplementedError(
+            f"{fn}(create_graph=True): lucid does not record the backward pass (no higher-order gradients)"
+        )
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
@@ -181,8 +186,17 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     _C.autograd_backward([t._h for t in tensors], seeds, ins, bool(retain_graph))
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
-         allow_unused=None, is_grads_batched=False, materialize_grads=False):
+def grad(
+    outputs,
+    inputs,
+    grad_outputs=None,
+    retain_graph=None,
+    create_graph=False,
+    only_inputs=True,
+    allow_unused=None,
+    is_grads_batched=False,
+    materialize_grads=False,
+):
     """The gradients of `outputs` (weighted by `grad_outputs`, one each; None is 1 for a
     one-element output) with respect to each of `inputs`, as ``torch.autograd.grad``: a tuple
     with one tensor per input, and no ``.grad`` changed. Hooks registered on the inputs run on
@@ -206,8 +220,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         allow_unused = materialize_grads
     elif materialize_grads and not allow_unused:
         raise ValueError("grad(): materialize_grads=True needs allow_unused to be True or None")
-    handles = _C.autograd_grad([t._h for t in outputs], seeds, [t._h for t in inputs], bool(retain_graph),
-                               bool(allow_unused))
+    handles = _C.autograd_grad(
+        [t._h for t in outputs], seeds, [t._h for t in inputs], bool(retain_graph), bool(allow_unused)
+    )
     found = [_result(h) if h else None for h in handles]
     if materialize_grads:
         found = [zeros(*t.shape, dtype=t.dtype, device=t.device) if g is None else g for g, t in zip(found, inputs)]

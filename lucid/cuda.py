@@ -58,6 +58,19 @@ get_device_properties = _unavailable("get_device_properties")
 memory_allocated = _unavailable("memory_allocated")
 max_memory_allocated = _unavailable("max_memory_allocated")
 
-__all__ = ["is_available", "device_count", "is_bf16_supported", "is_initialized", "manual_seed", "manual_seed_all",
-           "empty_cache", "synchronize", "current_device", "set_device", "get_device_name", "get_device_properties",
-           "memory_allocated", "max_memory_allocated"]
+__all__ = [
+    "is_available",
+    "device_count",
+    "is_bf16_supported",
+    "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
+    "empty_cache",
+    "synchronize",
+    "current_device",
+    "set_device",
+    "get_device_name",
+    "get_device_properties",
+    "memory_allocated",
+    "max_memory_allocated",
+]

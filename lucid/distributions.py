@@ -18,8 +18,10 @@ class Categorical:
             raise ValueError("Categorical: give exactly one of probs and logits")
         given = probs if probs is not None else logits
         if not isinstance(given, TensorBase) or given.ndim < 1 or not given.dtype.is_floating_point:
-            raise TypeError(f"Categorical: {'probs' if probs is not None else 'logits'} must be a floating tensor of "
-                            "at least one dimension")
+            raise TypeError(
+                f"Categorical: {'probs' if probs is not None else 'logits'} must be a floating tensor of "
+                "at least one dimension"
+            )
         if probs is not None:
             self.probs = probs / probs.sum(-1, keepdim=True)
             self.logits = self.probs.log()

@@ -18,8 +18,27 @@ from ._ops import composed as _composed, elementwise as _elementwise, reduce as 
 from ._ops.creation import tensor
 from ._types import bool_, check_dtype, float32, int64
 
-__all__ = ["sum", "prod", "cumsum", "cumprod", "amax", "amin", "argmax", "argmin", "mean", "median", "logsumexp",
-           "logaddexp", "norm", "var", "std", "softmax", "log_softmax", "softmin", "normalize"]
+__all__ = [
+    "sum",
+    "prod",
+    "cumsum",
+    "cumprod",
+    "amax",
+    "amin",
+    "argmax",
+    "argmin",
+    "mean",
+    "median",
+    "logsumexp",
+    "logaddexp",
+    "norm",
+    "var",
+    "std",
+    "softmax",
+    "log_softmax",
+    "softmin",
+    "normalize",
+]
 
 _INF = float("inf")
 
@@ -30,15 +49,18 @@ def _mask(input, mask, fn, what="mask"):
         return None
     tensor_arg(mask, fn, what)
     if mask.ndim > input.ndim:
-        raise IndexError(f"{fn}(): {what} of shape {tuple(mask.shape)} has more dimensions than the input "
-                         f"{tuple(input.shape)}")
+        raise IndexError(
+            f"{fn}(): {what} of shape {tuple(mask.shape)} has more dimensions than the input {tuple(input.shape)}"
+        )
     m = mask if mask.dtype is bool_ else mask != 0
     if tuple(m.shape) != tuple(input.shape):
         try:
             m = m.expand(*input.shape)
         except (RuntimeError, ValueError) as e:
-            raise RuntimeError(f"{fn}(): {what} of shape {tuple(mask.shape)} does not broadcast to the input's "
-                               f"shape {tuple(input.shape)}") from e
+            raise RuntimeError(
+                f"{fn}(): {what} of shape {tuple(mask.shape)} does not broadcast to the input's "
+                f"shape {tuple(input.shape)}"
+            ) from e
     return m
 
 
@@ -54,7 +76,7 @@ def _dims(dim, ndim, fn):
         return tuple(range(ndim))
     n = builtins.max(ndim, 1)
     dims = []
-    for d in (dim if isinstance(dim, (tuple, list)) else (dim,)):
+    for d in dim if isinstance(dim, (tuple, list)) else (dim,):
         if not -n <= d < n:
             raise IndexError(f"{fn}(): dim {d} is out of range for a {ndim}-D tensor")
         if d % n in dims:
@@ -201,8 +223,10 @@ def logaddexp(input, other, *, dtype=None, input_mask=None, other_mask=None):
     """``log(exp(input) + exp(other))`` elementwise, each operand's masked-out elements taken
     as -inf."""
     a, b = tensor_arg(input, "masked.logaddexp"), tensor_arg(other, "masked.logaddexp", "other")
-    ma, mb = _mask(a, input_mask, "masked.logaddexp", "input_mask"), _mask(b, other_mask, "masked.logaddexp",
-                                                                          "other_mask")
+    ma, mb = (
+        _mask(a, input_mask, "masked.logaddexp", "input_mask"),
+        _mask(b, other_mask, "masked.logaddexp", "other_mask"),
+    )
     a = a if ma is None else _elementwise.where(ma, a, -_INF)
     b = b if mb is None else _elementwise.where(mb, b, -_INF)
     r = _reduce.stable_logaddexp(a, b)

@@ -57,9 +57,17 @@ def self_test() -> list:
     RuntimeError
         Where there is no Metal backend (Linux, or a Mac without a Metal device).
     """
-    return [{"op": op, "dtype": dtype_from_code(code), "max_error": err, "tolerance": tol, "passed": err <= tol,
-             "detail": detail}
-            for op, code, err, tol, detail in _C.metal_self_test_report()]
+    return [
+        {
+            "op": op,
+            "dtype": dtype_from_code(code),
+            "max_error": err,
+            "tolerance": tol,
+            "passed": err <= tol,
+            "detail": detail,
+        }
+        for op, code, err, tol, detail in _C.metal_self_test_report()
+    ]
 
 
 def stats() -> dict:

@@ -26,8 +26,9 @@ class OpOverloadPacket:
         overloads = self.__dict__.get("_overloads", {})
         if name in overloads:
             return overloads[name]
-        raise AttributeError(f"{self.__dict__.get('__name__', 'aten operator')} has no overload {name!r} "
-                             f"(it has {', '.join(overloads)})")
+        raise AttributeError(
+            f"{self.__dict__.get('__name__', 'aten operator')} has no overload {name!r} (it has {', '.join(overloads)})"
+        )
 
     def __call__(self, *args, **kwargs):
         return self._overloads["default"](*args, **kwargs)
@@ -63,15 +64,32 @@ def _legit_no_stats(input, weight, bias, training, momentum, eps):
 
 _legit_no_stats.__doc__ = _aten._native_batch_norm_legit.__doc__
 
-aten = _Namespace("aten", {
-    **{name: _packet(name, getattr(_aten, name)) for name in (
-        "native_layer_norm", "native_group_norm", "native_batch_norm", "_batch_norm_with_update",
-        "_softmax_backward_data", "native_dropout_backward", "max_pool2d_with_indices_backward", "grid_sampler_2d",
-        "grid_sampler_3d", "constant_pad_nd", "_safe_softmax", "_scaled_dot_product_flash_attention_for_cpu")},
-    "_native_batch_norm_legit": _packet("_native_batch_norm_legit", _aten._native_batch_norm_legit,
-                                        no_stats=_legit_no_stats),
-    "_segment_reduce": _packet("_segment_reduce", _composed._segment_reduce),
-    "hash_tensor": _packet("hash_tensor", _composed.hash_tensor),
-})
+aten = _Namespace(
+    "aten",
+    {
+        **{
+            name: _packet(name, getattr(_aten, name))
+            for name in (
+                "native_layer_norm",
+                "native_group_norm",
+                "native_batch_norm",
+                "_batch_norm_with_update",
+                "_softmax_backward_data",
+                "native_dropout_backward",
+                "max_pool2d_with_indices_backward",
+                "grid_sampler_2d",
+                "grid_sampler_3d",
+                "constant_pad_nd",
+                "_safe_softmax",
+                "_scaled_dot_product_flash_attention_for_cpu",
+            )
+        },
+        "_native_batch_norm_legit": _packet(
+            "_native_batch_norm_legit", _aten._native_batch_norm_legit, no_stats=_legit_no_stats
+        ),
+        "_segment_reduce": _packet("_segment_reduce", _composed._segment_reduce),
+        "hash_tensor": _packet("hash_tensor", _composed.hash_tensor),
+    },
+)
 
 __all__ = ["aten", "OpOverloadPacket"]

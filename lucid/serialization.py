@@ -30,9 +30,20 @@ from ._types import as_device, bfloat16, is_numpy_bfloat16
 
 _STRUCTURE_KEY = "lucid.structure"
 # safetensors dtype names -> numpy dtypes lucid can hold (BF16's is looked up when met).
-_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "I64": np.int64, "I32": np.int32,
-           "BOOL": np.bool_, "F64": np.float64, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "U16": np.uint16,
-           "U32": np.uint32}
+_DTYPES = {
+    "F32": np.float32,
+    "F16": np.float16,
+    "BF16": None,
+    "I64": np.int64,
+    "I32": np.int32,
+    "BOOL": np.bool_,
+    "F64": np.float64,
+    "I16": np.int16,
+    "I8": np.int8,
+    "U8": np.uint8,
+    "U16": np.uint16,
+    "U32": np.uint32,
+}
 
 
 def _encode(obj, path, tensors):
@@ -49,8 +60,10 @@ def _encode(obj, path, tensors):
         if key in tensors:
             raise ValueError(f"lucid.save: two arrays would be stored under the name {key!r}")
         if obj.dtype.kind not in "biuf" and not is_numpy_bfloat16(obj.dtype):
-            raise TypeError(f"lucid.save: cannot store a numpy array of dtype {obj.dtype}; arrays of numbers and "
-                            "bools can be stored")
+            raise TypeError(
+                f"lucid.save: cannot store a numpy array of dtype {obj.dtype}; arrays of numbers and "
+                "bools can be stored"
+            )
         tensors[key] = obj if obj.flags.c_contiguous else obj.copy(order="C")
         return {"__ndarray__": key}
     if isinstance(obj, dict):
@@ -74,10 +87,14 @@ def _encode(obj, path, tensors):
         return float(obj)
     hint = ""
     if hasattr(obj, "state_dict"):
-        hint = (f"; save its state dict instead (lucid.save(obj.state_dict(), f)) and load it into a new "
-                f"{type(obj).__name__} with load_state_dict: safetensors files hold no code")
-    raise TypeError(f"lucid.save: cannot store a {type(obj).__name__}; checkpoints hold tensors, numpy arrays, "
-                    f"numbers, strings, None and dicts/lists/tuples of them{hint}")
+        hint = (
+            f"; save its state dict instead (lucid.save(obj.state_dict(), f)) and load it into a new "
+            f"{type(obj).__name__} with load_state_dict: safetensors files hold no code"
+        )
+    raise TypeError(
+        f"lucid.save: cannot store a {type(obj).__name__}; checkpoints hold tensors, numpy arrays, "
+        f"numbers, strings, None and dicts/lists/tuples of them{hint}"
+    )
 
 
 def save(obj, f) -> None:
@@ -181,8 +198,14 @@ def _remove_orphans(directory, name):
         return
     prefix, width = f".{name}.", len(_temporary_name(name, "0" * 12))
     try:
-        entries = [e for e in os.scandir(directory) if e.name.startswith(prefix) and len(e.name) == width
-                   and e.name.endswith(".tmp") and _is_hex(e.name[len(prefix):-4])]
+        entries = [
+            e
+            for e in os.scandir(directory)
+            if e.name.startswith(prefix)
+            and len(e.name) == width
+            and e.name.endswith(".tmp")
+            and _is_hex(e.name[len(prefix) : -4])
+        ]
     except OSError:
         return
     for entry in entries:
@@ -255,12 +278,16 @@ def _decode(node, tensors, arrays):
             try:
                 return tensors[node["__tensor__"]]
             except (KeyError, TypeError):
-                raise ValueError(f"lucid.load: the checkpoint refers to a missing tensor {node['__tensor__']!r}") from None
+                raise ValueError(
+                    f"lucid.load: the checkpoint refers to a missing tensor {node['__tensor__']!r}"
+                ) from None
         if "__ndarray__" in node:
             try:
                 return arrays[node["__ndarray__"]]
             except (KeyError, TypeError):
-                raise ValueError(f"lucid.load: the checkpoint refers to a missing array {node['__ndarray__']!r}") from None
+                raise ValueError(
+                    f"lucid.load: the checkpoint refers to a missing array {node['__ndarray__']!r}"
+                ) from None
         if "__tuple__" in node:
             if not isinstance(node["__tuple__"], list):
                 raise _malformed()
@@ -270,8 +297,13 @@ def _decode(node, tensors, arrays):
                 raise _malformed()
             out = {}
             for entry in node["__dict__"]:
-                if (not isinstance(entry, list) or len(entry) != 2 or isinstance(entry[0], bool)
-                        or not isinstance(entry[0], (str, int)) or entry[0] in out):
+                if (
+                    not isinstance(entry, list)
+                    or len(entry) != 2
+                    or isinstance(entry[0], bool)
+                    or not isinstance(entry[0], (str, int))
+                    or entry[0] in out
+                ):
                     raise _malformed()
                 out[entry[0]] = _decode(entry[1], tensors, arrays)
             return out
@@ -298,7 +330,7 @@ def _unique_object(pairs):
 def _metadata(data) -> dict:
     # The header was validated by deserialize: 8 bytes of length, then that much JSON.
     n = int.from_bytes(data[:8], "little")
-    header = json.loads(bytes(data[8:8 + n]).decode("utf-8"), object_pairs_hook=_unique_object)
+    header = json.loads(bytes(data[8 : 8 + n]).decode("utf-8"), object_pairs_hook=_unique_object)
     meta = header.get("__metadata__") or {}
     return meta if isinstance(meta, dict) else {}
 
@@ -313,6 +345,7 @@ def default_max_bytes() -> int:
     limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     try:
         import resource
+
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
         if soft != resource.RLIM_INFINITY:
             limit = min(limit, soft)
@@ -340,8 +373,9 @@ def _read_up_to(f, n):
     while left > 0:
         part = f.read(min(left, _CHUNK))  # (in chunks: read(n) would allocate n at once)
         if not isinstance(part, (bytes, bytearray, memoryview)):
-            raise TypeError(f"lucid.load: reading the file gave {type(part).__name__}, not bytes; open it in "
-                            "binary mode ('rb')")
+            raise TypeError(
+                f"lucid.load: reading the file gave {type(part).__name__}, not bytes; open it in binary mode ('rb')"
+            )
         if not part:
             break
         parts.append(bytes(part))
@@ -361,8 +395,10 @@ def _read_declared(f, max_bytes):
         return head + text
     declared = _declared_size(text)
     if 8 + n + declared > max_bytes:
-        raise ValueError(f"lucid.load: the stream's header declares {declared} bytes of tensor data "
-                         f"({8 + n + declared} in all), more than max_bytes={max_bytes}")
+        raise ValueError(
+            f"lucid.load: the stream's header declares {declared} bytes of tensor data "
+            f"({8 + n + declared} in all), more than max_bytes={max_bytes}"
+        )
     return head + text + _read_up_to(f, declared + 1)
 
 
@@ -374,9 +410,15 @@ def _declared_size(text):
         return 0
     if not isinstance(header, dict):
         return 0
-    ends = [e["data_offsets"][1] for k, e in header.items() if k != "__metadata__" and isinstance(e, dict)
-            and isinstance(e.get("data_offsets"), list) and len(e["data_offsets"]) == 2
-            and isinstance(e["data_offsets"][1], int)]
+    ends = [
+        e["data_offsets"][1]
+        for k, e in header.items()
+        if k != "__metadata__"
+        and isinstance(e, dict)
+        and isinstance(e.get("data_offsets"), list)
+        and len(e["data_offsets"]) == 2
+        and isinstance(e["data_offsets"][1], int)
+    ]
     return max(0, max(ends, default=0))
 
 
@@ -454,10 +496,12 @@ def load(f, map_location=None, *, max_bytes=None, weights_only=None, mmap=None):
         raise ValueError(f"lucid.load: max_bytes must be a non-negative int, got {max_bytes!r}")
     data = _read(f, max_bytes)
     if _is_pytorch_pickle(data):
-        raise ValueError("lucid.load: this is a PyTorch pickle (torch.save), not a safetensors file; lucid reads "
-                         "safetensors only, which hold no code. Convert it once where PyTorch is installed: "
-                         "safetensors.torch.save_file(torch.load(path), 'model.safetensors') for a dict of tensors "
-                         "(a state dict), then lucid.load('model.safetensors') and load_state_dict")
+        raise ValueError(
+            "lucid.load: this is a PyTorch pickle (torch.save), not a safetensors file; lucid reads "
+            "safetensors only, which hold no code. Convert it once where PyTorch is installed: "
+            "safetensors.torch.save_file(torch.load(path), 'model.safetensors') for a dict of tensors "
+            "(a state dict), then lucid.load('model.safetensors') and load_state_dict"
+        )
     try:
         entries = deserialize(data)
         meta = _metadata(data)
@@ -470,8 +514,9 @@ def load(f, map_location=None, *, max_bytes=None, weights_only=None, mmap=None):
             raise ValueError(f"lucid.load: tensor {name!r} has dtype {view['dtype']}, which lucid cannot hold")
         arr = np.frombuffer(view["data"], dtype=dtype).reshape(view["shape"])
         if dtype is np.bool_ and arr.view(np.uint8).max(initial=0) > 1:
-            raise ValueError(f"lucid.load: not a valid safetensors file: the BOOL tensor {name!r} holds bytes other "
-                             "than 0 and 1")
+            raise ValueError(
+                f"lucid.load: not a valid safetensors file: the BOOL tensor {name!r} holds bytes other than 0 and 1"
+            )
         arrays[name] = arr
     structure = None
     if _STRUCTURE_KEY in meta:

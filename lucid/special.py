@@ -12,8 +12,24 @@ from . import _C
 from ._core import TensorBase, tensor_arg
 from ._ops import elementwise as _elementwise
 from ._ops import reduce as _reduce
-from ._ops.elementwise import (digamma, erf, erfc, erfinv, exp2, expm1, i0, log1p, logit, mvlgamma, polygamma, round,
-                               sigmoid, sinc, where, xlogy)
+from ._ops.elementwise import (
+    digamma,
+    erf,
+    erfc,
+    erfinv,
+    exp2,
+    expm1,
+    i0,
+    log1p,
+    logit,
+    mvlgamma,
+    polygamma,
+    round,
+    sigmoid,
+    sinc,
+    where,
+    xlogy,
+)
 from ._ops.elementwise import special_functions as _special
 from ._ops.writes import returned
 
@@ -69,8 +85,9 @@ def _polynomial(code, name, what):
         return _elementwise._math_binary(code, f"special.{name}", input, n, out)
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = (f"{what} of degree `n` at `input`, elementwise (`n` truncated to an integer; 0 for n < 0; "
-                  "no gradient).")
+    fn.__doc__ = (
+        f"{what} of degree `n` at `input`, elementwise (`n` truncated to an integer; 0 for n < 0; no gradient)."
+    )
     return fn
 
 
@@ -79,14 +96,22 @@ _POLYNOMIALS = {
     "chebyshev_polynomial_u": (_C.CHEBYSHEV_POLYNOMIAL_U, "The Chebyshev polynomial of the second kind U_n"),
     "chebyshev_polynomial_v": (_C.CHEBYSHEV_POLYNOMIAL_V, "The Chebyshev polynomial of the third kind V_n"),
     "chebyshev_polynomial_w": (_C.CHEBYSHEV_POLYNOMIAL_W, "The Chebyshev polynomial of the fourth kind W_n"),
-    "shifted_chebyshev_polynomial_t": (_C.SHIFTED_CHEBYSHEV_POLYNOMIAL_T, "T_n(2x - 1), the shifted Chebyshev "
-                                       "polynomial of the first kind,"),
-    "shifted_chebyshev_polynomial_u": (_C.SHIFTED_CHEBYSHEV_POLYNOMIAL_U, "U_n(2x - 1), the shifted Chebyshev "
-                                       "polynomial of the second kind,"),
-    "shifted_chebyshev_polynomial_v": (_C.SHIFTED_CHEBYSHEV_POLYNOMIAL_V, "V_n(2x - 1), the shifted Chebyshev "
-                                       "polynomial of the third kind,"),
-    "shifted_chebyshev_polynomial_w": (_C.SHIFTED_CHEBYSHEV_POLYNOMIAL_W, "W_n(2x - 1), the shifted Chebyshev "
-                                       "polynomial of the fourth kind,"),
+    "shifted_chebyshev_polynomial_t": (
+        _C.SHIFTED_CHEBYSHEV_POLYNOMIAL_T,
+        "T_n(2x - 1), the shifted Chebyshev polynomial of the first kind,",
+    ),
+    "shifted_chebyshev_polynomial_u": (
+        _C.SHIFTED_CHEBYSHEV_POLYNOMIAL_U,
+        "U_n(2x - 1), the shifted Chebyshev polynomial of the second kind,",
+    ),
+    "shifted_chebyshev_polynomial_v": (
+        _C.SHIFTED_CHEBYSHEV_POLYNOMIAL_V,
+        "V_n(2x - 1), the shifted Chebyshev polynomial of the third kind,",
+    ),
+    "shifted_chebyshev_polynomial_w": (
+        _C.SHIFTED_CHEBYSHEV_POLYNOMIAL_W,
+        "W_n(2x - 1), the shifted Chebyshev polynomial of the fourth kind,",
+    ),
     "hermite_polynomial_h": (_C.HERMITE_POLYNOMIAL_H, "The physicists' Hermite polynomial H_n"),
     "hermite_polynomial_he": (_C.HERMITE_POLYNOMIAL_HE, "The probabilists' Hermite polynomial He_n"),
     "laguerre_polynomial_l": (_C.LAGUERRE_POLYNOMIAL_L, "The Laguerre polynomial L_n"),
@@ -107,6 +132,33 @@ def log_softmax(input, dim, *, dtype=None):
     return _reduce.log_softmax(t if dtype is None else t.to(dtype), dim)
 
 
-__all__ = ["expit", "gammaln", "psi", "multigammaln", "gammainc", "gammaincc", "logsumexp", "ndtr", "entr", "xlog1py",
-           "zeta", "softmax", "log_softmax", "digamma", "erf", "erfc", "erfinv", "exp2", "expm1", "i0", "log1p",
-           "logit", "polygamma", "round", "sinc", "xlogy", *_special, *_POLYNOMIALS]
+__all__ = [
+    "expit",
+    "gammaln",
+    "psi",
+    "multigammaln",
+    "gammainc",
+    "gammaincc",
+    "logsumexp",
+    "ndtr",
+    "entr",
+    "xlog1py",
+    "zeta",
+    "softmax",
+    "log_softmax",
+    "digamma",
+    "erf",
+    "erfc",
+    "erfinv",
+    "exp2",
+    "expm1",
+    "i0",
+    "log1p",
+    "logit",
+    "polygamma",
+    "round",
+    "sinc",
+    "xlogy",
+    *_special,
+    *_POLYNOMIALS,
+]

@@ -11,8 +11,9 @@ from ._ops.creation import as_tensor
 _TOLERANCES = {"float32": (1.3e-6, 1e-5), "float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5)}
 
 
-def assert_close(actual, expected, *, rtol=None, atol=None, equal_nan=False, check_dtype=True, check_device=True,
-                 msg=None):
+def assert_close(
+    actual, expected, *, rtol=None, atol=None, equal_nan=False, check_dtype=True, check_device=True, msg=None
+):
     """Raises AssertionError unless ``|actual - expected| <= atol + rtol * |expected|`` everywhere
     (with PyTorch's default tolerances for the dtype; exact for integers and bools), the shapes
     match, and (by default) the dtypes and devices do. Numbers and sequences are compared as
@@ -36,16 +37,26 @@ def assert_close(actual, expected, *, rtol=None, atol=None, equal_nan=False, che
         if not close.all():
             bad = int((~close).sum())
             diff = np.abs(x - y)[~close]
-            problem = (f"{bad} of {close.size} elements are not close (rtol={rtol}, atol={atol}); the largest absolute "
-                       f"difference is {np.nanmax(diff) if np.isfinite(diff).any() else diff.max()}")
+            problem = (
+                f"{bad} of {close.size} elements are not close (rtol={rtol}, atol={atol}); the largest absolute "
+                f"difference is {np.nanmax(diff) if np.isfinite(diff).any() else diff.max()}"
+            )
     if problem is not None:
         raise AssertionError(msg if msg is not None else f"Tensor-likes are not close: {problem}")
 
 
 def assert_allclose(actual, expected, rtol=None, atol=None, equal_nan=True, msg=""):
     """PyTorch's older spelling of :func:`assert_close`, without its dtype and device checks."""
-    assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=equal_nan, check_dtype=False,
-                 check_device=False, msg=msg or None)
+    assert_close(
+        actual,
+        expected,
+        rtol=rtol,
+        atol=atol,
+        equal_nan=equal_nan,
+        check_dtype=False,
+        check_device=False,
+        msg=msg or None,
+    )
 
 
 __all__ = ["assert_close", "assert_allclose"]

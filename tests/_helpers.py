@@ -11,11 +11,30 @@ import lucid
 
 DEVICES = ["cpu", "metal"]
 F32, F16, BF16 = np.float32, np.float16, ml_dtypes.bfloat16
-NP_OF = {"float32": F32, "float16": F16, "bfloat16": BF16, "int32": np.int32, "int64": np.int64, "bool": np.bool_,
-         "float64": np.float64, "uint8": np.uint8, "int8": np.int8, "int16": np.int16}
-LUCID_OF = {"float32": lucid.float32, "float16": lucid.float16, "bfloat16": lucid.bfloat16,
-            "int32": lucid.int32, "int64": lucid.int64, "bool": lucid.bool_, "float64": lucid.float64,
-            "uint8": lucid.uint8, "int8": lucid.int8, "int16": lucid.int16}
+NP_OF = {
+    "float32": F32,
+    "float16": F16,
+    "bfloat16": BF16,
+    "int32": np.int32,
+    "int64": np.int64,
+    "bool": np.bool_,
+    "float64": np.float64,
+    "uint8": np.uint8,
+    "int8": np.int8,
+    "int16": np.int16,
+}
+LUCID_OF = {
+    "float32": lucid.float32,
+    "float16": lucid.float16,
+    "bfloat16": lucid.bfloat16,
+    "int32": lucid.int32,
+    "int64": lucid.int64,
+    "bool": lucid.bool_,
+    "float64": lucid.float64,
+    "uint8": lucid.uint8,
+    "int8": lucid.int8,
+    "int16": lucid.int16,
+}
 
 
 def T(a, **kw):
@@ -29,8 +48,10 @@ def T(a, **kw):
 def arrays_from(gen):
     """`arr(*shape, dtype=np.float32, offset=0.0)`: standard normal values plus `offset` drawn
     from the numpy generator `gen`, as `dtype`."""
+
     def arr(*shape, dtype=np.float32, offset=0.0):
         return (gen.standard_normal(shape) + offset).astype(dtype)
+
     return arr
 
 
@@ -87,8 +108,10 @@ def assert_bits_equal(got, want):
     uint = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[got.dtype.itemsize]
     gb, wb = got.reshape(-1).view(uint), want.reshape(-1).view(uint)
     bad = np.nonzero(gb != wb)[0]
-    assert len(bad) == 0, f"{len(bad)} mismatches, first at flat index {bad[:4].tolist()}: " \
-                          f"{got.reshape(-1)[bad[0]]!r} vs {want.reshape(-1)[bad[0]]!r}"
+    assert len(bad) == 0, (
+        f"{len(bad)} mismatches, first at flat index {bad[:4].tolist()}: "
+        f"{got.reshape(-1)[bad[0]]!r} vs {want.reshape(-1)[bad[0]]!r}"
+    )
 
 
 def numeric_grads(fn, arrays, weights, eps=1e-2, dtype=lucid.float32):

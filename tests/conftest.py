@@ -11,8 +11,9 @@ def pytest_sessionstart(session):
     # "metal" on the host fallback (a failed self-test, a kernel library that did not compile)
     # must fail the run, not skip the Metal tests.
     if os.environ.get("LUCID_REQUIRE_METAL") == "1" and not lucid.metal.is_available():
-        raise pytest.UsageError("LUCID_REQUIRE_METAL=1, but lucid.metal.is_available() is False "
-                                "(lucid.metal.self_test() tells why)")
+        raise pytest.UsageError(
+            "LUCID_REQUIRE_METAL=1, but lucid.metal.is_available() is False (lucid.metal.self_test() tells why)"
+        )
 
 
 def _assert_autocast_off(when):

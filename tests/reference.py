@@ -15,9 +15,13 @@ def conv2d(x, w, b=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
         for i in range(kh):
             for j in range(kw):
                 ys, xs = i * dilation[0], j * dilation[1]
-                patch = xp[:, g * cg:(g + 1) * cg, ys:ys + stride[0] * (oh - 1) + 1:stride[0],
-                           xs:xs + stride[1] * (ow - 1) + 1:stride[1]]
-                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, w[g * og:(g + 1) * og, :, i, j])
+                patch = xp[
+                    :,
+                    g * cg : (g + 1) * cg,
+                    ys : ys + stride[0] * (oh - 1) + 1 : stride[0],
+                    xs : xs + stride[1] * (ow - 1) + 1 : stride[1],
+                ]
+                out[:, g * og : (g + 1) * og] += np.einsum("nchw,oc->nohw", patch, w[g * og : (g + 1) * og, :, i, j])
     if b is not None:
         out += b.reshape(1, -1, 1, 1)
     return out
@@ -35,9 +39,13 @@ def conv_transpose2d(x, w, b=None, stride=(1, 1), padding=(0, 0), output_padding
             for xx in range(wd):
                 for i in range(kh):
                     for j in range(kw):
-                        full[:, g * cog:(g + 1) * cog, y * stride[0] + i * dilation[0], xx * stride[1] + j * dilation[1]] += \
-                            x[:, g * cg:(g + 1) * cg, y, xx] @ w[g * cg:(g + 1) * cg, :, i, j]
-    out = full[:, :, padding[0]:padding[0] + oh, padding[1]:padding[1] + ow]
+                        full[
+                            :,
+                            g * cog : (g + 1) * cog,
+                            y * stride[0] + i * dilation[0],
+                            xx * stride[1] + j * dilation[1],
+                        ] += x[:, g * cg : (g + 1) * cg, y, xx] @ w[g * cg : (g + 1) * cg, :, i, j]
+    out = full[:, :, padding[0] : padding[0] + oh, padding[1] : padding[1] + ow]
     if b is not None:
         out = out + b.reshape(1, -1, 1, 1)
     return out
@@ -56,11 +64,13 @@ def windows(x, k, s, p, fill, ceil=False, d=(1, 1)):
 
     oh, ow = size(h, k[0], s[0], p[0], d[0]), size(w, k[1], s[1], p[1], d[1])
     big = np.full((n, c, h + 2 * p[0] + k[0] * d[0] + s[0], w + 2 * p[1] + k[1] * d[1] + s[1]), fill, dtype=np.float64)
-    big[:, :, p[0]:p[0] + h, p[1]:p[1] + w] = x
+    big[:, :, p[0] : p[0] + h, p[1] : p[1] + w] = x
     out = np.empty((n, c, oh, ow, k[0] * k[1]))
     for i in range(k[0]):
         for j in range(k[1]):
-            out[..., i * k[1] + j] = big[:, :, i * d[0]:i * d[0] + s[0] * oh:s[0], j * d[1]:j * d[1] + s[1] * ow:s[1]]
+            out[..., i * k[1] + j] = big[
+                :, :, i * d[0] : i * d[0] + s[0] * oh : s[0], j * d[1] : j * d[1] + s[1] * ow : s[1]
+            ]
     return out, (oh, ow)
 
 

@@ -4,7 +4,7 @@ import ctypes
 import gc
 import threading
 import time
-from ctypes import POINTER, byref, c_char_p, c_int32, c_int64, c_uint64, c_void_p
+from ctypes import byref, c_int32, c_int64, c_uint64
 
 import numpy as np
 import pytest
@@ -104,6 +104,7 @@ def mentions(message, handle):
 
 # ---- symbols ----------------------------------------------------------------------------------
 
+
 def test_guard_symbols_are_exported_unprefixed():
     assert callable(getattr(lib, "guard_create"))
     assert callable(getattr(lib, "guard_destroy"))
@@ -123,6 +124,7 @@ def test_rest_of_abi_is_lucid_prefixed():
 
 
 # ---- guards -----------------------------------------------------------------------------------
+
 
 def test_guard_round_trip():
     base = live_guards()
@@ -201,7 +203,7 @@ def test_destroy_from_another_thread():
     rc, msg, there = in_thread(other)
     assert rc == E_THREAD
     assert msg
-    assert there == ABI_OFF                        # the other thread saw and changed nothing
+    assert there == ABI_OFF  # the other thread saw and changed nothing
     assert abi_state() == (1, BFLOAT16, 0, -1, 1, BFLOAT16)  # the owner is untouched
     assert live_guards() == base
     assert lib.guard_destroy(h) == OK
@@ -218,7 +220,7 @@ def test_guard_outliving_its_thread():
     h, during, there = in_thread(make)
     assert during == base + 1
     assert there == (0, -1, 1, BFLOAT16, 1, BFLOAT16)
-    assert abi_state() == ABI_OFF                   # never visible on this thread
+    assert abi_state() == ABI_OFF  # never visible on this thread
     assert wait_until(lambda: live_guards() == base), live_guards()
     rc = lib.guard_destroy(h)
     assert rc != OK
@@ -227,9 +229,10 @@ def test_guard_outliving_its_thread():
     assert live_guards() == base
 
 
-@pytest.mark.parametrize("device,dtype", [(7, FLOAT16), (-2, FLOAT16), (METAL, INT32), (CPU, INT32),
-                                          (METAL, 99), (CPU, BOOL), (METAL, INT64),
-                                          (METAL, -2)])
+@pytest.mark.parametrize(
+    "device,dtype",
+    [(7, FLOAT16), (-2, FLOAT16), (METAL, INT32), (CPU, INT32), (METAL, 99), (CPU, BOOL), (METAL, INT64), (METAL, -2)],
+)
 def test_invalid_codes(device, dtype):
     outer = create(CPU, 1, FLOAT32)
     before, base = abi_state(), live_guards()
@@ -320,6 +323,7 @@ def test_python_scope_and_raw_guard_out_of_order():
 
 # ---- tensor handles --------------------------------------------------------------------------
 
+
 def new_tensor(values, dtype=FLOAT32, np_dtype=np.float32, device=CPU):
     a = np.ascontiguousarray(values, dtype=np_dtype)
     shape = (c_int64 * max(a.ndim, 1))(*a.shape)
@@ -345,9 +349,13 @@ def test_tensor_round_trip_and_binary_against_numpy():
     np.testing.assert_array_equal(to_numpy(out[HANDLE], (2, 3)), a + b)
     # The record holds what the tensor's own queries say.
     assert (out[_C.RECORD_DTYPE], out[_C.RECORD_DEVICE], out[_C.RECORD_NDIM], out[_C.RECORD_REQUIRES_GRAD]) == (
-        FLOAT32, CPU, 2, 0)
-    assert out[_C.RECORD_SHAPE:_C.RECORD_SHAPE + 2] == [2, 3]
-    assert out[_C.RECORD_STRIDES:_C.RECORD_STRIDES + 2] == [3, 1]
+        FLOAT32,
+        CPU,
+        2,
+        0,
+    )
+    assert out[_C.RECORD_SHAPE : _C.RECORD_SHAPE + 2] == [2, 3]
+    assert out[_C.RECORD_STRIDES : _C.RECORD_STRIDES + 2] == [3, 1]
     assert live_tensors() == base + 3
     for h in (ha, hb, out[HANDLE]):
         assert lib.lucid_tensor_release(h) == OK
@@ -383,7 +391,6 @@ def test_released_handle_in_binary():
 
 def test_guard_handle_is_not_a_tensor():
     g = create()
-    out = c_uint64(0)
     t = new_tensor([1.0])
     if g != t:
         assert lib.lucid_tensor_release(g) == E_HANDLE
@@ -403,13 +410,13 @@ def test_from_host_argument_errors():
     a = np.zeros((2, 3), dtype=np.float32)
     ptr = a.ctypes.data
     cases = [
-        (ptr, a.nbytes - 4, (2, 3), 2, FLOAT32),   # too few bytes
-        (ptr, a.nbytes + 4, (2, 3), 2, FLOAT32),   # too many bytes
-        (ptr, a.nbytes, (2, 3), 2, FLOAT16),       # nbytes for float32, dtype float16
-        (None, a.nbytes, (2, 3), 2, FLOAT32),      # null data with nonzero bytes
-        (ptr, a.nbytes, (-2, -3), 2, FLOAT32),     # negative dims
+        (ptr, a.nbytes - 4, (2, 3), 2, FLOAT32),  # too few bytes
+        (ptr, a.nbytes + 4, (2, 3), 2, FLOAT32),  # too many bytes
+        (ptr, a.nbytes, (2, 3), 2, FLOAT16),  # nbytes for float32, dtype float16
+        (None, a.nbytes, (2, 3), 2, FLOAT32),  # null data with nonzero bytes
+        (ptr, a.nbytes, (-2, -3), 2, FLOAT32),  # negative dims
         (ptr, a.nbytes, (2, -3), 2, FLOAT32),
-        (ptr, a.nbytes, (2, 3), 2, 42),            # unknown dtype code
+        (ptr, a.nbytes, (2, 3), 2, 42),  # unknown dtype code
         (ptr, a.nbytes, (2, 3), 2, -1),
     ]
     for data, nbytes, shape, ndim, dt in cases:
@@ -438,6 +445,7 @@ def test_live_tensors_back_to_baseline():
 
 # ---- errors are per thread ----------------------------------------------------------------------
 
+
 def test_last_error_is_thread_local():
     assert lib.guard_destroy(2**63 + 7) == E_HANDLE
     mine = last_error()
@@ -458,23 +466,22 @@ def test_last_error_is_thread_local():
     t = threading.Thread(target=other)
     t.start()
     assert started.wait(5)
-    assert last_error() == mine               # the other thread's failure did not touch ours
-    assert lib.guard_destroy(0) == E_HANDLE   # a new failure here ...
+    assert last_error() == mine  # the other thread's failure did not touch ours
+    assert lib.guard_destroy(0) == E_HANDLE  # a new failure here ...
     ours_now = last_error()
     go.set()
     t.join(5)
     assert box["rc"] == E_VALUE
     assert box["msg"] and box["msg"] != mine
     assert box["initial"] != mine
-    assert box["later"] == box["msg"]         # ... does not touch theirs
+    assert box["later"] == box["msg"]  # ... does not touch theirs
     assert last_error() == ours_now
-
 
 
 def test_slot_reuse_does_not_revive_a_stale_handle():
     t = new_tensor([1.0, 2.0])
     assert lib.lucid_tensor_release(t) == OK
-    u = new_tensor([3.0])        # may reuse the slot, never the handle
+    u = new_tensor([3.0])  # may reuse the slot, never the handle
     assert u != t
     assert lib.lucid_tensor_release(t) == E_HANDLE
     assert lib.lucid_tensor_release(u) == OK
@@ -520,6 +527,7 @@ def test_a_view_outlives_its_source():
 
 # ---- codes ------------------------------------------------------------------------------------
 
+
 def _unknown_code_calls(x, m):
     """(the kind of code the message names, a call of lucid._C's glue given an unknown one)."""
     return [
@@ -553,8 +561,11 @@ def test_an_unknown_code_is_a_value_error_naming_its_kind(index):
     finally:
         gc.enable()
     if what in ("device", "hook kind", "split mode"):  # a short enum lists its codes by name
-        names = {"device": "0 (cpu), 1 (metal)", "hook kind": "0 (grad), 1 (post_accumulate)",
-                 "split mode": "0 (sizes), 1 (size), 2 (chunks)"}[what]
+        names = {
+            "device": "0 (cpu), 1 (metal)",
+            "hook kind": "0 (grad), 1 (post_accumulate)",
+            "split mode": "0 (sizes), 1 (size), 2 (chunks)",
+        }[what]
         assert str(info.value).endswith("expected one of " + names)
 
 
@@ -563,4 +574,5 @@ def test_every_valid_code_of_a_short_enum_is_listed():
         _C.tensor_full((2,), 1.0, 0, _C.SCALAR_FLOAT, 10, CPU)
     names = [name for name, _ in sorted(_C.codes("lucid_dtype").items(), key=lambda kv: kv[1])]
     assert str(info.value) == "unknown dtype code 10; expected one of " + ", ".join(
-        f"{code} ({name})" for code, name in enumerate(names))
+        f"{code} ({name})" for code, name in enumerate(names)
+    )

@@ -21,14 +21,16 @@ ENUMS, FUNCTIONS = GEN.parse_header(HEADER.read_text())
 
 
 def test_the_python_declarations_are_generated_from_the_header():
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_abi.py"), "--check"], capture_output=True,
-                            text=True)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gen_abi.py"), "--check"], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
 
 
 def test_the_embedded_metal_kernels_are_generated_from_the_kernel_files():
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "embed_metal.py"), "--check"], capture_output=True,
-                            text=True)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "embed_metal.py"), "--check"], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -36,6 +38,7 @@ def test_every_entry_point_has_its_python_function():
     """Generated (lucid/_C/_ops.py) or, where the generator leaves it to hand, called from
     lucid/_C/_calls.py; and nothing in lucid/_C calls what the header does not declare."""
     from lucid import _C
+
     ops = (ROOT / "lucid" / "_C" / "_ops.py").read_text()
     generated = set(re.findall(r"^_(\w+) = _lib\.(\w+)$", ops, flags=re.M))
     assert all(a == b for a, b in generated)
@@ -51,8 +54,16 @@ def test_every_entry_point_has_its_python_function():
 
 # ---- the Swift side ---------------------------------------------------------------------------
 
-_SWIFT_SCALARS = {"UInt32": "uint32_t", "UInt64": "uint64_t", "Int32": "int32_t", "Int64": "int64_t", "Double": "double", "Float": "float",
-                  "CChar": "char", "Void": "void"}
+_SWIFT_SCALARS = {
+    "UInt32": "uint32_t",
+    "UInt64": "uint64_t",
+    "Int32": "int32_t",
+    "Int64": "int64_t",
+    "Double": "double",
+    "Float": "float",
+    "CChar": "char",
+    "Void": "void",
+}
 
 
 def _swift_function_types():
@@ -93,7 +104,7 @@ def swift_exports():
             while depth:
                 depth += {"(": 1, ")": -1}.get(text[i], 0)
                 i += 1
-            name, params = m.group(1), text[m.end():i - 1]
+            name, params = m.group(1), text[m.end() : i - 1]
             ret = re.match(r"\s*(?:->\s*([^{]+?))?\s*\{", text[i:]).group(1) or "Void"
             flat = " ".join(params.split()).replace("->", "→")  # an arrow's > closes no bracket
             types = [swift_type(p.split(":", 1)[1]) for p in GEN.split_top_level(flat, "(<", ")>")]
@@ -104,8 +115,10 @@ def swift_exports():
 
 def test_the_swift_exports_are_the_headers_functions_with_its_argument_types():
     exports = swift_exports()
-    assert set(exports) == set(FUNCTIONS), (f"only in Swift: {sorted(set(exports) - set(FUNCTIONS))}; "
-                                            f"only in the header: {sorted(set(FUNCTIONS) - set(exports))}")
+    assert set(exports) == set(FUNCTIONS), (
+        f"only in Swift: {sorted(set(exports) - set(FUNCTIONS))}; "
+        f"only in the header: {sorted(set(FUNCTIONS) - set(exports))}"
+    )
     for name, (ret, args) in FUNCTIONS.items():
         want = (ret.canonical(), [a.canonical() for a in args])
         assert exports[name] == want, f"{name}: Swift exports {exports[name]}, include/lucid.h declares {want}"
@@ -175,8 +188,9 @@ ENUM_PAIRS = [
 def test_every_header_enum_has_its_swift_enum():
     paired = [p[0] for p in ENUM_PAIRS]
     assert len(paired) == len(set(paired)), "a header enum is paired twice"
-    assert set(paired) == set(ENUMS), (f"no Swift enum for {sorted(set(ENUMS) - set(paired))}; "
-                                       f"not in the header: {sorted(set(paired) - set(ENUMS))}")
+    assert set(paired) == set(ENUMS), (
+        f"no Swift enum for {sorted(set(ENUMS) - set(paired))}; not in the header: {sorted(set(paired) - set(ENUMS))}"
+    )
 
 
 @pytest.mark.parametrize("header_enum,path,swift_name,prefix", ENUM_PAIRS, ids=[p[0] for p in ENUM_PAIRS])
@@ -198,7 +212,9 @@ def test_the_c_abi_decodes_codes_only_through_its_one_helper():
         if name != "ABISupport.swift":
             assert "(rawValue:" not in code, f"{name} decodes a code with init(rawValue:) by hand; use decode(_:as:_:)"
             assert "(code:" not in code, f"{name} decodes a code by hand; use decode(_:as:_:)"
-    decoded = set(re.findall(r"\bdecode(?:Flags)?\(\s*[^,()]+(?:\[\w+\])?,\s*as: ([\w.]+)\.self", "".join(text.values())))
+    decoded = set(
+        re.findall(r"\bdecode(?:Flags)?\(\s*[^,()]+(?:\[\w+\])?,\s*as: ([\w.]+)\.self", "".join(text.values()))
+    )
     swift_names = {p[2] for p in ENUM_PAIRS}
     assert decoded <= swift_names, f"decoded as enums the header does not have: {sorted(decoded - swift_names)}"
     # Only the engine writes these (results, statuses, records); every other enum is read.
@@ -219,10 +235,22 @@ def test_the_header_parser_reads_what_the_header_can_say():
     assert enums == {"lucid_things": {"LUCID_A": 0, "LUCID_B": 16}}
     ret, args = functions["f"]
     assert ret.canonical() == "int32_t"
-    assert [a.canonical() for a in args] == ["const uint64_t*", "int64_t*", "function pointer", "function pointer",
-                                             "const char**", "double*"]
-    assert [a.ctypes() for a in args] == ["POINTER(c_uint64)", "POINTER(c_int64)", "c_void_p", "c_void_p",
-                                          "POINTER(c_char_p)", "POINTER(c_double)"]
+    assert [a.canonical() for a in args] == [
+        "const uint64_t*",
+        "int64_t*",
+        "function pointer",
+        "function pointer",
+        "const char**",
+        "double*",
+    ]
+    assert [a.ctypes() for a in args] == [
+        "POINTER(c_uint64)",
+        "POINTER(c_int64)",
+        "c_void_p",
+        "c_void_p",
+        "POINTER(c_char_p)",
+        "POINTER(c_double)",
+    ]
     assert functions["g"][0].ctypes() == "c_char_p" and functions["g"][1] == []
     with pytest.raises(ValueError, match="needs a name"):
         GEN.parse_header("enum { LUCID_X = 1 };")
@@ -251,6 +279,8 @@ def test_dtype_device_and_autocast_rules_come_from_the_engine():
         code = lucid._types._DEVICE_CODES[device]
         assert lucid.amp.autocast(device).dtype.code == _C.autocast_default_dtype(code)
         for d in (lucid.int32, lucid.int64, lucid.bool_):
-            with pytest.raises(ValueError, match="autocast dtype must be lucid.float16, lucid.bfloat16 or lucid.float32"):
+            with pytest.raises(
+                ValueError, match="autocast dtype must be lucid.float16, lucid.bfloat16 or lucid.float32"
+            ):
                 lucid.amp.autocast(device, dtype=d)
     assert _abi.LUCID_CPU == lucid._types._DEVICE_CODES["cpu"]

@@ -14,8 +14,18 @@ from lucid._C import _abi
 lib = ctypes.CDLL(_C.lib._name)
 # Declared from the header (through lucid/_C/_abi.py), with argtypes even where lucid itself calls
 # without them, so that a wrong argument here is an error and not a silent truncation.
-for name in ("lucid_last_error", "lucid_live_tensors", "lucid_split", "lucid_index", "lucid_attention", "lucid_max_dim",
-             "lucid_compare", "lucid_conv2d", "lucid_cat", "lucid_pointwise_loss"):
+for name in (
+    "lucid_last_error",
+    "lucid_live_tensors",
+    "lucid_split",
+    "lucid_index",
+    "lucid_attention",
+    "lucid_max_dim",
+    "lucid_compare",
+    "lucid_conv2d",
+    "lucid_cat",
+    "lucid_pointwise_loss",
+):
     fn = getattr(lib, name)
     fn.argtypes, fn.restype = _abi.SIGNATURES[name]
 
@@ -85,7 +95,12 @@ def test_bad_codes_and_handles(x):
 
 def test_devices_must_match():
     a, b = lucid.ones(2, 3), lucid.ones(2, 3, device="metal")
-    for call in (lambda: lucid.where(a > 0, a, b), lambda: lucid.cat([a, b]), lambda: lucid.maximum(a, b),
-                 lambda: lucid.nn.functional.mse_loss(a, b), lambda: a.gather(1, lucid.tensor([[0]], device="metal"))):
+    for call in (
+        lambda: lucid.where(a > 0, a, b),
+        lambda: lucid.cat([a, b]),
+        lambda: lucid.maximum(a, b),
+        lambda: lucid.nn.functional.mse_loss(a, b),
+        lambda: a.gather(1, lucid.tensor([[0]], device="metal")),
+    ):
         with pytest.raises(RuntimeError, match="one device"):
             call()

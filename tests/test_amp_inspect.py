@@ -11,30 +11,49 @@ import lucid.nn as nn
 from lucid.amp.inspect import KEEP_FLOAT32, SAFE_FLOAT16, USE_BFLOAT16
 from lucid.nn import module as module_mod
 
-F16_MAX, F16_NORMAL = 65504.0, 2.0 ** -14
-BF16_MAX, BF16_NORMAL = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max), 2.0 ** -126
+F16_MAX, F16_NORMAL = 65504.0, 2.0**-14
+BF16_MAX, BF16_NORMAL = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max), 2.0**-126
 
 
 def bands(values):
     """The engine's counts, from numpy: (max |x| over non-NaN, then the six bands)."""
     a = np.abs(np.asarray(values, dtype=np.float64).ravel())
     finite, nonzero = np.isfinite(a), (a != 0) & ~np.isnan(a)
-    return (a[~np.isnan(a)].max(initial=0.0), {
-        "overflow_float16": int((finite & (a > F16_MAX)).sum()),
-        "underflow_float16": int((nonzero & (a < F16_NORMAL)).sum()),
-        "overflow_bfloat16": int((finite & (a > BF16_MAX)).sum()),
-        "underflow_bfloat16": int((nonzero & (a < BF16_NORMAL)).sum()),
-        "nonzero": int(nonzero.sum()),
-        "nonfinite": int((~finite).sum()),
-    })
+    return (
+        a[~np.isnan(a)].max(initial=0.0),
+        {
+            "overflow_float16": int((finite & (a > F16_MAX)).sum()),
+            "underflow_float16": int((nonzero & (a < F16_NORMAL)).sum()),
+            "overflow_bfloat16": int((finite & (a > BF16_MAX)).sum()),
+            "underflow_bfloat16": int((nonzero & (a < BF16_NORMAL)).sum()),
+            "nonzero": int(nonzero.sum()),
+            "nonfinite": int((~finite).sum()),
+        },
+    )
 
 
 def awkward_values(rng, n=4096):
     """float32 values in every band: ordinary, past float16, below float16's normals, past
     bfloat16, below float32's normals, zeros, infinities and NaN."""
     x = rng.standard_normal(n).astype(np.float32)
-    specials = [1e5, -7e4, 65504, 65520, 1e-6, -3e-5, 2.0 ** -14, 0.0, -0.0, 3.39e38, -3.4e38, 1e-39, -1e-40,
-                np.inf, -np.inf, np.nan]
+    specials = [
+        1e5,
+        -7e4,
+        65504,
+        65520,
+        1e-6,
+        -3e-5,
+        2.0**-14,
+        0.0,
+        -0.0,
+        3.39e38,
+        -3.4e38,
+        1e-39,
+        -1e-40,
+        np.inf,
+        -np.inf,
+        np.nan,
+    ]
     idx = rng.choice(n, size=len(specials) * 8, replace=False)
     x[idx] = np.repeat(np.array(specials, dtype=np.float32), 8)
     return x
@@ -111,7 +130,7 @@ class Net(nn.Module):
         return self.head(self.blocks(x))
 
 
-def train(model, steps, device="metal", dtype=lucid.float16, init_scale=2.0 ** 10, seed=0):
+def train(model, steps, device="metal", dtype=lucid.float16, init_scale=2.0**10, seed=0):
     rng = np.random.default_rng(seed)
     opt = lucid.optim.SGD(model.parameters(), lr=1e-3)
     scaler = lucid.amp.GradScaler(device, init_scale=init_scale)
@@ -179,7 +198,10 @@ def test_values_past_bfloat16s_range_need_float32():
             lucid.matmul(lucid.tensor(x), lucid.tensor(np.eye(4, dtype=np.float32)))
     assert ins.report.ops[0].judgement == (KEEP_FLOAT32, "matmul: inputs past bfloat16's range (max |x| 3.4e+38)")
     d = ins.report.as_dict()
-    assert d["reasons"] == {"": "matmul: inputs past bfloat16's range (max |x| 3.4e+38)"} and d["ops"][0]["verdict"] == KEEP_FLOAT32
+    assert (
+        d["reasons"] == {"": "matmul: inputs past bfloat16's range (max |x| 3.4e+38)"}
+        and d["ops"][0]["verdict"] == KEEP_FLOAT32
+    )
 
 
 def test_a_model_safe_in_float16_reports_nothing():
@@ -192,7 +214,7 @@ def test_a_model_safe_in_float16_reports_nothing():
     assert set(report.modules.values()) == {SAFE_FLOAT16}
     assert {r.module for r in report.ops} == {"blocks.0", "blocks.0.proj", "blocks.1", "blocks.1.proj", "head"}
     assert [s.skipped for s in report.scaler] == [False] * 3
-    assert [s.scale for s in report.scaler] == [2.0 ** 10] * 3
+    assert [s.scale for s in report.scaler] == [2.0**10] * 3
 
 
 def test_overriding_the_module_that_overflows_clears_the_report():
@@ -215,7 +237,8 @@ def test_overriding_the_module_that_overflows_clears_the_report():
     # The forward is clean now; the backward is not: the huge gradients that reach blocks.0
     # through its float16 output overflow there, and the scaler names its parameters.
     assert [(s.skipped, sorted(s.nonfinite)) for s in ins.report.scaler] == [
-        (True, ["blocks.0.proj.bias", "blocks.0.proj.weight"])] * 2
+        (True, ["blocks.0.proj.bias", "blocks.0.proj.weight"])
+    ] * 2
 
 
 def test_the_scaler_history_names_the_parameter_whose_gradient_was_not_finite():
@@ -240,7 +263,9 @@ def test_the_scaler_history_names_the_parameter_whose_gradient_was_not_finite():
             scaler.update()
     steps = ins.report.scaler
     assert [(s.step, s.scale, s.skipped, s.nonfinite) for s in steps] == [
-        (0, np.float32(1e36), True, ["b"]), (1, np.float32(5e35), True, ["b"])]
+        (0, np.float32(1e36), True, ["b"]),
+        (1, np.float32(5e35), True, ["b"]),
+    ]
     assert "step 0 skipped (scale 1e+36): non-finite gradient in b" in ins.report.to_markdown()
 
 
@@ -313,6 +338,7 @@ def test_float32_and_float64_ops_are_not_counted():
 
 def test_bad_handles_and_early_reports_are_refused():
     from lucid import _C
+
     with pytest.raises(ValueError, match="not live on this thread"):
         _C.amp_inspect_end(987654321)
     ins = lucid.amp.inspect()

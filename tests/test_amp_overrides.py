@@ -48,8 +48,12 @@ def test_overrides_change_exactly_the_named_ops_as_manual_casts_would():
     # softmax in bfloat16 against numpy: float32 math on the bfloat16-rounded input, one rounding.
     hb = h.numpy().astype(ml_dtypes.bfloat16).astype(np.float64)
     e = np.exp(hb - hb.max(-1, keepdims=True))
-    np.testing.assert_allclose(got[1].float().numpy(), (e / e.sum(-1, keepdims=True)).astype(ml_dtypes.bfloat16)
-                               .astype(np.float32), rtol=0, atol=2 ** -8)
+    np.testing.assert_allclose(
+        got[1].float().numpy(),
+        (e / e.sum(-1, keepdims=True)).astype(ml_dtypes.bfloat16).astype(np.float32),
+        rtol=0,
+        atol=2**-8,
+    )
     # Without overrides the declared policies hold: matmul bfloat16, softmax float32.
     with autocast("cpu", dtype=BF16):
         plain = _program(x, w1, w2)
@@ -77,9 +81,11 @@ def test_overrides_are_the_calling_threads():
     x, w1, _ = _operands()
     seen = []
     with autocast("cpu", dtype=BF16, overrides={"matmul": "float32"}):
+
         def other():
             with autocast("cpu", dtype=BF16):
                 seen.append(((x @ w1).dtype, policies("cpu")["matmul"]))
+
         t = threading.Thread(target=other)
         t.start()
         t.join()
@@ -87,12 +93,15 @@ def test_overrides_are_the_calling_threads():
     assert seen == [(BF16, CastPolicy.LOWER_PRECISION)]
 
 
-@pytest.mark.parametrize("overrides,error,words", [
-    ({"softmx": "lower"}, ValueError, ["'softmx'", "softmax", "matmul"]),
-    ({"softmax": "low"}, ValueError, ["'softmax'", "'lower'", "'float32'", "'promote'", "'none'"]),
-    ({"softmax": 2}, ValueError, ["'softmax'", "'lower'"]),
-    ([("softmax", "lower")], TypeError, ["dict"]),
-])
+@pytest.mark.parametrize(
+    "overrides,error,words",
+    [
+        ({"softmx": "lower"}, ValueError, ["'softmx'", "softmax", "matmul"]),
+        ({"softmax": "low"}, ValueError, ["'softmax'", "'lower'", "'float32'", "'promote'", "'none'"]),
+        ({"softmax": 2}, ValueError, ["'softmax'", "'lower'"]),
+        ([("softmax", "lower")], TypeError, ["dict"]),
+    ],
+)
 def test_unknown_ops_and_bad_policies_are_refused_naming_them(overrides, error, words):
     with pytest.raises(error) as info:
         autocast("cpu", dtype=BF16, overrides=overrides)
@@ -146,8 +155,8 @@ def test_overrides_and_a_modules_policy_match_pytorch_with_its_casts_written_by_
     assert [v["dtype"] for v in got["outputs"].values()] == ["float32", "bfloat16", "bfloat16", "float32"]
     for name, want in ref["outputs"].items():
         a, b = np.array(got["outputs"][name]["values"]), np.array(want["values"])
-        tol = 2 ** -8 if want["dtype"] == "bfloat16" else 1e-6
+        tol = 2**-8 if want["dtype"] == "bfloat16" else 1e-6
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol * np.abs(b).max(), err_msg=name)
     for name, want in ref["grads"].items():
         a, b = np.array(got["grads"][name]), np.array(want)
-        np.testing.assert_allclose(a, b, rtol=0, atol=2 ** -6 * np.abs(b).max(), err_msg=name)
+        np.testing.assert_allclose(a, b, rtol=0, atol=2**-6 * np.abs(b).max(), err_msg=name)

@@ -72,16 +72,33 @@ def uses(source, filename="prog.py"):
 def test_the_extractor_finds_names_and_keywords():
     u = uses(PROGRAM)
     expected = {
-        "torch.nn.Module": set(), "torch.nn.Linear": {"bias"}, "torch.tril": set(), "torch.ones": set(),
-        "torch.nn.Module.register_buffer": set(), "Tensor.relu": set(), "Tensor.masked_fill": set(),
-        "torch.nn.functional.softmax": {"dim"}, "torch.optim.AdamW": {"lr", "fused"},
-        "torch.nn.Module.parameters": set(), "torch.optim.lr_scheduler.StepLR": {"step_size"},
-        "torch.nn.Module.train": set(), "Tensor.to": {"non_blocking"},
-        "torch.nn.functional.cross_entropy": {"reduction"}, "torch.optim.Optimizer.zero_grad": {"set_to_none"},
-        "Tensor.backward": set(), "torch.optim.Optimizer.step": set(),
-        "torch.optim.lr_scheduler.LRScheduler.step": set(), "Tensor.item": set(), "Tensor.shape": set(),
-        "torchvision.datasets.MNIST": set(), "torch.randn": {"requires_grad"}, "Tensor.split": set(),
-        "Tensor.chunk": set(), "Tensor.add_": set(), "torch.matmul": set(), "torch.tensor": set(),
+        "torch.nn.Module": set(),
+        "torch.nn.Linear": {"bias"},
+        "torch.tril": set(),
+        "torch.ones": set(),
+        "torch.nn.Module.register_buffer": set(),
+        "Tensor.relu": set(),
+        "Tensor.masked_fill": set(),
+        "torch.nn.functional.softmax": {"dim"},
+        "torch.optim.AdamW": {"lr", "fused"},
+        "torch.nn.Module.parameters": set(),
+        "torch.optim.lr_scheduler.StepLR": {"step_size"},
+        "torch.nn.Module.train": set(),
+        "Tensor.to": {"non_blocking"},
+        "torch.nn.functional.cross_entropy": {"reduction"},
+        "torch.optim.Optimizer.zero_grad": {"set_to_none"},
+        "Tensor.backward": set(),
+        "torch.optim.Optimizer.step": set(),
+        "torch.optim.lr_scheduler.LRScheduler.step": set(),
+        "Tensor.item": set(),
+        "Tensor.shape": set(),
+        "torchvision.datasets.MNIST": set(),
+        "torch.randn": {"requires_grad"},
+        "Tensor.split": set(),
+        "Tensor.chunk": set(),
+        "Tensor.add_": set(),
+        "torch.matmul": set(),
+        "torch.tensor": set(),
         "torch.backends.cuda.matmul.allow_tf32": set(),
     }
     for name, kws in expected.items():
@@ -90,27 +107,47 @@ def test_the_extractor_finds_names_and_keywords():
         assert u[name]["files"] == {"prog.py"}
     # Never a use: modules themselves, lists/str/dict methods, a program's own attributes and
     # methods, and names imported but not used.
-    for name in ("torch", "torch.nn", "torch.optim", "torch.nn.functional", "torch.backends.cuda.matmul",
-                 "Tensor.append", "Tensor.keys",
-                 "Tensor.fc", "Tensor.mask", "torch.nn.Module.fc", "torch.nn.Module.describe",
-                 "Tensor.describe", "torch.utils.data.DataLoader"):
+    for name in (
+        "torch",
+        "torch.nn",
+        "torch.optim",
+        "torch.nn.functional",
+        "torch.backends.cuda.matmul",
+        "Tensor.append",
+        "Tensor.keys",
+        "Tensor.fc",
+        "Tensor.mask",
+        "torch.nn.Module.fc",
+        "torch.nn.Module.describe",
+        "Tensor.describe",
+        "torch.utils.data.DataLoader",
+    ):
         assert name not in u, name
     assert not [n for n in u if not n.startswith(("torch.", "Tensor.", "torchvision."))]
 
 
-@pytest.mark.parametrize("imports, use, name", [
-    ("import torch.nn as nn", "nn.GELU(approximate='tanh')", "torch.nn.GELU"),
-    ("from torch import nn", "nn.GELU(approximate='tanh')", "torch.nn.GELU"),
-    ("import torch.nn.functional as F", "F.gelu(x, approximate='tanh')", "torch.nn.functional.gelu"),
-    ("from torch.nn import functional as F", "F.gelu(x, approximate='tanh')", "torch.nn.functional.gelu"),
-    ("from torch.nn.functional import gelu", "gelu(x, approximate='tanh')", "torch.nn.functional.gelu"),
-    ("import torch.utils.data as tud", "tud.DataLoader(ds, shuffle=True)", "torch.utils.data.DataLoader"),
-    ("from torch.utils.data.dataloader import DataLoader as DL", "DL(ds, shuffle=True)",
-     "torch.utils.data.DataLoader"),
-    ("import torch.nn.modules.linear", "torch.nn.modules.linear.Linear(2, 2, bias=True)", "torch.nn.Linear"),
-    ("from torch import optim", "optim.lr_scheduler.CosineAnnealingLR(opt, T_max=3)",
-     "torch.optim.lr_scheduler.CosineAnnealingLR"),
-])
+@pytest.mark.parametrize(
+    "imports, use, name",
+    [
+        ("import torch.nn as nn", "nn.GELU(approximate='tanh')", "torch.nn.GELU"),
+        ("from torch import nn", "nn.GELU(approximate='tanh')", "torch.nn.GELU"),
+        ("import torch.nn.functional as F", "F.gelu(x, approximate='tanh')", "torch.nn.functional.gelu"),
+        ("from torch.nn import functional as F", "F.gelu(x, approximate='tanh')", "torch.nn.functional.gelu"),
+        ("from torch.nn.functional import gelu", "gelu(x, approximate='tanh')", "torch.nn.functional.gelu"),
+        ("import torch.utils.data as tud", "tud.DataLoader(ds, shuffle=True)", "torch.utils.data.DataLoader"),
+        (
+            "from torch.utils.data.dataloader import DataLoader as DL",
+            "DL(ds, shuffle=True)",
+            "torch.utils.data.DataLoader",
+        ),
+        ("import torch.nn.modules.linear", "torch.nn.modules.linear.Linear(2, 2, bias=True)", "torch.nn.Linear"),
+        (
+            "from torch import optim",
+            "optim.lr_scheduler.CosineAnnealingLR(opt, T_max=3)",
+            "torch.optim.lr_scheduler.CosineAnnealingLR",
+        ),
+    ],
+)
 def test_the_extractor_resolves_aliases(imports, use, name):
     u = uses(f"{imports}\n\ndef f(x, ds, opt):\n    return {use}\n")
     assert list(u) == [name]
@@ -142,9 +179,20 @@ def main():
     top = y.topk(2)
     top.indices.flip(0)
 ''')
-    for name in ("Tensor.abs", "Tensor.float", "Tensor.long", "Tensor.sigmoid", "Tensor.argmax", "Tensor.grad",
-                 "Tensor.zero_", "Tensor.numel", "Tensor.topk", "Tensor.flip", "torch.nn.Module.named_parameters",
-                 "torch.nn.Module.state_dict"):
+    for name in (
+        "Tensor.abs",
+        "Tensor.float",
+        "Tensor.long",
+        "Tensor.sigmoid",
+        "Tensor.argmax",
+        "Tensor.grad",
+        "Tensor.zero_",
+        "Tensor.numel",
+        "Tensor.topk",
+        "Tensor.flip",
+        "torch.nn.Module.named_parameters",
+        "torch.nn.Module.state_dict",
+    ):
         assert name in u, name
     assert set(u["Tensor.argmax"]["kwargs"]) == {"dim"}
     assert "Tensor.indices" not in u and "Tensor.values" not in u
@@ -189,29 +237,53 @@ opt.zero_grad(set_to_none=True)
     data = ac.extract(tmp_path, [("someone/gpt", "0" * 40)])
     names = data["names"]
     assert data["corpus"] == [{"repo": "someone/gpt", "commit": "0" * 40}]
-    for name in ("torch.nn.parallel.DistributedDataParallel.module", "torch.amp.GradScaler.scale",
-                 "torch.amp.GradScaler.step", "Tensor.backward", "torch.optim.Optimizer.zero_grad"):
+    for name in (
+        "torch.nn.parallel.DistributedDataParallel.module",
+        "torch.amp.GradScaler.scale",
+        "torch.amp.GradScaler.step",
+        "Tensor.backward",
+        "torch.optim.Optimizer.zero_grad",
+    ):
         assert names[name]["files"] == ["someone/gpt/train.py"], name
     assert names["torch.amp.GradScaler"]["kwargs"] == {"enabled": ["someone/gpt/train.py"]}
     assert "Tensor.make_optimizer" not in names and "torch.nn.Module.make_optimizer" not in names
 
 
 def corpus(names):
-    return {"format": ac.FORMAT, "corpus": [], "names": {
-        n: {"files": ["a.py"], "kwargs": {kw: ["a.py"] for kw in kws}} for n, kws in names.items()}}
+    return {
+        "format": ac.FORMAT,
+        "corpus": [],
+        "names": {n: {"files": ["a.py"], "kwargs": {kw: ["a.py"] for kw in kws}} for n, kws in names.items()},
+    }
 
 
 def test_the_checker_tells_covered_from_missing():
-    result = ac.check(corpus({
-        "torch.zeros": ["dtype", "no_such_keyword_in_lucid"], "torch.no_such_function_in_lucid": ["dim"],
-        "Tensor.sum": ["keepdim"], "Tensor.no_such_method_in_lucid": [], "torch.nn.Linear": ["bias"],
-        "torch.nn.Module.parameters": [], "torch.nn.Module.training": [], "torch.cuda.synchronize": [],
-        "torch.optim.Optimizer.param_groups": [], "torchvision.transforms.ToTensor": [],
-    }))
+    result = ac.check(
+        corpus(
+            {
+                "torch.zeros": ["dtype", "no_such_keyword_in_lucid"],
+                "torch.no_such_function_in_lucid": ["dim"],
+                "Tensor.sum": ["keepdim"],
+                "Tensor.no_such_method_in_lucid": [],
+                "torch.nn.Linear": ["bias"],
+                "torch.nn.Module.parameters": [],
+                "torch.nn.Module.training": [],
+                "torch.cuda.synchronize": [],
+                "torch.optim.Optimizer.param_groups": [],
+                "torchvision.transforms.ToTensor": [],
+            }
+        )
+    )
     rows = {r["name"]: r for r in result["rows"]}
     covered = {n for n, r in rows.items() if r["covered"]}
-    assert covered == {"torch.zeros", "Tensor.sum", "torch.nn.Linear", "torch.nn.Module.parameters",
-                       "torch.nn.Module.training", "torch.optim.Optimizer.param_groups"}
+    assert covered == {
+        "torch.zeros",
+        "Tensor.sum",
+        "torch.nn.Linear",
+        "torch.nn.Module.parameters",
+        "torch.nn.Module.training",
+        "torch.optim.Optimizer.param_groups",
+    }
     assert rows["torch.zeros"]["kwargs"]["dtype"]["covered"]
     assert not rows["torch.zeros"]["kwargs"]["no_such_keyword_in_lucid"]["covered"]
     assert not rows["torch.no_such_function_in_lucid"]["kwargs"]["dim"]["covered"]
@@ -219,8 +291,12 @@ def test_the_checker_tells_covered_from_missing():
     assert "CUDA" in rows["torch.cuda.synchronize"]["out_of_scope"]
     assert "torchvision" in rows["torchvision.transforms.ToTensor"]["out_of_scope"]
     missing = {(m["name"], m["keyword"]) for m in ac.missing(result)}
-    assert missing == {("torch.zeros", "no_such_keyword_in_lucid"), ("torch.no_such_function_in_lucid", None),
-                       ("torch.no_such_function_in_lucid", "dim"), ("Tensor.no_such_method_in_lucid", None)}
+    assert missing == {
+        ("torch.zeros", "no_such_keyword_in_lucid"),
+        ("torch.no_such_function_in_lucid", None),
+        ("torch.no_such_function_in_lucid", "dim"),
+        ("Tensor.no_such_method_in_lucid", None),
+    }
     # 6 of 8 in-scope names and 3 of 5 keywords.
     assert ac.coverage(result) == pytest.approx(100 * 9 / 13)
 
@@ -273,4 +349,5 @@ def test_the_readme_shows_the_coverage_the_tool_measures():
     shown = readme.split("<!-- api-coverage:begin -->\n")[1].split("\n<!-- api-coverage:end -->")[0]
     measured = ac.table(ac.check(json.loads(ac.DEFAULT_JSON.read_text())))
     assert shown.strip() == measured.strip(), (
-        "README.md's coverage table is stale: paste in the output of python tools/api_coverage.py --table")
+        "README.md's coverage table is stale: paste in the output of python tools/api_coverage.py --table"
+    )

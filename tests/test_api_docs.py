@@ -27,6 +27,7 @@ def _words(text: str) -> str:
 
 # ---- the C ABI page ---------------------------------------------------------------------------
 
+
 def _header_functions():
     """{function name: its section's title}, read straight from the header."""
     functions, section = {}, None
@@ -63,7 +64,7 @@ def test_every_function_of_the_header_is_on_the_c_abi_page_in_its_section():
     extra = sorted(set(page) - set(header))
     assert not extra, f"on the C ABI page but not in include/lucid.h: {extra}"
     for name, section in header.items():
-        if section is None:   # before the header's first section line
+        if section is None:  # before the header's first section line
             assert page[name] == "Types, codes and errors", name
         else:
             assert page[name].lower() == section.lower(), f"{name}: under {page[name]!r}, not {section!r}"
@@ -72,11 +73,11 @@ def test_every_function_of_the_header_is_on_the_c_abi_page_in_its_section():
 def test_every_comment_of_the_header_is_on_the_c_abi_page():
     page = _words(C_PAGE)
     for comment in re.findall(r"/\*(.*?)\*/", HEADER.read_text(), flags=re.S):
-        if re.match(r"\s*-{3,}", comment):   # a section line: a heading, checked above
+        if re.match(r"\s*-{3,}", comment):  # a section line: a heading, checked above
             continue
         for line in comment.splitlines():
             line = _words(re.sub(r"^\s*\*(?=\s|$)", "", line))
-            line = line[2:] if line.startswith("- ") else line   # a list item's text
+            line = line[2:] if line.startswith("- ") else line  # a list item's text
             assert line in page, f"include/lucid.h comment line not on the C ABI page: {line!r}"
 
 
@@ -91,8 +92,9 @@ def test_each_function_has_the_comment_written_right_above_it():
         while "/*" not in lines[start]:
             start -= 1
         comment = _words(" ".join(re.sub(r"^\s*(/\*|\*/|\*)", "", l) for l in lines[start:k]).replace("*/", ""))
-        entry = re.search(rf"^\.\. c:function:: [^\n]*\b{m.group(1)}\(.*?(?=^\.\. |^\S[^\n]*\n-+$|\Z)", C_PAGE,
-                          flags=re.S | re.M)
+        entry = re.search(
+            rf"^\.\. c:function:: [^\n]*\b{m.group(1)}\(.*?(?=^\.\. |^\S[^\n]*\n-+$|\Z)", C_PAGE, flags=re.S | re.M
+        )
         assert comment in _words(entry.group(0)), f"{m.group(1)}: its comment is not under it: {comment!r}"
         checked += 1
     assert checked > 50
@@ -106,12 +108,14 @@ def test_every_enumerator_of_the_header_is_on_the_c_abi_page():
 
 
 def test_a_comment_goes_with_the_declaration_under_it_and_a_section_line_starts_a_section():
-    page = GEN.c_abi_rst("/* demo.h: a header.\n */\n#ifndef X\n"
-                         "/* ---- first ---- */\n\n/* About the section. */\n\n"
-                         "/* The first call. */\nint32_t demo_a(int32_t x);\nint32_t demo_b(void);\n"
-                         "/* demo_b returns 0. */\n\n"
-                         "/* ---- second ---- */\n/* Just this one, with `out` *written*. */\n"
-                         "int32_t demo_c(int32_t *out);\n#endif\n")
+    page = GEN.c_abi_rst(
+        "/* demo.h: a header.\n */\n#ifndef X\n"
+        "/* ---- first ---- */\n\n/* About the section. */\n\n"
+        "/* The first call. */\nint32_t demo_a(int32_t x);\nint32_t demo_b(void);\n"
+        "/* demo_b returns 0. */\n\n"
+        "/* ---- second ---- */\n/* Just this one, with `out` *written*. */\n"
+        "int32_t demo_c(int32_t *out);\n#endif\n"
+    )
     assert page.index("First\n-----") < page.index("About the section.") < page.index("demo_a")
     assert ".. c:function:: int32_t demo_a(int32_t x)\n\n   The first call.\n\n" in page
     # A comment right under a declaration that names it is a note on that declaration.
@@ -121,6 +125,7 @@ def test_a_comment_goes_with_the_declaration_under_it_and_a_section_line_starts_
 
 
 # ---- the Swift API page -------------------------------------------------------------------------
+
 
 def _public_declarations(text: str):
     """The first line of every `public` declaration, without a body that starts on it."""
@@ -156,16 +161,21 @@ def test_every_swift_doc_comment_of_a_public_declaration_is_on_the_swift_page():
 
 
 def test_a_swift_type_gets_a_section_with_its_members_and_their_marks(tmp_path):
-    source = ("/// A thing.\npublic struct Thing {\n    /// Its size.\n    public var size: Int { 1 }\n"
-              "    // MARK: Ops\n    public func scaled(by factor: Double,\n                       twice: Bool) throws -> Thing {\n"
-              "        self\n    }\n    func hidden() {}\n    /// Nested.\n    public enum Kind { case a }\n}\n"
-              "public func free(_ t: Thing) -> Int { t.size }\n")
+    source = (
+        "/// A thing.\npublic struct Thing {\n    /// Its size.\n    public var size: Int { 1 }\n"
+        "    // MARK: Ops\n    public func scaled(by factor: Double,\n"
+        "                       twice: Bool) throws -> Thing {\n"
+        "        self\n    }\n    func hidden() {}\n    /// Nested.\n    public enum Kind { case a }\n}\n"
+        "public func free(_ t: Thing) -> Int { t.size }\n"
+    )
     path = tmp_path / "Thing.swift"
     path.write_text(source)
     page = GEN.swift_rst([path])
     assert "Thing\n~~~~~\n" in page and "Thing.Kind\n~~~~~~~~~~\n" in page and "Functions\n~~~~~~~~~\n" in page
     assert ".. describe:: public var size: Int\n\n   Its size." in page
-    assert ".. rubric:: Ops\n\n.. describe:: public func scaled(by factor: Double, twice: Bool) throws -> Thing\n" in page
+    assert (
+        ".. rubric:: Ops\n\n.. describe:: public func scaled(by factor: Double, twice: Bool) throws -> Thing\n" in page
+    )
     assert "hidden" not in page
     assert page.index("public struct Thing") < page.index("A thing.") < page.index("public var size")
     assert ".. describe:: public func free(_ t: Thing) -> Int" in page

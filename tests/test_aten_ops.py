@@ -29,6 +29,7 @@ def check_grads(fn, arrays, atol=1e-5):
 
 # ---- normalisations with statistics -----------------------------------------------------------
 
+
 def test_native_layer_norm_returns_the_output_mean_and_rstd_as_numpy():
     x, w, b = _arr(2, 3, 4), _arr(3, 4, seed=1), _arr(3, 4, seed=2)
     out, mean, rstd = lucid.native_layer_norm(lucid.tensor(x), (3, 4), lucid.tensor(w), lucid.tensor(b), 1e-5)
@@ -41,8 +42,9 @@ def test_native_layer_norm_returns_the_output_mean_and_rstd_as_numpy():
 
 
 def test_native_layer_norm_gradients():
-    check_grads(lambda x, w, b: lucid.native_layer_norm(x, (4,), w, b, 1e-5)[0],
-                [_arr(3, 4), _arr(4, seed=1), _arr(4, seed=2)])
+    check_grads(
+        lambda x, w, b: lucid.native_layer_norm(x, (4,), w, b, 1e-5)[0], [_arr(3, 4), _arr(4, seed=1), _arr(4, seed=2)]
+    )
 
 
 def test_native_layer_norm_refuses_a_shape_that_is_not_trailing():
@@ -65,8 +67,10 @@ def test_native_group_norm_returns_statistics_per_sample_and_group():
 
 def test_native_group_norm_gradients_of_all_three_results():
     for k in range(3):
-        check_grads(lambda x, w, b, k=k: lucid.native_group_norm(x, w, b, 2, 4, 3, 2, 1e-5)[k],
-                    [_arr(2, 4, 3), _arr(4, seed=1), _arr(4, seed=2)])
+        check_grads(
+            lambda x, w, b, k=k: lucid.native_group_norm(x, w, b, 2, 4, 3, 2, 1e-5)[k],
+            [_arr(2, 4, 3), _arr(4, seed=1), _arr(4, seed=2)],
+        )
 
 
 def test_native_group_norm_refuses_inconsistent_sizes():
@@ -103,8 +107,12 @@ def test_native_batch_norm_legit_without_statistics_and_with_update():
     out, _, _ = lucid._native_batch_norm_legit(lucid.tensor(x), None, None, True, 0.1, 1e-5)
     want = (x - x.mean((0, 2), keepdims=True)) / np.sqrt(x.var((0, 2), keepdims=True) + 1e-5)
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(aten._native_batch_norm_legit.no_stats(lucid.tensor(x), None, None, True, 0.1,
-                                                                      1e-5)[0].numpy(), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        aten._native_batch_norm_legit.no_stats(lucid.tensor(x), None, None, True, 0.1, 1e-5)[0].numpy(),
+        want,
+        rtol=1e-4,
+        atol=1e-5,
+    )
     rm, rv = lucid.zeros(2), lucid.ones(2)
     res = aten._batch_norm_with_update(lucid.tensor(x), None, None, rm, rv, 0.5, 1e-5)
     assert len(res) == 4 and res[3].dtype == lucid.uint8 and res[3].shape == (0,)
@@ -113,8 +121,11 @@ def test_native_batch_norm_legit_without_statistics_and_with_update():
 
 
 def test_native_batch_norm_gradients():
-    check_grads(lambda x, w, b: lucid.native_batch_norm(x, w, b, None, None, True, 0.1, 1e-5)[0],
-                [_arr(4, 2, 3), _arr(2, seed=1), _arr(2, seed=2)], atol=1e-4)
+    check_grads(
+        lambda x, w, b: lucid.native_batch_norm(x, w, b, None, None, True, 0.1, 1e-5)[0],
+        [_arr(4, 2, 3), _arr(2, seed=1), _arr(2, seed=2)],
+        atol=1e-4,
+    )
 
 
 def test_native_batch_norm_refuses_wrong_arguments():
@@ -132,6 +143,7 @@ def test_native_batch_norm_refuses_wrong_arguments():
 
 
 # ---- backward helpers ---------------------------------------------------------------------------
+
 
 def test_softmax_backward_data_is_softmaxs_gradient():
     x, g = _arr(3, 5), _arr(3, 5, seed=1)
@@ -176,13 +188,15 @@ def test_max_pool2d_with_indices_backward_is_max_pool2ds_gradient():
 
 # ---- samplers, padding ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("mode", [0, 1, 2])
 @pytest.mark.parametrize("padding", [0, 1, 2])
 def test_grid_sampler_2d_is_grid_sample_with_coded_modes(mode, padding):
     x = lucid.tensor(_arr(1, 2, 4, 5), dtype=lucid.float32)
     grid = lucid.tensor(_arr(1, 3, 2, 2, seed=1) * 0.8, dtype=lucid.float32)
-    want = F.grid_sample(x, grid, ("bilinear", "nearest", "bicubic")[mode], ("zeros", "border", "reflection")[padding],
-                         True)
+    want = F.grid_sample(
+        x, grid, ("bilinear", "nearest", "bicubic")[mode], ("zeros", "border", "reflection")[padding], True
+    )
     np.testing.assert_array_equal(lucid.grid_sampler_2d(x, grid, mode, padding, True).numpy(), want.numpy())
 
 
@@ -216,6 +230,7 @@ def test_constant_pad_nd_as_numpy_with_crops_and_gradients():
 
 # ---- softmax and attention -------------------------------------------------------------------------
 
+
 def test_safe_softmax_gives_zeros_for_fully_masked_rows():
     x = _arr(3, 4)
     x[1] = -np.inf
@@ -237,8 +252,9 @@ def test_safe_softmax_gives_zeros_for_fully_masked_rows():
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_for_cpu_as_numpy(causal):
     q, k, v = _arr(1, 2, 3, 4), _arr(1, 2, 5, 4, seed=1), _arr(1, 2, 5, 6, seed=2)
-    out, lse = aten._scaled_dot_product_flash_attention_for_cpu(lucid.tensor(q), lucid.tensor(k), lucid.tensor(v),
-                                                                is_causal=causal)
+    out, lse = aten._scaled_dot_product_flash_attention_for_cpu(
+        lucid.tensor(q), lucid.tensor(k), lucid.tensor(v), is_causal=causal
+    )
     s = q @ k.swapaxes(-1, -2) / 2.0
     if causal:
         s = np.where(np.tril(np.ones((3, 5), bool)), s, -np.inf)
@@ -246,27 +262,31 @@ def test_flash_attention_for_cpu_as_numpy(causal):
     want_lse = (m + np.log(np.exp(s - m).sum(-1, keepdims=True)))[..., 0]
     np.testing.assert_allclose(lse.numpy(), want_lse, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(out.numpy(), np.exp(s - want_lse[..., None]) @ v, rtol=1e-4, atol=1e-5)
-    check_grads(lambda a, b, c: aten._scaled_dot_product_flash_attention_for_cpu(a, b, c, is_causal=causal)[0],
-                [q, k, v])
+    check_grads(
+        lambda a, b, c: aten._scaled_dot_product_flash_attention_for_cpu(a, b, c, is_causal=causal)[0], [q, k, v]
+    )
     with pytest.raises(ValueError, match="4-D"):
-        aten._scaled_dot_product_flash_attention_for_cpu(lucid.randn(2, 3, 4), lucid.randn(2, 3, 4),
-                                                          lucid.randn(2, 3, 4))
+        aten._scaled_dot_product_flash_attention_for_cpu(
+            lucid.randn(2, 3, 4), lucid.randn(2, 3, 4), lucid.randn(2, 3, 4)
+        )
 
 
 # ---- segment reductions, hashing --------------------------------------------------------------------
+
 
 def _segments_numpy(data, lengths, reduce, initial, axis):
     data = np.moveaxis(data, axis, 0) if axis == 0 else data
     out = []
     start = 0
     for n in lengths:
-        part = data[start:start + n]
+        part = data[start : start + n]
         start += n
         ident = {"max": -np.inf, "min": np.inf, "sum": 0.0, "mean": 0.0, "prod": 1.0}[reduce]
         acc = np.full(part.shape[1:], ident if initial is None else float(initial))
         for row in part:
-            acc = {"max": np.maximum, "min": np.minimum, "sum": np.add, "mean": np.add,
-                   "prod": np.multiply}[reduce](acc, row)
+            acc = {"max": np.maximum, "min": np.minimum, "sum": np.add, "mean": np.add, "prod": np.multiply}[reduce](
+                acc, row
+            )
         if reduce == "mean":
             acc = acc / n if n else (acc if initial is not None else np.full_like(acc, np.nan))
         out.append(acc)

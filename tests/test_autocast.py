@@ -1,7 +1,6 @@
 """lucid.amp.autocast against the reference page (Part 1) and its decisions (Part 2)."""
 
 import contextlib
-import functools
 import io
 import threading
 
@@ -23,8 +22,12 @@ NP_BF16 = ml_dtypes.bfloat16
 
 def state():
     """(metal on, metal dtype, cpu on, cpu dtype) on the calling thread."""
-    return (lucid.amp.is_autocast_enabled("metal"), lucid.amp.get_autocast_dtype("metal"),
-            lucid.amp.is_autocast_enabled("cpu"), lucid.amp.get_autocast_dtype("cpu"))
+    return (
+        lucid.amp.is_autocast_enabled("metal"),
+        lucid.amp.get_autocast_dtype("metal"),
+        lucid.amp.is_autocast_enabled("cpu"),
+        lucid.amp.get_autocast_dtype("cpu"),
+    )
 
 
 OFF = (False, None, False, None)
@@ -60,6 +63,7 @@ def run_in_thread(fn):
 
 
 # ---- the page's examples ------------------------------------------------------------------
+
 
 def test_example_context_manager():
     model = nn.Linear(4, 2).to("metal")
@@ -147,6 +151,7 @@ def test_examples_on_cpu_with_bfloat16():
 
 # ---- values ----------------------------------------------------------------------------------
 
+
 def _matmul_inputs(seed=0, m=16, k=256, n=8):
     r = rng(seed)
     return r.randn(m, k).astype(np.float32), r.randn(k, n).astype(np.float32)
@@ -203,8 +208,9 @@ def test_linear_values(device, dt):
     tol = dict(rtol=1e-2, atol=5e-2) if dt is F16 else dict(rtol=3e-2, atol=3e-1)
     np.testing.assert_allclose(got.astype(np.float32), exact, **tol)
     lo = dt.numpy
-    ref = (x.astype(lo).astype(np.float32) @ w.astype(lo).astype(np.float32).T
-           + bias.astype(lo).astype(np.float32)).astype(lo)
+    ref = (
+        x.astype(lo).astype(np.float32) @ w.astype(lo).astype(np.float32).T + bias.astype(lo).astype(np.float32)
+    ).astype(lo)
     assert ulps(got, ref).max() <= 1
 
 
@@ -224,6 +230,7 @@ def test_float32_policy_reduction_of_fp16_under_autocast():
 
 
 # ---- scope lifecycle ---------------------------------------------------------------------------
+
 
 class Boom(Exception):
     pass
@@ -335,6 +342,7 @@ def test_scope_ends_at_exit_not_at_collection():
 
 # ---- decorator ---------------------------------------------------------------------------------
 
+
 def test_decorator_fresh_scope_per_call():
     base = _C.autocast_live_guards()
     seen = []
@@ -350,8 +358,7 @@ def test_decorator_fresh_scope_per_call():
         f()
         assert state() == metal_on(F16)
     assert state() == OFF
-    assert seen == [(cpu_on(BF16), base + 1), (cpu_on(BF16), base + 1),
-                    ((True, F16, True, BF16), base + 2)]
+    assert seen == [(cpu_on(BF16), base + 1), (cpu_on(BF16), base + 1), ((True, F16, True, BF16), base + 2)]
 
 
 def test_decorator_recursion():
@@ -437,6 +444,7 @@ def test_decorator_enabled_false():
 
 # ---- nesting, devices, enabled=False ----------------------------------------------------------
 
+
 def test_nesting_restores_outer_dtype_on_both_devices():
     with autocast("cpu", dtype=BF16):
         with autocast("cpu", dtype=F32):
@@ -517,6 +525,7 @@ def test_disabled_scope_outside_any_scope():
 
 # ---- threads -----------------------------------------------------------------------------------
 
+
 def test_new_threads_start_off():
     with autocast("metal", dtype=BF16), autocast("cpu", dtype=BF16):
         assert run_in_thread(state) == OFF
@@ -576,12 +585,15 @@ def test_calls_with_the_same_arguments_make_distinct_scope_objects():
         b.__exit__(None, None, None)
 
 
-@pytest.mark.parametrize("args, kwargs, error", [
-    ((["cpu"],), {}, ValueError),                   # unhashable device_type
-    (("cpu",), {"dtype": [BF16]}, TypeError),       # unhashable dtype
-    (("cpu",), {"enabled": 1.0}, TypeError),        # equal to True, but not a bool
-    (("cpu",), {"dtype": lucid.int32}, ValueError),
-])
+@pytest.mark.parametrize(
+    "args, kwargs, error",
+    [
+        ((["cpu"],), {}, ValueError),  # unhashable device_type
+        (("cpu",), {"dtype": [BF16]}, TypeError),  # unhashable dtype
+        (("cpu",), {"enabled": 1.0}, TypeError),  # equal to True, but not a bool
+        (("cpu",), {"dtype": lucid.int32}, ValueError),
+    ],
+)
 def test_arguments_are_checked_at_every_call(args, kwargs, error):
     for _ in range(2):  # the second call must not find an object made for equal arguments
         with pytest.raises(error):
@@ -609,18 +621,18 @@ def test_one_object_shared_by_threads():
 
     def worker(i):
         try:
-            barrier.wait()                       # 1: everybody off
+            barrier.wait()  # 1: everybody off
             got = [state()]
             ac.__enter__()
-            barrier.wait()                       # 2: all threads entered once
+            barrier.wait()  # 2: all threads entered once
             with ac:
                 got.append(state())
-                barrier.wait()                   # 3: all entered twice (peak count)
+                barrier.wait()  # 3: all entered twice (peak count)
             got.append(state())
-            barrier.wait()                       # 4: all left the inner entry
+            barrier.wait()  # 4: all left the inner entry
             ac.__exit__(None, None, None)
             got.append(state())
-            barrier.wait()                       # 5: all out
+            barrier.wait()  # 5: all out
             results[i] = got
         except BaseException as e:
             errors.append(e)
@@ -659,6 +671,7 @@ def test_exit_on_a_thread_that_did_not_enter():
 
 
 # ---- out-of-order exits --------------------------------------------------------------------------
+
 
 def test_out_of_order_exit_keeps_later_scope():
     a, b = autocast(dtype=F16), autocast(dtype=BF16)
@@ -702,7 +715,7 @@ def test_out_of_order_with_disabled_scopes():
     on.__enter__()
     off.__enter__()
     on.__exit__(None, None, None)
-    assert state() == OFF          # the disabled scope is the innermost alive
+    assert state() == OFF  # the disabled scope is the innermost alive
     off.__exit__(None, None, None)
     assert state() == OFF
     off.__enter__()
@@ -738,6 +751,7 @@ def test_out_of_order_inside_with_block_restores_original():
 
 # ---- misuse ----------------------------------------------------------------------------------
 
+
 def test_exit_without_enter():
     base = _C.autocast_live_guards()
     with pytest.raises(RuntimeError):
@@ -771,10 +785,18 @@ def test_invalid_device_type(device_type):
         assert (state(), _C.autocast_live_guards()) == before
 
 
-@pytest.mark.parametrize("bad,exc", [(lucid.int32, ValueError), (lucid.int64, ValueError),
-                                     (lucid.bool_, ValueError), ("float16", TypeError),
-                                     (np.float16, TypeError), (np.dtype(np.float16), TypeError),
-                                     (5, TypeError)])
+@pytest.mark.parametrize(
+    "bad,exc",
+    [
+        (lucid.int32, ValueError),
+        (lucid.int64, ValueError),
+        (lucid.bool_, ValueError),
+        ("float16", TypeError),
+        (np.float16, TypeError),
+        (np.dtype(np.float16), TypeError),
+        (5, TypeError),
+    ],
+)
 @pytest.mark.parametrize("device", ["metal", "cpu"])
 def test_invalid_dtype_raises_from_constructor(bad, exc, device):
     with autocast("metal", dtype=F32):
@@ -806,6 +828,7 @@ def test_decorating_a_non_callable_is_a_type_error():
 
 
 # ---- queries -----------------------------------------------------------------------------------
+
 
 def test_queries_with_and_without_device():
     assert lucid.amp.is_autocast_enabled() is False
@@ -859,10 +882,10 @@ def test_queries_reject_invalid_device(bad):
 
 def test_static_methods_and_module_functions_agree():
     ac = autocast("cpu", dtype=BF16)
-    for fn_static, fn_module, fn_inst in [(autocast.is_autocast_enabled, lucid.amp.is_autocast_enabled,
-                                           ac.is_autocast_enabled),
-                                          (autocast.get_autocast_dtype, lucid.amp.get_autocast_dtype,
-                                           ac.get_autocast_dtype)]:
+    for fn_static, fn_module, fn_inst in [
+        (autocast.is_autocast_enabled, lucid.amp.is_autocast_enabled, ac.is_autocast_enabled),
+        (autocast.get_autocast_dtype, lucid.amp.get_autocast_dtype, ac.get_autocast_dtype),
+    ]:
         assert callable(fn_static)
         outside = [fn_static(), fn_static("cpu"), fn_static("metal")]
         with ac:
@@ -878,6 +901,7 @@ def test_static_methods_and_module_functions_agree():
 
 
 # ---- op policy ----------------------------------------------------------------------------------
+
 
 def test_policy_lookup():
     assert lucid.amp.policy("matmul") is CastPolicy.LOWER_PRECISION
@@ -898,6 +922,7 @@ def test_policy_lookup():
 
 def _runners():
     """op name -> fn(device, dtype) running that op once on floating inputs of `dtype`."""
+
     def mk(shape, device, dt, seed):
         return lucid.tensor(rng(seed).randn(*shape).astype(np.float32), device=device).to(dt)
 
@@ -927,14 +952,40 @@ def _runners():
         "permute": lambda dev, dt: mk((2, 3, 4), dev, dt, 0).permute(2, 0, 1),
         "contiguous": lambda dev, dt: mk((3, 4), dev, dt, 0).transpose(0, 1).contiguous(),
         "to": lambda dev, dt: mk((3, 4), dev, dt, 0).to(other[dev]),
-        **{name: unary(name) for name in ("exp", "log", "log1p", "sqrt", "rsqrt", "abs", "tanh", "sigmoid", "silu",
-                                          "gelu", "softplus")},
+        **{
+            name: unary(name)
+            for name in ("exp", "log", "log1p", "sqrt", "rsqrt", "abs", "tanh", "sigmoid", "silu", "gelu", "softplus")
+        },
     }
 
 
-REQUIRED_OPS = {"matmul", "linear", "sum", "mean", "add", "sub", "mul", "div", "neg", "relu", "reshape",
-                "transpose", "permute", "contiguous", "exp", "log", "log1p", "sqrt", "rsqrt", "abs", "tanh", "sigmoid",
-                "silu", "gelu", "softplus"}
+REQUIRED_OPS = {
+    "matmul",
+    "linear",
+    "sum",
+    "mean",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "neg",
+    "relu",
+    "reshape",
+    "transpose",
+    "permute",
+    "contiguous",
+    "exp",
+    "log",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "abs",
+    "tanh",
+    "sigmoid",
+    "silu",
+    "gelu",
+    "softplus",
+}
 
 
 def _expected(op, p, in_dt, ac_device, ac_dt):
@@ -951,12 +1002,20 @@ def _expected(op, p, in_dt, ac_device, ac_dt):
     return in_dt  # NONE; PROMOTE with a single input dtype
 
 
-@pytest.mark.parametrize("device,ac_dt,in_dt", [
-    ("metal", F16, F32), ("metal", F16, F16), ("metal", F16, BF16),
-    ("metal", BF16, F32), ("metal", BF16, F16),
-    ("cpu", BF16, F32), ("cpu", BF16, BF16),
-    ("cpu", F16, F32), ("cpu", F16, BF16),
-])
+@pytest.mark.parametrize(
+    "device,ac_dt,in_dt",
+    [
+        ("metal", F16, F32),
+        ("metal", F16, F16),
+        ("metal", F16, BF16),
+        ("metal", BF16, F32),
+        ("metal", BF16, F16),
+        ("cpu", BF16, F32),
+        ("cpu", BF16, BF16),
+        ("cpu", F16, F32),
+        ("cpu", F16, BF16),
+    ],
+)
 def test_every_runnable_op_follows_its_policy(device, ac_dt, in_dt):
     table = lucid.amp.policies()
     assert REQUIRED_OPS <= set(table)
@@ -975,8 +1034,9 @@ def test_every_runnable_op_follows_its_policy(device, ac_dt, in_dt):
         # values agree with the op computed outside autocast, to the precision of the coarser dtype
         coarse = max((got.dtype, outside.dtype), key=lambda d: {F32: 0, F16: 1, BF16: 2}[d])
         tol = {F32: 1e-5, F16: 2e-2, BF16: 1e-1}[coarse]
-        np.testing.assert_allclose(got.numpy().astype(np.float32), outside.numpy().astype(np.float32),
-                                   rtol=tol, atol=tol, err_msg=op)
+        np.testing.assert_allclose(
+            got.numpy().astype(np.float32), outside.numpy().astype(np.float32), rtol=tol, atol=tol, err_msg=op
+        )
         checked.append(op)
     assert REQUIRED_OPS <= set(checked)
 
@@ -991,6 +1051,7 @@ def test_autocast_on_other_device_does_not_affect_ops():
 
 
 # ---- integers ----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("device,dt", [("metal", F16), ("metal", BF16), ("cpu", BF16), ("cpu", F16)])
 def test_integer_inputs_are_never_cast(device, dt):
@@ -1038,6 +1099,7 @@ def test_cpu_bf16_matmul_at_several_sizes_matches_the_rounded_product(n):
 
 
 # ---- the weight cache ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("device,dt", [("cpu", BF16), ("metal", F16), ("metal", BF16)])
 def test_a_parameter_read_by_several_ops_is_cast_once_per_scope(device, dt):
@@ -1146,6 +1208,7 @@ def test_training_inside_one_scope_reuses_casts_until_the_optimizer_replaces_the
 
 # ---- interrupts -----------------------------------------------------------------------------
 
+
 def _open_entries(ac):
     """The calling thread's open entries of `ac`, as Python tracks them."""
     return [e for e in autocast_mode._entries_here().entries if e[0] is ac]
@@ -1237,6 +1300,7 @@ def test_interrupt_during_exit_still_leaves_the_scope(monkeypatch):
 
 # ---- autocast state that follows work into other threads -------------------------------------
 
+
 def _matmul_dtype(device="metal"):
     a = lucid.ones(2, 2, device=device)
     return (a @ a).dtype
@@ -1244,6 +1308,7 @@ def _matmul_dtype(device="metal"):
 
 def test_work_handed_to_a_thread_pool_keeps_the_callers_autocast_with_propagate():
     import concurrent.futures
+
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         with lucid.amp.autocast("metal", dtype=BF16):
             plain = pool.submit(_matmul_dtype).result()
@@ -1275,8 +1340,9 @@ def test_a_captured_state_nests_restores_the_threads_own_and_survives_exceptions
                     raise ValueError("boom")
             except ValueError:
                 pass
-            results.append((inside, nested, back, _matmul_dtype(), _matmul_dtype("cpu"),
-                            lucid.amp.is_autocast_cache_enabled()))
+            results.append(
+                (inside, nested, back, _matmul_dtype(), _matmul_dtype("cpu"), lucid.amp.is_autocast_cache_enabled())
+            )
         results.append(lucid.amp.is_autocast_enabled())
 
     t = threading.Thread(target=worker)
@@ -1335,11 +1401,13 @@ def test_a_backward_on_another_thread_replays_the_forwards_casts(device, dt):
         with lucid.amp.autocast(device, dtype=dt):
             loss = F.gelu(F.linear(x, w)).float().sum()
         if backward_on_thread:
+
             def run():
                 with contextlib.ExitStack() as stack:
                     if thread_scope is not None:
                         stack.enter_context(lucid.amp.autocast(device, dtype=thread_scope))
                     loss.backward()
+
             t = threading.Thread(target=run)
             t.start()
             t.join()

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import lucid
-import lucid.nn.functional as F
 from lucid import autograd
 
 rng = np.random.default_rng(13)
@@ -36,14 +35,14 @@ def test_a_custom_function_matches_finite_differences(device):
     x = lucid.tensor(x_np, device=device, requires_grad=True)
     y = ScaledCube.apply(x, 0.5)
     assert y.grad_fn == "ScaledCubeBackward" and y.requires_grad
-    np.testing.assert_allclose(y.numpy(), 0.5 * x_np ** 3, rtol=1e-6)
+    np.testing.assert_allclose(y.numpy(), 0.5 * x_np**3, rtol=1e-6)
     (y * lucid.tensor(w, device=device)).sum().backward()
     numeric = np.zeros_like(x_np)
     for i in np.ndindex(x_np.shape):
         hi, lo = x_np.copy(), x_np.copy()
         hi[i] += 1e-2
         lo[i] -= 1e-2
-        numeric[i] = ((0.5 * hi ** 3 * w).sum() - (0.5 * lo ** 3 * w).sum()) / 2e-2
+        numeric[i] = ((0.5 * hi**3 * w).sum() - (0.5 * lo**3 * w).sum()) / 2e-2
     np.testing.assert_allclose(x.grad.numpy(), numeric, rtol=1e-3, atol=1e-3)
 
 
@@ -161,14 +160,18 @@ def test_backward_on_another_thread():
 
 # ---- custom_fwd / custom_bwd ---------------------------------------------------------------
 
+
 class AutocastProbe(autograd.Function):
     """Records the autocast state forward and backward see; y = x @ w."""
+
     seen = []
 
     @staticmethod
     @lucid.amp.custom_fwd(device_type="metal")
     def forward(ctx, x, w):
-        AutocastProbe.seen.append(("fwd", lucid.amp.is_autocast_enabled("metal"), lucid.amp.get_autocast_dtype("metal")))
+        AutocastProbe.seen.append(
+            ("fwd", lucid.amp.is_autocast_enabled("metal"), lucid.amp.get_autocast_dtype("metal"))
+        )
         ctx.save_for_backward(x, w)
         return x @ w
 
@@ -176,8 +179,9 @@ class AutocastProbe(autograd.Function):
     @lucid.amp.custom_bwd(device_type="metal")
     def backward(ctx, g):
         x, w = ctx.saved_tensors
-        AutocastProbe.seen.append(("bwd", lucid.amp.is_autocast_enabled("metal"), lucid.amp.get_autocast_dtype("metal"),
-                                   (g @ w.T).dtype))
+        AutocastProbe.seen.append(
+            ("bwd", lucid.amp.is_autocast_enabled("metal"), lucid.amp.get_autocast_dtype("metal"), (g @ w.T).dtype)
+        )
         return g @ w.T, x.T @ g
 
 

@@ -6,8 +6,18 @@ import numpy as np
 import pytest
 
 import lucid
-from lucid.utils.data import (BatchSampler, ConcatDataset, DataLoader, Dataset, Generator, SequentialSampler,
-                              Subset, TensorDataset, default_collate, random_split)
+from lucid.utils.data import (
+    BatchSampler,
+    ConcatDataset,
+    DataLoader,
+    Dataset,
+    Generator,
+    SequentialSampler,
+    Subset,
+    TensorDataset,
+    default_collate,
+    random_split,
+)
 
 X = np.arange(30, dtype=np.float32).reshape(10, 3)
 Y = np.arange(10)
@@ -46,8 +56,10 @@ def test_shuffle_is_a_permutation_reproducible_with_manual_seed_or_a_generator()
 
 
 def test_default_collate_handles_numbers_arrays_tuples_dicts_and_strings():
-    batch = [{"x": np.ones(2, np.float32) * i, "y": i, "w": float(i), "name": f"s{i}", "pair": (i, lucid.tensor([i]))}
-             for i in range(3)]
+    batch = [
+        {"x": np.ones(2, np.float32) * i, "y": i, "w": float(i), "name": f"s{i}", "pair": (i, lucid.tensor([i]))}
+        for i in range(3)
+    ]
     out = default_collate(batch)
     np.testing.assert_array_equal(out["x"].numpy(), [[0, 0], [1, 1], [2, 2]])
     assert out["y"].dtype == lucid.int64 and out["w"].dtype == lucid.float32
@@ -70,8 +82,9 @@ def test_worker_threads_keep_the_order_and_the_callers_autocast():
     main = threading.get_ident()
     started = []
     with lucid.amp.autocast("metal", dtype=lucid.bfloat16):
-        batches = list(DataLoader(Squares(), batch_size=5, num_workers=2, collate_fn=list,
-                                  worker_init_fn=started.append))
+        batches = list(
+            DataLoader(Squares(), batch_size=5, num_workers=2, collate_fn=list, worker_init_fn=started.append)
+        )
     values = [s[2] for b in batches for s in b]
     assert values == [i * i for i in range(12)]
     assert all(s[0] == "bfloat16" for b in batches for s in b)
@@ -116,6 +129,7 @@ def test_loader_arguments_are_checked():
 
 def test_accelerator_is_metal_where_the_metal_backend_serves_it():
     import warnings
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         served = lucid.metal.is_available()

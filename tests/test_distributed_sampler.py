@@ -45,10 +45,22 @@ def pytorch_share(n, replicas, rank, shuffle, seed, epoch, drop_last):
 
 
 CASES = [  # (len, replicas, drop_last, shuffle, epoch)
-    (10, 3, False, True, 0), (10, 3, True, True, 0), (10, 3, False, False, 0), (10, 3, True, False, 0),
-    (12, 4, False, True, 1), (12, 4, True, True, 2), (7, 2, False, True, 5), (7, 2, True, False, 5),
-    (3, 5, False, True, 0), (3, 5, True, True, 0), (2, 7, False, False, 3), (1, 1, False, True, 0),
-    (100, 8, False, True, 9), (100, 8, True, True, 9), (0, 3, False, True, 0), (0, 3, True, False, 0),
+    (10, 3, False, True, 0),
+    (10, 3, True, True, 0),
+    (10, 3, False, False, 0),
+    (10, 3, True, False, 0),
+    (12, 4, False, True, 1),
+    (12, 4, True, True, 2),
+    (7, 2, False, True, 5),
+    (7, 2, True, False, 5),
+    (3, 5, False, True, 0),
+    (3, 5, True, True, 0),
+    (2, 7, False, False, 3),
+    (1, 1, False, True, 0),
+    (100, 8, False, True, 9),
+    (100, 8, True, True, 9),
+    (0, 3, False, True, 0),
+    (0, 3, True, False, 0),
     (5, 1, True, True, 4),
 ]
 
@@ -56,8 +68,9 @@ CASES = [  # (len, replicas, drop_last, shuffle, epoch)
 def shares(n, replicas, drop_last, shuffle, epoch, seed=0):
     out = []
     for rank in range(replicas):
-        s = DistributedSampler(_Sized(n), num_replicas=replicas, rank=rank, shuffle=shuffle, seed=seed,
-                               drop_last=drop_last)
+        s = DistributedSampler(
+            _Sized(n), num_replicas=replicas, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last
+        )
         s.set_epoch(epoch)
         out.append(list(s))
         assert len(s) == len(out[-1])
@@ -119,6 +132,7 @@ def test_the_defaults_are_pytorchs():
     s = DistributedSampler(_Sized(5), num_replicas=2, rank=1)
     assert (s.shuffle, s.seed, s.drop_last, s.epoch, s.num_samples, s.total_size) == (True, 0, False, 0, 3, 6)
     import lucid.utils.data.distributed as module
+
     assert module.DistributedSampler is DistributedSampler
 
 
@@ -128,20 +142,24 @@ def test_without_num_replicas_and_rank_it_asks_lucid_distributed(monkeypatch):
         with pytest.raises(RuntimeError, match=r"not initialised; call lucid.distributed.init\(\) first, or pass"):
             DistributedSampler(_Sized(4), **kwargs)
     from lucid.distributed import _group
+
     monkeypatch.setattr(_group, "_backend", _group._Local())  # a world of one, as init() makes alone
     s = DistributedSampler(_Sized(4))
     assert (s.num_replicas, s.rank, list(s)) == (1, 0, list(np.random.default_rng(0).permutation(4)))
     assert DistributedSampler(_Sized(4), num_replicas=4, rank=3, shuffle=False).rank == 3
 
 
-@pytest.mark.parametrize("kwargs, error, words", [
-    ({"num_replicas": 2, "rank": 2}, ValueError, r"Invalid rank 2, rank should be in the interval \[0, 1\]"),
-    ({"num_replicas": 2, "rank": -1}, ValueError, r"Invalid rank -1"),
-    ({"num_replicas": 0, "rank": 0}, ValueError, "num_replicas must be at least 1"),
-    ({"num_replicas": 2.0, "rank": 0}, TypeError, "num_replicas must be an int"),
-    ({"num_replicas": 2, "rank": True}, TypeError, "rank must be an int"),
-    ({"num_replicas": 2, "rank": 0, "seed": "0"}, TypeError, "seed must be an int"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        ({"num_replicas": 2, "rank": 2}, ValueError, r"Invalid rank 2, rank should be in the interval \[0, 1\]"),
+        ({"num_replicas": 2, "rank": -1}, ValueError, r"Invalid rank -1"),
+        ({"num_replicas": 0, "rank": 0}, ValueError, "num_replicas must be at least 1"),
+        ({"num_replicas": 2.0, "rank": 0}, TypeError, "num_replicas must be an int"),
+        ({"num_replicas": 2, "rank": True}, TypeError, "rank must be an int"),
+        ({"num_replicas": 2, "rank": 0, "seed": "0"}, TypeError, "seed must be an int"),
+    ],
+)
 def test_wrong_arguments_raise(kwargs, error, words):
     with pytest.raises(error, match=words):
         DistributedSampler(_Sized(4), **kwargs)

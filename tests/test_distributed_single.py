@@ -101,16 +101,22 @@ print("world of one ok")
 
 def _python(code, env=None, timeout=120):
     import os
-    full = {k: v for k, v in os.environ.items() if k not in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK",
-                                                            "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")}
+
+    full = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
+    }
     full.update(env or {})
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=full)
 
 
 def test_import_lucid_does_not_import_mpi4py():
-    run = _python("import sys, lucid, lucid.distributed, lucid.nn.parallel\n"
-                  "assert 'mpi4py' not in sys.modules, sorted(m for m in sys.modules if 'mpi' in m)\n"
-                  "print('ok')")
+    run = _python(
+        "import sys, lucid, lucid.distributed, lucid.nn.parallel\n"
+        "assert 'mpi4py' not in sys.modules, sorted(m for m in sys.modules if 'mpi' in m)\n"
+        "print('ok')"
+    )
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
 
 
@@ -122,8 +128,10 @@ def test_a_world_of_one_without_mpi4py():
 
 def test_a_world_of_one_over_mpi():
     if importlib.util.find_spec("mpi4py") is None:
-        pytest.skip("mpi4py is not installed here (make test-distributed installs it): the run without it is "
-                    "test_a_world_of_one_without_mpi4py")
+        pytest.skip(
+            "mpi4py is not installed here (make test-distributed installs it): the run without it is "
+            "test_a_world_of_one_without_mpi4py"
+        )
     run = _python(_WORLD_OF_ONE)
     assert run.returncode == 0, run.stderr
     assert "backend mpi" in run.stdout and "world of one ok" in run.stdout
@@ -145,6 +153,7 @@ def test_started_by_mpiexec_without_mpi4py_says_what_to_install():
 def test_the_ddp_digits_example_runs_as_one_process():
     pytest.importorskip("sklearn")
     from pathlib import Path
+
     example = Path(__file__).resolve().parent.parent / "examples" / "ddp_digits.py"
     run = subprocess.run([sys.executable, str(example), "--epochs", "2"], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
@@ -154,19 +163,28 @@ def test_the_ddp_digits_example_runs_as_one_process():
 def test_everything_before_init_raises_a_clear_error():
     assert not dist.is_initialized()
     x = lucid.ones(2)
-    for call in (dist.get_rank, dist.get_world_size, dist.barrier, lambda: dist.all_reduce(x),
-                 lambda: dist.broadcast(x, 0), lambda: dist.all_gather(x),
-                 lambda: lucid.nn.parallel.DistributedDataParallel(lucid.nn.Linear(2, 2))):
+    for call in (
+        dist.get_rank,
+        dist.get_world_size,
+        dist.barrier,
+        lambda: dist.all_reduce(x),
+        lambda: dist.broadcast(x, 0),
+        lambda: dist.all_gather(x),
+        lambda: lucid.nn.parallel.DistributedDataParallel(lucid.nn.Linear(2, 2)),
+    ):
         with pytest.raises(RuntimeError, match=r"not initialised; call lucid.distributed.init\(\) first"):
             call()
     assert np.array_equal(x.numpy(), [1, 1])
 
 
-@pytest.mark.parametrize("kwargs, error, words", [
-    ({"backend": "nccl"}, ValueError, "'mpi' backend only"),
-    ({"timeout": 0}, ValueError, "positive number of seconds"),
-    ({"timeout": "soon"}, ValueError, "positive number of seconds"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        ({"backend": "nccl"}, ValueError, "'mpi' backend only"),
+        ({"timeout": 0}, ValueError, "positive number of seconds"),
+        ({"timeout": "soon"}, ValueError, "positive number of seconds"),
+    ],
+)
 def test_init_refuses_wrong_arguments(kwargs, error, words):
     with pytest.raises(error, match=words):
         dist.init(**kwargs)
@@ -178,13 +196,16 @@ def test_reduce_op_names_are_the_strings():
     assert dist.is_available() == (importlib.util.find_spec("mpi4py") is not None)
 
 
-@pytest.mark.parametrize("kwargs, error, words", [
-    ({"module": "model"}, TypeError, "wraps a lucid.nn.Module, got str"),
-    ({"bucket_mb": 0}, ValueError, "bucket_mb must be a positive number"),
-    ({"bucket_mb": True}, ValueError, "bucket_mb must be a positive number"),
-    ({"grad_dtype": lucid.float32}, ValueError, "grad_dtype must be None, lucid.bfloat16 or lucid.float16"),
-    ({"broadcast_buffers": 1}, TypeError, "broadcast_buffers must be a bool"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        ({"module": "model"}, TypeError, "wraps a lucid.nn.Module, got str"),
+        ({"bucket_mb": 0}, ValueError, "bucket_mb must be a positive number"),
+        ({"bucket_mb": True}, ValueError, "bucket_mb must be a positive number"),
+        ({"grad_dtype": lucid.float32}, ValueError, "grad_dtype must be None, lucid.bfloat16 or lucid.float16"),
+        ({"broadcast_buffers": 1}, TypeError, "broadcast_buffers must be a bool"),
+    ],
+)
 def test_distributed_data_parallel_refuses_wrong_arguments(kwargs, error, words):
     kwargs = {"module": lucid.nn.Linear(2, 2), **kwargs}
     with pytest.raises(error, match=words):
@@ -193,11 +214,13 @@ def test_distributed_data_parallel_refuses_wrong_arguments(kwargs, error, words)
 
 # ---- PyTorch's names and keywords ---------------------------------------------------------------
 
+
 @pytest.fixture
 def world_of_one(monkeypatch):
     """init() in this process as world size 1 without MPI (as when mpi4py is not installed);
     the group is left again afterwards."""
     from lucid.distributed import _group
+
     monkeypatch.setattr(_group, "is_available", lambda: False)
     monkeypatch.setattr(_group, "_launched_by_mpiexec", lambda: False)
     assert not dist.is_initialized()
@@ -206,9 +229,17 @@ def world_of_one(monkeypatch):
 
 
 def test_init_process_group_takes_pytorchs_arguments(world_of_one):
-    dist.init_process_group(backend=dist.get_default_backend_for_device("cuda"), init_method="env://",
-                            timeout=__import__("datetime").timedelta(minutes=5), world_size=1, rank=0, store=None,
-                            group_name="trainers", pg_options=None, device_id="metal")
+    dist.init_process_group(
+        backend=dist.get_default_backend_for_device("cuda"),
+        init_method="env://",
+        timeout=__import__("datetime").timedelta(minutes=5),
+        world_size=1,
+        rank=0,
+        store=None,
+        group_name="trainers",
+        pg_options=None,
+        device_id="metal",
+    )
     assert dist.is_initialized() and (dist.get_rank(), dist.get_world_size()) == (0, 1)
     assert dist.get_backend() == "mpi" and dist.get_backend(None) == "mpi"
     assert (dist.get_rank(group=None), dist.get_world_size(None)) == (0, 1)
@@ -220,16 +251,19 @@ def test_init_process_group_takes_pytorchs_arguments(world_of_one):
     assert dist.is_initialized()
 
 
-@pytest.mark.parametrize("kwargs, error, words", [
-    ({"world_size": 2}, ValueError, r"world_size=2 \(MPI's is 1\): lucid's ranks and world size come from mpiexec"),
-    ({"world_size": 4, "rank": 3}, ValueError, r"world_size=4 \(MPI's is 1\) and rank=3 \(MPI's is 0\)"),
-    ({"rank": 1, "world_size": 1}, ValueError, r"rank=1 is not a rank of a world of 1"),
-    ({"world_size": 0}, ValueError, "world_size must be positive"),
-    ({"rank": "0"}, TypeError, "rank must be an int"),
-    ({"world_size": 2.0}, TypeError, "world_size must be an int"),
-    ({"init_method": 5}, TypeError, "init_method must be a URL string"),
-    ({"backend": "nccl"}, ValueError, "'mpi' backend only"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        ({"world_size": 2}, ValueError, r"world_size=2 \(MPI's is 1\): lucid's ranks and world size come from mpiexec"),
+        ({"world_size": 4, "rank": 3}, ValueError, r"world_size=4 \(MPI's is 1\) and rank=3 \(MPI's is 0\)"),
+        ({"rank": 1, "world_size": 1}, ValueError, r"rank=1 is not a rank of a world of 1"),
+        ({"world_size": 0}, ValueError, "world_size must be positive"),
+        ({"rank": "0"}, TypeError, "rank must be an int"),
+        ({"world_size": 2.0}, TypeError, "world_size must be an int"),
+        ({"init_method": 5}, TypeError, "init_method must be a URL string"),
+        ({"backend": "nccl"}, ValueError, "'mpi' backend only"),
+    ],
+)
 def test_init_process_group_refuses_what_mpiexec_did_not_set(world_of_one, kwargs, error, words):
     with pytest.raises(error, match=words):
         dist.init_process_group(**kwargs)
@@ -267,22 +301,33 @@ def test_async_op_gives_a_completed_work(world_of_one):
     assert work.wait() is True and work.is_completed() and work.result() == []
 
 
-@pytest.mark.parametrize("call, error, words", [
-    (lambda t: dist.all_reduce(t, group="world"), ValueError, "all_reduce: lucid.distributed has one process group"),
-    (lambda t: dist.broadcast(t, 0, group=object()), ValueError, "broadcast: lucid.distributed has one process group"),
-    (lambda t: dist.all_gather(t, group=1), ValueError, "all_gather: lucid.distributed has one process group"),
-    (lambda t: dist.barrier(group="world"), ValueError, "barrier: lucid.distributed has one process group"),
-    (lambda t: dist.get_backend("world"), ValueError, "get_backend: lucid.distributed has one process group"),
-    (lambda t: dist.get_rank("world"), ValueError, "get_rank: lucid.distributed has one process group"),
-    (lambda t: dist.get_world_size(2), ValueError, "get_world_size: lucid.distributed has one process group"),
-    (lambda t: dist.destroy_process_group("world"), ValueError, "destroy_process_group: lucid.distributed has one"),
-    (lambda t: dist.all_reduce(t, async_op=1), TypeError, "async_op must be a bool"),
-    (lambda t: dist.broadcast(t, 0, async_op="yes"), TypeError, "async_op must be a bool"),
-    (lambda t: dist.all_gather(t, async_op=None), TypeError, "async_op must be a bool"),
-    (lambda t: dist.barrier(async_op=0), TypeError, "async_op must be a bool"),
-    (lambda t: dist.barrier(device_ids=0), TypeError, "device_ids must be None or a list of device indices"),
-    (lambda t: dist.barrier(device_ids=["cuda:0"]), TypeError, "device_ids must be None or a list"),
-])
+@pytest.mark.parametrize(
+    "call, error, words",
+    [
+        (
+            lambda t: dist.all_reduce(t, group="world"),
+            ValueError,
+            "all_reduce: lucid.distributed has one process group",
+        ),
+        (
+            lambda t: dist.broadcast(t, 0, group=object()),
+            ValueError,
+            "broadcast: lucid.distributed has one process group",
+        ),
+        (lambda t: dist.all_gather(t, group=1), ValueError, "all_gather: lucid.distributed has one process group"),
+        (lambda t: dist.barrier(group="world"), ValueError, "barrier: lucid.distributed has one process group"),
+        (lambda t: dist.get_backend("world"), ValueError, "get_backend: lucid.distributed has one process group"),
+        (lambda t: dist.get_rank("world"), ValueError, "get_rank: lucid.distributed has one process group"),
+        (lambda t: dist.get_world_size(2), ValueError, "get_world_size: lucid.distributed has one process group"),
+        (lambda t: dist.destroy_process_group("world"), ValueError, "destroy_process_group: lucid.distributed has one"),
+        (lambda t: dist.all_reduce(t, async_op=1), TypeError, "async_op must be a bool"),
+        (lambda t: dist.broadcast(t, 0, async_op="yes"), TypeError, "async_op must be a bool"),
+        (lambda t: dist.all_gather(t, async_op=None), TypeError, "async_op must be a bool"),
+        (lambda t: dist.barrier(async_op=0), TypeError, "async_op must be a bool"),
+        (lambda t: dist.barrier(device_ids=0), TypeError, "device_ids must be None or a list of device indices"),
+        (lambda t: dist.barrier(device_ids=["cuda:0"]), TypeError, "device_ids must be None or a list"),
+    ],
+)
 def test_collective_keywords_refuse_wrong_values(world_of_one, call, error, words):
     dist.init()
     t = lucid.tensor([1.0, 2.0])
@@ -293,45 +338,58 @@ def test_collective_keywords_refuse_wrong_values(world_of_one, call, error, word
 
 def test_distributed_data_parallel_takes_pytorchs_keywords(world_of_one):
     from lucid.nn.parallel import DistributedDataParallel
+
     dist.init()
-    for kwargs in ({"device_ids": None, "output_device": None}, {"device_ids": [0], "output_device": 0},
-                   {"device_ids": ["cpu"], "output_device": "cpu"}, {"device_ids": (lucid.device("cpu"),)},
-                   {"find_unused_parameters": True, "gradient_as_bucket_view": True, "static_graph": True},
-                   {"dim": 1, "broadcast_buffers": False, "process_group": None}, {"bucket_cap_mb": 1}):
+    for kwargs in (
+        {"device_ids": None, "output_device": None},
+        {"device_ids": [0], "output_device": 0},
+        {"device_ids": ["cpu"], "output_device": "cpu"},
+        {"device_ids": (lucid.device("cpu"),)},
+        {"find_unused_parameters": True, "gradient_as_bucket_view": True, "static_graph": True},
+        {"dim": 1, "broadcast_buffers": False, "process_group": None},
+        {"bucket_cap_mb": 1},
+    ):
         inner = lucid.nn.Linear(3, 2)
         ddp = DistributedDataParallel(inner, **kwargs)
         assert ddp.module is inner
         loss = ddp(lucid.ones(4, 3)).sum()
         loss.backward()
         assert np.allclose(inner.bias.grad.numpy(), [4, 4]), kwargs  # world of one: the local gradient
-    assert DistributedDataParallel(lucid.nn.Linear(3, 2), [0], 0, 0, True).bucket_bytes == 25 * 2 ** 20
-    assert DistributedDataParallel(lucid.nn.Linear(3, 2), bucket_cap_mb=2).bucket_bytes == 2 * 2 ** 20
-    assert DistributedDataParallel(lucid.nn.Linear(3, 2), bucket_mb=2, bucket_cap_mb=2).bucket_bytes == 2 * 2 ** 20
+    assert DistributedDataParallel(lucid.nn.Linear(3, 2), [0], 0, 0, True).bucket_bytes == 25 * 2**20
+    assert DistributedDataParallel(lucid.nn.Linear(3, 2), bucket_cap_mb=2).bucket_bytes == 2 * 2**20
+    assert DistributedDataParallel(lucid.nn.Linear(3, 2), bucket_mb=2, bucket_cap_mb=2).bucket_bytes == 2 * 2**20
     on_metal = lucid.nn.Linear(3, 2).to("metal")
     assert DistributedDataParallel(on_metal, device_ids=["metal"], output_device="metal").module is on_metal
     assert DistributedDataParallel(lucid.nn.ReLU(), device_ids=["metal"]).module is not None  # no parameters
 
 
-@pytest.mark.parametrize("kwargs, error, words", [
-    ({"device_ids": [1]}, ValueError, r"device_ids=\[1\] does not name this rank's device.*'cpu' or this rank's "
-                                      r"local rank 0 .*in a one-element list"),
-    ({"device_ids": [0, 1]}, ValueError, r"device_ids=\[0, 1\] does not name this rank's device"),
-    ({"device_ids": []}, ValueError, r"device_ids=\[\] does not name"),
-    ({"device_ids": 0}, ValueError, r"device_ids=0 does not name"),
-    ({"device_ids": ["metal"]}, ValueError, r"device_ids=\['metal'\] does not name this rank's device"),
-    ({"device_ids": ["cuda:0"]}, ValueError, r"device_ids=\['cuda:0'\] does not name"),
-    ({"device_ids": [True]}, ValueError, r"device_ids=\[True\] does not name"),
-    ({"device_ids": 25}, ValueError, r"bucket_mb and grad_dtype are keyword arguments"),
-    ({"output_device": 3}, ValueError, r"output_device=3 does not name this rank's device"),
-    ({"output_device": [0]}, ValueError, r"output_device=\[0\] does not name"),
-    ({"process_group": "world"}, ValueError, "one process group"),
-    ({"bucket_mb": 1, "bucket_cap_mb": 2}, ValueError, "name the same size; give one of them"),
-    ({"bucket_cap_mb": 0}, ValueError, "bucket_mb must be a positive number"),
-    ({"find_unused_parameters": "yes"}, TypeError, "find_unused_parameters must be a bool"),
-    ({"gradient_as_bucket_view": 1}, TypeError, "gradient_as_bucket_view must be a bool"),
-    ({"static_graph": None}, TypeError, "static_graph must be a bool"),
-    ({"dim": 0.0}, TypeError, "dim must be an int"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        (
+            {"device_ids": [1]},
+            ValueError,
+            r"device_ids=\[1\] does not name this rank's device.*'cpu' or this rank's "
+            r"local rank 0 .*in a one-element list",
+        ),
+        ({"device_ids": [0, 1]}, ValueError, r"device_ids=\[0, 1\] does not name this rank's device"),
+        ({"device_ids": []}, ValueError, r"device_ids=\[\] does not name"),
+        ({"device_ids": 0}, ValueError, r"device_ids=0 does not name"),
+        ({"device_ids": ["metal"]}, ValueError, r"device_ids=\['metal'\] does not name this rank's device"),
+        ({"device_ids": ["cuda:0"]}, ValueError, r"device_ids=\['cuda:0'\] does not name"),
+        ({"device_ids": [True]}, ValueError, r"device_ids=\[True\] does not name"),
+        ({"device_ids": 25}, ValueError, r"bucket_mb and grad_dtype are keyword arguments"),
+        ({"output_device": 3}, ValueError, r"output_device=3 does not name this rank's device"),
+        ({"output_device": [0]}, ValueError, r"output_device=\[0\] does not name"),
+        ({"process_group": "world"}, ValueError, "one process group"),
+        ({"bucket_mb": 1, "bucket_cap_mb": 2}, ValueError, "name the same size; give one of them"),
+        ({"bucket_cap_mb": 0}, ValueError, "bucket_mb must be a positive number"),
+        ({"find_unused_parameters": "yes"}, TypeError, "find_unused_parameters must be a bool"),
+        ({"gradient_as_bucket_view": 1}, TypeError, "gradient_as_bucket_view must be a bool"),
+        ({"static_graph": None}, TypeError, "static_graph must be a bool"),
+        ({"dim": 0.0}, TypeError, "dim must be an int"),
+    ],
+)
 def test_distributed_data_parallel_refuses_what_pytorch_would_not_mean_here(world_of_one, kwargs, error, words):
     dist.init()
     with pytest.raises(error, match=words):
@@ -340,14 +398,19 @@ def test_distributed_data_parallel_refuses_what_pytorch_would_not_mean_here(worl
 
 # ---- DataParallel: one device per process, so the module runs as it is --------------------------
 
+
 def test_data_parallel_runs_the_module_as_it_is():
     from lucid.nn.parallel import DataParallel, data_parallel
+
     assert lucid.nn.DataParallel is DataParallel and "DataParallel" in lucid.nn.__all__
     lucid.manual_seed(0)
     inner = lucid.nn.Sequential(lucid.nn.Linear(3, 4), lucid.nn.ReLU(), lucid.nn.Linear(4, 2))
     x = lucid.tensor(np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3))
-    for model in (DataParallel(inner), DataParallel(inner, device_ids=[0, 1], output_device=0, dim=0),
-                  DataParallel(inner, device_ids=("cpu",), dim=1)):
+    for model in (
+        DataParallel(inner),
+        DataParallel(inner, device_ids=[0, 1], output_device=0, dim=0),
+        DataParallel(inner, device_ids=("cpu",), dim=1),
+    ):
         assert model.module is inner and model.device_ids == [] and model.output_device is None
         out = model(x)
         assert out.shape == (5, 2) and np.array_equal(out.numpy(), inner(x).numpy())
@@ -373,13 +436,23 @@ def test_data_parallel_state_dict_has_pytorchs_module_prefix():
         lucid.nn.Linear(3, 2).load_state_dict(model.state_dict())  # prefixed: not the bare model's
 
 
-@pytest.mark.parametrize("call, error, words", [
-    (lambda: lucid.nn.DataParallel("model"), TypeError, "wraps a lucid.nn.Module, got str"),
-    (lambda: lucid.nn.DataParallel(lucid.nn.Linear(2, 2), device_ids=0), TypeError, "device_ids must be None or a list"),
-    (lambda: lucid.nn.DataParallel(lucid.nn.Linear(2, 2), dim=None), TypeError, "dim must be an int"),
-    (lambda: lucid.nn.parallel.data_parallel(lucid.nn.Linear(2, 2), lucid.ones(1, 2), device_ids="cuda"), TypeError,
-     "data_parallel: device_ids must be None or a list"),
-])
+@pytest.mark.parametrize(
+    "call, error, words",
+    [
+        (lambda: lucid.nn.DataParallel("model"), TypeError, "wraps a lucid.nn.Module, got str"),
+        (
+            lambda: lucid.nn.DataParallel(lucid.nn.Linear(2, 2), device_ids=0),
+            TypeError,
+            "device_ids must be None or a list",
+        ),
+        (lambda: lucid.nn.DataParallel(lucid.nn.Linear(2, 2), dim=None), TypeError, "dim must be an int"),
+        (
+            lambda: lucid.nn.parallel.data_parallel(lucid.nn.Linear(2, 2), lucid.ones(1, 2), device_ids="cuda"),
+            TypeError,
+            "data_parallel: device_ids must be None or a list",
+        ),
+    ],
+)
 def test_data_parallel_refuses_wrong_arguments(call, error, words):
     with pytest.raises(error, match=words):
         call()

@@ -24,15 +24,46 @@ BF16_ALL = ALL16.view(ml_dtypes.bfloat16)
 # passing `make test`: every sign and exponent with the mantissas where rounding changes (each
 # bit position's halfway point, with an even and an odd kept bit, and its neighbours), the
 # special values, and a fixed-seed random sample, against numpy and ml_dtypes.
-_MANTISSA_EDGES = [0, 0x7FFFFF, 0x400000, 0x3FFFFF] + [m for j in range(23) for m in
-                                                       ((1 << j), (1 << j) - 1, (1 << j) + 1, (3 << j) & 0x7FFFFF)]
+_MANTISSA_EDGES = [0, 0x7FFFFF, 0x400000, 0x3FFFFF] + [
+    m for j in range(23) for m in ((1 << j), (1 << j) - 1, (1 << j) + 1, (3 << j) & 0x7FFFFF)
+]
 _SPECIAL_BITS = [
-    0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007FFFFF, 0x807FFFFF, 0x00800000,  # zeros, subnormals
-    0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000,  # extremes, infinities
-    0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FBFFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 0x7F802000,  # NaNs
-    0x477FE000, 0x477FEFFF, 0x477FF000, 0x477FF001, 0xC77FF000,  # float16: largest, halfway to inf
-    0x38800000, 0x387FC000, 0x33800000, 0x33000000, 0x33000001, 0x32FFFFFF,  # float16: smallest normal, subnormals
-    0x7F7F7FFF, 0x7F7F8000, 0xFF7F8000, 0x7F7EFFFF, 0x00008000, 0x00018000,  # bfloat16: into inf, ties
+    0x00000000,
+    0x80000000,
+    0x00000001,
+    0x80000001,
+    0x007FFFFF,
+    0x807FFFFF,
+    0x00800000,  # zeros, subnormals
+    0x7F7FFFFF,
+    0xFF7FFFFF,
+    0x7F800000,
+    0xFF800000,  # extremes, infinities
+    0x7FC00000,
+    0xFFC00000,
+    0x7F800001,
+    0xFF800001,
+    0x7FBFFFFF,
+    0x7FFFFFFF,
+    0xFFFFFFFF,
+    0x7F802000,  # NaNs
+    0x477FE000,
+    0x477FEFFF,
+    0x477FF000,
+    0x477FF001,
+    0xC77FF000,  # float16: largest, halfway to inf
+    0x38800000,
+    0x387FC000,
+    0x33800000,
+    0x33000000,
+    0x33000001,
+    0x32FFFFFF,  # float16: smallest normal, subnormals
+    0x7F7F7FFF,
+    0x7F7F8000,
+    0xFF7F8000,
+    0x7F7EFFFF,
+    0x00008000,
+    0x00018000,  # bfloat16: into inf, ties
 ]
 
 
@@ -81,6 +112,7 @@ def test_float32_narrowing_sample_on_each_device(device):
 
 
 # ---- widening: every 16-bit pattern ----------------------------------------------------------
+
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_float16_to_float32_every_bit_pattern(device):
@@ -148,13 +180,34 @@ def test_bfloat16_to_float16_every_non_nan_pattern(device):
 
 # ---- integers <-> floats ---------------------------------------------------------------------
 
+
 def _int_samples(np_int):
     info = np.iinfo(np_int)
     rng = np.random.default_rng(3)
-    edges = [0, 1, -1, 2, 7, 2047, 2049, 65504, 65505, 65519, 65520, 65536, -65520, 2**24, 2**24 + 1, -(2**24 + 1),
-             2**30 + 2**22 + 1, -(2**30 + 2**22 + 1), 2**31 - 1, -2**31]
+    edges = [
+        0,
+        1,
+        -1,
+        2,
+        7,
+        2047,
+        2049,
+        65504,
+        65505,
+        65519,
+        65520,
+        65536,
+        -65520,
+        2**24,
+        2**24 + 1,
+        -(2**24 + 1),
+        2**30 + 2**22 + 1,
+        -(2**30 + 2**22 + 1),
+        2**31 - 1,
+        -(2**31),
+    ]
     if np_int == np.int64:
-        edges += [2**53 + 1, 2**62 + 2**38 + 1, 2**63 - 1, -2**63, 2**31 + 2**23 + 1]
+        edges += [2**53 + 1, 2**62 + 2**38 + 1, 2**63 - 1, -(2**63), 2**31 + 2**23 + 1]
     wide = rng.integers(info.min, info.max, 200_000, dtype=np_int, endpoint=True)
     small = rng.integers(-70_000, 70_000, 100_000, dtype=np_int)
     return np.concatenate([np.array(edges, dtype=np.int64).astype(np_int), wide, small])
@@ -191,10 +244,43 @@ def _truncated_saturated(x, np_int):
 
 
 def _float_inputs():
-    special = np.array([0.0, -0.0, 0.5, -0.5, 0.999, -0.999, 1.0, -1.0, 1.5, -1.5, 2.7, -2.7, 1e6 + 0.5,
-                        2147483520.0, 2147483648.0, -2147483648.0, -2147483904.0, 3e9, -3e9, 1e18,
-                        9.2233715e18, 9.223372e18, -9.223372e18, 1e30, -1e30, 3.4e38, -3.4e38,
-                        np.inf, -np.inf, np.nan, -np.nan, 1e-30], dtype=np.float32)
+    special = np.array(
+        [
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            0.999,
+            -0.999,
+            1.0,
+            -1.0,
+            1.5,
+            -1.5,
+            2.7,
+            -2.7,
+            1e6 + 0.5,
+            2147483520.0,
+            2147483648.0,
+            -2147483648.0,
+            -2147483904.0,
+            3e9,
+            -3e9,
+            1e18,
+            9.2233715e18,
+            9.223372e18,
+            -9.223372e18,
+            1e30,
+            -1e30,
+            3.4e38,
+            -3.4e38,
+            np.inf,
+            -np.inf,
+            np.nan,
+            -np.nan,
+            1e-30,
+        ],
+        dtype=np.float32,
+    )
     rng = np.random.default_rng(11)
     scales = 10.0 ** rng.uniform(-3, 20, 50_000)
     rand = (rng.standard_normal(50_000) * scales).astype(np.float32)
@@ -254,13 +340,19 @@ def test_int64_to_int32_wraps_like_numpy(device):
 
 # ---- bool ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dst", ["float32", "float16", "bfloat16", "int32", "int64"])
 def test_bool_to_numbers(device, dst):
     b = np.array([True, False, True, True, False])
     got = lucid.tensor(b, device=device).to(getattr(lucid, dst)).numpy()
-    ref = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
-           "int32": np.int32, "int64": np.int64}[dst]
+    ref = {
+        "float32": np.float32,
+        "float16": np.float16,
+        "bfloat16": ml_dtypes.bfloat16,
+        "int32": np.int32,
+        "int64": np.int64,
+    }[dst]
     assert got.dtype == np.dtype(ref)
     np.testing.assert_array_equal(got.astype(np.float64), b.astype(ref).astype(np.float64))
 
@@ -272,7 +364,7 @@ def test_numbers_to_bool(device):
     np.testing.assert_array_equal(lucid.tensor(F16_ALL, device=device).to(lucid.bool_).numpy(), F16_ALL.astype(bool))
     ints = _int_samples(np.int64)
     np.testing.assert_array_equal(lucid.tensor(ints, device=device).to(lucid.bool_).numpy(), ints.astype(bool))
-    i32 = np.array([0, 1, -1, 2**31 - 1, -2**31, 256], dtype=np.int32)
+    i32 = np.array([0, 1, -1, 2**31 - 1, -(2**31), 256], dtype=np.int32)
     np.testing.assert_array_equal(lucid.tensor(i32, device=device).to(lucid.bool_).numpy(), i32.astype(bool))
 
 
@@ -285,8 +377,14 @@ def test_bool_round_trip_keeps_values():
 
 # ---- dtype objects ---------------------------------------------------------------------------
 
-DTYPES = [("float32", np.float32), ("float16", np.float16), ("bfloat16", ml_dtypes.bfloat16),
-          ("int32", np.int32), ("int64", np.int64), ("bool", np.bool_)]
+DTYPES = [
+    ("float32", np.float32),
+    ("float16", np.float16),
+    ("bfloat16", ml_dtypes.bfloat16),
+    ("int32", np.int32),
+    ("int64", np.int64),
+    ("bool", np.bool_),
+]
 
 
 @pytest.mark.parametrize("name,np_type", DTYPES)
@@ -324,6 +422,7 @@ def test_dtypes_are_distinct():
 
 
 # ---- devices ---------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_device_repr_str_and_equality(device):
@@ -384,6 +483,7 @@ def _in_a_fresh_process(code):
     """Runs `code` in a new interpreter, which must print ok."""
     import subprocess
     import sys
+
     run = subprocess.run([sys.executable, "-c", code + "print('ok')\n"], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
 
@@ -400,7 +500,8 @@ def test_ml_dtypes_is_imported_when_bfloat16_first_meets_numpy():
         "import ml_dtypes\n"
         "assert a.dtype == ml_dtypes.bfloat16 and a.astype(np.float32).tolist() == [3.0, -4.5, 6.0]\n"
         "b = lucid.tensor(np.array([0.5, 7.0], dtype=ml_dtypes.bfloat16))\n"
-        "assert b.dtype is lucid.bfloat16 and b.float().tolist() == [0.5, 7.0]\n")
+        "assert b.dtype is lucid.bfloat16 and b.float().tolist() == [0.5, 7.0]\n"
+    )
 
 
 def test_bfloat16_numpy_arrays_made_in_a_fresh_process_are_read_as_bfloat16():
@@ -411,4 +512,5 @@ def test_bfloat16_numpy_arrays_made_in_a_fresh_process_are_read_as_bfloat16():
         "t = lucid.tensor(x)\n"
         "assert t.dtype is lucid.bfloat16, t.dtype\n"
         "assert (t.numpy() == x).all() and t.numpy().dtype == x.dtype\n"
-        "assert lucid.from_numpy(x).dtype is lucid.bfloat16\n")
+        "assert lucid.from_numpy(x).dtype is lucid.bfloat16\n"
+    )

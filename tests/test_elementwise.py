@@ -13,8 +13,20 @@ import pytest
 import lucid
 import lucid.nn as nn
 import lucid.nn.functional as F
-from _helpers import (BF16, DEVICES, F16, F32, LUCID_OF, NP_OF, T, arrays_from, assert_bits_equal, randf,
-                      scalar_tensor, shape_in_message)
+from _helpers import (
+    BF16,
+    DEVICES,
+    F16,
+    F32,
+    LUCID_OF,
+    NP_OF,
+    T,
+    arrays_from,
+    assert_bits_equal,
+    randf,
+    scalar_tensor,
+    shape_in_message,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::lucid.metal.MetalFallbackWarning")
 
@@ -25,6 +37,7 @@ arr = arrays_from(rng)
 
 
 # ---- elementwise arithmetic -------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name,op", BINARY)
@@ -162,6 +175,7 @@ def test_unary_minus_and_relu(device, dt):
 
 # ---- low precision: compute in float32, round once -------------------------------------------
 
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
 @pytest.mark.parametrize("name,op", BINARY)
@@ -230,12 +244,24 @@ def test_tensor_tensor_promotion_table(a, b):
     np.testing.assert_array_equal(r.numpy().astype(np.float64), np.ones(3))
 
 
-@pytest.mark.parametrize("dt,scalar,want", [
-    ("float16", 2.5, "float16"), ("bfloat16", 2.5, "bfloat16"), ("float32", 2.5, "float32"),
-    ("int32", 2.5, "float32"), ("int64", 2.5, "float32"), ("bool", 2.5, "float32"),
-    ("int32", 2, "int32"), ("int64", 2, "int64"), ("bool", 2, "int64"), ("float16", 2, "float16"),
-    ("int32", True, "int32"), ("float16", True, "float16"), ("bool", True, "bool"),
-])
+@pytest.mark.parametrize(
+    "dt,scalar,want",
+    [
+        ("float16", 2.5, "float16"),
+        ("bfloat16", 2.5, "bfloat16"),
+        ("float32", 2.5, "float32"),
+        ("int32", 2.5, "float32"),
+        ("int64", 2.5, "float32"),
+        ("bool", 2.5, "float32"),
+        ("int32", 2, "int32"),
+        ("int64", 2, "int64"),
+        ("bool", 2, "int64"),
+        ("float16", 2, "float16"),
+        ("int32", True, "int32"),
+        ("float16", True, "float16"),
+        ("bool", True, "bool"),
+    ],
+)
 def test_tensor_scalar_promotion(dt, scalar, want):
     t = lucid.ones(2, dtype=LUCID_OF[dt])
     assert (t + scalar).dtype is LUCID_OF[want]
@@ -244,11 +270,19 @@ def test_tensor_scalar_promotion(dt, scalar, want):
     np.testing.assert_array_equal((t * scalar).numpy().astype(np.float64), np.full(2, float(scalar)))
 
 
-@pytest.mark.parametrize("dim_dt,zero_dt,want", [
-    ("float16", "float32", "float16"), ("bfloat16", "float32", "bfloat16"), ("int32", "int64", "int32"),
-    ("int32", "float32", "float32"), ("int32", "float16", "float16"), ("bool", "int32", "int32"),
-    ("float16", "int64", "float16"), ("bool", "float16", "float16"),
-])
+@pytest.mark.parametrize(
+    "dim_dt,zero_dt,want",
+    [
+        ("float16", "float32", "float16"),
+        ("bfloat16", "float32", "bfloat16"),
+        ("int32", "int64", "int32"),
+        ("int32", "float32", "float32"),
+        ("int32", "float16", "float16"),
+        ("bool", "int32", "int32"),
+        ("float16", "int64", "float16"),
+        ("bool", "float16", "float16"),
+    ],
+)
 def test_dimensioned_tensors_outrank_zero_dim(dim_dt, zero_dt, want):
     x = lucid.ones(3, dtype=LUCID_OF[dim_dt])
     z = scalar_tensor(2, LUCID_OF[zero_dt])
@@ -279,8 +313,8 @@ def test_float16_plus_zero_dim_float32_values(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_int32_plus_int64_values(device):
-    a = np.random.default_rng(1).integers(-2**31, 2**31 - 1, 100).astype(np.int32)
-    b = np.random.default_rng(2).integers(-2**40, 2**40, 100).astype(np.int64)
+    a = np.random.default_rng(1).integers(-(2**31), 2**31 - 1, 100).astype(np.int32)
+    b = np.random.default_rng(2).integers(-(2**40), 2**40, 100).astype(np.int64)
     r = lucid.tensor(a, device=device) + lucid.tensor(b, device=device)
     assert r.dtype is lucid.int64
     np.testing.assert_array_equal(r.numpy(), a.astype(np.int64) + b)
@@ -288,8 +322,18 @@ def test_int32_plus_int64_values(device):
 
 # ---- broadcasting -----------------------------------------------------------------------------
 
-BROADCASTS = [((3, 1), (1, 4)), ((2, 3, 4), (4,)), ((4,), (2, 3, 4)), ((2, 1, 4), (3, 1)), ((5,), ()),
-              ((), (2, 3)), ((), ()), ((0, 3), (1, 3)), ((1,), (0,)), ((2, 1, 1, 3), (4, 1))]
+BROADCASTS = [
+    ((3, 1), (1, 4)),
+    ((2, 3, 4), (4,)),
+    ((4,), (2, 3, 4)),
+    ((2, 1, 4), (3, 1)),
+    ((5,), ()),
+    ((), (2, 3)),
+    ((), ()),
+    ((0, 3), (1, 3)),
+    ((1,), (0,)),
+    ((2, 1, 1, 3), (4, 1)),
+]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -315,8 +359,18 @@ def test_broadcast_errors_name_both_shapes(sa, sb):
 
 # ---- comparisons, bitwise and logical ops, pow, maximum/minimum, clamp, where --------------
 
-@pytest.mark.parametrize("op,npop", [("__eq__", np.equal), ("__ne__", np.not_equal), ("__lt__", np.less),
-                                     ("__le__", np.less_equal), ("__gt__", np.greater), ("__ge__", np.greater_equal)])
+
+@pytest.mark.parametrize(
+    "op,npop",
+    [
+        ("__eq__", np.equal),
+        ("__ne__", np.not_equal),
+        ("__lt__", np.less),
+        ("__le__", np.less_equal),
+        ("__gt__", np.greater),
+        ("__ge__", np.greater_equal),
+    ],
+)
 def test_comparisons_match_numpy(op, npop):
     a = rng.integers(-2, 3, (3, 4)).astype(np.float32)
     b = rng.integers(-2, 3, (4,)).astype(np.float32)
@@ -345,16 +399,32 @@ def test_comparison_has_no_gradient_and_tensors_stay_hashable():
 def test_bitwise_ops_match_numpy_on_bool_and_integers(device):
     a, b = rng.random((3, 4)) > 0.5, rng.random(4) > 0.5  # broadcast
     ta, tb = T(a, device=device), T(b, device=device)
-    for got, want in (((ta & tb), a & b), ((ta | tb), a | b), ((ta ^ tb), a ^ b), ((~ta), ~a), ((ta & True), a & True),
-                      ((False | ta), a), ((True ^ ta), ~a)):
+    for got, want in (
+        ((ta & tb), a & b),
+        ((ta | tb), a | b),
+        ((ta ^ tb), a ^ b),
+        ((~ta), ~a),
+        ((ta & True), a & True),
+        ((False | ta), a),
+        ((True ^ ta), ~a),
+    ):
         assert got.dtype == lucid.bool_ and got.device == device
         np.testing.assert_array_equal(got.numpy(), want)
     info = np.iinfo(np.int64)
     i = np.array([[5, -3, 12, info.max], [info.min, 0, -1, 7]], np.int64)
     j = np.array([3, 6, -10, 1], np.int32)
     ti, tj = T(i, device=device), T(j, device=device)
-    cases = [(ti & tj, i & j), (ti | tj, i | j), (ti ^ tj, i ^ j), (~ti, ~i), (~tj, ~j), (ti & 6, i & 6), (9 | ti, 9 | i),
-             (ti ^ -1, ~i), (tj & T(b, device=device), j & b)]
+    cases = [
+        (ti & tj, i & j),
+        (ti | tj, i | j),
+        (ti ^ tj, i ^ j),
+        (~ti, ~i),
+        (~tj, ~j),
+        (ti & 6, i & 6),
+        (9 | ti, 9 | i),
+        (ti ^ -1, ~i),
+        (tj & T(b, device=device), j & b),
+    ]
     for got, want in cases:
         assert got.dtype == (lucid.int32 if want.dtype == np.int32 else lucid.int64)
         np.testing.assert_array_equal(got.numpy(), want)
@@ -383,13 +453,13 @@ def test_bitwise_ops_refuse_floats_and_logical_ops_take_truth_values():
 def test_pow_tensor_scalar_and_reflected():
     a = np.abs(arr(3, 4)) + 0.1
     b = arr(4)
-    np.testing.assert_allclose((T(a) ** T(b)).numpy(), a ** b, rtol=1e-5)
-    np.testing.assert_allclose((T(a) ** 2.5).numpy(), a ** 2.5, rtol=1e-5)
-    np.testing.assert_allclose((2.0 ** T(b)).numpy(), 2.0 ** b, rtol=1e-5)
+    np.testing.assert_allclose((T(a) ** T(b)).numpy(), a**b, rtol=1e-5)
+    np.testing.assert_allclose((T(a) ** 2.5).numpy(), a**2.5, rtol=1e-5)
+    np.testing.assert_allclose((2.0 ** T(b)).numpy(), 2.0**b, rtol=1e-5)
     ia = np.arange(-3, 4, dtype=np.int64)
     got = T(ia) ** 3
     assert got.dtype == lucid.int64
-    np.testing.assert_array_equal(got.numpy(), ia ** 3)
+    np.testing.assert_array_equal(got.numpy(), ia**3)
     with pytest.raises(RuntimeError, match="negative integer powers"):
         T(ia) ** -1
 
@@ -397,7 +467,7 @@ def test_pow_tensor_scalar_and_reflected():
 def test_pow_is_float32_under_autocast():
     x = T(arr(4), device="metal").half()
     with lucid.amp.autocast("metal"):
-        assert (x ** 2).dtype == lucid.float32
+        assert (x**2).dtype == lucid.float32
 
 
 @pytest.mark.parametrize("name", ["maximum", "minimum"])
@@ -452,8 +522,17 @@ def test_where_broadcasts_and_routes_gradients():
     np.testing.assert_array_equal(T(a).masked_fill(T(c), -1.0).numpy(), np.where(c, -1.0, a))
 
 
-@pytest.mark.parametrize("sa,sb", [((8, 16, 8, 8), (1, 16, 1, 1)), ((4, 3, 5), (5,)), ((64, 512), (1, 512)),
-                                   ((2, 3, 16, 16), (2, 3, 1, 1)), ((64, 1), (64, 128)), ((3, 1, 40), (3, 7, 40))])
+@pytest.mark.parametrize(
+    "sa,sb",
+    [
+        ((8, 16, 8, 8), (1, 16, 1, 1)),
+        ((4, 3, 5), (5,)),
+        ((64, 512), (1, 512)),
+        ((2, 3, 16, 16), (2, 3, 1, 1)),
+        ((64, 1), (64, 128)),
+        ((3, 1, 40), (3, 7, 40)),
+    ],
+)
 def test_binary_ops_broadcast_along_runs_match_numpy(sa, sb):
     # Per-channel weights and bias rows take the host's run loops; both operand orders.
     a, b = arr(*sa), arr(*sb, offset=3.0)
@@ -482,8 +561,10 @@ REFERENCE = {
     "silu": (lambda x: x / (1 + np.exp(-x)), F.silu),
     # Written without 1 + erf / 1 + tanh, which cancel to 0 in the negative tail.
     "gelu": (lambda x: 0.5 * x * _erfc(-x / np.sqrt(2)), F.gelu),
-    "gelu_tanh": (lambda x: x / (1 + np.exp(-2 * np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
-                  lambda t: F.gelu(t, approximate="tanh")),
+    "gelu_tanh": (
+        lambda x: x / (1 + np.exp(-2 * np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),
+        lambda t: F.gelu(t, approximate="tanh"),
+    ),
     "softplus": (lambda x: np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20)))), F.softplus),
     "sin": (np.sin, lambda t: t.sin()),
     "cos": (np.cos, lucid.cos),
@@ -568,7 +649,7 @@ def test_low_precision_computes_in_float32_and_rounds_once(dtype, np_dtype, name
     assert got.dtype == dtype
     want = ref(x.astype(np.float64)).astype(np.float32).astype(np_dtype)
     diff = np.abs(got.numpy().astype(np.float64) - want.astype(np.float64))
-    spacing = np.abs(want.astype(np.float64)) * (2.0 ** -10 if np_dtype is np.float16 else 2.0 ** -7) + 1e-6
+    spacing = np.abs(want.astype(np.float64)) * (2.0**-10 if np_dtype is np.float16 else 2.0**-7) + 1e-6
     assert (diff <= spacing).all(), name  # within one unit of the correctly rounded value
 
 
@@ -592,8 +673,9 @@ def test_special_values():
 
 
 def test_sigmoid_and_silu_across_the_range_and_at_special_values():
-    x = np.array([-np.inf, -120, -103.5, -88, -20, -1, -1e-30, -0.0, 0.0, 1e-30, 1, 20, 88, 120, np.inf, np.nan],
-                 np.float32)
+    x = np.array(
+        [-np.inf, -120, -103.5, -88, -20, -1, -1e-30, -0.0, 0.0, 1e-30, 1, 20, 88, 120, np.inf, np.nan], np.float32
+    )
     wide = np.concatenate([x, np.linspace(-30, 30, 4001, dtype=np.float32)])
     x64 = wide.astype(np.float64)
     with np.errstate(over="ignore"):
@@ -659,8 +741,18 @@ def test_gradients_match_finite_differences(name):
     w = np.random.default_rng(9).standard_normal(t.shape).astype(np.float32)
     (op(t) * lucid.tensor(w)).sum().backward()
     eps = 1e-3
-    num = np.array([((op(lucid.tensor(np.float32(v + eps))).item() - op(lucid.tensor(np.float32(v - eps))).item())
-                     / (2 * eps)) for v in x]) * w
+    num = (
+        np.array(
+            [
+                (
+                    (op(lucid.tensor(np.float32(v + eps))).item() - op(lucid.tensor(np.float32(v - eps))).item())
+                    / (2 * eps)
+                )
+                for v in x
+            ]
+        )
+        * w
+    )
     np.testing.assert_allclose(t.grad.numpy(), num, rtol=2e-2, atol=2e-2)
 
 
@@ -677,7 +769,7 @@ def test_large_tensors_take_the_vectorised_kernels_at_the_same_accuracy(dtype, n
         np.testing.assert_allclose(got.numpy(), want, rtol=2e-6, atol=2e-6)
     else:  # one rounding to bfloat16, at most one step off the correctly rounded value
         rounded = want.astype(np.float32).astype(np_dtype).astype(np.float64)
-        step = np.abs(rounded) * 2.0 ** -7 + 1e-30
+        step = np.abs(rounded) * 2.0**-7 + 1e-30
         assert (np.abs(got.numpy().astype(np.float64) - rounded) <= step).all()
 
 

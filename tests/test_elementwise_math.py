@@ -50,6 +50,7 @@ def check_grads(lucid_fn, numpy_fn, arrays, which=None, rtol=2e-3, atol=2e-3):
 
 # ---- binary math ops against numpy ---------------------------------------------------------------
 
+
 def _xlogy(x, y):
     with np.errstate(all="ignore"):
         return np.where((x == 0) & ~np.isnan(y), 0.0, x * np.log(y))
@@ -139,12 +140,15 @@ def test_xlog1py_and_heaviside_and_nextafter():
     x, y = RNG.standard_normal(50).astype(np.float32), np.abs(RNG.standard_normal(50)).astype(np.float32)
     np.testing.assert_allclose(lucid.special.xlog1py(T(x), T(y)).numpy(), _xlog1py(x.astype(np.float64), y), rtol=2e-6)
     v = T([-1.5, 0.0, 2.0, 0.0])
-    np.testing.assert_array_equal(lucid.heaviside(v, T([0.5, 0.5, 0.5, 3.0])).numpy(),
-                                  np.heaviside([-1.5, 0.0, 2.0, 0.0], [0.5, 0.5, 0.5, 3.0]))
+    np.testing.assert_array_equal(
+        lucid.heaviside(v, T([0.5, 0.5, 0.5, 3.0])).numpy(), np.heaviside([-1.5, 0.0, 2.0, 0.0], [0.5, 0.5, 0.5, 3.0])
+    )
     a, b = RNG.standard_normal(30).astype(np.float32), RNG.standard_normal(30).astype(np.float32)
     np.testing.assert_array_equal(lucid.nextafter(T(a), T(b)).numpy(), np.nextafter(a, b))
-    np.testing.assert_array_equal(lucid.nextafter(T(a, np.float64), T(b, np.float64)).numpy(),
-                                  np.nextafter(a.astype(np.float64), b.astype(np.float64)))
+    np.testing.assert_array_equal(
+        lucid.nextafter(T(a, np.float64), T(b, np.float64)).numpy(),
+        np.nextafter(a.astype(np.float64), b.astype(np.float64)),
+    )
     with pytest.raises(RuntimeError, match="dtype"):
         lucid.heaviside(v, T([1], np.int64))
 
@@ -167,8 +171,12 @@ def test_integer_division_family_against_numpy():
     np.testing.assert_array_equal(lucid.div(ta, tb, rounding_mode="floor").numpy(), a // b)
     i32 = lucid.tensor(a.astype(np.int32))
     assert lucid.remainder(i32, 3).dtype == lucid.int32
-    for fn in (lambda: lucid.fmod(ta, lucid.zeros_like(ta)), lambda: ta % 0, lambda: lucid.floor_divide(ta, 0),
-               lambda: lucid.div(ta, lucid.tensor(0), rounding_mode="trunc")):
+    for fn in (
+        lambda: lucid.fmod(ta, lucid.zeros_like(ta)),
+        lambda: ta % 0,
+        lambda: lucid.floor_divide(ta, 0),
+        lambda: lucid.div(ta, lucid.tensor(0), rounding_mode="trunc"),
+    ):
         with pytest.raises(RuntimeError, match="ZeroDivisionError"):
             fn()
     c = ta.clone()
@@ -229,8 +237,9 @@ def test_dtype_rules_and_errors():
         lucid.hypot(T([1.0, 2.0]), T([1.0, 2.0, 3.0]))
 
 
-@pytest.mark.parametrize("name", ["atan2", "fmod", "remainder", "hypot", "copysign", "fmax", "fmin", "xlogy",
-                                  "logaddexp", "logaddexp2"])
+@pytest.mark.parametrize(
+    "name", ["atan2", "fmod", "remainder", "hypot", "copysign", "fmax", "fmin", "xlogy", "logaddexp", "logaddexp2"]
+)
 def test_binary_gradients_match_finite_differences(name):
     x, y = binary_inputs(name, 12)
     x, y = x.astype(np.float64), y.astype(np.float64)
@@ -258,6 +267,7 @@ def test_gradients_pytorch_leaves_at_zero():
 
 
 # ---- the gamma family ---------------------------------------------------------------------------
+
 
 def _digamma(x):
     """ψ by the recurrence to 30 and the asymptotic series (written here, in float64)."""
@@ -289,16 +299,20 @@ def test_digamma_values_and_special_points():
     assert got[3] == -np.inf and got[4] == np.inf and np.isnan(got[5]) and np.isnan(got[6])
     # the reflection ψ(1 - x) - ψ(x) = π cot(πx)
     x = np.array([-0.3, -1.7, -4.2], np.float64)
-    np.testing.assert_allclose(lucid.digamma(T(1 - x, np.float64)).numpy() - lucid.digamma(T(x, np.float64)).numpy(),
-                               np.pi / np.tan(np.pi * x), rtol=1e-10)
+    np.testing.assert_allclose(
+        lucid.digamma(T(1 - x, np.float64)).numpy() - lucid.digamma(T(x, np.float64)).numpy(),
+        np.pi / np.tan(np.pi * x),
+        rtol=1e-10,
+    )
 
 
 def test_polygamma_values_and_gradients():
     zeta3 = 1.2020569031595942
-    np.testing.assert_allclose(lucid.polygamma(1, T([1.0, 0.5], np.float64)).numpy(), [np.pi ** 2 / 6, np.pi ** 2 / 2],
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        lucid.polygamma(1, T([1.0, 0.5], np.float64)).numpy(), [np.pi**2 / 6, np.pi**2 / 2], rtol=1e-12
+    )
     np.testing.assert_allclose(lucid.polygamma(2, T([1.0], np.float64)).numpy(), [-2 * zeta3], rtol=1e-12)
-    np.testing.assert_allclose(lucid.polygamma(3, T([1.0], np.float64)).numpy(), [np.pi ** 4 / 15], rtol=1e-12)
+    np.testing.assert_allclose(lucid.polygamma(3, T([1.0], np.float64)).numpy(), [np.pi**4 / 15], rtol=1e-12)
     x = T(np.linspace(0.3, 6, 20))
     np.testing.assert_array_equal(lucid.polygamma(0, x).numpy(), lucid.digamma(x).numpy())
     np.testing.assert_array_equal(x.polygamma(2).numpy(), lucid.polygamma(2, x).numpy())
@@ -326,8 +340,11 @@ def test_mvlgamma():
     got = lucid.mvlgamma(T(x, np.float64), 3).numpy()
     want = [sum(math.lgamma(v - i / 2) for i in range(3)) + 3 * 2 / 4 * math.log(math.pi) for v in x]
     np.testing.assert_allclose(got, want, rtol=1e-12)
-    check_grads(lambda t: lucid.mvlgamma(t, 2),
-                lambda a: np.vectorize(lambda v: math.lgamma(v) + math.lgamma(v - 0.5) + 0.5 * math.log(math.pi))(a), [x])
+    check_grads(
+        lambda t: lucid.mvlgamma(t, 2),
+        lambda a: np.vectorize(lambda v: math.lgamma(v) + math.lgamma(v - 0.5) + 0.5 * math.log(math.pi))(a),
+        [x],
+    )
     with pytest.raises(RuntimeError, match="greater than"):
         lucid.mvlgamma(T([0.9]), 3)
     with pytest.raises(ValueError, match="p"):
@@ -355,14 +372,19 @@ def x_of(y):
 def test_igamma_against_closed_forms():
     x = np.linspace(0.01, 20, 80)
     for a in (1, 2, 5):  # P(a, x) = 1 - e^-x Σ_{k<a} x^k / k! for integer a
-        want = 1 - np.exp(-x) * sum(x ** k / math.factorial(k) for k in range(a))
-        np.testing.assert_allclose(lucid.igamma(T(np.full_like(x, a), np.float64), T(x, np.float64)).numpy(), want,
-                                   rtol=1e-10, atol=1e-14)
-        np.testing.assert_allclose(lucid.igammac(T(np.full_like(x, a), np.float64), T(x, np.float64)).numpy(), 1 - want,
-                                   rtol=1e-8, atol=1e-14)
+        want = 1 - np.exp(-x) * sum(x**k / math.factorial(k) for k in range(a))
+        np.testing.assert_allclose(
+            lucid.igamma(T(np.full_like(x, a), np.float64), T(x, np.float64)).numpy(), want, rtol=1e-10, atol=1e-14
+        )
+        np.testing.assert_allclose(
+            lucid.igammac(T(np.full_like(x, a), np.float64), T(x, np.float64)).numpy(), 1 - want, rtol=1e-8, atol=1e-14
+        )
     # P(1/2, x) = erf(sqrt x)
-    np.testing.assert_allclose(lucid.special.gammainc(T(np.full_like(x, 0.5), np.float64), T(x, np.float64)).numpy(),
-                               np.vectorize(math.erf)(np.sqrt(x)), rtol=1e-12)
+    np.testing.assert_allclose(
+        lucid.special.gammainc(T(np.full_like(x, 0.5), np.float64), T(x, np.float64)).numpy(),
+        np.vectorize(math.erf)(np.sqrt(x)),
+        rtol=1e-12,
+    )
     edge = lucid.igamma(T([0.0, 0.0, 1.0, -1.0, 2.0]), T([0.0, 1.0, 0.0, 1.0, np.inf])).numpy()
     np.testing.assert_array_equal(edge, [np.nan, 1.0, 0.0, np.nan, 1.0])
     a = np.array([0.7, 2.5, 4.0])
@@ -380,6 +402,7 @@ def _igamma_series(a, x):
 
 
 # ---- rounding, sign and the Python-composed functions ---------------------------------------------
+
 
 def test_rounding_and_sign_keep_integer_dtypes():
     i = lucid.tensor([3, -4, 0])
@@ -403,9 +426,9 @@ def test_round_to_decimals():
     for d in (1, 2, -1, -2):
         got = lucid.round(T(x), decimals=d).numpy()
         if d > 0:
-            want = np.round(x.astype(np.float32) * np.float32(10 ** d)) / np.float32(10 ** d)
+            want = np.round(x.astype(np.float32) * np.float32(10**d)) / np.float32(10**d)
         else:
-            want = np.round(x / np.float32(10 ** -d)) * np.float32(10 ** -d)
+            want = np.round(x / np.float32(10**-d)) * np.float32(10**-d)
         np.testing.assert_allclose(got, want, rtol=1e-6)
     assert lucid.round(lucid.tensor([15]), decimals=-1).dtype == lucid.int64
     y = T(x)
@@ -437,12 +460,14 @@ def test_angle_conversions_logit_and_nan_to_num():
     assert lucid.deg2rad(lucid.tensor([180])).dtype == lucid.float32
     p = np.linspace(0.01, 0.99, 30)
     np.testing.assert_allclose(lucid.logit(T(p)).numpy(), np.log(p / (1 - p)), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(lucid.logit(T([0.0, 1.0]), eps=0.1).numpy(), [np.log(0.1 / 0.9), np.log(0.9 / 0.1)],
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        lucid.logit(T([0.0, 1.0]), eps=0.1).numpy(), [np.log(0.1 / 0.9), np.log(0.9 / 0.1)], rtol=1e-6
+    )
     check_grads(lucid.logit, lambda a: np.log(a / (1 - a)), [p[::5]])
     x = T([np.nan, np.inf, -np.inf, 1.5])
-    np.testing.assert_array_equal(lucid.nan_to_num(x).numpy(), np.nan_to_num(np.array([np.nan, np.inf, -np.inf, 1.5],
-                                                                                      np.float32)))
+    np.testing.assert_array_equal(
+        lucid.nan_to_num(x).numpy(), np.nan_to_num(np.array([np.nan, np.inf, -np.inf, 1.5], np.float32))
+    )
     np.testing.assert_array_equal(lucid.nan_to_num(x, nan=1.0, posinf=2.0, neginf=-3.0).numpy(), [1.0, 2.0, -3.0, 1.5])
     np.testing.assert_array_equal(lucid.nan_to_num(lucid.tensor([1, 2])).numpy(), [1, 2])
     t = lucid.tensor([np.nan, 2.0], requires_grad=True)
@@ -466,8 +491,9 @@ def test_identities_of_real_tensors():
 
 
 def test_frexp_and_ldexp():
-    x = np.concatenate([RNG.standard_normal(60) * 1e3, [0.0, 1.0, 0.5, 8.0, np.float32(8) - np.float32(2 ** -21),
-                                                         1e-30, -3e20]]).astype(np.float32)
+    x = np.concatenate(
+        [RNG.standard_normal(60) * 1e3, [0.0, 1.0, 0.5, 8.0, np.float32(8) - np.float32(2**-21), 1e-30, -3e20]]
+    ).astype(np.float32)
     m, e = lucid.frexp(T(x))
     wm, we = np.frexp(x)
     assert e.dtype == lucid.int32
@@ -487,11 +513,12 @@ def test_float_power_rsub_lerp_addcmul_addcdiv():
     assert lucid.float_power(lucid.tensor([2]), 3).dtype == lucid.float64
     d = T(a, np.float64)
     assert d.float_power_(2) is d
-    np.testing.assert_allclose(d.numpy(), a ** 2, rtol=1e-12)
+    np.testing.assert_allclose(d.numpy(), a**2, rtol=1e-12)
     with pytest.raises(RuntimeError, match="float64"):
         T(a).float_power_(2)
-    np.testing.assert_allclose(lucid.rsub(T(a), T(b), alpha=2).numpy(), b.astype(np.float32) - 2 * a.astype(np.float32),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        lucid.rsub(T(a), T(b), alpha=2).numpy(), b.astype(np.float32) - 2 * a.astype(np.float32), rtol=1e-6
+    )
     np.testing.assert_allclose(lucid.rsub(T(a), 1.0).numpy(), 1 - a.astype(np.float32), rtol=1e-6)
     w = RNG.random(20)
     np.testing.assert_allclose(lucid.lerp(T(a), T(b), T(w)).numpy(), a + w * (b - a), rtol=1e-5, atol=1e-6)
@@ -499,8 +526,9 @@ def test_float_power_rsub_lerp_addcmul_addcdiv():
     check_grads(lambda x, y, z: lucid.lerp(x, y, z), lambda x, y, z: x + z * (y - x), [a[:5], b[:5], w[:5]])
     np.testing.assert_allclose(lucid.addcmul(T(a), T(b), T(w), value=0.5).numpy(), a + 0.5 * b * w, rtol=1e-5)
     np.testing.assert_allclose(lucid.addcdiv(T(a), T(b), T(w + 0.5), value=2).numpy(), a + 2 * b / (w + 0.5), rtol=1e-5)
-    check_grads(lambda x, y, z: lucid.addcdiv(x, y, z, value=0.5), lambda x, y, z: x + 0.5 * y / z,
-                [a[:4], b[:4], w[:4] + 0.5])
+    check_grads(
+        lambda x, y, z: lucid.addcdiv(x, y, z, value=0.5), lambda x, y, z: x + 0.5 * y / z, [a[:4], b[:4], w[:4] + 0.5]
+    )
     with pytest.raises(RuntimeError, match="integer division"):
         lucid.addcdiv(T(a[:2]), lucid.tensor([1, 2]), lucid.tensor([3, 4]))
 
@@ -549,8 +577,9 @@ def test_out_and_in_place_forms():
     np.testing.assert_allclose(t.numpy(), lucid.polygamma(1, T(np.abs(x) + 1)).numpy())
 
 
-@pytest.mark.parametrize("name", ["atan2", "copysign", "fmod", "remainder", "floor_divide", "fmax", "fmin",
-                                  "hypot", "logaddexp"])
+@pytest.mark.parametrize(
+    "name", ["atan2", "copysign", "fmod", "remainder", "floor_divide", "fmax", "fmin", "hypot", "logaddexp"]
+)
 def test_binary_ops_on_metal_agree_with_the_host(name):
     x, y = binary_inputs(name, 300)
     x[:3], y[:3] = [np.nan, 0.0, -0.0], [1.0, np.nan, 2.0]
@@ -565,8 +594,17 @@ def test_binary_ops_on_metal_agree_with_the_host(name):
     a = RNG.integers(-60, 60, 200)
     b = RNG.integers(-70, 70, 200)
     b[b == 0] = 3
-    for fn in (lucid.fmod, lucid.remainder, lucid.floor_divide, lucid.fmax, lucid.gcd, lucid.lcm,
-               lucid.bitwise_left_shift, lucid.bitwise_right_shift, lambda p, q: lucid.div(p, q, rounding_mode="trunc")):
+    for fn in (
+        lucid.fmod,
+        lucid.remainder,
+        lucid.floor_divide,
+        lucid.fmax,
+        lucid.gcd,
+        lucid.lcm,
+        lucid.bitwise_left_shift,
+        lucid.bitwise_right_shift,
+        lambda p, q: lucid.div(p, q, rounding_mode="trunc"),
+    ):
         for dtype in (np.int32, np.int64):
             host = fn(lucid.tensor(a.astype(dtype)), lucid.tensor(b.astype(dtype)))
             metal = fn(lucid.tensor(a.astype(dtype), device="metal"), lucid.tensor(b.astype(dtype), device="metal"))

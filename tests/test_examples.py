@@ -38,8 +38,24 @@ def _host_device_args():
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_the_char_gpt_example_learns_and_samples(dtype, capsys):
-    args = ["--max-iters", "40", "--eval-interval", "20", "--eval-iters", "4", "--batch-size", "8",
-            "--block-size", "32", "--n-embd", "32", "--sample-tokens", "40", "--dtype", dtype]
+    args = [
+        "--max-iters",
+        "40",
+        "--eval-interval",
+        "20",
+        "--eval-iters",
+        "4",
+        "--batch-size",
+        "8",
+        "--block-size",
+        "32",
+        "--n-embd",
+        "32",
+        "--sample-tokens",
+        "40",
+        "--dtype",
+        dtype,
+    ]
     history, text = load("char_gpt").main(args + _host_device_args())
     out = capsys.readouterr().out
     assert "step 40: train loss" in out and "number of parameters" in out
@@ -67,6 +83,7 @@ def test_the_amp_inspect_example_finds_the_overflow_and_one_override_fixes_it(tm
     assert "logits in float32" in out and "made here" in out
     try:
         import matplotlib  # noqa: F401
+
         assert (tmp_path / "curves.png").stat().st_size > 0
     except ImportError:
         assert "saved" not in out

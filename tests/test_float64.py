@@ -43,7 +43,7 @@ def test_the_dtype_and_its_names():
 
 
 def test_numpy_round_trip_is_exact_and_python_floats_stay_float32():
-    x = np.array([0.1, -1 / 3, 1e-310, 1e300, -0.0, np.inf, np.nan, 2.0 ** 60 + 1])
+    x = np.array([0.1, -1 / 3, 1e-310, 1e300, -0.0, np.inf, np.nan, 2.0**60 + 1])
     t = lucid.from_numpy(x)
     assert t.dtype is lucid.float64
     np.testing.assert_array_equal(t.numpy().view(np.uint64), x.view(np.uint64))
@@ -61,17 +61,17 @@ def test_rand_has_float64_resolution():
 
 def test_casts_from_float64_round_once():
     # Halfway cases that rounding through float32 first would resolve the other way.
-    one_up = 1 + 2.0 ** -11 + 2.0 ** -40  # just above float16's halfway point between 1 and 1 + 2^-10
-    bf_up = 1 + 2.0 ** -8 + 2.0 ** -40  # likewise for bfloat16
+    one_up = 1 + 2.0**-11 + 2.0**-40  # just above float16's halfway point between 1 and 1 + 2^-10
+    bf_up = 1 + 2.0**-8 + 2.0**-40  # likewise for bfloat16
     x = lucid.tensor(np.array([one_up, bf_up, -one_up]))
     assert x.half().numpy().tolist() == np.array([one_up, bf_up, -one_up]).astype(np.float16).tolist()
-    assert x.half().numpy()[0] == 1 + 2.0 ** -10
-    assert x.bfloat16().float().numpy()[1] == float(ml_dtypes.bfloat16(bf_up)) == 1 + 2.0 ** -7
-    big = np.array([2.0 ** 62, -(2.0 ** 62), 3.99, -3.99, 1e300, np.nan])
+    assert x.half().numpy()[0] == 1 + 2.0**-10
+    assert x.bfloat16().float().numpy()[1] == float(ml_dtypes.bfloat16(bf_up)) == 1 + 2.0**-7
+    big = np.array([2.0**62, -(2.0**62), 3.99, -3.99, 1e300, np.nan])
     ints = lucid.tensor(big).long().numpy().tolist()
-    assert ints[:4] == [2 ** 62, -(2 ** 62), 3, -3] and ints[4] == 2 ** 63 - 1 and ints[5] == 0
-    exact = lucid.tensor([2 ** 53 - 1, -(2 ** 53)]).double()
-    assert exact.numpy().tolist() == [2.0 ** 53 - 1, -(2.0 ** 53)]
+    assert ints[:4] == [2**62, -(2**62), 3, -3] and ints[4] == 2**63 - 1 and ints[5] == 0
+    exact = lucid.tensor([2**53 - 1, -(2**53)]).double()
+    assert exact.numpy().tolist() == [2.0**53 - 1, -(2.0**53)]
     assert lucid.tensor(np.array([1e39, 0.1])).float().numpy().tolist() == [math.inf, float(np.float32(0.1))]
 
 
@@ -158,11 +158,17 @@ def test_save_and_load_keep_float64(tmp_path):
 
 def test_metal_refuses_float64_naming_the_call_and_float32():
     x = lucid.tensor(np.array([1.0, 2.0]))
-    cases = [lambda: x.to("metal"), lambda: x.to(device="mps"), lambda: lucid.zeros(2, dtype=lucid.float64, device="metal"),
-             lambda: lucid.randn(2, dtype=lucid.float64, device="metal"),
-             lambda: lucid.arange(0, 3, dtype=lucid.float64, device="metal"),
-             lambda: lucid.tensor(np.zeros(2), device="metal"), lambda: lucid.ones(2, device="metal").double(),
-             lambda: lucid.nn.Linear(2, 2).to("metal").double(), lambda: lucid.nn.Linear(2, 2).double().to("metal")]
+    cases = [
+        lambda: x.to("metal"),
+        lambda: x.to(device="mps"),
+        lambda: lucid.zeros(2, dtype=lucid.float64, device="metal"),
+        lambda: lucid.randn(2, dtype=lucid.float64, device="metal"),
+        lambda: lucid.arange(0, 3, dtype=lucid.float64, device="metal"),
+        lambda: lucid.tensor(np.zeros(2), device="metal"),
+        lambda: lucid.ones(2, device="metal").double(),
+        lambda: lucid.nn.Linear(2, 2).to("metal").double(),
+        lambda: lucid.nn.Linear(2, 2).double().to("metal"),
+    ]
     for make in cases:
         with pytest.raises(TypeError, match=r"'metal' does not support float64.*float32"):
             make()

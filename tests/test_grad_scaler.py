@@ -62,7 +62,7 @@ def test_an_inf_or_nan_gradient_skips_the_step_and_backs_off(bad):
     before = [p.numpy() for p in model.parameters()]
     assert scaler.step(opt) is None
     for p, b in zip(model.parameters(), before):
-        np.testing.assert_array_equal(p.numpy(), b)   # untouched
+        np.testing.assert_array_equal(p.numpy(), b)  # untouched
     scaler.update()
     assert scaler.get_scale() == 64.0
     # training resumes: the next clean step goes through
@@ -129,8 +129,14 @@ def test_disabled_scaler_is_a_pass_through():
 
 
 def test_constructor_validation():
-    for kwargs in [dict(device="cuda"), dict(init_scale=0), dict(growth_factor=1.0), dict(backoff_factor=1.5),
-                   dict(growth_interval=0), dict(growth_interval=2.5)]:
+    for kwargs in [
+        dict(device="cuda"),
+        dict(init_scale=0),
+        dict(growth_factor=1.0),
+        dict(backoff_factor=1.5),
+        dict(growth_interval=0),
+        dict(growth_interval=2.5),
+    ]:
         with pytest.raises(ValueError):
             GradScaler(**kwargs)
 
@@ -180,7 +186,7 @@ def _train(device, make_opt, poisoned, scaled, steps=5):
     lucid.manual_seed(4)
     model = nn.Sequential(nn.Linear(5, 6), nn.ReLU(), nn.Linear(6, 2)).to(device)
     opt = make_opt(list(model.parameters()))
-    scaler = GradScaler(device, init_scale=2.0 ** 8, growth_interval=2, enabled=scaled)
+    scaler = GradScaler(device, init_scale=2.0**8, growth_interval=2, enabled=scaled)
     rng = np.random.default_rng(0)
     data = [lucid.tensor(rng.standard_normal((8, 5)).astype(np.float32), device=device) for _ in range(steps)]
     for step in range(steps):
@@ -235,12 +241,12 @@ def test_an_optimizer_that_overrides_step_is_called_through_it():
 
 def test_the_scale_does_not_grow_past_the_float32_range():
     model, opt, x = setup("cpu")
-    scaler = GradScaler("cpu", init_scale=2.0 ** 127, growth_interval=1)
+    scaler = GradScaler("cpu", init_scale=2.0**127, growth_interval=1)
     opt.zero_grad()
     scaler.scale(model(x).sum() * 0).backward()
     scaler.step(opt)
     scaler.update()
-    assert scaler.get_scale() == 2.0 ** 127
+    assert scaler.get_scale() == 2.0**127
     assert scaler.state_dict()["_growth_tracker"] == 0
 
 

@@ -25,11 +25,14 @@ def _nearly_full_batch():
         _C.deferred.append(h)
 
 
-@pytest.mark.parametrize("call", [
-    lambda x: lucid.flip(x, [0, 1]),
-    lambda x: lucid.repeat_interleave(x, 2, dim=0),
-    lambda x: lucid.logical_not(x),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: lucid.flip(x, [0, 1]),
+        lambda x: lucid.repeat_interleave(x, 2, dim=0),
+        lambda x: lucid.logical_not(x),
+    ],
+)
 def test_a_temporary_lives_through_its_call(call):
     x = lucid.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
     want = call(x).numpy()

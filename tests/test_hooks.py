@@ -39,6 +39,7 @@ def test_a_leaf_hook_sees_the_whole_gradient_once_before_it_is_accumulated(devic
     def hook(g):
         seen.append(g.numpy())
         assert x.grad is None  # called before accumulation
+
     x.register_hook(hook)
     (f(x) + (x * 4).sum()).backward()  # two paths into x: the hook sees their sum, once
     assert len(seen) == 1
@@ -141,6 +142,7 @@ def test_an_exception_raised_in_a_hook_is_raised_by_backward_and_the_process_goe
 
     def bad(g):
         raise Boom("from the hook")
+
     y.register_hook(bad)
     with pytest.raises(Boom, match="from the hook"):
         y.sum().backward()
@@ -227,7 +229,9 @@ def test_post_accumulate_hooks_see_the_accumulated_gradient_as_soon_as_it_is_rea
         def hook(t):
             assert t is (w1 if name == "w1" else w2)  # the tensor itself while it lives
             events.append((name, t.grad.numpy().copy()))
+
         return hook
+
     w1.register_post_accumulate_grad_hook(post("w1"))
     w2.register_post_accumulate_grad_hook(post("w2"))
     w2.register_hook(lambda g: events.append(("w2 grad hook", None)) or g)
@@ -293,6 +297,7 @@ def test_a_hook_registered_on_one_thread_runs_in_another_thread_s_backward():
             loss.backward()
         except BaseException as e:
             errors.append(e)
+
     t = threading.Thread(target=run)
     t.start()
     t.join()
@@ -315,6 +320,7 @@ def test_threads_with_their_own_graphs_and_hooks_see_only_their_own_gradients():
             results[k] = (seen, x.grad.numpy())
         except BaseException as e:
             errors.append(e)
+
     threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
     for t in threads:
         t.start()
@@ -338,6 +344,7 @@ def test_an_exception_in_a_hook_is_raised_on_the_thread_whose_backward_ran_it():
             f(x).backward()
         except ZeroDivisionError as e:
             errors.append(e)
+
     t = threading.Thread(target=run)
     t.start()
     t.join()
@@ -479,7 +486,7 @@ def test_full_backward_hook_arguments_follow_the_positional_arguments_and_the_ou
     o1, o2, three = m(a, 2.0, b)
     assert three == 3
     (o1 * lucid.tensor([1.0, 5.0])).sum().backward()
-    (gi, go), = seen
+    ((gi, go),) = seen
     # As PyTorch: None for the non-tensor argument, and for the outputs no gradient reached.
     assert len(gi) == 3 and gi[1] is None and len(go) == 3 and go[1] is None and go[2] is None
     np.testing.assert_allclose(go[0].numpy(), [1.0, 5.0])
@@ -588,9 +595,13 @@ def test_backward_hooks_with_inputs_of_two_dtypes_and_under_no_grad():
 
 
 def test_global_module_hooks_run_for_every_module_before_its_own():
-    from lucid.nn.modules.module import (register_module_forward_hook, register_module_forward_pre_hook,
-                                         register_module_full_backward_hook,
-                                         register_module_full_backward_pre_hook)
+    from lucid.nn.modules.module import (
+        register_module_forward_hook,
+        register_module_forward_pre_hook,
+        register_module_full_backward_hook,
+        register_module_full_backward_pre_hook,
+    )
+
     model = nn.Sequential(linear(0), nn.ReLU())
     calls = []
     model[0].register_forward_hook(lambda m, a, o: calls.append(("own", type(m).__name__)))
@@ -605,10 +616,21 @@ def test_global_module_hooks_run_for_every_module_before_its_own():
     finally:
         for h in handles:
             h.remove()
-    assert calls == [("pre", "Sequential"), ("pre", "Linear"), ("fwd", "Linear"), ("own", "Linear"),
-                     ("pre", "ReLU"), ("fwd", "ReLU"), ("fwd", "Sequential"),
-                     ("bwpre", "Sequential"), ("bwpre", "ReLU"), ("bw", "ReLU"), ("bwpre", "Linear"),
-                     ("bw", "Linear"), ("bw", "Sequential")]
+    assert calls == [
+        ("pre", "Sequential"),
+        ("pre", "Linear"),
+        ("fwd", "Linear"),
+        ("own", "Linear"),
+        ("pre", "ReLU"),
+        ("fwd", "ReLU"),
+        ("fwd", "Sequential"),
+        ("bwpre", "Sequential"),
+        ("bwpre", "ReLU"),
+        ("bw", "ReLU"),
+        ("bwpre", "Linear"),
+        ("bw", "Linear"),
+        ("bw", "Sequential"),
+    ]
     calls.clear()
     model(lucid.ones(2, 3))
     assert calls == [("own", "Linear")]
@@ -626,8 +648,7 @@ def test_a_global_forward_hook_with_kwargs_and_always_call():
             return x * scale
 
     seen = []
-    h = register_module_forward_hook(lambda m, a, kw, o: seen.append((dict(kw), o)), with_kwargs=True,
-                                     always_call=True)
+    h = register_module_forward_hook(lambda m, a, kw, o: seen.append((dict(kw), o)), with_kwargs=True, always_call=True)
     try:
         Fails()(lucid.ones(1), scale=2.0)
         with pytest.raises(ValueError, match="negative"):
@@ -652,6 +673,7 @@ def test_removable_handle_as_pytorch_s():
 
 def test_removed_and_released_hooks_leave_nothing_behind():
     from lucid import _tensor
+
     p = leaf(X)
     gc.collect()
     p.register_hook(lambda g: g).remove()  # drops what earlier tests' graphs left released

@@ -8,7 +8,6 @@ import sys
 
 import ml_dtypes
 import numpy as np
-import pytest
 
 import lucid
 
@@ -72,8 +71,12 @@ def _run(tmp_path, ask):
 def test_the_capability_is_a_level_the_environment_can_only_lower(tmp_path):
     best = lucid.backends.cpu.get_cpu_capability()
     assert best in LEVELS
-    for ask, want in [("baseline", "DEFAULT"), ("avx2", LEVELS[min(1, LEVELS.index(best))]), ("avx512", best),
-                      ("neon", best)]:
+    for ask, want in [
+        ("baseline", "DEFAULT"),
+        ("avx2", LEVELS[min(1, LEVELS.index(best))]),
+        ("avx512", best),
+        ("neon", best),
+    ]:
         env = {**os.environ, "LUCID_HOST_ISA": ask}
         code = "import lucid; print(lucid.backends.cpu.get_cpu_capability())"
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
@@ -118,15 +121,31 @@ def test_every_variant_gives_the_same_right_bits(tmp_path):
         assert where == -2 or np.isnan(rows[nan_rows]).all()
     for level in levels[1:]:
         for key, value in first.items():
-            np.testing.assert_array_equal(runs[level][key].view(np.uint8), value.view(np.uint8), err_msg=f"{level} {key}")
+            np.testing.assert_array_equal(
+                runs[level][key].view(np.uint8), value.view(np.uint8), err_msg=f"{level} {key}"
+            )
 
 
 def test_the_c_loops_and_the_swift_loops_agree_to_the_bit():
     # Contiguous runs of sigmoid, tanh and SiLU run the C loops (built for each vector unit);
     # strided elements run the engine's Swift FastMath. Both must give the same bits.
     x = np.random.default_rng(11).standard_normal(4094).astype(np.float32) * 10
-    x[:14] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -88.7, -103.9, -104.1, 87.0, 0.55, -0.55,
-              np.nextafter(np.float32(0.55), np.float32(0)), 9.0]
+    x[:14] = [
+        np.nan,
+        np.inf,
+        -np.inf,
+        0.0,
+        -0.0,
+        1e-40,
+        -88.7,
+        -103.9,
+        -104.1,
+        87.0,
+        0.55,
+        -0.55,
+        np.nextafter(np.float32(0.55), np.float32(0)),
+        9.0,
+    ]
     t = lucid.tensor(x)
     via_sigmoid = (t * lucid.sigmoid(t)).numpy()
     silu = lucid.nn.functional.silu(t).numpy()

@@ -10,12 +10,24 @@ rng = np.random.default_rng(5)
 A = rng.standard_normal((4, 5, 6)).astype(np.float32)
 
 KEYS = [
-    1, -1, (1, 2), (slice(None), 2), (slice(1, None, 2),), (slice(None, None, 3), slice(4, 0, 1)),
-    (Ellipsis, 1), (None, 0), (0, None, slice(2, 5)), (Ellipsis, None), (slice(-3, -1), Ellipsis, slice(None, None, 2)),
-    (slice(10, 20),), (1, 2, 3), (None, Ellipsis, None),
+    1,
+    -1,
+    (1, 2),
+    (slice(None), 2),
+    (slice(1, None, 2),),
+    (slice(None, None, 3), slice(4, 0, 1)),
+    (Ellipsis, 1),
+    (None, 0),
+    (0, None, slice(2, 5)),
+    (Ellipsis, None),
+    (slice(-3, -1), Ellipsis, slice(None, None, 2)),
+    (slice(10, 20),),
+    (1, 2, 3),
+    (None, Ellipsis, None),
     # steps far beyond the size: one element, and no overflow in the view's stride
-    (slice(None, None, 2 ** 62),), (slice(None), slice(1, None, 2 ** 63 - 1)),
-    (slice(-2 ** 63, 2 ** 63 - 1, 2 ** 63 - 1), Ellipsis, slice(None, None, 2 ** 40)),
+    (slice(None, None, 2**62),),
+    (slice(None), slice(1, None, 2**63 - 1)),
+    (slice(-(2**63), 2**63 - 1, 2**63 - 1), Ellipsis, slice(None, None, 2**40)),
 ]
 
 
@@ -48,8 +60,15 @@ def test_advanced_indexing_matches_numpy(make):
     np.testing.assert_array_equal(got.numpy(), want)
 
 
-@pytest.mark.parametrize("make", [lambda t: (slice(1, None, 2), 3), lambda t: (t([0, 0, 2]),),
-                                  lambda t: (t(A > 0),), lambda t: (slice(None), t([1, 1]), t([2, 2]))])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda t: (slice(1, None, 2), 3),
+        lambda t: (t([0, 0, 2]),),
+        lambda t: (t(A > 0),),
+        lambda t: (slice(None), t([1, 1]), t([2, 2])),
+    ],
+)
 def test_indexing_gradient_scatters_back(make):
     x = lucid.tensor(A, requires_grad=True)
     y = x[make(lucid.tensor)]
@@ -60,9 +79,17 @@ def test_indexing_gradient_scatters_back(make):
     np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-6)
 
 
-@pytest.mark.parametrize("key,error", [
-    (4, IndexError), ((0, 0, 0, 0), IndexError), ((Ellipsis, Ellipsis), IndexError), (slice(None, None, -1), ValueError),
-    (1.5, IndexError), ("a", IndexError)])
+@pytest.mark.parametrize(
+    "key,error",
+    [
+        (4, IndexError),
+        ((0, 0, 0, 0), IndexError),
+        ((Ellipsis, Ellipsis), IndexError),
+        (slice(None, None, -1), ValueError),
+        (1.5, IndexError),
+        ("a", IndexError),
+    ],
+)
 def test_bad_subscripts_raise(key, error):
     with pytest.raises(error):
         lucid.tensor(A)[key]
@@ -91,6 +118,7 @@ def test_iteration_and_views_share_storage():
 
 
 # ---- shape ops --------------------------------------------------------------------------
+
 
 def test_squeeze_unsqueeze_expand_flatten():
     a = rng.standard_normal((2, 1, 3, 1)).astype(np.float32)
@@ -142,12 +170,12 @@ def test_cat_stack_split_chunk():
 
 def test_split_and_chunk_with_huge_counts_are_errors_or_exact():
     x = lucid.arange(5)
-    for sizes in ([3, 4, 2], [2 ** 62] * 3 + [5], [2 ** 63 - 1, 2], [-1, 6]):
+    for sizes in ([3, 4, 2], [2**62] * 3 + [5], [2**63 - 1, 2], [-1, 6]):
         with pytest.raises(ValueError, match="do not add up"):
             x.split(sizes)
-    assert [p.tolist() for p in x.chunk(2 ** 63 - 1)] == [[0], [1], [2], [3], [4]]
-    assert [p.tolist() for p in x.split(2 ** 63 - 1)] == [[0, 1, 2, 3, 4]]
-    assert [p.shape for p in lucid.zeros(0).chunk(2 ** 63 - 1)] == [(0,)]
+    assert [p.tolist() for p in x.chunk(2**63 - 1)] == [[0], [1], [2], [3], [4]]
+    assert [p.tolist() for p in x.split(2**63 - 1)] == [[0, 1, 2, 3, 4]]
+    assert [p.shape for p in lucid.zeros(0).chunk(2**63 - 1)] == [(0,)]
 
 
 def test_cat_promotes_and_routes_gradients():
@@ -167,15 +195,17 @@ def test_cat_promotes_and_routes_gradients():
 @pytest.mark.parametrize("device", ["cpu", "metal"])
 def test_cat_and_stack_promote_to_the_widest_dtype_in_any_order(device):
     # float32 data must never be narrowed because a bfloat16 tensor came first.
-    wide = lucid.tensor(np.array([[1 + 2 ** -12, 3.0]], np.float32), device=device)
+    wide = lucid.tensor(np.array([[1 + 2**-12, 3.0]], np.float32), device=device)
     for low in (lucid.bfloat16, lucid.float16):
         narrow = lucid.ones(1, 2, device=device).to(low)
         for parts in ([narrow, wide], [wide, narrow]):
             joined = lucid.cat(parts)
             assert joined.dtype == lucid.float32
-            assert 1 + 2 ** -12 in joined.numpy()
+            assert 1 + 2**-12 in joined.numpy()
             assert lucid.stack(parts).dtype == lucid.float32
-    assert lucid.cat([lucid.ones(1, device=device).half(), lucid.ones(1, device=device).bfloat16()]).dtype == lucid.float32
+    assert (
+        lucid.cat([lucid.ones(1, device=device).half(), lucid.ones(1, device=device).bfloat16()]).dtype == lucid.float32
+    )
     # A CPU float16 scope changes nothing (the spec): still the widest.
     with lucid.amp.autocast("cpu", dtype=lucid.float16):
         assert lucid.cat([lucid.ones(1).bfloat16(), lucid.ones(1)]).dtype == lucid.float32
@@ -190,6 +220,7 @@ def test_cat_under_autocast_uses_the_widest_dtype():
 
 
 # ---- gather / index_select / embedding --------------------------------------------------
+
 
 def test_gather_and_index_select():
     idx = rng.integers(0, 5, (4, 3, 6))
@@ -302,7 +333,11 @@ def test_select_is_a_view_of_one_slice():
 def test_a_range_indexes_as_the_list_of_its_values():
     a = np.arange(24, dtype=np.float32).reshape(4, 6)
     x = lucid.tensor(a)
-    for key, want in ((range(1, 3), a[[1, 2]]), (range(0, 4, 2), a[[0, 2]]), ((slice(None), range(5, 0, -2)), a[:, [5, 3, 1]])):
+    for key, want in (
+        (range(1, 3), a[[1, 2]]),
+        (range(0, 4, 2), a[[0, 2]]),
+        ((slice(None), range(5, 0, -2)), a[:, [5, 3, 1]]),
+    ):
         np.testing.assert_array_equal(x[key].numpy(), want)
     y = lucid.zeros(4, 6)
     y[range(1, 3)] = 1.0

@@ -58,7 +58,7 @@ def test_nonzero_argwhere_and_nonzero_static_as_numpy(shape):
     for size in (0, 2, len(want) + 3):
         got = lucid.nonzero_static(lucid.tensor(a), size=size, fill_value=-7)
         padded = np.full((size, len(shape)), -7)
-        padded[:min(size, len(want))] = want[:size]
+        padded[: min(size, len(want))] = want[:size]
         np.testing.assert_array_equal(got.numpy(), padded)
     with pytest.raises(RuntimeError, match="non-negative"):
         lucid.nonzero_static(lucid.tensor(a), size=-1)
@@ -89,8 +89,9 @@ def test_scatter_multiply_and_add_reduce():
         mul[k, j] *= src[i, j]
         add[k, j] += src[i, j]
     x = lucid.tensor(a)
-    np.testing.assert_allclose(lucid.scatter(x, 0, lucid.tensor(idx), lucid.tensor(src), reduce="multiply").numpy(),
-                               mul, rtol=1e-6)
+    np.testing.assert_allclose(
+        lucid.scatter(x, 0, lucid.tensor(idx), lucid.tensor(src), reduce="multiply").numpy(), mul, rtol=1e-6
+    )
     np.testing.assert_allclose(x.scatter(0, lucid.tensor(idx), lucid.tensor(src), reduce="add").numpy(), add, rtol=1e-6)
     y = lucid.tensor(a)
     assert y.scatter_(0, lucid.tensor(idx), 2.0, reduce="multiply") is y
@@ -118,12 +119,14 @@ def _scatter_reduce_ref(a, dim, idx, src, reduce, include_self):
 def test_scatter_reduce_as_numpy(reduce, include_self, dim):
     a, src = _distinct(4, 5), _distinct(4, 3, seed=1)
     idx = np.random.default_rng(2).integers(0, a.shape[dim], size=(3, 3))
-    got = lucid.scatter_reduce(lucid.tensor(a), dim, lucid.tensor(idx), lucid.tensor(src), reduce,
-                               include_self=include_self)
+    got = lucid.scatter_reduce(
+        lucid.tensor(a), dim, lucid.tensor(idx), lucid.tensor(src), reduce, include_self=include_self
+    )
     want = _scatter_reduce_ref(a, dim % 2, idx, src[:3, :3], reduce, include_self)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
-    check_grads(lambda x, s: lucid.scatter_reduce(x, dim, lucid.tensor(idx), s, reduce, include_self=include_self),
-                a, src)
+    check_grads(
+        lambda x, s: lucid.scatter_reduce(x, dim, lucid.tensor(idx), s, reduce, include_self=include_self), a, src
+    )
 
 
 def test_scatter_reduce_ties_split_the_gradient_and_integers_floor_the_mean():
@@ -178,8 +181,9 @@ def _index_reduce_ref(a, dim, idx, src, reduce, include_self):
 def test_index_reduce_as_numpy(reduce, include_self):
     a, src = _distinct(3, 5), _distinct(3, 6, seed=1)
     idx = np.array([0, 4, 0, 2, 4, 0])
-    got = lucid.index_reduce(lucid.tensor(a), 1, lucid.tensor(idx), lucid.tensor(src), reduce,
-                             include_self=include_self)
+    got = lucid.index_reduce(
+        lucid.tensor(a), 1, lucid.tensor(idx), lucid.tensor(src), reduce, include_self=include_self
+    )
     np.testing.assert_allclose(got.numpy(), _index_reduce_ref(a, 1, idx, src, reduce, include_self), rtol=1e-5)
     check_grads(lambda x, s: x.index_reduce(1, lucid.tensor(idx), s, reduce, include_self=include_self), a, src)
     y = lucid.tensor(a)
@@ -201,12 +205,14 @@ def test_index_add_copy_fill_as_numpy():
     idx = np.array([2, 0])
     add = a.copy()
     np.add.at(add, (slice(None), idx), -2 * src)
-    np.testing.assert_allclose(lucid.index_add(lucid.tensor(a), 1, lucid.tensor(idx), lucid.tensor(src),
-                                               alpha=-2).numpy(), add, rtol=1e-6)
+    np.testing.assert_allclose(
+        lucid.index_add(lucid.tensor(a), 1, lucid.tensor(idx), lucid.tensor(src), alpha=-2).numpy(), add, rtol=1e-6
+    )
     copy = a.copy()
     copy[:, idx] = src
-    np.testing.assert_array_equal(lucid.index_copy(lucid.tensor(a), -1, lucid.tensor(idx), lucid.tensor(src)).numpy(),
-                                  copy)
+    np.testing.assert_array_equal(
+        lucid.index_copy(lucid.tensor(a), -1, lucid.tensor(idx), lucid.tensor(src)).numpy(), copy
+    )
     filled = a.copy()
     filled[[3, 1]] = 7.5
     np.testing.assert_array_equal(lucid.tensor(a).index_fill(0, lucid.tensor([3, 1]), 7.5).numpy(), filled)
@@ -251,7 +257,7 @@ def test_masked_fill_select_scatter_as_numpy(shape, mask_shape):
     np.testing.assert_array_equal(lucid.masked_select(x, mask).numpy(), want_select)
     src = _arr(*(full or (1,)), seed=4)
     scattered = ab.copy()
-    scattered[mb] = src.reshape(-1)[:mb.sum()]
+    scattered[mb] = src.reshape(-1)[: mb.sum()]
     np.testing.assert_array_equal(lucid.masked_scatter(x, mask, lucid.tensor(src)).numpy(), scattered)
     check_grads(lambda t, s: lucid.masked_scatter(t, mask, s), a, src)
     check_grads(lambda t: lucid.masked_select(t, mask), a)
@@ -263,7 +269,7 @@ def test_masked_ops_in_place_bfloat16_and_errors():
     m = np.random.default_rng(0).random((3, 4)) > 0.5
     src = _arr(3, 4, seed=1).astype(BF16)
     want = a.copy()
-    want[m] = src.reshape(-1)[:m.sum()]
+    want[m] = src.reshape(-1)[: m.sum()]
     x = lucid.tensor(a)
     assert x.masked_scatter_(lucid.tensor(m), lucid.tensor(src)) is x
     np.testing.assert_array_equal(x.numpy(), want)
@@ -291,8 +297,9 @@ def test_take_and_take_along_dim_as_numpy():
     want = np.take_along_axis(a, along % 4, 1)
     np.testing.assert_array_equal(lucid.take_along_dim(lucid.tensor(a), lucid.tensor(along), 1).numpy(), want)
     np.testing.assert_array_equal(lucid.tensor(a).take_along_dim(lucid.tensor([[2]]), 0).numpy(), a[2:3])
-    np.testing.assert_array_equal(lucid.take_along_dim(lucid.tensor(a), lucid.tensor([1, 7])).numpy(),
-                                  a.reshape(-1)[[1, 7]])
+    np.testing.assert_array_equal(
+        lucid.take_along_dim(lucid.tensor(a), lucid.tensor([1, 7])).numpy(), a.reshape(-1)[[1, 7]]
+    )
     check_grads(lambda t: lucid.take(t, lucid.tensor([[1, 1], [0, -1]])), a)
     check_grads(lambda t: lucid.take_along_dim(t, lucid.tensor(along), 1), a)
     with pytest.raises(IndexError, match="out of range"):
@@ -330,13 +337,13 @@ def test_unravel_index_as_numpy_and_wrapping():
     assert [int(c) for c in lucid.unravel_index(lucid.tensor(-1), (2, 3))] == [1, 2]
     assert [int(c) for c in lucid.unravel_index(lucid.tensor(7), (2, 3))] == [0, 1]
     assert lucid.unravel_index(lucid.tensor(3), ()) == ()
-    assert [int(c) for c in lucid.unravel_index(lucid.tensor(5), (1, 2 ** 63 - 1))] == [0, 5]
+    assert [int(c) for c in lucid.unravel_index(lucid.tensor(5), (1, 2**63 - 1))] == [0, 5]
     with pytest.raises(TypeError, match="integer tensor"):
         lucid.unravel_index(lucid.tensor(1.0), (2, 3))
     with pytest.raises(ValueError, match="negative"):
         lucid.unravel_index(lucid.tensor(1), (2, -3))
     with pytest.raises(RuntimeError, match="does not fit in int64"):
-        lucid.unravel_index(lucid.tensor(1), (2 ** 62, 4))
+        lucid.unravel_index(lucid.tensor(1), (2**62, 4))
 
 
 def test_fill_and_zero_():
@@ -369,8 +376,11 @@ def test_unsafe_masked_index_and_its_accumulating_put():
     check_grads(lambda t: lucid._unsafe_masked_index(t, lucid.tensor(mask), idx, -1.5), a)
     v = _arr(4, 3, seed=1)
     acc = a.copy()
-    np.add.at(acc, (np.broadcast_to(np.clip(rows, -4, 3), (4, 3)), np.broadcast_to(np.clip(cols, -4, 3), (4, 3))),
-              np.where(mask, v, 0))
+    np.add.at(
+        acc,
+        (np.broadcast_to(np.clip(rows, -4, 3), (4, 3)), np.broadcast_to(np.clip(cols, -4, 3), (4, 3))),
+        np.where(mask, v, 0),
+    )
     got = lucid._unsafe_masked_index_put_accumulate(lucid.tensor(a), lucid.tensor(mask), idx, lucid.tensor(v))
     np.testing.assert_allclose(got.numpy(), acc, rtol=1e-6)
     check_grads(lambda t, s: lucid._unsafe_masked_index_put_accumulate(t, lucid.tensor(mask), idx, s), a, v)

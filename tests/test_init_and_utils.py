@@ -66,6 +66,7 @@ def test_seeded_and_errors():
 
 # ---- gradient clipping --------------------------------------------------------------------
 
+
 def with_grads(*arrays, dtype=lucid.float32):
     params = []
     for a in arrays:
@@ -119,6 +120,7 @@ def test_clip_grad_value():
 
 
 # ---- containers ---------------------------------------------------------------------------
+
 
 class Net(nn.Module):
     def __init__(self):

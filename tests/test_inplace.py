@@ -30,8 +30,11 @@ def test_setitem_matches_numpy(device):
         expected = a.copy()
         expected[key] = value
         t = lucid.tensor(a, device=device)
-        lkey = tuple(lucid.tensor(k, device=device) if isinstance(k, np.ndarray) else k for k in key) \
-            if isinstance(key, tuple) else (lucid.tensor(key, device=device) if isinstance(key, np.ndarray) else key)
+        lkey = (
+            tuple(lucid.tensor(k, device=device) if isinstance(k, np.ndarray) else k for k in key)
+            if isinstance(key, tuple)
+            else (lucid.tensor(key, device=device) if isinstance(key, np.ndarray) else key)
+        )
         t[lkey] = lucid.tensor(value, device=device) if isinstance(value, np.ndarray) else value
         np.testing.assert_array_equal(t.numpy(), expected, err_msg=str(key))
 
@@ -85,7 +88,7 @@ def test_inplace_methods_match_numpy():
         (lambda t: t.addcmul_(lucid.tensor(b), lucid.tensor(a), value=0.5), a + 0.5 * b * a),
         (lambda t: t.addcdiv_(lucid.tensor(a), lucid.tensor(b), value=2), a + 2 * a / b),
         (lambda t: t.lerp_(lucid.tensor(b), 0.25), a + 0.25 * (b - a)),
-        (lambda t: t.pow_(2), a ** 2),
+        (lambda t: t.pow_(2), a**2),
     ]
     for i, (op, expected) in enumerate(ops):
         t = lucid.tensor(a)
@@ -125,21 +128,21 @@ def test_views_see_writes_both_ways():
     a = _arr((3, 4))
     base = lucid.tensor(a)
     row, col, tr, flat = base[1], base[:, 2], base.t(), base.view(-1)
-    row.fill_(9.0)             # a write to a view reaches the base and the other views
+    row.fill_(9.0)  # a write to a view reaches the base and the other views
     expected = a.copy()
     expected[1] = 9.0
     np.testing.assert_array_equal(base.numpy(), expected)
     np.testing.assert_array_equal(col.numpy(), expected[:, 2])
     np.testing.assert_array_equal(tr.numpy(), expected.T)
     np.testing.assert_array_equal(flat.numpy(), expected.reshape(-1))
-    base[0, 0] = -1.0          # a write to the base reaches its views
+    base[0, 0] = -1.0  # a write to the base reaches its views
     expected[0, 0] = -1.0
     np.testing.assert_array_equal(tr.numpy(), expected.T)
-    tr[3] = 5.0                # a view of a transposed view
+    tr[3] = 5.0  # a view of a transposed view
     expected[:, 3] = 5.0
     np.testing.assert_array_equal(base.numpy(), expected)
     np.testing.assert_array_equal(row.numpy(), expected[1])
-    sub = tr[1:3]              # a view of a view
+    sub = tr[1:3]  # a view of a view
     sub.mul_(2)
     expected[:, 1:3] *= 2
     np.testing.assert_array_equal(base.numpy(), expected)
@@ -152,7 +155,7 @@ def test_views_see_writes_both_ways():
 
 def test_python_idiom_slice_augmented_assignment():
     t = lucid.arange(6).reshape(2, 3).float()
-    t[:, 0] += 10              # Python: tmp = t[:, 0]; tmp += 10; t[:, 0] = tmp
+    t[:, 0] += 10  # Python: tmp = t[:, 0]; tmp += 10; t[:, 0] = tmp
     t[1] *= 2
     np.testing.assert_array_equal(t.numpy(), [[10, 1, 2], [26, 8, 10]])
 
@@ -198,7 +201,7 @@ def test_leaf_rules_and_manual_sgd():
     assert w.tolist() == [1.0, -2.0, 3.0]
     (w * w).sum().backward()
     params = [w]
-    for p in params:           # the loop variable is the parameter itself
+    for p in params:  # the loop variable is the parameter itself
         with lucid.no_grad():
             p -= 0.25 * p.grad
     np.testing.assert_allclose(w.numpy(), [0.5, -1.0, 1.5])
@@ -253,7 +256,7 @@ def test_writes_through_detached_aliases_reach_the_tensor():
     y.data[1] = 4.0
     assert y.tolist() == [0.0, 4.0, 0.0]
     d = a.detach()
-    d[0] = 5.0                 # a leaf's values change through its detached alias
+    d[0] = 5.0  # a leaf's values change through its detached alias
     assert a.tolist() == [5.0, 1.0, 1.0] and a.is_leaf and a.requires_grad
 
 
@@ -290,7 +293,7 @@ def test_optimizer_step_reaches_data_aliases_and_init_writes_through_views():
 
 
 def test_views_do_not_keep_dead_references():
-    from lucid import _C as E
+
     base = lucid.zeros(10, requires_grad=True) * 1  # recorded writes give base new histories
     before = lucid._memory.live_tensors()
     for i in range(100):

@@ -27,10 +27,21 @@ ROOT = Path(__file__).resolve().parents[1]
 # LUCID_METAL_DECLINE acts on the host fallback. Where the Metal backend serves "metal" (a Mac,
 # the emulated check build) its own declined families are what counts; test_metal_backend.py
 # checks those.
-on_host_fallback = pytest.mark.skipif(lucid.metal.is_available(),
-                                      reason="the Metal backend serves 'metal'; LUCID_METAL_DECLINE acts on the host fallback")
-FAMILIES = ["elementwise", "reduction", "matmul", "convolution", "pooling", "softmax", "normalization", "attention",
-            "indexing", "optimizers"]
+on_host_fallback = pytest.mark.skipif(
+    lucid.metal.is_available(), reason="the Metal backend serves 'metal'; LUCID_METAL_DECLINE acts on the host fallback"
+)
+FAMILIES = [
+    "elementwise",
+    "reduction",
+    "matmul",
+    "convolution",
+    "pooling",
+    "softmax",
+    "normalization",
+    "attention",
+    "indexing",
+    "optimizers",
+]
 # Declined, these are composed from other kernels rather than run on the host.
 COMPOSED = ("softmax", "normalization", "attention")
 
@@ -72,7 +83,8 @@ for step in range(2):
         logits = conv(x)
         attn = F.scaled_dot_product_attention(seq, seq, seq, is_causal=True)
         logits2 = head(attn.mean(1))
-        loss = F.cross_entropy(logits.float(), labels) + logits2.float().softmax(-1).max() + F.mse_loss(logits2.float(), logits.float()[:2])
+        loss = F.cross_entropy(logits.float(), labels) + logits2.float().softmax(-1).max()
+        loss = loss + F.mse_loss(logits2.float(), logits.float()[:2])
     scaler.scale(loss).backward()
     scaler.step(opt); scaler.step(sgd); scaler.update()
     losses.append(loss.item())
@@ -94,8 +106,14 @@ def run_workload(decline=None):
     if decline is not None:
         env["LUCID_METAL_DECLINE"] = decline
     env["PYTHONPATH"] = str(ROOT)
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(WORKLOAD)], capture_output=True, text=True, env=env,
-                       cwd=ROOT, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(WORKLOAD)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -165,7 +183,7 @@ def test_counts_through_the_c_abi_reject_bad_arguments():
     n = c_int64()
     assert lib.lucid_metal_fallback_entries(byref(n)) == 0
     name, count = c_char_p(), c_int64(7)
-    for index in (n.value, -1, 2 ** 62):
+    for index in (n.value, -1, 2**62):
         assert lib.lucid_metal_fallback_entry(index, byref(name), byref(count)) == 3  # LUCID_ERR_INDEX
         assert b"out of range" in lib.lucid_last_error()
     assert count.value == 7

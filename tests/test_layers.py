@@ -15,8 +15,17 @@ import lucid
 import lucid.nn as nn
 import lucid.nn.functional as F
 from _helpers import T, arrays_from, numeric_grads
-from reference import (adaptive_avg_pool2d, attention, avg_pool2d, conv2d, conv_transpose2d, cross_entropy,
-                       log_softmax, max_pool2d, softmax)
+from reference import (
+    adaptive_avg_pool2d,
+    attention,
+    avg_pool2d,
+    conv2d,
+    conv_transpose2d,
+    cross_entropy,
+    log_softmax,
+    max_pool2d,
+    softmax,
+)
 
 rng = np.random.default_rng(3)
 arr = arrays_from(rng)
@@ -27,8 +36,12 @@ def close(got, want, tol=1e-4):
 
 
 CONV_CASES = [
-    dict(), dict(stride=(2, 2)), dict(padding=(1, 2)), dict(dilation=(2, 1), padding=(2, 1)),
-    dict(groups=2), dict(stride=(2, 1), padding=(1, 1), dilation=(1, 2), groups=2),
+    dict(),
+    dict(stride=(2, 2)),
+    dict(padding=(1, 2)),
+    dict(dilation=(2, 1), padding=(2, 1)),
+    dict(groups=2),
+    dict(stride=(2, 1), padding=(1, 1), dilation=(1, 2), groups=2),
 ]
 
 
@@ -46,8 +59,15 @@ def test_conv1d():
     close(F.conv1d(T(x), T(w), T(b), stride=2, padding=1, dilation=2, groups=2), want)
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(stride=(2, 2)), dict(stride=(2, 3), padding=(1, 0), output_padding=(1, 2)),
-                                dict(groups=2, dilation=(2, 1))])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(),
+        dict(stride=(2, 2)),
+        dict(stride=(2, 3), padding=(1, 0), output_padding=(1, 2)),
+        dict(groups=2, dilation=(2, 1)),
+    ],
+)
 def test_conv_transpose2d(kw):
     g = kw.get("groups", 1)
     x, w, b = arr(2, 4, 5, 4), arr(4, 6 // g, 3, 2), arr(6)
@@ -89,11 +109,11 @@ def test_conv_errors():
         F.conv2d(T(arr(5, 5)), w)
     # groups so large that channels-per-group x groups overflows: an error, not a trap
     with pytest.raises(ValueError, match="groups"):
-        F.conv2d(x, w, groups=2 ** 62)
+        F.conv2d(x, w, groups=2**62)
     with pytest.raises(ValueError, match="groups"):
-        F.conv1d(T(arr(1, 3, 5)), T(arr(4, 3, 3)), groups=2 ** 62)
+        F.conv1d(T(arr(1, 3, 5)), T(arr(4, 3, 3)), groups=2**62)
     with pytest.raises(ValueError, match="groups"):
-        F.conv_transpose2d(x, T(arr(3, 4, 3, 3)), groups=2 ** 62)
+        F.conv_transpose2d(x, T(arr(3, 4, 3, 3)), groups=2**62)
 
 
 @pytest.mark.parametrize("groups,channels", [(1, 1), (1, 3), (2, 4), (1, 8)])
@@ -110,7 +130,7 @@ def test_bfloat16_conv2d_rounds_once_from_exact_float32_sums(groups, channels):
     xr, wr = (np.asarray(t.float().numpy(), np.float64) for t in (xb, wb))
     want = conv2d(xr, wr, padding=(1, 1), groups=groups)
     got = y.float().numpy()
-    step = np.abs(want) * 2.0 ** -7 + 1e-6  # one bfloat16 rounding, plus float32 summation
+    step = np.abs(want) * 2.0**-7 + 1e-6  # one bfloat16 rounding, plus float32 summation
     assert np.all(np.abs(got - want) <= step), np.max(np.abs(got - want) / step)
     g = gen.standard_normal(want.shape).astype(np.float32)
     (y.float() * T(g)).sum().backward()
@@ -144,8 +164,13 @@ def test_conv2d_passes_share_reordered_inputs_without_going_stale(dtype):
         # d/dw: the correlation of the (padded) input with g, which backward weights
         # computes from the forward's reordered input.
         xp = np.pad(xr, ((0, 0), (0, 0), (1, 1), (1, 1)))
-        dw = np.stack([np.stack([np.einsum("noyx,ncyx->oc", gr, xp[:, :, i:i + 12, j:j + 12]) for j in range(3)], -1)
-                       for i in range(3)], -2)
+        dw = np.stack(
+            [
+                np.stack([np.einsum("noyx,ncyx->oc", gr, xp[:, :, i : i + 12, j : j + 12]) for j in range(3)], -1)
+                for i in range(3)
+            ],
+            -2,
+        )
         close(wt.grad.float(), dw, tol * 20)
         del x, leaf, y
 
@@ -158,6 +183,7 @@ def test_conv2d_backward_weights_reads_the_forwards_reordered_input(dtype):
     # must find that copy staged rather than reorder the input again.
     import os
     import subprocess
+
     code = f"""
 import numpy as np, lucid, lucid.nn.functional as F
 base = lucid.tensor(np.ones((8, 16, 20, 20), np.float32))
@@ -181,8 +207,16 @@ for step in range(2):
     assert len(input_reorders) <= 1, input_reorders
 
 
-@pytest.mark.parametrize("kw", [dict(k=(2, 2), s=(2, 2)), dict(k=(3, 3), s=(2, 2), p=(1, 1)), dict(k=(3, 2), s=(1, 2)),
-                                dict(k=(3, 3), s=(2, 2), ceil=True), dict(k=(2, 2), s=(1, 1), d=(2, 2))])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(k=(2, 2), s=(2, 2)),
+        dict(k=(3, 3), s=(2, 2), p=(1, 1)),
+        dict(k=(3, 2), s=(1, 2)),
+        dict(k=(3, 3), s=(2, 2), ceil=True),
+        dict(k=(2, 2), s=(1, 1), d=(2, 2)),
+    ],
+)
 def test_max_pool2d(kw):
     x = arr(2, 3, 7, 6)
     k, s, p, d, c = kw["k"], kw["s"], kw.get("p", (0, 0)), kw.get("d", (1, 1)), kw.get("ceil", False)
@@ -237,15 +271,20 @@ def test_max_pool2d_halving_and_its_gradient_against_numpy(dtype, ceil):
         for c in range(x.shape[1]):
             for i in range(oh):
                 for j in range(ow):
-                    win = xr[n, c, 2 * i:2 * i + 2, 2 * j:2 * j + 2]
+                    win = xr[n, c, 2 * i : 2 * i + 2, 2 * j : 2 * j + 2]
                     nan = np.flatnonzero(np.isnan(win))
                     r, q = divmod(int(nan[0]) if len(nan) else int(np.argmax(win)), win.shape[1])
                     expect[n, c, 2 * i + r, 2 * j + q] += gr[n, c, i, j]
     np.testing.assert_array_equal(leaf.grad.float().numpy(), expect.astype(leaf.grad.float().numpy().dtype))
 
 
-AVG_CASES = [dict(k=(2, 2), s=(2, 2)), dict(k=(3, 3), s=(2, 2), p=(1, 1)), dict(k=(3, 3), s=(2, 2), p=(1, 1), inc=False),
-             dict(k=(3, 2), s=(2, 2), ceil=True), dict(k=(3, 3), s=(2, 2), p=(1, 1), ceil=True, inc=False)]
+AVG_CASES = [
+    dict(k=(2, 2), s=(2, 2)),
+    dict(k=(3, 3), s=(2, 2), p=(1, 1)),
+    dict(k=(3, 3), s=(2, 2), p=(1, 1), inc=False),
+    dict(k=(3, 2), s=(2, 2), ceil=True),
+    dict(k=(3, 3), s=(2, 2), p=(1, 1), ceil=True, inc=False),
+]
 
 
 @pytest.mark.parametrize("kw", AVG_CASES)
@@ -274,7 +313,7 @@ def test_avg_pool2d_gradient_matches_finite_differences(kw):
 
 def windows_sum(x, k):
     n, c, h, w = x.shape
-    return x[:, :, :h // k * k, :w // k * k].reshape(n, c, h // k, k, w // k, k).sum((3, 5))
+    return x[:, :, : h // k * k, : w // k * k].reshape(n, c, h // k, k, w // k, k).sum((3, 5))
 
 
 @pytest.mark.parametrize("out", [(1, 1), (3, 2), (7, 6), (4, 5)])
@@ -338,8 +377,8 @@ def test_low_precision_layer_norm_rounds_once(device):
     assert (got == want.astype(BF16).astype(np.float32)).mean() > 0.99
     # Within half a bfloat16 step, plus the float32 rounding of the affine's terms, which
     # outweighs that step where x̂·w + b cancels to nearly 0.
-    slack = 2.0 ** -20 * (np.abs(scaled) + np.abs(b.astype(np.float64)))
-    assert (np.abs(got - want) <= 2.0 ** -8 * np.abs(want) + slack).all()
+    slack = 2.0**-20 * (np.abs(scaled) + np.abs(b.astype(np.float64)))
+    assert (np.abs(got - want) <= 2.0**-8 * np.abs(want) + slack).all()
     g = F.group_norm(T(x.reshape(8, 256, 8, 12), device=device), 4).float().numpy()
     want = _norm64(x.reshape(8, 4, -1), -1, 1e-5).reshape(8, 256, 8, 12)
     assert (g == want.astype(BF16).astype(np.float32)).mean() > 0.99
@@ -536,8 +575,9 @@ def test_attention_under_autocast_and_errors():
     with pytest.raises(ValueError, match="embedding size"):
         F.scaled_dot_product_attention(T(arr(2, 4)), T(arr(2, 3)), T(arr(2, 3)))
     with pytest.raises(ValueError, match="not both"):
-        F.scaled_dot_product_attention(T(arr(2, 4)), T(arr(2, 4)), T(arr(2, 4)), attn_mask=T(np.ones((2, 2), bool)),
-                                       is_causal=True)
+        F.scaled_dot_product_attention(
+            T(arr(2, 4)), T(arr(2, 4)), T(arr(2, 4)), attn_mask=T(np.ones((2, 2), bool)), is_causal=True
+        )
 
 
 def test_multihead_attention_matches_manual_computation():
@@ -547,8 +587,10 @@ def test_multihead_attention_matches_manual_computation():
     pad[1, 3:] = True
     out, w = mha(T(x), T(x), T(x), key_padding_mask=T(pad))
     wi, bi = mha.in_proj_weight.numpy(), mha.in_proj_bias.numpy()
-    q, k, v = [(x @ wi[i * 8:(i + 1) * 8].T + bi[i * 8:(i + 1) * 8]).reshape(3, 5, 2, 4).transpose(0, 2, 1, 3)
-               for i in range(3)]
+    q, k, v = [
+        (x @ wi[i * 8 : (i + 1) * 8].T + bi[i * 8 : (i + 1) * 8]).reshape(3, 5, 2, 4).transpose(0, 2, 1, 3)
+        for i in range(3)
+    ]
     o, p = attention(q, k, v, allowed=~pad[:, None, None, :])
     o = o.transpose(0, 2, 1, 3).reshape(3, 5, 8) @ mha.out_proj.weight.numpy().T + mha.out_proj.bias.numpy()
     close(out, o, 1e-4)
@@ -563,6 +605,7 @@ def test_multihead_attention_matches_manual_computation():
 
 # ---- losses -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_pointwise_losses(reduction):
     a, b = arr(4, 5), arr(4, 5)
@@ -571,20 +614,35 @@ def test_pointwise_losses(reduction):
     close(F.l1_loss(T(a), T(b), reduction=reduction), red(np.abs(a - b)))
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(reduction="sum"), dict(reduction="none"), dict(ignore_index=2),
-                                dict(label_smoothing=0.2), dict(weight=True), dict(weight=True, label_smoothing=0.1,
-                                                                                   ignore_index=1)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(),
+        dict(reduction="sum"),
+        dict(reduction="none"),
+        dict(ignore_index=2),
+        dict(label_smoothing=0.2),
+        dict(weight=True),
+        dict(weight=True, label_smoothing=0.1, ignore_index=1),
+    ],
+)
 def test_cross_entropy_and_nll(kw):
     logits, target = arr(6, 4) * 3, rng.integers(0, 4, 6)
     weight = np.abs(arr(4)) + 0.1 if kw.get("weight") else None
     args = dict(kw, weight=None if weight is None else T(weight))
-    ref = dict(weight=weight, ignore_index=kw.get("ignore_index", -100), reduction=kw.get("reduction", "mean"),
-               smoothing=kw.get("label_smoothing", 0.0))
+    ref = dict(
+        weight=weight,
+        ignore_index=kw.get("ignore_index", -100),
+        reduction=kw.get("reduction", "mean"),
+        smoothing=kw.get("label_smoothing", 0.0),
+    )
     close(F.cross_entropy(T(logits), T(target), **args), cross_entropy(logits.astype(np.float64), target, **ref))
     if not kw.get("label_smoothing"):
         nll_args = {k: v for k, v in args.items() if k != "label_smoothing"}
-        close(F.nll_loss(F.log_softmax(T(logits), 1), T(target), **nll_args),
-              cross_entropy(logits.astype(np.float64), target, **ref))
+        close(
+            F.nll_loss(F.log_softmax(T(logits), 1), T(target), **nll_args),
+            cross_entropy(logits.astype(np.float64), target, **ref),
+        )
 
 
 def test_cross_entropy_spatial_and_probabilities():
@@ -593,8 +651,10 @@ def test_cross_entropy_spatial_and_probabilities():
     p = softmax(arr(5, 3))
     want = -(log_softmax(arr_l := arr(5, 3)) * ((1 - 0.1) * p + 0.1 / 3)).sum(1).mean()
     close(F.cross_entropy(T(arr_l), T(p.astype(np.float32)), label_smoothing=0.1), want)
-    close(F.cross_entropy(T(logits[0, :, 0, 0]), T(np.array(target[0, 0, 0]))),
-          cross_entropy(logits[:1, :, 0, 0], target[:1, 0, 0]))
+    close(
+        F.cross_entropy(T(logits[0, :, 0, 0]), T(np.array(target[0, 0, 0]))),
+        cross_entropy(logits[:1, :, 0, 0], target[:1, 0, 0]),
+    )
 
 
 @pytest.mark.parametrize("low", [lucid.bfloat16, lucid.float16])
@@ -635,8 +695,9 @@ def test_bce_with_logits():
     sig = 1 / (1 + np.exp(-x.astype(np.float64)))
     want = -(pw * y * np.log(sig) + (1 - y) * np.log(1 - sig)) * w
     close(F.binary_cross_entropy_with_logits(T(x), T(y), weight=T(w), pos_weight=T(pw)), want.mean())
-    close(F.binary_cross_entropy_with_logits(T(x), T(y), reduction="none"),
-          -(y * np.log(sig) + (1 - y) * np.log(1 - sig)))
+    close(
+        F.binary_cross_entropy_with_logits(T(x), T(y), reduction="none"), -(y * np.log(sig) + (1 - y) * np.log(1 - sig))
+    )
     big = np.array([100.0, -100.0], np.float32)
     assert np.isfinite(F.binary_cross_entropy_with_logits(T(big), T(np.array([0.0, 1.0], np.float32))).item())
 
@@ -650,7 +711,7 @@ MASK[:, 0] = True
 
 GRADS = {
     "pow": (lambda a, b: (a.abs() + 0.5) ** b, [(3, 4), (4,)]),
-    "pow_scalar": (lambda a: a ** 3 + 2.0 ** a, [(5,)]),
+    "pow_scalar": (lambda a: a**3 + 2.0**a, [(5,)]),
     "maximum": (lambda a, b: lucid.maximum(a, b) + lucid.minimum(a, b * 2), [(3, 4), (3, 4)]),
     "clamp": (lambda a: a.clamp(-0.35, 0.15), [(8,)]),
     "where": (lambda a, b: lucid.where(T(MASK), a, b), [(3, 4), (4,)]),
@@ -666,32 +727,45 @@ GRADS = {
     "batch_norm": (lambda a, w: F.batch_norm(a, weight=w, training=True), [(4, 3), (3,)]),
     "conv2d": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=2), [(1, 4, 5, 5), (2, 2, 3, 3), (2,)]),
     "conv1d": (lambda x, w: F.conv1d(x, w, padding=1, dilation=2), [(2, 2, 6), (3, 2, 2)]),
-    "conv_transpose2d": (lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1),
-                         [(1, 2, 3, 3), (2, 3, 3, 3)]),
+    "conv_transpose2d": (
+        lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1),
+        [(1, 2, 3, 3), (2, 3, 3, 3)],
+    ),
     "max_pool2d": (lambda x: F.max_pool2d(x, 2, 1, padding=1), [(1, 2, 4, 4)]),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, padding=1, count_include_pad=False), [(1, 2, 5, 5)]),
     "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (2, 3)), [(1, 2, 5, 4)]),
     "attention": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=T(MASK)), [(3, 2), (4, 2), (4, 3)]),
-    "attention_causal": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), [(3, 2), (3, 2), (3, 2)]),
+    "attention_causal": (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        [(3, 2), (3, 2), (3, 2)],
+    ),
     "cross_entropy": (lambda a: F.cross_entropy(a, T(Y), label_smoothing=0.1, ignore_index=2), [(5, 4)]),
     "nll_weighted": (lambda a, w: F.nll_loss(a, T(Y), weight=w.abs() + 0.5), [(5, 4), (4,)]),
     "mse_l1": (lambda a, b: F.mse_loss(a, b) + F.l1_loss(a, b, reduction="sum"), [(3, 4), (3, 4)]),
-    "bce": (lambda a, b: F.binary_cross_entropy_with_logits(a, b.sigmoid(), pos_weight=T(np.array([2.0], np.float32))),
-            [(4, 3), (4, 3)]),
+    "bce": (
+        lambda a, b: F.binary_cross_entropy_with_logits(a, b.sigmoid(), pos_weight=T(np.array([2.0], np.float32))),
+        [(4, 3), (4, 3)],
+    ),
     "gather": (lambda a: a.gather(1, T(np.array([[0, 0], [1, 3], [2, 1]]))), [(3, 4)]),
     "embedding": (lambda w: F.embedding(T(np.array([[1, 0], [1, 2]])), w), [(3, 2)]),
     "index_select": (lambda a: a.index_select(1, T(np.array([3, 0, 3]))), [(2, 4)]),
     "stack_chunk": (lambda a, b: lucid.stack([a, b], 1).chunk(2, 2)[1], [(3, 4), (3, 4)]),
-    "shape_views": (lambda a: a.unsqueeze(1).flatten(0, 1).narrow(1, 1, 2).squeeze() + a.T.reshape(4, 3)[:3, 1:],
-                    [(3, 4)]),
+    "shape_views": (
+        lambda a: a.unsqueeze(1).flatten(0, 1).narrow(1, 1, 2).squeeze() + a.T.reshape(4, 3)[:3, 1:],
+        [(3, 4)],
+    ),
     "group_norm_affine_bias": (lambda a, w, b: F.group_norm(a, 1, w, b), [(2, 3, 2), (3,), (3,)]),
     "group_norm_bias_only": (lambda a, b: F.group_norm(a, 2, None, b), [(2, 4, 3), (4,)]),
-    "conv_transpose2d_groups": (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(2, 1), groups=2, dilation=(1, 2)),
-                                [(2, 4, 3, 3), (4, 1, 2, 3), (2,)]),
+    "conv_transpose2d_groups": (
+        lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(2, 1), groups=2, dilation=(1, 2)),
+        [(2, 4, 3, 3), (4, 1, 2, 3), (2,)],
+    ),
     "group_norm_4d_affine": (lambda a, w, b: F.group_norm(a, 2, w, b), [(2, 4, 3, 2), (4,), (4,)]),
-    "attention_fused": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.8), [(2, 3, 2), (2, 4, 2), (2, 4, 3)]),
-    "attention_float_mask": (lambda q, m: F.scaled_dot_product_attention(q, q, q, attn_mask=m),
-                                           [(2, 3, 2), (3, 3)]),
+    "attention_fused": (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.8),
+        [(2, 3, 2), (2, 4, 2), (2, 4, 3)],
+    ),
+    "attention_float_mask": (lambda q, m: F.scaled_dot_product_attention(q, q, q, attn_mask=m), [(2, 3, 2), (3, 3)]),
 }
 
 
@@ -722,21 +796,21 @@ def test_gradient_matches_finite_differences(name):
 
 def test_huge_window_parameters_are_errors_not_overflows():
     x, w = T(arr(1, 2, 4, 4)), T(arr(1, 2, 3, 3))
-    for kw in (dict(stride=2 ** 62), dict(dilation=2 ** 62), dict(padding=2 ** 40)):
+    for kw in (dict(stride=2**62), dict(dilation=2**62), dict(padding=2**40)):
         with pytest.raises(ValueError, match="larger than the supported"):
             F.conv2d(x, w, **kw)
     with pytest.raises(ValueError, match="larger than the supported"):
-        F.conv_transpose2d(x, T(arr(2, 1, 2, 2)), stride=2 ** 40)
+        F.conv_transpose2d(x, T(arr(2, 1, 2, 2)), stride=2**40)
     with pytest.raises(ValueError, match="larger than the supported"):
-        F.adaptive_avg_pool2d(x, 2 ** 31)
+        F.adaptive_avg_pool2d(x, 2**31)
     for pool in (F.max_pool2d, F.avg_pool2d):
-        for kw in (dict(padding=2 ** 40), dict(stride=2 ** 62), dict(kernel_size=2 ** 40)):
+        for kw in (dict(padding=2**40), dict(stride=2**62), dict(kernel_size=2**40)):
             with pytest.raises(ValueError, match="larger than the supported"):
                 pool(x, **{"kernel_size": 2, **kw})
         with pytest.raises(ValueError, match="larger than the supported"):
-            pool(x.half(), 2, padding=2 ** 40)  # (the half-precision path checks the window too)
+            pool(x.half(), 2, padding=2**40)  # (the half-precision path checks the window too)
     with pytest.raises(ValueError, match="too many elements"):
-        F.adaptive_avg_pool2d(x, (2 ** 30, 2 ** 30))
+        F.adaptive_avg_pool2d(x, (2**30, 2**30))
 
 
 def test_empty_inputs():
@@ -752,11 +826,28 @@ def test_the_paths_without_onednn_agree(tmp_path):
     layer tests must pass on those paths too."""
     import os
     import subprocess
+
     here = os.path.dirname(os.path.abspath(__file__))
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                          os.path.join(here, "test_layers.py"), "-k", "conv or pool or attention or gradient",
-                          "--deselect", os.path.join(here, "test_layers.py") + "::test_the_paths_without_onednn_agree"],
-                         env={**os.environ, "LUCID_DNNL": "0"}, capture_output=True, text=True, cwd=tmp_path)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-x",
+            "-p",
+            "no:cacheprovider",
+            os.path.join(here, "test_layers.py"),
+            "-k",
+            "conv or pool or attention or gradient",
+            "--deselect",
+            os.path.join(here, "test_layers.py") + "::test_the_paths_without_onednn_agree",
+        ],
+        env={**os.environ, "LUCID_DNNL": "0"},
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
 
 
@@ -765,9 +856,9 @@ def test_the_paths_without_onednn_agree(tmp_path):
 @pytest.mark.parametrize("n", [10, 300])  # the composed softmax, and the backend's direct kernel
 def test_a_nan_makes_its_softmax_row_nan_and_infinities_follow_the_math(device, dtype, n):
     a = arr(4, n)
-    a[0, 3] = np.nan       # as PyTorch: the whole row is NaN
-    a[1] = -np.inf         # no finite entry: NaN
-    a[2, 1] = np.inf       # NaN where the inf is, 0 (log: -inf) elsewhere
+    a[0, 3] = np.nan  # as PyTorch: the whole row is NaN
+    a[1] = -np.inf  # no finite entry: NaN
+    a[2, 1] = np.inf  # NaN where the inf is, 0 (log: -inf) elsewhere
     x = T(a, device=device).to(dtype)
     y, ly = F.softmax(x, 1).float().numpy(), F.log_softmax(x, 1).float().numpy()
     assert np.isnan(y[:2]).all() and np.isnan(ly[:2]).all()
@@ -806,7 +897,7 @@ def test_a_bfloat16_softmax_gradient_is_computed_in_float32_and_rounded_once(log
             want = yv * (gv - (gv * yv).sum(-1, keepdims=True))
         # Within one unit in the last place (float32 sums round differently from float64 ones
         # only there); bfloat16 steps missed by up to 71 units.
-        ok |= np.abs(got - want) <= np.abs(want) * 2.0 ** -7 + 1e-38
+        ok |= np.abs(got - want) <= np.abs(want) * 2.0**-7 + 1e-38
     assert ok.all(), np.argwhere(~ok)[:5]
 
 
@@ -867,8 +958,9 @@ def test_fused_batch_norm_backward_matches_the_closed_form(shape):
     axes = (0,) + tuple(range(2, len(shape)))
     y = bn(tx)
     x64 = x.astype(np.float64)
-    want = (x64 - x64.mean(axes, keepdims=True)) / np.sqrt(x64.var(axes, keepdims=True) + 1e-5) * w.reshape(view) \
-        + b.reshape(view)
+    want = (x64 - x64.mean(axes, keepdims=True)) / np.sqrt(x64.var(axes, keepdims=True) + 1e-5) * w.reshape(
+        view
+    ) + b.reshape(view)
     close(y, want, 1e-4)
     y.backward(T(g))
     dx, xhat = _normalisation_grads(x, g, w.reshape(view), axes)
@@ -879,10 +971,16 @@ def test_fused_batch_norm_backward_matches_the_closed_form(shape):
 
 # ---- the modules: parameters and their initialisation, buffers, train/eval, errors --------
 
-@pytest.mark.parametrize("cls,args,wshape", [
-    (nn.Conv2d, (4, 6, 3), (6, 4, 3, 3)), (nn.Conv2d, (4, 6, (3, 2), 1, 0, 1, 2), (6, 2, 3, 2)),
-    (nn.Conv1d, (3, 5, 4), (5, 3, 4)), (nn.ConvTranspose2d, (4, 6, 3), (4, 6, 3, 3)),
-])
+
+@pytest.mark.parametrize(
+    "cls,args,wshape",
+    [
+        (nn.Conv2d, (4, 6, 3), (6, 4, 3, 3)),
+        (nn.Conv2d, (4, 6, (3, 2), 1, 0, 1, 2), (6, 2, 3, 2)),
+        (nn.Conv1d, (3, 5, 4), (5, 3, 4)),
+        (nn.ConvTranspose2d, (4, 6, 3), (4, 6, 3, 3)),
+    ],
+)
 def test_conv_modules_shapes_and_default_init(cls, args, wshape):
     m = cls(*args)
     assert m.weight.shape == wshape and m.bias.shape == (args[1],)
@@ -975,7 +1073,7 @@ def test_multihead_attention_masks_follow_pytorch_semantics():
     _, w_float = mha(T(x), T(x), T(x), attn_mask=T(np.where(blocked, -np.inf, 0.0)))
     _, w_causal = mha(T(x), T(x), T(x), is_causal=True)
     wi = mha.in_proj_weight.numpy()
-    q, k, v = (x @ wi[i * 4:(i + 1) * 4].T for i in range(3))
+    q, k, v = (x @ wi[i * 4 : (i + 1) * 4].T for i in range(3))
     want = attention(q, k, v, allowed=~blocked)[1]
     for w in (w_bool, w_float, w_causal):
         np.testing.assert_allclose(w.numpy(), want, rtol=1e-5, atol=1e-6)

@@ -85,8 +85,11 @@ def test_det_of_empty_and_singular_matrices():
 def test_solve_matrix_vector_and_broadcast_right_hand_sides(left):
     a = well((2, 4, 4), 3)
     b = rng(4).standard_normal((2, 4, 3) if left else (2, 3, 4))
-    want = np.linalg.solve(a, b) if left else np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2),
-                                                                          np.swapaxes(b, -1, -2)), -1, -2)
+    want = (
+        np.linalg.solve(a, b)
+        if left
+        else np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)), -1, -2)
+    )
     close(LA.solve(t(a), t(b), left=left), want, 1e-10)
     v = rng(5).standard_normal(4)
     close(LA.solve(t(a[0]), t(v)), np.linalg.solve(a[0], v), 1e-10)
@@ -111,8 +114,8 @@ def lu_reference(a):
         piv.append(p + 1)
         a[[k, p]] = a[[p, k]]
         if a[k, k] != 0:
-            a[k + 1:, k] /= a[k, k]
-            a[k + 1:, k + 1:] -= np.outer(a[k + 1:, k], a[k, k + 1:])
+            a[k + 1 :, k] /= a[k, k]
+            a[k + 1 :, k + 1 :] -= np.outer(a[k + 1 :, k], a[k, k + 1 :])
     return a, np.array(piv, dtype=np.int32)
 
 
@@ -145,8 +148,11 @@ def test_lu_solve_every_side_and_transpose(left, adjoint):
     b = rng(10).standard_normal((2, 4, 3) if left else (2, 3, 4))
     LU, piv = LA.lu_factor(t(a))
     op = np.swapaxes(a, -1, -2) if adjoint else a
-    want = np.linalg.solve(op, b) if left else np.swapaxes(np.linalg.solve(np.swapaxes(op, -1, -2),
-                                                                           np.swapaxes(b, -1, -2)), -1, -2)
+    want = (
+        np.linalg.solve(op, b)
+        if left
+        else np.swapaxes(np.linalg.solve(np.swapaxes(op, -1, -2), np.swapaxes(b, -1, -2)), -1, -2)
+    )
     close(LA.lu_solve(LU, piv, t(b), left=left, adjoint=adjoint), want, 1e-10)
     if left and not adjoint:
         close(lucid.lu_solve(t(b), LU, piv), want, 1e-10)
@@ -161,16 +167,20 @@ def test_solve_triangular_reads_one_triangle(upper, left, unit):
     if unit:
         tri = tri - tri * np.eye(4) + np.eye(4)
     b = rng(12).standard_normal((3, 4, 2) if left else (3, 2, 4))
-    want = np.linalg.solve(tri, b) if left else np.swapaxes(np.linalg.solve(np.swapaxes(tri, -1, -2),
-                                                                            np.swapaxes(b, -1, -2)), -1, -2)
+    want = (
+        np.linalg.solve(tri, b)
+        if left
+        else np.swapaxes(np.linalg.solve(np.swapaxes(tri, -1, -2), np.swapaxes(b, -1, -2)), -1, -2)
+    )
     # The other triangle (and the diagonal when unit) holds garbage that must not be read.
     close(LA.solve_triangular(t(a), t(b), upper=upper, left=left, unitriangular=unit), want, 1e-10)
     if left:
         x, coeff = lucid.triangular_solve(t(b), t(a), upper=upper, unitriangular=unit)
         close(x, want, 1e-10)
         close(coeff, a, 0)
-        xt, _ = lucid.triangular_solve(t(b), t(np.swapaxes(a, -1, -2)), upper=not upper, transpose=True,
-                                       unitriangular=unit)
+        xt, _ = lucid.triangular_solve(
+            t(b), t(np.swapaxes(a, -1, -2)), upper=not upper, transpose=True, unitriangular=unit
+        )
         close(xt, want, 1e-10)
 
 
@@ -194,8 +204,11 @@ def test_cholesky_lower_and_upper(dtype):
 @pytest.mark.parametrize("uplo", ["L", "U"])
 def test_eigh_and_eigvalsh(uplo):
     a = rng(15).standard_normal((3, 5, 5))
-    sym = np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2) if uplo == "L" else np.triu(a) + np.swapaxes(
-        np.triu(a, 1), -1, -2)
+    sym = (
+        np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2)
+        if uplo == "L"
+        else np.triu(a) + np.swapaxes(np.triu(a, 1), -1, -2)
+    )
     w, v = LA.eigh(t(a), UPLO=uplo)
     close(w, np.linalg.eigvalsh(sym), 1e-10)
     vn = v.numpy()
@@ -514,8 +527,11 @@ def test_metal_tensors_run_on_the_host_lapack_and_are_counted():
     a = well((2, 4, 4), 55, np.float32)
     before = lucid.metal.host_fallback_counts()
     x = t(a, device="metal")
-    for fn, want in [(LA.det, np.linalg.det(a)), (LA.inv, np.linalg.inv(a)),
-                     (LA.svdvals, np.linalg.svd(a, compute_uv=False))]:
+    for fn, want in [
+        (LA.det, np.linalg.det(a)),
+        (LA.inv, np.linalg.inv(a)),
+        (LA.svdvals, np.linalg.svd(a, compute_uv=False)),
+    ]:
         r = fn(x)
         assert r.device == x.device
         close(r.cpu(), want, 1e-4)
@@ -546,7 +562,7 @@ def ldl_reconstruct(ld, piv):
             Pk = np.eye(n)
             Pk[[k, p]] = Pk[[p, k]]
             Lk = np.eye(n)
-            Lk[k + 1:, k] = ld[k + 1:, k]
+            Lk[k + 1 :, k] = ld[k + 1 :, k]
             U = U @ Pk @ Lk
             D[k, k] = ld[k, k]
             k += 1
@@ -555,9 +571,9 @@ def ldl_reconstruct(ld, piv):
             Pk = np.eye(n)
             Pk[[k + 1, p]] = Pk[[p, k + 1]]
             Lk = np.eye(n)
-            Lk[k + 2:, k:k + 2] = ld[k + 2:, k:k + 2]
+            Lk[k + 2 :, k : k + 2] = ld[k + 2 :, k : k + 2]
             U = U @ Pk @ Lk
-            D[k:k + 2, k:k + 2] = [[ld[k, k], ld[k + 1, k]], [ld[k + 1, k], ld[k + 1, k + 1]]]
+            D[k : k + 2, k : k + 2] = [[ld[k, k], ld[k + 1, k]], [ld[k + 1, k], ld[k + 1, k + 1]]]
             k += 2
     del A
     return U @ D @ U.T

@@ -62,7 +62,7 @@ def test_the_scheduled_lr_is_the_one_the_optimizer_uses():
         (p * p).sum().backward()
         opt.step()
         opt.zero_grad()
-        want = want - 0.5 ** epoch * 2 * want  # grad of sum(p²) is 2p
+        want = want - 0.5**epoch * 2 * want  # grad of sum(p²) is 2p
         sched.step()
     np.testing.assert_allclose(p.numpy(), want, rtol=1e-6)
 
@@ -136,18 +136,21 @@ def test_state_dict_survives_a_checkpoint_and_is_a_snapshot(tmp_path):
         assert resumed.get_last_lr() == pytest.approx([cosine(b, 0.02, 10, epoch) for b in (0.5, 0.1)])
 
 
-@pytest.mark.parametrize("make, error, match", [
-    (lambda o: StepLR(o, 2, last_epoch=-2), ValueError, "last_epoch"),
-    (lambda o: StepLR(o, 2.5), ValueError, "step_size"),
-    (lambda o: StepLR(o, True), ValueError, "step_size"),
-    (lambda o: StepLR(o, 2, gamma="0.5"), TypeError, "gamma"),
-    (lambda o: StepLR(o, 2, gamma=-0.5), ValueError, "gamma"),
-    (lambda o: CosineAnnealingLR(o, 0), ValueError, "T_max"),
-    (lambda o: CosineAnnealingLR(o, 5, eta_min=-1e-3), ValueError, "eta_min"),
-    (lambda o: CosineAnnealingLR(o, 5, eta_min=float("nan")), ValueError, "eta_min"),
-    (lambda o: StepLR(o, 2).load_state_dict([1, 2]), TypeError, "dict"),
-    (lambda o: StepLR(o, 2).load_state_dict({"optimizer": o}), ValueError, "optimizer"),
-])
+@pytest.mark.parametrize(
+    "make, error, match",
+    [
+        (lambda o: StepLR(o, 2, last_epoch=-2), ValueError, "last_epoch"),
+        (lambda o: StepLR(o, 2.5), ValueError, "step_size"),
+        (lambda o: StepLR(o, True), ValueError, "step_size"),
+        (lambda o: StepLR(o, 2, gamma="0.5"), TypeError, "gamma"),
+        (lambda o: StepLR(o, 2, gamma=-0.5), ValueError, "gamma"),
+        (lambda o: CosineAnnealingLR(o, 0), ValueError, "T_max"),
+        (lambda o: CosineAnnealingLR(o, 5, eta_min=-1e-3), ValueError, "eta_min"),
+        (lambda o: CosineAnnealingLR(o, 5, eta_min=float("nan")), ValueError, "eta_min"),
+        (lambda o: StepLR(o, 2).load_state_dict([1, 2]), TypeError, "dict"),
+        (lambda o: StepLR(o, 2).load_state_dict({"optimizer": o}), ValueError, "optimizer"),
+    ],
+)
 def test_more_argument_errors(make, error, match):
     opt = groups()
     lrs = [g["lr"] for g in opt.param_groups]

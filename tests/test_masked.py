@@ -87,10 +87,15 @@ def test_cumsum_cumprod_median_logsumexp_logaddexp():
         close(masked.median(t, -1, mask=tm), want)
         close(masked.logsumexp(t, (1, 2), mask=tm), np.log(np.where(m, np.exp(x), 0).sum((1, 2))))
     y, my = data(3)
-    close(masked.logaddexp(t, T(y), input_mask=tm, other_mask=T(my)),
-          np.logaddexp(np.where(m, x, -np.inf), np.where(my, y, -np.inf)))
-    for fn in (lambda a: masked.cumprod(a, 1, mask=tm), lambda a: masked.median(a, 2, mask=tm),
-               lambda a: masked.logsumexp(a, 0, mask=tm)):
+    close(
+        masked.logaddexp(t, T(y), input_mask=tm, other_mask=T(my)),
+        np.logaddexp(np.where(m, x, -np.inf), np.where(my, y, -np.inf)),
+    )
+    for fn in (
+        lambda a: masked.cumprod(a, 1, mask=tm),
+        lambda a: masked.median(a, 2, mask=tm),
+        lambda a: masked.logsumexp(a, 0, mask=tm),
+    ):
         check_grads(fn, x, m)
 
 
@@ -103,7 +108,8 @@ def test_norm_and_normalize(ord):
     v = np.where(m, a, fill)
     with np.errstate(all="ignore"):
         want = {float("inf"): v.max(-1), float("-inf"): v.min(-1), 0: (v != 0).sum(-1)}.get(
-            ord, (v ** ord).sum(-1) ** (1.0 / ord) if ord else None)
+            ord, (v**ord).sum(-1) ** (1.0 / ord) if ord else None
+        )
     close(masked.norm(t, ord, -1, mask=tm), want)
     got = masked.normalize(t, ord, -1, mask=tm)
     close(got, np.where(m, x, 0) / np.maximum(want, 1e-12)[..., None])

@@ -55,9 +55,14 @@ def test_freed_buffers_are_reused_and_the_cache_can_be_emptied():
 def test_cache_off_by_environment():
     import subprocess
     import sys
-    code = ("import lucid; x = lucid.ones(1000, 1000); del x; assert lucid.empty_cache() == 0; print('ok')")
-    out = subprocess.run([sys.executable, "-c", code], env={**__import__("os").environ, "LUCID_CACHE_LIMIT_MB": "0"},
-                         capture_output=True, text=True)
+
+    code = "import lucid; x = lucid.ones(1000, 1000); del x; assert lucid.empty_cache() == 0; print('ok')"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**__import__("os").environ, "LUCID_CACHE_LIMIT_MB": "0"},
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
@@ -65,6 +70,7 @@ def test_autocast_graph_keeps_no_weight_copies():
     # Under autocast a linear layer's graph keeps its bf16 input (for dW) but not the bf16
     # copy of the weight (re-cast from the parameter in backward).
     import numpy as np
+
     rng = np.random.default_rng(4)
     layer = lucid.nn.Linear(256, 128, bias=False)
     x_np = rng.standard_normal((64, 256)).astype(np.float32)
@@ -76,6 +82,7 @@ def test_autocast_graph_keeps_no_weight_copies():
     g = rng.standard_normal((64, 128)).astype(np.float32)
     (y.float() * lucid.tensor(g)).sum().backward()
     import ml_dtypes
+
     xb = x_np.astype(ml_dtypes.bfloat16).astype(np.float64)
     gb = g.astype(ml_dtypes.bfloat16).astype(np.float64)
     np.testing.assert_allclose(layer.weight.grad.numpy(), gb.T @ xb, rtol=2e-2, atol=5e-2)
@@ -91,6 +98,7 @@ def test_autocast_graph_keeps_no_weight_copies():
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_child_forked_during_a_release_flush_still_releases():
     from lucid import _C
+
     _C._calls._flush_lock.acquire()  # as if another thread were flushing when the fork happens
     try:
         pid = os.fork()

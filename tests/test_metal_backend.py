@@ -15,13 +15,19 @@ import pytest
 
 import lucid
 
-pytestmark = pytest.mark.skipif(not lucid.metal.is_available(),
-                                reason="the host fallback serves 'metal' here; the Metal backend is not built in")
+pytestmark = pytest.mark.skipif(
+    not lucid.metal.is_available(), reason="the host fallback serves 'metal' here; the Metal backend is not built in"
+)
 
 RNG = np.random.default_rng(3)
 FLOATS = [lucid.float32, lucid.float16, lucid.bfloat16]
-NP = {lucid.float32: np.float32, lucid.float16: np.float16, lucid.bfloat16: ml_dtypes.bfloat16,
-      lucid.int32: np.int32, lucid.int64: np.int64}
+NP = {
+    lucid.float32: np.float32,
+    lucid.float16: np.float16,
+    lucid.bfloat16: ml_dtypes.bfloat16,
+    lucid.int32: np.int32,
+    lucid.int64: np.int64,
+}
 
 
 def counts_during(fn):
@@ -48,11 +54,23 @@ def test_binary_float_ops_run_on_the_gpu_and_match_numpy(dtype, op):
     assert counts == {}, counts
     na, nb = a.astype(NP[dtype]).astype(np.float32), b.astype(NP[dtype]).astype(np.float32)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ref = {"truediv": np.divide, "add": np.add, "sub": np.subtract, "mul": np.multiply, "pow": np.power,
-               "maximum": np.maximum, "minimum": np.minimum}[op](na, nb).astype(NP[dtype])
+        ref = {
+            "truediv": np.divide,
+            "add": np.add,
+            "sub": np.subtract,
+            "mul": np.multiply,
+            "pow": np.power,
+            "maximum": np.maximum,
+            "minimum": np.minimum,
+        }[op](na, nb).astype(NP[dtype])
     with np.errstate(invalid="ignore"):
-        np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32),
-                                   rtol=1e-6 if dtype == lucid.float32 else 0, atol=0, equal_nan=True)
+        np.testing.assert_allclose(
+            got.astype(np.float32),
+            ref.astype(np.float32),
+            rtol=1e-6 if dtype == lucid.float32 else 0,
+            atol=0,
+            equal_nan=True,
+        )
 
 
 @pytest.mark.parametrize("dtype", [lucid.int32, lucid.int64])
@@ -60,8 +78,13 @@ def test_integer_arithmetic_wraps_on_the_gpu(dtype):
     info = np.iinfo(NP[dtype])
     a = np.array([info.max, info.min, 7, -7, 3], NP[dtype])
     b = np.array([1, -1, 2, 2, 4], NP[dtype])
-    (s, p, mx), counts = counts_during(lambda: ((metal(a) + metal(b)).numpy(), (metal(a) * metal(b)).numpy(),
-                                                lucid.maximum(metal(a), metal(b)).numpy()))
+    (s, p, mx), counts = counts_during(
+        lambda: (
+            (metal(a) + metal(b)).numpy(),
+            (metal(a) * metal(b)).numpy(),
+            lucid.maximum(metal(a), metal(b)).numpy(),
+        )
+    )
     assert counts == {}, counts
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(s, a + b)
@@ -89,7 +112,10 @@ def test_gelu_and_its_gradient_on_the_gpu_match_the_cpu():
     for approximate in ("none", "tanh"):
         xm = metal(x).requires_grad_()
         xc = lucid.tensor(x).requires_grad_()
-        ym, yc = lucid.nn.functional.gelu(xm, approximate=approximate), lucid.nn.functional.gelu(xc, approximate=approximate)
+        ym, yc = (
+            lucid.nn.functional.gelu(xm, approximate=approximate),
+            lucid.nn.functional.gelu(xc, approximate=approximate),
+        )
         (ym * ym).sum().backward()
         (yc * yc).sum().backward()
         np.testing.assert_allclose(ym.numpy(), yc.numpy(), rtol=2e-6, atol=1e-7)
@@ -104,10 +130,16 @@ def test_integer_unary_bool_arithmetic_and_empty_reductions_run_on_the_gpu(dtype
     mask = RNG.standard_normal((3, 4)) > 0
     other = RNG.standard_normal((3, 4)) > 0
     empty = np.zeros((0, 3), np.float32)
-    (neg, relu, absolute, bool_sum, bool_product, sums), counts = counts_during(lambda: (
-        (-ma).numpy(), lucid.relu(ma).numpy(), ma.abs().numpy(),
-        (metal(mask) + metal(other)).numpy(), (metal(mask) * metal(other)).numpy(),
-        (metal(empty).sum(0).numpy(), metal(empty).mean(0).numpy(), metal(empty.astype(np.int64)).sum(0).numpy())))
+    (neg, relu, absolute, bool_sum, bool_product, sums), counts = counts_during(
+        lambda: (
+            (-ma).numpy(),
+            lucid.relu(ma).numpy(),
+            ma.abs().numpy(),
+            (metal(mask) + metal(other)).numpy(),
+            (metal(mask) * metal(other)).numpy(),
+            (metal(empty).sum(0).numpy(), metal(empty).mean(0).numpy(), metal(empty.astype(np.int64)).sum(0).numpy()),
+        )
+    )
     assert counts == {}, counts
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(neg, -a)  # wraps: -min == min
@@ -125,8 +157,9 @@ def test_comparisons_and_where_run_on_the_gpu(dtype):
     a = RNG.integers(-3, 3, (4, 5)).astype(NP[dtype])
     b = RNG.integers(-3, 3, (1, 5)).astype(NP[dtype])
     ma, mb = metal(a), metal(b)
-    (lt, eq, w), counts = counts_during(lambda: ((ma < mb).numpy(), (ma == mb).numpy(),
-                                                 lucid.where(ma > 0, ma, mb).float().numpy()))
+    (lt, eq, w), counts = counts_during(
+        lambda: ((ma < mb).numpy(), (ma == mb).numpy(), lucid.where(ma > 0, ma, mb).float().numpy())
+    )
     assert counts == {}, counts
     np.testing.assert_array_equal(lt, a < b)
     np.testing.assert_array_equal(eq, a == b)
@@ -228,9 +261,14 @@ def test_max_pooling_and_its_gradient_run_on_the_gpu_like_the_cpu(dtype, kernel,
     out = {}
     for device in ("cpu", "metal"):
         x = lucid.tensor(a, device=device).to(dtype).requires_grad_()
-        run = lambda: lucid.nn.functional.max_pool2d(x, kernel, stride=stride, padding=padding, dilation=dilation)
+
+        def run(x=x):
+            return lucid.nn.functional.max_pool2d(x, kernel, stride=stride, padding=padding, dilation=dilation)
+
         y, counts = counts_during(run)
-        (y.float() * lucid.tensor(np.arange(y.numel(), dtype=np.float32).reshape(y.shape), device=device)).sum().backward()
+        (
+            y.float() * lucid.tensor(np.arange(y.numel(), dtype=np.float32).reshape(y.shape), device=device)
+        ).sum().backward()
         out[device] = (y.float().numpy(), x.grad.float().numpy(), counts)
     assert "max_pool2d" not in out["metal"][2] and "max_pool2d_backward" not in out["metal"][2], out["metal"][2]
     np.testing.assert_array_equal(out["metal"][0], out["cpu"][0])
@@ -249,12 +287,22 @@ def test_convolution_runs_as_implicit_gemm_on_the_gpu(dtype, stride, padding, di
 
         def run():
             y = lucid.nn.functional.conv2d(tx, tw, tb, stride=stride, padding=padding, dilation=dilation, groups=groups)
-            (y.float() * lucid.tensor(np.cos(np.arange(y.numel())).reshape(y.shape).astype(np.float32), device=device)).sum().backward()
+            (
+                y.float()
+                * lucid.tensor(np.cos(np.arange(y.numel())).reshape(y.shape).astype(np.float32), device=device)
+            ).sum().backward()
             return y.float().numpy()
+
         kernels = {}
         y, counts = counts_during(lambda: kernels.update(dispatches_during(lambda: kernels.setdefault("y", run()))))
-        out[device] = (kernels.pop("y"), tx.grad.float().numpy(), tw.grad.float().numpy(), tb.grad.float().numpy(), counts,
-                       kernels)
+        out[device] = (
+            kernels.pop("y"),
+            tx.grad.float().numpy(),
+            tw.grad.float().numpy(),
+            tb.grad.float().numpy(),
+            counts,
+            kernels,
+        )
     assert not {"im2col", "col2im", "conv2d", "matmul"} & set(out["metal"][4]), out["metal"][4]
     # Each pass on its implicit-GEMM kernel, once; no window gathers and no separate product.
     dispatched = out["metal"][5]
@@ -279,12 +327,20 @@ def _conv2d_reference(x, w, stride, padding, dilation, groups, grad=None):
     for g in range(groups):
         for i in range(kh):
             for j in range(kw):
-                patch = xp[:, g * cg:(g + 1) * cg, i * dilation:i * dilation + stride * (oh - 1) + 1:stride,
-                           j * dilation:j * dilation + stride * (ow - 1) + 1:stride]
+                patch = xp[
+                    :,
+                    g * cg : (g + 1) * cg,
+                    i * dilation : i * dilation + stride * (oh - 1) + 1 : stride,
+                    j * dilation : j * dilation + stride * (ow - 1) + 1 : stride,
+                ]
                 if grad is None:
-                    out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, w[g * og:(g + 1) * og, :, i, j])
+                    out[:, g * og : (g + 1) * og] += np.einsum(
+                        "nchw,oc->nohw", patch, w[g * og : (g + 1) * og, :, i, j]
+                    )
                 else:
-                    out[g * og:(g + 1) * og, :, i, j] = np.einsum("nchw,nohw->oc", patch, grad[:, g * og:(g + 1) * og])
+                    out[g * og : (g + 1) * og, :, i, j] = np.einsum(
+                        "nchw,nohw->oc", patch, grad[:, g * og : (g + 1) * og]
+                    )
     return out
 
 
@@ -297,8 +353,9 @@ def test_transposed_convolution_runs_its_passes_on_the_implicit_gemm_kernels(dty
     w = RNG.standard_normal((6, 2, 3, 2)).astype(NP[dtype]).astype(np.float32)
     tx, tw = (metal(v, dtype).requires_grad_() for v in (x, w))
     got = {}
-    counts = dispatches_during(lambda: got.update(
-        y=lucid.nn.functional.conv_transpose2d(tx, tw, stride=2, padding=1, groups=2)))
+    counts = dispatches_during(
+        lambda: got.update(y=lucid.nn.functional.conv_transpose2d(tx, tw, stride=2, padding=1, groups=2))
+    )
     y = got["y"]
     # The adjoint identity <conv_transpose(x), z> = <x, conv(z)> for every z, with the
     # convolution of the same weight, stride, padding and groups.
@@ -330,8 +387,12 @@ def test_layer_and_group_norm_run_on_the_gpu_like_the_cpu(dtype):
         def run():
             y = lucid.nn.functional.layer_norm(tx, (10, 10), tw.reshape(10, 10), tb.reshape(10, 10))
             z = lucid.nn.functional.group_norm(tx, 3)
-            ((y.float() + z.float()) * lucid.tensor(np.cos(np.arange(x.size)).reshape(x.shape).astype(np.float32), device=device)).sum().backward()
+            (
+                (y.float() + z.float())
+                * lucid.tensor(np.cos(np.arange(x.size)).reshape(x.shape).astype(np.float32), device=device)
+            ).sum().backward()
             return y.float().numpy(), z.float().numpy()
+
         (y, z), counts = counts_during(run)
         out[device] = (y, z, tx.grad.float().numpy(), tw.grad.numpy(), tb.grad.numpy(), counts)
     assert out["metal"][5] == {}, out["metal"][5]
@@ -388,9 +449,14 @@ def test_sums_with_infinities_stay_infinite(n):
 def test_sums_and_means_run_on_the_gpu(dtype):
     a = RNG.standard_normal((6, 5, 300)).astype(np.float32)
     ma = metal(a, dtype)
-    (s_all, s_01, m_2, m_t), counts = counts_during(lambda: (
-        ma.sum().float().numpy(), ma.sum((0, 1)).float().numpy(), ma.mean(2, keepdim=True).float().numpy(),
-        ma.transpose(0, 2).mean(1).float().numpy()))
+    (s_all, s_01, m_2, m_t), counts = counts_during(
+        lambda: (
+            ma.sum().float().numpy(),
+            ma.sum((0, 1)).float().numpy(),
+            ma.mean(2, keepdim=True).float().numpy(),
+            ma.transpose(0, 2).mean(1).float().numpy(),
+        )
+    )
     assert counts == {}, counts
     x = a.astype(NP[dtype]).astype(np.float64)
     tol = 1e-6 if dtype == lucid.float32 else 1e-2
@@ -406,8 +472,9 @@ def test_integer_sums_and_arg_reductions_run_on_the_gpu():
     f[1, 3] = np.nan
     f[2, :] = 1.0  # ties: the first index
     ma, mf = metal(a), metal(f)
-    (s, amax, amin, vmax), counts = counts_during(lambda: (
-        ma.sum(1).numpy(), mf.argmax(1).numpy(), mf.argmin(0).numpy(), mf.max(1)[0].numpy()))
+    (s, amax, amin, vmax), counts = counts_during(
+        lambda: (ma.sum(1).numpy(), mf.argmax(1).numpy(), mf.argmin(0).numpy(), mf.max(1)[0].numpy())
+    )
     assert counts == {}, counts
     np.testing.assert_array_equal(s, a.astype(np.int64).sum(1))
     np.testing.assert_array_equal(amax, np.argmax(f, 1))
@@ -418,14 +485,17 @@ def test_integer_sums_and_arg_reductions_run_on_the_gpu():
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_matmul_and_linear_run_on_the_gpu_like_the_cpu(dtype):
     a = RNG.standard_normal((3, 5, 7)).astype(np.float32)
-    b = RNG.standard_normal((7, 4)).astype(np.float32)   # broadcast over the batch
+    b = RNG.standard_normal((7, 4)).astype(np.float32)  # broadcast over the batch
     w = RNG.standard_normal((6, 7)).astype(np.float32)
     bias = RNG.standard_normal(6).astype(np.float32)
     ma, mb, mw, mbias = metal(a, dtype), metal(b, dtype), metal(w, dtype), metal(bias, dtype)
-    (p, lin, pt), counts = counts_during(lambda: (
-        (ma @ mb).float().numpy(),
-        lucid.nn.functional.linear(ma, mw, mbias).float().numpy(),
-        (ma.transpose(1, 2) @ ma).float().numpy()))
+    (p, lin, pt), counts = counts_during(
+        lambda: (
+            (ma @ mb).float().numpy(),
+            lucid.nn.functional.linear(ma, mw, mbias).float().numpy(),
+            (ma.transpose(1, 2) @ ma).float().numpy(),
+        )
+    )
     assert counts == {}, counts
     ca, cb, cw, cbias = (lucid.tensor(x).to(dtype) for x in (a, b, w, bias))
     # The same float32 arithmetic and one rounding: equal to the host's up to the order of
@@ -443,7 +513,9 @@ def test_products_of_whole_and_partial_tiles_match_numpy(dtype, m, k, n):
     w = RNG.standard_normal((n, k)).astype(np.float32)
     bias = RNG.standard_normal(n).astype(np.float32)
     a, w, bias = (x.astype(NP[dtype]).astype(np.float32) for x in (a, w, bias))
-    got, counts = counts_during(lambda: lucid.nn.functional.linear(metal(a, dtype), metal(w, dtype), metal(bias, dtype)).float().numpy())
+    got, counts = counts_during(
+        lambda: lucid.nn.functional.linear(metal(a, dtype), metal(w, dtype), metal(bias, dtype)).float().numpy()
+    )
     assert counts == {}, counts
     want = a.astype(np.float64) @ w.T.astype(np.float64) + bias
     tol = 1e-5 if dtype == lucid.float32 else 1e-2
@@ -472,8 +544,12 @@ def test_every_product_and_attention_of_an_autocast_training_step_runs_on_the_gp
     def step():
         with lucid.amp.autocast("metal", dtype=dtype):
             h, _ = attn(x, x, x, need_weights=False)
-            h = lucid.nn.functional.scaled_dot_product_attention(h.view(2, 9, 4, 6).transpose(1, 2), h.view(2, 9, 4, 6).transpose(1, 2),
-                                                                 h.view(2, 9, 4, 6).transpose(1, 2), is_causal=True)
+            h = lucid.nn.functional.scaled_dot_product_attention(
+                h.view(2, 9, 4, 6).transpose(1, 2),
+                h.view(2, 9, 4, 6).transpose(1, 2),
+                h.view(2, 9, 4, 6).transpose(1, 2),
+                is_causal=True,
+            )
             loss = model(h.transpose(1, 2).reshape(2, 9, 24)).float().pow(2).mean()
         loss.backward()
         return loss.item()
@@ -503,8 +579,11 @@ def test_an_inspected_step_counts_on_the_gpu_and_waits_once(dtype):
         with lucid.amp.autocast("metal", dtype=dtype):
             model(x)
         during = lucid.metal.stats()
-    counts = {k: v - before["dispatches"].get(k, 0) for k, v in during["dispatches"].items()
-              if v != before["dispatches"].get(k, 0)}
+    counts = {
+        k: v - before["dispatches"].get(k, 0)
+        for k, v in during["dispatches"].items()
+        if v != before["dispatches"].get(k, 0)
+    }
     assert during["host_waits"] == before["host_waits"] and during["host_fallbacks"] == before["host_fallbacks"]
     # Two linears (three inputs and a result each; the second's input is already in `dtype`)
     # and a ReLU (an input and a result).
@@ -520,9 +599,14 @@ def test_every_convolution_and_product_of_an_autocast_cnn_step_runs_on_the_gpu_k
     # products run on the matrix units.
     lucid.manual_seed(0)
     model = lucid.nn.Sequential(
-        lucid.nn.Conv2d(3, 8, 3, padding=1), lucid.nn.ReLU(), lucid.nn.MaxPool2d(2),
-        lucid.nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=2), lucid.nn.ReLU(),
-        lucid.nn.Flatten(), lucid.nn.Linear(16 * 2 * 2, 10)).to("metal")
+        lucid.nn.Conv2d(3, 8, 3, padding=1),
+        lucid.nn.ReLU(),
+        lucid.nn.MaxPool2d(2),
+        lucid.nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=2),
+        lucid.nn.ReLU(),
+        lucid.nn.Flatten(),
+        lucid.nn.Linear(16 * 2 * 2, 10),
+    ).to("metal")
     x = lucid.tensor(RNG.standard_normal((4, 3, 8, 8)).astype(np.float32), device="metal")
     y = lucid.tensor(RNG.integers(0, 10, 4), device="metal")
 
@@ -534,8 +618,11 @@ def test_every_convolution_and_product_of_an_autocast_cnn_step_runs_on_the_gpu_k
 
     counts = dispatches_during(step)
     convs = {k: v for k, v in counts.items() if k.startswith("conv_")}
-    assert convs == {f"conv_forward_{dtype.name}": 2, f"conv_backward_data_{dtype.name}": 1,
-                     f"conv_backward_weights_{dtype.name}": 2}, counts  # the first layer's input needs no gradient
+    assert convs == {
+        f"conv_forward_{dtype.name}": 2,
+        f"conv_backward_data_{dtype.name}": 1,
+        f"conv_backward_weights_{dtype.name}": 2,
+    }, counts  # the first layer's input needs no gradient
     assert not [k for k in counts if k.startswith(("im2col", "col2im", "gemm_float", "gemm_bfloat"))], counts
     products = {k for k in counts if k.startswith(("gemm", "mps"))}
     assert products and products <= {f"gemm_simd_{dtype.name}", "mps_matmul"}, counts
@@ -570,8 +657,13 @@ def test_attention_runs_fused_on_the_gpu_and_its_backward_keeps_the_dtype(dtype,
     tq, tk, tv = (metal(x, dtype).requires_grad_() for x in (q, k, v))
     mask = metal(allowed) if masking == "mask" else None
     got = {}
-    fwd = dispatches_during(lambda: got.update(y=lucid.nn.functional.scaled_dot_product_attention(
-        tq, tk, tv, attn_mask=mask, is_causal=masking == "causal")))
+    fwd = dispatches_during(
+        lambda: got.update(
+            y=lucid.nn.functional.scaled_dot_product_attention(
+                tq, tk, tv, attn_mask=mask, is_causal=masking == "causal"
+            )
+        )
+    )
     tg = metal(g, dtype)
     bwd = dispatches_during(lambda: got["y"].backward(tg))
     variant = "attention_64" if head <= 64 else "attention_128"
@@ -579,7 +671,7 @@ def test_attention_runs_fused_on_the_gpu_and_its_backward_keeps_the_dtype(dtype,
     assert bwd.get(f"softmax_backward_{dtype.name}") == 1, bwd
     if dtype != lucid.float32:
         assert not [name for name in bwd if "float32" in name], bwd
-    want = _attention_reference(q, k, v, g, head ** -0.5, masking == "causal", allowed if masking == "mask" else None)
+    want = _attention_reference(q, k, v, g, head**-0.5, masking == "causal", allowed if masking == "mask" else None)
     tol = {lucid.float32: 1e-5, lucid.float16: 4e-3}.get(dtype, 3e-2)
     for got_, want_ in zip((got["y"], tq.grad, tk.grad, tv.grad), want):
         np.testing.assert_allclose(got_.float().numpy(), want_, rtol=tol, atol=tol * np.abs(want_).max())
@@ -595,7 +687,9 @@ def test_mps_sums_float16_products_in_float32_and_serves_them():
     b = RNG.standard_normal((4, 70, 21)).astype(np.float16)
     got = {}
     counts = dispatches_during(lambda: got.setdefault("v", (metal(a) @ metal(b)).float().numpy()))
-    assert counts.get("mps_matmul") == 1 and not any(k.startswith("gemm") for k in counts), counts  # one call, 4 batches
+    assert counts.get("mps_matmul") == 1 and not any(k.startswith("gemm") for k in counts), (
+        counts
+    )  # one call, 4 batches
     want = a.astype(np.float32) @ b.astype(np.float32)
     np.testing.assert_allclose(got["v"], want.astype(np.float16).astype(np.float32), rtol=2e-3, atol=2e-2)
 
@@ -603,7 +697,7 @@ def test_mps_sums_float16_products_in_float32_and_serves_them():
 @pytest.mark.parametrize("dtype", [lucid.int32, lucid.int64])
 def test_integer_matmul_runs_on_the_gpu_and_wraps_like_the_cpu(dtype):
     a = RNG.integers(-5, 5, (2, 3, 4))
-    big = np.full((4, 2), 2 ** 62 if dtype == lucid.int64 else 2 ** 30, np.int64)  # sums that wrap
+    big = np.full((4, 2), 2**62 if dtype == lucid.int64 else 2**30, np.int64)  # sums that wrap
     ma, mbig = metal(a, dtype), metal(big, dtype)
     (got, wrapped), counts = counts_during(lambda: ((ma @ ma.transpose(1, 2)).numpy(), (ma @ mbig).numpy()))
     np.testing.assert_array_equal(got, a @ a.transpose(0, 2, 1))
@@ -612,8 +706,9 @@ def test_integer_matmul_runs_on_the_gpu_and_wraps_like_the_cpu(dtype):
 
 
 def test_fills_and_conversions_on_the_gpu_keep_the_host_rounding():
-    bits = np.array([0x7F800001, 0xFF800001, 0x7FC00000, 0x477FF000, 0x477FEFFF, 0x33000000, 0x33000001, 0x00000001],
-                    np.uint32)
+    bits = np.array(
+        [0x7F800001, 0xFF800001, 0x7FC00000, 0x477FF000, 0x477FEFFF, 0x33000000, 0x33000001, 0x00000001], np.uint32
+    )
     x = bits.view(np.float32)
     (h, b), counts = counts_during(lambda: (metal(x).to(lucid.float16).numpy(), metal(x).to(lucid.bfloat16).numpy()))
     assert counts == {}, counts
@@ -626,18 +721,67 @@ def test_fills_and_conversions_on_the_gpu_keep_the_host_rounding():
 
 # ---- the self-test ---------------------------------------------------------------------------
 
+
 def test_the_self_test_passes_and_checks_every_gpu_kernel():
     report = lucid.metal.self_test()
     failed = [c for c in report if not c["passed"]]
     assert not failed, failed
     ops = {c["op"] for c in report}
-    for op in ("fill", "copy", "add", "add_contig", "mul_strided", "pow", "add_scalar", "exp", "gelu", "gelu_tanh", "gelu_tanh_backward", "where",
-               "lt", "matmul", "linear", "sum", "mean", "argmax", "sgd_step", "adam_step", "adam_skip", "adam_count", "unscale", "unscale_found", "update_scale", "max_pool2d", "max_pool2d_backward",
-               "softmax", "log_softmax", "sum_long_rows", "gather", "scatter_add", "cast_to_int32", "cast_to_bool", "matmul_simd", "sum_split", "argmax_long", "scatter_add_long", "im2col", "col2im", "conv_forward", "conv_backward_data", "conv_backward_weights", "softmax_backward",
-               "log_softmax_backward", "attention", "attention_weights", "attention_causal", "attention_mask",
-               "attention_causal_128", "normalize_rows",
-               "normalize_rows_to_float32",
-               "cast_from_int64"):
+    for op in (
+        "fill",
+        "copy",
+        "add",
+        "add_contig",
+        "mul_strided",
+        "pow",
+        "add_scalar",
+        "exp",
+        "gelu",
+        "gelu_tanh",
+        "gelu_tanh_backward",
+        "where",
+        "lt",
+        "matmul",
+        "linear",
+        "sum",
+        "mean",
+        "argmax",
+        "sgd_step",
+        "adam_step",
+        "adam_skip",
+        "adam_count",
+        "unscale",
+        "unscale_found",
+        "update_scale",
+        "max_pool2d",
+        "max_pool2d_backward",
+        "softmax",
+        "log_softmax",
+        "sum_long_rows",
+        "gather",
+        "scatter_add",
+        "cast_to_int32",
+        "cast_to_bool",
+        "matmul_simd",
+        "sum_split",
+        "argmax_long",
+        "scatter_add_long",
+        "im2col",
+        "col2im",
+        "conv_forward",
+        "conv_backward_data",
+        "conv_backward_weights",
+        "softmax_backward",
+        "log_softmax_backward",
+        "attention",
+        "attention_weights",
+        "attention_causal",
+        "attention_mask",
+        "attention_causal_128",
+        "normalize_rows",
+        "normalize_rows_to_float32",
+        "cast_from_int64",
+    ):
         assert op in ops, f"{op} is not checked: {sorted(ops)}"
     assert {c["dtype"] for c in report} >= {lucid.float32, lucid.float16, lucid.bfloat16, lucid.int32, lucid.int64}
     assert all(0 <= c["max_error"] <= c["tolerance"] for c in report)
@@ -649,10 +793,12 @@ def _run_emulated(code, **env):
     import subprocess
     import sys
     from lucid import _C
+
     if "metal-emulated" not in str(_C._library._find_library()):
         pytest.skip("the fault is injected through the emulated GPU of the check build")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env={**os.environ, **env}, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **env}, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     return r.stdout.strip().splitlines()
 
@@ -680,8 +826,10 @@ def test_a_gpu_that_computes_wrong_results_is_not_used():
     assert "self-test found kernels that disagree" in message and "add (float32)" in message, message
     assert "host fallback" in message
     assert values == "[3.0, -4.0, 8.0] False {}", values  # right values, from the host fallback
-    assert failed == ("['add', 'atan2', 'copysign', 'div', 'floorDivide', 'fmax', 'fmin', 'fmod', 'heaviside', "
-                      "'maximum', 'minimum', 'mul', 'pow', 'remainder', 'sub', 'truncDivide']"), failed
+    assert failed == (
+        "['add', 'atan2', 'copysign', 'div', 'floorDivide', 'fmax', 'fmin', 'fmod', 'heaviside', "
+        "'maximum', 'minimum', 'mul', 'pow', 'remainder', 'sub', 'truncDivide']"
+    ), failed
 
 
 COMPILE_FAULT = """
@@ -708,7 +856,9 @@ print(lucid.metal.stats()["library_compiles"])
 def test_kernels_that_do_not_compile_warn_once_with_the_compilers_message():
     # The emulated compiler refuses the kernel source: lucid must compile once, keep the
     # compiler's message, warn with it once, and serve "metal" on the host fallback.
-    count, message, values, report, detail, compiles = _run_emulated(COMPILE_FAULT, LUCID_METAL_EMULATION_FAULT="compile")
+    count, message, values, report, detail, compiles = _run_emulated(
+        COMPILE_FAULT, LUCID_METAL_EMULATION_FAULT="compile"
+    )
     assert count == "1", message
     assert "did not compile" in message and "injected by LUCID_METAL_EMULATION_FAULT=compile" in message, message
     assert values == "[4.5, 8.0, 32.0] [4.5, 8.0, 32.0] False", values
@@ -745,6 +895,7 @@ def test_products_on_a_pipeline_that_allows_fewer_than_128_threads_stay_right():
 
 
 # ---- the command queue: commits without waiting, buffers back from completion handlers -----
+
 
 def _delta(before, after):
     return {k: after[k] - before[k] for k in before if k != "dispatches"}
@@ -799,8 +950,9 @@ def test_a_loop_that_never_reads_keeps_memory_bounded():
 def test_a_steady_state_training_step_makes_no_buffers_and_never_waits():
     # An embedding and a cross-entropy loss: both gather, and neither waits for its index check.
     lucid.manual_seed(0)
-    model = lucid.nn.Sequential(lucid.nn.Embedding(50, 16), lucid.nn.Linear(16, 32), lucid.nn.ReLU(),
-                                lucid.nn.Linear(32, 10)).to("metal")
+    model = lucid.nn.Sequential(
+        lucid.nn.Embedding(50, 16), lucid.nn.Linear(16, 32), lucid.nn.ReLU(), lucid.nn.Linear(32, 10)
+    ).to("metal")
     opt = lucid.optim.Adam(model.parameters(), lr=1e-3)
     tokens = metal(RNG.integers(0, 50, 8))
     target = metal(RNG.integers(0, 10, 8))
@@ -857,8 +1009,14 @@ class _TinyGPT(lucid.nn.Module):
 def _cnn_step():
     nn = lucid.nn
     lucid.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Flatten(), nn.Linear(4 * 4 * 4, 10)).to("metal")
+    model = nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1),
+        nn.BatchNorm2d(4),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(4 * 4 * 4, 10),
+    ).to("metal")
     opt = lucid.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     x = metal(RNG.standard_normal((4, 1, 8, 8)).astype(np.float32))
     y = metal(RNG.integers(0, 10, 4))
@@ -885,7 +1043,7 @@ def test_a_float16_autocast_step_with_a_grad_scaler_never_waits(make):
     lucid.metal.synchronize()
     lucid.empty_cache()
     model, opt, loss_fn = make()
-    scaler = lucid.amp.GradScaler("metal", init_scale=2.0 ** 10, growth_interval=3)
+    scaler = lucid.amp.GradScaler("metal", init_scale=2.0**10, growth_interval=3)
 
     def step(i):
         opt.zero_grad()
@@ -907,17 +1065,18 @@ def test_a_float16_autocast_step_with_a_grad_scaler_never_waits(make):
     lucid.metal.synchronize()
     before = lucid.metal.stats()
     for i in range(256, 296):
-        loss = step(i)
+        step(i)
     after = lucid.metal.stats()
     d = _delta(before, after)
     assert d["host_waits"] == 0, d
     assert d["new_buffers"] == 0, d
     assert d["host_fallbacks"] == 0, d
     assert np.isfinite(step(296).item())
-    assert scaler.get_scale() == 2.0 ** 10  # grown after each three clean steps, halved after each skip
+    assert scaler.get_scale() == 2.0**10  # grown after each three clean steps, halved after each skip
 
 
 # ---- optimizers --------------------------------------------------------------------------
+
 
 def _train(device, opt_factory, steps=3):
     lucid.manual_seed(5)
@@ -932,12 +1091,18 @@ def _train(device, opt_factory, steps=3):
     return [p.float().numpy() for p in model.parameters()]
 
 
-@pytest.mark.parametrize("name,factory", [
-    ("sgd", lambda ps: lucid.optim.SGD(ps, lr=0.1)),
-    ("sgd momentum nesterov wd", lambda ps: lucid.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)),
-    ("adam", lambda ps: lucid.optim.Adam(ps, lr=0.01)),
-    ("adamw maximize", lambda ps: lucid.optim.AdamW(ps, lr=0.01, weight_decay=0.1, maximize=True)),
-])
+@pytest.mark.parametrize(
+    "name,factory",
+    [
+        ("sgd", lambda ps: lucid.optim.SGD(ps, lr=0.1)),
+        (
+            "sgd momentum nesterov wd",
+            lambda ps: lucid.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01),
+        ),
+        ("adam", lambda ps: lucid.optim.Adam(ps, lr=0.01)),
+        ("adamw maximize", lambda ps: lucid.optim.AdamW(ps, lr=0.01, weight_decay=0.1, maximize=True)),
+    ],
+)
 def test_optimizer_steps_run_on_the_gpu_like_the_cpu(name, factory):
     want = _train("cpu", factory)
     got, counts = counts_during(lambda: _train("metal", factory))
@@ -996,8 +1161,8 @@ def test_freed_buffers_are_reused_only_after_the_gpu_is_done_with_them():
 def test_synchronize_between_queued_ops_keeps_results_right():
     x = metal(RNG.standard_normal((64, 64)).astype(np.float32))
     y = (x * 2.0 + 1.0).exp()
-    lucid.metal.synchronize()   # the queued kernels finish here...
-    lucid.metal.synchronize()   # ...and a second call finds nothing to wait for
+    lucid.metal.synchronize()  # the queued kernels finish here...
+    lucid.metal.synchronize()  # ...and a second call finds nothing to wait for
     np.testing.assert_allclose(y.numpy(), np.exp(x.numpy() * 2 + 1), rtol=1e-6)
 
 
@@ -1009,21 +1174,27 @@ def test_contiguous_elementwise_ops_take_the_contiguous_kernels_and_agree_with_t
     b = RNG.standard_normal((7, 37)).astype(np.float32)
     ma, mb = metal(a, dtype), metal(b, dtype)
     got = {}
-    counts = dispatches_during(lambda: got.update(add=(ma * mb).float().numpy(), scalar=(ma - 0.5).float().numpy(),
-                                                  exp=ma.exp().float().numpy()))
+    counts = dispatches_during(
+        lambda: got.update(
+            add=(ma * mb).float().numpy(), scalar=(ma - 0.5).float().numpy(), exp=ma.exp().float().numpy()
+        )
+    )
     name = dtype.name
     ops = {k: v for k, v in counts.items() if k.startswith(("binary", "unary"))}
     assert ops == {f"binary_contig_{name}": 1, f"binary_scalar_contig_{name}": 1, f"unary_contig_{name}": 1}, counts
     strided = {}
-    counts = dispatches_during(lambda: strided.update(add=(ma.t() * mb.t()).t().float().numpy(),
-                                                      scalar=(ma.t() - 0.5).t().float().numpy(),
-                                                      exp=ma.t().exp().t().float().numpy()))
+    counts = dispatches_during(
+        lambda: strided.update(
+            add=(ma.t() * mb.t()).t().float().numpy(),
+            scalar=(ma.t() - 0.5).t().float().numpy(),
+            exp=ma.t().exp().t().float().numpy(),
+        )
+    )
     assert {k for k in counts if "contig" in k} == set(), counts
     for key in got:
         np.testing.assert_array_equal(got[key], strided[key], err_msg=key)
     ca, cb = lucid.tensor(a).to(dtype), lucid.tensor(b).to(dtype)
     np.testing.assert_array_equal(got["add"], (ca * cb).float().numpy())
-
 
 
 @pytest.mark.parametrize("dtype", FLOATS + [lucid.int32, lucid.int64])
@@ -1033,8 +1204,12 @@ def test_broadcast_binary_ops_run_as_a_grid_without_division(dtype):
     floating = dtype in FLOATS
     draw = (lambda *s: RNG.standard_normal(s).astype(np.float32)) if floating else (lambda *s: RNG.integers(-9, 9, s))
     import operator
-    cases = [(draw(5, 33), draw(33), operator.add), (draw(2, 3, 5, 7), draw(1, 3, 1, 1), operator.mul),
-             (draw(6, 1), draw(1, 9), operator.sub)]
+
+    cases = [
+        (draw(5, 33), draw(33), operator.add),
+        (draw(2, 3, 5, 7), draw(1, 3, 1, 1), operator.mul),
+        (draw(6, 1), draw(1, 9), operator.sub),
+    ]
     for x, y, fn in cases:
         if floating:
             x, y = (v.astype(NP[dtype]).astype(np.float32) for v in (x, y))
@@ -1044,7 +1219,9 @@ def test_broadcast_binary_ops_run_as_a_grid_without_division(dtype):
         assert {k for k in counts if k.startswith("binary")} == {f"binary_grid_{dtype.name}"}, counts
         want = fn(x.astype(np.float64), y.astype(np.float64))
         if floating:
-            np.testing.assert_array_equal(got["v"].float().numpy(), want.astype(np.float32).astype(NP[dtype]).astype(np.float32))
+            np.testing.assert_array_equal(
+                got["v"].float().numpy(), want.astype(np.float32).astype(NP[dtype]).astype(np.float32)
+            )
         else:
             np.testing.assert_array_equal(got["v"].numpy(), want)
 
@@ -1082,7 +1259,6 @@ def test_a_full_reduction_of_many_elements_splits_among_threadgroups(dtype):
         assert abs(got["sum"] - exact.sum()) <= rounding * abs(exact.sum()), (got["sum"], exact.sum())
 
 
-
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_an_arg_reduction_along_a_long_axis_runs_a_threadgroup_per_output(dtype):
     # argmax/argmin over 10K elements: the first NaN, else the first extreme, as on the CPU,
@@ -1092,14 +1268,14 @@ def test_an_arg_reduction_along_a_long_axis_runs_a_threadgroup_per_output(dtype)
     x[1, 9000] = np.nan
     mx, cx = metal(x, dtype), lucid.tensor(x).to(dtype)
     got = {}
-    counts = dispatches_during(lambda: got.update(amax=mx.argmax(1).numpy(), amin=mx.argmin(1).numpy(),
-                                                  vmax=mx.max(1).values.float().numpy()))
+    counts = dispatches_during(
+        lambda: got.update(amax=mx.argmax(1).numpy(), amin=mx.argmin(1).numpy(), vmax=mx.max(1).values.float().numpy())
+    )
     assert counts.get(f"arg_reduce_group_{dtype.name}") == 3 and f"arg_reduce_{dtype.name}" not in counts, counts
     np.testing.assert_array_equal(got["amax"], cx.argmax(1).numpy())
     np.testing.assert_array_equal(got["amin"], cx.argmin(1).numpy())
     np.testing.assert_array_equal(got["vmax"], cx.max(1).values.float().numpy())
     assert got["amax"][1] == 7777 and got["amin"][1] == 7777
-
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -1130,13 +1306,24 @@ def test_the_benchmark_has_a_metal_section_where_the_backend_runs(tmp_path):
     import os
     import subprocess
     import sys
+
     suite = os.path.join(os.path.dirname(__file__), "..", "bench", "suite.py")
     out = tmp_path / "results.md"
-    run = subprocess.run([sys.executable, suite, "--quick", "--only", "metal", "--write", str(out)],
-                         capture_output=True, text=True, timeout=600, env=os.environ.copy())
+    run = subprocess.run(
+        [sys.executable, suite, "--quick", "--only", "metal", "--write", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=os.environ.copy(),
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     table = out.read_text()
-    for row in ("| metal matmul float16 64 |", "| metal matmul bfloat16 64 |", "| metal CNN train step |",
-                "causal attention", "GPT (1 layers of 32) train step"):
+    for row in (
+        "| metal matmul float16 64 |",
+        "| metal matmul bfloat16 64 |",
+        "| metal CNN train step |",
+        "causal attention",
+        "GPT (1 layers of 32) train step",
+    ):
         assert row in table, table
     assert "TFLOP/s" in table and "float32 / float16 autocast" in table

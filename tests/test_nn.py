@@ -24,6 +24,7 @@ def np_linear(x, layer):
 
 # ---- Linear -----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("inf,outf", [(4, 3), (1, 1), (256, 64), (7, 1)])
 def test_linear_parameters(device, inf, outf):
@@ -89,8 +90,9 @@ def test_linear_without_bias(device):
     assert list(layer.state_dict()) == ["weight"]
     x = randf((4, 6), 2)
     y = layer(lucid.tensor(x, device=device))
-    np.testing.assert_allclose(y.numpy(), x.astype(np.float64) @ layer.weight.numpy().astype(np.float64).T,
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        y.numpy(), x.astype(np.float64) @ layer.weight.numpy().astype(np.float64).T, rtol=1e-5, atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("dtype,np_type", [(lucid.float16, np.float16), (lucid.bfloat16, ml_dtypes.bfloat16)])
@@ -101,8 +103,9 @@ def test_linear_dtype_argument(dtype, np_type):
     x = randf((3, 16), 3).astype(np_type)
     y = layer(lucid.tensor(x, device="metal"))
     assert y.dtype is dtype
-    want = (x.astype(np.float32) @ layer.weight.numpy().astype(np.float32).T
-            + layer.bias.numpy().astype(np.float32)).astype(np_type)
+    want = (
+        x.astype(np.float32) @ layer.weight.numpy().astype(np.float32).T + layer.bias.numpy().astype(np.float32)
+    ).astype(np_type)
     np.testing.assert_allclose(y.numpy().astype(np.float64), want.astype(np.float64), rtol=2e-2, atol=2e-2)
 
 
@@ -130,6 +133,7 @@ def test_linear_repr():
 
 
 # ---- ReLU and Sequential -------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_relu_module(device):
@@ -185,6 +189,7 @@ def test_sequential_from_ordered_dict():
 
 # ---- Module --------------------------------------------------------------------------------------
 
+
 def test_named_parameters_and_children():
     model = make_mlp()
     names = [n for n, _ in model.named_parameters()]
@@ -225,8 +230,14 @@ def test_custom_module_registration_and_forward():
     lucid.manual_seed(0)
     net = Net()
     names = [n for n, _ in net.named_parameters()]
-    assert names == ["first.scale", "first.proj.weight", "first.proj.bias", "layers.0.weight", "layers.0.bias",
-                     "head.weight"]
+    assert names == [
+        "first.scale",
+        "first.proj.weight",
+        "first.proj.bias",
+        "layers.0.weight",
+        "layers.0.bias",
+        "head.weight",
+    ]
     assert [type(m).__name__ for m in net.children()] == ["Block", "Sequential", "Linear"]
     assert net.first.note == "not a parameter"
     x = randf((5, 3), 1)
@@ -297,7 +308,9 @@ def test_module_to_dtype_keeps_parameter_identity():
     for n, p in model.named_parameters():
         obj, values = before[n]
         assert p is obj and p.dtype is lucid.bfloat16 and p.device == "metal"
-        np.testing.assert_array_equal(p.numpy(), values.astype(np.float16).astype(np.float32).astype(ml_dtypes.bfloat16))
+        np.testing.assert_array_equal(
+            p.numpy(), values.astype(np.float16).astype(np.float32).astype(ml_dtypes.bfloat16)
+        )
     model.float()
     assert all(p.dtype is lucid.float32 for p in model.parameters())
     model.half()
@@ -327,6 +340,7 @@ def test_train_eval_propagate():
 
 
 # ---- state_dict ----------------------------------------------------------------------------------
+
 
 def test_state_dict_contents():
     model = make_mlp()
@@ -426,6 +440,7 @@ def test_state_dict_of_custom_module_round_trips():
 
 
 # ---- Parameter -----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_parameter(device):

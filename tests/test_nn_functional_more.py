@@ -53,6 +53,7 @@ def away(*shape, points=(0.0,), gap=0.05):
 
 # ---- activations ---------------------------------------------------------------------------------
 
+
 def np_softplus(x, beta=1.0, threshold=20.0):
     return np.where(beta * x > threshold, x, np.log1p(np.exp(np.minimum(beta * x, 50))) / beta)
 
@@ -70,8 +71,12 @@ ACTIVATIONS = [
     ("tanhshrink", F.tanhshrink, lambda x: x - np.tanh(x), ()),
     ("threshold", lambda x: F.threshold(x, 0.3, -2.0), lambda x: np.where(x > 0.3, x, -2.0), (0.3,)),
     ("softshrink", F.softshrink, lambda x: np.where(x > 0.5, x - 0.5, np.where(x < -0.5, x + 0.5, 0)), (-0.5, 0.5)),
-    ("softshrink_1", lambda x: F.softshrink(x, 1.0),
-     lambda x: np.where(x > 1, x - 1, np.where(x < -1, x + 1, 0)), (-1, 1)),
+    (
+        "softshrink_1",
+        lambda x: F.softshrink(x, 1.0),
+        lambda x: np.where(x > 1, x - 1, np.where(x < -1, x + 1, 0)),
+        (-1, 1),
+    ),
     ("hardshrink", F.hardshrink, lambda x: np.where(np.abs(x) > 0.5, x, 0), (-0.5, 0.5)),
     ("celu", lambda x: F.celu(x, 2.0), lambda x: np.where(x > 0, x, 2.0 * np.expm1(x / 2.0)), (0,)),
     ("selu", F.selu, lambda x: SELU_S * np.where(x > 0, x, SELU_A * np.expm1(np.minimum(x, 0))), (0,)),
@@ -179,13 +184,19 @@ def test_softmin_matches_numpy(dim):
 
 def test_softmax_dtype_casts_first():
     x = arr(3, 4)
-    for fn in (lambda t: lucid.softmax(t, 1, dtype=lucid.float64), lambda t: t.softmax(1, lucid.float64),
-               lambda t: F.softmax(t, 1, dtype=lucid.float64)):
+    for fn in (
+        lambda t: lucid.softmax(t, 1, dtype=lucid.float64),
+        lambda t: t.softmax(1, lucid.float64),
+        lambda t: F.softmax(t, 1, dtype=lucid.float64),
+    ):
         y = fn(f32(x))
         assert y.dtype is lucid.float64
         close(y, np_softmax(x.astype(np.float32).astype(np.float64), 1), tol=1e-12)
-    for fn in (lambda t: lucid.log_softmax(t, 0, dtype=lucid.float64), lambda t: t.log_softmax(0, dtype=lucid.float64),
-               lambda t: F.log_softmax(t, 0, dtype=lucid.float64)):
+    for fn in (
+        lambda t: lucid.log_softmax(t, 0, dtype=lucid.float64),
+        lambda t: t.log_softmax(0, dtype=lucid.float64),
+        lambda t: F.log_softmax(t, 0, dtype=lucid.float64),
+    ):
         y = fn(f32(x))
         assert y.dtype is lucid.float64
         close(y, np.log(np_softmax(x.astype(np.float32).astype(np.float64), 0)), tol=1e-12)
@@ -223,13 +234,14 @@ def test_rrelu_training_draws_slopes_between_the_bounds():
 
 # ---- distances -----------------------------------------------------------------------------------
 
+
 def np_norm(a, p, axis, keepdims=False):
     a = np.abs(a)
     if p == np.inf:
         return a.max(axis=axis, keepdims=keepdims)
     if p == 0:
         return (a != 0).sum(axis=axis, keepdims=keepdims).astype(np.float64)
-    return (a ** p).sum(axis=axis, keepdims=keepdims) ** (1 / p)
+    return (a**p).sum(axis=axis, keepdims=keepdims) ** (1 / p)
 
 
 @pytest.mark.parametrize("p,dim", [(2.0, 1), (1.0, 2), (3.0, 0), (0.5, -1)])
@@ -248,8 +260,10 @@ def test_normalize_eps_floor_and_out():
     close(out, x / np.maximum(np_norm(x, 2, 0, True), 1e-12))
 
 
-@pytest.mark.parametrize("s1,s2,dim", [((5, 4), (5, 4), 1), ((4, 6), (4, 6), -1), ((1, 2, 3), (2, 1, 3), -1),
-                                      ((6,), (6,), 0), ((2, 3), (2, 1, 3), -1)])
+@pytest.mark.parametrize(
+    "s1,s2,dim",
+    [((5, 4), (5, 4), 1), ((4, 6), (4, 6), -1), ((1, 2, 3), (2, 1, 3), -1), ((6,), (6,), 0), ((2, 3), (2, 1, 3), -1)],
+)
 def test_cosine_similarity_matches_numpy(s1, s2, dim):
     a, b = arr(*s1), arr(*s2)
     a2, b2 = np.broadcast_arrays(a, b)
@@ -315,6 +329,7 @@ def test_one_hot_matches_numpy():
 
 # ---- losses --------------------------------------------------------------------------------------
 
+
 def reduce_np(loss, reduction):
     return {"none": loss, "mean": loss.mean(), "sum": loss.sum()}[reduction]
 
@@ -353,10 +368,14 @@ def test_margin_ranking_hinge_and_soft_margin_losses(reduction):
         z = -y * (a - b) + m
         z = np.where(np.abs(z) < 0.05, z + 0.2, z)  # keep clear of the hinge for the differences
         b2 = a + (z - m) / y
-        close(F.margin_ranking_loss(f32(a), f32(b2), f32(y), m, reduction=reduction),
-              reduce_np(np.maximum(-y * (a - b2) + m, 0), reduction), tol=1e-5)
-        check_grads(lambda p, q: F.margin_ranking_loss(p, q, lucid.tensor(y, dtype=p.dtype), m, reduction=reduction),
-                    a, b2)
+        close(
+            F.margin_ranking_loss(f32(a), f32(b2), f32(y), m, reduction=reduction),
+            reduce_np(np.maximum(-y * (a - b2) + m, 0), reduction),
+            tol=1e-5,
+        )
+        check_grads(
+            lambda p, q: F.margin_ranking_loss(p, q, lucid.tensor(y, dtype=p.dtype), m, reduction=reduction), a, b2
+        )
     margin = 1.5
     x = away(6, 3, points=(margin,))
     want = np.where(y == 1, x, np.maximum(margin - x, 0))
@@ -382,8 +401,9 @@ def test_cosine_embedding_loss_matches_numpy(reduction):
     m = 0.1
     want = np.where(y == 1, 1 - cos, np.maximum(cos - m, 0))
     close(F.cosine_embedding_loss(f32(a), f32(b), f32(y), m, reduction=reduction), reduce_np(want, reduction))
-    check_grads(lambda p, q: F.cosine_embedding_loss(p, q, lucid.tensor(y, dtype=p.dtype), m, reduction=reduction),
-                a, b)
+    check_grads(
+        lambda p, q: F.cosine_embedding_loss(p, q, lucid.tensor(y, dtype=p.dtype), m, reduction=reduction), a, b
+    )
     close(F.cosine_embedding_loss(f32(a[0]), f32(b[0]), f32(1.0)), 1 - cos[0])
     with pytest.raises(RuntimeError, match="2-D inputs with a 1-D"):
         F.cosine_embedding_loss(f32(a), f32(b), f32(y[:, None]))
@@ -399,8 +419,11 @@ def test_poisson_nll_loss_matches_numpy(log_input, full):
         st = t * np.log(np.maximum(t, 1e-30)) - t + 0.5 * np.log(2 * np.pi * np.maximum(t, 1e-30))
         loss = loss + np.where(t > 1, st, 0)
     for reduction in REDUCTIONS:
-        close(F.poisson_nll_loss(f32(x), f32(t), log_input, full, reduction=reduction), reduce_np(loss, reduction),
-              tol=1e-5)
+        close(
+            F.poisson_nll_loss(f32(x), f32(t), log_input, full, reduction=reduction),
+            reduce_np(loss, reduction),
+            tol=1e-5,
+        )
     check_grads(lambda p: F.poisson_nll_loss(p, lucid.tensor(t, dtype=p.dtype), log_input, full, reduction="sum"), x)
 
 
@@ -426,7 +449,7 @@ def test_gaussian_nll_loss_clamps_var_and_checks_it():
     vt = lucid.tensor(v, dtype=lucid.float64).requires_grad_()
     F.gaussian_nll_loss(lucid.tensor(x), lucid.tensor(t), vt, eps=1e-3, reduction="sum").backward()
     vc = np.maximum(v, 1e-3)
-    close(vt.grad, 0.5 * (1 / vc - (x - t) ** 2 / vc ** 2), tol=1e-4)
+    close(vt.grad, 0.5 * (1 / vc - (x - t) ** 2 / vc**2), tol=1e-4)
     with pytest.raises(ValueError, match="negative"):
         F.gaussian_nll_loss(f32(x), f32(t), f32([-1.0, 1.0, 1.0]))
     with pytest.raises(ValueError, match="incorrect size"):
@@ -441,10 +464,16 @@ def test_multilabel_soft_margin_loss_matches_numpy(weighted):
     loss = -(t * ls(x) + (1 - t) * ls(-x)) * (w if weighted else 1)
     per = loss.sum(1) / 5
     for reduction in REDUCTIONS:
-        close(F.multilabel_soft_margin_loss(f32(x), f32(t), f32(w) if weighted else None, reduction=reduction),
-              reduce_np(per, reduction))
-    check_grads(lambda a: F.multilabel_soft_margin_loss(a, lucid.tensor(t, dtype=a.dtype),
-                                                        lucid.tensor(w, dtype=a.dtype) if weighted else None), x)
+        close(
+            F.multilabel_soft_margin_loss(f32(x), f32(t), f32(w) if weighted else None, reduction=reduction),
+            reduce_np(per, reduction),
+        )
+    check_grads(
+        lambda a: F.multilabel_soft_margin_loss(
+            a, lucid.tensor(t, dtype=a.dtype), lucid.tensor(w, dtype=a.dtype) if weighted else None
+        ),
+        x,
+    )
 
 
 def np_multi_margin(x, y, p=1, margin=1.0, w=None):
@@ -465,10 +494,17 @@ def test_multi_margin_loss_matches_numpy(p, margin, weighted):
     w = rng.random(4) + 0.5 if weighted else None
     want = np_multi_margin(x, y, p, margin, w)
     for reduction in REDUCTIONS:
-        close(F.multi_margin_loss(f32(x), lucid.tensor(y), p, margin, f32(w) if weighted else None,
-                                  reduction=reduction), reduce_np(want, reduction))
-    check_grads(lambda a: F.multi_margin_loss(a, lucid.tensor(y), p, margin,
-                                              lucid.tensor(w, dtype=a.dtype) if weighted else None), x, tol=1e-4)
+        close(
+            F.multi_margin_loss(f32(x), lucid.tensor(y), p, margin, f32(w) if weighted else None, reduction=reduction),
+            reduce_np(want, reduction),
+        )
+    check_grads(
+        lambda a: F.multi_margin_loss(
+            a, lucid.tensor(y), p, margin, lucid.tensor(w, dtype=a.dtype) if weighted else None
+        ),
+        x,
+        tol=1e-4,
+    )
     close(F.multi_margin_loss(f32(x[0]), lucid.tensor(y[0])), np_multi_margin(x[:1], y[:1])[0])
 
 
@@ -519,15 +555,22 @@ def test_triplet_margin_losses_match_numpy(swap, p):
     dn = np.minimum(d(a, neg), d(pos, neg)) if swap else d(a, neg)
     want = np.maximum(1.0 + d(a, pos) - dn, 0)
     for reduction in REDUCTIONS:
-        close(F.triplet_margin_loss(f32(a), f32(pos), f32(neg), p=p, swap=swap, reduction=reduction),
-              reduce_np(want, reduction), tol=1e-5)
+        close(
+            F.triplet_margin_loss(f32(a), f32(pos), f32(neg), p=p, swap=swap, reduction=reduction),
+            reduce_np(want, reduction),
+            tol=1e-5,
+        )
     check_grads(lambda x, y, z: F.triplet_margin_loss(x, y, z, p=p, swap=swap), a, pos, neg, tol=1e-4)
     if p == 2.0:
         close(F.triplet_margin_with_distance_loss(f32(a), f32(pos), f32(neg), swap=swap), want.mean(), tol=1e-5)
     l1 = lambda u, v: (u - v).abs().sum(-1)  # noqa: E731
     dn = np.minimum(np.abs(a - neg).sum(-1), np.abs(pos - neg).sum(-1)) if swap else np.abs(a - neg).sum(-1)
-    close(F.triplet_margin_with_distance_loss(f32(a), f32(pos), f32(neg), distance_function=l1, margin=2.0, swap=swap,
-                                              reduction="none"), np.maximum(2.0 + np.abs(a - pos).sum(-1) - dn, 0))
+    close(
+        F.triplet_margin_with_distance_loss(
+            f32(a), f32(pos), f32(neg), distance_function=l1, margin=2.0, swap=swap, reduction="none"
+        ),
+        np.maximum(2.0 + np.abs(a - pos).sum(-1) - dn, 0),
+    )
 
 
 def test_triplet_errors():
@@ -538,6 +581,7 @@ def test_triplet_errors():
 
 
 # ---- cross_entropy with class probabilities ------------------------------------------------------
+
 
 def np_log_softmax(x, dim):
     m = x.max(axis=dim, keepdims=True)
@@ -569,11 +613,14 @@ def test_cross_entropy_takes_pytorchs_positional_arguments():
     want = -np_log_softmax(x, 1)[np.arange(4), y]
     keep = y != 1
     close(F.cross_entropy(f32(x), lucid.tensor(y), None, None, 1), want[keep].mean())
-    close(F.nll_loss(lucid.tensor(np_log_softmax(x, 1).astype(np.float32)), lucid.tensor(y), None, None, 1),
-          want[keep].mean())
+    close(
+        F.nll_loss(lucid.tensor(np_log_softmax(x, 1).astype(np.float32)), lucid.tensor(y), None, None, 1),
+        want[keep].mean(),
+    )
 
 
 # ---- CTC -----------------------------------------------------------------------------------------
+
 
 def np_ctc(lp, target, length, blank=0):
     """-log p(target | lp[:length]) by enumerating the recursion in float64 (lp [T, C])."""
@@ -608,13 +655,16 @@ def ctc_case():
 
 def test_ctc_loss_matches_the_recursion():
     lp, targets, il, tl = ctc_case()
-    want = np.array([np_ctc(lp[:, n], targets[n, :tl[n]], il[n]) for n in range(3)])
+    want = np.array([np_ctc(lp[:, n], targets[n, : tl[n]], il[n]) for n in range(3)])
     close(F.ctc_loss(f32(lp), lucid.tensor(targets), il, tl, reduction="none"), want, tol=1e-4)
     close(F.ctc_loss(f32(lp), lucid.tensor(targets), il, tl, reduction="sum"), want.sum(), tol=1e-4)
-    close(F.ctc_loss(f32(lp), lucid.tensor(targets), lucid.tensor(il), lucid.tensor(tl)),
-          (want / np.array(tl)).mean(), tol=1e-4)
+    close(
+        F.ctc_loss(f32(lp), lucid.tensor(targets), lucid.tensor(il), lucid.tensor(tl)),
+        (want / np.array(tl)).mean(),
+        tol=1e-4,
+    )
     # the targets one after the other, and an unbatched input
-    flat = np.concatenate([targets[n, :tl[n]] for n in range(3)])
+    flat = np.concatenate([targets[n, : tl[n]] for n in range(3)])
     close(F.ctc_loss(f32(lp), lucid.tensor(flat), il, tl, reduction="none"), want, tol=1e-4)
     close(F.ctc_loss(f32(lp[:, 1]), lucid.tensor(targets[1]), [10], [4], reduction="none"), want[1], tol=1e-4)
 
@@ -649,6 +699,7 @@ def test_ctc_loss_impossible_alignments_and_errors():
 
 
 # ---- linear, bilinear and linear_cross_entropy ---------------------------------------------------
+
 
 def test_linear_with_a_1d_weight_drops_the_output_dimension():
     x, w = arr(2, 3, 4), arr(4)
@@ -708,23 +759,39 @@ def test_linear_cross_entropy_matches_the_composition():
     y = rng.integers(0, 4, (6, 3))
     logits = np.einsum("ni,cdi->ncd", x, w) + b
     for reduction in REDUCTIONS:
-        close(F.linear_cross_entropy(f32(x), f32(w), lucid.tensor(y), linear_bias=f32(b), reduction=reduction),
-              np_cross_entropy(logits, y, reduction=reduction), tol=1e-4)
+        close(
+            F.linear_cross_entropy(f32(x), f32(w), lucid.tensor(y), linear_bias=f32(b), reduction=reduction),
+            np_cross_entropy(logits, y, reduction=reduction),
+            tol=1e-4,
+        )
     cw = rng.random(4) + 0.5
-    close(F.linear_cross_entropy(f32(x), f32(w), lucid.tensor(y), linear_bias=f32(b), weight=f32(cw),
-                                 ignore_index=2, label_smoothing=0.1),
-          np_cross_entropy(logits, y, cw, 2, "mean", 0.1), tol=1e-4)
+    close(
+        F.linear_cross_entropy(
+            f32(x), f32(w), lucid.tensor(y), linear_bias=f32(b), weight=f32(cw), ignore_index=2, label_smoothing=0.1
+        ),
+        np_cross_entropy(logits, y, cw, 2, "mean", 0.1),
+        tol=1e-4,
+    )
     p = rng.random((6, 4, 3))
     p /= p.sum(1, keepdims=True)
-    close(F.linear_cross_entropy(f32(x), f32(w), f32(p), linear_bias=f32(b)),
-          -(np_log_softmax(logits, 1) * p).sum(1).mean(), tol=1e-4)
+    close(
+        F.linear_cross_entropy(f32(x), f32(w), f32(p), linear_bias=f32(b)),
+        -(np_log_softmax(logits, 1) * p).sum(1).mean(),
+        tol=1e-4,
+    )
     check_grads(lambda a, c, d: F.linear_cross_entropy(a, c, lucid.tensor(y), linear_bias=d), x, w, b, tol=1e-4)
     opts = lucid.nn.LinearCrossEntropyOptions(batch_chunk_size=2)
-    close(F.linear_cross_entropy(f32(x), f32(w), lucid.tensor(y), options=opts),
-          np_cross_entropy(np.einsum("ni,cdi->ncd", x, w), y), tol=1e-4)
+    close(
+        F.linear_cross_entropy(f32(x), f32(w), lucid.tensor(y), options=opts),
+        np_cross_entropy(np.einsum("ni,cdi->ncd", x, w), y),
+        tol=1e-4,
+    )
     # unbatched
-    close(F.linear_cross_entropy(f32(x[0]), f32(w[:, 0]), lucid.tensor(1)),
-          np_cross_entropy(x[0] @ w[:, 0].T, 1), tol=1e-4)
+    close(
+        F.linear_cross_entropy(f32(x[0]), f32(w[:, 0]), lucid.tensor(1)),
+        np_cross_entropy(x[0] @ w[:, 0].T, 1),
+        tol=1e-4,
+    )
 
 
 def test_linear_cross_entropy_errors():
@@ -743,13 +810,14 @@ def test_linear_cross_entropy_errors():
 
 # ---- normalisation -------------------------------------------------------------------------------
 
+
 def np_lrn(x, size, alpha=1e-4, beta=0.75, k=1.0):
     c = x.shape[1]
     sq = x * x
     div = np.zeros_like(x)
     for ch in range(c):
         lo, hi = ch - size // 2, ch + (size - 1) // 2
-        div[:, ch] = sq[:, max(lo, 0):min(hi, c - 1) + 1].sum(1)
+        div[:, ch] = sq[:, max(lo, 0) : min(hi, c - 1) + 1].sum(1)
     return x / (k + alpha * div / size) ** beta
 
 
@@ -792,6 +860,7 @@ def test_batch_norm_of_an_empty_batch_keeps_the_statistics():
 
 
 # ---- dropouts ------------------------------------------------------------------------------------
+
 
 def test_alpha_dropout_keeps_mean_and_variance():
     x = rng.standard_normal(200_000)
@@ -866,6 +935,7 @@ def test_pointwise_and_binary_losses_take_pytorchs_arguments():
 
 # ---- autocast ------------------------------------------------------------------------------------
 
+
 def sgn(c):
     return (c > 0).to(c.dtype) * 2 - 1
 
@@ -908,32 +978,42 @@ def test_composed_losses_and_distances_run_in_float32_under_autocast(name):
 
 # ---- metal ---------------------------------------------------------------------------------------
 
+
 def _on(device, a, dtype=None):
     return lucid.tensor(a, device=device) if dtype is None else lucid.tensor(a, dtype=dtype, device=device)
 
 
 @pytest.mark.filterwarnings("ignore::lucid.metal.MetalFallbackWarning")
-@pytest.mark.parametrize("name,fn,shapes", [
-    ("hardswish", lambda x: F.hardswish(x * 3), [(2, 3, 4)]),
-    ("mish", F.mish, [(2, 3, 4)]),
-    ("selu", F.selu, [(2, 3, 4)]),
-    ("softplus", lambda x: F.softplus(x, 2.0, 1.0), [(2, 3, 4)]),
-    ("glu", lambda x: F.glu(x, 1), [(2, 4, 3)]),
-    ("softmin", lambda x: F.softmin(x, 1), [(2, 4, 3)]),
-    ("normalize", F.normalize, [(2, 4, 3)]),
-    ("cosine_similarity", F.cosine_similarity, [(2, 4, 3), (2, 4, 3)]),
-    ("pdist", F.pdist, [(5, 3)]),
-    ("bilinear", F.bilinear, [(4, 3), (4, 2), (5, 3, 2)]),
-    ("local_response_norm", lambda x: F.local_response_norm(x, 3), [(2, 5, 4)]),
-    ("kl_div", lambda x, y: F.kl_div(x, y, reduction="batchmean", log_target=True), [(3, 4), (3, 4)]),
-    ("triplet", F.triplet_margin_loss, [(4, 5), (4, 5), (4, 5)]),
-    ("multi_margin", lambda x: F.multi_margin_loss(x, _on(x.device, np.array([0, 2, 1]))), [(3, 4)]),
-    ("multilabel_margin", lambda x: F.multilabel_margin_loss(x, _on(x.device, np.array([[0, 2, -1, 0]] * 3))),
-     [(3, 4)]),
-    ("ctc", lambda x: F.ctc_loss(x.log_softmax(2), _on(x.device, np.array([[1, 2], [3, 3]])), [6, 5], [2, 2]),
-     [(6, 2, 4)]),
-    ("cross_entropy_probs", lambda x, y: F.cross_entropy(x, y.softmax(1)), [(2, 3, 4), (2, 3, 4)]),
-])
+@pytest.mark.parametrize(
+    "name,fn,shapes",
+    [
+        ("hardswish", lambda x: F.hardswish(x * 3), [(2, 3, 4)]),
+        ("mish", F.mish, [(2, 3, 4)]),
+        ("selu", F.selu, [(2, 3, 4)]),
+        ("softplus", lambda x: F.softplus(x, 2.0, 1.0), [(2, 3, 4)]),
+        ("glu", lambda x: F.glu(x, 1), [(2, 4, 3)]),
+        ("softmin", lambda x: F.softmin(x, 1), [(2, 4, 3)]),
+        ("normalize", F.normalize, [(2, 4, 3)]),
+        ("cosine_similarity", F.cosine_similarity, [(2, 4, 3), (2, 4, 3)]),
+        ("pdist", F.pdist, [(5, 3)]),
+        ("bilinear", F.bilinear, [(4, 3), (4, 2), (5, 3, 2)]),
+        ("local_response_norm", lambda x: F.local_response_norm(x, 3), [(2, 5, 4)]),
+        ("kl_div", lambda x, y: F.kl_div(x, y, reduction="batchmean", log_target=True), [(3, 4), (3, 4)]),
+        ("triplet", F.triplet_margin_loss, [(4, 5), (4, 5), (4, 5)]),
+        ("multi_margin", lambda x: F.multi_margin_loss(x, _on(x.device, np.array([0, 2, 1]))), [(3, 4)]),
+        (
+            "multilabel_margin",
+            lambda x: F.multilabel_margin_loss(x, _on(x.device, np.array([[0, 2, -1, 0]] * 3))),
+            [(3, 4)],
+        ),
+        (
+            "ctc",
+            lambda x: F.ctc_loss(x.log_softmax(2), _on(x.device, np.array([[1, 2], [3, 3]])), [6, 5], [2, 2]),
+            [(6, 2, 4)],
+        ),
+        ("cross_entropy_probs", lambda x, y: F.cross_entropy(x, y.softmax(1)), [(2, 3, 4), (2, 3, 4)]),
+    ],
+)
 def test_metal_matches_cpu_values_and_gradients(name, fn, shapes):
     arrays = [arr(*s).astype(np.float32) for s in shapes]
     results = {}
@@ -949,8 +1029,14 @@ def test_metal_matches_cpu_values_and_gradients(name, fn, shapes):
 
 
 def test_inplace_functional_forms():
-    cases = [(F.hardtanh_, F.hardtanh, ()), (F.threshold_, F.threshold, (0.2, -1.0)), (F.celu_, F.celu, (0.5,)),
-             (F.selu_, F.selu, ()), (F.leaky_relu_, F.leaky_relu, (0.2,)), (F.rrelu_, F.rrelu, ())]
+    cases = [
+        (F.hardtanh_, F.hardtanh, ()),
+        (F.threshold_, F.threshold, (0.2, -1.0)),
+        (F.celu_, F.celu, (0.5,)),
+        (F.selu_, F.selu, ()),
+        (F.leaky_relu_, F.leaky_relu, (0.2,)),
+        (F.rrelu_, F.rrelu, ()),
+    ]
     for inplace, fn, args in cases:
         x = arr(3, 4) * 2
         t = f32(x)
@@ -968,16 +1054,22 @@ def test_ctc_loss_of_an_empty_target_is_all_blanks():
 
 def test_losses_refuse_an_unknown_reduction():
     x, y, s, i = f32(arr(3, 4)), f32(arr(3, 4)), f32(np.ones(3)), lucid.tensor([0, 1, 2])
-    calls = [lambda r: F.margin_ranking_loss(x, y, x, reduction=r), lambda r: F.hinge_embedding_loss(x, y, reduction=r),
-             lambda r: F.soft_margin_loss(x, y, reduction=r), lambda r: F.cosine_embedding_loss(x, y, s, reduction=r),
-             lambda r: F.poisson_nll_loss(x, y, reduction=r), lambda r: F.gaussian_nll_loss(x, y, y.abs(), reduction=r),
-             lambda r: F.multilabel_soft_margin_loss(x, y, reduction=r), lambda r: F.multi_margin_loss(x, i, reduction=r),
-             lambda r: F.multilabel_margin_loss(x, lucid.zeros(3, 4, dtype=lucid.int64), reduction=r),
-             lambda r: F.triplet_margin_loss(x, y, x, reduction=r),
-             lambda r: F.triplet_margin_with_distance_loss(x, y, x, reduction=r),
-             lambda r: F.ctc_loss(F.log_softmax(f32(arr(5, 1, 3)), 2), lucid.tensor([[1]]), [5], [1], reduction=r),
-             lambda r: F.cross_entropy(x, y.softmax(1), reduction=r),
-             lambda r: F.linear_cross_entropy(x, f32(arr(5, 4)), i, reduction=r)]
+    calls = [
+        lambda r: F.margin_ranking_loss(x, y, x, reduction=r),
+        lambda r: F.hinge_embedding_loss(x, y, reduction=r),
+        lambda r: F.soft_margin_loss(x, y, reduction=r),
+        lambda r: F.cosine_embedding_loss(x, y, s, reduction=r),
+        lambda r: F.poisson_nll_loss(x, y, reduction=r),
+        lambda r: F.gaussian_nll_loss(x, y, y.abs(), reduction=r),
+        lambda r: F.multilabel_soft_margin_loss(x, y, reduction=r),
+        lambda r: F.multi_margin_loss(x, i, reduction=r),
+        lambda r: F.multilabel_margin_loss(x, lucid.zeros(3, 4, dtype=lucid.int64), reduction=r),
+        lambda r: F.triplet_margin_loss(x, y, x, reduction=r),
+        lambda r: F.triplet_margin_with_distance_loss(x, y, x, reduction=r),
+        lambda r: F.ctc_loss(F.log_softmax(f32(arr(5, 1, 3)), 2), lucid.tensor([[1]]), [5], [1], reduction=r),
+        lambda r: F.cross_entropy(x, y.softmax(1), reduction=r),
+        lambda r: F.linear_cross_entropy(x, f32(arr(5, 4)), i, reduction=r),
+    ]
     for call in calls:
         with pytest.raises(ValueError, match="reduction must be 'none', 'mean' or 'sum', got 'bad'"):
             call("bad")

@@ -23,8 +23,9 @@ def f32(a):
 
 
 def close(got, want, tol=1e-5):
-    np.testing.assert_allclose(np.asarray(got.detach().numpy(), np.float64), np.asarray(want, np.float64), rtol=tol,
-                               atol=tol)
+    np.testing.assert_allclose(
+        np.asarray(got.detach().numpy(), np.float64), np.asarray(want, np.float64), rtol=tol, atol=tol
+    )
 
 
 LAYERS = [
@@ -98,8 +99,9 @@ def test_bilinear_layer():
     wt = lucid.tensor(w, dtype=lucid.float64).requires_grad_()
     fn = lambda ww: F.bilinear(lucid.tensor(x1), lucid.tensor(x2), ww)  # noqa: E731
     (fn(wt) * lucid.tensor(g)).sum().backward()
-    np.testing.assert_allclose(wt.grad.numpy(), numeric_grads(fn, [w.copy()], g, 1e-6, lucid.float64)[0],
-                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        wt.grad.numpy(), numeric_grads(fn, [w.copy()], g, 1e-6, lucid.float64)[0], rtol=1e-6, atol=1e-6
+    )
     with pytest.raises(ValueError, match="positive"):
         nn.Bilinear(0, 4, 5)
 
@@ -107,8 +109,9 @@ def test_bilinear_layer():
 def test_distance_layers():
     a, b = arr(4, 6), arr(4, 6)
     close(nn.CosineSimilarity(dim=1)(f32(a), f32(b)), F.cosine_similarity(f32(a), f32(b)).numpy())
-    close(nn.PairwiseDistance(p=1.0, keepdim=True)(f32(a), f32(b)), np.abs(a - b + 1e-6).sum(1, keepdims=True),
-          tol=1e-4)
+    close(
+        nn.PairwiseDistance(p=1.0, keepdim=True)(f32(a), f32(b)), np.abs(a - b + 1e-6).sum(1, keepdims=True), tol=1e-4
+    )
     assert nn.PairwiseDistance(3.0).norm == 3.0
 
 
@@ -125,6 +128,7 @@ def test_dropout_layers():
 
 
 # ---- normalisation -------------------------------------------------------------------------------
+
 
 def test_batch_norm_3d_matches_numpy_and_tracks_statistics():
     m = nn.BatchNorm3d(3, momentum=0.3)
@@ -150,8 +154,9 @@ def test_batch_norm_empty_batch_counts_but_keeps_statistics():
     assert int(m.num_batches_tracked.item()) == 1
 
 
-@pytest.mark.parametrize("cls,shape", [(nn.BatchNorm2d, (2, 3, 4, 4)), (nn.InstanceNorm1d, (2, 3, 7)),
-                                       (nn.InstanceNorm3d, (2, 3, 2, 2, 3))])
+@pytest.mark.parametrize(
+    "cls,shape", [(nn.BatchNorm2d, (2, 3, 4, 4)), (nn.InstanceNorm1d, (2, 3, 7)), (nn.InstanceNorm3d, (2, 3, 2, 2, 3))]
+)
 def test_norms_take_bias_false(cls, shape):
     kw = {"affine": True} if cls.__name__.startswith("Instance") else {}
     m = cls(3, bias=False, **kw)
@@ -193,10 +198,16 @@ def test_instance_norm_3d_and_its_counter():
 
 # ---- losses --------------------------------------------------------------------------------------
 
+
 def test_weighted_losses_keep_their_weights_as_buffers():
     w = f32([1.0, 2.0, 3.0])
-    for loss in (nn.NLLLoss(w), nn.CrossEntropyLoss(w), nn.BCELoss(w), nn.MultiLabelSoftMarginLoss(w),
-                 nn.MultiMarginLoss(weight=w)):
+    for loss in (
+        nn.NLLLoss(w),
+        nn.CrossEntropyLoss(w),
+        nn.BCELoss(w),
+        nn.MultiLabelSoftMarginLoss(w),
+        nn.MultiMarginLoss(weight=w),
+    ):
         assert list(loss.state_dict()) == ["weight"]
         assert list(loss.parameters()) == []
         loss.load_state_dict({"weight": f32([3.0, 2.0, 1.0])})
@@ -212,41 +223,65 @@ def test_loss_layers_are_their_functional_forms():
     idx = rng.integers(0, 3, 4)
     cases = [
         (nn.KLDivLoss(reduction="batchmean"), (x, y), lambda a, b: F.kl_div(a, b, reduction="batchmean")),
-        (nn.KLDivLoss(reduction="sum", log_target=True), (x, y),
-         lambda a, b: F.kl_div(a, b, reduction="sum", log_target=True)),
+        (
+            nn.KLDivLoss(reduction="sum", log_target=True),
+            (x, y),
+            lambda a, b: F.kl_div(a, b, reduction="sum", log_target=True),
+        ),
         (nn.MarginRankingLoss(0.5), (x[:, 0], y[:, 0], s), lambda a, b, c: F.margin_ranking_loss(a, b, c, 0.5)),
-        (nn.HingeEmbeddingLoss(2.0, reduction="sum"), (x, np.sign(y)),
-         lambda a, b: F.hinge_embedding_loss(a, b, 2.0, reduction="sum")),
+        (
+            nn.HingeEmbeddingLoss(2.0, reduction="sum"),
+            (x, np.sign(y)),
+            lambda a, b: F.hinge_embedding_loss(a, b, 2.0, reduction="sum"),
+        ),
         (nn.SoftMarginLoss(), (x, np.sign(y)), F.soft_margin_loss),
         (nn.CosineEmbeddingLoss(0.2), (x, y, s), lambda a, b, c: F.cosine_embedding_loss(a, b, c, 0.2)),
-        (nn.PoissonNLLLoss(log_input=False, full=True), (np.abs(x) + 0.1, np.abs(y) * 3),
-         lambda a, b: F.poisson_nll_loss(a, b, False, True)),
-        (nn.GaussianNLLLoss(full=True), (x, y, np.abs(z) + 0.1),
-         lambda a, b, c: F.gaussian_nll_loss(a, b, c, full=True)),
+        (
+            nn.PoissonNLLLoss(log_input=False, full=True),
+            (np.abs(x) + 0.1, np.abs(y) * 3),
+            lambda a, b: F.poisson_nll_loss(a, b, False, True),
+        ),
+        (
+            nn.GaussianNLLLoss(full=True),
+            (x, y, np.abs(z) + 0.1),
+            lambda a, b, c: F.gaussian_nll_loss(a, b, c, full=True),
+        ),
         (nn.MultiLabelSoftMarginLoss(), (x, (y > 0).astype(float)), F.multilabel_soft_margin_loss),
         (nn.TripletMarginLoss(swap=True), (x, y, z), lambda a, b, c: F.triplet_margin_loss(a, b, c, swap=True)),
-        (nn.TripletMarginWithDistanceLoss(distance_function=nn.PairwiseDistance(1.0), margin=0.5), (x, y, z),
-         lambda a, b, c: F.triplet_margin_with_distance_loss(
-             a, b, c, distance_function=lambda u, v: F.pairwise_distance(u, v, 1.0), margin=0.5)),
+        (
+            nn.TripletMarginWithDistanceLoss(distance_function=nn.PairwiseDistance(1.0), margin=0.5),
+            (x, y, z),
+            lambda a, b, c: F.triplet_margin_with_distance_loss(
+                a, b, c, distance_function=lambda u, v: F.pairwise_distance(u, v, 1.0), margin=0.5
+            ),
+        ),
     ]
     for layer, args, fn in cases:
         ts = [f32(a) for a in args]
         close(layer(*ts), fn(*ts).numpy())
-    close(nn.MultiMarginLoss(p=2, margin=0.5)(f32(x), lucid.tensor(idx)),
-          F.multi_margin_loss(f32(x), lucid.tensor(idx), 2, 0.5).numpy())
+    close(
+        nn.MultiMarginLoss(p=2, margin=0.5)(f32(x), lucid.tensor(idx)),
+        F.multi_margin_loss(f32(x), lucid.tensor(idx), 2, 0.5).numpy(),
+    )
     t = np.array([[2, -1, 0], [0, 1, -1], [1, 1, 1], [-1, 0, 0]])
-    close(nn.MultiLabelMarginLoss(reduction="none")(f32(x), lucid.tensor(t)),
-          F.multilabel_margin_loss(f32(x), lucid.tensor(t), reduction="none").numpy())
+    close(
+        nn.MultiLabelMarginLoss(reduction="none")(f32(x), lucid.tensor(t)),
+        F.multilabel_margin_loss(f32(x), lucid.tensor(t), reduction="none").numpy(),
+    )
 
 
 def test_ctc_loss_layer():
     lp = F.log_softmax(f32(arr(10, 2, 4)), 2)
     tg = lucid.tensor([[1, 2, 3], [2, 2, 0]])
-    close(nn.CTCLoss(reduction="sum")(lp, tg, [10, 8], [3, 2]),
-          F.ctc_loss(lp, tg, [10, 8], [3, 2], reduction="sum").numpy())
+    close(
+        nn.CTCLoss(reduction="sum")(lp, tg, [10, 8], [3, 2]),
+        F.ctc_loss(lp, tg, [10, 8], [3, 2], reduction="sum").numpy(),
+    )
     tg3 = lucid.tensor([[1, 2, 0], [0, 0, 0]])
-    close(nn.CTCLoss(blank=3, zero_infinity=True)(lp, tg3, [10, 8], [3, 0]),
-          F.ctc_loss(lp, tg3, [10, 8], [3, 0], blank=3, zero_infinity=True).numpy())
+    close(
+        nn.CTCLoss(blank=3, zero_infinity=True)(lp, tg3, [10, 8], [3, 0]),
+        F.ctc_loss(lp, tg3, [10, 8], [3, 0], blank=3, zero_infinity=True).numpy(),
+    )
 
 
 def test_linear_cross_entropy_loss_layer():
@@ -287,13 +322,49 @@ def test_linear_forward_takes_input_by_keyword():
 
 
 def test_new_names_are_exported():
-    names = ["ReLU6", "Hardtanh", "Hardsigmoid", "Hardswish", "Mish", "SELU", "CELU", "Threshold", "GLU", "LogSigmoid",
-             "Softplus", "Softshrink", "Hardshrink", "Softsign", "Tanhshrink", "RReLU", "Softmin", "Softmax2d",
-             "Bilinear", "CosineSimilarity", "PairwiseDistance", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
-             "BatchNorm3d", "InstanceNorm3d", "LocalResponseNorm", "KLDivLoss", "MarginRankingLoss",
-             "HingeEmbeddingLoss", "SoftMarginLoss", "CosineEmbeddingLoss", "PoissonNLLLoss", "GaussianNLLLoss",
-             "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss", "TripletMarginLoss",
-             "TripletMarginWithDistanceLoss", "CTCLoss", "LinearCrossEntropyLoss"]
+    names = [
+        "ReLU6",
+        "Hardtanh",
+        "Hardsigmoid",
+        "Hardswish",
+        "Mish",
+        "SELU",
+        "CELU",
+        "Threshold",
+        "GLU",
+        "LogSigmoid",
+        "Softplus",
+        "Softshrink",
+        "Hardshrink",
+        "Softsign",
+        "Tanhshrink",
+        "RReLU",
+        "Softmin",
+        "Softmax2d",
+        "Bilinear",
+        "CosineSimilarity",
+        "PairwiseDistance",
+        "Dropout3d",
+        "AlphaDropout",
+        "FeatureAlphaDropout",
+        "BatchNorm3d",
+        "InstanceNorm3d",
+        "LocalResponseNorm",
+        "KLDivLoss",
+        "MarginRankingLoss",
+        "HingeEmbeddingLoss",
+        "SoftMarginLoss",
+        "CosineEmbeddingLoss",
+        "PoissonNLLLoss",
+        "GaussianNLLLoss",
+        "MultiLabelSoftMarginLoss",
+        "MultiLabelMarginLoss",
+        "MultiMarginLoss",
+        "TripletMarginLoss",
+        "TripletMarginWithDistanceLoss",
+        "CTCLoss",
+        "LinearCrossEntropyLoss",
+    ]
     for n in names:
         assert n in nn.__all__ and issubclass(getattr(nn, n), nn.Module), n
     assert "LinearCrossEntropyOptions" in nn.__all__

@@ -39,6 +39,7 @@ def away_from_zero(*shape, gap=0.1):
 
 # ---- RMSNorm -------------------------------------------------------------------------------------
 
+
 def np_rms_norm(x, k, weight=None, eps=np.finfo(np.float32).eps):
     x = x.astype(np.float64)
     axes = tuple(range(-k, 0))
@@ -48,8 +49,8 @@ def np_rms_norm(x, k, weight=None, eps=np.finfo(np.float32).eps):
 
 @pytest.mark.parametrize("shape,k", [((3, 5), 1), ((2, 3, 4, 5), 2), ((4,), 1), ((2, 3, 4), 3)])
 def test_rms_norm_matches_numpy(shape, k):
-    x, w = arr(*shape), arr(*shape[len(shape) - k:])
-    ns = shape[len(shape) - k:]
+    x, w = arr(*shape), arr(*shape[len(shape) - k :])
+    ns = shape[len(shape) - k :]
     close(F.rms_norm(T(x), ns), np_rms_norm(x, k))
     close(F.rms_norm(T(x), ns, T(w)), np_rms_norm(x, k, w))
     close(F.rms_norm(T(x), ns, T(w), eps=0.5), np_rms_norm(x, k, w, eps=0.5))
@@ -59,7 +60,7 @@ def test_rms_norm_matches_numpy(shape, k):
 
 def test_rms_norm_default_eps_is_the_float32_machine_epsilon():
     x = np.full((1, 4), 1e-4, np.float32)  # mean square 1e-8, comparable with eps = 2**-23
-    close(F.rms_norm(T(x), (4,)), np_rms_norm(x, 1, eps=2.0 ** -23), tol=1e-6)
+    close(F.rms_norm(T(x), (4,)), np_rms_norm(x, 1, eps=2.0**-23), tol=1e-6)
     assert not np.allclose(F.rms_norm(T(x), (4,)).numpy(), np_rms_norm(x, 1, eps=1e-5), rtol=1e-3)
     assert not np.allclose(F.rms_norm(T(x), (4,)).numpy(), np_rms_norm(x, 1, eps=0.0), rtol=1e-3)
 
@@ -73,7 +74,7 @@ def test_rms_norm_16_bit_input_is_normalised_in_float32():
         want = np_rms_norm(xs.astype(np.float32), 1).astype(np.float32).astype(npt).astype(np.float64)
         np.testing.assert_allclose(y.float().numpy(), want, rtol=1e-2, atol=1e-2)
         # the weight multiplies in float32, before the one rounding to the input's dtype
-        w = np.full(8, 1 + 2.0 ** -6, np.float32).astype(npt)
+        w = np.full(8, 1 + 2.0**-6, np.float32).astype(npt)
         wt = T(w.astype(np.float32)).to(dt)
         got = F.rms_norm(T(xs.astype(np.float32)).to(dt), (8,), wt)
         assert got.dtype is dt
@@ -114,6 +115,7 @@ def test_rms_norm_module():
 
 
 # ---- InstanceNorm --------------------------------------------------------------------------------
+
 
 def np_instance_norm(x, weight=None, bias=None, eps=1e-5):
     x = x.astype(np.float64)
@@ -197,6 +199,7 @@ def test_instance_norm2d_tracks_running_statistics_and_uses_them_in_eval():
 
 # ---- Dropout1d / Dropout2d -----------------------------------------------------------------------
 
+
 def test_dropout2d_zeroes_whole_channels():
     lucid.manual_seed(0)
     x = np.abs(arr(16, 32, 3, 4)) + 0.5
@@ -257,6 +260,7 @@ def test_dropout1d():
 
 
 # ---- PReLU and ELU -------------------------------------------------------------------------------
+
 
 def np_prelu(x, w):
     w = np.asarray(w, np.float64)
@@ -324,6 +328,7 @@ def test_elu():
 
 # ---- padding ------------------------------------------------------------------------------------
 
+
 def np_pad(x, pad, mode="constant", value=0.0):
     """numpy's np.pad with torch's pad order (last dimension first) and negative pads cropping."""
     widths = [(0, 0)] * x.ndim
@@ -337,7 +342,9 @@ def np_pad(x, pad, mode="constant", value=0.0):
     return np.pad(x, widths, mode=np_mode, **kw)
 
 
-@pytest.mark.parametrize("pad", [(1, 2), (0, 1, 2, 0), (1, 1, 1, 1, 1, 1), (2, -1), (-1, 0, 1, -2), (1, 0, 0, 0, 0, 0, 1, 1)])
+@pytest.mark.parametrize(
+    "pad", [(1, 2), (0, 1, 2, 0), (1, 1, 1, 1, 1, 1), (2, -1), (-1, 0, 1, -2), (1, 0, 0, 0, 0, 0, 1, 1)]
+)
 def test_constant_pad(pad):
     x = arr(2, 3, 4, 5)
     close(F.pad(T(x), pad), np_pad(x, pad))
@@ -345,9 +352,17 @@ def test_constant_pad(pad):
 
 
 @pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
-@pytest.mark.parametrize("shape,pad", [((2, 3, 6), (2, 3)), ((3, 6), (1, 0)), ((2, 3, 4, 5), (1, 2, 3, 0)),
-                                       ((3, 4, 5), (2, 2, 1, 1)), ((1, 2, 3, 4, 5), (1, 1, 2, 1, 1, 2)),
-                                       ((2, 3, 5, 6), (-1, 2, 1, -1))])
+@pytest.mark.parametrize(
+    "shape,pad",
+    [
+        ((2, 3, 6), (2, 3)),
+        ((3, 6), (1, 0)),
+        ((2, 3, 4, 5), (1, 2, 3, 0)),
+        ((3, 4, 5), (2, 2, 1, 1)),
+        ((1, 2, 3, 4, 5), (1, 1, 2, 1, 1, 2)),
+        ((2, 3, 5, 6), (-1, 2, 1, -1)),
+    ],
+)
 def test_reflect_replicate_circular_pad(mode, shape, pad):
     x = arr(*shape)
     close(F.pad(T(x), pad, mode), np_pad(x, pad, mode))
@@ -402,6 +417,7 @@ def test_padding_modules():
 
 # ---- interpolate and Upsample -------------------------------------------------------------------
 
+
 def np_nearest_index(n_in, n_out, scale=None, exact=False):
     s = np.float32(1.0 / scale) if scale is not None else np.float32(n_in / n_out)
     j = np.arange(n_out, dtype=np.float32)
@@ -428,16 +444,29 @@ def np_linear_weights(n_in, n_out, align_corners, scale=None):
 
 def test_bilinear_known_values():
     x = T(np.array([[[[1.0, 2.0], [3.0, 4.0]]]], np.float32))
-    close(F.interpolate(x, scale_factor=2, mode="bilinear")[0, 0],
-          np.array([[1.0, 1.25, 1.75, 2.0], [1.5, 1.75, 2.25, 2.5], [2.5, 2.75, 3.25, 3.5], [3.0, 3.25, 3.75, 4.0]]))
-    close(F.interpolate(x, size=3, mode="bilinear", align_corners=True)[0, 0],
-          np.array([[1.0, 1.5, 2.0], [2.0, 2.5, 3.0], [3.0, 3.5, 4.0]]))
+    close(
+        F.interpolate(x, scale_factor=2, mode="bilinear")[0, 0],
+        np.array([[1.0, 1.25, 1.75, 2.0], [1.5, 1.75, 2.25, 2.5], [2.5, 2.75, 3.25, 3.5], [3.0, 3.25, 3.75, 4.0]]),
+    )
+    close(
+        F.interpolate(x, size=3, mode="bilinear", align_corners=True)[0, 0],
+        np.array([[1.0, 1.5, 2.0], [2.0, 2.5, 3.0], [3.0, 3.5, 4.0]]),
+    )
     close(F.interpolate(x, scale_factor=2)[0, 0], np.array([[1, 1, 2, 2], [1, 1, 2, 2], [3, 3, 4, 4], [3, 3, 4, 4.0]]))
 
 
 @pytest.mark.parametrize("align", [False, True])
-@pytest.mark.parametrize("kw", [dict(size=(7, 3)), dict(size=5), dict(scale_factor=2), dict(scale_factor=(1.5, 0.5)),
-                                dict(size=(1, 1)), dict(scale_factor=0.7)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(size=(7, 3)),
+        dict(size=5),
+        dict(scale_factor=2),
+        dict(scale_factor=(1.5, 0.5)),
+        dict(size=(1, 1)),
+        dict(scale_factor=0.7),
+    ],
+)
 def test_bilinear_matches_numpy(align, kw):
     x = arr(2, 3, 4, 6)
     y = F.interpolate(T(x), mode="bilinear", align_corners=align, **kw)
@@ -481,8 +510,9 @@ def test_linear_3d(align):
     close(y, np.einsum("ah,nch->nca", np_linear_weights(5, 8, align), x.astype(np.float64)))
 
 
-@pytest.mark.parametrize("kw", [dict(mode="bilinear", align_corners=False), dict(mode="bilinear", align_corners=True),
-                                dict(mode="nearest")])
+@pytest.mark.parametrize(
+    "kw", [dict(mode="bilinear", align_corners=False), dict(mode="bilinear", align_corners=True), dict(mode="nearest")]
+)
 def test_interpolate_gradients(kw):
     check_grads(lambda t: F.interpolate(t, size=(5, 3), **kw), arr(1, 2, 3, 4))
     check_grads(lambda t: F.interpolate(t, scale_factor=0.5, **kw), arr(1, 1, 4, 4))
@@ -524,6 +554,7 @@ def test_upsample_modules():
 
 
 # ---- SmoothL1Loss and HuberLoss -----------------------------------------------------------------
+
 
 def np_smooth_l1(x, y, beta):
     d = np.abs(x.astype(np.float64) - y)
@@ -598,6 +629,7 @@ def test_smooth_l1_loss_legacy_reduction_flags():
 
 # ---- EmbeddingBag --------------------------------------------------------------------------------
 
+
 def np_bags(weight, idx, starts, ends, mode, psw=None, padding_idx=None):
     out = []
     for s, e in zip(starts, ends):
@@ -621,12 +653,15 @@ def test_embedding_bag_with_offsets(mode):
     w = arr(10, 4)
     idx = np.array([1, 2, 4, 5, 4, 3, 2, 9, 0])
     offs = np.array([0, 2, 2, 6])
-    close(F.embedding_bag(T(idx), T(w), T(offs), mode=mode),
-          np_bags(w, idx, offs, [2, 2, 6, 9], mode))
-    close(F.embedding_bag(T(idx), T(w), T(np.append(offs, 9)), mode=mode, include_last_offset=True),
-          np_bags(w, idx, offs, [2, 2, 6, 9], mode))
-    close(F.embedding_bag(T(idx), T(w), T(offs), mode=mode, padding_idx=4),
-          np_bags(w, idx, offs, [2, 2, 6, 9], mode, padding_idx=4))
+    close(F.embedding_bag(T(idx), T(w), T(offs), mode=mode), np_bags(w, idx, offs, [2, 2, 6, 9], mode))
+    close(
+        F.embedding_bag(T(idx), T(w), T(np.append(offs, 9)), mode=mode, include_last_offset=True),
+        np_bags(w, idx, offs, [2, 2, 6, 9], mode),
+    )
+    close(
+        F.embedding_bag(T(idx), T(w), T(offs), mode=mode, padding_idx=4),
+        np_bags(w, idx, offs, [2, 2, 6, 9], mode, padding_idx=4),
+    )
 
 
 @pytest.mark.parametrize("mode", ["sum", "mean", "max"])
@@ -646,8 +681,10 @@ def test_embedding_bag_per_sample_weights_and_gradients():
     idx = np.array([0, 2, 2, 5, 1])
     offs = np.array([0, 3])
     psw = arr(5)
-    close(F.embedding_bag(T(idx), T(w), T(offs), mode="sum", per_sample_weights=T(psw)),
-          np_bags(w, idx, offs, [3, 5], "sum", psw))
+    close(
+        F.embedding_bag(T(idx), T(w), T(offs), mode="sum", per_sample_weights=T(psw)),
+        np_bags(w, idx, offs, [3, 5], "sum", psw),
+    )
     for mode in ("sum", "mean", "max"):
         check_grads(lambda t: F.embedding_bag(T(idx), t, T(offs), mode=mode), w)
     check_grads(lambda t, p: F.embedding_bag(T(idx), t, T(offs), mode="sum", per_sample_weights=p), w, psw)
@@ -676,6 +713,7 @@ def test_embedding_bag_errors():
 
 
 # ---- Module hooks and the rest ------------------------------------------------------------------
+
 
 class Affine(nn.Module):
     def __init__(self):
@@ -723,8 +761,9 @@ def test_forward_hook_can_replace_the_output_and_hooks_run_in_order():
 
 def test_hooks_with_kwargs_and_gradients_through_hooks():
     m = Affine()
-    m.register_forward_pre_hook(lambda mod, args, kwargs: (args, {"shift": kwargs.get("shift", 0.0) + 1.0}),
-                                with_kwargs=True)
+    m.register_forward_pre_hook(
+        lambda mod, args, kwargs: (args, {"shift": kwargs.get("shift", 0.0) + 1.0}), with_kwargs=True
+    )
     got = []
     m.register_forward_hook(lambda mod, args, kwargs, out: got.append(dict(kwargs)), with_kwargs=True)
     x = T(np.array([1.0], np.float32))
@@ -829,31 +868,69 @@ def test_load_state_dict_assign():
 
 
 def test_new_names_are_exported():
-    names = ["RMSNorm", "InstanceNorm1d", "InstanceNorm2d", "Dropout1d", "Dropout2d", "PReLU", "ELU", "Upsample",
-             "UpsamplingNearest2d", "UpsamplingBilinear2d", "ConstantPad1d", "ConstantPad2d", "ZeroPad1d",
-             "ZeroPad2d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d",
-             "SmoothL1Loss", "HuberLoss", "EmbeddingBag"]
+    names = [
+        "RMSNorm",
+        "InstanceNorm1d",
+        "InstanceNorm2d",
+        "Dropout1d",
+        "Dropout2d",
+        "PReLU",
+        "ELU",
+        "Upsample",
+        "UpsamplingNearest2d",
+        "UpsamplingBilinear2d",
+        "ConstantPad1d",
+        "ConstantPad2d",
+        "ZeroPad1d",
+        "ZeroPad2d",
+        "ReflectionPad1d",
+        "ReflectionPad2d",
+        "ReplicationPad1d",
+        "ReplicationPad2d",
+        "SmoothL1Loss",
+        "HuberLoss",
+        "EmbeddingBag",
+    ]
     for n in names:
         assert n in nn.__all__ and issubclass(getattr(nn, n), nn.Module)
-    for f in ("rms_norm", "dropout1d", "dropout2d", "instance_norm", "prelu", "pad", "elu", "smooth_l1_loss",
-              "huber_loss", "interpolate", "embedding_bag"):
+    for f in (
+        "rms_norm",
+        "dropout1d",
+        "dropout2d",
+        "instance_norm",
+        "prelu",
+        "pad",
+        "elu",
+        "smooth_l1_loss",
+        "huber_loss",
+        "interpolate",
+        "embedding_bag",
+    ):
         assert callable(getattr(F, f))
 
 
 @pytest.mark.filterwarnings("ignore::lucid.metal.MetalFallbackWarning")
-@pytest.mark.parametrize("name,fn,shapes", [
-    ("rms_norm", lambda x, w: F.rms_norm(x, (5,), w), [(2, 3, 4, 5), (5,)]),
-    ("instance_norm", lambda x, w: F.instance_norm(x, weight=w), [(2, 3, 4, 5), (3,)]),
-    ("prelu", lambda x, w: F.prelu(x, w), [(2, 3, 4, 5), (3,)]),
-    ("pad", lambda x: F.pad(x, (2, 1, 1, 3), "reflect"), [(2, 3, 4, 5)]),
-    ("pad_constant", lambda x: F.pad(x, (2, 1, 1, 3), value=1.5), [(2, 3, 4, 5)]),
-    ("bilinear", lambda x: F.interpolate(x, size=(7, 3), mode="bilinear"), [(2, 3, 4, 5)]),
-    ("nearest", lambda x: F.interpolate(x, scale_factor=1.5), [(2, 3, 4, 5)]),
-    ("elu", lambda x: F.elu(x), [(2, 3, 4, 5)]),
-    ("huber", lambda x, y: F.huber_loss(x, y, reduction="none"), [(2, 3, 4, 5), (2, 3, 4, 5)]),
-    ("embedding_bag", lambda w: F.embedding_bag(T(np.array([0, 2, 1, 4, 4]), device=w.device), w,
-                                                T(np.array([0, 2]), device=w.device)), [(5, 3)]),
-])
+@pytest.mark.parametrize(
+    "name,fn,shapes",
+    [
+        ("rms_norm", lambda x, w: F.rms_norm(x, (5,), w), [(2, 3, 4, 5), (5,)]),
+        ("instance_norm", lambda x, w: F.instance_norm(x, weight=w), [(2, 3, 4, 5), (3,)]),
+        ("prelu", lambda x, w: F.prelu(x, w), [(2, 3, 4, 5), (3,)]),
+        ("pad", lambda x: F.pad(x, (2, 1, 1, 3), "reflect"), [(2, 3, 4, 5)]),
+        ("pad_constant", lambda x: F.pad(x, (2, 1, 1, 3), value=1.5), [(2, 3, 4, 5)]),
+        ("bilinear", lambda x: F.interpolate(x, size=(7, 3), mode="bilinear"), [(2, 3, 4, 5)]),
+        ("nearest", lambda x: F.interpolate(x, scale_factor=1.5), [(2, 3, 4, 5)]),
+        ("elu", lambda x: F.elu(x), [(2, 3, 4, 5)]),
+        ("huber", lambda x, y: F.huber_loss(x, y, reduction="none"), [(2, 3, 4, 5), (2, 3, 4, 5)]),
+        (
+            "embedding_bag",
+            lambda w: F.embedding_bag(
+                T(np.array([0, 2, 1, 4, 4]), device=w.device), w, T(np.array([0, 2]), device=w.device)
+            ),
+            [(5, 3)],
+        ),
+    ],
+)
 def test_metal_matches_cpu_values_and_gradients(name, fn, shapes):
     arrays = [arr(*s) for s in shapes]
     results = {}

@@ -47,6 +47,7 @@ def distinct(*shape):
 
 # ---- numpy references ----------------------------------------------------------------------------
 
+
 def np_conv(x, w, b, stride, pad, dil, groups):
     """Direct cross-correlation of x [N, C, *S] by w [O, C/g, *k] (float64 loops)."""
     k = x.ndim - 2
@@ -59,8 +60,9 @@ def np_conv(x, w, b, stride, pad, dil, groups):
     for oc in range(o):
         g = oc // (o // groups)
         for pos in np.ndindex(*outs):
-            sl = tuple(slice(pos[d] * stride[d], pos[d] * stride[d] + dil[d] * (ks[d] - 1) + 1, dil[d])
-                       for d in range(k))
+            sl = tuple(
+                slice(pos[d] * stride[d], pos[d] * stride[d] + dil[d] * (ks[d] - 1) + 1, dil[d]) for d in range(k)
+            )
             patch = x[(slice(None), slice(g * cg, (g + 1) * cg)) + sl]
             y[(slice(None), oc) + pos] = (patch * w[oc]).reshape(n, -1).sum(1)
         if b is not None:
@@ -81,8 +83,9 @@ def np_conv_transpose(x, w, b, stride, pad, outpad, dil, groups):
         for pos in np.ndindex(*x.shape[2:]):
             for kp in np.ndindex(*ks):
                 at = tuple(pos[d] * stride[d] + kp[d] * dil[d] for d in range(k))
-                y[(slice(None), slice(g * og, (g + 1) * og)) + at] += x[(slice(None), ic) + pos][:, None] * \
-                    w[(ic, slice(None)) + kp]
+                y[(slice(None), slice(g * og, (g + 1) * og)) + at] += (
+                    x[(slice(None), ic) + pos][:, None] * w[(ic, slice(None)) + kp]
+                )
     crop = tuple(slice(p, f - p) for p, f in zip(pad, full))
     y = y[(slice(None), slice(None)) + crop]
     if b is not None:
@@ -127,8 +130,9 @@ def np_adaptive(x, outs, kind):
     y = np.zeros(x.shape[:2] + tuple(outs))
     idx = np.zeros(x.shape[:2] + tuple(outs), np.int64)
     for pos in np.ndindex(*outs):
-        sl = tuple(slice(pos[d] * sizes[d] // outs[d], -(-(pos[d] + 1) * sizes[d] // outs[d]))
-                   for d in range(len(outs)))
+        sl = tuple(
+            slice(pos[d] * sizes[d] // outs[d], -(-(pos[d] + 1) * sizes[d] // outs[d])) for d in range(len(outs))
+        )
         for nc in np.ndindex(*x.shape[:2]):
             win = x[nc + sl]
             if kind == "max":
@@ -142,8 +146,10 @@ def np_adaptive(x, outs, kind):
 
 # ---- convolution ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("stride,pad,dil,groups", [(1, 0, 1, 1), (2, 1, 1, 1), (1, 2, 2, 2),
-                                                 ((1, 2, 1), (1, 0, 2), 1, 2)])
+
+@pytest.mark.parametrize(
+    "stride,pad,dil,groups", [(1, 0, 1, 1), (2, 1, 1, 1), (1, 2, 2, 2), ((1, 2, 1), (1, 0, 2), 1, 2)]
+)
 def test_conv3d_matches_numpy_and_gradients(stride, pad, dil, groups):
     x, w, b = arr(2, 4, 5, 6, 5), arr(6, 4 // groups, 2, 3, 2), arr(6)
     st, pd, dl = ((v,) * 3 if isinstance(v, int) else v for v in (stride, pad, dil))
@@ -175,22 +181,26 @@ def test_conv_padding_same_refuses_strides():
 
 
 @pytest.mark.parametrize("fn,k", [(F.conv_transpose1d, 1), (F.conv_transpose3d, 3)])
-@pytest.mark.parametrize("stride,pad,outpad,dil,groups", [(1, 0, 0, 1, 1), (2, 1, 1, 1, 1), (2, 0, 0, 2, 2),
-                                                          (3, 2, 2, 1, 2)])
+@pytest.mark.parametrize(
+    "stride,pad,outpad,dil,groups", [(1, 0, 0, 1, 1), (2, 1, 1, 1, 1), (2, 0, 0, 2, 2), (3, 2, 2, 1, 2)]
+)
 def test_conv_transpose_matches_numpy_and_gradients(fn, k, stride, pad, outpad, dil, groups):
     x, w, b = arr(2, 4, *([3] * k)), arr(4, 3, *([2] * k)), arr(3 * groups)
     want = np_conv_transpose(x, w, b, (stride,) * k, (pad,) * k, (outpad,) * k, (dil,) * k, groups)
     close(fn(T(x), T(w), T(b), stride, pad, outpad, groups, dil), want, 1e-4)
-    check_grads(lambda a, c, d: fn(a, c, d, stride, pad, outpad, groups, dil), arr(1, 2, *([2] * k)),
-                arr(2, 1, *([2] * k)), arr(groups))
+    check_grads(
+        lambda a, c, d: fn(a, c, d, stride, pad, outpad, groups, dil),
+        arr(1, 2, *([2] * k)),
+        arr(2, 1, *([2] * k)),
+        arr(groups),
+    )
 
 
 def test_conv_unbatched_inputs():
     x, w = arr(3, 4, 4, 4), arr(2, 3, 2, 2, 2)
     close(F.conv3d(T(x), T(w)), np_conv(x[None], w, None, (1,) * 3, (0,) * 3, (1,) * 3, 1)[0], 1e-4)
     x1, w1 = arr(4, 5), arr(4, 2, 3)
-    close(F.conv_transpose1d(T(x1), T(w1)), np_conv_transpose(x1[None], w1, None, (1,), (0,), (0,), (1,), 1)[0],
-          1e-4)
+    close(F.conv_transpose1d(T(x1), T(w1)), np_conv_transpose(x1[None], w1, None, (1,), (0,), (0,), (1,), 1)[0], 1e-4)
 
 
 def test_conv_errors():
@@ -214,9 +224,11 @@ def test_conv_errors():
 
 # ---- pooling -------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("fn,k", [(F.max_pool1d, 1), (F.max_pool2d, 2), (F.max_pool3d, 3)])
-@pytest.mark.parametrize("kernel,stride,pad,dil,ceil", [(2, None, 0, 1, False), (3, 2, 1, 1, True),
-                                                        (2, 1, 1, 2, False), (3, 2, 0, 1, True)])
+@pytest.mark.parametrize(
+    "kernel,stride,pad,dil,ceil", [(2, None, 0, 1, False), (3, 2, 1, 1, True), (2, 1, 1, 2, False), (3, 2, 0, 1, True)]
+)
 def test_max_pool_values_indices_and_gradients(fn, k, kernel, stride, pad, dil, ceil):
     x = distinct(2, 3, *([7, 6, 5][:k]))
     st = kernel if stride is None else stride
@@ -244,8 +256,10 @@ def test_max_pool_unbatched_and_padding_limit():
 
 
 @pytest.mark.parametrize("fn,k", [(F.avg_pool1d, 1), (F.avg_pool2d, 2), (F.avg_pool3d, 3)])
-@pytest.mark.parametrize("kernel,stride,pad,ceil,include", [(2, None, 0, False, True), (3, 2, 1, True, True),
-                                                            (3, 2, 1, True, False), (2, 3, 1, False, False)])
+@pytest.mark.parametrize(
+    "kernel,stride,pad,ceil,include",
+    [(2, None, 0, False, True), (3, 2, 1, True, True), (3, 2, 1, True, False), (2, 3, 1, False, False)],
+)
 def test_avg_pool_values_and_gradients(fn, k, kernel, stride, pad, ceil, include):
     x = arr(2, 3, *([7, 6, 5][:k]))
     st = kernel if stride is None else stride
@@ -258,14 +272,15 @@ def test_avg_pool_divisor_override():
     x = arr(1, 2, 5, 5, 4)
     want = np_pool(x, (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), False, "avg", True, -3)
     close(F.avg_pool3d(T(x), 2, divisor_override=-3), want)
-    close(F.avg_pool2d(T(x[0]), 2, divisor_override=-3), np_pool(x[0], (2, 2), (2, 2), (0, 0), (1, 1), False, "avg",
-                                                                  True, -3))
+    close(
+        F.avg_pool2d(T(x[0]), 2, divisor_override=-3),
+        np_pool(x[0], (2, 2), (2, 2), (0, 0), (1, 1), False, "avg", True, -3),
+    )
     with pytest.raises(ValueError, match="divisor_override"):
         F.avg_pool3d(T(x), 2, divisor_override=0)
 
 
-@pytest.mark.parametrize("k,out", [(1, (3,)), (1, (7,)), (2, (3, 2)), (2, (4, None)), (3, (2, 3, 1)),
-                                   (3, (5, 4, 3))])
+@pytest.mark.parametrize("k,out", [(1, (3,)), (1, (7,)), (2, (3, 2)), (2, (4, None)), (3, (2, 3, 1)), (3, (5, 4, 3))])
 def test_adaptive_pools(k, out):
     x = distinct(2, 3, *([7, 6, 5][:k]))
     outs = tuple(n if o is None else o for n, o in zip(x.shape[2:], out))
@@ -302,8 +317,10 @@ def test_lp_pool(k, p):
 
 def np_fractional_starts(u, n, o, k):
     alpha = np.float32(n - k) / np.float32(o - 1) if o > 1 else np.float32(0)
-    seq = [int(np.float32((np.float32(i) + np.float32(u)) * alpha)) - int(np.float32(np.float32(u) * alpha))
-           for i in range(o - 1)]
+    seq = [
+        int(np.float32((np.float32(i) + np.float32(u)) * alpha)) - int(np.float32(np.float32(u) * alpha))
+        for i in range(o - 1)
+    ]
     return seq + [n - k]
 
 
@@ -325,8 +342,9 @@ def test_fractional_max_pool_with_samples(k):
             win = x[(b, c) + sl]
             assert got.numpy()[(b, c) + pos] == win.max()
             j = np.unravel_index(int(np.argmax(win)), win.shape)
-            assert idx.numpy()[(b, c) + pos] == np.ravel_multi_index(tuple(s.start + jj for s, jj in zip(sl, j)),
-                                                                     x.shape[2:])
+            assert idx.numpy()[(b, c) + pos] == np.ravel_multi_index(
+                tuple(s.start + jj for s, jj in zip(sl, j)), x.shape[2:]
+            )
     ratio = fn(T(x), kernel, output_ratio=0.5)
     assert ratio.shape == (2, 3) + tuple(int(n * 0.5) for n in x.shape[2:])
     check_grads(lambda a: fn(a, 2, output_size=(2,) * k, _random_samples=T(u[:1, :2])), distinct(1, 2, *([5] * k)))
@@ -377,6 +395,7 @@ def test_max_unpool_errors():
 
 # ---- unfold, fold, channel shuffle ----------------------------------------------------------------
 
+
 def np_unfold(x, kernel, dil, pad, stride):
     n, c = x.shape[:2]
     xp = np.pad(x, [(0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])])
@@ -398,11 +417,13 @@ def np_fold(cols, size, kernel, dil, pad, stride):
     y = np.zeros((n, c, hp, wp))
     for i, j, a, b in np.ndindex(kernel[0], kernel[1], oh, ow):
         y[:, :, a * stride[0] + i * dil[0], b * stride[1] + j * dil[1]] += cols[:, :, i, j, a, b]
-    return y[:, :, pad[0]:pad[0] + size[0], pad[1]:pad[1] + size[1]]
+    return y[:, :, pad[0] : pad[0] + size[0], pad[1] : pad[1] + size[1]]
 
 
-@pytest.mark.parametrize("kernel,dil,pad,stride", [((2, 2), (1, 1), (0, 0), (1, 1)), ((3, 2), (1, 2), (1, 1), (2, 1)),
-                                                   ((2, 3), (2, 1), (2, 0), (1, 2))])
+@pytest.mark.parametrize(
+    "kernel,dil,pad,stride",
+    [((2, 2), (1, 1), (0, 0), (1, 1)), ((3, 2), (1, 2), (1, 1), (2, 1)), ((2, 3), (2, 1), (2, 0), (1, 2))],
+)
 def test_unfold_and_fold(kernel, dil, pad, stride):
     x = arr(2, 3, 6, 7)
     want = np_unfold(x, kernel, dil, pad, stride)
@@ -410,8 +431,7 @@ def test_unfold_and_fold(kernel, dil, pad, stride):
     close(nn.Unfold(kernel, dil, pad, stride)(T(x)), want)
     cols = arr(*want.shape)
     close(F.fold(T(cols), (6, 7), kernel, dil, pad, stride), np_fold(cols, (6, 7), kernel, dil, pad, stride))
-    close(nn.Fold((6, 7), kernel, dil, pad, stride)(T(cols[0])), np_fold(cols[:1], (6, 7), kernel, dil, pad,
-                                                                          stride)[0])
+    close(nn.Fold((6, 7), kernel, dil, pad, stride)(T(cols[0])), np_fold(cols[:1], (6, 7), kernel, dil, pad, stride)[0])
     check_grads(lambda a: F.unfold(a, kernel, dil, pad, stride), arr(1, 2, 5, 5))
     small = np_unfold(arr(1, 2, 5, 5), kernel, dil, pad, stride).astype(np.float32)
     check_grads(lambda a: F.fold(a, (5, 5), kernel, dil, pad, stride), small)
@@ -440,6 +460,7 @@ def test_channel_shuffle():
 
 # ---- layers --------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("cls,k", [(nn.Conv3d, 3), (nn.Conv1d, 1)])
 def test_conv_layers_and_padding_modes(cls, k):
     layer = cls(2, 3, 3, padding="same", padding_mode="circular")
@@ -467,11 +488,17 @@ def test_conv_transpose_layers_output_size():
     assert t1.weight.shape == (2, 3, 2) and t1(T(arr(1, 2, 4))).shape == (1, 3, 8)
 
 
-@pytest.mark.parametrize("lazy,plain,k", [(nn.LazyConv1d, nn.Conv1d, 1), (nn.LazyConv2d, nn.Conv2d, 2),
-                                          (nn.LazyConv3d, nn.Conv3d, 3),
-                                          (nn.LazyConvTranspose1d, nn.ConvTranspose1d, 1),
-                                          (nn.LazyConvTranspose2d, nn.ConvTranspose2d, 2),
-                                          (nn.LazyConvTranspose3d, nn.ConvTranspose3d, 3)])
+@pytest.mark.parametrize(
+    "lazy,plain,k",
+    [
+        (nn.LazyConv1d, nn.Conv1d, 1),
+        (nn.LazyConv2d, nn.Conv2d, 2),
+        (nn.LazyConv3d, nn.Conv3d, 3),
+        (nn.LazyConvTranspose1d, nn.ConvTranspose1d, 1),
+        (nn.LazyConvTranspose2d, nn.ConvTranspose2d, 2),
+        (nn.LazyConvTranspose3d, nn.ConvTranspose3d, 3),
+    ],
+)
 def test_lazy_convolutions_take_in_channels_from_the_input(lazy, plain, k):
     layer = lazy(4, 2)
     assert layer.weight is None and not list(layer.parameters())
@@ -480,8 +507,12 @@ def test_lazy_convolutions_take_in_channels_from_the_input(lazy, plain, k):
     assert type(layer) is plain and layer.in_channels == 3
     wshape = (3, 4) if plain.__name__.startswith("ConvT") else (4, 3)
     assert layer.weight.shape == wshape + (2,) * k and layer.bias.shape == (4,)
-    close(y, getattr(F, ("conv_transpose" if "T" in plain.__name__[4:] else "conv") + f"{k}d")(
-        x, layer.weight, layer.bias).numpy())
+    close(
+        y,
+        getattr(F, ("conv_transpose" if "T" in plain.__name__[4:] else "conv") + f"{k}d")(
+            x, layer.weight, layer.bias
+        ).numpy(),
+    )
 
 
 def test_pool_layers():
@@ -491,14 +522,20 @@ def test_pool_layers():
     close(v, w)
     np.testing.assert_array_equal(i.numpy(), wi)
     close(nn.MaxUnpool3d(2)(v, i), F.max_unpool3d(v, i, 2).numpy())
-    close(nn.AvgPool1d(3, 2, 1)(T(x[0, :, :, 0, 0])), np_pool(x[0:1, :, :, 0, 0], (3,), (2,), (1,), (1,), False,
-                                                               "avg")[0])
-    close(nn.AvgPool3d(2, divisor_override=3)(T(x)), np_pool(x, (2,) * 3, (2,) * 3, (0,) * 3, (1,) * 3, False, "avg",
-                                                             True, 3))
+    close(
+        nn.AvgPool1d(3, 2, 1)(T(x[0, :, :, 0, 0])), np_pool(x[0:1, :, :, 0, 0], (3,), (2,), (1,), (1,), False, "avg")[0]
+    )
+    close(
+        nn.AvgPool3d(2, divisor_override=3)(T(x)),
+        np_pool(x, (2,) * 3, (2,) * 3, (0,) * 3, (1,) * 3, False, "avg", True, 3),
+    )
     close(nn.AdaptiveAvgPool3d((2, 3, 1))(T(x)), np_adaptive(x, (2, 3, 1), "avg"))
     close(nn.AdaptiveMaxPool2d(3)(T(x[:, :, 0])), np_adaptive(x[:, :, 0], (3, 3), "max")[0])
-    close(nn.LPPool2d(2, 2)(T(x[:, :, 0])), np.sqrt(np_pool(x[:, :, 0].astype(np.float64) ** 2, (2, 2), (2, 2), (0, 0),
-                                                            (1, 1), False, "avg") * 4), 1e-4)
+    close(
+        nn.LPPool2d(2, 2)(T(x[:, :, 0])),
+        np.sqrt(np_pool(x[:, :, 0].astype(np.float64) ** 2, (2, 2), (2, 2), (0, 0), (1, 1), False, "avg") * 4),
+        1e-4,
+    )
     frac = nn.FractionalMaxPool2d(2, output_ratio=0.5, return_indices=True)
     v, i = frac(T(x[:, :, 0]))
     assert v.shape == (2, 3, 3, 2) and i.shape == (2, 3, 3, 2)
@@ -506,13 +543,21 @@ def test_pool_layers():
         nn.FractionalMaxPool3d(2)
 
 
-@pytest.mark.parametrize("cls,mode,n", [(nn.ConstantPad3d, "constant", 3), (nn.ZeroPad3d, "constant", 3),
-                                        (nn.ReflectionPad3d, "reflect", 3), (nn.ReplicationPad3d, "edge", 3),
-                                        (nn.CircularPad1d, "wrap", 1), (nn.CircularPad2d, "wrap", 2),
-                                        (nn.CircularPad3d, "wrap", 3)])
+@pytest.mark.parametrize(
+    "cls,mode,n",
+    [
+        (nn.ConstantPad3d, "constant", 3),
+        (nn.ZeroPad3d, "constant", 3),
+        (nn.ReflectionPad3d, "reflect", 3),
+        (nn.ReplicationPad3d, "edge", 3),
+        (nn.CircularPad1d, "wrap", 1),
+        (nn.CircularPad2d, "wrap", 2),
+        (nn.CircularPad3d, "wrap", 3),
+    ],
+)
 def test_padding_layers(cls, mode, n):
     x = arr(2, 3, 4, 5, 4)[(slice(None),) * 2 + (0,) * (3 - n)]
-    pads = (1, 2, 2, 1, 0, 1)[:2 * n]
+    pads = (1, 2, 2, 1, 0, 1)[: 2 * n]
     layer = cls(pads, 1.5) if cls is nn.ConstantPad3d else cls(pads)
     widths = [(0, 0), (0, 0)] + [(pads[2 * i], pads[2 * i + 1]) for i in range(n)][::-1]
     kw = {"constant_values": 1.5} if cls is nn.ConstantPad3d else {}
@@ -523,6 +568,7 @@ def test_padding_layers(cls, mode, n):
 
 
 # ---- resampling ----------------------------------------------------------------------------------
+
 
 def np_resize_axis(x, axis, out, mode, align):
     """One axis of x resized by loops: linear or cubic convolution (a = -0.75), taps clamped."""
@@ -564,8 +610,7 @@ def test_interpolate_trilinear(align):
     for axis, n in zip((2, 3, 4), (7, 2, 5)):
         want = np_resize_axis(want, axis, n, "linear", align)
     close(F.interpolate(T(x), size=(7, 2, 5), mode="trilinear", align_corners=align), want, 1e-5)
-    check_grads(lambda a: F.interpolate(a, scale_factor=1.5, mode="trilinear", align_corners=align),
-                arr(1, 1, 2, 3, 2))
+    check_grads(lambda a: F.interpolate(a, scale_factor=1.5, mode="trilinear", align_corners=align), arr(1, 1, 2, 3, 2))
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])
@@ -600,6 +645,7 @@ def test_interpolate_errors():
 
 
 # ---- attention -----------------------------------------------------------------------------------
+
 
 def np_softmax(a):
     a = a - a.max(-1, keepdims=True)
@@ -636,14 +682,16 @@ def np_mha(q, k, v, h, wq, wk, wv, b, bias_k, bias_v, zero_attn, wo, bo, mask=No
     return out, w
 
 
-@pytest.mark.parametrize("bias_kv,zero_attn,kdim,vdim,bias", [(True, True, None, None, True),
-                                                               (False, True, 5, 3, True),
-                                                               (True, False, 5, 3, False)])
+@pytest.mark.parametrize(
+    "bias_kv,zero_attn,kdim,vdim,bias",
+    [(True, True, None, None, True), (False, True, 5, 3, True), (True, False, 5, 3, False)],
+)
 @pytest.mark.parametrize("batch_first", [False, True])
 def test_multihead_attention_options(bias_kv, zero_attn, kdim, vdim, bias, batch_first):
     lucid.manual_seed(3)
-    m = nn.MultiheadAttention(6, 2, bias=bias, add_bias_kv=bias_kv, add_zero_attn=zero_attn, kdim=kdim, vdim=vdim,
-                              batch_first=batch_first)
+    m = nn.MultiheadAttention(
+        6, 2, bias=bias, add_bias_kv=bias_kv, add_zero_attn=zero_attn, kdim=kdim, vdim=vdim, batch_first=batch_first
+    )
     names = set(dict(m.named_parameters()))
     assert ("in_proj_weight" in names) == (kdim is None)
     assert ("k_proj_weight" in names) == (kdim is not None)
@@ -658,18 +706,35 @@ def test_multihead_attention_options(bias_kv, zero_attn, kdim, vdim, bias, batch
         wq, wk, wv = np.split(m.in_proj_weight.numpy(), 3)
     else:
         wq, wk, wv = m.q_proj_weight.numpy(), m.k_proj_weight.numpy(), m.v_proj_weight.numpy()
-    want, w = np_mha(q, k, v, 2, wq, wk, wv, None if not bias else m.in_proj_bias.numpy(),
-                     None if not bias_kv else m.bias_k.numpy(), None if not bias_kv else m.bias_v.numpy(), zero_attn,
-                     m.out_proj.weight.numpy(), None if not bias else m.out_proj.bias.numpy(), mask)
+    want, w = np_mha(
+        q,
+        k,
+        v,
+        2,
+        wq,
+        wk,
+        wv,
+        None if not bias else m.in_proj_bias.numpy(),
+        None if not bias_kv else m.bias_k.numpy(),
+        None if not bias_kv else m.bias_v.numpy(),
+        zero_attn,
+        m.out_proj.weight.numpy(),
+        None if not bias else m.out_proj.bias.numpy(),
+        mask,
+    )
     tr = (lambda a: a.transpose(1, 0, 2)) if batch_first else (lambda a: a)  # noqa: E731
     out, weights = m(T(tr(q)), T(tr(k)), T(tr(v)), attn_mask=T(mask))
     close(out, tr(want), 1e-4)
     close(weights, w.mean(1), 1e-5)
     _, per_head = m(T(tr(q)), T(tr(k)), T(tr(v)), attn_mask=T(mask), average_attn_weights=False)
     close(per_head, w, 1e-5)
-    out1, none = m(T(tr(q))[(0,) if batch_first else (slice(None), 0)],
-                   T(tr(k))[(0,) if batch_first else (slice(None), 0)],
-                   T(tr(v))[(0,) if batch_first else (slice(None), 0)], attn_mask=T(mask), need_weights=False)
+    out1, none = m(
+        T(tr(q))[(0,) if batch_first else (slice(None), 0)],
+        T(tr(k))[(0,) if batch_first else (slice(None), 0)],
+        T(tr(v))[(0,) if batch_first else (slice(None), 0)],
+        attn_mask=T(mask),
+        need_weights=False,
+    )
     assert none is None
     close(out1, want[:, 0], 1e-4)
 
@@ -681,19 +746,35 @@ def test_multi_head_attention_forward_gradients_and_masks():
     kpm = np.array([[False, True, False], [False, False, False]])
 
     def f(q, k, v, wi, wo):
-        return F.multi_head_attention_forward(q, k, v, e, h, wi, T(b_in), T(bk), T(bv), True, 0.0, wo, None,
-                                              key_padding_mask=lucid.tensor(kpm))[0]
+        return F.multi_head_attention_forward(
+            q, k, v, e, h, wi, T(b_in), T(bk), T(bv), True, 0.0, wo, None, key_padding_mask=lucid.tensor(kpm)
+        )[0]
+
     q, k, v = arr(2, 2, e), arr(3, 2, e), arr(3, 2, e)
     want, _ = np_mha(q, k, v, h, *np.split(w_in, 3), b_in, bk, bv, True, w_out, None)
-    got = F.multi_head_attention_forward(T(q), T(k), T(v), e, h, T(w_in), T(b_in), T(bk), T(bv), True, 0.0, T(w_out),
-                                         None)[0]
+    got = F.multi_head_attention_forward(
+        T(q), T(k), T(v), e, h, T(w_in), T(b_in), T(bk), T(bv), True, 0.0, T(w_out), None
+    )[0]
     close(got, want, 1e-4)
     # The padded key gets no weight; the learnt bias and zero positions stay open.
-    want_w = np_mha(q, k, v, h, *np.split(w_in, 3), b_in, bk, bv, True, w_out, None,
-                    np.zeros((2, 3)))[1]
-    _, got_w = F.multi_head_attention_forward(T(q), T(k), T(v), e, h, T(w_in), T(b_in), T(bk), T(bv), True, 0.0,
-                                              T(w_out), None, key_padding_mask=lucid.tensor(kpm),
-                                              average_attn_weights=False)
+    want_w = np_mha(q, k, v, h, *np.split(w_in, 3), b_in, bk, bv, True, w_out, None, np.zeros((2, 3)))[1]
+    _, got_w = F.multi_head_attention_forward(
+        T(q),
+        T(k),
+        T(v),
+        e,
+        h,
+        T(w_in),
+        T(b_in),
+        T(bk),
+        T(bv),
+        True,
+        0.0,
+        T(w_out),
+        None,
+        key_padding_mask=lucid.tensor(kpm),
+        average_attn_weights=False,
+    )
     assert got_w.shape == want_w.shape
     assert (got_w.numpy()[0, :, :, 1] == 0).all() and (got_w.numpy()[1] > 0).all()
     close(got_w[1], want_w[1], 1e-5)  # the unpadded sample: the unmasked weights
@@ -723,13 +804,18 @@ def test_scaled_dot_product_attention_groups_of_query_heads():
     kk, vv = np.repeat(k, 3, axis=1), np.repeat(v, 3, axis=1)
     want = np_softmax(q.astype(np.float64) @ kk.transpose(0, 1, 3, 2) / 2.0) @ vv
     close(F.scaled_dot_product_attention(T(q), T(k), T(v), enable_gqa=True), want, 1e-5)
-    check_grads(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, enable_gqa=True), arr(1, 4, 2, 3),
-                arr(1, 2, 3, 3), arr(1, 2, 3, 3))
+    check_grads(
+        lambda a, b, c: F.scaled_dot_product_attention(a, b, c, enable_gqa=True),
+        arr(1, 4, 2, 3),
+        arr(1, 2, 3, 3),
+        arr(1, 2, 3, 3),
+    )
     with pytest.raises(RuntimeError, match="multiple"):
         F.scaled_dot_product_attention(T(arr(1, 5, 2, 4)), T(k[:1]), T(v[:1]), enable_gqa=True)
 
 
 # ---- grid sampling -------------------------------------------------------------------------------
+
 
 def np_reflect(x, lo2, hi2):
     if lo2 == hi2:
@@ -765,8 +851,12 @@ def np_grid_sample(x, grid, mode, padding_mode, align):
     def cubic(t):
         a = -0.75
         t = abs(t)
-        return ((a + 2) * t - (a + 3)) * t * t + 1 if t <= 1 else (((a * t - 5 * a) * t + 8 * a) * t - 4 * a
-                                                                    if t < 2 else 0.0)
+        return (
+            ((a + 2) * t - (a + 3)) * t * t + 1
+            if t <= 1
+            else (((a * t - 5 * a) * t + 8 * a) * t - 4 * a if t < 2 else 0.0)
+        )
+
     for b in range(x.shape[0]):
         for o in np.ndindex(*grid.shape[1:-1]):
             g = grid[(b,) + o][::-1]  # (z,) y, x: in the order of the dimensions
@@ -852,6 +942,7 @@ def test_affine_grid(size, align):
             return np.zeros(n)
         r = np.linspace(-1, 1, n)
         return r if align else r * (n - 1) / n
+
     axes = [axis(n) for n in size[2:]]  # (d,) h, w
     mesh = list(np.meshgrid(*axes, indexing="ij"))
     base = np.stack(mesh[::-1] + [np.ones_like(mesh[0])], -1)  # x, y(, z), 1
@@ -873,14 +964,25 @@ def test_affine_grid_errors():
 
 # ---- devices and dtypes --------------------------------------------------------------------------
 
+
 def _spatial_ops(x5, w5, wt5, grid):
     x4 = x5[:, :, 0]
     v, i = F.max_pool3d(x5, 2, return_indices=True)
-    return [F.conv3d(x5, w5, padding=1), F.conv_transpose3d(x5, wt5, stride=2, padding=1), v, i,
-            F.max_unpool3d(v, i, 2, output_size=(5, 5, 5)), F.avg_pool3d(x5, 3, 2, 1),
-            F.adaptive_max_pool3d(x5, 2), F.lp_pool3d(x5.abs(), 2.0, 2), F.interpolate(x4, (7, 3), mode="bicubic"),
-            F.interpolate(x5, (3, 6, 4), mode="trilinear"), F.grid_sample(x5, grid),
-            F.fold(F.unfold(x4, 2), (5, 5), 2), F.channel_shuffle(x5, 3)]
+    return [
+        F.conv3d(x5, w5, padding=1),
+        F.conv_transpose3d(x5, wt5, stride=2, padding=1),
+        v,
+        i,
+        F.max_unpool3d(v, i, 2, output_size=(5, 5, 5)),
+        F.avg_pool3d(x5, 3, 2, 1),
+        F.adaptive_max_pool3d(x5, 2),
+        F.lp_pool3d(x5.abs(), 2.0, 2),
+        F.interpolate(x4, (7, 3), mode="bicubic"),
+        F.interpolate(x5, (3, 6, 4), mode="trilinear"),
+        F.grid_sample(x5, grid),
+        F.fold(F.unfold(x4, 2), (5, 5), 2),
+        F.channel_shuffle(x5, 3),
+    ]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -919,6 +1021,7 @@ def np_antialias_axis(x, axis, out, mode, align):
         if mode == "bilinear":
             return max(0.0, 1 - u)
         return ((a + 2) * u - (a + 3)) * u * u + 1 if u < 1 else ((((u - 5) * u + 8) * u - 4) * a if u < 2 else 0.0)
+
     moved = np.moveaxis(x.astype(np.float64), axis, -1)
     y = np.zeros(moved.shape[:-1] + (out,))
     for j in range(out):
@@ -936,8 +1039,9 @@ def test_interpolate_antialias(mode, size, align):
     x = arr(2, 3, 10, 20)
     want = np_antialias_axis(np_antialias_axis(x, 2, size[0], mode, align), 3, size[1], mode, align)
     close(F.interpolate(T(x), size=size, mode=mode, align_corners=align, antialias=True), want, 1e-5)
-    check_grads(lambda a: F.interpolate(a, size=(2, 3), mode=mode, align_corners=align, antialias=True),
-                arr(1, 1, 5, 7))
+    check_grads(
+        lambda a: F.interpolate(a, size=(2, 3), mode=mode, align_corners=align, antialias=True), arr(1, 1, 5, 7)
+    )
     with pytest.raises(ValueError, match="antialias"):
         F.interpolate(T(x), size=size, mode="nearest", antialias=True)
 
@@ -958,6 +1062,7 @@ def test_composed_convolutions_follow_conv2d_under_autocast(device):
 
 
 # ---- embedding -----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("max_norm,norm_type", [(1.0, 2.0), (1.5, 1.0), (0.5, 3.0)])
 def test_embedding_max_norm_rescales_the_rows_looked_up(max_norm, norm_type):
@@ -1039,8 +1144,9 @@ def test_fractional_max_pool_uses_the_first_rows_of_larger_samples_and_keeps_the
     want = fn(T(x), 2, output_size=(3,) * k, _random_samples=T(u[:2]))
     np.testing.assert_array_equal(fn(T(x), 2, output_size=(3,) * k, _random_samples=T(u)).numpy(), want.numpy())
     unbatched = fn(T(x[1]), 2, output_size=(3,) * k, _random_samples=T(u[[1]]))  # one plane: row 0 of the samples
-    np.testing.assert_array_equal(unbatched.numpy(), fn(T(x[1]), 2, output_size=(3,) * k,
-                                                        _random_samples=T(u[[1, 0]])).numpy())
+    np.testing.assert_array_equal(
+        unbatched.numpy(), fn(T(x[1]), 2, output_size=(3,) * k, _random_samples=T(u[[1, 0]])).numpy()
+    )
     layer = getattr(nn, f"FractionalMaxPool{k}d")(2, output_size=(3,) * k, _random_samples=T(u))
     assert list(layer.state_dict()) == ["_random_samples"]
     other = getattr(nn, f"FractionalMaxPool{k}d")(2, output_size=(3,) * k, _random_samples=T(np.zeros_like(u)))

@@ -18,7 +18,8 @@ def results():
 def test_guide_and_readme_say_what_lucid_does(results):
     guide = op.GUIDE.read_text()
     assert op.guide_section(results) in guide, (
-        "docs/guide/pytorch.rst's op_db section is stale: run `python tools/opinfo_parity.py --write`")
+        "docs/guide/pytorch.rst's op_db section is stale: run `python tools/opinfo_parity.py --write`"
+    )
     assert op.summary_table(results) in op.README.read_text(), "README's op_db table is stale (--write)"
 
 
@@ -49,10 +50,16 @@ def test_a_recorded_module_or_function_argument_is_built_on_lucid():
     """A module passed to a constructor (TransformerEncoder's layer) is recorded by its
     constructor's arguments, a torch.nn.functional function by its name; lucid builds its own."""
     lucid = pytest.importorskip("lucid")
-    layer = op._decode(lucid, {"module": "nn.TransformerEncoderLayer",
-                               "init": {"tuple": [{"tuple": [4, 2, 8, 0.0]},
-                                                  {"dict": [["activation", {"function": "nn.functional.gelu"}]]}]}},
-                       [])
+    layer = op._decode(
+        lucid,
+        {
+            "module": "nn.TransformerEncoderLayer",
+            "init": {
+                "tuple": [{"tuple": [4, 2, 8, 0.0]}, {"dict": [["activation", {"function": "nn.functional.gelu"}]]}]
+            },
+        },
+        [],
+    )
     assert isinstance(layer, lucid.nn.TransformerEncoderLayer) and layer.activation is lucid.nn.functional.gelu
     assert layer.linear1.weight.shape == (8, 4)
     with pytest.raises(op.Missing):

@@ -10,8 +10,19 @@ import pytest
 
 import lucid
 import lucid.nn.functional as F
-from _helpers import (DEVICES, F32, LUCID_OF, NP_OF, T, arrays_from, assert_bits_equal, randf, scalar_tensor,
-                      shape_in_message, ulps)
+from _helpers import (
+    DEVICES,
+    F32,
+    LUCID_OF,
+    NP_OF,
+    T,
+    arrays_from,
+    assert_bits_equal,
+    randf,
+    scalar_tensor,
+    shape_in_message,
+    ulps,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::lucid.metal.MetalFallbackWarning")
 
@@ -24,10 +35,19 @@ def rng(seed=0):
 
 # ---- device mixing ----------------------------------------------------------------------------
 
+
 def test_mixing_devices_raises_naming_both():
     c, m = lucid.ones(2, 2), lucid.ones(2, 2, device="metal")
-    for f in (lambda: c + m, lambda: m * c, lambda: c - m, lambda: c / m, lambda: c @ m, lambda: m @ c,
-              lambda: F.linear(c, m), lambda: F.linear(c, c, lucid.ones(2, device="metal"))):
+    for f in (
+        lambda: c + m,
+        lambda: m * c,
+        lambda: c - m,
+        lambda: c / m,
+        lambda: c @ m,
+        lambda: m @ c,
+        lambda: F.linear(c, m),
+        lambda: F.linear(c, c, lucid.ones(2, device="metal")),
+    ):
         with pytest.raises(RuntimeError) as e:
             f()
         assert "cpu" in str(e.value) and "metal" in str(e.value), str(e.value)
@@ -35,10 +55,26 @@ def test_mixing_devices_raises_naming_both():
 
 # ---- matmul -----------------------------------------------------------------------------------
 
-MATMUL_SHAPES = [((5,), (5,)), ((4,), (4, 3)), ((3, 4), (4,)), ((3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)),
-                 ((2, 3, 4), (4, 5)), ((3, 4), (2, 4, 5)), ((2, 1, 3, 4), (5, 4, 2)), ((1, 3, 4), (6, 4, 2)),
-                 ((4,), (2, 4, 5)), ((2, 3, 4), (4,)), ((2, 2, 1, 3), (1, 2, 3, 6)), ((1, 1), (1, 1)),
-                 ((0, 3), (3, 4)), ((2, 0), (0, 3)), ((3, 0), (0,)), ((0,), (0,)), ((2, 0, 3), (3, 4))]
+MATMUL_SHAPES = [
+    ((5,), (5,)),
+    ((4,), (4, 3)),
+    ((3, 4), (4,)),
+    ((3, 4), (4, 5)),
+    ((2, 3, 4), (2, 4, 5)),
+    ((2, 3, 4), (4, 5)),
+    ((3, 4), (2, 4, 5)),
+    ((2, 1, 3, 4), (5, 4, 2)),
+    ((1, 3, 4), (6, 4, 2)),
+    ((4,), (2, 4, 5)),
+    ((2, 3, 4), (4,)),
+    ((2, 2, 1, 3), (1, 2, 3, 6)),
+    ((1, 1), (1, 1)),
+    ((0, 3), (3, 4)),
+    ((2, 0), (0, 3)),
+    ((3, 0), (0,)),
+    ((0,), (0,)),
+    ((2, 0, 3), (3, 4)),
+]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -50,8 +86,9 @@ def test_matmul_float32(device, sa, sb):
     assert got.shape == want.shape
     assert got.dtype is lucid.float32 and got.device == device
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(lucid.matmul(lucid.tensor(a, device=device), lucid.tensor(b, device=device)).numpy(),
-                               want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        lucid.matmul(lucid.tensor(a, device=device), lucid.tensor(b, device=device)).numpy(), want, rtol=1e-5, atol=1e-5
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -83,10 +120,12 @@ def test_small_and_blas_sized_matmuls_agree_with_numpy(device, m, k, n):
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
     g = randf((m, n), 7)
     got.backward(lucid.tensor(g, device=device))
-    np.testing.assert_allclose(ta.grad.numpy(), (g.astype(np.float64) @ b.T.astype(np.float64)).T, rtol=1e-5,
-                               atol=1e-5 * np.sqrt(n))
-    np.testing.assert_allclose(tb.grad.numpy(), (a.T.astype(np.float64) @ g.astype(np.float64)).T, rtol=1e-5,
-                               atol=1e-5 * np.sqrt(m))
+    np.testing.assert_allclose(
+        ta.grad.numpy(), (g.astype(np.float64) @ b.T.astype(np.float64)).T, rtol=1e-5, atol=1e-5 * np.sqrt(n)
+    )
+    np.testing.assert_allclose(
+        tb.grad.numpy(), (a.T.astype(np.float64) @ g.astype(np.float64)).T, rtol=1e-5, atol=1e-5 * np.sqrt(m)
+    )
     special = lucid.tensor([[np.inf, 1.0], [np.nan, 0.0]], device=device) @ lucid.tensor([[1.0], [2.0]], device=device)
     r = special.numpy()
     assert r[0, 0] == np.inf and np.isnan(r[1, 0])
@@ -151,8 +190,18 @@ def test_low_precision_matmul_does_not_accumulate_in_16_bits(device, dt):
     assert ulps((xs @ ys).numpy().reshape(()), want, NP_OF[dt]) <= 1
 
 
-@pytest.mark.parametrize("sa,sb", [((2, 3), (4, 5)), ((3,), (4,)), ((2, 3), (2,)), ((5,), (4, 3)),
-                                   ((2, 3, 4), (5, 4)), ((2, 3, 4), (3, 4, 5)), ((2, 1, 3, 4), (3, 4, 4, 5))])
+@pytest.mark.parametrize(
+    "sa,sb",
+    [
+        ((2, 3), (4, 5)),
+        ((3,), (4,)),
+        ((2, 3), (2,)),
+        ((5,), (4, 3)),
+        ((2, 3, 4), (5, 4)),
+        ((2, 3, 4), (3, 4, 5)),
+        ((2, 1, 3, 4), (3, 4, 4, 5)),
+    ],
+)
 def test_matmul_misaligned_shapes(sa, sb):
     with pytest.raises(ValueError) as e:
         lucid.ones(*sa) @ lucid.ones(*sb)
@@ -177,6 +226,7 @@ def test_matmul_dtype_mismatch_raises_type_error():
 
 
 # ---- linear -----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("xshape", [(4,), (3, 4), (2, 3, 4), (0, 4)])
@@ -215,8 +265,17 @@ def test_linear_non_contiguous_input():
     np.testing.assert_allclose(got.numpy(), x.T @ w.T, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("x,w,b", [((3, 4), (5, 3), None), ((3, 4), (5,), None), ((3, 4), (5, 4, 1), None),
-                                   ((3, 4), (5, 4), (4,)), ((3, 4), (5, 4), (1, 5)), ((), (5, 4), None)])
+@pytest.mark.parametrize(
+    "x,w,b",
+    [
+        ((3, 4), (5, 3), None),
+        ((3, 4), (5,), None),
+        ((3, 4), (5, 4, 1), None),
+        ((3, 4), (5, 4), (4,)),
+        ((3, 4), (5, 4), (1, 5)),
+        ((), (5, 4), None),
+    ],
+)
 def test_linear_bad_shapes(x, w, b):
     with pytest.raises(ValueError):
         F.linear(lucid.zeros(x), lucid.zeros(w), None if b is None else lucid.zeros(b))
@@ -251,8 +310,17 @@ def test_sum_and_mean_float32(device, dim, keepdim):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("shape,dim", [((10007,), None), ((3, 9000), 1), ((130, 1, 37), 0), ((2, 150, 1, 70), (1, 2)),
-                                       ((5, 1, 4099), (1, 2)), ((4, 3, 5), (0, 2))])
+@pytest.mark.parametrize(
+    "shape,dim",
+    [
+        ((10007,), None),
+        ((3, 9000), 1),
+        ((130, 1, 37), 0),
+        ((2, 150, 1, 70), (1, 2)),
+        ((5, 1, 4099), (1, 2)),
+        ((4, 3, 5), (0, 2)),
+    ],
+)
 def test_sum_and_mean_of_long_runs_stay_accurate(shape, dim):
     # Runs longer than the contiguous kernels' blocks (4096 values, 64 rows), offset so that
     # float32 rounding of a naive running sum would show.
@@ -273,8 +341,9 @@ def test_reductions_of_non_contiguous_input(device):
     t = lucid.tensor(a, device=device).permute(2, 0, 1)
     p = np.transpose(a, (2, 0, 1))
     np.testing.assert_allclose(t.sum(1).numpy(), p.astype(np.float64).sum(1), rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(t.mean((0, 2), keepdim=True).numpy(), p.astype(np.float64).mean((0, 2), keepdims=True),
-                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        t.mean((0, 2), keepdim=True).numpy(), p.astype(np.float64).mean((0, 2), keepdims=True), rtol=1e-6, atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -298,7 +367,7 @@ def test_reductions_of_empty_and_zero_dim(device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dt", ["int32", "int64", "bool"])
 def test_integer_sums_are_int64(device, dt):
-    a = rng(8).integers(0 if dt == "bool" else -2**31, 2 if dt == "bool" else 2**31 - 1, (50, 7)).astype(NP_OF[dt])
+    a = rng(8).integers(0 if dt == "bool" else -(2**31), 2 if dt == "bool" else 2**31 - 1, (50, 7)).astype(NP_OF[dt])
     t = lucid.tensor(a, device=device)
     for dim in (None, 0, 1, (0, 1)):
         r = t.sum(dim)
@@ -385,10 +454,16 @@ def test_max_gradients():
 def test_var_std(dim, correction, keepdim):
     a = arr(3, 4, 5)
     axis = dim if dim is None or isinstance(dim, int) else tuple(dim)
-    np.testing.assert_allclose(T(a).var(dim, keepdim=keepdim, correction=correction).numpy(),
-                               a.astype(np.float64).var(axis=axis, ddof=correction, keepdims=keepdim), rtol=1e-5)
-    np.testing.assert_allclose(T(a).std(dim, keepdim=keepdim, correction=correction).numpy(),
-                               a.astype(np.float64).std(axis=axis, ddof=correction, keepdims=keepdim), rtol=1e-5)
+    np.testing.assert_allclose(
+        T(a).var(dim, keepdim=keepdim, correction=correction).numpy(),
+        a.astype(np.float64).var(axis=axis, ddof=correction, keepdims=keepdim),
+        rtol=1e-5,
+    )
+    np.testing.assert_allclose(
+        T(a).std(dim, keepdim=keepdim, correction=correction).numpy(),
+        a.astype(np.float64).std(axis=axis, ddof=correction, keepdims=keepdim),
+        rtol=1e-5,
+    )
     np.testing.assert_allclose(T(a).var(dim, unbiased=False).numpy(), a.astype(np.float64).var(axis=axis), rtol=1e-5)
 
 
@@ -404,8 +479,11 @@ def test_logsumexp_is_stable():
     a = arr(4, 6) * 50
     want = np.log(np.exp(a.astype(np.float64) - a.max(1, keepdims=True)).sum(1)) + a.max(1)
     np.testing.assert_allclose(T(a).logsumexp(1).numpy(), want, rtol=1e-5)
-    np.testing.assert_allclose(lucid.logsumexp(T(a), (0, 1), keepdim=True).numpy(),
-                               np.log(np.exp(a.astype(np.float64) - a.max()).sum()) + a.max(), rtol=1e-5)
+    np.testing.assert_allclose(
+        lucid.logsumexp(T(a), (0, 1), keepdim=True).numpy(),
+        np.log(np.exp(a.astype(np.float64) - a.max()).sum()) + a.max(),
+        rtol=1e-5,
+    )
     inf = np.array([[-np.inf, -np.inf], [np.inf, 0.0]], np.float32)
     np.testing.assert_array_equal(T(inf).logsumexp(1).numpy(), [-np.inf, np.inf])
 
@@ -418,17 +496,27 @@ def test_bfloat16_max_and_compare():
     np.testing.assert_array_equal((t > 0).numpy(), a.astype(np.float32) > 0)
 
 
-@pytest.mark.parametrize("shape,dims", [((8, 64, 32, 32), (0, 2, 3)), ((3, 5, 7, 9), (0, 3)), ((3, 5, 7, 9), (0, 2, 3)),
-                                        ((2, 1, 4, 16), (0, 3)), ((4, 6, 1, 10), (0, 2, 3)),
-                                        ((5, 2, 3, 8, 9), (0, 1, 3, 4))])
+@pytest.mark.parametrize(
+    "shape,dims",
+    [
+        ((8, 64, 32, 32), (0, 2, 3)),
+        ((3, 5, 7, 9), (0, 3)),
+        ((3, 5, 7, 9), (0, 2, 3)),
+        ((2, 1, 4, 16), (0, 3)),
+        ((4, 6, 1, 10), (0, 2, 3)),
+        ((5, 2, 3, 8, 9), (0, 1, 3, 4)),
+    ],
+)
 def test_sums_around_a_kept_block_match_numpy(shape, dims):
     a = arr(*shape, offset=0.5)
     np.testing.assert_allclose(T(a).sum(dims).numpy(), a.astype(np.float64).sum(dims), rtol=1e-5, atol=1e-4)
-    np.testing.assert_allclose(T(a).mean(dims, keepdim=True).numpy(), a.astype(np.float64).mean(dims, keepdims=True),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        T(a).mean(dims, keepdim=True).numpy(), a.astype(np.float64).mean(dims, keepdims=True), rtol=1e-5, atol=1e-6
+    )
 
 
 # ---- shape ops --------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shape", [(6, 4), (-1,), (2, -1, 3), (24,), (4, 3, 2), (1, 24, 1), (-1, 8)])
@@ -537,8 +625,14 @@ def test_contiguous_and_is_contiguous(device):
     assert t.reshape(2, 6).is_contiguous()
 
 
-_LAYOUT_DTYPES = [("bool", np.bool_), ("int32", np.int32), ("int64", np.int64), ("float16", np.float16),
-                  ("bfloat16", ml_dtypes.bfloat16), ("float32", np.float32)]
+_LAYOUT_DTYPES = [
+    ("bool", np.bool_),
+    ("int32", np.int32),
+    ("int64", np.int64),
+    ("float16", np.float16),
+    ("bfloat16", ml_dtypes.bfloat16),
+    ("float32", np.float32),
+]
 
 
 @pytest.mark.parametrize("name, np_type", _LAYOUT_DTYPES)
@@ -559,8 +653,9 @@ def test_contiguous_copies_every_layout_bit_for_bit(device, name, np_type):
     for label, (view, want) in cases.items():
         got = view.contiguous()
         assert got.is_contiguous() and got.dtype == getattr(lucid, name), label
-        np.testing.assert_array_equal(got.numpy().view(np.uint8), np.ascontiguousarray(want).view(np.uint8),
-                                      err_msg=label)
+        np.testing.assert_array_equal(
+            got.numpy().view(np.uint8), np.ascontiguousarray(want).view(np.uint8), err_msg=label
+        )
 
 
 def test_fill_matches_numpy_for_each_dtype():
@@ -593,19 +688,19 @@ def test_shape_op_errors():
         t.transpose(0.5, 1)
     with pytest.raises(TypeError):
         t.reshape(2.0, 3)
-    for start, length in ((1, 2 ** 63 - 1), (2 ** 63 - 1, 1), (-1, 2), (0, -1)):
+    for start, length in ((1, 2**63 - 1), (2**63 - 1, 1), (-1, 2), (0, -1)):
         with pytest.raises(IndexError, match="out of range"):
             t.narrow(1, start, length)
     assert t.narrow(1, -1, 1).shape == (2, 1)
     # An empty tensor's other dimensions are bounded too: their strides must fit in int64.
-    for shape in ((0, 2 ** 62), (2 ** 40, 0, 2 ** 40)):
+    for shape in ((0, 2**62), (2**40, 0, 2**40)):
         with pytest.raises(ValueError, match="too many elements"):
             lucid.zeros(0).reshape(*shape)
         with pytest.raises(ValueError, match="too many elements"):
             lucid.zeros(*shape)
-    assert lucid.zeros(0).reshape(0, 2 ** 30, 0, 2 ** 5).shape == (0, 2 ** 30, 0, 2 ** 5)
+    assert lucid.zeros(0).reshape(0, 2**30, 0, 2**5).shape == (0, 2**30, 0, 2**5)
     with pytest.raises(ValueError, match="does not fit in int64"):
-        t * 2 ** 70
+        t * 2**70
 
 
 def test_views_keep_dtype_and_device():
@@ -616,6 +711,7 @@ def test_views_keep_dtype_and_device():
 
 
 # ---- unsupported operands ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("other", ["a", None, [1, 2], object(), 1 + 2j])
 def test_unsupported_operands_raise_type_error(other):
@@ -640,8 +736,14 @@ def test_matmul_with_scalar_raises_type_error(other):
 
 def test_out_of_range_python_ints_in_shape_and_dim_arguments_raise():
     t = lucid.zeros(2, 3)
-    huge = 2 ** 64
-    for f in (lambda: t.reshape(huge + 6), lambda: t.view(huge + 2, 3), lambda: t.sum(huge),
-              lambda: t.mean((huge + 1,)), lambda: t.transpose(huge, 1), lambda: t.permute(huge + 1, huge)):
+    huge = 2**64
+    for f in (
+        lambda: t.reshape(huge + 6),
+        lambda: t.view(huge + 2, 3),
+        lambda: t.sum(huge),
+        lambda: t.mean((huge + 1,)),
+        lambda: t.transpose(huge, 1),
+        lambda: t.permute(huge + 1, huge),
+    ):
         with pytest.raises((ValueError, IndexError, OverflowError)):
             f()

@@ -55,17 +55,25 @@ def adam_reference(p, grads, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
     return p
 
 
-@pytest.mark.parametrize("kwargs", [dict(lr=0.1), dict(lr=0.05, momentum=0.9), dict(lr=0.05, momentum=0.9, nesterov=True),
-                                    dict(lr=0.1, momentum=0.5, dampening=0.3, weight_decay=0.01),
-                                    dict(lr=0.1, weight_decay=0.1, maximize=True)])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(lr=0.1),
+        dict(lr=0.05, momentum=0.9),
+        dict(lr=0.05, momentum=0.9, nesterov=True),
+        dict(lr=0.1, momentum=0.5, dampening=0.3, weight_decay=0.01),
+        dict(lr=0.1, weight_decay=0.1, maximize=True),
+    ],
+)
 @pytest.mark.parametrize("device", ["cpu", "metal"])
 def test_sgd_matches_the_reference_update(kwargs, device):
     got, start, grads = run(SGD, kwargs, device=device)
     np.testing.assert_allclose(got, sgd_reference(start, grads, **kwargs), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("kwargs", [dict(lr=0.01), dict(lr=0.1, betas=(0.8, 0.99), eps=1e-6),
-                                    dict(lr=0.01, weight_decay=0.1)])
+@pytest.mark.parametrize(
+    "kwargs", [dict(lr=0.01), dict(lr=0.1, betas=(0.8, 0.99), eps=1e-6), dict(lr=0.01, weight_decay=0.1)]
+)
 def test_adam_matches_the_reference_update(kwargs):
     got, start, grads = run(Adam, kwargs)
     np.testing.assert_allclose(got, adam_reference(start, grads, **kwargs), rtol=1e-5, atol=1e-6)
@@ -73,8 +81,9 @@ def test_adam_matches_the_reference_update(kwargs):
 
 def test_adamw_decouples_weight_decay():
     got, start, grads = run(AdamW, dict(lr=0.01, weight_decay=0.1))
-    np.testing.assert_allclose(got, adam_reference(start, grads, 0.01, weight_decay=0.1, decoupled=True),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        got, adam_reference(start, grads, 0.01, weight_decay=0.1, decoupled=True), rtol=1e-5, atol=1e-6
+    )
     assert AdamW([param()]).defaults["weight_decay"] == 1e-2
 
 

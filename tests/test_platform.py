@@ -16,14 +16,21 @@ import lucid  # noqa: E402
 
 # These tests are about the host fallback; where the Metal backend serves "metal" (a Mac, or
 # the emulated check build) there is no fallback to warn about or turn off.
-pytestmark = pytest.mark.skipif(lucid.metal.is_available(),
-                                reason="the Metal backend serves 'metal' here, so there is no host fallback")
+pytestmark = pytest.mark.skipif(
+    lucid.metal.is_available(), reason="the Metal backend serves 'metal' here, so there is no host fallback"
+)
 
 
 def run(code, **env):
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=full_env, cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def test_fallback_warns_exactly_once_per_process():
@@ -72,7 +79,8 @@ def test_cpu_only_use_does_not_warn():
 
 @pytest.mark.parametrize("value", ["0", "false", "off"])
 def test_fallback_can_be_turned_off(value):
-    r = run("""
+    r = run(
+        """
         import lucid
         try:
             lucid.ones(2, device="metal")
@@ -86,7 +94,9 @@ def test_fallback_can_be_turned_off(value):
             print("again")
         with lucid.amp.autocast():   # the scope itself needs no device
             print(lucid.amp.get_autocast_dtype("metal"))
-    """, LUCID_METAL_FALLBACK=value)
+    """,
+        LUCID_METAL_FALLBACK=value,
+    )
     assert r.returncode == 0, r.stderr
     out = r.stdout.split("\n")
     assert out[0].startswith("RuntimeError:") and "LUCID_METAL_FALLBACK=0" in out[0] and "metal" in out[0]
@@ -112,13 +122,16 @@ def test_fallback_keeps_float16_storage():
 
 def test_synchronize_on_the_fallback_returns_and_without_it_is_a_clear_error():
     lucid.metal.synchronize()
-    r = run("""
+    r = run(
+        """
         import lucid
         try:
             lucid.metal.synchronize()
         except RuntimeError as e:
             print("RuntimeError", e)
-    """, LUCID_METAL_FALLBACK="0")
+    """,
+        LUCID_METAL_FALLBACK="0",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("RuntimeError device 'metal' is unavailable"), r.stdout
 
@@ -132,8 +145,17 @@ def test_stats_on_the_fallback_count_only_host_fallbacks():
     x = lucid.tensor([1.0, 2.0], device="metal")
     (x * 3).numpy()
     s = lucid.metal.stats()
-    assert set(s) == {"command_buffers", "host_waits", "dispatches", "new_buffers", "cached_bytes",
-                      "host_fallbacks", "library_compiles"}
+    assert set(s) == {
+        "command_buffers",
+        "host_waits",
+        "dispatches",
+        "new_buffers",
+        "cached_bytes",
+        "host_fallbacks",
+        "library_compiles",
+    }
     assert s["dispatches"] == {}
-    assert [s[k] for k in ("command_buffers", "host_waits", "new_buffers", "cached_bytes", "library_compiles")] == [0] * 5
+    assert [s[k] for k in ("command_buffers", "host_waits", "new_buffers", "cached_bytes", "library_compiles")] == [
+        0
+    ] * 5
     assert s["host_fallbacks"] == sum(lucid.metal.host_fallback_counts().values())

@@ -66,19 +66,28 @@ def test_the_autocast_table_is_the_engines(tmp_path):
 
 def test_the_thread_pool_example_prints_what_the_page_says():
     import doctest
+
     (block,) = [b for b in rst_python_blocks(AUTOCAST_PAGE) if "propagate(work)" in b]
-    test = doctest.DocTestParser().get_doctest(block, {"lucid": lucid, "a": lucid.randn(2, 2, device="metal")},
-                                               "autocast page thread pool", str(AUTOCAST_PAGE), 0)
+    test = doctest.DocTestParser().get_doctest(
+        block,
+        {"lucid": lucid, "a": lucid.randn(2, 2, device="metal")},
+        "autocast page thread pool",
+        str(AUTOCAST_PAGE),
+        0,
+    )
     runner = doctest.DocTestRunner()
     runner.run(test)
     assert runner.failures == 0 and runner.tries >= 4
 
 
-@pytest.mark.parametrize("page", ["README.md", *sorted(f"docs/guide/{p.name}" for p in (ROOT / "docs" / "guide").glob("*.rst"))])
+@pytest.mark.parametrize(
+    "page", ["README.md", *sorted(f"docs/guide/{p.name}" for p in (ROOT / "docs" / "guide").glob("*.rst"))]
+)
 def test_every_interactive_example_prints_what_it_shows(page):
     """The `>>>` examples of the README and of each guide page, run in order in one namespace per
     page, as doctests."""
     import doctest
+
     path = ROOT / page
     blocks = python_blocks() if page == "README.md" else rst_python_blocks(path)
     scope = {"lucid": lucid}
@@ -86,7 +95,7 @@ def test_every_interactive_example_prints_what_it_shows(page):
         test = doctest.DocTestParser().get_doctest(block, scope, f"{page} example {i}", str(path), 0)
         runner = doctest.DocTestRunner()
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")   # the "metal" host fallback's warning, off Apple hardware
+            warnings.simplefilter("ignore")  # the "metal" host fallback's warning, off Apple hardware
             runner.run(test, clear_globs=False)
         assert runner.failures == 0, f"{page}: example {i} printed something else"
         scope = test.globs

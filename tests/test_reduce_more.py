@@ -38,6 +38,7 @@ def close(got, want, rtol=1e-5, atol=1e-6):
 
 # ---- products ---------------------------------------------------------------------------------
 
+
 def test_bmm_mv_vdot_inner_values():
     a, b = randn(3, 2, 4), randn(3, 4, 5, seed=1)
     close(lucid.bmm(lucid.tensor(a), lucid.tensor(b)), a @ b)
@@ -51,13 +52,16 @@ def test_bmm_mv_vdot_inner_values():
     close(lucid.inner(lucid.tensor(2.0), lucid.tensor(q)), 2.0 * q)
 
 
-@pytest.mark.parametrize("fn,shapes,np_fn", [
-    (lucid.addmm, [(2, 4), (2, 3), (3, 4)], lambda i, a, b: i + a @ b),
-    (lucid.addmv, [(2,), (2, 3), (3,)], lambda i, a, b: i + a @ b),
-    (lucid.addr, [(2, 3), (2,), (3,)], lambda i, a, b: i + np.outer(a, b)),
-    (lucid.baddbmm, [(2, 3, 4), (2, 3, 5), (2, 5, 4)], lambda i, a, b: i + a @ b),
-    (lucid.addbmm, [(3, 4), (2, 3, 5), (2, 5, 4)], lambda i, a, b: i + (a @ b).sum(0)),
-])
+@pytest.mark.parametrize(
+    "fn,shapes,np_fn",
+    [
+        (lucid.addmm, [(2, 4), (2, 3), (3, 4)], lambda i, a, b: i + a @ b),
+        (lucid.addmv, [(2,), (2, 3), (3,)], lambda i, a, b: i + a @ b),
+        (lucid.addr, [(2, 3), (2,), (3,)], lambda i, a, b: i + np.outer(a, b)),
+        (lucid.baddbmm, [(2, 3, 4), (2, 3, 5), (2, 5, 4)], lambda i, a, b: i + a @ b),
+        (lucid.addbmm, [(3, 4), (2, 3, 5), (2, 5, 4)], lambda i, a, b: i + (a @ b).sum(0)),
+    ],
+)
 def test_scaled_products(fn, shapes, np_fn):
     arrays = [randn(*s, seed=k) for k, s in enumerate(shapes)]
     t = [lucid.tensor(a) for a in arrays]
@@ -95,6 +99,7 @@ def test_product_errors():
 
 
 # ---- reductions -------------------------------------------------------------------------------
+
 
 def test_prod_values_dtypes_and_zero_gradients():
     a = randn(3, 4, 5)
@@ -200,6 +205,7 @@ def test_norm_zero_carries_a_zero_gradient():
 
 # ---- ordering ---------------------------------------------------------------------------------
 
+
 def test_sort_stable_descending_nan_and_0d():
     a = np.array([3.0, np.nan, 1.0, 3.0, -np.inf, np.inf, 1.0])
     t = lucid.tensor(a)
@@ -247,8 +253,12 @@ def test_kthvalue_median_nanmedian_mode():
     v, i = lucid.mode(lucid.tensor(c))
     np.testing.assert_array_equal(v.numpy(), [1.0, 4.0])
     np.testing.assert_array_equal(i.numpy(), [3, 4])  # the last position of the value
-    for fn in (lambda x: lucid.median(x, 1).values, lambda x: lucid.kthvalue(x, 2, 0).values, lucid.median,
-               lambda x: lucid.mode(x, 1).values):
+    for fn in (
+        lambda x: lucid.median(x, 1).values,
+        lambda x: lucid.kthvalue(x, 2, 0).values,
+        lucid.median,
+        lambda x: lucid.mode(x, 1).values,
+    ):
         check_grads(fn, a)
 
 
@@ -282,6 +292,7 @@ def test_quantile_gradient_reaches_q_and_errors():
 
 
 # ---- scans ------------------------------------------------------------------------------------
+
 
 def test_cumprod_values_dtypes_and_gradients_through_zeros():
     a = randn(4, 6)
@@ -327,6 +338,7 @@ def test_logcumsumexp_is_stable_and_differentiable():
 
 # ---- differences and integrals ----------------------------------------------------------------
 
+
 def test_diff():
     a = randn(4, 6)
     t = lucid.tensor(a)
@@ -355,8 +367,7 @@ def test_gradient_against_numpy(edge_order):
     got = lucid.gradient(t, spacing=[2.0, 0.5], edge_order=edge_order)
     for g, w in zip(got, np.gradient(a, 2.0, 0.5, edge_order=edge_order)):
         close(g, w)
-    check_grads(lambda x: lucid.gradient(x, spacing=[lucid.tensor(xs, dtype=F64)], dim=0,
-                                         edge_order=edge_order)[0], a)
+    check_grads(lambda x: lucid.gradient(x, spacing=[lucid.tensor(xs, dtype=F64)], dim=0, edge_order=edge_order)[0], a)
 
 
 def test_gradient_errors():
@@ -389,17 +400,19 @@ def test_trapezoid_trapz_cumulative_trapezoid():
 
 # ---- distances and statistics -----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("p", [0.0, 1.0, 1.5, 2.0, 3.0, float("inf")])
 def test_cdist_and_dist(p):
     a, b = randn(2, 4, 3), randn(2, 5, 3, seed=1)
     diff = np.abs(a[:, :, None, :] - b[:, None, :, :])
-    want = {0.0: (diff != 0).sum(-1), float("inf"): diff.max(-1)}.get(p, (diff ** p).sum(-1) ** (1 / p if p else 1))
+    want = {0.0: (diff != 0).sum(-1), float("inf"): diff.max(-1)}.get(p, (diff**p).sum(-1) ** (1 / p if p else 1))
     close(lucid.cdist(lucid.tensor(a), lucid.tensor(b), p), want)
     if p not in (0.0,):
         check_grads(lambda x, y: lucid.cdist(x, y, p), a, b)
     c, d = randn(3, 4), randn(4, seed=2)
     want = {0.0: np.count_nonzero(c - d), float("inf"): np.abs(c - d).max()}.get(
-        p, (np.abs(c - d) ** p).sum() ** (1 / p if p else 1))
+        p, (np.abs(c - d) ** p).sum() ** (1 / p if p else 1)
+    )
     close(lucid.dist(lucid.tensor(c), lucid.tensor(d), p), want)
 
 
@@ -454,26 +467,44 @@ def test_renorm():
 
 # ---- contractions -----------------------------------------------------------------------------
 
+
 def test_tensordot():
     a, b = randn(2, 3, 4), randn(3, 4, 5, seed=1)
     close(lucid.tensordot(lucid.tensor(a), lucid.tensor(b)), np.tensordot(a, b))
-    close(lucid.tensordot(lucid.tensor(a), lucid.tensor(b), dims=([1, 2], [0, 1])),
-          np.tensordot(a, b, ([1, 2], [0, 1])))
+    close(
+        lucid.tensordot(lucid.tensor(a), lucid.tensor(b), dims=([1, 2], [0, 1])), np.tensordot(a, b, ([1, 2], [0, 1]))
+    )
     close(lucid.tensordot(lucid.tensor(a), lucid.tensor(b), dims=0), np.tensordot(a, b, 0))
     check_grads(lambda x, y: lucid.tensordot(x, y, dims=([2, 1], [1, 0])), a, b)
     with pytest.raises(RuntimeError, match=r"contracted dimensions 2 of a \(size 4\) and 0 of b \(size 3\) differ"):
         lucid.tensordot(lucid.tensor(a), lucid.tensor(b), dims=1)
 
 
-@pytest.mark.parametrize("equation,shapes", [
-    ("ij,jk->ik", [(2, 3), (3, 4)]), ("ij,jk", [(2, 3), (3, 4)]), ("i->", [(3,)]), ("ii->i", [(3, 3)]),
-    ("ii", [(3, 3)]), ("iji->j", [(2, 3, 2)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
-    ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]), ("i...->...", [(3, 2, 4)]), ("i,j->ij", [(3,), (4,)]),
-    ("ijk,ik->j", [(2, 3, 4), (2, 4)]), ("...ik, ...j -> ij", [(2, 2, 3), (3,)]), ("ba", [(2, 3)]),
-    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]), ("bij,bjk->bik", [(1, 2, 3), (4, 3, 5)]),
-    ("ij,kl->", [(2, 3), (4, 5)]), ("ijk,jl->il", [(2, 3, 4), (3, 5)]), ("ab,bc,ca->", [(2, 3), (3, 4), (4, 2)]),
-    ("i,i,i->i", [(4,), (4,), (4,)]), ("...j,j->...", [(2, 3, 4), (4,)]),
-])
+@pytest.mark.parametrize(
+    "equation,shapes",
+    [
+        ("ij,jk->ik", [(2, 3), (3, 4)]),
+        ("ij,jk", [(2, 3), (3, 4)]),
+        ("i->", [(3,)]),
+        ("ii->i", [(3, 3)]),
+        ("ii", [(3, 3)]),
+        ("iji->j", [(2, 3, 2)]),
+        ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+        ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]),
+        ("i...->...", [(3, 2, 4)]),
+        ("i,j->ij", [(3,), (4,)]),
+        ("ijk,ik->j", [(2, 3, 4), (2, 4)]),
+        ("...ik, ...j -> ij", [(2, 2, 3), (3,)]),
+        ("ba", [(2, 3)]),
+        ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
+        ("bij,bjk->bik", [(1, 2, 3), (4, 3, 5)]),
+        ("ij,kl->", [(2, 3), (4, 5)]),
+        ("ijk,jl->il", [(2, 3, 4), (3, 5)]),
+        ("ab,bc,ca->", [(2, 3), (3, 4), (4, 2)]),
+        ("i,i,i->i", [(4,), (4,), (4,)]),
+        ("...j,j->...", [(2, 3, 4), (4,)]),
+    ],
+)
 def test_einsum_against_numpy(equation, shapes):
     arrays = [randn(*s, seed=k) for k, s in enumerate(shapes)]
     # numpy does not sum over "..." when the output leaves it out; with its dims named, it does.
@@ -504,6 +535,7 @@ def test_einsum_errors():
 
 
 # ---- histograms, counts and searches ----------------------------------------------------------
+
 
 def test_histc():
     a = rng(3).uniform(-2, 2, 50).astype(np.float32)
@@ -646,13 +678,16 @@ def test_bernoulli_forms():
         lucid.bernoulli(lucid.tensor([1.5]))
 
 
-@pytest.mark.parametrize("method,args,mean,var", [
-    ("exponential_", (2.0,), 0.5, 0.25),
-    ("geometric_", (0.25,), 4.0, 12.0),
-    ("log_normal_", (0.5, 0.4), np.exp(0.5 + 0.08), (np.exp(0.16) - 1) * np.exp(1.0 + 0.16)),
-    ("uniform_", (-1.0, 3.0), 1.0, 16 / 12),
-    ("normal_", (2.0, 0.5), 2.0, 0.25),
-])
+@pytest.mark.parametrize(
+    "method,args,mean,var",
+    [
+        ("exponential_", (2.0,), 0.5, 0.25),
+        ("geometric_", (0.25,), 4.0, 12.0),
+        ("log_normal_", (0.5, 0.4), np.exp(0.5 + 0.08), (np.exp(0.16) - 1) * np.exp(1.0 + 0.16)),
+        ("uniform_", (-1.0, 3.0), 1.0, 16 / 12),
+        ("normal_", (2.0, 0.5), 2.0, 0.25),
+    ],
+)
 def test_in_place_distributions_have_their_moments(method, args, mean, var):
     lucid.manual_seed(2)
     x = lucid.zeros(N)
@@ -689,9 +724,16 @@ def test_randint_like_and_reproducibility():
     draws = []
     for _ in range(2):
         lucid.manual_seed(42)
-        draws.append(np.concatenate([lucid.normal(0.0, 1.0, (5,)).numpy(), lucid.zeros(5).exponential_().numpy(),
-                                     lucid.bernoulli(lucid.full((5,), 0.5)).numpy(),
-                                     lucid.randint_like(lucid.zeros(5), 100).numpy()]))
+        draws.append(
+            np.concatenate(
+                [
+                    lucid.normal(0.0, 1.0, (5,)).numpy(),
+                    lucid.zeros(5).exponential_().numpy(),
+                    lucid.bernoulli(lucid.full((5,), 0.5)).numpy(),
+                    lucid.randint_like(lucid.zeros(5), 100).numpy(),
+                ]
+            )
+        )
     np.testing.assert_array_equal(draws[0], draws[1])
     g = lucid.Generator().manual_seed(7)
     a = lucid.normal(0.0, 1.0, (4,), generator=g).numpy()
@@ -700,6 +742,7 @@ def test_randint_like_and_reproducibility():
 
 
 # ---- out= -------------------------------------------------------------------------------------
+
 
 def test_out_forms():
     a = randn(3, 4)
@@ -769,9 +812,11 @@ def test_normal_and_windows_take_the_strided_layout_only():
 
 # ---- 16-bit floats ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ["bfloat16", "float16"])
 def test_products_and_reductions_in_16_bit_floats(name):
     import ml_dtypes
+
     np_type = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[name]
     dtype = getattr(lucid, name)
     a = (rng(1).uniform(0.5, 1.5, (2, 3, 4))).astype(np_type)
@@ -779,10 +824,15 @@ def test_products_and_reductions_in_16_bit_floats(name):
     ta, tb = lucid.tensor(a, dtype=dtype), lucid.tensor(b, dtype=dtype)
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
     tol = dict(rtol=2e-2, atol=2e-2)
-    for got, want in ((lucid.bmm(ta, tb), a32 @ b32), (lucid.prod(ta, 2), a32.prod(2)),
-                      (lucid.cumprod(ta, 1), np.cumprod(a32, 1)), (lucid.kron(ta[0], tb[0]), np.kron(a32[0], b32[0])),
-                      (lucid.einsum("bij,bjk->bik", ta, tb), a32 @ b32), (lucid.nansum(ta, 1), a32.sum(1)),
-                      (lucid.median(ta, 2).values, np.sort(a32, 2)[..., 1])):
+    for got, want in (
+        (lucid.bmm(ta, tb), a32 @ b32),
+        (lucid.prod(ta, 2), a32.prod(2)),
+        (lucid.cumprod(ta, 1), np.cumprod(a32, 1)),
+        (lucid.kron(ta[0], tb[0]), np.kron(a32[0], b32[0])),
+        (lucid.einsum("bij,bjk->bik", ta, tb), a32 @ b32),
+        (lucid.nansum(ta, 1), a32.sum(1)),
+        (lucid.median(ta, 2).values, np.sort(a32, 2)[..., 1]),
+    ):
         assert got.dtype is dtype
         np.testing.assert_allclose(got.numpy().astype(np.float32), want, **tol)
 

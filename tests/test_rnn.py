@@ -51,12 +51,14 @@ def rnn_ref(module, x, hx=None):
         outs = []
         for d in range(D):
             sfx = "_reverse" if d else ""
-            w = [p[f"{n}_l{layer}{sfx}"] if f"{n}_l{layer}{sfx}" in p else 0.0
-                 for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+            w = [
+                p[f"{n}_l{layer}{sfx}"] if f"{n}_l{layer}{sfx}" in p else 0.0
+                for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+            ]
             k = layer * D + d
             state = (h0[k], c0[k]) if mode == "LSTM" else h0[k]
             seq = [None] * T
-            for t in (range(T) if d == 0 else range(T - 1, -1, -1)):
+            for t in range(T) if d == 0 else range(T - 1, -1, -1):
                 seq[t], state = cell_ref(mode, inp[t], state, *w)
             outs.append(np.stack(seq))
             hs.append(state[0] if mode == "LSTM" else state)
@@ -67,9 +69,13 @@ def rnn_ref(module, x, hx=None):
 
 
 CASES = [
-    (nn.LSTM, dict()), (nn.LSTM, dict(num_layers=2, bidirectional=True)), (nn.LSTM, dict(bias=False, num_layers=2)),
-    (nn.GRU, dict()), (nn.GRU, dict(num_layers=2, bidirectional=True)),
-    (nn.RNN, dict()), (nn.RNN, dict(nonlinearity="relu", bidirectional=True)),
+    (nn.LSTM, dict()),
+    (nn.LSTM, dict(num_layers=2, bidirectional=True)),
+    (nn.LSTM, dict(bias=False, num_layers=2)),
+    (nn.GRU, dict()),
+    (nn.GRU, dict(num_layers=2, bidirectional=True)),
+    (nn.RNN, dict()),
+    (nn.RNN, dict(nonlinearity="relu", bidirectional=True)),
 ]
 
 
@@ -84,7 +90,11 @@ def test_layers_match_the_float64_reference(device, cls, kw, batch_first):
     h0 = rng.standard_normal((L * D, 2, 5)).astype(np.float32)
     c0 = rng.standard_normal((L * D, 2, 5)).astype(np.float32)
     given = lucid.tensor(x.transpose(1, 0, 2) if batch_first else x, device=device)
-    hx = (lucid.tensor(h0, device=device), lucid.tensor(c0, device=device)) if cls is nn.LSTM else lucid.tensor(h0, device=device)
+    hx = (
+        (lucid.tensor(h0, device=device), lucid.tensor(c0, device=device))
+        if cls is nn.LSTM
+        else lucid.tensor(h0, device=device)
+    )
     out, state = m(given, hx)
     want, h_n, c_n = rnn_ref(m, x, (h0, c0) if cls is nn.LSTM else h0)
     got = out.numpy().transpose(1, 0, 2) if batch_first else out.numpy()
@@ -109,7 +119,12 @@ def test_unbatched_input_and_default_state():
 def test_a_pytorch_state_dict_loads_by_name_and_layout():
     # What torch.nn.LSTM(3, 4, num_layers=2, bidirectional=True).state_dict() holds: these
     # names and shapes (gates stacked i, f, g, o along the first dimension).
-    names = [f"{w}_l{k}{s}" for k in range(2) for s in ("", "_reverse") for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    names = [
+        f"{w}_l{k}{s}"
+        for k in range(2)
+        for s in ("", "_reverse")
+        for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+    ]
     shapes = {"weight_ih_l0": (16, 3), "weight_hh": (16, 4), "weight_ih_l1": (16, 8), "bias": (16,)}
     torch_like = {}
     for n in names:
@@ -246,7 +261,11 @@ def test_the_lstm_layers_backward_through_time_matches_finite_differences_in_flo
     m = nn.LSTM(2, 3, **kw).double()
     D, L = (2 if m.bidirectional else 1), m.num_layers
     x, h0, c0 = rng.standard_normal((4, 2, 2)), rng.standard_normal((L * D, 2, 3)), rng.standard_normal((L * D, 2, 3))
-    w_out, w_h, w_c = rng.standard_normal((4, 2, 3 * D)), rng.standard_normal((L * D, 2, 3)), rng.standard_normal((L * D, 2, 3))
+    w_out, w_h, w_c = (
+        rng.standard_normal((4, 2, 3 * D)),
+        rng.standard_normal((L * D, 2, 3)),
+        rng.standard_normal((L * D, 2, 3)),
+    )
     params = {name: p.detach().numpy().copy() for name, p in m.named_parameters()}
 
     def loss(grad=False):
@@ -340,7 +359,7 @@ def lstm_projected_ref(m, x, h0, c0):
             k = layer * D + d
             h, c = h0[k], c0[k]
             seq = [None] * T
-            for t in (range(T) if d == 0 else range(T - 1, -1, -1)):
+            for t in range(T) if d == 0 else range(T - 1, -1, -1):
                 out, (_, c) = cell_ref("LSTM", inp[t], (h, c), *w)
                 h = out @ w_hr.T
                 seq[t] = h
@@ -368,9 +387,12 @@ def test_lstm_with_a_projection(kw):
     for got, ref in ((out, want), (h, h_n), (c, c_n)):
         np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-5)
     out0, _ = m(lucid.tensor(x[:, 0]))  # unbatched, zero state
-    np.testing.assert_allclose(out0.numpy(), lstm_projected_ref(m, x[:, :1], np.zeros((L * D, 1, 2)),
-                                                                np.zeros((L * D, 1, 5)))[0][:, 0], rtol=1e-5,
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        out0.numpy(),
+        lstm_projected_ref(m, x[:, :1], np.zeros((L * D, 1, 2)), np.zeros((L * D, 1, 5)))[0][:, 0],
+        rtol=1e-5,
+        atol=1e-5,
+    )
     # The projection's gradient against central differences.
     wts = rng.standard_normal(out.shape).astype(np.float32)
     (m(lucid.tensor(x))[0] * lucid.tensor(wts)).sum().backward()
@@ -392,5 +414,4 @@ def test_lstm_projection_errors():
         nn.LSTM(3, 4, proj_size=-1)
     m = nn.LSTM(3, 4, proj_size=2)
     with pytest.raises(ValueError, match="hidden state of shape"):
-        m(lucid.tensor(rng.standard_normal((2, 1, 3)).astype(np.float32)),
-          (lucid.zeros(1, 1, 4), lucid.zeros(1, 1, 4)))
+        m(lucid.tensor(rng.standard_normal((2, 1, 3)).astype(np.float32)), (lucid.zeros(1, 1, 4), lucid.zeros(1, 1, 4)))

@@ -14,11 +14,20 @@ import lucid.nn as nn
 rng = np.random.default_rng(2)
 
 
-@pytest.mark.parametrize("arr", [
-    rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal(5).astype(np.float16),
-    rng.standard_normal((2, 2)).astype(ml_dtypes.bfloat16), rng.integers(-9, 9, (4,)).astype(np.int32),
-    rng.integers(-2 ** 40, 2 ** 40, (2, 3)), rng.random(6) > 0.5, np.array(1.5, np.float32), np.zeros((0, 3), np.float32),
-], ids=["f32", "f16", "bf16", "i32", "i64", "bool", "0d", "empty"])
+@pytest.mark.parametrize(
+    "arr",
+    [
+        rng.standard_normal((3, 4)).astype(np.float32),
+        rng.standard_normal(5).astype(np.float16),
+        rng.standard_normal((2, 2)).astype(ml_dtypes.bfloat16),
+        rng.integers(-9, 9, (4,)).astype(np.int32),
+        rng.integers(-(2**40), 2**40, (2, 3)),
+        rng.random(6) > 0.5,
+        np.array(1.5, np.float32),
+        np.zeros((0, 3), np.float32),
+    ],
+    ids=["f32", "f16", "bf16", "i32", "i64", "bool", "0d", "empty"],
+)
 def test_tensor_round_trip_is_bit_exact(arr, tmp_path):
     path = tmp_path / "t.safetensors"
     lucid.save(lucid.tensor(arr), path)
@@ -48,8 +57,16 @@ def test_optimizer_and_nested_state_round_trip(tmp_path):
     opt = lucid.optim.Adam([p], lr=0.01, betas=(0.8, 0.9))
     (p * p).sum().backward()
     opt.step()
-    state = {"model": {"w": p.detach()}, "optim": opt.state_dict(), "epoch": 7, "loss": float("nan"),
-             "tag": "run-1", "shape": (1, 2), "none": None, "flags": [True, 2.5]}
+    state = {
+        "model": {"w": p.detach()},
+        "optim": opt.state_dict(),
+        "epoch": 7,
+        "loss": float("nan"),
+        "tag": "run-1",
+        "shape": (1, 2),
+        "none": None,
+        "flags": [True, 2.5],
+    }
     path = tmp_path / "ckpt.safetensors"
     lucid.save(state, path)
     back = lucid.load(path)
@@ -59,8 +76,9 @@ def test_optimizer_and_nested_state_round_trip(tmp_path):
     assert back["optim"]["param_groups"][0]["betas"] == (0.8, 0.9)
     opt2 = lucid.optim.Adam([lucid.randn(3, requires_grad=True)], lr=0.5)
     opt2.load_state_dict(back["optim"])
-    np.testing.assert_array_equal(opt2.state_dict()["state"][0]["exp_avg"].numpy(),
-                                  opt.state_dict()["state"][0]["exp_avg"].numpy())
+    np.testing.assert_array_equal(
+        opt2.state_dict()["state"][0]["exp_avg"].numpy(), opt.state_dict()["state"][0]["exp_avg"].numpy()
+    )
     assert "optim.state.0.exp_avg" in load_file(path)
 
 
@@ -83,8 +101,13 @@ def test_bad_files_are_value_errors(tmp_path):
     path = tmp_path / "ckpt.safetensors"
     lucid.save({"w": lucid.randn(64)}, path)
     data = path.read_bytes()
-    for name, content in {"truncated": data[:len(data) // 2], "header": data[:6], "garbage": os.urandom(256),
-                          "huge header": (2 ** 60).to_bytes(8, "little") + b"{}", "empty": b""}.items():
+    for name, content in {
+        "truncated": data[: len(data) // 2],
+        "header": data[:6],
+        "garbage": os.urandom(256),
+        "huge header": (2**60).to_bytes(8, "little") + b"{}",
+        "empty": b"",
+    }.items():
         bad = tmp_path / f"{name}.safetensors"
         bad.write_bytes(content)
         with pytest.raises(ValueError, match="not a valid safetensors file"):
@@ -97,7 +120,9 @@ def test_unsupported_objects_are_refused(tmp_path):
     with pytest.raises(TypeError, match="cannot store"):
         lucid.save({"f": object()}, tmp_path / "x.safetensors")
     with pytest.raises(TypeError, match=r"cannot store a Linear.*state_dict\(\)"):
-        lucid.save(lucid.nn.Linear(2, 2), tmp_path / "x.safetensors")  # PyTorch pickles modules; safetensors holds no code
+        lucid.save(
+            lucid.nn.Linear(2, 2), tmp_path / "x.safetensors"
+        )  # PyTorch pickles modules; safetensors holds no code
     with pytest.raises(TypeError, match="keys"):
         lucid.save({(1, 2): lucid.ones(1)}, tmp_path / "x.safetensors")
     with pytest.raises(ValueError, match="two tensors"):
@@ -107,15 +132,21 @@ def test_unsupported_objects_are_refused(tmp_path):
 
 def header(path):
     import json
+
     data = path.read_bytes()
     n = int.from_bytes(data[:8], "little")
-    return json.loads(data[8:8 + n])
+    return json.loads(data[8 : 8 + n])
 
 
 def test_file_records_safetensors_dtypes_and_shapes(tmp_path):
-    arrays = {"bf16": rng.standard_normal((2, 3)).astype(ml_dtypes.bfloat16),
-              "f16": rng.standard_normal(4).astype(np.float16), "f32": np.zeros((0, 2), np.float32),
-              "i32": np.array(7, np.int32), "i64": np.arange(3), "b": np.array([True, False])}
+    arrays = {
+        "bf16": rng.standard_normal((2, 3)).astype(ml_dtypes.bfloat16),
+        "f16": rng.standard_normal(4).astype(np.float16),
+        "f32": np.zeros((0, 2), np.float32),
+        "i32": np.array(7, np.int32),
+        "i64": np.arange(3),
+        "b": np.array([True, False]),
+    }
     path = tmp_path / "d.safetensors"
     lucid.save({k: lucid.tensor(v) for k, v in arrays.items()}, path)
     h = header(path)
@@ -162,9 +193,19 @@ def test_save_into_a_missing_directory_names_the_target(tmp_path):
         lucid.save(lucid.ones(1), target)
 
 
-@pytest.mark.parametrize("structure", ['{"__dict__": 5}', '{"__tuple__": 3}', '{"__dict__": [[[1], 2]]}',
-                                       '{"__dict__": [["a"]]}', '{"other": 1}', '{"__tensor__": "missing"}',
-                                       "[" * 100000, "not json"])
+@pytest.mark.parametrize(
+    "structure",
+    [
+        '{"__dict__": 5}',
+        '{"__tuple__": 3}',
+        '{"__dict__": [[[1], 2]]}',
+        '{"__dict__": [["a"]]}',
+        '{"other": 1}',
+        '{"__tensor__": "missing"}',
+        "[" * 100000,
+        "not json",
+    ],
+)
 def test_malformed_structure_metadata_is_a_value_error(structure, tmp_path):
     from safetensors.numpy import save_file
 
@@ -179,16 +220,16 @@ def test_corrupted_headers_are_value_errors(tmp_path):
     lucid.save({"w": lucid.randn(8), "b": lucid.ones(2, dtype=lucid.int64)}, path)
     data = path.read_bytes()
     n = int.from_bytes(data[:8], "little")
-    text = data[8:8 + n]
+    text = data[8 : 8 + n]
     cases = {
         "wrong length": (n - 3).to_bytes(8, "little") + data[8:],
         "offsets past the end": data[:8] + text.replace(b'"data_offsets":[0,', b'"data_offsets":[9,'),
         "extra bytes": data + b"\0" * 8,
-        "bad utf-8": data[:8] + b"\xff" + text[1:] + data[8 + n:],
+        "bad utf-8": data[:8] + b"\xff" + text[1:] + data[8 + n :],
     }
     assert cases["offsets past the end"] != data
     for name, content in cases.items():
-        bad = tmp_path / f"bad.safetensors"
+        bad = tmp_path / "bad.safetensors"
         bad.write_bytes(content)
         with pytest.raises(ValueError):
             lucid.load(bad)
@@ -196,9 +237,16 @@ def test_corrupted_headers_are_value_errors(tmp_path):
 
 def test_numpy_arrays_are_stored_as_they_are_in_nested_containers(tmp_path):
     import ml_dtypes
-    arrays = {"f64": np.linspace(0, 1, 7), "i16": np.arange(-3, 3, dtype=np.int16), "u8": np.arange(5, dtype=np.uint8),
-              "b": np.array([True, False]), "bf16": np.array([1.5, -2.25], dtype=ml_dtypes.bfloat16),
-              "empty": np.zeros((0, 3), dtype=np.int64), "strided": np.arange(12.0).reshape(3, 4)[:, ::2]}
+
+    arrays = {
+        "f64": np.linspace(0, 1, 7),
+        "i16": np.arange(-3, 3, dtype=np.int16),
+        "u8": np.arange(5, dtype=np.uint8),
+        "b": np.array([True, False]),
+        "bf16": np.array([1.5, -2.25], dtype=ml_dtypes.bfloat16),
+        "empty": np.zeros((0, 3), dtype=np.int64),
+        "strided": np.arange(12.0).reshape(3, 4)[:, ::2],
+    }
     obj = {"data": arrays, "pairs": [(np.float64(0.5), np.ones((2, 2), dtype=np.float32))], "t": lucid.ones(2)}
     lucid.save(obj, tmp_path / "data.safetensors")
     back = lucid.load(tmp_path / "data.safetensors")
@@ -218,6 +266,7 @@ def test_numpy_arrays_are_stored_as_they_are_in_nested_containers(tmp_path):
 def test_a_pytorch_pickle_is_refused_with_what_to_do(tmp_path):
     import pickle
     import zipfile
+
     with zipfile.ZipFile(tmp_path / "new.pt", "w") as z:  # torch.save's format since PyTorch 1.6
         z.writestr("archive/data.pkl", pickle.dumps({"a": 1}, protocol=2))
     (tmp_path / "legacy.pt").write_bytes(pickle.dumps({"a": 1}, protocol=2))  # the format before it
@@ -229,6 +278,7 @@ def test_a_pytorch_pickle_is_refused_with_what_to_do(tmp_path):
 def test_a_header_whose_length_starts_like_a_pickle_still_loads(tmp_path):
     # A header of 0x80 + 256k bytes begins with the byte a pickle begins with.
     from safetensors.numpy import save as serialize
+
     for pad in range(0, 64):
         data = serialize({"x": np.arange(3, dtype=np.float32)}, metadata={"pad": "p" * pad})
         if data[0] == 0x80:

@@ -18,16 +18,26 @@ from pathlib import Path
 
 import pytest
 
-import lucid
-from lucid import _C, _native
+from lucid import _native
 
 ROOT = Path(__file__).resolve().parents[1]
 LINUX = sys.platform.startswith("linux")
 linux_only = pytest.mark.skipif(not LINUX, reason="Apple builds use Accelerate and the OS's Swift runtime")
 
 # What lucid may take from the system besides the Swift toolchain (which a wheel carries).
-SYSTEM_LIBRARIES = {"linux-vdso.so.1", "libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1",
-                    "libstdc++.so.6", "libgcc_s.so.1", "libgomp.so.1", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}
+SYSTEM_LIBRARIES = {
+    "linux-vdso.so.1",
+    "libc.so.6",
+    "libm.so.6",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+    "libstdc++.so.6",
+    "libgcc_s.so.1",
+    "libgomp.so.1",
+    "ld-linux-x86-64.so.2",
+    "ld-linux-aarch64.so.1",
+}
 
 
 def _pins():
@@ -87,7 +97,12 @@ def test_the_process_uses_the_pinned_openblas_and_onednn():
     assert blas.scipy_openblas_get_config().decode().startswith("OpenBLAS 0.3.34"), blas.scipy_openblas_get_config()
 
     class Version(ctypes.Structure):
-        _fields_ = [("major", ctypes.c_int), ("minor", ctypes.c_int), ("patch", ctypes.c_int), ("hash", ctypes.c_char_p)]
+        _fields_ = [
+            ("major", ctypes.c_int),
+            ("minor", ctypes.c_int),
+            ("patch", ctypes.c_int),
+            ("hash", ctypes.c_char_p),
+        ]
 
     dnnl.dnnl_version.restype = ctypes.POINTER(Version)
     v = dnnl.dnnl_version().contents
@@ -118,8 +133,14 @@ HIDE_PACKAGE = {
 @pytest.mark.parametrize("package", sorted(HIDE_PACKAGE))
 def test_a_missing_native_package_is_a_clear_import_error(package):
     code = textwrap.dedent(HIDE_PACKAGE[package]) + "import lucid\n"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert r.returncode != 0, r.stdout
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("lucid._native.MissingDependency: lucid:"), r.stderr
@@ -127,6 +148,7 @@ def test_a_missing_native_package_is_a_clear_import_error(package):
 
 
 # --- missing prerequisites -------------------------------------------------------------------
+
 
 def _shadow_path(tmp_path, hide=(), fakes=None):
     """A PATH of one folder holding links to every program on the current PATH except `hide`,
@@ -164,7 +186,7 @@ def _make(tmp_path, goal, path, **variables):
 def _one_line(r):
     out = (r.stdout + r.stderr).strip().splitlines()
     assert r.returncode != 0, f"make succeeded:\n{r.stdout}{r.stderr}"
-    assert len(out) == 1, f"expected one line, got:\n" + "\n".join(out)
+    assert len(out) == 1, "expected one line, got:\n" + "\n".join(out)
     return out[0]
 
 
@@ -188,7 +210,7 @@ def test_no_python_is_one_line_naming_it(tmp_path):
 
 
 def test_an_old_python_is_one_line_naming_its_version(tmp_path):
-    fake = f'case "$*" in *"print("*) echo 3.9 ;; *) exit 1 ;; esac\n'
+    fake = 'case "$*" in *"print("*) echo 3.9 ;; *) exit 1 ;; esac\n'
     line = _one_line(_make(tmp_path, "demo", _shadow_path(tmp_path, fakes={"oldpython": fake}), PYTHON="oldpython"))
     assert "Python 3.9" in line and "too old" in line and "3.10" in line, line
 

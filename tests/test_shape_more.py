@@ -46,8 +46,11 @@ COPIES = [
     ("transpose_copy", (0, 2), lambda a: a.swapaxes(0, 2)),
     ("unsqueeze_copy", (1,), lambda a: a[:, None]),
     ("view_copy", ((12, 5),), lambda a: a.reshape(12, 5)),
-    ("as_strided_copy", ((2, 2), (1, 2)), lambda a: np.lib.stride_tricks.as_strided(
-        a.reshape(-1), (2, 2), (a.itemsize, 2 * a.itemsize))),
+    (
+        "as_strided_copy",
+        ((2, 2), (1, 2)),
+        lambda a: np.lib.stride_tricks.as_strided(a.reshape(-1), (2, 2), (a.itemsize, 2 * a.itemsize)),
+    ),
 ]
 
 
@@ -135,8 +138,9 @@ def test_broadcast_shapes_to_and_tensors():
     check_grads(lambda p, q: lucid.broadcast_tensors(p, q), a, b)
 
 
-@pytest.mark.parametrize("fn,ref", [(lucid.atleast_1d, np.atleast_1d), (lucid.atleast_2d, np.atleast_2d),
-                                    (lucid.atleast_3d, np.atleast_3d)])
+@pytest.mark.parametrize(
+    "fn,ref", [(lucid.atleast_1d, np.atleast_1d), (lucid.atleast_2d, np.atleast_2d), (lucid.atleast_3d, np.atleast_3d)]
+)
 def test_atleast_nd_as_numpy(fn, ref):
     arrays = [np.float32(2.5), _arr(4), _arr(2, 3), _arr(2, 3, 4)]
     for a in arrays:
@@ -165,8 +169,9 @@ def test_stacks_take_out_and_mixed_ranks():
     lucid.hstack([lucid.tensor(1.0), lucid.tensor(2.0)], out=out)
     np.testing.assert_array_equal(out.numpy(), [1.0, 2.0])
     a, b = _arr(5), _arr(5, 5)
-    np.testing.assert_array_equal(lucid.column_stack([lucid.tensor(a), lucid.tensor(b)]).numpy(),
-                                  np.column_stack([a, b]))
+    np.testing.assert_array_equal(
+        lucid.column_stack([lucid.tensor(a), lucid.tensor(b)]).numpy(), np.column_stack([a, b])
+    )
     assert lucid.row_stack is lucid.vstack
     with pytest.raises(RuntimeError, match="non-empty"):
         lucid.vstack([])
@@ -260,9 +265,9 @@ def test_rot90_errors_and_gradient():
     check_grads(lambda x: lucid.rot90(x, 3), _arr(2, 3))
 
 
-@pytest.mark.parametrize("shape,reps", [((), (2, 3)), ((2,), ()), ((3, 2), (0,)), ((2,), (1, 3, 2)),
-                                        ((3, 2), (3, 1, 1)),
-                                        ((0,), (2, 2))])
+@pytest.mark.parametrize(
+    "shape,reps", [((), (2, 3)), ((2,), ()), ((3, 2), (0,)), ((2,), (1, 3, 2)), ((3, 2), (3, 1, 1)), ((0,), (2, 2))]
+)
 def test_tile_as_numpy(shape, reps):
     a = _arr(*shape)
     got = lucid.tile(lucid.tensor(a), reps)
@@ -277,8 +282,10 @@ def test_tile_gradient_and_errors():
         lucid.tile(lucid.zeros(2), (-1,))
 
 
-@pytest.mark.parametrize("shape,dim,size,step", [((10,), 0, 3, 2), ((5, 6), 1, 2, 2), ((4, 5, 3), 1, 4, 1),
-                                                 ((1000,), 0, 2, 27), ((4, 4), 0, 4, 3)])
+@pytest.mark.parametrize(
+    "shape,dim,size,step",
+    [((10,), 0, 3, 2), ((5, 6), 1, 2, 2), ((4, 5, 3), 1, 4, 1), ((1000,), 0, 2, 27), ((4, 4), 0, 4, 3)],
+)
 def test_unfold_as_numpy_windows(shape, dim, size, step):
     a = _arr(*shape)
     want = np.lib.stride_tricks.sliding_window_view(a, size, axis=dim)
@@ -375,8 +382,7 @@ def _diag_embed_ref(a, offset, dim1, dim2):
     return np.moveaxis(out, (-2, -1), (dim1, dim2))
 
 
-@pytest.mark.parametrize("offset,dim1,dim2", [(0, -2, -1), (2, -2, -1), (-1, -2, -1), (1, 1, 2), (-2, 0, 1),
-                                              (1, 2, 0)])
+@pytest.mark.parametrize("offset,dim1,dim2", [(0, -2, -1), (2, -2, -1), (-1, -2, -1), (1, 1, 2), (-2, 0, 1), (1, 2, 0)])
 def test_diag_embed_as_a_numpy_construction(offset, dim1, dim2):
     a = _arr(3, 4)
     got = lucid.diag_embed(lucid.tensor(a), offset, dim1, dim2)
@@ -448,10 +454,10 @@ def test_as_strided_scatter_as_numpy():
 
 def test_sum_to_size_as_numpy_sums():
     a = _arr(2, 3, 4)
-    np.testing.assert_allclose(lucid.tensor(a).sum_to_size(3, 1).numpy(), a.sum(axis=(0, 2)).reshape(3, 1),
-                               rtol=1e-6)
-    np.testing.assert_allclose(lucid.tensor(a).sum_to_size((1, 1, 4)).numpy(), a.sum(axis=(0, 1), keepdims=True),
-                               rtol=1e-6)
+    np.testing.assert_allclose(lucid.tensor(a).sum_to_size(3, 1).numpy(), a.sum(axis=(0, 2)).reshape(3, 1), rtol=1e-6)
+    np.testing.assert_allclose(
+        lucid.tensor(a).sum_to_size((1, 1, 4)).numpy(), a.sum(axis=(0, 1), keepdims=True), rtol=1e-6
+    )
     assert lucid.tensor(a).sum_to_size(2, 3, 4).shape == (2, 3, 4)
     with pytest.raises(RuntimeError, match="not expandable"):
         lucid.tensor(a).sum_to_size(2, 4)
@@ -498,9 +504,15 @@ def test_clone_to_and_memory_formats():
         x.clone(memory_format="channels_last")
     with pytest.raises(TypeError, match="non_blocking and copy"):
         x.to(True, lucid.float64)
-    for name, dtype in [("float", lucid.float32), ("half", lucid.float16), ("double", lucid.float64),
-                        ("bfloat16", lucid.bfloat16), ("int", lucid.int32), ("long", lucid.int64),
-                        ("bool", lucid.bool_)]:
+    for name, dtype in [
+        ("float", lucid.float32),
+        ("half", lucid.float16),
+        ("double", lucid.float64),
+        ("bfloat16", lucid.bfloat16),
+        ("int", lucid.int32),
+        ("long", lucid.int64),
+        ("bool", lucid.bool_),
+    ]:
         converted = getattr(x.detach(), name)(memory_format=lucid.channels_last)
         assert converted.dtype == dtype and converted.shape == x.shape
     np.testing.assert_array_equal(x.detach().bfloat16(memory_format=lucid.contiguous_format).numpy(), a.astype(BF16))
@@ -545,8 +557,9 @@ def test_empty_strided_and_empty_permuted_have_their_geometry():
 
 @pytest.mark.parametrize("row,col,offset", [(0, 0, 0), (20, 0, 0), (4, 6, 0), (20, 21, 7), (20, 21, -7), (5, 3, 1)])
 def test_tril_and_triu_indices_as_numpy(row, col, offset):
-    np.testing.assert_array_equal(lucid.tril_indices(row, col, offset).numpy(),
-                                  np.stack(np.tril_indices(row, offset, col)).reshape(2, -1))
+    np.testing.assert_array_equal(
+        lucid.tril_indices(row, col, offset).numpy(), np.stack(np.tril_indices(row, offset, col)).reshape(2, -1)
+    )
     got = lucid.triu_indices(row, col, offset, dtype=lucid.int32)
     assert got.dtype == lucid.int32
     np.testing.assert_array_equal(got.numpy(), np.stack(np.triu_indices(row, offset, col)).reshape(2, -1))
@@ -578,9 +591,14 @@ def _chunk_cat_ref(arrays, dim, chunks):
     return np.concatenate(parts, -1)
 
 
-@pytest.mark.parametrize("shapes,dim,chunks", [([(1, 2, 3), (1, 2, 3)], -1, 5),
-                                               ([(3, 3, 2, 1), (1, 4, 2, 2), (2, 1, 3, 3)], 0, 2),
-                                               ([(2, 3, 3), (2, 3, 1, 2), (2, 3)], 1, 3)])
+@pytest.mark.parametrize(
+    "shapes,dim,chunks",
+    [
+        ([(1, 2, 3), (1, 2, 3)], -1, 5),
+        ([(3, 3, 2, 1), (1, 4, 2, 2), (2, 1, 3, 3)], 0, 2),
+        ([(2, 3, 3), (2, 3, 1, 2), (2, 3)], 1, 3),
+    ],
+)
 def test_chunk_cat_as_a_numpy_construction(shapes, dim, chunks):
     arrays = [_arr(*s, seed=i) for i, s in enumerate(shapes)]
     got = lucid._chunk_cat([lucid.tensor(a) for a in arrays], dim, chunks)

@@ -34,11 +34,11 @@ def test_kaiser_gaussian_exponential_cosine_nuttall(M):
     close(W.kaiser(M, beta=5.0), np.kaiser(M, 5.0))
     if M > 1:
         close(W.kaiser(M, beta=5.0, sym=False), periodic(np.kaiser, M, beta=5.0))
-    close(W.gaussian(M, std=1.7), np.exp(-((n - (M - 1) / 2) ** 2) / (2 * 1.7 ** 2)))
+    close(W.gaussian(M, std=1.7), np.exp(-((n - (M - 1) / 2) ** 2) / (2 * 1.7**2)))
     close(W.exponential(M, tau=2.5), np.exp(-np.abs(n - (M - 1) / 2) / 2.5))
     if M > 1:
         close(W.exponential(M, tau=2.5, sym=False, center=1.0), np.exp(-np.abs(n - 1.0) / 2.5))
-        close(W.gaussian(M, std=1.7, sym=False), np.exp(-((n - M / 2) ** 2) / (2 * 1.7 ** 2)))
+        close(W.gaussian(M, std=1.7, sym=False), np.exp(-((n - M / 2) ** 2) / (2 * 1.7**2)))
     close(W.cosine(M), np.sin(np.pi * (n + 0.5) / max(M, 1)))
     a = [0.3635819, 0.4891775, 0.1365995, 0.0106411]
     if M > 1:

@@ -17,8 +17,17 @@ pytestmark = pytest.mark.filterwarnings("ignore::lucid.metal.MetalFallbackWarnin
 
 SMALL = ["uint8", "int8", "int16"]
 INTS = ["uint8", "int8", "int16", "int32", "int64"]
-NP = {"bool": np.bool_, "uint8": np.uint8, "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
-      "float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
+NP = {
+    "bool": np.bool_,
+    "uint8": np.uint8,
+    "int8": np.int8,
+    "int16": np.int16,
+    "int32": np.int32,
+    "int64": np.int64,
+    "float16": np.float16,
+    "bfloat16": ml_dtypes.bfloat16,
+    "float32": np.float32,
+}
 
 
 def L(name):
@@ -36,11 +45,14 @@ def values(name, n=64, seed=0):
 
 # ---- the dtypes themselves ---------------------------------------------------------------------
 
+
 def test_dtypes_have_pytorch_names_codes_sizes_and_aliases():
     table = {name: (code, size, floating) for code, name, size, floating in lucid._C.dtype_table()}
     assert table["uint8"] == (7, 1, 0) and table["int8"] == (8, 1, 0) and table["int16"] == (9, 2, 0)
     # The codes before them never change.
-    assert [table[n][0] for n in ("float32", "float16", "bfloat16", "int32", "int64", "bool", "float64")] == list(range(7))
+    assert [table[n][0] for n in ("float32", "float16", "bfloat16", "int32", "int64", "bool", "float64")] == list(
+        range(7)
+    )
     assert lucid.short is lucid.int16
     for name in SMALL:
         d = L(name)
@@ -162,8 +174,14 @@ def test_scalar_arithmetic_wraps(device, name):
     a = values(name, seed=3)
     x = lucid.tensor(a, device=device)
     wide = a.astype(np.int64)
-    for got, want in [(x + 300, wide + 300), (x - 1000, wide - 1000), (x * 3, wide * 3), (-x, -wide),
-                      (x.abs(), np.abs(wide)), (2 - x, 2 - wide)]:
+    for got, want in [
+        (x + 300, wide + 300),
+        (x - 1000, wide - 1000),
+        (x * 3, wide * 3),
+        (-x, -wide),
+        (x.abs(), np.abs(wide)),
+        (2 - x, 2 - wide),
+    ]:
         assert got.dtype is L(name)
         np.testing.assert_array_equal(got.numpy(), want.astype(NP[name]))  # the int64 result wrapped
 
@@ -181,7 +199,7 @@ def test_division_power_and_bitwise_not(device, name):
     e = np.arange(len(a), dtype=NP[name]) % 5
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal((x ** lucid.tensor(e, device=device)).numpy(), np.power(a, e))
-        np.testing.assert_array_equal((x ** 3).numpy(), np.power(a, 3).astype(NP[name]))
+        np.testing.assert_array_equal((x**3).numpy(), np.power(a, 3).astype(NP[name]))
     np.testing.assert_array_equal((~x).numpy(), np.invert(a))
     np.testing.assert_array_equal(lucid.bitwise_not(x).numpy(), np.invert(a))
 
@@ -201,14 +219,23 @@ def test_mixed_small_ints_compute_in_the_promoted_dtype(device):
 
 # ---- comparisons, where, clamp -------------------------------------------------------------
 
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", SMALL)
 def test_comparisons(device, name):
     a, b = values(name, seed=6), values(name, seed=7)
     b[:8] = a[:8]
     x, y = lucid.tensor(a, device=device), lucid.tensor(b, device=device)
-    for got, want in [(x == y, a == b), (x != y, a != b), (x < y, a < b), (x <= y, a <= b), (x > y, a > b),
-                      (x >= y, a >= b), (x > 5, a > 5), (x <= 2.5, a <= 2.5)]:
+    for got, want in [
+        (x == y, a == b),
+        (x != y, a != b),
+        (x < y, a < b),
+        (x <= y, a <= b),
+        (x > y, a > b),
+        (x >= y, a >= b),
+        (x > 5, a > 5),
+        (x <= 2.5, a <= 2.5),
+    ]:
         assert got.dtype is lucid.bool_
         np.testing.assert_array_equal(got.numpy(), want)
 
@@ -221,7 +248,7 @@ def test_an_int_scalar_compared_with_an_integer_tensor_wraps_to_its_width(device
     np.testing.assert_array_equal((u > -1).numpy(), [False, False, False])
     np.testing.assert_array_equal((u < 256.5).numpy(), [True, True, True])  # a float compares as float32
     i = lucid.tensor(np.array([1, 2], np.int32), device=device)
-    np.testing.assert_array_equal((i == 2 ** 32 + 1).numpy(), [True, False])
+    np.testing.assert_array_equal((i == 2**32 + 1).numpy(), [True, False])
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -244,12 +271,13 @@ def test_where_clamp_and_masked_fill(device, name):
 
 # ---- conversions ---------------------------------------------------------------------------------
 
+
 def wrapped_from_float(f, name):
     """PyTorch's float -> small integer conversion: truncate toward zero, then wrap (NaN is 0).
     Beyond int64's range (where C++ leaves the conversion undefined and PyTorch's result
     depends on the CPU) lucid saturates at int64's limits first."""
     t = np.nan_to_num(np.trunc(f.astype(np.float64)), nan=0.0)
-    inside = np.abs(t) < 2.0 ** 63
+    inside = np.abs(t) < 2.0**63
     with np.errstate(invalid="ignore"):
         wide = np.where(inside, t, 0).astype(np.int64)
     wide[~inside & (t > 0)] = np.iinfo(np.int64).max
@@ -257,8 +285,28 @@ def wrapped_from_float(f, name):
     return wide.astype(NP[name])
 
 
-FLOATS = np.array([-1.5, 2.7, 300.2, -300.7, 255.9, 256.0, -128.9, 127.5, 70000.2, -40000.5, np.nan, 0.0, -0.0,
-                   1e6, -1e6, 65535.0, 32767.9], np.float32)
+FLOATS = np.array(
+    [
+        -1.5,
+        2.7,
+        300.2,
+        -300.7,
+        255.9,
+        256.0,
+        -128.9,
+        127.5,
+        70000.2,
+        -40000.5,
+        np.nan,
+        0.0,
+        -0.0,
+        1e6,
+        -1e6,
+        65535.0,
+        32767.9,
+    ],
+    np.float32,
+)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -275,8 +323,12 @@ def test_byte_char_short_convert_floats_by_truncating_then_wrapping(device, src)
 
 
 # Every pair with an 8- or 16-bit integer on one side (test_dtypes.py has the others).
-PAIRS = [(s, d) for s in INTS + ["bool"] for d in INTS + ["bool", "float32", "float16", "bfloat16"]
-         if s in SMALL or d in SMALL]
+PAIRS = [
+    (s, d)
+    for s in INTS + ["bool"]
+    for d in INTS + ["bool", "float32", "float16", "bfloat16"]
+    if s in SMALL or d in SMALL
+]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -288,8 +340,11 @@ def test_conversions_between_integer_dtypes_wrap_as_numpy(device, src, dst):
     if dst == "bool":
         want = a != 0
     else:
-        want = a.astype(np.int64).astype(np.float32).astype(NP[dst]) if dst.startswith(("float", "bfloat")) \
+        want = (
+            a.astype(np.int64).astype(np.float32).astype(NP[dst])
+            if dst.startswith(("float", "bfloat"))
             else a.astype(NP[dst])
+        )
     np.testing.assert_array_equal(got.numpy(), want)
 
 
@@ -302,8 +357,9 @@ def test_numpy_arrays_keep_their_dtype_and_python_numbers_are_checked(name):
     assert lucid.from_numpy(a).dtype is L(name)
     assert t.tolist() == a.tolist() and isinstance(t[0].item(), int)
     # A numpy array converts by wrapping; Python numbers out of range are refused (as PyTorch).
-    np.testing.assert_array_equal(lucid.tensor(np.array([300, -1, 70000]), dtype=L(name)).numpy(),
-                                  np.array([300, -1, 70000]).astype(NP[name]))
+    np.testing.assert_array_equal(
+        lucid.tensor(np.array([300, -1, 70000]), dtype=L(name)).numpy(), np.array([300, -1, 70000]).astype(NP[name])
+    )
     info = np.iinfo(NP[name])
     assert lucid.tensor([int(info.min), int(info.max)], dtype=L(name)).tolist() == [info.min, info.max]
     with pytest.raises(ValueError, match=f"value {info.max + 1} cannot be converted to lucid.{name}"):
@@ -346,23 +402,29 @@ def test_memory_format_of_the_conversions():
 
 # ---- creation ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", SMALL)
 def test_creation_with_dtype(device, name):
     d = L(name)
-    for t, want in [(lucid.zeros(2, 3, dtype=d, device=device), np.zeros((2, 3), NP[name])),
-                    (lucid.ones(4, dtype=d, device=device), np.ones(4, NP[name])),
-                    (lucid.full((2,), -5 if name != "uint8" else 5, dtype=d, device=device),
-                     np.full(2, -5 if name != "uint8" else 5, NP[name])),
-                    (lucid.arange(10, dtype=d, device=device), np.arange(10, dtype=NP[name])),
-                    (lucid.arange(0, 9, 2.5, dtype=d, device=device), np.array([0, 2, 5, 7], NP[name])),
-                    (lucid.empty(3, dtype=d, device=device), np.zeros(3, NP[name])),
-                    (lucid.zeros_like(lucid.ones(2, dtype=d, device=device)), np.zeros(2, NP[name]))]:
+    for t, want in [
+        (lucid.zeros(2, 3, dtype=d, device=device), np.zeros((2, 3), NP[name])),
+        (lucid.ones(4, dtype=d, device=device), np.ones(4, NP[name])),
+        (
+            lucid.full((2,), -5 if name != "uint8" else 5, dtype=d, device=device),
+            np.full(2, -5 if name != "uint8" else 5, NP[name]),
+        ),
+        (lucid.arange(10, dtype=d, device=device), np.arange(10, dtype=NP[name])),
+        (lucid.arange(0, 9, 2.5, dtype=d, device=device), np.array([0, 2, 5, 7], NP[name])),
+        (lucid.empty(3, dtype=d, device=device), np.zeros(3, NP[name])),
+        (lucid.zeros_like(lucid.ones(2, dtype=d, device=device)), np.zeros(2, NP[name])),
+    ]:
         assert t.dtype is d and t.device == device
         np.testing.assert_array_equal(t.numpy(), want)
     # arange past the type's range wraps, as PyTorch's does.
-    np.testing.assert_array_equal(lucid.arange(250, 260, dtype=lucid.uint8, device=device).numpy(),
-                                  np.arange(250, 260).astype(np.uint8))
+    np.testing.assert_array_equal(
+        lucid.arange(250, 260, dtype=lucid.uint8, device=device).numpy(), np.arange(250, 260).astype(np.uint8)
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -370,9 +432,18 @@ def test_fill_values_out_of_range_are_refused_as_pytorch_does(device):
     assert lucid.full((1,), 255.5, dtype=lucid.uint8, device=device).tolist() == [255]
     assert lucid.full((1,), -255, dtype=lucid.uint8, device=device).tolist() == [1]
     assert lucid.full((1,), 32767.9, dtype=lucid.int16, device=device).tolist() == [32767]
-    for value, d in [(300, lucid.uint8), (-256, lucid.uint8), (256.5, lucid.uint8), (-1.5, lucid.uint8),
-                     (-129, lucid.int8), (-128.9, lucid.int8), (128, lucid.int8), (32768, lucid.int16),
-                     (float("nan"), lucid.int16), (float("inf"), lucid.int8)]:
+    for value, d in [
+        (300, lucid.uint8),
+        (-256, lucid.uint8),
+        (256.5, lucid.uint8),
+        (-1.5, lucid.uint8),
+        (-129, lucid.int8),
+        (-128.9, lucid.int8),
+        (128, lucid.int8),
+        (32768, lucid.int16),
+        (float("nan"), lucid.int16),
+        (float("inf"), lucid.int8),
+    ]:
         with pytest.raises(ValueError, match=f"cannot be converted to {d!r} without overflow"):
             lucid.full((1,), value, dtype=d, device=device)
     x = lucid.zeros(2, dtype=lucid.int8, device=device)
@@ -383,6 +454,7 @@ def test_fill_values_out_of_range_are_refused_as_pytorch_does(device):
 
 
 # ---- reductions ----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", SMALL)
@@ -409,6 +481,7 @@ def test_reductions_have_pytorch_result_dtypes(device, name):
 
 
 # ---- indexing, cat, matmul -----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", SMALL)
@@ -462,6 +535,7 @@ def test_matmul_wraps_in_the_integer_dtype(device, name):
 
 # ---- float-only ops, gradients -------------------------------------------------------------
 
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", SMALL)
 def test_float_math_on_small_ints_gives_float32(device, name):
@@ -472,7 +546,7 @@ def test_float_math_on_small_ints_gives_float32(device, name):
         assert got.dtype is lucid.float32
         if ref is not None:
             np.testing.assert_allclose(got.numpy(), ref(a.astype(np.float64)).astype(np.float32), rtol=1e-5)
-    assert (x ** 0.5).dtype is lucid.float32
+    assert (x**0.5).dtype is lucid.float32
 
 
 @pytest.mark.parametrize("name", SMALL)
@@ -490,12 +564,13 @@ def test_errors_name_the_dtype(name):
 
 # ---- checkpoints ---------------------------------------------------------------------------------
 
+
 def test_safetensors_stores_u8_i8_i16(tmp_path):
     state = {name: lucid.tensor(values(name, 10).reshape(2, 5)) for name in SMALL}
     lucid.save(state, tmp_path / "small.safetensors")
     raw = (tmp_path / "small.safetensors").read_bytes()
     (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
+    header = json.loads(raw[8 : 8 + n])
     assert {k: header[k]["dtype"] for k in SMALL} == {"uint8": "U8", "int8": "I8", "int16": "I16"}
     back = lucid.load(tmp_path / "small.safetensors")
     for name in SMALL:
@@ -504,6 +579,7 @@ def test_safetensors_stores_u8_i8_i16(tmp_path):
 
 
 # ---- the Metal backend ---------------------------------------------------------------------------
+
 
 def test_metal_runs_the_small_int_kernels_on_the_host_and_counts_them():
     a = values("int8", 16)
@@ -521,7 +597,17 @@ def test_the_metal_self_test_checks_the_small_int_fills_and_casts():
     report = [c for c in lucid.metal.self_test() if c["dtype"] in (lucid.uint8, lucid.int8, lucid.int16)]
     checked = {(c["op"], c["dtype"].name) for c in report}
     for name in SMALL:
-        for op in ("fill", "cast_from_float32", "cast_from_float16", "cast_from_bfloat16", "cast_from_int64",
-                   "cast_from_bool", "cast_to_float32", "cast_to_bfloat16", "cast_to_int32", "cast_to_bool"):
+        for op in (
+            "fill",
+            "cast_from_float32",
+            "cast_from_float16",
+            "cast_from_bfloat16",
+            "cast_from_int64",
+            "cast_from_bool",
+            "cast_to_float32",
+            "cast_to_bfloat16",
+            "cast_to_int32",
+            "cast_to_bool",
+        ):
             assert (op, name) in checked, (op, name)
     assert all(c["passed"] and c["max_error"] == 0 for c in report), [c for c in report if not c["passed"]]

@@ -62,11 +62,12 @@ def test_airy_ai_at_zero_and_minus_one_and_its_tails():
     # Ai'' = x Ai: second differences.
     x = np.array([-12.0, -6.0, -2.0, 0.5, 3.0, 7.0, 12.0])
     h = 1e-3
-    second = (f64(S.airy_ai, x + h) - 2 * f64(S.airy_ai, x) + f64(S.airy_ai, x - h)) / h ** 2
+    second = (f64(S.airy_ai, x + h) - 2 * f64(S.airy_ai, x) + f64(S.airy_ai, x - h)) / h**2
     np.testing.assert_allclose(second, x * f64(S.airy_ai, x), rtol=1e-5, atol=1e-9)
 
 
 # ---- Bessel functions: series, identities ------------------------------------------------------------
+
 
 def _series(x, n, sign):
     """Σ sign^k (x/2)^(2k+n) / (k! (k+n)!), the power series of J_n (sign -1) and I_n (sign +1)."""
@@ -94,11 +95,16 @@ def test_scaled_functions():
     np.testing.assert_allclose(f64(S.i1e, x)[ok], (_series(x, 1, 1) * np.exp(-np.abs(x)))[ok], rtol=1e-11)
     # Far out: e^-x I_n(x) ~ 1/sqrt(2πx) (1 - (4n² - 1)/(8x))
     for fn, n in ((S.i0e, 0), (S.i1e, 1)):
-        np.testing.assert_allclose(fn(T([700.0])).numpy(), (1 - (4 * n * n - 1) / 5600) / math.sqrt(1400 * math.pi),
-                                   rtol=1e-6)
+        np.testing.assert_allclose(
+            fn(T([700.0])).numpy(), (1 - (4 * n * n - 1) / 5600) / math.sqrt(1400 * math.pi), rtol=1e-6
+        )
     y = np.linspace(0.1, 40, 60)
-    np.testing.assert_allclose(f64(S.scaled_modified_bessel_k0, y), f64(S.modified_bessel_k0, y) * np.exp(y), rtol=1e-10)
-    np.testing.assert_allclose(f64(S.scaled_modified_bessel_k1, y), f64(S.modified_bessel_k1, y) * np.exp(y), rtol=1e-10)
+    np.testing.assert_allclose(
+        f64(S.scaled_modified_bessel_k0, y), f64(S.modified_bessel_k0, y) * np.exp(y), rtol=1e-10
+    )
+    np.testing.assert_allclose(
+        f64(S.scaled_modified_bessel_k1, y), f64(S.modified_bessel_k1, y) * np.exp(y), rtol=1e-10
+    )
 
 
 def test_wronskians_of_the_second_kind():
@@ -117,12 +123,14 @@ def test_bessel_domains_and_zeros():
     assert y[0] == -np.inf and np.isnan(y[1]) and y[2] == 0
     k = S.modified_bessel_k1(T([0.0, -1.0, np.inf])).numpy()
     assert k[0] == np.inf and np.isnan(k[1]) and k[2] == 0
-    np.testing.assert_allclose(f64(S.spherical_bessel_j0, np.array([0.0, 1e-6, 2.0])),
-                               [1.0, 1.0, math.sin(2.0) / 2.0], rtol=1e-12)
+    np.testing.assert_allclose(
+        f64(S.spherical_bessel_j0, np.array([0.0, 1e-6, 2.0])), [1.0, 1.0, math.sin(2.0) / 2.0], rtol=1e-12
+    )
     assert np.isnan(S.bessel_j1(T([np.nan])).numpy()[0])
 
 
 # ---- the normal distribution and the error functions -------------------------------------------------
+
 
 def test_ndtr_log_ndtr_and_ndtri():
     x = np.linspace(-8, 8, 161)
@@ -131,7 +139,7 @@ def test_ndtr_log_ndtr_and_ndtri():
     np.testing.assert_allclose(f64(S.log_ndtr, x), np.log(phi), rtol=1e-13, atol=1e-16)
     # Far in the lower tail, where Φ underflows: log Φ(x) ~ -x²/2 - log(-x) - log(2π)/2 + log(1 - 1/x² + 3/x⁴)
     for v in (-40.0, -200.0):
-        want = -v * v / 2 - math.log(-v) - 0.5 * math.log(2 * math.pi) + math.log(1 - 1 / v ** 2 + 3 / v ** 4)
+        want = -v * v / 2 - math.log(-v) - 0.5 * math.log(2 * math.pi) + math.log(1 - 1 / v**2 + 3 / v**4)
         np.testing.assert_allclose(S.log_ndtr(T([v])).numpy(), [want], rtol=1e-9)
     p = np.concatenate([np.linspace(0.001, 0.999, 101), [1e-10, 1e-300, 1 - 1e-12]])
     np.testing.assert_allclose(f64(S.ndtr, f64(S.ndtri, p)), p, rtol=1e-9)
@@ -161,12 +169,14 @@ def test_entr():
 
 # ---- zeta and the polynomials ------------------------------------------------------------------------
 
+
 def test_hurwitz_zeta():
-    np.testing.assert_allclose(S.zeta(T([2.0, 4.0]), T([1.0, 1.0])).numpy(), [np.pi ** 2 / 6, np.pi ** 4 / 90], rtol=1e-13)
+    np.testing.assert_allclose(S.zeta(T([2.0, 4.0]), T([1.0, 1.0])).numpy(), [np.pi**2 / 6, np.pi**4 / 90], rtol=1e-13)
     s = np.array([1.5, 2.0, 3.5, 7.0])
     q = np.array([0.3, 2.0, 11.0, 0.9])
-    np.testing.assert_allclose(f64(lambda t: S.zeta(T(s), t), q) - f64(lambda t: S.zeta(T(s), t), q + 1), q ** -s,
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        f64(lambda t: S.zeta(T(s), t), q) - f64(lambda t: S.zeta(T(s), t), q + 1), q**-s, rtol=1e-12
+    )
     edge = S.zeta(T([1.0, 0.5, 2.0, 2.0]), T([1.0, 1.0, 0.0, -1.5])).numpy()
     assert edge[0] == np.inf and np.isnan(edge[1]) and edge[2] == np.inf
     # (integer s, negative q: the sum's first terms, then ζ(s, q + 2))
@@ -200,12 +210,17 @@ def test_chebyshev_polynomials_against_their_trigonometric_forms(kind):
 def test_the_other_polynomials_against_numpy():
     x = np.linspace(-3, 3, 25)
     P = np.polynomial
-    cases = {"hermite_polynomial_h": P.hermite.hermval, "hermite_polynomial_he": P.hermite_e.hermeval,
-             "laguerre_polynomial_l": P.laguerre.lagval, "legendre_polynomial_p": P.legendre.legval}
+    cases = {
+        "hermite_polynomial_h": P.hermite.hermval,
+        "hermite_polynomial_he": P.hermite_e.hermeval,
+        "laguerre_polynomial_l": P.laguerre.lagval,
+        "legendre_polynomial_p": P.legendre.legval,
+    }
     for name, val in cases.items():
         for n in (0, 1, 3, 7):
-            np.testing.assert_allclose(getattr(S, name)(T(x), n).numpy(), val(x, [0] * n + [1]), rtol=1e-10, atol=1e-10,
-                                       err_msg=f"{name} {n}")
+            np.testing.assert_allclose(
+                getattr(S, name)(T(x), n).numpy(), val(x, [0] * n + [1]), rtol=1e-10, atol=1e-10, err_msg=f"{name} {n}"
+            )
 
 
 def test_polynomial_degrees_truncate_and_broadcast():
@@ -223,11 +238,20 @@ def test_polynomial_degrees_truncate_and_broadcast():
 
 # ---- gradients, dtypes, errors -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("name,x", [
-    ("i0e", [-3.0, -0.5, 0.7, 4.0, 40.0]), ("i1", [-3.0, 0.5, 2.0, 8.0]), ("i1e", [-3.0, -0.5, 0.7, 4.0, 40.0]),
-    ("ndtri", [0.01, 0.3, 0.5, 0.9]), ("log_ndtr", [-30.0, -3.0, 0.0, 2.0]), ("erfcx", [-2.0, 0.0, 1.0, 10.0]),
-    ("ndtr", [-2.0, 0.0, 1.5]), ("entr", [0.2, 1.0, 3.0]),
-])
+
+@pytest.mark.parametrize(
+    "name,x",
+    [
+        ("i0e", [-3.0, -0.5, 0.7, 4.0, 40.0]),
+        ("i1", [-3.0, 0.5, 2.0, 8.0]),
+        ("i1e", [-3.0, -0.5, 0.7, 4.0, 40.0]),
+        ("ndtri", [0.01, 0.3, 0.5, 0.9]),
+        ("log_ndtr", [-30.0, -3.0, 0.0, 2.0]),
+        ("erfcx", [-2.0, 0.0, 1.0, 10.0]),
+        ("ndtr", [-2.0, 0.0, 1.5]),
+        ("entr", [0.2, 1.0, 3.0]),
+    ],
+)
 def test_gradients_match_finite_differences(name, x):
     fd_check(getattr(S, name), np.array(x))
 
@@ -239,8 +263,19 @@ def test_i0_gradient_is_i1():
     np.testing.assert_allclose(t.grad.numpy(), f64(S.i1, x), rtol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0",
-                                  "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bessel_j0",
+        "bessel_j1",
+        "bessel_y0",
+        "bessel_y1",
+        "modified_bessel_i0",
+        "modified_bessel_i1",
+        "modified_bessel_k0",
+        "modified_bessel_k1",
+    ],
+)
 def test_bessel_gradients_match_finite_differences(name):
     fd_check(getattr(S, name), np.array([0.3, 1.0, 2.5, 7.0, 13.0]))
     if name in ("bessel_j1", "modified_bessel_i1"):  # ½ at 0
@@ -249,16 +284,26 @@ def test_bessel_gradients_match_finite_differences(name):
         assert t.grad.numpy()[0] == 0.5
 
 
-@pytest.mark.parametrize("name", ["airy_ai", "spherical_bessel_j0", "scaled_modified_bessel_k0",
-                                  "scaled_modified_bessel_k1", "chebyshev_polynomial_t", "hermite_polynomial_h"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "airy_ai",
+        "spherical_bessel_j0",
+        "scaled_modified_bessel_k0",
+        "scaled_modified_bessel_k1",
+        "chebyshev_polynomial_t",
+        "hermite_polynomial_h",
+    ],
+)
 def test_functions_without_a_gradient_give_results_that_need_none(name):
     t = T([1.0, 2.0], requires_grad=True)
     r = getattr(S, name)(t) if "polynomial" not in name else getattr(S, name)(t, 3)
     assert not r.requires_grad
 
 
-@pytest.mark.parametrize("name", ["i0e", "i1", "ndtri", "log_ndtr", "erfcx", "bessel_j0", "airy_ai",
-                                  "modified_bessel_k1"])
+@pytest.mark.parametrize(
+    "name", ["i0e", "i1", "ndtri", "log_ndtr", "erfcx", "bessel_j0", "airy_ai", "modified_bessel_k1"]
+)
 def test_low_precision_rounds_the_float64_value_once(name):
     x = np.linspace(0.05, 0.95, 40) if name == "ndtri" else np.linspace(0.1, 6, 40)
     xb = x.astype(ml_dtypes.bfloat16)
@@ -287,9 +332,19 @@ def test_metal_tensors_compute_on_the_host_kernels_alike():
 
 def test_aliases_of_lucids_functions():
     x = T(np.linspace(0.2, 3, 7))
-    pairs = [(S.expit, lucid.sigmoid), (S.gammaln, lucid.lgamma), (S.psi, lucid.digamma), (S.digamma, lucid.digamma),
-             (S.erf, lucid.erf), (S.erfc, lucid.erfc), (S.exp2, lucid.exp2), (S.expm1, lucid.expm1),
-             (S.log1p, lucid.log1p), (S.sinc, lucid.sinc), (S.i0, lucid.i0)]
+    pairs = [
+        (S.expit, lucid.sigmoid),
+        (S.gammaln, lucid.lgamma),
+        (S.psi, lucid.digamma),
+        (S.digamma, lucid.digamma),
+        (S.erf, lucid.erf),
+        (S.erfc, lucid.erfc),
+        (S.exp2, lucid.exp2),
+        (S.expm1, lucid.expm1),
+        (S.log1p, lucid.log1p),
+        (S.sinc, lucid.sinc),
+        (S.i0, lucid.i0),
+    ]
     for alias, fn in pairs:
         np.testing.assert_array_equal(alias(x).numpy(), fn(x).numpy())
     np.testing.assert_array_equal(S.round(x).numpy(), lucid.round(x).numpy())

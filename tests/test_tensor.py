@@ -15,20 +15,39 @@ pytestmark = pytest.mark.filterwarnings("ignore::lucid.metal.MetalFallbackWarnin
 
 FLOATS = [lucid.float32, lucid.float16, lucid.bfloat16]
 FLOAT_IDS = ["float32", "float16", "bfloat16"]
-NP_OF = {lucid.float32: np.float32, lucid.float16: np.float16, lucid.bfloat16: ml_dtypes.bfloat16,
-         lucid.int32: np.int32, lucid.int64: np.int64, lucid.bool_: np.bool_, lucid.uint8: np.uint8,
-         lucid.int8: np.int8, lucid.int16: np.int16}
+NP_OF = {
+    lucid.float32: np.float32,
+    lucid.float16: np.float16,
+    lucid.bfloat16: ml_dtypes.bfloat16,
+    lucid.int32: np.int32,
+    lucid.int64: np.int64,
+    lucid.bool_: np.bool_,
+    lucid.uint8: np.uint8,
+    lucid.int8: np.int8,
+    lucid.int16: np.int16,
+}
 
 
 # ---- lucid.tensor -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("np_type,want", [
-    (np.float32, lucid.float32), (np.float16, lucid.float16),
-    (ml_dtypes.bfloat16, lucid.bfloat16), (np.int32, lucid.int32), (np.int64, lucid.int64), (np.bool_, lucid.bool_),
-    (np.int8, lucid.int8), (np.int16, lucid.int16), (np.uint8, lucid.uint8), (np.uint16, lucid.int32),
-    (np.uint32, lucid.int64),
-])
+@pytest.mark.parametrize(
+    "np_type,want",
+    [
+        (np.float32, lucid.float32),
+        (np.float16, lucid.float16),
+        (ml_dtypes.bfloat16, lucid.bfloat16),
+        (np.int32, lucid.int32),
+        (np.int64, lucid.int64),
+        (np.bool_, lucid.bool_),
+        (np.int8, lucid.int8),
+        (np.int16, lucid.int16),
+        (np.uint8, lucid.uint8),
+        (np.uint16, lucid.int32),
+        (np.uint32, lucid.int64),
+    ],
+)
 def test_tensor_from_numpy(device, np_type, want):
     src = np.clip(np.random.default_rng(0).standard_normal((3, 4)) * 100, -120, 120)
     if np.dtype(np_type).kind == "u":
@@ -56,15 +75,21 @@ def test_float64_array_keeps_float64_and_python_floats_become_float32():
 
 
 def test_float64_array_rounds_once_to_float32():
-    x = np.array([0.1, 1 / 3, 1e-40, 1e39, -1e39, 2.0 ** -149 * 0.75, np.pi], dtype=np.float64)
+    x = np.array([0.1, 1 / 3, 1e-40, 1e39, -1e39, 2.0**-149 * 0.75, np.pi], dtype=np.float64)
     with np.errstate(over="ignore"):
         assert_same(lucid.tensor(x, dtype=lucid.float32).numpy(), x.astype(np.float32))
         assert_same(lucid.tensor(x).float().numpy(), x.astype(np.float32))
 
 
 def test_unsupported_numpy_dtypes():
-    for arr in (np.zeros(2, np.uint64), np.zeros(2, np.complex64), np.array(["a", "b"]),
-                np.zeros(2, "datetime64[s]"), np.array([b"x"]), np.array([object(), 1], dtype=object)):
+    for arr in (
+        np.zeros(2, np.uint64),
+        np.zeros(2, np.complex64),
+        np.array(["a", "b"]),
+        np.zeros(2, "datetime64[s]"),
+        np.array([b"x"]),
+        np.array([object(), 1], dtype=object),
+    ):
         with pytest.raises(TypeError):
             lucid.tensor(arr)
 
@@ -95,9 +120,17 @@ def test_tensor_from_nested_lists():
     assert lucid.tensor([[], []]).shape == (2, 0)
 
 
-@pytest.mark.parametrize("value,want,py", [(2.5, lucid.float32, float), (-3, lucid.int64, int),
-                                           (True, lucid.bool_, bool), (np.float32(1.25), lucid.float32, float),
-                                           (np.int32(7), lucid.int32, int), (2 ** 40, lucid.int64, int)])
+@pytest.mark.parametrize(
+    "value,want,py",
+    [
+        (2.5, lucid.float32, float),
+        (-3, lucid.int64, int),
+        (True, lucid.bool_, bool),
+        (np.float32(1.25), lucid.float32, float),
+        (np.int32(7), lucid.int32, int),
+        (2**40, lucid.int64, int),
+    ],
+)
 def test_tensor_from_scalar_is_zero_dim(value, want, py):
     t = lucid.tensor(value)
     assert t.dtype is want
@@ -172,7 +205,7 @@ def test_ragged_lists_raise(data):
 
 
 def test_python_ints_outside_int64_raise():
-    for v in (2 ** 63, -2 ** 63 - 1, 2 ** 70):
+    for v in (2**63, -(2**63) - 1, 2**70):
         with pytest.raises((TypeError, ValueError, OverflowError)):
             lucid.tensor([v])
 
@@ -200,6 +233,7 @@ def test_the_tensor_constructor_makes_float32_tensors_as_torch_tensor():
 
 
 # ---- factories --------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("factory,value", [(lucid.zeros, 0), (lucid.ones, 1)])
@@ -245,8 +279,8 @@ def test_full(device):
     assert_same(t.numpy(), np.full(3, 0.1).astype(ml_dtypes.bfloat16))
     t = lucid.full((2,), -2.7, dtype=lucid.int32, device=device)
     assert_same(t.numpy(), np.full(2, -2, np.int32))
-    t = lucid.full((2,), 2 ** 40 + 3, device=device)
-    assert_same(t.numpy(), np.full(2, 2 ** 40 + 3, np.int64))
+    t = lucid.full((2,), 2**40 + 3, device=device)
+    assert_same(t.numpy(), np.full(2, 2**40 + 3, np.int64))
     t = lucid.full((), float("nan"), device=device)
     assert t.shape == () and np.isnan(t.item())
     with pytest.raises(TypeError):
@@ -257,12 +291,17 @@ def test_full(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_full_integer_fill_that_does_not_fit_is_refused(device):
-    for dtype, value in ((lucid.int64, float("nan")), (lucid.int64, float("inf")), (lucid.int32, -float("inf")),
-                         (lucid.int32, 3e9), (lucid.int32, 2 ** 31), (lucid.int64, 1e19)):
+    for dtype, value in (
+        (lucid.int64, float("nan")),
+        (lucid.int64, float("inf")),
+        (lucid.int32, -float("inf")),
+        (lucid.int32, 3e9),
+        (lucid.int32, 2**31),
+        (lucid.int64, 1e19),
+    ):
         with pytest.raises(ValueError, match="without overflow"):
             lucid.full((2,), value, dtype=dtype, device=device)
-    assert_same(lucid.full((1,), 2 ** 31 - 1, dtype=lucid.int32, device=device).numpy(),
-                np.full(1, 2 ** 31 - 1, np.int32))
+    assert_same(lucid.full((1,), 2**31 - 1, dtype=lucid.int32, device=device).numpy(), np.full(1, 2**31 - 1, np.int32))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -281,8 +320,13 @@ def test_bool_is_not_a_size_or_a_dim():
     with pytest.raises(TypeError, match="bool"):
         lucid.ones(2, np.bool_(True))
     t = lucid.ones(2, 3)
-    for call in (lambda: t.sum(dim=True), lambda: t.reshape(True, 6), lambda: t.transpose(0, False),
-                 lambda: t.narrow(0, 0, True), lambda: t.unsqueeze(True)):
+    for call in (
+        lambda: t.sum(dim=True),
+        lambda: t.reshape(True, 6),
+        lambda: t.transpose(0, False),
+        lambda: t.narrow(0, 0, True),
+        lambda: t.unsqueeze(True),
+    ):
         with pytest.raises(TypeError, match="bool"):
             call()
 
@@ -291,9 +335,14 @@ def test_staging_larger_than_the_machine_is_a_runtime_error():
     # Sizes within the shape limit whose host staging would exceed physical memory: refused
     # up front rather than trapping in the allocation.
     import os
+
     physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    for call in (lambda: lucid.arange(0, physical // 8 + 1), lambda: lucid.arange(0.0, float(physical // 12 + 1)),
-                 lambda: lucid.randn(physical // 12 + 1), lambda: lucid.rand(physical // 12 + 1)):
+    for call in (
+        lambda: lucid.arange(0, physical // 8 + 1),
+        lambda: lucid.arange(0.0, float(physical // 12 + 1)),
+        lambda: lucid.randn(physical // 12 + 1),
+        lambda: lucid.rand(physical // 12 + 1),
+    ):
         with pytest.raises(RuntimeError, match="out of memory"):
             call()
 
@@ -308,8 +357,9 @@ def test_arange_integers(device, args):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("args", [(5.0,), (0, 1, 0.1), (0.5, 3), (1, 2.5, 0.25), (3, -1, -0.5), (0, 1e-3, 1e-4),
-                                  (-1.5, 1.5, 0.7)])
+@pytest.mark.parametrize(
+    "args", [(5.0,), (0, 1, 0.1), (0.5, 3), (1, 2.5, 0.25), (3, -1, -0.5), (0, 1e-3, 1e-4), (-1.5, 1.5, 0.7)]
+)
 def test_arange_floats(device, args):
     t = lucid.arange(*args, device=device)
     assert t.dtype is lucid.float32
@@ -330,7 +380,7 @@ def test_arange_dtype_argument():
 
 
 def test_arange_large_integers_are_exact():
-    for start, end in ((2 ** 53, 2 ** 53 + 5), (2 ** 60, 2 ** 60 + 4), (-2 ** 62, -2 ** 62 + 3)):
+    for start, end in ((2**53, 2**53 + 5), (2**60, 2**60 + 4), (-(2**62), -(2**62) + 3)):
         assert_same(lucid.arange(start, end).numpy(), np.arange(start, end, dtype=np.int64))
 
 
@@ -416,22 +466,27 @@ def test_manual_seed_reproducibility():
     assert_same(h, (np.floor(a.astype(np.float64) * 2048) / 2048).astype(np.float16))
     lucid.manual_seed(-1)
     x = lucid.rand(10).numpy()
-    lucid.manual_seed(2 ** 64 - 1)
+    lucid.manual_seed(2**64 - 1)
     assert_same(lucid.rand(10).numpy(), x)
     with pytest.raises(TypeError):
         lucid.manual_seed(1.5)
 
 
-FACTORIES = [lambda *s: lucid.zeros(*s), lambda *s: lucid.ones(*s), lambda *s: lucid.rand(*s),
-             lambda *s: lucid.randn(*s), lambda *s: lucid.full(s, 1.0)]
+FACTORIES = [
+    lambda *s: lucid.zeros(*s),
+    lambda *s: lucid.ones(*s),
+    lambda *s: lucid.rand(*s),
+    lambda *s: lucid.randn(*s),
+    lambda *s: lucid.full(s, 1.0),
+]
 
 
 @pytest.mark.parametrize("factory", FACTORIES, ids=["zeros", "ones", "rand", "randn", "full"])
 def test_bad_sizes(factory):
-    for shape in ((-1,), (2, -3), (-2 ** 63,)):
+    for shape in ((-1,), (2, -3), (-(2**63),)):
         with pytest.raises(ValueError):
             factory(*shape)
-    for shape in ((2 ** 40, 2 ** 40), (2 ** 62, 4), (2 ** 63,), (2 ** 64,), (2 ** 64 + 5,), (2 ** 70, 1)):
+    for shape in ((2**40, 2**40), (2**62, 4), (2**63,), (2**64,), (2**64 + 5,), (2**70, 1)):
         with pytest.raises((ValueError, OverflowError)):
             factory(*shape)
     for shape in ((2.0,), ("3",), (2, None), (1.5, 2)):
@@ -440,15 +495,21 @@ def test_bad_sizes(factory):
 
 
 def test_unknown_device_in_factories():
-    for f in (lambda: lucid.zeros(2, device="gpu"), lambda: lucid.ones(2, device="cuda"),
-              lambda: lucid.rand(2, device="mps:1"), lambda: lucid.randn(2, device="Metal"),
-              lambda: lucid.full((2,), 1.0, device="cuda:0"), lambda: lucid.arange(3, device="tpu"),
-              lambda: lucid.tensor([1.0], device="")):
+    for f in (
+        lambda: lucid.zeros(2, device="gpu"),
+        lambda: lucid.ones(2, device="cuda"),
+        lambda: lucid.rand(2, device="mps:1"),
+        lambda: lucid.randn(2, device="Metal"),
+        lambda: lucid.full((2,), 1.0, device="cuda:0"),
+        lambda: lucid.arange(3, device="tpu"),
+        lambda: lucid.tensor([1.0], device=""),
+    ):
         with pytest.raises(ValueError):
             f()
 
 
 # ---- metadata and values -----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_metadata(device):
@@ -476,9 +537,27 @@ def test_shapes_of_fresh_results_at_the_shape_keys_limits():
     # each size under 2**(60 // ndim)) or from its sizes; either way it is the same tuple.
     # Views of one element make large sizes possible without memory.
     from lucid import _core
-    cases = [(), (1,), (0,), (7,), (2, 1), (1, 2), (1, 2, 1), (2, 1, 1, 1), (3, 4, 5, 6), (1,) * 5,
-             (2, 3, 1, 1, 2, 1, 1, 1, 2), (2**36,), (2**30 - 1, 2), (2**30, 2), (1, 2**20 - 1, 3), (1, 2**20, 3),
-             (2**15 - 1, 2**15 - 1, 3, 1), (2**15 - 1, 2**15, 1, 1)]
+
+    cases = [
+        (),
+        (1,),
+        (0,),
+        (7,),
+        (2, 1),
+        (1, 2),
+        (1, 2, 1),
+        (2, 1, 1, 1),
+        (3, 4, 5, 6),
+        (1,) * 5,
+        (2, 3, 1, 1, 2, 1, 1, 1, 2),
+        (2**36,),
+        (2**30 - 1, 2),
+        (2**30, 2),
+        (1, 2**20 - 1, 3),
+        (1, 2**20, 3),
+        (2**15 - 1, 2**15 - 1, 3, 1),
+        (2**15 - 1, 2**15, 1, 1),
+    ]
     one = lucid.ones(1)
     for want in cases * 2:  # the second round reads the shapes the first one put in the table
         base = one.reshape((1,) * len(want))
@@ -557,8 +636,12 @@ def test_bool_of_tensor():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_tolist(device):
-    for arr in (np.arange(6, dtype=np.float32).reshape(2, 3) / 4, np.arange(4, dtype=np.int64) - 2,
-                np.array([[True], [False]]), np.float32(1.5).reshape(())):
+    for arr in (
+        np.arange(6, dtype=np.float32).reshape(2, 3) / 4,
+        np.arange(4, dtype=np.int64) - 2,
+        np.array([[True], [False]]),
+        np.float32(1.5).reshape(()),
+    ):
         t = lucid.tensor(arr, device=device) if arr.ndim else lucid.full((), float(arr), device=device)
         assert t.tolist() == arr.tolist()
     t = lucid.tensor(np.array([0.1, 2.0], np.float32), device=device).bfloat16()
@@ -566,6 +649,7 @@ def test_tolist(device):
 
 
 # ---- to() and the shortcuts ---------------------------------------------------------------------
+
 
 def test_to_device_and_dtype():
     x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
@@ -649,6 +733,7 @@ def test_detach_drops_requires_grad_and_keeps_values():
 
 # ---- repr ---------------------------------------------------------------------------------------
 
+
 def test_repr_shows_values_and_non_default_metadata():
     r = repr(lucid.tensor([1.5, -2.25, 3.0]))
     assert r.startswith("tensor(")
@@ -677,10 +762,12 @@ def test_repr_shows_values_and_non_default_metadata():
 
 # ---- metal behaves like cpu ----------------------------------------------------------------------
 
+
 def test_metal_is_available_only_where_the_metal_backend_serves_it():
     # The product built on Linux has no Metal backend; the check build (`make metal-emulated`,
     # loaded through LUCID_ENGINE_LIBRARY) has it, over the emulated Metal API.
     from lucid import _C
+
     emulated = "metal-emulated" in str(_C._library._find_library())
     assert lucid.metal.is_available() is (sys.platform == "darwin" or emulated)
 
@@ -692,10 +779,25 @@ def test_metal_and_cpu_give_identical_results():
     results = {}
     for device in DEVICES:
         tx, tw = lucid.tensor(x, device=device), lucid.tensor(w, device=device)
-        outs = [tx + 1.5, tx * tx, 2 / (tx + 10), -tx, tx.relu(), tx @ tw.T, tx.sum(0), tx.mean(1, keepdim=True),
-                tx.T.contiguous(), tx.reshape(-1), lucid.nn.functional.linear(tx, tw), tx.half() * 3, tx.bfloat16() - 1,
-                (tx.half() @ tw.half().T), tx.to(lucid.int32) + 2, lucid.zeros(3, device=device),
-                lucid.arange(0, 1, 0.25, device=device)]
+        outs = [
+            tx + 1.5,
+            tx * tx,
+            2 / (tx + 10),
+            -tx,
+            tx.relu(),
+            tx @ tw.T,
+            tx.sum(0),
+            tx.mean(1, keepdim=True),
+            tx.T.contiguous(),
+            tx.reshape(-1),
+            lucid.nn.functional.linear(tx, tw),
+            tx.half() * 3,
+            tx.bfloat16() - 1,
+            (tx.half() @ tw.half().T),
+            tx.to(lucid.int32) + 2,
+            lucid.zeros(3, device=device),
+            lucid.arange(0, 1, 0.25, device=device),
+        ]
         for o in outs:
             assert o.device == device
         results[device] = [o.numpy() for o in outs]
@@ -705,6 +807,8 @@ def test_metal_and_cpu_give_identical_results():
     for i, (a, b) in enumerate(zip(results["cpu"], results["metal"])):
         if i in summed and lucid.metal.is_available():
             assert b.dtype == a.dtype and b.shape == a.shape
-            np.testing.assert_allclose(b.astype(np.float32), a.astype(np.float32), rtol=1e-6 if a.dtype == np.float32 else 1e-3)
+            np.testing.assert_allclose(
+                b.astype(np.float32), a.astype(np.float32), rtol=1e-6 if a.dtype == np.float32 else 1e-3
+            )
         else:
             assert_same(b, a)

@@ -35,8 +35,19 @@ def test_set_and_get(restore_threads):
     assert lucid.get_num_threads() == 1
 
 
-@pytest.mark.parametrize("bad,exc", [(0, ValueError), (-1, ValueError), (1025, ValueError), (10 ** 30, ValueError),
-                                     (1.0, TypeError), (True, TypeError), ("2", TypeError), (None, TypeError)])
+@pytest.mark.parametrize(
+    "bad,exc",
+    [
+        (0, ValueError),
+        (-1, ValueError),
+        (1025, ValueError),
+        (10**30, ValueError),
+        (1.0, TypeError),
+        (True, TypeError),
+        ("2", TypeError),
+        (None, TypeError),
+    ],
+)
 def test_invalid_counts_are_clear_errors_that_change_nothing(bad, exc, restore_threads):
     before = lucid.get_num_threads()
     with pytest.raises(exc, match="set_num_threads"):
@@ -52,8 +63,9 @@ def _linked_library(name):
     return "libgomp.so.1"
 
 
-@pytest.mark.parametrize("library,getter", [("gomp", "omp_get_max_threads"),
-                                            ("openblas", "scipy_openblas_get_num_threads")])
+@pytest.mark.parametrize(
+    "library,getter", [("gomp", "omp_get_max_threads"), ("openblas", "scipy_openblas_get_num_threads")]
+)
 def test_the_linked_libraries_follow_the_setting(library, getter, restore_threads):
     if sys.platform == "darwin":
         pytest.skip("Apple builds use Accelerate, which sizes its own pool")
@@ -74,9 +86,17 @@ def test_results_do_not_depend_on_the_thread_count(restore_threads):
     for n in (1, 2, 3):
         lucid.set_num_threads(n)
         x, y = lucid.tensor(a), lucid.tensor(b)
-        results.append([(x + y).numpy(), (x * 3.0).numpy(), x.exp().numpy(), x.relu().numpy(),
-                        x.to(lucid.bfloat16).numpy().view(np.uint16), x.sum().numpy(),
-                        (lucid.tensor(m) @ lucid.tensor(m).T).numpy()])
+        results.append(
+            [
+                (x + y).numpy(),
+                (x * 3.0).numpy(),
+                x.exp().numpy(),
+                x.relu().numpy(),
+                x.to(lucid.bfloat16).numpy().view(np.uint16),
+                x.sum().numpy(),
+                (lucid.tensor(m) @ lucid.tensor(m).T).numpy(),
+            ]
+        )
     for got in results[1:]:
         for g, want in zip(got, results[0]):
             np.testing.assert_array_equal(g, want)
@@ -131,6 +151,7 @@ def test_a_forked_child_runs_onednn_kernels_its_parent_ran(restore_threads):
     import threading
 
     import lucid.nn.functional as F
+
     rng = np.random.default_rng(5)
     x = lucid.tensor(rng.standard_normal((8, 3, 20, 20)).astype(np.float32), requires_grad=True)
     w = lucid.tensor(rng.standard_normal((16, 3, 3, 3)).astype(np.float32), requires_grad=True)
@@ -168,6 +189,7 @@ def test_large_sums_scans_and_fills_do_not_depend_on_the_thread_count(restore_th
     # infinities that keeps oneDNN away from non-finite inputs runs in parallel ranges, and a
     # sum's gradient is filled in parallel: the same bits on one thread or two.
     import lucid.nn.functional as F
+
     rng = np.random.default_rng(11)
     n = (1 << 20) + 4099  # not a whole number of 4096-value blocks
     a = rng.standard_normal(n).astype(np.float32)
@@ -182,8 +204,14 @@ def test_large_sums_scans_and_fills_do_not_depend_on_the_thread_count(restore_th
         total = x.sum()
         total.backward()
         xb = lucid.tensor(b)
-        return [np.float32(total.item()), x.grad.numpy(), lucid.tensor(rows).sum(dim=1).numpy(),
-                F.gelu(xb).numpy(), xb.exp().numpy(), F.softmax(lucid.tensor(c), dim=-1).numpy()]
+        return [
+            np.float32(total.item()),
+            x.grad.numpy(),
+            lucid.tensor(rows).sum(dim=1).numpy(),
+            F.gelu(xb).numpy(),
+            xb.exp().numpy(),
+            F.softmax(lucid.tensor(c), dim=-1).numpy(),
+        ]
 
     lucid.set_num_threads(1)
     one = run()
@@ -216,6 +244,7 @@ def test_onednn_follows_the_setting_on_every_thread_and_after_its_kernels_were_b
 
     import lucid.nn.functional as F
     from lucid._C import threads_contended as solo
+
     get = ctypes.CDLL("libgomp.so.1").omp_get_max_threads
     rng = np.random.default_rng(2)
     x = lucid.tensor(rng.standard_normal((4, 8, 16, 16)).astype(np.float32))
@@ -227,7 +256,7 @@ def test_onednn_follows_the_setting_on_every_thread_and_after_its_kernels_were_b
         worker = threading.Thread(target=lambda: seen.append((F.conv2d(x, w).numpy(), get(), solo())))
         worker.start()
         worker.join()
-        (got, threads, alone), = seen
+        ((got, threads, alone),) = seen
         assert threads == (1 if alone else n)
         np.testing.assert_allclose(got, before, rtol=1e-5, atol=1e-5)
 
@@ -238,24 +267,26 @@ def test_large_strided_copies_do_not_depend_on_the_thread_count(restore_threads)
     rng = np.random.default_rng(12)
     a = rng.standard_normal((6, 700, 257)).astype(np.float32)
     b = rng.standard_normal(1 << 22).astype(np.float32)
-    cases = [(lambda t: t.transpose(0, 2), lambda x: x.transpose(2, 1, 0)),
-             (lambda t: t[:, ::3, 5:], lambda x: x[:, ::3, 5:]),
-             (lambda t: t.permute(1, 2, 0), lambda x: x.transpose(1, 2, 0))]
+    cases = [
+        (lambda t: t.transpose(0, 2), lambda x: x.transpose(2, 1, 0)),
+        (lambda t: t[:, ::3, 5:], lambda x: x[:, ::3, 5:]),
+        (lambda t: t.permute(1, 2, 0), lambda x: x.transpose(1, 2, 0)),
+    ]
     for n in (1, 2):
         lucid.set_num_threads(n)
         x, y = lucid.tensor(a), lucid.tensor(b)
         for view, want in cases:
             np.testing.assert_array_equal(view(x).contiguous().numpy(), want(a))
         np.testing.assert_array_equal(y[::2].contiguous().numpy(), b[::2])  # one strided run
-        np.testing.assert_array_equal(x[:1, :1, :1].expand(6, 700, 257).contiguous().numpy(),
-                                      np.broadcast_to(a[:1, :1, :1], a.shape))
+        np.testing.assert_array_equal(
+            x[:1, :1, :1].expand(6, 700, 257).contiguous().numpy(), np.broadcast_to(a[:1, :1, :1], a.shape)
+        )
 
 
 def _runtime_spin(env):
     """The spin count the GNU OpenMP runtime oneDNN loaded took, in a fresh process that imports
     lucid with environment `env` (libgomp reads it once, when it loads)."""
-    code = ("import ctypes, os, lucid; "
-            "ctypes.CDLL('libgomp.so.1', mode=os.RTLD_NOLOAD | os.RTLD_NOW).omp_display_env(1)")
+    code = "import ctypes, os, lucid; ctypes.CDLL('libgomp.so.1', mode=os.RTLD_NOLOAD | os.RTLD_NOW).omp_display_env(1)"
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     line = next(x for x in (run.stdout + run.stderr).splitlines() if "GOMP_SPINCOUNT" in x)

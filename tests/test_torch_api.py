@@ -14,6 +14,7 @@ import lucid.nn.functional as F
 
 # ---- CUDA queries and devices ------------------------------------------------------------------
 
+
 def test_cuda_queries_answer_for_a_machine_without_cuda():
     assert lucid.cuda.is_available() is False and lucid.cuda.device_count() == 0
     assert lucid.cuda.is_bf16_supported() is False
@@ -25,9 +26,17 @@ def test_cuda_queries_answer_for_a_machine_without_cuda():
         lucid.cuda.current_device()
 
 
-@pytest.mark.parametrize("make", [lambda: lucid.zeros(2).cuda(), lambda: lucid.zeros(2, device="cuda"),
-                                  lambda: lucid.tensor([1.0], device="cuda:0"), lambda: lucid.device("cuda"),
-                                  lambda: nn.Linear(2, 2).cuda(), lambda: lucid.ones(2).to("cuda")])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: lucid.zeros(2).cuda(),
+        lambda: lucid.zeros(2, device="cuda"),
+        lambda: lucid.tensor([1.0], device="cuda:0"),
+        lambda: lucid.device("cuda"),
+        lambda: nn.Linear(2, 2).cuda(),
+        lambda: lucid.ones(2).to("cuda"),
+    ],
+)
 def test_asking_for_cuda_raises_and_names_metal(make):
     with pytest.raises(ValueError, match="no CUDA device.*'metal'"):
         make()
@@ -42,6 +51,7 @@ def test_tensor_flags_and_default_devices():
 
 
 # ---- grad modes ----------------------------------------------------------------------------------
+
 
 def test_inference_mode_records_nothing_as_a_scope_and_a_decorator():
     x = lucid.ones(2, requires_grad=True)
@@ -63,6 +73,7 @@ def test_inference_mode_records_nothing_as_a_scope_and_a_decorator():
 
 
 # ---- factories and shape ops -------------------------------------------------------------------
+
 
 def test_eye_and_diag_match_numpy():
     np.testing.assert_array_equal(lucid.eye(3).numpy(), np.eye(3))
@@ -88,7 +99,9 @@ def test_randperm_is_a_seeded_permutation_and_randint_takes_size_by_name():
     lucid.manual_seed(3)
     p = lucid.randperm(50)
     lucid.manual_seed(3)
-    assert p.dtype == lucid.int64 and sorted(p.tolist()) == list(range(50)) and p.tolist() == lucid.randperm(50).tolist()
+    assert (
+        p.dtype == lucid.int64 and sorted(p.tolist()) == list(range(50)) and p.tolist() == lucid.randperm(50).tolist()
+    )
     r = lucid.randint(7, size=(1000,))
     assert r.shape == (1000,) and set(r.tolist()) == set(range(7))
     with pytest.raises(ValueError):
@@ -113,6 +126,7 @@ def test_roll_gradient():
 
 
 # ---- products and norms --------------------------------------------------------------------------
+
 
 def test_mm_and_dot_match_numpy_and_check_their_shapes():
     rng = np.random.default_rng(0)
@@ -181,6 +195,7 @@ def test_free_arithmetic_functions_take_alpha_and_out():
 
 # ---- legacy tensor types ---------------------------------------------------------------------------
 
+
 def test_legacy_tensor_types_make_and_recognise_tensors_of_their_dtype():
     f = lucid.FloatTensor([1, 2])
     assert f.dtype == lucid.float32 and isinstance(f, lucid.FloatTensor) and not isinstance(f, lucid.LongTensor)
@@ -191,8 +206,10 @@ def test_legacy_tensor_types_make_and_recognise_tensors_of_their_dtype():
 
 # ---- data -------------------------------------------------------------------------------------------
 
+
 def test_random_sampler_with_replacement_draws_uniformly_and_reproducibly():
     from lucid.utils.data import Generator, RandomSampler
+
     s = RandomSampler(range(5), replacement=True, num_samples=5000, generator=Generator().manual_seed(4))
     first = list(s)
     counts = collections.Counter(first)
@@ -207,9 +224,10 @@ def test_random_sampler_with_replacement_draws_uniformly_and_reproducibly():
 def test_an_endless_random_sampler_draws_as_it_is_iterated():
     # makemore's "infinite" loader: 10^10 draws with replacement, of which a program takes a few.
     from lucid.utils.data import DataLoader, RandomSampler, TensorDataset
+
     data = TensorDataset(lucid.arange(10))
     sampler = RandomSampler(data, replacement=True, num_samples=int(1e10))
-    assert len(sampler) == 10 ** 10
+    assert len(sampler) == 10**10
     batches = iter(DataLoader(data, sampler=sampler, batch_size=4))
     seen = [next(batches)[0] for _ in range(3000)]
     assert all(b.shape == (4,) for b in seen)
@@ -218,11 +236,13 @@ def test_an_endless_random_sampler_draws_as_it_is_iterated():
 
 def test_data_submodules_are_where_programs_import_them_from():
     from lucid.utils.data import dataloader, dataset, sampler
+
     assert dataloader.DataLoader is lucid.utils.data.DataLoader and dataloader.default_collate is not None
     assert dataset.TensorDataset is lucid.utils.data.TensorDataset and sampler.RandomSampler is not None
 
 
 # ---- layers, init, optimizers -------------------------------------------------------------------
+
 
 def test_pixel_shuffle_matches_its_definition_and_unshuffle_inverts_it():
     x = np.arange(2 * 18 * 2 * 3, dtype=np.float32).reshape(2, 18, 2, 3)
@@ -279,10 +299,16 @@ def test_lbfgs_follows_pytorchs_iterates():
 
 # ---- more of torch's namespace ------------------------------------------------------------------
 
+
 def test_constants_settings_and_aliases():
     import math
+
     assert (lucid.inf, lucid.pi, lucid.e) == (math.inf, math.pi, math.e) and math.isnan(lucid.nan)
-    assert lucid.Size([2, 3]) == (2, 3) and lucid.Size([2, 3]).numel() == 6 and lucid.zeros(2, 3).shape == lucid.Size((2, 3))
+    assert (
+        lucid.Size([2, 3]) == (2, 3)
+        and lucid.Size([2, 3]).numel() == 6
+        and lucid.zeros(2, 3).shape == lucid.Size((2, 3))
+    )
     assert lucid.get_default_dtype() is lucid.float32
     lucid.set_default_dtype(lucid.float32)
     with pytest.raises(TypeError, match="float32"):
@@ -304,12 +330,14 @@ def test_predicates_and_comparisons_match_numpy():
     assert not lucid.isinf(lucid.tensor([1, 2])).numpy().any()
     b = a + np.float32(1e-6)
     for equal_nan in (False, True):
-        np.testing.assert_array_equal(lucid.isclose(t, lucid.tensor(b), equal_nan=equal_nan).numpy(),
-                                      np.isclose(a, b, equal_nan=equal_nan))
+        np.testing.assert_array_equal(
+            lucid.isclose(t, lucid.tensor(b), equal_nan=equal_nan).numpy(), np.isclose(a, b, equal_nan=equal_nan)
+        )
     assert lucid.allclose(lucid.ones(3), lucid.ones(3) + 1e-9) and not lucid.allclose(lucid.ones(3), lucid.ones(3) * 2)
     assert lucid.equal(lucid.arange(3), lucid.arange(3)) and not lucid.equal(lucid.arange(3), lucid.arange(4))
-    np.testing.assert_array_equal(lucid.outer(lucid.arange(3.0), lucid.tensor([1.0, -1.0])).numpy(),
-                                  np.outer(np.arange(3.0), [1, -1]))
+    np.testing.assert_array_equal(
+        lucid.outer(lucid.arange(3.0), lucid.tensor([1.0, -1.0])).numpy(), np.outer(np.arange(3.0), [1, -1])
+    )
 
 
 def test_any_all_cumsum_match_numpy():
@@ -335,8 +363,9 @@ def test_flip_unbind_repeat_and_repeat_interleave_match_numpy():
     np.testing.assert_array_equal(t.repeat(2, 1, 1, 3).numpy(), np.tile(a, (2, 1, 1, 3)))
     np.testing.assert_array_equal(t.repeat_interleave(2, dim=1).numpy(), np.repeat(a, 2, axis=1))
     np.testing.assert_array_equal(lucid.repeat_interleave(t, 3).numpy(), np.repeat(a, 3))
-    np.testing.assert_array_equal(t.repeat_interleave(lucid.tensor([1, 0, 2]), dim=1).numpy(),
-                                  np.repeat(a, [1, 0, 2], axis=1))
+    np.testing.assert_array_equal(
+        t.repeat_interleave(lucid.tensor([1, 0, 2]), dim=1).numpy(), np.repeat(a, [1, 0, 2], axis=1)
+    )
     assert t.mT.shape == (2, 4, 3) and t.nelement() == 24
     with pytest.raises(RuntimeError, match="sizes"):
         t.repeat(2, 2)
@@ -376,8 +405,11 @@ def test_linspace_as_tensor_and_small_tensor_methods():
 def test_assert_close_passes_and_fails_as_pytorchs():
     lucid.testing.assert_close(lucid.ones(3), lucid.ones(3) + 1e-7)
     lucid.testing.assert_close(lucid.tensor([np.inf, np.nan]), lucid.tensor([np.inf, np.nan]), equal_nan=True)
-    for bad, match in ((lucid.ones(3) * 1.01, "not close"), (lucid.ones(2), "shapes"),
-                       (lucid.ones(3, dtype=lucid.float16), "dtypes")):
+    for bad, match in (
+        (lucid.ones(3) * 1.01, "not close"),
+        (lucid.ones(2), "shapes"),
+        (lucid.ones(3, dtype=lucid.float16), "dtypes"),
+    ):
         with pytest.raises(AssertionError, match=match):
             lucid.testing.assert_close(lucid.ones(3), bad)
     lucid.testing.assert_close(lucid.ones(3), lucid.ones(3) * 1.01, rtol=0.02, atol=0.0)
@@ -387,12 +419,18 @@ def test_assert_close_passes_and_fails_as_pytorchs():
 
 def test_a_generator_of_its_own_reproduces_randint_randperm_and_multinomial():
     g = lucid.Generator().manual_seed(11)
-    first = (lucid.randperm(20, generator=g).tolist(), lucid.randint(0, 100, (5,), generator=g).tolist(),
-             lucid.multinomial(lucid.ones(10), 3, generator=g).tolist())
+    first = (
+        lucid.randperm(20, generator=g).tolist(),
+        lucid.randint(0, 100, (5,), generator=g).tolist(),
+        lucid.multinomial(lucid.ones(10), 3, generator=g).tolist(),
+    )
     lucid.manual_seed(0)  # lucid's own stream does not touch it
     g.manual_seed(11)
-    again = (lucid.randperm(20, generator=g).tolist(), lucid.randint(0, 100, (5,), generator=g).tolist(),
-             lucid.multinomial(lucid.ones(10), 3, generator=g).tolist())
+    again = (
+        lucid.randperm(20, generator=g).tolist(),
+        lucid.randint(0, 100, (5,), generator=g).tolist(),
+        lucid.multinomial(lucid.ones(10), 3, generator=g).tolist(),
+    )
     assert first == again and sorted(first[0]) == list(range(20)) and g.initial_seed() == 11
     with pytest.raises(TypeError, match="lucid.Generator"):
         lucid.randperm(3, generator=np.random.default_rng())
@@ -453,8 +491,11 @@ def test_categorical_matches_its_definition():
 
 def test_optimizers_take_foreach_and_fused():
     p = lucid.zeros(2, requires_grad=True)
-    for make in (lambda: lucid.optim.AdamW([p], fused=True), lambda: lucid.optim.Adam([p], foreach=False),
-                 lambda: lucid.optim.SGD([p], lr=0.1, foreach=None, fused=True)):
+    for make in (
+        lambda: lucid.optim.AdamW([p], fused=True),
+        lambda: lucid.optim.Adam([p], foreach=False),
+        lambda: lucid.optim.SGD([p], lr=0.1, foreach=None, fused=True),
+    ):
         make()
     with pytest.raises(TypeError, match="fused"):
         lucid.optim.Adam([p], fused="yes")
@@ -484,6 +525,7 @@ def test_trunc_normal_stays_in_its_bounds_with_the_right_spread():
     assert nn.init.trunc_normal_(w, mean=0.5, std=1.0, a=-0.5, b=1.0) is w
     v = w.numpy()
     import math
+
     pdf = lambda z: math.exp(-z * z / 2) / math.sqrt(2 * math.pi)  # noqa: E731
     cdf = lambda z: 0.5 * (1 + math.erf(z / math.sqrt(2)))  # noqa: E731
     want = 0.5 + (pdf(-1.0) - pdf(0.5)) / (cdf(0.5) - cdf(-1.0))  # the truncated normal's mean
@@ -491,7 +533,7 @@ def test_trunc_normal_stays_in_its_bounds_with_the_right_spread():
     with pytest.raises(ValueError):
         nn.init.trunc_normal_(w, a=1.0, b=0.0)
     # A std far wider than [a, b]: nearly uniform there (a normal proposal would almost never land).
-    nn.init.trunc_normal_(w, std=2.0 ** 70)
+    nn.init.trunc_normal_(w, std=2.0**70)
     u = w.numpy()
     assert u.min() >= -2 and u.max() <= 2 and abs(u.std() - 4 / math.sqrt(12)) < 0.02
     # An interval in the tail: its mean as the truncated normal's.
@@ -506,15 +548,16 @@ def test_trunc_normal_stays_in_its_bounds_with_the_right_spread():
 
 def test_pad_sequence_matches_a_numpy_padding():
     from lucid.nn.utils.rnn import pad_sequence
+
     seqs = [np.arange(k * 2, dtype=np.float32).reshape(k, 2) for k in (3, 1, 2)]
     for batch_first in (False, True):
         for side in ("right", "left"):
             want = np.full((3, 3, 2), -1.0, dtype=np.float32)
             for b, s in enumerate(seqs):
                 if side == "right":
-                    want[b, :len(s)] = s
+                    want[b, : len(s)] = s
                 else:
-                    want[b, 3 - len(s):] = s
+                    want[b, 3 - len(s) :] = s
             got = pad_sequence([lucid.tensor(s) for s in seqs], batch_first, -1.0, side).numpy()
             np.testing.assert_array_equal(got, want if batch_first else want.transpose(1, 0, 2))
     x = lucid.tensor(seqs[1], requires_grad=True)

@@ -12,9 +12,18 @@ rng = np.random.default_rng(21)
 
 def test_like_factories_and_new_methods_keep_dtype_and_device():
     t = lucid.ones(2, 3, device="metal").half()
-    for made in (lucid.zeros_like(t), lucid.full_like(t, 2.5), lucid.rand_like(t), lucid.randn_like(t),
-                 lucid.empty_like(t), t.new_zeros(4), t.new_ones(1, 2), t.new_full((2,), 7), t.new_empty(3),
-                 t.new_tensor([1, 2])):
+    for made in (
+        lucid.zeros_like(t),
+        lucid.full_like(t, 2.5),
+        lucid.rand_like(t),
+        lucid.randn_like(t),
+        lucid.empty_like(t),
+        t.new_zeros(4),
+        t.new_ones(1, 2),
+        t.new_full((2,), 7),
+        t.new_empty(3),
+        t.new_tensor([1, 2]),
+    ):
         assert made.dtype == lucid.float16 and made.device == t.device
     np.testing.assert_array_equal(lucid.full_like(t, 2.5).float().numpy(), np.full((2, 3), 2.5))
     assert t.new_zeros(4, dtype=lucid.int64).dtype == lucid.int64
@@ -51,6 +60,7 @@ def test_module_apply_visits_children_first_then_the_module():
     def init(m):
         if isinstance(m, nn.Linear):
             nn.init.constant_(m.weight, 0.5)
+
     model.apply(init)
     assert (model[0].weight.numpy() == 0.5).all() and (model[1][1].weight.numpy() == 0.5).all()
     with pytest.raises(TypeError, match="callable"):
@@ -93,12 +103,15 @@ def test_leaky_relu_fused_and_composed_paths_match_numpy(device, layout):
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_leaky_relu_in_low_precision_rounds_once(dtype):
     import ml_dtypes
+
     np_dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float16
     x = np.random.default_rng(9).standard_normal(1000).astype(np_dtype)
     y = F.leaky_relu(lucid.tensor(x, dtype=getattr(lucid, dtype)), 0.3)
     assert y.dtype is getattr(lucid, dtype)
     x32 = x.astype(np.float32)
-    np.testing.assert_array_equal(y.float().numpy(), np.where(x32 > 0, x32, 0.3 * x32).astype(np_dtype).astype(np.float32))
+    np.testing.assert_array_equal(
+        y.float().numpy(), np.where(x32 > 0, x32, 0.3 * x32).astype(np_dtype).astype(np.float32)
+    )
 
 
 def test_leaky_relu_refuses_what_pytorch_refuses():
@@ -123,7 +136,9 @@ def test_binary_cross_entropy_matches_numpy_and_clamps_its_logs(reduction):
         each = -(y * np.maximum(np.log(p), -100) + (1 - y) * np.maximum(np.log(1 - p), -100)) * w
     want = {"mean": each.mean(), "sum": each.sum(), "none": each}[reduction]
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
-    np.testing.assert_allclose(nn.BCELoss(lucid.tensor(w), reduction=reduction)(tp, lucid.tensor(y)).numpy(), want, rtol=1e-5)
+    np.testing.assert_allclose(
+        nn.BCELoss(lucid.tensor(w), reduction=reduction)(tp, lucid.tensor(y)).numpy(), want, rtol=1e-5
+    )
     got.sum().backward()
     inner = np.ones_like(p, dtype=bool)
     inner[0, :2] = False
@@ -151,7 +166,9 @@ def _run_optimizer(make, steps=4, device="cpu"):
 
 def _rmsprop_ref(p, grads, lr, alpha, eps, wd, momentum, centered):
     p = p.astype(np.float64)
-    sq = np.zeros_like(p); ga = np.zeros_like(p); buf = np.zeros_like(p)
+    sq = np.zeros_like(p)
+    ga = np.zeros_like(p)
+    buf = np.zeros_like(p)
     for g in grads:
         g = g + wd * p
         sq = alpha * sq + (1 - alpha) * g * g
@@ -172,8 +189,16 @@ def _rmsprop_ref(p, grads, lr, alpha, eps, wd, momentum, centered):
 @pytest.mark.parametrize("kw", [dict(), dict(momentum=0.9, weight_decay=0.01), dict(centered=True, alpha=0.9)])
 def test_rmsprop_follows_pytorchs_rule(device, kw):
     p0, grads, got = _run_optimizer(lambda ps: lucid.optim.RMSprop(ps, lr=0.01, **kw), device=device)
-    want = _rmsprop_ref(p0, grads, 0.01, kw.get("alpha", 0.99), 1e-8, kw.get("weight_decay", 0.0),
-                        kw.get("momentum", 0.0), kw.get("centered", False))
+    want = _rmsprop_ref(
+        p0,
+        grads,
+        0.01,
+        kw.get("alpha", 0.99),
+        1e-8,
+        kw.get("weight_decay", 0.0),
+        kw.get("momentum", 0.0),
+        kw.get("centered", False),
+    )
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
@@ -287,7 +312,7 @@ def test_sort_argsort_and_topk_match_numpy_and_pass_gradients(device):
 def test_ordering_puts_nan_first_when_descending_and_handles_integer_extremes():
     v, i = lucid.tensor([1.0, float("nan"), 3.0]).topk(2)
     assert np.isnan(v.numpy()[0]) and i.numpy().tolist() == [1, 2]
-    big = np.array([-2 ** 63, 5, 0, 2 ** 63 - 1], dtype=np.int64)
+    big = np.array([-(2**63), 5, 0, 2**63 - 1], dtype=np.int64)
     np.testing.assert_array_equal(lucid.tensor(big).sort(descending=True)[0].numpy(), np.sort(big)[::-1])
     with pytest.raises(ValueError, match="k \\(5\\) must be between 0"):
         lucid.tensor([1.0, 2.0]).topk(5)

@@ -55,7 +55,7 @@ def data(kind, n=128):
         y = rng.integers(0, 4, n)
         x = rng.standard_normal((n, 1, 8, 8)).astype(np.float32) * 0.3
         for i, c in enumerate(y):  # a bright quadrant per class
-            x[i, 0, (c // 2) * 4:(c // 2) * 4 + 4, (c % 2) * 4:(c % 2) * 4 + 4] += 1.0
+            x[i, 0, (c // 2) * 4 : (c // 2) * 4 + 4, (c % 2) * 4 : (c % 2) * 4 + 4] += 1.0
     else:
         x = rng.integers(0, 8, (n, 6))
         y = x.max(1) % 4  # needs every position

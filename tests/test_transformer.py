@@ -26,8 +26,8 @@ def _mha(q_in, kv_in, mha, mask=None, key_padding=None):
     e, h = mha.embed_dim, mha.num_heads
     w, b = _np(mha.in_proj_weight), _np(mha.in_proj_bias)
     q = q_in @ w[:e].T + b[:e]
-    k = kv_in @ w[e:2 * e].T + b[e:2 * e]
-    v = kv_in @ w[2 * e:].T + b[2 * e:]
+    k = kv_in @ w[e : 2 * e].T + b[e : 2 * e]
+    v = kv_in @ w[2 * e :].T + b[2 * e :]
     n, l, s, d = q.shape[0], q.shape[1], k.shape[1], e // h
     q = q.reshape(n, l, h, d).transpose(0, 2, 1, 3)
     k = k.reshape(n, s, h, d).transpose(0, 2, 1, 3)
@@ -83,8 +83,9 @@ def _randomise(module, seed):
 @pytest.mark.parametrize("batch_first", [False, True])
 def test_encoder_layer_matches_reference(norm_first, batch_first):
     lucid.manual_seed(0)
-    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=batch_first,
-                                       norm_first=norm_first).eval()
+    layer = nn.TransformerEncoderLayer(
+        8, 2, dim_feedforward=16, dropout=0.0, batch_first=batch_first, norm_first=norm_first
+    ).eval()
     _randomise(layer, 1)
     x = np.random.default_rng(2).standard_normal((3, 5, 8)).astype(np.float32)  # [N, L, E]
     mask = nn.Transformer.generate_square_subsequent_mask(5)
@@ -103,11 +104,14 @@ def test_gelu_activation_and_callable():
     _randomise(layer, 3)
     x = np.random.default_rng(4).standard_normal((2, 3, 4)).astype(np.float32)
     from math import erf
+
     gelu = np.vectorize(lambda v: 0.5 * v * (1 + erf(v / np.sqrt(2))))
-    np.testing.assert_allclose(layer(lucid.tensor(x)).numpy(), _encoder_layer(x.astype(np.float64), layer, act=gelu),
-                               rtol=2e-4, atol=2e-4)
-    custom = nn.TransformerEncoderLayer(4, 1, dim_feedforward=8, dropout=0.0, activation=lambda t: t * 0.0,
-                                        batch_first=True)
+    np.testing.assert_allclose(
+        layer(lucid.tensor(x)).numpy(), _encoder_layer(x.astype(np.float64), layer, act=gelu), rtol=2e-4, atol=2e-4
+    )
+    custom = nn.TransformerEncoderLayer(
+        4, 1, dim_feedforward=8, dropout=0.0, activation=lambda t: t * 0.0, batch_first=True
+    )
     assert custom(lucid.tensor(x)).shape == (2, 3, 4)
     with pytest.raises(ValueError, match="activation"):
         nn.TransformerEncoderLayer(4, 1, activation="swish")
@@ -116,16 +120,29 @@ def test_gelu_activation_and_callable():
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_transformer_matches_reference(norm_first):
     lucid.manual_seed(0)
-    model = nn.Transformer(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=16,
-                           dropout=0.0, batch_first=True, norm_first=norm_first)
+    model = nn.Transformer(
+        d_model=8,
+        nhead=2,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        dim_feedforward=16,
+        dropout=0.0,
+        batch_first=True,
+        norm_first=norm_first,
+    )
     _randomise(model, 5)
     rng = np.random.default_rng(6)
     src, tgt = rng.standard_normal((2, 6, 8)).astype(np.float32), rng.standard_normal((2, 4, 8)).astype(np.float32)
     tgt_mask = nn.Transformer.generate_square_subsequent_mask(4)
     pad = np.zeros((2, 6), bool)
     pad[0, 4:] = True
-    out = model(lucid.tensor(src), lucid.tensor(tgt), tgt_mask=tgt_mask, src_key_padding_mask=lucid.tensor(pad),
-                memory_key_padding_mask=lucid.tensor(pad))
+    out = model(
+        lucid.tensor(src),
+        lucid.tensor(tgt),
+        tgt_mask=tgt_mask,
+        src_key_padding_mask=lucid.tensor(pad),
+        memory_key_padding_mask=lucid.tensor(pad),
+    )
     mem = src.astype(np.float64)
     for layer in model.encoder.layers:
         mem = _encoder_layer(mem, layer, None, pad)
@@ -140,8 +157,14 @@ def test_transformer_matches_reference(norm_first):
 def test_structure_names_and_independent_layers():
     model = nn.Transformer(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=1, dim_feedforward=16)
     keys = set(model.state_dict())
-    for key in ("encoder.layers.1.self_attn.in_proj_weight", "encoder.layers.0.linear1.weight", "encoder.norm.bias",
-                "decoder.layers.0.multihead_attn.out_proj.weight", "decoder.layers.0.norm3.weight", "decoder.norm.weight"):
+    for key in (
+        "encoder.layers.1.self_attn.in_proj_weight",
+        "encoder.layers.0.linear1.weight",
+        "encoder.norm.bias",
+        "decoder.layers.0.multihead_attn.out_proj.weight",
+        "decoder.layers.0.norm3.weight",
+        "decoder.norm.weight",
+    ):
         assert key in keys
     assert not any(k.startswith("decoder.layers.1") for k in keys)
     a, b = model.encoder.layers[0].linear1.weight, model.encoder.layers[1].linear1.weight
@@ -154,8 +177,9 @@ def test_structure_names_and_independent_layers():
 
 
 def test_gradients_reach_every_parameter_and_errors_are_clear():
-    model = nn.Transformer(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=8,
-                           dropout=0.1)
+    model = nn.Transformer(
+        d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=8, dropout=0.1
+    )
     src, tgt = lucid.randn(5, 2, 8), lucid.randn(3, 2, 8)
     model(src, tgt).pow(2).mean().backward()
     assert all(p.grad is not None for p in model.parameters())

@@ -23,6 +23,7 @@ def _close(t, a):
 
 # ---- random programs of views and writes -----------------------------------------------------
 
+
 def _views_of(t, a, rng):
     """A random view of the pair (t, a): the same view op on both, or None when none fits."""
     nd = a.ndim
@@ -46,7 +47,7 @@ def _views_of(t, a, rng):
         return t.squeeze(d), np.squeeze(a, d)
     if choice == 6 and nd >= 1 and a.shape[-1] >= 2:
         start = int(rng.integers(0, a.shape[-1] - 1))
-        return t.narrow(nd - 1, start, 2), a[..., start:start + 2]
+        return t.narrow(nd - 1, start, 2), a[..., start : start + 2]
     if choice == 7 and a.flags.c_contiguous and t.is_contiguous():
         return t.view(-1), a.reshape(-1)  # numpy gives a view of contiguous memory
     if choice == 8:
@@ -244,6 +245,7 @@ def test_assigning_data_rebinds_only_the_tensor():
 
 # ---- element writes are O(1) -----------------------------------------------------------------
 
+
 def test_single_element_writes_do_not_copy_the_base():
     x = lucid.zeros(1_000_000)
     before = lucid.memory_allocated() if hasattr(lucid, "memory_allocated") else None
@@ -255,6 +257,7 @@ def test_single_element_writes_do_not_copy_the_base():
 
 
 # ---- stable objects ----------------------------------------------------------------------------
+
 
 def test_grad_is_one_tensor_that_backward_accumulates_into():
     w = nn.Parameter(lucid.tensor([1.0, 2.0]))
@@ -322,11 +325,14 @@ def test_batchnorm_running_statistics_are_updated_in_place():
     assert bn.running_mean is rm
 
 
-@pytest.mark.parametrize("make", [
-    lambda ps: lucid.optim.SGD(ps, lr=0.1, momentum=0.9),
-    lambda ps: lucid.optim.Adam(ps, lr=0.1),
-    lambda ps: lucid.optim.RMSprop(ps, lr=0.1),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda ps: lucid.optim.SGD(ps, lr=0.1, momentum=0.9),
+        lambda ps: lucid.optim.Adam(ps, lr=0.1),
+        lambda ps: lucid.optim.RMSprop(ps, lr=0.1),
+    ],
+)
 def test_optimizer_state_and_parameters_are_updated_in_place(make):
     w = nn.Parameter(lucid.tensor([1.0, -1.0]))
     view = w[:1]
@@ -349,6 +355,7 @@ def test_optimizer_state_and_parameters_are_updated_in_place(make):
 
 # ---- autograd through in-place ops -------------------------------------------------------------
 
+
 def _numeric_grad(f, x, eps=1e-3):
     g = np.zeros_like(x)
     for i in np.ndindex(x.shape):
@@ -358,24 +365,27 @@ def _numeric_grad(f, x, eps=1e-3):
     return g
 
 
-@pytest.mark.parametrize("program", [
-    "y = x * 2; y.zero_(); out = y",
-    "y = x * 1; y.mul_(x); out = y",
-    "y = x.exp() * 1; y.add_(x); out = y",
-    "y = x * 1; y[1:].mul_(3); out = y",
-    "y = x * 1; y[0] = x[1] * x[1]; out = y",
-    "y = x * 1; v = y.t(); v[0].sub_(x[:, 0] * 2); out = y",
-    "y = x * 1; y.abs_(); y.tanh_(); out = y",
-    "y = lucid.zeros(2, 3); y[1] = x[0] ** 2; out = y",
-    "y = x.clone(); y += x * x; y /= 2; out = y",
-    # views made before a write into a sibling or the base take up the new history
-    "y = x * 1; a = y[0]; b = y[:, 1:2]; a.mul_(x[1]); out = b * b",
-    "y = x * 1; c = y[:, 2:]; y.exp_(); out = c",
-    "y = x * 1; v = y.view(3, 2)[1:]; y[0].copy_(x[1] * 3); out = v.reshape(4)[:3] * 2",
-    # a written view of a tensor that is not row-major
-    "y = lucid.arange(6.0).view(2, 3).t().detach(); y[1].copy_(x[:, 0] * x[:, 1]); out = y.t()",
-    "y = lucid.zeros(3, 2).t(); z = y.detach(); z[:, 1:].add_(x[:, :2]); out = z",
-])
+@pytest.mark.parametrize(
+    "program",
+    [
+        "y = x * 2; y.zero_(); out = y",
+        "y = x * 1; y.mul_(x); out = y",
+        "y = x.exp() * 1; y.add_(x); out = y",
+        "y = x * 1; y[1:].mul_(3); out = y",
+        "y = x * 1; y[0] = x[1] * x[1]; out = y",
+        "y = x * 1; v = y.t(); v[0].sub_(x[:, 0] * 2); out = y",
+        "y = x * 1; y.abs_(); y.tanh_(); out = y",
+        "y = lucid.zeros(2, 3); y[1] = x[0] ** 2; out = y",
+        "y = x.clone(); y += x * x; y /= 2; out = y",
+        # views made before a write into a sibling or the base take up the new history
+        "y = x * 1; a = y[0]; b = y[:, 1:2]; a.mul_(x[1]); out = b * b",
+        "y = x * 1; c = y[:, 2:]; y.exp_(); out = c",
+        "y = x * 1; v = y.view(3, 2)[1:]; y[0].copy_(x[1] * 3); out = v.reshape(4)[:3] * 2",
+        # a written view of a tensor that is not row-major
+        "y = lucid.arange(6.0).view(2, 3).t().detach(); y[1].copy_(x[:, 0] * x[:, 1]); out = y.t()",
+        "y = lucid.zeros(3, 2).t(); z = y.detach(); z[:, 1:].add_(x[:, :2]); out = z",
+    ],
+)
 def test_gradients_through_inplace_ops_match_finite_differences(program):
     rng = np.random.default_rng(2)
     base = rng.standard_normal((2, 3)).astype(np.float64)
@@ -477,13 +487,16 @@ def test_leaves_that_require_grad_are_changed_only_without_recording():
     assert w.tolist() == [2.0, 3.0] and w.is_leaf and w.requires_grad
 
 
-@pytest.mark.parametrize("program,saved", [
-    ("y = x.exp(); y.add_(1)", "ExpBackward"),
-    ("h = x * 1; y = h * x.detach(); h.zero_()", None),  # mul saved x.detach() for h's gradient, not h
-    ("h = x * 1; y = x * h; h.mul_(2)", "MulBackward"),
-    ("h = x * 1; y = h.sigmoid(); y.zero_()", "SigmoidBackward"),
-    ("h = x * 1; y = h @ h.t(); h[0, 0] = 1.0", "MatmulBackward"),
-])
+@pytest.mark.parametrize(
+    "program,saved",
+    [
+        ("y = x.exp(); y.add_(1)", "ExpBackward"),
+        ("h = x * 1; y = h * x.detach(); h.zero_()", None),  # mul saved x.detach() for h's gradient, not h
+        ("h = x * 1; y = x * h; h.mul_(2)", "MulBackward"),
+        ("h = x * 1; y = h.sigmoid(); y.zero_()", "SigmoidBackward"),
+        ("h = x * 1; y = h @ h.t(); h[0, 0] = 1.0", "MatmulBackward"),
+    ],
+)
 def test_a_saved_tensor_changed_in_place_is_refused_in_backward(program, saved):
     x = lucid.tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)
     scope = {"x": x}
@@ -493,8 +506,9 @@ def test_a_saved_tensor_changed_in_place_is_refused_in_backward(program, saved):
         y.sum().backward()
         assert x.grad is not None
         return
-    with pytest.raises(RuntimeError, match=f"modified by an inplace operation.*{saved} saved.*is at version 1; "
-                                           "expected version 0"):
+    with pytest.raises(
+        RuntimeError, match=f"modified by an inplace operation.*{saved} saved.*is at version 1; expected version 0"
+    ):
         y.sum().backward()
 
 
@@ -510,8 +524,19 @@ def test_version_counter_counts_writes_through_any_view():
         y2.sum().backward()
 
 
-@pytest.mark.parametrize("op,refuses", [("exp_", True), ("sigmoid_", True), ("tanh_", True), ("sqrt_", True),
-                                        ("relu_", True), ("abs_", False), ("neg_", False), ("log_", False)])
+@pytest.mark.parametrize(
+    "op,refuses",
+    [
+        ("exp_", True),
+        ("sigmoid_", True),
+        ("tanh_", True),
+        ("sqrt_", True),
+        ("relu_", True),
+        ("abs_", False),
+        ("neg_", False),
+        ("log_", False),
+    ],
+)
 def test_an_inplace_result_its_backward_needs_is_protected_by_the_version_check(op, refuses):
     # As PyTorch: an in-place op whose backward reads its result saves the destination, so a
     # later write into it makes backward refuse; one that reads its input saves that, and goes on.
@@ -574,6 +599,7 @@ def test_autocast_casts_a_weight_again_after_a_write_through_data():
 
 # ---- as_strided ----------------------------------------------------------------------------------
 
+
 def test_as_strided_views_the_storage_as_numpy_does():
     a = np.arange(24, dtype=np.float32)
     x = lucid.tensor(a.copy())
@@ -599,13 +625,15 @@ def test_as_strided_refuses_what_lies_outside_the_storage():
         x.as_strided((3,), (1,), storage_offset=10)
     for size in ((), (2,)):  # the largest offset: the message must not overflow computing its reach
         with pytest.raises(RuntimeError, match="need a storage of more than 9223372036854775807 elements"):
-            x.as_strided(size, (0,) * len(size), storage_offset=2 ** 63 - 1)
+            x.as_strided(size, (0,) * len(size), storage_offset=2**63 - 1)
     # An empty view may start at the storage's end, not past it: an offset past it once reached
     # the kernels, whose address arithmetic overflowed.
     assert x.as_strided((0,), (1,), storage_offset=12).numel() == 0
     assert (x.as_strided((0, 3), (3, 1), storage_offset=12) > 1).shape == (0, 3)
-    for offset in (13, 2 ** 62, 2 ** 63 - 1):
-        with pytest.raises(RuntimeError, match=f"storage offset {offset} is past the end of the tensor's storage of 12"):
+    for offset in (13, 2**62, 2**63 - 1):
+        with pytest.raises(
+            RuntimeError, match=f"storage offset {offset} is past the end of the tensor's storage of 12"
+        ):
             x.as_strided((0,), (1,), storage_offset=offset)
 
 
@@ -626,6 +654,7 @@ def test_as_strided_gradients_add_up_where_its_elements_overlap():
 
 
 # ---- out= ----------------------------------------------------------------------------------------
+
 
 def test_out_writes_the_result_into_the_given_tensor():
     rng = np.random.default_rng(9)

@@ -18,6 +18,7 @@ from differential import views_programs as V
 
 REFERENCE = V.reference()
 
+
 def _compare(got, want):
     assert got["steps"] == want["steps"], "instructions raised differently (ok / skip / exception class)"
     assert len(got["final"]) == len(want["final"])

@@ -110,83 +110,354 @@ CORPUS = [
 ROOTS = ("torch", "torchvision", "torchtext", "torchaudio")
 
 # Modules (a bare reference to one, as in `from torch import nn`, is not a use of an API name).
-MODULES = {f"torch.{m}" for m in (
-    "nn", "nn.functional", "nn.init", "nn.utils", "nn.utils.rnn", "nn.parallel", "nn.modules", "optim",
-    "optim.lr_scheduler", "utils", "utils.data", "utils.data.distributed", "utils.checkpoint", "utils.tensorboard",
-    "distributed", "distributed.rpc", "distributed.autograd", "distributed.optim", "distributed.nn",
-    "distributed.fsdp", "distributed.tensor", "distributed.tensor.parallel", "distributed.checkpoint",
-    "distributed.device_mesh", "distributed._tensor", "distributed.algorithms", "distributed.elastic",
-    "multiprocessing", "cuda", "cuda.amp", "cuda.nccl", "backends", "backends.cudnn", "backends.cuda",
-    "backends.mps", "fft", "linalg", "special", "amp", "autograd", "autograd.profiler", "onnx", "jit", "fx",
-    "fx.node", "fx.proxy", "distributions", "testing", "profiler", "hub", "accelerator", "serialization", "random",
-    "sparse", "export", "compiler", "_dynamo", "futures", "ao", "quantization", "nested", "masked")} | {
-    f"torchvision.{m}" for m in ("datasets", "transforms", "models", "utils", "io", "ops")} | {
-    f"torchtext.{m}" for m in ("data", "data.utils", "datasets", "vocab", "legacy", "legacy.data",
-                               "legacy.datasets")} | set(ROOTS)
+MODULES = (
+    {
+        f"torch.{m}"
+        for m in (
+            "nn",
+            "nn.functional",
+            "nn.init",
+            "nn.utils",
+            "nn.utils.rnn",
+            "nn.parallel",
+            "nn.modules",
+            "optim",
+            "optim.lr_scheduler",
+            "utils",
+            "utils.data",
+            "utils.data.distributed",
+            "utils.checkpoint",
+            "utils.tensorboard",
+            "distributed",
+            "distributed.rpc",
+            "distributed.autograd",
+            "distributed.optim",
+            "distributed.nn",
+            "distributed.fsdp",
+            "distributed.tensor",
+            "distributed.tensor.parallel",
+            "distributed.checkpoint",
+            "distributed.device_mesh",
+            "distributed._tensor",
+            "distributed.algorithms",
+            "distributed.elastic",
+            "multiprocessing",
+            "cuda",
+            "cuda.amp",
+            "cuda.nccl",
+            "backends",
+            "backends.cudnn",
+            "backends.cuda",
+            "backends.mps",
+            "fft",
+            "linalg",
+            "special",
+            "amp",
+            "autograd",
+            "autograd.profiler",
+            "onnx",
+            "jit",
+            "fx",
+            "fx.node",
+            "fx.proxy",
+            "distributions",
+            "testing",
+            "profiler",
+            "hub",
+            "accelerator",
+            "serialization",
+            "random",
+            "sparse",
+            "export",
+            "compiler",
+            "_dynamo",
+            "futures",
+            "ao",
+            "quantization",
+            "nested",
+            "masked",
+        )
+    }
+    | {f"torchvision.{m}" for m in ("datasets", "transforms", "models", "utils", "io", "ops")}
+    | {
+        f"torchtext.{m}"
+        for m in ("data", "data.utils", "datasets", "vocab", "legacy", "legacy.data", "legacy.datasets")
+    }
+    | set(ROOTS)
+)
 
 # nn.Module / Optimizer / LRScheduler / DataLoader API names recorded on values of that kind.
 MODULE_API = {
-    "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children", "modules",
-    "named_modules", "train", "eval", "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type",
-    "zero_grad", "state_dict", "load_state_dict", "apply", "register_buffer", "register_parameter",
-    "register_module", "add_module", "register_forward_hook", "register_forward_pre_hook",
-    "register_full_backward_hook", "register_backward_hook", "requires_grad_", "training", "forward",
-    "get_submodule", "get_parameter", "get_buffer", "extra_repr", "share_memory", "to_empty",
+    "parameters",
+    "named_parameters",
+    "buffers",
+    "named_buffers",
+    "children",
+    "named_children",
+    "modules",
+    "named_modules",
+    "train",
+    "eval",
+    "to",
+    "cuda",
+    "cpu",
+    "float",
+    "half",
+    "double",
+    "bfloat16",
+    "type",
+    "zero_grad",
+    "state_dict",
+    "load_state_dict",
+    "apply",
+    "register_buffer",
+    "register_parameter",
+    "register_module",
+    "add_module",
+    "register_forward_hook",
+    "register_forward_pre_hook",
+    "register_full_backward_hook",
+    "register_backward_hook",
+    "requires_grad_",
+    "training",
+    "forward",
+    "get_submodule",
+    "get_parameter",
+    "get_buffer",
+    "extra_repr",
+    "share_memory",
+    "to_empty",
 }
-OPTIMIZER_API = {"zero_grad", "step", "param_groups", "state", "state_dict", "load_state_dict", "add_param_group",
-                 "defaults"}
-SCHEDULER_API = {"step", "get_last_lr", "get_lr", "state_dict", "load_state_dict", "last_epoch", "optimizer",
-                 "base_lrs"}
+OPTIMIZER_API = {
+    "zero_grad",
+    "step",
+    "param_groups",
+    "state",
+    "state_dict",
+    "load_state_dict",
+    "add_param_group",
+    "defaults",
+}
+SCHEDULER_API = {
+    "step",
+    "get_last_lr",
+    "get_lr",
+    "state_dict",
+    "load_state_dict",
+    "last_epoch",
+    "optimizer",
+    "base_lrs",
+}
 LOADER_API = {"dataset", "sampler", "batch_size", "num_workers", "batch_sampler", "drop_last"}
 SCALER_API = {"scale", "step", "update", "unscale_", "get_scale", "is_enabled", "state_dict", "load_state_dict"}
-OWNER = {"module": ("torch.nn.Module", MODULE_API), "optimizer": ("torch.optim.Optimizer", OPTIMIZER_API),
-         "scheduler": ("torch.optim.lr_scheduler.LRScheduler", SCHEDULER_API),
-         "loader": ("torch.utils.data.DataLoader", LOADER_API), "scaler": ("torch.amp.GradScaler", SCALER_API)}
+OWNER = {
+    "module": ("torch.nn.Module", MODULE_API),
+    "optimizer": ("torch.optim.Optimizer", OPTIMIZER_API),
+    "scheduler": ("torch.optim.lr_scheduler.LRScheduler", SCHEDULER_API),
+    "loader": ("torch.utils.data.DataLoader", LOADER_API),
+    "scaler": ("torch.amp.GradScaler", SCALER_API),
+}
 
 # torch.X functions whose result is not a tensor.
 NON_TENSOR_FUNCS = {
-    "device", "dtype", "manual_seed", "seed", "initial_seed", "no_grad", "enable_grad", "inference_mode",
-    "set_grad_enabled", "is_grad_enabled", "is_tensor", "is_floating_point", "is_complex", "is_nonzero", "numel",
-    "get_default_dtype", "set_default_dtype", "set_default_device", "set_float32_matmul_precision", "load", "save",
-    "set_printoptions", "set_num_threads", "get_num_threads", "set_num_interop_threads", "finfo", "iinfo",
-    "Generator", "Size", "autocast", "compile", "use_deterministic_algorithms", "typename", "equal",
-    "is_inference_mode_enabled", "is_storage", "set_rng_state",
+    "device",
+    "dtype",
+    "manual_seed",
+    "seed",
+    "initial_seed",
+    "no_grad",
+    "enable_grad",
+    "inference_mode",
+    "set_grad_enabled",
+    "is_grad_enabled",
+    "is_tensor",
+    "is_floating_point",
+    "is_complex",
+    "is_nonzero",
+    "numel",
+    "get_default_dtype",
+    "set_default_dtype",
+    "set_default_device",
+    "set_float32_matmul_precision",
+    "load",
+    "save",
+    "set_printoptions",
+    "set_num_threads",
+    "get_num_threads",
+    "set_num_interop_threads",
+    "finfo",
+    "iinfo",
+    "Generator",
+    "Size",
+    "autocast",
+    "compile",
+    "use_deterministic_algorithms",
+    "typename",
+    "equal",
+    "is_inference_mode_enabled",
+    "is_storage",
+    "set_rng_state",
 }
 # Functions and tensor methods that return a tuple of tensors.
-TUPLE_FUNCS = {"split", "chunk", "unbind", "sort", "topk", "kthvalue", "mode", "tensor_split", "meshgrid",
-               "broadcast_tensors", "std_mean", "var_mean", "unique_consecutive", "hsplit", "vsplit", "dsplit",
-               "aminmax", "frexp", "slogdet", "qr", "svd", "eig", "eigh", "lu"}
+TUPLE_FUNCS = {
+    "split",
+    "chunk",
+    "unbind",
+    "sort",
+    "topk",
+    "kthvalue",
+    "mode",
+    "tensor_split",
+    "meshgrid",
+    "broadcast_tensors",
+    "std_mean",
+    "var_mean",
+    "unique_consecutive",
+    "hsplit",
+    "vsplit",
+    "dsplit",
+    "aminmax",
+    "frexp",
+    "slogdet",
+    "qr",
+    "svd",
+    "eig",
+    "eigh",
+    "lu",
+}
 REDUCE_PAIR = {"max", "min", "median", "nanmedian", "cummax", "cummin"}  # a tuple when given a dim
 # Tensor methods whose result is not a tensor.
 NON_TENSOR_METHODS = {
-    "item", "tolist", "size", "dim", "ndimension", "numel", "nelement", "element_size", "is_contiguous",
-    "data_ptr", "stride", "get_device", "numpy", "backward", "storage", "untyped_storage", "register_hook",
-    "is_floating_point", "is_complex", "equal", "storage_offset", "is_pinned", "is_shared", "__len__",
+    "item",
+    "tolist",
+    "size",
+    "dim",
+    "ndimension",
+    "numel",
+    "nelement",
+    "element_size",
+    "is_contiguous",
+    "data_ptr",
+    "stride",
+    "get_device",
+    "numpy",
+    "backward",
+    "storage",
+    "untyped_storage",
+    "register_hook",
+    "is_floating_point",
+    "is_complex",
+    "equal",
+    "storage_offset",
+    "is_pinned",
+    "is_shared",
+    "__len__",
 }
 TENSOR_ATTRS = {"T", "mT", "H", "mH", "data", "grad", "real", "imag"}
 # Attributes (read, not called) recorded on tensors: a value mis-judged a tensor (a torchtext
 # batch, a DTensor) has attributes of its own, and these are all a tensor's plain attributes.
 TENSOR_PROPERTIES = TENSOR_ATTRS | {
-    "shape", "dtype", "device", "requires_grad", "is_leaf", "grad_fn", "ndim", "is_cuda", "is_mps", "is_cpu",
-    "is_xpu", "is_meta", "is_sparse", "is_quantized", "is_nested", "layout", "names", "itemsize", "nbytes",
-    "retains_grad", "output_nr",
+    "shape",
+    "dtype",
+    "device",
+    "requires_grad",
+    "is_leaf",
+    "grad_fn",
+    "ndim",
+    "is_cuda",
+    "is_mps",
+    "is_cpu",
+    "is_xpu",
+    "is_meta",
+    "is_sparse",
+    "is_quantized",
+    "is_nested",
+    "layout",
+    "names",
+    "itemsize",
+    "nbytes",
+    "retains_grad",
+    "output_nr",
 }
 # Methods of other kinds of object never recorded as tensor methods, where a value was
 # mis-judged a tensor: Module/optimizer/scheduler/loader API that tensors lack, list/dict/str
 # methods, RPC remote references and DTensor.
 NOT_TENSOR_METHODS = {
-    "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children", "modules",
-    "named_modules", "train", "eval", "zero_grad", "state_dict", "load_state_dict", "step", "forward",
-    "register_buffer", "register_parameter", "add_module", "param_groups", "add_param_group", "get_last_lr",
-    "append", "extend", "insert", "keys", "items", "update", "setdefault", "get", "pop", "join", "format",
-    "startswith", "endswith", "encode", "decode", "lower", "upper", "strip", "replace", "readlines", "write",
-    "to_here", "local_value", "owner", "rpc_sync", "rpc_async", "remote", "full_tensor", "to_local", "redistribute",
+    "parameters",
+    "named_parameters",
+    "buffers",
+    "named_buffers",
+    "children",
+    "named_children",
+    "modules",
+    "named_modules",
+    "train",
+    "eval",
+    "zero_grad",
+    "state_dict",
+    "load_state_dict",
+    "step",
+    "forward",
+    "register_buffer",
+    "register_parameter",
+    "add_module",
+    "param_groups",
+    "add_param_group",
+    "get_last_lr",
+    "append",
+    "extend",
+    "insert",
+    "keys",
+    "items",
+    "update",
+    "setdefault",
+    "get",
+    "pop",
+    "join",
+    "format",
+    "startswith",
+    "endswith",
+    "encode",
+    "decode",
+    "lower",
+    "upper",
+    "strip",
+    "replace",
+    "readlines",
+    "write",
+    "to_here",
+    "local_value",
+    "owner",
+    "rpc_sync",
+    "rpc_async",
+    "remote",
+    "full_tensor",
+    "to_local",
+    "redistribute",
 }
 ANY_TENSOR_ATTRS = {"weight", "bias", "grad"}  # a tensor whatever it is read from
-MODULE_SAME = {"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16", "requires_grad_", "apply",
-               "type", "to_empty"}
-PARAM_HINTS = {"model": ("module", None), "net": ("module", None), "optimizer": ("optimizer",),
-               "scheduler": ("scheduler",), "lr_scheduler": ("scheduler",)}
+MODULE_SAME = {
+    "to",
+    "cuda",
+    "cpu",
+    "train",
+    "eval",
+    "float",
+    "half",
+    "double",
+    "bfloat16",
+    "requires_grad_",
+    "apply",
+    "type",
+    "to_empty",
+}
+PARAM_HINTS = {
+    "model": ("module", None),
+    "net": ("module", None),
+    "optimizer": ("optimizer",),
+    "scheduler": ("scheduler",),
+    "lr_scheduler": ("scheduler",),
+}
 
 TENSOR = ("tensor",)
 TUPLE = ("iterof", TENSOR)  # a tuple or list of tensors
@@ -194,16 +465,20 @@ DDP = ("module", "<DistributedDataParallel>")
 
 
 # Where torch defines a public name in a private module, the public spelling.
-PUBLIC_HOME = [("torch.nn.modules.", "torch.nn."), ("torch.nn.parameter.", "torch.nn."),
-               ("torch.utils.data.dataloader.", "torch.utils.data."),
-               ("torch.utils.data.dataset.", "torch.utils.data."), ("torch.utils.data.sampler.", "torch.utils.data.")]
+PUBLIC_HOME = [
+    ("torch.nn.modules.", "torch.nn."),
+    ("torch.nn.parameter.", "torch.nn."),
+    ("torch.utils.data.dataloader.", "torch.utils.data."),
+    ("torch.utils.data.dataset.", "torch.utils.data."),
+    ("torch.utils.data.sampler.", "torch.utils.data."),
+]
 
 
 def normalise(path: str) -> str:
     """``torch.nn.modules.linear.Linear`` -> ``torch.nn.Linear`` and the like."""
     for private, public in PUBLIC_HOME:
         if path.startswith(private):
-            rest = path[len(private):]
+            rest = path[len(private) :]
             if private == "torch.nn.modules.":
                 if rest.endswith("NonDynamicallyQuantizableLinear"):  # not exported by torch.nn
                     return path
@@ -254,8 +529,13 @@ class _File:
         self.classes = {}  # class name -> {"bases": [...], "kind": str|None, "attrs": {}, "methods": {}}
         self.functions = {}  # module-level function name -> return kind
         self.modules = set()  # dotted paths bound as modules
-        self.user_methods = {n.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for n in c.body
-                             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        self.user_methods = {
+            n.name
+            for c in ast.walk(tree)
+            if isinstance(c, ast.ClassDef)
+            for n in c.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
         self.cls = None  # the class whose method is being interpreted
         self.body_cls = None  # the class whose body is being interpreted
         self.func = None  # (class name or None, function name) whose returns are collected
@@ -460,8 +740,7 @@ class _File:
             self.expr(d, env)
         info = self.classes.get(s.name)
         if info is None or info["file"] != self.filename:
-            info = self.classes[s.name] = {"attrs": {}, "methods": {}, "kind": None, "bases": [],
-                                           "file": self.filename}
+            info = self.classes[s.name] = {"attrs": {}, "methods": {}, "kind": None, "bases": [], "file": self.filename}
         info["kind"] = None
         for b in s.bases:
             k = self.expr_quiet(b, env)
@@ -895,9 +1174,10 @@ def to_json(uses: dict, corpus: list) -> dict:
     return {
         "format": FORMAT,
         "corpus": [{"repo": repo, "commit": commit} for repo, commit in corpus],
-        "names": {name: {"files": sorted(e["files"]),
-                         "kwargs": {kw: sorted(fs) for kw, fs in sorted(e["kwargs"].items())}}
-                  for name, e in sorted(uses.items())},
+        "names": {
+            name: {"files": sorted(e["files"]), "kwargs": {kw: sorted(fs) for kw, fs in sorted(e["kwargs"].items())}}
+            for name, e in sorted(uses.items())
+        },
     }
 
 
@@ -909,8 +1189,9 @@ def extract(corpus_dir: Path, corpus=CORPUS) -> dict:
         if not base.is_dir():
             raise SystemExit(f"{base}: missing; check out {repo} at {commit} there")
         if (base / ".git").exists():
-            head = subprocess.run(["git", "-C", str(base), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                  check=True).stdout.strip()
+            head = subprocess.run(
+                ["git", "-C", str(base), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+            ).stdout.strip()
             if head != commit:
                 raise SystemExit(f"{base}: at {head}, the corpus pins {commit}")
         project = {}
@@ -938,8 +1219,14 @@ def extract(corpus_dir: Path, corpus=CORPUS) -> dict:
 
 # Device-choice queries stay in scope though the rest of torch.cuda is out: programs call them
 # to pick the device and its dtype.
-CUDA_DEVICE_QUERIES = {"torch.cuda.is_available", "torch.cuda.device_count", "torch.cuda.current_device",
-                       "torch.cuda.set_device", "torch.cuda.get_device_name", "torch.cuda.is_bf16_supported"}
+CUDA_DEVICE_QUERIES = {
+    "torch.cuda.is_available",
+    "torch.cuda.device_count",
+    "torch.cuda.current_device",
+    "torch.cuda.set_device",
+    "torch.cuda.get_device_name",
+    "torch.cuda.is_bf16_supported",
+}
 
 RPC = "RPC framework over TensorPipe, with its futures (lucid.distributed is MPI collectives)"
 
@@ -972,8 +1259,11 @@ OUT_OF_SCOPE = [
     ("torch.distributed.is_nccl_available", "NCCL-only"),
     ("torch.distributed.is_gloo_available", "Gloo-only"),
     ("torch.utils.tensorboard", "TensorBoard logging (the tensorboard package)"),
-    ("torch.multiprocessing", "starting training processes from Python: lucid.distributed's ranks are started by "
-                              "mpiexec, and its tensors live in the engine, not in shared memory"),
+    (
+        "torch.multiprocessing",
+        "starting training processes from Python: lucid.distributed's ranks are started by "
+        "mpiexec, and its tensors live in the engine, not in shared memory",
+    ),
     ("torch.nn.Module.share_memory", "sharing a module's tensors with processes torch.multiprocessing starts"),
     ("torch.autograd.profiler", "the autograd profiler (lucid.metal.stats() counts what the GPU ran)"),
     ("torch.profiler", "the autograd profiler (lucid.metal.stats() counts what the GPU ran)"),
@@ -1046,8 +1336,10 @@ def _instances():
     attempt("torch.nn.Module", lambda: lucid.nn.Module())
     attempt("torch.optim.Optimizer", lambda: lucid.optim.SGD([lucid.nn.Parameter(lucid.zeros(2))], lr=0.1))
     if "torch.optim.Optimizer" in made:
-        attempt("torch.optim.lr_scheduler.LRScheduler",
-                lambda: lucid.optim.lr_scheduler.StepLR(made["torch.optim.Optimizer"], step_size=1))
+        attempt(
+            "torch.optim.lr_scheduler.LRScheduler",
+            lambda: lucid.optim.lr_scheduler.StepLR(made["torch.optim.Optimizer"], step_size=1),
+        )
     attempt("torch.utils.data.DataLoader", lambda: lucid.utils.data.DataLoader([lucid.zeros(2)]))
     attempt("torch.amp.GradScaler", lambda: lucid.amp.GradScaler())
     return made
@@ -1105,8 +1397,12 @@ def _sets_attribute(cls: type, attr: str) -> bool:
         for node in ast.walk(tree):
             targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
             for t in targets:
-                if (isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
-                        and t.value.id == "self"):
+                if (
+                    isinstance(t, ast.Attribute)
+                    and t.attr == attr
+                    and isinstance(t.value, ast.Name)
+                    and t.value.id == "self"
+                ):
                     return True
     return False
 
@@ -1144,8 +1440,16 @@ def check(corpus: dict) -> dict:
         kwargs = {}
         for kw, files in entry["kwargs"].items():
             kwargs[kw] = {"files": files, "covered": found and accepts(obj, kw)}
-        rows.append({"name": name, "area": area(name), "files": entry["files"], "out_of_scope": reason,
-                     "covered": found, "kwargs": kwargs})
+        rows.append(
+            {
+                "name": name,
+                "area": area(name),
+                "files": entry["files"],
+                "out_of_scope": reason,
+                "covered": found,
+                "kwargs": kwargs,
+            }
+        )
     return {"rows": rows}
 
 
@@ -1200,20 +1504,30 @@ def missing(result: dict) -> list:
 
 def table(result: dict) -> str:
     """The coverage table, one row per area and a total."""
-    lines = ["| Area | Names used | Out of scope | Names covered | Keyword arguments covered | Coverage |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| Area | Names used | Out of scope | Names covered | Keyword arguments covered | Coverage |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for title, c in summary(result).items():
         label = f"**{title}**" if title == "total" else title
-        lines.append(f"| {label} | {c['used']} | {c['out']} | {c['covered']} / {c['in']} "
-                     f"| {c['kw_covered']} / {c['kw_in']} "
-                     f"| {_pct(c['covered'] + c['kw_covered'], c['in'] + c['kw_in'])} |")
+        lines.append(
+            f"| {label} | {c['used']} | {c['out']} | {c['covered']} / {c['in']} "
+            f"| {c['kw_covered']} / {c['kw_in']} "
+            f"| {_pct(c['covered'] + c['kw_covered'], c['in'] + c['kw_in'])} |"
+        )
     return "\n".join(lines)
 
 
 def report(result: dict, corpus: dict) -> str:
-    lines = [f"Corpus: every Python file of {', '.join(c['repo'] for c in corpus['corpus'])} "
-             "(commits pinned in tools/api_coverage.py).", "", table(result), "",
-             "Coverage counts in-scope names and (name, keyword argument) pairs alike.", ""]
+    lines = [
+        f"Corpus: every Python file of {', '.join(c['repo'] for c in corpus['corpus'])} "
+        "(commits pinned in tools/api_coverage.py).",
+        "",
+        table(result),
+        "",
+        "Coverage counts in-scope names and (name, keyword argument) pairs alike.",
+        "",
+    ]
     reasons = defaultdict(list)
     for r in result["rows"]:
         if r["out_of_scope"]:
@@ -1232,8 +1546,12 @@ def report(result: dict, corpus: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--extract", metavar="CORPUS_DIR", type=Path,
-                    help="parse the corpus checked out under CORPUS_DIR/<owner>/<name> and write the JSON")
+    ap.add_argument(
+        "--extract",
+        metavar="CORPUS_DIR",
+        type=Path,
+        help="parse the corpus checked out under CORPUS_DIR/<owner>/<name> and write the JSON",
+    )
     ap.add_argument("--out", type=Path, default=DEFAULT_JSON, help="where --extract writes (default: %(default)s)")
     ap.add_argument("--corpus", type=Path, default=DEFAULT_JSON, help="the JSON to check (default: %(default)s)")
     out = ap.add_mutually_exclusive_group()

@@ -15,7 +15,7 @@ def requirements(extra: str) -> list[str]:
     text = PYPROJECT.read_text()
     try:
         import tomllib
-    except ModuleNotFoundError:   # Python 3.10: the extra's list, read as written there
+    except ModuleNotFoundError:  # Python 3.10: the extra's list, read as written there
         m = re.search(rf"^{re.escape(extra)}\s*=\s*\[(.*?)\]", text, flags=re.M | re.S)
         if not m:
             raise SystemExit(f"pyproject.toml has no extra named {extra!r}")

@@ -25,8 +25,16 @@ ABI_OUTPUT = ROOT / "lucid" / "_C" / "_abi.py"
 OPS_OUTPUT = ROOT / "lucid" / "_C" / "_ops.py"
 
 # C scalar types and their ctypes names.
-_SCALARS = {"int32_t": "c_int32", "uint32_t": "c_uint32", "int64_t": "c_int64", "uint64_t": "c_uint64", "double": "c_double", "float": "c_float",
-            "char": "c_char", "void": "None"}
+_SCALARS = {
+    "int32_t": "c_int32",
+    "uint32_t": "c_uint32",
+    "int64_t": "c_int64",
+    "uint64_t": "c_uint64",
+    "double": "c_double",
+    "float": "c_float",
+    "char": "c_char",
+    "void": "None",
+}
 
 
 def strip_comments(text: str) -> str:
@@ -64,8 +72,7 @@ class Param:
     """One C type, canonicalised: base type (typedefs resolved), const-ness of the pointee,
     pointer depth, or a function pointer."""
 
-    def __init__(self, base: str, const: bool, pointers: int, function: bool = False, name: str = "",
-                 length: str = ""):
+    def __init__(self, base: str, const: bool, pointers: int, function: bool = False, name: str = "", length: str = ""):
         self.base, self.const, self.pointers, self.function = base, const, pointers, function
         self.name, self.length = name, length  # the parameter's name; an array's declared length
         self.tensor = False  # declared as lucid_tensor
@@ -149,8 +156,11 @@ def parse_header(text: str):
                 depth += {"(": 1, ")": -1}.get(rest[i], 0)
                 i += 1
             params = rest[: i - 1].strip()
-            args = [] if params in ("", "void") else [parse_type(p, typedefs, function_types, True)
-                                                      for p in split_top_level(params)]
+            args = (
+                []
+                if params in ("", "void")
+                else [parse_type(p, typedefs, function_types, True) for p in split_top_level(params)]
+            )
             functions[name] = (parse_type(ret, typedefs, function_types, False), args)
     return enums, functions
 
@@ -164,15 +174,25 @@ def unconverted(args) -> bool:
 
 
 def render(enums, functions, docs) -> str:
-    lines = ['"""The engine\'s C ABI as ctypes declarations, generated from include/lucid.h by',
-             'tools/gen_abi.py; do not edit (change the header and run the tool)."""', "",
-             "from ctypes import (POINTER, c_char_p, c_double, c_float, c_int32, c_int64, c_uint32, c_uint64,  # noqa: F401",
-             "                    c_void_p)",
-             "", "# name: ([argument types], return type)", "SIGNATURES = {"]
+    lines = [
+        '"""The engine\'s C ABI as ctypes declarations, generated from include/lucid.h by',
+        'tools/gen_abi.py; do not edit (change the header and run the tool)."""',
+        "",
+        "from ctypes import (POINTER, c_char_p, c_double, c_float, c_int32, c_int64, c_uint32, c_uint64,  # noqa: F401",
+        "                    c_void_p)",
+        "",
+        "# name: ([argument types], return type)",
+        "SIGNATURES = {",
+    ]
     for name, (ret, args) in functions.items():
         lines.append(f'    "{name}": ([{", ".join(a.ctypes() for a in args)}], {ret.ctypes()}),')
-    lines += ["}", "", "# Entry points whose arguments are all 32-bit integers or data pointers: called without",
-              "# argtypes, so nothing is converted per call (tools/gen_abi.py, unconverted).", "UNCONVERTED = frozenset({"]
+    lines += [
+        "}",
+        "",
+        "# Entry points whose arguments are all 32-bit integers or data pointers: called without",
+        "# argtypes, so nothing is converted per call (tools/gen_abi.py, unconverted).",
+        "UNCONVERTED = frozenset({",
+    ]
     lines += [f'    "{name}",' for name, (_, args) in functions.items() if unconverted(args)]
     lines += ["})", "", "# Every enum of the header, by name: {constant: value}.", "ENUMS = {"]
     for name, values in enums.items():
@@ -336,7 +356,7 @@ def wrapper(name: str, ret: Param, args, doc: str) -> list:
             results.append(f"{v}.value != 0")
         else:
             results.append(f"{v}.value")
-    py = name[len("lucid_"):] if name.startswith("lucid_") else name
+    py = name[len("lucid_") :] if name.startswith("lucid_") else name
     lines = [f"_{name} = _lib.{name}", "", "", f"def {py}({', '.join(params)}):"]
     if doc:
         lines += _docstring(doc)
@@ -368,8 +388,9 @@ tools/gen_abi.py; do not edit (change the header and run the tool).
 
 Each takes the header's parameters by their names, less the out-parameters and the counts of
 arrays: a tensor is a tensor or its handle (an int; a tensor given stays alive through the
-call), an array a sequence of ints (or of tensors or handles), a name a str. It raises the engine's error as the matching Python exception and returns what the engine
-wrote: an op's record, a value, or a tuple of them.
+call), an array a sequence of ints (or of tensors or handles), a name a str. It raises the
+engine's error as the matching Python exception and returns what the engine wrote: an op's
+record, a value, or a tuple of them.
 """
 
 from ctypes import byref, c_char_p, c_double, c_int32, c_int64, c_uint32, c_uint64  # noqa: F401
@@ -389,8 +410,12 @@ def render_ops(functions, docs) -> str:
             left.append(name)
             continue
         lines += ["", ""] + fn
-    lines += ["", "", "# The entry points no rule above covers, hand-written in lucid/_C/_calls.py.",
-              "HAND_WRITTEN = frozenset({"]
+    lines += [
+        "",
+        "",
+        "# The entry points no rule above covers, hand-written in lucid/_C/_calls.py.",
+        "HAND_WRITTEN = frozenset({",
+    ]
     lines += [f'    "{n}",' for n in left]
     lines += ["})"]
     return "\n".join(lines) + "\n"
@@ -400,8 +425,10 @@ def outputs() -> dict:
     """{path: text} of every generated file."""
     header = HEADER.read_text()
     enums, functions = parse_header(header)
-    return {ABI_OUTPUT: render(enums, functions, constant_docs(header)),
-            OPS_OUTPUT: render_ops(functions, function_docs(header))}
+    return {
+        ABI_OUTPUT: render(enums, functions, constant_docs(header)),
+        OPS_OUTPUT: render_ops(functions, function_docs(header)),
+    }
 
 
 def main(argv):
@@ -409,8 +436,9 @@ def main(argv):
     if "--check" in argv:
         stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
         for p in stale:
-            print(f"gen_abi: {p.relative_to(ROOT)} is not include/lucid.h's; run python tools/gen_abi.py",
-                  file=sys.stderr)
+            print(
+                f"gen_abi: {p.relative_to(ROOT)} is not include/lucid.h's; run python tools/gen_abi.py", file=sys.stderr
+            )
         return 1 if stale else 0
     for p, text in files.items():
         p.write_text(text)

@@ -25,6 +25,7 @@ DEFAULT_OUTPUT = ROOT / "build" / "docs" / "generated"
 
 # ---- reST text ---------------------------------------------------------------------------------
 
+
 def inline(text: str) -> str:
     """Prose from a source comment as reST inline text: `code` spans become literals, and every
     other character that reST reads as markup (emphasis, references, substitutions, escapes)
@@ -130,8 +131,8 @@ def parse_header(text: str):
     lines = text.splitlines()
     preamble: list[str] = []
     sections = [["Types, codes and errors", [], []]]
-    pending: list[str] | None = None   # a comment waiting for what follows it
-    item: CItem | None = None          # the declaration on the line right above, if any
+    pending: list[str] | None = None  # a comment waiting for what follows it
+    item: CItem | None = None  # the declaration on the line right above, if any
     seen_code = False
     i = 0
     while i < len(lines):
@@ -159,7 +160,7 @@ def parse_header(text: str):
             j = i
             while "*/" not in lines[j]:
                 j += 1
-            comment = _comment_lines("\n".join(lines[i:j + 1]))
+            comment = _comment_lines("\n".join(lines[i : j + 1]))
             first = comment[0].split()[0] if comment and comment[0].split() else ""
             if not seen_code:
                 preamble = comment
@@ -192,7 +193,7 @@ def _declared_names(decl: str) -> set[str]:
     if code.startswith("enum"):
         return set(re.findall(r"^enum\s+(\w+)", code)) | set(re.findall(r"(\w+)\s*=", code))
     for pattern in (r"\(\s*\*\s*(\w+)\s*\)\s*\(", r"(\w+)\s*\(", r"(\w+)\s*;"):
-        m = re.search(pattern, code)   # a function pointer's name, a function's, a typedef's
+        m = re.search(pattern, code)  # a function pointer's name, a function's, a typedef's
         if m:
             return {m.group(1)}
     return set()
@@ -247,7 +248,7 @@ def c_abi_rst(text: str) -> str:
             elif item.kind == "enum":
                 out.extend(_enum_rst(decl, item.comment))
             else:
-                out.extend([".. c:type:: " + _flat(decl)[len("typedef "):].rstrip(";"), ""])
+                out.extend([".. c:type:: " + _flat(decl)[len("typedef ") :].rstrip(";"), ""])
                 out.extend(indent(paragraphs(item.comment)))
     return "\n".join(out).rstrip() + "\n"
 
@@ -300,7 +301,7 @@ def parse_swift(text: str) -> list[SwiftDecl]:
     it is in, and the `// MARK:` group above it."""
     lines = text.splitlines()
     decls: list[SwiftDecl] = []
-    stack: list[tuple[str, int]] = []   # (type name, brace depth inside it)
+    stack: list[tuple[str, int]] = []  # (type name, brace depth inside it)
     depth, doc, mark = 0, [], None
     i = 0
     while i < len(lines):
@@ -327,7 +328,7 @@ def parse_swift(text: str) -> list[SwiftDecl]:
         if "{" in code and type_decl and not re.search(r"\b(?:func|var|let|init)\b", head):
             stack.append((type_decl.group(1), depth + 1))
             if not head.strip().startswith("extension"):
-                mark = None   # (an extension's members stay under the MARK written above it)
+                mark = None  # (an extension's members stay under the MARK written above it)
         for k in range(i, last + 1):
             code = _code(lines[k])
             depth += code.count("{") - code.count("}")
@@ -356,7 +357,7 @@ def _doc_rst(doc: list[str]) -> list[str]:
             fence.append(line)
         else:
             prose.append(line)
-    if fence is not None:   # a fence left open runs to the comment's end, as in Markdown
+    if fence is not None:  # a fence left open runs to the comment's end, as in Markdown
         out.extend(indent(fence) + [""])
     out.extend(paragraphs(prose))
     return out
@@ -395,8 +396,7 @@ def write_pages(output: Path = DEFAULT_OUTPUT) -> list[Path]:
     """Writes c-abi.rst and swift.rst into `output`; a file whose text is unchanged is left as it
     is, so that Sphinx rebuilds only what changed."""
     output.mkdir(parents=True, exist_ok=True)
-    pages = {"c-abi.rst": c_abi_rst(HEADER.read_text()),
-             "swift.rst": swift_rst(sorted(SWIFT_API.glob("*.swift")))}
+    pages = {"c-abi.rst": c_abi_rst(HEADER.read_text()), "swift.rst": swift_rst(sorted(SWIFT_API.glob("*.swift")))}
     written = []
     for name, text in pages.items():
         path = output / name

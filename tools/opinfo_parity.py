@@ -59,8 +59,16 @@ REASONS = {
 }
 
 # Ops that return memory as it was (their values are anything): compared by dtype and shape.
-UNINITIALISED = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "empty_permuted",
-                 "resize_", "resize_as_"}
+UNINITIALISED = {
+    "empty",
+    "empty_like",
+    "new_empty",
+    "new_empty_strided",
+    "empty_strided",
+    "empty_permuted",
+    "resize_",
+    "resize_as_",
+}
 
 # What the reference keeps of each op's samples (_chosen), and the most bytes of JSON an op's
 # samples take before the largest go.
@@ -76,13 +84,17 @@ class Unrecordable(Exception):
 
 def _array(a: np.ndarray) -> dict:
     a = np.array(a, order="C", copy=True)  # (ascontiguousarray would make a 0-d array 1-d)
-    return {"dtype": a.dtype.name if a.dtype.name != "bool" else "bool", "shape": list(a.shape),
-            "data": base64.b64encode(a.tobytes()).decode("ascii")}
+    return {
+        "dtype": a.dtype.name if a.dtype.name != "bool" else "bool",
+        "shape": list(a.shape),
+        "data": base64.b64encode(a.tobytes()).decode("ascii"),
+    }
 
 
 def _from_array(d: dict) -> np.ndarray:
     if d["dtype"] == "bfloat16":
         import ml_dtypes
+
         dt = np.dtype(ml_dtypes.bfloat16)
     else:
         dt = np.dtype(d["dtype"])
@@ -99,6 +111,7 @@ def _tensor_array(torch, t) -> np.ndarray:
         raise Unrecordable("complex tensor")
     if t.dtype == torch.bfloat16:
         import ml_dtypes
+
         return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
     if t.layout != torch.strided:
         raise Unrecordable(f"{t.layout} tensor")
@@ -163,11 +176,14 @@ class Encoder:
         layer: the encoder's own state, recorded with it, holds the layer's parameters); or a public
         function of torch.nn.functional by its name (an activation passed to a layer)."""
         import dataclasses
+
         cls = type(v)
         if getattr(self.torch.nn, cls.__name__, None) is cls:
             if dataclasses.is_dataclass(v):
-                return {"object": f"nn.{cls.__name__}",
-                        "fields": self({f.name: getattr(v, f.name) for f in dataclasses.fields(v)})}
+                return {
+                    "object": f"nn.{cls.__name__}",
+                    "fields": self({f.name: getattr(v, f.name) for f in dataclasses.fields(v)}),
+                }
             if isinstance(v, self.torch.nn.Module) and not list(v.parameters()) and repr(v) == f"{cls.__name__}()":
                 return {"object": f"nn.{cls.__name__}", "fields": {"dict": []}}
             init = v.__dict__.get(_INIT_ATTR) if isinstance(v, self.torch.nn.Module) else None
@@ -187,8 +203,11 @@ class _init_recorded:
     Encoder.public_object), so that a module passed to another's constructor can be recorded."""
 
     def __init__(self, torch):
-        self.classes = [c for c in vars(torch.nn).values()
-                        if isinstance(c, type) and issubclass(c, torch.nn.Module) and "__init__" in vars(c)]
+        self.classes = [
+            c
+            for c in vars(torch.nn).values()
+            if isinstance(c, type) and issubclass(c, torch.nn.Module) and "__init__" in vars(c)
+        ]
         self.saved = {}
 
     def __enter__(self):
@@ -202,6 +221,7 @@ class _init_recorded:
         def recording_init(self, *args, **kwargs):
             self.__dict__.setdefault(_INIT_ATTR, (args, kwargs))  # the most derived class's, called first
             init(self, *args, **kwargs)
+
         return recording_init
 
     def __exit__(self, *exc):
@@ -240,8 +260,7 @@ def _out_of_scope(torch, op) -> str | None:
 
 def _sample_dtype(torch, op):
     dtypes = op.supported_dtypes("cpu")
-    for d in (torch.float32, torch.int64, torch.int32, torch.bool, torch.int16, torch.int8, torch.uint8,
-              torch.float64):
+    for d in (torch.float32, torch.int64, torch.int32, torch.bool, torch.int16, torch.int8, torch.uint8, torch.float64):
         if d in dtypes:
             return d
     return None
@@ -296,8 +315,11 @@ def _seeds_itself(op) -> bool:
 def _same(torch, a, b) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         a, b = (t.to_dense() if t.layout != torch.strided else t for t in (a, b))
-        return a.shape == b.shape and bool(torch.equal(a.detach(), b.detach())) if not a.is_floating_point() else (
-            a.shape == b.shape and bool(torch.allclose(a.detach(), b.detach(), equal_nan=True)))
+        return (
+            a.shape == b.shape and bool(torch.equal(a.detach(), b.detach()))
+            if not a.is_floating_point()
+            else (a.shape == b.shape and bool(torch.allclose(a.detach(), b.detach(), equal_nan=True)))
+        )
     return a == b
 
 
@@ -317,8 +339,9 @@ def _chosen(torch, samples):
     those at most MAX_SAMPLES, spread evenly over the list, so that the file stays small enough
     to commit while every kind of sample an op has keeps its place."""
     sizes = [_elements(torch, (s.input, s.args, s.kwargs)) for s in samples]
-    small = [k for k, n in enumerate(sizes) if n <= MAX_ELEMENTS] or ([min(range(len(sizes)), key=sizes.__getitem__)]
-                                                                       if sizes else [])
+    small = [k for k, n in enumerate(sizes) if n <= MAX_ELEMENTS] or (
+        [min(range(len(sizes)), key=sizes.__getitem__)] if sizes else []
+    )
     if len(small) > MAX_SAMPLES:
         small = [small[round(i * (len(small) - 1) / (MAX_SAMPLES - 1))] for i in range(MAX_SAMPLES)]
     return [(k, samples[k]) for k in small]
@@ -405,8 +428,9 @@ def record(path: Path = REFERENCE, only=None) -> None:
         modules[info.name] = rec = _record_module(torch, info)
         print(f"{info.name}: {len(rec['samples'])} samples", file=sys.stderr)
     with gzip.open(path, "wt") as f:
-        json.dump({"torch": torch.__version__, "format": FORMAT, "ops": ops, "modules": modules}, f,
-                  separators=(",", ":"))
+        json.dump(
+            {"torch": torch.__version__, "format": FORMAT, "ops": ops, "modules": modules}, f, separators=(",", ":")
+        )
     print(f"wrote {path} ({path.stat().st_size} bytes) from PyTorch {torch.__version__}")
 
 
@@ -433,9 +457,13 @@ def _weighted_grads(torch, outs, leaves, seed):
         grads = torch.autograd.grad(loss, leaves, allow_unused=True)
     except Exception:  # noqa: BLE001 - no gradient for this sample in PyTorch either
         return None
-    return ({"weights": [_array(w) for w in w_np],
-             "weighted": [i for i, o in enumerate(outs) if any(o is d for d in diff)]},
-            [None if g is None else _array(_tensor_array(torch, g)) for g in grads])
+    return (
+        {
+            "weights": [_array(w) for w in w_np],
+            "weighted": [i for i, o in enumerate(outs) if any(o is d for d in diff)],
+        },
+        [None if g is None else _array(_tensor_array(torch, g)) for g in grads],
+    )
 
 
 def _record_module(torch, info):
@@ -443,13 +471,15 @@ def _record_module(torch, info):
     buffers, loaded into lucid's module by name), the forward's arguments, results and state
     after, and the gradients of the inputs and of every parameter."""
     import copy
+
     samples, unrecordable = [], 0
     modes = (True, False) if info.train_and_eval_differ else (True,)
     random = False
     for training in modes:
         with _init_recorded(torch):
-            inputs = info.module_inputs_func(info, device="cpu", dtype=torch.float32, requires_grad=True,
-                                             training=training)
+            inputs = info.module_inputs_func(
+                info, device="cpu", dtype=torch.float32, requires_grad=True, training=training
+            )
         for k, (_, mi) in enumerate(_chosen(torch, [_Sample(mi) for mi in inputs])):
             mi = mi.module_input
             # module_db makes some constructor tensors in float64 whatever the dtype asked for
@@ -486,8 +516,14 @@ def _record_module(torch, info):
                 torch.manual_seed(1)
                 again = _outputs(torch, twin(*mi.forward_input.args, **mi.forward_input.kwargs))
                 random = len(again) != len(outs) or not all(_same(torch, a, b) for a, b in zip(outs, again))
-            entry = {"init": init, "training": training, "state": state, "forward": fwd, "outputs": encoded,
-                     "state_after": {n: _array(_tensor_array(torch, t)) for n, t in m.state_dict().items()}}
+            entry = {
+                "init": init,
+                "training": training,
+                "state": state,
+                "forward": fwd,
+                "outputs": encoded,
+                "state_after": {n: _array(_tensor_array(torch, t)) for n, t in m.state_dict().items()},
+            }
             names = [n for n, p in m.named_parameters() if p.requires_grad]
             leaves = [t for t in enc.tensors if t.requires_grad] + [dict(m.named_parameters())[n] for n in names]
             g = _weighted_grads(torch, outs, leaves, 2000 + k)
@@ -540,84 +576,134 @@ def _adapters(lucid):
     same meaning)."""
     F = lucid.nn.functional
     method = lambda name: lambda x, *a, **k: getattr(x, name)(*a, **k)  # noqa: E731
-    table = {name: method(name) for name in (
-        "bfloat16", "bool", "byte", "char", "double", "float", "half", "int", "long", "short", "new_zeros",
-        "new_ones", "new_empty", "new_empty_strided", "new_full", "unfold", "to_sparse", "multinomial", "bernoulli",
-        "contiguous", "expand", "expand_as", "item", "to", "sum_to_size")}
-    table.update({
-        "polygamma/polygamma_n_0": lambda x, n, **k: lucid.polygamma(n, x, **k),
-        "polygamma/polygamma_n_1": lambda x, n, **k: lucid.polygamma(n, x, **k),
-        "polygamma/polygamma_n_2": lambda x, n, **k: lucid.polygamma(n, x, **k),
-        "polygamma/polygamma_n_3": lambda x, n, **k: lucid.polygamma(n, x, **k),
-        "polygamma/polygamma_n_4": lambda x, n, **k: lucid.polygamma(n, x, **k),
-        "special.polygamma/special_polygamma_n_0": lambda x, n, **k: lucid.special.polygamma(n, x, **k),
-        "einsum": lambda tensors, equation: lucid.einsum(equation, tensors),
-        "svd_lowrank": lambda a, b, **k: lucid.svd_lowrank(a @ b.mT, **k),
-        "pca_lowrank": lambda a, b, **k: lucid.pca_lowrank(a @ b.mT, **k),
-        "reshape_as": lambda x, other: x.reshape_as(other),
-        "view": lambda x, shape: x.view(shape),
-        "view_as": lambda x, other: x.view_as(other),
-        "repeat": lambda x, dims: x.repeat(dims),
-        "resize_": lambda x, shape: x.clone().resize_(shape),
-        "resize_as_": lambda x, other: lucid.resize_as_(x.clone(), other),
-        "zero_": lambda x: lucid.zero_(x.clone()),
-        "T": lambda x: x.T, "H": lambda x: x.H, "mT": lambda x: x.mT, "mH": lambda x: x.mH,
-        "where": lambda self, condition, other, **k: lucid.where(condition, self, other, **k),
-        "slice": lambda x, dim=0, start=None, end=None, step=1: x[(slice(None),) * (dim % max(x.ndim, 1))
-                                                                  + (slice(start, end, step),)],
-        "nn.functional.embedding": lambda weight, idx, **k: F.embedding(idx, weight, **k),
-        "nn.functional.embedding_bag": lambda weight, idx, **k: F.embedding_bag(idx, weight, **k),
-        "linalg.lstsq/grad_oriented": lambda a, b, driver: lucid.linalg.lstsq(a, b, driver=driver)[:2],
-        "linalg.pinv/singular": lambda a, b: lucid.linalg.pinv(a @ b.mT),
-        "randn": lambda *a, **k: lucid.randn(*a, **k),
-        "randint": lambda *a, **k: lucid.randint(*a, **k),
-        "randn_like": lambda inp, *a, **k: lucid.randn_like(inp, *a, **k),
-        "rand_like": lambda inp, *a, **k: lucid.rand_like(inp, *a, **k),
-        "randint_like": lambda inp, *a, **k: lucid.randint_like(inp, *a, **k),
-        "empty_strided": lambda inp, *a, **k: lucid.empty_strided(inp, *a, **k),
-        "normal": lambda inp, *a, **k: lucid.normal(inp, *a, **k),
-        "normal/number_mean": lambda std, mean, *a, **k: lucid.normal(mean, std, *a, **k),
-        "normal/in_place": lambda x, *a, **k: x.normal_(*a, **k),
-        "uniform": lambda x, *a, **k: x.uniform_(*a, **k),
-        "cauchy": lambda x, *a, **k: x.cauchy_(*a, **k),
-        "exponential": lambda x, *a, **k: x.exponential_(*a, **k),
-        "geometric": lambda x, *a, **k: x.geometric_(*a, **k),
-        "log_normal": lambda x, *a, **k: x.log_normal_(*a, **k),
-        "nn.functional.dropout": lambda x, *a, **k: F.dropout(x, *a, **k),
-        "nn.functional.dropout2d": lambda x, *a, **k: F.dropout2d(x, *a, **k),
-        "nn.functional.dropout3d": lambda x, *a, **k: F.dropout3d(x, *a, **k),
-        "nn.functional.alpha_dropout": lambda x, *a, **k: F.alpha_dropout(x, *a, **k),
-        "nn.functional.rrelu": lambda x, *a, **k: F.rrelu(x, *a, **k),
-        "nn.functional.feature_alpha_dropout/with_train": lambda x, *a, **k: F.feature_alpha_dropout(x, *a, **k),
-        "nn.functional.feature_alpha_dropout/without_train": lambda x, *a, **k: F.feature_alpha_dropout(x, *a, **k),
-        "nn.functional.multi_head_attention_forward": lambda x, *a, **k: F.multi_head_attention_forward(x, *a, **k),
-    })
+    table = {
+        name: method(name)
+        for name in (
+            "bfloat16",
+            "bool",
+            "byte",
+            "char",
+            "double",
+            "float",
+            "half",
+            "int",
+            "long",
+            "short",
+            "new_zeros",
+            "new_ones",
+            "new_empty",
+            "new_empty_strided",
+            "new_full",
+            "unfold",
+            "to_sparse",
+            "multinomial",
+            "bernoulli",
+            "contiguous",
+            "expand",
+            "expand_as",
+            "item",
+            "to",
+            "sum_to_size",
+        )
+    }
+    table.update(
+        {
+            "polygamma/polygamma_n_0": lambda x, n, **k: lucid.polygamma(n, x, **k),
+            "polygamma/polygamma_n_1": lambda x, n, **k: lucid.polygamma(n, x, **k),
+            "polygamma/polygamma_n_2": lambda x, n, **k: lucid.polygamma(n, x, **k),
+            "polygamma/polygamma_n_3": lambda x, n, **k: lucid.polygamma(n, x, **k),
+            "polygamma/polygamma_n_4": lambda x, n, **k: lucid.polygamma(n, x, **k),
+            "special.polygamma/special_polygamma_n_0": lambda x, n, **k: lucid.special.polygamma(n, x, **k),
+            "einsum": lambda tensors, equation: lucid.einsum(equation, tensors),
+            "svd_lowrank": lambda a, b, **k: lucid.svd_lowrank(a @ b.mT, **k),
+            "pca_lowrank": lambda a, b, **k: lucid.pca_lowrank(a @ b.mT, **k),
+            "reshape_as": lambda x, other: x.reshape_as(other),
+            "view": lambda x, shape: x.view(shape),
+            "view_as": lambda x, other: x.view_as(other),
+            "repeat": lambda x, dims: x.repeat(dims),
+            "resize_": lambda x, shape: x.clone().resize_(shape),
+            "resize_as_": lambda x, other: lucid.resize_as_(x.clone(), other),
+            "zero_": lambda x: lucid.zero_(x.clone()),
+            "T": lambda x: x.T,
+            "H": lambda x: x.H,
+            "mT": lambda x: x.mT,
+            "mH": lambda x: x.mH,
+            "where": lambda self, condition, other, **k: lucid.where(condition, self, other, **k),
+            "slice": lambda x, dim=0, start=None, end=None, step=1: x[
+                (slice(None),) * (dim % max(x.ndim, 1)) + (slice(start, end, step),)
+            ],
+            "nn.functional.embedding": lambda weight, idx, **k: F.embedding(idx, weight, **k),
+            "nn.functional.embedding_bag": lambda weight, idx, **k: F.embedding_bag(idx, weight, **k),
+            "linalg.lstsq/grad_oriented": lambda a, b, driver: lucid.linalg.lstsq(a, b, driver=driver)[:2],
+            "linalg.pinv/singular": lambda a, b: lucid.linalg.pinv(a @ b.mT),
+            "randn": lambda *a, **k: lucid.randn(*a, **k),
+            "randint": lambda *a, **k: lucid.randint(*a, **k),
+            "randn_like": lambda inp, *a, **k: lucid.randn_like(inp, *a, **k),
+            "rand_like": lambda inp, *a, **k: lucid.rand_like(inp, *a, **k),
+            "randint_like": lambda inp, *a, **k: lucid.randint_like(inp, *a, **k),
+            "empty_strided": lambda inp, *a, **k: lucid.empty_strided(inp, *a, **k),
+            "normal": lambda inp, *a, **k: lucid.normal(inp, *a, **k),
+            "normal/number_mean": lambda std, mean, *a, **k: lucid.normal(mean, std, *a, **k),
+            "normal/in_place": lambda x, *a, **k: x.normal_(*a, **k),
+            "uniform": lambda x, *a, **k: x.uniform_(*a, **k),
+            "cauchy": lambda x, *a, **k: x.cauchy_(*a, **k),
+            "exponential": lambda x, *a, **k: x.exponential_(*a, **k),
+            "geometric": lambda x, *a, **k: x.geometric_(*a, **k),
+            "log_normal": lambda x, *a, **k: x.log_normal_(*a, **k),
+            "nn.functional.dropout": lambda x, *a, **k: F.dropout(x, *a, **k),
+            "nn.functional.dropout2d": lambda x, *a, **k: F.dropout2d(x, *a, **k),
+            "nn.functional.dropout3d": lambda x, *a, **k: F.dropout3d(x, *a, **k),
+            "nn.functional.alpha_dropout": lambda x, *a, **k: F.alpha_dropout(x, *a, **k),
+            "nn.functional.rrelu": lambda x, *a, **k: F.rrelu(x, *a, **k),
+            "nn.functional.feature_alpha_dropout/with_train": lambda x, *a, **k: F.feature_alpha_dropout(x, *a, **k),
+            "nn.functional.feature_alpha_dropout/without_train": lambda x, *a, **k: F.feature_alpha_dropout(x, *a, **k),
+            "nn.functional.multi_head_attention_forward": lambda x, *a, **k: F.multi_head_attention_forward(x, *a, **k),
+        }
+    )
     aten = lucid.ops.aten
-    table.update({  # op_db calls these as torch.ops.aten.X (or through a lambda of its own)
-        "_batch_norm_with_update": aten._batch_norm_with_update,
-        "_softmax_backward_data": aten._softmax_backward_data,
-        "native_dropout_backward": aten.native_dropout_backward.default,
-        "max_pool2d_with_indices_backward": lambda x, kernel_size=(), stride=(), padding=(0,), dilation=(1,),
-        ceil_mode=False, **k: _max_pool2d_backward(lucid, x, kernel_size, stride, padding, dilation, ceil_mode),
-    })
-    table.update({  # op_db seeds these itself (wrapper_set_seed); their values are compared as random
-        "nn.functional.fractional_max_pool2d": lambda x, *a, **k: F.fractional_max_pool2d(x, *a, **k),
-        "nn.functional.fractional_max_pool3d": lambda x, *a, **k: F.fractional_max_pool3d(x, *a, **k),
-        "nn.functional.scaled_dot_product_attention": lambda *a, **k: F.scaled_dot_product_attention(*a, **k),
-        "_upsample_bilinear2d_aa": lambda x, output_size, align_corners, scale_factors=None: F.interpolate(
-            x, size=None if scale_factors else output_size, scale_factor=scale_factors, mode="bilinear",
-            align_corners=align_corners, antialias=True),
-    })
+    table.update(
+        {  # op_db calls these as torch.ops.aten.X (or through a lambda of its own)
+            "_batch_norm_with_update": aten._batch_norm_with_update,
+            "_softmax_backward_data": aten._softmax_backward_data,
+            "native_dropout_backward": aten.native_dropout_backward.default,
+            "max_pool2d_with_indices_backward": lambda x, kernel_size=(), stride=(), padding=(0,), dilation=(1,), **k: (
+                _max_pool2d_backward(lucid, x, kernel_size, stride, padding, dilation, k.get("ceil_mode", False))
+            ),
+        }
+    )
+    table.update(
+        {  # op_db seeds these itself (wrapper_set_seed); their values are compared as random
+            "nn.functional.fractional_max_pool2d": lambda x, *a, **k: F.fractional_max_pool2d(x, *a, **k),
+            "nn.functional.fractional_max_pool3d": lambda x, *a, **k: F.fractional_max_pool3d(x, *a, **k),
+            "nn.functional.scaled_dot_product_attention": lambda *a, **k: F.scaled_dot_product_attention(*a, **k),
+            "_upsample_bilinear2d_aa": lambda x, output_size, align_corners, scale_factors=None: F.interpolate(
+                x,
+                size=None if scale_factors else output_size,
+                scale_factor=scale_factors,
+                mode="bilinear",
+                align_corners=align_corners,
+                antialias=True,
+            ),
+        }
+    )
     return table
 
 
 def _max_pool2d_backward(lucid, x, kernel_size, stride, padding, dilation, ceil_mode):
     """What op_db's max_pool2d_backward does: the pooling's input gradient for a gradient of ones."""
-    out, indices = lucid.nn.functional.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode,
-                                                  return_indices=True)
+    out, indices = lucid.nn.functional.max_pool2d(
+        x, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True
+    )
     return lucid.ops.aten.max_pool2d_with_indices_backward.default(
-        lucid.ones_like(out), x, kernel_size, kernel_size if stride is None else stride, padding, dilation, ceil_mode,
-        indices)
+        lucid.ones_like(out),
+        x,
+        kernel_size,
+        kernel_size if stride is None else stride,
+        padding,
+        dilation,
+        ceil_mode,
+        indices,
+    )
 
 
 class Missing(Exception):
@@ -714,8 +800,11 @@ def _compare(lucid, got, want, values: str | None) -> str | None:
         if isinstance(w, list):
             return None if list(got) == w else f"{got!r} != {w!r}"
         if isinstance(w, float) and isinstance(got, (int, float)):
-            return None if math.isclose(got, w, rel_tol=RTOL, abs_tol=ATOL) or (math.isnan(w) and math.isnan(got)) \
+            return (
+                None
+                if math.isclose(got, w, rel_tol=RTOL, abs_tol=ATOL) or (math.isnan(w) and math.isnan(got))
                 else f"{got!r} != {w!r}"
+            )
         return None if got == w and type(got) is type(w) else f"{got!r} != {w!r}"
     if want.get("layout") == "sparse_coo":
         if not getattr(got, "is_sparse", False):
@@ -804,8 +893,7 @@ def _check_sample(lucid, fn, s, values, grad):
     outs = _lucid_outputs(lucid, fn(*args, **kwargs))
     why = _check_outputs(lucid, outs, s, values)
     if why is None and grad and "grads" in s:
-        why = _backward(lucid, outs, s) or _check_grads(lambda k: tensors[int(k)].grad, s["grads"], values,
-                                                         "argument")
+        why = _backward(lucid, outs, s) or _check_grads(lambda k: tensors[int(k)].grad, s["grads"], values, "argument")
     return ("differs", why) if why else ("agrees", None)
 
 
@@ -814,6 +902,7 @@ def check(path: Path = REFERENCE, only=None) -> dict:
     import lucid
 
     import warnings
+
     ref = read_reference_file(path)
     adapters = _adapters(lucid)
     with warnings.catch_warnings():
@@ -835,8 +924,10 @@ def _check_ops(lucid, ref, adapters, only) -> dict:
         except Missing as e:
             results[key] = {"status": "missing", "why": f"no {e}", "namespace": ns}
             continue
-        results[key] = {**_run_samples(rec, lambda s: _check_sample(lucid, fn, s, rec.get("values"), rec["grad"])),
-                        "namespace": ns}
+        results[key] = {
+            **_run_samples(rec, lambda s: _check_sample(lucid, fn, s, rec.get("values"), rec["grad"])),
+            "namespace": ns,
+        }
     return results
 
 
@@ -860,7 +951,6 @@ def _run_samples(rec, run) -> dict:
     return {"status": "agrees", "why": None}
 
 
-
 def _check_module_sample(lucid, cls, s, values):
     tensors = _lucid_tensors(lucid, s["table"])
     init_args, init_kwargs = _decode(lucid, s["init"], tensors)
@@ -879,9 +969,11 @@ def _check_module_sample(lucid, cls, s, values):
             why = why or _close(after[n].detach().numpy(), _from_array(a), f"state {n!r} after the forward")
     if why is None and "grads" in s:
         params = dict(m.named_parameters())
-        why = (_backward(lucid, outs, s)
-               or _check_grads(lambda k: tensors[int(k)].grad, s["grads"], values, "argument")
-               or _check_grads(lambda n: params[n].grad, s["param_grads"], values, "parameter"))
+        why = (
+            _backward(lucid, outs, s)
+            or _check_grads(lambda k: tensors[int(k)].grad, s["grads"], values, "argument")
+            or _check_grads(lambda n: params[n].grad, s["param_grads"], values, "parameter")
+        )
     return ("differs", why) if why else ("agrees", None)
 
 
@@ -894,8 +986,10 @@ def _check_modules(lucid, ref, only) -> dict:
         if cls is None:
             results[key] = {"status": "missing", "why": f"no lucid.{key}", "namespace": MODULES}
             continue
-        results[key] = {**_run_samples(rec, lambda s: _check_module_sample(lucid, cls, s, rec.get("values"))),
-                        "namespace": MODULES}
+        results[key] = {
+            **_run_samples(rec, lambda s: _check_module_sample(lucid, cls, s, rec.get("values"))),
+            "namespace": MODULES,
+        }
     return results
 
 
@@ -931,22 +1025,30 @@ def summary_table(results: dict) -> str:
     t = totals(results)
     order = sorted((ns for ns in t if ns not in ("total", MODULES)), key=lambda ns: -t[ns]["in scope"]) + ["total"]
     order += [MODULES] if MODULES in t else []
-    lines = ["| namespace | in scope | present | agree | raise | differ | agree % | out of scope |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| namespace | in scope | present | agree | raise | differ | agree % | out of scope |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for ns in order:
         r = t[ns]
         pct = f"{100 * r['agrees'] / r['in scope']:.1f} %" if r["in scope"] else "–"
         name = {"total": "**op_db, in all**", MODULES: f"**{MODULES}**"}.get(ns, ns)
-        lines.append(f"| {name} | {r['in scope']} | {r['present']} | {r['agrees']} | {r['raises']} | "
-                     f"{r['differs']} | {pct} | {r['out of scope']} |")
+        lines.append(
+            f"| {name} | {r['in scope']} | {r['present']} | {r['agrees']} | {r['raises']} | "
+            f"{r['differs']} | {pct} | {r['out of scope']} |"
+        )
     return "\n".join(lines)
 
 
 def detail_rst(results: dict) -> str:
     """The guide's per-op list: every op that does not agree, and every op out of scope, with why."""
     out = []
-    for title, statuses in (("Missing", ("missing",)), ("Raising on PyTorch's arguments", ("raises",)),
-                            ("Giving different results", ("differs",)), ("Out of scope", ("out of scope",))):
+    for title, statuses in (
+        ("Missing", ("missing",)),
+        ("Raising on PyTorch's arguments", ("raises",)),
+        ("Giving different results", ("differs",)),
+        ("Out of scope", ("out of scope",)),
+    ):
         keys = sorted(k for k, r in results.items() if r["status"] in statuses)
         out.append(f"{title} ({len(keys)})\n{'~' * (len(title) + len(str(len(keys))) + 3)}\n")
         if title == "Missing":
@@ -965,8 +1067,11 @@ def _rst_text(s: str) -> str:
 
 
 def _rst_grid(md: str) -> str:
-    rows = [[c.strip().strip("*") for c in line.strip("|").split("|")] for line in md.splitlines()
-            if not line.startswith("| ---")]
+    rows = [
+        [c.strip().strip("*") for c in line.strip("|").split("|")]
+        for line in md.splitlines()
+        if not line.startswith("| ---")
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     sep = "  ".join("=" * w for w in widths)
     body = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
@@ -974,21 +1079,28 @@ def _rst_grid(md: str) -> str:
 
 
 def guide_section(results: dict) -> str:
-    return (".. opinfo-parity:begin\n\n" + _rst_grid(summary_table(results)) + "\n\n" + detail_rst(results)
-            + "\n.. opinfo-parity:end")
+    return (
+        ".. opinfo-parity:begin\n\n"
+        + _rst_grid(summary_table(results))
+        + "\n\n"
+        + detail_rst(results)
+        + "\n.. opinfo-parity:end"
+    )
 
 
 def write_docs(results: dict) -> None:
     text = GUIDE.read_text()
-    new = re.sub(r"\.\. opinfo-parity:begin.*?\.\. opinfo-parity:end", lambda _: guide_section(results), text,
-                 flags=re.S)
+    new = re.sub(
+        r"\.\. opinfo-parity:begin.*?\.\. opinfo-parity:end", lambda _: guide_section(results), text, flags=re.S
+    )
     if new == text and ".. opinfo-parity:begin" not in text:
         raise SystemExit(f"{GUIDE} has no '.. opinfo-parity:begin' marker")
     GUIDE.write_text(new)
     readme = README.read_text()
     block = "<!-- opinfo-parity:begin -->\n" + summary_table(results) + "\n<!-- opinfo-parity:end -->"
-    new_readme = re.sub(r"<!-- opinfo-parity:begin -->.*?<!-- opinfo-parity:end -->", lambda _: block, readme,
-                        flags=re.S)
+    new_readme = re.sub(
+        r"<!-- opinfo-parity:begin -->.*?<!-- opinfo-parity:end -->", lambda _: block, readme, flags=re.S
+    )
     if "<!-- opinfo-parity:begin -->" not in readme:
         raise SystemExit(f"{README} has no '<!-- opinfo-parity:begin -->' marker")
     README.write_text(new_readme)

@@ -14,8 +14,18 @@ from pathlib import Path
 
 import numpy as np
 
-SYSTEM = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1", "libstdc++.so.6", "libgcc_s.so.1",
-          "libgomp.so.1", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}
+SYSTEM = {
+    "libc.so.6",
+    "libm.so.6",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+    "libstdc++.so.6",
+    "libgcc_s.so.1",
+    "libgomp.so.1",
+    "ld-linux-x86-64.so.2",
+    "ld-linux-aarch64.so.1",
+}
 
 
 def mapped_files():
@@ -67,14 +77,14 @@ ref = np.zeros((4, 8, 12, 12), np.float32)
 xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
 for i in range(3):
     for j in range(3):
-        ref += np.einsum("nchw,oc->nohw", xp[:, :, i:i + 12, j:j + 12], w[:, :, i, j])
+        ref += np.einsum("nchw,oc->nohw", xp[:, :, i : i + 12, j : j + 12], w[:, :, i, j])
 ref += conv.bias.numpy()[None, :, None, None]
 check("conv2d forward (oneDNN)", *close(y.numpy(), ref, 1e-3))
 y.sum().backward()
 grad_ref = np.zeros_like(xp)
 for i in range(3):
     for j in range(3):
-        grad_ref[:, :, i:i + 12, j:j + 12] += w[:, :, i, j].sum(0)[None, :, None, None]
+        grad_ref[:, :, i : i + 12, j : j + 12] += w[:, :, i, j].sum(0)[None, :, None, None]
 check("conv2d backward data (oneDNN)", *close(xt.grad.numpy(), grad_ref[:, :, 1:-1, 1:-1], 1e-3))
 
 s = rng.standard_normal((64, 1000), np.float32)
@@ -99,8 +109,11 @@ check("bfloat16 training reduces the loss", losses[-1] < 0.5 * losses[0], f"{los
 venv = Path(sys.prefix).resolve()
 native = [f for f in mapped_files() - before if re.search(r"swift|dispatch|BlocksRuntime|dnnl|openblas", f)]
 strays = sorted(f for f in native if not Path(f).resolve().is_relative_to(venv))
-check("the Swift runtime, OpenBLAS and oneDNN in the process are the venv's", bool(native) and not strays,
-      ", ".join(strays) or "none mapped")
+check(
+    "the Swift runtime, OpenBLAS and oneDNN in the process are the venv's",
+    bool(native) and not strays,
+    ", ".join(strays) or "none mapped",
+)
 
 # What the engine itself links: its own folder, the two libraries lucid loads first by path
 # (which its run path does not name), and the C runtime.

@@ -17,14 +17,14 @@ from ._ops import HAND_WRITTEN  # noqa: F401
 
 for _enum in _abi.ENUMS.values():
     for _constant, _value in _enum.items():
-        globals()[_constant[len("LUCID_"):]] = _value
+        globals()[_constant[len("LUCID_") :]] = _value
 
 
 def codes(enum: str, prefix: str = "LUCID_") -> dict:
     """An enum of the header as {lower-case name without the prefix: code}."""
-    return {name[len(prefix):].lower(): code for name, code in _abi.ENUMS[enum].items()}
+    return {name[len(prefix) :].lower(): code for name, code in _abi.ENUMS[enum].items()}
 
 
 def handle(x) -> int:
     """The handle of a record, or `x` itself when it is one."""
-    return x if type(x) is int else x[RECORD_HANDLE]  # noqa: F821 (an enum constant, set above)
+    return x if type(x) is int else x[RECORD_HANDLE]  # noqa: F405 (an enum constant, set above)

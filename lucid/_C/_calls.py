@@ -15,14 +15,50 @@ from pathlib import Path
 
 from . import _abi
 from ._library import int64s, lib, path, raise_error
-from ._ops import (device_info, dtype_info, metal_dispatch_entry, metal_fallback_entries, metal_fallback_entry,
-                   metal_self_test_entry, op_count, op_info, metal_self_test as _metal_self_test)
+from ._ops import (
+    device_info,
+    dtype_info,
+    metal_dispatch_entry,
+    metal_fallback_entries,
+    metal_fallback_entry,
+    metal_self_test_entry,
+    op_count,
+    op_info,
+    metal_self_test as _metal_self_test,
+)
 
-__all__ = ["GuardSlot", "guard_slot", "guard_create", "guard_destroy", "guard_create_raw", "guard_destroy_raw",
-           "release", "deferred", "DEFERRED_MAX", "DEFERRED_BYTES", "flush_releases", "backward",
-           "pending_error", "custom_function_callbacks", "hook_callbacks", "autograd_backward", "autograd_grad", "MetalFallbackWarning", "set_element", "split",
-           "tensor_shape", "attention", "metal_stats", "last_error", "dtype_table", "device_table", "op_table",
-           "metal_self_test_report", "metal_host_fallback_counts", "amp_inspect_entry"]
+__all__ = [
+    "GuardSlot",
+    "guard_slot",
+    "guard_create",
+    "guard_destroy",
+    "guard_create_raw",
+    "guard_destroy_raw",
+    "release",
+    "deferred",
+    "DEFERRED_MAX",
+    "DEFERRED_BYTES",
+    "flush_releases",
+    "backward",
+    "pending_error",
+    "custom_function_callbacks",
+    "hook_callbacks",
+    "autograd_backward",
+    "autograd_grad",
+    "MetalFallbackWarning",
+    "set_element",
+    "split",
+    "tensor_shape",
+    "attention",
+    "metal_stats",
+    "last_error",
+    "dtype_table",
+    "device_table",
+    "op_table",
+    "metal_self_test_report",
+    "metal_host_fallback_counts",
+    "amp_inspect_entry",
+]
 
 
 def last_error():
@@ -240,6 +276,7 @@ def custom_function_callbacks(backward, release) -> None:
 
 # ---- warnings ----------------------------------------------------------------------------------
 
+
 class MetalFallbackWarning(RuntimeWarning):
     """Device ``"metal"`` is served by the host fallback because Metal is unavailable."""
 
@@ -294,7 +331,7 @@ def split(a: int, mode: int, sizes, dim: int, capacity: int) -> list:
     rc = lib.lucid_split(a, mode, arr, n, dim, outs, capacity, byref(count))
     if rc:
         raise_error(rc)
-    return list(outs[:count.value])
+    return list(outs[: count.value])
 
 
 def tensor_shape(t: int, ndim: int):
@@ -309,15 +346,24 @@ def tensor_shape(t: int, ndim: int):
 def attention(q, k, v, mask, causal, scale, dropout_p, need_weights):
     """(output handle, weights handle or 0); the weights are made only when asked for."""
     o, w = c_uint32(), c_uint32()
-    rc = lib.lucid_attention(q, k, v, mask, 1 if causal else 0, 0 if scale is None else 1,
-                             0.0 if scale is None else scale, dropout_p, byref(o), byref(w) if need_weights else None)
+    rc = lib.lucid_attention(
+        q,
+        k,
+        v,
+        mask,
+        1 if causal else 0,
+        0 if scale is None else 1,
+        0.0 if scale is None else scale,
+        dropout_p,
+        byref(o),
+        byref(w) if need_weights else None,
+    )
     if rc:
         raise_error(rc)
     return o.value, w.value
 
 
-_METAL_STATS = ("command_buffers", "host_waits", "new_buffers", "cached_bytes", "host_fallbacks",
-                "library_compiles")
+_METAL_STATS = ("command_buffers", "host_waits", "new_buffers", "cached_bytes", "host_fallbacks", "library_compiles")
 
 
 def metal_stats() -> dict:
@@ -337,15 +383,34 @@ def amp_inspect_entry(index: int):
     (elements, max |x|, then the six band counts of lucid_amp_inspect_entry's order)."""
     op, module, device, dtype, calls = c_char_p(), c_char_p(), c_int32(), c_int32(), c_int64()
     values, verdict, reason = (c_double * 16)(), c_int32(), c_char_p()
-    rc = lib.lucid_amp_inspect_entry(index, byref(op), byref(module), byref(device), byref(dtype), byref(calls), values,
-                                     byref(verdict), byref(reason))
+    rc = lib.lucid_amp_inspect_entry(
+        index,
+        byref(op),
+        byref(module),
+        byref(device),
+        byref(dtype),
+        byref(calls),
+        values,
+        byref(verdict),
+        byref(reason),
+    )
     if rc:
         raise_error(rc)
-    return (op.value.decode(), module.value.decode(), device.value, dtype.value, calls.value,
-            tuple(values[0:8]), tuple(values[8:16]), verdict.value, reason.value.decode())
+    return (
+        op.value.decode(),
+        module.value.decode(),
+        device.value,
+        dtype.value,
+        calls.value,
+        tuple(values[0:8]),
+        tuple(values[8:16]),
+        verdict.value,
+        reason.value.decode(),
+    )
 
 
 # ---- tables ------------------------------------------------------------------------------------
+
 
 def dtype_table():
     """(code, name, itemsize, is_floating) of every dtype the engine has, by code."""

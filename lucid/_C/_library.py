@@ -67,8 +67,14 @@ for _name, (_args, _res) in _abi.SIGNATURES.items():
     _fn.restype = _res
 
 # Status codes -> Python exception types.
-_ERRORS = {_abi.LUCID_ERR_VALUE: ValueError, _abi.LUCID_ERR_TYPE: TypeError, _abi.LUCID_ERR_INDEX: IndexError,
-           _abi.LUCID_ERR_RUNTIME: RuntimeError, _abi.LUCID_ERR_HANDLE: ValueError, _abi.LUCID_ERR_THREAD: RuntimeError}
+_ERRORS = {
+    _abi.LUCID_ERR_VALUE: ValueError,
+    _abi.LUCID_ERR_TYPE: TypeError,
+    _abi.LUCID_ERR_INDEX: IndexError,
+    _abi.LUCID_ERR_RUNTIME: RuntimeError,
+    _abi.LUCID_ERR_HANDLE: ValueError,
+    _abi.LUCID_ERR_THREAD: RuntimeError,
+}
 
 
 def raise_error(status: int):

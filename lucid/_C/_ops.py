@@ -3,8 +3,9 @@ tools/gen_abi.py; do not edit (change the header and run the tool).
 
 Each takes the header's parameters by their names, less the out-parameters and the counts of
 arrays: a tensor is a tensor or its handle (an int; a tensor given stays alive through the
-call), an array a sequence of ints (or of tensors or handles), a name a str. It raises the engine's error as the matching Python exception and returns what the engine
-wrote: an op's record, a value, or a tuple of them.
+call), an array a sequence of ints (or of tensors or handles), a name a str. It raises the
+engine's error as the matching Python exception and returns what the engine wrote: an op's
+record, a value, or a tuple of them.
 """
 
 from ctypes import byref, c_char_p, c_double, c_int32, c_int64, c_uint32, c_uint64  # noqa: F401

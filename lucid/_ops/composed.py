@@ -25,7 +25,7 @@ import numpy as np
 
 from .._core import TensorBase, tensor_arg
 from .._types import as_index, bool_, check_dtype, float32, float64, int32, int64
-from .creation import arange, full_like, leaf, rand, tensor, zeros
+from .creation import arange, leaf, rand, tensor, zeros
 from .elementwise import addbmm, addmm, addmv, addr, baddbmm, clamp, matmul, where
 from .indexing import gather, index_put
 from .reduce import cumsum, norm as norm_, scan, stable_logaddexp, sum as sum_
@@ -81,8 +81,9 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device="
         raise ValueError(f"randint(): high ({high}) must be greater than low ({low})")
     shape = tuple(as_index(s) for s in (size if isinstance(size, (tuple, list)) else (size,)))
     values = generator_rng(generator).integers(low, high, size=shape, dtype=np.int64)
-    return tensor(values, dtype=int64 if dtype is None else check_dtype(dtype), device=device,
-                            requires_grad=requires_grad)
+    return tensor(
+        values, dtype=int64 if dtype is None else check_dtype(dtype), device=device, requires_grad=requires_grad
+    )
 
 
 def multinomial(input, num_samples: int, replacement: bool = False, *, generator=None):
@@ -95,8 +96,10 @@ def multinomial(input, num_samples: int, replacement: bool = False, *, generator
     weights = input.float().numpy().astype(np.float64)
     rows = weights.reshape(-1, weights.shape[-1])
     if n <= 0 or (not replacement and n > rows.shape[1]):
-        raise ValueError(f"multinomial(): cannot draw {num_samples} samples from {rows.shape[1]} categories"
-                         f"{'' if replacement else ' without replacement'}")
+        raise ValueError(
+            f"multinomial(): cannot draw {num_samples} samples from {rows.shape[1]} categories"
+            f"{'' if replacement else ' without replacement'}"
+        )
     if not np.isfinite(rows).all() or (rows < 0).any():
         raise ValueError("multinomial(): probabilities must be finite and non-negative")
     totals = rows.sum(1)
@@ -111,6 +114,7 @@ def multinomial(input, num_samples: int, replacement: bool = False, *, generator
 # The order is found on the host (numpy's stable sort over the values, NaN counting as the
 # largest, as PyTorch); the values are then gathered by the engine, so gradients flow to the
 # entries picked.
+
 
 def _order(input, dim: int, descending: bool, fn: str):
     """The stable order of `input` along `dim` (a numpy array of positions) and the wrapped
@@ -271,12 +275,18 @@ def mode(input, dim=-1, keepdim=False, *, out=None):
     rows = np.moveaxis(order, d, -1).reshape(-1, n)
     best = np.empty(len(moved), dtype=np.int64)
     for r, (vals, pos) in enumerate(zip(moved, rows)):
-        same = np.concatenate([[False], (vals[1:] == vals[:-1]) | (np.isnan(vals[1:]) & np.isnan(vals[:-1]))
-                               if vals.dtype.kind == "f" else vals[1:] == vals[:-1]])
+        same = np.concatenate(
+            [
+                [False],
+                (vals[1:] == vals[:-1]) | (np.isnan(vals[1:]) & np.isnan(vals[:-1]))
+                if vals.dtype.kind == "f"
+                else vals[1:] == vals[:-1],
+            ]
+        )
         starts = np.flatnonzero(~same)
         ends = np.append(starts[1:], n)
         run = int(np.argmax(ends - starts))  # the first longest run: the smallest value
-        best[r] = pos[starts[run]:ends[run]].max()
+        best[r] = pos[starts[run] : ends[run]].max()
     picked = best.reshape(np.delete(order.shape, d))
     indices = tensor(np.expand_dims(picked, d), device=input.device)
     values = gather(input, d, indices)
@@ -363,8 +373,12 @@ def randperm(n, *, generator=None, dtype=None, device="cpu", requires_grad=False
     n = as_index(n)
     if n < 0:
         raise ValueError(f"randperm(): n must be non-negative, got {n}")
-    return tensor(generator_rng(generator).permutation(n), dtype=int64 if dtype is None else check_dtype(dtype),
-                  device=device, requires_grad=requires_grad)
+    return tensor(
+        generator_rng(generator).permutation(n),
+        dtype=int64 if dtype is None else check_dtype(dtype),
+        device=device,
+        requires_grad=requires_grad,
+    )
 
 
 def eye(n, m=None, *, dtype=None, device="cpu", requires_grad=False):
@@ -408,14 +422,18 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
         found = (found[0], found[1].reshape(values.shape), found[2])
     out = [tensor(found[0], dtype=t.dtype, device=t.device)]
     if return_inverse:
-        out.append(tensor(found[1].astype(np.int64).reshape(-1) if dim is not None else found[1].astype(np.int64),
-                          device=t.device))
+        out.append(
+            tensor(
+                found[1].astype(np.int64).reshape(-1) if dim is not None else found[1].astype(np.int64), device=t.device
+            )
+        )
     if return_counts:
         out.append(tensor(found[2].astype(np.int64), device=t.device))
     return out[0] if len(out) == 1 else tuple(out)
 
 
 # ---- scans: cumprod, cummax, cummin, logcumsumexp ---------------------------------------------------
+
 
 def _scan_dim(t, dim, fn):
     return 0 if t.ndim == 0 else t._wrap_dim(dim, fn)
@@ -480,6 +498,7 @@ def logcumsumexp(input, dim, *, out=None):
 
 # ---- differences and integrals: diff, gradient, trapezoid -------------------------------------------
 
+
 def diff(input, n=1, dim=-1, prepend=None, append=None):
     """The `n`-th forward difference along `dim` (``out[i] = input[i + 1] - input[i]``, `n`
     times), after joining `prepend` and `append` to `input` along `dim`; for bool tensors,
@@ -495,8 +514,9 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     for p in parts:
         tensor_arg(p, "diff", "prepend/append")
         if p.ndim != t.ndim:
-            raise RuntimeError(f"diff(): prepend and append must have the input's {t.ndim} dimensions, got shape "
-                               f"{tuple(p.shape)}")
+            raise RuntimeError(
+                f"diff(): prepend and append must have the input's {t.ndim} dimensions, got shape {tuple(p.shape)}"
+            )
     if len(parts) > 1:
         t = cat(parts, d)
     for _ in range(n):
@@ -522,19 +542,25 @@ def _gradient_along(t, d, x, edge_order):
     f = lambda start, length: t.narrow(d, start, length)  # noqa: E731
     h = np.diff(x)
     h1, h2 = h[:-1], h[1:]
-    interior = (f(0, n - 2) * _along(-h2 / (h1 * (h1 + h2)), d, t.ndim, t)
-                + f(1, n - 2) * _along((h2 - h1) / (h1 * h2), d, t.ndim, t)
-                + f(2, n - 2) * _along(h1 / (h2 * (h1 + h2)), d, t.ndim, t))
+    interior = (
+        f(0, n - 2) * _along(-h2 / (h1 * (h1 + h2)), d, t.ndim, t)
+        + f(1, n - 2) * _along((h2 - h1) / (h1 * h2), d, t.ndim, t)
+        + f(2, n - 2) * _along(h1 / (h2 * (h1 + h2)), d, t.ndim, t)
+    )
     if edge_order == 1:
         first = (f(1, 1) - f(0, 1)) / float(h[0])
         last = (f(n - 1, 1) - f(n - 2, 1)) / float(h[-1])
     else:
         a, b = float(h[0]), float(h[1])
-        first = (f(0, 1) * (-(2 * a + b) / (a * (a + b))) + f(1, 1) * ((a + b) / (a * b))
-                 + f(2, 1) * (-a / (b * (a + b))))
+        first = (
+            f(0, 1) * (-(2 * a + b) / (a * (a + b))) + f(1, 1) * ((a + b) / (a * b)) + f(2, 1) * (-a / (b * (a + b)))
+        )
         a, b = float(h[-2]), float(h[-1])
-        last = (f(n - 3, 1) * (b / (a * (a + b))) + f(n - 2, 1) * (-(a + b) / (a * b))
-                + f(n - 1, 1) * ((2 * b + a) / (b * (a + b))))
+        last = (
+            f(n - 3, 1) * (b / (a * (a + b)))
+            + f(n - 2, 1) * (-(a + b) / (a * b))
+            + f(n - 1, 1) * ((2 * b + a) / (b * (a + b)))
+        )
     return cat([first, interior, last], d)
 
 
@@ -548,8 +574,11 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
         t = t.to(float32)
     if edge_order not in (1, 2):
         raise ValueError(f"gradient(): edge_order must be 1 or 2, got {edge_order!r}")
-    dims = list(range(t.ndim)) if dim is None else [t._wrap_dim(x, "gradient") for x in
-                                                     (dim if isinstance(dim, (tuple, list)) else (dim,))]
+    dims = (
+        list(range(t.ndim))
+        if dim is None
+        else [t._wrap_dim(x, "gradient") for x in (dim if isinstance(dim, (tuple, list)) else (dim,))]
+    )
     if spacing is None:
         spacing = 1
     spacings = list(spacing) if isinstance(spacing, (tuple, list)) else [spacing] * len(dims)
@@ -559,12 +588,15 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     for d, s in zip(dims, spacings):
         n = t.shape[d]
         if n < edge_order + 1:
-            raise RuntimeError(f"gradient(): each dimension needs at least edge_order + 1 = {edge_order + 1} "
-                               f"samples, dimension {d} has {n}")
+            raise RuntimeError(
+                f"gradient(): each dimension needs at least edge_order + 1 = {edge_order + 1} "
+                f"samples, dimension {d} has {n}"
+            )
         if isinstance(s, TensorBase):
             if s.ndim != 1 or s.shape[0] != n:
-                raise RuntimeError(f"gradient(): the coordinates of dimension {d} must be 1-D of size {n}, got shape "
-                                   f"{tuple(s.shape)}")
+                raise RuntimeError(
+                    f"gradient(): the coordinates of dimension {d} must be 1-D of size {n}, got shape {tuple(s.shape)}"
+                )
             x = s.numpy().astype(np.float64)
         else:
             x = np.arange(n, dtype=np.float64) * float(s)
@@ -617,6 +649,7 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
 
 # ---- distances and statistics: cdist, dist, cov, corrcoef, renorm -----------------------------------
 
+
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """The p-norm distances between each row of `x1` ``[..., P, M]`` and each row of `x2`
     ``[..., R, M]``: ``[..., P, R]``, batch dimensions broadcast."""
@@ -626,12 +659,16 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
         if not t.dtype.is_floating_point:
             raise TypeError(f"cdist(): {what} must be floating-point, got {t.dtype}")
     if x1.shape[-1] != x2.shape[-1]:
-        raise RuntimeError(f"cdist(): x1 and x2 must have the same number of columns, got {x1.shape[-1]} and "
-                           f"{x2.shape[-1]}")
+        raise RuntimeError(
+            f"cdist(): x1 and x2 must have the same number of columns, got {x1.shape[-1]} and {x2.shape[-1]}"
+        )
     if p < 0:
         raise RuntimeError(f"cdist(): p must be non-negative, got {p}")
-    if compute_mode not in ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
-                            "donot_use_mm_for_euclid_dist"):
+    if compute_mode not in (
+        "use_mm_for_euclid_dist_if_necessary",
+        "use_mm_for_euclid_dist",
+        "donot_use_mm_for_euclid_dist",
+    ):
         raise ValueError(f"cdist(): unknown compute_mode {compute_mode!r}")
     return norm_(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, -1)
 
@@ -717,6 +754,7 @@ def renorm(input, p, dim, maxnorm, *, out=None):
 
 # ---- tensor contractions: tensordot, einsum ---------------------------------------------------------
 
+
 def tensordot(a, b, dims=2, out=None):
     """The sum of products of `a` and `b` over the dimensions `dims` names: a number n (the
     last n of `a` with the first n of `b`) or two lists (``([a dims], [b dims])``)."""
@@ -731,8 +769,9 @@ def tensordot(a, b, dims=2, out=None):
     else:
         n = as_index(dims)
         if n < 0 or n > a.ndim or n > b.ndim:
-            raise RuntimeError(f"tensordot(): dims ({n}) must be between 0 and the inputs' dimensions ({a.ndim}, "
-                               f"{b.ndim})")
+            raise RuntimeError(
+                f"tensordot(): dims ({n}) must be between 0 and the inputs' dimensions ({a.ndim}, {b.ndim})"
+            )
         da, db = list(range(a.ndim - n, a.ndim)), list(range(n))
     if len(da) != len(db):
         raise RuntimeError(f"tensordot(): both inputs must contract as many dimensions, got {da} and {db}")
@@ -742,8 +781,9 @@ def tensordot(a, b, dims=2, out=None):
     for i, j in zip(da, db):
         if sa[i] != sb[j]:
             if 1 not in (sa[i], sb[j]):
-                raise RuntimeError(f"tensordot(): contracted dimensions {i} of a (size {sa[i]}) and {j} of b "
-                                   f"(size {sb[j]}) differ")
+                raise RuntimeError(
+                    f"tensordot(): contracted dimensions {i} of a (size {sa[i]}) and {j} of b (size {sb[j]}) differ"
+                )
             sa[i] = sb[j] = builtins.max(sa[i], sb[j])  # a size 1 broadcasts, as in PyTorch
     a, b = a.expand(*sa), b.expand(*sb)
     keep_a = [i for i in range(a.ndim) if i not in da]
@@ -778,7 +818,7 @@ def _einsum_terms(equation, operands):
         n = ndim - len(head) - len(tail)
         if n < 0:
             raise ValueError(f"einsum(): term {term!r} has more labels than its operand's {ndim} dimensions")
-        return list(head) + dots[ellipsis - n:] + list(tail)
+        return list(head) + dots[ellipsis - n :] + list(tail)
 
     labels = [expand(term, t.ndim) for term, t in zip(terms, operands)]
     for term, t, ls in zip(terms, operands, labels):
@@ -835,7 +875,7 @@ def einsum(equation, *operands):
     # and nothing later needs, so no intermediate holds more than its operands and result.
     t, ls = views[0]
     for k in range(1, len(views)):
-        later = set(output).union(*(set(x) for _, x in views[k + 1:]))
+        later = set(output).union(*(set(x) for _, x in views[k + 1 :]))
         t, ls = _contract(t, ls, *views[k], later, sizes)
     t, ls = _sum_out(t, ls, set(output))
     t = t.permute(*(ls.index(c) for c in output)) if t.ndim else t
@@ -1005,8 +1045,7 @@ def _histogramdd(t, bins, range, weight, density, fn):
             widths = widths * np.diff(e).reshape([-1 if i == k else 1 for i in builtins.range(d)])
         with np.errstate(all="ignore"):
             hist = (hist / total / widths).astype(x.dtype)
-    return (tensor(hist, dtype=t.dtype, device=t.device),
-            [tensor(e, dtype=t.dtype, device=t.device) for e in edges])
+    return (tensor(hist, dtype=t.dtype, device=t.device), [tensor(e, dtype=t.dtype, device=t.device) for e in edges])
 
 
 def histogram(input, bins, *, range=None, weight=None, density=False, out=None):
@@ -1015,10 +1054,17 @@ def histogram(input, bins, *, range=None, weight=None, density=False, out=None):
     of the 1-D tensor `bins`; with `density`, normalised to integrate to 1."""
     t = tensor_arg(input, "histogram")
     if isinstance(weight, TensorBase) and tuple(weight.shape) != tuple(t.shape):
-        raise RuntimeError(f"histogram(): weight must have the input's shape {tuple(t.shape)}, got "
-                           f"{tuple(weight.shape)}")
-    hist, edges = _histogramdd(t.reshape(-1, 1), [bins], range, weight.reshape(-1) if isinstance(weight, TensorBase)
-                               else weight, density, "histogram")
+        raise RuntimeError(
+            f"histogram(): weight must have the input's shape {tuple(t.shape)}, got {tuple(weight.shape)}"
+        )
+    hist, edges = _histogramdd(
+        t.reshape(-1, 1),
+        [bins],
+        range,
+        weight.reshape(-1) if isinstance(weight, TensorBase) else weight,
+        density,
+        "histogram",
+    )
     return returned(HistogramResult(hist, edges[0]), out, "histogram")
 
 
@@ -1050,8 +1096,9 @@ def bincount(input, weights=None, minlength=0):
         return tensor(np.bincount(v, minlength=minlength).astype(np.int64), device=t.device)
     tensor_arg(weights, "bincount", "weights")
     if tuple(weights.shape) != tuple(t.shape):
-        raise RuntimeError(f"bincount(): weights must have the input's shape {tuple(t.shape)}, got "
-                           f"{tuple(weights.shape)}")
+        raise RuntimeError(
+            f"bincount(): weights must have the input's shape {tuple(t.shape)}, got {tuple(weights.shape)}"
+        )
     dtype = weights.dtype if weights.dtype in (float32, float64) else float64
     return tensor(np.bincount(v, weights.numpy().astype(np.float64), minlength), dtype=dtype, device=t.device)
 
@@ -1085,14 +1132,18 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
         r = np.searchsorted(s.reshape(-1), v, side=how)
     else:
         if scalar_input or tuple(s.shape[:-1]) != tuple(v.shape[:-1]):
-            raise RuntimeError(f"searchsorted(): the leading dimensions of sorted_sequence {tuple(s.shape)} and input "
-                               f"{tuple(v.shape)} must match")
+            raise RuntimeError(
+                f"searchsorted(): the leading dimensions of sorted_sequence {tuple(s.shape)} and input "
+                f"{tuple(v.shape)} must match"
+            )
         lead = int(np.prod(s.shape[:-1]))
         rows, vals = s.reshape(lead, s.shape[-1]), v.reshape(lead, v.shape[-1])
-        r = np.stack([np.searchsorted(a, b, side=how) for a, b in zip(rows, vals)]).reshape(v.shape) if len(rows) \
+        r = (
+            np.stack([np.searchsorted(a, b, side=how) for a, b in zip(rows, vals)]).reshape(v.shape)
+            if len(rows)
             else np.zeros(v.shape, np.int64)
-    return returned(tensor(np.asarray(r), dtype=int32 if out_int32 else int64, device=seq.device), out,
-                    "searchsorted")
+        )
+    return returned(tensor(np.asarray(r), dtype=int32 if out_int32 else int64, device=seq.device), out, "searchsorted")
 
 
 def bucketize(input, boundaries, *, out_int32=False, right=False, out=None):
@@ -1147,6 +1198,7 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
 
 # ---- random samplers: normal, bernoulli, randint_like, and the in-place distributions --------------
 
+
 def _drawn(values, like_dtype, device):
     return tensor(np.asarray(values), dtype=like_dtype, device=device)
 
@@ -1158,8 +1210,19 @@ def _float_dtype(dtype, fn):
     return d
 
 
-def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, layout=None, device=None,
-           pin_memory=False, requires_grad=False):
+def normal(
+    mean,
+    std=1.0,
+    size=None,
+    *,
+    generator=None,
+    out=None,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=False,
+    requires_grad=False,
+):
     """Normal samples of `mean` and standard deviation `std` (tensors broadcast together, or
     numbers with a `size`), as ``mean + std * z``: a gradient reaches tensor means and
     deviations."""
@@ -1190,8 +1253,9 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
             raise RuntimeError(f"normal(): std must be non-negative, got {std}")
         shape = tuple(as_index(s) for s in (size if isinstance(size, (tuple, list)) else (size,)))
         d = _float_dtype(dtype, "normal")
-        r = leaf(_drawn(generator_rng(generator).normal(float(mean), float(std), shape), d, device or "cpu"),
-                 requires_grad)
+        r = leaf(
+            _drawn(generator_rng(generator).normal(float(mean), float(std), shape), d, device or "cpu"), requires_grad
+        )
     return returned(r, out, "normal")
 
 
@@ -1209,15 +1273,32 @@ def bernoulli(input, p=None, *, generator=None, out=None):
     return returned(drawn + t * 0.0 if t.requires_grad else drawn, out, "bernoulli")
 
 
-def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=None, device=None,
-                 requires_grad=False, memory_format=None):
+def randint_like(
+    input,
+    low=0,
+    high=None,
+    *,
+    generator=None,
+    dtype=None,
+    layout=None,
+    device=None,
+    requires_grad=False,
+    memory_format=None,
+):
     """Integers drawn uniformly from [low, high) in `input`'s shape (and dtype unless given);
     ``randint_like(input, high)`` draws from [0, high)."""
     t = tensor_arg(input, "randint_like")
     if high is None:
         low, high = 0, low
-    return randint(low, high, tuple(t.shape), generator=generator, dtype=dtype or t.dtype,
-                   device=device or t.device, requires_grad=requires_grad)
+    return randint(
+        low,
+        high,
+        tuple(t.shape),
+        generator=generator,
+        dtype=dtype or t.dtype,
+        device=device or t.device,
+        requires_grad=requires_grad,
+    )
 
 
 def _fill_drawn(self, values, name):
@@ -1280,6 +1361,7 @@ def bernoulli_(self, p=0.5, *, generator=None):
 
 # ---- in-place forms -----------------------------------------------------------------------------
 
+
 def _in_place(fn, doc):
     """The in-place method of `fn` (its first argument the tensor written): the result,
     computed from a copy when autograd records the write, written into the tensor."""
@@ -1289,8 +1371,9 @@ def _in_place(fn, doc):
         tensor_arg(self, name)
         value = fn(source(self, *args, *kwargs.values()), *args, **kwargs)
         if tuple(value.shape) != tuple(self.shape):
-            raise RuntimeError(f"{name}(): the result's shape {tuple(value.shape)} is not the tensor's "
-                               f"{tuple(self.shape)}")
+            raise RuntimeError(
+                f"{name}(): the result's shape {tuple(value.shape)} is not the tensor's {tuple(self.shape)}"
+            )
         return assign(self, value, name, same_kind=True, result=True)
 
     method.__name__ = method.__qualname__ = name
@@ -1328,8 +1411,10 @@ def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, a
     ax = as_index(axis)
     ax = ax + data.ndim if -data.ndim <= ax < 0 else ax
     if not 0 <= ax < data.ndim or seg.ndim != ax + 1 or tuple(seg.shape[:ax]) != tuple(data.shape[:ax]):
-        raise ValueError(f"{fn}(): {what} of shape {tuple(seg.shape)} must have shape data.shape[:axis] + "
-                         f"(segments,) for data of shape {tuple(data.shape)} and axis {axis}")
+        raise ValueError(
+            f"{fn}(): {what} of shape {tuple(seg.shape)} must have shape data.shape[:axis] + "
+            f"(segments,) for data of shape {tuple(data.shape)} and axis {axis}"
+        )
     s = seg.detach().numpy().astype(np.int64)
     if offsets is not None:
         if s.shape[-1] == 0:
@@ -1345,11 +1430,11 @@ def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, a
         raise ValueError(f"{fn}(): the segments must cover dimension {ax} (of size {n}) of data exactly")
     if ((starts + lens) > n).any() or (starts < 0).any():
         raise ValueError(f"{fn}(): the segments reach past dimension {ax} (of size {n}) of data")
-    outer, inner = tuple(data.shape[:ax]), tuple(data.shape[ax + 1:])
+    outer, inner = tuple(data.shape[:ax]), tuple(data.shape[ax + 1 :])
     count = lens.shape[-1]
     width = builtins.max(int(lens.max()) if lens.size else 0, 1)
     j = np.arange(width)
-    valid = j < lens[..., None]                                       # outer + (count, width)
+    valid = j < lens[..., None]  # outer + (count, width)
     pos = np.where(valid, starts[..., None] + j, 0)
     fill = _SEGMENT_IDENTITY[reduce]
     shape = outer + (count * width,) + (1,) * len(inner)
@@ -1381,8 +1466,11 @@ def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, a
             r = r.clamp(min=init) if reduce == "max" else r.clamp(max=init)
     if reduce == "mean":
         empty = lens_t == 0
-        r = where(empty, r if initial is not None else tensor(math.nan, dtype=data.dtype, device=data.device),
-                  r / where(empty, tensor(1.0, dtype=data.dtype, device=data.device), lens_t))
+        r = where(
+            empty,
+            r if initial is not None else tensor(math.nan, dtype=data.dtype, device=data.device),
+            r / where(empty, tensor(1.0, dtype=data.dtype, device=data.device), lens_t),
+        )
     return r
 
 
@@ -1425,20 +1513,75 @@ class ComposedMethods:
     cumprod, cummax, cummin, logcumsumexp, diff, renorm = cumprod, cummax, cummin, logcumsumexp, diff, renorm
     dist, cov, corrcoef = dist, cov, corrcoef
     histc, histogram, bincount, unique_consecutive = histc, histogram, bincount, unique_consecutive
-    bernoulli, bernoulli_, cauchy_, exponential_, geometric_, log_normal_ = (bernoulli, bernoulli_, cauchy_,
-                                                                             exponential_, geometric_, log_normal_)
+    bernoulli, bernoulli_, cauchy_, exponential_, geometric_, log_normal_ = (
+        bernoulli,
+        bernoulli_,
+        cauchy_,
+        exponential_,
+        geometric_,
+        log_normal_,
+    )
     cumprod_ = _in_place(cumprod, "`cumprod`, in place.")
     renorm_ = _in_place(renorm, "`renorm`, in place.")
     addbmm_ = _in_place(addbmm, "``self = beta * self + alpha * sum_b batch1[b] @ batch2[b]``, in place.")
 
     sort, argsort, topk, multinomial, diag, unique = sort, argsort, topk, multinomial, diag, unique
-    msort, kthvalue, median, nanmedian, mode, quantile, nanquantile = (msort, kthvalue, median, nanmedian, mode,
-                                                                       quantile, nanquantile)
+    msort, kthvalue, median, nanmedian, mode, quantile, nanquantile = (
+        msort,
+        kthvalue,
+        median,
+        nanmedian,
+        mode,
+        quantile,
+        nanquantile,
+    )
 
 
-__all__ = ["Generator", "unique", "randint", "randperm", "multinomial", "argsort", "sort", "topk", "eye", "diag",
-           "msort", "kthvalue", "median", "nanmedian", "mode", "quantile", "nanquantile", "cumprod", "cummax", "cummin",
-           "logcumsumexp", "diff", "gradient", "trapezoid", "trapz", "cumulative_trapezoid", "cdist", "dist", "cov",
-           "corrcoef", "renorm", "tensordot", "einsum", "histc", "histogram", "histogramdd", "bincount", "searchsorted",
-           "bucketize", "isin", "unique_consecutive", "normal", "bernoulli", "randint_like", "_segment_reduce",
-           "hash_tensor"]
+__all__ = [
+    "Generator",
+    "unique",
+    "randint",
+    "randperm",
+    "multinomial",
+    "argsort",
+    "sort",
+    "topk",
+    "eye",
+    "diag",
+    "msort",
+    "kthvalue",
+    "median",
+    "nanmedian",
+    "mode",
+    "quantile",
+    "nanquantile",
+    "cumprod",
+    "cummax",
+    "cummin",
+    "logcumsumexp",
+    "diff",
+    "gradient",
+    "trapezoid",
+    "trapz",
+    "cumulative_trapezoid",
+    "cdist",
+    "dist",
+    "cov",
+    "corrcoef",
+    "renorm",
+    "tensordot",
+    "einsum",
+    "histc",
+    "histogram",
+    "histogramdd",
+    "bincount",
+    "searchsorted",
+    "bucketize",
+    "isin",
+    "unique_consecutive",
+    "normal",
+    "bernoulli",
+    "randint_like",
+    "_segment_reduce",
+    "hash_tensor",
+]

@@ -10,9 +10,32 @@ from .. import _C
 from .._core import TensorBase, result, scalar, shape_args
 from .._types import as_device, bool_, check_dtype, float32, float64, from_numpy_dtype, int64, is_numpy_bfloat16
 
-__all__ = ["tensor", "from_numpy", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
-           "empty_like", "rand_like", "randn_like", "arange", "rand", "randn", "manual_seed", "linspace", "as_tensor",
-           "scalar_tensor", "logspace", "empty_strided", "empty_permuted", "tril_indices", "triu_indices"]
+__all__ = [
+    "tensor",
+    "from_numpy",
+    "zeros",
+    "ones",
+    "full",
+    "empty",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "empty_like",
+    "rand_like",
+    "randn_like",
+    "arange",
+    "rand",
+    "randn",
+    "manual_seed",
+    "linspace",
+    "as_tensor",
+    "scalar_tensor",
+    "logspace",
+    "empty_strided",
+    "empty_permuted",
+    "tril_indices",
+    "triu_indices",
+]
 
 
 def _to_numpy(data) -> np.ndarray:
@@ -23,8 +46,10 @@ def _to_numpy(data) -> np.ndarray:
     except (ValueError, TypeError) as e:
         raise ValueError(f"tensor(): cannot make a tensor from {type(data).__name__}: {e}") from None
     if (arr.dtype == object or arr.dtype.kind in "USVcmMO") and not is_numpy_bfloat16(arr.dtype):
-        raise TypeError(f"tensor(): unsupported data of numpy dtype {arr.dtype} "
-                        f"(expected numbers, bools, nested lists of them, or a numpy array)")
+        raise TypeError(
+            f"tensor(): unsupported data of numpy dtype {arr.dtype} "
+            f"(expected numbers, bools, nested lists of them, or a numpy array)"
+        )
     return arr
 
 
@@ -266,15 +291,17 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device="cpu", requir
     return leaf(_strided_zeros(size, stride, dtype, device, "empty_strided"), requires_grad)
 
 
-def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device="cpu", requires_grad=False,
-                   pin_memory=False):
+def empty_permuted(
+    size, physical_layout, *, dtype=None, layout=None, device="cpu", requires_grad=False, pin_memory=False
+):
     """A tensor of `size` whose dimensions lie in memory in the order `physical_layout` (the
     outermost first); filled with zeros."""
     size = shape_args((size,))
     order = shape_args((physical_layout,), "physical_layout")
     if sorted(order) != list(range(len(size))):
-        raise RuntimeError(f"empty_permuted(): physical_layout {order} is not a permutation of the {len(size)} "
-                           "dimensions")
+        raise RuntimeError(
+            f"empty_permuted(): physical_layout {order} is not a permutation of the {len(size)} dimensions"
+        )
     physical = _filled(tuple(size[d] for d in order), 0, dtype, device, False)
     inverse = [order.index(d) for d in range(len(size))]
     return leaf(result(_C.permute(physical._h, tuple(inverse))), requires_grad)

@@ -20,9 +20,11 @@ _ADD, _SUB, _MUL, _DIV = _C.ADD, _C.SUB, _C.MUL, _C.DIV
 UNARY = _C.codes("lucid_unary_op")
 
 # What autocast does to each op, as the engine's op table says (for the documentation).
-_POLICIES = {_C.POLICY_LOWER_PRECISION: "; lower precision under autocast",
-             _C.POLICY_FLOAT32: "; float32 under autocast",
-             _C.POLICY_PROMOTE: "; the widest input dtype under autocast"}
+_POLICIES = {
+    _C.POLICY_LOWER_PRECISION: "; lower precision under autocast",
+    _C.POLICY_FLOAT32: "; float32 under autocast",
+    _C.POLICY_PROMOTE: "; the widest input dtype under autocast",
+}
 _AUTOCAST = {name: _POLICIES.get(policy, "") for name, policy, _ in _C.op_table()}
 
 
@@ -46,8 +48,7 @@ def _arithmetic(op, name, input, other):
     else:
         r = NotImplemented
     if r is NotImplemented:
-        raise TypeError(f"{name}(): expected tensors or numbers, got {type(input).__name__} and "
-                        f"{type(other).__name__}")
+        raise TypeError(f"{name}(): expected tensors or numbers, got {type(input).__name__} and {type(other).__name__}")
     return r
 
 
@@ -133,8 +134,10 @@ def _scaled_sum(fn, input, product, beta, alpha):
     try:
         expanded = input.expand(*product.shape)
     except (RuntimeError, ValueError) as e:
-        raise RuntimeError(f"{fn}(): input of shape {tuple(input.shape)} does not broadcast to the product's shape "
-                           f"{tuple(product.shape)}") from e
+        raise RuntimeError(
+            f"{fn}(): input of shape {tuple(input.shape)} does not broadcast to the product's shape "
+            f"{tuple(product.shape)}"
+        ) from e
     scaled = product if alpha == 1 else product * alpha
     if beta == 0:
         return scaled
@@ -174,8 +177,9 @@ def inner(input, other, *, out=None):
     if input.ndim == 0 or other.ndim == 0:
         return returned(input * other, out, "inner")
     if input.shape[-1] != other.shape[-1]:
-        raise RuntimeError(f"inner(): the last dimensions of shapes {tuple(input.shape)} and {tuple(other.shape)} "
-                           "differ")
+        raise RuntimeError(
+            f"inner(): the last dimensions of shapes {tuple(input.shape)} and {tuple(other.shape)} differ"
+        )
     a = input.reshape(-1, input.shape[-1])
     b = other.reshape(-1, other.shape[-1])
     r = matmul(a, b.mT).reshape(*input.shape[:-1], *other.shape[:-1])
@@ -221,7 +225,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
 
 def _unary_function(name, code):
     # A special function's messages name it as Python spells it: special.i0e.
-    shown = "special." + name[len("special_"):] if name.startswith("special_") else name
+    shown = "special." + name[len("special_") :] if name.startswith("special_") else name
 
     def fn(input, *, out=None):
         return returned(result(_unary_op(code, tensor_arg(input, shown)._h)), out, shown)
@@ -235,8 +239,9 @@ def _unary_function(name, code):
 # lucid.special's functions (``special_`` in the header) live in that namespace only.
 _SPECIAL = "special_"
 unary_functions = {name: _unary_function(name, code) for name, code in UNARY.items() if not name.startswith(_SPECIAL)}
-special_functions = {name[len(_SPECIAL):]: _unary_function(name, code) for name, code in UNARY.items()
-                     if name.startswith(_SPECIAL)}
+special_functions = {
+    name[len(_SPECIAL) :]: _unary_function(name, code) for name, code in UNARY.items() if name.startswith(_SPECIAL)
+}
 for _name, _fn in special_functions.items():
     _fn.__name__ = _fn.__qualname__ = _name
 globals().update(unary_functions)
@@ -247,6 +252,7 @@ fix = unary_functions["trunc"]  # NumPy's name for trunc, which PyTorch takes to
 
 
 # ---- comparisons, bitwise and logical ops ------------------------------------------------------
+
 
 def compare(op, a, b, reflected=False):
     """``a op b`` (bool), for a tensor `a` and a tensor or number `b`; NotImplemented otherwise."""
@@ -385,6 +391,7 @@ ger = outer
 
 # ---- selection ---------------------------------------------------------------------------------
 
+
 def where(condition, input, other, *, out=None):
     """``input`` where the bool ``condition`` holds, ``other`` elsewhere (either may be a
     number), with broadcasting; gradients flow to the branch chosen."""
@@ -434,44 +441,105 @@ def _binary_function(op, name, doc, **kw):
     return fn
 
 
-atan2 = _binary_function(_C.ATAN2, "atan2", "The angle of the point ``(other, input)``: arctan(input / other) in the "
-                         "right quadrant, elementwise (integers promote to float32; float32 under autocast).",
-                         input_number=False)
+atan2 = _binary_function(
+    _C.ATAN2,
+    "atan2",
+    "The angle of the point ``(other, input)``: arctan(input / other) in the "
+    "right quadrant, elementwise (integers promote to float32; float32 under autocast).",
+    input_number=False,
+)
 arctan2 = atan2
-copysign = _binary_function(_C.COPYSIGN, "copysign", "The magnitude of `input` with the sign of `other` (-0.0 "
-                            "counts as negative), elementwise; integers promote to float32.")
-xlogy = _binary_function(_C.XLOGY, "xlogy", "``input * log(other)``, 0 where `input` is 0 (unless `other` is NaN); "
-                         "integers promote to float32.")
-hypot = _binary_function(_C.HYPOT, "hypot", "``sqrt(input**2 + other**2)`` without overflow, elementwise (floating "
-                         "tensors only).", input_number=False)
-nextafter = _binary_function(_C.NEXTAFTER, "nextafter", "The next value of `input`'s dtype after `input` towards "
-                             "`other`, elementwise (floating tensors only).", input_number=False)
-logaddexp = _binary_function(_C.LOGADDEXP, "logaddexp", "``log(exp(input) + exp(other))`` without overflow, "
-                             "elementwise (floating tensors only).", input_number=False)
-logaddexp2 = _binary_function(_C.LOGADDEXP2, "logaddexp2", "``log2(2**input + 2**other)`` without overflow, "
-                              "elementwise (floating tensors only).", input_number=False)
-igamma = _binary_function(_C.IGAMMA, "igamma", "The regularized lower incomplete gamma function P(input, other) "
-                          "(floating tensors only; the gradient is for `other`).", input_number=False)
-igammac = _binary_function(_C.IGAMMAC, "igammac", "The regularized upper incomplete gamma function Q(input, other) "
-                           "= 1 - P (floating tensors only; the gradient is for `other`).", input_number=False)
-fmod = _binary_function(_C.FMOD, "fmod", "The remainder of ``input / other`` with the sign of `input` (C's fmod), "
-                        "elementwise; integers by 0 raise.", divides=True, input_number=False)
-remainder = _binary_function(_C.REMAINDER, "remainder", "``input - floor(input / other) * other``: the remainder "
-                             "with the sign of `other` (Python's %), elementwise; integers by 0 raise.", divides=True)
-floor_divide = _binary_function(_C.FLOOR_DIVIDE, "floor_divide", "``floor(input / other)`` (Python's //), "
-                                "elementwise; integers stay integers, and by 0 raise.", divides=True)
-fmax = _binary_function(_C.FMAX, "fmax", "Elementwise maximum that ignores NaN (NaN only where both are).",
-                        input_number=False)
-fmin = _binary_function(_C.FMIN, "fmin", "Elementwise minimum that ignores NaN (NaN only where both are).",
-                        input_number=False)
-gcd = _binary_function(_C.GCD, "gcd", "The greatest common divisor, elementwise (integer tensors only).",
-                       input_number=False)
-lcm = _binary_function(_C.LCM, "lcm", "The least common multiple, elementwise (integer tensors only).",
-                       input_number=False)
-bitwise_left_shift = _binary_function(_C.LEFT_SHIFT, "bitwise_left_shift", "``input << other`` (integer tensors "
-                                      "only; shifts by the width or more give 0).")
-bitwise_right_shift = _binary_function(_C.RIGHT_SHIFT, "bitwise_right_shift", "``input >> other``, arithmetic "
-                                       "(integer tensors only; shifts by the width or more give the sign).")
+copysign = _binary_function(
+    _C.COPYSIGN,
+    "copysign",
+    "The magnitude of `input` with the sign of `other` (-0.0 "
+    "counts as negative), elementwise; integers promote to float32.",
+)
+xlogy = _binary_function(
+    _C.XLOGY,
+    "xlogy",
+    "``input * log(other)``, 0 where `input` is 0 (unless `other` is NaN); integers promote to float32.",
+)
+hypot = _binary_function(
+    _C.HYPOT,
+    "hypot",
+    "``sqrt(input**2 + other**2)`` without overflow, elementwise (floating tensors only).",
+    input_number=False,
+)
+nextafter = _binary_function(
+    _C.NEXTAFTER,
+    "nextafter",
+    "The next value of `input`'s dtype after `input` towards `other`, elementwise (floating tensors only).",
+    input_number=False,
+)
+logaddexp = _binary_function(
+    _C.LOGADDEXP,
+    "logaddexp",
+    "``log(exp(input) + exp(other))`` without overflow, elementwise (floating tensors only).",
+    input_number=False,
+)
+logaddexp2 = _binary_function(
+    _C.LOGADDEXP2,
+    "logaddexp2",
+    "``log2(2**input + 2**other)`` without overflow, elementwise (floating tensors only).",
+    input_number=False,
+)
+igamma = _binary_function(
+    _C.IGAMMA,
+    "igamma",
+    "The regularized lower incomplete gamma function P(input, other) "
+    "(floating tensors only; the gradient is for `other`).",
+    input_number=False,
+)
+igammac = _binary_function(
+    _C.IGAMMAC,
+    "igammac",
+    "The regularized upper incomplete gamma function Q(input, other) "
+    "= 1 - P (floating tensors only; the gradient is for `other`).",
+    input_number=False,
+)
+fmod = _binary_function(
+    _C.FMOD,
+    "fmod",
+    "The remainder of ``input / other`` with the sign of `input` (C's fmod), elementwise; integers by 0 raise.",
+    divides=True,
+    input_number=False,
+)
+remainder = _binary_function(
+    _C.REMAINDER,
+    "remainder",
+    "``input - floor(input / other) * other``: the remainder "
+    "with the sign of `other` (Python's %), elementwise; integers by 0 raise.",
+    divides=True,
+)
+floor_divide = _binary_function(
+    _C.FLOOR_DIVIDE,
+    "floor_divide",
+    "``floor(input / other)`` (Python's //), elementwise; integers stay integers, and by 0 raise.",
+    divides=True,
+)
+fmax = _binary_function(
+    _C.FMAX, "fmax", "Elementwise maximum that ignores NaN (NaN only where both are).", input_number=False
+)
+fmin = _binary_function(
+    _C.FMIN, "fmin", "Elementwise minimum that ignores NaN (NaN only where both are).", input_number=False
+)
+gcd = _binary_function(
+    _C.GCD, "gcd", "The greatest common divisor, elementwise (integer tensors only).", input_number=False
+)
+lcm = _binary_function(
+    _C.LCM, "lcm", "The least common multiple, elementwise (integer tensors only).", input_number=False
+)
+bitwise_left_shift = _binary_function(
+    _C.LEFT_SHIFT,
+    "bitwise_left_shift",
+    "``input << other`` (integer tensors only; shifts by the width or more give 0).",
+)
+bitwise_right_shift = _binary_function(
+    _C.RIGHT_SHIFT,
+    "bitwise_right_shift",
+    "``input >> other``, arithmetic (integer tensors only; shifts by the width or more give the sign).",
+)
 
 
 def heaviside(input, values, *, out=None):
@@ -500,6 +568,7 @@ def rsub(input, other, *, alpha=1):
 def float_power(input, exponent, *, out=None):
     """``input ** exponent`` in float64, elementwise."""
     from .._types import float64
+
     a = input.to(float64) if isinstance(input, TensorBase) else input
     b = exponent.to(float64) if isinstance(exponent, TensorBase) else exponent
     if not isinstance(a, TensorBase):
@@ -519,6 +588,7 @@ def frexp(input, *, out=None):
     """The mantissa (magnitude in [0.5, 1), or 0) and int32 exponent of each element, with
     ``input = mantissa * 2**exponent``; floating tensors only."""
     from .._types import int32
+
     t = tensor_arg(input, "frexp")
     if not t.dtype.is_floating_point:
         raise TypeError(f"frexp(): only floating-point tensors are supported, got {t.dtype}")
@@ -615,6 +685,7 @@ def square(input, *, out=None):
     t = tensor_arg(input, "square")
     if t.dtype == bool_:
         from .._types import int64
+
         t = t.to(int64)
     return returned(t * t, out, "square")
 
@@ -634,6 +705,7 @@ def logit(input, eps=None, *, out=None):
     t = tensor_arg(input, "logit")
     if not t.dtype.is_floating_point:
         from .._types import float32
+
         t = t.to(float32)
     if eps is not None:
         # eps, then 1 - eps, as PyTorch applies them (for eps > 1/2 every value is replaced).
@@ -642,8 +714,12 @@ def logit(input, eps=None, *, out=None):
 
 
 # The largest finite value of each floating dtype.
-_LARGEST = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308, "float16": 65504.0,
-            "bfloat16": 3.3895313892515355e38}
+_LARGEST = {
+    "float32": 3.4028234663852886e38,
+    "float64": 1.7976931348623157e308,
+    "float16": 65504.0,
+    "bfloat16": 3.3895313892515355e38,
+}
 
 
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None, *, out=None):
@@ -695,6 +771,7 @@ def angle(input, *, out=None):
     t = tensor_arg(input, "angle")
     if not t.dtype.is_floating_point:
         from .._types import float32
+
         t = t.to(float32)
     r = where(isnan(t), t, where(lt(t, 0), _PI, 0.0).to(t.dtype))
     return returned(r, out, "angle")
@@ -726,6 +803,7 @@ def polygamma(n, input, *, out=None):
     if n == 0:
         return returned(unary_functions["digamma"](t), out, "polygamma")
     import math
+
     factor = math.factorial(n) * (1 if n % 2 == 1 else -1)
     r = result(_binary_scalar_op(_C.ZETA, t._h, float(n + 1), 0, _C.SCALAR_FLOAT, True)) * float(factor)
     return returned(r, out, "polygamma")
@@ -736,11 +814,13 @@ def mvlgamma(input, p, *, out=None):
     ``sum(lgamma(input - i/2) for i < p) + p(p-1)/4 log(pi)``; every element must exceed
     ``(p - 1) / 2``."""
     import math
+
     t = tensor_arg(input, "mvlgamma")
     if isinstance(p, bool) or not isinstance(p, int) or p < 1:
         raise ValueError(f"mvlgamma(): p must be a positive int, got {p!r}")
     if not t.dtype.is_floating_point:
         from .._types import float32
+
         t = t.to(float32)
     if not bool(gt(t, (p - 1) / 2).all()):
         raise RuntimeError(f"mvlgamma(): all elements must be greater than (p-1)/2 = {(p - 1) / 2}")
@@ -775,8 +855,9 @@ def addcdiv(input, tensor1, tensor2, *, value=1, out=None):
     tensor_arg(input, "addcdiv")
     a, b = tensor_arg(tensor1, "addcdiv", "tensor1"), tensor_arg(tensor2, "addcdiv", "tensor2")
     if not a.dtype.is_floating_point and not b.dtype.is_floating_point:
-        raise RuntimeError("addcdiv(): integer division with addcdiv is not supported; use true_divide on the "
-                           "tensors' float forms")
+        raise RuntimeError(
+            "addcdiv(): integer division with addcdiv is not supported; use true_divide on the tensors' float forms"
+        )
     q = a / b
     return returned(input + (q if value == 1 else q * value), out, "addcdiv")
 
@@ -840,17 +921,65 @@ def _integer_reflected(op, name):
     return fn
 
 
-MATH_FUNCTIONS = ["atan2", "arctan2", "copysign", "xlogy", "hypot", "nextafter", "logaddexp", "logaddexp2", "igamma",
-                  "igammac", "fmod", "remainder", "floor_divide", "fmax", "fmin", "gcd", "lcm", "bitwise_left_shift",
-                  "bitwise_right_shift", "heaviside", "true_divide", "divide", "rsub", "float_power", "ldexp", "frexp",
-                  "sign", "sgn", "signbit", "frac", "reciprocal", "square", "deg2rad", "rad2deg", "logit",
-                  "nan_to_num", "isposinf", "isneginf", "isreal", "positive", "angle", "real", "conj", "conj_physical",
-                  "polygamma", "mvlgamma", "lerp", "addcmul", "addcdiv", "clamp_min",
-                  "clamp_max"]
+MATH_FUNCTIONS = [
+    "atan2",
+    "arctan2",
+    "copysign",
+    "xlogy",
+    "hypot",
+    "nextafter",
+    "logaddexp",
+    "logaddexp2",
+    "igamma",
+    "igammac",
+    "fmod",
+    "remainder",
+    "floor_divide",
+    "fmax",
+    "fmin",
+    "gcd",
+    "lcm",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+    "heaviside",
+    "true_divide",
+    "divide",
+    "rsub",
+    "float_power",
+    "ldexp",
+    "frexp",
+    "sign",
+    "sgn",
+    "signbit",
+    "frac",
+    "reciprocal",
+    "square",
+    "deg2rad",
+    "rad2deg",
+    "logit",
+    "nan_to_num",
+    "isposinf",
+    "isneginf",
+    "isreal",
+    "positive",
+    "angle",
+    "real",
+    "conj",
+    "conj_physical",
+    "polygamma",
+    "mvlgamma",
+    "lerp",
+    "addcmul",
+    "addcdiv",
+    "clamp_min",
+    "clamp_max",
+]
 
 # The header's words first, as for every unary op.
-round.__doc__ = (f"{_C._abi.DOCS['LUCID_ROUND']}, elementwise; with `decimals`, to that many decimal places "
-                 "(``round(input * 10**decimals) / 10**decimals``).")
+round.__doc__ = (
+    f"{_C._abi.DOCS['LUCID_ROUND']}, elementwise; with `decimals`, to that many decimal places "
+    "(``round(input * 10**decimals) / 10**decimals``)."
+)
 sign.__doc__ = f"{_C._abi.DOCS['LUCID_SIGN']}, elementwise (bool stays bool)."
 unary_functions["round"], unary_functions["sign"] = round, sign
 
@@ -989,16 +1118,103 @@ class ElementwiseMethods:
     __rrshift__ = _integer_reflected(_C.RIGHT_SHIFT, "__rrshift__")
     __rdiv__ = _reflected(_DIV, "__rdiv__")
 
-    (atan2, arctan2, copysign, xlogy, hypot, nextafter, logaddexp, logaddexp2, igamma, igammac, fmod, remainder,
-     floor_divide, fmax, fmin, gcd, lcm, bitwise_left_shift, bitwise_right_shift, heaviside, true_divide, divide,
-     float_power, ldexp, frexp, sgn, signbit, frac, reciprocal, square, deg2rad, rad2deg, logit, nan_to_num,
-     isposinf, isneginf, isreal, positive, angle, conj, conj_physical, mvlgamma, lerp,
-     addcmul, addcdiv, clamp_min, clamp_max) = (
-        atan2, arctan2, copysign, xlogy, hypot, nextafter, logaddexp, logaddexp2, igamma, igammac, fmod, remainder,
-        floor_divide, fmax, fmin, gcd, lcm, bitwise_left_shift, bitwise_right_shift, heaviside, true_divide, divide,
-        float_power, ldexp, frexp, sgn, signbit, frac, reciprocal, square, deg2rad, rad2deg, logit, nan_to_num,
-        isposinf, isneginf, isreal, positive, angle, conj, conj_physical, mvlgamma, lerp,
-        addcmul, addcdiv, clamp_min, clamp_max)
+    (
+        atan2,
+        arctan2,
+        copysign,
+        xlogy,
+        hypot,
+        nextafter,
+        logaddexp,
+        logaddexp2,
+        igamma,
+        igammac,
+        fmod,
+        remainder,
+        floor_divide,
+        fmax,
+        fmin,
+        gcd,
+        lcm,
+        bitwise_left_shift,
+        bitwise_right_shift,
+        heaviside,
+        true_divide,
+        divide,
+        float_power,
+        ldexp,
+        frexp,
+        sgn,
+        signbit,
+        frac,
+        reciprocal,
+        square,
+        deg2rad,
+        rad2deg,
+        logit,
+        nan_to_num,
+        isposinf,
+        isneginf,
+        isreal,
+        positive,
+        angle,
+        conj,
+        conj_physical,
+        mvlgamma,
+        lerp,
+        addcmul,
+        addcdiv,
+        clamp_min,
+        clamp_max,
+    ) = (
+        atan2,
+        arctan2,
+        copysign,
+        xlogy,
+        hypot,
+        nextafter,
+        logaddexp,
+        logaddexp2,
+        igamma,
+        igammac,
+        fmod,
+        remainder,
+        floor_divide,
+        fmax,
+        fmin,
+        gcd,
+        lcm,
+        bitwise_left_shift,
+        bitwise_right_shift,
+        heaviside,
+        true_divide,
+        divide,
+        float_power,
+        ldexp,
+        frexp,
+        sgn,
+        signbit,
+        frac,
+        reciprocal,
+        square,
+        deg2rad,
+        rad2deg,
+        logit,
+        nan_to_num,
+        isposinf,
+        isneginf,
+        isreal,
+        positive,
+        angle,
+        conj,
+        conj_physical,
+        mvlgamma,
+        lerp,
+        addcmul,
+        addcdiv,
+        clamp_min,
+        clamp_max,
+    )
 
     def polygamma(self, n):
         """polygamma(n, self)."""
@@ -1012,8 +1228,50 @@ class ElementwiseMethods:
 for _name, _fn in unary_functions.items():
     setattr(ElementwiseMethods, _name, _fn)
 
-__all__ = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "clamp", "clip", "matmul", "mm", "dot", "eq", "ne", "lt", "le",
-           "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "logical_and", "logical_or",
-           "logical_xor", "logical_not", "where", "isnan", "isinf", "isfinite", "isclose", "allclose", "equal", "outer",
-           "ger", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "fix", *unary_functions, *MATH_FUNCTIONS]
+__all__ = [
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "pow",
+    "maximum",
+    "minimum",
+    "clamp",
+    "clip",
+    "matmul",
+    "mm",
+    "dot",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_not",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "logical_not",
+    "where",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "isclose",
+    "allclose",
+    "equal",
+    "outer",
+    "ger",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "arcsinh",
+    "arccosh",
+    "arctanh",
+    "fix",
+    *unary_functions,
+    *MATH_FUNCTIONS,
+]
 __all__ += ["bmm", "mv", "vdot", "inner", "addmm", "addmv", "addr", "baddbmm", "addbmm"]

@@ -8,13 +8,13 @@ import builtins
 import numpy as np
 
 from .. import _C, _core
-from .._core import TensorBase, int_tuple, result, scalar, shape_args, tensor_arg
+from .._core import TensorBase, int_tuple, result, scalar, tensor_arg
 from .._types import as_index, bool_, int64
 from . import writes
 from .creation import arange, full, tensor
 from .elementwise import masked_fill as _masked_fill, where
 from .reduce import amax as _amax, amin as _amin, sum as _sum
-from .shape import broadcast_shapes, cat, expand, movedim, narrow, reshape, unsqueeze, view
+from .shape import broadcast_shapes, cat, expand, narrow, reshape, view
 from .writes import encode, has_tensor, operand, returned
 
 
@@ -44,8 +44,7 @@ def setitem(input, key, value):
     if has_tensor(encoded):
         writes.index_put(input, encoded, operand(input, value, "__setitem__"), False, "__setitem__")
         return
-    writes.write_at(input, encoded, None if s is not None else operand(input, value, "__setitem__"), s,
-                    "__setitem__")
+    writes.write_at(input, encoded, None if s is not None else operand(input, value, "__setitem__"), s, "__setitem__")
 
 
 def _encoded_indices(t, indices, op, keep):
@@ -101,12 +100,14 @@ def _scatter_args(t, dim, index, src, value, op):
             raise ValueError(f"{op}: index is larger than self in dimension {k} ({n} > {t.shape[k]})")
     if isinstance(src, TensorBase):
         if src.ndim != t.ndim or any(n > m for n, m in zip(index.shape, src.shape)):
-            raise ValueError(f"{op}: index of shape {tuple(index.shape)} is larger than src of shape "
-                             f"{tuple(src.shape)}")
+            raise ValueError(
+                f"{op}: index of shape {tuple(index.shape)} is larger than src of shape {tuple(src.shape)}"
+            )
         src = src[tuple(slice(0, n) for n in index.shape)]
-    positions = tuple(index if k == d else
-                      view(arange(n, device=t.device), *(n if j == k else 1 for j in range(t.ndim)))
-                      for k, n in enumerate(index.shape))
+    positions = tuple(
+        index if k == d else view(arange(n, device=t.device), *(n if j == k else 1 for j in range(t.ndim)))
+        for k, n in enumerate(index.shape)
+    )
     return positions, src
 
 
@@ -128,8 +129,9 @@ def scatter_(input, dim, index, src=None, *, value=None, reduce=None):
             values = expand(values, tuple(idx.shape))
         out = _scatter_reduce(writes.source(t, values), dim, idx, values, "prod", True, "scatter_")
         return writes.assign(t, out, "scatter_", result=True)
-    return index_put_(input, *_scatter_args(input, dim, index, src, value, "scatter_"), accumulate=reduce == "add",
-                      op="scatter_")
+    return index_put_(
+        input, *_scatter_args(input, dim, index, src, value, "scatter_"), accumulate=reduce == "add", op="scatter_"
+    )
 
 
 def scatter(input, dim, index, src=None, *, value=None, reduce=None, out=None):
@@ -140,8 +142,9 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None, out=None):
 
 def scatter_add_(input, dim, index, src):
     """Adds `src` at the positions `index` names along `dim`, repeated positions adding up."""
-    return index_put_(input, *_scatter_args(input, dim, index, src, None, "scatter_add_"), accumulate=True,
-                      op="scatter_add_")
+    return index_put_(
+        input, *_scatter_args(input, dim, index, src, None, "scatter_add_"), accumulate=True, op="scatter_add_"
+    )
 
 
 def scatter_add(input, dim, index, src):
@@ -157,8 +160,11 @@ def select(input, dim, index):
 
 def index_select(input, dim, index, *, out=None):
     """Slices along `dim` at the positions in a 1-D integer tensor."""
-    r = result(_C.index_select(tensor_arg(input, "index_select")._h, as_index(dim),
-                               tensor_arg(index, "index_select", "index")._h))
+    r = result(
+        _C.index_select(
+            tensor_arg(input, "index_select")._h, as_index(dim), tensor_arg(index, "index_select", "index")._h
+        )
+    )
     return returned(r, out, "index_select")
 
 
@@ -213,7 +219,7 @@ def nonzero_static(input, *, size, fill_value=-1):
         raise RuntimeError(f"nonzero_static: size must be non-negative, got {size}")
     rows = _nonzero_rows(t)[:size]
     padded = np.full((size, t.ndim), as_index(fill_value), dtype=np.int64)
-    padded[:len(rows)] = rows
+    padded[: len(rows)] = rows
     return tensor(padded, device=t.device)
 
 
@@ -235,8 +241,10 @@ def _check_source(t, d, index, source, op):
     shape[d] = index.shape[0]
     got = list(_as_1d(source).shape)
     if got != shape:
-        raise RuntimeError(f"{op}: source of shape {tuple(source.shape)} where the index of {index.shape[0]} "
-                           f"entries along dimension {d} of self {tuple(t.shape)} needs shape {tuple(shape)}")
+        raise RuntimeError(
+            f"{op}: source of shape {tuple(source.shape)} where the index of {index.shape[0]} "
+            f"entries along dimension {d} of self {tuple(t.shape)} needs shape {tuple(shape)}"
+        )
 
 
 def index_add_(input, dim, index, source, *, alpha=1):
@@ -314,8 +322,10 @@ def _scatter_reduce(t, dim, index, src, reduce, include_self, op):
     d = base._wrap_dim(dim, op)
     n = base.shape[d]
     if idx.size and (idx.min() < -n or idx.max() >= n):
-        raise IndexError(f"{op}: index {int(idx.max() if idx.max() >= n else idx.min())} is out of bounds for "
-                         f"dimension {d} with size {n}")
+        raise IndexError(
+            f"{op}: index {int(idx.max() if idx.max() >= n else idx.min())} is out of bounds for "
+            f"dimension {d} with size {n}"
+        )
     if idx.size == 0:
         return t.clone()
     coords = list(np.indices(idx.shape))
@@ -329,8 +339,13 @@ def _scatter_reduce(t, dim, index, src, reduce, include_self, op):
     hits = np.bincount(target, minlength=count)
     floating = t.dtype.is_floating_point
     info = None if floating else np.iinfo(t.dtype.numpy)
-    pad = {"sum": 0, "mean": 0, "prod": 1,
-           "amax": -np.inf if floating else int(info.min), "amin": np.inf if floating else int(info.max)}[reduce]
+    pad = {
+        "sum": 0,
+        "mean": 0,
+        "prod": 1,
+        "amax": -np.inf if floating else int(info.min),
+        "amin": np.inf if floating else int(info.max),
+    }[reduce]
     dense = full((count, int(slot.max()) + 1), pad, dtype=t.dtype, device=t.device)
     rows, cols = tensor(target, device=t.device), tensor(slot, device=t.device)
     dense = index_put(dense, (rows, cols), reshape(values, -1))
@@ -342,8 +357,13 @@ def _scatter_reduce(t, dim, index, src, reduce, include_self, op):
         if reduce == "mean":
             divisor = tensor(np.maximum(hits + bool(include_self), 1), device=t.device)
             # integers divide rounding down, as PyTorch's (they carry no gradient)
-            reduced = reduced / divisor if floating else tensor(
-                np.floor_divide(reduced.numpy(), divisor.numpy()).astype(reduced.dtype.numpy), device=t.device)
+            reduced = (
+                reduced / divisor
+                if floating
+                else tensor(
+                    np.floor_divide(reduced.numpy(), divisor.numpy()).astype(reduced.dtype.numpy), device=t.device
+                )
+            )
     elif reduce == "prod":
         columns = [narrow(dense, 1, k, 1) for k in range(dense.shape[1])]
         reduced = columns[0]
@@ -369,8 +389,9 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True, out=Non
 def scatter_reduce_(input, dim, index, src, reduce, *, include_self=True):
     """`scatter_reduce`, written into `input`."""
     t = tensor_arg(input, "scatter_reduce_")
-    r = _scatter_reduce(writes.source(t, src), dim, _long_index(index, "scatter_reduce_"), src, reduce, include_self,
-                        "scatter_reduce_")
+    r = _scatter_reduce(
+        writes.source(t, src), dim, _long_index(index, "scatter_reduce_"), src, reduce, include_self, "scatter_reduce_"
+    )
     return writes.assign(t, r, "scatter_reduce_", result=True)
 
 
@@ -418,8 +439,9 @@ def _broadcast_pair(t, mask, op):
     try:
         shape = broadcast_shapes(t.shape, mask.shape)
     except RuntimeError:
-        raise RuntimeError(f"{op}: mask of shape {tuple(mask.shape)} does not broadcast with self of shape "
-                           f"{tuple(t.shape)}") from None
+        raise RuntimeError(
+            f"{op}: mask of shape {tuple(mask.shape)} does not broadcast with self of shape {tuple(t.shape)}"
+        ) from None
     return expand(t, shape), expand(mask, shape)
 
 
@@ -443,8 +465,10 @@ def masked_scatter_(input, mask, source):
     t = tensor_arg(input, "masked_scatter_")
     r = masked_scatter(writes.source(t, source), mask, source)
     if tuple(r.shape) != tuple(t.shape):
-        raise RuntimeError(f"masked_scatter_: mask of shape {tuple(mask.shape)} broadcasts self of shape "
-                           f"{tuple(t.shape)} to {tuple(r.shape)}")
+        raise RuntimeError(
+            f"masked_scatter_: mask of shape {tuple(mask.shape)} broadcasts self of shape "
+            f"{tuple(t.shape)} to {tuple(r.shape)}"
+        )
     return writes.assign(t, r, "masked_scatter_", result=True)
 
 
@@ -469,8 +493,10 @@ def take(input, index, *, out=None):
     if i.numel():
         a = i.numpy()
         if a.min() < -n or a.max() >= n:
-            raise IndexError(f"take(): index {int(a.max() if a.max() >= n else a.min())} is out of range for a tensor "
-                             f"of {n} elements")
+            raise IndexError(
+                f"take(): index {int(a.max() if a.max() >= n else a.min())} is out of range for a tensor "
+                f"of {n} elements"
+            )
     return returned(reshape(getitem(flat, i), *index.shape), out, "take")
 
 
@@ -483,8 +509,10 @@ def take_along_dim(input, indices, dim=None, *, out=None):
     if dim is None:
         return returned(take(t, reshape(idx, -1)), out, "take_along_dim")
     if t.ndim != idx.ndim:
-        raise RuntimeError(f"take_along_dim: input ({t.ndim} dimensions) and indices ({idx.ndim}) should have the "
-                           "same number of dimensions")
+        raise RuntimeError(
+            f"take_along_dim: input ({t.ndim} dimensions) and indices ({idx.ndim}) should have the "
+            "same number of dimensions"
+        )
     d = t._wrap_dim(dim, "take_along_dim")
     one = lambda s: tuple(1 if k == d else n for k, n in enumerate(s))  # noqa: E731
     shape = list(broadcast_shapes(one(t.shape), one(idx.shape)))
@@ -591,14 +619,37 @@ class IndexingMethods:
     __slots__ = ()
 
     __getitem__, __setitem__ = getitem, setitem
-    index_put_, index_put, scatter_, scatter, scatter_add_, scatter_add = (index_put_, index_put, scatter_, scatter,
-                                                                           scatter_add_, scatter_add)
-    select, index_select, gather, nonzero, index_add_, index_add = (select, index_select, gather, nonzero, index_add_,
-                                                                    index_add)
+    index_put_, index_put, scatter_, scatter, scatter_add_, scatter_add = (
+        index_put_,
+        index_put,
+        scatter_,
+        scatter,
+        scatter_add_,
+        scatter_add,
+    )
+    select, index_select, gather, nonzero, index_add_, index_add = (
+        select,
+        index_select,
+        gather,
+        nonzero,
+        index_add_,
+        index_add,
+    )
     index_copy_, index_copy, index_fill_, index_fill, index_reduce_, index_reduce = (
-        index_copy_, index_copy, index_fill_, index_fill, index_reduce_, index_reduce)
+        index_copy_,
+        index_copy,
+        index_fill_,
+        index_fill,
+        index_reduce_,
+        index_reduce,
+    )
     scatter_reduce_, scatter_reduce, masked_scatter_, masked_scatter, masked_select = (
-        scatter_reduce_, scatter_reduce, masked_scatter_, masked_scatter, masked_select)
+        scatter_reduce_,
+        scatter_reduce,
+        masked_scatter_,
+        masked_scatter,
+        masked_select,
+    )
     masked_fill = masked_fill
     take, take_along_dim, put_, put = take, take_along_dim, put_, put
     argwhere, nonzero_static = argwhere, nonzero_static
@@ -609,7 +660,30 @@ class IndexingMethods:
         return (getitem(self, i) for i in range(self.shape[0]))
 
 
-__all__ = ["index_put", "scatter", "scatter_add", "select", "index_select", "gather", "nonzero", "index_add",
-           "argwhere", "nonzero_static", "index_copy", "index_fill", "index_reduce", "scatter_reduce", "masked_fill",
-           "masked_scatter", "masked_select", "take", "take_along_dim", "put", "unravel_index", "fill", "zero_",
-           "_unsafe_masked_index", "_unsafe_masked_index_put_accumulate"]
+__all__ = [
+    "index_put",
+    "scatter",
+    "scatter_add",
+    "select",
+    "index_select",
+    "gather",
+    "nonzero",
+    "index_add",
+    "argwhere",
+    "nonzero_static",
+    "index_copy",
+    "index_fill",
+    "index_reduce",
+    "scatter_reduce",
+    "masked_fill",
+    "masked_scatter",
+    "masked_select",
+    "take",
+    "take_along_dim",
+    "put",
+    "unravel_index",
+    "fill",
+    "zero_",
+    "_unsafe_masked_index",
+    "_unsafe_masked_index_put_accumulate",
+]

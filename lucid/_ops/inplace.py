@@ -129,10 +129,13 @@ class InPlaceMethods:
             if mask.dtype is not bool_:
                 raise TypeError(f"masked_fill_: mask must be a bool tensor, got {mask.dtype}")
             if isinstance(value, TensorBase) and value.ndim != 0:
-                raise RuntimeError(f"masked_fill_: value must be a number or a 0-d tensor, got shape {tuple(value.shape)}")
+                raise RuntimeError(
+                    f"masked_fill_: value must be a number or a 0-d tensor, got shape {tuple(value.shape)}"
+                )
             full = mask.expand(*self.shape) if tuple(mask.shape) != tuple(self.shape) else mask
-            return index_put(self, encode((full,), self.device, []), operand(self, value, "masked_fill_"), False,
-                             "masked_fill_")
+            return index_put(
+                self, encode((full,), self.device, []), operand(self, value, "masked_fill_"), False, "masked_fill_"
+            )
         return assign(self, masked_fill(source(self, value), mask, value), "masked_fill_", result=True)
 
     def fill_(self, value):
@@ -211,10 +214,39 @@ def _function_inplace(name):
 
 
 # PyTorch's in-place forms of the elementwise math functions.
-for _name in ("atan2", "arctan2", "copysign", "xlogy", "hypot", "nextafter", "igamma", "igammac", "fmod", "remainder",
-              "floor_divide", "fmax", "fmin", "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "heaviside",
-              "true_divide", "ldexp", "sgn", "frac", "reciprocal", "square", "deg2rad", "rad2deg", "logit",
-              "nan_to_num", "mvlgamma", "clamp_min", "clamp_max"):
+for _name in (
+    "atan2",
+    "arctan2",
+    "copysign",
+    "xlogy",
+    "hypot",
+    "nextafter",
+    "igamma",
+    "igammac",
+    "fmod",
+    "remainder",
+    "floor_divide",
+    "fmax",
+    "fmin",
+    "gcd",
+    "lcm",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+    "heaviside",
+    "true_divide",
+    "ldexp",
+    "sgn",
+    "frac",
+    "reciprocal",
+    "square",
+    "deg2rad",
+    "rad2deg",
+    "logit",
+    "nan_to_num",
+    "mvlgamma",
+    "clamp_min",
+    "clamp_max",
+):
     setattr(InPlaceMethods, f"{_name}_", _function_inplace(_name))
 
 

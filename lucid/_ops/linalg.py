@@ -25,9 +25,30 @@ from .reduce import amax, amin, sum
 from .shape import cat, diagonal as _diagonal, reshape, stack, tril, triu, unbind
 from .writes import returned
 
-__all__ = ["cross", "det", "logdet", "slogdet", "inverse", "pinverse", "svd", "lu", "lu_solve", "lu_unpack",
-           "triangular_solve", "cholesky", "cholesky_inverse", "cholesky_solve", "geqrf", "ormqr", "matrix_exp",
-           "svd_lowrank", "pca_lowrank", "qr", "matrix_power", "orgqr"]
+__all__ = [
+    "cross",
+    "det",
+    "logdet",
+    "slogdet",
+    "inverse",
+    "pinverse",
+    "svd",
+    "lu",
+    "lu_solve",
+    "lu_unpack",
+    "triangular_solve",
+    "cholesky",
+    "cholesky_inverse",
+    "cholesky_solve",
+    "geqrf",
+    "ormqr",
+    "matrix_exp",
+    "svd_lowrank",
+    "pca_lowrank",
+    "qr",
+    "matrix_power",
+    "orgqr",
+]
 
 # Result types named as PyTorch's torch.return_types.
 LUFactorResult = namedtuple("linalg_lu_factor", ["LU", "pivots"])
@@ -113,8 +134,10 @@ def _permutation(pivots, m, like):
         for i, p in enumerate(swaps):
             j = int(p) - 1
             if not 0 <= j < m:
-                raise ValueError(f"lu_unpack(): pivot {int(p)} is out of range for a matrix of {m} rows "
-                                 "(pivots are 1-based row numbers, as linalg.lu_factor returns them)")
+                raise ValueError(
+                    f"lu_unpack(): pivot {int(p)} is out of range for a matrix of {m} rows "
+                    "(pivots are 1-based row numbers, as linalg.lu_factor returns them)"
+                )
             rows[i], rows[j] = rows[j], rows[i]
         out[b, rows, np.arange(m)] = 1
     return tensor(out.reshape(piv.shape[:-1] + (m, m)), dtype=like.dtype, device=like.device)
@@ -126,8 +149,10 @@ def _check_pivots(LU, pivots, fn):
         raise TypeError(f"{fn}(): pivots must be int32 (as linalg.lu_factor returns them), got {pivots.dtype}")
     k = min(LU.shape[-2], LU.shape[-1])
     if tuple(pivots.shape) != tuple(LU.shape[:-2]) + (k,):
-        raise ValueError(f"{fn}(): pivots of shape {tuple(pivots.shape)} do not match LU of shape {tuple(LU.shape)} "
-                         f"(expected {tuple(LU.shape[:-2]) + (k,)})")
+        raise ValueError(
+            f"{fn}(): pivots of shape {tuple(pivots.shape)} do not match LU of shape {tuple(LU.shape)} "
+            f"(expected {tuple(LU.shape[:-2]) + (k,)})"
+        )
 
 
 def _uplo(UPLO, fn):
@@ -138,7 +163,9 @@ def _uplo(UPLO, fn):
 
 def _no_driver(driver, fn):
     if driver is not None:
-        raise RuntimeError(f"{fn}: keyword argument `driver=` is only supported on CUDA inputs with the cuSOLVER backend")
+        raise RuntimeError(
+            f"{fn}: keyword argument `driver=` is only supported on CUDA inputs with the cuSOLVER backend"
+        )
 
 
 # ---- factorizations -----------------------------------------------------------------------------
@@ -237,8 +264,11 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     broadcast."""
     tensor_arg(A, "linalg.solve_triangular", "A")
     tensor_arg(B, "linalg.solve_triangular", "B")
-    return returned(result(_C.linalg_solve_triangular(A._h, B._h, bool(upper), bool(left), bool(unitriangular))), out,
-                    "linalg.solve_triangular")
+    return returned(
+        result(_C.linalg_solve_triangular(A._h, B._h, bool(upper), bool(left), bool(unitriangular))),
+        out,
+        "linalg.solve_triangular",
+    )
 
 
 def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False, *, out=None):
@@ -383,11 +413,14 @@ def householder_product(A, tau, *, out=None):
     tensor_arg(tau, "linalg.householder_product", "tau")
     m, n = A.shape[-2], A.shape[-1]
     if m < n:
-        raise ValueError(f"linalg.householder_product(): A must have at least as many rows as columns, got shape "
-                         f"{tuple(A.shape)}")
+        raise ValueError(
+            f"linalg.householder_product(): A must have at least as many rows as columns, got shape {tuple(A.shape)}"
+        )
     if tau.ndim != A.ndim - 1 or tuple(tau.shape[:-1]) != tuple(A.shape[:-2]) or tau.shape[-1] > n:
-        raise ValueError(f"linalg.householder_product(): tau of shape {tuple(tau.shape)} does not fit A of shape "
-                         f"{tuple(A.shape)} (expected [..., k] with k <= {n} and A's batch dimensions)")
+        raise ValueError(
+            f"linalg.householder_product(): tau of shape {tuple(tau.shape)} does not fit A of shape "
+            f"{tuple(A.shape)} (expected [..., k] with k <= {n} and A's batch dimensions)"
+        )
     if tau.dtype != A.dtype:
         raise TypeError(f"linalg.householder_product(): expected tau of A's dtype {A.dtype}, got {tau.dtype}")
     return returned(_householder(A, tau, n), out, "linalg.householder_product")
@@ -406,12 +439,16 @@ def ormqr(input, input2, input3, left=True, transpose=False, *, out=None):
     _matrix(input3, "ormqr", "input3")
     m = input.shape[-2]
     if input2.shape[-1] > min(m, input.shape[-1]) + (0 if m >= input.shape[-1] else 0):
-        raise ValueError(f"ormqr(): tau of shape {tuple(input2.shape)} has more reflectors than input of shape "
-                         f"{tuple(input.shape)} holds")
+        raise ValueError(
+            f"ormqr(): tau of shape {tuple(input2.shape)} has more reflectors than input of shape "
+            f"{tuple(input.shape)} holds"
+        )
     rows = input3.shape[-2] if left else input3.shape[-1]
     if rows != m:
-        raise ValueError(f"ormqr(): input3 of shape {tuple(input3.shape)} does not fit Q of order {m} "
-                         f"({'left' if left else 'right'} multiplication)")
+        raise ValueError(
+            f"ormqr(): input3 of shape {tuple(input3.shape)} does not fit Q of order {m} "
+            f"({'left' if left else 'right'} multiplication)"
+        )
     A = input
     if A.shape[-1] < m:  # the reflectors of a wide or square input span its first columns only
         A = cat([A, zeros(tuple(A.shape[:-1]) + (m - A.shape[-1],), dtype=A.dtype, device=A.device)], -1)
@@ -534,8 +571,9 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     if isinstance(dim, int):
         dim = (dim,)
     if x.numel() == 0 and ord < 0 or (x.numel() == 0 and math.isinf(ord)):
-        raise RuntimeError(f"linalg.vector_norm(): cannot compute the {ord} norm of an empty tensor, as the "
-                           "operation has no identity")
+        raise RuntimeError(
+            f"linalg.vector_norm(): cannot compute the {ord} norm of an empty tensor, as the operation has no identity"
+        )
     a = x.abs()
     if ord == float("inf") or ord == float("-inf"):
         # The gradient goes to the extreme elements, shared evenly among ties (PyTorch's).
@@ -554,7 +592,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
         s = sum(where(zero > 0, 1.0, a) ** ord, dim, keepdim)
         r = where(has_zero, 0.0, s ** (1.0 / ord))
     else:
-        s = sum(a * a if ord == 2 else a ** ord, dim, keepdim)
+        s = sum(a * a if ord == 2 else a**ord, dim, keepdim)
         # The root of a zero sum has an infinite derivative: taken of 1 there and masked.
         nonzero = s > 0
         safe = where(nonzero, s, 1.0)
@@ -627,8 +665,9 @@ def norm(A, ord=None, dim=None, keepdim=False, *, out=None, dtype=None):
     elif A.ndim == 2:
         r = matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
     else:
-        raise RuntimeError(f"linalg.norm(): with ord={ord!r} and no dim, A must be 1-D or 2-D, got shape "
-                           f"{tuple(A.shape)}")
+        raise RuntimeError(
+            f"linalg.norm(): with ord={ord!r} and no dim, A must be 1-D or 2-D, got shape {tuple(A.shape)}"
+        )
     return returned(r, out, "linalg.norm")
 
 
@@ -656,8 +695,11 @@ def _tolerance(S_max, A, atol, rtol):
     atol is given (and, as a number, positive)."""
     if rtol is None:
         given = atol is not None and (isinstance(atol, TensorBase) or atol > 0)
-        rtol = 0.0 if given else float(np.finfo(np.float64 if A.dtype == float64 else np.float32).eps) * max(
-            A.shape[-2], A.shape[-1])
+        rtol = (
+            0.0
+            if given
+            else float(np.finfo(np.float64 if A.dtype == float64 else np.float32).eps) * max(A.shape[-2], A.shape[-1])
+        )
     tol = S_max * _per_matrix(rtol)
     if atol is not None:
         tol = maximum(tol, _per_matrix(atol) if isinstance(atol, TensorBase) else zeros_like(tol) + atol)
@@ -689,8 +731,12 @@ def _with_pinv_gradient(A, P):
     A0 = A.detach()
     D = A - A0
     I_m, I_n = _eye_like(A, A.shape[-2]), _eye_like(A, A.shape[-1])
-    return (P - matmul(matmul(P, D), P) + matmul(matmul(P, _mT(P)), matmul(_mT(D), I_m - matmul(A0, P)))
-            + matmul(matmul(I_n - matmul(P, A0), _mT(D)), matmul(_mT(P), P)))
+    return (
+        P
+        - matmul(matmul(P, D), P)
+        + matmul(matmul(P, _mT(P)), matmul(_mT(D), I_m - matmul(A0, P)))
+        + matmul(matmul(I_n - matmul(P, A0), _mT(D)), matmul(_mT(P), P))
+    )
 
 
 def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
@@ -728,19 +774,24 @@ def lstsq(A, B, rcond=None, *, driver=None):
     if driver is None:
         driver = "gelsy"
     if driver not in ("gels", "gelsy", "gelsd", "gelss"):
-        raise RuntimeError(f"torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss), "
-                           f"got {driver!r}")
+        raise RuntimeError(
+            f"torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss), got {driver!r}"
+        )
     if B.dtype != A.dtype:
         raise TypeError(f"torch.linalg.lstsq: expected A and B of one dtype, got {A.dtype} and {B.dtype}")
     vector = B.ndim == A.ndim - 1
     if not (vector or B.ndim == A.ndim):
-        raise ValueError(f"torch.linalg.lstsq: A of shape {tuple(A.shape)} and B of shape {tuple(B.shape)}: B must "
-                         "have A's number of dimensions, or one fewer")
+        raise ValueError(
+            f"torch.linalg.lstsq: A of shape {tuple(A.shape)} and B of shape {tuple(B.shape)}: B must "
+            "have A's number of dimensions, or one fewer"
+        )
     rhs = B.unsqueeze(-1) if vector else B
     m, n = A.shape[-2], A.shape[-1]
     if rhs.shape[-2] != m:
-        raise ValueError(f"torch.linalg.lstsq: A of shape {tuple(A.shape)} and B of shape {tuple(B.shape)} have "
-                         "different numbers of rows")
+        raise ValueError(
+            f"torch.linalg.lstsq: A of shape {tuple(A.shape)} and B of shape {tuple(B.shape)} have "
+            "different numbers of rows"
+        )
     eps = float(np.finfo(np.float64 if A.dtype == float64 else np.float32).eps)
     rtol = eps * max(m, n) if rcond is None or rcond < 0 else rcond
     # The minimum-norm solution pinv(A) @ B, with pinv's gradient (PyTorch's lstsq backward).
@@ -795,8 +846,10 @@ def multi_dot(tensors, *, out=None):
         tensor_arg(t, "linalg.multi_dot", f"tensors[{i}]")
         ok = t.ndim == 2 or (t.ndim == 1 and i in (0, len(ts) - 1))
         if not ok:
-            raise ValueError(f"linalg.multi_dot(): tensor {i} must be 2-D{' (or 1-D)' if i in (0, len(ts) - 1) else ''}, "
-                             f"got shape {tuple(t.shape)}")
+            raise ValueError(
+                f"linalg.multi_dot(): tensor {i} must be 2-D{' (or 1-D)' if i in (0, len(ts) - 1) else ''}, "
+                f"got shape {tuple(t.shape)}"
+            )
     first_vec, last_vec = ts[0].ndim == 1, ts[-1].ndim == 1
     mats = [ts[0].unsqueeze(0) if first_vec else ts[0]] + ts[1:-1] + [ts[-1].unsqueeze(-1) if last_vec else ts[-1]]
     r = mats[0]
@@ -836,13 +889,16 @@ def _cross(input, other, dim, fn):
     tensor_arg(input, fn, "input")
     tensor_arg(other, fn, "other")
     if input.ndim != other.ndim:
-        raise RuntimeError(f"{fn}(): input and other must have the same number of dimensions, got shapes "
-                           f"{tuple(input.shape)} and {tuple(other.shape)}")
+        raise RuntimeError(
+            f"{fn}(): input and other must have the same number of dimensions, got shapes "
+            f"{tuple(input.shape)} and {tuple(other.shape)}"
+        )
     a, b = input + 0 * other, other + 0 * input  # broadcast to one shape
     d = a._wrap_dim(dim, fn)
     if a.shape[d] != 3:
-        raise ValueError(f"{fn}(): dimension {dim} must have size 3, got shapes {tuple(input.shape)} and "
-                         f"{tuple(other.shape)}")
+        raise ValueError(
+            f"{fn}(): dimension {dim} must have size 3, got shapes {tuple(input.shape)} and {tuple(other.shape)}"
+        )
     a0, a1, a2 = unbind(a, d)
     b0, b1, b2 = unbind(b, d)
     return stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], d)
@@ -880,8 +936,10 @@ def tensorinv(A, ind=2, *, out=None):
     rows, cols = tuple(A.shape[:ind]), tuple(A.shape[ind:])
     p, q = int(np.prod(rows)), int(np.prod(cols))
     if p != q:
-        raise ValueError(f"linalg.tensorinv(): the product of the first {ind} dimensions ({p}) must equal that of "
-                         f"the rest ({q}), got shape {tuple(A.shape)}")
+        raise ValueError(
+            f"linalg.tensorinv(): the product of the first {ind} dimensions ({p}) must equal that of "
+            f"the rest ({q}), got shape {tuple(A.shape)}"
+        )
     return returned(reshape(inv(reshape(A, p, q)), *(cols + rows)), out, "linalg.tensorinv")
 
 
@@ -893,12 +951,14 @@ def tensorsolve(A, B, dims=None, *, out=None):
     if dims is not None:
         moved = [A._wrap_dim(d, "linalg.tensorsolve") for d in dims]
         A = A.permute(*([d for d in range(A.ndim) if d not in moved] + moved))
-    xshape = tuple(A.shape[B.ndim:])
+    xshape = tuple(A.shape[B.ndim :])
     p, q = int(np.prod(B.shape)), int(np.prod(xshape))
-    if int(np.prod(A.shape[:B.ndim])) != p or p != q:
-        raise ValueError(f"linalg.tensorsolve(): A of shape {tuple(A.shape)} does not fit B of shape "
-                         f"{tuple(B.shape)} (A's first {B.ndim} dimensions must hold as many elements as B, and "
-                         "the rest as many again)")
+    if int(np.prod(A.shape[: B.ndim])) != p or p != q:
+        raise ValueError(
+            f"linalg.tensorsolve(): A of shape {tuple(A.shape)} does not fit B of shape "
+            f"{tuple(B.shape)} (A's first {B.ndim} dimensions must hold as many elements as B, and "
+            "the rest as many again)"
+        )
     return returned(reshape(solve(reshape(A, p, q), reshape(B, p)), *xshape), out, "linalg.tensorsolve")
 
 
@@ -911,7 +971,7 @@ def matrix_exp(A):
     norm1 = float(np.max(np.abs(A.detach().numpy()).sum(-2))) if n else 0.0
     squarings = max(0, int(math.ceil(math.log2(norm1))) + 1) if norm1 > 0.5 else 0
     # In float64 (and back): the series and the squarings lose less than float32 would.
-    X = A.to(float64) / (2.0 ** squarings)
+    X = A.to(float64) / (2.0**squarings)
     I = _eye_like(X)
     # Horner's form of sum_{j<=18} X^j / j!: accurate to float64 for |X| <= 1/2.
     r = I + X / 18.0
@@ -945,6 +1005,7 @@ def svd_lowrank(A, q=6, niter=2, M=None):
     """An approximate rank-q SVD of A (- M) by a randomized range finder: U [..., m, q],
     S [..., q], V [..., n, q]."""
     from .creation import randn
+
     _matrix(A, "svd_lowrank")
     X = A if M is None else A - M
     m, n = X.shape[-2], X.shape[-1]
@@ -1001,8 +1062,14 @@ class LinalgMethods:
 
     __slots__ = ()
 
-    det, logdet, inverse, pinverse, cholesky_inverse, matrix_exp = det, logdet, inverse, pinverse, \
-        cholesky_inverse, matrix_exp
+    det, logdet, inverse, pinverse, cholesky_inverse, matrix_exp = (
+        det,
+        logdet,
+        inverse,
+        pinverse,
+        cholesky_inverse,
+        matrix_exp,
+    )
     cholesky, lu, svd, qr, geqrf, ormqr, orgqr = cholesky, lu, svd, qr, geqrf, ormqr, orgqr
     matrix_power, cross, slogdet = matrix_power, cross, slogdet
 

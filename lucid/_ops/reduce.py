@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import builtins
 from collections import namedtuple
 
 import numpy as np
@@ -180,7 +179,7 @@ def norm(input, p="fro", dim=None, keepdim=False, *, out=None):
     elif p == 1:
         r = sum(a, dim, keepdim)
     else:
-        s = sum(a * a if p == 2 else a ** p, dim, keepdim)
+        s = sum(a * a if p == 2 else a**p, dim, keepdim)
         # The root of a zero sum has an infinite derivative: taken of 1 there, and masked, so that
         # the gradient at a zero vector is 0.
         nonzero = s > 0
@@ -256,7 +255,7 @@ def _tree_product(t):
             left.append(t[n - 1])
             n -= 1
             t = t[:n]
-        t = t[: n // 2] * t[n // 2:]
+        t = t[: n // 2] * t[n // 2 :]
         n //= 2
     r = t[0]
     for x in left:
@@ -368,6 +367,30 @@ class ReduceMethods:
     trace = trace
 
 
-__all__ = ["sum", "mean", "amax", "amin", "logsumexp", "max", "min", "argmax", "argmin", "var", "std", "softmax",
-           "log_softmax", "norm", "any", "all", "cumsum", "prod", "nansum", "nanmean", "count_nonzero", "aminmax",
-           "var_mean", "std_mean", "trace"]
+__all__ = [
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "logsumexp",
+    "max",
+    "min",
+    "argmax",
+    "argmin",
+    "var",
+    "std",
+    "softmax",
+    "log_softmax",
+    "norm",
+    "any",
+    "all",
+    "cumsum",
+    "prod",
+    "nansum",
+    "nanmean",
+    "count_nonzero",
+    "aminmax",
+    "var_mean",
+    "std_mean",
+    "trace",
+]

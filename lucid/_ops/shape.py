@@ -7,7 +7,14 @@ import numpy as np
 
 from .. import _C
 from .._core import TensorBase, dims_arg, int_tuple, result, shape_args, tensor_arg
-from .._types import as_index, channels_last, channels_last_3d, contiguous_format, memory_format as _MemoryFormat, preserve_format
+from .._types import (
+    as_index,
+    channels_last,
+    channels_last_3d,
+    contiguous_format,
+    memory_format as _MemoryFormat,
+    preserve_format,
+)
 from .creation import arange, tensor
 from .elementwise import where
 from .reduce import sum as _sum
@@ -45,7 +52,7 @@ def unflatten(input, dim, sizes):
             known *= n
     if (known != shape[d]) if -1 not in sizes else (known == 0 or shape[d] % known):
         raise RuntimeError(f"unflatten: sizes {sizes} don't multiply up to the size of dimension {d} ({shape[d]})")
-    return view(t, *(shape[:d] + sizes + shape[d + 1:]))
+    return view(t, *(shape[:d] + sizes + shape[d + 1 :]))
 
 
 def squeeze(input, dim=None):
@@ -107,8 +114,7 @@ def as_strided(input, size, stride, storage_offset=None):
     if len(size) != len(stride):
         raise RuntimeError(f"as_strided: {len(stride)} strides for {len(size)} sizes")
     offset = 0 if storage_offset is None else as_index(storage_offset)
-    return result(_C.as_strided(tensor_arg(input, "as_strided")._h, size, stride, offset,
-                                storage_offset is not None))
+    return result(_C.as_strided(tensor_arg(input, "as_strided")._h, size, stride, offset, storage_offset is not None))
 
 
 def split(input, split_size_or_sections, dim=0):
@@ -147,13 +153,16 @@ def laid_out(t, memory_format, fn):
     if memory_format is channels_last or memory_format is channels_last_3d:
         rank = 4 if memory_format is channels_last else 5
         if t.ndim != rank:
-            raise RuntimeError(f"{fn}(): required rank {rank} tensor to use {memory_format.name} format, got a "
-                               f"tensor of dimension {t.ndim}")
+            raise RuntimeError(
+                f"{fn}(): required rank {rank} tensor to use {memory_format.name} format, got a "
+                f"tensor of dimension {t.ndim}"
+            )
         last = (0, *range(2, rank), 1)  # channels moved last, made row-major, moved back (a view)
         back = (0, rank - 1, *range(1, rank - 1))
         return laid_out(t.permute(*last), contiguous_format, fn).permute(*back)
-    raise TypeError(f"{fn}(): memory_format must be a lucid.memory_format (e.g. lucid.contiguous_format), got "
-                    f"{memory_format!r}")
+    raise TypeError(
+        f"{fn}(): memory_format must be a lucid.memory_format (e.g. lucid.contiguous_format), got {memory_format!r}"
+    )
 
 
 def contiguous(input, memory_format=contiguous_format):
@@ -172,8 +181,9 @@ def clone(input, *, memory_format=None):
     if memory_format is not None and not isinstance(memory_format, _MemoryFormat):
         laid_out(t, memory_format, "clone")  # raises the TypeError
     copy = result(_C.clone(t._h))
-    return copy if memory_format in (None, preserve_format, contiguous_format) else laid_out(copy, memory_format,
-                                                                                             "clone")
+    return (
+        copy if memory_format in (None, preserve_format, contiguous_format) else laid_out(copy, memory_format, "clone")
+    )
 
 
 def _tensors(tensors, fn):
@@ -289,8 +299,9 @@ def repeat_interleave(input, repeats, dim=None, *, output_size=None):
     counts = repeats.numpy() if isinstance(repeats, TensorBase) else np.full(n, as_index(repeats))
     counts = np.broadcast_to(np.asarray(counts, dtype=np.int64).reshape(-1), (n,)) if np.ndim(counts) <= 1 else None
     if counts is None or (counts < 0).any():
-        raise RuntimeError("repeat_interleave(): repeats must be a non-negative int or a 1-D tensor of them, one per "
-                           "entry")
+        raise RuntimeError(
+            "repeat_interleave(): repeats must be a non-negative int or a 1-D tensor of them, one per entry"
+        )
     positions = np.repeat(np.arange(n, dtype=np.int64), counts)
     return result(_C.index_select(t, d, tensor(positions, device=t.device)))
 
@@ -316,11 +327,13 @@ def _view_of_size(input, size):
 
 
 alias_copy = _copy_of(lambda x: x, "alias_copy", "A copy of `input` (the values of ``torch.alias``).")
-as_strided_copy = _copy_of(as_strided, "as_strided_copy",
-                           "A copy of ``as_strided(input, size, stride, storage_offset)``.")
+as_strided_copy = _copy_of(
+    as_strided, "as_strided_copy", "A copy of ``as_strided(input, size, stride, storage_offset)``."
+)
 diagonal_copy = _copy_of(diagonal, "diagonal_copy", "A copy of ``diagonal(input, offset, dim1, dim2)``.")
-expand_copy = _copy_of(lambda x, size, *, implicit=False: expand(x, size), "expand_copy",
-                       "A copy of ``input.expand(size)``.")
+expand_copy = _copy_of(
+    lambda x, size, *, implicit=False: expand(x, size), "expand_copy", "A copy of ``input.expand(size)``."
+)
 narrow_copy = _copy_of(narrow, "narrow_copy", "A copy of ``narrow(input, dim, start, length)``.")
 permute_copy = _copy_of(lambda x, dims: permute(x, dims), "permute_copy", "A copy of ``permute(input, dims)``.")
 squeeze_copy = _copy_of(squeeze, "squeeze_copy", "A copy of ``squeeze(input, dim)``.")
@@ -338,13 +351,18 @@ def split_with_sizes(input, split_sizes, dim=0):
     sizes = int_tuple(split_sizes, "split_with_sizes: split_sizes")
     n = t.shape[t._wrap_dim(dim, "split_with_sizes")] if t.ndim else 1
     if sum(sizes) != n or any(k < 0 for k in sizes):
-        raise RuntimeError(f"split_with_sizes: split_sizes {list(sizes)} must be non-negative and add up to the size "
-                           f"of dimension {dim} ({n})")
+        raise RuntimeError(
+            f"split_with_sizes: split_sizes {list(sizes)} must be non-negative and add up to the size "
+            f"of dimension {dim} ({n})"
+        )
     return split(t, list(sizes), dim)
 
 
-split_with_sizes_copy = _copy_of(split_with_sizes, "split_with_sizes_copy",
-                                 "Copies of the pieces ``split_with_sizes(input, split_sizes, dim)`` gives.")
+split_with_sizes_copy = _copy_of(
+    split_with_sizes,
+    "split_with_sizes_copy",
+    "Copies of the pieces ``split_with_sizes(input, split_sizes, dim)`` gives.",
+)
 # PyTorch's unsafe_* pieces are views that autograd doesn't guard against in-place writes; copies
 # give the same values without that hazard.
 unsafe_split = _copy_of(split, "unsafe_split", "``split``'s pieces, as copies.")
@@ -367,8 +385,10 @@ def broadcast_shapes(*shapes):
             if out[i] == 1:
                 out[i] = n
             elif n != 1 and n != out[i]:
-                raise RuntimeError(f"broadcast_shapes: shape {tuple(dims)} does not broadcast with the others "
-                                   f"(size {n} against {out[i]} at dimension {i})")
+                raise RuntimeError(
+                    f"broadcast_shapes: shape {tuple(dims)} does not broadcast with the others "
+                    f"(size {n} against {out[i]} at dimension {i})"
+                )
     return tuple(out)
 
 
@@ -379,16 +399,20 @@ def broadcast_to(input, size):
 
 def broadcast_tensors(*tensors):
     """The tensors broadcast to one shape, as views."""
-    ts = _tensors(tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else tensors,
-                  "broadcast_tensors")
+    ts = _tensors(
+        tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else tensors, "broadcast_tensors"
+    )
     shape = broadcast_shapes(*(t.shape for t in ts))
     return tuple(expand(t, shape) for t in ts)
 
 
 def _atleast(tensors, n, fn, make):
     if len(tensors) == 1 and not isinstance(tensors[0], TensorBase):
-        return tuple(_atleast(tuple(tensors[0]), n, fn, make)) if isinstance(tensors[0], (list, tuple)) else \
-            tensor_arg(tensors[0], fn)
+        return (
+            tuple(_atleast(tuple(tensors[0]), n, fn, make))
+            if isinstance(tensors[0], (list, tuple))
+            else tensor_arg(tensors[0], fn)
+        )
     out = tuple(make(tensor_arg(t, fn)) if t.ndim < n else t for t in tensors)
     return out[0] if len(out) == 1 else out
 
@@ -407,8 +431,9 @@ def atleast_2d(*tensors):
 def atleast_3d(*tensors):
     """Each tensor with at least 3 dimensions: (1, 1, 1) from 0-d, (1, n, 1) from 1-d and
     (m, n, 1) from 2-d."""
-    return _atleast(tensors, 3, "atleast_3d",
-                    lambda t: reshape(t, *((1, t.numel(), 1) if t.ndim < 2 else (*t.shape, 1))))
+    return _atleast(
+        tensors, 3, "atleast_3d", lambda t: reshape(t, *((1, t.numel(), 1) if t.ndim < 2 else (*t.shape, 1)))
+    )
 
 
 def _joined(tensors, fn, shaped, dim, out):
@@ -439,8 +464,7 @@ def dstack(tensors, *, out=None):
 def column_stack(tensors, *, out=None):
     """Joins tensors as columns: 0-d and 1-D tensors become columns (n, 1), then all join along
     dimension 1."""
-    return _joined(tensors, "column_stack", lambda t: reshape(t, t.numel(), 1) if t.ndim < 2 else t,
-                   lambda ts: 1, out)
+    return _joined(tensors, "column_stack", lambda t: reshape(t, t.numel(), 1) if t.ndim < 2 else t, lambda ts: 1, out)
 
 
 def tensor_split(input, indices_or_sections, dim=0):
@@ -453,8 +477,10 @@ def tensor_split(input, indices_or_sections, dim=0):
     ios = indices_or_sections
     if isinstance(ios, TensorBase):
         if ios.dtype.is_floating_point or ios.dtype.name == "bool" or ios.ndim > 1:
-            raise TypeError(f"tensor_split: indices_or_sections must be an integer tensor of 0 or 1 dimensions, got "
-                            f"{ios.dtype} of shape {tuple(ios.shape)}")
+            raise TypeError(
+                f"tensor_split: indices_or_sections must be an integer tensor of 0 or 1 dimensions, got "
+                f"{ios.dtype} of shape {tuple(ios.shape)}"
+            )
         ios = ios.item() if ios.ndim == 0 else ios.tolist()
     if isinstance(ios, (list, tuple)):
         bounds = [min(max(b if b >= 0 else b + size, 0), size) for b in int_tuple(ios, "tensor_split: indices")]
@@ -476,8 +502,9 @@ def _split_at(input, ios, fn, dim):
     if not isinstance(ios, (list, tuple, TensorBase)):
         n = as_index(ios)
         if n == 0 or t.shape[dim] % n:
-            raise RuntimeError(f"{fn}: dimension {dim} of size {t.shape[dim]} is not divisible by the number of "
-                               f"sections {n}")
+            raise RuntimeError(
+                f"{fn}: dimension {dim} of size {t.shape[dim]} is not divisible by the number of sections {n}"
+            )
     return tensor_split(t, ios, dim)
 
 
@@ -510,11 +537,12 @@ def movedim(input, source, destination):
     others keeping their order."""
     t = tensor_arg(input, "movedim")
     src = int_tuple(source if isinstance(source, (list, tuple)) else (source,), "movedim: source")
-    dst = int_tuple(destination if isinstance(destination, (list, tuple)) else (destination,),
-                    "movedim: destination")
+    dst = int_tuple(destination if isinstance(destination, (list, tuple)) else (destination,), "movedim: destination")
     if len(src) != len(dst):
-        raise RuntimeError(f"movedim: source ({len(src)} dims) and destination ({len(dst)} dims) must have the same "
-                           "number of dimensions")
+        raise RuntimeError(
+            f"movedim: source ({len(src)} dims) and destination ({len(dst)} dims) must have the same "
+            "number of dimensions"
+        )
     n = t.ndim
     src = [_C.wrap_dim(d, n, "movedim") for d in src] if n else [_C.wrap_dim(d, 1, "movedim") for d in src]
     dst = [_C.wrap_dim(d, n, "movedim") for d in dst] if n else [_C.wrap_dim(d, 1, "movedim") for d in dst]
@@ -614,7 +642,7 @@ def unfold(input, dimension, size, step):
     positions = (np.arange(windows)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
     at = tensor(positions.astype(np.int64), device=t.device)
     picked = result(_C.index_select(t._h, d, at._h))
-    shape = t.shape[:d] + (windows, size) + t.shape[d + 1:]
+    shape = t.shape[:d] + (windows, size) + t.shape[d + 1 :]
     return movedim(reshape(picked, shape), d + 1, -1)
 
 
@@ -627,8 +655,10 @@ def _promoted(ts):
     d = ts[0].dtype
     for x in ts[1:]:
         if x.dtype != d:
-            d = (result(_C.tensor_full((), 0.0, 0, _C.SCALAR_INT, d.code, x.device.code))
-                 + result(_C.tensor_full((), 0.0, 0, _C.SCALAR_INT, x.dtype.code, x.device.code))).dtype
+            d = (
+                result(_C.tensor_full((), 0.0, 0, _C.SCALAR_INT, d.code, x.device.code))
+                + result(_C.tensor_full((), 0.0, 0, _C.SCALAR_INT, x.dtype.code, x.device.code))
+            ).dtype
     return [x if x.dtype == d else x.to(d) for x in ts]
 
 
@@ -684,8 +714,9 @@ def meshgrid(*tensors, indexing="ij"):
     shape = [0] * len(ts)
     for i, p in enumerate(place):
         shape[p] = sizes[i]
-    return tuple(expand(reshape(x, *[sizes[i] if k == place[i] else 1 for k in range(len(ts))]), shape)
-                 for i, x in enumerate(ts))
+    return tuple(
+        expand(reshape(x, *[sizes[i] if k == place[i] else 1 for k in range(len(ts))]), shape) for i, x in enumerate(ts)
+    )
 
 
 def cartesian_prod(*tensors):
@@ -761,8 +792,9 @@ def _scatter_into(t, src, key, fn):
 
 def _expect_shape(src, shape, fn):
     if tuple(src.shape) != tuple(shape):
-        raise RuntimeError(f"{fn}(): expected src of shape {tuple(shape)} (the slice it replaces), got "
-                           f"{tuple(src.shape)}")
+        raise RuntimeError(
+            f"{fn}(): expected src of shape {tuple(shape)} (the slice it replaces), got {tuple(src.shape)}"
+        )
 
 
 def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
@@ -788,7 +820,7 @@ def select_scatter(input, src, dim, index):
     n = t.shape[d]
     if not -n <= i < n:
         raise IndexError(f"select_scatter(): index {i} is out of range for dimension {d} of size {n}")
-    _expect_shape(src, t.shape[:d] + t.shape[d + 1:], "select_scatter")
+    _expect_shape(src, t.shape[:d] + t.shape[d + 1 :], "select_scatter")
     at = tensor(np.array([i % n], dtype=np.int64), device=t.device)
     return _scatter_into(t, unsqueeze(src, d), (slice(None),) * d + (at,), "select_scatter")
 
@@ -802,7 +834,7 @@ def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
     if step <= 0:
         raise RuntimeError(f"slice_scatter(): step must be positive, got {step}")
     positions = np.arange(t.shape[d], dtype=np.int64)[slice(start, end, step)]
-    _expect_shape(src, t.shape[:d] + (len(positions),) + t.shape[d + 1:], "slice_scatter")
+    _expect_shape(src, t.shape[:d] + (len(positions),) + t.shape[d + 1 :], "slice_scatter")
     return _scatter_into(t, src, (slice(None),) * d + (tensor(positions, device=t.device),), "slice_scatter")
 
 
@@ -821,10 +853,13 @@ def as_strided_scatter(input, src, size, stride, storage_offset=None):
         along = [n if j == k else 1 for j in range(len(size))]
         positions = positions + (np.arange(n, dtype=np.int64) * st).reshape(along)
     if positions.size and (positions.min() < 0 or positions.max() >= t.numel()):
-        raise RuntimeError(f"as_strided_scatter: size {size}, stride {stride} and offset {offset} reach outside the "
-                           f"input's {t.numel()} elements")
-    flat = _scatter_into(reshape(t, -1), reshape(src, -1), (tensor(positions.reshape(-1), device=t.device),),
-                         "as_strided_scatter")
+        raise RuntimeError(
+            f"as_strided_scatter: size {size}, stride {stride} and offset {offset} reach outside the "
+            f"input's {t.numel()} elements"
+        )
+    flat = _scatter_into(
+        reshape(t, -1), reshape(src, -1), (tensor(positions.reshape(-1), device=t.device),), "as_strided_scatter"
+    )
     return reshape(flat, *t.shape)
 
 
@@ -832,7 +867,7 @@ def sum_to_size(input, *size):
     """`input` summed down to `size`, which it must broadcast from (``Tensor.sum_to_size``)."""
     t = tensor_arg(input, "sum_to_size")
     size = shape_args(size, "sum_to_size: size")
-    if len(size) > t.ndim or any(n != 1 and n != m for n, m in zip(size, t.shape[t.ndim - len(size):])):
+    if len(size) > t.ndim or any(n != 1 and n != m for n, m in zip(size, t.shape[t.ndim - len(size) :])):
         raise RuntimeError(f"sum_to_size: size {list(size)} is not expandable to size {list(t.shape)}")
     lead = t.ndim - len(size)
     dims = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(size) if n == 1 and t.shape[lead + i] != 1)
@@ -864,13 +899,23 @@ def _chunk_cat(tensors, dim, num_chunks, *, out=None):
     parts = []
     for i, x in enumerate(ts):
         if x.ndim <= d or tuple(x.shape[:d]) != lead:
-            raise RuntimeError(f"_chunk_cat: tensors[{i}] of shape {tuple(x.shape)} does not share the leading "
-                               f"dimensions {lead} of tensors[0] before dimension {d}")
+            raise RuntimeError(
+                f"_chunk_cat: tensors[{i}] of shape {tuple(x.shape)} does not share the leading "
+                f"dimensions {lead} of tensors[0] before dimension {d}"
+            )
         n = x.shape[d]
         size = -(-n // num_chunks)
         if size * num_chunks > n:
-            pad = result(_C.tensor_full(x.shape[:d] + (size * num_chunks - n,) + x.shape[d + 1:], 0.0, 0,
-                                        _C.SCALAR_INT, x.dtype.code, x.device.code))
+            pad = result(
+                _C.tensor_full(
+                    x.shape[:d] + (size * num_chunks - n,) + x.shape[d + 1 :],
+                    0.0,
+                    0,
+                    _C.SCALAR_INT,
+                    x.dtype.code,
+                    x.device.code,
+                )
+            )
             x = result(_C.cat([x._h, pad._h], d, False))
         parts.append(reshape(x, *lead, num_chunks, -1) if x.numel() else reshape(x, *lead, num_chunks, 0))
     return returned(cat(parts, -1), out, "_chunk_cat")
@@ -909,16 +954,39 @@ class ShapeMethods:
 
     reshape, view, flatten, unflatten, squeeze, unsqueeze = reshape, view, flatten, unflatten, squeeze, unsqueeze
     expand, transpose, swapaxes, permute, t, narrow = expand, transpose, swapaxes, permute, t, narrow
-    diagonal, as_strided, split, chunk, contiguous, tril, triu, roll = (diagonal, as_strided, split, chunk,
-                                                                         contiguous, tril, triu, roll)
+    diagonal, as_strided, split, chunk, contiguous, tril, triu, roll = (
+        diagonal,
+        as_strided,
+        split,
+        chunk,
+        contiguous,
+        tril,
+        triu,
+        roll,
+    )
 
     flip, unbind, repeat, repeat_interleave = flip, unbind, repeat, repeat_interleave
-    movedim, moveaxis, ravel, fliplr, flipud, rot90, tile, unfold, kron = (movedim, moveaxis, ravel, fliplr, flipud,
-                                                                           rot90, tile, unfold, kron)
+    movedim, moveaxis, ravel, fliplr, flipud, rot90, tile, unfold, kron = (
+        movedim,
+        moveaxis,
+        ravel,
+        fliplr,
+        flipud,
+        rot90,
+        tile,
+        unfold,
+        kron,
+    )
     broadcast_to, tensor_split, hsplit, vsplit, dsplit = broadcast_to, tensor_split, hsplit, vsplit, dsplit
     split_with_sizes, unsafe_split, unsafe_chunk = split_with_sizes, unsafe_split, unsafe_chunk
     diag_embed, diagflat, diagonal_scatter, select_scatter, slice_scatter, as_strided_scatter = (
-        diag_embed, diagflat, diagonal_scatter, select_scatter, slice_scatter, as_strided_scatter)
+        diag_embed,
+        diagflat,
+        diagonal_scatter,
+        select_scatter,
+        slice_scatter,
+        as_strided_scatter,
+    )
     sum_to_size, resize_, resize_as_ = sum_to_size, resize_, resize_as_
     resolve_conj, resolve_neg = resolve_conj, resolve_neg
 
@@ -935,8 +1003,9 @@ class ShapeMethods:
     def mH(self):
         """The conjugate transpose of the last two dimensions: ``mT`` for lucid's real dtypes."""
         if self.ndim < 2:
-            raise RuntimeError(f"tensor.mH is only supported on matrices or batches of matrices, got a {self.ndim}-D "
-                               "tensor")
+            raise RuntimeError(
+                f"tensor.mH is only supported on matrices or batches of matrices, got a {self.ndim}-D tensor"
+            )
         return transpose(self, -2, -1)
 
     @property
@@ -957,14 +1026,83 @@ class ShapeMethods:
         return reshape(self, other.shape)
 
 
-__all__ = ["reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose", "swapaxes", "permute", "t",
-           "narrow", "diagonal", "as_strided", "split", "chunk", "cat", "concat", "stack", "tril", "triu", "roll", "flip",
-           "unbind", "repeat_interleave",
-           "alias_copy", "as_strided_copy", "diagonal_copy", "expand_copy", "narrow_copy", "permute_copy",
-           "squeeze_copy", "t_copy", "transpose_copy", "unsqueeze_copy", "view_copy", "unbind_copy", "split_with_sizes",
-           "split_with_sizes_copy", "unsafe_split", "unsafe_chunk", "broadcast_shapes", "broadcast_to",
-           "broadcast_tensors", "atleast_1d", "atleast_2d", "atleast_3d", "hstack", "vstack", "row_stack", "dstack",
-           "column_stack", "tensor_split", "hsplit", "vsplit", "dsplit", "movedim", "moveaxis", "ravel", "fliplr",
-           "flipud", "rot90", "tile", "unfold_copy", "block_diag", "kron", "meshgrid", "cartesian_prod",
-           "combinations", "diag_embed", "diagflat", "diagonal_scatter", "select_scatter", "slice_scatter",
-           "as_strided_scatter", "resize_as_", "clone", "resolve_conj", "resolve_neg", "_chunk_cat"]
+__all__ = [
+    "reshape",
+    "flatten",
+    "unflatten",
+    "squeeze",
+    "unsqueeze",
+    "transpose",
+    "swapaxes",
+    "permute",
+    "t",
+    "narrow",
+    "diagonal",
+    "as_strided",
+    "split",
+    "chunk",
+    "cat",
+    "concat",
+    "stack",
+    "tril",
+    "triu",
+    "roll",
+    "flip",
+    "unbind",
+    "repeat_interleave",
+    "alias_copy",
+    "as_strided_copy",
+    "diagonal_copy",
+    "expand_copy",
+    "narrow_copy",
+    "permute_copy",
+    "squeeze_copy",
+    "t_copy",
+    "transpose_copy",
+    "unsqueeze_copy",
+    "view_copy",
+    "unbind_copy",
+    "split_with_sizes",
+    "split_with_sizes_copy",
+    "unsafe_split",
+    "unsafe_chunk",
+    "broadcast_shapes",
+    "broadcast_to",
+    "broadcast_tensors",
+    "atleast_1d",
+    "atleast_2d",
+    "atleast_3d",
+    "hstack",
+    "vstack",
+    "row_stack",
+    "dstack",
+    "column_stack",
+    "tensor_split",
+    "hsplit",
+    "vsplit",
+    "dsplit",
+    "movedim",
+    "moveaxis",
+    "ravel",
+    "fliplr",
+    "flipud",
+    "rot90",
+    "tile",
+    "unfold_copy",
+    "block_diag",
+    "kron",
+    "meshgrid",
+    "cartesian_prod",
+    "combinations",
+    "diag_embed",
+    "diagflat",
+    "diagonal_scatter",
+    "select_scatter",
+    "slice_scatter",
+    "as_strided_scatter",
+    "resize_as_",
+    "clone",
+    "resolve_conj",
+    "resolve_neg",
+    "_chunk_cat",
+]

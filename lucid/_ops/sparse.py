@@ -22,8 +22,10 @@ from .shape import stack
 
 def _cpu_only(device, fn):
     if as_device(device).type != "cpu":
-        raise TypeError(f"{fn}: sparse tensors are CPU-only in lucid; make it on 'cpu' (the dense operands of spmm "
-                        "may not be on 'metal' either)")
+        raise TypeError(
+            f"{fn}: sparse tensors are CPU-only in lucid; make it on 'cpu' (the dense operands of spmm "
+            "may not be on 'metal' either)"
+        )
 
 
 class SparseTensor:
@@ -87,8 +89,10 @@ class SparseTensor:
         return self._coalesced
 
     def __repr__(self):
-        return (f"sparse_coo_tensor(indices={self._indices.tolist()}, values={self._values!r}, size={self._shape}, "
-                f"nnz={self._nnz()})")
+        return (
+            f"sparse_coo_tensor(indices={self._indices.tolist()}, values={self._values!r}, size={self._shape}, "
+            f"nnz={self._nnz()})"
+        )
 
     # ---- conversions ------------------------------------------------------------------------------
 
@@ -99,8 +103,9 @@ class SparseTensor:
         flat = np.ravel_multi_index(tuple(self._indices.numpy()), self._shape) if self._nnz() else np.zeros(0, np.int64)
         unique, slot = np.unique(flat, return_inverse=True)
         positions = tensor(np.stack(np.unravel_index(unique, self._shape)).astype(np.int64).reshape(self.ndim, -1))
-        summed = index_put(zeros(len(unique), dtype=self.dtype), (tensor(slot.astype(np.int64)),), self._values,
-                           accumulate=True)
+        summed = index_put(
+            zeros(len(unique), dtype=self.dtype), (tensor(slot.astype(np.int64)),), self._values, accumulate=True
+        )
         return SparseTensor(positions, summed, self._shape, coalesced=True)
 
     def to_dense(self):
@@ -140,16 +145,20 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, re
     _cpu_only(device, "sparse_coo_tensor")
     idx = indices if isinstance(indices, TensorBase) else tensor(indices)
     if idx.dtype.is_floating_point or idx.ndim != 2:
-        raise TypeError(f"sparse_coo_tensor: indices must be integers of shape [ndim, nnz], got {idx.dtype} of shape "
-                        f"{tuple(idx.shape)}")
+        raise TypeError(
+            f"sparse_coo_tensor: indices must be integers of shape [ndim, nnz], got {idx.dtype} of shape "
+            f"{tuple(idx.shape)}"
+        )
     idx = idx.to(int64)
     vals = values if isinstance(values, TensorBase) else tensor(values)
     if dtype is not None:
         vals = vals.to(check_dtype(dtype))
     _cpu_only(vals.device, "sparse_coo_tensor")
     if vals.ndim != 1 or vals.shape[0] != idx.shape[1]:
-        raise ValueError(f"sparse_coo_tensor: values must be 1-D with one value per position ({idx.shape[1]}), got "
-                         f"shape {tuple(vals.shape)}")
+        raise ValueError(
+            f"sparse_coo_tensor: values must be 1-D with one value per position ({idx.shape[1]}), got "
+            f"shape {tuple(vals.shape)}"
+        )
     positions = idx.numpy()
     if (positions < 0).any():
         raise ValueError("sparse_coo_tensor: indices must be non-negative")
@@ -171,13 +180,17 @@ def to_sparse(input, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=
     dense trailing dimensions, and layouts other than COO, raise NotImplementedError."""
     t = tensor_arg(input, "to_sparse")
     if layout not in (None, "sparse_coo") or blocksize is not None:
-        raise NotImplementedError(f"to_sparse: lucid has sparse COO tensors only, got layout={layout!r}"
-                                  f"{'' if blocksize is None else f', blocksize={blocksize!r}'}")
+        raise NotImplementedError(
+            f"to_sparse: lucid has sparse COO tensors only, got layout={layout!r}"
+            f"{'' if blocksize is None else f', blocksize={blocksize!r}'}"
+        )
     sparse = t.ndim if sparse_dim is None else int_tuple((sparse_dim,), "to_sparse: sparse_dim")[0]
     if dense_dim not in (None, 0) or sparse != t.ndim:
-        raise NotImplementedError(f"to_sparse: lucid's sparse tensors have every dimension sparse (sparse_dim "
-                                  f"{t.ndim} for shape {tuple(t.shape)}); got sparse_dim={sparse_dim!r}, "
-                                  f"dense_dim={dense_dim!r}")
+        raise NotImplementedError(
+            f"to_sparse: lucid's sparse tensors have every dimension sparse (sparse_dim "
+            f"{t.ndim} for shape {tuple(t.shape)}); got sparse_dim={sparse_dim!r}, "
+            f"dense_dim={dense_dim!r}"
+        )
     _cpu_only(t.device, "to_sparse")
     positions = np.stack(np.nonzero(t.numpy())).astype(np.int64).reshape(t.ndim, -1)
     idx = tensor(positions)

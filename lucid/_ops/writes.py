@@ -83,8 +83,11 @@ def assign(t, value, op, *, fill=False, same_kind=False, result=False):
     op's own result, made for this write: what its backward saved of it becomes `t` as
     written, so that a later write into `t` makes that backward refuse, as in PyTorch.
     Returns `t`."""
-    flags = ((_C.ASSIGN_FILL if fill else 0) | (_C.ASSIGN_SAME_KIND if same_kind else 0)
-             | (_C.ASSIGN_RESULT if result else 0))
+    flags = (
+        (_C.ASSIGN_FILL if fill else 0)
+        | (_C.ASSIGN_SAME_KIND if same_kind else 0)
+        | (_C.ASSIGN_RESULT if result else 0)
+    )
     return _written(t, _C.assign(t._h, value._h, flags, op))
 
 
@@ -124,16 +127,21 @@ def write_out(result, out, fn):
     if not isinstance(out, TensorBase):
         raise TypeError(f"{fn}(): out must be a lucid.Tensor, got {type(out).__name__}")
     if result.requires_grad and _C.is_grad_enabled():
-        raise RuntimeError(f"{fn}(): functions with out=... arguments don't support automatic differentiation, but "
-                           "one of the arguments requires grad")
+        raise RuntimeError(
+            f"{fn}(): functions with out=... arguments don't support automatic differentiation, but "
+            "one of the arguments requires grad"
+        )
     if out.device != result.device:
         raise RuntimeError(f"{fn}(): expected out on {result.device}, got a tensor on {out.device}")
     if tuple(out.shape) == tuple(result.shape):
         return assign(out, result, fn, same_kind=True)
     if out.numel() != 0:
-        warnings.warn(f"{fn}(): an output with one or more elements was resized since it had shape "
-                      f"{tuple(out.shape)}, which does not match the required output shape {tuple(result.shape)}",
-                      UserWarning, stacklevel=3)
+        warnings.warn(
+            f"{fn}(): an output with one or more elements was resized since it had shape "
+            f"{tuple(out.shape)}, which does not match the required output shape {tuple(result.shape)}",
+            UserWarning,
+            stacklevel=3,
+        )
     resized = assign(zeros(*result.shape, dtype=out.dtype, device=out.device), result, fn, same_kind=True)
     set_data(out, resized)
     return out
@@ -175,9 +183,11 @@ def index_item(item, device, keep):
     try:
         return _C.INDEX_INT, (operator.index(item), 0, 0), 0, 0
     except TypeError:
-        raise IndexError(f"only integers, slices, None, ..., integer or bool tensors, lists and ranges are valid "
-                         f"indices, "
-                         f"got {type(item).__name__}") from None
+        raise IndexError(
+            f"only integers, slices, None, ..., integer or bool tensors, lists and ranges are valid "
+            f"indices, "
+            f"got {type(item).__name__}"
+        ) from None
 
 
 def encode(key, device, keep):
@@ -188,4 +198,3 @@ def encode(key, device, keep):
 
 def has_tensor(encoded) -> bool:
     return any(e[0] == _C.INDEX_TENSOR for e in encoded)
-

@@ -117,7 +117,8 @@ def _innermost(entries, scope, i, stale=False) -> int:
         if stale:
             raise
         raise RuntimeError(
-            f"{scope!r}.__exit__ called on a thread that has not entered it (or has already left every entry)")
+            f"{scope!r}.__exit__ called on a thread that has not entered it (or has already left every entry)"
+        )
     return i
 
 
@@ -223,8 +224,9 @@ class autocast(metaclass=_AutocastType):
 
     __slots__ = ("_device_type", "_dtype", "_enabled", "_cache_enabled", "_codes", "_overrides")
 
-    def __init__(self, device_type: str = "metal", dtype=None, enabled: bool = True, cache_enabled=None,
-                 overrides=None) -> None:
+    def __init__(
+        self, device_type: str = "metal", dtype=None, enabled: bool = True, cache_enabled=None, overrides=None
+    ) -> None:
         code = _DEVICE_CODES.get(device_type) if type(device_type) is str else None
         if code is None:
             code = _device_code(device_type, allow_none=False)  # raises
@@ -273,8 +275,10 @@ class autocast(metaclass=_AutocastType):
     def __repr__(self):
         cache = "" if self._cache_enabled is None else f", cache_enabled={self._cache_enabled}"
         overrides = "" if not self._overrides else f", overrides={ {k: v.value for k, v in self.overrides.items()} }"
-        return (f"autocast(device_type={self._device_type!r}, dtype={self._dtype!r}, enabled={self._enabled}"
-                f"{cache}{overrides})")
+        return (
+            f"autocast(device_type={self._device_type!r}, dtype={self._dtype!r}, enabled={self._enabled}"
+            f"{cache}{overrides})"
+        )
 
     def __enter__(self):
         try:
@@ -356,11 +360,11 @@ class autocast(metaclass=_AutocastType):
 class CastPolicy(str, enum.Enum):
     """How autocast treats an op's floating-point inputs."""
 
-    NONE = "none"                        #: keeps input dtypes
+    NONE = "none"  #: keeps input dtypes
     LOWER_PRECISION = "lower_precision"  #: casts to the autocast dtype
-    FLOAT32 = "float32"                  #: casts float16/bfloat16 inputs to float32
-    PROMOTE = "promote"                  #: casts to the widest floating input
-    VIEW = "view"                        #: no precision of its own (views, ``to``): takes no override
+    FLOAT32 = "float32"  #: casts float16/bfloat16 inputs to float32
+    PROMOTE = "promote"  #: casts to the widest floating input
+    VIEW = "view"  #: no precision of its own (views, ``to``): takes no override
 
     def __repr__(self):
         return f"CastPolicy.{self.name}"
@@ -385,8 +389,10 @@ def _override_codes(overrides) -> tuple:
             raise ValueError(f"autocast overrides: unknown op {op!r}; known ops: {', '.join(sorted(table))}")
         key = chosen.value if isinstance(chosen, CastPolicy) else chosen
         if not isinstance(key, str) or key not in _POLICY_NAMES:
-            raise ValueError(f"autocast overrides: the policy for {op!r} must be 'lower', 'float32', 'promote' or "
-                             f"'none', got {chosen!r}")
+            raise ValueError(
+                f"autocast overrides: the policy for {op!r} must be 'lower', 'float32', 'promote' or "
+                f"'none', got {chosen!r}"
+            )
         codes.append((op, _POLICY_NAMES[key]))
     return tuple(codes)
 

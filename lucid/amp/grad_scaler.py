@@ -18,6 +18,7 @@ def _agree_over_ranks(found_inf: Tensor) -> None:
     """Or's the found-inf flag over the ranks of an initialised lucid.distributed group, in
     place (the host reads it: the ranks agree through it)."""
     from .. import distributed
+
     if not distributed.is_initialized() or distributed.get_world_size() == 1:
         return
     found = distributed._any(bool(found_inf.item()), "GradScaler.unscale_: agreeing whether a rank found inf or NaN")
@@ -57,11 +58,22 @@ class GradScaler:
     >>> scaler.update()
     """
 
-    def __init__(self, device: str = "metal", init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
-                 backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
+    def __init__(
+        self,
+        device: str = "metal",
+        init_scale: float = 2.0**16,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+        enabled: bool = True,
+    ):
         if not isinstance(device, str) or device not in _DEVICE_CODES:
             raise ValueError(f"device must be {device_names()}, got {device!r}")
-        for name, v in (("init_scale", init_scale), ("growth_factor", growth_factor), ("backoff_factor", backoff_factor)):
+        for name, v in (
+            ("init_scale", init_scale),
+            ("growth_factor", growth_factor),
+            ("backoff_factor", backoff_factor),
+        ):
             if not isinstance(v, numbers.Real) or isinstance(v, bool) or not v > 0:
                 raise ValueError(f"{name} must be a positive number, got {v!r}")
         if growth_factor <= 1.0:
@@ -188,8 +200,10 @@ class GradScaler:
         if new_scale is not None:
             if isinstance(new_scale, Tensor):
                 if new_scale.numel() != 1 or new_scale.dtype != float32:
-                    raise ValueError(f"new_scale must be a one-element float32 tensor, got {new_scale.dtype} of "
-                                     f"shape {tuple(new_scale.shape)}")
+                    raise ValueError(
+                        f"new_scale must be a one-element float32 tensor, got {new_scale.dtype} of "
+                        f"shape {tuple(new_scale.shape)}"
+                    )
                 scale.copy_(new_scale.reshape(()))
             elif not isinstance(new_scale, numbers.Real) or isinstance(new_scale, bool) or not new_scale > 0:
                 raise ValueError(f"new_scale must be a positive number, got {new_scale!r}")
@@ -205,8 +219,14 @@ class GradScaler:
             if _inspect._thread.live:
                 flags = [pair for s in self._per_optimizer.values() for pair in s.get("nonfinite", ())]
                 _inspect._scaler_step(scale.clone(), combined.clone(), flags)
-            _C.update_scale(scale._h, self._growth_tracker._h, combined._h, self._growth_factor, self._backoff_factor,
-                           self._growth_interval)
+            _C.update_scale(
+                scale._h,
+                self._growth_tracker._h,
+                combined._h,
+                self._growth_factor,
+                self._backoff_factor,
+                self._growth_interval,
+            )
         self._per_optimizer = {}
 
     def _get_growth_tracker(self) -> int:
@@ -216,8 +236,13 @@ class GradScaler:
         """The scaler's state, read from the device."""
         if not self._enabled:
             return {}
-        return {"scale": self.get_scale(), "growth_factor": self._growth_factor, "backoff_factor": self._backoff_factor,
-                "growth_interval": self._growth_interval, "_growth_tracker": self._get_growth_tracker()}
+        return {
+            "scale": self.get_scale(),
+            "growth_factor": self._growth_factor,
+            "backoff_factor": self._backoff_factor,
+            "growth_interval": self._growth_interval,
+            "_growth_tracker": self._get_growth_tracker(),
+        }
 
     def load_state_dict(self, state_dict: dict) -> None:
         if not self._enabled:

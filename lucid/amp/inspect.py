@@ -26,8 +26,11 @@ _DEVICES = dict(_C.device_table())
 SAFE_FLOAT16 = "safe in float16"
 USE_BFLOAT16 = "use bfloat16"
 KEEP_FLOAT32 = "keep in float32"
-_VERDICTS = {_C.VERDICT_SAFE_FLOAT16: SAFE_FLOAT16, _C.VERDICT_USE_BFLOAT16: USE_BFLOAT16,
-             _C.VERDICT_KEEP_FLOAT32: KEEP_FLOAT32}
+_VERDICTS = {
+    _C.VERDICT_SAFE_FLOAT16: SAFE_FLOAT16,
+    _C.VERDICT_USE_BFLOAT16: USE_BFLOAT16,
+    _C.VERDICT_KEEP_FLOAT32: KEEP_FLOAT32,
+}
 _SEVERITY = {SAFE_FLOAT16: 0, USE_BFLOAT16: 1, KEEP_FLOAT32: 2}
 
 
@@ -157,8 +160,14 @@ class OpRecord:
     @property
     def risk(self) -> tuple:
         """Sort key, highest risk first when sorted in reverse."""
-        return (_SEVERITY[self.verdict], self.introduced_nonfinite, self.overflow, self.nonfinite_result, self.underflow,
-                self.max_abs)
+        return (
+            _SEVERITY[self.verdict],
+            self.introduced_nonfinite,
+            self.overflow,
+            self.nonfinite_result,
+            self.underflow,
+            self.max_abs,
+        )
 
     @property
     def flagged(self) -> bool:
@@ -166,17 +175,31 @@ class OpRecord:
         return self.verdict != SAFE_FLOAT16 or self.nonfinite_result or self.nonfinite_inputs > 0
 
     def as_dict(self) -> dict:
-        return {"op": self.op, "module": self.module, "device": self.device, "dtype": self.dtype.name,
-                "calls": self.calls, "max_abs": self.max_abs, "overflow": self.overflow, "underflow": self.underflow,
-                "nonfinite_inputs": self.nonfinite_inputs, "nonfinite_result": self.nonfinite_result,
-                "introduced_nonfinite": self.introduced_nonfinite, "result_max_abs": self.result_max_abs,
-                "input_elements": self.input_elements, "result_elements": self.result_elements,
-                "verdict": self.verdict, "reason": self.judgement[1]}
+        return {
+            "op": self.op,
+            "module": self.module,
+            "device": self.device,
+            "dtype": self.dtype.name,
+            "calls": self.calls,
+            "max_abs": self.max_abs,
+            "overflow": self.overflow,
+            "underflow": self.underflow,
+            "nonfinite_inputs": self.nonfinite_inputs,
+            "nonfinite_result": self.nonfinite_result,
+            "introduced_nonfinite": self.introduced_nonfinite,
+            "result_max_abs": self.result_max_abs,
+            "input_elements": self.input_elements,
+            "result_elements": self.result_elements,
+            "verdict": self.verdict,
+            "reason": self.judgement[1],
+        }
 
     def __repr__(self):
-        return (f"OpRecord({self.module or '<top>'}: {self.op}, {self.dtype.name}, calls={self.calls}, "
-                f"max_abs={self.max_abs:.4g}, overflow={self.overflow:.3g}, underflow={self.underflow:.3g}, "
-                f"nonfinite_result={self.nonfinite_result}, verdict={self.verdict!r})")
+        return (
+            f"OpRecord({self.module or '<top>'}: {self.op}, {self.dtype.name}, calls={self.calls}, "
+            f"max_abs={self.max_abs:.4g}, overflow={self.overflow:.3g}, underflow={self.underflow:.3g}, "
+            f"nonfinite_result={self.nonfinite_result}, verdict={self.verdict!r})"
+        )
 
 
 class ScalerStep:
@@ -226,26 +249,39 @@ class Report:
         return [s for s in self.scaler if s.skipped]
 
     def as_dict(self) -> dict:
-        return {"ops": [r.as_dict() for r in self.ops], "modules": self.modules,
-                "reasons": {m: why for m, (_, why) in self.judgements.items()},
-                "grad_scaler": [s.as_dict() for s in self.scaler]}
+        return {
+            "ops": [r.as_dict() for r in self.ops],
+            "modules": self.modules,
+            "reasons": {m: why for m, (_, why) in self.judgements.items()},
+            "grad_scaler": [s.as_dict() for s in self.scaler],
+        }
 
     def to_markdown(self) -> str:
         lines = ["| module | verdict | why |", "|---|---|---|"]
         lines += [f"| `{m or '<top>'}` | {v} | {why} |" for m, (v, why) in self.judgements.items()]
-        lines += ["", "| module | op | dtype | calls | max \\|x\\| | overflow | underflow | inf/NaN out | verdict |",
-                  "|---|---|---|---:|---:|---:|---:|---|---|"]
+        lines += [
+            "",
+            "| module | op | dtype | calls | max \\|x\\| | overflow | underflow | inf/NaN out | verdict |",
+            "|---|---|---|---:|---:|---:|---:|---|---|",
+        ]
         for r in self.ops:
             out = "made here" if r.introduced_nonfinite else ("passed on" if r.nonfinite_result else "no")
-            lines.append(f"| `{r.module or '<top>'}` | {r.op} | {r.dtype.name} | {r.calls} | {r.max_abs:.4g} | "
-                         f"{r.overflow:.2%} | {r.underflow:.2%} | {out} | {r.verdict} |")
+            lines.append(
+                f"| `{r.module or '<top>'}` | {r.op} | {r.dtype.name} | {r.calls} | {r.max_abs:.4g} | "
+                f"{r.overflow:.2%} | {r.underflow:.2%} | {out} | {r.verdict} |"
+            )
         if self.scaler:
             skipped = self.skipped_steps
-            lines += ["", f"GradScaler: {len(self.scaler)} steps, {len(skipped)} skipped; scale "
-                          f"{self.scaler[0].scale:g} → {self.scaler[-1].scale:g}."]
+            lines += [
+                "",
+                f"GradScaler: {len(self.scaler)} steps, {len(skipped)} skipped; scale "
+                f"{self.scaler[0].scale:g} → {self.scaler[-1].scale:g}.",
+            ]
             for s in skipped[:10]:
-                lines.append(f"- step {s.step} skipped (scale {s.scale:g}): non-finite gradient in "
-                             f"{', '.join(s.nonfinite) or 'no parameter named'}")
+                lines.append(
+                    f"- step {s.step} skipped (scale {s.scale:g}): non-finite gradient in "
+                    f"{', '.join(s.nonfinite) or 'no parameter named'}"
+                )
             if len(skipped) > 10:
                 lines.append(f"- … and {len(skipped) - 10} more skipped steps")
         return "\n".join(lines)
@@ -328,12 +364,15 @@ class _Run:
         ops = []
         for i in range(n):
             op, module, device, dtype, calls, inputs, results, verdict, reason = _C.amp_inspect_entry(i)
-            ops.append(OpRecord(op, module, _DEVICES[device], dtype_from_code(dtype), calls, inputs, results, verdict,
-                                reason))
+            ops.append(
+                OpRecord(op, module, _DEVICES[device], dtype_from_code(dtype), calls, inputs, results, verdict, reason)
+            )
         steps = []
         for i, (scale, found, flags) in enumerate(self.scaler):
             skipped = bool(found.item())
-            steps.append(ScalerStep(i, float(scale.item()), skipped, [n for n, flag in flags if skipped and flag.item()]))
+            steps.append(
+                ScalerStep(i, float(scale.item()), skipped, [n for n, flag in flags if skipped and flag.item()])
+            )
         return Report(ops, steps)
 
     def record_scaler_step(self, scale, found, flags):
@@ -345,8 +384,9 @@ class _Run:
             if root is not None:
                 for name, p in root.named_parameters():
                     names.setdefault(id(p), name)
-        self.scaler.append((scale, found, [(names.get(id(p), f"<parameter {tuple(p.shape)}>"), flag)
-                                           for p, flag in flags]))
+        self.scaler.append(
+            (scale, found, [(names.get(id(p), f"<parameter {tuple(p.shape)}>"), flag) for p, flag in flags])
+        )
 
 
 def _scaler_step(scale, found, flags):

@@ -38,9 +38,23 @@ from . import _group
 from ._group import is_available
 from .._core import result as _result
 
-__all__ = ["init", "init_process_group", "destroy_process_group", "is_available", "is_initialized", "get_rank",
-           "get_world_size", "get_backend", "get_default_backend_for_device", "barrier", "all_reduce", "broadcast",
-           "all_gather", "ReduceOp", "Work"]
+__all__ = [
+    "init",
+    "init_process_group",
+    "destroy_process_group",
+    "is_available",
+    "is_initialized",
+    "get_rank",
+    "get_world_size",
+    "get_backend",
+    "get_default_backend_for_device",
+    "barrier",
+    "all_reduce",
+    "broadcast",
+    "all_gather",
+    "ReduceOp",
+    "Work",
+]
 
 
 class ReduceOp:
@@ -86,8 +100,17 @@ def init(backend=None, *, timeout=None) -> None:
     _group.init(backend, timeout=timeout)
 
 
-def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
-                       group_name="", pg_options=None, device_id=None) -> None:
+def init_process_group(
+    backend=None,
+    init_method=None,
+    timeout=None,
+    world_size=-1,
+    rank=-1,
+    store=None,
+    group_name="",
+    pg_options=None,
+    device_id=None,
+) -> None:
     """:func:`init` under ``torch.distributed``'s name and with its arguments, so a PyTorch
     program's call runs unchanged.
 
@@ -135,8 +158,9 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     if given.get("world_size", 1) < 1:
         raise ValueError(f"init_process_group: world_size must be positive (or -1), got {given['world_size']}")
     if "rank" in given and not 0 <= given["rank"] < given.get("world_size", given["rank"] + 1):
-        raise ValueError(f"init_process_group: rank={given['rank']} is not a rank of a world of "
-                         f"{given.get('world_size')}")
+        raise ValueError(
+            f"init_process_group: rank={given['rank']} is not a rank of a world of {given.get('world_size')}"
+        )
     if init_method is not None and not isinstance(init_method, str):
         raise TypeError(f"init_process_group: init_method must be a URL string or None, got {init_method!r}")
     was_initialized = is_initialized()
@@ -147,9 +171,11 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     if wrong:
         if not was_initialized and group.size == 1:
             destroy_process_group()
-        raise ValueError(f"init_process_group: {' and '.join(wrong)}: lucid's ranks and world size come from "
-                         f"mpiexec (`mpiexec -n N python ...`), not from the program; pass world_size and rank "
-                         f"as MPI has them, or leave them out")
+        raise ValueError(
+            f"init_process_group: {' and '.join(wrong)}: lucid's ranks and world size come from "
+            f"mpiexec (`mpiexec -n N python ...`), not from the program; pass world_size and rank "
+            f"as MPI has them, or leave them out"
+        )
 
 
 def get_backend(group=None) -> str:
@@ -198,8 +224,9 @@ class Work:
 
 def _check_group(what, group):
     if group is not None:
-        raise ValueError(f"{what}: lucid.distributed has one process group, every rank; pass group=None "
-                         f"(got {group!r})")
+        raise ValueError(
+            f"{what}: lucid.distributed has one process group, every rank; pass group=None (got {group!r})"
+        )
 
 
 def _check_async(what, async_op):
@@ -241,14 +268,17 @@ def barrier(group=None, async_op=False, device_ids=None):
     already been passed when it returns)."""
     _check_group("barrier", group)
     _check_async("barrier", async_op)
-    if device_ids is not None and (not isinstance(device_ids, (list, tuple)) or
-                                   any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) for d in device_ids)):
+    if device_ids is not None and (
+        not isinstance(device_ids, (list, tuple))
+        or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) for d in device_ids)
+    ):
         raise TypeError(f"barrier: device_ids must be None or a list of device indices, got {device_ids!r}")
     _group.require("barrier").barrier("barrier")
     return Work() if async_op else None
 
 
 # ---- collectives -------------------------------------------------------------------------------
+
 
 def all_reduce(tensor, op="sum", group=None, async_op=False):
     """Reduces `tensor` over the ranks: its elementwise sum, mean or maximum.
@@ -292,8 +322,9 @@ def all_reduce(tensor, op="sum", group=None, async_op=False):
         _check_tensor("all_reduce", tensor)
         op = _check_op(op)
         if op == "mean" and not tensor.dtype.is_floating_point:
-            raise TypeError(f"all_reduce: op='mean' needs a floating-point tensor, got {tensor.dtype} "
-                            f"(use op='sum' and divide)")
+            raise TypeError(
+                f"all_reduce: op='mean' needs a floating-point tensor, got {tensor.dtype} (use op='sum' and divide)"
+            )
         _check_no_history("all_reduce", tensor)
     except (TypeError, ValueError, RuntimeError) as e:
         problem = e
@@ -391,6 +422,7 @@ def all_gather(tensor, group=None, async_op=False):
 
 # ---- helpers (DistributedDataParallel and GradScaler use these too) ----------------------------
 
+
 def _check_tensor(what, tensor):
     if not isinstance(tensor, Tensor):
         raise TypeError(f"{what}: expected a lucid.Tensor, got {type(tensor).__name__}")
@@ -404,8 +436,10 @@ def _check_op(op):
 
 def _check_no_history(what, tensor):
     if tensor.requires_grad and not tensor.is_leaf:
-        raise RuntimeError(f"{what}: the tensor has autograd history, and collectives are not differentiable; "
-                           f"pass tensor.detach() (a leaf, such as a parameter, is fine)")
+        raise RuntimeError(
+            f"{what}: the tensor has autograd history, and collectives are not differentiable; "
+            f"pass tensor.detach() (a leaf, such as a parameter, is fine)"
+        )
 
 
 def _agree(backend, what, problem, signature):
@@ -417,8 +451,11 @@ def _agree(backend, what, problem, signature):
         if problem is not None:
             raise problem
         return
-    mine = (what, None if problem is None else f"{type(problem).__name__}: {problem}",
-            None if problem is not None else signature())
+    mine = (
+        what,
+        None if problem is None else f"{type(problem).__name__}: {problem}",
+        None if problem is not None else signature(),
+    )
     entries = backend.all_gather_object(mine, what)
     if problem is not None:
         raise problem
@@ -428,8 +465,9 @@ def _agree(backend, what, problem, signature):
         raise RuntimeError(f"{what}: rank {rank} passed invalid arguments ({message}), so no rank ran it")
     if any((e[0], e[2]) != (entries[0][0], entries[0][2]) for e in entries):
         described = "; ".join(f"rank {r}: {_describe(e)}" for r, e in enumerate(entries))
-        raise ValueError(f"{what}: the ranks called different collectives or passed tensors that do not match "
-                         f"({described})")
+        raise ValueError(
+            f"{what}: the ranks called different collectives or passed tensors that do not match ({described})"
+        )
 
 
 def _describe(entry):

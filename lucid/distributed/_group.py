@@ -55,11 +55,14 @@ def _load_mpi():
     try:
         from mpi4py import MPI
     except ImportError as e:
-        raise ImportError(f"lucid.distributed needs mpi4py and an MPI library for a run of several processes: "
-                          f"{INSTALL_HINT} (mpi4py with MPICH from PyPI). ({e})") from e
+        raise ImportError(
+            f"lucid.distributed needs mpi4py and an MPI library for a run of several processes: "
+            f"{INSTALL_HINT} (mpi4py with MPICH from PyPI). ({e})"
+        ) from e
     except RuntimeError as e:  # mpi4py is there but found no MPI library to load
-        raise ImportError(f"lucid.distributed: mpi4py could not load an MPI library ({e}); {INSTALL_HINT} "
-                          f"installs MPICH beside it") from e
+        raise ImportError(
+            f"lucid.distributed: mpi4py could not load an MPI library ({e}); {INSTALL_HINT} installs MPICH beside it"
+        ) from e
     return MPI
 
 
@@ -75,8 +78,10 @@ def _timeout_seconds(timeout) -> float:
     if isinstance(timeout, datetime.timedelta):
         timeout = timeout.total_seconds()
     if not isinstance(timeout, numbers.Real) or isinstance(timeout, bool) or not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds (or a datetime.timedelta; math.inf "
-                         f"for none), got {timeout!r}")
+        raise ValueError(
+            f"timeout must be a positive number of seconds (or a datetime.timedelta; math.inf "
+            f"for none), got {timeout!r}"
+        )
     return float(timeout)
 
 
@@ -111,10 +116,12 @@ class _Watchdog:
                 continue
             waited = time.monotonic() - self._since
             if waited > self._timeout and self._what is what:
-                _say(f"lucid.distributed: rank {self._rank} of {self._size} has waited {waited:.0f} s in {what} "
-                     f"for the other ranks (timeout {self._timeout:g} s): a rank has stopped, left early or is "
-                     f"calling another collective. Aborting every rank. (The timeout is init(timeout=...) or "
-                     f"LUCID_DISTRIBUTED_TIMEOUT.)")
+                _say(
+                    f"lucid.distributed: rank {self._rank} of {self._size} has waited {waited:.0f} s in {what} "
+                    f"for the other ranks (timeout {self._timeout:g} s): a rank has stopped, left early or is "
+                    f"calling another collective. Aborting every rank. (The timeout is init(timeout=...) or "
+                    f"LUCID_DISTRIBUTED_TIMEOUT.)"
+                )
                 self._abort(1)
                 return
 
@@ -129,6 +136,7 @@ def _say(message):
 
 
 # ---- backends ----------------------------------------------------------------------------------
+
 
 class _Local:
     """One process without MPI: every collective of one rank leaves its buffer as it is."""
@@ -170,9 +178,15 @@ class _MPI:
         self.comm = self.world.Dup()
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.local_rank = 0  # this rank's place among the ranks on its machine (set by local_size)
-        self._types = {np.dtype(np.float32): MPI.FLOAT, np.dtype(np.int32): MPI.INT32_T,
-                       np.dtype(np.int64): MPI.INT64_T, np.dtype(np.bool_): MPI.C_BOOL,
-                       np.dtype(np.uint8): MPI.UINT8_T, np.dtype(np.int8): MPI.INT8_T, np.dtype(np.int16): MPI.INT16_T}
+        self._types = {
+            np.dtype(np.float32): MPI.FLOAT,
+            np.dtype(np.int32): MPI.INT32_T,
+            np.dtype(np.int64): MPI.INT64_T,
+            np.dtype(np.bool_): MPI.C_BOOL,
+            np.dtype(np.uint8): MPI.UINT8_T,
+            np.dtype(np.int8): MPI.INT8_T,
+            np.dtype(np.int16): MPI.INT16_T,
+        }
         self._half_ops = {}
         self.watchdog = None
         if self.size > 1 and math.isfinite(timeout):
@@ -221,8 +235,12 @@ class _MPI:
 
     def all_gather(self, buf, what):
         out = np.empty((self.size, buf.size), dtype=buf.dtype)
-        self._call(what, self.comm.Allgather, [buf.view(np.uint8), self.MPI.BYTE],
-                   [out.reshape(-1).view(np.uint8), self.MPI.BYTE])
+        self._call(
+            what,
+            self.comm.Allgather,
+            [buf.view(np.uint8), self.MPI.BYTE],
+            [out.reshape(-1).view(np.uint8), self.MPI.BYTE],
+        )
         return out
 
     def all_gather_object(self, obj, what):
@@ -269,8 +287,10 @@ def current():
 def require(what):
     """The backend, or a RuntimeError naming `what` when init() has not run."""
     if _backend is None:
-        raise RuntimeError(f"{what}: lucid.distributed is not initialised; call lucid.distributed.init() first "
-                           f"(start the program with `mpiexec -n N python ...`, or run it alone as world size 1)")
+        raise RuntimeError(
+            f"{what}: lucid.distributed is not initialised; call lucid.distributed.init() first "
+            f"(start the program with `mpiexec -n N python ...`, or run it alone as world size 1)"
+        )
     return _backend
 
 
@@ -296,6 +316,7 @@ def _share_cores(ranks_here):
     every rank running a pool as wide as the machine, their threads would wait on each other
     (on two cores, two ranks of two threads each ran the digits example 14 times slower)."""
     from .._threads import get_num_threads, set_num_threads
+
     cores = os.cpu_count() or 1
     if ranks_here > 1 and get_num_threads() == cores:
         set_num_threads(max(1, cores // ranks_here))
@@ -326,6 +347,8 @@ def _abort_on_uncaught(exc_type, exc, tb):
         previous(exc_type, exc, tb)
     except Exception:  # noqa: BLE001 - a failing hook must not keep the job from aborting
         sys.stderr.write("".join(traceback.format_exception(exc_type, exc, tb)))
-    _say(f"lucid.distributed: aborting all {backend.size} ranks because rank {backend.rank} raised "
-         f"{exc_type.__name__}: {exc}")
+    _say(
+        f"lucid.distributed: aborting all {backend.size} ranks because rank {backend.rank} raised "
+        f"{exc_type.__name__}: {exc}"
+    )
     backend.abort(1)

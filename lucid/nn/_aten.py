@@ -55,9 +55,11 @@ def native_layer_norm(input: Tensor, normalized_shape, weight, bias, eps: float)
     shape = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) else tuple(normalized_shape)
     shape = tuple(as_index(s) for s in shape)
     k = len(shape)
-    if k == 0 or input.ndim < k or tuple(input.shape[input.ndim - k:]) != shape:
-        raise ValueError(f"{fn}: normalized_shape {shape} must be the (non-empty) trailing dimensions of the input, "
-                         f"got input of shape {tuple(input.shape)}")
+    if k == 0 or input.ndim < k or tuple(input.shape[input.ndim - k :]) != shape:
+        raise ValueError(
+            f"{fn}: normalized_shape {shape} must be the (non-empty) trailing dimensions of the input, "
+            f"got input of shape {tuple(input.shape)}"
+        )
     _optional(weight, "weight", fn, shape)
     _optional(bias, "bias", fn, shape)
     eps = _float_arg(eps, "eps", fn)
@@ -65,8 +67,7 @@ def native_layer_norm(input: Tensor, normalized_shape, weight, bias, eps: float)
     dims = tuple(range(input.ndim - k, input.ndim))
     x = input.detach()
     if x.numel() == 0:
-        stats = _creation.zeros(tuple(input.shape[:input.ndim - k]) + (1,) * k, dtype=input.dtype,
-                                device=input.device)
+        stats = _creation.zeros(tuple(input.shape[: input.ndim - k]) + (1,) * k, dtype=input.dtype, device=input.device)
         return out, stats, stats.clone()
     mean, var = F._moments(x, dims)
     return out, mean, (var + eps).rsqrt()
@@ -83,8 +84,9 @@ def native_group_norm(input: Tensor, weight, bias, N: int, C: int, HxW: int, gro
     if g <= 0 or c % g:
         raise ValueError(f"{fn}: C ({c}) must be divisible by group ({g})")
     if input.ndim < 2 or input.shape[0] != n or input.shape[1] != c or input.numel() != n * c * hw:
-        raise ValueError(f"{fn}: input of shape {tuple(input.shape)} is not [N={n}, C={c}, *] with {hw} "
-                         f"positions per channel")
+        raise ValueError(
+            f"{fn}: input of shape {tuple(input.shape)} is not [N={n}, C={c}, *] with {hw} positions per channel"
+        )
     _optional(weight, "weight", fn, (c,))
     _optional(bias, "bias", fn, (c,))
     eps = _float_arg(eps, "eps", fn)
@@ -103,8 +105,9 @@ def native_group_norm(input: Tensor, weight, bias, N: int, C: int, HxW: int, gro
     if not input.requires_grad and any(t is not None and t.requires_grad for t in (weight, bias)):
         # As PyTorch's, the statistics are results of an op with an argument that requires grad,
         # so they require grad too (of zero towards the weight and bias, on which they do not depend).
-        mean, rstd = (_with_zero_grad(t, [w for w in (weight, bias) if w is not None and w.requires_grad])
-                      for t in (mean, rstd))
+        mean, rstd = (
+            _with_zero_grad(t, [w for w in (weight, bias) if w is not None and w.requires_grad]) for t in (mean, rstd)
+        )
     return y, mean, rstd
 
 
@@ -128,8 +131,7 @@ def _batch_norm_checked(fn, input, weight, bias, running_mean, running_var, trai
     _tensor(input, "input", fn)
     _floating(input, fn)
     if input.ndim < 2:
-        raise ValueError(f"{fn}: expected an input [N, C, *] of at least 2 dimensions, got shape "
-                         f"{tuple(input.shape)}")
+        raise ValueError(f"{fn}: expected an input [N, C, *] of at least 2 dimensions, got shape {tuple(input.shape)}")
     c = input.shape[1]
     for t, what in ((weight, "weight"), (bias, "bias"), (running_mean, "running_mean"), (running_var, "running_var")):
         _optional(t, what, fn, (c,))
@@ -146,14 +148,16 @@ def _batch_norm_checked(fn, input, weight, bias, running_mean, running_var, trai
     return out, mean, invstd
 
 
-def native_batch_norm(input: Tensor, weight, bias, running_mean, running_var, training: bool, momentum: float,
-                      eps: float):
+def native_batch_norm(
+    input: Tensor, weight, bias, running_mean, running_var, training: bool, momentum: float, eps: float
+):
     """:func:`lucid.nn.functional.batch_norm` (its arguments in aten's order) with the batch's
     statistics: ``(out, save_mean, save_invstd)``, per channel in training mode (the running
     statistics given are updated in place), empty in evaluation mode. The statistics have no
     gradient, as PyTorch's."""
-    return _batch_norm_checked("native_batch_norm", input, weight, bias, running_mean, running_var, training,
-                               momentum, eps)
+    return _batch_norm_checked(
+        "native_batch_norm", input, weight, bias, running_mean, running_var, training, momentum, eps
+    )
 
 
 def _native_batch_norm_legit(input: Tensor, weight, bias, *args):
@@ -167,13 +171,16 @@ def _native_batch_norm_legit(input: Tensor, weight, bias, *args):
         running_mean = running_var = None
         training, momentum, eps = args
     else:
-        raise TypeError(f"{fn}: expected (input, weight, bias, running_mean, running_var, training, momentum, eps) "
-                        f"or (input, weight, bias, training, momentum, eps), got {3 + len(args)} arguments")
+        raise TypeError(
+            f"{fn}: expected (input, weight, bias, running_mean, running_var, training, momentum, eps) "
+            f"or (input, weight, bias, training, momentum, eps), got {3 + len(args)} arguments"
+        )
     return _batch_norm_checked(fn, input, weight, bias, running_mean, running_var, training, momentum, eps)
 
 
-def _batch_norm_with_update(input: Tensor, weight, bias, running_mean: Tensor, running_var: Tensor,
-                            momentum: float, eps: float):
+def _batch_norm_with_update(
+    input: Tensor, weight, bias, running_mean: Tensor, running_var: Tensor, momentum: float, eps: float
+):
     """Training-mode batch normalisation that updates ``running_mean`` and ``running_var`` in
     place: ``(out, save_mean, save_invstd, reserve)``, ``reserve`` an empty uint8 tensor (the
     space cuDNN would keep; lucid keeps none)."""
@@ -195,8 +202,10 @@ def _softmax_backward_data(grad_output: Tensor, output: Tensor, dim: int, input_
     _tensor(grad_output, "grad_output", fn)
     _tensor(output, "output", fn)
     if tuple(grad_output.shape) != tuple(output.shape):
-        raise ValueError(f"{fn}: grad_output of shape {tuple(grad_output.shape)} and output of shape "
-                         f"{tuple(output.shape)} must have one shape")
+        raise ValueError(
+            f"{fn}: grad_output of shape {tuple(grad_output.shape)} and output of shape "
+            f"{tuple(output.shape)} must have one shape"
+        )
     _floating(output, fn)
     d = as_index(dim)
     if not -max(output.ndim, 1) <= d < max(output.ndim, 1):
@@ -219,13 +228,15 @@ def native_dropout_backward(grad_output: Tensor, mask: Tensor, scale: float) -> 
     if mask.dtype != _bool:
         raise TypeError(f"{fn}: mask must be a bool tensor, got {mask.dtype}")
     if tuple(mask.shape) != tuple(grad_output.shape):
-        raise ValueError(f"{fn}: mask of shape {tuple(mask.shape)} does not match grad_output of shape "
-                         f"{tuple(grad_output.shape)}")
+        raise ValueError(
+            f"{fn}: mask of shape {tuple(mask.shape)} does not match grad_output of shape {tuple(grad_output.shape)}"
+        )
     return grad_output * mask.to(grad_output.dtype) * _float_arg(scale, "scale", fn)
 
 
-def max_pool2d_with_indices_backward(grad_output: Tensor, self: Tensor, kernel_size, stride, padding, dilation,
-                                     ceil_mode: bool, indices: Tensor) -> Tensor:
+def max_pool2d_with_indices_backward(
+    grad_output: Tensor, self: Tensor, kernel_size, stride, padding, dilation, ceil_mode: bool, indices: Tensor
+) -> Tensor:
     """The gradient of max_pool2d's input ``self`` [N, C, H, W] or [C, H, W]: each entry of
     ``grad_output`` added at the position ``indices`` (from :func:`max_pool2d` with
     ``return_indices=True``) gives within its plane. The pooling's arguments are checked against
@@ -238,17 +249,23 @@ def max_pool2d_with_indices_backward(grad_output: Tensor, self: Tensor, kernel_s
     if indices.dtype.is_floating_point or indices.dtype == _bool:
         raise TypeError(f"{fn}: indices must be an integer tensor, got {indices.dtype}")
     if tuple(indices.shape) != tuple(grad_output.shape):
-        raise ValueError(f"{fn}: indices of shape {tuple(indices.shape)} do not match grad_output of shape "
-                         f"{tuple(grad_output.shape)}")
+        raise ValueError(
+            f"{fn}: indices of shape {tuple(indices.shape)} do not match grad_output of shape "
+            f"{tuple(grad_output.shape)}"
+        )
     kernel = F._ntuple(kernel_size, 2, "kernel_size", fn)
     strides = F._ntuple(kernel_size if stride is None or stride == () else stride, 2, "stride", fn)
     pads = F._ntuple(padding, 2, "padding", fn)
     dil = F._ntuple(dilation, 2, "dilation", fn)
     sizes = tuple(self.shape[-2:])
-    out = tuple(F._pool_size(n, k, s, p, d, bool(ceil_mode)) for n, k, s, p, d in zip(sizes, kernel, strides, pads, dil))
+    out = tuple(
+        F._pool_size(n, k, s, p, d, bool(ceil_mode)) for n, k, s, p, d in zip(sizes, kernel, strides, pads, dil)
+    )
     if tuple(grad_output.shape) != tuple(self.shape[:-2]) + out:
-        raise ValueError(f"{fn}: grad_output of shape {tuple(grad_output.shape)} is not the pooled shape "
-                         f"{tuple(self.shape[:-2]) + out} of self {tuple(self.shape)}")
+        raise ValueError(
+            f"{fn}: grad_output of shape {tuple(grad_output.shape)} is not the pooled shape "
+            f"{tuple(self.shape[:-2]) + out} of self {tuple(self.shape)}"
+        )
     lead = tuple(self.shape[:-2])
     planes = math.prod(lead)
     hw = sizes[0] * sizes[1]
@@ -275,8 +292,10 @@ def _grid_sampler(fn, input, grid, interpolation_mode, padding_mode, align_corne
     modes = _INTERPOLATION if ndim == 4 else _INTERPOLATION[:2]
     i, p = as_index(interpolation_mode), as_index(padding_mode)
     if not 0 <= i < len(modes):
-        raise ValueError(f"{fn}: interpolation_mode must be one of {tuple(range(len(modes)))} "
-                         f"({', '.join(modes)}), got {interpolation_mode!r}")
+        raise ValueError(
+            f"{fn}: interpolation_mode must be one of {tuple(range(len(modes)))} "
+            f"({', '.join(modes)}), got {interpolation_mode!r}"
+        )
     if not 0 <= p < len(_PADDING):
         raise ValueError(f"{fn}: padding_mode must be 0 (zeros), 1 (border) or 2 (reflection), got {padding_mode!r}")
     if not isinstance(align_corners, bool):
@@ -284,16 +303,18 @@ def _grid_sampler(fn, input, grid, interpolation_mode, padding_mode, align_corne
     return F.grid_sample(input, grid, modes[i], _PADDING[p], align_corners)
 
 
-def grid_sampler_2d(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int,
-                    align_corners: bool) -> Tensor:
+def grid_sampler_2d(
+    input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int, align_corners: bool
+) -> Tensor:
     """:func:`lucid.nn.functional.grid_sample` of [N, C, H, W] input with the modes as aten's
     integers: ``interpolation_mode`` 0 bilinear, 1 nearest, 2 bicubic; ``padding_mode`` 0 zeros,
     1 border, 2 reflection."""
     return _grid_sampler("grid_sampler_2d", input, grid, interpolation_mode, padding_mode, align_corners, 4)
 
 
-def grid_sampler_3d(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int,
-                    align_corners: bool) -> Tensor:
+def grid_sampler_3d(
+    input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int, align_corners: bool
+) -> Tensor:
     """:func:`grid_sampler_2d` for [N, C, D, H, W] input (``interpolation_mode`` 0 trilinear or 1
     nearest)."""
     return _grid_sampler("grid_sampler_3d", input, grid, interpolation_mode, padding_mode, align_corners, 5)
@@ -319,7 +340,7 @@ def _safe_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
     x = input if dtype is None else input.to(dtype)
     _floating(x, fn)
     d = as_index(dim)
-    masked = (x == -math.inf)
+    masked = x == -math.inf
     if x.ndim:
         masked = masked.all(d, keepdim=True)
     zero = _creation.zeros((), dtype=x.dtype, device=x.device)
@@ -328,8 +349,16 @@ def _safe_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
     return _where(masked, zero, _where(masked, zero, x).softmax(d))
 
 
-def _scaled_dot_product_flash_attention_for_cpu(query: Tensor, key: Tensor, value: Tensor, dropout_p: float = 0.0,
-                                                is_causal: bool = False, *, attn_mask=None, scale=None):
+def _scaled_dot_product_flash_attention_for_cpu(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    attn_mask=None,
+    scale=None,
+):
     """Attention of query [B, H, L, E] over key [B, H, S, E] and value [B, H, S, Ev]:
     ``(output [B, H, L, Ev], logsumexp [B, H, L])``, ``logsumexp`` that of the scaled (masked)
     scores over S, without gradient. ``attn_mask`` (bool, or added to the scores) broadcasts to
@@ -341,8 +370,10 @@ def _scaled_dot_product_flash_attention_for_cpu(query: Tensor, key: Tensor, valu
             raise ValueError(f"{fn}: {what} must be 4-D [B, H, L, E], got shape {tuple(t.shape)}")
         _floating(t, fn)
     if query.shape[-1] != key.shape[-1] or key.shape[2] != value.shape[2]:
-        raise ValueError(f"{fn}: query {tuple(query.shape)}, key {tuple(key.shape)} and value "
-                         f"{tuple(value.shape)} do not fit (E of query and key, S of key and value)")
+        raise ValueError(
+            f"{fn}: query {tuple(query.shape)}, key {tuple(key.shape)} and value "
+            f"{tuple(value.shape)} do not fit (E of query and key, S of key and value)"
+        )
     if is_causal and attn_mask is not None:
         raise ValueError(f"{fn}: give attn_mask or is_causal, not both")
     p = _float_arg(dropout_p, "dropout_p", fn)

@@ -35,8 +35,20 @@ class MultiheadAttention(Module):
     ``key_padding_mask`` is True where attention is *not* allowed; float masks are added to
     the scores."""
 
-    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
-                 kdim=None, vdim=None, batch_first=False, device="cpu", dtype=None):
+    def __init__(
+        self,
+        embed_dim,
+        num_heads,
+        dropout=0.0,
+        bias=True,
+        add_bias_kv=False,
+        add_zero_attn=False,
+        kdim=None,
+        vdim=None,
+        batch_first=False,
+        device="cpu",
+        dtype=None,
+    ):
         super().__init__()
         self.embed_dim, self.num_heads = as_index(embed_dim), as_index(num_heads)
         if self.embed_dim <= 0 or self.num_heads <= 0:
@@ -77,34 +89,64 @@ class MultiheadAttention(Module):
         else:
             self.bias_k = self.bias_v = None
 
-    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
-                average_attn_weights=True, is_causal=False):
+    def forward(
+        self,
+        query,
+        key,
+        value,
+        key_padding_mask=None,
+        need_weights=True,
+        attn_mask=None,
+        average_attn_weights=True,
+        is_causal=False,
+    ):
         for t, what in ((query, "query"), (key, "key"), (value, "value")):
             if not isinstance(t, Tensor):
                 raise TypeError(f"MultiheadAttention: {what} must be a lucid.Tensor, got {type(t).__name__}")
         if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
-            raise ValueError(f"MultiheadAttention: expected 2-D or 3-D query, key and value of one rank, got "
-                             f"{query.shape}, {key.shape}, {value.shape}")
+            raise ValueError(
+                f"MultiheadAttention: expected 2-D or 3-D query, key and value of one rank, got "
+                f"{query.shape}, {key.shape}, {value.shape}"
+            )
         if query.shape[-1] != self.embed_dim:
             raise ValueError(f"MultiheadAttention: query has {query.shape[-1]} features, expected {self.embed_dim}")
         if key.shape[-1] != self.kdim or value.shape[-1] != self.vdim:
-            raise ValueError(f"MultiheadAttention: key and value have {key.shape[-1]} and {value.shape[-1]} features, "
-                             f"expected kdim={self.kdim} and vdim={self.vdim}")
+            raise ValueError(
+                f"MultiheadAttention: key and value have {key.shape[-1]} and {value.shape[-1]} features, "
+                f"expected kdim={self.kdim} and vdim={self.vdim}"
+            )
         batched = query.ndim == 3
         if batched and self.batch_first:
             query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
         if is_causal and attn_mask is None:
             # PyTorch's layers pass is_causal as a hint beside the mask; alone it means the causal mask.
             n = query.shape[0]
-            attn_mask = _creation.full((n, key.shape[0]), float("-inf"), dtype=query.dtype,
-                                       device=query.device).triu(1)
+            attn_mask = _creation.full((n, key.shape[0]), float("-inf"), dtype=query.dtype, device=query.device).triu(1)
         out, weights = F.multi_head_attention_forward(
-            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias, self.bias_k,
-            self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight, self.out_proj.bias,
-            training=self.training, key_padding_mask=key_padding_mask, need_weights=need_weights,
-            attn_mask=attn_mask, use_separate_proj_weight=not self._qkv_same_embed_dim,
-            q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight,
-            average_attn_weights=average_attn_weights, is_causal=is_causal)
+            query,
+            key,
+            value,
+            self.embed_dim,
+            self.num_heads,
+            self.in_proj_weight,
+            self.in_proj_bias,
+            self.bias_k,
+            self.bias_v,
+            self.add_zero_attn,
+            self.dropout,
+            self.out_proj.weight,
+            self.out_proj.bias,
+            training=self.training,
+            key_padding_mask=key_padding_mask,
+            need_weights=need_weights,
+            attn_mask=attn_mask,
+            use_separate_proj_weight=not self._qkv_same_embed_dim,
+            q_proj_weight=self.q_proj_weight,
+            k_proj_weight=self.k_proj_weight,
+            v_proj_weight=self.v_proj_weight,
+            average_attn_weights=average_attn_weights,
+            is_causal=is_causal,
+        )
         if batched and self.batch_first:
             out = out.transpose(0, 1)
         return out, weights

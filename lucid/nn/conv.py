@@ -26,8 +26,21 @@ class _ConvNd(Module):
     _n = 2
     _transposed = False
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
-                 padding_mode="zeros", output_padding=0, device="cpu", dtype=None):
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups=1,
+        bias=True,
+        padding_mode="zeros",
+        output_padding=0,
+        device="cpu",
+        dtype=None,
+    ):
         super().__init__()
         n, name = self._n, type(self).__name__
         self.in_channels, self.out_channels = as_index(in_channels), as_index(out_channels)
@@ -35,8 +48,9 @@ class _ConvNd(Module):
         if self.groups <= 0:
             raise ValueError(f"groups must be a positive integer, got {groups}")
         if (self.in_channels % self.groups and self.in_channels) or self.out_channels % self.groups:
-            raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by "
-                             f"groups ({groups})")
+            raise ValueError(
+                f"in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by groups ({groups})"
+            )
         if padding_mode not in _PADDING_MODES:
             raise ValueError(f"{name}: padding_mode must be one of {_PADDING_MODES}, got {padding_mode!r}")
         if self._transposed and padding_mode != "zeros":
@@ -112,44 +126,141 @@ class _ConvNd(Module):
 
 class Conv1d(_ConvNd):
     """1-D convolution over [N, C, L] or [C, L] input."""
+
     _n = 1
     _fn = staticmethod(F.conv1d)
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
-                 padding_mode="zeros", device="cpu", dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, device=device, dtype=dtype)
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups=1,
+        bias=True,
+        padding_mode="zeros",
+        device="cpu",
+        dtype=None,
+    ):
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            device=device,
+            dtype=dtype,
+        )
 
 
 class Conv2d(_ConvNd):
     """2-D convolution over [N, C, H, W] or [C, H, W] input; lower precision under autocast."""
+
     _n = 2
     _fn = staticmethod(F.conv2d)
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
-                 padding_mode="zeros", device="cpu", dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, device=device, dtype=dtype)
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups=1,
+        bias=True,
+        padding_mode="zeros",
+        device="cpu",
+        dtype=None,
+    ):
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            device=device,
+            dtype=dtype,
+        )
 
 
 class Conv3d(_ConvNd):
     """3-D convolution over [N, C, D, H, W] or [C, D, H, W] input."""
+
     _n = 3
     _fn = staticmethod(F.conv3d)
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
-                 padding_mode="zeros", device="cpu", dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, device=device, dtype=dtype)
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups=1,
+        bias=True,
+        padding_mode="zeros",
+        device="cpu",
+        dtype=None,
+    ):
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            device=device,
+            dtype=dtype,
+        )
 
 
 class _ConvTransposeNd(_ConvNd):
     _transposed = True
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
-                 bias=True, dilation=1, padding_mode="zeros", device="cpu", dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, output_padding, device=device, dtype=dtype)
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        output_padding=0,
+        groups=1,
+        bias=True,
+        dilation=1,
+        padding_mode="zeros",
+        device="cpu",
+        dtype=None,
+    ):
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            output_padding,
+            device=device,
+            dtype=dtype,
+        )
 
     def _output_padding(self, input, output_size):
         """The output padding that gives ``output_size`` (PyTorch's forward argument)."""
@@ -160,38 +271,56 @@ class _ConvTransposeNd(_ConvNd):
         if len(size) > n:
             size = size[-n:]
         if len(size) != n:
-            raise ValueError(f"{type(self).__name__}: output_size must have {n} or {n + 2} elements, got "
-                             f"{tuple(output_size)}")
+            raise ValueError(
+                f"{type(self).__name__}: output_size must have {n} or {n + 2} elements, got {tuple(output_size)}"
+            )
         pads = []
         for i in range(n):
-            base = ((input.shape[-n + i] - 1) * self.stride[i] - 2 * self.padding[i]
-                    + self.dilation[i] * (self.kernel_size[i] - 1) + 1)
+            base = (
+                (input.shape[-n + i] - 1) * self.stride[i]
+                - 2 * self.padding[i]
+                + self.dilation[i] * (self.kernel_size[i] - 1)
+                + 1
+            )
             extra = size[i] - base
             if not 0 <= extra < max(self.stride[i], self.dilation[i]):
-                raise ValueError(f"{type(self).__name__}: requested output size {tuple(size)} is not reachable from "
-                                 f"input shape {tuple(input.shape)}")
+                raise ValueError(
+                    f"{type(self).__name__}: requested output size {tuple(size)} is not reachable from "
+                    f"input shape {tuple(input.shape)}"
+                )
             pads.append(extra)
         return tuple(pads)
 
     def forward(self, input, output_size=None):
-        return self._fn(input, self.weight, self.bias, self.stride, self.padding,
-                        self._output_padding(input, output_size), self.groups, self.dilation)
+        return self._fn(
+            input,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            self._output_padding(input, output_size),
+            self.groups,
+            self.dilation,
+        )
 
 
 class ConvTranspose1d(_ConvTransposeNd):
     """The transpose of Conv1d (weights [in, out / groups, k])."""
+
     _n = 1
     _fn = staticmethod(F.conv_transpose1d)
 
 
 class ConvTranspose2d(_ConvTransposeNd):
     """The transpose of Conv2d (weights [in, out / groups, kh, kw])."""
+
     _n = 2
     _fn = staticmethod(F.conv_transpose2d)
 
 
 class ConvTranspose3d(_ConvTransposeNd):
     """The transpose of Conv3d (weights [in, out / groups, kd, kh, kw])."""
+
     _n = 3
     _fn = staticmethod(F.conv_transpose3d)
 
@@ -199,13 +328,15 @@ class ConvTranspose3d(_ConvTransposeNd):
 class _LazyMixin:
     """A convolution whose ``in_channels`` comes from its first input; it then becomes the
     plain layer (``cls_to_become``), as in PyTorch."""
+
     cls_to_become = None
 
     def _materialise(self, input):
         self.in_channels = input.shape[0 if input.ndim == self._n + 1 else 1]
         if self.in_channels % self.groups:
-            raise ValueError(f"{type(self).__name__}: in_channels ({self.in_channels}) must be divisible by groups "
-                             f"({self.groups})")
+            raise ValueError(
+                f"{type(self).__name__}: in_channels ({self.in_channels}) must be divisible by groups ({self.groups})"
+            )
         self._make_parameters()
         self.__class__ = self.cls_to_become
 
@@ -216,19 +347,71 @@ class _LazyMixin:
 
 def _lazy(base, n):
     if base._transposed:
-        def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1, bias=True,
-                     dilation=1, padding_mode="zeros", device="cpu", dtype=None):
-            base.__init__(self, 0, out_channels, kernel_size, stride, padding, output_padding, groups, bias,
-                          dilation, padding_mode, device=device, dtype=dtype)
+
+        def __init__(
+            self,
+            out_channels,
+            kernel_size,
+            stride=1,
+            padding=0,
+            output_padding=0,
+            groups=1,
+            bias=True,
+            dilation=1,
+            padding_mode="zeros",
+            device="cpu",
+            dtype=None,
+        ):
+            base.__init__(
+                self,
+                0,
+                out_channels,
+                kernel_size,
+                stride,
+                padding,
+                output_padding,
+                groups,
+                bias,
+                dilation,
+                padding_mode,
+                device=device,
+                dtype=dtype,
+            )
     else:
-        def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
-                     padding_mode="zeros", device="cpu", dtype=None):
-            base.__init__(self, 0, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                          padding_mode, device=device, dtype=dtype)
+
+        def __init__(
+            self,
+            out_channels,
+            kernel_size,
+            stride=1,
+            padding=0,
+            dilation=1,
+            groups=1,
+            bias=True,
+            padding_mode="zeros",
+            device="cpu",
+            dtype=None,
+        ):
+            base.__init__(
+                self,
+                0,
+                out_channels,
+                kernel_size,
+                stride,
+                padding,
+                dilation,
+                groups,
+                bias,
+                padding_mode,
+                device=device,
+                dtype=dtype,
+            )
+
     name = f"Lazy{base.__name__}"
     doc = f"{base.__name__} with ``in_channels`` taken from the first input."
-    return type(name, (_LazyMixin, base), {"__init__": __init__, "cls_to_become": base, "__doc__": doc,
-                                           "__module__": __name__})
+    return type(
+        name, (_LazyMixin, base), {"__init__": __init__, "cls_to_become": base, "__doc__": doc, "__module__": __name__}
+    )
 
 
 LazyConv1d = _lazy(Conv1d, 1)
@@ -250,8 +433,7 @@ class Unfold(Module):
         return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
 
     def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
-                f"stride={self.stride}")
+        return f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, stride={self.stride}"
 
 
 class Fold(Module):
@@ -266,8 +448,10 @@ class Fold(Module):
         return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
 
     def extra_repr(self):
-        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, dilation={self.dilation}, "
-                f"padding={self.padding}, stride={self.stride}")
+        return (
+            f"output_size={self.output_size}, kernel_size={self.kernel_size}, dilation={self.dilation}, "
+            f"padding={self.padding}, stride={self.stride}"
+        )
 
 
 class ChannelShuffle(Module):

@@ -34,8 +34,10 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         _check(bias, "bias")
     if weight.ndim == 1:  # one output feature, its dimension dropped (input @ weight), as PyTorch
         if input.ndim == 0 or input.shape[-1] != weight.shape[0]:
-            raise ValueError(f"linear: input of shape {tuple(input.shape)} does not match weight of shape "
-                             f"{tuple(weight.shape)} (in_features)")
+            raise ValueError(
+                f"linear: input of shape {tuple(input.shape)} does not match weight of shape "
+                f"{tuple(weight.shape)} (in_features)"
+            )
         y = input.matmul(weight)
         return y if bias is None else y + bias
     return _result(_C.linear(input._h, weight._h, 0 if bias is None else bias._h))
@@ -49,11 +51,15 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias=None) -> Tenso
         raise ValueError(f"bilinear: weight must be 3-D [out, in1, in2], got shape {tuple(weight.shape)}")
     o, i, j = weight.shape
     if input1.ndim == 0 or input2.ndim == 0 or input1.shape[-1] != i or input2.shape[-1] != j:
-        raise ValueError(f"bilinear: inputs of shapes {tuple(input1.shape)} and {tuple(input2.shape)} do not match "
-                         f"weight of shape {tuple(weight.shape)} (their last dimensions must be {i} and {j})")
+        raise ValueError(
+            f"bilinear: inputs of shapes {tuple(input1.shape)} and {tuple(input2.shape)} do not match "
+            f"weight of shape {tuple(weight.shape)} (their last dimensions must be {i} and {j})"
+        )
     if tuple(input1.shape[:-1]) != tuple(input2.shape[:-1]):
-        raise ValueError(f"bilinear: the inputs' leading dimensions must agree, got shapes {tuple(input1.shape)} and "
-                         f"{tuple(input2.shape)}")
+        raise ValueError(
+            f"bilinear: the inputs' leading dimensions must agree, got shapes {tuple(input1.shape)} and "
+            f"{tuple(input2.shape)}"
+        )
     if bias is not None:
         _check(bias, "bias")
         if tuple(bias.shape) != (o,):
@@ -169,15 +175,18 @@ def _float32_under_autocast(fn):
     """Runs a composed loss or distance in float32 inside an autocast scope, as the engine's
     losses and PyTorch's autocast float32 list do: its floating tensor arguments are cast to
     float32 and its parts run with autocast off (outside a scope it changes nothing)."""
+
     @functools.wraps(fn)
     def run(*args, **kwargs):
         from ..amp.autocast_mode import autocast, cast_floating_args, is_autocast_enabled
+
         first = next((a for a in args if isinstance(a, Tensor)), None)
         if first is None or not is_autocast_enabled(first.device.type):
             return fn(*args, **kwargs)
         args, kwargs = cast_floating_args(args, kwargs, float32)
         with autocast(first.device.type, enabled=False):
             return fn(*args, **kwargs)
+
     return run
 
 
@@ -189,13 +198,16 @@ def _reduction(reduction):
 
 # ---- activations ---------------------------------------------------------------------------
 
+
 def _softmax_dim(ndim, dim, fn):
     """``dim``, or PyTorch's implicit choice when it is None (0 for 0-, 1- and 3-D input, else 1),
     with PyTorch's warning."""
     if dim is not None:
         return as_index(dim)
-    warnings.warn(f"Implicit dimension choice for {fn} has been deprecated. Change the call to include dim=X "
-                  f"as an argument.", stacklevel=3)
+    warnings.warn(
+        f"Implicit dimension choice for {fn} has been deprecated. Change the call to include dim=X as an argument.",
+        stacklevel=3,
+    )
     return 0 if ndim in (0, 1, 3) else 1
 
 
@@ -246,6 +258,7 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace
             return x.clamp(lo, hi).to(x.dtype)
         inside = (x > lo) & (x < hi)
         return x.where(inside, x.detach().clamp(lo, hi))
+
     return _out(input, f, inplace, "hardtanh")
 
 
@@ -262,8 +275,12 @@ def relu6(input: Tensor, inplace: bool = False) -> Tensor:
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """relu6(x + 3) / 6: 0 below -3, 1 above 3, linear between."""
     _float_input(input, "hardsigmoid")
-    return _out(input, lambda x: (x + 3.0).where((x > -3.0) & (x < 3.0), (x.detach() + 3.0).clamp(0.0, 6.0))
-                / 6.0, inplace, "hardsigmoid")
+    return _out(
+        input,
+        lambda x: (x + 3.0).where((x > -3.0) & (x < 3.0), (x.detach() + 3.0).clamp(0.0, 6.0)) / 6.0,
+        inplace,
+        "hardsigmoid",
+    )
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
@@ -274,6 +291,7 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
         # x·(x + 3)/6 in the middle; the outer pieces are 0 and x, with the gradients PyTorch gives.
         mid = x * (x + 3.0) / 6.0
         return mid.where((x >= -3.0) & (x <= 3.0), x.where(x > 3.0, x * 0.0))
+
     return _out(input, f, inplace, "hardswish")
 
 
@@ -348,8 +366,7 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
     """scale·(x where x > 0, else alpha·(exp(x) - 1)) with the self-normalising constants."""
     _float_input(input, "selu")
-    return _out(input, lambda x: x.where(x > 0, x.clamp(max=0.0).expm1() * _SELU_ALPHA) * _SELU_SCALE, inplace,
-                "selu")
+    return _out(input, lambda x: x.where(x > 0, x.clamp(max=0.0).expm1() * _SELU_ALPHA) * _SELU_SCALE, inplace, "selu")
 
 
 def selu_(input: Tensor) -> Tensor:
@@ -378,8 +395,9 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     return a * b.sigmoid()
 
 
-def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
-          inplace: bool = False) -> Tensor:
+def rrelu(
+    input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False, inplace: bool = False
+) -> Tensor:
     """Leaky ReLU whose negative slope is drawn uniformly from [``lower``, ``upper``] for each
     element when training, and is their mean otherwise."""
     _float_input(input, "rrelu")
@@ -399,6 +417,7 @@ def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, traini
 
 # ---- normalisation -------------------------------------------------------------------------
 
+
 def layer_norm(input: Tensor, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     """Normalises over the trailing ``normalized_shape`` dimensions; float32 under autocast."""
     _check(input, "input")
@@ -415,8 +434,7 @@ def group_norm(input: Tensor, num_groups: int, weight=None, bias=None, eps: floa
     eps = _float(eps, "eps", "group_norm")
     if eps < 0 or input.numel() == 0:  # (the engine's kernel refuses an empty batch)
         return _group_norm_composed(input, as_index(num_groups), weight, bias, eps)
-    return _result(_C.group_norm(input._h, as_index(num_groups), _h(weight, "weight"), _h(bias, "bias"),
-                                     float(eps)))
+    return _result(_C.group_norm(input._h, as_index(num_groups), _h(weight, "weight"), _h(bias, "bias"), float(eps)))
 
 
 def _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps):
@@ -424,8 +442,16 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
     _check(input, "input")
     if input.numel() == 0:  # an empty batch: nothing to normalise, the statistics stay (as PyTorch)
         return input + 0.0
-    y, m, v = _C.batch_norm(input._h, _h(running_mean, "running_mean"), _h(running_var, "running_var"),
-                           _h(weight, "weight"), _h(bias, "bias"), bool(training), float(momentum), float(eps))
+    y, m, v = _C.batch_norm(
+        input._h,
+        _h(running_mean, "running_mean"),
+        _h(running_var, "running_var"),
+        _h(weight, "weight"),
+        _h(bias, "bias"),
+        bool(training),
+        float(momentum),
+        float(eps),
+    )
     if m:
         with no_grad():
             running_mean.copy_(_result(m))
@@ -433,8 +459,16 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
     return _result(y)
 
 
-def batch_norm(input: Tensor, running_mean=None, running_var=None, weight=None, bias=None, training: bool = False,
-               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+def batch_norm(
+    input: Tensor,
+    running_mean=None,
+    running_var=None,
+    weight=None,
+    bias=None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
     """Batch normalisation of ``[N, C, *]`` input, computed in float32, returned in the input's
     dtype. In training mode the running statistics given are updated in place."""
     return _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
@@ -447,8 +481,9 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
     ``[N, C, *]`` input."""
     _check(input, "input")
     if input.ndim < 3:
-        raise ValueError(f"local_response_norm: expected 3D or higher dimensionality input (got {input.ndim} "
-                         f"dimensions)")
+        raise ValueError(
+            f"local_response_norm: expected 3D or higher dimensionality input (got {input.ndim} dimensions)"
+        )
     n = as_index(size)
     if n <= 0:
         raise ValueError(f"local_response_norm: size must be positive, got {size!r}")
@@ -458,8 +493,10 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
     sq = input * input
     c = input.shape[1]
     before, after = n // 2, (n - 1) // 2
-    parts = [_creation.zeros((input.shape[0], w, *input.shape[2:]), dtype=input.dtype, device=input.device)
-             for w in (before, after)]
+    parts = [
+        _creation.zeros((input.shape[0], w, *input.shape[2:]), dtype=input.dtype, device=input.device)
+        for w in (before, after)
+    ]
     padded = _cat([t for t in (parts[0], sq, parts[1]) if t.shape[1]], 1)
     window = padded.narrow(1, 0, c)
     for i in range(1, n):
@@ -478,9 +515,11 @@ def _layer_norm_composed(input, shape, weight, bias, eps):
     """layer_norm from reductions, for what the engine's kernel refuses (a negative eps: PyTorch
     computes 1/sqrt(var + eps) and gives NaN where that is negative)."""
     dims = tuple(range(input.ndim - len(shape), input.ndim))
-    if input.ndim < len(shape) or tuple(input.shape[input.ndim - len(shape):]) != shape:
-        raise ValueError(f"layer_norm: normalized_shape {shape} must be the trailing dimensions of the input, got "
-                         f"shape {tuple(input.shape)}")
+    if input.ndim < len(shape) or tuple(input.shape[input.ndim - len(shape) :]) != shape:
+        raise ValueError(
+            f"layer_norm: normalized_shape {shape} must be the trailing dimensions of the input, got "
+            f"shape {tuple(input.shape)}"
+        )
     if input.numel() == 0:
         y = input + 0.0
     else:
@@ -496,8 +535,10 @@ def _layer_norm_composed(input, shape, weight, bias, eps):
 def _group_norm_composed(input, g, weight, bias, eps):
     """group_norm from reductions (see _layer_norm_composed)."""
     if input.ndim < 2 or input.shape[1] % g:
-        raise ValueError(f"group_norm: expected an input [N, C, *] with C divisible by num_groups ({g}), got shape "
-                         f"{tuple(input.shape)}")
+        raise ValueError(
+            f"group_norm: expected an input [N, C, *] with C divisible by num_groups ({g}), got shape "
+            f"{tuple(input.shape)}"
+        )
     n, c = input.shape[0], input.shape[1]
     if input.numel() == 0:
         y = input + 0.0
@@ -514,6 +555,7 @@ def _group_norm_composed(input, g, weight, bias, eps):
 
 
 # ---- convolution and pooling ---------------------------------------------------------------
+
 
 def _ntuple(v, n, what, fn):
     """``v`` as ``n`` ints: an int, or a sequence of ``n`` ints (or of one, repeated)."""
@@ -539,8 +581,9 @@ def _spatial_input(input, k, fn):
     if input.ndim == k + 1:
         return input.unsqueeze(0), True
     if input.ndim != k + 2:
-        raise ValueError(f"{fn}: expected a {k + 1}-D (unbatched) or {k + 2}-D (batched) input, got shape "
-                         f"{tuple(input.shape)}")
+        raise ValueError(
+            f"{fn}: expected a {k + 1}-D (unbatched) or {k + 2}-D (batched) input, got shape {tuple(input.shape)}"
+        )
     return input, False
 
 
@@ -587,22 +630,30 @@ def _pool_size(n, k, s, p, d, ceil_mode):
 def _pool_args(input, k, kernel_size, stride, padding, dilation, ceil_mode, fn, avg=False):
     x, unbatched = _spatial_input(input, k, fn)
     kernel = _ntuple(kernel_size, k, "kernel_size", fn)
-    strides = kernel if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else \
-        _ntuple(stride, k, "stride", fn)
+    strides = (
+        kernel
+        if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0)
+        else _ntuple(stride, k, "stride", fn)
+    )
     pads = _ntuple(padding, k, "padding", fn)
     dil = _ntuple(dilation, k, "dilation", fn)
     if any(v <= 0 for v in kernel + strides + dil):
-        raise ValueError(f"{fn}: kernel_size, stride and dilation must be positive, got kernel_size={kernel}, "
-                         f"stride={strides}, dilation={dil}")
+        raise ValueError(
+            f"{fn}: kernel_size, stride and dilation must be positive, got kernel_size={kernel}, "
+            f"stride={strides}, dilation={dil}"
+        )
     for p, kk, d in zip(pads, kernel, dil):
         if p < 0 or p > (d * (kk - 1) + 1) // 2:
-            raise ValueError(f"{fn}: pad should be at most half of effective kernel size, but got pad={p}, "
-                             f"kernel_size={kk} and dilation={d}")
+            raise ValueError(
+                f"{fn}: pad should be at most half of effective kernel size, but got pad={p}, "
+                f"kernel_size={kk} and dilation={d}"
+            )
     sizes = tuple(x.shape[2:])
     out = tuple(_pool_size(n, kk, s, p, d, ceil_mode) for n, kk, s, p, d in zip(sizes, kernel, strides, pads, dil))
     if any(o <= 0 for o in out) or (not avg and any(n == 0 for n in sizes)):
-        raise RuntimeError(f"{fn}: given input size {tuple(input.shape)}, the calculated output size {out} is too "
-                           f"small")
+        raise RuntimeError(
+            f"{fn}: given input size {tuple(input.shape)}, the calculated output size {out} is too small"
+        )
     return x, unbatched, kernel, strides, pads, dil, out
 
 
@@ -624,15 +675,17 @@ def _max_windows(x, specs, unbatched, return_indices):
 
 
 def _max_pool(input, k, kernel_size, stride, padding, dilation, ceil_mode, return_indices, fn):
-    x, unbatched, kernel, strides, pads, dil, out = _pool_args(input, k, kernel_size, stride, padding, dilation,
-                                                               ceil_mode, fn)
+    x, unbatched, kernel, strides, pads, dil, out = _pool_args(
+        input, k, kernel_size, stride, padding, dilation, ceil_mode, fn
+    )
     specs = [_sliding(n, o, kk, s, p, d) for n, o, kk, s, p, d in zip(x.shape[2:], out, kernel, strides, pads, dil)]
     return _max_windows(x, specs, unbatched, return_indices)
 
 
 def _avg_pool(input, k, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, fn):
-    x, unbatched, kernel, strides, pads, _, out = _pool_args(input, k, kernel_size, stride, padding, 1, ceil_mode, fn,
-                                                             avg=True)
+    x, unbatched, kernel, strides, pads, _, out = _pool_args(
+        input, k, kernel_size, stride, padding, 1, ceil_mode, fn, avg=True
+    )
     if divisor_override is not None:
         divisor = as_index(divisor_override)
         if divisor == 0:
@@ -683,8 +736,7 @@ def _adaptive(input, k, output_size, fn, maximum, return_indices=False):
     if maximum:
         return _max_windows(x, specs, unbatched, return_indices)
     w, _ = _windows(x, specs, 0.0)
-    y = w.sum(tuple(range(2 + k, 2 + 2 * k))) / _creation.tensor(counts.astype(np.float32),
-                                                                  device=x.device).to(w.dtype)
+    y = w.sum(tuple(range(2 + k, 2 + 2 * k))) / _creation.tensor(counts.astype(np.float32), device=x.device).to(w.dtype)
     return y.squeeze(0) if unbatched else y
 
 
@@ -718,15 +770,20 @@ def _conv_check(x, weight, bias, k, groups, fn, transposed=False):
     dtypes = {x.dtype, weight.dtype} | ({bias.dtype} if bias is not None else set())
     # Under autocast the product takes mixed float dtypes (it casts them), as PyTorch's conv.
     if len(dtypes) > 1 and not (_autocasting(x) and all(t.is_floating_point() for t in (x, weight))):
-        raise RuntimeError(f"{fn}: input ({x.dtype}), weight ({weight.dtype})"
-                           + (f" and bias ({bias.dtype})" if bias is not None else "") + " must have one dtype")
+        raise RuntimeError(
+            f"{fn}: input ({x.dtype}), weight ({weight.dtype})"
+            + (f" and bias ({bias.dtype})" if bias is not None else "")
+            + " must have one dtype"
+        )
     if groups <= 0:
         raise ValueError(f"{fn}: groups must be positive, got {groups}")
     c = x.shape[1]
     expected = weight.shape[0] if transposed else weight.shape[1] * groups
     if c != expected or (not transposed and weight.shape[0] % groups) or (transposed and c % groups):
-        raise RuntimeError(f"{fn}: given groups={groups} and weight of shape {tuple(weight.shape)}, expected input "
-                           f"of shape {tuple(x.shape)} to have {expected} channels, but got {c}")
+        raise RuntimeError(
+            f"{fn}: given groups={groups} and weight of shape {tuple(weight.shape)}, expected input "
+            f"of shape {tuple(x.shape)} to have {expected} channels, but got {c}"
+        )
     out_channels = weight.shape[1] * groups if transposed else weight.shape[0]
     if bias is not None and tuple(bias.shape) != (out_channels,):
         raise RuntimeError(f"{fn}: expected a bias of shape ({out_channels},), got {tuple(bias.shape)}")
@@ -743,8 +800,8 @@ def _conv_windows(x, weight, bias, specs, groups):
     k = len(specs)
     w, _ = _windows(x, specs, 0.0)
     n, c = x.shape[0], x.shape[1]
-    out_sizes = tuple(w.shape[2:2 + k])
-    taps = math.prod(w.shape[2 + k:])
+    out_sizes = tuple(w.shape[2 : 2 + k])
+    taps = math.prod(w.shape[2 + k :])
     p = math.prod(out_sizes)
     o = weight.shape[0]
     cols = w.reshape(n, groups, c // groups, p, taps).permute(0, 1, 3, 2, 4).reshape(n, groups, p, c // groups * taps)
@@ -769,8 +826,10 @@ def _conv_nd(input, weight, bias, stride, padding, dilation, groups, k, fn):
     for n, kk, s, pl, pr, d in zip(x.shape[2:], kernel, strides, left, right, dil):
         o = (n + pl + pr - d * (kk - 1) - 1) // s + 1
         if o <= 0:
-            raise RuntimeError(f"{fn}: the kernel of size {kernel} (dilation {dil}) is larger than the padded input "
-                               f"of shape {tuple(input.shape)}")
+            raise RuntimeError(
+                f"{fn}: the kernel of size {kernel} (dilation {dil}) is larger than the padded input "
+                f"of shape {tuple(input.shape)}"
+            )
         specs.append(_sliding(n, o, kk, s, pl, d))
     y = None
     if k == 3 and x.numel() and weight.numel():
@@ -798,8 +857,7 @@ def _conv3d_by_planes(x, weight, bias, depth, strides, left, right, dil, groups)
     for t in range(pos.shape[1]):
         if not ok[:, t].any():
             continue
-        index = _creation.tensor(np.clip(pos[:, t], 0, x.shape[2] - 1).astype(np.int64), dtype=_int64,
-                                 device=x.device)
+        index = _creation.tensor(np.clip(pos[:, t], 0, x.shape[2] - 1).astype(np.int64), dtype=_int64, device=x.device)
         planes = x.index_select(2, index)
         if not ok[:, t].all():
             planes = planes.where(_creation.tensor(ok[:, t].reshape(1, 1, do, 1, 1), device=x.device), 0.0)
@@ -826,11 +884,14 @@ def _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, gro
     outpad = _ntuple(output_padding, k, "output_padding", fn)
     dil = _ntuple(dilation, k, "dilation", fn)
     if any(v <= 0 for v in strides + dil) or any(v < 0 for v in pads + outpad):
-        raise ValueError(f"{fn}: stride and dilation must be positive and padding not negative, got stride={strides}, "
-                         f"padding={pads}, dilation={dil}")
+        raise ValueError(
+            f"{fn}: stride and dilation must be positive and padding not negative, got stride={strides}, "
+            f"padding={pads}, dilation={dil}"
+        )
     if any(op >= s and op >= d for op, s, d in zip(outpad, strides, dil)):
-        raise ValueError(f"{fn}: output_padding {outpad} must be smaller than either stride {strides} or dilation "
-                         f"{dil}")
+        raise ValueError(
+            f"{fn}: output_padding {outpad} must be smaller than either stride {strides} or dilation {dil}"
+        )
     specs = []
     for n, kk, s, p, op, d in zip(x.shape[2:], kernel, strides, pads, outpad, dil):
         o = (n - 1) * s - 2 * p + d * (kk - 1) + op + 1
@@ -867,8 +928,12 @@ def conv2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilati
     if padding == "valid":
         padding = 0
     input, padding = _same_2d(input, weight, padding, dilation, stride, 2, "conv2d")
-    params = (*_ntuple(stride, 2, "stride", "conv2d"), *_ntuple(padding, 2, "padding", "conv2d"),
-              *_ntuple(dilation, 2, "dilation", "conv2d"), as_index(groups))
+    params = (
+        *_ntuple(stride, 2, "stride", "conv2d"),
+        *_ntuple(padding, 2, "padding", "conv2d"),
+        *_ntuple(dilation, 2, "dilation", "conv2d"),
+        as_index(groups),
+    )
     return _result(_C.conv2d(input._h, weight._h, _h(bias, "bias"), params))
 
 
@@ -880,8 +945,7 @@ def conv1d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilati
     if padding == "valid":
         padding = 0
     input, padding = _same_2d(input, weight, padding, dilation, stride, 1, "conv1d")
-    params = (_single(stride, "stride"), _single(padding, "padding"), _single(dilation, "dilation"),
-              as_index(groups))
+    params = (_single(stride, "stride"), _single(padding, "padding"), _single(dilation, "dilation"), as_index(groups))
     return _result(_C.conv1d(input._h, weight._h, _h(bias, "bias"), params))
 
 
@@ -892,62 +956,93 @@ def conv3d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilati
     return _conv_nd(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
 
 
-def conv_transpose1d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, output_padding=0,
-                     groups: int = 1, dilation=1) -> Tensor:
+def conv_transpose1d(
+    input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1, dilation=1
+) -> Tensor:
     """The transpose of conv1d (weights [in, out / groups, k]) over [N, C, L] or [C, L] input."""
     x, unbatched = _spatial_input(input, 1, "conv_transpose1d")
     _check(weight, "weight")
     if weight.ndim != 3:
         raise RuntimeError(f"conv_transpose1d: expected a 3-D weight, got shape {tuple(weight.shape)}")
-    params = (1, _single(stride, "stride"), 0, _single(padding, "padding"), 0,
-              _single(output_padding, "output_padding"), 1, _single(dilation, "dilation"), as_index(groups))
+    params = (
+        1,
+        _single(stride, "stride"),
+        0,
+        _single(padding, "padding"),
+        0,
+        _single(output_padding, "output_padding"),
+        1,
+        _single(dilation, "dilation"),
+        as_index(groups),
+    )
     x2, w2 = x.unsqueeze(2), weight.unsqueeze(2)  # kept alive across the call
     y = _result(_C.conv_transpose2d(x2._h, w2._h, _h(bias, "bias"), params)).squeeze(2)
     return y.squeeze(0) if unbatched else y
 
 
-def conv_transpose2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1,
-                     dilation=1) -> Tensor:
+def conv_transpose2d(
+    input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1, dilation=1
+) -> Tensor:
     """The transpose of conv2d (weights [in, out/groups, kh, kw]); lower precision under autocast."""
     _check(input, "input")
     _check(weight, "weight")
-    params = (*_ntuple(stride, 2, "stride", "conv_transpose2d"), *_ntuple(padding, 2, "padding", "conv_transpose2d"),
-              *_ntuple(output_padding, 2, "output_padding", "conv_transpose2d"),
-              *_ntuple(dilation, 2, "dilation", "conv_transpose2d"), as_index(groups))
+    params = (
+        *_ntuple(stride, 2, "stride", "conv_transpose2d"),
+        *_ntuple(padding, 2, "padding", "conv_transpose2d"),
+        *_ntuple(output_padding, 2, "output_padding", "conv_transpose2d"),
+        *_ntuple(dilation, 2, "dilation", "conv_transpose2d"),
+        as_index(groups),
+    )
     return _result(_C.conv_transpose2d(input._h, weight._h, _h(bias, "bias"), params))
 
 
-def conv_transpose3d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, output_padding=0,
-                     groups: int = 1, dilation=1) -> Tensor:
+def conv_transpose3d(
+    input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1, dilation=1
+) -> Tensor:
     """The transpose of conv3d (weights [in, out / groups, kd, kh, kw]) over [N, C, D, H, W] or
     [C, D, H, W] input."""
-    return _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups, dilation, 3,
-                              "conv_transpose3d")
+    return _conv_transpose_nd(
+        input, weight, bias, stride, padding, output_padding, groups, dilation, 3, "conv_transpose3d"
+    )
 
 
-def max_pool1d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-               return_indices: bool = False):
+def max_pool1d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
     """The max over each window of [N, C, L] or [C, L] input (padding counts as -inf); with
     ``return_indices`` also the index of each max within L."""
     if return_indices:
         return _max_pool(input, 1, kernel_size, stride, padding, dilation, ceil_mode, True, "max_pool1d")
     # The 2-D kernel over a height of one (checked first, for 1-D messages).
-    x, unbatched, kernel, strides, pads, dil, _ = _pool_args(input, 1, kernel_size, stride, padding, dilation,
-                                                             ceil_mode, "max_pool1d")
+    x, unbatched, kernel, strides, pads, dil, _ = _pool_args(
+        input, 1, kernel_size, stride, padding, dilation, ceil_mode, "max_pool1d"
+    )
     x2 = x.unsqueeze(2)  # kept alive across the call
     y = _result(_C.max_pool2d(x2._h, (1, *kernel, 1, *strides, 0, *pads, 1, *dil), bool(ceil_mode))).squeeze(2)
     return y.squeeze(0) if unbatched else y
 
 
-def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-               return_indices: bool = False):
+def max_pool2d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
     """The max over each window (padding counts as -inf); with ``return_indices`` also the flat
     index of each max within its H x W plane."""
     _check(input, "input")
     if return_indices or input.ndim != 4:
         if return_indices or input.ndim != 3:
-            return _max_pool(input, 2, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
-                             "max_pool2d")
+            return _max_pool(input, 2, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool2d")
         return max_pool2d(input.unsqueeze(0), kernel_size, stride, padding, dilation, ceil_mode).squeeze(0)
     k = _ntuple(kernel_size, 2, "kernel_size", "max_pool2d")
     s = k if stride is None or stride == [] or stride == () else _ntuple(stride, 2, "stride", "max_pool2d")
@@ -955,34 +1050,53 @@ def max_pool2d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, c
     return _result(_C.max_pool2d(input._h, params, bool(ceil_mode)))
 
 
-def max_pool3d(input: Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-               return_indices: bool = False):
+def max_pool3d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    dilation=1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
     """The max over each window of [N, C, D, H, W] or [C, D, H, W] input; with
     ``return_indices`` also the flat index of each max within its D x H x W volume."""
     return _max_pool(input, 3, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool3d")
 
 
-def avg_pool1d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True) -> Tensor:
+def avg_pool1d(
+    input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True
+) -> Tensor:
     """The mean over each window of [N, C, L] or [C, L] input, with PyTorch's divisor rules."""
-    x, unbatched, kernel, strides, pads, _, _ = _pool_args(input, 1, kernel_size, stride, padding, 1, ceil_mode,
-                                                           "avg_pool1d", avg=True)
+    x, unbatched, kernel, strides, pads, _, _ = _pool_args(
+        input, 1, kernel_size, stride, padding, 1, ceil_mode, "avg_pool1d", avg=True
+    )
     x2 = x.unsqueeze(2)  # the 2-D kernel over a height of one; kept alive across the call
-    y = _result(_C.avg_pool2d(x2._h, (1, *kernel, 1, *strides, 0, *pads), bool(ceil_mode),
-                                   bool(count_include_pad), 0)).squeeze(2)
+    y = _result(
+        _C.avg_pool2d(x2._h, (1, *kernel, 1, *strides, 0, *pads), bool(ceil_mode), bool(count_include_pad), 0)
+    ).squeeze(2)
     return y.squeeze(0) if unbatched else y
 
 
-def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True, divisor_override=None) -> Tensor:
+def avg_pool2d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override=None,
+) -> Tensor:
     """The mean over each window, with PyTorch's divisor rules."""
     _check(input, "input")
     if input.ndim == 3 and (divisor_override is None or as_index(divisor_override) > 0):
-        return avg_pool2d(input.unsqueeze(0), kernel_size, stride, padding, ceil_mode, count_include_pad,
-                          divisor_override).squeeze(0)
+        return avg_pool2d(
+            input.unsqueeze(0), kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+        ).squeeze(0)
     if input.ndim != 4 or (divisor_override is not None and as_index(divisor_override) < 0):
-        return _avg_pool(input, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
-                         "avg_pool2d")
+        return _avg_pool(
+            input, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, "avg_pool2d"
+        )
     k = _ntuple(kernel_size, 2, "kernel_size", "avg_pool2d")
     s = k if stride is None or stride == [] or stride == () else _ntuple(stride, 2, "stride", "avg_pool2d")
     divisor = 0 if divisor_override is None else as_index(divisor_override)
@@ -992,12 +1106,20 @@ def avg_pool2d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bo
     return _result(_C.avg_pool2d(input._h, params, bool(ceil_mode), bool(count_include_pad), divisor))
 
 
-def avg_pool3d(input: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True, divisor_override=None) -> Tensor:
+def avg_pool3d(
+    input: Tensor,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override=None,
+) -> Tensor:
     """The mean over each window of [N, C, D, H, W] or [C, D, H, W] input, with PyTorch's
     divisor rules."""
-    return _avg_pool(input, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
-                     "avg_pool3d")
+    return _avg_pool(
+        input, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, "avg_pool3d"
+    )
 
 
 def lp_pool1d(input: Tensor, norm_type, kernel_size, stride=None, ceil_mode: bool = False) -> Tensor:
@@ -1101,8 +1223,10 @@ def _fractional_max_pool(input, k, kernel_size, output_size, output_ratio, retur
         outs = tuple(int(n * float(r)) for n, r in zip(sizes, ratios))
     for n, o, kk in zip(sizes, outs, kernel):
         if kk <= 0 or o <= 0 or o + kk - 1 > n:
-            raise ValueError(f"{fn}: output size {outs} with kernel_size {kernel} is too large for the input of shape "
-                             f"{tuple(input.shape)}")
+            raise ValueError(
+                f"{fn}: output size {outs} with kernel_size {kernel} is too large for the input of shape "
+                f"{tuple(input.shape)}"
+            )
     nb, c = x.shape[0], x.shape[1]
     if _random_samples is None:
         samples = _creation.rand(nb, c, k).numpy()  # lucid's generator, so manual_seed repeats it
@@ -1110,8 +1234,9 @@ def _fractional_max_pool(input, k, kernel_size, output_size, output_ratio, retur
         _check(_random_samples, "_random_samples")
         shape = tuple(_random_samples.shape)
         if len(shape) != 3 or shape[0] < nb or shape[1:] != (c, k):
-            raise ValueError(f"{fn}: _random_samples must have shape (n, {c}, {k}) with n at least the batch size "
-                             f"{nb}, got {shape}")
+            raise ValueError(
+                f"{fn}: _random_samples must have shape (n, {c}, {k}) with n at least the batch size {nb}, got {shape}"
+            )
         samples = _random_samples.detach().float().numpy()[:nb]  # (the first rows, as PyTorch)
     # Each plane has windows of its own: flat source indices [N, C, *o, *k], read with gather.
     order = list(range(k))[::-1] if k == 2 else list(range(k))  # 2-D samples are (w, h), 3-D (t, h, w)
@@ -1134,20 +1259,24 @@ def _fractional_max_pool(input, k, kernel_size, output_size, output_ratio, retur
     return values, (indices.squeeze(0) if unbatched else indices)
 
 
-def fractional_max_pool2d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
-                          return_indices: bool = False, _random_samples=None):
+def fractional_max_pool2d(
+    input: Tensor, kernel_size, output_size=None, output_ratio=None, return_indices: bool = False, _random_samples=None
+):
     """Max pooling over windows of ``kernel_size`` at pseudo-random steps, chosen per plane from
     ``_random_samples`` [N, C, 2] in [0, 1) (drawn when not given), to ``output_size`` or
     ``output_ratio`` of the input size."""
-    return _fractional_max_pool(input, 2, kernel_size, output_size, output_ratio, return_indices, _random_samples,
-                                "fractional_max_pool2d")
+    return _fractional_max_pool(
+        input, 2, kernel_size, output_size, output_ratio, return_indices, _random_samples, "fractional_max_pool2d"
+    )
 
 
-def fractional_max_pool3d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
-                          return_indices: bool = False, _random_samples=None):
+def fractional_max_pool3d(
+    input: Tensor, kernel_size, output_size=None, output_ratio=None, return_indices: bool = False, _random_samples=None
+):
     """The 3-D form of :func:`fractional_max_pool2d` (``_random_samples`` [N, C, 3])."""
-    return _fractional_max_pool(input, 3, kernel_size, output_size, output_ratio, return_indices, _random_samples,
-                                "fractional_max_pool3d")
+    return _fractional_max_pool(
+        input, 3, kernel_size, output_size, output_ratio, return_indices, _random_samples, "fractional_max_pool3d"
+    )
 
 
 def _max_unpool(input, indices, k, kernel_size, stride, padding, output_size, fn):
@@ -1156,8 +1285,9 @@ def _max_unpool(input, indices, k, kernel_size, stride, padding, output_size, fn
     if indices.dtype != _int64:
         raise TypeError(f"{fn}: indices must be int64, got {indices.dtype}")
     if tuple(indices.shape) != tuple(input.shape):
-        raise ValueError(f"{fn}: indices of shape {tuple(indices.shape)} must match the input's shape "
-                         f"{tuple(input.shape)}")
+        raise ValueError(
+            f"{fn}: indices of shape {tuple(indices.shape)} must match the input's shape {tuple(input.shape)}"
+        )
     kernel = _ntuple(kernel_size, k, "kernel_size", fn)
     strides = kernel if stride is None else _ntuple(stride, k, "stride", fn)
     pads = _ntuple(padding, k, "padding", fn)
@@ -1172,8 +1302,10 @@ def _max_unpool(input, indices, k, kernel_size, stride, padding, output_size, fn
             raise ValueError(f"{fn}: output_size must have {k} elements, got {tuple(output_size)}")
         for o, dflt, s in zip(outs, default, strides):
             if not dflt - s < o < dflt + s:
-                raise ValueError(f"{fn}: invalid output_size {tuple(output_size)}: each size must be within the "
-                                 f"stride of the default {default}")
+                raise ValueError(
+                    f"{fn}: invalid output_size {tuple(output_size)}: each size must be within the "
+                    f"stride of the default {default}"
+                )
     nb, c = x.shape[0], x.shape[1]
     plane = math.prod(outs)
     plane_in = math.prod(x.shape[2:])
@@ -1216,14 +1348,18 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
     pads = _ntuple(padding, 2, "padding", "unfold")
     strides = _ntuple(stride, 2, "stride", "unfold")
     if any(v <= 0 for v in kernel + dil + strides) or any(p < 0 for p in pads):
-        raise ValueError(f"unfold: kernel_size, dilation and stride must be positive and padding not negative, got "
-                         f"kernel_size={kernel}, dilation={dil}, padding={pads}, stride={strides}")
+        raise ValueError(
+            f"unfold: kernel_size, dilation and stride must be positive and padding not negative, got "
+            f"kernel_size={kernel}, dilation={dil}, padding={pads}, stride={strides}"
+        )
     specs = []
     for n, kk, d, p, s in zip(x.shape[2:], kernel, dil, pads, strides):
         o = (n + 2 * p - d * (kk - 1) - 1) // s + 1
         if o <= 0:
-            raise RuntimeError(f"unfold: the kernel {kernel} (dilation {dil}) does not fit the padded input of shape "
-                               f"{tuple(input.shape)}")
+            raise RuntimeError(
+                f"unfold: the kernel {kernel} (dilation {dil}) does not fit the padded input of shape "
+                f"{tuple(input.shape)}"
+            )
         specs.append(_sliding(n, o, kk, s, p, d))
     w, _ = _windows(x, specs, 0.0)  # [N, C, oh, ow, kh, kw]
     nb, c, oh, ow = w.shape[:4]
@@ -1245,21 +1381,28 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
     pads = _ntuple(padding, 2, "padding", "fold")
     strides = _ntuple(stride, 2, "stride", "fold")
     if any(v <= 0 for v in kernel + dil + strides) or any(p < 0 for p in pads):
-        raise ValueError(f"fold: kernel_size, dilation and stride must be positive and padding not negative, got "
-                         f"kernel_size={kernel}, dilation={dil}, padding={pads}, stride={strides}")
+        raise ValueError(
+            f"fold: kernel_size, dilation and stride must be positive and padding not negative, got "
+            f"kernel_size={kernel}, dilation={dil}, padding={pads}, stride={strides}"
+        )
     taps = kernel[0] * kernel[1]
     nb, ck, l = x.shape
     if ck % taps:
-        raise RuntimeError(f"fold: expected the size of dimension 1 of the input ({ck}) to be divisible by the "
-                           f"product of kernel_size {kernel}")
+        raise RuntimeError(
+            f"fold: expected the size of dimension 1 of the input ({ck}) to be divisible by the "
+            f"product of kernel_size {kernel}"
+        )
     blocks = [(n + 2 * p - d * (kk - 1) - 1) // s + 1 for n, kk, d, p, s in zip(outs, kernel, dil, pads, strides)]
     if any(b <= 0 for b in blocks) or blocks[0] * blocks[1] != l:
-        raise RuntimeError(f"fold: given output_size={outs}, kernel_size={kernel}, dilation={dil}, padding={pads}, "
-                           f"stride={strides}, expected {max(blocks[0], 0) * max(blocks[1], 0)} blocks in dimension 2 "
-                           f"of the input, got {l}")
+        raise RuntimeError(
+            f"fold: given output_size={outs}, kernel_size={kernel}, dilation={dil}, padding={pads}, "
+            f"stride={strides}, expected {max(blocks[0], 0) * max(blocks[1], 0)} blocks in dimension 2 "
+            f"of the input, got {l}"
+        )
     c = ck // taps
-    (ph, okh), (pw, okw) = (_sliding(n, b, kk, s, p, d) for n, b, kk, s, p, d in
-                            zip(outs, blocks, kernel, strides, pads, dil))
+    (ph, okh), (pw, okw) = (
+        _sliding(n, b, kk, s, p, d) for n, b, kk, s, p, d in zip(outs, blocks, kernel, strides, pads, dil)
+    )
     # Entry (ki, kj, bi, bj) of a column block lands at (ph[bi, ki], pw[bj, kj]) when inside.
     rows = ph.T[:, None, :, None]
     cols = pw.T[None, :, None, :]
@@ -1283,8 +1426,9 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
     if g <= 0:
         raise ValueError(f"channel_shuffle: groups must be positive, got {groups}")
     if input.ndim < 3:
-        raise RuntimeError(f"channel_shuffle: expected an input of at least 3 dimensions, got shape "
-                           f"{tuple(input.shape)}")
+        raise RuntimeError(
+            f"channel_shuffle: expected an input of at least 3 dimensions, got shape {tuple(input.shape)}"
+        )
     n, c, *rest = input.shape
     if c % g:
         raise RuntimeError(f"channel_shuffle: the {c} channels are not divisible by groups={g}")
@@ -1293,11 +1437,20 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
 
 # ---- attention and embedding ---------------------------------------------------------------
 
+
 def _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, need_weights):
     for t, what in ((query, "query"), (key, "key"), (value, "value")):
         _check(t, what)
-    o, w = _C.attention(query._h, key._h, value._h, _h(attn_mask, "attn_mask"), bool(is_causal),
-                       None if scale is None else float(scale), float(dropout_p), need_weights)
+    o, w = _C.attention(
+        query._h,
+        key._h,
+        value._h,
+        _h(attn_mask, "attn_mask"),
+        bool(is_causal),
+        None if scale is None else float(scale),
+        float(dropout_p),
+        need_weights,
+    )
     return _result(o), (_result(w) if need_weights else None)
 
 
@@ -1307,8 +1460,16 @@ def _repeat_heads(t, r):
     return t.index_select(t.ndim - 3, index)
 
 
-def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None, dropout_p: float = 0.0,
-                                 is_causal: bool = False, scale=None, enable_gqa: bool = False) -> Tensor:
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask=None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale=None,
+    enable_gqa: bool = False,
+) -> Tensor:
     """softmax(q·kᵀ·scale + mask)·v over the last two dimensions. A bool ``attn_mask`` is True
     where attention is allowed; a float one is added to the scores. With ``enable_gqa`` the
     key and value may have fewer heads (dimension -3) than the query, each shared by a group
@@ -1320,8 +1481,10 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
         if hk != hq or hv != hq:
             if hk == 0 or hv == 0 or hq % hk or hq % hv:
-                raise RuntimeError(f"scaled_dot_product_attention: with enable_gqa the query's {hq} heads must be a "
-                                   f"multiple of the key's {hk} and the value's {hv}")
+                raise RuntimeError(
+                    f"scaled_dot_product_attention: with enable_gqa the query's {hq} heads must be a "
+                    f"multiple of the key's {hk} and the value's {hv}"
+                )
             key = _repeat_heads(key, hq // hk) if hk != hq else key
             value = _repeat_heads(value, hq // hv) if hv != hq else value
     return _attention(query, key, value, attn_mask, dropout_p, is_causal, scale, False)[0]
@@ -1337,13 +1500,33 @@ def _additive_mask(mask, what, dtype):
     return mask.to(dtype)
 
 
-def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embed_dim_to_check: int, num_heads: int,
-                                 in_proj_weight, in_proj_bias, bias_k, bias_v, add_zero_attn: bool,
-                                 dropout_p: float, out_proj_weight: Tensor, out_proj_bias, training: bool = True,
-                                 key_padding_mask=None, need_weights: bool = True, attn_mask=None,
-                                 use_separate_proj_weight: bool = False, q_proj_weight=None, k_proj_weight=None,
-                                 v_proj_weight=None, static_k=None, static_v=None, average_attn_weights: bool = True,
-                                 is_causal: bool = False):
+def multi_head_attention_forward(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    embed_dim_to_check: int,
+    num_heads: int,
+    in_proj_weight,
+    in_proj_bias,
+    bias_k,
+    bias_v,
+    add_zero_attn: bool,
+    dropout_p: float,
+    out_proj_weight: Tensor,
+    out_proj_bias,
+    training: bool = True,
+    key_padding_mask=None,
+    need_weights: bool = True,
+    attn_mask=None,
+    use_separate_proj_weight: bool = False,
+    q_proj_weight=None,
+    k_proj_weight=None,
+    v_proj_weight=None,
+    static_k=None,
+    static_v=None,
+    average_attn_weights: bool = True,
+    is_causal: bool = False,
+):
     """Multi-head attention of query [L, N, E] over key [S, N, Ek] and value [S, N, Ev] (or
     unbatched [L, E], [S, Ek], [S, Ev]), as ``torch.nn.functional.multi_head_attention_forward``:
     the input projections (``in_proj_weight`` split in three, or the separate ``q/k/v_proj_weight``),
@@ -1354,8 +1537,10 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
     for t, what in ((query, "query"), (key, "key"), (value, "value")):
         _check(t, what)
     if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
-        raise ValueError(f"multi_head_attention_forward: expected 2-D or 3-D query, key and value of one rank, got "
-                         f"shapes {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+        raise ValueError(
+            f"multi_head_attention_forward: expected 2-D or 3-D query, key and value of one rank, got "
+            f"shapes {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
+        )
     unbatched = query.ndim == 2
     if unbatched:
         query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
@@ -1365,20 +1550,26 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
     s = key.shape[0]
     h = as_index(num_heads)
     if e != embed_dim_to_check:
-        raise ValueError(f"multi_head_attention_forward: the query's embedding size {e} is not embed_dim_to_check "
-                         f"{embed_dim_to_check}")
+        raise ValueError(
+            f"multi_head_attention_forward: the query's embedding size {e} is not embed_dim_to_check "
+            f"{embed_dim_to_check}"
+        )
     if h <= 0 or e % h:
         raise ValueError(f"multi_head_attention_forward: embed_dim {e} is not divisible by num_heads {num_heads}")
     if key.shape[:2] != value.shape[:2] or key.shape[1] != n:
-        raise ValueError(f"multi_head_attention_forward: key {tuple(key.shape)} and value {tuple(value.shape)} must "
-                         f"share their sequence and batch sizes with the query's batch {n}")
+        raise ValueError(
+            f"multi_head_attention_forward: key {tuple(key.shape)} and value {tuple(value.shape)} must "
+            f"share their sequence and batch sizes with the query's batch {n}"
+        )
     hd = e // h
     if is_causal and attn_mask is None:
         raise RuntimeError("multi_head_attention_forward: is_causal needs attn_mask (the causal mask itself)")
     if use_separate_proj_weight:
         if q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
-            raise ValueError("multi_head_attention_forward: use_separate_proj_weight needs q_proj_weight, "
-                             "k_proj_weight and v_proj_weight")
+            raise ValueError(
+                "multi_head_attention_forward: use_separate_proj_weight needs q_proj_weight, "
+                "k_proj_weight and v_proj_weight"
+            )
         wq, wk, wv = q_proj_weight, k_proj_weight, v_proj_weight
     else:
         _check(in_proj_weight, "in_proj_weight")
@@ -1390,21 +1581,26 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
         attn_mask = _additive_mask(attn_mask, "attn_mask", dtype)
         if attn_mask.ndim == 2:
             if tuple(attn_mask.shape) != (l, s):
-                raise ValueError(f"multi_head_attention_forward: the 2-D attn_mask should be of shape {(l, s)}, "
-                                   f"got {tuple(attn_mask.shape)}")
+                raise ValueError(
+                    f"multi_head_attention_forward: the 2-D attn_mask should be of shape {(l, s)}, "
+                    f"got {tuple(attn_mask.shape)}"
+                )
             attn_mask = attn_mask.unsqueeze(0)
         elif attn_mask.ndim == 3:
             if tuple(attn_mask.shape) != (n * h, l, s):
-                raise ValueError(f"multi_head_attention_forward: the 3-D attn_mask should be of shape "
-                                   f"{(n * h, l, s)}, got {tuple(attn_mask.shape)}")
+                raise ValueError(
+                    f"multi_head_attention_forward: the 3-D attn_mask should be of shape "
+                    f"{(n * h, l, s)}, got {tuple(attn_mask.shape)}"
+                )
         else:
-            raise ValueError(f"multi_head_attention_forward: attn_mask must be 2-D or 3-D, got "
-                               f"{attn_mask.ndim}-D")
+            raise ValueError(f"multi_head_attention_forward: attn_mask must be 2-D or 3-D, got {attn_mask.ndim}-D")
     if key_padding_mask is not None:
         key_padding_mask = _additive_mask(key_padding_mask, "key_padding_mask", dtype)
         if tuple(key_padding_mask.shape) != (n, s):
-            raise ValueError(f"multi_head_attention_forward: key_padding_mask should be of shape {(n, s)}, got "
-                               f"{tuple(key_padding_mask.shape)}")
+            raise ValueError(
+                f"multi_head_attention_forward: key_padding_mask should be of shape {(n, s)}, got "
+                f"{tuple(key_padding_mask.shape)}"
+            )
     if bias_k is not None or bias_v is not None:
         if bias_k is None or bias_v is None:
             raise ValueError("multi_head_attention_forward: give both bias_k and bias_v, or neither")
@@ -1419,8 +1615,9 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
     v = v.reshape(v.shape[0], n * h, hd).transpose(0, 1) if static_v is None else static_v
     for t, what in ((k, "static_k"), (v, "static_v")):
         if t.ndim != 3 or t.shape[0] != n * h or t.shape[2] != hd:
-            raise RuntimeError(f"multi_head_attention_forward: {what} should be of shape ({n * h}, S, {hd}), got "
-                               f"{tuple(t.shape)}")
+            raise RuntimeError(
+                f"multi_head_attention_forward: {what} should be of shape ({n * h}, S, {hd}), got {tuple(t.shape)}"
+            )
     if add_zero_attn:
         k = _shape.cat([k, _creation.zeros((n * h, 1, hd), dtype=k.dtype, device=k.device)], 1)
         v = _shape.cat([v, _creation.zeros((n * h, 1, hd), dtype=v.dtype, device=v.device)], 1)
@@ -1435,8 +1632,16 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
         mask = kpm if mask is None else mask + kpm
     if mask is not None:
         mask = mask.expand(n, h, l, src)
-    out, weights = _attention(q.reshape(n, h, l, hd), k.reshape(n, h, src, hd), v.reshape(n, h, src, hd), mask,
-                              float(dropout_p) if training else 0.0, False, None, need_weights)
+    out, weights = _attention(
+        q.reshape(n, h, l, hd),
+        k.reshape(n, h, src, hd),
+        v.reshape(n, h, src, hd),
+        mask,
+        float(dropout_p) if training else 0.0,
+        False,
+        None,
+        need_weights,
+    )
     out = out.permute(2, 0, 1, 3).reshape(l * n, e)
     out = linear(out, out_proj_weight, out_proj_bias).reshape(l, n, e)
     if unbatched:
@@ -1498,8 +1703,15 @@ def _embedding_renorm_(weight, input, max_norm, norm_type):
         weight.index_put_((index,), picked * scale.to(picked.dtype))
 
 
-def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, norm_type: float = 2.0,
-              scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+def embedding(
+    input: Tensor,
+    weight: Tensor,
+    padding_idx=None,
+    max_norm=None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> Tensor:
     """Rows of ``weight`` at the integer ``input``; the ``padding_idx`` row gets no gradient.
     With ``max_norm`` the looked-up rows whose ``norm_type``-norm exceeds it are first rescaled
     to it, in place; with ``scale_grad_by_freq`` each row's gradient is divided by how often
@@ -1511,14 +1723,13 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, no
     if padding_idx is not None:
         padding_idx = as_index(padding_idx)
         if not -weight.shape[0] <= padding_idx < weight.shape[0]:
-            raise ValueError(f"embedding: padding_idx {padding_idx} must be within num_embeddings "
-                             f"({weight.shape[0]})")
+            raise ValueError(f"embedding: padding_idx {padding_idx} must be within num_embeddings ({weight.shape[0]})")
         padding_idx %= weight.shape[0]
     if max_norm is not None:
-        _embedding_renorm_(weight, input, _float(max_norm, "max_norm", "embedding"),
-                           _float(norm_type, "norm_type", "embedding"))
-    out = _result(_C.embedding(weight._h, input._h, padding_idx is not None,
-                                    0 if padding_idx is None else padding_idx))
+        _embedding_renorm_(
+            weight, input, _float(max_norm, "max_norm", "embedding"), _float(norm_type, "norm_type", "embedding")
+        )
+    out = _result(_C.embedding(weight._h, input._h, padding_idx is not None, 0 if padding_idx is None else padding_idx))
     if scale_grad_by_freq and out.requires_grad:
         ids = input.detach().cpu().numpy().astype(np.int64)
         counts = np.bincount(ids.reshape(-1) % max(weight.shape[0], 1), minlength=weight.shape[0])
@@ -1531,6 +1742,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, no
 
 # ---- losses (float32 under autocast) -------------------------------------------------------
 
+
 def _pointwise_loss(code, input, target, size_average, reduce, reduction, weight):
     _check(input, "input")
     _check(target, "target")
@@ -1542,30 +1754,48 @@ def _pointwise_loss(code, input, target, size_average, reduce, reduction, weight
     return _reduce(loss * weight, reduction)
 
 
-def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
-             weight=None) -> Tensor:
+def mse_loss(
+    input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean", weight=None
+) -> Tensor:
     """The squared differences, reduced; ``weight`` multiplies them first."""
     return _pointwise_loss(_C.LOSS_MSE, input, target, size_average, reduce, reduction, weight)
 
 
-def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
-            weight=None) -> Tensor:
+def l1_loss(
+    input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean", weight=None
+) -> Tensor:
     """The absolute differences, reduced; ``weight`` multiplies them first."""
     return _pointwise_loss(_C.LOSS_L1, input, target, size_average, reduce, reduction, weight)
 
 
-def nll_loss(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
-             reduction: str = "mean") -> Tensor:
+def nll_loss(
+    input: Tensor,
+    target: Tensor,
+    weight=None,
+    size_average=None,
+    ignore_index: int = -100,
+    reduce=None,
+    reduction: str = "mean",
+) -> Tensor:
     """Negative log-likelihood of class indices under log-probabilities ``[N, C, *]``."""
     _check(input, "input")
     _check(target, "target")
     reduction = _loss_reduction(size_average, reduce, reduction)
-    return _result(_C.nll_loss(input._h, target._h, _h(weight, "weight"), as_index(ignore_index),
-                                   _reduction(reduction)))
+    return _result(
+        _C.nll_loss(input._h, target._h, _h(weight, "weight"), as_index(ignore_index), _reduction(reduction))
+    )
 
 
-def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, ignore_index: int = -100,
-                  reduce=None, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+def cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight=None,
+    size_average=None,
+    ignore_index: int = -100,
+    reduce=None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
     """log_softmax + nll_loss on logits ``[N, C, *]`` (or unbatched ``[C]``), with class-index
     targets (``ignore_index``, ``label_smoothing``) or class-probability targets of the input's
     shape. With probabilities, ``"mean"`` divides by the number of positions ``N·d1·…`` (weights
@@ -1578,14 +1808,17 @@ def cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None,
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {ls}")
     if target.dtype.is_floating_point:
         return _cross_entropy_probabilities(input, target, weight, reduction, ls)
-    return _result(_C.cross_entropy(input._h, target._h, _h(weight, "weight"), as_index(ignore_index),
-                                        _reduction(reduction), ls))
+    return _result(
+        _C.cross_entropy(input._h, target._h, _h(weight, "weight"), as_index(ignore_index), _reduction(reduction), ls)
+    )
 
 
 def _cross_entropy_probabilities(input, target, weight, reduction, ls):
     if tuple(target.shape) != tuple(input.shape):
-        raise ValueError(f"cross_entropy: class-probability targets must have the input's shape "
-                         f"{tuple(input.shape)}, got {tuple(target.shape)}")
+        raise ValueError(
+            f"cross_entropy: class-probability targets must have the input's shape "
+            f"{tuple(input.shape)}, got {tuple(target.shape)}"
+        )
     if input.ndim == 0:
         raise ValueError("cross_entropy: expected an input of at least 1 dimension ([C] or [N, C, *]), got a 0-D one")
     if not input.dtype.is_floating_point:
@@ -1611,9 +1844,18 @@ def _cross_entropy_probabilities(input, target, weight, reduction, ls):
     return loss.sum() / positions if positions else loss.sum() * math.nan
 
 
-def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *, linear_bias=None, weight=None,
-                         reduction: str = "mean", ignore_index=None, label_smoothing: float = 0.0,
-                         options=None) -> Tensor:
+def linear_cross_entropy(
+    input: Tensor,
+    linear_weight: Tensor,
+    target: Tensor,
+    *,
+    linear_bias=None,
+    weight=None,
+    reduction: str = "mean",
+    ignore_index=None,
+    label_smoothing: float = 0.0,
+    options=None,
+) -> Tensor:
     """:func:`cross_entropy` of the logits ``input @ linear_weight`` (a linear layer and the loss
     in one call): ``input`` ``[N, in]`` or ``[in]``, ``linear_weight`` ``[C, *out_features, in]``
     (logits ``[N, C, *out_features]``), ``linear_bias`` ``[C, *out_features]``. ``target`` holds
@@ -1625,49 +1867,66 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     if input.ndim not in (1, 2):
         raise RuntimeError(f"linear_cross_entropy: expected input with dimensionality 1 or 2, got {input.ndim}")
     if linear_weight.ndim < 2:
-        raise RuntimeError(f"linear_cross_entropy: expected linear_weight with dimensionality at least 2, got "
-                           f"{linear_weight.ndim}")
+        raise RuntimeError(
+            f"linear_cross_entropy: expected linear_weight with dimensionality at least 2, got {linear_weight.ndim}"
+        )
     batch, n_in = tuple(input.shape[:-1]), input.shape[-1]
     if linear_weight.shape[-1] != n_in:
-        raise RuntimeError(f"linear_cross_entropy: expected equal input and linear_weight last dimensions "
-                           f"(in_features), got {n_in} and {linear_weight.shape[-1]}")
+        raise RuntimeError(
+            f"linear_cross_entropy: expected equal input and linear_weight last dimensions "
+            f"(in_features), got {n_in} and {linear_weight.shape[-1]}"
+        )
     c, out_features = linear_weight.shape[0], tuple(linear_weight.shape[1:-1])
     if linear_bias is not None:
         _check(linear_bias, "linear_bias")
         if tuple(linear_bias.shape) != (c, *out_features):
-            raise RuntimeError(f"linear_cross_entropy: expected linear_bias shape {(c, *out_features)}, got "
-                               f"{tuple(linear_bias.shape)}")
+            raise RuntimeError(
+                f"linear_cross_entropy: expected linear_bias shape {(c, *out_features)}, got {tuple(linear_bias.shape)}"
+            )
     if out_features and not batch:
-        raise RuntimeError(f"linear_cross_entropy: the K-dimensional loss of linear_weight shape "
-                           f"{tuple(linear_weight.shape)} needs a batched input (N, {n_in}), got shape "
-                           f"{tuple(input.shape)}")
+        raise RuntimeError(
+            f"linear_cross_entropy: the K-dimensional loss of linear_weight shape "
+            f"{tuple(linear_weight.shape)} needs a batched input (N, {n_in}), got shape "
+            f"{tuple(input.shape)}"
+        )
     logits_shape = (*batch, c, *out_features)
     probabilities = tuple(target.shape) == logits_shape
     if probabilities and ignore_index is not None:
-        raise RuntimeError("linear_cross_entropy: ignore_index cannot be specified when target contains "
-                           "probabilities")
+        raise RuntimeError("linear_cross_entropy: ignore_index cannot be specified when target contains probabilities")
     logits = input.matmul(linear_weight.reshape(-1, n_in).transpose(0, 1)).reshape(*logits_shape)
     if linear_bias is not None:
         logits = logits + linear_bias
-    return cross_entropy(logits, target, weight, ignore_index=-100 if ignore_index is None else ignore_index,
-                         reduction=reduction, label_smoothing=label_smoothing)
+    return cross_entropy(
+        logits,
+        target,
+        weight,
+        ignore_index=-100 if ignore_index is None else ignore_index,
+        reduction=reduction,
+        label_smoothing=label_smoothing,
+    )
 
 
-def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
-                         reduction: str = "mean") -> Tensor:
+def binary_cross_entropy(
+    input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None, reduction: str = "mean"
+) -> Tensor:
     """Binary cross-entropy of probabilities, with each log clamped at -100 as PyTorch does.
     Like PyTorch, it refuses to run under autocast (its float16 log is unsafe): use
     ``binary_cross_entropy_with_logits``, which also is more stable."""
     _check(input, "input")
     _check(target, "target")
     from ..amp import is_autocast_enabled
+
     if is_autocast_enabled(input.device.type):
-        raise RuntimeError("binary_cross_entropy and BCELoss are unsafe to autocast: use "
-                           "binary_cross_entropy_with_logits or BCEWithLogitsLoss (they take logits), or run it "
-                           "outside the autocast scope")
+        raise RuntimeError(
+            "binary_cross_entropy and BCELoss are unsafe to autocast: use "
+            "binary_cross_entropy_with_logits or BCEWithLogitsLoss (they take logits), or run it "
+            "outside the autocast scope"
+        )
     if tuple(input.shape) != tuple(target.shape):
-        raise ValueError(f"binary_cross_entropy: target shape {tuple(target.shape)} must be the same as input shape "
-                         f"{tuple(input.shape)}")
+        raise ValueError(
+            f"binary_cross_entropy: target shape {tuple(target.shape)} must be the same as input shape "
+            f"{tuple(input.shape)}"
+        )
     code = _reduction(_loss_reduction(size_average, reduce, reduction))
     loss = -(target * input.log().clamp(min=-100.0) + (1 - target) * (1 - input).log().clamp(min=-100.0))
     if weight is not None:
@@ -1675,17 +1934,22 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight=None, size_averag
     return loss if code == _C.REDUCTION_NONE else (loss.sum() if code == _C.REDUCTION_SUM else loss.mean())
 
 
-def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
-                                     reduction: str = "mean", pos_weight=None) -> Tensor:
+def binary_cross_entropy_with_logits(
+    input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None, reduction: str = "mean", pos_weight=None
+) -> Tensor:
     """Sigmoid and binary cross-entropy in one numerically stable expression."""
     _check(input, "input")
     _check(target, "target")
     reduction = _loss_reduction(size_average, reduce, reduction)
-    return _result(_C.bce_with_logits(input._h, target._h, _h(weight, "weight"), _h(pos_weight, "pos_weight"),
-                                          _reduction(reduction)))
+    return _result(
+        _C.bce_with_logits(
+            input._h, target._h, _h(weight, "weight"), _h(pos_weight, "pos_weight"), _reduction(reduction)
+        )
+    )
 
 
 # ---- more activations, normalisation and dropout -------------------------------------------
+
 
 def _float(v, what, fn):
     if not isinstance(v, numbers.Real) or isinstance(v, bool):
@@ -1715,8 +1979,10 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     n = weight.numel()
     channels = input.shape[1] if input.ndim >= 2 else 1
     if n != 1 and n != channels:
-        raise RuntimeError(f"prelu: mismatch of parameter numbers and input channel size: weight has {n} elements, "
-                           f"the input {channels} channels (dimension 1 of shape {tuple(input.shape)})")
+        raise RuntimeError(
+            f"prelu: mismatch of parameter numbers and input channel size: weight has {n} elements, "
+            f"the input {channels} channels (dimension 1 of shape {tuple(input.shape)})"
+        )
     w = weight.reshape(-1)
     if n != 1:
         w = w.reshape(n, *([1] * (input.ndim - 2)))
@@ -1736,16 +2002,18 @@ def rms_norm(input: Tensor, normalized_shape, weight=None, eps=None) -> Tensor:
     shape = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) else tuple(normalized_shape)
     shape = tuple(as_index(s) for s in shape)
     k = len(shape)
-    if k == 0 or input.ndim < k or tuple(input.shape[input.ndim - k:]) != shape:
-        raise RuntimeError(f"rms_norm: normalized_shape {shape} must be the trailing dimensions of the input, "
-                           f"got input of shape {tuple(input.shape)}")
+    if k == 0 or input.ndim < k or tuple(input.shape[input.ndim - k :]) != shape:
+        raise RuntimeError(
+            f"rms_norm: normalized_shape {shape} must be the trailing dimensions of the input, "
+            f"got input of shape {tuple(input.shape)}"
+        )
     if weight is not None:
         _check(weight, "weight")
         if tuple(weight.shape) != shape:
             raise RuntimeError(f"rms_norm: weight must have shape {shape}, got {tuple(weight.shape)}")
     if not input.dtype.is_floating_point:
         raise TypeError(f"rms_norm: input must be floating point, got {input.dtype}")
-    eps = 2.0 ** -23 if eps is None else _float(eps, "eps", "rms_norm")
+    eps = 2.0**-23 if eps is None else _float(eps, "eps", "rms_norm")
     x = input.float() if input.dtype != float32 else input
     dims = tuple(range(-k, 0))
     y = x * (x * x).mean(dims, keepdim=True).add(eps).rsqrt()
@@ -1767,8 +2035,9 @@ def _feature_dropout(input, p, training, inplace, fn):
     if not training or p == 0:
         return input
     if input.ndim < 2:
-        raise RuntimeError(f"{fn}: expected an input of at least 2 dimensions ([N, C, *]), got shape "
-                           f"{tuple(input.shape)}")
+        raise RuntimeError(
+            f"{fn}: expected an input of at least 2 dimensions ([N, C, *]), got shape {tuple(input.shape)}"
+        )
     mask_shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
     if p == 1:
         scale = _creation.zeros(mask_shape, dtype=input.dtype, device=input.device)
@@ -1784,12 +2053,13 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
     for compatibility."""
     _check(input, "input")
     if input.ndim == 3:
-        warnings.warn("dropout2d: received a 3-D input and takes it as [N, C, L], zeroing whole channels (1-D "
-                      "channel dropout); use dropout1d for that, and a 4-D [N, C, H, W] input for 2-D dropout",
-                      stacklevel=2)
+        warnings.warn(
+            "dropout2d: received a 3-D input and takes it as [N, C, L], zeroing whole channels (1-D "
+            "channel dropout); use dropout1d for that, and a 4-D [N, C, H, W] input for 2-D dropout",
+            stacklevel=2,
+        )
     elif input.ndim != 4 and input.ndim >= 2:
-        warnings.warn(f"dropout2d: received a {input.ndim}-D input; it expects a 4-D [N, C, H, W] input",
-                      stacklevel=2)
+        warnings.warn(f"dropout2d: received a {input.ndim}-D input; it expects a 4-D [N, C, H, W] input", stacklevel=2)
     return _feature_dropout(input, p, training, inplace, "dropout2d")
 
 
@@ -1808,8 +2078,11 @@ def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
     with probability ``p``, and scales the rest by 1/(1-p) when training."""
     _check(input, "input")
     if input.ndim not in (4, 5):
-        warnings.warn(f"dropout3d: received a {input.ndim}-D input; it expects a 5-D [N, C, D, H, W] input (or a "
-                      f"4-D unbatched one)", stacklevel=2)
+        warnings.warn(
+            f"dropout3d: received a {input.ndim}-D input; it expects a 5-D [N, C, D, H, W] input (or a "
+            f"4-D unbatched one)",
+            stacklevel=2,
+        )
     if input.ndim == 4:  # unbatched [C, D, H, W]
         return _feature_dropout(input.unsqueeze(0), p, training, False, "dropout3d").squeeze(0)
     return _feature_dropout(input, p, training, inplace, "dropout3d")
@@ -1843,27 +2116,40 @@ def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
     """:func:`alpha_dropout` of whole channels of ``[N, C, *]`` input."""
     _check(input, "input")
     if training and input.ndim < 2 and p not in (0, 0.0):
-        raise RuntimeError(f"feature_alpha_dropout: expected an input of at least 2 dimensions ([N, C, *]), got "
-                           f"shape {tuple(input.shape)}")
+        raise RuntimeError(
+            f"feature_alpha_dropout: expected an input of at least 2 dimensions ([N, C, *]), got "
+            f"shape {tuple(input.shape)}"
+        )
     shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
     return _alpha_dropout(input, p, training, inplace, "feature_alpha_dropout", shape)
 
 
-def instance_norm(input: Tensor, running_mean=None, running_var=None, weight=None, bias=None,
-                  use_input_stats: bool = True, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+def instance_norm(
+    input: Tensor,
+    running_mean=None,
+    running_var=None,
+    weight=None,
+    bias=None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
     """Normalises each channel of each sample of ``[N, C, *]`` input over its spatial elements
     (computed in float32). With ``use_input_stats`` and running statistics given, those are
     updated in place with the mean over the batch of each sample's statistics (the unbiased
     variance), as PyTorch does; without ``use_input_stats`` the running statistics normalise."""
     _check(input, "input")
     if input.ndim < 3:
-        raise ValueError(f"instance_norm: expected an input of at least 3 dimensions ([N, C, *]), got shape "
-                         f"{tuple(input.shape)}")
+        raise ValueError(
+            f"instance_norm: expected an input of at least 3 dimensions ([N, C, *]), got shape {tuple(input.shape)}"
+        )
     n, c = input.shape[0], input.shape[1]
     spatial = input.numel() // max(n * c, 1) if n * c else 0
     if use_input_stats and spatial <= 1:
-        raise ValueError(f"instance_norm: expected more than 1 spatial element when training, got input of shape "
-                         f"{tuple(input.shape)}")
+        raise ValueError(
+            f"instance_norm: expected more than 1 spatial element when training, got input of shape "
+            f"{tuple(input.shape)}"
+        )
     if not use_input_stats:
         if running_mean is None or running_var is None:
             raise ValueError("instance_norm: use_input_stats=False needs running_mean and running_var")
@@ -1928,9 +2214,11 @@ def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
         if value is not None and value != 0:
             raise ValueError(f"pad: mode {mode!r} does not take a value argument")
         if not 1 <= k <= 3 or input.ndim not in (k + 1, k + 2):
-            raise NotImplementedError(f"pad: mode {mode!r} pads the last 1, 2 or 3 dimensions of an input with 1 or "
-                                      f"2 more; got pad of {k} dimension(s) for an input of shape "
-                                      f"{tuple(input.shape)}")
+            raise NotImplementedError(
+                f"pad: mode {mode!r} pads the last 1, 2 or 3 dimensions of an input with 1 or "
+                f"2 more; got pad of {k} dimension(s) for an input of shape "
+                f"{tuple(input.shape)}"
+            )
     x = input
     for i in range(k):
         dim = input.ndim - 1 - i
@@ -1942,26 +2230,30 @@ def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
             if left < 0 or right < 0:
                 start, stop = max(-left, 0), n - max(-right, 0)
                 if stop < start:
-                    raise ValueError(f"pad: negative padding {tuple(pad)} crops dimension {dim} of size {n} "
-                                     f"below zero")
+                    raise ValueError(f"pad: negative padding {tuple(pad)} crops dimension {dim} of size {n} below zero")
                 x = x.narrow(dim, start, stop - start)
             parts = []
             for width in (left, right):
                 if width > 0:
                     shape = list(x.shape)
                     shape[dim] = width
-                    parts.append(_creation.full(tuple(shape), 0 if value is None else value, dtype=x.dtype,
-                                                device=x.device))
+                    parts.append(
+                        _creation.full(tuple(shape), 0 if value is None else value, dtype=x.dtype, device=x.device)
+                    )
                 else:
                     parts.append(None)
             x = _cat([t for t in (parts[0], x, parts[1]) if t is not None], dim)
             continue
         if mode == "reflect" and (left >= n or right >= n):
-            raise ValueError(f"pad: reflect padding ({left}, {right}) must be less than the size {n} of dimension "
-                             f"{dim} of the input of shape {tuple(input.shape)}")
+            raise ValueError(
+                f"pad: reflect padding ({left}, {right}) must be less than the size {n} of dimension "
+                f"{dim} of the input of shape {tuple(input.shape)}"
+            )
         if mode == "circular" and (left > n or right > n):
-            raise ValueError(f"pad: circular padding ({left}, {right}) must be at most the size {n} of dimension "
-                             f"{dim} of the input of shape {tuple(input.shape)}")
+            raise ValueError(
+                f"pad: circular padding ({left}, {right}) must be at most the size {n} of dimension "
+                f"{dim} of the input of shape {tuple(input.shape)}"
+            )
         if n == 0:
             raise ValueError(f"pad: mode {mode!r} cannot pad dimension {dim} of size 0")
         if n + left + right < 0:
@@ -2014,6 +2306,7 @@ def _cubic_weights(t):
 
     def far(u):  # 1 < |u| < 2
         return ((a * u - 5 * a) * u + 8 * a) * u - 4 * a
+
     return np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], axis=1)
 
 
@@ -2032,8 +2325,10 @@ def _antialias_taps(n, out_size, scale, mode, align_corners):
         u = np.abs(u)
         if mode == "bilinear":
             return np.where(u < 1, f32(1) - u, f32(0))
-        return np.where(u < 1, ((a + 2) * u - (a + 3)) * u * u + 1,
-                        np.where(u < 2, (((u - 5) * u + 8) * u - 4) * a, f32(0)))
+        return np.where(
+            u < 1, ((a + 2) * u - (a + 3)) * u * u + 1, np.where(u < 2, (((u - 5) * u + 8) * u - 4) * a, f32(0))
+        )
+
     centre = s * (np.arange(out_size, dtype=f32) + f32(0.5))
     lo = np.maximum((centre - support + f32(0.5)).astype(np.int64), 0)
     count = np.minimum((centre + support + f32(0.5)).astype(np.int64), n) - lo
@@ -2079,8 +2374,15 @@ def _resample_dim(x, dim, out_size, scale, mode, align_corners, antialias=False)
     return _weighted_taps(x, dim, np.stack([i0, i1], 1), np.stack([1 - lam, lam], 1))
 
 
-def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
-                recompute_scale_factor=None, antialias: bool = False) -> Tensor:
+def interpolate(
+    input: Tensor,
+    size=None,
+    scale_factor=None,
+    mode: str = "nearest",
+    align_corners=None,
+    recompute_scale_factor=None,
+    antialias: bool = False,
+) -> Tensor:
     """Resizes the spatial dimensions of ``[N, C, L]``, ``[N, C, H, W]`` or ``[N, C, D, H, W]``
     input to ``size`` or by ``scale_factor`` (one of the two; the output size is the floor of
     size × factor).
@@ -2094,21 +2396,28 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     Differentiable: each dimension is gathered with index_select and weighted."""
     _check(input, "input")
     if mode not in _INTERPOLATE_MODES:
-        raise NotImplementedError(f"interpolate: mode {mode!r} is not supported; the supported modes are "
-                                  f"{', '.join(repr(m) for m in _INTERPOLATE_MODES)}")
+        raise NotImplementedError(
+            f"interpolate: mode {mode!r} is not supported; the supported modes are "
+            f"{', '.join(repr(m) for m in _INTERPOLATE_MODES)}"
+        )
     if antialias and mode not in ("bilinear", "bicubic"):
         raise ValueError(f"interpolate: antialias=True needs mode 'bilinear' or 'bicubic', got {mode!r}")
     if input.ndim not in (3, 4, 5):
-        raise ValueError(f"interpolate: expected a 3-D [N, C, L], 4-D [N, C, H, W] or 5-D [N, C, D, H, W] input, "
-                         f"got shape {tuple(input.shape)}")
+        raise ValueError(
+            f"interpolate: expected a 3-D [N, C, L], 4-D [N, C, H, W] or 5-D [N, C, D, H, W] input, "
+            f"got shape {tuple(input.shape)}"
+        )
     k = input.ndim - 2
     if mode in _INTERPOLATE_DIMS and _INTERPOLATE_DIMS[mode] != k:
-        raise ValueError(f"interpolate: mode {mode!r} needs a {_INTERPOLATE_DIMS[mode] + 2}-D input, got shape "
-                         f"{tuple(input.shape)}")
+        raise ValueError(
+            f"interpolate: mode {mode!r} needs a {_INTERPOLATE_DIMS[mode] + 2}-D input, got shape {tuple(input.shape)}"
+        )
     interpolating = mode in _INTERPOLATE_DIMS
     if align_corners is not None and not interpolating:
-        raise ValueError("interpolate: align_corners can only be set with the interpolating modes linear, "
-                         "bilinear, bicubic and trilinear")
+        raise ValueError(
+            "interpolate: align_corners can only be set with the interpolating modes linear, "
+            "bilinear, bicubic and trilinear"
+        )
     align = bool(align_corners) if interpolating else False
     if (size is None) == (scale_factor is None):
         raise ValueError("interpolate: give exactly one of size and scale_factor")
@@ -2116,15 +2425,18 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     if size is not None:
         sizes = list(size) if isinstance(size, (tuple, list)) else [size] * k
         if len(sizes) != k:
-            raise ValueError(f"interpolate: size {size!r} must have {k} element(s) for an input of shape "
-                             f"{tuple(input.shape)}")
+            raise ValueError(
+                f"interpolate: size {size!r} must have {k} element(s) for an input of shape {tuple(input.shape)}"
+            )
         sizes = [as_index(s) for s in sizes]
         scales = [None] * k
     else:
         scales = list(scale_factor) if isinstance(scale_factor, (tuple, list)) else [scale_factor] * k
         if len(scales) != k:
-            raise ValueError(f"interpolate: scale_factor {scale_factor!r} must have {k} element(s) for an input "
-                             f"of shape {tuple(input.shape)}")
+            raise ValueError(
+                f"interpolate: scale_factor {scale_factor!r} must have {k} element(s) for an input "
+                f"of shape {tuple(input.shape)}"
+            )
         scales = [_float(s, "scale_factor", "interpolate") for s in scales]
         if any(s <= 0 for s in scales):
             raise ValueError(f"interpolate: scale_factor must be positive, got {scale_factor!r}")
@@ -2132,8 +2444,9 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         if recompute_scale_factor:
             scales = [None] * k
     if any(s <= 0 for s in sizes):
-        raise ValueError(f"interpolate: the output size {tuple(sizes)} must be positive (input shape "
-                         f"{tuple(input.shape)})")
+        raise ValueError(
+            f"interpolate: the output size {tuple(sizes)} must be positive (input shape {tuple(input.shape)})"
+        )
     if any(n == 0 for n in in_sizes):
         raise ValueError(f"interpolate: cannot resize an empty input of shape {tuple(input.shape)}")
     if mode == "area":
@@ -2183,8 +2496,9 @@ def affine_grid(theta: Tensor, size, align_corners=None) -> Tensor:
         raise NotImplementedError(f"affine_grid: size must be 4-D or 5-D, got {size}")
     k = len(size) - 2
     if theta.ndim != 3 or tuple(theta.shape[1:]) != (k, k + 1) or theta.shape[0] != size[0]:
-        raise ValueError(f"affine_grid: for size {size} theta must have shape ({size[0]}, {k}, {k + 1}), got "
-                         f"{tuple(theta.shape)}")
+        raise ValueError(
+            f"affine_grid: for size {size} theta must have shape ({size[0]}, {k}, {k + 1}), got {tuple(theta.shape)}"
+        )
     if any(s <= 0 for s in size[2:]):
         raise ValueError(f"affine_grid: the spatial sizes must be positive, got {size}")
     align = bool(align_corners)
@@ -2230,8 +2544,9 @@ def _gather_plane(flat, idx, ok):
     return flat.gather(2, index.unsqueeze(1).expand(n, c, idx.shape[1]))
 
 
-def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
-                align_corners=None) -> Tensor:
+def grid_sample(
+    input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros", align_corners=None
+) -> Tensor:
     """Samples [N, C, H, W] input at the positions of grid [N, Ho, Wo, 2] ((x, y) in [-1, 1]), or
     [N, C, D, H, W] input at grid [N, Do, Ho, Wo, 3]: ``mode`` ``"bilinear"`` (trilinear for 5-D),
     ``"nearest"`` or ``"bicubic"`` (4-D); outside the input ``padding_mode`` ``"zeros"``,
@@ -2247,13 +2562,16 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
         raise ValueError(f"grid_sample: expected a 4-D or 5-D input, got shape {tuple(input.shape)}")
     k = input.ndim - 2
     if grid.ndim != input.ndim or grid.shape[-1] != k or grid.shape[0] != input.shape[0]:
-        raise ValueError(f"grid_sample: for input of shape {tuple(input.shape)} the grid must have shape "
-                         f"({input.shape[0]}, {', '.join(['*'] * k)}, {k}), got {tuple(grid.shape)}")
+        raise ValueError(
+            f"grid_sample: for input of shape {tuple(input.shape)} the grid must have shape "
+            f"({input.shape[0]}, {', '.join(['*'] * k)}, {k}), got {tuple(grid.shape)}"
+        )
     if input.dtype != grid.dtype:
         raise TypeError(f"grid_sample: input ({input.dtype}) and grid ({grid.dtype}) must have one dtype")
     if any(s == 0 for s in input.shape[2:]):
-        raise ValueError(f"grid_sample: cannot sample an input with empty spatial dimensions, "
-                         f"shape {tuple(input.shape)}")
+        raise ValueError(
+            f"grid_sample: cannot sample an input with empty spatial dimensions, shape {tuple(input.shape)}"
+        )
     align = bool(align_corners)
     n, c = input.shape[0], input.shape[1]
     sizes = tuple(input.shape[2:])  # (H, W) or (D, H, W)
@@ -2270,7 +2588,7 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
         u = (gj + 1.0) * ((size - 1) / 2.0) if align else ((gj + 1.0) * size - 1.0) / 2.0
         coords.append(u)
         values.append(u.detach().numpy().astype(np.float64))
-    strides = [math.prod(sizes[k - j:]) for j in range(k)]  # of x, y, z in the flat plane
+    strides = [math.prod(sizes[k - j :]) for j in range(k)]  # of x, y, z in the flat plane
     if mode == "bicubic":
         return _grid_bicubic(flat, coords, values, sizes, strides, padding_mode, align, n, c, outs)
     moved, slopes = [], []
@@ -2279,9 +2597,11 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
         moved.append(v)
         slopes.append(s)
     # The moved positions as tensors with the grid's gradient: u * slope + (moved - u * slope).
-    pos = [coords[j] * _creation.tensor(slopes[j].astype(np.float32), device=grid.device).to(grid.dtype)
-           + _creation.tensor((moved[j] - values[j] * slopes[j]).astype(np.float32), device=grid.device).to(
-               grid.dtype) for j in range(k)]
+    pos = [
+        coords[j] * _creation.tensor(slopes[j].astype(np.float32), device=grid.device).to(grid.dtype)
+        + _creation.tensor((moved[j] - values[j] * slopes[j]).astype(np.float32), device=grid.device).to(grid.dtype)
+        for j in range(k)
+    ]
     if mode == "nearest":
         idx = np.zeros((n, q), np.int64)
         ok = np.ones((n, q), bool)
@@ -2294,8 +2614,7 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
             out = out * _creation.tensor(ok[:, None, :], device=input.device).to(out.dtype)
         return out.reshape(n, c, *outs)
     lows = [np.floor(m).astype(np.int64) for m in moved]
-    fracs = [pos[j] - _creation.tensor(lows[j].astype(np.float32), device=grid.device).to(grid.dtype)
-             for j in range(k)]
+    fracs = [pos[j] - _creation.tensor(lows[j].astype(np.float32), device=grid.device).to(grid.dtype) for j in range(k)]
     out = None
     for corner in itertools.product((0, 1), repeat=k):
         idx = np.zeros((n, q), np.int64)
@@ -2364,7 +2683,9 @@ def _grid_bicubic(flat, coords, values, sizes, strides, padding_mode, align, n, 
         out = _connected_zeros(flat, coords[0].unsqueeze(-1), n, c, q)
     return out.reshape(n, c, *outs)
 
+
 # ---- more losses ---------------------------------------------------------------------------
+
 
 def _reduce(loss, reduction):
     code = _reduction(reduction)
@@ -2374,16 +2695,16 @@ def _reduce(loss, reduction):
 def _legacy_reduction(size_average, reduce):
     """PyTorch's deprecated ``size_average`` and ``reduce`` flags as a ``reduction`` (each True when
     None), with PyTorch's warning."""
-    warnings.warn("size_average and reduce are deprecated, use reduction='none', 'mean' or 'sum' instead",
-                  stacklevel=3)
+    warnings.warn("size_average and reduce are deprecated, use reduction='none', 'mean' or 'sum' instead", stacklevel=3)
     if reduce is not None and not reduce:
         return "none"
     return "sum" if size_average is not None and not size_average else "mean"
 
 
 @_float32_under_autocast
-def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
-                   beta: float = 1.0) -> Tensor:
+def smooth_l1_loss(
+    input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0
+) -> Tensor:
     """0.5·d²/beta where d = ``|input - target|`` < beta, else d - 0.5·beta (the L1 loss when
     ``beta`` is 0)."""
     _check(input, "input")
@@ -2400,8 +2721,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
 
 
 @_float32_under_autocast
-def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
-               weight=None) -> Tensor:
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0, weight=None) -> Tensor:
     """0.5·d² where d = ``|input - target|`` < delta, else delta·(d - 0.5·delta) (``delta`` times
     smooth_l1_loss with beta = delta); ``weight`` multiplies the elementwise losses."""
     _check(input, "input")
@@ -2431,8 +2751,9 @@ def _same_shape(a, b, fn, what="target"):
 
 
 @_float32_under_autocast
-def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
-           log_target: bool = False) -> Tensor:
+def kl_div(
+    input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean", log_target: bool = False
+) -> Tensor:
     """The Kullback-Leibler divergence ``target·(log(target) - input)`` of log-probabilities
     ``input`` (``exp(target)·(target - input)`` with ``log_target``). ``"batchmean"`` sums and
     divides by the batch size (the size of dimension 0); ``"mean"`` averages over every element,
@@ -2444,10 +2765,12 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
     if reduction not in ("none", "mean", "sum", "batchmean"):
         raise ValueError(f"kl_div: reduction must be 'none', 'batchmean', 'mean' or 'sum', got {reduction!r}")
     if reduction == "mean":
-        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size. "
-                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition. "
-                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
-                      stacklevel=2)
+        warnings.warn(
+            "reduction: 'mean' divides the total loss by both the batch size and the support size. "
+            "'batchmean' divides only by the batch size, and aligns with the KL div math definition. "
+            "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+            stacklevel=2,
+        )
     if log_target:
         loss = target.exp() * (target - input)
     else:  # target·log(target) is 0 where target is 0
@@ -2458,22 +2781,32 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
 
 
 @_float32_under_autocast
-def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
-                        reduce=None, reduction: str = "mean") -> Tensor:
+def margin_ranking_loss(
+    input1: Tensor,
+    input2: Tensor,
+    target: Tensor,
+    margin: float = 0.0,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+) -> Tensor:
     """max(0, -target·(input1 - input2) + margin); ``target`` holds 1 or -1."""
     for t, what in ((input1, "input1"), (input2, "input2"), (target, "target")):
         _check(t, what)
     reduction = _loss_reduction(size_average, reduce, reduction)
     if not (input1.ndim == input2.ndim == target.ndim):
-        raise RuntimeError(f"margin_ranking_loss: all input tensors should have the same number of dimensions, got "
-                           f"shapes {tuple(input1.shape)}, {tuple(input2.shape)} and {tuple(target.shape)}")
+        raise RuntimeError(
+            f"margin_ranking_loss: all input tensors should have the same number of dimensions, got "
+            f"shapes {tuple(input1.shape)}, {tuple(input2.shape)} and {tuple(target.shape)}"
+        )
     m = _float(margin, "margin", "margin_ranking_loss")
     return _reduce((-target * (input1 - input2) + m).clamp(min=0.0), reduction)
 
 
 @_float32_under_autocast
-def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, size_average=None, reduce=None,
-                         reduction: str = "mean") -> Tensor:
+def hinge_embedding_loss(
+    input: Tensor, target: Tensor, margin: float = 1.0, size_average=None, reduce=None, reduction: str = "mean"
+) -> Tensor:
     """x where target is 1, max(0, margin - x) where target is -1 (PyTorch's sum of the two
     selections for any other target)."""
     _check(input, "input")
@@ -2495,17 +2828,26 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=No
 
 
 @_float32_under_autocast
-def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
-                          reduce=None, reduction: str = "mean") -> Tensor:
+def cosine_embedding_loss(
+    input1: Tensor,
+    input2: Tensor,
+    target: Tensor,
+    margin: float = 0.0,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+) -> Tensor:
     """1 - cos(input1, input2) where target is 1, max(0, cos - margin) where it is -1; the
     cosine over the last dimension of 1-D or 2-D inputs."""
     for t, what in ((input1, "input1"), (input2, "input2"), (target, "target")):
         _check(t, what)
     reduction = _loss_reduction(size_average, reduce, reduction)
     if target.ndim not in (0, 1) or input1.ndim != target.ndim + 1 or input2.ndim != target.ndim + 1:
-        raise RuntimeError(f"cosine_embedding_loss: expected 1-D inputs with a 0-D target or 2-D inputs with a 1-D "
-                           f"target, got shapes {tuple(input1.shape)}, {tuple(input2.shape)} and "
-                           f"{tuple(target.shape)}")
+        raise RuntimeError(
+            f"cosine_embedding_loss: expected 1-D inputs with a 0-D target or 2-D inputs with a 1-D "
+            f"target, got shapes {tuple(input1.shape)}, {tuple(input2.shape)} and "
+            f"{tuple(target.shape)}"
+        )
     m = _float(margin, "margin", "cosine_embedding_loss")
     eps = 1e-12  # PyTorch's, keeping the denominator off zero
     prod = (input1 * input2).sum(-1)
@@ -2516,8 +2858,16 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
 
 
 @_float32_under_autocast
-def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False, size_average=None,
-                     eps: float = 1e-8, reduce=None, reduction: str = "mean") -> Tensor:
+def poisson_nll_loss(
+    input: Tensor,
+    target: Tensor,
+    log_input: bool = True,
+    full: bool = False,
+    size_average=None,
+    eps: float = 1e-8,
+    reduce=None,
+    reduction: str = "mean",
+) -> Tensor:
     """The Poisson negative log-likelihood: exp(input) - target·input (``log_input``), else
     input - target·log(input + eps); ``full`` adds Stirling's approximation of log(target!)
     where target > 1."""
@@ -2533,8 +2883,9 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
 
 
 @_float32_under_autocast
-def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, eps: float = 1e-6,
-                      reduction: str = "mean") -> Tensor:
+def gaussian_nll_loss(
+    input: Tensor, target: Tensor, var, full: bool = False, eps: float = 1e-6, reduction: str = "mean"
+) -> Tensor:
     """0.5·(log(var) + (input - target)²/var), var clamped at ``eps`` (the gradient passing the
     clamp, as PyTorch's); ``full`` adds 0.5·log(2π). ``var`` has the input's shape, or one
     dimension fewer or of size 1 (one variance shared), or is a number."""
@@ -2550,10 +2901,11 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, ep
     if tuple(var.shape) != tuple(input.shape):
         if tuple(input.shape[:-1]) == tuple(var.shape):
             var = var.unsqueeze(-1)
-        elif not (input.ndim == var.ndim
-                  and sum(v for i, v in zip(input.shape, var.shape) if i != v) == 1):
-            raise ValueError(f"gaussian_nll_loss: var is of incorrect size {tuple(var.shape)} for an input of shape "
-                             f"{tuple(input.shape)}")
+        elif not (input.ndim == var.ndim and sum(v for i, v in zip(input.shape, var.shape) if i != v) == 1):
+            raise ValueError(
+                f"gaussian_nll_loss: var is of incorrect size {tuple(var.shape)} for an input of shape "
+                f"{tuple(input.shape)}"
+            )
     _reduction(reduction)
     e = _float(eps, "eps", "gaussian_nll_loss")
     v = var + (var.detach().clamp(min=e) - var.detach())
@@ -2564,8 +2916,9 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, ep
 
 
 @_float32_under_autocast
-def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None,
-                                reduction: str = "mean") -> Tensor:
+def multilabel_soft_margin_loss(
+    input: Tensor, target: Tensor, weight=None, size_average=None, reduce=None, reduction: str = "mean"
+) -> Tensor:
     """The binary cross-entropy of each class's logit against ``target`` (0 or 1), ``weight``
     per class, averaged over the classes (the last dimension) of each sample."""
     _check(input, "input")
@@ -2592,8 +2945,16 @@ def _class_rows(input, target, fn):
 
 
 @_float32_under_autocast
-def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0, weight=None, size_average=None,
-                      reduce=None, reduction: str = "mean") -> Tensor:
+def multi_margin_loss(
+    input: Tensor,
+    target: Tensor,
+    p: int = 1,
+    margin: float = 1.0,
+    weight=None,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+) -> Tensor:
     """The multi-class hinge loss: for each sample, the sum over the classes i other than the
     target y of max(0, margin - x[y] + x[i])**p (times weight[y]), divided by the number of
     classes. ``p`` is 1 or 2."""
@@ -2606,12 +2967,15 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     x, c = _class_rows(input, target, "multi_margin_loss")
     y = target.reshape(-1)
     if y.shape[0] != x.shape[0]:
-        raise ValueError(f"multi_margin_loss: target of shape {tuple(target.shape)} must hold one class per sample "
-                         f"of the input of shape {tuple(input.shape)}")
+        raise ValueError(
+            f"multi_margin_loss: target of shape {tuple(target.shape)} must hold one class per sample "
+            f"of the input of shape {tuple(input.shape)}"
+        )
     yi = np.asarray(y.numpy()).astype(np.int64)
     if yi.size and (yi.min() < 0 or yi.max() >= c):
-        raise IndexError(f"multi_margin_loss: target values must be in [0, {c}), got values from {yi.min()} to "
-                         f"{yi.max()}")
+        raise IndexError(
+            f"multi_margin_loss: target values must be in [0, {c}), got values from {yi.min()} to {yi.max()}"
+        )
     y = y.to(_int64)
     xy = x.gather(1, y.reshape(-1, 1))
     z = (xy.neg() + x + m).clamp(min=0.0)
@@ -2630,8 +2994,9 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
 
 
 @_float32_under_autocast
-def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
-                           reduction: str = "mean") -> Tensor:
+def multilabel_margin_loss(
+    input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean"
+) -> Tensor:
     """The multi-label hinge loss: for each sample, the sum over its target classes j (the
     entries of ``target`` before the first -1) and the other classes i of
     max(0, 1 - (x[j] - x[i])), divided by the number of classes."""
@@ -2640,8 +3005,10 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
     reduction = _loss_reduction(size_average, reduce, reduction)
     x, c = _class_rows(input, target, "multilabel_margin_loss")
     if tuple(target.shape) != tuple(input.shape):
-        raise ValueError(f"multilabel_margin_loss: target of shape {tuple(target.shape)} must have the input's shape "
-                         f"{tuple(input.shape)}")
+        raise ValueError(
+            f"multilabel_margin_loss: target of shape {tuple(target.shape)} must have the input's shape "
+            f"{tuple(input.shape)}"
+        )
     t = np.asarray(target.numpy()).astype(np.int64).reshape(x.shape[0], c)
     counts = np.zeros((x.shape[0], c), np.float32)  # how often each class is a target of the sample
     for n, row in enumerate(t):
@@ -2661,29 +3028,63 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
 
 
 @_float32_under_autocast
-def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2,
-                        eps: float = 1e-6, swap: bool = False, size_average=None, reduce=None,
-                        reduction: str = "mean") -> Tensor:
+def triplet_margin_loss(
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    margin: float = 1.0,
+    p: float = 2,
+    eps: float = 1e-6,
+    swap: bool = False,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+) -> Tensor:
     """max(0, margin + d(anchor, positive) - d(anchor, negative)) with d the p-norm
     :func:`pairwise_distance`; ``swap`` takes the smaller of d(anchor, negative) and
     d(positive, negative)."""
     reduction = _loss_reduction(size_average, reduce, reduction)
     dist = lambda a, b: pairwise_distance(a, b, p, eps)  # noqa: E731
-    return _triplet(anchor, positive, negative, dist, _float(margin, "margin", "triplet_margin_loss"), swap,
-                    reduction, "triplet_margin_loss")
+    return _triplet(
+        anchor,
+        positive,
+        negative,
+        dist,
+        _float(margin, "margin", "triplet_margin_loss"),
+        swap,
+        reduction,
+        "triplet_margin_loss",
+    )
 
 
 @_float32_under_autocast
-def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *, distance_function=None,
-                                      margin: float = 1.0, swap: bool = False, reduction: str = "mean") -> Tensor:
+def triplet_margin_with_distance_loss(
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    *,
+    distance_function=None,
+    margin: float = 1.0,
+    swap: bool = False,
+    reduction: str = "mean",
+) -> Tensor:
     """:func:`triplet_margin_loss` with any ``distance_function`` of two tensors (by default
     :func:`pairwise_distance`)."""
     dist = pairwise_distance if distance_function is None else distance_function
     if not callable(dist):
-        raise TypeError(f"triplet_margin_with_distance_loss: distance_function must be callable, got "
-                        f"{type(dist).__name__}")
-    return _triplet(anchor, positive, negative, dist, _float(margin, "margin", "triplet_margin_with_distance_loss"),
-                    swap, reduction, "triplet_margin_with_distance_loss")
+        raise TypeError(
+            f"triplet_margin_with_distance_loss: distance_function must be callable, got {type(dist).__name__}"
+        )
+    return _triplet(
+        anchor,
+        positive,
+        negative,
+        dist,
+        _float(margin, "margin", "triplet_margin_with_distance_loss"),
+        swap,
+        reduction,
+        "triplet_margin_with_distance_loss",
+    )
 
 
 def _triplet(anchor, positive, negative, dist, margin, swap, reduction, fn):
@@ -2691,9 +3092,11 @@ def _triplet(anchor, positive, negative, dist, margin, swap, reduction, fn):
         _check(t, what)
     _reduction(reduction)
     if not anchor.ndim == positive.ndim == negative.ndim:
-        raise RuntimeError(f"{fn}: the anchor, positive and negative tensors are expected to have the same number "
-                           f"of dimensions, got shapes {tuple(anchor.shape)}, {tuple(positive.shape)} and "
-                           f"{tuple(negative.shape)}")
+        raise RuntimeError(
+            f"{fn}: the anchor, positive and negative tensors are expected to have the same number "
+            f"of dimensions, got shapes {tuple(anchor.shape)}, {tuple(positive.shape)} and "
+            f"{tuple(negative.shape)}"
+        )
     d_pos, d_neg = dist(anchor, positive), dist(anchor, negative)
     if swap:
         d_neg = d_neg.minimum(dist(positive, negative))
@@ -2701,6 +3104,7 @@ def _triplet(anchor, positive, negative, dist, margin, swap, reduction, fn):
 
 
 # ---- distances -----------------------------------------------------------------------------
+
 
 def _p_norm(x, p, dim, keepdim=False):
     """The p-norm over ``dim``; a 0-D ``x`` is taken as one element along dimension 0 (or -1)."""
@@ -2715,8 +3119,7 @@ def _p_norm(x, p, dim, keepdim=False):
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
     """``input / max(norm_p(input, dim), eps)``: unit p-norm along ``dim``."""
     _check(input, "input")
-    denom = _p_norm(input, _float(p, "p", "normalize"), as_index(dim), True).clamp(min=_float(eps, "eps",
-                                                                                                 "normalize"))
+    denom = _p_norm(input, _float(p, "p", "normalize"), as_index(dim), True).clamp(min=_float(eps, "eps", "normalize"))
     return writes.returned(input / denom, out, "normalize")
 
 
@@ -2732,14 +3135,17 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     try:
         shape = np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
     except ValueError:
-        raise ValueError(f"cosine_similarity: x1 of shape {tuple(x1.shape)} and x2 of shape {tuple(x2.shape)} cannot "
-                         f"be broadcast together") from None
+        raise ValueError(
+            f"cosine_similarity: x1 of shape {tuple(x1.shape)} and x2 of shape {tuple(x2.shape)} cannot "
+            f"be broadcast together"
+        ) from None
     a, b = x1.expand(*shape), x2.expand(*shape)
 
     def unit(x):
         n = _p_norm(x, 2, d, True)
         n = n + (n.detach().clamp(min=e) - n.detach())
         return x / n
+
     prod = unit(a) * unit(b)
     return prod if prod.ndim == 0 else prod.sum(d)
 
@@ -2768,8 +3174,10 @@ def pdist(input: Tensor, p: float = 2) -> Tensor:
     i, j = np.triu_indices(input.shape[0], 1)
     if len(i) == 0:
         return _creation.zeros((0,), dtype=input.dtype, device=input.device) + input.sum() * 0.0
+
     def rows(idx):
         return input.index_select(0, _creation.tensor(idx.tolist(), dtype=_int64, device=input.device))
+
     return (rows(i) - rows(j)).norm(p, 1)
 
 
@@ -2807,8 +3215,15 @@ def _lengths(v, n, what):
 
 
 @_float32_under_autocast
-def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, blank: int = 0,
-             reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
+def ctc_loss(
+    log_probs: Tensor,
+    targets: Tensor,
+    input_lengths,
+    target_lengths,
+    blank: int = 0,
+    reduction: str = "mean",
+    zero_infinity: bool = False,
+) -> Tensor:
     """The connectionist temporal classification loss: minus the log of the total probability,
     under ``log_probs`` ``[T, N, C]`` (or unbatched ``[T, C]``), of the alignments that collapse
     to each target sequence (``targets`` ``[N, S]`` padded, or 1-D, the sequences one after the
@@ -2823,8 +3238,9 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
     _check(targets, "targets")
     _reduction(reduction)
     if log_probs.ndim not in (2, 3):
-        raise ValueError(f"ctc_loss: log_probs must be [T, N, C] or unbatched [T, C], got shape "
-                         f"{tuple(log_probs.shape)}")
+        raise ValueError(
+            f"ctc_loss: log_probs must be [T, N, C] or unbatched [T, C], got shape {tuple(log_probs.shape)}"
+        )
     if log_probs.numel() == 0:
         raise RuntimeError(f"ctc_loss: log_probs tensor must not be empty, got shape {tuple(log_probs.shape)}")
     unbatched = log_probs.ndim == 2
@@ -2839,8 +3255,9 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
     if unbatched:
         tg = tg.reshape(1, -1)
     elif tg.ndim == 2 and tg.shape[0] != N:
-        raise ValueError(f"ctc_loss: padded targets must have one row per batch element ({N}), got shape "
-                         f"{tuple(tg.shape)}")
+        raise ValueError(
+            f"ctc_loss: padded targets must have one row per batch element ({N}), got shape {tuple(tg.shape)}"
+        )
     elif tg.ndim > 2:
         raise ValueError(f"ctc_loss: targets must be [N, S] padded or 1-D, got shape {tuple(tg.shape)}")
     seqs, offset = [], 0
@@ -2852,24 +3269,26 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
         if tg.ndim == 2 and not unbatched:
             if tl[n] > tg.shape[1]:
                 raise ValueError(f"ctc_loss: target length {tl[n]} exceeds the {tg.shape[1]} columns of targets")
-            seq = tg[n, :tl[n]]
+            seq = tg[n, : tl[n]]
         else:
             flat = tg.reshape(-1)
             if offset + tl[n] > flat.size:
                 raise ValueError(f"ctc_loss: the target lengths {tl} add up to more than the {flat.size} targets")
-            seq = flat[offset:offset + tl[n]]
+            seq = flat[offset : offset + tl[n]]
             offset += tl[n]
         if seq.size and (seq.min() < 0 or seq.max() >= C or (seq == blank).any()):
-            raise ValueError(f"ctc_loss: the targets of batch element {n} must be class indices in [0, {C}) other "
-                             f"than blank ({blank}), got {seq.tolist()}")
+            raise ValueError(
+                f"ctc_loss: the targets of batch element {n} must be class indices in [0, {C}) other "
+                f"than blank ({blank}), got {seq.tolist()}"
+            )
         seqs.append(seq)
     L = 2 * max(tl, default=0) + 1
     ext = np.full((N, L), blank, np.int64)  # blank, l1, blank, l2, …, blank
     skip = np.zeros((N, L), bool)  # s may come from s - 2: a label unlike the one two before
     for n, seq in enumerate(seqs):
-        ext[n, 1:2 * len(seq):2] = seq
+        ext[n, 1 : 2 * len(seq) : 2] = seq
         if len(seq) > 1:
-            skip[n, 3:2 * len(seq):2] = seq[1:] != seq[:-1]
+            skip[n, 3 : 2 * len(seq) : 2] = seq[1:] != seq[:-1]
     dev = lp.device
     out_dtype = lp.dtype
 
@@ -2920,9 +3339,20 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
 
 # ---- embedding bags ------------------------------------------------------------------------
 
-def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, norm_type: float = 2,
-                  scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
-                  per_sample_weights=None, include_last_offset: bool = False, padding_idx=None) -> Tensor:
+
+def embedding_bag(
+    input: Tensor,
+    weight: Tensor,
+    offsets=None,
+    max_norm=None,
+    norm_type: float = 2,
+    scale_grad_by_freq: bool = False,
+    mode: str = "mean",
+    sparse: bool = False,
+    per_sample_weights=None,
+    include_last_offset: bool = False,
+    padding_idx=None,
+) -> Tensor:
     """The sum, mean or max of the rows of ``weight`` in each bag: the rows of a 2-D ``input``
     ``[B, L]``, or the runs of a 1-D ``input`` starting at ``offsets`` (with
     ``include_last_offset`` the last offset is the end of the last bag). An empty bag gives
@@ -2945,11 +3375,14 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, no
     if per_sample_weights is not None:
         _check(per_sample_weights, "per_sample_weights")
         if mode != "sum":
-            raise NotImplementedError(f"embedding_bag: per_sample_weights are only supported with mode 'sum', "
-                                      f"got {mode!r}")
+            raise NotImplementedError(
+                f"embedding_bag: per_sample_weights are only supported with mode 'sum', got {mode!r}"
+            )
         if tuple(per_sample_weights.shape) != tuple(input.shape):
-            raise ValueError(f"embedding_bag: per_sample_weights of shape {tuple(per_sample_weights.shape)} must "
-                             f"have the input's shape {tuple(input.shape)}")
+            raise ValueError(
+                f"embedding_bag: per_sample_weights of shape {tuple(per_sample_weights.shape)} must "
+                f"have the input's shape {tuple(input.shape)}"
+            )
     idx = np.asarray(input.numpy()).astype(np.int64)
     if input.ndim == 2:
         if offsets is not None:
@@ -2965,11 +3398,12 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, no
         _check(offsets, "offsets")
         offs = np.asarray(offsets.numpy()).astype(np.int64).reshape(-1)
         if offsets.ndim != 1 or len(offs) == 0:
-            raise ValueError(f"embedding_bag: offsets must be a non-empty 1-D tensor, got shape "
-                             f"{tuple(offsets.shape)}")
+            raise ValueError(f"embedding_bag: offsets must be a non-empty 1-D tensor, got shape {tuple(offsets.shape)}")
         if offs[0] != 0 or np.any(np.diff(offs) < 0) or offs[-1] > len(idx):
-            raise ValueError(f"embedding_bag: offsets must start at 0, not decrease and stay within the input's "
-                             f"{len(idx)} elements, got {offs.tolist()}")
+            raise ValueError(
+                f"embedding_bag: offsets must start at 0, not decrease and stay within the input's "
+                f"{len(idx)} elements, got {offs.tolist()}"
+            )
         if include_last_offset:
             starts, ends = offs[:-1], offs[1:]
         else:
@@ -2980,8 +3414,9 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, no
     n_rows = weight.shape[0]
     flat_idx = idx.reshape(-1)
     if np.any(flat_idx < 0) or np.any(flat_idx >= n_rows):
-        raise IndexError(f"embedding_bag: indices must be in [0, {n_rows}), got values from {flat_idx.min()} to "
-                         f"{flat_idx.max()}")
+        raise IndexError(
+            f"embedding_bag: indices must be in [0, {n_rows}), got values from {flat_idx.min()} to {flat_idx.max()}"
+        )
     if padding_idx is not None:
         padding_idx = as_index(padding_idx)
         if not -n_rows <= padding_idx < n_rows:
@@ -2989,8 +3424,12 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, no
         padding_idx %= n_rows
     keep = np.ones(len(flat_idx), bool) if padding_idx is None else flat_idx != padding_idx
     if max_norm is not None:
-        _embedding_renorm_(weight, input, _float(max_norm, "max_norm", "embedding_bag"),
-                           _float(norm_type, "norm_type", "embedding_bag"))
+        _embedding_renorm_(
+            weight,
+            input,
+            _float(max_norm, "max_norm", "embedding_bag"),
+            _float(norm_type, "norm_type", "embedding_bag"),
+        )
     rows = weight.index_select(0, flat.reshape(-1).to(_int64))  # [n, D]
     if scale_grad_by_freq and rows.requires_grad:
         counts = np.bincount(flat_idx, minlength=n_rows)
@@ -3007,13 +3446,16 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None, no
                 out.append(sel.amax(0))
             else:
                 out.append(_creation.zeros((weight.shape[1],), dtype=weight.dtype, device=weight.device))
-        return _shape.stack(out, 0) if out else _creation.zeros((0, weight.shape[1]), dtype=weight.dtype,
-                                                          device=weight.device)
+        return (
+            _shape.stack(out, 0)
+            if out
+            else _creation.zeros((0, weight.shape[1]), dtype=weight.dtype, device=weight.device)
+        )
     # Each kept entry adds its row, weighted, into its bag's output row.
     starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
     bag_of = np.full(len(flat_idx), -1, np.int64)
     if nb:  # the bags are consecutive runs
-        bag_of[starts[0]:ends[-1]] = np.repeat(np.arange(nb), ends - starts)
+        bag_of[starts[0] : ends[-1]] = np.repeat(np.arange(nb), ends - starts)
     bag_of[~keep] = -1
     kept = np.nonzero(bag_of >= 0)[0]
     counts = np.bincount(bag_of[kept], minlength=nb).astype(np.float32)

@@ -14,8 +14,17 @@ from .._ops.composed import engine_seeded_rng
 from .._grad_mode import no_grad
 from .._tensor import Tensor
 
-_LINEAR = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
-           "sigmoid", "identity")
+_LINEAR = (
+    "linear",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
+    "sigmoid",
+    "identity",
+)
 
 
 def calculate_gain(nonlinearity: str, param=None) -> float:
@@ -30,7 +39,7 @@ def calculate_gain(nonlinearity: str, param=None) -> float:
         slope = 0.01 if param is None else param
         if isinstance(slope, bool) or not isinstance(slope, numbers.Real):
             raise ValueError(f"negative_slope {param!r} is not a valid number")
-        return math.sqrt(2.0 / (1 + slope ** 2))
+        return math.sqrt(2.0 / (1 + slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4
     raise ValueError(f"unsupported nonlinearity {nonlinearity!r}")

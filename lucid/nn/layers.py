@@ -281,17 +281,27 @@ class Upsample(Module):
     """Resizes [N, C, L] or [N, C, H, W] input to ``size`` or by ``scale_factor`` (see
     ``functional.interpolate`` for the modes)."""
 
-    def __init__(self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
-                 recompute_scale_factor=None):
+    def __init__(
+        self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None, recompute_scale_factor=None
+    ):
         super().__init__()
         self.size, self.mode, self.align_corners = size, mode, align_corners
-        self.scale_factor = (tuple(float(s) for s in scale_factor) if isinstance(scale_factor, (tuple, list))
-                             else (float(scale_factor) if scale_factor is not None else None))
+        self.scale_factor = (
+            tuple(float(s) for s in scale_factor)
+            if isinstance(scale_factor, (tuple, list))
+            else (float(scale_factor) if scale_factor is not None else None)
+        )
         self.recompute_scale_factor = recompute_scale_factor
 
     def forward(self, input):
-        return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
-                             recompute_scale_factor=self.recompute_scale_factor)
+        return F.interpolate(
+            input,
+            self.size,
+            self.scale_factor,
+            self.mode,
+            self.align_corners,
+            recompute_scale_factor=self.recompute_scale_factor,
+        )
 
     def extra_repr(self):
         what = f"scale_factor={self.scale_factor}" if self.scale_factor is not None else f"size={self.size}"
@@ -503,14 +513,16 @@ class Bilinear(Module):
     """``y = x1ᵀ·A·x2 + b`` per output feature, weights drawn uniformly from
     ±1/sqrt(in1_features) (PyTorch's initialisation)."""
 
-    def __init__(self, in1_features: int, in2_features: int, out_features: int, bias: bool = True, device=None,
-                 dtype=None):
+    def __init__(
+        self, in1_features: int, in2_features: int, out_features: int, bias: bool = True, device=None, dtype=None
+    ):
         super().__init__()
         self.in1_features, self.in2_features = as_index(in1_features), as_index(in2_features)
         self.out_features = as_index(out_features)
         if min(self.in1_features, self.in2_features, self.out_features) <= 0:
-            raise ValueError(f"Bilinear: the features must be positive, got {in1_features}, {in2_features} and "
-                             f"{out_features}")
+            raise ValueError(
+                f"Bilinear: the features must be positive, got {in1_features}, {in2_features} and {out_features}"
+            )
         bound = 1.0 / math.sqrt(self.in1_features)
         dev = "cpu" if device is None else device
         self.weight = uniform_parameter((self.out_features, self.in1_features, self.in2_features), bound, dtype, dev)
@@ -523,8 +535,10 @@ class Bilinear(Module):
         return F.bilinear(input1, input2, self.weight, self.bias)
 
     def extra_repr(self):
-        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
-                f"out_features={self.out_features}, bias={self.bias is not None}")
+        return (
+            f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+            f"out_features={self.out_features}, bias={self.bias is not None}"
+        )
 
 
 class CosineSimilarity(Module):

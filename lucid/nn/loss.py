@@ -55,14 +55,21 @@ class NLLLoss(_WeightedLoss):
 
 
 class CrossEntropyLoss(_WeightedLoss):
-    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
-                 label_smoothing=0.0):
+    def __init__(
+        self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean", label_smoothing=0.0
+    ):
         super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def forward(self, input, target):
-        return F.cross_entropy(input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction,
-                               label_smoothing=self.label_smoothing)
+        return F.cross_entropy(
+            input,
+            target,
+            self.weight,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+        )
 
 
 class BCELoss(_WeightedLoss):
@@ -77,8 +84,9 @@ class BCEWithLogitsLoss(_Loss):
         self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input, target):
-        return F.binary_cross_entropy_with_logits(input, target, self.weight, reduction=self.reduction,
-                                                  pos_weight=self.pos_weight)
+        return F.binary_cross_entropy_with_logits(
+            input, target, self.weight, reduction=self.reduction, pos_weight=self.pos_weight
+        )
 
 
 class SmoothL1Loss(_Loss):
@@ -171,8 +179,9 @@ class PoissonNLLLoss(_Loss):
         self.log_input, self.full, self.eps = bool(log_input), bool(full), float(eps)
 
     def forward(self, log_input, target):
-        return F.poisson_nll_loss(log_input, target, log_input=self.log_input, full=self.full, eps=self.eps,
-                                  reduction=self.reduction)
+        return F.poisson_nll_loss(
+            log_input, target, log_input=self.log_input, full=self.full, eps=self.eps, reduction=self.reduction
+        )
 
 
 class GaussianNLLLoss(_Loss):
@@ -211,8 +220,9 @@ class MultiMarginLoss(_WeightedLoss):
         self.p, self.margin = p, float(margin)
 
     def forward(self, input, target):
-        return F.multi_margin_loss(input, target, p=self.p, margin=self.margin, weight=self.weight,
-                                   reduction=self.reduction)
+        return F.multi_margin_loss(
+            input, target, p=self.p, margin=self.margin, weight=self.weight, reduction=self.reduction
+        )
 
 
 class TripletMarginLoss(_Loss):
@@ -225,8 +235,16 @@ class TripletMarginLoss(_Loss):
         self.margin, self.p, self.eps, self.swap = float(margin), p, float(eps), bool(swap)
 
     def forward(self, anchor, positive, negative):
-        return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p, eps=self.eps,
-                                     swap=self.swap, reduction=self.reduction)
+        return F.triplet_margin_loss(
+            anchor,
+            positive,
+            negative,
+            margin=self.margin,
+            p=self.p,
+            eps=self.eps,
+            swap=self.swap,
+            reduction=self.reduction,
+        )
 
 
 class TripletMarginWithDistanceLoss(_Loss):
@@ -235,15 +253,22 @@ class TripletMarginWithDistanceLoss(_Loss):
     def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
         super().__init__(reduction=reduction)
         if margin <= 0:
-            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} "
-                             f"instead")
+            raise ValueError(
+                f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} instead"
+            )
         self.distance_function = distance_function if distance_function is not None else F.pairwise_distance
         self.margin, self.swap = float(margin), bool(swap)
 
     def forward(self, anchor, positive, negative):
-        return F.triplet_margin_with_distance_loss(anchor, positive, negative,
-                                                   distance_function=self.distance_function, margin=self.margin,
-                                                   swap=self.swap, reduction=self.reduction)
+        return F.triplet_margin_with_distance_loss(
+            anchor,
+            positive,
+            negative,
+            distance_function=self.distance_function,
+            margin=self.margin,
+            swap=self.swap,
+            reduction=self.reduction,
+        )
 
 
 class CTCLoss(_Loss):
@@ -254,8 +279,9 @@ class CTCLoss(_Loss):
         self.blank, self.zero_infinity = blank, bool(zero_infinity)
 
     def forward(self, log_probs, targets, input_lengths, target_lengths):
-        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank, self.reduction,
-                          self.zero_infinity)
+        return F.ctc_loss(
+            log_probs, targets, input_lengths, target_lengths, self.blank, self.reduction, self.zero_infinity
+        )
 
 
 @dataclasses.dataclass
@@ -263,6 +289,7 @@ class LinearCrossEntropyOptions:
     """PyTorch's options for its chunked evaluation of ``linear_cross_entropy`` (how many rows
     of the batch at a time, and the accumulation dtype). lucid takes them and computes the same
     loss directly."""
+
     allow_retain_graph: bool = False
     batch_chunk_size: int | None = None
     chunking_method: str | None = "auto"
@@ -275,23 +302,51 @@ class LinearCrossEntropyLoss(_WeightedLoss):
     on them (see ``functional.linear_cross_entropy``); the layer is ``self.linear``, its weight
     stored 2-D as PyTorch's."""
 
-    def __init__(self, in_features, num_classes, *, out_features=(), bias=False, device=None, dtype=None,
-                 reduction="mean", weight=None, ignore_index=None, label_smoothing=0.0, options=None):
+    def __init__(
+        self,
+        in_features,
+        num_classes,
+        *,
+        out_features=(),
+        bias=False,
+        device=None,
+        dtype=None,
+        reduction="mean",
+        weight=None,
+        ignore_index=None,
+        label_smoothing=0.0,
+        options=None,
+    ):
         if weight is not None and tuple(weight.shape) != (num_classes,):
-            raise RuntimeError(f"LinearCrossEntropyLoss: expected weight shape to be {(num_classes,)}, got "
-                               f"{tuple(weight.shape)}")
+            raise RuntimeError(
+                f"LinearCrossEntropyLoss: expected weight shape to be {(num_classes,)}, got {tuple(weight.shape)}"
+            )
         if not 0.0 <= label_smoothing <= 1.0:
-            raise RuntimeError(f"LinearCrossEntropyLoss: expected label_smoothing to be in range [0, 1], got "
-                               f"{label_smoothing}")
+            raise RuntimeError(
+                f"LinearCrossEntropyLoss: expected label_smoothing to be in range [0, 1], got {label_smoothing}"
+            )
         super().__init__(weight, reduction=reduction)
         self.num_classes, self.out_features = num_classes, tuple(out_features)
         self.ignore_index, self.label_smoothing, self.options = ignore_index, label_smoothing, options
-        self.linear = Linear(in_features, math.prod(self.out_features, start=num_classes), bias=bias,
-                             device="cpu" if device is None else device, dtype=dtype)
+        self.linear = Linear(
+            in_features,
+            math.prod(self.out_features, start=num_classes),
+            bias=bias,
+            device="cpu" if device is None else device,
+            dtype=dtype,
+        )
 
     def forward(self, input, target):
         w = self.linear.weight.reshape(self.num_classes, *self.out_features, self.linear.in_features)
         b = None if self.linear.bias is None else self.linear.bias.reshape(self.num_classes, *self.out_features)
-        return F.linear_cross_entropy(input, w, target, linear_bias=b, weight=self.weight, reduction=self.reduction,
-                                      ignore_index=self.ignore_index, label_smoothing=self.label_smoothing,
-                                      options=self.options)
+        return F.linear_cross_entropy(
+            input,
+            w,
+            target,
+            linear_bias=b,
+            weight=self.weight,
+            reduction=self.reduction,
+            ignore_index=self.ignore_index,
+            label_smoothing=self.label_smoothing,
+            options=self.options,
+        )

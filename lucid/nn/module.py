@@ -56,8 +56,9 @@ def register_module_forward_hook(hook, *, with_kwargs: bool = False, always_call
     a result other than None replaces the output. With `always_call` it also runs, with output
     None, when forward raises. Returns a handle whose ``remove()`` unregisters it."""
     _callable(hook, "register_module_forward_hook")
-    handle = RemovableHandle(_global_forward_hooks, extra_dict=[_global_forward_hooks_with_kwargs,
-                                                                _global_forward_hooks_always_called])
+    handle = RemovableHandle(
+        _global_forward_hooks, extra_dict=[_global_forward_hooks_with_kwargs, _global_forward_hooks_always_called]
+    )
     _global_forward_hooks[handle.id] = hook
     if with_kwargs:
         _global_forward_hooks_with_kwargs[handle.id] = True
@@ -96,13 +97,15 @@ def _join(tensors):
         return hub, [hub]
     devices = {t.device for t in tensors}
     if len(devices) > 1:
-        raise RuntimeError(f"full backward hooks: the module's tensors are on several devices ({sorted(map(str, devices))})")
+        raise RuntimeError(
+            f"full backward hooks: the module's tensors are on several devices ({sorted(map(str, devices))})"
+        )
     common = float64 if any(t.dtype == float64 for t in tensors) else float32
     hub = _cat([t.reshape(-1).to(common) for t in tensors])
     pieces, start = [], 0
     for t in tensors:
         n = t.numel()
-        pieces.append(hub[start:start + n].reshape(t.shape).to(t.dtype))
+        pieces.append(hub[start : start + n].reshape(t.shape).to(t.dtype))
         start += n
     return hub, pieces
 
@@ -114,7 +117,7 @@ def _split(g, tensors):
     out, start = [], 0
     for t in tensors:
         n = t.numel()
-        out.append(g[start:start + n].reshape(t.shape).to(t.dtype))
+        out.append(g[start : start + n].reshape(t.shape).to(t.dtype))
         start += n
     return out
 
@@ -199,15 +202,18 @@ class _BackwardHooks:
         """The gradients a hook returned, checked against the ones it was given."""
         result = result if isinstance(result, (tuple, list)) else (result,)
         if len(result) != len(current):
-            raise RuntimeError(f"backward hook returned an invalid number of {what}, got {len(result)}, "
-                               f"but expected {len(current)}")
+            raise RuntimeError(
+                f"backward hook returned an invalid number of {what}, got {len(result)}, but expected {len(current)}"
+            )
         for i, (r, c) in enumerate(zip(result, current)):
             if r is not None and not isinstance(r, Tensor):
-                raise TypeError(f"backward hook returned a {type(r).__name__} as {what}[{i}]; "
-                                f"expected a lucid.Tensor or None")
+                raise TypeError(
+                    f"backward hook returned a {type(r).__name__} as {what}[{i}]; expected a lucid.Tensor or None"
+                )
             if r is not None and c is not None and r.shape != c.shape:
-                raise RuntimeError(f"backward hook returned {what}[{i}] of shape {tuple(r.shape)}, "
-                                   f"expected shape {tuple(c.shape)}")
+                raise RuntimeError(
+                    f"backward hook returned {what}[{i}] of shape {tuple(r.shape)}, expected shape {tuple(c.shape)}"
+                )
         return tuple(result)
 
     def _on_grad_output(self, g):
@@ -224,8 +230,10 @@ class _BackwardHooks:
             self._call_hooks(self._packed([], [], self.n_args))
         if not changed:
             return None
-        new = [grad_output[i] if grad_output[i] is not None else _zeros_like(t)
-               for i, t in zip(self.output_positions, self.outputs)]
+        new = [
+            grad_output[i] if grad_output[i] is not None else _zeros_like(t)
+            for i, t in zip(self.output_positions, self.outputs)
+        ]
         return _rejoin(new, self.outputs, g)
 
     def _call_hooks(self, grad_input):
@@ -305,7 +313,9 @@ class Module:
         if param is None:
             self._parameters[name] = None
         elif not isinstance(param, Parameter):
-            raise TypeError(f"cannot register {type(param).__name__} as parameter {name!r} (expected Parameter or None)")
+            raise TypeError(
+                f"cannot register {type(param).__name__} as parameter {name!r} (expected Parameter or None)"
+            )
         else:
             self._parameters[name] = param
 
@@ -374,8 +384,10 @@ class Module:
         if isinstance(value, str) and value == "float32":
             value = float32
         if value is not None and value not in (float32, float16, bfloat16):
-            raise ValueError(f"autocast_policy must be None, 'float32', lucid.float32, lucid.float16 or "
-                             f"lucid.bfloat16, got {value!r}")
+            raise ValueError(
+                f"autocast_policy must be None, 'float32', lucid.float32, lucid.float16 or "
+                f"lucid.bfloat16, got {value!r}"
+            )
         self.__dict__["_autocast_dtype"] = value
 
     def __call__(self, *args, **kwargs):
@@ -391,13 +403,17 @@ class Module:
         precision = d.get("_autocast_dtype")
         if precision is not None:
             from ..amp.autocast_mode import autocast, cast_floating_args, is_autocast_enabled
+
             devices = [d.type for d in _DEVICES if is_autocast_enabled(d.type)]
             if devices:
                 args, kwargs = cast_floating_args(args, kwargs, precision)
                 with contextlib.ExitStack() as scopes:
                     for device in devices:
-                        scopes.enter_context(autocast(device, enabled=False) if precision == float32
-                                             else autocast(device, dtype=precision))
+                        scopes.enter_context(
+                            autocast(device, enabled=False)
+                            if precision == float32
+                            else autocast(device, dtype=precision)
+                        )
                     return self._call(args, kwargs)
         return self._call(args, kwargs)
 
@@ -405,8 +421,16 @@ class Module:
         d = self.__dict__
         pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
         bw_pre, bw = d.get("_backward_pre_hooks"), d.get("_backward_hooks")
-        if not (pre or post or bw_pre or bw or _global_forward_pre_hooks or _global_forward_hooks
-                or _global_backward_pre_hooks or _global_backward_hooks):
+        if not (
+            pre
+            or post
+            or bw_pre
+            or bw
+            or _global_forward_pre_hooks
+            or _global_forward_hooks
+            or _global_backward_pre_hooks
+            or _global_backward_hooks
+        ):
             return self.forward(*args, **kwargs)
         with_kwargs = d.get("_hooks_with_kwargs", ())
         for hook in list(_global_forward_pre_hooks.values()):
@@ -418,8 +442,10 @@ class Module:
                 result = hook(self, args, kwargs)
                 if result is not None:
                     if not (isinstance(result, tuple) and len(result) == 2):
-                        raise RuntimeError("a forward pre-hook registered with_kwargs=True must return None or a "
-                                           f"tuple (args, kwargs), got {result!r}")
+                        raise RuntimeError(
+                            "a forward pre-hook registered with_kwargs=True must return None or a "
+                            f"tuple (args, kwargs), got {result!r}"
+                        )
                     args, kwargs = result
                     args = args if isinstance(args, tuple) else (args,)
             else:
@@ -428,11 +454,16 @@ class Module:
                     args = result if isinstance(result, tuple) else (result,)
         backward = None
         if (bw_pre or bw or _global_backward_pre_hooks or _global_backward_hooks) and is_grad_enabled():
-            backward = _BackwardHooks(self, list(_global_backward_pre_hooks.values()) + list((bw_pre or {}).values()),
-                                      list(_global_backward_hooks.values()) + list((bw or {}).values()))
+            backward = _BackwardHooks(
+                self,
+                list(_global_backward_pre_hooks.values()) + list((bw_pre or {}).values()),
+                list(_global_backward_hooks.values()) + list((bw or {}).values()),
+            )
             args = backward.setup_inputs(args)
-        hooks = [(hook, key in _global_forward_hooks_with_kwargs, key in _global_forward_hooks_always_called)
-                 for key, hook in _global_forward_hooks.items()]
+        hooks = [
+            (hook, key in _global_forward_hooks_with_kwargs, key in _global_forward_hooks_always_called)
+            for key, hook in _global_forward_hooks.items()
+        ]
         always = d.get("_always_call", ())
         hooks += [(hook, key in with_kwargs, key in always) for key, hook in (post or {}).items()]
         try:
@@ -453,9 +484,14 @@ class Module:
     def _hook_tables(self):
         if "_parameters" not in self.__dict__:
             raise AttributeError("call Module.__init__() before registering hooks")
-        for name, make in (("_forward_pre_hooks", OrderedDict), ("_forward_hooks", OrderedDict),
-                           ("_hooks_with_kwargs", set), ("_backward_pre_hooks", OrderedDict),
-                           ("_backward_hooks", OrderedDict), ("_always_call", set)):
+        for name, make in (
+            ("_forward_pre_hooks", OrderedDict),
+            ("_forward_hooks", OrderedDict),
+            ("_hooks_with_kwargs", set),
+            ("_backward_pre_hooks", OrderedDict),
+            ("_backward_hooks", OrderedDict),
+            ("_always_call", set),
+        ):
             if name not in self.__dict__:  # a module unpickled from before hooks existed
                 object.__setattr__(self, name, make())
         return self._forward_pre_hooks, self._forward_hooks, self._hooks_with_kwargs
@@ -481,8 +517,9 @@ class Module:
             with_kw.add(handle.id)
         return handle
 
-    def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False,
-                              always_call: bool = False):
+    def register_forward_hook(
+        self, hook, *, prepend: bool = False, with_kwargs: bool = False, always_call: bool = False
+    ):
         """Calls ``hook(module, args, output)`` after each forward; a result other than None
         replaces the output. With ``with_kwargs`` the hook is ``hook(module, args, kwargs,
         output)``. ``prepend`` runs it before the hooks already registered. Returns a handle whose
@@ -720,7 +757,6 @@ class Module:
         if not lines:
             return head + ")"
         return head + "\n  " + "\n  ".join(lines) + "\n)"
-
 
 
 class _Discard:

@@ -97,8 +97,18 @@ def _per_channel_state(module, n, affine, track_running_stats, dtype, device, bi
 class _BatchNorm(Module):
     _dims: tuple = ()
 
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device="cpu",
-                 dtype=None, *, bias=True):
+    def __init__(
+        self,
+        num_features,
+        eps=1e-5,
+        momentum=0.1,
+        affine=True,
+        track_running_stats=True,
+        device="cpu",
+        dtype=None,
+        *,
+        bias=True,
+    ):
         super().__init__()
         self.num_features = as_index(num_features)
         self.eps, self.momentum = float(eps), momentum
@@ -108,8 +118,10 @@ class _BatchNorm(Module):
     def forward(self, input):
         x = input
         if x.ndim not in self._dims:
-            raise ValueError(f"{type(self).__name__}: expected {' or '.join(f'{d}-D' for d in self._dims)} input, "
-                             f"got shape {x.shape}")
+            raise ValueError(
+                f"{type(self).__name__}: expected {' or '.join(f'{d}-D' for d in self._dims)} input, "
+                f"got shape {x.shape}"
+            )
         use_batch_stats = self.training or self.running_mean is None
         momentum = self.momentum
         if self.training and self.track_running_stats:
@@ -118,26 +130,32 @@ class _BatchNorm(Module):
             if momentum is None:  # a cumulative moving average
                 momentum = 1.0 / self.num_batches_tracked.item()
         # The running statistics are updated in place.
-        return F._batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                             use_batch_stats, momentum or 0.0, self.eps)
+        return F._batch_norm(
+            x, self.running_mean, self.running_var, self.weight, self.bias, use_batch_stats, momentum or 0.0, self.eps
+        )
 
     def extra_repr(self):
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+            f"track_running_stats={self.track_running_stats}"
+        )
 
 
 class BatchNorm1d(_BatchNorm):
     """Batch normalisation of [N, C] or [N, C, L] input."""
+
     _dims = (2, 3)
 
 
 class BatchNorm2d(_BatchNorm):
     """Batch normalisation of [N, C, H, W] input."""
+
     _dims = (4,)
 
 
 class BatchNorm3d(_BatchNorm):
     """Batch normalisation of [N, C, D, H, W] input."""
+
     _dims = (5,)
 
 
@@ -174,8 +192,18 @@ class RMSNorm(Module):
 class _InstanceNorm(Module):
     _dims: int = 0
 
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
-                 dtype=None, *, bias=True):
+    def __init__(
+        self,
+        num_features,
+        eps=1e-5,
+        momentum=0.1,
+        affine=False,
+        track_running_stats=False,
+        device=None,
+        dtype=None,
+        *,
+        bias=True,
+    ):
         super().__init__()
         self.num_features = as_index(num_features)
         if self.num_features <= 0:
@@ -188,26 +216,42 @@ class _InstanceNorm(Module):
         x = input
         d = self._dims
         if x.ndim not in (d + 1, d + 2):
-            raise ValueError(f"{type(self).__name__}: expected {d + 1}-D (unbatched) or {d + 2}-D input, got shape "
-                             f"{tuple(x.shape)}")
+            raise ValueError(
+                f"{type(self).__name__}: expected {d + 1}-D (unbatched) or {d + 2}-D input, got shape {tuple(x.shape)}"
+            )
         unbatched = x.ndim == d + 1
         if unbatched:
             x = x.unsqueeze(0)
         if x.shape[1] != self.num_features:
             if self.affine:
-                raise ValueError(f"{type(self).__name__}: expected input with {self.num_features} channels "
-                                 f"(dimension {0 if unbatched else 1}), got shape {tuple(x.shape)}")
-            warnings.warn(f"{type(self).__name__}: the input's {x.shape[1]} channels differ from num_features "
-                          f"({self.num_features}), which is not used because affine=False", stacklevel=2)
+                raise ValueError(
+                    f"{type(self).__name__}: expected input with {self.num_features} channels "
+                    f"(dimension {0 if unbatched else 1}), got shape {tuple(x.shape)}"
+                )
+            warnings.warn(
+                f"{type(self).__name__}: the input's {x.shape[1]} channels differ from num_features "
+                f"({self.num_features}), which is not used because affine=False",
+                stacklevel=2,
+            )
         use_input_stats = self.training or not self.track_running_stats
         # As PyTorch's, instance norm leaves num_batches_tracked alone; momentum None is 0.
-        y = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias, use_input_stats,
-                            self.momentum if self.momentum is not None else 0.0, self.eps)
+        y = F.instance_norm(
+            x,
+            self.running_mean,
+            self.running_var,
+            self.weight,
+            self.bias,
+            use_input_stats,
+            self.momentum if self.momentum is not None else 0.0,
+            self.eps,
+        )
         return y.squeeze(0) if unbatched else y
 
     def extra_repr(self):
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+            f"track_running_stats={self.track_running_stats}"
+        )
 
 
 class InstanceNorm1d(_InstanceNorm):
@@ -215,6 +259,7 @@ class InstanceNorm1d(_InstanceNorm):
     length; ``affine`` adds a per-channel scale and shift. With ``track_running_stats`` the
     running statistics (the batch means of the per-sample ones) are kept in training mode and
     used in eval mode, as PyTorch does."""
+
     _dims = 1
 
 
@@ -223,12 +268,14 @@ class InstanceNorm2d(_InstanceNorm):
     over its plane; ``affine`` adds a per-channel scale and shift. With ``track_running_stats``
     the running statistics (the batch means of the per-sample ones) are kept in training mode
     and used in eval mode, as PyTorch does."""
+
     _dims = 2
 
 
 class InstanceNorm3d(_InstanceNorm):
     """Normalises each channel of each sample of [N, C, D, H, W] (or unbatched [C, D, H, W])
     input over its volume (see :class:`InstanceNorm2d`)."""
+
     _dims = 3
 
 

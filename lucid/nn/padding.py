@@ -51,12 +51,14 @@ class ConstantPad1d(_Pad):
 class ConstantPad2d(ConstantPad1d):
     """Pads the last two dimensions with ``value``: ``padding`` is an int or (left, right, top,
     bottom)."""
+
     _n = 2
 
 
 class ConstantPad3d(ConstantPad1d):
     """Pads the last three dimensions with ``value``: ``padding`` is an int or (left, right,
     top, bottom, front, back)."""
+
     _n = 3
 
 
@@ -78,6 +80,7 @@ class ZeroPad2d(ConstantPad2d):
 class ReflectionPad1d(_Pad):
     """Pads the last dimension of [N, C, L] or [C, L] input with its reflection (the edge is
     not repeated); each pad must be less than the dimension."""
+
     _mode = "reflect"
 
 
@@ -85,17 +88,20 @@ class ReflectionPad2d(ReflectionPad1d):
     """Pads the last two dimensions of [N, C, H, W] or [C, H, W] input with their reflection
     (the edge is not repeated): ``padding`` is an int or (left, right, top, bottom), each less
     than its dimension."""
+
     _n = 2
 
 
 class ReplicationPad1d(_Pad):
     """Pads the last dimension of [N, C, L] or [C, L] input by repeating its edge values."""
+
     _mode = "replicate"
 
 
 class ReplicationPad2d(ReplicationPad1d):
     """Pads the last two dimensions of [N, C, H, W] or [C, H, W] input by repeating its edge
     values: ``padding`` is an int or (left, right, top, bottom)."""
+
     _n = 2
 
 
@@ -110,27 +116,32 @@ class ZeroPad3d(ConstantPad3d):
 class ReflectionPad3d(ReflectionPad1d):
     """Pads the last three dimensions of [N, C, D, H, W] or [C, D, H, W] input with their
     reflection: ``padding`` is an int or six ints, each less than its dimension."""
+
     _n = 3
 
 
 class ReplicationPad3d(ReplicationPad1d):
     """Pads the last three dimensions of [N, C, D, H, W] or [C, D, H, W] input by repeating
     their edge values."""
+
     _n = 3
 
 
 class CircularPad1d(_Pad):
     """Pads the last dimension of [N, C, L] or [C, L] input by wrapping around: the left pad
     comes from the right end and the right pad from the left end."""
+
     _mode = "circular"
 
 
 class CircularPad2d(CircularPad1d):
     """Pads the last two dimensions of [N, C, H, W] or [C, H, W] input by wrapping around."""
+
     _n = 2
 
 
 class CircularPad3d(CircularPad1d):
     """Pads the last three dimensions of [N, C, D, H, W] or [C, D, H, W] input by wrapping
     around."""
+
     _n = 3

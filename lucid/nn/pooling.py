@@ -18,34 +18,41 @@ class _MaxPoolNd(Module):
         self.return_indices, self.ceil_mode = bool(return_indices), bool(ceil_mode)
 
     def forward(self, input):
-        return type(self)._fn(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
-                              self.return_indices)
+        return type(self)._fn(
+            input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode, self.return_indices
+        )
 
     def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+        return (
+            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+            f"dilation={self.dilation}, ceil_mode={self.ceil_mode}"
+        )
 
 
 class MaxPool1d(_MaxPoolNd):
     """The max over each window of [N, C, L] or [C, L] input (see ``functional.max_pool1d``)."""
+
     _fn = F.max_pool1d
 
 
 class MaxPool2d(_MaxPoolNd):
     """The max over each window of [N, C, H, W] or [C, H, W] input (see
     ``functional.max_pool2d``)."""
+
     _fn = F.max_pool2d
 
 
 class MaxPool3d(_MaxPoolNd):
     """The max over each window of [N, C, D, H, W] or [C, D, H, W] input (see
     ``functional.max_pool3d``)."""
+
     _fn = F.max_pool3d
 
 
 class _AvgPoolNd(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-                 divisor_override=None):
+    def __init__(
+        self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None
+    ):
         super().__init__()
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
@@ -63,8 +70,7 @@ class AvgPool1d(_AvgPoolNd):
         super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
 
     def forward(self, input):
-        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad)
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
 
 
 class AvgPool2d(_AvgPoolNd):
@@ -72,8 +78,15 @@ class AvgPool2d(_AvgPoolNd):
     ``functional.avg_pool2d``)."""
 
     def forward(self, input):
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
+        return F.avg_pool2d(
+            input,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.ceil_mode,
+            self.count_include_pad,
+            self.divisor_override,
+        )
 
 
 class AvgPool3d(_AvgPoolNd):
@@ -81,8 +94,15 @@ class AvgPool3d(_AvgPoolNd):
     ``functional.avg_pool3d``)."""
 
     def forward(self, input):
-        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
+        return F.avg_pool3d(
+            input,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.ceil_mode,
+            self.count_include_pad,
+            self.divisor_override,
+        )
 
 
 class _AdaptiveAvgPoolNd(Module):
@@ -101,18 +121,21 @@ class _AdaptiveAvgPoolNd(Module):
 
 class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
     """Averages over the windows that split L into ``output_size`` cells."""
+
     _fn = F.adaptive_avg_pool1d
 
 
 class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
     """Averages over the windows that split each plane into ``output_size`` cells (None keeps
     a dimension)."""
+
     _fn = F.adaptive_avg_pool2d
 
 
 class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
     """Averages over the windows that split each volume into ``output_size`` cells (None keeps
     a dimension)."""
+
     _fn = F.adaptive_avg_pool3d
 
 
@@ -132,16 +155,19 @@ class _AdaptiveMaxPoolNd(Module):
 
 class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
     """The max over the windows that split L into ``output_size`` cells."""
+
     _fn = F.adaptive_max_pool1d
 
 
 class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
     """The max over the windows that split each plane into ``output_size`` cells."""
+
     _fn = F.adaptive_max_pool2d
 
 
 class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
     """The max over the windows that split each volume into ``output_size`` cells."""
+
     _fn = F.adaptive_max_pool3d
 
 
@@ -156,30 +182,34 @@ class _LPPoolNd(Module):
         return type(self)._fn(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
 
     def extra_repr(self):
-        return f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, " \
-               f"ceil_mode={self.ceil_mode}"
+        return (
+            f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+            f"ceil_mode={self.ceil_mode}"
+        )
 
 
 class LPPool1d(_LPPoolNd):
     """The ``norm_type``-norm over each window of [N, C, L] or [C, L] input."""
+
     _fn = F.lp_pool1d
 
 
 class LPPool2d(_LPPoolNd):
     """The ``norm_type``-norm over each window of [N, C, H, W] or [C, H, W] input."""
+
     _fn = F.lp_pool2d
 
 
 class LPPool3d(_LPPoolNd):
     """The ``norm_type``-norm over each window of [N, C, D, H, W] or [C, D, H, W] input."""
+
     _fn = F.lp_pool3d
 
 
 class _FractionalMaxPoolNd(Module):
     _fn = None
 
-    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False,
-                 _random_samples=None):
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False, _random_samples=None):
         super().__init__()
         if (output_size is None) == (output_ratio is None):
             raise ValueError(f"{type(self).__name__}: give exactly one of output_size and output_ratio")
@@ -189,18 +219,26 @@ class _FractionalMaxPoolNd(Module):
         self.register_buffer("_random_samples", _random_samples)
 
     def forward(self, input):
-        return type(self)._fn(input, self.kernel_size, self.output_size, self.output_ratio, self.return_indices,
-                              _random_samples=self._random_samples)
+        return type(self)._fn(
+            input,
+            self.kernel_size,
+            self.output_size,
+            self.output_ratio,
+            self.return_indices,
+            _random_samples=self._random_samples,
+        )
 
 
 class FractionalMaxPool2d(_FractionalMaxPoolNd):
     """Max pooling over windows at pseudo-random steps (see ``functional.fractional_max_pool2d``)."""
+
     _fn = F.fractional_max_pool2d
 
 
 class FractionalMaxPool3d(_FractionalMaxPoolNd):
     """Max pooling over 3-D windows at pseudo-random steps (see
     ``functional.fractional_max_pool3d``)."""
+
     _fn = F.fractional_max_pool3d
 
 
@@ -222,14 +260,17 @@ class _MaxUnpoolNd(Module):
 
 class MaxUnpool1d(_MaxUnpoolNd):
     """The inverse of MaxPool1d: values placed at their indices, zeros elsewhere."""
+
     _fn = F.max_unpool1d
 
 
 class MaxUnpool2d(_MaxUnpoolNd):
     """The inverse of MaxPool2d: values placed at their indices, zeros elsewhere."""
+
     _fn = F.max_unpool2d
 
 
 class MaxUnpool3d(_MaxUnpoolNd):
     """The inverse of MaxPool3d: values placed at their indices, zeros elsewhere."""
+
     _fn = F.max_unpool3d

@@ -43,6 +43,7 @@ def _lstm_projected_step(w_hr):
         h, c = _C.lstm_cell(xw._h, hw._h, c._h)
         h = F.linear(result(h), w_hr)
         return h, (h, result(c))
+
     return step
 
 
@@ -65,6 +66,7 @@ def _rnn_step(nonlinearity):
         """One Elman step from the input's product ``pre = x W_ihᵀ + b_ih``."""
         h = act(pre + F.linear(h.to(pre.dtype), w_hh, b_hh))
         return h, h
+
     return step
 
 
@@ -94,8 +96,10 @@ class _CellBase(Module):
 
     def _batched(self, input, name):
         if input.ndim not in (1, 2):
-            raise ValueError(f"{type(self).__name__}: expected {name} of shape [batch, {self.input_size}] or "
-                             f"[{self.input_size}], got {tuple(input.shape)}")
+            raise ValueError(
+                f"{type(self).__name__}: expected {name} of shape [batch, {self.input_size}] or "
+                f"[{self.input_size}], got {tuple(input.shape)}"
+            )
         if input.shape[-1] != self.input_size:
             raise ValueError(f"{type(self).__name__}: input has {input.shape[-1]} features, expected {self.input_size}")
         return (input.unsqueeze(0), True) if input.ndim == 1 else (input, False)
@@ -105,7 +109,9 @@ class _CellBase(Module):
             return _creation.zeros(batch, self.hidden_size, dtype=like.dtype, device=like.device)
         want = (self.hidden_size,) if unbatched else (batch, self.hidden_size)
         if tuple(hx.shape) != want:
-            raise ValueError(f"{type(self).__name__}: expected hidden state of shape {list(want)}, got {list(hx.shape)}")
+            raise ValueError(
+                f"{type(self).__name__}: expected hidden state of shape {list(want)}, got {list(hx.shape)}"
+            )
         return hx.unsqueeze(0) if unbatched else hx
 
     def extra_repr(self):
@@ -124,8 +130,9 @@ class RNNCell(_CellBase):
     def forward(self, input, hx=None):
         x, unbatched = self._batched(input, "input")
         h = self._state(hx, x.shape[0], x, unbatched)
-        out, _ = _rnn_step(self.nonlinearity)(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh,
-                                              self.bias_hh)
+        out, _ = _rnn_step(self.nonlinearity)(
+            F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh, self.bias_hh
+        )
         return out.squeeze(0) if unbatched else out
 
 
@@ -161,16 +168,29 @@ class GRUCell(_CellBase):
 
 
 class _RNNBase(Module):
-    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, device="cpu", dtype=None, proj_size=0):
+    def __init__(
+        self,
+        mode,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        device="cpu",
+        dtype=None,
+        proj_size=0,
+    ):
         super().__init__()
         self.mode = mode
         self.input_size = _check_size("input_size", input_size)
         self.hidden_size = _check_size("hidden_size", hidden_size)
         self.proj_size = as_index(proj_size)
         if self.proj_size < 0 or (self.proj_size and self.proj_size >= self.hidden_size):
-            raise ValueError(f"proj_size must be 0 or positive and smaller than hidden_size ({hidden_size}), got "
-                             f"{proj_size}")
+            raise ValueError(
+                f"proj_size must be 0 or positive and smaller than hidden_size ({hidden_size}), got {proj_size}"
+            )
         self.num_layers = _check_size("num_layers", num_layers)
         if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1:
             raise ValueError(f"dropout must be a number in [0, 1], got {dropout!r}")
@@ -193,21 +213,23 @@ class _RNNBase(Module):
                     setattr(self, names[3], uniform_parameter((g,), bound, dtype, device))
                 if self.proj_size:
                     names.append(f"weight_hr_l{layer}{suffix}")
-                    setattr(self, names[-1], uniform_parameter((self.proj_size, self.hidden_size), bound, dtype,
-                                                               device))
+                    setattr(
+                        self, names[-1], uniform_parameter((self.proj_size, self.hidden_size), bound, dtype, device)
+                    )
                 self._names.append(names)
 
     def _weights(self, layer, direction):
         names = self._names[layer * (2 if self.bidirectional else 1) + direction]
-        w = [getattr(self, n) for n in names[:4 if self.bias else 2]]
+        w = [getattr(self, n) for n in names[: 4 if self.bias else 2]]
         return w if self.bias else w + [None, None]
 
     def _projection(self, layer, direction):
         return getattr(self, self._names[layer * (2 if self.bidirectional else 1) + direction][-1])
 
     def _step(self):
-        return {"LSTM": _lstm_step, "GRU": _gru_step, "RNN_TANH": _rnn_step("tanh"),
-                "RNN_RELU": _rnn_step("relu")}[self.mode]
+        return {"LSTM": _lstm_step, "GRU": _gru_step, "RNN_TANH": _rnn_step("tanh"), "RNN_RELU": _rnn_step("relu")}[
+            self.mode
+        ]
 
     def _initial(self, hx, batch, like, unbatched, width=None):
         directions = 2 if self.bidirectional else 1
@@ -217,7 +239,9 @@ class _RNNBase(Module):
         shape = tuple(hx.shape)
         expected = want[::2] if unbatched else want
         if shape != expected:
-            raise ValueError(f"{type(self).__name__}: expected hidden state of shape {list(expected)}, got {list(shape)}")
+            raise ValueError(
+                f"{type(self).__name__}: expected hidden state of shape {list(expected)}, got {list(shape)}"
+            )
         return hx.unsqueeze(1) if unbatched else hx
 
     def forward(self, input, hx=None):
@@ -257,9 +281,16 @@ class _RNNBase(Module):
                 elif lstm:
                     # The whole layer as one engine op, its backward through time in the engine.
                     h_0, c_0 = h0[k], c0[k]  # (held: a handle lives as long as its tensor)
-                    records = _C.lstm_layer(layer_input._h, h_0._h, c_0._h, w_ih._h, w_hh._h,
-                                            0 if b_ih is None else b_ih._h, 0 if b_hh is None else b_hh._h,
-                                            direction == 1)
+                    records = _C.lstm_layer(
+                        layer_input._h,
+                        h_0._h,
+                        c_0._h,
+                        w_ih._h,
+                        w_hh._h,
+                        0 if b_ih is None else b_ih._h,
+                        0 if b_hh is None else b_hh._h,
+                        direction == 1,
+                    )
                     seq, h_k, c_k = (result(r) for r in records)
                     outputs.append(seq)
                     finals_h.append(h_k)
@@ -313,12 +344,33 @@ class _RNNBase(Module):
 class RNN(_RNNBase):
     """A multi-layer Elman RNN (tanh or relu); PyTorch's signature and parameter names."""
 
-    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, device="cpu", dtype=None):
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        nonlinearity="tanh",
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        device="cpu",
+        dtype=None,
+    ):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
-        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, num_layers,
-                         bias, batch_first, dropout, bidirectional, device, dtype)
+        super().__init__(
+            "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU",
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            device,
+            dtype,
+        )
         self.nonlinearity = nonlinearity
 
 
@@ -326,16 +378,49 @@ class LSTM(_RNNBase):
     """A multi-layer LSTM; returns ``output, (h_n, c_n)``, as PyTorch's. With ``proj_size`` > 0
     the hidden state is projected to that width by ``weight_hr_l{k}`` after each step."""
 
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, proj_size=0, device="cpu", dtype=None):
-        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
-                         device, dtype, proj_size)
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        proj_size=0,
+        device="cpu",
+        dtype=None,
+    ):
+        super().__init__(
+            "LSTM",
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            device,
+            dtype,
+            proj_size,
+        )
 
 
 class GRU(_RNNBase):
     """A multi-layer GRU; returns ``output, h_n``, as PyTorch's."""
 
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, device="cpu", dtype=None):
-        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
-                         device, dtype)
+    def __init__(
+        self,
+        input_size,
+        hidden_size,
+        num_layers=1,
+        bias=True,
+        batch_first=False,
+        dropout=0.0,
+        bidirectional=False,
+        device="cpu",
+        dtype=None,
+    ):
+        super().__init__(
+            "GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, device, dtype
+        )

@@ -18,8 +18,20 @@ class Embedding(Module):
     ``functional.embedding`` for ``max_norm``, ``norm_type`` and ``scale_grad_by_freq``;
     ``_freeze`` makes the weight not require grad."""
 
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
-                 scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device="cpu", dtype=None):
+    def __init__(
+        self,
+        num_embeddings,
+        embedding_dim,
+        padding_idx=None,
+        max_norm=None,
+        norm_type=2.0,
+        scale_grad_by_freq=False,
+        sparse=False,
+        _weight=None,
+        _freeze=False,
+        device="cpu",
+        dtype=None,
+    ):
         super().__init__()
         self.num_embeddings, self.embedding_dim = as_index(num_embeddings), as_index(embedding_dim)
         if padding_idx is not None:
@@ -34,8 +46,10 @@ class Embedding(Module):
         self.scale_grad_by_freq, self.sparse = bool(scale_grad_by_freq), False
         if _weight is not None:
             if tuple(_weight.shape) != (self.num_embeddings, self.embedding_dim):
-                raise ValueError(f"Embedding: _weight must have shape ({self.num_embeddings}, "
-                                 f"{self.embedding_dim}), got {tuple(_weight.shape)}")
+                raise ValueError(
+                    f"Embedding: _weight must have shape ({self.num_embeddings}, "
+                    f"{self.embedding_dim}), got {tuple(_weight.shape)}"
+                )
             self.weight = Parameter(_weight.detach(), requires_grad=not _freeze)
             return
         w = _creation.randn(self.num_embeddings, self.embedding_dim)
@@ -43,8 +57,9 @@ class Embedding(Module):
             with _grad_mode.no_grad():
                 rows = _creation.arange(self.num_embeddings).reshape(-1, 1)
                 w = w.masked_fill(rows == padding_idx, 0.0)
-        self.weight = Parameter(w.to(float32 if dtype is None else check_dtype(dtype)).to(device or "cpu"),
-                                requires_grad=not _freeze)
+        self.weight = Parameter(
+            w.to(float32 if dtype is None else check_dtype(dtype)).to(device or "cpu"), requires_grad=not _freeze
+        )
 
     def forward(self, x):
         return F.embedding(x, self.weight, self.padding_idx, self.max_norm, self.norm_type, self.scale_grad_by_freq)
@@ -62,9 +77,21 @@ class EmbeddingBag(Module):
     "max" (see ``functional.embedding_bag``): ``forward(input, offsets=None,
     per_sample_weights=None)``. ``sparse=True`` is not supported."""
 
-    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
-                 mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None, device=None,
-                 dtype=None):
+    def __init__(
+        self,
+        num_embeddings,
+        embedding_dim,
+        max_norm=None,
+        norm_type=2.0,
+        scale_grad_by_freq=False,
+        mode="mean",
+        sparse=False,
+        _weight=None,
+        include_last_offset=False,
+        padding_idx=None,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         self.num_embeddings, self.embedding_dim = as_index(num_embeddings), as_index(embedding_dim)
         if mode not in ("sum", "mean", "max"):
@@ -77,12 +104,18 @@ class EmbeddingBag(Module):
                 raise ValueError(f"padding_idx {padding_idx} must be within num_embeddings ({num_embeddings})")
             padding_idx %= self.num_embeddings
         self.mode, self.include_last_offset, self.padding_idx = mode, bool(include_last_offset), padding_idx
-        self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse = max_norm, norm_type, \
-            bool(scale_grad_by_freq), False
+        self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse = (
+            max_norm,
+            norm_type,
+            bool(scale_grad_by_freq),
+            False,
+        )
         if _weight is not None:
             if tuple(_weight.shape) != (self.num_embeddings, self.embedding_dim):
-                raise ValueError(f"EmbeddingBag: _weight must have shape ({self.num_embeddings}, "
-                                 f"{self.embedding_dim}), got {tuple(_weight.shape)}")
+                raise ValueError(
+                    f"EmbeddingBag: _weight must have shape ({self.num_embeddings}, "
+                    f"{self.embedding_dim}), got {tuple(_weight.shape)}"
+                )
             self.weight = Parameter(_weight.detach())
             return
         w = _creation.randn(self.num_embeddings, self.embedding_dim)
@@ -93,9 +126,18 @@ class EmbeddingBag(Module):
         self.weight = Parameter(w.to(float32 if dtype is None else check_dtype(dtype)).to(device or "cpu"))
 
     def forward(self, input, offsets=None, per_sample_weights=None):
-        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
-                               mode=self.mode, per_sample_weights=per_sample_weights,
-                               include_last_offset=self.include_last_offset, padding_idx=self.padding_idx)
+        return F.embedding_bag(
+            input,
+            self.weight,
+            offsets,
+            self.max_norm,
+            self.norm_type,
+            self.scale_grad_by_freq,
+            mode=self.mode,
+            per_sample_weights=per_sample_weights,
+            include_last_offset=self.include_last_offset,
+            padding_idx=self.padding_idx,
+        )
 
     def extra_repr(self):
         s = f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}"

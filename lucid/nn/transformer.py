@@ -43,14 +43,32 @@ class _Layer(Module):
     """What the encoder and decoder layers share: self-attention, the feed-forward block, and
     `norms` LayerNorms and dropouts (``norm1``…, ``dropout1``…), with PyTorch's names."""
 
-    def __init__(self, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first,
-                 bias, device, dtype, norms):
+    def __init__(
+        self,
+        d_model,
+        nhead,
+        dim_feedforward,
+        dropout,
+        activation,
+        layer_norm_eps,
+        batch_first,
+        norm_first,
+        bias,
+        device,
+        dtype,
+        norms,
+    ):
         super().__init__()
         d_model, nhead, dim_feedforward = _check_dims(d_model, nhead, dim_feedforward)
         device = device or "cpu"
-        for name in ("self_attn", "multihead_attn")[:norms - 1]:  # the decoder also attends to memory
-            setattr(self, name, MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                                   device=device, dtype=dtype))
+        for name in ("self_attn", "multihead_attn")[: norms - 1]:  # the decoder also attends to memory
+            setattr(
+                self,
+                name,
+                MultiheadAttention(
+                    d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, device=device, dtype=dtype
+                ),
+            )
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, device=device, dtype=dtype)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias, device=device, dtype=dtype)
@@ -63,8 +81,15 @@ class _Layer(Module):
         self._ff_dropout = f"dropout{norms}"
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
-                           is_causal=bool(is_causal))[0]
+        x = self.self_attn(
+            x,
+            x,
+            x,
+            attn_mask=attn_mask,
+            key_padding_mask=key_padding_mask,
+            need_weights=False,
+            is_causal=bool(is_causal),
+        )[0]
         return self.dropout1(x)
 
     def _ff_block(self, x):
@@ -76,10 +101,34 @@ class TransformerEncoderLayer(_Layer):
     """Self-attention then a feed-forward block, each with a residual connection and a
     LayerNorm (after, or before with ``norm_first=True``)."""
 
-    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
-                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
-        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first,
-                         bias, device, dtype, norms=2)
+    def __init__(
+        self,
+        d_model,
+        nhead,
+        dim_feedforward=2048,
+        dropout=0.1,
+        activation="relu",
+        layer_norm_eps=1e-5,
+        batch_first=False,
+        norm_first=False,
+        bias=True,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__(
+            d_model,
+            nhead,
+            dim_feedforward,
+            dropout,
+            activation,
+            layer_norm_eps,
+            batch_first,
+            norm_first,
+            bias,
+            device,
+            dtype,
+            norms=2,
+        )
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = src
@@ -94,13 +143,46 @@ class TransformerDecoderLayer(_Layer):
     """Self-attention, attention over the encoder's output (``memory``), then a feed-forward
     block, each with a residual connection and a LayerNorm."""
 
-    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
-                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
-        super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first,
-                         bias, device, dtype, norms=3)
+    def __init__(
+        self,
+        d_model,
+        nhead,
+        dim_feedforward=2048,
+        dropout=0.1,
+        activation="relu",
+        layer_norm_eps=1e-5,
+        batch_first=False,
+        norm_first=False,
+        bias=True,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__(
+            d_model,
+            nhead,
+            dim_feedforward,
+            dropout,
+            activation,
+            layer_norm_eps,
+            batch_first,
+            norm_first,
+            bias,
+            device,
+            dtype,
+            norms=3,
+        )
 
-    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+    def forward(
+        self,
+        tgt,
+        memory,
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        tgt_is_causal=False,
+        memory_is_causal=False,
+    ):
         x = tgt
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
@@ -111,13 +193,21 @@ class TransformerDecoderLayer(_Layer):
         return self.norm3(x + self._ff_block(x))
 
     def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal):
-        x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                                need_weights=False, is_causal=bool(is_causal))[0]
+        x = self.multihead_attn(
+            x,
+            mem,
+            mem,
+            attn_mask=attn_mask,
+            key_padding_mask=key_padding_mask,
+            need_weights=False,
+            is_causal=bool(is_causal),
+        )[0]
         return self.dropout2(x)
 
 
 def _clones(layer, num_layers, what):
     from .module import Module as _Module
+
     if not isinstance(layer, _Module):
         raise TypeError(f"{what} takes a layer module, got {type(layer).__name__}")
     n = as_index(num_layers)
@@ -151,13 +241,29 @@ class TransformerDecoder(Module):
         self.num_layers = len(self.layers)
         self.norm = norm
 
-    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
+    def forward(
+        self,
+        tgt,
+        memory,
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        tgt_is_causal=None,
+        memory_is_causal=False,
+    ):
         x = tgt
         for layer in self.layers:
-            x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask, tgt_key_padding_mask=tgt_key_padding_mask,
-                      memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=bool(tgt_is_causal),
-                      memory_is_causal=memory_is_causal)
+            x = layer(
+                x,
+                memory,
+                tgt_mask=tgt_mask,
+                memory_mask=memory_mask,
+                tgt_key_padding_mask=tgt_key_padding_mask,
+                memory_key_padding_mask=memory_key_padding_mask,
+                tgt_is_causal=bool(tgt_is_causal),
+                memory_is_causal=memory_is_causal,
+            )
         return x if self.norm is None else self.norm(x)
 
 
@@ -165,44 +271,105 @@ class Transformer(Module):
     """The encoder-decoder model of "Attention Is All You Need", as ``torch.nn.Transformer``:
     ``forward(src, tgt)`` gives the decoder's output; matrices are Xavier-initialised."""
 
-    def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6, dim_feedforward=2048,
-                 dropout=0.1, activation="relu", custom_encoder=None, custom_decoder=None, layer_norm_eps=1e-5,
-                 batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
+    def __init__(
+        self,
+        d_model=512,
+        nhead=8,
+        num_encoder_layers=6,
+        num_decoder_layers=6,
+        dim_feedforward=2048,
+        dropout=0.1,
+        activation="relu",
+        custom_encoder=None,
+        custom_decoder=None,
+        layer_norm_eps=1e-5,
+        batch_first=False,
+        norm_first=False,
+        bias=True,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         device = device or "cpu"
         if custom_encoder is not None:
             self.encoder = custom_encoder
         else:
-            layer = TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
-                                            batch_first, norm_first, bias, device, dtype)
-            self.encoder = TransformerEncoder(layer, num_encoder_layers,
-                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype))
+            layer = TransformerEncoderLayer(
+                d_model,
+                nhead,
+                dim_feedforward,
+                dropout,
+                activation,
+                layer_norm_eps,
+                batch_first,
+                norm_first,
+                bias,
+                device,
+                dtype,
+            )
+            self.encoder = TransformerEncoder(
+                layer, num_encoder_layers, LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
+            )
         if custom_decoder is not None:
             self.decoder = custom_decoder
         else:
-            layer = TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
-                                            batch_first, norm_first, bias, device, dtype)
-            self.decoder = TransformerDecoder(layer, num_decoder_layers,
-                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype))
+            layer = TransformerDecoderLayer(
+                d_model,
+                nhead,
+                dim_feedforward,
+                dropout,
+                activation,
+                layer_norm_eps,
+                batch_first,
+                norm_first,
+                bias,
+                device,
+                dtype,
+            )
+            self.decoder = TransformerDecoder(
+                layer, num_decoder_layers, LayerNorm(d_model, eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
+            )
         self.d_model, self.nhead, self.batch_first = as_index(d_model), as_index(nhead), batch_first
         from . import init
+
         for p in self.parameters():
             if p.ndim > 1:
                 init.xavier_uniform_(p)
 
-    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, src_key_padding_mask=None,
-                tgt_key_padding_mask=None, memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
-                memory_is_causal=False):
+    def forward(
+        self,
+        src,
+        tgt,
+        src_mask=None,
+        tgt_mask=None,
+        memory_mask=None,
+        src_key_padding_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        src_is_causal=None,
+        tgt_is_causal=None,
+        memory_is_causal=False,
+    ):
         batch_dim = 0 if self.batch_first else 1
         if src.ndim == 3 and tgt.ndim == 3 and src.shape[batch_dim] != tgt.shape[batch_dim]:
-            raise RuntimeError(f"the batch number of src ({src.shape[batch_dim]}) and tgt ({tgt.shape[batch_dim]}) "
-                               f"must be equal")
+            raise RuntimeError(
+                f"the batch number of src ({src.shape[batch_dim]}) and tgt ({tgt.shape[batch_dim]}) must be equal"
+            )
         if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
-            raise RuntimeError(f"the feature number of src and tgt must be equal to d_model ({self.d_model}), got "
-                               f"{src.shape[-1]} and {tgt.shape[-1]}")
+            raise RuntimeError(
+                f"the feature number of src and tgt must be equal to d_model ({self.d_model}), got "
+                f"{src.shape[-1]} and {tgt.shape[-1]}"
+            )
         memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal)
-        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
-                            tgt_key_padding_mask=tgt_key_padding_mask, memory_key_padding_mask=memory_key_padding_mask,
-                            tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+        return self.decoder(
+            tgt,
+            memory,
+            tgt_mask=tgt_mask,
+            memory_mask=memory_mask,
+            tgt_key_padding_mask=tgt_key_padding_mask,
+            memory_key_padding_mask=memory_key_padding_mask,
+            tgt_is_causal=tgt_is_causal,
+            memory_is_causal=memory_is_causal,
+        )
 
     generate_square_subsequent_mask = staticmethod(generate_square_subsequent_mask)

@@ -1,4 +1,5 @@
-"""Optimizers (SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, LBFGS) and learning-rate schedules (``lucid.optim.lr_scheduler``)."""
+"""Optimizers (SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, LBFGS) and learning-rate schedules
+(``lucid.optim.lr_scheduler``)."""
 
 from . import lr_scheduler
 from .adam import Adam, AdamW

@@ -15,15 +15,24 @@ class Adam(Optimizer):
 
     _decoupled = False
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *, maximize=False,
-                 foreach=None, fused=None):
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0.0,
+        *,
+        maximize=False,
+        foreach=None,
+        fused=None,
+    ):
         check_implementation_flags(foreach, fused)
         if not (isinstance(betas, (tuple, list)) and len(betas) == 2 and all(0 <= b < 1 for b in betas)):
             raise ValueError(f"invalid betas: {betas!r} (expected two numbers in [0, 1))")
         if eps < 0:
             raise ValueError(f"invalid eps: {eps}")
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      maximize=maximize))
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, maximize=maximize))
 
     _skips_on_device = True
 
@@ -33,10 +42,21 @@ class Adam(Optimizer):
             step = state["step"] = tensor(float(step or 0), dtype=float32, device=p.device)
         m, v = state.get("exp_avg"), state.get("exp_avg_sq")
         b1, b2 = group["betas"]
-        made_m, made_v = _C.adam_step(p._h, grad._h, m._h if m is not None else 0, v._h if v is not None else 0,
-                                     step._h, found_inf._h if found_inf is not None else 0, float(group["lr"]),
-                                     float(b1), float(b2), float(group["eps"]), float(group["weight_decay"]),
-                                     self._decoupled, bool(group["maximize"]))
+        made_m, made_v = _C.adam_step(
+            p._h,
+            grad._h,
+            m._h if m is not None else 0,
+            v._h if v is not None else 0,
+            step._h,
+            found_inf._h if found_inf is not None else 0,
+            float(group["lr"]),
+            float(b1),
+            float(b2),
+            float(group["eps"]),
+            float(group["weight_decay"]),
+            self._decoupled,
+            bool(group["maximize"]),
+        )
         if made_m:
             state["exp_avg"] = _result(made_m)
         if made_v:
@@ -48,7 +68,25 @@ class AdamW(Adam):
 
     _decoupled = True
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, *, maximize=False,
-                 foreach=None, fused=None):
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, maximize=maximize,
-                         foreach=foreach, fused=fused)
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=1e-2,
+        *,
+        maximize=False,
+        foreach=None,
+        fused=None,
+    ):
+        super().__init__(
+            params,
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            maximize=maximize,
+            foreach=foreach,
+            fused=fused,
+        )

@@ -35,12 +35,23 @@ class RMSprop(Optimizer):
     """``torch.optim.RMSprop``: a running mean of squared gradients scales each step (centred,
     with momentum, if asked)."""
 
-    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False, *,
-                 maximize=False):
+    def __init__(
+        self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False, *, maximize=False
+    ):
         for name, v in (("alpha", alpha), ("eps", eps), ("momentum", momentum)):
             _check_positive(name, v)
-        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                                      centered=centered, maximize=maximize))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                alpha=alpha,
+                eps=eps,
+                weight_decay=weight_decay,
+                momentum=momentum,
+                centered=centered,
+                maximize=maximize,
+            ),
+        )
 
     def _update(self, p, grad, group, state):
         p32 = p.float()
@@ -64,12 +75,30 @@ class RMSprop(Optimizer):
 class Adagrad(Optimizer):
     """``torch.optim.Adagrad``: steps scaled by the root of the summed squared gradients."""
 
-    def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10, *,
-                 maximize=False):
+    def __init__(
+        self,
+        params,
+        lr=1e-2,
+        lr_decay=0.0,
+        weight_decay=0.0,
+        initial_accumulator_value=0.0,
+        eps=1e-10,
+        *,
+        maximize=False,
+    ):
         for name, v in (("lr_decay", lr_decay), ("initial_accumulator_value", initial_accumulator_value), ("eps", eps)):
             _check_positive(name, v)
-        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps, maximize=maximize,
-                                      initial_accumulator_value=initial_accumulator_value))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                lr_decay=lr_decay,
+                weight_decay=weight_decay,
+                eps=eps,
+                maximize=maximize,
+                initial_accumulator_value=initial_accumulator_value,
+            ),
+        )
 
     def _update(self, p, grad, group, state):
         p32 = p.float()

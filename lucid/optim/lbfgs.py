@@ -21,15 +21,33 @@ class LBFGS(Optimizer):
     `tolerance_change`. One parameter group only. Only ``line_search_fn=None`` (a fixed step)
     is supported."""
 
-    def __init__(self, params, lr=1.0, max_iter=20, max_eval=None, tolerance_grad=1e-7, tolerance_change=1e-9,
-                 history_size=100, line_search_fn=None):
+    def __init__(
+        self,
+        params,
+        lr=1.0,
+        max_iter=20,
+        max_eval=None,
+        tolerance_grad=1e-7,
+        tolerance_change=1e-9,
+        history_size=100,
+        line_search_fn=None,
+    ):
         if line_search_fn is not None:
             raise ValueError(f"LBFGS: line_search_fn {line_search_fn!r} is not supported; use None (a fixed step)")
         if max_eval is None:
             max_eval = max_iter * 5 // 4
-        super().__init__(params, dict(lr=lr, max_iter=max_iter, max_eval=max_eval, tolerance_grad=tolerance_grad,
-                                      tolerance_change=tolerance_change, history_size=history_size,
-                                      line_search_fn=line_search_fn))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                max_iter=max_iter,
+                max_eval=max_eval,
+                tolerance_grad=tolerance_grad,
+                tolerance_change=tolerance_change,
+                history_size=history_size,
+                line_search_fn=line_search_fn,
+            ),
+        )
         if len(self.param_groups) != 1:
             raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
         self._params = self.param_groups[0]["params"]
@@ -41,7 +59,7 @@ class LBFGS(Optimizer):
         offset = 0
         for p in self._params:
             n = p.numel()
-            p.add_(direction[offset:offset + n].view_as(p), alpha=step)
+            p.add_(direction[offset : offset + n].view_as(p), alpha=step)
             offset += n
 
     def step(self, closure):
@@ -57,8 +75,11 @@ class LBFGS(Optimizer):
     def _iterate(self, closure, orig_loss):
         group = self.param_groups[0]
         lr, max_iter, max_eval = group["lr"], group["max_iter"], group["max_eval"]
-        tolerance_grad, tolerance_change, history_size = (group["tolerance_grad"], group["tolerance_change"],
-                                                          group["history_size"])
+        tolerance_grad, tolerance_change, history_size = (
+            group["tolerance_grad"],
+            group["tolerance_change"],
+            group["history_size"],
+        )
         state = self.state[self._params[0]]
         state.setdefault("func_evals", 0)
         state.setdefault("n_iter", 0)
@@ -130,6 +151,14 @@ class LBFGS(Optimizer):
             if abs(loss - prev_loss) < tolerance_change:
                 break
 
-        state.update(d=d, t=t, old_dirs=old_dirs, old_stps=old_stps, ro=ro, H_diag=h_diag,
-                     prev_flat_grad=prev_flat_grad, prev_loss=prev_loss)
+        state.update(
+            d=d,
+            t=t,
+            old_dirs=old_dirs,
+            old_stps=old_stps,
+            ro=ro,
+            H_diag=h_diag,
+            prev_flat_grad=prev_flat_grad,
+            prev_loss=prev_loss,
+        )
         return orig_loss

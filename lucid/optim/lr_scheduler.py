@@ -22,14 +22,17 @@ class LRScheduler:
         self.optimizer = optimizer
         last_epoch = operator.index(last_epoch)
         if last_epoch < -1:
-            raise ValueError(f"last_epoch must be -1 (a new schedule) or the index of the last finished epoch, "
-                             f"got {last_epoch}")
+            raise ValueError(
+                f"last_epoch must be -1 (a new schedule) or the index of the last finished epoch, got {last_epoch}"
+            )
         for i, group in enumerate(optimizer.param_groups):
             if last_epoch == -1:
                 group.setdefault("initial_lr", group["lr"])
             elif "initial_lr" not in group:
-                raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] when resuming a scheduler "
-                               f"(last_epoch={last_epoch})")
+                raise KeyError(
+                    f"param 'initial_lr' is not specified in param_groups[{i}] when resuming a scheduler "
+                    f"(last_epoch={last_epoch})"
+                )
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         self.step()

@@ -106,8 +106,11 @@ class Optimizer:
             entry = {k: copy.deepcopy(v) for k, v in g.items() if k != "params"}
             entry["params"] = [index.setdefault(id(p), len(index)) for p in g["params"]]
             groups.append(entry)
-        state = {index[id(p)]: {k: (v.detach() if isinstance(v, Tensor) else v) for k, v in s.items()}
-                 for p, s in self.state.items() if id(p) in index}
+        state = {
+            index[id(p)]: {k: (v.detach() if isinstance(v, Tensor) else v) for k, v in s.items()}
+            for p, s in self.state.items()
+            if id(p) in index
+        }
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict):
@@ -117,14 +120,21 @@ class Optimizer:
         params = []
         for mine, theirs in zip(self.param_groups, groups):
             if len(mine["params"]) != len(theirs.get("params", [])):
-                raise ValueError("loaded state dict contains a parameter group that doesn't match the size of the optimizer's group")
+                raise ValueError(
+                    "loaded state dict contains a parameter group that doesn't match the size of the optimizer's group"
+                )
             params.extend(zip(theirs["params"], mine["params"]))
         self.state = collections.defaultdict(dict)
         for idx, p in params:
             saved = state_dict.get("state", {}).get(idx)
             if saved is not None:
-                self.state[p] = {k: (v.to(dtype=_STEP_DTYPE if k == "step" else p.dtype, device=p.device, copy=True)
-                                     if isinstance(v, Tensor) else v)
-                                 for k, v in saved.items()}
+                self.state[p] = {
+                    k: (
+                        v.to(dtype=_STEP_DTYPE if k == "step" else p.dtype, device=p.device, copy=True)
+                        if isinstance(v, Tensor)
+                        else v
+                    )
+                    for k, v in saved.items()
+                }
         for mine, theirs in zip(self.param_groups, groups):
             mine.update({k: v for k, v in theirs.items() if k != "params"})

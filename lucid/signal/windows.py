@@ -15,8 +15,19 @@ from .._ops.creation import leaf, tensor
 from .._settings import get_default_dtype
 from .._types import check_dtype
 
-__all__ = ["bartlett", "blackman", "cosine", "exponential", "gaussian", "general_cosine", "general_hamming",
-           "hamming", "hann", "kaiser", "nuttall"]
+__all__ = [
+    "bartlett",
+    "blackman",
+    "cosine",
+    "exponential",
+    "gaussian",
+    "general_cosine",
+    "general_hamming",
+    "hamming",
+    "hann",
+    "kaiser",
+    "nuttall",
+]
 
 
 def _points(M, sym, fn):
@@ -63,8 +74,9 @@ def general_cosine(M, *, a, sym=True, dtype=None, layout=None, device=None, requ
 def general_hamming(M, *, alpha=0.54, sym=True, dtype=None, layout=None, device=None, requires_grad=False):
     """``alpha - (1 - alpha) cos(2 pi n / (M - 1))``."""
     M, N = _points(M, sym, "general_hamming")
-    return _window(_cosine_sum(N, [alpha, 1.0 - alpha], sym), M, dtype, layout, device, requires_grad,
-                   "general_hamming")
+    return _window(
+        _cosine_sum(N, [alpha, 1.0 - alpha], sym), M, dtype, layout, device, requires_grad, "general_hamming"
+    )
 
 
 def hamming(M, *, sym=True, dtype=None, layout=None, device=None, requires_grad=False):
@@ -88,8 +100,15 @@ def blackman(M, *, sym=True, dtype=None, layout=None, device=None, requires_grad
 def nuttall(M, *, sym=True, dtype=None, layout=None, device=None, requires_grad=False):
     """Nuttall's minimum 4-term Blackman-Harris window."""
     M, N = _points(M, sym, "nuttall")
-    return _window(_cosine_sum(N, [0.3635819, 0.4891775, 0.1365995, 0.0106411], sym), M, dtype, layout, device,
-                   requires_grad, "nuttall")
+    return _window(
+        _cosine_sum(N, [0.3635819, 0.4891775, 0.1365995, 0.0106411], sym),
+        M,
+        dtype,
+        layout,
+        device,
+        requires_grad,
+        "nuttall",
+    )
 
 
 def bartlett(M, *, sym=True, dtype=None, layout=None, device=None, requires_grad=False):
@@ -102,8 +121,7 @@ def bartlett(M, *, sym=True, dtype=None, layout=None, device=None, requires_grad
 def cosine(M, *, sym=True, dtype=None, layout=None, device=None, requires_grad=False):
     """The sine window: ``sin(pi (n + 0.5) / M)``."""
     M, N = _points(M, sym, "cosine")
-    return _window(np.sin(np.pi * (np.arange(N) + 0.5) / max(N, 1)), M, dtype, layout, device, requires_grad,
-                   "cosine")
+    return _window(np.sin(np.pi * (np.arange(N) + 0.5) / max(N, 1)), M, dtype, layout, device, requires_grad, "cosine")
 
 
 def exponential(M, *, center=None, tau=1.0, sym=True, dtype=None, layout=None, device=None, requires_grad=False):
@@ -123,8 +141,15 @@ def gaussian(M, *, std=1.0, sym=True, dtype=None, layout=None, device=None, requ
     M, N = _points(M, sym, "gaussian")
     if std <= 0:
         raise ValueError(f"gaussian(): std must be positive, got {std}")
-    return _window(np.exp(-((np.arange(N) - (N - 1) / 2) ** 2) / (2 * std * std)), M, dtype, layout, device,
-                   requires_grad, "gaussian")
+    return _window(
+        np.exp(-((np.arange(N) - (N - 1) / 2) ** 2) / (2 * std * std)),
+        M,
+        dtype,
+        layout,
+        device,
+        requires_grad,
+        "gaussian",
+    )
 
 
 def kaiser(M, *, beta=12.0, sym=True, dtype=None, layout=None, device=None, requires_grad=False):

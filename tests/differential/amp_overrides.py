@@ -22,8 +22,10 @@ SHAPES = {"x": (6, 16), "w1": (16, 16), "w2": (8, 16), "b2": (8,), "w3": (4, 8),
 
 
 def _leaves(M):
-    return {name: M.tensor(np.random.default_rng(i + 1).standard_normal(shape).astype(np.float32), requires_grad=True)
-            for i, (name, shape) in enumerate(SHAPES.items())}
+    return {
+        name: M.tensor(np.random.default_rng(i + 1).standard_normal(shape).astype(np.float32), requires_grad=True)
+        for i, (name, shape) in enumerate(SHAPES.items())
+    }
 
 
 def lucid_program(lucid, t):
@@ -63,13 +65,18 @@ def outcome(M, program) -> dict:
     out = program(M, t)
     weights = M.tensor(np.random.default_rng(99).standard_normal(SHAPES["x"][:1] + (4,)).astype(np.float32))
     (out["o"] * weights).sum().backward()
-    return {"outputs": {k: {"dtype": str(v.dtype).split(".")[-1], "values": v.detach().float().numpy().ravel().tolist()}
-                        for k, v in out.items()},
-            "grads": {k: v.grad.numpy().ravel().tolist() for k, v in t.items()}}
+    return {
+        "outputs": {
+            k: {"dtype": str(v.dtype).split(".")[-1], "values": v.detach().float().numpy().ravel().tolist()}
+            for k, v in out.items()
+        },
+        "grads": {k: v.grad.numpy().ravel().tolist() for k, v in t.items()},
+    }
 
 
 def record():
     import torch
+
     torch.set_num_threads(1)
     write_reference(REFERENCE, torch, {"outcome": outcome(torch, torch_program)})
 

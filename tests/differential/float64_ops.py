@@ -28,35 +28,65 @@ def _values(seed, shape, positive=False):
 
 def _cases(M, F):
     """name -> (leaf shapes, positive leaves?, fn(leaves) -> tensor)."""
-    nn = M.nn
     return {
         "add_mul_div": ([(3, 4), (4,)], False, lambda a, b: (a + b) * a / (b * b + 1)),
         "pow_sqrt_exp_log": ([(3, 4), (3, 4)], True, lambda a, b: a.pow(b) + a.sqrt() * b.exp() - a.log()),
         "unary_math": ([(3, 5)], False, lambda a: a.sin() + a.cos() * a.tanh() + a.sigmoid() - a.atan() + a.expm1()),
-        "activations": ([(4, 6)], False, lambda a: F.gelu(a) + F.gelu(a, approximate="tanh") * F.silu(a)
-                        + F.softplus(a) - F.elu(a) + F.leaky_relu(a, 0.2) + F.relu(a)),
+        "activations": (
+            [(4, 6)],
+            False,
+            lambda a: (
+                F.gelu(a)
+                + F.gelu(a, approximate="tanh") * F.silu(a)
+                + F.softplus(a)
+                - F.elu(a)
+                + F.leaky_relu(a, 0.2)
+                + F.relu(a)
+            ),
+        ),
         "matmul": ([(5, 7), (7, 3)], False, lambda a, b: a @ b),
         "batched_matmul": ([(2, 3, 4), (2, 4, 5)], False, lambda a, b: M.matmul(a, b.transpose(1, 2).transpose(1, 2))),
         "linear": ([(6, 5), (4, 5), (4,)], False, lambda x, w, b: F.linear(x, w, b)),
-        "reductions": ([(4, 5)], False, lambda a: a.sum(1) + a.mean(0).sum() + a.var(1) + a.std(0).sum()
-                       + a.amax(1) + a.norm()),
+        "reductions": (
+            [(4, 5)],
+            False,
+            lambda a: a.sum(1) + a.mean(0).sum() + a.var(1) + a.std(0).sum() + a.amax(1) + a.norm(),
+        ),
         "softmax": ([(3, 7)], False, lambda a: F.softmax(a * 3, dim=-1) + F.log_softmax(a, dim=0)),
         "cross_entropy": ([(5, 4)], False, lambda a: F.cross_entropy(a, M.tensor([0, 3, 1, 2, 3]))),
-        "mse_bce": ([(3, 4), (3, 4)], False,
-                    lambda a, b: F.mse_loss(a, b) + F.binary_cross_entropy_with_logits(a, b.sigmoid())),
+        "mse_bce": (
+            [(3, 4), (3, 4)],
+            False,
+            lambda a, b: F.mse_loss(a, b) + F.binary_cross_entropy_with_logits(a, b.sigmoid()),
+        ),
         "layer_norm": ([(4, 6), (6,), (6,)], False, lambda x, w, b: F.layer_norm(x, (6,), w, b)),
         "group_norm": ([(2, 4, 5), (4,), (4,)], False, lambda x, w, b: F.group_norm(x, 2, w, b)),
-        "batch_norm": ([(5, 3, 4), (3,), (3,)], False,
-                       lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True)),
+        "batch_norm": (
+            [(5, 3, 4), (3,), (3,)],
+            False,
+            lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+        ),
         "conv2d": ([(2, 3, 6, 5), (4, 3, 3, 3), (4,)], False, lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1)),
         "conv1d": ([(2, 2, 7), (3, 2, 3)], False, lambda x, w: F.conv1d(x, w, padding=2, dilation=2)),
         "pools": ([(2, 3, 6, 6)], False, lambda x: F.max_pool2d(x, 2) + F.avg_pool2d(x, 3, stride=2, padding=1)),
-        "attention": ([(2, 4, 3), (2, 5, 3), (2, 5, 2)], False,
-                      lambda q, k, v: F.scaled_dot_product_attention(q, k, v)),
-        "causal_attention": ([(2, 4, 3), (2, 4, 3), (2, 4, 3)], False,
-                             lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
-        "shape_and_index": ([(4, 5)], False, lambda a: M.cat([a[1:3], a[[0, 3]].flip(0)]).t().reshape(2, 10)
-                            .cumsum(1) + a.gather(1, M.tensor([[0], [4], [2], [1]])).sum()),
+        "attention": (
+            [(2, 4, 3), (2, 5, 3), (2, 5, 2)],
+            False,
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+        ),
+        "causal_attention": (
+            [(2, 4, 3), (2, 4, 3), (2, 4, 3)],
+            False,
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        ),
+        "shape_and_index": (
+            [(4, 5)],
+            False,
+            lambda a: (
+                M.cat([a[1:3], a[[0, 3]].flip(0)]).t().reshape(2, 10).cumsum(1)
+                + a.gather(1, M.tensor([[0], [4], [2], [1]])).sum()
+            ),
+        ),
         "where_clamp": ([(4, 5), (4, 5)], False, lambda a, b: M.where(a > b, a, b * 2).clamp(-0.5, 0.7)),
         "precision": ([(3,)], False, lambda a: ((a + 1e8) - 1e8) * 1e6 + (a * 1e-9).exp() - 1),
         "lstm": ([(4, 2, 3)], False, lambda x: _lstm(M, x)),
@@ -78,9 +108,12 @@ def run_case(M, F, name) -> dict:
     out = fn(*leaves)
     weights = M.tensor(_values(99, tuple(out.shape)), dtype=M.float64)
     (out * weights).sum().backward()
-    return {"dtype": str(out.dtype).split(".")[-1], "shape": list(out.shape),
-            "values": out.detach().numpy().ravel().tolist(),
-            "grads": [leaf.grad.numpy().ravel().tolist() for leaf in leaves]}
+    return {
+        "dtype": str(out.dtype).split(".")[-1],
+        "shape": list(out.shape),
+        "values": out.detach().numpy().ravel().tolist(),
+        "grads": [leaf.grad.numpy().ravel().tolist() for leaf in leaves],
+    }
 
 
 def _tensor(M, name, zero_dim):
@@ -115,6 +148,7 @@ def names() -> list:
 
 def record():
     import torch
+
     torch.set_num_threads(1)
     torch.bfloat16  # noqa: B018
     cases = {name: run_case(torch, torch.nn.functional, name) for name in names()}

@@ -24,13 +24,59 @@ SHAPE = (3, 4, 2)
 PROGRAMS = 160
 REFERENCE = Path(__file__).with_name("views_reference.json.gz")
 
-VIEWS = ["slice", "select", "int_index", "tensor_index", "narrow", "view_flat", "reshape_flat", "transpose", "t",
-         "permute", "unsqueeze", "squeeze", "expand", "flatten", "unflatten", "diagonal", "detach", "data",
-         "ellipsis_none"]
-WRITES = ["add_", "sub_", "mul_", "div_", "pow_", "clamp_", "fill_", "zero_", "copy_", "copy_broadcast", "add_tensor",
-          "add_alpha", "set_int", "set_slice", "set_mask", "set_list", "set_tensor0", "set_all", "set_tensor_value",
-          "masked_fill_", "index_put_", "scatter_", "iadd", "imul", "ipow", "exp_", "neg_", "sigmoid_", "abs_",
-          "no_grad_write"]
+VIEWS = [
+    "slice",
+    "select",
+    "int_index",
+    "tensor_index",
+    "narrow",
+    "view_flat",
+    "reshape_flat",
+    "transpose",
+    "t",
+    "permute",
+    "unsqueeze",
+    "squeeze",
+    "expand",
+    "flatten",
+    "unflatten",
+    "diagonal",
+    "detach",
+    "data",
+    "ellipsis_none",
+]
+WRITES = [
+    "add_",
+    "sub_",
+    "mul_",
+    "div_",
+    "pow_",
+    "clamp_",
+    "fill_",
+    "zero_",
+    "copy_",
+    "copy_broadcast",
+    "add_tensor",
+    "add_alpha",
+    "set_int",
+    "set_slice",
+    "set_mask",
+    "set_list",
+    "set_tensor0",
+    "set_all",
+    "set_tensor_value",
+    "masked_fill_",
+    "index_put_",
+    "scatter_",
+    "iadd",
+    "imul",
+    "ipow",
+    "exp_",
+    "neg_",
+    "sigmoid_",
+    "abs_",
+    "no_grad_write",
+]
 DERIVES = ["exp", "mul_self", "sigmoid", "clone", "add_other"]
 
 
@@ -145,7 +191,7 @@ class _Runner:
         if kind == "set_int" and nd and shape[0]:
             t[raw[0] % shape[0]] = v
         elif kind == "set_slice" and nd:
-            t[raw[0] % 2::2] = v
+            t[raw[0] % 2 :: 2] = v
         elif kind == "set_mask":
             t[self.fresh(shape) > 0] = v
         elif kind == "set_list" and nd and shape[0]:
@@ -216,8 +262,11 @@ def run(M, seed: int) -> dict:
     grad = None
     if ops[0][1]:
         try:
-            loss = sum((t.float() * M.tensor(_values(seed, 1000 + i, tuple(t.shape)))).sum()
-                       for i, t in enumerate(slots) if t is not None and t.requires_grad)
+            loss = sum(
+                (t.float() * M.tensor(_values(seed, 1000 + i, tuple(t.shape)))).sum()
+                for i, t in enumerate(slots)
+                if t is not None and t.requires_grad
+            )
             if not isinstance(loss, int):
                 loss.backward()
             grad = None if leaf.grad is None else leaf.grad.numpy().ravel().tolist()
@@ -228,6 +277,7 @@ def run(M, seed: int) -> dict:
 
 def record():
     import torch
+
     torch.set_num_threads(1)
     write_reference(REFERENCE, torch, {"outcomes": [run(torch, seed) for seed in range(PROGRAMS)]})
 

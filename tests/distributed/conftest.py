@@ -44,12 +44,18 @@ def mpiexec_path():
 @pytest.fixture(scope="session")
 def mpiexec():
     import importlib.util
+
     path = mpiexec_path()
-    missing = [what for what, ok in (("mpi4py", importlib.util.find_spec("mpi4py") is not None),
-                                     ("mpiexec", path is not None)) if not ok]
+    missing = [
+        what
+        for what, ok in (("mpi4py", importlib.util.find_spec("mpi4py") is not None), ("mpiexec", path is not None))
+        if not ok
+    ]
     if missing:
-        message = (f"{' and '.join(missing)} not installed: `make test-distributed` (or "
-                   f"pip install '.[distributed]') installs them")
+        message = (
+            f"{' and '.join(missing)} not installed: `make test-distributed` (or "
+            f"pip install '.[distributed]') installs them"
+        )
         if os.environ.get("LUCID_REQUIRE_MPI") == "1":
             pytest.fail(message)
         pytest.skip(message)
@@ -66,8 +72,15 @@ def run_processes(cmd, timeout, env=None):
     the ranks) if it outlives `timeout`: a hang fails the test instead of blocking it."""
     full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env,
-                            start_new_session=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=full_env,
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -7,8 +7,14 @@ import numpy as np
 DTYPES = ("float32", "float16", "bfloat16", "int32", "int64", "bool")
 DEVICES = ("cpu", "metal")
 FLOATS = ("float32", "float16", "bfloat16")
-NUMPY = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "int32": np.int32,
-         "int64": np.int64, "bool": np.bool_}
+NUMPY = {
+    "float32": np.float32,
+    "float16": np.float16,
+    "bfloat16": ml_dtypes.bfloat16,
+    "int32": np.int32,
+    "int64": np.int64,
+    "bool": np.bool_,
+}
 SHAPE = (3, 5)
 
 

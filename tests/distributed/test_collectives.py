@@ -35,8 +35,11 @@ def expected_sum(dtype):
 
 def expected_max(dtype):
     a, b = inputs(dtype)
-    return in_float32(dtype, np.maximum(a.astype(np.float32), b.astype(np.float32))) if dtype in FLOATS \
+    return (
+        in_float32(dtype, np.maximum(a.astype(np.float32), b.astype(np.float32)))
+        if dtype in FLOATS
         else (a | b if dtype == "bool" else np.maximum(a, b))
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -54,7 +57,7 @@ def test_all_reduce_mean_is_the_average_within_the_dtypes_rounding(results, dtyp
     a, b = (x.astype(np.float64) for x in inputs(dtype))
     exact = (a + b) / 2
     # Rounded at most twice (the sum, then the halving) to the dtype's precision.
-    eps = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}[dtype]
+    eps = {"float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}[dtype]
     for got in results:
         mean = got[f"{dtype}-{device}-mean"]
         np.testing.assert_allclose(mean, exact, rtol=0, atol=eps * (np.abs(a) + np.abs(b)).max())
@@ -98,6 +101,7 @@ def test_scalars_empty_tensors_and_parameters(results):
 
 def test_ranks_on_one_machine_split_its_cores(results):
     import os
+
     for got in results:
         assert int(got["threads"]) == max(1, (os.cpu_count() or 1) // RANKS)
 

@@ -51,8 +51,15 @@ FLOAT32_GAP = 1e-5
 BFLOAT16_GAP = 0.02
 
 
-@pytest.mark.parametrize("mode, device, gap", [("float32", "cpu", FLOAT32_GAP), ("float32", "metal", FLOAT32_GAP),
-                                               ("bfloat16", "cpu", BFLOAT16_GAP), ("accumulate", "cpu", FLOAT32_GAP)])
+@pytest.mark.parametrize(
+    "mode, device, gap",
+    [
+        ("float32", "cpu", FLOAT32_GAP),
+        ("float32", "metal", FLOAT32_GAP),
+        ("bfloat16", "cpu", BFLOAT16_GAP),
+        ("accumulate", "cpu", FLOAT32_GAP),
+    ],
+)
 def test_two_ranks_on_half_batches_match_one_process_on_the_whole(mpiexec, tmp_path, mode, device, gap):
     (reference,) = train(mpiexec, tmp_path, mode, device, ranks=1)
     ranks = train(mpiexec, tmp_path, mode, device)
@@ -76,7 +83,7 @@ def test_compressed_gradients_are_the_average_within_the_dtypes_rounding(mpiexec
     ranks = train(mpiexec, tmp_path, f"compress-{dtype}")
     # Unit roundoff: bfloat16 keeps 8 significant bits, float16 11. Each rank's g/2 is rounded
     # once and their sum once: at most 2u of (|g0| + |g1|) / 2, plus float16's subnormal step.
-    u, tiny = {"bfloat16": (2.0 ** -8, 0.0), "float16": (2.0 ** -11, 2.0 ** -24)}[dtype]
+    u, tiny = {"bfloat16": (2.0**-8, 0.0), "float16": (2.0**-11, 2.0**-24)}[dtype]
     numpy_dtype = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype]
     compressed_somewhere = False
     for i in range(PARAMS):

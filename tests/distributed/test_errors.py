@@ -27,34 +27,48 @@ def expect(raised, case, per_rank):
 
 
 def test_an_argument_wrong_on_one_rank_raises_on_both(raised):
-    expect(raised, "not-a-tensor-on-rank-1", [("RuntimeError", ["rank 1 passed invalid arguments", "list"]),
-                                              ("TypeError", ["expected a lucid.Tensor, got list"])])
+    expect(
+        raised,
+        "not-a-tensor-on-rank-1",
+        [
+            ("RuntimeError", ["rank 1 passed invalid arguments", "list"]),
+            ("TypeError", ["expected a lucid.Tensor, got list"]),
+        ],
+    )
 
 
-@pytest.mark.parametrize("case, kind, words", [
-    ("bad-op", "ValueError", ["'product'", "'sum', 'mean' or 'max'"]),
-    ("mean-of-ints", "TypeError", ["floating-point", "int64"]),
-    ("src-out-of-range", "ValueError", ["src=2 is not a rank", "0 … 1"]),
-    ("src-not-an-int", "TypeError", ["src must be an int"]),
-    ("autograd-history", "RuntimeError", ["autograd history", "detach()"]),
-    ("gather-not-a-tensor", "TypeError", ["got NoneType"]),
-    ("ddp-not-a-module", "TypeError", ["wraps a lucid.nn.Module, got Tensor"]),
-    ("ddp-bad-grad-dtype", "ValueError", ["grad_dtype", "lucid.int32"]),
-])
+@pytest.mark.parametrize(
+    "case, kind, words",
+    [
+        ("bad-op", "ValueError", ["'product'", "'sum', 'mean' or 'max'"]),
+        ("mean-of-ints", "TypeError", ["floating-point", "int64"]),
+        ("src-out-of-range", "ValueError", ["src=2 is not a rank", "0 … 1"]),
+        ("src-not-an-int", "TypeError", ["src must be an int"]),
+        ("autograd-history", "RuntimeError", ["autograd history", "detach()"]),
+        ("gather-not-a-tensor", "TypeError", ["got NoneType"]),
+        ("ddp-not-a-module", "TypeError", ["wraps a lucid.nn.Module, got Tensor"]),
+        ("ddp-bad-grad-dtype", "ValueError", ["grad_dtype", "lucid.int32"]),
+    ],
+)
 def test_an_argument_wrong_on_every_rank(raised, case, kind, words):
     expect(raised, case, [(kind, words)] * RANKS)
 
 
-@pytest.mark.parametrize("case, words", [
-    ("shapes-differ", ["shape (3,)", "shape (4,)"]),
-    ("dtypes-differ", ["float32", "float16"]),
-    ("ops-differ", ["op='sum'", "op='max'"]),
-    ("src-differs", ["src=0", "src=1"]),
-    ("different-collectives", ["all_reduce(", "broadcast("]),
-    ("gather-shapes-differ", ["shape (2, 1)", "shape (2, 2)"]),
-    ("ddp-models-differ", ["differ in their parameters", "'weight' (float32, shape (2, 2))",
-                           "'weight' (float32, shape (3, 2))"]),
-])
+@pytest.mark.parametrize(
+    "case, words",
+    [
+        ("shapes-differ", ["shape (3,)", "shape (4,)"]),
+        ("dtypes-differ", ["float32", "float16"]),
+        ("ops-differ", ["op='sum'", "op='max'"]),
+        ("src-differs", ["src=0", "src=1"]),
+        ("different-collectives", ["all_reduce(", "broadcast("]),
+        ("gather-shapes-differ", ["shape (2, 1)", "shape (2, 2)"]),
+        (
+            "ddp-models-differ",
+            ["differ in their parameters", "'weight' (float32, shape (2, 2))", "'weight' (float32, shape (3, 2))"],
+        ),
+    ],
+)
 def test_ranks_that_disagree_raise_the_same_error(raised, case, words):
     expect(raised, case, [("ValueError", words)] * RANKS)
     # The same description on both (each names its own call first).
@@ -68,12 +82,22 @@ def test_the_ranks_stay_in_step_after_the_errors(raised):
 # A rank that exits by itself (os._exit(3), no MPI_Abort) ends the job through mpiexec, which
 # kills the other rank with SIGKILL; whether MPICH's mpiexec then reports the rank's 3 or the
 # kill's 9 depends on which status it collects first, so either is the job failing.
-@pytest.mark.parametrize("mode, statuses, words", [
-    ("raise", {1}, ["rank 1 of 2 stopped on an uncaught exception", "ValueError: rank 1 failed on purpose",
-                    "aborting all 2 ranks"]),
-    ("raise-in-backward", {1}, ["ValueError: rank 1 failed on purpose"]),
-    ("exit", {3, 9}, []),
-])
+@pytest.mark.parametrize(
+    "mode, statuses, words",
+    [
+        (
+            "raise",
+            {1},
+            [
+                "rank 1 of 2 stopped on an uncaught exception",
+                "ValueError: rank 1 failed on purpose",
+                "aborting all 2 ranks",
+            ],
+        ),
+        ("raise-in-backward", {1}, ["ValueError: rank 1 failed on purpose"]),
+        ("exit", {3, 9}, []),
+    ],
+)
 def test_a_failing_rank_ends_the_job_quickly(run_mpi, mode, statuses, words):
     run = run_mpi("worker_failures.py", mode, timeout=60)
     assert run.returncode in statuses, run.out

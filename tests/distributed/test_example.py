@@ -15,8 +15,9 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ddp_digits.py"
 @pytest.mark.parametrize("extra", [[], ["--amp", "--grad-dtype", "bfloat16"]])
 def test_ddp_digits_trains_on_two_ranks(mpiexec, extra):
     pytest.importorskip("sklearn")
-    run = conftest.run_processes([mpiexec, "-n", "2", conftest.sys.executable, str(EXAMPLE), "--epochs", "4", *extra],
-                                 timeout=180)
+    run = conftest.run_processes(
+        [mpiexec, "-n", "2", conftest.sys.executable, str(EXAMPLE), "--epochs", "4", *extra], timeout=180
+    )
     check_ok(run)
     assert "2 rank(s)" in run.out and "replicas identical: yes" in run.out, run.out
     epochs = re.findall(r"test acc\s+([\d.]+)% \(per rank: ([\d.]+)%, ([\d.]+)%\)", run.out)

@@ -36,7 +36,7 @@ def test_the_ranks_shares_are_disjoint_and_cover_the_dataset(results, n, drop_la
         assert set(counts) == set(range(n))
         assert sum(c - 1 for c in counts.values()) == RANKS * size - n  # only the padding repeats
     if not shuffle:  # 0 … n-1, padded from the start, dealt out in turn
-        padded = (list(range(n)) * RANKS)[:RANKS * size]
+        padded = (list(range(n)) * RANKS)[: RANKS * size]
         assert shares == [padded[r::RANKS] for r in range(RANKS)]
 
 

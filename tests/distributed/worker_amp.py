@@ -26,6 +26,7 @@ dist.init()
 rank = dist.get_rank()
 if mode == "unagreed":
     import lucid.amp.grad_scaler as grad_scaler
+
     grad_scaler._agree_over_ranks = lambda found_inf: None
 
 lucid.manual_seed(0)
@@ -56,8 +57,9 @@ for step in range(3):
     before = [p.numpy() for p in model.parameters()]
     result = scaler.step(opt)
     scaler.update()
-    record["skipped"].append(result is None and not any(
-        not np.array_equal(b, p.numpy()) for b, p in zip(before, model.parameters())))
+    record["skipped"].append(
+        result is None and not any(not np.array_equal(b, p.numpy()) for b, p in zip(before, model.parameters()))
+    )
     record["moved"].append(any(not np.array_equal(b, p.numpy()) for b, p in zip(before, model.parameters())))
     record["scale"].append(scaler.get_scale())
 

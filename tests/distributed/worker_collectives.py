@@ -1,6 +1,6 @@
 """Every collective on every dtype and device; each rank saves what it got in OUT/rank<r>.npz.
 
-    mpiexec -n 2 python tests/distributed/worker_collectives.py OUT
+mpiexec -n 2 python tests/distributed/worker_collectives.py OUT
 """
 
 import sys

@@ -45,8 +45,10 @@ def batch(step, micro=0):
     x = rng.standard_normal((BATCH, 10)).astype(np.float32)
     y = rng.integers(0, 4, BATCH)
     n = BATCH // world  # this rank's share: the same size on every rank
-    return (lucid.tensor(x[rank * n:(rank + 1) * n], device=device),
-            lucid.tensor(y[rank * n:(rank + 1) * n], device=device))
+    return (
+        lucid.tensor(x[rank * n : (rank + 1) * n], device=device),
+        lucid.tensor(y[rank * n : (rank + 1) * n], device=device),
+    )
 
 
 lucid.manual_seed(rank)  # different initial weights on each rank: the wrapper broadcasts rank 0's
@@ -67,6 +69,7 @@ if mode.startswith("compress"):
     x, y = batch(0)
     # The local gradient, from a plain copy of the (broadcast) model on this rank's share.
     import copy
+
     local = copy.deepcopy(net)
     F.cross_entropy(local(x), y).backward()
     saved["local"] = [p.grad.numpy() for p in local.parameters()]

@@ -11,14 +11,13 @@ import numpy as np
 import lucid
 import lucid.distributed as dist
 import lucid.nn as nn
-import lucid.nn.functional as F
 from lucid.nn.parallel import DistributedDataParallel
 
 dist.init()
 rank, world = dist.get_rank(), dist.get_world_size()
 rng = np.random.default_rng(7)
 x_all = lucid.tensor(rng.standard_normal((4, 5)).astype(np.float32))
-x_mine = x_all[2 * rank:2 * rank + 2]
+x_mine = x_all[2 * rank : 2 * rank + 2]
 
 
 def close(a, b, what):

@@ -31,8 +31,9 @@ CASES = {
     "gather-shapes-differ": lambda: dist.all_gather(lucid.zeros(2, 1 + rank)),
     "gather-not-a-tensor": lambda: dist.all_gather(None),
     "ddp-not-a-module": lambda: lucid.nn.parallel.DistributedDataParallel(x),
-    "ddp-bad-grad-dtype": lambda: lucid.nn.parallel.DistributedDataParallel(lucid.nn.Linear(2, 2),
-                                                                            grad_dtype=lucid.int32),
+    "ddp-bad-grad-dtype": lambda: lucid.nn.parallel.DistributedDataParallel(
+        lucid.nn.Linear(2, 2), grad_dtype=lucid.int32
+    ),
     "ddp-models-differ": lambda: lucid.nn.parallel.DistributedDataParallel(lucid.nn.Linear(2, 2 + rank)),
 }
 

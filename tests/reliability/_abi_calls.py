@@ -26,19 +26,19 @@ import lucid
 from lucid import _C
 from lucid._C import _abi
 
-BUFFER = 1024          # elements in every array argument
-MAX_LENGTH = 300       # the largest count passed with one (lucid_index reads 3 values per item)
+BUFFER = 1024  # elements in every array argument
+MAX_LENGTH = 300  # the largest count passed with one (lucid_index reads 3 values per item)
 SKIP = {
     "lucid_set_warning_handler",  # takes a function pointer: any non-null value is a call into it
     "lucid_custom_function_callbacks",  # likewise
-    "lucid_hook_callbacks",             # likewise
-    "lucid_set_num_threads",      # process-wide, and 1024 threads would only make the run slow
+    "lucid_hook_callbacks",  # likewise
+    "lucid_set_num_threads",  # process-wide, and 1024 threads would only make the run slow
     "lucid_last_error",
 }
-I32 = [-2 ** 31, -7, -2, -1, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 13, 14, 64, 65, 2 ** 31 - 1]
-LENGTHS = [-2 ** 31, -5, -1, 0, 1, 1, 2, 2, 3, 4, 8, 64, 65, MAX_LENGTH]
-I64 = [-2 ** 63, -2 ** 40, -7, -1, 0, 0, 1, 1, 2, 3, 4, 64, 2 ** 40, 2 ** 62, 2 ** 63 - 1]
-SIZES = [0, 1, 1, 2, 2, 3, 4, -1, -7, 2 ** 40, 2 ** 62, 2 ** 63 - 1, -2 ** 63]
+I32 = [-(2**31), -7, -2, -1, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 13, 14, 64, 65, 2**31 - 1]
+LENGTHS = [-(2**31), -5, -1, 0, 1, 1, 2, 2, 3, 4, 8, 64, 65, MAX_LENGTH]
+I64 = [-(2**63), -(2**40), -7, -1, 0, 0, 1, 1, 2, 3, 4, 64, 2**40, 2**62, 2**63 - 1]
+SIZES = [0, 1, 1, 2, 2, 3, 4, -1, -7, 2**40, 2**62, 2**63 - 1, -(2**63)]
 F64 = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 3.5, 1e-300, 1e300, float("nan"), float("inf"), -float("inf")]
 DATA_BYTES = [-1, 0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 48, 96, 4 * BUFFER]
 
@@ -51,10 +51,10 @@ class Fuzzer:
         self.calls = self.failures = 0
         self.functions = [(n, a) for n, (a, _) in sorted(_abi.SIGNATURES.items()) if n not in SKIP]
         self.base_tensors = lucid._memory.live_tensors()
-        self.tensors = set()   # every tensor handle ever made here (released ones stay: stale)
+        self.tensors = set()  # every tensor handle ever made here (released ones stay: stale)
         self.released = set()
-        self.guards = []       # live guards of this thread, for the end
-        self.stale = []        # destroyed guards and guards of ended threads
+        self.guards = []  # live guards of this thread, for the end
+        self.stale = []  # destroyed guards and guards of ended threads
         self.make_pool()
 
     # -- the pool of handles
@@ -146,8 +146,10 @@ class Fuzzer:
     def call(self, name, argtypes, on_thread=False):
         args, buffers = self.arguments(argtypes)
         before = [b.copy() for b in buffers]
-        self.log.write(f"{self.calls} {name}{tuple(a if isinstance(a, (int, float)) or a is None else 'buf' for a in args)}"
-                       f"{' on a new thread' if on_thread else ''}\n")
+        self.log.write(
+            f"{self.calls} {name}{tuple(a if isinstance(a, (int, float)) or a is None else 'buf' for a in args)}"
+            f"{' on a new thread' if on_thread else ''}\n"
+        )
         self.log.flush()
         result = {}
 
@@ -183,12 +185,12 @@ class Fuzzer:
             else:
                 continue
             for h in fresh:
-                if 0 < h < 2 ** 32 and h not in self.tensors and _is_tensor(h):
+                if 0 < h < 2**32 and h not in self.tensors and _is_tensor(h):
                     self.tensors.add(h)
         if name == "lucid_tensor_release" and args[0] in self.tensors:
             self.released.add(args[0])
         if name == "lucid_tensor_release_many" and buffers:
-            self.released.update(h for h in buffers[0][:max(args[1], 0)].tolist() if h in self.tensors)
+            self.released.update(h for h in buffers[0][: max(args[1], 0)].tolist() if h in self.tensors)
         if name == "guard_destroy" and args[0] in self.guards:
             self.guards.remove(args[0])
             self.stale.append(args[0])
@@ -219,8 +221,10 @@ class Fuzzer:
             self.lib.lucid_tensor_release(h)
         live, guards = lucid._memory.live_tensors(), _C.autocast_live_guards()
         if live != self.base_tensors or guards != 0:
-            raise AssertionError(f"after releasing everything: {live} live tensors (started with "
-                                 f"{self.base_tensors}), {guards} live guards")
+            raise AssertionError(
+                f"after releasing everything: {live} live tensors (started with "
+                f"{self.base_tensors}), {guards} live guards"
+            )
 
 
 def _is_tensor(h):
@@ -231,6 +235,7 @@ def _is_tensor(h):
 def run_in_child(seed, count, log_path, conn):
     """Runs `count` random calls; sends ("ok", calls, failures) or ("failed", message)."""
     import traceback
+
     with open(log_path, "w") as log:
         try:
             f = Fuzzer(seed, log)

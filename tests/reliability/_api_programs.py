@@ -24,10 +24,22 @@ from lucid import _C
 # What a bad call may raise: the documented exception types (NotImplementedError is a RuntimeError).
 DOCUMENTED = (ValueError, TypeError, IndexError, RuntimeError)
 
-DTYPES = {"float32": lucid.float32, "float16": lucid.float16, "bfloat16": lucid.bfloat16,
-          "int32": lucid.int32, "int64": lucid.int64, "bool": lucid.bool_}
-NP_DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
-             "int32": np.int32, "int64": np.int64, "bool": np.bool_}
+DTYPES = {
+    "float32": lucid.float32,
+    "float16": lucid.float16,
+    "bfloat16": lucid.bfloat16,
+    "int32": lucid.int32,
+    "int64": lucid.int64,
+    "bool": lucid.bool_,
+}
+NP_DTYPES = {
+    "float32": np.float32,
+    "float16": np.float16,
+    "bfloat16": ml_dtypes.bfloat16,
+    "int32": np.int32,
+    "int64": np.int64,
+    "bool": np.bool_,
+}
 # Relative tolerance and absolute floor (about the smallest normal) per result dtype.
 TOLERANCE = {"float32": (3e-5, 1e-30), "float16": (2e-3, 1e-4), "bfloat16": (1.6e-2, 1e-30)}
 
@@ -74,12 +86,13 @@ def check_close(step, got, ref, scale=None):
 
 # ---- the interpreter ---------------------------------------------------------------------------
 
+
 class Interpreter:
     def __init__(self):
-        self.values = []          # tensors made so far
-        self.open = []            # (device, enabled, dtype name, scope) of the live scopes, innermost last
-        self.checked = 0          # results compared with numpy
-        self.refused = 0          # calls that raised a documented exception
+        self.values = []  # tensors made so far
+        self.open = []  # (device, enabled, dtype name, scope) of the live scopes, innermost last
+        self.checked = 0  # results compared with numpy
+        self.refused = 0  # calls that raised a documented exception
 
     def operand(self, i):
         if not self.values:
@@ -148,10 +161,15 @@ class Interpreter:
         # numpy float64 array would keep float64.
         t = self.keep(lucid.tensor(ref if dtype else ref.tolist(), dtype=DTYPES.get(dtype, dtype), device=device))
         name = _name(t.dtype)
-        if name in ("int32", "int64") and not (np.isfinite(ref) & (np.abs(ref) < 2 ** 31)).all():
+        if name in ("int32", "int64") and not (np.isfinite(ref) & (np.abs(ref) < 2**31)).all():
             return  # out-of-range float -> int conversion has no one right answer
-        check_close(step, t, ref != 0 if name == "bool" else ref.astype(NP_DTYPES[name]).astype(
-            np.float64 if name not in ("int32", "int64") else NP_DTYPES[name]))
+        check_close(
+            step,
+            t,
+            ref != 0
+            if name == "bool"
+            else ref.astype(NP_DTYPES[name]).astype(np.float64 if name not in ("int32", "int64") else NP_DTYPES[name]),
+        )
         self.checked += 1
 
     def check_empty(self, step, t, shape):
@@ -195,10 +213,14 @@ class Interpreter:
     # -- elementwise
 
     UNARY = {
-        "neg": (lambda t: -t, np.negative), "abs": (lambda t: t.abs(), np.abs),
-        "exp": (lambda t: t.exp(), np.exp), "log": (lambda t: t.log(), np.log),
-        "sqrt": (lambda t: t.sqrt(), np.sqrt), "rsqrt": (lambda t: t.rsqrt(), lambda x: 1 / np.sqrt(x)),
-        "tanh": (lambda t: t.tanh(), np.tanh), "sigmoid": (lambda t: t.sigmoid(), lambda x: 1 / (1 + np.exp(-x))),
+        "neg": (lambda t: -t, np.negative),
+        "abs": (lambda t: t.abs(), np.abs),
+        "exp": (lambda t: t.exp(), np.exp),
+        "log": (lambda t: t.log(), np.log),
+        "sqrt": (lambda t: t.sqrt(), np.sqrt),
+        "rsqrt": (lambda t: t.rsqrt(), lambda x: 1 / np.sqrt(x)),
+        "tanh": (lambda t: t.tanh(), np.tanh),
+        "sigmoid": (lambda t: t.sigmoid(), lambda x: 1 / (1 + np.exp(-x))),
         "relu": (lambda t: t.relu(), lambda x: np.maximum(x, 0)),
         "silu": (F.silu, lambda x: x / (1 + np.exp(-x))),
         "softplus": (F.softplus, lambda x: np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20))))),
@@ -217,15 +239,33 @@ class Interpreter:
         check_close(step, t, r)
         self.checked += 1
 
-    BINARY = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide, "**": np.power,
-              "maximum": np.maximum, "minimum": np.minimum, "==": np.equal, "<": np.less, ">=": np.greater_equal}
+    BINARY = {
+        "+": np.add,
+        "-": np.subtract,
+        "*": np.multiply,
+        "/": np.true_divide,
+        "**": np.power,
+        "maximum": np.maximum,
+        "minimum": np.minimum,
+        "==": np.equal,
+        "<": np.less,
+        ">=": np.greater_equal,
+    }
 
     @staticmethod
     def _apply(op, a, b):
         if op in ("maximum", "minimum"):
             return getattr(lucid, op)(a, b)
-        return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
-                "**": lambda: a ** b, "==": lambda: a == b, "<": lambda: a < b, ">=": lambda: a >= b}[op]()
+        return {
+            "+": lambda: a + b,
+            "-": lambda: a - b,
+            "*": lambda: a * b,
+            "/": lambda: a / b,
+            "**": lambda: a**b,
+            "==": lambda: a == b,
+            "<": lambda: a < b,
+            ">=": lambda: a >= b,
+        }[op]()
 
     def op_binary(self, step, op, i, j):
         a, b = self.operand(i), self.operand(j)
@@ -288,8 +328,11 @@ class Interpreter:
         elif name in ("var", "std"):
             t = self.keep(getattr(x, name)(**dims))
             n = v.size if dim is None else v.shape[dim]
-            ref = getattr(np, name)(v, axis=dim, keepdims=keepdim, ddof=1) if n > 1 else np.full(
-                np.sum(v, axis=dim, keepdims=keepdim).shape, np.nan)
+            ref = (
+                getattr(np, name)(v, axis=dim, keepdims=keepdim, ddof=1)
+                if n > 1
+                else np.full(np.sum(v, axis=dim, keepdims=keepdim).shape, np.nan)
+            )
             check_close(step, t, ref, scale=np.max(np.abs(v)) ** (2 if name == "var" else 1) * 1e-2 if v.size else None)
         elif name == "logsumexp":
             t = self.keep(x.logsumexp(dim=dim if dim is not None else tuple(range(x.ndim)), keepdim=keepdim))
@@ -342,7 +385,13 @@ class Interpreter:
             t = self.keep(x.squeeze(dim))
             v = _np(x)
             # a 0-d tensor has one dimension to name (0 or -1), as in PyTorch
-            ref = np.squeeze(v) if dim is None or (isinstance(dim, list) and not dim) else v if v.ndim == 0 or v.shape[dim] != 1 else np.squeeze(v, dim)
+            ref = (
+                np.squeeze(v)
+                if dim is None or (isinstance(dim, list) and not dim)
+                else v
+                if v.ndim == 0 or v.shape[dim] != 1
+                else np.squeeze(v, dim)
+            )
         check_close(step, t, ref)
         self.checked += 1
 
@@ -415,10 +464,13 @@ class Interpreter:
         t = self.keep(x.to(DTYPES.get(dtype, dtype), device=device) if dtype else x.to(device))
         v = _np(x)
         name = _name(t.dtype)
-        if name in ("int32", "int64") and v.dtype.kind == "f" and not (np.isfinite(v) & (np.abs(v) < 2 ** 31)).all():
+        if name in ("int32", "int64") and v.dtype.kind == "f" and not (np.isfinite(v) & (np.abs(v) < 2**31)).all():
             return  # out-of-range float -> int conversion has no one right answer
-        ref = v != 0 if name == "bool" else v.astype(NP_DTYPES[name]).astype(np.float64 if name not in (
-            "int32", "int64") else NP_DTYPES[name])
+        ref = (
+            v != 0
+            if name == "bool"
+            else v.astype(NP_DTYPES[name]).astype(np.float64 if name not in ("int32", "int64") else NP_DTYPES[name])
+        )
         check_close(step, t, ref)
         self.checked += 1
 
@@ -473,9 +525,14 @@ class Interpreter:
 
     # -- autograd
 
-    GRAD = {"exp": np.exp, "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
-            "silu": lambda x: x / (1 + np.exp(-x)), "softplus": lambda x: np.log1p(np.exp(x)),
-            "square": np.square}
+    GRAD = {
+        "exp": np.exp,
+        "tanh": np.tanh,
+        "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+        "silu": lambda x: x / (1 + np.exp(-x)),
+        "softplus": lambda x: np.log1p(np.exp(x)),
+        "square": np.square,
+    }
 
     def op_grad(self, step, i, name, reduce):
         x = self.operand(i)
@@ -497,7 +554,7 @@ class Interpreter:
 
     def op_backward_misuse(self, step, i, how):
         leaf = lucid.tensor(np.ones(3, dtype=np.float32), requires_grad=True)
-        out = (leaf * 2)
+        out = leaf * 2
         if how == "twice":
             s = out.sum()
             s.backward()
@@ -512,8 +569,12 @@ class Interpreter:
 def _same_lists(a, b):
     """Nested lists equal in structure and values, NaN equal to NaN."""
     if isinstance(a, list) or isinstance(b, list):
-        return isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and all(
-            _same_lists(x, y) for x, y in zip(a, b))
+        return (
+            isinstance(a, list)
+            and isinstance(b, list)
+            and len(a) == len(b)
+            and all(_same_lists(x, y) for x, y in zip(a, b))
+        )
     return a == b or (a != a and b != b)
 
 
@@ -531,9 +592,12 @@ def conv2d_reference(x, w, stride, padding, dilation, groups):
         g = o // og
         for kh in range(KH):
             for kw in range(KW):
-                patch = xp[:, g * Cg:(g + 1) * Cg,
-                           kh * dilation[0]: kh * dilation[0] + stride[0] * (OH - 1) + 1: stride[0],
-                           kw * dilation[1]: kw * dilation[1] + stride[1] * (OW - 1) + 1: stride[1]]
+                patch = xp[
+                    :,
+                    g * Cg : (g + 1) * Cg,
+                    kh * dilation[0] : kh * dilation[0] + stride[0] * (OH - 1) + 1 : stride[0],
+                    kw * dilation[1] : kw * dilation[1] + stride[1] * (OW - 1) + 1 : stride[1],
+                ]
                 wk = w[o, :, kh, kw][None, :, None, None]
                 out[:, o] += np.sum(patch * wk, axis=1)
                 scale[:, o] += np.sum(np.abs(patch * wk), axis=1)
@@ -560,11 +624,13 @@ def _pair(v):
 
 # ---- the child's side ---------------------------------------------------------------------------
 
+
 def run_in_child(program, conn):
     """Runs `program` and sends ("ok", checked, refused) or ("mismatch", message) or
     ("undocumented", traceback) through `conn`. A crash sends nothing: the parent sees the
     exit code."""
     import traceback
+
     try:
         it = Interpreter()
         it.run(program)

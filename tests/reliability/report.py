@@ -10,8 +10,16 @@ import sys
 from collections import OrderedDict
 from datetime import datetime, timezone
 
-ORDER = ["Python API fuzz", "C ABI fuzz", "C program", "Threads", "Shared machines", "Leaks", "Faults during training",
-         "Bad files"]
+ORDER = [
+    "Python API fuzz",
+    "C ABI fuzz",
+    "C program",
+    "Threads",
+    "Shared machines",
+    "Leaks",
+    "Faults during training",
+    "Bad files",
+]
 
 HEADER = """# Reliability
 
@@ -61,8 +69,9 @@ def main(log_path, out_path):
         for r in items:
             out.append(f"| {_cell(r['what'])} | {r['cases']:,} | {_cell(r['held'])} |")
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    out.append(f"\nGenerated {stamp} on {platform.system()} {platform.machine()}, Python "
-               f"{platform.python_version()}.\n")
+    out.append(
+        f"\nGenerated {stamp} on {platform.system()} {platform.machine()}, Python {platform.python_version()}.\n"
+    )
     with open(out_path, "w", encoding="utf-8") as f:
         f.write("\n".join(out))
 

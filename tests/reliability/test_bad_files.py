@@ -19,7 +19,6 @@ from safetensors import deserialize
 from safetensors.numpy import save as reference_save
 
 import lucid
-from lucid import _C
 from _support import record, scale
 
 MiB = 1 << 20
@@ -33,23 +32,24 @@ DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16, np.int64, np.int32, np.boo
 def random_array(r):
     dtype = DTYPES[r.randrange(len(DTYPES))]
     shape = tuple(r.randrange(0, 4) for _ in range(r.randrange(0, 3)))
-    values = np.random.default_rng(r.randrange(2 ** 32)).standard_normal(shape) * 5
+    values = np.random.default_rng(r.randrange(2**32)).standard_normal(shape) * 5
     return (values > 0) if dtype is np.bool_ else values.astype(dtype)
 
 
 def random_state(r):
     """A nested checkpoint like a training loop saves: tensors, numbers, strings, None,
     tuples and lists, dicts with str and int keys."""
+
     def value(d):
         kind = r.randrange(9 if d < 3 else 6)
         if kind <= 1:
             return lucid.tensor(random_array(r))
         if kind == 2:
-            return r.choice([r.randrange(-10 ** 12, 10 ** 12), r.random(), float("nan"), float("-inf")])
+            return r.choice([r.randrange(-(10**12), 10**12), r.random(), float("nan"), float("-inf")])
         if kind == 3:
             return r.choice(["", "run-ü", None, True, False])
         if kind == 4:
-            return 2 ** 62 + r.randrange(100)
+            return 2**62 + r.randrange(100)
         if kind == 5:
             return r.random() * 1e300
         if kind == 6:
@@ -58,8 +58,11 @@ def random_state(r):
             return [value(d + 1) for _ in range(r.randrange(3))]
         return {(k if r.random() < 0.5 else f"k{k}"): value(d + 1) for k in range(r.randrange(4))}
 
-    return {"model": {f"{i}.weight": lucid.tensor(random_array(r)) for i in range(r.randrange(1, 4))},
-            "step": r.randrange(10 ** 6), "extra": value(0)}
+    return {
+        "model": {f"{i}.weight": lucid.tensor(random_array(r)) for i in range(r.randrange(1, 4))},
+        "step": r.randrange(10**6),
+        "extra": value(0),
+    }
 
 
 def assert_same(got, want, where="root"):
@@ -85,12 +88,19 @@ def assert_same(got, want, where="root"):
 def small_checkpoint():
     """A saved file of a few hundred bytes, with tensors of several dtypes and structure."""
     r = random.Random(7)
-    state = {"model": {"0.weight": lucid.tensor(np.arange(6, dtype=np.float32).reshape(2, 3)),
-                       "0.bias": lucid.tensor(np.array([0.5, -1.5], ml_dtypes.bfloat16)),
-                       "mask": lucid.tensor(np.array([True, False, True]))},
-             "optim": {"state": {0: {"step": 3, "exp_avg": lucid.tensor(random_array(r).astype(np.float16))}},
-                       "param_groups": [{"lr": 0.01, "betas": (0.9, 0.999), "params": [0]}]},
-             "epoch": 2, "tag": "run"}
+    state = {
+        "model": {
+            "0.weight": lucid.tensor(np.arange(6, dtype=np.float32).reshape(2, 3)),
+            "0.bias": lucid.tensor(np.array([0.5, -1.5], ml_dtypes.bfloat16)),
+            "mask": lucid.tensor(np.array([True, False, True])),
+        },
+        "optim": {
+            "state": {0: {"step": 3, "exp_avg": lucid.tensor(random_array(r).astype(np.float16))}},
+            "param_groups": [{"lr": 0.01, "betas": (0.9, 0.999), "params": [0]}],
+        },
+        "epoch": 2,
+        "tag": "run",
+    }
     buf = io.BytesIO()
     lucid.save(state, buf)
     return state, buf.getvalue()
@@ -103,7 +113,7 @@ def reference_bytes(data):
 
 def header_of(data):
     n = int.from_bytes(data[:8], "little")
-    return n, json.loads(data[8:8 + n])
+    return n, json.loads(data[8 : 8 + n])
 
 
 def frame(header, body=b""):
@@ -113,6 +123,7 @@ def frame(header, body=b""):
 
 
 # ---- checks -----------------------------------------------------------------------------------
+
 
 @contextlib.contextmanager
 def no_tensor_made():
@@ -143,6 +154,7 @@ def rejected(data, match=None):
 
 # ---- round trips ------------------------------------------------------------------------------
 
+
 def test_random_checkpoints_round_trip_through_paths_and_file_objects(tmp_path):
     n = scale(20, 200)
     r = random.Random(0)
@@ -156,11 +168,16 @@ def test_random_checkpoints_round_trip_through_paths_and_file_objects(tmp_path):
         assert buf.getvalue() == path.read_bytes()
         buf.seek(0)
         assert_same(lucid.load(buf), state)
-    record("Bad files", "random nested checkpoints (6 dtypes, int keys, tuples, NaN) saved and loaded back",
-           n, "bit-exact round trip through a path and a file object")
+    record(
+        "Bad files",
+        "random nested checkpoints (6 dtypes, int keys, tuples, NaN) saved and loaded back",
+        n,
+        "bit-exact round trip through a path and a file object",
+    )
 
 
 # ---- truncation and byte flips ----------------------------------------------------------------
+
 
 def test_every_truncation_is_a_value_error_and_makes_no_tensor():
     state, data = small_checkpoint()
@@ -173,8 +190,12 @@ def test_every_truncation_is_a_value_error_and_makes_no_tensor():
     for cut in offsets:
         rejected(data[:cut])
     assert_same(lucid.load(io.BytesIO(data)), state)  # the file itself is fine
-    record("Bad files", f"a {len(data)}-byte checkpoint truncated at each offset tried", len(offsets),
-           "ValueError from lucid.load, no tensor made")
+    record(
+        "Bad files",
+        f"a {len(data)}-byte checkpoint truncated at each offset tried",
+        len(offsets),
+        "ValueError from lucid.load, no tensor made",
+    )
 
 
 def data_region_outcome(data, state_bytes, flips):
@@ -220,8 +241,10 @@ def test_seeded_byte_flips_load_what_the_file_holds_or_are_value_errors():
     for _ in range(n):
         # One to three bytes, half the time all of them in the tensor data.
         in_data = r.random() < 0.5
-        flips = [(r.randrange(body, len(data)) if in_data else r.randrange(body), r.randrange(1, 256))
-                 for _ in range(r.randrange(1, 4))]
+        flips = [
+            (r.randrange(body, len(data)) if in_data else r.randrange(body), r.randrange(1, 256))
+            for _ in range(r.randrange(1, 4))
+        ]
         bad = bytearray(data)
         for pos, mask in flips:
             bad[pos] ^= mask
@@ -235,8 +258,12 @@ def test_seeded_byte_flips_load_what_the_file_holds_or_are_value_errors():
             got = lucid.load(io.BytesIO(bad))
             # Same structure, and every tensor holds exactly the (flipped) bytes of its range.
             assert list(got) == list(state) and got["epoch"] == 2 and got["tag"] == "run"
-            by_name = {"model.0.weight": got["model"]["0.weight"], "model.0.bias": got["model"]["0.bias"],
-                       "model.mask": got["model"]["mask"], "optim.state.0.exp_avg": got["optim"]["state"][0]["exp_avg"]}
+            by_name = {
+                "model.0.weight": got["model"]["0.weight"],
+                "model.0.bias": got["model"]["0.bias"],
+                "model.mask": got["model"]["mask"],
+                "optim.state.0.exp_avg": got["optim"]["state"][0]["exp_avg"],
+            }
             assert {k: t.numpy().tobytes() for k, t in by_name.items()} == expected
             loaded += 1
             continue
@@ -252,8 +279,12 @@ def test_seeded_byte_flips_load_what_the_file_holds_or_are_value_errors():
         assert all(t.numpy().tobytes() in theirs for t in flat_tensors(got))
         loaded += 1
     assert refused > n // 10 and loaded > n // 10  # both outcomes were exercised
-    record("Bad files", "seeded flips of 1-3 bytes of a checkpoint (half in the header, half in the data)", n,
-           f"ValueError ({refused}) or exactly the bytes the file holds ({loaded})")
+    record(
+        "Bad files",
+        "seeded flips of 1-3 bytes of a checkpoint (half in the header, half in the data)",
+        n,
+        f"ValueError ({refused}) or exactly the bytes the file holds ({loaded})",
+    )
 
 
 # ---- hostile headers --------------------------------------------------------------------------
@@ -274,37 +305,43 @@ HOSTILE = {
     "length zero": (b"\0" * 8 + b"{}", "not a valid safetensors file"),
     "length past the end": ((1000).to_bytes(8, "little") + b"{}", "invalid header length"),
     "length of a terabyte": (TiB.to_bytes(8, "little") + b"{}", "header too large"),
-    "length 2**63": ((2 ** 63).to_bytes(8, "little") + b"{}", "header too large"),
+    "length 2**63": ((2**63).to_bytes(8, "little") + b"{}", "header too large"),
     "length 2**64 - 1": (b"\xff" * 8 + b"{}", "header too large"),
     # Offsets.
     "negative offset": (frame({"w": entry(offsets=(-8, 0))}, F32x2), "invalid value"),
     "offsets past the end": (frame({"w": entry(offsets=(8, 16))}, F32x2), "invalid offset"),
     "offsets of terabytes": (frame({"w": entry(shape=(TiB // 4,), offsets=(0, TiB))}, F32x2), "not fully covered"),
-    "offset 2**62": (frame({"w": entry(offsets=(2 ** 62, 2 ** 62 + 8))}, F32x2), "invalid offset"),
-    "offset past 2**64": (frame({"w": entry(offsets=(0, 2 ** 64))}, F32x2), "invalid JSON"),
+    "offset 2**62": (frame({"w": entry(offsets=(2**62, 2**62 + 8))}, F32x2), "invalid offset"),
+    "offset past 2**64": (frame({"w": entry(offsets=(0, 2**64))}, F32x2), "invalid JSON"),
     "offsets reversed": (frame({"w": entry(offsets=(8, 0))}, F32x2), "invalid offset"),
     "overlapping ranges": (frame({"a": entry(), "b": entry(shape=(1,), offsets=(4, 8))}, F32x2), "invalid offset"),
     "one range twice": (frame({"a": entry(), "b": entry()}, F32x2), "invalid offset"),
-    "a gap between ranges": (frame({"a": entry(shape=(1,), offsets=(0, 4)), "b": entry(shape=(1,), offsets=(8, 12))},
-                                   F32x2 + F32x2[:4]), "invalid offset"),
+    "a gap between ranges": (
+        frame({"a": entry(shape=(1,), offsets=(0, 4)), "b": entry(shape=(1,), offsets=(8, 12))}, F32x2 + F32x2[:4]),
+        "invalid offset",
+    ),
     "bytes after the last range": (frame({"w": entry()}, F32x2 + b"\0" * 4), "not fully covered"),
     # Shapes that disagree with their byte range.
     "numel larger than the range": (frame({"w": entry(shape=(3,))}, F32x2), "invalid shape"),
     "numel smaller than the range": (frame({"w": entry(shape=(1,))}, F32x2), "invalid shape"),
-    "dims of 2**40 by 2**40": (frame({"w": entry(shape=(2 ** 40, 2 ** 40))}, F32x2), "overflow"),
-    "4 TiB claimed, 8 bytes there": (frame({"w": entry(shape=(2 ** 20, 2 ** 20), offsets=(0, 4 * TiB))}, F32x2),
-                                     "not fully covered"),
-    "dims overflowing, times zero": (frame({"w": entry(shape=(2 ** 40, 2 ** 40, 0), offsets=(0, 0))}), "overflow"),
+    "dims of 2**40 by 2**40": (frame({"w": entry(shape=(2**40, 2**40))}, F32x2), "overflow"),
+    "4 TiB claimed, 8 bytes there": (
+        frame({"w": entry(shape=(2**20, 2**20), offsets=(0, 4 * TiB))}, F32x2),
+        "not fully covered",
+    ),
+    "dims overflowing, times zero": (frame({"w": entry(shape=(2**40, 2**40, 0), offsets=(0, 0))}), "overflow"),
     "negative dim": (frame({"w": entry(shape=(-1,))}, F32x2), "invalid value"),
-    "dim past 2**64": (frame({"w": entry(shape=(2 ** 64,))}, F32x2), "invalid JSON"),
+    "dim past 2**64": (frame({"w": entry(shape=(2**64,))}, F32x2), "invalid JSON"),
     "shape not a list": (frame(b'{"w":{"dtype":"F32","shape":2,"data_offsets":[0,8]}}', F32x2), "invalid type"),
     # Dtypes.
     "unknown dtype": (frame({"w": entry(dtype="Q7")}, F32x2), "unknown variant"),
     "dtype not a string": (frame(b'{"w":{"dtype":5,"shape":[2],"data_offsets":[0,8]}}', F32x2), "invalid type"),
     "float8 (not a lucid dtype)": (frame({"w": entry(dtype="F8_E4M3", shape=(8,))}, F32x2), "cannot hold"),
     "uint64 (not a lucid dtype)": (frame({"w": entry(dtype="U64", shape=(1,))}, F32x2), "cannot hold"),
-    "bool bytes other than 0 and 1": (frame({"w": entry(dtype="BOOL", shape=(3,), offsets=(0, 3))}, b"\x01\x02\x00"),
-                                      "BOOL tensor 'w'"),
+    "bool bytes other than 0 and 1": (
+        frame({"w": entry(dtype="BOOL", shape=(3,), offsets=(0, 3))}, b"\x01\x02\x00"),
+        "BOOL tensor 'w'",
+    ),
     # JSON that is not a safetensors header.
     "not JSON": (frame(b"PK\x03\x04 not json"), "invalid JSON"),
     "a JSON array": (frame(b"[1, 2, 3]"), "invalid type"),
@@ -316,24 +353,46 @@ HOSTILE = {
     "nested 100000 deep": (frame(b'{"a":' + b"[" * 100000 + b"]" * 100000 + b"}"), "recursion limit"),
     "metadata not strings": (frame({"__metadata__": {"lucid.structure": {"nested": 1}}}), "invalid type"),
     # A key named twice: readers disagree on which one counts.
-    "a tensor named twice": (frame(b'{"w":' + json.dumps(entry()).encode() + b',"w":'
-                                   + json.dumps(entry(dtype="I32")).encode() + b"}", F32x2), "'w' appears twice"),
-    "a metadata key twice": (frame(b'{"__metadata__":{"lucid.structure":"1","lucid.structure":"2"}}'),
-                             "appears twice"),
-    "a structure key twice": (frame({"__metadata__": {"lucid.structure": '{"__tensor__": "a", "__tensor__": "b"}'}}),
-                              "not valid JSON"),
-    "a dict key twice in the structure": (frame({"__metadata__": {"lucid.structure": '{"__dict__": [["a", 1], ["a", 2]]}'}}),
-                                          "malformed structure"),
-    "structure nested 5000 deep": (frame({"__metadata__": {"lucid.structure": '{"__tuple__":[' * 5000 + "1"
-                                                           + "]}" * 5000}}), "nested too deeply"),
+    "a tensor named twice": (
+        frame(
+            b'{"w":' + json.dumps(entry()).encode() + b',"w":' + json.dumps(entry(dtype="I32")).encode() + b"}", F32x2
+        ),
+        "'w' appears twice",
+    ),
+    "a metadata key twice": (frame(b'{"__metadata__":{"lucid.structure":"1","lucid.structure":"2"}}'), "appears twice"),
+    "a structure key twice": (
+        frame({"__metadata__": {"lucid.structure": '{"__tensor__": "a", "__tensor__": "b"}'}}),
+        "not valid JSON",
+    ),
+    "a dict key twice in the structure": (
+        frame({"__metadata__": {"lucid.structure": '{"__dict__": [["a", 1], ["a", 2]]}'}}),
+        "malformed structure",
+    ),
+    "structure nested 5000 deep": (
+        frame({"__metadata__": {"lucid.structure": '{"__tuple__":[' * 5000 + "1" + "]}" * 5000}}),
+        "nested too deeply",
+    ),
     # Valid tensors, then a failure: no tensor may have been made for the good ones.
-    "a good tensor, then a bad dtype": (frame({"a": entry(shape=(MiB // 4,), offsets=(0, MiB)),
-                                               "b": entry(dtype="F8_E5M2", shape=(1,), offsets=(MiB, MiB + 1))},
-                                              b"\0" * (MiB + 1)), "cannot hold"),
-    "good tensors, then a missing one": (frame({"a": entry(shape=(MiB // 4,), offsets=(0, MiB)),
-                                                "__metadata__": {"lucid.structure": '[{"__tensor__": "a"}, '
-                                                                                    '{"__tensor__": "gone"}]'}},
-                                               b"\0" * MiB), "missing tensor 'gone'"),
+    "a good tensor, then a bad dtype": (
+        frame(
+            {
+                "a": entry(shape=(MiB // 4,), offsets=(0, MiB)),
+                "b": entry(dtype="F8_E5M2", shape=(1,), offsets=(MiB, MiB + 1)),
+            },
+            b"\0" * (MiB + 1),
+        ),
+        "cannot hold",
+    ),
+    "good tensors, then a missing one": (
+        frame(
+            {
+                "a": entry(shape=(MiB // 4,), offsets=(0, MiB)),
+                "__metadata__": {"lucid.structure": '[{"__tensor__": "a"}, {"__tensor__": "gone"}]'},
+            },
+            b"\0" * MiB,
+        ),
+        "missing tensor 'gone'",
+    ),
 }
 
 
@@ -352,11 +411,16 @@ def test_hostile_headers_are_recorded():
     # One row for the table above, which the parametrized test checks case by case.
     for name, (data, problem) in HOSTILE.items():
         rejected(data, problem)
-    record("Bad files", "hostile headers: lengths, offsets, shapes, dtypes, JSON that lie (see test_bad_files.HOSTILE)",
-           len(HOSTILE), "ValueError naming the problem, no tensor made")
+    record(
+        "Bad files",
+        "hostile headers: lengths, offsets, shapes, dtypes, JSON that lie (see test_bad_files.HOSTILE)",
+        len(HOSTILE),
+        "ValueError naming the problem, no tensor made",
+    )
 
 
 # ---- memory -----------------------------------------------------------------------------------
+
 
 def peak_rss_bytes():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # (kilobytes on Linux)
@@ -376,8 +440,15 @@ def address_space_capped(extra):
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
-CLAIMS = ["length of a terabyte", "length 2**63", "offsets of terabytes", "dims of 2**40 by 2**40",
-          "4 TiB claimed, 8 bytes there", "dims overflowing, times zero", "length past the end"]
+CLAIMS = [
+    "length of a terabyte",
+    "length 2**63",
+    "offsets of terabytes",
+    "dims of 2**40 by 2**40",
+    "4 TiB claimed, 8 bytes there",
+    "dims overflowing, times zero",
+    "length past the end",
+]
 
 
 def test_headers_claiming_terabytes_allocate_almost_nothing():
@@ -395,8 +466,12 @@ def test_headers_claiming_terabytes_allocate_almost_nothing():
         tracemalloc.stop()
     assert peak < MiB, f"Python allocations peaked at {peak / MiB:.1f} MiB"
     assert peak_rss_bytes() - rss < 64 * MiB
-    record("Bad files", "headers claiming terabytes (length field, offsets, shapes), address space capped +256 MiB",
-           rounds * len(CLAIMS), "ValueError; Python peak < 1 MiB, peak RSS growth < 64 MiB")
+    record(
+        "Bad files",
+        "headers claiming terabytes (length field, offsets, shapes), address space capped +256 MiB",
+        rounds * len(CLAIMS),
+        "ValueError; Python peak < 1 MiB, peak RSS growth < 64 MiB",
+    )
 
 
 def test_loading_is_bounded_by_the_file_size(tmp_path):
@@ -419,11 +494,16 @@ def test_loading_is_bounded_by_the_file_size(tmp_path):
     np.testing.assert_array_equal(got["b"].numpy(), arrays["b"])
     del got
     assert lucid.memory_allocated() == before
-    record("Bad files", "a 3 MiB checkpoint loaded under tracemalloc", 1,
-           "Python peak < 2x the file size; engine memory = the tensors' bytes, freed with them")
+    record(
+        "Bad files",
+        "a 3 MiB checkpoint loaded under tracemalloc",
+        1,
+        "Python peak < 2x the file size; engine memory = the tensors' bytes, freed with them",
+    )
 
 
 # ---- paths and file objects -------------------------------------------------------------------
+
 
 def test_unreadable_paths_are_os_errors_and_text_files_type_errors(tmp_path):
     _, data = small_checkpoint()
@@ -438,8 +518,12 @@ def test_unreadable_paths_are_os_errors_and_text_files_type_errors(tmp_path):
             lucid.load(text)
         with pytest.raises(TypeError, match="binary mode"):
             lucid.load(io.StringIO(data.decode("latin-1")))
-    record("Bad files", "a missing path, a directory, a text-mode file", 4,
-           "FileNotFoundError, IsADirectoryError, TypeError naming binary mode")
+    record(
+        "Bad files",
+        "a missing path, a directory, a text-mode file",
+        4,
+        "FileNotFoundError, IsADirectoryError, TypeError naming binary mode",
+    )
 
 
 class Endless(io.RawIOBase):
@@ -463,9 +547,12 @@ class Endless(io.RawIOBase):
 
 def test_files_that_never_end_are_read_no_further_than_their_header_declares():
     _, data = small_checkpoint()
-    streams = {"/dev/zero": "/dev/zero", "/dev/urandom": "/dev/urandom",
-               "a checkpoint, then zeros forever": Endless(data),
-               "the same, buffered": io.BufferedReader(Endless(data))}
+    streams = {
+        "/dev/zero": "/dev/zero",
+        "/dev/urandom": "/dev/urandom",
+        "a checkpoint, then zeros forever": Endless(data),
+        "the same, buffered": io.BufferedReader(Endless(data)),
+    }
     gc.collect()
     tracemalloc.start()
     try:
@@ -478,17 +565,23 @@ def test_files_that_never_end_are_read_no_further_than_their_header_declares():
         tracemalloc.stop()
     # The terabyte claim is read in chunks as far as the data goes, never allocated at once.
     assert peak < 8 * MiB, f"Python allocations peaked at {peak / MiB:.1f} MiB"
-    record("Bad files", "endless inputs (/dev/zero, /dev/urandom, zeros forever after a checkpoint) and a "
-           "stream claiming a terabyte", len(streams), "ValueError; read no further than the header declares")
+    record(
+        "Bad files",
+        "endless inputs (/dev/zero, /dev/urandom, zeros forever after a checkpoint) and a stream claiming a terabyte",
+        len(streams),
+        "ValueError; read no further than the header declares",
+    )
 
 
 def test_streams_declaring_more_than_max_bytes_are_refused_before_reading():
     # A header declaring a terabyte of data, then zeros forever: reading it as declared would
     # take memory until there is none.
     terabyte = HOSTILE["offsets of terabytes"][0][:-8]
-    streams = {"a stream claiming 1 TiB, then zeros forever": Endless(terabyte),
-               "the same, buffered": io.BufferedReader(Endless(terabyte)),
-               "a pipe-like stream claiming 1 TiB, giving 1 MiB": io.BufferedReader(io.BytesIO(terabyte + bytes(MiB)))}
+    streams = {
+        "a stream claiming 1 TiB, then zeros forever": Endless(terabyte),
+        "the same, buffered": io.BufferedReader(Endless(terabyte)),
+        "a pipe-like stream claiming 1 TiB, giving 1 MiB": io.BufferedReader(io.BytesIO(terabyte + bytes(MiB))),
+    }
     gc.collect()
     tracemalloc.start()
     try:
@@ -508,6 +601,10 @@ def test_streams_declaring_more_than_max_bytes_are_refused_before_reading():
     with pytest.raises(ValueError, match="max_bytes must be a non-negative int"):
         lucid.load(io.BytesIO(data), max_bytes=-1)
     assert lucid.serialization.default_max_bytes() > 0
-    record("Bad files", "streams whose header declares a terabyte (endless, and ending after 1 MiB), and "
-           "max_bytes around a real checkpoint", len(streams) + 3,
-           "ValueError naming the declared size before any data is read; Python peak under 2 MiB")
+    record(
+        "Bad files",
+        "streams whose header declares a terabyte (endless, and ending after 1 MiB), and "
+        "max_bytes around a real checkpoint",
+        len(streams) + 3,
+        "ValueError naming the declared size before any data is read; Python peak under 2 MiB",
+    )

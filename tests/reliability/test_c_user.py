@@ -40,8 +40,23 @@ def test_c_program_uses_the_abi_as_documented(tmp_path):
     library = LIB_DIR / LIB_NAME
     assert library.exists(), f"{library} is missing; build the engine with `make build`"
     exe = tmp_path / "abi_user"
-    cmd = [_compiler(), "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", f"-I{REPO / 'include'}",
-           str(SOURCE), "-o", str(exe), f"-L{LIB_DIR}", "-llucid", f"-Wl,-rpath,{LIB_DIR}", "-pthread", "-lm"]
+    cmd = [
+        _compiler(),
+        "-std=c11",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-pedantic",
+        f"-I{REPO / 'include'}",
+        str(SOURCE),
+        "-o",
+        str(exe),
+        f"-L{LIB_DIR}",
+        "-llucid",
+        f"-Wl,-rpath,{LIB_DIR}",
+        "-pthread",
+        "-lm",
+    ]
     try:
         build = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
@@ -53,7 +68,9 @@ def test_c_program_uses_the_abi_as_documented(tmp_path):
     try:
         run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
     except subprocess.TimeoutExpired as e:
-        pytest.fail(f"abi_user did not finish within 60 s (a deadlock?)\n--- stdout ---\n{e.stdout}\n--- stderr ---\n{e.stderr}")
+        pytest.fail(
+            f"abi_user did not finish within 60 s (a deadlock?)\n--- stdout ---\n{e.stdout}\n--- stderr ---\n{e.stderr}"
+        )
     if run.returncode < 0:
         pytest.fail(f"abi_user crashed with signal {-run.returncode}\n{_output(run)}")
     assert run.returncode == 0, f"abi_user failed with exit code {run.returncode}\n{_output(run)}"
@@ -63,10 +80,12 @@ def test_c_program_uses_the_abi_as_documented(tmp_path):
     checks = int(found[0])
     assert checks > 0, f"abi_user ran no checks\n{_output(run)}"
 
-    record("C program",
-           "abi_user.c against include/lucid.h: tensors and an op chain vs a C reference, autograd, "
-           "nested and out-of-order autocast scopes, every provokable status, guards across threads, "
-           "concurrent workers, the warning handler",
-           checks,
-           "every status as documented, results within tolerance, out-pointers untouched on failure, "
-           "live tensors and guards back at baseline")
+    record(
+        "C program",
+        "abi_user.c against include/lucid.h: tensors and an op chain vs a C reference, autograd, "
+        "nested and out-of-order autocast scopes, every provokable status, guards across threads, "
+        "concurrent workers, the warning handler",
+        checks,
+        "every status as documented, results within tolerance, out-pointers untouched on failure, "
+        "live tensors and guards back at baseline",
+    )

@@ -39,14 +39,19 @@ def test_random_abi_calls_return_documented_statuses_and_never_crash(tmp_path):
             child.join()
         last = log.read_text().splitlines()[-1:] if log.exists() else []
         assert child.exitcode == 0 and report is not None, (
-            f"seed {seed}: the child ended with exit code {child.exitcode} (negative is a signal) during {last}")
+            f"seed {seed}: the child ended with exit code {child.exitcode} (negative is a signal) during {last}"
+        )
         assert report[0] == "ok", f"seed {seed}: {report[1]}\nlast call: {last}"
         calls += report[1]
         failures += report[2]
     assert failures > calls // 4 and failures < calls  # both paths were exercised
-    record("C ABI fuzz", f"random calls from ctypes to every exported function ({calls - failures} succeeded, "
-           f"{failures} refused): null, forged, released and stale handles, guards for tensors and back, guards "
-           "of ended threads, calls from other threads, out-of-range codes and counts, NaN/inf/huge numbers, "
-           "null pointers", calls,
-           "no crash; every status one of the header's codes with a message; a failing call wrote nothing; "
-           "live tensors and guards back to baseline after releasing all")
+    record(
+        "C ABI fuzz",
+        f"random calls from ctypes to every exported function ({calls - failures} succeeded, "
+        f"{failures} refused): null, forged, released and stale handles, guards for tensors and back, guards "
+        "of ended threads, calls from other threads, out-of-range codes and counts, NaN/inf/huge numbers, "
+        "null pointers",
+        calls,
+        "no crash; every status one of the header's codes with a message; a failing call wrote nothing; "
+        "live tensors and guards back to baseline after releasing all",
+    )

@@ -89,9 +89,12 @@ class Soak:
         self.parts = {}
         for device in ("cpu", "metal"):
             m = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1)).to(device)
-            opt = (lucid.optim.SGD(m.parameters(), lr=0.01, momentum=0.9) if device == "cpu"
-                   else lucid.optim.Adam(m.parameters(), lr=0.01))
-            scaler = GradScaler(device, init_scale=2.0 ** 8, growth_interval=10)
+            opt = (
+                lucid.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+                if device == "cpu"
+                else lucid.optim.Adam(m.parameters(), lr=0.01)
+            )
+            scaler = GradScaler(device, init_scale=2.0**8, growth_interval=10)
             xs = r.standard_normal((4, 8)).astype(np.float32)
             bad = {}
             for kind, value in (("inf input", np.inf), ("nan input", np.nan)):
@@ -99,7 +102,9 @@ class Soak:
                 b[1, 3] = value
                 bad[kind] = lucid.tensor(b, device=device)
             self.parts[device] = {
-                "model": m, "opt": opt, "scaler": scaler,
+                "model": m,
+                "opt": opt,
+                "scaler": scaler,
                 "x": lucid.tensor(xs, device=device),
                 "y": lucid.tensor(r.standard_normal((4, 1)).astype(np.float32), device=device),
                 "bad": bad,
@@ -200,8 +205,7 @@ def soak(iterations, warmup=WARMUP):
         run.step(i)
         if (i + 1 - warmup) % every == 0:
             run.settle()
-            samples.append({"iteration": i + 1 - warmup, **counters(), "rss": rss(),
-                            "objects": len(gc.get_objects())})
+            samples.append({"iteration": i + 1 - warmup, **counters(), "rss": rss(), "objects": len(gc.get_objects())})
     seconds = time.perf_counter() - start
     # Reference counting alone releases each iteration's tensors, graphs and scopes: nothing
     # waits for the cycle collector.
@@ -214,20 +218,40 @@ def soak(iterations, warmup=WARMUP):
         no_gc = counters(collect=False)
     finally:
         gc.enable()
-    stats = {"steps": run.steps, "skipped": run.skipped, "poisoned": run.poisoned,
-             "scales": {d: p["scaler"].get_scale() for d, p in run.parts.items()}}
+    stats = {
+        "steps": run.steps,
+        "skipped": run.skipped,
+        "poisoned": run.poisoned,
+        "scales": {d: p["scaler"].get_scale() for d, p in run.parts.items()},
+    }
     del run
     end = counters()
     end_rss = rss()
     cache = lucid.empty_cache()
-    return {"empty": empty, "base": base, "base_rss": base_rss, "base_objects": base_objects, "samples": samples,
-            "no_gc": no_gc, "end": end, "end_rss": end_rss, "cache": cache, "seconds": seconds, **stats}
+    return {
+        "empty": empty,
+        "base": base,
+        "base_rss": base_rss,
+        "base_objects": base_objects,
+        "samples": samples,
+        "no_gc": no_gc,
+        "end": end,
+        "end_rss": end_rss,
+        "cache": cache,
+        "seconds": seconds,
+        **stats,
+    }
 
 
 def test_soak_returns_every_counter_to_its_baseline_and_bounds_rss():
     n = SOAK_ITERATIONS
-    child = subprocess.run([sys.executable, os.path.abspath(__file__), str(n)], capture_output=True, text=True,
-                           timeout=CHILD_TIMEOUT, cwd=os.path.dirname(os.path.abspath(__file__)))
+    child = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), str(n)],
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+        cwd=os.path.dirname(os.path.abspath(__file__)),
+    )
     assert child.returncode == 0, f"the soak failed (exit {child.returncode}):\n{child.stderr[-6000:]}"
     out = json.loads(child.stdout.strip().splitlines()[-1])
     base, samples = out["base"], out["samples"]
@@ -244,23 +268,30 @@ def test_soak_returns_every_counter_to_its_baseline_and_bounds_rss():
     objects = [s["objects"] - out["base_objects"] for s in samples]
     assert max(objects) <= 500, f"gc-tracked objects grew by {objects} over the samples"
     growth = out["end_rss"] - out["base_rss"]
-    assert growth <= RSS_BOUND, f"RSS grew by {growth / 2**20:.1f} MiB over {n} iterations (bound {RSS_BOUND >> 20} MiB)"
+    assert growth <= RSS_BOUND, (
+        f"RSS grew by {growth / 2**20:.1f} MiB over {n} iterations (bound {RSS_BOUND >> 20} MiB)"
+    )
     # Steady state: no growth between the first tenth and the end beyond half the bound.
     late = samples[-1]["rss"] - samples[0]["rss"]
     assert late <= RSS_BOUND // 2, f"RSS grew by {late / 2**20:.1f} MiB from iteration {samples[0]['iteration']} to {n}"
     assert out["poisoned"] >= n // (2 * POISON_EVERY) - 1 and out["skipped"] >= out["poisoned"]
-    record("Leaks", f"{n} iterations (after {WARMUP} of warm-up, then {NO_GC} with gc off), each: nested autocast "
-           "scopes on both devices (float16/bfloat16, disabled, re-entered, decorated), small elementwise/"
-           "reduction/matmul/indexing/reshape/cat ops, one training step of an 8-8-1 MLP on alternating devices "
-           "(SGD momentum on cpu, Adam on metal) under autocast with GradScaler, a graph dropped without backward "
-           f"every 10th; one step in {POISON_EVERY} per device with an inf/NaN gradient", n,
-           f"live tensors, live guards, cached casts and cpu/metal bytes equal the baseline at every tenth, with "
-           f"gc off, and after the run is dropped; {out['poisoned']} poisoned steps skipped ({out['skipped']} "
-           f"skipped in all); RSS grew {growth / 2**20:.1f} MiB (bound {RSS_BOUND >> 20} MiB), buffer cache "
-           f"{out['cache']} bytes")
+    record(
+        "Leaks",
+        f"{n} iterations (after {WARMUP} of warm-up, then {NO_GC} with gc off), each: nested autocast "
+        "scopes on both devices (float16/bfloat16, disabled, re-entered, decorated), small elementwise/"
+        "reduction/matmul/indexing/reshape/cat ops, one training step of an 8-8-1 MLP on alternating devices "
+        "(SGD momentum on cpu, Adam on metal) under autocast with GradScaler, a graph dropped without backward "
+        f"every 10th; one step in {POISON_EVERY} per device with an inf/NaN gradient",
+        n,
+        f"live tensors, live guards, cached casts and cpu/metal bytes equal the baseline at every tenth, with "
+        f"gc off, and after the run is dropped; {out['poisoned']} poisoned steps skipped ({out['skipped']} "
+        f"skipped in all); RSS grew {growth / 2**20:.1f} MiB (bound {RSS_BOUND >> 20} MiB), buffer cache "
+        f"{out['cache']} bytes",
+    )
 
 
 # ---- threads and errors mid-op ----------------------------------------------------------------
+
 
 def wait_for_no_guards(timeout=10.0):
     """A thread's autocast state is retired by its thread-local destructor, which runs as the
@@ -314,10 +345,16 @@ def failing_calls(device, layer, x):
             h = layer(x).relu()
             raise KeyError(h.shape)  # any exception, tensors of the scope alive in the frame
 
-    return [(ValueError, matmul_shapes), (ValueError, linear_after_cached_cast),
-            (RuntimeError, nested_device_mismatch), (IndexError, index_out_of_range),
-            (ValueError, bad_reshape), (RuntimeError, backward_twice), (ValueError, cat_mismatch),
-            (KeyError, python_error_mid_forward)]
+    return [
+        (ValueError, matmul_shapes),
+        (ValueError, linear_after_cached_cast),
+        (RuntimeError, nested_device_mismatch),
+        (IndexError, index_out_of_range),
+        (ValueError, bad_reshape),
+        (RuntimeError, backward_twice),
+        (ValueError, cat_mismatch),
+        (KeyError, python_error_mid_forward),
+    ]
 
 
 def test_errors_mid_op_and_tensors_released_on_other_threads_leave_counters_at_baseline():
@@ -371,7 +408,7 @@ def test_errors_mid_op_and_tensors_released_on_other_threads_leave_counters_at_b
             device = "cpu" if seed % 2 else "metal"
             m = nn.Linear(4, 2).to(device)
             opt = lucid.optim.Adam(m.parameters(), lr=0.01)
-            scaler = GradScaler(device, init_scale=2.0 ** 8)
+            scaler = GradScaler(device, init_scale=2.0**8)
             x = lucid.randn(3, 4, device=device)
             while True:
                 got = made_here.get(timeout=60)
@@ -431,13 +468,16 @@ def test_errors_mid_op_and_tensors_released_on_other_threads_leave_counters_at_b
     assert end == base, f"after the threads: {end} vs baseline {base}"
     growth = rss() - base_rss
     assert growth <= RSS_BOUND, f"RSS grew by {growth / 2**20:.1f} MiB (bound {RSS_BOUND >> 20} MiB)"
-    record("Leaks", f"errors mid-op inside autocast scopes ({len(kinds)} kinds x 2 devices x {rounds} rounds, the "
-           "first with gc off: shape, device, index, reshape, cat, backward twice, a Python error mid-forward, "
-           f"after a cached weight cast); {threaded} tensors made on the main thread and released on 4 training "
-           f"threads and {threaded} graphs the other way; {len(open_threads)} threads ending inside an open scope",
-           errors + 2 * threaded + len(open_threads),
-           f"live tensors, guards, cached casts and cpu/metal bytes equal the baseline; RSS grew "
-           f"{growth / 2**20:.1f} MiB (bound {RSS_BOUND >> 20} MiB)")
+    record(
+        "Leaks",
+        f"errors mid-op inside autocast scopes ({len(kinds)} kinds x 2 devices x {rounds} rounds, the "
+        "first with gc off: shape, device, index, reshape, cat, backward twice, a Python error mid-forward, "
+        f"after a cached weight cast); {threaded} tensors made on the main thread and released on 4 training "
+        f"threads and {threaded} graphs the other way; {len(open_threads)} threads ending inside an open scope",
+        errors + 2 * threaded + len(open_threads),
+        f"live tensors, guards, cached casts and cpu/metal bytes equal the baseline; RSS grew "
+        f"{growth / 2**20:.1f} MiB (bound {RSS_BOUND >> 20} MiB)",
+    )
 
 
 if __name__ == "__main__":

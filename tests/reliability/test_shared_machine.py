@@ -31,8 +31,12 @@ print(ops, -1 if first is None else first)
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: no parallel loops")
 def test_two_processes_on_the_same_cores_each_run_their_loops_alone():
     seconds = scale(3.0, 8.0)
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(seconds)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     results = []
     for p in procs:
         out, err = p.communicate(timeout=120)
@@ -41,7 +45,11 @@ def test_two_processes_on_the_same_cores_each_run_their_loops_alone():
         results.append((int(ops), float(first)))
     # Each process's exps want every core; with two at once, both must have gone solo.
     assert all(first >= 0 for _, first in results), results
-    record("Shared machines", "two processes running 1M-element exps on the same cores at once, "
-           f"{seconds:g} s each ({sum(ops for ops, _ in results)} ops)", 2,
-           f"each noticed the other within {max(first for _, first in results):.1f} s of starting (the first "
-           "0.5 s are not judged) and ran its loops on its calling thread alone")
+    record(
+        "Shared machines",
+        "two processes running 1M-element exps on the same cores at once, "
+        f"{seconds:g} s each ({sum(ops for ops, _ in results)} ops)",
+        2,
+        f"each noticed the other within {max(first for _, first in results):.1f} s of starting (the first "
+        "0.5 s are not judged) and ran its loops on its calling thread alone",
+    )

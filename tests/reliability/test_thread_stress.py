@@ -44,7 +44,7 @@ DTYPES = (F16, BF16, F32)
 NP = {F32: np.float32, F16: np.float16, BF16: ml_dtypes.bfloat16}
 # Relative rounding bound of one result in each dtype; for float32 it also covers a different
 # accumulation order.
-EPS = {F32: 1e-5, F16: 2.0 ** -10, BF16: 2.0 ** -7}
+EPS = {F32: 1e-5, F16: 2.0**-10, BF16: 2.0**-7}
 LOW = (F16, BF16)
 
 
@@ -73,7 +73,7 @@ def conv2d_reference(img, kernel, bias):
     out = np.zeros((n, kernel.shape[0], h, w))
     for i in range(3):
         for j in range(3):
-            out += np.einsum("nchw,oc->nohw", padded[:, :, i:i + h, j:j + w], kernel[:, :, i, j])
+            out += np.einsum("nchw,oc->nohw", padded[:, :, i : i + h, j : j + w], kernel[:, :, i, j])
     return out + bias[None, :, None, None]
 
 
@@ -85,8 +85,10 @@ def assert_close(got, ref, eps, what, scale_=None):
     bound = 2 * eps * np.abs(ref) + eps * scale_
     if not np.all(err <= bound):
         k = int(np.argmax(err - bound))
-        raise AssertionError(f"{what}: off by {err.flat[k]:.3g} at flat index {k} (bound {bound.flat[k]:.3g}; "
-                             f"got {got.flat[k]!r}, numpy {ref.flat[k]!r})")
+        raise AssertionError(
+            f"{what}: off by {err.flat[k]:.3g} at flat index {k} (bound {bound.flat[k]:.3g}; "
+            f"got {got.flat[k]!r}, numpy {ref.flat[k]!r})"
+        )
 
 
 def make_shared():
@@ -109,23 +111,34 @@ def make_shared():
             "conv2d": rounded(conv2d_reference(rounded(img, dt), rounded(k, dt), rounded(kb, dt)), dt),
             # d/dleaf of linear(leaf, w, b).sum(): every row is w's column sums, in dt.
             "grad": rounded(rounded(w, dt).sum(axis=0), dt),
-            "w": rounded(w, dt), "b": rounded(b, dt),
+            "w": rounded(w, dt),
+            "b": rounded(b, dt),
         }
     want["elementwise.sum"] = (x.astype(np.float64) * 2 + 1).sum(axis=1)
     tensors = {}
     for d in DEVICES:
         tensors[d] = {
-            "x": lucid.tensor(x, device=d), "w": lucid.tensor(w, device=d), "b": lucid.tensor(b, device=d),
+            "x": lucid.tensor(x, device=d),
+            "w": lucid.tensor(w, device=d),
+            "b": lucid.tensor(b, device=d),
             # a parameter: a float32 leaf that requires grad, so autocast caches its cast per thread
             "p": lucid.tensor(w, device=d, requires_grad=True),
-            "img": lucid.tensor(img, device=d), "k": lucid.tensor(k, device=d), "kb": lucid.tensor(kb, device=d),
+            "img": lucid.tensor(img, device=d),
+            "k": lucid.tensor(k, device=d),
+            "kb": lucid.tensor(kb, device=d),
         }
     return tensors, want
 
 
 def shared_scopes():
-    return [autocast("metal"), autocast("metal", dtype=BF16), autocast("cpu", dtype=BF16),
-            autocast("cpu", enabled=False), autocast("metal", enabled=False), autocast("cpu", dtype=F32)]
+    return [
+        autocast("metal"),
+        autocast("metal", dtype=BF16),
+        autocast("cpu", dtype=BF16),
+        autocast("cpu", enabled=False),
+        autocast("metal", enabled=False),
+        autocast("cpu", dtype=F32),
+    ]
 
 
 def seen_state():
@@ -139,11 +152,11 @@ class Worker:
         self.seed, self.rng = seed, random.Random(seed)
         self.shared, self.no_grad = shared, no_grad
         self.tensors, self.want = tensors, want
-        self.stack = []        # (device, enabled, dtype, scope object), innermost last
-        self.cached = set()    # the casts autocast's weight cache should hold for this thread
+        self.stack = []  # (device, enabled, dtype, scope object), innermost last
+        self.cached = set()  # the casts autocast's weight cache should hold for this thread
         self.leaves = 0
         self.transitions = self.checks = 0
-        self.recent = []       # the last actions, for a failure message
+        self.recent = []  # the last actions, for a failure message
         self.error = None
 
     # ---- the model --------------------------------------------------------------------------
@@ -175,8 +188,9 @@ class Worker:
         got = (lucid.amp.is_autocast_enabled(), lucid.amp.get_autocast_dtype())
         assert got == (on, dtype), f"no device: saw {got}, this thread's scopes say {(on, dtype)}"
         cached = _C.autocast_cached_casts()
-        assert cached == len(self.cached), \
+        assert cached == len(self.cached), (
             f"this thread's weight cache holds {cached} casts, its own ops made {len(self.cached)}"
+        )
         self.checks += 1
 
     def note(self, action):
@@ -396,8 +410,9 @@ def test_eight_threads_nesting_scopes_over_shared_tensors_see_only_their_own_sta
     workers = [Worker(seed, shared, no_grad, tensors, want) for seed in range(THREADS)]
     start = threading.Barrier(THREADS + 1, timeout=60)
     deadline = time.monotonic() + SECONDS
-    threads = [threading.Thread(target=w.run, args=(start, deadline), name=f"stress-{w.seed}", daemon=True)
-               for w in workers]
+    threads = [
+        threading.Thread(target=w.run, args=(start, deadline), name=f"stress-{w.seed}", daemon=True) for w in workers
+    ]
     for t in threads:
         t.start()
     main_checks = 0
@@ -414,10 +429,14 @@ def test_eight_threads_nesting_scopes_over_shared_tensors_see_only_their_own_sta
         stuck = [(w, t) for w, t in zip(workers, threads) if t.is_alive()]
         if stuck:
             frames = sys._current_frames()
-            report = "\n".join(f"seed {w.seed}, last actions {w.recent}, now at:\n"
-                               + "".join(traceback.format_stack(frames.get(t.ident))) for w, t in stuck)
-            raise AssertionError(f"{len(stuck)} threads still running {GRACE} s after the deadline (a deadlock):\n"
-                                 + report)
+            report = "\n".join(
+                f"seed {w.seed}, last actions {w.recent}, now at:\n"
+                + "".join(traceback.format_stack(frames.get(t.ident)))
+                for w, t in stuck
+            )
+            raise AssertionError(
+                f"{len(stuck)} threads still running {GRACE} s after the deadline (a deadlock):\n" + report
+            )
         failed = [w for w in workers if w.error]
         assert not failed, "\n\n".join(f"thread seed {w.seed}, last actions {w.recent}:\n{w.error}" for w in failed)
         assert seen_state() == inside
@@ -430,16 +449,19 @@ def test_eight_threads_nesting_scopes_over_shared_tensors_see_only_their_own_sta
     del workers, threads, tensors, start
     gc.collect()
     assert lucid._memory.live_tensors() == tensors_before, "tensors left alive after every thread and reference is gone"
-    record("Threads", f"{THREADS} threads for {SECONDS:g} s: random nested scopes up to {MAX_DEPTH} deep (both "
-           "devices, enabled or not, float16/bfloat16/float32, 6 scope objects shared by all threads and entered "
-           "concurrently and re-entered, left in any order, as decorators, through exceptions, exits of objects "
-           "not entered) with matmul/linear/conv2d/reductions on shared tensors and parameters, backward passes "
-           "on thread-local leaves, while the main thread holds two scopes",
-           transitions + checks + main_checks,
-           f"{transitions} scope transitions and {checks + main_checks} checks: each thread always saw exactly its "
-           "own state on both devices and with no device, ops ran in the dtype it implies with values and "
-           "gradients within rounding of numpy, each thread's weight cache held only its own casts; no deadlock, "
-           "no live guard or tensor left, the main thread's state untouched")
+    record(
+        "Threads",
+        f"{THREADS} threads for {SECONDS:g} s: random nested scopes up to {MAX_DEPTH} deep (both "
+        "devices, enabled or not, float16/bfloat16/float32, 6 scope objects shared by all threads and entered "
+        "concurrently and re-entered, left in any order, as decorators, through exceptions, exits of objects "
+        "not entered) with matmul/linear/conv2d/reductions on shared tensors and parameters, backward passes "
+        "on thread-local leaves, while the main thread holds two scopes",
+        transitions + checks + main_checks,
+        f"{transitions} scope transitions and {checks + main_checks} checks: each thread always saw exactly its "
+        "own state on both devices and with no device, ops ran in the dtype it implies with values and "
+        "gradients within rounding of numpy, each thread's weight cache held only its own casts; no deadlock, "
+        "no live guard or tensor left, the main thread's state untouched",
+    )
 
 
 def test_threads_ending_inside_scopes_leave_nothing_behind():
@@ -469,7 +491,7 @@ def test_threads_ending_inside_scopes_leave_nothing_behind():
             observer_ready.set()
             while not stop.is_set():
                 assert seen_state() == observer_state, f"observer saw {seen_state()}"
-                out = tensors["metal"]["x"] @ tensors["metal"]["w"].T
+                out = tensors["metal"]["x"] @ tensors["metal"]["w"].T  # noqa: F821 (a cell; deleted at the end)
                 assert out.dtype is BF16, f"observer's matmul ran in {out.dtype}"
                 observed["checks"] += 1
             for s in reversed(observer_scopes):
@@ -499,10 +521,9 @@ def test_threads_ending_inside_scopes_leave_nothing_behind():
                     handles.append(_C.guard_create(0 if dev == "cpu" else 1, 1, dt.code))
                     model[dev] = (True, dt)
                 entered += 1
-            assert seen_state() == (model["cpu"], model["metal"]), \
-                f"seed {seed}: saw {seen_state()}, expected {model}"
+            assert seen_state() == (model["cpu"], model["metal"]), f"seed {seed}: saw {seen_state()}, expected {model}"
             # Fill this thread's weight cache too; the thread takes it with it.
-            F.linear(tensors["metal"]["x"], tensors["metal"]["p"])
+            F.linear(tensors["metal"]["x"], tensors["metal"]["p"])  # noqa: F821 (a cell; deleted at the end)
             out.append((entered, handles))
         except BaseException:
             errors.append(f"seed {seed}:\n" + traceback.format_exc())
@@ -532,8 +553,10 @@ def test_threads_ending_inside_scopes_leave_nothing_behind():
             assert _C.autocast_live_guards() == steady
             for i in range(rounds):
                 ready, go, out = threading.Barrier(per_round + 1, timeout=60), threading.Event(), []
-                batch = [threading.Thread(target=abandon, args=(i * 100 + k, ready, go, out), daemon=True)
-                         for k in range(per_round)]
+                batch = [
+                    threading.Thread(target=abandon, args=(i * 100 + k, ready, go, out), daemon=True)
+                    for k in range(per_round)
+                ]
                 for t in batch:
                     t.start()
                 ready.wait()
@@ -583,9 +606,13 @@ def test_threads_ending_inside_scopes_leave_nothing_behind():
     del tensors, watcher
     gc.collect()
     assert lucid._memory.live_tensors() == tensors_before, "the ended threads' weight caches kept tensors alive"
-    record("Threads", f"{rounds} rounds of {per_round} threads returning inside 1-4 scopes (own objects, an object "
-           "shared with a thread that stays inside it, raw engine guards) with cached weight casts, while the main "
-           "thread holds a scope", abandoned + stale + observed["checks"],
-           f"{abandoned} abandoned scopes: counted live while their thread ran and retired once it ended, "
-           f"{stale} of their handles stale afterwards, the main and observer threads' state untouched, no "
-           "tensor kept alive")
+    record(
+        "Threads",
+        f"{rounds} rounds of {per_round} threads returning inside 1-4 scopes (own objects, an object "
+        "shared with a thread that stays inside it, raw engine guards) with cached weight casts, while the main "
+        "thread holds a scope",
+        abandoned + stale + observed["checks"],
+        f"{abandoned} abandoned scopes: counted live while their thread ran and retired once it ended, "
+        f"{stale} of their handles stale afterwards, the main and observer threads' state untouched, no "
+        "tensor kept alive",
+    )

@@ -33,6 +33,7 @@ MODE_IDS = ["cpu-bfloat16", "metal-float16"]
 
 # ---- a small regression task ------------------------------------------------------------------
 
+
 def data(device, n=64, seed=0):
     r = np.random.default_rng(seed)
     x = r.standard_normal((n, 8)).astype(np.float32)
@@ -107,7 +108,7 @@ def train_step(m, opt, scaler, x, y, device, dtype):
 def setup(device, dtype):
     m = model(device)
     opt = lucid.optim.Adam(m.parameters(), lr=0.01)
-    scaler = GradScaler(device, init_scale=2.0 ** 12, growth_interval=3, enabled=dtype is lucid.float16)
+    scaler = GradScaler(device, init_scale=2.0**12, growth_interval=3, enabled=dtype is lucid.float16)
     return m, opt, scaler
 
 
@@ -119,6 +120,7 @@ def clean_run(device, dtype, steps):
 
 
 # ---- (a) exceptions inside autocast -----------------------------------------------------------
+
 
 def fault_in_forward(m, x, y, device, dtype):
     m[2].fault = Fault("in the forward pass")
@@ -176,12 +178,17 @@ def test_exception_in_autocast_leaves_it_off_and_training_matches_a_clean_run(de
         assert_autocast_off()
     assert losses == reference and weights(m) == final  # bit for bit
     assert losses[-1] < losses[0]
-    record("Faults during training", f"exceptions inside autocast scopes ({device}, {dtype}): forward, nested "
-           "scopes, decorated recursion, after backward", faults,
-           "autocast off, no live guard or cached cast; the run matches a fault-free run bit for bit")
+    record(
+        "Faults during training",
+        f"exceptions inside autocast scopes ({device}, {dtype}): forward, nested "
+        "scopes, decorated recursion, after backward",
+        faults,
+        "autocast off, no live guard or cached cast; the run matches a fault-free run bit for bit",
+    )
 
 
 # ---- (b) failed backward calls ----------------------------------------------------------------
+
 
 def failing_backward_calls(m, x, loss, device):
     """Calls that must fail before touching any gradient, with the error each raises."""
@@ -232,12 +239,16 @@ def test_failed_backward_leaves_parameters_and_gradients_untouched(device):
     reference, _ = run(False)
     final, tried = run(True)
     assert final == reference
-    record("Faults during training", f"failing backward calls ({device}): non-scalar, wrong shape/device/type, "
-           "no grad, twice without retain_graph", tried,
-           "parameters and accumulated .grad unchanged bit for bit; the run matches a fault-free one")
+    record(
+        "Faults during training",
+        f"failing backward calls ({device}): non-scalar, wrong shape/device/type, no grad, twice without retain_graph",
+        tried,
+        "parameters and accumulated .grad unchanged bit for bit; the run matches a fault-free one",
+    )
 
 
 # ---- (c) KeyboardInterrupt --------------------------------------------------------------------
+
 
 def test_keyboard_interrupt_raised_in_scopes_leaves_autocast_off():
     x, w = lucid.randn(4, 8), lucid.randn(8, 8, requires_grad=True)
@@ -277,8 +288,13 @@ def test_keyboard_interrupt_raised_in_scopes_leaves_autocast_off():
     with ac:  # the object is still usable
         assert (x @ w).dtype is lucid.bfloat16
     assert_autocast_off()
-    record("Faults during training", "KeyboardInterrupt raised in scopes: direct, the same object re-entered, "
-           "decorated recursion, SIGINT via signal.raise_signal", len(cases), "autocast off, no live guard")
+    record(
+        "Faults during training",
+        "KeyboardInterrupt raised in scopes: direct, the same object re-entered, "
+        "decorated recursion, SIGINT via signal.raise_signal",
+        len(cases),
+        "autocast off, no live guard",
+    )
 
 
 @contextlib.contextmanager
@@ -378,13 +394,18 @@ def test_asynchronous_keyboard_interrupts_mid_loop_leave_autocast_off_and_traini
         return weights(m)
 
     assert train(outer) == train(autocast("cpu", dtype=lucid.bfloat16))
-    record("Faults during training", "KeyboardInterrupt at a random moment (interrupt_main / pthread_kill SIGINT) "
-           "in a loop of ops and backward in nested, re-entered and decorated scopes", trials,
-           f"autocast off, no live guard ({landed} raised, {len(swallowed)} lost in a finalizer); "
-           "training afterwards exact")
+    record(
+        "Faults during training",
+        "KeyboardInterrupt at a random moment (interrupt_main / pthread_kill SIGINT) "
+        "in a loop of ops and backward in nested, re-entered and decorated scopes",
+        trials,
+        f"autocast off, no live guard ({landed} raised, {len(swallowed)} lost in a finalizer); "
+        "training afterwards exact",
+    )
 
 
 # ---- (d) GradScaler with inf/NaN steps --------------------------------------------------------
+
 
 def torch_scale_rule(scale_, tracker, found_inf, growth, backoff, interval):
     """torch.amp's _amp_update_scale_: back off on inf/NaN; grow after `interval` clean steps,
@@ -413,8 +434,9 @@ def poison(kind, loss, x):
 POISONS = ["loss * inf", "loss * nan", "nan input", "inf input"]
 
 
-@pytest.mark.parametrize("device,dtype", [("cpu", lucid.float32), ("metal", lucid.float16)],
-                         ids=["cpu-float32", "metal-float16"])
+@pytest.mark.parametrize(
+    "device,dtype", [("cpu", lucid.float32), ("metal", lucid.float16)], ids=["cpu-float32", "metal-float16"]
+)
 def test_grad_scaler_skips_inf_nan_steps_untouched_and_matches_a_clean_run(device, dtype):
     steps = scale(24, 160)
     r = random.Random(6)
@@ -426,9 +448,10 @@ def test_grad_scaler_skips_inf_nan_steps_untouched_and_matches_a_clean_run(devic
     def run(with_faults, scales=None):
         m = model(device)
         opt = lucid.optim.Adam(m.parameters(), lr=0.02)
-        scaler = GradScaler(device, init_scale=2.0 ** 10, growth_factor=growth, backoff_factor=backoff,
-                            growth_interval=interval)
-        expected_scale, tracker = 2.0 ** 10, 0
+        scaler = GradScaler(
+            device, init_scale=2.0**10, growth_factor=growth, backoff_factor=backoff, growth_interval=interval
+        )
+        expected_scale, tracker = 2.0**10, 0
         losses, used = [], []
         for step in range(steps):
             kind = faulty.get(step) if with_faults else None
@@ -456,8 +479,9 @@ def test_grad_scaler_skips_inf_nan_steps_untouched_and_matches_a_clean_run(devic
                 assert weights(m) != before_w
                 losses.append(loss.item())
             if scales is None:
-                expected_scale, tracker = torch_scale_rule(expected_scale, tracker, kind is not None, growth, backoff,
-                                                           interval)
+                expected_scale, tracker = torch_scale_rule(
+                    expected_scale, tracker, kind is not None, growth, backoff, interval
+                )
                 assert scaler.get_scale() == expected_scale, f"scale after step {step}"
         return losses, weights(m), used
 
@@ -468,11 +492,14 @@ def test_grad_scaler_skips_inf_nan_steps_untouched_and_matches_a_clean_run(devic
     # Training resumed: after the last fault the loss goes below anything it was before.
     resumed = len([s for s in range(max(faulty)) if s not in faulty])
     assert clean_losses[-1] < 0.5 * clean_losses[0]
-    assert clean_losses[-1] < min(clean_losses[:resumed + 1])
-    record("Faults during training", f"GradScaler ({device}, {dtype}) with seeded inf/NaN steps (loss * inf/nan, "
-           "inf/NaN inputs)", len(faulty),
-           "step skipped with parameters and Adam state untouched; scale per torch.amp's rule; the other steps "
-           "match a fault-free run bit for bit; loss keeps falling")
+    assert clean_losses[-1] < min(clean_losses[: resumed + 1])
+    record(
+        "Faults during training",
+        f"GradScaler ({device}, {dtype}) with seeded inf/NaN steps (loss * inf/nan, inf/NaN inputs)",
+        len(faulty),
+        "step skipped with parameters and Adam state untouched; scale per torch.amp's rule; the other steps "
+        "match a fault-free run bit for bit; loss keeps falling",
+    )
 
 
 def test_grad_scaler_does_not_grow_past_the_float32_range():
@@ -482,8 +509,8 @@ def test_grad_scaler_does_not_grow_past_the_float32_range():
     opt = lucid.optim.SGD(m.parameters(), lr=1e-3)
     x, y = data("cpu")
     x = x * 0.01
-    scaler = GradScaler("cpu", init_scale=2.0 ** 125, growth_interval=1)
-    expected, tracker = 2.0 ** 125, 0
+    scaler = GradScaler("cpu", init_scale=2.0**125, growth_interval=1)
+    expected, tracker = 2.0**125, 0
     steps = 8
     for step in range(steps):
         before = weights(m)
@@ -494,12 +521,17 @@ def test_grad_scaler_does_not_grow_past_the_float32_range():
         assert weights(m) != before, f"step {step} was skipped at scale 2**{np.log2(scaler.get_scale()):.0f}"
         expected, tracker = torch_scale_rule(expected, tracker, False, 2.0, 0.5, 1)
         assert scaler.get_scale() == expected
-    assert scaler.get_scale() == 2.0 ** 127
-    record("Faults during training", "GradScaler growing from 2**125 every step", steps,
-           "the scale stops at 2**127 as torch.amp's does; no step skipped")
+    assert scaler.get_scale() == 2.0**127
+    record(
+        "Faults during training",
+        "GradScaler growing from 2**125 every step",
+        steps,
+        "the scale stops at 2**127 as torch.amp's does; no step skipped",
+    )
 
 
 # ---- (e) interrupted and killed saves ---------------------------------------------------------
+
 
 def saved_state(version):
     """The checkpoint a save of `version` writes: every value tells which version it is."""
@@ -537,7 +569,7 @@ class PartialWrites:
                 f.close()
 
             def write(self, data):
-                f.write(data[:keep(len(data))])
+                f.write(data[: keep(len(data))])
                 f.flush()
                 raise error
 
@@ -562,8 +594,10 @@ def test_save_failing_part_way_keeps_the_previous_checkpoint(tmp_path, monkeypat
             fraction = r.random()
             monkeypatch.setattr(os, "fdopen", PartialWrites(real_fdopen, lambda size: int(size * fraction), error))
         else:
+
             def fail(*args, error=error):
                 raise error
+
             monkeypatch.setattr(os, where, fail)
         with pytest.raises(type(error)):
             lucid.save(saved_state(i + 2), path)
@@ -574,8 +608,12 @@ def test_save_failing_part_way_keeps_the_previous_checkpoint(tmp_path, monkeypat
         assert os.listdir(tmp_path) == ["ckpt.safetensors"], f"{where}: {os.listdir(tmp_path)}"
     lucid.save(saved_state(99), path)  # and the next save goes through
     assert assert_checkpoint(path, {99}) == 99 and os.listdir(tmp_path) == ["ckpt.safetensors"]
-    record("Faults during training", "lucid.save failing part way (a partial write, fsync, rename; ENOSPC, "
-           "KeyboardInterrupt, MemoryError)", n, "the previous checkpoint intact and loadable; no temporary file left")
+    record(
+        "Faults during training",
+        "lucid.save failing part way (a partial write, fsync, rename; ENOSPC, KeyboardInterrupt, MemoryError)",
+        n,
+        "the previous checkpoint intact and loadable; no temporary file left",
+    )
 
 
 # A process that imports lucid once and forks savers on request, so that each saver can be
@@ -626,8 +664,7 @@ for line in sys.stdin:
 def savers():
     """spawn(path, version, pause_in=None) -> pid of a process saving to `path` (versions
     from `version` on, or once, pausing in fsync, with `pause_in`); wait(pid) -> how it ended."""
-    zygote = subprocess.Popen([sys.executable, "-c", ZYGOTE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
+    zygote = subprocess.Popen([sys.executable, "-c", ZYGOTE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def ask(**cmd):
         zygote.stdin.write(json.dumps(cmd) + "\n")
@@ -678,8 +715,12 @@ def test_saves_killed_at_random_moments_keep_a_whole_checkpoint(tmp_path, savers
         left = now
     lucid.save(saved_state(-1), path)  # resuming training: its first save clears what the kills left
     assert os.listdir(directory) == ["ckpt.safetensors"] and assert_checkpoint(path, {-1}) == -1
-    record("Faults during training", "lucid.save in a process SIGKILLed at a random moment", kills,
-           f"a whole checkpoint every time; the temporaries of killed saves ({orphans}) removed by the next save")
+    record(
+        "Faults during training",
+        "lucid.save in a process SIGKILLed at a random moment",
+        kills,
+        f"a whole checkpoint every time; the temporaries of killed saves ({orphans}) removed by the next save",
+    )
 
 
 def test_a_killed_saves_temporary_is_removed_but_a_running_saves_is_not(tmp_path, savers):
@@ -708,8 +749,12 @@ def test_a_killed_saves_temporary_is_removed_but_a_running_saves_is_not(tmp_path
     assert len(temporaries(directory)) == 1 and assert_checkpoint(path, {2}) == 2
     lucid.save(saved_state(5), path)
     assert os.listdir(directory) == ["ckpt.safetensors"] and assert_checkpoint(path, {5}) == 5
-    record("Faults during training", "a save paused in fsync while another saves, then one killed there", 2,
-           "the running save's temporary kept and its save completes; the killed one's removed by the next save")
+    record(
+        "Faults during training",
+        "a save paused in fsync while another saves, then one killed there",
+        2,
+        "the running save's temporary kept and its save completes; the killed one's removed by the next save",
+    )
 
 
 def test_saves_racing_each_others_sweeps_all_complete(tmp_path, monkeypatch):
@@ -753,5 +798,9 @@ def test_saves_racing_each_others_sweeps_all_complete(tmp_path, monkeypatch):
     assert errors == []
     last = {100 * (i + 1) + rounds - 1 for i in range(3)}
     assert assert_checkpoint(path, last) in last and os.listdir(tmp_path) == [path.name]
-    record("Faults during training", "saves racing: a sweep between a save's create and lock; 3 threads saving "
-           "to one path", 1 + 3 * rounds, "every save completes; a whole checkpoint; no temporary file left")
+    record(
+        "Faults during training",
+        "saves racing: a sweep between a save's create and lock; 3 threads saving to one path",
+        1 + 3 * rounds,
+        "every save completes; a whole checkpoint; no temporary file left",
+    )

@@ -23,7 +23,6 @@ import numpy as np
 from ... import _C
 from ..._grad_mode import is_grad_enabled, no_grad
 from ..._ops.creation import zeros
-from ..._tensor import Tensor
 from ..._types import bfloat16, device, float16
 from ...autograd import Function
 from ...distributed import _assign, _group, _scale_, _tensor_from
@@ -152,25 +151,45 @@ class DistributedDataParallel(Module):
     >>> opt.step()
     """
 
-    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True, *,
-                 process_group=None, bucket_cap_mb=None, find_unused_parameters=False,
-                 gradient_as_bucket_view=False, static_graph=False, bucket_mb=None, grad_dtype=None):
+    def __init__(
+        self,
+        module,
+        device_ids=None,
+        output_device=None,
+        dim=0,
+        broadcast_buffers=True,
+        *,
+        process_group=None,
+        bucket_cap_mb=None,
+        find_unused_parameters=False,
+        gradient_as_bucket_view=False,
+        static_graph=False,
+        bucket_mb=None,
+        grad_dtype=None,
+    ):
         super().__init__()
         if not isinstance(module, Module):
             raise TypeError(f"{_WHAT} wraps a lucid.nn.Module, got {type(module).__name__}")
         if bucket_mb is not None and bucket_cap_mb is not None and bucket_mb != bucket_cap_mb:
-            raise ValueError(f"{_WHAT}: bucket_mb={bucket_mb!r} and bucket_cap_mb={bucket_cap_mb!r} name the same "
-                             f"size; give one of them")
+            raise ValueError(
+                f"{_WHAT}: bucket_mb={bucket_mb!r} and bucket_cap_mb={bucket_cap_mb!r} name the same "
+                f"size; give one of them"
+            )
         bucket_mb = next((b for b in (bucket_mb, bucket_cap_mb) if b is not None), 25)
-        for name, flag in (("find_unused_parameters", find_unused_parameters),
-                           ("gradient_as_bucket_view", gradient_as_bucket_view), ("static_graph", static_graph)):
+        for name, flag in (
+            ("find_unused_parameters", find_unused_parameters),
+            ("gradient_as_bucket_view", gradient_as_bucket_view),
+            ("static_graph", static_graph),
+        ):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be a bool, got {flag!r}")
         if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
             raise TypeError(f"dim must be an int, got {dim!r}")
         if process_group is not None:
-            raise ValueError(f"{_WHAT}: lucid.distributed has one process group, every rank; pass "
-                             f"process_group=None (got {process_group!r})")
+            raise ValueError(
+                f"{_WHAT}: lucid.distributed has one process group, every rank; pass "
+                f"process_group=None (got {process_group!r})"
+            )
         if not isinstance(bucket_mb, numbers.Real) or isinstance(bucket_mb, bool) or not bucket_mb > 0:
             raise ValueError(f"bucket_mb must be a positive number of megabytes, got {bucket_mb!r}")
         if grad_dtype is not None and grad_dtype is not bfloat16 and grad_dtype is not float16:
@@ -180,7 +199,7 @@ class DistributedDataParallel(Module):
         backend = _group.require(_WHAT)
         _check_devices(module, backend, device_ids, output_device)
         self.module = module
-        self.bucket_bytes = max(1, int(bucket_mb * 2 ** 20))
+        self.bucket_bytes = max(1, int(bucket_mb * 2**20))
         self.grad_dtype = grad_dtype
         self.broadcast_buffers = broadcast_buffers
         self._params = [p for p in module.parameters() if p.requires_grad]
@@ -207,8 +226,12 @@ class DistributedDataParallel(Module):
             return self.module(*args, **kwargs)
         token = self._sync_token()
         proxies = {id(p): _GradReady.apply(p, token, (self._token_grad,)) for p in self._params}
-        slots = [(m, name, p) for m in self.module.modules() for name, p in m._parameters.items()
-                 if p is not None and id(p) in proxies]
+        slots = [
+            (m, name, p)
+            for m in self.module.modules()
+            for name, p in m._parameters.items()
+            if p is not None and id(p) in proxies
+        ]
         for m, name, p in slots:
             m._parameters[name] = proxies[id(p)]
         try:
@@ -238,11 +261,11 @@ class DistributedDataParallel(Module):
         (all of them, or none)."""
         keys = list(state_dict)
         if keys and all(isinstance(k, str) and k.startswith("module.") for k in keys):
-            state_dict = OrderedDict((k[len("module."):], v) for k, v in state_dict.items())
+            state_dict = OrderedDict((k[len("module.") :], v) for k, v in state_dict.items())
         return self.module.load_state_dict(state_dict, strict)
 
     def extra_repr(self) -> str:
-        parts = [f"bucket_mb={self.bucket_bytes / 2 ** 20:g}"]
+        parts = [f"bucket_mb={self.bucket_bytes / 2**20:g}"]
         if self.grad_dtype is not None:
             parts.append(f"grad_dtype={self.grad_dtype}")
         return ", ".join(parts)
@@ -250,9 +273,12 @@ class DistributedDataParallel(Module):
     # ---- construction -----------------------------------------------------------------------
 
     def _check_replicas_match(self, backend):
-        mine = ([(n, p.dtype.name, tuple(p.shape), p.requires_grad) for n, p in self.module.named_parameters()],
-                [(n, b.dtype.name, tuple(b.shape)) for n, b in self.module.named_buffers()],
-                None if self.grad_dtype is None else self.grad_dtype.name, self.bucket_bytes)
+        mine = (
+            [(n, p.dtype.name, tuple(p.shape), p.requires_grad) for n, p in self.module.named_parameters()],
+            [(n, b.dtype.name, tuple(b.shape)) for n, b in self.module.named_buffers()],
+            None if self.grad_dtype is None else self.grad_dtype.name,
+            self.bucket_bytes,
+        )
         everyone = backend.all_gather_object(mine, _WHAT)
         for rank, theirs in enumerate(everyone):
             if theirs == everyone[0]:
@@ -264,8 +290,10 @@ class DistributedDataParallel(Module):
                 a, b = everyone[0][field], theirs[field]
                 diff = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
                 detail = f": rank 0 has {_entry(a, diff)} where rank {rank} has {_entry(b, diff)}"
-            raise ValueError(f"{_WHAT}: the ranks' modules differ in their {what[field]}{detail}; every rank must "
-                             f"wrap the same model with the same settings")
+            raise ValueError(
+                f"{_WHAT}: the ranks' modules differ in their {what[field]}{detail}; every rank must "
+                f"wrap the same model with the same settings"
+            )
 
     def _broadcast_from_rank_0(self, tensors):
         """Makes every rank's `tensors` rank 0's, in flat byte buffers of at most one bucket."""
@@ -292,7 +320,9 @@ class DistributedDataParallel(Module):
             return
         for t, start in group:
             n = t.numel() * t.dtype.itemsize
-            value = _result(_C.tensor_from_host(buf.ctypes.data + start, n, tuple(t.shape), t.dtype.code, t.device.code))
+            value = _result(
+                _C.tensor_from_host(buf.ctypes.data + start, n, tuple(t.shape), t.dtype.code, t.device.code)
+            )
             _assign(t, value, f"{_WHAT}: broadcast from rank 0")
 
     def _plan_buckets(self):
@@ -337,7 +367,7 @@ class DistributedDataParallel(Module):
                     bucket.buffer = np.empty(last[1] + last[2], dtype=bucket.dtype.numpy)
                 buf = bucket.buffer
                 for i, start, n in bucket.entries:
-                    view = buf[start:start + n]
+                    view = buf[start : start + n]
                     g = grads[i]
                     if g is None:
                         view[...] = 0
@@ -352,7 +382,7 @@ class DistributedDataParallel(Module):
                     if not used[i]:
                         continue
                     p = self._params[i]
-                    g = _tensor_from(buf[start:start + n], p.shape, bucket.dtype, p.device)
+                    g = _tensor_from(buf[start : start + n], p.shape, bucket.dtype, p.device)
                     if grads[i] is None:  # used on another rank only
                         p.grad = g.to(p.dtype)
                     else:
@@ -376,10 +406,12 @@ def _check_devices(module, backend, device_ids, output_device):
 
     def problem(what, value):
         form = " in a one-element list" if what == "device_ids" else ""
-        return (f"{_WHAT}: {what}={value!r} does not name this rank's device. A lucid process has one device, "
-                f"the one its module is on: give None, or '{names}' or this rank's local rank "
-                f"{backend.local_rank} (its place among the ranks on this machine){form}. "
-                f"(bucket_mb and grad_dtype are keyword arguments.)")
+        return (
+            f"{_WHAT}: {what}={value!r} does not name this rank's device. A lucid process has one device, "
+            f"the one its module is on: give None, or '{names}' or this rank's local rank "
+            f"{backend.local_rank} (its place among the ranks on this machine){form}. "
+            f"(bucket_mb and grad_dtype are keyword arguments.)"
+        )
 
     if device_ids is not None:
         if not isinstance(device_ids, (list, tuple)) or len(device_ids) != 1 or not names_this_device(device_ids[0]):

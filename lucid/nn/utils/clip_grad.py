@@ -39,8 +39,10 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
             total = stack([(g.abs() ** norm_type).sum() for g in grads]).sum() ** (1.0 / norm_type)
         value = total.item()
         if error_if_nonfinite and not math.isfinite(value):
-            raise RuntimeError(f"the total norm of order {norm_type} of the gradients is non-finite ({value}), "
-                               "so it cannot be clipped; pass error_if_nonfinite=False to clip anyway")
+            raise RuntimeError(
+                f"the total norm of order {norm_type} of the gradients is non-finite ({value}), "
+                "so it cannot be clipped; pass error_if_nonfinite=False to clip anyway"
+            )
         coef = max_norm / (value + 1e-6)
         if coef < 1.0:  # in place: each gradient stays the tensor the program may hold
             for p in params:

@@ -52,8 +52,10 @@ class TensorDataset(Dataset):
             if not isinstance(t, Tensor):
                 raise TypeError(f"TensorDataset takes lucid tensors, got {type(t).__name__}")
             if t.ndim == 0 or t.shape[0] != tensors[0].shape[0]:
-                raise ValueError(f"TensorDataset: every tensor needs the same first dimension, got "
-                                 f"{[tuple(x.shape) for x in tensors]}")
+                raise ValueError(
+                    f"TensorDataset: every tensor needs the same first dimension, got "
+                    f"{[tuple(x.shape) for x in tensors]}"
+                )
         self.tensors = tensors
 
     def __getitem__(self, index):
@@ -242,26 +244,45 @@ class DataLoader:
     has no effect (memory is unified on Apple Silicon).
     """
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, sampler=None, batch_sampler=None, num_workers=0,
-                 collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None, generator=None,
-                 prefetch_factor=None, persistent_workers=False):
+    def __init__(
+        self,
+        dataset,
+        batch_size=1,
+        shuffle=False,
+        sampler=None,
+        batch_sampler=None,
+        num_workers=0,
+        collate_fn=None,
+        pin_memory=False,
+        drop_last=False,
+        timeout=0,
+        worker_init_fn=None,
+        generator=None,
+        prefetch_factor=None,
+        persistent_workers=False,
+    ):
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
             raise ValueError(f"num_workers should be a non-negative integer, got {num_workers!r}")
         if sampler is not None and shuffle:
             raise ValueError("sampler option is mutually exclusive with shuffle")
         if batch_sampler is not None and (batch_size != 1 or shuffle or sampler is not None or drop_last):
-            raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last")
+            raise ValueError(
+                "batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last"
+            )
         self.dataset, self.num_workers, self.generator = dataset, num_workers, generator
         self.prefetch_factor = 2 if prefetch_factor is None else int(prefetch_factor)
         self.worker_init_fn = worker_init_fn
         if isinstance(dataset, IterableDataset):
             if shuffle or sampler is not None or batch_sampler is not None:
-                raise ValueError("DataLoader with an IterableDataset takes no shuffle, sampler or batch_sampler: it "
-                                 "reads the stream in order")
+                raise ValueError(
+                    "DataLoader with an IterableDataset takes no shuffle, sampler or batch_sampler: it "
+                    "reads the stream in order"
+                )
             self.sampler = self.batch_sampler = None
             self.batch_size, self.drop_last = batch_size, drop_last
-            self.collate_fn = collate_fn if collate_fn is not None else (default_collate if batch_size is not None
-                                                                         else (lambda s: s))
+            self.collate_fn = (
+                collate_fn if collate_fn is not None else (default_collate if batch_size is not None else (lambda s: s))
+            )
             return
         if sampler is None:
             sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
@@ -269,8 +290,11 @@ class DataLoader:
         if batch_sampler is None and batch_size is not None:
             batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self.batch_sampler, self.batch_size, self.drop_last = batch_sampler, batch_size, drop_last
-        self.collate_fn = collate_fn if collate_fn is not None else (default_collate if batch_size is not None or
-                                                                     batch_sampler is not None else (lambda s: s))
+        self.collate_fn = (
+            collate_fn
+            if collate_fn is not None
+            else (default_collate if batch_size is not None or batch_sampler is not None else (lambda s: s))
+        )
 
     def __len__(self):
         if isinstance(self.dataset, IterableDataset):
@@ -318,6 +342,7 @@ class DataLoader:
             _worker.info = WorkerInfo(worker, self.num_workers, base_seed + worker, self.dataset)
             if self.worker_init_fn is not None:
                 self.worker_init_fn(worker)
+
         with ThreadPoolExecutor(self.num_workers, initializer=init) as pool:
             pending = collections.deque()
             for k in keys:
@@ -333,22 +358,44 @@ def random_split(dataset, lengths, generator=None):
     summing to 1, the remainder spread one by one from the first)."""
     n = len(dataset)
     lengths = list(lengths)
-    if lengths and all(isinstance(x, float) for x in lengths) and math.isclose(sum(lengths), 1.0) and sum(lengths) <= 1 + 1e-9:
+    if (
+        lengths
+        and all(isinstance(x, float) for x in lengths)
+        and math.isclose(sum(lengths), 1.0)
+        and sum(lengths) <= 1 + 1e-9
+    ):
         sizes = [int(math.floor(n * f)) for f in lengths]
         for i in range(n - sum(sizes)):
             sizes[i % len(sizes)] += 1
         lengths = sizes
     if any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0 for x in lengths) or sum(lengths) != n:
-        raise ValueError(f"random_split: lengths must be non-negative integers summing to the dataset's length {n}, "
-                         f"or fractions summing to 1; got {lengths}")
+        raise ValueError(
+            f"random_split: lengths must be non-negative integers summing to the dataset's length {n}, "
+            f"or fractions summing to 1; got {lengths}"
+        )
     order = _permutation(n, generator)
     out, start = [], 0
     for size in lengths:
-        out.append(Subset(dataset, [int(i) for i in order[start:start + size]]))
+        out.append(Subset(dataset, [int(i) for i in order[start : start + size]]))
         start += size
     return out
 
 
-__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "Generator", "Sampler",
-           "SequentialSampler", "RandomSampler", "BatchSampler", "DistributedSampler", "default_collate", "DataLoader",
-           "random_split", "WorkerInfo", "get_worker_info"]
+__all__ = [
+    "Dataset",
+    "IterableDataset",
+    "TensorDataset",
+    "Subset",
+    "ConcatDataset",
+    "Generator",
+    "Sampler",
+    "SequentialSampler",
+    "RandomSampler",
+    "BatchSampler",
+    "DistributedSampler",
+    "default_collate",
+    "DataLoader",
+    "random_split",
+    "WorkerInfo",
+    "get_worker_info",
+]

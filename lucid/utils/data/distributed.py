@@ -69,10 +69,13 @@ class DistributedSampler:
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
         if num_replicas is None or rank is None:
             from ... import distributed
+
             if not distributed.is_initialized():
-                raise RuntimeError("DistributedSampler: num_replicas and rank default to lucid.distributed's world "
-                                   "size and rank, and lucid.distributed is not initialised; call "
-                                   "lucid.distributed.init() first, or pass num_replicas= and rank=")
+                raise RuntimeError(
+                    "DistributedSampler: num_replicas and rank default to lucid.distributed's world "
+                    "size and rank, and lucid.distributed is not initialised; call "
+                    "lucid.distributed.init() first, or pass num_replicas= and rank="
+                )
             if num_replicas is None:
                 num_replicas = distributed.get_world_size()
             if rank is None:
@@ -104,11 +107,11 @@ class DistributedSampler:
     def __iter__(self):
         order = self._order()
         if self.drop_last:
-            order = order[:self.total_size]
+            order = order[: self.total_size]
         elif order:
             missing = self.total_size - len(order)
             order = order + (order * math.ceil(missing / len(order)))[:missing]
-        mine = order[self.rank:self.total_size:self.num_replicas]
+        mine = order[self.rank : self.total_size : self.num_replicas]
         assert len(mine) == self.num_samples, (len(mine), self.num_samples)
         return iter(mine)
 
