@@ -247,7 +247,8 @@ enum KernelOp: Sendable {
             .normalization
         case .attention: .attention
         case .gather, .scatterAdd, .nonzero, .put, .take: .indexing
-        case .sgdStep, .adamStep, .unscale, .updateScale, .castStatistics: .optimizers
+        case .sgdStep, .adamStep: .optimizers
+        case .unscale, .updateScale, .castStatistics: .amp
         case .lapack: .linalg
         }
     }

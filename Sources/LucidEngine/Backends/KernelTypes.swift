@@ -91,5 +91,5 @@ struct ScaleUpdate: Sendable {
 /// provides the families it has and declines the others; see `Backend`.
 package enum KernelFamily: String, CaseIterable, Sendable {
     case elementwise, reduction, matmul, convolution, pooling, softmax, normalization, attention, indexing, optimizers,
-         linalg
+         amp, linalg
 }

@@ -364,13 +364,13 @@ enum MetalSelfTest {
             compare("unscale", dtype, tol) { be in
                 let g = try make(a, shape, dtype, be), out = try TensorImpl.empty(shape, dtype: dtype, on: be)
                 let inv = try make([0.125], [1], .float32, be), found = try make([0], [1], .float32, be)
-                try optimizers(be).unscale([g], invScale: inv, found: found, into: [out])
+                try amp(be).unscale([g], invScale: inv, found: found, into: [out])
                 return out
             }
             check("unscale_found", dtype, 0, want: [1]) {
                 let g = try make([1, .infinity, 2], [3], dtype, gpu), out = try TensorImpl.empty([3], dtype: dtype, on: gpu)
                 let inv = try make([0.5], [1], .float32, gpu), found = try make([0], [1], .float32, gpu)
-                try optimizers(gpu).unscale([g], invScale: inv, found: found, into: [out])
+                try amp(gpu).unscale([g], invScale: inv, found: found, into: [out])
                 return found
             }
             // Autocast inspection's counters: every band, two threadgroups adding into one
@@ -379,9 +379,9 @@ enum MetalSelfTest {
                 let specials: [Float] = [1e5, 1e-6, 0, -2.5, .infinity, .nan, 3.4e38, 1e-39, 65520, -7, 6e-5, 2]
                 let x = try make(specials, [5003], dtype, be)
                 let acc = try make([0], [2 * CastStatistics.blockWords], .int32, be)
-                try optimizers(be).castStatistics(x, into: acc, word: 0)
-                try optimizers(be).castStatistics(x, into: acc, word: 0)
-                try optimizers(be).castStatistics(try make(a, shape, dtype, be), into: acc, word: CastStatistics.blockWords)
+                try amp(be).castStatistics(x, into: acc, word: 0)
+                try amp(be).castStatistics(x, into: acc, word: 0)
+                try amp(be).castStatistics(try make(a, shape, dtype, be), into: acc, word: CastStatistics.blockWords)
                 return acc
             }
             compare("matmul", dtype, tol * 8) { be in
@@ -412,7 +412,7 @@ enum MetalSelfTest {
             let scale = try make([1024], [1], .float32, gpu), tracker = try make([1], [1], .int32, gpu)
             let u = ScaleUpdate(growthFactor: 2, backoffFactor: 0.5, growthInterval: 2)
             for flag: Float in [0, 0, 1, 0] {  // grows, counts, backs off, counts
-                try optimizers(gpu).updateScale(scale, growthTracker: tracker, found: try make([flag], [1], .float32, gpu), u)
+                try amp(gpu).updateScale(scale, growthTracker: tracker, found: try make([flag], [1], .float32, gpu), u)
             }
             let out = try TensorImpl.empty([2], dtype: .float32, on: gpu)
             gpu.copy(scale, into: out.view(shape: [1], strides: [1]))
@@ -566,6 +566,7 @@ enum MetalSelfTest {
     }
     private static func indexing(_ be: any Backend) throws -> any IndexingKernels { try family(be as? any IndexingKernels, "indexing") }
     private static func optimizers(_ be: any Backend) throws -> any OptimizerKernels { try family(be as? any OptimizerKernels, "optimizer") }
+    private static func amp(_ be: any Backend) throws -> any AMPKernels { try family(be as? any AMPKernels, "AMP") }
     private static func matmul(_ be: any Backend) throws -> any MatmulKernels { try family(be as? any MatmulKernels, "matmul") }
     private static func convolution(_ be: any Backend) throws -> any ConvolutionKernels {
         try family(be as? any ConvolutionKernels, "convolution")
