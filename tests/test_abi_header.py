@@ -152,8 +152,8 @@ ENUM_PAIRS = [
     ("lucid_status", "Core/LucidError.swift", "Kind", "LUCID_ERR_"),
     ("lucid_cast_policy", "AMP/CastPolicy.swift", "CastPolicy", "LUCID_POLICY_"),
     ("lucid_unary_op", "Backends/UnaryKernel.swift", "UnaryKernel", "LUCID_"),
-    ("lucid_binary_op", "Backends/Backend.swift", "BinaryKernel", "LUCID_"),
-    ("lucid_compare_op", "Backends/Backend.swift", "CompareKernel", "LUCID_"),
+    ("lucid_binary_op", "Backends/BinaryKernel.swift", "BinaryKernel", "LUCID_"),
+    ("lucid_compare_op", "Backends/CompareKernel.swift", "CompareKernel", "LUCID_"),
     ("lucid_reduction", "Ops/Losses.swift", "Reduction", "LUCID_REDUCTION_"),
     ("lucid_scalar_kind", "Ops/Elementwise.swift", "Kind", "LUCID_SCALAR_"),
 ]

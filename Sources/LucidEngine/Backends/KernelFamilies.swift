@@ -1,3 +1,11 @@
+/// The families a backend's kernels come in, named as the files that hold them in each
+/// backend's folder (`Host+Elementwise.swift`, `Metal+Elementwise.swift`, ...). A backend
+/// provides the families it has and declines the others; see `Backend`.
+package enum KernelFamily: String, CaseIterable, Sendable {
+    case elementwise, reduction, matmul, convolution, pooling, softmax, normalization, attention, indexing, optimizers,
+         amp, linalg
+}
+
 /// Elementwise arithmetic, unary functions and their derivatives, comparisons and selection.
 protocol ElementwiseKernels: AnyObject, Sendable {
     func binary(_ op: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
