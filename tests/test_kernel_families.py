@@ -41,6 +41,7 @@ FAMILIES = [
     "attention",
     "indexing",
     "optimizers",
+    "amp",
 ]
 # Declined, these are composed from other kernels rather than run on the host.
 COMPOSED = ("softmax", "normalization", "attention")
@@ -52,7 +53,8 @@ FAMILY_OPS = {
     "convolution": {"im2col", "col2im"},
     "pooling": {"max_pool2d", "max_pool2d_backward"},
     "indexing": {"gather", "scatter_add", "nonzero"},
-    "optimizers": {"sgd_step", "adam_step", "unscale", "update_scale"},
+    "optimizers": {"sgd_step", "adam_step"},
+    "amp": {"unscale", "update_scale"},
 }
 
 # A little of everything on "metal": conv, pooling, group and layer norm, linear, attention,
@@ -175,7 +177,9 @@ def test_an_unknown_family_is_a_clear_error():
     code = "import lucid\ntry:\n    lucid.ones(2, device='metal')\nexcept ValueError as e:\n    print(e)\n"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert "LUCID_METAL_DECLINE: unknown kernel family 'gemmm'" in r.stdout and "optimizers" in r.stdout, r.stdout
+    assert "LUCID_METAL_DECLINE: unknown kernel family 'gemmm'" in r.stdout and "optimizers, amp, linalg" in r.stdout, (
+        r.stdout
+    )
 
 
 def test_counts_through_the_c_abi_reject_bad_arguments():

@@ -199,7 +199,7 @@ final class Inspection {
         let source = try Ops.dense(x)
         let acc = record.acc
         let call = KernelCall(.castStatistics, reads: [source, acc], writes: [acc])
-        acc.run(OptimizerKernels.self, call, "cast_statistics") {
+        acc.run(AMPKernels.self, call, "cast_statistics") {
             $0.castStatistics(source, into: acc, word: block * CastStatistics.blockWords)
         }
         acc.storage.bumpVersion()

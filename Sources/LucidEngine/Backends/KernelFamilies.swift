@@ -1,3 +1,11 @@
+/// The families a backend's kernels come in, named as the files that hold them in each
+/// backend's folder (`Host+Elementwise.swift`, `Metal+Elementwise.swift`, ...). A backend
+/// provides the families it has and declines the others; see `Backend`.
+package enum KernelFamily: String, CaseIterable, Sendable {
+    case elementwise, reduction, matmul, convolution, pooling, softmax, normalization, attention, indexing, optimizers,
+         amp, linalg
+}
+
 /// Elementwise arithmetic, unary functions and their derivatives, comparisons and selection.
 protocol ElementwiseKernels: AnyObject, Sendable {
     func binary(_ op: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl)
@@ -210,11 +218,10 @@ protocol PlacementKernels: AnyObject, Sendable {
     func take(_ src: TensorImpl, at offsets: [Int], shape: [Int], strides: [Int], into out: TensorImpl)
 }
 
-/// The optimizers' update steps, GradScaler's unscale and scale update, and the statistics
-/// autocast's inspection keeps. Flags and counts live in tensors of the backend's device, so
-/// that a skipped step, an infinity found, a new scale or a statistic never needs the host to
-/// read a value: `found` is a float32 element, non-zero
-/// when the step is to be skipped; an optimizer given one writes nothing when it is set.
+/// The optimizers' update steps. Flags and counts live in tensors of the backend's device, so
+/// that a skipped step never needs the host to read a value: `found` is a float32 element,
+/// non-zero when the step is to be skipped (GradScaler's found-inf flag, `AMPKernels`); an
+/// optimizer given one writes nothing when it is set.
 protocol OptimizerKernels: AnyObject, Sendable {
     /// One SGD update of a parameter: contiguous tensors of one shape and floating dtype,
     /// computed in float32. `momentum`/`newMomentum` are present when momentum is non-zero.
@@ -224,6 +231,13 @@ protocol OptimizerKernels: AnyObject, Sendable {
     /// element counting the steps taken), which then goes up by one.
     func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, step: TensorImpl, hyper: AdamHyper,
                   newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl, skipIf found: TensorImpl?)
+}
+
+/// Automatic mixed precision's kernels: GradScaler's unscale and scale update, and the
+/// statistics autocast's inspection keeps. Flags, scales and counts live in tensors of the
+/// backend's device, so that an infinity found, a new scale or a statistic never needs the
+/// host to read a value.
+protocol AMPKernels: AnyObject, Sendable {
     /// `outs[i] = grads[i] * invScale[0]` computed in float32; `found` (a float32 element) is
     /// set to 1 when any result (or input) is infinite or NaN, and left as it is otherwise.
     /// Each grad and its out are contiguous and share a floating dtype.

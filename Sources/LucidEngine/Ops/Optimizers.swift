@@ -148,7 +148,7 @@ package enum Optimizers {
         }
         guard !work.isEmpty else { return }
         let call = KernelCall(.unscale(count: work.count), reads: work + [invScale], writes: work + [foundInf])
-        foundInf.run(OptimizerKernels.self, call, "unscale") { $0.unscale(work, invScale: invScale, found: foundInf, into: work) }
+        foundInf.run(AMPKernels.self, call, "unscale") { $0.unscale(work, invScale: invScale, found: foundInf, into: work) }
         for (g, w) in zip(grads, work) { finish(g, w) }
         foundInf.storage.bumpVersion()
     }
@@ -175,7 +175,7 @@ package enum Optimizers {
         let update = ScaleUpdate(growthFactor: Float(growthFactor), backoffFactor: Float(backoffFactor),
                                  growthInterval: interval)
         let call = KernelCall(.updateScale, reads: [scale, growthTracker, foundInf], writes: [scale, growthTracker])
-        foundInf.run(OptimizerKernels.self, call, "update_scale") {
+        foundInf.run(AMPKernels.self, call, "update_scale") {
             $0.updateScale(scale, growthTracker: growthTracker, found: foundInf, update)
         }
         scale.storage.bumpVersion()

@@ -1,5 +1,5 @@
 // An emulation of the part of Apple's Accelerate framework that lucid's CPU backend uses
-// (Backends/CPU/BLAS+Accelerate.swift), for the check build on Linux (`make metal-emulated`),
+// (Backends/Host/BLAS+Accelerate.swift), for the check build on Linux (`make metal-emulated`),
 // so that the Apple-only source compiles and runs here. The declarations follow vecLib's
 // cblas.h as Swift imports it (without ACCELERATE_NEW_LAPACK: 32-bit integers); the work is
 // done by the Linux build's OpenBLAS (scipy-openblas32).

@@ -1,6 +1,6 @@
 // The part of vecLib's CLAPACK interface (clapack.h, without ACCELERATE_NEW_LAPACK: 32-bit
 // integers, every argument by pointer, column-major) that lucid's CPU backend uses
-// (Backends/CPU/LAPACK+Accelerate.swift), done by the Linux build's OpenBLAS through LAPACKE.
+// (Backends/Host/LAPACK+Accelerate.swift), done by the Linux build's OpenBLAS through LAPACKE.
 // A workspace query (lwork = -1) answers 1, and the call then lets LAPACKE size its own
 // workspace; an lwork below 1 otherwise is refused as LAPACK refuses it.
 

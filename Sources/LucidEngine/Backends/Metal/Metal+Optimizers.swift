@@ -1,10 +1,10 @@
 #if canImport(Metal) && !LUCID_NO_METAL
 import Metal
 
-/// Optimizer steps, GradScaler's unscale and scale update on the GPU (Kernels/Optimizers.metal),
-/// with the host kernels' float32 formulas. Flags and counts stay on the device: nothing here
-/// waits. Integer parameters do not occur (the op layer refuses them); an unexpected dtype or
-/// layout is routed to the host (counted).
+/// Optimizer steps on the GPU (Kernels/Optimizers.metal), with the host kernels' float32
+/// formulas. The step count and the found-inf flag stay on the device: nothing here waits.
+/// Integer parameters do not occur (the op layer refuses them); an unexpected dtype or layout
+/// is routed to the host (counted).
 extension MetalBackend: OptimizerKernels {
     func optimizerRoute(_ call: KernelCall) -> KernelRoute {
         switch call.op {
@@ -12,20 +12,12 @@ extension MetalBackend: OptimizerKernels {
             // reads [param, grad, momentum state..., found?]: all but the flag.
             let p = call.reads[0]
             guard p.numel > 0 else { return .native }
-            return Self.fits(call.writes + [call.reads[1]]) ? .native : .host
+            return Self.floatingContiguous(call.writes + [call.reads[1]]) ? .native : .host
         case .adamStep:
-            return Self.fits(Array(call.writes.prefix(3)) + [call.reads[1]]) ? .native : .host
-        case .unscale(let count):
-            let pairs = zip(call.reads.prefix(count), call.writes.prefix(count)).filter { $0.0.numel > 0 }
-            return pairs.allSatisfy({ Self.fits([$0.0, $0.1]) }) ? .native : .host
+            return Self.floatingContiguous(Array(call.writes.prefix(3)) + [call.reads[1]]) ? .native : .host
         default:
             return .native
         }
-    }
-
-    private static func fits(_ tensors: [TensorImpl?]) -> Bool {
-        guard let first = tensors.compactMap({ $0 }).first, first.dtype.isFloatingPoint else { return false }
-        return tensors.allSatisfy { $0.map { $0.isContiguous && $0.dtype == first.dtype } ?? true }
     }
 
     func sgdStep(param: TensorImpl, grad: TensorImpl, momentum: TensorImpl?, hyper h: SGDHyper,
@@ -68,45 +60,6 @@ extension MetalBackend: OptimizerKernels {
             bind(step, 0, e)
             bind(found ?? step, 1, e)
             setBytes(hasFound, 2, e)
-        }
-    }
-
-    func castStatistics(_ x: TensorImpl, into acc: TensorImpl, word: Int) {
-        guard x.numel > 0 else { return }
-        // CastStatsParams: 8 uints and 1 ulong = 40 bytes.
-        var words = CastStatistics.limits(for: x.dtype)
-        words += [x.dtype == .float16 ? 1 : x.dtype == .bfloat16 ? 2 : 0, UInt32(word), 0]
-        words += [UInt32(truncatingIfNeeded: x.numel), UInt32(truncatingIfNeeded: x.numel >> 32)]
-        // A threadgroup per 4096 values, at most 256: each thread loops over its share.
-        let groups = max(1, min((x.numel + 4095) / 4096, 256))
-        encode("cast_stats_\(x.dtype.name)", groups: groups, width: 256, floatsPerThread: 7) { e in
-            bind(x, 0, e)
-            bind(acc, 1, e)
-            setBytes(words, 2, e)
-        }
-    }
-
-    func unscale(_ grads: [TensorImpl], invScale: TensorImpl, found: TensorImpl, into outs: [TensorImpl]) {
-        let pairs = zip(grads, outs).filter { $0.0.numel > 0 }
-        for (grad, out) in pairs {
-            encode("unscale_\(grad.dtype.name)", count: grad.numel) { e in
-                bind(grad, 0, e)
-                bind(out, 1, e)
-                bind(found, 2, e)
-                bind(invScale, 3, e)
-                setBytes(UInt64(grad.numel), 4, e)
-            }
-        }
-    }
-
-    func updateScale(_ scale: TensorImpl, growthTracker: TensorImpl, found: TensorImpl, _ u: ScaleUpdate) {
-        // ScaleUpdateParams: 2 floats and 1 int.
-        let words = [u.growthFactor.bitPattern, u.backoffFactor.bitPattern, UInt32(bitPattern: u.growthInterval)]
-        encode("amp_update_scale", count: 1) { e in
-            bind(scale, 0, e)
-            bind(growthTracker, 1, e)
-            bind(found, 2, e)
-            setBytes(words, 3, e)
         }
     }
 }

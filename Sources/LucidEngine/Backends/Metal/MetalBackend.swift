@@ -355,6 +355,7 @@ final class MetalBackend: Backend, @unchecked Sendable {
         case .pooling: poolingRoute(call)
         case .indexing: indexingRoute(call)
         case .optimizers: optimizerRoute(call)
+        case .amp: ampRoute(call)
         case .softmax: softmaxRoute(call)
         case .normalization: normalizationRoute(call)
         case .attention: attentionRoute(call)
@@ -488,6 +489,13 @@ final class MetalBackend: Backend, @unchecked Sendable {
             e.dispatchThreadgroups(MTLSize(width: groups, height: 1, depth: 1),
                                    threadsPerThreadgroup: MTLSize(width: w, height: 1, depth: 1))
         }
+    }
+
+    /// Whether the tensors given (nil skipped) are contiguous and of one floating dtype, as the
+    /// optimizer and AMP kernels take them (others are routed to the host).
+    static func floatingContiguous(_ tensors: [TensorImpl?]) -> Bool {
+        guard let first = tensors.compactMap({ $0 }).first, first.dtype.isFloatingPoint else { return false }
+        return tensors.allSatisfy { $0.map { $0.isContiguous && $0.dtype == first.dtype } ?? true }
     }
 
     /// Threads per threadgroup for a row of `length` elements: a power of two from one SIMD

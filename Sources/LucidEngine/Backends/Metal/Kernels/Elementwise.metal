@@ -610,7 +610,7 @@ LUCID_COPY_INT_TO_HALF(copy_int32_bfloat16, int, bfloat)
 LUCID_COPY_INT_TO_HALF(copy_int64_bfloat16, long, bfloat)
 LUCID_COPY_INT_TO_HALF(copy_bool_bfloat16, uchar, bfloat)
 
-// float -> integer as the host casts (HostElements.swift truncatingToInt64): toward zero,
+// float -> integer as the host casts (HostElement.swift truncatingToInt64): toward zero,
 // saturating at int64's range (then int32's), NaN to 0.
 inline long truncated_long(float v) {
     if (isnan(v)) return 0;
@@ -688,7 +688,7 @@ kernel void fill_bool(device uchar* out [[buffer(0)]], constant Layout& layout [
 
 // The 8- and 16-bit integers (uint8, int8, int16) have copies and fills only; the backend
 // runs their other kernels on the host. Integers narrow by wrapping (two's complement), floats
-// by truncation toward zero then wrapping, as the host stores them (HostElements.swift).
+// by truncation toward zero then wrapping, as the host stores them (HostElement.swift).
 #define LUCID_COPY_FLOAT_TO_SMALL(NAME, S, D)                                                        \
 kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
                  constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \

@@ -85,11 +85,3 @@ struct AdamHyper: Sendable {
 struct ScaleUpdate: Sendable {
     var growthFactor: Float, backoffFactor: Float, growthInterval: Int32
 }
-
-/// The families a backend's kernels come in, named as the files that hold them in each
-/// backend's folder (`Host+Elementwise.swift`, `Metal+Elementwise.swift`, ...). A backend
-/// provides the families it has and declines the others; see `Backend`.
-package enum KernelFamily: String, CaseIterable, Sendable {
-    case elementwise, reduction, matmul, convolution, pooling, softmax, normalization, attention, indexing, optimizers,
-         linalg
-}

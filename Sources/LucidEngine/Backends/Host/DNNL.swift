@@ -5,7 +5,7 @@ import CHostKernels
 /// oneDNN 3 on the CPU: batched GEMM through its matmul primitive for the dtypes where it
 /// beats widening to float32 for BLAS (bfloat16 on AVX-512 BF16 and AMX, large float32),
 /// vectorised unary ops, softmax and the pieces of fused attention; convolution is in
-/// DNNLConvolution.swift. Primitives are built once per shape, layout and dtype and kept;
+/// DNNL+Convolution.swift. Primitives are built once per shape, layout and dtype and kept;
 /// anything oneDNN declines falls back to the engine's own kernels.
 enum DNNL {
     struct Key: Hashable {

@@ -71,6 +71,15 @@ final class HostBackend: Backend {
         buffer.hostContents ?? HostStaging.contents(of: buffer)
     }
 
+    /// The float32 element `t` holds (a flag, a count, a scale), read and written in place as a
+    /// GPU does.
+    static func float32Element(_ t: TensorImpl) -> UnsafeMutablePointer<Float> {
+        address(t).assumingMemoryBound(to: Float.self)
+    }
+
+    /// Whether a found-inf flag is given and set.
+    static func isSet(_ found: TensorImpl?) -> Bool { found.map { float32Element($0).pointee != 0 } ?? false }
+
     /// The backend for a host kernel's scratch tensors beside `t`: t's own where the host can
     /// address its memory, else the host's.
     static func scratch(beside t: TensorImpl) -> any Backend {

@@ -1,0 +1,153 @@
+/// Where one kernel call runs (see `Backend`).
+enum KernelRoute: Sendable, Equatable {
+    case native, host, compose
+}
+
+/// One kernel call as its backend is asked about it: the op and its operands, the tensors the
+/// kernel reads and the ones it writes, in the order each op's case documents (optional
+/// operands last, when given).
+struct KernelCall {
+    let op: KernelOp
+    let reads: [TensorImpl]
+    let writes: [TensorImpl]
+
+    init(_ op: KernelOp, reads: [TensorImpl], writes: [TensorImpl]) {
+        self.op = op
+        self.reads = reads
+        self.writes = writes
+    }
+}
+
+/// The kernel calls a backend answers for, one case per kernel of the family protocols, with
+/// the parameters a route may depend on. The operands (`KernelCall.reads` / `writes`) are
+/// listed in each case's comment.
+enum KernelOp: Sendable {
+    /// reads [a, b], writes [out]
+    case binary(BinaryKernel)
+    /// reads [a], writes [out]
+    case binaryScalar(BinaryKernel)
+    /// reads [a], writes [out]
+    case unary(UnaryKernel)
+    /// reads [x, y, grad], writes [gradIn]
+    case unaryBackward(UnaryKernel)
+    /// reads [a, b], writes [out]
+    case compare(CompareKernel)
+    /// reads [cond, a, b], writes [out]
+    case select
+    /// reads [a, b], writes [out]
+    case addScaled
+    /// reads [x], writes [out]
+    case leakyRelu
+    /// reads [x, grad], writes [gradIn]
+    case leakyReluBackward
+    /// reads [xw, hw, c], writes [h, cNew, activations]
+    case lstmCell
+    /// reads [activations, c, gradH?, gradHRecurrent?, gradC?], writes [gradGates, gradC]
+    case lstmCellBackward
+    /// reads [a], writes [out]
+    case reduce(ReduceKernel, axes: [Int])
+    /// reads [a], writes [indices, values?]
+    case argReduce(axis: Int)
+    /// reads [a, b, bias?], writes [out]
+    case gemm
+    /// reads [x], writes [cols]
+    case im2col
+    /// reads [cols], writes [x]
+    case col2im
+    /// reads the pass's inputs (forward: [x, weight, bias?]), writes [out]
+    case convolution(ConvolutionPassKind, ConvolutionProblem)
+    /// reads [x], writes [values, indices]
+    case maxPool2d
+    /// reads [grad, indices], writes [gradIn]
+    case maxPool2dBackward
+    /// reads [x, divisors], writes [out]
+    case avgPool2d(WindowGeometry)
+    /// reads [grad, divisors], writes [gradIn]
+    case avgPool2dBackward(WindowGeometry)
+    /// reads [x], writes [out]
+    case softmax(axis: Int, log: Bool)
+    /// reads [grad, y], writes [gradIn]
+    case softmaxBackward(axis: Int)
+    /// reads [x, weight?, bias?], writes [out, mean, rstd]
+    case normalizeRows
+    /// reads [grad, x, mean, rstd, weight?], writes [dx, dweight?, dbias?]
+    case normalizeRowsBackward(rows: Int)
+    /// reads [x, weight?, bias?], writes [out, mean, variance]
+    case normalizeChannels(batch: Int, channels: Int)
+    /// reads [grad, x, mean, variance, weight?], writes [dx, dweight?, dbias?]
+    case normalizeChannelsBackward(batch: Int, channels: Int)
+    /// reads [y, weight?, bias?], writes [out]
+    case scaleChannels(batch: Int, channels: Int)
+    /// reads [grad, y, weight?], writes [dy?, dweight?, dbias?]
+    case scaleChannelsBackward(batch: Int, channels: Int)
+    /// reads [q, k, v], writes [out, weights?]
+    case attention
+    /// reads [a, index], writes [out]
+    case gather(dim: Int)
+    /// reads [src, index], writes [out]
+    case scatterAdd(dim: Int)
+    /// reads [mask]
+    case nonzero
+    /// reads [values], writes [dst]
+    case put
+    /// reads [src], writes [out]
+    case take
+    /// reads and writes the parameter's tensors (all of one shape)
+    case sgdStep, adamStep
+    /// reads grads, [invScale], writes outs (one per grad), [found]
+    case unscale(count: Int)
+    /// reads and writes [scale, growthTracker, found]
+    case updateScale
+    /// reads [x, acc], writes [acc]
+    case castStatistics
+    /// reads the LAPACK routine's inputs, writes its outputs (`LinalgKernels`)
+    case lapack
+
+    var family: KernelFamily {
+        switch self {
+        case .binary, .binaryScalar, .unary, .unaryBackward, .compare, .select, .addScaled, .leakyRelu,
+             .leakyReluBackward, .lstmCell, .lstmCellBackward:
+            .elementwise
+        case .reduce, .argReduce: .reduction
+        case .gemm: .matmul
+        case .im2col, .col2im, .convolution: .convolution
+        case .maxPool2d, .maxPool2dBackward, .avgPool2d, .avgPool2dBackward: .pooling
+        case .softmax, .softmaxBackward: .softmax
+        case .normalizeRows, .normalizeRowsBackward, .normalizeChannels, .normalizeChannelsBackward, .scaleChannels,
+             .scaleChannelsBackward:
+            .normalization
+        case .attention: .attention
+        case .gather, .scatterAdd, .nonzero, .put, .take: .indexing
+        case .sgdStep, .adamStep: .optimizers
+        case .unscale, .updateScale, .castStatistics: .amp
+        case .lapack: .linalg
+        }
+    }
+
+    /// Whether the op layer can compose the call from other kernels (the fused and direct
+    /// kernels, which are optimisations) and the host's kernel for it computes in float32 (the
+    /// LSTM cell's, generic over the real type, is not among them).
+    var isOptimisation: Bool {
+        switch self {
+        case .addScaled, .leakyRelu, .leakyReluBackward, .convolution, .avgPool2d, .avgPool2dBackward, .softmax,
+             .softmaxBackward, .normalizeRows, .normalizeRowsBackward, .normalizeChannels, .normalizeChannelsBackward,
+             .scaleChannels, .scaleChannelsBackward, .attention:
+            true
+        default:
+            false
+        }
+    }
+
+    /// How the call runs on a backend that declines its family: composed where the op has a
+    /// composition (the optimisations), on the host kernels otherwise.
+    var whenDeclined: KernelRoute {
+        switch self {
+        case .convolution, .softmax, .softmaxBackward, .attention, .normalizeRows, .normalizeRowsBackward,
+             .normalizeChannels, .normalizeChannelsBackward, .scaleChannels, .scaleChannelsBackward, .lstmCell,
+             .lstmCellBackward:
+            .compose
+        default:
+            .host
+        }
+    }
+}
