@@ -73,11 +73,16 @@ demo: build
 ## test: the linters, the Swift tests, then the Python tests
 test: build lint swift-test py-test
 
-## lint: ruff's formatter and linter over the Python code (pyproject.toml's [tool.ruff]): the
-## code must be as `ruff format` writes it and `ruff check` must find nothing
+## lint: the formatters and linters: ruff over the Python code (pyproject.toml's [tool.ruff])
+## and the toolchain's swift-format over the Swift code (.swift-format; the generated
+## MetalKernelSource.swift aside): the code must be as they write it (`ruff format`,
+## `swift format --in-place` make it so), with nothing to report
+SWIFT_SOURCES = $(shell find Sources tests/swift tests/metal Package.swift -name '*.swift' ! -name MetalKernelSource.swift)
 lint: $(VENV)/.installed
 	$(PY) -m ruff format --check --quiet .
 	$(PY) -m ruff check --quiet .
+	@echo "swift format lint --strict <the Swift sources>"
+	@swift format lint --strict $(SWIFT_SOURCES)
 
 swift-test: $(VENV)/.installed
 	swift test $(SWIFT_FLAGS)

@@ -13,16 +13,18 @@ import PackageDescription
 // The product never includes it.
 let emulateMetal = Context.environment["LUCID_METAL_EMULATION"] == "1"
 
-let metalEmulation: [Target] = emulateMetal ? [
-    .target(
-        name: "MSLKernels",
-        path: "tests/metal/MSLKernels",
-        cxxSettings: [.headerSearchPath("../include"), .unsafeFlags(["-Wno-unknown-attributes"])]
-    ),
-    .target(name: "Metal", dependencies: ["MSLKernels"], path: "tests/metal/Metal"),
-    .target(name: "MetalPerformanceShaders", dependencies: ["Metal"], path: "tests/metal/MetalPerformanceShaders"),
-    .target(name: "Accelerate", dependencies: ["CBLAS"], path: "tests/metal/Accelerate"),
-] : []
+let metalEmulation: [Target] =
+    emulateMetal
+    ? [
+        .target(
+            name: "MSLKernels",
+            path: "tests/metal/MSLKernels",
+            cxxSettings: [.headerSearchPath("../include"), .unsafeFlags(["-Wno-unknown-attributes"])]
+        ),
+        .target(name: "Metal", dependencies: ["MSLKernels"], path: "tests/metal/Metal"),
+        .target(name: "MetalPerformanceShaders", dependencies: ["Metal"], path: "tests/metal/MetalPerformanceShaders"),
+        .target(name: "Accelerate", dependencies: ["CBLAS"], path: "tests/metal/Accelerate"),
+    ] : []
 
 let package = Package(
     name: "lucid",

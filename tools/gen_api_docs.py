@@ -277,6 +277,11 @@ def _code(line: str) -> str:
     return line.split("//", 1)[0]
 
 
+def _joined(text: str) -> str:
+    """A declaration written over several lines, on one (no space inside its brackets)."""
+    return re.sub(r"([(\[]) | ([)\]])", lambda m: m.group(1) or m.group(2), _flat(text))
+
+
 def _signature(lines: list[str], start: int) -> tuple[str, int]:
     """The declaration starting at lines[start], up to (not including) the `{` that opens its
     body, or to the end of its line when it has none; and the index of its last line."""
@@ -289,10 +294,10 @@ def _signature(lines: list[str], start: int) -> tuple[str, int]:
             elif ch in ")]":
                 depth -= 1
             elif ch == "{" and depth == 0:
-                return _flat(text + " " + code[:k]), i
+                return _joined(text + " " + code[:k]), i
         text += " " + code
         if depth == 0:
-            return _flat(text), i
+            return _joined(text), i
         i += 1
 
 

@@ -76,7 +76,7 @@ func intArray(_ p: UnsafePointer<Int64>?, _ count: Int32, _ what: String) throws
 /// it has one with the header's values, else one of this layer's): every code the C ABI takes
 /// is decoded here, and an unknown one is a value error naming `what` and the valid codes.
 func decode<E: RawRepresentable & CaseIterable>(_ raw: E.RawValue, as _: E.Type = E.self, _ what: String) throws -> E
-    where E.RawValue: BinaryInteger {
+where E.RawValue: BinaryInteger {
     if let value = E(rawValue: raw) { return value }
     throw LucidError(.value, "unknown \(what) code \(raw); expected one of \(validCodes(E.self))")
 }
@@ -90,8 +90,11 @@ func validCodes<E: RawRepresentable & CaseIterable>(_: E.Type) -> String where E
     }
     var ranges: [(E.RawValue, E.RawValue)] = []
     for c in cases {
-        if let last = ranges.last, last.1 + 1 == c.rawValue { ranges[ranges.count - 1].1 = c.rawValue }
-        else { ranges.append((c.rawValue, c.rawValue)) }
+        if let last = ranges.last, last.1 + 1 == c.rawValue {
+            ranges[ranges.count - 1].1 = c.rawValue
+        } else {
+            ranges.append((c.rawValue, c.rawValue))
+        }
     }
     return ranges.map { r in r.0 == r.1 ? "\(r.0)" : "\(r.0)...\(r.1)" }.joined(separator: ", ")
 }
@@ -114,7 +117,7 @@ private func codeName<E>(_ value: E) -> String {
 /// A flags word whose bits are the codes of `E` (each a power of two): the set bits, each
 /// decoded as one code.
 func decodeFlags<E: RawRepresentable & CaseIterable>(_ raw: E.RawValue, as _: E.Type = E.self, _ what: String) throws -> Set<E>
-    where E.RawValue: FixedWidthInteger, E: Hashable {
+where E.RawValue: FixedWidthInteger, E: Hashable {
     var flags = Set<E>()
     for bit in 0..<E.RawValue.bitWidth where raw & (1 << bit) != 0 {
         flags.insert(try decode(E.RawValue(1) << bit, as: E.self, what))

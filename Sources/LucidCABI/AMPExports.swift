@@ -13,8 +13,9 @@ import LucidEngine
 public func guard_create(_ device: Int32, _ enabled: Int32, _ dtype: Int32, _ out: UnsafeMutablePointer<UInt64>?) -> Int32 {
     abiCall {
         guard let out else { throw LucidError(.value, "out pointer is null") }
-        out.pointee = try Autocast.enterScope(try decode(device, as: Device.self, "device"), dtype: try optionalDType(dtype),
-                                              enabled: enabled != 0)
+        out.pointee = try Autocast.enterScope(
+            try decode(device, as: Device.self, "device"), dtype: try optionalDType(dtype),
+            enabled: enabled != 0)
     }
 }
 
@@ -88,8 +89,10 @@ nonisolated(unsafe) private let dtypeNames: [UnsafeMutablePointer<CChar>] = DTyp
 nonisolated(unsafe) private let deviceNames: [UnsafeMutablePointer<CChar>] = Device.allCases.map { strdup($0.name) }
 
 @_cdecl("lucid_dtype_info")
-public func lucid_dtype_info(_ code: Int32, _ name: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
-                             _ itemSize: UnsafeMutablePointer<Int32>?, _ floating: UnsafeMutablePointer<Int32>?) -> Int32 {
+public func lucid_dtype_info(
+    _ code: Int32, _ name: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
+    _ itemSize: UnsafeMutablePointer<Int32>?, _ floating: UnsafeMutablePointer<Int32>?
+) -> Int32 {
     abiCall {
         let d = try decode(code, as: DType.self, "dtype")
         guard let name, let itemSize, let floating else { throw LucidError(.value, "name, itemsize or floating pointer is null") }
@@ -117,8 +120,10 @@ public func lucid_op_count(_ out: UnsafeMutablePointer<Int32>?) -> Int32 {
 }
 
 @_cdecl("lucid_op_info")
-public func lucid_op_info(_ index: Int32, _ name: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
-                          _ policy: UnsafeMutablePointer<Int32>?, _ cpuBFloat16: UnsafeMutablePointer<Int32>?) -> Int32 {
+public func lucid_op_info(
+    _ index: Int32, _ name: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
+    _ policy: UnsafeMutablePointer<Int32>?, _ cpuBFloat16: UnsafeMutablePointer<Int32>?
+) -> Int32 {
     abiCall {
         let info = try entry(OpTable.all, Int64(index), "op index")
         guard let name, let policy, let cpuBFloat16 else {
@@ -197,12 +202,14 @@ private final class LastInspection {
 }
 
 @_cdecl("lucid_amp_inspect_entry")
-public func lucid_amp_inspect_entry(_ index: Int64, _ op: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
-                                    _ module: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
-                                    _ device: UnsafeMutablePointer<Int32>?, _ dtype: UnsafeMutablePointer<Int32>?,
-                                    _ calls: UnsafeMutablePointer<Int64>?, _ values: UnsafeMutablePointer<Double>?,
-                                    _ verdict: UnsafeMutablePointer<Int32>?,
-                                    _ reason: UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Int32 {
+public func lucid_amp_inspect_entry(
+    _ index: Int64, _ op: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
+    _ module: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
+    _ device: UnsafeMutablePointer<Int32>?, _ dtype: UnsafeMutablePointer<Int32>?,
+    _ calls: UnsafeMutablePointer<Int64>?, _ values: UnsafeMutablePointer<Double>?,
+    _ verdict: UnsafeMutablePointer<Int32>?,
+    _ reason: UnsafeMutablePointer<UnsafePointer<CChar>?>?
+) -> Int32 {
     abiCall {
         guard let op, let module, let device, let dtype, let calls, let values, let verdict, let reason else {
             throw LucidError(.value, "an output pointer is null")

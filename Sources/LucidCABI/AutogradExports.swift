@@ -41,12 +41,13 @@ public func lucid_tensor_grad_fn(_ t: UInt32, _ name: UnsafeMutablePointer<Unsaf
             name.pointee = nil
             return
         }
-        name.pointee = try UnsafePointer(nodeNameLock.withLock { () -> UnsafeMutablePointer<CChar> in
-            if let p = nodeNames[node.name] { return p }
-            guard let p = strdup(node.name) else { throw LucidError(.runtime, "out of memory") }
-            nodeNames[node.name] = p
-            return p
-        })
+        name.pointee = try UnsafePointer(
+            nodeNameLock.withLock { () -> UnsafeMutablePointer<CChar> in
+                if let p = nodeNames[node.name] { return p }
+                guard let p = strdup(node.name) else { throw LucidError(.runtime, "out of memory") }
+                nodeNames[node.name] = p
+                return p
+            })
     }
 }
 
@@ -94,9 +95,11 @@ public func lucid_custom_function_callbacks(_ backward: LucidCustomBackward?, _ 
 }
 
 @_cdecl("lucid_custom_function_record")
-public func lucid_custom_function_record(_ name: UnsafePointer<CChar>?, _ inputs: UnsafePointer<UInt32>?, _ count: Int32,
-                                         _ output: UInt32, _ context: UInt64,
-                                         _ out: UnsafeMutablePointer<UInt32>?) -> Int32 {
+public func lucid_custom_function_record(
+    _ name: UnsafePointer<CChar>?, _ inputs: UnsafePointer<UInt32>?, _ count: Int32,
+    _ output: UInt32, _ context: UInt64,
+    _ out: UnsafeMutablePointer<UInt32>?
+) -> Int32 {
     abiCall {
         guard let name, let out else { throw LucidError(.value, "name or out pointer is null") }
         guard count >= 0 else { throw LucidError(.value, "count is negative (\(count))") }

@@ -44,13 +44,17 @@ final class HandleTable<Object>: @unchecked Sendable {
         let index = Int(handle & ((1 << Self.indexBits) - 1)) - 1
         let generation = handle >> Self.indexBits
         guard index >= 0, index < slots.count, slots[index].generation == generation,
-              slots[index].object != nil else { return nil }
+            slots[index].object != nil
+        else { return nil }
         return index
     }
 
     private func invalid(_ handle: UInt32) -> LucidError {
-        LucidError(.handle, handle == 0 ? "\(kind) handle is null"
-            : "\(kind) handle 0x\(String(handle, radix: 16)) is not live (never issued, or already released)")
+        LucidError(
+            .handle,
+            handle == 0
+                ? "\(kind) handle is null"
+                : "\(kind) handle 0x\(String(handle, radix: 16)) is not live (never issued, or already released)")
     }
 
     func get(_ handle: UInt32) throws -> Object {

@@ -44,8 +44,10 @@ private func callHook(_ call: LucidHookCall, _ token: HookContext, _ value: Tens
 }
 
 @_cdecl("lucid_tensor_register_hook")
-public func lucid_tensor_register_hook(_ t: UInt32, _ kind: Int32, _ context: UInt64,
-                                       _ key: UnsafeMutablePointer<UInt64>?) -> Int32 {
+public func lucid_tensor_register_hook(
+    _ t: UInt32, _ kind: Int32, _ context: UInt64,
+    _ key: UnsafeMutablePointer<UInt64>?
+) -> Int32 {
     abiCall {
         guard let key else { throw LucidError(.value, "key pointer is null") }
         let hookKind = try decode(kind, as: HookKind.self, "hook kind")
@@ -89,8 +91,10 @@ private func tensorArray(_ p: UnsafePointer<UInt32>?, _ count: Int32, _ what: St
 }
 
 @_cdecl("lucid_autograd_backward")
-public func lucid_autograd_backward(_ roots: UnsafePointer<UInt32>?, _ grads: UnsafePointer<UInt32>?, _ count: Int32,
-                                    _ inputs: UnsafePointer<UInt32>?, _ inputCount: Int32, _ retainGraph: Int32) -> Int32 {
+public func lucid_autograd_backward(
+    _ roots: UnsafePointer<UInt32>?, _ grads: UnsafePointer<UInt32>?, _ count: Int32,
+    _ inputs: UnsafePointer<UInt32>?, _ inputCount: Int32, _ retainGraph: Int32
+) -> Int32 {
     abiCall {
         let r = try tensorArray(roots, count, "tensors").map { try tensors.get($0) }
         let g = try tensorArray(grads, count, "grad_tensors").map { $0 == 0 ? nil : try tensors.get($0) }
@@ -100,9 +104,11 @@ public func lucid_autograd_backward(_ roots: UnsafePointer<UInt32>?, _ grads: Un
 }
 
 @_cdecl("lucid_autograd_grad")
-public func lucid_autograd_grad(_ outputs: UnsafePointer<UInt32>?, _ gradOutputs: UnsafePointer<UInt32>?, _ count: Int32,
-                                _ inputs: UnsafePointer<UInt32>?, _ inputCount: Int32, _ retainGraph: Int32,
-                                _ allowUnused: Int32, _ grads: UnsafeMutablePointer<UInt32>?) -> Int32 {
+public func lucid_autograd_grad(
+    _ outputs: UnsafePointer<UInt32>?, _ gradOutputs: UnsafePointer<UInt32>?, _ count: Int32,
+    _ inputs: UnsafePointer<UInt32>?, _ inputCount: Int32, _ retainGraph: Int32,
+    _ allowUnused: Int32, _ grads: UnsafeMutablePointer<UInt32>?
+) -> Int32 {
     abiCall {
         let o = try tensorArray(outputs, count, "outputs").map { try tensors.get($0) }
         let go = try tensorArray(gradOutputs, count, "grad_outputs").map { $0 == 0 ? nil : try tensors.get($0) }

@@ -24,17 +24,23 @@ public func lucid_compare(_ op: Int32, _ a: UInt32, _ b: UInt32, _ out: UnsafeMu
 }
 
 @_cdecl("lucid_compare_scalar")
-public func lucid_compare_scalar(_ op: Int32, _ a: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32,
-                                 _ scalarFirst: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_compare_scalar(
+    _ op: Int32, _ a: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32,
+    _ scalarFirst: Int32, _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
-        try emit(try Comparison.compare(try decode(op, as: CompareKernel.self, "comparison"), try tensors.get(a), scalar: try scalarOperand(value, intValue, kind),
-                                        scalarFirst: scalarFirst != 0), out)
+        try emit(
+            try Comparison.compare(
+                try decode(op, as: CompareKernel.self, "comparison"), try tensors.get(a), scalar: try scalarOperand(value, intValue, kind),
+                scalarFirst: scalarFirst != 0), out)
     }
 }
 
 @_cdecl("lucid_where")
-public func lucid_where(_ cond: UInt32, _ a: UInt32, _ b: UInt32, _ aValue: Double, _ aInt: Int64, _ aKind: Int32,
-                        _ bValue: Double, _ bInt: Int64, _ bKind: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_where(
+    _ cond: UInt32, _ a: UInt32, _ b: UInt32, _ aValue: Double, _ aInt: Int64, _ aKind: Int32,
+    _ bValue: Double, _ bInt: Int64, _ bKind: Int32, _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         let c = try tensors.get(cond)
         let result: TensorImpl
@@ -50,9 +56,11 @@ public func lucid_where(_ cond: UInt32, _ a: UInt32, _ b: UInt32, _ aValue: Doub
 }
 
 @_cdecl("lucid_clamp")
-public func lucid_clamp(_ a: UInt32, _ hasMin: Int32, _ minValue: Double, _ minInt: Int64, _ minKind: Int32,
-                        _ hasMax: Int32, _ maxValue: Double, _ maxInt: Int64, _ maxKind: Int32,
-                        _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_clamp(
+    _ a: UInt32, _ hasMin: Int32, _ minValue: Double, _ minInt: Int64, _ minKind: Int32,
+    _ hasMax: Int32, _ maxValue: Double, _ maxInt: Int64, _ maxKind: Int32,
+    _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         let lo = hasMin != 0 ? try scalarOperand(minValue, minInt, minKind) : nil
         let hi = hasMax != 0 ? try scalarOperand(maxValue, maxInt, maxKind) : nil
@@ -61,8 +69,10 @@ public func lucid_clamp(_ a: UInt32, _ hasMin: Int32, _ minValue: Double, _ minI
 }
 
 @_cdecl("lucid_var")
-public func lucid_var(_ a: UInt32, _ dims: UnsafePointer<Int64>?, _ ndims: Int32, _ correction: Double, _ keepdim: Int32,
-                      _ root: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_var(
+    _ a: UInt32, _ dims: UnsafePointer<Int64>?, _ ndims: Int32, _ correction: Double, _ keepdim: Int32,
+    _ root: Int32, _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         let d: [Int]? = ndims < 0 ? nil : try intArray(dims, ndims, "dims")
         try emit(try Reductions.variance(try tensors.get(a), dims: d, correction: correction, keepdim: keepdim != 0, root: root != 0), out)
@@ -70,8 +80,10 @@ public func lucid_var(_ a: UInt32, _ dims: UnsafePointer<Int64>?, _ ndims: Int32
 }
 
 @_cdecl("lucid_max_dim")
-public func lucid_max_dim(_ a: UInt32, _ dim: Int64, _ keepdim: Int32, _ largest: Int32,
-                          _ values: UnsafeMutablePointer<UInt32>?, _ indices: UnsafeMutablePointer<UInt32>?) -> Int32 {
+public func lucid_max_dim(
+    _ a: UInt32, _ dim: Int64, _ keepdim: Int32, _ largest: Int32,
+    _ values: UnsafeMutablePointer<UInt32>?, _ indices: UnsafeMutablePointer<UInt32>?
+) -> Int32 {
     abiCall {
         let (v, i) = try Reductions.extremeWithIndices(try tensors.get(a), dim: Int(clamping: dim), keepdim: keepdim != 0, largest: largest != 0)
         try emit([(v, values), (i, indices)])
@@ -79,11 +91,15 @@ public func lucid_max_dim(_ a: UInt32, _ dim: Int64, _ keepdim: Int32, _ largest
 }
 
 @_cdecl("lucid_argmax")
-public func lucid_argmax(_ a: UInt32, _ dim: Int64, _ hasDim: Int32, _ keepdim: Int32, _ largest: Int32,
-                         _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_argmax(
+    _ a: UInt32, _ dim: Int64, _ hasDim: Int32, _ keepdim: Int32, _ largest: Int32,
+    _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
-        try emit(try Reductions.argExtreme(try tensors.get(a), dim: hasDim != 0 ? Int(clamping: dim) : nil, keepdim: keepdim != 0,
-                                           largest: largest != 0), out)
+        try emit(
+            try Reductions.argExtreme(
+                try tensors.get(a), dim: hasDim != 0 ? Int(clamping: dim) : nil, keepdim: keepdim != 0,
+                largest: largest != 0), out)
     }
 }
 
@@ -112,18 +128,24 @@ public func lucid_flatten(_ a: UInt32, _ start: Int64, _ end: Int64, _ out: Unsa
 @_cdecl("lucid_diagonal")
 public func lucid_diagonal(_ a: UInt32, _ offset: Int64, _ dim1: Int64, _ dim2: Int64, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
-        try emitView(try ShapeOps.diagonal(try tensors.get(a), offset: Int(clamping: offset), dim1: Int(clamping: dim1),
-                                       dim2: Int(clamping: dim2)), of: a, out)
+        try emitView(
+            try ShapeOps.diagonal(
+                try tensors.get(a), offset: Int(clamping: offset), dim1: Int(clamping: dim1),
+                dim2: Int(clamping: dim2)), of: a, out)
     }
 }
 
 @_cdecl("lucid_as_strided")
-public func lucid_as_strided(_ a: UInt32, _ size: UnsafePointer<Int64>?, _ stride: UnsafePointer<Int64>?, _ ndim: Int32,
-                             _ offset: Int64, _ hasOffset: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_as_strided(
+    _ a: UInt32, _ size: UnsafePointer<Int64>?, _ stride: UnsafePointer<Int64>?, _ ndim: Int32,
+    _ offset: Int64, _ hasOffset: Int32, _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         let sizes = try intArray(size, ndim, "size"), strides = try intArray(stride, ndim, "stride")
-        try emitView(try ShapeOps.asStrided(try tensors.get(a), size: sizes, stride: strides,
-                                            offset: hasOffset != 0 ? Int(clamping: offset) : nil), of: a, out)
+        try emitView(
+            try ShapeOps.asStrided(
+                try tensors.get(a), size: sizes, stride: strides,
+                offset: hasOffset != 0 ? Int(clamping: offset) : nil), of: a, out)
     }
 }
 
@@ -149,7 +171,8 @@ public func lucid_wrap_dim(_ dim: Int64, _ ndim: Int32, _ op: UnsafePointer<CCha
 @_cdecl("lucid_narrow")
 public func lucid_narrow(_ a: UInt32, _ dim: Int64, _ start: Int64, _ length: Int64, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
-        try emitView(try ShapeOps.narrow(try tensors.get(a), dim: Int(clamping: dim), start: Int(clamping: start), length: Int(clamping: length)), of: a, out)
+        try emitView(
+            try ShapeOps.narrow(try tensors.get(a), dim: Int(clamping: dim), start: Int(clamping: start), length: Int(clamping: length)), of: a, out)
     }
 }
 
@@ -162,8 +185,10 @@ func tensorList(_ handles: UnsafePointer<UInt32>?, _ count: Int32) throws -> [Te
 
 /// cat (`stack` 0) or stack (`stack` 1) of `count` tensors along `dim`.
 @_cdecl("lucid_cat")
-public func lucid_cat(_ handles: UnsafePointer<UInt32>?, _ count: Int32, _ dim: Int64, _ stack: Int32,
-                      _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_cat(
+    _ handles: UnsafePointer<UInt32>?, _ count: Int32, _ dim: Int64, _ stack: Int32,
+    _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         let ts = try tensorList(handles, count)
         try emit(stack != 0 ? try ShapeOps.stack(ts, dim: Int(clamping: dim)) : try ShapeOps.cat(ts, dim: Int(clamping: dim)), out)
@@ -173,8 +198,10 @@ public func lucid_cat(_ handles: UnsafePointer<UInt32>?, _ count: Int32, _ dim: 
 /// Splits along `dim`: mode 0 into `sizes`, 1 into pieces of `sizes[0]`, 2 into `sizes[0]`
 /// chunks. Writes up to `capacity` handles to `outs` and their number to `count`.
 @_cdecl("lucid_split")
-public func lucid_split(_ a: UInt32, _ mode: Int32, _ sizes: UnsafePointer<Int64>?, _ nsizes: Int32, _ dim: Int64,
-                        _ outs: UnsafeMutablePointer<UInt32>?, _ capacity: Int32, _ count: UnsafeMutablePointer<Int32>?) -> Int32 {
+public func lucid_split(
+    _ a: UInt32, _ mode: Int32, _ sizes: UnsafePointer<Int64>?, _ nsizes: Int32, _ dim: Int64,
+    _ outs: UnsafeMutablePointer<UInt32>?, _ capacity: Int32, _ count: UnsafeMutablePointer<Int32>?
+) -> Int32 {
     abiCall {
         let x = try tensors.get(a), d = Int(clamping: dim)
         let s = try intArray(sizes, nsizes, "sizes")
@@ -200,8 +227,10 @@ public func lucid_split(_ a: UInt32, _ mode: Int32, _ sizes: UnsafePointer<Int64
 // ---- indexing ------------------------------------------------------------------------------
 
 /// Decodes the subscript items of `lucid_index` and `lucid_index_put`.
-private func subscriptItems(_ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?, _ flags: UnsafePointer<Int32>?,
-                            _ handles: UnsafePointer<UInt32>?, _ count: Int32, op: String) throws -> [Indexing.Item] {
+private func subscriptItems(
+    _ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?, _ flags: UnsafePointer<Int32>?,
+    _ handles: UnsafePointer<UInt32>?, _ count: Int32, op: String
+) throws -> [Indexing.Item] {
     guard count >= 0, count <= 64 else { throw LucidError(.index, "\(op): \(count) items are more than the 64 supported") }
     var items: [Indexing.Item] = []
     guard count > 0 else { return items }
@@ -225,9 +254,11 @@ private func subscriptItems(_ kinds: UnsafePointer<Int32>?, _ values: UnsafePoin
 /// values (the int; or start, stop, step), presence flags for a slice's start/stop/step
 /// (bits 0, 1, 2), and a tensor handle.
 @_cdecl("lucid_index")
-public func lucid_index(_ a: UInt32, _ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?,
-                        _ flags: UnsafePointer<Int32>?, _ handles: UnsafePointer<UInt32>?, _ count: Int32,
-                        _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_index(
+    _ a: UInt32, _ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?,
+    _ flags: UnsafePointer<Int32>?, _ handles: UnsafePointer<UInt32>?, _ count: Int32,
+    _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         let items = try subscriptItems(kinds, values, flags, handles, count, op: "index")
         try emitView(try Indexing.subscripted(try tensors.get(a), items), of: a, out)
@@ -237,9 +268,11 @@ public func lucid_index(_ a: UInt32, _ kinds: UnsafePointer<Int32>?, _ values: U
 /// A new tensor: `a` with `src` written (or added, with `accumulate`) at `a[items]`; items as
 /// for `lucid_index`.
 @_cdecl("lucid_index_put")
-public func lucid_index_put(_ a: UInt32, _ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?,
-                            _ flags: UnsafePointer<Int32>?, _ handles: UnsafePointer<UInt32>?, _ count: Int32,
-                            _ src: UInt32, _ accumulate: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_index_put(
+    _ a: UInt32, _ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?,
+    _ flags: UnsafePointer<Int32>?, _ handles: UnsafePointer<UInt32>?, _ count: Int32,
+    _ src: UInt32, _ accumulate: Int32, _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         let items = try subscriptItems(kinds, values, flags, handles, count, op: "index_put")
         try emit(try Indexing.assign(try tensors.get(a), items, try tensors.get(src), accumulate: accumulate != 0), out)
@@ -247,10 +280,12 @@ public func lucid_index_put(_ a: UInt32, _ kinds: UnsafePointer<Int32>?, _ value
 }
 
 @_cdecl("lucid_index_put_inplace")
-public func lucid_index_put_inplace(_ dst: UInt32, _ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?,
-                                    _ flags: UnsafePointer<Int32>?, _ handles: UnsafePointer<UInt32>?, _ count: Int32,
-                                    _ src: UInt32, _ accumulate: Int32, _ op: UnsafePointer<CChar>?,
-                                    _ recorded: UnsafeMutablePointer<Int32>?) -> Int32 {
+public func lucid_index_put_inplace(
+    _ dst: UInt32, _ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?,
+    _ flags: UnsafePointer<Int32>?, _ handles: UnsafePointer<UInt32>?, _ count: Int32,
+    _ src: UInt32, _ accumulate: Int32, _ op: UnsafePointer<CChar>?,
+    _ recorded: UnsafeMutablePointer<Int32>?
+) -> Int32 {
     abiCall {
         let name = op.map { String(cString: $0) } ?? "index_put_"
         let items = try subscriptItems(kinds, values, flags, handles, count, op: name)
@@ -263,24 +298,31 @@ public func lucid_index_put_inplace(_ dst: UInt32, _ kinds: UnsafePointer<Int32>
 }
 
 @_cdecl("lucid_set_element")
-public func lucid_set_element(_ dst: UInt32, _ count: Int32, _ i0: Int64, _ i1: Int64, _ i2: Int64, _ i3: Int64,
-                              _ value: Double, _ intValue: Int64, _ kind: Int32) -> Int32 {
+public func lucid_set_element(
+    _ dst: UInt32, _ count: Int32, _ i0: Int64, _ i1: Int64, _ i2: Int64, _ i3: Int64,
+    _ value: Double, _ intValue: Int64, _ kind: Int32
+) -> Int32 {
     abiCall {
         guard (0...4).contains(count) else { throw LucidError(.value, "set_element: count \(count) is outside 0...4") }
         let index = (Int(clamping: i0), Int(clamping: i1), Int(clamping: i2), Int(clamping: i3))
         try withUnsafeBytes(of: index) { raw in
-            try InPlace.setElement(try tensors.get(dst), UnsafeBufferPointer(start: raw.baseAddress?.assumingMemoryBound(to: Int.self),
-                                                                             count: Int(count)),
-                                   try scalarOperand(value, intValue, kind), op: "__setitem__")
+            try InPlace.setElement(
+                try tensors.get(dst),
+                UnsafeBufferPointer(
+                    start: raw.baseAddress?.assumingMemoryBound(to: Int.self),
+                    count: Int(count)),
+                try scalarOperand(value, intValue, kind), op: "__setitem__")
         }
     }
 }
 
 @_cdecl("lucid_write_at")
-public func lucid_write_at(_ dst: UInt32, _ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?,
-                           _ flags: UnsafePointer<Int32>?, _ handles: UnsafePointer<UInt32>?, _ count: Int32,
-                           _ src: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32,
-                           _ op: UnsafePointer<CChar>?, _ recorded: UnsafeMutablePointer<Int32>?) -> Int32 {
+public func lucid_write_at(
+    _ dst: UInt32, _ kinds: UnsafePointer<Int32>?, _ values: UnsafePointer<Int64>?,
+    _ flags: UnsafePointer<Int32>?, _ handles: UnsafePointer<UInt32>?, _ count: Int32,
+    _ src: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32,
+    _ op: UnsafePointer<CChar>?, _ recorded: UnsafeMutablePointer<Int32>?
+) -> Int32 {
     abiCall {
         let name = op.map { String(cString: $0) } ?? "__setitem__"
         let items = try subscriptItems(kinds, values, flags, handles, count, op: name)
@@ -304,11 +346,15 @@ public func lucid_index_select(_ a: UInt32, _ dim: Int64, _ index: UInt32, _ out
 }
 
 @_cdecl("lucid_embedding")
-public func lucid_embedding(_ weight: UInt32, _ indices: UInt32, _ hasPadding: Int32, _ paddingIndex: Int64,
-                            _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_embedding(
+    _ weight: UInt32, _ indices: UInt32, _ hasPadding: Int32, _ paddingIndex: Int64,
+    _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
-        try emit(try Indexing.embedding(try tensors.get(weight), try tensors.get(indices),
-                                        paddingIndex: hasPadding != 0 ? Int(clamping: paddingIndex) : nil), out)
+        try emit(
+            try Indexing.embedding(
+                try tensors.get(weight), try tensors.get(indices),
+                paddingIndex: hasPadding != 0 ? Int(clamping: paddingIndex) : nil), out)
     }
 }
 
@@ -328,8 +374,10 @@ public func lucid_leaky_relu(_ a: UInt32, _ slope: Double, _ out: UnsafeMutableP
 }
 
 @_cdecl("lucid_lstm_cell")
-public func lucid_lstm_cell(_ xw: UInt32, _ hw: UInt32, _ c: UInt32, _ h: UnsafeMutablePointer<Int64>?,
-                            _ cNew: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_lstm_cell(
+    _ xw: UInt32, _ hw: UInt32, _ c: UInt32, _ h: UnsafeMutablePointer<Int64>?,
+    _ cNew: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         let (hOut, cOut) = try Recurrent.lstmCell(try tensors.get(xw), try tensors.get(hw), try tensors.get(c))
         guard h != nil, cNew != nil else { throw LucidError(.value, "lstm_cell: output pointers are null") }
@@ -339,15 +387,18 @@ public func lucid_lstm_cell(_ xw: UInt32, _ hw: UInt32, _ c: UInt32, _ h: Unsafe
 }
 
 @_cdecl("lucid_lstm_layer")
-public func lucid_lstm_layer(_ x: UInt32, _ h0: UInt32, _ c0: UInt32, _ wIh: UInt32, _ wHh: UInt32, _ bIh: UInt32,
-                             _ bHh: UInt32, _ reverse: Int32, _ out: UnsafeMutablePointer<Int64>?,
-                             _ hN: UnsafeMutablePointer<Int64>?, _ cN: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_lstm_layer(
+    _ x: UInt32, _ h0: UInt32, _ c0: UInt32, _ wIh: UInt32, _ wHh: UInt32, _ bIh: UInt32,
+    _ bHh: UInt32, _ reverse: Int32, _ out: UnsafeMutablePointer<Int64>?,
+    _ hN: UnsafeMutablePointer<Int64>?, _ cN: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         guard out != nil, hN != nil, cN != nil else { throw LucidError(.value, "lstm_layer: output pointers are null") }
-        let (o, h, c) = try Recurrent.lstmLayer(try tensors.get(x), h0: try tensors.get(h0), c0: try tensors.get(c0),
-                                                wIh: try tensors.get(wIh), wHh: try tensors.get(wHh),
-                                                bIh: try optionalTensor(bIh), bHh: try optionalTensor(bHh),
-                                                reverse: reverse != 0)
+        let (o, h, c) = try Recurrent.lstmLayer(
+            try tensors.get(x), h0: try tensors.get(h0), c0: try tensors.get(c0),
+            wIh: try tensors.get(wIh), wHh: try tensors.get(wHh),
+            bIh: try optionalTensor(bIh), bHh: try optionalTensor(bHh),
+            reverse: reverse != 0)
         try emit(o, out)
         try emit(h, hN)
         try emit(c, cN)
@@ -360,33 +411,44 @@ public func lucid_dropout(_ a: UInt32, _ p: Double, _ training: Int32, _ out: Un
 }
 
 @_cdecl("lucid_layer_norm")
-public func lucid_layer_norm(_ a: UInt32, _ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ weight: UInt32, _ bias: UInt32,
-                             _ eps: Double, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_layer_norm(
+    _ a: UInt32, _ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ weight: UInt32, _ bias: UInt32,
+    _ eps: Double, _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
-        try emit(try Normalization.layerNorm(try tensors.get(a), normalizedShape: try intArray(shape, ndim, "normalized_shape"),
-                                             weight: try optionalTensor(weight), bias: try optionalTensor(bias), eps: eps), out)
+        try emit(
+            try Normalization.layerNorm(
+                try tensors.get(a), normalizedShape: try intArray(shape, ndim, "normalized_shape"),
+                weight: try optionalTensor(weight), bias: try optionalTensor(bias), eps: eps), out)
     }
 }
 
 @_cdecl("lucid_group_norm")
-public func lucid_group_norm(_ a: UInt32, _ groups: Int64, _ weight: UInt32, _ bias: UInt32, _ eps: Double,
-                             _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_group_norm(
+    _ a: UInt32, _ groups: Int64, _ weight: UInt32, _ bias: UInt32, _ eps: Double,
+    _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
-        try emit(try Normalization.groupNorm(try tensors.get(a), groups: Int(clamping: groups), weight: try optionalTensor(weight),
-                                             bias: try optionalTensor(bias), eps: eps), out)
+        try emit(
+            try Normalization.groupNorm(
+                try tensors.get(a), groups: Int(clamping: groups), weight: try optionalTensor(weight),
+                bias: try optionalTensor(bias), eps: eps), out)
     }
 }
 
 /// Writes the normalised output and, in training with running statistics, their updated
 /// values (0 otherwise).
 @_cdecl("lucid_batch_norm")
-public func lucid_batch_norm(_ a: UInt32, _ runningMean: UInt32, _ runningVar: UInt32, _ weight: UInt32, _ bias: UInt32,
-                             _ training: Int32, _ momentum: Double, _ eps: Double, _ out: UnsafeMutablePointer<UInt32>?,
-                             _ newMean: UnsafeMutablePointer<UInt32>?, _ newVar: UnsafeMutablePointer<UInt32>?) -> Int32 {
+public func lucid_batch_norm(
+    _ a: UInt32, _ runningMean: UInt32, _ runningVar: UInt32, _ weight: UInt32, _ bias: UInt32,
+    _ training: Int32, _ momentum: Double, _ eps: Double, _ out: UnsafeMutablePointer<UInt32>?,
+    _ newMean: UnsafeMutablePointer<UInt32>?, _ newVar: UnsafeMutablePointer<UInt32>?
+) -> Int32 {
     abiCall {
-        let (y, m, v) = try Normalization.batchNorm(try tensors.get(a), runningMean: try optionalTensor(runningMean),
-                                                    runningVar: try optionalTensor(runningVar), weight: try optionalTensor(weight),
-                                                    bias: try optionalTensor(bias), training: training != 0, momentum: momentum, eps: eps)
+        let (y, m, v) = try Normalization.batchNorm(
+            try tensors.get(a), runningMean: try optionalTensor(runningMean),
+            runningVar: try optionalTensor(runningVar), weight: try optionalTensor(weight),
+            bias: try optionalTensor(bias), training: training != 0, momentum: momentum, eps: eps)
         try emit([(y, out), (m, newMean), (v, newVar)])
     }
 }
@@ -396,8 +458,10 @@ public func lucid_batch_norm(_ a: UInt32, _ runningMean: UInt32, _ runningVar: U
 public func lucid_conv2d(_ x: UInt32, _ w: UInt32, _ b: UInt32, _ p: UnsafePointer<Int64>?, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let q = try params(p, 7, "conv2d params")
-        try emit(try Convolution.conv2d(try tensors.get(x), try tensors.get(w), try optionalTensor(b), stride: (q[0], q[1]),
-                                        padding: (q[2], q[3]), dilation: (q[4], q[5]), groups: q[6]), out)
+        try emit(
+            try Convolution.conv2d(
+                try tensors.get(x), try tensors.get(w), try optionalTensor(b), stride: (q[0], q[1]),
+                padding: (q[2], q[3]), dilation: (q[4], q[5]), groups: q[6]), out)
     }
 }
 
@@ -406,20 +470,26 @@ public func lucid_conv2d(_ x: UInt32, _ w: UInt32, _ b: UInt32, _ p: UnsafePoint
 public func lucid_conv1d(_ x: UInt32, _ w: UInt32, _ b: UInt32, _ p: UnsafePointer<Int64>?, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let q = try params(p, 4, "conv1d params")
-        try emit(try Convolution.conv1d(try tensors.get(x), try tensors.get(w), try optionalTensor(b), stride: q[0], padding: q[1],
-                                        dilation: q[2], groups: q[3]), out)
+        try emit(
+            try Convolution.conv1d(
+                try tensors.get(x), try tensors.get(w), try optionalTensor(b), stride: q[0], padding: q[1],
+                dilation: q[2], groups: q[3]), out)
     }
 }
 
 /// params: stride h, w; padding h, w; output padding h, w; dilation h, w; groups.
 @_cdecl("lucid_conv_transpose2d")
-public func lucid_conv_transpose2d(_ x: UInt32, _ w: UInt32, _ b: UInt32, _ p: UnsafePointer<Int64>?,
-                                   _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_conv_transpose2d(
+    _ x: UInt32, _ w: UInt32, _ b: UInt32, _ p: UnsafePointer<Int64>?,
+    _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         let q = try params(p, 9, "conv_transpose2d params")
-        try emit(try Convolution.convTranspose2d(try tensors.get(x), try tensors.get(w), try optionalTensor(b), stride: (q[0], q[1]),
-                                                 padding: (q[2], q[3]), outputPadding: (q[4], q[5]), dilation: (q[6], q[7]),
-                                                 groups: q[8]), out)
+        try emit(
+            try Convolution.convTranspose2d(
+                try tensors.get(x), try tensors.get(w), try optionalTensor(b), stride: (q[0], q[1]),
+                padding: (q[2], q[3]), outputPadding: (q[4], q[5]), dilation: (q[6], q[7]),
+                groups: q[8]), out)
     }
 }
 
@@ -428,20 +498,26 @@ public func lucid_conv_transpose2d(_ x: UInt32, _ w: UInt32, _ b: UInt32, _ p: U
 public func lucid_max_pool2d(_ x: UInt32, _ p: UnsafePointer<Int64>?, _ ceilMode: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall {
         let q = try params(p, 8, "max_pool2d params")
-        try emit(try Convolution.maxPool2d(try tensors.get(x), kernel: (q[0], q[1]), stride: (q[2], q[3]), padding: (q[4], q[5]),
-                                           dilation: (q[6], q[7]), ceilMode: ceilMode != 0), out)
+        try emit(
+            try Convolution.maxPool2d(
+                try tensors.get(x), kernel: (q[0], q[1]), stride: (q[2], q[3]), padding: (q[4], q[5]),
+                dilation: (q[6], q[7]), ceilMode: ceilMode != 0), out)
     }
 }
 
 /// params: kernel h, w; stride h, w; padding h, w. A divisor of 0 means none.
 @_cdecl("lucid_avg_pool2d")
-public func lucid_avg_pool2d(_ x: UInt32, _ p: UnsafePointer<Int64>?, _ ceilMode: Int32, _ countIncludePad: Int32,
-                             _ divisor: Int64, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_avg_pool2d(
+    _ x: UInt32, _ p: UnsafePointer<Int64>?, _ ceilMode: Int32, _ countIncludePad: Int32,
+    _ divisor: Int64, _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         let q = try params(p, 6, "avg_pool2d params")
-        try emit(try Convolution.avgPool2d(try tensors.get(x), kernel: (q[0], q[1]), stride: (q[2], q[3]), padding: (q[4], q[5]),
-                                           ceilMode: ceilMode != 0, countIncludePad: countIncludePad != 0,
-                                           divisorOverride: divisor == 0 ? nil : Int(clamping: divisor)), out)
+        try emit(
+            try Convolution.avgPool2d(
+                try tensors.get(x), kernel: (q[0], q[1]), stride: (q[2], q[3]), padding: (q[4], q[5]),
+                ceilMode: ceilMode != 0, countIncludePad: countIncludePad != 0,
+                divisorOverride: divisor == 0 ? nil : Int(clamping: divisor)), out)
     }
 }
 
@@ -454,13 +530,16 @@ public func lucid_adaptive_avg_pool2d(_ x: UInt32, _ oh: Int64, _ ow: Int64, _ o
 
 /// Writes the attention output and, when `weights` is non-null, the attention weights.
 @_cdecl("lucid_attention")
-public func lucid_attention(_ q: UInt32, _ k: UInt32, _ v: UInt32, _ mask: UInt32, _ causal: Int32, _ hasScale: Int32,
-                            _ scale: Double, _ dropout: Double, _ out: UnsafeMutablePointer<UInt32>?,
-                            _ weights: UnsafeMutablePointer<UInt32>?) -> Int32 {
+public func lucid_attention(
+    _ q: UInt32, _ k: UInt32, _ v: UInt32, _ mask: UInt32, _ causal: Int32, _ hasScale: Int32,
+    _ scale: Double, _ dropout: Double, _ out: UnsafeMutablePointer<UInt32>?,
+    _ weights: UnsafeMutablePointer<UInt32>?
+) -> Int32 {
     abiCall {
-        let (o, w) = try Attention.attention(try tensors.get(q), try tensors.get(k), try tensors.get(v), mask: try optionalTensor(mask),
-                                             causal: causal != 0, scale: hasScale != 0 ? scale : nil, dropout: dropout,
-                                             needWeights: weights != nil)
+        let (o, w) = try Attention.attention(
+            try tensors.get(q), try tensors.get(k), try tensors.get(v), mask: try optionalTensor(mask),
+            causal: causal != 0, scale: hasScale != 0 ? scale : nil, dropout: dropout,
+            needWeights: weights != nil)
         try emit([(o, out), (weights == nil ? nil : w, weights)])
     }
 }
@@ -469,8 +548,10 @@ public func lucid_attention(_ q: UInt32, _ k: UInt32, _ v: UInt32, _ mask: UInt3
 
 /// mse_loss or l1_loss, as `kind` (a LUCID_LOSS_* code) says.
 @_cdecl("lucid_pointwise_loss")
-public func lucid_pointwise_loss(_ kind: Int32, _ input: UInt32, _ target: UInt32, _ reduction: Int32,
-                                 _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_pointwise_loss(
+    _ kind: Int32, _ input: UInt32, _ target: UInt32, _ reduction: Int32,
+    _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         let loss = try decode(kind, as: PointwiseLossKind.self, "pointwise loss kind")
         let x = try tensors.get(input), y = try tensors.get(target), r = try decode(reduction, as: Losses.Reduction.self, "reduction")
@@ -482,29 +563,41 @@ public func lucid_pointwise_loss(_ kind: Int32, _ input: UInt32, _ target: UInt3
 }
 
 @_cdecl("lucid_nll_loss")
-public func lucid_nll_loss(_ input: UInt32, _ target: UInt32, _ weight: UInt32, _ ignoreIndex: Int64, _ reduction: Int32,
-                           _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_nll_loss(
+    _ input: UInt32, _ target: UInt32, _ weight: UInt32, _ ignoreIndex: Int64, _ reduction: Int32,
+    _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
-        try emit(try Losses.nll(try tensors.get(input), try tensors.get(target), weight: try optionalTensor(weight),
-                                ignoreIndex: Int(clamping: ignoreIndex), reduction: try decode(reduction, as: Losses.Reduction.self, "reduction")), out)
+        try emit(
+            try Losses.nll(
+                try tensors.get(input), try tensors.get(target), weight: try optionalTensor(weight),
+                ignoreIndex: Int(clamping: ignoreIndex), reduction: try decode(reduction, as: Losses.Reduction.self, "reduction")), out)
     }
 }
 
 @_cdecl("lucid_cross_entropy")
-public func lucid_cross_entropy(_ input: UInt32, _ target: UInt32, _ weight: UInt32, _ ignoreIndex: Int64, _ reduction: Int32,
-                                _ labelSmoothing: Double, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_cross_entropy(
+    _ input: UInt32, _ target: UInt32, _ weight: UInt32, _ ignoreIndex: Int64, _ reduction: Int32,
+    _ labelSmoothing: Double, _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
-        try emit(try Losses.crossEntropy(try tensors.get(input), try tensors.get(target), weight: try optionalTensor(weight),
-                                         ignoreIndex: Int(clamping: ignoreIndex), reduction: try decode(reduction, as: Losses.Reduction.self, "reduction"),
-                                         labelSmoothing: labelSmoothing), out)
+        try emit(
+            try Losses.crossEntropy(
+                try tensors.get(input), try tensors.get(target), weight: try optionalTensor(weight),
+                ignoreIndex: Int(clamping: ignoreIndex), reduction: try decode(reduction, as: Losses.Reduction.self, "reduction"),
+                labelSmoothing: labelSmoothing), out)
     }
 }
 
 @_cdecl("lucid_bce_with_logits")
-public func lucid_bce_with_logits(_ input: UInt32, _ target: UInt32, _ weight: UInt32, _ posWeight: UInt32, _ reduction: Int32,
-                                  _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_bce_with_logits(
+    _ input: UInt32, _ target: UInt32, _ weight: UInt32, _ posWeight: UInt32, _ reduction: Int32,
+    _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
-        try emit(try Losses.bceWithLogits(try tensors.get(input), try tensors.get(target), weight: try optionalTensor(weight),
-                                          posWeight: try optionalTensor(posWeight), reduction: try decode(reduction, as: Losses.Reduction.self, "reduction")), out)
+        try emit(
+            try Losses.bceWithLogits(
+                try tensors.get(input), try tensors.get(target), weight: try optionalTensor(weight),
+                posWeight: try optionalTensor(posWeight), reduction: try decode(reduction, as: Losses.Reduction.self, "reduction")), out)
     }
 }

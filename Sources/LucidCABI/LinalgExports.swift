@@ -4,8 +4,10 @@ import LucidEngine
 // results are new handles (0 for a result not computed).
 
 @_cdecl("lucid_linalg_lu_factor")
-public func lucid_linalg_lu_factor(_ a: UInt32, _ check: Int32, _ lu: UnsafeMutablePointer<UInt32>?,
-                                   _ pivots: UnsafeMutablePointer<UInt32>?, _ info: UnsafeMutablePointer<UInt32>?) -> Int32 {
+public func lucid_linalg_lu_factor(
+    _ a: UInt32, _ check: Int32, _ lu: UnsafeMutablePointer<UInt32>?,
+    _ pivots: UnsafeMutablePointer<UInt32>?, _ info: UnsafeMutablePointer<UInt32>?
+) -> Int32 {
     abiCall {
         let (l, p, i) = try Linalg.luFactor(try tensors.get(a), check: check != 0)
         try emit([(l, lu), (p, pivots), (i, info)])
@@ -13,17 +15,23 @@ public func lucid_linalg_lu_factor(_ a: UInt32, _ check: Int32, _ lu: UnsafeMuta
 }
 
 @_cdecl("lucid_linalg_solve_triangular")
-public func lucid_linalg_solve_triangular(_ a: UInt32, _ b: UInt32, _ upper: Int32, _ left: Int32, _ unitriangular: Int32,
-                                          _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_linalg_solve_triangular(
+    _ a: UInt32, _ b: UInt32, _ upper: Int32, _ left: Int32, _ unitriangular: Int32,
+    _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
-        try emit(try Linalg.solveTriangular(try tensors.get(a), try tensors.get(b), upper: upper != 0, left: left != 0,
-                                            unitriangular: unitriangular != 0), out)
+        try emit(
+            try Linalg.solveTriangular(
+                try tensors.get(a), try tensors.get(b), upper: upper != 0, left: left != 0,
+                unitriangular: unitriangular != 0), out)
     }
 }
 
 @_cdecl("lucid_linalg_cholesky")
-public func lucid_linalg_cholesky(_ a: UInt32, _ upper: Int32, _ check: Int32, _ l: UnsafeMutablePointer<UInt32>?,
-                                  _ info: UnsafeMutablePointer<UInt32>?) -> Int32 {
+public func lucid_linalg_cholesky(
+    _ a: UInt32, _ upper: Int32, _ check: Int32, _ l: UnsafeMutablePointer<UInt32>?,
+    _ info: UnsafeMutablePointer<UInt32>?
+) -> Int32 {
     abiCall {
         let (f, i) = try Linalg.cholesky(try tensors.get(a), upper: upper != 0, check: check != 0)
         try emit([(f, l), (i, info)])
@@ -31,8 +39,10 @@ public func lucid_linalg_cholesky(_ a: UInt32, _ upper: Int32, _ check: Int32, _
 }
 
 @_cdecl("lucid_linalg_eigh")
-public func lucid_linalg_eigh(_ a: UInt32, _ upper: Int32, _ vectors: Int32, _ values: UnsafeMutablePointer<UInt32>?,
-                              _ vecs: UnsafeMutablePointer<UInt32>?) -> Int32 {
+public func lucid_linalg_eigh(
+    _ a: UInt32, _ upper: Int32, _ vectors: Int32, _ values: UnsafeMutablePointer<UInt32>?,
+    _ vecs: UnsafeMutablePointer<UInt32>?
+) -> Int32 {
     abiCall {
         let (w, v) = try Linalg.eigh(try tensors.get(a), upper: upper != 0, vectors: vectors != 0)
         try emit([(w, values), (v, vecs)])
@@ -40,8 +50,10 @@ public func lucid_linalg_eigh(_ a: UInt32, _ upper: Int32, _ vectors: Int32, _ v
 }
 
 @_cdecl("lucid_linalg_svd")
-public func lucid_linalg_svd(_ a: UInt32, _ full: Int32, _ vectors: Int32, _ u: UnsafeMutablePointer<UInt32>?,
-                             _ s: UnsafeMutablePointer<UInt32>?, _ vh: UnsafeMutablePointer<UInt32>?) -> Int32 {
+public func lucid_linalg_svd(
+    _ a: UInt32, _ full: Int32, _ vectors: Int32, _ u: UnsafeMutablePointer<UInt32>?,
+    _ s: UnsafeMutablePointer<UInt32>?, _ vh: UnsafeMutablePointer<UInt32>?
+) -> Int32 {
     abiCall {
         let (uu, ss, vv) = try Linalg.svd(try tensors.get(a), full: full != 0, vectors: vectors != 0)
         try emit([(uu, u), (ss, s), (vv, vh)])
@@ -49,8 +61,10 @@ public func lucid_linalg_svd(_ a: UInt32, _ full: Int32, _ vectors: Int32, _ u: 
 }
 
 @_cdecl("lucid_linalg_qr")
-public func lucid_linalg_qr(_ a: UInt32, _ mode: Int32, _ q: UnsafeMutablePointer<UInt32>?,
-                            _ r: UnsafeMutablePointer<UInt32>?) -> Int32 {
+public func lucid_linalg_qr(
+    _ a: UInt32, _ mode: Int32, _ q: UnsafeMutablePointer<UInt32>?,
+    _ r: UnsafeMutablePointer<UInt32>?
+) -> Int32 {
     abiCall {
         let (qq, rr) = try Linalg.qr(try tensors.get(a), mode: try decode(mode, as: Linalg.QRMode.self, "qr mode"))
         try emit([(qq, q), (rr, r)])
@@ -66,8 +80,10 @@ public func lucid_linalg_geqrf(_ a: UInt32, _ qr: UnsafeMutablePointer<UInt32>?,
 }
 
 @_cdecl("lucid_linalg_ldl_factor")
-public func lucid_linalg_ldl_factor(_ a: UInt32, _ check: Int32, _ ld: UnsafeMutablePointer<UInt32>?,
-                                    _ pivots: UnsafeMutablePointer<UInt32>?, _ info: UnsafeMutablePointer<UInt32>?) -> Int32 {
+public func lucid_linalg_ldl_factor(
+    _ a: UInt32, _ check: Int32, _ ld: UnsafeMutablePointer<UInt32>?,
+    _ pivots: UnsafeMutablePointer<UInt32>?, _ info: UnsafeMutablePointer<UInt32>?
+) -> Int32 {
     abiCall {
         let (l, p, i) = try Linalg.ldlFactor(try tensors.get(a), check: check != 0)
         try emit([(l, ld), (p, pivots), (i, info)])

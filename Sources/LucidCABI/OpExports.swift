@@ -8,11 +8,15 @@ public func lucid_binary(_ op: Int32, _ a: UInt32, _ b: UInt32, _ out: UnsafeMut
 }
 
 @_cdecl("lucid_binary_scalar")
-public func lucid_binary_scalar(_ op: Int32, _ a: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32, _ scalarFirst: Int32,
-                                _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_binary_scalar(
+    _ op: Int32, _ a: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32, _ scalarFirst: Int32,
+    _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
-        try emit(try Elementwise.binary(try decode(op, as: BinaryKernel.self, "binary op"), try tensors.get(a), scalar: try scalarOperand(value, intValue, kind),
-                                        scalarFirst: scalarFirst != 0), out)
+        try emit(
+            try Elementwise.binary(
+                try decode(op, as: BinaryKernel.self, "binary op"), try tensors.get(a), scalar: try scalarOperand(value, intValue, kind),
+                scalarFirst: scalarFirst != 0), out)
     }
 }
 
@@ -24,28 +28,35 @@ public func lucid_unary(_ op: Int32, _ a: UInt32, _ out: UnsafeMutablePointer<In
 }
 
 @_cdecl("lucid_binary_inplace")
-public func lucid_binary_inplace(_ op: Int32, _ dst: UInt32, _ other: UInt32, _ alpha: Double,
-                                 _ name: UnsafePointer<CChar>?) -> Int32 {
+public func lucid_binary_inplace(
+    _ op: Int32, _ dst: UInt32, _ other: UInt32, _ alpha: Double,
+    _ name: UnsafePointer<CChar>?
+) -> Int32 {
     abiCall {
-        try InPlace.binary(try decode(op, as: BinaryKernel.self, "binary op"), try tensors.get(dst), try tensors.get(other), alpha: alpha,
-                           op: name.map { String(cString: $0) } ?? "binary_")
+        try InPlace.binary(
+            try decode(op, as: BinaryKernel.self, "binary op"), try tensors.get(dst), try tensors.get(other), alpha: alpha,
+            op: name.map { String(cString: $0) } ?? "binary_")
     }
 }
 
 @_cdecl("lucid_binary_scalar_inplace")
-public func lucid_binary_scalar_inplace(_ op: Int32, _ dst: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32,
-                                        _ name: UnsafePointer<CChar>?) -> Int32 {
+public func lucid_binary_scalar_inplace(
+    _ op: Int32, _ dst: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32,
+    _ name: UnsafePointer<CChar>?
+) -> Int32 {
     abiCall {
-        try InPlace.binary(try decode(op, as: BinaryKernel.self, "binary op"), try tensors.get(dst), scalar: try scalarOperand(value, intValue, kind),
-                           op: name.map { String(cString: $0) } ?? "binary_")
+        try InPlace.binary(
+            try decode(op, as: BinaryKernel.self, "binary op"), try tensors.get(dst), scalar: try scalarOperand(value, intValue, kind),
+            op: name.map { String(cString: $0) } ?? "binary_")
     }
 }
 
 @_cdecl("lucid_unary_inplace")
 public func lucid_unary_inplace(_ op: Int32, _ dst: UInt32, _ name: UnsafePointer<CChar>?) -> Int32 {
     abiCall {
-        try InPlace.unary(try decode(op, as: UnaryKernel.self, "unary op"), try tensors.get(dst),
-                          op: name.map { String(cString: $0) } ?? "unary_")
+        try InPlace.unary(
+            try decode(op, as: UnaryKernel.self, "unary op"), try tensors.get(dst),
+            op: name.map { String(cString: $0) } ?? "unary_")
     }
 }
 
@@ -67,8 +78,10 @@ public func lucid_linear(_ x: UInt32, _ w: UInt32, _ b: UInt32, _ out: UnsafeMut
 }
 
 @_cdecl("lucid_reduce")
-public func lucid_reduce(_ op: Int32, _ a: UInt32, _ dims: UnsafePointer<Int64>?, _ ndims: Int32, _ keepdim: Int32,
-                         _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_reduce(
+    _ op: Int32, _ a: UInt32, _ dims: UnsafePointer<Int64>?, _ ndims: Int32, _ keepdim: Int32,
+    _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         let reduce = try decode(op, as: ReduceOp.self, "reduce op")
         let d: [Int]? = ndims < 0 ? nil : try intArray(dims, ndims, "dims")
@@ -84,8 +97,10 @@ public func lucid_reduce(_ op: Int32, _ a: UInt32, _ dims: UnsafePointer<Int64>?
 }
 
 @_cdecl("lucid_reshape")
-public func lucid_reshape(_ a: UInt32, _ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ viewOnly: Int32,
-                          _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_reshape(
+    _ a: UInt32, _ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ viewOnly: Int32,
+    _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         let s = try intArray(shape, ndim, "shape"), x = try tensors.get(a)
         try emitView(viewOnly != 0 ? try ShapeOps.view(x, s) : try ShapeOps.reshape(x, s), of: a, out)
@@ -123,23 +138,28 @@ public func lucid_clone(_ a: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int
 }
 
 @_cdecl("lucid_assign")
-public func lucid_assign(_ dst: UInt32, _ value: UInt32, _ flags: Int32, _ op: UnsafePointer<CChar>?,
-                         _ recorded: UnsafeMutablePointer<Int32>?) -> Int32 {
+public func lucid_assign(
+    _ dst: UInt32, _ value: UInt32, _ flags: Int32, _ op: UnsafePointer<CChar>?,
+    _ recorded: UnsafeMutablePointer<Int32>?
+) -> Int32 {
     abiCall {
         let name = op.map { String(cString: $0) } ?? "copy_"
         let f = try decodeFlags(flags, as: AssignFlag.self, "assign flag")
         let v = try tensors.get(value)
         let wrote = try tensors.write(dst) { t, base in
-            try InPlace.assign(t, v, base: base, op: name, fill: f.contains(.fill), sameKind: f.contains(.sameKind),
-                               result: f.contains(.result))
+            try InPlace.assign(
+                t, v, base: base, op: name, fill: f.contains(.fill), sameKind: f.contains(.sameKind),
+                result: f.contains(.result))
         }
         recorded?.pointee = wrote ? 1 : 0
     }
 }
 
 @_cdecl("lucid_fill")
-public func lucid_fill(_ dst: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32, _ op: UnsafePointer<CChar>?,
-                       _ recorded: UnsafeMutablePointer<Int32>?) -> Int32 {
+public func lucid_fill(
+    _ dst: UInt32, _ value: Double, _ intValue: Int64, _ kind: Int32, _ op: UnsafePointer<CChar>?,
+    _ recorded: UnsafeMutablePointer<Int32>?
+) -> Int32 {
     abiCall {
         let scalar = try scalarOperand(value, intValue, kind), name = op.map { String(cString: $0) } ?? "fill_"
         let wrote = try tensors.write(dst) { t, base in try InPlace.fill(t, scalar, base: base, op: name) }

@@ -76,48 +76,66 @@ func emitView(_ t: TensorImpl, of source: UInt32, _ out: UnsafeMutablePointer<In
 public func lucid_last_error() -> UnsafePointer<CChar>? { LastError.get() }
 
 @_cdecl("lucid_tensor_from_host")
-public func lucid_tensor_from_host(_ data: UnsafeRawPointer?, _ nbytes: Int64, _ shape: UnsafePointer<Int64>?, _ ndim: Int32,
-                                   _ dtype: Int32, _ device: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_tensor_from_host(
+    _ data: UnsafeRawPointer?, _ nbytes: Int64, _ shape: UnsafePointer<Int64>?, _ ndim: Int32,
+    _ dtype: Int32, _ device: Int32, _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         guard nbytes >= 0 else { throw LucidError(.value, "nbytes is negative (\(nbytes))") }
         let dims = try intArray(shape, ndim, "shape")
         let bytes = UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : Int(nbytes))
         if data == nil && nbytes > 0 { throw LucidError(.value, "data pointer is null") }
-        try emit(try Conversion.fromHost(bytes, shape: dims, dtype: try decode(dtype, as: DType.self, "dtype"), device: try decode(device, as: Device.self, "device")), out)
+        try emit(
+            try Conversion.fromHost(
+                bytes, shape: dims, dtype: try decode(dtype, as: DType.self, "dtype"), device: try decode(device, as: Device.self, "device")), out)
     }
 }
 
 @_cdecl("lucid_tensor_full")
-public func lucid_tensor_full(_ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ value: Double, _ intValue: Int64, _ valueKind: Int32,
-                              _ dtype: Int32, _ device: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_tensor_full(
+    _ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ value: Double, _ intValue: Int64, _ valueKind: Int32,
+    _ dtype: Int32, _ device: Int32, _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         let dims = try intArray(shape, ndim, "shape")
-        try emit(try Creation.full(dims, value: try scalarOperand(value, intValue, valueKind), dtype: try decode(dtype, as: DType.self, "dtype"),
-                                   device: try decode(device, as: Device.self, "device")), out)
+        try emit(
+            try Creation.full(
+                dims, value: try scalarOperand(value, intValue, valueKind), dtype: try decode(dtype, as: DType.self, "dtype"),
+                device: try decode(device, as: Device.self, "device")), out)
     }
 }
 
 @_cdecl("lucid_tensor_arange")
-public func lucid_tensor_arange(_ start: Double, _ end: Double, _ step: Double, _ dtype: Int32,
-                                _ device: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_tensor_arange(
+    _ start: Double, _ end: Double, _ step: Double, _ dtype: Int32,
+    _ device: Int32, _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
-        try emit(try Creation.arange(start: start, end: end, step: step, dtype: try optionalDType(dtype),
-                                     device: try decode(device, as: Device.self, "device")), out)
+        try emit(
+            try Creation.arange(
+                start: start, end: end, step: step, dtype: try optionalDType(dtype),
+                device: try decode(device, as: Device.self, "device")), out)
     }
 }
 
 @_cdecl("lucid_tensor_arange_int")
-public func lucid_tensor_arange_int(_ start: Int64, _ end: Int64, _ step: Int64, _ dtype: Int32,
-                                    _ device: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_tensor_arange_int(
+    _ start: Int64, _ end: Int64, _ step: Int64, _ dtype: Int32,
+    _ device: Int32, _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
-        try emit(try Creation.arange(start: start, end: end, step: step, dtype: try optionalDType(dtype),
-                                     device: try decode(device, as: Device.self, "device")), out)
+        try emit(
+            try Creation.arange(
+                start: start, end: end, step: step, dtype: try optionalDType(dtype),
+                device: try decode(device, as: Device.self, "device")), out)
     }
 }
 
 @_cdecl("lucid_tensor_random")
-public func lucid_tensor_random(_ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ normal: Int32, _ dtype: Int32,
-                                _ device: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_tensor_random(
+    _ shape: UnsafePointer<Int64>?, _ ndim: Int32, _ normal: Int32, _ dtype: Int32,
+    _ device: Int32, _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         let dims = try intArray(shape, ndim, "shape")
         let d = try decode(dtype, as: DType.self, "dtype"), dev = try decode(device, as: Device.self, "device")
@@ -146,8 +164,10 @@ public func lucid_tensor_release_many(_ handles: UnsafePointer<UInt32>?, _ count
 }
 
 @_cdecl("lucid_tensor_meta")
-public func lucid_tensor_meta(_ t: UInt32, _ dtype: UnsafeMutablePointer<Int32>?, _ device: UnsafeMutablePointer<Int32>?,
-                              _ ndim: UnsafeMutablePointer<Int32>?, _ requiresGrad: UnsafeMutablePointer<Int32>?) -> Int32 {
+public func lucid_tensor_meta(
+    _ t: UInt32, _ dtype: UnsafeMutablePointer<Int32>?, _ device: UnsafeMutablePointer<Int32>?,
+    _ ndim: UnsafeMutablePointer<Int32>?, _ requiresGrad: UnsafeMutablePointer<Int32>?
+) -> Int32 {
     abiCall {
         let x = try tensors.get(t)
         guard let dtype, let device, let ndim, let requiresGrad else {
@@ -161,8 +181,10 @@ public func lucid_tensor_meta(_ t: UInt32, _ dtype: UnsafeMutablePointer<Int32>?
 }
 
 @_cdecl("lucid_tensor_shape")
-public func lucid_tensor_shape(_ t: UInt32, _ shape: UnsafeMutablePointer<Int64>?, _ strides: UnsafeMutablePointer<Int64>?,
-                               _ capacity: Int32) -> Int32 {
+public func lucid_tensor_shape(
+    _ t: UInt32, _ shape: UnsafeMutablePointer<Int64>?, _ strides: UnsafeMutablePointer<Int64>?,
+    _ capacity: Int32
+) -> Int32 {
     abiCall {
         let x = try tensors.get(t)
         guard Int(capacity) >= x.ndim else {
@@ -251,8 +273,10 @@ public func lucid_metal_fallback_entries(_ out: UnsafeMutablePointer<Int64>?) ->
 }
 
 @_cdecl("lucid_metal_fallback_entry")
-public func lucid_metal_fallback_entry(_ index: Int64, _ name: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
-                                       _ count: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_metal_fallback_entry(
+    _ index: Int64, _ name: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
+    _ count: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         guard let name, let count else { throw LucidError(.value, "name or count pointer is null") }
         guard index >= 0, index <= Int64(Int.max), let entry = HostKernelFallbacks.entry(Int(index)) else {
@@ -286,16 +310,19 @@ public func lucid_metal_self_test(_ checks: UnsafeMutablePointer<Int64>?, _ fail
 }
 
 @_cdecl("lucid_metal_self_test_entry")
-public func lucid_metal_self_test_entry(_ index: Int64, _ op: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
-                                        _ dtype: UnsafeMutablePointer<Int32>?, _ maxError: UnsafeMutablePointer<Double>?,
-                                        _ tolerance: UnsafeMutablePointer<Double>?,
-                                        _ detail: UnsafeMutablePointer<UnsafePointer<CChar>?>?) -> Int32 {
+public func lucid_metal_self_test_entry(
+    _ index: Int64, _ op: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
+    _ dtype: UnsafeMutablePointer<Int32>?, _ maxError: UnsafeMutablePointer<Double>?,
+    _ tolerance: UnsafeMutablePointer<Double>?,
+    _ detail: UnsafeMutablePointer<UnsafePointer<CChar>?>?
+) -> Int32 {
     abiCall {
         guard let op, let dtype, let maxError, let tolerance, let detail else {
             throw LucidError(.value, "op, dtype, max_error, tolerance or detail pointer is null")
         }
-        let c = try entry(lastSelfTest.lock.withLock { lastSelfTest.checks }, index, "self-test entry",
-                          " (run lucid_metal_self_test first)")
+        let c = try entry(
+            lastSelfTest.lock.withLock { lastSelfTest.checks }, index, "self-test entry",
+            " (run lucid_metal_self_test first)")
         guard let name = opNameStrings.cString(c.op), let text = opNameStrings.cString(c.detail) else {
             throw LucidError(.runtime, "out of memory copying '\(c.op)'")
         }
@@ -329,12 +356,15 @@ public func lucid_metal_stats(_ out: UnsafeMutablePointer<Int64>?, _ n: Int32) -
 }
 
 @_cdecl("lucid_metal_dispatch_entry")
-public func lucid_metal_dispatch_entry(_ index: Int64, _ kernel: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
-                                       _ count: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_metal_dispatch_entry(
+    _ index: Int64, _ kernel: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
+    _ count: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         guard let kernel, let count else { throw LucidError(.value, "kernel or count pointer is null") }
-        let e = try entry(lastDispatches.lock.withLock { lastDispatches.entries }, index, "dispatch entry",
-                          " (call lucid_metal_stats first)")
+        let e = try entry(
+            lastDispatches.lock.withLock { lastDispatches.entries }, index, "dispatch entry",
+            " (call lucid_metal_stats first)")
         guard let name = opNameStrings.cString(e.kernel) else { throw LucidError(.runtime, "out of memory copying '\(e.kernel)'") }
         kernel.pointee = name
         count.pointee = Int64(e.count)
@@ -362,8 +392,10 @@ func scalarOperand(_ value: Double, _ intValue: Int64, _ kind: Int32) throws -> 
 }
 
 @_cdecl("lucid_memory_stats")
-public func lucid_memory_stats(_ device: Int32, _ allocated: UnsafeMutablePointer<Int64>?,
-                               _ peak: UnsafeMutablePointer<Int64>?) -> Int32 {
+public func lucid_memory_stats(
+    _ device: Int32, _ allocated: UnsafeMutablePointer<Int64>?,
+    _ peak: UnsafeMutablePointer<Int64>?
+) -> Int32 {
     abiCall {
         let d = try optionalDevice(device)
         // Both pointers are checked before either is written: a failing call writes nothing.

@@ -43,8 +43,10 @@ import Testing
         #expect(try x.matmul(w).dtype == .float32)
         #expect(throws: LucidError.self) { try outer.override("no_such_op", .float32) }
         // A view, `to` and the LAPACK decompositions cannot be given what they cannot follow.
-        for (op, policy) in [("reshape", CastPolicy.float32), ("to", .lowerPrecision), ("linalg_qr", .lowerPrecision),
-                             ("sum", .view)] {
+        for (op, policy) in [
+            ("reshape", CastPolicy.float32), ("to", .lowerPrecision), ("linalg_qr", .lowerPrecision),
+            ("sum", .view),
+        ] {
             #expect(throws: LucidError.self) { try outer.override(op, policy) }
         }
         #expect(try Autocast.effectivePolicy("reshape", device: .metal) == .view)
@@ -285,7 +287,7 @@ import Testing
             (lucidErrorKind { try scope.close() }, Autocast.dtype(.metal), Autocast.isEnabled())
         }
         #expect(seen.0 == .thread)
-        #expect(seen.1 == nil)      // the other thread never had the scope
+        #expect(seen.1 == nil)  // the other thread never had the scope
         #expect(seen.2 == false)
         // Nothing changed here: the scope is still active and still closes normally.
         #expect(Autocast.dtype(.metal) == .bfloat16)
@@ -397,7 +399,7 @@ import Testing
     @Test func queriesWithoutADeviceReportACPUScopesGivenDType() throws {
         let metal = try AutocastGuard(.metal, dtype: .bfloat16)
         let cpu = try AutocastGuard(.cpu)
-        #expect(Autocast.dtype() == .float16)   // the cpu scope is the most recent
+        #expect(Autocast.dtype() == .float16)  // the cpu scope is the most recent
         try cpu.close()
         #expect(Autocast.dtype() == .bfloat16)
         try metal.close()

@@ -190,7 +190,7 @@ import Testing
         try withAutocast(.metal, dtype: .bfloat16) {
             var handle: UInt64 = 42
             #expect(guard_create(Self.metal, 1, Self.int32, &handle) == Self.errValue)
-            #expect(handle == 42)   // out-pointers are written only on success
+            #expect(handle == 42)  // out-pointers are written only on success
             #expect(guard_create(Self.metal, 1, 4, &handle) == Self.errValue)
             #expect(guard_create(Self.metal, 1, 99, &handle) != Self.statusOK)
             #expect(guard_create(7, 1, Self.float16, &handle) == Self.errValue)
@@ -258,8 +258,10 @@ import Testing
         #expect(try decode(1, as: Device.self, "device") == .metal)
         #expect(try decode(9, as: DType.self, "dtype") == .int16)
         #expect(try decode(1, as: HookKind.self, "hook kind") == .postAccumulate)
-        for (raw, message) in [(Int32(2), "unknown device code 2; expected one of 0 (cpu), 1 (metal)"),
-                               (-1, "unknown device code -1; expected one of 0 (cpu), 1 (metal)")] {
+        for (raw, message) in [
+            (Int32(2), "unknown device code 2; expected one of 0 (cpu), 1 (metal)"),
+            (-1, "unknown device code -1; expected one of 0 (cpu), 1 (metal)"),
+        ] {
             do {
                 _ = try decode(raw, as: Device.self, "device")
                 Issue.record("decoded \(raw)")

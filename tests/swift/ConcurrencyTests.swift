@@ -22,8 +22,9 @@ import Testing
                     let x = try Tensor(xs, shape: [n])
                     let want = xs.reduce(0, +)
                     try failures.check(try (x + x).sum().item() == 2 * want, "add on worker \(worker)")
-                    try failures.check(try (x * 3).to(.bfloat16).relu().to(.float32).sum().item()
-                                       == 3 * xs.reduce(0) { $0 + max($1, 0) }, "bf16 relu on worker \(worker)")
+                    try failures.check(
+                        try (x * 3).to(.bfloat16).relu().to(.float32).sum().item()
+                            == 3 * xs.reduce(0) { $0 + max($1, 0) }, "bf16 relu on worker \(worker)")
                     // A scope per thread, with the shared parameter read twice: one cached cast each.
                     let a = try Tensor(Self.values(8 * 32, worker), shape: [8, 32])
                     let guardScope = try AutocastGuard(.cpu, dtype: .bfloat16)

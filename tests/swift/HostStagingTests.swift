@@ -66,8 +66,9 @@ private final class SeparateMemoryBackend: Backend, @unchecked Sendable {
     /// `t` over the device side of its memory, for the host kernels to run as this device's.
     private func deviceSide(_ t: TensorImpl) -> TensorImpl {
         let buffer = DeviceSideView(t.storage.buffer as! SeparateBuffer)
-        return TensorImpl(storage: Storage(buffer: buffer, backend: Backends.host), shape: t.shape, strides: t.strides,
-                          offset: t.offset, dtype: t.dtype)
+        return TensorImpl(
+            storage: Storage(buffer: buffer, backend: Backends.host), shape: t.shape, strides: t.strides,
+            offset: t.offset, dtype: t.dtype)
     }
 
     func write(_ bytes: UnsafeRawBufferPointer, into dst: TensorImpl) {
@@ -95,11 +96,14 @@ private final class SeparateMemoryBackend: Backend, @unchecked Sendable {
     }
 
     private static func values(_ t: TensorImpl) -> [Float] {
-        let c = t.isContiguous ? t : { () -> TensorImpl in
-            let d = try! TensorImpl.empty(t.shape, dtype: t.dtype, on: t.backend)
-            t.backend.copy(t, into: d)
-            return d
-        }()
+        let c =
+            t.isContiguous
+            ? t
+            : { () -> TensorImpl in
+                let d = try! TensorImpl.empty(t.shape, dtype: t.dtype, on: t.backend)
+                t.backend.copy(t, into: d)
+                return d
+            }()
         var out = [Float](repeating: 0, count: c.numel)
         out.withUnsafeMutableBytes { c.backend.read(c, into: $0) }
         return out

@@ -45,12 +45,14 @@ import Testing
         let u = try Self.matrix([2, 1, 0, 4], [2, 2])  // upper
         let b = try Self.matrix([4, 8], [2, 1])
         // 2x + y = 4, 4y = 8: y = 2, x = 1.
-        Self.expectClose(try Self.doubles(try Linalg.solveTriangular(u, b, upper: true, left: true, unitriangular: false)),
-                         [1, 2])
+        Self.expectClose(
+            try Self.doubles(try Linalg.solveTriangular(u, b, upper: true, left: true, unitriangular: false)),
+            [1, 2])
         // [x y]·U = [4 8]: 2x = 4, x + 4y = 8: x = 2, y = 1.5.
         let row = try Self.matrix([4, 8], [1, 2])
-        Self.expectClose(try Self.doubles(try Linalg.solveTriangular(u, row, upper: true, left: false, unitriangular: false)),
-                         [2, 1.5])
+        Self.expectClose(
+            try Self.doubles(try Linalg.solveTriangular(u, row, upper: true, left: false, unitriangular: false)),
+            [2, 1.5])
     }
 
     @Test func choleskyEighSvdAndQrOfSmallMatrices() throws {

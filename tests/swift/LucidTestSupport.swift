@@ -30,13 +30,15 @@ func runOnJoinedThread<T>(_ body: @escaping () -> T) -> T {
     #else
     var tid: pthread_t? = nil
     #endif
-    let rc = pthread_create(&tid, nil, { value in
-        // Darwin passes the argument as non-optional, Glibc as optional: bind it either way.
-        let raw: UnsafeMutableRawPointer? = value
-        guard let raw else { return nil }
-        Unmanaged<JoinedThreadBox>.fromOpaque(raw).takeRetainedValue().body()
-        return nil
-    }, context)
+    let rc = pthread_create(
+        &tid, nil,
+        { value in
+            // Darwin passes the argument as non-optional, Glibc as optional: bind it either way.
+            let raw: UnsafeMutableRawPointer? = value
+            guard let raw else { return nil }
+            Unmanaged<JoinedThreadBox>.fromOpaque(raw).takeRetainedValue().body()
+            return nil
+        }, context)
     precondition(rc == 0, "pthread_create failed with \(rc)")
     #if canImport(Glibc)
     pthread_join(tid, nil)

@@ -11,7 +11,8 @@ import Testing
 /// kernels set.
 private func encoder(for kernel: String) throws -> (any MTLDevice, any MTLCommandBuffer, any MTLComputeCommandEncoder) {
     guard let device = MTLCreateSystemDefaultDevice(), let queue = device.makeCommandQueue(),
-          let commandBuffer = queue.makeCommandBuffer(), let encoder = commandBuffer.makeComputeCommandEncoder() else {
+        let commandBuffer = queue.makeCommandBuffer(), let encoder = commandBuffer.makeComputeCommandEncoder()
+    else {
         throw LucidError.runtime("the emulated device is missing")
     }
     let options = MTLCompileOptions()
@@ -26,10 +27,12 @@ private func encoder(for kernel: String) throws -> (any MTLDevice, any MTLComman
 /// (tests/metal/EmulationTestKernels.metal), and an int32 output buffer of `count` elements
 /// bound at index 0.
 private func testKernel(_ kernel: String, count: Int) throws
-    -> (any MTLCommandBuffer, any MTLComputeCommandEncoder, any MTLBuffer) {
+    -> (any MTLCommandBuffer, any MTLComputeCommandEncoder, any MTLBuffer)
+{
     guard let device = MTLCreateSystemDefaultDevice(), let queue = device.makeCommandQueue(),
-          let commandBuffer = queue.makeCommandBuffer(), let encoder = commandBuffer.makeComputeCommandEncoder(),
-          let out = device.makeBuffer(length: count * 4, options: .storageModeShared) else {
+        let commandBuffer = queue.makeCommandBuffer(), let encoder = commandBuffer.makeComputeCommandEncoder(),
+        let out = device.makeBuffer(length: count * 4, options: .storageModeShared)
+    else {
         throw LucidError.runtime("the emulated device is missing")
     }
     let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
@@ -45,14 +48,16 @@ private func testKernel(_ kernel: String, count: Int) throws
 }
 
 /// Binds fill_float16's arguments correctly, except what `skip` names; returns its output buffer.
-private func bindFill(_ device: any MTLDevice, _ e: any MTLComputeCommandEncoder, label: String = "lucid:float16",
-                      skip: String = "") throws -> any MTLBuffer {
+private func bindFill(
+    _ device: any MTLDevice, _ e: any MTLComputeCommandEncoder, label: String = "lucid:float16",
+    skip: String = ""
+) throws -> any MTLBuffer {
     guard let out = device.makeBuffer(length: 64, options: .storageModeShared) else { throw LucidError.runtime("no buffer") }
     out.label = label
     e.setBuffer(out, offset: 0, index: 0)
     var layout = [Int64](repeating: 0, count: 34)
-    layout[0] = 1   // one dimension
-    layout[1] = 4   // of four elements
+    layout[0] = 1  // one dimension
+    layout[1] = 4  // of four elements
     layout[2] = 4
     layout[10] = 1  // stride 1
     layout.withUnsafeBytes { e.setBytes($0.baseAddress!, length: $0.count, index: 1) }

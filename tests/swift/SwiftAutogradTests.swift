@@ -36,7 +36,7 @@ import Testing
         try y.backward()
         #expect(try a.grad?.toArray() == [4, 5, 6])
         #expect(c.grad == nil)
-        #expect(throws: LucidError.self) { try y.backward() }   // graph freed
+        #expect(throws: LucidError.self) { try y.backward() }  // graph freed
         #expect(throws: LucidError.self) { _ = try Tensor(integers: [1], shape: [1]).requiringGrad() }
     }
 }
@@ -53,10 +53,11 @@ import Testing
         }
         let x = try Tensor(points, shape: [64, 2], device: .metal)
         let target = try Tensor(integers: labels, shape: [64], device: .metal)
-        let opt = try Adam([
-            try (Tensor.randn([16, 2], device: .metal) * 0.5).requiringGrad(), try Tensor.zeros([16], device: .metal).requiringGrad(),
-            try (Tensor.randn([2, 16], device: .metal) * 0.25).requiringGrad(), try Tensor.zeros([2], device: .metal).requiringGrad(),
-        ], lr: 0.05)
+        let opt = try Adam(
+            [
+                try (Tensor.randn([16, 2], device: .metal) * 0.5).requiringGrad(), try Tensor.zeros([16], device: .metal).requiringGrad(),
+                try (Tensor.randn([2, 16], device: .metal) * 0.25).requiringGrad(), try Tensor.zeros([2], device: .metal).requiringGrad(),
+            ], lr: 0.05)
         func logits() throws -> Tensor {
             let p = opt.parameters
             return try withAutocast(.metal) { try x.linear(p[0], bias: p[1]).gelu().linear(p[2], bias: p[3]) }
@@ -112,7 +113,7 @@ import Testing
     @Test func aSavedTensorWrittenInPlaceIsRefusedInBackward() throws {
         let x = try Tensor([0.5, 1], shape: [2]).requiringGrad()
         let y = try x.exp()
-        try GradMode.with(false) { try y.fill(1) }   // exp saved its output
+        try GradMode.with(false) { try y.fill(1) }  // exp saved its output
         let error = lucidErrorKind { try y.sum().backward() }
         #expect(error == .runtime)
     }
@@ -123,7 +124,7 @@ import Testing
         let opt = try SGD([w], lr: 0.5)
         try (w * w).sum().backward()
         try opt.step()
-        #expect(try w.toArray() == [0, 0])   // w - 0.5 · 2w
+        #expect(try w.toArray() == [0, 0])  // w - 0.5 · 2w
         #expect(try view.toArray() == [0, 0])
     }
 }

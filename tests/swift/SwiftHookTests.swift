@@ -14,7 +14,7 @@ import Testing
             return try g * 2
         }
         try x.registerHook { g in
-            seen.append(try g.toArray())   // the previous hook's result
+            seen.append(try g.toArray())  // the previous hook's result
             return nil
         }
         // x reaches the loss by two paths: the hooks see the sum, once.
@@ -38,8 +38,8 @@ import Testing
         var accumulated: [[Float]] = []
         try x.registerPostAccumulateGradHook { t in accumulated.append(try #require(t.grad).toArray()) }
         try (y * 3).sum().backward()
-        #expect(try y.grad?.toArray() == [30, 30])            // after the hook
-        #expect(try x.grad?.toArray() == [60, 120])           // 30 * 2x
+        #expect(try y.grad?.toArray() == [30, 30])  // after the hook
+        #expect(try x.grad?.toArray() == [60, 120])  // 30 * 2x
         #expect(accumulated == [[60, 120]])
         #expect(throws: LucidError.self) { try y.registerPostAccumulateGradHook { _ in } }
         #expect(throws: LucidError.self) { try Tensor([1], shape: [1]).registerHook { $0 } }
@@ -51,7 +51,7 @@ import Testing
         #expect(throws: Boom.self) { try (x * 2).sum().backward() }
         #expect(x.grad == nil)
         let z = try Tensor([1, 2], shape: [2]).requiringGrad()
-        try z.registerHook { _ in try Tensor([1, 2, 3], shape: [3]) }   // the wrong shape
+        try z.registerHook { _ in try Tensor([1, 2, 3], shape: [3]) }  // the wrong shape
         #expect(throws: LucidError.self) { try (z * 2).sum().backward() }
     }
 

@@ -126,7 +126,7 @@ import Testing
         #expect(try t.to(.float16).toArray() == values.map(Reference.roundToHalf))
         #expect(try t.to(.bfloat16).toArray() == values.map(Reference.roundToBFloat16))
         #expect(try Tensor([65520], shape: [1]).to(.float16).toArray() == [.infinity])
-        #expect(try Tensor([1 + 0x1p-8], shape: [1]).to(.bfloat16).toArray() == [1])   // tie to even
+        #expect(try Tensor([1 + 0x1p-8], shape: [1]).to(.bfloat16).toArray() == [1])  // tie to even
     }
 
     // MARK: Arithmetic
@@ -334,7 +334,7 @@ import Testing
 
     @Test func reductionsOfAPermutedView() throws {
         let t = try Tensor(Self.iota(6), shape: [2, 3])
-        let tt = try t.transpose(0, 1)   // [[0, 3], [1, 4], [2, 5]]
+        let tt = try t.transpose(0, 1)  // [[0, 3], [1, 4], [2, 5]]
         #expect(try tt.sum(dims: [1]).toArray() == [3, 5, 7])
         #expect(try tt.sum(dims: [0]).toArray() == [3, 12])
         #expect(try tt.mean(dims: [1], keepdim: true).toArray() == [1.5, 2.5, 3.5])
@@ -408,7 +408,7 @@ import Testing
         #expect(try p.toArray() == ref)
         #expect(try p.contiguous().toArray() == ref)
         #expect(try p.contiguous().strides == Reference.strides(outShape))
-        #expect(try p.permute([1, 2, 0]).toArray() == Self.iota(24))   // the inverse permutation
+        #expect(try p.permute([1, 2, 0]).toArray() == Self.iota(24))  // the inverse permutation
         #expect(try p.reshape([4, 6]).toArray() == ref)
         #expect(lucidErrorKind { _ = try t.permute([0, 1]) } == .value)
         #expect(lucidErrorKind { _ = try t.permute([0, 0, 1]) } == .value)

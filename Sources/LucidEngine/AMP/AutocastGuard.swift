@@ -62,8 +62,10 @@ public final class AutocastGuard: @unchecked Sendable {
 /// ```swift
 /// let y = try withAutocast(.metal, dtype: .float16) { try x.matmul(w) }   // y.dtype == .float16
 /// ```
-public func withAutocast<R>(_ device: Device, dtype: DType? = nil, enabled: Bool = true,
-                            _ body: () throws -> R) throws -> R {
+public func withAutocast<R>(
+    _ device: Device, dtype: DType? = nil, enabled: Bool = true,
+    _ body: () throws -> R
+) throws -> R {
     let scope = try AutocastGuard(device, dtype: dtype, enabled: enabled)
     defer { try? scope.close() }
     return try body()
@@ -82,8 +84,9 @@ public enum Autocast {
     /// `AutocastGuard`, which the C ABI's `guard_create` uses.
     /// - Throws: `LucidError` (`.value`) for a dtype autocast cannot target (nil is float16).
     public static func enterScope(_ device: Device, dtype: DType? = nil, enabled: Bool = true) throws -> UInt64 {
-        AMPRegistry.enter(device: device,
-                          setting: AutocastSetting(enabled: enabled, dtype: try validatedDType(dtype, device: device)))
+        AMPRegistry.enter(
+            device: device,
+            setting: AutocastSetting(enabled: enabled, dtype: try validatedDType(dtype, device: device)))
     }
 
     /// Leaves the scope `id` entered by `enterScope` on this thread. Throws, changing nothing,
@@ -155,7 +158,8 @@ public enum Autocast {
     /// since (its buffer's count of writes, through any alias) is made again.
     static func cast(_ t: TensorImpl, to dtype: DType) throws -> TensorImpl {
         guard t.dtype == .float32, dtype.isLowPrecision, t.requiresGrad, t.gradFn == nil,
-              let state = AMPRegistry.currentIfPresent(), !state.scopes.isEmpty, state.cacheEnabled else {
+            let state = AMPRegistry.currentIfPresent(), !state.scopes.isEmpty, state.cacheEnabled
+        else {
             return try Ops.cast(t, to: dtype)
         }
         let key = ThreadAMPState.CastKey(source: ObjectIdentifier(t), dtype: dtype)

@@ -213,11 +213,17 @@ package enum AMPRegistry {
         if id == 0 { throw LucidError(.handle, "guard handle is null") }
         let index = Int(id & 0xFFFF_FFFF) - 1
         guard index >= 0, index < slots.count, UInt64(slots[index].generation) == id >> 32, slots[index].owner != 0 else {
-            throw LucidError(.handle, "guard 0x\(String(id, radix: 16)) is not a live autocast guard (never created, already destroyed, or its thread has ended)")
+            throw LucidError(
+                .handle, "guard 0x\(String(id, radix: 16)) is not a live autocast guard (never created, already destroyed, or its thread has ended)")
         }
         guard let state, slots[index].owner == state.serial else {
             let here = state.map { "thread #\($0.serial)" } ?? "a thread with no autocast scope"
-            throw LucidError(.thread, "guard 0x\(String(id, radix: 16)) belongs to thread #\(slots[index].owner) and can only be \(done) there (called from \(here)); nothing was changed")
+            throw LucidError(
+                .thread,
+                "guard "
+                    + "0x\(String(id, radix: 16)) belongs to thread #\(slots[index].owner) and can only be \(done) there (called from "
+                    + "\(here)); nothing was changed"
+            )
         }
         return index
     }

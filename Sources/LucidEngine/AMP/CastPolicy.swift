@@ -82,7 +82,8 @@ public struct OpInfo: Sendable {
     /// (`autocast` notes such a call while one is live).
     private func inspected<R>(_ result: R) throws {
         guard let state = AMPRegistry.currentIfPresent(), state.pendingInspection != nil,
-              let t = Self.primary(result) else { return }
+            let t = Self.primary(result)
+        else { return }
         try state.finishInspection(name, t)
     }
 
@@ -101,15 +102,23 @@ public struct OpInfo: Sendable {
     /// be made to run in a lower precision.
     func check(override policy: CastPolicy) throws {
         if self.policy == .view {
-            let why = name == "to" ? "it converts to the dtype it is given"
+            let why =
+                name == "to"
+                ? "it converts to the dtype it is given"
                 : "it is a view: its result has its input's dtype and shares its storage"
-            throw LucidError(.value, "autocast override: \(name) has no precision of its own (\(why)); override the op that computes its input instead")
+            throw LucidError(
+                .value, "autocast override: \(name) has no precision of its own (\(why)); override the op that computes its input instead")
         }
         if policy == .view {
-            throw LucidError(.value, "autocast override: 'view' marks the ops with no precision of their own; it is not a policy \(name) can be given")
+            throw LucidError(
+                .value, "autocast override: 'view' marks the ops with no precision of their own; it is not a policy \(name) can be given")
         }
         if policy == .lowerPrecision && !lowPrecision {
-            throw LucidError(.value, "autocast override: \(name) has no float16 or bfloat16 kernel (it computes in float32 or float64), so it cannot run in a lower precision")
+            throw LucidError(
+                .value,
+                "autocast override: "
+                    + "\(name) has no float16 or bfloat16 kernel (it computes in float32 or float64), so it cannot run in a lower precision"
+            )
         }
     }
 

@@ -134,14 +134,18 @@ extension InspectionEntry {
         func share(_ band: CastStatistics.Band) -> Double { nonzero == 0 ? 0 : Double(inputs[band]) / Double(nonzero) }
         let rules: [(PrecisionVerdict, Bool, () -> String)] = [
             (.keepFloat32, inputs[.overflowBFloat16] > 0, { "inputs past bfloat16's range (max |x| \(cFormat("%.3g", Double(inputs.maxAbs))))" }),
-            (.keepFloat32, share(.underflowBFloat16) > Self.underflowLimit,
-             { "\(cFormat("%.1f", share(.underflowBFloat16) * 100))% of non-zero inputs below bfloat16's normals" }),
+            (
+                .keepFloat32, share(.underflowBFloat16) > Self.underflowLimit,
+                { "\(cFormat("%.1f", share(.underflowBFloat16) * 100))% of non-zero inputs below bfloat16's normals" }
+            ),
             (.keepFloat32, madeNonfinite && !half, { "made inf/NaN in bfloat16" }),
             (.useBFloat16, inputs[.overflowFloat16] > 0, { "inputs past float16's range (max |x| \(cFormat("%.3g", Double(inputs.maxAbs))))" }),
             (.useBFloat16, madeNonfinite && half, { "made inf/NaN in float16" }),
             (.useBFloat16, results[.overflowFloat16] > 0, { "results past float16's range (max \(cFormat("%.3g", Double(results.maxAbs))))" }),
-            (.useBFloat16, share(.underflowFloat16) > Self.underflowLimit,
-             { "\(cFormat("%.1f", share(.underflowFloat16) * 100))% of non-zero inputs below float16's normals" }),
+            (
+                .useBFloat16, share(.underflowFloat16) > Self.underflowLimit,
+                { "\(cFormat("%.1f", share(.underflowFloat16) * 100))% of non-zero inputs below float16's normals" }
+            ),
         ]
         for (verdict, found, reason) in rules where found { return (verdict, "\(op): \(reason())") }
         return (.safeFloat16, "")
@@ -214,10 +218,11 @@ final class Inspection {
             var words = [UInt32](repeating: 0, count: r.acc.numel)
             try words.withUnsafeMutableBytes { try Conversion.toHost(r.acc, $0) }
             let n = CastStatistics.blockWords
-            return InspectionEntry(op: key.op, module: key.module, device: key.device, dtype: key.dtype,
-                                   calls: r.calls, inputElements: r.inputElements,
-                                   inputs: CastStatistics.Block(words[0..<n]), resultElements: r.resultElements,
-                                   results: CastStatistics.Block(words[n..<2 * n]))
+            return InspectionEntry(
+                op: key.op, module: key.module, device: key.device, dtype: key.dtype,
+                calls: r.calls, inputElements: r.inputElements,
+                inputs: CastStatistics.Block(words[0..<n]), resultElements: r.resultElements,
+                results: CastStatistics.Block(words[n..<2 * n]))
         }
     }
 }

@@ -36,9 +36,9 @@ public enum Metal {
     }
 
     public static var stats: Stats {
-#if canImport(Metal) && !LUCID_NO_METAL
+        #if canImport(Metal) && !LUCID_NO_METAL
         if let m = Backends.metalBackend { return m.stats }
-#endif
+        #endif
         return Stats(hostFallbacks: HostKernelFallbacks.total)
     }
 
@@ -59,15 +59,15 @@ public enum Metal {
     /// once before the backend first serves "metal"; a failure keeps "metal" on the host
     /// fallback. Throws where there is no Metal backend.
     public static func selfTest() throws -> [SelfTestCheck] {
-#if canImport(Metal) && !LUCID_NO_METAL
+        #if canImport(Metal) && !LUCID_NO_METAL
         guard let m = Backends.metalBackend else {
             throw LucidError.runtime("self_test: Metal is not available on this machine (no Metal device)")
         }
         return MetalSelfTest.run(m).map {
             SelfTestCheck(op: $0.op, dtype: $0.dtype, maxError: $0.maxError, tolerance: $0.tolerance, detail: $0.detail)
         }
-#else
+        #else
         throw LucidError.runtime("self_test: this build of lucid has no Metal backend (Metal is not available on this platform)")
-#endif
+        #endif
     }
 }

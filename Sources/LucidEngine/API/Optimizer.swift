@@ -43,8 +43,10 @@ public final class SGD: Optimizer {
     public let lr: Double, momentum: Double, dampening: Double, weightDecay: Double, nesterov: Bool
     private var buffers: [TensorImpl?]
 
-    public init(_ parameters: [Tensor], lr: Double, momentum: Double = 0, dampening: Double = 0, weightDecay: Double = 0,
-                nesterov: Bool = false) throws {
+    public init(
+        _ parameters: [Tensor], lr: Double, momentum: Double = 0, dampening: Double = 0, weightDecay: Double = 0,
+        nesterov: Bool = false
+    ) throws {
         self.lr = lr
         self.momentum = momentum
         self.dampening = dampening
@@ -55,8 +57,9 @@ public final class SGD: Optimizer {
     }
 
     override func update(_ i: Int, _ param: TensorImpl, _ grad: TensorImpl) throws {
-        let made = try Optimizers.sgd(param: param, grad: grad, momentumBuffer: buffers[i], lr: lr, momentum: momentum,
-                                      dampening: dampening, weightDecay: weightDecay, nesterov: nesterov, maximize: false)
+        let made = try Optimizers.sgd(
+            param: param, grad: grad, momentumBuffer: buffers[i], lr: lr, momentum: momentum,
+            dampening: dampening, weightDecay: weightDecay, nesterov: nesterov, maximize: false)
         if let made { buffers[i] = made }
     }
 }
@@ -68,8 +71,10 @@ public final class Adam: Optimizer {
     /// Each parameter's step count, a float32 element on its device (made on its first step).
     private var steps: [TensorImpl?]
 
-    public init(_ parameters: [Tensor], lr: Double = 1e-3, betas: (Double, Double) = (0.9, 0.999), eps: Double = 1e-8,
-                weightDecay: Double = 0, decoupledWeightDecay: Bool = false) throws {
+    public init(
+        _ parameters: [Tensor], lr: Double = 1e-3, betas: (Double, Double) = (0.9, 0.999), eps: Double = 1e-8,
+        weightDecay: Double = 0, decoupledWeightDecay: Bool = false
+    ) throws {
         self.lr = lr
         (beta1, beta2) = betas
         self.eps = eps
@@ -83,8 +88,9 @@ public final class Adam: Optimizer {
     override func update(_ i: Int, _ param: TensorImpl, _ grad: TensorImpl) throws {
         let step = try steps[i] ?? Creation.full([], value: ScalarOperand(float: 0), dtype: .float32, device: param.device)
         steps[i] = step
-        moments[i] = try Optimizers.adam(param: param, grad: grad, m: moments[i]?.0, v: moments[i]?.1, step: step, lr: lr,
-                                         beta1: beta1, beta2: beta2, eps: eps, weightDecay: weightDecay,
-                                         decoupled: decoupled, maximize: false)
+        moments[i] = try Optimizers.adam(
+            param: param, grad: grad, m: moments[i]?.0, v: moments[i]?.1, step: step, lr: lr,
+            beta1: beta1, beta2: beta2, eps: eps, weightDecay: weightDecay,
+            decoupled: decoupled, maximize: false)
     }
 }

@@ -151,7 +151,10 @@ public struct Tensor: @unchecked Sendable, CustomStringConvertible {
 
     private func checkUnrecorded(_ op: String, _ source: TensorImpl?) throws {
         if GradMode.isEnabled && (impl.requiresGrad || source?.requiresGrad == true) {
-            throw LucidError.runtime("\(op): an in-place write that autograd would record is not available from Swift; make it under GradMode.with(false), or use the functional ops")
+            throw LucidError.runtime(
+                "\(op): an in-place write that autograd would record is not available from Swift; make it under GradMode.with(false), or "
+                    + "use the functional ops"
+            )
         }
     }
 
@@ -203,11 +206,15 @@ public struct Tensor: @unchecked Sendable, CustomStringConvertible {
     /// The gradients of `outputs` (weighted by `gradOutputs`; nil: 1 for a one-element output)
     /// with respect to `inputs`, leaving every `grad` as it is; nil for an input the outputs do
     /// not depend on (an error unless `allowUnused`).
-    public static func gradients(of outputs: [Tensor], withRespectTo inputs: [Tensor], gradOutputs: [Tensor?]? = nil,
-                                 retainGraph: Bool = false, allowUnused: Bool = false) throws -> [Tensor?] {
-        try Autograd.gradients(of: outputs.map(\.impl), gradOutputs?.map { $0?.impl } ?? outputs.map { _ in nil },
-                               wrt: inputs.map(\.impl), retainGraph: retainGraph, allowUnused: allowUnused)
-            .map { $0.map(Tensor.init) }
+    public static func gradients(
+        of outputs: [Tensor], withRespectTo inputs: [Tensor], gradOutputs: [Tensor?]? = nil,
+        retainGraph: Bool = false, allowUnused: Bool = false
+    ) throws -> [Tensor?] {
+        try Autograd.gradients(
+            of: outputs.map(\.impl), gradOutputs?.map { $0?.impl } ?? outputs.map { _ in nil },
+            wrt: inputs.map(\.impl), retainGraph: retainGraph, allowUnused: allowUnused
+        )
+        .map { $0.map(Tensor.init) }
     }
 }
 
@@ -240,22 +247,30 @@ extension Tensor {
         Tensor(try Normalization.layerNorm(impl, normalizedShape: normalizedShape, weight: weight?.impl, bias: bias?.impl, eps: eps))
     }
     /// 2-D convolution of [N, C, H, W] input with [O, C/groups, kh, kw] weights.
-    public func conv2d(_ weight: Tensor, bias: Tensor? = nil, stride: Int = 1, padding: Int = 0, dilation: Int = 1,
-                       groups: Int = 1) throws -> Tensor {
-        Tensor(try Convolution.conv2d(impl, weight.impl, bias?.impl, stride: (stride, stride), padding: (padding, padding),
-                                      dilation: (dilation, dilation), groups: groups))
+    public func conv2d(
+        _ weight: Tensor, bias: Tensor? = nil, stride: Int = 1, padding: Int = 0, dilation: Int = 1,
+        groups: Int = 1
+    ) throws -> Tensor {
+        Tensor(
+            try Convolution.conv2d(
+                impl, weight.impl, bias?.impl, stride: (stride, stride), padding: (padding, padding),
+                dilation: (dilation, dilation), groups: groups))
     }
     public func maxPool2d(_ kernel: Int, stride: Int? = nil) throws -> Tensor {
-        Tensor(try Convolution.maxPool2d(impl, kernel: (kernel, kernel), stride: (stride ?? kernel, stride ?? kernel),
-                                         padding: (0, 0), dilation: (1, 1), ceilMode: false))
+        Tensor(
+            try Convolution.maxPool2d(
+                impl, kernel: (kernel, kernel), stride: (stride ?? kernel, stride ?? kernel),
+                padding: (0, 0), dilation: (1, 1), ceilMode: false))
     }
 }
 
 /// Cross-entropy of logits [N, C] against int64 class indices [N] (mean over the batch);
 /// float32 under autocast.
 public func crossEntropy(_ logits: Tensor, _ target: Tensor, labelSmoothing: Double = 0) throws -> Tensor {
-    Tensor(try Losses.crossEntropy(logits.impl, target.impl, weight: nil, ignoreIndex: -100, reduction: .mean,
-                                   labelSmoothing: labelSmoothing))
+    Tensor(
+        try Losses.crossEntropy(
+            logits.impl, target.impl, weight: nil, ignoreIndex: -100, reduction: .mean,
+            labelSmoothing: labelSmoothing))
 }
 
 /// Mean squared error; float32 under autocast.

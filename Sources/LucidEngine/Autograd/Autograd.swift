@@ -7,13 +7,17 @@ package enum Autograd {
     /// output to one gradient per input (nil where not needed). `saved` are the tensors whose
     /// values the rule reads (inputs, or `out` itself): backward refuses to run the rule once
     /// an in-place write has changed one of them.
-    static func record(_ out: TensorImpl, _ name: String, _ inputs: [TensorImpl], saved: [TensorImpl?] = [],
-                       savesNothing: Bool = false,
-                       _ rule: @escaping (TensorImpl) throws -> [TensorImpl?]) -> TensorImpl {
+    static func record(
+        _ out: TensorImpl, _ name: String, _ inputs: [TensorImpl], saved: [TensorImpl?] = [],
+        savesNothing: Bool = false,
+        _ rule: @escaping (TensorImpl) throws -> [TensorImpl?]
+    ) -> TensorImpl {
         guard GradMode.isEnabled, inputs.contains(where: { $0.requiresGrad }) else { return out }
         let tracked = inputs.map { $0.requiresGrad ? GradNode.Edge($0) : nil }
-        return out.tracked(by: GradNode(name: name, inputs: tracked, saved: saved.compactMap { $0.map(GradNode.Saved.init) },
-                                        savesNothing: savesNothing, rule: rule))
+        return out.tracked(
+            by: GradNode(
+                name: name, inputs: tracked, saved: saved.compactMap { $0.map(GradNode.Saved.init) },
+                savesNothing: savesNothing, rule: rule))
     }
 
     /// Whether an op on these inputs is recorded: checked before building a backward rule,
@@ -54,8 +58,10 @@ package enum Autograd {
     /// Backpropagates from several roots in one pass (PyTorch's `torch.autograd.backward`), each
     /// with its gradient (nil: 1 for a one-element root). With `inputs`, only those tensors
     /// accumulate gradients, an op result among them into its own `grad`.
-    package static func backward(_ roots: [TensorImpl], grads: [TensorImpl?], retainGraph: Bool,
-                                 inputs: [TensorImpl]? = nil) throws {
+    package static func backward(
+        _ roots: [TensorImpl], grads: [TensorImpl?], retainGraph: Bool,
+        inputs: [TensorImpl]? = nil
+    ) throws {
         let seeds = try seeds(roots, grads, "backward")
         if let inputs { try checkDifferentiated(inputs, "backward") }
         try Autocast.disabled {
@@ -66,15 +72,20 @@ package enum Autograd {
     /// The gradients of `outputs` (weighted by `gradOutputs`, nil: 1 for a one-element output)
     /// with respect to `inputs` (PyTorch's `torch.autograd.grad`); no `grad` changes. An input
     /// the outputs do not depend on gets nil, which is an error unless `allowUnused`.
-    package static func gradients(of outputs: [TensorImpl], _ gradOutputs: [TensorImpl?], wrt inputs: [TensorImpl],
-                                  retainGraph: Bool, allowUnused: Bool) throws -> [TensorImpl?] {
+    package static func gradients(
+        of outputs: [TensorImpl], _ gradOutputs: [TensorImpl?], wrt inputs: [TensorImpl],
+        retainGraph: Bool, allowUnused: Bool
+    ) throws -> [TensorImpl?] {
         let seeds = try seeds(outputs, gradOutputs, "grad")
         try checkDifferentiated(inputs, "grad")
         let found = try Autocast.disabled {
             try GradMode.with(false) { try run(seeds, retainGraph: retainGraph, targets: inputs, accumulating: false) }
         }
         if !allowUnused, let i = found.firstIndex(where: { $0 == nil }) {
-            throw LucidError.runtime("grad: the differentiated tensor at index \(i) appears to not have been used in the graph. Set allow_unused=True if this is the desired behavior.")
+            throw LucidError.runtime(
+                "grad: the differentiated tensor at index "
+                    + "\(i) appears to not have been used in the graph. Set allow_unused=True if this is the desired behavior."
+            )
         }
         return found
     }
@@ -100,7 +111,8 @@ package enum Autograd {
                 return (root, try Ops.cast(grad, to: root.dtype))
             }
             guard root.numel == 1 else {
-                throw LucidError.runtime("\(op): grad can be implicitly created only for one-element outputs, got shape \(root.shape) for \(which); pass a gradient")
+                throw LucidError.runtime(
+                    "\(op): grad can be implicitly created only for one-element outputs, got shape \(root.shape) for \(which); pass a gradient")
             }
             return (root, try Creation.full(root.shape, value: ScalarOperand(float: 1), dtype: root.dtype, device: root.device))
         }
@@ -124,8 +136,10 @@ package enum Autograd {
     /// to it. Without `targets`, every leaf reached accumulates. With them, only the nodes that
     /// lead to a target run, the targets' gradients are returned (nil where none arrived) and,
     /// when `accumulating`, added into their `grad`.
-    private static func run(_ seeds: [(TensorImpl, TensorImpl)], retainGraph: Bool, targets: [TensorImpl]?,
-                            accumulating: Bool) throws -> [TensorImpl?] {
+    private static func run(
+        _ seeds: [(TensorImpl, TensorImpl)], retainGraph: Bool, targets: [TensorImpl]?,
+        accumulating: Bool
+    ) throws -> [TensorImpl?] {
         var pending: [ObjectIdentifier: TensorImpl] = [:]
         var leafPending: [ObjectIdentifier: (leaf: TensorImpl, grad: TensorImpl)] = [:]
         var roots: [GradNode] = []
@@ -155,14 +169,18 @@ package enum Autograd {
 
         var targetNodes: [ObjectIdentifier: [Int]] = [:], targetLeaves: [ObjectIdentifier: [Int]] = [:]
         for (i, t) in (targets ?? []).enumerated() {
-            if let fn = t.gradFn { targetNodes[ObjectIdentifier(fn), default: []].append(i) }
-            else { targetLeaves[ObjectIdentifier(t), default: []].append(i) }
+            if let fn = t.gradFn {
+                targetNodes[ObjectIdentifier(fn), default: []].append(i)
+            } else {
+                targetLeaves[ObjectIdentifier(t), default: []].append(i)
+            }
         }
         var captured = [TensorImpl?](repeating: nil, count: targets?.count ?? 0)
         // With targets, a node's rule runs only when one of its inputs leads to a target.
         var leadsToTarget = Set<ObjectIdentifier>()
         if targets != nil {
-            for node in order where node.inputs.contains(where: { edge in
+            for node in order
+            where node.inputs.contains(where: { edge in
                 guard let edge else { return false }
                 if let fn = edge.node {
                     let k = ObjectIdentifier(fn)

@@ -4,14 +4,17 @@ package enum CustomFunctions {
     /// `output` tracked as the result of a function of `inputs` named `name`, whose backward
     /// turns the output's gradient into one gradient (or nil) per input. The rule's answers
     /// are checked (count, shape, device) and cast to each input's dtype, as PyTorch does.
-    package static func record(output: TensorImpl, inputs: [TensorImpl], name: String,
-                               backward: @escaping (TensorImpl) throws -> [TensorImpl?]) throws -> TensorImpl {
+    package static func record(
+        output: TensorImpl, inputs: [TensorImpl], name: String,
+        backward: @escaping (TensorImpl) throws -> [TensorImpl?]
+    ) throws -> TensorImpl {
         guard GradMode.isEnabled, inputs.contains(where: { $0.requiresGrad }) else { return output }
         let node = "\(name)Backward"
         return Autograd.record(output.withRequiresGrad(false), node, inputs) { g in
             let grads = try backward(g)
             guard grads.count == inputs.count else {
-                throw LucidError.value("\(node): backward returned \(grads.count) gradients, expected \(inputs.count) (one per tensor input, None where there is none)")
+                throw LucidError.value(
+                    "\(node): backward returned \(grads.count) gradients, expected \(inputs.count) (one per tensor input, None where there is none)")
             }
             return try zip(grads, inputs).enumerated().map { i, pair -> TensorImpl? in
                 guard let grad = pair.0 else { return nil }

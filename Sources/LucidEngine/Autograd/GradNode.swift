@@ -49,8 +49,10 @@ package final class GradNode: @unchecked Sendable {
     /// The hooks registered on the tensor this node made (`Hooks`); guarded by `Hooks.lock`.
     var hooks: HookList?
 
-    init(name: String, inputs: [Edge?], saved: [Saved] = [], savesNothing: Bool = false,
-         rule: @escaping (TensorImpl) throws -> [TensorImpl?]) {
+    init(
+        name: String, inputs: [Edge?], saved: [Saved] = [], savesNothing: Bool = false,
+        rule: @escaping (TensorImpl) throws -> [TensorImpl?]
+    ) {
         self.name = name
         self.inputs = inputs
         self.saved = saved
@@ -60,10 +62,17 @@ package final class GradNode: @unchecked Sendable {
 
     func gradients(for grad: TensorImpl) throws -> [TensorImpl?] {
         guard let rule else {
-            throw LucidError.runtime("backward through \(name) a second time: its saved tensors were freed after the first backward; pass retain_graph=True to the first call")
+            throw LucidError.runtime(
+                "backward through "
+                    + "\(name) a second time: its saved tensors were freed after the first backward; pass retain_graph=True to the first call"
+            )
         }
         for s in saved where s.storage.version != s.version {
-            throw LucidError.runtime("one of the variables needed for gradient computation has been modified by an inplace operation: [\(s.dtype.name) tensor of shape \(s.shape)], which \(name) saved, is at version \(s.storage.version); expected version \(s.version) instead. Hint: clone() it before changing it in place, or change it after backward")
+            throw LucidError.runtime(
+                "one of the variables needed for gradient computation has been modified by an inplace operation: "
+                    + "[\(s.dtype.name) tensor of shape \(s.shape)], which \(name) saved, is at version \(s.storage.version); expected "
+                    + "version \(s.version) instead. Hint: clone() it before changing it in place, or change it after backward"
+            )
         }
         return try rule(grad)
     }

@@ -20,7 +20,7 @@ package enum BinaryKernel: Int32, Sendable, CaseIterable {
     var hasMetalKernel: Bool {
         switch self {
         case .add, .sub, .mul, .div, .pow, .maximum, .minimum, .bitwiseAnd, .bitwiseOr, .bitwiseXor, .atan2, .copysign,
-             .fmod, .remainder, .floorDivide, .truncDivide, .fmax, .fmin, .heaviside, .leftShift, .rightShift, .gcd, .lcm:
+            .fmod, .remainder, .floorDivide, .truncDivide, .fmax, .fmin, .heaviside, .leftShift, .rightShift, .gcd, .lcm:
             return true
         default: return false
         }

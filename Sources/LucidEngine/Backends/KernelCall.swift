@@ -106,7 +106,7 @@ enum KernelOp: Sendable {
     var family: KernelFamily {
         switch self {
         case .binary, .binaryScalar, .unary, .unaryBackward, .compare, .select, .addScaled, .leakyRelu,
-             .leakyReluBackward, .lstmCell, .lstmCellBackward:
+            .leakyReluBackward, .lstmCell, .lstmCellBackward:
             .elementwise
         case .reduce, .argReduce: .reduction
         case .gemm: .matmul
@@ -114,7 +114,7 @@ enum KernelOp: Sendable {
         case .maxPool2d, .maxPool2dBackward, .avgPool2d, .avgPool2dBackward: .pooling
         case .softmax, .softmaxBackward: .softmax
         case .normalizeRows, .normalizeRowsBackward, .normalizeChannels, .normalizeChannelsBackward, .scaleChannels,
-             .scaleChannelsBackward:
+            .scaleChannelsBackward:
             .normalization
         case .attention: .attention
         case .gather, .scatterAdd, .nonzero, .put, .take: .indexing
@@ -130,8 +130,8 @@ enum KernelOp: Sendable {
     var isOptimisation: Bool {
         switch self {
         case .addScaled, .leakyRelu, .leakyReluBackward, .convolution, .avgPool2d, .avgPool2dBackward, .softmax,
-             .softmaxBackward, .normalizeRows, .normalizeRowsBackward, .normalizeChannels, .normalizeChannelsBackward,
-             .scaleChannels, .scaleChannelsBackward, .attention:
+            .softmaxBackward, .normalizeRows, .normalizeRowsBackward, .normalizeChannels, .normalizeChannelsBackward,
+            .scaleChannels, .scaleChannelsBackward, .attention:
             true
         default:
             false
@@ -143,8 +143,8 @@ enum KernelOp: Sendable {
     var whenDeclined: KernelRoute {
         switch self {
         case .convolution, .softmax, .softmaxBackward, .attention, .normalizeRows, .normalizeRowsBackward,
-             .normalizeChannels, .normalizeChannelsBackward, .scaleChannels, .scaleChannelsBackward, .lstmCell,
-             .lstmCellBackward:
+            .normalizeChannels, .normalizeChannelsBackward, .scaleChannels, .scaleChannelsBackward, .lstmCell,
+            .lstmCellBackward:
             .compose
         default:
             .host

@@ -3,7 +3,7 @@
 /// provides the families it has and declines the others; see `Backend`.
 package enum KernelFamily: String, CaseIterable, Sendable {
     case elementwise, reduction, matmul, convolution, pooling, softmax, normalization, attention, indexing, optimizers,
-         amp, linalg
+        amp, linalg
 }
 
 /// Elementwise arithmetic, unary functions and their derivatives, comparisons and selection.
@@ -42,13 +42,15 @@ protocol RecurrentCellKernels: AnyObject, Sendable {
     /// the dtype's real type and rounded once each (h from cNew as stored); `activations`
     /// ([B, 5H], float32, or float64 for float64) receives σ(i), σ(f), tanh(g), σ(o) and
     /// tanh(cNew) for the backward.
-    func lstmCell(_ xw: TensorImpl, _ hw: TensorImpl, _ c: TensorImpl, h: TensorImpl, cNew: TensorImpl,
-                  activations: TensorImpl)
+    func lstmCell(
+        _ xw: TensorImpl, _ hw: TensorImpl, _ c: TensorImpl, h: TensorImpl, cNew: TensorImpl,
+        activations: TensorImpl)
     /// Its backward from the gradient of `h` (plus `gradHRecurrent` when given, summed in the
     /// real type), of `cNew`, or both (contiguous, of c's dtype): the gradient of the gates'
     /// inputs ([B, 4H]) and of `c`.
-    func lstmCellBackward(activations: TensorImpl, c: TensorImpl, gradH: TensorImpl?, gradHRecurrent: TensorImpl?,
-                          gradC: TensorImpl?, gradGates: TensorImpl, gradCPrevious: TensorImpl)
+    func lstmCellBackward(
+        activations: TensorImpl, c: TensorImpl, gradH: TensorImpl?, gradHRecurrent: TensorImpl?,
+        gradC: TensorImpl?, gradGates: TensorImpl, gradCPrevious: TensorImpl)
 }
 
 /// Reductions over axes, and the arg-reductions.
@@ -85,8 +87,9 @@ protocol DirectConvolutionKernels: AnyObject, Sendable {
     /// One pass: `.forward` writes `out` from x, w (and bias); `.backwardData` writes the input
     /// gradient from the output gradient and w; `.backwardWeights` writes the weight gradient
     /// from x and the output gradient. Throws when the kernel fails at run time.
-    func convolution(_ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?, weight: TensorImpl?,
-                     bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) throws
+    func convolution(
+        _ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?, weight: TensorImpl?,
+        bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) throws
 }
 
 /// Max pooling and its adjoint.
@@ -136,8 +139,9 @@ protocol NormalizationKernels: AnyObject, Sendable {
     /// and rounded once into `out` (contiguous, x's dtype or float32). `weight` and `bias` are
     /// optional contiguous float32 [n]; `mean` and `rstd` receive the statistics (float32
     /// [rows]).
-    func normalizeRows(_ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
-                       into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl)
+    func normalizeRows(
+        _ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
+        into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl)
 
 }
 
@@ -148,31 +152,36 @@ protocol FusedNormalizationKernels: AnyObject, Sendable {
     /// their saved `mean` and `rstd`: with x̂ = (x - mean)·rstd and gy = grad·weight,
     /// `dx = rstd·(gy - mean(gy) - x̂·mean(gy·x̂))` ([rows, n]) and, when given,
     /// `dweight = Σrows grad·x̂` and `dbias = Σrows grad` (float32 [n]).
-    func normalizeRowsBackward(_ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
-                               weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?)
+    func normalizeRowsBackward(
+        _ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
+        weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?)
 
     /// Batch normalisation of `x` viewed as [batch, channels, S] with the batch's statistics:
     /// each channel's mean and biased variance over its batch·S values (float32 [channels]),
     /// and `out = (x - mean)·rstd·weight + bias` per channel (rstd = 1 / sqrt(variance + eps);
     /// weight and bias optional float32 [channels]).
-    func normalizeChannels(_ x: TensorImpl, batch: Int, channels: Int, eps: Float, weight: TensorImpl?,
-                           bias: TensorImpl?, into out: TensorImpl, mean: TensorImpl, variance: TensorImpl)
+    func normalizeChannels(
+        _ x: TensorImpl, batch: Int, channels: Int, eps: Float, weight: TensorImpl?,
+        bias: TensorImpl?, into out: TensorImpl, mean: TensorImpl, variance: TensorImpl)
 
     /// The backward of `normalizeChannels`, fused: `dx` (x's shape) and, when given,
     /// `dweight = Σ grad·x̂` and `dbias = Σ grad` per channel.
-    func normalizeChannelsBackward(_ grad: TensorImpl, _ x: TensorImpl, batch: Int, channels: Int, eps: Float,
-                                   mean: TensorImpl, variance: TensorImpl, weight: TensorImpl?, dx: TensorImpl,
-                                   dweight: TensorImpl?, dbias: TensorImpl?)
+    func normalizeChannelsBackward(
+        _ grad: TensorImpl, _ x: TensorImpl, batch: Int, channels: Int, eps: Float,
+        mean: TensorImpl, variance: TensorImpl, weight: TensorImpl?, dx: TensorImpl,
+        dweight: TensorImpl?, dbias: TensorImpl?)
 
     /// The per-channel affine of `y` viewed as [batch, channels, S]: `out = y·weight[c] + bias[c]`
     /// (weight and bias optional float32 [channels], out of y's shape).
-    func scaleChannels(_ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?, bias: TensorImpl?,
-                       into out: TensorImpl)
+    func scaleChannels(
+        _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?, bias: TensorImpl?,
+        into out: TensorImpl)
 
     /// Its backward, fused: each given of `dy = grad·weight[c]`, `dweight[c] = Σ grad·y` and
     /// `dbias[c] = Σ grad`.
-    func scaleChannelsBackward(_ grad: TensorImpl, _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?,
-                               dy: TensorImpl?, dweight: TensorImpl?, dbias: TensorImpl?)
+    func scaleChannelsBackward(
+        _ grad: TensorImpl, _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?,
+        dy: TensorImpl?, dweight: TensorImpl?, dbias: TensorImpl?)
 }
 
 /// Fused attention.
@@ -184,8 +193,9 @@ protocol AttentionKernels: AnyObject, Sendable {
     /// float32. `out` ([B, L, Ev]) and `weights` ([B, L, S], the softmax rounded to the dtype,
     /// when given) are contiguous. Throws when the kernel fails at run time (out may then hold
     /// partial results).
-    func attention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, mask: TensorImpl?, scale: Float, causal: Bool,
-                   weights: TensorImpl?, into out: TensorImpl) throws
+    func attention(
+        _ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, mask: TensorImpl?, scale: Float, causal: Bool,
+        weights: TensorImpl?, into out: TensorImpl) throws
 }
 
 /// Gathers and scatters.
@@ -195,8 +205,9 @@ protocol IndexingKernels: AnyObject, Sendable {
     /// `0..<a.shape[dim]` (out then holds nothing meaningful) is reported as
     /// `outOfRange(the first such index)`: thrown here, or, by a backend that checks on its
     /// device, at its next synchronisation (`takeDeferredError`).
-    func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl,
-                outOfRange: @escaping @Sendable (Int64) -> LucidError) throws
+    func gather(
+        _ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl,
+        outOfRange: @escaping @Sendable (Int64) -> LucidError) throws
     /// `out[i with dim replaced by index[i]] += src[i]`, accumulated in float32 (int64 for
     /// integers); `out` is contiguous and zeroed here first. Indices have been checked. Throws
     /// when memory for the accumulation cannot be had.
@@ -225,12 +236,14 @@ protocol PlacementKernels: AnyObject, Sendable {
 protocol OptimizerKernels: AnyObject, Sendable {
     /// One SGD update of a parameter: contiguous tensors of one shape and floating dtype,
     /// computed in float32. `momentum`/`newMomentum` are present when momentum is non-zero.
-    func sgdStep(param: TensorImpl, grad: TensorImpl, momentum: TensorImpl?, hyper: SGDHyper,
-                 newParam: TensorImpl, newMomentum: TensorImpl?, skipIf found: TensorImpl?)
+    func sgdStep(
+        param: TensorImpl, grad: TensorImpl, momentum: TensorImpl?, hyper: SGDHyper,
+        newParam: TensorImpl, newMomentum: TensorImpl?, skipIf found: TensorImpl?)
     /// One Adam (or AdamW, `decoupled`) update, likewise, at the step after `step` (a float32
     /// element counting the steps taken), which then goes up by one.
-    func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, step: TensorImpl, hyper: AdamHyper,
-                  newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl, skipIf found: TensorImpl?)
+    func adamStep(
+        param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, step: TensorImpl, hyper: AdamHyper,
+        newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl, skipIf found: TensorImpl?)
 }
 
 /// Automatic mixed precision's kernels: GradScaler's unscale and scale update, and the
@@ -254,7 +267,6 @@ protocol AMPKernels: AnyObject, Sendable {
     func castStatistics(_ x: TensorImpl, into acc: TensorImpl, word: Int)
 }
 
-
 /// Linear algebra over LAPACK (family `linalg`). Operands are contiguous [B, m, n] batches of
 /// one dtype, float32 or float64; each call returns LAPACK's `info` for each matrix (0, or
 /// > 0 for the numerical failure the routine reports). Only the host has these kernels: other
@@ -266,8 +278,10 @@ protocol LinalgKernels: AnyObject, Sendable {
     func luFactor(_ a: TensorImpl, lu: TensorImpl, pivots: TensorImpl) -> [Int32]
     /// `x[b] = op(a[b])⁻¹ · b[b]` for triangular a ([n, n], its other triangle unread; op
     /// transposes when `transpose`; a unit diagonal when `unit`), b and x [n, k].
-    func triangularSolve(_ a: TensorImpl, _ b: TensorImpl, upper: Bool, transpose: Bool, unit: Bool,
-                         into x: TensorImpl) -> [Int32]
+    func triangularSolve(
+        _ a: TensorImpl, _ b: TensorImpl, upper: Bool, transpose: Bool, unit: Bool,
+        into x: TensorImpl
+    ) -> [Int32]
     /// The Cholesky factor of each symmetric positive-definite a[b] ([n, n], read from the
     /// lower triangle, or the upper when `upper`): L with a = L·Lᵀ (or U with a = Uᵀ·U), zeros
     /// in the other triangle.

@@ -76,8 +76,10 @@ struct AdamHyper: Sendable {
             return (R(Float(lr) / bc1), R(bc2.squareRoot()), R(sign), R(coupled), R(shrink))
         }
         let bc1 = 1 - pow(beta1, Double(step)), bc2 = 1 - pow(beta2, Double(step))
-        return (R(lr / bc1), R(bc2.squareRoot()), R(sign), R(decoupled ? 0 : weightDecay),
-                R(decoupled ? 1 - lr * weightDecay : 1))
+        return (
+            R(lr / bc1), R(bc2.squareRoot()), R(sign), R(decoupled ? 0 : weightDecay),
+            R(decoupled ? 1 - lr * weightDecay : 1)
+        )
     }
 }
 

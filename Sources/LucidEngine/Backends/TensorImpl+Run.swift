@@ -19,8 +19,10 @@ extension TensorImpl {
     /// copies for the call, and the call is counted under `name`. For an op with a
     /// composition, the host kernels' own route (asked over the staged operands) may leave it
     /// to be composed instead: nil, and nothing counted.
-    private func onHostKernels<K, R>(_: K.Type, _ call: KernelCall, _ name: () -> String, composable: Bool,
-                                     _ body: (K) throws -> R) rethrows -> R? {
+    private func onHostKernels<K, R>(
+        _: K.Type, _ call: KernelCall, _ name: () -> String, composable: Bool,
+        _ body: (K) throws -> R
+    ) rethrows -> R? {
         backend.synchronize()
         return try HostStaging.run(call) {
             if composable, Backends.host.route(call) != .native { return nil }
@@ -35,8 +37,10 @@ extension TensorImpl {
     /// Makes one kernel call of family `K` (`ElementwiseKernels.self`, ...) for an op that has
     /// no composition: `body` gets the kernels that run it. `name` names the op in the
     /// fallback counts and is only evaluated on a fallback.
-    func run<K, R>(_ family: K.Type, _ call: KernelCall, _ name: @autoclosure () -> String,
-                   _ body: (K) throws -> R) rethrows -> R {
+    func run<K, R>(
+        _ family: K.Type, _ call: KernelCall, _ name: @autoclosure () -> String,
+        _ body: (K) throws -> R
+    ) rethrows -> R {
         let (route, kernels) = resolve(family, call)
         if route == .native, let kernels { return try body(kernels) }
         // Without a composition, the host kernels take every call.
@@ -45,8 +49,10 @@ extension TensorImpl {
 
     /// The same for an op the op layer can compose from other kernels: nil, and no kernel
     /// called, when the backend routes it to be composed.
-    func runUnlessComposed<K, R>(_ family: K.Type, _ call: KernelCall, _ name: @autoclosure () -> String,
-                                 _ body: (K) throws -> R) rethrows -> R? {
+    func runUnlessComposed<K, R>(
+        _ family: K.Type, _ call: KernelCall, _ name: @autoclosure () -> String,
+        _ body: (K) throws -> R
+    ) rethrows -> R? {
         let (route, kernels) = resolve(family, call)
         switch route {
         case .compose: return nil

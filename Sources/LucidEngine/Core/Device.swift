@@ -28,10 +28,12 @@ public enum Device: Int32, CaseIterable, Sendable, CustomStringConvertible {
 
     /// The device table, one row per case, in code order.
     static let table: [Entry] = [
-        Entry(device: .cpu, name: "cpu", holdsFloat64: true, autocastsFloat16: false, bfloat16KernelsDeclared: true,
-              isDefault: false),
-        Entry(device: .metal, name: "metal", holdsFloat64: false, autocastsFloat16: true, bfloat16KernelsDeclared: false,
-              isDefault: true),
+        Entry(
+            device: .cpu, name: "cpu", holdsFloat64: true, autocastsFloat16: false, bfloat16KernelsDeclared: true,
+            isDefault: false),
+        Entry(
+            device: .metal, name: "metal", holdsFloat64: false, autocastsFloat16: true, bfloat16KernelsDeclared: false,
+            isDefault: true),
     ]
 
     var entry: Entry { Self.table[Int(rawValue)] }
@@ -46,7 +48,8 @@ public enum Device: Int32, CaseIterable, Sendable, CustomStringConvertible {
     /// device holds none. `op` names the call in the message.
     func check(_ dtype: DType, op: String) throws {
         guard !entry.holdsFloat64, dtype == .float64 else { return }
-        throw LucidError.type("\(op.isEmpty ? "" : "\(op): ")'\(name)' does not support float64 (the GPU has no float64 "
-                              + "arithmetic); use float32 instead, e.g. tensor.float() before moving it to '\(name)'")
+        throw LucidError.type(
+            "\(op.isEmpty ? "" : "\(op): ")'\(name)' does not support float64 (the GPU has no float64 "
+                + "arithmetic); use float32 instead, e.g. tensor.float() before moving it to '\(name)'")
     }
 }

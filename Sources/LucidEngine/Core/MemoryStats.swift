@@ -33,9 +33,9 @@ package enum MemoryStats {
     package static func emptyCache() -> Int {
         var cached = HostAllocator.shared.cachedBytes
         HostAllocator.shared.emptyCache()
-#if canImport(Metal) && !LUCID_NO_METAL
+        #if canImport(Metal) && !LUCID_NO_METAL
         cached += Backends.metalBackend?.emptyCache() ?? 0
-#endif
+        #endif
         return cached
     }
 

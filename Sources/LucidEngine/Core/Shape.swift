@@ -87,7 +87,8 @@ package enum Shape {
     package static func wrapDim(_ d: Int, ndim: Int, op: String) throws -> Int {
         let n = max(ndim, 1)  // a 0-d tensor accepts dim 0 and -1, like PyTorch
         guard d >= -n, d < n else {
-            throw LucidError.index("\(op): dimension \(d) is out of range for a tensor with \(ndim) dimension\(ndim == 1 ? "" : "s") (expected -\(n)...\(n - 1))")
+            throw LucidError.index(
+                "\(op): dimension \(d) is out of range for a tensor with \(ndim) dimension\(ndim == 1 ? "" : "s") (expected -\(n)...\(n - 1))")
         }
         return d < 0 ? d + n : d
     }

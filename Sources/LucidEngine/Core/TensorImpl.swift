@@ -22,8 +22,10 @@ package final class TensorImpl: @unchecked Sendable {
     /// A leaf's gradient hooks (an op result's are its node's); guarded by `Hooks.lock`.
     var hooks: HookList?
 
-    init(storage: Storage, shape: [Int], strides: [Int], offset: Int, dtype: DType, requiresGrad: Bool = false,
-         gradFn: GradNode? = nil) {
+    init(
+        storage: Storage, shape: [Int], strides: [Int], offset: Int, dtype: DType, requiresGrad: Bool = false,
+        gradFn: GradNode? = nil
+    ) {
         self.gradFn = gradFn
         self.storage = storage
         self.shape = shape
@@ -88,8 +90,9 @@ package final class TensorImpl: @unchecked Sendable {
         try backend.device.check(dtype, op: "")
         let n = try Shape.numel(shape)
         let buffer = try backend.allocate(byteCount: n * dtype.itemSize)
-        return TensorImpl(storage: Storage(buffer: buffer, backend: backend), shape: shape,
-                          strides: Shape.contiguousStrides(shape), offset: 0, dtype: dtype)
+        return TensorImpl(
+            storage: Storage(buffer: buffer, backend: backend), shape: shape,
+            strides: Shape.contiguousStrides(shape), offset: 0, dtype: dtype)
     }
 
     /// A new contiguous, uninitialised tensor of `shape` on `like`'s backend. When `like` is
@@ -99,8 +102,9 @@ package final class TensorImpl: @unchecked Sendable {
         guard shape == like.shape, like.hasRowMajorStrides else { return try empty(shape, dtype: dtype, on: like.backend) }
         try like.device.check(dtype, op: "")
         let buffer = try like.backend.allocate(byteCount: like.numel * dtype.itemSize)
-        return TensorImpl(storage: Storage(buffer: buffer, backend: like.backend), shape: like.shape,
-                          strides: like.strides, offset: 0, dtype: dtype)
+        return TensorImpl(
+            storage: Storage(buffer: buffer, backend: like.backend), shape: like.shape,
+            strides: like.strides, offset: 0, dtype: dtype)
     }
 
     /// Whether this tensor is a leaf of the graph (gradients accumulate in `grad`).
@@ -108,8 +112,9 @@ package final class TensorImpl: @unchecked Sendable {
 
     /// The same values as an op result recorded in the graph.
     func tracked(by node: GradNode) -> TensorImpl {
-        TensorImpl(storage: storage, shape: shape, strides: strides, offset: offset, dtype: dtype, requiresGrad: true,
-                   gradFn: node)
+        TensorImpl(
+            storage: storage, shape: shape, strides: strides, offset: offset, dtype: dtype, requiresGrad: true,
+            gradFn: node)
     }
 
     /// The same values without autograd, over an alias of the storage whose version counts only

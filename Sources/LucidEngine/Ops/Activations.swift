@@ -19,17 +19,25 @@ package enum Activations {
         let s = Float(slope)
         if x.dtype == .float32 {
             let out = try TensorImpl.empty(x.shape, dtype: .float32, like: x)
-            if out.runUnlessComposed(FusedElementwiseKernels.self, KernelCall(.leakyRelu, reads: [x], writes: [out]), op, {
-                $0.leakyRelu(x, slope: s, into: out)
-            }) != nil {
+            if out.runUnlessComposed(
+                FusedElementwiseKernels.self, KernelCall(.leakyRelu, reads: [x], writes: [out]), op,
+                {
+                    $0.leakyRelu(x, slope: s, into: out)
+                }) != nil
+            {
                 guard Autograd.tracks(x) else { return out }
                 return Autograd.record(out, Autograd.name(leakyRelu), [x], saved: [x]) { g in
                     let g32 = try Ops.contiguous(try Ops.cast(g, to: .float32))
                     let dx = try TensorImpl.empty(x.shape, dtype: .float32, like: x)
                     let call = KernelCall(.leakyReluBackward, reads: [x, g32], writes: [dx])
-                    if dx.runUnlessComposed(FusedElementwiseKernels.self, call, op, {
-                        $0.leakyReluBackward(x, grad: g32, slope: s, into: dx)
-                    }) != nil { return [dx] }
+                    if dx.runUnlessComposed(
+                        FusedElementwiseKernels.self, call, op,
+                        {
+                            $0.leakyReluBackward(x, grad: g32, slope: s, into: dx)
+                        }) != nil
+                    {
+                        return [dx]
+                    }
                     return [try composed(g, x, slope)]
                 }
             }
@@ -69,9 +77,13 @@ package enum Activations {
         let out = try TensorImpl.empty(xc.shape, dtype: xc.dtype, on: xc.backend)
         let input = xc.withRequiresGrad(false)
         let call = KernelCall(.softmax(axis: d, log: log), reads: [input], writes: [out])
-        guard try out.runUnlessComposed(SoftmaxKernels.self, call, op.name, {
-            try $0.softmax(input, axis: d, log: log, into: out)
-        }) != nil else { return nil }
+        guard
+            try out.runUnlessComposed(
+                SoftmaxKernels.self, call, op.name,
+                {
+                    try $0.softmax(input, axis: d, log: log, into: out)
+                }) != nil
+        else { return nil }
         return Autograd.record(out, Autograd.name(op), [xc], saved: [out]) { g in
             let name = "\(op.name)_backward"
             if let dx = try softmaxBackward(g, out, axis: d, log: log, name: name) { return [dx] }
@@ -90,14 +102,19 @@ package enum Activations {
     /// The backend's softmax (or log-softmax) backward kernel from the output `y` and its
     /// gradient, in y's dtype (float32 sums inside, one rounding); nil where the backend
     /// composes it.
-    static func softmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, log: Bool,
-                                name: String) throws -> TensorImpl? {
+    static func softmaxBackward(
+        _ grad: TensorImpl, _ y: TensorImpl, axis: Int, log: Bool,
+        name: String
+    ) throws -> TensorImpl? {
         let gc = try Ops.contiguous(try Ops.cast(grad, to: y.dtype))
         let dx = try TensorImpl.empty(y.shape, dtype: y.dtype, on: y.backend)
         let call = KernelCall(.softmaxBackward(axis: axis), reads: [gc, y], writes: [dx])
-        return y.runUnlessComposed(SoftmaxBackwardKernels.self, call, name, {
-            $0.softmaxBackward(gc, y, axis: axis, log: log, into: dx)
-        }).map { _ in dx }
+        return y.runUnlessComposed(
+            SoftmaxBackwardKernels.self, call, name,
+            {
+                $0.softmaxBackward(gc, y, axis: axis, log: log, into: dx)
+            }
+        ).map { _ in dx }
     }
 
     /// The softmax (or log-softmax) backward composed from elementwise ops and a sum, in the

@@ -8,9 +8,11 @@ package enum Attention {
     /// v [..., S, Ev]. A bool `mask` marks the positions that may be attended to; a floating
     /// one is added to the scores. `causal` masks out future positions (top-left aligned).
     /// The weights come back when `needWeights` (they are then part of the graph).
-    package static func attention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, mask: TensorImpl?, causal: Bool,
-                                  scale: Double?, dropout: Double, training: Bool = true,
-                                  needWeights: Bool = true) throws -> (TensorImpl, TensorImpl?) {
+    package static func attention(
+        _ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, mask: TensorImpl?, causal: Bool,
+        scale: Double?, dropout: Double, training: Bool = true,
+        needWeights: Bool = true
+    ) throws -> (TensorImpl, TensorImpl?) {
         let op = sdpa.name
         try Ops.checkSameDevice(op, [q, k, v] + (mask.map { [$0] } ?? []))
         guard q.ndim >= 2, k.ndim >= 2, v.ndim >= 2 else {
@@ -31,7 +33,8 @@ package enum Attention {
             try Composite.checkSameDType(op, t)
             let dtype = t[0].dtype
             if mask == nil || mask?.dtype == .bool, dropout == 0 || !training,
-               let fused = try fused(t, mask: mask, causal: causal, scale: factor, needWeights: needWeights) {
+                let fused = try fused(t, mask: mask, causal: causal, scale: factor, needWeights: needWeights)
+            {
                 return fused
             }
             let products = try LinearAlgebra.matmul(t[0], try ShapeOps.transpose(t[1], -2, -1))
@@ -63,13 +66,16 @@ package enum Attention {
     /// when the backend has none or the batch dimensions differ. Weights the caller wants
     /// while gradients are tracked come from the composite form, where they are part of the
     /// graph.
-    private static func fused(_ t: [TensorImpl], mask: TensorImpl?, causal: Bool, scale: Double,
-                              needWeights: Bool) throws -> (TensorImpl, TensorImpl?)? {
+    private static func fused(
+        _ t: [TensorImpl], mask: TensorImpl?, causal: Bool, scale: Double,
+        needWeights: Bool
+    ) throws -> (TensorImpl, TensorImpl?)? {
         let (q, k, v) = (t[0], t[1], t[2])
         let tracked = GradMode.isEnabled && t.contains { $0.requiresGrad }
         let lead = Array(q.shape.dropLast(2))
         guard !(needWeights && tracked), q.dtype.isFloatingPoint, q.numel > 0, k.numel > 0, v.numel > 0,
-              Array(k.shape.dropLast(2)) == lead, Array(v.shape.dropLast(2)) == lead else { return nil }
+            Array(k.shape.dropLast(2)) == lead, Array(v.shape.dropLast(2)) == lead
+        else { return nil }
         let l = q.shape[q.ndim - 2], s = k.shape[k.ndim - 2], ev = v.shape[v.ndim - 1]
         let q3 = try LinearAlgebra.batched(q), k3 = try LinearAlgebra.batched(k), v3 = try LinearAlgebra.batched(v)
         // The mask broadcast to [..., L, S] (a view), as [B, L, S].
@@ -78,32 +84,40 @@ package enum Attention {
         let out = try TensorImpl.empty([batch, l, ev], dtype: q.dtype, on: q.backend)
         let p = needWeights || tracked ? try TensorImpl.empty([batch, l, s], dtype: q.dtype, on: q.backend) : nil
         let call = KernelCall(.attention, reads: [q3, k3, v3] + (m3.map { [$0] } ?? []), writes: [out] + (p.map { [$0] } ?? []))
-        guard try q.runUnlessComposed(AttentionKernels.self, call, "attention", {
-            try $0.attention(q3, k3, v3, mask: m3, scale: Float(scale), causal: causal, weights: p, into: out)
-        }) != nil else { return nil }
+        guard
+            try q.runUnlessComposed(
+                AttentionKernels.self, call, "attention",
+                {
+                    try $0.attention(q3, k3, v3, mask: m3, scale: Float(scale), causal: causal, weights: p, into: out)
+                }) != nil
+        else { return nil }
         let result = out.view(shape: lead + [l, ev], strides: Shape.contiguousStrides(lead + [l, ev]))
         let weights = needWeights ? p?.view(shape: lead + [l, s], strides: Shape.contiguousStrides(lead + [l, s])) : nil
         guard tracked, let p else { return (result, weights) }
-        return (Autograd.record(result, Autograd.name(sdpa), t, saved: [q3, k3, v3, p]) { g in
-            // dV = Pᵀ·G; dS = P ⊙ (dP − Σ(dP ⊙ P)) · scale with dP = G·Vᵀ, the softmax
-            // derivative in float32: the backend's kernel reads dP and P in their dtype (no
-            // float32 copy of the scores), else composed on float32 copies; dQ = dS·K,
-            // dK = dSᵀ·Q.
-            let g3 = try ShapeOps.reshape(g, [batch, l, ev])
-            let dv = try LinearAlgebra.matmul(try ShapeOps.transpose(p, 1, 2), g3)
-            let dp = try LinearAlgebra.matmul(g3, try ShapeOps.transpose(v3, 1, 2))
-            let ds: TensorImpl
-            if let direct = try Activations.softmaxBackward(dp, p, axis: 2, log: false, name: "\(sdpa.name)_backward") {
-                ds = try Composite.mul(direct, scale)
-            } else {
-                let wide = q.dtype.computeType
-                let dpf = try Ops.cast(dp, to: wide), pf = try Ops.cast(p, to: wide)
-                ds = try Ops.cast(try Composite.mul(try Activations.composedSoftmaxBackward(dpf, pf, axis: 2, log: false),
-                                                    scale), to: q.dtype)
-            }
-            let dq = try LinearAlgebra.matmul(ds, k3)
-            let dk = try LinearAlgebra.matmul(try ShapeOps.transpose(ds, 1, 2), q3)
-            return [try ShapeOps.reshape(dq, q.shape), try ShapeOps.reshape(dk, k.shape), try ShapeOps.reshape(dv, v.shape)]
-        }, weights)
+        return (
+            Autograd.record(result, Autograd.name(sdpa), t, saved: [q3, k3, v3, p]) { g in
+                // dV = Pᵀ·G; dS = P ⊙ (dP − Σ(dP ⊙ P)) · scale with dP = G·Vᵀ, the softmax
+                // derivative in float32: the backend's kernel reads dP and P in their dtype (no
+                // float32 copy of the scores), else composed on float32 copies; dQ = dS·K,
+                // dK = dSᵀ·Q.
+                let g3 = try ShapeOps.reshape(g, [batch, l, ev])
+                let dv = try LinearAlgebra.matmul(try ShapeOps.transpose(p, 1, 2), g3)
+                let dp = try LinearAlgebra.matmul(g3, try ShapeOps.transpose(v3, 1, 2))
+                let ds: TensorImpl
+                if let direct = try Activations.softmaxBackward(dp, p, axis: 2, log: false, name: "\(sdpa.name)_backward") {
+                    ds = try Composite.mul(direct, scale)
+                } else {
+                    let wide = q.dtype.computeType
+                    let dpf = try Ops.cast(dp, to: wide), pf = try Ops.cast(p, to: wide)
+                    ds = try Ops.cast(
+                        try Composite.mul(
+                            try Activations.composedSoftmaxBackward(dpf, pf, axis: 2, log: false),
+                            scale), to: q.dtype)
+                }
+                let dq = try LinearAlgebra.matmul(ds, k3)
+                let dk = try LinearAlgebra.matmul(try ShapeOps.transpose(ds, 1, 2), q3)
+                return [try ShapeOps.reshape(dq, q.shape), try ShapeOps.reshape(dk, k.shape), try ShapeOps.reshape(dv, v.shape)]
+            }, weights
+        )
     }
 }

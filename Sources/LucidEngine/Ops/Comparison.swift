@@ -30,8 +30,10 @@ package enum Comparison {
     /// `a op s` (or `s op a` when `scalarFirst`), the scalar converted to the promoted dtype;
     /// an integer scalar compared with an integer tensor wraps to its width, as PyTorch
     /// converts it (`uint8 == 456` compares with 200).
-    package static func compare(_ k: CompareKernel, _ a: TensorImpl, scalar: ScalarOperand,
-                                scalarFirst: Bool = false) throws -> TensorImpl {
+    package static func compare(
+        _ k: CompareKernel, _ a: TensorImpl, scalar: ScalarOperand,
+        scalarFirst: Bool = false
+    ) throws -> TensorImpl {
         let dtype = Elementwise.resultType(a, scalar)
         let wrapped = scalar.kind == .int && dtype.isInteger ? ScalarOperand(int: dtype.wrapping(scalar.value.int)) : scalar
         let s = try Ops.scalarTensor(wrapped, dtype: dtype, device: a.device)
@@ -63,14 +65,18 @@ package enum Comparison {
         }
         return Autograd.record(out, Autograd.name(whereOp), [x, y], saved: [cond]) { g in
             let zero = try Ops.scalarTensor(ScalarOperand(int: 0), dtype: g.dtype, device: g.device)
-            return [try Autograd.reduce(try `where`(cond, g, zero), to: x.shape),
-                    try Autograd.reduce(try `where`(cond, zero, g), to: y.shape)]
+            return [
+                try Autograd.reduce(try `where`(cond, g, zero), to: x.shape),
+                try Autograd.reduce(try `where`(cond, zero, g), to: y.shape),
+            ]
         }
     }
 
     /// `where` with a scalar in place of `a` (or of `b` when `scalarSecond`).
-    package static func `where`(_ cond: TensorImpl, scalar: ScalarOperand, _ t: TensorImpl,
-                                scalarSecond: Bool = false) throws -> TensorImpl {
+    package static func `where`(
+        _ cond: TensorImpl, scalar: ScalarOperand, _ t: TensorImpl,
+        scalarSecond: Bool = false
+    ) throws -> TensorImpl {
         let s = try Ops.scalarTensor(scalar, dtype: Elementwise.resultType(t, scalar), device: t.device)
         return scalarSecond ? try `where`(cond, t, s) : try `where`(cond, s, t)
     }
@@ -79,8 +85,9 @@ package enum Comparison {
     package static func `where`(_ cond: TensorImpl, scalar a: ScalarOperand, scalar b: ScalarOperand) throws -> TensorImpl {
         try checkCondition(cond)
         let dtype = Elementwise.combine(a.dtype, b.dtype) ?? a.dtype
-        return try `where`(cond, try Ops.scalarTensor(a, dtype: dtype, device: cond.device),
-                           try Ops.scalarTensor(b, dtype: dtype, device: cond.device))
+        return try `where`(
+            cond, try Ops.scalarTensor(a, dtype: dtype, device: cond.device),
+            try Ops.scalarTensor(b, dtype: dtype, device: cond.device))
     }
 
     /// Limits `a` to `[min, max]` (either may be absent). The gradient passes where

@@ -30,7 +30,8 @@ enum Composite {
     static func checkSameDType(_ op: String, _ ts: [TensorImpl]) throws {
         try checkFloat(op, ts)
         if let f = ts.first, let other = ts.first(where: { $0.dtype != f.dtype }) {
-            throw LucidError.type("\(op): expected tensors of one dtype, got \(f.dtype) and \(other.dtype) (convert one with .to(), or run under autocast)")
+            throw LucidError.type(
+                "\(op): expected tensors of one dtype, got \(f.dtype) and \(other.dtype) (convert one with .to(), or run under autocast)")
         }
     }
 }

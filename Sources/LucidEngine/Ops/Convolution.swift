@@ -38,16 +38,22 @@ package enum Convolution {
         }
     }
 
-    static func geometry(_ op: String, input: Pair, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
-                         ceil: Bool = false) throws -> WindowGeometry {
+    static func geometry(
+        _ op: String, input: Pair, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
+        ceil: Bool = false
+    ) throws -> WindowGeometry {
         try checkPositive(op, "kernel_size", kernel)
         try checkPositive(op, "stride", stride)
         try checkPositive(op, "dilation", dilation)
         try checkPositive(op, "padding", padding, allowZero: true)
         guard let oh = windows(input.0, kernel: kernel.0, stride: stride.0, padding: padding.0, dilation: dilation.0, ceil: ceil),
-              let ow = windows(input.1, kernel: kernel.1, stride: stride.1, padding: padding.1, dilation: dilation.1, ceil: ceil),
-              oh > 0, ow > 0 else {
-            throw LucidError.value("\(op): the input of size (\(input.0), \(input.1)) with padding (\(padding.0), \(padding.1)) is smaller than the dilated kernel (\(dilation.0 * (kernel.0 - 1) + 1), \(dilation.1 * (kernel.1 - 1) + 1))")
+            let ow = windows(input.1, kernel: kernel.1, stride: stride.1, padding: padding.1, dilation: dilation.1, ceil: ceil),
+            oh > 0, ow > 0
+        else {
+            throw LucidError.value(
+                "\(op): the input of size (\(input.0), \(input.1)) with padding (\(padding.0), \(padding.1)) is smaller than the dilated "
+                    + "kernel (\(dilation.0 * (kernel.0 - 1) + 1), \(dilation.1 * (kernel.1 - 1) + 1))"
+            )
         }
         return WindowGeometry(kernel: kernel, stride: stride, padding: padding, dilation: dilation, input: input, output: (oh, ow))
     }
@@ -83,10 +89,15 @@ package enum Convolution {
         return n
     }
 
-    private static func checkConvParams(_ op: String, _ x: TensorImpl, _ w: TensorImpl, _ b: TensorImpl?, groups: Int,
-                                        inChannels: Int, outChannels: Int) throws {
+    private static func checkConvParams(
+        _ op: String, _ x: TensorImpl, _ w: TensorImpl, _ b: TensorImpl?, groups: Int,
+        inChannels: Int, outChannels: Int
+    ) throws {
         guard x.shape[1] == inChannels else {
-            throw LucidError.value("\(op): input has \(x.shape[1]) channels (shape \(x.shape)) but the weight of shape \(w.shape) with groups=\(groups) expects \(inChannels)")
+            throw LucidError.value(
+                "\(op): input has \(x.shape[1]) channels (shape \(x.shape)) but the weight of shape \(w.shape) with groups=\(groups) "
+                    + "expects \(inChannels)"
+            )
         }
         guard inChannels % groups == 0, outChannels % groups == 0 else {
             throw LucidError.value("\(op): in_channels \(inChannels) and out_channels \(outChannels) must be divisible by groups=\(groups)")
@@ -98,17 +109,21 @@ package enum Convolution {
 
     /// 2-D cross-correlation of [N, C, H, W] (or [C, H, W]) input with [O, C/groups, kh, kw]
     /// weights; lower precision under autocast.
-    package static func conv2d(_ input: TensorImpl, _ weight: TensorImpl, _ bias: TensorImpl?, stride: Pair, padding: Pair,
-                               dilation: Pair, groups: Int, op: OpInfo = conv2d) throws -> TensorImpl {
+    package static func conv2d(
+        _ input: TensorImpl, _ weight: TensorImpl, _ bias: TensorImpl?, stride: Pair, padding: Pair,
+        dilation: Pair, groups: Int, op: OpInfo = conv2d
+    ) throws -> TensorImpl {
         let name = op.name
         try Ops.checkSameDevice(name, [input, weight] + (bias.map { [$0] } ?? []))
         guard weight.ndim == 4 else { throw LucidError.value("\(name): weight must be 4-D [out, in/groups, kh, kw], got \(weight.shape)") }
         let (x0, unbatched) = try batched(name, input, ndim: 4, layout: "[N, C, H, W]")
         let o = weight.shape[0], cg = weight.shape[1]
-        try checkConvParams(name, x0, weight, bias, groups: groups, inChannels: try channels(name, cg, groups: groups),
-                            outChannels: o)
-        let g = try geometry(name, input: (x0.shape[2], x0.shape[3]), kernel: (weight.shape[2], weight.shape[3]),
-                             stride: stride, padding: padding, dilation: dilation)
+        try checkConvParams(
+            name, x0, weight, bias, groups: groups, inChannels: try channels(name, cg, groups: groups),
+            outChannels: o)
+        let g = try geometry(
+            name, input: (x0.shape[2], x0.shape[3]), kernel: (weight.shape[2], weight.shape[3]),
+            stride: stride, padding: padding, dilation: dilation)
         let out = try op.run([x0, weight] + (bias.map { [$0] } ?? [])) { t in
             try Composite.checkSameDType(name, t)
             if let direct = try direct(name, t, groups: groups, g) { return direct }
@@ -139,9 +154,13 @@ package enum Convolution {
         let problem = ConvolutionProblem(batch: x.shape[0], channels: x.shape[1], outChannels: o, groups: groups, g, dtype: x.dtype)
         let out = try TensorImpl.empty([x.shape[0], o, g.output.0, g.output.1], dtype: x.dtype, on: x.backend)
         let call = KernelCall(.convolution(.forward, problem), reads: [x, w] + (b.map { [$0] } ?? []), writes: [out])
-        guard try out.runUnlessComposed(DirectConvolutionKernels.self, call, name, {
-            try $0.convolution(.forward, problem, x: x, weight: w, bias: b, gradOut: nil, into: out)
-        }) != nil else { return nil }
+        guard
+            try out.runUnlessComposed(
+                DirectConvolutionKernels.self, call, name,
+                {
+                    try $0.convolution(.forward, problem, x: x, weight: w, bias: b, gradOut: nil, into: out)
+                }) != nil
+        else { return nil }
         guard Autograd.tracks(x, w) || b?.requiresGrad == true && GradMode.isEnabled else { return out }
         // Only the wanted gradients are computed: an image batch needs none, its first layer's
         // weights do (and the node then keeps no weight for it).
@@ -159,14 +178,20 @@ package enum Convolution {
     /// One pass of the backend's convolution kernels (a backward pass of conv2d or
     /// conv_transpose2d) into a new tensor of `shape`, on the backend and in the dtype of the
     /// tensor it reads; throws when the backend's kernel fails.
-    private static func pass(_ name: String, _ kind: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?,
-                             weight: TensorImpl?, gradOut: TensorImpl?, shape: [Int]) throws -> TensorImpl {
+    private static func pass(
+        _ name: String, _ kind: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?,
+        weight: TensorImpl?, gradOut: TensorImpl?, shape: [Int]
+    ) throws -> TensorImpl {
         let source = (gradOut ?? x)!
         let out = try TensorImpl.empty(shape, dtype: source.dtype, on: source.backend)
         let call = KernelCall(.convolution(kind, problem), reads: [x, weight, gradOut].compactMap { $0 }, writes: [out])
-        guard try out.runUnlessComposed(DirectConvolutionKernels.self, call, name, {
-            try $0.convolution(kind, problem, x: x, weight: weight, bias: nil, gradOut: gradOut, into: out)
-        }) != nil else {
+        guard
+            try out.runUnlessComposed(
+                DirectConvolutionKernels.self, call, name,
+                {
+                    try $0.convolution(kind, problem, x: x, weight: weight, bias: nil, gradOut: gradOut, into: out)
+                }) != nil
+        else {
             throw LucidError.runtime("\(name): the backend's \(kind) convolution kernel failed for problem \(problem)")
         }
         return out
@@ -179,16 +204,22 @@ package enum Convolution {
     /// its forward is that convolution's backward-data pass, and its backward passes are the
     /// convolution's forward (for x) and backward-weights (for the weight, with x as the
     /// output gradient). The bias is the caller's.
-    private static func directTranspose(_ name: String, _ t: [TensorImpl], groups: Int,
-                                        _ g: WindowGeometry) throws -> TensorImpl? {
+    private static func directTranspose(
+        _ name: String, _ t: [TensorImpl], groups: Int,
+        _ g: WindowGeometry
+    ) throws -> TensorImpl? {
         let x = try Ops.contiguous(t[0]), w = try Ops.contiguous(t[1])
         let n = x.shape[0], cin = w.shape[0], cout = w.shape[1] * groups
         let problem = ConvolutionProblem(batch: n, channels: cout, outChannels: cin, groups: groups, g, dtype: x.dtype)
         let out = try TensorImpl.empty([n, cout, g.input.0, g.input.1], dtype: x.dtype, on: x.backend)
         let call = KernelCall(.convolution(.backwardData, problem), reads: [w, x], writes: [out])
-        guard try out.runUnlessComposed(DirectConvolutionKernels.self, call, name, {
-            try $0.convolution(.backwardData, problem, x: nil, weight: w, bias: nil, gradOut: x, into: out)
-        }) != nil else { return nil }
+        guard
+            try out.runUnlessComposed(
+                DirectConvolutionKernels.self, call, name,
+                {
+                    try $0.convolution(.backwardData, problem, x: nil, weight: w, bias: nil, gradOut: x, into: out)
+                }) != nil
+        else { return nil }
         guard Autograd.tracks(x, w) else { return out }
         let savedX = w.requiresGrad ? x : nil, savedW = x.requiresGrad ? w : nil, xShape = x.shape, wShape = w.shape
         return Autograd.record(out, Autograd.name(convTranspose2d), [x, w], saved: [savedX, savedW]) { grad in
@@ -200,27 +231,33 @@ package enum Convolution {
     }
 
     /// 1-D cross-correlation of [N, C, L] (or [C, L]) input with [O, C/groups, k] weights.
-    package static func conv1d(_ input: TensorImpl, _ weight: TensorImpl, _ bias: TensorImpl?, stride: Int, padding: Int,
-                               dilation: Int, groups: Int) throws -> TensorImpl {
+    package static func conv1d(
+        _ input: TensorImpl, _ weight: TensorImpl, _ bias: TensorImpl?, stride: Int, padding: Int,
+        dilation: Int, groups: Int
+    ) throws -> TensorImpl {
         guard weight.ndim == 3 else { throw LucidError.value("conv1d: weight must be 3-D [out, in/groups, k], got \(weight.shape)") }
         let (x, unbatched) = try batched(conv1d.name, input, ndim: 3, layout: "[N, C, L]")
-        let y = try conv2d(try ShapeOps.unsqueeze(x, 2), try ShapeOps.unsqueeze(weight, 2), bias, stride: (1, stride),
-                           padding: (0, padding), dilation: (1, dilation), groups: groups, op: conv1d)
+        let y = try conv2d(
+            try ShapeOps.unsqueeze(x, 2), try ShapeOps.unsqueeze(weight, 2), bias, stride: (1, stride),
+            padding: (0, padding), dilation: (1, dilation), groups: groups, op: conv1d)
         let out = try ShapeOps.squeeze(y, dims: [2])
         return unbatched ? try ShapeOps.squeeze(out, dims: [0]) : out
     }
 
     /// The adjoint of conv2d with respect to its input ("deconvolution"): [N, Cin, H, W] input,
     /// [Cin, Cout/groups, kh, kw] weights.
-    package static func convTranspose2d(_ input: TensorImpl, _ weight: TensorImpl, _ bias: TensorImpl?, stride: Pair,
-                                        padding: Pair, outputPadding: Pair, dilation: Pair, groups: Int) throws -> TensorImpl {
+    package static func convTranspose2d(
+        _ input: TensorImpl, _ weight: TensorImpl, _ bias: TensorImpl?, stride: Pair,
+        padding: Pair, outputPadding: Pair, dilation: Pair, groups: Int
+    ) throws -> TensorImpl {
         let name = convTranspose2d.name
         try Ops.checkSameDevice(name, [input, weight] + (bias.map { [$0] } ?? []))
         guard weight.ndim == 4 else { throw LucidError.value("\(name): weight must be 4-D [in, out/groups, kh, kw], got \(weight.shape)") }
         let (x0, unbatched) = try batched(name, input, ndim: 4, layout: "[N, C, H, W]")
         let cin = weight.shape[0], cog = weight.shape[1], kh = weight.shape[2], kw = weight.shape[3]
-        try checkConvParams(name, x0, weight, bias, groups: groups, inChannels: cin,
-                            outChannels: try channels(name, cog, groups: groups))
+        try checkConvParams(
+            name, x0, weight, bias, groups: groups, inChannels: cin,
+            outChannels: try channels(name, cog, groups: groups))
         try checkPositive(name, "stride", stride)
         try checkPositive(name, "dilation", dilation)
         try checkPositive(name, "padding", padding, allowZero: true)
@@ -277,20 +314,25 @@ package enum Convolution {
     }
 
     /// The max over each window; padding counts as -inf.
-    package static func maxPool2d(_ input: TensorImpl, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
-                                  ceilMode: Bool) throws -> TensorImpl {
+    package static func maxPool2d(
+        _ input: TensorImpl, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
+        ceilMode: Bool
+    ) throws -> TensorImpl {
         try maxPool2d.run(input) { input in
             try maxPool2dBody(input, kernel: kernel, stride: stride, padding: padding, dilation: dilation, ceilMode: ceilMode)
         }
     }
 
-    private static func maxPool2dBody(_ input: TensorImpl, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
-                                  ceilMode: Bool) throws -> TensorImpl {
+    private static func maxPool2dBody(
+        _ input: TensorImpl, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair,
+        ceilMode: Bool
+    ) throws -> TensorImpl {
         let op = maxPool2d.name
         let (x, lead) = try planes(op, input)
         // geometry first: it bounds every parameter, so the half-kernel check cannot overflow
-        let g = try geometry(op, input: (x.shape[2], x.shape[3]), kernel: kernel, stride: stride, padding: padding,
-                             dilation: dilation, ceil: ceilMode)
+        let g = try geometry(
+            op, input: (x.shape[2], x.shape[3]), kernel: kernel, stride: stride, padding: padding,
+            dilation: dilation, ceil: ceilMode)
         try checkHalfKernel(op, padding, kernel, dilation)
         guard x.dtype.isFloatingPoint else {
             throw LucidError.type("\(op): expected a floating-point input, got \(x.dtype)")
@@ -307,8 +349,10 @@ package enum Convolution {
         let pooled = Autograd.record(values, Autograd.name(maxPool2d), [xc], saved: [indices]) { grad in
             let gc = try Ops.contiguous(grad)
             let gradIn = try TensorImpl.empty(xc.shape, dtype: gc.dtype, on: gc.backend)
-            gradIn.run(PoolingKernels.self, KernelCall(.maxPool2dBackward, reads: [gc, indices], writes: [gradIn]),
-                       "max_pool2d_backward") { $0.maxPool2dBackward(gc, indices: indices, g, into: gradIn) }
+            gradIn.run(
+                PoolingKernels.self, KernelCall(.maxPool2dBackward, reads: [gc, indices], writes: [gradIn]),
+                "max_pool2d_backward"
+            ) { $0.maxPool2dBackward(gc, indices: indices, g, into: gradIn) }
             return [gradIn]
         }
         return try ShapeOps.reshape(pooled, lead + [g.output.0, g.output.1])
@@ -323,8 +367,10 @@ package enum Convolution {
         let out = try TensorImpl.empty([planes, g.output.0, g.output.1], dtype: wide, on: x32.backend)
         let input = x32.withRequiresGrad(false)
         guard out.numel > 0,
-              x32.runUnlessComposed(AveragePoolingKernels.self, KernelCall(.avgPool2d(g), reads: [input, divisor], writes: [out]),
-                                    "avg_pool2d", { $0.avgPool2d(input, g, divisors: divisor, into: out) }) != nil else {
+            x32.runUnlessComposed(
+                AveragePoolingKernels.self, KernelCall(.avgPool2d(g), reads: [input, divisor], writes: [out]),
+                "avg_pool2d", { $0.avgPool2d(input, g, divisors: divisor, into: out) }) != nil
+        else {
             return nil
         }
         let shape = x32.shape
@@ -332,9 +378,13 @@ package enum Convolution {
             let gc = try Ops.contiguous(try Ops.cast(grad, to: wide))
             let gradIn = try TensorImpl.empty(shape, dtype: wide, on: gc.backend)
             let call = KernelCall(.avgPool2dBackward(g), reads: [gc, divisor], writes: [gradIn])
-            guard gradIn.runUnlessComposed(AveragePoolingKernels.self, call, "avg_pool2d_backward", {
-                $0.avgPool2dBackward(gc, g, divisors: divisor, into: gradIn)
-            }) != nil else {
+            guard
+                gradIn.runUnlessComposed(
+                    AveragePoolingKernels.self, call, "avg_pool2d_backward",
+                    {
+                        $0.avgPool2dBackward(gc, g, divisors: divisor, into: gradIn)
+                    }) != nil
+            else {
                 throw LucidError.runtime("avg_pool2d: the backend's backward kernel refused what its forward took")
             }
             return [gradIn]
@@ -351,13 +401,16 @@ package enum Convolution {
     }
 
     /// The mean over each window (PyTorch's divisor rules for padding and ceil mode).
-    package static func avgPool2d(_ input: TensorImpl, kernel: Pair, stride: Pair, padding: Pair, ceilMode: Bool,
-                                  countIncludePad: Bool, divisorOverride: Int?) throws -> TensorImpl {
+    package static func avgPool2d(
+        _ input: TensorImpl, kernel: Pair, stride: Pair, padding: Pair, ceilMode: Bool,
+        countIncludePad: Bool, divisorOverride: Int?
+    ) throws -> TensorImpl {
         let op = avgPool2d.name
         let (x, lead) = try planes(op, input)
         if let d = divisorOverride, d <= 0 { throw LucidError.value("\(op): divisor_override must be positive, got \(d)") }
-        let g = try geometry(op, input: (x.shape[2], x.shape[3]), kernel: kernel, stride: stride, padding: padding,
-                             dilation: (1, 1), ceil: ceilMode)
+        let g = try geometry(
+            op, input: (x.shape[2], x.shape[3]), kernel: kernel, stride: stride, padding: padding,
+            dilation: (1, 1), ceil: ceilMode)
         try checkHalfKernel(op, padding, kernel)
         return try avgPool2d.run([x]) { t in
             let cells = g.output.0 * g.output.1
@@ -368,8 +421,9 @@ package enum Convolution {
             } else {
                 let rows = counts(g.output.0, size: g.input.0, kernel: kernel.0, stride: stride.0, padding: padding.0, includePad: countIncludePad)
                 let cols = counts(g.output.1, size: g.input.1, kernel: kernel.1, stride: stride.1, padding: padding.1, includePad: countIncludePad)
-                divisor = try Creation.fromDoubles(rows.flatMap { r in cols.map { r * $0 } }, shape: [cells],
-                                                   dtype: wide, device: x.device)
+                divisor = try Creation.fromDoubles(
+                    rows.flatMap { r in cols.map { r * $0 } }, shape: [cells],
+                    dtype: wide, device: x.device)
             }
             if let pooled = try directAvgPool(t[0], g, divisor) {
                 return try ShapeOps.reshape(try Ops.cast(pooled, to: t[0].dtype), lead + [g.output.0, g.output.1])
@@ -409,8 +463,9 @@ package enum Convolution {
                 // Equal windows that tile the plane: a mean over each window's two axes, in
                 // float32 (one reduction; global pooling is the (1, 1) case).
                 let (kh, kw) = (h / outputSize.0, w / outputSize.1)
-                let cells = try ShapeOps.reshape(try Ops.cast(t[0], to: wide),
-                                                 [lead.reduce(1, *), outputSize.0, kh, outputSize.1, kw])
+                let cells = try ShapeOps.reshape(
+                    try Ops.cast(t[0], to: wide),
+                    [lead.reduce(1, *), outputSize.0, kh, outputSize.1, kw])
                 let y = try Reductions.reduce(.mean, cells, dims: [2, 4], keepdim: false)
                 return try ShapeOps.reshape(try Ops.cast(y, to: t[0].dtype), lead + [outputSize.0, outputSize.1])
             }

@@ -12,8 +12,9 @@ package enum Creation {
     static func reserveStaging(_ count: Int, bytesEach: Int) throws {
         let (bytes, overflow) = count.multipliedReportingOverflow(by: bytesEach)
         guard !overflow, bytes <= physicalMemory else {
-            throw LucidError.runtime("out of memory: \(count) values would need \(bytes) bytes of staging, "
-                                     + "more than the machine's \(physicalMemory)")
+            throw LucidError.runtime(
+                "out of memory: \(count) values would need \(bytes) bytes of staging, "
+                    + "more than the machine's \(physicalMemory)")
         }
     }
 
@@ -55,7 +56,11 @@ package enum Creation {
             let i = value.value.int
             fits = dtype == .uint8 ? (-255...255).contains(i) : range.contains(i)
         }
-        guard fits else { throw LucidError.value("fill value \(value.kind == .float ? "\(value.value.double)" : "\(value.value.int)") cannot be converted to \(dtype) without overflow") }
+        guard fits else {
+            throw LucidError.value(
+                "fill value \(value.kind == .float ? "\(value.value.double)" : "\(value.value.int)") cannot be converted to \(dtype) without overflow"
+            )
+        }
     }
 
     /// Values `start, start + step, …` below `end` (above it for a negative step), computed in
@@ -110,8 +115,10 @@ package enum Creation {
         try random(shape, dtype: dtype, device: device, op: "randn") { $0.nextNormal() }
     }
 
-    private static func random(_ shape: [Int], dtype: DType, device: Device, op: String,
-                               _ draw: (inout RandomSource) -> Double) throws -> TensorImpl {
+    private static func random(
+        _ shape: [Int], dtype: DType, device: Device, op: String,
+        _ draw: (inout RandomSource) -> Double
+    ) throws -> TensorImpl {
         guard dtype.isFloatingPoint else {
             throw LucidError.type("\(op): dtype must be floating point, got \(dtype)")
         }

@@ -83,8 +83,11 @@ package enum Elementwise {
     static func resultType(_ a: TensorImpl, _ b: TensorImpl) -> DType {
         var dim: DType? = nil, zero: DType? = nil
         for t in [a, b] {
-            if t.ndim > 0 { dim = dim.map { DType.promote($0, t.dtype) } ?? t.dtype }
-            else { zero = zero.map { DType.promote($0, t.dtype) } ?? t.dtype }
+            if t.ndim > 0 {
+                dim = dim.map { DType.promote($0, t.dtype) } ?? t.dtype
+            } else {
+                zero = zero.map { DType.promote($0, t.dtype) } ?? t.dtype
+            }
         }
         return combine(dim, zero) ?? a.dtype
     }
@@ -198,74 +201,94 @@ package enum Elementwise {
     /// The gradient rules of the binary math ops (nil: the op has none, as in PyTorch), with
     /// what each reads. Written with the engine's ops, so that they are differentiable too.
     private static func mathGradient(_ k: BinaryKernel, _ x: TensorImpl, _ y: TensorImpl, _ out: TensorImpl) throws
-        -> ((TensorImpl) throws -> (TensorImpl, TensorImpl), [TensorImpl?])? {
+        -> ((TensorImpl) throws -> (TensorImpl, TensorImpl), [TensorImpl?])?
+    {
         func mul(_ a: TensorImpl, _ b: TensorImpl) throws -> TensorImpl { try binary(.mul, a, b) }
         func div(_ a: TensorImpl, _ b: TensorImpl) throws -> TensorImpl { try binary(.div, a, b) }
         func zeros(_ g: TensorImpl) throws -> TensorImpl { try binary(.mul, g, scalar: scalarOf(0), scalarFirst: false) }
         switch k {
         case .atan2:  // d atan2(x, y) = (y dx - x dy) / (x² + y²)
-            return ({ g in
-                let r = try binary(.add, try mul(x, x), try mul(y, y))
-                let gr = try div(g, r)
-                return (try mul(gr, y), try unary(.neg, try mul(gr, x)))
-            }, [x, y])
+            return (
+                { g in
+                    let r = try binary(.add, try mul(x, x), try mul(y, y))
+                    let gr = try div(g, r)
+                    return (try mul(gr, y), try unary(.neg, try mul(gr, x)))
+                }, [x, y]
+            )
         case .hypot:
             return ({ g in (try mul(g, try div(x, out)), try mul(g, try div(y, out))) }, [x, y, out])
         case .copysign:  // out / x where x ≠ 0, else 0; no gradient for the sign's source
-            return ({ g in
-                let ratio = try div(out, x)
-                let zero = try Comparison.compare(.eq, x, scalar: scalarOf(0))
-                return (try mul(g, try Comparison.where(zero, scalar: scalarOf(0), ratio)), try zeros(g))
-            }, [x, out])
+            return (
+                { g in
+                    let ratio = try div(out, x)
+                    let zero = try Comparison.compare(.eq, x, scalar: scalarOf(0))
+                    return (try mul(g, try Comparison.where(zero, scalar: scalarOf(0), ratio)), try zeros(g))
+                }, [x, out]
+            )
         case .xlogy, .xlog1py:  // d/dx = xlogy(x ≠ 0, y); d/dy = x / y (x / (1 + y))
-            return ({ g in
-                let nonzero = try Ops.cast(try Comparison.compare(.ne, x, scalar: scalarOf(0)), to: x.dtype)
-                let gx = try mul(g, try binary(k, nonzero, y))
-                let base = k == .xlogy ? y : try binary(.add, y, scalar: scalarOf(1), scalarFirst: false)
-                return (gx, try mul(g, try div(x, base)))
-            }, [x, y])
+            return (
+                { g in
+                    let nonzero = try Ops.cast(try Comparison.compare(.ne, x, scalar: scalarOf(0)), to: x.dtype)
+                    let gx = try mul(g, try binary(k, nonzero, y))
+                    let base = k == .xlogy ? y : try binary(.add, y, scalar: scalarOf(1), scalarFirst: false)
+                    return (gx, try mul(g, try div(x, base)))
+                }, [x, y]
+            )
         case .logaddexp, .logaddexp2:  // d/dx = 1 / (1 + b^(y - x)) = b^(x - out)
-            return ({ g in
-                let gx: TensorImpl, gy: TensorImpl
-                if k == .logaddexp {
-                    gx = try unary(.exp, try binary(.sub, x, out))
-                    gy = try unary(.exp, try binary(.sub, y, out))
-                } else {
-                    gx = try unary(.exp2, try binary(.sub, x, out))
-                    gy = try unary(.exp2, try binary(.sub, y, out))
-                }
-                return (try mul(g, gx), try mul(g, gy))
-            }, [x, y, out])
+            return (
+                { g in
+                    let gx: TensorImpl, gy: TensorImpl
+                    if k == .logaddexp {
+                        gx = try unary(.exp, try binary(.sub, x, out))
+                        gy = try unary(.exp, try binary(.sub, y, out))
+                    } else {
+                        gx = try unary(.exp2, try binary(.sub, x, out))
+                        gy = try unary(.exp2, try binary(.sub, y, out))
+                    }
+                    return (try mul(g, gx), try mul(g, gy))
+                }, [x, y, out]
+            )
         case .fmod, .remainder:  // d/dx = 1; d/dy = -trunc(x / y) (fmod), -floor(x / y) (remainder)
-            return ({ g in
-                let q = try unary(k == .fmod ? .trunc : .floor, try div(x, y))
-                return (g, try unary(.neg, try mul(g, q)))
-            }, [x, y])
+            return (
+                { g in
+                    let q = try unary(k == .fmod ? .trunc : .floor, try div(x, y))
+                    return (g, try unary(.neg, try mul(g, q)))
+                }, [x, y]
+            )
         case .fmax, .fmin:  // to x where it is chosen (y NaN, or x ≥ y for fmax), else to y
-            return ({ g in
-                let wins = try Comparison.compare(k == .fmax ? .ge : .le, x, y)
-                let takesX = try binary(.bitwiseOr, wins, try Comparison.compare(.ne, y, y))
-                let gx = try Comparison.where(takesX, g, try zeros(g))
-                return (gx, try binary(.sub, g, gx))
-            }, [x, y])
+            return (
+                { g in
+                    let wins = try Comparison.compare(k == .fmax ? .ge : .le, x, y)
+                    let takesX = try binary(.bitwiseOr, wins, try Comparison.compare(.ne, y, y))
+                    let gx = try Comparison.where(takesX, g, try zeros(g))
+                    return (gx, try binary(.sub, g, gx))
+                }, [x, y]
+            )
         case .floorDivide, .truncDivide:
             return ({ g in (try zeros(g), try zeros(g)) }, [])
         case .nextafter:  // as PyTorch: the gradient passes to x
             return ({ g in (g, try zeros(g)) }, [])
         case .igamma, .igammac:  // d/dx = ± x^(a-1) e^-x / Γ(a); none for a
-            return ({ g in
-                let logDensity = try binary(.sub, try binary(.sub,
-                    try mul(try binary(.sub, x, scalar: scalarOf(1), scalarFirst: false), try unary(.log, y)), y),
-                    try unary(.lgamma, x))
-                var gy = try mul(g, try unary(.exp, logDensity))
-                if k == .igammac { gy = try unary(.neg, gy) }
-                return (try zeros(g), gy)
-            }, [x, y])
+            return (
+                { g in
+                    let logDensity = try binary(
+                        .sub,
+                        try binary(
+                            .sub,
+                            try mul(try binary(.sub, x, scalar: scalarOf(1), scalarFirst: false), try unary(.log, y)), y),
+                        try unary(.lgamma, x))
+                    var gy = try mul(g, try unary(.exp, logDensity))
+                    if k == .igammac { gy = try unary(.neg, gy) }
+                    return (try zeros(g), gy)
+                }, [x, y]
+            )
         case .zeta:  // d/dq ζ(s, q) = -s ζ(s + 1, q); none for s
-            return ({ g in
-                let next = try binary(.zeta, try binary(.add, x, scalar: scalarOf(1), scalarFirst: false), y)
-                return (try zeros(g), try unary(.neg, try mul(g, try mul(x, next))))
-            }, [x, y])
+            return (
+                { g in
+                    let next = try binary(.zeta, try binary(.add, x, scalar: scalarOf(1), scalarFirst: false), y)
+                    return (try zeros(g), try unary(.neg, try mul(g, try mul(x, next))))
+                }, [x, y]
+            )
         default:
             return nil
         }
@@ -281,8 +304,10 @@ package enum Elementwise {
         return try op.run(a) { try binary(k, op, $0, scalar: scalar, scalarFirst: scalarFirst) }
     }
 
-    private static func binary(_ k: BinaryKernel, _ op: OpInfo, _ x0: TensorImpl, scalar: ScalarOperand,
-                               scalarFirst: Bool) throws -> TensorImpl {
+    private static func binary(
+        _ k: BinaryKernel, _ op: OpInfo, _ x0: TensorImpl, scalar: ScalarOperand,
+        scalarFirst: Bool
+    ) throws -> TensorImpl {
         let dtype = computeType(k, resultType(x0, scalar))
         try checkBool(k, dtype)
         if k == .pow, !scalarFirst, !dtype.isFloatingPoint, scalar.value.int < 0 {
@@ -310,8 +335,9 @@ package enum Elementwise {
         case (.pow, false):  // d(x**s)/dx = s·x**(s-1)
             let lowered = ScalarOperand(float: scalar.value.double - 1)
             rule = { g in
-                try binary(.mul, try binary(.mul, g, try binary(.pow, x, scalar: lowered, scalarFirst: false)), scalar: scalar,
-                           scalarFirst: false)
+                try binary(
+                    .mul, try binary(.mul, g, try binary(.pow, x, scalar: lowered, scalarFirst: false)), scalar: scalar,
+                    scalarFirst: false)
             }
             saved = [x]
         case (.maximum, _), (.minimum, _):
@@ -373,8 +399,10 @@ package enum Elementwise {
         let saved = k.derivativeUsesOutput ? out : x
         return Autograd.record(out, Autograd.name(op), [x], saved: [saved]) { g in
             let gx = try TensorImpl.empty(saved.shape, dtype: saved.dtype, on: saved.backend)
-            saved.run(ElementwiseKernels.self, KernelCall(.unaryBackward(k), reads: [saved, saved, g], writes: [gx]),
-                      "\(k.name)_backward") { $0.unaryBackward(k, x: saved, y: saved, grad: g, into: gx) }
+            saved.run(
+                ElementwiseKernels.self, KernelCall(.unaryBackward(k), reads: [saved, saved, g], writes: [gx]),
+                "\(k.name)_backward"
+            ) { $0.unaryBackward(k, x: saved, y: saved, grad: g, into: gx) }
             return [gx]
         }
     }

@@ -22,15 +22,20 @@ package enum InPlace {
     /// what its backward saved of it is from now on `dst` as written (PyTorch saves the
     /// destination of `exp_`, `sigmoid_`, ...): a later write into `dst` makes that backward
     /// refuse, as PyTorch's does.
-    package static func assign(_ dst: TensorImpl, _ value: TensorImpl, base: TensorImpl?, op: String,
-                               fill: Bool = false, sameKind: Bool = false, result: Bool = false) throws -> TensorImpl? {
+    package static func assign(
+        _ dst: TensorImpl, _ value: TensorImpl, base: TensorImpl?, op: String,
+        fill: Bool = false, sameKind: Bool = false, result: Bool = false
+    ) throws -> TensorImpl? {
         try checkShape(value, dst, op: op)
         if sameKind { try checkKind(value.dtype, dst, op: op) }
         let recording = try checkRecording(dst, value: value, base: base, op: op)
         if !fill { try checkNoInternalOverlap(dst, op: op) }
         var source = value.device == dst.device ? value : try Conversion.to(value, dtype: nil, device: dst.device)
         if source.storage.sharesMemory(with: dst.storage) && partiallyOverlaps(source, dst) {
-            throw LucidError.runtime("\(op): unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory location. Please clone() the tensor before performing the operation.")
+            throw LucidError.runtime(
+                "\(op): unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory "
+                    + "location. Please clone() the tensor before performing the operation."
+            )
         }
         source = try readFirst(source, before: dst)
         if dst.numel > 0 {
@@ -57,8 +62,10 @@ package enum InPlace {
     /// slices, `None` and `...` (Python's `x[i, 1:3] = v`), with no view made by the caller.
     /// `base` is the tensor whose history a recorded write reaches (dst itself when it is no
     /// view); the result as for `assign`.
-    package static func write(_ dst: TensorImpl, at items: [Indexing.Item], value: TensorImpl?, scalar: ScalarOperand,
-                              base: TensorImpl?, op: String) throws -> TensorImpl? {
+    package static func write(
+        _ dst: TensorImpl, at items: [Indexing.Item], value: TensorImpl?, scalar: ScalarOperand,
+        base: TensorImpl?, op: String
+    ) throws -> TensorImpl? {
         for item in items {
             if case .tensor = item { throw LucidError.index("\(op): tensor indices write through index_put, not a view") }
         }
@@ -69,8 +76,10 @@ package enum InPlace {
 
     /// Sets the one element of `dst` at `index` (one int per dimension, negative from the end)
     /// to a scalar: `x[i, j] = v` where autograd records nothing, without a view or a copy.
-    package static func setElement(_ dst: TensorImpl, _ index: UnsafeBufferPointer<Int>, _ value: ScalarOperand,
-                                   op: String) throws {
+    package static func setElement(
+        _ dst: TensorImpl, _ index: UnsafeBufferPointer<Int>, _ value: ScalarOperand,
+        op: String
+    ) throws {
         guard index.count == dst.ndim else {
             throw LucidError.index("\(op): \(index.count) indices for a tensor of dimension \(dst.ndim)")
         }
@@ -97,8 +106,10 @@ package enum InPlace {
     /// `accumulate` the last is kept, as on PyTorch's CPU. As in PyTorch, the write may go
     /// into an expanded view. `base` and the result as for `assign`: when autograd records
     /// the write, its gradients are those of `Indexing.assign` on dst's old values.
-    package static func indexPut(_ dst: TensorImpl, _ items: [Indexing.Item], _ value: TensorImpl, accumulate: Bool,
-                                 base: TensorImpl?, op: String) throws -> TensorImpl? {
+    package static func indexPut(
+        _ dst: TensorImpl, _ items: [Indexing.Item], _ value: TensorImpl, accumulate: Bool,
+        base: TensorImpl?, op: String
+    ) throws -> TensorImpl? {
         try Ops.checkSameDevice(op, dst, value)
         let recording = try checkRecording(dst, value: value, base: base, op: op)
         let written = recording ? try Indexing.assign(try Ops.clone(dst), items, value, accumulate: accumulate) : nil
@@ -118,7 +129,11 @@ package enum InPlace {
                     // Rows that meet are summed first, then added to what is there.
                     var slot: [Int: Int] = [:], unique: [Int] = [], slots: [Int64] = []
                     for o in offsets {
-                        if let k = slot[o] { slots.append(Int64(k)) } else { slot[o] = unique.count; slots.append(Int64(unique.count)); unique.append(o) }
+                        if let k = slot[o] {
+                            slots.append(Int64(k))
+                        } else {
+                            slot[o] = unique.count; slots.append(Int64(unique.count)); unique.append(o)
+                        }
                     }
                     if unique.count < offsets.count {
                         let index = try TensorImpl.empty([offsets.count], dtype: .int64, on: dst.backend)
@@ -173,11 +188,17 @@ package enum InPlace {
         let y = try readFirst(other.withRequiresGrad(false), before: dst)
         if dtype == dst.dtype && y.dtype == dst.dtype && dst.numel > 0 {
             let scale = Float(k == .sub ? -alpha : alpha)
-            if alpha == 1 || dst.runUnlessComposed(FusedElementwiseKernels.self, KernelCall(.addScaled, reads: [dst, y], writes: [dst]),
-                                                   "\(k)", { $0.addScaled(dst, y, alpha: scale, into: dst) }) == nil {
-                let scaled = try alpha == 1 ? y : GradMode.with(false) {
-                    try Ops.cast(try Elementwise.binary(.mul, y, scalar: alphaOperand, scalarFirst: false), to: dst.dtype)
-                }
+            if alpha == 1
+                || dst.runUnlessComposed(
+                    FusedElementwiseKernels.self, KernelCall(.addScaled, reads: [dst, y], writes: [dst]),
+                    "\(k)", { $0.addScaled(dst, y, alpha: scale, into: dst) }) == nil
+            {
+                let scaled =
+                    try alpha == 1
+                    ? y
+                    : GradMode.with(false) {
+                        try Ops.cast(try Elementwise.binary(.mul, y, scalar: alphaOperand, scalarFirst: false), to: dst.dtype)
+                    }
                 let ys = scaled.expanded(to: dst.shape)
                 dst.run(ElementwiseKernels.self, KernelCall(.binary(k), reads: [dst, ys], writes: [dst]), "\(k)") {
                     $0.binary(k, dst, ys, into: dst)
@@ -216,7 +237,9 @@ package enum InPlace {
     /// `dst = op(dst)` (`exp_`, `relu_`, ...) where autograd records nothing.
     package static func unary(_ k: UnaryKernel, _ dst: TensorImpl, op: String) throws {
         try checkUnrecorded(dst, nil, op: op)
-        let value = k.keepsIntegers || dst.dtype.isFloatingPoint ? nil
+        let value =
+            k.keepsIntegers || dst.dtype.isFloatingPoint
+            ? nil
             : try GradMode.with(false) { try Elementwise.unary(k, dst) }  // an integer result of a float function
         try checkKind(value?.dtype ?? dst.dtype, dst, op: op)
         try checkNoInternalOverlap(dst, op: op)
@@ -241,7 +264,10 @@ package enum InPlace {
     /// Refuses a value whose shape does not broadcast to `dst`'s.
     private static func checkShape(_ value: TensorImpl, _ dst: TensorImpl, op: String) throws {
         guard (try? Shape.broadcast(value.shape, dst.shape, op: op)) == dst.shape else {
-            throw LucidError.runtime("\(op): the value's shape \(value.shape) does not match the tensor's shape \(dst.shape) and cannot be broadcast to it (an in-place op cannot change its tensor's shape)")
+            throw LucidError.runtime(
+                "\(op): the value's shape \(value.shape) does not match the tensor's shape \(dst.shape) and cannot be broadcast to it (an "
+                    + "in-place op cannot change its tensor's shape)"
+            )
         }
     }
 
@@ -255,7 +281,10 @@ package enum InPlace {
     /// Refuses a destination that sees one element at several places.
     private static func checkNoInternalOverlap(_ dst: TensorImpl, op: String) throws {
         if hasInternalOverlap(dst) {
-            throw LucidError.runtime("\(op): unsupported operation: more than one element of the written-to tensor refers to a single memory location. Please clone() the tensor before performing the operation.")
+            throw LucidError.runtime(
+                "\(op): unsupported operation: more than one element of the written-to tensor refers to a single memory location. Please "
+                    + "clone() the tensor before performing the operation."
+            )
         }
     }
 
@@ -263,7 +292,8 @@ package enum InPlace {
     /// the write reads all of it before changing any.
     private static func readFirst(_ source: TensorImpl, before dst: TensorImpl) throws -> TensorImpl {
         guard source.storage.sharesMemory(with: dst.storage),
-              !(source.shape == dst.shape && source.strides == dst.strides && source.offset == dst.offset) else { return source }
+            !(source.shape == dst.shape && source.strides == dst.strides && source.offset == dst.offset)
+        else { return source }
         return try GradMode.with(false) { try Ops.clone(source) }
     }
 
@@ -274,12 +304,16 @@ package enum InPlace {
         let target = base ?? dst
         guard GradMode.isEnabled, target.requiresGrad || dst.requiresGrad || value?.requiresGrad == true else { return false }
         if target.requiresGrad && target.isLeaf {
-            throw LucidError.runtime(base == nil || base === dst
-                ? "\(op): a leaf tensor that requires grad is being used in an in-place operation; change it under lucid.no_grad() (or through .data)"
-                : "\(op): a view of a leaf tensor that requires grad is being used in an in-place operation; change it under lucid.no_grad()")
+            throw LucidError.runtime(
+                base == nil || base === dst
+                    ? "\(op): a leaf tensor that requires grad is being used in an in-place operation; change it under lucid.no_grad() (or "
+                        + "through .data)"
+                    : "\(op): a view of a leaf tensor that requires grad is being used in an in-place operation; change it under lucid.no_grad()")
         }
         if let base, base !== dst, hasInternalOverlap(base) {
-            throw LucidError.runtime("\(op): writing through a view of an expanded tensor while gradients are recorded is not supported; clone() the tensor it views first")
+            throw LucidError.runtime(
+                "\(op): writing through a view of an expanded tensor while gradients are recorded is not supported; clone() the tensor it views first"
+            )
         }
         return true
     }
@@ -303,7 +337,10 @@ package enum InPlace {
         let placement = Placement(dst, in: base), overlaps = hasInternalOverlap(dst)
         return Autograd.record(base, copySlices, [base] + inputs) { g in
             if overlaps {  // the written view is expanded: its gradients cannot be told apart, as in PyTorch
-                throw LucidError.runtime("\(copySlices): unsupported operation: more than one element of the written-to tensor refers to a single memory location. Please clone() the tensor before performing the operation.")
+                throw LucidError.runtime(
+                    "\(copySlices): unsupported operation: more than one element of the written-to tensor refers to a single memory "
+                        + "location. Please clone() the tensor before performing the operation."
+                )
             }
             let (gb, gr) = try placement.laidOut(g, dtype: g.dtype)
             let gv = try valueGrad(try Ops.clone(gr))
@@ -320,8 +357,9 @@ package enum InPlace {
         guard base.requiresGrad else { return region }
         // An expanded view sees one element at several places: their gradients add up there.
         let repeated = (0..<view.ndim).filter { view.shape[$0] > 1 && view.strides[$0] == 0 }
-        let once = base.view(shape: view.shape.enumerated().map { repeated.contains($0.offset) ? 1 : $0.element },
-                             strides: view.strides, offset: view.offset)
+        let once = base.view(
+            shape: view.shape.enumerated().map { repeated.contains($0.offset) ? 1 : $0.element },
+            strides: view.strides, offset: view.offset)
         let placement = Placement(once, in: base)
         let node = GradNode(name: asStridedBackward, inputs: [GradNode.Edge(base)]) { g in
             let (gb, gr) = try placement.laidOut(nil, dtype: g.dtype)
@@ -350,14 +388,16 @@ package enum InPlace {
         /// elements as a view of that buffer.
         func laidOut(_ g: TensorImpl?, dtype: DType) throws -> (TensorImpl, TensorImpl) {
             if base.rowMajor {
-                let gb = try g.map { try Ops.clone($0) }
+                let gb =
+                    try g.map { try Ops.clone($0) }
                     ?? Creation.full(base.shape, value: ScalarOperand(int: 0), dtype: dtype, device: device)
                 return (gb, gb.view(shape: view.shape, strides: view.strides, offset: view.offset - base.offset))
             }
             let (low, high) = Shape.span(base.shape, base.strides, from: base.offset)
             let empty = base.shape.contains(0)
-            let buffer = try Creation.full([empty ? 0 : high - low + 1], value: ScalarOperand(int: 0), dtype: dtype,
-                                           device: device)
+            let buffer = try Creation.full(
+                [empty ? 0 : high - low + 1], value: ScalarOperand(int: 0), dtype: dtype,
+                device: device)
             let gb = buffer.view(shape: base.shape, strides: base.strides, offset: base.offset - low)
             if let g, !empty { gb.backend.copy(g, into: gb) }
             return (gb, buffer.view(shape: view.shape, strides: view.strides, offset: view.offset - low))

@@ -48,7 +48,8 @@ package enum Linalg {
 
     /// A new contiguous [B, r, c] tensor beside `like` and its view as batch + [r, c].
     private static func output(_ batch: [Int], _ rows: Int, _ cols: Int, dtype: DType, like: TensorImpl) throws
-        -> (TensorImpl, TensorImpl) {
+        -> (TensorImpl, TensorImpl)
+    {
         let b = batch.reduce(1, *)
         let t = try TensorImpl.empty([b, rows, cols], dtype: dtype, on: like.backend)
         let shape = batch + [rows, cols]
@@ -152,7 +153,10 @@ package enum Linalg {
                 $0.luFactor(a3, lu: lu3, pivots: piv3)
             }
             if check, let (i, k) = firstFailure(info) {
-                throw LucidError.runtime("\(op): U[\(k - 1), \(k - 1)] is zero\(which(i, batch)), so the matrix is singular; linalg.lu_factor_ex returns the factorization with its info instead")
+                throw LucidError.runtime(
+                    "\(op): U[\(k - 1), \(k - 1)] is zero\(which(i, batch)), so the matrix is singular; linalg.lu_factor_ex returns the "
+                        + "factorization with its info instead"
+                )
             }
             let pivots = piv3.view(shape: batch + [k], strides: Shape.contiguousStrides(batch + [k]))
             let infoT = try infoTensor(info, batch, device: a.device)
@@ -187,7 +191,8 @@ package enum Linalg {
     /// wide (m <= n, U = [U1 U2]): gA = P·L⁻ᵀ·[tril(Lᵀ·gL - gU·Uᵀ, -1)·U1⁻ᵀ + gU1, gU2];
     /// tall (m > n, L = [L1; L2]): gA = P·[L1⁻ᵀ·triu(gU·Uᵀ - Lᵀ·gL) + gL1; gL2]·U⁻ᵀ.
     private static func luBackward(_ g: TensorImpl, lu: TensorImpl, pivots: [Int32], m: Int, n: Int, batch: [Int]) throws
-        -> TensorImpl {
+        -> TensorImpl
+    {
         let k = min(m, n)
         let p = try permutation(pivots, m: m, k: k, batch: batch, like: lu)
         var x: TensorImpl
@@ -196,8 +201,9 @@ package enum Linalg {
             let u = try triu(lu)
             let gl = try tril(try narrow(g, -1, 0, k), -1), gu = try triu(g)
             let inner = try Composite.sub(try mm(try mT(l), gl), try mm(gu, try mT(u)))
-            x = try solveTriangular(try mT(try narrow(u, -1, 0, k)), try tril(inner, -1), upper: false, left: false,
-                                    unitriangular: false)
+            x = try solveTriangular(
+                try mT(try narrow(u, -1, 0, k)), try tril(inner, -1), upper: false, left: false,
+                unitriangular: false)
             x = try Composite.add(x, try narrow(gu, -1, 0, k))
             if n > k { x = try ShapeOps.cat([x, try narrow(gu, -1, k, n - k)], dim: -1) }
             x = try solveTriangular(try mT(l), x, upper: true, left: true, unitriangular: true)
@@ -206,8 +212,9 @@ package enum Linalg {
             let u = try triu(try narrow(lu, -2, 0, k))
             let gl = try tril(g, -1), gu = try triu(try narrow(g, -2, 0, k))
             let inner = try Composite.sub(try mm(gu, try mT(u)), try mm(try mT(l), gl))
-            x = try solveTriangular(try mT(try narrow(l, -2, 0, k)), try triu(inner), upper: true, left: true,
-                                    unitriangular: true)
+            x = try solveTriangular(
+                try mT(try narrow(l, -2, 0, k)), try triu(inner), upper: true, left: true,
+                unitriangular: true)
             x = try Composite.add(x, try narrow(gl, -2, 0, k))
             x = try ShapeOps.cat([x, try narrow(gl, -2, k, m - k)], dim: -2)
             x = try solveTriangular(try mT(u), x, upper: false, left: false, unitriangular: false)
@@ -220,8 +227,10 @@ package enum Linalg {
     /// torch.linalg.solve_triangular: X with A·X = B (`left`) or X·A = B, for A ([..., n, n])
     /// upper or lower triangular (the other triangle is not read; a unit diagonal assumed when
     /// `unitriangular`), batch dimensions broadcast. Differentiable in A and B.
-    package static func solveTriangular(_ a0: TensorImpl, _ b0: TensorImpl, upper: Bool, left: Bool,
-                                        unitriangular: Bool) throws -> TensorImpl {
+    package static func solveTriangular(
+        _ a0: TensorImpl, _ b0: TensorImpl, upper: Bool, left: Bool,
+        unitriangular: Bool
+    ) throws -> TensorImpl {
         let op = "linalg.solve_triangular"
         try Ops.checkSameDevice(op, a0, b0)
         return try solveTriangular.run(a0, b0) { a, b -> TensorImpl in
@@ -284,7 +293,10 @@ package enum Linalg {
                 $0.cholesky(a3, upper: upper, into: l3)
             }
             if check, let (i, k) = firstFailure(info) {
-                throw LucidError.runtime("\(op): the factorization could not be completed because the input is not positive-definite (the leading minor of order \(k) is not positive-definite)\(which(i, batch))")
+                throw LucidError.runtime(
+                    "\(op): the factorization could not be completed because the input is not positive-definite (the leading minor of "
+                        + "order \(k) is not positive-definite)\(which(i, batch))"
+                )
             }
             let infoT = try infoTensor(info, batch, device: a.device)
             guard Autograd.tracks(a) else { return (l, infoT) }
@@ -320,7 +332,10 @@ package enum Linalg {
                 $0.eigh(a3, upper: upper, values: w3, vectors: v?.0)
             }
             if let (i, k) = firstFailure(info) {
-                throw LucidError.runtime("\(op): the algorithm failed to converge because the input matrix is ill-conditioned or has too many repeated eigenvalues (error code: \(k))\(which(i, batch))")
+                throw LucidError.runtime(
+                    "\(op): the algorithm failed to converge because the input matrix is ill-conditioned or has too many repeated "
+                        + "eigenvalues (error code: \(k))\(which(i, batch))"
+                )
             }
             let w = w3.view(shape: batch + [n], strides: Shape.contiguousStrides(batch + [n]))
             guard Autograd.tracks(a), let vecs = v?.1 else { return (w, v?.1) }
@@ -375,14 +390,18 @@ package enum Linalg {
                 $0.svd(a3, full: fullU, s: s3, u: u?.0, vh: vh?.0)
             }
             if let (i, _) = firstFailure(info) {
-                throw LucidError.runtime("\(op): the algorithm failed to converge because the input matrix is ill-conditioned or has too many repeated singular values\(which(i, batch))")
+                throw LucidError.runtime(
+                    "\(op): the algorithm failed to converge because the input matrix is ill-conditioned or has too many repeated singular "
+                        + "values\(which(i, batch))"
+                )
             }
             let s = s3.view(shape: batch + [k], strides: Shape.contiguousStrides(batch + [k]))
             guard Autograd.tracks(a), let uAll = u?.1, let vhAll = vh?.1 else { return (u?.1, s, vh?.1) }
             let u0 = fullU ? try narrow(uAll, -1, 0, k) : uAll, vh0 = fullU ? try narrow(vhAll, -2, 0, k) : vhAll
             let rule: (TensorImpl?, TensorImpl, TensorImpl?) throws -> TensorImpl = { gu0, gs, gvh0 in
-                try svdBackward(gu0.map { fullU ? try narrow($0, -1, 0, k) : $0 }, gs,
-                                gvh0.map { fullU ? try narrow($0, -2, 0, k) : $0 }, u: u0, s: s, vh: vh0, m: m, n: n)
+                try svdBackward(
+                    gu0.map { fullU ? try narrow($0, -1, 0, k) : $0 }, gs,
+                    gvh0.map { fullU ? try narrow($0, -2, 0, k) : $0 }, u: u0, s: s, vh: vh0, m: m, n: n)
             }
             if !vectors {
                 return (nil, Autograd.record(s, Autograd.name(svd), [a], saved: [a]) { g in [try rule(nil, g, nil)] }, nil)
@@ -401,8 +420,10 @@ package enum Linalg {
     /// J = Uᵀ·gU, K = Vᵀ·gV and F[i, j] = 1 / (s[j]² - s[i]²) off the diagonal,
     /// gA = U·(diag(gs) + (F∘(J - Jᵀ))·S + S·(F∘(K - Kᵀ)))·Vh
     ///      + (I - U·Uᵀ)·gU·S⁻¹·Vh + U·S⁻¹·gVᵀ·(I - V·Vᵀ)  (the last two when m > k, n > k).
-    private static func svdBackward(_ gu: TensorImpl?, _ gs: TensorImpl, _ gvh: TensorImpl?, u: TensorImpl, s: TensorImpl,
-                                    vh: TensorImpl, m: Int, n: Int) throws -> TensorImpl {
+    private static func svdBackward(
+        _ gu: TensorImpl?, _ gs: TensorImpl, _ gvh: TensorImpl?, u: TensorImpl, s: TensorImpl,
+        vh: TensorImpl, m: Int, n: Int
+    ) throws -> TensorImpl {
         let k = min(m, n)
         var inner = try diagEmbed(gs)
         guard let gu, let gvh else { return try mm(u, try mm(inner, vh)) }
@@ -483,7 +504,10 @@ package enum Linalg {
             }
             guard Autograd.tracks(a) else { return (q, r) }
             guard let q, mode == .reduced || m <= n else {
-                throw LucidError.runtime("\(op): the QR decomposition is not differentiable when mode='\(mode)'\(mode == .r ? "" : " and A has more rows than columns"); use mode='reduced'")
+                throw LucidError.runtime(
+                    "\(op): the QR decomposition is not differentiable when "
+                        + "mode='\(mode)'\(mode == .r ? "" : " and A has more rows than columns"); use mode='reduced'"
+                )
             }
             let shapes = [q.shape, r.shape]
             let out = Autograd.record(try pack([q, r], batch: batch), Autograd.name(qr), [a], saved: [a]) { g in
@@ -498,8 +522,10 @@ package enum Linalg {
     /// The gradient of A = Q·R (m >= n, or the square part X of a wide A = [X Y] with
     /// R = [R1 R2], Y = Q·R2): with M = R1·gR1ᵀ - gQᵀ·Q and copyltu(M) its lower triangle
     /// mirrored, gX = (gQ + Q·copyltu(M))·R1⁻ᵀ; a wide A adds gQ += Y·gR2ᵀ first and gY = Q·gR2.
-    private static func qrBackward(_ gq0: TensorImpl, _ gr: TensorImpl, q: TensorImpl, r: TensorImpl, a: TensorImpl,
-                                   m: Int, n: Int) throws -> TensorImpl {
+    private static func qrBackward(
+        _ gq0: TensorImpl, _ gr: TensorImpl, q: TensorImpl, r: TensorImpl, a: TensorImpl,
+        m: Int, n: Int
+    ) throws -> TensorImpl {
         let k = min(m, n)
         var gq = gq0
         let r1 = try narrow(r, -1, 0, k), gr1 = try narrow(gr, -1, 0, k)
@@ -536,10 +562,15 @@ package enum Linalg {
                 $0.ldlFactor(a3, into: ld3, pivots: piv3)
             }
             if check, let (i, k) = firstFailure(info) {
-                throw LucidError.runtime("\(op): D[\(k - 1), \(k - 1)] is zero\(which(i, batch)), so the matrix is singular; linalg.ldl_factor_ex returns the factorization with its info instead")
+                throw LucidError.runtime(
+                    "\(op): D[\(k - 1), \(k - 1)] is zero\(which(i, batch)), so the matrix is singular; linalg.ldl_factor_ex returns the "
+                        + "factorization with its info instead"
+                )
             }
-            return (ld, piv3.view(shape: batch + [n], strides: Shape.contiguousStrides(batch + [n])),
-                    try infoTensor(info, batch, device: a.device))
+            return (
+                ld, piv3.view(shape: batch + [n], strides: Shape.contiguousStrides(batch + [n])),
+                try infoTensor(info, batch, device: a.device)
+            )
         }
     }
 
@@ -571,7 +602,8 @@ package enum Linalg {
             // Every pivot must name a row of the matrix (sytrs reads them as indices).
             let piv = try int32s(pivots)
             if let bad = piv.first(where: { $0 == 0 || abs(Int($0)) > n }) {
-                throw LucidError.value("\(op): pivot \(bad) is out of range for matrices of order \(n) (pivots are as linalg.ldl_factor returns them)")
+                throw LucidError.value(
+                    "\(op): pivot \(bad) is out of range for matrices of order \(n) (pivots are as linalg.ldl_factor returns them)")
             }
             let ld3 = try dense3(ld.expanded(to: batch + [n, n]))
             let p3 = try dense3(try ShapeOps.unsqueeze(pivots, -1).expanded(to: batch + [n, 1]))

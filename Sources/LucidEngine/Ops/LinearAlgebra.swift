@@ -9,14 +9,16 @@ package enum LinearAlgebra {
             throw LucidError.type("\(op): not supported for bool tensors")
         }
         if let f = ts.first, let other = ts.first(where: { $0.dtype != f.dtype }) {
-            throw LucidError.type("\(op): expected operands of one dtype, got \(f.dtype) and \(other.dtype) (convert one with .to(), or run under autocast)")
+            throw LucidError.type(
+                "\(op): expected operands of one dtype, got \(f.dtype) and \(other.dtype) (convert one with .to(), or run under autocast)")
         }
     }
 
     private static func checkOperands(_ op: String, _ a: TensorImpl, _ b: TensorImpl) throws {
         if a.dtype == .bool || b.dtype == .bool { throw LucidError.type("\(op): not supported for bool tensors") }
         if a.dtype != b.dtype {
-            throw LucidError.type("\(op): expected operands of one dtype, got \(a.dtype) and \(b.dtype) (convert one with .to(), or run under autocast)")
+            throw LucidError.type(
+                "\(op): expected operands of one dtype, got \(a.dtype) and \(b.dtype) (convert one with .to(), or run under autocast)")
         }
     }
 
@@ -63,7 +65,11 @@ package enum LinearAlgebra {
         let m = x.shape[x.ndim - 2], k = x.shape[x.ndim - 1]
         let k2 = y.shape[y.ndim - 2], n = y.shape[y.ndim - 1]
         guard k == k2 else {
-            throw LucidError.value("matmul: shapes \(a.shape) and \(b.shape) are not aligned: \(k) (last dimension of the first) != \(k2) (\(yVector ? "only" : "second-to-last") dimension of the second)")
+            throw LucidError.value(
+                "matmul: shapes "
+                    + "\(a.shape) and \(b.shape) are not aligned: \(k) (last dimension of the first) != \(k2) "
+                    + "(\(yVector ? "only" : "second-to-last") dimension of the second)"
+            )
         }
         try checkBLASSize(op, m, n, k)
         let batchShape: [Int]
@@ -100,8 +106,10 @@ package enum LinearAlgebra {
             result = out.view(shape: shape, strides: Shape.contiguousStrides(shape))
         }
         guard Autograd.tracks(a0, b0) else { return result }
-        return Autograd.record(result, Autograd.name(matmul), [a0, b0],
-                               saved: [a0.requiresGrad ? b0 : nil, b0.requiresGrad ? a0 : nil]) { g in
+        return Autograd.record(
+            result, Autograd.name(matmul), [a0, b0],
+            saved: [a0.requiresGrad ? b0 : nil, b0.requiresGrad ? a0 : nil]
+        ) { g in
             // In matrix form: dA = G·Bᵀ and dB = Aᵀ·G, summed over broadcast batch dimensions.
             let a2 = a0.ndim == 1 ? try ShapeOps.reshape(a0, [1, k]) : a0
             let b2 = b0.ndim == 1 ? try ShapeOps.reshape(b0, [k, 1]) : b0
@@ -109,8 +117,10 @@ package enum LinearAlgebra {
             // Only the wanted gradients: data multiplied by a weight needs none of its own.
             let ga = a0.requiresGrad ? try matmul(g2, try ShapeOps.transpose(b2, -1, -2)) : nil
             let gb = b0.requiresGrad ? try matmul(try ShapeOps.transpose(a2, -1, -2), g2) : nil
-            return [try ga.map { try ShapeOps.reshape(try Autograd.reduce($0, to: a2.shape), a0.shape) },
-                    try gb.map { try ShapeOps.reshape(try Autograd.reduce($0, to: b2.shape), b0.shape) }]
+            return [
+                try ga.map { try ShapeOps.reshape(try Autograd.reduce($0, to: a2.shape), a0.shape) },
+                try gb.map { try ShapeOps.reshape(try Autograd.reduce($0, to: b2.shape), b0.shape) },
+            ]
         }
     }
 

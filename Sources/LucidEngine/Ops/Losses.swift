@@ -20,8 +20,10 @@ package enum Losses {
         }
     }
 
-    private static func pairwise(_ op: OpInfo, _ input: TensorImpl, _ target: TensorImpl, _ r: Reduction,
-                                 _ body: (TensorImpl) throws -> TensorImpl) throws -> TensorImpl {
+    private static func pairwise(
+        _ op: OpInfo, _ input: TensorImpl, _ target: TensorImpl, _ r: Reduction,
+        _ body: (TensorImpl) throws -> TensorImpl
+    ) throws -> TensorImpl {
         try Ops.checkSameDevice(op.name, [input, target])
         guard input.shape == target.shape else {
             throw LucidError.value("\(op.name): input shape \(input.shape) and target shape \(target.shape) must match")
@@ -48,14 +50,18 @@ package enum Losses {
         let y = input.ndim == 1 ? try ShapeOps.reshape(target, [1]) : target
         let expected = [x.shape[0]] + Array(x.shape.dropFirst(2))
         guard y.shape == expected else {
-            throw LucidError.value("\(op): expected target of shape \(input.ndim == 1 ? [] : expected) for input of shape \(input.shape), got \(target.shape)")
+            throw LucidError.value(
+                "\(op): expected target of shape \(input.ndim == 1 ? [] : expected) for input of shape \(input.shape), got \(target.shape)")
         }
         guard !y.dtype.isFloatingPoint, y.dtype != .bool else {
-            throw LucidError.type("\(op): class-index targets must be an integer tensor, got \(target.dtype) (class probabilities need the input's shape)")
+            throw LucidError.type(
+                "\(op): class-index targets must be an integer tensor, got \(target.dtype) (class probabilities need the input's shape)")
         }
         let n = x.shape[0], c = x.shape[1], m = x.shape.dropFirst(2).reduce(1, *)
-        return (try ShapeOps.reshape(x, [n, c, m]), try ShapeOps.reshape(try Ops.cast(y, to: .int64), [n, m]),
-                input.ndim == 1 ? [] : expected)
+        return (
+            try ShapeOps.reshape(x, [n, c, m]), try ShapeOps.reshape(try Ops.cast(y, to: .int64), [n, m]),
+            input.ndim == 1 ? [] : expected
+        )
     }
 
     private static func checkWeight(_ op: String, _ weight: TensorImpl?, classes: Int) throws {
@@ -67,7 +73,8 @@ package enum Losses {
     /// The negative log-likelihood of the targets under log-probabilities [N, C, M]: per-element
     /// losses [N, M] and their weights (0 where ignored).
     private static func picked(_ logp: TensorImpl, _ y: TensorImpl, weight: TensorImpl?, ignoreIndex: Int)
-        throws -> (TensorImpl, TensorImpl) {
+        throws -> (TensorImpl, TensorImpl)
+    {
         let ignored = try Comparison.compare(.eq, y, scalar: ScalarOperand(int: Int64(ignoreIndex)))
         let safe = try Comparison.where(ignored, scalar: ScalarOperand(int: 0), y)
         let c = logp.shape[1]
@@ -78,9 +85,11 @@ package enum Losses {
             throw LucidError.index("target out of bounds: class indices must be in [0, \(c)) or equal ignore_index=\(ignoreIndex) (\(e.message))")
         }
         let keep = try Ops.cast(try Comparison.compare(.ne, y, scalar: ScalarOperand(int: Int64(ignoreIndex))), to: logp.dtype)
-        let w = try weight.map { wc in
-            try Composite.mul(try ShapeOps.reshape(try Indexing.indexSelect(wc, dim: 0, index: try ShapeOps.reshape(safe, [-1])), safe.shape), keep)
-        } ?? keep
+        let w =
+            try weight.map { wc in
+                try Composite.mul(
+                    try ShapeOps.reshape(try Indexing.indexSelect(wc, dim: 0, index: try ShapeOps.reshape(safe, [-1])), safe.shape), keep)
+            } ?? keep
         return (try Elementwise.unary(.neg, try Composite.mul(chosen, w)), w)
     }
 
@@ -93,8 +102,10 @@ package enum Losses {
     }
 
     /// torch.nn.functional.nll_loss on log-probabilities [N, C, d...] and class indices.
-    package static func nll(_ input: TensorImpl, _ target: TensorImpl, weight: TensorImpl?, ignoreIndex: Int,
-                            reduction: Reduction) throws -> TensorImpl {
+    package static func nll(
+        _ input: TensorImpl, _ target: TensorImpl, weight: TensorImpl?, ignoreIndex: Int,
+        reduction: Reduction
+    ) throws -> TensorImpl {
         let op = nll.name
         try Ops.checkSameDevice(op, [input, target] + (weight.map { [$0] } ?? []))
         let (x, y, shape) = try classLayout(op, input, target)
@@ -108,8 +119,10 @@ package enum Losses {
 
     /// torch.nn.functional.cross_entropy on logits [N, C, d...] with class-index targets (with
     /// `ignoreIndex` and `labelSmoothing`) or class-probability targets of the input's shape.
-    package static func crossEntropy(_ input: TensorImpl, _ target: TensorImpl, weight: TensorImpl?, ignoreIndex: Int,
-                                     reduction: Reduction, labelSmoothing: Double) throws -> TensorImpl {
+    package static func crossEntropy(
+        _ input: TensorImpl, _ target: TensorImpl, weight: TensorImpl?, ignoreIndex: Int,
+        reduction: Reduction, labelSmoothing: Double
+    ) throws -> TensorImpl {
         let op = crossEntropy.name
         try Ops.checkSameDevice(op, [input, target] + (weight.map { [$0] } ?? []))
         guard labelSmoothing >= 0 && labelSmoothing <= 1 else {
@@ -139,8 +152,10 @@ package enum Losses {
         }
     }
 
-    private static func probabilityTargets(_ input: TensorImpl, _ target: TensorImpl, weight: TensorImpl?,
-                                           reduction: Reduction, smoothing: Double) throws -> TensorImpl {
+    private static func probabilityTargets(
+        _ input: TensorImpl, _ target: TensorImpl, weight: TensorImpl?,
+        reduction: Reduction, smoothing: Double
+    ) throws -> TensorImpl {
         let op = crossEntropy.name
         guard target.shape == input.shape else {
             throw LucidError.value("\(op): class-probability targets must have the input's shape \(input.shape), got \(target.shape)")
@@ -156,21 +171,26 @@ package enum Losses {
             if smoothing > 0 { q = try Composite.add(try Composite.mul(q, 1 - smoothing), smoothing / Double(classes)) }
             var terms = try Composite.mul(logp, q)
             if t.count > 2 {
-                terms = try Composite.mul(terms, try ShapeOps.reshape(try Ops.cast(t[2], to: dtype), [1, classes] + [Int](repeating: 1, count: x.ndim - 2)))
+                terms = try Composite.mul(
+                    terms, try ShapeOps.reshape(try Ops.cast(t[2], to: dtype), [1, classes] + [Int](repeating: 1, count: x.ndim - 2)))
             }
             let loss = try Elementwise.unary(.neg, try Composite.sum(terms, [1]))
             switch reduction {
             case .none: return input.ndim == 1 ? try ShapeOps.reshape(loss, []) : loss
             case .sum: return try Composite.sum(loss, nil)
-            case .mean: return try Composite.div(try Composite.sum(loss, nil), try Ops.scalarTensor(ScalarOperand(int: Int64(x.shape[0])), dtype: loss.dtype, device: loss.device))
+            case .mean:
+                return try Composite.div(
+                    try Composite.sum(loss, nil), try Ops.scalarTensor(ScalarOperand(int: Int64(x.shape[0])), dtype: loss.dtype, device: loss.device))
             }
         }
     }
 
     /// Sigmoid + binary cross-entropy in one stable expression:
     /// (1 - y)·x + (1 + (pw - 1)·y)·(log(1 + e^-|x|) + max(-x, 0)).
-    package static func bceWithLogits(_ input: TensorImpl, _ target: TensorImpl, weight: TensorImpl?, posWeight: TensorImpl?,
-                                      reduction: Reduction) throws -> TensorImpl {
+    package static func bceWithLogits(
+        _ input: TensorImpl, _ target: TensorImpl, weight: TensorImpl?, posWeight: TensorImpl?,
+        reduction: Reduction
+    ) throws -> TensorImpl {
         let op = bceWithLogits.name
         let extras = [weight, posWeight].compactMap { $0 }
         try Ops.checkSameDevice(op, [input, target] + extras)
@@ -183,8 +203,9 @@ package enum Losses {
             let x = try Ops.cast(t[0], to: dtype), y = try Ops.cast(t[1], to: dtype)
             var rest = try t.dropFirst(2).map { try Ops.cast($0, to: dtype) }.makeIterator()
             let w = weight == nil ? nil : rest.next(), pw = posWeight == nil ? nil : rest.next()
-            let softplusNeg = try Composite.add(try Elementwise.unary(.log1p, try Elementwise.unary(.exp, try Elementwise.unary(.neg, try Elementwise.unary(.abs, x)))),
-                                                try Elementwise.unary(.relu, try Elementwise.unary(.neg, x)))
+            let softplusNeg = try Composite.add(
+                try Elementwise.unary(.log1p, try Elementwise.unary(.exp, try Elementwise.unary(.neg, try Elementwise.unary(.abs, x)))),
+                try Elementwise.unary(.relu, try Elementwise.unary(.neg, x)))
             let linear = try Composite.mul(try Elementwise.binary(.sub, y, scalar: ScalarOperand(int: 1), scalarFirst: true), x)
             let coefficient = try pw.map { try Composite.add(try Composite.mul(try Composite.add($0, -1), y), 1) }
             var loss = try Composite.add(linear, try coefficient.map { try Composite.mul($0, softplusNeg) } ?? softplusNeg)

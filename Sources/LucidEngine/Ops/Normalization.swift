@@ -24,8 +24,10 @@ package enum Normalization {
 
     /// `y·weight[c] + bias[c]` over float32 [N, C, *] `y` (weight and bias [C], either
     /// optional), through the backend's fused kernels and their backward; composed otherwise.
-    private static func channelAffine(_ op: OpInfo, _ y: TensorImpl, _ weight: TensorImpl?,
-                                      _ bias: TensorImpl?) throws -> TensorImpl {
+    private static func channelAffine(
+        _ op: OpInfo, _ y: TensorImpl, _ weight: TensorImpl?,
+        _ bias: TensorImpl?
+    ) throws -> TensorImpl {
         guard weight != nil || bias != nil else { return y }
         let view = [1, y.shape[1]] + [Int](repeating: 1, count: y.ndim - 2)
         let composed = { try affine(y, try cast(weight, y.dtype), try cast(bias, y.dtype), shape: view) }
@@ -38,9 +40,13 @@ package enum Normalization {
         let n = yc.shape[0], c = yc.shape[1]
         let out = try TensorImpl.empty(yc.shape, dtype: .float32, like: yc)
         let call = KernelCall(.scaleChannels(batch: n, channels: c), reads: [data] + [w32, b32].compactMap { $0 }, writes: [out])
-        guard yc.runUnlessComposed(FusedNormalizationKernels.self, call, op.name, {
-            $0.scaleChannels(data, batch: n, channels: c, weight: w32, bias: b32, into: out)
-        }) != nil else {
+        guard
+            yc.runUnlessComposed(
+                FusedNormalizationKernels.self, call, op.name,
+                {
+                    $0.scaleChannels(data, batch: n, channels: c, weight: w32, bias: b32, into: out)
+                }) != nil
+        else {
             return try composed()
         }
         return Autograd.record(out, Autograd.name(op), [yc] + [weight, bias].compactMap { $0 }, saved: [yc, w32]) { g in
@@ -48,11 +54,16 @@ package enum Normalization {
             let dy = yc.requiresGrad ? try TensorImpl.empty(yc.shape, dtype: .float32, like: yc) : nil
             let dw = weight?.requiresGrad == true ? try TensorImpl.empty([c], dtype: .float32, on: yc.backend) : nil
             let db = bias?.requiresGrad == true ? try TensorImpl.empty([c], dtype: .float32, on: yc.backend) : nil
-            let call = KernelCall(.scaleChannelsBackward(batch: n, channels: c), reads: [g32, data] + [w32].compactMap { $0 },
-                                  writes: [dy, dw, db].compactMap { $0 })
-            guard yc.runUnlessComposed(FusedNormalizationKernels.self, call, "\(op.name)_backward", {
-                $0.scaleChannelsBackward(g32, data, batch: n, channels: c, weight: w32, dy: dy, dweight: dw, dbias: db)
-            }) != nil else {
+            let call = KernelCall(
+                .scaleChannelsBackward(batch: n, channels: c), reads: [g32, data] + [w32].compactMap { $0 },
+                writes: [dy, dw, db].compactMap { $0 })
+            guard
+                yc.runUnlessComposed(
+                    FusedNormalizationKernels.self, call, "\(op.name)_backward",
+                    {
+                        $0.scaleChannelsBackward(g32, data, batch: n, channels: c, weight: w32, dy: dy, dweight: dw, dbias: db)
+                    }) != nil
+            else {
                 throw LucidError.runtime("\(op.name): the backend's backward kernel refused what its forward took")
             }
             var grads: [TensorImpl?] = [dy]
@@ -77,7 +88,8 @@ package enum Normalization {
     private static func checkParamDTypes(_ op: String, _ x: TensorImpl, _ params: [TensorImpl?]) throws {
         try Composite.checkFloat(op, [x] + params.compactMap { $0 })
         for p in params.compactMap({ $0 }) where p.dtype != x.dtype && !(x.dtype.isLowPrecision && p.dtype == .float32) {
-            throw LucidError.type("\(op): weight and bias must have the input's dtype (\(x.dtype)) or float32 for a float16/bfloat16 input, got \(p.dtype)")
+            throw LucidError.type(
+                "\(op): weight and bias must have the input's dtype (\(x.dtype)) or float32 for a float16/bfloat16 input, got \(p.dtype)")
         }
     }
 
@@ -87,8 +99,10 @@ package enum Normalization {
     /// [rows, n], an optional per-column affine (`weight`, `bias` of n elements), the result
     /// in `dtype`, rounded once. nil when the backend has no normalisation kernels (the caller
     /// composes it then).
-    private static func fusedRows(_ op: OpInfo, _ x: TensorImpl, rows: Int, eps: Double, weight: TensorImpl?,
-                                  bias: TensorImpl?, dtype: DType) throws -> TensorImpl? {
+    private static func fusedRows(
+        _ op: OpInfo, _ x: TensorImpl, rows: Int, eps: Double, weight: TensorImpl?,
+        bias: TensorImpl?, dtype: DType
+    ) throws -> TensorImpl? {
         guard x.numel > 0, rows > 0 else { return nil }
         let xc = try Ops.contiguous(x)
         let n = xc.numel / rows
@@ -101,12 +115,18 @@ package enum Normalization {
         let rstd = try TensorImpl.empty([rows, 1], dtype: .float32, on: xc.backend)
         let input = xc.withRequiresGrad(false)
         let call = KernelCall(.normalizeRows, reads: [input] + [w32, b32].compactMap { $0 }, writes: [out, mean, rstd])
-        guard xc.runUnlessComposed(NormalizationKernels.self, call, op.name, {
-            $0.normalizeRows(input, rows: rows, eps: Float(eps), weight: w32, bias: b32, into: out, mean: mean, rstd: rstd)
-        }) != nil else { return nil }
+        guard
+            xc.runUnlessComposed(
+                NormalizationKernels.self, call, op.name,
+                {
+                    $0.normalizeRows(input, rows: rows, eps: Float(eps), weight: w32, bias: b32, into: out, mean: mean, rstd: rstd)
+                }) != nil
+        else { return nil }
         return Autograd.record(out, Autograd.name(op), [xc] + [weight, bias].compactMap { $0 }, saved: [xc, w32]) { g in
-            if let grads = try fusedRowsBackward(op, g, xc, rows: rows, mean: mean, rstd: rstd, weight: weight,
-                                                 w32: w32, bias: bias) {
+            if let grads = try fusedRowsBackward(
+                op, g, xc, rows: rows, mean: mean, rstd: rstd, weight: weight,
+                w32: w32, bias: bias)
+            {
                 return grads
             }
             // With x̂ = (x - mean)·rstd and gy = g·weight: dx = rstd·(gy - mean(gy) - x̂·mean(gy·x̂)),
@@ -132,20 +152,27 @@ package enum Normalization {
 
     /// The gradients of `fusedRows` through the backend's fused kernel (float32 throughout,
     /// each rounded once into its tensor's dtype), or nil when the backend composes them.
-    private static func fusedRowsBackward(_ op: OpInfo, _ g: TensorImpl, _ x: TensorImpl, rows: Int,
-                                          mean: TensorImpl, rstd: TensorImpl, weight: TensorImpl?, w32: TensorImpl?,
-                                          bias: TensorImpl?) throws -> [TensorImpl?]? {
+    private static func fusedRowsBackward(
+        _ op: OpInfo, _ g: TensorImpl, _ x: TensorImpl, rows: Int,
+        mean: TensorImpl, rstd: TensorImpl, weight: TensorImpl?, w32: TensorImpl?,
+        bias: TensorImpl?
+    ) throws -> [TensorImpl?]? {
         let g32 = try Ops.contiguous(try Ops.cast(g, to: .float32))
         let x32 = try Ops.contiguous(try Ops.cast(x.withRequiresGrad(false), to: .float32))
         let n = x.numel / rows
         let dx = try TensorImpl.empty(x.shape, dtype: .float32, on: x.backend)
         let dw = weight == nil ? nil : try TensorImpl.empty([n], dtype: .float32, on: x.backend)
         let db = bias == nil ? nil : try TensorImpl.empty([n], dtype: .float32, on: x.backend)
-        let call = KernelCall(.normalizeRowsBackward(rows: rows), reads: [g32, x32, mean, rstd] + [w32].compactMap { $0 },
-                              writes: [dx] + [dw, db].compactMap { $0 })
-        guard x.runUnlessComposed(FusedNormalizationKernels.self, call, "\(op.name)_backward", {
-            $0.normalizeRowsBackward(g32, x32, rows: rows, mean: mean, rstd: rstd, weight: w32, dx: dx, dweight: dw, dbias: db)
-        }) != nil else { return nil }
+        let call = KernelCall(
+            .normalizeRowsBackward(rows: rows), reads: [g32, x32, mean, rstd] + [w32].compactMap { $0 },
+            writes: [dx] + [dw, db].compactMap { $0 })
+        guard
+            x.runUnlessComposed(
+                FusedNormalizationKernels.self, call, "\(op.name)_backward",
+                {
+                    $0.normalizeRowsBackward(g32, x32, rows: rows, mean: mean, rstd: rstd, weight: w32, dx: dx, dweight: dw, dbias: db)
+                }) != nil
+        else { return nil }
         var grads: [TensorImpl?] = [try Ops.cast(dx, to: x.dtype)]
         if let weight, let dw { grads.append(try ShapeOps.reshape(try Ops.cast(dw, to: weight.dtype), weight.shape)) }
         if let bias, let db { grads.append(try ShapeOps.reshape(try Ops.cast(db, to: bias.dtype), bias.shape)) }
@@ -154,12 +181,15 @@ package enum Normalization {
 
     /// Normalises over the trailing `normalizedShape` dimensions in float32, rounding once into
     /// the input's dtype; float32 under autocast.
-    package static func layerNorm(_ a: TensorImpl, normalizedShape: [Int], weight: TensorImpl?, bias: TensorImpl?,
-                                  eps: Double) throws -> TensorImpl {
+    package static func layerNorm(
+        _ a: TensorImpl, normalizedShape: [Int], weight: TensorImpl?, bias: TensorImpl?,
+        eps: Double
+    ) throws -> TensorImpl {
         let op = layerNorm.name
         let k = normalizedShape.count
         guard k > 0, k <= a.ndim, Array(a.shape.suffix(k)) == normalizedShape else {
-            throw LucidError.value("layer_norm: normalized_shape \(normalizedShape) must be non-empty and match the trailing dimensions of the input shape \(a.shape)")
+            throw LucidError.value(
+                "layer_norm: normalized_shape \(normalizedShape) must be non-empty and match the trailing dimensions of the input shape \(a.shape)")
         }
         try checkParam(op, "weight", weight, normalizedShape)
         try checkParam(op, "bias", bias, normalizedShape)
@@ -183,8 +213,10 @@ package enum Normalization {
 
     /// Normalises each of `groups` channel groups of [N, C, *] input in float32, rounding once
     /// into the input's dtype; float32 under autocast.
-    package static func groupNorm(_ a: TensorImpl, groups: Int, weight: TensorImpl?, bias: TensorImpl?,
-                                  eps: Double) throws -> TensorImpl {
+    package static func groupNorm(
+        _ a: TensorImpl, groups: Int, weight: TensorImpl?, bias: TensorImpl?,
+        eps: Double
+    ) throws -> TensorImpl {
         let op = groupNorm.name
         guard a.ndim >= 2 else { throw LucidError.value("group_norm: expected input of shape [N, C, *], got \(a.shape)") }
         let c = a.shape[1]
@@ -214,8 +246,10 @@ package enum Normalization {
 
     /// Batch normalisation with the batch's statistics through the backend's fused kernels
     /// (float32 `x`, [N, C, *]), with its backward; nil when the backend composes it.
-    private static func fusedBatchNorm(_ x: TensorImpl, weight: TensorImpl?, bias: TensorImpl?,
-                                       eps: Double) throws -> (out: TensorImpl, mean: TensorImpl, variance: TensorImpl)? {
+    private static func fusedBatchNorm(
+        _ x: TensorImpl, weight: TensorImpl?, bias: TensorImpl?,
+        eps: Double
+    ) throws -> (out: TensorImpl, mean: TensorImpl, variance: TensorImpl)? {
         guard x.numel > 0 else { return nil }
         let xc = try Ops.contiguous(x)
         let plain = { (t: TensorImpl?) throws -> TensorImpl? in
@@ -227,24 +261,38 @@ package enum Normalization {
         let mean = try TensorImpl.empty([c], dtype: .float32, on: xc.backend)
         let variance = try TensorImpl.empty([c], dtype: .float32, on: xc.backend)
         let data = xc.withRequiresGrad(false)
-        let call = KernelCall(.normalizeChannels(batch: n, channels: c), reads: [data] + [w32, b32].compactMap { $0 },
-                              writes: [out, mean, variance])
-        guard xc.runUnlessComposed(FusedNormalizationKernels.self, call, "batch_norm", {
-            $0.normalizeChannels(data, batch: n, channels: c, eps: e, weight: w32, bias: b32, into: out, mean: mean,
-                                 variance: variance)
-        }) != nil else { return nil }
-        let result = Autograd.record(out, Autograd.name(batchNorm), [xc] + [weight, bias].compactMap { $0 },
-                                     saved: [xc, w32]) { g in
+        let call = KernelCall(
+            .normalizeChannels(batch: n, channels: c), reads: [data] + [w32, b32].compactMap { $0 },
+            writes: [out, mean, variance])
+        guard
+            xc.runUnlessComposed(
+                FusedNormalizationKernels.self, call, "batch_norm",
+                {
+                    $0.normalizeChannels(
+                        data, batch: n, channels: c, eps: e, weight: w32, bias: b32, into: out, mean: mean,
+                        variance: variance)
+                }) != nil
+        else { return nil }
+        let result = Autograd.record(
+            out, Autograd.name(batchNorm), [xc] + [weight, bias].compactMap { $0 },
+            saved: [xc, w32]
+        ) { g in
             let g32 = try Ops.contiguous(try Ops.cast(g, to: .float32))
             let dx = try TensorImpl.empty(xc.shape, dtype: .float32, on: xc.backend)
             let dw = weight == nil ? nil : try TensorImpl.empty([c], dtype: .float32, on: xc.backend)
             let db = bias == nil ? nil : try TensorImpl.empty([c], dtype: .float32, on: xc.backend)
-            let call = KernelCall(.normalizeChannelsBackward(batch: n, channels: c),
-                                  reads: [g32, data, mean, variance] + [w32].compactMap { $0 }, writes: [dx] + [dw, db].compactMap { $0 })
-            guard xc.runUnlessComposed(FusedNormalizationKernels.self, call, "batch_norm_backward", {
-                $0.normalizeChannelsBackward(g32, data, batch: n, channels: c, eps: e, mean: mean, variance: variance,
-                                             weight: w32, dx: dx, dweight: dw, dbias: db)
-            }) != nil else {
+            let call = KernelCall(
+                .normalizeChannelsBackward(batch: n, channels: c),
+                reads: [g32, data, mean, variance] + [w32].compactMap { $0 }, writes: [dx] + [dw, db].compactMap { $0 })
+            guard
+                xc.runUnlessComposed(
+                    FusedNormalizationKernels.self, call, "batch_norm_backward",
+                    {
+                        $0.normalizeChannelsBackward(
+                            g32, data, batch: n, channels: c, eps: e, mean: mean, variance: variance,
+                            weight: w32, dx: dx, dweight: dw, dbias: db)
+                    }) != nil
+            else {
                 throw LucidError.runtime("batch_norm: the backend's backward kernel refused what its forward took")
             }
             var grads: [TensorImpl?] = [dx]
@@ -259,9 +307,11 @@ package enum Normalization {
     /// statistics and returns running statistics updated with `momentum` (unbiased variance,
     /// as PyTorch); in evaluation, uses the running statistics. Computes in float32 and returns
     /// the input's dtype; running statistics stay float32.
-    package static func batchNorm(_ a: TensorImpl, runningMean: TensorImpl?, runningVar: TensorImpl?,
-                                  weight: TensorImpl?, bias: TensorImpl?, training: Bool, momentum: Double,
-                                  eps: Double) throws -> (TensorImpl, TensorImpl?, TensorImpl?) {
+    package static func batchNorm(
+        _ a: TensorImpl, runningMean: TensorImpl?, runningVar: TensorImpl?,
+        weight: TensorImpl?, bias: TensorImpl?, training: Bool, momentum: Double,
+        eps: Double
+    ) throws -> (TensorImpl, TensorImpl?, TensorImpl?) {
         let op = batchNorm.name
         guard a.ndim >= 2 else { throw LucidError.value("batch_norm: expected input of shape [N, C, *], got \(a.shape)") }
         let c = a.shape[1]
@@ -288,8 +338,9 @@ package enum Normalization {
                 guard training, let rm = runningMean, let rv = runningVar else { return }
                 try GradMode.with(false) {
                     let m = try ShapeOps.reshape(mean.withRequiresGrad(false), [c])
-                    let unbiased = try Composite.mul(try ShapeOps.reshape(biased.withRequiresGrad(false), [c]),
-                                                     Double(count) / Double(Swift.max(count - 1, 1)))
+                    let unbiased = try Composite.mul(
+                        try ShapeOps.reshape(biased.withRequiresGrad(false), [c]),
+                        Double(count) / Double(Swift.max(count - 1, 1)))
                     let blend = { (old: TensorImpl, new: TensorImpl) throws -> TensorImpl in
                         try Composite.add(try Composite.mul(try Ops.cast(old, to: wide), 1 - momentum), try Composite.mul(new, momentum))
                     }
@@ -298,7 +349,8 @@ package enum Normalization {
                 }
             }
             if training || runningMean == nil, count > 1 || !training,
-               let fused = try fusedBatchNorm(x, weight: weight, bias: bias, eps: eps) {
+                let fused = try fusedBatchNorm(x, weight: weight, bias: bias, eps: eps)
+            {
                 try updateRunning(fused.mean, fused.variance)
                 return (try Ops.cast(fused.out, to: a.dtype), newMean, newVar)
             }

@@ -2,16 +2,16 @@
 /// before a backend kernel runs. Both the Swift `Tensor` API and the C ABI call these.
 package enum Ops {
     /// Every op's declaration; `OpTable` serves it to Python and Swift.
-    static let declarations: [OpInfo] = [
-    ] + Elementwise.binaryInfos + Elementwise.unaryInfos + Comparison.infos + [
-        LinearAlgebra.matmul, LinearAlgebra.linear,
-        Reductions.sum, Reductions.mean,
-    ] + Reductions.extraInfos + [
-        ShapeOps.reshape, ShapeOps.view, ShapeOps.transpose, ShapeOps.permute, ShapeOps.contiguous,
-    ] + ShapeOps.extraInfos + Indexing.infos + Activations.infos + Normalization.infos + Convolution.infos
-      + Attention.infos + Losses.infos + Recurrent.infos + Linalg.infos + [
-        Conversion.to,
-    ]
+    static let declarations: [OpInfo] =
+        [] + Elementwise.binaryInfos + Elementwise.unaryInfos + Comparison.infos + [
+            LinearAlgebra.matmul, LinearAlgebra.linear,
+            Reductions.sum, Reductions.mean,
+        ] + Reductions.extraInfos + [
+            ShapeOps.reshape, ShapeOps.view, ShapeOps.transpose, ShapeOps.permute, ShapeOps.contiguous,
+        ] + ShapeOps.extraInfos + Indexing.infos + Activations.infos + Normalization.infos + Convolution.infos
+        + Attention.infos + Losses.infos + Recurrent.infos + Linalg.infos + [
+            Conversion.to
+        ]
 
     /// A 0-d tensor holding a Python-style scalar in `dtype`, for ops whose kernels take
     /// tensors only (the scalar has already taken part in choosing `dtype`).

@@ -38,8 +38,10 @@ package enum Optimizers {
     }
 
     /// Checks a one-element tensor of `dtype` on `device` (a flag, a count, a scale).
-    private static func checkElement(_ op: String, _ name: String, _ t: TensorImpl, _ dtype: DType,
-                                     on device: Device) throws {
+    private static func checkElement(
+        _ op: String, _ name: String, _ t: TensorImpl, _ dtype: DType,
+        on device: Device
+    ) throws {
         guard t.numel == 1 else { throw LucidError.value("\(op): \(name) must have one element, got shape \(t.shape)") }
         guard t.dtype == dtype else { throw LucidError.type("\(op): \(name) must be \(dtype), got \(t.dtype)") }
         guard t.device == device else {
@@ -58,9 +60,11 @@ package enum Optimizers {
     /// previous step (nil on the first), updated in place; when momentum is non-zero the first
     /// step makes it and returns it. With `foundInf` (GradScaler's flag), nothing is updated when
     /// the flag is set.
-    package static func sgd(param: TensorImpl, grad: TensorImpl, momentumBuffer: TensorImpl?, foundInf: TensorImpl? = nil,
-                            lr: Double, momentum: Double, dampening: Double, weightDecay: Double, nesterov: Bool,
-                            maximize: Bool) throws -> TensorImpl? {
+    package static func sgd(
+        param: TensorImpl, grad: TensorImpl, momentumBuffer: TensorImpl?, foundInf: TensorImpl? = nil,
+        lr: Double, momentum: Double, dampening: Double, weightDecay: Double, nesterov: Bool,
+        maximize: Bool
+    ) throws -> TensorImpl? {
         try check("sgd", param, [("grad", grad), ("momentum buffer", momentumBuffer)])
         try checkHyper("sgd", [("lr", lr), ("momentum", momentum), ("dampening", dampening), ("weight_decay", weightDecay)])
         if nesterov && (momentum == 0 || dampening != 0) {
@@ -85,12 +89,15 @@ package enum Optimizers {
                 made = try TensorImpl.empty(p.shape, dtype: p.dtype, on: p.backend)
             }
         }
-        let hyper = SGDHyper(lr: lr, momentum: momentum, dampening: dampening,
-                             weightDecay: weightDecay, nesterov: nesterov, maximize: maximize, firstStep: firstStep)
+        let hyper = SGDHyper(
+            lr: lr, momentum: momentum, dampening: dampening,
+            weightDecay: weightDecay, nesterov: nesterov, maximize: maximize, firstStep: firstStep)
         let newMomentum = momentum != 0 ? (buf ?? made) : nil
         let state = [buf, newMomentum].compactMap { $0 }
-        p.run(OptimizerKernels.self, KernelCall(.sgdStep, reads: [p, g] + state + [found].compactMap { $0 }, writes: [p] + state),
-              "sgd_step") {
+        p.run(
+            OptimizerKernels.self, KernelCall(.sgdStep, reads: [p, g] + state + [found].compactMap { $0 }, writes: [p] + state),
+            "sgd_step"
+        ) {
             $0.sgdStep(param: p, grad: g, momentum: buf, hyper: hyper, newParam: p, newMomentum: newMomentum, skipIf: found)
         }
         finish(param, p)
@@ -104,9 +111,11 @@ package enum Optimizers {
     /// updated and returned). `step` (a float32 element on the parameter's device) counts the
     /// steps taken and goes up by one. With `foundInf` (GradScaler's flag), nothing is updated,
     /// the count included, when the flag is set.
-    package static func adam(param: TensorImpl, grad: TensorImpl, m: TensorImpl?, v: TensorImpl?, step: TensorImpl,
-                             foundInf: TensorImpl? = nil, lr: Double, beta1: Double, beta2: Double, eps: Double,
-                             weightDecay: Double, decoupled: Bool, maximize: Bool) throws -> (m: TensorImpl, v: TensorImpl) {
+    package static func adam(
+        param: TensorImpl, grad: TensorImpl, m: TensorImpl?, v: TensorImpl?, step: TensorImpl,
+        foundInf: TensorImpl? = nil, lr: Double, beta1: Double, beta2: Double, eps: Double,
+        weightDecay: Double, decoupled: Bool, maximize: Bool
+    ) throws -> (m: TensorImpl, v: TensorImpl) {
         try check("adam", param, [("grad", grad), ("exp_avg", m), ("exp_avg_sq", v)])
         try checkHyper("adam", [("lr", lr), ("eps", eps), ("weight_decay", weightDecay)])
         guard (0..<1).contains(beta1), (0..<1).contains(beta2) else {
@@ -117,12 +126,14 @@ package enum Optimizers {
         let p = try Ops.dense(param), g = try Ops.contiguous(grad)
         let zeros = { try Creation.full(p.shape, value: ScalarOperand(float: 0), dtype: p.dtype, device: p.device) }
         let m0 = try m.map(Ops.dense) ?? zeros(), v0 = try v.map(Ops.dense) ?? zeros()
-        let hyper = AdamHyper(lr: lr, beta1: beta1, beta2: beta2, eps: eps,
-                              weightDecay: weightDecay, decoupled: decoupled, maximize: maximize)
+        let hyper = AdamHyper(
+            lr: lr, beta1: beta1, beta2: beta2, eps: eps,
+            weightDecay: weightDecay, decoupled: decoupled, maximize: maximize)
         let call = KernelCall(.adamStep, reads: [p, g, m0, v0, step] + [foundInf].compactMap { $0 }, writes: [p, m0, v0, step])
         p.run(OptimizerKernels.self, call, "adam_step") {
-            $0.adamStep(param: p, grad: g, m: m0, v: v0, step: step, hyper: hyper, newParam: p, newM: m0, newV: v0,
-                        skipIf: foundInf)
+            $0.adamStep(
+                param: p, grad: g, m: m0, v: v0, step: step, hyper: hyper, newParam: p, newM: m0, newV: v0,
+                skipIf: foundInf)
         }
         finish(param, p)
         if let m { finish(m, m0) }
@@ -157,8 +168,10 @@ package enum Optimizers {
     /// the last change), one-element tensors of `foundInf`'s device, in place: after a skipped
     /// step the scale is multiplied by `backoffFactor`; after `growthInterval` clean steps by
     /// `growthFactor`, unless that leaves the float32 range.
-    package static func updateScale(_ scale: TensorImpl, growthTracker: TensorImpl, foundInf: TensorImpl,
-                                    growthFactor: Double, backoffFactor: Double, growthInterval: Int) throws {
+    package static func updateScale(
+        _ scale: TensorImpl, growthTracker: TensorImpl, foundInf: TensorImpl,
+        growthFactor: Double, backoffFactor: Double, growthInterval: Int
+    ) throws {
         let device = foundInf.device
         try checkElement("update_scale", "found_inf", foundInf, .float32, on: device)
         try checkElement("update_scale", "scale", scale, .float32, on: device)
@@ -172,8 +185,9 @@ package enum Optimizers {
         guard growthInterval > 0, let interval = Int32(exactly: growthInterval) else {
             throw LucidError.value("update_scale: growth_interval must be a positive int32, got \(growthInterval)")
         }
-        let update = ScaleUpdate(growthFactor: Float(growthFactor), backoffFactor: Float(backoffFactor),
-                                 growthInterval: interval)
+        let update = ScaleUpdate(
+            growthFactor: Float(growthFactor), backoffFactor: Float(backoffFactor),
+            growthInterval: interval)
         let call = KernelCall(.updateScale, reads: [scale, growthTracker, foundInf], writes: [scale, growthTracker])
         foundInf.run(AMPKernels.self, call, "update_scale") {
             $0.updateScale(scale, growthTracker: growthTracker, found: foundInf, update)

@@ -16,9 +16,12 @@ package enum Recurrent {
     /// result whose backward runs the recurrence back in the engine: per step a product and
     /// the fused cell's backward, then the weights' gradients as one product each over all
     /// steps. Without the fused cell on the backend, the steps are composed.
-    package static func lstmLayer(_ input: TensorImpl, h0: TensorImpl, c0: TensorImpl, wIh: TensorImpl, wHh: TensorImpl,
-                                  bIh: TensorImpl?, bHh: TensorImpl?, reverse: Bool) throws
-        -> (TensorImpl, TensorImpl, TensorImpl) {
+    package static func lstmLayer(
+        _ input: TensorImpl, h0: TensorImpl, c0: TensorImpl, wIh: TensorImpl, wHh: TensorImpl,
+        bIh: TensorImpl?, bHh: TensorImpl?, reverse: Bool
+    ) throws
+        -> (TensorImpl, TensorImpl, TensorImpl)
+    {
         let op = lstm.name
         guard input.ndim == 3 else { throw LucidError.value("\(op): expected input of shape [steps, batch, features], got \(input.shape)") }
         let (steps, batch, features) = (input.shape[0], input.shape[1], input.shape[2])
@@ -44,7 +47,8 @@ package enum Recurrent {
             var rest = v[5...].makeIterator()
             let bi = bIh == nil ? nil : rest.next(), bh = bHh == nil ? nil : rest.next()
             if steps > 0, batch > 0,
-               let fused = try fusedLayer(v[0], v[1], v[2], v[3], v[4], bi, bh, reverse: reverse, n: n) {
+                let fused = try fusedLayer(v[0], v[1], v[2], v[3], v[4], bi, bh, reverse: reverse, n: n)
+            {
                 return fused
             }
             return try composedLayer(v[0], v[1], v[2], v[3], v[4], bi, bh, reverse: reverse)
@@ -69,9 +73,11 @@ package enum Recurrent {
     }
 
     /// The layer on the backend's fused cell, nil when the backend composes the cell.
-    private static func fusedLayer(_ x: TensorImpl, _ h0: TensorImpl, _ c0: TensorImpl, _ wIh: TensorImpl,
-                                   _ wHh: TensorImpl, _ bIh: TensorImpl?, _ bHh: TensorImpl?, reverse: Bool,
-                                   n: Int) throws -> (TensorImpl, TensorImpl, TensorImpl)? {
+    private static func fusedLayer(
+        _ x: TensorImpl, _ h0: TensorImpl, _ c0: TensorImpl, _ wIh: TensorImpl,
+        _ wHh: TensorImpl, _ bIh: TensorImpl?, _ bHh: TensorImpl?, reverse: Bool,
+        n: Int
+    ) throws -> (TensorImpl, TensorImpl, TensorImpl)? {
         let (steps, batch, features) = (x.shape[0], x.shape[1], x.shape[2])
         let dtype = x.dtype, backend = x.backend
         let values = [x, h0, c0, wIh, wHh].map { $0.withRequiresGrad(false) }
@@ -79,8 +85,9 @@ package enum Recurrent {
         let xFlat = xv.view(shape: [steps * batch, features], strides: [features, 1])
         // The input's products for every step at once, then per step the hidden state's.
         let xw = try TensorImpl.empty([steps, batch, 4 * n], dtype: dtype, on: backend)
-        product(xFlat, wi, bias: bIh?.withRequiresGrad(false),
-                into: xw.view(shape: [steps * batch, 4 * n], strides: [4 * n, 1]))
+        product(
+            xFlat, wi, bias: bIh?.withRequiresGrad(false),
+            into: xw.view(shape: [steps * batch, 4 * n], strides: [4 * n, 1]))
         // Every step's h, then the last c; every step's c; the cell's activations.
         let out = try TensorImpl.empty([steps + 1, batch, n], dtype: dtype, on: backend)
         let cells = try TensorImpl.empty([steps, batch, n], dtype: dtype, on: backend)
@@ -92,29 +99,38 @@ package enum Recurrent {
             product(h, wh, bias: bHh?.withRequiresGrad(false), into: hw)
             let xt = row(xw, t), ht = row(out, t), ct = row(cells, t), at = row(acts, t)
             let call = KernelCall(.lstmCell, reads: [xt, hw, c], writes: [ht, ct, at])
-            guard ht.runUnlessComposed(RecurrentCellKernels.self, call, "lstm", {
-                $0.lstmCell(xt, hw, c, h: ht, cNew: ct, activations: at)
-            }) != nil else { return nil }
+            guard
+                ht.runUnlessComposed(
+                    RecurrentCellKernels.self, call, "lstm",
+                    {
+                        $0.lstmCell(xt, hw, c, h: ht, cNew: ct, activations: at)
+                    }) != nil
+            else { return nil }
             (h, c) = (ht, ct)
         }
         out.backend.copy(c, into: row(out, steps))
         let inputs = [x, h0, c0, wIh, wHh] + [bIh, bHh].compactMap { $0 }
         let result = Autograd.record(out, Autograd.name(lstm), inputs, saved: [xv, h0v, c0v, wi, wh, out, cells, acts]) { g in
-            try layerBackward(g, x: xFlat, h0: h0v, c0: c0v, wIh: wi, wHh: wh, out: out, cells: cells, acts: acts,
-                              order: order, biases: [bIh, bHh].compactMap { $0 }.count)
+            try layerBackward(
+                g, x: xFlat, h0: h0v, c0: c0v, wIh: wi, wHh: wh, out: out, cells: cells, acts: acts,
+                order: order, biases: [bIh, bHh].compactMap { $0 }.count)
         }
         let last = reverse ? 0 : steps - 1
-        return (try ShapeOps.narrow(result, dim: 0, start: 0, length: steps),
-                try Indexing.subscripted(result, [.int(last)]), try Indexing.subscripted(result, [.int(steps)]))
+        return (
+            try ShapeOps.narrow(result, dim: 0, start: 0, length: steps),
+            try Indexing.subscripted(result, [.int(last)]), try Indexing.subscripted(result, [.int(steps)])
+        )
     }
 
     /// The layer's backward through time: the gradient of every step's h (with the recurrent
     /// part carried back) and of the last c run the cell's backward step by step, each
     /// giving the gates' gradient; the weights', biases' and input's gradients are then one
     /// product (or sum) each over all steps.
-    private static func layerBackward(_ g: TensorImpl, x: TensorImpl, h0: TensorImpl, c0: TensorImpl, wIh: TensorImpl,
-                                      wHh: TensorImpl, out: TensorImpl, cells: TensorImpl, acts: TensorImpl, order: [Int],
-                                      biases: Int) throws -> [TensorImpl?] {
+    private static func layerBackward(
+        _ g: TensorImpl, x: TensorImpl, h0: TensorImpl, c0: TensorImpl, wIh: TensorImpl,
+        wHh: TensorImpl, out: TensorImpl, cells: TensorImpl, acts: TensorImpl, order: [Int],
+        biases: Int
+    ) throws -> [TensorImpl?] {
         let (steps, batch, n) = (cells.shape[0], cells.shape[1], cells.shape[2])
         let dtype = out.dtype, backend = out.backend
         let grad = try Ops.contiguous(try Ops.cast(g, to: dtype))
@@ -131,10 +147,15 @@ package enum Recurrent {
             let dcPrevious = try TensorImpl.empty([batch, n], dtype: dtype, on: backend)
             let cPrevious = before.map { row(cells, $0) } ?? c0
             let call = KernelCall(.lstmCellBackward, reads: [row(acts, t), cPrevious, gh, dh, dc], writes: [dct, dcPrevious])
-            guard dct.runUnlessComposed(RecurrentCellKernels.self, call, "lstm_backward", {
-                $0.lstmCellBackward(activations: row(acts, t), c: cPrevious, gradH: gh, gradHRecurrent: dh, gradC: dc,
-                                    gradGates: dct, gradCPrevious: dcPrevious)
-            }) != nil else {
+            guard
+                dct.runUnlessComposed(
+                    RecurrentCellKernels.self, call, "lstm_backward",
+                    {
+                        $0.lstmCellBackward(
+                            activations: row(acts, t), c: cPrevious, gradH: gh, gradHRecurrent: dh, gradC: dc,
+                            gradGates: dct, gradCPrevious: dcPrevious)
+                    }) != nil
+            else {
                 throw LucidError.runtime("lstm: the backend's backward kernel refused what its forward took")
             }
             let next = try TensorImpl.empty([batch, n], dtype: dtype, on: backend)
@@ -154,13 +175,18 @@ package enum Recurrent {
 
     /// The layer composed step by step from recorded ops (the cell composed where the backend
     /// has no fused one).
-    private static func composedLayer(_ x: TensorImpl, _ h0: TensorImpl, _ c0: TensorImpl, _ wIh: TensorImpl,
-                                      _ wHh: TensorImpl, _ bIh: TensorImpl?, _ bHh: TensorImpl?,
-                                      reverse: Bool) throws -> (TensorImpl, TensorImpl, TensorImpl) {
+    private static func composedLayer(
+        _ x: TensorImpl, _ h0: TensorImpl, _ c0: TensorImpl, _ wIh: TensorImpl,
+        _ wHh: TensorImpl, _ bIh: TensorImpl?, _ bHh: TensorImpl?,
+        reverse: Bool
+    ) throws -> (TensorImpl, TensorImpl, TensorImpl) {
         let steps = x.shape[0]
         guard steps > 0 else {
-            return (try Creation.full([0, x.shape[1], h0.shape[1]], value: ScalarOperand(int: 0), dtype: x.dtype,
-                                      device: x.device), h0, c0)
+            return (
+                try Creation.full(
+                    [0, x.shape[1], h0.shape[1]], value: ScalarOperand(int: 0), dtype: x.dtype,
+                    device: x.device), h0, c0
+            )
         }
         let xw = try LinearAlgebra.linear(x, wIh, bIh)
         var h = h0, c = c0
@@ -188,8 +214,9 @@ package enum Recurrent {
     private static func lstmCellBody(_ xw: TensorImpl, _ hw: TensorImpl, _ c: TensorImpl) throws -> (TensorImpl, TensorImpl) {
         let op = lstmCell.name
         guard xw.ndim == 2, c.ndim == 2, hw.shape == xw.shape, c.shape[0] == xw.shape[0], xw.shape[1] == 4 * c.shape[1] else {
-            throw LucidError.value("\(op): expected gate inputs of shape [batch, 4 * hidden] and a cell state of shape "
-                                   + "[batch, hidden], got \(xw.shape), \(hw.shape) and \(c.shape)")
+            throw LucidError.value(
+                "\(op): expected gate inputs of shape [batch, 4 * hidden] and a cell state of shape "
+                    + "[batch, hidden], got \(xw.shape), \(hw.shape) and \(c.shape)")
         }
         try Ops.checkSameDevice(op, [xw, hw, c])
         try Composite.checkFloat(op, [xw, hw, c])
@@ -203,9 +230,13 @@ package enum Recurrent {
         let act = try TensorImpl.empty([batch, 5 * n], dtype: dtype.computeType, on: x.backend)
         let values = [x, y, state].map { $0.withRequiresGrad(false) }
         let call = KernelCall(.lstmCell, reads: values, writes: [h, cNew, act])
-        guard h.runUnlessComposed(RecurrentCellKernels.self, call, op, {
-            $0.lstmCell(values[0], values[1], values[2], h: h, cNew: cNew, activations: act)
-        }) != nil else { return try composed(x, y, state, n) }
+        guard
+            h.runUnlessComposed(
+                RecurrentCellKernels.self, call, op,
+                {
+                    $0.lstmCell(values[0], values[1], values[2], h: h, cNew: cNew, activations: act)
+                }) != nil
+        else { return try composed(x, y, state, n) }
         guard GradMode.isEnabled, [x, y, state].contains(where: { $0.requiresGrad }) else { return (h, cNew) }
         let previous = values[2]
         /// The backward of one output: the gradient reaching h' (`fromH`) or c'.
@@ -215,18 +246,25 @@ package enum Recurrent {
                 let dGates = try TensorImpl.empty([batch, 4 * n], dtype: dtype, on: act.backend)
                 let dc = try TensorImpl.empty([batch, n], dtype: dtype, on: act.backend)
                 let call = KernelCall(.lstmCellBackward, reads: [act, previous, grad], writes: [dGates, dc])
-                guard dGates.runUnlessComposed(RecurrentCellKernels.self, call, "\(op)_backward", {
-                    $0.lstmCellBackward(activations: act, c: previous, gradH: fromH ? grad : nil, gradHRecurrent: nil,
-                                        gradC: fromH ? nil : grad, gradGates: dGates, gradCPrevious: dc)
-                }) != nil else {
+                guard
+                    dGates.runUnlessComposed(
+                        RecurrentCellKernels.self, call, "\(op)_backward",
+                        {
+                            $0.lstmCellBackward(
+                                activations: act, c: previous, gradH: fromH ? grad : nil, gradHRecurrent: nil,
+                                gradC: fromH ? nil : grad, gradGates: dGates, gradCPrevious: dc)
+                        }) != nil
+                else {
                     throw LucidError.runtime("\(op): the backend's backward kernel refused what its forward took")
                 }
                 return [dGates, dGates, dc]
             }
         }
         let name = Autograd.name(lstmCell)
-        return (Autograd.record(h, name, [x, y, state], saved: [act, previous], rule(fromH: true)),
-                Autograd.record(cNew, name, [x, y, state], saved: [act, previous], rule(fromH: false)))
+        return (
+            Autograd.record(h, name, [x, y, state], saved: [act, previous], rule(fromH: true)),
+            Autograd.record(cNew, name, [x, y, state], saved: [act, previous], rule(fromH: false))
+        )
     }
 
     /// The step composed from elementwise ops, each recorded on its own.

@@ -93,15 +93,19 @@ extension Reductions {
         return try op.run(a) { a in try extremeWithIndices(op, a, axis: axis, keepdim: keepdim, largest: largest) }
     }
 
-    private static func extremeWithIndices(_ op: OpInfo, _ a: TensorImpl, axis: Int, keepdim: Bool,
-                                           largest: Bool) throws -> (TensorImpl, TensorImpl) {
+    private static func extremeWithIndices(
+        _ op: OpInfo, _ a: TensorImpl, axis: Int, keepdim: Bool,
+        largest: Bool
+    ) throws -> (TensorImpl, TensorImpl) {
         let x = a.ndim == 0 ? a.view(shape: [1], strides: [1]) : a
         var outShape = x.shape
         outShape.remove(at: axis)
         let values = try TensorImpl.empty(outShape, dtype: x.dtype, on: x.backend)
         let indices = try TensorImpl.empty(outShape, dtype: .int64, on: x.backend)
-        x.run(ReductionKernels.self, KernelCall(.argReduce(axis: axis), reads: [x], writes: [indices, values]),
-              largest ? "argmax" : "argmin") { $0.argReduce(max: largest, x, axis: axis, values: values, indices: indices) }
+        x.run(
+            ReductionKernels.self, KernelCall(.argReduce(axis: axis), reads: [x], writes: [indices, values]),
+            largest ? "argmax" : "argmin"
+        ) { $0.argReduce(max: largest, x, axis: axis, values: values, indices: indices) }
         var kept = x.shape
         kept[axis] = 1
         let shape = a.ndim == 0 ? [] : (keepdim ? kept : outShape)

@@ -82,7 +82,11 @@ package enum ShapeOps {
     package static func view(_ a: TensorImpl, _ shape: [Int]) throws -> TensorImpl {
         let target = try inferShape(shape, numel: a.numel, op: view.name)
         guard let s = viewStrides(oldShape: a.shape, oldStrides: a.strides, newShape: target) else {
-            throw LucidError.runtime("view: shape \(target) is not compatible with the input's shape \(a.shape) and strides \(a.strides); use reshape, or call contiguous() first")
+            throw LucidError.runtime(
+                "view: shape "
+                    + "\(target) is not compatible with the input's shape \(a.shape) and strides \(a.strides); use reshape, or call "
+                    + "contiguous() first"
+            )
         }
         let shape = a.shape
         return Autograd.record(a.view(shape: target, strides: s), Autograd.name(view), [a]) { g in [try reshape(g, shape)] }
@@ -165,7 +169,8 @@ extension ShapeOps {
             } else if s < 0 {
                 throw LucidError.value("expand: invalid size \(s) in shape \(shape)")
             } else if let own, own != 1, own != s {
-                throw LucidError.value("expand: the size \(own) of dimension \(i - lead) of shape \(a.shape) cannot be expanded to \(s) (only size-1 dimensions can)")
+                throw LucidError.value(
+                    "expand: the size \(own) of dimension \(i - lead) of shape \(a.shape) cannot be expanded to \(s) (only size-1 dimensions can)")
             }
         }
         _ = try Shape.numel(target)
@@ -252,7 +257,10 @@ extension ShapeOps {
             }
             guard last < capacity else {
                 let need = last == Int.max ? "more than \(last)" : "\(last + 1)"  // (the largest offset has no + 1)
-                throw LucidError.runtime("\(op): sizes \(size), strides \(stride) and storage offset \(start) need a storage of \(need) elements; the tensor's storage has \(capacity)")
+                throw LucidError.runtime(
+                    "\(op): sizes \(size), strides \(stride) and storage offset \(start) need a storage of \(need) elements; the tensor's "
+                        + "storage has \(capacity)"
+                )
             }
         }
         let view = a.view(shape: size, strides: stride, offset: start)
@@ -267,8 +275,9 @@ extension ShapeOps {
                 let positions = Shape.offsets(size, stride, from: start - low).map { Int64($0) }
                 let at = try TensorImpl.empty([count], dtype: .int64, on: buffer.backend)
                 positions.withUnsafeBytes { at.backend.write($0, into: at) }
-                _ = try InPlace.indexPut(buffer, [.tensor(at)], try ShapeOps.reshape(g, [count]), accumulate: true, base: nil,
-                                         op: "AsStridedBackward")
+                _ = try InPlace.indexPut(
+                    buffer, [.tensor(at)], try ShapeOps.reshape(g, [count]), accumulate: true, base: nil,
+                    op: "AsStridedBackward")
             }
             return [try Ops.contiguous(buffer.view(shape: input.shape, strides: input.strides, offset: input.offset - low))]
         }

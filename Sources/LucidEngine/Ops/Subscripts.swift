@@ -35,7 +35,8 @@ extension Indexing {
     /// `a[items]` taken apart: the view the basic items make (untracked), that view's geometry
     /// were `a` row-major, and the advanced items, each keeping its dimensions in the view.
     private static func parse(_ a: TensorImpl, _ items: [Item]) throws
-        -> (view: TensorImpl, contiguous: (shape: [Int], strides: [Int], offset: Int), advanced: [Advanced]) {
+        -> (view: TensorImpl, contiguous: (shape: [Int], strides: [Int], offset: Int), advanced: [Advanced])
+    {
         let items = try masksAsBool(items)
         var consumed = 0, ellipses = 0
         for item in items {
@@ -98,8 +99,10 @@ extension Indexing {
                 try Ops.checkSameDevice(index.name, [a, t])
                 let dims = t.dtype == .bool ? t.ndim : 1
                 let sizes = Array(a.shape[d..<(d + dims)])
-                let arrays = try t.dtype == .bool ? HostIndex.fromMask(t, sizes: sizes, firstDim: d)
-                                                  : [try HostIndex.fromIntegers(t, op: index.name)]
+                let arrays =
+                    try t.dtype == .bool
+                    ? HostIndex.fromMask(t, sizes: sizes, firstDim: d)
+                    : [try HostIndex.fromIntegers(t, op: index.name)]
                 for (k, arr) in arrays.enumerated() {
                     advanced.append((shape.count, a.shape[d + k], arr))
                     shape.append(a.shape[d + k]); strides.append(a.strides[d + k])
@@ -130,7 +133,8 @@ extension Indexing {
     /// strides of the other dimensions, the shape of `a[items]`, and the order of its
     /// dimensions that puts the index dimensions first.
     static func places(_ a: TensorImpl, _ items: [Item]) throws
-        -> (offsets: [Int], shape: [Int], strides: [Int], indexed: [Int], order: [Int]) {
+        -> (offsets: [Int], shape: [Int], strides: [Int], indexed: [Int], order: [Int])
+    {
         let (view, _, advanced) = try parse(a, items)
         let (bshape, indices) = try checkedIndices(advanced)
         var offsets = [Int](repeating: view.offset, count: indices.first?.count ?? 1)
@@ -282,7 +286,8 @@ struct HostIndex {
     /// dimensions `firstDim...` of sizes `sizes`.
     static func fromMask(_ mask: TensorImpl, sizes: [Int], firstDim: Int) throws -> [HostIndex] {
         guard mask.shape == sizes else {
-            throw LucidError.index("the shape of the mask \(mask.shape) does not match the shape \(sizes) of the indexed tensor starting at dimension \(firstDim)")
+            throw LucidError.index(
+                "the shape of the mask \(mask.shape) does not match the shape \(sizes) of the indexed tensor starting at dimension \(firstDim)")
         }
         let flat = mask.run(PlacementKernels.self, KernelCall(.nonzero, reads: [mask], writes: []), "nonzero") {
             $0.nonzero(mask)

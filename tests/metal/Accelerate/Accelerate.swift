@@ -37,9 +37,11 @@ func blasMisuse(_ routine: String, _ position: Int, _ why: String) -> Never {
 
 /// Checks a GEMM call's arguments as the reference BLAS does; false when there is nothing to
 /// multiply (M or N is 0).
-private func checkGEMM(_ routine: String, _ order: CBLAS_ORDER, _ transA: CBLAS_TRANSPOSE, _ transB: CBLAS_TRANSPOSE,
-                       _ m: Int32, _ n: Int32, _ k: Int32, _ a: UnsafeRawPointer?, _ lda: Int32,
-                       _ b: UnsafeRawPointer?, _ ldb: Int32, _ c: UnsafeMutableRawPointer?, _ ldc: Int32) -> Bool {
+private func checkGEMM(
+    _ routine: String, _ order: CBLAS_ORDER, _ transA: CBLAS_TRANSPOSE, _ transB: CBLAS_TRANSPOSE,
+    _ m: Int32, _ n: Int32, _ k: Int32, _ a: UnsafeRawPointer?, _ lda: Int32,
+    _ b: UnsafeRawPointer?, _ ldb: Int32, _ c: UnsafeMutableRawPointer?, _ ldc: Int32
+) -> Bool {
     let transposes = [CblasNoTrans, CblasTrans, CblasConjTrans]
     guard order == CblasRowMajor || order == CblasColMajor else { blasMisuse(routine, 1, "order \(order.rawValue)") }
     guard transposes.contains(transA) else { blasMisuse(routine, 2, "transpose \(transA.rawValue)") }
@@ -67,29 +69,35 @@ private func checkGEMM(_ routine: String, _ order: CBLAS_ORDER, _ transA: CBLAS_
 }
 
 // cblas.h: cblas_sgemm. C = alpha · op(A) · op(B) + beta · C.
-public func cblas_sgemm(_ __Order: CBLAS_ORDER, _ __TransA: CBLAS_TRANSPOSE, _ __TransB: CBLAS_TRANSPOSE,
-                        _ __M: Int32, _ __N: Int32, _ __K: Int32, _ __alpha: Float,
-                        _ __A: UnsafePointer<Float>!, _ __lda: Int32, _ __B: UnsafePointer<Float>!, _ __ldb: Int32,
-                        _ __beta: Float, _ __C: UnsafeMutablePointer<Float>!, _ __ldc: Int32) {
+public func cblas_sgemm(
+    _ __Order: CBLAS_ORDER, _ __TransA: CBLAS_TRANSPOSE, _ __TransB: CBLAS_TRANSPOSE,
+    _ __M: Int32, _ __N: Int32, _ __K: Int32, _ __alpha: Float,
+    _ __A: UnsafePointer<Float>!, _ __lda: Int32, _ __B: UnsafePointer<Float>!, _ __ldb: Int32,
+    _ __beta: Float, _ __C: UnsafeMutablePointer<Float>!, _ __ldc: Int32
+) {
     guard checkGEMM("cblas_sgemm", __Order, __TransA, __TransB, __M, __N, __K, __A, __lda, __B, __ldb, __C, __ldc)
     else { return }
-    scipy_cblas_sgemm(__Order == CblasRowMajor ? CblasRowMajor_ : CblasColMajor_,
-                      __TransA != CblasNoTrans ? CblasTrans_ : CblasNoTrans_, __TransB != CblasNoTrans ? CblasTrans_ : CblasNoTrans_,
-                      blasint(__M), blasint(__N), blasint(__K), __alpha, __A, blasint(__lda), __B, blasint(__ldb), __beta,
-                      __C, blasint(__ldc))
+    scipy_cblas_sgemm(
+        __Order == CblasRowMajor ? CblasRowMajor_ : CblasColMajor_,
+        __TransA != CblasNoTrans ? CblasTrans_ : CblasNoTrans_, __TransB != CblasNoTrans ? CblasTrans_ : CblasNoTrans_,
+        blasint(__M), blasint(__N), blasint(__K), __alpha, __A, blasint(__lda), __B, blasint(__ldb), __beta,
+        __C, blasint(__ldc))
 }
 
 // cblas.h: cblas_dgemm, the same in double precision.
-public func cblas_dgemm(_ __Order: CBLAS_ORDER, _ __TransA: CBLAS_TRANSPOSE, _ __TransB: CBLAS_TRANSPOSE,
-                        _ __M: Int32, _ __N: Int32, _ __K: Int32, _ __alpha: Double,
-                        _ __A: UnsafePointer<Double>!, _ __lda: Int32, _ __B: UnsafePointer<Double>!, _ __ldb: Int32,
-                        _ __beta: Double, _ __C: UnsafeMutablePointer<Double>!, _ __ldc: Int32) {
+public func cblas_dgemm(
+    _ __Order: CBLAS_ORDER, _ __TransA: CBLAS_TRANSPOSE, _ __TransB: CBLAS_TRANSPOSE,
+    _ __M: Int32, _ __N: Int32, _ __K: Int32, _ __alpha: Double,
+    _ __A: UnsafePointer<Double>!, _ __lda: Int32, _ __B: UnsafePointer<Double>!, _ __ldb: Int32,
+    _ __beta: Double, _ __C: UnsafeMutablePointer<Double>!, _ __ldc: Int32
+) {
     guard checkGEMM("cblas_dgemm", __Order, __TransA, __TransB, __M, __N, __K, __A, __lda, __B, __ldb, __C, __ldc)
     else { return }
-    scipy_cblas_dgemm(__Order == CblasRowMajor ? CblasRowMajor_ : CblasColMajor_,
-                      __TransA != CblasNoTrans ? CblasTrans_ : CblasNoTrans_, __TransB != CblasNoTrans ? CblasTrans_ : CblasNoTrans_,
-                      blasint(__M), blasint(__N), blasint(__K), __alpha, __A, blasint(__lda), __B, blasint(__ldb), __beta,
-                      __C, blasint(__ldc))
+    scipy_cblas_dgemm(
+        __Order == CblasRowMajor ? CblasRowMajor_ : CblasColMajor_,
+        __TransA != CblasNoTrans ? CblasTrans_ : CblasNoTrans_, __TransB != CblasNoTrans ? CblasTrans_ : CblasNoTrans_,
+        blasint(__M), blasint(__N), blasint(__K), __alpha, __A, blasint(__lda), __B, blasint(__ldb), __beta,
+        __C, blasint(__ldc))
 }
 
 // OpenBLAS's own enum constants, under other names here (the public ones above are Apple's).

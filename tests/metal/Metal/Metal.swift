@@ -224,11 +224,16 @@ final class EmulatedDevice: MTLDevice, @unchecked Sendable {
         if EmulationFaults.compileFails {
             throw MTLEmulationError(description: "Compilation failed: \n\nprogram_source:1:1: error: injected by LUCID_METAL_EMULATION_FAULT=compile")
         }
-        let hash = source.utf8.withContiguousStorageIfAvailable { lucid_msl_hash($0.baseAddress, $0.count) }
+        let hash =
+            source.utf8.withContiguousStorageIfAvailable { lucid_msl_hash($0.baseAddress, $0.count) }
             ?? Array(source.utf8).withUnsafeBytes { lucid_msl_hash($0.baseAddress, $0.count) }
         let names = kernels.filter { $0.value.pointee.unit_hash == hash }.map(\.key).sorted()
         if names.isEmpty {
-            throw MTLEmulationError(description: "no compiled kernels match this source: the check build's C++ kernels are out of date (run make metal-emulated) or the source is not one of the .metal files")
+            throw MTLEmulationError(
+                description:
+                    "no compiled kernels match this source: the check build's C++ kernels are out of date (run make metal-emulated) or the "
+                    + "source is not one of the .metal files"
+            )
         }
         return EmulatedLibrary(functionNames: names)
     }
@@ -279,13 +284,21 @@ final class EmulatedBuffer: MTLBuffer, @unchecked Sendable {
 
     func contents() -> UnsafeMutableRawPointer {
         if pendingWrites > 0 {
-            metalMisuse("contents() of a buffer (\(label ?? "unlabelled"), \(length) bytes) that an unfinished command buffer writes: the host would race the GPU; wait for it to complete first")
+            metalMisuse(
+                "contents() of a buffer "
+                    + "(\(label ?? "unlabelled"), \(length) bytes) that an unfinished command buffer writes: the host would race the GPU; "
+                    + "wait for it to complete first"
+            )
         }
         // Stricter than Metal: a host read of a buffer the GPU only reads is safe, but lucid
         // touches buffers from the host only to write new tensors or after a synchronize, so
         // this catches a new tensor's memory that queued kernels still read.
         if pendingReads > 0 {
-            metalMisuse("contents() of a buffer (\(label ?? "unlabelled"), \(length) bytes) that an unfinished command buffer reads: a host write would change what the GPU reads; wait for it to complete first")
+            metalMisuse(
+                "contents() of a buffer "
+                    + "(\(label ?? "unlabelled"), \(length) bytes) that an unfinished command buffer reads: a host write would change what "
+                    + "the GPU reads; wait for it to complete first"
+            )
         }
         return memory
     }
@@ -478,16 +491,18 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
     }
 
     func dispatchThreads(_ threadsPerGrid: MTLSize, threadsPerThreadgroup: MTLSize) {
-        let groups = MTLSize(width: (threadsPerGrid.width + threadsPerThreadgroup.width - 1) / max(1, threadsPerThreadgroup.width),
-                             height: (threadsPerGrid.height + threadsPerThreadgroup.height - 1) / max(1, threadsPerThreadgroup.height),
-                             depth: (threadsPerGrid.depth + threadsPerThreadgroup.depth - 1) / max(1, threadsPerThreadgroup.depth))
+        let groups = MTLSize(
+            width: (threadsPerGrid.width + threadsPerThreadgroup.width - 1) / max(1, threadsPerThreadgroup.width),
+            height: (threadsPerGrid.height + threadsPerThreadgroup.height - 1) / max(1, threadsPerThreadgroup.height),
+            depth: (threadsPerGrid.depth + threadsPerThreadgroup.depth - 1) / max(1, threadsPerThreadgroup.depth))
         dispatch(grid: threadsPerGrid, groups: groups, perGroup: threadsPerThreadgroup)
     }
 
     func dispatchThreadgroups(_ threadgroupsPerGrid: MTLSize, threadsPerThreadgroup: MTLSize) {
-        let grid = MTLSize(width: threadgroupsPerGrid.width * threadsPerThreadgroup.width,
-                           height: threadgroupsPerGrid.height * threadsPerThreadgroup.height,
-                           depth: threadgroupsPerGrid.depth * threadsPerThreadgroup.depth)
+        let grid = MTLSize(
+            width: threadgroupsPerGrid.width * threadsPerThreadgroup.width,
+            height: threadgroupsPerGrid.height * threadsPerThreadgroup.height,
+            depth: threadgroupsPerGrid.depth * threadsPerThreadgroup.depth)
         dispatch(grid: grid, groups: threadgroupsPerGrid, perGroup: threadsPerThreadgroup)
     }
 
@@ -498,7 +513,10 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
         let name = String(cString: k.name)
         let total = perGroup.width * perGroup.height * perGroup.depth
         guard perGroup.width > 0, perGroup.height > 0, perGroup.depth > 0, total <= pipeline.maxTotalThreadsPerThreadgroup else {
-            metalMisuse("\(name): \(perGroup.width)×\(perGroup.height)×\(perGroup.depth) threads per threadgroup (at most \(pipeline.maxTotalThreadsPerThreadgroup) in all)")
+            metalMisuse(
+                "\(name): \(perGroup.width)×\(perGroup.height)×\(perGroup.depth) threads per threadgroup (at most "
+                    + "\(pipeline.maxTotalThreadsPerThreadgroup) in all)"
+            )
         }
         guard [grid.width, grid.height, grid.depth].allSatisfy({ $0 > 0 && $0 <= Int(UInt32.max) }) else {
             metalMisuse("\(name): grid \(grid.width)×\(grid.height)×\(grid.depth) is empty or too large")
@@ -528,7 +546,8 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
             case Int32(LUCID_MSL_CONSTANT_REF):
                 if let data = bytes[index] {
                     if data.count != Int(p.size) {
-                        metalMisuse("\(name): '\(pname)' is declared constant \(ptype)& (\(p.size) bytes) but \(data.count) bytes were bound with setBytes")
+                        metalMisuse(
+                            "\(name): '\(pname)' is declared constant \(ptype)& (\(p.size) bytes) but \(data.count) bytes were bound with setBytes")
                     }
                     args.append(.bytes(data))
                 } else if let (b, offset) = buffers[index] {
@@ -541,7 +560,10 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
                 }
             case Int32(LUCID_MSL_THREADGROUP):
                 guard let length = threadgroupLengths[index] else {
-                    metalMisuse("\(name): parameter '\(pname)' (threadgroup \(ptype)*, threadgroup \(index)) has no memory: call setThreadgroupMemoryLength first")
+                    metalMisuse(
+                        "\(name): parameter '\(pname)' (threadgroup \(ptype)*, threadgroup \(index)) has no memory: call "
+                            + "setThreadgroupMemoryLength first"
+                    )
                 }
                 if length < Int(p.size) {
                     metalMisuse("\(name): '\(pname)' has \(length) bytes of threadgroup memory, less than one \(ptype)")
@@ -553,12 +575,17 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
             }
         }
         if threadgroupMemory > EmulatedDevice.shared.maxThreadgroupMemoryLength {
-            metalMisuse("\(name): \(threadgroupMemory) bytes of threadgroup memory, more than the device's \(EmulatedDevice.shared.maxThreadgroupMemoryLength)")
+            metalMisuse(
+                "\(name): \(threadgroupMemory) bytes of threadgroup memory, more than the device's "
+                    + "\(EmulatedDevice.shared.maxThreadgroupMemoryLength)"
+            )
         }
-        owner.append(DispatchCommand(kernel: pipeline.kernel, args: args,
-                                     grid: lucid_msl_size(x: UInt32(grid.width), y: UInt32(grid.height), z: UInt32(grid.depth)),
-                                     groups: lucid_msl_size(x: UInt32(groups.width), y: UInt32(groups.height), z: UInt32(groups.depth)),
-                                     perGroup: lucid_msl_size(x: UInt32(perGroup.width), y: UInt32(perGroup.height), z: UInt32(perGroup.depth))))
+        owner.append(
+            DispatchCommand(
+                kernel: pipeline.kernel, args: args,
+                grid: lucid_msl_size(x: UInt32(grid.width), y: UInt32(grid.height), z: UInt32(grid.depth)),
+                groups: lucid_msl_size(x: UInt32(groups.width), y: UInt32(groups.height), z: UInt32(groups.depth)),
+                perGroup: lucid_msl_size(x: UInt32(perGroup.width), y: UInt32(perGroup.height), z: UInt32(perGroup.depth))))
     }
 
     func endEncoding() {
@@ -612,7 +639,9 @@ final class EmulatedComputeEncoder: MTLComputeCommandEncoder {
                 throw MTLEmulationError(description: message.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
             }
             for case .buffer(let b, _, writing: true) in args where b.overrun {
-                throw MTLEmulationError(description: "kernel \(String(cString: kernel.pointee.name)) wrote past the end of a \(b.length)-byte buffer (\(b.label ?? "unlabelled"))")
+                throw MTLEmulationError(
+                    description:
+                        "kernel \(String(cString: kernel.pointee.name)) wrote past the end of a \(b.length)-byte buffer (\(b.label ?? "unlabelled"))")
             }
         }
     }

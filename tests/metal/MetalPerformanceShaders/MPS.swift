@@ -109,16 +109,20 @@ public final class MPSMatrixMultiplication {
     public var batchSize: Int = Int.max
 
     // documentation/metalperformanceshaders/mpsmatrixmultiplication/init(device:transposeleft:transposeright:resultrows:resultcolumns:interiorcolumns:alpha:beta:)
-    public init(device: any MTLDevice, transposeLeft: Bool, transposeRight: Bool, resultRows: Int, resultColumns: Int,
-                interiorColumns: Int, alpha: Double, beta: Double) {
+    public init(
+        device: any MTLDevice, transposeLeft: Bool, transposeRight: Bool, resultRows: Int, resultColumns: Int,
+        interiorColumns: Int, alpha: Double, beta: Double
+    ) {
         (self.transposeLeft, self.transposeRight) = (transposeLeft, transposeRight)
         (self.resultRows, self.resultColumns, self.interiorColumns) = (resultRows, resultColumns, interiorColumns)
         (self.alpha, self.beta) = (alpha, beta)
     }
 
     // documentation/metalperformanceshaders/mpsmatrixmultiplication/encode(commandbuffer:leftmatrix:rightmatrix:resultmatrix:)
-    public func encode(commandBuffer: any MTLCommandBuffer, leftMatrix: MPSMatrix, rightMatrix: MPSMatrix,
-                       resultMatrix: MPSMatrix) {
+    public func encode(
+        commandBuffer: any MTLCommandBuffer, leftMatrix: MPSMatrix, rightMatrix: MPSMatrix,
+        resultMatrix: MPSMatrix
+    ) {
         guard let cb = commandBuffer as? EmulatedCommandBuffer else { mpsMisuse("a command buffer from another device") }
         let types = [leftMatrix.dataType, rightMatrix.dataType, resultMatrix.dataType]
         if Set(types.map(\.rawValue)).count != 1 || !(types[0] == .float32 || types[0] == .float16) {
@@ -127,14 +131,20 @@ public final class MPSMatrixMultiplication {
         let (lr, lc) = transposeLeft ? (leftMatrix.columns, leftMatrix.rows) : (leftMatrix.rows, leftMatrix.columns)
         let (rr, rc) = transposeRight ? (rightMatrix.columns, rightMatrix.rows) : (rightMatrix.rows, rightMatrix.columns)
         if lr < resultRows || lc < interiorColumns || rr < interiorColumns || rc < resultColumns
-            || resultMatrix.rows < resultRows || resultMatrix.columns < resultColumns {
-            mpsMisuse("shapes do not fit: left \(lr)×\(lc), right \(rr)×\(rc), result \(resultMatrix.rows)×\(resultMatrix.columns) for \(resultRows)×\(interiorColumns)·\(interiorColumns)×\(resultColumns)")
+            || resultMatrix.rows < resultRows || resultMatrix.columns < resultColumns
+        {
+            mpsMisuse(
+                "shapes do not fit: left "
+                    + "\(lr)×\(lc), right \(rr)×\(rc), result \(resultMatrix.rows)×\(resultMatrix.columns) for "
+                    + "\(resultRows)×\(interiorColumns)·\(interiorColumns)×\(resultColumns)"
+            )
         }
         let available = [leftMatrix, rightMatrix, resultMatrix].map(\.descriptor.matrices).min() ?? 0
         let count = min(batchSize, available - batchStart)
         if batchStart < 0 || count <= 0 { mpsMisuse("batch \(batchStart)..<\(batchStart + batchSize) outside the \(available) matrices") }
-        cb.record(Product(op: self, left: leftMatrix, right: rightMatrix, result: resultMatrix, first: batchStart, count: count),
-                  writes: [resultMatrix.data])
+        cb.record(
+            Product(op: self, left: leftMatrix, right: rightMatrix, result: resultMatrix, first: batchStart, count: count),
+            writes: [resultMatrix.data])
     }
 
     struct Product: EmulatedCommand {
@@ -161,7 +171,9 @@ public final class MPSMatrixMultiplication {
                         var value = Float(op.alpha) * acc
                         if op.beta != 0 { value += Float(op.beta) * load(result, c, b, i, j) }
                         let p = result.element(c, b, i, j)
-                        if result.dataType == .float32 { p.storeBytes(of: value, as: Float.self) } else {
+                        if result.dataType == .float32 {
+                            p.storeBytes(of: value, as: Float.self)
+                        } else {
                             p.storeBytes(of: Float16(value), as: Float16.self)
                         }
                     }

@@ -56,8 +56,10 @@ extension DNNL {
         /// The staged copy of `t` in layout `md`, now the most recently used entry (so that
         /// inserting the other inputs of the same pass never evicts it).
         func find(_ t: TensorImpl, _ md: MemoryDesc) -> UnsafeMutableRawPointer? {
-            for i in entries.indices where entries[i].storage === t.storage && entries[i].offset == t.offset
-                && entries[i].version == t.storage.writes {
+            for i in entries.indices
+            where entries[i].storage === t.storage && entries[i].offset == t.offset
+                && entries[i].version == t.storage.writes
+            {
                 if entries[i].md.sameLayout(as: md) {
                     let e = entries.remove(at: i)
                     entries.append(e)
@@ -82,14 +84,19 @@ extension DNNL {
 
     /// The plain layouts: NCHW activations, OIHW (or GOIHW) weights, a bias vector.
     private static func plainDescs(_ p: ConvolutionProblem, _ type: dnnl_data_type_t)
-        -> (src: MemoryDesc, weights: MemoryDesc, dst: MemoryDesc, bias: MemoryDesc)? {
+        -> (src: MemoryDesc, weights: MemoryDesc, dst: MemoryDesc, bias: MemoryDesc)?
+    {
         let cg = p.channels / p.groups, og = p.outChannels / p.groups, kk = p.kH * p.kW
         let src = [p.batch, p.channels, p.inH, p.inW], dst = [p.batch, p.outChannels, p.outH, p.outW]
         guard let s = MemoryDesc(src, strides: Shape.contiguousStrides(src), type),
-              let w = MemoryDesc(weightShape(p), strides: p.groups == 1 ? [cg * kk, kk, p.kW, 1]
-                                                                        : [og * cg * kk, cg * kk, kk, p.kW, 1], type),
-              let d = MemoryDesc(dst, strides: Shape.contiguousStrides(dst), type),
-              let b = MemoryDesc([p.outChannels], strides: [1], type) else { return nil }
+            let w = MemoryDesc(
+                weightShape(p),
+                strides: p.groups == 1
+                    ? [cg * kk, kk, p.kW, 1]
+                    : [og * cg * kk, cg * kk, kk, p.kW, 1], type),
+            let d = MemoryDesc(dst, strides: Shape.contiguousStrides(dst), type),
+            let b = MemoryDesc([p.outChannels], strides: [1], type)
+        else { return nil }
         return (s, w, d, b)
     }
 
@@ -108,9 +115,10 @@ extension DNNL {
     private static func build(_ rt: Runtime, _ key: ConvKey, _ type: dnnl_data_type_t) -> ConvPrimitive? {
         let p = key.problem
         guard let plain = plainDescs(p, type),
-              let src = MemoryDesc(any: [p.batch, p.channels, p.inH, p.inW], type),
-              let wei = MemoryDesc(any: weightShape(p), type),
-              let dst = MemoryDesc(any: [p.batch, p.outChannels, p.outH, p.outW], type) else { return nil }
+            let src = MemoryDesc(any: [p.batch, p.channels, p.inH, p.inW], type),
+            let wei = MemoryDesc(any: weightShape(p), type),
+            let dst = MemoryDesc(any: [p.batch, p.outChannels, p.outH, p.outW], type)
+        else { return nil }
         let strides = [p.strideH, p.strideW].map(Int64.init)
         let dilates = [p.dilH - 1, p.dilW - 1].map(Int64.init)  // oneDNN counts the gaps
         let pad = [p.padH, p.padW].map(Int64.init)
@@ -120,37 +128,50 @@ extension DNNL {
         // instead of reordering it again (inference kernels were no faster when measured).
         let withBias = key.bias && key.pass == .forward
         var hint: dnnl_primitive_desc_t?
-        guard dnnl_convolution_forward_primitive_desc_create(
+        guard
+            dnnl_convolution_forward_primitive_desc_create(
                 &hint, rt.engine, dnnl_forward_training,
                 dnnl_convolution_direct, src.md, wei.md, withBias ? plain.bias.md : nil, dst.md,
-                strides, dilates, pad, pad, nil) == dnnl_success, let hint else { return nil }
+                strides, dilates, pad, pad, nil) == dnnl_success, let hint
+        else { return nil }
         var pd: dnnl_primitive_desc_t?
         let queries: [(Int32, dnnl_query_t, MemoryDesc)]
         switch key.pass {
         case .forward:
             pd = hint
-            queries = [(Arg.src, dnnl_query_src_md, plain.src), (Arg.weights, dnnl_query_weights_md, plain.weights),
-                       (Arg.dst, dnnl_query_dst_md, plain.dst)]
+            queries = [
+                (Arg.src, dnnl_query_src_md, plain.src), (Arg.weights, dnnl_query_weights_md, plain.weights),
+                (Arg.dst, dnnl_query_dst_md, plain.dst),
+            ]
         case .backwardData:
             defer { dnnl_primitive_desc_destroy(hint) }
-            guard dnnl_convolution_backward_data_primitive_desc_create(
+            guard
+                dnnl_convolution_backward_data_primitive_desc_create(
                     &pd, rt.engine, dnnl_convolution_direct, src.md, wei.md, dst.md, strides, dilates, pad, pad,
-                    hint, nil) == dnnl_success else { return nil }
-            queries = [(Arg.diffDst, dnnl_query_diff_dst_md, plain.dst), (Arg.weights, dnnl_query_weights_md, plain.weights),
-                       (Arg.diffSrc, dnnl_query_diff_src_md, plain.src)]
+                    hint, nil) == dnnl_success
+            else { return nil }
+            queries = [
+                (Arg.diffDst, dnnl_query_diff_dst_md, plain.dst), (Arg.weights, dnnl_query_weights_md, plain.weights),
+                (Arg.diffSrc, dnnl_query_diff_src_md, plain.src),
+            ]
         case .backwardWeights:
             defer { dnnl_primitive_desc_destroy(hint) }
-            guard dnnl_convolution_backward_weights_primitive_desc_create(
+            guard
+                dnnl_convolution_backward_weights_primitive_desc_create(
                     &pd, rt.engine, dnnl_convolution_direct, src.md, wei.md, nil, dst.md, strides, dilates, pad, pad,
-                    hint, nil) == dnnl_success else { return nil }
-            queries = [(Arg.src, dnnl_query_src_md, plain.src), (Arg.diffDst, dnnl_query_diff_dst_md, plain.dst),
-                       (Arg.diffWeights, dnnl_query_diff_weights_md, plain.weights)]
+                    hint, nil) == dnnl_success
+            else { return nil }
+            queries = [
+                (Arg.src, dnnl_query_src_md, plain.src), (Arg.diffDst, dnnl_query_diff_dst_md, plain.dst),
+                (Arg.diffWeights, dnnl_query_diff_weights_md, plain.weights),
+            ]
         }
         guard let pd else { return nil }
         // A reference implementation would be far slower than im2col and GEMM: decline it.
         var name: UnsafePointer<CChar>?
         if dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) == dnnl_success, let name,
-           String(cString: name).hasPrefix("ref") {
+            String(cString: name).hasPrefix("ref")
+        {
             dnnl_primitive_desc_destroy(pd)
             return nil
         }
@@ -171,7 +192,8 @@ extension DNNL {
             var rpd: dnnl_primitive_desc_t?
             let (from, to) = outputs.contains(arg) ? (layout, plainMD) : (plainMD, layout)
             guard dnnl_reorder_primitive_desc_create(&rpd, from.md, rt.engine, to.md, rt.engine, nil) == dnnl_success,
-                  let reorder = Primitive.make(from: rpd) else { return nil }
+                let reorder = Primitive.make(from: rpd)
+            else { return nil }
             built.layouts[arg] = (layout, reorder)
         }
         return built
@@ -179,10 +201,13 @@ extension DNNL {
 
     /// Whether `convolution` takes this pass (its primitives made and kept on the first ask):
     /// `tensors` are all its operands, `bias` whether a forward adds one.
-    static func takesConvolution(_ pass: ConvolutionPassKind, _ p: ConvolutionProblem, _ tensors: [TensorImpl],
-                                 bias: Bool) -> Bool {
+    static func takesConvolution(
+        _ pass: ConvolutionPassKind, _ p: ConvolutionProblem, _ tensors: [TensorImpl],
+        bias: Bool
+    ) -> Bool {
         guard let rt = runtime, let type = dataType(p.dtype),
-              tensors.allSatisfy({ $0.isContiguous && $0.dtype == p.dtype && $0.numel > 0 }) else { return false }
+            tensors.allSatisfy({ $0.isContiguous && $0.dtype == p.dtype && $0.numel > 0 })
+        else { return false }
         return rt.locked { primitive(rt, ConvKey(pass: pass, problem: p, bias: bias && pass == .forward), type) != nil }
     }
 
@@ -192,7 +217,8 @@ extension DNNL {
     /// contiguous and of one dtype. Arguments in another layout go through reorders.
     static func convolution(_ pass: ConvolutionPassKind, _ p: ConvolutionProblem, _ tensors: [(Int32, TensorImpl)]) -> Bool {
         guard let rt = runtime, let type = dataType(p.dtype),
-              tensors.allSatisfy({ $0.1.isContiguous && $0.1.dtype == p.dtype && $0.1.numel > 0 }) else { return false }
+            tensors.allSatisfy({ $0.1.isContiguous && $0.1.dtype == p.dtype && $0.1.numel > 0 })
+        else { return false }
         let hasBias = tensors.contains { $0.0 == Arg.bias }
         return rt.locked { () -> Bool in
             Self.staged.purge()
@@ -235,8 +261,14 @@ extension DNNL {
                     scratch.append(block)
                     afterwards.append((layout.reorder, stagedMem, tensorMem))
                 } else {
-                    guard run(layout.reorder, [dnnl_exec_arg_t(arg: Arg.src, memory: tensorMem),
-                                               dnnl_exec_arg_t(arg: Arg.dst, memory: stagedMem)]) else {
+                    guard
+                        run(
+                            layout.reorder,
+                            [
+                                dnnl_exec_arg_t(arg: Arg.src, memory: tensorMem),
+                                dnnl_exec_arg_t(arg: Arg.dst, memory: stagedMem),
+                            ])
+                    else {
                         HostAllocator.shared.release(block.0, size: block.1)
                         return false
                     }

@@ -28,7 +28,8 @@ enum DNNL {
             // LUCID_DNNL=0 turns oneDNN off (the BLAS and im2col paths then serve everything).
             if let v = environmentValue("LUCID_DNNL"), ["0", "false", "off", "no"].contains(v.lowercased()) { return nil }
             guard dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success,
-                  dnnl_stream_create(&stream, engine, UInt32(dnnl_stream_default_flags.rawValue)) == dnnl_success else {
+                dnnl_stream_create(&stream, engine, UInt32(dnnl_stream_default_flags.rawValue)) == dnnl_success
+            else {
                 return nil
             }
         }
@@ -138,8 +139,10 @@ enum DNNL {
     static let smallMatmulWork = 1 << 20
 
     /// Executes `prim` on `arguments` (index, layout, address) and waits for it.
-    static func execute(_ rt: Runtime, _ prim: Primitive,
-                        _ arguments: [(Int32, MemoryDesc, UnsafeMutableRawPointer)]) -> Bool {
+    static func execute(
+        _ rt: Runtime, _ prim: Primitive,
+        _ arguments: [(Int32, MemoryDesc, UnsafeMutableRawPointer)]
+    ) -> Bool {
         var args: [dnnl_exec_arg_t] = []
         defer { for a in args { dnnl_memory_destroy(a.memory) } }
         for (index, desc, address) in arguments {
@@ -188,31 +191,42 @@ enum DNNL {
     /// `out[i] = scale · a[i] @ b[i] (+ bias)` with the lock held: `a` [B|1, M, K] and `b`
     /// [B|1, K, N] of one dtype (any strides, batch stride 0 for a broadcast operand), `out`
     /// a contiguous [B, M, N] of float32 or a's dtype.
-    static func matmul(_ rt: Runtime, _ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, scale: Float,
-                       into out: TensorImpl) -> Bool {
+    static func matmul(
+        _ rt: Runtime, _ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, scale: Float,
+        into out: TensorImpl
+    ) -> Bool {
         guard let inType = dataType(a.dtype), let outType = dataType(out.dtype),
-              b.dtype == a.dtype, bias.map({ $0.dtype == out.dtype && $0.isContiguous }) ?? true,
-              out.numel > 0, a.shape[2] > 0 else { return false }
+            b.dtype == a.dtype, bias.map({ $0.dtype == out.dtype && $0.isContiguous }) ?? true,
+            out.numel > 0, a.shape[2] > 0
+        else { return false }
         let batch = out.shape[0], m = out.shape[1], n = out.shape[2], k = a.shape[2]
         // A batch stride of 0 is a broadcast operand: oneDNN takes it as batch size 1.
         let ba = a.strides[0] == 0 ? 1 : batch, bb = b.strides[0] == 0 ? 1 : batch
-        let key = Key(dtype: a.dtype, outType: out.dtype, bias: bias != nil, scale: scale, dims: [ba, bb, m, n, k],
-                      strides: [ba == 1 ? m * k : a.strides[0], a.strides[1], a.strides[2],
-                                bb == 1 ? k * n : b.strides[0], b.strides[1], b.strides[2]])
+        let key = Key(
+            dtype: a.dtype, outType: out.dtype, bias: bias != nil, scale: scale, dims: [ba, bb, m, n, k],
+            strides: [
+                ba == 1 ? m * k : a.strides[0], a.strides[1], a.strides[2],
+                bb == 1 ? k * n : b.strides[0], b.strides[1], b.strides[2],
+            ])
         guard let mm = matmulPrimitive(rt, key, inType, outType) else { return false }
-        var args = [(Arg.src, mm.src, HostBackend.address(a)), (Arg.weights, mm.weights, HostBackend.address(b)),
-                    (Arg.dst, mm.dst, HostBackend.address(out))]
+        var args = [
+            (Arg.src, mm.src, HostBackend.address(a)), (Arg.weights, mm.weights, HostBackend.address(b)),
+            (Arg.dst, mm.dst, HostBackend.address(out)),
+        ]
         if let bias, let md = mm.bias { args.append((Arg.bias, md, HostBackend.address(bias))) }
         return execute(rt, mm.primitive, args)
     }
 
-    private static func matmulPrimitive(_ rt: Runtime, _ key: Key, _ inType: dnnl_data_type_t,
-                                        _ outType: dnnl_data_type_t) -> Matmul? {
+    private static func matmulPrimitive(
+        _ rt: Runtime, _ key: Key, _ inType: dnnl_data_type_t,
+        _ outType: dnnl_data_type_t
+    ) -> Matmul? {
         if let p = rt.matmuls[key] { return p }
         let (ba, bb, m, n, k) = (key.dims[0], key.dims[1], key.dims[2], key.dims[3], key.dims[4])
         guard let src = MemoryDesc([ba, m, k], strides: Array(key.strides[0..<3]), inType),
-              let wei = MemoryDesc([bb, k, n], strides: Array(key.strides[3..<6]), inType),
-              let dst = MemoryDesc([max(ba, bb), m, n], strides: [m * n, n, 1], outType) else { return nil }
+            let wei = MemoryDesc([bb, k, n], strides: Array(key.strides[3..<6]), inType),
+            let dst = MemoryDesc([max(ba, bb), m, n], strides: [m * n, n, 1], outType)
+        else { return nil }
         let bias = key.bias ? MemoryDesc([1, 1, n], strides: [n, n, 1], outType) : nil
         if key.bias && bias == nil { return nil }
         // The scale multiplies the float32 accumulator before it is rounded to the output
@@ -226,8 +240,9 @@ enum DNNL {
         }
         if key.scale != 1 {
             guard dnnl_primitive_attr_create(&attr) == dnnl_success, dnnl_post_ops_create(&postOps) == dnnl_success,
-                  dnnl_post_ops_append_eltwise(postOps, dnnl_eltwise_linear, key.scale, 0) == dnnl_success,
-                  dnnl_primitive_attr_set_post_ops(attr, postOps) == dnnl_success else { return nil }
+                dnnl_post_ops_append_eltwise(postOps, dnnl_eltwise_linear, key.scale, 0) == dnnl_success,
+                dnnl_primitive_attr_set_post_ops(attr, postOps) == dnnl_success
+            else { return nil }
         }
         // A small product is built for one thread: waking the pool's threads (a system call
         // each under a passive wait policy) takes longer than the product itself.
@@ -237,7 +252,8 @@ enum DNNL {
         defer { if single { lucid_dnnl_set_num_threads(threads) } }
         var pd: dnnl_primitive_desc_t?
         guard dnnl_matmul_primitive_desc_create(&pd, rt.engine, src.md, wei.md, bias?.md, dst.md, attr) == dnnl_success,
-              let prim = Primitive.make(from: pd) else { return nil }
+            let prim = Primitive.make(from: pd)
+        else { return nil }
         let built = Matmul(prim, src, wei, dst, bias)
         keep(built, as: key, in: &rt.matmuls)
         return built
@@ -271,11 +287,12 @@ extension DNNL {
     /// false when oneDNN does not take it (then nothing was written).
     static func unary(_ op: UnaryKernel, _ a: TensorImpl, into out: TensorImpl) -> Bool {
         guard (op != .gelu && op != .geluTanh) || a.dtype == .float32,
-              let rt = runtime, let (alg, alpha) = algorithm(op), let type = dataType(a.dtype), a.dtype == out.dtype,
-              a.isContiguous, out.isContiguous, a.numel >= minEltwiseCount,
-              // oneDNN's exp turns NaN into inf and its gelu +inf into NaN: tensors holding either
-              // take the host loops, so that a value's result does not depend on its tensor's size.
-              !HostBackend.containsNonFinite(a) else { return false }
+            let rt = runtime, let (alg, alpha) = algorithm(op), let type = dataType(a.dtype), a.dtype == out.dtype,
+            a.isContiguous, out.isContiguous, a.numel >= minEltwiseCount,
+            // oneDNN's exp turns NaN into inf and its gelu +inf into NaN: tensors holding either
+            // take the host loops, so that a value's result does not depend on its tensor's size.
+            !HostBackend.containsNonFinite(a)
+        else { return false }
         let n = a.numel
         return rt.locked { () -> Bool in
             guard let md = MemoryDesc([n], strides: [1], type) else { return false }
@@ -283,9 +300,12 @@ extension DNNL {
             var prim = rt.eltwise[key]
             if prim == nil {
                 var pd: dnnl_primitive_desc_t?
-                guard dnnl_eltwise_forward_primitive_desc_create(&pd, rt.engine, dnnl_forward_inference, alg, md.md, md.md,
-                                                                 alpha, 0, nil) == dnnl_success,
-                      let made = Primitive.make(from: pd) else { return false }
+                guard
+                    dnnl_eltwise_forward_primitive_desc_create(
+                        &pd, rt.engine, dnnl_forward_inference, alg, md.md, md.md,
+                        alpha, 0, nil) == dnnl_success,
+                    let made = Primitive.make(from: pd)
+                else { return false }
                 keep(made, as: key, in: &rt.eltwise)
                 prim = made
             }
@@ -300,8 +320,9 @@ extension DNNL {
     /// as the host loops' are, so no tensor needs turning away here.
     static func unaryBackward(_ op: UnaryKernel, x: TensorImpl, grad: TensorImpl, into gradIn: TensorImpl) -> Bool {
         guard op == .gelu || op == .geluTanh, x.dtype == .float32, let rt = runtime, let (alg, alpha) = algorithm(op), let type = dataType(x.dtype),
-              x.dtype == grad.dtype, x.dtype == gradIn.dtype, x.isContiguous, grad.isContiguous, gradIn.isContiguous,
-              x.numel >= minEltwiseCount else { return false }
+            x.dtype == grad.dtype, x.dtype == gradIn.dtype, x.isContiguous, grad.isContiguous, gradIn.isContiguous,
+            x.numel >= minEltwiseCount
+        else { return false }
         let n = x.numel
         return rt.locked { () -> Bool in
             guard let md = MemoryDesc([n], strides: [1], type) else { return false }
@@ -309,19 +330,29 @@ extension DNNL {
             var prim = rt.eltwise[key]
             if prim == nil {
                 var hint: dnnl_primitive_desc_t?
-                guard dnnl_eltwise_forward_primitive_desc_create(&hint, rt.engine, dnnl_forward_training, alg, md.md, md.md,
-                                                                 alpha, 0, nil) == dnnl_success, let hint else { return false }
+                guard
+                    dnnl_eltwise_forward_primitive_desc_create(
+                        &hint, rt.engine, dnnl_forward_training, alg, md.md, md.md,
+                        alpha, 0, nil) == dnnl_success, let hint
+                else { return false }
                 defer { dnnl_primitive_desc_destroy(hint) }
                 var pd: dnnl_primitive_desc_t?
-                guard dnnl_eltwise_backward_primitive_desc_create(&pd, rt.engine, alg, md.md, md.md, md.md, alpha, 0, hint,
-                                                                  nil) == dnnl_success,
-                      let made = Primitive.make(from: pd) else { return false }
+                guard
+                    dnnl_eltwise_backward_primitive_desc_create(
+                        &pd, rt.engine, alg, md.md, md.md, md.md, alpha, 0, hint,
+                        nil) == dnnl_success,
+                    let made = Primitive.make(from: pd)
+                else { return false }
                 keep(made, as: key, in: &rt.eltwise)
                 prim = made
             }
             guard let prim else { return false }
-            return execute(rt, prim, [(Arg.src, md, HostBackend.address(x)), (Arg.diffDst, md, HostBackend.address(grad)),
-                                      (Arg.diffSrc, md, HostBackend.address(gradIn))])
+            return execute(
+                rt, prim,
+                [
+                    (Arg.src, md, HostBackend.address(x)), (Arg.diffDst, md, HostBackend.address(grad)),
+                    (Arg.diffSrc, md, HostBackend.address(gradIn)),
+                ])
         }
     }
 }
@@ -347,21 +378,28 @@ extension DNNL {
     }
 
     /// The primitive and memory descriptors of a softmax oneDNN takes (the lock held), or nil.
-    private static func softmaxPlan(_ rt: Runtime, _ x: TensorImpl, axis: Int, log: Bool,
-                                    into out: TensorImpl) -> (Primitive, MemoryDesc, MemoryDesc)? {
+    private static func softmaxPlan(
+        _ rt: Runtime, _ x: TensorImpl, axis: Int, log: Bool,
+        into out: TensorImpl
+    ) -> (Primitive, MemoryDesc, MemoryDesc)? {
         guard let type = dataType(x.dtype), let outType = dataType(out.dtype), x.shape == out.shape,
-              x.isContiguous, out.isContiguous, x.numel > 0, x.ndim <= 12 else { return nil }
+            x.isContiguous, out.isContiguous, x.numel > 0, x.ndim <= 12
+        else { return nil }
         let key = SoftmaxKey(shape: x.shape, axis: axis, log: log, dtype: x.dtype, outType: out.dtype)
         let strides = Shape.contiguousStrides(x.shape)
         guard let md = MemoryDesc(x.shape, strides: strides, type),
-              let outMD = MemoryDesc(x.shape, strides: strides, outType) else { return nil }
+            let outMD = MemoryDesc(x.shape, strides: strides, outType)
+        else { return nil }
         var prim = rt.softmax[key]
         if prim == nil {
             var pd: dnnl_primitive_desc_t?
-            guard dnnl_softmax_forward_primitive_desc_create(&pd, rt.engine, dnnl_forward_inference,
-                                                             log ? dnnl_softmax_log : dnnl_softmax_accurate,
-                                                             md.md, outMD.md, Int32(axis), nil) == dnnl_success,
-                  let made = Primitive.make(from: pd) else { return nil }
+            guard
+                dnnl_softmax_forward_primitive_desc_create(
+                    &pd, rt.engine, dnnl_forward_inference,
+                    log ? dnnl_softmax_log : dnnl_softmax_accurate,
+                    md.md, outMD.md, Int32(axis), nil) == dnnl_success,
+                let made = Primitive.make(from: pd)
+            else { return nil }
             keep(made, as: key, in: &rt.softmax)
             prim = made
         }
@@ -381,17 +419,21 @@ extension DNNL {
     /// are float32; the scores of a few batch entries at a time stay in cache between the
     /// three steps. False when it fails (then `out` may hold partial results); `takesAttention`
     /// says beforehand whether oneDNN takes the problem.
-    static func attention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, scale: Float, causal: Bool,
-                          weights: TensorImpl?, into out: TensorImpl) -> Bool {
+    static func attention(
+        _ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, scale: Float, causal: Bool,
+        weights: TensorImpl?, into out: TensorImpl
+    ) -> Bool {
         guard let rt = runtime, takesAttention(q, k, v, weights: weights, into: out) else { return false }
         let batch = q.shape[0], l = q.shape[1], s = k.shape[1]
         let chunk = max(1, min(batch, attentionChunkBytes / max(1, l * s * 4)))
         guard let scores = try? TensorImpl.empty([chunk, l, s], dtype: .float32, on: out.backend),
-              let probs = try? weights ?? TensorImpl.empty([chunk, l, s], dtype: q.dtype, on: out.backend) else { return false }
+            let probs = try? weights ?? TensorImpl.empty([chunk, l, s], dtype: q.dtype, on: out.backend)
+        else { return false }
         func slice(_ t: TensorImpl, _ start: Int, _ count: Int, _ transposed: Bool = false) -> TensorImpl {
             let st = t.strides, sh = t.shape
-            return t.view(shape: transposed ? [count, sh[2], sh[1]] : [count, sh[1], sh[2]],
-                          strides: transposed ? [st[0], st[2], st[1]] : st, offset: t.offset + start * st[0])
+            return t.view(
+                shape: transposed ? [count, sh[2], sh[1]] : [count, sh[1], sh[2]],
+                strides: transposed ? [st[0], st[2], st[1]] : st, offset: t.offset + start * st[0])
         }
         return rt.locked { () -> Bool in
             var start = 0
@@ -403,7 +445,8 @@ extension DNNL {
                 else { return false }
                 if causal { maskFuture(sc) }
                 guard softmax(rt, sc, axis: 2, log: false, into: p),
-                      matmul(rt, p, slice(v, start, count), bias: nil, scale: 1, into: slice(out, start, count)) else { return false }
+                    matmul(rt, p, slice(v, start, count), bias: nil, scale: 1, into: slice(out, start, count))
+                else { return false }
                 start += count
             }
             return true
@@ -412,10 +455,13 @@ extension DNNL {
 
     /// Whether `attention` takes this problem: one dtype oneDNN has, contiguous results, no
     /// empty dimension.
-    static func takesAttention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, weights: TensorImpl?,
-                               into out: TensorImpl) -> Bool {
+    static func takesAttention(
+        _ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, weights: TensorImpl?,
+        into out: TensorImpl
+    ) -> Bool {
         guard runtime != nil, dataType(q.dtype) != nil, k.dtype == q.dtype, v.dtype == q.dtype, out.dtype == q.dtype,
-              out.isContiguous, weights.map({ $0.isContiguous && $0.dtype == q.dtype }) ?? true else { return false }
+            out.isContiguous, weights.map({ $0.isContiguous && $0.dtype == q.dtype }) ?? true
+        else { return false }
         return [q.shape[0], q.shape[1], q.shape[2], k.shape[1], v.shape[2]].allSatisfy { $0 > 0 }
     }
 

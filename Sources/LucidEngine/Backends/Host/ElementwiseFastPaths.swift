@@ -86,8 +86,10 @@ enum FloatFastPath {
     // ones, which run them on widened blocks.
 
     @inline(__always)
-    static func binary(_ op: BinaryKernel, _ x: UnsafePointer<Float>, _ y: UnsafePointer<Float>,
-                       _ o: UnsafeMutablePointer<Float>, _ n: Int) {
+    static func binary(
+        _ op: BinaryKernel, _ x: UnsafePointer<Float>, _ y: UnsafePointer<Float>,
+        _ o: UnsafeMutablePointer<Float>, _ n: Int
+    ) {
         switch op {
         case .add: for i in 0..<n { o[i] = x[i] + y[i] }
         case .sub: for i in 0..<n { o[i] = x[i] - y[i] }
@@ -124,8 +126,10 @@ enum FloatFastPath {
     }
 
     @inline(__always)
-    static func binary(_ op: BinaryKernel, _ x: UnsafePointer<Float>, scalar s: Float, scalarFirst: Bool,
-                       _ o: UnsafeMutablePointer<Float>, _ n: Int) {
+    static func binary(
+        _ op: BinaryKernel, _ x: UnsafePointer<Float>, scalar s: Float, scalarFirst: Bool,
+        _ o: UnsafeMutablePointer<Float>, _ n: Int
+    ) {
         switch (op, scalarFirst) {
         case (.add, _): for i in 0..<n { o[i] = x[i] + s }
         case (.mul, _): for i in 0..<n { o[i] = x[i] * s }
@@ -154,8 +158,10 @@ enum FloatFastPath {
     }
 
     @inline(__always)
-    static func unaryBackward(_ op: UnaryKernel, _ x: UnsafePointer<Float>, _ y: UnsafePointer<Float>,
-                              _ g: UnsafePointer<Float>, _ o: UnsafeMutablePointer<Float>, _ n: Int) {
+    static func unaryBackward(
+        _ op: UnaryKernel, _ x: UnsafePointer<Float>, _ y: UnsafePointer<Float>,
+        _ g: UnsafePointer<Float>, _ o: UnsafeMutablePointer<Float>, _ n: Int
+    ) {
         switch op {
         case .relu: for i in 0..<n { o[i] = x[i] > 0 ? g[i] : 0 * g[i] }
         case .neg: for i in 0..<n { o[i] = -g[i] }
@@ -195,9 +201,11 @@ enum BFloat16Elementwise {
 
     /// Runs `body` on float32 blocks of up to three widened inputs and one output.
     @inline(__always)
-    private static func blocks(_ n: Int, _ inputs: (UnsafePointer<UInt16>, UnsafePointer<UInt16>?, UnsafePointer<UInt16>?),
-                               _ out: UnsafeMutablePointer<UInt16>,
-                               _ body: (UnsafePointer<Float>, UnsafePointer<Float>, UnsafePointer<Float>, UnsafeMutablePointer<Float>, Int) -> Void) {
+    private static func blocks(
+        _ n: Int, _ inputs: (UnsafePointer<UInt16>, UnsafePointer<UInt16>?, UnsafePointer<UInt16>?),
+        _ out: UnsafeMutablePointer<UInt16>,
+        _ body: (UnsafePointer<Float>, UnsafePointer<Float>, UnsafePointer<Float>, UnsafeMutablePointer<Float>, Int) -> Void
+    ) {
         HostThreads.forEachRange(n) { r in
             withUnsafeTemporaryAllocation(of: Float.self, capacity: 4 * block) { buf in
                 let a = buf.baseAddress!, b = a + block, c = b + block, o = c + block
@@ -236,7 +244,6 @@ enum BFloat16Elementwise {
     }
 }
 
-
 /// Comparisons and selections over a contiguous output whose operands are each contiguous
 /// of the output's shape or one broadcast value (all strides 0, as a scalar operand is):
 /// plain loops the compiler vectorises, on up to `HostThreads.current` threads.
@@ -251,7 +258,8 @@ enum DenseFastPath {
 
     static func compare(_ op: CompareKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl) -> Bool {
         guard a.dtype == .float32, b.dtype == .float32, out.isContiguous, out.numel > 0,
-              let sa = layout(a, out), let sb = layout(b, out), !(sa && sb) else { return false }
+            let sa = layout(a, out), let sb = layout(b, out), !(sa && sb)
+        else { return false }
         let pa = UnsafePointer(FloatFastPath.pointer(a)), pb = UnsafePointer(FloatFastPath.pointer(b))
         let po = HostBackend.address(out).assumingMemoryBound(to: UInt8.self)
         HostThreads.forEachRange(out.numel) { r in
@@ -269,8 +277,10 @@ enum DenseFastPath {
     }
 
     @inline(__always)
-    private static func run(_ pa: UnsafePointer<Float>, _ pb: UnsafePointer<Float>, _ sa: Bool, _ sb: Bool,
-                            _ po: UnsafeMutablePointer<UInt8>, _ r: Range<Int>, _ test: (Float, Float) -> Bool) {
+    private static func run(
+        _ pa: UnsafePointer<Float>, _ pb: UnsafePointer<Float>, _ sa: Bool, _ sb: Bool,
+        _ po: UnsafeMutablePointer<UInt8>, _ r: Range<Int>, _ test: (Float, Float) -> Bool
+    ) {
         switch (sa, sb) {
         case (false, false): for i in r { po[i] = test(pa[i], pb[i]) ? 1 : 0 }
         case (false, true): let y = pb[0]; for i in r { po[i] = test(pa[i], y) ? 1 : 0 }
@@ -280,7 +290,8 @@ enum DenseFastPath {
 
     static func select(_ cond: TensorImpl, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl) -> Bool {
         guard cond.shape == out.shape, cond.isContiguous, out.isContiguous, out.numel > 0, a.dtype == out.dtype,
-              b.dtype == out.dtype, let sa = layout(a, out), let sb = layout(b, out) else { return false }
+            b.dtype == out.dtype, let sa = layout(a, out), let sb = layout(b, out)
+        else { return false }
         switch out.dtype.itemSize {
         case 4: select(UInt32.self, cond, a, b, sa, sb, out)
         case 2: select(UInt16.self, cond, a, b, sa, sb, out)
@@ -291,8 +302,10 @@ enum DenseFastPath {
     }
 
     /// The selection as a copy of `T`-sized bit patterns (every dtype of that size alike).
-    private static func select<T: FixedWidthInteger>(_: T.Type, _ cond: TensorImpl, _ a: TensorImpl, _ b: TensorImpl,
-                                                     _ sa: Bool, _ sb: Bool, _ out: TensorImpl) {
+    private static func select<T: FixedWidthInteger>(
+        _: T.Type, _ cond: TensorImpl, _ a: TensorImpl, _ b: TensorImpl,
+        _ sa: Bool, _ sb: Bool, _ out: TensorImpl
+    ) {
         let pc = UnsafePointer(HostBackend.address(cond).assumingMemoryBound(to: UInt8.self))
         let pa = UnsafePointer(HostBackend.address(a).assumingMemoryBound(to: T.self))
         let pb = UnsafePointer(HostBackend.address(b).assumingMemoryBound(to: T.self))

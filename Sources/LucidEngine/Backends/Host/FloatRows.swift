@@ -48,7 +48,14 @@ enum FloatRows {
     @inline(__always)
     static func squaredDeviations(_ x: UnsafePointer<Float>, _ n: Int, _ m: Float) -> Double {
         let mv = SIMD8<Float>(repeating: m)
-        return total(n, { i in let d = load(x, i) - mv; return d * d }, { i in let d = x[i] - m; return d * d })
+        return total(
+            n,
+            { i in
+                let d = load(x, i) - mv; return d * d
+            },
+            { i in
+                let d = x[i] - m; return d * d
+            })
     }
 
     /// Σ a[i]·b[i].
@@ -59,8 +66,10 @@ enum FloatRows {
 
     /// out[i] = (x[i] - m)·r·w[i] + b[i], w and b optional (per element).
     @inline(__always)
-    static func normalize(_ x: UnsafePointer<Float>, _ n: Int, _ m: Float, _ r: Float, _ w: UnsafePointer<Float>?,
-                          _ b: UnsafePointer<Float>?, _ out: UnsafeMutablePointer<Float>) {
+    static func normalize(
+        _ x: UnsafePointer<Float>, _ n: Int, _ m: Float, _ r: Float, _ w: UnsafePointer<Float>?,
+        _ b: UnsafePointer<Float>?, _ out: UnsafeMutablePointer<Float>
+    ) {
         let mv = SIMD8<Float>(repeating: m), rv = SIMD8<Float>(repeating: r)
         let whole = n & ~7
         var i = 0
@@ -84,9 +93,11 @@ enum FloatRows {
     /// dx = r·(gy - Σgy/n - x̂·Σ(gy·x̂)/n). Also adds g·x̂ into dw and g into db when given
     /// (column sums over rows, per thread).
     @inline(__always)
-    static func backwardRow(_ g: UnsafePointer<Float>, _ x: UnsafePointer<Float>, _ n: Int, _ m: Float, _ r: Float,
-                            _ w: UnsafePointer<Float>?, _ dx: UnsafeMutablePointer<Float>,
-                            _ dw: UnsafeMutablePointer<Float>?, _ db: UnsafeMutablePointer<Float>?) {
+    static func backwardRow(
+        _ g: UnsafePointer<Float>, _ x: UnsafePointer<Float>, _ n: Int, _ m: Float, _ r: Float,
+        _ w: UnsafePointer<Float>?, _ dx: UnsafeMutablePointer<Float>,
+        _ dw: UnsafeMutablePointer<Float>?, _ db: UnsafeMutablePointer<Float>?
+    ) {
         let mv = SIMD8<Float>(repeating: m), rv = SIMD8<Float>(repeating: r)
         let whole = n & ~7
         // Σgy and Σgy·x̂ in one pass.
@@ -136,8 +147,10 @@ enum FloatRows {
 extension FloatRows {
     /// out[i] = (x[i] - m)·r·w + b for one channel's run (w and b scalars).
     @inline(__always)
-    static func normalize(_ x: UnsafePointer<Float>, _ n: Int, _ m: Float, _ r: Float, scale w: Float, shift b: Float,
-                          _ out: UnsafeMutablePointer<Float>) {
+    static func normalize(
+        _ x: UnsafePointer<Float>, _ n: Int, _ m: Float, _ r: Float, scale w: Float, shift b: Float,
+        _ out: UnsafeMutablePointer<Float>
+    ) {
         let mv = SIMD8<Float>(repeating: m), rv = SIMD8<Float>(repeating: r)
         let wv = SIMD8<Float>(repeating: w), bv = SIMD8<Float>(repeating: b)
         let whole = n & ~7
@@ -148,8 +161,10 @@ extension FloatRows {
 
     /// (Σg, Σg·x̂) over one run, x̂ = (x - m)·r.
     @inline(__always)
-    static func gradientSums(_ g: UnsafePointer<Float>, _ x: UnsafePointer<Float>, _ n: Int, _ m: Float,
-                             _ r: Float) -> (Double, Double) {
+    static func gradientSums(
+        _ g: UnsafePointer<Float>, _ x: UnsafePointer<Float>, _ n: Int, _ m: Float,
+        _ r: Float
+    ) -> (Double, Double) {
         let mv = SIMD8<Float>(repeating: m), rv = SIMD8<Float>(repeating: r)
         let sg = total(n, { load(g, $0) }, { g[$0] })
         let sgx = total(n, { i in load(g, i) * ((load(x, i) - mv) * rv) }, { i in g[i] * ((x[i] - m) * r) })
@@ -158,8 +173,10 @@ extension FloatRows {
 
     /// dx[i] = r·(g[i]·w - c1 - x̂[i]·c2) for one run.
     @inline(__always)
-    static func channelInputGradient(_ g: UnsafePointer<Float>, _ x: UnsafePointer<Float>, _ n: Int, _ m: Float,
-                                     _ r: Float, _ w: Float, _ c1: Float, _ c2: Float, _ dx: UnsafeMutablePointer<Float>) {
+    static func channelInputGradient(
+        _ g: UnsafePointer<Float>, _ x: UnsafePointer<Float>, _ n: Int, _ m: Float,
+        _ r: Float, _ w: Float, _ c1: Float, _ c2: Float, _ dx: UnsafeMutablePointer<Float>
+    ) {
         let mv = SIMD8<Float>(repeating: m), rv = SIMD8<Float>(repeating: r), wv = SIMD8<Float>(repeating: w)
         let c1v = SIMD8<Float>(repeating: c1), c2v = SIMD8<Float>(repeating: c2)
         let whole = n & ~7
@@ -175,8 +192,10 @@ extension FloatRows {
 extension FloatRows {
     /// One row of the softmax backward: dx = y·(g - Σg·y), or for log-softmax dx = g - exp(y)·Σg.
     @inline(__always)
-    static func softmaxBackwardRow(_ g: UnsafePointer<Float>, _ y: UnsafePointer<Float>, _ n: Int, log: Bool,
-                                   _ dx: UnsafeMutablePointer<Float>) {
+    static func softmaxBackwardRow(
+        _ g: UnsafePointer<Float>, _ y: UnsafePointer<Float>, _ n: Int, log: Bool,
+        _ dx: UnsafeMutablePointer<Float>
+    ) {
         let whole = n & ~7
         if log {
             // y is a log-probability (≤ 0), where FastMath's exp serves: the C loop computes

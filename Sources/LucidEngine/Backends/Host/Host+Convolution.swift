@@ -3,13 +3,15 @@
 extension HostBackend: ConvolutionKernels, DirectConvolutionKernels {
     /// Whether oneDNN takes this pass: `tensors` are all its operands, `bias` whether a
     /// forward adds one.
-    static func takesConvolution(_ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, _ tensors: [TensorImpl],
-                                 bias: Bool) -> Bool {
-#if canImport(CDNNL)
+    static func takesConvolution(
+        _ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, _ tensors: [TensorImpl],
+        bias: Bool
+    ) -> Bool {
+        #if canImport(CDNNL)
         return DNNL.takesConvolution(pass, problem, tensors, bias: bias)
-#else
+        #else
         return false
-#endif
+        #endif
     }
 
     func im2col(_ x: TensorImpl, _ g: WindowGeometry, into cols: TensorImpl) {
@@ -20,9 +22,11 @@ extension HostBackend: ConvolutionKernels, DirectConvolutionKernels {
         dispatch(x.dtype, Col2Im(cols: cols, g: g, x: x))
     }
 
-    func convolution(_ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?, weight: TensorImpl?,
-                     bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) throws {
-#if canImport(CDNNL)
+    func convolution(
+        _ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?, weight: TensorImpl?,
+        bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl
+    ) throws {
+        #if canImport(CDNNL)
         // oneDNN's argument indices: SRC 1, WEIGHTS 33, BIAS 41, DST 17, DIFF_SRC 129,
         // DIFF_WEIGHTS 161, DIFF_DST 145.
         var args: [(Int32, TensorImpl)]
@@ -43,7 +47,7 @@ extension HostBackend: ConvolutionKernels, DirectConvolutionKernels {
             args = [(DNNL.Arg.src, x), (DNNL.Arg.diffDst, gradOut), (DNNL.Arg.diffWeights, out)]
         }
         if DNNL.convolution(pass, problem, args) { return }
-#endif
+        #endif
         throw LucidError.runtime("convolution: oneDNN did not run a \(pass) pass it had taken for \(problem)")
     }
 }

@@ -25,18 +25,18 @@ extension HostBackend: ElementwiseKernels, FusedElementwiseKernels {
     }
 
     func unary(_ op: UnaryKernel, _ a: TensorImpl, into out: TensorImpl) {
-#if canImport(CDNNL)
+        #if canImport(CDNNL)
         if DNNL.unary(op, a, into: out) { return }
-#endif
+        #endif
         if FloatFastPath.applies(out, a) { return FloatFastPath.unary(op, a, out) }
         if BFloat16Elementwise.applies(out, a) { return BFloat16Elementwise.unary(op, a, out) }
         dispatch(out.dtype, UnaryElementKernel(op: op, a: a, out: out))
     }
 
     func unaryBackward(_ op: UnaryKernel, x: TensorImpl, y: TensorImpl, grad: TensorImpl, into gradIn: TensorImpl) {
-#if canImport(CDNNL)
+        #if canImport(CDNNL)
         if DNNL.unaryBackward(op, x: x, grad: grad, into: gradIn) { return }
-#endif
+        #endif
         if FloatFastPath.applies(gradIn, x, y) && FloatFastPath.applies(gradIn, grad) {
             return FloatFastPath.unaryBackward(op, x: x, y: y, grad: grad, gradIn)
         }
@@ -109,8 +109,10 @@ private func binaryDouble(_ op: BinaryKernel, _ x: Double, _ y: Double) -> Doubl
         let d = -Swift.abs(x - y)
         return op == .logaddexp ? m + log1p(exp(d)) : m + log1p(exp2(d)) / SpecialMath.ln2
     case .fmod: return fmod(x, y)
-    case .chebyshevPolynomialT, .chebyshevPolynomialU, .chebyshevPolynomialV, .chebyshevPolynomialW, .shiftedChebyshevPolynomialT, .shiftedChebyshevPolynomialU,
-         .shiftedChebyshevPolynomialV, .shiftedChebyshevPolynomialW, .hermitePolynomialH, .hermitePolynomialHe, .laguerrePolynomialL, .legendrePolynomialP:
+    case .chebyshevPolynomialT, .chebyshevPolynomialU, .chebyshevPolynomialV, .chebyshevPolynomialW, .shiftedChebyshevPolynomialT,
+        .shiftedChebyshevPolynomialU,
+        .shiftedChebyshevPolynomialV, .shiftedChebyshevPolynomialW, .hermitePolynomialH, .hermitePolynomialHe, .laguerrePolynomialL,
+        .legendrePolynomialP:
         return SpecialMath.polynomial(op, x, y)
     case .remainder:
         // x - floor(x / y)·y, as the remainder of the truncating fmod moved to y's sign.
@@ -207,22 +209,63 @@ private struct BinaryTensorKernel: ElementVisitor {
         let po = HostBackend.address(out).assumingMemoryBound(to: E.Stored.self)
         let loop = StridedLoop(shape: out.shape, strides: [a.strides, b.strides, out.strides])
         switch op {
-        case .add: run(loop, pa, pb, po, E.self) { $0 + $1 } int: { $0 &+ $1 }
-        case .sub: run(loop, pa, pb, po, E.self) { $0 - $1 } int: { $0 &- $1 }
-        case .mul: run(loop, pa, pb, po, E.self) { $0 * $1 } int: { $0 &* $1 }
-        case .div: run(loop, pa, pb, po, E.self) { $0 / $1 } int: { applyInt(.div, $0, $1) }
-        case .pow: run(loop, pa, pb, po, E.self) { E.Real.pow($0, $1) } int: { integerPower($0, $1) }
-        case .maximum: run(loop, pa, pb, po, E.self) { applyBinary(.maximum, $0, $1) } int: { Swift.max($0, $1) }
-        case .minimum: run(loop, pa, pb, po, E.self) { applyBinary(.minimum, $0, $1) } int: { Swift.min($0, $1) }
+        case .add:
+            run(loop, pa, pb, po, E.self) {
+                $0 + $1
+            } int: {
+                $0 &+ $1
+            }
+        case .sub:
+            run(loop, pa, pb, po, E.self) {
+                $0 - $1
+            } int: {
+                $0 &- $1
+            }
+        case .mul:
+            run(loop, pa, pb, po, E.self) {
+                $0 * $1
+            } int: {
+                $0 &* $1
+            }
+        case .div:
+            run(loop, pa, pb, po, E.self) {
+                $0 / $1
+            } int: {
+                applyInt(.div, $0, $1)
+            }
+        case .pow:
+            run(loop, pa, pb, po, E.self) {
+                E.Real.pow($0, $1)
+            } int: {
+                integerPower($0, $1)
+            }
+        case .maximum:
+            run(loop, pa, pb, po, E.self) {
+                applyBinary(.maximum, $0, $1)
+            } int: {
+                Swift.max($0, $1)
+            }
+        case .minimum:
+            run(loop, pa, pb, po, E.self) {
+                applyBinary(.minimum, $0, $1)
+            } int: {
+                Swift.min($0, $1)
+            }
         default:
-            run(loop, pa, pb, po, E.self) { applyBinary(op, $0, $1) } int: { applyInt(op, $0, $1) }
+            run(loop, pa, pb, po, E.self) {
+                applyBinary(op, $0, $1)
+            } int: {
+                applyInt(op, $0, $1)
+            }
         }
     }
 
     @inline(__always)
-    private func run<E: HostElement>(_ loop: StridedLoop, _ pa: UnsafePointer<E.Stored>, _ pb: UnsafePointer<E.Stored>,
-                                     _ po: UnsafeMutablePointer<E.Stored>, _: E.Type,
-                                     float f: (E.Real, E.Real) -> E.Real, int g: (Int64, Int64) -> Int64) {
+    private func run<E: HostElement>(
+        _ loop: StridedLoop, _ pa: UnsafePointer<E.Stored>, _ pb: UnsafePointer<E.Stored>,
+        _ po: UnsafeMutablePointer<E.Stored>, _: E.Type,
+        float f: (E.Real, E.Real) -> E.Real, int g: (Int64, Int64) -> Int64
+    ) {
         loop.forEachRun(bases: [0, 0, 0]) { o, n, s in
             var i = o[0], j = o[1], k = o[2]
             let sa = s[0], sb = s[1], so = s[2]
@@ -267,8 +310,9 @@ private struct UnaryElementKernel: ElementVisitor {
         loop.forEachRun(bases: [0, 0]) { o, n, s in
             // A run of contiguous float32 (a row of a slice, say) takes the vectorised loop.
             if E.Stored.self == Float.self, s[0] == 1, s[1] == 1 {
-                FloatFastPath.unary(op, UnsafeRawPointer(pa + o[0]).assumingMemoryBound(to: Float.self),
-                                    UnsafeMutableRawPointer(po + o[1]).assumingMemoryBound(to: Float.self), n)
+                FloatFastPath.unary(
+                    op, UnsafeRawPointer(pa + o[0]).assumingMemoryBound(to: Float.self),
+                    UnsafeMutableRawPointer(po + o[1]).assumingMemoryBound(to: Float.self), n)
                 return
             }
             var i = o[0], k = o[1]
@@ -294,8 +338,9 @@ private struct UnaryBackwardKernel: ElementVisitor {
                 func float(_ p: UnsafePointer<E.Stored>) -> UnsafePointer<Float> {
                     UnsafeRawPointer(p).assumingMemoryBound(to: Float.self)
                 }
-                FloatFastPath.unaryBackward(op, float(px + o[0]), float(py + o[1]), float(pg + o[2]),
-                                            UnsafeMutableRawPointer(po + o[3]).assumingMemoryBound(to: Float.self), n)
+                FloatFastPath.unaryBackward(
+                    op, float(px + o[0]), float(py + o[1]), float(pg + o[2]),
+                    UnsafeMutableRawPointer(po + o[3]).assumingMemoryBound(to: Float.self), n)
                 return
             }
             var i = o[0], j = o[1], l = o[2], k = o[3]

@@ -1,7 +1,9 @@
 /// Host gathers, scatter-adds and the positions of true elements.
 extension HostBackend: IndexingKernels, PlacementKernels {
-    func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl,
-                outOfRange: @escaping @Sendable (Int64) -> LucidError) throws {
+    func gather(
+        _ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl,
+        outOfRange: @escaping @Sendable (Int64) -> LucidError
+    ) throws {
         if let bad = dispatch(a.dtype, GatherKernel(a: a, dim: dim, index: index, out: out)) { throw outOfRange(bad) }
     }
 
@@ -36,8 +38,10 @@ extension HostBackend: IndexingKernels, PlacementKernels {
 
 /// Moves elements between rows of a contiguous tensor and the places in `storage`'s memory
 /// that `put` and `take` describe, as raw elements of the dtype's size.
-private func moveRows(_ storage: TensorImpl, _ offsets: [Int], _ shape: [Int], _ strides: [Int], _ rows: TensorImpl,
-                      toStorage: Bool) {
+private func moveRows(
+    _ storage: TensorImpl, _ offsets: [Int], _ shape: [Int], _ strides: [Int], _ rows: TensorImpl,
+    toStorage: Bool
+) {
     switch storage.dtype.itemSize {
     case 1: moveRows(UInt8.self, storage, offsets, shape, strides, rows, toStorage)
     case 2: moveRows(UInt16.self, storage, offsets, shape, strides, rows, toStorage)
@@ -46,8 +50,10 @@ private func moveRows(_ storage: TensorImpl, _ offsets: [Int], _ shape: [Int], _
     }
 }
 
-private func moveRows<T>(_: T.Type, _ storage: TensorImpl, _ offsets: [Int], _ shape: [Int], _ strides: [Int],
-                         _ rows: TensorImpl, _ toStorage: Bool) {
+private func moveRows<T>(
+    _: T.Type, _ storage: TensorImpl, _ offsets: [Int], _ shape: [Int], _ strides: [Int],
+    _ rows: TensorImpl, _ toStorage: Bool
+) {
     let memory = HostBackend.base(of: storage.storage.buffer).assumingMemoryBound(to: T.self)
     let row = HostBackend.address(rows).assumingMemoryBound(to: T.self)
     if shape.isEmpty {  // one element a row: a mask's or an index's positions

@@ -1,23 +1,37 @@
 /// The real types LAPACK factors: float32 and float64, column-major (see `LAPACK+OpenBLAS` and
 /// `LAPACK+Accelerate`). Each routine returns LAPACK's `info`.
 protocol LAPACKReal: HostReal {
-    static func getrf(_ m: Int32, _ n: Int32, _ a: UnsafeMutablePointer<Self>, _ lda: Int32,
-                      _ ipiv: UnsafeMutablePointer<Int32>) -> Int32
-    static func trtrs(upper: Bool, transpose: Bool, unit: Bool, _ n: Int32, _ nrhs: Int32, _ a: UnsafeMutablePointer<Self>,
-                      _ lda: Int32, _ b: UnsafeMutablePointer<Self>, _ ldb: Int32) -> Int32
+    static func getrf(
+        _ m: Int32, _ n: Int32, _ a: UnsafeMutablePointer<Self>, _ lda: Int32,
+        _ ipiv: UnsafeMutablePointer<Int32>
+    ) -> Int32
+    static func trtrs(
+        upper: Bool, transpose: Bool, unit: Bool, _ n: Int32, _ nrhs: Int32, _ a: UnsafeMutablePointer<Self>,
+        _ lda: Int32, _ b: UnsafeMutablePointer<Self>, _ ldb: Int32
+    ) -> Int32
     static func potrf(upper: Bool, _ n: Int32, _ a: UnsafeMutablePointer<Self>, _ lda: Int32) -> Int32
-    static func syevd(vectors: Bool, upper: Bool, _ n: Int32, _ a: UnsafeMutablePointer<Self>, _ lda: Int32,
-                      _ w: UnsafeMutablePointer<Self>) -> Int32
-    static func gesdd(job: Character, _ m: Int32, _ n: Int32, _ a: UnsafeMutablePointer<Self>, _ lda: Int32,
-                      _ s: UnsafeMutablePointer<Self>, _ u: UnsafeMutablePointer<Self>, _ ldu: Int32,
-                      _ vt: UnsafeMutablePointer<Self>, _ ldvt: Int32) -> Int32
-    static func geqrf(_ m: Int32, _ n: Int32, _ a: UnsafeMutablePointer<Self>, _ lda: Int32,
-                      _ tau: UnsafeMutablePointer<Self>) -> Int32
-    static func orgqr(_ m: Int32, _ n: Int32, _ k: Int32, _ a: UnsafeMutablePointer<Self>, _ lda: Int32,
-                      _ tau: UnsafeMutablePointer<Self>) -> Int32
+    static func syevd(
+        vectors: Bool, upper: Bool, _ n: Int32, _ a: UnsafeMutablePointer<Self>, _ lda: Int32,
+        _ w: UnsafeMutablePointer<Self>
+    ) -> Int32
+    static func gesdd(
+        job: Character, _ m: Int32, _ n: Int32, _ a: UnsafeMutablePointer<Self>, _ lda: Int32,
+        _ s: UnsafeMutablePointer<Self>, _ u: UnsafeMutablePointer<Self>, _ ldu: Int32,
+        _ vt: UnsafeMutablePointer<Self>, _ ldvt: Int32
+    ) -> Int32
+    static func geqrf(
+        _ m: Int32, _ n: Int32, _ a: UnsafeMutablePointer<Self>, _ lda: Int32,
+        _ tau: UnsafeMutablePointer<Self>
+    ) -> Int32
+    static func orgqr(
+        _ m: Int32, _ n: Int32, _ k: Int32, _ a: UnsafeMutablePointer<Self>, _ lda: Int32,
+        _ tau: UnsafeMutablePointer<Self>
+    ) -> Int32
     static func sytrf(_ n: Int32, _ a: UnsafeMutablePointer<Self>, _ lda: Int32, _ ipiv: UnsafeMutablePointer<Int32>) -> Int32
-    static func sytrs(_ n: Int32, _ nrhs: Int32, _ a: UnsafeMutablePointer<Self>, _ lda: Int32,
-                      _ ipiv: UnsafeMutablePointer<Int32>, _ b: UnsafeMutablePointer<Self>, _ ldb: Int32) -> Int32
+    static func sytrs(
+        _ n: Int32, _ nrhs: Int32, _ a: UnsafeMutablePointer<Self>, _ lda: Int32,
+        _ ipiv: UnsafeMutablePointer<Int32>, _ b: UnsafeMutablePointer<Self>, _ ldb: Int32
+    ) -> Int32
 }
 
 /// A batch of row-major matrices in host memory, element `R`: matrix `b` of a contiguous
@@ -78,13 +92,17 @@ extension HostBackend: LinalgKernels {
         }
     }
 
-    func triangularSolve(_ a: TensorImpl, _ b: TensorImpl, upper: Bool, transpose: Bool, unit: Bool,
-                         into x: TensorImpl) -> [Int32] {
+    func triangularSolve(
+        _ a: TensorImpl, _ b: TensorImpl, upper: Bool, transpose: Bool, unit: Bool,
+        into x: TensorImpl
+    ) -> [Int32] {
         real(a.dtype) { triangularSolve($0, a, b, upper, transpose, unit, x) }
     }
 
-    private func triangularSolve<R: LAPACKReal>(_: R.Type, _ a: TensorImpl, _ b: TensorImpl, _ upper: Bool,
-                                                _ transpose: Bool, _ unit: Bool, _ x: TensorImpl) -> [Int32] {
+    private func triangularSolve<R: LAPACKReal>(
+        _: R.Type, _ a: TensorImpl, _ b: TensorImpl, _ upper: Bool,
+        _ transpose: Bool, _ unit: Bool, _ x: TensorImpl
+    ) -> [Int32] {
         let am = Matrices<R>(a), bm = Matrices<R>(b), xm = Matrices<R>(x)
         let n = am.rows, k = bm.cols, ld = max(1, n)
         return columnScratch(R.self, ld * n) { abuf in
@@ -92,9 +110,12 @@ extension HostBackend: LinalgKernels {
                 (0..<a.shape[0]).map { i in
                     am.columns(i, into: abuf, ld: ld)
                     bm.columns(i, into: bbuf, ld: ld)
-                    let info = n == 0 || k == 0 ? 0
-                        : R.trtrs(upper: upper, transpose: transpose, unit: unit, Int32(n), Int32(k), abuf, Int32(ld),
-                                  bbuf, Int32(ld))
+                    let info =
+                        n == 0 || k == 0
+                        ? 0
+                        : R.trtrs(
+                            upper: upper, transpose: transpose, unit: unit, Int32(n), Int32(k), abuf, Int32(ld),
+                            bbuf, Int32(ld))
                     if info > 0 {
                         // trtrs leaves b as it was for a zero on the diagonal.
                         bm.columns(i, into: bbuf, ld: ld)
@@ -110,8 +131,10 @@ extension HostBackend: LinalgKernels {
     /// Triangular substitution over column-major `a` and `b` (leading dimension `ld`), in place
     /// in `b`: what trtrs declines for a zero on the diagonal, carried out with IEEE arithmetic
     /// (infinities and NaN), as a BLAS triangular solve gives them.
-    private static func substitute<R: LAPACKReal>(_ a: UnsafeMutablePointer<R>, _ b: UnsafeMutablePointer<R>, n: Int, k: Int,
-                                                  ld: Int, upper: Bool, transpose: Bool, unit: Bool) {
+    private static func substitute<R: LAPACKReal>(
+        _ a: UnsafeMutablePointer<R>, _ b: UnsafeMutablePointer<R>, n: Int, k: Int,
+        ld: Int, upper: Bool, transpose: Bool, unit: Bool
+    ) {
         // op(A) is upper triangular when A is upper and not transposed, or lower and transposed.
         let backward = upper != transpose
         let order = backward ? Array((0..<n).reversed()) : Array(0..<n)
@@ -149,8 +172,10 @@ extension HostBackend: LinalgKernels {
         real(a.dtype) { eigh($0, a, upper, values, vectors) }
     }
 
-    private func eigh<R: LAPACKReal>(_: R.Type, _ a: TensorImpl, _ upper: Bool, _ values: TensorImpl,
-                                     _ vectors: TensorImpl?) -> [Int32] {
+    private func eigh<R: LAPACKReal>(
+        _: R.Type, _ a: TensorImpl, _ upper: Bool, _ values: TensorImpl,
+        _ vectors: TensorImpl?
+    ) -> [Int32] {
         let src = Matrices<R>(a), dst = vectors.map { Matrices<R>($0) }
         let n = src.rows, ld = max(1, n)
         let w = HostBackend.address(values).assumingMemoryBound(to: R.self)
@@ -168,8 +193,10 @@ extension HostBackend: LinalgKernels {
         real(a.dtype) { svd($0, a, full, s, u, vh) }
     }
 
-    private func svd<R: LAPACKReal>(_: R.Type, _ a: TensorImpl, _ full: Bool, _ s: TensorImpl, _ u: TensorImpl?,
-                                    _ vh: TensorImpl?) -> [Int32] {
+    private func svd<R: LAPACKReal>(
+        _: R.Type, _ a: TensorImpl, _ full: Bool, _ s: TensorImpl, _ u: TensorImpl?,
+        _ vh: TensorImpl?
+    ) -> [Int32] {
         let src = Matrices<R>(a)
         let m = src.rows, n = src.cols, k = min(m, n), ld = max(1, m)
         let job: Character = u == nil ? "N" : (full ? "A" : "S")
@@ -181,9 +208,12 @@ extension HostBackend: LinalgKernels {
                 columnScratch(R.self, max(1, vtRows) * n) { vbuf in
                     (0..<a.shape[0]).map { b in
                         src.columns(b, into: buf, ld: ld)
-                        let info = k == 0 ? 0
-                            : R.gesdd(job: job, Int32(m), Int32(n), buf, Int32(ld), sp + b * k, ubuf, Int32(ld), vbuf,
-                                      Int32(max(1, vtRows)))
+                        let info =
+                            k == 0
+                            ? 0
+                            : R.gesdd(
+                                job: job, Int32(m), Int32(n), buf, Int32(ld), sp + b * k, ubuf, Int32(ld), vbuf,
+                                Int32(max(1, vtRows)))
                         if k == 0 {
                             // No singular values: the full factors of an empty matrix are identities.
                             for i in 0..<ld * uCols { ubuf[i] = 0 }
@@ -264,8 +294,10 @@ extension HostBackend: LinalgKernels {
         real(ld.dtype) { ldlSolve($0, ld, pivots, b, x) }
     }
 
-    private func ldlSolve<R: LAPACKReal>(_: R.Type, _ ld: TensorImpl, _ pivots: TensorImpl, _ b: TensorImpl,
-                                         _ x: TensorImpl) -> [Int32] {
+    private func ldlSolve<R: LAPACKReal>(
+        _: R.Type, _ ld: TensorImpl, _ pivots: TensorImpl, _ b: TensorImpl,
+        _ x: TensorImpl
+    ) -> [Int32] {
         let lm = Matrices<R>(ld), bm = Matrices<R>(b), xm = Matrices<R>(x)
         let n = lm.rows, k = bm.cols, lda = max(1, n)
         let piv = HostBackend.address(pivots).assumingMemoryBound(to: Int32.self)
@@ -274,7 +306,9 @@ extension HostBackend: LinalgKernels {
                 (0..<ld.shape[0]).map { i in
                     lm.columns(i, into: abuf, ld: lda)
                     bm.columns(i, into: bbuf, ld: lda)
-                    let info = n == 0 || k == 0 ? 0
+                    let info =
+                        n == 0 || k == 0
+                        ? 0
                         : R.sytrs(Int32(n), Int32(k), abuf, Int32(lda), piv + i * n, bbuf, Int32(lda))
                     xm.set(i, from: bbuf, ld: lda)
                     return info

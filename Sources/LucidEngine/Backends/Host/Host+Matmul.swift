@@ -2,14 +2,14 @@
 /// it is linked), a plain loop for integers.
 extension HostBackend: MatmulKernels {
     func gemm(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl) {
-#if canImport(CDNNL)
+        #if canImport(CDNNL)
         // bfloat16 always (AVX-512 BF16 / AMX kernels); float32 once the product is large
         // enough for oneDNN's kernels to repay its per-call set-up over BLAS.
         let flops = out.shape[0] &* out.shape[1] &* out.shape[2] &* a.shape[2]
         if (out.dtype == .bfloat16 || (out.dtype == .float32 && flops >= 1 << 18)) && DNNL.gemm(a, b, bias: bias, into: out) {
             return
         }
-#endif
+        #endif
         if out.dtype == .float64 {
             HostGEMM.product(Double.self, a, b, bias: bias, into: out)
         } else if out.dtype.isFloatingPoint {
@@ -48,15 +48,18 @@ private struct UnpackFloat<R: HostReal>: ElementVisitor {
 protocol BLASReal: HostReal {
     /// The dtype BLAS reads and writes in place.
     static var dtype: DType { get }
-    static func gemm(transA: Bool, transB: Bool, m: Int, n: Int, k: Int, a: UnsafePointer<Self>, lda: Int,
-                     b: UnsafePointer<Self>, ldb: Int, c: UnsafeMutablePointer<Self>, ldc: Int)
+    static func gemm(
+        transA: Bool, transB: Bool, m: Int, n: Int, k: Int, a: UnsafePointer<Self>, lda: Int,
+        b: UnsafePointer<Self>, ldb: Int, c: UnsafeMutablePointer<Self>, ldc: Int)
 }
 
 extension Float: BLASReal {
     static var dtype: DType { .float32 }
     @inline(__always)
-    static func gemm(transA: Bool, transB: Bool, m: Int, n: Int, k: Int, a: UnsafePointer<Float>, lda: Int,
-                     b: UnsafePointer<Float>, ldb: Int, c: UnsafeMutablePointer<Float>, ldc: Int) {
+    static func gemm(
+        transA: Bool, transB: Bool, m: Int, n: Int, k: Int, a: UnsafePointer<Float>, lda: Int,
+        b: UnsafePointer<Float>, ldb: Int, c: UnsafeMutablePointer<Float>, ldc: Int
+    ) {
         BLAS.sgemm(transA: transA, transB: transB, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc)
     }
 }
@@ -64,8 +67,10 @@ extension Float: BLASReal {
 extension Double: BLASReal {
     static var dtype: DType { .float64 }
     @inline(__always)
-    static func gemm(transA: Bool, transB: Bool, m: Int, n: Int, k: Int, a: UnsafePointer<Double>, lda: Int,
-                     b: UnsafePointer<Double>, ldb: Int, c: UnsafeMutablePointer<Double>, ldc: Int) {
+    static func gemm(
+        transA: Bool, transB: Bool, m: Int, n: Int, k: Int, a: UnsafePointer<Double>, lda: Int,
+        b: UnsafePointer<Double>, ldb: Int, c: UnsafeMutablePointer<Double>, ldc: Int
+    ) {
         BLAS.dgemm(transA: transA, transB: transB, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc)
     }
 }
@@ -126,15 +131,19 @@ enum HostGEMM {
     /// The batched product through BLAS in `R`: in place for operands of R's dtype that BLAS
     /// can read, packed otherwise; an output of another dtype accumulates in a buffer of `R`
     /// and rounds once at the end.
-    static func product<R: BLASReal>(_: R.Type, _ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?,
-                                     into out: TensorImpl) {
+    static func product<R: BLASReal>(
+        _: R.Type, _ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?,
+        into out: TensorImpl
+    ) {
         let batch = out.shape[0], m = out.shape[1], n = out.shape[2], k = a.shape[2]
         if out.numel == 0 { return }
         let opA = operand(a, R.self), opB = operand(b, R.self)
         let biasValues = bias.map { packed($0, R.self) }
         let buffered = out.dtype != R.dtype
-        let c = buffered ? UnsafeMutablePointer<R>.allocate(capacity: out.numel)
-                         : HostBackend.address(out).assumingMemoryBound(to: R.self)
+        let c =
+            buffered
+            ? UnsafeMutablePointer<R>.allocate(capacity: out.numel)
+            : HostBackend.address(out).assumingMemoryBound(to: R.self)
         defer {
             opA.owned?.deallocate()
             opB.owned?.deallocate()
@@ -146,9 +155,10 @@ enum HostGEMM {
             if k == 0 {
                 ci.update(repeating: 0, count: m * n)
             } else {
-                R.gemm(transA: opA.transposed, transB: opB.transposed, m: m, n: n, k: k,
-                       a: opA.base + i * opA.batchStride, lda: opA.ld,
-                       b: opB.base + i * opB.batchStride, ldb: opB.ld, c: ci, ldc: n)
+                R.gemm(
+                    transA: opA.transposed, transB: opB.transposed, m: m, n: n, k: k,
+                    a: opA.base + i * opA.batchStride, lda: opA.ld,
+                    b: opB.base + i * opB.batchStride, ldb: opB.ld, c: ci, ldc: n)
             }
             if let bv = biasValues {
                 for r in 0..<m { for j in 0..<n { ci[r * n + j] += bv[j] } }
@@ -174,7 +184,8 @@ private struct IntegerGEMM: ElementVisitor {
                 for j in 0..<n {
                     var acc: Int64 = pbias.map { E.int($0, j * biasStride) } ?? 0
                     for l in 0..<k {
-                        acc &+= E.int(pa, bi * a.strides[0] + i * a.strides[1] + l * a.strides[2])
+                        acc &+=
+                            E.int(pa, bi * a.strides[0] + i * a.strides[1] + l * a.strides[2])
                             &* E.int(pb, bi * b.strides[0] + l * b.strides[1] + j * b.strides[2])
                     }
                     E.setInt(po, (bi * m + i) * n + j, acc)

@@ -2,21 +2,28 @@
 /// SIMD lanes within blocks on the float32 path), the normalisation in float32, one rounding
 /// on store; rows run in parallel. The backward is fused on float32.
 extension HostBackend: NormalizationKernels, FusedNormalizationKernels {
-    func normalizeRows(_ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
-                       into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl) {
+    func normalizeRows(
+        _ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
+        into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl
+    ) {
         if x.dtype == .float32 && out.dtype == .float32 && rows > 0 {
             return normalizeFloatRows(x, rows: rows, eps: eps, weight: weight, bias: bias, into: out, mean: mean, rstd: rstd)
         }
-        dispatch(x.dtype, NormalizeRowsKernel(x: x, rows: rows, eps: eps, weight: weight, bias: bias, out: out,
-                                              mean: mean, rstd: rstd))
+        dispatch(
+            x.dtype,
+            NormalizeRowsKernel(
+                x: x, rows: rows, eps: eps, weight: weight, bias: bias, out: out,
+                mean: mean, rstd: rstd))
     }
 
     private static func floats(_ t: TensorImpl) -> UnsafeMutablePointer<Float> { hostPointer(t, F32Element.self) }
 
     private static func rowGrain(_ n: Int) -> Int { max(1, HostThreads.grain / max(n, 1)) }
 
-    private func normalizeFloatRows(_ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
-                                    into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl) {
+    private func normalizeFloatRows(
+        _ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
+        into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl
+    ) {
         let n = x.numel / rows
         let px = UnsafePointer(Self.floats(x)), po = Self.floats(out)
         let pw = weight.map { UnsafePointer(Self.floats($0)) }, pb = bias.map { UnsafePointer(Self.floats($0)) }
@@ -33,8 +40,10 @@ extension HostBackend: NormalizationKernels, FusedNormalizationKernels {
         }
     }
 
-    func normalizeChannels(_ x: TensorImpl, batch: Int, channels: Int, eps: Float, weight: TensorImpl?,
-                           bias: TensorImpl?, into out: TensorImpl, mean: TensorImpl, variance: TensorImpl) {
+    func normalizeChannels(
+        _ x: TensorImpl, batch: Int, channels: Int, eps: Float, weight: TensorImpl?,
+        bias: TensorImpl?, into out: TensorImpl, mean: TensorImpl, variance: TensorImpl
+    ) {
         let s = x.numel / (batch * channels), count = Double(batch * s)
         let px = UnsafePointer(Self.floats(x)), po = Self.floats(out)
         let pw = weight.map { UnsafePointer(Self.floats($0)) }, pb = bias.map { UnsafePointer(Self.floats($0)) }
@@ -59,9 +68,11 @@ extension HostBackend: NormalizationKernels, FusedNormalizationKernels {
         }
     }
 
-    func normalizeChannelsBackward(_ grad: TensorImpl, _ x: TensorImpl, batch: Int, channels: Int, eps: Float,
-                                   mean: TensorImpl, variance: TensorImpl, weight: TensorImpl?, dx: TensorImpl,
-                                   dweight: TensorImpl?, dbias: TensorImpl?) {
+    func normalizeChannelsBackward(
+        _ grad: TensorImpl, _ x: TensorImpl, batch: Int, channels: Int, eps: Float,
+        mean: TensorImpl, variance: TensorImpl, weight: TensorImpl?, dx: TensorImpl,
+        dweight: TensorImpl?, dbias: TensorImpl?
+    ) {
         let s = x.numel / (batch * channels), count = Double(batch * s)
         let pg = UnsafePointer(Self.floats(grad)), px = UnsafePointer(Self.floats(x)), pdx = Self.floats(dx)
         let pm = UnsafePointer(Self.floats(mean)), pv = UnsafePointer(Self.floats(variance))
@@ -88,8 +99,10 @@ extension HostBackend: NormalizationKernels, FusedNormalizationKernels {
         }
     }
 
-    func scaleChannels(_ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?, bias: TensorImpl?,
-                       into out: TensorImpl) {
+    func scaleChannels(
+        _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?, bias: TensorImpl?,
+        into out: TensorImpl
+    ) {
         let s = y.numel / (batch * channels)
         let py = UnsafePointer(Self.floats(y)), po = Self.floats(out)
         let pw = weight.map { UnsafePointer(Self.floats($0)) }, pb = bias.map { UnsafePointer(Self.floats($0)) }
@@ -101,8 +114,10 @@ extension HostBackend: NormalizationKernels, FusedNormalizationKernels {
         }
     }
 
-    func scaleChannelsBackward(_ grad: TensorImpl, _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?,
-                               dy: TensorImpl?, dweight: TensorImpl?, dbias: TensorImpl?) {
+    func scaleChannelsBackward(
+        _ grad: TensorImpl, _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?,
+        dy: TensorImpl?, dweight: TensorImpl?, dbias: TensorImpl?
+    ) {
         let s = y.numel / (batch * channels)
         let pg = UnsafePointer(Self.floats(grad)), py = UnsafePointer(Self.floats(y))
         let pw = weight.map { UnsafePointer(Self.floats($0)) }
@@ -124,8 +139,10 @@ extension HostBackend: NormalizationKernels, FusedNormalizationKernels {
         }
     }
 
-    func normalizeRowsBackward(_ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
-                               weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?) {
+    func normalizeRowsBackward(
+        _ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
+        weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?
+    ) {
         let n = x.numel / rows
         let pg = UnsafePointer(Self.floats(grad)), px = UnsafePointer(Self.floats(x)), pdx = Self.floats(dx)
         let pm = UnsafePointer(Self.floats(mean)), pr = UnsafePointer(Self.floats(rstd))
@@ -141,8 +158,9 @@ extension HostBackend: NormalizationKernels, FusedNormalizationKernels {
             localW.withUnsafeMutableBufferPointer { lw in
                 localB.withUnsafeMutableBufferPointer { lb in
                     for r in range {
-                        FloatRows.backwardRow(pg + r * n, px + r * n, n, pm[r], pr[r], pw, pdx + r * n,
-                                              pdw == nil ? nil : lw.baseAddress, pdb == nil ? nil : lb.baseAddress)
+                        FloatRows.backwardRow(
+                            pg + r * n, px + r * n, n, pm[r], pr[r], pw, pdx + r * n,
+                            pdw == nil ? nil : lw.baseAddress, pdb == nil ? nil : lb.baseAddress)
                     }
                 }
             }

@@ -9,19 +9,26 @@ import Darwin
 /// Host optimizer steps (SGD, Adam/AdamW, threaded), in float32. The step count and the
 /// found-inf flag are read and written in place, as a GPU does.
 extension HostBackend: OptimizerKernels {
-    func sgdStep(param: TensorImpl, grad: TensorImpl, momentum: TensorImpl?, hyper: SGDHyper,
-                 newParam: TensorImpl, newMomentum: TensorImpl?, skipIf found: TensorImpl?) {
+    func sgdStep(
+        param: TensorImpl, grad: TensorImpl, momentum: TensorImpl?, hyper: SGDHyper,
+        newParam: TensorImpl, newMomentum: TensorImpl?, skipIf found: TensorImpl?
+    ) {
         guard !Self.isSet(found) else { return }
         dispatch(param.dtype, SGDKernel(p: param, g: grad, buf: momentum, h: hyper, outP: newParam, outBuf: newMomentum))
     }
 
-    func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, step: TensorImpl, hyper: AdamHyper,
-                  newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl, skipIf found: TensorImpl?) {
+    func adamStep(
+        param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, step: TensorImpl, hyper: AdamHyper,
+        newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl, skipIf found: TensorImpl?
+    ) {
         guard !Self.isSet(found) else { return }
         let count = Self.float32Element(step)
         count.pointee += 1
-        dispatch(param.dtype, AdamKernel(p: param, g: grad, m: m, v: v, h: hyper, step: count.pointee, outP: newParam,
-                                         outM: newM, outV: newV))
+        dispatch(
+            param.dtype,
+            AdamKernel(
+                p: param, g: grad, m: m, v: v, h: hyper, step: count.pointee, outP: newParam,
+                outM: newM, outV: newV))
     }
 }
 
@@ -57,9 +64,11 @@ private struct AdamKernel: ElementVisitor {
         let op = hostPointer(outP, E.self), om = hostPointer(outM, E.self), ov = hostPointer(outV, E.self)
         let h = h, c = h.constants(E.Real.self, step: step)
         if E.Stored.self == Float.self, UnsafePointer(op) == pp, UnsafePointer(om) == mp, UnsafePointer(ov) == vp,
-           !p.storage.sharesMemory(with: g.storage) {
+            !p.storage.sharesMemory(with: g.storage)
+        {
             // float32 in place (the optimizers' own call): the vector loops, the same arithmetic.
-            let k = [c.stepSize, c.bc2Root, c.sign, c.coupled, c.shrink].map { Float($0) }
+            let k =
+                [c.stepSize, c.bc2Root, c.sign, c.coupled, c.shrink].map { Float($0) }
                 + [h.beta1, h.beta2, h.eps].map { Float($0) }
             func float(_ q: UnsafeMutablePointer<E.Stored>) -> UnsafeMutablePointer<Float> {
                 UnsafeMutableRawPointer(q).assumingMemoryBound(to: Float.self)
@@ -68,8 +77,9 @@ private struct AdamKernel: ElementVisitor {
             let fg = UnsafeRawPointer(gp).assumingMemoryBound(to: Float.self)
             k.withUnsafeBufferPointer { kp in
                 HostThreads.forEachRange(p.numel) { r in
-                    lucid_host_adam(fp + r.lowerBound, fg + r.lowerBound, fm + r.lowerBound, fv + r.lowerBound, r.count,
-                                    kp.baseAddress!)
+                    lucid_host_adam(
+                        fp + r.lowerBound, fg + r.lowerBound, fm + r.lowerBound, fv + r.lowerBound, r.count,
+                        kp.baseAddress!)
                 }
             }
             return
@@ -79,13 +89,15 @@ private struct AdamKernel: ElementVisitor {
 
     /// One range of the update, the step's constants hoisted (a function of its own so that
     /// they stay in registers and the loop vectorises).
-    private static func update<E: HostElement>(_: E.Type, _ h: AdamHyper,
-                                               _ c: (stepSize: E.Real, bc2Root: E.Real, sign: E.Real, coupled: E.Real, shrink: E.Real),
-                                               _ pp: UnsafePointer<E.Stored>,
-                                               _ gp: UnsafePointer<E.Stored>, _ mp: UnsafePointer<E.Stored>,
-                                               _ vp: UnsafePointer<E.Stored>, _ op: UnsafeMutablePointer<E.Stored>,
-                                               _ om: UnsafeMutablePointer<E.Stored>, _ ov: UnsafeMutablePointer<E.Stored>,
-                                               _ r: Range<Int>) {
+    private static func update<E: HostElement>(
+        _: E.Type, _ h: AdamHyper,
+        _ c: (stepSize: E.Real, bc2Root: E.Real, sign: E.Real, coupled: E.Real, shrink: E.Real),
+        _ pp: UnsafePointer<E.Stored>,
+        _ gp: UnsafePointer<E.Stored>, _ mp: UnsafePointer<E.Stored>,
+        _ vp: UnsafePointer<E.Stored>, _ op: UnsafeMutablePointer<E.Stored>,
+        _ om: UnsafeMutablePointer<E.Stored>, _ ov: UnsafeMutablePointer<E.Stored>,
+        _ r: Range<Int>
+    ) {
         let (stepSize, bc2Root, sign, coupled, shrink) = c
         let b1 = E.Real(h.beta1), b2 = E.Real(h.beta2), eps = E.Real(h.eps)
         for i in r {

@@ -40,8 +40,13 @@ extension HostBackend: PoolingKernels, AveragePoolingKernels {
 /// top-left corner in the input plane (`top·w + left`, before padding is clipped) and its
 /// in-bounds rows and columns relative to that corner.
 @inline(__always)
-private func forEachWindow(_ g: WindowGeometry, _ body: (_ o: Int, _ corner: Int, _ rows: Range<Int>,
-                                                         _ columns: Range<Int>) -> Void) {
+private func forEachWindow(
+    _ g: WindowGeometry,
+    _ body: (
+        _ o: Int, _ corner: Int, _ rows: Range<Int>,
+        _ columns: Range<Int>
+    ) -> Void
+) {
     let (h, w) = g.input, (oh, ow) = g.output
     for i in 0..<oh {
         let top = i * g.stride.0 - g.padding.0
@@ -55,8 +60,10 @@ private func forEachWindow(_ g: WindowGeometry, _ body: (_ o: Int, _ corner: Int
 }
 
 /// One plane's window averages.
-private func averagePlane(_ g: WindowGeometry, _ x: UnsafePointer<Float>, _ divisors: UnsafePointer<Float>,
-                          _ out: UnsafeMutablePointer<Float>) {
+private func averagePlane(
+    _ g: WindowGeometry, _ x: UnsafePointer<Float>, _ divisors: UnsafePointer<Float>,
+    _ out: UnsafeMutablePointer<Float>
+) {
     let w = g.input.1
     forEachWindow(g) { o, corner, rows, columns in
         var sum: Float = 0
@@ -69,8 +76,10 @@ private func averagePlane(_ g: WindowGeometry, _ x: UnsafePointer<Float>, _ divi
 }
 
 /// One plane's adjoint: zero the input gradient, then add grad / divisor over each window.
-private func spreadPlane(_ g: WindowGeometry, _ grad: UnsafePointer<Float>, _ divisors: UnsafePointer<Float>,
-                         _ gradIn: UnsafeMutablePointer<Float>) {
+private func spreadPlane(
+    _ g: WindowGeometry, _ grad: UnsafePointer<Float>, _ divisors: UnsafePointer<Float>,
+    _ gradIn: UnsafeMutablePointer<Float>
+) {
     let w = g.input.1
     gradIn.update(repeating: 0, count: g.input.0 * w)
     forEachWindow(g) { o, corner, rows, columns in
@@ -108,7 +117,8 @@ private struct MaxPool: ElementVisitor {
         let pi = HostBackend.address(indices).assumingMemoryBound(to: Int64.self)
         let g = g
         // 2x2 windows at stride 2 inside the plane (MaxPool2d(2)), the commonest case: unrolled.
-        let halving = g.kernel == (2, 2) && g.stride == (2, 2) && g.padding == (0, 0) && g.dilation == (1, 1)
+        let halving =
+            g.kernel == (2, 2) && g.stride == (2, 2) && g.padding == (0, 0) && g.dilation == (1, 1)
             && 2 * g.output.0 <= g.input.0 && 2 * g.output.1 <= g.input.1  // (ceil_mode's last window can overhang)
         HostThreads.forEachRange(x.shape[0], grain: planeGrain(g), align: 1) { planes in
             for p in planes {
@@ -135,9 +145,11 @@ private struct MaxPool: ElementVisitor {
         at = (q & mask) | (at & ~mask)
     }
 
-    private static func pool2x2<E: HostElement>(_: E.Type, _ g: WindowGeometry, _ px: UnsafePointer<E.Stored>,
-                                                _ pv: UnsafeMutablePointer<E.Stored>, _ pi: UnsafeMutablePointer<Int64>,
-                                                plane p: Int) {
+    private static func pool2x2<E: HostElement>(
+        _: E.Type, _ g: WindowGeometry, _ px: UnsafePointer<E.Stored>,
+        _ pv: UnsafeMutablePointer<E.Stored>, _ pi: UnsafeMutablePointer<Int64>,
+        plane p: Int
+    ) {
         let (h, w) = g.input, (oh, ow) = g.output
         let plane = px + p &* h &* w
         var k = p &* oh &* ow
@@ -158,9 +170,11 @@ private struct MaxPool: ElementVisitor {
 
     /// One plane. A function of its own, so that the geometry stays in registers rather than
     /// being reloaded from a closure context after every store.
-    private static func pool<E: HostElement>(_: E.Type, _ g: WindowGeometry, _ px: UnsafePointer<E.Stored>,
-                                             _ pv: UnsafeMutablePointer<E.Stored>, _ pi: UnsafeMutablePointer<Int64>,
-                                             plane p: Int) {
+    private static func pool<E: HostElement>(
+        _: E.Type, _ g: WindowGeometry, _ px: UnsafePointer<E.Stored>,
+        _ pv: UnsafeMutablePointer<E.Stored>, _ pi: UnsafeMutablePointer<Int64>,
+        plane p: Int
+    ) {
         let (h, w) = g.input, (oh, ow) = g.output
         let (kh, kw) = g.kernel, (sh, sw) = g.stride, (ph, pw) = g.padding, (dh, dw) = g.dilation
         let plane = px + p &* h &* w

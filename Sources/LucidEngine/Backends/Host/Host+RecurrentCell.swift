@@ -6,19 +6,23 @@ import CHostKernels
 /// into the dtype); float64 (and float16 when the copies cannot be had) runs the generic loops
 /// below, which compute the same way in the dtype's real type.
 extension HostBackend: RecurrentCellKernels {
-    func lstmCell(_ xw: TensorImpl, _ hw: TensorImpl, _ c: TensorImpl, h: TensorImpl, cNew: TensorImpl,
-                  activations: TensorImpl) {
+    func lstmCell(
+        _ xw: TensorImpl, _ hw: TensorImpl, _ c: TensorImpl, h: TensorImpl, cNew: TensorImpl,
+        activations: TensorImpl
+    ) {
         let (batch, n) = (c.shape[0], c.shape[1])
         if c.dtype == .float32 {
-            return lucid_host_lstm_cell(floats(xw), floats(hw), floats(c), floats(h), floats(cNew), floats(activations),
-                                        batch, n)
+            return lucid_host_lstm_cell(
+                floats(xw), floats(hw), floats(c), floats(h), floats(cNew), floats(activations),
+                batch, n)
         }
         if c.dtype == .bfloat16 {
             return lucid_host_lstm_cell_bf16(bits(xw), bits(hw), bits(c), bits(h), bits(cNew), floats(activations), batch, n)
         }
         if c.dtype == .float16, let wide = float32([xw, hw, c], [h, cNew]) {
-            lucid_host_lstm_cell(floats(wide[0]), floats(wide[1]), floats(wide[2]), floats(wide[3]), floats(wide[4]),
-                                 floats(activations), batch, n)
+            lucid_host_lstm_cell(
+                floats(wide[0]), floats(wide[1]), floats(wide[2]), floats(wide[3]), floats(wide[4]),
+                floats(activations), batch, n)
             copy(wide[3], into: h)
             copy(wide[4], into: cNew)
             return
@@ -26,30 +30,38 @@ extension HostBackend: RecurrentCellKernels {
         dispatch(c.dtype, LSTMCellForward(xw: xw, hw: hw, c: c, h: h, cNew: cNew, act: activations))
     }
 
-    func lstmCellBackward(activations: TensorImpl, c: TensorImpl, gradH: TensorImpl?, gradHRecurrent: TensorImpl?,
-                          gradC: TensorImpl?, gradGates: TensorImpl, gradCPrevious: TensorImpl) {
+    func lstmCellBackward(
+        activations: TensorImpl, c: TensorImpl, gradH: TensorImpl?, gradHRecurrent: TensorImpl?,
+        gradC: TensorImpl?, gradGates: TensorImpl, gradCPrevious: TensorImpl
+    ) {
         let (batch, n) = (c.shape[0], c.shape[1])
         if c.dtype == .float32 {
-            return lucid_host_lstm_cell_backward(floats(activations), floats(c), gradH.map(floats), gradHRecurrent.map(floats),
-                                                 gradC.map(floats), floats(gradGates), floats(gradCPrevious), batch, n)
+            return lucid_host_lstm_cell_backward(
+                floats(activations), floats(c), gradH.map(floats), gradHRecurrent.map(floats),
+                gradC.map(floats), floats(gradGates), floats(gradCPrevious), batch, n)
         }
         if c.dtype == .bfloat16 {
-            return lucid_host_lstm_cell_backward_bf16(floats(activations), bits(c), gradH.map(bits), gradHRecurrent.map(bits),
-                                                      gradC.map(bits), bits(gradGates), bits(gradCPrevious), batch, n)
+            return lucid_host_lstm_cell_backward_bf16(
+                floats(activations), bits(c), gradH.map(bits), gradHRecurrent.map(bits),
+                gradC.map(bits), bits(gradGates), bits(gradCPrevious), batch, n)
         }
         let given = [gradH, gradHRecurrent, gradC]
         if c.dtype == .float16, let wide = float32([c] + given.compactMap { $0 }, [gradGates, gradCPrevious]) {
             var rest = wide[1...].makeIterator()
             let g = given.map { $0 == nil ? nil : rest.next() }
             let (dg, dc) = (wide[wide.count - 2], wide[wide.count - 1])
-            lucid_host_lstm_cell_backward(floats(activations), floats(wide[0]), g[0].map(floats), g[1].map(floats),
-                                          g[2].map(floats), floats(dg), floats(dc), batch, n)
+            lucid_host_lstm_cell_backward(
+                floats(activations), floats(wide[0]), g[0].map(floats), g[1].map(floats),
+                g[2].map(floats), floats(dg), floats(dc), batch, n)
             copy(dg, into: gradGates)
             copy(dc, into: gradCPrevious)
             return
         }
-        dispatch(c.dtype, LSTMCellBackward(act: activations, c: c, gh: gradH, ghMore: gradHRecurrent, gc: gradC,
-                                           dGates: gradGates, dc: gradCPrevious))
+        dispatch(
+            c.dtype,
+            LSTMCellBackward(
+                act: activations, c: c, gh: gradH, ghMore: gradHRecurrent, gc: gradC,
+                dGates: gradGates, dc: gradCPrevious))
     }
 
     /// float32 copies of `inputs` (exact widenings), then float32 buffers shaped as `outputs`;

@@ -6,8 +6,10 @@ extension HostBackend: ReductionKernels {
         // bfloat16 and float16: the float32 loops on a widened copy (exact), their float32
         // sums rounded once into `out`, as the float64 loop below would store them.
         if a.dtype.isLowPrecision, a.isContiguous, a.numel > 0,
-           let wide = try? TensorImpl.empty(a.shape, dtype: .float32, on: HostBackend.scratch(beside: a)),
-           let sums = out.dtype == .float32 && out.isContiguous ? out : try? TensorImpl.empty(out.shape, dtype: .float32, on: HostBackend.scratch(beside: out)) {
+            let wide = try? TensorImpl.empty(a.shape, dtype: .float32, on: HostBackend.scratch(beside: a)),
+            let sums = out.dtype == .float32 && out.isContiguous
+                ? out : try? TensorImpl.empty(out.shape, dtype: .float32, on: HostBackend.scratch(beside: out))
+        {
             copy(a, into: wide)
             if FloatFastPath.reduce(op, wide, axes: axes, into: sums) {
                 if sums !== out { copy(sums, into: out) }
@@ -147,7 +149,11 @@ extension FloatFastPath {
         var sizes = [1, 1, 1], part = 0
         for (d, n) in a.shape.enumerated() where n != 1 {
             let reduced = axes.contains(d)
-            if part == 0 && reduced { part = 1 } else if part == 1 && !reduced { part = 2 } else if part == 2 && reduced {
+            if part == 0 && reduced {
+                part = 1
+            } else if part == 1 && !reduced {
+                part = 2
+            } else if part == 2 && reduced {
                 return reduceAroundChannels(op, a, axes: axes, into: out)
             }
             sizes[part] &*= n
@@ -194,8 +200,10 @@ extension FloatFastPath {
     /// per-channel weight's gradient sums an [N, C, H, W] tensor over N, H and W: per kept
     /// position, the contiguous runs of the trailing reduced dimensions (SIMD sums widened to
     /// double) added over the leading ones; kept positions run in parallel.
-    private static func reduceAroundChannels(_ op: ReduceKernel, _ a: TensorImpl, axes: [Int],
-                                             into out: TensorImpl) -> Bool {
+    private static func reduceAroundChannels(
+        _ op: ReduceKernel, _ a: TensorImpl, axes: [Int],
+        into out: TensorImpl
+    ) -> Bool {
         // (leading reduced, kept, trailing reduced): every dimension of size > 1 in that order.
         var sizes = [1, 1, 1], part = 0
         for (d, n) in a.shape.enumerated() where n != 1 {
@@ -227,7 +235,8 @@ extension FloatFastPath {
         let src = UnsafeRawPointer(x), dst = UnsafeMutableRawPointer(acc)
         var j = 0
         while j + 16 <= n {
-            let v = dst.loadUnaligned(fromByteOffset: j * 4, as: SIMD16<Float>.self)
+            let v =
+                dst.loadUnaligned(fromByteOffset: j * 4, as: SIMD16<Float>.self)
                 + src.loadUnaligned(fromByteOffset: j * 4, as: SIMD16<Float>.self)
             dst.storeBytes(of: v, toByteOffset: j * 4, as: SIMD16<Float>.self)
             j += 16

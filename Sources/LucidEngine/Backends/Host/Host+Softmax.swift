@@ -7,17 +7,17 @@ extension HostBackend: SoftmaxKernels, SoftmaxBackwardKernels {
     /// row holding one would come out as 0s around it: such input is composed, which makes the
     /// whole row NaN, as PyTorch and the GPU kernel do.
     static func takesSoftmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool {
-#if canImport(CDNNL)
+        #if canImport(CDNNL)
         return x.isContiguous && !containsNaN(x) && DNNL.takesSoftmax(x, axis: axis, log: log, into: out)
-#else
+        #else
         return false
-#endif
+        #endif
     }
 
     func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) throws {
-#if canImport(CDNNL)
+        #if canImport(CDNNL)
         if DNNL.softmax(x, axis: axis, log: log, into: out) { return }
-#endif
+        #endif
         throw LucidError.runtime("softmax: oneDNN did not run a softmax it had taken (shape \(x.shape), axis \(axis))")
     }
 
@@ -57,10 +57,13 @@ extension HostBackend: SoftmaxKernels, SoftmaxBackwardKernels {
         let wide = x.dtype == .float32
         // The loops are CHostKernels', built for the widest vector unit the CPU has.
         let hit = { (range: Range<Int>) -> Bool in
-            wide ? lucid_host_any_above32(base.assumingMemoryBound(to: UInt32.self) + range.lowerBound, range.count,
-                                          UInt32(limit)) != 0
-                 : lucid_host_any_above16(base.assumingMemoryBound(to: UInt16.self) + range.lowerBound, range.count,
-                                          UInt16(limit)) != 0
+            wide
+                ? lucid_host_any_above32(
+                    base.assumingMemoryBound(to: UInt32.self) + range.lowerBound, range.count,
+                    UInt32(limit)) != 0
+                : lucid_host_any_above16(
+                    base.assumingMemoryBound(to: UInt16.self) + range.lowerBound, range.count,
+                    UInt16(limit)) != 0
         }
         guard n >= 2 * HostThreads.streamingGrain else { return hit(0..<n) }
         let lock = Lock()

@@ -37,9 +37,9 @@ package enum HostThreads {
         lock.withLock {
             count = n
             BLAS.setThreads(n)
-#if canImport(CDNNL)
+            #if canImport(CDNNL)
             lucid_dnnl_set_num_threads(Int32(n))
-#endif
+            #endif
         }
     }
 

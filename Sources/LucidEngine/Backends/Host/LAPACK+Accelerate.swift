@@ -16,23 +16,28 @@ private func withWorkspace<R: BinaryFloatingPoint>(
     if asked != 0 { return Int32(asked) }
     lwork = __CLPK_integer(max(1, Int(query)))
     var work = [R](repeating: 0, count: Int(lwork))
-    return Int32(work.withUnsafeMutableBufferPointer { w -> __CLPK_integer in
-        guard let p = w.baseAddress else { return -1 }
-        return call(p, &lwork)
-    })
+    return Int32(
+        work.withUnsafeMutableBufferPointer { w -> __CLPK_integer in
+            guard let p = w.baseAddress else { return -1 }
+            return call(p, &lwork)
+        })
 }
 
 extension Float: LAPACKReal {
-    static func getrf(_ m: Int32, _ n: Int32, _ a: UnsafeMutablePointer<Float>, _ lda: Int32,
-                      _ ipiv: UnsafeMutablePointer<Int32>) -> Int32 {
+    static func getrf(
+        _ m: Int32, _ n: Int32, _ a: UnsafeMutablePointer<Float>, _ lda: Int32,
+        _ ipiv: UnsafeMutablePointer<Int32>
+    ) -> Int32 {
         var m = __CLPK_integer(m), n = __CLPK_integer(n), lda = __CLPK_integer(lda), info: __CLPK_integer = 0
         var piv = [__CLPK_integer](repeating: 0, count: Int(min(m, n)))
         sgetrf_(&m, &n, a, &lda, &piv, &info)
         for i in piv.indices { ipiv[i] = Int32(piv[i]) }
         return Int32(info)
     }
-    static func trtrs(upper: Bool, transpose: Bool, unit: Bool, _ n: Int32, _ nrhs: Int32, _ a: UnsafeMutablePointer<Float>,
-                      _ lda: Int32, _ b: UnsafeMutablePointer<Float>, _ ldb: Int32) -> Int32 {
+    static func trtrs(
+        upper: Bool, transpose: Bool, unit: Bool, _ n: Int32, _ nrhs: Int32, _ a: UnsafeMutablePointer<Float>,
+        _ lda: Int32, _ b: UnsafeMutablePointer<Float>, _ ldb: Int32
+    ) -> Int32 {
         var uplo = flag(upper ? "U" : "L"), trans = flag(transpose ? "T" : "N"), diag = flag(unit ? "U" : "N")
         var n = __CLPK_integer(n), nrhs = __CLPK_integer(nrhs), lda = __CLPK_integer(lda), ldb = __CLPK_integer(ldb)
         var info: __CLPK_integer = 0
@@ -44,8 +49,10 @@ extension Float: LAPACKReal {
         spotrf_(&uplo, &n, a, &lda, &info)
         return Int32(info)
     }
-    static func syevd(vectors: Bool, upper: Bool, _ n: Int32, _ a: UnsafeMutablePointer<Float>, _ lda: Int32,
-                      _ w: UnsafeMutablePointer<Float>) -> Int32 {
+    static func syevd(
+        vectors: Bool, upper: Bool, _ n: Int32, _ a: UnsafeMutablePointer<Float>, _ lda: Int32,
+        _ w: UnsafeMutablePointer<Float>
+    ) -> Int32 {
         var jobz = flag(vectors ? "V" : "N"), uplo = flag(upper ? "U" : "L")
         var n = __CLPK_integer(n), lda = __CLPK_integer(lda)
         var liwork = __CLPK_integer(vectors ? 5 * Int(n) + 3 : 1)
@@ -56,9 +63,11 @@ extension Float: LAPACKReal {
             return info
         }
     }
-    static func gesdd(job: Character, _ m: Int32, _ n: Int32, _ a: UnsafeMutablePointer<Float>, _ lda: Int32,
-                      _ s: UnsafeMutablePointer<Float>, _ u: UnsafeMutablePointer<Float>, _ ldu: Int32,
-                      _ vt: UnsafeMutablePointer<Float>, _ ldvt: Int32) -> Int32 {
+    static func gesdd(
+        job: Character, _ m: Int32, _ n: Int32, _ a: UnsafeMutablePointer<Float>, _ lda: Int32,
+        _ s: UnsafeMutablePointer<Float>, _ u: UnsafeMutablePointer<Float>, _ ldu: Int32,
+        _ vt: UnsafeMutablePointer<Float>, _ ldvt: Int32
+    ) -> Int32 {
         var jobz = flag(job), m = __CLPK_integer(m), n = __CLPK_integer(n), lda = __CLPK_integer(lda)
         var ldu = __CLPK_integer(ldu), ldvt = __CLPK_integer(ldvt)
         var iwork = [__CLPK_integer](repeating: 0, count: 8 * Int(max(1, min(m, n))))
@@ -68,8 +77,10 @@ extension Float: LAPACKReal {
             return info
         }
     }
-    static func geqrf(_ m: Int32, _ n: Int32, _ a: UnsafeMutablePointer<Float>, _ lda: Int32,
-                      _ tau: UnsafeMutablePointer<Float>) -> Int32 {
+    static func geqrf(
+        _ m: Int32, _ n: Int32, _ a: UnsafeMutablePointer<Float>, _ lda: Int32,
+        _ tau: UnsafeMutablePointer<Float>
+    ) -> Int32 {
         var m = __CLPK_integer(m), n = __CLPK_integer(n), lda = __CLPK_integer(lda)
         return withWorkspace(Float.self) { work, lwork in
             var info: __CLPK_integer = 0
@@ -77,8 +88,10 @@ extension Float: LAPACKReal {
             return info
         }
     }
-    static func orgqr(_ m: Int32, _ n: Int32, _ k: Int32, _ a: UnsafeMutablePointer<Float>, _ lda: Int32,
-                      _ tau: UnsafeMutablePointer<Float>) -> Int32 {
+    static func orgqr(
+        _ m: Int32, _ n: Int32, _ k: Int32, _ a: UnsafeMutablePointer<Float>, _ lda: Int32,
+        _ tau: UnsafeMutablePointer<Float>
+    ) -> Int32 {
         var m = __CLPK_integer(m), n = __CLPK_integer(n), k = __CLPK_integer(k), lda = __CLPK_integer(lda)
         return withWorkspace(Float.self) { work, lwork in
             var info: __CLPK_integer = 0
@@ -97,8 +110,10 @@ extension Float: LAPACKReal {
         for i in piv.indices { ipiv[i] = Int32(piv[i]) }
         return info
     }
-    static func sytrs(_ n: Int32, _ nrhs: Int32, _ a: UnsafeMutablePointer<Float>, _ lda: Int32,
-                      _ ipiv: UnsafeMutablePointer<Int32>, _ b: UnsafeMutablePointer<Float>, _ ldb: Int32) -> Int32 {
+    static func sytrs(
+        _ n: Int32, _ nrhs: Int32, _ a: UnsafeMutablePointer<Float>, _ lda: Int32,
+        _ ipiv: UnsafeMutablePointer<Int32>, _ b: UnsafeMutablePointer<Float>, _ ldb: Int32
+    ) -> Int32 {
         var uplo = flag("L"), n = __CLPK_integer(n), nrhs = __CLPK_integer(nrhs), lda = __CLPK_integer(lda)
         var ldb = __CLPK_integer(ldb), info: __CLPK_integer = 0
         var piv = (0..<Int(n)).map { __CLPK_integer(ipiv[$0]) }
@@ -108,16 +123,20 @@ extension Float: LAPACKReal {
 }
 
 extension Double: LAPACKReal {
-    static func getrf(_ m: Int32, _ n: Int32, _ a: UnsafeMutablePointer<Double>, _ lda: Int32,
-                      _ ipiv: UnsafeMutablePointer<Int32>) -> Int32 {
+    static func getrf(
+        _ m: Int32, _ n: Int32, _ a: UnsafeMutablePointer<Double>, _ lda: Int32,
+        _ ipiv: UnsafeMutablePointer<Int32>
+    ) -> Int32 {
         var m = __CLPK_integer(m), n = __CLPK_integer(n), lda = __CLPK_integer(lda), info: __CLPK_integer = 0
         var piv = [__CLPK_integer](repeating: 0, count: Int(min(m, n)))
         dgetrf_(&m, &n, a, &lda, &piv, &info)
         for i in piv.indices { ipiv[i] = Int32(piv[i]) }
         return Int32(info)
     }
-    static func trtrs(upper: Bool, transpose: Bool, unit: Bool, _ n: Int32, _ nrhs: Int32, _ a: UnsafeMutablePointer<Double>,
-                      _ lda: Int32, _ b: UnsafeMutablePointer<Double>, _ ldb: Int32) -> Int32 {
+    static func trtrs(
+        upper: Bool, transpose: Bool, unit: Bool, _ n: Int32, _ nrhs: Int32, _ a: UnsafeMutablePointer<Double>,
+        _ lda: Int32, _ b: UnsafeMutablePointer<Double>, _ ldb: Int32
+    ) -> Int32 {
         var uplo = flag(upper ? "U" : "L"), trans = flag(transpose ? "T" : "N"), diag = flag(unit ? "U" : "N")
         var n = __CLPK_integer(n), nrhs = __CLPK_integer(nrhs), lda = __CLPK_integer(lda), ldb = __CLPK_integer(ldb)
         var info: __CLPK_integer = 0
@@ -129,8 +148,10 @@ extension Double: LAPACKReal {
         dpotrf_(&uplo, &n, a, &lda, &info)
         return Int32(info)
     }
-    static func syevd(vectors: Bool, upper: Bool, _ n: Int32, _ a: UnsafeMutablePointer<Double>, _ lda: Int32,
-                      _ w: UnsafeMutablePointer<Double>) -> Int32 {
+    static func syevd(
+        vectors: Bool, upper: Bool, _ n: Int32, _ a: UnsafeMutablePointer<Double>, _ lda: Int32,
+        _ w: UnsafeMutablePointer<Double>
+    ) -> Int32 {
         var jobz = flag(vectors ? "V" : "N"), uplo = flag(upper ? "U" : "L")
         var n = __CLPK_integer(n), lda = __CLPK_integer(lda)
         var liwork = __CLPK_integer(vectors ? 5 * Int(n) + 3 : 1)
@@ -141,9 +162,11 @@ extension Double: LAPACKReal {
             return info
         }
     }
-    static func gesdd(job: Character, _ m: Int32, _ n: Int32, _ a: UnsafeMutablePointer<Double>, _ lda: Int32,
-                      _ s: UnsafeMutablePointer<Double>, _ u: UnsafeMutablePointer<Double>, _ ldu: Int32,
-                      _ vt: UnsafeMutablePointer<Double>, _ ldvt: Int32) -> Int32 {
+    static func gesdd(
+        job: Character, _ m: Int32, _ n: Int32, _ a: UnsafeMutablePointer<Double>, _ lda: Int32,
+        _ s: UnsafeMutablePointer<Double>, _ u: UnsafeMutablePointer<Double>, _ ldu: Int32,
+        _ vt: UnsafeMutablePointer<Double>, _ ldvt: Int32
+    ) -> Int32 {
         var jobz = flag(job), m = __CLPK_integer(m), n = __CLPK_integer(n), lda = __CLPK_integer(lda)
         var ldu = __CLPK_integer(ldu), ldvt = __CLPK_integer(ldvt)
         var iwork = [__CLPK_integer](repeating: 0, count: 8 * Int(max(1, min(m, n))))
@@ -153,8 +176,10 @@ extension Double: LAPACKReal {
             return info
         }
     }
-    static func geqrf(_ m: Int32, _ n: Int32, _ a: UnsafeMutablePointer<Double>, _ lda: Int32,
-                      _ tau: UnsafeMutablePointer<Double>) -> Int32 {
+    static func geqrf(
+        _ m: Int32, _ n: Int32, _ a: UnsafeMutablePointer<Double>, _ lda: Int32,
+        _ tau: UnsafeMutablePointer<Double>
+    ) -> Int32 {
         var m = __CLPK_integer(m), n = __CLPK_integer(n), lda = __CLPK_integer(lda)
         return withWorkspace(Double.self) { work, lwork in
             var info: __CLPK_integer = 0
@@ -162,8 +187,10 @@ extension Double: LAPACKReal {
             return info
         }
     }
-    static func orgqr(_ m: Int32, _ n: Int32, _ k: Int32, _ a: UnsafeMutablePointer<Double>, _ lda: Int32,
-                      _ tau: UnsafeMutablePointer<Double>) -> Int32 {
+    static func orgqr(
+        _ m: Int32, _ n: Int32, _ k: Int32, _ a: UnsafeMutablePointer<Double>, _ lda: Int32,
+        _ tau: UnsafeMutablePointer<Double>
+    ) -> Int32 {
         var m = __CLPK_integer(m), n = __CLPK_integer(n), k = __CLPK_integer(k), lda = __CLPK_integer(lda)
         return withWorkspace(Double.self) { work, lwork in
             var info: __CLPK_integer = 0
@@ -182,8 +209,10 @@ extension Double: LAPACKReal {
         for i in piv.indices { ipiv[i] = Int32(piv[i]) }
         return info
     }
-    static func sytrs(_ n: Int32, _ nrhs: Int32, _ a: UnsafeMutablePointer<Double>, _ lda: Int32,
-                      _ ipiv: UnsafeMutablePointer<Int32>, _ b: UnsafeMutablePointer<Double>, _ ldb: Int32) -> Int32 {
+    static func sytrs(
+        _ n: Int32, _ nrhs: Int32, _ a: UnsafeMutablePointer<Double>, _ lda: Int32,
+        _ ipiv: UnsafeMutablePointer<Int32>, _ b: UnsafeMutablePointer<Double>, _ ldb: Int32
+    ) -> Int32 {
         var uplo = flag("L"), n = __CLPK_integer(n), nrhs = __CLPK_integer(nrhs), lda = __CLPK_integer(lda)
         var ldb = __CLPK_integer(ldb), info: __CLPK_integer = 0
         var piv = (0..<Int(n)).map { __CLPK_integer(ipiv[$0]) }

@@ -111,8 +111,14 @@ enum SpecialMath {
         while v < 10 { acc -= 1 / v; v += 1 }
         let r = 1 / (v * v)
         // B_2k / (2k) for k = 1..7.
-        let series = r * (1.0 / 12 - r * (1.0 / 120 - r * (1.0 / 252 - r * (1.0 / 240 - r * (1.0 / 132
-            - r * (691.0 / 32760 - r / 12))))))
+        let series =
+            r
+            * (1.0 / 12 - r
+                * (1.0 / 120 - r
+                    * (1.0 / 252 - r
+                        * (1.0 / 240 - r
+                            * (1.0 / 132
+                                - r * (691.0 / 32760 - r / 12))))))
         return acc + cLog(v) - 0.5 / v - series
     }
 
@@ -130,8 +136,15 @@ enum SpecialMath {
         while v < 10 { acc += 1 / (v * v); v += 1 }
         let r = 1 / (v * v)
         // 1/v + 1/(2v²) + Σ B_2k / v^(2k+1).
-        let series = (1 + r * (1.0 / 6 - r * (1.0 / 30 - r * (1.0 / 42 - r * (1.0 / 30 - r * (5.0 / 66
-            - r * (691.0 / 2730 - r * 7.0 / 6))))))) / v
+        let series =
+            (1 + r
+                * (1.0 / 6 - r
+                    * (1.0 / 30 - r
+                        * (1.0 / 42 - r
+                            * (1.0 / 30 - r
+                                * (5.0 / 66
+                                    - r * (691.0 / 2730 - r * 7.0 / 6)))))))
+            / v
         return acc + 0.5 * r + series
     }
 
@@ -159,8 +172,10 @@ enum SpecialMath {
         let w = a
         sum += cPow(w, 1 - s) / (s - 1) + 0.5 * cPow(w, -s)
         // Σ_k B_2k/(2k)! · s(s+1)…(s+2k-2) · w^(-s-2k+1)
-        let bernoulli: [Double] = [1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 6,
-                                   -3617.0 / 510, 43867.0 / 798, -174611.0 / 330, 854513.0 / 138, -236364091.0 / 2730]
+        let bernoulli: [Double] = [
+            1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 6,
+            -3617.0 / 510, 43867.0 / 798, -174611.0 / 330, 854513.0 / 138, -236364091.0 / 2730,
+        ]
         var factor = s  // the rising product s(s+1)…(s+2k-2), over (2k)!
         var power = cPow(w, -s - 1)
         var fact = 2.0
@@ -238,8 +253,10 @@ enum SpecialMath {
 
     /// The coefficients a_k(ν) = Π_{j=1..k} (4ν² - (2j-1)²) / (k! 8^k) of the large-argument
     /// expansions, summed as Σ sign^k a_k / x^k until the terms stop shrinking.
-    private static func asymptotic(order nu: Double, _ x: Double, alternating: Bool, from start: Int = 0,
-                                   step: Int = 1) -> Double {
+    private static func asymptotic(
+        order nu: Double, _ x: Double, alternating: Bool, from start: Int = 0,
+        step: Int = 1
+    ) -> Double {
         let mu = 4 * nu * nu
         var a = 1.0, sum = 0.0, last = Double.infinity
         for k in 0..<60 {
@@ -306,8 +323,10 @@ enum SpecialMath {
 
     /// Hankel's P and Q: the even and odd terms of the expansion, alternating in sign.
     private static func hankel(_ nu: Double, _ x: Double) -> (Double, Double) {
-        (asymptotic(order: nu, x, alternating: true, from: 0, step: 2),
-         asymptotic(order: nu, x, alternating: true, from: 1, step: 2))
+        (
+            asymptotic(order: nu, x, alternating: true, from: 0, step: 2),
+            asymptotic(order: nu, x, alternating: true, from: 1, step: 2)
+        )
     }
 
     /// e^-|x| I_n(|x|) (n = 0, 1), with I_1 odd: the series to 30, the expansion beyond.

@@ -25,7 +25,8 @@ struct StridedLoop {
         var merged: [(Int, [Int])] = []
         for dim in dims {
             if let last = merged.last,
-               zip(last.1, dim.1).allSatisfy({ $0 == $1 &* dim.0 }) {
+                zip(last.1, dim.1).allSatisfy({ $0 == $1 &* dim.0 })
+            {
                 merged[merged.count - 1] = (last.0 &* dim.0, dim.1)
             } else {
                 merged.append(dim)

@@ -13,11 +13,14 @@ enum HostFallback {
     /// The fallback, announced with `reason` (why Metal does not serve "metal").
     static func make(because reason: String) -> Result<any Backend, LucidError> {
         if isDisabled {
-            return .failure(.runtime(
-                "device 'metal' is unavailable: \(reason), and the host fallback is disabled (\(environmentVariable)=0)"))
+            return .failure(
+                .runtime(
+                    "device 'metal' is unavailable: \(reason), and the host fallback is disabled (\(environmentVariable)=0)"))
         }
         Warnings.emit(
-            "\(reason); device 'metal' runs on the host fallback (float16 storage, float32 accumulation). Set \(environmentVariable)=0 to make 'metal' an error instead.")
+            "\(reason); device 'metal' runs on the host fallback (float16 storage, float32 accumulation). Set \(environmentVariable)=0 to "
+                + "make 'metal' an error instead."
+        )
         switch declinedFamilies() {
         case .success(let declined):
             return .success(HostBackend(device: .metal, name: "host fallback", declining: declined))

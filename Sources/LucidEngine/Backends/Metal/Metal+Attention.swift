@@ -33,26 +33,31 @@ extension MetalBackend: AttentionKernels {
         let mask = call.reads.count > 3 ? call.reads[3] : nil
         let dtype = q.dtype
         guard [DType.float32, .float16, .bfloat16].contains(dtype), k.dtype == dtype, v.dtype == dtype,
-              call.writes.allSatisfy({ $0.dtype == dtype && $0.isContiguous }), mask.map({ $0.dtype == .bool }) ?? true,
-              let variant = Self.attentionVariant(e: q.shape[2], ev: v.shape[2], dtype: dtype),
-              (maxThreadsPerThreadgroup(variant.name) ?? 0) >= variant.threads,
-              attentionShape(q, k, v, mask: mask, scale: 1, causal: false, weights: false) != nil else { return .compose }
+            call.writes.allSatisfy({ $0.dtype == dtype && $0.isContiguous }), mask.map({ $0.dtype == .bool }) ?? true,
+            let variant = Self.attentionVariant(e: q.shape[2], ev: v.shape[2], dtype: dtype),
+            (maxThreadsPerThreadgroup(variant.name) ?? 0) >= variant.threads,
+            attentionShape(q, k, v, mask: mask, scale: 1, causal: false, weights: false) != nil
+        else { return .compose }
         return .native
     }
 
-    func attention(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, mask: TensorImpl?, scale: Float, causal: Bool,
-                   weights: TensorImpl?, into out: TensorImpl) throws {
+    func attention(
+        _ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, mask: TensorImpl?, scale: Float, causal: Bool,
+        weights: TensorImpl?, into out: TensorImpl
+    ) throws {
         guard out.numel > 0 else { return }
         guard let variant = Self.attentionVariant(e: q.shape[2], ev: v.shape[2], dtype: q.dtype),
-              (maxThreadsPerThreadgroup(variant.name) ?? 0) >= variant.threads,
-              let shape = attentionShape(q, k, v, mask: mask, scale: scale, causal: causal, weights: weights != nil)
+            (maxThreadsPerThreadgroup(variant.name) ?? 0) >= variant.threads,
+            let shape = attentionShape(q, k, v, mask: mask, scale: scale, causal: causal, weights: weights != nil)
         else { throw LucidError.runtime("attention: no fused kernel takes q \(q.shape), k \(k.shape), v \(v.shape) here") }
         // Without a mask the kernel still binds a bool buffer there (it reads none of it).
         let unmasked = mask == nil ? try TensorImpl.empty([1], dtype: .bool, on: self) : nil
         let rows = 8 * variant.simdGroups
         let groups = q.shape[0] * ((q.shape[1] + rows - 1) / rows)
-        encode(variant.name, groups: groups, width: variant.threads,
-               floatsPerThread: (variant.floats + variant.threads - 1) / variant.threads) { e in
+        encode(
+            variant.name, groups: groups, width: variant.threads,
+            floatsPerThread: (variant.floats + variant.threads - 1) / variant.threads
+        ) { e in
             bind(q, 0, e)
             bind(k, 1, e)
             bind(v, 2, e)
@@ -66,8 +71,10 @@ extension MetalBackend: AttentionKernels {
 
 /// The problem the attention kernel reads (Kernels/Attention.metal `AttentionShape`: 20 int32
 /// words and the scale), or nil when an index does not fit 32 bits.
-private func attentionShape(_ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, mask: TensorImpl?, scale: Float,
-                            causal: Bool, weights: Bool) -> [UInt32]? {
+private func attentionShape(
+    _ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, mask: TensorImpl?, scale: Float,
+    causal: Bool, weights: Bool
+) -> [UInt32]? {
     let (batch, l, s, e, ev) = (q.shape[0], q.shape[1], k.shape[1], q.shape[2], v.shape[2])
     let limit = Int(Int32.max)
     // The furthest element each operand's indices reach, and the outputs' sizes.

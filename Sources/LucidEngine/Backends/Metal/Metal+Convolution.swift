@@ -4,20 +4,26 @@ import Metal
 /// The geometry a window kernel reads (Kernels/Convolution.metal `WindowShape`): 18 int64
 /// words, the last four the strides of the strided operand.
 private func windowShape(n: Int, c: Int, _ g: WindowGeometry, strides: [Int]) -> [Int64] {
-    [n, c, g.input.0, g.input.1, g.output.0, g.output.1, g.kernel.0, g.kernel.1, g.stride.0, g.stride.1,
-     g.padding.0, g.padding.1, g.dilation.0, g.dilation.1].map(Int64.init) + strides.map(Int64.init)
+    [
+        n, c, g.input.0, g.input.1, g.output.0, g.output.1, g.kernel.0, g.kernel.1, g.stride.0, g.stride.1,
+        g.padding.0, g.padding.1, g.dilation.0, g.dilation.1,
+    ].map(Int64.init) + strides.map(Int64.init)
 }
 
 /// The problem a direct convolution kernel reads (Kernels/Convolution.metal `ConvShape32`):
 /// 17 int32 words, or nil when an index of the pass does not fit 32 bits.
 private func convShape(_ p: ConvolutionProblem, bias: Bool) -> [Int32]? {
-    let words = [p.batch, p.channels, p.outChannels, p.groups, p.inH, p.inW, p.outH, p.outW, p.kH, p.kW,
-                 p.strideH, p.strideW, p.padH, p.padW, p.dilH, p.dilW, bias ? 1 : 0]
+    let words = [
+        p.batch, p.channels, p.outChannels, p.groups, p.inH, p.inW, p.outH, p.outW, p.kH, p.kW,
+        p.strideH, p.strideW, p.padH, p.padW, p.dilH, p.dilW, bias ? 1 : 0,
+    ]
     let limit = Int(Int32.max)
     // The largest index any pass forms: an element of x, of the output (gradient), of the
     // weight, or along a product's k (the weight pass runs over every image's pixels).
-    let sizes = [p.batch * p.channels * p.inH * p.inW, p.batch * p.outChannels * p.outH * p.outW,
-                 p.outChannels * (p.channels / max(p.groups, 1)) * p.kH * p.kW, p.batch * p.outH * p.outW]
+    let sizes = [
+        p.batch * p.channels * p.inH * p.inW, p.batch * p.outChannels * p.outH * p.outW,
+        p.outChannels * (p.channels / max(p.groups, 1)) * p.kH * p.kW, p.batch * p.outH * p.outW,
+    ]
     guard sizes.allSatisfy({ $0 <= limit }), words.allSatisfy({ $0 >= 0 && $0 <= limit }) else { return nil }
     return words.map { Int32($0) }
 }
@@ -35,12 +41,15 @@ extension MetalBackend: ConvolutionKernels, DirectConvolutionKernels {
                 ? .native : .host
         case .col2im:
             let cols = call.reads[0], x = call.writes[0]
-            return x.numel == 0 || x.dtype.isFloatingPoint && cols.dtype == x.dtype && x.isContiguous && x.ndim == 4
-                && cols.ndim == 3 ? .native : .host
+            return x.numel == 0
+                || x.dtype.isFloatingPoint && cols.dtype == x.dtype && x.isContiguous && x.ndim == 4
+                    && cols.ndim == 3
+                ? .native : .host
         case .convolution(let pass, let problem):
             let tensors = call.reads + call.writes
             let kernel = Self.convolutionKernel(pass, problem.dtype)
-            let takes = [DType.float32, .float16, .bfloat16].contains(problem.dtype)
+            let takes =
+                [DType.float32, .float16, .bfloat16].contains(problem.dtype)
                 && tensors.allSatisfy { $0.dtype == problem.dtype && $0.isContiguous }
                 && convShape(problem, bias: false) != nil
                 && (maxThreadsPerThreadgroup(kernel) ?? 0) >= Self.simdGemmThreads
@@ -78,8 +87,10 @@ extension MetalBackend: ConvolutionKernels, DirectConvolutionKernels {
 
     /// One pass on a threadgroup of 128 threads per 32×32 tile of each product: forward and
     /// backward-data products per (image, group), backward-weights per group.
-    func convolution(_ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?, weight: TensorImpl?,
-                     bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl) throws {
+    func convolution(
+        _ pass: ConvolutionPassKind, _ problem: ConvolutionProblem, x: TensorImpl?, weight: TensorImpl?,
+        bias: TensorImpl?, gradOut: TensorImpl?, into out: TensorImpl
+    ) throws {
         guard out.numel > 0 else { return }
         let kernel = Self.convolutionKernel(pass, problem.dtype)
         guard let shape = convShape(problem, bias: bias != nil) else {

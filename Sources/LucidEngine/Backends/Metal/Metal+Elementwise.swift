@@ -20,16 +20,21 @@ extension MetalBackend: ElementwiseKernels {
         let fits: Bool
         switch call.op {
         case .binary(let op):
-            fits = op.hasMetalKernel && Self.arithmetic.contains(out.dtype)
+            fits =
+                op.hasMetalKernel && Self.arithmetic.contains(out.dtype)
                 && MetalLayout(shape: out.shape, operands: [r[0].strides, r[1].strides, out.strides]) != nil
         case .binaryScalar(let op):
-            fits = op.hasMetalKernel && Self.arithmetic.contains(out.dtype) && MetalLayout(shape: out.shape, operands: [r[0].strides, out.strides]) != nil
+            fits =
+                op.hasMetalKernel && Self.arithmetic.contains(out.dtype)
+                && MetalLayout(shape: out.shape, operands: [r[0].strides, out.strides]) != nil
         case .unary(let op):
             let integral = (out.dtype == .int32 || out.dtype == .int64) && op.keepsIntegers
-            fits = op.hasMetalKernel && (Self.floating.contains(out.dtype) || integral)
+            fits =
+                op.hasMetalKernel && (Self.floating.contains(out.dtype) || integral)
                 && MetalLayout(shape: out.shape, operands: [r[0].strides, out.strides]) != nil
         case .unaryBackward(let op):
-            fits = op.hasMetalKernel && Self.floating.contains(out.dtype)
+            fits =
+                op.hasMetalKernel && Self.floating.contains(out.dtype)
                 && MetalLayout.layouts(shape: out.shape, operands: r.map(\.strides) + [out.strides]) != nil
         case .compare:
             fits = MetalLayout(shape: out.shape, operands: [r[0].strides, r[1].strides, out.strides]) != nil
@@ -66,7 +71,7 @@ extension MetalBackend: ElementwiseKernels {
         let strides = operands.indices.map { o in (0..<3).map { axis in axis < rank ? Int(w[10 + o * 8 + rank - 1 - axis]) : 0 } }
         let limit = Int(Int32.max)
         guard sizes.allSatisfy({ $0 <= limit }),
-              strides.allSatisfy({ s in s.allSatisfy { $0 >= 0 } && zip(sizes, s).reduce(0) { $0 + ($1.0 - 1) * $1.1 } <= limit })
+            strides.allSatisfy({ s in s.allSatisfy { $0 >= 0 } && zip(sizes, s).reduce(0) { $0 + ($1.0 - 1) * $1.1 } <= limit })
         else { return nil }
         return ((sizes + strides.flatMap { $0 }).map { Int32($0) }, MTLSize(width: sizes[0], height: sizes[1], depth: sizes[2]))
     }

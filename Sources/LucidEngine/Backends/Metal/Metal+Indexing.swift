@@ -32,8 +32,10 @@ extension MetalBackend: IndexingKernels {
         }
     }
 
-    func gather(_ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl,
-                outOfRange: @escaping @Sendable (Int64) -> LucidError) throws {
+    func gather(
+        _ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl,
+        outOfRange: @escaping @Sendable (Int64) -> LucidError
+    ) throws {
         guard out.numel > 0 else { return }
         var zeroed = a.strides
         zeroed[dim] = 0
@@ -84,7 +86,8 @@ extension MetalBackend: IndexingKernels {
         // atomically, rather than a thread per line walking it. Both kernels take one binding.
         var launch: (kernel: String, layout: MetalLayout)? = index.numel > 0 ? ("scatter_add_", layout) : nil
         if accType == .float32, index.numel >= Self.atomicLineLength * layout.count,
-           let elements = MetalLayout(shape: index.shape, operands: [index.strides, src.strides, zeroed]) {
+            let elements = MetalLayout(shape: index.shape, operands: [index.strides, src.strides, zeroed])
+        {
             launch = ("scatter_add_atomic_", elements)
         }
         if let launch {
@@ -93,8 +96,10 @@ extension MetalBackend: IndexingKernels {
                 bind(index, 1, e)
                 bind(acc, 2, e)
                 setBytes(launch.layout.words, 3, e)
-                setBytes(indexSteps(length: index.shape[dim], index: index.strides[dim], src: src.strides[dim],
-                                    out: acc.strides[dim]), 4, e)
+                setBytes(
+                    indexSteps(
+                        length: index.shape[dim], index: index.strides[dim], src: src.strides[dim],
+                        out: acc.strides[dim]), 4, e)
             }
         }
         if acc !== out { copy(acc, into: out) }  // one rounding (or the int64 → int32/bool store)

@@ -4,8 +4,10 @@ import MetalPerformanceShaders
 
 /// The problem a gemm kernel reads (Kernels/Matmul.metal `GemmShape`): 11 int64 words.
 private func gemmShape(_ a: TensorImpl, _ b: TensorImpl, _ out: TensorImpl, bias: Bool) -> [Int64] {
-    [out.shape[0], out.shape[1], out.shape[2], a.shape[2],
-     a.strides[0], a.strides[1], a.strides[2], b.strides[0], b.strides[1], b.strides[2], bias ? 1 : 0].map(Int64.init)
+    [
+        out.shape[0], out.shape[1], out.shape[2], a.shape[2],
+        a.strides[0], a.strides[1], a.strides[2], b.strides[0], b.strides[1], b.strides[2], bias ? 1 : 0,
+    ].map(Int64.init)
 }
 
 /// The problem `gemm_simd` reads (`GemmShape32`: 11 int32 words), or nil when an index of the
@@ -46,9 +48,11 @@ private struct MPSOperand {
         let size = t.dtype.itemSize
         let offset = (t.offset + batch * t.strides[0]) * size
         let stride = matrices > 1 ? t.strides[0] * size : rows * rowBytes
-        return MPSMatrix(buffer: buffer, offset: offset,
-                         descriptor: MPSMatrixDescriptor(rows: rows, columns: columns, matrices: matrices, rowBytes: rowBytes,
-                                                         matrixBytes: stride, dataType: type))
+        return MPSMatrix(
+            buffer: buffer, offset: offset,
+            descriptor: MPSMatrixDescriptor(
+                rows: rows, columns: columns, matrices: matrices, rowBytes: rowBytes,
+                matrixBytes: stride, dataType: type))
     }
 
     /// Whether a batch of `count` matrices of `t` can be one MPS matrix: each entry its own
@@ -80,14 +84,17 @@ final class MatrixProducts: @unchecked Sendable {
         set { lock.withLock { float16Sums32 = newValue } }
     }
 
-    func kernel(_ gpu: any MTLDevice, transposeLeft: Bool, transposeRight: Bool, m: Int, n: Int,
-                k: Int) -> MPSMatrixMultiplication {
+    func kernel(
+        _ gpu: any MTLDevice, transposeLeft: Bool, transposeRight: Bool, m: Int, n: Int,
+        k: Int
+    ) -> MPSMatrixMultiplication {
         let key = Key(transposeLeft: transposeLeft, transposeRight: transposeRight, m: m, n: n, k: k)
         return lock.withLock {
             if let made = kernels[key] { return made }
             if kernels.count >= Self.capacity { kernels.removeAll() }
-            let made = MPSMatrixMultiplication(device: gpu, transposeLeft: transposeLeft, transposeRight: transposeRight,
-                                               resultRows: m, resultColumns: n, interiorColumns: k, alpha: 1, beta: 0)
+            let made = MPSMatrixMultiplication(
+                device: gpu, transposeLeft: transposeLeft, transposeRight: transposeRight,
+                resultRows: m, resultColumns: n, interiorColumns: k, alpha: 1, beta: 0)
             kernels[key] = made
             return made
         }
@@ -130,15 +137,17 @@ extension MetalBackend: MatmulKernels {
         let product = products.kernel(gpu, transposeLeft: left.transposed, transposeRight: right.transposed, m: m, n: n, k: k)
         encodeIntoCommandBuffer("mps_matmul") { cb in
             if left.batches(a, batches) && right.batches(b, batches) && result.batches(out, batches) {
-                product.encode(commandBuffer: cb, leftMatrix: left.matrix(a, type: type, matrices: batches),
-                               rightMatrix: right.matrix(b, type: type, matrices: batches),
-                               resultMatrix: result.matrix(out, type: type, matrices: batches))
+                product.encode(
+                    commandBuffer: cb, leftMatrix: left.matrix(a, type: type, matrices: batches),
+                    rightMatrix: right.matrix(b, type: type, matrices: batches),
+                    resultMatrix: result.matrix(out, type: type, matrices: batches))
                 return
             }
             for batch in 0..<batches {
-                product.encode(commandBuffer: cb, leftMatrix: left.matrix(a, type: type, batch: batch),
-                               rightMatrix: right.matrix(b, type: type, batch: batch),
-                               resultMatrix: result.matrix(out, type: type, batch: batch))
+                product.encode(
+                    commandBuffer: cb, leftMatrix: left.matrix(a, type: type, batch: batch),
+                    rightMatrix: right.matrix(b, type: type, batch: batch),
+                    resultMatrix: result.matrix(out, type: type, batch: batch))
             }
         }
         return true
@@ -148,8 +157,10 @@ extension MetalBackend: MatmulKernels {
     /// threadgroup of `simdGemmThreads` per 32×32 tile of `entries` m×n products, reading `a`
     /// (buffer 0), `b` (1) and the bias when given (2), writing `out` (3), with the kernel's
     /// shape words (4).
-    func encodeTiles(_ kernel: String, entries: Int, m: Int, n: Int, _ a: TensorImpl, _ b: TensorImpl,
-                     bias: TensorImpl?, out: TensorImpl, shape: [Int32]) {
+    func encodeTiles(
+        _ kernel: String, entries: Int, m: Int, n: Int, _ a: TensorImpl, _ b: TensorImpl,
+        bias: TensorImpl?, out: TensorImpl, shape: [Int32]
+    ) {
         let tiles = entries * ((m + 31) / 32) * ((n + 31) / 32)
         guard tiles > 0 else { return }
         encode(kernel, groups: tiles, width: Self.simdGemmThreads, floatsPerThread: 8) { e in
@@ -173,7 +184,8 @@ extension MetalBackend: MatmulKernels {
         // The SIMD-group kernel needs exactly 128 threads per threadgroup and 32-bit indices.
         let simd = "gemm_simd_\(out.dtype.name)"
         if out.dtype.isFloatingPoint, let shape = gemmShape32(a, b, out, bias: bias != nil),
-           (maxThreadsPerThreadgroup(simd) ?? 0) >= Self.simdGemmThreads {
+            (maxThreadsPerThreadgroup(simd) ?? 0) >= Self.simdGemmThreads
+        {
             encodeTiles(simd, entries: out.shape[0], m: out.shape[1], n: out.shape[2], a, b, bias: bias, out: out, shape: shape)
         } else {
             encode("gemm_\(out.dtype.name)", count: out.numel, bindAll)
@@ -188,8 +200,9 @@ extension MetalBackend {
     /// (nil when the probe could not run).
     func probeFloat16Sums() -> Float? {
         guard let x = try? TensorImpl.empty([1, 1, 4097], dtype: .float16, on: self),
-              let y = try? TensorImpl.empty([1, 4097, 1], dtype: .float16, on: self),
-              let out = try? TensorImpl.empty([1, 1, 1], dtype: .float16, on: self) else { return nil }
+            let y = try? TensorImpl.empty([1, 4097, 1], dtype: .float16, on: self),
+            let out = try? TensorImpl.empty([1, 1, 1], dtype: .float16, on: self)
+        else { return nil }
         let values = [floatToHalf(2048)] + [UInt16](repeating: floatToHalf(0.5), count: 4096)
         values.withUnsafeBytes { write($0, into: x) }
         [UInt16](repeating: floatToHalf(1), count: 4097).withUnsafeBytes { write($0, into: y) }

@@ -9,8 +9,10 @@ extension MetalBackend: NormalizationKernels {
         return .native
     }
 
-    func normalizeRows(_ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
-                       into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl) {
+    func normalizeRows(
+        _ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
+        into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl
+    ) {
         guard rows > 0, x.numel > 0 else { return }
         let n = x.numel / rows
         let kernel = out.dtype == x.dtype ? x.dtype.name : "\(x.dtype.name)_\(out.dtype.name)"

@@ -20,8 +20,10 @@ extension MetalBackend: OptimizerKernels {
         }
     }
 
-    func sgdStep(param: TensorImpl, grad: TensorImpl, momentum: TensorImpl?, hyper h: SGDHyper,
-                 newParam: TensorImpl, newMomentum: TensorImpl?, skipIf found: TensorImpl?) {
+    func sgdStep(
+        param: TensorImpl, grad: TensorImpl, momentum: TensorImpl?, hyper h: SGDHyper,
+        newParam: TensorImpl, newMomentum: TensorImpl?, skipIf found: TensorImpl?
+    ) {
         guard param.numel > 0 else { return }
         // SGDParams: 4 floats, 6 uints, 1 ulong = 48 bytes.
         var words = [UInt32](repeating: 0, count: 12)
@@ -41,8 +43,10 @@ extension MetalBackend: OptimizerKernels {
         }
     }
 
-    func adamStep(param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, step: TensorImpl, hyper h: AdamHyper,
-                  newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl, skipIf found: TensorImpl?) {
+    func adamStep(
+        param: TensorImpl, grad: TensorImpl, m: TensorImpl, v: TensorImpl, step: TensorImpl, hyper h: AdamHyper,
+        newParam: TensorImpl, newM: TensorImpl, newV: TensorImpl, skipIf found: TensorImpl?
+    ) {
         let hasFound: UInt32 = found != nil ? 1 : 0
         if param.numel > 0 {
             // AdamParams: 7 floats, 1 uint and 1 ulong = 40 bytes.

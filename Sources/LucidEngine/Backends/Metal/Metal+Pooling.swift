@@ -3,8 +3,10 @@ import Metal
 
 /// The geometry a pooling kernel reads (Kernels/Pooling.metal `PoolGeometry`): 13 int64 words.
 private func poolGeometry(planes: Int, _ g: WindowGeometry) -> [Int64] {
-    [planes, g.input.0, g.input.1, g.output.0, g.output.1, g.kernel.0, g.kernel.1, g.stride.0, g.stride.1,
-     g.padding.0, g.padding.1, g.dilation.0, g.dilation.1].map(Int64.init)
+    [
+        planes, g.input.0, g.input.1, g.output.0, g.output.1, g.kernel.0, g.kernel.1, g.stride.0, g.stride.1,
+        g.padding.0, g.padding.1, g.dilation.0, g.dilation.1,
+    ].map(Int64.init)
 }
 
 /// Max pooling and its adjoint on the GPU (Kernels/Pooling.metal), with the host kernels'
@@ -15,12 +17,16 @@ extension MetalBackend: PoolingKernels {
         switch call.op {
         case .maxPool2d:
             let x = call.reads[0], values = call.writes[0], indices = call.writes[1]
-            return values.numel == 0 || x.dtype.isFloatingPoint && x.isContiguous && values.isContiguous
-                && indices.isContiguous && values.dtype == x.dtype ? .native : .host
+            return values.numel == 0
+                || x.dtype.isFloatingPoint && x.isContiguous && values.isContiguous
+                    && indices.isContiguous && values.dtype == x.dtype
+                ? .native : .host
         case .maxPool2dBackward:
             let grad = call.reads[0], indices = call.reads[1], gradIn = call.writes[0]
-            return gradIn.numel == 0 || gradIn.dtype.isFloatingPoint && grad.dtype == gradIn.dtype && grad.isContiguous
-                && indices.isContiguous && gradIn.isContiguous ? .native : .host
+            return gradIn.numel == 0
+                || gradIn.dtype.isFloatingPoint && grad.dtype == gradIn.dtype && grad.isContiguous
+                    && indices.isContiguous && gradIn.isContiguous
+                ? .native : .host
         default:
             return .compose
         }

@@ -75,21 +75,25 @@ extension MetalBackend: ReductionKernels {
         }
         // Few outputs of very many elements: several threadgroups per output, then their sums.
         if floating && outer.count <= Self.cooperativeOutputs && inner.count >= Self.splitLength,
-           splitReduce(op, a, into: out, outer: outer, inner: inner) {
+            splitReduce(op, a, into: out, outer: outer, inner: inner)
+        {
             return
         }
         // Few outputs of many elements each: a threadgroup per output, else too few threads.
         if floating && outer.count <= Self.cooperativeOutputs && inner.count >= Self.cooperativeLength {
-            encode("reduce_group_\(a.dtype.name)", groups: outer.count, width: Self.rowWidth(inner.count),
-                   floatsPerThread: 2, bindAll)
+            encode(
+                "reduce_group_\(a.dtype.name)", groups: outer.count, width: Self.rowWidth(inner.count),
+                floatsPerThread: 2, bindAll)
         } else {
             encode("reduce_\(a.dtype.name)", count: outer.count, bindAll)
         }
     }
 
     /// The two passes of a split reduction; false when the partials' memory cannot be had.
-    private func splitReduce(_ op: ReduceKernel, _ a: TensorImpl, into out: TensorImpl, outer: MetalLayout,
-                             inner: MetalLayout) -> Bool {
+    private func splitReduce(
+        _ op: ReduceKernel, _ a: TensorImpl, into out: TensorImpl, outer: MetalLayout,
+        inner: MetalLayout
+    ) -> Bool {
         let width = 256
         let parts = Swift.min(Self.maxParts, Swift.max(2, inner.count / (width * Self.splitShare)))
         guard let partials = try? TensorImpl.empty([outer.count * parts], dtype: .float32, on: self) else { return false }
@@ -128,9 +132,11 @@ extension MetalBackend: ReductionKernels {
         }
         // Few outputs along a long axis: a threadgroup per output (indices exact as floats).
         if a.dtype.isFloatingPoint && outer.count <= Self.cooperativeOutputs && length >= Self.cooperativeLength
-            && length < 1 << 24 {
-            return encode("arg_reduce_group_\(a.dtype.name)", groups: outer.count, width: Self.rowWidth(length),
-                          floatsPerThread: 2, bindAll)
+            && length < 1 << 24
+        {
+            return encode(
+                "arg_reduce_group_\(a.dtype.name)", groups: outer.count, width: Self.rowWidth(length),
+                floatsPerThread: 2, bindAll)
         }
         encode("arg_reduce_\(a.dtype.name)", count: outer.count, bindAll)
     }

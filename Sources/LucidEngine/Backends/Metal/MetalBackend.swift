@@ -186,11 +186,11 @@ final class MetalBackend: Backend, @unchecked Sendable {
     /// default device; the product links it, and the list of all devices is asked as well.
     private static func defaultDevice() -> (any MTLDevice)? {
         if let gpu = MTLCreateSystemDefaultDevice() { return gpu }
-#if os(macOS)
+        #if os(macOS)
         return MTLCopyAllDevices().first { $0.hasUnifiedMemory }
-#else
+        #else
         return nil
-#endif
+        #endif
     }
 
     // MARK: - Memory
@@ -344,7 +344,8 @@ final class MetalBackend: Backend, @unchecked Sendable {
     /// Each route of this backend's families lives beside its kernels (`Metal+<Family>.swift`).
     func route(_ call: KernelCall) -> KernelRoute {
         if call.reads.contains(where: { Self.copyOnlyTypes.contains($0.dtype) })
-            || call.writes.contains(where: { Self.copyOnlyTypes.contains($0.dtype) }) {
+            || call.writes.contains(where: { Self.copyOnlyTypes.contains($0.dtype) })
+        {
             return .host
         }
         return switch call.op.family {
@@ -450,8 +451,9 @@ final class MetalBackend: Backend, @unchecked Sendable {
     func encode(_ kernel: String, count: Int, _ bind: (any MTLComputeCommandEncoder) -> Void) {
         dispatch(kernel, bind) { e, pipeline in
             let width = min(count, pipeline.maxTotalThreadsPerThreadgroup)
-            e.dispatchThreads(MTLSize(width: count, height: 1, depth: 1),
-                              threadsPerThreadgroup: MTLSize(width: width, height: 1, depth: 1))
+            e.dispatchThreads(
+                MTLSize(width: count, height: 1, depth: 1),
+                threadsPerThreadgroup: MTLSize(width: width, height: 1, depth: 1))
         }
     }
 
@@ -479,15 +481,18 @@ final class MetalBackend: Backend, @unchecked Sendable {
     /// at threadgroup index 0. `width` is capped at what the pipeline allows, keeping it a
     /// power of two when it is one: only for kernels written for any width (a kernel that needs
     /// exactly `width` threads checks `maxThreadsPerThreadgroup` first).
-    func encode(_ kernel: String, groups: Int, width: Int, floatsPerThread: Int = 1,
-                _ bind: (any MTLComputeCommandEncoder) -> Void) {
+    func encode(
+        _ kernel: String, groups: Int, width: Int, floatsPerThread: Int = 1,
+        _ bind: (any MTLComputeCommandEncoder) -> Void
+    ) {
         dispatch(kernel, bind) { e, pipeline in
             var w = max(1, width)
             while w > pipeline.maxTotalThreadsPerThreadgroup { w /= 2 }
             let bytes = (w * floatsPerThread * MemoryLayout<Float>.size + 15) / 16 * 16
             e.setThreadgroupMemoryLength(bytes, index: 0)
-            e.dispatchThreadgroups(MTLSize(width: groups, height: 1, depth: 1),
-                                   threadsPerThreadgroup: MTLSize(width: w, height: 1, depth: 1))
+            e.dispatchThreadgroups(
+                MTLSize(width: groups, height: 1, depth: 1),
+                threadsPerThreadgroup: MTLSize(width: w, height: 1, depth: 1))
         }
     }
 
@@ -506,8 +511,10 @@ final class MetalBackend: Backend, @unchecked Sendable {
         return w
     }
 
-    private func dispatch(_ kernel: String, _ bind: (any MTLComputeCommandEncoder) -> Void,
-                          _ launch: (any MTLComputeCommandEncoder, any MTLComputePipelineState) -> Void) {
+    private func dispatch(
+        _ kernel: String, _ bind: (any MTLComputeCommandEncoder) -> Void,
+        _ launch: (any MTLComputeCommandEncoder, any MTLComputePipelineState) -> Void
+    ) {
         lock.withLock {
             guard let pipeline = pipeline(kernel) else {
                 // Unreachable with a consistent build: every kernel name used here is compiled.
@@ -567,7 +574,8 @@ final class MetalBackend: Backend, @unchecked Sendable {
     private func pipeline(_ kernel: String) -> (any MTLComputePipelineState)? {
         if let p = pipelines[kernel] { return p }
         guard case .success(let library) = compiledLibrary(),
-              let f = library.makeFunction(name: kernel), let p = try? gpu.makeComputePipelineState(function: f) else {
+            let f = library.makeFunction(name: kernel), let p = try? gpu.makeComputePipelineState(function: f)
+        else {
             return nil
         }
         pipelines[kernel] = p
@@ -602,14 +610,15 @@ final class MetalBackend: Backend, @unchecked Sendable {
     static func compileOptions() -> MTLCompileOptions {
         let options = MTLCompileOptions()
         options.languageVersion = .version3_1
-#if canImport(ObjectiveC)
+        #if canImport(ObjectiveC)
         if options.responds(to: NSSelectorFromString("setMathMode:")),
-           options.responds(to: NSSelectorFromString("setMathFloatingPointFunctions:")) {
+            options.responds(to: NSSelectorFromString("setMathFloatingPointFunctions:"))
+        {
             options.setValue(0, forKey: "mathMode")  // MTLMathModeSafe
             options.setValue(1, forKey: "mathFloatingPointFunctions")  // MTLMathFloatingPointFunctionsPrecise
             return options
         }
-#endif
+        #endif
         options.fastMathEnabled = false
         return options
     }

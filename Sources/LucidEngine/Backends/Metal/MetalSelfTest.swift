@@ -128,7 +128,8 @@ enum MetalSelfTest {
     static let shape = [3, 17]
 
     /// Every kernel's checks, family by family.
-    static let table: [Row] = probeRows + coreRows + elementwiseRows + reductionRows + convolutionRows + poolingRows
+    static let table: [Row] =
+        probeRows + coreRows + elementwiseRows + reductionRows + convolutionRows + poolingRows
         + softmaxRows + attentionRows + normalizationRows + indexingRows + optimizerRows + ampRows + matmulRows
 
     /// Where float16 products run: on MPS only if it sums them in float32 (a float16 sum loses
@@ -138,14 +139,18 @@ enum MetalSelfTest {
             guard let sum = c.gpu.probeFloat16Sums() else { return }
             let wide = sum == 4096
             if !wide {
-                Warnings.emit("metal: Metal Performance Shaders sums float16 products in float16 on this GPU (a probe "
-                              + "gave \(sum) for 4096); float16 products run lucid's gemm_simd_float16 kernel instead")
+                Warnings.emit(
+                    "metal: Metal Performance Shaders sums float16 products in float16 on this GPU (a probe "
+                        + "gave \(sum) for 4096); float16 products run lucid's gemm_simd_float16 kernel instead")
             }
-            c.append(Check(op: "mps_float16_sums", dtype: .float16, maxError: Double(abs(sum - 4096)) / 4097,
-                           tolerance: .infinity,
-                           detail: wide ? "float32 sums: float16 products run on Metal Performance Shaders"
-                                        : "float16 sums: float16 products run gemm_simd_float16"))
-        },
+            c.append(
+                Check(
+                    op: "mps_float16_sums", dtype: .float16, maxError: Double(abs(sum - 4096)) / 4097,
+                    tolerance: .infinity,
+                    detail: wide
+                        ? "float32 sums: float16 products run on Metal Performance Shaders"
+                        : "float16 sums: float16 products run gemm_simd_float16"))
+        }
     ]
 
     /// The backend's own fills and copies (casts among them).
@@ -216,8 +221,10 @@ enum MetalSelfTest {
 
     private static let elementwiseRows: [Row] = [
         Row(.elementwise, "binary", floats) { c in
-            for op in [BinaryKernel.add, .sub, .mul, .div, .pow, .maximum, .minimum, .atan2, .copysign, .fmod, .remainder,
-                       .floorDivide, .truncDivide, .fmax, .fmin, .heaviside] {
+            for op in [
+                BinaryKernel.add, .sub, .mul, .div, .pow, .maximum, .minimum, .atan2, .copysign, .fmod, .remainder,
+                .floorDivide, .truncDivide, .fmax, .fmin, .heaviside,
+            ] {
                 c.compare("\(op)", c.tol) { be in
                     let x = try make(c.a, shape, c.dtype, be), y = try make(c.b, [1, 17], c.dtype, be)
                     let out = try TensorImpl.empty(shape, dtype: c.dtype, on: be)
@@ -282,8 +289,10 @@ enum MetalSelfTest {
             }
         },
         Row(.elementwise, "binary", integers) { c in
-            for op in [BinaryKernel.add, .sub, .mul, .maximum, .minimum, .bitwiseAnd, .bitwiseOr, .bitwiseXor, .fmod,
-                       .remainder, .floorDivide, .truncDivide, .fmax, .fmin, .heaviside, .leftShift, .rightShift, .gcd, .lcm] {
+            for op in [
+                BinaryKernel.add, .sub, .mul, .maximum, .minimum, .bitwiseAnd, .bitwiseOr, .bitwiseXor, .fmod,
+                .remainder, .floorDivide, .truncDivide, .fmax, .fmin, .heaviside, .leftShift, .rightShift, .gcd, .lcm,
+            ] {
                 c.compare(Elementwise.info(op).name, 0) { be in
                     let x = try make(c.a, shape, c.dtype, be), y = try make(c.b, shape, c.dtype, be)
                     let out = try TensorImpl.empty(shape, dtype: c.dtype, on: be)
@@ -370,8 +379,9 @@ enum MetalSelfTest {
                 let x = try make(c.a, [2, MetalBackend.cooperativeLength + 77], c.dtype, be)
                 let values = try TensorImpl.empty([2], dtype: c.dtype, on: be)
                 let indices = try TensorImpl.empty([2], dtype: .int64, on: be)
-                try reduction(be).argReduce(max: false, x.view(shape: [589, 2], strides: [1, 589]), axis: 0, values: values,
-                                            indices: indices)
+                try reduction(be).argReduce(
+                    max: false, x.view(shape: [589, 2], strides: [1, 589]), axis: 0, values: values,
+                    indices: indices)
                 return values
             }
         },
@@ -394,8 +404,9 @@ enum MetalSelfTest {
     ]
 
     /// Convolution's windows: padding, a stride and a dilation.
-    private static let patches = WindowGeometry(kernel: (3, 2), stride: (2, 1), padding: (1, 1), dilation: (1, 2),
-                                                input: (5, 7), output: (3, 7))
+    private static let patches = WindowGeometry(
+        kernel: (3, 2), stride: (2, 1), padding: (1, 1), dilation: (1, 2),
+        input: (5, 7), output: (3, 7))
 
     private static let convolutionRows: [Row] = [
         // The window gathers and their adjoint.
@@ -430,8 +441,9 @@ enum MetalSelfTest {
                     let shape = [[2, 6, 3, 7], x.shape, w.shape][pass.rawValue]
                     c.check(["conv_forward", "conv_backward_data", "conv_backward_weights"][pass.rawValue], tol * 4, want: want) {
                         let out = try TensorImpl.empty(shape, dtype: dtype, on: gpu)
-                        try gpu.convolution(pass, conv, x: pass == .backwardData ? nil : x, weight: pass == .backwardWeights ? nil : w,
-                                            bias: pass == .forward ? bias : nil, gradOut: pass == .forward ? nil : gy, into: out)
+                        try gpu.convolution(
+                            pass, conv, x: pass == .backwardData ? nil : x, weight: pass == .backwardWeights ? nil : w,
+                            bias: pass == .forward ? bias : nil, gradOut: pass == .forward ? nil : gy, into: out)
                         return out
                     }
                 }
@@ -443,8 +455,9 @@ enum MetalSelfTest {
 
     private static let poolingRows: [Row] = [
         Row(.pooling, "max_pool2d", floats) { c in
-            let window = WindowGeometry(kernel: (2, 2), stride: (1, 2), padding: (0, 1), dilation: (1, 1),
-                                        input: (3, 17), output: (2, 9))
+            let window = WindowGeometry(
+                kernel: (2, 2), stride: (1, 2), padding: (0, 1), dilation: (1, 1),
+                input: (3, 17), output: (2, 9))
             for backward in [false, true] {
                 c.compare(backward ? "max_pool2d_backward" : "max_pool2d", c.tol) { be in
                     let x = try make(c.a, [3, 1, 3, 17], c.dtype, be)
@@ -458,7 +471,7 @@ enum MetalSelfTest {
                     return gradIn
                 }
             }
-        },
+        }
     ]
 
     private static let softmaxRows: [Row] = [
@@ -484,9 +497,12 @@ enum MetalSelfTest {
             let (gpu, dtype) = (c.gpu, c.dtype)
             for (axis, log) in [(1, false), (0, true)] {
                 guard let y = try? make(c.b, shape, dtype, gpu), let g = try? make(c.a, shape, dtype, gpu),
-                      let yv = try? values(y, gpu), let gv = try? values(g, gpu) else { continue }
-                c.check(log ? "log_softmax_backward" : "softmax_backward", c.tol * 4,
-                        want: softmaxBackwardReference(gv, yv, shape, axis: axis, log: log)) {
+                    let yv = try? values(y, gpu), let gv = try? values(g, gpu)
+                else { continue }
+                c.check(
+                    log ? "log_softmax_backward" : "softmax_backward", c.tol * 4,
+                    want: softmaxBackwardReference(gv, yv, shape, axis: axis, log: log)
+                ) {
                     let out = try TensorImpl.empty(shape, dtype: dtype, on: gpu)
                     guard gpu.softmaxRoute(KernelCall(.softmaxBackward(axis: axis), reads: [g, y], writes: [out])) == .native else {
                         throw LucidError.runtime("routed to be composed")
@@ -514,9 +530,10 @@ enum MetalSelfTest {
                     let mask = masking == 2 ? try make(allowed, [1, l, sl], .bool, gpu) : nil
                     let m3 = mask?.view(shape: [2, l, sl], strides: [0, sl, 1], offset: 0)
                     let scale = Float(1 / Double(e).squareRoot())
-                    let (want, weights) = attentionReference(try values(q, gpu), try values(k, gpu), try values(v, gpu),
-                                                             batch: 2, l: l, s: sl, e: e, ev: e + 4, scale: Double(scale),
-                                                             causal: masking == 1, allowed: masking == 2 ? allowed.map(Double.init) : nil)
+                    let (want, weights) = attentionReference(
+                        try values(q, gpu), try values(k, gpu), try values(v, gpu),
+                        batch: 2, l: l, s: sl, e: e, ev: e + 4, scale: Double(scale),
+                        causal: masking == 1, allowed: masking == 2 ? allowed.map(Double.init) : nil)
                     let name = masking == 0 ? "attention" : (masking == 1 ? "attention_causal" : "attention_mask")
                     let p = try TensorImpl.empty([2, l, sl], dtype: dtype, on: gpu)
                     let call = KernelCall(.attention, reads: [q, k, v] + (m3.map { [$0] } ?? []), writes: [])
@@ -531,7 +548,7 @@ enum MetalSelfTest {
                     c.failed("attention", tol)
                 }
             }
-        },
+        }
     ]
 
     private static let normalizationRows: [Row] = [
@@ -542,12 +559,13 @@ enum MetalSelfTest {
                     let bias = try make(c.a, [17], .float32, be)
                     let out = try TensorImpl.empty(shape, dtype: wide ? .float32 : c.dtype, on: be)
                     let mean = try TensorImpl.empty([3], dtype: .float32, on: be), rstd = try TensorImpl.empty([3], dtype: .float32, on: be)
-                    try normalization(be).normalizeRows(x, rows: 3, eps: 1e-5, weight: wide ? nil : w, bias: wide ? nil : bias,
-                                                        into: out, mean: mean, rstd: rstd)
+                    try normalization(be).normalizeRows(
+                        x, rows: 3, eps: 1e-5, weight: wide ? nil : w, bias: wide ? nil : bias,
+                        into: out, mean: mean, rstd: rstd)
                     return out
                 }
             }
-        },
+        }
     ]
 
     private static let indexingRows: [Row] = [
@@ -581,8 +599,9 @@ enum MetalSelfTest {
         },
     ]
 
-    private static let adam = AdamHyper(lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.1, decoupled: true,
-                                        maximize: false)
+    private static let adam = AdamHyper(
+        lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.1, decoupled: true,
+        maximize: false)
 
     private static let optimizerRows: [Row] = [
         Row(.optimizers, "sgd_step", floats) { c in
@@ -590,10 +609,12 @@ enum MetalSelfTest {
                 let p = try make(c.a, shape, c.dtype, be), g = try make(c.b, shape, c.dtype, be)
                 let buf = try make(c.a, shape, c.dtype, be)
                 let np = try TensorImpl.empty(shape, dtype: c.dtype, on: be), nb = try TensorImpl.empty(shape, dtype: c.dtype, on: be)
-                let h = SGDHyper(lr: 0.1, momentum: 0.9, dampening: 0.1, weightDecay: 0.01, nesterov: true, maximize: false,
-                                 firstStep: false)
-                try optimizers(be).sgdStep(param: p, grad: g, momentum: buf, hyper: h, newParam: np, newMomentum: nb,
-                                           skipIf: try make([0], [1], .float32, be))
+                let h = SGDHyper(
+                    lr: 0.1, momentum: 0.9, dampening: 0.1, weightDecay: 0.01, nesterov: true, maximize: false,
+                    firstStep: false)
+                try optimizers(be).sgdStep(
+                    param: p, grad: g, momentum: buf, hyper: h, newParam: np, newMomentum: nb,
+                    skipIf: try make([0], [1], .float32, be))
                 return np
             }
         },
@@ -603,8 +624,9 @@ enum MetalSelfTest {
                 let m = try make(c.a, shape, c.dtype, be), v = try make(c.b, shape, c.dtype, be)
                 let step = try make([2], [1], .float32, be)
                 let outs = try (0..<3).map { _ in try TensorImpl.empty(shape, dtype: c.dtype, on: be) }
-                try optimizers(be).adamStep(param: p, grad: g, m: m, v: v, step: step, hyper: adam, newParam: outs[0],
-                                            newM: outs[1], newV: outs[2], skipIf: nil)
+                try optimizers(be).adamStep(
+                    param: p, grad: g, m: m, v: v, step: step, hyper: adam, newParam: outs[0],
+                    newM: outs[1], newV: outs[2], skipIf: nil)
                 return outs[0]
             }
         },
@@ -613,8 +635,9 @@ enum MetalSelfTest {
                 let p = try make(c.a, shape, c.dtype, be), g = try make(c.b, shape, c.dtype, be)
                 let m = try make(c.a, shape, c.dtype, be), v = try make(c.b, shape, c.dtype, be)
                 let step = try make([2], [1], .float32, be)
-                try optimizers(be).adamStep(param: p, grad: g, m: m, v: v, step: step, hyper: adam, newParam: p, newM: m,
-                                            newV: v, skipIf: try make([1], [1], .float32, be))
+                try optimizers(be).adamStep(
+                    param: p, grad: g, m: m, v: v, step: step, hyper: adam, newParam: p, newM: m,
+                    newV: v, skipIf: try make([1], [1], .float32, be))
                 return p
             }
         },
@@ -624,8 +647,9 @@ enum MetalSelfTest {
                 let p = try make(c.a, shape, c.dtype, gpu), g = try make(c.b, shape, c.dtype, gpu)
                 let step = try make([1], [1], .float32, gpu)
                 for flag: Float in [0, 1] {
-                    try optimizers(gpu).adamStep(param: p, grad: g, m: g, v: g, step: step, hyper: adam, newParam: p,
-                                                 newM: p, newV: p, skipIf: try make([flag], [1], .float32, gpu))
+                    try optimizers(gpu).adamStep(
+                        param: p, grad: g, m: g, v: g, step: step, hyper: adam, newParam: p,
+                        newM: p, newV: p, skipIf: try make([flag], [1], .float32, gpu))
                 }
                 return step
             }
@@ -684,8 +708,9 @@ enum MetalSelfTest {
             c.compare("matmul", c.tol * 8) { be in
                 let x = try make(c.a, [3, 17], c.dtype, be), y = try make(c.b, [17, 3], c.dtype, be)
                 let out = try TensorImpl.empty([1, 3, 3], dtype: c.dtype, on: be)
-                try matmul(be).gemm(x.view(shape: [1, 3, 17], strides: [0, 17, 1], offset: 0),
-                                    y.view(shape: [1, 17, 3], strides: [0, 3, 1], offset: 0), bias: nil, into: out)
+                try matmul(be).gemm(
+                    x.view(shape: [1, 3, 17], strides: [0, 17, 1], offset: 0),
+                    y.view(shape: [1, 17, 3], strides: [0, 3, 1], offset: 0), bias: nil, into: out)
                 return out
             }
         },
@@ -696,8 +721,9 @@ enum MetalSelfTest {
                 let x = try make(c.a, [2, 37, 41], c.dtype, be), w = try make(c.b, [35, 41], c.dtype, be)
                 let bias = try make(c.a, [35], c.dtype, be)
                 let out = try TensorImpl.empty([2, 37, 35], dtype: c.dtype, on: be)
-                try matmul(be).gemm(x.view(shape: [2, 37, 41], strides: [37 * 41, 41, 1], offset: 0),
-                                    w.view(shape: [2, 41, 35], strides: [0, 1, 41], offset: 0), bias: bias, into: out)
+                try matmul(be).gemm(
+                    x.view(shape: [2, 37, 41], strides: [37 * 41, 41, 1], offset: 0),
+                    w.view(shape: [2, 41, 35], strides: [0, 1, 41], offset: 0), bias: bias, into: out)
                 return out
             }
         },
@@ -706,8 +732,9 @@ enum MetalSelfTest {
                 let x = try make(c.a, [3, 17], c.dtype, be), w = try make(c.b, [3, 17], c.dtype, be)
                 let bias = try make(c.a, [3], c.dtype, be)
                 let out = try TensorImpl.empty([1, 3, 3], dtype: c.dtype, on: be)
-                try matmul(be).gemm(x.view(shape: [1, 3, 17], strides: [0, 17, 1], offset: 0),
-                                    w.view(shape: [1, 17, 3], strides: [0, 1, 17], offset: 0), bias: bias, into: out)
+                try matmul(be).gemm(
+                    x.view(shape: [1, 3, 17], strides: [0, 17, 1], offset: 0),
+                    w.view(shape: [1, 17, 3], strides: [0, 1, 17], offset: 0), bias: bias, into: out)
                 return out
             }
         },
@@ -715,8 +742,9 @@ enum MetalSelfTest {
             c.compare("matmul", 0) { be in
                 let x = try make(c.a, [3, 17], c.dtype, be), y = try make(c.b, [17, 3], c.dtype, be)
                 let out = try TensorImpl.empty([1, 3, 3], dtype: c.dtype, on: be)
-                try matmul(be).gemm(x.view(shape: [1, 3, 17], strides: [0, 17, 1], offset: 0),
-                                    y.view(shape: [1, 17, 3], strides: [0, 3, 1], offset: 0), bias: nil, into: out)
+                try matmul(be).gemm(
+                    x.view(shape: [1, 3, 17], strides: [0, 17, 1], offset: 0),
+                    y.view(shape: [1, 17, 3], strides: [0, 3, 1], offset: 0), bias: nil, into: out)
                 return out
             }
         },
@@ -739,8 +767,10 @@ enum MetalSelfTest {
 
     /// The backward of softmax (or log-softmax) along `axis` from its output y and gradient g,
     /// in double.
-    private static func softmaxBackwardReference(_ g: [Double], _ y: [Double], _ shape: [Int], axis: Int,
-                                                 log takeLog: Bool) -> [Double] {
+    private static func softmaxBackwardReference(
+        _ g: [Double], _ y: [Double], _ shape: [Int], axis: Int,
+        log takeLog: Bool
+    ) -> [Double] {
         let length = shape[axis], inner = shape[(axis + 1)...].reduce(1, *)
         var out = y
         for row in 0..<(y.count / length) {
@@ -755,8 +785,10 @@ enum MetalSelfTest {
     /// Attention in double: the output [batch, l, ev] and the weights [batch, l, s] of q·kᵀ·scale
     /// (row-major operands), masked where `allowed` ([l, s]) is 0 or, when `causal`, after each
     /// row's own position; a row with nothing allowed is NaN.
-    private static func attentionReference(_ q: [Double], _ k: [Double], _ v: [Double], batch: Int, l: Int, s: Int, e: Int,
-                                           ev: Int, scale: Double, causal: Bool, allowed: [Double]?) -> ([Double], [Double]) {
+    private static func attentionReference(
+        _ q: [Double], _ k: [Double], _ v: [Double], batch: Int, l: Int, s: Int, e: Int,
+        ev: Int, scale: Double, causal: Bool, allowed: [Double]?
+    ) -> ([Double], [Double]) {
         var out = [Double](repeating: 0, count: batch * l * ev), weights = [Double](repeating: 0, count: batch * l * s)
         for b in 0..<batch {
             for i in 0..<l {
@@ -796,8 +828,10 @@ enum MetalSelfTest {
 
     /// A grouped convolution pass computed plainly in double from contiguous operands: the
     /// output (plus `bias`), the input gradient, or the weight gradient.
-    private static func convolutionReference(_ pass: ConvolutionPassKind, _ p: ConvolutionProblem, x: [Double], w: [Double],
-                                             gy: [Double], bias: [Double]) -> [Double] {
+    private static func convolutionReference(
+        _ pass: ConvolutionPassKind, _ p: ConvolutionProblem, x: [Double], w: [Double],
+        gy: [Double], bias: [Double]
+    ) -> [Double] {
         let cg = p.channels / p.groups, og = p.outChannels / p.groups
         var out = [Double](repeating: 0, count: [gy.count, x.count, w.count][pass.rawValue])
         for n in 0..<p.batch {
