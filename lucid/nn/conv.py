@@ -124,109 +124,57 @@ class _ConvNd(Module):
         return s
 
 
-class Conv1d(_ConvNd):
+class _ForwardConvNd(_ConvNd):
+    """The convolutions' PyTorch signature: no output_padding (the transposed ones' only)."""
+
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups=1,
+        bias=True,
+        padding_mode="zeros",
+        device="cpu",
+        dtype=None,
+    ):
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            device=device,
+            dtype=dtype,
+        )
+
+
+class Conv1d(_ForwardConvNd):
     """1-D convolution over [N, C, L] or [C, L] input."""
 
     _n = 1
     _fn = staticmethod(F.conv1d)
 
-    def __init__(
-        self,
-        in_channels,
-        out_channels,
-        kernel_size,
-        stride=1,
-        padding=0,
-        dilation=1,
-        groups=1,
-        bias=True,
-        padding_mode="zeros",
-        device="cpu",
-        dtype=None,
-    ):
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            bias,
-            padding_mode,
-            device=device,
-            dtype=dtype,
-        )
 
-
-class Conv2d(_ConvNd):
+class Conv2d(_ForwardConvNd):
     """2-D convolution over [N, C, H, W] or [C, H, W] input; lower precision under autocast."""
 
     _n = 2
     _fn = staticmethod(F.conv2d)
 
-    def __init__(
-        self,
-        in_channels,
-        out_channels,
-        kernel_size,
-        stride=1,
-        padding=0,
-        dilation=1,
-        groups=1,
-        bias=True,
-        padding_mode="zeros",
-        device="cpu",
-        dtype=None,
-    ):
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            bias,
-            padding_mode,
-            device=device,
-            dtype=dtype,
-        )
 
-
-class Conv3d(_ConvNd):
+class Conv3d(_ForwardConvNd):
     """3-D convolution over [N, C, D, H, W] or [C, D, H, W] input."""
 
     _n = 3
     _fn = staticmethod(F.conv3d)
-
-    def __init__(
-        self,
-        in_channels,
-        out_channels,
-        kernel_size,
-        stride=1,
-        padding=0,
-        dilation=1,
-        groups=1,
-        bias=True,
-        padding_mode="zeros",
-        device="cpu",
-        dtype=None,
-    ):
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            bias,
-            padding_mode,
-            device=device,
-            dtype=dtype,
-        )
 
 
 class _ConvTransposeNd(_ConvNd):
