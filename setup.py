@@ -8,6 +8,22 @@ cannot clash with another Swift runtime in the process), and every run path poin
 inside the package. OpenBLAS and oneDNN are not copied: they are the wheel's dependencies,
 and lucid loads them by path from their packages before the engine.
 
+On macOS the OS has the Swift runtime; tools/macos_wheel.py copies in only what it lacks and
+points the engine's run paths at /usr/lib/swift and the package's own folder.
+
+``LUCID_METALLIB_DIR=<dir>`` (macOS) puts the Metal kernels, compiled ahead of time by
+tools/build_metallibs.py, into the wheel: every ``<family>.metallib`` and ``manifest.json``
+from <dir> go to ``lucid/_lib/metal/``, beside the engine. That folder is where the engine's
+loader should look for them (``<the engine's folder>/metal/<family>.metallib``, the family
+as ``KernelFamily`` spells it), compiling a family from its embedded source when its library
+is missing or was made from other sources (manifest.json's SHA-256 of the joined source);
+docs/guide/metal.rst says the same. Elsewhere the variable is ignored: a Linux wheel
+carries no Metal libraries.
+
+The wheel is tagged ``py3-none-<platform>``: the engine is loaded with ctypes, so one wheel
+serves every Python 3 (>= 3.10) of its platform. The macOS platform is the engine's
+deployment target, ``macosx_14_0_arm64`` (Package.swift's ``.macOS(.v14)``).
+
 ``LUCID_SKIP_ENGINE_BUILD=1`` takes the library SwiftPM already built instead of building it;
 an editable install then leaves lucid/_lib alone (`make engine` keeps it).
 """
@@ -26,16 +42,27 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
 
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # setuptools < 70.1
+    from wheel.bdist_wheel import bdist_wheel
+
 ROOT = Path(__file__).resolve().parent
 LIB = "liblucid.dylib" if sys.platform == "darwin" else "liblucid.so"
+# The engine's deployment target (Package.swift: platforms: [.macOS(.v14)]).
+MACOS_TARGET = "14_0"
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _native():
     """lucid/_native.py, loaded by path: importing the package would load the engine."""
-    spec = importlib.util.spec_from_file_location("_lucid_native", ROOT / "lucid" / "_native.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _load("_lucid_native", ROOT / "lucid" / "_native.py")
 
 
 def build_engine() -> Path:
@@ -115,6 +142,28 @@ def make_self_contained(lib_dir: Path) -> None:
         _patchelf(*replacements, "--set-rpath", "$ORIGIN", target)
 
 
+def copy_metallibs(dest: Path) -> None:
+    """The ahead-of-time Metal libraries from LUCID_METALLIB_DIR into `dest` (lucid/_lib/metal),
+    on macOS; see the module's docstring for where the engine looks for them."""
+    source = os.environ.get("LUCID_METALLIB_DIR")
+    if not source:
+        return
+    if sys.platform != "darwin":
+        print("lucid: LUCID_METALLIB_DIR is ignored off macOS (a Linux wheel has no Metal)", flush=True)
+        return
+    libs = sorted(Path(source).glob("*.metallib"))
+    manifest = Path(source) / "manifest.json"
+    if not libs or not manifest.is_file():
+        raise SystemExit(
+            f"lucid: LUCID_METALLIB_DIR={source} has no .metallib files and manifest.json "
+            "(python tools/build_metallibs.py --out DIR makes them)"
+        )
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in [*libs, manifest]:
+        shutil.copy2(f, dest / f.name)
+    print(f"lucid: the wheel carries {len(libs)} Metal libraries in lucid/_lib/metal", flush=True)
+
+
 class build_py_with_engine(build_py):
     def run(self):
         super().run()
@@ -130,10 +179,24 @@ class build_py_with_engine(build_py):
                 shutil.copy2(lib, dest / LIB)
             return
         for old in dest.iterdir():  # a wheel carries only what this build made
-            old.unlink()
+            shutil.rmtree(old) if old.is_dir() and not old.is_symlink() else old.unlink()
         shutil.copy2(lib, dest / LIB)
         if sys.platform.startswith("linux"):
             make_self_contained(dest)
+        elif sys.platform == "darwin":
+            copied = _load("_lucid_macos_wheel", ROOT / "tools" / "macos_wheel.py").make_self_contained(dest, LIB)
+            print(f"lucid: copied into the wheel beside the engine: {', '.join(copied) or 'nothing'}", flush=True)
+        copy_metallibs(dest / "metal")
+
+
+class bdist_wheel_any_python(bdist_wheel):
+    """py3-none-<platform>: ctypes loads the engine, so no Python ABI is involved."""
+
+    def get_tag(self):
+        _, _, plat = super().get_tag()
+        if sys.platform == "darwin":
+            plat = re.sub(r"^macosx_\d+_\d+_", f"macosx_{MACOS_TARGET}_", plat)
+        return "py3", "none", plat
 
 
 class BinaryDistribution(Distribution):
@@ -143,4 +206,7 @@ class BinaryDistribution(Distribution):
         return True
 
 
-setup(cmdclass={"build_py": build_py_with_engine}, distclass=BinaryDistribution)
+setup(
+    cmdclass={"build_py": build_py_with_engine, "bdist_wheel": bdist_wheel_any_python},
+    distclass=BinaryDistribution,
+)
