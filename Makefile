@@ -141,7 +141,8 @@ check-wheel:
 	PYTHON='$(PYTHON)' bash tools/check-wheel.sh
 
 ## metal-emulated: the check build, whose "metal" device runs on the Metal backend compiled
-## against an emulation of the Metal API (tests/metal), the .metal kernels compiled as C++;
+## against an emulation of the Metal API (tests/metal), the .metal kernels compiled as C++
+## (after a strict syntax check of each kernel library: tests/metal/check_msl_strict.py);
 ## prints the library's path last (load it with LUCID_ENGINE_LIBRARY=<path>)
 METAL_SCRATCH := .build/metal-emulated
 METAL_LIB      = $(CURDIR)/$(METAL_SCRATCH)/release/$(LIB)
@@ -150,6 +151,8 @@ METAL_FLAGS    = --scratch-path $(METAL_SCRATCH) --manifest-cache none $(SWIFT_F
 
 metal-emulated: $(VENV)/.installed
 	@$(PY) tools/embed_metal.py --check
+	@# Each kernel library alone, with distinct address spaces, under -Werror (check_msl_strict.py).
+	$(PY) tests/metal/check_msl_strict.py --clang "$$(dirname "$$(command -v swift)")/clang" $$($(PY) tools/embed_metal.py --list)
 	$(PY) tests/metal/gen_kernels.py --clang "$$(dirname "$$(command -v swift)")/clang" \
 	  --out tests/metal/MSLKernels/kernels.cpp $$($(PY) tools/embed_metal.py --list) \
 	  --test-library tests/metal/EmulationTestKernels.metal

@@ -86,8 +86,9 @@ def stats() -> dict:
         name to count; a Metal Performance Shaders product is ``"mps_matmul"``),
         ``new_buffers`` (``MTLBuffer`` objects made rather than taken from the cache),
         ``cached_bytes`` (freed buffers held for reuse), ``host_fallbacks`` (ops that ran on
-        the host kernels, as in :func:`host_fallback_counts`) and ``library_compiles`` (1
-        once the kernels have been compiled, whether or not that succeeded; never more).
+        the host kernels, as in :func:`host_fallback_counts`) and ``library_compiles`` (the
+        kernel libraries compiled, one per kernel family, whether or not that succeeded: each
+        once, when ``"metal"`` is first used).
         Where no Metal backend serves ``"metal"`` (Linux, CI) every count but
         ``host_fallbacks`` is zero.
     """

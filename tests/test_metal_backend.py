@@ -7,7 +7,9 @@ with numpy and with the CPU device; a case its kernels do not cover must run on 
 be counted under its op's name.
 """
 
+import ast
 import gc
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -19,6 +21,7 @@ pytestmark = pytest.mark.skipif(
     not lucid.metal.is_available(), reason="the host fallback serves 'metal' here; the Metal backend is not built in"
 )
 
+ROOT = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(3)
 FLOATS = [lucid.float32, lucid.float16, lucid.bfloat16]
 NP = {
@@ -788,7 +791,9 @@ def test_the_self_test_passes_and_checks_every_gpu_kernel():
 
 
 def _run_emulated(code, **env):
-    """Runs `code` in a fresh interpreter on the emulated GPU with `env` set; its stdout lines."""
+    """Runs `code` in a fresh interpreter on the emulated GPU with `env` set; its stdout lines.
+    The self-test's cache is off unless `env` sets LUCID_CACHE_DIR: a pass remembered from a
+    run without the fault would skip the checks that find it."""
     import os
     import subprocess
     import sys
@@ -796,36 +801,49 @@ def _run_emulated(code, **env):
 
     if "metal-emulated" not in str(_C._library._find_library()):
         pytest.skip("the fault is injected through the emulated GPU of the check build")
-    r = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **env}, timeout=120
-    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith("LUCID_METAL_EMULATION_")}
+    if "LUCID_CACHE_DIR" not in env:
+        base["LUCID_METAL_SELF_TEST_CACHE"] = "0"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**base, **env}, timeout=300)
     assert r.returncode == 0, r.stderr
     return r.stdout.strip().splitlines()
 
 
 SELF_TEST_FAULT = """
 import warnings
+import numpy as np
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     import lucid
     x = lucid.tensor([1.5, -2.0, 4.0], device="metal")
     y = (x + x).numpy().tolist()
+    before = dict(lucid.metal.stats()["dispatches"])
+    m = lucid.tensor(np.eye(20, dtype=np.float32), device="metal")
+    s = (m @ m).sum().numpy().tolist()
+    after = lucid.metal.stats()["dispatches"]
 messages = [str(w.message) for w in caught]
 print(len(messages))
 print(messages[0] if messages else "")
-print(y, lucid.metal.is_available(), lucid.metal.host_fallback_counts())
+print(y, s, lucid.metal.is_available(), lucid.metal.host_fallback_counts())
+print(sorted(k for k in after if after[k] != before.get(k, 0)))
 print(sorted({c["op"] for c in lucid.metal.self_test() if not c["passed"]}))
 """
 
 
-def test_a_gpu_that_computes_wrong_results_is_not_used():
+def test_a_family_whose_kernels_compute_wrong_results_runs_on_the_host():
     # The emulated GPU skips the float32 broadcast binary kernel: its outputs stay unwritten,
-    # as a broken kernel's would. The self-test must catch it before "metal" is served.
-    count, message, values, failed = _run_emulated(SELF_TEST_FAULT, LUCID_METAL_EMULATION_FAULT="binary_grid_float32")
+    # as a broken kernel's would. The self-test must catch it before "metal" is served, and
+    # send the elementwise family (only) to the host.
+    count, message, values, gpu_kernels, failed = _run_emulated(
+        SELF_TEST_FAULT, LUCID_METAL_EMULATION_FAULT="binary_grid_float32"
+    )
     assert count == "1", message
+    assert "kernel families elementwise run on the host" in message, message
     assert "self-test found kernels that disagree" in message and "add (float32)" in message, message
-    assert "host fallback" in message
-    assert values == "[3.0, -4.0, 8.0] False {}", values  # right values, from the host fallback
+    # right values: the sum from the host kernels (counted), the add on the host, the rest on the GPU
+    assert values == "[3.0, -4.0, 8.0] 20.0 True {'add': 1}", values
+    gpu_kernels = ast.literal_eval(gpu_kernels)
+    assert "mps_matmul" in gpu_kernels and any(k.startswith("reduce") for k in gpu_kernels), gpu_kernels
     assert failed == (
         "['add', 'atan2', 'copysign', 'div', 'floorDivide', 'fmax', 'fmin', 'fmod', 'heaviside', "
         "'maximum', 'minimum', 'mul', 'pow', 'remainder', 'sub', 'truncDivide']"
@@ -847,24 +865,166 @@ report = lucid.metal.self_test()
 print(len(messages))
 print(messages[0].replace(chr(10), " ") if messages else "")
 print(values[0], values[-1], lucid.metal.is_available())
-print([(c["op"], c["passed"]) for c in report])
+print(sorted({(c["op"], c["passed"]) for c in report}), len(report))
 print(report[0]["detail"].replace(chr(10), " "))
 print(lucid.metal.stats()["library_compiles"])
 """
 
 
 def test_kernels_that_do_not_compile_warn_once_with_the_compilers_message():
-    # The emulated compiler refuses the kernel source: lucid must compile once, keep the
-    # compiler's message, warn with it once, and serve "metal" on the host fallback.
+    # The emulated compiler refuses every kernel source: lucid must compile each library once,
+    # keep the compiler's message, warn with it once, and serve "metal" on the host fallback
+    # (the fills and copies are among the failed kernels).
     count, message, values, report, detail, compiles = _run_emulated(
         COMPILE_FAULT, LUCID_METAL_EMULATION_FAULT="compile"
     )
     assert count == "1", message
     assert "did not compile" in message and "injected by LUCID_METAL_EMULATION_FAULT=compile" in message, message
+    assert "host fallback" in message, message
     assert values == "[4.5, 8.0, 32.0] [4.5, 8.0, 32.0] False", values
-    assert report == "[('compile_library', False)]", report
+    families = len(list((ROOT / "Sources/LucidEngine/Backends/Metal/Kernels").glob("*.metal"))) - 1
+    assert report == f"[('compile_library', False)] {families}", report
     assert "program_source:1:1: error: injected" in detail, detail
-    assert compiles == "1"
+    assert compiles == str(families)
+
+
+ONE_FAMILY = """
+import warnings
+import numpy as np
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import lucid
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4, 1, 6, 6)).astype(np.float32)
+    x = lucid.tensor(a, device="metal")
+    before = dict(lucid.metal.stats()["dispatches"])
+    pooled = lucid.nn.functional.max_pool2d(x, 2).numpy()
+    total = x.sum(dim=1).numpy()
+    y = (x * 2 + 1).numpy()
+    after = lucid.metal.stats()["dispatches"]
+messages = [str(w.message).replace(chr(10), " ") for w in caught]
+want_pool = a.reshape(4, 1, 3, 2, 3, 2).max(axis=(3, 5))
+print(len(messages))
+print(messages[0] if messages else "")
+print(lucid.metal.is_available(), sorted(lucid.metal.host_fallback_counts()))
+errors = [pooled - want_pool, total - a.sum(axis=1), y - (a * 2 + 1)]
+print(*(float(np.abs(e).max()) for e in errors))
+print(sorted(k for k in after if after[k] != before.get(k, 0)))
+print(sorted({c["op"] for c in lucid.metal.self_test() if not c["passed"]}))
+"""
+
+
+def test_a_family_that_does_not_compile_runs_on_the_host_and_the_others_on_the_gpu():
+    # Only Pooling.metal's library fails to compile: max pooling runs on the host kernels (with
+    # the right values), reductions and elementwise ops on the GPU, and one warning carries the
+    # compiler's message.
+    count, message, state, errors, gpu_kernels, failed = _run_emulated(
+        ONE_FAMILY, LUCID_METAL_EMULATION_FAULT="compile:Pooling"
+    )
+    assert count == "1", message
+    assert "kernel families pooling run on the host" in message, message
+    assert "program_source:12:5: error: use of undeclared identifier 'broken'" in message, message
+    assert state == "True ['max_pool2d']", state
+    assert errors == "0.0 0.0 0.0", errors
+    gpu_kernels = ast.literal_eval(gpu_kernels)
+    assert not any(k.startswith("max_pool") for k in gpu_kernels), gpu_kernels
+    assert any(k.startswith("reduce") for k in gpu_kernels) and any(k.startswith("binary") for k in gpu_kernels)
+    assert failed == "['compile_library']", failed
+
+
+def test_a_pipeline_that_does_not_build_sends_its_family_to_the_host_not_an_unwritten_output():
+    # Building the pipeline of the float32 max-pooling kernel fails: its op must run (on the
+    # host), never leave its output unwritten.
+    count, message, state, errors, gpu_kernels, failed = _run_emulated(
+        ONE_FAMILY, LUCID_METAL_EMULATION_FAULT="pipeline:max_pool2d_float32"
+    )
+    assert count == "1", message
+    assert "kernel families pooling run on the host" in message, message
+    assert "the pipeline of kernel max_pool2d_float32 (Pooling.metal) did not build" in message, message
+    assert "injected by LUCID_METAL_EMULATION_FAULT=pipeline:max_pool2d_float32" in message, message
+    assert state == "True ['max_pool2d']", state
+    assert errors == "0.0 0.0 0.0", errors
+    gpu_kernels = ast.literal_eval(gpu_kernels)
+    assert not any(k.startswith("max_pool") for k in gpu_kernels), gpu_kernels
+    assert failed == "['compile_library']", failed
+
+
+DEVICE_GATE = """
+import warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import lucid
+    x = lucid.tensor([1.5, -2.0, 4.0], device="metal")
+    y = (x * x).numpy().tolist()
+messages = [str(w.message) for w in caught]
+print(len(messages))
+print(messages[0] if messages else "")
+print(y, lucid.metal.is_available())
+try:
+    lucid.metal.self_test()
+    print("self_test ran")
+except RuntimeError as e:
+    print("self_test:", e)
+"""
+
+
+@pytest.mark.parametrize(
+    "env, why",
+    [
+        # An Intel or AMD GPU of a Mac: Metal 3, and no Apple family.
+        ({"LUCID_METAL_EMULATION_FAMILIES": "mac2,common1,common2,common3,metal3"}, "lacks the Apple7 GPU family"),
+        # An A13 (Apple6): no Apple7 and no Metal 3.
+        (
+            {"LUCID_METAL_EMULATION_FAMILIES": "apple1,apple2,apple3,apple4,apple5,apple6,common3"},
+            "lacks the Apple7 GPU family (Apple silicon: M1, A14 or later) and Metal 3",
+        ),
+        # Apple7 without Metal 3 (an older system).
+        ({"LUCID_METAL_EMULATION_FAMILIES": "apple7,common3"}, "lacks Metal 3"),
+        # SIMD groups of 64 threads.
+        ({"LUCID_METAL_EMULATION_EXECUTION_WIDTH": "64"}, "runs SIMD groups of 64 threads"),
+    ],
+)
+def test_a_gpu_the_kernels_are_not_written_for_runs_metal_on_the_host_fallback(env, why):
+    count, message, values, self_test = _run_emulated(DEVICE_GATE, **env)
+    assert count == "1", message
+    assert why in message and "host fallback" in message, message
+    assert values == "[2.25, 4.0, 16.0] False", values
+    if "LUCID_METAL_EMULATION_FAMILIES" in env:
+        assert self_test.startswith("self_test:") and why in self_test, self_test
+    else:
+        assert self_test == "self_test ran", self_test
+
+
+SELF_TEST_CACHE = """
+import lucid
+x = lucid.tensor([1.5, -2.0, 4.0], device="metal")
+(x + x).numpy()
+d = lucid.metal.stats()["dispatches"]
+print(sum(v for k, v in d.items() if k != "mps_matmul"))
+print(lucid.metal.is_available())
+"""
+
+
+def test_the_self_test_is_remembered_per_library_source_and_device(tmp_path):
+    # A first start runs every library's checks and remembers the passes; the next start on the
+    # same device runs none (only the user's one dispatch); another device checks again.
+    first, available = _run_emulated(SELF_TEST_CACHE, LUCID_CACHE_DIR=str(tmp_path))
+    assert available == "True"
+    assert int(first) > 100, first
+    keys = (tmp_path / "metal-self-test").read_text().split()
+    families = len(list((ROOT / "Sources/LucidEngine/Backends/Metal/Kernels").glob("*.metal"))) - 1
+    assert len(keys) == families, keys
+    assert _run_emulated(SELF_TEST_CACHE, LUCID_CACHE_DIR=str(tmp_path)) == ["1", "True"]
+    other = _run_emulated(SELF_TEST_CACHE, LUCID_CACHE_DIR=str(tmp_path), LUCID_METAL_EMULATION_DEVICE_NAME="M9")
+    assert other == [first, "True"], other
+    assert len((tmp_path / "metal-self-test").read_text().split()) == 2 * families
+    # A library that fails is not remembered: it is checked, and declined, at every start.
+    for _ in range(2):
+        count, message, *_ = _run_emulated(
+            SELF_TEST_FAULT, LUCID_CACHE_DIR=str(tmp_path / "fault"), LUCID_METAL_EMULATION_FAULT="binary_grid_float32"
+        )
+        assert "kernel families elementwise run on the host" in message, message
+    assert len((tmp_path / "fault" / "metal-self-test").read_text().split()) == families - 1
 
 
 FEW_THREADS = """
@@ -901,11 +1061,12 @@ def _delta(before, after):
     return {k: after[k] - before[k] for k in before if k != "dispatches"}
 
 
-def test_the_kernel_library_is_compiled_once():
+def test_each_kernel_library_is_compiled_once():
     x = metal(RNG.standard_normal(64).astype(np.float32))
     for _ in range(3):
         ((x * 2).exp() @ x).numpy()
-    assert lucid.metal.stats()["library_compiles"] == 1
+    families = len(list((ROOT / "Sources/LucidEngine/Backends/Metal/Kernels").glob("*.metal"))) - 1
+    assert lucid.metal.stats()["library_compiles"] == families
 
 
 def test_queued_work_is_committed_without_waiting_and_a_read_waits_once():

@@ -241,12 +241,6 @@ def test_the_library_builder_says_what_it_needs_without_xcrun(tmp_path):
     assert r.returncode != 0 and "xcrun metal" in r.stderr
 
 
-# Families whose file uses a declaration from another family's file (not Common.metal), so that
-# Common.metal and the file alone do not compile; the hosted macOS job fails on them until that
-# declaration moves to Common.metal. Only ever to shrink.
-NOT_YET_SELF_CONTAINED = {"indexing": "Layout (Elementwise.metal)", "reduction": "Layout (Elementwise.metal)"}
-
-
 def _clang():
     swift = shutil.which("swift")
     clang = swift and Path(swift).resolve().parent / "clang"
@@ -278,8 +272,7 @@ def test_each_family_library_compiles_from_common_and_its_own_file():
         )
         if r.returncode:
             failed[name] = r.stderr.splitlines()[0] if r.stderr else "failed"
-    unexpected = {k: v for k, v in failed.items() if k not in NOT_YET_SELF_CONTAINED}
-    assert not unexpected, f"these families do not compile from Common.metal and their own file: {unexpected}"
+    assert not failed, f"these families do not compile from Common.metal and their own file: {failed}"
 
 
 # ---- the macOS wheel's parsers ------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """Compiles lucid's Metal kernel library as C++ for the Metal emulation: reads every `kernel`
 of the given .metal files (after the C preprocessor, so macro-made kernels count) with the MSL
 attributes of its parameters, and writes one C++ file that includes the files in the given
-order (the order tools/embed_metal.py joins them in: one library) and a table describing every
+order (Common.metal first, as tools/embed_metal.py lists them) and a table describing every
 kernel with a function that calls it from bound arguments
-(tests/metal/MSLKernels/include/MSLKernels.h). The table carries the hash of the joined
-source, which the emulated makeLibrary(source:) compares with the source it is given.
+(tests/metal/MSLKernels/include/MSLKernels.h). Each family's file is a library of its own,
+Common.metal followed by the file: the table carries the hash of that joined source, which
+the emulated makeLibrary(source:) compares with the source it is given.
 
     python tests/metal/gen_kernels.py --clang CLANG --out OUT.cpp $(python tools/embed_metal.py --list) \
         --test-library tests/metal/EmulationTestKernels.metal
@@ -176,15 +177,16 @@ def main():
         "namespace lucid_msl {",
     ]
     sources = [Path(src).resolve() for src in opts.sources]
-    # (file, the hash of the library it belongs to): the joined product library, then each
-    # test library alone.
-    units = [(src, fnv1a(b"".join(s.read_bytes() for s in sources))) for src in sources]
+    # (file, the hash of the library it belongs to): each family's library (Common.metal and
+    # the family's file), then each test library alone.
+    common = sources[0].read_bytes()
+    units = [(src, fnv1a(common + src.read_bytes())) for src in sources[1:]]
     units += [(src, fnv1a(src.read_bytes())) for src in (Path(t).resolve() for t in opts.test_library)]
-    lines += [f'#include "{os.path.relpath(src, out.parent)}"' for src, _ in units] + [""]
+    lines += [f'#include "{os.path.relpath(src, out.parent)}"' for src in [sources[0]] + [u for u, _ in units]] + [""]
     texts = []
     for src, _ in units:
-        # The product library's files see the first one's macros (its shared kernel bodies),
-        # as they do when joined into one library.
+        # A family's file sees Common.metal's macros (its shared kernel bodies), as it does
+        # when joined with it into its library.
         shared = ["-include", str(sources[0])] if src in sources[1:] else []
         scan = subprocess.run(
             [

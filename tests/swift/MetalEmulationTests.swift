@@ -17,8 +17,13 @@ private func encoder(for kernel: String) throws -> (any MTLDevice, any MTLComman
     }
     let options = MTLCompileOptions()
     options.fastMathEnabled = false
-    let library = try device.makeLibrary(source: MetalKernelSource.library, options: options)
-    guard let function = library.makeFunction(name: kernel) else { throw LucidError.runtime("no kernel \(kernel)") }
+    // The library of the kernel's family.
+    var function: (any MTLFunction)?
+    for family in MetalKernelSource.families where function == nil {
+        let library = try device.makeLibrary(source: MetalKernelSource.common + family.source, options: options)
+        function = library.makeFunction(name: kernel)
+    }
+    guard let function else { throw LucidError.runtime("no kernel \(kernel)") }
     encoder.setComputePipelineState(try device.makeComputePipelineState(function: function))
     return (device, commandBuffer, encoder)
 }
@@ -224,6 +229,49 @@ private func stderrText(_ result: ExitTest.Result?) -> String {
             _ = out.contents()  // before commit and completion
         }
         #expect(stderrText(result).contains("that an unfinished command buffer writes"))
+    }
+}
+
+/// The kernel libraries, one per family, and the self-test's memory of their passes.
+@Suite struct MetalKernelLibraryTests {
+    @Test func eachFamilysFileIsALibraryOfItsOwnWithEveryPipelineBuilt() throws {
+        let gpu = try #require(Backends.metalBackend)
+        let libraries = gpu.kernelLibraries
+        #expect(libraries.map(\.name) == MetalKernelSource.families.map(\.name))
+        for library in libraries {
+            #expect(library.error == nil, "\(library.name): \(library.error ?? "")")
+            #expect(!library.kernels.isEmpty, "\(library.name) has no kernels")
+            #expect(library.source == MetalKernelSource.common + (MetalKernelSource.families.first { $0.name == library.name }?.source ?? ""))
+            _ = library.family  // named after a family
+        }
+        // No kernel is in two libraries, and the fills and copies are in the core's.
+        let all = libraries.flatMap(\.kernels)
+        #expect(Set(all).count == all.count)
+        let core = try #require(libraries.first { $0.family == MetalKernelLibrary.coreFamily })
+        #expect(core.kernels.contains("fill_float32") && core.kernels.contains("copy_float16_float32"))
+        #expect(gpu.foreignExecutionWidths.isEmpty)
+        #expect(gpu.declinedFamilies.isEmpty)
+    }
+
+    @Test func aPassIsRememberedForItsSourceAndDeviceOnly() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lucid-cache-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let cache = MetalSelfTestCache(directory: directory + "/nested")
+        let key = cache.key(source: "kernel void a() {}", device: "Apple M1")
+        #expect(key == cache.key(source: "kernel void a() {}", device: "Apple M1"))
+        #expect(key != cache.key(source: "kernel void a() { }", device: "Apple M1"))
+        #expect(key != cache.key(source: "kernel void a() {}", device: "Apple M2"))
+        #expect(!cache.passed(key))
+        cache.record(key)
+        #expect(cache.passed(key))
+        // Another process (a new cache object) reads it from the file.
+        let again = MetalSelfTestCache(directory: directory + "/nested")
+        #expect(again.passed(key))
+        #expect(!again.passed(cache.key(source: "kernel void b() {}", device: "Apple M1")))
+        // Without a directory nothing is kept.
+        let off = MetalSelfTestCache(directory: nil)
+        off.record(key)
+        #expect(!off.passed(key))
     }
 }
 #endif

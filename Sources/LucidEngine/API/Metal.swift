@@ -31,7 +31,8 @@ public enum Metal {
         public var cachedBytes = 0
         /// Ops that ran on the host kernels over the device's memory.
         public var hostFallbacks = 0
-        /// Attempts to compile the kernel library: 1 once it has been used, compiled or not.
+        /// Kernel libraries compiled, one per kernel family, compiled or not: each once, when
+        /// "metal" is first used.
         public var libraryCompiles = 0
     }
 
@@ -55,13 +56,17 @@ public enum Metal {
     }
 
     /// Runs the Metal backend's self-test now and returns every check: each kernel the
-    /// backend has, on small fixed inputs, compared with the host kernels. The same test runs
-    /// once before the backend first serves "metal"; a failure keeps "metal" on the host
+    /// backend has, on small fixed inputs, compared with the host kernels (a library that did
+    /// not compile is one failed `compile_library` check with the compiler's message). The same
+    /// test runs before the backend first serves "metal", library by library: a family that
+    /// fails runs on the host, and a failure of the fills and copies keeps "metal" on the host
     /// fallback. Throws where there is no Metal backend.
     public static func selfTest() throws -> [SelfTestCheck] {
         #if canImport(Metal) && !LUCID_NO_METAL
-        guard let m = Backends.metalBackend else {
-            throw LucidError.runtime("self_test: Metal is not available on this machine (no Metal device)")
+        let m: MetalBackend
+        switch Backends.metalDevice {
+        case .success(let backend): m = backend
+        case .failure(let refusal): throw LucidError.runtime("self_test: \(refusal.reason)")
         }
         return MetalSelfTest.run(m).map {
             SelfTestCheck(op: $0.op, dtype: $0.dtype, maxError: $0.maxError, tolerance: $0.tolerance, detail: $0.detail)

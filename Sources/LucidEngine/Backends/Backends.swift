@@ -7,28 +7,28 @@ enum Backends {
     static let cpu: any Backend = host
 
     #if canImport(Metal) && !LUCID_NO_METAL
-    /// The Metal backend of this machine's GPU, whether or not it passed its self-test.
-    static let metalBackend: MetalBackend? = MetalBackend.make()
+    /// The Metal backend of this machine's GPU, whether or not it passed its self-test, or why
+    /// there is none (no GPU, or not one of the Apple silicon GPUs the kernels are for).
+    static let metalDevice: Result<MetalBackend, MetalRefusal> = MetalBackend.make()
+    static var metalBackend: MetalBackend? { try? metalDevice.get() }
     #endif
 
     /// The GPU stream: the Metal backend where Metal is available (Apple Silicon, or the
-    /// emulated Metal of the check build) and its self-test passes, else the host fallback,
+    /// emulated Metal of the check build) and its core passes its self-test (families that do
+    /// not compile or pass run on the host: `MetalSelfTest.admit`), else the host fallback,
     /// which warns once and can be turned off.
     private static let metal: Result<any Backend, LucidError> = {
         #if canImport(Metal) && !LUCID_NO_METAL
-        if let m = metalBackend {
-            if let message = m.libraryError { return HostFallback.make(because: message) }
-            let failed = MetalSelfTest.run(m).filter { !$0.passed }
-            if failed.isEmpty { return .success(m) }
-            let names =
-                failed.prefix(8).map { "\($0.op) (\($0.dtype.name))" }.joined(separator: ", ")
-                + (failed.count > 8 ? " and \(failed.count - 8) more" : "")
-            return HostFallback.make(
-                because: "the Metal backend's self-test found kernels that disagree with the CPU: \(names) (lucid.metal.self_test() gives the report)"
-            )
+        switch metalDevice {
+        case .success(let m):
+            if let refusal = MetalSelfTest.admit(m) { return HostFallback.make(because: refusal.reason) }
+            return .success(m)
+        case .failure(let refusal):
+            return HostFallback.make(because: refusal.reason)
         }
-        #endif
+        #else
         return HostFallback.make(because: "Metal is not available on this machine")
+        #endif
     }()
 
     /// Whether Metal kernels serve "metal".

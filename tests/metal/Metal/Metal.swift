@@ -22,18 +22,47 @@ import Glibc
 
 /// Faults a test can ask the emulated GPU for, to see that lucid notices them:
 /// LUCID_METAL_EMULATION_FAULT names kernels (comma-separated) whose dispatches do nothing,
-/// leaving their outputs unwritten, and `compile` makes every kernel source fail to compile.
+/// leaving their outputs unwritten; `compile` makes every kernel source fail to compile,
+/// `compile:<File>` only the library of Kernels/<File>.metal (`compile:Softmax`), and
+/// `pipeline:<kernel>` makes building that kernel's pipeline fail.
 /// LUCID_METAL_EMULATION_MAX_THREADS lowers every pipeline's maxTotalThreadsPerThreadgroup
 /// (Apple's GPUs give less than 1024 to a kernel that uses many registers).
+/// The emulated device is an Apple silicon GPU of family Apple7 (an M1) unless told otherwise:
+/// LUCID_METAL_EMULATION_FAMILIES lists the families it supports instead (the cases of
+/// MTLGPUFamily, comma-separated: `mac2,common3,metal3` is an Intel or AMD GPU of a Mac), and
+/// LUCID_METAL_EMULATION_EXECUTION_WIDTH sets its pipelines' threadExecutionWidth
+/// (LUCID_METAL_EMULATION_DEVICE_NAME its name).
 enum EmulationFaults {
     static let skipped: Set<String> = {
         guard let raw = getenv("LUCID_METAL_EMULATION_FAULT") else { return [] }
         return Set(String(cString: raw).split(separator: ",").map(String.init))
     }()
     static var compileFails: Bool { skipped.contains("compile") }
+    /// Whether the library of Kernels/<unit>.metal fails to compile.
+    static func compileFails(unit: String) -> Bool { skipped.contains("compile:\(unit)") }
+    /// Whether building the pipeline of `kernel` fails.
+    static func pipelineFails(_ kernel: String) -> Bool { skipped.contains("pipeline:\(kernel)") }
     static let maxThreads: Int = {
         guard let raw = getenv("LUCID_METAL_EMULATION_MAX_THREADS"), let n = Int(String(cString: raw)), n > 0 else { return 1024 }
         return min(n, 1024)
+    }()
+    static let executionWidth: Int = {
+        guard let raw = getenv("LUCID_METAL_EMULATION_EXECUTION_WIDTH"), let n = Int(String(cString: raw)), n > 0 else { return 32 }
+        return n
+    }()
+    /// The families the emulated device supports: by default those of an M1 (Apple1 to Apple7,
+    /// Mac2 as Apple silicon in a Mac reports, Common1 to Common3 and Metal3).
+    static let families: Set<MTLGPUFamily> = {
+        guard let raw = getenv("LUCID_METAL_EMULATION_FAMILIES") else {
+            return Set((1...7).compactMap { MTLGPUFamily(rawValue: 1000 + $0) } + [.mac2, .common1, .common2, .common3, .metal3])
+        }
+        return Set(
+            String(cString: raw).split(separator: ",").map { name in
+                guard let f = MTLGPUFamily.allCases.first(where: { "\($0)" == name }) else {
+                    metalMisuse("LUCID_METAL_EMULATION_FAMILIES: unknown GPU family '\(name)'")
+                }
+                return f
+            })
     }()
 }
 
@@ -66,6 +95,15 @@ public enum MTLStorageMode: UInt, Sendable { case shared = 0, managed = 1, `priv
 // documentation/metal/mtlcommandbufferstatus
 public enum MTLCommandBufferStatus: UInt, Sendable {
     case notEnqueued = 0, enqueued = 1, committed = 2, scheduled = 3, completed = 4, error = 5
+}
+
+// documentation/metal/mtlgpufamily (the raw values of MTLGPUFamily in the SDK's MTLDevice.h)
+public enum MTLGPUFamily: Int, Sendable, CaseIterable {
+    case apple1 = 1001, apple2 = 1002, apple3 = 1003, apple4 = 1004, apple5 = 1005, apple6 = 1006, apple7 = 1007,
+        apple8 = 1008, apple9 = 1009
+    case mac2 = 2002
+    case common1 = 3001, common2 = 3002, common3 = 3003
+    case metal3 = 5001
 }
 
 // documentation/metal/mtllanguageversion
@@ -172,6 +210,8 @@ public protocol MTLDevice: AnyObject {
     var maxThreadsPerThreadgroup: MTLSize { get }
     // documentation/metal/mtldevice/maxthreadgroupmemorylength
     var maxThreadgroupMemoryLength: Int { get }
+    // documentation/metal/mtldevice/supportsfamily(_:)
+    func supportsFamily(_ gpuFamily: MTLGPUFamily) -> Bool
     // documentation/metal/mtldevice/makecommandqueue()
     func makeCommandQueue() -> (any MTLCommandQueue)?
     // documentation/metal/mtldevice/makebuffer(length:options:)
@@ -189,7 +229,8 @@ public func MTLCreateSystemDefaultDevice() -> (any MTLDevice)? { EmulatedDevice.
 
 final class EmulatedDevice: MTLDevice, @unchecked Sendable {
     static let shared = EmulatedDevice()
-    let name = "lucid Metal emulation"
+    /// LUCID_METAL_EMULATION_DEVICE_NAME names another device (a test of what lucid keys by it).
+    let name = getenv("LUCID_METAL_EMULATION_DEVICE_NAME").map { String(cString: $0) } ?? "lucid Metal emulation"
     let hasUnifiedMemory = true
     let maxThreadsPerThreadgroup = MTLSize(width: 1024, height: 1024, depth: 64)
     let maxThreadgroupMemoryLength = 32768  // Apple GPUs' 32 KB
@@ -203,6 +244,8 @@ final class EmulatedDevice: MTLDevice, @unchecked Sendable {
         for i in 0..<Int(count) { byName[String(cString: table[i].name)] = table + i }
         kernels = byName
     }
+
+    func supportsFamily(_ gpuFamily: MTLGPUFamily) -> Bool { EmulationFaults.families.contains(gpuFamily) }
 
     func makeCommandQueue() -> (any MTLCommandQueue)? { EmulatedQueue() }
 
@@ -227,7 +270,14 @@ final class EmulatedDevice: MTLDevice, @unchecked Sendable {
         let hash =
             source.utf8.withContiguousStorageIfAvailable { lucid_msl_hash($0.baseAddress, $0.count) }
             ?? Array(source.utf8).withUnsafeBytes { lucid_msl_hash($0.baseAddress, $0.count) }
-        let names = kernels.filter { $0.value.pointee.unit_hash == hash }.map(\.key).sorted()
+        let matched = kernels.filter { $0.value.pointee.unit_hash == hash }
+        let names = matched.map(\.key).sorted()
+        if let unit = matched.first.map({ String(cString: $0.value.pointee.unit) }), EmulationFaults.compileFails(unit: unit) {
+            throw MTLEmulationError(
+                description:
+                    "Compilation failed: \n\nprogram_source:12:5: error: use of undeclared identifier 'broken' "
+                    + "(injected into \(unit).metal by LUCID_METAL_EMULATION_FAULT=compile:\(unit))")
+        }
         if names.isEmpty {
             throw MTLEmulationError(
                 description:
@@ -240,6 +290,10 @@ final class EmulatedDevice: MTLDevice, @unchecked Sendable {
 
     func makeComputePipelineState(function: any MTLFunction) throws -> any MTLComputePipelineState {
         guard let f = function as? EmulatedFunction else { metalMisuse("a function from another device") }
+        if EmulationFaults.pipelineFails(f.name) {
+            throw MTLEmulationError(
+                description: "Compiler encountered an internal error building \(f.name) (injected by LUCID_METAL_EMULATION_FAULT=pipeline:\(f.name))")
+        }
         return EmulatedPipeline(kernel: f.kernel)
     }
 }
@@ -333,7 +387,7 @@ final class EmulatedLibrary: MTLLibrary {
 final class EmulatedPipeline: MTLComputePipelineState {
     let kernel: UnsafePointer<lucid_msl_kernel>
     let maxTotalThreadsPerThreadgroup = EmulationFaults.maxThreads
-    let threadExecutionWidth = 32
+    let threadExecutionWidth = EmulationFaults.executionWidth
     init(kernel: UnsafePointer<lucid_msl_kernel>) { self.kernel = kernel }
 }
 

@@ -128,10 +128,15 @@ final class MetalBackend: Backend, @unchecked Sendable {
     private var encoder: (any MTLComputeCommandEncoder)?
     /// Dispatches encoded into the open command buffer.
     private var openDispatches = 0
-    /// The kernel library: compiled once, at first use; a failure is kept with the compiler's
-    /// message, never retried.
-    private var library: Result<any MTLLibrary, LucidError>?
+    /// The kernel libraries, one per family (`MetalKernelLibrary`): compiled once, at first
+    /// use, with every kernel's pipeline; a failure is kept with the compiler's message, never
+    /// retried.
+    private var libraries: [MetalKernelLibrary]?
     private var pipelines: [String: any MTLComputePipelineState] = [:]
+    /// The families that run on the host instead (`route` answers as a backend without them),
+    /// with why: their library did not compile, a pipeline did not build, or their self-test
+    /// failed. Set before the backend serves "metal", and fixed from then on.
+    private(set) var declinedFamilies: [KernelFamily: String] = [:]
     /// The number of command buffers opened so far: the open one's generation.
     private(set) var generation: UInt64 = 0
     /// Counters for `lucid.metal.stats()` (the lock held; `newBuffers` and the cache's under
@@ -174,12 +179,28 @@ final class MetalBackend: Backend, @unchecked Sendable {
         self.queue = queue
     }
 
-    /// The backend of the system's default GPU, or nil where there is none.
-    static func make() -> MetalBackend? {
-        guard let gpu = defaultDevice(), gpu.hasUnifiedMemory, let queue = gpu.makeCommandQueue() else {
-            return nil
+    /// The backend of the system's default GPU, or why there is none: no GPU, or one that is
+    /// not an Apple silicon GPU of family Apple7 (M1, A14) or later with Metal 3, the GPUs the
+    /// kernels are written for (SIMD groups of 32, unified memory, bfloat). Intel and AMD GPUs
+    /// of a Mac and virtual GPUs report unified memory or Metal 3 too, but not Apple7.
+    static func make() -> Result<MetalBackend, MetalRefusal> {
+        guard let gpu = defaultDevice() else { return .failure(MetalRefusal("Metal is not available on this machine")) }
+        if let reason = refusal(of: gpu) { return .failure(MetalRefusal(reason)) }
+        guard let queue = gpu.makeCommandQueue() else {
+            return .failure(MetalRefusal("the Metal device \(gpu.name) gave no command queue"))
         }
-        return MetalBackend(gpu: gpu, queue: queue)
+        return .success(MetalBackend(gpu: gpu, queue: queue))
+    }
+
+    /// Why `gpu` cannot serve "metal", or nil when it can.
+    static func refusal(of gpu: any MTLDevice) -> String? {
+        let missing = [
+            gpu.supportsFamily(.apple7) ? nil : "the Apple7 GPU family (Apple silicon: M1, A14 or later)",
+            gpu.supportsFamily(.metal3) ? nil : "Metal 3",
+            gpu.hasUnifiedMemory ? nil : "unified memory",
+        ].compactMap { $0 }
+        guard !missing.isEmpty else { return nil }
+        return "the Metal device \(gpu.name) lacks \(missing.joined(separator: " and ")), which lucid's Metal kernels need"
     }
 
     /// The system's default GPU. On macOS, a process that has not linked CoreGraphics gets no
@@ -187,7 +208,8 @@ final class MetalBackend: Backend, @unchecked Sendable {
     private static func defaultDevice() -> (any MTLDevice)? {
         if let gpu = MTLCreateSystemDefaultDevice() { return gpu }
         #if os(macOS)
-        return MTLCopyAllDevices().first { $0.hasUnifiedMemory }
+        let all = MTLCopyAllDevices()
+        return all.first { refusal(of: $0) == nil } ?? all.first
         #else
         return nil
         #endif
@@ -342,7 +364,10 @@ final class MetalBackend: Backend, @unchecked Sendable {
     static let copyOnlyTypes: Set<DType> = [.uint8, .int8, .int16]
 
     /// Each route of this backend's families lives beside its kernels (`Metal+<Family>.swift`).
+    /// A declined family's calls go where a backend without the family sends them
+    /// (`KernelOp.whenDeclined`: the host kernels, or composed from the other families).
     func route(_ call: KernelCall) -> KernelRoute {
+        if !declinedFamilies.isEmpty, declinedFamilies[call.op.family] != nil { return call.op.whenDeclined }
         if call.reads.contains(where: { Self.copyOnlyTypes.contains($0.dtype) })
             || call.writes.contains(where: { Self.copyOnlyTypes.contains($0.dtype) })
         {
@@ -517,9 +542,11 @@ final class MetalBackend: Backend, @unchecked Sendable {
     ) {
         lock.withLock {
             guard let pipeline = pipeline(kernel) else {
-                // Unreachable with a consistent build: every kernel name used here is compiled.
-                Warnings.emit("metal: kernel \(kernel) is missing from the compiled library")
-                return
+                // Every pipeline of a library is built before the backend serves "metal", and a
+                // family whose library or pipelines failed is routed to the host, so a kernel
+                // reached here without a pipeline is a kernel name no library has: a bug in
+                // lucid, which must not leave an output unwritten.
+                preconditionFailure("metal: kernel \(kernel) is in no compiled kernel library")
             }
             guard let e = openEncoder() else {
                 Warnings.emit("metal: could not open a command buffer")
@@ -569,38 +596,64 @@ final class MetalBackend: Backend, @unchecked Sendable {
         generation += 1
     }
 
-    /// The pipeline of a kernel (the lock held), compiling the kernel library at first use;
-    /// nil when the library did not compile or has no such kernel.
+    /// The pipeline of a kernel (the lock held), compiling the kernel libraries at first use;
+    /// nil when no library that compiled has the kernel or its pipeline did not build.
     private func pipeline(_ kernel: String) -> (any MTLComputePipelineState)? {
-        if let p = pipelines[kernel] { return p }
-        guard case .success(let library) = compiledLibrary(),
-            let f = library.makeFunction(name: kernel), let p = try? gpu.makeComputePipelineState(function: f)
-        else {
-            return nil
-        }
-        pipelines[kernel] = p
-        return p
+        if libraries == nil { compileLibraries() }
+        return pipelines[kernel]
     }
 
-    /// The kernel library, compiled on the first call only (the lock held).
-    private func compiledLibrary() -> Result<any MTLLibrary, LucidError> {
-        if let library { return library }
-        counters.libraryCompiles += 1
-        let result: Result<any MTLLibrary, LucidError>
-        do {
-            result = .success(try gpu.makeLibrary(source: MetalKernelSource.library, options: Self.compileOptions()))
-        } catch {
-            result = .failure(LucidError.runtime("metal: the kernel library did not compile: \(error)"))
+    /// Compiles every family's library and builds every pipeline of each (the lock held), once.
+    private func compileLibraries() {
+        var compiled: [MetalKernelLibrary] = []
+        for (name, source) in MetalKernelSource.families {
+            var library = MetalKernelLibrary(name: name, source: MetalKernelSource.common + source)
+            counters.libraryCompiles += 1
+            do {
+                let made = try gpu.makeLibrary(source: library.source, options: Self.compileOptions())
+                var built: [String: any MTLComputePipelineState] = [:]
+                for kernel in made.functionNames.sorted() {
+                    guard let f = made.makeFunction(name: kernel) else {
+                        throw LucidError.runtime("metal: the \(name) library lists \(kernel) but has no such function")
+                    }
+                    do {
+                        built[kernel] = try gpu.makeComputePipelineState(function: f)
+                    } catch {
+                        throw LucidError.runtime("metal: the pipeline of kernel \(kernel) (\(name).metal) did not build: \(error)")
+                    }
+                }
+                library.kernels = built.keys.sorted()
+                pipelines.merge(built) { first, _ in first }
+            } catch let error as LucidError {
+                library.error = error.message
+            } catch {
+                library.error = "metal: the \(name) kernels (\(name).metal) did not compile: \(error)"
+            }
+            compiled.append(library)
         }
-        library = result
-        return result
+        libraries = compiled
     }
 
-    /// Why the kernel library did not compile (the compiler's message), or nil when it did.
-    var libraryError: String? {
+    /// The kernel libraries, compiled (and their pipelines built) at the first call.
+    var kernelLibraries: [MetalKernelLibrary] {
         lock.withLock {
-            if case .failure(let error) = compiledLibrary() { return error.message }
-            return nil
+            if libraries == nil { compileLibraries() }
+            return libraries ?? []
+        }
+    }
+
+    /// Sends `family` to the host (its route), for `reason`; only before the backend serves
+    /// "metal" (`Backends`).
+    func decline(_ family: KernelFamily, because reason: String) {
+        declinedFamilies[family] = declinedFamilies[family] ?? reason
+    }
+
+    /// The widths of the SIMD groups the built pipelines run in, other than 32 (Apple's GPUs),
+    /// by kernel: lucid's kernels split their threadgroups into SIMD groups of 32 threads.
+    var foreignExecutionWidths: [String: Int] {
+        lock.withLock {
+            if libraries == nil { compileLibraries() }
+            return pipelines.filter { $0.value.threadExecutionWidth != 32 }.mapValues(\.threadExecutionWidth)
         }
     }
 
@@ -633,6 +686,38 @@ final class MetalBackend: Backend, @unchecked Sendable {
         s.hostFallbacks = HostKernelFallbacks.total
         return s
     }
+}
+
+/// Why the Metal backend does not serve "metal" at all (the message of the host fallback's
+/// warning).
+struct MetalRefusal: Error {
+    let reason: String
+    init(_ reason: String) { self.reason = reason }
+}
+
+/// One of the backend's kernel libraries: Kernels/Common.metal followed by one family's file
+/// (Kernels/<name>.metal), compiled on its own so that a compile error, or a pipeline that does
+/// not build, sends only that family to the host.
+struct MetalKernelLibrary: Sendable {
+    /// The file's name without .metal ("Elementwise").
+    let name: String
+    let source: String
+    /// Its kernels, each with a pipeline; empty when it failed.
+    var kernels: [String] = []
+    /// The compiler's (or pipeline builder's) message when it failed.
+    var error: String?
+
+    /// The kernel family its calls are routed by. Elementwise.metal also holds the backend's
+    /// fills and copies, its core (`MetalSelfTest.Row.family` nil): without them no family runs.
+    var family: KernelFamily {
+        guard let f = KernelFamily(rawValue: name.lowercased()) else {
+            preconditionFailure("metal: Kernels/\(name).metal is named after no kernel family")
+        }
+        return f
+    }
+
+    /// The family whose library holds the fills and copies.
+    static let coreFamily = KernelFamily.elementwise
 }
 
 /// An int32 flag a kernel sets on the device (an index out of range), and the error it stands

@@ -6,10 +6,13 @@ import Darwin
 #endif
 
 /// The Metal backend checks itself before it serves "metal": every kernel it has runs on
-/// small fixed random inputs and is compared with the host kernels on the same inputs. A
-/// kernel that disagrees, or fails, keeps "metal" on the host fallback (with a warning naming
-/// it), so a Mac never gives silently wrong numbers. `lucid.metal.self_test()` runs it on
-/// demand and returns every check.
+/// small fixed random inputs and is compared with the host kernels on the same inputs, one
+/// kernel library (family) at a time. A family with a kernel that disagrees, or fails, runs on
+/// the host instead (with a warning naming it); a failure of the core (the fills and copies)
+/// keeps all of "metal" on the host fallback. So a Mac never gives silently wrong numbers.
+/// `lucid.metal.self_test()` runs it on demand and returns every check. A library that passed
+/// is remembered (`MetalSelfTestCache`) and not checked again until its source, the device or
+/// the system changes.
 ///
 /// The checks are a table with a row per kernel (`table`), grouped by kernel family: adding a
 /// kernel adds a row.
@@ -22,6 +25,8 @@ enum MetalSelfTest {
         let tolerance: Double
         /// What went wrong beyond the numbers (the compiler's message); empty otherwise.
         var detail = ""
+        /// The family of the kernel checked; nil for the backend's core (fills and copies).
+        var family: KernelFamily? = nil
         var passed: Bool { maxError <= tolerance }
     }
 
@@ -47,21 +52,37 @@ enum MetalSelfTest {
     /// The dtypes in the order the table is walked: each dtype's rows run together.
     static let dtypes: [DType] = floats + integers + [.bool] + smallIntegers
 
-    static func run(_ gpu: MetalBackend) -> [Check] {
-        // Without a kernel library there is nothing to run: one failed check says why.
-        if let message = gpu.libraryError {
-            return [Check(op: "compile_library", dtype: .float32, maxError: .infinity, tolerance: 0, detail: message)]
-        }
-        let c = Case(gpu)
-        for dtype in dtypes {
-            c.begin(dtype)
-            for row in table where row.dtypes.contains(dtype) { row.body(c) }
+    /// The checks of the libraries of `families` (every library when nil), library by
+    /// library, each walking the dtypes from the same first inputs (so that one library's
+    /// checks do not depend on which others run). A library that did not compile, or whose pipelines did not build, has one
+    /// failed check, `compile_library`, with the message.
+    static func run(_ gpu: MetalBackend, families: Set<KernelFamily>? = nil) -> [Check] {
+        var checks: [Check] = []
+        for library in gpu.kernelLibraries where families?.contains(library.family) ?? true {
+            if let message = library.error {
+                checks.append(
+                    Check(
+                        op: "compile_library", dtype: .float32, maxError: .infinity, tolerance: 0, detail: message,
+                        family: library.family))
+                continue
+            }
+            let c = Case(gpu)
+            let rows = table.filter { ($0.family ?? MetalKernelLibrary.coreFamily) == library.family }
+            for dtype in dtypes {
+                c.begin(dtype)
+                for row in rows where row.dtypes.contains(dtype) {
+                    let before = c.checks.count
+                    row.body(c)
+                    c.setFamily(row.family, from: before)
+                }
+            }
+            checks += c.checks
         }
         // The checks' buffers (a split reduction's input among them) were for the checks: none
         // is kept in the buffer cache for the program.
         gpu.synchronize()
         _ = gpu.emptyCache()
-        return c.checks
+        return checks
     }
 
     /// What a row checks with: the GPU, the dtype being checked and its inputs, and the checks
@@ -69,8 +90,9 @@ enum MetalSelfTest {
     final class Case {
         let gpu: MetalBackend
         private(set) var checks: [Check] = []
-        /// The inputs' source: the same numbers on every run, drawn as the table is walked.
-        var rng = SelfTestNumbers(seed: 0x6c75_6369_64)
+        /// The inputs' source: the same numbers on every run, drawn as a library's rows are
+        /// walked (each library from the start).
+        var rng: SelfTestNumbers
         private(set) var dtype: DType = .float32
         /// The dtype's inputs, 51 values each, made once per dtype and written to both backends:
         /// for the floating dtypes `a` in (-2, 2) and `b` in [0.25, 2.25); for int32 and int64
@@ -78,7 +100,15 @@ enum MetalSelfTest {
         /// in `a` only; none for bool, whose row draws its own.
         private(set) var a: [Float] = [], b: [Float] = []
 
-        init(_ gpu: MetalBackend) { self.gpu = gpu }
+        init(_ gpu: MetalBackend) {
+            self.gpu = gpu
+            rng = SelfTestNumbers(seed: 0x6c75_6369_64)
+        }
+
+        /// Marks the checks from index `start` on as checks of `family`.
+        func setFamily(_ family: KernelFamily?, from start: Int) {
+            for i in start..<checks.count { checks[i].family = family }
+        }
 
         func begin(_ dtype: DType) {
             self.dtype = dtype
@@ -136,22 +166,28 @@ enum MetalSelfTest {
     /// bits). Found first, before any product is checked, and reported, not failed.
     private static let probeRows: [Row] = [
         Row(.matmul, "mps_float16_sums", [.float32]) { c in
-            guard let sum = c.gpu.probeFloat16Sums() else { return }
-            let wide = sum == 4096
-            if !wide {
-                Warnings.emit(
-                    "metal: Metal Performance Shaders sums float16 products in float16 on this GPU (a probe "
-                        + "gave \(sum) for 4096); float16 products run lucid's gemm_simd_float16 kernel instead")
-            }
-            c.append(
-                Check(
-                    op: "mps_float16_sums", dtype: .float16, maxError: Double(abs(sum - 4096)) / 4097,
-                    tolerance: .infinity,
-                    detail: wide
-                        ? "float32 sums: float16 products run on Metal Performance Shaders"
-                        : "float16 sums: float16 products run gemm_simd_float16"))
+            if let check = probe(c.gpu) { c.append(check) }
         }
     ]
+
+    /// Finds where float16 products run (`probeFloat16Sums`), warning when MPS sums them in
+    /// float16; the report's check. Also run when the matmul library's checks are skipped (their
+    /// pass remembered), since the answer is kept in the process only.
+    static func probe(_ gpu: MetalBackend) -> Check? {
+        guard let sum = gpu.probeFloat16Sums() else { return nil }
+        let wide = sum == 4096
+        if !wide {
+            Warnings.emit(
+                "metal: Metal Performance Shaders sums float16 products in float16 on this GPU (a probe "
+                    + "gave \(sum) for 4096); float16 products run lucid's gemm_simd_float16 kernel instead")
+        }
+        return Check(
+            op: "mps_float16_sums", dtype: .float16, maxError: Double(abs(sum - 4096)) / 4097,
+            tolerance: .infinity,
+            detail: wide
+                ? "float32 sums: float16 products run on Metal Performance Shaders"
+                : "float16 sums: float16 products run gemm_simd_float16")
+    }
 
     /// The backend's own fills and copies (casts among them).
     private static let coreRows: [Row] = [

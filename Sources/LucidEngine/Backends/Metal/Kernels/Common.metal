@@ -1,6 +1,7 @@
-// Shared by every kernel file: the backend compiles Kernels/*.metal as one library, this file
-// first (a library made from source has no include path), so the others use these helpers
-// without including anything.
+// Shared by every kernel file: the backend compiles each other Kernels/*.metal file as a
+// library of its own, this file first (a library made from source has no include path), so
+// they use these helpers without including anything; a file sees only this one, never
+// another family's.
 //
 // Kept to the part of the Metal Shading Language that also compiles as C++ against
 // tests/metal/include/metal_stdlib (the emulation): no threadgroup arrays declared inside a
@@ -188,3 +189,25 @@ inline float threadgroup_sum(float sum, float carry, threadgroup float* partial,
         simdgroup_store(acc11, smem + (sr + 8) * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                 \
         threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
     }
+
+// ---- strided operands --------------------------------------------------------------------
+// The layout of up to three operands over one shape (row-major over `shape`), bound with
+// setBytes. Field order and sizes match `MetalLayout` in MetalBackend.swift.
+struct Layout {
+    uint ndim;
+    uint pad;
+    ulong count;
+    long shape[8];
+    long strides[3][8];
+};
+
+inline long element_offset(ulong flat, constant Layout& L, uint operand) {
+    long off = 0;
+    for (int d = int(L.ndim) - 1; d >= 0; --d) {
+        ulong extent = ulong(L.shape[d]);
+        long i = long(flat % extent);
+        flat /= extent;
+        off += i * L.strides[operand][d];
+    }
+    return off;
+}

@@ -8,28 +8,7 @@
 // `_grid` forms (no division). Floating types are stored as float, half or bfloat and
 // computed in float32, rounding once on store, as the host kernels do. The backend compiles
 // this library with fast math off, so NaN and infinities follow IEEE 754. Compiled after
-// Common.metal, in one library.
-
-// The layout of up to three operands over one shape (row-major over `shape`), bound with
-// setBytes. Field order and sizes match `MetalLayout` in MetalBackend.swift.
-struct Layout {
-    uint ndim;
-    uint pad;
-    ulong count;
-    long shape[8];
-    long strides[3][8];
-};
-
-inline long element_offset(ulong flat, constant Layout& L, uint operand) {
-    long off = 0;
-    for (int d = int(L.ndim) - 1; d >= 0; --d) {
-        ulong extent = ulong(L.shape[d]);
-        long i = long(flat % extent);
-        flat /= extent;
-        off += i * L.strides[operand][d];
-    }
-    return off;
-}
+// Common.metal (whose `Layout` the strided forms take), as a library of its own.
 
 // ---- binary ------------------------------------------------------------------------------
 // Op codes: BinaryKernel's raw values (add 0, sub, mul, div, pow, maximum, minimum 6; bitwise and,
