@@ -1158,6 +1158,46 @@ def test_freed_buffers_are_reused_only_after_the_gpu_is_done_with_them():
     assert lucid.empty_cache() >= 4096 * 4
 
 
+OUT_OF_ORDER = """
+import gc
+import warnings
+import numpy as np
+import lucid
+
+warnings.simplefilter("error")  # a failed command buffer's warning fails the run
+x = lucid.tensor(np.arange(4096, dtype=np.float32), device="metal")
+sums, written = [], []
+for i in range(160):
+    y = x * 2.0
+    sums.append(y + 1.0)  # queued work reading y, which is freed at once
+    del y
+    gc.collect()
+    # Host writes into new tensors: none may get a buffer that a queued kernel still reads.
+    written += [lucid.tensor(np.full(4096, float(i + k), np.float32), device="metal") for k in range(3)]
+    if i == 40:
+        # A flag set in one command buffer, read only once that one has completed.
+        lucid.gather(x.reshape(64, 64), 1, lucid.tensor(np.array([[64]] * 64), device="metal"))
+try:
+    lucid.metal.synchronize()
+    print("no error")
+except IndexError as e:
+    print(e)
+print(all(np.array_equal(s.numpy(), np.arange(4096) * 2.0 + 1.0) for s in sums))
+print(all(np.array_equal(w.numpy(), np.full(4096, float(i // 3 + i % 3))) for i, w in enumerate(written)))
+print(lucid.metal.stats()["command_buffers"] > 8)
+"""
+
+
+def test_command_buffers_that_complete_out_of_order_free_nothing_early():
+    # Metal promises only that a command buffer starts after the ones committed before it: a
+    # later one may complete first. The emulated GPU then holds completions back and delivers
+    # them shuffled; it stops the process if the host touches memory (a recycled buffer, a
+    # flag, a result) that a command buffer which has not completed still uses.
+    error, first, second, committed = _run_emulated(OUT_OF_ORDER, LUCID_METAL_EMULATION_COMPLETION="shuffled")
+    assert error == "gather: index 64 is out of bounds for dimension 1 with size 64", error
+    assert first == second == committed == "True"
+
+
 def test_synchronize_between_queued_ops_keeps_results_right():
     x = metal(RNG.standard_normal((64, 64)).astype(np.float32))
     y = (x * 2.0 + 1.0).exp()

@@ -153,10 +153,13 @@ final class MetalBackend: Backend, @unchecked Sendable {
     private var released: [(buffer: any MTLBuffer, lastUse: UInt64)] = []
     private var cachedBytes = 0
     private var newBuffers = 0
-    /// The command buffers committed and not yet seen complete, oldest first, and the highest
-    /// generation known complete.
+    /// The command buffers committed and not yet seen complete, oldest first; the generation
+    /// up to which every command buffer has completed; and the generations above it seen
+    /// complete. Command buffers start in commit order but may complete out of it, so only
+    /// an unbroken run of completed generations counts.
     private var inFlight: [(generation: UInt64, buffer: any MTLCommandBuffer)] = []
     private var completed: UInt64 = 0
+    private var completedAhead: Set<UInt64> = []
     /// Messages of command buffers that failed, reported (as warnings) at the next synchronize
     /// on a caller's thread, not on Metal's completion thread.
     private var failures: [String] = []
@@ -246,15 +249,19 @@ final class MetalBackend: Backend, @unchecked Sendable {
         }
     }
 
-    /// Records that the command buffers up to `generation` have completed, making the buffers
-    /// they held reusable. Called from their completion handlers, on any thread, and after a
-    /// wait.
-    private func completed(upTo number: UInt64) {
+    /// Records that the command buffer of generation `number` has completed; once every one
+    /// up to a generation has, the buffers they held become reusable, their flags are read and
+    /// their failures reported. Called from their completion handlers, on any thread, and
+    /// after a wait (more than once for one generation is harmless).
+    private func completed(_ number: UInt64) {
         // Checks that passed are dropped after the lock is left: their flags' buffers come back
         // to the cache, which takes the lock.
         var passed: [DeferredCheck] = []
         cacheLock.withLock {
-            completed = max(completed, number)
+            guard number > completed else { return }
+            completedAhead.insert(number)
+            // A later command buffer may complete first: advance only over an unbroken run.
+            while completedAhead.remove(completed + 1) != nil { completed += 1 }
             while let first = inFlight.first, first.generation <= completed {
                 inFlight.removeFirst()
                 if first.buffer.status == .error {
@@ -287,7 +294,7 @@ final class MetalBackend: Backend, @unchecked Sendable {
         commandBuffer = nil
         openDispatches = 0
         let number = generation
-        buffer.addCompletedHandler { [unowned self] _ in self.completed(upTo: number) }
+        buffer.addCompletedHandler { [unowned self] _ in self.completed(number) }
         cacheLock.withLock { inFlight.append((number, buffer)) }
         counters.commandBuffers += 1
         buffer.commit()
@@ -298,19 +305,19 @@ final class MetalBackend: Backend, @unchecked Sendable {
     /// Waits until the command buffers up to generation `needed` have completed, committing the
     /// open one if it is among them; a wait for queued work counts as a host wait.
     private func wait(for needed: UInt64) {
-        let target: (generation: UInt64, buffer: any MTLCommandBuffer)? = lock.withLock {
+        let targets: [(generation: UInt64, buffer: any MTLCommandBuffer)] = lock.withLock {
             let openNeeded = commandBuffer != nil && needed >= generation
             let queued = openNeeded && openDispatches > 0
             if openNeeded { commitOpen() }
             let bound = min(needed, generation)
-            let target = cacheLock.withLock { completed >= bound ? nil : inFlight.first { $0.generation >= bound } }
-            if queued || target != nil { counters.hostWaits += 1 }
-            return target
+            let targets = cacheLock.withLock { completed >= bound ? [] : inFlight.filter { $0.generation <= bound } }
+            if queued || !targets.isEmpty { counters.hostWaits += 1 }
+            return targets
         }
-        if let target {
+        // A later command buffer may complete before an earlier one: wait for each of them.
+        for target in targets {
             target.buffer.waitUntilCompleted()
-            // Command buffers of one queue complete in order: every earlier one is done too.
-            completed(upTo: target.generation)
+            completed(target.generation)
         }
         let failed = cacheLock.withLock { () -> [String] in
             defer { failures.removeAll() }
@@ -564,8 +571,9 @@ final class MetalBackend: Backend, @unchecked Sendable {
     }
 
     private func openCommandBuffer() {
-        guard commandBuffer == nil else { return }
-        commandBuffer = queue.makeCommandBuffer()
+        // A generation is counted only for a command buffer made: each one must complete.
+        guard commandBuffer == nil, let made = queue.makeCommandBuffer() else { return }
+        commandBuffer = made
         generation += 1
     }
 
