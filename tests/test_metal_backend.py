@@ -235,6 +235,35 @@ def test_an_index_out_of_range_on_the_gpu_is_raised_at_the_next_read():
     lucid.metal.synchronize()
 
 
+@pytest.mark.parametrize("tokens", [3, 80])  # a thread per embedding column; a thread per token, adding atomically
+def test_an_embeddings_backward_skips_an_index_out_of_range_and_raises_the_hosts_error(tokens):
+    # The forward's check is raised only at the next synchronisation, so the backward runs
+    # first with the bad index: its scatter-add must write nothing outside the gradient (one
+    # row past its end is the emulated buffer's guard, which fails the command buffer when
+    # written) and raise what the host raises at the forward.
+    import re
+    import warnings
+
+    idx = np.arange(tokens) % 16
+    idx[1] = 16
+    w_host = np.ones((16, 16), np.float32)
+    with pytest.raises(IndexError) as on_host:
+        lucid.nn.functional.embedding(lucid.tensor(idx), lucid.tensor(w_host, requires_grad=True))
+    w = metal(w_host).requires_grad_()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = lucid.nn.functional.embedding(metal(idx), w)
+        (y * 2.0).sum().backward()
+        with pytest.raises(IndexError, match=f"^{re.escape(str(on_host.value))}$"):
+            lucid.metal.synchronize()
+        grad = w.grad.numpy()
+    assert not [str(c.message) for c in caught]
+    want = np.zeros((16, 16), np.float32)
+    for i in idx[idx < 16]:
+        want[i] += 2.0
+    np.testing.assert_array_equal(grad, want)
+
+
 AT_ONCE = """
 import numpy as np
 import lucid
