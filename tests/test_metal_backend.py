@@ -1228,6 +1228,32 @@ def test_command_buffers_that_complete_out_of_order_free_nothing_early():
     assert first == second == committed == "True"
 
 
+ROWS = """
+import numpy as np
+import lucid
+
+rng = np.random.default_rng(5)
+x = lucid.tensor(rng.standard_normal((37, 41)).astype(np.float32), device="metal", requires_grad=True)
+idx = lucid.tensor(rng.integers(0, 37, (29, 41)), device="metal")
+y = lucid.gather(x, 0, idx)
+z = (y[:, ::2].exp() * 3.0 - x[:29, ::2]).sum(1)
+z.sum().backward()
+outs = [y, z, x.grad, x.t().contiguous(), (x > 0.5).int().sum(0), x.argmax(1), x.half().float()]
+print(repr([o.numpy().tolist() for o in outs]))
+print([c["op"] for c in lucid.metal.self_test() if not c["passed"]])
+"""
+
+
+def test_dispatches_split_into_rows_compute_what_one_row_does():
+    # A thread's position in the grid is 32-bit: the 1-D kernels take a 64-bit index from a
+    # 2-D grid of rows, so that a count of 2^32 or more does not wrap. Rows of 2^30 threads
+    # need tensors of many GiB; LUCID_METAL_ROW_THREADS makes them 7 threads long here.
+    one_row, _ = _run_emulated(ROWS)
+    rows, failed = _run_emulated(ROWS, LUCID_METAL_ROW_THREADS="7")
+    assert rows == one_row
+    assert failed == "[]", failed  # every kernel the self-test checks, in rows
+
+
 def test_synchronize_between_queued_ops_keeps_results_right():
     x = metal(RNG.standard_normal((64, 64)).astype(np.float32))
     y = (x * 2.0 + 1.0).exp()

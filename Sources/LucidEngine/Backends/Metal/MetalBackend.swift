@@ -453,13 +453,25 @@ final class MetalBackend: Backend, @unchecked Sendable {
 
     // MARK: - Encoding
 
-    /// Encodes one dispatch of `kernel` over `count` threads into the open command buffer;
-    /// `bind` sets its arguments.
+    /// The most threads `encode(_:count:)` dispatches as one row. A thread's position in the
+    /// grid is 32-bit, so more come as rows of a 2-D grid, and the 1-D kernels take their
+    /// 64-bit index from both coordinates (`LUCID_THREAD_INDEX`, Kernels/Common.metal), the
+    /// last row's threads past the count returning at once. `LUCID_METAL_ROW_THREADS` lowers
+    /// it, so that tests split small dispatches into rows.
+    static let rowThreads: Int = {
+        let limit = 1 << 30
+        guard let raw = getenv("LUCID_METAL_ROW_THREADS"), let n = Int(String(cString: raw)), n > 0 else { return limit }
+        return min(n, limit)
+    }()
+
+    /// Encodes one dispatch of `kernel` over `count` threads into the open command buffer (in
+    /// rows of at most `rowThreads`); `bind` sets its arguments.
     func encode(_ kernel: String, count: Int, _ bind: (any MTLComputeCommandEncoder) -> Void) {
         dispatch(kernel, bind) { e, pipeline in
-            let width = min(count, pipeline.maxTotalThreadsPerThreadgroup)
+            let row = max(1, min(count, Self.rowThreads))
+            let width = min(row, pipeline.maxTotalThreadsPerThreadgroup)
             e.dispatchThreads(
-                MTLSize(width: count, height: 1, depth: 1),
+                MTLSize(width: row, height: (count + row - 1) / row, depth: 1),
                 threadsPerThreadgroup: MTLSize(width: width, height: 1, depth: 1))
         }
     }

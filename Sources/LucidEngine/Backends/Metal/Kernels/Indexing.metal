@@ -24,7 +24,8 @@ struct IndexSteps {
 kernel void NAME(device const T* a [[buffer(0)]], device const long* index [[buffer(1)]],           \
                  device T* out [[buffer(2)]], device int* bad [[buffer(3)]],                         \
                  constant Layout& layout [[buffer(4)]], constant IndexSteps& s [[buffer(5)]],        \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     long idx = index[element_offset(gid, layout, 0)];                                                \
     if (idx < 0 || idx >= s.size) {                                                                  \
@@ -51,7 +52,8 @@ inline void accumulate(device long& total, long x) { total = long(ulong(total) +
 kernel void NAME(device const T* src [[buffer(0)]], device const long* index [[buffer(1)]],         \
                  device A* acc [[buffer(2)]], constant Layout& layout [[buffer(3)]],                 \
                  constant IndexSteps& s [[buffer(4)]], device int* bad [[buffer(5)]],                \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     long x = element_offset(gid, layout, 0), i = element_offset(gid, layout, 1);                     \
     long k = element_offset(gid, layout, 2);                                                         \
@@ -75,7 +77,8 @@ kernel void NAME(device const T* src [[buffer(0)]], device const long* index [[b
 kernel void NAME(device const T* src [[buffer(0)]], device const long* index [[buffer(1)]],         \
                  device atomic_float* acc [[buffer(2)]], constant Layout& layout [[buffer(3)]],      \
                  constant IndexSteps& s [[buffer(4)]], device int* bad [[buffer(5)]],                \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     long x = element_offset(gid, layout, 0), i = element_offset(gid, layout, 1);                     \
     long idx = index[x];                                                                             \
