@@ -238,6 +238,35 @@ def test_an_index_out_of_range_on_the_gpu_is_raised_at_the_next_read():
     lucid.metal.synchronize()
 
 
+@pytest.mark.parametrize("tokens", [3, 80])  # a thread per embedding column; a thread per token, adding atomically
+def test_an_embeddings_backward_skips_an_index_out_of_range_and_raises_the_hosts_error(tokens):
+    # The forward's check is raised only at the next synchronisation, so the backward runs
+    # first with the bad index: its scatter-add must write nothing outside the gradient (one
+    # row past its end is the emulated buffer's guard, which fails the command buffer when
+    # written) and raise what the host raises at the forward.
+    import re
+    import warnings
+
+    idx = np.arange(tokens) % 16
+    idx[1] = 16
+    w_host = np.ones((16, 16), np.float32)
+    with pytest.raises(IndexError) as on_host:
+        lucid.nn.functional.embedding(lucid.tensor(idx), lucid.tensor(w_host, requires_grad=True))
+    w = metal(w_host).requires_grad_()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = lucid.nn.functional.embedding(metal(idx), w)
+        (y * 2.0).sum().backward()
+        with pytest.raises(IndexError, match=f"^{re.escape(str(on_host.value))}$"):
+            lucid.metal.synchronize()
+        grad = w.grad.numpy()
+    assert not [str(c.message) for c in caught]
+    want = np.zeros((16, 16), np.float32)
+    for i in idx[idx < 16]:
+        want[i] += 2.0
+    np.testing.assert_array_equal(grad, want)
+
+
 AT_ONCE = """
 import numpy as np
 import lucid
@@ -1125,11 +1154,12 @@ def test_a_steady_state_training_step_makes_no_buffers_and_never_waits():
         opt.step()
         return loss
 
-    # A step is about 63 dispatches and a command buffer 32, so a step starts at each place
-    # of a command buffer within 32 steps: the cache then holds what every one needs.
+    # A step is about 76 dispatches and a command buffer 32, so a step starts at each of the
+    # places of a command buffer it can start at within 8 steps: the cache then holds what
+    # every one needs. Measured straight on: a synchronize starts the command buffers over,
+    # and the first steps after one may need a buffer (a flag) more.
     for _ in range(40):
         loss = step()
-    lucid.metal.synchronize()
     before = lucid.metal.stats()
     for _ in range(40):
         loss = step()
@@ -1317,6 +1347,72 @@ def test_freed_buffers_are_reused_only_after_the_gpu_is_done_with_them():
     assert lucid.memory_allocated("metal") - before == 4096 * 4
     del a
     assert lucid.empty_cache() >= 4096 * 4
+
+
+OUT_OF_ORDER = """
+import gc
+import warnings
+import numpy as np
+import lucid
+
+warnings.simplefilter("error")  # a failed command buffer's warning fails the run
+x = lucid.tensor(np.arange(4096, dtype=np.float32), device="metal")
+sums, written = [], []
+for i in range(160):
+    y = x * 2.0
+    sums.append(y + 1.0)  # queued work reading y, which is freed at once
+    del y
+    gc.collect()
+    # Host writes into new tensors: none may get a buffer that a queued kernel still reads.
+    written += [lucid.tensor(np.full(4096, float(i + k), np.float32), device="metal") for k in range(3)]
+    if i == 40:
+        # A flag set in one command buffer, read only once that one has completed.
+        lucid.gather(x.reshape(64, 64), 1, lucid.tensor(np.array([[64]] * 64), device="metal"))
+try:
+    lucid.metal.synchronize()
+    print("no error")
+except IndexError as e:
+    print(e)
+print(all(np.array_equal(s.numpy(), np.arange(4096) * 2.0 + 1.0) for s in sums))
+print(all(np.array_equal(w.numpy(), np.full(4096, float(i // 3 + i % 3))) for i, w in enumerate(written)))
+print(lucid.metal.stats()["command_buffers"] > 8)
+"""
+
+
+def test_command_buffers_that_complete_out_of_order_free_nothing_early():
+    # Metal promises only that a command buffer starts after the ones committed before it: a
+    # later one may complete first. The emulated GPU then holds completions back and delivers
+    # them shuffled; it stops the process if the host touches memory (a recycled buffer, a
+    # flag, a result) that a command buffer which has not completed still uses.
+    error, first, second, committed = _run_emulated(OUT_OF_ORDER, LUCID_METAL_EMULATION_COMPLETION="shuffled")
+    assert error == "gather: index 64 is out of bounds for dimension 1 with size 64", error
+    assert first == second == committed == "True"
+
+
+ROWS = """
+import numpy as np
+import lucid
+
+rng = np.random.default_rng(5)
+x = lucid.tensor(rng.standard_normal((37, 41)).astype(np.float32), device="metal", requires_grad=True)
+idx = lucid.tensor(rng.integers(0, 37, (29, 41)), device="metal")
+y = lucid.gather(x, 0, idx)
+z = (y[:, ::2].exp() * 3.0 - x[:29, ::2]).sum(1)
+z.sum().backward()
+outs = [y, z, x.grad, x.t().contiguous(), (x > 0.5).int().sum(0), x.argmax(1), x.half().float()]
+print(repr([o.numpy().tolist() for o in outs]))
+print([c["op"] for c in lucid.metal.self_test() if not c["passed"]])
+"""
+
+
+def test_dispatches_split_into_rows_compute_what_one_row_does():
+    # A thread's position in the grid is 32-bit: the 1-D kernels take a 64-bit index from a
+    # 2-D grid of rows, so that a count of 2^32 or more does not wrap. Rows of 2^30 threads
+    # need tensors of many GiB; LUCID_METAL_ROW_THREADS makes them 7 threads long here.
+    one_row, _ = _run_emulated(ROWS)
+    rows, failed = _run_emulated(ROWS, LUCID_METAL_ROW_THREADS="7")
+    assert rows == one_row
+    assert failed == "[]", failed  # every kernel the self-test checks, in rows
 
 
 def test_synchronize_between_queued_ops_keeps_results_right():

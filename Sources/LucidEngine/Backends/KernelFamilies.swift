@@ -209,8 +209,11 @@ protocol IndexingKernels: AnyObject, Sendable {
         _ a: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl,
         outOfRange: @escaping @Sendable (Int64) -> LucidError) throws
     /// `out[i with dim replaced by index[i]] += src[i]`, accumulated in float32 (int64 for
-    /// integers); `out` is contiguous and zeroed here first. Indices have been checked. Throws
-    /// when memory for the accumulation cannot be had.
+    /// integers); `out` is contiguous and zeroed here first. Indices have been checked by the
+    /// gather this is the adjoint of, but a backend that raises that check at its next
+    /// synchronisation may get an index out of range here: it adds nothing for it (writing
+    /// nothing outside `out`) and reports it the same way. Throws when memory for the
+    /// accumulation cannot be had.
     func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl) throws
 }
 

@@ -66,6 +66,78 @@ enum EmulationFaults {
     }()
 }
 
+/// The order in which committed command buffers complete. Metal promises only that a command
+/// buffer starts after the ones committed before it on its queue: a later one may complete
+/// first. By default the emulation completes each command buffer when it is committed;
+/// `LUCID_METAL_EMULATION_COMPLETION=shuffled` (or `EmulatedCompletion.shuffled = true`, for
+/// the emulation's own tests) holds completions back and delivers them out of commit order.
+/// A command buffer's commands still run at commit, in commit order (as Metal's hazard
+/// tracking orders work that depends on earlier work); what is held back is its completion:
+/// its status, the end of its bindings (a held buffer's memory stays off limits to the host)
+/// and its completion handlers. Up to `held` command buffers are held; when one more is
+/// committed, one of them, chosen by a generator of fixed seed (so that a run is repeatable),
+/// completes. `waitUntilCompleted()` completes its own command buffer and no other.
+public enum EmulatedCompletion {
+    public static let held = 3
+    nonisolated(unsafe) private static var state: (shuffled: Bool, seed: UInt64) = (
+        getenv("LUCID_METAL_EMULATION_COMPLETION").map { String(cString: $0) == "shuffled" } ?? false,
+        0x9E37_79B9_7F4A_7C15
+    )
+    nonisolated(unsafe) private static var pending: [EmulatedCommandBuffer] = []
+    nonisolated(unsafe) private static let lock: UnsafeMutablePointer<pthread_mutex_t> = {
+        let m = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        pthread_mutex_init(m, nil)
+        return m
+    }()
+
+    static func locked<T>(_ body: () -> T) -> T {
+        pthread_mutex_lock(lock)
+        defer { pthread_mutex_unlock(lock) }
+        return body()
+    }
+
+    /// Whether completions are shuffled. Turning it off completes the held command buffers.
+    public static var shuffled: Bool {
+        get { locked { state.shuffled } }
+        set {
+            let held = locked { () -> [EmulatedCommandBuffer] in
+                state.shuffled = newValue
+                defer { if !newValue { pending.removeAll() } }
+                return newValue ? [] : pending
+            }
+            held.forEach { $0.complete() }
+        }
+    }
+
+    /// Takes a committed command buffer whose commands have run: true when it is held (it
+    /// completes later), false when it is to complete now. Completes a held one, chosen at
+    /// random, when more than `held` are held.
+    static func committed(_ buffer: EmulatedCommandBuffer) -> Bool {
+        let (keep, done) = locked { () -> (Bool, EmulatedCommandBuffer?) in
+            guard state.shuffled else { return (false, nil) }
+            pending.append(buffer)
+            guard pending.count > held else { return (true, nil) }
+            // xorshift64*
+            state.seed ^= state.seed >> 12
+            state.seed ^= state.seed << 25
+            state.seed ^= state.seed >> 27
+            let pick = Int((state.seed &* 0x2545_F491_4F6C_DD1D) >> 33) % pending.count
+            return (true, pending.remove(at: pick))
+        }
+        done?.complete()
+        return keep
+    }
+
+    /// Takes `buffer` out of the held ones: true when it was held (the caller completes it).
+    static func release(_ buffer: EmulatedCommandBuffer) -> Bool {
+        locked {
+            guard let i = pending.firstIndex(where: { $0 === buffer }) else { return false }
+            pending.remove(at: i)
+            return true
+        }
+    }
+}
+
 /// Stops the check build on a misuse of the Metal API.
 func metalMisuse(_ message: String, file: StaticString = #fileID, line: UInt = #line) -> Never {
     fatalError("Metal emulation: \(message)", file: file, line: line)
@@ -451,24 +523,37 @@ public final class EmulatedCommandBuffer: MTLCommandBuffer {
         completedHandlers.append(block)
     }
 
-    /// Runs the commands at once (the emulated GPU is done when commit returns), then the
-    /// completion handlers, in the order they were added.
+    /// The outcome of the commands, once run: the status the command buffer takes when it
+    /// completes.
+    private var outcome = MTLCommandBufferStatus.completed
+    /// Whether it has completed (under `EmulatedCompletion`'s lock).
+    private var finished = false
+
+    /// Runs the commands at once, then completes: at once (the emulated GPU is done when
+    /// commit returns), or later, out of commit order, when `EmulatedCompletion` holds it.
     public func commit() {
         if status != .notEnqueued { metalMisuse("commit() of a command buffer that was already committed") }
         if openEncoder != nil { metalMisuse("commit() while an encoder has not ended (endEncoding())") }
         status = .committed
         do {
             for c in commands { try c.run() }
-            status = .completed
         } catch let e {
             error = e
-            status = .error
+            outcome = .error
         }
+        commands.removeAll()
+        if !EmulatedCompletion.committed(self) { complete() }
+    }
+
+    /// Sets the final status, ends the bindings (the host may touch the buffers again), then
+    /// runs the completion handlers, in the order they were added.
+    func complete() {
+        status = outcome
         for b in written { b.pendingWrites -= 1 }
         for b in retained { b.pendingReads -= 1 }
         written.removeAll()
         retained.removeAll()
-        commands.removeAll()
+        EmulatedCompletion.locked { finished = true }
         let handlers = completedHandlers
         completedHandlers.removeAll()
         for h in handlers { h(self) }
@@ -476,6 +561,9 @@ public final class EmulatedCommandBuffer: MTLCommandBuffer {
 
     public func waitUntilCompleted() {
         if status == .notEnqueued { metalMisuse("waitUntilCompleted() on a command buffer that was never committed (it would wait forever)") }
+        if EmulatedCompletion.release(self) { complete() }
+        // Held back and completing on another thread: wait for its bindings to end.
+        while !EmulatedCompletion.locked({ finished }) { usleep(50) }
     }
 }
 

@@ -53,19 +53,7 @@ extension MetalBackend: IndexingKernels {
         // program's next synchronisation, so a gather never makes the host wait; which index
         // was first is found on the host then, on the error path only.
         let size = a.shape[dim]
-        let check = DeferredCheck(flag: bad) {
-            let values = HostBackend.address(index).assumingMemoryBound(to: Int64.self)
-            var first: Int64 = -1
-            StridedLoop(shape: index.shape, strides: [index.strides]).forEachRun(bases: [0]) { o, n, s in
-                var i = o[0]
-                for _ in 0..<n where first == -1 {
-                    if values[i] < 0 || values[i] >= Int64(size) { first = values[i] }
-                    i &+= s[0]
-                }
-            }
-            return outOfRange(first)
-        }
-        try deferCheck(check)
+        try deferCheck(DeferredCheck(flag: bad) { outOfRange(Self.firstOutside(index, size)) })
     }
 
     /// Floating scatter-adds whose lines have at least this many elements add atomically, a
@@ -91,6 +79,12 @@ extension MetalBackend: IndexingKernels {
             launch = ("scatter_add_atomic_", elements)
         }
         if let launch {
+            // The indices were checked by the gather this adds back into, but on this device
+            // that check is raised only at the next synchronisation, so its backward may come
+            // first: the kernels skip an index out of range and raise this flag, writing
+            // nothing outside the accumulator.
+            let bad = try makeFlag()
+            let size = acc.shape[dim]
             encode(launch.kernel + src.dtype.name, count: launch.layout.count) { e in
                 bind(src, 0, e)
                 bind(index, 1, e)
@@ -99,10 +93,31 @@ extension MetalBackend: IndexingKernels {
                 setBytes(
                     indexSteps(
                         length: index.shape[dim], index: index.strides[dim], src: src.strides[dim],
-                        out: acc.strides[dim]), 4, e)
+                        out: acc.strides[dim], size: size), 4, e)
+                bind(bad, 5, e)
             }
+            try deferCheck(
+                DeferredCheck(flag: bad) {
+                    LucidError.index(
+                        "scatter_add: index \(Self.firstOutside(index, size)) is out of bounds for dimension \(dim) with size \(size)")
+                })
         }
         if acc !== out { copy(acc, into: out) }  // one rounding (or the int64 → int32/bool store)
+    }
+
+    /// The first element of an int64 index tensor outside `0..<size` (-1 for none), found on
+    /// the host once the kernel that flagged it has completed (on the error path only).
+    static func firstOutside(_ index: TensorImpl, _ size: Int) -> Int64 {
+        let values = HostBackend.address(index).assumingMemoryBound(to: Int64.self)
+        var first: Int64 = -1
+        StridedLoop(shape: index.shape, strides: [index.strides]).forEachRun(bases: [0]) { o, n, s in
+            var i = o[0]
+            for _ in 0..<n where first == -1 {
+                if values[i] < 0 || values[i] >= Int64(size) { first = values[i] }
+                i &+= s[0]
+            }
+        }
+        return first
     }
 }
 #endif

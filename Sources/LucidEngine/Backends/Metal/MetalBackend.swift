@@ -158,10 +158,13 @@ final class MetalBackend: Backend, @unchecked Sendable {
     private var released: [(buffer: any MTLBuffer, lastUse: UInt64)] = []
     private var cachedBytes = 0
     private var newBuffers = 0
-    /// The command buffers committed and not yet seen complete, oldest first, and the highest
-    /// generation known complete.
+    /// The command buffers committed and not yet seen complete, oldest first; the generation
+    /// up to which every command buffer has completed; and the generations above it seen
+    /// complete. Command buffers start in commit order but may complete out of it, so only
+    /// an unbroken run of completed generations counts.
     private var inFlight: [(generation: UInt64, buffer: any MTLCommandBuffer)] = []
     private var completed: UInt64 = 0
+    private var completedAhead: Set<UInt64> = []
     /// Messages of command buffers that failed, reported (as warnings) at the next synchronize
     /// on a caller's thread, not on Metal's completion thread.
     private var failures: [String] = []
@@ -268,15 +271,19 @@ final class MetalBackend: Backend, @unchecked Sendable {
         }
     }
 
-    /// Records that the command buffers up to `generation` have completed, making the buffers
-    /// they held reusable. Called from their completion handlers, on any thread, and after a
-    /// wait.
-    private func completed(upTo number: UInt64) {
+    /// Records that the command buffer of generation `number` has completed; once every one
+    /// up to a generation has, the buffers they held become reusable, their flags are read and
+    /// their failures reported. Called from their completion handlers, on any thread, and
+    /// after a wait (more than once for one generation is harmless).
+    private func completed(_ number: UInt64) {
         // Checks that passed are dropped after the lock is left: their flags' buffers come back
         // to the cache, which takes the lock.
         var passed: [DeferredCheck] = []
         cacheLock.withLock {
-            completed = max(completed, number)
+            guard number > completed else { return }
+            completedAhead.insert(number)
+            // A later command buffer may complete first: advance only over an unbroken run.
+            while completedAhead.remove(completed + 1) != nil { completed += 1 }
             while let first = inFlight.first, first.generation <= completed {
                 inFlight.removeFirst()
                 if first.buffer.status == .error {
@@ -309,7 +316,7 @@ final class MetalBackend: Backend, @unchecked Sendable {
         commandBuffer = nil
         openDispatches = 0
         let number = generation
-        buffer.addCompletedHandler { [unowned self] _ in self.completed(upTo: number) }
+        buffer.addCompletedHandler { [unowned self] _ in self.completed(number) }
         cacheLock.withLock { inFlight.append((number, buffer)) }
         counters.commandBuffers += 1
         buffer.commit()
@@ -320,19 +327,19 @@ final class MetalBackend: Backend, @unchecked Sendable {
     /// Waits until the command buffers up to generation `needed` have completed, committing the
     /// open one if it is among them; a wait for queued work counts as a host wait.
     private func wait(for needed: UInt64) {
-        let target: (generation: UInt64, buffer: any MTLCommandBuffer)? = lock.withLock {
+        let targets: [(generation: UInt64, buffer: any MTLCommandBuffer)] = lock.withLock {
             let openNeeded = commandBuffer != nil && needed >= generation
             let queued = openNeeded && openDispatches > 0
             if openNeeded { commitOpen() }
             let bound = min(needed, generation)
-            let target = cacheLock.withLock { completed >= bound ? nil : inFlight.first { $0.generation >= bound } }
-            if queued || target != nil { counters.hostWaits += 1 }
-            return target
+            let targets = cacheLock.withLock { completed >= bound ? [] : inFlight.filter { $0.generation <= bound } }
+            if queued || !targets.isEmpty { counters.hostWaits += 1 }
+            return targets
         }
-        if let target {
+        // A later command buffer may complete before an earlier one: wait for each of them.
+        for target in targets {
             target.buffer.waitUntilCompleted()
-            // Command buffers of one queue complete in order: every earlier one is done too.
-            completed(upTo: target.generation)
+            completed(target.generation)
         }
         let failed = cacheLock.withLock { () -> [String] in
             defer { failures.removeAll() }
@@ -471,13 +478,25 @@ final class MetalBackend: Backend, @unchecked Sendable {
 
     // MARK: - Encoding
 
-    /// Encodes one dispatch of `kernel` over `count` threads into the open command buffer;
-    /// `bind` sets its arguments.
+    /// The most threads `encode(_:count:)` dispatches as one row. A thread's position in the
+    /// grid is 32-bit, so more come as rows of a 2-D grid, and the 1-D kernels take their
+    /// 64-bit index from both coordinates (`LUCID_THREAD_INDEX`, Kernels/Common.metal), the
+    /// last row's threads past the count returning at once. `LUCID_METAL_ROW_THREADS` lowers
+    /// it, so that tests split small dispatches into rows.
+    static let rowThreads: Int = {
+        let limit = 1 << 30
+        guard let raw = getenv("LUCID_METAL_ROW_THREADS"), let n = Int(String(cString: raw)), n > 0 else { return limit }
+        return min(n, limit)
+    }()
+
+    /// Encodes one dispatch of `kernel` over `count` threads into the open command buffer (in
+    /// rows of at most `rowThreads`); `bind` sets its arguments.
     func encode(_ kernel: String, count: Int, _ bind: (any MTLComputeCommandEncoder) -> Void) {
         dispatch(kernel, bind) { e, pipeline in
-            let width = min(count, pipeline.maxTotalThreadsPerThreadgroup)
+            let row = max(1, min(count, Self.rowThreads))
+            let width = min(row, pipeline.maxTotalThreadsPerThreadgroup)
             e.dispatchThreads(
-                MTLSize(width: count, height: 1, depth: 1),
+                MTLSize(width: row, height: (count + row - 1) / row, depth: 1),
                 threadsPerThreadgroup: MTLSize(width: width, height: 1, depth: 1))
         }
     }
@@ -591,8 +610,9 @@ final class MetalBackend: Backend, @unchecked Sendable {
     }
 
     private func openCommandBuffer() {
-        guard commandBuffer == nil else { return }
-        commandBuffer = queue.makeCommandBuffer()
+        // A generation is counted only for a command buffer made: each one must complete.
+        guard commandBuffer == nil, let made = queue.makeCommandBuffer() else { return }
+        commandBuffer = made
         generation += 1
     }
 

@@ -19,6 +19,15 @@ enum MetalKernelSource {
 #include <metal_simdgroup_matrix>
 using namespace metal;
 
+// ---- the index of a 1-D kernel's thread ---------------------------------------------------
+// A thread's position in the grid is 32-bit: a dispatch of 2^32 threads or more would wrap.
+// `MetalBackend.encode(_:count:)` dispatches up to `rowThreads` threads as one row and more as
+// rows of a 2-D grid; a 1-D kernel takes LUCID_THREAD_POSITION as its last parameters and its
+// 64-bit index as LUCID_THREAD_INDEX (row * row length + column). The last row's threads past
+// the count return at the kernel's guard.
+#define LUCID_THREAD_POSITION uint2 lucid_position [[thread_position_in_grid]], uint2 lucid_grid [[threads_per_grid]]
+#define LUCID_THREAD_INDEX (ulong(lucid_position.y) * ulong(lucid_grid.x) + ulong(lucid_position.x))
+
 // ---- storing float32 results --------------------------------------------------------------
 // Bit-exact narrowing with the host kernels' rules (HalfConversions.swift), not the GPU's
 // conversion instructions, so that every device rounds alike and NaNs keep the reference
@@ -236,7 +245,8 @@ inline long element_offset(ulong flat, constant Layout& L, uint operand) {
 #define LUCID_UNSCALE(NAME, T)                                                                       \
 kernel void NAME(device const T* grad [[buffer(0)]], device T* out [[buffer(1)]],                   \
                  device float* found [[buffer(2)]], device const float* inv_scale [[buffer(3)]],     \
-                 constant ulong& count [[buffer(4)]], uint i [[thread_position_in_grid]]) {          \
+                 constant ulong& count [[buffer(4)]], LUCID_THREAD_POSITION) {                       \
+    const ulong i = LUCID_THREAD_INDEX;                                                              \
     if (ulong(i) >= count) return;                                                                   \
     float x = widen(grad[i]) * inv_scale[0];                                                         \
     T stored = narrow<T>(x);                                                                         \
@@ -258,7 +268,8 @@ struct ScaleUpdateParams {
 // clean ones, unless the grown scale leaves the float32 range.
 kernel void amp_update_scale(device float* scale [[buffer(0)]], device int* tracker [[buffer(1)]],
                              device const float* found [[buffer(2)]], constant ScaleUpdateParams& u [[buffer(3)]],
-                             uint i [[thread_position_in_grid]]) {
+                             LUCID_THREAD_POSITION) {
+    const ulong i = LUCID_THREAD_INDEX;
     if (i != 0) return;
     if (found[0] != 0.0f) {
         scale[0] *= u.backoff_factor;
@@ -508,7 +519,8 @@ struct WindowShape {
 
 #define LUCID_IM2COL(NAME, T)                                                                        \
 kernel void NAME(device const T* x [[buffer(0)]], device T* cols [[buffer(1)]],                     \
-                 constant WindowShape& g [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant WindowShape& g [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     long total = g.n * g.c * g.kh * g.kw * g.oh * g.ow;                                              \
     if (long(gid) >= total) return;                                                                  \
     long k = long(gid);                                                                              \
@@ -524,7 +536,8 @@ kernel void NAME(device const T* x [[buffer(0)]], device T* cols [[buffer(1)]], 
 
 #define LUCID_COL2IM(NAME, T)                                                                        \
 kernel void NAME(device const T* cols [[buffer(0)]], device T* x [[buffer(1)]],                     \
-                 constant WindowShape& g [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant WindowShape& g [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (long(gid) >= g.n * g.c * g.h * g.w) return;                                                  \
     long k = long(gid);                                                                              \
     long xx = k % g.w; k /= g.w;                                                                     \
@@ -784,7 +797,8 @@ inline long binary_int(uint op, long x, long y) {
 #define LUCID_BINARY_FLOAT(NAME, T)                                                                  \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device T* out [[buffer(2)]], constant Layout& layout [[buffer(3)]],                 \
-                 constant uint& op [[buffer(4)]], uint gid [[thread_position_in_grid]]) {            \
+                 constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     float x = widen(a[element_offset(gid, layout, 0)]), y = widen(b[element_offset(gid, layout, 1)]); \
     out[element_offset(gid, layout, 2)] = narrow<T>(binary_float(op, x, y));                                 \
@@ -793,7 +807,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
 #define LUCID_BINARY_INT(NAME, T)                                                                    \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device T* out [[buffer(2)]], constant Layout& layout [[buffer(3)]],                 \
-                 constant uint& op [[buffer(4)]], uint gid [[thread_position_in_grid]]) {            \
+                 constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     long x = long(a[element_offset(gid, layout, 0)]), y = long(b[element_offset(gid, layout, 1)]);   \
     out[element_offset(gid, layout, 2)] = from_long<T>(binary_int(op, x, y));                          \
@@ -805,8 +820,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
 // load and store per operand (element by element in a last, partial run); consecutive threads
 // read consecutive runs.
 #define LUCID_CONTIG_RANGE                                                                           \
-    uint first = gid * 4u;                                                                           \
-    if (first >= count) return;                                                                      \
+    if (gid * 4u >= ulong(count)) return;                                                            \
+    uint first = uint(gid) * 4u;                                                                     \
     uint last = min(first + 4u, count);
 
 #define LUCID_VEC4(T, P) (*(device const vec<T, 4>*)((P) + first))
@@ -815,7 +830,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
 #define LUCID_BINARY_FLOAT_CONTIG(NAME, T)                                                           \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device T* out [[buffer(2)]], constant uint& count [[buffer(3)]],                    \
-                 constant uint& op [[buffer(4)]], uint gid [[thread_position_in_grid]]) {            \
+                 constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     LUCID_CONTIG_RANGE                                                                               \
     if (last - first == 4u) {                                                                        \
         vec<T, 4> x = LUCID_VEC4(T, a), y = LUCID_VEC4(T, b), r;                                     \
@@ -829,7 +845,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
 #define LUCID_BINARY_INT_CONTIG(NAME, T)                                                             \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device T* out [[buffer(2)]], constant uint& count [[buffer(3)]],                    \
-                 constant uint& op [[buffer(4)]], uint gid [[thread_position_in_grid]]) {            \
+                 constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     LUCID_CONTIG_RANGE                                                                               \
     for (uint i = first; i < last; ++i) out[i] = from_long<T>(binary_int(op, long(a[i]), long(b[i]))); \
 }
@@ -893,7 +910,8 @@ LUCID_BINARY_INT(binary_bool, uchar)
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
                  constant float& scalar [[buffer(4)]], constant uint& scalar_first [[buffer(5)]],    \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     float x = widen(a[element_offset(gid, layout, 0)]);                                              \
     float r = scalar_first != 0 ? binary_float(op, scalar, x) : binary_float(op, x, scalar);         \
@@ -904,7 +922,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
                  constant long& scalar [[buffer(4)]], constant uint& scalar_first [[buffer(5)]],     \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     long x = long(a[element_offset(gid, layout, 0)]);                                                \
     long r = scalar_first != 0 ? binary_int(op, scalar, x) : binary_int(op, x, scalar);              \
@@ -915,7 +934,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant uint& count [[buffer(2)]], constant uint& op [[buffer(3)]],                \
                  constant float& scalar [[buffer(4)]], constant uint& scalar_first [[buffer(5)]],    \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     LUCID_CONTIG_RANGE                                                                               \
     if (last - first == 4u) {                                                                        \
         vec<T, 4> x = LUCID_VEC4(T, a), r;                                                           \
@@ -1064,7 +1084,8 @@ inline float unary_derivative(uint op, float x, float y) {
 #define LUCID_UNARY(NAME, T)                                                                         \
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     out[element_offset(gid, layout, 1)] = narrow<T>(unary_float(op, widen(a[element_offset(gid, layout, 0)]))); \
 }
@@ -1075,7 +1096,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
 kernel void NAME(device const T* x [[buffer(0)]], device const T* y [[buffer(1)]],                  \
                  device const T* grad [[buffer(2)]], device T* grad_in [[buffer(3)]],                \
                  constant Layout& inputs [[buffer(4)]], constant Layout& output [[buffer(5)]],       \
-                 constant uint& op [[buffer(6)]], uint gid [[thread_position_in_grid]]) {            \
+                 constant uint& op [[buffer(6)]], LUCID_THREAD_POSITION) {                           \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= inputs.count) return;                                                          \
     float xv = widen(x[element_offset(gid, inputs, 0)]), yv = widen(y[element_offset(gid, inputs, 1)]); \
     float g = widen(grad[element_offset(gid, inputs, 2)]);                                           \
@@ -1098,7 +1120,8 @@ inline long unary_int(uint op, long x) {
 #define LUCID_UNARY_INT(NAME, T)                                                                     \
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     out[element_offset(gid, layout, 1)] = T(unary_int(op, long(a[element_offset(gid, layout, 0)]))); \
 }
@@ -1108,7 +1131,8 @@ LUCID_UNARY_INT(unary_int64, long)
 #define LUCID_UNARY_CONTIG(NAME, T)                                                                  \
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant uint& count [[buffer(2)]], constant uint& op [[buffer(3)]],                \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     LUCID_CONTIG_RANGE                                                                               \
     if (last - first == 4u) {                                                                        \
         vec<T, 4> x = LUCID_VEC4(T, a), r;                                                           \
@@ -1147,7 +1171,8 @@ inline bool compare_values(uint op, V x, V y) {
 #define LUCID_COMPARE(NAME, T, V)                                                                    \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device uchar* out [[buffer(2)]], constant Layout& layout [[buffer(3)]],             \
-                 constant uint& op [[buffer(4)]], uint gid [[thread_position_in_grid]]) {            \
+                 constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     V x = V(a[element_offset(gid, layout, 0)]), y = V(b[element_offset(gid, layout, 1)]);            \
     out[element_offset(gid, layout, 2)] = compare_values(op, x, y) ? 1 : 0;                          \
@@ -1165,7 +1190,8 @@ LUCID_COMPARE(compare_bool, uchar, long)
 kernel void NAME(device const uchar* cond [[buffer(0)]], device const T* a [[buffer(1)]],           \
                  device const T* b [[buffer(2)]], device T* out [[buffer(3)]],                       \
                  constant Layout& layout [[buffer(4)]], constant Layout& output [[buffer(5)]],       \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     bool c = cond[element_offset(gid, layout, 0)] != 0;                                              \
     out[element_offset(gid, output, 0)] = c ? a[element_offset(gid, layout, 1)] : b[element_offset(gid, layout, 2)]; \
@@ -1183,7 +1209,8 @@ LUCID_SELECT(select_bool, uchar)
 // Strided copy with conversion; operand 0 of `layout` is the source, 1 the destination.
 #define LUCID_COPY(NAME, S, D)                                                                       \
 kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     dst[element_offset(gid, layout, 1)] = D(src[element_offset(gid, layout, 0)]);                   \
 }
@@ -1201,7 +1228,8 @@ LUCID_COPY(copy_int32_int64, int, long)
 LUCID_COPY(copy_int64_int32, long, int)
 #define LUCID_COPY_WIDEN(NAME, S)                                                                    \
 kernel void NAME(device const S* src [[buffer(0)]], device float* dst [[buffer(1)]],                \
-                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     dst[element_offset(gid, layout, 1)] = widen(src[element_offset(gid, layout, 0)]);               \
 }
@@ -1211,7 +1239,8 @@ LUCID_COPY_WIDEN(copy_bfloat16_float32, bfloat)
 
 #define LUCID_COPY_NARROW(NAME, D)                                                                   \
 kernel void NAME(device const float* src [[buffer(0)]], device D* dst [[buffer(1)]],                \
-                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     dst[element_offset(gid, layout, 1)] = narrow<D>(src[element_offset(gid, layout, 0)]);           \
 }
@@ -1222,7 +1251,8 @@ LUCID_COPY_NARROW(copy_float32_bfloat16, bfloat)
 // Between the 16-bit floats: through float32, exactly, then one rounding.
 #define LUCID_COPY_FLOAT(NAME, S, D)                                                                 \
 kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     dst[element_offset(gid, layout, 1)] = narrow<D>(widen(src[element_offset(gid, layout, 0)]));    \
 }
@@ -1244,7 +1274,8 @@ inline float odd_float(long v) {
 
 #define LUCID_COPY_INT_TO_HALF(NAME, S, D)                                                           \
 kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     dst[element_offset(gid, layout, 1)] = narrow<D>(odd_float(long(src[element_offset(gid, layout, 0)]))); \
 }
@@ -1267,7 +1298,8 @@ inline long truncated_long(float v) {
 
 #define LUCID_COPY_FLOAT_TO_INT(NAME, S, D, LO, HI)                                                  \
 kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     long v = truncated_long(widen(src[element_offset(gid, layout, 0)]));                            \
     dst[element_offset(gid, layout, 1)] = D(clamp(v, long(LO), long(HI)));                          \
@@ -1285,7 +1317,8 @@ LUCID_COPY_FLOAT_TO_INT(copy_bfloat16_int64, bfloat, long, LUCID_INT64_MIN, LUCI
 // To bool: non-zero (NaN included) is true.
 #define LUCID_COPY_TO_BOOL(NAME, S)                                                                  \
 kernel void NAME(device const S* src [[buffer(0)]], device uchar* dst [[buffer(1)]],                \
-                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     dst[element_offset(gid, layout, 1)] = widen_any(src[element_offset(gid, layout, 0)]) != 0 ? 1 : 0; \
 }
@@ -1308,14 +1341,16 @@ LUCID_COPY(copy_bool_int64, uchar, long)
 // float32 rounded to odd, so that the one rounding here is the only one that counts).
 #define LUCID_FILL_FLOAT(NAME, T)                                                                    \
 kernel void NAME(device T* out [[buffer(0)]], constant Layout& layout [[buffer(1)]],                \
-                 constant float& value [[buffer(2)]], uint gid [[thread_position_in_grid]]) {        \
+                 constant float& value [[buffer(2)]], LUCID_THREAD_POSITION) {                       \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     out[element_offset(gid, layout, 0)] = narrow<T>(value);                                          \
 }
 
 #define LUCID_FILL_INT(NAME, T)                                                                      \
 kernel void NAME(device T* out [[buffer(0)]], constant Layout& layout [[buffer(1)]],                \
-                 constant long& value [[buffer(2)]], uint gid [[thread_position_in_grid]]) {         \
+                 constant long& value [[buffer(2)]], LUCID_THREAD_POSITION) {                        \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     out[element_offset(gid, layout, 0)] = T(value);                                                  \
 }
@@ -1327,7 +1362,8 @@ LUCID_FILL_INT(fill_int32, int)
 LUCID_FILL_INT(fill_int64, long)
 
 kernel void fill_bool(device uchar* out [[buffer(0)]], constant Layout& layout [[buffer(1)]],
-                      constant long& value [[buffer(2)]], uint gid [[thread_position_in_grid]]) {
+                      constant long& value [[buffer(2)]], LUCID_THREAD_POSITION) {
+    const ulong gid = LUCID_THREAD_INDEX;
     if (ulong(gid) >= layout.count) return;
     out[element_offset(gid, layout, 0)] = value != 0 ? 1 : 0;
 }
@@ -1337,7 +1373,8 @@ kernel void fill_bool(device uchar* out [[buffer(0)]], constant Layout& layout [
 // by truncation toward zero then wrapping, as the host stores them (HostElement.swift).
 #define LUCID_COPY_FLOAT_TO_SMALL(NAME, S, D)                                                        \
 kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     dst[element_offset(gid, layout, 1)] = D(truncated_long(widen(src[element_offset(gid, layout, 0)]))); \
 }
@@ -1380,8 +1417,11 @@ LUCID_COPY(copy_int16_int8, int16_t, int8_t)
 // elements along the scattered dimension at one position of the others), adding in the
 // line's order, so that each output element is owned by one thread and sums exactly as the
 // host does, into float32 (int64 for integers) storage; or, for floating lines of many
-// elements, one thread per element with atomic adds. Compiled after Common.metal and
-// Elementwise.metal (for Layout), in one library.
+// elements, one thread per element with atomic adds. An index outside the accumulator's
+// dimension (a gather whose own error is raised only at the next synchronisation may be
+// followed by its backward) adds nothing and raises the flag, as gather's does: nothing is
+// written outside the accumulator. Compiled after Common.metal and Elementwise.metal (for
+// Layout), in one library.
 
 // Field order and sizes match `indexSteps` in Metal+Indexing.swift.
 struct IndexSteps {
@@ -1389,7 +1429,7 @@ struct IndexSteps {
     long index_step;  // scatter: stride of index along dim
     long src_step;    // gather: stride of a along dim; scatter: stride of src along dim
     long out_step;    // scatter: stride of the accumulator along dim
-    long size;        // gather: a.shape[dim]
+    long size;        // gather: a.shape[dim]; scatter: the accumulator's shape[dim]
 };
 
 // operand 0: the index's strides, 1: a's with dim zeroed, 2: the output's.
@@ -1397,7 +1437,8 @@ struct IndexSteps {
 kernel void NAME(device const T* a [[buffer(0)]], device const long* index [[buffer(1)]],           \
                  device T* out [[buffer(2)]], device int* bad [[buffer(3)]],                         \
                  constant Layout& layout [[buffer(4)]], constant IndexSteps& s [[buffer(5)]],        \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     long idx = index[element_offset(gid, layout, 0)];                                                \
     if (idx < 0 || idx >= s.size) {                                                                  \
@@ -1423,12 +1464,19 @@ inline void accumulate(device long& total, long x) { total = long(ulong(total) +
 #define LUCID_SCATTER_ADD(NAME, T, A, READ)                                                          \
 kernel void NAME(device const T* src [[buffer(0)]], device const long* index [[buffer(1)]],         \
                  device A* acc [[buffer(2)]], constant Layout& layout [[buffer(3)]],                 \
-                 constant IndexSteps& s [[buffer(4)]], uint gid [[thread_position_in_grid]]) {       \
+                 constant IndexSteps& s [[buffer(4)]], device int* bad [[buffer(5)]],                \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     long x = element_offset(gid, layout, 0), i = element_offset(gid, layout, 1);                     \
     long k = element_offset(gid, layout, 2);                                                         \
     for (long r = 0; r < s.length; ++r) {                                                            \
-        accumulate(acc[k + index[x + r * s.index_step] * s.out_step], READ(src[i + r * s.src_step])); \
+        long idx = index[x + r * s.index_step];                                                      \
+        if (idx < 0 || idx >= s.size) {                                                              \
+            bad[0] = 1;                                                                              \
+            continue;                                                                                \
+        }                                                                                            \
+        accumulate(acc[k + idx * s.out_step], READ(src[i + r * s.src_step]));                        \
     }                                                                                                \
 }
 
@@ -1441,10 +1489,17 @@ kernel void NAME(device const T* src [[buffer(0)]], device const long* index [[b
 #define LUCID_SCATTER_ADD_ATOMIC(NAME, T)                                                            \
 kernel void NAME(device const T* src [[buffer(0)]], device const long* index [[buffer(1)]],         \
                  device atomic_float* acc [[buffer(2)]], constant Layout& layout [[buffer(3)]],      \
-                 constant IndexSteps& s [[buffer(4)]], uint gid [[thread_position_in_grid]]) {       \
+                 constant IndexSteps& s [[buffer(4)]], device int* bad [[buffer(5)]],                \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     long x = element_offset(gid, layout, 0), i = element_offset(gid, layout, 1);                     \
-    long k = element_offset(gid, layout, 2) + index[x] * s.out_step;                                 \
+    long idx = index[x];                                                                             \
+    if (idx < 0 || idx >= s.size) {                                                                  \
+        bad[0] = 1;                                                                                  \
+        return;                                                                                      \
+    }                                                                                                \
+    long k = element_offset(gid, layout, 2) + idx * s.out_step;                                      \
     atomic_fetch_add_explicit(acc + k, widen(src[i]), memory_order_relaxed);                         \
 }
 
@@ -1485,7 +1540,8 @@ struct GemmShape {
 #define LUCID_GEMM(NAME, T)                                                                          \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device const T* bias [[buffer(2)]], device T* out [[buffer(3)]],                    \
-                 constant GemmShape& s [[buffer(4)]], uint gid [[thread_position_in_grid]]) {        \
+                 constant GemmShape& s [[buffer(4)]], LUCID_THREAD_POSITION) {                       \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     ulong total = ulong(s.batch) * ulong(s.m) * ulong(s.n);                                          \
     if (ulong(gid) >= total) return;                                                                 \
     long j = long(gid % ulong(s.n));                                                                 \
@@ -1549,7 +1605,8 @@ LUCID_GEMM_SIMD(gemm_simd_bfloat16, bfloat)
 #define LUCID_GEMM_INT(NAME, T)                                                                      \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device const T* bias [[buffer(2)]], device T* out [[buffer(3)]],                    \
-                 constant GemmShape& s [[buffer(4)]], uint gid [[thread_position_in_grid]]) {        \
+                 constant GemmShape& s [[buffer(4)]], LUCID_THREAD_POSITION) {                       \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     ulong total = ulong(s.batch) * ulong(s.m) * ulong(s.n);                                          \
     if (ulong(gid) >= total) return;                                                                 \
     long j = long(gid % ulong(s.n));                                                                 \
@@ -1643,7 +1700,8 @@ struct SGDParams {
 kernel void NAME(device const T* p [[buffer(0)]], device const T* g [[buffer(1)]],                  \
                  device const T* buf [[buffer(2)]], device T* out_p [[buffer(3)]],                   \
                  device T* out_buf [[buffer(4)]], constant SGDParams& h [[buffer(5)]],               \
-                 device const float* found [[buffer(6)]], uint i [[thread_position_in_grid]]) {      \
+                 device const float* found [[buffer(6)]], LUCID_THREAD_POSITION) {                   \
+    const ulong i = LUCID_THREAD_INDEX;                                                              \
     if (ulong(i) >= h.count || (h.has_found != 0 && found[0] != 0.0f)) return;                      \
     float w = widen(p[i]);                                                                           \
     float d = widen(g[i]);                                                                           \
@@ -1676,7 +1734,8 @@ kernel void NAME(device const T* p [[buffer(0)]], device const T* g [[buffer(1)]
                  device const T* m [[buffer(2)]], device const T* v [[buffer(3)]],                   \
                  device T* out_p [[buffer(4)]], device T* out_m [[buffer(5)]], device T* out_v [[buffer(6)]], \
                  constant AdamParams& h [[buffer(7)]], device const float* step [[buffer(8)]],       \
-                 device const float* found [[buffer(9)]], uint i [[thread_position_in_grid]]) {      \
+                 device const float* found [[buffer(9)]], LUCID_THREAD_POSITION) {                   \
+    const ulong i = LUCID_THREAD_INDEX;                                                              \
     if (ulong(i) >= h.count || (h.has_found != 0 && found[0] != 0.0f)) return;                      \
     float t = step[0] + 1.0f;                                                                        \
     float step_size = h.lr / (1.0f - precise::pow(h.beta1, t));                                      \
@@ -1698,7 +1757,8 @@ LUCID_ADAM(adam_step_bfloat16, bfloat)
 // After an Adam step (dispatched after it, so that every thread of the step read the old
 // count): the step count goes up, unless the step was skipped.
 kernel void adam_count_step(device float* step [[buffer(0)]], device const float* found [[buffer(1)]],
-                            constant uint& has_found [[buffer(2)]], uint i [[thread_position_in_grid]]) {
+                            constant uint& has_found [[buffer(2)]], LUCID_THREAD_POSITION) {
+    const ulong i = LUCID_THREAD_INDEX;
     if (i == 0 && !(has_found != 0 && found[0] != 0.0f)) step[0] += 1.0f;
 }
 
@@ -1719,7 +1779,8 @@ struct PoolGeometry {
 #define LUCID_MAX_POOL(NAME, T)                                                                      \
 kernel void NAME(device const T* x [[buffer(0)]], device T* values [[buffer(1)]],                   \
                  device long* indices [[buffer(2)]], constant PoolGeometry& g [[buffer(3)]],         \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (long(gid) >= g.planes * g.oh * g.ow) return;                                                 \
     long p = long(gid) / (g.oh * g.ow), o = long(gid) % (g.oh * g.ow);                               \
     long y0 = (o / g.ow) * g.sh - g.ph, x0 = (o % g.ow) * g.sw - g.pw;                               \
@@ -1744,7 +1805,8 @@ kernel void NAME(device const T* x [[buffer(0)]], device T* values [[buffer(1)]]
 #define LUCID_MAX_POOL_BACKWARD(NAME, T)                                                             \
 kernel void NAME(device const T* grad [[buffer(0)]], device const long* indices [[buffer(1)]],      \
                  device T* grad_in [[buffer(2)]], constant PoolGeometry& g [[buffer(3)]],            \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (long(gid) >= g.planes * g.h * g.w) return;                                                   \
     long p = long(gid) / (g.h * g.w), q = long(gid) % (g.h * g.w);                                   \
     long y = q / g.w, xx = q % g.w;                                                                  \
@@ -1786,7 +1848,8 @@ LUCID_MAX_POOL_BACKWARD(max_pool2d_backward_bfloat16, bfloat)
 #define LUCID_REDUCE_FLOAT(NAME, T)                                                                  \
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
-                 constant uint& mean [[buffer(4)]], uint gid [[thread_position_in_grid]]) {          \
+                 constant uint& mean [[buffer(4)]], LUCID_THREAD_POSITION) {                         \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= outer.count) return;                                                           \
     long base = element_offset(gid, outer, 0);                                                       \
     float sum = 0.0f, carry = 0.0f;                                                                  \
@@ -1801,7 +1864,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
 #define LUCID_REDUCE_INT(NAME, T)                                                                    \
 kernel void NAME(device const T* a [[buffer(0)]], device long* out [[buffer(1)]],                   \
                  constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= outer.count) return;                                                           \
     long base = element_offset(gid, outer, 0);                                                       \
     ulong sum = 0;                                                                                   \
@@ -1888,7 +1952,8 @@ LUCID_REDUCE_INT(reduce_bool, uchar)
 kernel void NAME(device const T* a [[buffer(0)]], device long* indices [[buffer(1)]],               \
                  device T* values [[buffer(2)]], constant Layout& outer [[buffer(3)]],               \
                  constant long& length [[buffer(4)]], constant long& step [[buffer(5)]],             \
-                 constant uint& flags [[buffer(6)]], uint gid [[thread_position_in_grid]]) {         \
+                 constant uint& flags [[buffer(6)]], LUCID_THREAD_POSITION) {                        \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= outer.count) return;                                                           \
     bool is_max = (flags & 1u) != 0, has_values = (flags & 2u) != 0;                                 \
     long base = element_offset(gid, outer, 0);                                                       \

@@ -9,7 +9,8 @@
 #define LUCID_UNSCALE(NAME, T)                                                                       \
 kernel void NAME(device const T* grad [[buffer(0)]], device T* out [[buffer(1)]],                   \
                  device float* found [[buffer(2)]], device const float* inv_scale [[buffer(3)]],     \
-                 constant ulong& count [[buffer(4)]], uint i [[thread_position_in_grid]]) {          \
+                 constant ulong& count [[buffer(4)]], LUCID_THREAD_POSITION) {                       \
+    const ulong i = LUCID_THREAD_INDEX;                                                              \
     if (ulong(i) >= count) return;                                                                   \
     float x = widen(grad[i]) * inv_scale[0];                                                         \
     T stored = narrow<T>(x);                                                                         \
@@ -31,7 +32,8 @@ struct ScaleUpdateParams {
 // clean ones, unless the grown scale leaves the float32 range.
 kernel void amp_update_scale(device float* scale [[buffer(0)]], device int* tracker [[buffer(1)]],
                              device const float* found [[buffer(2)]], constant ScaleUpdateParams& u [[buffer(3)]],
-                             uint i [[thread_position_in_grid]]) {
+                             LUCID_THREAD_POSITION) {
+    const ulong i = LUCID_THREAD_INDEX;
     if (i != 0) return;
     if (found[0] != 0.0f) {
         scale[0] *= u.backoff_factor;

@@ -11,6 +11,15 @@
 #include <metal_simdgroup_matrix>
 using namespace metal;
 
+// ---- the index of a 1-D kernel's thread ---------------------------------------------------
+// A thread's position in the grid is 32-bit: a dispatch of 2^32 threads or more would wrap.
+// `MetalBackend.encode(_:count:)` dispatches up to `rowThreads` threads as one row and more as
+// rows of a 2-D grid; a 1-D kernel takes LUCID_THREAD_POSITION as its last parameters and its
+// 64-bit index as LUCID_THREAD_INDEX (row * row length + column). The last row's threads past
+// the count return at the kernel's guard.
+#define LUCID_THREAD_POSITION uint2 lucid_position [[thread_position_in_grid]], uint2 lucid_grid [[threads_per_grid]]
+#define LUCID_THREAD_INDEX (ulong(lucid_position.y) * ulong(lucid_grid.x) + ulong(lucid_position.x))
+
 // ---- storing float32 results --------------------------------------------------------------
 // Bit-exact narrowing with the host kernels' rules (HalfConversions.swift), not the GPU's
 // conversion instructions, so that every device rounds alike and NaNs keep the reference

@@ -15,7 +15,8 @@ struct WindowShape {
 
 #define LUCID_IM2COL(NAME, T)                                                                        \
 kernel void NAME(device const T* x [[buffer(0)]], device T* cols [[buffer(1)]],                     \
-                 constant WindowShape& g [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant WindowShape& g [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     long total = g.n * g.c * g.kh * g.kw * g.oh * g.ow;                                              \
     if (long(gid) >= total) return;                                                                  \
     long k = long(gid);                                                                              \
@@ -31,7 +32,8 @@ kernel void NAME(device const T* x [[buffer(0)]], device T* cols [[buffer(1)]], 
 
 #define LUCID_COL2IM(NAME, T)                                                                        \
 kernel void NAME(device const T* cols [[buffer(0)]], device T* x [[buffer(1)]],                     \
-                 constant WindowShape& g [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant WindowShape& g [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (long(gid) >= g.n * g.c * g.h * g.w) return;                                                  \
     long k = long(gid);                                                                              \
     long xx = k % g.w; k /= g.w;                                                                     \

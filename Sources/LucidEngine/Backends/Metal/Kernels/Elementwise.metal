@@ -117,7 +117,8 @@ inline long binary_int(uint op, long x, long y) {
 #define LUCID_BINARY_FLOAT(NAME, T)                                                                  \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device T* out [[buffer(2)]], constant Layout& layout [[buffer(3)]],                 \
-                 constant uint& op [[buffer(4)]], uint gid [[thread_position_in_grid]]) {            \
+                 constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     float x = widen(a[element_offset(gid, layout, 0)]), y = widen(b[element_offset(gid, layout, 1)]); \
     out[element_offset(gid, layout, 2)] = narrow<T>(binary_float(op, x, y));                                 \
@@ -126,7 +127,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
 #define LUCID_BINARY_INT(NAME, T)                                                                    \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device T* out [[buffer(2)]], constant Layout& layout [[buffer(3)]],                 \
-                 constant uint& op [[buffer(4)]], uint gid [[thread_position_in_grid]]) {            \
+                 constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     long x = long(a[element_offset(gid, layout, 0)]), y = long(b[element_offset(gid, layout, 1)]);   \
     out[element_offset(gid, layout, 2)] = from_long<T>(binary_int(op, x, y));                          \
@@ -138,8 +140,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
 // load and store per operand (element by element in a last, partial run); consecutive threads
 // read consecutive runs.
 #define LUCID_CONTIG_RANGE                                                                           \
-    uint first = gid * 4u;                                                                           \
-    if (first >= count) return;                                                                      \
+    if (gid * 4u >= ulong(count)) return;                                                            \
+    uint first = uint(gid) * 4u;                                                                     \
     uint last = min(first + 4u, count);
 
 #define LUCID_VEC4(T, P) (*(device const vec<T, 4>*)((P) + first))
@@ -148,7 +150,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
 #define LUCID_BINARY_FLOAT_CONTIG(NAME, T)                                                           \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device T* out [[buffer(2)]], constant uint& count [[buffer(3)]],                    \
-                 constant uint& op [[buffer(4)]], uint gid [[thread_position_in_grid]]) {            \
+                 constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     LUCID_CONTIG_RANGE                                                                               \
     if (last - first == 4u) {                                                                        \
         vec<T, 4> x = LUCID_VEC4(T, a), y = LUCID_VEC4(T, b), r;                                     \
@@ -162,7 +165,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
 #define LUCID_BINARY_INT_CONTIG(NAME, T)                                                             \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device T* out [[buffer(2)]], constant uint& count [[buffer(3)]],                    \
-                 constant uint& op [[buffer(4)]], uint gid [[thread_position_in_grid]]) {            \
+                 constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     LUCID_CONTIG_RANGE                                                                               \
     for (uint i = first; i < last; ++i) out[i] = from_long<T>(binary_int(op, long(a[i]), long(b[i]))); \
 }
@@ -226,7 +230,8 @@ LUCID_BINARY_INT(binary_bool, uchar)
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
                  constant float& scalar [[buffer(4)]], constant uint& scalar_first [[buffer(5)]],    \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     float x = widen(a[element_offset(gid, layout, 0)]);                                              \
     float r = scalar_first != 0 ? binary_float(op, scalar, x) : binary_float(op, x, scalar);         \
@@ -237,7 +242,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
                  constant long& scalar [[buffer(4)]], constant uint& scalar_first [[buffer(5)]],     \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     long x = long(a[element_offset(gid, layout, 0)]);                                                \
     long r = scalar_first != 0 ? binary_int(op, scalar, x) : binary_int(op, x, scalar);              \
@@ -248,7 +254,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant uint& count [[buffer(2)]], constant uint& op [[buffer(3)]],                \
                  constant float& scalar [[buffer(4)]], constant uint& scalar_first [[buffer(5)]],    \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     LUCID_CONTIG_RANGE                                                                               \
     if (last - first == 4u) {                                                                        \
         vec<T, 4> x = LUCID_VEC4(T, a), r;                                                           \
@@ -397,7 +404,8 @@ inline float unary_derivative(uint op, float x, float y) {
 #define LUCID_UNARY(NAME, T)                                                                         \
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     out[element_offset(gid, layout, 1)] = narrow<T>(unary_float(op, widen(a[element_offset(gid, layout, 0)]))); \
 }
@@ -408,7 +416,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
 kernel void NAME(device const T* x [[buffer(0)]], device const T* y [[buffer(1)]],                  \
                  device const T* grad [[buffer(2)]], device T* grad_in [[buffer(3)]],                \
                  constant Layout& inputs [[buffer(4)]], constant Layout& output [[buffer(5)]],       \
-                 constant uint& op [[buffer(6)]], uint gid [[thread_position_in_grid]]) {            \
+                 constant uint& op [[buffer(6)]], LUCID_THREAD_POSITION) {                           \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= inputs.count) return;                                                          \
     float xv = widen(x[element_offset(gid, inputs, 0)]), yv = widen(y[element_offset(gid, inputs, 1)]); \
     float g = widen(grad[element_offset(gid, inputs, 2)]);                                           \
@@ -431,7 +440,8 @@ inline long unary_int(uint op, long x) {
 #define LUCID_UNARY_INT(NAME, T)                                                                     \
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     out[element_offset(gid, layout, 1)] = T(unary_int(op, long(a[element_offset(gid, layout, 0)]))); \
 }
@@ -441,7 +451,8 @@ LUCID_UNARY_INT(unary_int64, long)
 #define LUCID_UNARY_CONTIG(NAME, T)                                                                  \
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant uint& count [[buffer(2)]], constant uint& op [[buffer(3)]],                \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     LUCID_CONTIG_RANGE                                                                               \
     if (last - first == 4u) {                                                                        \
         vec<T, 4> x = LUCID_VEC4(T, a), r;                                                           \
@@ -480,7 +491,8 @@ inline bool compare_values(uint op, V x, V y) {
 #define LUCID_COMPARE(NAME, T, V)                                                                    \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device uchar* out [[buffer(2)]], constant Layout& layout [[buffer(3)]],             \
-                 constant uint& op [[buffer(4)]], uint gid [[thread_position_in_grid]]) {            \
+                 constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     V x = V(a[element_offset(gid, layout, 0)]), y = V(b[element_offset(gid, layout, 1)]);            \
     out[element_offset(gid, layout, 2)] = compare_values(op, x, y) ? 1 : 0;                          \
@@ -498,7 +510,8 @@ LUCID_COMPARE(compare_bool, uchar, long)
 kernel void NAME(device const uchar* cond [[buffer(0)]], device const T* a [[buffer(1)]],           \
                  device const T* b [[buffer(2)]], device T* out [[buffer(3)]],                       \
                  constant Layout& layout [[buffer(4)]], constant Layout& output [[buffer(5)]],       \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     bool c = cond[element_offset(gid, layout, 0)] != 0;                                              \
     out[element_offset(gid, output, 0)] = c ? a[element_offset(gid, layout, 1)] : b[element_offset(gid, layout, 2)]; \
@@ -516,7 +529,8 @@ LUCID_SELECT(select_bool, uchar)
 // Strided copy with conversion; operand 0 of `layout` is the source, 1 the destination.
 #define LUCID_COPY(NAME, S, D)                                                                       \
 kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     dst[element_offset(gid, layout, 1)] = D(src[element_offset(gid, layout, 0)]);                   \
 }
@@ -534,7 +548,8 @@ LUCID_COPY(copy_int32_int64, int, long)
 LUCID_COPY(copy_int64_int32, long, int)
 #define LUCID_COPY_WIDEN(NAME, S)                                                                    \
 kernel void NAME(device const S* src [[buffer(0)]], device float* dst [[buffer(1)]],                \
-                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     dst[element_offset(gid, layout, 1)] = widen(src[element_offset(gid, layout, 0)]);               \
 }
@@ -544,7 +559,8 @@ LUCID_COPY_WIDEN(copy_bfloat16_float32, bfloat)
 
 #define LUCID_COPY_NARROW(NAME, D)                                                                   \
 kernel void NAME(device const float* src [[buffer(0)]], device D* dst [[buffer(1)]],                \
-                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     dst[element_offset(gid, layout, 1)] = narrow<D>(src[element_offset(gid, layout, 0)]);           \
 }
@@ -555,7 +571,8 @@ LUCID_COPY_NARROW(copy_float32_bfloat16, bfloat)
 // Between the 16-bit floats: through float32, exactly, then one rounding.
 #define LUCID_COPY_FLOAT(NAME, S, D)                                                                 \
 kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     dst[element_offset(gid, layout, 1)] = narrow<D>(widen(src[element_offset(gid, layout, 0)]));    \
 }
@@ -577,7 +594,8 @@ inline float odd_float(long v) {
 
 #define LUCID_COPY_INT_TO_HALF(NAME, S, D)                                                           \
 kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     dst[element_offset(gid, layout, 1)] = narrow<D>(odd_float(long(src[element_offset(gid, layout, 0)]))); \
 }
@@ -600,7 +618,8 @@ inline long truncated_long(float v) {
 
 #define LUCID_COPY_FLOAT_TO_INT(NAME, S, D, LO, HI)                                                  \
 kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     long v = truncated_long(widen(src[element_offset(gid, layout, 0)]));                            \
     dst[element_offset(gid, layout, 1)] = D(clamp(v, long(LO), long(HI)));                          \
@@ -618,7 +637,8 @@ LUCID_COPY_FLOAT_TO_INT(copy_bfloat16_int64, bfloat, long, LUCID_INT64_MIN, LUCI
 // To bool: non-zero (NaN included) is true.
 #define LUCID_COPY_TO_BOOL(NAME, S)                                                                  \
 kernel void NAME(device const S* src [[buffer(0)]], device uchar* dst [[buffer(1)]],                \
-                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     dst[element_offset(gid, layout, 1)] = widen_any(src[element_offset(gid, layout, 0)]) != 0 ? 1 : 0; \
 }
@@ -641,14 +661,16 @@ LUCID_COPY(copy_bool_int64, uchar, long)
 // float32 rounded to odd, so that the one rounding here is the only one that counts).
 #define LUCID_FILL_FLOAT(NAME, T)                                                                    \
 kernel void NAME(device T* out [[buffer(0)]], constant Layout& layout [[buffer(1)]],                \
-                 constant float& value [[buffer(2)]], uint gid [[thread_position_in_grid]]) {        \
+                 constant float& value [[buffer(2)]], LUCID_THREAD_POSITION) {                       \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     out[element_offset(gid, layout, 0)] = narrow<T>(value);                                          \
 }
 
 #define LUCID_FILL_INT(NAME, T)                                                                      \
 kernel void NAME(device T* out [[buffer(0)]], constant Layout& layout [[buffer(1)]],                \
-                 constant long& value [[buffer(2)]], uint gid [[thread_position_in_grid]]) {         \
+                 constant long& value [[buffer(2)]], LUCID_THREAD_POSITION) {                        \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     out[element_offset(gid, layout, 0)] = T(value);                                                  \
 }
@@ -660,7 +682,8 @@ LUCID_FILL_INT(fill_int32, int)
 LUCID_FILL_INT(fill_int64, long)
 
 kernel void fill_bool(device uchar* out [[buffer(0)]], constant Layout& layout [[buffer(1)]],
-                      constant long& value [[buffer(2)]], uint gid [[thread_position_in_grid]]) {
+                      constant long& value [[buffer(2)]], LUCID_THREAD_POSITION) {
+    const ulong gid = LUCID_THREAD_INDEX;
     if (ulong(gid) >= layout.count) return;
     out[element_offset(gid, layout, 0)] = value != 0 ? 1 : 0;
 }
@@ -670,7 +693,8 @@ kernel void fill_bool(device uchar* out [[buffer(0)]], constant Layout& layout [
 // by truncation toward zero then wrapping, as the host stores them (HostElement.swift).
 #define LUCID_COPY_FLOAT_TO_SMALL(NAME, S, D)                                                        \
 kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], uint gid [[thread_position_in_grid]]) {      \
+                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     dst[element_offset(gid, layout, 1)] = D(truncated_long(widen(src[element_offset(gid, layout, 0)]))); \
 }

@@ -4,8 +4,11 @@
 // elements along the scattered dimension at one position of the others), adding in the
 // line's order, so that each output element is owned by one thread and sums exactly as the
 // host does, into float32 (int64 for integers) storage; or, for floating lines of many
-// elements, one thread per element with atomic adds. Compiled after Common.metal and
-// Elementwise.metal (for Layout), in one library.
+// elements, one thread per element with atomic adds. An index outside the accumulator's
+// dimension (a gather whose own error is raised only at the next synchronisation may be
+// followed by its backward) adds nothing and raises the flag, as gather's does: nothing is
+// written outside the accumulator. Compiled after Common.metal and Elementwise.metal (for
+// Layout), in one library.
 
 // Field order and sizes match `indexSteps` in Metal+Indexing.swift.
 struct IndexSteps {
@@ -13,7 +16,7 @@ struct IndexSteps {
     long index_step;  // scatter: stride of index along dim
     long src_step;    // gather: stride of a along dim; scatter: stride of src along dim
     long out_step;    // scatter: stride of the accumulator along dim
-    long size;        // gather: a.shape[dim]
+    long size;        // gather: a.shape[dim]; scatter: the accumulator's shape[dim]
 };
 
 // operand 0: the index's strides, 1: a's with dim zeroed, 2: the output's.
@@ -21,7 +24,8 @@ struct IndexSteps {
 kernel void NAME(device const T* a [[buffer(0)]], device const long* index [[buffer(1)]],           \
                  device T* out [[buffer(2)]], device int* bad [[buffer(3)]],                         \
                  constant Layout& layout [[buffer(4)]], constant IndexSteps& s [[buffer(5)]],        \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     long idx = index[element_offset(gid, layout, 0)];                                                \
     if (idx < 0 || idx >= s.size) {                                                                  \
@@ -47,12 +51,19 @@ inline void accumulate(device long& total, long x) { total = long(ulong(total) +
 #define LUCID_SCATTER_ADD(NAME, T, A, READ)                                                          \
 kernel void NAME(device const T* src [[buffer(0)]], device const long* index [[buffer(1)]],         \
                  device A* acc [[buffer(2)]], constant Layout& layout [[buffer(3)]],                 \
-                 constant IndexSteps& s [[buffer(4)]], uint gid [[thread_position_in_grid]]) {       \
+                 constant IndexSteps& s [[buffer(4)]], device int* bad [[buffer(5)]],                \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     long x = element_offset(gid, layout, 0), i = element_offset(gid, layout, 1);                     \
     long k = element_offset(gid, layout, 2);                                                         \
     for (long r = 0; r < s.length; ++r) {                                                            \
-        accumulate(acc[k + index[x + r * s.index_step] * s.out_step], READ(src[i + r * s.src_step])); \
+        long idx = index[x + r * s.index_step];                                                      \
+        if (idx < 0 || idx >= s.size) {                                                              \
+            bad[0] = 1;                                                                              \
+            continue;                                                                                \
+        }                                                                                            \
+        accumulate(acc[k + idx * s.out_step], READ(src[i + r * s.src_step]));                        \
     }                                                                                                \
 }
 
@@ -65,10 +76,17 @@ kernel void NAME(device const T* src [[buffer(0)]], device const long* index [[b
 #define LUCID_SCATTER_ADD_ATOMIC(NAME, T)                                                            \
 kernel void NAME(device const T* src [[buffer(0)]], device const long* index [[buffer(1)]],         \
                  device atomic_float* acc [[buffer(2)]], constant Layout& layout [[buffer(3)]],      \
-                 constant IndexSteps& s [[buffer(4)]], uint gid [[thread_position_in_grid]]) {       \
+                 constant IndexSteps& s [[buffer(4)]], device int* bad [[buffer(5)]],                \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= layout.count) return;                                                          \
     long x = element_offset(gid, layout, 0), i = element_offset(gid, layout, 1);                     \
-    long k = element_offset(gid, layout, 2) + index[x] * s.out_step;                                 \
+    long idx = index[x];                                                                             \
+    if (idx < 0 || idx >= s.size) {                                                                  \
+        bad[0] = 1;                                                                                  \
+        return;                                                                                      \
+    }                                                                                                \
+    long k = element_offset(gid, layout, 2) + idx * s.out_step;                                      \
     atomic_fetch_add_explicit(acc + k, widen(src[i]), memory_order_relaxed);                         \
 }
 

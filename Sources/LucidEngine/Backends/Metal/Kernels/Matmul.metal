@@ -21,7 +21,8 @@ struct GemmShape {
 #define LUCID_GEMM(NAME, T)                                                                          \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device const T* bias [[buffer(2)]], device T* out [[buffer(3)]],                    \
-                 constant GemmShape& s [[buffer(4)]], uint gid [[thread_position_in_grid]]) {        \
+                 constant GemmShape& s [[buffer(4)]], LUCID_THREAD_POSITION) {                       \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     ulong total = ulong(s.batch) * ulong(s.m) * ulong(s.n);                                          \
     if (ulong(gid) >= total) return;                                                                 \
     long j = long(gid % ulong(s.n));                                                                 \
@@ -85,7 +86,8 @@ LUCID_GEMM_SIMD(gemm_simd_bfloat16, bfloat)
 #define LUCID_GEMM_INT(NAME, T)                                                                      \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device const T* bias [[buffer(2)]], device T* out [[buffer(3)]],                    \
-                 constant GemmShape& s [[buffer(4)]], uint gid [[thread_position_in_grid]]) {        \
+                 constant GemmShape& s [[buffer(4)]], LUCID_THREAD_POSITION) {                       \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     ulong total = ulong(s.batch) * ulong(s.m) * ulong(s.n);                                          \
     if (ulong(gid) >= total) return;                                                                 \
     long j = long(gid % ulong(s.n));                                                                 \

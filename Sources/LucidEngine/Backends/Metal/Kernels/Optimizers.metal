@@ -16,7 +16,8 @@ struct SGDParams {
 kernel void NAME(device const T* p [[buffer(0)]], device const T* g [[buffer(1)]],                  \
                  device const T* buf [[buffer(2)]], device T* out_p [[buffer(3)]],                   \
                  device T* out_buf [[buffer(4)]], constant SGDParams& h [[buffer(5)]],               \
-                 device const float* found [[buffer(6)]], uint i [[thread_position_in_grid]]) {      \
+                 device const float* found [[buffer(6)]], LUCID_THREAD_POSITION) {                   \
+    const ulong i = LUCID_THREAD_INDEX;                                                              \
     if (ulong(i) >= h.count || (h.has_found != 0 && found[0] != 0.0f)) return;                      \
     float w = widen(p[i]);                                                                           \
     float d = widen(g[i]);                                                                           \
@@ -49,7 +50,8 @@ kernel void NAME(device const T* p [[buffer(0)]], device const T* g [[buffer(1)]
                  device const T* m [[buffer(2)]], device const T* v [[buffer(3)]],                   \
                  device T* out_p [[buffer(4)]], device T* out_m [[buffer(5)]], device T* out_v [[buffer(6)]], \
                  constant AdamParams& h [[buffer(7)]], device const float* step [[buffer(8)]],       \
-                 device const float* found [[buffer(9)]], uint i [[thread_position_in_grid]]) {      \
+                 device const float* found [[buffer(9)]], LUCID_THREAD_POSITION) {                   \
+    const ulong i = LUCID_THREAD_INDEX;                                                              \
     if (ulong(i) >= h.count || (h.has_found != 0 && found[0] != 0.0f)) return;                      \
     float t = step[0] + 1.0f;                                                                        \
     float step_size = h.lr / (1.0f - precise::pow(h.beta1, t));                                      \
@@ -71,6 +73,7 @@ LUCID_ADAM(adam_step_bfloat16, bfloat)
 // After an Adam step (dispatched after it, so that every thread of the step read the old
 // count): the step count goes up, unless the step was skipped.
 kernel void adam_count_step(device float* step [[buffer(0)]], device const float* found [[buffer(1)]],
-                            constant uint& has_found [[buffer(2)]], uint i [[thread_position_in_grid]]) {
+                            constant uint& has_found [[buffer(2)]], LUCID_THREAD_POSITION) {
+    const ulong i = LUCID_THREAD_INDEX;
     if (i == 0 && !(has_found != 0 && found[0] != 0.0f)) step[0] += 1.0f;
 }

@@ -13,7 +13,8 @@ struct PoolGeometry {
 #define LUCID_MAX_POOL(NAME, T)                                                                      \
 kernel void NAME(device const T* x [[buffer(0)]], device T* values [[buffer(1)]],                   \
                  device long* indices [[buffer(2)]], constant PoolGeometry& g [[buffer(3)]],         \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (long(gid) >= g.planes * g.oh * g.ow) return;                                                 \
     long p = long(gid) / (g.oh * g.ow), o = long(gid) % (g.oh * g.ow);                               \
     long y0 = (o / g.ow) * g.sh - g.ph, x0 = (o % g.ow) * g.sw - g.pw;                               \
@@ -38,7 +39,8 @@ kernel void NAME(device const T* x [[buffer(0)]], device T* values [[buffer(1)]]
 #define LUCID_MAX_POOL_BACKWARD(NAME, T)                                                             \
 kernel void NAME(device const T* grad [[buffer(0)]], device const long* indices [[buffer(1)]],      \
                  device T* grad_in [[buffer(2)]], constant PoolGeometry& g [[buffer(3)]],            \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (long(gid) >= g.planes * g.h * g.w) return;                                                   \
     long p = long(gid) / (g.h * g.w), q = long(gid) % (g.h * g.w);                                   \
     long y = q / g.w, xx = q % g.w;                                                                  \

@@ -12,7 +12,8 @@
 #define LUCID_REDUCE_FLOAT(NAME, T)                                                                  \
 kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
                  constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
-                 constant uint& mean [[buffer(4)]], uint gid [[thread_position_in_grid]]) {          \
+                 constant uint& mean [[buffer(4)]], LUCID_THREAD_POSITION) {                         \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= outer.count) return;                                                           \
     long base = element_offset(gid, outer, 0);                                                       \
     float sum = 0.0f, carry = 0.0f;                                                                  \
@@ -27,7 +28,8 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
 #define LUCID_REDUCE_INT(NAME, T)                                                                    \
 kernel void NAME(device const T* a [[buffer(0)]], device long* out [[buffer(1)]],                   \
                  constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
-                 uint gid [[thread_position_in_grid]]) {                                             \
+                 LUCID_THREAD_POSITION) {                                                            \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= outer.count) return;                                                           \
     long base = element_offset(gid, outer, 0);                                                       \
     ulong sum = 0;                                                                                   \
@@ -114,7 +116,8 @@ LUCID_REDUCE_INT(reduce_bool, uchar)
 kernel void NAME(device const T* a [[buffer(0)]], device long* indices [[buffer(1)]],               \
                  device T* values [[buffer(2)]], constant Layout& outer [[buffer(3)]],               \
                  constant long& length [[buffer(4)]], constant long& step [[buffer(5)]],             \
-                 constant uint& flags [[buffer(6)]], uint gid [[thread_position_in_grid]]) {         \
+                 constant uint& flags [[buffer(6)]], LUCID_THREAD_POSITION) {                        \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
     if (ulong(gid) >= outer.count) return;                                                           \
     bool is_max = (flags & 1u) != 0, has_values = (flags & 2u) != 0;                                 \
     long base = element_offset(gid, outer, 0);                                                       \
