@@ -19,19 +19,21 @@ $(error $(PREREQ_PROBLEM))
 endif
 endif
 
-# On Linux the engine links OpenBLAS and oneDNN from PyPI packages installed into .venv; the
-# flags name their headers and libraries and put their folders in the run paths of what is
-# linked, so nothing needs environment variables at run time. Expanded when a recipe runs,
-# after .venv is made. (Empty on macOS: Accelerate.)
-SWIFT_FLAGS = $(shell $(PY) lucid/_native.py swift-flags) $(NO_METAL_FLAGS)
-SWIFT_RELEASE_FLAGS = $(shell $(PY) lucid/_native.py swift-flags --release) $(NO_METAL_FLAGS)
+# On Linux the engine links OpenBLAS and oneDNN from PyPI packages installed into .venv. SwiftPM
+# finds them through .venv/lib/pkgconfig/lucid-native.pc (`python lucid/_native.py pkg-config`),
+# the one variable below: headers and libraries for every target, and the run path of what is
+# linked, so nothing needs environment variables at run time. (Nothing on macOS: Accelerate.)
+NATIVE_PC := $(if $(filter Linux,$(shell uname -s)),$(VENV)/lib/pkgconfig/lucid-native.pc)
+export PKG_CONFIG_PATH := $(CURDIR)/$(VENV)/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
+# What a Swift build needs first: .venv with the libraries, and the file that points at them.
+SWIFT_READY := $(VENV)/.installed $(NATIVE_PC)
 
 # LUCID_NO_METAL=1 (in the environment or on the command line) builds the engine and the Swift
 # tests without the Metal backend, so that even on a Mac "metal" runs on the host fallback, as
 # on Linux: GitHub's hosted Macs, which have no GPU Metal compute can use, run `make test` so
 # (.github/workflows/macos.yml). The one Swift test that expects Metal wherever `import Metal`
 # works is skipped then.
-NO_METAL_FLAGS = $(if $(filter 1,$(LUCID_NO_METAL)),-Xswiftc -DLUCID_NO_METAL)
+SWIFT_FLAGS = $(if $(filter 1,$(LUCID_NO_METAL)),-Xswiftc -DLUCID_NO_METAL)
 NO_METAL_SKIP  = $(if $(filter 1,$(LUCID_NO_METAL)),--skip metalIsAvailableWhereTheMetalBackendIsBuilt)
 
 .PHONY: build engine abi demo test lint test-distributed swift-test py-test docs check-sanitize check-wheel metal-emulated check-metal check-apple reliability bench opinfo-reference clean
@@ -40,16 +42,16 @@ NO_METAL_SKIP  = $(if $(filter 1,$(LUCID_NO_METAL)),--skip metalIsAvailableWhere
 ## engine in release mode, and lucid installed into .venv (editable)
 build: engine
 
-engine: $(VENV)/.installed
+engine: $(SWIFT_READY)
 	@$(PY) tools/embed_metal.py --check
 ifeq ($(shell uname -s),Darwin)
 	@# A Metal backend that fails to compile must not leave a Mac without lucid: build without
 	@# it (the host fallback serves "metal"), and say so loudly.
-	swift build -c release --product lucid $(SWIFT_RELEASE_FLAGS) || { \
+	swift build -c release --product lucid $(SWIFT_FLAGS) || { \
 	  echo "lucid: WARNING: the engine failed to build with its Metal backend (errors above); building it without Metal, so 'metal' will run on the host fallback. Please report those errors." >&2; \
-	  swift build -c release --product lucid $(SWIFT_RELEASE_FLAGS) -Xswiftc -DLUCID_NO_METAL; }
+	  swift build -c release --product lucid $(SWIFT_FLAGS) -Xswiftc -DLUCID_NO_METAL; }
 else
-	swift build -c release --product lucid $(SWIFT_RELEASE_FLAGS)
+	swift build -c release --product lucid $(SWIFT_FLAGS)
 endif
 	@mkdir -p lucid/_lib
 	@# (copied beside it and renamed over it: a process that has the old library loaded keeps it intact)
@@ -65,6 +67,11 @@ $(VENV)/.installed: $(PY) pyproject.toml setup.py
 	$(PY) $(PIP) 'setuptools>=64' wheel
 	LUCID_SKIP_ENGINE_BUILD=1 $(PY) $(PIP) --no-build-isolation -e '.[test,demo,build]'
 	@touch $@
+
+ifneq ($(NATIVE_PC),)
+$(NATIVE_PC): $(VENV)/.installed lucid/_native.py
+	$(PY) lucid/_native.py pkg-config $(dir $@) >/dev/null
+endif
 
 ## generate: the generated sources, from their one source each: lucid/_C/_abi.py and _ops.py
 ## (the ctypes declarations, enum codes and a function per entry point) from include/lucid.h,
@@ -92,7 +99,7 @@ lint: $(VENV)/.installed
 	@echo "swift format lint --strict <the Swift sources>"
 	@swift format lint --strict $(SWIFT_SOURCES)
 
-swift-test: $(VENV)/.installed
+swift-test: $(SWIFT_READY)
 	swift test $(SWIFT_FLAGS) $(NO_METAL_SKIP)
 
 py-test:
@@ -131,7 +138,7 @@ lucid/_lib/$(LIB):
 
 ## check-sanitize: the Swift tests (threads, scopes, caches, C ABI) under ThreadSanitizer and
 ## AddressSanitizer; CI runs it after `make test`
-check-sanitize: $(VENV)/.installed
+check-sanitize: $(SWIFT_READY)
 	swift test --sanitize=thread $(SWIFT_FLAGS)
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp swift test --sanitize=address $(SWIFT_FLAGS)
 
@@ -149,7 +156,7 @@ METAL_LIB      = $(CURDIR)/$(METAL_SCRATCH)/release/$(LIB)
 METAL_SWIFT    = LUCID_METAL_EMULATION=1 swift
 METAL_FLAGS    = --scratch-path $(METAL_SCRATCH) --manifest-cache none $(SWIFT_FLAGS)
 
-metal-emulated: $(VENV)/.installed
+metal-emulated: $(SWIFT_READY)
 	@$(PY) tools/embed_metal.py --check
 	@# Each kernel library alone, with distinct address spaces, under -Werror (check_msl_strict.py).
 	$(PY) tests/metal/check_msl_strict.py --clang "$$(dirname "$$(command -v swift)")/clang" $$($(PY) tools/embed_metal.py --list)

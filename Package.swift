@@ -1,4 +1,5 @@
 // swift-tools-version:6.0
+import Foundation
 import PackageDescription
 
 // lucid's engine. `LucidEngine` is the Swift library that Swift apps import; `lucid` is the
@@ -12,6 +13,31 @@ import PackageDescription
 // against an emulation of Accelerate backed by OpenBLAS (tests/metal/Accelerate).
 // The product never includes it.
 let emulateMetal = Context.environment["LUCID_METAL_EMULATION"] == "1"
+
+// On Linux the engine links OpenBLAS and oneDNN from PyPI packages. SwiftPM finds their headers
+// and libraries through lucid-native.pc on PKG_CONFIG_PATH (`make build` writes it into
+// .venv/lib/pkgconfig; `python lucid/_native.py pkg-config DIR` writes it anywhere). A .pc file
+// cannot give a run path to SwiftPM, so the manifest reads the file's `runpath` variable and
+// links it into whatever links the engine: a program then finds the libraries with no
+// environment variables. (Apple platforms use Accelerate and need none of it.)
+func nativeRunPath() -> [String] {
+    #if os(Linux)
+    for dir in (Context.environment["PKG_CONFIG_PATH"] ?? "").split(separator: ":") {
+        guard let text = try? String(contentsOfFile: "\(dir)/lucid-native.pc", encoding: .utf8) else { continue }
+        for line in text.split(separator: "\n") where line.hasPrefix("runpath=") {
+            return line.dropFirst("runpath=".count).split(separator: ":").flatMap {
+                ["-Xlinker", "-rpath", "-Xlinker", String($0)]
+            }
+        }
+    }
+    #endif
+    return []
+}
+
+// The release builds skip Swift's run-time exclusivity checks: they cost about a tenth of a
+// small op's time, the engine guards its shared state with locks, and the debug builds
+// (`swift test`, the sanitizer runs) keep them.
+let releaseSwiftSettings: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 
 let metalEmulation: [Target] =
     emulateMetal
@@ -35,11 +61,11 @@ let package = Package(
     ],
     targets: [
         // On Linux the CPU backend links OpenBLAS (scipy-openblas32) and oneDNN 3
-        // (onednn-cpu-gomp) from PyPI; `make build` installs them into .venv and passes their
-        // paths as flags (`python lucid/_native.py swift-flags`). Apple platforms use Accelerate.
-        .systemLibrary(name: "CBLAS", path: "Sources/CBLAS"),
+        // (onednn-cpu-gomp) from PyPI, found through lucid-native.pc (above). Apple platforms
+        // use Accelerate.
+        .systemLibrary(name: "CBLAS", path: "Sources/CBLAS", pkgConfig: "lucid-native"),
         // oneDNN: bfloat16 GEMM (AVX-512 BF16 / AMX), convolution, softmax, attention pieces.
-        .systemLibrary(name: "CDNNL", path: "Sources/CDNNL"),
+        .systemLibrary(name: "CDNNL", path: "Sources/CDNNL", pkgConfig: "lucid-native"),
         // Host loops compiled for several vector widths, one chosen at run time (AVX-512,
         // AVX2 or the baseline on x86-64; the baseline elsewhere).
         .target(name: "CHostKernels", path: "Sources/CHostKernels"),
@@ -53,15 +79,20 @@ let package = Package(
             path: "Sources/LucidEngine",
             // The kernels reach the engine as strings (MetalKernelSource.swift), not as resources.
             exclude: ["Backends/Metal/Kernels"],
+            swiftSettings: releaseSwiftSettings,
             // On macOS, MTLCreateSystemDefaultDevice gives a process a device only when
             // CoreGraphics is linked (Apple's page for it), which a command-line process such as
             // Python does not do by itself: the library and every Swift app that uses it link it.
-            linkerSettings: [.linkedFramework("CoreGraphics", .when(platforms: [.macOS]))]
+            linkerSettings: [
+                .linkedFramework("CoreGraphics", .when(platforms: [.macOS])),
+                .unsafeFlags(nativeRunPath(), .when(platforms: [.linux])),
+            ]
         ),
         .target(
             name: "LucidCABI",
             dependencies: ["LucidEngine"],
-            path: "Sources/LucidCABI"
+            path: "Sources/LucidCABI",
+            swiftSettings: releaseSwiftSettings
         ),
         .testTarget(
             name: "LucidEngineTests",

@@ -74,17 +74,22 @@ def build_engine() -> Path:
             "(https://www.swift.org/install; Xcode 16 on macOS)"
         )
     if os.environ.get("LUCID_SKIP_ENGINE_BUILD") != "1":
+        env = dict(os.environ)
         native = _native()
-        try:
-            flags = native.swift_flags(release=True)
-        except native.MissingDependency as e:
-            raise SystemExit(str(e))
+        if native.needed():
+            # SwiftPM finds OpenBLAS and oneDNN through lucid-native.pc (Package.swift).
+            pc_dir = ROOT / ".build" / "pkgconfig"
+            try:
+                native.pkg_config(pc_dir)
+            except native.MissingDependency as e:
+                raise SystemExit(str(e))
+            env["PKG_CONFIG_PATH"] = os.pathsep.join(filter(None, [str(pc_dir), env.get("PKG_CONFIG_PATH")]))
         # The Metal kernels reach the engine as strings, generated from Kernels/*.metal.
         subprocess.check_call([sys.executable, str(ROOT / "tools" / "embed_metal.py"), "--check"], cwd=ROOT)
-        cmd = base + ["--product", "lucid", *flags]
+        cmd = base + ["--product", "lucid"]
         print("lucid: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
         try:
-            subprocess.check_call(cmd, cwd=ROOT)
+            subprocess.check_call(cmd, cwd=ROOT, env=env)
         except subprocess.CalledProcessError:
             if sys.platform != "darwin":
                 raise
@@ -95,7 +100,7 @@ def build_engine() -> Path:
                 file=sys.stderr,
                 flush=True,
             )
-            subprocess.check_call(cmd + ["-Xswiftc", "-DLUCID_NO_METAL"], cwd=ROOT)
+            subprocess.check_call(cmd + ["-Xswiftc", "-DLUCID_NO_METAL"], cwd=ROOT, env=env)
     bin_dir = subprocess.check_output(base + ["--show-bin-path"], cwd=ROOT, text=True).strip()
     lib = Path(bin_dir) / LIB
     if not lib.exists():

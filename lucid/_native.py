@@ -9,9 +9,14 @@ Apple platforms Accelerate serves the CPU and nothing here applies.
 
 This module finds those libraries by path without importing them: ``_engine`` loads them
 before the engine, so the engine's references to them resolve to these files whatever its
-run path says, and the build asks for its flags by running this file as a script::
+run path says. A build finds them through a pkg-config file that this file writes::
 
-    python lucid/_native.py swift-flags [--release]   # -Xcc -I… -Xlinker -L… -Xlinker -rpath …
+    python lucid/_native.py pkg-config DIR   # writes DIR/lucid-native.pc and prints its path
+
+SwiftPM reads it when ``PKG_CONFIG_PATH`` names DIR (``make build`` writes it into
+``.venv/lib/pkgconfig``): the header and library folders for every target that imports the
+engine, and, read by Package.swift, the run path of whatever links it. So an app that
+depends on the package builds with that one variable set and no flags.
 
 It imports nothing from ``lucid``, so the script form works before the engine is built.
 """
@@ -20,7 +25,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import shlex
 import sys
 from pathlib import Path
 
@@ -83,40 +87,51 @@ def libraries() -> list[Path]:
     return [blas, _installed_file(ONEDNN_PACKAGE, ONEDNN_LIBRARY, "oneDNN")]
 
 
-# The release build of the engine skips Swift's run-time exclusivity checks: they cost about a
-# tenth of a small op's time, the engine guards its shared state with locks, and the debug
-# builds (`swift test`, the sanitizer runs) keep them.
-RELEASE_FLAGS = ["-Xswiftc", "-enforce-exclusivity=unchecked"]
+#: The pkg-config name the CBLAS and CDNNL targets of Package.swift look for.
+PKG_CONFIG_NAME = "lucid-native"
 
 
-def swift_flags(release: bool = False) -> list[str]:
-    """SwiftPM flags that build the engine against these libraries and let whatever it
-    links (the engine library, the test runner) find them again at run time; with `release`,
-    also the release build's own."""
+def pkg_config(out_dir: Path) -> Path:
+    """Writes ``lucid-native.pc`` into `out_dir`: the folders of OpenBLAS's and oneDNN's
+    headers (Cflags) and libraries (Libs), and their run path (the ``runpath`` variable, which
+    Package.swift adds to the engine's link: SwiftPM takes no run path from a .pc file)."""
     if not needed():
-        return list(RELEASE_FLAGS) if release else []
+        raise MissingDependency("lucid: the pkg-config file is for Linux; Apple platforms use Accelerate")
     header = _installed_file(ONEDNN_HEADERS_PACKAGE, "oneapi/dnnl/dnnl.h", "oneDNN's headers")
     includes = [openblas_dir() / "include", header.parent.parent.parent]
-    flags = []
-    for inc in includes:
-        flags += ["-Xcc", f"-I{inc}"]
-    for lib in libraries():
-        flags += ["-Xlinker", f"-L{lib.parent}", "-Xlinker", "-rpath", "-Xlinker", str(lib.parent)]
-    return flags + (RELEASE_FLAGS if release else [])
+    lib_dirs = list(dict.fromkeys(lib.parent for lib in libraries()))
+    for d in [*includes, *lib_dirs]:
+        if any(c.isspace() for c in str(d)):
+            raise MissingDependency(f"lucid: {d} has a space in its path, which a pkg-config file cannot hold")
+    text = (
+        "# lucid's native libraries on Linux, from PyPI; written by lucid/_native.py\n"
+        f"runpath={':'.join(map(str, lib_dirs))}\n\n"
+        f"Name: {PKG_CONFIG_NAME}\n"
+        f"Description: OpenBLAS ({OPENBLAS_PACKAGE}) and oneDNN ({ONEDNN_PACKAGE}) for lucid's engine\n"
+        "Version: 1\n"
+        f"Cflags: {' '.join(f'-I{d}' for d in includes)}\n"
+        f"Libs: {' '.join(f'-L{d}' for d in lib_dirs)}\n"
+    )
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{PKG_CONFIG_NAME}.pc"
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
 
 
 def main(argv: list[str]) -> int:
-    if argv[1:2] == ["swift-flags"] and argv[2:] in ([], ["--release"]):
-        try:
-            print(" ".join(shlex.quote(f) for f in swift_flags(release=argv[2:] == ["--release"])))
-        except MissingDependency as e:
-            print(e, file=sys.stderr)
-            return 1
-        return 0
-    if argv[1:] == ["libraries"]:
-        print("\n".join(str(p) for p in libraries()))
-        return 0
-    print(f"usage: {argv[0]} swift-flags [--release] | libraries", file=sys.stderr)
+    try:
+        if argv[1:2] == ["pkg-config"] and len(argv) == 3:
+            print(pkg_config(Path(argv[2])))
+            return 0
+        if argv[1:] == ["libraries"]:
+            print("\n".join(str(p) for p in libraries()))
+            return 0
+    except MissingDependency as e:
+        print(e, file=sys.stderr)
+        return 1
+    print(f"usage: {argv[0]} pkg-config DIR | libraries", file=sys.stderr)
     return 2
 
 

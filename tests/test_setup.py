@@ -82,6 +82,47 @@ def test_engine_needs_only_pypi_libraries_the_toolchain_and_the_c_runtime():
         assert re.search(rf"^\s*{re.escape(lib)} => ", out, re.MULTILINE), f"{lib} is not linked:\n{out}"
 
 
+def _pc_fields(text: str) -> dict[str, str]:
+    return dict(re.findall(r"^(\w+)[:=] ?(.*)$", text, re.MULTILINE))
+
+
+@linux_only
+def test_the_pkg_config_file_names_the_pinned_headers_libraries_and_run_path(tmp_path):
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "lucid" / "_native.py"), "pkg-config", str(tmp_path / "pc")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    path = Path(r.stdout.strip())
+    assert path == tmp_path / "pc" / "lucid-native.pc"
+    fields = _pc_fields(path.read_text())
+    includes = [Path(f[2:]) for f in fields["Cflags"].split()]
+    assert all(f.startswith("-I") for f in fields["Cflags"].split()), fields
+    assert any((d / "cblas.h").is_file() for d in includes), includes
+    assert any((d / "oneapi" / "dnnl" / "dnnl.h").is_file() for d in includes), includes
+    lib_dirs = [Path(f[2:]) for f in fields["Libs"].split()]
+    assert sorted(lib_dirs) == sorted({p.parent for p in _native.libraries()}), fields
+    # The module maps name the libraries; the .pc file gives only their folders.
+    assert all(f.startswith("-L") for f in fields["Libs"].split()), fields
+    assert [Path(d) for d in fields["runpath"].split(":")] == lib_dirs, fields
+    # Package.swift links the run path it reads from the same file (SwiftPM takes none from .pc files).
+    assert 'pkgConfig: "lucid-native"' in (ROOT / "Package.swift").read_text()
+
+
+@linux_only
+def test_the_engine_build_used_the_pkg_config_file():
+    pc = ROOT / ".venv" / "lib" / "pkgconfig" / "lucid-native.pc"
+    assert pc.is_file(), "make build writes .venv/lib/pkgconfig/lucid-native.pc"
+    engine = ROOT / "lucid" / "_lib" / "liblucid.so"
+    out = subprocess.run(["readelf", "-d", str(engine)], capture_output=True, text=True, check=True).stdout
+    runpath = re.search(r"\((?:RUNPATH|RPATH)\)\s+Library (?:runpath|rpath): \[(.*)\]", out)
+    assert runpath, out
+    for d in _pc_fields(pc.read_text())["runpath"].split(":"):
+        assert d in runpath.group(1).split(":"), (d, runpath.group(1))
+
+
 @linux_only
 def test_the_process_uses_the_pinned_openblas_and_onednn():
     maps = Path("/proc/self/maps").read_text()
@@ -170,10 +211,11 @@ def _shadow_path(tmp_path, hide=(), fakes=None):
 
 
 def _make(tmp_path, goal, path, **variables):
-    """`make GOAL` in a copy of the Makefile and tools/ (no .venv there), with PATH `path`."""
+    """`make GOAL` in a copy of the Makefile, tools/ and lucid/_native.py (no .venv there), with
+    PATH `path`."""
     work = tmp_path / "checkout"
-    work.mkdir()
-    for name in ("Makefile", "pyproject.toml", "setup.py"):
+    (work / "lucid").mkdir(parents=True)
+    for name in ("Makefile", "pyproject.toml", "setup.py", "lucid/_native.py"):
         shutil.copy(ROOT / name, work / name)
     shutil.copytree(ROOT / "tools", work / "tools")
     make = shutil.which("make")

@@ -1,3 +1,6 @@
+#if !__has_include(<oneapi/dnnl/dnnl.h>)
+#error "lucid: oneDNN's headers were not found. On Linux the engine takes OpenBLAS and oneDNN from PyPI: run `make build` in lucid's folder, then build with PKG_CONFIG_PATH=<lucid's folder>/.venv/lib/pkgconfig (the Swift guide, 'Building on Linux')."
+#endif
 #include <oneapi/dnnl/dnnl.h>
 
 /* oneDNN's CPU runtime is OpenMP in the distributions the engine builds against; its pool
