@@ -164,13 +164,28 @@ enum DNNL {
         cache[key] = value
     }
 
+    /// oneDNN's type for `d`, where oneDNN has kernels for it on this CPU.
     static func dataType(_ d: DType) -> dnnl_data_type_t? {
         switch d {
         case .float32: return dnnl_f32
-        case .bfloat16: return dnnl_bf16
+        case .bfloat16: return servesBFloat16 ? dnnl_bf16 : nil
         default: return nil
         }
     }
+
+    /// Whether oneDNN builds bfloat16 primitives on this CPU: it has bfloat16 kernels for
+    /// AVX-512 and newer and declines them elsewhere (an AVX2 CPU). Asked once, with a 1×1×1
+    /// matmul; where it declines, everything bfloat16 stays on the engine's own kernels from
+    /// the start rather than failing to build a primitive at each call.
+    static let servesBFloat16: Bool = {
+        guard let rt = runtime, let one = MemoryDesc([1, 1, 1], strides: [1, 1, 1], dnnl_bf16) else { return false }
+        var pd: dnnl_primitive_desc_t?
+        guard dnnl_matmul_primitive_desc_create(&pd, rt.engine, one.md, one.md, nil, one.md, nil) == dnnl_success else {
+            return false
+        }
+        dnnl_primitive_desc_destroy(pd)
+        return true
+    }()
 
     /// `out[i] = a[i] @ b[i] (+ bias)` as `Backend.gemm` specifies, or false when oneDNN does
     /// not take it (then nothing was written).
