@@ -616,5 +616,6 @@ def test_numpy_names_of_the_inverse_hyperbolic_functions_and_trunc():
     x = T([0.3, -0.6])
     np.testing.assert_array_equal(lucid.arcsinh(x).numpy(), lucid.asinh(x).numpy())
     np.testing.assert_array_equal(x.arctanh().numpy(), lucid.atanh(x).numpy())
-    np.testing.assert_array_equal(lucid.arccosh(x + 2).numpy(), np.arccosh(np.array([2.3, 1.4], np.float32)))
+    # (within an ulp: the host loop for the CPU at hand rounds as libm does, or one ulp apart)
+    np.testing.assert_allclose(lucid.arccosh(x + 2).numpy(), np.arccosh((x + 2).numpy()), rtol=2.5e-7, atol=0)
     np.testing.assert_array_equal(lucid.fix(T([1.7, -1.7])).numpy(), [1.0, -1.0])
