@@ -257,20 +257,20 @@ private func stderrText(_ result: ExitTest.Result?) -> String {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lucid-cache-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let cache = MetalSelfTestCache(directory: directory + "/nested")
-        func key(_ source: String, _ device: String) -> String {
+        func keyOf(_ source: String, _ device: String) -> String {
             cache.key(library: MetalKernelLibrary(name: "Elementwise", source: source).identity, device: device)
         }
-        let key = key("kernel void a() {}", "Apple M1")
-        #expect(key == key("kernel void a() {}", "Apple M1"))
-        #expect(key != key("kernel void a() { }", "Apple M1"))
-        #expect(key != key("kernel void a() {}", "Apple M2"))
+        let key = keyOf("kernel void a() {}", "Apple M1")
+        #expect(key == keyOf("kernel void a() {}", "Apple M1"))
+        #expect(key != keyOf("kernel void a() { }", "Apple M1"))
+        #expect(key != keyOf("kernel void a() {}", "Apple M2"))
         #expect(!cache.passed(key))
         cache.record(key)
         #expect(cache.passed(key))
         // Another process (a new cache object) reads it from the file.
         let again = MetalSelfTestCache(directory: directory + "/nested")
         #expect(again.passed(key))
-        #expect(!again.passed(key("kernel void b() {}", "Apple M1")))
+        #expect(!again.passed(keyOf("kernel void b() {}", "Apple M1")))
         // Without a directory nothing is kept.
         let off = MetalSelfTestCache(directory: nil)
         off.record(key)
