@@ -13,12 +13,12 @@ points the engine's run paths at /usr/lib/swift and the package's own folder.
 
 ``LUCID_METALLIB_DIR=<dir>`` (macOS) puts the Metal kernels, compiled ahead of time by
 tools/build_metallibs.py, into the wheel: every ``<family>.metallib`` and ``manifest.json``
-from <dir> go to ``lucid/_lib/metal/``, beside the engine. That folder is where the engine's
-loader should look for them (``<the engine's folder>/metal/<family>.metallib``, the family
-as ``KernelFamily`` spells it), compiling a family from its embedded source when its library
-is missing or was made from other sources (manifest.json's SHA-256 of the joined source);
-docs/guide/metal.rst says the same. Elsewhere the variable is ignored: a Linux wheel
-carries no Metal libraries.
+from <dir> go to ``lucid/_lib/metal/``, beside the engine. That folder is where the engine
+loads them from (``<the engine's folder>/metal/<family>.metallib``, the family as
+``KernelFamily`` spells it; MetalPrebuilt.swift), compiling a family from its embedded source
+when its library is missing, does not load or was made from other sources (manifest.json's
+SHA-256 of the joined source); docs/guide/metal.rst says the same. Elsewhere the variable is
+ignored here: a Linux wheel carries no Metal libraries.
 
 The wheel is tagged ``py3-none-<platform>``: the engine is loaded with ctypes, so one wheel
 serves every Python 3 (>= 3.10) of its platform. The macOS platform is the engine's

@@ -623,13 +623,25 @@ int32_t lucid_metal_self_test_entry(int64_t index, const char **op, int32_t *dty
                                     double *tolerance, const char **detail);
 /* The Metal backend's counters since the process started (zero where no Metal backend
  * serves "metal", host fallbacks aside), written to out[0..n): command buffers committed, host
- * waits for queued GPU work, new MTLBuffers, bytes cached, host fallbacks, kernel-library
- * compiles, and the number of kernels dispatched so far (entries for
+ * waits for queued GPU work, new MTLBuffers, bytes cached, host fallbacks, kernel libraries
+ * compiled from source, and the number of kernels dispatched so far (entries for
  * lucid_metal_dispatch_entry, as of this call). At most 7 are written. */
 int32_t lucid_metal_stats(int64_t *out, int32_t n);
 /* Dispatch entry `index` of the last lucid_metal_stats call: the kernel's name (engine-owned,
  * valid for the process) and how many times it was dispatched. */
 int32_t lucid_metal_dispatch_entry(int64_t index, const char **kernel, int64_t *count);
+/* The Metal backend's kernel libraries, one per kernel family, made when "metal" is first used
+ * (this call readies it if it has not been): *count = how many (0 where there is no Metal
+ * backend). */
+int32_t lucid_metal_libraries(int64_t *count);
+/* Library entry `index` of the last lucid_metal_libraries call (engine-owned strings, valid for
+ * the process): the family's name; where its kernels came from, "prebuilt" (the library compiled
+ * ahead of time, loaded from <the engine's folder>/metal or LUCID_METALLIB_DIR) or "source"
+ * (compiled at run time); the prebuilt library's path, or why the family was compiled from
+ * source although a folder of prebuilt libraries exists ("" when there is none); and why the
+ * library failed ("" when it did not). */
+int32_t lucid_metal_library_entry(int64_t index, const char **family, const char **origin, const char **detail,
+                                  const char **error);
 /* Receives the engine's one-time notices (e.g. the host fallback warning); NULL restores
  * the default, which writes them to standard error. Called on the thread that triggered it. */
 int32_t lucid_set_warning_handler(void (*handler)(const char *message));

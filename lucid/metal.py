@@ -87,12 +87,40 @@ def stats() -> dict:
         ``new_buffers`` (``MTLBuffer`` objects made rather than taken from the cache),
         ``cached_bytes`` (freed buffers held for reuse), ``host_fallbacks`` (ops that ran on
         the host kernels, as in :func:`host_fallback_counts`) and ``library_compiles`` (the
-        kernel libraries compiled, one per kernel family, whether or not that succeeded: each
-        once, when ``"metal"`` is first used).
+        kernel libraries compiled from source, one per kernel family, whether or not that
+        succeeded: each once, when ``"metal"`` is first used; none for a family whose library
+        compiled ahead of time was loaded, see :func:`kernel_libraries`).
         Where no Metal backend serves ``"metal"`` (Linux, CI) every count but
         ``host_fallbacks`` is zero.
     """
     return _C.metal_stats()
+
+
+def kernel_libraries() -> dict:
+    """Where the kernels of each of the Metal backend's kernel families came from.
+
+    Each kernel family (``"elementwise"``, ``"matmul"``, ...) is a Metal library of its own,
+    made when ``"metal"`` is first used (this call readies it if it has not been). A macOS
+    wheel carries the libraries compiled ahead of time by Apple's Metal compiler, in
+    ``lucid/_lib/metal/`` beside the engine (``LUCID_METALLIB_DIR`` names another folder of the
+    same layout): a family's library is loaded from there when the folder's ``manifest.json``
+    says it was made from the very source this engine embeds, and compiled from that source at
+    run time otherwise (once per process, with one warning saying why when the folder exists).
+
+    Returns
+    -------
+    dict
+        Family name to a dict: ``origin`` (``"prebuilt"``: loaded from the library compiled
+        ahead of time; ``"source"``: compiled at run time), ``detail`` (the prebuilt library's
+        path; or why the family was compiled from source although a folder of prebuilt
+        libraries exists; ``""`` when there is none) and ``error`` (why the library failed, so
+        that its family runs on the host; ``""`` otherwise). Empty where there is no Metal
+        backend (Linux, CI).
+    """
+    return {
+        family: {"origin": origin, "detail": detail, "error": error}
+        for family, (origin, detail, error) in _C.metal_kernel_libraries().items()
+    }
 
 
 def host_fallback_counts() -> dict:
@@ -113,4 +141,12 @@ def host_fallback_counts() -> dict:
     return _C.metal_host_fallback_counts()
 
 
-__all__ = ["is_available", "synchronize", "self_test", "stats", "host_fallback_counts", "MetalFallbackWarning"]
+__all__ = [
+    "is_available",
+    "synchronize",
+    "self_test",
+    "stats",
+    "kernel_libraries",
+    "host_fallback_counts",
+    "MetalFallbackWarning",
+]

@@ -1056,6 +1056,176 @@ def test_the_self_test_is_remembered_per_library_source_and_device(tmp_path):
     assert len((tmp_path / "fault" / "metal-self-test").read_text().split()) == families - 1
 
 
+# ---- kernel libraries compiled ahead of time (the emulation's stand-ins) ----------------------
+
+PREBUILT = """
+import json
+import warnings
+import numpy as np
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import lucid
+    a = np.arange(-12, 12, dtype=np.float32).reshape(1, 1, 4, 6) / 4
+    x = lucid.tensor(a, device="metal")
+    before = dict(lucid.metal.stats()["dispatches"])
+    pooled = lucid.nn.functional.max_pool2d(x, 2).numpy()
+    soft = lucid.softmax(x, dim=-1).numpy()
+    y = (x * x + x).numpy()
+    after = lucid.metal.stats()["dispatches"]
+want_soft = np.exp(a - a.max(-1, keepdims=True))
+want_soft /= want_soft.sum(-1, keepdims=True)
+errors = [pooled - a.reshape(1, 1, 2, 2, 3, 2).max(axis=(3, 5)), soft - want_soft, y - (a * a + a)]
+print(json.dumps({
+    "messages": [str(w.message) for w in caught],
+    "available": lucid.metal.is_available(),
+    "libraries": lucid.metal.kernel_libraries(),
+    "compiles": lucid.metal.stats()["library_compiles"],
+    "dispatches": sum(v for k, v in after.items() if k != "mps_matmul"),
+    "ours": sum(after[k] - before.get(k, 0) for k in after if k != "mps_matmul"),
+    "fallbacks": lucid.metal.host_fallback_counts(),
+    "error": max(float(np.abs(e).max()) for e in errors),
+}))
+"""
+
+
+def _families():
+    return sorted(
+        p.stem.lower()
+        for p in (ROOT / "Sources/LucidEngine/Backends/Metal/Kernels").glob("*.metal")
+        if p.stem != "Common"
+    )
+
+
+def _emulated_metallibs(out):
+    """tools/build_metallibs.py --emulated: the emulation's stand-in for each family's .metallib, and manifest.json."""
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "build_metallibs.py"), "--emulated", "--out", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    return out
+
+
+def _run_prebuilt(**env):
+    import json
+
+    (line,) = _run_emulated(PREBUILT, **{"LUCID_METALLIB_DIR": "", **env})
+    result = json.loads(line)
+    assert result["available"] and result["error"] < 1e-6 and result["fallbacks"] == {}, result
+    assert sorted(result["libraries"]) == _families(), result["libraries"]
+    return result
+
+
+def _engine_beside(folder):
+    """A copy of the check build's engine in `folder`, so that its own folder's metal/ can be set up."""
+    import shutil
+
+    from lucid import _C
+
+    folder.mkdir()
+    engine = folder / _C._library._find_library().name
+    shutil.copy(_C._library._find_library(), engine)
+    return engine
+
+
+def test_the_libraries_compiled_ahead_of_time_beside_the_engine_are_loaded_not_compiled(tmp_path):
+    # A wheel's layout: <the engine's folder>/metal/<family>.metallib and manifest.json. Every
+    # family's library is loaded from there (none compiled), self-tested, and computes right.
+    engine = _engine_beside(tmp_path / "lib")
+    _emulated_metallibs(engine.parent / "metal")
+    result = _run_prebuilt(LUCID_ENGINE_LIBRARY=str(engine))
+    assert result["messages"] == [] and result["compiles"] == 0, result
+    for family, library in result["libraries"].items():
+        assert library == {
+            "origin": "prebuilt",
+            "detail": str(engine.parent / "metal" / f"{family}.metallib"),
+            "error": "",
+        }
+    assert result["dispatches"] - result["ours"] > 100, result  # the self-test ran on the loaded libraries
+
+
+def test_the_self_test_of_a_prebuilt_library_is_remembered_by_its_file(tmp_path):
+    # The cache keys a library compiled ahead of time by its file, not by its source: a pass of
+    # the libraries compiled from source does not stand for them, and theirs is remembered.
+    libs = _emulated_metallibs(tmp_path / "metallib")
+    cache = {"LUCID_CACHE_DIR": str(tmp_path / "cache")}
+    source = _run_prebuilt(**cache)
+    assert source["compiles"] == len(_families()) and source["dispatches"] - source["ours"] > 100, source
+    first = _run_prebuilt(LUCID_METALLIB_DIR=str(libs), **cache)
+    assert first["compiles"] == 0 and first["dispatches"] == source["dispatches"], (first, source)
+    again = _run_prebuilt(LUCID_METALLIB_DIR=str(libs), **cache)
+    assert again["compiles"] == 0 and again["dispatches"] == again["ours"] == source["ours"], (again, source)
+    assert len((tmp_path / "cache" / "metal-self-test").read_text().split()) == 2 * len(_families())
+
+
+def test_a_library_made_from_other_sources_is_compiled_from_source_with_one_warning(tmp_path):
+    import json
+
+    libs = _emulated_metallibs(tmp_path / "metallib")
+    manifest = json.loads((libs / "manifest.json").read_text())
+    manifest["families"]["softmax"]["sha256"] = "0" * 64
+    (libs / "manifest.json").write_text(json.dumps(manifest))
+    result = _run_prebuilt(LUCID_METALLIB_DIR=str(libs))
+    (message,) = result["messages"]
+    assert f"compiled ahead of time in {libs} were not used for softmax, which are compiled from source" in message, (
+        message
+    )
+    assert "softmax.metallib was made from other sources than this engine's (SHA-256 000000000000" in message, message
+    assert result["compiles"] == 1, result
+    softmax = result["libraries"].pop("softmax")
+    assert softmax["origin"] == "source" and "made from other sources" in softmax["detail"] and softmax["error"] == ""
+    assert {v["origin"] for v in result["libraries"].values()} == {"prebuilt"}
+
+
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (
+            lambda f: f.write_bytes(b"\xcf\xfa\xed\xfe not a library"),
+            "pooling.metallib did not load: Invalid library file",
+        ),
+        (lambda f: f.unlink(), "pooling.metallib did not load: Error reading library file"),
+        # Made with fast math on: the emulation refuses it, as the engine's own compile options do.
+        (
+            lambda f: f.write_text(f.read_text().replace(" -fno-fast-math", "")),
+            "pooling.metallib did not load: lucid's kernels must be compiled with -std=metal3.1 and -fno-fast-math",
+        ),
+    ],
+)
+def test_a_library_that_does_not_load_is_compiled_from_source_with_one_warning(tmp_path, damage, why):
+    libs = _emulated_metallibs(tmp_path / "metallib")
+    damage(libs / "pooling.metallib")
+    result = _run_prebuilt(LUCID_METALLIB_DIR=str(libs))
+    (message,) = result["messages"]
+    assert "were not used for pooling, which are compiled from source instead: pooling: " + why in message, message
+    assert result["compiles"] == 1, result
+    pooling = result["libraries"].pop("pooling")
+    assert pooling["origin"] == "source" and pooling["detail"].startswith(why) and pooling["error"] == ""
+    assert {v["origin"] for v in result["libraries"].values()} == {"prebuilt"}
+
+
+def test_a_folder_without_a_manifest_sends_every_family_to_source_with_one_warning(tmp_path):
+    libs = _emulated_metallibs(tmp_path / "metallib")
+    (libs / "manifest.json").unlink()
+    result = _run_prebuilt(LUCID_METALLIB_DIR=str(libs))
+    (message,) = result["messages"]
+    assert "were not used for any kernel family" in message and "the folder has no manifest.json" in message, message
+    assert result["compiles"] == len(_families())
+
+
+def test_without_a_folder_of_prebuilt_libraries_every_family_is_compiled_from_source_silently(tmp_path):
+    # Neither beside the engine (an editable install) nor where LUCID_METALLIB_DIR points.
+    engine = _engine_beside(tmp_path / "lib")
+    for env in ({"LUCID_ENGINE_LIBRARY": str(engine)}, {"LUCID_METALLIB_DIR": str(tmp_path / "missing")}):
+        result = _run_prebuilt(**env)
+        assert result["messages"] == [] and result["compiles"] == len(_families()), result
+        assert {(v["origin"], v["detail"]) for v in result["libraries"].values()} == {("source", "")}, result
+
+
 FEW_THREADS = """
 import numpy as np
 import lucid
@@ -1096,6 +1266,11 @@ def test_each_kernel_library_is_compiled_once():
         ((x * 2).exp() @ x).numpy()
     families = len(list((ROOT / "Sources/LucidEngine/Backends/Metal/Kernels").glob("*.metal"))) - 1
     assert lucid.metal.stats()["library_compiles"] == families
+    # No folder of libraries compiled ahead of time beside the check build: all from source.
+    libraries = lucid.metal.kernel_libraries()
+    assert len(libraries) == families and {(v["origin"], v["detail"], v["error"]) for v in libraries.values()} == {
+        ("source", "", "")
+    }
 
 
 def test_queued_work_is_committed_without_waiting_and_a_read_waits_once():

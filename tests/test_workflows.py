@@ -226,8 +226,35 @@ def test_the_library_builder_with_a_stand_in_xcrun(tmp_path):
     calls = log.read_text().splitlines()
     compiles = [c for c in calls if " metal " in f" {c} "]
     assert len(compiles) == len(families)
-    assert all("-sdk macosx metal -std=metal3.1 -Werror -c" in c for c in compiles)
+    assert all("-sdk macosx metal -std=metal3.1 -Werror -fno-fast-math -c" in c for c in compiles)
     assert sum(" metallib " in f" {c} " for c in calls) == len(families)
+
+
+def test_the_library_builders_emulated_stand_ins(tmp_path):
+    # --emulated: no xcrun; the same manifest, and for each family the emulation's stand-in,
+    # which names the family, the hash by which the check build's kernel table knows its
+    # joined source (tests/metal/gen_kernels.py) and the real build's flags.
+    sys.path.insert(0, str(ROOT / "tests" / "metal"))
+    from gen_kernels import fnv1a as emulation_hash
+
+    env = {**os.environ, "PATH": str(tmp_path)}  # no xcrun on it
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "build_metallibs.py"), "--emulated", "--out", str(tmp_path / "out")],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    for name, sources in build_metallibs.families().items():
+        joined = b"".join(p.read_bytes() for p in sources)
+        assert manifest["families"][name]["sha256"] == hashlib.sha256(joined).hexdigest()
+        assert (tmp_path / "out" / f"{name}.metallib").read_text().splitlines() == [
+            "lucid-emulated-metallib 1",
+            f"family {name}",
+            f"source-fnv1a64 {emulation_hash(joined):016x}",
+            "compile -std=metal3.1 -Werror -fno-fast-math",
+        ]
 
 
 def test_the_library_builder_says_what_it_needs_without_xcrun(tmp_path):

@@ -334,6 +334,44 @@ public func lucid_metal_self_test_entry(
     }
 }
 
+/// The kernel libraries of the last `lucid_metal_libraries` call.
+private let lastLibraries = LibraryRecord()
+
+private final class LibraryRecord: @unchecked Sendable {
+    let lock = Lock()
+    var entries: [Metal.KernelLibrary] = []
+}
+
+@_cdecl("lucid_metal_libraries")
+public func lucid_metal_libraries(_ count: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall {
+        guard let count else { throw LucidError(.value, "count pointer is null") }
+        let entries = Metal.kernelLibraries
+        lastLibraries.lock.withLock { lastLibraries.entries = entries }
+        count.pointee = Int64(entries.count)
+    }
+}
+
+@_cdecl("lucid_metal_library_entry")
+public func lucid_metal_library_entry(
+    _ index: Int64, _ family: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
+    _ origin: UnsafeMutablePointer<UnsafePointer<CChar>?>?, _ detail: UnsafeMutablePointer<UnsafePointer<CChar>?>?,
+    _ error: UnsafeMutablePointer<UnsafePointer<CChar>?>?
+) -> Int32 {
+    abiCall {
+        guard let family, let origin, let detail, let error else {
+            throw LucidError(.value, "family, origin, detail or error pointer is null")
+        }
+        let e = try entry(
+            lastLibraries.lock.withLock { lastLibraries.entries }, index, "library entry", " (call lucid_metal_libraries first)")
+        let texts = [e.family, e.origin, e.detail, e.error].map { opNameStrings.cString($0) }
+        guard let f = texts[0], let o = texts[1], let d = texts[2], let m = texts[3] else {
+            throw LucidError(.runtime, "out of memory copying the entry of library '\(e.family)'")
+        }
+        (family.pointee, origin.pointee, detail.pointee, error.pointee) = (f, o, d, m)
+    }
+}
+
 /// The dispatch counts of the last `lucid_metal_stats` call, by kernel name.
 private let lastDispatches = DispatchRecord()
 

@@ -21,6 +21,8 @@ from ._ops import (
     metal_dispatch_entry,
     metal_fallback_entries,
     metal_fallback_entry,
+    metal_libraries,
+    metal_library_entry,
     metal_self_test_entry,
     op_count,
     op_info,
@@ -57,6 +59,7 @@ __all__ = [
     "op_table",
     "metal_self_test_report",
     "metal_host_fallback_counts",
+    "metal_kernel_libraries",
     "amp_inspect_entry",
 ]
 
@@ -436,3 +439,9 @@ def metal_self_test_report() -> list:
 def metal_host_fallback_counts() -> dict:
     """{op: times it ran on the host fallback} on the "metal" device."""
     return dict(metal_fallback_entry(i) for i in range(metal_fallback_entries()))
+
+
+def metal_kernel_libraries() -> dict:
+    """{family: (origin, detail, error)} of the Metal backend's kernel libraries."""
+    entries = (metal_library_entry(i) for i in range(metal_libraries()))
+    return {family: (origin, detail, error) for family, origin, detail, error in entries}

@@ -1644,6 +1644,44 @@ def metal_dispatch_entry(index):
     return _text(kernel_.value), count_.value
 
 
+_lucid_metal_libraries = _lib.lucid_metal_libraries
+
+
+def metal_libraries():
+    """The Metal backend's kernel libraries, one per kernel family, made when 'metal' is first used
+    (this call readies it if it has not been): *count = how many (0 where there is no Metal
+    backend).
+    """
+    count_ = c_int64()
+    rc = _lucid_metal_libraries(byref(count_))
+    if rc:
+        _raise(rc)
+    return count_.value
+
+
+_lucid_metal_library_entry = _lib.lucid_metal_library_entry
+
+
+def metal_library_entry(index):
+    """Library entry `index` of the last lucid_metal_libraries call (engine-owned strings, valid for
+    the process): the family's name; where its kernels came from, 'prebuilt' (the library compiled
+    ahead of time, loaded from <the engine's folder>/metal or LUCID_METALLIB_DIR) or 'source'
+    (compiled at run time); the prebuilt library's path, or why the family was compiled from source
+    although a folder of prebuilt libraries exists ('' when there is none); and why the library
+    failed ('' when it did not).
+    """
+    if not -0x8000000000000000 <= index <= 0x7FFFFFFFFFFFFFFF:
+        _out_of_range('index', index)
+    family_ = c_char_p()
+    origin_ = c_char_p()
+    detail_ = c_char_p()
+    error_ = c_char_p()
+    rc = _lucid_metal_library_entry(index, byref(family_), byref(origin_), byref(detail_), byref(error_))
+    if rc:
+        _raise(rc)
+    return _text(family_.value), _text(origin_.value), _text(detail_.value), _text(error_.value)
+
+
 _lucid_linalg_lu_factor = _lib.lucid_linalg_lu_factor
 
 

@@ -257,21 +257,37 @@ private func stderrText(_ result: ExitTest.Result?) -> String {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lucid-cache-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let cache = MetalSelfTestCache(directory: directory + "/nested")
-        let key = cache.key(source: "kernel void a() {}", device: "Apple M1")
-        #expect(key == cache.key(source: "kernel void a() {}", device: "Apple M1"))
-        #expect(key != cache.key(source: "kernel void a() { }", device: "Apple M1"))
-        #expect(key != cache.key(source: "kernel void a() {}", device: "Apple M2"))
+        func keyOf(_ source: String, _ device: String) -> String {
+            cache.key(library: MetalKernelLibrary(name: "Elementwise", source: source).identity, device: device)
+        }
+        let key = keyOf("kernel void a() {}", "Apple M1")
+        #expect(key == keyOf("kernel void a() {}", "Apple M1"))
+        #expect(key != keyOf("kernel void a() { }", "Apple M1"))
+        #expect(key != keyOf("kernel void a() {}", "Apple M2"))
         #expect(!cache.passed(key))
         cache.record(key)
         #expect(cache.passed(key))
         // Another process (a new cache object) reads it from the file.
         let again = MetalSelfTestCache(directory: directory + "/nested")
         #expect(again.passed(key))
-        #expect(!again.passed(cache.key(source: "kernel void b() {}", device: "Apple M1")))
+        #expect(!again.passed(keyOf("kernel void b() {}", "Apple M1")))
         // Without a directory nothing is kept.
         let off = MetalSelfTestCache(directory: nil)
         off.record(key)
         #expect(!off.passed(key))
+    }
+
+    @Test func sha256OfTheStandardsExamples() {
+        // FIPS 180-4's examples (one block, two blocks) and the empty message, as manifest.json
+        // (Python's hashlib) gives them; 1000 bytes cross several blocks.
+        #expect(MetalPrebuilt.sha256([]) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(MetalPrebuilt.sha256(Array("abc".utf8)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(
+            MetalPrebuilt.sha256(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8))
+                == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        #expect(
+            MetalPrebuilt.sha256([UInt8](repeating: UInt8(ascii: "a"), count: 1000))
+                == "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3")
     }
 }
 #endif

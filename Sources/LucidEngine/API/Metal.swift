@@ -31,8 +31,9 @@ public enum Metal {
         public var cachedBytes = 0
         /// Ops that ran on the host kernels over the device's memory.
         public var hostFallbacks = 0
-        /// Kernel libraries compiled, one per kernel family, compiled or not: each once, when
-        /// "metal" is first used.
+        /// Kernel libraries compiled from source, one per kernel family, compiled or not: each
+        /// once, when "metal" is first used (none for a family whose library compiled ahead of
+        /// time was loaded).
         public var libraryCompiles = 0
     }
 
@@ -41,6 +42,33 @@ public enum Metal {
         if let m = Backends.metalBackend { return m.stats }
         #endif
         return Stats(hostFallbacks: HostKernelFallbacks.total)
+    }
+
+    /// One of the Metal backend's kernel libraries, one per kernel family, made when "metal" is
+    /// first used: `origin` is "prebuilt" (the library compiled ahead of time that a macOS wheel
+    /// carries, loaded) or "source" (compiled at run time from the source embedded in the
+    /// engine); `detail` is the prebuilt library's path, or why a family was compiled from source
+    /// although a folder of prebuilt libraries exists ("" when there is none); `error` is why the
+    /// library failed (its family then runs on the host), "" otherwise.
+    public struct KernelLibrary: Sendable, Equatable {
+        public let family: String
+        public let origin: String
+        public let detail: String
+        public let error: String
+    }
+
+    /// The Metal backend's kernel libraries, made (and the backend readied) at the first call if
+    /// "metal" has not been used yet; empty where no Metal backend exists.
+    public static var kernelLibraries: [KernelLibrary] {
+        #if canImport(Metal) && !LUCID_NO_METAL
+        _ = Backends.metalIsAvailable  // readies "metal" as its first use does
+        if let m = Backends.metalBackend {
+            return m.kernelLibraries.map {
+                KernelLibrary(family: $0.family.rawValue, origin: $0.origin.rawValue, detail: $0.detail, error: $0.error ?? "")
+            }
+        }
+        #endif
+        return []
     }
 
     /// One check of the Metal backend's self-test: a kernel on small inputs against the host.

@@ -19,6 +19,8 @@ import MSLKernels
 #if canImport(Glibc)
 import Glibc
 #endif
+// URL and Data (Foundation's on a Mac).
+import FoundationEssentials
 
 /// Faults a test can ask the emulated GPU for, to see that lucid notices them:
 /// LUCID_METAL_EMULATION_FAULT names kernels (comma-separated) whose dispatches do nothing,
@@ -290,6 +292,8 @@ public protocol MTLDevice: AnyObject {
     func makeBuffer(length: Int, options: MTLResourceOptions) -> (any MTLBuffer)?
     // documentation/metal/mtldevice/makelibrary(source:options:)
     func makeLibrary(source: String, options: MTLCompileOptions?) throws -> any MTLLibrary
+    // documentation/metal/mtldevice/makelibrary(url:)
+    func makeLibrary(URL url: URL) throws -> any MTLLibrary
     // documentation/metal/mtldevice/makecomputepipelinestate(function:)
     func makeComputePipelineState(function: any MTLFunction) throws -> any MTLComputePipelineState
 }
@@ -308,6 +312,8 @@ final class EmulatedDevice: MTLDevice, @unchecked Sendable {
     let maxThreadgroupMemoryLength = 32768  // Apple GPUs' 32 KB
     /// Every compiled kernel, by name.
     let kernels: [String: UnsafePointer<lucid_msl_kernel>]
+    /// The .metal file of each library's source, by the source's FNV-1a 64 hash.
+    let units: [UInt64: String]
 
     private init() {
         var count: Int32 = 0
@@ -315,6 +321,8 @@ final class EmulatedDevice: MTLDevice, @unchecked Sendable {
         var byName: [String: UnsafePointer<lucid_msl_kernel>] = [:]
         for i in 0..<Int(count) { byName[String(cString: table[i].name)] = table + i }
         kernels = byName
+        units = Dictionary(
+            byName.values.map { ($0.pointee.unit_hash, String(cString: $0.pointee.unit)) }, uniquingKeysWith: { first, _ in first })
     }
 
     func supportsFamily(_ gpuFamily: MTLGPUFamily) -> Bool { EmulationFaults.families.contains(gpuFamily) }
@@ -342,21 +350,62 @@ final class EmulatedDevice: MTLDevice, @unchecked Sendable {
         let hash =
             source.utf8.withContiguousStorageIfAvailable { lucid_msl_hash($0.baseAddress, $0.count) }
             ?? Array(source.utf8).withUnsafeBytes { lucid_msl_hash($0.baseAddress, $0.count) }
-        let matched = kernels.filter { $0.value.pointee.unit_hash == hash }
-        let names = matched.map(\.key).sorted()
-        if let unit = matched.first.map({ String(cString: $0.value.pointee.unit) }), EmulationFaults.compileFails(unit: unit) {
+        if let unit = units[hash], EmulationFaults.compileFails(unit: unit) {
             throw MTLEmulationError(
                 description:
                     "Compilation failed: \n\nprogram_source:12:5: error: use of undeclared identifier 'broken' "
                     + "(injected into \(unit).metal by LUCID_METAL_EMULATION_FAULT=compile:\(unit))")
         }
-        if names.isEmpty {
+        return try library(unitHash: hash) {
+            "no compiled kernels match this source: the check build's C++ kernels are out of date (run make metal-emulated) or the "
+                + "source is not one of the .metal files"
+        }
+    }
+
+    /// The emulation's stand-in for a `.metallib` file, which `tools/build_metallibs.py
+    /// --emulated` writes: it holds no GPU code (the emulation runs none), only lines that name
+    /// the source it stands for, whose kernels the check build compiled as C++:
+    ///
+    ///     lucid-emulated-metallib 1
+    ///     family <the kernel family>
+    ///     source-fnv1a64 <FNV-1a 64 of the library's joined source, 16 hex digits>
+    ///     compile <the flags Apple's Metal compiler would have been given>
+    ///
+    /// Loading one gives the kernels of that source, as loading a real library gives the
+    /// functions compiled into it. Any other file is refused, as Metal refuses a file that is not
+    /// a library; so is one whose compile flags leave fast math on (the emulation's check of
+    /// `fastMathEnabled`, for a library compiled ahead of time).
+    func makeLibrary(URL url: URL) throws -> any MTLLibrary {
+        let path = url.path
+        guard let data = try? Data(contentsOf: url) else {
+            throw MTLEmulationError(description: "Error reading library file \(path): no such file or it cannot be read")
+        }
+        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        guard lines.first == "lucid-emulated-metallib 1" else {
+            throw MTLEmulationError(description: "Invalid library file \(path): not a library the emulation can load")
+        }
+        var fields: [String: String] = [:]
+        for line in lines.dropFirst() where !line.isEmpty {
+            let parts = line.split(separator: " ", maxSplits: 1)
+            fields[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
+        }
+        guard let hex = fields["source-fnv1a64"], hex.count == 16, let hash = UInt64(hex, radix: 16) else {
+            throw MTLEmulationError(description: "Invalid library file \(path): no source-fnv1a64 line")
+        }
+        let flags = (fields["compile"] ?? "").split(separator: " ")
+        guard flags.contains("-fno-fast-math"), flags.contains("-std=metal3.1") else {
             throw MTLEmulationError(
                 description:
-                    "no compiled kernels match this source: the check build's C++ kernels are out of date (run make metal-emulated) or the "
-                    + "source is not one of the .metal files"
-            )
+                    "lucid's kernels must be compiled with -std=metal3.1 and -fno-fast-math; \(path) was compiled with '\(fields["compile"] ?? "")'")
         }
+        return try library(unitHash: hash) {
+            "\(path) stands for a source whose kernels the check build did not compile (other sources than the .metal files)"
+        }
+    }
+
+    private func library(unitHash hash: UInt64, _ missing: () -> String) throws -> any MTLLibrary {
+        let names = kernels.filter { $0.value.pointee.unit_hash == hash }.map(\.key).sorted()
+        if names.isEmpty { throw MTLEmulationError(description: missing()) }
         return EmulatedLibrary(functionNames: names)
     }
 

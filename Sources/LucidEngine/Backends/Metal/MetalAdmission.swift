@@ -16,6 +16,7 @@ extension MetalSelfTest {
     /// every family needs).
     static func admit(_ gpu: MetalBackend, cache: MetalSelfTestCache = .shared) -> MetalRefusal? {
         let libraries = gpu.kernelLibraries
+        warnOfUnusedPrebuiltLibraries(libraries)
         if let (kernel, width) = gpu.foreignExecutionWidths.min(by: { $0.key < $1.key }) {
             return MetalRefusal(
                 "the Metal device \(gpu.gpu.name) runs SIMD groups of \(width) threads (the threadExecutionWidth of \(kernel)), "
@@ -30,7 +31,7 @@ extension MetalSelfTest {
         }
         var keys: [KernelFamily: String] = [:]
         for library in libraries where library.error == nil {
-            keys[library.family] = cache.key(source: library.source, device: gpu.gpu.name)
+            keys[library.family] = cache.key(library: library.identity, device: gpu.gpu.name)
         }
         let untested = Set(keys.filter { !cache.passed($0.value) }.keys)
         let failed = untested.isEmpty ? [] : run(gpu, families: untested).filter { !$0.passed }
@@ -60,6 +61,27 @@ extension MetalSelfTest {
                     + " (lucid.metal.self_test() gives the report)")
         }
         return nil
+    }
+
+    /// One warning for the families that were compiled from source although a folder of
+    /// libraries compiled ahead of time exists (`MetalPrebuilt`), grouped by why.
+    private static func warnOfUnusedPrebuiltLibraries(_ libraries: [MetalKernelLibrary]) {
+        let unused = libraries.filter { $0.origin == .source && !$0.detail.isEmpty }
+        guard let directory = unused.first?.prebuiltDirectory else { return }
+        var reasons: [(why: String, families: [String])] = []
+        for library in unused {
+            if let i = reasons.firstIndex(where: { $0.why == library.detail }) {
+                reasons[i].families.append(library.family.rawValue)
+            } else {
+                reasons.append((library.detail, [library.family.rawValue]))
+            }
+        }
+        Warnings.emit(
+            "metal: the kernel libraries compiled ahead of time in \(directory) were not used for "
+                + (unused.count == libraries.count ? "any kernel family" : unused.map(\.family.rawValue).joined(separator: ", "))
+                + ", which are compiled from source instead: "
+                + reasons.map { "\($0.families.joined(separator: ", ")): \($0.why)" }.joined(separator: "; ")
+                + " (lucid.metal.kernel_libraries() says where each family's kernels came from)")
     }
 
     /// Up to eight checks by op and dtype, and how many more.
@@ -106,13 +128,14 @@ final class MetalSelfTestCache: @unchecked Sendable {
         #endif
     }
 
-    /// The key of a library's pass: its source, the device and the system it ran on, and the
-    /// checks that passed.
-    func key(source: String, device: String) -> String {
+    /// The key of a library's pass: the library (`MetalKernelLibrary.identity`: a hash of its
+    /// source, or of the file of a library compiled ahead of time), the device and the system it
+    /// ran on, and the checks that passed.
+    func key(library identity: UInt64, device: String) -> String {
         let table = MetalSelfTest.table.map { "\($0.family?.rawValue ?? "core") \($0.name) \($0.dtypes.map(\.name))" }
-        let checks = Self.fnv1a("\(Self.revision)\n" + table.joined(separator: "\n"))
-        let system = Self.fnv1a(device + "\n" + Self.systemRelease())
-        return [Self.fnv1a(source), system, checks].map { String($0, radix: 16) }.joined(separator: "-")
+        let checks = Self.fnv1a(("\(Self.revision)\n" + table.joined(separator: "\n")).utf8)
+        let system = Self.fnv1a((device + "\n" + Self.systemRelease()).utf8)
+        return [identity, system, checks].map { String($0, radix: 16) }.joined(separator: "-")
     }
 
     func passed(_ key: String) -> Bool {
@@ -173,10 +196,10 @@ final class MetalSelfTestCache: @unchecked Sendable {
         return [text(u.sysname), text(u.release), text(u.version), text(u.machine)].joined(separator: " ")
     }
 
-    /// FNV-1a, 64 bits, of a string's UTF-8 bytes.
-    static func fnv1a(_ text: String) -> UInt64 {
+    /// FNV-1a, 64 bits, of some bytes.
+    static func fnv1a(_ bytes: some Sequence<UInt8>) -> UInt64 {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in text.utf8 {
+        for b in bytes {
             h ^= UInt64(b)
             h = h &* 0x0000_0100_0000_01b3
         }

@@ -623,35 +623,62 @@ final class MetalBackend: Backend, @unchecked Sendable {
         return pipelines[kernel]
     }
 
-    /// Compiles every family's library and builds every pipeline of each (the lock held), once.
+    /// Makes every family's library and builds every pipeline of each (the lock held), once: the
+    /// library compiled ahead of time where one was made from this engine's source
+    /// (`MetalPrebuilt`) and loads with every pipeline, else compiled from the embedded source.
     private func compileLibraries() {
+        let prebuilt = MetalPrebuilt.find()
         var compiled: [MetalKernelLibrary] = []
         for (name, source) in MetalKernelSource.families {
             var library = MetalKernelLibrary(name: name, source: MetalKernelSource.common + source)
-            counters.libraryCompiles += 1
-            do {
-                let made = try gpu.makeLibrary(source: library.source, options: Self.compileOptions())
-                var built: [String: any MTLComputePipelineState] = [:]
-                for kernel in made.functionNames.sorted() {
-                    guard let f = made.makeFunction(name: kernel) else {
-                        throw LucidError.runtime("metal: the \(name) library lists \(kernel) but has no such function")
-                    }
-                    do {
-                        built[kernel] = try gpu.makeComputePipelineState(function: f)
-                    } catch {
-                        throw LucidError.runtime("metal: the pipeline of kernel \(kernel) (\(name).metal) did not build: \(error)")
-                    }
+            library.prebuiltDirectory = prebuilt?.directory
+            var built: [String: any MTLComputePipelineState]?
+            switch prebuilt?.load(name, source: library.source, on: gpu) {
+            case .loaded(let made, let path, let identity)?:
+                do {
+                    built = try pipelines(of: made, name)
+                    (library.origin, library.detail, library.identity) = (.prebuilt, path, identity)
+                } catch {
+                    library.detail = "\(path) loaded, but \((error as? LucidError)?.message ?? "\(error)")"
                 }
-                library.kernels = built.keys.sorted()
-                pipelines.merge(built) { first, _ in first }
-            } catch let error as LucidError {
-                library.error = error.message
+            case .unused(let why)?: library.detail = why
+            case nil: break
+            }
+            do {
+                if built == nil {
+                    counters.libraryCompiles += 1
+                    let made: any MTLLibrary
+                    do {
+                        made = try gpu.makeLibrary(source: library.source, options: Self.compileOptions())
+                    } catch {
+                        throw LucidError.runtime("metal: the \(name) kernels (\(name).metal) did not compile: \(error)")
+                    }
+                    built = try pipelines(of: made, name)
+                }
+                library.kernels = built?.keys.sorted() ?? []
+                pipelines.merge(built ?? [:]) { first, _ in first }
             } catch {
-                library.error = "metal: the \(name) kernels (\(name).metal) did not compile: \(error)"
+                library.error = (error as? LucidError)?.message ?? "\(error)"
             }
             compiled.append(library)
         }
         libraries = compiled
+    }
+
+    /// The pipeline of every kernel of `library`, the library of Kernels/<name>.metal.
+    private func pipelines(of library: any MTLLibrary, _ name: String) throws -> [String: any MTLComputePipelineState] {
+        var built: [String: any MTLComputePipelineState] = [:]
+        for kernel in library.functionNames.sorted() {
+            guard let f = library.makeFunction(name: kernel) else {
+                throw LucidError.runtime("metal: the \(name) library lists \(kernel) but has no such function")
+            }
+            do {
+                built[kernel] = try gpu.makeComputePipelineState(function: f)
+            } catch {
+                throw LucidError.runtime("metal: the pipeline of kernel \(kernel) (\(name).metal) did not build: \(error)")
+            }
+        }
+        return built
     }
 
     /// The kernel libraries, compiled (and their pipelines built) at the first call.
@@ -722,6 +749,16 @@ struct MetalKernelLibrary: Sendable {
     /// The file's name without .metal ("Elementwise").
     let name: String
     let source: String
+    /// Where its kernels come from: compiled at run time from `source`, or loaded from the
+    /// library compiled ahead of time (`MetalPrebuilt`).
+    var origin = Origin.source
+    /// The folder of libraries compiled ahead of time, if there is one.
+    var prebuiltDirectory: String?
+    /// The prebuilt library's path; for a library compiled from source although that folder
+    /// exists, why its prebuilt library was not used; "" when there is no folder.
+    var detail = ""
+    /// What the self-test's cache knows it by: a hash of its source, or of its prebuilt file.
+    var identity: UInt64
     /// Its kernels, each with a pipeline; empty when it failed.
     var kernels: [String] = []
     /// The compiler's (or pipeline builder's) message when it failed.
@@ -738,6 +775,16 @@ struct MetalKernelLibrary: Sendable {
 
     /// The family whose library holds the fills and copies.
     static let coreFamily = KernelFamily.elementwise
+
+    enum Origin: String, Sendable {
+        case source, prebuilt
+    }
+
+    init(name: String, source: String) {
+        self.name = name
+        self.source = source
+        identity = MetalSelfTestCache.fnv1a(source.utf8)
+    }
 }
 
 /// An int32 flag a kernel sets on the device (an index out of range), and the error it stands
