@@ -156,6 +156,9 @@ class _Local:
     def all_gather_object(self, obj, what):
         return [obj]
 
+    def gather_object(self, obj, dst, what):
+        return [obj]
+
     def barrier(self, what="barrier"):
         pass
 
@@ -219,16 +222,36 @@ class _MPI:
             self._half_ops[key] = self.MPI.Op.Create(reduce, commute=True)
         return self._half_ops[key]
 
-    def reduce_(self, buf, op, what):
-        """`buf` (1-D, contiguous) replaced by the sum or the maximum over the ranks."""
+    def _reduction(self, buf, op):
+        """MPI's description of `buf` (1-D, contiguous) and the op that sums or maximises it."""
         MPI = self.MPI
         if buf.dtype == np.float16 or is_numpy_bfloat16(buf.dtype):
-            spec, mpi_op = [buf.view(np.uint16), MPI.UINT16_T], self._half_op(buf.dtype, op)
-        elif buf.dtype == np.bool_:
-            spec, mpi_op = [buf, MPI.C_BOOL], MPI.LOR  # a sum or maximum of bools is their "or"
-        else:
-            spec, mpi_op = [buf, self._types[buf.dtype]], (MPI.SUM if op == "sum" else MPI.MAX)
-        self._call(what, self.comm.Allreduce, MPI.IN_PLACE, spec, op=mpi_op)
+            return [buf.view(np.uint16), MPI.UINT16_T], self._half_op(buf.dtype, op)
+        if buf.dtype == np.bool_:
+            return [buf, MPI.C_BOOL], MPI.LOR  # a sum or maximum of bools is their "or"
+        return [buf, self._types[buf.dtype]], (MPI.SUM if op == "sum" else MPI.MAX)
+
+    def reduce_(self, buf, op, what):
+        """`buf` (1-D, contiguous) replaced by the sum or the maximum over the ranks."""
+        spec, mpi_op = self._reduction(buf, op)
+        self._call(what, self.comm.Allreduce, self.MPI.IN_PLACE, spec, op=mpi_op)
+
+    def start_reduce_(self, buf, op, what):
+        """Starts replacing `buf` by its sum or maximum over the ranks (MPI_Iallreduce) and
+        returns at once with the request; `buf` must stay untouched until :meth:`wait_all`
+        has waited for it. Every rank must start the same reductions in the same order."""
+        spec, mpi_op = self._reduction(buf, op)
+        return self._call(what, self.comm.Iallreduce, self.MPI.IN_PLACE, spec, op=mpi_op)
+
+    def progress(self, requests):
+        """Lets MPI move started requests on without waiting (MPICH advances a nonblocking
+        collective only inside MPI calls); whether all of them have finished."""
+        return self.MPI.Request.Testall(requests) if requests else True
+
+    def wait_all(self, requests, what):
+        """Waits, under the watchdog, until every started request has finished."""
+        if requests:
+            self._call(what, self.MPI.Request.Waitall, requests)
 
     def broadcast_(self, buf, src, what):
         self._call(what, self.comm.Bcast, [buf.view(np.uint8), self.MPI.BYTE], root=src)
@@ -245,6 +268,10 @@ class _MPI:
 
     def all_gather_object(self, obj, what):
         return self._call(what, self.comm.allgather, obj)
+
+    def gather_object(self, obj, dst, what):
+        """Every rank's picklable `obj`, in rank order, on rank `dst` (None elsewhere)."""
+        return self._call(what, self.comm.gather, obj, root=dst)
 
     def local_size(self):
         """How many ranks run on this machine (this one included); it also sets
