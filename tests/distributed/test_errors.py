@@ -113,3 +113,14 @@ def test_a_rank_that_leaves_early_ends_the_job_at_the_timeout(run_mpi):
     assert run.seconds < 30, f"took {run.seconds:.1f} s:\n{run.out}"
     assert "rank 0 of 2 has waited" in run.out and "in all_reduce" in run.out, run.out
     assert "rank 0 was not stopped" not in run.out
+
+
+@pytest.mark.parametrize("victim", [0, 1])
+def test_a_rank_killed_mid_training_ends_the_job_within_seconds(run_mpi, victim):
+    """A rank killed (SIGKILL) during DistributedDataParallel training: mpiexec ends the job
+    and names the dead process (test_two_hosts.py does the same across two hosts)."""
+    run = run_mpi("worker_dead_rank.py", victim, timeout=90)
+    assert run.returncode != 0, run.out
+    assert run.seconds < 30, f"took {run.seconds:.1f} s:\n{run.out}"
+    assert f"rank {victim} step 3" in run.out and "finished" not in run.out, run.out
+    assert "BAD TERMINATION" in run.out and "EXIT CODE: 9" in run.out, run.out

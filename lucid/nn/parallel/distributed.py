@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+import time
 import weakref
 from collections import OrderedDict
 
@@ -254,15 +255,15 @@ class DistributedDataParallel(Module):
         self._token_grad = None
         self._syncs = 0
         self._buckets, self._bucket_of = self._plan_buckets()
-        # This backward's averaging: whether a forward armed it, which gradients are ready,
-        # the next bucket to start, the requests in flight; and how many buckets started
+        # This backward's averaging: whether a forward armed it, which gradients are ready
+        # (and how many are not), the next bucket to start; and how many buckets started
         # before the last gradient was ready, since the wrapper was made.
         self._averaging = False
         self._ready = []
         self._next_bucket = 0
-        self._in_flight = []
         self._waiting = 0
         self._started_early = 0
+        self._waited = 0.0  # seconds backward spent waiting for reductions to finish
         self._index = {id(p): i for i, p in enumerate(self._params)}
         if backend.size > 1:
             self._check_replicas_match(backend)
@@ -417,7 +418,6 @@ class DistributedDataParallel(Module):
         for bucket in self._buckets:
             bucket.waiting = len(bucket.entries)
         self._next_bucket = 0
-        self._in_flight = []
 
     def _gradient_ready(self, index):
         """The hook: parameter `index` has its whole gradient of this backward in ``.grad``."""
@@ -436,7 +436,6 @@ class DistributedDataParallel(Module):
             self._start(backend, self._buckets[self._next_bucket])
             self._next_bucket += 1
             self._started_early += 1
-        backend.progress(self._in_flight)
 
     def _start(self, backend, bucket):
         """Copies the bucket's gradients (zeros where there is none) and its used-flags into
@@ -456,7 +455,7 @@ class DistributedDataParallel(Module):
                 if self.grad_dtype is not None:
                     g = (g * inverse).to(bucket.dtype)
                 _C.tensor_to_host(g._h, view.ctypes.data, view.nbytes)
-        self._in_flight.append(backend.start_reduce_(buf, "sum", _AVERAGING))
+        backend.start_reduce_(buf, "sum", _AVERAGING)
 
     def _finish_averaging(self):
         """The end of backward: starts the buckets not started yet (in order), waits for every
@@ -468,8 +467,9 @@ class DistributedDataParallel(Module):
         for bucket in self._buckets[self._next_bucket :]:
             self._start(backend, bucket)
         self._next_bucket = len(self._buckets)
-        backend.wait_all(self._in_flight, _AVERAGING)
-        self._in_flight = []
+        t0 = time.perf_counter()
+        backend.wait_reductions(_AVERAGING)
+        self._waited += time.perf_counter() - t0
         inverse = 1.0 / backend.size
         with no_grad():
             for bucket in self._buckets:
