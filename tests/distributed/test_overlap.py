@@ -75,3 +75,13 @@ def test_the_control_each_rank_alone_is_not_the_reference(mpiexec, tmp_path):
     np.testing.assert_array_equal(alone["param0"], reference["param0"])  # the reference is deterministic
     (other,) = train(mpiexec, tmp_path, "no_sync", 1)
     assert not np.array_equal(other["param0"], reference["param0"])
+
+
+def test_the_overlap_bench_runs(run_mpi):
+    """bench/distributed.py keeps running (a small model; no timing asserted)."""
+    bench = conftest.HERE.parent.parent / "bench" / "distributed.py"
+    run = run_mpi(bench, "--steps", "2", "--width", "256", "--bucket-mb", "0.1", timeout=180)
+    check_ok(run)
+    assert "ratio overlapped / after:" in run.out and "waiting for the all-reduce" in run.out, run.out
+    started = int(run.out.split("buckets started during backward (overlapped model):")[1].split()[0])
+    assert started > 0, run.out
