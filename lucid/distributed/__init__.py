@@ -19,7 +19,9 @@ ranks first, and a mismatch or a bad argument raises the same error on every ran
 stops on an uncaught exception aborts the whole job (see ``init``); a collective that waits
 longer than the timeout aborts it too, with a message saying what it waited for.
 
-:class:`lucid.nn.parallel.DistributedDataParallel` builds data-parallel training on these, and
+:class:`lucid.nn.parallel.DistributedDataParallel` builds data-parallel training on these,
+``lucid.distributed.optim.ZeroRedundancyOptimizer`` shards an optimizer's state over the ranks
+(``from lucid.distributed.optim import ZeroRedundancyOptimizer``), and
 :class:`lucid.utils.data.DistributedSampler` gives each rank its share of a dataset. A program
 written for ``torch.distributed`` keeps its set-up: :func:`init_process_group` takes PyTorch's
 arguments, :func:`get_backend` is ``'mpi'``, and the collectives take ``group=None`` and
@@ -550,6 +552,3 @@ def _broadcast_group(backend, group, size, src, what):
         n = t.numel() * t.dtype.itemsize
         value = _result(_C.tensor_from_host(buf.ctypes.data + start, n, tuple(t.shape), t.dtype.code, t.device.code))
         _assign(t, value, what)
-
-
-from . import optim  # noqa: E402 - it builds on the helpers above
