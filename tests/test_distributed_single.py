@@ -527,3 +527,25 @@ def test_zero_redundancy_optimizer_checks_its_calls(world_of_one):
         zero.load_state_dict({"state": {}, "param_groups": []})
     with pytest.raises(ValueError, match="has 1 parameters where this optimizer's has 2"):
         zero.load_state_dict({"state": {}, "param_groups": [{"lr": 0.1, "params": [0]}]})
+
+
+def test_zero_redundancy_optimizer_follows_a_schedulers_learning_rate(world_of_one):
+    """A scheduler sets ``param_groups[i]["lr"]`` on the wrapper; the local optimizer steps
+    with it."""
+    from lucid.distributed.optim import ZeroRedundancyOptimizer
+
+    dist.init()
+    model = lucid.nn.Linear(3, 1)
+    zero = ZeroRedundancyOptimizer(model.parameters(), lucid.optim.SGD, lr=1.0)
+    scheduler = lucid.optim.lr_scheduler.StepLR(zero, step_size=1, gamma=0.0)
+    before = model.weight.numpy()
+    zero.zero_grad()
+    model(lucid.ones(2, 3)).sum().backward()
+    zero.step()
+    moved = model.weight.numpy()
+    np.testing.assert_allclose(moved, before - 2.0, rtol=1e-6)  # lr 1, gradient 2 per weight
+    scheduler.step()
+    assert zero.param_groups[0]["lr"] == 0.0
+    zero.step()
+    np.testing.assert_array_equal(model.weight.numpy(), moved)
+    assert zero.optim.param_groups[0]["lr"] == 0.0
