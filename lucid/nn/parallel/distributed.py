@@ -168,13 +168,15 @@ class DistributedDataParallel(Module):
     - Call :func:`lucid.distributed.init` first. With world size 1 the wrapper only calls
       the module.
     - A bucket's all-reduce starts once backward has accumulated all of its gradients (MPI's
-      nonblocking all-reduce, moved on by the hooks of later gradients), always in the
-      buckets' fixed order, and ``backward()`` returns once every bucket is averaged.
+      nonblocking all-reduce, moved on by a background thread), always in the buckets'
+      fixed order, and ``backward()`` returns once every bucket is averaged. Under autocast
+      the engine reaches the parameters' casts late in backward, so the buckets are then
+      averaged near its end.
     - ``no_sync()``: the gradients of backward passes of forwards made inside it accumulate
       locally; the first backward of a forward made outside averages the accumulated sum.
-    - During the forward pass the module sees each parameter through an identity (not the
-      Parameter object itself); code that must change a parameter in place belongs outside
-      ``forward``, as in any training loop.
+    - With ``find_unused_parameters=True``, during the forward pass the module sees each
+      parameter through an identity (not the Parameter object itself); code that must
+      change a parameter in place belongs outside ``forward``, as in any training loop.
     - One ``backward()`` per forward; several forwards whose outputs add into one loss are
       fine (they share one averaging).
     - ``state_dict()`` has the wrapped module's keys, without PyTorch's ``module.`` prefix,
