@@ -105,9 +105,10 @@ swift-test: $(SWIFT_READY)
 py-test:
 	$(PY) -m pytest -q
 
-## test-distributed: lucid.distributed and DistributedDataParallel on two MPI processes
-## (mpiexec -n 2, loopback only), after installing the `distributed` extra (mpi4py and MPICH
-## from PyPI) into .venv; CI runs it after `make test`
+## test-distributed: lucid.distributed, DistributedDataParallel and ZeroRedundancyOptimizer on
+## two MPI processes (mpiexec -n 2; as root also on two simulated hosts, network namespaces
+## joined by a veth link, with a rank killed on either), after installing the `distributed`
+## extra (mpi4py and MPICH from PyPI) into .venv; CI runs it after `make test`
 test-distributed: $(VENV)/.distributed lucid/_lib/$(LIB)
 	LUCID_REQUIRE_MPI=1 $(PY) -m pytest -q tests/distributed
 

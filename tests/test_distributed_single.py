@@ -204,6 +204,7 @@ def test_reduce_op_names_are_the_strings():
         ({"bucket_mb": True}, ValueError, "bucket_mb must be a positive number"),
         ({"grad_dtype": lucid.float32}, ValueError, "grad_dtype must be None, lucid.bfloat16 or lucid.float16"),
         ({"broadcast_buffers": 1}, TypeError, "broadcast_buffers must be a bool"),
+        ({"overlap": "yes"}, TypeError, "overlap must be a bool"),
     ],
 )
 def test_distributed_data_parallel_refuses_wrong_arguments(kwargs, error, words):
@@ -456,3 +457,95 @@ def test_data_parallel_state_dict_has_pytorchs_module_prefix():
 def test_data_parallel_refuses_wrong_arguments(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+# ---- ZeroRedundancyOptimizer ------------------------------------------------------------------
+
+
+def test_zero_redundancy_optimizer_of_one_rank_is_its_optimizer(world_of_one):
+    """Alone, the one rank owns every parameter: the same steps and state as the optimizer
+    itself, and the consolidated state loads into it."""
+    from lucid.distributed.optim import ZeroRedundancyOptimizer
+
+    dist.init()
+    lucid.manual_seed(0)
+    a, b = lucid.nn.Linear(4, 3), lucid.nn.Linear(4, 3)
+    b.load_state_dict(a.state_dict())
+    zero = ZeroRedundancyOptimizer(a.parameters(), lucid.optim.Adam, lr=0.1, betas=(0.8, 0.9))
+    plain = lucid.optim.Adam(b.parameters(), lr=0.1, betas=(0.8, 0.9))
+    x = lucid.randn(5, 4)
+    for _ in range(3):
+        for model, opt in ((a, zero), (b, plain)):
+            opt.zero_grad()
+            (model(x) ** 2).sum().backward()
+            opt.step()
+    for p, q in zip(a.parameters(), b.parameters()):
+        np.testing.assert_array_equal(p.numpy(), q.numpy())
+    assert zero.param_groups[0]["betas"] == (0.8, 0.9) and zero.param_groups[0]["eps"] == 1e-8
+    with pytest.raises(RuntimeError, match="call consolidate_state_dict"):
+        zero.state_dict()
+    zero.consolidate_state_dict(to=0)
+    state = zero.state_dict()
+    want = plain.state_dict()
+    assert state["param_groups"] == want["param_groups"]
+    for i, s in want["state"].items():
+        for k, v in s.items():
+            np.testing.assert_array_equal(state["state"][i][k].numpy(), v.numpy())
+    zero.load_state_dict(want)
+    np.testing.assert_array_equal(zero.state[a.weight]["exp_avg"].numpy(), plain.state[b.weight]["exp_avg"].numpy())
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        ({"optimizer_class": "Adam"}, TypeError, "optimizer_class must be a lucid.optim.Optimizer subclass"),
+        ({"process_group": object()}, ValueError, "one process group"),
+        ({"overlap_with_ddp": True}, ValueError, "overlap_with_ddp=True"),
+        ({"parameters_as_bucket_view": 1}, TypeError, "parameters_as_bucket_view must be a bool"),
+        ({"lr": -1.0}, ValueError, "invalid lr"),
+    ],
+)
+def test_zero_redundancy_optimizer_refuses_wrong_arguments(world_of_one, kwargs, error, words):
+    from lucid.distributed.optim import ZeroRedundancyOptimizer
+
+    dist.init()
+    kwargs = {"optimizer_class": lucid.optim.SGD, **kwargs}
+    with pytest.raises(error, match=words):
+        ZeroRedundancyOptimizer(lucid.nn.Linear(2, 2).parameters(), **kwargs)
+
+
+def test_zero_redundancy_optimizer_checks_its_calls(world_of_one):
+    from lucid.distributed.optim import ZeroRedundancyOptimizer
+
+    with pytest.raises(RuntimeError, match="not initialised"):
+        ZeroRedundancyOptimizer(lucid.nn.Linear(2, 2).parameters(), lucid.optim.SGD, lr=0.1)
+    dist.init()
+    zero = ZeroRedundancyOptimizer(lucid.nn.Linear(2, 2).parameters(), lucid.optim.SGD, lr=0.1)
+    with pytest.raises(ValueError, match="to=1 is not a rank"):
+        zero.consolidate_state_dict(to=1)
+    with pytest.raises(ValueError, match="different number of parameter groups"):
+        zero.load_state_dict({"state": {}, "param_groups": []})
+    with pytest.raises(ValueError, match="has 1 parameters where this optimizer's has 2"):
+        zero.load_state_dict({"state": {}, "param_groups": [{"lr": 0.1, "params": [0]}]})
+
+
+def test_zero_redundancy_optimizer_follows_a_schedulers_learning_rate(world_of_one):
+    """A scheduler sets ``param_groups[i]["lr"]`` on the wrapper; the local optimizer steps
+    with it."""
+    from lucid.distributed.optim import ZeroRedundancyOptimizer
+
+    dist.init()
+    model = lucid.nn.Linear(3, 1)
+    zero = ZeroRedundancyOptimizer(model.parameters(), lucid.optim.SGD, lr=1.0)
+    scheduler = lucid.optim.lr_scheduler.StepLR(zero, step_size=1, gamma=0.0)
+    before = model.weight.numpy()
+    zero.zero_grad()
+    model(lucid.ones(2, 3)).sum().backward()
+    zero.step()
+    moved = model.weight.numpy()
+    np.testing.assert_allclose(moved, before - 2.0, rtol=1e-6)  # lr 1, gradient 2 per weight
+    scheduler.step()
+    assert zero.param_groups[0]["lr"] == 0.0
+    zero.step()
+    np.testing.assert_array_equal(model.weight.numpy(), moved)
+    assert zero.optim.param_groups[0]["lr"] == 0.0

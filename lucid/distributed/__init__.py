@@ -19,7 +19,9 @@ ranks first, and a mismatch or a bad argument raises the same error on every ran
 stops on an uncaught exception aborts the whole job (see ``init``); a collective that waits
 longer than the timeout aborts it too, with a message saying what it waited for.
 
-:class:`lucid.nn.parallel.DistributedDataParallel` builds data-parallel training on these, and
+:class:`lucid.nn.parallel.DistributedDataParallel` builds data-parallel training on these,
+``lucid.distributed.optim.ZeroRedundancyOptimizer`` shards an optimizer's state over the ranks
+(``from lucid.distributed.optim import ZeroRedundancyOptimizer``), and
 :class:`lucid.utils.data.DistributedSampler` gives each rank its share of a dataset. A program
 written for ``torch.distributed`` keeps its set-up: :func:`init_process_group` takes PyTorch's
 arguments, :func:`get_backend` is ``'mpi'``, and the collectives take ``group=None`` and
@@ -514,3 +516,39 @@ def _any(flag: bool, what: str) -> bool:
     buf = np.array([bool(flag)], dtype=np.bool_)
     backend.reduce_(buf, "max", what)
     return bool(buf[0])
+
+
+_ALIGN = 64  # bytes: each tensor in a broadcast buffer starts at an aligned offset
+
+
+def _broadcast_tensors(tensors, src, bucket_bytes, what):
+    """Gives every rank rank `src`'s values of `tensors` (the same shapes and dtypes on every
+    rank), in place, through flat byte buffers of at most `bucket_bytes` (a larger tensor
+    gets one of its own). Every rank must call it with the same tensors and `src`."""
+    backend = _group.require(what)
+    if backend.size == 1:
+        return
+    group, size = [], 0
+    for t in tensors:
+        n = -(-t.numel() * t.dtype.itemsize // _ALIGN) * _ALIGN
+        if group and size + n > bucket_bytes:
+            _broadcast_group(backend, group, size, src, what)
+            group, size = [], 0
+        group.append((t, size))
+        size += n
+    if group:
+        _broadcast_group(backend, group, size, src, what)
+
+
+def _broadcast_group(backend, group, size, src, what):
+    buf = np.empty(size, dtype=np.uint8)
+    if backend.rank == src:
+        for t, start in group:
+            _C.tensor_to_host(t._h, buf.ctypes.data + start, t.numel() * t.dtype.itemsize)
+    backend.broadcast_(buf, src, what)
+    if backend.rank == src:
+        return
+    for t, start in group:
+        n = t.numel() * t.dtype.itemsize
+        value = _result(_C.tensor_from_host(buf.ctypes.data + start, n, tuple(t.shape), t.dtype.code, t.device.code))
+        _assign(t, value, what)

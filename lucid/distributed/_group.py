@@ -23,6 +23,7 @@ import importlib.util
 import math
 import numbers
 import os
+import queue
 import sys
 import threading
 import time
@@ -86,6 +87,9 @@ def _timeout_seconds(timeout) -> float:
 
 
 _ABORT_GRACE_SECONDS = 0.5
+# Between two looks at a reduction in flight: MPI moves it on at each look, and the core is
+# left to the program's computation in between (a blocking wait would spin on it).
+_POLL_SECONDS = 0.0002
 
 
 class _Watchdog:
@@ -135,6 +139,54 @@ def _say(message):
     sys.stderr.flush()
 
 
+class _Progress:
+    """A thread that waits for the started nonblocking reductions, one after the other.
+
+    MPICH moves a nonblocking collective on only inside MPI calls; waiting for it here (the
+    wait releases the GIL) moves it on while the program computes, so that a reduction
+    started during backward goes over the network during backward. Errors are kept and
+    raised by :meth:`wait`, in the program's thread."""
+
+    def __init__(self, MPI):
+        self._MPI = MPI
+        self._queue = queue.SimpleQueue()
+        self._done = threading.Condition()
+        self._started = self._finished = 0
+        self._error = None
+        self._thread = threading.Thread(target=self._run, name="lucid-distributed-progress", daemon=True)
+        self._thread.start()
+
+    def add(self, request):
+        with self._done:
+            self._started += 1
+        self._queue.put(request)
+
+    def _run(self):
+        while (request := self._queue.get()) is not None:
+            error = None
+            try:
+                while not request.Test():
+                    time.sleep(_POLL_SECONDS)
+            except self._MPI.Exception as e:
+                error = e
+            with self._done:
+                self._finished += 1
+                if error is not None and self._error is None:
+                    self._error = error
+                self._done.notify_all()
+
+    def wait(self):
+        with self._done:
+            while self._finished < self._started:
+                self._done.wait()
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def stop(self):
+        self._queue.put(None)
+
+
 # ---- backends ----------------------------------------------------------------------------------
 
 
@@ -154,6 +206,9 @@ class _Local:
         return buf[None].copy()
 
     def all_gather_object(self, obj, what):
+        return [obj]
+
+    def gather_object(self, obj, dst, what):
         return [obj]
 
     def barrier(self, what="barrier"):
@@ -188,6 +243,7 @@ class _MPI:
             np.dtype(np.int16): MPI.INT16_T,
         }
         self._half_ops = {}
+        self._progress = None
         self.watchdog = None
         if self.size > 1 and math.isfinite(timeout):
             self.watchdog = _Watchdog(self.abort, self.rank, self.size, timeout)
@@ -219,16 +275,34 @@ class _MPI:
             self._half_ops[key] = self.MPI.Op.Create(reduce, commute=True)
         return self._half_ops[key]
 
-    def reduce_(self, buf, op, what):
-        """`buf` (1-D, contiguous) replaced by the sum or the maximum over the ranks."""
+    def _reduction(self, buf, op):
+        """MPI's description of `buf` (1-D, contiguous) and the op that sums or maximises it."""
         MPI = self.MPI
         if buf.dtype == np.float16 or is_numpy_bfloat16(buf.dtype):
-            spec, mpi_op = [buf.view(np.uint16), MPI.UINT16_T], self._half_op(buf.dtype, op)
-        elif buf.dtype == np.bool_:
-            spec, mpi_op = [buf, MPI.C_BOOL], MPI.LOR  # a sum or maximum of bools is their "or"
-        else:
-            spec, mpi_op = [buf, self._types[buf.dtype]], (MPI.SUM if op == "sum" else MPI.MAX)
-        self._call(what, self.comm.Allreduce, MPI.IN_PLACE, spec, op=mpi_op)
+            return [buf.view(np.uint16), MPI.UINT16_T], self._half_op(buf.dtype, op)
+        if buf.dtype == np.bool_:
+            return [buf, MPI.C_BOOL], MPI.LOR  # a sum or maximum of bools is their "or"
+        return [buf, self._types[buf.dtype]], (MPI.SUM if op == "sum" else MPI.MAX)
+
+    def reduce_(self, buf, op, what):
+        """`buf` (1-D, contiguous) replaced by the sum or the maximum over the ranks."""
+        spec, mpi_op = self._reduction(buf, op)
+        self._call(what, self.comm.Allreduce, self.MPI.IN_PLACE, spec, op=mpi_op)
+
+    def start_reduce_(self, buf, op, what):
+        """Starts replacing `buf` by its sum or maximum over the ranks (MPI_Iallreduce) and
+        returns at once; `buf` must stay untouched until :meth:`wait_reductions`. Every rank
+        must start the same reductions in the same order."""
+        spec, mpi_op = self._reduction(buf, op)
+        request = self._call(what, self.comm.Iallreduce, self.MPI.IN_PLACE, spec, op=mpi_op)
+        if self._progress is None:
+            self._progress = _Progress(self.MPI)
+        self._progress.add(request)
+
+    def wait_reductions(self, what):
+        """Waits, under the watchdog, until every reduction started so far has finished."""
+        if self._progress is not None:
+            self._call(what, self._progress.wait)
 
     def broadcast_(self, buf, src, what):
         self._call(what, self.comm.Bcast, [buf.view(np.uint8), self.MPI.BYTE], root=src)
@@ -245,6 +319,10 @@ class _MPI:
 
     def all_gather_object(self, obj, what):
         return self._call(what, self.comm.allgather, obj)
+
+    def gather_object(self, obj, dst, what):
+        """Every rank's picklable `obj`, in rank order, on rank `dst` (None elsewhere)."""
+        return self._call(what, self.comm.gather, obj, root=dst)
 
     def local_size(self):
         """How many ranks run on this machine (this one included); it also sets
@@ -268,6 +346,8 @@ class _MPI:
     def close(self):
         if self.watchdog is not None:
             self.watchdog.stop()
+        if self._progress is not None:
+            self._progress.stop()
         for op in self._half_ops.values():
             op.Free()
         self._half_ops = {}

@@ -1,4 +1,5 @@
-"""Tests that run lucid on two MPI processes (``mpiexec -n 2``, loopback only).
+"""Tests that run lucid on two MPI processes (``mpiexec -n 2``: on this machine, and in
+test_two_hosts.py on two simulated hosts, network namespaces joined by a veth link).
 
 They run with ``make test-distributed`` (which installs the ``distributed`` extra into .venv
 first) or ``pytest tests/distributed``; the plain ``pytest`` run of the whole suite leaves

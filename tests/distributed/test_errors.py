@@ -113,3 +113,28 @@ def test_a_rank_that_leaves_early_ends_the_job_at_the_timeout(run_mpi):
     assert run.seconds < 30, f"took {run.seconds:.1f} s:\n{run.out}"
     assert "rank 0 of 2 has waited" in run.out and "in all_reduce" in run.out, run.out
     assert "rank 0 was not stopped" not in run.out
+
+
+@pytest.mark.parametrize("victim", [0, 1])
+def test_a_rank_killed_mid_training_ends_the_job_within_seconds(run_mpi, victim):
+    """A rank killed (SIGKILL) during DistributedDataParallel training: mpiexec ends the job
+    and names the dead process (test_two_hosts.py does the same across two hosts)."""
+    run = run_mpi("worker_dead_rank.py", victim, timeout=90)
+    assert run.returncode != 0, run.out
+    assert run.seconds < 30, f"took {run.seconds:.1f} s:\n{run.out}"
+    assert f"rank {victim} step 3" in run.out and "finished" not in run.out, run.out
+    assert "BAD TERMINATION" in run.out and "EXIT CODE: 9" in run.out, run.out
+
+
+@pytest.mark.parametrize("mode, raising", [("unused-everywhere", {0, 1}), ("unused-on-rank-1", {1})])
+def test_a_parameter_without_a_gradient_raises_at_the_next_forward(run_mpi, mode, raising):
+    """Without find_unused_parameters, a parameter that gets no gradient leaves the averaging
+    unfinished; the next forward says so (as PyTorch does) and the job ends, nothing hangs
+    (with "unused-on-rank-1", rank 0 waits in its backward for rank 1 until the abort)."""
+    run = run_mpi("worker_failures.py", mode, timeout=60)
+    assert run.returncode == 1, run.out
+    assert run.seconds < 30, f"took {run.seconds:.1f} s:\n{run.out}"
+    assert "was not stopped" not in run.out and "step 2" not in run.out, run.out
+    assert "the previous backward did not give every parameter a gradient" in run.out, run.out
+    assert "Parameters without one: b.weight, b.bias" in run.out and "find_unused_parameters=True" in run.out
+    assert any(f"on rank {r}" in run.out for r in raising), run.out

@@ -37,11 +37,11 @@ class Branchy(nn.Module):
         return y + self.extra(x) if use_extra else y
 
 
-# 1. A parameter one rank did not use is averaged with a zero from that rank; one no rank
-#    used keeps .grad None.
+# 1. With find_unused_parameters, a parameter one rank did not use is averaged with a zero
+#    from that rank; one no rank used keeps .grad None.
 lucid.manual_seed(0)
 reference = Branchy()
-model = DistributedDataParallel(copy.deepcopy(reference))
+model = DistributedDataParallel(copy.deepcopy(reference), find_unused_parameters=True)
 model(x_mine, use_extra=rank == 0).sum().backward()
 reference.main(x_all).sum().backward()
 reference.extra(x_all[:2]).sum().backward()

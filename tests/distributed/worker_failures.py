@@ -5,7 +5,9 @@
 MODE: "raise" (rank 1 raises an uncaught exception), "exit" (rank 1 exits with status 3
 without a word), "leave" (rank 1 returns normally without taking part: only the timeout
 can end rank 0's wait), "raise-in-backward" (rank 1 raises while rank 0 averages gradients
-in DistributedDataParallel's backward).
+in DistributedDataParallel's backward), "unused-everywhere" and "unused-on-rank-1" (a
+parameter gets no gradient on every rank, or on rank 1 only, without find_unused_parameters:
+the next forward raises instead of anything waiting for it).
 """
 
 import os
@@ -19,6 +21,23 @@ from lucid.nn.parallel import DistributedDataParallel
 mode = sys.argv[1]
 dist.init()
 rank = dist.get_rank()
+
+if mode.startswith("unused"):
+
+    class TwoHeads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 2), nn.Linear(4, 2)
+
+        def forward(self, x, use_b):
+            return self.a(x) + self.b(x) if use_b else self.a(x)
+
+    model = DistributedDataParallel(TwoHeads())
+    for step in range(3):
+        print(f"rank {rank} step {step}", flush=True)
+        model(lucid.randn(3, 4), use_b=mode == "unused-on-rank-1" and rank == 0).sum().backward()
+    print(f"rank {rank} was not stopped", flush=True)
+    sys.exit(0)
 model = DistributedDataParallel(nn.Linear(4, 2))
 print(f"rank {rank} ready", flush=True)
 

@@ -154,7 +154,11 @@ package enum Autograd {
             }
         }
         // Nodes in topological order (each after the nodes its inputs come from); backward runs
-        // them in reverse, so each runs after every consumer has added its contribution.
+        // them in reverse, so each runs after every consumer has added its contribution. A
+        // node's inputs are explored first to last, so that its last inputs come last in this
+        // order and first in backward: for `linear(x, cast(w))` the weight's cast runs right
+        // after the linear, not after everything that made x, and the weight's gradient is
+        // ready (its post-accumulate hooks run) as early as under float32.
         var order: [GradNode] = []
         var visited = Set<ObjectIdentifier>()
         var stack: [(GradNode, Bool)] = roots.reversed().map { ($0, false) }
@@ -162,7 +166,7 @@ package enum Autograd {
             if expanded { order.append(node); continue }
             guard visited.insert(ObjectIdentifier(node)).inserted else { continue }
             stack.append((node, true))
-            for case let edge? in node.inputs {
+            for case let edge? in node.inputs.reversed() {
                 if let fn = edge.node, !visited.contains(ObjectIdentifier(fn)) { stack.append((fn, false)) }
             }
         }

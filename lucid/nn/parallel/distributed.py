@@ -1,20 +1,32 @@
-"""DistributedDataParallel: one model replica per rank, gradients averaged after backward.
+"""DistributedDataParallel: one model replica per rank, gradients averaged during backward.
 
-How the gradients are caught: lucid's autograd has no per-parameter hooks, so for the length
-of a forward pass the wrapper hands the module, in place of each parameter, the output of an
-identity function (:class:`_GradReady`) of that parameter and of one shared *sync token*
-(made by :class:`_SyncPoint` from a one-element leaf). The engine runs a node of the backward
-graph only after every node that consumes its output, and every identity consumes the
-token; so ``_SyncPoint.backward`` runs once per ``backward()``, after every parameter's
-gradient has been accumulated: there the gradients are averaged over the ranks, in flat
-buckets. An unchanged training loop (``loss.backward(); optimizer.step()``) therefore sees
-averaged gradients, as with PyTorch's DistributedDataParallel.
+How the gradients are caught. Each parameter has a post-accumulate-grad hook
+(``register_post_accumulate_grad_hook``): once backward has accumulated a parameter's gradient
+it is ready, and once every gradient of a bucket is ready the bucket is copied into its flat
+host buffer and its all-reduce is started (MPI_Iallreduce) while backward goes on. The buckets
+are started strictly in their fixed order (the parameters' reverse order, as backward usually
+reaches them), so that every rank starts the same reductions in the same order whatever order
+its hooks run in. A forward made for averaging (not under ``no_sync``, with grad enabled)
+arms the wrapper; the hook of the last parameter to get its gradient waits for the buckets
+still in flight and writes the averages into ``.grad``, so ``backward()`` returns with them.
+
+A parameter that gets no gradient leaves that backward's averaging unfinished: the next
+forward raises an error that names it (as PyTorch does), unless ``find_unused_parameters``.
+Then the end of backward is caught by a graph node instead: for the length of a forward pass
+the module sees, in place of each parameter, the output of an identity (:class:`_GradReady`)
+of that parameter and of one shared *sync token* (made by :class:`_SyncPoint` from a
+one-element leaf). The engine runs a node of the backward graph only after every node that
+consumes its output, and every identity consumes the token; so ``_SyncPoint.backward`` runs
+once per ``backward()``, after every gradient has been accumulated, and averages what there
+is, counting a parameter a rank did not use as a zero there. (The engine reaches those
+identities late in backward, so in that mode the buckets are averaged at its end.)
 """
 
 from __future__ import annotations
 
 import contextlib
 import numbers
+import time
 import weakref
 from collections import OrderedDict
 
@@ -25,17 +37,16 @@ from ..._grad_mode import is_grad_enabled, no_grad
 from ..._ops.creation import zeros
 from ..._types import bfloat16, device, float16
 from ...autograd import Function
-from ...distributed import _assign, _group, _scale_, _tensor_from
+from ...distributed import _broadcast_tensors, _group, _scale_, _tensor_from
 from ..module import Module
-from ..._core import result as _result
 
 _WHAT = "DistributedDataParallel"
-_ALIGN = 64  # bytes: each tensor in a broadcast buffer starts at an aligned offset
+_AVERAGING = f"{_WHAT}: averaging gradients"
 
 
 class _SyncPoint(Function):
-    """The sync token: an identity of a one-element leaf whose backward averages the
-    gradients (it runs after every parameter's identity has passed its gradient on)."""
+    """The sync token: an identity of a one-element leaf whose backward finishes the
+    averaging (it runs after every parameter's identity has passed its gradient on)."""
 
     @staticmethod
     def forward(ctx, anchor, ddp_ref):
@@ -46,7 +57,7 @@ class _SyncPoint(Function):
     def backward(ctx, grad):
         ddp = ctx.ddp_ref()
         if ddp is not None:
-            ddp._sync_gradients()
+            ddp._finish_averaging()
         return None, None
 
 
@@ -64,20 +75,39 @@ class _GradReady(Function):
 
 
 class _Bucket:
-    """Parameters whose gradients are averaged in one flat buffer of one dtype."""
+    """Parameters whose gradients are averaged in one flat buffer of one dtype: their
+    elements one after the other, then one used-flag per parameter (1 where this rank's
+    backward produced a gradient; their sum tells which parameters some rank used)."""
 
-    __slots__ = ("dtype", "entries", "buffer")
+    __slots__ = ("dtype", "entries", "size", "buffer", "waiting")
 
     def __init__(self, dtype):
         self.dtype = dtype
         self.entries = []  # (parameter index, start, numel)
+        self.size = 0  # elements of gradient, before the flags
         self.buffer = None
+        self.waiting = 0  # gradients of this backward not ready yet
+
+
+def _on_gradient_ready(ddp_ref, index):
+    def hook(param):
+        ddp = ddp_ref()
+        if ddp is not None:
+            ddp._gradient_ready(index)
+
+    return hook
+
+
+def _remove_hooks(handles):
+    for h in handles:
+        h.remove()
 
 
 class DistributedDataParallel(Module):
     """Data-parallel training over ``lucid.distributed``: each rank runs `module` on its own
     share of every batch, and after ``backward()`` each parameter's ``.grad`` is the average
-    of the ranks' gradients, so every rank's optimizer takes the same step.
+    of the ranks' gradients, so every rank's optimizer takes the same step. The averaging of
+    a bucket of gradients starts during backward, as soon as they are all there.
 
     Parameters
     ----------
@@ -101,10 +131,13 @@ class DistributedDataParallel(Module):
     process_group : None
         lucid has one process group, every rank.
     bucket_cap_mb : float, optional
-        PyTorch's name for `bucket_mb` (give one of the two).
+        PyTorch's name for `bucket_mb` (give one of the two): the size cap of a bucket.
     find_unused_parameters : bool, default False
-        Accepted either way: parameters a rank's forward did not use always count as zero
-        gradients there (see the notes), which is what PyTorch's True does.
+        False: every parameter must get a gradient in every backward (of a forward that
+        averages), as PyTorch requires; one that gets none leaves the averaging unfinished,
+        and the next forward raises a RuntimeError naming it. True: a parameter a rank's
+        forward did not use counts as a zero gradient there, and one no rank used keeps
+        ``.grad`` None; the buckets are then averaged at the end of backward, without overlap.
     gradient_as_bucket_view : bool, default False
         Accepted and ignored: a PyTorch memory saving (``.grad`` as a view of the bucket);
         lucid copies the averaged bucket back into each ``.grad``.
@@ -112,13 +145,20 @@ class DistributedDataParallel(Module):
         Accepted and ignored: PyTorch's hint that the graph is the same at every step; lucid
         averages once per backward whatever the graph.
     bucket_mb : float, default 25
-        The size of the flat buffers that gradients are averaged in (one MPI all-reduce per
-        buffer; a larger parameter gets a buffer of its own).
+        The size cap of the buckets, the flat buffers that gradients are averaged in (one
+        MPI all-reduce per bucket; a larger parameter gets a bucket of its own). The
+        parameters fill them in reverse order, the order backward usually finishes them in.
     grad_dtype : lucid.bfloat16 or lucid.float16, optional
         Compresses the gradients for the all-reduce: each is divided by the world size in
         float32, cast to `grad_dtype`, summed over the ranks (in float32, rounded once per
         pair) and cast back to the parameter's dtype, as PyTorch's ``bf16_compress_hook`` and
         ``fp16_compress_hook`` do. Half the bytes, at that dtype's precision.
+    overlap : bool, default True
+        Starts each bucket's all-reduce during backward, as soon as its gradients are all
+        accumulated, so that communication overlaps the rest of backward (the end of
+        backward waits only for the buckets still in flight). False averages every bucket
+        at the end of backward, one after the other (for measuring what the overlap gains;
+        the result is the same).
 
     The arguments after `broadcast_buffers` are keyword-only (PyTorch's positions after it
     differ between its versions).
@@ -127,12 +167,16 @@ class DistributedDataParallel(Module):
     -----
     - Call :func:`lucid.distributed.init` first. With world size 1 the wrapper only calls
       the module.
-    - The gradients are averaged once ``backward()`` has accumulated all of them (not
-      overlapped with the backward pass). Parameters that a rank's forward did not use count
-      as zero gradients there; a parameter no rank used keeps ``.grad`` None.
-    - During the forward pass the module sees each parameter through an identity (not the
-      Parameter object itself); code that must change a parameter in place belongs outside
-      ``forward``, as in any training loop.
+    - A bucket's all-reduce starts once backward has accumulated all of its gradients (MPI's
+      nonblocking all-reduce, moved on by a background thread), always in the buckets'
+      fixed order, and ``backward()`` returns once every bucket is averaged. Under autocast
+      the engine reaches the parameters' casts late in backward, so the buckets are then
+      averaged near its end.
+    - ``no_sync()``: the gradients of backward passes of forwards made inside it accumulate
+      locally; the first backward of a forward made outside averages the accumulated sum.
+    - With ``find_unused_parameters=True``, during the forward pass the module sees each
+      parameter through an identity (not the Parameter object itself); code that must
+      change a parameter in place belongs outside ``forward``, as in any training loop.
     - One ``backward()`` per forward; several forwards whose outputs add into one loss are
       fine (they share one averaging).
     - ``state_dict()`` has the wrapped module's keys, without PyTorch's ``module.`` prefix,
@@ -166,6 +210,7 @@ class DistributedDataParallel(Module):
         static_graph=False,
         bucket_mb=None,
         grad_dtype=None,
+        overlap=True,
     ):
         super().__init__()
         if not isinstance(module, Module):
@@ -196,21 +241,40 @@ class DistributedDataParallel(Module):
             raise ValueError(f"grad_dtype must be None, lucid.bfloat16 or lucid.float16, got {grad_dtype!r}")
         if not isinstance(broadcast_buffers, bool):
             raise TypeError(f"broadcast_buffers must be a bool, got {broadcast_buffers!r}")
+        if not isinstance(overlap, bool):
+            raise TypeError(f"overlap must be a bool, got {overlap!r}")
         backend = _group.require(_WHAT)
         _check_devices(module, backend, device_ids, output_device)
         self.module = module
         self.bucket_bytes = max(1, int(bucket_mb * 2**20))
         self.grad_dtype = grad_dtype
         self.broadcast_buffers = broadcast_buffers
+        self.overlap = overlap
+        self.find_unused_parameters = find_unused_parameters
         self._params = [p for p in module.parameters() if p.requires_grad]
         self._require_sync = True
         self._token = None
         self._token_grad = None
         self._syncs = 0
+        self._buckets, self._bucket_of = self._plan_buckets()
+        # This backward's averaging: whether a forward armed it, which gradients are ready
+        # (and how many are not), the next bucket to start; and how many buckets started
+        # before the last gradient was ready, since the wrapper was made.
+        self._averaging = False
+        self._ready = []
+        self._next_bucket = 0
+        self._waiting = 0
+        self._started_early = 0
+        self._waited = 0.0  # seconds backward spent waiting for reductions to finish
+        self._index = {id(p): i for i, p in enumerate(self._params)}
         if backend.size > 1:
             self._check_replicas_match(backend)
             self._broadcast_from_rank_0(list(module.parameters()) + list(module.buffers()))
-        self._buckets = self._plan_buckets()
+            ref = weakref.ref(self)
+            handles = [
+                p.register_post_accumulate_grad_hook(_on_gradient_ready(ref, i)) for i, p in enumerate(self._params)
+            ]
+            weakref.finalize(self, _remove_hooks, handles)
 
     # ---- the module's interface -------------------------------------------------------------
 
@@ -223,6 +287,9 @@ class DistributedDataParallel(Module):
             if buffers:
                 self._broadcast_from_rank_0(buffers)
         if not self._require_sync or not is_grad_enabled() or not self._params:
+            return self.module(*args, **kwargs)
+        self._arm()
+        if not self.find_unused_parameters:
             return self.module(*args, **kwargs)
         token = self._sync_token()
         proxies = {id(p): _GradReady.apply(p, token, (self._token_grad,)) for p in self._params}
@@ -266,6 +333,8 @@ class DistributedDataParallel(Module):
 
     def extra_repr(self) -> str:
         parts = [f"bucket_mb={self.bucket_bytes / 2**20:g}"]
+        if not self.overlap:
+            parts.append("overlap=False")
         if self.grad_dtype is not None:
             parts.append(f"grad_dtype={self.grad_dtype}")
         return ", ".join(parts)
@@ -278,13 +347,15 @@ class DistributedDataParallel(Module):
             [(n, b.dtype.name, tuple(b.shape)) for n, b in self.module.named_buffers()],
             None if self.grad_dtype is None else self.grad_dtype.name,
             self.bucket_bytes,
+            self.overlap,
+            self.find_unused_parameters,
         )
         everyone = backend.all_gather_object(mine, _WHAT)
         for rank, theirs in enumerate(everyone):
             if theirs == everyone[0]:
                 continue
-            what = ("parameters", "buffers", "grad_dtype", "bucket_mb")
-            field = next(i for i in range(4) if theirs[i] != everyone[0][i])
+            what = ("parameters", "buffers", "grad_dtype", "bucket_mb", "overlap", "find_unused_parameters")
+            field = next(i for i in range(len(what)) if theirs[i] != everyone[0][i])
             detail = ""
             if field < 2:
                 a, b = everyone[0][field], theirs[field]
@@ -297,46 +368,26 @@ class DistributedDataParallel(Module):
 
     def _broadcast_from_rank_0(self, tensors):
         """Makes every rank's `tensors` rank 0's, in flat byte buffers of at most one bucket."""
-        backend = _group.require(_WHAT)
-        group, size = [], 0
-        for t in tensors:
-            n = _aligned(t.numel() * t.dtype.itemsize)
-            if group and size + n > self.bucket_bytes:
-                self._broadcast_group(backend, group, size)
-                group, size = [], 0
-            group.append((t, size))
-            size += n
-        if group:
-            self._broadcast_group(backend, group, size)
-
-    @staticmethod
-    def _broadcast_group(backend, group, size):
-        buf = np.empty(size, dtype=np.uint8)
-        if backend.rank == 0:
-            for t, start in group:
-                _C.tensor_to_host(t._h, buf.ctypes.data + start, t.numel() * t.dtype.itemsize)
-        backend.broadcast_(buf, 0, f"{_WHAT}: broadcasting the parameters and buffers from rank 0")
-        if backend.rank == 0:
-            return
-        for t, start in group:
-            n = t.numel() * t.dtype.itemsize
-            value = _result(
-                _C.tensor_from_host(buf.ctypes.data + start, n, tuple(t.shape), t.dtype.code, t.device.code)
-            )
-            _assign(t, value, f"{_WHAT}: broadcast from rank 0")
+        what = f"{_WHAT}: broadcasting the parameters and buffers from rank 0"
+        _broadcast_tensors(tensors, 0, self.bucket_bytes, what)
 
     def _plan_buckets(self):
-        buckets, open_ = [], {}
-        for i, p in enumerate(self._params):
+        """The buckets in their fixed order (the same on every rank: the replicas match), and
+        each parameter's bucket. Parameters go in reverse order, one bucket per dtype open at
+        a time, each closed when the next gradient would take it past the cap."""
+        buckets, open_, bucket_of = [], {}, [0] * len(self._params)
+        for i in reversed(range(len(self._params))):
+            p = self._params[i]
             dtype = self.grad_dtype or p.dtype
-            nbytes = p.numel() * dtype.itemsize
-            bucket = open_.get(dtype.name)
-            if bucket is None or (bucket.entries and _used_bytes(bucket) + nbytes > self.bucket_bytes):
-                bucket = open_[dtype.name] = _Bucket(dtype)
-                buckets.append(bucket)
-            start = bucket.entries[-1][1] + bucket.entries[-1][2] if bucket.entries else 0
-            bucket.entries.append((i, start, p.numel()))
-        return buckets
+            b = open_.get(dtype.name)
+            if b is None or (buckets[b].size + p.numel()) * dtype.itemsize > self.bucket_bytes:
+                b = open_[dtype.name] = len(buckets)
+                buckets.append(_Bucket(dtype))
+            bucket = buckets[b]
+            bucket.entries.append((i, bucket.size, p.numel()))
+            bucket.size += p.numel()
+            bucket_of[i] = b
+        return buckets, bucket_of
 
     # ---- the gradient sync ------------------------------------------------------------------
 
@@ -347,46 +398,98 @@ class DistributedDataParallel(Module):
             self._token = _SyncPoint.apply(anchor, weakref.ref(self))
         return self._token
 
-    def _sync_gradients(self):
-        """Replaces every parameter's gradient by its average over the ranks (runs inside
-        backward, once the gradients are all there)."""
-        self._token = None
-        backend = _group.require(f"{_WHAT}: averaging gradients")
-        what = f"{_WHAT}: averaging gradients"
-        grads = [p.grad for p in self._params]
-        used = np.array([g is not None for g in grads], dtype=np.bool_)
-        backend.reduce_(used, "max", what)  # a parameter some rank used is averaged on every rank
+    def _arm(self):
+        """A forward that averages: its backward's hooks start the buckets. Raises if the
+        previous averaging started and did not finish (a parameter got no gradient)."""
+        if self._averaging and any(self._ready):
+            missing = [
+                n for n, p in self.module.named_parameters() if p.requires_grad and not self._ready[self._index[id(p)]]
+            ]
+            raise RuntimeError(
+                f"{_WHAT}: the previous backward did not give every parameter a gradient, so its averaging "
+                f"did not finish on rank {_group.require(_WHAT).rank}. Parameters without one: "
+                f"{', '.join(missing[:8])}{' …' if len(missing) > 8 else ''}. Pass find_unused_parameters=True "
+                f"to count parameters a forward does not use as zero gradients, or make every parameter "
+                f"take part in the loss."
+            )
+        if self._averaging:
+            return  # several forwards, one backward
+        self._averaging = True
+        self._ready = [False] * len(self._params)
+        self._waiting = len(self._params)
+        for bucket in self._buckets:
+            bucket.waiting = len(bucket.entries)
+        self._next_bucket = 0
+
+    def _gradient_ready(self, index):
+        """The hook: parameter `index` has its whole gradient of this backward in ``.grad``."""
+        if not self._averaging or self._ready[index]:
+            return
+        self._ready[index] = True
+        self._waiting -= 1
+        self._buckets[self._bucket_of[index]].waiting -= 1
+        backend = _group.require(_AVERAGING)
+        if self._waiting == 0 and not self.find_unused_parameters:
+            self._finish_averaging()
+            return
+        if not self.overlap:
+            return
+        while self._next_bucket < len(self._buckets) and self._buckets[self._next_bucket].waiting == 0:
+            self._start(backend, self._buckets[self._next_bucket])
+            self._next_bucket += 1
+            self._started_early += 1
+
+    def _start(self, backend, bucket):
+        """Copies the bucket's gradients (zeros where there is none) and its used-flags into
+        its buffer and starts their sum over the ranks."""
+        if bucket.buffer is None:
+            bucket.buffer = np.empty(bucket.size + len(bucket.entries), dtype=bucket.dtype.numpy)
+        buf, flags = bucket.buffer, bucket.buffer[bucket.size :]
         inverse = 1.0 / backend.size
-        compress = self.grad_dtype is not None
+        with no_grad():
+            for k, (i, start, n) in enumerate(bucket.entries):
+                view = buf[start : start + n]
+                g = self._params[i].grad
+                flags[k] = g is not None
+                if g is None:
+                    view[...] = 0
+                    continue
+                if self.grad_dtype is not None:
+                    g = (g * inverse).to(bucket.dtype)
+                _C.tensor_to_host(g._h, view.ctypes.data, view.nbytes)
+        backend.start_reduce_(buf, "sum", _AVERAGING)
+
+    def _finish_averaging(self):
+        """The end of backward: starts the buckets not started yet (in order), waits for every
+        reduction and writes each average into its parameter's ``.grad``."""
+        self._token = None
+        if not self._averaging:
+            self._arm()  # a backward that reached no parameter
+        backend = _group.require(_AVERAGING)
+        for bucket in self._buckets[self._next_bucket :]:
+            self._start(backend, bucket)
+        self._next_bucket = len(self._buckets)
+        t0 = time.perf_counter()
+        backend.wait_reductions(_AVERAGING)
+        self._waited += time.perf_counter() - t0
+        inverse = 1.0 / backend.size
         with no_grad():
             for bucket in self._buckets:
-                if not any(used[i] for i, _, _ in bucket.entries):
+                buf, flags = bucket.buffer, bucket.buffer[bucket.size :]
+                if not flags.any():
                     continue
-                if bucket.buffer is None:
-                    last = bucket.entries[-1]
-                    bucket.buffer = np.empty(last[1] + last[2], dtype=bucket.dtype.numpy)
-                buf = bucket.buffer
-                for i, start, n in bucket.entries:
-                    view = buf[start : start + n]
-                    g = grads[i]
-                    if g is None:
-                        view[...] = 0
-                        continue
-                    if compress:
-                        g = (g * inverse).to(bucket.dtype)
-                    _C.tensor_to_host(g._h, view.ctypes.data, view.nbytes)
-                backend.reduce_(buf, "sum", what)
-                if not compress:
-                    _scale_(buf, inverse)
-                for i, start, n in bucket.entries:
-                    if not used[i]:
+                if self.grad_dtype is None:
+                    _scale_(buf[: bucket.size], inverse)
+                for k, (i, start, n) in enumerate(bucket.entries):
+                    if not flags[k]:  # no rank used it
                         continue
                     p = self._params[i]
                     g = _tensor_from(buf[start : start + n], p.shape, bucket.dtype, p.device)
-                    if grads[i] is None:  # used on another rank only
+                    if p.grad is None:  # used on another rank only
                         p.grad = g.to(p.dtype)
                     else:
-                        grads[i].copy_(g)  # into the tensor p.grad already is
+                        p.grad.copy_(g)  # into the tensor p.grad already is
+        self._averaging = False
         self._syncs += 1
 
 
@@ -425,12 +528,3 @@ def _entry(entries, i):
         return "nothing more"
     name, dtype, shape = entries[i][:3]
     return f"{name!r} ({dtype}, shape {shape})"
-
-
-def _aligned(n):
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
-
-
-def _used_bytes(bucket):
-    last = bucket.entries[-1]
-    return (last[1] + last[2]) * bucket.dtype.itemsize
