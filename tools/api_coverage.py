@@ -1247,7 +1247,11 @@ OUT_OF_SCOPE = [
     ("torch.ops", "C++ extensions: TorchScript custom classes and the operator registry"),
     ("torch.distributed.rpc", RPC),
     ("torch.distributed.autograd", RPC),
-    ("torch.distributed.optim", RPC),
+    # (ZeroRedundancyOptimizer, the rest of torch.distributed.optim, is in scope.)
+    ("torch.distributed.optim.DistributedOptimizer", RPC),
+    ("torch.distributed.optim.PostLocalSGDOptimizer", "sharded/tensor-parallel training over NCCL/Gloo process groups"),
+    ("torch.distributed.optim.apply_optimizer_in_backward", "sharded/tensor-parallel training over NCCL/Gloo process groups"),
+    ("torch.distributed.optim.named_optimizer", "sharded/tensor-parallel training over NCCL/Gloo process groups"),
     ("torch.distributed.nn", RPC),
     ("torch.futures", RPC),
     ("torch.distributed.fsdp", "sharded/tensor-parallel training over NCCL/Gloo process groups"),
