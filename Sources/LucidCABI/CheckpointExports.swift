@@ -145,9 +145,7 @@ public func lucid_safetensors_write(
         var items: [Safetensors.Item] = []
         var at = 0
         for i in 0..<Int(count) {
-            guard let type = Safetensors.ElementType(rawValue: types[i]), type.itemSize > 0 else {
-                throw LucidError(.type, "tensor '\(names[i])': cannot write dtype '\(types[i])'")
-            }
+            let type = try Safetensors.ElementType.writable(types[i], for: names[i])
             let rank = Int(ndims![i])
             guard (0...64).contains(rank) else { throw LucidError(.value, "tensor '\(names[i])' has \(rank) dimensions (0 to 64)") }
             guard rank == 0 || shapes != nil else { throw LucidError(.value, "shapes pointer is null") }

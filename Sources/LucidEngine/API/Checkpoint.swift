@@ -83,6 +83,8 @@ extension Safetensors {
     /// The tensors `contents` describes, made from the file's `bytes` on `device` (U16 and
     /// U32 widened to int32 and int64).
     package static func tensors(_ contents: Contents, in bytes: UnsafeRawBufferPointer, device: Device) throws -> [String: TensorImpl] {
+        // Every tensor's device is checked before any is made.
+        for e in contents.entries { try device.check(e.type.dtype!, op: "tensor '\(e.name)'") }
         var out: [String: TensorImpl] = [:]
         for e in contents.entries {
             let raw = UnsafeRawBufferPointer(rebasing: bytes[e.range])

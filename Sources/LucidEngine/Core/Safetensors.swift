@@ -70,6 +70,15 @@ package enum Safetensors {
         }
 
         var rank: Int { Self.allCases.firstIndex(of: self)! }
+
+        /// The type the format calls `name`, when lucid writes it (a `.type` error otherwise).
+        package static func writable(_ name: String, for tensor: String) throws -> ElementType {
+            guard let t = ElementType(rawValue: name), t.itemSize > 0 else {
+                let names = allCases.filter { $0.itemSize > 0 }.map(\.rawValue).joined(separator: ", ")
+                throw LucidError.type("tensor '\(tensor)': cannot write dtype '\(name)' (lucid writes \(names))")
+            }
+            return t
+        }
     }
 
     /// One tensor of a file: its name, type, shape and the bytes it occupies in the file
