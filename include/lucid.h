@@ -613,6 +613,10 @@ int32_t lucid_update_scale(lucid_tensor scale, lucid_tensor growth_tracker, luci
  * the last range; metadata that is not strings; a NUL in a name; BOOL bytes other than 0 and 1;
  * a dtype lucid cannot hold ("... which lucid cannot hold"). */
 int32_t lucid_safetensors_read(const void *data, int64_t nbytes, int64_t *tensors, int64_t *metadata);
+/* How many bytes of tensor data the header JSON header[0..nbytes) declares (the furthest end of
+ * its data_offsets), or 0 when it is not a header: a stream is read no further than that, and
+ * lucid_safetensors_read then names anything wrong. */
+int32_t lucid_safetensors_declared_size(const void *header, int64_t nbytes, int64_t *size);
 /* Tensor `index` of the calling thread's last read, in the order of the data: its name and
  * dtype name (engine-owned, valid until the thread's next read), its sizes written to shape
  * (capacity >= ndim), ndim, and the offset of its bytes in the data read and their count. */

@@ -347,7 +347,7 @@ def _unique_object(pairs):
     return out
 
 
-_MAX_HEADER = 100_000_000  # the safetensors package's own limit
+_MAX_HEADER = 100_000_000  # the longest header the engine reads (Safetensors.maxHeader)
 _CHUNK = 1 << 20
 
 
@@ -405,33 +405,13 @@ def _read_declared(f, max_bytes):
     text = _read_up_to(f, n)
     if len(text) < n:
         return head + text
-    declared = _declared_size(text)
+    declared = _C.safetensors_declared_size(text, len(text))
     if 8 + n + declared > max_bytes:
         raise ValueError(
             f"lucid.load: the stream's header declares {declared} bytes of tensor data "
             f"({8 + n + declared} in all), more than max_bytes={max_bytes}"
         )
     return head + text + _read_up_to(f, declared + 1)
-
-
-def _declared_size(text):
-    """The end of the furthest tensor a header declares (0 when it is not a header)."""
-    try:
-        header = json.loads(text)
-    except (ValueError, RecursionError):
-        return 0
-    if not isinstance(header, dict):
-        return 0
-    ends = [
-        e["data_offsets"][1]
-        for k, e in header.items()
-        if k != "__metadata__"
-        and isinstance(e, dict)
-        and isinstance(e.get("data_offsets"), list)
-        and len(e["data_offsets"]) == 2
-        and isinstance(e["data_offsets"][1], int)
-    ]
-    return max(0, max(ends, default=0))
 
 
 class safe_globals:

@@ -141,3 +141,20 @@ def test_the_abi_refuses_bad_arguments():
         _C.safetensors_read(b"", -1)
     with pytest.raises(TypeError, match="cannot store a numpy array of dtype uint64"):
         lucid.save({"u": np.zeros(1, np.uint64)}, "unused.safetensors")
+
+
+@pytest.mark.parametrize(
+    "header,size",
+    [
+        (b'{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"data_offsets":[16,40]}}', 40),
+        (b'{"__metadata__":{"data_offsets":"x"},"a":{"data_offsets":[0,8]}}', 8),
+        (b'{"a":{"data_offsets":[0,1099511627776]}}', 1 << 40),
+        (b'{"a":{"data_offsets":[0,-8]}}', 0),
+        (b"not json", 0),
+        (b"[1, 2]", 0),
+        (b"", 0),
+    ],
+)
+def test_the_size_a_stream_header_declares(header, size):
+    # What lucid.load reads of a stream after its header: no further than this.
+    assert _C.safetensors_declared_size(header, len(header)) == size

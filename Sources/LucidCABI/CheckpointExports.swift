@@ -78,6 +78,17 @@ public func lucid_safetensors_read(
     }
 }
 
+@_cdecl("lucid_safetensors_declared_size")
+public func lucid_safetensors_declared_size(
+    _ header: UnsafeRawPointer?, _ nbytes: Int64, _ size: UnsafeMutablePointer<Int64>?
+) -> Int32 {
+    abiCall {
+        guard nbytes >= 0 else { throw LucidError(.value, "nbytes is negative (\(nbytes))") }
+        guard nbytes == 0 || header != nil else { throw LucidError(.value, "header pointer is null") }
+        try store(Int64(Safetensors.declaredDataSize(UnsafeRawBufferPointer(start: header, count: Int(nbytes)))), size, "size")
+    }
+}
+
 @_cdecl("lucid_safetensors_tensor")
 public func lucid_safetensors_tensor(
     _ index: Int64, _ name: UnsafeMutablePointer<UnsafePointer<CChar>?>?,

@@ -135,6 +135,7 @@ SIGNATURES = {
     "lucid_unscale_grads": ([POINTER(c_uint32), c_int32, c_uint32, c_uint32], c_int32),
     "lucid_update_scale": ([c_uint32, c_uint32, c_uint32, c_double, c_double, c_int64], c_int32),
     "lucid_safetensors_read": ([c_void_p, c_int64, POINTER(c_int64), POINTER(c_int64)], c_int32),
+    "lucid_safetensors_declared_size": ([c_void_p, c_int64, POINTER(c_int64)], c_int32),
     "lucid_safetensors_tensor": ([c_int64, POINTER(c_char_p), POINTER(c_char_p), POINTER(c_int64), c_int32, POINTER(c_int32), POINTER(c_int64), POINTER(c_int64)], c_int32),
     "lucid_safetensors_metadata": ([c_int64, POINTER(c_char_p), POINTER(c_char_p)], c_int32),
     "lucid_safetensors_write": ([POINTER(c_char_p), POINTER(c_char_p), POINTER(c_int32), POINTER(c_int64), POINTER(c_void_p), POINTER(c_int64), c_int32, POINTER(c_char_p), POINTER(c_char_p), c_int32, c_void_p, c_int64, POINTER(c_int64)], c_int32),

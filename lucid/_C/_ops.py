@@ -1557,6 +1557,23 @@ def safetensors_read(data, nbytes):
     return tensors_.value, metadata_.value
 
 
+_lucid_safetensors_declared_size = _lib.lucid_safetensors_declared_size
+
+
+def safetensors_declared_size(header, nbytes):
+    """How many bytes of tensor data the header JSON header[0..nbytes) declares (the furthest end of
+    its data_offsets), or 0 when it is not a header: a stream is read no further than that, and
+    lucid_safetensors_read then names anything wrong.
+    """
+    if not -0x8000000000000000 <= nbytes <= 0x7FFFFFFFFFFFFFFF:
+        _out_of_range('nbytes', nbytes)
+    size_ = c_int64()
+    rc = _lucid_safetensors_declared_size(header, nbytes, byref(size_))
+    if rc:
+        _raise(rc)
+    return size_.value
+
+
 _lucid_safetensors_metadata = _lib.lucid_safetensors_metadata
 
 

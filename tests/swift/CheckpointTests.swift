@@ -213,6 +213,7 @@ private func everyDType() throws -> [String: Tensor] {
         #expect(missing?.kind == .runtime && missing?.message.contains("nope/x.safetensors") == true)
         #expect(lucidError { _ = try loadSafetensors(dir + "/missing.safetensors") }?.kind == .runtime)
         #expect(lucidError { _ = try loadSafetensors(dir) }?.message.contains("is a directory") == true)
+        #expect(lucidError { _ = try loadSafetensors("/dev/zero") }?.message.contains("is not a regular file") == true)
         // A tensor that requires gradients is saved as its values; a view as its elements.
         let p = try Tensor([1, 2, 3, 4, 5, 6], shape: [2, 3]).requiringGrad()
         try saveSafetensors(["p": p, "t": try p.detach().transpose(0, 1)], to: path)

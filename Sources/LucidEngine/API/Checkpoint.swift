@@ -24,8 +24,8 @@ public func saveSafetensors(_ tensors: [String: Tensor], to path: String, metada
     try FileIO.writeAtomically(data, to: path, op: "saveSafetensors")
 }
 
-/// The tensors of the safetensors file at `path`, by name, on `device`. The file is read
-/// whole and checked before any tensor is made: a file that is truncated, lies about its
+/// The tensors of the safetensors file at `path` (a regular file), by name, on `device`. The
+/// file is read whole and checked before any tensor is made: a file that is truncated, lies about its
 /// lengths, offsets, shapes or dtypes, names a key twice, or holds a dtype lucid cannot hold
 /// (float8, uint64, ...) is refused with a `LucidError` (`.value`) saying what is wrong.
 /// U16 and U32 tensors load as int32 and int64, as Python's `lucid.load` loads them. A file
@@ -116,6 +116,8 @@ enum FileIO {
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw failure(op, "read", path) }
         guard (info.st_mode & S_IFMT) != S_IFDIR else { throw LucidError.runtime("\(op): '\(path)' is a directory") }
+        // A device or a pipe may never end (/dev/zero): only a file's size bounds what is read.
+        guard (info.st_mode & S_IFMT) == S_IFREG else { throw LucidError.runtime("\(op): '\(path)' is not a regular file") }
         var out = [UInt8]()
         out.reserveCapacity(Int(info.st_size))
         var chunk = [UInt8](repeating: 0, count: 1 << 20)

@@ -163,6 +163,23 @@ package enum Safetensors {
         return Contents(entries: entries, metadata: metadata)
     }
 
+    /// How many bytes of tensor data the header JSON `text` declares (the furthest end of its
+    /// `data_offsets`), or 0 when `text` is not a header: so that a stream is read no further
+    /// than its header says, and the `read` of what was read names anything wrong.
+    package static func declaredDataSize(_ text: UnsafeRawBufferPointer) -> Int {
+        guard invalidUTF8(text) == nil else { return 0 }
+        var parser = JSONParser(text)
+        guard let root = try? parser.parseDocument(), case .object(let members) = root else { return 0 }
+        var end: UInt64 = 0
+        for (name, value) in members where name != "__metadata__" {
+            guard case .object(let fields) = value, let offsets = fields.first(where: { $0.0 == "data_offsets" })?.1,
+                case .array(let items) = offsets, items.count == 2, case .integer(let e) = items[1]
+            else { continue }
+            end = max(end, e)
+        }
+        return Int(clamping: end)
+    }
+
     private static func readMetadata(_ value: JSON) throws -> [(key: String, value: String)] {
         switch value {
         case .null: return []
