@@ -597,6 +597,46 @@ int32_t lucid_unscale_grads(const lucid_tensor *grads, int32_t count, lucid_tens
 int32_t lucid_update_scale(lucid_tensor scale, lucid_tensor growth_tracker, lucid_tensor found_inf,
                            double growth_factor, double backoff_factor, int64_t growth_interval);
 
+/* ---- checkpoints (the safetensors format) -------------------------------------------------- */
+
+/* The engine's one reader and writer of safetensors files (lucid.save / lucid.load in Python,
+ * saveSafetensors / loadSafetensors in Swift). Dtypes are the format's names ("F32", "BF16",
+ * "BOOL", ...): the ten of lucid's dtypes, and U16 and U32 (held as int32 and int64). */
+
+/* Checks the file data[0..nbytes) and keeps its description on the calling thread for
+ * lucid_safetensors_tensor and lucid_safetensors_metadata, until its next read: *tensors = how
+ * many tensors, *metadata = how many metadata entries. Refused with LUCID_ERR_VALUE and the
+ * reason ("not a valid safetensors file: ..."): a short, oversized or overlong header length; a
+ * header that is not UTF-8, not JSON, nested deeper than 128, not an object or names a key
+ * twice; an entry without a known dtype, a shape of non-negative integers or two
+ * data_offsets; data ranges with gaps or overlaps, sizes that are not the shape's, bytes after
+ * the last range; metadata that is not strings; a NUL in a name; BOOL bytes other than 0 and 1;
+ * a dtype lucid cannot hold ("... which lucid cannot hold"). */
+int32_t lucid_safetensors_read(const void *data, int64_t nbytes, int64_t *tensors, int64_t *metadata);
+/* How many bytes of tensor data the header JSON header[0..nbytes) declares (the furthest end of
+ * its data_offsets), or 0 when it is not a header: a stream is read no further than that, and
+ * lucid_safetensors_read then names anything wrong. */
+int32_t lucid_safetensors_declared_size(const void *header, int64_t nbytes, int64_t *size);
+/* Tensor `index` of the calling thread's last read, in the order of the data: its name and
+ * dtype name (engine-owned, valid until the thread's next read), its sizes written to shape
+ * (capacity >= ndim), ndim, and the offset of its bytes in the data read and their count. */
+int32_t lucid_safetensors_tensor(int64_t index, const char **name, const char **dtype, int64_t *shape, int32_t capacity,
+                                 int32_t *ndim, int64_t *offset, int64_t *nbytes);
+/* Metadata entry `index` of the last read (engine-owned, valid until the thread's next read). */
+int32_t lucid_safetensors_metadata(int64_t index, const char **key, const char **value);
+/* Lays out a file of `count` tensors: names[i] with dtype name dtypes[i], ndims[i] sizes
+ * taken in turn from shapes, and nbytes[i] bytes at data[i] (row-major, little-endian); and
+ * `metadata_count` entries keys[i]: values[i]. *size = the file's size; when capacity >= *size
+ * the file is written to out, else nothing is (call again with a buffer of *size bytes).
+ * Tensors are stored larger elements first, then by name, after a header padded to 8 bytes,
+ * as the reference implementation writes them. LUCID_ERR_VALUE for a name given twice,
+ * "__metadata__", a NUL, or bytes that are not the shape's; LUCID_ERR_TYPE for a dtype not
+ * written. */
+int32_t lucid_safetensors_write(const char *const *names, const char *const *dtypes, const int32_t *ndims,
+                                const int64_t *shapes, const void *const *data, const int64_t *nbytes, int32_t count,
+                                const char *const *keys, const char *const *values, int32_t metadata_count, void *out,
+                                int64_t capacity, int64_t *size);
+
 /* ---- platform -------------------------------------------------------------------------- */
 
 /* 1 when Metal kernels serve the "metal" device, 0 where the host fallback does. */

@@ -1,7 +1,9 @@
 """lucid.save / lucid.load: checkpoints in the safetensors format.
 
-Tensors are written with the ``safetensors`` package's numpy API, so a checkpoint opens in
-other tools: a state dict's tensors keep their names (``"0.weight"``), nested dicts join keys
+The file is laid out, written, read and checked by the engine (``Core/Safetensors.swift``,
+through the C ABI), the same reader and writer as Swift's ``saveSafetensors`` and
+``loadSafetensors``, so a checkpoint opens in other tools and both front ends refuse the same
+bad files: a state dict's tensors keep their names (``"0.weight"``), nested dicts join keys
 with ``"."`` (an optimizer's ``"state.0.exp_avg"``). Everything that is not a tensor — the
 nesting, ints, floats, strings, bools, None, lists and tuples, non-string dict keys — is kept
 as JSON in the file's ``__metadata__`` under ``"lucid.structure"``, so ``load`` rebuilds the
@@ -24,26 +26,45 @@ except ImportError:  # (not on Windows: there a killed save's temporary file sta
 
 import numpy as np
 
+from . import _C
 from ._ops.creation import tensor
 from ._tensor import Tensor
 from ._types import as_device, bfloat16, is_numpy_bfloat16
 
 _STRUCTURE_KEY = "lucid.structure"
-# safetensors dtype names -> numpy dtypes lucid can hold (BF16's is looked up when met).
+# safetensors dtype names <-> the numpy dtypes of the arrays lucid writes and reads (BF16's,
+# ml_dtypes.bfloat16, is looked up when met; U16 and U32 arrays become int32 and int64 tensors,
+# as lucid.tensor converts them).
 _DTYPES = {
-    "F32": np.float32,
-    "F16": np.float16,
-    "BF16": None,
-    "I64": np.int64,
-    "I32": np.int32,
-    "BOOL": np.bool_,
-    "F64": np.float64,
-    "I16": np.int16,
-    "I8": np.int8,
-    "U8": np.uint8,
-    "U16": np.uint16,
-    "U32": np.uint32,
+    "F32": np.dtype(np.float32),
+    "F16": np.dtype(np.float16),
+    "I64": np.dtype(np.int64),
+    "I32": np.dtype(np.int32),
+    "BOOL": np.dtype(np.bool_),
+    "F64": np.dtype(np.float64),
+    "I16": np.dtype(np.int16),
+    "I8": np.dtype(np.int8),
+    "U8": np.dtype(np.uint8),
+    "U16": np.dtype(np.uint16),
+    "U32": np.dtype(np.uint32),
 }
+_NAMES = {dtype: name for name, dtype in _DTYPES.items()}
+
+
+def _numpy_dtype(name):
+    return bfloat16.numpy if name == "BF16" else _DTYPES[name]
+
+
+def _type_name(dtype):
+    """The safetensors name of a numpy dtype, or None when the file cannot store it."""
+    return "BF16" if is_numpy_bfloat16(dtype) else _NAMES.get(dtype.newbyteorder("="))
+
+
+def _stored(arr):
+    """`arr` as the file stores it: C-contiguous and little-endian."""
+    if arr.dtype.byteorder == ">":
+        arr = arr.astype(arr.dtype.newbyteorder("<"))
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
 
 
 def _encode(obj, path, tensors):
@@ -52,19 +73,18 @@ def _encode(obj, path, tensors):
         key = path or "tensor"
         if key in tensors:
             raise ValueError(f"lucid.save: two tensors would be stored under the name {key!r}")
-        arr = obj.detach().numpy()
-        tensors[key] = arr if arr.flags.c_contiguous else arr.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
+        tensors[key] = _stored(obj.detach().numpy())
         return {"__tensor__": key}
     if isinstance(obj, np.ndarray):
         key = path or "array"
         if key in tensors:
             raise ValueError(f"lucid.save: two arrays would be stored under the name {key!r}")
-        if obj.dtype.kind not in "biuf" and not is_numpy_bfloat16(obj.dtype):
+        if _type_name(obj.dtype) is None:
             raise TypeError(
-                f"lucid.save: cannot store a numpy array of dtype {obj.dtype}; arrays of numbers and "
-                "bools can be stored"
+                f"lucid.save: cannot store a numpy array of dtype {obj.dtype}; arrays of bools, floats "
+                "(16, 32 and 64 bits, bfloat16), ints (8 to 64 bits) and uint8, uint16 and uint32 can be stored"
             )
-        tensors[key] = obj if obj.flags.c_contiguous else obj.copy(order="C")
+        tensors[key] = _stored(obj)
         return {"__ndarray__": key}
     if isinstance(obj, dict):
         items = []
@@ -105,7 +125,7 @@ def save(obj, f) -> None:
     obj : Tensor, numpy array or dict
         A tensor, a numpy array, or a dict (e.g. ``Module.state_dict()`` or
         ``Optimizer.state_dict()``) whose values are tensors, numpy arrays of numbers or bools
-        (any of their dtypes, float64 included: they load as the same numpy arrays), ints,
+        (the dtypes lucid holds, and uint16 and uint32: they load as the same numpy arrays), ints,
         floats, bools, strings, None, or lists, tuples and dicts of them. Dict keys must be
         str or int.
     f : str, os.PathLike or binary file
@@ -128,11 +148,15 @@ def save(obj, f) -> None:
     Tensors are stored under their flattened names (``"0.weight"``,
     ``"state.0.exp_avg"``) as values: detached, with dtype and shape, bfloat16 bit-exact.
     """
-    from safetensors.numpy import save as serialize
-
     tensors = {}
     structure = _encode(obj, "", tensors)
-    data = serialize(tensors, metadata={_STRUCTURE_KEY: json.dumps(structure)})
+    if any("\0" in name for name in tensors):
+        raise ValueError("lucid.save: a tensor's name would hold a NUL character")
+    entries = [(name, _type_name(arr.dtype), arr.shape, arr) for name, arr in tensors.items()]
+    try:
+        data = _C.safetensors_write(entries, {_STRUCTURE_KEY: json.dumps(structure)})
+    except ValueError as e:
+        raise ValueError(f"lucid.save: {e}") from None
     if hasattr(f, "write"):
         f.write(data)
         return
@@ -311,10 +335,6 @@ def _decode(node, tensors, arrays):
     return node
 
 
-class _DuplicateKey(ValueError):
-    pass
-
-
 def _unique_object(pairs):
     # json.loads keeps the last of repeated keys; a file that names one thing twice is refused.
     out = dict(pairs)
@@ -322,20 +342,12 @@ def _unique_object(pairs):
         seen = set()
         for k, _ in pairs:
             if k in seen:
-                raise _DuplicateKey(f"the key {k!r} appears twice")
+                raise ValueError(f"the key {k!r} appears twice")
             seen.add(k)
     return out
 
 
-def _metadata(data) -> dict:
-    # The header was validated by deserialize: 8 bytes of length, then that much JSON.
-    n = int.from_bytes(data[:8], "little")
-    header = json.loads(bytes(data[8 : 8 + n]).decode("utf-8"), object_pairs_hook=_unique_object)
-    meta = header.get("__metadata__") or {}
-    return meta if isinstance(meta, dict) else {}
-
-
-_MAX_HEADER = 100_000_000  # the safetensors package's own limit
+_MAX_HEADER = 100_000_000  # the longest header the engine reads (Safetensors.maxHeader)
 _CHUNK = 1 << 20
 
 
@@ -393,33 +405,13 @@ def _read_declared(f, max_bytes):
     text = _read_up_to(f, n)
     if len(text) < n:
         return head + text
-    declared = _declared_size(text)
+    declared = _C.safetensors_declared_size(text, len(text))
     if 8 + n + declared > max_bytes:
         raise ValueError(
             f"lucid.load: the stream's header declares {declared} bytes of tensor data "
             f"({8 + n + declared} in all), more than max_bytes={max_bytes}"
         )
     return head + text + _read_up_to(f, declared + 1)
-
-
-def _declared_size(text):
-    """The end of the furthest tensor a header declares (0 when it is not a header)."""
-    try:
-        header = json.loads(text)
-    except (ValueError, RecursionError):
-        return 0
-    if not isinstance(header, dict):
-        return 0
-    ends = [
-        e["data_offsets"][1]
-        for k, e in header.items()
-        if k != "__metadata__"
-        and isinstance(e, dict)
-        and isinstance(e.get("data_offsets"), list)
-        and len(e["data_offsets"]) == 2
-        and isinstance(e["data_offsets"][1], int)
-    ]
-    return max(0, max(ends, default=0))
 
 
 class safe_globals:
@@ -487,8 +479,6 @@ def load(f, map_location=None, *, max_bytes=None, weights_only=None, mmap=None):
     a stream (a pipe, a device, a file object) is read in chunks no further than its header
     declares, and a declaration beyond ``max_bytes`` is refused before any data is read.
     """
-    from safetensors import SafetensorError, deserialize
-
     device = as_device("cpu" if map_location is None else map_location)
     if max_bytes is None:
         max_bytes = default_max_bytes()
@@ -503,21 +493,17 @@ def load(f, map_location=None, *, max_bytes=None, weights_only=None, mmap=None):
             "(a state dict), then lucid.load('model.safetensors') and load_state_dict"
         )
     try:
-        entries = deserialize(data)
-        meta = _metadata(data)
-    except (SafetensorError, ValueError, UnicodeDecodeError) as e:
-        raise ValueError(f"lucid.load: not a valid safetensors file: {e}") from None
+        count, meta_count = _C.safetensors_read(data, len(data))
+    except ValueError as e:
+        raise ValueError(f"lucid.load: {e}") from None
+    entries = sorted(_C.safetensors_tensor(i) for i in range(count))
+    meta = dict(_C.safetensors_metadata(i) for i in range(meta_count))
     arrays = {}
-    for name, view in entries:
-        dtype = bfloat16.numpy if view["dtype"] == "BF16" else _DTYPES.get(view["dtype"])
-        if dtype is None:
-            raise ValueError(f"lucid.load: tensor {name!r} has dtype {view['dtype']}, which lucid cannot hold")
-        arr = np.frombuffer(view["data"], dtype=dtype).reshape(view["shape"])
-        if dtype is np.bool_ and arr.view(np.uint8).max(initial=0) > 1:
-            raise ValueError(
-                f"lucid.load: not a valid safetensors file: the BOOL tensor {name!r} holds bytes other than 0 and 1"
-            )
-        arrays[name] = arr
+    for name, dtype, shape, offset, nbytes in entries:
+        np_dtype = _numpy_dtype(dtype)
+        arrays[name] = np.frombuffer(data, dtype=np_dtype, count=nbytes // np_dtype.itemsize, offset=offset).reshape(
+            shape
+        )
     structure = None
     if _STRUCTURE_KEY in meta:
         try:

@@ -278,3 +278,20 @@ def test_adam_state_dicts_keep_the_step_count_in_float32():
     step = other.state[model.weight]["step"]
     assert step.dtype == lucid.float32 and float(step) == 1.0
     assert other.state[model.weight]["exp_avg"].dtype == lucid.float16
+
+
+@pytest.mark.parametrize("device", ["cpu", "metal"])
+def test_the_hand_computed_sequence_the_swift_suite_checks(device):
+    # tests/swift/TrainingUtilityTests.swift runs the same sequence through Swift's GradScaler:
+    # init 8, growth every 2 clean steps, SGD lr 0.5 on p = [1, 2], gradients c * scale.
+    p = lucid.tensor([1.0, 2.0], device=device, requires_grad=True)
+    opt = lucid.optim.SGD([p], lr=0.5)
+    s = GradScaler(device=device, init_scale=8.0, growth_interval=2)
+    expected = [([1e38, 1.0], [1, 2], 4.0, 0), ([1.0, 2.0], [0.5, 1], 4.0, 1), ([1.0, 2.0], [0, 0], 8.0, 0)]
+    for c, params, scale, tracker in expected:
+        opt.zero_grad()
+        s.scale((p * lucid.tensor(c, device=device)).sum()).backward()
+        s.step(opt)
+        s.update()
+        np.testing.assert_array_equal(p.detach().numpy(), params)
+        assert s.get_scale() == scale and s.state_dict()["_growth_tracker"] == tracker

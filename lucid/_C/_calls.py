@@ -61,6 +61,8 @@ __all__ = [
     "metal_host_fallback_counts",
     "metal_kernel_libraries",
     "amp_inspect_entry",
+    "safetensors_tensor",
+    "safetensors_write",
 ]
 
 
@@ -410,6 +412,49 @@ def amp_inspect_entry(index: int):
         verdict.value,
         reason.value.decode(),
     )
+
+
+def safetensors_tensor(index: int):
+    """Tensor `index` of the calling thread's last lucid_safetensors_read: (name, dtype name,
+    shape, offset, nbytes)."""
+    name, dtype, ndim, offset, nbytes = c_char_p(), c_char_p(), c_int32(), c_int64(), c_int64()
+    shape = (c_int64 * 64)()
+    rc = lib.lucid_safetensors_tensor(
+        index, byref(name), byref(dtype), shape, 64, byref(ndim), byref(offset), byref(nbytes)
+    )
+    if rc:
+        raise_error(rc)
+    n = ndim.value
+    return name.value.decode(), dtype.value.decode(), tuple(shape[:n]), offset.value, nbytes.value
+
+
+def _c_strings(texts):
+    return (c_char_p * max(len(texts), 1))(*[t.encode() for t in texts])
+
+
+def safetensors_write(tensors, metadata) -> bytes:
+    """The safetensors file of `tensors` ((name, dtype name, shape, C-contiguous numpy array) each)
+    and `metadata` ({str: str}), laid out and written by the engine."""
+    count = len(tensors)
+    names = _c_strings([t[0] for t in tensors])
+    dtypes = _c_strings([t[1] for t in tensors])
+    ndims = (c_int32 * max(count, 1))(*[len(t[2]) for t in tensors])
+    dims = [int(d) for t in tensors for d in t[2]]
+    shapes = (c_int64 * max(len(dims), 1))(*dims)
+    # Pointers into the arrays (kept alive by `tensors` through the calls).
+    data = (c_void_p * max(count, 1))(*[t[3].ctypes.data if t[3].nbytes else None for t in tensors])
+    nbytes = (c_int64 * max(count, 1))(*[t[3].nbytes for t in tensors])
+    keys, values = _c_strings(list(metadata)), _c_strings(list(metadata.values()))
+    size = c_int64()
+    args = (names, dtypes, ndims, shapes, data, nbytes, count, keys, values, len(metadata))
+    rc = lib.lucid_safetensors_write(*args, None, 0, byref(size))
+    if rc:
+        raise_error(rc)
+    out = ctypes.create_string_buffer(size.value)
+    rc = lib.lucid_safetensors_write(*args, out, size.value, byref(size))
+    if rc:
+        raise_error(rc)
+    return out.raw
 
 
 # ---- tables ------------------------------------------------------------------------------------

@@ -1533,6 +1533,62 @@ def update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor
         _raise(rc)
 
 
+_lucid_safetensors_read = _lib.lucid_safetensors_read
+
+
+def safetensors_read(data, nbytes):
+    """Checks the file data[0..nbytes) and keeps its description on the calling thread for
+    lucid_safetensors_tensor and lucid_safetensors_metadata, until its next read: *tensors = how
+    many tensors, *metadata = how many metadata entries. Refused with LUCID_ERR_VALUE and the reason
+    ('not a valid safetensors file: ...'): a short, oversized or overlong header length; a header
+    that is not UTF-8, not JSON, nested deeper than 128, not an object or names a key twice; an
+    entry without a known dtype, a shape of non-negative integers or two data_offsets; data ranges
+    with gaps or overlaps, sizes that are not the shape's, bytes after the last range; metadata that
+    is not strings; a NUL in a name; BOOL bytes other than 0 and 1; a dtype lucid cannot hold ('...
+    which lucid cannot hold').
+    """
+    if not -0x8000000000000000 <= nbytes <= 0x7FFFFFFFFFFFFFFF:
+        _out_of_range('nbytes', nbytes)
+    tensors_ = c_int64()
+    metadata_ = c_int64()
+    rc = _lucid_safetensors_read(data, nbytes, byref(tensors_), byref(metadata_))
+    if rc:
+        _raise(rc)
+    return tensors_.value, metadata_.value
+
+
+_lucid_safetensors_declared_size = _lib.lucid_safetensors_declared_size
+
+
+def safetensors_declared_size(header, nbytes):
+    """How many bytes of tensor data the header JSON header[0..nbytes) declares (the furthest end of
+    its data_offsets), or 0 when it is not a header: a stream is read no further than that, and
+    lucid_safetensors_read then names anything wrong.
+    """
+    if not -0x8000000000000000 <= nbytes <= 0x7FFFFFFFFFFFFFFF:
+        _out_of_range('nbytes', nbytes)
+    size_ = c_int64()
+    rc = _lucid_safetensors_declared_size(header, nbytes, byref(size_))
+    if rc:
+        _raise(rc)
+    return size_.value
+
+
+_lucid_safetensors_metadata = _lib.lucid_safetensors_metadata
+
+
+def safetensors_metadata(index):
+    """Metadata entry `index` of the last read (engine-owned, valid until the thread's next read)."""
+    if not -0x8000000000000000 <= index <= 0x7FFFFFFFFFFFFFFF:
+        _out_of_range('index', index)
+    key_ = c_char_p()
+    value_ = c_char_p()
+    rc = _lucid_safetensors_metadata(index, byref(key_), byref(value_))
+    if rc:
+        _raise(rc)
+    return _text(key_.value), _text(value_.value)
+
+
 _lucid_metal_is_available = _lib.lucid_metal_is_available
 
 
@@ -1831,6 +1887,8 @@ HAND_WRITTEN = frozenset({
     "lucid_hook_callbacks",
     "lucid_autograd_backward",
     "lucid_autograd_grad",
+    "lucid_safetensors_tensor",
+    "lucid_safetensors_write",
     "lucid_metal_stats",
     "lucid_set_warning_handler",
 })
