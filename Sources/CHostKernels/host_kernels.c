@@ -70,6 +70,80 @@ static inline __attribute__((always_inline)) float fast_tanh(float x) {
     return x != x ? x : y;
 }
 
+// FastMath.exp(a, b): fast_exp with the argument's low part b added into the reduced
+// argument, for exp(-x²) with x² split exactly; 0 below -104.
+static inline __attribute__((always_inline)) float fast_exp_split(float a, float b) {
+    const float log2e = 1.44269504f, ln2_hi = 0.693145751953125f, ln2_lo = 1.428606765330187e-6f;
+    const float rounding_shift = 12582912.0f, two_to_minus_64 = 5.421010862427522e-20f;
+    float ab = a + b;
+    float s = -104.0f >= ab ? -104.0f : ab;
+    float shifted = s * log2e + rounding_shift;
+    float kf = shifted - rounding_shift;
+    int32_t bits, shift_bits;
+    memcpy(&bits, &shifted, sizeof bits);
+    memcpy(&shift_bits, &rounding_shift, sizeof shift_bits);
+    int32_t k = (int32_t)((uint32_t)bits - (uint32_t)shift_bits);
+    float clamped = -128.0f >= a ? -128.0f : a;
+    float r = (clamped - kf * ln2_hi) - kf * ln2_lo + b;
+    float p = 1.0f / 5040;
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1;
+    p = p * r + 1;
+    uint32_t scale_bits = ((uint32_t)(k + 191) & 0xffu) << 23;
+    float scale;
+    memcpy(&scale, &scale_bits, sizeof scale);
+    float y = p * scale * two_to_minus_64;
+    return ab >= -104.0f ? y : 0.0f;
+}
+
+// x with its low 12 significand bits cleared (FastMath.high): its square is exact.
+static inline __attribute__((always_inline)) float high_part(float x) {
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    b &= 0xfffff000u;
+    float h;
+    memcpy(&h, &b, sizeof h);
+    return h;
+}
+
+// FastMath.normalCDF and FastMath.geluDerivative, step for step.
+static inline __attribute__((always_inline)) float fast_normal_cdf(float x) {
+    float t = fabsf(x) * 0.70710677f;
+    float u = 1.0f / (1.0f + 0.5f * t);
+    float c = 0.17087277f;
+    c = c * u - 0.82215223f;
+    c = c * u + 1.48851587f;
+    c = c * u - 1.13520398f;
+    c = c * u + 0.27886807f;
+    c = c * u - 0.18628806f;
+    c = c * u + 0.09678418f;
+    c = c * u + 0.37409196f;
+    c = c * u + 1.00002368f;
+    c = c * u - 1.26551223f;
+    float h = high_part(t);
+    float half = 0.5f * (u * fast_exp_split(-(h * h), -((t - h) * (t + h)) + c));
+    return x < 0.0f ? half : 1.0f - half;
+}
+
+static inline __attribute__((always_inline)) float fast_gelu_derivative(float x) {
+    float h = high_part(x);
+    float gaussian = fast_exp_split(-(h * h) * 0.5f, -((x - h) * (x + h)) * 0.5f);
+    return fast_normal_cdf(x) + x * 0.3989423f * gaussian;
+}
+
+static inline __attribute__((always_inline)) void gelu(const float *restrict x, float *restrict o, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i++) o[i] = x[i] * fast_normal_cdf(x[i]);
+}
+
+static inline __attribute__((always_inline)) void gelu_backward(const float *restrict x, const float *restrict g,
+                                                               float *restrict o, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i++) o[i] = g[i] * fast_gelu_derivative(x[i]);
+}
+
 static inline __attribute__((always_inline)) void sigmoid(const float *x, float *o, ptrdiff_t n) {
     for (ptrdiff_t i = 0; i < n; i++) o[i] = fast_sigmoid(x[i]);
 }
@@ -330,6 +404,8 @@ LUCID_VARIANTS(lstm_cell_backward_bf16, (const float *act, const uint16_t *c, co
                (act, c, gh, gh_more, gc, dg, dc, batch, n))
 LUCID_VARIANTS(tanh_, (const float *x, float *o, ptrdiff_t n), (x, o, n))
 LUCID_VARIANTS(silu_backward, (const float *x, const float *g, float *o, ptrdiff_t n), (x, g, o, n))
+LUCID_VARIANTS(gelu, (const float *x, float *o, ptrdiff_t n), (x, o, n))
+LUCID_VARIANTS(gelu_backward, (const float *x, const float *g, float *o, ptrdiff_t n), (x, g, o, n))
 LUCID_VARIANTS(cast_stats32, (const uint32_t *bits, ptrdiff_t n, const uint32_t *limits, uint64_t *out),
                (bits, n, limits, out))
 LUCID_VARIANTS(cast_stats16, (const uint16_t *bits, ptrdiff_t n, const uint32_t *limits, uint64_t *out),
@@ -407,6 +483,12 @@ void lucid_host_cast_stats16(const uint16_t *bits, ptrdiff_t n, const uint32_t *
 
 void lucid_host_silu_backward(const float *x, const float *g, float *o, ptrdiff_t n) {
     LUCID_DISPATCH(silu_backward, (x, g, o, n))
+}
+
+void lucid_host_gelu(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(gelu, (x, o, n)) }
+
+void lucid_host_gelu_backward(const float *x, const float *g, float *o, ptrdiff_t n) {
+    LUCID_DISPATCH(gelu_backward, (x, g, o, n))
 }
 
 // ---- the OpenMP pool -------------------------------------------------------------------------

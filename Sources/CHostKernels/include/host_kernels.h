@@ -43,6 +43,10 @@ void lucid_host_lstm_cell_backward_bf16(const float *act, const uint16_t *c, con
  * coupled decay, shrink, beta1, beta2, eps. */
 void lucid_host_adam(float *p, const float *g, float *m, float *v, ptrdiff_t n, const float *constants);
 void lucid_host_silu_backward(const float *x, const float *g, float *o, ptrdiff_t n);
+/* The exact GELU, x·Φ(x), and its gradient g·(Φ(x) + x·φ(x)), on n floats: the engine's
+ * FastMath.gelu and FastMath.geluDerivative, bit for bit. */
+void lucid_host_gelu(const float *x, float *o, ptrdiff_t n);
+void lucid_host_gelu_backward(const float *x, const float *g, float *o, ptrdiff_t n);
 
 /// Whether any of `n` 32-bit (16-bit) floats, given as bits, has a magnitude (the bits with
 /// the sign cleared) above `limit`: 0x7f7fffff finds NaNs and infinities in float32,

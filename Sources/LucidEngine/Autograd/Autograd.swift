@@ -213,20 +213,22 @@ package enum Autograd {
         }
         for leaf in leaves { if let i = lastUse[leaf] { finishing[i, default: []].append(leaf) } }
 
-        func finish(_ leaf: TensorImpl, _ g: TensorImpl) throws {
-            let g = try Hooks.apply(Hooks.of(leaf: leaf), to: g)
-            let key = ObjectIdentifier(leaf)
+        // A leaf's whole gradient, taken out of `leafPending` so that the pass keeps no other
+        // reference to it (see `accumulate`).
+        func finish(_ key: ObjectIdentifier) throws {
+            var g = leafPending[key]?.grad
+            guard let leaf = leafPending.removeValue(forKey: key)?.leaf, g != nil, wanted(leaf: leaf) else { return }
+            g = try Hooks.apply(Hooks.of(leaf: leaf), to: g!)
             for i in targetLeaves[key] ?? [] { captured[i] = g }
             if targets == nil || (accumulating && targetLeaves[key] != nil) {
-                try accumulate(leaf, g)
+                try accumulate(leaf, &g)
                 try Hooks.afterAccumulation(leaf)
             }
         }
 
         // Leaves that are roots and that no node feeds.
         for (root, _) in seeds where root.gradFn == nil && lastUse[ObjectIdentifier(root)] == nil {
-            guard let entry = leafPending.removeValue(forKey: ObjectIdentifier(root)) else { continue }
-            if wanted(leaf: entry.leaf) { try finish(entry.leaf, entry.grad) }
+            try finish(ObjectIdentifier(root))
         }
         for (i, node) in sequence.enumerated() {
             let key = ObjectIdentifier(node)
@@ -257,9 +259,7 @@ package enum Autograd {
                     }
                 }
             }
-            for k in finishing[i] ?? [] {
-                if let entry = leafPending.removeValue(forKey: k) { try finish(entry.leaf, entry.grad) }
-            }
+            for k in finishing[i] ?? [] { try finish(k) }
         }
         return captured
     }
@@ -271,15 +271,44 @@ package enum Autograd {
     /// one leaf lose no contribution (the add runs with grad mode off and takes no lock of its
     /// own).
     private static func accumulate(_ leaf: TensorImpl, _ g: TensorImpl) throws {
+        var held: TensorImpl? = g
+        try accumulate(leaf, &held)
+    }
+
+    /// `accumulate` for a gradient that `g` may be the pass's last reference to: when nothing
+    /// else holds its values (`solelyHeld`), the first gradient is they themselves, as
+    /// PyTorch's AccumulateGrad takes a gradient no one else holds; `g` may be nil after.
+    private static func accumulate(_ leaf: TensorImpl, _ g: inout TensorImpl?) throws {
         try lock.withLock {
             guard let existing = leaf.gradStorage else {
-                leaf.gradStorage = try Ops.clone(g)
+                if let own = solelyHeld(&g) {
+                    leaf.gradStorage = own
+                } else if let g {
+                    leaf.gradStorage = try Ops.clone(g)
+                }
                 return
             }
+            guard let g else { return }
             let sum = try Elementwise.binary(.add, existing, g)
             existing.backend.copy(sum, into: existing)
             existing.storage.bumpVersion()
         }
+    }
+
+    /// A contiguous gradient's values as a tensor of their own, without a copy, when nothing
+    /// else can reach them: `g` (set to nil) was the last reference to its tensor, that tensor
+    /// the only one over its storage, and no alias shares the storage's buffer. Otherwise nil,
+    /// with `g` a tensor of the same values and geometry as before.
+    private static func solelyHeld(_ g: inout TensorImpl?) -> TensorImpl? {
+        guard g?.isContiguous == true, g?.gradFn == nil, let shape = g?.shape, let strides = g?.strides,
+            let offset = g?.offset, let dtype = g?.dtype, var storage = g?.storage
+        else { return nil }
+        g = nil
+        let unique = isKnownUniquelyReferenced(&storage) && storage.hasNoAlias
+        let values = TensorImpl(storage: storage, shape: shape, strides: strides, offset: offset, dtype: dtype)
+        if unique { return values }
+        g = values
+        return nil
     }
 
     /// `g` summed down to `shape` (undoing broadcasting).

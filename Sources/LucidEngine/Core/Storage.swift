@@ -43,7 +43,8 @@ final class Storage: @unchecked Sendable {
     let buffer: any DeviceBuffer
     let backend: any Backend
     private let counter: Counter
-    private let bufferWrites: Counter
+    /// Shared by the aliases of this storage (and held by nothing else).
+    private var bufferWrites: Counter
 
     init(buffer: any DeviceBuffer, backend: any Backend) {
         self.buffer = buffer
@@ -75,6 +76,9 @@ final class Storage: @unchecked Sendable {
 
     /// A storage over the same buffer whose version counts only the writes made through it.
     func alias() -> Storage { Storage(aliasing: self) }
+
+    /// Whether no alias shares this storage's buffer.
+    var hasNoAlias: Bool { isKnownUniquelyReferenced(&bufferWrites) }
 
     /// Whether `other` is this buffer's memory (this storage or an alias of it).
     func sharesMemory(with other: Storage) -> Bool { buffer === other.buffer }

@@ -27,7 +27,7 @@ package enum Activations {
             {
                 guard Autograd.tracks(x) else { return out }
                 return Autograd.record(out, Autograd.name(leakyRelu), [x], saved: [x]) { g in
-                    let g32 = try Ops.contiguous(try Ops.cast(g, to: .float32))
+                    let g32 = try Ops.contiguousOrSplat(try Ops.cast(g, to: .float32))
                     let dx = try TensorImpl.empty(x.shape, dtype: .float32, like: x)
                     let call = KernelCall(.leakyReluBackward, reads: [x, g32], writes: [dx])
                     if dx.runUnlessComposed(

@@ -160,17 +160,24 @@ package enum Elementwise {
         // Each gradient is summed back over the dimensions its input was broadcast along.
         // Each rule captures only what it needs: add and sub keep no tensor alive.
         // `saved` names what a rule reads, only for the gradients that are needed.
-        let rule: (TensorImpl) throws -> (TensorImpl, TensorImpl)
+        // The arithmetic rules compute only the gradients that are wanted (nil for the others).
+        let rule: (TensorImpl) throws -> (TensorImpl?, TensorImpl?)
         let saved: [TensorImpl?]
+        let wantsX = x.requiresGrad, wantsY = y.requiresGrad
         switch k {
         case .add: (rule, saved) = ({ g in (g, g) }, [])
-        case .sub: (rule, saved) = ({ g in (g, try unary(.neg, g)) }, [])
+        case .sub: (rule, saved) = ({ g in (g, wantsY ? try unary(.neg, g) : nil) }, [])
         case .mul:
-            rule = { g in (try binary(.mul, g, y), try binary(.mul, g, x)) }
-            saved = [x.requiresGrad ? y : nil, y.requiresGrad ? x : nil]
+            rule = { g in (wantsX ? try binary(.mul, g, y) : nil, wantsY ? try binary(.mul, g, x) : nil) }
+            saved = [wantsX ? y : nil, wantsY ? x : nil]
         case .div:  // d(x/y)/dy = -(x/y)/y
-            rule = { g in (try binary(.div, g, y), try unary(.neg, try binary(.div, try binary(.div, try binary(.mul, g, x), y), y))) }
-            saved = [y, y.requiresGrad ? x : nil]
+            rule = { g in
+                (
+                    wantsX ? try binary(.div, g, y) : nil,
+                    wantsY ? try unary(.neg, try binary(.div, try binary(.div, try binary(.mul, g, x), y), y)) : nil
+                )
+            }
+            saved = [y, wantsY ? x : nil]
         case .pow:  // d(x**y)/dx = y·x**(y-1)
             rule = { g in
                 let ym1 = try binary(.sub, y, scalar: ScalarOperand(int: 1), scalarFirst: false)
@@ -187,12 +194,16 @@ package enum Elementwise {
             return out  // integers and bools carry no gradient
         default:
             guard let math = try mathGradient(k, x, y, out) else { return out }
-            (rule, saved) = math
+            rule = { g in
+                let (gx, gy) = try math.0(g)
+                return (gx, gy)
+            }
+            saved = math.1
         }
         let xShape = x.shape, yShape = y.shape
         return Autograd.record(out, Autograd.name(op), [x, y], saved: saved) { g in
             let (gx, gy) = try rule(g)
-            return [try Autograd.reduce(gx, to: xShape), try Autograd.reduce(gy, to: yShape)]
+            return [try gx.map { try Autograd.reduce($0, to: xShape) }, try gy.map { try Autograd.reduce($0, to: yShape) }]
         }
     }
 

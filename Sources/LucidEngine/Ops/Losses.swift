@@ -75,6 +75,25 @@ package enum Losses {
     private static func picked(_ logp: TensorImpl, _ y: TensorImpl, weight: TensorImpl?, ignoreIndex: Int)
         throws -> (TensorImpl, TensorImpl)
     {
+        // A weight that requires a gradient takes the composed graph; otherwise the losses are
+        // one node, whose backward puts -w·g at each target's place and zero elsewhere.
+        guard weight?.requiresGrad != true, Autograd.tracks(logp) else {
+            let (loss, w, _) = try pickedTerms(logp, y, weight: weight, ignoreIndex: ignoreIndex)
+            return (loss, w)
+        }
+        let (loss, w, safe) = try GradMode.with(false) { try pickedTerms(logp, y, weight: weight, ignoreIndex: ignoreIndex) }
+        let shape = logp.shape
+        let node = Autograd.record(loss, Autograd.name(nll), [logp], saved: [w]) { g in
+            let share = try Elementwise.unary(.neg, try Composite.mul(g, w))
+            return [try Indexing.scatterAdd(try ShapeOps.unsqueeze(share, 1), dim: 1, index: try ShapeOps.unsqueeze(safe, 1), shape: shape)]
+        }
+        return (node, w)
+    }
+
+    /// The composed form of `picked`, with the targets in which ignored ones name class 0.
+    private static func pickedTerms(_ logp: TensorImpl, _ y: TensorImpl, weight: TensorImpl?, ignoreIndex: Int)
+        throws -> (TensorImpl, TensorImpl, TensorImpl)
+    {
         let ignored = try Comparison.compare(.eq, y, scalar: ScalarOperand(int: Int64(ignoreIndex)))
         let safe = try Comparison.where(ignored, scalar: ScalarOperand(int: 0), y)
         let c = logp.shape[1]
@@ -90,7 +109,7 @@ package enum Losses {
                 try Composite.mul(
                     try ShapeOps.reshape(try Indexing.indexSelect(wc, dim: 0, index: try ShapeOps.reshape(safe, [-1])), safe.shape), keep)
             } ?? keep
-        return (try Elementwise.unary(.neg, try Composite.mul(chosen, w)), w)
+        return (try Elementwise.unary(.neg, try Composite.mul(chosen, w)), w, safe)
     }
 
     private static func reducedNLL(_ loss: TensorImpl, _ w: TensorImpl, _ r: Reduction, shape: [Int]) throws -> TensorImpl {
@@ -203,14 +222,56 @@ package enum Losses {
             let x = try Ops.cast(t[0], to: dtype), y = try Ops.cast(t[1], to: dtype)
             var rest = try t.dropFirst(2).map { try Ops.cast($0, to: dtype) }.makeIterator()
             let w = weight == nil ? nil : rest.next(), pw = posWeight == nil ? nil : rest.next()
-            let softplusNeg = try Composite.add(
-                try Elementwise.unary(.log1p, try Elementwise.unary(.exp, try Elementwise.unary(.neg, try Elementwise.unary(.abs, x)))),
-                try Elementwise.unary(.relu, try Elementwise.unary(.neg, x)))
-            let linear = try Composite.mul(try Elementwise.binary(.sub, y, scalar: ScalarOperand(int: 1), scalarFirst: true), x)
-            let coefficient = try pw.map { try Composite.add(try Composite.mul(try Composite.add($0, -1), y), 1) }
-            var loss = try Composite.add(linear, try coefficient.map { try Composite.mul($0, softplusNeg) } ?? softplusNeg)
-            if let w { loss = try Composite.mul(loss, w) }
-            return try reduced(loss, reduction)
+            // Weights that require a gradient take the composed graph; otherwise the per-element
+            // losses are one node whose backward is one closed form.
+            if w?.requiresGrad == true || pw?.requiresGrad == true {
+                return try reduced(try bceWithLogitsTerms(x, y, w, pw).loss, reduction)
+            }
+            let (loss, softplusNeg, coefficient) = try GradMode.with(false) { try bceWithLogitsTerms(x, y, w, pw) }
+            guard Autograd.tracks(x, y) else { return try reduced(loss, reduction) }
+            let wantsX = x.requiresGrad, wantsY = y.requiresGrad
+            let node = Autograd.record(loss, Autograd.name(bceWithLogits), [x, y], saved: [x, y, w, pw]) { g in
+                let gw = try w.map { try Composite.mul(g, $0) } ?? g
+                // d/dx = (1 - y) - coefficient·σ(-x), which is σ(x) - y without pos_weight.
+                var gx: TensorImpl? = nil
+                if wantsX {
+                    let fromX: TensorImpl
+                    if let coefficient {
+                        let sigmoidNeg = try Elementwise.unary(.sigmoid, try Elementwise.unary(.neg, x))
+                        fromX = try Composite.sub(
+                            try Elementwise.binary(.sub, y, scalar: ScalarOperand(int: 1), scalarFirst: true),
+                            try Composite.mul(coefficient, sigmoidNeg))
+                    } else {
+                        fromX = try Composite.sub(try Elementwise.unary(.sigmoid, x), y)
+                    }
+                    gx = try Composite.mul(gw, fromX)
+                }
+                // d/dy = -x + (pos_weight - 1)·softplus(-x).
+                var gy: TensorImpl? = nil
+                if wantsY {
+                    var fromY = try Elementwise.unary(.neg, x)
+                    if let pw { fromY = try Composite.add(fromY, try Composite.mul(try Composite.add(pw, -1), softplusNeg)) }
+                    gy = try Composite.mul(gw, fromY)
+                }
+                return [try gx.map { try Autograd.reduce($0, to: x.shape) }, try gy.map { try Autograd.reduce($0, to: y.shape) }]
+            }
+            return try reduced(node, reduction)
         }
+    }
+
+    /// The per-element losses of `bceWithLogits` (`x` and `y` of one dtype, `w` and `pw`
+    /// broadcasting to them), with the terms its closed-form backward reads: softplus(-x) and
+    /// the coefficient 1 + (pw - 1)·y (nil without pos_weight).
+    private static func bceWithLogitsTerms(_ x: TensorImpl, _ y: TensorImpl, _ w: TensorImpl?, _ pw: TensorImpl?) throws
+        -> (loss: TensorImpl, softplusNeg: TensorImpl, coefficient: TensorImpl?)
+    {
+        let softplusNeg = try Composite.add(
+            try Elementwise.unary(.log1p, try Elementwise.unary(.exp, try Elementwise.unary(.neg, try Elementwise.unary(.abs, x)))),
+            try Elementwise.unary(.relu, try Elementwise.unary(.neg, x)))
+        let linear = try Composite.mul(try Elementwise.binary(.sub, y, scalar: ScalarOperand(int: 1), scalarFirst: true), x)
+        let coefficient = try pw.map { try Composite.add(try Composite.mul(try Composite.add($0, -1), y), 1) }
+        var loss = try Composite.add(linear, try coefficient.map { try Composite.mul($0, softplusNeg) } ?? softplusNeg)
+        if let w { loss = try Composite.mul(loss, w) }
+        return (loss, softplusNeg, coefficient)
     }
 }

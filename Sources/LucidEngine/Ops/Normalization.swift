@@ -50,7 +50,7 @@ package enum Normalization {
             return try composed()
         }
         return Autograd.record(out, Autograd.name(op), [yc] + [weight, bias].compactMap { $0 }, saved: [yc, w32]) { g in
-            let g32 = try Ops.contiguous(try Ops.cast(g, to: .float32))
+            let g32 = try Ops.contiguousOrSplat(try Ops.cast(g, to: .float32))
             let dy = yc.requiresGrad ? try TensorImpl.empty(yc.shape, dtype: .float32, like: yc) : nil
             let dw = weight?.requiresGrad == true ? try TensorImpl.empty([c], dtype: .float32, on: yc.backend) : nil
             let db = bias?.requiresGrad == true ? try TensorImpl.empty([c], dtype: .float32, on: yc.backend) : nil
@@ -157,7 +157,7 @@ package enum Normalization {
         mean: TensorImpl, rstd: TensorImpl, weight: TensorImpl?, w32: TensorImpl?,
         bias: TensorImpl?
     ) throws -> [TensorImpl?]? {
-        let g32 = try Ops.contiguous(try Ops.cast(g, to: .float32))
+        let g32 = try Ops.contiguousOrSplat(try Ops.cast(g, to: .float32))
         let x32 = try Ops.contiguous(try Ops.cast(x.withRequiresGrad(false), to: .float32))
         let n = x.numel / rows
         let dx = try TensorImpl.empty(x.shape, dtype: .float32, on: x.backend)
@@ -277,7 +277,7 @@ package enum Normalization {
             out, Autograd.name(batchNorm), [xc] + [weight, bias].compactMap { $0 },
             saved: [xc, w32]
         ) { g in
-            let g32 = try Ops.contiguous(try Ops.cast(g, to: .float32))
+            let g32 = try Ops.contiguousOrSplat(try Ops.cast(g, to: .float32))
             let dx = try TensorImpl.empty(xc.shape, dtype: .float32, on: xc.backend)
             let dw = weight == nil ? nil : try TensorImpl.empty([c], dtype: .float32, on: xc.backend)
             let db = bias == nil ? nil : try TensorImpl.empty([c], dtype: .float32, on: xc.backend)

@@ -49,6 +49,13 @@ package enum Ops {
         t.isContiguous ? t : try clone(t)
     }
 
+    /// `t` itself when contiguous or one value everywhere (every stride 0, as a full sum's
+    /// gradient is), else a contiguous copy: the gradient operand of the fused backward
+    /// kernels, which read such a value without a full tensor of it.
+    static func contiguousOrSplat(_ t: TensorImpl) throws -> TensorImpl {
+        t.isContiguous || t.strides.allSatisfy({ $0 == 0 }) ? t : try clone(t)
+    }
+
     /// `t` itself when contiguous, else a row-major copy made outside the graph (for kernels
     /// that need a dense operand and record nothing: optimizer steps, inspection's counts).
     static func dense(_ t: TensorImpl) throws -> TensorImpl {

@@ -46,10 +46,13 @@ package enum Reductions {
         for ax in axes { count &*= x.shape[ax] }
         let shape = x.shape
         return Autograd.record(result, Autograd.name(op), [x]) { g in
-            // Every input element receives the gradient of the output it was reduced into.
-            let spread = try Ops.contiguous(try ShapeOps.reshape(g, kept).expanded(to: shape))
-            if k == .sum { return [spread] }
-            return [try Elementwise.binary(.div, spread, scalar: ScalarOperand(int: Int64(count)), scalarFirst: false)]
+            // Every input element receives the gradient of the output it was reduced into (the
+            // mean's divided by the count first, on the reduced shape).
+            let share = k == .sum ? g : try Elementwise.binary(.div, g, scalar: ScalarOperand(int: Int64(count)), scalarFirst: false)
+            let spread = try ShapeOps.reshape(share, kept).expanded(to: shape)
+            // A full reduction's gradient is one value: it stays a view of it (all strides 0,
+            // as PyTorch's), which the elementwise backward kernels read without a full copy.
+            return [share.numel == 1 ? spread : try Ops.contiguous(spread)]
         }
     }
 }

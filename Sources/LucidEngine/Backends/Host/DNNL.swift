@@ -286,9 +286,9 @@ extension DNNL {
     /// SiLU is not served: the host's loop (CHostKernels, on the widest vector unit) was faster.
     private static func algorithm(_ op: UnaryKernel) -> (dnnl_alg_kind_t, Float)? {
         switch op {
+        // sigmoid and tanh run on the host loops built for several vector units
+        // (CHostKernels), which take one pass and need no scan for non-finite values.
         case .exp: return (dnnl_eltwise_exp, 0)
-        case .tanh: return (dnnl_eltwise_tanh, 0)
-        case .sigmoid: return (dnnl_eltwise_logistic, 0)
         case .gelu: return (dnnl_eltwise_gelu_erf, 0)
         case .geluTanh: return (dnnl_eltwise_gelu_tanh, 0)
         default: return nil

@@ -15,6 +15,37 @@ enum FloatFastPath {
         applies(out, a, dtype: dtype) && b.dtype == dtype && b.shape == out.shape && b.isContiguous
     }
 
+    /// Whether `t` (of `out`'s shape and `dtype`) reads one value everywhere: every stride 0,
+    /// as the gradient a full sum or mean spreads over its input is.
+    @inline(__always)
+    static func splats(_ t: TensorImpl, _ out: TensorImpl, dtype: DType = .float32) -> Bool {
+        t.dtype == dtype && t.shape == out.shape && t.numel > 0 && t.strides.allSatisfy { $0 == 0 }
+    }
+
+    /// The length of the blocks that stand for a splatted operand (see `withSplat`).
+    static let splatBlock = 1024
+
+    /// Runs `body` with `splatBlock` copies of `value` on the stack: a loop over a splatted
+    /// operand reads them block after block instead of a full tensor of one value.
+    @inline(__always)
+    static func withSplat(_ value: Float, _ body: (UnsafePointer<Float>) -> Void) {
+        withUnsafeTemporaryAllocation(of: Float.self, capacity: splatBlock) { buf in
+            buf.initialize(repeating: value)
+            body(UnsafePointer(buf.baseAddress!))
+        }
+    }
+
+    /// `body(start, count)` over `r` in blocks of at most `splatBlock`.
+    @inline(__always)
+    static func inBlocks(_ r: Range<Int>, _ body: (Int, Int) -> Void) {
+        var i = r.lowerBound
+        while i < r.upperBound {
+            let m = Swift.min(splatBlock, r.upperBound - i)
+            body(i, m)
+            i += m
+        }
+    }
+
     @inline(__always)
     static func pointer(_ t: TensorImpl) -> UnsafeMutablePointer<Float> {
         HostBackend.address(t).assumingMemoryBound(to: Float.self)
@@ -66,6 +97,14 @@ enum FloatFastPath {
         }
     }
 
+    /// The same with the gradient one value `g` everywhere.
+    static func unaryBackward(_ op: UnaryKernel, x: TensorImpl, y: TensorImpl, splat g: Float, _ out: TensorImpl) {
+        let px = UnsafePointer(pointer(x)), py = UnsafePointer(pointer(y)), o = pointer(out)
+        HostThreads.forEachRange(out.numel) { r in
+            withSplat(g) { pg in inBlocks(r) { i, m in unaryBackward(op, px + i, py + i, pg, o + i, m) } }
+        }
+    }
+
     /// `out = x > 0 ? x : slope·x`.
     static func leakyRelu(_ x: TensorImpl, slope: Float, _ out: TensorImpl) {
         let px = UnsafePointer(pointer(x)), o = pointer(out)
@@ -74,9 +113,15 @@ enum FloatFastPath {
         }
     }
 
-    /// `gradIn = x > 0 ? grad : slope·grad`.
+    /// `gradIn = x > 0 ? grad : slope·grad`; `grad` contiguous or one value everywhere.
     static func leakyReluBackward(_ x: TensorImpl, grad: TensorImpl, slope: Float, _ out: TensorImpl) {
         let px = UnsafePointer(pointer(x)), pg = UnsafePointer(pointer(grad)), o = pointer(out)
+        if splats(grad, out) {
+            let g = pg[0], scaled = g * slope
+            return HostThreads.forEachRange(out.numel) { r in
+                for i in r { o[i] = px[i] > 0 ? g : scaled }
+            }
+        }
         HostThreads.forEachRange(out.numel) { r in
             for i in r { o[i] = px[i] > 0 ? pg[i] : pg[i] * slope }
         }
@@ -149,7 +194,7 @@ enum FloatFastPath {
         case .relu: for i in 0..<n { o[i] = x[i] < 0 ? 0 : x[i] }
         case .abs: for i in 0..<n { o[i] = Swift.abs(x[i]) }
         case .exp: for i in 0..<n { o[i] = Float.exp(x[i]) }
-        case .gelu: for i in 0..<n { o[i] = FastMath.gelu(x[i]) }
+        case .gelu: lucid_host_gelu(x, o, n)
         case .sigmoid: lucid_host_sigmoid(x, o, n)
         case .tanh: lucid_host_tanh(x, o, n)
         case .silu: lucid_host_silu(x, o, n)
@@ -165,10 +210,15 @@ enum FloatFastPath {
         switch op {
         case .relu: for i in 0..<n { o[i] = x[i] > 0 ? g[i] : 0 * g[i] }
         case .neg: for i in 0..<n { o[i] = -g[i] }
+        case .abs:
+            for i in 0..<n {
+                let d: Float = x[i] > 0 ? 1 : (x[i] < 0 ? -1 : 0)
+                o[i] = g[i] * d
+            }
         case .exp: for i in 0..<n { o[i] = g[i] * y[i] }
         case .tanh: for i in 0..<n { o[i] = g[i] * (1 - y[i] * y[i]) }
         case .sigmoid: for i in 0..<n { o[i] = g[i] * (y[i] * (1 - y[i])) }
-        case .gelu: for i in 0..<n { o[i] = g[i] * FastMath.geluDerivative(x[i]) }
+        case .gelu: lucid_host_gelu_backward(x, g, o, n)
         case .silu: lucid_host_silu_backward(x, g, o, n)
         default: for i in 0..<n { o[i] = g[i] * op.derivative(x[i], y[i]) }
         }
@@ -199,22 +249,24 @@ enum BFloat16Elementwise {
         HostBackend.address(t).assumingMemoryBound(to: UInt16.self)
     }
 
-    /// Runs `body` on float32 blocks of up to three widened inputs and one output.
+    /// Runs `body` on float32 blocks of up to three widened inputs and one output; with
+    /// `splat`, the third input is that one value everywhere (and `inputs.2` is not read).
     @inline(__always)
     private static func blocks(
         _ n: Int, _ inputs: (UnsafePointer<UInt16>, UnsafePointer<UInt16>?, UnsafePointer<UInt16>?),
-        _ out: UnsafeMutablePointer<UInt16>,
+        _ out: UnsafeMutablePointer<UInt16>, splat: Float? = nil,
         _ body: (UnsafePointer<Float>, UnsafePointer<Float>, UnsafePointer<Float>, UnsafeMutablePointer<Float>, Int) -> Void
     ) {
         HostThreads.forEachRange(n) { r in
             withUnsafeTemporaryAllocation(of: Float.self, capacity: 4 * block) { buf in
                 let a = buf.baseAddress!, b = a + block, c = b + block, o = c + block
+                if let splat { c.initialize(repeating: splat, count: block) }
                 var i = r.lowerBound
                 while i < r.upperBound {
                     let m = min(block, r.upperBound - i)
                     BFloat16FastPath.widen(inputs.0 + i, a, m)
                     if let p = inputs.1 { BFloat16FastPath.widen(p + i, b, m) }
-                    if let p = inputs.2 { BFloat16FastPath.widen(p + i, c, m) }
+                    if splat == nil, let p = inputs.2 { BFloat16FastPath.widen(p + i, c, m) }
                     body(a, b, c, o, m)
                     BFloat16FastPath.narrow(o, out + i, m)
                     i += m
@@ -237,8 +289,10 @@ enum BFloat16Elementwise {
         blocks(out.numel, (bits(a), nil, nil), outBits(out)) { x, _, _, o, m in FloatFastPath.unary(op, x, o, m) }
     }
 
+    /// `gradIn = grad · op'(x, y)`; `grad` contiguous, or one value everywhere.
     static func unaryBackward(_ op: UnaryKernel, x: TensorImpl, y: TensorImpl, grad: TensorImpl, _ out: TensorImpl) {
-        blocks(out.numel, (bits(x), bits(y), bits(grad)), outBits(out)) { px, py, pg, o, m in
+        let splat: Float? = FloatFastPath.splats(grad, out, dtype: .bfloat16) ? bfloatToFloat(bits(grad)[0]) : nil
+        blocks(out.numel, (bits(x), bits(y), bits(grad)), outBits(out), splat: splat) { px, py, pg, o, m in
             FloatFastPath.unaryBackward(op, px, py, pg, o, m)
         }
     }

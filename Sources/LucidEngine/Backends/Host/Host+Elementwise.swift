@@ -36,11 +36,24 @@ extension HostBackend: ElementwiseKernels, FusedElementwiseKernels {
     func unaryBackward(_ op: UnaryKernel, x: TensorImpl, y: TensorImpl, grad: TensorImpl, into gradIn: TensorImpl) {
         #if canImport(CDNNL)
         if DNNL.unaryBackward(op, x: x, grad: grad, into: gradIn) { return }
-        #endif
-        if FloatFastPath.applies(gradIn, x, y) && FloatFastPath.applies(gradIn, grad) {
-            return FloatFastPath.unaryBackward(op, x: x, y: y, grad: grad, gradIn)
+        // oneDNN's gelu derivatives beat the host loops by more than writing out a gradient of
+        // one value everywhere costs.
+        if op == .gelu || op == .geluTanh, FloatFastPath.splats(grad, gradIn),
+            let dense = try? TensorImpl.empty(grad.shape, dtype: grad.dtype, on: HostBackend.scratch(beside: grad))
+        {
+            copy(grad, into: dense)
+            if DNNL.unaryBackward(op, x: x, grad: dense, into: gradIn) { return }
         }
-        if BFloat16Elementwise.applies(gradIn, x, y) && BFloat16Elementwise.applies(gradIn, grad) {
+        #endif
+        if FloatFastPath.applies(gradIn, x, y) {
+            if FloatFastPath.applies(gradIn, grad) { return FloatFastPath.unaryBackward(op, x: x, y: y, grad: grad, gradIn) }
+            if FloatFastPath.splats(grad, gradIn) {
+                return FloatFastPath.unaryBackward(op, x: x, y: y, splat: FloatFastPath.pointer(grad)[0], gradIn)
+            }
+        }
+        if BFloat16Elementwise.applies(gradIn, x, y)
+            && (BFloat16Elementwise.applies(gradIn, grad) || FloatFastPath.splats(grad, gradIn, dtype: .bfloat16))
+        {
             return BFloat16Elementwise.unaryBackward(op, x: x, y: y, grad: grad, gradIn)
         }
         dispatch(gradIn.dtype, UnaryBackwardKernel(op: op, x: x, y: y, g: grad, out: gradIn))

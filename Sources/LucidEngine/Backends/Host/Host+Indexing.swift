@@ -113,7 +113,31 @@ private struct ScatterAddKernel: ElementVisitor {
         let px = UnsafePointer(hostPointer(index, I64Element.self))
         let step = out.strides[dim]
         let loop = StridedLoop(shape: index.shape, strides: [index.strides, src.strides, gatherStrides(out, dim)])
-        if E.isFloat {
+        if E.isFloat && E.Stored.self == E.Real.self {
+            // float32 and float64 sum in their own type: straight into the zeroed output (the
+            // same sums in the same order as through a separate accumulator). A run that adds
+            // a row (or one value) at one index, as an embedding's gradient does, is one vector loop.
+            let acc = UnsafeMutableRawPointer(po).assumingMemoryBound(to: E.Real.self)
+            let values = UnsafeRawPointer(ps).assumingMemoryBound(to: E.Real.self)
+            acc.update(repeating: 0, count: out.numel)
+            loop.forEachRun(bases: [0, 0, 0]) { o, n, s in
+                if s[0] == 0 && s[2] == 1 && (s[1] == 1 || s[1] == 0) {
+                    let row = acc + (o[2] &+ Int(px[o[0]]) &* step), from = values + o[1]
+                    if s[1] == 1 {
+                        for j in 0..<n { row[j] += from[j] }
+                    } else {
+                        let v = from[0]
+                        for j in 0..<n { row[j] += v }
+                    }
+                    return
+                }
+                var x = o[0], i = o[1], k = o[2]
+                for _ in 0..<n {
+                    acc[k &+ Int(px[x]) &* step] += values[i]
+                    x &+= s[0]; i &+= s[1]; k &+= s[2]
+                }
+            }
+        } else if E.isFloat {
             var acc = [E.Real](repeating: 0, count: out.numel)
             acc.withUnsafeMutableBufferPointer { accp in
                 loop.forEachRun(bases: [0, 0, 0]) { o, n, s in

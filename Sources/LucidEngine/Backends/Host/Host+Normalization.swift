@@ -18,6 +18,20 @@ extension HostBackend: NormalizationKernels, FusedNormalizationKernels {
 
     private static func floats(_ t: TensorImpl) -> UnsafeMutablePointer<Float> { hostPointer(t, F32Element.self) }
 
+    /// Runs `body` with where to read a backward's gradient: at `pointer + i` for a
+    /// contiguous one; for one value everywhere (`FloatFastPath.splats`), at a run of `length`
+    /// copies of it, whatever `i` (every run a kernel reads is at most `length` long).
+    private static func withGradient(
+        _ g: TensorImpl, runs length: Int, _ body: (_ at: (Int) -> UnsafePointer<Float>) -> Void
+    ) {
+        let p = UnsafePointer(floats(g))
+        guard !g.isContiguous, g.numel > 0 else { return body { p + $0 } }
+        let copies = UnsafeMutablePointer<Float>.allocate(capacity: max(length, 1))
+        defer { copies.deallocate() }
+        copies.initialize(repeating: p[0], count: max(length, 1))
+        body { _ in UnsafePointer(copies) }
+    }
+
     private static func rowGrain(_ n: Int) -> Int { max(1, HostThreads.grain / max(n, 1)) }
 
     private func normalizeFloatRows(
@@ -48,6 +62,9 @@ extension HostBackend: NormalizationKernels, FusedNormalizationKernels {
         let px = UnsafePointer(Self.floats(x)), po = Self.floats(out)
         let pw = weight.map { UnsafePointer(Self.floats($0)) }, pb = bias.map { UnsafePointer(Self.floats($0)) }
         let pm = Self.floats(mean), pv = Self.floats(variance)
+        if s == 1 {
+            return normalizeColumns(px, batch: batch, channels: channels, eps: eps, pw, pb, po, pm, pv)
+        }
         HostThreads.forEachRange(channels, grain: Self.rowGrain(batch * s), align: 1) { range in
             for c in range {
                 var sum = 0.0
@@ -73,28 +90,127 @@ extension HostBackend: NormalizationKernels, FusedNormalizationKernels {
         mean: TensorImpl, variance: TensorImpl, weight: TensorImpl?, dx: TensorImpl,
         dweight: TensorImpl?, dbias: TensorImpl?
     ) {
+        let s = x.numel / (batch * channels)
+        Self.withGradient(grad, runs: s == 1 ? channels : s) { pg in
+            normalizeChannelsBackward(pg, x, batch: batch, channels: channels, eps: eps, mean, variance, weight, dx, dweight, dbias)
+        }
+    }
+
+    private func normalizeChannelsBackward(
+        _ pg: (Int) -> UnsafePointer<Float>, _ x: TensorImpl, batch: Int, channels: Int, eps: Float,
+        _ mean: TensorImpl, _ variance: TensorImpl, _ weight: TensorImpl?, _ dx: TensorImpl,
+        _ dweight: TensorImpl?, _ dbias: TensorImpl?
+    ) {
         let s = x.numel / (batch * channels), count = Double(batch * s)
-        let pg = UnsafePointer(Self.floats(grad)), px = UnsafePointer(Self.floats(x)), pdx = Self.floats(dx)
+        let px = UnsafePointer(Self.floats(x)), pdx = Self.floats(dx)
         let pm = UnsafePointer(Self.floats(mean)), pv = UnsafePointer(Self.floats(variance))
         let pw = weight.map { UnsafePointer(Self.floats($0)) }
         let pdw = dweight.map { Self.floats($0) }, pdb = dbias.map { Self.floats($0) }
+        if s == 1 {
+            return normalizeColumnsBackward(pg, px, batch: batch, channels: channels, eps: eps, pm, pv, pw, pdx, pdw, pdb)
+        }
         HostThreads.forEachRange(channels, grain: Self.rowGrain(batch * s), align: 1) { range in
             for c in range {
                 let m = pm[c], r = 1 / (pv[c] + eps).squareRoot(), w = pw?[c] ?? 1
                 var sg = 0.0, sgx = 0.0
                 for n in 0..<batch {
                     let at = (n * channels + c) * s
-                    let (a, b) = FloatRows.gradientSums(pg + at, px + at, s, m, r)
+                    let (a, b) = FloatRows.gradientSums(pg(at), px + at, s, m, r)
                     sg += a
                     sgx += b
                 }
                 let c1 = Float(Double(w) * sg / count), c2 = Float(Double(w) * sgx / count)
                 for n in 0..<batch {
                     let at = (n * channels + c) * s
-                    FloatRows.channelInputGradient(pg + at, px + at, s, m, r, w, c1, c2, pdx + at)
+                    FloatRows.channelInputGradient(pg(at), px + at, s, m, r, w, c1, c2, pdx + at)
                 }
                 pdw?[c] = Float(sgx)
                 pdb?[c] = Float(sg)
+            }
+        }
+    }
+
+    // [N, C] input (BatchNorm1d): each channel a column. The per-channel sums run down the
+    // rows with the channels as the vector's lanes, in the order and precision of the general
+    // path's runs of one element (each value widened to double, rows in order), so the results
+    // are the same bits.
+
+    private func normalizeColumns(
+        _ px: UnsafePointer<Float>, batch: Int, channels: Int, eps: Float, _ pw: UnsafePointer<Float>?,
+        _ pb: UnsafePointer<Float>?, _ po: UnsafeMutablePointer<Float>, _ pm: UnsafeMutablePointer<Float>,
+        _ pv: UnsafeMutablePointer<Float>
+    ) {
+        let count = Double(batch)
+        HostThreads.forEachRange(channels, grain: Self.rowGrain(batch), align: 8) { range in
+            let lo = range.lowerBound, k = range.count
+            withUnsafeTemporaryAllocation(of: Double.self, capacity: k) { acc in
+                withUnsafeTemporaryAllocation(of: Float.self, capacity: 2 * k) { stats in
+                    let m = stats.baseAddress!, r = m + k
+                    acc.initialize(repeating: 0)
+                    for n in 0..<batch {
+                        let row = px + n * channels + lo
+                        for j in 0..<k { acc[j] += Double(row[j]) }
+                    }
+                    for j in 0..<k { m[j] = Float(acc[j] / count) }
+                    acc.initialize(repeating: 0)
+                    for n in 0..<batch {
+                        let row = px + n * channels + lo
+                        for j in 0..<k {
+                            let d = row[j] - m[j]
+                            acc[j] += Double(d * d)
+                        }
+                    }
+                    for j in 0..<k {
+                        let v = Float(acc[j] / count)
+                        pm[lo + j] = m[j]
+                        pv[lo + j] = v
+                        r[j] = 1 / (v + eps).squareRoot()
+                    }
+                    for n in 0..<batch {
+                        let row = px + n * channels + lo, out = po + n * channels + lo
+                        for j in 0..<k { out[j] = (row[j] - m[j]) * r[j] * (pw?[lo + j] ?? 1) + (pb?[lo + j] ?? 0) }
+                    }
+                }
+            }
+        }
+    }
+
+    private func normalizeColumnsBackward(
+        _ pg: (Int) -> UnsafePointer<Float>, _ px: UnsafePointer<Float>, batch: Int, channels: Int, eps: Float,
+        _ pm: UnsafePointer<Float>, _ pv: UnsafePointer<Float>, _ pw: UnsafePointer<Float>?,
+        _ pdx: UnsafeMutablePointer<Float>, _ pdw: UnsafeMutablePointer<Float>?, _ pdb: UnsafeMutablePointer<Float>?
+    ) {
+        let count = Double(batch)
+        HostThreads.forEachRange(channels, grain: Self.rowGrain(batch), align: 8) { range in
+            let lo = range.lowerBound, k = range.count
+            withUnsafeTemporaryAllocation(of: Double.self, capacity: 2 * k) { sums in
+                withUnsafeTemporaryAllocation(of: Float.self, capacity: 4 * k) { stats in
+                    let sg = sums.baseAddress!, sgx = sg + k
+                    let r = stats.baseAddress!, w = r + k, c1 = w + k, c2 = c1 + k
+                    sums.initialize(repeating: 0)
+                    for j in 0..<k {
+                        r[j] = 1 / (pv[lo + j] + eps).squareRoot()
+                        w[j] = pw?[lo + j] ?? 1
+                    }
+                    let m = pm + lo
+                    for n in 0..<batch {
+                        let g = pg(n * channels + lo), x = px + n * channels + lo
+                        for j in 0..<k {
+                            sg[j] += Double(g[j])
+                            sgx[j] += Double(g[j] * ((x[j] - m[j]) * r[j]))
+                        }
+                    }
+                    for j in 0..<k {
+                        c1[j] = Float(Double(w[j]) * sg[j] / count)
+                        c2[j] = Float(Double(w[j]) * sgx[j] / count)
+                        pdw?[lo + j] = Float(sgx[j])
+                        pdb?[lo + j] = Float(sg[j])
+                    }
+                    for n in 0..<batch {
+                        let g = pg(n * channels + lo), x = px + n * channels + lo, dx = pdx + n * channels + lo
+                        for j in 0..<k { dx[j] = r[j] * (g[j] * w[j] - c1[j] - (x[j] - m[j]) * r[j] * c2[j]) }
+                    }
+                }
             }
         }
     }
@@ -119,22 +235,24 @@ extension HostBackend: NormalizationKernels, FusedNormalizationKernels {
         dy: TensorImpl?, dweight: TensorImpl?, dbias: TensorImpl?
     ) {
         let s = y.numel / (batch * channels)
-        let pg = UnsafePointer(Self.floats(grad)), py = UnsafePointer(Self.floats(y))
+        let py = UnsafePointer(Self.floats(y))
         let pw = weight.map { UnsafePointer(Self.floats($0)) }
         let pdy = dy.map { Self.floats($0) }, pdw = dweight.map { Self.floats($0) }, pdb = dbias.map { Self.floats($0) }
-        // By channel, so that each channel's sums have one writer.
-        HostThreads.forEachRange(channels, grain: Self.rowGrain(batch * s), align: 1) { range in
-            for c in range {
-                var sgy = 0.0, sg = 0.0
-                let w = pw?[c] ?? 1
-                for n in 0..<batch {
-                    let at = (n * channels + c) * s
-                    if pdw != nil { sgy += FloatRows.dot(pg + at, py + at, s) }
-                    if pdb != nil { sg += FloatRows.sum(pg + at, s) }
-                    if let pdy { FloatRows.normalize(pg + at, s, 0, 1, scale: w, shift: 0, pdy + at) }
+        Self.withGradient(grad, runs: s) { pg in
+            // By channel, so that each channel's sums have one writer.
+            HostThreads.forEachRange(channels, grain: Self.rowGrain(batch * s), align: 1) { range in
+                for c in range {
+                    var sgy = 0.0, sg = 0.0
+                    let w = pw?[c] ?? 1
+                    for n in 0..<batch {
+                        let at = (n * channels + c) * s
+                        if pdw != nil { sgy += FloatRows.dot(pg(at), py + at, s) }
+                        if pdb != nil { sg += FloatRows.sum(pg(at), s) }
+                        if let pdy { FloatRows.normalize(pg(at), s, 0, 1, scale: w, shift: 0, pdy + at) }
+                    }
+                    pdw?[c] = Float(sgy)
+                    pdb?[c] = Float(sg)
                 }
-                pdw?[c] = Float(sgy)
-                pdb?[c] = Float(sg)
             }
         }
     }
@@ -144,7 +262,17 @@ extension HostBackend: NormalizationKernels, FusedNormalizationKernels {
         weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?
     ) {
         let n = x.numel / rows
-        let pg = UnsafePointer(Self.floats(grad)), px = UnsafePointer(Self.floats(x)), pdx = Self.floats(dx)
+        Self.withGradient(grad, runs: n) { pg in
+            normalizeRowsBackward(pg, x, rows: rows, mean, rstd, weight, dx, dweight, dbias)
+        }
+    }
+
+    private func normalizeRowsBackward(
+        _ pg: (Int) -> UnsafePointer<Float>, _ x: TensorImpl, rows: Int, _ mean: TensorImpl, _ rstd: TensorImpl,
+        _ weight: TensorImpl?, _ dx: TensorImpl, _ dweight: TensorImpl?, _ dbias: TensorImpl?
+    ) {
+        let n = x.numel / rows
+        let px = UnsafePointer(Self.floats(x)), pdx = Self.floats(dx)
         let pm = UnsafePointer(Self.floats(mean)), pr = UnsafePointer(Self.floats(rstd))
         let pw = weight.map { UnsafePointer(Self.floats($0)) }
         let pdw = dweight.map { Self.floats($0) }, pdb = dbias.map { Self.floats($0) }
@@ -159,7 +287,7 @@ extension HostBackend: NormalizationKernels, FusedNormalizationKernels {
                 localB.withUnsafeMutableBufferPointer { lb in
                     for r in range {
                         FloatRows.backwardRow(
-                            pg + r * n, px + r * n, n, pm[r], pr[r], pw, pdx + r * n,
+                            pg(r * n), px + r * n, n, pm[r], pr[r], pw, pdx + r * n,
                             pdw == nil ? nil : lw.baseAddress, pdb == nil ? nil : lb.baseAddress)
                     }
                 }

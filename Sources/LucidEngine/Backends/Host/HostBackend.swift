@@ -149,21 +149,26 @@ final class HostBackend: Backend {
         let r = call.reads, w = call.writes
         if call.op.isOptimisation, (r + w).contains(where: { $0.dtype == .float64 }) { return .compose }
         let plain = { (ts: [TensorImpl]) in ts.allSatisfy { $0.dtype == .float32 && $0.isContiguous } }
+        // A fused backward's gradient: float32 of `like`'s shape, contiguous or one value everywhere.
+        let gradient = { (g: TensorImpl, like: TensorImpl) in
+            g.dtype == .float32 && g.shape == like.shape && (g.isContiguous || FloatFastPath.splats(g, like))
+        }
         let takes: Bool
         switch call.op {
         case .addScaled: takes = FloatFastPath.applies(w[0], r[0], r[1])
         case .leakyRelu: takes = FloatFastPath.applies(w[0], r[0])
-        case .leakyReluBackward: takes = FloatFastPath.applies(w[0], r[0], r[1])
+        case .leakyReluBackward:
+            takes = FloatFastPath.applies(w[0], r[0]) && (FloatFastPath.applies(w[0], r[1]) || FloatFastPath.splats(r[1], w[0]))
         case .avgPool2d(let g), .avgPool2dBackward(let g): takes = g.dilation == (1, 1) && plain(r + w)
         case .softmax(let axis, let log): takes = takesSoftmax(r[0], axis: axis, log: log, into: w[0])
         case .softmaxBackward(let axis): takes = takesSoftmaxBackward(r[0], r[1], axis: axis, into: w[0])
-        case .normalizeRowsBackward(let rows): takes = rows > 0 && plain([r[0], r[1], w[0]])
+        case .normalizeRowsBackward(let rows): takes = rows > 0 && plain([r[1], w[0]]) && gradient(r[0], w[0])
         case .normalizeChannels(let batch, let channels), .scaleChannels(let batch, let channels):
             takes = batch > 0 && channels > 0 && plain([r[0], w[0]])
         case .normalizeChannelsBackward(let batch, let channels):
-            takes = batch > 0 && channels > 0 && plain([r[0], r[1], w[0]])
+            takes = batch > 0 && channels > 0 && plain([r[1], w[0]]) && gradient(r[0], r[1])
         case .scaleChannelsBackward(let batch, let channels):
-            takes = batch > 0 && channels > 0 && plain([r[0], r[1]] + w)
+            takes = batch > 0 && channels > 0 && plain([r[1]] + w) && gradient(r[0], r[1])
         case .convolution(let pass, let problem):
             takes = takesConvolution(pass, problem, r + w, bias: pass == .forward && r.count > 2)
         case .attention:
