@@ -486,7 +486,6 @@ private func sigmoid(_ x: Double) -> Double { 1 / (1 + Foundation.exp(-x)) }
     @Test func errorsAreLocalizedAndUseSwiftNames() throws {
         let e = LucidError(.value, "a message")
         #expect(e.localizedDescription == "a message")
-        #expect(e.errorDescription == "a message")
         #expect("\(e)" == "a message")
 
         let a = try Tensor([1, 2], shape: [2]).requiringGrad()

@@ -1,13 +1,17 @@
-#if canImport(Darwin)
+// LocalizedError is Foundation's (FoundationEssentials' on Linux); where neither can be
+// imported, LucidError is an Error with its message as its description.
+#if canImport(ObjectiveC)
 import Foundation
-#else
+#elseif canImport(FoundationEssentials)
 import FoundationEssentials
 #endif
 
+#if canImport(ObjectiveC) || canImport(FoundationEssentials)
 /// `error.localizedDescription` is the engine's message, as `description` is.
 extension LucidError: LocalizedError {
     public var errorDescription: String? { message }
 }
+#endif
 
 extension LucidError {
     /// The engine's messages name arguments as Python spells them (the C ABI's callers are
