@@ -1,9 +1,12 @@
-// LocalizedError is swift-foundation's (FoundationEssentials: the Linux toolchains, and Apple's
-// SDKs from macOS 15 and iOS 18); where it cannot be imported, LucidError is an Error whose
-// description is its message.
-#if canImport(FoundationEssentials)
+// LocalizedError is Foundation's (FoundationEssentials' on Linux); where neither can be
+// imported, LucidError is an Error with its message as its description.
+#if canImport(ObjectiveC)
+import Foundation
+#elseif canImport(FoundationEssentials)
 import FoundationEssentials
+#endif
 
+#if canImport(ObjectiveC) || canImport(FoundationEssentials)
 /// `error.localizedDescription` is the engine's message, as `description` is.
 extension LucidError: LocalizedError {
     public var errorDescription: String? { message }
