@@ -53,6 +53,9 @@ final class ThreadAMPState {
     var inspections: [Inspection] = []
     var inspectedModule = ""
     var pendingInspection: PendingInspection?
+    /// The Swift API's module calls in progress while an inspection is live, outermost first,
+    /// each with the path its ops are recorded under (`Module.call`).
+    var moduleCalls: [(module: AnyObject, path: String)] = []
 
     struct CastKey: Hashable {
         let source: ObjectIdentifier
@@ -252,6 +255,7 @@ package enum AMPRegistry {
         state.castCache.removeAll()
         state.inspections.removeAll()
         state.pendingInspection = nil
+        state.moduleCalls.removeAll()
     }
 
     /// The device of the innermost live scope that still switches autocast on, or nil.

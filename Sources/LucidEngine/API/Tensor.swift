@@ -180,7 +180,7 @@ public struct Tensor: @unchecked Sendable, CustomStringConvertible {
     /// Accumulates d(self)/d(leaf) into every leaf's `grad` (`gradient` defaults to 1 for a
     /// one-element tensor).
     public func backward(_ gradient: Tensor? = nil, retainGraph: Bool = false) throws {
-        try Autograd.backward(impl, grad: gradient?.impl, retainGraph: retainGraph)
+        try swiftSpelled { try Autograd.backward(impl, grad: gradient?.impl, retainGraph: retainGraph) }
     }
 
     /// Calls `hook` with this tensor's gradient each time a backward pass computes it (for a
@@ -199,7 +199,7 @@ public struct Tensor: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// Makes this op result keep its gradient in `grad` during backward passes, as a leaf does.
-    public func retainGrad() throws { try Hooks.retainGrad(impl) }
+    public func retainGrad() throws { try swiftSpelled { try Hooks.retainGrad(impl) } }
     /// Whether this op result keeps its gradient (`retainGrad()`).
     public var retainsGrad: Bool { Hooks.retainsGrad(impl) }
 
@@ -210,11 +210,13 @@ public struct Tensor: @unchecked Sendable, CustomStringConvertible {
         of outputs: [Tensor], withRespectTo inputs: [Tensor], gradOutputs: [Tensor?]? = nil,
         retainGraph: Bool = false, allowUnused: Bool = false
     ) throws -> [Tensor?] {
-        try Autograd.gradients(
-            of: outputs.map(\.impl), gradOutputs?.map { $0?.impl } ?? outputs.map { _ in nil },
-            wrt: inputs.map(\.impl), retainGraph: retainGraph, allowUnused: allowUnused
-        )
-        .map { $0.map(Tensor.init) }
+        try swiftSpelled {
+            try Autograd.gradients(
+                of: outputs.map(\.impl), gradOutputs?.map { $0?.impl } ?? outputs.map { _ in nil },
+                wrt: inputs.map(\.impl), retainGraph: retainGraph, allowUnused: allowUnused
+            )
+            .map { $0.map(Tensor.init) }
+        }
     }
 }
 
@@ -267,10 +269,12 @@ extension Tensor {
 /// Cross-entropy of logits [N, C] against int64 class indices [N] (mean over the batch);
 /// float32 under autocast.
 public func crossEntropy(_ logits: Tensor, _ target: Tensor, labelSmoothing: Double = 0) throws -> Tensor {
-    Tensor(
-        try Losses.crossEntropy(
-            logits.impl, target.impl, weight: nil, ignoreIndex: -100, reduction: .mean,
-            labelSmoothing: labelSmoothing))
+    try swiftSpelled {
+        Tensor(
+            try Losses.crossEntropy(
+                logits.impl, target.impl, weight: nil, ignoreIndex: -100, reduction: .mean,
+                labelSmoothing: labelSmoothing))
+    }
 }
 
 /// Mean squared error; float32 under autocast.
