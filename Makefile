@@ -36,7 +36,7 @@ SWIFT_READY := $(VENV)/.installed $(NATIVE_PC)
 SWIFT_FLAGS = $(if $(filter 1,$(LUCID_NO_METAL)),-Xswiftc -DLUCID_NO_METAL)
 NO_METAL_SKIP  = $(if $(filter 1,$(LUCID_NO_METAL)),--skip metalIsAvailableWhereTheMetalBackendIsBuilt)
 
-.PHONY: build engine abi demo test lint test-distributed swift-test py-test docs check-sanitize check-wheel metal-emulated check-metal check-apple reliability bench opinfo-reference clean
+.PHONY: build engine abi demo test lint test-distributed swift-test swift-examples py-test docs check-sanitize check-wheel metal-emulated check-metal check-apple reliability bench opinfo-reference clean
 
 ## build: .venv with lucid's dependencies (OpenBLAS and oneDNN among them on Linux), the
 ## engine in release mode, and lucid installed into .venv (editable)
@@ -104,6 +104,12 @@ swift-test: $(SWIFT_READY)
 
 py-test:
 	$(PY) -m pytest -q
+
+## swift-examples: the Swift example programs (examples/swift, a package that depends on this
+## one) built as an app's developer builds them, with PKG_CONFIG_PATH alone on Linux, and run
+## against the Python API: `deploy` on checkpoints Python wrote, `train`'s checkpoint in Python
+swift-examples: build
+	$(PY) -m pytest -q tests/swift_examples
 
 ## test-distributed: lucid.distributed, DistributedDataParallel and ZeroRedundancyOptimizer on
 ## two MPI processes (mpiexec -n 2; as root also on two simulated hosts, network namespaces
