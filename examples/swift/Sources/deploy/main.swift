@@ -15,20 +15,6 @@ import LucidEngine
     import Darwin
 #endif
 
-/// The layers of the CNN's tail that hold no parameters.
-final class MaxPool2d: Module {
-    let kernel: Int
-    init(_ kernel: Int) {
-        self.kernel = kernel
-        super.init()
-    }
-    override func forward(_ input: Tensor) throws -> Tensor { try input.maxPool2d(kernel) }
-}
-
-final class Flatten: Module {
-    override func forward(_ input: Tensor) throws -> Tensor { try input.flatten(start: 1) }
-}
-
 /// Python's `nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 5))`.
 func mlp(_ device: Device) throws -> Module {
     Sequential(try Linear(20, 32, device: device), ReLU(), try Linear(32, 5, device: device))
