@@ -4,6 +4,7 @@ and calls that write arrays back."""
 
 from __future__ import annotations
 
+import array
 import atexit
 import ctypes
 import os
@@ -131,7 +132,9 @@ _release, _release_many = lib.lucid_tensor_release, lib.lucid_tensor_release_man
 # keeps more storage alive is released at once.
 DEFERRED_MAX = 256
 DEFERRED_BYTES = 1 << 16
-deferred = []
+# An array of uint32, as the engine takes handles: a batch is handed over as its memory, with
+# no conversion of each handle into a ctypes array element (which costs as much as a release).
+deferred = array.array("I")
 _flush_lock = threading.Lock()
 
 
@@ -149,9 +152,9 @@ def flush_releases() -> None:
         n = len(deferred)
         if n:
             # Appends from other threads land after the first n, which only a flush removes.
-            batch = (c_uint32 * n)(*deferred[:n])
+            batch = deferred[:n]
             del deferred[:n]
-            _release_many(batch, n)
+            _release_many((c_uint32 * n).from_buffer(batch), n)
     finally:
         _flush_lock.release()
 

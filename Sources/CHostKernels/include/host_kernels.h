@@ -99,10 +99,14 @@ int lucid_host_solo(void);
 /// fork, so a child must run oneDNN on one thread, with primitives built there.
 unsigned long lucid_host_forks(void);
 
-/* A storage's version counter: bumped by every in-place write, read when a saved tensor is
- * checked in backward. Relaxed atomics: the counter orders nothing else. */
+/* A storage's counters: its version, bumped by every in-place write and read when a saved
+ * tensor is checked in backward, and its buffer's writes and aliases. Relaxed atomics: the
+ * counters order nothing else. */
 static inline int64_t lucid_counter_bump(int64_t *counter) {
     return __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED);
+}
+static inline void lucid_counter_add(int64_t *counter, int64_t delta) {
+    __atomic_add_fetch(counter, delta, __ATOMIC_RELAXED);
 }
 static inline int64_t lucid_counter_load(const int64_t *counter) {
     return __atomic_load_n(counter, __ATOMIC_RELAXED);

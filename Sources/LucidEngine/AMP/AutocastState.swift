@@ -37,6 +37,8 @@ final class ThreadAMPState {
     /// Each device's policy overrides, indexed by its code: its live scopes' together, an
     /// inner scope's winning.
     private(set) var deviceOverrides = [[String: CastPolicy]](repeating: [:], count: Device.allCases.count)
+    /// Whether any device has overrides in `deviceOverrides`.
+    private var overridden = false
     /// Depth of engine regions that run with autocast off whatever the scopes say: the
     /// bodies of composite ops and backward passes.
     var suppressed = 0
@@ -104,16 +106,18 @@ final class ThreadAMPState {
     /// Each device follows the innermost live scope that names it, or is off when none does.
     /// After a LIFO exit this is exactly the state that scope replaced; after an out-of-order
     /// exit it is still the innermost live scope's.
+    ///
+    /// Written in place, and the overrides rebuilt only when a scope has or had some: leaving a
+    /// scope is as hot as entering one.
     func recompute() {
-        var settings = [AutocastSetting](repeating: .off, count: Device.allCases.count)
-        var overrides = [[String: CastPolicy]](repeating: [:], count: Device.allCases.count)
-        for s in scopes {
-            let d = Int(s.device.rawValue)
-            settings[d] = s.setting
-            overrides[d].merge(s.overrides) { _, inner in inner }
+        for d in settings.indices { settings[d] = .off }
+        for s in scopes { settings[Int(s.device.rawValue)] = s.setting }
+        guard overridden || scopes.contains(where: { !$0.overrides.isEmpty }) else { return }
+        for d in deviceOverrides.indices { deviceOverrides[d].removeAll() }
+        for s in scopes where !s.overrides.isEmpty {
+            deviceOverrides[Int(s.device.rawValue)].merge(s.overrides) { _, inner in inner }
         }
-        self.settings = settings
-        deviceOverrides = overrides
+        overridden = deviceOverrides.contains { !$0.isEmpty }
     }
 }
 

@@ -9,9 +9,24 @@ extension TensorImpl {
         let route = backend.route(call)
         guard route == .native else { return (route, nil) }
         // The host backend, the commonest, by a class check: its conformances are known here.
-        if let host = backend as? HostBackend, let kernels = host as? K { return (.native, kernels) }
+        if let host = backend as? HostBackend, let kernels = Self.hostKernels(host, K.self) { return (.native, kernels) }
         if let kernels = backend as? K { return (.native, kernels) }
         return (call.op.whenDeclined, nil)
+    }
+
+    /// The host kernels as the family `K`. A cast `host as? K` looks the conformance up in the
+    /// runtime's tables at every call, a tenth of a small op; matching `K` against the
+    /// families the host backend is known to have needs no lookup (the same existential, two
+    /// words, made statically and reinterpreted as the identical type `K`).
+    @inline(__always)
+    private static func hostKernels<K>(_ host: HostBackend, _: K.Type) -> K? {
+        @inline(__always)
+        func known<P>(_: P.Type, _ kernels: P) -> K? { P.self == K.self ? unsafeBitCast(kernels, to: K.self) : nil }
+        return known((any ElementwiseKernels).self, host) ?? known((any MatmulKernels).self, host)
+            ?? known((any ReductionKernels).self, host) ?? known((any FusedElementwiseKernels).self, host)
+            ?? known((any AMPKernels).self, host) ?? known((any IndexingKernels).self, host)
+            ?? known((any PlacementKernels).self, host) ?? known((any SoftmaxKernels).self, host)
+            ?? known((any NormalizationKernels).self, host) ?? host as? K
     }
 
     /// Runs `body` with the host kernels for a call routed to the host: the backend's queued

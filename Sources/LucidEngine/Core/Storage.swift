@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import CHostKernels
 
 /// Memory owned by a backend. A Metal backend keeps an `MTLBuffer` behind this protocol; the
@@ -42,60 +47,67 @@ extension DeviceBuffer {
 final class Storage: @unchecked Sendable {
     let buffer: any DeviceBuffer
     let backend: any Backend
-    private let counter: Counter
-    /// Shared by the aliases of this storage (and held by nothing else).
-    private var bufferWrites: Counter
+    /// Three atomic counts in one `malloc` block (C11 atomics in CHostKernels): this storage's
+    /// version, then the writes through every storage of the buffer and the live aliases of it
+    /// (both read from `root`'s for an alias). One plain allocation instead of a counter object
+    /// each: every op result makes one.
+    private let counts: UnsafeMutablePointer<Int64>
+    /// The storage this one aliases (itself never an alias), which keeps the buffer's count of
+    /// writes; nil for a storage of its own.
+    private let root: Storage?
 
     init(buffer: any DeviceBuffer, backend: any Backend) {
         self.buffer = buffer
         self.backend = backend
-        counter = Counter()
-        bufferWrites = Counter()
+        counts = Self.newCounts()
+        root = nil
     }
 
     private init(aliasing other: Storage) {
         buffer = other.buffer
         backend = other.backend
-        counter = Counter()
-        bufferWrites = other.bufferWrites
+        counts = Self.newCounts()
+        let root = other.root ?? other
+        self.root = root
+        lucid_counter_add(root.counts + 2, 1)
+    }
+
+    deinit {
+        if let root { lucid_counter_add(root.counts + 2, -1) }
+        free(counts)
+    }
+
+    /// Three zeroed counts, from `calloc`: `allocate(capacity:)` asks for aligned memory through
+    /// `posix_memalign`, several times the cost. Where `calloc` fails, the Swift allocator is
+    /// asked (with malloc's own alignment, so that `free` releases its block too) and fails as
+    /// it does for any object.
+    private static func newCounts() -> UnsafeMutablePointer<Int64> {
+        let raw =
+            calloc(3, MemoryLayout<Int64>.stride)
+            ?? UnsafeMutableRawPointer.allocate(byteCount: 3 * MemoryLayout<Int64>.stride, alignment: 16)
+        return raw.initializeMemory(as: Int64.self, repeating: 0, count: 3)
     }
 
     var device: Device { backend.device }
 
     /// How many in-place writes this storage has had.
-    var version: Int64 { counter.value }
+    var version: Int64 { lucid_counter_load(counts) }
 
     /// How many in-place writes the buffer has had, through this storage or any alias of it.
-    var writes: Int64 { bufferWrites.value }
+    var writes: Int64 { lucid_counter_load((root ?? self).counts + 1) }
 
     /// Records one in-place write.
     func bumpVersion() {
-        counter.bump()
-        bufferWrites.bump()
+        _ = lucid_counter_bump(counts)
+        _ = lucid_counter_bump((root ?? self).counts + 1)
     }
 
     /// A storage over the same buffer whose version counts only the writes made through it.
     func alias() -> Storage { Storage(aliasing: self) }
 
-    /// Whether no alias shares this storage's buffer.
-    var hasNoAlias: Bool { isKnownUniquelyReferenced(&bufferWrites) }
+    /// Whether no alias shares this storage's buffer (nor is this storage one).
+    var hasNoAlias: Bool { root == nil && lucid_counter_load(counts + 2) == 0 }
 
     /// Whether `other` is this buffer's memory (this storage or an alias of it).
     func sharesMemory(with other: Storage) -> Bool { buffer === other.buffer }
-}
-
-/// An atomic count (C11 atomics in CHostKernels).
-private final class Counter: @unchecked Sendable {
-    private let pointer: UnsafeMutablePointer<Int64>
-
-    init() {
-        pointer = .allocate(capacity: 1)
-        pointer.initialize(to: 0)
-    }
-
-    deinit { pointer.deallocate() }
-
-    var value: Int64 { lucid_counter_load(pointer) }
-
-    func bump() { _ = lucid_counter_bump(pointer) }
 }

@@ -81,14 +81,17 @@ package enum Elementwise {
 
     /// Result dtype of a tensor-tensor op: dimensioned tensors outrank 0-d ones.
     static func resultType(_ a: TensorImpl, _ b: TensorImpl) -> DType {
+        if a.dtype == b.dtype { return a.dtype }  // the commonest case, whatever the dimensions
         var dim: DType? = nil, zero: DType? = nil
-        for t in [a, b] {
+        func count(_ t: TensorImpl) {
             if t.ndim > 0 {
                 dim = dim.map { DType.promote($0, t.dtype) } ?? t.dtype
             } else {
                 zero = zero.map { DType.promote($0, t.dtype) } ?? t.dtype
             }
         }
+        count(a)
+        count(b)
         return combine(dim, zero) ?? a.dtype
     }
 
@@ -99,7 +102,7 @@ package enum Elementwise {
     }
 
     static func checkBool(_ k: BinaryKernel, _ dtype: DType) throws {
-        let name = info(k).name
+        var name: String { info(k).name }  // only for a message
         if k.integerOnly && (dtype.isFloatingPoint || dtype == .bool) {
             throw LucidError.type("\(name): only integer tensors are supported, got \(dtype)")
         }

@@ -77,7 +77,15 @@ package enum LinearAlgebra {
         if !xVector && !yVector && x.ndim == 2 && y.ndim == 2 {
             // Two matrices, the commonest case: one batch, without the broadcasting's arrays.
             batchShape = []
-            result = try TensorImpl.empty([m, n], dtype: x.dtype, on: x.backend)
+            // A result of an operand's shape (k == n, or m == k) shares its shape and strides
+            // arrays, as an elementwise result does: no arrays made for a square product.
+            if k == n {
+                result = try TensorImpl.empty(x.shape, dtype: x.dtype, like: x)
+            } else if m == k {
+                result = try TensorImpl.empty(y.shape, dtype: x.dtype, like: y)
+            } else {
+                result = try TensorImpl.empty([m, n], dtype: x.dtype, on: x.backend)
+            }
             if x.dtype == .float32, x.backend is HostBackend, m &* n &* k <= HostGEMM.smallLimit {
                 HostGEMM.smallFloat(x, y, into: result)
             } else {
