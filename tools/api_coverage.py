@@ -1250,7 +1250,10 @@ OUT_OF_SCOPE = [
     # (ZeroRedundancyOptimizer, the rest of torch.distributed.optim, is in scope.)
     ("torch.distributed.optim.DistributedOptimizer", RPC),
     ("torch.distributed.optim.PostLocalSGDOptimizer", "sharded/tensor-parallel training over NCCL/Gloo process groups"),
-    ("torch.distributed.optim.apply_optimizer_in_backward", "sharded/tensor-parallel training over NCCL/Gloo process groups"),
+    (
+        "torch.distributed.optim.apply_optimizer_in_backward",
+        "sharded/tensor-parallel training over NCCL/Gloo process groups",
+    ),
     ("torch.distributed.optim.named_optimizer", "sharded/tensor-parallel training over NCCL/Gloo process groups"),
     ("torch.distributed.nn", RPC),
     ("torch.futures", RPC),
