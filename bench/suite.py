@@ -733,6 +733,34 @@ def metal_rows(quick, min_time):
     return rows
 
 
+def metal_kernel_rows(quick, min_time):
+    """The GPU kernels the review of the Metal backend named, each on its own: fused attention
+    forward at head dimensions 64 and 80 (a fixed-head variant each) in float32 and float16;
+    an add with a transposed operand (the strided kernel with 32-bit indices); and sums and
+    maxima over the rows of a tall matrix (a SIMD group per row). Rows: case, time, rate, note."""
+    rows = []
+    batch, heads, length = (1, 2, 40) if quick else (4, 8, 1024)
+    for dim in (64, 80):
+        for dt in (lucid.float32, lucid.float16):
+            q, k, v = (lucid.randn(batch, heads, length, dim, device="metal").to(dt) for _ in range(3))
+            t = _metal_time(lambda: F.scaled_dot_product_attention(q, k, v), min_time)
+            flops = 4 * batch * heads * length * length * dim
+            rows.append(
+                [f"metal attention head {dim} {dt.name} fwd", fmt_time(t), f"{flops / t / 1e12:.2f} TFLOP/s", ""]
+            )
+    n = 64 if quick else 4096
+    a = lucid.randn(n, n, device="metal")
+    b = lucid.randn(n, n, device="metal")
+    t = _metal_time(lambda: a.t() + b, min_time)
+    rows.append([f"metal add transposed {n}x{n} float32", fmt_time(t), f"{3 * n * n * 4 / t / 1e9:.1f} GB/s", ""])
+    m, w = (500, 100) if quick else (262_144, 100)
+    x = lucid.randn(m, w, device="metal")
+    for name, fn in (("sum", lambda: x.sum(1)), ("max", lambda: x.max(1).values)):
+        t = _metal_time(fn, min_time)
+        rows.append([f"metal {name} over rows {m}x{w} float32", fmt_time(t), f"{m * w * 4 / t / 1e9:.1f} GB/s", ""])
+    return rows
+
+
 def fmt_time(t):
     if t is None:
         return "—"
@@ -822,7 +850,7 @@ def main():
     metal = []
     if lucid.metal.is_available() and (not args.only or "metal" in args.only):
         print("\nthe Metal backend (this Mac's GPU): time, rate or autocast/float32 ratio")
-        for r in metal_rows(args.quick, min_time):
+        for r in metal_rows(args.quick, min_time) + metal_kernel_rows(args.quick, min_time):
             metal.append(r)
             print(f"{r[0]:<42}{r[1]:>24}{r[2]:>16}  {r[3]}", flush=True)
     contention = []

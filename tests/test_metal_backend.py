@@ -676,10 +676,18 @@ def _attention_reference(q, k, v, g, scale, causal, allowed):
     return p @ v, ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(p, -1, -2) @ g
 
 
+def _attention_variant(e, ev, dtype):
+    """The fused attention kernel for heads e (queries, keys) and ev (values): a common head's
+    own, with fixed loop bounds, else the generic one for heads up to 64 or 128."""
+    if e == ev and e in (32, 64, 80, 96, 128):
+        return f"attention_h{e}_{dtype.name}"
+    return f"attention_{64 if max(e, ev) <= 64 else 128}_{dtype.name}"
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("head,masking", [(16, "none"), (16, "causal"), (16, "mask"), (80, "causal")])
 def test_attention_runs_fused_on_the_gpu_and_its_backward_keeps_the_dtype(dtype, head, masking):
-    # Forward: one fused kernel (online softmax, no score matrix), 64- or 128-wide variant.
+    # Forward: one fused kernel (online softmax, no score matrix), a generic or a fixed-head variant.
     # Backward: the products and the softmax derivative's kernel in the inputs' dtype, so a
     # half-precision attention makes no float32 tensor (no kernel of a float32 name runs).
     shape = (2, 3, 37, head)
@@ -698,8 +706,7 @@ def test_attention_runs_fused_on_the_gpu_and_its_backward_keeps_the_dtype(dtype,
     )
     tg = metal(g, dtype)
     bwd = dispatches_during(lambda: got["y"].backward(tg))
-    variant = "attention_64" if head <= 64 else "attention_128"
-    assert fwd == {f"{variant}_{dtype.name}": 1}, fwd
+    assert fwd == {_attention_variant(head, head, dtype): 1}, fwd
     assert bwd.get(f"softmax_backward_{dtype.name}") == 1, bwd
     if dtype != lucid.float32:
         assert not [name for name in bwd if "float32" in name], bwd
@@ -810,6 +817,12 @@ def test_the_self_test_passes_and_checks_every_gpu_kernel():
         "attention_causal",
         "attention_mask",
         "attention_causal_128",
+        "attention_h32",
+        "attention_weights_h32",
+        "attention_mask_h64",
+        "attention_causal_h80",
+        "mean_rows_simd",
+        "argmax_rows_simd",
         "normalize_rows",
         "normalize_rows_to_float32",
         "cast_from_int64",
@@ -1754,8 +1767,210 @@ def test_the_benchmark_has_a_metal_section_where_the_backend_runs(tmp_path):
         "| metal matmul float16 64 |",
         "| metal matmul bfloat16 64 |",
         "| metal CNN train step |",
+        "| metal attention head 80 float16 fwd |",
+        "| metal add transposed 64x64 float32 |",
+        "| metal max over rows 500x100 float32 |",
         "causal attention",
         "GPT (1 layers of 32) train step",
     ):
         assert row in table, table
     assert "TFLOP/s" in table and "float32 / float16 autocast" in table
+
+
+ATTENTION_HEADS = [(32, 32), (64, 64), (80, 80), (96, 96), (128, 128), (40, 40), (64, 72), (112, 112)]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("e,ev", ATTENTION_HEADS)
+@pytest.mark.parametrize("masking", ["none", "causal", "mask"])
+def test_each_attention_variant_matches_numpy(dtype, e, ev, masking):
+    # Every fixed-head variant (32, 64, 80, 96, 128), and the generic ones for the heads they
+    # do not take (40; 64 with values of 72; 112), over odd lengths (37 queries and 45 keys,
+    # so that the key and row blocks end part-way; causal on 37 and 37), q a transposed view,
+    # against float64; the forward's weights pass (for the backward) in the unmasked case.
+    b, h, l = 2, 2, 37
+    s = l if masking == "causal" else 45
+    q = RNG.standard_normal((b, l, h, e)).astype(NP[dtype]).astype(np.float32)
+    k = RNG.standard_normal((b, h, s, e)).astype(NP[dtype]).astype(np.float32)
+    v = RNG.standard_normal((b, h, s, ev)).astype(NP[dtype]).astype(np.float32)
+    allowed = RNG.random((l, s)) > 0.3
+    allowed[:, 0] = True
+    tq = metal(q, dtype).transpose(1, 2)  # [b, h, l, e], not contiguous
+    tk, tv = metal(k, dtype), metal(v, dtype)
+    if masking == "none":
+        tq.requires_grad_()
+    mask = metal(allowed) if masking == "mask" else None
+    got = {}
+    counts = dispatches_during(
+        lambda: got.update(
+            y=lucid.nn.functional.scaled_dot_product_attention(
+                tq, tk, tv, attn_mask=mask, is_causal=masking == "causal"
+            )
+        )
+    )
+    assert counts.get(_attention_variant(e, ev, dtype)) == 1, counts
+    assert not [k for k in counts if k.startswith("attention") and k != _attention_variant(e, ev, dtype)], counts
+    qh = np.swapaxes(q, 1, 2).astype(np.float64)
+    scores = qh @ np.swapaxes(k, -1, -2).astype(np.float64) * e**-0.5
+    keep = np.tril(np.ones((l, s), bool)) if masking == "causal" else (allowed if masking == "mask" else True)
+    scores = np.where(keep, scores, -np.inf)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
+    tol = {lucid.float32: 1e-5, lucid.float16: 4e-3}.get(dtype, 3e-2)
+    np.testing.assert_allclose(got["y"].float().numpy(), want, rtol=tol, atol=tol * np.abs(want).max())
+    if masking == "none":
+        g = RNG.standard_normal(want.shape).astype(NP[dtype]).astype(np.float32)
+        got["y"].backward(metal(g, dtype))
+        dq = _attention_reference(qh, k, v, g, e**-0.5, False, None)[1]
+        np.testing.assert_allclose(tq.grad.float().numpy(), dq, rtol=tol * 4, atol=tol * 4 * np.abs(dq).max())
+
+
+STRIDED = """
+import json
+import numpy as np
+import lucid
+
+rng = np.random.default_rng(11)
+out = {}
+before = dict(lucid.metal.stats()["dispatches"])
+for name in ("float32", "float16", "bfloat16", "int32", "int64"):
+    dt = getattr(lucid, name)
+    floating = name.startswith(("float", "bfloat"))
+    if floating:
+        draw = lambda *s: (rng.standard_normal(s) * 3).astype(np.float32)
+    else:
+        draw = lambda *s: rng.integers(-50, 50, s)
+    a = lucid.tensor(draw(9, 5, 7), device="metal").to(dt)
+    b = lucid.tensor(draw(5, 7), device="metal").to(dt)
+    c = lucid.tensor(draw(9, 1, 7), device="metal").to(dt)
+    at = a.permute(2, 0, 1)  # [7, 9, 5], strided
+    results = {
+        "add_transposed": at + b.t().unsqueeze(1),  # a strided operand and a broadcast one
+        "mul_broadcast": a * c,
+        "scalar": at - 2,
+        "compare": at > b.t().unsqueeze(1),
+        "where": lucid.where(a > c, a, c),
+        "copy": at.contiguous(),
+        "cast": at.to(lucid.float32 if name != "float32" else lucid.int64),
+        "sum_rows": a.sum(2),
+        "sum_strided": at.sum(1),
+        "argmax_rows": a.argmax(2),
+        "max_strided": at.max(1).values,
+        "small": lucid.tensor(draw(4, 6), device="metal").to(dt).t() * 2,  # within any bound here
+    }
+    if floating:
+        long = lucid.tensor(draw(40, 66), device="metal").to(dt)
+        results.update(
+            exp_strided=at.exp(),
+            neg_strided=-at,
+            mean_rows=a.mean(2),
+            simd_sum=long.sum(1),
+            simd_mean=long.mean(1),
+            simd_max=long.max(1).values,
+            simd_argmin=long.argmin(1),
+            group_sum=lucid.tensor(draw(3, 1000), device="metal").to(dt).sum(1),
+        )
+    for key, value in results.items():
+        out[f"{name} {key}"] = value.float().numpy().tolist() if value.dtype != lucid.bool else value.numpy().tolist()
+after = lucid.metal.stats()["dispatches"]
+print(json.dumps(out, sort_keys=True))
+print(json.dumps(sorted(k for k in after if after[k] != before.get(k, 0))))
+print(json.dumps([c["op"] for c in lucid.metal.self_test() if not c["passed"]]))
+"""
+
+WIDE_ONLY = ("binary_", "unary_", "compare_", "select_", "copy_", "fill_", "reduce_", "arg_reduce_")
+
+
+def test_strided_kernels_take_32_bit_indices_and_their_64_bit_forms_agree():
+    # Strided elementwise ops, copies, casts and reductions run the 32-bit index forms of their
+    # kernels where every count and offset fits (always here); LUCID_METAL_INDEX32_LIMIT lowers
+    # the bound so that the same programme runs their 64-bit forms (`_wide`), which must give
+    # the same results, as must a bound that splits them (small operands 32-bit, larger wide);
+    # the self-test, which checks every kernel, passes in each.
+    import json
+
+    def strided(names):
+        return {n for n in names if n.startswith(WIDE_ONLY) and "contig" not in n and "grid" not in n}
+
+    runs = {}
+    for limit in (None, "0", "40"):
+        env = {"LUCID_METAL_INDEX32_LIMIT": limit} if limit else {}
+        values, names, failed = _run_emulated(STRIDED, **env)
+        runs[limit] = json.loads(values)
+        assert json.loads(failed) == [], (limit, failed)
+        names = strided(json.loads(names))
+        wide = {n for n in names if n.endswith("_wide")}
+        if limit is None:
+            assert names and not wide, names
+        elif limit == "0":
+            assert names and wide == names, names - wide
+        else:
+            assert wide and names - wide, names
+    assert runs["0"] == runs[None]
+    assert runs["40"] == runs[None]
+    # And the 32-bit forms agree with numpy (float32 and int64 cases).
+    rng = np.random.default_rng(11)
+    a32 = (rng.standard_normal((9, 5, 7)) * 3).astype(np.float32)
+    b32 = (rng.standard_normal((5, 7)) * 3).astype(np.float32)
+    at = a32.transpose(2, 0, 1)
+    got = runs[None]
+    np.testing.assert_allclose(got["float32 add_transposed"], at + b32.T[:, None, :], rtol=1e-6)
+    np.testing.assert_array_equal(got["float32 copy"], at)
+    np.testing.assert_allclose(got["float32 sum_strided"], at.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got["float32 argmax_rows"], a32.argmax(2))
+    np.testing.assert_array_equal(got["float32 max_strided"], at.max(1))
+
+
+def _reduction_input(shape, dtype):
+    if dtype in FLOATS:
+        x = np.round(RNG.standard_normal(shape) * 8) / 4  # ties among the maxima
+        x = x.astype(NP[dtype]).astype(np.float32)
+        x.flat[shape[-1] + 3] = np.nan  # a NaN in the second row
+        return x
+    return RNG.integers(-20, 20, shape).astype(NP[dtype])
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [lucid.int32, lucid.int64])
+@pytest.mark.parametrize(
+    "shape,kind",
+    [((4096, 7), "thread"), ((3, 1000), "group"), ((700, 100), "simd"), ((300, 33), "simd")],
+)
+def test_many_output_reductions_match_numpy(dtype, shape, kind):
+    # Sum, mean and max (values and indices) over the last dimension: many outputs of short
+    # rows take a thread each, of rows of 32 elements or more a SIMD group each (lanes reduced
+    # by shuffles), few outputs of long rows a threadgroup each; all against numpy (the sum in
+    # float64 rounded once, the first NaN or the first maximum).
+    x = _reduction_input(shape, dtype)
+    mx = metal(x, dtype) if dtype in FLOATS else lucid.tensor(x, device="metal")
+    floating = dtype in FLOATS
+    got = {}
+
+    def run():
+        got["sum"] = mx.sum(-1)
+        if floating:
+            got["mean"] = mx.mean(-1)
+        got["max"] = mx.max(-1)
+
+    counts = dispatches_during(run)
+    name = dtype.name
+    if floating:
+        reduce = {"thread": f"reduce_{name}", "group": f"reduce_group_{name}", "simd": f"reduce_simd_{name}"}[kind]
+        arg = {"thread": f"arg_reduce_{name}", "group": f"arg_reduce_group_{name}", "simd": f"arg_reduce_simd_{name}"}[
+            kind
+        ]
+        assert counts.get(reduce) == 2 and counts.get(arg) == 1, counts
+    else:  # integer sums take a thread per output, into int64
+        assert counts.get(f"reduce_{name}") == 1 and counts.get(f"arg_reduce_{name}") == 1, counts
+    assert not [k for k in counts if k.endswith("_wide")], counts
+    exact = x.astype(np.float64)
+    if floating:
+        tol = {lucid.float32: 1e-6, lucid.float16: 1e-3}.get(dtype, 8e-3)
+        want_sum = exact.sum(-1).astype(NP[dtype]).astype(np.float64)
+        np.testing.assert_allclose(got["sum"].float().numpy(), want_sum, rtol=tol, atol=tol)
+        np.testing.assert_allclose(got["mean"].float().numpy(), exact.mean(-1), rtol=tol, atol=tol)
+    else:
+        assert got["sum"].dtype == lucid.int64
+        np.testing.assert_array_equal(got["sum"].numpy(), x.astype(np.int64).sum(-1))
+    values, indices = got["max"]
+    np.testing.assert_array_equal(indices.numpy(), np.argmax(x, -1))
+    np.testing.assert_array_equal(values.float().numpy() if floating else values.numpy(), np.max(x, -1))

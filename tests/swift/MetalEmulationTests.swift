@@ -60,7 +60,7 @@ private func bindFill(
     guard let out = device.makeBuffer(length: 64, options: .storageModeShared) else { throw LucidError.runtime("no buffer") }
     out.label = label
     e.setBuffer(out, offset: 0, index: 0)
-    var layout = [Int64](repeating: 0, count: 34)
+    var layout = [Int32](repeating: 0, count: 34)  // the kernel's Layout32 (fill_float16 is its 32-bit form)
     layout[0] = 1  // one dimension
     layout[1] = 4  // of four elements
     layout[2] = 4

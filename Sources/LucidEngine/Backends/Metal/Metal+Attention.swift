@@ -2,30 +2,44 @@
 import Metal
 
 /// Fused attention on the GPU (Kernels/Attention.metal): one pass over the keys with an online
-/// softmax in float32, the products on the SIMD groups' matrix units, causal and bool masks,
-/// head dimensions up to 128; the scores never reach device memory unless the weights are
-/// asked for. Larger heads, and indices past 32 bits, are composed.
+/// softmax in float32 (each row's maximum and sum over a SIMD group's lanes), the products on
+/// the SIMD groups' matrix units from padded tiles (half for float16), causal and bool masks,
+/// head dimensions up to 128, with a variant of fixed loop bounds for each common head (32, 64,
+/// 80, 96, 128); the scores never reach device memory unless the weights are asked for. Larger
+/// heads, and indices past 32 bits, are composed.
 extension MetalBackend: AttentionKernels {
-    /// A variant of the kernel: its SIMD groups (8 query rows each), keys a step and largest
-    /// head dimension.
+    /// A variant of the kernel: its SIMD groups (8 query rows each), keys a step, head
+    /// dimension (exact, or the largest it takes) and the bytes of a tile's element.
     struct AttentionVariant {
-        let name: String, simdGroups: Int, keys: Int, dimension: Int
+        let name: String, simdGroups: Int, keys: Int, dimension: Int, tileBytes: Int
         var threads: Int { 32 * simdGroups }
-        /// Threadgroup memory in floats: q, kᵀ and v blocks, the scores, three values a row and
-        /// a diagonal a SIMD group (the layout Kernels/Attention.metal documents).
-        var floats: Int {
-            let rows = 8 * simdGroups
-            return rows * dimension + 2 * dimension * keys + rows * keys + 3 * rows + 64 * simdGroups
+        /// Threadgroup memory in bytes (the layout Kernels/Attention.metal documents): the
+        /// scores (rows padded by four floats) and a diagonal a SIMD group as float32; the q, k
+        /// and v tiles (rows padded by 16 bytes), the output staged over the k and v tiles.
+        var bytes: Int {
+            let rows = 8 * simdGroups, tileRow = (dimension + 16 / tileBytes) * tileBytes
+            let floats = rows * (keys + 4) + 64 * simdGroups
+            return 4 * floats + rows * tileRow + Swift.max(2 * keys * tileRow, 4 * rows * dimension)
         }
     }
 
-    /// The variant for head dimensions e (queries and keys) and ev (values), or nil above 128.
+    /// The head dimensions with a variant of their own (queries, keys and values alike).
+    static let exactHeads = [32, 64, 80, 96, 128]
+
+    /// The variant for head dimensions e (queries and keys) and ev (values), or nil above 128:
+    /// a common head's own (`attention_h<e>_<dtype>`) when e == ev, else the generic variant
+    /// for heads up to 64 or 128 (`attention_<64|128>_<dtype>`).
     static func attentionVariant(e: Int, ev: Int, dtype: DType) -> AttentionVariant? {
-        switch max(e, ev) {
-        case ...64: AttentionVariant(name: "attention_64_\(dtype.name)", simdGroups: 4, keys: 32, dimension: 64)
-        case ...128: AttentionVariant(name: "attention_128_\(dtype.name)", simdGroups: 2, keys: 16, dimension: 128)
-        default: nil
-        }
+        let head = Swift.max(e, ev)
+        guard head <= 128 else { return nil }
+        let exact = e == ev && exactHeads.contains(e)
+        let dimension = exact ? e : (head <= 64 ? 64 : 128)
+        // float16 tiles are half; float32 and bfloat16 tiles float32.
+        let tileBytes = dtype == .float16 ? 2 : 4
+        let simdGroups = dimension <= 64 ? 4 : 2
+        let keys = dimension > 80 && tileBytes == 4 ? 16 : 32
+        let name = exact ? "attention_h\(e)_\(dtype.name)" : "attention_\(dimension)_\(dtype.name)"
+        return AttentionVariant(name: name, simdGroups: simdGroups, keys: keys, dimension: dimension, tileBytes: tileBytes)
     }
 
     func attentionRoute(_ call: KernelCall) -> KernelRoute {
@@ -56,7 +70,7 @@ extension MetalBackend: AttentionKernels {
         let groups = q.shape[0] * ((q.shape[1] + rows - 1) / rows)
         encode(
             variant.name, groups: groups, width: variant.threads,
-            floatsPerThread: (variant.floats + variant.threads - 1) / variant.threads
+            floatsPerThread: (variant.bytes / 4 + variant.threads - 1) / variant.threads
         ) { e in
             bind(q, 0, e)
             bind(k, 1, e)

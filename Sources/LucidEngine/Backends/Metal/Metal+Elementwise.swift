@@ -2,7 +2,8 @@
 import Metal
 
 /// Elementwise kernels on the GPU (Kernels/Elementwise.metal): one thread per output element
-/// over strided operands; four consecutive elements per thread, as 4-wide vectors with 32-bit
+/// over strided operands (with 32-bit indices when every count and offset fits, else 64-bit:
+/// `encode(strided:)`); four consecutive elements per thread, as 4-wide vectors with 32-bit
 /// indices, when every operand is contiguous, aligned and of the output's shape; and for binary
 /// ops whose operands merge into three dimensions or fewer (a broadcast), a 3-D grid of threads
 /// with no division. Floating dtypes compute in float32; integer arithmetic wraps. A
@@ -100,11 +101,10 @@ extension MetalBackend: ElementwiseKernels {
             }
         }
         let layout = MetalLayout(routed: out.shape, operands: [a.strides, b.strides, out.strides])
-        encode("binary_\(out.dtype.name)", count: layout.count) { e in
+        encode(strided: "binary_\(out.dtype.name)", count: layout.count, layouts: [(layout, 3)]) { e in
             bind(a, 0, e)
             bind(b, 1, e)
             bind(out, 2, e)
-            setBytes(layout.words, 3, e)
             setBytes(Self.code(op), 4, e)
         }
     }
@@ -122,10 +122,9 @@ extension MetalBackend: ElementwiseKernels {
             }
         }
         let layout = MetalLayout(routed: out.shape, operands: [a.strides, out.strides])
-        encode("binary_scalar_\(out.dtype.name)", count: layout.count) { e in
+        encode(strided: "binary_scalar_\(out.dtype.name)", count: layout.count, layouts: [(layout, 2)]) { e in
             bind(a, 0, e)
             bind(out, 1, e)
-            setBytes(layout.words, 2, e)
             setBytes(Self.code(op), 3, e)
             // The host kernels take the scalar as float32 for floating types, int64 otherwise.
             if out.dtype.isFloatingPoint { setBytes(Float(scalar.double), 4, e) } else { setBytes(scalar.int, 4, e) }
@@ -144,10 +143,9 @@ extension MetalBackend: ElementwiseKernels {
             }
         }
         let layout = MetalLayout(routed: out.shape, operands: [a.strides, out.strides])
-        encode("unary_\(out.dtype.name)", count: layout.count) { e in
+        encode(strided: "unary_\(out.dtype.name)", count: layout.count, layouts: [(layout, 2)]) { e in
             bind(a, 0, e)
             bind(out, 1, e)
-            setBytes(layout.words, 2, e)
             setBytes(UInt32(op.rawValue), 3, e)
         }
     }
@@ -156,13 +154,12 @@ extension MetalBackend: ElementwiseKernels {
         guard gradIn.numel > 0 else { return }
         let layouts = MetalLayout.layouts(routed: gradIn.shape, operands: [x.strides, y.strides, grad.strides, gradIn.strides])
         let (inputs, output) = (layouts[0], layouts[1])
-        encode("unary_backward_\(gradIn.dtype.name)", count: inputs.count) { e in
+        encode(strided: "unary_backward_\(gradIn.dtype.name)", count: inputs.count, layouts: [(inputs, 4), (output, 5)]) {
+            e in
             bind(x, 0, e)
             bind(y, 1, e)
             bind(grad, 2, e)
             bind(gradIn, 3, e)
-            setBytes(inputs.words, 4, e)
-            setBytes(output.words, 5, e)
             setBytes(UInt32(op.rawValue), 6, e)
         }
     }
@@ -170,11 +167,10 @@ extension MetalBackend: ElementwiseKernels {
     func compare(_ op: CompareKernel, _ a: TensorImpl, _ b: TensorImpl, into out: TensorImpl) {
         guard out.numel > 0 else { return }
         let layout = MetalLayout(routed: out.shape, operands: [a.strides, b.strides, out.strides])
-        encode("compare_\(a.dtype.name)", count: layout.count) { e in
+        encode(strided: "compare_\(a.dtype.name)", count: layout.count, layouts: [(layout, 3)]) { e in
             bind(a, 0, e)
             bind(b, 1, e)
             bind(out, 2, e)
-            setBytes(layout.words, 3, e)
             setBytes(UInt32(op.rawValue), 4, e)
         }
     }
@@ -183,13 +179,11 @@ extension MetalBackend: ElementwiseKernels {
         guard out.numel > 0 else { return }
         let layouts = MetalLayout.layouts(routed: out.shape, operands: [cond.strides, a.strides, b.strides, out.strides])
         let (layout, output) = (layouts[0], layouts[1])
-        encode("select_\(out.dtype.name)", count: layout.count) { e in
+        encode(strided: "select_\(out.dtype.name)", count: layout.count, layouts: [(layout, 4), (output, 5)]) { e in
             bind(cond, 0, e)
             bind(a, 1, e)
             bind(b, 2, e)
             bind(out, 3, e)
-            setBytes(layout.words, 4, e)
-            setBytes(output.words, 5, e)
         }
     }
 }

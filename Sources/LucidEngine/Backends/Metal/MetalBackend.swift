@@ -43,13 +43,57 @@ final class MetalBuffer: DeviceBuffer, @unchecked Sendable {
 }
 
 /// The layout of up to three operands over one shape, as the kernels' `Layout` struct holds it
-/// (Kernels/Elementwise.metal): uint ndim, uint pad, ulong count, long shape[8],
+/// (Kernels/Common.metal): uint ndim, uint pad, ulong count, long shape[8],
 /// long strides[3][8] — 34 little-endian 64-bit words.
 struct MetalLayout {
     static let maxRank = 8
     private(set) var words = [Int64](repeating: 0, count: 34)
 
     var count: Int { Int(words[1]) }
+    var rank: Int { Int(words[0]) }
+
+    /// The size of merged dimension `d` (outermost first) and an operand's stride along it.
+    func size(_ d: Int) -> Int { Int(words[2 + d]) }
+    func step(_ operand: Int, _ d: Int) -> Int { Int(words[10 + operand * 8 + d]) }
+
+    /// The largest count and offset the kernels' 32-bit forms take: 2^31 - 1, or
+    /// `LUCID_METAL_INDEX32_LIMIT` when that is lower (so that tests run the 64-bit forms on
+    /// small tensors).
+    static let index32Limit: Int = {
+        let limit = Int(Int32.max)
+        guard let raw = getenv("LUCID_METAL_INDEX32_LIMIT"), let n = Int(String(cString: raw)), n >= 0 else { return limit }
+        return min(n, limit)
+    }()
+
+    /// The furthest offset an operand's indices reach over the layout, whatever its strides'
+    /// signs.
+    func reach(_ operand: Int) -> Int { (0..<rank).reduce(0) { $0 + max(size($1) - 1, 0) * abs(step(operand, $1)) } }
+
+    /// The same layout as the kernels' `Layout32` (uint ndim, uint count, uint shape[8],
+    /// int strides[3][8]: 34 32-bit words), or nil when the count, or an offset an operand
+    /// reaches, does not fit `index32Limit`; then the kernel's `_wide` form takes `words`.
+    var words32: [Int32]? {
+        guard count <= Self.index32Limit, (0..<3).allSatisfy({ reach($0) <= Self.index32Limit }) else { return nil }
+        var w = [Int32](repeating: 0, count: 34)
+        w[0] = Int32(rank)
+        w[1] = Int32(count)
+        for d in 0..<rank {
+            w[2 + d] = Int32(size(d))
+            for o in 0..<3 { w[10 + o * 8 + d] = Int32(step(o, d)) }
+        }
+        return w
+    }
+
+    /// Whether a kernel over `layouts` takes its 32-bit form: every layout fits, and so does
+    /// `reach`, the furthest offset the kernel adds up from them.
+    static func narrow(_ layouts: [MetalLayout], reach: Int = 0) -> Bool {
+        reach <= index32Limit && layouts.allSatisfy { $0.words32 != nil }
+    }
+
+    /// Binds the layout as the kernels' `Layout32` (`narrow`) or `Layout`.
+    func bind(narrow: Bool, _ index: Int, _ e: any MTLComputeCommandEncoder) {
+        if narrow, let w = words32 { setBytes(w, index, e) } else { setBytes(words, index, e) }
+    }
 
     /// `operands` (each a strides array of `shape`'s rank) over `shape`, with dimensions of
     /// size 1 dropped and neighbours merged where every operand allows; nil when more than
@@ -410,9 +454,8 @@ final class MetalBackend: Backend, @unchecked Sendable {
             // More dimensions than a layout holds: one fill per slice of the first.
             return Self.slices(out).forEach { fill($0, with: value) }
         }
-        encode("fill_\(out.dtype.name)", count: layout.count) { e in
+        encode(strided: "fill_\(out.dtype.name)", count: layout.count, layouts: [(layout, 1)]) { e in
             bind(out, 0, e)
-            setBytes(layout.words, 1, e)
             if out.dtype.isFloatingPoint {
                 // One rounding into a 16-bit float, through float32 rounded to odd (as the host does).
                 setBytes(out.dtype.isLowPrecision ? roundedToOddFloat(value.double) : Float(value.double), 2, e)
@@ -430,10 +473,9 @@ final class MetalBackend: Backend, @unchecked Sendable {
             // More dimensions than a layout holds: one copy per slice of the first.
             return zip(Self.slices(src), Self.slices(dst)).forEach { copy($0, into: $1) }
         }
-        encode("copy_\(kind)", count: layout.count) { e in
+        encode(strided: "copy_\(kind)", count: layout.count, layouts: [(layout, 2)]) { e in
             bind(src, 0, e)
             bind(dst, 1, e)
-            setBytes(layout.words, 2, e)
         }
     }
 
@@ -501,6 +543,20 @@ final class MetalBackend: Backend, @unchecked Sendable {
         }
     }
 
+    /// Encodes one dispatch of a strided kernel over `count` threads with `layouts` bound at
+    /// their buffer indices: its 32-bit form (`kernel`, the layouts as `Layout32`) when every
+    /// layout fits 32 bits, else its 64-bit form (`kernel_wide`, as `Layout`).
+    func encode(
+        strided kernel: String, count: Int, layouts: [(layout: MetalLayout, index: Int)],
+        _ bind: (any MTLComputeCommandEncoder) -> Void
+    ) {
+        let narrow = MetalLayout.narrow(layouts.map(\.layout))
+        encode(narrow ? kernel : kernel + "_wide", count: count) { e in
+            for (layout, index) in layouts { layout.bind(narrow: narrow, index, e) }
+            bind(e)
+        }
+    }
+
     /// Encodes one dispatch of `kernel` over a grid of threads, in threadgroups of powers of
     /// two filled along x first (the innermost dimension), then y and z.
     func encode(_ kernel: String, grid: MTLSize, _ bind: (any MTLComputeCommandEncoder) -> Void) {
@@ -522,7 +578,7 @@ final class MetalBackend: Backend, @unchecked Sendable {
 
     /// Encodes `groups` threadgroups of `width` threads each (a kernel that cooperates through
     /// threadgroup memory), with `floatsPerThread` float32s of threadgroup memory per thread
-    /// at threadgroup index 0. `width` is capped at what the pipeline allows, keeping it a
+    /// at threadgroup index 0 (none for 0). `width` is capped at what the pipeline allows, keeping it a
     /// power of two when it is one: only for kernels written for any width (a kernel that needs
     /// exactly `width` threads checks `maxThreadsPerThreadgroup` first).
     func encode(
@@ -533,11 +589,21 @@ final class MetalBackend: Backend, @unchecked Sendable {
             var w = max(1, width)
             while w > pipeline.maxTotalThreadsPerThreadgroup { w /= 2 }
             let bytes = (w * floatsPerThread * MemoryLayout<Float>.size + 15) / 16 * 16
-            e.setThreadgroupMemoryLength(bytes, index: 0)
+            if bytes > 0 { e.setThreadgroupMemoryLength(bytes, index: 0) }
             e.dispatchThreadgroups(
                 MTLSize(width: groups, height: 1, depth: 1),
                 threadsPerThreadgroup: MTLSize(width: w, height: 1, depth: 1))
         }
+    }
+
+    /// Encodes a kernel that takes a SIMD group per row over `rows` rows: threadgroups of up to
+    /// eight SIMD groups (as many as the pipeline allows), each SIMD group one row; the kernel
+    /// finds its row from its threadgroup, its SIMD group and the threadgroup's width.
+    func encode(simdRows kernel: String, rows: Int, _ bind: (any MTLComputeCommandEncoder) -> Void) {
+        var simdGroups = 8
+        let limit = maxThreadsPerThreadgroup(kernel) ?? 32
+        while simdGroups > 1 && (32 * simdGroups > limit || simdGroups / 2 >= rows) { simdGroups /= 2 }
+        encode(kernel, groups: (rows + simdGroups - 1) / simdGroups, width: 32 * simdGroups, floatsPerThread: 0, bind)
     }
 
     /// Whether the tensors given (nil skipped) are contiguous and of one floating dtype, as the

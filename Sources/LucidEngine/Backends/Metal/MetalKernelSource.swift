@@ -116,10 +116,32 @@ inline float two_sum(float a, float b, thread float& error) {
     return s;
 }
 
+// The largest of `lanes` (a power of two up to 32) consecutive lanes' values of a SIMD group
+// (NaN if any is NaN); every lane of them ends with it.
+inline float simd_lanes_max(float value, uint lanes) {
+    for (uint d = lanes / 2; d > 0; d /= 2) value = max_or_nan(value, simd_shuffle_xor(value, ushort(d)));
+    return value;
+}
+
+// The sum of `lanes` (a power of two up to 32) consecutive lanes' compensated sums (sum - carry
+// each), as a sum and its error term (`error`), added by TwoSum so that no rounding error is
+// lost; every lane of them ends with both.
+inline float simd_lanes_sum(float sum, float carry, uint lanes, thread float& error) {
+    float s = sum;
+    error = -carry;
+    for (uint d = lanes / 2; d > 0; d /= 2) {
+        float other = simd_shuffle_xor(s, ushort(d)), other_error = simd_shuffle_xor(error, ushort(d));
+        float e;
+        s = two_sum(s, other, e);
+        error = (error + other_error) + e;
+    }
+    return s;
+}
+
 // The largest of the threads' values (NaN if any is NaN); `partial` holds `width` floats.
 inline float threadgroup_max(float value, threadgroup float* partial, uint lane, uint width) {
     uint lanes = min(width, 32u);
-    for (uint d = lanes / 2; d > 0; d /= 2) value = max_or_nan(value, simd_shuffle_xor(value, ushort(d)));
+    value = simd_lanes_max(value, lanes);
     uint groups = width / lanes;
     if (lane % lanes == 0) partial[lane / lanes] = value;
     threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -132,14 +154,9 @@ inline float threadgroup_max(float value, threadgroup float* partial, uint lane,
 // The sum of the threads' compensated sums (sum - carry each), added without losing the
 // error terms; `partial` holds 2 · width floats.
 inline float threadgroup_sum(float sum, float carry, threadgroup float* partial, uint lane, uint width) {
-    float s = sum, error = -carry;
     uint lanes = min(width, 32u);
-    for (uint d = lanes / 2; d > 0; d /= 2) {
-        float other = simd_shuffle_xor(s, ushort(d)), other_error = simd_shuffle_xor(error, ushort(d));
-        float e;
-        s = two_sum(s, other, e);
-        error = (error + other_error) + e;
-    }
+    float error;
+    float s = simd_lanes_sum(sum, carry, lanes, error);
     uint groups = width / lanes;
     if (lane % lanes == 0) {
         partial[lane / lanes] = s;
@@ -209,7 +226,11 @@ inline float threadgroup_sum(float sum, float carry, threadgroup float* partial,
 
 // ---- strided operands --------------------------------------------------------------------
 // The layout of up to three operands over one shape (row-major over `shape`), bound with
-// setBytes. Field order and sizes match `MetalLayout` in MetalBackend.swift.
+// setBytes, in two forms: `Layout` with 64-bit counts, sizes and strides, and `Layout32`, the
+// same in 32 bits, for operands whose every count and offset fits (`MetalLayout` in
+// MetalBackend.swift writes both and decides). A strided kernel comes in both forms
+// (LUCID_INDEX_FORMS): NAME takes a `Layout32` and a 32-bit thread index, so that an element
+// costs a 32-bit divide and modulo per dimension, NAME_wide a `Layout` and the 64-bit index.
 struct Layout {
     uint ndim;
     uint pad;
@@ -217,6 +238,17 @@ struct Layout {
     long shape[8];
     long strides[3][8];
 };
+
+struct Layout32 {
+    uint ndim;
+    uint count;
+    uint shape[8];
+    int strides[3][8];
+};
+
+// The offset type of each form (element_offset's result), for a kernel's other offsets.
+typedef long LayoutOffset;
+typedef int Layout32Offset;
 
 inline long element_offset(ulong flat, constant Layout& L, uint operand) {
     long off = 0;
@@ -228,6 +260,21 @@ inline long element_offset(ulong flat, constant Layout& L, uint operand) {
     }
     return off;
 }
+
+// The outermost dimension needs no division: what is left of the index is its position.
+inline int element_offset(uint flat, constant Layout32& L, uint operand) {
+    int off = 0;
+    for (int d = int(L.ndim) - 1; d > 0; --d) {
+        uint extent = L.shape[d];
+        off += int(flat % extent) * L.strides[operand][d];
+        flat /= extent;
+    }
+    return L.ndim > 0 ? off + int(flat) * L.strides[operand][0] : 0;
+}
+
+// Both forms of a strided kernel from one macro AT(NAME, ..., L, I): L the layout type, I the
+// index type.
+#define LUCID_INDEX_FORMS(AT, NAME, ...) AT(NAME, __VA_ARGS__, Layout32, uint) AT(NAME##_wide, __VA_ARGS__, Layout, ulong)
 
 """#
 
@@ -356,15 +403,23 @@ LUCID_CAST_STATS(cast_stats_bfloat16, bfloat, ushort, 0x7fffu)
 //
 // q [B, L, E], k [B, S, E], v [B, S, Ev] of one dtype T and any strides; out [B, L, Ev]
 // contiguous. A threadgroup of SGS SIMD groups takes BQ = 8·SGS query rows of one batch entry,
-// each SIMD group 8 of them. For each block of BK keys the group stages kᵀ and v as float32 in
-// threadgroup memory, computes the 8×BK scores of its rows on the matrix units (float32 sums),
-// and thread r of the group keeps row r's running maximum and sum: the block's scores become
-// exp(score − max) and the rows' accumulators are rescaled by exp(old max − new max) (a
-// diagonal product) before adding p·v. Masked positions (beyond the keys, after the row's own
-// when causal, false in the bool mask) score −inf; a row with none left comes out NaN, as
-// softmax over −inf does. E and Ev are padded with zeros to DMAX, the largest the variant
-// takes. With `write_weights` a second pass writes the softmax itself ([B, L, S], rounded to
-// T) for the backward pass. 32-bit indices.
+// each SIMD group 8 of them, whose q it keeps in SIMD-group matrices. For each block of BK keys
+// the threadgroup stages k and v as they lie (key-major, no transpose) in tiles of TT — half for
+// float16, float for float32 and bfloat16 — whose rows are padded by 16 bytes (PAD elements) so
+// that the lanes of a SIMD-group load do not meet in one memory bank; each SIMD group computes
+// the 8×BK scores of its rows on the matrix units (a transposed load of the k tile, float32
+// sums) into a padded float32 tile. Then the row softmax: for each of its rows, lane c takes
+// key c, and simd_max and simd_sum give the block's maximum and sum over the lanes; every lane
+// keeps each row's running maximum and sum, the block's scores become exp(score − max), and the
+// rows' accumulators are rescaled by exp(old max − new max) (a diagonal product) before adding
+// p·v. Masked positions (beyond the keys, after the row's own when causal, false in the bool
+// mask) score −inf; a row with none left comes out NaN, as softmax over −inf does.
+//
+// The head dimension is a compile-time constant D in every variant: EXACT ones take E = Ev = D
+// (the common heads, 32 to 128), so that every loop over it has fixed bounds and no test;
+// generic ones take any E, Ev up to D, padded with zeros to a multiple of 8. With
+// `write_weights` a second pass writes the softmax itself ([B, L, S], rounded to T) for the
+// backward pass. 32-bit indices.
 //
 // Field order and sizes match `attentionShape` in Metal+Attention.swift.
 struct AttentionShape {
@@ -381,88 +436,95 @@ inline float attention_score(float product, constant AttentionShape& s, device c
     return allowed ? product * s.scale : -INFINITY;
 }
 
-// Stages the block of keys from k0 as kᵀ in threadgroup memory (zero past the keys and E),
-// then each SIMD group's 8 × BK products of its query rows against them, into `sc`; every
-// thread of the group runs it (it holds barriers).
-#define LUCID_ATTENTION_SCORES(BK, DMAX, THREADS)                                                    \
-    for (int e = int(lane); e < BK * DMAX; e += THREADS) {                                           \
-        int c = e / DMAX, d = e % DMAX, j = k0 + c;                                                  \
-        kt[d * BK + c] = (j < s.s && d < s.e) ? widen(k[b * s.k_strides[0] + j * s.k_strides[1] + d * s.k_strides[2]]) : 0.0f; \
+// An element as the tiles hold it: float16 stays half, float32 stays float, bfloat16 is
+// widened to float (exactly).
+inline half attention_tile(half x) { return x; }
+inline float attention_tile(float x) { return x; }
+inline float attention_tile(bfloat x) { return widen(x); }
+
+// Stages the block of BK keys from k0 into `ks` ([BK][LD], zero past the keys and E), then each
+// SIMD group's 8 × BK products of its query rows (`qm`) against them into its rows of `sc`
+// ([BQ][LS]); every thread of the group runs it (it holds barriers).
+#define LUCID_ATTENTION_SCORES(TT, MT, BK, D, LD, LS, THREADS, EXACT)                                 \
+    for (int e = int(lane); e < BK * D; e += THREADS) {                                              \
+        int c = e / D, d = e % D, j = k0 + c;                                                        \
+        ks[c * LD + d] = (j < s.s && (EXACT || d < s.e))                                             \
+            ? attention_tile(k[b * s.k_strides[0] + j * s.k_strides[1] + d * s.k_strides[2]]) : TT(0); \
     }                                                                                                \
     threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
     for (int ct = 0; ct < BK / 8; ++ct) {                                                            \
-        simdgroup_float8x8 product = zero, qm, km;                                                   \
-        for (int d = 0; d < ep; d += 8) {                                                            \
-            simdgroup_load(qm, qs + int(sg) * 8 * DMAX + d, DMAX);                                   \
-            simdgroup_load(km, kt + d * BK + ct * 8, BK);                                            \
-            simdgroup_multiply_accumulate(product, qm, km, product);                                 \
+        simdgroup_float8x8 product = zero;                                                           \
+        MT km;                                                                                       \
+        for (int t = 0; t < ep / 8; ++t) {                                                           \
+            simdgroup_load(km, ks + ct * 8 * LD + t * 8, LD, ulong2(0), true);                       \
+            simdgroup_multiply_accumulate(product, qm[t], km, product);                              \
         }                                                                                            \
-        simdgroup_store(product, sc + int(sg) * 8 * BK + ct * 8, BK);                                \
+        simdgroup_store(product, sc + int(sg) * 8 * LS + ct * 8, LS);                                \
     }                                                                                                \
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
-// Threadgroup memory, in floats: q [BQ][DMAX], kᵀ [DMAX][BK], v [BK][DMAX], scores [BQ][BK],
-// three per-row values [BQ] and a diagonal [8][8] per SIMD group (`attentionFloats` in
-// Metal+Attention.swift).
-#define LUCID_ATTENTION(NAME, T, SGS, BK, DMAX)                                                      \
+// Threadgroup memory, in bytes: the scores [BQ][LS] and a diagonal [8][8] per SIMD group as
+// float, then the tiles of TT: q [BQ][LD], and k and v [BK][LD] each, whose space also stages
+// the output ([BQ][D] floats) at the end (`AttentionVariant.bytes` in Metal+Attention.swift).
+#define LUCID_ATTENTION(NAME, T, TT, MT, SGS, BK, D, PAD, EXACT)                                     \
 kernel void NAME(device const T* q [[buffer(0)]], device const T* k [[buffer(1)]],                  \
                  device const T* v [[buffer(2)]], device const uchar* mask [[buffer(3)]],            \
                  device T* out [[buffer(4)]], device T* weights [[buffer(5)]],                       \
                  constant AttentionShape& s [[buffer(6)]], threadgroup float* smem [[threadgroup(0)]], \
                  uint group [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]], \
                  uint sg [[simdgroup_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]]) {  \
-    const int BQ = 8 * SGS, THREADS = 32 * SGS;                                                      \
+    const int BQ = 8 * SGS, THREADS = 32 * SGS, LD = D + PAD, LS = BK + 4;                           \
     int blocks = (s.l + BQ - 1) / BQ, b = int(group) / blocks, row0 = (int(group) % blocks) * BQ;   \
-    int ep = (s.e + 7) / 8 * 8, evp = (s.ev + 7) / 8 * 8;                                            \
-    threadgroup float* qs = smem;                                                                    \
-    threadgroup float* kt = qs + BQ * DMAX;                                                          \
-    threadgroup float* vs = kt + DMAX * BK;                                                          \
-    threadgroup float* sc = vs + BK * DMAX;                                                          \
-    threadgroup float* row_max = sc + BQ * BK;                                                       \
-    threadgroup float* row_sum = row_max + BQ;                                                       \
-    threadgroup float* row_scale = row_sum + BQ;                                                     \
-    threadgroup float* diag = row_scale + BQ + int(sg) * 64;                                         \
-    for (int e = int(lane); e < BQ * DMAX; e += THREADS) {                                           \
-        int i = row0 + e / DMAX, c = e % DMAX;                                                       \
-        qs[e] = (i < s.l && c < s.e) ? widen(q[b * s.q_strides[0] + i * s.q_strides[1] + c * s.q_strides[2]]) : 0.0f; \
+    const int ep = EXACT ? D : (s.e + 7) / 8 * 8, evp = EXACT ? D : (s.ev + 7) / 8 * 8;              \
+    threadgroup float* sc = smem;                                                                    \
+    threadgroup float* diag = sc + BQ * LS + int(sg) * 64;                                           \
+    threadgroup TT* qs = (threadgroup TT*)(sc + BQ * LS + SGS * 64);                                 \
+    threadgroup TT* ks = qs + BQ * LD;                                                               \
+    threadgroup TT* vs = ks + BK * LD;                                                               \
+    threadgroup float* stage = (threadgroup float*)ks;                                               \
+    for (int e = int(lane); e < BQ * D; e += THREADS) {                                              \
+        int r = e / D, c = e % D, i = row0 + r;                                                      \
+        qs[r * LD + c] = (i < s.l && (EXACT || c < s.e))                                             \
+            ? attention_tile(q[b * s.q_strides[0] + i * s.q_strides[1] + c * s.q_strides[2]]) : TT(0); \
     }                                                                                                \
-    if (int(lane) < BQ) { row_max[lane] = -INFINITY; row_sum[lane] = 0.0f; }                         \
+    threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
     const simdgroup_float8x8 zero = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                 \
-    simdgroup_float8x8 acc[DMAX / 8];                                                                \
-    for (int t = 0; t < DMAX / 8; ++t) acc[t] = zero;                                                \
+    MT qm[D / 8];                                                                                    \
+    for (int t = 0; t < ep / 8; ++t) simdgroup_load(qm[t], qs + int(sg) * 8 * LD + t * 8, LD);      \
+    simdgroup_float8x8 acc[D / 8];                                                                   \
+    for (int t = 0; t < D / 8; ++t) acc[t] = zero;                                                   \
+    float row_max[8], row_sum[8], row_scale[8];                                                      \
+    for (int r = 0; r < 8; ++r) { row_max[r] = -INFINITY; row_sum[r] = 0.0f; }                       \
     int last = s.causal != 0 ? min(s.s, row0 + BQ) : s.s;                                            \
     for (int k0 = 0; k0 < last; k0 += BK) {                                                          \
-        for (int e = int(lane); e < BK * DMAX; e += THREADS) {                                       \
-            int c = e / DMAX, d = e % DMAX, j = k0 + c;                                              \
-            vs[c * DMAX + d] = (j < s.s && d < s.ev) ? widen(v[b * s.v_strides[0] + j * s.v_strides[1] + d * s.v_strides[2]]) : 0.0f; \
+        for (int e = int(lane); e < BK * D; e += THREADS) {                                          \
+            int c = e / D, d = e % D, j = k0 + c;                                                    \
+            vs[c * LD + d] = (j < s.s && (EXACT || d < s.ev))                                        \
+                ? attention_tile(v[b * s.v_strides[0] + j * s.v_strides[1] + d * s.v_strides[2]]) : TT(0); \
         }                                                                                            \
-        LUCID_ATTENTION_SCORES(BK, DMAX, THREADS)                                                    \
-        if (int(lane) < BQ) {                                                                        \
-            int r = int(lane), i = row0 + r;                                                         \
-            float old_max = row_max[r], m = old_max;                                                 \
-            for (int c = 0; c < BK; ++c) m = max_or_nan(m, attention_score(sc[r * BK + c], s, mask, b, i, k0 + c)); \
+        LUCID_ATTENTION_SCORES(TT, MT, BK, D, LD, LS, THREADS, EXACT)                                \
+        for (int r = 0; r < 8; ++r) {                                                                \
+            int i = row0 + int(sg) * 8 + r, c = int(sl);                                             \
+            threadgroup float* score = sc + (int(sg) * 8 + r) * LS + c;                              \
+            float x = c < BK ? attention_score(*score, s, mask, b, i, k0 + c) : -INFINITY;           \
+            float m = max_or_nan(row_max[r], simd_max(x));                                           \
             float base = m == -INFINITY ? 0.0f : m;                                                  \
-            float sum = 0.0f;                                                                        \
-            for (int c = 0; c < BK; ++c) {                                                           \
-                float p = precise::exp(attention_score(sc[r * BK + c], s, mask, b, i, k0 + c) - base); \
-                sc[r * BK + c] = p;                                                                  \
-                sum += p;                                                                            \
-            }                                                                                        \
-            float rescale = precise::exp(old_max - base);                                           \
-            row_sum[r] = row_sum[r] * rescale + sum;                                                 \
+            float p = precise::exp(x - base);                                                        \
+            if (c < BK) *score = p;                                                                  \
+            row_scale[r] = precise::exp(row_max[r] - base);                                          \
+            row_sum[r] = row_sum[r] * row_scale[r] + simd_sum(p);                                    \
             row_max[r] = m;                                                                          \
-            row_scale[r] = rescale;                                                                  \
         }                                                                                            \
+        for (int e = int(sl); e < 64; e += 32) diag[e] = e / 8 == e % 8 ? row_scale[e / 8] : 0.0f;  \
         threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
-        for (int e = int(sl); e < 64; e += 32) diag[e] = e / 8 == e % 8 ? row_scale[int(sg) * 8 + e / 8] : 0.0f; \
-        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
-        simdgroup_float8x8 dm, pm, vm;                                                               \
+        simdgroup_float8x8 dm, pm;                                                                   \
+        MT vm;                                                                                       \
         simdgroup_load(dm, diag, 8);                                                                 \
         for (int t = 0; t < evp / 8; ++t) {                                                          \
             simdgroup_multiply_accumulate(acc[t], dm, acc[t], zero);                                 \
             for (int kk = 0; kk < BK; kk += 8) {                                                     \
-                simdgroup_load(pm, sc + int(sg) * 8 * BK + kk, BK);                                  \
-                simdgroup_load(vm, vs + kk * DMAX + t * 8, DMAX);                                    \
+                simdgroup_load(pm, sc + int(sg) * 8 * LS + kk, LS);                                  \
+                simdgroup_load(vm, vs + kk * LD + t * 8, LD);                                        \
                 simdgroup_multiply_accumulate(acc[t], pm, vm, acc[t]);                               \
             }                                                                                        \
         }                                                                                            \
@@ -470,35 +532,42 @@ kernel void NAME(device const T* q [[buffer(0)]], device const T* k [[buffer(1)]
     }                                                                                                \
     if (s.write_weights != 0) {                                                                      \
         for (int k0 = 0; k0 < s.s; k0 += BK) {                                                       \
-            LUCID_ATTENTION_SCORES(BK, DMAX, THREADS)                                                \
-            for (int e = int(lane); e < BQ * BK; e += THREADS) {                                     \
-                int r = e / BK, i = row0 + r, j = k0 + e % BK;                                       \
+            LUCID_ATTENTION_SCORES(TT, MT, BK, D, LD, LS, THREADS, EXACT)                            \
+            for (int e = int(sl); e < 8 * BK; e += 32) {                                             \
+                int r = e / BK, i = row0 + int(sg) * 8 + r, j = k0 + e % BK;                         \
                 if (i < s.l && j < s.s) {                                                            \
                     float base = row_max[r] == -INFINITY ? 0.0f : row_max[r];                        \
-                    float p = precise::exp(attention_score(sc[e], s, mask, b, i, j) - base) / row_sum[r]; \
-                    weights[(b * s.l + i) * s.s + j] = narrow<T>(p);                                 \
+                    float x = attention_score(sc[(int(sg) * 8 + r) * LS + e % BK], s, mask, b, i, j); \
+                    weights[(b * s.l + i) * s.s + j] = narrow<T>(precise::exp(x - base) / row_sum[r]); \
                 }                                                                                    \
             }                                                                                        \
             threadgroup_barrier(mem_flags::mem_threadgroup);                                         \
         }                                                                                            \
     }                                                                                                \
-    for (int t = 0; t < evp / 8; ++t) simdgroup_store(acc[t], qs + int(sg) * 8 * DMAX + t * 8, DMAX); \
+    for (int t = 0; t < evp / 8; ++t) simdgroup_store(acc[t], stage + int(sg) * 8 * D + t * 8, D);  \
     threadgroup_barrier(mem_flags::mem_threadgroup);                                                 \
-    for (int e = int(lane); e < BQ * DMAX; e += THREADS) {                                           \
-        int r = e / DMAX, i = row0 + r, c = e % DMAX;                                                \
-        if (i < s.l && c < s.ev) out[(b * s.l + i) * s.ev + c] = narrow<T>(qs[e] / row_sum[r]);      \
+    for (int e = int(sl); e < 8 * D; e += 32) {                                                      \
+        int r = e / D, i = row0 + int(sg) * 8 + r, c = e % D;                                        \
+        if (i < s.l && (EXACT || c < s.ev)) out[(b * s.l + i) * s.ev + c] = narrow<T>(stage[int(sg) * 8 * D + e] / row_sum[r]); \
     }                                                                                                \
 }
 
-// Head dimensions up to 64: four SIMD groups, 32 rows and 32 keys a step (7,520 floats);
-// up to 128: two SIMD groups, 16 rows and 16 keys a step (6,576 floats).
-#define LUCID_ATTENTION_VARIANTS(T, NAME)                                                            \
-    LUCID_ATTENTION(attention_64_##NAME, T, 4, 32, 64)                                               \
-    LUCID_ATTENTION(attention_128_##NAME, T, 2, 16, 128)
+// Each variant for one dtype: T, its tile type TT and matrix type MT, and the padding of a
+// tile's rows (16 bytes). Heads up to 64: four SIMD groups, 32 rows and 32 keys a step; wider:
+// two SIMD groups, 16 rows, and 32 keys a step in half tiles, 16 in float tiles over 80
+// (`attentionVariant` in Metal+Attention.swift chooses, and sizes the memory).
+#define LUCID_ATTENTION_VARIANTS(T, TT, MT, PAD, NAME, WIDE_KEYS)                                    \
+    LUCID_ATTENTION(attention_h32_##NAME, T, TT, MT, 4, 32, 32, PAD, true)                           \
+    LUCID_ATTENTION(attention_h64_##NAME, T, TT, MT, 4, 32, 64, PAD, true)                           \
+    LUCID_ATTENTION(attention_h80_##NAME, T, TT, MT, 2, 32, 80, PAD, true)                           \
+    LUCID_ATTENTION(attention_h96_##NAME, T, TT, MT, 2, WIDE_KEYS, 96, PAD, true)                    \
+    LUCID_ATTENTION(attention_h128_##NAME, T, TT, MT, 2, WIDE_KEYS, 128, PAD, true)                  \
+    LUCID_ATTENTION(attention_64_##NAME, T, TT, MT, 4, 32, 64, PAD, false)                           \
+    LUCID_ATTENTION(attention_128_##NAME, T, TT, MT, 2, WIDE_KEYS, 128, PAD, false)
 
-LUCID_ATTENTION_VARIANTS(float, float32)
-LUCID_ATTENTION_VARIANTS(half, float16)
-LUCID_ATTENTION_VARIANTS(bfloat, bfloat16)
+LUCID_ATTENTION_VARIANTS(float, float, simdgroup_float8x8, 4, float32, 16)
+LUCID_ATTENTION_VARIANTS(half, half, simdgroup_half8x8, 8, float16, 32)
+LUCID_ATTENTION_VARIANTS(bfloat, float, simdgroup_float8x8, 4, bfloat16, 16)
 
 """#),
         ("Convolution", #"""
@@ -794,25 +863,27 @@ inline long binary_int(uint op, long x, long y) {
     }
 }
 
-#define LUCID_BINARY_FLOAT(NAME, T)                                                                  \
-kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
-                 device T* out [[buffer(2)]], constant Layout& layout [[buffer(3)]],                 \
+#define LUCID_BINARY_FLOAT_AT(NAME, T, L, I)                                                         \
+kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                   \
+                 device T* out [[buffer(2)]], constant L& layout [[buffer(3)]],                      \
                  constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     float x = widen(a[element_offset(gid, layout, 0)]), y = widen(b[element_offset(gid, layout, 1)]); \
-    out[element_offset(gid, layout, 2)] = narrow<T>(binary_float(op, x, y));                                 \
+    out[element_offset(gid, layout, 2)] = narrow<T>(binary_float(op, x, y));                         \
 }
+#define LUCID_BINARY_FLOAT(NAME, T) LUCID_INDEX_FORMS(LUCID_BINARY_FLOAT_AT, NAME, T)
 
-#define LUCID_BINARY_INT(NAME, T)                                                                    \
-kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
-                 device T* out [[buffer(2)]], constant Layout& layout [[buffer(3)]],                 \
+#define LUCID_BINARY_INT_AT(NAME, T, L, I)                                                           \
+kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                   \
+                 device T* out [[buffer(2)]], constant L& layout [[buffer(3)]],                      \
                  constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     long x = long(a[element_offset(gid, layout, 0)]), y = long(b[element_offset(gid, layout, 1)]);   \
-    out[element_offset(gid, layout, 2)] = from_long<T>(binary_int(op, x, y));                          \
+    out[element_offset(gid, layout, 2)] = from_long<T>(binary_int(op, x, y));                        \
 }
+#define LUCID_BINARY_INT(NAME, T) LUCID_INDEX_FORMS(LUCID_BINARY_INT_AT, NAME, T)
 
 // The contiguous forms: operands of one shape, each contiguous (no broadcast) and starting at
 // a multiple of four elements, fewer than 2^31 elements. Each thread takes four consecutive
@@ -828,7 +899,7 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
 #define LUCID_STORE_VEC4(T, P, V) (*(device vec<T, 4>*)((P) + first) = (V))
 
 #define LUCID_BINARY_FLOAT_CONTIG(NAME, T)                                                           \
-kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
+kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                   \
                  device T* out [[buffer(2)]], constant uint& count [[buffer(3)]],                    \
                  constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
     const ulong gid = LUCID_THREAD_INDEX;                                                            \
@@ -843,7 +914,7 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
 }
 
 #define LUCID_BINARY_INT_CONTIG(NAME, T)                                                             \
-kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
+kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                   \
                  device T* out [[buffer(2)]], constant uint& count [[buffer(3)]],                    \
                  constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
     const ulong gid = LUCID_THREAD_INDEX;                                                            \
@@ -872,7 +943,7 @@ inline int grid_offset(uint3 p, constant GridShape& g, uint operand) {
 }
 
 #define LUCID_GRID_ARGS(T)                                                                           \
-    device const T* a [[buffer(0)]], device const T* b [[buffer(1)]], device T* out [[buffer(2)]],  \
+    device const T* a [[buffer(0)]], device const T* b [[buffer(1)]], device T* out [[buffer(2)]],   \
     constant GridShape& g [[buffer(3)]], constant uint& op [[buffer(4)]], uint3 p [[thread_position_in_grid]]
 #define LUCID_GRID_INSIDE if (p.x >= g.size[0] || p.y >= g.size[1] || p.z >= g.size[2]) return;
 
@@ -886,7 +957,7 @@ kernel void NAME(LUCID_GRID_ARGS(T)) {                                          
 #define LUCID_BINARY_INT_GRID(NAME, T)                                                               \
 kernel void NAME(LUCID_GRID_ARGS(T)) {                                                               \
     LUCID_GRID_INSIDE                                                                                \
-    long x = long(a[grid_offset(p, g, 0)]), y = long(b[grid_offset(p, g, 1)]);                      \
+    long x = long(a[grid_offset(p, g, 0)]), y = long(b[grid_offset(p, g, 1)]);                       \
     out[grid_offset(p, g, 2)] = from_long<T>(binary_int(op, x, y));                                  \
 }
 
@@ -906,32 +977,34 @@ LUCID_BINARY_INT(binary_bool, uchar)
 
 // `a op s` (or `s op a` when `scalar_first`); the scalar is float32 for floating types and
 // int64 for integers, as the host kernels take it.
-#define LUCID_BINARY_SCALAR_FLOAT(NAME, T)                                                           \
-kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
-                 constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
+#define LUCID_BINARY_SCALAR_FLOAT_AT(NAME, T, L, I)                                                  \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                       \
+                 constant L& layout [[buffer(2)]], constant uint& op [[buffer(3)]],                  \
                  constant float& scalar [[buffer(4)]], constant uint& scalar_first [[buffer(5)]],    \
                  LUCID_THREAD_POSITION) {                                                            \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     float x = widen(a[element_offset(gid, layout, 0)]);                                              \
     float r = scalar_first != 0 ? binary_float(op, scalar, x) : binary_float(op, x, scalar);         \
-    out[element_offset(gid, layout, 1)] = narrow<T>(r);                                               \
+    out[element_offset(gid, layout, 1)] = narrow<T>(r);                                              \
 }
+#define LUCID_BINARY_SCALAR_FLOAT(NAME, T) LUCID_INDEX_FORMS(LUCID_BINARY_SCALAR_FLOAT_AT, NAME, T)
 
-#define LUCID_BINARY_SCALAR_INT(NAME, T)                                                             \
-kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
-                 constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
+#define LUCID_BINARY_SCALAR_INT_AT(NAME, T, L, I)                                                    \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                       \
+                 constant L& layout [[buffer(2)]], constant uint& op [[buffer(3)]],                  \
                  constant long& scalar [[buffer(4)]], constant uint& scalar_first [[buffer(5)]],     \
                  LUCID_THREAD_POSITION) {                                                            \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     long x = long(a[element_offset(gid, layout, 0)]);                                                \
     long r = scalar_first != 0 ? binary_int(op, scalar, x) : binary_int(op, x, scalar);              \
     out[element_offset(gid, layout, 1)] = from_long<T>(r);                                           \
 }
+#define LUCID_BINARY_SCALAR_INT(NAME, T) LUCID_INDEX_FORMS(LUCID_BINARY_SCALAR_INT_AT, NAME, T)
 
 #define LUCID_BINARY_SCALAR_FLOAT_CONTIG(NAME, T)                                                    \
-kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                       \
                  constant uint& count [[buffer(2)]], constant uint& op [[buffer(3)]],                \
                  constant float& scalar [[buffer(4)]], constant uint& scalar_first [[buffer(5)]],    \
                  LUCID_THREAD_POSITION) {                                                            \
@@ -1081,28 +1154,30 @@ inline float unary_derivative(uint op, float x, float y) {
     }
 }
 
-#define LUCID_UNARY(NAME, T)                                                                         \
-kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
-                 constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
+#define LUCID_UNARY_AT(NAME, T, L, I)                                                                \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                       \
+                 constant L& layout [[buffer(2)]], constant uint& op [[buffer(3)]],                  \
                  LUCID_THREAD_POSITION) {                                                            \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     out[element_offset(gid, layout, 1)] = narrow<T>(unary_float(op, widen(a[element_offset(gid, layout, 0)]))); \
 }
+#define LUCID_UNARY(NAME, T) LUCID_INDEX_FORMS(LUCID_UNARY_AT, NAME, T)
 
 // gradIn = grad * d op(x)/dx over four operands that share one layout's shape: x, y and grad
 // use the strides of operands 0..2 of `inputs`, gradIn those of operand 0 of `output`.
-#define LUCID_UNARY_BACKWARD(NAME, T)                                                                \
-kernel void NAME(device const T* x [[buffer(0)]], device const T* y [[buffer(1)]],                  \
+#define LUCID_UNARY_BACKWARD_AT(NAME, T, L, I)                                                       \
+kernel void NAME(device const T* x [[buffer(0)]], device const T* y [[buffer(1)]],                   \
                  device const T* grad [[buffer(2)]], device T* grad_in [[buffer(3)]],                \
-                 constant Layout& inputs [[buffer(4)]], constant Layout& output [[buffer(5)]],       \
+                 constant L& inputs [[buffer(4)]], constant L& output [[buffer(5)]],                 \
                  constant uint& op [[buffer(6)]], LUCID_THREAD_POSITION) {                           \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= inputs.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= inputs.count) return;                                                                 \
     float xv = widen(x[element_offset(gid, inputs, 0)]), yv = widen(y[element_offset(gid, inputs, 1)]); \
     float g = widen(grad[element_offset(gid, inputs, 2)]);                                           \
     grad_in[element_offset(gid, output, 0)] = narrow<T>(g * unary_derivative(op, xv, yv));           \
 }
+#define LUCID_UNARY_BACKWARD(NAME, T) LUCID_INDEX_FORMS(LUCID_UNARY_BACKWARD_AT, NAME, T)
 
 // The unary ops that keep integers (UnaryKernel.keepsIntegers): neg (wrapping), relu, abs
 // (int64's lowest stays itself), round, floor, ceil, trunc (unchanged), sign; computed in int64
@@ -1117,19 +1192,20 @@ inline long unary_int(uint op, long x) {
     }
 }
 
-#define LUCID_UNARY_INT(NAME, T)                                                                     \
-kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
-                 constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
+#define LUCID_UNARY_INT_AT(NAME, T, L, I)                                                            \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                       \
+                 constant L& layout [[buffer(2)]], constant uint& op [[buffer(3)]],                  \
                  LUCID_THREAD_POSITION) {                                                            \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     out[element_offset(gid, layout, 1)] = T(unary_int(op, long(a[element_offset(gid, layout, 0)]))); \
 }
+#define LUCID_UNARY_INT(NAME, T) LUCID_INDEX_FORMS(LUCID_UNARY_INT_AT, NAME, T)
 
 LUCID_UNARY_INT(unary_int32, int)
 LUCID_UNARY_INT(unary_int64, long)
 #define LUCID_UNARY_CONTIG(NAME, T)                                                                  \
-kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                       \
                  constant uint& count [[buffer(2)]], constant uint& op [[buffer(3)]],                \
                  LUCID_THREAD_POSITION) {                                                            \
     const ulong gid = LUCID_THREAD_INDEX;                                                            \
@@ -1168,15 +1244,16 @@ inline bool compare_values(uint op, V x, V y) {
     }
 }
 
-#define LUCID_COMPARE(NAME, T, V)                                                                    \
-kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
-                 device uchar* out [[buffer(2)]], constant Layout& layout [[buffer(3)]],             \
+#define LUCID_COMPARE_AT(NAME, T, V, L, I)                                                           \
+kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                   \
+                 device uchar* out [[buffer(2)]], constant L& layout [[buffer(3)]],                  \
                  constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     V x = V(a[element_offset(gid, layout, 0)]), y = V(b[element_offset(gid, layout, 1)]);            \
     out[element_offset(gid, layout, 2)] = compare_values(op, x, y) ? 1 : 0;                          \
 }
+#define LUCID_COMPARE(NAME, T, V) LUCID_INDEX_FORMS(LUCID_COMPARE_AT, NAME, T, V)
 
 LUCID_COMPARE(compare_float32, float, float)
 LUCID_COMPARE(compare_float16, half, float)
@@ -1186,16 +1263,17 @@ LUCID_COMPARE(compare_int64, long, long)
 LUCID_COMPARE(compare_bool, uchar, long)
 
 // out = cond ? a : b. Operand 0 of `layout` is cond, 1 is a, 2 is b; out uses `output`.
-#define LUCID_SELECT(NAME, T)                                                                        \
-kernel void NAME(device const uchar* cond [[buffer(0)]], device const T* a [[buffer(1)]],           \
+#define LUCID_SELECT_AT(NAME, T, L, I)                                                               \
+kernel void NAME(device const uchar* cond [[buffer(0)]], device const T* a [[buffer(1)]],            \
                  device const T* b [[buffer(2)]], device T* out [[buffer(3)]],                       \
-                 constant Layout& layout [[buffer(4)]], constant Layout& output [[buffer(5)]],       \
+                 constant L& layout [[buffer(4)]], constant L& output [[buffer(5)]],                 \
                  LUCID_THREAD_POSITION) {                                                            \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     bool c = cond[element_offset(gid, layout, 0)] != 0;                                              \
     out[element_offset(gid, output, 0)] = c ? a[element_offset(gid, layout, 1)] : b[element_offset(gid, layout, 2)]; \
 }
+#define LUCID_SELECT(NAME, T) LUCID_INDEX_FORMS(LUCID_SELECT_AT, NAME, T)
 
 LUCID_SELECT(select_float32, float)
 LUCID_SELECT(select_float16, half)
@@ -1207,13 +1285,14 @@ LUCID_SELECT(select_bool, uchar)
 // ---- copy and fill -----------------------------------------------------------------------
 
 // Strided copy with conversion; operand 0 of `layout` is the source, 1 the destination.
-#define LUCID_COPY(NAME, S, D)                                                                       \
-kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
-    dst[element_offset(gid, layout, 1)] = D(src[element_offset(gid, layout, 0)]);                   \
+#define LUCID_COPY_AT(NAME, S, D, L, I)                                                              \
+kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                     \
+                 constant L& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
+    dst[element_offset(gid, layout, 1)] = D(src[element_offset(gid, layout, 0)]);                    \
 }
+#define LUCID_COPY(NAME, S, D) LUCID_INDEX_FORMS(LUCID_COPY_AT, NAME, S, D)
 
 LUCID_COPY(copy_float32, float, float)
 LUCID_COPY(copy_float16, half, half)
@@ -1226,36 +1305,39 @@ LUCID_COPY(copy_int64_float32, long, float)
 LUCID_COPY(copy_bool_float32, uchar, float)
 LUCID_COPY(copy_int32_int64, int, long)
 LUCID_COPY(copy_int64_int32, long, int)
-#define LUCID_COPY_WIDEN(NAME, S)                                                                    \
-kernel void NAME(device const S* src [[buffer(0)]], device float* dst [[buffer(1)]],                \
-                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
-    dst[element_offset(gid, layout, 1)] = widen(src[element_offset(gid, layout, 0)]);               \
+#define LUCID_COPY_WIDEN_AT(NAME, S, L, I)                                                           \
+kernel void NAME(device const S* src [[buffer(0)]], device float* dst [[buffer(1)]],                 \
+                 constant L& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
+    dst[element_offset(gid, layout, 1)] = widen(src[element_offset(gid, layout, 0)]);                \
 }
+#define LUCID_COPY_WIDEN(NAME, S) LUCID_INDEX_FORMS(LUCID_COPY_WIDEN_AT, NAME, S)
 
 LUCID_COPY_WIDEN(copy_float16_float32, half)
 LUCID_COPY_WIDEN(copy_bfloat16_float32, bfloat)
 
-#define LUCID_COPY_NARROW(NAME, D)                                                                   \
-kernel void NAME(device const float* src [[buffer(0)]], device D* dst [[buffer(1)]],                \
-                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
-    dst[element_offset(gid, layout, 1)] = narrow<D>(src[element_offset(gid, layout, 0)]);           \
+#define LUCID_COPY_NARROW_AT(NAME, D, L, I)                                                          \
+kernel void NAME(device const float* src [[buffer(0)]], device D* dst [[buffer(1)]],                 \
+                 constant L& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
+    dst[element_offset(gid, layout, 1)] = narrow<D>(src[element_offset(gid, layout, 0)]);            \
 }
+#define LUCID_COPY_NARROW(NAME, D) LUCID_INDEX_FORMS(LUCID_COPY_NARROW_AT, NAME, D)
 
 LUCID_COPY_NARROW(copy_float32_float16, half)
 LUCID_COPY_NARROW(copy_float32_bfloat16, bfloat)
 
 // Between the 16-bit floats: through float32, exactly, then one rounding.
-#define LUCID_COPY_FLOAT(NAME, S, D)                                                                 \
-kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
-    dst[element_offset(gid, layout, 1)] = narrow<D>(widen(src[element_offset(gid, layout, 0)]));    \
+#define LUCID_COPY_FLOAT_AT(NAME, S, D, L, I)                                                        \
+kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                     \
+                 constant L& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
+    dst[element_offset(gid, layout, 1)] = narrow<D>(widen(src[element_offset(gid, layout, 0)]));     \
 }
+#define LUCID_COPY_FLOAT(NAME, S, D) LUCID_INDEX_FORMS(LUCID_COPY_FLOAT_AT, NAME, S, D)
 
 LUCID_COPY_FLOAT(copy_float16_bfloat16, half, bfloat)
 LUCID_COPY_FLOAT(copy_bfloat16_float16, bfloat, half)
@@ -1272,13 +1354,14 @@ inline float odd_float(long v) {
     return v < 0 ? -f : f;
 }
 
-#define LUCID_COPY_INT_TO_HALF(NAME, S, D)                                                           \
-kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+#define LUCID_COPY_INT_TO_HALF_AT(NAME, S, D, L, I)                                                  \
+kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                     \
+                 constant L& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     dst[element_offset(gid, layout, 1)] = narrow<D>(odd_float(long(src[element_offset(gid, layout, 0)]))); \
 }
+#define LUCID_COPY_INT_TO_HALF(NAME, S, D) LUCID_INDEX_FORMS(LUCID_COPY_INT_TO_HALF_AT, NAME, S, D)
 
 LUCID_COPY_INT_TO_HALF(copy_int32_float16, int, half)
 LUCID_COPY_INT_TO_HALF(copy_int64_float16, long, half)
@@ -1296,14 +1379,15 @@ inline long truncated_long(float v) {
     return long(v);
 }
 
-#define LUCID_COPY_FLOAT_TO_INT(NAME, S, D, LO, HI)                                                  \
-kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
-    long v = truncated_long(widen(src[element_offset(gid, layout, 0)]));                            \
-    dst[element_offset(gid, layout, 1)] = D(clamp(v, long(LO), long(HI)));                          \
+#define LUCID_COPY_FLOAT_TO_INT_AT(NAME, S, D, LO, HI, L, I)                                         \
+kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                     \
+                 constant L& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
+    long v = truncated_long(widen(src[element_offset(gid, layout, 0)]));                             \
+    dst[element_offset(gid, layout, 1)] = D(clamp(v, long(LO), long(HI)));                           \
 }
+#define LUCID_COPY_FLOAT_TO_INT(NAME, S, D, LO, HI) LUCID_INDEX_FORMS(LUCID_COPY_FLOAT_TO_INT_AT, NAME, S, D, LO, HI)
 
 #define LUCID_INT64_MIN (-long(0x7fffffffffffffffl) - 1)
 #define LUCID_INT64_MAX long(0x7fffffffffffffffl)
@@ -1315,13 +1399,14 @@ LUCID_COPY_FLOAT_TO_INT(copy_float16_int64, half, long, LUCID_INT64_MIN, LUCID_I
 LUCID_COPY_FLOAT_TO_INT(copy_bfloat16_int64, bfloat, long, LUCID_INT64_MIN, LUCID_INT64_MAX)
 
 // To bool: non-zero (NaN included) is true.
-#define LUCID_COPY_TO_BOOL(NAME, S)                                                                  \
-kernel void NAME(device const S* src [[buffer(0)]], device uchar* dst [[buffer(1)]],                \
-                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+#define LUCID_COPY_TO_BOOL_AT(NAME, S, L, I)                                                         \
+kernel void NAME(device const S* src [[buffer(0)]], device uchar* dst [[buffer(1)]],                 \
+                 constant L& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     dst[element_offset(gid, layout, 1)] = widen_any(src[element_offset(gid, layout, 0)]) != 0 ? 1 : 0; \
 }
+#define LUCID_COPY_TO_BOOL(NAME, S) LUCID_INDEX_FORMS(LUCID_COPY_TO_BOOL_AT, NAME, S)
 
 inline float widen_any(float x) { return x; }
 inline float widen_any(half x) { return widen(x); }
@@ -1339,21 +1424,23 @@ LUCID_COPY(copy_bool_int64, uchar, long)
 
 // out = value; the backend rounds the value as the host kernels do (float16/bfloat16 from a
 // float32 rounded to odd, so that the one rounding here is the only one that counts).
-#define LUCID_FILL_FLOAT(NAME, T)                                                                    \
-kernel void NAME(device T* out [[buffer(0)]], constant Layout& layout [[buffer(1)]],                \
+#define LUCID_FILL_FLOAT_AT(NAME, T, L, I)                                                           \
+kernel void NAME(device T* out [[buffer(0)]], constant L& layout [[buffer(1)]],                      \
                  constant float& value [[buffer(2)]], LUCID_THREAD_POSITION) {                       \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     out[element_offset(gid, layout, 0)] = narrow<T>(value);                                          \
 }
+#define LUCID_FILL_FLOAT(NAME, T) LUCID_INDEX_FORMS(LUCID_FILL_FLOAT_AT, NAME, T)
 
-#define LUCID_FILL_INT(NAME, T)                                                                      \
-kernel void NAME(device T* out [[buffer(0)]], constant Layout& layout [[buffer(1)]],                \
+#define LUCID_FILL_INT_AT(NAME, T, L, I)                                                             \
+kernel void NAME(device T* out [[buffer(0)]], constant L& layout [[buffer(1)]],                      \
                  constant long& value [[buffer(2)]], LUCID_THREAD_POSITION) {                        \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     out[element_offset(gid, layout, 0)] = T(value);                                                  \
 }
+#define LUCID_FILL_INT(NAME, T) LUCID_INDEX_FORMS(LUCID_FILL_INT_AT, NAME, T)
 
 LUCID_FILL_FLOAT(fill_float32, float)
 LUCID_FILL_FLOAT(fill_float16, half)
@@ -1361,23 +1448,27 @@ LUCID_FILL_FLOAT(fill_bfloat16, bfloat)
 LUCID_FILL_INT(fill_int32, int)
 LUCID_FILL_INT(fill_int64, long)
 
-kernel void fill_bool(device uchar* out [[buffer(0)]], constant Layout& layout [[buffer(1)]],
-                      constant long& value [[buffer(2)]], LUCID_THREAD_POSITION) {
-    const ulong gid = LUCID_THREAD_INDEX;
-    if (ulong(gid) >= layout.count) return;
-    out[element_offset(gid, layout, 0)] = value != 0 ? 1 : 0;
+#define LUCID_FILL_BOOL_AT(NAME, T, L, I)                                                            \
+kernel void NAME(device T* out [[buffer(0)]], constant L& layout [[buffer(1)]],                      \
+                 constant long& value [[buffer(2)]], LUCID_THREAD_POSITION) {                        \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
+    out[element_offset(gid, layout, 0)] = value != 0 ? 1 : 0;                                        \
 }
+
+LUCID_INDEX_FORMS(LUCID_FILL_BOOL_AT, fill_bool, uchar)
 
 // The 8- and 16-bit integers (uint8, int8, int16) have copies and fills only; the backend
 // runs their other kernels on the host. Integers narrow by wrapping (two's complement), floats
 // by truncation toward zero then wrapping, as the host stores them (HostElement.swift).
-#define LUCID_COPY_FLOAT_TO_SMALL(NAME, S, D)                                                        \
-kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+#define LUCID_COPY_FLOAT_TO_SMALL_AT(NAME, S, D, L, I)                                               \
+kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                     \
+                 constant L& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     dst[element_offset(gid, layout, 1)] = D(truncated_long(widen(src[element_offset(gid, layout, 0)]))); \
 }
+#define LUCID_COPY_FLOAT_TO_SMALL(NAME, S, D) LUCID_INDEX_FORMS(LUCID_COPY_FLOAT_TO_SMALL_AT, NAME, S, D)
 
 inline long widen_any(uchar x) { return long(x); }
 inline long widen_any(int8_t x) { return long(x); }
@@ -1845,15 +1936,15 @@ LUCID_MAX_POOL_BACKWARD(max_pool2d_backward_bfloat16, bfloat)
 // `outer` lays out the output over the kept dimensions (operand 0: the input's strides, 1: the
 // output's); `inner` lays out the reduced dimensions (operand 0: the input's strides).
 
-#define LUCID_REDUCE_FLOAT(NAME, T)                                                                  \
-kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
-                 constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
+#define LUCID_REDUCE_FLOAT_AT(NAME, T, L, I)                                                         \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                       \
+                 constant L& outer [[buffer(2)]], constant L& inner [[buffer(3)]],                   \
                  constant uint& mean [[buffer(4)]], LUCID_THREAD_POSITION) {                         \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= outer.count) return;                                                           \
-    long base = element_offset(gid, outer, 0);                                                       \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= outer.count) return;                                                                  \
+    auto base = element_offset(gid, outer, 0);                                                       \
     float sum = 0.0f, carry = 0.0f;                                                                  \
-    for (ulong r = 0; r < inner.count; ++r) {                                                        \
+    for (I r = 0; r < inner.count; ++r) {                                                            \
         compensated_add(sum, carry, widen(a[base + element_offset(r, inner, 0)]));                   \
     }                                                                                                \
     if (mean != 0) sum = sum / float(inner.count);                                                   \
@@ -1861,36 +1952,65 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
 }
 
 // Integer (and bool) sums accumulate in int64, wrapping, into an int64 output.
-#define LUCID_REDUCE_INT(NAME, T)                                                                    \
-kernel void NAME(device const T* a [[buffer(0)]], device long* out [[buffer(1)]],                   \
-                 constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
+#define LUCID_REDUCE_INT_AT(NAME, T, L, I)                                                           \
+kernel void NAME(device const T* a [[buffer(0)]], device long* out [[buffer(1)]],                    \
+                 constant L& outer [[buffer(2)]], constant L& inner [[buffer(3)]],                   \
                  LUCID_THREAD_POSITION) {                                                            \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= outer.count) return;                                                           \
-    long base = element_offset(gid, outer, 0);                                                       \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= outer.count) return;                                                                  \
+    auto base = element_offset(gid, outer, 0);                                                       \
     ulong sum = 0;                                                                                   \
-    for (ulong r = 0; r < inner.count; ++r) sum += ulong(long(a[base + element_offset(r, inner, 0)])); \
+    for (I r = 0; r < inner.count; ++r) sum += ulong(long(a[base + element_offset(r, inner, 0)]));   \
     out[element_offset(gid, outer, 1)] = long(sum);                                                  \
+}
+
+// The same with a SIMD group per output element, for many outputs over rows of a few dozen
+// elements or more: a threadgroup of `width` threads takes width / 32 outputs, each SIMD group
+// one, its lanes a compensated sum of every 32nd element, added across the lanes by
+// simd_lanes_sum (Common.metal). No threadgroup memory and no barrier; a SIMD group past the
+// last output still takes part in the shuffles.
+#define LUCID_REDUCE_FLOAT_SIMD_AT(NAME, T, L, I)                                                    \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                       \
+                 constant L& outer [[buffer(2)]], constant L& inner [[buffer(3)]],                   \
+                 constant uint& mean [[buffer(4)]], uint group [[threadgroup_position_in_grid]],     \
+                 uint sg [[simdgroup_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]],  \
+                 uint width [[threads_per_threadgroup]]) {                                           \
+    const I row = I(group) * I(width / 32u) + I(sg);                                                 \
+    bool live = row < outer.count;                                                                   \
+    float sum = 0.0f, carry = 0.0f;                                                                  \
+    if (live) {                                                                                      \
+        auto base = element_offset(row, outer, 0);                                                   \
+        for (I r = I(sl); r < inner.count; r += 32u) {                                               \
+            compensated_add(sum, carry, widen(a[base + element_offset(r, inner, 0)]));               \
+        }                                                                                            \
+    }                                                                                                \
+    float error;                                                                                     \
+    float total = simd_lanes_sum(sum, carry, 32u, error);                                            \
+    if (isfinite(total)) total = total + error;                                                      \
+    if (live && sl == 0) {                                                                           \
+        if (mean != 0) total = total / float(inner.count);                                           \
+        out[element_offset(row, outer, 1)] = narrow<T>(total);                                       \
+    }                                                                                                \
 }
 
 // The same with one threadgroup per output element, for few outputs over many elements: each
 // thread keeps a compensated sum of every width-th element, and the group adds them up
 // (threadgroup_sum in Common.metal). The threadgroup memory holds two floats per thread.
-#define LUCID_REDUCE_FLOAT_GROUP(NAME, T)                                                            \
-kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
-                 constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
+#define LUCID_REDUCE_FLOAT_GROUP_AT(NAME, T, L, I)                                                   \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                       \
+                 constant L& outer [[buffer(2)]], constant L& inner [[buffer(3)]],                   \
                  constant uint& mean [[buffer(4)]], threadgroup float* partial [[threadgroup(0)]],   \
                  uint group [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]], \
                  uint width [[threads_per_threadgroup]]) {                                           \
-    long base = element_offset(group, outer, 0);                                                     \
+    auto base = element_offset(I(group), outer, 0);                                                  \
     float sum = 0.0f, carry = 0.0f;                                                                  \
-    for (ulong r = lane; r < inner.count; r += width) {                                              \
+    for (I r = lane; r < inner.count; r += width) {                                                  \
         compensated_add(sum, carry, widen(a[base + element_offset(r, inner, 0)]));                   \
     }                                                                                                \
     float total = threadgroup_sum(sum, carry, partial, lane, width);                                 \
     if (lane == 0) {                                                                                 \
         if (mean != 0) total = total / float(inner.count);                                           \
-        out[element_offset(group, outer, 1)] = narrow<T>(total);                                     \
+        out[element_offset(I(group), outer, 1)] = narrow<T>(total);                                  \
     }                                                                                                \
 }
 
@@ -1898,25 +2018,25 @@ kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],  
 // `parts` threadgroups per output each sum every (parts·width)-th element from their own start
 // (stage one, into a float32 partial per group), then one threadgroup per output adds its
 // partials (stage two), compensated throughout.
-#define LUCID_REDUCE_SPLIT(NAME, T)                                                                  \
-kernel void NAME(device const T* a [[buffer(0)]], device float* partials [[buffer(1)]],             \
-                 constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
+#define LUCID_REDUCE_SPLIT_AT(NAME, T, L, I)                                                         \
+kernel void NAME(device const T* a [[buffer(0)]], device float* partials [[buffer(1)]],              \
+                 constant L& outer [[buffer(2)]], constant L& inner [[buffer(3)]],                   \
                  constant uint& parts [[buffer(4)]], threadgroup float* scratch [[threadgroup(0)]],  \
                  uint group [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]], \
                  uint width [[threads_per_threadgroup]]) {                                           \
-    long base = element_offset(group / parts, outer, 0);                                             \
+    auto base = element_offset(I(group / parts), outer, 0);                                          \
     float sum = 0.0f, carry = 0.0f;                                                                  \
-    ulong stride = ulong(parts) * ulong(width);                                                      \
-    for (ulong r = ulong(group % parts) * ulong(width) + lane; r < inner.count; r += stride) {       \
+    I stride = I(parts) * I(width);                                                                  \
+    for (I r = I(group % parts) * I(width) + lane; r < inner.count; r += stride) {                   \
         compensated_add(sum, carry, widen(a[base + element_offset(r, inner, 0)]));                   \
     }                                                                                                \
     float total = threadgroup_sum(sum, carry, scratch, lane, width);                                 \
     if (lane == 0) partials[group] = total;                                                          \
 }
 
-#define LUCID_REDUCE_MERGE(NAME, T)                                                                  \
-kernel void NAME(device const float* partials [[buffer(0)]], device T* out [[buffer(1)]],           \
-                 constant Layout& outer [[buffer(2)]], constant Layout& inner [[buffer(3)]],         \
+#define LUCID_REDUCE_MERGE_AT(NAME, T, L, I)                                                         \
+kernel void NAME(device const float* partials [[buffer(0)]], device T* out [[buffer(1)]],            \
+                 constant L& outer [[buffer(2)]], constant L& inner [[buffer(3)]],                   \
                  constant uint& mean [[buffer(4)]], constant uint& parts [[buffer(5)]],              \
                  threadgroup float* scratch [[threadgroup(0)]], uint group [[threadgroup_position_in_grid]], \
                  uint lane [[thread_index_in_threadgroup]], uint width [[threads_per_threadgroup]]) { \
@@ -1925,49 +2045,48 @@ kernel void NAME(device const float* partials [[buffer(0)]], device T* out [[buf
     float total = threadgroup_sum(sum, carry, scratch, lane, width);                                 \
     if (lane == 0) {                                                                                 \
         if (mean != 0) total = total / float(inner.count);                                           \
-        out[element_offset(group, outer, 1)] = narrow<T>(total);                                     \
+        out[element_offset(I(group), outer, 1)] = narrow<T>(total);                                  \
     }                                                                                                \
 }
 
-LUCID_REDUCE_SPLIT(reduce_split_float32, float)
-LUCID_REDUCE_SPLIT(reduce_split_float16, half)
-LUCID_REDUCE_SPLIT(reduce_split_bfloat16, bfloat)
-LUCID_REDUCE_MERGE(reduce_merge_float32, float)
-LUCID_REDUCE_MERGE(reduce_merge_float16, half)
-LUCID_REDUCE_MERGE(reduce_merge_bfloat16, bfloat)
-LUCID_REDUCE_FLOAT(reduce_float32, float)
-LUCID_REDUCE_FLOAT(reduce_float16, half)
-LUCID_REDUCE_FLOAT(reduce_bfloat16, bfloat)
-LUCID_REDUCE_FLOAT_GROUP(reduce_group_float32, float)
-LUCID_REDUCE_FLOAT_GROUP(reduce_group_float16, half)
-LUCID_REDUCE_FLOAT_GROUP(reduce_group_bfloat16, bfloat)
-LUCID_REDUCE_INT(reduce_int32, int)
-LUCID_REDUCE_INT(reduce_int64, long)
-LUCID_REDUCE_INT(reduce_bool, uchar)
+#define LUCID_REDUCE_FLOATS(KIND, AT)                                                                \
+    LUCID_INDEX_FORMS(AT, KIND##_float32, float)                                                     \
+    LUCID_INDEX_FORMS(AT, KIND##_float16, half)                                                      \
+    LUCID_INDEX_FORMS(AT, KIND##_bfloat16, bfloat)
+
+LUCID_REDUCE_FLOATS(reduce_split, LUCID_REDUCE_SPLIT_AT)
+LUCID_REDUCE_FLOATS(reduce_merge, LUCID_REDUCE_MERGE_AT)
+LUCID_REDUCE_FLOATS(reduce, LUCID_REDUCE_FLOAT_AT)
+LUCID_REDUCE_FLOATS(reduce_simd, LUCID_REDUCE_FLOAT_SIMD_AT)
+LUCID_REDUCE_FLOATS(reduce_group, LUCID_REDUCE_FLOAT_GROUP_AT)
+LUCID_INDEX_FORMS(LUCID_REDUCE_INT_AT, reduce_int32, int)
+LUCID_INDEX_FORMS(LUCID_REDUCE_INT_AT, reduce_int64, long)
+LUCID_INDEX_FORMS(LUCID_REDUCE_INT_AT, reduce_bool, uchar)
 
 // The max (or min) along one axis and its first index; a NaN wins at once. `outer` is over the
 // input's shape without the axis: operand 0 the input's strides, 1 the indices', 2 the
-// values' (the indices' when there are no values, which are then not written).
-#define LUCID_ARG_REDUCE(NAME, T, V, ISFLOAT)                                                        \
-kernel void NAME(device const T* a [[buffer(0)]], device long* indices [[buffer(1)]],               \
-                 device T* values [[buffer(2)]], constant Layout& outer [[buffer(3)]],               \
-                 constant long& length [[buffer(4)]], constant long& step [[buffer(5)]],             \
+// values' (the indices' when there are no values, which are then not written). The axis's
+// length and step are of the layout's offset type (LayoutOffset, Layout32Offset).
+#define LUCID_ARG_REDUCE_AT(NAME, T, V, ISFLOAT, L, I)                                               \
+kernel void NAME(device const T* a [[buffer(0)]], device long* indices [[buffer(1)]],                \
+                 device T* values [[buffer(2)]], constant L& outer [[buffer(3)]],                    \
+                 constant L##Offset& length [[buffer(4)]], constant L##Offset& step [[buffer(5)]],   \
                  constant uint& flags [[buffer(6)]], LUCID_THREAD_POSITION) {                        \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= outer.count) return;                                                           \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= outer.count) return;                                                                  \
     bool is_max = (flags & 1u) != 0, has_values = (flags & 2u) != 0;                                 \
-    long base = element_offset(gid, outer, 0);                                                       \
+    auto base = element_offset(gid, outer, 0);                                                       \
     V best_value = V(a[base]);                                                                       \
-    long best = 0;                                                                                   \
-    for (long r = 1; r < length; ++r) {                                                              \
+    L##Offset best = 0;                                                                              \
+    for (L##Offset r = 1; r < length; ++r) {                                                         \
         if (ISFLOAT && isnan(float(best_value))) break;                                              \
         V x = V(a[base + r * step]);                                                                 \
-        if ((ISFLOAT && isnan(float(x))) || (is_max ? x > best_value : x < best_value)) {           \
+        if ((ISFLOAT && isnan(float(x))) || (is_max ? x > best_value : x < best_value)) {            \
             best_value = x;                                                                          \
             best = r;                                                                                \
         }                                                                                            \
     }                                                                                                \
-    indices[element_offset(gid, outer, 1)] = best;                                                   \
+    indices[element_offset(gid, outer, 1)] = long(best);                                             \
     if (has_values) values[element_offset(gid, outer, 2)] = a[base + best * step];                   \
 }
 
@@ -1985,17 +2104,17 @@ inline bool arg_takes(bool is_max, float best, float best_index, float x, float 
     return is_max ? x > best : x < best;
 }
 
-#define LUCID_ARG_REDUCE_GROUP(NAME, T)                                                              \
-kernel void NAME(device const T* a [[buffer(0)]], device long* indices [[buffer(1)]],               \
-                 device T* values [[buffer(2)]], constant Layout& outer [[buffer(3)]],               \
-                 constant long& length [[buffer(4)]], constant long& step [[buffer(5)]],             \
+#define LUCID_ARG_REDUCE_GROUP_AT(NAME, T, L, I)                                                     \
+kernel void NAME(device const T* a [[buffer(0)]], device long* indices [[buffer(1)]],                \
+                 device T* values [[buffer(2)]], constant L& outer [[buffer(3)]],                    \
+                 constant L##Offset& length [[buffer(4)]], constant L##Offset& step [[buffer(5)]],   \
                  constant uint& flags [[buffer(6)]], threadgroup float* scratch [[threadgroup(0)]],  \
                  uint group [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]], \
                  uint width [[threads_per_threadgroup]]) {                                           \
     bool is_max = (flags & 1u) != 0, has_values = (flags & 2u) != 0;                                 \
-    long base = element_offset(group, outer, 0);                                                     \
+    auto base = element_offset(I(group), outer, 0);                                                  \
     float best = is_max ? -INFINITY : INFINITY, best_index = float(length);                          \
-    for (long r = long(lane); r < length; r += long(width)) {                                        \
+    for (L##Offset r = L##Offset(lane); r < length; r += L##Offset(width)) {                         \
         float x = widen(a[base + r * step]);                                                         \
         if (arg_takes(is_max, best, best_index, x, float(r))) {                                      \
             best = x;                                                                                \
@@ -2016,20 +2135,58 @@ kernel void NAME(device const T* a [[buffer(0)]], device long* indices [[buffer(
         threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
     }                                                                                                \
     if (lane == 0) {                                                                                 \
-        long at = long(scratch[width]);                                                              \
-        indices[element_offset(group, outer, 1)] = at;                                               \
-        if (has_values) values[element_offset(group, outer, 2)] = a[base + at * step];               \
+        L##Offset at = L##Offset(scratch[width]);                                                    \
+        indices[element_offset(I(group), outer, 1)] = long(at);                                      \
+        if (has_values) values[element_offset(I(group), outer, 2)] = a[base + at * step];            \
     }                                                                                                \
 }
 
-LUCID_ARG_REDUCE_GROUP(arg_reduce_group_float32, float)
-LUCID_ARG_REDUCE_GROUP(arg_reduce_group_float16, half)
-LUCID_ARG_REDUCE_GROUP(arg_reduce_group_bfloat16, bfloat)
-LUCID_ARG_REDUCE(arg_reduce_float32, float, float, true)
-LUCID_ARG_REDUCE(arg_reduce_float16, half, float, true)
-LUCID_ARG_REDUCE(arg_reduce_bfloat16, bfloat, float, true)
-LUCID_ARG_REDUCE(arg_reduce_int32, int, long, false)
-LUCID_ARG_REDUCE(arg_reduce_int64, long, long, false)
+// The same with a SIMD group per output, for many outputs along an axis of a few dozen elements
+// or more (under 2^24): each lane keeps the best of every 32nd element, and the lanes merge
+// their bests by arg_takes in an XOR butterfly of shuffles; a total order, so every lane ends
+// with the first NaN or the first extreme, as the serial kernel finds it. A threadgroup of
+// `width` threads takes width / 32 outputs; a SIMD group past the last still shuffles.
+#define LUCID_ARG_REDUCE_SIMD_AT(NAME, T, L, I)                                                      \
+kernel void NAME(device const T* a [[buffer(0)]], device long* indices [[buffer(1)]],                \
+                 device T* values [[buffer(2)]], constant L& outer [[buffer(3)]],                    \
+                 constant L##Offset& length [[buffer(4)]], constant L##Offset& step [[buffer(5)]],   \
+                 constant uint& flags [[buffer(6)]], uint group [[threadgroup_position_in_grid]],    \
+                 uint sg [[simdgroup_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]],  \
+                 uint width [[threads_per_threadgroup]]) {                                           \
+    bool is_max = (flags & 1u) != 0, has_values = (flags & 2u) != 0;                                 \
+    const I row = I(group) * I(width / 32u) + I(sg);                                                 \
+    bool live = row < outer.count;                                                                   \
+    float best = is_max ? -INFINITY : INFINITY, best_index = float(length);                          \
+    auto base = live ? element_offset(row, outer, 0) : 0;                                            \
+    for (L##Offset r = L##Offset(sl); live && r < length; r += 32) {                                 \
+        float x = widen(a[base + r * step]);                                                         \
+        if (arg_takes(is_max, best, best_index, x, float(r))) {                                      \
+            best = x;                                                                                \
+            best_index = float(r);                                                                   \
+        }                                                                                            \
+    }                                                                                                \
+    for (ushort d = 16; d > 0; d /= 2) {                                                             \
+        float x = simd_shuffle_xor(best, d), xi = simd_shuffle_xor(best_index, d);                   \
+        if (arg_takes(is_max, best, best_index, x, xi)) {                                            \
+            best = x;                                                                                \
+            best_index = xi;                                                                         \
+        }                                                                                            \
+    }                                                                                                \
+    if (live && sl == 0) {                                                                           \
+        L##Offset at = L##Offset(best_index);                                                        \
+        indices[element_offset(row, outer, 1)] = long(at);                                           \
+        if (has_values) values[element_offset(row, outer, 2)] = a[base + at * step];                 \
+    }                                                                                                \
+}
+
+#define LUCID_ARG_REDUCE_FLOAT_AT(NAME, T, L, I) LUCID_ARG_REDUCE_AT(NAME, T, float, true, L, I)
+#define LUCID_ARG_REDUCE_INT_AT(NAME, T, L, I) LUCID_ARG_REDUCE_AT(NAME, T, long, false, L, I)
+
+LUCID_REDUCE_FLOATS(arg_reduce_group, LUCID_ARG_REDUCE_GROUP_AT)
+LUCID_REDUCE_FLOATS(arg_reduce_simd, LUCID_ARG_REDUCE_SIMD_AT)
+LUCID_REDUCE_FLOATS(arg_reduce, LUCID_ARG_REDUCE_FLOAT_AT)
+LUCID_INDEX_FORMS(LUCID_ARG_REDUCE_INT_AT, arg_reduce_int32, int)
+LUCID_INDEX_FORMS(LUCID_ARG_REDUCE_INT_AT, arg_reduce_int64, long)
 
 """#),
         ("Softmax", #"""

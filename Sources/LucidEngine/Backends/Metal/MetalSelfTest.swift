@@ -391,6 +391,24 @@ enum MetalSelfTest {
                 return out
             }
         },
+        // A SIMD group per output over rows of a few dozen elements (nine outputs: a
+        // threadgroup's last SIMD groups have none), a mean and an argmax whose cycled inputs
+        // tie, so the first index must win.
+        Row(.reduction, "mean_rows_simd", floats) { c in
+            c.compare("mean_rows_simd", c.tol * 4) { be in
+                let x = try make(c.a, [9, MetalBackend.simdRowLength + 21], c.dtype, be)
+                let out = try TensorImpl.empty([9, 1], dtype: c.dtype, on: be)
+                try reduction(be).reduce(.mean, x, axes: [1], into: out)
+                return out
+            }
+            c.compare("argmax_rows_simd", 0) { be in
+                let x = try make(c.a, [9, MetalBackend.simdRowLength + 70], c.dtype, be)
+                let values = try TensorImpl.empty([9], dtype: c.dtype, on: be)
+                let indices = try TensorImpl.empty([9], dtype: .int64, on: be)
+                try reduction(be).argReduce(max: true, x, axis: 1, values: values, indices: indices)
+                return indices
+            }
+        },
         Row(.reduction, "sum_split", floats) { c in
             c.compare("sum_split", c.tol * 4) { be in  // several threadgroups per output, then their sums
                 let x = try make(c.a, [MetalBackend.splitLength + 123], c.dtype, be)
@@ -551,16 +569,18 @@ enum MetalSelfTest {
     ]
 
     private static let attentionRows: [Row] = [
-        // Fused attention, both variants (heads of 20 and 72), against double: unmasked with
-        // its weights, causal, and a bool mask with a row it masks whole (NaN, as softmax over
-        // -inf gives); 37 queries and 45 keys, so blocks end part-way.
+        // Fused attention against double: the generic variants (heads of 20 and 72, values
+        // 4 wider) unmasked with its weights, causal, and a bool mask with a row it masks
+        // whole (NaN, as softmax over -inf gives); and the fixed-head variants of 32 (with its
+        // weights), 64 (masked) and 80 (causal). 37 queries and 45 keys, so blocks end part-way.
         Row(.attention, "attention", floats) { c in
             let (gpu, dtype, tol, a, b) = (c.gpu, c.dtype, c.tol, c.a, c.b)
-            for (e, masking) in [(20, 0), (20, 1), (20, 2), (72, 1)] {
+            let cases = [(20, 24, 0), (20, 24, 1), (20, 24, 2), (72, 76, 1), (32, 32, 0), (64, 64, 2), (80, 80, 1)]
+            for (e, ev, masking) in cases {
                 let (l, sl) = (37, 45)
                 do {
                     let q = try make(a, [2, l, e], dtype, gpu), k = try make(b.map { -$0 }, [2, sl, e], dtype, gpu)
-                    let v = try make(a.reversed(), [2, sl, e + 4], dtype, gpu)
+                    let v = try make(a.reversed(), [2, sl, ev], dtype, gpu)
                     var allowed = (0..<(l * sl)).map { Float(($0 * 7 + $0 / sl) % 5 == 0 ? 0 : 1) }
                     for j in 0..<sl { allowed[3 * sl + j] = 0 }
                     let mask = masking == 2 ? try make(allowed, [1, l, sl], .bool, gpu) : nil
@@ -568,18 +588,20 @@ enum MetalSelfTest {
                     let scale = Float(1 / Double(e).squareRoot())
                     let (want, weights) = attentionReference(
                         try values(q, gpu), try values(k, gpu), try values(v, gpu),
-                        batch: 2, l: l, s: sl, e: e, ev: e + 4, scale: Double(scale),
+                        batch: 2, l: l, s: sl, e: e, ev: ev, scale: Double(scale),
                         causal: masking == 1, allowed: masking == 2 ? allowed.map(Double.init) : nil)
                     let name = masking == 0 ? "attention" : (masking == 1 ? "attention_causal" : "attention_mask")
                     let p = try TensorImpl.empty([2, l, sl], dtype: dtype, on: gpu)
                     let call = KernelCall(.attention, reads: [q, k, v] + (m3.map { [$0] } ?? []), writes: [])
                     guard gpu.attentionRoute(call) == .native else { continue }
-                    c.check(e > 64 ? name + "_128" : name, tol * 4, want: want) {
-                        let out = try TensorImpl.empty([2, l, e + 4], dtype: dtype, on: gpu)
+                    // Named by the variant: "_h<e>" for a fixed head, "_128" for the wider generic one.
+                    let suffix = e == ev ? "_h\(e)" : (e > 64 ? "_128" : "")
+                    c.check(name + suffix, tol * 4, want: want) {
+                        let out = try TensorImpl.empty([2, l, ev], dtype: dtype, on: gpu)
                         try gpu.attention(q, k, v, mask: m3, scale: scale, causal: masking == 1, weights: masking == 0 ? p : nil, into: out)
                         return out
                     }
-                    if masking == 0 { c.check("attention_weights", tol * 4, want: weights) { p } }
+                    if masking == 0 { c.check("attention_weights" + suffix, tol * 4, want: weights) { p } }
                 } catch {
                     c.failed("attention", tol)
                 }

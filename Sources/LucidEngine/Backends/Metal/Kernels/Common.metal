@@ -108,10 +108,32 @@ inline float two_sum(float a, float b, thread float& error) {
     return s;
 }
 
+// The largest of `lanes` (a power of two up to 32) consecutive lanes' values of a SIMD group
+// (NaN if any is NaN); every lane of them ends with it.
+inline float simd_lanes_max(float value, uint lanes) {
+    for (uint d = lanes / 2; d > 0; d /= 2) value = max_or_nan(value, simd_shuffle_xor(value, ushort(d)));
+    return value;
+}
+
+// The sum of `lanes` (a power of two up to 32) consecutive lanes' compensated sums (sum - carry
+// each), as a sum and its error term (`error`), added by TwoSum so that no rounding error is
+// lost; every lane of them ends with both.
+inline float simd_lanes_sum(float sum, float carry, uint lanes, thread float& error) {
+    float s = sum;
+    error = -carry;
+    for (uint d = lanes / 2; d > 0; d /= 2) {
+        float other = simd_shuffle_xor(s, ushort(d)), other_error = simd_shuffle_xor(error, ushort(d));
+        float e;
+        s = two_sum(s, other, e);
+        error = (error + other_error) + e;
+    }
+    return s;
+}
+
 // The largest of the threads' values (NaN if any is NaN); `partial` holds `width` floats.
 inline float threadgroup_max(float value, threadgroup float* partial, uint lane, uint width) {
     uint lanes = min(width, 32u);
-    for (uint d = lanes / 2; d > 0; d /= 2) value = max_or_nan(value, simd_shuffle_xor(value, ushort(d)));
+    value = simd_lanes_max(value, lanes);
     uint groups = width / lanes;
     if (lane % lanes == 0) partial[lane / lanes] = value;
     threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -124,14 +146,9 @@ inline float threadgroup_max(float value, threadgroup float* partial, uint lane,
 // The sum of the threads' compensated sums (sum - carry each), added without losing the
 // error terms; `partial` holds 2 · width floats.
 inline float threadgroup_sum(float sum, float carry, threadgroup float* partial, uint lane, uint width) {
-    float s = sum, error = -carry;
     uint lanes = min(width, 32u);
-    for (uint d = lanes / 2; d > 0; d /= 2) {
-        float other = simd_shuffle_xor(s, ushort(d)), other_error = simd_shuffle_xor(error, ushort(d));
-        float e;
-        s = two_sum(s, other, e);
-        error = (error + other_error) + e;
-    }
+    float error;
+    float s = simd_lanes_sum(sum, carry, lanes, error);
     uint groups = width / lanes;
     if (lane % lanes == 0) {
         partial[lane / lanes] = s;
@@ -201,7 +218,11 @@ inline float threadgroup_sum(float sum, float carry, threadgroup float* partial,
 
 // ---- strided operands --------------------------------------------------------------------
 // The layout of up to three operands over one shape (row-major over `shape`), bound with
-// setBytes. Field order and sizes match `MetalLayout` in MetalBackend.swift.
+// setBytes, in two forms: `Layout` with 64-bit counts, sizes and strides, and `Layout32`, the
+// same in 32 bits, for operands whose every count and offset fits (`MetalLayout` in
+// MetalBackend.swift writes both and decides). A strided kernel comes in both forms
+// (LUCID_INDEX_FORMS): NAME takes a `Layout32` and a 32-bit thread index, so that an element
+// costs a 32-bit divide and modulo per dimension, NAME_wide a `Layout` and the 64-bit index.
 struct Layout {
     uint ndim;
     uint pad;
@@ -209,6 +230,17 @@ struct Layout {
     long shape[8];
     long strides[3][8];
 };
+
+struct Layout32 {
+    uint ndim;
+    uint count;
+    uint shape[8];
+    int strides[3][8];
+};
+
+// The offset type of each form (element_offset's result), for a kernel's other offsets.
+typedef long LayoutOffset;
+typedef int Layout32Offset;
 
 inline long element_offset(ulong flat, constant Layout& L, uint operand) {
     long off = 0;
@@ -220,3 +252,18 @@ inline long element_offset(ulong flat, constant Layout& L, uint operand) {
     }
     return off;
 }
+
+// The outermost dimension needs no division: what is left of the index is its position.
+inline int element_offset(uint flat, constant Layout32& L, uint operand) {
+    int off = 0;
+    for (int d = int(L.ndim) - 1; d > 0; --d) {
+        uint extent = L.shape[d];
+        off += int(flat % extent) * L.strides[operand][d];
+        flat /= extent;
+    }
+    return L.ndim > 0 ? off + int(flat) * L.strides[operand][0] : 0;
+}
+
+// Both forms of a strided kernel from one macro AT(NAME, ..., L, I): L the layout type, I the
+// index type.
+#define LUCID_INDEX_FORMS(AT, NAME, ...) AT(NAME, __VA_ARGS__, Layout32, uint) AT(NAME##_wide, __VA_ARGS__, Layout, ulong)

@@ -114,25 +114,27 @@ inline long binary_int(uint op, long x, long y) {
     }
 }
 
-#define LUCID_BINARY_FLOAT(NAME, T)                                                                  \
-kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
-                 device T* out [[buffer(2)]], constant Layout& layout [[buffer(3)]],                 \
+#define LUCID_BINARY_FLOAT_AT(NAME, T, L, I)                                                         \
+kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                   \
+                 device T* out [[buffer(2)]], constant L& layout [[buffer(3)]],                      \
                  constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     float x = widen(a[element_offset(gid, layout, 0)]), y = widen(b[element_offset(gid, layout, 1)]); \
-    out[element_offset(gid, layout, 2)] = narrow<T>(binary_float(op, x, y));                                 \
+    out[element_offset(gid, layout, 2)] = narrow<T>(binary_float(op, x, y));                         \
 }
+#define LUCID_BINARY_FLOAT(NAME, T) LUCID_INDEX_FORMS(LUCID_BINARY_FLOAT_AT, NAME, T)
 
-#define LUCID_BINARY_INT(NAME, T)                                                                    \
-kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
-                 device T* out [[buffer(2)]], constant Layout& layout [[buffer(3)]],                 \
+#define LUCID_BINARY_INT_AT(NAME, T, L, I)                                                           \
+kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                   \
+                 device T* out [[buffer(2)]], constant L& layout [[buffer(3)]],                      \
                  constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     long x = long(a[element_offset(gid, layout, 0)]), y = long(b[element_offset(gid, layout, 1)]);   \
-    out[element_offset(gid, layout, 2)] = from_long<T>(binary_int(op, x, y));                          \
+    out[element_offset(gid, layout, 2)] = from_long<T>(binary_int(op, x, y));                        \
 }
+#define LUCID_BINARY_INT(NAME, T) LUCID_INDEX_FORMS(LUCID_BINARY_INT_AT, NAME, T)
 
 // The contiguous forms: operands of one shape, each contiguous (no broadcast) and starting at
 // a multiple of four elements, fewer than 2^31 elements. Each thread takes four consecutive
@@ -148,7 +150,7 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
 #define LUCID_STORE_VEC4(T, P, V) (*(device vec<T, 4>*)((P) + first) = (V))
 
 #define LUCID_BINARY_FLOAT_CONTIG(NAME, T)                                                           \
-kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
+kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                   \
                  device T* out [[buffer(2)]], constant uint& count [[buffer(3)]],                    \
                  constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
     const ulong gid = LUCID_THREAD_INDEX;                                                            \
@@ -163,7 +165,7 @@ kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]
 }
 
 #define LUCID_BINARY_INT_CONTIG(NAME, T)                                                             \
-kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
+kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                   \
                  device T* out [[buffer(2)]], constant uint& count [[buffer(3)]],                    \
                  constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
     const ulong gid = LUCID_THREAD_INDEX;                                                            \
@@ -192,7 +194,7 @@ inline int grid_offset(uint3 p, constant GridShape& g, uint operand) {
 }
 
 #define LUCID_GRID_ARGS(T)                                                                           \
-    device const T* a [[buffer(0)]], device const T* b [[buffer(1)]], device T* out [[buffer(2)]],  \
+    device const T* a [[buffer(0)]], device const T* b [[buffer(1)]], device T* out [[buffer(2)]],   \
     constant GridShape& g [[buffer(3)]], constant uint& op [[buffer(4)]], uint3 p [[thread_position_in_grid]]
 #define LUCID_GRID_INSIDE if (p.x >= g.size[0] || p.y >= g.size[1] || p.z >= g.size[2]) return;
 
@@ -206,7 +208,7 @@ kernel void NAME(LUCID_GRID_ARGS(T)) {                                          
 #define LUCID_BINARY_INT_GRID(NAME, T)                                                               \
 kernel void NAME(LUCID_GRID_ARGS(T)) {                                                               \
     LUCID_GRID_INSIDE                                                                                \
-    long x = long(a[grid_offset(p, g, 0)]), y = long(b[grid_offset(p, g, 1)]);                      \
+    long x = long(a[grid_offset(p, g, 0)]), y = long(b[grid_offset(p, g, 1)]);                       \
     out[grid_offset(p, g, 2)] = from_long<T>(binary_int(op, x, y));                                  \
 }
 
@@ -226,32 +228,34 @@ LUCID_BINARY_INT(binary_bool, uchar)
 
 // `a op s` (or `s op a` when `scalar_first`); the scalar is float32 for floating types and
 // int64 for integers, as the host kernels take it.
-#define LUCID_BINARY_SCALAR_FLOAT(NAME, T)                                                           \
-kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
-                 constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
+#define LUCID_BINARY_SCALAR_FLOAT_AT(NAME, T, L, I)                                                  \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                       \
+                 constant L& layout [[buffer(2)]], constant uint& op [[buffer(3)]],                  \
                  constant float& scalar [[buffer(4)]], constant uint& scalar_first [[buffer(5)]],    \
                  LUCID_THREAD_POSITION) {                                                            \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     float x = widen(a[element_offset(gid, layout, 0)]);                                              \
     float r = scalar_first != 0 ? binary_float(op, scalar, x) : binary_float(op, x, scalar);         \
-    out[element_offset(gid, layout, 1)] = narrow<T>(r);                                               \
+    out[element_offset(gid, layout, 1)] = narrow<T>(r);                                              \
 }
+#define LUCID_BINARY_SCALAR_FLOAT(NAME, T) LUCID_INDEX_FORMS(LUCID_BINARY_SCALAR_FLOAT_AT, NAME, T)
 
-#define LUCID_BINARY_SCALAR_INT(NAME, T)                                                             \
-kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
-                 constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
+#define LUCID_BINARY_SCALAR_INT_AT(NAME, T, L, I)                                                    \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                       \
+                 constant L& layout [[buffer(2)]], constant uint& op [[buffer(3)]],                  \
                  constant long& scalar [[buffer(4)]], constant uint& scalar_first [[buffer(5)]],     \
                  LUCID_THREAD_POSITION) {                                                            \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     long x = long(a[element_offset(gid, layout, 0)]);                                                \
     long r = scalar_first != 0 ? binary_int(op, scalar, x) : binary_int(op, x, scalar);              \
     out[element_offset(gid, layout, 1)] = from_long<T>(r);                                           \
 }
+#define LUCID_BINARY_SCALAR_INT(NAME, T) LUCID_INDEX_FORMS(LUCID_BINARY_SCALAR_INT_AT, NAME, T)
 
 #define LUCID_BINARY_SCALAR_FLOAT_CONTIG(NAME, T)                                                    \
-kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                       \
                  constant uint& count [[buffer(2)]], constant uint& op [[buffer(3)]],                \
                  constant float& scalar [[buffer(4)]], constant uint& scalar_first [[buffer(5)]],    \
                  LUCID_THREAD_POSITION) {                                                            \
@@ -401,28 +405,30 @@ inline float unary_derivative(uint op, float x, float y) {
     }
 }
 
-#define LUCID_UNARY(NAME, T)                                                                         \
-kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
-                 constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
+#define LUCID_UNARY_AT(NAME, T, L, I)                                                                \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                       \
+                 constant L& layout [[buffer(2)]], constant uint& op [[buffer(3)]],                  \
                  LUCID_THREAD_POSITION) {                                                            \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     out[element_offset(gid, layout, 1)] = narrow<T>(unary_float(op, widen(a[element_offset(gid, layout, 0)]))); \
 }
+#define LUCID_UNARY(NAME, T) LUCID_INDEX_FORMS(LUCID_UNARY_AT, NAME, T)
 
 // gradIn = grad * d op(x)/dx over four operands that share one layout's shape: x, y and grad
 // use the strides of operands 0..2 of `inputs`, gradIn those of operand 0 of `output`.
-#define LUCID_UNARY_BACKWARD(NAME, T)                                                                \
-kernel void NAME(device const T* x [[buffer(0)]], device const T* y [[buffer(1)]],                  \
+#define LUCID_UNARY_BACKWARD_AT(NAME, T, L, I)                                                       \
+kernel void NAME(device const T* x [[buffer(0)]], device const T* y [[buffer(1)]],                   \
                  device const T* grad [[buffer(2)]], device T* grad_in [[buffer(3)]],                \
-                 constant Layout& inputs [[buffer(4)]], constant Layout& output [[buffer(5)]],       \
+                 constant L& inputs [[buffer(4)]], constant L& output [[buffer(5)]],                 \
                  constant uint& op [[buffer(6)]], LUCID_THREAD_POSITION) {                           \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= inputs.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= inputs.count) return;                                                                 \
     float xv = widen(x[element_offset(gid, inputs, 0)]), yv = widen(y[element_offset(gid, inputs, 1)]); \
     float g = widen(grad[element_offset(gid, inputs, 2)]);                                           \
     grad_in[element_offset(gid, output, 0)] = narrow<T>(g * unary_derivative(op, xv, yv));           \
 }
+#define LUCID_UNARY_BACKWARD(NAME, T) LUCID_INDEX_FORMS(LUCID_UNARY_BACKWARD_AT, NAME, T)
 
 // The unary ops that keep integers (UnaryKernel.keepsIntegers): neg (wrapping), relu, abs
 // (int64's lowest stays itself), round, floor, ceil, trunc (unchanged), sign; computed in int64
@@ -437,19 +443,20 @@ inline long unary_int(uint op, long x) {
     }
 }
 
-#define LUCID_UNARY_INT(NAME, T)                                                                     \
-kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
-                 constant Layout& layout [[buffer(2)]], constant uint& op [[buffer(3)]],             \
+#define LUCID_UNARY_INT_AT(NAME, T, L, I)                                                            \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                       \
+                 constant L& layout [[buffer(2)]], constant uint& op [[buffer(3)]],                  \
                  LUCID_THREAD_POSITION) {                                                            \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     out[element_offset(gid, layout, 1)] = T(unary_int(op, long(a[element_offset(gid, layout, 0)]))); \
 }
+#define LUCID_UNARY_INT(NAME, T) LUCID_INDEX_FORMS(LUCID_UNARY_INT_AT, NAME, T)
 
 LUCID_UNARY_INT(unary_int32, int)
 LUCID_UNARY_INT(unary_int64, long)
 #define LUCID_UNARY_CONTIG(NAME, T)                                                                  \
-kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                      \
+kernel void NAME(device const T* a [[buffer(0)]], device T* out [[buffer(1)]],                       \
                  constant uint& count [[buffer(2)]], constant uint& op [[buffer(3)]],                \
                  LUCID_THREAD_POSITION) {                                                            \
     const ulong gid = LUCID_THREAD_INDEX;                                                            \
@@ -488,15 +495,16 @@ inline bool compare_values(uint op, V x, V y) {
     }
 }
 
-#define LUCID_COMPARE(NAME, T, V)                                                                    \
-kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
-                 device uchar* out [[buffer(2)]], constant Layout& layout [[buffer(3)]],             \
+#define LUCID_COMPARE_AT(NAME, T, V, L, I)                                                           \
+kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                   \
+                 device uchar* out [[buffer(2)]], constant L& layout [[buffer(3)]],                  \
                  constant uint& op [[buffer(4)]], LUCID_THREAD_POSITION) {                           \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     V x = V(a[element_offset(gid, layout, 0)]), y = V(b[element_offset(gid, layout, 1)]);            \
     out[element_offset(gid, layout, 2)] = compare_values(op, x, y) ? 1 : 0;                          \
 }
+#define LUCID_COMPARE(NAME, T, V) LUCID_INDEX_FORMS(LUCID_COMPARE_AT, NAME, T, V)
 
 LUCID_COMPARE(compare_float32, float, float)
 LUCID_COMPARE(compare_float16, half, float)
@@ -506,16 +514,17 @@ LUCID_COMPARE(compare_int64, long, long)
 LUCID_COMPARE(compare_bool, uchar, long)
 
 // out = cond ? a : b. Operand 0 of `layout` is cond, 1 is a, 2 is b; out uses `output`.
-#define LUCID_SELECT(NAME, T)                                                                        \
-kernel void NAME(device const uchar* cond [[buffer(0)]], device const T* a [[buffer(1)]],           \
+#define LUCID_SELECT_AT(NAME, T, L, I)                                                               \
+kernel void NAME(device const uchar* cond [[buffer(0)]], device const T* a [[buffer(1)]],            \
                  device const T* b [[buffer(2)]], device T* out [[buffer(3)]],                       \
-                 constant Layout& layout [[buffer(4)]], constant Layout& output [[buffer(5)]],       \
+                 constant L& layout [[buffer(4)]], constant L& output [[buffer(5)]],                 \
                  LUCID_THREAD_POSITION) {                                                            \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     bool c = cond[element_offset(gid, layout, 0)] != 0;                                              \
     out[element_offset(gid, output, 0)] = c ? a[element_offset(gid, layout, 1)] : b[element_offset(gid, layout, 2)]; \
 }
+#define LUCID_SELECT(NAME, T) LUCID_INDEX_FORMS(LUCID_SELECT_AT, NAME, T)
 
 LUCID_SELECT(select_float32, float)
 LUCID_SELECT(select_float16, half)
@@ -527,13 +536,14 @@ LUCID_SELECT(select_bool, uchar)
 // ---- copy and fill -----------------------------------------------------------------------
 
 // Strided copy with conversion; operand 0 of `layout` is the source, 1 the destination.
-#define LUCID_COPY(NAME, S, D)                                                                       \
-kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
-    dst[element_offset(gid, layout, 1)] = D(src[element_offset(gid, layout, 0)]);                   \
+#define LUCID_COPY_AT(NAME, S, D, L, I)                                                              \
+kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                     \
+                 constant L& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
+    dst[element_offset(gid, layout, 1)] = D(src[element_offset(gid, layout, 0)]);                    \
 }
+#define LUCID_COPY(NAME, S, D) LUCID_INDEX_FORMS(LUCID_COPY_AT, NAME, S, D)
 
 LUCID_COPY(copy_float32, float, float)
 LUCID_COPY(copy_float16, half, half)
@@ -546,36 +556,39 @@ LUCID_COPY(copy_int64_float32, long, float)
 LUCID_COPY(copy_bool_float32, uchar, float)
 LUCID_COPY(copy_int32_int64, int, long)
 LUCID_COPY(copy_int64_int32, long, int)
-#define LUCID_COPY_WIDEN(NAME, S)                                                                    \
-kernel void NAME(device const S* src [[buffer(0)]], device float* dst [[buffer(1)]],                \
-                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
-    dst[element_offset(gid, layout, 1)] = widen(src[element_offset(gid, layout, 0)]);               \
+#define LUCID_COPY_WIDEN_AT(NAME, S, L, I)                                                           \
+kernel void NAME(device const S* src [[buffer(0)]], device float* dst [[buffer(1)]],                 \
+                 constant L& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
+    dst[element_offset(gid, layout, 1)] = widen(src[element_offset(gid, layout, 0)]);                \
 }
+#define LUCID_COPY_WIDEN(NAME, S) LUCID_INDEX_FORMS(LUCID_COPY_WIDEN_AT, NAME, S)
 
 LUCID_COPY_WIDEN(copy_float16_float32, half)
 LUCID_COPY_WIDEN(copy_bfloat16_float32, bfloat)
 
-#define LUCID_COPY_NARROW(NAME, D)                                                                   \
-kernel void NAME(device const float* src [[buffer(0)]], device D* dst [[buffer(1)]],                \
-                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
-    dst[element_offset(gid, layout, 1)] = narrow<D>(src[element_offset(gid, layout, 0)]);           \
+#define LUCID_COPY_NARROW_AT(NAME, D, L, I)                                                          \
+kernel void NAME(device const float* src [[buffer(0)]], device D* dst [[buffer(1)]],                 \
+                 constant L& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
+    dst[element_offset(gid, layout, 1)] = narrow<D>(src[element_offset(gid, layout, 0)]);            \
 }
+#define LUCID_COPY_NARROW(NAME, D) LUCID_INDEX_FORMS(LUCID_COPY_NARROW_AT, NAME, D)
 
 LUCID_COPY_NARROW(copy_float32_float16, half)
 LUCID_COPY_NARROW(copy_float32_bfloat16, bfloat)
 
 // Between the 16-bit floats: through float32, exactly, then one rounding.
-#define LUCID_COPY_FLOAT(NAME, S, D)                                                                 \
-kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
-    dst[element_offset(gid, layout, 1)] = narrow<D>(widen(src[element_offset(gid, layout, 0)]));    \
+#define LUCID_COPY_FLOAT_AT(NAME, S, D, L, I)                                                        \
+kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                     \
+                 constant L& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
+    dst[element_offset(gid, layout, 1)] = narrow<D>(widen(src[element_offset(gid, layout, 0)]));     \
 }
+#define LUCID_COPY_FLOAT(NAME, S, D) LUCID_INDEX_FORMS(LUCID_COPY_FLOAT_AT, NAME, S, D)
 
 LUCID_COPY_FLOAT(copy_float16_bfloat16, half, bfloat)
 LUCID_COPY_FLOAT(copy_bfloat16_float16, bfloat, half)
@@ -592,13 +605,14 @@ inline float odd_float(long v) {
     return v < 0 ? -f : f;
 }
 
-#define LUCID_COPY_INT_TO_HALF(NAME, S, D)                                                           \
-kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+#define LUCID_COPY_INT_TO_HALF_AT(NAME, S, D, L, I)                                                  \
+kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                     \
+                 constant L& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     dst[element_offset(gid, layout, 1)] = narrow<D>(odd_float(long(src[element_offset(gid, layout, 0)]))); \
 }
+#define LUCID_COPY_INT_TO_HALF(NAME, S, D) LUCID_INDEX_FORMS(LUCID_COPY_INT_TO_HALF_AT, NAME, S, D)
 
 LUCID_COPY_INT_TO_HALF(copy_int32_float16, int, half)
 LUCID_COPY_INT_TO_HALF(copy_int64_float16, long, half)
@@ -616,14 +630,15 @@ inline long truncated_long(float v) {
     return long(v);
 }
 
-#define LUCID_COPY_FLOAT_TO_INT(NAME, S, D, LO, HI)                                                  \
-kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
-    long v = truncated_long(widen(src[element_offset(gid, layout, 0)]));                            \
-    dst[element_offset(gid, layout, 1)] = D(clamp(v, long(LO), long(HI)));                          \
+#define LUCID_COPY_FLOAT_TO_INT_AT(NAME, S, D, LO, HI, L, I)                                         \
+kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                     \
+                 constant L& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
+    long v = truncated_long(widen(src[element_offset(gid, layout, 0)]));                             \
+    dst[element_offset(gid, layout, 1)] = D(clamp(v, long(LO), long(HI)));                           \
 }
+#define LUCID_COPY_FLOAT_TO_INT(NAME, S, D, LO, HI) LUCID_INDEX_FORMS(LUCID_COPY_FLOAT_TO_INT_AT, NAME, S, D, LO, HI)
 
 #define LUCID_INT64_MIN (-long(0x7fffffffffffffffl) - 1)
 #define LUCID_INT64_MAX long(0x7fffffffffffffffl)
@@ -635,13 +650,14 @@ LUCID_COPY_FLOAT_TO_INT(copy_float16_int64, half, long, LUCID_INT64_MIN, LUCID_I
 LUCID_COPY_FLOAT_TO_INT(copy_bfloat16_int64, bfloat, long, LUCID_INT64_MIN, LUCID_INT64_MAX)
 
 // To bool: non-zero (NaN included) is true.
-#define LUCID_COPY_TO_BOOL(NAME, S)                                                                  \
-kernel void NAME(device const S* src [[buffer(0)]], device uchar* dst [[buffer(1)]],                \
-                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+#define LUCID_COPY_TO_BOOL_AT(NAME, S, L, I)                                                         \
+kernel void NAME(device const S* src [[buffer(0)]], device uchar* dst [[buffer(1)]],                 \
+                 constant L& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     dst[element_offset(gid, layout, 1)] = widen_any(src[element_offset(gid, layout, 0)]) != 0 ? 1 : 0; \
 }
+#define LUCID_COPY_TO_BOOL(NAME, S) LUCID_INDEX_FORMS(LUCID_COPY_TO_BOOL_AT, NAME, S)
 
 inline float widen_any(float x) { return x; }
 inline float widen_any(half x) { return widen(x); }
@@ -659,21 +675,23 @@ LUCID_COPY(copy_bool_int64, uchar, long)
 
 // out = value; the backend rounds the value as the host kernels do (float16/bfloat16 from a
 // float32 rounded to odd, so that the one rounding here is the only one that counts).
-#define LUCID_FILL_FLOAT(NAME, T)                                                                    \
-kernel void NAME(device T* out [[buffer(0)]], constant Layout& layout [[buffer(1)]],                \
+#define LUCID_FILL_FLOAT_AT(NAME, T, L, I)                                                           \
+kernel void NAME(device T* out [[buffer(0)]], constant L& layout [[buffer(1)]],                      \
                  constant float& value [[buffer(2)]], LUCID_THREAD_POSITION) {                       \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     out[element_offset(gid, layout, 0)] = narrow<T>(value);                                          \
 }
+#define LUCID_FILL_FLOAT(NAME, T) LUCID_INDEX_FORMS(LUCID_FILL_FLOAT_AT, NAME, T)
 
-#define LUCID_FILL_INT(NAME, T)                                                                      \
-kernel void NAME(device T* out [[buffer(0)]], constant Layout& layout [[buffer(1)]],                \
+#define LUCID_FILL_INT_AT(NAME, T, L, I)                                                             \
+kernel void NAME(device T* out [[buffer(0)]], constant L& layout [[buffer(1)]],                      \
                  constant long& value [[buffer(2)]], LUCID_THREAD_POSITION) {                        \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     out[element_offset(gid, layout, 0)] = T(value);                                                  \
 }
+#define LUCID_FILL_INT(NAME, T) LUCID_INDEX_FORMS(LUCID_FILL_INT_AT, NAME, T)
 
 LUCID_FILL_FLOAT(fill_float32, float)
 LUCID_FILL_FLOAT(fill_float16, half)
@@ -681,23 +699,27 @@ LUCID_FILL_FLOAT(fill_bfloat16, bfloat)
 LUCID_FILL_INT(fill_int32, int)
 LUCID_FILL_INT(fill_int64, long)
 
-kernel void fill_bool(device uchar* out [[buffer(0)]], constant Layout& layout [[buffer(1)]],
-                      constant long& value [[buffer(2)]], LUCID_THREAD_POSITION) {
-    const ulong gid = LUCID_THREAD_INDEX;
-    if (ulong(gid) >= layout.count) return;
-    out[element_offset(gid, layout, 0)] = value != 0 ? 1 : 0;
+#define LUCID_FILL_BOOL_AT(NAME, T, L, I)                                                            \
+kernel void NAME(device T* out [[buffer(0)]], constant L& layout [[buffer(1)]],                      \
+                 constant long& value [[buffer(2)]], LUCID_THREAD_POSITION) {                        \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
+    out[element_offset(gid, layout, 0)] = value != 0 ? 1 : 0;                                        \
 }
+
+LUCID_INDEX_FORMS(LUCID_FILL_BOOL_AT, fill_bool, uchar)
 
 // The 8- and 16-bit integers (uint8, int8, int16) have copies and fills only; the backend
 // runs their other kernels on the host. Integers narrow by wrapping (two's complement), floats
 // by truncation toward zero then wrapping, as the host stores them (HostElement.swift).
-#define LUCID_COPY_FLOAT_TO_SMALL(NAME, S, D)                                                        \
-kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                    \
-                 constant Layout& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                     \
-    const ulong gid = LUCID_THREAD_INDEX;                                                            \
-    if (ulong(gid) >= layout.count) return;                                                          \
+#define LUCID_COPY_FLOAT_TO_SMALL_AT(NAME, S, D, L, I)                                               \
+kernel void NAME(device const S* src [[buffer(0)]], device D* dst [[buffer(1)]],                     \
+                 constant L& layout [[buffer(2)]], LUCID_THREAD_POSITION) {                          \
+    const I gid = I(LUCID_THREAD_INDEX);                                                             \
+    if (gid >= layout.count) return;                                                                 \
     dst[element_offset(gid, layout, 1)] = D(truncated_long(widen(src[element_offset(gid, layout, 0)]))); \
 }
+#define LUCID_COPY_FLOAT_TO_SMALL(NAME, S, D) LUCID_INDEX_FORMS(LUCID_COPY_FLOAT_TO_SMALL_AT, NAME, S, D)
 
 inline long widen_any(uchar x) { return long(x); }
 inline long widen_any(int8_t x) { return long(x); }
