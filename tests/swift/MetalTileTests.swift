@@ -9,13 +9,14 @@ import Testing
 
 private let floatTypes: [DType] = [.float32, .float16, .bfloat16]
 
-/// The unit roundoff of `dtype`: a float32 sum rounded once into it is within this of the
-/// exact value, relatively (plus the float32 sum's own error).
-private func roundoff(_ dtype: DType) -> Double {
+/// The unit roundoff of `dtype` and half its spacing of subnormals: a float32 sum rounded once
+/// into it is within the first relatively, or the second absolutely, of the sum (plus the
+/// float32 sum's own error).
+private func roundoff(_ dtype: DType) -> (relative: Double, absolute: Double) {
     switch dtype {
-    case .float16: 0x1p-11
-    case .bfloat16: 0x1p-8
-    default: 0x1p-24
+    case .float16: (0x1p-11, 0x1p-25)
+    case .bfloat16: (0x1p-8, 0x1p-134)
+    default: (0x1p-24, 0x1p-150)
     }
 }
 
@@ -68,7 +69,8 @@ private func values(_ t: TensorImpl, _ gpu: MetalBackend) -> [Double] {
 private func misses(_ got: [Double], _ want: [Double], scale: [Double], terms: Int, _ dtype: DType) -> [String] {
     guard got.count == want.count else { return ["\(got.count) outputs for \(want.count)"] }
     return want.indices.compactMap { i in
-        let bound = roundoff(dtype) * abs(want[i]) + Double(terms + 2) * 0x1p-24 * scale[i]
+        let unit = roundoff(dtype)
+        let bound = unit.relative * abs(want[i]) + unit.absolute + Double(terms + 2) * 0x1p-24 * scale[i]
         return abs(got[i] - want[i]) <= bound ? nil : "\(i): \(got[i]), \(want[i])"
     }
 }

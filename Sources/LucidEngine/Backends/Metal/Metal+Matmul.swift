@@ -229,7 +229,7 @@ extension MetalBackend: MatmulKernels {
         encode(kernel, groups: groups, width: Self.simdGemmThreads, floatsPerThread: floatsPerThread) { e in
             bind(a, 0, e)
             bind(b, 1, e)
-            bind(bias ?? out, 2, e)  // read only when has_bias is set
+            bind(bias ?? a, 2, e)  // read only when has_bias is set; `a` has the bias's dtype
             bind(out, 3, e)
             setBytes(shape, 4, e)
         }
