@@ -657,15 +657,58 @@ def _metal_time(fn, min_time):
 
 def metal_rows(quick, min_time):
     """The GPU's own numbers, where the Metal backend serves "metal" (a Mac): matrix-product
-    TFLOP/s per dtype, conv2d and attention forward+backward, and a CNN and a GPT-style training
+    TFLOP/s per dtype (square and skinny), a float32 Linear with a bias, a 7×7 stem's forward
+    and backward, conv2d and attention forward+backward, and a CNN and a GPT-style training
     step in float32 and under float16 autocast. Rows: case, time, rate, note."""
     rows = []
-    for n in [32, 64] if quick else [1024, 2048, 4096]:
+    # Square products (64×64 tiles for bfloat16, and float16 where MPS sums in float16), a
+    # skinny one (few rows: 32×32 tiles), and a float32 Linear with a bias (MPS, then the bias).
+    shapes = [(n, n, n) for n in ([32, 64] if quick else [1024, 2048, 4096])] + [
+        (8, 64, 64) if quick else (16, 4096, 4096)
+    ]
+    for m, k, n in shapes:
         for dt in (lucid.float32, lucid.float16, lucid.bfloat16):
-            a = lucid.randn(n, n, device="metal").to(dt)
-            b = lucid.randn(n, n, device="metal").to(dt)
+            a = lucid.randn(m, k, device="metal").to(dt)
+            b = lucid.randn(k, n, device="metal").to(dt)
             t = _metal_time(lambda: a @ b, min_time)
-            rows.append([f"metal matmul {dt.name} {n}", fmt_time(t), f"{2 * n**3 / t / 1e12:.2f} TFLOP/s", ""])
+            name = f"metal matmul {dt.name} {n}" if m == k == n else f"metal matmul {dt.name} {m}x{k}x{n}"
+            rows.append([name, fmt_time(t), f"{2 * m * k * n / t / 1e12:.2f} TFLOP/s", ""])
+    rows_in, features_in, features_out = (16, 32, 64) if quick else (4096, 1024, 4096)
+    linear = nn.Linear(features_in, features_out).to("metal")
+    xl = lucid.randn(rows_in, features_in, device="metal")
+    t = _metal_time(lambda: linear(xl), min_time)
+    rows.append(
+        [
+            f"metal linear float32 {rows_in}x{features_in}->{features_out} +bias",
+            fmt_time(t),
+            f"{2 * rows_in * features_in * features_out / t / 1e12:.2f} TFLOP/s",
+            "MPS product, bias added after",
+        ]
+    )
+    # A ResNet stem's backward: its weight gradient sums over every image's pixels into only
+    # 64×147 outputs (split along that sum).
+    stem = nn.Conv2d(3, 64, 7, stride=2, padding=3).to("metal")
+    image = lucid.randn(2 if quick else 32, 3, 32 if quick else 224, 32 if quick else 224, device="metal")
+    grad = lucid.randn(*stem(image).shape, device="metal")
+
+    def stem_forward(amp):
+        with lucid.amp.autocast("metal", enabled=amp):
+            return stem(image)
+
+    def stem_backward(amp):
+        y = stem_forward(amp)
+        y.backward(grad.to(y.dtype))
+
+    for what, fn in (("fwd", stem_forward), ("fwd+bwd", stem_backward)):
+        t32, t16 = _metal_time(lambda: fn(False), min_time), _metal_time(lambda: fn(True), min_time)
+        rows.append(
+            [
+                f"metal conv2d stem 3->64 k7 s2 {tuple(image.shape)} {what}",
+                f"{fmt_time(t32)} / {fmt_time(t16)}",
+                f"{t16 / t32:.2f}x",
+                "float32 / float16 autocast" + ("; weight gradient split along n·h·w" if what != "fwd" else ""),
+            ]
+        )
     c, side, heads, length, width = (4, 8, 2, 16, 32) if quick else (64, 56, 8, 512, 256)
     x = lucid.randn(2 if quick else 8, c, side, side, device="metal", requires_grad=True)
     conv = nn.Conv2d(c, c, 3, padding=1).to("metal")

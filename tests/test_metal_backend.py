@@ -377,6 +377,29 @@ def _conv2d_reference(x, w, stride, padding, dilation, groups, grad=None):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+def test_a_stems_weight_gradient_is_split_along_its_sum_and_matches_float64(dtype):
+    # A 7×7 stem from 3 to 64 channels: its weight gradient sums over 2 · 17 · 17 = 578 output
+    # positions into 64 × 147 outputs (2 × 5 tiles), so it runs as two chunks of partial sums
+    # (the second shorter) and one pass that adds them.
+    x = RNG.standard_normal((2, 3, 33, 33)).astype(NP[dtype]).astype(np.float32)
+    w = (RNG.standard_normal((64, 3, 7, 7)) / 8).astype(NP[dtype]).astype(np.float32)
+    tx, tw = metal(x, dtype), metal(w, dtype).requires_grad_()
+    y = lucid.nn.functional.conv2d(tx, tw, stride=2, padding=3)
+    assert tuple(y.shape) == (2, 64, 17, 17)
+    gy = RNG.standard_normal(tuple(y.shape)).astype(NP[dtype]).astype(np.float32)
+    counts = dispatches_during(lambda: (y * metal(gy, dtype)).sum().backward())
+    partial = (
+        "conv_backward_weights_float32" if dtype == lucid.float32 else f"conv_backward_weights_partial_{dtype.name}"
+    )
+    assert counts.get(partial) == 1 and counts.get(f"conv_backward_weights_sum_{dtype.name}") == 1, counts
+    assert not [k for k in counts if k.startswith(("im2col", "col2im", "gemm", "mps"))], counts
+    want = _conv2d_reference(x, w, 2, 3, 1, 1, grad=gy)
+    tol = {lucid.float32: 1e-5}.get(dtype, 2**-7)
+    np.testing.assert_allclose(tw.grad.float().numpy(), want, rtol=tol, atol=tol * np.abs(want).max())
+    np.testing.assert_allclose(y.float().numpy(), _conv2d_reference(x, w, 2, 3, 1, 1), rtol=tol, atol=tol * 8)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 def test_transposed_convolution_runs_its_passes_on_the_implicit_gemm_kernels(dtype):
     # conv_transpose2d's forward is a convolution's backward-data pass, its input gradient that
     # convolution's forward and its weight gradient the backward-weights pass; checked against
@@ -552,6 +575,62 @@ def test_products_of_whole_and_partial_tiles_match_numpy(dtype, m, k, n):
     want = a.astype(np.float64) @ w.T.astype(np.float64) + bias
     tol = 1e-5 if dtype == lucid.float32 else 1e-2
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("m,k,n", [(1, 257, 63), (63, 65, 130), (65, 1, 257), (130, 63, 1), (257, 130, 65)])
+def test_simd_products_of_odd_sizes_and_strided_operands_match_numpy(dtype, m, k, n):
+    # Every other column of a (a layout Metal Performance Shaders cannot read, so float32 runs
+    # lucid's kernel too), a transposed weight shared by the batch, with and without a bias:
+    # sizes that end inside a tile, or are smaller than one, in each of m, n and k.
+    wide = RNG.standard_normal((2, m, 2 * k)).astype(NP[dtype]).astype(np.float32)
+    w = RNG.standard_normal((n, k)).astype(NP[dtype]).astype(np.float32)
+    bias = RNG.standard_normal(n).astype(NP[dtype]).astype(np.float32)
+    a = wide[:, :, ::2]
+    ma, mw, mbias = metal(wide, dtype)[:, :, ::2], metal(w, dtype), metal(bias, dtype)
+    got = {}
+    counts = dispatches_during(
+        lambda: got.update(
+            plain=(ma @ mw.t()).float().numpy(), linear=lucid.nn.functional.linear(ma, mw, mbias).float().numpy()
+        )
+    )
+    # (With k = 1 the reshaped input of the float32 Linear is one MPS reads: it may serve that.)
+    assert counts.get(f"gemm_simd_{dtype.name}", 0) >= 1 + (dtype != lucid.float32 or k > 1), counts
+    assert not [k for k in counts if k.startswith(("gemm_float", "gemm_bfloat"))], counts
+    product = a.astype(np.float64) @ w.T.astype(np.float64)
+    scale = np.abs(a).astype(np.float64) @ np.abs(w.T).astype(np.float64) + np.abs(bias)
+    tol = {lucid.float32: 2**-24, lucid.float16: 2**-11, lucid.bfloat16: 2**-8}[dtype]
+    for name, want in (("plain", product), ("linear", product + bias)):
+        # One rounding of a float32 sum: within the dtype's half-ulp of the exact sum (or half
+        # float16's subnormal spacing), plus the float32 sum's own error over k + 1 terms (a
+        # missing or repeated term is far more).
+        err = np.abs(got[name] - want) - (tol * np.abs(want) + 2.0**-25 + (k + 2) * 2.0**-24 * scale)
+        assert got[name].shape == want.shape and err.max() <= 0, (name, float(err.max()))
+
+
+@pytest.mark.parametrize("shape", [(3, 65, 63), (130,), (1, 257)])
+def test_a_float32_linear_with_a_bias_runs_on_mps_and_adds_the_bias_after(shape):
+    # The product on Metal Performance Shaders (emulated here: float32 sums), then the bias
+    # added in float32 by one broadcast kernel: as the host, one add after the sum.
+    features_in, features_out = shape[-1], 33 if shape[-1] != 63 else 130
+    x = RNG.standard_normal(shape).astype(np.float32)
+    w = RNG.standard_normal((features_out, features_in)).astype(np.float32)
+    bias = RNG.standard_normal(features_out).astype(np.float32)
+    got = {}
+    counts = dispatches_during(
+        lambda: got.update(y=lucid.nn.functional.linear(metal(x), metal(w), metal(bias)).numpy())
+    )
+    assert counts.get("mps_matmul") == 1 and counts.get("gemm_add_bias_float32") == 1, counts
+    assert not [k for k in counts if k.startswith("gemm_simd") or k.startswith("gemm_float")], counts
+    want = x.astype(np.float64) @ w.T.astype(np.float64) + bias
+    np.testing.assert_allclose(got["y"], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    # Its gradients are products without a bias (MPS) and a sum.
+    tx, tw, tb = (metal(v).requires_grad_() for v in (x, w, bias))
+    gy = RNG.standard_normal(want.shape).astype(np.float32)
+    (lucid.nn.functional.linear(tx, tw, tb) * metal(gy)).sum().backward()
+    x2, g2 = x.reshape(-1, features_in).astype(np.float64), gy.reshape(-1, features_out).astype(np.float64)
+    np.testing.assert_allclose(tw.grad.numpy(), g2.T @ x2, rtol=1e-5, atol=1e-5 * np.abs(g2.T @ x2).max())
+    np.testing.assert_allclose(tb.grad.numpy(), g2.sum(0), rtol=1e-5, atol=1e-5)
 
 
 def dispatches_during(fn):
@@ -802,6 +881,7 @@ def test_the_self_test_passes_and_checks_every_gpu_kernel():
         "cast_to_int32",
         "cast_to_bool",
         "matmul_simd",
+        "matmul_simd64",
         "sum_split",
         "argmax_long",
         "scatter_add_long",
@@ -810,6 +890,7 @@ def test_the_self_test_passes_and_checks_every_gpu_kernel():
         "conv_forward",
         "conv_backward_data",
         "conv_backward_weights",
+        "conv_backward_weights_split",
         "softmax_backward",
         "log_softmax_backward",
         "attention",

@@ -101,16 +101,53 @@ final class MatrixProducts: @unchecked Sendable {
     }
 }
 
-/// Matrix products on the GPU. float32 products without a bias go to Metal Performance
-/// Shaders (`MPSMatrixMultiplication`, float32 accumulation, one call per batch), and float16
-/// ones too where the self-test saw MPS sum float16 in float32; bfloat16, products with a bias
-/// and the rest run `gemm_simd` (Kernels/Matmul.metal: the SIMD groups' 8×8 matrix units over
-/// 32×32 tiles, float32 accumulators, the bias added before the one rounding, as the host
-/// computes them), or a thread per output where 32-bit indices do not reach or the pipeline
-/// cannot have a tile's 128 threads. Integer products wrap in int64, as on the host.
+/// A tile of the SIMD-group products (`LUCID_SIMD_TILE_PRODUCT`, Kernels/Common.metal): a
+/// threadgroup of `MetalBackend.simdGemmThreads` computes `rows`×`columns` outputs, staging
+/// 16-wide slices along k in threadgroup memory with rows padded by 4 floats.
+struct SimdTile: Equatable, Sendable {
+    let rows: Int, columns: Int
+
+    /// gemm_simd and the convolution passes.
+    static let small = SimdTile(rows: 32, columns: 32)
+    /// gemm_simd64: a quarter of the threadgroups of `small` for the same product, each loading
+    /// half as much per output.
+    static let large = SimdTile(rows: 64, columns: 64)
+
+    /// Its threadgroup memory in float32s (`LUCID_SG_FLOATS`): a [rows][16 + 4] and
+    /// b [16][columns + 4], which the result's strips reuse.
+    var threadgroupFloats: Int { rows * (16 + 4) + 16 * (columns + 4) }
+
+    /// Threadgroups over `entries` m×n products.
+    func groups(entries: Int, m: Int, n: Int) -> Int {
+        entries * ((m + rows - 1) / rows) * ((n + columns - 1) / columns)
+    }
+}
+
+/// Matrix products on the GPU. float32 products go to Metal Performance Shaders
+/// (`MPSMatrixMultiplication`, float32 accumulation, one call per batch), a bias then added by
+/// `gemm_add_bias_float32` in float32, as the host adds it; float16 ones without a bias too
+/// where the self-test saw MPS sum float16 in float32 (a bias added after MPS's float16 result
+/// would round twice). bfloat16, float16 with a bias and layouts MPS cannot read run
+/// `gemm_simd`/`gemm_simd64` (Kernels/Matmul.metal: the SIMD groups' 8×8 matrix units over
+/// 32×32 or 64×64 tiles, float32 accumulators, the bias added before the one rounding, as the
+/// host computes them), or a thread per output where 32-bit indices do not reach or the
+/// pipeline cannot have a tile's 128 threads. Integer products wrap in int64, as on the host.
 extension MetalBackend: MatmulKernels {
     /// A `gemm_simd` threadgroup: four SIMD groups of 32.
     static let simdGemmThreads = 128
+
+    /// The 64×64 tile serves products with at least this many of them (both sides at least
+    /// 64): about two threadgroups per core of the largest Apple GPUs, each tile loading half
+    /// as much per output as a 32×32 one. Smaller products keep the 32×32 tile, whose four
+    /// times as many threadgroups fill the GPU, and so do skinny ones, where most of a 64-row
+    /// or 64-column tile would be padding.
+    static let largeTileGroups = 128
+
+    /// The tile of a `batch` of m×n products.
+    static func gemmTile(batch: Int, m: Int, n: Int) -> SimdTile {
+        m >= SimdTile.large.rows && n >= SimdTile.large.columns
+            && SimdTile.large.groups(entries: batch, m: m, n: n) >= largeTileGroups ? .large : .small
+    }
 
     /// Products of floating and int32/int64 dtypes run here; others on the host.
     func matmulRoute(_ call: KernelCall) -> KernelRoute {
@@ -120,11 +157,36 @@ extension MetalBackend: MatmulKernels {
 
     func gemm(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl) {
         guard out.numel > 0 else { return }
-        let type: MPSDataType? = out.dtype == .float32 ? .float32 : (out.dtype == .float16 && products.float16ViaMPS ? .float16 : nil)
-        if let type, bias == nil, a.shape[2] > 0 {
-            if mpsProduct(a, b, into: out, type: type) { return }
+        if a.shape[2] > 0, let type = mpsType(out, bias: bias), mpsProduct(a, b, into: out, type: type) {
+            if let bias { addBias(bias, to: out) }
+            return
         }
         gemmKernel(a, b, bias: bias, into: out)
+    }
+
+    /// The MPS data type a product into `out` runs in, or nil when it runs on lucid's kernels.
+    private func mpsType(_ out: TensorImpl, bias: TensorImpl?) -> MPSDataType? {
+        switch out.dtype {
+        case .float32:
+            // The bias is added after, in float32: the one add the host makes. Its grid has
+            // 32-bit coordinates.
+            let rows = out.shape[0] * out.shape[1]
+            return bias == nil || (rows <= Int(UInt32.max) && out.shape[2] <= Int(UInt32.max)) ? .float32 : nil
+        case .float16:
+            return bias == nil && products.float16ViaMPS ? .float16 : nil
+        default:
+            return nil
+        }
+    }
+
+    /// Adds `bias` [n] to every row of the contiguous float32 [batch, m, n] `out`.
+    private func addBias(_ bias: TensorImpl, to out: TensorImpl) {
+        let (rows, n) = (out.shape[0] * out.shape[1], out.shape[2])
+        encode("gemm_add_bias_float32", grid: MTLSize(width: n, height: rows, depth: 1)) { e in
+            bind(out, 0, e)
+            bind(bias, 1, e)
+            setBytes([UInt32(n), UInt32(rows)], 2, e)
+        }
     }
 
     /// `a @ b` through Metal Performance Shaders in `type`, one call for the whole batch where
@@ -153,27 +215,28 @@ extension MetalBackend: MatmulKernels {
         return true
     }
 
-    /// Encodes a kernel of the SIMD-group tile family (`gemm_simd`, the convolution passes): a
-    /// threadgroup of `simdGemmThreads` per 32×32 tile of `entries` m×n products, reading `a`
-    /// (buffer 0), `b` (1) and the bias when given (2), writing `out` (3), with the kernel's
-    /// shape words (4).
+    /// Encodes a kernel of the SIMD-group tile family (`gemm_simd`, `gemm_simd64`, the
+    /// convolution passes): a threadgroup of `simdGemmThreads` per `tile` of `entries` m×n
+    /// products, reading `a` (buffer 0), `b` (1) and the bias when given (2), writing `out`
+    /// (3), with the kernel's shape words (4).
     func encodeTiles(
-        _ kernel: String, entries: Int, m: Int, n: Int, _ a: TensorImpl, _ b: TensorImpl,
+        _ kernel: String, tile: SimdTile = .small, entries: Int, m: Int, n: Int, _ a: TensorImpl, _ b: TensorImpl,
         bias: TensorImpl?, out: TensorImpl, shape: [Int32]
     ) {
-        let tiles = entries * ((m + 31) / 32) * ((n + 31) / 32)
-        guard tiles > 0 else { return }
-        encode(kernel, groups: tiles, width: Self.simdGemmThreads, floatsPerThread: 8) { e in
+        let groups = tile.groups(entries: entries, m: m, n: n)
+        guard groups > 0 else { return }
+        let floatsPerThread = (tile.threadgroupFloats + Self.simdGemmThreads - 1) / Self.simdGemmThreads
+        encode(kernel, groups: groups, width: Self.simdGemmThreads, floatsPerThread: floatsPerThread) { e in
             bind(a, 0, e)
             bind(b, 1, e)
-            bind(bias ?? out, 2, e)  // read only when has_bias is set
+            bind(bias ?? a, 2, e)  // read only when has_bias is set; `a` has the bias's dtype
             bind(out, 3, e)
             setBytes(shape, 4, e)
         }
     }
 
-    /// The product on lucid's kernels.
-    private func gemmKernel(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl) {
+    /// The product on lucid's kernels, on `tile` when given (else the one `gemmTile` picks).
+    func gemmKernel(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl, tile: SimdTile? = nil) {
         let bindAll = { (e: any MTLComputeCommandEncoder) in
             bind(a, 0, e)
             bind(b, 1, e)
@@ -181,12 +244,15 @@ extension MetalBackend: MatmulKernels {
             bind(out, 3, e)
             setBytes(gemmShape(a, b, out, bias: bias != nil), 4, e)
         }
-        // The SIMD-group kernel needs exactly 128 threads per threadgroup and 32-bit indices.
-        let simd = "gemm_simd_\(out.dtype.name)"
+        // The SIMD-group kernels need exactly 128 threads per threadgroup and 32-bit indices;
+        // the 64×64 tile falls back to the 32×32 one where its pipeline cannot have them.
+        let (batch, m, n) = (out.shape[0], out.shape[1], out.shape[2])
+        let tiles = [tile ?? Self.gemmTile(batch: batch, m: m, n: n), .small]
+        let name = { (tile: SimdTile) in tile == .large ? "gemm_simd64_\(out.dtype.name)" : "gemm_simd_\(out.dtype.name)" }
         if out.dtype.isFloatingPoint, let shape = gemmShape32(a, b, out, bias: bias != nil),
-            (maxThreadsPerThreadgroup(simd) ?? 0) >= Self.simdGemmThreads
+            let tile = tiles.first(where: { (maxThreadsPerThreadgroup(name($0)) ?? 0) >= Self.simdGemmThreads })
         {
-            encodeTiles(simd, entries: out.shape[0], m: out.shape[1], n: out.shape[2], a, b, bias: bias, out: out, shape: shape)
+            encodeTiles(name(tile), tile: tile, entries: batch, m: m, n: n, a, b, bias: bias, out: out, shape: shape)
         } else {
             encode("gemm_\(out.dtype.name)", count: out.numel, bindAll)
         }

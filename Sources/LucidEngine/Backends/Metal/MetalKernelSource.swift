@@ -174,54 +174,86 @@ inline float threadgroup_sum(float sum, float carry, threadgroup float* partial,
 }
 
 // ---- products on the SIMD groups' matrix units ---------------------------------------------
-// The main loop of every tiled product (gemm_simd, the implicit-GEMM convolutions): a
-// threadgroup of four SIMD groups (128 threads) computes the 32×32 block of an M×N×K product
-// at (row0, col0), each SIMD group a 16×16 block as 2×2 `simdgroup_float8x8` accumulators.
-// Slices of 16 along k are staged in threadgroup memory as float32 (a[32×16], b[16×32]), zero
-// past the edges, by `LOAD_A(i, l)` and `LOAD_B(l, j)`: float expressions read only for
-// in-range indices. Expects `lane`, `sg` and `smem` (1024 floats) in scope; leaves the block
-// row-major in smem[0..1024), after a barrier. All threads of the group run it.
-#define LUCID_SG_BM 32
-#define LUCID_SG_BN 32
+// The main loop of every tiled product (gemm_simd and gemm_simd64, the implicit-GEMM
+// convolutions): a threadgroup of four SIMD groups (128 threads, 2×2) computes the BM×BN block
+// of an M×N×K product at (row0, col0), each SIMD group a (BM/2)×(BN/2) block as
+// (BM/16)×(BN/16) `simdgroup_float8x8` accumulators; BM and BN are 32 or 64. Slices of
+// LUCID_SG_BK along k are staged in threadgroup memory as float32, a as [BM][BK + PAD] and b
+// as [BK][BN + PAD]: rows padded by LUCID_SG_PAD floats, so that the eight rows an 8×8 load
+// reads start in different banks. Past the edges they hold 0. `LOAD_A(i, l)` and
+// `LOAD_B(l, j)` are float expressions read only for in-range indices; `A_ALONG_K`
+// (`B_ALONG_K`), a condition the same for the whole group, says that a's (b's) neighbours
+// along k are neighbours in memory, and the staging then runs along k, so that neighbouring
+// threads read neighbouring elements. Last, `STORE(i, j, v)` runs for every output (i, j) inside
+// the M×N product with its float32 sum v: the accumulators pass through threadgroup memory
+// an 8-row strip of every SIMD group at a time. Expects `lane`, `sg` and `smem`
+// (LUCID_SG_FLOATS(BM, BN) floats) in scope. All threads of the group run it.
 #define LUCID_SG_BK 16
+#define LUCID_SG_PAD 4
 #define LUCID_SG_THREADS 128
-#define LUCID_SIMD_TILE_PRODUCT(M, N, K, LOAD_A, LOAD_B)                                             \
+#define LUCID_SG_FLOATS(BM, BN) ((BM) * (LUCID_SG_BK + LUCID_SG_PAD) + LUCID_SG_BK * ((BN) + LUCID_SG_PAD))
+#define LUCID_UNROLL _Pragma("clang loop unroll(full)")
+#define LUCID_SIMD_TILE_PRODUCT(BM, BN, M, N, K, LOAD_A, LOAD_B, A_ALONG_K, B_ALONG_K, STORE)          \
     {                                                                                                \
+        const int lda = LUCID_SG_BK + LUCID_SG_PAD, ldb = (BN) + LUCID_SG_PAD;                       \
         threadgroup float* ta = smem;                                                                \
-        threadgroup float* tb = smem + LUCID_SG_BM * LUCID_SG_BK;                                    \
-        int sr = int(sg / 2u) * 16, sc = int(sg % 2u) * 16;                                          \
-        simdgroup_float8x8 acc00 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                  \
-        simdgroup_float8x8 acc01 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                  \
-        simdgroup_float8x8 acc10 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                  \
-        simdgroup_float8x8 acc11 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                  \
-        for (int l0 = 0; l0 < (K); l0 += LUCID_SG_BK) {                                              \
-            for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BK; e += LUCID_SG_THREADS) {          \
-                int i = row0 + e / LUCID_SG_BK, l = l0 + e % LUCID_SG_BK;                            \
-                ta[e] = (i < (M) && l < (K)) ? LOAD_A(i, l) : 0.0f;                                  \
+        threadgroup float* tb = smem + (BM) * lda;                                                   \
+        const int sr = int(sg / 2u) * ((BM) / 2), sc = int(sg % 2u) * ((BN) / 2);                    \
+        const bool a_along_k = (A_ALONG_K), b_along_k = (B_ALONG_K);                                 \
+        simdgroup_float8x8 acc[(BM) / 16][(BN) / 16];                                                \
+        LUCID_UNROLL for (int fm = 0; fm < (BM) / 16; ++fm) {                                        \
+            LUCID_UNROLL for (int fn = 0; fn < (BN) / 16; ++fn) {                                    \
+                acc[fm][fn] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                       \
             }                                                                                        \
-            for (int e = int(lane); e < LUCID_SG_BK * LUCID_SG_BN; e += LUCID_SG_THREADS) {          \
-                int l = l0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                            \
-                tb[e] = (l < (K) && j < (N)) ? LOAD_B(l, j) : 0.0f;                                  \
+        }                                                                                            \
+        for (int l0 = 0; l0 < (K); l0 += LUCID_SG_BK) {                                              \
+            for (int e = int(lane); e < (BM) * LUCID_SG_BK; e += LUCID_SG_THREADS) {                 \
+                int r = a_along_k ? e / LUCID_SG_BK : e % (BM);                                      \
+                int q = a_along_k ? e % LUCID_SG_BK : e / (BM);                                      \
+                int i = row0 + r, l = l0 + q;                                                        \
+                ta[r * lda + q] = (i < (M) && l < (K)) ? LOAD_A(i, l) : 0.0f;                        \
+            }                                                                                        \
+            for (int e = int(lane); e < LUCID_SG_BK * (BN); e += LUCID_SG_THREADS) {                 \
+                int q = b_along_k ? e % LUCID_SG_BK : e / (BN);                                      \
+                int c = b_along_k ? e / LUCID_SG_BK : e % (BN);                                      \
+                int l = l0 + q, j = col0 + c;                                                        \
+                tb[q * ldb + c] = (l < (K) && j < (N)) ? LOAD_B(l, j) : 0.0f;                        \
             }                                                                                        \
             threadgroup_barrier(mem_flags::mem_threadgroup);                                         \
-            for (int kk = 0; kk < LUCID_SG_BK; kk += 8) {                                            \
-                simdgroup_float8x8 a0, a1, b0, b1;                                                   \
-                simdgroup_load(a0, ta + sr * LUCID_SG_BK + kk, LUCID_SG_BK);                         \
-                simdgroup_load(a1, ta + (sr + 8) * LUCID_SG_BK + kk, LUCID_SG_BK);                   \
-                simdgroup_load(b0, tb + kk * LUCID_SG_BN + sc, LUCID_SG_BN);                         \
-                simdgroup_load(b1, tb + kk * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                     \
-                simdgroup_multiply_accumulate(acc00, a0, b0, acc00);                                 \
-                simdgroup_multiply_accumulate(acc01, a0, b1, acc01);                                 \
-                simdgroup_multiply_accumulate(acc10, a1, b0, acc10);                                 \
-                simdgroup_multiply_accumulate(acc11, a1, b1, acc11);                                 \
+            LUCID_UNROLL for (int k8 = 0; k8 < LUCID_SG_BK; k8 += 8) {                               \
+                simdgroup_float8x8 af[(BM) / 16], bf[(BN) / 16];                                     \
+                LUCID_UNROLL for (int fm = 0; fm < (BM) / 16; ++fm) {                                \
+                    simdgroup_load(af[fm], ta + (sr + fm * 8) * lda + k8, ulong(lda));               \
+                }                                                                                    \
+                LUCID_UNROLL for (int fn = 0; fn < (BN) / 16; ++fn) {                                \
+                    simdgroup_load(bf[fn], tb + k8 * ldb + sc + fn * 8, ulong(ldb));                 \
+                }                                                                                    \
+                LUCID_UNROLL for (int fm = 0; fm < (BM) / 16; ++fm) {                                \
+                    LUCID_UNROLL for (int fn = 0; fn < (BN) / 16; ++fn) {                            \
+                        simdgroup_multiply_accumulate(acc[fm][fn], af[fm], bf[fn], acc[fm][fn]);     \
+                    }                                                                                \
+                }                                                                                    \
             }                                                                                        \
             threadgroup_barrier(mem_flags::mem_threadgroup);                                         \
         }                                                                                            \
-        simdgroup_store(acc00, smem + sr * LUCID_SG_BN + sc, LUCID_SG_BN);                           \
-        simdgroup_store(acc01, smem + sr * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                       \
-        simdgroup_store(acc10, smem + (sr + 8) * LUCID_SG_BN + sc, LUCID_SG_BN);                     \
-        simdgroup_store(acc11, smem + (sr + 8) * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                 \
-        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+        /* SIMD group g's rows fm·8 … fm·8 + 7 at smem[g · 8 · BN/2], BN/2 floats a row */          \
+        const int half_n = (BN) / 2, strip = 8 * half_n;                                             \
+        LUCID_UNROLL for (int fm = 0; fm < (BM) / 16; ++fm) {                                        \
+            LUCID_UNROLL for (int fn = 0; fn < (BN) / 16; ++fn) {                                    \
+                simdgroup_store(acc[fm][fn], smem + int(sg) * strip + fn * 8, ulong(half_n));        \
+            }                                                                                        \
+            threadgroup_barrier(mem_flags::mem_threadgroup);                                         \
+            for (int e = int(lane); e < 4 * strip; e += LUCID_SG_THREADS) {                          \
+                int owner = e / strip, r = e % strip / half_n, c = e % half_n;                       \
+                int i = row0 + owner / 2 * ((BM) / 2) + fm * 8 + r;                                  \
+                int j = col0 + owner % 2 * half_n + c;                                               \
+                if (i < (M) && j < (N)) {                                                            \
+                    float v = smem[e];                                                               \
+                    STORE(i, j, v);                                                                  \
+                }                                                                                    \
+            }                                                                                        \
+            threadgroup_barrier(mem_flags::mem_threadgroup);                                         \
+        }                                                                                            \
     }
 
 // ---- strided operands --------------------------------------------------------------------
@@ -635,7 +667,7 @@ LUCID_COL2IM(col2im_bfloat16, bfloat)
 
 // ---- convolution as implicit GEMM ------------------------------------------------------------
 // The three passes of a grouped 2-D convolution as products on the SIMD-group tiles
-// (LUCID_SIMD_TILE_PRODUCT), each operand's window read where the product needs it: no
+// (LUCID_SIMD_TILE_PRODUCT, 32×32), each operand's window read where the product needs it: no
 // im2col buffer. float32 sums, the bias added in float32, one rounding on store, 32-bit
 // indices; contiguous operands. With Cg = c / groups input and Og = oc / groups output
 // channels a group and kk = kh·kw:
@@ -643,12 +675,18 @@ LUCID_COL2IM(col2im_bfloat16, bfloat)
 // - backward data: per (image, group), gx[Cg, h·w] = wᵀ[Cg, Og·kk] · window(gy)[Og·kk, h·w],
 //   where window(gy) reads the output positions whose windows hold each input position;
 // - backward weights: per group, gw[Og, Cg·kk] = gy[Og, n·oh·ow] · window(x)ᵀ[n·oh·ow, Cg·kk].
+//   Its sum runs over every image's pixels while its output is small (a 7×7 stem from 3 to 64
+//   channels has 2 × 5 tiles), so it is split along k into chunks of `k_chunk`: each chunk's
+//   product goes in float32 to its own slice of a partial buffer, and a second pass adds the
+//   slices in order and rounds once (conv_backward_weights_sum); one chunk writes directly.
+//   (float32's partial pass is its direct kernel: the same float32 store.)
 // Field order and sizes match `convShape` in Metal+Convolution.swift.
 struct ConvShape32 {
     int n, c, oc, groups;
     int h, w, oh, ow;
     int kh, kw, sh, sw, ph, pw, dh, dw;
     int has_bias;
+    int k_chunk;
 };
 
 // x at window entry l = (channel, ky, kx) of output position j, channels from `plane`
@@ -676,63 +714,81 @@ inline float conv_covering(device const T* gy, constant ConvShape32& s, int plan
 
 // Threadgroups run over (batch entry, tile row, tile column) of an M×N result.
 #define LUCID_CONV_TILE(M, N)                                                                        \
-    int tiles_n = ((N) + LUCID_SG_BN - 1) / LUCID_SG_BN, tiles_m = ((M) + LUCID_SG_BM - 1) / LUCID_SG_BM; \
-    int row0 = ((int(group) / tiles_n) % tiles_m) * LUCID_SG_BM, col0 = (int(group) % tiles_n) * LUCID_SG_BN; \
+    int tiles_n = ((N) + 31) / 32, tiles_m = ((M) + 31) / 32;                                        \
+    int row0 = ((int(group) / tiles_n) % tiles_m) * 32, col0 = (int(group) % tiles_n) * 32;          \
     int entry = int(group) / (tiles_n * tiles_m);
 
-#define LUCID_CONV_ARGS(T)                                                                           \
+// `out` holds OUT (the dtype, or float32 partial sums).
+#define LUCID_CONV_ARGS(T, OUT)                                                                      \
     device const T* x [[buffer(0)]], device const T* wt [[buffer(1)]], device const T* bias [[buffer(2)]], \
-    device T* out [[buffer(3)]], constant ConvShape32& s [[buffer(4)]],                              \
+    device OUT* out [[buffer(3)]], constant ConvShape32& s [[buffer(4)]],                            \
     threadgroup float* smem [[threadgroup(0)]], uint group [[threadgroup_position_in_grid]],         \
     uint lane [[thread_index_in_threadgroup]], uint sg [[simdgroup_index_in_threadgroup]]
 
 // x: the input; wt: the weight; out: [n, oc, oh, ow].
 #define LUCID_CONV_FWD_A(i, l) widen(wt[(g * og + (i)) * kdim + (l)])
 #define LUCID_CONV_FWD_B(l, j) conv_window(x, s, img * s.c + g * cg, (l), (j))
+#define LUCID_CONV_FWD_STORE(i, j, v)                                                                \
+    out[(img * s.oc + g * og + (i)) * pixels + (j)] =                                                \
+        narrow<out_t>(s.has_bias != 0 ? (v) + widen(bias[g * og + (i)]) : (v))
 #define LUCID_CONV_FORWARD(NAME, T)                                                                  \
-kernel void NAME(LUCID_CONV_ARGS(T)) {                                                               \
+kernel void NAME(LUCID_CONV_ARGS(T, T)) {                                                            \
+    typedef T out_t;                                                                                 \
     int cg = s.c / s.groups, og = s.oc / s.groups, kdim = cg * s.kh * s.kw, pixels = s.oh * s.ow;    \
     LUCID_CONV_TILE(og, pixels)                                                                      \
     int img = entry / s.groups, g = entry % s.groups;                                                \
-    LUCID_SIMD_TILE_PRODUCT(og, pixels, kdim, LUCID_CONV_FWD_A, LUCID_CONV_FWD_B)                    \
-    for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BN; e += LUCID_SG_THREADS) {                  \
-        int i = row0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                                  \
-        if (i < og && j < pixels) {                                                                  \
-            float v = smem[e];                                                                       \
-            if (s.has_bias != 0) v += widen(bias[g * og + i]);                                       \
-            out[(img * s.oc + g * og + i) * pixels + j] = narrow<T>(v);                              \
-        }                                                                                            \
-    }                                                                                                \
+    LUCID_SIMD_TILE_PRODUCT(32, 32, og, pixels, kdim, LUCID_CONV_FWD_A, LUCID_CONV_FWD_B, true, false, \
+                            LUCID_CONV_FWD_STORE)                                                    \
 }
 
 // x: the output gradient [n, oc, oh, ow]; wt: the weight; out: the input gradient.
 #define LUCID_CONV_BWD_DATA_A(i, l) widen(wt[((g * og + (l) / kk) * cg + (i)) * kk + (l) % kk])
 #define LUCID_CONV_BWD_DATA_B(l, j) conv_covering(x, s, img * s.oc + g * og, (l), (j))
+#define LUCID_CONV_BWD_DATA_STORE(i, j, v) out[(img * s.c + g * cg + (i)) * pixels + (j)] = narrow<out_t>(v)
 #define LUCID_CONV_BACKWARD_DATA(NAME, T)                                                            \
-kernel void NAME(LUCID_CONV_ARGS(T)) {                                                               \
+kernel void NAME(LUCID_CONV_ARGS(T, T)) {                                                            \
+    typedef T out_t;                                                                                 \
     int cg = s.c / s.groups, og = s.oc / s.groups, kk = s.kh * s.kw, pixels = s.h * s.w;             \
     LUCID_CONV_TILE(cg, pixels)                                                                      \
     int img = entry / s.groups, g = entry % s.groups;                                                \
-    LUCID_SIMD_TILE_PRODUCT(cg, pixels, og * kk, LUCID_CONV_BWD_DATA_A, LUCID_CONV_BWD_DATA_B)       \
-    for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BN; e += LUCID_SG_THREADS) {                  \
-        int i = row0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                                  \
-        if (i < cg && j < pixels) out[(img * s.c + g * cg + i) * pixels + j] = narrow<T>(smem[e]);   \
-    }                                                                                                \
+    LUCID_SIMD_TILE_PRODUCT(32, 32, cg, pixels, og * kk, LUCID_CONV_BWD_DATA_A, LUCID_CONV_BWD_DATA_B, \
+                            kk > 1, false, LUCID_CONV_BWD_DATA_STORE)                                \
 }
 
-// x: the input; wt: the output gradient [n, oc, oh, ow]; out: the weight gradient.
-#define LUCID_CONV_BWD_W_A(i, l) widen(wt[((l) / pixels * s.oc + g * og + (i)) * pixels + (l) % pixels])
-#define LUCID_CONV_BWD_W_B(l, j) conv_window(x, s, (l) / pixels * s.c + g * cg, (j), (l) % pixels)
-#define LUCID_CONV_BACKWARD_WEIGHTS(NAME, T)                                                         \
-kernel void NAME(LUCID_CONV_ARGS(T)) {                                                               \
+// x: the input; wt: the output gradient [n, oc, oh, ow]; out: the weight gradient [oc, Cg·kk]
+// (or, split, float32 partial sums [chunks, oc, Cg·kk]). Threadgroups run over (chunk, group,
+// tile row, tile column); chunk c sums k in [c · k_chunk, (c + 1) · k_chunk).
+#define LUCID_CONV_BWD_W_A(i, l)                                                                     \
+    widen(wt[((k0 + (l)) / pixels * s.oc + g * og + (i)) * pixels + (k0 + (l)) % pixels])
+#define LUCID_CONV_BWD_W_B(l, j)                                                                     \
+    conv_window(x, s, (k0 + (l)) / pixels * s.c + g * cg, (j), (k0 + (l)) % pixels)
+#define LUCID_CONV_BWD_W_STORE(i, j, v)                                                              \
+    out[((chunk * s.groups + g) * og + (i)) * kdim + (j)] = narrow<out_t>(v)
+#define LUCID_CONV_BACKWARD_WEIGHTS(NAME, T, OUT)                                                    \
+kernel void NAME(LUCID_CONV_ARGS(T, OUT)) {                                                          \
+    typedef OUT out_t;                                                                               \
     int cg = s.c / s.groups, og = s.oc / s.groups, kdim = cg * s.kh * s.kw, pixels = s.oh * s.ow;    \
     LUCID_CONV_TILE(og, kdim)                                                                        \
-    int g = entry;                                                                                   \
-    LUCID_SIMD_TILE_PRODUCT(og, kdim, s.n * pixels, LUCID_CONV_BWD_W_A, LUCID_CONV_BWD_W_B)          \
-    for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BN; e += LUCID_SG_THREADS) {                  \
-        int i = row0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                                  \
-        if (i < og && j < kdim) out[(g * og + i) * kdim + j] = narrow<T>(smem[e]);                   \
-    }                                                                                                \
+    int g = entry % s.groups, chunk = entry / s.groups;                                              \
+    int k0 = chunk * s.k_chunk, kn = min(s.k_chunk, s.n * pixels - k0);                              \
+    LUCID_SIMD_TILE_PRODUCT(32, 32, og, kdim, kn, LUCID_CONV_BWD_W_A, LUCID_CONV_BWD_W_B, true, true, \
+                            LUCID_CONV_BWD_W_STORE)                                                  \
+}
+
+// The split weight gradient's second pass: out[e] = the sum of the `chunks` partial slices
+// at e, in chunk order, in float32, rounded once.
+struct ConvChunks {
+    uint count, chunks;
+};
+
+#define LUCID_CONV_BACKWARD_WEIGHTS_SUM(NAME, T)                                                     \
+kernel void NAME(device const float* partial [[buffer(0)]], device T* out [[buffer(1)]],            \
+                 constant ConvChunks& p [[buffer(2)]], LUCID_THREAD_POSITION) {                      \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
+    if (gid >= ulong(p.count)) return;                                                               \
+    float acc = 0.0f;                                                                                \
+    for (uint c = 0; c < p.chunks; ++c) acc += partial[ulong(c) * ulong(p.count) + gid];             \
+    out[gid] = narrow<T>(acc);                                                                       \
 }
 
 LUCID_CONV_FORWARD(conv_forward_float32, float)
@@ -741,9 +797,14 @@ LUCID_CONV_FORWARD(conv_forward_bfloat16, bfloat)
 LUCID_CONV_BACKWARD_DATA(conv_backward_data_float32, float)
 LUCID_CONV_BACKWARD_DATA(conv_backward_data_float16, half)
 LUCID_CONV_BACKWARD_DATA(conv_backward_data_bfloat16, bfloat)
-LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_float32, float)
-LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_float16, half)
-LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_bfloat16, bfloat)
+LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_float32, float, float)
+LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_float16, half, half)
+LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_bfloat16, bfloat, bfloat)
+LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_partial_float16, half, float)
+LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_partial_bfloat16, bfloat, float)
+LUCID_CONV_BACKWARD_WEIGHTS_SUM(conv_backward_weights_sum_float32, float)
+LUCID_CONV_BACKWARD_WEIGHTS_SUM(conv_backward_weights_sum_float16, half)
+LUCID_CONV_BACKWARD_WEIGHTS_SUM(conv_backward_weights_sum_bfloat16, bfloat)
 
 """#),
         ("Elementwise", #"""
@@ -1608,9 +1669,10 @@ LUCID_SCATTER_ADD(scatter_add_bool, uchar, long, LUCID_READ_LONG)
 
 """#),
         ("Matmul", #"""
-// Matrix products on the GPU that Metal Performance Shaders does not serve: float16 and
-// bfloat16 (and products with a bias), computed as the host computes them — float32
-// products accumulated in float32, the bias added in float32, one rounding on store.
+// Matrix products on the GPU that Metal Performance Shaders does not serve: bfloat16, float16
+// where MPS sums in float16 or with a bias, and layouts MPS cannot read, computed as the host
+// computes them — float32 products accumulated in float32, the bias added in float32, one
+// rounding on store.
 //
 // out[i] = a[i] @ b[i] (+ bias) for a [B, M, K] and b [B, K, N] of any strides (a batch
 // stride of 0 broadcasts), bias [N] contiguous, out a contiguous [B, M, N]: on the matrix
@@ -1653,9 +1715,11 @@ LUCID_GEMM(gemm_float16, half)
 LUCID_GEMM(gemm_bfloat16, bfloat)
 
 // The same product on the GPU's matrix units (LUCID_SIMD_TILE_PRODUCT in Common.metal), for
-// products whose every index fits 32 bits: a threadgroup of 128 threads per 32×32 output tile;
-// the bias is added in float32 and each output rounded once into T and stored only inside the
-// product. Threadgroup memory: 1024 floats; groups run over (batch, tile row, tile column).
+// products whose every index fits 32 bits: a threadgroup of 128 threads per BM×BN output tile,
+// 32×32 (gemm_simd) or 64×64 (gemm_simd64, for products with enough 64×64 tiles to fill the
+// GPU: Metal+Matmul.swift chooses); the bias is added in float32 and each output rounded once
+// into T and stored only inside the product. Threadgroup memory: LUCID_SG_FLOATS(BM, BN)
+// floats; groups run over (batch, tile row, tile column).
 struct GemmShape32 {
     int batch, m, n, k;
     int a_strides[3];
@@ -1665,31 +1729,39 @@ struct GemmShape32 {
 
 #define LUCID_GEMM_LOAD_A(i, l) widen(a[pa + (i) * s.a_strides[1] + (l) * s.a_strides[2]])
 #define LUCID_GEMM_LOAD_B(l, j) widen(b[pb + (l) * s.b_strides[1] + (j) * s.b_strides[2]])
-#define LUCID_GEMM_SIMD(NAME, T)                                                                     \
+#define LUCID_GEMM_STORE(i, j, v)                                                                    \
+    out[(batch * s.m + (i)) * s.n + (j)] = narrow<out_t>(s.has_bias != 0 ? (v) + widen(bias[j]) : (v))
+#define LUCID_GEMM_SIMD(NAME, T, BM, BN)                                                             \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device const T* bias [[buffer(2)]], device T* out [[buffer(3)]],                    \
                  constant GemmShape32& s [[buffer(4)]], threadgroup float* smem [[threadgroup(0)]],  \
                  uint group [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]], \
                  uint sg [[simdgroup_index_in_threadgroup]]) {                                       \
-    int tiles_n = (s.n + LUCID_SG_BN - 1) / LUCID_SG_BN, tiles_m = (s.m + LUCID_SG_BM - 1) / LUCID_SG_BM; \
+    typedef T out_t;                                                                                 \
+    int tiles_n = (s.n + (BN) - 1) / (BN), tiles_m = (s.m + (BM) - 1) / (BM);                        \
     int tn = int(group) % tiles_n, tm = (int(group) / tiles_n) % tiles_m;                            \
     int batch = int(group) / (tiles_n * tiles_m);                                                    \
-    int row0 = tm * LUCID_SG_BM, col0 = tn * LUCID_SG_BN;                                            \
+    int row0 = tm * (BM), col0 = tn * (BN);                                                          \
     int pa = batch * s.a_strides[0], pb = batch * s.b_strides[0];                                    \
-    LUCID_SIMD_TILE_PRODUCT(s.m, s.n, s.k, LUCID_GEMM_LOAD_A, LUCID_GEMM_LOAD_B)                     \
-    for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BN; e += LUCID_SG_THREADS) {                  \
-        int i = row0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                                  \
-        if (i < s.m && j < s.n) {                                                                    \
-            float v = smem[e];                                                                       \
-            if (s.has_bias != 0) v += widen(bias[j]);                                                \
-            out[(batch * s.m + i) * s.n + j] = narrow<T>(v);                                         \
-        }                                                                                            \
-    }                                                                                                \
+    LUCID_SIMD_TILE_PRODUCT(BM, BN, s.m, s.n, s.k, LUCID_GEMM_LOAD_A, LUCID_GEMM_LOAD_B,             \
+                            s.a_strides[2] == 1, s.b_strides[1] == 1, LUCID_GEMM_STORE)              \
 }
 
-LUCID_GEMM_SIMD(gemm_simd_float32, float)
-LUCID_GEMM_SIMD(gemm_simd_float16, half)
-LUCID_GEMM_SIMD(gemm_simd_bfloat16, bfloat)
+LUCID_GEMM_SIMD(gemm_simd_float32, float, 32, 32)
+LUCID_GEMM_SIMD(gemm_simd_float16, half, 32, 32)
+LUCID_GEMM_SIMD(gemm_simd_bfloat16, bfloat, 32, 32)
+LUCID_GEMM_SIMD(gemm_simd64_float32, float, 64, 64)
+LUCID_GEMM_SIMD(gemm_simd64_float16, half, 64, 64)
+LUCID_GEMM_SIMD(gemm_simd64_bfloat16, bfloat, 64, 64)
+
+// The bias of a float32 product Metal Performance Shaders has made, added to each row of the
+// contiguous [rows, n] output in float32 (one rounding, as the host adds it): a thread per
+// element over an n × rows grid.
+kernel void gemm_add_bias_float32(device float* out [[buffer(0)]], device const float* bias [[buffer(1)]],
+                                  constant uint2& extent [[buffer(2)]], uint2 at [[thread_position_in_grid]]) {
+    if (at.x >= extent.x || at.y >= extent.y) return;
+    out[ulong(at.y) * ulong(extent.x) + ulong(at.x)] += bias[at.x];
+}
 
 // Integer products, as the host's plain loop: int64 wrapping arithmetic, the bias first, the
 // result truncated into the dtype; one thread per output.

@@ -501,6 +501,17 @@ enum MetalSelfTest {
                         return out
                     }
                 }
+                // The weight pass split into chunks of 5 of its 42 terms: partial sums and
+                // their sum.
+                let weights = MetalBackend.convolutionKernel(.backwardWeights, dtype)
+                if (gpu.maxThreadsPerThreadgroup(weights) ?? 0) >= MetalBackend.simdGemmThreads {
+                    let want = convolutionReference(.backwardWeights, conv, x: xv, w: wv, gy: gv, bias: bv)
+                    c.check("conv_backward_weights_split", tol * 4, want: want) {
+                        let out = try TensorImpl.empty(w.shape, dtype: dtype, on: gpu)
+                        try gpu.weightGradient(conv, x: x, gradOut: gy, into: out, chunk: 5)
+                        return out
+                    }
+                }
             } catch {
                 c.failed("conv_forward", tol)
             }
@@ -772,17 +783,25 @@ enum MetalSelfTest {
                 return out
             }
         },
-        // The SIMD-group kernel: two batches of partial 32×32 tiles, k not a multiple of its
-        // 16-wide slices, a bias, and a transposed b shared by both batches (stride 0).
+        // The SIMD-group kernels, on either tile: two batches of partial tiles, k not a multiple
+        // of their 16-wide slices, a bias, and a transposed b shared by both batches (stride 0).
         Row(.matmul, "matmul_simd", floats) { c in
-            c.compare("matmul_simd", c.tol * 8) { be in
-                let x = try make(c.a, [2, 37, 41], c.dtype, be), w = try make(c.b, [35, 41], c.dtype, be)
-                let bias = try make(c.a, [35], c.dtype, be)
-                let out = try TensorImpl.empty([2, 37, 35], dtype: c.dtype, on: be)
-                try matmul(be).gemm(
-                    x.view(shape: [2, 37, 41], strides: [37 * 41, 41, 1], offset: 0),
-                    w.view(shape: [2, 41, 35], strides: [0, 1, 41], offset: 0), bias: bias, into: out)
-                return out
+            for (op, tile) in [("matmul_simd", SimdTile.small), ("matmul_simd64", .large)] {
+                c.compare(op, c.tol * 8) { be in
+                    let x = try make(c.a, [2, 37, 41], c.dtype, be), w = try make(c.b, [35, 41], c.dtype, be)
+                    let bias = try make(c.a, [35], c.dtype, be)
+                    let out = try TensorImpl.empty([2, 37, 35], dtype: c.dtype, on: be)
+                    let (a3, b3) = (
+                        x.view(shape: [2, 37, 41], strides: [37 * 41, 41, 1], offset: 0),
+                        w.view(shape: [2, 41, 35], strides: [0, 1, 41], offset: 0)
+                    )
+                    if let gpu = be as? MetalBackend {
+                        gpu.gemmKernel(a3, b3, bias: bias, into: out, tile: tile)
+                    } else {
+                        try matmul(be).gemm(a3, b3, bias: bias, into: out)
+                    }
+                    return out
+                }
             }
         },
         Row(.matmul, "linear", floats) { c in

@@ -166,54 +166,86 @@ inline float threadgroup_sum(float sum, float carry, threadgroup float* partial,
 }
 
 // ---- products on the SIMD groups' matrix units ---------------------------------------------
-// The main loop of every tiled product (gemm_simd, the implicit-GEMM convolutions): a
-// threadgroup of four SIMD groups (128 threads) computes the 32×32 block of an M×N×K product
-// at (row0, col0), each SIMD group a 16×16 block as 2×2 `simdgroup_float8x8` accumulators.
-// Slices of 16 along k are staged in threadgroup memory as float32 (a[32×16], b[16×32]), zero
-// past the edges, by `LOAD_A(i, l)` and `LOAD_B(l, j)`: float expressions read only for
-// in-range indices. Expects `lane`, `sg` and `smem` (1024 floats) in scope; leaves the block
-// row-major in smem[0..1024), after a barrier. All threads of the group run it.
-#define LUCID_SG_BM 32
-#define LUCID_SG_BN 32
+// The main loop of every tiled product (gemm_simd and gemm_simd64, the implicit-GEMM
+// convolutions): a threadgroup of four SIMD groups (128 threads, 2×2) computes the BM×BN block
+// of an M×N×K product at (row0, col0), each SIMD group a (BM/2)×(BN/2) block as
+// (BM/16)×(BN/16) `simdgroup_float8x8` accumulators; BM and BN are 32 or 64. Slices of
+// LUCID_SG_BK along k are staged in threadgroup memory as float32, a as [BM][BK + PAD] and b
+// as [BK][BN + PAD]: rows padded by LUCID_SG_PAD floats, so that the eight rows an 8×8 load
+// reads start in different banks. Past the edges they hold 0. `LOAD_A(i, l)` and
+// `LOAD_B(l, j)` are float expressions read only for in-range indices; `A_ALONG_K`
+// (`B_ALONG_K`), a condition the same for the whole group, says that a's (b's) neighbours
+// along k are neighbours in memory, and the staging then runs along k, so that neighbouring
+// threads read neighbouring elements. Last, `STORE(i, j, v)` runs for every output (i, j) inside
+// the M×N product with its float32 sum v: the accumulators pass through threadgroup memory
+// an 8-row strip of every SIMD group at a time. Expects `lane`, `sg` and `smem`
+// (LUCID_SG_FLOATS(BM, BN) floats) in scope. All threads of the group run it.
 #define LUCID_SG_BK 16
+#define LUCID_SG_PAD 4
 #define LUCID_SG_THREADS 128
-#define LUCID_SIMD_TILE_PRODUCT(M, N, K, LOAD_A, LOAD_B)                                             \
+#define LUCID_SG_FLOATS(BM, BN) ((BM) * (LUCID_SG_BK + LUCID_SG_PAD) + LUCID_SG_BK * ((BN) + LUCID_SG_PAD))
+#define LUCID_UNROLL _Pragma("clang loop unroll(full)")
+#define LUCID_SIMD_TILE_PRODUCT(BM, BN, M, N, K, LOAD_A, LOAD_B, A_ALONG_K, B_ALONG_K, STORE)          \
     {                                                                                                \
+        const int lda = LUCID_SG_BK + LUCID_SG_PAD, ldb = (BN) + LUCID_SG_PAD;                       \
         threadgroup float* ta = smem;                                                                \
-        threadgroup float* tb = smem + LUCID_SG_BM * LUCID_SG_BK;                                    \
-        int sr = int(sg / 2u) * 16, sc = int(sg % 2u) * 16;                                          \
-        simdgroup_float8x8 acc00 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                  \
-        simdgroup_float8x8 acc01 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                  \
-        simdgroup_float8x8 acc10 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                  \
-        simdgroup_float8x8 acc11 = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                  \
-        for (int l0 = 0; l0 < (K); l0 += LUCID_SG_BK) {                                              \
-            for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BK; e += LUCID_SG_THREADS) {          \
-                int i = row0 + e / LUCID_SG_BK, l = l0 + e % LUCID_SG_BK;                            \
-                ta[e] = (i < (M) && l < (K)) ? LOAD_A(i, l) : 0.0f;                                  \
+        threadgroup float* tb = smem + (BM) * lda;                                                   \
+        const int sr = int(sg / 2u) * ((BM) / 2), sc = int(sg % 2u) * ((BN) / 2);                    \
+        const bool a_along_k = (A_ALONG_K), b_along_k = (B_ALONG_K);                                 \
+        simdgroup_float8x8 acc[(BM) / 16][(BN) / 16];                                                \
+        LUCID_UNROLL for (int fm = 0; fm < (BM) / 16; ++fm) {                                        \
+            LUCID_UNROLL for (int fn = 0; fn < (BN) / 16; ++fn) {                                    \
+                acc[fm][fn] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);                       \
             }                                                                                        \
-            for (int e = int(lane); e < LUCID_SG_BK * LUCID_SG_BN; e += LUCID_SG_THREADS) {          \
-                int l = l0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                            \
-                tb[e] = (l < (K) && j < (N)) ? LOAD_B(l, j) : 0.0f;                                  \
+        }                                                                                            \
+        for (int l0 = 0; l0 < (K); l0 += LUCID_SG_BK) {                                              \
+            for (int e = int(lane); e < (BM) * LUCID_SG_BK; e += LUCID_SG_THREADS) {                 \
+                int r = a_along_k ? e / LUCID_SG_BK : e % (BM);                                      \
+                int q = a_along_k ? e % LUCID_SG_BK : e / (BM);                                      \
+                int i = row0 + r, l = l0 + q;                                                        \
+                ta[r * lda + q] = (i < (M) && l < (K)) ? LOAD_A(i, l) : 0.0f;                        \
+            }                                                                                        \
+            for (int e = int(lane); e < LUCID_SG_BK * (BN); e += LUCID_SG_THREADS) {                 \
+                int q = b_along_k ? e % LUCID_SG_BK : e / (BN);                                      \
+                int c = b_along_k ? e / LUCID_SG_BK : e % (BN);                                      \
+                int l = l0 + q, j = col0 + c;                                                        \
+                tb[q * ldb + c] = (l < (K) && j < (N)) ? LOAD_B(l, j) : 0.0f;                        \
             }                                                                                        \
             threadgroup_barrier(mem_flags::mem_threadgroup);                                         \
-            for (int kk = 0; kk < LUCID_SG_BK; kk += 8) {                                            \
-                simdgroup_float8x8 a0, a1, b0, b1;                                                   \
-                simdgroup_load(a0, ta + sr * LUCID_SG_BK + kk, LUCID_SG_BK);                         \
-                simdgroup_load(a1, ta + (sr + 8) * LUCID_SG_BK + kk, LUCID_SG_BK);                   \
-                simdgroup_load(b0, tb + kk * LUCID_SG_BN + sc, LUCID_SG_BN);                         \
-                simdgroup_load(b1, tb + kk * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                     \
-                simdgroup_multiply_accumulate(acc00, a0, b0, acc00);                                 \
-                simdgroup_multiply_accumulate(acc01, a0, b1, acc01);                                 \
-                simdgroup_multiply_accumulate(acc10, a1, b0, acc10);                                 \
-                simdgroup_multiply_accumulate(acc11, a1, b1, acc11);                                 \
+            LUCID_UNROLL for (int k8 = 0; k8 < LUCID_SG_BK; k8 += 8) {                               \
+                simdgroup_float8x8 af[(BM) / 16], bf[(BN) / 16];                                     \
+                LUCID_UNROLL for (int fm = 0; fm < (BM) / 16; ++fm) {                                \
+                    simdgroup_load(af[fm], ta + (sr + fm * 8) * lda + k8, ulong(lda));               \
+                }                                                                                    \
+                LUCID_UNROLL for (int fn = 0; fn < (BN) / 16; ++fn) {                                \
+                    simdgroup_load(bf[fn], tb + k8 * ldb + sc + fn * 8, ulong(ldb));                 \
+                }                                                                                    \
+                LUCID_UNROLL for (int fm = 0; fm < (BM) / 16; ++fm) {                                \
+                    LUCID_UNROLL for (int fn = 0; fn < (BN) / 16; ++fn) {                            \
+                        simdgroup_multiply_accumulate(acc[fm][fn], af[fm], bf[fn], acc[fm][fn]);     \
+                    }                                                                                \
+                }                                                                                    \
             }                                                                                        \
             threadgroup_barrier(mem_flags::mem_threadgroup);                                         \
         }                                                                                            \
-        simdgroup_store(acc00, smem + sr * LUCID_SG_BN + sc, LUCID_SG_BN);                           \
-        simdgroup_store(acc01, smem + sr * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                       \
-        simdgroup_store(acc10, smem + (sr + 8) * LUCID_SG_BN + sc, LUCID_SG_BN);                     \
-        simdgroup_store(acc11, smem + (sr + 8) * LUCID_SG_BN + sc + 8, LUCID_SG_BN);                 \
-        threadgroup_barrier(mem_flags::mem_threadgroup);                                             \
+        /* SIMD group g's rows fm·8 … fm·8 + 7 at smem[g · 8 · BN/2], BN/2 floats a row */          \
+        const int half_n = (BN) / 2, strip = 8 * half_n;                                             \
+        LUCID_UNROLL for (int fm = 0; fm < (BM) / 16; ++fm) {                                        \
+            LUCID_UNROLL for (int fn = 0; fn < (BN) / 16; ++fn) {                                    \
+                simdgroup_store(acc[fm][fn], smem + int(sg) * strip + fn * 8, ulong(half_n));        \
+            }                                                                                        \
+            threadgroup_barrier(mem_flags::mem_threadgroup);                                         \
+            for (int e = int(lane); e < 4 * strip; e += LUCID_SG_THREADS) {                          \
+                int owner = e / strip, r = e % strip / half_n, c = e % half_n;                       \
+                int i = row0 + owner / 2 * ((BM) / 2) + fm * 8 + r;                                  \
+                int j = col0 + owner % 2 * half_n + c;                                               \
+                if (i < (M) && j < (N)) {                                                            \
+                    float v = smem[e];                                                               \
+                    STORE(i, j, v);                                                                  \
+                }                                                                                    \
+            }                                                                                        \
+            threadgroup_barrier(mem_flags::mem_threadgroup);                                         \
+        }                                                                                            \
     }
 
 // ---- strided operands --------------------------------------------------------------------

@@ -62,7 +62,7 @@ LUCID_COL2IM(col2im_bfloat16, bfloat)
 
 // ---- convolution as implicit GEMM ------------------------------------------------------------
 // The three passes of a grouped 2-D convolution as products on the SIMD-group tiles
-// (LUCID_SIMD_TILE_PRODUCT), each operand's window read where the product needs it: no
+// (LUCID_SIMD_TILE_PRODUCT, 32×32), each operand's window read where the product needs it: no
 // im2col buffer. float32 sums, the bias added in float32, one rounding on store, 32-bit
 // indices; contiguous operands. With Cg = c / groups input and Og = oc / groups output
 // channels a group and kk = kh·kw:
@@ -70,12 +70,18 @@ LUCID_COL2IM(col2im_bfloat16, bfloat)
 // - backward data: per (image, group), gx[Cg, h·w] = wᵀ[Cg, Og·kk] · window(gy)[Og·kk, h·w],
 //   where window(gy) reads the output positions whose windows hold each input position;
 // - backward weights: per group, gw[Og, Cg·kk] = gy[Og, n·oh·ow] · window(x)ᵀ[n·oh·ow, Cg·kk].
+//   Its sum runs over every image's pixels while its output is small (a 7×7 stem from 3 to 64
+//   channels has 2 × 5 tiles), so it is split along k into chunks of `k_chunk`: each chunk's
+//   product goes in float32 to its own slice of a partial buffer, and a second pass adds the
+//   slices in order and rounds once (conv_backward_weights_sum); one chunk writes directly.
+//   (float32's partial pass is its direct kernel: the same float32 store.)
 // Field order and sizes match `convShape` in Metal+Convolution.swift.
 struct ConvShape32 {
     int n, c, oc, groups;
     int h, w, oh, ow;
     int kh, kw, sh, sw, ph, pw, dh, dw;
     int has_bias;
+    int k_chunk;
 };
 
 // x at window entry l = (channel, ky, kx) of output position j, channels from `plane`
@@ -103,63 +109,81 @@ inline float conv_covering(device const T* gy, constant ConvShape32& s, int plan
 
 // Threadgroups run over (batch entry, tile row, tile column) of an M×N result.
 #define LUCID_CONV_TILE(M, N)                                                                        \
-    int tiles_n = ((N) + LUCID_SG_BN - 1) / LUCID_SG_BN, tiles_m = ((M) + LUCID_SG_BM - 1) / LUCID_SG_BM; \
-    int row0 = ((int(group) / tiles_n) % tiles_m) * LUCID_SG_BM, col0 = (int(group) % tiles_n) * LUCID_SG_BN; \
+    int tiles_n = ((N) + 31) / 32, tiles_m = ((M) + 31) / 32;                                        \
+    int row0 = ((int(group) / tiles_n) % tiles_m) * 32, col0 = (int(group) % tiles_n) * 32;          \
     int entry = int(group) / (tiles_n * tiles_m);
 
-#define LUCID_CONV_ARGS(T)                                                                           \
+// `out` holds OUT (the dtype, or float32 partial sums).
+#define LUCID_CONV_ARGS(T, OUT)                                                                      \
     device const T* x [[buffer(0)]], device const T* wt [[buffer(1)]], device const T* bias [[buffer(2)]], \
-    device T* out [[buffer(3)]], constant ConvShape32& s [[buffer(4)]],                              \
+    device OUT* out [[buffer(3)]], constant ConvShape32& s [[buffer(4)]],                            \
     threadgroup float* smem [[threadgroup(0)]], uint group [[threadgroup_position_in_grid]],         \
     uint lane [[thread_index_in_threadgroup]], uint sg [[simdgroup_index_in_threadgroup]]
 
 // x: the input; wt: the weight; out: [n, oc, oh, ow].
 #define LUCID_CONV_FWD_A(i, l) widen(wt[(g * og + (i)) * kdim + (l)])
 #define LUCID_CONV_FWD_B(l, j) conv_window(x, s, img * s.c + g * cg, (l), (j))
+#define LUCID_CONV_FWD_STORE(i, j, v)                                                                \
+    out[(img * s.oc + g * og + (i)) * pixels + (j)] =                                                \
+        narrow<out_t>(s.has_bias != 0 ? (v) + widen(bias[g * og + (i)]) : (v))
 #define LUCID_CONV_FORWARD(NAME, T)                                                                  \
-kernel void NAME(LUCID_CONV_ARGS(T)) {                                                               \
+kernel void NAME(LUCID_CONV_ARGS(T, T)) {                                                            \
+    typedef T out_t;                                                                                 \
     int cg = s.c / s.groups, og = s.oc / s.groups, kdim = cg * s.kh * s.kw, pixels = s.oh * s.ow;    \
     LUCID_CONV_TILE(og, pixels)                                                                      \
     int img = entry / s.groups, g = entry % s.groups;                                                \
-    LUCID_SIMD_TILE_PRODUCT(og, pixels, kdim, LUCID_CONV_FWD_A, LUCID_CONV_FWD_B)                    \
-    for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BN; e += LUCID_SG_THREADS) {                  \
-        int i = row0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                                  \
-        if (i < og && j < pixels) {                                                                  \
-            float v = smem[e];                                                                       \
-            if (s.has_bias != 0) v += widen(bias[g * og + i]);                                       \
-            out[(img * s.oc + g * og + i) * pixels + j] = narrow<T>(v);                              \
-        }                                                                                            \
-    }                                                                                                \
+    LUCID_SIMD_TILE_PRODUCT(32, 32, og, pixels, kdim, LUCID_CONV_FWD_A, LUCID_CONV_FWD_B, true, false, \
+                            LUCID_CONV_FWD_STORE)                                                    \
 }
 
 // x: the output gradient [n, oc, oh, ow]; wt: the weight; out: the input gradient.
 #define LUCID_CONV_BWD_DATA_A(i, l) widen(wt[((g * og + (l) / kk) * cg + (i)) * kk + (l) % kk])
 #define LUCID_CONV_BWD_DATA_B(l, j) conv_covering(x, s, img * s.oc + g * og, (l), (j))
+#define LUCID_CONV_BWD_DATA_STORE(i, j, v) out[(img * s.c + g * cg + (i)) * pixels + (j)] = narrow<out_t>(v)
 #define LUCID_CONV_BACKWARD_DATA(NAME, T)                                                            \
-kernel void NAME(LUCID_CONV_ARGS(T)) {                                                               \
+kernel void NAME(LUCID_CONV_ARGS(T, T)) {                                                            \
+    typedef T out_t;                                                                                 \
     int cg = s.c / s.groups, og = s.oc / s.groups, kk = s.kh * s.kw, pixels = s.h * s.w;             \
     LUCID_CONV_TILE(cg, pixels)                                                                      \
     int img = entry / s.groups, g = entry % s.groups;                                                \
-    LUCID_SIMD_TILE_PRODUCT(cg, pixels, og * kk, LUCID_CONV_BWD_DATA_A, LUCID_CONV_BWD_DATA_B)       \
-    for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BN; e += LUCID_SG_THREADS) {                  \
-        int i = row0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                                  \
-        if (i < cg && j < pixels) out[(img * s.c + g * cg + i) * pixels + j] = narrow<T>(smem[e]);   \
-    }                                                                                                \
+    LUCID_SIMD_TILE_PRODUCT(32, 32, cg, pixels, og * kk, LUCID_CONV_BWD_DATA_A, LUCID_CONV_BWD_DATA_B, \
+                            kk > 1, false, LUCID_CONV_BWD_DATA_STORE)                                \
 }
 
-// x: the input; wt: the output gradient [n, oc, oh, ow]; out: the weight gradient.
-#define LUCID_CONV_BWD_W_A(i, l) widen(wt[((l) / pixels * s.oc + g * og + (i)) * pixels + (l) % pixels])
-#define LUCID_CONV_BWD_W_B(l, j) conv_window(x, s, (l) / pixels * s.c + g * cg, (j), (l) % pixels)
-#define LUCID_CONV_BACKWARD_WEIGHTS(NAME, T)                                                         \
-kernel void NAME(LUCID_CONV_ARGS(T)) {                                                               \
+// x: the input; wt: the output gradient [n, oc, oh, ow]; out: the weight gradient [oc, Cg·kk]
+// (or, split, float32 partial sums [chunks, oc, Cg·kk]). Threadgroups run over (chunk, group,
+// tile row, tile column); chunk c sums k in [c · k_chunk, (c + 1) · k_chunk).
+#define LUCID_CONV_BWD_W_A(i, l)                                                                     \
+    widen(wt[((k0 + (l)) / pixels * s.oc + g * og + (i)) * pixels + (k0 + (l)) % pixels])
+#define LUCID_CONV_BWD_W_B(l, j)                                                                     \
+    conv_window(x, s, (k0 + (l)) / pixels * s.c + g * cg, (j), (k0 + (l)) % pixels)
+#define LUCID_CONV_BWD_W_STORE(i, j, v)                                                              \
+    out[((chunk * s.groups + g) * og + (i)) * kdim + (j)] = narrow<out_t>(v)
+#define LUCID_CONV_BACKWARD_WEIGHTS(NAME, T, OUT)                                                    \
+kernel void NAME(LUCID_CONV_ARGS(T, OUT)) {                                                          \
+    typedef OUT out_t;                                                                               \
     int cg = s.c / s.groups, og = s.oc / s.groups, kdim = cg * s.kh * s.kw, pixels = s.oh * s.ow;    \
     LUCID_CONV_TILE(og, kdim)                                                                        \
-    int g = entry;                                                                                   \
-    LUCID_SIMD_TILE_PRODUCT(og, kdim, s.n * pixels, LUCID_CONV_BWD_W_A, LUCID_CONV_BWD_W_B)          \
-    for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BN; e += LUCID_SG_THREADS) {                  \
-        int i = row0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                                  \
-        if (i < og && j < kdim) out[(g * og + i) * kdim + j] = narrow<T>(smem[e]);                   \
-    }                                                                                                \
+    int g = entry % s.groups, chunk = entry / s.groups;                                              \
+    int k0 = chunk * s.k_chunk, kn = min(s.k_chunk, s.n * pixels - k0);                              \
+    LUCID_SIMD_TILE_PRODUCT(32, 32, og, kdim, kn, LUCID_CONV_BWD_W_A, LUCID_CONV_BWD_W_B, true, true, \
+                            LUCID_CONV_BWD_W_STORE)                                                  \
+}
+
+// The split weight gradient's second pass: out[e] = the sum of the `chunks` partial slices
+// at e, in chunk order, in float32, rounded once.
+struct ConvChunks {
+    uint count, chunks;
+};
+
+#define LUCID_CONV_BACKWARD_WEIGHTS_SUM(NAME, T)                                                     \
+kernel void NAME(device const float* partial [[buffer(0)]], device T* out [[buffer(1)]],            \
+                 constant ConvChunks& p [[buffer(2)]], LUCID_THREAD_POSITION) {                      \
+    const ulong gid = LUCID_THREAD_INDEX;                                                            \
+    if (gid >= ulong(p.count)) return;                                                               \
+    float acc = 0.0f;                                                                                \
+    for (uint c = 0; c < p.chunks; ++c) acc += partial[ulong(c) * ulong(p.count) + gid];             \
+    out[gid] = narrow<T>(acc);                                                                       \
 }
 
 LUCID_CONV_FORWARD(conv_forward_float32, float)
@@ -168,6 +192,11 @@ LUCID_CONV_FORWARD(conv_forward_bfloat16, bfloat)
 LUCID_CONV_BACKWARD_DATA(conv_backward_data_float32, float)
 LUCID_CONV_BACKWARD_DATA(conv_backward_data_float16, half)
 LUCID_CONV_BACKWARD_DATA(conv_backward_data_bfloat16, bfloat)
-LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_float32, float)
-LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_float16, half)
-LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_bfloat16, bfloat)
+LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_float32, float, float)
+LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_float16, half, half)
+LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_bfloat16, bfloat, bfloat)
+LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_partial_float16, half, float)
+LUCID_CONV_BACKWARD_WEIGHTS(conv_backward_weights_partial_bfloat16, bfloat, float)
+LUCID_CONV_BACKWARD_WEIGHTS_SUM(conv_backward_weights_sum_float32, float)
+LUCID_CONV_BACKWARD_WEIGHTS_SUM(conv_backward_weights_sum_float16, half)
+LUCID_CONV_BACKWARD_WEIGHTS_SUM(conv_backward_weights_sum_bfloat16, bfloat)

@@ -1,6 +1,7 @@
-// Matrix products on the GPU that Metal Performance Shaders does not serve: float16 and
-// bfloat16 (and products with a bias), computed as the host computes them — float32
-// products accumulated in float32, the bias added in float32, one rounding on store.
+// Matrix products on the GPU that Metal Performance Shaders does not serve: bfloat16, float16
+// where MPS sums in float16 or with a bias, and layouts MPS cannot read, computed as the host
+// computes them — float32 products accumulated in float32, the bias added in float32, one
+// rounding on store.
 //
 // out[i] = a[i] @ b[i] (+ bias) for a [B, M, K] and b [B, K, N] of any strides (a batch
 // stride of 0 broadcasts), bias [N] contiguous, out a contiguous [B, M, N]: on the matrix
@@ -43,9 +44,11 @@ LUCID_GEMM(gemm_float16, half)
 LUCID_GEMM(gemm_bfloat16, bfloat)
 
 // The same product on the GPU's matrix units (LUCID_SIMD_TILE_PRODUCT in Common.metal), for
-// products whose every index fits 32 bits: a threadgroup of 128 threads per 32×32 output tile;
-// the bias is added in float32 and each output rounded once into T and stored only inside the
-// product. Threadgroup memory: 1024 floats; groups run over (batch, tile row, tile column).
+// products whose every index fits 32 bits: a threadgroup of 128 threads per BM×BN output tile,
+// 32×32 (gemm_simd) or 64×64 (gemm_simd64, for products with enough 64×64 tiles to fill the
+// GPU: Metal+Matmul.swift chooses); the bias is added in float32 and each output rounded once
+// into T and stored only inside the product. Threadgroup memory: LUCID_SG_FLOATS(BM, BN)
+// floats; groups run over (batch, tile row, tile column).
 struct GemmShape32 {
     int batch, m, n, k;
     int a_strides[3];
@@ -55,31 +58,39 @@ struct GemmShape32 {
 
 #define LUCID_GEMM_LOAD_A(i, l) widen(a[pa + (i) * s.a_strides[1] + (l) * s.a_strides[2]])
 #define LUCID_GEMM_LOAD_B(l, j) widen(b[pb + (l) * s.b_strides[1] + (j) * s.b_strides[2]])
-#define LUCID_GEMM_SIMD(NAME, T)                                                                     \
+#define LUCID_GEMM_STORE(i, j, v)                                                                    \
+    out[(batch * s.m + (i)) * s.n + (j)] = narrow<out_t>(s.has_bias != 0 ? (v) + widen(bias[j]) : (v))
+#define LUCID_GEMM_SIMD(NAME, T, BM, BN)                                                             \
 kernel void NAME(device const T* a [[buffer(0)]], device const T* b [[buffer(1)]],                  \
                  device const T* bias [[buffer(2)]], device T* out [[buffer(3)]],                    \
                  constant GemmShape32& s [[buffer(4)]], threadgroup float* smem [[threadgroup(0)]],  \
                  uint group [[threadgroup_position_in_grid]], uint lane [[thread_index_in_threadgroup]], \
                  uint sg [[simdgroup_index_in_threadgroup]]) {                                       \
-    int tiles_n = (s.n + LUCID_SG_BN - 1) / LUCID_SG_BN, tiles_m = (s.m + LUCID_SG_BM - 1) / LUCID_SG_BM; \
+    typedef T out_t;                                                                                 \
+    int tiles_n = (s.n + (BN) - 1) / (BN), tiles_m = (s.m + (BM) - 1) / (BM);                        \
     int tn = int(group) % tiles_n, tm = (int(group) / tiles_n) % tiles_m;                            \
     int batch = int(group) / (tiles_n * tiles_m);                                                    \
-    int row0 = tm * LUCID_SG_BM, col0 = tn * LUCID_SG_BN;                                            \
+    int row0 = tm * (BM), col0 = tn * (BN);                                                          \
     int pa = batch * s.a_strides[0], pb = batch * s.b_strides[0];                                    \
-    LUCID_SIMD_TILE_PRODUCT(s.m, s.n, s.k, LUCID_GEMM_LOAD_A, LUCID_GEMM_LOAD_B)                     \
-    for (int e = int(lane); e < LUCID_SG_BM * LUCID_SG_BN; e += LUCID_SG_THREADS) {                  \
-        int i = row0 + e / LUCID_SG_BN, j = col0 + e % LUCID_SG_BN;                                  \
-        if (i < s.m && j < s.n) {                                                                    \
-            float v = smem[e];                                                                       \
-            if (s.has_bias != 0) v += widen(bias[j]);                                                \
-            out[(batch * s.m + i) * s.n + j] = narrow<T>(v);                                         \
-        }                                                                                            \
-    }                                                                                                \
+    LUCID_SIMD_TILE_PRODUCT(BM, BN, s.m, s.n, s.k, LUCID_GEMM_LOAD_A, LUCID_GEMM_LOAD_B,             \
+                            s.a_strides[2] == 1, s.b_strides[1] == 1, LUCID_GEMM_STORE)              \
 }
 
-LUCID_GEMM_SIMD(gemm_simd_float32, float)
-LUCID_GEMM_SIMD(gemm_simd_float16, half)
-LUCID_GEMM_SIMD(gemm_simd_bfloat16, bfloat)
+LUCID_GEMM_SIMD(gemm_simd_float32, float, 32, 32)
+LUCID_GEMM_SIMD(gemm_simd_float16, half, 32, 32)
+LUCID_GEMM_SIMD(gemm_simd_bfloat16, bfloat, 32, 32)
+LUCID_GEMM_SIMD(gemm_simd64_float32, float, 64, 64)
+LUCID_GEMM_SIMD(gemm_simd64_float16, half, 64, 64)
+LUCID_GEMM_SIMD(gemm_simd64_bfloat16, bfloat, 64, 64)
+
+// The bias of a float32 product Metal Performance Shaders has made, added to each row of the
+// contiguous [rows, n] output in float32 (one rounding, as the host adds it): a thread per
+// element over an n × rows grid.
+kernel void gemm_add_bias_float32(device float* out [[buffer(0)]], device const float* bias [[buffer(1)]],
+                                  constant uint2& extent [[buffer(2)]], uint2 at [[thread_position_in_grid]]) {
+    if (at.x >= extent.x || at.y >= extent.y) return;
+    out[ulong(at.y) * ulong(extent.x) + ulong(at.x)] += bias[at.x];
+}
 
 // Integer products, as the host's plain loop: int64 wrapping arithmetic, the bias first, the
 // result truncated into the dtype; one thread per output.
