@@ -6,7 +6,8 @@
 //
 // Reads <folder>/model.safetensors and <folder>/input.safetensors (the tensor "x"), and
 // writes <folder>/swift.safetensors: "float32" (the plain run) and "autocast" (the run under
-// autocast, in the device's default lower precision), for comparison with Python's outputs.
+// autocast: bfloat16 on the CPU, the default float16 on "metal"), for comparison with
+// Python's outputs.
 import LucidEngine
 
 #if canImport(Glibc)
@@ -56,9 +57,9 @@ do {
         fail("\(folder)/input.safetensors holds no tensor named x")
     }
     let plain = try model(x)
-    let mixed = try withAutocast(device) { try model(x) }
+    let mixed = try withAutocast(device, dtype: device == .cpu ? .bfloat16 : nil) { try model(x) }
     try saveSafetensors(["float32": plain, "autocast": mixed], to: "\(folder)/swift.safetensors")
     print("deploy: \(arguments[0]) \(x.shape) -> \(plain.shape), autocast in \(mixed.dtype)")
 } catch {
-    fail(error.localizedDescription)
+    fail("\(error)")
 }

@@ -77,5 +77,5 @@ do {
         print("saved \(folder)/model.safetensors")
     }
 } catch {
-    fail(error.localizedDescription)
+    fail("\(error)")
 }
