@@ -34,6 +34,7 @@ SWIFT_READY := $(VENV)/.installed $(NATIVE_PC)
 # (.github/workflows/macos.yml). The one Swift test that expects Metal wherever `import Metal`
 # works is skipped then.
 SWIFT_FLAGS = $(if $(filter 1,$(LUCID_NO_METAL)),-Xswiftc -DLUCID_NO_METAL)
+SWIFT_RELEASE_FLAGS = $(shell $(PY) lucid/_native.py release-flags) $(SWIFT_FLAGS)
 NO_METAL_SKIP  = $(if $(filter 1,$(LUCID_NO_METAL)),--skip metalIsAvailableWhereTheMetalBackendIsBuilt)
 
 .PHONY: build engine abi demo test lint test-distributed swift-test swift-examples py-test docs check-sanitize check-wheel metal-emulated check-metal check-apple reliability bench opinfo-reference clean
@@ -47,11 +48,11 @@ engine: $(SWIFT_READY)
 ifeq ($(shell uname -s),Darwin)
 	@# A Metal backend that fails to compile must not leave a Mac without lucid: build without
 	@# it (the host fallback serves "metal"), and say so loudly.
-	swift build -c release --product lucid $(SWIFT_FLAGS) || { \
+	swift build -c release --product lucid $(SWIFT_RELEASE_FLAGS) || { \
 	  echo "lucid: WARNING: the engine failed to build with its Metal backend (errors above); building it without Metal, so 'metal' will run on the host fallback. Please report those errors." >&2; \
-	  swift build -c release --product lucid $(SWIFT_FLAGS) -Xswiftc -DLUCID_NO_METAL; }
+	  swift build -c release --product lucid $(SWIFT_RELEASE_FLAGS) -Xswiftc -DLUCID_NO_METAL; }
 else
-	swift build -c release --product lucid $(SWIFT_FLAGS)
+	swift build -c release --product lucid $(SWIFT_RELEASE_FLAGS)
 endif
 	@mkdir -p lucid/_lib
 	@# (copied beside it and renamed over it: a process that has the old library loaded keeps it intact)

@@ -19,8 +19,9 @@ let emulateMetal = Context.environment["LUCID_METAL_EMULATION"] == "1"
 // .venv/lib/pkgconfig; `python lucid/_native.py pkg-config DIR` writes it anywhere). A .pc file
 // cannot give a run path to SwiftPM, so the manifest reads the file's `runpath` variable and
 // links it into whatever links the engine: a program then finds the libraries with no
-// environment variables. (Apple platforms use Accelerate and need none of it.)
-func nativeRunPath() -> [String] {
+// environment variables. (Apple platforms use Accelerate and need none of it, and get no
+// unsafe flags: an app can depend on the package by version there.)
+let nativeRunPath: [String] = {
     #if os(Linux)
     for dir in (Context.environment["PKG_CONFIG_PATH"] ?? "").split(separator: ":") {
         guard let text = try? String(contentsOfFile: "\(dir)/lucid-native.pc", encoding: .utf8) else { continue }
@@ -32,12 +33,7 @@ func nativeRunPath() -> [String] {
     }
     #endif
     return []
-}
-
-// The release builds skip Swift's run-time exclusivity checks: they cost about a tenth of a
-// small op's time, the engine guards its shared state with locks, and the debug builds
-// (`swift test`, the sanitizer runs) keep them.
-let releaseSwiftSettings: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+}()
 
 let metalEmulation: [Target] =
     emulateMetal
@@ -79,20 +75,16 @@ let package = Package(
             path: "Sources/LucidEngine",
             // The kernels reach the engine as strings (MetalKernelSource.swift), not as resources.
             exclude: ["Backends/Metal/Kernels"],
-            swiftSettings: releaseSwiftSettings,
             // On macOS, MTLCreateSystemDefaultDevice gives a process a device only when
             // CoreGraphics is linked (Apple's page for it), which a command-line process such as
             // Python does not do by itself: the library and every Swift app that uses it link it.
-            linkerSettings: [
-                .linkedFramework("CoreGraphics", .when(platforms: [.macOS])),
-                .unsafeFlags(nativeRunPath(), .when(platforms: [.linux])),
-            ]
+            linkerSettings: [.linkedFramework("CoreGraphics", .when(platforms: [.macOS]))]
+                + (nativeRunPath.isEmpty ? [] : [.unsafeFlags(nativeRunPath, .when(platforms: [.linux]))])
         ),
         .target(
             name: "LucidCABI",
             dependencies: ["LucidEngine"],
-            path: "Sources/LucidCABI",
-            swiftSettings: releaseSwiftSettings
+            path: "Sources/LucidCABI"
         ),
         .testTarget(
             name: "LucidEngineTests",

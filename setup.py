@@ -86,7 +86,7 @@ def build_engine() -> Path:
             env["PKG_CONFIG_PATH"] = os.pathsep.join(filter(None, [str(pc_dir), env.get("PKG_CONFIG_PATH")]))
         # The Metal kernels reach the engine as strings, generated from Kernels/*.metal.
         subprocess.check_call([sys.executable, str(ROOT / "tools" / "embed_metal.py"), "--check"], cwd=ROOT)
-        cmd = base + ["--product", "lucid"]
+        cmd = base + ["--product", "lucid", *native.RELEASE_FLAGS]
         print("lucid: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
         try:
             subprocess.check_call(cmd, cwd=ROOT, env=env)

@@ -12,6 +12,7 @@ before the engine, so the engine's references to them resolve to these files wha
 run path says. A build finds them through a pkg-config file that this file writes::
 
     python lucid/_native.py pkg-config DIR   # writes DIR/lucid-native.pc and prints its path
+    python lucid/_native.py release-flags    # the release build's own flags
 
 SwiftPM reads it when ``PKG_CONFIG_PATH`` names DIR (``make build`` writes it into
 ``.venv/lib/pkgconfig``): the header and library folders for every target that imports the
@@ -87,6 +88,12 @@ def libraries() -> list[Path]:
     return [blas, _installed_file(ONEDNN_PACKAGE, ONEDNN_LIBRARY, "oneDNN")]
 
 
+# The release build of the engine skips Swift's run-time exclusivity checks: they cost about a
+# tenth of a small op's time, the engine guards its shared state with locks, and the debug
+# builds (`swift test`, the sanitizer runs) keep them. Passed on the command line, not in
+# Package.swift, where an unsafe flag would keep apps from depending on the package by version.
+RELEASE_FLAGS = ["-Xswiftc", "-enforce-exclusivity=unchecked"]
+
 #: The pkg-config name the CBLAS and CDNNL targets of Package.swift look for.
 PKG_CONFIG_NAME = "lucid-native"
 
@@ -125,13 +132,16 @@ def main(argv: list[str]) -> int:
         if argv[1:2] == ["pkg-config"] and len(argv) == 3:
             print(pkg_config(Path(argv[2])))
             return 0
+        if argv[1:] == ["release-flags"]:
+            print(" ".join(RELEASE_FLAGS))
+            return 0
         if argv[1:] == ["libraries"]:
             print("\n".join(str(p) for p in libraries()))
             return 0
     except MissingDependency as e:
         print(e, file=sys.stderr)
         return 1
-    print(f"usage: {argv[0]} pkg-config DIR | libraries", file=sys.stderr)
+    print(f"usage: {argv[0]} pkg-config DIR | release-flags | libraries", file=sys.stderr)
     return 2
 
 
