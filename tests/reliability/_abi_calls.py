@@ -133,8 +133,8 @@ class Fuzzer:
             return np.array(head + [self.rng.choice((0, 1, 1, 1)) for _ in range(BUFFER - 8)], dtype=np.int64)
         if t is POINTER(c_int32):
             return np.array([self.rng.choice((-1, 0, 1, 2, 3, 4, 5, 7)) for _ in range(BUFFER)], dtype=np.int32)
-        if t is POINTER(c_char_p):
-            return np.zeros(BUFFER, dtype=np.uint64)
+        if t is POINTER(c_char_p) or t is POINTER(c_void_p):
+            return np.zeros(BUFFER, dtype=np.uint64)  # arrays of null pointers
         if t is POINTER(c_double):
             return np.full(BUFFER, 7.25, dtype=np.float64)
         if t is c_void_p:
