@@ -298,7 +298,7 @@ def layer_cases(quick=False):
                     torch, make(torch.nn).train(), [_tensor(torch, a, g) for a, g in zip(arrays, grads)], amp
                 )
             tag = "bf16 autocast" if amp else "f32"
-            cases.append(Case(f"{name} fwd+bwd {tag}", lucid_fn, None, torch_fn, "<= 1.5x torch"))
+            cases.append(Case(f"{name} fwd+bwd {tag}", lucid_fn, None, torch_fn, "<= 1.2x torch"))
     return cases
 
 
@@ -393,7 +393,7 @@ def training_cases():
                     _lucid_trainer(model, lucid.tensor(x), lucid.tensor(y), amp),
                     None,
                     _torch_trainer(torch_model, torch.from_numpy(x), torch.from_numpy(y), amp) if torch else None,
-                    "<= 1x torch",
+                    "<= 0.9x torch",
                 )
             )
     x, y = arr(64, 784), RNG.integers(0, 10, 64)
@@ -804,6 +804,21 @@ def metal_kernel_rows(quick, min_time):
     return rows
 
 
+def working_peer(fn, what, failures):
+    """`fn`, or None when one call of it raises: a peer's failure on this machine (PyTorch's
+    oneDNN declines some bfloat16 primitives on CPUs without AVX-512) leaves its column empty
+    and is reported under the table instead of ending the run."""
+    if fn is None:
+        return None
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - any failure of the peer is reported as it is
+        failures.append(f"{what}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        print(failures[-1], flush=True)
+        return None
+    return fn
+
+
 def fmt_time(t):
     if t is None:
         return "—"
@@ -860,8 +875,10 @@ def main():
     rows = []
     print(f"lucid {lucid.__version__} on {machine()}\n")
     print(f"{header[0]:<42}{header[1]:>11}{header[2]:>11}{header[3]:>11}{header[4]:>13}{header[5]:>13}  {header[6]}")
+    peer_failures = []
     for c in cases:
-        t_l, t_n, t_t = timed_together([c.lucid_fn, c.numpy_fn, c.torch_fn], min_time)
+        torch_fn = working_peer(c.torch_fn, f"PyTorch fails on {c.name}", peer_failures)
+        t_l, t_n, t_t = timed_together([c.lucid_fn, c.numpy_fn, torch_fn], min_time)
         row = [c.name, fmt_time(t_l), fmt_time(t_n), fmt_time(t_t), ratio(t_l, t_n), ratio(t_l, t_t), c.target]
         rows.append(row)
         print(f"{row[0]:<42}{row[1]:>11}{row[2]:>11}{row[3]:>11}{row[4]:>13}{row[5]:>13}  {row[6]}", flush=True)
@@ -911,6 +928,7 @@ def main():
             f.write("| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n")
             for r in rows:
                 f.write("| " + " | ".join(r) + " |\n")
+            f.write("".join(f"\n{failure}.\n" for failure in peer_failures))
             f.write(f"\n{shape}.\n\n{mem}.\n\n{opt_mem}.\n\n")
             if inspect:
                 f.write(f"{inspect}.\n\n")

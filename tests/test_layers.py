@@ -212,6 +212,34 @@ for step in range(2):
     assert len(input_reorders) <= 1, input_reorders
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="oneDNN serves the host products on Linux only")
+def test_linear_backward_of_a_sum_runs_no_reference_kernel():
+    # A sum's gradient is an expanded (stride-0) tensor. oneDNN takes such an operand only on
+    # its reference matmul, a thousand times slower than its own kernels: the engine must pack
+    # it (or leave the product to BLAS) instead. oneDNN's trace names each product's kernel.
+    import os
+    import subprocess
+
+    code = """
+import numpy as np, lucid, lucid.nn.functional as F
+rng = np.random.default_rng(0)
+x0, w0 = rng.standard_normal((128, 512)).astype(np.float32), rng.standard_normal((64, 512)).astype(np.float32)
+x, w = lucid.tensor(x0, requires_grad=True), lucid.tensor(w0, requires_grad=True)
+F.linear(x, w).sum().backward()
+np.testing.assert_allclose(x.grad.numpy(), np.broadcast_to(w0.sum(0), x0.shape), rtol=1e-5, atol=1e-4)
+np.testing.assert_allclose(w.grad.numpy(), np.broadcast_to(x0.sum(0), w0.shape), rtol=1e-5, atol=1e-4)
+print("GRADIENTS OK")
+"""
+    env = {**os.environ, "ONEDNN_VERBOSE": "1", "DNNL_VERBOSE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "GRADIENTS OK" in out.stdout, out.stderr[-2000:]
+    products = [ln.split(",") for ln in out.stdout.splitlines() if ",exec," in ln and ",matmul," in ln]
+    if os.environ.get("LUCID_DNNL") != "0":
+        assert products, out.stdout[-2000:]  # the forward, at least, is oneDNN's
+    kernels = [fields[fields.index("matmul") + 1] for fields in products]
+    assert not [k for k in kernels if k.startswith("ref")], kernels
+
+
 @pytest.mark.parametrize(
     "kw",
     [

@@ -215,6 +215,12 @@ enum DNNL {
             out.numel > 0, a.shape[2] > 0
         else { return false }
         let batch = out.shape[0], m = out.shape[1], n = out.shape[2], k = a.shape[2]
+        // A row or column stride of 0 (an expanded operand, such as the gradient of a sum)
+        // sends oneDNN to its reference kernel, a thousand times slower than packing it first,
+        // which the BLAS path does.
+        guard a.strides[1] != 0 || m == 1, a.strides[2] != 0 || k == 1, b.strides[1] != 0 || k == 1,
+            b.strides[2] != 0 || n == 1
+        else { return false }
         // A batch stride of 0 is a broadcast operand: oneDNN takes it as batch size 1.
         let ba = a.strides[0] == 0 ? 1 : batch, bb = b.strides[0] == 0 ? 1 : batch
         let key = Key(
