@@ -44,6 +44,10 @@ t = lucid.tensor(v).requires_grad_()
 y = F.silu(t)
 (y * lucid.tensor(g)).sum().backward()
 out["silu_x"], out["silu_g"], out["silu_y"], out["silu_dx"] = v, g, y.detach().numpy(), t.grad.numpy()
+t.grad = None
+y = F.gelu(t, approximate="tanh")
+(y * lucid.tensor(g)).sum().backward()
+out["gelu_tanh_y"], out["gelu_tanh_dx"] = y.detach().numpy(), t.grad.numpy()
 # The scan that keeps non-finite values away from oneDNN's exp (which makes NaN inf) and
 # softmax (which skips NaN): one value at the tail, past the last whole vector, or none.
 e = rng.standard_normal(1 << 16 | 5).astype(np.float32)
@@ -108,6 +112,15 @@ def test_every_variant_gives_the_same_right_bits(tmp_path):
         y, dx = x * s, g * (s * (1 + x * (1 - s)))
     np.testing.assert_allclose(first["silu_y"], y, rtol=1e-6, atol=1e-37)
     np.testing.assert_allclose(first["silu_dx"], dx, rtol=2e-6, atol=1e-6)
+    with np.errstate(all="ignore"):  # GELU's tanh form in float64, (1 + tanh u)/2 as σ(2u) (no cancellation)
+        c = np.sqrt(2 / np.pi)
+        s = 1 / (1 + np.exp(-2 * c * (x + 0.044715 * x**3)))
+        y = x * s
+        dx = g * (s + 2 * x * s * (1 - s) * c * (1 + 3 * 0.044715 * x * x))
+    dx[np.abs(x) ** 3 > np.finfo(np.float32).max] = np.nan  # x³ overflows: NaN, as PyTorch's formula gives
+    # (the tails' relative error grows with |u|: e^-2u carries u's rounding)
+    np.testing.assert_allclose(first["gelu_tanh_y"], y, rtol=2e-5, atol=1e-37)
+    np.testing.assert_allclose(first["gelu_tanh_dx"], dx, rtol=2e-5, atol=1e-6)
     e = first["scan_e"]
     for where in (None, -1, -2, 1 << 15):
         got, rows = first[f"exp{where}"], first[f"softmax{where}"]
@@ -156,3 +169,13 @@ def test_the_c_loops_and_the_swift_loops_agree_to_the_bit():
         contiguous = fn(t).numpy()
         strided = fn(every_other).numpy()
         np.testing.assert_array_equal(contiguous.view(np.uint32), strided.view(np.uint32), err_msg=fn.__name__)
+    # GELU's tanh form, forward and backward (the strided input's gradient takes the generic kernel).
+    g = lucid.tensor(np.random.default_rng(12).standard_normal(x.size).astype(np.float32))
+    leaf, spread = lucid.tensor(x).requires_grad_(), lucid.tensor(np.repeat(x, 2)).requires_grad_()
+    results = []
+    for source, view in ((leaf, leaf), (spread, spread[::2])):
+        y = lucid.nn.functional.gelu(view, approximate="tanh")
+        (y * g).sum().backward()
+        results.append((y.detach().numpy(), source.grad.numpy()[:: 1 if source is leaf else 2]))
+    for got, want in zip(results[0], results[1]):
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -144,6 +144,24 @@ static inline __attribute__((always_inline)) void gelu_backward(const float *res
     for (ptrdiff_t i = 0; i < n; i++) o[i] = g[i] * fast_gelu_derivative(x[i]);
 }
 
+// UnaryKernel's geluTanh in float32, in its order of operations: u = √(2/π)·(x + 0.044715·x³)
+// (x³ as ((0.044715·x)·x)·x), y = x·σ(2u) and y' = s + 2x·s·(1 − s)·√(2/π)·(1 + 3·0.044715·x²).
+static inline __attribute__((always_inline)) float gelu_tanh_sigmoid(float x) {
+    return fast_sigmoid(2.0f * (0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+static inline __attribute__((always_inline)) void gelu_tanh(const float *restrict x, float *restrict o, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i++) o[i] = x[i] * gelu_tanh_sigmoid(x[i]);
+}
+
+static inline __attribute__((always_inline)) void gelu_tanh_backward(const float *restrict x, const float *restrict g,
+                                                                    float *restrict o, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i++) {
+        float v = x[i], s = gelu_tanh_sigmoid(v);
+        o[i] = g[i] * (s + 2.0f * v * s * (1.0f - s) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * v * v));
+    }
+}
+
 static inline __attribute__((always_inline)) void sigmoid(const float *x, float *o, ptrdiff_t n) {
     for (ptrdiff_t i = 0; i < n; i++) o[i] = fast_sigmoid(x[i]);
 }
@@ -406,6 +424,8 @@ LUCID_VARIANTS(tanh_, (const float *x, float *o, ptrdiff_t n), (x, o, n))
 LUCID_VARIANTS(silu_backward, (const float *x, const float *g, float *o, ptrdiff_t n), (x, g, o, n))
 LUCID_VARIANTS(gelu, (const float *x, float *o, ptrdiff_t n), (x, o, n))
 LUCID_VARIANTS(gelu_backward, (const float *x, const float *g, float *o, ptrdiff_t n), (x, g, o, n))
+LUCID_VARIANTS(gelu_tanh, (const float *x, float *o, ptrdiff_t n), (x, o, n))
+LUCID_VARIANTS(gelu_tanh_backward, (const float *x, const float *g, float *o, ptrdiff_t n), (x, g, o, n))
 LUCID_VARIANTS(cast_stats32, (const uint32_t *bits, ptrdiff_t n, const uint32_t *limits, uint64_t *out),
                (bits, n, limits, out))
 LUCID_VARIANTS(cast_stats16, (const uint16_t *bits, ptrdiff_t n, const uint32_t *limits, uint64_t *out),
@@ -489,6 +509,12 @@ void lucid_host_gelu(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(gel
 
 void lucid_host_gelu_backward(const float *x, const float *g, float *o, ptrdiff_t n) {
     LUCID_DISPATCH(gelu_backward, (x, g, o, n))
+}
+
+void lucid_host_gelu_tanh(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(gelu_tanh, (x, o, n)) }
+
+void lucid_host_gelu_tanh_backward(const float *x, const float *g, float *o, ptrdiff_t n) {
+    LUCID_DISPATCH(gelu_tanh_backward, (x, g, o, n))
 }
 
 // ---- the OpenMP pool -------------------------------------------------------------------------

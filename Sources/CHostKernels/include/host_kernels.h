@@ -47,6 +47,11 @@ void lucid_host_silu_backward(const float *x, const float *g, float *o, ptrdiff_
  * FastMath.gelu and FastMath.geluDerivative, bit for bit. */
 void lucid_host_gelu(const float *x, float *o, ptrdiff_t n);
 void lucid_host_gelu_backward(const float *x, const float *g, float *o, ptrdiff_t n);
+/* GELU's tanh form, x·σ(2u) with u = √(2/π)·(x + 0.044715·x³) (that is, x·(1 + tanh u)/2),
+ * and its gradient, on n floats: the engine's generic float32 kernel (UnaryKernel's
+ * geluTanh), bit for bit. */
+void lucid_host_gelu_tanh(const float *x, float *o, ptrdiff_t n);
+void lucid_host_gelu_tanh_backward(const float *x, const float *g, float *o, ptrdiff_t n);
 
 /// Whether any of `n` 32-bit (16-bit) floats, given as bits, has a magnitude (the bits with
 /// the sign cleared) above `limit`: 0x7f7fffff finds NaNs and infinities in float32,

@@ -288,15 +288,14 @@ extension DNNL {
     /// x = -3 it loses relative accuracy (about 1e-4 at -3, flushing to 0 past -5.5), where
     /// FastMath's keeps 1e-7. It serves float32 only (10× faster than FastMath here), as in
     /// PyTorch; bfloat16, whose tails it would flush although bfloat16 holds them, keeps FastMath.
-    /// The tanh form is served alike (float32 only), its tail against the host's sigmoid form.
-    /// SiLU is not served: the host's loop (CHostKernels, on the widest vector unit) was faster.
+    /// GELU's tanh form and SiLU are not served: the host's loops (CHostKernels, on the widest
+    /// vector unit) are faster (oneDNN's tanh form took 4 ns an element on AVX2, 4x the host's).
     private static func algorithm(_ op: UnaryKernel) -> (dnnl_alg_kind_t, Float)? {
         switch op {
         // sigmoid and tanh run on the host loops built for several vector units
         // (CHostKernels), which take one pass and need no scan for non-finite values.
         case .exp: return (dnnl_eltwise_exp, 0)
         case .gelu: return (dnnl_eltwise_gelu_erf, 0)
-        case .geluTanh: return (dnnl_eltwise_gelu_tanh, 0)
         default: return nil
         }
     }
@@ -307,7 +306,7 @@ extension DNNL {
     /// `out = op(a)` for contiguous tensors of one shape and dtype (float32 or bfloat16), or
     /// false when oneDNN does not take it (then nothing was written).
     static func unary(_ op: UnaryKernel, _ a: TensorImpl, into out: TensorImpl) -> Bool {
-        guard (op != .gelu && op != .geluTanh) || a.dtype == .float32,
+        guard op != .gelu || a.dtype == .float32,
             let rt = runtime, let (alg, alpha) = algorithm(op), let type = dataType(a.dtype), a.dtype == out.dtype,
             a.isContiguous, out.isContiguous, a.numel >= minEltwiseCount,
             // oneDNN's exp turns NaN into inf and its gelu +inf into NaN: tensors holding either
@@ -336,11 +335,11 @@ extension DNNL {
     }
 
     /// `gradIn = grad · op'(x)` through oneDNN's eltwise backward, for the float32 ops whose
-    /// derivative reads the input through a transcendental function (gelu and its tanh form),
+    /// derivative reads the input through a transcendental function (the exact gelu),
     /// or false when oneDNN does not take it. Its derivatives at NaN and ±inf are NaN,
     /// as the host loops' are, so no tensor needs turning away here.
     static func unaryBackward(_ op: UnaryKernel, x: TensorImpl, grad: TensorImpl, into gradIn: TensorImpl) -> Bool {
-        guard op == .gelu || op == .geluTanh, x.dtype == .float32, let rt = runtime, let (alg, alpha) = algorithm(op), let type = dataType(x.dtype),
+        guard op == .gelu, x.dtype == .float32, let rt = runtime, let (alg, alpha) = algorithm(op), let type = dataType(x.dtype),
             x.dtype == grad.dtype, x.dtype == gradIn.dtype, x.isContiguous, grad.isContiguous, gradIn.isContiguous,
             x.numel >= minEltwiseCount
         else { return false }

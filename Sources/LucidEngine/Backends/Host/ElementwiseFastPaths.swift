@@ -195,6 +195,7 @@ enum FloatFastPath {
         case .abs: for i in 0..<n { o[i] = Swift.abs(x[i]) }
         case .exp: for i in 0..<n { o[i] = Float.exp(x[i]) }
         case .gelu: lucid_host_gelu(x, o, n)
+        case .geluTanh: lucid_host_gelu_tanh(x, o, n)
         case .sigmoid: lucid_host_sigmoid(x, o, n)
         case .tanh: lucid_host_tanh(x, o, n)
         case .silu: lucid_host_silu(x, o, n)
@@ -219,6 +220,7 @@ enum FloatFastPath {
         case .tanh: for i in 0..<n { o[i] = g[i] * (1 - y[i] * y[i]) }
         case .sigmoid: for i in 0..<n { o[i] = g[i] * (y[i] * (1 - y[i])) }
         case .gelu: lucid_host_gelu_backward(x, g, o, n)
+        case .geluTanh: lucid_host_gelu_tanh_backward(x, g, o, n)
         case .silu: lucid_host_silu_backward(x, g, o, n)
         default: for i in 0..<n { o[i] = g[i] * op.derivative(x[i], y[i]) }
         }

@@ -36,9 +36,9 @@ extension HostBackend: ElementwiseKernels, FusedElementwiseKernels {
     func unaryBackward(_ op: UnaryKernel, x: TensorImpl, y: TensorImpl, grad: TensorImpl, into gradIn: TensorImpl) {
         #if canImport(CDNNL)
         if DNNL.unaryBackward(op, x: x, grad: grad, into: gradIn) { return }
-        // oneDNN's gelu derivatives beat the host loops by more than writing out a gradient of
+        // oneDNN's gelu derivative beats the host loop by more than writing out a gradient of
         // one value everywhere costs.
-        if op == .gelu || op == .geluTanh, FloatFastPath.splats(grad, gradIn),
+        if op == .gelu, FloatFastPath.splats(grad, gradIn),
             let dense = try? TensorImpl.empty(grad.shape, dtype: grad.dtype, on: HostBackend.scratch(beside: grad))
         {
             copy(grad, into: dense)
