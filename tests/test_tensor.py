@@ -340,8 +340,9 @@ def test_staging_larger_than_the_machine_is_a_runtime_error():
     for call in (
         lambda: lucid.arange(0, physical // 8 + 1),
         lambda: lucid.arange(0.0, float(physical // 12 + 1)),
-        lambda: lucid.randn(physical // 12 + 1),
-        lambda: lucid.rand(physical // 12 + 1),
+        lambda: lucid.randn(physical // 8 + 1),  # the draws (float32) and the tensor they fill
+        lambda: lucid.rand(physical // 8 + 1),
+        lambda: lucid.rand(physical // 16 + 1, dtype=lucid.float64),
     ):
         with pytest.raises(RuntimeError, match="out of memory"):
             call()

@@ -62,12 +62,16 @@ public final class Random: @unchecked Sendable {
         global.lock.withLock { global.source = RandomSource(seed: seed) }
     }
 
-    func draw(_ n: Int, _ one: (inout RandomSource) -> Double) -> [Double] {
+    /// `n` draws, in order, each converted by `one` to the element type the caller stores.
+    @inline(__always)
+    func draw<T>(_ n: Int, _ one: (inout RandomSource) -> T) -> [T] {
         lock.withLock {
-            var out = [Double]()
-            out.reserveCapacity(n)
-            for _ in 0..<n { out.append(one(&source)) }
-            return out
+            var state = source  // in registers while drawing, not in this object's memory
+            defer { source = state }
+            return [T](unsafeUninitializedCapacity: n) { buffer, count in
+                for i in 0..<n { (buffer.baseAddress! + i).initialize(to: one(&state)) }
+                count = n
+            }
         }
     }
 }

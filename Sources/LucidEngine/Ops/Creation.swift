@@ -115,6 +115,7 @@ package enum Creation {
         try random(shape, dtype: dtype, device: device, op: "randn") { $0.nextNormal() }
     }
 
+    @inline(__always)
     private static func random(
         _ shape: [Int], dtype: DType, device: Device, op: String,
         _ draw: (inout RandomSource) -> Double
@@ -124,9 +125,18 @@ package enum Creation {
         }
         try device.check(dtype, op: op)
         let n = try Shape.numel(shape)
-        try reserveStaging(n, bytesEach: 12)
-        let values = Random.global.draw(n, draw)
-        return try fromDoubles(values, shape: shape, dtype: dtype, device: device)
+        // The draws, then the float32 (float64) tensor they are written into.
+        if dtype == .float64 {
+            try reserveStaging(n, bytesEach: 16)
+            return try fromDoubles(Random.global.draw(n, draw), shape: shape, dtype: dtype, device: device)
+        }
+        // Each draw rounded once to float32 as it is made (to odd for the 16-bit floats, which
+        // round from there once more), staged and converted as fromDoubles does.
+        try reserveStaging(n, bytesEach: 8)
+        let floats: [Float] =
+            dtype.isLowPrecision
+            ? Random.global.draw(n) { roundedToOddFloat(draw(&$0)) } : Random.global.draw(n) { Float(draw(&$0)) }
+        return try fromFloats(floats, shape: shape, dtype: dtype, device: device)
     }
 
     /// Builds a tensor from float64 values, rounding once to `dtype` (through float32 rounded
@@ -145,6 +155,13 @@ package enum Creation {
             return try Ops.cast(staged, to: dtype)
         }
         let floats = dtype.isLowPrecision ? values.map { roundedToOddFloat($0) } : values.map { Float($0) }
+        return try fromFloats(floats, shape: shape, dtype: dtype, device: device)
+    }
+
+    /// Builds a tensor of a floating `dtype` other than float64 from float32 values already
+    /// rounded from float64 (to odd for the 16-bit floats, which round once more here).
+    private static func fromFloats(_ floats: [Float], shape: [Int], dtype: DType, device: Device) throws -> TensorImpl {
+        let backend = try Backends.backend(for: device)
         let staged = try TensorImpl.empty(shape, dtype: .float32, on: backend)
         floats.withUnsafeBytes { backend.write($0, into: staged) }
         return try Ops.cast(staged, to: dtype)

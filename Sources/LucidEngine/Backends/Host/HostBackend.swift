@@ -216,18 +216,32 @@ private struct CopyDestination<S: HostElement>: ElementVisitor {
         let loop = StridedLoop(shape: dst.shape, strides: [src.strides, dst.strides])
         // float64 into a 16-bit float rounds once: through float32 rounded to odd.
         let roundsToOdd = src.dtype == .float64 && dst.dtype.isLowPrecision
-        loop.forEachRun(bases: [0, 0]) { o, n, s in
+        // One loop per conversion, chosen once per run rather than per element.
+        @inline(__always)
+        func run(_ o: UnsafeBufferPointer<Int>, _ n: Int, _ s: UnsafeBufferPointer<Int>) {
             var i = o[0], k = o[1]
-            for _ in 0..<n {
-                if roundsToOdd {
+            let (si, sk) = (s[0], s[1])
+            if roundsToOdd {
+                for _ in 0..<n {
                     D.setFloat(pd, k, D.Real(roundedToOddFloat(Double(S.float(ps, i)))))
-                } else if S.isFloat {
-                    D.setFloat(pd, k, D.Real(S.float(ps, i)))
-                } else {
-                    D.setInt(pd, k, S.int(ps, i))
+                    i &+= si; k &+= sk
                 }
-                i &+= s[0]; k &+= s[1]
+            } else if S.isFloat {
+                for _ in 0..<n {
+                    D.setFloat(pd, k, D.Real(S.float(ps, i)))
+                    i &+= si; k &+= sk
+                }
+            } else {
+                for _ in 0..<n {
+                    D.setInt(pd, k, S.int(ps, i))
+                    i &+= si; k &+= sk
+                }
             }
+        }
+        if src.storage.sharesMemory(with: dst.storage) {
+            loop.forEachRun(bases: [0, 0], run)
+        } else {
+            loop.forEachRunInParallel(bases: [0, 0], run)
         }
     }
 }
