@@ -7,7 +7,7 @@ method and documentation come from its line there.
 
 from __future__ import annotations
 
-from .. import _C
+from .. import _C, _core
 from .._core import TensorBase, operand, result, scalar, scalar_or_raise, tensor_arg
 from .._types import bool_
 from .creation import tensor
@@ -984,35 +984,48 @@ sign.__doc__ = f"{_C._abi.DOCS['LUCID_SIGN']}, elementwise (bool stays bool)."
 unary_functions["round"], unary_functions["sign"] = round, sign
 
 
+def _operator(op):
+    """The operator method of binary `op`. Two tensors, the commonest case, go straight to the
+    engine's entry and into the result tensor (what `_C.binary` and `result` do, without their
+    calls: this is the hottest path there is); anything else takes `binary`."""
+    entry, record, fail, new, handle = _C.lib.lucid_binary, _C.Record, _C.raise_error, object.__new__, _C.RECORD_HANDLE
+
+    def method(self, o):
+        if isinstance(o, TensorBase):
+            r = record()
+            rc = entry(op, self._h, o._h, r)
+            if rc:
+                fail(rc)
+            t = new(_core.Tensor)
+            t._h, t._r = r[handle], r
+            t._meta = t._shape = None
+            return t
+        return binary(op, self, o)
+
+    return method
+
+
 class ElementwiseMethods:
     """Tensor's operators and elementwise methods."""
 
     __slots__ = ()
 
-    def __add__(self, o):
-        if isinstance(o, TensorBase):  # the commonest case, without the general path's calls
-            return result(_binary_op(_ADD, self._h, o._h))
-        return binary(_ADD, self, o)
+    __add__ = _operator(_ADD)
 
     def __radd__(self, o):
         return binary(_ADD, self, o, True)
 
-    def __sub__(self, o):
-        return binary(_SUB, self, o)
+    __sub__ = _operator(_SUB)
 
     def __rsub__(self, o):
         return binary(_SUB, self, o, True)
 
-    def __mul__(self, o):
-        if isinstance(o, TensorBase):
-            return result(_binary_op(_MUL, self._h, o._h))
-        return binary(_MUL, self, o)
+    __mul__ = _operator(_MUL)
 
     def __rmul__(self, o):
         return binary(_MUL, self, o, True)
 
-    def __truediv__(self, o):
-        return binary(_DIV, self, o)
+    __truediv__ = _operator(_DIV)
 
     def __rtruediv__(self, o):
         return binary(_DIV, self, o, True)
