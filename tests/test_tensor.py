@@ -819,3 +819,26 @@ def test_metal_and_cpu_give_identical_results():
             )
         else:
             assert_same(b, a)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "bfloat16", "int16"])
+@pytest.mark.parametrize(
+    "shape, view, np_view",
+    [
+        ((512, 512), lambda t: t.t(), lambda a: a.T),  # rows a power of two apart: the tiled copy
+        ((37, 70), lambda t: t.t(), lambda a: a.T),  # partial tiles at the edges
+        ((16, 16), lambda t: t.t(), lambda a: a.T),
+        ((3, 40, 33), lambda t: t.transpose(1, 2), lambda a: a.transpose(0, 2, 1)),  # a batch of them
+        ((40, 80), lambda t: t[:, 5:60].t(), lambda a: a[:, 5:60].T),  # the source's rows are longer
+        ((2, 20, 50), lambda t: t.transpose(0, 2), lambda a: a.transpose(2, 1, 0)),  # another layout
+    ],
+)
+def test_copies_of_transposed_matrices_against_numpy(dtype, shape, view, np_view):
+    values = np.random.default_rng(5).standard_normal(shape) * 50
+    t = lucid.tensor(values).to(getattr(lucid, dtype))
+    exact = t.float().numpy().astype(np.float64) if dtype == "bfloat16" else t.numpy()  # the stored values
+    got = view(t).contiguous()
+    assert got.is_contiguous() and tuple(got.shape) == np_view(exact).shape
+    # the copy's bytes, read back through a contiguous-to-contiguous conversion
+    got = got.float().numpy() if dtype == "bfloat16" else got.numpy()
+    np.testing.assert_array_equal(got, np_view(exact))

@@ -110,12 +110,61 @@ final class HostBackend: Backend {
         dispatch(src.dtype, CopySource(src: src, dst: dst))
     }
 
+    /// A transposed matrix, or a batch of them (`src`'s last two strides (1, ld) with ld > 1),
+    /// into a contiguous `dst` of separate storage, in square tiles: read column by column, a
+    /// source line would leave the cache before its neighbouring elements were read. False
+    /// (nothing written) for any other layout, or matrices too small to gain.
+    private static func copyTransposed<T>(
+        _ ps: UnsafePointer<T>, _ src: TensorImpl, into pd: UnsafeMutablePointer<T>, _ dst: TensorImpl
+    ) -> Bool {
+        let n = dst.ndim
+        guard n == 2 || n == 3, dst.isContiguous, !src.storage.sharesMemory(with: dst.storage) else { return false }
+        let (rows, cols) = (dst.shape[n - 2], dst.shape[n - 1])
+        let ld = src.strides[n - 1], batchStride = n == 3 ? src.strides[0] : 0
+        guard src.strides[n - 2] == 1, ld >= rows, rows >= tile, cols >= tile else { return false }
+        let batch = n == 3 ? dst.shape[0] : 1
+        let rowTiles = (rows + tile - 1) / tile
+        // Parts of whole tile rows of every matrix, each part writing its own rows. A tile's
+        // source lines are read whole into a buffer, then its destination lines written whole:
+        // lines a power of two apart share a cache set, and kept together they would evict one
+        // another.
+        HostThreads.forEachRange(batch * rowTiles, grain: Swift.max(1, HostThreads.streamingGrain / (tile * cols)), align: 1) {
+            range in
+            withUnsafeTemporaryAllocation(of: T.self, capacity: tile * tile) { buffer in
+                let t = buffer.baseAddress!
+                for unit in range {
+                    let b = unit / rowTiles, i0 = (unit % rowTiles) * tile
+                    let s = ps + b &* batchStride, d = pd + b &* rows &* cols
+                    let h = Swift.min(tile, rows - i0)
+                    var j0 = 0
+                    while j0 < cols {
+                        let w = Swift.min(tile, cols - j0)
+                        for j in 0..<w {
+                            let line = s + (i0 &+ (j0 &+ j) &* ld)
+                            for i in 0..<h { t[j &* tile &+ i] = line[i] }
+                        }
+                        for i in 0..<h {
+                            let line = d + ((i0 &+ i) &* cols &+ j0)
+                            for j in 0..<w { line[j] = t[j &* tile &+ i] }
+                        }
+                        j0 += w
+                    }
+                }
+            }
+        }
+        return true
+    }
+
+    /// The side of the square tiles of `copyTransposed`.
+    private static let tile = 16
+
     /// Copies the elements of `src` into `dst` (same shape, elements of `T`'s size), run by
     /// run: contiguous runs as block copies, a repeated element (stride 0) as a fill. Large
     /// copies between separate storages run in parallel parts.
     private static func copyBits<T>(_: T.Type, _ src: TensorImpl, into dst: TensorImpl) {
         let ps = UnsafePointer(address(src).assumingMemoryBound(to: T.self))
         let pd = address(dst).assumingMemoryBound(to: T.self)
+        if copyTransposed(ps, src, into: pd, dst) { return }
         @inline(__always)
         func run(_ o: UnsafeBufferPointer<Int>, _ n: Int, _ s: UnsafeBufferPointer<Int>) {
             if s[1] == 1 && s[0] == 1 { return (pd + o[1]).update(from: ps + o[0], count: n) }
