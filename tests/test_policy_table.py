@@ -63,6 +63,8 @@ RUNNERS = {
     "linear": lambda t, d: F.linear(t(2, 3), t(4, 3), t(4)),
     "lstm": lambda t, d: lucid.nn.LSTM(3, 4).to(d)(t(5, 2, 3))[0],
     "lstm_cell": lambda t, d: lucid.nn.LSTMCell(3, 4).to(d)(t(2, 3))[0],
+    "gru": lambda t, d: lucid.nn.GRU(3, 4).to(d)(t(5, 2, 3))[0],
+    "gru_cell": lambda t, d: lucid.nn.GRUCell(3, 4).to(d)(t(2, 3)),
     "sum": lambda t, d: t(3).sum(),
     "mean": lambda t, d: t(3).mean(),
     "max": lambda t, d: t(2, 3).max(1).values,

@@ -1,13 +1,14 @@
 """Recurrent layers: RNN, LSTM and GRU, and their single-step cells, with PyTorch's
 parameter names, layouts, initialisation and gate order, so that a PyTorch state dict loads.
 
-An LSTM layer over a sequence is one engine op (``lstm``: its products in lower precision
-under autocast, as PyTorch's autocast lists ``lstm``), whose backward through time runs in the
-engine. The other layers and the cells run step by step: a pair of ``linear`` products (the
-lower-precision autocast policy applies to them) and the gate arithmetic (for the LSTM cell,
-the engine's fused cell); gradients flow through the engine's autograd. A layer over a sequence makes the input's
-products for every step in one product first, so that each step has only the hidden state's
-left. Under autocast the hidden state follows the products' dtype.
+An LSTM or GRU layer over a sequence is one engine op (``lstm``, ``gru``: their products in
+lower precision under autocast, as PyTorch's autocast lists them), whose backward through time
+runs in the engine. The Elman layers and the cells run step by step: a pair of ``linear``
+products (the lower-precision autocast policy applies to them) and the gate arithmetic (for the
+LSTM and GRU cells, the engine's fused cells); gradients flow through the engine's autograd. A
+layer over a sequence makes the input's products for every step in one product first, so that
+each step has only the hidden state's left. Under autocast the hidden state follows the
+products' dtype.
 """
 
 from __future__ import annotations
@@ -48,15 +49,9 @@ def _lstm_projected_step(w_hr):
 
 
 def _gru_step(gi, h, w_hh, b_hh):
-    """One GRU step from the input's product ``gi = x W_ihᵀ + b_ih``."""
+    """One GRU step from the input's product ``gi = x W_ihᵀ + b_ih``: the engine's fused cell."""
     gh = F.linear(h.to(gi.dtype), w_hh, b_hh)
-    i_r, i_z, i_n = gi.chunk(3, 1)
-    h_r, h_z, h_n = gh.chunk(3, 1)
-    r = F.sigmoid(i_r + h_r)
-    z = F.sigmoid(i_z + h_z)
-    n = F.tanh(i_n + r * h_n)
-    h = (1.0 - z) * n + z * h.to(n.dtype)
-    return h, h
+    return result(_C.gru_cell(gi._h, gh._h, h._h))
 
 
 def _rnn_step(nonlinearity):
@@ -163,7 +158,7 @@ class GRUCell(_CellBase):
     def forward(self, input, hx=None):
         x, unbatched = self._batched(input, "input")
         h = self._state(hx, x.shape[0], x, unbatched)
-        out, _ = _gru_step(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh, self.bias_hh)
+        out = _gru_step(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh, self.bias_hh)
         return out.squeeze(0) if unbatched else out
 
 
@@ -227,9 +222,7 @@ class _RNNBase(Module):
         return getattr(self, self._names[layer * (2 if self.bidirectional else 1) + direction][-1])
 
     def _step(self):
-        return {"LSTM": _lstm_step, "GRU": _gru_step, "RNN_TANH": _rnn_step("tanh"), "RNN_RELU": _rnn_step("relu")}[
-            self.mode
-        ]
+        return {"LSTM": _lstm_step, "RNN_TANH": _rnn_step("tanh"), "RNN_RELU": _rnn_step("relu")}.get(self.mode)
 
     def _initial(self, hx, batch, like, unbatched, width=None):
         directions = 2 if self.bidirectional else 1
@@ -295,6 +288,21 @@ class _RNNBase(Module):
                     outputs.append(seq)
                     finals_h.append(h_k)
                     finals_c.append(c_k)
+                    continue
+                elif self.mode == "GRU":
+                    h_0 = h0[k]
+                    records = _C.gru_layer(
+                        layer_input._h,
+                        h_0._h,
+                        w_ih._h,
+                        w_hh._h,
+                        0 if b_ih is None else b_ih._h,
+                        0 if b_hh is None else b_hh._h,
+                        direction == 1,
+                    )
+                    seq, h_k = (result(r) for r in records)
+                    outputs.append(seq)
+                    finals_h.append(h_k)
                     continue
                 else:
                     state = h0[k]

@@ -44,6 +44,10 @@ enum KernelOp: Sendable {
     case lstmCell
     /// reads [activations, c, gradH?, gradHRecurrent?, gradC?], writes [gradGates, gradC]
     case lstmCellBackward
+    /// reads [xw, hw, h], writes [hNew, activations]
+    case gruCell
+    /// reads [activations, h, gradH, gradHRecurrent?, gradHCarry?], writes [gradXW, gradHW, gradHDirect]
+    case gruCellBackward
     /// reads [a], writes [out]
     case reduce(ReduceKernel, axes: [Int])
     /// reads [a], writes [indices, values?]
@@ -106,7 +110,7 @@ enum KernelOp: Sendable {
     var family: KernelFamily {
         switch self {
         case .binary, .binaryScalar, .unary, .unaryBackward, .compare, .select, .addScaled, .leakyRelu,
-            .leakyReluBackward, .lstmCell, .lstmCellBackward:
+            .leakyReluBackward, .lstmCell, .lstmCellBackward, .gruCell, .gruCellBackward:
             .elementwise
         case .reduce, .argReduce: .reduction
         case .gemm: .matmul
@@ -126,7 +130,7 @@ enum KernelOp: Sendable {
 
     /// Whether the op layer can compose the call from other kernels (the fused and direct
     /// kernels, which are optimisations) and the host's kernel for it computes in float32 (the
-    /// LSTM cell's, generic over the real type, is not among them).
+    /// recurrent cells', generic over the real type, are not among them).
     var isOptimisation: Bool {
         switch self {
         case .addScaled, .leakyRelu, .leakyReluBackward, .convolution, .avgPool2d, .avgPool2dBackward, .softmax,
@@ -144,7 +148,7 @@ enum KernelOp: Sendable {
         switch self {
         case .convolution, .softmax, .softmaxBackward, .attention, .normalizeRows, .normalizeRowsBackward,
             .normalizeChannels, .normalizeChannelsBackward, .scaleChannels, .scaleChannelsBackward, .lstmCell,
-            .lstmCellBackward:
+            .lstmCellBackward, .gruCell, .gruCellBackward:
             .compose
         default:
             .host
