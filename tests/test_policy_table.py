@@ -65,6 +65,8 @@ RUNNERS = {
     "lstm_cell": lambda t, d: lucid.nn.LSTMCell(3, 4).to(d)(t(2, 3))[0],
     "gru": lambda t, d: lucid.nn.GRU(3, 4).to(d)(t(5, 2, 3))[0],
     "gru_cell": lambda t, d: lucid.nn.GRUCell(3, 4).to(d)(t(2, 3)),
+    "rnn_tanh": lambda t, d: lucid.nn.RNN(3, 4).to(d)(t(5, 2, 3))[0],
+    "rnn_relu": lambda t, d: lucid.nn.RNN(3, 4, nonlinearity="relu").to(d)(t(5, 2, 3))[0],
     "sum": lambda t, d: t(3).sum(),
     "mean": lambda t, d: t(3).mean(),
     "max": lambda t, d: t(2, 3).max(1).values,

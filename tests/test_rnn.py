@@ -420,8 +420,16 @@ def test_lstm_projection_errors():
         m(lucid.tensor(rng.standard_normal((2, 1, 3)).astype(np.float32)), (lucid.zeros(1, 1, 4), lucid.zeros(1, 1, 4)))
 
 
-# ---- the GRU layer op: one engine op whose backward through time runs in the engine ----------
+# ---- the GRU and Elman layer ops: one engine op each, whose backward through time runs in the
+# engine ---------------------------------------------------------------------------------------
 
+# (name, class, its own arguments)
+LAYER_OPS = [
+    ("gru", nn.GRU, dict()),
+    ("rnn_tanh", nn.RNN, dict()),
+    ("rnn_relu", nn.RNN, dict(nonlinearity="relu")),
+]
+LAYER_IDS = [name for name, _, _ in LAYER_OPS]
 GRU_CASES = [
     dict(),
     dict(num_layers=2, bidirectional=True),
@@ -430,10 +438,11 @@ GRU_CASES = [
 ]
 
 
-def _gru_problem(kw, seed, steps=4, batch=2, features=3, hidden=4):
-    """A GRU, its float64 parameters, and an input, initial state and loss weights (all [T, B, ...])."""
+def _gru_problem(kw, seed, steps=4, batch=2, features=3, hidden=4, cls=nn.GRU, own=None):
+    """A GRU (or `cls`), its float64 parameters, and an input, initial state and loss weights
+    (all [T, B, ...])."""
     lucid.manual_seed(seed)
-    m = nn.GRU(features, hidden, **kw)
+    m = cls(features, hidden, **kw, **(own or {}))
     D, L = (2 if m.bidirectional else 1), m.num_layers
     r = np.random.default_rng(seed)
     arrays = {
@@ -454,14 +463,15 @@ def _gru_ref_loss(m, arrays, w_out, w_h):
 
 def _gru_run(m, arrays, w_out, w_h, dtype):
     """lucid's GRU on `arrays` in `dtype` (the module loaded with them): the loss, outputs, h_n and leaves."""
-    m.load_state_dict({k: lucid.tensor(v).to(dtype) for k, v in arrays.items() if k not in ("x", "h0")})
-    x = lucid.tensor(arrays["x"]).to(dtype)
+    d = m.weight_hh_l0.device
+    m.load_state_dict({k: lucid.tensor(v, dtype=dtype, device=d) for k, v in arrays.items() if k not in ("x", "h0")})
+    x = lucid.tensor(arrays["x"], dtype=dtype, device=d)
     x = (x.transpose(0, 1) if m.batch_first else x).detach().requires_grad_()
-    h0 = lucid.tensor(arrays["h0"]).to(dtype).requires_grad_()
+    h0 = lucid.tensor(arrays["h0"], dtype=dtype, device=d).requires_grad_()
     out, h_n = m(x, h0)
     seq = out.transpose(0, 1) if m.batch_first else out
-    loss = (seq.float() * lucid.tensor(w_out, dtype=lucid.float32)).sum() + (
-        h_n.float() * lucid.tensor(w_h, dtype=lucid.float32)
+    loss = (seq.float() * lucid.tensor(w_out, dtype=lucid.float32, device=d)).sum() + (
+        h_n.float() * lucid.tensor(w_h, dtype=lucid.float32, device=d)
     ).sum()
     return loss, seq, h_n, x, h0
 
@@ -474,13 +484,18 @@ def _gru_grads(m, x, h0):
     return g
 
 
-@pytest.mark.parametrize("dtype,tol", [(lucid.float64, 1e-7), (lucid.float32, 2e-5)])
+@pytest.mark.parametrize(
+    "device,dtype,tol", [("cpu", lucid.float64, 1e-7), ("cpu", lucid.float32, 2e-5), ("metal", lucid.float32, 2e-5)]
+)
 @pytest.mark.parametrize("kw", GRU_CASES)
-def test_the_gru_layer_and_its_gradients_match_pytorchs_equations(kw, dtype, tol):
+@pytest.mark.parametrize("name,cls,own", LAYER_OPS, ids=LAYER_IDS)
+def test_the_layer_ops_and_their_gradients_match_pytorchs_equations(name, cls, own, kw, device, dtype, tol):
     # Outputs, h_n and the gradient of every input (sequence, initial state, each weight and
     # bias) against central differences of the float64 numpy reference, which knows nothing of
-    # lucid: float64 runs the engine's generic loops, float32 the C kernels.
-    m, arrays, w_out, w_h = _gru_problem(kw, seed=11)
+    # lucid: float64 runs the engine's generic loops, float32 the C kernels, "metal" (where the
+    # backend has no fused cell) the composed steps.
+    m, arrays, w_out, w_h = _gru_problem(kw, seed=11, cls=cls, own=own)
+    m = m.to(device)
     if dtype is lucid.float64:
         m = m.double()
     loss, seq, h_n, x, h0 = _gru_run(m, arrays, w_out, w_h, dtype)
@@ -509,17 +524,20 @@ def test_the_gru_reset_gate_scales_the_hidden_bias_too():
     assert abs(out.item() - np.tanh(sig(0.3 - 0.7) * 0.8)) < 1e-12
 
 
-def test_the_gru_layer_and_cell_are_one_graph_node_each():
+def test_the_layers_and_the_gru_cell_are_one_graph_node_each():
     # The layer's output is the op's own result (not a stack of per-step nodes), the cell's too.
-    m = nn.GRU(3, 4)
-    out, _ = m(lucid.randn(5, 2, 3, requires_grad=True))
-    assert out.grad_fn == "GruBackward"
+    for m, node in [(nn.GRU(3, 4), "GruBackward"), (nn.RNN(3, 4), "Rnn_tanhBackward")]:
+        out, _ = m(lucid.randn(5, 2, 3, requires_grad=True))
+        assert out.grad_fn == node
+    out, _ = nn.RNN(3, 4, nonlinearity="relu")(lucid.randn(5, 2, 3, requires_grad=True))
+    assert out.grad_fn == "Rnn_reluBackward"
     cell = nn.GRUCell(3, 4)
     assert cell(lucid.randn(2, 3), lucid.randn(2, 4, requires_grad=True)).grad_fn == "Gru_cellBackward"
 
 
-def test_a_gru_layers_output_changed_in_place_is_caught_by_backward():
-    m = nn.GRU(2, 3)
+@pytest.mark.parametrize("name,cls,own", LAYER_OPS, ids=LAYER_IDS)
+def test_a_layer_ops_output_changed_in_place_is_caught_by_backward(name, cls, own):
+    m = cls(2, 3, **own)
     x = lucid.randn(4, 1, 2, requires_grad=True)
     out, h = m(x)
     loss = (out * 2).sum()
@@ -530,9 +548,10 @@ def test_a_gru_layers_output_changed_in_place_is_caught_by_backward():
 
 
 @pytest.mark.parametrize("device", ["cpu", "metal"])
-def test_gru_edge_cases_no_steps_no_batch_and_unbatched(device):
+@pytest.mark.parametrize("name,cls,own", LAYER_OPS, ids=LAYER_IDS)
+def test_layer_op_edge_cases_no_steps_no_batch_and_unbatched(name, cls, own, device):
     lucid.manual_seed(2)
-    m = nn.GRU(3, 4, num_layers=2, bidirectional=True).to(device)
+    m = cls(3, 4, num_layers=2, bidirectional=True, **own).to(device)
     # No steps: an empty output, and h_n is h_0 (its gradient passes straight through).
     h0 = lucid.tensor(rng.standard_normal((4, 2, 4)).astype(np.float32), device=device, requires_grad=True)
     out, h = m(lucid.zeros(0, 2, 3, device=device), h0)
@@ -554,12 +573,13 @@ def test_gru_edge_cases_no_steps_no_batch_and_unbatched(device):
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(num_layers=2, bidirectional=True)])
-def test_the_gru_layer_in_bfloat16_follows_the_rounded_reference(kw):
+@pytest.mark.parametrize("name,cls,own", LAYER_OPS, ids=LAYER_IDS)
+def test_the_layer_ops_in_bfloat16_follow_the_rounded_reference(name, cls, own, kw):
     # The module and input in bfloat16: the reference runs in float64 from the same rounded
     # values (ml_dtypes), and lucid's results, each rounded once to bfloat16, stay within a
     # few bfloat16 steps of it, gradients included.
     ml_dtypes = pytest.importorskip("ml_dtypes")
-    m, arrays, w_out, w_h = _gru_problem(kw, seed=13, steps=6, batch=3, features=5, hidden=8)
+    m, arrays, w_out, w_h = _gru_problem(kw, seed=13, steps=6, batch=3, features=5, hidden=8, cls=cls, own=own)
     rounded = {k: v.astype(ml_dtypes.bfloat16).astype(np.float64) for k, v in arrays.items()}
     m = m.to(lucid.bfloat16)
     loss, seq, h_n, x, h0 = _gru_run(m, rounded, w_out, w_h, lucid.bfloat16)
@@ -576,10 +596,15 @@ def test_the_gru_layer_in_bfloat16_follows_the_rounded_reference(kw):
 
 
 @pytest.mark.parametrize("device,dt", [("cpu", lucid.bfloat16), ("cpu", lucid.float16), ("metal", lucid.float16)])
-def test_gru_under_autocast_runs_in_the_lower_precision(device, dt):
-    # As PyTorch's autocast lists gru: the output and h_n in the lower precision, the
-    # parameters' gradients in float32, all within the dtype's precision of float32's.
-    m, arrays, w_out, w_h = _gru_problem(dict(num_layers=2), seed=17, steps=5, batch=3, features=6, hidden=8)
+@pytest.mark.parametrize("name,cls,own", LAYER_OPS, ids=LAYER_IDS)
+def test_layer_ops_under_autocast_run_in_the_lower_precision(name, cls, own, device, dt):
+    # As PyTorch's autocast lists gru (and its CUDA RNNs): the output and h_n in the lower
+    # precision, the parameters' gradients in float32, all within the dtype's precision of
+    # float32's (the outputs only for ReLU, whose gradient jumps where a rounded
+    # pre-activation crosses 0).
+    m, arrays, w_out, w_h = _gru_problem(
+        dict(num_layers=2), seed=17, steps=5, batch=3, features=6, hidden=8, cls=cls, own=own
+    )
     m = m.to(device)
     m.load_state_dict({k: lucid.tensor(v, dtype=lucid.float32) for k, v in arrays.items() if k not in ("x", "h0")})
     grads = []
@@ -594,7 +619,9 @@ def test_gru_under_autocast_runs_in_the_lower_precision(device, dt):
         assert out.dtype == h.dtype == want_dtype
         loss = (out.float() * lucid.tensor(w_out[:, :, :8], dtype=lucid.float32, device=device)).sum()
         loss.backward()
-        grads.append([x.grad.numpy()] + [p.grad.numpy().copy() for p in m.parameters()])
+        grads.append([out.float().detach().numpy(), h.float().numpy()])
+        if name != "rnn_relu":
+            grads[-1] += [x.grad.numpy()] + [p.grad.numpy().copy() for p in m.parameters()]
         assert all(p.grad.dtype == lucid.float32 for p in m.parameters())
     tol = 0.08 if dt is lucid.bfloat16 else 0.02
     for g32, g16 in zip(*grads):
@@ -645,6 +672,10 @@ def test_gru_layer_errors_name_what_is_wrong():
         _C.gru_layer(x._h, lucid.zeros(3, 5)._h, w_ih._h, w_hh._h, 0, 0, False)
     with pytest.raises(TypeError, match="gru"):
         _C.gru_layer(x.long()._h, h0.long()._h, w_ih.long()._h, w_hh.long()._h, 0, 0, False)
+    with pytest.raises(ValueError, match=r"rnn_relu: weight_hh must have shape \[1 \* hidden, hidden\]"):
+        _C.rnn_layer(x._h, h0._h, lucid.zeros(5, 4)._h, w_hh._h, 0, 0, True, False)
+    with pytest.raises(ValueError, match="rnn_tanh: the initial state h_0 must have shape"):
+        _C.rnn_layer(x._h, lucid.zeros(2, 4)._h, lucid.zeros(5, 4)._h, lucid.zeros(5, 5)._h, 0, 0, False, False)
     with pytest.raises(ValueError, match="gru_cell: expected gate inputs"):
         _C.gru_cell(lucid.zeros(2, 15)._h, lucid.zeros(2, 15)._h, lucid.zeros(2, 4)._h)
     seq, h = (result(r) for r in _C.gru_layer(x._h, h0._h, w_ih._h, w_hh._h, 0, 0, True))

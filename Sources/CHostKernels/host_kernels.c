@@ -320,10 +320,43 @@ static inline __attribute__((always_inline)) float f32_store(float v) { return v
         }                                                                                                      \
     }
 
+// One Elman step over count elements of T, computed in float32 as the engine's RNNCellForward
+// computes it: h = act(x + y) from the input's and the hidden state's products, with act tanh
+// or (relu != 0) ReLU, which keeps NaN; rounded once into T.
+#define LUCID_RNN_CELL(name, T, LOAD, STORE)                                                                    \
+    static inline __attribute__((always_inline)) void name(const T *restrict x, const T *restrict y,           \
+                                                           T *restrict h, ptrdiff_t count, int relu) {         \
+        if (relu) {                                                                                            \
+            for (ptrdiff_t i = 0; i < count; i++) {                                                            \
+                float v = LOAD(x[i]) + LOAD(y[i]);                                                             \
+                h[i] = STORE(v < 0.0f ? 0.0f : v);                                                             \
+            }                                                                                                  \
+        } else {                                                                                               \
+            for (ptrdiff_t i = 0; i < count; i++) h[i] = STORE(fast_tanh(LOAD(x[i]) + LOAD(y[i])));            \
+        }                                                                                                      \
+    }
+
+// Its backward from the step's output h (as stored) and the gradient reaching it (gh, plus
+// gh_more when given: the recurrent part, summed in float32): the gradient of the products' sum.
+#define LUCID_RNN_CELL_BACKWARD(name, T, LOAD, STORE)                                                           \
+    static inline __attribute__((always_inline)) void name(const T *restrict h, const T *restrict gh,          \
+                                                           const T *restrict gh_more, T *restrict d,            \
+                                                           ptrdiff_t count, int relu) {                         \
+        for (ptrdiff_t i = 0; i < count; i++) {                                                                \
+            float g = gh_more ? LOAD(gh[i]) + LOAD(gh_more[i]) : LOAD(gh[i]);                                  \
+            float y = LOAD(h[i]);                                                                              \
+            d[i] = STORE(relu ? (y > 0.0f ? g : 0.0f) : g * (1.0f - y * y));                                   \
+        }                                                                                                      \
+    }
+
 LUCID_LSTM_CELL(lstm_cell, float, f32_load, f32_store)
 LUCID_LSTM_CELL(lstm_cell_bf16, uint16_t, bf16_load, bf16_store)
 LUCID_LSTM_CELL_BACKWARD(lstm_cell_backward, float, f32_load, f32_store)
 LUCID_LSTM_CELL_BACKWARD(lstm_cell_backward_bf16, uint16_t, bf16_load, bf16_store)
+LUCID_RNN_CELL(rnn_cell, float, f32_load, f32_store)
+LUCID_RNN_CELL(rnn_cell_bf16, uint16_t, bf16_load, bf16_store)
+LUCID_RNN_CELL_BACKWARD(rnn_cell_backward, float, f32_load, f32_store)
+LUCID_RNN_CELL_BACKWARD(rnn_cell_backward_bf16, uint16_t, bf16_load, bf16_store)
 LUCID_GRU_CELL(gru_cell, float, f32_load, f32_store)
 LUCID_GRU_CELL(gru_cell_bf16, uint16_t, bf16_load, bf16_store)
 LUCID_GRU_CELL_BACKWARD(gru_cell_backward, float, f32_load, f32_store)
@@ -483,6 +516,13 @@ LUCID_VARIANTS(lstm_cell_bf16, (const uint16_t *x, const uint16_t *y, const uint
 LUCID_VARIANTS(lstm_cell_backward_bf16, (const float *act, const uint16_t *c, const uint16_t *gh, const uint16_t *gh_more,
                                          const uint16_t *gc, uint16_t *dg, uint16_t *dc, ptrdiff_t batch, ptrdiff_t n),
                (act, c, gh, gh_more, gc, dg, dc, batch, n))
+LUCID_VARIANTS(rnn_cell, (const float *x, const float *y, float *h, ptrdiff_t count, int relu), (x, y, h, count, relu))
+LUCID_VARIANTS(rnn_cell_backward, (const float *h, const float *gh, const float *gh_more, float *d, ptrdiff_t count,
+                                   int relu), (h, gh, gh_more, d, count, relu))
+LUCID_VARIANTS(rnn_cell_bf16, (const uint16_t *x, const uint16_t *y, uint16_t *h, ptrdiff_t count, int relu),
+               (x, y, h, count, relu))
+LUCID_VARIANTS(rnn_cell_backward_bf16, (const uint16_t *h, const uint16_t *gh, const uint16_t *gh_more, uint16_t *d,
+                                        ptrdiff_t count, int relu), (h, gh, gh_more, d, count, relu))
 LUCID_VARIANTS(gru_cell, (const float *x, const float *y, const float *h, float *h_new, float *act, ptrdiff_t batch,
                           ptrdiff_t n), (x, y, h, h_new, act, batch, n))
 LUCID_VARIANTS(gru_cell_backward, (const float *act, const float *h, const float *gh, const float *gh_more,
@@ -549,6 +589,24 @@ void lucid_host_lstm_cell_bf16(const uint16_t *x, const uint16_t *y, const uint1
 void lucid_host_lstm_cell_backward_bf16(const float *act, const uint16_t *c, const uint16_t *gh, const uint16_t *gh_more,
                                         const uint16_t *gc, uint16_t *dg, uint16_t *dc, ptrdiff_t batch, ptrdiff_t n) {
     LUCID_DISPATCH(lstm_cell_backward_bf16, (act, c, gh, gh_more, gc, dg, dc, batch, n))
+}
+
+void lucid_host_rnn_cell(const float *x, const float *y, float *h, ptrdiff_t count, int relu) {
+    LUCID_DISPATCH(rnn_cell, (x, y, h, count, relu))
+}
+
+void lucid_host_rnn_cell_backward(const float *h, const float *gh, const float *gh_more, float *d, ptrdiff_t count,
+                                  int relu) {
+    LUCID_DISPATCH(rnn_cell_backward, (h, gh, gh_more, d, count, relu))
+}
+
+void lucid_host_rnn_cell_bf16(const uint16_t *x, const uint16_t *y, uint16_t *h, ptrdiff_t count, int relu) {
+    LUCID_DISPATCH(rnn_cell_bf16, (x, y, h, count, relu))
+}
+
+void lucid_host_rnn_cell_backward_bf16(const uint16_t *h, const uint16_t *gh, const uint16_t *gh_more, uint16_t *d,
+                                       ptrdiff_t count, int relu) {
+    LUCID_DISPATCH(rnn_cell_backward_bf16, (h, gh, gh_more, d, count, relu))
 }
 
 void lucid_host_gru_cell(const float *x, const float *y, const float *h, float *h_new, float *act, ptrdiff_t batch,

@@ -425,6 +425,21 @@ public func lucid_gru_layer(
     }
 }
 
+@_cdecl("lucid_rnn_layer")
+public func lucid_rnn_layer(
+    _ x: UInt32, _ h0: UInt32, _ wIh: UInt32, _ wHh: UInt32, _ bIh: UInt32, _ bHh: UInt32, _ relu: Int32,
+    _ reverse: Int32, _ out: UnsafeMutablePointer<Int64>?, _ hN: UnsafeMutablePointer<Int64>?
+) -> Int32 {
+    abiCall {
+        guard out != nil, hN != nil else { throw LucidError(.value, "rnn_layer: output pointers are null") }
+        let (o, h) = try Recurrent.rnnLayer(
+            try tensors.get(x), h0: try tensors.get(h0), wIh: try tensors.get(wIh), wHh: try tensors.get(wHh),
+            bIh: try optionalTensor(bIh), bHh: try optionalTensor(bHh), relu: relu != 0, reverse: reverse != 0)
+        try emit(o, out)
+        try emit(h, hN)
+    }
+}
+
 @_cdecl("lucid_dropout")
 public func lucid_dropout(_ a: UInt32, _ p: Double, _ training: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try Activations.dropout(try tensors.get(a), p: p, training: training != 0), out) }

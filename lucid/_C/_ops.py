@@ -1216,6 +1216,24 @@ def gru_layer(x, h0, w_ih, w_hh, b_ih, b_hh, reverse):
     return out_, h_n_
 
 
+_lucid_rnn_layer = _lib.lucid_rnn_layer
+
+
+def rnn_layer(x, h0, w_ih, w_hh, b_ih, b_hh, relu, reverse):
+    """One Elman RNN layer over a sequence x ([steps, batch, features]) from the state h0 ([batch,
+    hidden]): h' = tanh (or, when relu, ReLU) of x w_ih^T + b_ih + h w_hh^T + b_hh, with PyTorch's
+    weights (w_ih [hidden, features], w_hh [hidden, hidden]) and optional biases (0 for none), from
+    the last step to the first when reverse: every step's hidden state to out ([steps, batch,
+    hidden]), the final one to h_n.
+    """
+    out_ = Record()
+    h_n_ = Record()
+    rc = _lucid_rnn_layer((x if x.__class__ is int else x._h), (h0 if h0.__class__ is int else h0._h), (w_ih if w_ih.__class__ is int else w_ih._h), (w_hh if w_hh.__class__ is int else w_hh._h), (b_ih if b_ih.__class__ is int else b_ih._h), (b_hh if b_hh.__class__ is int else b_hh._h), relu, reverse, out_, h_n_)
+    if rc:
+        _raise(rc)
+    return out_, h_n_
+
+
 _lucid_layer_norm = _lib.lucid_layer_norm
 
 

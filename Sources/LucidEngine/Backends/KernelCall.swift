@@ -44,6 +44,10 @@ enum KernelOp: Sendable {
     case lstmCell
     /// reads [activations, c, gradH?, gradHRecurrent?, gradC?], writes [gradGates, gradC]
     case lstmCellBackward
+    /// reads [xw, hw], writes [h]
+    case rnnCell(relu: Bool)
+    /// reads [h, gradH, gradHRecurrent?], writes [gradPre]
+    case rnnCellBackward(relu: Bool)
     /// reads [xw, hw, h], writes [hNew, activations]
     case gruCell
     /// reads [activations, h, gradH, gradHRecurrent?, gradHCarry?], writes [gradXW, gradHW, gradHDirect]
@@ -110,7 +114,8 @@ enum KernelOp: Sendable {
     var family: KernelFamily {
         switch self {
         case .binary, .binaryScalar, .unary, .unaryBackward, .compare, .select, .addScaled, .leakyRelu,
-            .leakyReluBackward, .lstmCell, .lstmCellBackward, .gruCell, .gruCellBackward:
+            .leakyReluBackward, .lstmCell, .lstmCellBackward, .rnnCell, .rnnCellBackward, .gruCell,
+            .gruCellBackward:
             .elementwise
         case .reduce, .argReduce: .reduction
         case .gemm: .matmul
@@ -148,7 +153,7 @@ enum KernelOp: Sendable {
         switch self {
         case .convolution, .softmax, .softmaxBackward, .attention, .normalizeRows, .normalizeRowsBackward,
             .normalizeChannels, .normalizeChannelsBackward, .scaleChannels, .scaleChannelsBackward, .lstmCell,
-            .lstmCellBackward, .gruCell, .gruCellBackward:
+            .lstmCellBackward, .rnnCell, .rnnCellBackward, .gruCell, .gruCellBackward:
             .compose
         default:
             .host

@@ -1,4 +1,4 @@
-/// The recurrent layers' ops: a whole LSTM or GRU layer over a sequence as one op (one graph
+/// The recurrent layers' ops: a whole Elman, LSTM or GRU layer over a sequence as one op (one graph
 /// node, its backward through time run by the engine), and one step's gate arithmetic as one
 /// op, through the backend's fused cell kernel where it has one, composed from elementwise ops
 /// elsewhere. This file holds what the layers share: the operands' checks, the products, the
@@ -11,7 +11,10 @@ package enum Recurrent {
     static let gruCell = OpInfo("gru_cell", .none)
     /// As `lstm`, for PyTorch's `gru`.
     static let gru = OpInfo("gru", .lowerPrecision)
-    static let infos = [lstmCell, lstm, gruCell, gru]
+    /// As `lstm`, for PyTorch's `rnn_tanh` and `rnn_relu`.
+    static let rnnTanh = OpInfo("rnn_tanh", .lowerPrecision)
+    static let rnnRelu = OpInfo("rnn_relu", .lowerPrecision)
+    static let infos = [lstmCell, lstm, gruCell, gru, rnnTanh, rnnRelu]
 
     /// A layer op's operands, cast to one dtype and contiguous.
     struct Layer {

@@ -1,6 +1,6 @@
 import CHostKernels
 
-/// The host's fused LSTM and GRU cells (family `elementwise`): the gates' arithmetic of one step
+/// The host's fused Elman, LSTM and GRU cells (family `elementwise`): the gates' arithmetic of one step
 /// in one pass instead of a dozen elementwise ops and their graph nodes. float32 and bfloat16 run the
 /// vector loops of CHostKernels, float16 runs them on float32 copies (each result rounded once
 /// into the dtype); float64 (and float16 when the copies cannot be had) runs the generic loops
@@ -62,6 +62,33 @@ extension HostBackend: RecurrentCellKernels {
             LSTMCellBackward(
                 act: activations, c: c, gh: gradH, ghMore: gradHRecurrent, gc: gradC,
                 dGates: gradGates, dc: gradCPrevious))
+    }
+
+    func rnnCell(_ xw: TensorImpl, _ hw: TensorImpl, relu: Bool, h: TensorImpl) {
+        let count = h.numel, r: Int32 = relu ? 1 : 0
+        if h.dtype == .float32 { return lucid_host_rnn_cell(floats(xw), floats(hw), floats(h), count, r) }
+        if h.dtype == .bfloat16 { return lucid_host_rnn_cell_bf16(bits(xw), bits(hw), bits(h), count, r) }
+        if h.dtype == .float16, let wide = float32([xw, hw], [h]) {
+            lucid_host_rnn_cell(floats(wide[0]), floats(wide[1]), floats(wide[2]), count, r)
+            return copy(wide[2], into: h)
+        }
+        dispatch(h.dtype, RNNCellForward(xw: xw, hw: hw, relu: relu, h: h))
+    }
+
+    func rnnCellBackward(h: TensorImpl, relu: Bool, gradH: TensorImpl, gradHRecurrent: TensorImpl?, gradPre: TensorImpl) {
+        let count = h.numel, r: Int32 = relu ? 1 : 0
+        if h.dtype == .float32 {
+            return lucid_host_rnn_cell_backward(floats(h), floats(gradH), gradHRecurrent.map(floats), floats(gradPre), count, r)
+        }
+        if h.dtype == .bfloat16 {
+            return lucid_host_rnn_cell_backward_bf16(bits(h), bits(gradH), gradHRecurrent.map(bits), bits(gradPre), count, r)
+        }
+        if h.dtype == .float16, let wide = float32([h, gradH] + [gradHRecurrent].compactMap { $0 }, [gradPre]) {
+            let more = gradHRecurrent == nil ? nil : wide[2]
+            lucid_host_rnn_cell_backward(floats(wide[0]), floats(wide[1]), more.map(floats), floats(wide[wide.count - 1]), count, r)
+            return copy(wide[wide.count - 1], into: gradPre)
+        }
+        dispatch(h.dtype, RNNCellBackward(h: h, relu: relu, gh: gradH, ghMore: gradHRecurrent, d: gradPre))
     }
 
     func gruCell(_ xw: TensorImpl, _ hw: TensorImpl, _ h: TensorImpl, hNew: TensorImpl, activations: TensorImpl) {
@@ -256,6 +283,32 @@ private struct GRUCellBackward: ElementVisitor {
                 E.setFloat(pdy, q + 2 * n, dg * r)
                 E.setFloat(pdh, k, d * z)
             }
+        }
+    }
+}
+
+private struct RNNCellForward: ElementVisitor {
+    let xw: TensorImpl, hw: TensorImpl, relu: Bool, h: TensorImpl
+    func visit<E: HostElement>(_: E.Type) {
+        let px = UnsafePointer(hostPointer(xw, E.self)), py = UnsafePointer(hostPointer(hw, E.self))
+        let pout = hostPointer(h, E.self)
+        for i in 0..<h.numel {
+            let v = E.float(px, i) + E.float(py, i)
+            E.setFloat(pout, i, relu ? (v < 0 ? 0 : v) : E.Real.tanh(v))
+        }
+    }
+}
+
+private struct RNNCellBackward: ElementVisitor {
+    let h: TensorImpl, relu: Bool, gh: TensorImpl, ghMore: TensorImpl?, d: TensorImpl
+    func visit<E: HostElement>(_: E.Type) {
+        let ph = UnsafePointer(hostPointer(h, E.self)), pg = UnsafePointer(hostPointer(gh, E.self))
+        let pmore = ghMore.map { UnsafePointer(hostPointer($0, E.self)) }
+        let pd = hostPointer(d, E.self)
+        for i in 0..<h.numel {
+            let g = pmore.map { E.float(pg, i) + E.float($0, i) } ?? E.float(pg, i)
+            let y = E.float(ph, i)
+            E.setFloat(pd, i, relu ? (y > 0 ? g : 0) : g * (1 - y * y))
         }
     }
 }
