@@ -469,6 +469,25 @@ int32_t lucid_lstm_cell(lucid_tensor xw, lucid_tensor hw, lucid_tensor c, int64_
 int32_t lucid_lstm_layer(lucid_tensor x, lucid_tensor h0, lucid_tensor c0, lucid_tensor w_ih, lucid_tensor w_hh,
                          lucid_tensor b_ih, lucid_tensor b_hh, int32_t reverse, int64_t out[LUCID_RECORD_LEN],
                          int64_t h_n[LUCID_RECORD_LEN], int64_t c_n[LUCID_RECORD_LEN]);
+/* One GRU step from the input's and the hidden state's products (xw, hw: [batch, 3 * hidden],
+ * each with its bias, gates in PyTorch's order: reset, update, new) and the hidden state h
+ * ([batch, hidden]): the new hidden state n + z * (h - n), with n = tanh(xw_n + r * hw_n). */
+int32_t lucid_gru_cell(lucid_tensor xw, lucid_tensor hw, lucid_tensor h, int64_t out[LUCID_RECORD_LEN]);
+/* One GRU layer over a sequence x ([steps, batch, features]) from the state h0 ([batch, hidden]),
+ * with PyTorch's weights (w_ih [3 * hidden, features], w_hh [3 * hidden, hidden]) and optional
+ * biases (0 for none), from the last step to the first when reverse: every step's hidden state
+ * to out ([steps, batch, hidden]), the final one to h_n. */
+int32_t lucid_gru_layer(lucid_tensor x, lucid_tensor h0, lucid_tensor w_ih, lucid_tensor w_hh, lucid_tensor b_ih,
+                        lucid_tensor b_hh, int32_t reverse, int64_t out[LUCID_RECORD_LEN],
+                        int64_t h_n[LUCID_RECORD_LEN]);
+/* One Elman RNN layer over a sequence x ([steps, batch, features]) from the state h0
+ * ([batch, hidden]): h' = tanh (or, when relu, ReLU) of x w_ih^T + b_ih + h w_hh^T + b_hh, with
+ * PyTorch's weights (w_ih [hidden, features], w_hh [hidden, hidden]) and optional biases (0 for
+ * none), from the last step to the first when reverse: every step's hidden state to out
+ * ([steps, batch, hidden]), the final one to h_n. */
+int32_t lucid_rnn_layer(lucid_tensor x, lucid_tensor h0, lucid_tensor w_ih, lucid_tensor w_hh, lucid_tensor b_ih,
+                        lucid_tensor b_hh, int32_t relu, int32_t reverse, int64_t out[LUCID_RECORD_LEN],
+                        int64_t h_n[LUCID_RECORD_LEN]);
 int32_t lucid_layer_norm(lucid_tensor a, const int64_t *normalized_shape, int32_t ndim, lucid_tensor weight,
                          lucid_tensor bias, double eps, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_group_norm(lucid_tensor a, int64_t groups, lucid_tensor weight, lucid_tensor bias, double eps,

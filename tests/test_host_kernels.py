@@ -1,6 +1,7 @@
 """The host loops built for several vector units (Sources/CHostKernels): each variant this CPU
 can run gives the same bits, and those bits are right (bfloat16 rounding against ml_dtypes,
-the log-softmax gradient and SiLU both ways against float64 numpy)."""
+the log-softmax gradient and SiLU both ways against float64 numpy; the GRU and Elman cells
+both ways through a layer, whose values tests/test_rnn.py checks)."""
 
 import os
 import subprocess
@@ -59,6 +60,20 @@ for where, value in [(None, 0), (-1, np.nan), (-2, np.inf), (1 << 15, np.nan)]:
     rows = lucid.tensor(ev[-64 * 1024:].reshape(64, 1024)).to(lucid.bfloat16)
     out[f"softmax{where}"] = F.softmax(rows, -1).float().numpy()
 out["scan_e"] = e
+# The fused GRU and Elman cells both ways, float32 and bfloat16, through a layer's forward and
+# backward.
+for dt in (lucid.float32, lucid.bfloat16):
+    for kind, make in [("gru", lambda: lucid.nn.GRU(16, 24)), ("rnn", lambda: lucid.nn.RNN(16, 24)),
+                       ("relu", lambda: lucid.nn.RNN(16, 24, nonlinearity="relu"))]:
+        lucid.manual_seed(4)
+        layer = make().to(dt)
+        xs = lucid.tensor(rng.standard_normal((5, 3, 16)).astype(np.float32)).to(dt).requires_grad_()
+        seq, _ = layer(xs)
+        (seq.float() * lucid.tensor(rng.standard_normal((5, 3, 24)).astype(np.float32))).sum().backward()
+        name = kind + "_" + str(dt).split(".")[-1]
+        out[f"{name}_y"] = seq.float().detach().numpy()
+        out[f"{name}_dx"] = xs.grad.float().numpy()
+        out[f"{name}_dw"] = layer.weight_hh_l0.grad.float().numpy()
 np.savez(sys.argv[1], **out)
 print(lucid.backends.cpu.get_cpu_capability())
 """ % {"rows": ROW_LENGTHS}

@@ -35,9 +35,10 @@ def cell_ref(mode, x, state, w_ih, w_hh, b_ih, b_hh):
     return h, h
 
 
-def rnn_ref(module, x, hx=None):
-    """The whole layer in float64 from the module's own parameters: x is [T, B, I]."""
-    p = {k: v.float().numpy().astype(np.float64) for k, v in module.state_dict().items()}
+def rnn_ref(module, x, hx=None, p=None):
+    """The whole layer in float64 from the module's own parameters (or `p`, by name): x is [T, B, I]."""
+    if p is None:
+        p = {k: v.float().numpy().astype(np.float64) for k, v in module.state_dict().items()}
     mode, L, H = module.mode, module.num_layers, module.hidden_size
     D = 2 if module.bidirectional else 1
     T, B = x.shape[:2]
@@ -47,6 +48,8 @@ def rnn_ref(module, x, hx=None):
     else:
         h0 = zeros if hx is None else hx
     inp, hs, cs = x.astype(np.float64), [], []
+    if T == 0:
+        return np.zeros((0, B, D * H)), np.asarray(h0, np.float64), None
     for layer in range(L):
         outs = []
         for d in range(D):
@@ -415,3 +418,265 @@ def test_lstm_projection_errors():
     m = nn.LSTM(3, 4, proj_size=2)
     with pytest.raises(ValueError, match="hidden state of shape"):
         m(lucid.tensor(rng.standard_normal((2, 1, 3)).astype(np.float32)), (lucid.zeros(1, 1, 4), lucid.zeros(1, 1, 4)))
+
+
+# ---- the GRU and Elman layer ops: one engine op each, whose backward through time runs in the
+# engine ---------------------------------------------------------------------------------------
+
+# (name, class, its own arguments)
+LAYER_OPS = [
+    ("gru", nn.GRU, dict()),
+    ("rnn_tanh", nn.RNN, dict()),
+    ("rnn_relu", nn.RNN, dict(nonlinearity="relu")),
+]
+LAYER_IDS = [name for name, _, _ in LAYER_OPS]
+GRU_CASES = [
+    dict(),
+    dict(num_layers=2, bidirectional=True),
+    dict(bias=False),
+    dict(batch_first=True, bidirectional=True),
+]
+
+
+def _gru_problem(kw, seed, steps=4, batch=2, features=3, hidden=4, cls=nn.GRU, own=None):
+    """A GRU (or `cls`), its float64 parameters, and an input, initial state and loss weights
+    (all [T, B, ...])."""
+    lucid.manual_seed(seed)
+    m = cls(features, hidden, **kw, **(own or {}))
+    D, L = (2 if m.bidirectional else 1), m.num_layers
+    r = np.random.default_rng(seed)
+    arrays = {
+        "x": r.standard_normal((steps, batch, features)),
+        "h0": r.standard_normal((L * D, batch, hidden)),
+        **{k: v.numpy().astype(np.float64) for k, v in m.state_dict().items()},
+    }
+    w_out, w_h = r.standard_normal((steps, batch, D * hidden)), r.standard_normal((L * D, batch, hidden))
+    return m, arrays, w_out, w_h
+
+
+def _gru_ref_loss(m, arrays, w_out, w_h):
+    """The float64 numpy reference of PyTorch's GRU: the loss over the outputs and h_n."""
+    params = {k: v for k, v in arrays.items() if k not in ("x", "h0")}
+    out, h_n, _ = rnn_ref(m, arrays["x"], arrays["h0"], p=params)
+    return (out * w_out).sum() + (h_n * w_h).sum(), out, h_n
+
+
+def _gru_run(m, arrays, w_out, w_h, dtype):
+    """lucid's GRU on `arrays` in `dtype` (the module loaded with them): the loss, outputs, h_n and leaves."""
+    d = m.weight_hh_l0.device
+    m.load_state_dict({k: lucid.tensor(v, dtype=dtype, device=d) for k, v in arrays.items() if k not in ("x", "h0")})
+    x = lucid.tensor(arrays["x"], dtype=dtype, device=d)
+    x = (x.transpose(0, 1) if m.batch_first else x).detach().requires_grad_()
+    h0 = lucid.tensor(arrays["h0"], dtype=dtype, device=d).requires_grad_()
+    out, h_n = m(x, h0)
+    seq = out.transpose(0, 1) if m.batch_first else out
+    loss = (seq.float() * lucid.tensor(w_out, dtype=lucid.float32, device=d)).sum() + (
+        h_n.float() * lucid.tensor(w_h, dtype=lucid.float32, device=d)
+    ).sum()
+    return loss, seq, h_n, x, h0
+
+
+def _gru_grads(m, x, h0):
+    g = {"x": x.grad.numpy().astype(np.float64), "h0": h0.grad.numpy().astype(np.float64)}
+    g.update({n: p.grad.float().numpy().astype(np.float64) for n, p in m.named_parameters()})
+    if m.batch_first:
+        g["x"] = g["x"].transpose(1, 0, 2)
+    return g
+
+
+@pytest.mark.parametrize(
+    "device,dtype,tol", [("cpu", lucid.float64, 1e-7), ("cpu", lucid.float32, 2e-5), ("metal", lucid.float32, 2e-5)]
+)
+@pytest.mark.parametrize("kw", GRU_CASES)
+@pytest.mark.parametrize("name,cls,own", LAYER_OPS, ids=LAYER_IDS)
+def test_the_layer_ops_and_their_gradients_match_pytorchs_equations(name, cls, own, kw, device, dtype, tol):
+    # Outputs, h_n and the gradient of every input (sequence, initial state, each weight and
+    # bias) against central differences of the float64 numpy reference, which knows nothing of
+    # lucid: float64 runs the engine's generic loops, float32 the C kernels, "metal" (where the
+    # backend has no fused cell) the composed steps.
+    m, arrays, w_out, w_h = _gru_problem(kw, seed=11, cls=cls, own=own)
+    m = m.to(device)
+    if dtype is lucid.float64:
+        m = m.double()
+    loss, seq, h_n, x, h0 = _gru_run(m, arrays, w_out, w_h, dtype)
+    assert seq.dtype == h_n.dtype == dtype
+    _, want, want_h = _gru_ref_loss(m, arrays, w_out, w_h)
+    np.testing.assert_allclose(seq.numpy(), want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(h_n.numpy(), want_h, rtol=tol, atol=tol)
+    loss.backward()
+    got = _gru_grads(m, x, h0)
+    assert set(got) == set(arrays)
+    for name, arr in arrays.items():
+        numeric = _numeric(lambda: _gru_ref_loss(m, arrays, w_out, w_h)[0], arr)
+        np.testing.assert_allclose(got[name], numeric, rtol=10 * tol, atol=10 * tol, err_msg=name)
+
+
+def test_the_gru_reset_gate_scales_the_hidden_bias_too():
+    # PyTorch's n = tanh(x W_inᵀ + b_in + r·(h W_hnᵀ + b_hn)): with zero weights, r = σ(b_ir + b_hr)
+    # multiplies b_hn, so moving b_hn by δ moves n's pre-activation by r·δ, not δ.
+    m = nn.GRU(1, 1).double()
+    with lucid.no_grad():
+        for p in m.parameters():
+            p.zero_()
+        m.bias_ih_l0.copy_(lucid.tensor([0.3, -50.0, 0.0], dtype=lucid.float64))  # z ≈ 0: h' = n
+        m.bias_hh_l0.copy_(lucid.tensor([-0.7, 0.0, 0.8], dtype=lucid.float64))
+    out, _ = m(lucid.zeros(1, 1, 1, dtype=lucid.float64))
+    assert abs(out.item() - np.tanh(sig(0.3 - 0.7) * 0.8)) < 1e-12
+
+
+def test_the_layers_and_the_gru_cell_are_one_graph_node_each():
+    # The layer's output is the op's own result (not a stack of per-step nodes), the cell's too.
+    for m, node in [(nn.GRU(3, 4), "GruBackward"), (nn.RNN(3, 4), "Rnn_tanhBackward")]:
+        out, _ = m(lucid.randn(5, 2, 3, requires_grad=True))
+        assert out.grad_fn == node
+    out, _ = nn.RNN(3, 4, nonlinearity="relu")(lucid.randn(5, 2, 3, requires_grad=True))
+    assert out.grad_fn == "Rnn_reluBackward"
+    cell = nn.GRUCell(3, 4)
+    assert cell(lucid.randn(2, 3), lucid.randn(2, 4, requires_grad=True)).grad_fn == "Gru_cellBackward"
+
+
+@pytest.mark.parametrize("name,cls,own", LAYER_OPS, ids=LAYER_IDS)
+def test_a_layer_ops_output_changed_in_place_is_caught_by_backward(name, cls, own):
+    m = cls(2, 3, **own)
+    x = lucid.randn(4, 1, 2, requires_grad=True)
+    out, h = m(x)
+    loss = (out * 2).sum()
+    with lucid.no_grad():
+        out.mul_(0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+@pytest.mark.parametrize("device", ["cpu", "metal"])
+@pytest.mark.parametrize("name,cls,own", LAYER_OPS, ids=LAYER_IDS)
+def test_layer_op_edge_cases_no_steps_no_batch_and_unbatched(name, cls, own, device):
+    lucid.manual_seed(2)
+    m = cls(3, 4, num_layers=2, bidirectional=True, **own).to(device)
+    # No steps: an empty output, and h_n is h_0 (its gradient passes straight through).
+    h0 = lucid.tensor(rng.standard_normal((4, 2, 4)).astype(np.float32), device=device, requires_grad=True)
+    out, h = m(lucid.zeros(0, 2, 3, device=device), h0)
+    assert out.shape == (0, 2, 8) and h.shape == (4, 2, 4)
+    np.testing.assert_array_equal(h.numpy(), h0.detach().numpy())
+    (h * 3).sum().backward()
+    np.testing.assert_array_equal(h0.grad.numpy(), np.full((4, 2, 4), 3, np.float32))
+    # No batch.
+    out, h = m(lucid.zeros(5, 0, 3, device=device))
+    assert out.shape == (5, 0, 8) and h.shape == (4, 0, 4)
+    # Unbatched: [T, I] in, [T, D·H] and [L·D, H] out, as the batched layer's one column.
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    hx = rng.standard_normal((4, 4)).astype(np.float32)
+    out, h = m(lucid.tensor(x, device=device), lucid.tensor(hx, device=device))
+    want, want_h, _ = rnn_ref(m, x[:, None], hx[:, None])
+    assert out.shape == (5, 8) and h.shape == (4, 4)
+    np.testing.assert_allclose(out.numpy(), want[:, 0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(h.numpy(), want_h[:, 0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(num_layers=2, bidirectional=True)])
+@pytest.mark.parametrize("name,cls,own", LAYER_OPS, ids=LAYER_IDS)
+def test_the_layer_ops_in_bfloat16_follow_the_rounded_reference(name, cls, own, kw):
+    # The module and input in bfloat16: the reference runs in float64 from the same rounded
+    # values (ml_dtypes), and lucid's results, each rounded once to bfloat16, stay within a
+    # few bfloat16 steps of it, gradients included.
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    m, arrays, w_out, w_h = _gru_problem(kw, seed=13, steps=6, batch=3, features=5, hidden=8, cls=cls, own=own)
+    rounded = {k: v.astype(ml_dtypes.bfloat16).astype(np.float64) for k, v in arrays.items()}
+    m = m.to(lucid.bfloat16)
+    loss, seq, h_n, x, h0 = _gru_run(m, rounded, w_out, w_h, lucid.bfloat16)
+    assert seq.dtype == h_n.dtype == lucid.bfloat16
+    _, want, want_h = _gru_ref_loss(m, rounded, w_out, w_h)
+    np.testing.assert_allclose(seq.float().numpy(), want, rtol=0, atol=3e-2)
+    np.testing.assert_allclose(h_n.float().numpy(), want_h, rtol=0, atol=3e-2)
+    loss.backward()
+    got = _gru_grads(m, x, h0)
+    for name, arr in rounded.items():
+        numeric = _numeric(lambda: _gru_ref_loss(m, rounded, w_out, w_h)[0], arr)
+        scale = max(1.0, np.abs(numeric).max())
+        assert np.abs(got[name] - numeric).max() <= 0.05 * scale, (name, np.abs(got[name] - numeric).max(), scale)
+
+
+@pytest.mark.parametrize("device,dt", [("cpu", lucid.bfloat16), ("cpu", lucid.float16), ("metal", lucid.float16)])
+@pytest.mark.parametrize("name,cls,own", LAYER_OPS, ids=LAYER_IDS)
+def test_layer_ops_under_autocast_run_in_the_lower_precision(name, cls, own, device, dt):
+    # As PyTorch's autocast lists gru (and its CUDA RNNs): the output and h_n in the lower
+    # precision, the parameters' gradients in float32, all within the dtype's precision of
+    # float32's (the outputs only for ReLU, whose gradient jumps where a rounded
+    # pre-activation crosses 0).
+    m, arrays, w_out, w_h = _gru_problem(
+        dict(num_layers=2), seed=17, steps=5, batch=3, features=6, hidden=8, cls=cls, own=own
+    )
+    m = m.to(device)
+    m.load_state_dict({k: lucid.tensor(v, dtype=lucid.float32) for k, v in arrays.items() if k not in ("x", "h0")})
+    grads = []
+    for amp in (False, True):
+        m.zero_grad()
+        x = lucid.tensor(arrays["x"], dtype=lucid.float32, device=device, requires_grad=True)
+        with lucid.amp.autocast(device, dtype=dt, enabled=amp):
+            out, h = m(x)
+        want_dtype = dt if amp else lucid.float32
+        if dt is lucid.float16 and device == "cpu" and amp:
+            want_dtype = lucid.float32  # the CPU runs float16 autocast in float32
+        assert out.dtype == h.dtype == want_dtype
+        loss = (out.float() * lucid.tensor(w_out[:, :, :8], dtype=lucid.float32, device=device)).sum()
+        loss.backward()
+        grads.append([out.float().detach().numpy(), h.float().numpy()])
+        if name != "rnn_relu":
+            grads[-1] += [x.grad.numpy()] + [p.grad.numpy().copy() for p in m.parameters()]
+        assert all(p.grad.dtype == lucid.float32 for p in m.parameters())
+    tol = 0.08 if dt is lucid.bfloat16 else 0.02
+    for g32, g16 in zip(*grads):
+        scale = np.abs(g32).max()
+        assert np.abs(g16 - g32).max() <= tol * scale, (np.abs(g16 - g32).max(), scale)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_fused_gru_cell_and_its_gradients(bias):
+    # GRUCell is one fused step: values and the gradients of x, h and every parameter against
+    # central differences of the float64 reference step.
+    lucid.manual_seed(8)
+    cell = nn.GRUCell(3, 4, bias=bias).double()
+    r = np.random.default_rng(8)
+    arrays = {"x": r.standard_normal((2, 3)), "h": r.standard_normal((2, 4))}
+    arrays.update({k: v.numpy().copy() for k, v in cell.state_dict().items()})
+    wts = r.standard_normal((2, 4))
+
+    def ref():
+        p = [arrays.get(n, 0.0) for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        return (cell_ref("GRU", arrays["x"], arrays["h"], *p)[0] * wts).sum()
+
+    x = lucid.tensor(arrays["x"], requires_grad=True)
+    h = lucid.tensor(arrays["h"], requires_grad=True)
+    out = cell(x, h)
+    p = [arrays.get(n, 0.0) for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+    np.testing.assert_allclose(out.numpy(), cell_ref("GRU", arrays["x"], arrays["h"], *p)[0], rtol=1e-12, atol=1e-12)
+    (out * lucid.tensor(wts)).sum().backward()
+    got = {"x": x.grad.numpy(), "h": h.grad.numpy(), **{n: q.grad.numpy() for n, q in cell.named_parameters()}}
+    assert set(got) == set(arrays)
+    for name, arr in arrays.items():
+        np.testing.assert_allclose(got[name], _numeric(ref, arr), rtol=1e-6, atol=1e-8, err_msg=name)
+
+
+def test_gru_layer_errors_name_what_is_wrong():
+    from lucid import _C
+    from lucid._core import result
+
+    x, h0 = lucid.zeros(3, 2, 4), lucid.zeros(2, 5)
+    w_ih, w_hh = lucid.zeros(15, 4), lucid.zeros(15, 5)
+    with pytest.raises(ValueError, match=r"gru: weight_hh must have shape \[3 \* hidden, hidden\]"):
+        _C.gru_layer(x._h, h0._h, w_ih._h, lucid.zeros(16, 5)._h, 0, 0, False)
+    with pytest.raises(ValueError, match="gru: weight_ih must have shape"):
+        _C.gru_layer(x._h, h0._h, lucid.zeros(15, 3)._h, w_hh._h, 0, 0, False)
+    with pytest.raises(ValueError, match="gru: bias_hh must have shape"):
+        _C.gru_layer(x._h, h0._h, w_ih._h, w_hh._h, 0, lucid.zeros(5)._h, False)
+    with pytest.raises(ValueError, match="gru: the initial state h_0 must have shape"):
+        _C.gru_layer(x._h, lucid.zeros(3, 5)._h, w_ih._h, w_hh._h, 0, 0, False)
+    with pytest.raises(TypeError, match="gru"):
+        _C.gru_layer(x.long()._h, h0.long()._h, w_ih.long()._h, w_hh.long()._h, 0, 0, False)
+    with pytest.raises(ValueError, match=r"rnn_relu: weight_hh must have shape \[1 \* hidden, hidden\]"):
+        _C.rnn_layer(x._h, h0._h, lucid.zeros(5, 4)._h, w_hh._h, 0, 0, True, False)
+    with pytest.raises(ValueError, match="rnn_tanh: the initial state h_0 must have shape"):
+        _C.rnn_layer(x._h, lucid.zeros(2, 4)._h, lucid.zeros(5, 4)._h, lucid.zeros(5, 5)._h, 0, 0, False, False)
+    with pytest.raises(ValueError, match="gru_cell: expected gate inputs"):
+        _C.gru_cell(lucid.zeros(2, 15)._h, lucid.zeros(2, 15)._h, lucid.zeros(2, 4)._h)
+    seq, h = (result(r) for r in _C.gru_layer(x._h, h0._h, w_ih._h, w_hh._h, 0, 0, True))
+    assert seq.shape == (3, 2, 5) and h.shape == (2, 5)

@@ -261,10 +261,106 @@ static inline __attribute__((always_inline)) float f32_store(float v) { return v
         }                                                                                                      \
     }
 
+// One GRU step over rows of T, computed in float32 as the engine's GRUCellForward computes it
+// (PyTorch's equations and gate order: reset, update, new): from the input's products x and
+// the hidden state's y ([batch, 3n], each with its bias), r = σ(x_r + y_r), z = σ(x_z + y_z),
+// n = tanh(x_n + r·y_n) and h' = n + z·(h − n), rounded once into T; the activations kept
+// for the backward in float32 ([batch, 4n]: r, z, n, y_n).
+#define LUCID_GRU_CELL(name, T, LOAD, STORE)                                                                    \
+    static inline __attribute__((always_inline)) void name(const T *restrict x, const T *restrict y,           \
+                                                           const T *restrict h, T *restrict h_new,              \
+                                                           float *restrict act, ptrdiff_t batch, ptrdiff_t n) {   \
+        for (ptrdiff_t b = 0; b < batch; b++) {                                                                \
+            const T *xr = x + b * 3 * n, *yr = y + b * 3 * n, *hr = h + b * n;                                 \
+            T *nr = h_new + b * n;                                                                             \
+            float *a = act + b * 4 * n;                                                                        \
+            for (ptrdiff_t j = 0; j < n; j++) {                                                                \
+                float r = fast_sigmoid(LOAD(xr[j]) + LOAD(yr[j]));                                             \
+                float z = fast_sigmoid(LOAD(xr[n + j]) + LOAD(yr[n + j]));                                     \
+                float hn = LOAD(yr[2 * n + j]);                                                                \
+                float g = fast_tanh(LOAD(xr[2 * n + j]) + r * hn);                                             \
+                nr[j] = STORE(g + z * (LOAD(hr[j]) - g));                                                      \
+                a[j] = r;                                                                                      \
+                a[n + j] = z;                                                                                  \
+                a[2 * n + j] = g;                                                                              \
+                a[3 * n + j] = hn;                                                                             \
+            }                                                                                                  \
+        }                                                                                                      \
+    }
+
+// Its backward, as the engine's GRUCellBackward computes it, from the gradient of h' (gh, plus
+// gh_more and gh_carry when given: the recurrent parts, summed in float32) and the state h the
+// step started from: the gradient of the input's products (dx), of the hidden state's (dy,
+// which differs from dx in the new gate's third, scaled by r) and h's direct part z·dh' (dh),
+// computed in float32.
+#define LUCID_GRU_CELL_BACKWARD(name, T, LOAD, STORE)                                                           \
+    static inline __attribute__((always_inline)) void name(                                                    \
+        const float *restrict act, const T *restrict h, const T *restrict gh, const T *restrict gh_more,        \
+        const T *restrict gh_carry, T *restrict dx, T *restrict dy, T *restrict dh, ptrdiff_t batch,            \
+        ptrdiff_t n) {                                                                                         \
+        for (ptrdiff_t b = 0; b < batch; b++) {                                                                \
+            const float *a = act + b * 4 * n;                                                                  \
+            for (ptrdiff_t j = 0; j < n; j++) {                                                                \
+                ptrdiff_t k = b * n + j, q = b * 3 * n + j;                                                    \
+                float r = a[j], z = a[n + j], g = a[2 * n + j], hn = a[3 * n + j];                             \
+                float d = LOAD(gh[k]);                                                                         \
+                if (gh_more) d += LOAD(gh_more[k]);                                                            \
+                if (gh_carry) d += LOAD(gh_carry[k]);                                                          \
+                float dg = d * (1.0f - z) * (1.0f - g * g);                                                    \
+                float dr = dg * hn * r * (1.0f - r);                                                           \
+                float dz = d * (LOAD(h[k]) - g) * z * (1.0f - z);                                              \
+                dx[q] = STORE(dr);                                                                             \
+                dx[q + n] = STORE(dz);                                                                         \
+                dx[q + 2 * n] = STORE(dg);                                                                     \
+                dy[q] = STORE(dr);                                                                             \
+                dy[q + n] = STORE(dz);                                                                         \
+                dy[q + 2 * n] = STORE(dg * r);                                                                 \
+                dh[k] = STORE(d * z);                                                                          \
+            }                                                                                                  \
+        }                                                                                                      \
+    }
+
+// One Elman step over count elements of T, computed in float32 as the engine's RNNCellForward
+// computes it: h = act(x + y) from the input's and the hidden state's products, with act tanh
+// or (relu != 0) ReLU, which keeps NaN; rounded once into T.
+#define LUCID_RNN_CELL(name, T, LOAD, STORE)                                                                    \
+    static inline __attribute__((always_inline)) void name(const T *restrict x, const T *restrict y,           \
+                                                           T *restrict h, ptrdiff_t count, int relu) {         \
+        if (relu) {                                                                                            \
+            for (ptrdiff_t i = 0; i < count; i++) {                                                            \
+                float v = LOAD(x[i]) + LOAD(y[i]);                                                             \
+                h[i] = STORE(v < 0.0f ? 0.0f : v);                                                             \
+            }                                                                                                  \
+        } else {                                                                                               \
+            for (ptrdiff_t i = 0; i < count; i++) h[i] = STORE(fast_tanh(LOAD(x[i]) + LOAD(y[i])));            \
+        }                                                                                                      \
+    }
+
+// Its backward from the step's output h (as stored) and the gradient reaching it (gh, plus
+// gh_more when given: the recurrent part, summed in float32): the gradient of the products' sum.
+#define LUCID_RNN_CELL_BACKWARD(name, T, LOAD, STORE)                                                           \
+    static inline __attribute__((always_inline)) void name(const T *restrict h, const T *restrict gh,          \
+                                                           const T *restrict gh_more, T *restrict d,            \
+                                                           ptrdiff_t count, int relu) {                         \
+        for (ptrdiff_t i = 0; i < count; i++) {                                                                \
+            float g = gh_more ? LOAD(gh[i]) + LOAD(gh_more[i]) : LOAD(gh[i]);                                  \
+            float y = LOAD(h[i]);                                                                              \
+            d[i] = STORE(relu ? (y > 0.0f ? g : 0.0f) : g * (1.0f - y * y));                                   \
+        }                                                                                                      \
+    }
+
 LUCID_LSTM_CELL(lstm_cell, float, f32_load, f32_store)
 LUCID_LSTM_CELL(lstm_cell_bf16, uint16_t, bf16_load, bf16_store)
 LUCID_LSTM_CELL_BACKWARD(lstm_cell_backward, float, f32_load, f32_store)
 LUCID_LSTM_CELL_BACKWARD(lstm_cell_backward_bf16, uint16_t, bf16_load, bf16_store)
+LUCID_RNN_CELL(rnn_cell, float, f32_load, f32_store)
+LUCID_RNN_CELL(rnn_cell_bf16, uint16_t, bf16_load, bf16_store)
+LUCID_RNN_CELL_BACKWARD(rnn_cell_backward, float, f32_load, f32_store)
+LUCID_RNN_CELL_BACKWARD(rnn_cell_backward_bf16, uint16_t, bf16_load, bf16_store)
+LUCID_GRU_CELL(gru_cell, float, f32_load, f32_store)
+LUCID_GRU_CELL(gru_cell_bf16, uint16_t, bf16_load, bf16_store)
+LUCID_GRU_CELL_BACKWARD(gru_cell_backward, float, f32_load, f32_store)
+LUCID_GRU_CELL_BACKWARD(gru_cell_backward_bf16, uint16_t, bf16_load, bf16_store)
 
 // sqrt without errno, so that a loop of it vectorises (libm's sqrtf may set errno, which keeps
 // the compiler to scalar code); IEEE's correctly rounded square root either way.
@@ -420,6 +516,24 @@ LUCID_VARIANTS(lstm_cell_bf16, (const uint16_t *x, const uint16_t *y, const uint
 LUCID_VARIANTS(lstm_cell_backward_bf16, (const float *act, const uint16_t *c, const uint16_t *gh, const uint16_t *gh_more,
                                          const uint16_t *gc, uint16_t *dg, uint16_t *dc, ptrdiff_t batch, ptrdiff_t n),
                (act, c, gh, gh_more, gc, dg, dc, batch, n))
+LUCID_VARIANTS(rnn_cell, (const float *x, const float *y, float *h, ptrdiff_t count, int relu), (x, y, h, count, relu))
+LUCID_VARIANTS(rnn_cell_backward, (const float *h, const float *gh, const float *gh_more, float *d, ptrdiff_t count,
+                                   int relu), (h, gh, gh_more, d, count, relu))
+LUCID_VARIANTS(rnn_cell_bf16, (const uint16_t *x, const uint16_t *y, uint16_t *h, ptrdiff_t count, int relu),
+               (x, y, h, count, relu))
+LUCID_VARIANTS(rnn_cell_backward_bf16, (const uint16_t *h, const uint16_t *gh, const uint16_t *gh_more, uint16_t *d,
+                                        ptrdiff_t count, int relu), (h, gh, gh_more, d, count, relu))
+LUCID_VARIANTS(gru_cell, (const float *x, const float *y, const float *h, float *h_new, float *act, ptrdiff_t batch,
+                          ptrdiff_t n), (x, y, h, h_new, act, batch, n))
+LUCID_VARIANTS(gru_cell_backward, (const float *act, const float *h, const float *gh, const float *gh_more,
+                                   const float *gh_carry, float *dx, float *dy, float *dh, ptrdiff_t batch, ptrdiff_t n),
+               (act, h, gh, gh_more, gh_carry, dx, dy, dh, batch, n))
+LUCID_VARIANTS(gru_cell_bf16, (const uint16_t *x, const uint16_t *y, const uint16_t *h, uint16_t *h_new, float *act,
+                               ptrdiff_t batch, ptrdiff_t n), (x, y, h, h_new, act, batch, n))
+LUCID_VARIANTS(gru_cell_backward_bf16, (const float *act, const uint16_t *h, const uint16_t *gh, const uint16_t *gh_more,
+                                        const uint16_t *gh_carry, uint16_t *dx, uint16_t *dy, uint16_t *dh,
+                                        ptrdiff_t batch, ptrdiff_t n),
+               (act, h, gh, gh_more, gh_carry, dx, dy, dh, batch, n))
 LUCID_VARIANTS(tanh_, (const float *x, float *o, ptrdiff_t n), (x, o, n))
 LUCID_VARIANTS(silu_backward, (const float *x, const float *g, float *o, ptrdiff_t n), (x, g, o, n))
 LUCID_VARIANTS(gelu, (const float *x, float *o, ptrdiff_t n), (x, o, n))
@@ -475,6 +589,45 @@ void lucid_host_lstm_cell_bf16(const uint16_t *x, const uint16_t *y, const uint1
 void lucid_host_lstm_cell_backward_bf16(const float *act, const uint16_t *c, const uint16_t *gh, const uint16_t *gh_more,
                                         const uint16_t *gc, uint16_t *dg, uint16_t *dc, ptrdiff_t batch, ptrdiff_t n) {
     LUCID_DISPATCH(lstm_cell_backward_bf16, (act, c, gh, gh_more, gc, dg, dc, batch, n))
+}
+
+void lucid_host_rnn_cell(const float *x, const float *y, float *h, ptrdiff_t count, int relu) {
+    LUCID_DISPATCH(rnn_cell, (x, y, h, count, relu))
+}
+
+void lucid_host_rnn_cell_backward(const float *h, const float *gh, const float *gh_more, float *d, ptrdiff_t count,
+                                  int relu) {
+    LUCID_DISPATCH(rnn_cell_backward, (h, gh, gh_more, d, count, relu))
+}
+
+void lucid_host_rnn_cell_bf16(const uint16_t *x, const uint16_t *y, uint16_t *h, ptrdiff_t count, int relu) {
+    LUCID_DISPATCH(rnn_cell_bf16, (x, y, h, count, relu))
+}
+
+void lucid_host_rnn_cell_backward_bf16(const uint16_t *h, const uint16_t *gh, const uint16_t *gh_more, uint16_t *d,
+                                       ptrdiff_t count, int relu) {
+    LUCID_DISPATCH(rnn_cell_backward_bf16, (h, gh, gh_more, d, count, relu))
+}
+
+void lucid_host_gru_cell(const float *x, const float *y, const float *h, float *h_new, float *act, ptrdiff_t batch,
+                         ptrdiff_t n) {
+    LUCID_DISPATCH(gru_cell, (x, y, h, h_new, act, batch, n))
+}
+
+void lucid_host_gru_cell_backward(const float *act, const float *h, const float *gh, const float *gh_more,
+                                  const float *gh_carry, float *dx, float *dy, float *dh, ptrdiff_t batch, ptrdiff_t n) {
+    LUCID_DISPATCH(gru_cell_backward, (act, h, gh, gh_more, gh_carry, dx, dy, dh, batch, n))
+}
+
+void lucid_host_gru_cell_bf16(const uint16_t *x, const uint16_t *y, const uint16_t *h, uint16_t *h_new, float *act,
+                              ptrdiff_t batch, ptrdiff_t n) {
+    LUCID_DISPATCH(gru_cell_bf16, (x, y, h, h_new, act, batch, n))
+}
+
+void lucid_host_gru_cell_backward_bf16(const float *act, const uint16_t *h, const uint16_t *gh, const uint16_t *gh_more,
+                                       const uint16_t *gh_carry, uint16_t *dx, uint16_t *dy, uint16_t *dh,
+                                       ptrdiff_t batch, ptrdiff_t n) {
+    LUCID_DISPATCH(gru_cell_backward_bf16, (act, h, gh, gh_more, gh_carry, dx, dy, dh, batch, n))
 }
 
 void lucid_host_adam(float *p, const float *g, float *m, float *v, ptrdiff_t n, const float *constants) {

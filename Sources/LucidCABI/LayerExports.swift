@@ -405,6 +405,41 @@ public func lucid_lstm_layer(
     }
 }
 
+@_cdecl("lucid_gru_cell")
+public func lucid_gru_cell(_ xw: UInt32, _ hw: UInt32, _ h: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
+    abiCall { try emit(try Recurrent.gruCell(try tensors.get(xw), try tensors.get(hw), try tensors.get(h)), out) }
+}
+
+@_cdecl("lucid_gru_layer")
+public func lucid_gru_layer(
+    _ x: UInt32, _ h0: UInt32, _ wIh: UInt32, _ wHh: UInt32, _ bIh: UInt32, _ bHh: UInt32, _ reverse: Int32,
+    _ out: UnsafeMutablePointer<Int64>?, _ hN: UnsafeMutablePointer<Int64>?
+) -> Int32 {
+    abiCall {
+        guard out != nil, hN != nil else { throw LucidError(.value, "gru_layer: output pointers are null") }
+        let (o, h) = try Recurrent.gruLayer(
+            try tensors.get(x), h0: try tensors.get(h0), wIh: try tensors.get(wIh), wHh: try tensors.get(wHh),
+            bIh: try optionalTensor(bIh), bHh: try optionalTensor(bHh), reverse: reverse != 0)
+        try emit(o, out)
+        try emit(h, hN)
+    }
+}
+
+@_cdecl("lucid_rnn_layer")
+public func lucid_rnn_layer(
+    _ x: UInt32, _ h0: UInt32, _ wIh: UInt32, _ wHh: UInt32, _ bIh: UInt32, _ bHh: UInt32, _ relu: Int32,
+    _ reverse: Int32, _ out: UnsafeMutablePointer<Int64>?, _ hN: UnsafeMutablePointer<Int64>?
+) -> Int32 {
+    abiCall {
+        guard out != nil, hN != nil else { throw LucidError(.value, "rnn_layer: output pointers are null") }
+        let (o, h) = try Recurrent.rnnLayer(
+            try tensors.get(x), h0: try tensors.get(h0), wIh: try tensors.get(wIh), wHh: try tensors.get(wHh),
+            bIh: try optionalTensor(bIh), bHh: try optionalTensor(bHh), relu: relu != 0, reverse: reverse != 0)
+        try emit(o, out)
+        try emit(h, hN)
+    }
+}
+
 @_cdecl("lucid_dropout")
 public func lucid_dropout(_ a: UInt32, _ p: Double, _ training: Int32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
     abiCall { try emit(try Activations.dropout(try tensors.get(a), p: p, training: training != 0), out) }

@@ -1184,6 +1184,56 @@ def lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse):
     return out_, h_n_, c_n_
 
 
+_lucid_gru_cell = _lib.lucid_gru_cell
+
+
+def gru_cell(xw, hw, h):
+    """One GRU step from the input's and the hidden state's products (xw, hw: [batch, 3 * hidden],
+    each with its bias, gates in PyTorch's order: reset, update, new) and the hidden state h
+    ([batch, hidden]): the new hidden state n + z * (h - n), with n = tanh(xw_n + r * hw_n).
+    """
+    out_ = Record()
+    rc = _lucid_gru_cell((xw if xw.__class__ is int else xw._h), (hw if hw.__class__ is int else hw._h), (h if h.__class__ is int else h._h), out_)
+    if rc:
+        _raise(rc)
+    return out_
+
+
+_lucid_gru_layer = _lib.lucid_gru_layer
+
+
+def gru_layer(x, h0, w_ih, w_hh, b_ih, b_hh, reverse):
+    """One GRU layer over a sequence x ([steps, batch, features]) from the state h0 ([batch,
+    hidden]), with PyTorch's weights (w_ih [3 * hidden, features], w_hh [3 * hidden, hidden]) and
+    optional biases (0 for none), from the last step to the first when reverse: every step's hidden
+    state to out ([steps, batch, hidden]), the final one to h_n.
+    """
+    out_ = Record()
+    h_n_ = Record()
+    rc = _lucid_gru_layer((x if x.__class__ is int else x._h), (h0 if h0.__class__ is int else h0._h), (w_ih if w_ih.__class__ is int else w_ih._h), (w_hh if w_hh.__class__ is int else w_hh._h), (b_ih if b_ih.__class__ is int else b_ih._h), (b_hh if b_hh.__class__ is int else b_hh._h), reverse, out_, h_n_)
+    if rc:
+        _raise(rc)
+    return out_, h_n_
+
+
+_lucid_rnn_layer = _lib.lucid_rnn_layer
+
+
+def rnn_layer(x, h0, w_ih, w_hh, b_ih, b_hh, relu, reverse):
+    """One Elman RNN layer over a sequence x ([steps, batch, features]) from the state h0 ([batch,
+    hidden]): h' = tanh (or, when relu, ReLU) of x w_ih^T + b_ih + h w_hh^T + b_hh, with PyTorch's
+    weights (w_ih [hidden, features], w_hh [hidden, hidden]) and optional biases (0 for none), from
+    the last step to the first when reverse: every step's hidden state to out ([steps, batch,
+    hidden]), the final one to h_n.
+    """
+    out_ = Record()
+    h_n_ = Record()
+    rc = _lucid_rnn_layer((x if x.__class__ is int else x._h), (h0 if h0.__class__ is int else h0._h), (w_ih if w_ih.__class__ is int else w_ih._h), (w_hh if w_hh.__class__ is int else w_hh._h), (b_ih if b_ih.__class__ is int else b_ih._h), (b_hh if b_hh.__class__ is int else b_hh._h), relu, reverse, out_, h_n_)
+    if rc:
+        _raise(rc)
+    return out_, h_n_
+
+
 _lucid_layer_norm = _lib.lucid_layer_norm
 
 

@@ -1,13 +1,13 @@
 """Recurrent layers: RNN, LSTM and GRU, and their single-step cells, with PyTorch's
 parameter names, layouts, initialisation and gate order, so that a PyTorch state dict loads.
 
-An LSTM layer over a sequence is one engine op (``lstm``: its products in lower precision
-under autocast, as PyTorch's autocast lists ``lstm``), whose backward through time runs in the
-engine. The other layers and the cells run step by step: a pair of ``linear`` products (the
-lower-precision autocast policy applies to them) and the gate arithmetic (for the LSTM cell,
-the engine's fused cell); gradients flow through the engine's autograd. A layer over a sequence makes the input's
-products for every step in one product first, so that each step has only the hidden state's
-left. Under autocast the hidden state follows the products' dtype.
+An RNN, LSTM or GRU layer over a sequence is one engine op (``rnn_tanh``, ``rnn_relu``,
+``lstm``, ``gru``: their products in lower precision under autocast, as PyTorch's autocast lists
+them), whose backward through time runs in the engine. The cells, and the LSTM with a
+projection, run step by step: a pair of ``linear`` products (the lower-precision autocast policy
+applies to them) and the gate arithmetic (for the LSTM and GRU cells, the engine's fused
+cells); gradients flow through the engine's autograd. Under autocast the hidden state follows
+the products' dtype.
 """
 
 from __future__ import annotations
@@ -48,15 +48,9 @@ def _lstm_projected_step(w_hr):
 
 
 def _gru_step(gi, h, w_hh, b_hh):
-    """One GRU step from the input's product ``gi = x W_ihᵀ + b_ih``."""
+    """One GRU step from the input's product ``gi = x W_ihᵀ + b_ih``: the engine's fused cell."""
     gh = F.linear(h.to(gi.dtype), w_hh, b_hh)
-    i_r, i_z, i_n = gi.chunk(3, 1)
-    h_r, h_z, h_n = gh.chunk(3, 1)
-    r = F.sigmoid(i_r + h_r)
-    z = F.sigmoid(i_z + h_z)
-    n = F.tanh(i_n + r * h_n)
-    h = (1.0 - z) * n + z * h.to(n.dtype)
-    return h, h
+    return result(_C.gru_cell(gi._h, gh._h, h._h))
 
 
 def _rnn_step(nonlinearity):
@@ -163,7 +157,7 @@ class GRUCell(_CellBase):
     def forward(self, input, hx=None):
         x, unbatched = self._batched(input, "input")
         h = self._state(hx, x.shape[0], x, unbatched)
-        out, _ = _gru_step(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh, self.bias_hh)
+        out = _gru_step(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh, self.bias_hh)
         return out.squeeze(0) if unbatched else out
 
 
@@ -226,10 +220,16 @@ class _RNNBase(Module):
     def _projection(self, layer, direction):
         return getattr(self, self._names[layer * (2 if self.bidirectional else 1) + direction][-1])
 
-    def _step(self):
-        return {"LSTM": _lstm_step, "GRU": _gru_step, "RNN_TANH": _rnn_step("tanh"), "RNN_RELU": _rnn_step("relu")}[
-            self.mode
-        ]
+    def _projected(self, x, h, c, w_ih, w_hh, b_ih, b_hh, layer, direction):
+        """An LSTM layer with a projection, step by step: every step's h, and the final (h, c)."""
+        steps, batch = x.shape[0], x.shape[1]
+        step = _lstm_projected_step(self._projection(layer, direction))
+        # The input's products for all steps at once: [steps * batch, gates], one per step.
+        xw = F.linear(x.reshape(steps * batch, -1), w_ih, b_ih).split(batch, 0)
+        seq, state = [None] * steps, (h, c)
+        for t in range(steps) if direction == 0 else range(steps - 1, -1, -1):
+            seq[t], state = step(xw[t], state, w_hh, b_hh)
+        return stack(seq, 0), state[0], state[1]
 
     def _initial(self, hx, batch, like, unbatched, width=None):
         directions = 2 if self.bidirectional else 1
@@ -252,7 +252,7 @@ class _RNNBase(Module):
             raise ValueError(f"{name}: input has {input.shape[-1]} features, expected {self.input_size}")
         unbatched = input.ndim == 2
         x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if self.batch_first else input)
-        steps, batch = x.shape[0], x.shape[1]
+        batch = x.shape[1]
         lstm = self.mode == "LSTM"
         if lstm:
             proj = self.proj_size or None
@@ -265,7 +265,6 @@ class _RNNBase(Module):
                 h0, c0 = self._initial(hx[0], batch, x, unbatched, proj), self._initial(hx[1], batch, x, unbatched)
         else:
             h0 = self._initial(hx, batch, x, unbatched)
-        step = self._step()
         directions = 2 if self.bidirectional else 1
         finals_h, finals_c = [], []
         layer_input = x
@@ -274,42 +273,25 @@ class _RNNBase(Module):
             for direction in range(directions):
                 k = layer * directions + direction
                 w_ih, w_hh, b_ih, b_hh = self._weights(layer, direction)
+                h_0, reverse = h0[k], direction == 1  # (held: a handle lives as long as its tensor)
+                w = (w_ih._h, w_hh._h, 0 if b_ih is None else b_ih._h, 0 if b_hh is None else b_hh._h)
+                # Each layer and direction is one engine op, its backward through time in the engine;
+                # with a projection, the LSTM's steps run one by one.
                 if lstm and self.proj_size:
-                    # With a projection the engine's layer op does not apply: step by step.
-                    state = (h0[k], c0[k])
-                    step = _lstm_projected_step(self._projection(layer, direction))
+                    seq, h_k, c_k = self._projected(layer_input, h_0, c0[k], w_ih, w_hh, b_ih, b_hh, layer, direction)
                 elif lstm:
-                    # The whole layer as one engine op, its backward through time in the engine.
-                    h_0, c_0 = h0[k], c0[k]  # (held: a handle lives as long as its tensor)
-                    records = _C.lstm_layer(
-                        layer_input._h,
-                        h_0._h,
-                        c_0._h,
-                        w_ih._h,
-                        w_hh._h,
-                        0 if b_ih is None else b_ih._h,
-                        0 if b_hh is None else b_hh._h,
-                        direction == 1,
-                    )
+                    c_0 = c0[k]
+                    records = _C.lstm_layer(layer_input._h, h_0._h, c_0._h, *w, reverse)
                     seq, h_k, c_k = (result(r) for r in records)
-                    outputs.append(seq)
-                    finals_h.append(h_k)
-                    finals_c.append(c_k)
-                    continue
+                elif self.mode == "GRU":
+                    seq, h_k = (result(r) for r in _C.gru_layer(layer_input._h, h_0._h, *w, reverse))
                 else:
-                    state = h0[k]
-                # The input's products for all steps at once: [steps * batch, gates], one per step.
-                xw = F.linear(layer_input.reshape(steps * batch, -1), w_ih, b_ih).split(batch, 0)
-                order = range(steps) if direction == 0 else range(steps - 1, -1, -1)
-                seq = [None] * steps
-                for t in order:
-                    seq[t], state = step(xw[t], state, w_hh, b_hh)
-                outputs.append(stack(seq, 0))
+                    records = _C.rnn_layer(layer_input._h, h_0._h, *w, self.mode == "RNN_RELU", reverse)
+                    seq, h_k = (result(r) for r in records)
+                outputs.append(seq)
+                finals_h.append(h_k)
                 if lstm:
-                    finals_h.append(state[0])
-                    finals_c.append(state[1])
-                else:
-                    finals_h.append(state)
+                    finals_c.append(c_k)
             layer_input = outputs[0] if directions == 1 else cat(outputs, -1)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
                 layer_input = F.dropout(layer_input, self.dropout, True)

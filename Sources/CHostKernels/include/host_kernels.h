@@ -38,6 +38,27 @@ void lucid_host_lstm_cell_bf16(const uint16_t *x, const uint16_t *y, const uint1
                                float *act, ptrdiff_t batch, ptrdiff_t n);
 void lucid_host_lstm_cell_backward_bf16(const float *act, const uint16_t *c, const uint16_t *gh, const uint16_t *gh_more,
                                         const uint16_t *gc, uint16_t *dg, uint16_t *dc, ptrdiff_t batch, ptrdiff_t n);
+/* The fused Elman cell (tanh, or ReLU when relu != 0) over count float32 elements and its
+ * backward from the output (gh_more may be NULL), bit for bit the engine's generic loops. */
+void lucid_host_rnn_cell(const float *x, const float *y, float *h, ptrdiff_t count, int relu);
+void lucid_host_rnn_cell_backward(const float *h, const float *gh, const float *gh_more, float *d, ptrdiff_t count,
+                                  int relu);
+/* The same over bfloat16 bits, computed in float32 and rounded once per result. */
+void lucid_host_rnn_cell_bf16(const uint16_t *x, const uint16_t *y, uint16_t *h, ptrdiff_t count, int relu);
+void lucid_host_rnn_cell_backward_bf16(const uint16_t *h, const uint16_t *gh, const uint16_t *gh_more, uint16_t *d,
+                                       ptrdiff_t count, int relu);
+/* The fused GRU cell over float32 rows and its backward (separate buffers; gh_more and gh_carry
+ * may be NULL), bit for bit the engine's generic loops (Host+RecurrentCell.swift). */
+void lucid_host_gru_cell(const float *x, const float *y, const float *h, float *h_new, float *act, ptrdiff_t batch,
+                         ptrdiff_t n);
+void lucid_host_gru_cell_backward(const float *act, const float *h, const float *gh, const float *gh_more,
+                                  const float *gh_carry, float *dx, float *dy, float *dh, ptrdiff_t batch, ptrdiff_t n);
+/* The same over bfloat16 bits, computed in float32 and rounded once per result. */
+void lucid_host_gru_cell_bf16(const uint16_t *x, const uint16_t *y, const uint16_t *h, uint16_t *h_new, float *act,
+                              ptrdiff_t batch, ptrdiff_t n);
+void lucid_host_gru_cell_backward_bf16(const float *act, const uint16_t *h, const uint16_t *gh, const uint16_t *gh_more,
+                                       const uint16_t *gh_carry, uint16_t *dx, uint16_t *dy, uint16_t *dh,
+                                       ptrdiff_t batch, ptrdiff_t n);
 /* One Adam update of n float32 parameters, gradients and moments (four separate buffers), in
  * place, as the engine's AdamKernel computes it; constants: step size, sqrt(bc2), sign,
  * coupled decay, shrink, beta1, beta2, eps. */

@@ -136,8 +136,8 @@ public final class LSTM: RecurrentLayer {
 }
 
 /// A multi-layer GRU, as PyTorch's `nn.GRU` (gates in its order: reset, update, new). Each
-/// step is a product of the hidden state and the gate arithmetic; the input's products for
-/// every step are made at once.
+/// layer over the sequence is one engine op whose backward through time runs in the engine; its
+/// products run in lower precision under autocast.
 public final class GRU: RecurrentLayer {
     public init(
         _ inputSize: Int, _ hiddenSize: Int, numLayers: Int = 1, bias: Bool = true, batchFirst: Bool = false,
@@ -154,34 +154,19 @@ public final class GRU: RecurrentLayer {
     public func callAsFunction(_ input: Tensor, state: Tensor? = nil) throws -> (output: Tensor, state: Tensor) {
         try call([input] + (state.map { [$0] } ?? [])) { t in
             let (x, unbatched) = try sequence(t[0])
-            let (steps, batch) = (x.shape[0], x.shape[1])
-            let h0 = try initial(t.count > 1 ? t[1] : nil, "h_0", batch: batch, like: x, unbatched: unbatched)
+            let h0 = try initial(t.count > 1 ? t[1] : nil, "h_0", batch: x.shape[1], like: x, unbatched: unbatched)
             var finals: [Tensor] = []
             let out = try layers(x) { input, l, d in
                 let (wIh, wHh, bIh, bHh) = try weights(l, d)
-                let xw = try input.reshape([steps * batch, -1]).linear(wIh, bias: bIh).split(size: batch)
-                var h = try h0[l * directions + d]
-                var seq = [Tensor?](repeating: nil, count: steps)
-                for s in d == 0 ? Array(0..<steps) : Array((0..<steps).reversed()) {
-                    h = try Self.step(xw[s], h, wHh, bHh)
-                    seq[s] = h
-                }
-                finals.append(h)
-                return try Tensor.stack(seq.compactMap { $0 })
+                let (seq, h) = try Recurrent.gruLayer(
+                    input.impl, h0: try h0[l * directions + d].impl, wIh: wIh.impl, wHh: wHh.impl, bIh: bIh?.impl,
+                    bHh: bHh?.impl, reverse: d == 1)
+                finals.append(Tensor(h))
+                return Tensor(seq)
             }
             var hN = try Tensor.stack(finals)
             if unbatched { hN = try hN.squeeze(dims: [1]) }
             return (try output(out, unbatched: unbatched), hN)
         }
-    }
-
-    /// One step from the input's product `gi = x·W_ihᵀ + b_ih`.
-    private static func step(_ gi: Tensor, _ h: Tensor, _ wHh: Tensor, _ bHh: Tensor?) throws -> Tensor {
-        let gh = try h.to(gi.dtype).linear(wHh, bias: bHh)
-        let i = try gi.chunk(3, dim: 1), hh = try gh.chunk(3, dim: 1)
-        let r = try (try i[0] + hh[0]).sigmoid()
-        let z = try (try i[1] + hh[1]).sigmoid()
-        let n = try (try i[2] + (try r * hh[2])).tanh()
-        return try (try (try 1.0 - z) * n) + (try z * (try h.to(n.dtype)))
     }
 }

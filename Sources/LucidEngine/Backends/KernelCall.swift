@@ -44,6 +44,14 @@ enum KernelOp: Sendable {
     case lstmCell
     /// reads [activations, c, gradH?, gradHRecurrent?, gradC?], writes [gradGates, gradC]
     case lstmCellBackward
+    /// reads [xw, hw], writes [h]
+    case rnnCell(relu: Bool)
+    /// reads [h, gradH, gradHRecurrent?], writes [gradPre]
+    case rnnCellBackward(relu: Bool)
+    /// reads [xw, hw, h], writes [hNew, activations]
+    case gruCell
+    /// reads [activations, h, gradH, gradHRecurrent?, gradHCarry?], writes [gradXW, gradHW, gradHDirect]
+    case gruCellBackward
     /// reads [a], writes [out]
     case reduce(ReduceKernel, axes: [Int])
     /// reads [a], writes [indices, values?]
@@ -106,7 +114,8 @@ enum KernelOp: Sendable {
     var family: KernelFamily {
         switch self {
         case .binary, .binaryScalar, .unary, .unaryBackward, .compare, .select, .addScaled, .leakyRelu,
-            .leakyReluBackward, .lstmCell, .lstmCellBackward:
+            .leakyReluBackward, .lstmCell, .lstmCellBackward, .rnnCell, .rnnCellBackward, .gruCell,
+            .gruCellBackward:
             .elementwise
         case .reduce, .argReduce: .reduction
         case .gemm: .matmul
@@ -126,7 +135,7 @@ enum KernelOp: Sendable {
 
     /// Whether the op layer can compose the call from other kernels (the fused and direct
     /// kernels, which are optimisations) and the host's kernel for it computes in float32 (the
-    /// LSTM cell's, generic over the real type, is not among them).
+    /// recurrent cells', generic over the real type, are not among them).
     var isOptimisation: Bool {
         switch self {
         case .addScaled, .leakyRelu, .leakyReluBackward, .convolution, .avgPool2d, .avgPool2dBackward, .softmax,
@@ -144,7 +153,7 @@ enum KernelOp: Sendable {
         switch self {
         case .convolution, .softmax, .softmaxBackward, .attention, .normalizeRows, .normalizeRowsBackward,
             .normalizeChannels, .normalizeChannelsBackward, .scaleChannels, .scaleChannelsBackward, .lstmCell,
-            .lstmCellBackward:
+            .lstmCellBackward, .rnnCell, .rnnCellBackward, .gruCell, .gruCellBackward:
             .compose
         default:
             .host

@@ -33,8 +33,8 @@ protocol FusedElementwiseKernels: AnyObject, Sendable {
     func leakyReluBackward(_ x: TensorImpl, grad: TensorImpl, slope: Float, into gradIn: TensorImpl)
 }
 
-/// The fused LSTM cell (family `elementwise`), for the calls the backend routes to it; the op
-/// layer composes the others from elementwise ops.
+/// The fused Elman, LSTM and GRU cells (family `elementwise`), for the calls the backend routes
+/// to them; the op layer composes the others from elementwise ops.
 protocol RecurrentCellKernels: AnyObject, Sendable {
     /// One LSTM step over contiguous tensors of one floating dtype: with the gates' inputs
     /// `xw + hw` ([B, 4H], PyTorch's order: input, forget, cell, output) and the cell state `c`
@@ -51,6 +51,25 @@ protocol RecurrentCellKernels: AnyObject, Sendable {
     func lstmCellBackward(
         activations: TensorImpl, c: TensorImpl, gradH: TensorImpl?, gradHRecurrent: TensorImpl?,
         gradC: TensorImpl?, gradGates: TensorImpl, gradCPrevious: TensorImpl)
+    /// One Elman step over contiguous tensors of one floating dtype: `h = act(xw + hw)` ([B, H]),
+    /// act tanh or (`relu`) ReLU, computed in the dtype's real type and rounded once.
+    func rnnCell(_ xw: TensorImpl, _ hw: TensorImpl, relu: Bool, h: TensorImpl)
+    /// Its backward from the step's output `h` and its gradient (plus `gradHRecurrent` when
+    /// given, summed in the real type): the gradient of `xw + hw`.
+    func rnnCellBackward(h: TensorImpl, relu: Bool, gradH: TensorImpl, gradHRecurrent: TensorImpl?, gradPre: TensorImpl)
+    /// One GRU step over contiguous tensors of one floating dtype, PyTorch's equations: with the
+    /// input's and the hidden state's products `xw` and `hw` ([B, 3H], each with its bias;
+    /// gates reset, update, new) and the state `h` ([B, H]), `r = σ(xw_r + hw_r)`,
+    /// `z = σ(xw_z + hw_z)`, `n = tanh(xw_n + r·hw_n)` and `hNew = n + z·(h − n)`, computed in
+    /// the dtype's real type and rounded once; `activations` ([B, 4H], float32, or float64 for
+    /// float64) receives r, z, n and hw_n for the backward.
+    func gruCell(_ xw: TensorImpl, _ hw: TensorImpl, _ h: TensorImpl, hNew: TensorImpl, activations: TensorImpl)
+    /// Its backward from the gradient of `hNew` (plus `gradHRecurrent` and `gradHCarry` when
+    /// given, summed in the real type; contiguous, of h's dtype) and the state `h` the step
+    /// started from: the gradients of `xw` and `hw` ([B, 3H]) and h's direct part `z·grad`.
+    func gruCellBackward(
+        activations: TensorImpl, h: TensorImpl, gradH: TensorImpl, gradHRecurrent: TensorImpl?, gradHCarry: TensorImpl?,
+        gradXW: TensorImpl, gradHW: TensorImpl, gradHDirect: TensorImpl)
 }
 
 /// Reductions over axes, and the arg-reductions.

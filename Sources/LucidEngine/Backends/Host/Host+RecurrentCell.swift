@@ -1,7 +1,7 @@
 import CHostKernels
 
-/// The host's fused LSTM cell (family `elementwise`): the gates' arithmetic of one step in one
-/// pass instead of a dozen elementwise ops and their graph nodes. float32 and bfloat16 run the
+/// The host's fused Elman, LSTM and GRU cells (family `elementwise`): the gates' arithmetic of one step
+/// in one pass instead of a dozen elementwise ops and their graph nodes. float32 and bfloat16 run the
 /// vector loops of CHostKernels, float16 runs them on float32 copies (each result rounded once
 /// into the dtype); float64 (and float16 when the copies cannot be had) runs the generic loops
 /// below, which compute the same way in the dtype's real type.
@@ -62,6 +62,84 @@ extension HostBackend: RecurrentCellKernels {
             LSTMCellBackward(
                 act: activations, c: c, gh: gradH, ghMore: gradHRecurrent, gc: gradC,
                 dGates: gradGates, dc: gradCPrevious))
+    }
+
+    func rnnCell(_ xw: TensorImpl, _ hw: TensorImpl, relu: Bool, h: TensorImpl) {
+        let count = h.numel, r: Int32 = relu ? 1 : 0
+        if h.dtype == .float32 { return lucid_host_rnn_cell(floats(xw), floats(hw), floats(h), count, r) }
+        if h.dtype == .bfloat16 { return lucid_host_rnn_cell_bf16(bits(xw), bits(hw), bits(h), count, r) }
+        if h.dtype == .float16, let wide = float32([xw, hw], [h]) {
+            lucid_host_rnn_cell(floats(wide[0]), floats(wide[1]), floats(wide[2]), count, r)
+            return copy(wide[2], into: h)
+        }
+        dispatch(h.dtype, RNNCellForward(xw: xw, hw: hw, relu: relu, h: h))
+    }
+
+    func rnnCellBackward(h: TensorImpl, relu: Bool, gradH: TensorImpl, gradHRecurrent: TensorImpl?, gradPre: TensorImpl) {
+        let count = h.numel, r: Int32 = relu ? 1 : 0
+        if h.dtype == .float32 {
+            return lucid_host_rnn_cell_backward(floats(h), floats(gradH), gradHRecurrent.map(floats), floats(gradPre), count, r)
+        }
+        if h.dtype == .bfloat16 {
+            return lucid_host_rnn_cell_backward_bf16(bits(h), bits(gradH), gradHRecurrent.map(bits), bits(gradPre), count, r)
+        }
+        if h.dtype == .float16, let wide = float32([h, gradH] + [gradHRecurrent].compactMap { $0 }, [gradPre]) {
+            let more = gradHRecurrent == nil ? nil : wide[2]
+            lucid_host_rnn_cell_backward(floats(wide[0]), floats(wide[1]), more.map(floats), floats(wide[wide.count - 1]), count, r)
+            return copy(wide[wide.count - 1], into: gradPre)
+        }
+        dispatch(h.dtype, RNNCellBackward(h: h, relu: relu, gh: gradH, ghMore: gradHRecurrent, d: gradPre))
+    }
+
+    func gruCell(_ xw: TensorImpl, _ hw: TensorImpl, _ h: TensorImpl, hNew: TensorImpl, activations: TensorImpl) {
+        let (batch, n) = (h.shape[0], h.shape[1])
+        if h.dtype == .float32 {
+            return lucid_host_gru_cell(floats(xw), floats(hw), floats(h), floats(hNew), floats(activations), batch, n)
+        }
+        if h.dtype == .bfloat16 {
+            return lucid_host_gru_cell_bf16(bits(xw), bits(hw), bits(h), bits(hNew), floats(activations), batch, n)
+        }
+        if h.dtype == .float16, let wide = float32([xw, hw, h], [hNew]) {
+            lucid_host_gru_cell(floats(wide[0]), floats(wide[1]), floats(wide[2]), floats(wide[3]), floats(activations), batch, n)
+            copy(wide[3], into: hNew)
+            return
+        }
+        dispatch(h.dtype, GRUCellForward(xw: xw, hw: hw, h: h, hNew: hNew, act: activations))
+    }
+
+    func gruCellBackward(
+        activations: TensorImpl, h: TensorImpl, gradH: TensorImpl, gradHRecurrent: TensorImpl?, gradHCarry: TensorImpl?,
+        gradXW: TensorImpl, gradHW: TensorImpl, gradHDirect: TensorImpl
+    ) {
+        let (batch, n) = (h.shape[0], h.shape[1])
+        if h.dtype == .float32 {
+            return lucid_host_gru_cell_backward(
+                floats(activations), floats(h), floats(gradH), gradHRecurrent.map(floats), gradHCarry.map(floats),
+                floats(gradXW), floats(gradHW), floats(gradHDirect), batch, n)
+        }
+        if h.dtype == .bfloat16 {
+            return lucid_host_gru_cell_backward_bf16(
+                floats(activations), bits(h), bits(gradH), gradHRecurrent.map(bits), gradHCarry.map(bits),
+                bits(gradXW), bits(gradHW), bits(gradHDirect), batch, n)
+        }
+        let given = [gradHRecurrent, gradHCarry]
+        if h.dtype == .float16, let wide = float32([h, gradH] + given.compactMap { $0 }, [gradXW, gradHW, gradHDirect]) {
+            var rest = wide[2...].makeIterator()
+            let g = given.map { $0 == nil ? nil : rest.next() }
+            let (dx, dy, dh) = (wide[wide.count - 3], wide[wide.count - 2], wide[wide.count - 1])
+            lucid_host_gru_cell_backward(
+                floats(activations), floats(wide[0]), floats(wide[1]), g[0].map(floats), g[1].map(floats), floats(dx),
+                floats(dy), floats(dh), batch, n)
+            copy(dx, into: gradXW)
+            copy(dy, into: gradHW)
+            copy(dh, into: gradHDirect)
+            return
+        }
+        dispatch(
+            h.dtype,
+            GRUCellBackward(
+                act: activations, h: h, gh: gradH, ghMore: gradHRecurrent, ghCarry: gradHCarry, dx: gradXW, dy: gradHW,
+                dh: gradHDirect))
     }
 
     /// float32 copies of `inputs` (exact widenings), then float32 buffers shaped as `outputs`;
@@ -147,6 +225,90 @@ private struct LSTMCellBackward: ElementVisitor {
                 E.setFloat(pd, q + 3 * n, dout * o * (1 - o))
                 E.setFloat(pdc, k, dcn * f)
             }
+        }
+    }
+}
+
+private struct GRUCellForward: ElementVisitor {
+    let xw: TensorImpl, hw: TensorImpl, h: TensorImpl, hNew: TensorImpl, act: TensorImpl
+    func visit<E: HostElement>(_: E.Type) {
+        let px = UnsafePointer(hostPointer(xw, E.self)), py = UnsafePointer(hostPointer(hw, E.self))
+        let ph = UnsafePointer(hostPointer(h, E.self))
+        let pout = hostPointer(hNew, E.self), pa = reals(act, E.self)
+        let n = h.shape[1]
+        for b in 0..<h.shape[0] {
+            let row = b * 3 * n, state = b * n, kept = b * 4 * n
+            for j in 0..<n {
+                let q = row + j, a = kept + j
+                let r = E.Real.sigmoid(E.float(px, q) + E.float(py, q))
+                let z = E.Real.sigmoid(E.float(px, q + n) + E.float(py, q + n))
+                let hn = E.float(py, q + 2 * n)
+                let g = E.Real.tanh(E.float(px, q + 2 * n) + r * hn)
+                E.setFloat(pout, state + j, g + z * (E.float(ph, state + j) - g))
+                pa[a] = r
+                pa[a + n] = z
+                pa[a + 2 * n] = g
+                pa[a + 3 * n] = hn
+            }
+        }
+    }
+}
+
+private struct GRUCellBackward: ElementVisitor {
+    let act: TensorImpl, h: TensorImpl, gh: TensorImpl, ghMore: TensorImpl?, ghCarry: TensorImpl?
+    let dx: TensorImpl, dy: TensorImpl, dh: TensorImpl
+    func visit<E: HostElement>(_: E.Type) {
+        let pa = UnsafePointer(reals(act, E.self)), ph = UnsafePointer(hostPointer(h, E.self))
+        let pg = UnsafePointer(hostPointer(gh, E.self))
+        let pmore = ghMore.map { UnsafePointer(hostPointer($0, E.self)) }
+        let pcarry = ghCarry.map { UnsafePointer(hostPointer($0, E.self)) }
+        let pdx = hostPointer(dx, E.self), pdy = hostPointer(dy, E.self), pdh = hostPointer(dh, E.self)
+        let n = h.shape[1]
+        for b in 0..<h.shape[0] {
+            let row = b * 3 * n, state = b * n, kept = b * 4 * n
+            for j in 0..<n {
+                let q = row + j, k = state + j, a = kept + j
+                let r = pa[a], z = pa[a + n], g = pa[a + 2 * n], hn = pa[a + 3 * n]
+                var d = E.float(pg, k)
+                if let pmore { d += E.float(pmore, k) }
+                if let pcarry { d += E.float(pcarry, k) }
+                let dg = d * (1 - z) * (1 - g * g)
+                let dr = dg * hn * r * (1 - r)
+                let dz = d * (E.float(ph, k) - g) * z * (1 - z)
+                E.setFloat(pdx, q, dr)
+                E.setFloat(pdx, q + n, dz)
+                E.setFloat(pdx, q + 2 * n, dg)
+                E.setFloat(pdy, q, dr)
+                E.setFloat(pdy, q + n, dz)
+                E.setFloat(pdy, q + 2 * n, dg * r)
+                E.setFloat(pdh, k, d * z)
+            }
+        }
+    }
+}
+
+private struct RNNCellForward: ElementVisitor {
+    let xw: TensorImpl, hw: TensorImpl, relu: Bool, h: TensorImpl
+    func visit<E: HostElement>(_: E.Type) {
+        let px = UnsafePointer(hostPointer(xw, E.self)), py = UnsafePointer(hostPointer(hw, E.self))
+        let pout = hostPointer(h, E.self)
+        for i in 0..<h.numel {
+            let v = E.float(px, i) + E.float(py, i)
+            E.setFloat(pout, i, relu ? (v < 0 ? 0 : v) : E.Real.tanh(v))
+        }
+    }
+}
+
+private struct RNNCellBackward: ElementVisitor {
+    let h: TensorImpl, relu: Bool, gh: TensorImpl, ghMore: TensorImpl?, d: TensorImpl
+    func visit<E: HostElement>(_: E.Type) {
+        let ph = UnsafePointer(hostPointer(h, E.self)), pg = UnsafePointer(hostPointer(gh, E.self))
+        let pmore = ghMore.map { UnsafePointer(hostPointer($0, E.self)) }
+        let pd = hostPointer(d, E.self)
+        for i in 0..<h.numel {
+            let g = pmore.map { E.float(pg, i) + E.float($0, i) } ?? E.float(pg, i)
+            let y = E.float(ph, i)
+            E.setFloat(pd, i, relu ? (y > 0 ? g : 0) : g * (1 - y * y))
         }
     }
 }
