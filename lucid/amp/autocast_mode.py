@@ -138,41 +138,35 @@ def _left_stale(entries, scope, rc, i) -> bool:
         i -= 1
 
 
-_made = {}  # (device_type, dtype, enabled) -> the validated fields of a scope made with them
-_new_object = object.__new__
+# (device_type, dtype, enabled) -> the fields of a scope made with those plain arguments.
+_made = {}
 
 
-class _AutocastType(type):
-    """autocast's type. A scope's fields depend only on the call's arguments, so calls with the
-    same plain arguments validate them once: ``with autocast(...)``, written inline, then costs
-    a dict lookup and a new object whose fields are copied, instead of checking every
-    argument again. Every call makes a new object, as in PyTorch, so an exit can only leave
-    scopes its own object entered. Subclasses are built the ordinary way."""
-
-    def __call__(cls, device_type="metal", dtype=None, enabled=True, cache_enabled=None, overrides=None):
-        if cls is autocast and (enabled is True or enabled is False) and cache_enabled is None and overrides is None:
-            key = (device_type, dtype, enabled)
-            try:
-                fields = _made[key]
-            except KeyError:
-                fields = None
-            except TypeError:  # unhashable: the constructor says what is wrong
-                return super().__call__(device_type, dtype, enabled)
-            if fields is None:
-                scope = super().__call__(device_type, dtype, enabled)
-                if type(device_type) is str and len(_made) < 64:
-                    _made[key] = (scope._device_type, scope._dtype, scope._codes)
-                return scope
-            scope = _new_object(autocast)
-            scope._device_type, scope._dtype, scope._codes = fields
-            scope._enabled = enabled
-            scope._cache_enabled = None
-            scope._overrides = ()
-            return scope
-        return super().__call__(device_type, dtype, enabled, cache_enabled, overrides)
+def _fields(device_type, dtype, enabled, cache_enabled, overrides) -> tuple:
+    """autocast's arguments checked, as a scope's fields: ((device code, enabled 0/1, dtype
+    code), override codes, cache switch or None, device_type, dtype, enabled)."""
+    code = _DEVICE_CODES.get(device_type) if type(device_type) is str else None
+    if code is None:
+        code = _device_code(device_type, allow_none=False)  # raises
+    if dtype is None:
+        dtype = _DEFAULTS[code]
+    elif dtype not in _TARGETS[code]:
+        if not isinstance(dtype, _dtype):
+            raise TypeError(f"autocast dtype must be a lucid.dtype, got {dtype!r}")
+        _C.autocast_check_dtype(code, dtype.code)  # raises the engine's message
+    if type(enabled) is not bool:
+        if not isinstance(enabled, (int, np.bool_)):
+            raise TypeError(f"enabled must be a bool, got {enabled!r}")
+        enabled = bool(enabled)
+    if cache_enabled is not None:
+        if not isinstance(cache_enabled, (bool, np.bool_)):
+            raise TypeError(f"cache_enabled must be a bool or None, got {cache_enabled!r}")
+        cache_enabled = bool(cache_enabled)
+    codes = (code, 1 if enabled else 0, dtype.code)
+    return (codes, _override_codes(overrides), cache_enabled, device_type, dtype, enabled)
 
 
-class autocast(metaclass=_AutocastType):
+class autocast:
     """Enable automatic mixed-precision computation inside a context.
 
     Operations that opt into AMP (matmul, linear, ...) cast their inputs to the target
@@ -180,8 +174,8 @@ class autocast(metaclass=_AutocastType):
     scope restores exactly the state it was entered from — autocast off, or the enclosing
     scope's dtype — whether it is left normally or by an exception. One object can be
     entered again after it exits, entered while already active (each entry is undone by its
-    own exit, on its own thread), and used as a decorator. A scope object cannot be changed
-    and keeps no state of its own, so calls with the same arguments may return the same object.
+    own exit, on its own thread), and used as a decorator. Every call makes a new object;
+    its settings cannot be changed, and its entries live in the calling thread's state.
 
     Parameters
     ----------
@@ -222,63 +216,56 @@ class autocast(metaclass=_AutocastType):
     is_autocast_enabled = staticmethod(is_autocast_enabled)
     get_autocast_dtype = staticmethod(get_autocast_dtype)
 
-    __slots__ = ("_device_type", "_dtype", "_enabled", "_cache_enabled", "_codes", "_overrides")
+    # One field: the checked arguments (see `_fields`). Calls with the same plain arguments
+    # share that tuple, checked once, so ``with autocast(...)`` written inline costs a dict
+    # lookup and a new object; every call still makes a new object, as in PyTorch, so an
+    # exit can only leave scopes its own object entered.
+    __slots__ = ("_fields",)
 
     def __init__(
         self, device_type: str = "metal", dtype=None, enabled: bool = True, cache_enabled=None, overrides=None
     ) -> None:
-        code = _DEVICE_CODES.get(device_type) if type(device_type) is str else None
-        if code is None:
-            code = _device_code(device_type, allow_none=False)  # raises
-        if dtype is None:
-            dtype = _DEFAULTS[code]
-        elif dtype not in _TARGETS[code]:
-            if not isinstance(dtype, _dtype):
-                raise TypeError(f"autocast dtype must be a lucid.dtype, got {dtype!r}")
-            _C.autocast_check_dtype(code, dtype.code)  # raises the engine's message
-        if type(enabled) is not bool:
-            if not isinstance(enabled, (int, np.bool_)):
-                raise TypeError(f"enabled must be a bool, got {enabled!r}")
-            enabled = bool(enabled)
-        if cache_enabled is not None:
-            if not isinstance(cache_enabled, (bool, np.bool_)):
-                raise TypeError(f"cache_enabled must be a bool or None, got {cache_enabled!r}")
-            cache_enabled = bool(cache_enabled)
-        self._device_type = device_type
-        self._dtype = dtype
-        self._enabled = enabled
-        self._cache_enabled = cache_enabled
-        self._codes = (code, 1 if enabled else 0, dtype.code)
-        self._overrides = _override_codes(overrides)
+        if cache_enabled is None and overrides is None and (enabled is True or enabled is False):
+            key = (device_type, dtype, enabled)
+            try:
+                self._fields = _made[key]
+                return
+            except KeyError:
+                pass
+            except TypeError:  # unhashable: the checks say what is wrong
+                key = None
+            fields = self._fields = _fields(device_type, dtype, enabled, None, None)
+            if key is not None and type(device_type) is str and len(_made) < 64:
+                _made[key] = fields
+            return
+        self._fields = _fields(device_type, dtype, enabled, cache_enabled, overrides)
 
     @property
     def device_type(self) -> str:
-        return self._device_type
+        return self._fields[3]
 
     @property
     def dtype(self):
-        return self._dtype
+        return self._fields[4]
 
     @property
     def enabled(self) -> bool:
-        return self._enabled
+        return self._fields[5]
 
     @property
     def cache_enabled(self):
-        return self._cache_enabled
+        return self._fields[2]
 
     @property
     def overrides(self) -> dict:
         """The ops whose policy this scope changes: ``{name: CastPolicy}``."""
-        return {op: _POLICY_CODES[code] for op, code in self._overrides}
+        return {op: _POLICY_CODES[code] for op, code in self._fields[1]}
 
     def __repr__(self):
-        cache = "" if self._cache_enabled is None else f", cache_enabled={self._cache_enabled}"
-        overrides = "" if not self._overrides else f", overrides={ {k: v.value for k, v in self.overrides.items()} }"
-        return (
-            f"autocast(device_type={self._device_type!r}, dtype={self._dtype!r}, enabled={self._enabled}"
-            f"{cache}{overrides})"
-        )
+        _, overrides, cache, device_type, dtype, enabled = self._fields
+        cache = "" if cache is None else f", cache_enabled={cache}"
+        overrides = "" if not overrides else f", overrides={ {k: v.value for k, v in self.overrides.items()} }"
+        return f"autocast(device_type={device_type!r}, dtype={dtype!r}, enabled={enabled}{cache}{overrides})"
 
     def __enter__(self):
         try:
@@ -290,14 +277,16 @@ class autocast(metaclass=_AutocastType):
         except IndexError:
             pair = _C.guard_slot()
         slot, ref = pair
-        device, enabled, dtype = self._codes
+        fields = self._fields
+        device, enabled, dtype = fields[0]
         try:
             rc = _guard_create(device, enabled, dtype, ref)
             if rc:
                 _C.raise_error(rc)
             here.entries.append((self, slot, None, pair))
-            for op, code in self._overrides:
-                _C.autocast_override(slot.value, op, code)
+            if fields[1]:
+                for op, code in fields[1]:
+                    _C.autocast_override(slot.value, op, code)
         except BaseException:
             # An exception (a KeyboardInterrupt) may have landed after the engine entered the
             # scope but before __enter__ returned, so __exit__ will never run: leave the scope
@@ -309,9 +298,9 @@ class autocast(metaclass=_AutocastType):
                 entries.pop()
             _guard_destroy(slot)
             raise
-        if self._cache_enabled is not None:
+        if fields[2] is not None:
             # The thread's cache switch for this entry; its exit puts the previous one back.
-            here.entries[-1] = (self, slot, _C.autocast_set_cache_enabled(self._cache_enabled) != 0, pair)
+            here.entries[-1] = (self, slot, _C.autocast_set_cache_enabled(fields[2]) != 0, pair)
         return self
 
     def __exit__(self, exc_type, exc_value, traceback) -> bool:
