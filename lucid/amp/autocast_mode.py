@@ -225,6 +225,7 @@ class autocast:
     def __init__(
         self, device_type: str = "metal", dtype=None, enabled: bool = True, cache_enabled=None, overrides=None
     ) -> None:
+        key = None
         if cache_enabled is None and overrides is None and (enabled is True or enabled is False):
             key = (device_type, dtype, enabled)
             try:
@@ -234,11 +235,9 @@ class autocast:
                 pass
             except TypeError:  # unhashable: the checks say what is wrong
                 key = None
-            fields = self._fields = _fields(device_type, dtype, enabled, None, None)
-            if key is not None and type(device_type) is str and len(_made) < 64:
-                _made[key] = fields
-            return
-        self._fields = _fields(device_type, dtype, enabled, cache_enabled, overrides)
+        fields = self._fields = _fields(device_type, dtype, enabled, cache_enabled, overrides)
+        if key is not None and type(device_type) is str and len(_made) < 64:
+            _made[key] = fields
 
     @property
     def device_type(self) -> str:
@@ -284,9 +283,8 @@ class autocast:
             if rc:
                 _C.raise_error(rc)
             here.entries.append((self, slot, None, pair))
-            if fields[1]:
-                for op, code in fields[1]:
-                    _C.autocast_override(slot.value, op, code)
+            for op, code in fields[1]:
+                _C.autocast_override(slot.value, op, code)
         except BaseException:
             # An exception (a KeyboardInterrupt) may have landed after the engine entered the
             # scope but before __enter__ returned, so __exit__ will never run: leave the scope
