@@ -521,6 +521,9 @@ int32_t lucid_nll_loss(lucid_tensor input, lucid_tensor target, lucid_tensor wei
                        int32_t reduction, int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_cross_entropy(lucid_tensor input, lucid_tensor target, lucid_tensor weight, int64_t ignore_index,
                             int32_t reduction, double label_smoothing, int64_t out[LUCID_RECORD_LEN]);
+/* Of probabilities (each log clamped at -100); refused under autocast. weight 0: none. */
+int32_t lucid_binary_cross_entropy(lucid_tensor input, lucid_tensor target, lucid_tensor weight, int32_t reduction,
+                                   int64_t out[LUCID_RECORD_LEN]);
 int32_t lucid_bce_with_logits(lucid_tensor input, lucid_tensor target, lucid_tensor weight, lucid_tensor pos_weight,
                               int32_t reduction, int64_t out[LUCID_RECORD_LEN]);
 

@@ -212,6 +212,17 @@ def test_cross_entropy_with_weights_and_ignore_index(reduction):
     np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("fn", [F.nll_loss, F.cross_entropy])
+def test_every_target_ignored_gives_a_nan_mean_and_a_zero_gradient(fn):
+    # PyTorch's behaviour: the mean over a total weight of 0 is NaN, and an ignored target
+    # takes no gradient.
+    x = lucid.tensor(RNG.standard_normal((3, 4)).astype(np.float32), requires_grad=True)
+    out = fn(x, lucid.tensor(np.array([-100, -100, -100])))
+    assert np.isnan(out.item())
+    out.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros((3, 4), np.float32))
+
+
 def _bce_logits_reference(x, y, w, pw):
     sp = np.log1p(np.exp(-np.abs(x))) + np.maximum(-x, 0)
     coef = 1 + (pw - 1) * y if pw is not None else 1

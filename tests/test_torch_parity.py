@@ -140,17 +140,59 @@ def test_binary_cross_entropy_matches_numpy_and_clamps_its_logs(reduction):
         nn.BCELoss(lucid.tensor(w), reduction=reduction)(tp, lucid.tensor(y)).numpy(), want, rtol=1e-5
     )
     got.sum().backward()
-    inner = np.ones_like(p, dtype=bool)
-    inner[0, :2] = False
     scale = 1 / p.size if reduction == "mean" else 1.0
-    with np.errstate(divide="ignore"):
-        grad = -(y / p - (1 - y) / (1 - p)) * w * scale
-    np.testing.assert_allclose(tp.grad.numpy()[inner], grad[inner], rtol=1e-4)
+    # PyTorch's closed form, whose denominator is held at 1e-12 where p is 0 or 1.
+    grad = w * (p - y) / np.maximum(p * (1 - p), 1e-12) * scale
+    np.testing.assert_allclose(tp.grad.numpy(), grad, rtol=1e-4)
+    assert abs(tp.grad.numpy()[0, 0]) > 1e10  # the clamp, not a zero or an infinity
     with lucid.amp.autocast("metal"):
         with pytest.raises(RuntimeError, match="unsafe to autocast"):
             F.binary_cross_entropy(lucid.tensor(p, device="metal"), lucid.tensor(y, device="metal"))
     with pytest.raises(ValueError, match="must be the same as input shape"):
         F.binary_cross_entropy(tp, lucid.tensor(y[:2]))
+
+
+def test_binary_cross_entropy_gradients_of_target_and_weight_match_finite_differences():
+    p = (rng.random((3, 4)) * 0.8 + 0.1).astype(np.float64)
+    y = rng.random((3, 4))
+    w = rng.random((4,)) + 0.5
+    tp, ty, tw = (lucid.tensor(a, requires_grad=True) for a in (p, y, w))
+
+    def loss(p, y, w):
+        return float((-(y * np.log(p) + (1 - y) * np.log1p(-p)) * w).mean())
+
+    out = F.binary_cross_entropy(tp, ty, tw)
+    np.testing.assert_allclose(out.item(), loss(p, y, w), rtol=1e-12)
+    out.backward()
+    eps = 1e-6
+    for i, (arr, t) in enumerate(((p, tp), (y, ty), (w, tw))):
+        want = np.zeros_like(arr)
+        for j in np.ndindex(arr.shape):
+            hi, lo = arr.copy(), arr.copy()
+            hi[j] += eps
+            lo[j] -= eps
+            args_hi = [p, y, w]
+            args_lo = [p, y, w]
+            args_hi[i], args_lo[i] = hi, lo
+            want[j] = (loss(*args_hi) - loss(*args_lo)) / (2 * eps)
+        np.testing.assert_allclose(t.grad.numpy(), want, rtol=1e-6, atol=1e-9)
+    # Without a weight that needs a gradient the target's gradient is -logit(p).
+    ty.grad = None
+    F.binary_cross_entropy(tp, ty, reduction="sum").backward()
+    np.testing.assert_allclose(ty.grad.numpy(), -np.log(p / (1 - p)), rtol=1e-10)
+
+
+def test_binary_cross_entropy_refuses_bad_arguments():
+    p = lucid.tensor(np.full((2, 3), 0.5, np.float32))
+    with pytest.raises(ValueError, match="weight of shape \\[4\\] does not broadcast"):
+        F.binary_cross_entropy(p, p, lucid.ones(4))
+    with pytest.raises(TypeError, match="floating-point"):
+        F.binary_cross_entropy(p, lucid.ones(2, 3, dtype=lucid.int64))
+    with pytest.raises(ValueError, match="reduction must be"):
+        F.binary_cross_entropy(p, p, reduction="avg")
+    with lucid.amp.autocast("cpu", dtype=lucid.bfloat16):
+        with pytest.raises(RuntimeError, match="unsafe to autocast"):
+            F.binary_cross_entropy(p, p)
 
 
 def _run_optimizer(make, steps=4, device="cpu"):

@@ -624,6 +624,18 @@ public func lucid_cross_entropy(
     }
 }
 
+@_cdecl("lucid_binary_cross_entropy")
+public func lucid_binary_cross_entropy(
+    _ input: UInt32, _ target: UInt32, _ weight: UInt32, _ reduction: Int32, _ out: UnsafeMutablePointer<Int64>?
+) -> Int32 {
+    abiCall {
+        try emit(
+            try Losses.binaryCrossEntropy(
+                try tensors.get(input), try tensors.get(target), weight: try optionalTensor(weight),
+                reduction: try decode(reduction, as: Losses.Reduction.self, "reduction")), out)
+    }
+}
+
 @_cdecl("lucid_bce_with_logits")
 public func lucid_bce_with_logits(
     _ input: UInt32, _ target: UInt32, _ weight: UInt32, _ posWeight: UInt32, _ reduction: Int32,

@@ -1393,6 +1393,18 @@ def cross_entropy(input, target, weight, ignore_index, reduction, label_smoothin
     return out_
 
 
+_lucid_binary_cross_entropy = _lib.lucid_binary_cross_entropy
+
+
+def binary_cross_entropy(input, target, weight, reduction):
+    """Of probabilities (each log clamped at -100); refused under autocast. weight 0: none."""
+    out_ = Record()
+    rc = _lucid_binary_cross_entropy((input if input.__class__ is int else input._h), (target if target.__class__ is int else target._h), (weight if weight.__class__ is int else weight._h), reduction, out_)
+    if rc:
+        _raise(rc)
+    return out_
+
+
 _lucid_bce_with_logits = _lib.lucid_bce_with_logits
 
 

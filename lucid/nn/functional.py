@@ -1914,24 +1914,8 @@ def binary_cross_entropy(
     ``binary_cross_entropy_with_logits``, which also is more stable."""
     _check(input, "input")
     _check(target, "target")
-    from ..amp import is_autocast_enabled
-
-    if is_autocast_enabled(input.device.type):
-        raise RuntimeError(
-            "binary_cross_entropy and BCELoss are unsafe to autocast: use "
-            "binary_cross_entropy_with_logits or BCEWithLogitsLoss (they take logits), or run it "
-            "outside the autocast scope"
-        )
-    if tuple(input.shape) != tuple(target.shape):
-        raise ValueError(
-            f"binary_cross_entropy: target shape {tuple(target.shape)} must be the same as input shape "
-            f"{tuple(input.shape)}"
-        )
-    code = _reduction(_loss_reduction(size_average, reduce, reduction))
-    loss = -(target * input.log().clamp(min=-100.0) + (1 - target) * (1 - input).log().clamp(min=-100.0))
-    if weight is not None:
-        loss = loss * weight
-    return loss if code == _C.REDUCTION_NONE else (loss.sum() if code == _C.REDUCTION_SUM else loss.mean())
+    reduction = _loss_reduction(size_average, reduce, reduction)
+    return _result(_C.binary_cross_entropy(input._h, target._h, _h(weight, "weight"), _reduction(reduction)))
 
 
 def binary_cross_entropy_with_logits(

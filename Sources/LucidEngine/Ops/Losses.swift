@@ -1,12 +1,16 @@
-/// mse, l1, nll, cross-entropy and binary cross-entropy with logits. Every loss is on the
-/// float32 autocast list; outside autocast, floating inputs of mixed dtypes promote to the
-/// widest (as PyTorch's arithmetic does), whatever their order.
+/// mse, l1, nll, cross-entropy and binary cross-entropy (of probabilities and of logits). Every
+/// loss but binary cross-entropy of probabilities is on the float32 autocast list; outside
+/// autocast, floating inputs of mixed dtypes promote to the widest (as PyTorch's arithmetic
+/// does), whatever their order.
 package enum Losses {
     static let mse = OpInfo("mse_loss", .float32)
     static let l1 = OpInfo("l1_loss", .float32)
     static let nll = OpInfo("nll_loss", .float32)
     static let crossEntropy = OpInfo("cross_entropy", .float32)
     static let bceWithLogits = OpInfo("binary_cross_entropy_with_logits", .float32)
+    /// Refused under autocast (see `binaryCrossEntropy`), so it takes no policy and is not in
+    /// the table; its declaration names its backward node.
+    static let bce = OpInfo("binary_cross_entropy", .none)
     static let infos = [mse, l1, nll, crossEntropy, bceWithLogits]
 
     /// How per-element losses are combined. Raw values are the C ABI's codes.
@@ -70,29 +74,42 @@ package enum Losses {
         }
     }
 
-    /// The negative log-likelihood of the targets under log-probabilities [N, C, M]: per-element
-    /// losses [N, M] and their weights (0 where ignored).
-    private static func picked(_ logp: TensorImpl, _ y: TensorImpl, weight: TensorImpl?, ignoreIndex: Int)
-        throws -> (TensorImpl, TensorImpl)
-    {
-        // A weight that requires a gradient takes the composed graph; otherwise the losses are
-        // one node, whose backward puts -w·g at each target's place and zero elsewhere.
+    /// The negative log-likelihood of the targets under log-probabilities [N, C, M], reduced by
+    /// `r` (per-element losses take `shape`), and the per-element weights (0 where ignored).
+    private static func picked(
+        _ logp: TensorImpl, _ y: TensorImpl, weight: TensorImpl?, ignoreIndex: Int, _ r: Reduction, shape: [Int]
+    ) throws -> (TensorImpl, TensorImpl) {
+        // A weight that requires a gradient takes the composed graph; otherwise the loss is one
+        // node (the reduction included), whose backward puts -w·g (over the weights' total for
+        // a mean) at each target's place and zero elsewhere.
         guard weight?.requiresGrad != true, Autograd.tracks(logp) else {
-            let (loss, w, _) = try pickedTerms(logp, y, weight: weight, ignoreIndex: ignoreIndex)
-            return (loss, w)
+            let (loss, w, _, _) = try pickedTerms(logp, y, weight: weight, ignoreIndex: ignoreIndex)
+            return (try reducedNLL(loss, w, r, shape: shape), w)
         }
-        let (loss, w, safe) = try GradMode.with(false) { try pickedTerms(logp, y, weight: weight, ignoreIndex: ignoreIndex) }
-        let shape = logp.shape
-        let node = Autograd.record(loss, Autograd.name(nll), [logp], saved: [w]) { g in
-            let share = try Elementwise.unary(.neg, try Composite.mul(g, w))
-            return [try Indexing.scatterAdd(try ShapeOps.unsqueeze(share, 1), dim: 1, index: try ShapeOps.unsqueeze(safe, 1), shape: shape)]
+        let (loss, w, safe, ignored, total) = try GradMode.with(false) {
+            let (loss, w, safe, ignored) = try pickedTerms(logp, y, weight: weight, ignoreIndex: ignoreIndex)
+            let total = r == .mean ? try Composite.sum(w, nil) : nil
+            let reduced = r == .none ? loss : try Composite.sum(loss, nil)
+            return (try total.map { try Composite.div(reduced, $0) } ?? reduced, w, safe, ignored, total)
         }
-        return (node, w)
+        let logpShape = logp.shape
+        let node = Autograd.record(loss, Autograd.name(nll), [logp], saved: [w, ignored, total]) { g in
+            var share = try Composite.mul(try Elementwise.unary(.neg, try total.map { try Composite.div(g, $0) } ?? g), w)
+            // Over a total of 0 (every target ignored) the share is 0/0; an ignored target
+            // takes no gradient, as in PyTorch.
+            if total != nil { share = try Comparison.where(ignored, scalar: ScalarOperand(float: 0), share) }
+            return [
+                try Indexing.scatterAdd(
+                    try ShapeOps.unsqueeze(share, 1), dim: 1, index: try ShapeOps.unsqueeze(safe, 1), shape: logpShape)
+            ]
+        }
+        return (r == .none ? try ShapeOps.reshape(node, shape) : node, w)
     }
 
-    /// The composed form of `picked`, with the targets in which ignored ones name class 0.
+    /// The composed form of `picked`: the per-element losses and weights, the targets in which
+    /// ignored ones name class 0, and where the targets are ignored.
     private static func pickedTerms(_ logp: TensorImpl, _ y: TensorImpl, weight: TensorImpl?, ignoreIndex: Int)
-        throws -> (TensorImpl, TensorImpl, TensorImpl)
+        throws -> (TensorImpl, TensorImpl, TensorImpl, TensorImpl)
     {
         let ignored = try Comparison.compare(.eq, y, scalar: ScalarOperand(int: Int64(ignoreIndex)))
         let safe = try Comparison.where(ignored, scalar: ScalarOperand(int: 0), y)
@@ -109,7 +126,7 @@ package enum Losses {
                 try Composite.mul(
                     try ShapeOps.reshape(try Indexing.indexSelect(wc, dim: 0, index: try ShapeOps.reshape(safe, [-1])), safe.shape), keep)
             } ?? keep
-        return (try Elementwise.unary(.neg, try Composite.mul(chosen, w)), w, safe)
+        return (try Elementwise.unary(.neg, try Composite.mul(chosen, w)), w, safe, ignored)
     }
 
     private static func reducedNLL(_ loss: TensorImpl, _ w: TensorImpl, _ r: Reduction, shape: [Int]) throws -> TensorImpl {
@@ -131,8 +148,8 @@ package enum Losses {
         try checkWeight(op, weight, classes: x.shape[1])
         return try nll.run([x] + (weight.map { [$0] } ?? [])) { t in
             try Composite.checkFloat(op, t)
-            let (loss, w) = try picked(t[0], y, weight: t.count > 1 ? try Ops.cast(t[1], to: t[0].dtype) : nil, ignoreIndex: ignoreIndex)
-            return try reducedNLL(loss, w, reduction, shape: shape)
+            let weight = t.count > 1 ? try Ops.cast(t[1], to: t[0].dtype) : nil
+            return try picked(t[0], y, weight: weight, ignoreIndex: ignoreIndex, reduction, shape: shape).0
         }
     }
 
@@ -158,8 +175,7 @@ package enum Losses {
             try Composite.checkFloat(op, t)
             let logp = try Activations.logSoftmax(t[0], dim: 1)
             let w = t.count > 1 ? try Ops.cast(t[1], to: logp.dtype) : nil
-            let (loss, wsel) = try picked(logp, y, weight: w, ignoreIndex: ignoreIndex)
-            let nllLoss = try reducedNLL(loss, wsel, reduction, shape: shape)
+            let (nllLoss, wsel) = try picked(logp, y, weight: w, ignoreIndex: ignoreIndex, reduction, shape: shape)
             guard labelSmoothing > 0 else { return nllLoss }
             // PyTorch's smoothing term: -Σ_c w_c·log p_c, zero where ignored, normalised like
             // the nll term.
@@ -202,6 +218,73 @@ package enum Losses {
                     try Composite.sum(loss, nil), try Ops.scalarTensor(ScalarOperand(int: Int64(x.shape[0])), dtype: loss.dtype, device: loss.device))
             }
         }
+    }
+
+    /// Binary cross-entropy of probabilities, as PyTorch computes it: per element
+    /// `w·((y - 1)·max(log1p(-x), -100) - y·max(log x, -100))`. Its backward is PyTorch's
+    /// closed form, `w·(x - y) / max(x·(1 - x), 1e-12)` for the input and `-w·logit(x)` for the
+    /// target. Refused under autocast, as PyTorch refuses it on its GPUs: a float16 log of a
+    /// probability is unsafe, and the sigmoid before it belongs in `bceWithLogits`.
+    package static func binaryCrossEntropy(
+        _ input: TensorImpl, _ target: TensorImpl, weight: TensorImpl?, reduction: Reduction
+    ) throws -> TensorImpl {
+        let op = bce.name
+        let all = [input, target] + (weight.map { [$0] } ?? [])
+        try Ops.checkSameDevice(op, all)
+        guard Autocast.castTarget(input.device) == nil else {
+            throw LucidError(
+                .runtime,
+                "binary_cross_entropy and BCELoss are unsafe to autocast: use binary_cross_entropy_with_logits or "
+                    + "BCEWithLogitsLoss (they take logits), or run it outside the autocast scope")
+        }
+        guard input.shape == target.shape else {
+            throw LucidError.value("\(op): target shape \(target.shape) must be the same as input shape \(input.shape)")
+        }
+        if let weight, (try? Shape.broadcast(weight.shape, input.shape, op: op)) != input.shape {
+            throw LucidError.value("\(op): weight of shape \(weight.shape) does not broadcast to the input's shape \(input.shape)")
+        }
+        try Composite.checkFloat(op, all)
+        let dtype = all.dropFirst().reduce(input.dtype) { DType.promote($0, $1.dtype) }
+        let x = try Ops.cast(input, to: dtype), y = try Ops.cast(target, to: dtype)
+        let w = try weight.map { try Ops.cast($0, to: dtype) }
+        // A weight that requires a gradient takes the composed graph; otherwise the per-element
+        // losses are one node whose backward is one closed form.
+        if w?.requiresGrad == true { return try reduced(try bceTerms(x, y, w), reduction) }
+        let loss = try GradMode.with(false) { try bceTerms(x, y, w) }
+        guard Autograd.tracks(x, y) else { return try reduced(loss, reduction) }
+        let wantsX = x.requiresGrad, wantsY = y.requiresGrad
+        let node = Autograd.record(loss, Autograd.name(bce), [x, y], saved: [x, y, w]) { g in
+            let gw = try w.map { try Composite.mul(g, $0) } ?? g
+            var gx: TensorImpl? = nil
+            if wantsX {
+                let spread = try Composite.mul(x, try oneMinus(x))
+                let floor = try Elementwise.binary(.maximum, spread, scalar: ScalarOperand(float: 1e-12), scalarFirst: false)
+                gx = try Composite.mul(gw, try Composite.div(try Composite.sub(x, y), floor))
+            }
+            // -logit(x) = log1p(-x) - log(x)
+            let gy = try wantsY ? Composite.mul(gw, try Composite.sub(try log1pNeg(x), try Elementwise.unary(.log, x))) : nil
+            return [gx, gy]
+        }
+        return try reduced(node, reduction)
+    }
+
+    private static func oneMinus(_ x: TensorImpl) throws -> TensorImpl {
+        try Elementwise.binary(.sub, x, scalar: ScalarOperand(int: 1), scalarFirst: true)
+    }
+
+    private static func log1pNeg(_ x: TensorImpl) throws -> TensorImpl {
+        try Elementwise.unary(.log1p, try Elementwise.unary(.neg, x))
+    }
+
+    /// The per-element losses of `binaryCrossEntropy` (`x`, `y` and `w` of one dtype).
+    private static func bceTerms(_ x: TensorImpl, _ y: TensorImpl, _ w: TensorImpl?) throws -> TensorImpl {
+        func clamped(_ log: TensorImpl) throws -> TensorImpl {
+            try Elementwise.binary(.maximum, log, scalar: ScalarOperand(float: -100), scalarFirst: false)
+        }
+        let logX = try clamped(try Elementwise.unary(.log, x)), log1mX = try clamped(try log1pNeg(x))
+        let yMinusOne = try Elementwise.binary(.sub, y, scalar: ScalarOperand(int: 1), scalarFirst: false)
+        let loss = try Composite.sub(try Composite.mul(yMinusOne, log1mX), try Composite.mul(y, logX))
+        return try w.map { try Composite.mul(loss, $0) } ?? loss
     }
 
     /// Sigmoid + binary cross-entropy in one stable expression:
