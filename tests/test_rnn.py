@@ -109,6 +109,29 @@ def test_layers_match_the_float64_reference(device, cls, kw, batch_first):
         np.testing.assert_allclose(state.numpy(), h_n, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU, nn.RNN])
+def test_layers_whose_step_weights_are_packed_match_float64(cls):
+    # Batch 16 by hidden 128: step products large enough for the host to pack the hidden-state
+    # weights once per layer call, forward and backward; float64 takes the unpacked path.
+    lucid.manual_seed(3)
+    m = cls(32, 128, num_layers=2)
+    x = rng.standard_normal((5, 16, 32)).astype(np.float32)
+    g = rng.standard_normal((5, 16, 128)).astype(np.float32)
+    want, _, _ = rnn_ref(m, x)
+    runs = []
+    for dtype in (lucid.float32, lucid.float64):
+        m = m.to(dtype)
+        tx = lucid.tensor(x, dtype=dtype, requires_grad=True)
+        out, _ = m(tx)
+        (out * lucid.tensor(g, dtype=dtype)).sum().backward()
+        runs.append((out.detach().numpy(), tx.grad.numpy(), [p.grad.numpy() for p in m.parameters()]))
+        m.zero_grad()
+    np.testing.assert_allclose(runs[0][0], want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-3, atol=1e-4)
+    for got, exact in zip(runs[0][2], runs[1][2]):
+        np.testing.assert_allclose(got, exact, rtol=1e-3, atol=1e-3)
+
+
 def test_unbatched_input_and_default_state():
     m = nn.GRU(3, 4, num_layers=2)
     x = rng.standard_normal((6, 3)).astype(np.float32)

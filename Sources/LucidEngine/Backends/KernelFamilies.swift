@@ -89,6 +89,18 @@ protocol MatmulKernels: AnyObject, Sendable {
     /// strides), `bias` is [N] or nil and `out` is a contiguous [B, M, N]. All share a dtype;
     /// low-precision floats multiply in float32 and round once.
     func gemm(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl)
+    /// `b` ([1, K, N]) prepared for products with `rows`-row left operands into `outType`,
+    /// repeated with the same values (a recurrent layer's steps), or nil where the kernels
+    /// multiply it as fast as it is (the default).
+    func prepare(_ b: TensorImpl, rows: Int, bias: Bool, outType: DType) -> AnyObject?
+    /// `gemm` with a right operand `prepare` made; false (nothing written) when the prepared
+    /// form does not fit the call, which `gemm` then takes with the operand itself.
+    func gemm(_ a: TensorImpl, prepared: AnyObject, bias: TensorImpl?, into out: TensorImpl) -> Bool
+}
+
+extension MatmulKernels {
+    func prepare(_ b: TensorImpl, rows: Int, bias: Bool, outType: DType) -> AnyObject? { nil }
+    func gemm(_ a: TensorImpl, prepared: AnyObject, bias: TensorImpl?, into out: TensorImpl) -> Bool { false }
 }
 
 /// The window gathers under convolution.

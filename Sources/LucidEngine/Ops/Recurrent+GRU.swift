@@ -33,10 +33,10 @@ extension Recurrent {
         let acts = try TensorImpl.empty([steps, batch, 4 * n], dtype: dtype.computeType, on: backend)
         let hw = try TensorImpl.empty([batch, 3 * n], dtype: dtype, on: backend)
         let order = stepOrder(steps, reverse: reverse)
-        let wHhRows = try transposedInMemory(layer.wHh)
+        let (wHh, packed) = try stepWeight(layer, rows: batch)
         var h = layer.states[0]
         for t in order {
-            product(h, wHhRows, bias: layer.bHh, into: hw, "gru")
+            product(h, wHh, prepared: packed, bias: layer.bHh, into: hw, "gru")
             let xt = row(xw, t), ht = row(out, t), at = row(acts, t)
             let call = KernelCall(.gruCell, reads: [xt, hw, h], writes: [ht, at])
             guard
@@ -67,6 +67,7 @@ extension Recurrent {
         let dxw = try TensorImpl.empty([steps, batch, 3 * n], dtype: dtype, on: backend)
         let dhw = try TensorImpl.empty([steps, batch, 3 * n], dtype: dtype, on: backend)
         let back = try ShapeOps.transpose(layer.wHh, 0, 1)
+        let packed = prepared(back, rows: batch, bias: false)
         var recurrent: TensorImpl?, carry: TensorImpl?
         for t in order.reversed() {
             let at = row(acts, t), ht = row(previous, t), gt = row(grad, t), dxt = row(dxw, t), dht = row(dhw, t)
@@ -85,7 +86,7 @@ extension Recurrent {
                 throw LucidError.runtime("gru: the backend's backward kernel refused what its forward took")
             }
             let next = try TensorImpl.empty([batch, n], dtype: dtype, on: backend)
-            product(dht, back, bias: nil, into: next, "gru")
+            product(dht, back, prepared: packed, bias: nil, into: next, "gru")
             (recurrent, carry) = (next, direct)
         }
         let dh0 = try Composite.add(recurrent!, carry!)

@@ -35,10 +35,10 @@ extension Recurrent {
         let acts = try TensorImpl.empty([steps, batch, 5 * n], dtype: dtype.computeType, on: backend)
         let hw = try TensorImpl.empty([batch, 4 * n], dtype: dtype, on: backend)
         let order = stepOrder(steps, reverse: reverse)
-        let wHhRows = try transposedInMemory(layer.wHh)
+        let (wHh, packed) = try stepWeight(layer, rows: batch)
         var h = layer.states[0], c = layer.states[1]
         for t in order {
-            product(h, wHhRows, bias: layer.bHh, into: hw, "lstm")
+            product(h, wHh, prepared: packed, bias: layer.bHh, into: hw, "lstm")
             let xt = row(xw, t), ht = row(out, t), ct = row(cells, t), at = row(acts, t)
             let call = KernelCall(.lstmCell, reads: [xt, hw, c], writes: [ht, ct, at])
             guard
@@ -77,6 +77,8 @@ extension Recurrent {
         let previous = try previousStates(hs, h0: layer.states[0], order: order)
         var dh = try Creation.full([batch, n], value: ScalarOperand(int: 0), dtype: dtype, device: backend.device)
         var dc = try Ops.clone(row(grad, steps))
+        let back = try ShapeOps.transpose(layer.wHh, 0, 1)
+        let packed = prepared(back, rows: batch, bias: false)
         for (s, t) in order.enumerated().reversed() {
             // The step's h gets its output's gradient and the next step's (summed in the kernel).
             let gh = row(grad, t), dct = row(dGates, t)
@@ -95,7 +97,7 @@ extension Recurrent {
                 throw LucidError.runtime("lstm: the backend's backward kernel refused what its forward took")
             }
             let next = try TensorImpl.empty([batch, n], dtype: dtype, on: backend)
-            product(dct, try ShapeOps.transpose(layer.wHh, 0, 1), bias: nil, into: next, "lstm")
+            product(dct, back, prepared: packed, bias: nil, into: next, "lstm")
             (dh, dc) = (next, dcPrevious)
         }
         let (dx, dWih, dWhh, db) = try weightGradients(layer, dxw: dGates, dhw: dGates, previous: previous)

@@ -33,10 +33,10 @@ extension Recurrent {
         let out = try TensorImpl.empty([steps, batch, n], dtype: dtype, on: backend)
         let hw = try TensorImpl.empty([batch, n], dtype: dtype, on: backend)
         let order = stepOrder(steps, reverse: reverse)
-        let wHhRows = try transposedInMemory(layer.wHh)
+        let (wHh, packed) = try stepWeight(layer, rows: batch)
         var h = layer.states[0]
         for t in order {
-            product(h, wHhRows, bias: layer.bHh, into: hw, info.name)
+            product(h, wHh, prepared: packed, bias: layer.bHh, into: hw, info.name)
             let xt = row(xw, t), ht = row(out, t)
             let call = KernelCall(.rnnCell(relu: relu), reads: [xt, hw], writes: [ht])
             guard
@@ -65,6 +65,7 @@ extension Recurrent {
         let previous = try previousStates(out, h0: layer.states[0], order: order)
         let dPre = try TensorImpl.empty([steps, batch, n], dtype: dtype, on: backend)
         let back = try ShapeOps.transpose(layer.wHh, 0, 1)
+        let packed = prepared(back, rows: batch, bias: false)
         var recurrent: TensorImpl?
         for t in order.reversed() {
             let ht = row(out, t), gt = row(grad, t), dt = row(dPre, t), more = recurrent
@@ -77,7 +78,7 @@ extension Recurrent {
                 throw LucidError.runtime("\(info.name): the backend's backward kernel refused what its forward took")
             }
             let next = try TensorImpl.empty([batch, n], dtype: dtype, on: backend)
-            product(dt, back, bias: nil, into: next, info.name)
+            product(dt, back, prepared: packed, bias: nil, into: next, info.name)
             recurrent = next
         }
         let (dx, dWih, dWhh, db) = try weightGradients(layer, dxw: dPre, dhw: dPre, previous: previous)

@@ -18,6 +18,8 @@ enum DNNL {
         var engine: dnnl_engine_t?
         var stream: dnnl_stream_t?
         var matmuls: [Key: Matmul] = [:]
+        /// The matmuls over packed weights, each with the reorder that packs them (`pack`).
+        var packedMatmuls: [Key: (matmul: Matmul, reorder: Primitive, plain: MemoryDesc)] = [:]
         var eltwise: [EltwiseKey: Primitive] = [:]
         var softmax: [SoftmaxKey: Primitive] = [:]
         private let lock = Lock()
@@ -50,6 +52,7 @@ enum DNNL {
                 if threads != want {
                     threads = want
                     matmuls.removeAll()
+                    packedMatmuls.removeAll()
                     eltwise.removeAll()
                     softmax.removeAll()
                     DNNL.dropConvolutions()
@@ -236,6 +239,93 @@ enum DNNL {
         ]
         if let bias, let md = mm.bias { args.append((Arg.bias, md, HostBackend.address(bias))) }
         return execute(rt, mm.primitive, args)
+    }
+
+    /// A right operand `b` ([1, K, N]) reordered once into the layout oneDNN's matmul picks
+    /// for products with `m`-row left operands, with the primitive that reads it. A recurrent
+    /// layer multiplies its hidden-state weights at every step; given them in a plain layout,
+    /// oneDNN packs them again at every call, which at the layers' shapes ([16, 128] by
+    /// [128, 512]) is most of the product's time.
+    final class PackedWeights: @unchecked Sendable {
+        let matmul: Matmul
+        let block: (UnsafeMutableRawPointer, Int)
+        let rows: Int, inType: DType, outType: DType
+        init(_ matmul: Matmul, _ block: (UnsafeMutableRawPointer, Int), rows: Int, inType: DType, outType: DType) {
+            (self.matmul, self.block, self.rows, self.inType, self.outType) = (matmul, block, rows, inType, outType)
+        }
+        deinit { HostAllocator.shared.release(block.0, size: block.1) }
+    }
+
+    /// `b` packed for `gemm(_:packed:bias:into:)`, or nil when oneDNN does not take it.
+    static func pack(_ b: TensorImpl, rows m: Int, bias: Bool, outType: DType) -> PackedWeights? {
+        guard let rt = runtime, let inType = dataType(b.dtype), let outT = dataType(outType), b.ndim == 3, b.shape[0] == 1
+        else { return nil }
+        let k = b.shape[1], n = b.shape[2]
+        guard m > 0, k > 0, n > 0, b.strides[1] != 0 || k == 1, b.strides[2] != 0 || n == 1 else { return nil }
+        let key = Key(
+            dtype: b.dtype, outType: outType, bias: bias, scale: 1, dims: [1, 1, m, n, k],
+            strides: [m * k, k, 1, k * n, b.strides[1], b.strides[2]])
+        return rt.locked { () -> PackedWeights? in
+            guard let (mm, reorder, plain) = rt.packedMatmuls[key] ?? packedMatmul(rt, key, inType, outT),
+                let block = try? HostAllocator.shared.allocate(max(mm.weights.byteSize, 1))
+            else { return nil }
+            let packed = PackedWeights(mm, block, rows: m, inType: b.dtype, outType: outType)
+            // The reorder's source and destination are its `from` and `to` arguments (1 and 17).
+            guard execute(rt, reorder, [(Arg.src, plain, HostBackend.address(b)), (Arg.dst, mm.weights, block.0)]) else {
+                return nil
+            }
+            return packed
+        }
+    }
+
+    /// The matmul `pack` builds for `key` (a [1, m, k] by [1, k, n] product), whose weights
+    /// take the layout oneDNN picks, with the reorder into it from b's plain layout.
+    private static func packedMatmul(_ rt: Runtime, _ key: Key, _ inType: dnnl_data_type_t, _ outType: dnnl_data_type_t)
+        -> (Matmul, Primitive, MemoryDesc)?
+    {
+        let (m, n, k) = (key.dims[2], key.dims[3], key.dims[4])
+        guard let src = MemoryDesc([1, m, k], strides: [m * k, k, 1], inType),
+            let plain = MemoryDesc([1, k, n], strides: Array(key.strides[3..<6]), inType),
+            let any = MemoryDesc(any: [1, k, n], inType),
+            let dst = MemoryDesc([1, m, n], strides: [m * n, n, 1], outType)
+        else { return nil }
+        let biasDesc = key.bias ? MemoryDesc([1, 1, n], strides: [n, n, 1], outType) : nil
+        if key.bias && biasDesc == nil { return nil }
+        // Built for one thread below the work where threads repay their wake-up, as `matmul` does.
+        let threads = lucid_dnnl_num_threads()
+        let single = threads > 1 && m * n * k < smallMatmulWork
+        if single { lucid_dnnl_set_num_threads(1) }
+        defer { if single { lucid_dnnl_set_num_threads(threads) } }
+        var pd: dnnl_primitive_desc_t?
+        guard dnnl_matmul_primitive_desc_create(&pd, rt.engine, src.md, any.md, biasDesc?.md, dst.md, nil) == dnnl_success,
+            let pd
+        else { return nil }
+        let chosen = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0).flatMap { MemoryDesc(cloning: $0) }
+        guard let prim = Primitive.make(from: pd), let chosen else { return nil }
+        var rpd: dnnl_primitive_desc_t?
+        guard dnnl_reorder_primitive_desc_create(&rpd, plain.md, rt.engine, chosen.md, rt.engine, nil) == dnnl_success,
+            let reorder = Primitive.make(from: rpd)
+        else { return nil }
+        let built = (Matmul(prim, src, chosen, dst, biasDesc), reorder, plain)
+        keep(built, as: key, in: &rt.packedMatmuls)
+        return built
+    }
+
+    /// `out = a @ b (+ bias)` with `b` as `pack` packed it: `a` a row-major [1, rows, K] of
+    /// b's dtype, `out` a contiguous [1, rows, N] of the packed output type; false (nothing
+    /// written) for anything else.
+    static func gemm(_ a: TensorImpl, packed p: PackedWeights, bias: TensorImpl?, into out: TensorImpl) -> Bool {
+        let k = a.shape[2]
+        guard let rt = runtime, a.dtype == p.inType, out.dtype == p.outType, a.shape[1] == p.rows,
+            a.strides[1] == k || p.rows == 1, a.strides[2] == 1 || k == 1, out.isContiguous,
+            (bias != nil) == (p.matmul.bias != nil), bias.map({ $0.dtype == p.outType && $0.isContiguous }) ?? true
+        else { return false }
+        var args = [
+            (Arg.src, p.matmul.src, HostBackend.address(a)), (Arg.weights, p.matmul.weights, p.block.0),
+            (Arg.dst, p.matmul.dst, HostBackend.address(out)),
+        ]
+        if let bias, let md = p.matmul.bias { args.append((Arg.bias, md, HostBackend.address(bias))) }
+        return rt.locked { execute(rt, p.matmul.primitive, args) }
     }
 
     private static func matmulPrimitive(

@@ -18,6 +18,24 @@ extension HostBackend: MatmulKernels {
             dispatch(out.dtype, IntegerGEMM(a: a, b: b, bias: bias, out: out))
         }
     }
+
+    /// oneDNN's packed layout, for the products `gemm` gives oneDNN.
+    func prepare(_ b: TensorImpl, rows: Int, bias: Bool, outType: DType) -> AnyObject? {
+        #if canImport(CDNNL)
+        let flops = rows &* b.shape[1] &* b.shape[2]
+        if outType == .bfloat16 || (outType == .float32 && flops >= 1 << 18) {
+            return DNNL.pack(b, rows: rows, bias: bias, outType: outType)
+        }
+        #endif
+        return nil
+    }
+
+    func gemm(_ a: TensorImpl, prepared: AnyObject, bias: TensorImpl?, into out: TensorImpl) -> Bool {
+        #if canImport(CDNNL)
+        if let packed = prepared as? DNNL.PackedWeights { return DNNL.gemm(a, packed: packed, bias: bias, into: out) }
+        #endif
+        return false
+    }
 }
 
 /// Reads any host tensor into a contiguous buffer of `R`.
