@@ -249,9 +249,13 @@ enum DNNL {
     final class PackedWeights: @unchecked Sendable {
         let matmul: Matmul
         let block: (UnsafeMutableRawPointer, Int)
-        let rows: Int, inType: DType, outType: DType
-        init(_ matmul: Matmul, _ block: (UnsafeMutableRawPointer, Int), rows: Int, inType: DType, outType: DType) {
-            (self.matmul, self.block, self.rows, self.inType, self.outType) = (matmul, block, rows, inType, outType)
+        /// The product's shape: [rows, k] by [k, n].
+        let rows: Int, k: Int, n: Int
+        let inType: DType, outType: DType
+        init(_ matmul: Matmul, _ block: (UnsafeMutableRawPointer, Int), _ key: Key) {
+            (self.matmul, self.block) = (matmul, block)
+            (rows, n, k) = (key.dims[2], key.dims[3], key.dims[4])
+            (inType, outType) = (key.dtype, key.outType)
         }
         deinit { HostAllocator.shared.release(block.0, size: block.1) }
     }
@@ -269,7 +273,7 @@ enum DNNL {
             guard let (mm, reorder, plain) = rt.packedMatmuls[key] ?? packedMatmul(rt, key, inType, outT),
                 let block = try? HostAllocator.shared.allocate(max(mm.weights.byteSize, 1))
             else { return nil }
-            let packed = PackedWeights(mm, block, rows: m, inType: b.dtype, outType: outType)
+            let packed = PackedWeights(mm, block, key)
             // The reorder's source and destination are its `from` and `to` arguments (1 and 17).
             guard execute(rt, reorder, [(Arg.src, plain, HostBackend.address(b)), (Arg.dst, mm.weights, block.0)]) else {
                 return nil
@@ -315,10 +319,10 @@ enum DNNL {
     /// b's dtype, `out` a contiguous [1, rows, N] of the packed output type; false (nothing
     /// written) for anything else.
     static func gemm(_ a: TensorImpl, packed p: PackedWeights, bias: TensorImpl?, into out: TensorImpl) -> Bool {
-        let k = a.shape[2]
-        guard let rt = runtime, a.dtype == p.inType, out.dtype == p.outType, a.shape[1] == p.rows,
-            a.strides[1] == k || p.rows == 1, a.strides[2] == 1 || k == 1, out.isContiguous,
-            (bias != nil) == (p.matmul.bias != nil), bias.map({ $0.dtype == p.outType && $0.isContiguous }) ?? true
+        let k = p.k
+        guard let rt = runtime, a.dtype == p.inType, out.dtype == p.outType, a.shape == [1, p.rows, k],
+            out.shape == [1, p.rows, p.n], a.strides[1] == k || p.rows == 1, a.strides[2] == 1 || k == 1, out.isContiguous,
+            (bias != nil) == (p.matmul.bias != nil), bias.map({ $0.dtype == p.outType && $0.isContiguous && $0.numel == p.n }) ?? true
         else { return false }
         var args = [
             (Arg.src, p.matmul.src, HostBackend.address(a)), (Arg.weights, p.matmul.weights, p.block.0),
