@@ -21,6 +21,12 @@ enum Composite {
         try Ops.scalarTensor(ScalarOperand(int: 0), dtype: t.dtype, device: t.device)
     }
 
+    /// The widest dtype of `ts` (not empty), whatever their order: bfloat16 with float32 is
+    /// float32.
+    static func widestType(_ ts: [TensorImpl]) -> DType {
+        ts.dropFirst().reduce(ts[0].dtype) { DType.promote($0, $1.dtype) }
+    }
+
     static func checkFloat(_ op: String, _ ts: [TensorImpl]) throws {
         for t in ts where !t.dtype.isFloatingPoint {
             throw LucidError.type("\(op): expected floating-point tensors, got \(t.dtype)")

@@ -200,7 +200,7 @@ package enum Losses {
         let classes = x.shape[1]
         return try crossEntropy.run([x, p] + (weight.map { [$0] } ?? [])) { t in
             try Composite.checkFloat(op, t)
-            let dtype = t.dropFirst().reduce(t[0].dtype) { DType.promote($0, $1.dtype) }
+            let dtype = Composite.widestType(t)
             let logp = try Activations.logSoftmax(try Ops.cast(t[0], to: dtype), dim: 1)
             var q = try Ops.cast(t[1], to: dtype)
             if smoothing > 0 { q = try Composite.add(try Composite.mul(q, 1 - smoothing), smoothing / Double(classes)) }
@@ -244,7 +244,7 @@ package enum Losses {
             throw LucidError.value("\(op): weight of shape \(weight.shape) does not broadcast to the input's shape \(input.shape)")
         }
         try Composite.checkFloat(op, all)
-        let dtype = all.dropFirst().reduce(input.dtype) { DType.promote($0, $1.dtype) }
+        let dtype = Composite.widestType(all)
         let x = try Ops.cast(input, to: dtype), y = try Ops.cast(target, to: dtype)
         let w = try weight.map { try Ops.cast($0, to: dtype) }
         // A weight that requires a gradient takes the composed graph; otherwise the per-element
@@ -301,7 +301,7 @@ package enum Losses {
         }
         return try bceWithLogits.run([input, target] + extras) { t in
             try Composite.checkFloat(op, t)
-            let dtype = t.dropFirst().reduce(t[0].dtype) { DType.promote($0, $1.dtype) }
+            let dtype = Composite.widestType(t)
             let x = try Ops.cast(t[0], to: dtype), y = try Ops.cast(t[1], to: dtype)
             var rest = try t.dropFirst(2).map { try Ops.cast($0, to: dtype) }.makeIterator()
             let w = weight == nil ? nil : rest.next(), pw = posWeight == nil ? nil : rest.next()

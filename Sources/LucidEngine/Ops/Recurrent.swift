@@ -63,7 +63,7 @@ package enum Recurrent {
         try Ops.checkSameDevice(op, given)
         try Composite.checkFloat(op, given)
         return try info.run(given) { t in
-            let dtype = t.dropFirst().reduce(t[0].dtype) { DType.promote($0, $1.dtype) }
+            let dtype = Composite.widestType(t)
             let v = try t.map { try Ops.contiguous(try Ops.cast($0, to: dtype)) }
             let k = states.count
             var rest = v[(k + 3)...].makeIterator()

@@ -304,8 +304,7 @@ extension ShapeOps {
 
     private static func catBody(_ cast: [TensorImpl], d: Int, total: Int) throws -> TensorImpl {
         let first = cast[0]
-        // The widest input dtype, whatever the order (bfloat16 with float32 is float32).
-        let dtype = cast.dropFirst().reduce(cast[0].dtype) { DType.promote($0, $1.dtype) }
+        let dtype = Composite.widestType(cast)
         let inputs = try cast.map { try Ops.cast($0, to: dtype) }
         var shape = first.shape
         shape[d] = total

@@ -295,17 +295,16 @@ enum DNNL {
         else { return nil }
         let biasDesc = key.bias ? MemoryDesc([1, 1, n], strides: [n, n, 1], outType) : nil
         if key.bias && biasDesc == nil { return nil }
-        // Built for one thread below the work where threads repay their wake-up, as `matmul` does.
-        let threads = lucid_dnnl_num_threads()
-        let single = threads > 1 && m * n * k < smallMatmulWork
-        if single { lucid_dnnl_set_num_threads(1) }
-        defer { if single { lucid_dnnl_set_num_threads(threads) } }
-        var pd: dnnl_primitive_desc_t?
-        guard dnnl_matmul_primitive_desc_create(&pd, rt.engine, src.md, any.md, biasDesc?.md, dst.md, nil) == dnnl_success,
-            let pd
-        else { return nil }
-        let chosen = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0).flatMap { MemoryDesc(cloning: $0) }
-        guard let prim = Primitive.make(from: pd), let chosen else { return nil }
+        let made = buildingMatmul(work: m * n * k) { () -> (Primitive, MemoryDesc)? in
+            var pd: dnnl_primitive_desc_t?
+            guard dnnl_matmul_primitive_desc_create(&pd, rt.engine, src.md, any.md, biasDesc?.md, dst.md, nil) == dnnl_success,
+                let pd
+            else { return nil }
+            let chosen = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0).flatMap { MemoryDesc(cloning: $0) }
+            guard let prim = Primitive.make(from: pd), let chosen else { return nil }
+            return (prim, chosen)
+        }
+        guard let (prim, chosen) = made else { return nil }
         var rpd: dnnl_primitive_desc_t?
         guard dnnl_reorder_primitive_desc_create(&rpd, plain.md, rt.engine, chosen.md, rt.engine, nil) == dnnl_success,
             let reorder = Primitive.make(from: rpd)
@@ -359,19 +358,27 @@ enum DNNL {
                 dnnl_primitive_attr_set_post_ops(attr, postOps) == dnnl_success
             else { return nil }
         }
-        // A small product is built for one thread: waking the pool's threads (a system call
-        // each under a passive wait policy) takes longer than the product itself.
-        let threads = lucid_dnnl_num_threads()
-        let single = threads > 1 && max(ba, bb) * m * n * k < smallMatmulWork
-        if single { lucid_dnnl_set_num_threads(1) }
-        defer { if single { lucid_dnnl_set_num_threads(threads) } }
-        var pd: dnnl_primitive_desc_t?
-        guard dnnl_matmul_primitive_desc_create(&pd, rt.engine, src.md, wei.md, bias?.md, dst.md, attr) == dnnl_success,
-            let prim = Primitive.make(from: pd)
-        else { return nil }
+        let made = buildingMatmul(work: max(ba, bb) * m * n * k) { () -> Primitive? in
+            var pd: dnnl_primitive_desc_t?
+            guard dnnl_matmul_primitive_desc_create(&pd, rt.engine, src.md, wei.md, bias?.md, dst.md, attr) == dnnl_success
+            else { return nil }
+            return Primitive.make(from: pd)
+        }
+        guard let prim = made else { return nil }
         let built = Matmul(prim, src, wei, dst, bias)
         keep(built, as: key, in: &rt.matmuls)
         return built
+    }
+
+    /// `body`, which builds a matmul primitive of `work` multiply-adds, with oneDNN set to one
+    /// thread for a small product: waking the pool's threads (a system call each under a
+    /// passive wait policy) takes longer than the product itself.
+    private static func buildingMatmul<R>(work: Int, _ body: () -> R) -> R {
+        let threads = lucid_dnnl_num_threads()
+        let single = threads > 1 && work < smallMatmulWork
+        if single { lucid_dnnl_set_num_threads(1) }
+        defer { if single { lucid_dnnl_set_num_threads(threads) } }
+        return body()
     }
 }
 

@@ -3,10 +3,9 @@
 extension HostBackend: MatmulKernels {
     func gemm(_ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?, into out: TensorImpl) {
         #if canImport(CDNNL)
-        // bfloat16 always (AVX-512 BF16 / AMX kernels); float32 once the product is large
-        // enough for oneDNN's kernels to repay its per-call set-up over BLAS.
-        let flops = out.shape[0] &* out.shape[1] &* out.shape[2] &* a.shape[2]
-        if (out.dtype == .bfloat16 || (out.dtype == .float32 && flops >= 1 << 18)) && DNNL.gemm(a, b, bias: bias, into: out) {
+        if Self.oneDNNTakes(out.dtype, work: out.shape[0] &* out.shape[1] &* out.shape[2] &* a.shape[2]),
+            DNNL.gemm(a, b, bias: bias, into: out)
+        {
             return
         }
         #endif
@@ -22,13 +21,21 @@ extension HostBackend: MatmulKernels {
     /// oneDNN's packed layout, for the products `gemm` gives oneDNN.
     func prepare(_ b: TensorImpl, rows: Int, bias: Bool, outType: DType) -> AnyObject? {
         #if canImport(CDNNL)
-        let flops = rows &* b.shape[1] &* b.shape[2]
-        if outType == .bfloat16 || (outType == .float32 && flops >= 1 << 18) {
+        if Self.oneDNNTakes(outType, work: rows &* b.shape[1] &* b.shape[2]) {
             return DNNL.pack(b, rows: rows, bias: bias, outType: outType)
         }
         #endif
         return nil
     }
+
+    #if canImport(CDNNL)
+    /// Whether a product of `work` multiply-adds into `dtype` goes to oneDNN: bfloat16 always
+    /// (AVX-512 BF16 / AMX kernels); float32 once the product is large enough for oneDNN's
+    /// kernels to repay its per-call set-up over BLAS.
+    private static func oneDNNTakes(_ dtype: DType, work: Int) -> Bool {
+        dtype == .bfloat16 || (dtype == .float32 && work >= 1 << 18)
+    }
+    #endif
 
     func gemm(_ a: TensorImpl, prepared: AnyObject, bias: TensorImpl?, into out: TensorImpl) -> Bool {
         #if canImport(CDNNL)
