@@ -4,6 +4,7 @@ default initialisation, buffers and state dicts, train/eval behaviour, argument 
 Module, Parameter, Sequential, Linear and state dicts in general are in test_nn.py."""
 
 import math
+import os
 import sys
 import zlib
 
@@ -601,6 +602,32 @@ def test_attention_under_bfloat16_autocast_rounds_products_and_weights():
     assert all(t.grad.dtype == lucid.float32 and np.isfinite(t.grad.numpy()).all() for t in leaves)
 
 
+@pytest.mark.parametrize("dtype", [lucid.bfloat16, lucid.float16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_sixteen_bit_fused_attention_over_many_chunks(dtype, causal):
+    # 12 heads of 300x280 scores span several chunks. The products read the weights rounded
+    # to the inputs' dtype, whether or not the caller asks for the weights. The fused kernel
+    # keeps the scores in float32; the composed form (without oneDNN) rounds its product.
+    np_type = ml_dtypes.bfloat16 if dtype == lucid.bfloat16 else np.float16
+    q, k, v = (arr(3, 4, n, e).astype(np_type) for n, e in ((300, 16), (280, 16), (280, 24)))
+    wide = [a.astype(np.float64) for a in (q, k, v)]
+    s = wide[0] @ np.swapaxes(wide[1], -1, -2)
+    if os.environ.get("LUCID_DNNL") == "0":
+        s = s.astype(np.float32).astype(np_type).astype(np.float64)
+    s /= 4.0  # exact
+    if causal:
+        s = np.where(np.tril(np.ones((300, 280), bool)), s, -np.inf)
+    p = softmax(s)
+    want = p.astype(np.float32).astype(np_type).astype(np.float64) @ wide[2]
+    lq, lk, lv = (lucid.tensor(a.astype(np.float32)).to(dtype) for a in (q, k, v))
+    out = F.scaled_dot_product_attention(lq, lk, lv, is_causal=causal)
+    o, w = F._attention(lq, lk, lv, None, 0.0, causal, None, True)
+    assert out.dtype == o.dtype == w.dtype == dtype
+    np.testing.assert_allclose(out.float().numpy(), want, rtol=1e-2, atol=2e-3)
+    np.testing.assert_allclose(w.float().numpy(), p, rtol=1e-2, atol=1e-4)
+    np.testing.assert_array_equal(out.float().numpy(), o.float().numpy())
+
+
 def test_attention_under_autocast_and_errors():
     q = T(arr(2, 4, 8), device="metal")
     with lucid.amp.autocast("metal"):
@@ -857,7 +884,6 @@ def test_empty_inputs():
 def test_the_paths_without_onednn_agree(tmp_path):
     """With LUCID_DNNL=0 the engine serves GEMM from BLAS and convolution from im2col; the
     layer tests must pass on those paths too."""
-    import os
     import subprocess
 
     here = os.path.dirname(os.path.abspath(__file__))

@@ -538,17 +538,30 @@ extension DNNL {
     /// k [B, S, E], v [B, S, Ev] of one dtype (any strides), `out` a contiguous [B, L, Ev] and
     /// `weights` (when given) a contiguous [B, L, S] of that dtype. The scores and the softmax
     /// are float32; the scores of a few batch entries at a time stay in cache between the
-    /// three steps. False when it fails (then `out` may hold partial results); `takesAttention`
-    /// says beforehand whether oneDNN takes the problem.
+    /// three steps. A 16-bit dtype oneDNN has no kernels for on this CPU (bfloat16 below
+    /// AVX-512, float16) runs float32 products on widened copies, with the softmax's weights
+    /// rounded to the dtype first, as its own products would read them. False when it fails
+    /// (then `out` may hold partial results); `takesAttention` says beforehand whether oneDNN
+    /// takes the problem.
     static func attention(
         _ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, scale: Float, causal: Bool,
         weights: TensorImpl?, into out: TensorImpl
     ) -> Bool {
         guard let rt = runtime, takesAttention(q, k, v, weights: weights, into: out) else { return false }
-        let batch = q.shape[0], l = q.shape[1], s = k.shape[1]
+        let widen = dataType(q.dtype) == nil
+        let batch = q.shape[0], l = q.shape[1], s = k.shape[1], ev = v.shape[2]
         let chunk = max(1, min(batch, attentionChunkBytes / max(1, l * s * 4)))
+        let host = Backends.host
+        func widened(_ t: TensorImpl) -> TensorImpl? {
+            guard widen else { return t }
+            guard let w = try? TensorImpl.empty(t.shape, dtype: .float32, on: out.backend) else { return nil }
+            host.copy(t, into: w)
+            return w
+        }
         guard let scores = try? TensorImpl.empty([chunk, l, s], dtype: .float32, on: out.backend),
-            let probs = try? weights ?? TensorImpl.empty([chunk, l, s], dtype: q.dtype, on: out.backend)
+            let probs = try? weights ?? TensorImpl.empty([chunk, l, s], dtype: q.dtype, on: out.backend),
+            let wq = widened(q), let wk = widened(k), let wv = widened(v),
+            let wide = widen ? try? TensorImpl.empty([chunk, l, ev], dtype: .float32, on: out.backend) : out
         else { return false }
         func slice(_ t: TensorImpl, _ start: Int, _ count: Int, _ transposed: Bool = false) -> TensorImpl {
             let st = t.strides, sh = t.shape
@@ -562,25 +575,41 @@ extension DNNL {
                 let count = min(chunk, batch - start)
                 let sc = slice(scores, 0, count)
                 let p = weights == nil ? slice(probs, 0, count) : slice(probs, start, count)
-                guard matmul(rt, slice(q, start, count), slice(k, start, count, true), bias: nil, scale: scale, into: sc)
+                guard matmul(rt, slice(wq, start, count), slice(wk, start, count, true), bias: nil, scale: scale, into: sc)
                 else { return false }
                 if causal { maskFuture(sc) }
-                guard softmax(rt, sc, axis: 2, log: false, into: p),
-                    matmul(rt, p, slice(v, start, count), bias: nil, scale: 1, into: slice(out, start, count))
-                else { return false }
+                if widen {
+                    // The weights rounded to the dtype, in the scores' place as float32.
+                    guard softmax(rt, sc, axis: 2, log: false, into: sc) else { return false }
+                    if weights == nil && q.dtype == .bfloat16 {
+                        let x = HostBackend.address(sc).assumingMemoryBound(to: Float.self)
+                        HostThreads.forEachRange(sc.numel) { r in BFloat16FastPath.round(x + r.lowerBound, r.count) }
+                    } else {
+                        host.copy(sc, into: p)
+                        host.copy(p, into: sc)
+                    }
+                    let o = slice(wide, 0, count)
+                    guard matmul(rt, sc, slice(wv, start, count), bias: nil, scale: 1, into: o) else { return false }
+                    host.copy(o, into: slice(out, start, count))
+                } else {
+                    guard softmax(rt, sc, axis: 2, log: false, into: p),
+                        matmul(rt, p, slice(wv, start, count), bias: nil, scale: 1, into: slice(out, start, count))
+                    else { return false }
+                }
                 start += count
             }
             return true
         }
     }
 
-    /// Whether `attention` takes this problem: one dtype oneDNN has, contiguous results, no
-    /// empty dimension.
+    /// Whether `attention` takes this problem: float32, or a 16-bit float (in oneDNN's kernels
+    /// or on float32 copies); contiguous results; no empty dimension.
     static func takesAttention(
         _ q: TensorImpl, _ k: TensorImpl, _ v: TensorImpl, weights: TensorImpl?,
         into out: TensorImpl
     ) -> Bool {
-        guard runtime != nil, dataType(q.dtype) != nil, k.dtype == q.dtype, v.dtype == q.dtype, out.dtype == q.dtype,
+        guard runtime != nil, q.dtype == .float32 || q.dtype == .bfloat16 || q.dtype == .float16,
+            k.dtype == q.dtype, v.dtype == q.dtype, out.dtype == q.dtype,
             out.isContiguous, weights.map({ $0.isContiguous && $0.dtype == q.dtype }) ?? true
         else { return false }
         return [q.shape[0], q.shape[1], q.shape[2], k.shape[1], v.shape[2]].allSatisfy { $0 > 0 }
