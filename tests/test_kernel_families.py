@@ -197,3 +197,66 @@ def test_counts_through_the_c_abi_reject_bad_arguments():
     assert len(counts) == n.value and all(isinstance(k, str) and v > 0 for k, v in counts.items())
     if not lucid.metal.is_available():
         assert counts == {}  # the host fallback has every family
+
+
+# nll_loss on "metal": the host fallback's weighted-gather kernel, or (indexing declined) the
+# composed gather and scatter. Bits of the losses and gradients, per dtype and reduction.
+NLL_WORKLOAD = """
+import json
+import numpy as np
+import lucid, lucid.nn.functional as F
+
+rng = np.random.default_rng(3)
+out = {}
+for dtype in ("float32", "bfloat16"):
+    for reduction in ("none", "mean", "sum"):
+        for weighted in (False, True):
+            dt = getattr(lucid, dtype)
+            base = lucid.tensor(rng.standard_normal((6, 3, 5)).astype(np.float32), device="metal").to(dt)
+            base.requires_grad_()
+            x = base.permute(0, 2, 1)  # [N, C, d], strided
+            t = rng.integers(0, 5, (6, 3))
+            t[1, 2] = t[4, 0] = -100
+            w = lucid.tensor(rng.random(5).astype(np.float32) + 0.5, device="metal").to(dt) if weighted else None
+            loss = F.nll_loss(x, lucid.tensor(t, device="metal"), weight=w, reduction=reduction)
+            g = lucid.tensor(rng.standard_normal(tuple(loss.shape)).astype(np.float32), device="metal").to(dt)
+            (loss * g).sum().backward()
+            bits = lambda a: a.float().numpy().ravel().view(np.uint32).tolist()
+            out[f"{dtype} {reduction} {weighted}"] = [bits(loss), bits(base.grad)]
+try:
+    F.nll_loss(lucid.zeros(2, 3, device="metal"), lucid.tensor([1, 7], device="metal"))
+except IndexError as e:
+    out["error"] = str(e)
+out["counts"] = lucid.metal.host_fallback_counts()
+print(json.dumps(out))
+"""
+
+
+@on_host_fallback
+def test_the_nll_kernel_and_its_composed_form_agree():
+    runs = []
+    for decline in (None, "indexing"):
+        env = {k: v for k, v in os.environ.items() if k not in ("LUCID_METAL_DECLINE", "LUCID_METAL_FALLBACK")}
+        if decline:
+            env["LUCID_METAL_DECLINE"] = decline
+        env["PYTHONPATH"] = str(ROOT)
+        r = subprocess.run([sys.executable, "-c", NLL_WORKLOAD], capture_output=True, text=True, env=env, cwd=ROOT,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr
+        runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    fused, composed = runs
+    assert fused.pop("counts") == {}
+    assert {"gather", "scatter_add"} <= set(composed.pop("counts"))  # the composed form ran
+    for msg in (fused.pop("error"), composed.pop("error")):
+        assert "target out of bounds: class indices must be in [0, 3) or equal ignore_index=-100" in msg
+    assert fused.keys() == composed.keys()
+    as_float = lambda b: np.array(b, np.uint32).view(np.float32)
+    for key, (loss, grad) in fused.items():
+        want_loss, want_grad = composed[key]
+        # The forward rounds once either way; an ignored target's loss is 0 (the composed
+        # form's -(x·0) may be -0).
+        np.testing.assert_array_equal(as_float(loss), as_float(want_loss), err_msg=key)
+        if key.startswith("float32"):
+            assert grad == want_grad, key
+        else:  # the composed backward rounds each step to bfloat16, the kernel once
+            np.testing.assert_allclose(as_float(grad), as_float(want_grad), rtol=1e-2, atol=1e-3, err_msg=key)

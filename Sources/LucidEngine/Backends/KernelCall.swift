@@ -94,6 +94,10 @@ enum KernelOp: Sendable {
     case gather(dim: Int)
     /// reads [src, index], writes [out]
     case scatterAdd(dim: Int)
+    /// reads [logp, target] + [weight], writes [loss, weights]
+    case nllTerms(ignoreIndex: Int64)
+    /// reads [grad, target, weights] + [total], writes [gradIn]
+    case nllBackward(ignoreIndex: Int64)
     /// reads [mask]
     case nonzero
     /// reads [values], writes [dst]
@@ -126,7 +130,7 @@ enum KernelOp: Sendable {
             .scaleChannelsBackward:
             .normalization
         case .attention: .attention
-        case .gather, .scatterAdd, .nonzero, .put, .take: .indexing
+        case .gather, .scatterAdd, .nllTerms, .nllBackward, .nonzero, .put, .take: .indexing
         case .sgdStep, .adamStep: .optimizers
         case .unscale, .updateScale, .castStatistics: .amp
         case .lapack: .linalg
@@ -140,7 +144,7 @@ enum KernelOp: Sendable {
         switch self {
         case .addScaled, .leakyRelu, .leakyReluBackward, .convolution, .avgPool2d, .avgPool2dBackward, .softmax,
             .softmaxBackward, .normalizeRows, .normalizeRowsBackward, .normalizeChannels, .normalizeChannelsBackward,
-            .scaleChannels, .scaleChannelsBackward, .attention:
+            .scaleChannels, .scaleChannelsBackward, .attention, .nllTerms, .nllBackward:
             true
         default:
             false
@@ -153,7 +157,7 @@ enum KernelOp: Sendable {
         switch self {
         case .convolution, .softmax, .softmaxBackward, .attention, .normalizeRows, .normalizeRowsBackward,
             .normalizeChannels, .normalizeChannelsBackward, .scaleChannels, .scaleChannelsBackward, .lstmCell,
-            .lstmCellBackward, .rnnCell, .rnnCellBackward, .gruCell, .gruCellBackward:
+            .lstmCellBackward, .rnnCell, .rnnCellBackward, .gruCell, .gruCellBackward, .nllTerms, .nllBackward:
             .compose
         default:
             .host

@@ -248,6 +248,27 @@ protocol IndexingKernels: AnyObject, Sendable {
     func scatterAdd(_ src: TensorImpl, dim: Int, index: TensorImpl, into out: TensorImpl) throws
 }
 
+/// The negative log-likelihood's weighted gather and its adjoint (family `indexing`), for the
+/// calls the backend routes to them; the op layer composes the others.
+protocol ClassLossKernels: AnyObject, Sendable {
+    /// For log-probabilities `logp` [N, C, M] (any strides), int64 targets `target` [N, M] and
+    /// per-class weights `weight` [C] of logp's dtype (nil: all 1), with t = target[n, m]:
+    /// `weights[n, m] = weight[t]` and `loss[n, m] = -logp[n, t, m]·weights[n, m]`, both 0
+    /// where t is `ignoreIndex`. `loss` and `weights` are contiguous [N, M] of logp's dtype.
+    /// Another target outside `0..<C` is reported as `outOfRange(it)` (then the results hold
+    /// nothing meaningful).
+    func nllTerms(
+        _ logp: TensorImpl, target: TensorImpl, weight: TensorImpl?, ignoreIndex: Int64, loss: TensorImpl,
+        weights: TensorImpl, outOfRange: @escaping @Sendable (Int64) -> LucidError) throws
+    /// The gradient of those losses over `logp`: `gradIn` contiguous [N, C, M], zero but at
+    /// each counted target's place, which takes `-(grad[n, m] / total)·weights[n, m]`
+    /// (`-grad[n, m]·weights[n, m]` without `total`, a 0-d tensor). `grad` is [N, M] of any
+    /// strides (a reduction's gradient broadcast), all of gradIn's dtype.
+    func nllBackward(
+        _ grad: TensorImpl, total: TensorImpl?, target: TensorImpl, weights: TensorImpl, ignoreIndex: Int64,
+        into gradIn: TensorImpl)
+}
+
 /// The indexing kernels over positions the host holds: the positions of true elements, and
 /// writes and reads at lists of storage offsets (family `indexing`).
 protocol PlacementKernels: AnyObject, Sendable {

@@ -82,34 +82,75 @@ package enum Losses {
         // A weight that requires a gradient takes the composed graph; otherwise the loss is one
         // node (the reduction included), whose backward puts -w·g (over the weights' total for
         // a mean) at each target's place and zero elsewhere.
-        guard weight?.requiresGrad != true, Autograd.tracks(logp) else {
-            let (loss, w, _, _) = try pickedTerms(logp, y, weight: weight, ignoreIndex: ignoreIndex)
+        if let weight, Autograd.tracks(weight) {
+            let (loss, w) = try pickedTerms(logp, y, weight: weight, ignoreIndex: ignoreIndex)
             return (try reducedNLL(loss, w, r, shape: shape), w)
         }
-        let (loss, w, safe, ignored, total) = try GradMode.with(false) {
-            let (loss, w, safe, ignored) = try pickedTerms(logp, y, weight: weight, ignoreIndex: ignoreIndex)
+        let (loss, w, total) = try GradMode.with(false) {
+            let (loss, w) = try nllTerms(logp, y, weight: weight, ignoreIndex: ignoreIndex)
             let total = r == .mean ? try Composite.sum(w, nil) : nil
             let reduced = r == .none ? loss : try Composite.sum(loss, nil)
-            return (try total.map { try Composite.div(reduced, $0) } ?? reduced, w, safe, ignored, total)
+            return (try total.map { try Composite.div(reduced, $0) } ?? reduced, w, total)
         }
+        guard Autograd.tracks(logp) else { return (r == .none ? try ShapeOps.reshape(loss, shape) : loss, w) }
         let logpShape = logp.shape
-        let node = Autograd.record(loss, Autograd.name(nll), [logp], saved: [w, ignored, total]) { g in
-            var share = try Composite.mul(try Elementwise.unary(.neg, try total.map { try Composite.div(g, $0) } ?? g), w)
-            // Over a total of 0 (every target ignored) the share is 0/0; an ignored target
-            // takes no gradient, as in PyTorch.
-            if total != nil { share = try Comparison.where(ignored, scalar: ScalarOperand(float: 0), share) }
-            return [
-                try Indexing.scatterAdd(
-                    try ShapeOps.unsqueeze(share, 1), dim: 1, index: try ShapeOps.unsqueeze(safe, 1), shape: logpShape)
-            ]
+        let node = Autograd.record(loss, Autograd.name(nll), [logp], saved: [y, w, total]) { g in
+            [try nllGradient(g, total: total, y, w, ignoreIndex: ignoreIndex, shape: logpShape)]
         }
         return (r == .none ? try ShapeOps.reshape(node, shape) : node, w)
     }
 
-    /// The composed form of `picked`: the per-element losses and weights, the targets in which
-    /// ignored ones name class 0, and where the targets are ignored.
+    /// The per-element losses and weights of `picked`: the backend's kernel, or composed.
+    private static func nllTerms(_ logp: TensorImpl, _ y: TensorImpl, weight: TensorImpl?, ignoreIndex: Int)
+        throws -> (TensorImpl, TensorImpl)
+    {
+        let (n, c, m) = (logp.shape[0], logp.shape[1], logp.shape[2])
+        let loss = try TensorImpl.empty([n, m], dtype: logp.dtype, on: logp.backend)
+        let w = try TensorImpl.empty([n, m], dtype: logp.dtype, on: logp.backend)
+        let call = KernelCall(
+            .nllTerms(ignoreIndex: Int64(ignoreIndex)), reads: [logp, y] + (weight.map { [$0] } ?? []), writes: [loss, w])
+        let ran = try loss.runUnlessComposed(ClassLossKernels.self, call, "nll_loss") {
+            try $0.nllTerms(logp, target: y, weight: weight, ignoreIndex: Int64(ignoreIndex), loss: loss, weights: w) {
+                outOfBounds(classes: c, ignoreIndex: ignoreIndex, "got \($0)")
+            }
+        }
+        return ran != nil ? (loss, w) : try pickedTerms(logp, y, weight: weight, ignoreIndex: ignoreIndex)
+    }
+
+    /// The gradient of `picked`'s loss over log-probabilities of `shape` [N, C, M], from the
+    /// loss's gradient `g` ([N, M], or 0-d for a reduction): the backend's kernel, or a scaled
+    /// scatter of the weights.
+    private static func nllGradient(
+        _ g: TensorImpl, total: TensorImpl?, _ y: TensorImpl, _ w: TensorImpl, ignoreIndex: Int, shape: [Int]
+    ) throws -> TensorImpl {
+        let (n, m) = (shape[0], shape[2])
+        let spread = g.ndim == 0 ? g.view(shape: [n, m], strides: [0, 0], offset: g.offset) : try ShapeOps.reshape(g, [n, m])
+        let gradIn = try TensorImpl.empty(shape, dtype: g.dtype, on: g.backend)
+        let call = KernelCall(
+            .nllBackward(ignoreIndex: Int64(ignoreIndex)), reads: [spread, y, w] + (total.map { [$0] } ?? []),
+            writes: [gradIn])
+        if gradIn.runUnlessComposed(ClassLossKernels.self, call, "nll_loss", {
+            $0.nllBackward(spread, total: total, target: y, weights: w, ignoreIndex: Int64(ignoreIndex), into: gradIn)
+        }) != nil {
+            return gradIn
+        }
+        let ignored = try Comparison.compare(.eq, y, scalar: ScalarOperand(int: Int64(ignoreIndex)))
+        var share = try Composite.mul(try Elementwise.unary(.neg, try total.map { try Composite.div(g, $0) } ?? g), w)
+        // Over a total of 0 (every target ignored) the share is 0/0; an ignored target takes
+        // no gradient, as in PyTorch.
+        if total != nil { share = try Comparison.where(ignored, scalar: ScalarOperand(float: 0), share) }
+        let safe = try Comparison.where(ignored, scalar: ScalarOperand(int: 0), y)
+        return try Indexing.scatterAdd(
+            try ShapeOps.unsqueeze(share, 1), dim: 1, index: try ShapeOps.unsqueeze(safe, 1), shape: shape)
+    }
+
+    private static func outOfBounds(classes c: Int, ignoreIndex: Int, _ detail: String) -> LucidError {
+        LucidError.index("target out of bounds: class indices must be in [0, \(c)) or equal ignore_index=\(ignoreIndex) (\(detail))")
+    }
+
+    /// The composed form of `nllTerms`: the per-element losses and weights (0 where ignored).
     private static func pickedTerms(_ logp: TensorImpl, _ y: TensorImpl, weight: TensorImpl?, ignoreIndex: Int)
-        throws -> (TensorImpl, TensorImpl, TensorImpl, TensorImpl)
+        throws -> (TensorImpl, TensorImpl)
     {
         let ignored = try Comparison.compare(.eq, y, scalar: ScalarOperand(int: Int64(ignoreIndex)))
         let safe = try Comparison.where(ignored, scalar: ScalarOperand(int: 0), y)
@@ -118,7 +159,7 @@ package enum Losses {
         do {
             chosen = try ShapeOps.squeeze(try Indexing.gather(logp, dim: 1, index: try ShapeOps.unsqueeze(safe, 1)), dims: [1])
         } catch let e as LucidError where e.kind == .index {
-            throw LucidError.index("target out of bounds: class indices must be in [0, \(c)) or equal ignore_index=\(ignoreIndex) (\(e.message))")
+            throw outOfBounds(classes: c, ignoreIndex: ignoreIndex, e.message)
         }
         let keep = try Ops.cast(try Comparison.compare(.ne, y, scalar: ScalarOperand(int: Int64(ignoreIndex))), to: logp.dtype)
         let w =
@@ -126,7 +167,7 @@ package enum Losses {
                 try Composite.mul(
                     try ShapeOps.reshape(try Indexing.indexSelect(wc, dim: 0, index: try ShapeOps.reshape(safe, [-1])), safe.shape), keep)
             } ?? keep
-        return (try Elementwise.unary(.neg, try Composite.mul(chosen, w)), w, safe, ignored)
+        return (try Elementwise.unary(.neg, try Composite.mul(chosen, w)), w)
     }
 
     private static func reducedNLL(_ loss: TensorImpl, _ w: TensorImpl, _ r: Reduction, shape: [Int]) throws -> TensorImpl {

@@ -27,6 +27,9 @@ extension MetalBackend: IndexingKernels {
             lines[dim] = 1
             zeroed[dim] = 0
             return MetalLayout(shape: lines, operands: [index.strides, src.strides, zeroed]) != nil ? .native : .host
+        case .nllTerms, .nllBackward:
+            // No fused kernel here: composed from the gather and the scatter.
+            return .compose
         default:
             return .native
         }
