@@ -240,8 +240,9 @@ def test_the_nll_kernel_and_its_composed_form_agree():
         if decline:
             env["LUCID_METAL_DECLINE"] = decline
         env["PYTHONPATH"] = str(ROOT)
-        r = subprocess.run([sys.executable, "-c", NLL_WORKLOAD], capture_output=True, text=True, env=env, cwd=ROOT,
-                           timeout=300)
+        r = subprocess.run(
+            [sys.executable, "-c", NLL_WORKLOAD], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+        )
         assert r.returncode == 0, r.stderr
         runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
     fused, composed = runs
@@ -250,7 +251,10 @@ def test_the_nll_kernel_and_its_composed_form_agree():
     for msg in (fused.pop("error"), composed.pop("error")):
         assert "target out of bounds: class indices must be in [0, 3) or equal ignore_index=-100" in msg
     assert fused.keys() == composed.keys()
-    as_float = lambda b: np.array(b, np.uint32).view(np.float32)
+
+    def as_float(bits):
+        return np.array(bits, np.uint32).view(np.float32)
+
     for key, (loss, grad) in fused.items():
         want_loss, want_grad = composed[key]
         # The forward rounds once either way; an ignored target's loss is 0 (the composed

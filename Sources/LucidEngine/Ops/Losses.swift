@@ -129,11 +129,10 @@ package enum Losses {
         let call = KernelCall(
             .nllBackward(ignoreIndex: Int64(ignoreIndex)), reads: [spread, y, w] + (total.map { [$0] } ?? []),
             writes: [gradIn])
-        if gradIn.runUnlessComposed(ClassLossKernels.self, call, "nll_loss", {
+        let ran = gradIn.runUnlessComposed(ClassLossKernels.self, call, "nll_loss") {
             $0.nllBackward(spread, total: total, target: y, weights: w, ignoreIndex: Int64(ignoreIndex), into: gradIn)
-        }) != nil {
-            return gradIn
         }
+        if ran != nil { return gradIn }
         let ignored = try Comparison.compare(.eq, y, scalar: ScalarOperand(int: Int64(ignoreIndex)))
         var share = try Composite.mul(try Elementwise.unary(.neg, try total.map { try Composite.div(g, $0) } ?? g), w)
         // Over a total of 0 (every target ignored) the share is 0/0; an ignored target takes

@@ -14,7 +14,8 @@ extension HostBackend: ClassLossKernels {
         _ grad: TensorImpl, total: TensorImpl?, target: TensorImpl, weights: TensorImpl, ignoreIndex: Int64,
         into gradIn: TensorImpl
     ) {
-        dispatch(gradIn.dtype, NLLBackwardKernel(grad: grad, total: total, target: target, weights: weights, ignoreIndex: ignoreIndex, gradIn: gradIn))
+        dispatch(
+            gradIn.dtype, NLLBackwardKernel(grad: grad, total: total, target: target, weights: weights, ignoreIndex: ignoreIndex, gradIn: gradIn))
     }
 }
 
