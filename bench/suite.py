@@ -234,6 +234,7 @@ def _layer_specs(quick):
     b = 2 if quick else 8
     ids = RNG.integers(0, 1000, (b, 64))
     classes = RNG.integers(0, 10, (b * 16,))
+    pixels = RNG.integers(0, 21, (b, 32, 32))  # a class per pixel, as in segmentation
     probs = 1 / (1 + np.exp(-arr(b * 16, 10)))
     targets = (RNG.random((b * 16, 10)) > 0.5).astype(np.float32)
     seq = arr(b, 32, 64)
@@ -278,6 +279,7 @@ def _layer_specs(quick):
         ("L1Loss", lambda m: m.L1Loss(), [arr(b * 16, 256), arr(b * 16, 256)]),
         ("CrossEntropyLoss", lambda m: m.CrossEntropyLoss(), [arr(b * 16, 10), classes]),
         ("NLLLoss", lambda m: m.NLLLoss(), [arr(b * 16, 10), classes]),
+        ("CrossEntropyLoss per pixel 21x32x32", lambda m: m.CrossEntropyLoss(), [arr(b, 21, 32, 32), pixels]),
         ("BCEWithLogitsLoss", lambda m: m.BCEWithLogitsLoss(), [arr(b * 16, 10), targets]),
         ("BCELoss", lambda m: m.BCELoss(), [probs.astype(np.float32), targets]),
     ]

@@ -168,10 +168,7 @@ extension DNNL {
         }
         guard let pd else { return nil }
         // A reference implementation would be far slower than im2col and GEMM: decline it.
-        var name: UnsafePointer<CChar>?
-        if dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) == dnnl_success, let name,
-            String(cString: name).hasPrefix("ref")
-        {
+        if isReference(pd) {
             dnnl_primitive_desc_destroy(pd)
             return nil
         }

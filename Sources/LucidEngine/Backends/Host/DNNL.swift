@@ -21,7 +21,8 @@ enum DNNL {
         /// The matmuls over packed weights, each with the reorder that packs them (`pack`).
         var packedMatmuls: [Key: (matmul: Matmul, reorder: Primitive, plain: MemoryDesc)] = [:]
         var eltwise: [EltwiseKey: Primitive] = [:]
-        var softmax: [SoftmaxKey: Primitive] = [:]
+        /// nil for a softmax oneDNN would run only on its reference implementation (declined).
+        var softmax: [SoftmaxKey: Primitive?] = [:]
         private let lock = Lock()
         /// The threads the primitives above were built for (0: none built yet).
         private var threads: Int32 = 0
@@ -165,6 +166,16 @@ enum DNNL {
     static func keep<K: Hashable, V>(_ value: V, as key: K, in cache: inout [K: V]) {
         if cache.count >= maxPrimitives { cache.removeAll() }
         cache[key] = value
+    }
+
+    /// Whether `pd` is one of oneDNN's reference implementations: plain loops, far slower
+    /// than the engine's own paths.
+    static func isReference(_ pd: dnnl_primitive_desc_t) -> Bool {
+        var name: UnsafePointer<CChar>?
+        guard dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) == dnnl_success, let name else {
+            return false
+        }
+        return String(cString: name).hasPrefix("ref")
     }
 
     /// oneDNN's type for `d`, where oneDNN has kernels for it on this CPU.
@@ -511,18 +522,28 @@ extension DNNL {
         guard let md = MemoryDesc(x.shape, strides: strides, type),
             let outMD = MemoryDesc(x.shape, strides: strides, outType)
         else { return nil }
-        var prim = rt.softmax[key]
-        if prim == nil {
+        let prim: Primitive?
+        if let cached = rt.softmax[key] {
+            prim = cached
+        } else {
             var pd: dnnl_primitive_desc_t?
             guard
                 dnnl_softmax_forward_primitive_desc_create(
                     &pd, rt.engine, dnnl_forward_inference,
                     log ? dnnl_softmax_log : dnnl_softmax_accurate,
                     md.md, outMD.md, Int32(axis), nil) == dnnl_success,
-                let made = Primitive.make(from: pd)
+                let pd
             else { return nil }
-            keep(made, as: key, in: &rt.softmax)
-            prim = made
+            // Along an axis its kernels do not take (the channels of an image batch, on AVX2)
+            // oneDNN has only its reference softmax, a hundred times slower than the composed
+            // form: declined, and remembered so.
+            if isReference(pd) {
+                dnnl_primitive_desc_destroy(pd)
+                prim = nil
+            } else {
+                prim = Primitive.make(from: pd)
+            }
+            keep(prim, as: key, in: &rt.softmax)
         }
         guard let prim else { return nil }
         return (prim, md, outMD)
