@@ -63,18 +63,61 @@ def _linked_library(name):
     return "libgomp.so.1"
 
 
-@pytest.mark.parametrize(
-    "library,getter", [("gomp", "omp_get_max_threads"), ("openblas", "scipy_openblas_get_num_threads")]
-)
-def test_the_linked_libraries_follow_the_setting(library, getter, restore_threads):
+def test_onednn_openmp_pool_follows_the_setting(restore_threads):
     if sys.platform == "darwin":
-        pytest.skip("Apple builds use Accelerate, which sizes its own pool")
-    if library == "openblas" and lucid.metal.is_available():
-        pytest.skip("the Metal check build runs Apple's Accelerate code (emulated), which sizes its own pool")
-    get = getattr(ctypes.CDLL(_linked_library(library)), getter)
+        pytest.skip("Apple builds have no OpenMP pool")
+    get = ctypes.CDLL(_linked_library("gomp")).omp_get_max_threads
     for n in (1, 2):
         lucid.set_num_threads(n)
         assert get() == n
+
+
+def test_openblas_runs_on_the_calling_thread_whatever_the_setting(restore_threads):
+    # OpenBLAS's own threads would spin after each product beside the engine's pool and take
+    # its cores: the engine splits the products over its pool instead, each part one call.
+    if sys.platform == "darwin":
+        pytest.skip("Apple builds use Accelerate, which sizes its own pool")
+    if lucid.metal.is_available():
+        pytest.skip("the Metal check build runs Apple's Accelerate code (emulated), which sizes its own pool")
+    get = ctypes.CDLL(_linked_library("openblas")).scipy_openblas_get_num_threads
+    x = lucid.tensor(np.ones((256, 256)))
+    for n in (1, 2, 3):
+        lucid.set_num_threads(n)
+        (x @ x).numpy()
+        assert get() == 1
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16"])
+def test_products_split_over_the_threads_agree_with_numpy(dtype, restore_threads):
+    # Products BLAS serves (float64; float16; bfloat16 where oneDNN has no kernel for it) run
+    # as parts on the engine's threads: by batch, by the rows or by the columns of the output,
+    # with operands BLAS reads transposed, and with a bias.
+    rng = np.random.default_rng(21)
+    np_dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+
+    def arr(*shape):
+        return rng.standard_normal(shape).astype(np_dtype)
+
+    def check(got, want):
+        got = got.numpy().astype(np.float64)
+        rtol = {"float64": 1e-12, "float16": 2e-3, "bfloat16": 1e-2}[dtype]
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
+
+    f64 = lambda a: a.astype(np.float64)  # noqa: E731
+    batched = (arr(3, 96, 80), arr(3, 80, 70))
+    tall = (arr(300, 64), arr(64, 40))
+    wide = (arr(40, 64), arr(64, 300))
+    stored_t = (arr(64, 300), arr(40, 64))  # read as [300, 64] @ [64, 40]
+    linear = (arr(300, 64), arr(40, 64), arr(40))
+    for n in (1, 2):
+        lucid.set_num_threads(n)
+        for a, b in (batched, tall, wide):
+            check(lucid.tensor(a) @ lucid.tensor(b), f64(a) @ f64(b))
+        a, b = stored_t
+        check(lucid.tensor(a).mT @ lucid.tensor(b).mT, f64(a).T @ f64(b).T)
+        x, w, bias = linear
+        got = lucid.nn.functional.linear(lucid.tensor(x), lucid.tensor(w), lucid.tensor(bias))
+        check(got, f64(x) @ f64(w).T + f64(bias))
 
 
 def test_results_do_not_depend_on_the_thread_count(restore_threads):

@@ -5,8 +5,11 @@ import Accelerate
 enum BLAS {
     static let name = "Accelerate"
 
-    /// Accelerate sizes its own pool (VECLIB_MAXIMUM_THREADS at launch); nothing to set.
-    static func setThreads(_ n: Int) {}
+    /// Accelerate threads each product itself, on its own pool (VECLIB_MAXIMUM_THREADS at
+    /// launch): the engine calls it once per product.
+    static let splitsProducts = false
+
+    static func configure() {}
 
     static func sgemm(
         transA: Bool, transB: Bool, m: Int, n: Int, k: Int,

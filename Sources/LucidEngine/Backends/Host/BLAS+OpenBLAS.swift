@@ -6,7 +6,16 @@ import CBLAS
 enum BLAS {
     static let name = "OpenBLAS"
 
-    static func setThreads(_ n: Int) { scipy_openblas_set_num_threads(Int32(n)) }
+    /// Whether the engine splits a large product over its own pool (`HostGEMM.product`), each
+    /// part one call on the thread that runs it. OpenBLAS's own threads would spin for a while
+    /// after each product they share, and beside the engine's pool (oneDNN's OpenMP threads,
+    /// which the engine's loops share) they would take its cores: its loops would run late
+    /// and judge the process contended (`lucid_host_solo`).
+    static let splitsProducts = true
+
+    /// Keeps every call on the calling thread (see `splitsProducts`); the host backend calls
+    /// it once it is made, before any product.
+    static func configure() { scipy_openblas_set_num_threads(1) }
 
     static func sgemm(
         transA: Bool, transB: Bool, m: Int, n: Int, k: Int,

@@ -59,12 +59,13 @@ private struct PackFloat<R: HostReal>: ElementVisitor {
     }
 }
 
-/// Writes a contiguous buffer of `R` into a contiguous tensor, rounding once.
+/// Writes elements `range` of a contiguous buffer of `R` into a contiguous tensor, rounding
+/// once.
 private struct UnpackFloat<R: HostReal>: ElementVisitor {
-    let from: UnsafePointer<R>, t: TensorImpl
+    let from: UnsafePointer<R>, t: TensorImpl, range: Range<Int>
     func visit<E: HostElement>(_: E.Type) {
         let p = HostBackend.address(t).assumingMemoryBound(to: E.Stored.self)
-        for j in 0..<t.numel { E.setFloat(p, j, E.Real(from[j])) }
+        for j in range { E.setFloat(p, j, E.Real(from[j])) }
     }
 }
 
@@ -155,7 +156,9 @@ enum HostGEMM {
 
     /// The batched product through BLAS in `R`: in place for operands of R's dtype that BLAS
     /// can read, packed otherwise; an output of another dtype accumulates in a buffer of `R`
-    /// and rounds once at the end.
+    /// and rounds once at the end. Where BLAS runs on the calling thread
+    /// (`BLAS.splitsProducts`), a large product is split over the engine's threads: by batch,
+    /// else by the rows or the columns of its output, whichever are more.
     static func product<R: BLASReal>(
         _: R.Type, _ a: TensorImpl, _ b: TensorImpl, bias: TensorImpl?,
         into out: TensorImpl
@@ -175,21 +178,48 @@ enum HostGEMM {
             biasValues?.deallocate()
             if buffered { c.deallocate() }
         }
-        for i in 0..<batch {
-            let ci = c + i * m * n
+        // One block of one product: rows `rows` and columns `cols` of product `i`.
+        let block = { (i: Int, rows: Range<Int>, cols: Range<Int>) in
+            let ci = c + i * m * n + rows.lowerBound * n + cols.lowerBound
             if k == 0 {
-                ci.update(repeating: 0, count: m * n)
+                for r in 0..<rows.count { (ci + r * n).update(repeating: 0, count: cols.count) }
             } else {
+                // Row r of op(A) starts at r·lda, or at r when A is read transposed; column j
+                // of op(B) at j, or at j·ldb.
+                let a0 = opA.base + i * opA.batchStride + rows.lowerBound * (opA.transposed ? 1 : opA.ld)
+                let b0 = opB.base + i * opB.batchStride + cols.lowerBound * (opB.transposed ? opB.ld : 1)
                 R.gemm(
-                    transA: opA.transposed, transB: opB.transposed, m: m, n: n, k: k,
-                    a: opA.base + i * opA.batchStride, lda: opA.ld,
-                    b: opB.base + i * opB.batchStride, ldb: opB.ld, c: ci, ldc: n)
+                    transA: opA.transposed, transB: opB.transposed, m: rows.count, n: cols.count, k: k,
+                    a: a0, lda: opA.ld, b: b0, ldb: opB.ld, c: ci, ldc: n)
             }
             if let bv = biasValues {
-                for r in 0..<m { for j in 0..<n { ci[r * n + j] += bv[j] } }
+                for r in 0..<rows.count { for j in cols { ci[r * n + j - cols.lowerBound] += bv[j] } }
             }
         }
-        if buffered { dispatch(out.dtype, UnpackFloat(from: UnsafePointer(c), t: out)) }
+        // A part of at least this many multiply-adds repays a thread's wake-up and its own
+        // packing of the shared operand.
+        let partWork = 1 << 17
+        let work = m * n * max(k, 1)
+        if !BLAS.splitsProducts || batch * work < 2 * partWork {
+            for i in 0..<batch { block(i, 0..<m, 0..<n) }
+        } else if batch >= HostThreads.current || work < 2 * partWork {
+            HostThreads.forEachRange(batch, grain: max(1, partWork / work), align: 1) { range in
+                for i in range { block(i, 0..<m, 0..<n) }
+            }
+        } else {
+            let byRows = m >= n
+            let lines = byRows ? m : n, lineWork = work / lines
+            for i in 0..<batch {
+                HostThreads.forEachRange(lines, grain: max(1, partWork / lineWork), align: 8) { range in
+                    if byRows { block(i, range, 0..<n) } else { block(i, 0..<m, range) }
+                }
+            }
+        }
+        if buffered {
+            HostThreads.forEachRange(out.numel) { range in
+                dispatch(out.dtype, UnpackFloat(from: UnsafePointer(c), t: out, range: range))
+            }
+        }
     }
 }
 

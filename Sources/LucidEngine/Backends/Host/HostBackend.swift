@@ -42,6 +42,7 @@ final class HostBackend: Backend {
         self.device = device
         self.name = name
         self.declined = declined
+        BLAS.configure()
     }
 
     func allocate(byteCount: Int) throws -> any DeviceBuffer { try HostBuffer(byteCount: byteCount, device: device) }

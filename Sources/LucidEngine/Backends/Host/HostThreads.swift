@@ -9,8 +9,9 @@ import CHostKernels
 import CDNNL
 #endif
 
-/// How many threads the host kernels use: the engine's own parallel loops and the libraries
-/// behind it (oneDNN's OpenMP pool, OpenBLAS). One process-wide setting, like
+/// How many threads the host kernels use: the engine's own parallel loops and oneDNN's OpenMP
+/// pool, which they share (OpenBLAS runs on the thread that calls it: `BLAS.splitsProducts`;
+/// Accelerate sizes its own). One process-wide setting, like
 /// `torch.set_num_threads`; it starts at the number of online cores.
 package enum HostThreads {
     private static let lock = Lock()
@@ -36,7 +37,6 @@ package enum HostThreads {
         }
         lock.withLock {
             count = n
-            BLAS.setThreads(n)
             #if canImport(CDNNL)
             lucid_dnnl_set_num_threads(Int32(n))
             #endif
