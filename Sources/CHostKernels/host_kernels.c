@@ -690,18 +690,21 @@ unsigned long lucid_host_forks(void) { return forks; }
 // region tells it by the calling thread's CPU time over its wall time: about 1 when the thread
 // ran throughout (working, claiming the parts a late thread has not, or spinning at the closing
 // barrier), a half or less when the OS gave its core to another process or it slept at the
-// barrier waiting for a thread the OS had not run. When at least two in five of the regions of
-// a 20 ms window were contended (a ratio under 0.6: a process alone has about one in a
-// thousand, two 1M adds at once half, two 256 matmuls all), the work runs on the calling thread
-// alone for a second, each process then on a core of its own, and the next contended window
-// extends that; then the threads are tried again. A window, not a region, decides, so that a
-// daemon waking for a moment changes nothing; and the process's first half second of regions,
-// which wait for the pool's threads to start and fault their pages in, is not judged.
+// barrier waiting for a thread the OS had not run. A 20 ms window of regions is contended when
+// at least two in five of them were (a ratio under 0.6: a process alone has about one in a
+// hundred, in bursts; two 1M adds at once half, two 256 matmuls all). Four contended windows in
+// a row (80 ms or more) make the work run on the calling thread alone for a second, each
+// process then on a core of its own; then the threads are tried again, and one contended
+// window within a second of that restores the hold. A window, not a region, decides, and a
+// first hold needs four, so that a daemon busy for a moment (a burst of tens of milliseconds
+// is common on a shared machine) changes nothing; and the process's first half second of
+// regions, which wait for the pool's threads to start and fault their pages in, is not judged.
 
 static int64_t solo_until_ns;    // CLOCK_MONOTONIC; atomic
 static int64_t window_start_ns;  // atomic
 static int64_t first_region_ns;  // atomic
 static int window_regions, window_contended;  // atomic
+static int contended_windows;  // in a row; atomic
 
 static int64_t clock_ns(clockid_t clock) {
     struct timespec t;
@@ -731,7 +734,13 @@ void lucid_host_region_end(lucid_host_region start) {
     if (!__atomic_compare_exchange_n(&window_start_ns, &began, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return;
     int regions = __atomic_exchange_n(&window_regions, 0, __ATOMIC_RELAXED);
     int contended = __atomic_exchange_n(&window_contended, 0, __ATOMIC_RELAXED);
-    if (began != 0 && contended >= 4 && contended * 5 >= regions * 2)
+    if (began == 0 || contended < 4 || contended * 5 < regions * 2) {
+        __atomic_store_n(&contended_windows, 0, __ATOMIC_RELAXED);
+        return;
+    }
+    int streak = __atomic_add_fetch(&contended_windows, 1, __ATOMIC_RELAXED);
+    int64_t until = __atomic_load_n(&solo_until_ns, __ATOMIC_RELAXED);
+    if (streak >= 4 || (until != 0 && now - until < hold))
         __atomic_store_n(&solo_until_ns, now + hold, __ATOMIC_RELAXED);
 }
 
