@@ -35,11 +35,23 @@ extension HostBackend: OptimizerKernels {
 private struct SGDKernel: ElementVisitor {
     let p: TensorImpl, g: TensorImpl, buf: TensorImpl?, h: SGDHyper, outP: TensorImpl, outBuf: TensorImpl?
     func visit<E: HostElement>(_: E.Type) {
-        let pp = hostPointer(p, E.self), gp = hostPointer(g, E.self), op = hostPointer(outP, E.self)
-        let bp = buf.map { hostPointer($0, E.self) }, obp = outBuf.map { hostPointer($0, E.self) }
+        let pp = UnsafePointer(hostPointer(p, E.self)), gp = UnsafePointer(hostPointer(g, E.self))
+        let op = hostPointer(outP, E.self)
+        let bp = buf.map { UnsafePointer(hostPointer($0, E.self)) }, obp = outBuf.map { hostPointer($0, E.self) }
+        let h = h
+        HostThreads.forEachRange(p.numel) { r in Self.update(E.self, h, pp, gp, bp, op, obp, r) }
+    }
+
+    /// One range of the update (a function of its own so that the hyperparameters stay in
+    /// registers).
+    private static func update<E: HostElement>(
+        _: E.Type, _ h: SGDHyper, _ pp: UnsafePointer<E.Stored>, _ gp: UnsafePointer<E.Stored>,
+        _ bp: UnsafePointer<E.Stored>?, _ op: UnsafeMutablePointer<E.Stored>,
+        _ obp: UnsafeMutablePointer<E.Stored>?, _ r: Range<Int>
+    ) {
         let lr = E.Real(h.lr), decay = E.Real(h.weightDecay), momentum = E.Real(h.momentum)
         let dampening = E.Real(h.dampening)
-        for i in 0..<p.numel {
+        for i in r {
             let w = E.float(pp, i)
             var d = E.float(gp, i)
             if h.maximize { d = -d }
