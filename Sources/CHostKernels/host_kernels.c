@@ -700,11 +700,10 @@ unsigned long lucid_host_forks(void) { return forks; }
 // is common on a shared machine) changes nothing; and the process's first half second of
 // regions, which wait for the pool's threads to start and fault their pages in, is not judged.
 
-static int64_t solo_until_ns;    // CLOCK_MONOTONIC; atomic
+static lucid_host_contention contention;  // fields atomic
 static int64_t window_start_ns;  // atomic
 static int64_t first_region_ns;  // atomic
 static int window_regions, window_contended;  // atomic
-static int contended_windows;  // in a row; atomic
 
 static int64_t clock_ns(clockid_t clock) {
     struct timespec t;
@@ -718,7 +717,7 @@ lucid_host_region lucid_host_region_begin(void) {
 }
 
 void lucid_host_region_end(lucid_host_region start) {
-    const int64_t shortest = 50000, settling = 500000000, window = 20000000, hold = 1000000000;
+    const int64_t shortest = 50000, settling = 500000000, window = 20000000;
     int64_t now = clock_ns(CLOCK_MONOTONIC);
     int64_t wall = now - start.wall_ns;
     if (wall < shortest) return;
@@ -734,18 +733,23 @@ void lucid_host_region_end(lucid_host_region start) {
     if (!__atomic_compare_exchange_n(&window_start_ns, &began, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return;
     int regions = __atomic_exchange_n(&window_regions, 0, __ATOMIC_RELAXED);
     int contended = __atomic_exchange_n(&window_contended, 0, __ATOMIC_RELAXED);
-    if (began == 0 || contended < 4 || contended * 5 < regions * 2) {
-        __atomic_store_n(&contended_windows, 0, __ATOMIC_RELAXED);
+    if (began != 0) lucid_host_contention_judge(&contention, now, regions, contended);
+}
+
+void lucid_host_contention_judge(lucid_host_contention *state, int64_t now_ns, int regions, int contended) {
+    const int64_t hold = 1000000000;
+    if (contended < 4 || contended * 5 < regions * 2) {
+        __atomic_store_n(&state->contended_windows, 0, __ATOMIC_RELAXED);
         return;
     }
-    int streak = __atomic_add_fetch(&contended_windows, 1, __ATOMIC_RELAXED);
-    int64_t until = __atomic_load_n(&solo_until_ns, __ATOMIC_RELAXED);
-    if (streak >= 4 || (until != 0 && now - until < hold))
-        __atomic_store_n(&solo_until_ns, now + hold, __ATOMIC_RELAXED);
+    int streak = __atomic_add_fetch(&state->contended_windows, 1, __ATOMIC_RELAXED);
+    int64_t until = __atomic_load_n(&state->solo_until_ns, __ATOMIC_RELAXED);
+    if (streak >= 4 || (until != 0 && now_ns - until < hold))
+        __atomic_store_n(&state->solo_until_ns, now_ns + hold, __ATOMIC_RELAXED);
 }
 
 int lucid_host_solo(void) {
-    int64_t until = __atomic_load_n(&solo_until_ns, __ATOMIC_RELAXED);
+    int64_t until = __atomic_load_n(&contention.solo_until_ns, __ATOMIC_RELAXED);
     return until != 0 && clock_ns(CLOCK_MONOTONIC) < until;
 }
 

@@ -110,15 +110,24 @@ lucid_host_region lucid_host_region_begin(void);
 
 /// Judges a parallel region that started at `start`: when, over 50 µs or more, the calling
 /// thread ran for less than 60 % of the wall time, the OS gave the cores to another process.
-/// When two in five regions of a 20 ms window (and at least four) were so, `lucid_host_solo`
-/// is true for the next second.
+/// The regions are judged together in windows of 20 ms (`lucid_host_contention_judge`).
 void lucid_host_region_end(lucid_host_region start);
 
 /// Whether parallel work should run on the calling thread alone for now: another process
 /// keeps the cores busy, and a team's threads would wait for each other across scheduler
 /// slices. The engine's loops, and oneDNN, then use one thread; they try their threads again
-/// once a second passes without a contended window.
+/// when the hold (a second) ends.
 int lucid_host_solo(void);
+
+/// The detector's state: the end of the hold (CLOCK_MONOTONIC ns; 0: none yet), and how many
+/// contended windows came in a row.
+typedef struct { int64_t solo_until_ns; int contended_windows; } lucid_host_contention;
+
+/// Judges a window of `regions` regions that closed at `now_ns`, `contended` of them
+/// contended. The window is contended when at least four and two in five of its regions were.
+/// Four contended windows in a row start a hold of a second; one within a second of a hold's
+/// end renews it. The engine calls it on its own state; it is public for tests.
+void lucid_host_contention_judge(lucid_host_contention *state, int64_t now_ns, int regions, int contended);
 
 /// How many fork()s this process descends from since the engine was loaded: 0 in the process
 /// that loaded it, 1 in its forked children, and so on. GNU OpenMP's pool does not survive a
