@@ -898,7 +898,7 @@ def test_the_paths_without_onednn_agree(tmp_path):
             "no:cacheprovider",
             os.path.join(here, "test_layers.py"),
             "-k",
-            "conv or pool or attention or gradient",
+            "conv or pool or attention or gradient or softmax",
             "--deselect",
             os.path.join(here, "test_layers.py") + "::test_the_paths_without_onednn_agree",
         ],
@@ -979,6 +979,35 @@ def test_large_softmax_values_and_gradients(dim, log):
     close(x.grad, want, 1e-4)
     with lucid.amp.autocast("cpu", dtype=lucid.bfloat16):
         assert (F.log_softmax if log else F.softmax)(T(a).bfloat16(), dim).dtype == lucid.float32
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_over_the_class_axis_of_an_image(log):
+    # [batch, classes, height, width] over dim 1: columns 1600 apart, in several blocks and
+    # parallel parts (oneDNN, or the host's column kernel where oneDNN has only its reference
+    # code or is not linked).
+    a = arr(3, 21, 40, 40) * 4
+    x = T(a, requires_grad=True)
+    y = (F.log_softmax if log else F.softmax)(x, 1)
+    ref = (log_softmax if log else softmax)(a.astype(np.float64), 1)
+    close(y, ref, 1e-5)
+    w = arr(*a.shape).astype(np.float64)
+    (y * T(w.astype(np.float32))).sum().backward()
+    if log:
+        want = w - np.exp(ref) * w.sum(1, keepdims=True)
+    else:
+        want = ref * (w - (w * ref).sum(1, keepdims=True))
+    close(x.grad, want, 1e-4)
+    # A NaN makes its column NaN, a column of -inf is NaN, and +inf gives NaN where it is and 0
+    # (log: -inf) elsewhere in its column, as along the last axis; the other columns are as before.
+    b = a.copy()
+    b[0, 3, 5, 7], b[1, 0, 0, 0], b[2, :, 1, 1] = np.inf, np.nan, -np.inf
+    got = (F.log_softmax if log else F.softmax)(T(b), 1).numpy()
+    assert np.isnan(got[1, :, 0, 0]).all() and np.isnan(got[2, :, 1, 1]).all() and np.isnan(got[0, 3, 5, 7])
+    assert (np.delete(got[0, :, 5, 7], 3) == (-np.inf if log else 0)).all()
+    hit = np.zeros(a.shape, bool)
+    hit[0, :, 5, 7] = hit[1, :, 0, 0] = hit[2, :, 1, 1] = True
+    np.testing.assert_allclose(got[~hit], ref[~hit], rtol=1e-5, atol=1e-5)
 
 
 def _normalisation_grads(x, g, w, axes, eps=1e-5):

@@ -408,6 +408,63 @@ static inline __attribute__((always_inline)) void log_softmax_backward(const flo
     for (ptrdiff_t i = 0; i < n; i++) dx[i] = g[i] - fast_exp(y[i]) * total;
 }
 
+// Softmax over the n entries of each of `width` columns that lie `inner` apart (column j's
+// entry c at x[c·inner + j]), of finite input: the loops run along the columns, so that they
+// vectorise. softmax: exp(x - max) / Σexp(x - max); log: (x - max) - log Σexp(x - max).
+// `m` and `s` hold `width` floats each.
+static inline __attribute__((always_inline)) void softmax_columns(const float *restrict x, float *restrict out,
+                                                                 ptrdiff_t n, ptrdiff_t inner, ptrdiff_t width,
+                                                                 int log, float *restrict m, float *restrict s) {
+    for (ptrdiff_t j = 0; j < width; j++) m[j] = x[j], s[j] = 0;
+    for (ptrdiff_t c = 1; c < n; c++) {
+        const float *v = x + c * inner;
+        for (ptrdiff_t j = 0; j < width; j++) m[j] = v[j] > m[j] ? v[j] : m[j];
+    }
+    for (ptrdiff_t c = 0; c < n; c++) {
+        const float *v = x + c * inner;
+        for (ptrdiff_t j = 0; j < width; j++) s[j] += fast_exp(v[j] - m[j]);
+    }
+    if (log) {
+        for (ptrdiff_t j = 0; j < width; j++) s[j] = logf(s[j]);
+        for (ptrdiff_t c = 0; c < n; c++) {
+            const float *v = x + c * inner;
+            float *o = out + c * inner;
+            for (ptrdiff_t j = 0; j < width; j++) o[j] = (v[j] - m[j]) - s[j];
+        }
+    } else {
+        for (ptrdiff_t c = 0; c < n; c++) {
+            const float *v = x + c * inner;
+            float *o = out + c * inner;
+            for (ptrdiff_t j = 0; j < width; j++) o[j] = fast_exp(v[j] - m[j]) / s[j];
+        }
+    }
+}
+
+// Its backward from the output y, laid out alike: softmax dx = y·(g - Σg·y); log-softmax
+// dx = g - exp(y)·Σg, each sum over a column. `total` holds `width` floats.
+static inline __attribute__((always_inline)) void softmax_columns_backward(const float *restrict g,
+                                                                          const float *restrict y,
+                                                                          float *restrict dx, ptrdiff_t n,
+                                                                          ptrdiff_t inner, ptrdiff_t width, int log,
+                                                                          float *restrict total) {
+    for (ptrdiff_t j = 0; j < width; j++) total[j] = 0;
+    for (ptrdiff_t c = 0; c < n; c++) {
+        const float *gc = g + c * inner, *yc = y + c * inner;
+        if (log)
+            for (ptrdiff_t j = 0; j < width; j++) total[j] += gc[j];
+        else
+            for (ptrdiff_t j = 0; j < width; j++) total[j] += gc[j] * yc[j];
+    }
+    for (ptrdiff_t c = 0; c < n; c++) {
+        const float *gc = g + c * inner, *yc = y + c * inner;
+        float *d = dx + c * inner;
+        if (log)
+            for (ptrdiff_t j = 0; j < width; j++) d[j] = gc[j] - fast_exp(yc[j]) * total[j];
+        else
+            for (ptrdiff_t j = 0; j < width; j++) d[j] = yc[j] * (gc[j] - total[j]);
+    }
+}
+
 // Each kernel is stamped out for the baseline and, on x86-64, for AVX2 and AVX-512; the
 // always-inline bodies above take the instructions of the function they land in.
 #if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__))
@@ -503,6 +560,10 @@ LUCID_CAST_STATS(cast_stats16, uint16_t, 0x7fffu)
 LUCID_VARIANTS(narrow, (const float *src, uint16_t *dst, ptrdiff_t n), (src, dst, n))
 LUCID_VARIANTS(log_softmax_backward, (const float *g, const float *y, ptrdiff_t n, float total, float *dx),
                (g, y, n, total, dx))
+LUCID_VARIANTS(softmax_columns, (const float *x, float *out, ptrdiff_t n, ptrdiff_t inner, ptrdiff_t width, int log,
+                                 float *m, float *s), (x, out, n, inner, width, log, m, s))
+LUCID_VARIANTS(softmax_columns_backward, (const float *g, const float *y, float *dx, ptrdiff_t n, ptrdiff_t inner,
+                                          ptrdiff_t width, int log, float *total), (g, y, dx, n, inner, width, log, total))
 LUCID_VARIANTS(silu, (const float *x, float *o, ptrdiff_t n), (x, o, n))
 LUCID_VARIANTS(sigmoid, (const float *x, float *o, ptrdiff_t n), (x, o, n))
 LUCID_VARIANTS(adam, (float *p, const float *g, float *m, float *v, ptrdiff_t n, const float *k), (p, g, m, v, n, k))
@@ -563,6 +624,16 @@ void lucid_host_narrow_bf16(const float *src, uint16_t *dst, ptrdiff_t n) { LUCI
 
 void lucid_host_log_softmax_backward(const float *g, const float *y, ptrdiff_t n, float total, float *dx) {
     LUCID_DISPATCH(log_softmax_backward, (g, y, n, total, dx))
+}
+
+void lucid_host_softmax_columns(const float *x, float *out, ptrdiff_t n, ptrdiff_t inner, ptrdiff_t width, int log,
+                                float *scratch) {
+    LUCID_DISPATCH(softmax_columns, (x, out, n, inner, width, log, scratch, scratch + width))
+}
+
+void lucid_host_softmax_columns_backward(const float *g, const float *y, float *dx, ptrdiff_t n, ptrdiff_t inner,
+                                         ptrdiff_t width, int log, float *scratch) {
+    LUCID_DISPATCH(softmax_columns_backward, (g, y, dx, n, inner, width, log, scratch))
 }
 
 void lucid_host_silu(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(silu, (x, o, n)) }

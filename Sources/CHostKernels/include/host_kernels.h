@@ -21,6 +21,15 @@ void lucid_host_narrow_bf16(const float *src, uint16_t *dst, ptrdiff_t n);
 /// bit for bit.
 void lucid_host_log_softmax_backward(const float *g, const float *y, ptrdiff_t n, float total, float *dx);
 
+/// Softmax (log != 0: log-softmax) over the n entries of each of `width` columns `inner`
+/// apart (column j's entry c at x[c·inner + j]), of finite input, and its backward from the
+/// output y (softmax dx = y·(g - Σg·y), log-softmax dx = g - exp(y)·Σg). exp is the engine's
+/// FastMath.exp; `scratch` holds 2·width floats (the backward: width).
+void lucid_host_softmax_columns(const float *x, float *out, ptrdiff_t n, ptrdiff_t inner, ptrdiff_t width, int log,
+                                float *scratch);
+void lucid_host_softmax_columns_backward(const float *g, const float *y, float *dx, ptrdiff_t n, ptrdiff_t inner,
+                                         ptrdiff_t width, int log, float *scratch);
+
 /// SiLU, x·sigmoid(x), and its gradient g·s·(1 + x·(1 - s)) with s = sigmoid(x), on `n`
 /// floats; sigmoid is the engine's FastMath.sigmoid, bit for bit.
 void lucid_host_silu(const float *x, float *o, ptrdiff_t n);

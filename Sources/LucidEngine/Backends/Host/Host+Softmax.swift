@@ -1,37 +1,49 @@
 import CHostKernels
 
-/// Host softmax: oneDNN where it is linked (elsewhere the op layer composes it), and the
-/// float32 backward along the last axis.
+/// Host softmax: oneDNN where it is linked and has a kernel of its own for the axis (elsewhere
+/// the op layer composes it), the float32 softmax along an axis that is not the last
+/// (`FloatColumns`), and the float32 backward.
 extension HostBackend: SoftmaxKernels, SoftmaxBackwardKernels {
     /// Whether the host has a direct kernel for this softmax. oneDNN's max skips a NaN, so a
     /// row holding one would come out as 0s around it: such input is composed, which makes the
-    /// whole row NaN, as PyTorch and the GPU kernel do.
+    /// whole row NaN, as PyTorch and the GPU kernel do. The column kernel takes finite input
+    /// only (an infinity in a column is the composed form's to handle).
     static func takesSoftmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool {
+        guard x.isContiguous, !containsNaN(x) else { return false }
         #if canImport(CDNNL)
-        return x.isContiguous && !containsNaN(x) && DNNL.takesSoftmax(x, axis: axis, log: log, into: out)
-        #else
-        return false
+        if DNNL.takesSoftmax(x, axis: axis, log: log, into: out) { return true }
         #endif
+        return FloatColumns.takes(x, axis: axis, out) && !containsNonFinite(x)
     }
 
     func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) throws {
         #if canImport(CDNNL)
         if DNNL.softmax(x, axis: axis, log: log, into: out) { return }
         #endif
-        throw LucidError.runtime("softmax: oneDNN did not run a softmax it had taken (shape \(x.shape), axis \(axis))")
+        if FloatColumns.takes(x, axis: axis, out) {
+            let (outer, n, inner) = FloatColumns.extents(x.shape, axis)
+            FloatColumns.softmax(
+                UnsafePointer(hostPointer(x, F32Element.self)), hostPointer(out, F32Element.self), outer: outer, n: n,
+                inner: inner, log: log)
+            return
+        }
+        throw LucidError.runtime("softmax: the host did not run a softmax it had taken (shape \(x.shape), axis \(axis))")
     }
 
-    /// Whether the host has a fused backward for this softmax: float32 along the last axis.
+    /// Whether the host has a fused backward for this softmax: float32, contiguous.
     static func takesSoftmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, into gradIn: TensorImpl) -> Bool {
-        grad.dtype == .float32 && y.dtype == .float32 && gradIn.dtype == .float32 && axis == y.ndim - 1
-            && grad.isContiguous && y.isContiguous && gradIn.isContiguous && y.numel > 0
+        grad.dtype == .float32 && y.dtype == .float32 && gradIn.dtype == .float32 && grad.isContiguous
+            && y.isContiguous && gradIn.isContiguous && y.numel > 0
     }
 
     func softmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, log: Bool, into gradIn: TensorImpl) {
-        let n = y.shape[axis], rows = y.numel / n
         let pg = UnsafePointer(hostPointer(grad, F32Element.self)), py = UnsafePointer(hostPointer(y, F32Element.self))
         let po = hostPointer(gradIn, F32Element.self)
-        HostThreads.forEachRange(rows, grain: max(1, HostThreads.grain / n), align: 1) { range in
+        let (outer, n, inner) = FloatColumns.extents(y.shape, axis)
+        if inner > 1 {
+            return FloatColumns.softmaxBackward(pg, py, po, outer: outer, n: n, inner: inner, log: log)
+        }
+        HostThreads.forEachRange(outer, grain: max(1, HostThreads.grain / n), align: 1) { range in
             for r in range { FloatRows.softmaxBackwardRow(pg + r * n, py + r * n, n, log: log, po + r * n) }
         }
     }
@@ -72,5 +84,63 @@ extension HostBackend: SoftmaxKernels, SoftmaxBackwardKernels {
             if hit(range) { lock.withLock { found = true } }
         }
         return found
+    }
+}
+
+/// Softmax along an axis that is not the last, of a contiguous float32 tensor seen as
+/// [outer, n, inner]: each of the `inner` columns of an outer index is one softmax of n
+/// entries, `inner` apart. The loops run along the columns, a block of them at a time, so that
+/// they vectorise (a per-pixel class axis: [batch, classes, height, width] over dim 1).
+enum FloatColumns {
+    /// Columns a loop takes at once: its running maxima and sums stay in the cache.
+    static let block = 256
+
+    static func extents(_ shape: [Int], _ axis: Int) -> (outer: Int, n: Int, inner: Int) {
+        (shape[..<axis].reduce(1, *), shape[axis], shape[(axis + 1)...].reduce(1, *))
+    }
+
+    static func takes(_ x: TensorImpl, axis: Int, _ out: TensorImpl) -> Bool {
+        x.dtype == .float32 && out.dtype == .float32 && x.isContiguous && out.isContiguous && x.shape == out.shape
+            && x.numel > 0 && axis < x.ndim - 1 && extents(x.shape, axis).inner > 1
+    }
+
+    /// Runs `body(o, j0, width, scratch)` over every block of columns, in parallel parts;
+    /// `scratch` holds 2·block floats.
+    private static func forEachBlock(
+        outer: Int, n: Int, inner: Int,
+        _ body: (_ o: Int, _ j0: Int, _ width: Int, _ scratch: UnsafeMutablePointer<Float>) -> Void
+    ) {
+        let blocks = (inner + block - 1) / block
+        HostThreads.forEachRange(outer * blocks, grain: max(1, HostThreads.grain / (n * block)), align: 1) { parts in
+            withUnsafeTemporaryAllocation(of: Float.self, capacity: 2 * block) { scratch in
+                for part in parts {
+                    let j0 = (part % blocks) * block
+                    body(part / blocks, j0, min(block, inner - j0), scratch.baseAddress!)
+                }
+            }
+        }
+    }
+
+    /// softmax: exp(x - max) / Σexp(x - max); log-softmax: (x - max) - log Σexp(x - max),
+    /// summed in float32 as the row kernels do (CHostKernels' loops). The input is finite.
+    static func softmax(
+        _ x: UnsafePointer<Float>, _ out: UnsafeMutablePointer<Float>, outer: Int, n: Int, inner: Int, log: Bool
+    ) {
+        forEachBlock(outer: outer, n: n, inner: inner) { o, j0, w, scratch in
+            let at = o * n * inner + j0
+            lucid_host_softmax_columns(x + at, out + at, n, inner, w, log ? 1 : 0, scratch)
+        }
+    }
+
+    /// The backward from the output y: softmax dx = y·(g - Σg·y); log-softmax
+    /// dx = g - exp(y)·Σg, each sum over a column.
+    static func softmaxBackward(
+        _ g: UnsafePointer<Float>, _ y: UnsafePointer<Float>, _ dx: UnsafeMutablePointer<Float>, outer: Int, n: Int,
+        inner: Int, log: Bool
+    ) {
+        forEachBlock(outer: outer, n: n, inner: inner) { o, j0, w, scratch in
+            let at = o * n * inner + j0
+            lucid_host_softmax_columns_backward(g + at, y + at, dx + at, n, inner, w, log ? 1 : 0, scratch)
+        }
     }
 }
