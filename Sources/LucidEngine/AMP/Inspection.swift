@@ -156,7 +156,7 @@ extension InspectionEntry {
 private func cFormat(_ format: String, _ value: Double) -> String {
     var buffer = [CChar](repeating: 0, count: 64)
     _ = withVaList([value]) { vsnprintf(&buffer, buffer.count, format, $0) }
-    return String(cString: buffer)
+    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
 /// One live inspection of the calling thread: an accumulator per (op, module, device, dtype),

@@ -109,7 +109,7 @@ package enum Losses {
         let w = try TensorImpl.empty([n, m], dtype: logp.dtype, on: logp.backend)
         let call = KernelCall(
             .nllTerms(ignoreIndex: Int64(ignoreIndex)), reads: [logp, y] + (weight.map { [$0] } ?? []), writes: [loss, w])
-        let ran = try loss.runUnlessComposed(ClassLossKernels.self, call, "nll_loss") {
+        let ran: Void? = try loss.runUnlessComposed(ClassLossKernels.self, call, "nll_loss") {
             try $0.nllTerms(logp, target: y, weight: weight, ignoreIndex: Int64(ignoreIndex), loss: loss, weights: w) {
                 outOfBounds(classes: c, ignoreIndex: ignoreIndex, "got \($0)")
             }
@@ -129,7 +129,7 @@ package enum Losses {
         let call = KernelCall(
             .nllBackward(ignoreIndex: Int64(ignoreIndex)), reads: [spread, y, w] + (total.map { [$0] } ?? []),
             writes: [gradIn])
-        let ran = gradIn.runUnlessComposed(ClassLossKernels.self, call, "nll_loss") {
+        let ran: Void? = gradIn.runUnlessComposed(ClassLossKernels.self, call, "nll_loss") {
             $0.nllBackward(spread, total: total, target: y, weights: w, ignoreIndex: Int64(ignoreIndex), into: gradIn)
         }
         if ran != nil { return gradIn }
