@@ -478,6 +478,50 @@ def test_norm_gradients_match_finite_differences(device, affine):
     np.testing.assert_allclose(gx.grad.numpy().ravel(), lx.grad.numpy().ravel(), rtol=1e-4, atol=1e-5)
 
 
+def _group_norm_gradients64(x, w, g, groups, eps=1e-5):
+    """dx, dweight, dbias of sum(group_norm(x, groups, w, b) * g), in float64 from the formulas."""
+    n, c = x.shape[:2]
+    xg = x.astype(np.float64).reshape(n, groups, -1)
+    mu, var = xg.mean(-1, keepdims=True), xg.var(-1, keepdims=True)
+    rstd = 1 / np.sqrt(var + eps)
+    xhat = ((xg - mu) * rstd).reshape(n, c, -1)
+    g = np.broadcast_to(g, x.shape).astype(np.float64).reshape(n, c, -1)
+    gy = (g * w.astype(np.float64)[None, :, None]).reshape(n, groups, -1)
+    xh = xhat.reshape(n, groups, -1)
+    dx = rstd * (gy - gy.mean(-1, keepdims=True) - xh * (gy * xh).mean(-1, keepdims=True))
+    return dx.reshape(x.shape), (g * xhat).sum((0, 2)), g.sum((0, 2))
+
+
+@pytest.mark.parametrize("device", ["cpu", "metal"])
+@pytest.mark.parametrize("shape", [(3, 6, 5, 7), (5, 12, 4, 16), (4, 8)])
+def test_group_norm_affine_forward_and_gradients_against_float64(device, shape):
+    # The affine runs inside the normalisation, per channel of each group's row: odd spatial
+    # sizes (vector tails), whole vectors, and no spatial dimensions at all (runs of one).
+    x, w, b = arr(*shape) * 2 + 0.5, arr(shape[1]), arr(shape[1])
+    weights = arr(*shape)
+    groups = shape[1] // 2
+    xg = x.reshape(shape[0], groups, -1)
+    want = _norm64(xg, -1, 1e-5).reshape(shape) * w.reshape(1, -1, *[1] * (len(shape) - 2))
+    want = want + b.reshape(1, -1, *[1] * (len(shape) - 2))
+    for g in (weights, None):  # a gradient of its own, and sum()'s one value everywhere
+        tx = T(x, device=device, requires_grad=True)
+        tw, tb = T(w, device=device, requires_grad=True), T(b, device=device, requires_grad=True)
+        y = F.group_norm(tx, groups, tw, tb)
+        np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-5)
+        (y if g is None else y * T(g, device=device)).sum().backward()
+        dx, dw, db = _group_norm_gradients64(x, w, np.ones(shape) if g is None else g, groups)
+        np.testing.assert_allclose(tx.grad.numpy(), dx, rtol=1e-3, atol=1e-4)
+        np.testing.assert_allclose(tw.grad.numpy(), dw, rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(tb.grad.numpy(), db, rtol=1e-4, atol=1e-3)
+    # bfloat16 input with float32 parameters: the affine's result rounded once.
+    low = x.astype(BF16)
+    y = F.group_norm(T(low, device=device), groups, T(w, device=device), T(b, device=device))
+    assert y.dtype == lucid.bfloat16
+    ref = _norm64(low.reshape(shape[0], groups, -1), -1, 1e-5).reshape(shape)
+    ref = ref * w.reshape(1, -1, *[1] * (len(shape) - 2)) + b.reshape(1, -1, *[1] * (len(shape) - 2))
+    assert (y.float().numpy() == ref.astype(BF16).astype(np.float32)).mean() > 0.97
+
+
 def test_layer_norm_and_group_norm():
     x, w, b = arr(4, 6, 5), arr(6, 5), arr(6, 5)
     mu, var = x.mean((1, 2), keepdims=True), x.var((1, 2), keepdims=True)

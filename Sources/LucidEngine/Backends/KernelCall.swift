@@ -84,10 +84,6 @@ enum KernelOp: Sendable {
     case normalizeChannels(batch: Int, channels: Int)
     /// reads [grad, x, mean, variance, weight?], writes [dx, dweight?, dbias?]
     case normalizeChannelsBackward(batch: Int, channels: Int)
-    /// reads [y, weight?, bias?], writes [out]
-    case scaleChannels(batch: Int, channels: Int)
-    /// reads [grad, y, weight?], writes [dy?, dweight?, dbias?]
-    case scaleChannelsBackward(batch: Int, channels: Int)
     /// reads [q, k, v], writes [out, weights?]
     case attention
     /// reads [a, index], writes [out]
@@ -126,8 +122,7 @@ enum KernelOp: Sendable {
         case .im2col, .col2im, .convolution: .convolution
         case .maxPool2d, .maxPool2dBackward, .avgPool2d, .avgPool2dBackward: .pooling
         case .softmax, .softmaxBackward: .softmax
-        case .normalizeRows, .normalizeRowsBackward, .normalizeChannels, .normalizeChannelsBackward, .scaleChannels,
-            .scaleChannelsBackward:
+        case .normalizeRows, .normalizeRowsBackward, .normalizeChannels, .normalizeChannelsBackward:
             .normalization
         case .attention: .attention
         case .gather, .scatterAdd, .nllTerms, .nllBackward, .nonzero, .put, .take: .indexing
@@ -144,7 +139,7 @@ enum KernelOp: Sendable {
         switch self {
         case .addScaled, .leakyRelu, .leakyReluBackward, .convolution, .avgPool2d, .avgPool2dBackward, .softmax,
             .softmaxBackward, .normalizeRows, .normalizeRowsBackward, .normalizeChannels, .normalizeChannelsBackward,
-            .scaleChannels, .scaleChannelsBackward, .attention, .nllTerms, .nllBackward:
+            .attention, .nllTerms, .nllBackward:
             true
         default:
             false
@@ -156,7 +151,7 @@ enum KernelOp: Sendable {
     var whenDeclined: KernelRoute {
         switch self {
         case .convolution, .softmax, .softmaxBackward, .attention, .normalizeRows, .normalizeRowsBackward,
-            .normalizeChannels, .normalizeChannelsBackward, .scaleChannels, .scaleChannelsBackward, .lstmCell,
+            .normalizeChannels, .normalizeChannelsBackward, .lstmCell,
             .lstmCellBackward, .rnnCell, .rnnCellBackward, .gruCell, .gruCellBackward, .nllTerms, .nllBackward:
             .compose
         default:

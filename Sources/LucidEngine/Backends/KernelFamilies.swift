@@ -162,16 +162,35 @@ protocol SoftmaxBackwardKernels: AnyObject, Sendable {
     func softmaxBackward(_ grad: TensorImpl, _ y: TensorImpl, axis: Int, log: Bool, into gradIn: TensorImpl)
 }
 
+/// Where the affine of a row normalisation reads its weight and bias for element k of row r
+/// of a [rows, n] view: rows cycle through `groups` groups of channels (`r % groups`), and a
+/// channel is a run of `span` columns, so the parameters have `groups · n / span` entries and
+/// element (r, k) reads entry `(r % groups) · (n / span) + k / span`. layer_norm's affine is
+/// per column (`perColumn`: one group, runs of one); group_norm's, of [N, C, S] input in rows of
+/// one group of one sample, is per channel (`groups` G, `span` S).
+struct RowAffine: Sendable, Equatable {
+    let groups: Int
+    let span: Int
+
+    static let perColumn = RowAffine(groups: 1, span: 1)
+
+    /// The entries of `weight` and `bias` for rows of `n` elements.
+    func parameters(_ n: Int) -> Int { groups * (n / span) }
+
+    /// The first entry row `r`'s affine reads (rows of `n` elements).
+    func offset(row r: Int, _ n: Int) -> Int { (r % groups) * (n / span) }
+}
+
 /// Row normalisation, the core of layer_norm and group_norm.
 protocol NormalizationKernels: AnyObject, Sendable {
     /// Normalises each row of the contiguous floating `x`, viewed as [rows, n]:
     /// `out = (x - mean) · rstd · weight + bias` with the row's mean and
     /// rstd = 1 / sqrt(biased variance + eps), computed in float32 (sums at least compensated)
     /// and rounded once into `out` (contiguous, x's dtype or float32). `weight` and `bias` are
-    /// optional contiguous float32 [n]; `mean` and `rstd` receive the statistics (float32
-    /// [rows]).
+    /// optional contiguous float32, laid out as `affine` says; `mean` and `rstd` receive the
+    /// statistics (float32 [rows]).
     func normalizeRows(
-        _ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
+        _ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?, affine: RowAffine,
         into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl)
 
 }
@@ -180,12 +199,13 @@ protocol NormalizationKernels: AnyObject, Sendable {
 /// the backend routes to them; the op layer composes the others.
 protocol FusedNormalizationKernels: AnyObject, Sendable {
     /// The backward of `normalizeRows`, fused, for `grad` and `x` viewed as [rows, n] with
-    /// their saved `mean` and `rstd`: with x̂ = (x - mean)·rstd and gy = grad·weight,
-    /// `dx = rstd·(gy - mean(gy) - x̂·mean(gy·x̂))` ([rows, n]) and, when given,
-    /// `dweight = Σrows grad·x̂` and `dbias = Σrows grad` (float32 [n]).
+    /// their saved `mean` and `rstd`: with x̂ = (x - mean)·rstd and gy = grad·weight (the
+    /// weight laid out as `affine` says), `dx = rstd·(gy - mean(gy) - x̂·mean(gy·x̂))`
+    /// ([rows, n], the means along each row) and, when given, `dweight = Σ grad·x̂` and
+    /// `dbias = Σ grad` over the elements that read each entry (float32, the weight's layout).
     func normalizeRowsBackward(
         _ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
-        weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?)
+        weight: TensorImpl?, affine: RowAffine, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?)
 
     /// Batch normalisation of `x` viewed as [batch, channels, S] with the batch's statistics:
     /// each channel's mean and biased variance over its batch·S values (float32 [channels]),
@@ -201,18 +221,6 @@ protocol FusedNormalizationKernels: AnyObject, Sendable {
         _ grad: TensorImpl, _ x: TensorImpl, batch: Int, channels: Int, eps: Float,
         mean: TensorImpl, variance: TensorImpl, weight: TensorImpl?, dx: TensorImpl,
         dweight: TensorImpl?, dbias: TensorImpl?)
-
-    /// The per-channel affine of `y` viewed as [batch, channels, S]: `out = y·weight[c] + bias[c]`
-    /// (weight and bias optional float32 [channels], out of y's shape).
-    func scaleChannels(
-        _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?, bias: TensorImpl?,
-        into out: TensorImpl)
-
-    /// Its backward, fused: each given of `dy = grad·weight[c]`, `dweight[c] = Σ grad·y` and
-    /// `dbias[c] = Σ grad`.
-    func scaleChannelsBackward(
-        _ grad: TensorImpl, _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?,
-        dy: TensorImpl?, dweight: TensorImpl?, dbias: TensorImpl?)
 }
 
 /// Fused attention.

@@ -22,57 +22,6 @@ package enum Normalization {
         return out
     }
 
-    /// `y·weight[c] + bias[c]` over float32 [N, C, *] `y` (weight and bias [C], either
-    /// optional), through the backend's fused kernels and their backward; composed otherwise.
-    private static func channelAffine(
-        _ op: OpInfo, _ y: TensorImpl, _ weight: TensorImpl?,
-        _ bias: TensorImpl?
-    ) throws -> TensorImpl {
-        guard weight != nil || bias != nil else { return y }
-        let view = [1, y.shape[1]] + [Int](repeating: 1, count: y.ndim - 2)
-        let composed = { try affine(y, try cast(weight, y.dtype), try cast(bias, y.dtype), shape: view) }
-        guard y.dtype == .float32, y.numel > 0 else { return try composed() }
-        let plain = { (t: TensorImpl?) throws -> TensorImpl? in
-            try t.map { try Ops.contiguous(try Ops.cast($0.withRequiresGrad(false), to: .float32)) }
-        }
-        let yc = try Ops.contiguous(y), w32 = try plain(weight), b32 = try plain(bias)
-        let data = yc.withRequiresGrad(false)
-        let n = yc.shape[0], c = yc.shape[1]
-        let out = try TensorImpl.empty(yc.shape, dtype: .float32, like: yc)
-        let call = KernelCall(.scaleChannels(batch: n, channels: c), reads: [data] + [w32, b32].compactMap { $0 }, writes: [out])
-        guard
-            yc.runUnlessComposed(
-                FusedNormalizationKernels.self, call, op.name,
-                {
-                    $0.scaleChannels(data, batch: n, channels: c, weight: w32, bias: b32, into: out)
-                }) != nil
-        else {
-            return try composed()
-        }
-        return Autograd.record(out, Autograd.name(op), [yc] + [weight, bias].compactMap { $0 }, saved: [yc, w32]) { g in
-            let g32 = try Ops.contiguousOrSplat(try Ops.cast(g, to: .float32))
-            let dy = yc.requiresGrad ? try TensorImpl.empty(yc.shape, dtype: .float32, like: yc) : nil
-            let dw = weight?.requiresGrad == true ? try TensorImpl.empty([c], dtype: .float32, on: yc.backend) : nil
-            let db = bias?.requiresGrad == true ? try TensorImpl.empty([c], dtype: .float32, on: yc.backend) : nil
-            let call = KernelCall(
-                .scaleChannelsBackward(batch: n, channels: c), reads: [g32, data] + [w32].compactMap { $0 },
-                writes: [dy, dw, db].compactMap { $0 })
-            guard
-                yc.runUnlessComposed(
-                    FusedNormalizationKernels.self, call, "\(op.name)_backward",
-                    {
-                        $0.scaleChannelsBackward(g32, data, batch: n, channels: c, weight: w32, dy: dy, dweight: dw, dbias: db)
-                    }) != nil
-            else {
-                throw LucidError.runtime("\(op.name): the backend's backward kernel refused what its forward took")
-            }
-            var grads: [TensorImpl?] = [dy]
-            if let weight { grads.append(try dw.map { try Ops.cast($0, to: weight.dtype) }) }
-            if let bias { grads.append(try db.map { try Ops.cast($0, to: bias.dtype) }) }
-            return grads
-        }
-    }
-
     private static func checkParam(_ op: String, _ name: String, _ t: TensorImpl?, _ shape: [Int]) throws {
         if let t, t.shape != shape {
             throw LucidError.value("\(op): \(name) must have shape \(shape), got \(t.shape)")
@@ -96,12 +45,12 @@ package enum Normalization {
     private static func cast(_ t: TensorImpl?, _ dtype: DType) throws -> TensorImpl? { try t.map { try Ops.cast($0, to: dtype) } }
 
     /// Row normalisation through the backend's kernel, with its backward: `x` viewed as
-    /// [rows, n], an optional per-column affine (`weight`, `bias` of n elements), the result
+    /// [rows, n], an optional affine (`weight`, `bias`, laid out as `affine` says), the result
     /// in `dtype`, rounded once. nil when the backend has no normalisation kernels (the caller
     /// composes it then).
     private static func fusedRows(
         _ op: OpInfo, _ x: TensorImpl, rows: Int, eps: Double, weight: TensorImpl?,
-        bias: TensorImpl?, dtype: DType
+        bias: TensorImpl?, affine: RowAffine, dtype: DType
     ) throws -> TensorImpl? {
         guard x.numel > 0, rows > 0 else { return nil }
         let xc = try Ops.contiguous(x)
@@ -119,32 +68,39 @@ package enum Normalization {
             xc.runUnlessComposed(
                 NormalizationKernels.self, call, op.name,
                 {
-                    $0.normalizeRows(input, rows: rows, eps: Float(eps), weight: w32, bias: b32, into: out, mean: mean, rstd: rstd)
+                    $0.normalizeRows(
+                        input, rows: rows, eps: Float(eps), weight: w32, bias: b32, affine: affine, into: out, mean: mean,
+                        rstd: rstd)
                 }) != nil
         else { return nil }
         return Autograd.record(out, Autograd.name(op), [xc] + [weight, bias].compactMap { $0 }, saved: [xc, w32]) { g in
             if let grads = try fusedRowsBackward(
                 op, g, xc, rows: rows, mean: mean, rstd: rstd, weight: weight,
-                w32: w32, bias: bias)
+                w32: w32, bias: bias, affine: affine)
             {
                 return grads
             }
             // With x̂ = (x - mean)·rstd and gy = g·weight: dx = rstd·(gy - mean(gy) - x̂·mean(gy·x̂)),
-            // dweight = Σrows g·x̂, dbias = Σrows g; in float32.
-            let g32 = try ShapeOps.reshape(try Ops.cast(g, to: .float32), [rows, n])
-            let x32 = try ShapeOps.reshape(try Ops.cast(xc.withRequiresGrad(false), to: .float32), [rows, n])
-            let xhat = try Composite.mul(try Composite.sub(x32, mean), rstd)
-            let gy = try w32.map { try Composite.mul(g32, try ShapeOps.reshape($0, [1, n])) } ?? g32
-            let along = try Composite.mean(gy, [1], keepdim: true)
-            let projected = try Composite.mean(try Composite.mul(gy, xhat), [1], keepdim: true)
-            let dx = try Composite.mul(try Composite.sub(try Composite.sub(gy, along), try Composite.mul(xhat, projected)), rstd)
+            // the means along each row, dweight = Σ g·x̂ and dbias = Σ g over the elements that
+            // read each entry; in float32. Viewed as [rows / groups, groups, n / span, span], the
+            // weight is [1, groups, n / span, 1].
+            let view = [rows / affine.groups, affine.groups, n / affine.span, affine.span]
+            let g32 = try ShapeOps.reshape(try Ops.cast(g, to: .float32), view)
+            let x32 = try ShapeOps.reshape(try Ops.cast(xc.withRequiresGrad(false), to: .float32), view)
+            let stat = { (t: TensorImpl) in try ShapeOps.reshape(t, [rows / affine.groups, affine.groups, 1, 1]) }
+            let xhat = try Composite.mul(try Composite.sub(x32, try stat(mean)), try stat(rstd))
+            let gy = try w32.map { try Composite.mul(g32, try ShapeOps.reshape($0, [1, affine.groups, n / affine.span, 1])) } ?? g32
+            let along = try Composite.mean(gy, [2, 3], keepdim: true)
+            let projected = try Composite.mean(try Composite.mul(gy, xhat), [2, 3], keepdim: true)
+            let dx = try Composite.mul(
+                try Composite.sub(try Composite.sub(gy, along), try Composite.mul(xhat, projected)), try stat(rstd))
             var grads: [TensorImpl?] = [try ShapeOps.reshape(try Ops.cast(dx, to: xc.dtype), xc.shape)]
             if let weight {
-                let dw = try Composite.sum(try Composite.mul(g32, xhat), [0], keepdim: false)
+                let dw = try Composite.sum(try Composite.mul(g32, xhat), [0, 3], keepdim: false)
                 grads.append(try ShapeOps.reshape(try Ops.cast(dw, to: weight.dtype), weight.shape))
             }
             if let bias {
-                grads.append(try ShapeOps.reshape(try Ops.cast(try Composite.sum(g32, [0], keepdim: false), to: bias.dtype), bias.shape))
+                grads.append(try ShapeOps.reshape(try Ops.cast(try Composite.sum(g32, [0, 3], keepdim: false), to: bias.dtype), bias.shape))
             }
             return grads
         }
@@ -155,14 +111,14 @@ package enum Normalization {
     private static func fusedRowsBackward(
         _ op: OpInfo, _ g: TensorImpl, _ x: TensorImpl, rows: Int,
         mean: TensorImpl, rstd: TensorImpl, weight: TensorImpl?, w32: TensorImpl?,
-        bias: TensorImpl?
+        bias: TensorImpl?, affine: RowAffine
     ) throws -> [TensorImpl?]? {
         let g32 = try Ops.contiguousOrSplat(try Ops.cast(g, to: .float32))
         let x32 = try Ops.contiguous(try Ops.cast(x.withRequiresGrad(false), to: .float32))
-        let n = x.numel / rows
+        let count = affine.parameters(x.numel / rows)
         let dx = try TensorImpl.empty(x.shape, dtype: .float32, on: x.backend)
-        let dw = weight == nil ? nil : try TensorImpl.empty([n], dtype: .float32, on: x.backend)
-        let db = bias == nil ? nil : try TensorImpl.empty([n], dtype: .float32, on: x.backend)
+        let dw = weight == nil ? nil : try TensorImpl.empty([count], dtype: .float32, on: x.backend)
+        let db = bias == nil ? nil : try TensorImpl.empty([count], dtype: .float32, on: x.backend)
         let call = KernelCall(
             .normalizeRowsBackward(rows: rows), reads: [g32, x32, mean, rstd] + [w32].compactMap { $0 },
             writes: [dx] + [dw, db].compactMap { $0 })
@@ -170,7 +126,9 @@ package enum Normalization {
             x.runUnlessComposed(
                 FusedNormalizationKernels.self, call, "\(op.name)_backward",
                 {
-                    $0.normalizeRowsBackward(g32, x32, rows: rows, mean: mean, rstd: rstd, weight: w32, dx: dx, dweight: dw, dbias: db)
+                    $0.normalizeRowsBackward(
+                        g32, x32, rows: rows, mean: mean, rstd: rstd, weight: w32, affine: affine, dx: dx, dweight: dw,
+                        dbias: db)
                 }) != nil
         else { return nil }
         var grads: [TensorImpl?] = [try Ops.cast(dx, to: x.dtype)]
@@ -202,7 +160,10 @@ package enum Normalization {
             let w = weight == nil ? nil : rest.next(), b = bias == nil ? nil : rest.next()
             try checkParamDTypes(op, x, [w, b])
             let n = normalizedShape.reduce(1, *)
-            if n > 0, let y = try fusedRows(layerNorm, x, rows: x.numel / n, eps: eps, weight: w, bias: b, dtype: x.dtype) {
+            if n > 0,
+                let y = try fusedRows(
+                    layerNorm, x, rows: x.numel / n, eps: eps, weight: w, bias: b, affine: .perColumn, dtype: x.dtype)
+            {
                 return try ShapeOps.reshape(y, x.shape)
             }
             let wide = x.dtype.computeType
@@ -233,14 +194,19 @@ package enum Normalization {
             let w = weight == nil ? nil : rest.next(), b = bias == nil ? nil : rest.next()
             try checkParamDTypes(op, x, [w, b])
             let rows = x.shape[0] * groups
-            let y: TensorImpl
-            if let fused = try fusedRows(groupNorm, x, rows: rows, eps: eps, weight: nil, bias: nil, dtype: .float32) {
-                y = try ShapeOps.reshape(fused, x.shape)
-            } else {
-                let grouped = try ShapeOps.reshape(try Ops.cast(x, to: x.dtype.computeType), [x.shape[0], groups, -1])
-                y = try ShapeOps.reshape(try normalized(grouped, dims: [2], eps: eps), x.shape)
+            if x.numel > 0 {
+                // A row is one group of one sample: C / groups channels of `span` values each.
+                let span = x.numel / (x.shape[0] * c)
+                let layout = RowAffine(groups: groups, span: span)
+                if let y = try fusedRows(groupNorm, x, rows: rows, eps: eps, weight: w, bias: b, affine: layout, dtype: x.dtype) {
+                    return try ShapeOps.reshape(y, x.shape)
+                }
             }
-            return try Ops.cast(try channelAffine(groupNorm, y, w, b), to: x.dtype)
+            let wide = x.dtype.computeType
+            let grouped = try ShapeOps.reshape(try Ops.cast(x, to: wide), [x.shape[0], groups, -1])
+            let y = try ShapeOps.reshape(try normalized(grouped, dims: [2], eps: eps), x.shape)
+            let view = [1, c] + [Int](repeating: 1, count: x.ndim - 2)
+            return try Ops.cast(try affine(y, try cast(w, wide), try cast(b, wide), shape: view), to: x.dtype)
         }
     }
 

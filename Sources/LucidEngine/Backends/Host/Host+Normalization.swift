@@ -3,16 +3,17 @@
 /// on store; rows run in parallel. The backward is fused on float32.
 extension HostBackend: NormalizationKernels, FusedNormalizationKernels {
     func normalizeRows(
-        _ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
+        _ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?, affine: RowAffine,
         into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl
     ) {
         if x.dtype == .float32 && out.dtype == .float32 && rows > 0 {
-            return normalizeFloatRows(x, rows: rows, eps: eps, weight: weight, bias: bias, into: out, mean: mean, rstd: rstd)
+            return normalizeFloatRows(
+                x, rows: rows, eps: eps, weight: weight, bias: bias, affine: affine, into: out, mean: mean, rstd: rstd)
         }
         dispatch(
             x.dtype,
             NormalizeRowsKernel(
-                x: x, rows: rows, eps: eps, weight: weight, bias: bias, out: out,
+                x: x, rows: rows, eps: eps, weight: weight, bias: bias, affine: affine, out: out,
                 mean: mean, rstd: rstd))
     }
 
@@ -35,19 +36,27 @@ extension HostBackend: NormalizationKernels, FusedNormalizationKernels {
     private static func rowGrain(_ n: Int) -> Int { max(1, HostThreads.grain / max(n, 1)) }
 
     private func normalizeFloatRows(
-        _ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
+        _ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?, affine: RowAffine,
         into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl
     ) {
-        let n = x.numel / rows
+        let n = x.numel / rows, span = affine.span
         let px = UnsafePointer(Self.floats(x)), po = Self.floats(out)
         let pw = weight.map { UnsafePointer(Self.floats($0)) }, pb = bias.map { UnsafePointer(Self.floats($0)) }
         let pm = Self.floats(mean), pr = Self.floats(rstd)
+        let perColumn = span == 1 || (pw == nil && pb == nil)
         HostThreads.forEachRange(rows, grain: Self.rowGrain(n), align: 1) { range in
             for r in range {
-                let row = px + r * n
+                let row = px + r * n, out = po + r * n, at = affine.offset(row: r, n)
                 let m = Float(FloatRows.sum(row, n) / Double(n))
                 let rs = 1 / (Float(FloatRows.squaredDeviations(row, n, m) / Double(n)) + eps).squareRoot()
-                FloatRows.normalize(row, n, m, rs, pw, pb, po + r * n)
+                if perColumn {
+                    FloatRows.normalize(row, n, m, rs, pw.map { $0 + at }, pb.map { $0 + at }, out)
+                } else {
+                    for j in 0..<(n / span) {
+                        let w = pw?[at + j] ?? 1, b = pb?[at + j] ?? 0
+                        FloatRows.normalize(row + j * span, span, m, rs, scale: w, shift: b, out + j * span)
+                    }
+                }
                 pm[r] = m
                 pr[r] = rs
             }
@@ -215,93 +224,80 @@ extension HostBackend: NormalizationKernels, FusedNormalizationKernels {
         }
     }
 
-    func scaleChannels(
-        _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?, bias: TensorImpl?,
-        into out: TensorImpl
-    ) {
-        let s = y.numel / (batch * channels)
-        let py = UnsafePointer(Self.floats(y)), po = Self.floats(out)
-        let pw = weight.map { UnsafePointer(Self.floats($0)) }, pb = bias.map { UnsafePointer(Self.floats($0)) }
-        HostThreads.forEachRange(batch * channels, grain: Self.rowGrain(s), align: 1) { range in
-            for row in range {
-                let c = row % channels
-                FloatRows.normalize(py + row * s, s, 0, 1, scale: pw?[c] ?? 1, shift: pb?[c] ?? 0, po + row * s)
-            }
-        }
-    }
-
-    func scaleChannelsBackward(
-        _ grad: TensorImpl, _ y: TensorImpl, batch: Int, channels: Int, weight: TensorImpl?,
-        dy: TensorImpl?, dweight: TensorImpl?, dbias: TensorImpl?
-    ) {
-        let s = y.numel / (batch * channels)
-        let py = UnsafePointer(Self.floats(y))
-        let pw = weight.map { UnsafePointer(Self.floats($0)) }
-        let pdy = dy.map { Self.floats($0) }, pdw = dweight.map { Self.floats($0) }, pdb = dbias.map { Self.floats($0) }
-        Self.withGradient(grad, runs: s) { pg in
-            // By channel, so that each channel's sums have one writer.
-            HostThreads.forEachRange(channels, grain: Self.rowGrain(batch * s), align: 1) { range in
-                for c in range {
-                    var sgy = 0.0, sg = 0.0
-                    let w = pw?[c] ?? 1
-                    for n in 0..<batch {
-                        let at = (n * channels + c) * s
-                        if pdw != nil { sgy += FloatRows.dot(pg(at), py + at, s) }
-                        if pdb != nil { sg += FloatRows.sum(pg(at), s) }
-                        if let pdy { FloatRows.normalize(pg(at), s, 0, 1, scale: w, shift: 0, pdy + at) }
-                    }
-                    pdw?[c] = Float(sgy)
-                    pdb?[c] = Float(sg)
-                }
-            }
-        }
-    }
-
     func normalizeRowsBackward(
         _ grad: TensorImpl, _ x: TensorImpl, rows: Int, mean: TensorImpl, rstd: TensorImpl,
-        weight: TensorImpl?, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?
+        weight: TensorImpl?, affine: RowAffine, dx: TensorImpl, dweight: TensorImpl?, dbias: TensorImpl?
     ) {
         let n = x.numel / rows
         Self.withGradient(grad, runs: n) { pg in
-            normalizeRowsBackward(pg, x, rows: rows, mean, rstd, weight, dx, dweight, dbias)
+            normalizeRowsBackward(pg, x, rows: rows, mean, rstd, weight, affine, dx, dweight, dbias)
         }
     }
 
     private func normalizeRowsBackward(
         _ pg: (Int) -> UnsafePointer<Float>, _ x: TensorImpl, rows: Int, _ mean: TensorImpl, _ rstd: TensorImpl,
-        _ weight: TensorImpl?, _ dx: TensorImpl, _ dweight: TensorImpl?, _ dbias: TensorImpl?
+        _ weight: TensorImpl?, _ affine: RowAffine, _ dx: TensorImpl, _ dweight: TensorImpl?, _ dbias: TensorImpl?
     ) {
-        let n = x.numel / rows
+        let n = x.numel / rows, count = affine.parameters(n)
         let px = UnsafePointer(Self.floats(x)), pdx = Self.floats(dx)
         let pm = UnsafePointer(Self.floats(mean)), pr = UnsafePointer(Self.floats(rstd))
         let pw = weight.map { UnsafePointer(Self.floats($0)) }
         let pdw = dweight.map { Self.floats($0) }, pdb = dbias.map { Self.floats($0) }
-        pdw?.initialize(repeating: 0, count: n)
-        pdb?.initialize(repeating: 0, count: n)
+        pdw?.initialize(repeating: 0, count: count)
+        pdb?.initialize(repeating: 0, count: count)
         let merge = Lock()
         HostThreads.forEachRange(rows, grain: Self.rowGrain(n), align: 1) { range in
-            // Column sums per thread, added into the results once.
-            var localW = [Float](repeating: 0, count: pdw == nil ? 0 : n)
-            var localB = [Float](repeating: 0, count: pdb == nil ? 0 : n)
+            // The parameters' sums per thread, added into the results once.
+            var localW = [Float](repeating: 0, count: pdw == nil ? 0 : count)
+            var localB = [Float](repeating: 0, count: pdb == nil ? 0 : count)
             localW.withUnsafeMutableBufferPointer { lw in
                 localB.withUnsafeMutableBufferPointer { lb in
                     for r in range {
-                        FloatRows.backwardRow(
-                            pg(r * n), px + r * n, n, pm[r], pr[r], pw, pdx + r * n,
-                            pdw == nil ? nil : lw.baseAddress, pdb == nil ? nil : lb.baseAddress)
+                        let at = affine.offset(row: r, n)
+                        let sw = pdw == nil ? nil : lw.baseAddress! + at, sb = pdb == nil ? nil : lb.baseAddress! + at
+                        if affine.span == 1 {
+                            FloatRows.backwardRow(pg(r * n), px + r * n, n, pm[r], pr[r], pw.map { $0 + at }, pdx + r * n, sw, sb)
+                        } else {
+                            Self.channelsBackwardRow(
+                                pg(r * n), px + r * n, n, span: affine.span, pm[r], pr[r], pw.map { $0 + at }, pdx + r * n, sw, sb)
+                        }
                     }
                 }
             }
             merge.withLock {
-                if let pdw { for k in 0..<n { pdw[k] += localW[k] } }
-                if let pdb { for k in 0..<n { pdb[k] += localB[k] } }
+                if let pdw { for k in 0..<count { pdw[k] += localW[k] } }
+                if let pdb { for k in 0..<count { pdb[k] += localB[k] } }
             }
+        }
+    }
+
+    /// One row of the normalisation backward whose affine is per channel, each channel a run of
+    /// `span` elements: with a = Σg and b = Σg·x̂ over channel j's run, Σgy = Σj w[j]·a and
+    /// Σgy·x̂ = Σj w[j]·b, then dx = r·(g·w[j] - Σgy/n - x̂·Σ(gy·x̂)/n). Adds b into dw[j] and
+    /// a into db[j] when given.
+    private static func channelsBackwardRow(
+        _ g: UnsafePointer<Float>, _ x: UnsafePointer<Float>, _ n: Int, span: Int, _ m: Float, _ r: Float,
+        _ w: UnsafePointer<Float>?, _ dx: UnsafeMutablePointer<Float>,
+        _ dw: UnsafeMutablePointer<Float>?, _ db: UnsafeMutablePointer<Float>?
+    ) {
+        var s1 = 0.0, s2 = 0.0
+        for j in 0..<(n / span) {
+            let (a, b) = FloatRows.gradientSums(g + j * span, x + j * span, span, m, r)
+            let wj = Double(w?[j] ?? 1)
+            s1 += wj * a
+            s2 += wj * b
+            dw?[j] += Float(b)
+            db?[j] += Float(a)
+        }
+        let c1 = Float(s1 / Double(n)), c2 = Float(s2 / Double(n))
+        for j in 0..<(n / span) {
+            FloatRows.channelInputGradient(g + j * span, x + j * span, span, m, r, w?[j] ?? 1, c1, c2, dx + j * span)
         }
     }
 }
 
 private struct NormalizeRowsKernel: ElementVisitor {
-    let x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?
+    let x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?, affine: RowAffine
     let out: TensorImpl, mean: TensorImpl, rstd: TensorImpl
 
     func visit<E: HostElement>(_: E.Type) {
@@ -325,10 +321,11 @@ private struct NormalizeRowsKernel: ElementVisitor {
                     squares += d * d
                 }
                 let rs = 1 / (Float(squares / Double(n)) + eps).squareRoot()
+                let at = affine.offset(row: r, n), span = affine.span
                 for k in 0..<n {
                     var y = (Float(E.float(px, base + k)) - m) * rs
-                    if let pw { y *= pw[k] }
-                    if let pb { y += pb[k] }
+                    if let pw { y *= pw[at + k / span] }
+                    if let pb { y += pb[at + k / span] }
                     if wide { po32[base + k] = y } else { E.setFloat(po, base + k, E.Real(y)) }
                 }
                 pm[r] = m

@@ -213,12 +213,10 @@ final class HostBackend: Backend {
         case .softmax(let axis, let log): takes = takesSoftmax(r[0], axis: axis, log: log, into: w[0])
         case .softmaxBackward(let axis): takes = takesSoftmaxBackward(r[0], r[1], axis: axis, into: w[0])
         case .normalizeRowsBackward(let rows): takes = rows > 0 && plain([r[1], w[0]]) && gradient(r[0], w[0])
-        case .normalizeChannels(let batch, let channels), .scaleChannels(let batch, let channels):
+        case .normalizeChannels(let batch, let channels):
             takes = batch > 0 && channels > 0 && plain([r[0], w[0]])
         case .normalizeChannelsBackward(let batch, let channels):
             takes = batch > 0 && channels > 0 && plain([r[1], w[0]]) && gradient(r[0], r[1])
-        case .scaleChannelsBackward(let batch, let channels):
-            takes = batch > 0 && channels > 0 && plain([r[1]] + w) && gradient(r[0], r[1])
         case .convolution(let pass, let problem):
             takes = takesConvolution(pass, problem, r + w, bias: pass == .forward && r.count > 2)
         case .attention:

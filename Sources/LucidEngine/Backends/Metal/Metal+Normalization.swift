@@ -10,7 +10,7 @@ extension MetalBackend: NormalizationKernels {
     }
 
     func normalizeRows(
-        _ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?,
+        _ x: TensorImpl, rows: Int, eps: Float, weight: TensorImpl?, bias: TensorImpl?, affine: RowAffine,
         into out: TensorImpl, mean: TensorImpl, rstd: TensorImpl
     ) {
         guard rows > 0, x.numel > 0 else { return }
@@ -23,8 +23,8 @@ extension MetalBackend: NormalizationKernels {
             bind(out, 3, e)
             bind(mean, 4, e)
             bind(rstd, 5, e)
-            // RowsShape: long n, has_weight, has_bias; float eps, pad.
-            var words = [Int64(n), weight == nil ? 0 : 1, bias == nil ? 0 : 1]
+            // RowsShape: long n, has_weight, has_bias, groups, span; float eps, pad.
+            var words = [Int64(n), weight == nil ? 0 : 1, bias == nil ? 0 : 1, Int64(affine.groups), Int64(affine.span)]
             words.append(Int64(eps.bitPattern))
             setBytes(words, 6, e)
         }

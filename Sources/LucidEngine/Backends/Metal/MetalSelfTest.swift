@@ -622,14 +622,21 @@ enum MetalSelfTest {
 
     private static let normalizationRows: [Row] = [
         Row(.normalization, "normalize_rows", floats) { c in
-            for wide in [false, true] where !(wide && c.dtype == .float32) {
-                c.compare(wide ? "normalize_rows_to_float32" : "normalize_rows", c.tol * 4) { be in
-                    let x = try make(c.a, shape, c.dtype, be), w = try make(c.b, [17], .float32, be)
-                    let bias = try make(c.a, [17], .float32, be)
+            // Per column, unweighted into float32, and per channel (group_norm's layout: three
+            // rows of one channel each, reading entries 0, 1, 2).
+            let cases = [
+                ("normalize_rows", false, RowAffine.perColumn), ("normalize_rows_to_float32", true, .perColumn),
+                ("normalize_rows_by_channel", false, RowAffine(groups: 3, span: 17)),
+            ]
+            for (name, wide, affine) in cases where !(wide && c.dtype == .float32) {
+                c.compare(name, c.tol * 4) { be in
+                    let count = affine.parameters(17)
+                    let x = try make(c.a, shape, c.dtype, be), w = try make(Array(c.b.prefix(count)), [count], .float32, be)
+                    let bias = try make(Array(c.a.prefix(count)), [count], .float32, be)
                     let out = try TensorImpl.empty(shape, dtype: wide ? .float32 : c.dtype, on: be)
                     let mean = try TensorImpl.empty([3], dtype: .float32, on: be), rstd = try TensorImpl.empty([3], dtype: .float32, on: be)
                     try normalization(be).normalizeRows(
-                        x, rows: 3, eps: 1e-5, weight: wide ? nil : w, bias: wide ? nil : bias,
+                        x, rows: 3, eps: 1e-5, weight: wide ? nil : w, bias: wide ? nil : bias, affine: affine,
                         into: out, mean: mean, rstd: rstd)
                     return out
                 }

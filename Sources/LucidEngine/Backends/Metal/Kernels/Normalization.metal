@@ -2,8 +2,9 @@
 // (Host+Normalization.swift): each row of a contiguous [rows, n] input becomes
 // (x - mean) · rstd · weight + bias, with the mean, then the biased variance of the
 // deviations, as compensated float32 sums, rstd = 1 / sqrt(var + eps), and one rounding into
-// the output's dtype. weight and bias are float32 [n] (optional); mean and rstd are float32
-// [rows]. One threadgroup per row (Common.metal's cooperating helpers); the threadgroup
+// the output's dtype. weight and bias are float32 (optional), laid out as `RowAffine` says
+// (KernelFamilies.swift): element k of row r reads entry (r % groups) · (n / span) + k / span;
+// mean and rstd are float32 [rows]. One threadgroup per row (Common.metal's cooperating helpers); the threadgroup
 // memory holds two floats per thread. Compiled after Common.metal, in one library.
 
 // Field order and sizes match `rowsShape` in Metal+Normalization.swift.
@@ -11,6 +12,8 @@ struct RowsShape {
     long n;
     long has_weight;
     long has_bias;
+    long groups;
+    long span;
     float eps;
     float pad;
 };
@@ -34,10 +37,11 @@ kernel void NAME(device const T* x [[buffer(0)]], device const float* weight [[b
     }                                                                                                \
     float variance = threadgroup_sum(sum, carry, partial, lane, width) / float(s.n);                 \
     float rstd = 1.0f / precise::sqrt(variance + s.eps);                                             \
+    long at = (long(row) % s.groups) * (s.n / s.span);                                               \
     for (long k = lane; k < s.n; k += width) {                                                       \
         float y = (widen(xs[k]) - mean) * rstd;                                                      \
-        if (s.has_weight != 0) y = y * weight[k];                                                    \
-        if (s.has_bias != 0) y = y + bias[k];                                                        \
+        if (s.has_weight != 0) y = y * weight[at + k / s.span];                                      \
+        if (s.has_bias != 0) y = y + bias[at + k / s.span];                                          \
         out[long(row) * s.n + k] = narrow<O>(y);                                                     \
     }                                                                                                \
     if (lane == 0) {                                                                                 \
