@@ -1,7 +1,8 @@
 """The host loops built for several vector units (Sources/CHostKernels): each variant this CPU
-can run gives the same bits, and those bits are right (bfloat16 rounding against ml_dtypes,
-the log-softmax gradient and SiLU both ways against float64 numpy; the GRU and Elman cells
-both ways through a layer, whose values tests/test_rnn.py checks)."""
+can run gives the same bits, and those bits are right (bfloat16 rounding and widening against
+ml_dtypes, the four arithmetic ops against numpy float32, the log-softmax gradient and SiLU
+both ways against float64 numpy; the GRU and Elman cells both ways through a layer, whose
+values tests/test_rnn.py checks; attention's rounded weights through bfloat16 attention)."""
 
 import os
 import subprocess
@@ -74,6 +75,30 @@ for dt in (lucid.float32, lucid.bfloat16):
         out[f"{name}_y"] = seq.float().detach().numpy()
         out[f"{name}_dx"] = xs.grad.float().numpy()
         out[f"{name}_dw"] = layer.weight_hh_l0.grad.float().numpy()
+# bfloat16 widened back to float32; the four arithmetic ops on float32 runs, out of place, in
+# place and with a number; add_ with alpha; attention's weights rounded to bfloat16.
+out["widened"] = lucid.tensor(bits.view(np.float32)).to(lucid.bfloat16).float().numpy()
+a = rng.standard_normal(1 << 16 | 3).astype(np.float32) * 4
+b = rng.standard_normal(a.size).astype(np.float32)
+a[:6], b[:6] = [np.nan, np.inf, 0.0, -0.0, 1e-40, 3.0], [1.0, np.inf, 0.0, 0.0, 1e30, -0.0]
+la, lb = lucid.tensor(a), lucid.tensor(b)
+for name, fn in [("add", lambda x, y: x + y), ("sub", lambda x, y: x - y), ("mul", lambda x, y: x * y),
+                 ("div", lambda x, y: x / y)]:
+    with np.errstate(all="ignore"):
+        out[f"{name}"] = fn(la, lb).numpy()
+        out[f"{name}_number"], out[f"{name}_number_first"] = fn(la, 2.5).numpy(), fn(2.5, la).numpy()
+        c = la.clone()
+        getattr(c, name + "_")(lb)
+        out[f"{name}_in_place"] = c.numpy()
+        c = la.clone()
+        getattr(c, name + "_")(-1.5)
+        out[f"{name}_in_place_number"] = c.numpy()
+c = la.clone()
+c.add_(lb, alpha=-0.1)
+out["add_alpha"], out["arith_a"], out["arith_b"] = c.numpy(), a, b
+q, k, v = (lucid.tensor(rng.standard_normal((2, 3, 40, 8)).astype(np.float32)) for _ in range(3))
+with lucid.amp.autocast("cpu", dtype=lucid.bfloat16):
+    out["attention_bf16"] = F.scaled_dot_product_attention(q, k, v).float().numpy()
 np.savez(sys.argv[1], **out)
 print(lucid.backends.cpu.get_cpu_capability())
 """ % {"rows": ROW_LENGTHS}
@@ -113,6 +138,19 @@ def test_every_variant_gives_the_same_right_bits(tmp_path):
     with np.errstate(all="ignore"):
         want = first["bits"].view(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
     np.testing.assert_array_equal(first["narrowed"], want)
+    np.testing.assert_array_equal(first["widened"], want.view(ml_dtypes.bfloat16).astype(np.float32))
+    a, b = first["arith_a"], first["arith_b"]
+    with np.errstate(all="ignore"):
+        for name, fn in [("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.divide)]:
+            for key, want in [
+                (name, fn(a, b)),
+                (f"{name}_number", fn(a, np.float32(2.5))),
+                (f"{name}_number_first", fn(np.float32(2.5), a)),
+                (f"{name}_in_place", fn(a, b)),
+                (f"{name}_in_place_number", fn(a, np.float32(-1.5))),
+            ]:
+                np.testing.assert_array_equal(first[key], want, err_msg=key)
+        np.testing.assert_array_equal(first["add_alpha"], a + np.float32(-0.1) * b)
     for n in ROW_LENGTHS:
         x, g = first[f"x{n}"].astype(np.float64), first[f"g{n}"].astype(np.float64)
         with np.errstate(all="ignore"):

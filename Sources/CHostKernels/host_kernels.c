@@ -402,6 +402,65 @@ static inline __attribute__((always_inline)) void narrow(const float *src, uint1
     }
 }
 
+// float32 values rounded in place to bfloat16 values (narrow's rounding, then widened back);
+// bfloat16 bits widened exactly to floats.
+static inline __attribute__((always_inline)) void round_bf16(float *x, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i++) {
+        uint32_t f;
+        memcpy(&f, x + i, sizeof f);
+        uint32_t rounded = (f + 0x7fffu + ((f >> 16) & 1u)) & 0xffff0000u;
+        uint32_t nan = 0u - (((f & 0x7fffffffu) + 0x007fffffu) >> 31);
+        uint32_t quiet = (f & 0x80000000u) | 0x7fc00000u;
+        f = (rounded & ~nan) | (quiet & nan);
+        memcpy(x + i, &f, sizeof f);
+    }
+}
+
+static inline __attribute__((always_inline)) void widen(const uint16_t *restrict src, float *restrict dst,
+                                                       ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)src[i] << 16;
+        memcpy(dst + i, &u, sizeof u);
+    }
+}
+
+// The four arithmetic ops over float32 runs. A run written in place (o == x) has a loop of its
+// own: with o and x equal, the vectoriser's overlap check would send the general loop down its
+// one-element-at-a-time path.
+#define LUCID_ARITH_LOOPS(EXPR)                                                                  \
+    if (o == x) {                                                                                \
+        for (ptrdiff_t i = 0; i < n; i++) { const float a = o[i]; o[i] = EXPR; }                 \
+    } else {                                                                                     \
+        for (ptrdiff_t i = 0; i < n; i++) { const float a = x[i]; o[i] = EXPR; }                 \
+    }
+
+static inline __attribute__((always_inline)) void arith(int op, const float *x, const float *y, float *o,
+                                                       ptrdiff_t n) {
+    switch (op) {
+    case 0: LUCID_ARITH_LOOPS(a + y[i]) break;
+    case 1: LUCID_ARITH_LOOPS(a - y[i]) break;
+    case 2: LUCID_ARITH_LOOPS(a * y[i]) break;
+    default: LUCID_ARITH_LOOPS(a / y[i]) break;
+    }
+}
+
+static inline __attribute__((always_inline)) void arith_scalar(int op, const float *x, float s, int first, float *o,
+                                                              ptrdiff_t n) {
+    switch (op * 2 + (first != 0)) {
+    case 0: case 1: LUCID_ARITH_LOOPS(a + s) break;
+    case 2: LUCID_ARITH_LOOPS(a - s) break;
+    case 3: LUCID_ARITH_LOOPS(s - a) break;
+    case 4: case 5: LUCID_ARITH_LOOPS(a * s) break;
+    case 6: LUCID_ARITH_LOOPS(a / s) break;
+    default: LUCID_ARITH_LOOPS(s / a) break;
+    }
+}
+
+static inline __attribute__((always_inline)) void add_scaled(const float *x, const float *y, float alpha, float *o,
+                                                            ptrdiff_t n) {
+    LUCID_ARITH_LOOPS(a + alpha * y[i])
+}
+
 static inline __attribute__((always_inline)) void log_softmax_backward(const float *restrict g, const float *restrict y,
                                                                       ptrdiff_t n, float total,
                                                                       float *restrict dx) {
@@ -558,6 +617,11 @@ LUCID_CAST_STATS(cast_stats32, uint32_t, 0x7fffffffu)
 LUCID_CAST_STATS(cast_stats16, uint16_t, 0x7fffu)
 
 LUCID_VARIANTS(narrow, (const float *src, uint16_t *dst, ptrdiff_t n), (src, dst, n))
+LUCID_VARIANTS(round_bf16, (float *x, ptrdiff_t n), (x, n))
+LUCID_VARIANTS(widen, (const uint16_t *src, float *dst, ptrdiff_t n), (src, dst, n))
+LUCID_VARIANTS(arith, (int op, const float *x, const float *y, float *o, ptrdiff_t n), (op, x, y, o, n))
+LUCID_VARIANTS(arith_scalar, (int op, const float *x, float s, int first, float *o, ptrdiff_t n), (op, x, s, first, o, n))
+LUCID_VARIANTS(add_scaled, (const float *x, const float *y, float alpha, float *o, ptrdiff_t n), (x, y, alpha, o, n))
 LUCID_VARIANTS(log_softmax_backward, (const float *g, const float *y, ptrdiff_t n, float total, float *dx),
                (g, y, n, total, dx))
 LUCID_VARIANTS(softmax_columns, (const float *x, float *out, ptrdiff_t n, ptrdiff_t inner, ptrdiff_t width, int log,
@@ -621,6 +685,20 @@ const char *lucid_host_cpu_capability(void) {
 }
 
 void lucid_host_narrow_bf16(const float *src, uint16_t *dst, ptrdiff_t n) { LUCID_DISPATCH(narrow, (src, dst, n)) }
+void lucid_host_round_bf16(float *x, ptrdiff_t n) { LUCID_DISPATCH(round_bf16, (x, n)) }
+void lucid_host_widen_bf16(const uint16_t *src, float *dst, ptrdiff_t n) { LUCID_DISPATCH(widen, (src, dst, n)) }
+
+void lucid_host_arith(int op, const float *x, const float *y, float *o, ptrdiff_t n) {
+    LUCID_DISPATCH(arith, (op, x, y, o, n))
+}
+
+void lucid_host_arith_scalar(int op, const float *x, float s, int first, float *o, ptrdiff_t n) {
+    LUCID_DISPATCH(arith_scalar, (op, x, s, first, o, n))
+}
+
+void lucid_host_add_scaled(const float *x, const float *y, float alpha, float *o, ptrdiff_t n) {
+    LUCID_DISPATCH(add_scaled, (x, y, alpha, o, n))
+}
 
 void lucid_host_log_softmax_backward(const float *g, const float *y, ptrdiff_t n, float total, float *dx) {
     LUCID_DISPATCH(log_softmax_backward, (g, y, n, total, dx))

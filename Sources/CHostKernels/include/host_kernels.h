@@ -15,6 +15,17 @@ extern "C" {
 /// `n` floats rounded to bfloat16 bits: to nearest, ties to even, subnormals kept; a NaN
 /// becomes the quiet NaN 0x7fc0 with its sign (ml_dtypes' rule).
 void lucid_host_narrow_bf16(const float *src, uint16_t *dst, ptrdiff_t n);
+/// `n` floats rounded in place to bfloat16 values (lucid_host_narrow_bf16's rounding, widened
+/// back); `n` bfloat16 bits widened exactly to floats.
+void lucid_host_round_bf16(float *x, ptrdiff_t n);
+void lucid_host_widen_bf16(const uint16_t *src, float *dst, ptrdiff_t n);
+
+/// o[i] = x[i] op y[i] over `n` floats, op 0 add, 1 sub, 2 mul, 3 div; o may be x or y.
+void lucid_host_arith(int op, const float *x, const float *y, float *o, ptrdiff_t n);
+/// o[i] = x[i] op s, or s op x[i] when `first` is not 0 (op as lucid_host_arith); o may be x.
+void lucid_host_arith_scalar(int op, const float *x, float s, int first, float *o, ptrdiff_t n);
+/// o[i] = x[i] + alpha·y[i], unfused; o may be x or y.
+void lucid_host_add_scaled(const float *x, const float *y, float alpha, float *o, ptrdiff_t n);
 
 /// One row of the log-softmax backward: dx[i] = g[i] - exp(y[i])·total, where y holds the
 /// row's log-probabilities and total is Σg over the row. exp is the engine's FastMath.exp,

@@ -51,32 +51,21 @@ enum FloatFastPath {
         HostBackend.address(t).assumingMemoryBound(to: Float.self)
     }
 
-    // An in-place op's output is its first operand. The loops below then read and write
-    // through one pointer: with two equal pointers the vectoriser's overlap check fails and
-    // the loop runs one element at a time.
-
     static func binary(_ op: BinaryKernel, _ a: TensorImpl, _ b: TensorImpl, _ out: TensorImpl) {
         let x = UnsafePointer(pointer(a)), y = UnsafePointer(pointer(b)), o = pointer(out)
-        if x == UnsafePointer(o) {
-            return HostThreads.forEachRange(out.numel) { r in binary(op, inPlace: o + r.lowerBound, y + r.lowerBound, r.count) }
-        }
         HostThreads.forEachRange(out.numel) { r in binary(op, x + r.lowerBound, y + r.lowerBound, o + r.lowerBound, r.count) }
     }
 
     /// `out = a + alpha·b` in one pass (`out` may be `a`).
     static func addScaled(_ a: TensorImpl, _ b: TensorImpl, alpha: Float, _ out: TensorImpl) {
         let x = UnsafePointer(pointer(a)), y = UnsafePointer(pointer(b)), o = pointer(out)
-        if x == UnsafePointer(o) {
-            return HostThreads.forEachRange(out.numel) { r in for i in r { o[i] += alpha * y[i] } }
+        HostThreads.forEachRange(out.numel) { r in
+            lucid_host_add_scaled(x + r.lowerBound, y + r.lowerBound, alpha, o + r.lowerBound, r.count)
         }
-        HostThreads.forEachRange(out.numel) { r in for i in r { o[i] = x[i] + alpha * y[i] } }
     }
 
     static func binary(_ op: BinaryKernel, _ a: TensorImpl, scalar: Float, scalarFirst: Bool, _ out: TensorImpl) {
         let x = UnsafePointer(pointer(a)), o = pointer(out)
-        if x == UnsafePointer(o) && !scalarFirst {
-            return HostThreads.forEachRange(out.numel) { r in binary(op, inPlace: o + r.lowerBound, scalar: scalar, r.count) }
-        }
         HostThreads.forEachRange(out.numel) { r in
             binary(op, x + r.lowerBound, scalar: scalar, scalarFirst: scalarFirst, o + r.lowerBound, r.count)
         }
@@ -130,43 +119,32 @@ enum FloatFastPath {
     // The loops, on `n` contiguous floats: shared by the float32 kernels and the bfloat16
     // ones, which run them on widened blocks.
 
+    /// lucid_host_arith's code of the four arithmetic ops; nil for the others.
+    @inline(__always)
+    private static func arithmetic(_ op: BinaryKernel) -> Int32? {
+        switch op {
+        case .add: 0
+        case .sub: 1
+        case .mul: 2
+        case .div: 3
+        default: nil
+        }
+    }
+
+    // An in-place op's output is its first operand. The loops below then read and write
+    // through one pointer: with two equal pointers the vectoriser's overlap check fails and
+    // the loop runs one element at a time. (The C loops of the arithmetic ops do the same.)
+
     @inline(__always)
     static func binary(
         _ op: BinaryKernel, _ x: UnsafePointer<Float>, _ y: UnsafePointer<Float>,
         _ o: UnsafeMutablePointer<Float>, _ n: Int
     ) {
-        switch op {
-        case .add: for i in 0..<n { o[i] = x[i] + y[i] }
-        case .sub: for i in 0..<n { o[i] = x[i] - y[i] }
-        case .mul: for i in 0..<n { o[i] = x[i] * y[i] }
-        case .div: for i in 0..<n { o[i] = x[i] / y[i] }
-        default:
-            for i in 0..<n { o[i] = applyBinary(op, x[i], y[i]) }
-        }
-    }
-
-    /// `o op= y` elementwise.
-    @inline(__always)
-    static func binary(_ op: BinaryKernel, inPlace o: UnsafeMutablePointer<Float>, _ y: UnsafePointer<Float>, _ n: Int) {
-        switch op {
-        case .add: for i in 0..<n { o[i] += y[i] }
-        case .sub: for i in 0..<n { o[i] -= y[i] }
-        case .mul: for i in 0..<n { o[i] *= y[i] }
-        case .div: for i in 0..<n { o[i] /= y[i] }
-        default:
+        if let code = arithmetic(op) { return lucid_host_arith(code, x, y, o, n) }
+        if x == UnsafePointer(o) {
             for i in 0..<n { o[i] = applyBinary(op, o[i], y[i]) }
-        }
-    }
-
-    /// `o op= s` elementwise.
-    @inline(__always)
-    static func binary(_ op: BinaryKernel, inPlace o: UnsafeMutablePointer<Float>, scalar s: Float, _ n: Int) {
-        switch op {
-        case .add: for i in 0..<n { o[i] += s }
-        case .sub: for i in 0..<n { o[i] -= s }
-        case .mul: for i in 0..<n { o[i] *= s }
-        case .div: for i in 0..<n { o[i] /= s }
-        default: for i in 0..<n { o[i] = applyBinary(op, o[i], s) }
+        } else {
+            for i in 0..<n { o[i] = applyBinary(op, x[i], y[i]) }
         }
     }
 
@@ -175,15 +153,12 @@ enum FloatFastPath {
         _ op: BinaryKernel, _ x: UnsafePointer<Float>, scalar s: Float, scalarFirst: Bool,
         _ o: UnsafeMutablePointer<Float>, _ n: Int
     ) {
-        switch (op, scalarFirst) {
-        case (.add, _): for i in 0..<n { o[i] = x[i] + s }
-        case (.mul, _): for i in 0..<n { o[i] = x[i] * s }
-        case (.sub, false): for i in 0..<n { o[i] = x[i] - s }
-        case (.sub, true): for i in 0..<n { o[i] = s - x[i] }
-        case (.div, false): for i in 0..<n { o[i] = x[i] / s }
-        case (.div, true): for i in 0..<n { o[i] = s / x[i] }
-        case (_, false): for i in 0..<n { o[i] = applyBinary(op, x[i], s) }
-        case (_, true): for i in 0..<n { o[i] = applyBinary(op, s, x[i]) }
+        if let code = arithmetic(op) { return lucid_host_arith_scalar(code, x, s, scalarFirst ? 1 : 0, o, n) }
+        switch (x == UnsafePointer(o), scalarFirst) {
+        case (true, false): for i in 0..<n { o[i] = applyBinary(op, o[i], s) }
+        case (true, true): for i in 0..<n { o[i] = applyBinary(op, s, o[i]) }
+        case (false, false): for i in 0..<n { o[i] = applyBinary(op, x[i], s) }
+        case (false, true): for i in 0..<n { o[i] = applyBinary(op, s, x[i]) }
         }
     }
 

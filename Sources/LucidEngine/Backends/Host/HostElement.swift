@@ -187,19 +187,14 @@ enum BFloat16FastPath {
 
     /// `n` floats rounded in place to bfloat16 values, as narrowing and widening them back
     /// would give, in one pass.
+    @inline(__always)
     static func round(_ x: UnsafeMutablePointer<Float>, _ n: Int) {
-        let b = UnsafeMutableRawPointer(x).assumingMemoryBound(to: UInt32.self)
-        for i in 0..<n {
-            let u = b[i]
-            let rounded = (u &+ 0x7fff &+ ((u >> 16) & 1)) & 0xffff_0000
-            b[i] = u & 0x7fff_ffff > 0x7f80_0000 ? (u & 0x8000_0000) | 0x7fc0_0000 : rounded
-        }
+        lucid_host_round_bf16(x, n)
     }
 
     /// `n` bfloat16 values widened (exactly) to floats.
     @inline(__always)
     static func widen(_ src: UnsafePointer<UInt16>, _ dst: UnsafeMutablePointer<Float>, _ n: Int) {
-        let d = UnsafeMutableRawPointer(dst).assumingMemoryBound(to: UInt32.self)
-        for i in 0..<n { d[i] = UInt32(src[i]) << 16 }
+        lucid_host_widen_bf16(src, dst, n)
     }
 }
