@@ -9,7 +9,8 @@ enum BLAS {
     /// launch): the engine calls it once per product.
     static let splitsProducts = false
 
-    static func configure() {}
+    /// Nothing to set up: Accelerate threads its own products.
+    static let configured: Void = ()
 
     static func sgemm(
         transA: Bool, transB: Bool, m: Int, n: Int, k: Int,

@@ -13,9 +13,9 @@ enum BLAS {
     /// and judge the process contended (`lucid_host_solo`).
     static let splitsProducts = true
 
-    /// Keeps every call on the calling thread (see `splitsProducts`); the host backend calls
-    /// it once it is made, before any product.
-    static func configure() { scipy_openblas_set_num_threads(1) }
+    /// Keeps every call on the calling thread (see `splitsProducts`): set once per process, when
+    /// the first host backend is made, before any product.
+    static let configured: Void = scipy_openblas_set_num_threads(1)
 
     static func sgemm(
         transA: Bool, transB: Bool, m: Int, n: Int, k: Int,

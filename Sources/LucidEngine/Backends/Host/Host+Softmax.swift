@@ -9,9 +9,9 @@ extension HostBackend: SoftmaxKernels, SoftmaxBackwardKernels {
     /// whole row NaN, as PyTorch and the GPU kernel do. The column kernel takes finite input
     /// only (an infinity in a column is the composed form's to handle).
     static func takesSoftmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool {
-        guard x.isContiguous, !containsNaN(x) else { return false }
+        guard x.isContiguous else { return false }
         #if canImport(CDNNL)
-        if DNNL.takesSoftmax(x, axis: axis, log: log, into: out) { return true }
+        if DNNL.takesSoftmax(x, axis: axis, log: log, into: out) { return !containsNaN(x) }
         #endif
         return FloatColumns.takes(x, axis: axis, out) && !containsNonFinite(x)
     }

@@ -42,7 +42,7 @@ final class HostBackend: Backend {
         self.device = device
         self.name = name
         self.declined = declined
-        BLAS.configure()
+        _ = BLAS.configured
     }
 
     func allocate(byteCount: Int) throws -> any DeviceBuffer { try HostBuffer(byteCount: byteCount, device: device) }
