@@ -264,3 +264,58 @@ def test_products_give_each_operand_that_needs_one_the_same_gradient(name, amp):
     assert only_a[1] is None and only_b[0] is None
     np.testing.assert_array_equal(only_a[0].numpy(), ga.numpy())
     np.testing.assert_array_equal(only_b[1].numpy(), gb.numpy())
+
+
+def test_grad_mode_scopes_are_reentrant_shared_across_threads_and_refuse_a_stray_exit():
+    scope = lucid.no_grad()
+    with scope:
+        with lucid.enable_grad():
+            with scope:  # the same object again, inside
+                assert not lucid.is_grad_enabled()
+            assert lucid.is_grad_enabled()
+        assert not lucid.is_grad_enabled()
+    assert lucid.is_grad_enabled()
+    # Entered on two threads at once: each exit restores its own thread's mode.
+    seen, barrier = [], threading.Barrier(2)
+
+    def work(start):
+        lucid.set_grad_enabled(start)
+        with scope:
+            barrier.wait()
+            seen.append(lucid.is_grad_enabled())
+            barrier.wait()
+        seen.append(lucid.is_grad_enabled() == start)
+
+    threads = [threading.Thread(target=work, args=(m,)) for m in (True, False)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen.count(False) == 2 and seen.count(True) == 2
+    # Out of order exits leave their own entries; an exit with none on this thread raises.
+    outer, inner = lucid.no_grad(), lucid.enable_grad()
+    outer.__enter__()
+    inner.__enter__()
+    outer.__exit__(None, None, None)  # restores the mode outer replaced: on
+    assert lucid.is_grad_enabled()
+    inner.__exit__(None, None, None)  # restores the mode inner replaced: off
+    assert not lucid.is_grad_enabled()
+    lucid.set_grad_enabled(True)
+    with pytest.raises(RuntimeError, match="has not entered it"):
+        outer.__exit__(None, None, None)
+    assert lucid.is_grad_enabled()
+    # set_grad_enabled sets at once and, used with `with`, puts the previous mode back;
+    # inference_mode(False) changes nothing.
+    with lucid.set_grad_enabled(False):
+        assert not lucid.is_grad_enabled()
+        with lucid.inference_mode(False):
+            assert not lucid.is_grad_enabled()
+        with lucid.inference_mode():
+            assert not lucid.is_grad_enabled()
+    assert lucid.is_grad_enabled()
+
+    @lucid.no_grad()
+    def decorated():
+        return lucid.is_grad_enabled()
+
+    assert decorated() is False and lucid.is_grad_enabled()

@@ -37,6 +37,7 @@ __all__ = [
     "guard_destroy",
     "guard_create_raw",
     "guard_destroy_raw",
+    "set_grad_enabled_raw",
     "release",
     "deferred",
     "DEFERRED_MAX",
@@ -89,6 +90,13 @@ guard_create_raw.restype = c_int32
 # c_uint64 at every call, a quarter of an enter+exit.
 guard_destroy_raw = _lib_holding_gil["guard_destroy"]
 guard_destroy_raw.restype = c_int32
+
+
+# Setting grad mode is as hot (every ``with no_grad()``) and as cheap in the engine (a
+# thread-local write): called the same way, holding the GIL, without argtypes. Its arguments
+# are the mode as 0 or 1 and a byref c_int32 for the mode it replaces, or None.
+set_grad_enabled_raw = _lib_holding_gil["lucid_set_grad_enabled"]
+set_grad_enabled_raw.restype = c_int32
 
 
 class GuardSlot(c_uint64):

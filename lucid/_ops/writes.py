@@ -26,8 +26,12 @@ from .creation import tensor, zeros
 
 def recording(t, *others) -> bool:
     """Whether an in-place op on `t` with these operands is recorded for autograd."""
-    if not (t.requires_grad or any(getattr(o, "requires_grad", False) for o in others)):
-        return False
+    if not t.requires_grad:
+        for o in others:
+            if getattr(o, "requires_grad", False):
+                break
+        else:
+            return False
     return _C.is_grad_enabled() != 0
 
 
@@ -47,7 +51,7 @@ def _written(t, recorded):
 def operand(t, value, op):
     """`value` as a tensor on `t`'s device (a number, list or 0-d tensor moves there)."""
     if isinstance(value, TensorBase):
-        if value.device != t.device and value.ndim == 0:
+        if value.ndim == 0 and value.device != t.device:
             return value.to(t.device)
         return value
     try:
