@@ -1,8 +1,9 @@
 """The host loops built for several vector units (Sources/CHostKernels): each variant this CPU
 can run gives the same bits, and those bits are right (bfloat16 rounding and widening against
-ml_dtypes, the four arithmetic ops against numpy float32, the log-softmax gradient and SiLU
-both ways against float64 numpy; the GRU and Elman cells both ways through a layer, whose
-values tests/test_rnn.py checks; attention's rounded weights through bfloat16 attention)."""
+ml_dtypes, the four arithmetic ops against numpy float32, softmax and log-softmax rows (with
+NaN, +inf and all -inf rows), the log-softmax gradient and SiLU both ways against float64
+numpy; the GRU and Elman cells both ways through a layer, whose values tests/test_rnn.py
+checks; attention's rounded weights through bfloat16 attention)."""
 
 import os
 import subprocess
@@ -39,6 +40,10 @@ for n in %(rows)r:
     t = lucid.tensor(x).requires_grad_()
     (F.log_softmax(t, -1) * lucid.tensor(g)).sum().backward()
     out[f"x{n}"], out[f"g{n}"], out[f"dx{n}"] = x, g, t.grad.numpy()
+    x = x.copy()  # a NaN at the last entry, a +inf, only -inf
+    x[0, -1], x[4, 3], x[5] = np.nan, np.inf, -np.inf
+    out[f"xs{n}"], out[f"softmax_rows{n}"] = x, F.softmax(lucid.tensor(x), -1).numpy()
+    out[f"log_softmax_rows{n}"] = F.log_softmax(lucid.tensor(x), -1).numpy()
 v = rng.standard_normal(1 << 16 | 3).astype(np.float32) * 8
 v[:12] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, -1e30, 1e-40, -1e-40, -88.5, -104.5, 104.5]
 g = rng.standard_normal(v.size).astype(np.float32)
@@ -159,6 +164,16 @@ def test_every_variant_gives_the_same_right_bits(tmp_path):
         total = g.sum(-1, keepdims=True)
         ref = g - p * total
         np.testing.assert_allclose(first[f"dx{n}"], ref, rtol=1e-5, atol=1e-6 * np.abs(total).max())
+        x = first[f"xs{n}"].astype(np.float64)
+        for key in ("softmax_rows", "log_softmax_rows"):
+            got = first[f"{key}{n}"]
+            assert np.isnan(got[[0, 5]]).all() and np.isnan(got[4, 3]), key
+            np.testing.assert_array_equal(np.delete(got[4], 3), -np.inf if key.startswith("log") else 0, err_msg=key)
+            z = x[1:4] - x[1:4].max(-1, keepdims=True)
+            with np.errstate(invalid="ignore"):
+                total = np.exp(z).sum(-1, keepdims=True)
+                want = z - np.log(total) if key.startswith("log") else np.exp(z) / total
+            np.testing.assert_allclose(got[1:4], want, rtol=2e-5, atol=1e-6, err_msg=f"{key}{n}")
     x, g = first["silu_x"].astype(np.float64), first["silu_g"].astype(np.float64)
     with np.errstate(all="ignore"):
         s = 1 / (1 + np.exp(-x))

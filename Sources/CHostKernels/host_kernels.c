@@ -499,6 +499,67 @@ static inline __attribute__((always_inline)) void softmax_columns(const float *r
     }
 }
 
+// Softmax (log: log-softmax) of each of `rows` rows of n contiguous floats; `out` is `x` itself
+// or lies apart from it (each block of lanes is read whole before it is written). The maximum
+// and the sum run in 8 lanes, combined in one order, so every variant gives the same bits. A
+// row holding a NaN, or only -inf, comes out all NaN; one holding +inf, NaN there and 0 (log:
+// -inf) elsewhere, as the math gives it.
+enum { SOFTMAX_LANES = 8 };
+static inline __attribute__((always_inline)) void softmax_rows(const float *x, float *out, ptrdiff_t rows,
+                                                              ptrdiff_t n, int log) {
+    const ptrdiff_t body = n - n % SOFTMAX_LANES;
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        const float *v = x + r * n;
+        float *o = out + r * n;
+        float lane_max[SOFTMAX_LANES], lane_sum[SOFTMAX_LANES];
+        int32_t lane_nan[SOFTMAX_LANES];
+        for (int l = 0; l < SOFTMAX_LANES; l++) lane_max[l] = -INFINITY, lane_nan[l] = 0, lane_sum[l] = 0;
+        for (ptrdiff_t j = 0; j < body; j += SOFTMAX_LANES)
+            for (int l = 0; l < SOFTMAX_LANES; l++) {
+                float a = v[j + l];
+                lane_max[l] = a > lane_max[l] ? a : lane_max[l];
+                lane_nan[l] |= a != a;
+            }
+        float m = -INFINITY;
+        int nan = 0;
+        for (int l = 0; l < SOFTMAX_LANES; l++) m = lane_max[l] > m ? lane_max[l] : m, nan |= lane_nan[l];
+        for (ptrdiff_t j = body; j < n; j++) m = v[j] > m ? v[j] : m, nan |= v[j] != v[j];
+        if (nan || m == -INFINITY) {
+            for (ptrdiff_t j = 0; j < n; j++) o[j] = NAN;
+            continue;
+        }
+        if (m == INFINITY) {  // the limit: NaN at each +inf (inf - inf), 0 (log: -inf) elsewhere
+            for (ptrdiff_t j = 0; j < n; j++) o[j] = v[j] == INFINITY ? NAN : log ? -INFINITY : 0.0f;
+            continue;
+        }
+        // exp(x - max) (log-softmax: x itself) into out, summed per lane.
+        for (ptrdiff_t j = 0; j < body; j += SOFTMAX_LANES) {
+            float t[SOFTMAX_LANES];
+            for (int l = 0; l < SOFTMAX_LANES; l++) t[l] = v[j + l];
+            for (int l = 0; l < SOFTMAX_LANES; l++) {
+                float e = fast_exp(t[l] - m);
+                lane_sum[l] += e;
+                t[l] = log ? t[l] : e;
+            }
+            for (int l = 0; l < SOFTMAX_LANES; l++) o[j + l] = t[l];
+        }
+        float total = 0;
+        for (int l = 0; l < SOFTMAX_LANES; l++) total += lane_sum[l];
+        for (ptrdiff_t j = body; j < n; j++) {
+            float t = v[j], e = fast_exp(t - m);
+            o[j] = log ? t : e;
+            total += e;
+        }
+        if (log) {
+            float log_total = logf(total);
+            for (ptrdiff_t j = 0; j < n; j++) o[j] = (o[j] - m) - log_total;
+        } else {
+            float inverse = 1 / total;
+            for (ptrdiff_t j = 0; j < n; j++) o[j] = o[j] * inverse;
+        }
+    }
+}
+
 // Its backward from the output y, laid out alike: softmax dx = y·(g - Σg·y); log-softmax
 // dx = g - exp(y)·Σg, each sum over a column. `total` holds `width` floats.
 static inline __attribute__((always_inline)) void softmax_columns_backward(const float *restrict g,
@@ -626,6 +687,8 @@ LUCID_VARIANTS(log_softmax_backward, (const float *g, const float *y, ptrdiff_t 
                (g, y, n, total, dx))
 LUCID_VARIANTS(softmax_columns, (const float *x, float *out, ptrdiff_t n, ptrdiff_t inner, ptrdiff_t width, int log,
                                  float *m, float *s), (x, out, n, inner, width, log, m, s))
+LUCID_VARIANTS(softmax_rows, (const float *x, float *out, ptrdiff_t rows, ptrdiff_t n, int log),
+               (x, out, rows, n, log))
 LUCID_VARIANTS(softmax_columns_backward, (const float *g, const float *y, float *dx, ptrdiff_t n, ptrdiff_t inner,
                                           ptrdiff_t width, int log, float *total), (g, y, dx, n, inner, width, log, total))
 LUCID_VARIANTS(silu, (const float *x, float *o, ptrdiff_t n), (x, o, n))
@@ -702,6 +765,10 @@ void lucid_host_add_scaled(const float *x, const float *y, float alpha, float *o
 
 void lucid_host_log_softmax_backward(const float *g, const float *y, ptrdiff_t n, float total, float *dx) {
     LUCID_DISPATCH(log_softmax_backward, (g, y, n, total, dx))
+}
+
+void lucid_host_softmax_rows(const float *x, float *out, ptrdiff_t rows, ptrdiff_t n, int log) {
+    LUCID_DISPATCH(softmax_rows, (x, out, rows, n, log))
 }
 
 void lucid_host_softmax_columns(const float *x, float *out, ptrdiff_t n, ptrdiff_t inner, ptrdiff_t width, int log,

@@ -32,6 +32,12 @@ void lucid_host_add_scaled(const float *x, const float *y, float alpha, float *o
 /// bit for bit.
 void lucid_host_log_softmax_backward(const float *g, const float *y, ptrdiff_t n, float total, float *dx);
 
+/// Softmax (log != 0: log-softmax) of each of `rows` rows of n contiguous floats, into `out`
+/// (x itself, or apart from it). A row holding a NaN, or only -inf, comes out all NaN; one
+/// holding +inf, NaN there and 0 (log: -inf) elsewhere.
+/// exp is the engine's FastMath.exp; the same bits from every variant.
+void lucid_host_softmax_rows(const float *x, float *out, ptrdiff_t rows, ptrdiff_t n, int log);
+
 /// Softmax (log != 0: log-softmax) over the n entries of each of `width` columns `inner`
 /// apart (column j's entry c at x[c·inner + j]), of finite input, and its backward from the
 /// output y (softmax dx = y·(g - Σg·y), log-softmax dx = g - exp(y)·Σg). exp is the engine's

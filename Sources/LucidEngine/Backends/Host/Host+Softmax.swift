@@ -1,15 +1,18 @@
 import CHostKernels
 
-/// Host softmax: oneDNN where it is linked and has a kernel of its own for the axis (elsewhere
-/// the op layer composes it), the float32 softmax along an axis that is not the last
-/// (`FloatColumns`), and the float32 backward.
+/// Host softmax: oneDNN where it is linked and has a kernel of its own for the dtype and axis;
+/// float32 along the last axis, CHostKernels' row loop where oneDNN is not linked or the input
+/// holds a NaN (`SoftmaxRows`); float32 along another axis, `FloatColumns`; elsewhere the op
+/// layer composes it. And the float32 backward.
 extension HostBackend: SoftmaxKernels, SoftmaxBackwardKernels {
     /// Whether the host has a direct kernel for this softmax. oneDNN's max skips a NaN, so a
-    /// row holding one would come out as 0s around it: such input is composed, which makes the
-    /// whole row NaN, as PyTorch and the GPU kernel do. The column kernel takes finite input
-    /// only (an infinity in a column is the composed form's to handle).
+    /// row holding one would come out as 0s around it: a float32 softmax along the last axis
+    /// then runs the row kernel, which makes such a row NaN; other input is composed, which
+    /// makes the whole row NaN, as PyTorch and the GPU kernel do. The column kernel takes
+    /// finite input only (an infinity in a column is the composed form's to handle).
     static func takesSoftmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool {
         guard x.isContiguous else { return false }
+        if SoftmaxRows.takes(x, axis: axis, out) { return true }
         #if canImport(CDNNL)
         if DNNL.takesSoftmax(x, axis: axis, log: log, into: out) { return !containsNaN(x) }
         #endif
@@ -17,6 +20,19 @@ extension HostBackend: SoftmaxKernels, SoftmaxBackwardKernels {
     }
 
     func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) throws {
+        if SoftmaxRows.takes(x, axis: axis, out) {
+            #if canImport(CDNNL)
+            if DNNL.takesSoftmax(x, axis: axis, log: log, into: out), !Self.containsNaN(x),
+                DNNL.softmax(x, axis: axis, log: log, into: out)
+            {
+                return
+            }
+            #endif
+            SoftmaxRows.run(
+                UnsafePointer(hostPointer(x, F32Element.self)), hostPointer(out, F32Element.self),
+                rows: x.numel / x.shape[axis], n: x.shape[axis], log: log)
+            return
+        }
         #if canImport(CDNNL)
         if DNNL.softmax(x, axis: axis, log: log, into: out) { return }
         #endif
@@ -84,6 +100,23 @@ extension HostBackend: SoftmaxKernels, SoftmaxBackwardKernels {
             if hit(range) { lock.withLock { found = true } }
         }
         return found
+    }
+}
+
+/// Softmax along the last axis of a contiguous float32 tensor: CHostKernels' row loop, a part
+/// of the rows on each thread.
+enum SoftmaxRows {
+    static func takes(_ x: TensorImpl, axis: Int, _ out: TensorImpl) -> Bool {
+        x.dtype == .float32 && out.dtype == .float32 && x.isContiguous && out.isContiguous && x.shape == out.shape
+            && x.numel > 0 && x.ndim > 0 && axis == x.ndim - 1
+    }
+
+    /// softmax (log: log-softmax) of `rows` rows of n floats from x into out.
+    static func run(_ x: UnsafePointer<Float>, _ out: UnsafeMutablePointer<Float>, rows: Int, n: Int, log: Bool) {
+        HostThreads.forEachRange(rows, grain: max(1, HostThreads.grain / n), align: 1) { part in
+            let at = part.lowerBound * n
+            lucid_host_softmax_rows(x + at, out + at, part.count, n, log ? 1 : 0)
+        }
     }
 }
 
