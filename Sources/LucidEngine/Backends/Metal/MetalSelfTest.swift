@@ -540,8 +540,8 @@ enum MetalSelfTest {
     ]
 
     private static let softmaxRows: [Row] = [
-        // The host has no direct softmax without oneDNN (on a Mac), so the reference is
-        // computed here, in double, from the rounded inputs.
+        // Without oneDNN (on a Mac) the host's own softmax covers float32 along the last axis
+        // only, so the reference is computed here, in double, from the rounded inputs.
         Row(.softmax, "softmax", floats) { c in
             let (gpu, dtype) = (c.gpu, c.dtype)
             for (axis, log) in [(1, false), (0, true)] {
