@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import _thread
 import functools
-from ctypes import byref, c_int32
 
 from . import _C
-from ._C._calls import set_grad_enabled_raw as _set_raw
-from ._C._library import raise_error as _raise_error
+
+_set_raw = _C.set_grad_enabled_raw
 
 
 def is_grad_enabled() -> bool:
@@ -24,8 +23,7 @@ class _Entries:
 
     def __init__(self):
         self.stack = []
-        self.previous = c_int32()
-        self.ref = byref(self.previous)
+        self.previous, self.ref = _C.mode_slot()
 
 
 _threads = _thread._local()
@@ -43,7 +41,7 @@ def _set(mode: bool, here: _Entries) -> bool:
     """Sets the calling thread's grad mode (`here` its entries); the mode it replaced."""
     rc = _set_raw(1 if mode else 0, here.ref)
     if rc:
-        _raise_error(rc)
+        _C.raise_error(rc)
     return here.previous.value != 0
 
 
@@ -80,7 +78,7 @@ class _GradModeScope:
                 raise RuntimeError(f"{type(self).__name__}.__exit__ called on a thread that has not entered it")
         rc = _set_raw(1 if previous else 0, None)
         if rc:
-            _raise_error(rc)
+            _C.raise_error(rc)
         return False
 
     def __call__(self, fn):

@@ -38,6 +38,7 @@ __all__ = [
     "guard_create_raw",
     "guard_destroy_raw",
     "set_grad_enabled_raw",
+    "mode_slot",
     "release",
     "deferred",
     "DEFERRED_MAX",
@@ -112,6 +113,13 @@ class GuardSlot(c_uint64):
 def guard_slot():
     """A new GuardSlot and the pointer to it that ``guard_create_raw`` writes through."""
     slot = GuardSlot()
+    return slot, byref(slot)
+
+
+def mode_slot():
+    """A new c_int32 and the pointer to it that ``set_grad_enabled_raw`` writes the mode it
+    replaces through."""
+    slot = c_int32()
     return slot, byref(slot)
 
 
