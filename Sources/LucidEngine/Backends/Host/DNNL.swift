@@ -39,9 +39,10 @@ enum DNNL {
 
         /// Runs `body` holding the runtime's lock, with oneDNN set to the engine's thread
         /// count. oneDNN fixes a primitive's threads when it is built and takes them from
-        /// OpenMP's setting for the calling thread, so that setting is made on each calling
-        /// thread, and the primitives are dropped when the count changes: built before
-        /// `set_num_threads`, or on another thread, they would keep their old count.
+        /// OpenMP's setting for the calling thread, so that setting is made on the calling
+        /// thread for the call and then put back (the OpenMP runtime is shared with the rest
+        /// of the process: another library's count is its own), and the primitives are
+        /// dropped when the count changes: built for another count they would keep it.
         ///
         /// A forked child runs oneDNN on one thread: GNU OpenMP's pool stayed in the parent,
         /// and a parallel region of more than one thread would wait for it forever. So does a
@@ -49,7 +50,9 @@ enum DNNL {
         func locked<R>(_ body: () -> R) -> R {
             lock.withLock {
                 let want = lucid_host_forks() != 0 || lucid_host_solo() != 0 ? 1 : Int32(HostThreads.current)
-                if lucid_dnnl_num_threads() != want { lucid_dnnl_set_num_threads(want) }
+                let before = lucid_dnnl_num_threads()
+                if before != want { lucid_dnnl_set_num_threads(want) }
+                defer { if before != want { lucid_dnnl_set_num_threads(before) } }
                 if threads != want {
                     threads = want
                     matmuls.removeAll()

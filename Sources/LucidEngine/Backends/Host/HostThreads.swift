@@ -5,9 +5,6 @@ import Darwin
 #endif
 import Dispatch
 import CHostKernels
-#if canImport(CDNNL)
-import CDNNL
-#endif
 
 /// How many threads the host kernels use: the engine's own parallel loops and oneDNN's OpenMP
 /// pool, which they share (OpenBLAS runs on the thread that calls it: `BLAS.splitsProducts`;
@@ -35,12 +32,7 @@ package enum HostThreads {
         guard (1...limit).contains(n) else {
             throw LucidError.value("set_num_threads: expected a number of threads in 1...\(limit), got \(n)")
         }
-        lock.withLock {
-            count = n
-            #if canImport(CDNNL)
-            lucid_dnnl_set_num_threads(Int32(n))
-            #endif
-        }
+        lock.withLock { count = n }
     }
 
     /// Below this many elements per thread a parallel loop costs more than it saves.
