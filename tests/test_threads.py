@@ -375,3 +375,48 @@ def test_import_sets_a_short_openmp_spin_unless_the_user_chose_one():
     assert _runtime_spin(base) == "2000"
     assert _runtime_spin({**base, "GOMP_SPINCOUNT": "50"}) == "50"
     assert _runtime_spin({**base, "OMP_WAIT_POLICY": "active"}) not in ("2000", "")
+
+
+def _lstm_reference(x, w_ih, w_hh, b):
+    """A one-layer LSTM over x [T, B, C] from zero states, in float64 (PyTorch's gate order)."""
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    n = w_hh.shape[1]
+    h = np.zeros((x.shape[1], n))
+    c = np.zeros_like(h)
+    out = []
+    for xt in x.astype(np.float64):
+        z = xt @ w_ih.T + h @ w_hh.T + b
+        i, f, g, o = sig(z[:, :n]), sig(z[:, n : 2 * n]), np.tanh(z[:, 2 * n : 3 * n]), sig(z[:, 3 * n :])
+        c = f * c + i * g
+        h = o * np.tanh(c)
+        out.append(h)
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_lstm_cells_split_over_threads_give_the_same_bits(dtype, restore_threads):
+    # An LSTM step's cell runs in parallel parts of whole rows once the batch holds a few
+    # thousand values: the same bits on one thread or two, forward and backward.
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((6, 40, 24)).astype(np.float32)
+    g = rng.standard_normal((6, 40, 128)).astype(np.float32)
+
+    def run():
+        lucid.manual_seed(3)
+        layer = lucid.nn.LSTM(24, 128).to(getattr(lucid, dtype))
+        xs = lucid.tensor(x).to(getattr(lucid, dtype)).requires_grad_()
+        seq, _ = layer(xs)
+        (seq.float() * lucid.tensor(g)).sum().backward()
+        weights = [p.detach().float().numpy().astype(np.float64) for p in layer.parameters()]
+        return seq.float().detach().numpy(), xs.grad.float().numpy(), weights
+
+    lucid.set_num_threads(1)
+    one = run()
+    lucid.set_num_threads(2)
+    two = run()
+    np.testing.assert_array_equal(one[0], two[0])
+    np.testing.assert_array_equal(one[1], two[1])
+    w_ih, w_hh, b_ih, b_hh = two[2]
+    inputs = x.astype(ml_dtypes.bfloat16).astype(np.float64) if dtype == "bfloat16" else x
+    tolerance = 3e-2 if dtype == "bfloat16" else 1e-5
+    np.testing.assert_allclose(two[0], _lstm_reference(inputs, w_ih, w_hh, b_ih + b_hh), atol=tolerance)

@@ -12,12 +12,16 @@ extension HostBackend: RecurrentCellKernels {
     ) {
         let (batch, n) = (c.shape[0], c.shape[1])
         if c.dtype == .float32 {
-            return lucid_host_lstm_cell(
-                floats(xw), floats(hw), floats(c), floats(h), floats(cNew), floats(activations),
-                batch, n)
+            let (x, y, s, o, on, a) = (floats(xw), floats(hw), floats(c), floats(h), floats(cNew), floats(activations))
+            return Self.cellRows(batch, n) { r, count in
+                lucid_host_lstm_cell(x + 4 * r, y + 4 * r, s + r, o + r, on + r, a + 5 * r, count, n)
+            }
         }
         if c.dtype == .bfloat16 {
-            return lucid_host_lstm_cell_bf16(bits(xw), bits(hw), bits(c), bits(h), bits(cNew), floats(activations), batch, n)
+            let (x, y, s, o, on, a) = (bits(xw), bits(hw), bits(c), bits(h), bits(cNew), floats(activations))
+            return Self.cellRows(batch, n) { r, count in
+                lucid_host_lstm_cell_bf16(x + 4 * r, y + 4 * r, s + r, o + r, on + r, a + 5 * r, count, n)
+            }
         }
         if c.dtype == .float16, let wide = float32([xw, hw, c], [h, cNew]) {
             lucid_host_lstm_cell(
@@ -28,6 +32,16 @@ extension HostBackend: RecurrentCellKernels {
             return
         }
         dispatch(c.dtype, LSTMCellForward(xw: xw, hw: hw, c: c, h: h, cNew: cNew, act: activations))
+    }
+
+    /// Runs `body(first, rows)` over a cell's `batch` rows of `n` values, in parallel parts of
+    /// whole rows when there are enough: each value costs five exponentials, so a part of about a
+    /// thousand values (10 µs) repays waking a thread. `first` is the part's first value's
+    /// index in a [batch, n] tensor.
+    private static func cellRows(_ batch: Int, _ n: Int, _ body: (Int, Int) -> Void) {
+        HostThreads.forEachRange(batch, grain: max(1, (1 << 10) / max(n, 1)), align: 1) { rows in
+            body(rows.lowerBound * n, rows.count)
+        }
     }
 
     func lstmCellBackward(
