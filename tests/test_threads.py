@@ -86,6 +86,7 @@ def test_openmps_own_setting_is_left_as_it_was(restore_threads):
         put(theirs)
 
     if hasattr(os, "fork"):
+
         def child():
             before = get()
             ok = float(F.conv2d(x, w).sum().item()) == 2 * 4 * 36 * 27
