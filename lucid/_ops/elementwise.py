@@ -1005,6 +1005,26 @@ def _operator(op):
     return method
 
 
+def _product_operator(reflected):
+    """``@`` (or, `reflected`, its reflection): the engine's product straight into the result
+    tensor, as `_operator` does; NotImplemented for anything but a tensor."""
+    entry, record, fail, new, handle = _C.lib.lucid_matmul, _C.Record, _C.raise_error, object.__new__, _C.RECORD_HANDLE
+
+    def method(self, o):
+        if not isinstance(o, TensorBase):
+            return NotImplemented
+        r = record()
+        rc = entry(o._h, self._h, r) if reflected else entry(self._h, o._h, r)
+        if rc:
+            fail(rc)
+        t = new(_core.Tensor)
+        t._h, t._r = r[handle], r
+        t._meta = t._shape = None
+        return t
+
+    return method
+
+
 class ElementwiseMethods:
     """Tensor's operators and elementwise methods."""
 
@@ -1036,15 +1056,8 @@ class ElementwiseMethods:
     def __rpow__(self, o):
         return binary(_C.POW, self, o, True)
 
-    def __matmul__(self, o):
-        if not isinstance(o, TensorBase):
-            return NotImplemented
-        return result(_matmul_op(self._h, o._h))
-
-    def __rmatmul__(self, o):
-        if not isinstance(o, TensorBase):
-            return NotImplemented
-        return result(_matmul_op(o._h, self._h))
+    __matmul__ = _product_operator(reflected=False)
+    __rmatmul__ = _product_operator(reflected=True)
 
     def __neg__(self):
         return result(_unary_op(UNARY["neg"], self._h))
