@@ -225,6 +225,17 @@ def test_matmul_dtype_mismatch_raises_type_error():
         lucid.ones(2, 2, dtype=lucid.bool_) @ lucid.ones(2, 2, dtype=lucid.bool_)
 
 
+def test_matmul_operator_and_its_reflection_take_tensors_only():
+    a, b = randf((3, 4), 5), randf((4, 2), 6)
+    la, lb = lucid.tensor(a), lucid.tensor(b)
+    np.testing.assert_allclose(lb.__rmatmul__(la).numpy(), a @ b, rtol=1e-6, atol=1e-6)
+    assert la.__matmul__(2) is NotImplemented and la.__rmatmul__(b) is NotImplemented
+    with pytest.raises(TypeError):
+        la @ 2
+    with pytest.raises(TypeError):
+        2 @ la
+
+
 # ---- linear -----------------------------------------------------------------------------------
 
 

@@ -984,43 +984,29 @@ sign.__doc__ = f"{_C._abi.DOCS['LUCID_SIGN']}, elementwise (bool stays bool)."
 unary_functions["round"], unary_functions["sign"] = round, sign
 
 
-def _operator(op):
-    """The operator method of binary `op`. Two tensors, the commonest case, go straight to the
-    engine's entry and into the result tensor (what `_C.binary` and `result` do, without their
-    calls: this is the hottest path there is); anything else takes `binary`."""
-    entry, record, fail, new, handle = _C.lib.lucid_binary, _C.Record, _C.raise_error, object.__new__, _C.RECORD_HANDLE
+def _operator(op=None, reflected=False):
+    """The operator method of binary `op`, or (no `op`) of ``@``, its operands swapped when
+    `reflected`. Two tensors, the commonest case, go straight to the engine's entry and into
+    the result tensor (what `_C.binary`, `_C.matmul` and `result` do, without their calls:
+    this is the hottest path there is); anything else takes `binary`, or is NotImplemented
+    for ``@``."""
+    entry = _C.lib.lucid_matmul if op is None else _C.lib.lucid_binary
+    record, fail, new, handle = _C.Record, _C.raise_error, object.__new__, _C.RECORD_HANDLE
 
     def method(self, o):
         if isinstance(o, TensorBase):
             r = record()
-            rc = entry(op, self._h, o._h, r)
+            if op is not None:
+                rc = entry(op, self._h, o._h, r)
+            else:
+                rc = entry(o._h, self._h, r) if reflected else entry(self._h, o._h, r)
             if rc:
                 fail(rc)
             t = new(_core.Tensor)
             t._h, t._r = r[handle], r
             t._meta = t._shape = None
             return t
-        return binary(op, self, o)
-
-    return method
-
-
-def _product_operator(reflected):
-    """``@`` (or, `reflected`, its reflection): the engine's product straight into the result
-    tensor, as `_operator` does; NotImplemented for anything but a tensor."""
-    entry, record, fail, new, handle = _C.lib.lucid_matmul, _C.Record, _C.raise_error, object.__new__, _C.RECORD_HANDLE
-
-    def method(self, o):
-        if not isinstance(o, TensorBase):
-            return NotImplemented
-        r = record()
-        rc = entry(o._h, self._h, r) if reflected else entry(self._h, o._h, r)
-        if rc:
-            fail(rc)
-        t = new(_core.Tensor)
-        t._h, t._r = r[handle], r
-        t._meta = t._shape = None
-        return t
+        return NotImplemented if op is None else binary(op, self, o)
 
     return method
 
@@ -1056,8 +1042,8 @@ class ElementwiseMethods:
     def __rpow__(self, o):
         return binary(_C.POW, self, o, True)
 
-    __matmul__ = _product_operator(reflected=False)
-    __rmatmul__ = _product_operator(reflected=True)
+    __matmul__ = _operator()
+    __rmatmul__ = _operator(reflected=True)
 
     def __neg__(self):
         return result(_unary_op(UNARY["neg"], self._h))
