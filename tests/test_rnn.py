@@ -703,3 +703,36 @@ def test_gru_layer_errors_name_what_is_wrong():
         _C.gru_cell(lucid.zeros(2, 15)._h, lucid.zeros(2, 15)._h, lucid.zeros(2, 4)._h)
     seq, h = (result(r) for r in _C.gru_layer(x._h, h0._h, w_ih._h, w_hh._h, 0, 0, True))
     assert seq.shape == (3, 2, 5) and h.shape == (2, 5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_lstm_cells_split_over_threads_give_the_same_bits(dtype):
+    # An LSTM step's cell runs in parallel parts of whole rows once the batch holds a few
+    # thousand values: the same bits on one thread or two, forward and backward.
+    import ml_dtypes
+
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((6, 40, 24)).astype(np.float32)
+    g = rng.standard_normal((6, 40, 128)).astype(np.float32)
+
+    def run():
+        lucid.manual_seed(3)
+        layer = lucid.nn.LSTM(24, 128).to(getattr(lucid, dtype))
+        xs = lucid.tensor(x).to(getattr(lucid, dtype)).requires_grad_()
+        seq, _ = layer(xs)
+        (seq.float() * lucid.tensor(g)).sum().backward()
+        return seq.float().detach().numpy(), xs.grad.float().numpy(), layer
+
+    threads = lucid.get_num_threads()
+    try:
+        lucid.set_num_threads(1)
+        one = run()
+        lucid.set_num_threads(2)
+        two = run()
+    finally:
+        lucid.set_num_threads(threads)
+    np.testing.assert_array_equal(one[0], two[0])
+    np.testing.assert_array_equal(one[1], two[1])
+    inputs = x.astype(ml_dtypes.bfloat16).astype(np.float64) if dtype == "bfloat16" else x
+    tolerance = 3e-2 if dtype == "bfloat16" else 1e-5
+    np.testing.assert_allclose(two[0], rnn_ref(two[2], inputs)[0], atol=tolerance)
