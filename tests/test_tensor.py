@@ -283,6 +283,10 @@ def test_full(device):
     assert_same(t.numpy(), np.full(2, 2**40 + 3, np.int64))
     t = lucid.full((), float("nan"), device=device)
     assert t.shape == () and np.isnan(t.item())
+    t = lucid.full((2,), 1.5, device=device, requires_grad=True)
+    assert t.requires_grad and t.is_leaf and not lucid.full((2,), 1.5, device=device).requires_grad
+    (t * t).sum().backward()
+    assert_same(t.grad.numpy(), np.full(2, 3.0, np.float32))
     with pytest.raises(TypeError):
         lucid.full((2,), "a")
     with pytest.raises(TypeError):

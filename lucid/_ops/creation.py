@@ -126,7 +126,7 @@ def from_numpy(arr: np.ndarray):
     return tensor(arr)
 
 
-def full(size, fill_value, dtype=None, device="cpu"):
+def full(size, fill_value, dtype=None, device="cpu", requires_grad=False):
     """A tensor of shape `size` filled with `fill_value`; dtype from the value when not given."""
     shape = shape_args((size,) if isinstance(size, int) else tuple(size))
     s = scalar(fill_value)
@@ -135,7 +135,7 @@ def full(size, fill_value, dtype=None, device="cpu"):
     if dtype is None:
         dtype = {_C.SCALAR_FLOAT: float32, _C.SCALAR_INT: int64, _C.SCALAR_BOOL: bool_}[s[2]]
     d = check_dtype(dtype)
-    return result(_C.tensor_full(shape, s[0], s[1], s[2], d.code, as_device(device).code))
+    return leaf(result(_C.tensor_full(shape, s[0], s[1], s[2], d.code, as_device(device).code)), requires_grad)
 
 
 def leaf(t, requires_grad: bool):
@@ -174,7 +174,7 @@ def ones_like(t, dtype=None, device=None, requires_grad=False):
 
 
 def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
-    return leaf(full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device), requires_grad)
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
 def rand_like(t, dtype=None, device=None, requires_grad=False):
