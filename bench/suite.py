@@ -50,6 +50,12 @@ def _calls_for(fn, min_time):
 SETTLE = 0.02
 
 
+# Rounds for a call of a few microseconds: one round of it moves with the machine by more than
+# the margins its targets leave (a 4x4 add ranged 1.1-1.65x PyTorch's time over runs of 7), so
+# it takes more rounds, as the shape read does, and its best comes from more chances alike.
+MICRO_ROUNDS = 25
+
+
 def timed_together(fns, min_time=0.2, repeats=7):
     """The best per-call time of each of `fns` (None entries stay None), over `repeats`
     rounds that take turns between them: on a shared machine a slow spell then hits every
@@ -69,8 +75,9 @@ def timed_together(fns, min_time=0.2, repeats=7):
 
 
 class Case:
-    def __init__(self, name, lucid_fn, numpy_fn=None, torch_fn=None, target=""):
+    def __init__(self, name, lucid_fn, numpy_fn=None, torch_fn=None, target="", rounds=7):
         self.name, self.lucid_fn, self.numpy_fn, self.torch_fn, self.target = name, lucid_fn, numpy_fn, torch_fn, target
+        self.rounds = rounds
 
 
 def arr(*shape):
@@ -94,9 +101,30 @@ def dispatch_cases():
             pass
 
     return [
-        Case("autocast enter+exit (new object)", lucid_scope, None, torch_scope if torch else None, "<= 0.5x torch"),
-        Case("4x4 add", lambda: la + lb, lambda: a + b, (lambda: ta + tb) if torch else None, "<= 1.3x torch"),
-        Case("4x4 matmul", lambda: la @ lb, lambda: a @ b, (lambda: ta @ tb) if torch else None, "<= 1.3x torch"),
+        Case(
+            "autocast enter+exit (new object)",
+            lucid_scope,
+            None,
+            torch_scope if torch else None,
+            "<= 0.5x torch",
+            MICRO_ROUNDS,
+        ),
+        Case(
+            "4x4 add",
+            lambda: la + lb,
+            lambda: a + b,
+            (lambda: ta + tb) if torch else None,
+            "<= 1.3x torch",
+            MICRO_ROUNDS,
+        ),
+        Case(
+            "4x4 matmul",
+            lambda: la @ lb,
+            lambda: a @ b,
+            (lambda: ta @ tb) if torch else None,
+            "<= 1.3x torch",
+            MICRO_ROUNDS,
+        ),
     ]
 
 
@@ -516,9 +544,9 @@ def optimizer_step_memory():
 def shape_read_ratio(min_time):
     """The time of ``(a + b).shape`` over that of ``a + b`` (4x4), taking turns between the two:
     what reading a fresh result's shape adds to the op. The two times differ by a tenth, less
-    than one round's noise on a shared machine, so this takes more rounds than a case does."""
+    than one round's noise on a shared machine, so this takes MICRO_ROUNDS, as the dispatch cases do."""
     a = lucid.tensor(arr(4, 4))
-    op, with_shape = timed_together([lambda: a + a, lambda: (a + a).shape], min_time, repeats=25)
+    op, with_shape = timed_together([lambda: a + a, lambda: (a + a).shape], min_time, MICRO_ROUNDS)
     return with_shape / op
 
 
@@ -633,8 +661,8 @@ def contention_rows(seconds):
 
 NOTES = """Notes: one run on a shared 2-core VM whose speed drifts by up to 2-3x over minutes;
 each case takes turns between the libraries for seven rounds and keeps each one's best,
-so ratios hold up better than absolute times (the shape read, a tenth of its op, takes
-25 rounds). Both libraries run with their default settings; each round starts after a pause
+so ratios hold up better than absolute times (the calls of a few microseconds, the
+dispatch cases and the shape read, take 25 rounds). Both libraries run with their default settings; each round starts after a pause
 in which the other library's idle threads stop spinning.
 The two-process table runs each workload in fresh processes, alone and then two at once,
 for several seconds each. The target column is the performance issues'."""
@@ -880,7 +908,7 @@ def main():
     peer_failures = []
     for c in cases:
         torch_fn = working_peer(c.torch_fn, f"PyTorch fails on {c.name}", peer_failures)
-        t_l, t_n, t_t = timed_together([c.lucid_fn, c.numpy_fn, torch_fn], min_time)
+        t_l, t_n, t_t = timed_together([c.lucid_fn, c.numpy_fn, torch_fn], min_time, c.rounds)
         row = [c.name, fmt_time(t_l), fmt_time(t_n), fmt_time(t_t), ratio(t_l, t_n), ratio(t_l, t_t), c.target]
         rows.append(row)
         print(f"{row[0]:<42}{row[1]:>11}{row[2]:>11}{row[3]:>11}{row[4]:>13}{row[5]:>13}  {row[6]}", flush=True)
