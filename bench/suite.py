@@ -662,8 +662,9 @@ def contention_rows(seconds):
 NOTES = """Notes: one run on a shared 2-core VM whose speed drifts by up to 2-3x over minutes;
 each case takes turns between the libraries for seven rounds and keeps each one's best,
 so ratios hold up better than absolute times (the calls of a few microseconds, the
-dispatch cases and the shape read, take 25 rounds). Both libraries run with their default settings; each round starts after a pause
-in which the other library's idle threads stop spinning.
+dispatch cases and the shape read, take 25 rounds). Both libraries run with their default
+settings; each round starts after a pause in which the other library's idle threads stop
+spinning.
 The two-process table runs each workload in fresh processes, alone and then two at once,
 for several seconds each. The target column is the performance issues'."""
 
