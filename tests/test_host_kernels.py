@@ -2,8 +2,8 @@
 can run gives the same bits, and those bits are right (bfloat16 rounding and widening against
 ml_dtypes, the four arithmetic ops against numpy float32, softmax and log-softmax rows (with
 NaN, +inf and all -inf rows), the log-softmax gradient and SiLU both ways against float64
-numpy; the GRU and Elman cells both ways through a layer, whose values tests/test_rnn.py
-checks; attention's rounded weights through bfloat16 attention)."""
+numpy; the LSTM (with its float32 recurrence's products), GRU and Elman cells both ways through
+a layer, whose values tests/test_rnn.py checks; attention's rounded weights through bfloat16 attention)."""
 
 import os
 import subprocess
@@ -66,10 +66,11 @@ for where, value in [(None, 0), (-1, np.nan), (-2, np.inf), (1 << 15, np.nan)]:
     rows = lucid.tensor(ev[-64 * 1024:].reshape(64, 1024)).to(lucid.bfloat16)
     out[f"softmax{where}"] = F.softmax(rows, -1).float().numpy()
 out["scan_e"] = e
-# The fused GRU and Elman cells both ways, float32 and bfloat16, through a layer's forward and
-# backward.
+# The fused LSTM, GRU and Elman cells both ways, float32 and bfloat16, through a layer's forward
+# and backward (float32 LSTM: its whole recurrence, products included, in one host call).
 for dt in (lucid.float32, lucid.bfloat16):
-    for kind, make in [("gru", lambda: lucid.nn.GRU(16, 24)), ("rnn", lambda: lucid.nn.RNN(16, 24)),
+    for kind, make in [("lstm", lambda: lucid.nn.LSTM(16, 24)), ("gru", lambda: lucid.nn.GRU(16, 24)),
+                       ("rnn", lambda: lucid.nn.RNN(16, 24)),
                        ("relu", lambda: lucid.nn.RNN(16, 24, nonlinearity="relu"))]:
         lucid.manual_seed(4)
         layer = make().to(dt)

@@ -132,6 +132,38 @@ def test_layers_whose_step_weights_are_packed_match_float64(cls):
         np.testing.assert_allclose(got, exact, rtol=1e-3, atol=1e-3)
 
 
+def test_an_lstm_layer_runs_its_steps_in_one_kernel_or_one_by_one_alike():
+    # float32 with contiguous operands runs a layer's whole recurrence in one kernel call (each
+    # thread takes part of the batch through every step); a non-contiguous initial state takes
+    # the steps one at a time (a product, then the fused cell). Both match the float64
+    # reference, and each other closely, forward and backward.
+    lucid.manual_seed(5)
+    m = nn.LSTM(12, 32, num_layers=2, bidirectional=True)
+    x = rng.standard_normal((7, 5, 12)).astype(np.float32)
+    h0, c0 = (rng.standard_normal((4, 5, 32)).astype(np.float32) for _ in range(2))
+    g = rng.standard_normal((7, 5, 64)).astype(np.float32)
+    want, h_n, c_n = rnn_ref(m, x, (h0.astype(np.float64), c0.astype(np.float64)))
+    runs = []
+    for contiguous in (True, False):
+        hx = [
+            lucid.tensor(s) if contiguous else lucid.tensor(np.ascontiguousarray(s.transpose(0, 2, 1))).transpose(1, 2)
+            for s in (h0, c0)
+        ]
+        assert all(t.is_contiguous() == contiguous for t in hx)
+        tx = lucid.tensor(x, requires_grad=True)
+        out, (h, c) = m(tx, tuple(hx))
+        (out * lucid.tensor(g)).sum().backward()
+        runs.append(
+            (out.detach().numpy(), h.detach().numpy(), c.detach().numpy(), tx.grad.numpy(), m.weight_hh_l1.grad.numpy())
+        )
+        m.zero_grad()
+    for run in runs:
+        for got, exact in zip(run[:3], (want, h_n, c_n)):
+            np.testing.assert_allclose(got, exact, rtol=1e-5, atol=1e-5)
+    for one, other in zip(*runs):
+        np.testing.assert_allclose(one, other, rtol=1e-4, atol=1e-5)
+
+
 def test_unbatched_input_and_default_state():
     m = nn.GRU(3, 4, num_layers=2)
     x = rng.standard_normal((6, 3)).astype(np.float32)

@@ -349,6 +349,43 @@ static inline __attribute__((always_inline)) float f32_store(float v) { return v
         }                                                                                                      \
     }
 
+// out[m, n] = a[m, k] · b[k, n] (+ bias) over b packed in panels (see lucid_host_product_rows):
+// for each panel, `rows` rows of out at a time keep their values in registers while each of
+// their k values of a scales the panel's next row into them (sequential reads of a panel that
+// stays in the L1 cache): one fused multiply-add per term, in the order of k, whatever the
+// rows, the panel or the vector unit.
+#define LUCID_PANEL_ROWS(rows, width)                                                               \
+    do {                                                                                            \
+        float acc[rows][32];                                                                        \
+        for (ptrdiff_t r = 0; r < (rows); r++)                                                      \
+            for (ptrdiff_t q = 0; q < (width); q++) acc[r][q] = bias ? bias[j + q] : 0.0f;          \
+        for (ptrdiff_t p = 0; p < k; p++) {                                                         \
+            const float *restrict row = panel + p * (width);                                        \
+            for (ptrdiff_t r = 0; r < (rows); r++) {                                                \
+                const float s = a[(i + r) * k + p];                                                 \
+                for (ptrdiff_t q = 0; q < (width); q++) acc[r][q] = fmaf(s, row[q], acc[r][q]);     \
+            }                                                                                       \
+        }                                                                                           \
+        for (ptrdiff_t r = 0; r < (rows); r++)                                                      \
+            for (ptrdiff_t q = 0; q < (width); q++) out[(i + r) * n + j + q] = acc[r][q];           \
+    } while (0)
+
+static inline __attribute__((always_inline)) void product_rows(const float *restrict a, const float *restrict b,
+                                                               const float *restrict bias, float *restrict out,
+                                                               ptrdiff_t m, ptrdiff_t n, ptrdiff_t k) {
+    for (ptrdiff_t j = 0; j < n; j += 32) {
+        const float *restrict panel = b + j * k;
+        const ptrdiff_t width = n - j < 32 ? n - j : 32;
+        ptrdiff_t i = 0;
+        if (width == 32) {
+            for (; i + 2 <= m; i += 2) LUCID_PANEL_ROWS(2, 32);
+            for (; i < m; i++) LUCID_PANEL_ROWS(1, 32);
+        } else {
+            for (; i < m; i++) LUCID_PANEL_ROWS(1, width);
+        }
+    }
+}
+
 LUCID_LSTM_CELL(lstm_cell, float, f32_load, f32_store)
 LUCID_LSTM_CELL(lstm_cell_bf16, uint16_t, bf16_load, bf16_store)
 LUCID_LSTM_CELL_BACKWARD(lstm_cell_backward, float, f32_load, f32_store)
@@ -585,12 +622,12 @@ static inline __attribute__((always_inline)) void softmax_columns_backward(const
     }
 }
 
-// Each kernel is stamped out for the baseline and, on x86-64, for AVX2 and AVX-512; the
+// Each kernel is stamped out for the baseline and, on x86-64, for AVX2 (with FMA) and AVX-512; the
 // always-inline bodies above take the instructions of the function they land in.
 #if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__))
 #define LUCID_VARIANTS(name, params, args)                                                  \
     static void name##_baseline params { name args; }                                      \
-    __attribute__((target("avx2"))) static void name##_avx2 params { name args; }          \
+    __attribute__((target("avx2,fma"))) static void name##_avx2 params { name args; }      \
     __attribute__((target("avx512f,avx512bw"))) static void name##_avx512 params { name args; }
 #define LUCID_DISPATCH(name, args)                                                          \
     switch (isa_level()) {                                                                 \
@@ -610,7 +647,7 @@ static int isa_level(void) {
     if (l) return l;
     __builtin_cpu_init();
     l = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") ? ISA_AVX512
-        : __builtin_cpu_supports("avx2")                                         ? ISA_AVX2
+        : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")        ? ISA_AVX2
                                                                                  : ISA_BASELINE;
     const char *asked = getenv("LUCID_HOST_ISA");
     if (asked) {
@@ -694,6 +731,8 @@ LUCID_VARIANTS(softmax_columns_backward, (const float *g, const float *y, float 
 LUCID_VARIANTS(silu, (const float *x, float *o, ptrdiff_t n), (x, o, n))
 LUCID_VARIANTS(sigmoid, (const float *x, float *o, ptrdiff_t n), (x, o, n))
 LUCID_VARIANTS(adam, (float *p, const float *g, float *m, float *v, ptrdiff_t n, const float *k), (p, g, m, v, n, k))
+LUCID_VARIANTS(product_rows, (const float *a, const float *b, const float *bias, float *out, ptrdiff_t m, ptrdiff_t n,
+                              ptrdiff_t k), (a, b, bias, out, m, n, k))
 LUCID_VARIANTS(lstm_cell, (const float *x, const float *y, const float *c, float *h, float *c_new, float *act,
                            ptrdiff_t batch, ptrdiff_t n), (x, y, c, h, c_new, act, batch, n))
 LUCID_VARIANTS(lstm_cell_backward, (const float *act, const float *c, const float *gh, const float *gh_more,
@@ -786,6 +825,20 @@ void lucid_host_silu(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(sil
 void lucid_host_sigmoid(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(sigmoid, (x, o, n)) }
 
 void lucid_host_tanh(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(tanh_, (x, o, n)) }
+
+void lucid_host_pack_panels(const float *w, float *panels, ptrdiff_t n, ptrdiff_t k) {
+    for (ptrdiff_t j = 0; j < n; j += 32) {
+        const ptrdiff_t width = n - j < 32 ? n - j : 32;
+        float *panel = panels + j * k;
+        for (ptrdiff_t p = 0; p < k; p++)
+            for (ptrdiff_t q = 0; q < width; q++) panel[p * width + q] = w[(j + q) * k + p];
+    }
+}
+
+void lucid_host_product_rows(const float *a, const float *b, const float *bias, float *out, ptrdiff_t m, ptrdiff_t n,
+                             ptrdiff_t k) {
+    LUCID_DISPATCH(product_rows, (a, b, bias, out, m, n, k))
+}
 
 void lucid_host_lstm_cell(const float *x, const float *y, const float *c, float *h, float *c_new, float *act,
                           ptrdiff_t batch, ptrdiff_t n) {

@@ -59,6 +59,17 @@ void lucid_host_lstm_cell(const float *x, const float *y, const float *c, float 
                           ptrdiff_t batch, ptrdiff_t n);
 void lucid_host_lstm_cell_backward(const float *act, const float *c, const float *gh, const float *gh_more,
                                    const float *gc, float *dg, float *dc, ptrdiff_t batch, ptrdiff_t n);
+/* out[m, n] = a[m, k] · b[k, n] (+ bias[n] when given), rows of a and out apart by k and n, with
+ * b packed in panels of 32 columns (the last one narrower): the panel of columns j..<j + w
+ * starts at b + j·k and holds its k rows of w values one after another
+ * (lucid_host_pack_panels). Each value is summed over k in order from the bias (or 0), one
+ * fused multiply-add a term (the C library's where the vector unit has none), so that it has
+ * the same bits in every variant and whichever rows a call is given. */
+/* The panels of b = wᵀ for lucid_host_product_rows, from w [n, k] (so that out = a · wᵀ):
+ * n·k floats. */
+void lucid_host_pack_panels(const float *w, float *panels, ptrdiff_t n, ptrdiff_t k);
+void lucid_host_product_rows(const float *a, const float *b, const float *bias, float *out, ptrdiff_t m, ptrdiff_t n,
+                             ptrdiff_t k);
 /* The same over bfloat16 bits, computed in float32 and rounded once per result. */
 void lucid_host_lstm_cell_bf16(const uint16_t *x, const uint16_t *y, const uint16_t *c, uint16_t *h, uint16_t *c_new,
                                float *act, ptrdiff_t batch, ptrdiff_t n);

@@ -44,6 +44,8 @@ enum KernelOp: Sendable {
     case lstmCell
     /// reads [activations, c, gradH?, gradHRecurrent?, gradC?], writes [gradGates, gradC]
     case lstmCellBackward
+    /// reads [xw, wHh, h0, c0, bHh?], writes [out, cells, activations]: a whole layer's steps
+    case lstmRecurrence
     /// reads [xw, hw], writes [h]
     case rnnCell(relu: Bool)
     /// reads [h, gradH, gradHRecurrent?], writes [gradPre]
@@ -114,7 +116,7 @@ enum KernelOp: Sendable {
     var family: KernelFamily {
         switch self {
         case .binary, .binaryScalar, .unary, .unaryBackward, .compare, .select, .addScaled, .leakyRelu,
-            .leakyReluBackward, .lstmCell, .lstmCellBackward, .rnnCell, .rnnCellBackward, .gruCell,
+            .leakyReluBackward, .lstmCell, .lstmCellBackward, .lstmRecurrence, .rnnCell, .rnnCellBackward, .gruCell,
             .gruCellBackward:
             .elementwise
         case .reduce, .argReduce: .reduction
@@ -139,7 +141,7 @@ enum KernelOp: Sendable {
         switch self {
         case .addScaled, .leakyRelu, .leakyReluBackward, .convolution, .avgPool2d, .avgPool2dBackward, .softmax,
             .softmaxBackward, .normalizeRows, .normalizeRowsBackward, .normalizeChannels, .normalizeChannelsBackward,
-            .attention, .nllTerms, .nllBackward:
+            .attention, .nllTerms, .nllBackward, .lstmRecurrence:
             true
         default:
             false
@@ -152,7 +154,7 @@ enum KernelOp: Sendable {
         switch self {
         case .convolution, .softmax, .softmaxBackward, .attention, .normalizeRows, .normalizeRowsBackward,
             .normalizeChannels, .normalizeChannelsBackward, .lstmCell,
-            .lstmCellBackward, .rnnCell, .rnnCellBackward, .gruCell, .gruCellBackward, .nllTerms, .nllBackward:
+            .lstmCellBackward, .lstmRecurrence, .rnnCell, .rnnCellBackward, .gruCell, .gruCellBackward, .nllTerms, .nllBackward:
             .compose
         default:
             .host

@@ -45,6 +45,14 @@ protocol RecurrentCellKernels: AnyObject, Sendable {
     func lstmCell(
         _ xw: TensorImpl, _ hw: TensorImpl, _ c: TensorImpl, h: TensorImpl, cNew: TensorImpl,
         activations: TensorImpl)
+    /// A whole LSTM layer's steps in `order`, float32 and contiguous: each step's `hw = h·wHhᵀ
+    /// (+ bHh)` from the step before (h0, c0 first), then `lstmCell` with that step's row of `xw`
+    /// ([T, B, 4H]) into its rows of `out` (h, [T + 1, B, H]; the last row is left to the
+    /// caller), `cells` (cNew) and `activations`. The steps of one batch row depend on no other
+    /// row, so a backend may run parts of the batch through every step apart.
+    func lstmRecurrence(
+        _ xw: TensorImpl, wHh: TensorImpl, bHh: TensorImpl?, h0: TensorImpl, c0: TensorImpl, order: [Int],
+        out: TensorImpl, cells: TensorImpl, activations: TensorImpl)
     /// Its backward from the gradient of `h` (plus `gradHRecurrent` when given, summed in the
     /// real type), of `cNew`, or both (contiguous, of c's dtype): the gradient of the gates'
     /// inputs ([B, 4H]) and of `c`.

@@ -33,9 +33,43 @@ extension Recurrent {
         let out = try TensorImpl.empty([steps + 1, batch, n], dtype: dtype, on: backend)
         let cells = try TensorImpl.empty([steps, batch, n], dtype: dtype, on: backend)
         let acts = try TensorImpl.empty([steps, batch, 5 * n], dtype: dtype.computeType, on: backend)
-        let hw = try TensorImpl.empty([batch, 4 * n], dtype: dtype, on: backend)
         let order = stepOrder(steps, reverse: reverse)
-        let (wHh, packed) = try stepWeight(layer, rows: batch)
+        // The whole recurrence in one kernel call where the backend has it, else step by step.
+        let (h0, c0) = (layer.states[0], layer.states[1])
+        let whole = KernelCall(
+            .lstmRecurrence, reads: [xw, layer.wHh, h0, c0] + (layer.bHh.map { [$0] } ?? []), writes: [out, cells, acts])
+        let c: TensorImpl
+        if out.runUnlessComposed(
+            RecurrentCellKernels.self, whole, "lstm",
+            {
+                $0.lstmRecurrence(
+                    xw, wHh: layer.wHh, bHh: layer.bHh, h0: h0, c0: c0, order: order, out: out, cells: cells, activations: acts)
+            }) != nil
+        {
+            c = order.last.map { row(cells, $0) } ?? c0
+        } else {
+            guard let last = try lstmSteps(layer, xw, order, out: out, cells: cells, acts: acts) else { return nil }
+            c = last
+        }
+        out.backend.copy(c, into: row(out, steps))
+        let saved = [layer.x, layer.states[0], layer.states[1], layer.wIh, layer.wHh, out, cells, acts]
+        let result = Autograd.record(out, Autograd.name(lstm), given.all, saved: saved) { g in
+            try lstmBackward(g, layer, out: out, cells: cells, acts: acts, order: order)
+        }
+        let last = reverse ? 0 : steps - 1
+        return (
+            try ShapeOps.narrow(result, dim: 0, start: 0, length: steps),
+            try Indexing.subscripted(result, [.int(last)]), try Indexing.subscripted(result, [.int(steps)])
+        )
+    }
+
+    /// The layer's steps one at a time, each a product and the fused cell, into `out`'s,
+    /// `cells`' and `acts`' rows: the last step's c, or nil when the backend composes the cell.
+    private static func lstmSteps(
+        _ layer: Layer, _ xw: TensorImpl, _ order: [Int], out: TensorImpl, cells: TensorImpl, acts: TensorImpl
+    ) throws -> TensorImpl? {
+        let hw = try TensorImpl.empty([layer.batch, 4 * layer.n], dtype: xw.dtype, on: xw.backend)
+        let (wHh, packed) = try stepWeight(layer, rows: layer.batch)
         var h = layer.states[0], c = layer.states[1]
         for t in order {
             product(h, wHh, prepared: packed, bias: layer.bHh, into: hw, "lstm")
@@ -50,16 +84,7 @@ extension Recurrent {
             else { return nil }
             (h, c) = (ht, ct)
         }
-        out.backend.copy(c, into: row(out, steps))
-        let saved = [layer.x, layer.states[0], layer.states[1], layer.wIh, layer.wHh, out, cells, acts]
-        let result = Autograd.record(out, Autograd.name(lstm), given.all, saved: saved) { g in
-            try lstmBackward(g, layer, out: out, cells: cells, acts: acts, order: order)
-        }
-        let last = reverse ? 0 : steps - 1
-        return (
-            try ShapeOps.narrow(result, dim: 0, start: 0, length: steps),
-            try Indexing.subscripted(result, [.int(last)]), try Indexing.subscripted(result, [.int(steps)])
-        )
+        return c
     }
 
     /// The layer's backward through time: the gradient of every step's h (with the recurrent

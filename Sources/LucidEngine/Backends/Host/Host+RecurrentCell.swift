@@ -34,6 +34,33 @@ extension HostBackend: RecurrentCellKernels {
         dispatch(c.dtype, LSTMCellForward(xw: xw, hw: hw, c: c, h: h, cNew: cNew, act: activations))
     }
 
+    /// Each thread takes a part of the batch's rows through every step: one parallel region for
+    /// the layer instead of two a step (the step's product, then its cell), and each step's
+    /// product a thread's own, on its rows alone, over wHh packed once into panels.
+    func lstmRecurrence(
+        _ xw: TensorImpl, wHh: TensorImpl, bHh: TensorImpl?, h0: TensorImpl, c0: TensorImpl, order: [Int],
+        out: TensorImpl, cells: TensorImpl, activations: TensorImpl
+    ) {
+        let (batch, n) = (c0.shape[0], c0.shape[1])
+        let (x, w, bias) = (floats(xw), floats(wHh), bHh.map(floats))
+        let (hStart, cStart, h, cNew, acts) = (floats(h0), floats(c0), floats(out), floats(cells), floats(activations))
+        let panels = UnsafeMutablePointer<Float>.allocate(capacity: 4 * n * n)
+        defer { panels.deallocate() }
+        lucid_host_pack_panels(w, panels, 4 * n, n)
+        HostThreads.forEachRange(batch, grain: 1, align: 1) { rows in
+            let (first, count) = (rows.lowerBound, rows.count)
+            let hw = UnsafeMutablePointer<Float>.allocate(capacity: count * 4 * n)
+            defer { hw.deallocate() }
+            var (hPrevious, cPrevious) = (UnsafePointer(hStart + first * n), UnsafePointer(cStart + first * n))
+            for t in order {
+                let at = t * batch + first
+                lucid_host_product_rows(hPrevious, panels, bias, hw, count, 4 * n, n)
+                lucid_host_lstm_cell(x + 4 * n * at, hw, cPrevious, h + n * at, cNew + n * at, acts + 5 * n * at, count, n)
+                (hPrevious, cPrevious) = (UnsafePointer(h + n * at), UnsafePointer(cNew + n * at))
+            }
+        }
+    }
+
     /// Runs `body(first, rows)` over a cell's `batch` rows of `n` values, in parallel parts of
     /// whole rows when there are enough: each value costs five exponentials, so a part of about a
     /// thousand values (10 µs) repays waking a thread. `first` is the part's first value's
