@@ -59,22 +59,22 @@ void lucid_host_lstm_cell(const float *x, const float *y, const float *c, float 
                           ptrdiff_t batch, ptrdiff_t n);
 void lucid_host_lstm_cell_backward(const float *act, const float *c, const float *gh, const float *gh_more,
                                    const float *gc, float *dg, float *dc, ptrdiff_t batch, ptrdiff_t n);
+/* The same over bfloat16 bits, computed in float32 and rounded once per result. */
+void lucid_host_lstm_cell_bf16(const uint16_t *x, const uint16_t *y, const uint16_t *c, uint16_t *h, uint16_t *c_new,
+                               float *act, ptrdiff_t batch, ptrdiff_t n);
+void lucid_host_lstm_cell_backward_bf16(const float *act, const uint16_t *c, const uint16_t *gh, const uint16_t *gh_more,
+                                        const uint16_t *gc, uint16_t *dg, uint16_t *dc, ptrdiff_t batch, ptrdiff_t n);
+/* The panels of b = wᵀ for lucid_host_product_rows, from w [n, k] (so that out = a · wᵀ):
+ * n·k floats. */
+void lucid_host_pack_panels(const float *w, float *panels, ptrdiff_t n, ptrdiff_t k);
 /* out[m, n] = a[m, k] · b[k, n] (+ bias[n] when given), rows of a and out apart by k and n, with
  * b packed in panels of 32 columns (the last one narrower): the panel of columns j..<j + w
  * starts at b + j·k and holds its k rows of w values one after another
  * (lucid_host_pack_panels). Each value is summed over k in order from the bias (or 0), one
  * fused multiply-add a term (the C library's where the vector unit has none), so that it has
  * the same bits in every variant and whichever rows a call is given. */
-/* The panels of b = wᵀ for lucid_host_product_rows, from w [n, k] (so that out = a · wᵀ):
- * n·k floats. */
-void lucid_host_pack_panels(const float *w, float *panels, ptrdiff_t n, ptrdiff_t k);
 void lucid_host_product_rows(const float *a, const float *b, const float *bias, float *out, ptrdiff_t m, ptrdiff_t n,
                              ptrdiff_t k);
-/* The same over bfloat16 bits, computed in float32 and rounded once per result. */
-void lucid_host_lstm_cell_bf16(const uint16_t *x, const uint16_t *y, const uint16_t *c, uint16_t *h, uint16_t *c_new,
-                               float *act, ptrdiff_t batch, ptrdiff_t n);
-void lucid_host_lstm_cell_backward_bf16(const float *act, const uint16_t *c, const uint16_t *gh, const uint16_t *gh_more,
-                                        const uint16_t *gc, uint16_t *dg, uint16_t *dc, ptrdiff_t batch, ptrdiff_t n);
 /* The fused Elman cell (tanh, or ReLU when relu != 0) over count float32 elements and its
  * backward from the output (gh_more may be NULL), bit for bit the engine's generic loops. */
 void lucid_host_rnn_cell(const float *x, const float *y, float *h, ptrdiff_t count, int relu);
