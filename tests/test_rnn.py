@@ -132,36 +132,47 @@ def test_layers_whose_step_weights_are_packed_match_float64(cls):
         np.testing.assert_allclose(got, exact, rtol=1e-3, atol=1e-3)
 
 
-def test_an_lstm_layer_runs_its_steps_in_one_kernel_or_one_by_one_alike():
-    # float32 with contiguous operands runs a layer's whole recurrence in one kernel call (each
-    # thread takes part of the batch through every step); a non-contiguous initial state takes
-    # the steps one at a time (a product, then the fused cell). Both match the float64
-    # reference, and each other closely, forward and backward.
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_an_lstm_layer_runs_its_steps_in_one_kernel_or_one_by_one_alike(dtype):
+    # With contiguous operands (float32, or bfloat16 with its products summed in float32 and
+    # rounded once) a layer's whole recurrence runs in one kernel call, each thread taking part
+    # of the batch through every step; a non-contiguous initial state takes the steps one at a
+    # time (a product, then the fused cell). Both match the float64 reference (from the same
+    # rounded values), and each other closely, forward and backward.
     lucid.manual_seed(5)
-    m = nn.LSTM(12, 32, num_layers=2, bidirectional=True)
+    dt = getattr(lucid, dtype)
+    m = nn.LSTM(12, 32, num_layers=2, bidirectional=True).to(dt)
     x = rng.standard_normal((7, 5, 12)).astype(np.float32)
     h0, c0 = (rng.standard_normal((4, 5, 32)).astype(np.float32) for _ in range(2))
+    if dtype == "bfloat16":
+        ml_dtypes = pytest.importorskip("ml_dtypes")
+        x, h0, c0 = (a.astype(ml_dtypes.bfloat16).astype(np.float32) for a in (x, h0, c0))
     g = rng.standard_normal((7, 5, 64)).astype(np.float32)
     want, h_n, c_n = rnn_ref(m, x, (h0.astype(np.float64), c0.astype(np.float64)))
+    # float32 to the reference and between the paths; bfloat16 within a few of its steps
+    # (each step's h and c rounded), and between the paths within a step or two.
+    tol, between = ((1e-5, 1e-5), (1e-4, 1e-5)) if dtype == "float32" else ((0, 6e-2), (0, 3e-2))
     runs = []
     for contiguous in (True, False):
         hx = [
-            lucid.tensor(s) if contiguous else lucid.tensor(np.ascontiguousarray(s.transpose(0, 2, 1))).transpose(1, 2)
+            lucid.tensor(s, dtype=dt) if contiguous else lucid.tensor(np.ascontiguousarray(s.transpose(0, 2, 1)), dtype=dt).transpose(1, 2)
             for s in (h0, c0)
         ]
         assert all(t.is_contiguous() == contiguous for t in hx)
-        tx = lucid.tensor(x, requires_grad=True)
+        tx = lucid.tensor(x, dtype=dt, requires_grad=True)
         out, (h, c) = m(tx, tuple(hx))
-        (out * lucid.tensor(g)).sum().backward()
+        assert out.dtype == h.dtype == c.dtype == dt
+        (out.float() * lucid.tensor(g)).sum().backward()
         runs.append(
-            (out.detach().numpy(), h.detach().numpy(), c.detach().numpy(), tx.grad.numpy(), m.weight_hh_l1.grad.numpy())
+            [t.float().numpy() for t in (out.detach(), h.detach(), c.detach(), tx.grad, m.weight_hh_l1.grad)]
         )
         m.zero_grad()
     for run in runs:
         for got, exact in zip(run[:3], (want, h_n, c_n)):
-            np.testing.assert_allclose(got, exact, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(got, exact, rtol=tol[0], atol=tol[1])
     for one, other in zip(*runs):
-        np.testing.assert_allclose(one, other, rtol=1e-4, atol=1e-5)
+        scale = max(1.0, np.abs(one).max()) if dtype == "bfloat16" else 1.0
+        np.testing.assert_allclose(one, other, rtol=between[0], atol=between[1] * scale)
 
 
 def test_unbatched_input_and_default_state():

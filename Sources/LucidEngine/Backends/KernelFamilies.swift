@@ -45,8 +45,9 @@ protocol RecurrentCellKernels: AnyObject, Sendable {
     func lstmCell(
         _ xw: TensorImpl, _ hw: TensorImpl, _ c: TensorImpl, h: TensorImpl, cNew: TensorImpl,
         activations: TensorImpl)
-    /// A whole LSTM layer's steps in `order`, float32 and contiguous: each step's `hw = h·wHhᵀ
-    /// (+ bHh)` from the step before (h0, c0 first), then `lstmCell` with that step's row of `xw`
+    /// A whole LSTM layer's steps in `order`, contiguous, float32 or bfloat16 (the activations
+    /// float32): each step's `hw = h·wHhᵀ (+ bHh)` from the step before (h0, c0 first), summed
+    /// in float32 and rounded once to the dtype, then `lstmCell` with that step's row of `xw`
     /// ([T, B, 4H]) into its rows of `out` (h, [T + 1, B, H]; the last row is left to the
     /// caller), `cells` (cNew) and `activations`. The steps of one batch row depend on no other
     /// row, so a backend may run parts of the batch through every step apart.

@@ -36,27 +36,56 @@ extension HostBackend: RecurrentCellKernels {
 
     /// Each thread takes a part of the batch's rows through every step: one parallel region for
     /// the layer instead of two a step (the step's product, then its cell), and each step's
-    /// product a thread's own, on its rows alone, over wHh packed once into panels.
+    /// product a thread's own, on its rows alone, over wHh packed once into panels. bfloat16
+    /// multiplies its values widened (exactly) and rounds each step's product once, before
+    /// the cell, as a bfloat16 product does.
     func lstmRecurrence(
         _ xw: TensorImpl, wHh: TensorImpl, bHh: TensorImpl?, h0: TensorImpl, c0: TensorImpl, order: [Int],
         out: TensorImpl, cells: TensorImpl, activations: TensorImpl
     ) {
         let (batch, n) = (c0.shape[0], c0.shape[1])
-        let (x, w, bias) = (floats(xw), floats(wHh), bHh.map(floats))
-        let (hStart, cStart, h, cNew, acts) = (floats(h0), floats(c0), floats(out), floats(cells), floats(activations))
-        let panels = UnsafeMutablePointer<Float>.allocate(capacity: 4 * n * n)
-        defer { panels.deallocate() }
-        lucid_host_pack_panels(w, panels, 4 * n, n)
+        let wide = xw.dtype == .bfloat16
+        // wHh's panels, then (bfloat16) its values and the bias widened.
+        let scratch = UnsafeMutablePointer<Float>.allocate(capacity: (wide ? 8 * n * n + 4 * n : 4 * n * n))
+        defer { scratch.deallocate() }
+        let panels = scratch
+        var bias = bHh.map { UnsafePointer(floats($0)) }
+        if wide {
+            let w = scratch + 4 * n * n, b = w + 4 * n * n
+            lucid_host_widen_bf16(bits(wHh), w, 4 * n * n)
+            lucid_host_pack_panels(w, panels, 4 * n, n)
+            bias = bHh.map { lucid_host_widen_bf16(bits($0), b, 4 * n); return UnsafePointer(b) }
+        } else {
+            lucid_host_pack_panels(floats(wHh), panels, 4 * n, n)
+        }
+        let acts = floats(activations)
         HostThreads.forEachRange(batch, grain: 1, align: 1) { rows in
             let (first, count) = (rows.lowerBound, rows.count)
-            let hw = UnsafeMutablePointer<Float>.allocate(capacity: count * 4 * n)
+            // The step's product, then (bfloat16) the rows of h widened and the product rounded.
+            let hw = UnsafeMutablePointer<Float>.allocate(capacity: count * (wide ? 7 * n : 4 * n))
             defer { hw.deallocate() }
-            var (hPrevious, cPrevious) = (UnsafePointer(hStart + first * n), UnsafePointer(cStart + first * n))
-            for t in order {
-                let at = t * batch + first
-                lucid_host_product_rows(hPrevious, panels, bias, hw, count, 4 * n, n)
-                lucid_host_lstm_cell(x + 4 * n * at, hw, cPrevious, h + n * at, cNew + n * at, acts + 5 * n * at, count, n)
-                (hPrevious, cPrevious) = (UnsafePointer(h + n * at), UnsafePointer(cNew + n * at))
+            if wide {
+                let (x, h, c) = (bits(xw), bits(out), bits(cells))
+                let hWide = hw + count * 4 * n
+                let hwBits = UnsafeMutableRawPointer(hWide + count * n).assumingMemoryBound(to: UInt16.self)
+                var (hPrevious, cPrevious) = (UnsafePointer(bits(h0) + first * n), UnsafePointer(bits(c0) + first * n))
+                for t in order {
+                    let at = t * batch + first
+                    lucid_host_widen_bf16(hPrevious, hWide, count * n)
+                    lucid_host_product_rows(hWide, panels, bias, hw, count, 4 * n, n)
+                    lucid_host_narrow_bf16(hw, hwBits, count * 4 * n)
+                    lucid_host_lstm_cell_bf16(x + 4 * n * at, hwBits, cPrevious, h + n * at, c + n * at, acts + 5 * n * at, count, n)
+                    (hPrevious, cPrevious) = (UnsafePointer(h + n * at), UnsafePointer(c + n * at))
+                }
+            } else {
+                let (x, h, c) = (floats(xw), floats(out), floats(cells))
+                var (hPrevious, cPrevious) = (UnsafePointer(floats(h0) + first * n), UnsafePointer(floats(c0) + first * n))
+                for t in order {
+                    let at = t * batch + first
+                    lucid_host_product_rows(hPrevious, panels, bias, hw, count, 4 * n, n)
+                    lucid_host_lstm_cell(x + 4 * n * at, hw, cPrevious, h + n * at, c + n * at, acts + 5 * n * at, count, n)
+                    (hPrevious, cPrevious) = (UnsafePointer(h + n * at), UnsafePointer(c + n * at))
+                }
             }
         }
     }
