@@ -537,11 +537,11 @@ static inline __attribute__((always_inline)) void softmax_columns(const float *r
 }
 
 // Softmax (log: log-softmax) of each of `rows` rows of n contiguous floats; `out` is `x` itself
-// or lies apart from it (each block of lanes is read whole before it is written). The maximum
-// and the sum run in 8 lanes, combined in one order, so every variant gives the same bits. A
+// or lies apart from it (each value is read before it is written). The maximum and the sum
+// run in 16 lanes, combined in one order, so every variant gives the same bits. A
 // row holding a NaN, or only -inf, comes out all NaN; one holding +inf, NaN there and 0 (log:
 // -inf) elsewhere, as the math gives it.
-enum { SOFTMAX_LANES = 8 };
+enum { SOFTMAX_LANES = 16 };
 static inline __attribute__((always_inline)) void softmax_rows(const float *x, float *out, ptrdiff_t rows,
                                                               ptrdiff_t n, int log) {
     const ptrdiff_t body = n - n % SOFTMAX_LANES;
@@ -569,28 +569,22 @@ static inline __attribute__((always_inline)) void softmax_rows(const float *x, f
             for (ptrdiff_t j = 0; j < n; j++) o[j] = v[j] == INFINITY ? NAN : log ? -INFINITY : 0.0f;
             continue;
         }
-        // exp(x - max) (log-softmax: x itself) into out, summed per lane.
-        for (ptrdiff_t j = 0; j < body; j += SOFTMAX_LANES) {
-            float t[SOFTMAX_LANES];
-            for (int l = 0; l < SOFTMAX_LANES; l++) t[l] = v[j + l];
-            for (int l = 0; l < SOFTMAX_LANES; l++) {
-                float e = fast_exp(t[l] - m);
-                lane_sum[l] += e;
-                t[l] = log ? t[l] : e;
-            }
-            for (int l = 0; l < SOFTMAX_LANES; l++) o[j + l] = t[l];
-        }
+        // The exponentials of x - max, summed per lane: softmax keeps them in out (one plain
+        // loop, as wide as the vector unit, then their sum); log-softmax only sums them.
         float total = 0;
-        for (int l = 0; l < SOFTMAX_LANES; l++) total += lane_sum[l];
-        for (ptrdiff_t j = body; j < n; j++) {
-            float t = v[j], e = fast_exp(t - m);
-            o[j] = log ? t : e;
-            total += e;
-        }
         if (log) {
+            for (ptrdiff_t j = 0; j < body; j += SOFTMAX_LANES)
+                for (int l = 0; l < SOFTMAX_LANES; l++) lane_sum[l] += fast_exp(v[j + l] - m);
+            for (int l = 0; l < SOFTMAX_LANES; l++) total += lane_sum[l];
+            for (ptrdiff_t j = body; j < n; j++) total += fast_exp(v[j] - m);
             float log_total = logf(total);
-            for (ptrdiff_t j = 0; j < n; j++) o[j] = (o[j] - m) - log_total;
+            for (ptrdiff_t j = 0; j < n; j++) o[j] = (v[j] - m) - log_total;
         } else {
+            for (ptrdiff_t j = 0; j < n; j++) o[j] = fast_exp(v[j] - m);
+            for (ptrdiff_t j = 0; j < body; j += SOFTMAX_LANES)
+                for (int l = 0; l < SOFTMAX_LANES; l++) lane_sum[l] += o[j + l];
+            for (int l = 0; l < SOFTMAX_LANES; l++) total += lane_sum[l];
+            for (ptrdiff_t j = body; j < n; j++) total += o[j];
             float inverse = 1 / total;
             for (ptrdiff_t j = 0; j < n; j++) o[j] = o[j] * inverse;
         }

@@ -1,14 +1,15 @@
 import CHostKernels
 
-/// Host softmax: oneDNN where it is linked and has a kernel of its own for the dtype and axis;
-/// float32 along the last axis, CHostKernels' row loop where oneDNN is not linked or the input
-/// holds a NaN (`SoftmaxRows`); float32 along another axis, `FloatColumns`; elsewhere the op
-/// layer composes it. And the float32 backward.
+/// Host softmax: float32 along the last axis, CHostKernels' row loop (`SoftmaxRows`; it takes
+/// a row in two passes as wide as the vector unit, faster than oneDNN's, and handles NaN);
+/// otherwise oneDNN where it is linked and has a kernel of its own for the dtype and axis;
+/// float32 along another axis, `FloatColumns`; elsewhere the op layer composes it. And the
+/// float32 backward.
 extension HostBackend: SoftmaxKernels, SoftmaxBackwardKernels {
-    /// Whether the host has a direct kernel for this softmax. oneDNN's max skips a NaN, so a
-    /// row holding one would come out as 0s around it: a float32 softmax along the last axis
-    /// then runs the row kernel, which makes such a row NaN; other input is composed, which
-    /// makes the whole row NaN, as PyTorch and the GPU kernel do. The column kernel takes
+    /// Whether the host has a direct kernel for this softmax. The row kernel makes a row
+    /// holding a NaN all NaN, as PyTorch and the GPU kernel do. oneDNN's max skips a NaN, so
+    /// such a row would come out as 0s around it: input with a NaN that the row kernel does not
+    /// take is composed, which makes the whole row NaN. The column kernel takes
     /// finite input only (an infinity in a column is the composed form's to handle).
     static func takesSoftmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) -> Bool {
         guard x.isContiguous else { return false }
@@ -21,13 +22,6 @@ extension HostBackend: SoftmaxKernels, SoftmaxBackwardKernels {
 
     func softmax(_ x: TensorImpl, axis: Int, log: Bool, into out: TensorImpl) throws {
         if SoftmaxRows.takes(x, axis: axis, out) {
-            #if canImport(CDNNL)
-            if DNNL.takesSoftmax(x, axis: axis, log: log, into: out), !Self.containsNaN(x),
-                DNNL.softmax(x, axis: axis, log: log, into: out)
-            {
-                return
-            }
-            #endif
             SoftmaxRows.run(
                 UnsafePointer(hostPointer(x, F32Element.self)), hostPointer(out, F32Element.self),
                 rows: x.numel / x.shape[axis], n: x.shape[axis], log: log)
