@@ -782,6 +782,15 @@ const char *lucid_host_cpu_capability(void) {
 
 void lucid_host_narrow_bf16(const float *src, uint16_t *dst, ptrdiff_t n) { LUCID_DISPATCH(narrow, (src, dst, n)) }
 void lucid_host_round_bf16(float *x, ptrdiff_t n) { LUCID_DISPATCH(round_bf16, (x, n)) }
+
+int lucid_host_native_bf16(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16");
+#else
+    return 0;
+#endif
+}
 void lucid_host_widen_bf16(const uint16_t *src, float *dst, ptrdiff_t n) { LUCID_DISPATCH(widen, (src, dst, n)) }
 
 void lucid_host_arith(int op, const float *x, const float *y, float *o, ptrdiff_t n) {

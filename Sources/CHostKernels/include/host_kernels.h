@@ -19,6 +19,9 @@ void lucid_host_narrow_bf16(const float *src, uint16_t *dst, ptrdiff_t n);
 /// back); `n` bfloat16 bits widened exactly to floats.
 void lucid_host_round_bf16(float *x, ptrdiff_t n);
 void lucid_host_widen_bf16(const uint16_t *src, float *dst, ptrdiff_t n);
+/// Whether this CPU multiplies bfloat16 in its vector unit (x86's AVX512_BF16), so that
+/// bfloat16 kernels (oneDNN's) run natively instead of converting to float32 inside.
+int lucid_host_native_bf16(void);
 
 /// o[i] = x[i] op y[i] over `n` floats, op 0 add, 1 sub, 2 mul, 3 div; o may be x or y.
 void lucid_host_arith(int op, const float *x, const float *y, float *o, ptrdiff_t n);

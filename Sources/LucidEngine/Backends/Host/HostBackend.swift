@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CHostKernels
 
 /// Aligned host memory from the caching allocator, counted in `MemoryStats` under the device
 /// it serves.
@@ -37,6 +38,11 @@ final class HostBackend: Backend {
     /// Families this instance declines (`LUCID_METAL_DECLINE` on the host fallback), so the
     /// op layer's paths for a backend that lacks them run and are tested without a GPU.
     let declined: Set<KernelFamily>
+
+    /// Whether the CPU has bfloat16 arithmetic in its vector unit, which oneDNN's bfloat16
+    /// kernels then use instead of converting to float32 inside.
+    var nativeBFloat16: Bool { Self.cpuHasBFloat16 }
+    private static let cpuHasBFloat16 = lucid_host_native_bf16() != 0
 
     init(device: Device, name: String, declining declined: Set<KernelFamily> = []) {
         self.device = device
