@@ -3,7 +3,8 @@ can run gives the same bits, and those bits are right (bfloat16 rounding and wid
 ml_dtypes, the four arithmetic ops against numpy float32, softmax and log-softmax rows (with
 NaN, +inf and all -inf rows), the log-softmax gradient and SiLU both ways against float64
 numpy; the LSTM (with its float32 recurrence's products), GRU and Elman cells both ways through
-a layer, whose values tests/test_rnn.py checks; attention's rounded weights through bfloat16 attention)."""
+a layer, whose values tests/test_rnn.py checks; attention's rounded weights through bfloat16 attention);
+and a bfloat16 convolution with few input channels, in float32 or in bfloat16 kernels."""
 
 import os
 import subprocess
@@ -248,3 +249,63 @@ def test_the_c_loops_and_the_swift_loops_agree_to_the_bit():
         results.append((y.detach().numpy(), source.grad.numpy()[:: 1 if source is leaf else 2]))
     for got, want in zip(results[0], results[1]):
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+# A bfloat16 convolution with few input channels: in float32 (the operands widened, the result
+# rounded) where the CPU has no bfloat16 arithmetic, in oneDNN's bfloat16 kernels where it has
+# (AVX512_BF16, at the AVX-512 level). LUCID_HOST_ISA=avx2 asks for the first on any CPU.
+CONV = """
+import sys
+import numpy as np
+import lucid
+import lucid.nn.functional as F
+
+rng = np.random.default_rng(9)
+out = {}
+for c in (1, 3):
+    x = rng.standard_normal((4, c, 12, 12)).astype(np.float32)
+    w = rng.standard_normal((8, c, 3, 3)).astype(np.float32)
+    g = rng.standard_normal((4, 8, 12, 12)).astype(np.float32)
+    tx = lucid.tensor(x, dtype=lucid.bfloat16, requires_grad=True)
+    tw = lucid.tensor(w, dtype=lucid.bfloat16, requires_grad=True)
+    y = F.conv2d(tx, tw, padding=1)
+    (y.float() * lucid.tensor(g)).sum().backward()
+    out[f"x{c}"], out[f"w{c}"], out[f"g{c}"] = x, w, g
+    out[f"y{c}"], out[f"dx{c}"], out[f"dw{c}"] = (t.float().numpy() for t in (y.detach(), tx.grad, tw.grad))
+np.savez(sys.argv[1], **out)
+"""
+
+
+def _conv_reference(x, w, g):
+    """conv2d (padding 1) of float64 x [N, C, H, W] and w [O, C, 3, 3], and the gradients of
+    sum(y * g) with respect to x and w."""
+    _, c, h, wd = x.shape
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.stack([padded[:, :, i : i + h, j : j + wd] for i in range(3) for j in range(3)], axis=2)
+    y = np.einsum("bckij,ock->boij", windows, w.reshape(w.shape[0], c, 9))
+    dw = np.einsum("bckij,boij->ock", windows, g).reshape(w.shape)
+    dpadded = np.zeros_like(padded)
+    for i, j in ((i, j) for i in range(3) for j in range(3)):
+        dpadded[:, :, i : i + h, j : j + wd] += np.einsum("boij,oc->bcij", g, w[:, :, i, j])
+    return y, dpadded[:, :, 1:-1, 1:-1], dw
+
+
+def test_a_bfloat16_convolution_with_few_channels_is_right_natively_or_widened(tmp_path):
+    runs = []
+    for ask in ("avx2", "avx512"):
+        path = tmp_path / f"conv-{ask}.npz"
+        env = {**os.environ, "LUCID_HOST_ISA": ask}
+        done = subprocess.run([sys.executable, "-c", CONV, str(path)], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(dict(np.load(path)))
+    for c in (1, 3):
+        # y's gradient reaches the convolution rounded to bfloat16, as x and w are.
+        want = _conv_reference(*(runs[0][f"{k}{c}"].astype(ml_dtypes.bfloat16).astype(np.float64) for k in "xwg"))
+        for run in runs:
+            for key, exact in zip(("y", "dx", "dw"), want):
+                # Each result is rounded once to bfloat16.
+                scale = np.abs(exact).max()
+                np.testing.assert_allclose(run[f"{key}{c}"], exact, rtol=0, atol=0.008 * scale, err_msg=f"{key}{c}")
+        for key in ("y", "dx", "dw"):
+            scale = np.abs(runs[0][f"{key}{c}"]).max()
+            np.testing.assert_allclose(runs[0][f"{key}{c}"], runs[1][f"{key}{c}"], rtol=0, atol=0.008 * scale)

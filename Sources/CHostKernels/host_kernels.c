@@ -780,17 +780,16 @@ const char *lucid_host_cpu_capability(void) {
 #endif
 }
 
-void lucid_host_narrow_bf16(const float *src, uint16_t *dst, ptrdiff_t n) { LUCID_DISPATCH(narrow, (src, dst, n)) }
-void lucid_host_round_bf16(float *x, ptrdiff_t n) { LUCID_DISPATCH(round_bf16, (x, n)) }
-
 int lucid_host_native_bf16(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512bf16");
+#if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__))
+    return isa_level() == ISA_AVX512 && __builtin_cpu_supports("avx512bf16");
 #else
     return 0;
 #endif
 }
+
+void lucid_host_narrow_bf16(const float *src, uint16_t *dst, ptrdiff_t n) { LUCID_DISPATCH(narrow, (src, dst, n)) }
+void lucid_host_round_bf16(float *x, ptrdiff_t n) { LUCID_DISPATCH(round_bf16, (x, n)) }
 void lucid_host_widen_bf16(const uint16_t *src, float *dst, ptrdiff_t n) { LUCID_DISPATCH(widen, (src, dst, n)) }
 
 void lucid_host_arith(int op, const float *x, const float *y, float *o, ptrdiff_t n) {
@@ -829,13 +828,20 @@ void lucid_host_sigmoid(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(
 
 void lucid_host_tanh(const float *x, float *o, ptrdiff_t n) { LUCID_DISPATCH(tanh_, (x, o, n)) }
 
-void lucid_host_pack_panels(const float *w, float *panels, ptrdiff_t n, ptrdiff_t k) {
+// The panels of the k x n matrix whose element (p, q) is at src[q * column + p * row].
+static void pack_panels(const float *src, float *panels, ptrdiff_t n, ptrdiff_t k, ptrdiff_t column, ptrdiff_t row) {
     for (ptrdiff_t j = 0; j < n; j += 32) {
         const ptrdiff_t width = n - j < 32 ? n - j : 32;
         float *panel = panels + j * k;
         for (ptrdiff_t p = 0; p < k; p++)
-            for (ptrdiff_t q = 0; q < width; q++) panel[p * width + q] = w[(j + q) * k + p];
+            for (ptrdiff_t q = 0; q < width; q++) panel[p * width + q] = src[(j + q) * column + p * row];
     }
+}
+
+void lucid_host_pack_panels(const float *w, float *panels, ptrdiff_t n, ptrdiff_t k) { pack_panels(w, panels, n, k, k, 1); }
+
+void lucid_host_pack_panels_plain(const float *b, float *panels, ptrdiff_t n, ptrdiff_t k) {
+    pack_panels(b, panels, n, k, 1, n);
 }
 
 void lucid_host_product_rows(const float *a, const float *b, const float *bias, float *out, ptrdiff_t m, ptrdiff_t n,

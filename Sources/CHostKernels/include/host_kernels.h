@@ -19,8 +19,9 @@ void lucid_host_narrow_bf16(const float *src, uint16_t *dst, ptrdiff_t n);
 /// back); `n` bfloat16 bits widened exactly to floats.
 void lucid_host_round_bf16(float *x, ptrdiff_t n);
 void lucid_host_widen_bf16(const uint16_t *src, float *dst, ptrdiff_t n);
-/// Whether this CPU multiplies bfloat16 in its vector unit (x86's AVX512_BF16), so that
-/// bfloat16 kernels (oneDNN's) run natively instead of converting to float32 inside.
+/// Whether this CPU multiplies bfloat16 in its vector unit (x86's AVX512_BF16, at the
+/// AVX-512 level), so that bfloat16 kernels (oneDNN's) run natively instead of converting to
+/// float32 inside.
 int lucid_host_native_bf16(void);
 
 /// o[i] = x[i] op y[i] over `n` floats, op 0 add, 1 sub, 2 mul, 3 div; o may be x or y.
@@ -70,6 +71,8 @@ void lucid_host_lstm_cell_backward_bf16(const float *act, const uint16_t *c, con
 /* The panels of b = wᵀ for lucid_host_product_rows, from w [n, k] (so that out = a · wᵀ):
  * n·k floats. */
 void lucid_host_pack_panels(const float *w, float *panels, ptrdiff_t n, ptrdiff_t k);
+/* The same from b [k, n] itself (so that out = a · b). */
+void lucid_host_pack_panels_plain(const float *b, float *panels, ptrdiff_t n, ptrdiff_t k);
 /* out[m, n] = a[m, k] · b[k, n] (+ bias[n] when given), rows of a and out apart by k and n, with
  * b packed in panels of 32 columns (the last one narrower): the panel of columns j..<j + w
  * starts at b + j·k and holds its k rows of w values one after another

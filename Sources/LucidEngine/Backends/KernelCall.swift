@@ -46,6 +46,8 @@ enum KernelOp: Sendable {
     case lstmCellBackward
     /// reads [xw, wHh, h0, c0, bHh?], writes [out, cells, activations]: a whole layer's steps
     case lstmRecurrence
+    /// reads [grad, wHh, c0, cells, activations], writes [gradGates, gradH0, gradC0]: its backward
+    case lstmRecurrenceBackward
     /// reads [xw, hw], writes [h]
     case rnnCell(relu: Bool)
     /// reads [h, gradH, gradHRecurrent?], writes [gradPre]
@@ -116,8 +118,8 @@ enum KernelOp: Sendable {
     var family: KernelFamily {
         switch self {
         case .binary, .binaryScalar, .unary, .unaryBackward, .compare, .select, .addScaled, .leakyRelu,
-            .leakyReluBackward, .lstmCell, .lstmCellBackward, .lstmRecurrence, .rnnCell, .rnnCellBackward, .gruCell,
-            .gruCellBackward:
+            .leakyReluBackward, .lstmCell, .lstmCellBackward, .lstmRecurrence, .lstmRecurrenceBackward, .rnnCell, .rnnCellBackward,
+            .gruCell, .gruCellBackward:
             .elementwise
         case .reduce, .argReduce: .reduction
         case .gemm: .matmul
@@ -141,7 +143,7 @@ enum KernelOp: Sendable {
         switch self {
         case .addScaled, .leakyRelu, .leakyReluBackward, .convolution, .avgPool2d, .avgPool2dBackward, .softmax,
             .softmaxBackward, .normalizeRows, .normalizeRowsBackward, .normalizeChannels, .normalizeChannelsBackward,
-            .attention, .nllTerms, .nllBackward, .lstmRecurrence:
+            .attention, .nllTerms, .nllBackward, .lstmRecurrence, .lstmRecurrenceBackward:
             true
         default:
             false
@@ -154,7 +156,8 @@ enum KernelOp: Sendable {
         switch self {
         case .convolution, .softmax, .softmaxBackward, .attention, .normalizeRows, .normalizeRowsBackward,
             .normalizeChannels, .normalizeChannelsBackward, .lstmCell,
-            .lstmCellBackward, .lstmRecurrence, .rnnCell, .rnnCellBackward, .gruCell, .gruCellBackward, .nllTerms, .nllBackward:
+            .lstmCellBackward, .lstmRecurrence, .lstmRecurrenceBackward, .rnnCell, .rnnCellBackward, .gruCell, .gruCellBackward,
+            .nllTerms, .nllBackward:
             .compose
         default:
             .host

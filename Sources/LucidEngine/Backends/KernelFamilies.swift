@@ -54,6 +54,15 @@ protocol RecurrentCellKernels: AnyObject, Sendable {
     func lstmRecurrence(
         _ xw: TensorImpl, wHh: TensorImpl, bHh: TensorImpl?, h0: TensorImpl, c0: TensorImpl, order: [Int],
         out: TensorImpl, cells: TensorImpl, activations: TensorImpl)
+    /// The backward of `lstmRecurrence` through its steps in reverse `order`, of its dtypes
+    /// and layout: from `grad` ([T + 1, B, H]: each step's h gradient, then the last c's), the
+    /// cell state before each step (`c0`, then `cells`' rows) and the activations, each step's
+    /// gates' gradient into `gradGates` ([T, B, 4H]), whose recurrent part `gradGates·wHh`
+    /// (summed in float32, rounded once to the dtype) joins the step before's h gradient;
+    /// h0's and c0's gradients into `gradH0` and `gradC0` ([B, H]).
+    func lstmRecurrenceBackward(
+        _ grad: TensorImpl, wHh: TensorImpl, c0: TensorImpl, cells: TensorImpl, activations: TensorImpl, order: [Int],
+        gradGates: TensorImpl, gradH0: TensorImpl, gradC0: TensorImpl)
     /// Its backward from the gradient of `h` (plus `gradHRecurrent` when given, summed in the
     /// real type), of `cNew`, or both (contiguous, of c's dtype): the gradient of the gates'
     /// inputs ([B, 4H]) and of `c`.

@@ -89,8 +89,9 @@ extension Recurrent {
 
     /// The layer's backward through time: the gradient of every step's h (with the recurrent
     /// part carried back) and of the last c run the cell's backward step by step, each
-    /// giving the gates' gradient; the weights', biases' and input's gradients are then one
-    /// product (or sum) each over all steps.
+    /// giving the gates' gradient (in one kernel call where the backend has it, as the
+    /// forward); the weights', biases' and input's gradients are then one product (or sum)
+    /// each over all steps.
     private static func lstmBackward(
         _ g: TensorImpl, _ layer: Layer, out: TensorImpl, cells: TensorImpl, acts: TensorImpl, order: [Int]
     ) throws -> [TensorImpl?] {
@@ -100,8 +101,34 @@ extension Recurrent {
         let dGates = try TensorImpl.empty([steps, batch, 4 * n], dtype: dtype, on: backend)
         let hs = out.view(shape: [steps, batch, n], strides: out.strides, offset: out.offset)
         let previous = try previousStates(hs, h0: layer.states[0], order: order)
+        let dh = try TensorImpl.empty([batch, n], dtype: dtype, on: backend)
+        let dc = try TensorImpl.empty([batch, n], dtype: dtype, on: backend)
+        let c0 = layer.states[1]
+        let whole = KernelCall(.lstmRecurrenceBackward, reads: [grad, layer.wHh, c0, cells, acts], writes: [dGates, dh, dc])
+        var states = (dh, dc)
+        if dGates.runUnlessComposed(
+            RecurrentCellKernels.self, whole, "lstm_backward",
+            {
+                $0.lstmRecurrenceBackward(
+                    grad, wHh: layer.wHh, c0: c0, cells: cells, activations: acts, order: order, gradGates: dGates,
+                    gradH0: dh, gradC0: dc)
+            }) == nil
+        {
+            states = try lstmStepsBackward(grad, layer, cells: cells, acts: acts, order: order, into: dGates)
+        }
+        let (dx, dWih, dWhh, db) = try weightGradients(layer, dxw: dGates, dhw: dGates, previous: previous)
+        return [dx, states.0, states.1, dWih, dWhh] + db
+    }
+
+    /// The backward's steps one at a time, each the cell's backward and a product, into
+    /// `dGates`' rows: h0's and c0's gradients.
+    private static func lstmStepsBackward(
+        _ grad: TensorImpl, _ layer: Layer, cells: TensorImpl, acts: TensorImpl, order: [Int], into dGates: TensorImpl
+    ) throws -> (TensorImpl, TensorImpl) {
+        let (batch, n) = (layer.batch, layer.n)
+        let dtype = grad.dtype, backend = grad.backend
         var dh = try Creation.full([batch, n], value: ScalarOperand(int: 0), dtype: dtype, device: backend.device)
-        var dc = try Ops.clone(row(grad, steps))
+        var dc = try Ops.clone(row(grad, layer.steps))
         let back = try ShapeOps.transpose(layer.wHh, 0, 1)
         let packed = prepared(back, rows: batch, bias: false)
         for (s, t) in order.enumerated().reversed() {
@@ -125,8 +152,7 @@ extension Recurrent {
             product(dct, back, prepared: packed, bias: nil, into: next, "lstm")
             (dh, dc) = (next, dcPrevious)
         }
-        let (dx, dWih, dWhh, db) = try weightGradients(layer, dxw: dGates, dhw: dGates, previous: previous)
-        return [dx, dh, dc, dWih, dWhh] + db
+        return (dh, dc)
     }
 
     /// One LSTM step from the input's and the hidden state's products `xw` and `hw` ([B, 4H],

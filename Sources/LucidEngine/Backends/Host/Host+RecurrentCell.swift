@@ -90,6 +90,74 @@ extension HostBackend: RecurrentCellKernels {
         }
     }
 
+    /// The same per-thread split backward through the steps: each thread runs its rows' cell
+    /// backward and their recurrent product (the gates' gradient times wHh, over wHh packed
+    /// once) step by step, in reverse. bfloat16 widens each step's gates' gradient for the
+    /// product and rounds the product once, as the bfloat16 product does.
+    func lstmRecurrenceBackward(
+        _ grad: TensorImpl, wHh: TensorImpl, c0: TensorImpl, cells: TensorImpl, activations: TensorImpl, order: [Int],
+        gradGates: TensorImpl, gradH0: TensorImpl, gradC0: TensorImpl
+    ) {
+        let (batch, n, steps) = (c0.shape[0], c0.shape[1], order.count)
+        let wide = grad.dtype == .bfloat16
+        // wHh's panels (for dh = dGates · wHh), then (bfloat16) its values widened.
+        let scratch = UnsafeMutablePointer<Float>.allocate(capacity: wide ? 8 * n * n : 4 * n * n)
+        defer { scratch.deallocate() }
+        if wide {
+            lucid_host_widen_bf16(bits(wHh), scratch + 4 * n * n, 4 * n * n)
+            lucid_host_pack_panels_plain(scratch + 4 * n * n, scratch, n, 4 * n)
+        } else {
+            lucid_host_pack_panels_plain(floats(wHh), scratch, n, 4 * n)
+        }
+        let panels = UnsafePointer(scratch), acts = UnsafePointer(floats(activations))
+        /// The rows' state before step s: c0's, or the cell state the step before left.
+        func previous<E>(_ start: UnsafeMutablePointer<E>, _ all: UnsafeMutablePointer<E>, _ s: Int, _ first: Int) -> UnsafePointer<E> {
+            UnsafePointer(s == 0 ? start + first * n : all + (order[s - 1] * batch + first) * n)
+        }
+        HostThreads.forEachRange(batch, grain: 1, align: 1) { rows in
+            let (first, count) = (rows.lowerBound, rows.count)
+            if wide {
+                let (g, c, c0s, dGates) = (bits(grad), bits(cells), bits(c0), bits(gradGates))
+                // h's recurrent gradient, c's gradient and the step's result for c, as bfloat16;
+                // the gates' gradient and the product in float32.
+                let states = UnsafeMutablePointer<UInt16>.allocate(capacity: 3 * count * n)
+                let floats32 = UnsafeMutablePointer<Float>.allocate(capacity: 5 * count * n)
+                defer { (states.deallocate(), floats32.deallocate()) }
+                var (dh, dc, dcPrevious) = (states, states + count * n, states + 2 * count * n)
+                let (dgWide, dhWide) = (floats32, floats32 + 4 * count * n)
+                dh.initialize(repeating: 0, count: count * n)
+                dc.update(from: g + (steps * batch + first) * n, count: count * n)
+                for s in order.indices.reversed() {
+                    let at = order[s] * batch + first, dg = dGates + 4 * n * at
+                    lucid_host_lstm_cell_backward_bf16(
+                        acts + 5 * n * at, previous(c0s, c, s, first), g + n * at, dh, dc, dg, dcPrevious, count, n)
+                    lucid_host_widen_bf16(dg, dgWide, count * 4 * n)
+                    lucid_host_product_rows(dgWide, panels, nil, dhWide, count, n, 4 * n)
+                    lucid_host_narrow_bf16(dhWide, dh, count * n)
+                    swap(&dc, &dcPrevious)
+                }
+                (bits(gradH0) + first * n).update(from: dh, count: count * n)
+                (bits(gradC0) + first * n).update(from: dc, count: count * n)
+            } else {
+                let (g, c, c0s, dGates) = (floats(grad), floats(cells), floats(c0), floats(gradGates))
+                let states = UnsafeMutablePointer<Float>.allocate(capacity: 3 * count * n)
+                defer { states.deallocate() }
+                var (dh, dc, dcPrevious) = (states, states + count * n, states + 2 * count * n)
+                dh.initialize(repeating: 0, count: count * n)
+                dc.update(from: g + (steps * batch + first) * n, count: count * n)
+                for s in order.indices.reversed() {
+                    let at = order[s] * batch + first, dg = dGates + 4 * n * at
+                    lucid_host_lstm_cell_backward(
+                        acts + 5 * n * at, previous(c0s, c, s, first), g + n * at, dh, dc, dg, dcPrevious, count, n)
+                    lucid_host_product_rows(dg, panels, nil, dh, count, n, 4 * n)
+                    swap(&dc, &dcPrevious)
+                }
+                (floats(gradH0) + first * n).update(from: dh, count: count * n)
+                (floats(gradC0) + first * n).update(from: dc, count: count * n)
+            }
+        }
+    }
+
     /// Runs `body(first, rows)` over a cell's `batch` rows of `n` values, in parallel parts of
     /// whole rows when there are enough: each value costs five exponentials, so a part of about a
     /// thousand values (10 µs) repays waking a thread. `first` is the part's first value's

@@ -215,6 +215,8 @@ final class HostBackend: Backend {
         case .leakyRelu: takes = FloatFastPath.applies(w[0], r[0])
         case .lstmRecurrence:  // bfloat16 with float32 activations (the last write) too
             takes = plain(r + w) || (plain([w[2]]) && (r + w.dropLast()).allSatisfy { $0.dtype == .bfloat16 && $0.isContiguous })
+        case .lstmRecurrenceBackward:  // the activations are the last read
+            takes = plain(r + w) || (plain([r[4]]) && (r.dropLast() + w).allSatisfy { $0.dtype == .bfloat16 && $0.isContiguous })
         case .leakyReluBackward:
             takes = FloatFastPath.applies(w[0], r[0]) && (FloatFastPath.applies(w[0], r[1]) || FloatFastPath.splats(r[1], w[0]))
         case .avgPool2d(let g), .avgPool2dBackward(let g): takes = g.dilation == (1, 1) && plain(r + w)
