@@ -250,13 +250,13 @@ extension FloatFastPath {
     private static func sum(_ x: UnsafePointer<Float>, _ n: Int) -> Double {
         let blocks = (n + 4095) / 4096
         var total = 0.0
-        guard n >= 2 * HostThreads.streamingGrain, HostThreads.current > 1 else {
+        guard n >= 2 * HostThreads.grain, HostThreads.current > 1 else {
             for b in 0..<blocks { total += blockSum(x, b * 4096, Swift.min(n, b * 4096 + 4096)) }
             return total
         }
         let partial = UnsafeMutablePointer<Double>.allocate(capacity: blocks)
         defer { partial.deallocate() }
-        HostThreads.forEachRange(blocks, grain: HostThreads.streamingGrain / 4096, align: 1) { range in
+        HostThreads.forEachRange(blocks, grain: HostThreads.grain / 4096, align: 1) { range in
             for b in range { partial[b] = blockSum(x, b * 4096, Swift.min(n, b * 4096 + 4096)) }
         }
         for b in 0..<blocks { total += partial[b] }
