@@ -251,9 +251,9 @@ def test_a_forked_child_runs_onednn_kernels_its_parent_ran(restore_threads):
 
 
 def test_large_sums_scans_and_fills_do_not_depend_on_the_thread_count(restore_threads):
-    # Past a million elements, a sum adds its blocks in parallel (then in order), the scan for NaN and
-    # infinities that keeps oneDNN away from non-finite inputs runs in parallel ranges, and a
-    # sum's gradient is filled in parallel: the same bits on one thread or two.
+    # A sum adds its blocks in parallel (then in order) from 128K elements; past a million the
+    # scan for NaN and infinities that keeps oneDNN away from non-finite inputs runs in parallel
+    # ranges, and a sum's gradient is filled in parallel: the same bits on one thread or two.
     import lucid.nn.functional as F
 
     rng = np.random.default_rng(11)
@@ -272,6 +272,7 @@ def test_large_sums_scans_and_fills_do_not_depend_on_the_thread_count(restore_th
         xb = lucid.tensor(b)
         return [
             np.float32(total.item()),
+            np.float32(lucid.tensor(a[: 300_000 + 7]).sum().item()),  # parallel below the streaming grain
             x.grad.numpy(),
             lucid.tensor(rows).sum(dim=1).numpy(),
             F.gelu(xb).numpy(),
