@@ -514,3 +514,29 @@ def test_bfloat16_numpy_arrays_made_in_a_fresh_process_are_read_as_bfloat16():
         "assert (t.numpy() == x).all() and t.numpy().dtype == x.dtype\n"
         "assert lucid.from_numpy(x).dtype is lucid.bfloat16\n"
     )
+
+
+def test_a_value_broadcast_everywhere_converts_as_each_element_would():
+    # One value at stride 0 (a sum's gradient, cast to a lower precision) converts once and
+    # spreads: the same as converting the materialised tensor, for every target dtype.
+    for value in (3.7, -2.5e-3, 1e30, float("nan"), float("inf")):
+        spread = lucid.tensor(np.float32(value)).expand(5, 7)
+        assert spread.stride() == (0, 0)
+        want = np.full((5, 7), value, np.float32)
+        np.testing.assert_array_equal(
+            spread.to(lucid.bfloat16).float().numpy(), want.astype(ml_dtypes.bfloat16).astype(np.float32)
+        )
+        with np.errstate(over="ignore"):  # 1e30 is past float16's range: inf, as lucid gives
+            half = want.astype(np.float16).astype(np.float32)
+        np.testing.assert_array_equal(spread.to(lucid.float16).float().numpy(), half)
+        np.testing.assert_array_equal(spread.double().numpy(), want.astype(np.float64))
+        if np.isfinite(value) and abs(value) < 1e9:
+            np.testing.assert_array_equal(spread.to(lucid.int32).numpy(), want.astype(np.int32))
+    # A 0-d source broadcast to one element, and a row broadcast along a dimension, take the
+    # ordinary paths.
+    np.testing.assert_array_equal(lucid.tensor(np.float32(1.5)).expand(1).to(lucid.bfloat16).float().numpy(), [1.5])
+    row = np.arange(4, dtype=np.float32) / 3
+    np.testing.assert_array_equal(
+        lucid.tensor(row).expand(3, 4).to(lucid.bfloat16).float().numpy(),
+        np.broadcast_to(row, (3, 4)).astype(ml_dtypes.bfloat16).astype(np.float32),
+    )

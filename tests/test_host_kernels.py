@@ -295,7 +295,9 @@ def test_a_bfloat16_convolution_with_few_channels_is_right_natively_or_widened(t
     for ask in ("avx2", "avx512"):
         path = tmp_path / f"conv-{ask}.npz"
         env = {**os.environ, "LUCID_HOST_ISA": ask}
-        done = subprocess.run([sys.executable, "-c", CONV, str(path)], env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-c", CONV, str(path)], env=env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         runs.append(dict(np.load(path)))
     for c in (1, 3):

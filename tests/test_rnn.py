@@ -155,7 +155,9 @@ def test_an_lstm_layer_runs_its_steps_in_one_kernel_or_one_by_one_alike(dtype):
     runs = []
     for contiguous in (True, False):
         hx = [
-            lucid.tensor(s, dtype=dt) if contiguous else lucid.tensor(np.ascontiguousarray(s.transpose(0, 2, 1)), dtype=dt).transpose(1, 2)
+            lucid.tensor(s, dtype=dt)
+            if contiguous
+            else lucid.tensor(np.ascontiguousarray(s.transpose(0, 2, 1)), dtype=dt).transpose(1, 2)
             for s in (h0, c0)
         ]
         assert all(t.is_contiguous() == contiguous for t in hx)
@@ -163,9 +165,7 @@ def test_an_lstm_layer_runs_its_steps_in_one_kernel_or_one_by_one_alike(dtype):
         out, (h, c) = m(tx, tuple(hx))
         assert out.dtype == h.dtype == c.dtype == dt
         (out.float() * lucid.tensor(g)).sum().backward()
-        runs.append(
-            [t.float().numpy() for t in (out.detach(), h.detach(), c.detach(), tx.grad, m.weight_hh_l1.grad)]
-        )
+        runs.append([t.float().numpy() for t in (out.detach(), h.detach(), c.detach(), tx.grad, m.weight_hh_l1.grad)])
         m.zero_grad()
     for run in runs:
         for got, exact in zip(run[:3], (want, h_n, c_n)):

@@ -114,6 +114,14 @@ final class HostBackend: Backend {
             }
         }
         if BFloat16FastPath.applies(src, dst) { return BFloat16FastPath.copy(src, into: dst) }
+        // One value everywhere (the gradient of a sum, cast back to a lower precision):
+        // converted once, then spread as bits.
+        if dst.numel > 1, src.strides.allSatisfy({ $0 == 0 }),
+            let one = try? TensorImpl.empty([1], dtype: dst.dtype, on: Self.scratch(beside: dst))
+        {
+            dispatch(src.dtype, CopySource(src: src.view(shape: [1], strides: [0], offset: src.offset), dst: one))
+            return copy(one.view(shape: dst.shape, strides: dst.shape.map { _ in 0 }, offset: 0), into: dst)
+        }
         dispatch(src.dtype, CopySource(src: src, dst: dst))
     }
 
