@@ -662,13 +662,17 @@ def test_sixteen_bit_fused_attention_over_many_chunks(dtype, causal):
     if causal:
         s = np.where(np.tril(np.ones((300, 280), bool)), s, -np.inf)
     p = softmax(s)
-    want = p.astype(np.float32).astype(np_type).astype(np.float64) @ wide[2]
     lq, lk, lv = (lucid.tensor(a.astype(np.float32)).to(dtype) for a in (q, k, v))
     out = F.scaled_dot_product_attention(lq, lk, lv, is_causal=causal)
     o, w = F._attention(lq, lk, lv, None, 0.0, causal, None, True)
     assert out.dtype == o.dtype == w.dtype == dtype
-    np.testing.assert_allclose(out.float().numpy(), want, rtol=1e-2, atol=2e-3)
-    np.testing.assert_allclose(w.float().numpy(), p, rtol=1e-2, atol=1e-4)
+    # The weights are p rounded to the dtype (within its step: a weight whose float32 value
+    # lies at a rounding boundary may round either way, and in a causal row's first entries
+    # one step of a weight near 1 moves the output by a few thousandths), and the output is
+    # the product of those rounded weights.
+    rounded = w.float().numpy().astype(np.float64)
+    np.testing.assert_allclose(rounded, p, rtol=1e-2, atol=1e-4)
+    np.testing.assert_allclose(out.float().numpy(), rounded @ wide[2], rtol=1e-2, atol=2e-3)
     np.testing.assert_array_equal(out.float().numpy(), o.float().numpy())
 
 

@@ -54,7 +54,10 @@ extension HostBackend: RecurrentCellKernels {
             let w = scratch + 4 * n * n, b = w + 4 * n * n
             lucid_host_widen_bf16(bits(wHh), w, 4 * n * n)
             lucid_host_pack_panels(w, panels, 4 * n, n)
-            bias = bHh.map { lucid_host_widen_bf16(bits($0), b, 4 * n); return UnsafePointer(b) }
+            if let bHh {
+                lucid_host_widen_bf16(bits(bHh), b, 4 * n)
+                bias = UnsafePointer(b)
+            }
         } else {
             lucid_host_pack_panels(floats(wHh), panels, 4 * n, n)
         }
