@@ -45,65 +45,51 @@ extension HostBackend: RecurrentCellKernels {
     ) {
         let (batch, n) = (c0.shape[0], c0.shape[1])
         let wide = xw.dtype == .bfloat16
-        // wHh's panels, then (bfloat16) its values and the bias widened.
-        let scratch = UnsafeMutablePointer<Float>.allocate(capacity: (wide ? 8 * n * n + 4 * n : 4 * n * n))
+        // wHh's panels (hw = h · wHhᵀ), then (bfloat16) its values and the bias widened.
+        let scratch = UnsafeMutablePointer<Float>.allocate(capacity: wide ? 8 * n * n + 4 * n : 4 * n * n)
         defer { scratch.deallocate() }
-        let panels = scratch
         var bias = bHh.map { UnsafePointer(floats($0)) }
         if wide {
             let w = scratch + 4 * n * n, b = w + 4 * n * n
             lucid_host_widen_bf16(bits(wHh), w, 4 * n * n)
-            lucid_host_pack_panels(w, panels, 4 * n, n)
+            lucid_host_pack_panels(w, scratch, 4 * n, n)
             if let bHh {
                 lucid_host_widen_bf16(bits(bHh), b, 4 * n)
                 bias = UnsafePointer(b)
             }
         } else {
-            lucid_host_pack_panels(floats(wHh), panels, 4 * n, n)
+            lucid_host_pack_panels(floats(wHh), scratch, 4 * n, n)
         }
-        let acts = floats(activations)
-        HostThreads.forEachRange(batch, grain: 1, align: 1) { rows in
-            let (first, count) = (rows.lowerBound, rows.count)
-            // The step's product, then (bfloat16) the rows of h widened and the product rounded.
-            let hw = UnsafeMutablePointer<Float>.allocate(capacity: count * (wide ? 7 * n : 4 * n))
-            defer { hw.deallocate() }
-            if wide {
-                let (x, h, c) = (bits(xw), bits(out), bits(cells))
-                let hWide = hw + count * 4 * n
-                let hwBits = UnsafeMutableRawPointer(hWide + count * n).assumingMemoryBound(to: UInt16.self)
-                var (hPrevious, cPrevious) = (UnsafePointer(bits(h0) + first * n), UnsafePointer(bits(c0) + first * n))
+        let panels = UnsafePointer(scratch), acts = floats(activations)
+        func run<E: RecurrentRowElement>(_: E.Type) {
+            HostThreads.forEachRange(batch, grain: 1, align: 1) { rows in
+                let (first, count) = (rows.lowerBound, rows.count)
+                let (x, h, c) = (E.pointer(xw), E.pointer(out), E.pointer(cells))
+                let hw = UnsafeMutablePointer<E>.allocate(capacity: count * 4 * n)
+                let work = UnsafeMutablePointer<Float>.allocate(capacity: E.productScratch(rows: count, n: 4 * n, k: n))
+                defer { (hw.deallocate(), work.deallocate()) }
+                var (hPrevious, cPrevious) = (UnsafePointer(E.pointer(h0) + first * n), UnsafePointer(E.pointer(c0) + first * n))
                 for t in order {
                     let at = t * batch + first
-                    lucid_host_widen_bf16(hPrevious, hWide, count * n)
-                    lucid_host_product_rows(hWide, panels, bias, hw, count, 4 * n, n)
-                    lucid_host_narrow_bf16(hw, hwBits, count * 4 * n)
-                    lucid_host_lstm_cell_bf16(x + 4 * n * at, hwBits, cPrevious, h + n * at, c + n * at, acts + 5 * n * at, count, n)
-                    (hPrevious, cPrevious) = (UnsafePointer(h + n * at), UnsafePointer(c + n * at))
-                }
-            } else {
-                let (x, h, c) = (floats(xw), floats(out), floats(cells))
-                var (hPrevious, cPrevious) = (UnsafePointer(floats(h0) + first * n), UnsafePointer(floats(c0) + first * n))
-                for t in order {
-                    let at = t * batch + first
-                    lucid_host_product_rows(hPrevious, panels, bias, hw, count, 4 * n, n)
-                    lucid_host_lstm_cell(x + 4 * n * at, hw, cPrevious, h + n * at, c + n * at, acts + 5 * n * at, count, n)
+                    E.product(hPrevious, panels, bias, hw, count, 4 * n, n, scratch: work)
+                    E.lstmCell(x + 4 * n * at, hw, cPrevious, h + n * at, c + n * at, acts + 5 * n * at, count, n)
                     (hPrevious, cPrevious) = (UnsafePointer(h + n * at), UnsafePointer(c + n * at))
                 }
             }
         }
+        wide ? run(UInt16.self) : run(Float.self)
     }
 
     /// The same per-thread split backward through the steps: each thread runs its rows' cell
     /// backward and their recurrent product (the gates' gradient times wHh, over wHh packed
-    /// once) step by step, in reverse. bfloat16 widens each step's gates' gradient for the
-    /// product and rounds the product once, as the bfloat16 product does.
+    /// once) step by step, in reverse; bfloat16 rounds each product once, as the forward.
     func lstmRecurrenceBackward(
         _ grad: TensorImpl, wHh: TensorImpl, c0: TensorImpl, cells: TensorImpl, activations: TensorImpl, order: [Int],
         gradGates: TensorImpl, gradH0: TensorImpl, gradC0: TensorImpl
     ) {
         let (batch, n, steps) = (c0.shape[0], c0.shape[1], order.count)
         let wide = grad.dtype == .bfloat16
-        // wHh's panels (for dh = dGates · wHh), then (bfloat16) its values widened.
+        // wHh's panels (dh = dGates · wHh), then (bfloat16) its values widened.
         let scratch = UnsafeMutablePointer<Float>.allocate(capacity: wide ? 8 * n * n : 4 * n * n)
         defer { scratch.deallocate() }
         if wide {
@@ -113,52 +99,30 @@ extension HostBackend: RecurrentCellKernels {
             lucid_host_pack_panels_plain(floats(wHh), scratch, n, 4 * n)
         }
         let panels = UnsafePointer(scratch), acts = UnsafePointer(floats(activations))
-        /// The rows' state before step s: c0's, or the cell state the step before left.
-        func previous<E>(_ start: UnsafeMutablePointer<E>, _ all: UnsafeMutablePointer<E>, _ s: Int, _ first: Int) -> UnsafePointer<E> {
-            UnsafePointer(s == 0 ? start + first * n : all + (order[s - 1] * batch + first) * n)
-        }
-        HostThreads.forEachRange(batch, grain: 1, align: 1) { rows in
-            let (first, count) = (rows.lowerBound, rows.count)
-            if wide {
-                let (g, c, c0s, dGates) = (bits(grad), bits(cells), bits(c0), bits(gradGates))
-                // h's recurrent gradient, c's gradient and the step's result for c, as bfloat16;
-                // the gates' gradient and the product in float32.
-                let states = UnsafeMutablePointer<UInt16>.allocate(capacity: 3 * count * n)
-                let floats32 = UnsafeMutablePointer<Float>.allocate(capacity: 5 * count * n)
-                defer { (states.deallocate(), floats32.deallocate()) }
+        func run<E: RecurrentRowElement>(_: E.Type) {
+            HostThreads.forEachRange(batch, grain: 1, align: 1) { rows in
+                let (first, count) = (rows.lowerBound, rows.count)
+                let (g, c, dGates) = (E.pointer(grad), E.pointer(cells), E.pointer(gradGates))
+                // h's recurrent gradient, c's gradient, and the step's result for the c before.
+                let states = UnsafeMutablePointer<E>.allocate(capacity: 3 * count * n)
+                let work = UnsafeMutablePointer<Float>.allocate(capacity: E.productScratch(rows: count, n: n, k: 4 * n))
+                defer { (states.deallocate(), work.deallocate()) }
                 var (dh, dc, dcPrevious) = (states, states + count * n, states + 2 * count * n)
-                let (dgWide, dhWide) = (floats32, floats32 + 4 * count * n)
-                dh.initialize(repeating: 0, count: count * n)
+                dh.initialize(repeating: .zero, count: count * n)
                 dc.update(from: g + (steps * batch + first) * n, count: count * n)
                 for s in order.indices.reversed() {
                     let at = order[s] * batch + first, dg = dGates + 4 * n * at
-                    lucid_host_lstm_cell_backward_bf16(
-                        acts + 5 * n * at, previous(c0s, c, s, first), g + n * at, dh, dc, dg, dcPrevious, count, n)
-                    lucid_host_widen_bf16(dg, dgWide, count * 4 * n)
-                    lucid_host_product_rows(dgWide, panels, nil, dhWide, count, n, 4 * n)
-                    lucid_host_narrow_bf16(dhWide, dh, count * n)
+                    // The rows' cell state before the step: c0's, or the one the step before left.
+                    let cPrevious = s == 0 ? E.pointer(c0) + first * n : c + (order[s - 1] * batch + first) * n
+                    E.lstmCellBackward(acts + 5 * n * at, cPrevious, g + n * at, dh, dc, dg, dcPrevious, count, n)
+                    E.product(dg, panels, nil, dh, count, n, 4 * n, scratch: work)
                     swap(&dc, &dcPrevious)
                 }
-                (bits(gradH0) + first * n).update(from: dh, count: count * n)
-                (bits(gradC0) + first * n).update(from: dc, count: count * n)
-            } else {
-                let (g, c, c0s, dGates) = (floats(grad), floats(cells), floats(c0), floats(gradGates))
-                let states = UnsafeMutablePointer<Float>.allocate(capacity: 3 * count * n)
-                defer { states.deallocate() }
-                var (dh, dc, dcPrevious) = (states, states + count * n, states + 2 * count * n)
-                dh.initialize(repeating: 0, count: count * n)
-                dc.update(from: g + (steps * batch + first) * n, count: count * n)
-                for s in order.indices.reversed() {
-                    let at = order[s] * batch + first, dg = dGates + 4 * n * at
-                    lucid_host_lstm_cell_backward(
-                        acts + 5 * n * at, previous(c0s, c, s, first), g + n * at, dh, dc, dg, dcPrevious, count, n)
-                    lucid_host_product_rows(dg, panels, nil, dh, count, n, 4 * n)
-                    swap(&dc, &dcPrevious)
-                }
-                (floats(gradH0) + first * n).update(from: dh, count: count * n)
-                (floats(gradC0) + first * n).update(from: dc, count: count * n)
+                (E.pointer(gradH0) + first * n).update(from: dh, count: count * n)
+                (E.pointer(gradC0) + first * n).update(from: dc, count: count * n)
             }
         }
+        wide ? run(UInt16.self) : run(Float.self)
     }
 
     /// Runs `body(first, rows)` over a cell's `batch` rows of `n` values, in parallel parts of
@@ -451,5 +415,73 @@ private struct RNNCellBackward: ElementVisitor {
             let y = E.float(ph, i)
             E.setFloat(pd, i, relu ? (y > 0 ? g : 0) : g * (1 - y * y))
         }
+    }
+}
+
+/// What the whole-layer recurrences need of an element type: float32 (`Float`), or bfloat16
+/// held as its bits (`UInt16`), whose products run on float32 copies and round once.
+private protocol RecurrentRowElement: AdditiveArithmetic {
+    static func pointer(_ t: TensorImpl) -> UnsafeMutablePointer<Self>
+    /// Floats of scratch `product` needs for `rows` rows of `n` results over `k` terms.
+    static func productScratch(rows: Int, n: Int, k: Int) -> Int
+    /// out[m, n] = a[m, k] · b (+ bias), b in lucid_host_product_rows' panels.
+    static func product(
+        _ a: UnsafePointer<Self>, _ panels: UnsafePointer<Float>, _ bias: UnsafePointer<Float>?, _ out: UnsafeMutablePointer<Self>,
+        _ m: Int, _ n: Int, _ k: Int, scratch: UnsafeMutablePointer<Float>)
+    static func lstmCell(
+        _ x: UnsafePointer<Self>, _ y: UnsafePointer<Self>, _ c: UnsafePointer<Self>, _ h: UnsafeMutablePointer<Self>,
+        _ cNew: UnsafeMutablePointer<Self>, _ act: UnsafeMutablePointer<Float>, _ batch: Int, _ n: Int)
+    static func lstmCellBackward(
+        _ act: UnsafePointer<Float>, _ c: UnsafePointer<Self>, _ gh: UnsafePointer<Self>, _ ghMore: UnsafePointer<Self>,
+        _ gc: UnsafePointer<Self>, _ dg: UnsafeMutablePointer<Self>, _ dc: UnsafeMutablePointer<Self>, _ batch: Int, _ n: Int)
+}
+
+extension Float: RecurrentRowElement {
+    fileprivate static func pointer(_ t: TensorImpl) -> UnsafeMutablePointer<Float> { floats(t) }
+    fileprivate static func productScratch(rows: Int, n: Int, k: Int) -> Int { 1 }
+    fileprivate static func product(
+        _ a: UnsafePointer<Float>, _ panels: UnsafePointer<Float>, _ bias: UnsafePointer<Float>?, _ out: UnsafeMutablePointer<Float>,
+        _ m: Int, _ n: Int, _ k: Int, scratch: UnsafeMutablePointer<Float>
+    ) {
+        lucid_host_product_rows(a, panels, bias, out, m, n, k)
+    }
+    fileprivate static func lstmCell(
+        _ x: UnsafePointer<Float>, _ y: UnsafePointer<Float>, _ c: UnsafePointer<Float>, _ h: UnsafeMutablePointer<Float>,
+        _ cNew: UnsafeMutablePointer<Float>, _ act: UnsafeMutablePointer<Float>, _ batch: Int, _ n: Int
+    ) {
+        lucid_host_lstm_cell(x, y, c, h, cNew, act, batch, n)
+    }
+    fileprivate static func lstmCellBackward(
+        _ act: UnsafePointer<Float>, _ c: UnsafePointer<Float>, _ gh: UnsafePointer<Float>, _ ghMore: UnsafePointer<Float>,
+        _ gc: UnsafePointer<Float>, _ dg: UnsafeMutablePointer<Float>, _ dc: UnsafeMutablePointer<Float>, _ batch: Int, _ n: Int
+    ) {
+        lucid_host_lstm_cell_backward(act, c, gh, ghMore, gc, dg, dc, batch, n)
+    }
+}
+
+extension UInt16: RecurrentRowElement {
+    fileprivate static func pointer(_ t: TensorImpl) -> UnsafeMutablePointer<UInt16> { bits(t) }
+    fileprivate static func productScratch(rows: Int, n: Int, k: Int) -> Int { rows * (k + n) }
+    /// a widened (exactly), multiplied in float32, the result rounded once.
+    fileprivate static func product(
+        _ a: UnsafePointer<UInt16>, _ panels: UnsafePointer<Float>, _ bias: UnsafePointer<Float>?, _ out: UnsafeMutablePointer<UInt16>,
+        _ m: Int, _ n: Int, _ k: Int, scratch: UnsafeMutablePointer<Float>
+    ) {
+        let (wideA, wideOut) = (scratch, scratch + m * k)
+        lucid_host_widen_bf16(a, wideA, m * k)
+        lucid_host_product_rows(wideA, panels, bias, wideOut, m, n, k)
+        lucid_host_narrow_bf16(wideOut, out, m * n)
+    }
+    fileprivate static func lstmCell(
+        _ x: UnsafePointer<UInt16>, _ y: UnsafePointer<UInt16>, _ c: UnsafePointer<UInt16>, _ h: UnsafeMutablePointer<UInt16>,
+        _ cNew: UnsafeMutablePointer<UInt16>, _ act: UnsafeMutablePointer<Float>, _ batch: Int, _ n: Int
+    ) {
+        lucid_host_lstm_cell_bf16(x, y, c, h, cNew, act, batch, n)
+    }
+    fileprivate static func lstmCellBackward(
+        _ act: UnsafePointer<Float>, _ c: UnsafePointer<UInt16>, _ gh: UnsafePointer<UInt16>, _ ghMore: UnsafePointer<UInt16>,
+        _ gc: UnsafePointer<UInt16>, _ dg: UnsafeMutablePointer<UInt16>, _ dc: UnsafeMutablePointer<UInt16>, _ batch: Int, _ n: Int
+    ) {
+        lucid_host_lstm_cell_backward_bf16(act, c, gh, ghMore, gc, dg, dc, batch, n)
     }
 }
