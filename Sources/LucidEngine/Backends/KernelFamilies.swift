@@ -45,6 +45,12 @@ protocol RecurrentCellKernels: AnyObject, Sendable {
     func lstmCell(
         _ xw: TensorImpl, _ hw: TensorImpl, _ c: TensorImpl, h: TensorImpl, cNew: TensorImpl,
         activations: TensorImpl)
+    /// Its backward from the gradient of `h` (plus `gradHRecurrent` when given, summed in the
+    /// real type), of `cNew`, or both (contiguous, of c's dtype): the gradient of the gates'
+    /// inputs ([B, 4H]) and of `c`.
+    func lstmCellBackward(
+        activations: TensorImpl, c: TensorImpl, gradH: TensorImpl?, gradHRecurrent: TensorImpl?,
+        gradC: TensorImpl?, gradGates: TensorImpl, gradCPrevious: TensorImpl)
     /// A whole LSTM layer's steps in `order`, contiguous, float32 or bfloat16 (the activations
     /// float32): each step's `hw = h·wHhᵀ (+ bHh)` from the step before (h0, c0 first), summed
     /// in float32 and rounded once to the dtype, then `lstmCell` with that step's row of `xw`
@@ -63,12 +69,6 @@ protocol RecurrentCellKernels: AnyObject, Sendable {
     func lstmRecurrenceBackward(
         _ grad: TensorImpl, wHh: TensorImpl, c0: TensorImpl, cells: TensorImpl, activations: TensorImpl, order: [Int],
         gradGates: TensorImpl, gradH0: TensorImpl, gradC0: TensorImpl)
-    /// Its backward from the gradient of `h` (plus `gradHRecurrent` when given, summed in the
-    /// real type), of `cNew`, or both (contiguous, of c's dtype): the gradient of the gates'
-    /// inputs ([B, 4H]) and of `c`.
-    func lstmCellBackward(
-        activations: TensorImpl, c: TensorImpl, gradH: TensorImpl?, gradHRecurrent: TensorImpl?,
-        gradC: TensorImpl?, gradGates: TensorImpl, gradCPrevious: TensorImpl)
     /// One Elman step over contiguous tensors of one floating dtype: `h = act(xw + hw)` ([B, H]),
     /// act tanh or (`relu`) ReLU, computed in the dtype's real type and rounded once.
     func rnnCell(_ xw: TensorImpl, _ hw: TensorImpl, relu: Bool, h: TensorImpl)

@@ -146,7 +146,7 @@ package enum Convolution {
         // arithmetic. float32 on the bfloat16 operands gives the same result (exact products,
         // float32 sums, rounded once). With it, the bfloat16 kernels are the faster (a third
         // of the float32 backward's time for one input channel).
-        if t[0].dtype == .bfloat16, let host = t[0].backend as? HostBackend, !host.nativeBFloat16, t[0].shape[1] / groups <= 4 {
+        if t[0].dtype == .bfloat16, t[0].backend is HostBackend, !HostBackend.nativeBFloat16, t[0].shape[1] / groups <= 4 {
             guard let y = try direct(name, try t.map { try Ops.cast($0, to: .float32) }, groups: groups, g) else { return nil }
             return try Ops.cast(y, to: .bfloat16)
         }

@@ -41,8 +41,7 @@ final class HostBackend: Backend {
 
     /// Whether the CPU has bfloat16 arithmetic in its vector unit, which oneDNN's bfloat16
     /// kernels then use instead of converting to float32 inside.
-    var nativeBFloat16: Bool { Self.cpuHasBFloat16 }
-    private static let cpuHasBFloat16 = lucid_host_native_bf16() != 0
+    static let nativeBFloat16 = lucid_host_native_bf16() != 0
 
     init(device: Device, name: String, declining declined: Set<KernelFamily> = []) {
         self.device = device
