@@ -70,6 +70,17 @@ final class HandleTable<Object>: @unchecked Sendable {
         }
     }
 
+    /// `body` applied to the objects behind handles `a` and `b` (the first invalid one is
+    /// reported), under one acquisition of the table's lock.
+    @inline(__always)
+    func with<R>(_ a: UInt32, _ b: UInt32, _ body: (Object, Object) throws -> R) throws -> R {
+        try lock.withLock {
+            guard let i = locate(a), let x = slots[i].object else { throw invalid(a) }
+            guard let j = locate(b), let y = slots[j].object else { throw invalid(b) }
+            return try body(x, y)
+        }
+    }
+
     /// `body` applied to the object behind `handle`, which it may replace, under the table's
     /// lock. The object it replaces is released after the lock, as in `remove(_:)`.
     func update<R>(_ handle: UInt32, _ body: (inout Object) throws -> R) throws -> R {

@@ -20,7 +20,10 @@ func params(_ p: UnsafePointer<Int64>?, _ count: Int, _ what: String) throws -> 
 
 @_cdecl("lucid_compare")
 public func lucid_compare(_ op: Int32, _ a: UInt32, _ b: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
-    abiCall { try emit(try Comparison.compare(try decode(op, as: CompareKernel.self, "comparison"), try tensors.get(a), try tensors.get(b)), out) }
+    abiCall {
+        let k = try decode(op, as: CompareKernel.self, "comparison"), (x, y) = try tensors.get(a, b)
+        try emit(try Comparison.compare(k, x, y), out)
+    }
 }
 
 @_cdecl("lucid_compare_scalar")

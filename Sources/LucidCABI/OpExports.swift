@@ -4,7 +4,10 @@ import LucidEngine
 
 @_cdecl("lucid_binary")
 public func lucid_binary(_ op: Int32, _ a: UInt32, _ b: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
-    abiCall { try emit(try Elementwise.binary(try decode(op, as: BinaryKernel.self, "binary op"), try tensors.get(a), try tensors.get(b)), out) }
+    abiCall {
+        let k = try decode(op, as: BinaryKernel.self, "binary op"), (x, y) = try tensors.get(a, b)
+        try emit(try Elementwise.binary(k, x, y), out)
+    }
 }
 
 @_cdecl("lucid_binary_scalar")
@@ -67,7 +70,10 @@ public func lucid_bitwise_not(_ a: UInt32, _ out: UnsafeMutablePointer<Int64>?) 
 
 @_cdecl("lucid_matmul")
 public func lucid_matmul(_ a: UInt32, _ b: UInt32, _ out: UnsafeMutablePointer<Int64>?) -> Int32 {
-    abiCall { try emit(try LinearAlgebra.matmul(try tensors.get(a), try tensors.get(b)), out) }
+    abiCall {
+        let (x, y) = try tensors.get(a, b)
+        try emit(try LinearAlgebra.matmul(x, y), out)
+    }
 }
 
 @_cdecl("lucid_linear")

@@ -70,6 +70,16 @@ final class TensorTable: @unchecked Sendable {
         return t
     }
 
+    /// The engine tensors behind two handles, looked up under one acquisition of the lock (a
+    /// binary op's operands).
+    @inline(__always)
+    func get(_ a: UInt32, _ b: UInt32) throws -> (TensorImpl, TensorImpl) {
+        var dropped: [TensorImpl] = []
+        let pair = try table.with(a, b) { ($0.current(&dropped), $1.current(&dropped)) }
+        withExtendedLifetime(dropped) {}
+        return pair
+    }
+
     /// A new handle for `t`, a tensor of its own.
     @inline(__always)
     func insert(_ t: TensorImpl) throws -> UInt32 { try table.insert(.tensor(t)) }

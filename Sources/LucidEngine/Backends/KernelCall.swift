@@ -8,13 +8,53 @@ enum KernelRoute: Sendable, Equatable {
 /// operands last, when given).
 struct KernelCall {
     let op: KernelOp
-    let reads: [TensorImpl]
-    let writes: [TensorImpl]
+    let reads: Operands
+    let writes: Operands
 
-    init(_ op: KernelOp, reads: [TensorImpl], writes: [TensorImpl]) {
+    init(_ op: KernelOp, reads: Operands, writes: Operands) {
         self.op = op
         self.reads = reads
         self.writes = writes
+    }
+}
+
+/// A kernel call's reads or its writes. The first three are held inline, so that the calls of
+/// the core kernels (at most three of each) allocate nothing for their operands: a small op
+/// makes one call, and two arrays were a tenth of its time.
+struct Operands: RandomAccessCollection, ExpressibleByArrayLiteral {
+    private let first: TensorImpl?, second: TensorImpl?, third: TensorImpl?
+    /// The operands after the third.
+    private let more: [TensorImpl]
+    let count: Int
+
+    @inline(__always)
+    init(_ operands: [TensorImpl]) {
+        count = operands.count
+        first = count > 0 ? operands[0] : nil
+        second = count > 1 ? operands[1] : nil
+        third = count > 2 ? operands[2] : nil
+        more = count > 3 ? Array(operands[3...]) : []
+    }
+
+    @inline(__always)
+    init(arrayLiteral operands: TensorImpl...) { self.init(operands) }
+
+    var startIndex: Int { 0 }
+    var endIndex: Int { count }
+
+    subscript(i: Int) -> TensorImpl {
+        precondition(i >= 0 && i < count, "operand \(i) of \(count)")
+        switch i {
+        case 0: return first!
+        case 1: return second!
+        case 2: return third!
+        default: return more[i - 3]
+        }
+    }
+
+    /// The operands followed by `others`.
+    static func + <S: Sequence<TensorImpl>>(operands: Operands, others: S) -> [TensorImpl] {
+        Array(operands) + others
     }
 }
 
@@ -67,15 +107,15 @@ enum KernelOp: Sendable {
     /// reads [cols], writes [x]
     case col2im
     /// reads the pass's inputs (forward: [x, weight, bias?]), writes [out]
-    case convolution(ConvolutionPassKind, ConvolutionProblem)
+    indirect case convolution(ConvolutionPassKind, ConvolutionProblem)
     /// reads [x], writes [values, indices]
     case maxPool2d
     /// reads [grad, indices], writes [gradIn]
     case maxPool2dBackward
     /// reads [x, divisors], writes [out]
-    case avgPool2d(WindowGeometry)
+    indirect case avgPool2d(WindowGeometry)
     /// reads [grad, divisors], writes [gradIn]
-    case avgPool2dBackward(WindowGeometry)
+    indirect case avgPool2dBackward(WindowGeometry)
     /// reads [x], writes [out]
     case softmax(axis: Int, log: Bool)
     /// reads [grad, y], writes [gradIn]

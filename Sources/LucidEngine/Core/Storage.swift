@@ -47,6 +47,9 @@ extension DeviceBuffer {
 final class Storage: @unchecked Sendable {
     let buffer: any DeviceBuffer
     let backend: any Backend
+    /// The backend's device, kept here: every op asks each operand's (a call through the
+    /// backend's existential otherwise).
+    let device: Device
     /// Three atomic counts in one `malloc` block (C11 atomics in CHostKernels): this storage's
     /// version, then the writes through every storage of the buffer and the live aliases of it
     /// (both read from `root`'s for an alias). One plain allocation instead of a counter object
@@ -59,6 +62,7 @@ final class Storage: @unchecked Sendable {
     init(buffer: any DeviceBuffer, backend: any Backend) {
         self.buffer = buffer
         self.backend = backend
+        device = backend.device
         counts = Self.newCounts()
         root = nil
     }
@@ -66,6 +70,7 @@ final class Storage: @unchecked Sendable {
     private init(aliasing other: Storage) {
         buffer = other.buffer
         backend = other.backend
+        device = other.device
         counts = Self.newCounts()
         let root = other.root ?? other
         self.root = root
@@ -87,8 +92,6 @@ final class Storage: @unchecked Sendable {
             ?? UnsafeMutableRawPointer.allocate(byteCount: 3 * MemoryLayout<Int64>.stride, alignment: 16)
         return raw.initializeMemory(as: Int64.self, repeating: 0, count: 3)
     }
-
-    var device: Device { backend.device }
 
     /// How many in-place writes this storage has had.
     var version: Int64 { lucid_counter_load(counts) }

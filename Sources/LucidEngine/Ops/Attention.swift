@@ -83,7 +83,7 @@ package enum Attention {
         let batch = q3.shape[0]
         let out = try TensorImpl.empty([batch, l, ev], dtype: q.dtype, on: q.backend)
         let p = needWeights || tracked ? try TensorImpl.empty([batch, l, s], dtype: q.dtype, on: q.backend) : nil
-        let call = KernelCall(.attention, reads: [q3, k3, v3] + (m3.map { [$0] } ?? []), writes: [out] + (p.map { [$0] } ?? []))
+        let call = KernelCall(.attention, reads: Operands([q3, k3, v3] + (m3.map { [$0] } ?? [])), writes: Operands([out] + (p.map { [$0] } ?? [])))
         guard
             try q.runUnlessComposed(
                 AttentionKernels.self, call, "attention",

@@ -155,7 +155,7 @@ package enum Convolution {
         let o = w.shape[0]
         let problem = ConvolutionProblem(batch: x.shape[0], channels: x.shape[1], outChannels: o, groups: groups, g, dtype: x.dtype)
         let out = try TensorImpl.empty([x.shape[0], o, g.output.0, g.output.1], dtype: x.dtype, on: x.backend)
-        let call = KernelCall(.convolution(.forward, problem), reads: [x, w] + (b.map { [$0] } ?? []), writes: [out])
+        let call = KernelCall(.convolution(.forward, problem), reads: Operands([x, w] + (b.map { [$0] } ?? [])), writes: [out])
         guard
             try out.runUnlessComposed(
                 DirectConvolutionKernels.self, call, name,
@@ -186,7 +186,7 @@ package enum Convolution {
     ) throws -> TensorImpl {
         let source = (gradOut ?? x)!
         let out = try TensorImpl.empty(shape, dtype: source.dtype, on: source.backend)
-        let call = KernelCall(.convolution(kind, problem), reads: [x, weight, gradOut].compactMap { $0 }, writes: [out])
+        let call = KernelCall(.convolution(kind, problem), reads: Operands([x, weight, gradOut].compactMap { $0 }), writes: [out])
         guard
             try out.runUnlessComposed(
                 DirectConvolutionKernels.self, call, name,

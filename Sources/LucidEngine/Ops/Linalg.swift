@@ -328,7 +328,7 @@ package enum Linalg {
             let needVectors = vectors || Autograd.tracks(a)
             let w3 = try TensorImpl.empty([a3.shape[0], n], dtype: a.dtype, on: a.backend)
             let v = needVectors ? try output(batch, n, n, dtype: a.dtype, like: a) : nil
-            let info = w3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3], writes: [w3] + (v.map { [$0.0] } ?? [])), op) {
+            let info = w3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3], writes: Operands([w3] + (v.map { [$0.0] } ?? []))), op) {
                 $0.eigh(a3, upper: upper, values: w3, vectors: v?.0)
             }
             if let (i, k) = firstFailure(info) {
@@ -386,7 +386,7 @@ package enum Linalg {
             let u = needVectors ? try output(batch, m, fullU ? m : k, dtype: a.dtype, like: a) : nil
             let vh = needVectors ? try output(batch, fullU ? n : k, n, dtype: a.dtype, like: a) : nil
             let writes = [s3] + (u.map { [$0.0] } ?? []) + (vh.map { [$0.0] } ?? [])
-            let info = s3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3], writes: writes), op) {
+            let info = s3.run(LinalgKernels.self, KernelCall(.lapack, reads: [a3], writes: Operands(writes)), op) {
                 $0.svd(a3, full: fullU, s: s3, u: u?.0, vh: vh?.0)
             }
             if let (i, _) = firstFailure(info) {

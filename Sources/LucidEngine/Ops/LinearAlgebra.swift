@@ -164,7 +164,7 @@ package enum LinearAlgebra {
         let x3 = flat.view(shape: [1, rows, inF], strides: [0, flat.strides[0], flat.strides[1]])
         let wT = w.view(shape: [1, inF, outF], strides: [0, w.strides[1], w.strides[0]])
         let out = try TensorImpl.empty([1, rows, outF], dtype: xi.dtype, on: xi.backend)
-        out.run(MatmulKernels.self, KernelCall(.gemm, reads: [x3, wT] + (b.map { [$0] } ?? []), writes: [out]), "linear") {
+        out.run(MatmulKernels.self, KernelCall(.gemm, reads: Operands([x3, wT] + (b.map { [$0] } ?? [])), writes: [out]), "linear") {
             $0.gemm(x3, wT, bias: b, into: out)
         }
         let shape = lead + [outF]

@@ -108,7 +108,7 @@ package enum Losses {
         let loss = try TensorImpl.empty([n, m], dtype: logp.dtype, on: logp.backend)
         let w = try TensorImpl.empty([n, m], dtype: logp.dtype, on: logp.backend)
         let call = KernelCall(
-            .nllTerms(ignoreIndex: Int64(ignoreIndex)), reads: [logp, y] + (weight.map { [$0] } ?? []), writes: [loss, w])
+            .nllTerms(ignoreIndex: Int64(ignoreIndex)), reads: Operands([logp, y] + (weight.map { [$0] } ?? [])), writes: [loss, w])
         let ran: Void? = try loss.runUnlessComposed(ClassLossKernels.self, call, "nll_loss") {
             try $0.nllTerms(logp, target: y, weight: weight, ignoreIndex: Int64(ignoreIndex), loss: loss, weights: w) {
                 outOfBounds(classes: c, ignoreIndex: ignoreIndex, "got \($0)")
@@ -127,7 +127,7 @@ package enum Losses {
         let spread = g.ndim == 0 ? g.view(shape: [n, m], strides: [0, 0], offset: g.offset) : try ShapeOps.reshape(g, [n, m])
         let gradIn = try TensorImpl.empty(shape, dtype: g.dtype, on: g.backend)
         let call = KernelCall(
-            .nllBackward(ignoreIndex: Int64(ignoreIndex)), reads: [spread, y, w] + (total.map { [$0] } ?? []),
+            .nllBackward(ignoreIndex: Int64(ignoreIndex)), reads: Operands([spread, y, w] + (total.map { [$0] } ?? [])),
             writes: [gradIn])
         let ran: Void? = gradIn.runUnlessComposed(ClassLossKernels.self, call, "nll_loss") {
             $0.nllBackward(spread, total: total, target: y, weights: w, ignoreIndex: Int64(ignoreIndex), into: gradIn)

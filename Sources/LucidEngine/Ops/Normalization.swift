@@ -63,7 +63,7 @@ package enum Normalization {
         let mean = try TensorImpl.empty([rows, 1], dtype: .float32, on: xc.backend)
         let rstd = try TensorImpl.empty([rows, 1], dtype: .float32, on: xc.backend)
         let input = xc.withRequiresGrad(false)
-        let call = KernelCall(.normalizeRows, reads: [input] + [w32, b32].compactMap { $0 }, writes: [out, mean, rstd])
+        let call = KernelCall(.normalizeRows, reads: Operands([input] + [w32, b32].compactMap { $0 }), writes: [out, mean, rstd])
         guard
             xc.runUnlessComposed(
                 NormalizationKernels.self, call, op.name,
@@ -120,8 +120,8 @@ package enum Normalization {
         let dw = weight == nil ? nil : try TensorImpl.empty([count], dtype: .float32, on: x.backend)
         let db = bias == nil ? nil : try TensorImpl.empty([count], dtype: .float32, on: x.backend)
         let call = KernelCall(
-            .normalizeRowsBackward(rows: rows), reads: [g32, x32, mean, rstd] + [w32].compactMap { $0 },
-            writes: [dx] + [dw, db].compactMap { $0 })
+            .normalizeRowsBackward(rows: rows), reads: Operands([g32, x32, mean, rstd] + [w32].compactMap { $0 }),
+            writes: Operands([dx] + [dw, db].compactMap { $0 }))
         guard
             x.runUnlessComposed(
                 FusedNormalizationKernels.self, call, "\(op.name)_backward",
@@ -228,7 +228,7 @@ package enum Normalization {
         let variance = try TensorImpl.empty([c], dtype: .float32, on: xc.backend)
         let data = xc.withRequiresGrad(false)
         let call = KernelCall(
-            .normalizeChannels(batch: n, channels: c), reads: [data] + [w32, b32].compactMap { $0 },
+            .normalizeChannels(batch: n, channels: c), reads: Operands([data] + [w32, b32].compactMap { $0 }),
             writes: [out, mean, variance])
         guard
             xc.runUnlessComposed(
@@ -249,7 +249,7 @@ package enum Normalization {
             let db = bias == nil ? nil : try TensorImpl.empty([c], dtype: .float32, on: xc.backend)
             let call = KernelCall(
                 .normalizeChannelsBackward(batch: n, channels: c),
-                reads: [g32, data, mean, variance] + [w32].compactMap { $0 }, writes: [dx] + [dw, db].compactMap { $0 })
+                reads: Operands([g32, data, mean, variance] + [w32].compactMap { $0 }), writes: Operands([dx] + [dw, db].compactMap { $0 }))
             guard
                 xc.runUnlessComposed(
                     FusedNormalizationKernels.self, call, "batch_norm_backward",

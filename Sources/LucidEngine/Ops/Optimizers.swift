@@ -95,7 +95,7 @@ package enum Optimizers {
         let newMomentum = momentum != 0 ? (buf ?? made) : nil
         let state = [buf, newMomentum].compactMap { $0 }
         p.run(
-            OptimizerKernels.self, KernelCall(.sgdStep, reads: [p, g] + state + [found].compactMap { $0 }, writes: [p] + state),
+            OptimizerKernels.self, KernelCall(.sgdStep, reads: Operands([p, g] + state + [found].compactMap { $0 }), writes: Operands([p] + state)),
             "sgd_step"
         ) {
             $0.sgdStep(param: p, grad: g, momentum: buf, hyper: hyper, newParam: p, newMomentum: newMomentum, skipIf: found)
@@ -129,7 +129,7 @@ package enum Optimizers {
         let hyper = AdamHyper(
             lr: lr, beta1: beta1, beta2: beta2, eps: eps,
             weightDecay: weightDecay, decoupled: decoupled, maximize: maximize)
-        let call = KernelCall(.adamStep, reads: [p, g, m0, v0, step] + [foundInf].compactMap { $0 }, writes: [p, m0, v0, step])
+        let call = KernelCall(.adamStep, reads: Operands([p, g, m0, v0, step] + [foundInf].compactMap { $0 }), writes: [p, m0, v0, step])
         p.run(OptimizerKernels.self, call, "adam_step") {
             $0.adamStep(
                 param: p, grad: g, m: m0, v: v0, step: step, hyper: hyper, newParam: p, newM: m0, newV: v0,
@@ -158,7 +158,7 @@ package enum Optimizers {
             return try Ops.dense(g)
         }
         guard !work.isEmpty else { return }
-        let call = KernelCall(.unscale(count: work.count), reads: work + [invScale], writes: work + [foundInf])
+        let call = KernelCall(.unscale(count: work.count), reads: Operands(work + [invScale]), writes: Operands(work + [foundInf]))
         foundInf.run(AMPKernels.self, call, "unscale") { $0.unscale(work, invScale: invScale, found: foundInf, into: work) }
         for (g, w) in zip(grads, work) { finish(g, w) }
         foundInf.storage.bumpVersion()

@@ -73,7 +73,7 @@ extension Recurrent {
             let at = row(acts, t), ht = row(previous, t), gt = row(grad, t), dxt = row(dxw, t), dht = row(dhw, t)
             let direct = try TensorImpl.empty([batch, n], dtype: dtype, on: backend)
             let reads = [at, ht, gt] + [recurrent, carry].compactMap { $0 }
-            let call = KernelCall(.gruCellBackward, reads: reads, writes: [dxt, dht, direct])
+            let call = KernelCall(.gruCellBackward, reads: Operands(reads), writes: [dxt, dht, direct])
             guard
                 dxt.runUnlessComposed(
                     RecurrentCellKernels.self, call, "gru_backward",
@@ -120,7 +120,7 @@ extension Recurrent {
         let out = try TensorImpl.empty([batch, n], dtype: dtype, on: x.backend)
         let act = try TensorImpl.empty([batch, 4 * n], dtype: dtype.computeType, on: x.backend)
         let values = [x, y, state].map { $0.withRequiresGrad(false) }
-        let call = KernelCall(.gruCell, reads: values, writes: [out, act])
+        let call = KernelCall(.gruCell, reads: Operands(values), writes: [out, act])
         guard
             out.runUnlessComposed(
                 RecurrentCellKernels.self, call, op, { $0.gruCell(values[0], values[1], values[2], hNew: out, activations: act) })

@@ -37,7 +37,7 @@ extension Recurrent {
         // The whole recurrence in one kernel call where the backend has it, else step by step.
         let (h0, c0) = (layer.states[0], layer.states[1])
         let whole = KernelCall(
-            .lstmRecurrence, reads: [xw, layer.wHh, h0, c0] + (layer.bHh.map { [$0] } ?? []), writes: [out, cells, acts])
+            .lstmRecurrence, reads: Operands([xw, layer.wHh, h0, c0] + (layer.bHh.map { [$0] } ?? [])), writes: [out, cells, acts])
         let c: TensorImpl
         if out.runUnlessComposed(
             RecurrentCellKernels.self, whole, "lstm",
@@ -186,7 +186,7 @@ extension Recurrent {
         let cNew = try TensorImpl.empty([batch, n], dtype: dtype, on: x.backend)
         let act = try TensorImpl.empty([batch, 5 * n], dtype: dtype.computeType, on: x.backend)
         let values = [x, y, state].map { $0.withRequiresGrad(false) }
-        let call = KernelCall(.lstmCell, reads: values, writes: [h, cNew, act])
+        let call = KernelCall(.lstmCell, reads: Operands(values), writes: [h, cNew, act])
         guard
             h.runUnlessComposed(
                 RecurrentCellKernels.self, call, op,

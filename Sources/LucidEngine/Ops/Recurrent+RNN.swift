@@ -69,7 +69,7 @@ extension Recurrent {
         var recurrent: TensorImpl?
         for t in order.reversed() {
             let ht = row(out, t), gt = row(grad, t), dt = row(dPre, t), more = recurrent
-            let call = KernelCall(.rnnCellBackward(relu: relu), reads: [ht, gt] + [more].compactMap { $0 }, writes: [dt])
+            let call = KernelCall(.rnnCellBackward(relu: relu), reads: Operands([ht, gt] + [more].compactMap { $0 }), writes: [dt])
             guard
                 dt.runUnlessComposed(
                     RecurrentCellKernels.self, call, "\(info.name)_backward",

@@ -81,7 +81,7 @@ package enum Recurrent {
         let a3 = a.view(shape: [1, m, k], strides: [0, a.strides[0], a.strides[1]])
         let b3 = rightOperand(b)
         let o3 = out.view(shape: [1, m, cols], strides: [0, cols, 1])
-        out.run(MatmulKernels.self, KernelCall(.gemm, reads: [a3, b3] + (bias.map { [$0] } ?? []), writes: [o3]), op) {
+        out.run(MatmulKernels.self, KernelCall(.gemm, reads: Operands([a3, b3] + (bias.map { [$0] } ?? [])), writes: [o3]), op) {
             if let prepared, $0.gemm(a3, prepared: prepared, bias: bias, into: o3) { return }
             $0.gemm(a3, b3, bias: bias, into: o3)
         }

@@ -67,7 +67,10 @@ extension HostBackend: RecurrentCellKernels {
                 let (x, h, c) = (E.pointer(xw), E.pointer(out), E.pointer(cells))
                 let hw = UnsafeMutablePointer<E>.allocate(capacity: count * 4 * n)
                 let work = UnsafeMutablePointer<Float>.allocate(capacity: E.productScratch(rows: count, n: 4 * n, k: n))
-                defer { (hw.deallocate(), work.deallocate()) }
+                defer {
+                    hw.deallocate()
+                    work.deallocate()
+                }
                 var (hPrevious, cPrevious) = (UnsafePointer(E.pointer(h0) + first * n), UnsafePointer(E.pointer(c0) + first * n))
                 for t in order {
                     let at = t * batch + first
@@ -106,7 +109,10 @@ extension HostBackend: RecurrentCellKernels {
                 // h's recurrent gradient, c's gradient, and the step's result for the c before.
                 let states = UnsafeMutablePointer<E>.allocate(capacity: 3 * count * n)
                 let work = UnsafeMutablePointer<Float>.allocate(capacity: E.productScratch(rows: count, n: n, k: 4 * n))
-                defer { (states.deallocate(), work.deallocate()) }
+                defer {
+                    states.deallocate()
+                    work.deallocate()
+                }
                 var (dh, dc, dcPrevious) = (states, states + count * n, states + 2 * count * n)
                 dh.initialize(repeating: .zero, count: count * n)
                 dc.update(from: g + (steps * batch + first) * n, count: count * n)
