@@ -603,7 +603,7 @@ enum MetalSelfTest {
                         causal: masking == 1, allowed: masking == 2 ? allowed.map(Double.init) : nil)
                     let name = masking == 0 ? "attention" : (masking == 1 ? "attention_causal" : "attention_mask")
                     let p = try TensorImpl.empty([2, l, sl], dtype: dtype, on: gpu)
-                    let call = KernelCall(.attention, reads: [q, k, v] + (m3.map { [$0] } ?? []), writes: [])
+                    let call = KernelCall(.attention, reads: Operands([q, k, v] + (m3.map { [$0] } ?? [])), writes: [])
                     guard gpu.attentionRoute(call) == .native else { continue }
                     // Named by the variant: "_h<e>" for a fixed head, "_128" for the wider generic one.
                     let suffix = e == ev ? "_h\(e)" : (e > 64 ? "_128" : "")
