@@ -379,10 +379,18 @@ def test_released_handle_in_binary():
     dead = new_tensor([3.0, 4.0])
     assert lib.lucid_tensor_release(dead) == OK
     out = Record()
+    # Both operands are looked up together: the message names the one that is not live,
+    # whichever side it is on.
+    dead_hex = f"0x{dead:x}"
     assert lib.lucid_binary(ADD, live, dead, out) == E_HANDLE
     assert out[HANDLE] == 0
-    assert last_error()
+    assert dead_hex in last_error()
     assert lib.lucid_binary(ADD, dead, live, out) == E_HANDLE
+    assert dead_hex in last_error()
+    assert lib.lucid_compare(0, live, dead, out) == E_HANDLE
+    assert dead_hex in last_error()
+    assert lib.lucid_matmul(live, dead, out) == E_HANDLE
+    assert dead_hex in last_error()
     assert lib.lucid_matmul(dead, dead, out) == E_HANDLE
     assert out[HANDLE] == 0
     assert lib.lucid_tensor_release(live) == OK
