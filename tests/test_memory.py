@@ -24,6 +24,33 @@ def test_peak_tracks_the_largest_moment_and_resets():
     assert lucid.max_memory_allocated("cpu") == lucid.memory_allocated("cpu")
 
 
+def test_counts_stay_exact_when_threads_allocate_at_once():
+    # The counts are atomic, not locked: threads making and freeing tensors together must
+    # leave the count where it began, and the peak must cover what was live at once.
+    import threading
+
+    lucid.reset_peak_memory_stats("cpu")
+    base = lucid.memory_allocated("cpu")
+    held = [lucid.zeros(64, 1024) for _ in range(4)]  # 1 MiB live throughout
+    start = threading.Barrier(4)
+
+    def churn():
+        start.wait()
+        for i in range(300):
+            t = lucid.ones(1000 + i)
+            del t
+
+    threads = [threading.Thread(target=churn) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert lucid.memory_allocated("cpu") == base + 4 * 64 * 1024 * 4
+    assert lucid.max_memory_allocated("cpu") >= base + 4 * 64 * 1024 * 4 + 1000 * 4
+    del held
+    assert lucid.memory_allocated("cpu") == base
+
+
 def test_devices_are_counted_apart():
     lucid.reset_peak_memory_stats()
     cpu = lucid.memory_allocated("cpu")

@@ -67,7 +67,7 @@ private final class SeparateMemoryBackend: Backend, @unchecked Sendable {
     private func deviceSide(_ t: TensorImpl) -> TensorImpl {
         let buffer = DeviceSideView(t.storage.buffer as! SeparateBuffer)
         return TensorImpl(
-            storage: Storage(buffer: buffer, backend: Backends.host), shape: t.shape, strides: t.strides,
+            storage: Storage.make(buffer: buffer, backend: Backends.host), shape: t.shape, strides: t.strides,
             offset: t.offset, dtype: t.dtype)
     }
 

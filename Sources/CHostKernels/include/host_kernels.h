@@ -190,6 +190,21 @@ static inline int64_t lucid_counter_load(const int64_t *counter) {
     return __atomic_load_n(counter, __ATOMIC_RELAXED);
 }
 
+/* Byte counts of allocated memory: the count after adding `delta`, a peak raised to `value`
+ * when below it, and a count set outright. Relaxed, as above. */
+static inline int64_t lucid_counter_add_fetch(int64_t *counter, int64_t delta) {
+    return __atomic_add_fetch(counter, delta, __ATOMIC_RELAXED);
+}
+static inline void lucid_counter_raise(int64_t *counter, int64_t value) {
+    int64_t seen = __atomic_load_n(counter, __ATOMIC_RELAXED);
+    while (seen < value &&
+           !__atomic_compare_exchange_n(counter, &seen, value, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+static inline void lucid_counter_store(int64_t *counter, int64_t value) {
+    __atomic_store_n(counter, value, __ATOMIC_RELAXED);
+}
+
 #ifdef __cplusplus
 }
 #endif

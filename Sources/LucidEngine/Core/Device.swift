@@ -47,7 +47,7 @@ public enum Device: Int32, CaseIterable, Sendable, CustomStringConvertible {
     /// does Metal Performance Shaders), so "metal" holds no float64 tensor, as PyTorch's MPS
     /// device holds none. `op` names the call in the message.
     func check(_ dtype: DType, op: String) throws {
-        guard !entry.holdsFloat64, dtype == .float64 else { return }
+        guard dtype == .float64, !entry.holdsFloat64 else { return }
         throw LucidError.type(
             "\(op.isEmpty ? "" : "\(op): ")'\(name)' does not support float64 (the GPU has no float64 "
                 + "arithmetic); use float32 instead, e.g. tensor.float() before moving it to '\(name)'")

@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import CHostKernels
 
 /// Memory owned by a backend. A Metal backend keeps an `MTLBuffer` behind this protocol; the
@@ -44,73 +39,72 @@ extension DeviceBuffer {
 /// `alias()` is a second storage over the same buffer with a version of its own (PyTorch's
 /// `.data`: writes through it are hidden from autograd's checks). `writes` counts the writes
 /// through every storage of the buffer, for caches of values made from it.
-final class Storage: @unchecked Sendable {
+final class Storage: ManagedBuffer<StorageParts, Int64>, @unchecked Sendable {
+    // Its elements are three atomic counts (C11 atomics in CHostKernels), allocated with the
+    // object, as every op result makes a storage: this storage's version, then the writes
+    // through every storage of the buffer and the live aliases of it (both read from `root`'s
+    // for an alias).
+
+    /// A storage of its own over `buffer`.
+    static func make(buffer: any DeviceBuffer, backend: any Backend) -> Storage {
+        make(StorageParts(buffer: buffer, backend: backend, device: backend.device, root: nil))
+    }
+
+    private static func make(_ parts: StorageParts) -> Storage {
+        let made = unsafeDowncast(create(minimumCapacity: 3) { _ in parts }, to: Storage.self)
+        made.withUnsafeMutablePointerToElements { $0.initialize(repeating: 0, count: 3) }
+        return made
+    }
+
+    deinit {
+        header.root?.count(2) { lucid_counter_add($0, -1) }
+    }
+
+    var buffer: any DeviceBuffer { header.buffer }
+    var backend: any Backend { header.backend }
+    var device: Device { header.device }
+    private var root: Storage? { header.root }
+
+    /// `body` on count `index` of this storage.
+    @inline(__always)
+    private func count<R>(_ index: Int, _ body: (UnsafeMutablePointer<Int64>) -> R) -> R {
+        withUnsafeMutablePointerToElements { body($0 + index) }
+    }
+
+    /// How many in-place writes this storage has had.
+    var version: Int64 { count(0) { lucid_counter_load($0) } }
+
+    /// How many in-place writes the buffer has had, through this storage or any alias of it.
+    var writes: Int64 { (root ?? self).count(1) { lucid_counter_load($0) } }
+
+    /// Records one in-place write.
+    func bumpVersion() {
+        _ = count(0) { lucid_counter_bump($0) }
+        _ = (root ?? self).count(1) { lucid_counter_bump($0) }
+    }
+
+    /// A storage over the same buffer whose version counts only the writes made through it.
+    func alias() -> Storage {
+        let root = root ?? self
+        root.count(2) { lucid_counter_add($0, 1) }
+        return Self.make(StorageParts(buffer: buffer, backend: backend, device: device, root: root))
+    }
+
+    /// Whether no alias shares this storage's buffer (nor is this storage one).
+    var hasNoAlias: Bool { root == nil && count(2) { lucid_counter_load($0) } == 0 }
+
+    /// Whether `other` is this buffer's memory (this storage or an alias of it).
+    func sharesMemory(with other: Storage) -> Bool { buffer === other.buffer }
+}
+
+/// What a storage holds besides its counts.
+struct StorageParts {
     let buffer: any DeviceBuffer
     let backend: any Backend
     /// The backend's device, kept here: every op asks each operand's (a call through the
     /// backend's existential otherwise).
     let device: Device
-    /// Three atomic counts in one `malloc` block (C11 atomics in CHostKernels): this storage's
-    /// version, then the writes through every storage of the buffer and the live aliases of it
-    /// (both read from `root`'s for an alias). One plain allocation instead of a counter object
-    /// each: every op result makes one.
-    private let counts: UnsafeMutablePointer<Int64>
-    /// The storage this one aliases (itself never an alias), which keeps the buffer's count of
+    /// The storage an alias aliases (itself never an alias), which keeps the buffer's count of
     /// writes; nil for a storage of its own.
-    private let root: Storage?
-
-    init(buffer: any DeviceBuffer, backend: any Backend) {
-        self.buffer = buffer
-        self.backend = backend
-        device = backend.device
-        counts = Self.newCounts()
-        root = nil
-    }
-
-    private init(aliasing other: Storage) {
-        buffer = other.buffer
-        backend = other.backend
-        device = other.device
-        counts = Self.newCounts()
-        let root = other.root ?? other
-        self.root = root
-        lucid_counter_add(root.counts + 2, 1)
-    }
-
-    deinit {
-        if let root { lucid_counter_add(root.counts + 2, -1) }
-        free(counts)
-    }
-
-    /// Three zeroed counts, from `calloc`: `allocate(capacity:)` asks for aligned memory through
-    /// `posix_memalign`, several times the cost. Where `calloc` fails, the Swift allocator is
-    /// asked (with malloc's own alignment, so that `free` releases its block too) and fails as
-    /// it does for any object.
-    private static func newCounts() -> UnsafeMutablePointer<Int64> {
-        let raw =
-            calloc(3, MemoryLayout<Int64>.stride)
-            ?? UnsafeMutableRawPointer.allocate(byteCount: 3 * MemoryLayout<Int64>.stride, alignment: 16)
-        return raw.initializeMemory(as: Int64.self, repeating: 0, count: 3)
-    }
-
-    /// How many in-place writes this storage has had.
-    var version: Int64 { lucid_counter_load(counts) }
-
-    /// How many in-place writes the buffer has had, through this storage or any alias of it.
-    var writes: Int64 { lucid_counter_load((root ?? self).counts + 1) }
-
-    /// Records one in-place write.
-    func bumpVersion() {
-        _ = lucid_counter_bump(counts)
-        _ = lucid_counter_bump((root ?? self).counts + 1)
-    }
-
-    /// A storage over the same buffer whose version counts only the writes made through it.
-    func alias() -> Storage { Storage(aliasing: self) }
-
-    /// Whether no alias shares this storage's buffer (nor is this storage one).
-    var hasNoAlias: Bool { root == nil && lucid_counter_load(counts + 2) == 0 }
-
-    /// Whether `other` is this buffer's memory (this storage or an alias of it).
-    func sharesMemory(with other: Storage) -> Bool { buffer === other.buffer }
+    let root: Storage?
 }

@@ -12,6 +12,9 @@ package final class TensorImpl: @unchecked Sendable {
     let offset: Int
     package let dtype: DType
     package let numel: Int
+    /// Whether the elements lie in row-major order with no gaps (size-1 dimensions' strides
+    /// aside): found once, as kernels and routes ask it of every operand.
+    package let isContiguous: Bool
     /// Whether gradients flow to this tensor: a leaf the user marked, or an op result with
     /// such an input (recorded while grad mode was on).
     package let requiresGrad: Bool
@@ -36,6 +39,15 @@ package final class TensorImpl: @unchecked Sendable {
         var n = 1
         for s in shape { n = n &* s }
         self.numel = n
+        var expected = 1, contiguous = true
+        for i in stride(from: shape.count - 1, through: 0, by: -1) where shape[i] != 1 {
+            if strides[i] != expected {
+                contiguous = false
+                break
+            }
+            expected &*= shape[i]
+        }
+        isContiguous = contiguous
     }
 
     package var device: Device { storage.device }
@@ -47,15 +59,6 @@ package final class TensorImpl: @unchecked Sendable {
     package var storageBytes: Int { storage.buffer.byteCount }
     var backend: any Backend { storage.backend }
     package var ndim: Int { shape.count }
-
-    package var isContiguous: Bool {
-        var expected = 1
-        for i in stride(from: shape.count - 1, through: 0, by: -1) where shape[i] != 1 {
-            if strides[i] != expected { return false }
-            expected &*= shape[i]
-        }
-        return true
-    }
 
     /// Whether the strides are exactly `Shape.contiguousStrides(shape)` (size-1 dimensions
     /// included, which `isContiguous` ignores).
@@ -91,7 +94,7 @@ package final class TensorImpl: @unchecked Sendable {
         let n = try Shape.numel(shape)
         let buffer = try backend.allocate(byteCount: n * dtype.itemSize)
         return TensorImpl(
-            storage: Storage(buffer: buffer, backend: backend), shape: shape,
+            storage: Storage.make(buffer: buffer, backend: backend), shape: shape,
             strides: Shape.contiguousStrides(shape), offset: 0, dtype: dtype)
     }
 
@@ -103,7 +106,7 @@ package final class TensorImpl: @unchecked Sendable {
         try like.device.check(dtype, op: "")
         let buffer = try like.backend.allocate(byteCount: like.numel * dtype.itemSize)
         return TensorImpl(
-            storage: Storage(buffer: buffer, backend: like.backend), shape: like.shape,
+            storage: Storage.make(buffer: buffer, backend: like.backend), shape: like.shape,
             strides: like.strides, offset: 0, dtype: dtype)
     }
 

@@ -209,8 +209,10 @@ final class HostBackend: Backend {
     /// compute in float32, so a float64 call of them is always composed, from the core kernels
     /// that compute in double.
     static func ownRoute(_ call: KernelCall) -> KernelRoute {
+        // The core kernels' calls (the commonest) are answered before the operands are read.
+        guard call.op.isOptimisation else { return .native }
         let r = call.reads, w = call.writes
-        if call.op.isOptimisation, (r + w).contains(where: { $0.dtype == .float64 }) { return .compose }
+        if (r + w).contains(where: { $0.dtype == .float64 }) { return .compose }
         let plain = { (ts: [TensorImpl]) in ts.allSatisfy { $0.dtype == .float32 && $0.isContiguous } }
         // A fused backward's gradient: float32 of `like`'s shape, contiguous or one value everywhere.
         let gradient = { (g: TensorImpl, like: TensorImpl) in
